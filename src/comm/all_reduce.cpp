@@ -1,0 +1,34 @@
+// all_reduce: every rank ends with op over all ranks of its buffer (in place).
+//
+// Open MPI picks the algorithm (ring / recursive doubling / Rabenseifner) by size; the cost
+// model assumes the bandwidth-optimal one: 2(P−1)/P · n bytes sent per rank.
+#include "comm/mpi_impl.hpp"
+
+namespace meshtp::comm {
+
+template <typename T>
+void Communicator::all_reduce(std::span<T> buf, ReduceOp op) const {
+  const int count = as_count(buf.size(), "all_reduce");
+  const LedgerScope timed;
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, buf.data(), count, mpi_datatype<T>(), mpi_op(op),
+                          impl_->handle),
+            "MPI_Allreduce", impl_->size);
+}
+
+template <typename T>
+Request Communicator::iall_reduce(std::span<T> buf, ReduceOp op) const {
+  const int count = as_count(buf.size(), "iall_reduce");
+  Request r;
+  r.impl_ = std::make_unique<Request::Impl>();
+  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buf.data(), count, mpi_datatype<T>(), mpi_op(op),
+                           impl_->handle, &r.impl_->handle),
+            "MPI_Iallreduce", impl_->size);
+  return r;
+}
+
+#define INSTANTIATE(T)                                                         \
+  template void Communicator::all_reduce<T>(std::span<T>, ReduceOp) const;     \
+  template Request Communicator::iall_reduce<T>(std::span<T>, ReduceOp) const;
+MESHTP_FOR_EACH_COMM_TYPE(INSTANTIATE)
+
+}  // namespace meshtp::comm

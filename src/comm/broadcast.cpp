@@ -1,0 +1,32 @@
+// broadcast: every rank's buffer becomes root's (in place).
+#include "comm/mpi_impl.hpp"
+
+namespace meshtp::comm {
+
+template <typename T>
+void Communicator::broadcast(std::span<T> buf, int root) const {
+  check_rank(root, impl_->size, "broadcast", "root");
+  const int count = as_count(buf.size(), "broadcast");
+  const LedgerScope timed;
+  check_mpi(MPI_Bcast(buf.data(), count, mpi_datatype<T>(), root, impl_->handle), "MPI_Bcast",
+            impl_->size);
+}
+
+template <typename T>
+Request Communicator::ibroadcast(std::span<T> buf, int root) const {
+  check_rank(root, impl_->size, "ibroadcast", "root");
+  const int count = as_count(buf.size(), "ibroadcast");
+  Request r;
+  r.impl_ = std::make_unique<Request::Impl>();
+  check_mpi(MPI_Ibcast(buf.data(), count, mpi_datatype<T>(), root, impl_->handle,
+                       &r.impl_->handle),
+            "MPI_Ibcast", impl_->size);
+  return r;
+}
+
+#define INSTANTIATE(T)                                                  \
+  template void Communicator::broadcast<T>(std::span<T>, int) const;    \
+  template Request Communicator::ibroadcast<T>(std::span<T>, int) const;
+MESHTP_FOR_EACH_COMM_TYPE(INSTANTIATE)
+
+}  // namespace meshtp::comm

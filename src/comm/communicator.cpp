@@ -1,0 +1,170 @@
+// Group management, requests, the MPI environment and job abort.
+#include "comm/communicator.hpp"
+
+#include <vector>
+
+#include "comm/mpi_impl.hpp"
+
+namespace meshtp::comm {
+
+void check_mpi(int rc, std::string_view call, int group_size) {
+  if (rc == MPI_SUCCESS) return;
+  char reason[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(rc, reason, &length);
+  fail("{} failed on a group of {} ranks: {}", call, group_size,
+       std::string_view(reason, static_cast<std::size_t>(length)));
+}
+
+CommLedger& comm_ledger() {
+  static CommLedger ledger;
+  return ledger;
+}
+
+// ---- Request ---------------------------------------------------------------------------
+
+Request::Request() = default;
+Request::~Request() {
+  // A Request dropped while pending would leave MPI writing into freed buffers: complete it.
+  if (pending()) {
+    try {
+      wait();
+    } catch (...) {  // destructors must not throw; the error has no one to go to
+    }
+  }
+}
+Request::Request(Request&&) noexcept = default;
+Request& Request::operator=(Request&& other) noexcept {
+  if (this != &other) {
+    if (pending()) {
+      try {
+        wait();
+      } catch (...) {
+      }
+    }
+    impl_ = std::move(other.impl_);
+  }
+  return *this;
+}
+
+bool Request::pending() const { return impl_ != nullptr; }
+
+Request& Request::then(std::function<void()> on_complete) {
+  if (!impl_) {  // already complete: run now
+    if (on_complete) on_complete();
+    return *this;
+  }
+  if (impl_->on_complete) {
+    auto first = std::move(impl_->on_complete);
+    impl_->on_complete = [first = std::move(first), next = std::move(on_complete)] {
+      first();
+      next();
+    };
+  } else {
+    impl_->on_complete = std::move(on_complete);
+  }
+  return *this;
+}
+
+void Request::wait() {
+  if (!impl_) return;
+  const LedgerScope timed;
+  auto impl = std::move(impl_);
+  check_mpi(MPI_Wait(&impl->handle, MPI_STATUS_IGNORE), "MPI_Wait", -1);
+  if (impl->on_complete) impl->on_complete();
+}
+
+bool Request::test() {
+  if (!impl_) return true;
+  int done = 0;
+  check_mpi(MPI_Test(&impl_->handle, &done, MPI_STATUS_IGNORE), "MPI_Test", -1);
+  if (!done) return false;
+  auto impl = std::move(impl_);
+  if (impl->on_complete) impl->on_complete();
+  return true;
+}
+
+void wait_all(std::span<Request> requests) {
+  for (Request& r : requests) r.wait();
+}
+
+// ---- Communicator ----------------------------------------------------------------------
+
+Communicator::Impl::~Impl() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (owned && handle != MPI_COMM_NULL && !finalized) MPI_Comm_free(&handle);
+}
+
+Communicator::Communicator(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Communicator Communicator::world() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  MESHTP_CHECK(initialized, "MPI is not initialised: create a comm::Environment first");
+  auto impl = std::make_shared<Impl>();
+  impl->handle = MPI_COMM_WORLD;
+  MPI_Comm_rank(MPI_COMM_WORLD, &impl->rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &impl->size);
+  return Communicator(std::move(impl));
+}
+
+int Communicator::rank() const { return impl_->rank; }
+int Communicator::size() const { return impl_->size; }
+
+Communicator Communicator::split(int color, int key) const {
+  MESHTP_CHECK(color >= 0, "split color must be non-negative, got {}", color);
+  auto impl = std::make_shared<Impl>();
+  check_mpi(MPI_Comm_split(impl_->handle, color, key, &impl->handle), "MPI_Comm_split",
+            impl_->size);
+  impl->owned = true;
+  MPI_Comm_rank(impl->handle, &impl->rank);
+  MPI_Comm_size(impl->handle, &impl->size);
+  return Communicator(std::move(impl));
+}
+
+bool Communicator::same_group(const Communicator& other) const {
+  int result = MPI_UNEQUAL;
+  check_mpi(MPI_Comm_compare(impl_->handle, other.impl_->handle, &result), "MPI_Comm_compare",
+            impl_->size);
+  return result == MPI_IDENT || result == MPI_CONGRUENT;
+}
+
+void Communicator::barrier() const {
+  const LedgerScope timed;
+  check_mpi(MPI_Barrier(impl_->handle), "MPI_Barrier", impl_->size);
+}
+
+Request Communicator::ibarrier() const {
+  Request r;
+  r.impl_ = std::make_unique<Request::Impl>();
+  check_mpi(MPI_Ibarrier(impl_->handle, &r.impl_->handle), "MPI_Ibarrier", impl_->size);
+  return r;
+}
+
+// ---- Environment -----------------------------------------------------------------------
+
+Environment::Environment(int& argc, char**& argv) {
+  int provided = 0;
+  check_mpi(MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread",
+            -1);
+  // Errors come back as codes, which check_mpi turns into exceptions with context.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+}
+
+Environment::~Environment() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+void abort_job(int exit_code) {
+  int initialized = 0;
+  int finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::exit(exit_code);
+}
+
+}  // namespace meshtp::comm

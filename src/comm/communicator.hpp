@@ -1,0 +1,128 @@
+// Communicator: a process group and the collectives meshtp runs on it, over Open MPI.
+//
+// Error policy: every size is validated before the MPI call (a mismatch throws
+// meshtp::Error naming the sizes, and the CLI then aborts the job so no peer hangs in the
+// collective); MPI failures become meshtp::Error with the call, the group size and MPI's
+// own message. `<mpi.h>` is included only by the comm layer's .cpp files.
+//
+// Buffer conventions (count = elements, P = size()):
+//   all_reduce(buf)            in place; every rank ends with op over ranks of buf
+//   all_gather(send, recv)     recv = [send of rank 0 | … | send of rank P-1], |recv| = P·|send|
+//   reduce_scatter(send, recv) |send| = P·|recv|; rank r gets op over ranks of send block r
+//   broadcast(buf, root)       in place
+//   reduce(send, recv, root)   recv (only read at root, |recv| = |send|) = op over ranks
+//   all_to_all(send, recv)     |send| = |recv| = P·block; block j of send goes to rank j,
+//                              block i of recv came from rank i
+// The i-prefixed versions start the same operation and return a Request; the buffers must
+// stay alive and untouched until it completes.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace meshtp::comm {
+
+enum class ReduceOp { kSum, kMax };
+
+// A pending non-blocking operation. Move-only; an empty Request is already complete.
+// then() attaches a completion step (e.g. unpacking a gathered buffer) that runs exactly
+// once, on the first wait() or successful test().
+class Request {
+ public:
+  Request();
+  ~Request();
+  Request(Request&&) noexcept;
+  Request& operator=(Request&&) noexcept;
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
+
+  void wait();
+  bool test();
+  bool pending() const;
+  Request& then(std::function<void()> on_complete);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  friend class Communicator;
+};
+
+void wait_all(std::span<Request> requests);
+
+// Time spent inside blocking collectives and Request::wait on this process: the
+// "waiting on communication" figure of the layer benchmarks.
+struct CommLedger {
+  double wait_seconds = 0.0;
+  std::int64_t calls = 0;
+};
+CommLedger& comm_ledger();
+
+class Communicator {
+ public:
+  // MPI_COMM_WORLD (requires an Environment).
+  static Communicator world();
+
+  int rank() const;
+  int size() const;
+
+  // Ranks with equal color form a group, ordered by key (ties by current rank). Collective.
+  Communicator split(int color, int key) const;
+
+  template <typename T> void all_reduce(std::span<T> buf, ReduceOp op = ReduceOp::kSum) const;
+  template <typename T> void all_gather(std::span<const T> send, std::span<T> recv) const;
+  template <typename T>
+  void reduce_scatter(std::span<const T> send, std::span<T> recv,
+                      ReduceOp op = ReduceOp::kSum) const;
+  template <typename T> void broadcast(std::span<T> buf, int root) const;
+  template <typename T>
+  void reduce(std::span<const T> send, std::span<T> recv, int root,
+              ReduceOp op = ReduceOp::kSum) const;
+  template <typename T> void all_to_all(std::span<const T> send, std::span<T> recv) const;
+  template <typename T> void send(std::span<const T> buf, int dest, int tag = 0) const;
+  template <typename T> void recv(std::span<T> buf, int source, int tag = 0) const;
+  template <typename T>
+  void sendrecv(std::span<const T> send, int dest, std::span<T> recv, int source,
+                int tag = 0) const;
+  void barrier() const;
+
+  template <typename T>
+  [[nodiscard]] Request iall_reduce(std::span<T> buf, ReduceOp op = ReduceOp::kSum) const;
+  template <typename T>
+  [[nodiscard]] Request iall_gather(std::span<const T> send, std::span<T> recv) const;
+  template <typename T>
+  [[nodiscard]] Request ireduce_scatter(std::span<const T> send, std::span<T> recv,
+                                        ReduceOp op = ReduceOp::kSum) const;
+  template <typename T> [[nodiscard]] Request ibroadcast(std::span<T> buf, int root) const;
+  template <typename T>
+  [[nodiscard]] Request iall_to_all(std::span<const T> send, std::span<T> recv) const;
+  template <typename T>
+  [[nodiscard]] Request isend(std::span<const T> buf, int dest, int tag = 0) const;
+  template <typename T> [[nodiscard]] Request irecv(std::span<T> buf, int source, int tag = 0) const;
+  [[nodiscard]] Request ibarrier() const;
+
+  // Same group (compares membership and order, not handle identity).
+  bool same_group(const Communicator& other) const;
+
+ private:
+  struct Impl;
+  explicit Communicator(std::shared_ptr<Impl> impl);
+  std::shared_ptr<Impl> impl_;
+};
+
+// Owns MPI's lifetime: MPI_Init_thread in the constructor, MPI_Finalize in the destructor.
+// Every Communicator must be destroyed before it.
+class Environment {
+ public:
+  Environment(int& argc, char**& argv);
+  ~Environment();
+  Environment(const Environment&) = delete;
+  Environment& operator=(const Environment&) = delete;
+};
+
+// Kills every rank of the job (MPI_Abort on the world) with this exit code.
+[[noreturn]] void abort_job(int exit_code);
+
+}  // namespace meshtp::comm

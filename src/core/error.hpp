@@ -1,0 +1,31 @@
+// The one exception type of meshtp.
+//
+// Error policy (see STYLE.md): bad user input and failed system calls throw meshtp::Error
+// with a message that names the offending values. Library code never prints and never exits;
+// the CLI's main() catches, prints `error: …` and aborts the whole MPI job.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace meshtp {
+
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& message) : std::runtime_error(message) {}
+};
+
+// MESHTP_CHECK(cond, "fmt {}", args…): throw meshtp::Error with a formatted message.
+template <typename... Args>
+[[noreturn]] void fail(fmt::format_string<Args...> format, Args&&... args) {
+  throw Error(fmt::format(format, std::forward<Args>(args)...));
+}
+
+}  // namespace meshtp
+
+#define MESHTP_CHECK(cond, ...)      \
+  do {                               \
+    if (!(cond)) ::meshtp::fail(__VA_ARGS__); \
+  } while (0)

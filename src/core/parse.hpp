@@ -1,0 +1,26 @@
+// Parsers for the small value syntaxes users type on the command line.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace meshtp {
+
+// "2x4" → {2, 4}; "8" → {8}; "2x2x2" → {2, 2, 2}. Every size must be a positive integer.
+std::vector<int> parse_mesh_shape(std::string_view text);
+
+// "2x4" from {2, 4}.
+std::string format_mesh_shape(const std::vector<int>& shape);
+
+// "8K" → 8192, "64M" → 67108864, "1G", "4096" (bytes). Suffixes are binary (KiB, MiB, GiB).
+std::int64_t parse_byte_size(std::string_view text);
+
+// "8K,1M,64M" → {8192, 1048576, 67108864}.
+std::vector<std::int64_t> parse_byte_sizes(std::string_view text);
+
+// 8192 → "8K", 67108864 → "64M", 1000 → "1000".
+std::string format_byte_size(std::int64_t bytes);
+
+}  // namespace meshtp

@@ -1,0 +1,223 @@
+// Every collective with exact expected values. Inputs are unique across ranks and elements
+// (value = rank·1000 + element), small integers that fp32 adds exactly, so results are
+// compared with ==, not a tolerance.
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "core/error.hpp"
+
+namespace meshtp::comm {
+namespace {
+
+constexpr int kCount = 5;
+
+float value(int rank, int element) { return static_cast<float>(rank * 1000 + element); }
+
+class Collectives : public ::testing::Test {
+ protected:
+  Communicator world = Communicator::world();
+  int rank = world.rank();
+  int size = world.size();
+
+  std::vector<float> mine(int count) const {
+    std::vector<float> v(static_cast<std::size_t>(count));
+    for (int i = 0; i < count; ++i) v[i] = value(rank, i);
+    return v;
+  }
+  float sum_over_ranks(int element) const {
+    float s = 0;
+    for (int r = 0; r < size; ++r) s += value(r, element);
+    return s;
+  }
+};
+
+TEST_F(Collectives, AllReduceSumAndMax) {
+  auto buf = mine(kCount);
+  world.all_reduce(std::span<float>(buf));
+  for (int i = 0; i < kCount; ++i) EXPECT_EQ(buf[i], sum_over_ranks(i)) << "rank " << rank;
+  buf = mine(kCount);
+  world.all_reduce(std::span<float>(buf), ReduceOp::kMax);
+  for (int i = 0; i < kCount; ++i) EXPECT_EQ(buf[i], value(size - 1, i)) << "rank " << rank;
+}
+
+TEST_F(Collectives, AllReduceOtherTypes) {
+  std::vector<double> d{1.5 * rank, 2.0};
+  world.all_reduce(std::span<double>(d));
+  EXPECT_EQ(d[0], 1.5 * size * (size - 1) / 2);
+  EXPECT_EQ(d[1], 2.0 * size);
+  std::vector<std::int64_t> big{std::int64_t{1} << 40};
+  world.all_reduce(std::span<std::int64_t>(big));
+  EXPECT_EQ(big[0], (std::int64_t{1} << 40) * size);
+}
+
+TEST_F(Collectives, AllGatherConcatenatesInRankOrder) {
+  const auto send = mine(kCount);
+  std::vector<float> recv(static_cast<std::size_t>(kCount * size), -1.0f);
+  world.all_gather(std::span<const float>(send), std::span<float>(recv));
+  for (int r = 0; r < size; ++r)
+    for (int i = 0; i < kCount; ++i) EXPECT_EQ(recv[r * kCount + i], value(r, i));
+}
+
+TEST_F(Collectives, ReduceScatterGivesEachRankItsBlock) {
+  const auto send = mine(kCount * size);
+  std::vector<float> recv(kCount, -1.0f);
+  world.reduce_scatter(std::span<const float>(send), std::span<float>(recv));
+  for (int i = 0; i < kCount; ++i) EXPECT_EQ(recv[i], sum_over_ranks(rank * kCount + i));
+  world.reduce_scatter(std::span<const float>(send), std::span<float>(recv), ReduceOp::kMax);
+  for (int i = 0; i < kCount; ++i) EXPECT_EQ(recv[i], value(size - 1, rank * kCount + i));
+}
+
+TEST_F(Collectives, BroadcastFromLastRank) {
+  auto buf = mine(kCount);
+  world.broadcast(std::span<float>(buf), size - 1);
+  for (int i = 0; i < kCount; ++i) EXPECT_EQ(buf[i], value(size - 1, i));
+}
+
+TEST_F(Collectives, ReduceToRootOnly) {
+  const auto send = mine(kCount);
+  std::vector<float> recv(kCount, -1.0f);
+  world.reduce(std::span<const float>(send), std::span<float>(recv), 0);
+  for (int i = 0; i < kCount; ++i) {
+    EXPECT_EQ(recv[i], rank == 0 ? sum_over_ranks(i) : -1.0f) << "rank " << rank;
+  }
+}
+
+TEST_F(Collectives, AllToAllTransposesBlocks) {
+  // Block j of rank q's send = q·1000 + j·10 + e; rank r's recv block i came from rank i.
+  std::vector<float> send(static_cast<std::size_t>(kCount * size));
+  for (int j = 0; j < size; ++j)
+    for (int e = 0; e < kCount; ++e) send[j * kCount + e] = value(rank, j * 10 + e);
+  std::vector<float> recv(send.size(), -1.0f);
+  world.all_to_all(std::span<const float>(send), std::span<float>(recv));
+  for (int i = 0; i < size; ++i)
+    for (int e = 0; e < kCount; ++e) EXPECT_EQ(recv[i * kCount + e], value(i, rank * 10 + e));
+}
+
+TEST_F(Collectives, RingSendRecvAndSendRecv) {
+  const int next = (rank + 1) % size;
+  const int prev = (rank + size - 1) % size;
+  const auto send = mine(kCount);
+  std::vector<float> recv(kCount, -1.0f);
+  world.sendrecv(std::span<const float>(send), next, std::span<float>(recv), prev, 7);
+  for (int i = 0; i < kCount; ++i) EXPECT_EQ(recv[i], value(prev, i));
+  if (size > 1) {  // blocking send/recv in a ring: even ranks send first, odd ranks receive
+    std::fill(recv.begin(), recv.end(), -1.0f);
+    if (rank % 2 == 0) {
+      world.send(std::span<const float>(send), next, 3);
+      world.recv(std::span<float>(recv), prev, 3);
+    } else {
+      world.recv(std::span<float>(recv), prev, 3);
+      world.send(std::span<const float>(send), next, 3);
+    }
+    for (int i = 0; i < kCount; ++i) EXPECT_EQ(recv[i], value(prev, i));
+  }
+}
+
+TEST_F(Collectives, NonBlockingVersionsMatchBlocking) {
+  auto reduced = mine(kCount);
+  const auto send = mine(kCount);
+  std::vector<float> gathered(static_cast<std::size_t>(kCount * size));
+  const auto scatter_in = mine(kCount * size);
+  std::vector<float> scattered(kCount);
+  auto bcast = mine(kCount);
+  std::vector<float> ring(kCount);
+  const int next = (rank + 1) % size;
+  const int prev = (rank + size - 1) % size;
+
+  std::vector<Request> requests;
+  requests.push_back(world.iall_reduce(std::span<float>(reduced)));
+  requests.push_back(world.iall_gather(std::span<const float>(send), std::span<float>(gathered)));
+  requests.push_back(
+      world.ireduce_scatter(std::span<const float>(scatter_in), std::span<float>(scattered)));
+  requests.push_back(world.ibroadcast(std::span<float>(bcast), 0));
+  requests.push_back(world.irecv(std::span<float>(ring), prev, 11));
+  requests.push_back(world.isend(std::span<const float>(send), next, 11));
+  int completions = 0;
+  requests[0].then([&] { ++completions; });
+  while (!requests[0].test()) {
+  }
+  EXPECT_EQ(completions, 1);
+  wait_all(requests);
+  EXPECT_EQ(completions, 1);  // a completion step runs exactly once
+  for (int i = 0; i < kCount; ++i) {
+    EXPECT_EQ(reduced[i], sum_over_ranks(i));
+    EXPECT_EQ(scattered[i], sum_over_ranks(rank * kCount + i));
+    EXPECT_EQ(bcast[i], value(0, i));
+    EXPECT_EQ(ring[i], value(prev, i));
+  }
+  for (int r = 0; r < size; ++r)
+    for (int i = 0; i < kCount; ++i) EXPECT_EQ(gathered[r * kCount + i], value(r, i));
+
+  std::vector<float> a2a_in(static_cast<std::size_t>(size), static_cast<float>(rank));
+  std::vector<float> a2a_out(a2a_in.size());
+  Request r = world.iall_to_all(std::span<const float>(a2a_in), std::span<float>(a2a_out));
+  bool unpacked = false;
+  r.then([&] { unpacked = true; });
+  EXPECT_TRUE(r.pending());
+  r.wait();
+  EXPECT_FALSE(r.pending());
+  EXPECT_TRUE(unpacked);
+  for (int i = 0; i < size; ++i) EXPECT_EQ(a2a_out[i], static_cast<float>(i));
+}
+
+TEST_F(Collectives, SplitFormsSubgroupsOrderedByKey) {
+  // Even and odd ranks; key reversed so the highest world rank is subgroup rank 0.
+  const Communicator half = world.split(rank % 2, size - rank);
+  const int expected_size = (size + 1 - rank % 2) / 2;
+  EXPECT_EQ(half.size(), expected_size);
+  std::vector<int> ranks{rank};
+  world.barrier();
+  std::vector<int> members(static_cast<std::size_t>(half.size()));
+  half.all_gather(std::span<const int>(ranks), std::span<int>(members));
+  EXPECT_TRUE(std::is_sorted(members.rbegin(), members.rend()));
+  for (const int m : members) EXPECT_EQ(m % 2, rank % 2);
+  EXPECT_TRUE(half.same_group(half));
+  EXPECT_EQ(world.same_group(half), size == 1);
+}
+
+TEST_F(Collectives, BufferMismatchesAreRejectedBeforeMpi) {
+  const std::vector<float> send(3);
+  std::vector<float> recv(static_cast<std::size_t>(3 * size + 1));
+  try {
+    world.all_gather(std::span<const float>(send), std::span<float>(recv));
+    FAIL() << "mismatched all_gather accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "all_gather: receive buffer holds " + std::to_string(3 * size + 1) +
+                  " elements but " + std::to_string(size) + " ranks × 3 sent need " +
+                  std::to_string(3 * size));
+  }
+  std::vector<float> small(2);
+  EXPECT_THROW(world.reduce_scatter(std::span<const float>(send), std::span<float>(small)),
+               Error);
+  EXPECT_THROW(world.all_to_all(std::span<const float>(send), std::span<float>(small)), Error);
+  EXPECT_THROW(world.broadcast(std::span<float>(small), size), Error);
+  EXPECT_THROW((void)world.isend(std::span<const float>(send), -1), Error);
+  // Everyone threw at the same point: the group is still usable.
+  std::vector<float> one{1.0f};
+  world.all_reduce(std::span<float>(one));
+  EXPECT_EQ(one[0], static_cast<float>(size));
+}
+
+TEST_F(Collectives, RecvOfWrongSizeNamesBothCounts) {
+  if (size < 2) GTEST_SKIP() << "needs a peer";
+  const std::vector<float> send(4, 1.0f);
+  std::vector<float> recv(6);
+  const int next = (rank + 1) % size;
+  const int prev = (rank + size - 1) % size;
+  try {
+    world.sendrecv(std::span<const float>(send), next, std::span<float>(recv), prev, 5);
+    FAIL() << "short message accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("expected 6 elements from rank " + std::to_string(prev) +
+                                         ", received 4"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace meshtp::comm
