@@ -1,0 +1,35 @@
+// Softmax cross-entropy over logits with integer targets, mean over rows.
+//
+//   N  rows (tokens: batch·sequence)
+//   V  classes (vocabulary)
+//
+//   logits: (N,V)   targets: (N) int32 in [0, V)   lse: (N)
+//
+//   forward : lse_n = log Σ_v exp(logits[n,v])                  (saved for the backward)
+//             loss  = (1/N) · Σ_n (lse_n − logits[n, targets[n]])
+//   backward: dlogits[n,v] += (dloss/N) · (softmax(logits[n])[v] − [v = targets[n]])
+//             softmax(logits[n])[v] = exp(logits[n,v] − lse_n)
+//
+// The backward is the fused softmax + cross-entropy gradient: it never forms the probabilities
+// as a tensor. Row sums run in double with the row maximum subtracted first. A caller that
+// splits the N rows into chunks and wants the mean over all of them passes
+// dloss = N_chunk / N_total to each chunk's backward (and weights the chunk losses the same way).
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "tensor/tensor.hpp"
+
+namespace meshtp {
+
+// Returns the mean loss; writes lse[n] = log Σ_v exp(logits[n,v]).
+float cross_entropy_forward(std::span<float> lse, ConstMatrixView logits,
+                            std::span<const std::int32_t> targets);
+
+// dlogits += (dloss/N)·(softmax(logits) − onehot(targets))
+void cross_entropy_backward(MatrixView dlogits, ConstMatrixView logits,
+                            std::span<const float> lse, std::span<const std::int32_t> targets,
+                            float dloss = 1.0f);
+
+}  // namespace meshtp

@@ -1,0 +1,59 @@
+#include "ops/embedding.hpp"
+
+#include "core/error.hpp"
+
+namespace meshtp {
+namespace {
+
+// Shapes and token range, checked before any write.
+void check_embedding(const char* fn, ConstMatrixView out, std::span<const std::int32_t> tokens,
+                     std::int64_t B, std::int64_t T, ConstMatrixView wte, ConstMatrixView wpe) {
+  MESHTP_CHECK(B >= 0 && T >= 0 && static_cast<std::int64_t>(tokens.size()) == B * T,
+               "{}: {} tokens, expected B·T = {}·{} = {}", fn, tokens.size(), B, T, B * T);
+  MESHTP_CHECK(out.rows == B * T && out.cols == wte.cols && wpe.cols == wte.cols,
+               "{}: activations {}x{}, wte {}x{}, wpe {}x{}; expected (B·T={})xC with one C", fn,
+               out.rows, out.cols, wte.rows, wte.cols, wpe.rows, wpe.cols, B * T);
+  MESHTP_CHECK(T <= wpe.rows, "{}: sequence length T={} exceeds the {} position embeddings", fn,
+               T, wpe.rows);
+  const std::int64_t V = wte.rows;
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    MESHTP_CHECK(tokens[i] >= 0 && tokens[i] < V,
+                 "{}: token {} at position {} is outside the vocabulary [0, {})", fn, tokens[i],
+                 i, V);
+  }
+}
+
+}  // namespace
+
+void embedding_forward(MatrixView out, std::span<const std::int32_t> tokens, std::int64_t B,
+                       std::int64_t T, ConstMatrixView wte, ConstMatrixView wpe) {
+  check_embedding("embedding_forward", out, tokens, B, T, wte, wpe);
+  const std::int64_t C = out.cols;
+  for (std::int64_t b = 0; b < B; ++b) {
+    for (std::int64_t t = 0; t < T; ++t) {
+      const float* tok = wte.data + tokens[b * T + t] * wte.ld;
+      const float* pos = wpe.data + t * wpe.ld;
+      float* o = out.data + (b * T + t) * out.ld;
+      for (std::int64_t c = 0; c < C; ++c) o[c] = tok[c] + pos[c];
+    }
+  }
+}
+
+void embedding_backward(MatrixView dwte, MatrixView dwpe, ConstMatrixView dout,
+                        std::span<const std::int32_t> tokens, std::int64_t B, std::int64_t T) {
+  check_embedding("embedding_backward", dout, tokens, B, T, dwte, dwpe);
+  const std::int64_t C = dout.cols;
+  for (std::int64_t b = 0; b < B; ++b) {
+    for (std::int64_t t = 0; t < T; ++t) {
+      const float* d = dout.data + (b * T + t) * dout.ld;
+      float* tok = dwte.data + tokens[b * T + t] * dwte.ld;
+      float* pos = dwpe.data + t * dwpe.ld;
+      for (std::int64_t c = 0; c < C; ++c) {
+        tok[c] += d[c];
+        pos[c] += d[c];
+      }
+    }
+  }
+}
+
+}  // namespace meshtp

@@ -1,0 +1,51 @@
+#include "ops/gelu.hpp"
+
+#include <cmath>
+
+#include "core/error.hpp"
+
+namespace meshtp {
+namespace {
+
+constexpr float kSqrt2OverPi = 0.7978845608028654f;  // √(2/π)
+constexpr float kCubic = 0.044715f;
+
+void check_same_shape(const char* what, ConstMatrixView a, ConstMatrixView b) {
+  MESHTP_CHECK(a.rows == b.rows && a.cols == b.cols, "{}: a {}x{} view against a {}x{} view",
+               what, a.rows, a.cols, b.rows, b.cols);
+}
+
+}  // namespace
+
+void gelu_forward(MatrixView y, ConstMatrixView x) {
+  check_same_shape("gelu_forward y vs x", y, x);
+  for (std::int64_t n = 0; n < x.rows; ++n) {
+    const float* xr = x.data + n * x.ld;
+    float* yr = y.data + n * y.ld;
+    for (std::int64_t d = 0; d < x.cols; ++d) {
+      const float v = xr[d];
+      const float u = kSqrt2OverPi * (v + kCubic * v * v * v);
+      yr[d] = 0.5f * v * (1.0f + std::tanh(u));
+    }
+  }
+}
+
+void gelu_backward(MatrixView dx, ConstMatrixView x, ConstMatrixView dy) {
+  check_same_shape("gelu_backward dx vs x", dx, x);
+  check_same_shape("gelu_backward dy vs x", dy, x);
+  for (std::int64_t n = 0; n < x.rows; ++n) {
+    const float* xr = x.data + n * x.ld;
+    const float* dyr = dy.data + n * dy.ld;
+    float* dxr = dx.data + n * dx.ld;
+    for (std::int64_t d = 0; d < x.cols; ++d) {
+      const float v = xr[d];
+      const float u = kSqrt2OverPi * (v + kCubic * v * v * v);
+      const float th = std::tanh(u);
+      const float du_dx = kSqrt2OverPi * (1.0f + 3.0f * kCubic * v * v);
+      const float grad = 0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * du_dx;
+      dxr[d] += dyr[d] * grad;
+    }
+  }
+}
+
+}  // namespace meshtp

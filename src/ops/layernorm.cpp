@@ -1,0 +1,82 @@
+#include "ops/layernorm.hpp"
+
+#include <cmath>
+
+#include "core/error.hpp"
+
+namespace meshtp {
+namespace {
+
+std::int64_t size_of(auto span) { return static_cast<std::int64_t>(span.size()); }
+
+}  // namespace
+
+void layernorm_forward(MatrixView y, std::span<float> mean, std::span<float> rstd,
+                       ConstMatrixView x, std::span<const float> w, std::span<const float> b) {
+  const std::int64_t N = x.rows, C = x.cols;
+  MESHTP_CHECK(y.rows == N && y.cols == C, "layernorm_forward: y is {}x{}, x is {}x{}", y.rows,
+               y.cols, N, C);
+  MESHTP_CHECK(size_of(w) == C && size_of(b) == C,
+               "layernorm_forward: weight has {} and bias {} values, expected C={}", w.size(),
+               b.size(), C);
+  MESHTP_CHECK(size_of(mean) == N && size_of(rstd) == N,
+               "layernorm_forward: mean has {} and rstd {} slots, expected N={}", mean.size(),
+               rstd.size(), N);
+  MESHTP_CHECK(C > 0, "layernorm_forward over an empty last dim (C=0)");
+  for (std::int64_t n = 0; n < N; ++n) {
+    const float* xr = x.data + n * x.ld;
+    double sum = 0.0;
+    for (std::int64_t c = 0; c < C; ++c) sum += xr[c];
+    const double mu = sum / static_cast<double>(C);
+    double sq = 0.0;
+    for (std::int64_t c = 0; c < C; ++c) {
+      const double d = xr[c] - mu;
+      sq += d * d;
+    }
+    const float m = static_cast<float>(mu);
+    const float s = static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(C) + kLayerNormEps));
+    float* yr = y.data + n * y.ld;
+    for (std::int64_t c = 0; c < C; ++c) yr[c] = (xr[c] - m) * s * w[c] + b[c];
+    mean[n] = m;
+    rstd[n] = s;
+  }
+}
+
+void layernorm_backward(MatrixView dx, std::span<float> dw, std::span<float> db,
+                        ConstMatrixView dy, ConstMatrixView x, std::span<const float> w,
+                        std::span<const float> mean, std::span<const float> rstd) {
+  const std::int64_t N = x.rows, C = x.cols;
+  MESHTP_CHECK(dx.rows == N && dx.cols == C && dy.rows == N && dy.cols == C,
+               "layernorm_backward: dx is {}x{}, dy {}x{}, x {}x{}", dx.rows, dx.cols, dy.rows,
+               dy.cols, N, C);
+  MESHTP_CHECK(size_of(w) == C && size_of(dw) == C && size_of(db) == C,
+               "layernorm_backward: w has {}, dw {}, db {} values, expected C={}", w.size(),
+               dw.size(), db.size(), C);
+  MESHTP_CHECK(size_of(mean) == N && size_of(rstd) == N,
+               "layernorm_backward: mean has {} and rstd {} values, expected N={}", mean.size(),
+               rstd.size(), N);
+  for (std::int64_t n = 0; n < N; ++n) {
+    const float* xr = x.data + n * x.ld;
+    const float* dyr = dy.data + n * dy.ld;
+    float* dxr = dx.data + n * dx.ld;
+    const float m = mean[n], s = rstd[n];
+    // mean_c(g) and mean_c(g ⊙ x̂), g = dy ⊙ w
+    double g_sum = 0.0, gx_sum = 0.0;
+    for (std::int64_t c = 0; c < C; ++c) {
+      const float xhat = (xr[c] - m) * s;
+      const float g = dyr[c] * w[c];
+      g_sum += g;
+      gx_sum += static_cast<double>(g) * xhat;
+      dw[c] += dyr[c] * xhat;
+      db[c] += dyr[c];
+    }
+    const float g_mean = static_cast<float>(g_sum / static_cast<double>(C));
+    const float gx_mean = static_cast<float>(gx_sum / static_cast<double>(C));
+    for (std::int64_t c = 0; c < C; ++c) {
+      const float xhat = (xr[c] - m) * s;
+      dxr[c] += s * (dyr[c] * w[c] - g_mean - xhat * gx_mean);
+    }
+  }
+}
+
+}  // namespace meshtp
