@@ -1,0 +1,90 @@
+#include "mesh/dtensor.hpp"
+
+#include "core/error.hpp"
+#include "tensor/blocks.hpp"
+
+namespace meshtp::mesh {
+
+DTensor::DTensor(const DeviceMesh& mesh, ShardingSpec spec, Shape global_shape, Tensor local)
+    : mesh_(&mesh),
+      spec_(std::move(spec)),
+      global_shape_(std::move(global_shape)),
+      local_(std::move(local)) {
+  validate_spec(spec_, mesh.ndim(), mesh.shape(), global_shape_);
+  const Shape expected = local_shape(global_shape_, spec_, mesh.shape());
+  MESHTP_CHECK(local_.shape() == expected,
+               "local block of shape {} does not match spec {} of a {} tensor on {} (expected {})",
+               to_string(local_.shape()), to_string(spec_), to_string(global_shape_),
+               mesh.to_string(), to_string(expected));
+}
+
+DTensor DTensor::distribute(const Tensor& global, const DeviceMesh& mesh, ShardingSpec spec) {
+  validate_spec(spec, mesh.ndim(), mesh.shape(), global.shape());
+  // Start fully replicated; the same local steps a redistribute would take produce the
+  // block (slice, outer mesh dim first) and the summands (make_partial).
+  const ShardingSpec replicated(spec.size(), Replicate{});
+  Tensor local = global;
+  for (const RedistributeStep& step : plan_redistribute(replicated, spec)) {
+    apply_step(step, mesh, local);
+  }
+  return DTensor(mesh, std::move(spec), global.shape(), std::move(local));
+}
+
+DTensor DTensor::redistribute(const ShardingSpec& target) const {
+  validate_spec(target, mesh_->ndim(), mesh_->shape(), global_shape_);
+  Tensor local = local_;
+  for (const RedistributeStep& step : plan_redistribute(spec_, target)) {
+    apply_step(step, *mesh_, local);
+  }
+  return DTensor(*mesh_, target, global_shape_, std::move(local));
+}
+
+Tensor DTensor::full() const {
+  return redistribute(ShardingSpec(spec_.size(), Replicate{})).local_;
+}
+
+void apply_step(const RedistributeStep& step, const DeviceMesh& mesh, Tensor& local) {
+  const comm::Communicator& group = mesh.dim_comm(step.mesh_dim);
+  const int parts = group.size();
+  switch (step.kind) {
+    case StepKind::kAllGather: {
+      std::vector<float> gathered(static_cast<std::size_t>(local.numel() * parts));
+      group.all_gather(std::span<const float>(local.values()), std::span<float>(gathered));
+      local = unpack_chunks(gathered, local.shape(), step.tensor_dim, parts);
+      return;
+    }
+    case StepKind::kAllReduce:
+      group.all_reduce(local.values(), step.op);
+      return;
+    case StepKind::kReduceScatter: {
+      std::vector<float> packed(static_cast<std::size_t>(local.numel()));
+      pack_chunks(local, step.tensor_dim, parts, packed);
+      Shape part_shape = local.shape();
+      part_shape[step.tensor_dim] /= parts;
+      Tensor part(part_shape);
+      group.reduce_scatter(std::span<const float>(packed), part.values(), step.op);
+      local = std::move(part);
+      return;
+    }
+    case StepKind::kAllToAll: {
+      // Send chunk j along the new shard dim to peer j; peer i's piece comes back as the
+      // i-th block along the dim being gathered.
+      std::vector<float> packed(static_cast<std::size_t>(local.numel()));
+      pack_chunks(local, step.to_tensor_dim, parts, packed);
+      std::vector<float> received(packed.size());
+      group.all_to_all(std::span<const float>(packed), std::span<float>(received));
+      Shape piece_shape = local.shape();
+      piece_shape[step.to_tensor_dim] /= parts;
+      local = unpack_chunks(received, piece_shape, step.tensor_dim, parts);
+      return;
+    }
+    case StepKind::kSlice:
+      local = chunk(local, step.tensor_dim, parts, group.rank());
+      return;
+    case StepKind::kMakePartial:
+      if (step.op == comm::ReduceOp::kSum && group.rank() != 0) local.fill(0.0f);
+      return;
+  }
+}
+
+}  // namespace meshtp::mesh
