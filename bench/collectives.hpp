@@ -1,0 +1,65 @@
+// Collective benchmark: latency and bandwidth of all_reduce, all_gather, reduce_scatter and
+// broadcast on each mesh dim — the raw input of the planner's calibration.
+//
+// Method: for each mesh dim, every group of that dim runs the collective at the same time
+// (as tensor parallelism does). Each case is validated once (exact expected values), warmed
+// up, then timed between barriers; one sample is the max over all ranks of the elapsed time,
+// and a case reports the median sample.
+//
+// Message size `bytes` is the buffer a user hands over: all_reduce / broadcast the whole
+// buffer, all_gather the gathered output, reduce_scatter the input. Bandwidths follow
+// nccl-tests: algbw = bytes / t; busbw = algbw · f with f = 2(P−1)/P for all_reduce,
+// (P−1)/P for all_gather and reduce_scatter, 1 for broadcast — busbw is comparable with the
+// link bandwidth whatever the group size.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "mesh/device_mesh.hpp"
+
+namespace meshtp::bench {
+
+enum class Collective { kAllReduce, kAllGather, kReduceScatter, kBroadcast };
+inline constexpr Collective kAllCollectives[] = {Collective::kAllReduce, Collective::kAllGather,
+                                                 Collective::kReduceScatter,
+                                                 Collective::kBroadcast};
+
+std::string_view name(Collective c);
+double bus_factor(Collective c, int group_size);
+
+struct CollectivesOptions {
+  std::vector<std::int64_t> sizes;            // bytes; default_collective_sizes() if empty
+  std::vector<Collective> collectives{std::begin(kAllCollectives), std::end(kAllCollectives)};
+  double target_seconds_per_case = 0.2;       // iterations chosen to take about this long
+  int min_iterations = 3;
+  int max_iterations = 200;
+};
+
+// 8 KiB, 32 KiB, …, ×4 … up to 64 MiB inclusive.
+std::vector<std::int64_t> default_collective_sizes();
+
+struct CollectiveSample {
+  int mesh_dim = 0;
+  int group_size = 1;
+  Collective collective = Collective::kAllReduce;
+  std::int64_t bytes = 0;  // after rounding down to a multiple of 4·group_size
+  int iterations = 0;
+  double median_seconds = 0.0;
+  double algbw_gbps = 0.0;  // GB/s = 1e9 bytes/s
+  double busbw_gbps = 0.0;
+};
+
+// Collective over the mesh. Mesh dims of size 1 are skipped (no communication).
+std::vector<CollectiveSample> run_collectives(const mesh::DeviceMesh& mesh,
+                                              const CollectivesOptions& options);
+
+// Times one collective of `bytes` on `group` while every group of the mesh does the same;
+// the result is the median over `iterations` of the max over `everyone`'s ranks.
+// Throws if the collective's result is wrong (the validation run).
+CollectiveSample time_collective(const comm::Communicator& group,
+                                 const comm::Communicator& everyone, Collective collective,
+                                 std::int64_t bytes, const CollectivesOptions& options);
+
+}  // namespace meshtp::bench

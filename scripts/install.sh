@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs meshtp's dependencies from Debian packages, then configures and builds meshtp.
+# Idempotent: a second run only rebuilds what changed. Needs root (or sudo) for apt-get.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  build-essential cmake pkg-config
+  libopenmpi-dev openmpi-bin        # every collective; also the multi-node launcher
+  libopenblas-dev                   # local GeMM (CBLAS)
+  libscalapack-openmpi-dev          # ScaLAPACK psgemm, the 2D GeMM baseline
+  libgtest-dev                      # tests
+  nlohmann-json3-dev libcli11-dev libfmt-dev
+  fortunes-min fortune-mod          # default training corpus (/usr/share/games/fortunes)
+  python3                           # helper scripts
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  echo "installing: ${missing[*]}"
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}"
+fi
+
+build_dir=${MESHTP_BUILD_DIR:-build}
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$build_dir" -j "$(nproc)"
+echo "built: $build_dir/src/cli/meshtp"

@@ -1,0 +1,23 @@
+// The meshtp command line: one file per subcommand, each exposing add_<name>_command().
+//
+// A command registers its CLI11 subcommand and options and sets a callback. The callback
+// runs on every rank; it may throw meshtp::Error (main prints `error: …` and aborts the
+// whole MPI job) and prints only through out(), which is rank 0's stdout.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <ostream>
+
+#include "comm/communicator.hpp"
+
+namespace meshtp::cli {
+
+// The world communicator of this run (valid inside command callbacks).
+const comm::Communicator& world();
+// Rank 0's standard output; a stream that discards everything on the other ranks.
+std::ostream& out();
+
+void add_bench_command(CLI::App& app);
+
+}  // namespace meshtp::cli

@@ -1,0 +1,76 @@
+// meshtp: entry point. Initialises MPI, pins BLAS threads, dispatches to a subcommand.
+//
+// Error policy: a command-line parse error is the same on every rank, so rank 0 prints it
+// and every rank exits cleanly with CLI11's code. Any other error (meshtp::Error, or an
+// unexpected exception) is printed as `error: …` and the whole job is aborted, so no rank
+// is left waiting in a collective. Input errors are usually found by every rank at once:
+// rank 0 reports and aborts at once, the others wait a moment first, so the user sees one
+// message — unless the error is theirs alone, in which case they report it themselves.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <optional>
+#include <thread>
+
+#include "cli/commands.hpp"
+#include "comm/communicator.hpp"
+#include "core/error.hpp"
+#include "tensor/gemm.hpp"
+
+namespace meshtp::cli {
+namespace {
+
+std::optional<comm::Communicator> g_world;
+
+class NullBuffer : public std::streambuf {
+ protected:
+  int overflow(int c) override { return c; }
+};
+
+}  // namespace
+
+const comm::Communicator& world() { return *g_world; }
+
+std::ostream& out() {
+  static NullBuffer null_buffer;
+  static std::ostream null_stream(&null_buffer);
+  return g_world->rank() == 0 ? std::cout : null_stream;
+}
+
+}  // namespace meshtp::cli
+
+int main(int argc, char** argv) {
+  meshtp::comm::Environment env(argc, argv);
+  meshtp::cli::g_world.emplace(meshtp::comm::Communicator::world());
+  const bool root = meshtp::cli::g_world->rank() == 0;
+
+  CLI::App app{"meshtp: adaptive tensor-parallel training runtime with a topology-aware planner",
+               "meshtp"};
+  app.set_version_flag("--version", std::string("meshtp ") + MESHTP_VERSION);
+  app.require_subcommand(1);
+  meshtp::cli::add_bench_command(app);
+
+  int status = 0;
+  try {
+    try {
+      meshtp::set_blas_threads(meshtp::blas_threads_from_env());
+      app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+      // Same verdict on every rank: print once, exit everywhere with CLI11's code.
+      status = root ? app.exit(e) : e.get_exit_code();
+    }
+  } catch (const std::exception& e) {
+    std::cout.flush();
+    const int rank = meshtp::cli::g_world->rank();
+    if (rank != 0) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    std::fprintf(stderr, "error: %s%s\n", e.what(),
+                 rank != 0 ? fmt::format(" (rank {})", rank).c_str() : "");
+    std::fflush(stderr);
+    meshtp::comm::abort_job(1);
+  }
+  meshtp::cli::g_world.reset();
+  return status;
+}
