@@ -72,8 +72,7 @@ void AtomicFileWriter::abandon() noexcept {
 }
 
 void AtomicFileWriter::write(std::span<const std::byte> bytes) {
-  MESHTP_CHECK(fd_ >= 0, "cannot write '{}': the writer was already committed or failed",
-               path_);
+  MESHTP_CHECK(fd_ >= 0, "cannot write '{}': the writer was already committed or failed", path_);
   const std::byte* next = bytes.data();
   std::size_t left = bytes.size();
   while (left > 0) {
@@ -96,8 +95,7 @@ void AtomicFileWriter::write(std::string_view text) {
 }
 
 void AtomicFileWriter::commit() {
-  MESHTP_CHECK(fd_ >= 0, "cannot commit '{}': the writer was already committed or failed",
-               path_);
+  MESHTP_CHECK(fd_ >= 0, "cannot commit '{}': the writer was already committed or failed", path_);
   if (::fsync(fd_) != 0) {
     const int error = errno;
     abandon();
@@ -115,8 +113,8 @@ void AtomicFileWriter::commit() {
     const int error = errno;
     const std::string temp = temp_path_;
     abandon();
-    fail("cannot write '{}': rename from '{}' failed: {}; the file was left as it was", path_,
-         temp, describe(error));
+    fail("cannot write '{}': rename from '{}' failed: {}; the file was left as it was", path_, temp,
+         describe(error));
   }
   committed_ = true;
   temp_path_.clear();

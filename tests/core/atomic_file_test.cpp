@@ -151,8 +151,9 @@ TEST_F(AtomicFile, ReadErrorsNameThePath) {
   EXPECT_EQ(error_of([&] {
               file.read_at(8, std::as_writable_bytes(std::span<char>(buf.data(), buf.size())));
             }),
-            "cannot read '" + path("short") + "': it ends at byte 10, but bytes [8, 12) were "
-                                              "expected");
+            "cannot read '" + path("short") +
+                "': it ends at byte 10, but bytes [8, 12) were "
+                "expected");
 }
 
 }  // namespace
