@@ -12,16 +12,16 @@ namespace {
 // Checks the views against (B, T, NH) and returns HD.
 std::int64_t check_attention(const char* fn, ConstMatrixView qkv, ConstMatrixView out,
                              std::int64_t B, std::int64_t T, std::int64_t NH) {
-  MESHTP_CHECK(B >= 1 && T >= 1 && NH >= 1, "{}: B={}, T={}, NH={} must all be positive", fn, B,
-               T, NH);
-  MESHTP_CHECK(qkv.rows == B * T, "{}: qkv has {} rows, expected B·T = {}·{} = {}", fn,
-               qkv.rows, B, T, B * T);
+  MESHTP_CHECK(B >= 1 && T >= 1 && NH >= 1, "{}: B={}, T={}, NH={} must all be positive", fn, B, T,
+               NH);
+  MESHTP_CHECK(qkv.rows == B * T, "{}: qkv has {} rows, expected B·T = {}·{} = {}", fn, qkv.rows, B,
+               T, B * T);
   MESHTP_CHECK(qkv.cols % (3 * NH) == 0 && qkv.cols > 0,
                "{}: qkv width {} is not 3·NH·HD for NH={} heads", fn, qkv.cols, NH);
   const std::int64_t HD = qkv.cols / (3 * NH);
   MESHTP_CHECK(out.rows == B * T && out.cols == NH * HD,
-               "{}: output is {}x{}, expected (B·T)x(NH·HD) = {}x{}", fn, out.rows, out.cols,
-               B * T, NH * HD);
+               "{}: output is {}x{}, expected (B·T)x(NH·HD) = {}x{}", fn, out.rows, out.cols, B * T,
+               NH * HD);
   return HD;
 }
 
@@ -33,8 +33,8 @@ std::int64_t attention_att_size(std::int64_t B, std::int64_t T, std::int64_t NH)
 
 std::int64_t attention_scratch_size(std::int64_t T) { return T * T; }
 
-void attention_forward(MatrixView out, std::span<float> att, ConstMatrixView qkv,
-                       std::int64_t B, std::int64_t T, std::int64_t NH) {
+void attention_forward(MatrixView out, std::span<float> att, ConstMatrixView qkv, std::int64_t B,
+                       std::int64_t T, std::int64_t NH) {
   const std::int64_t HD = check_attention("attention_forward", qkv, out, B, T, NH);
   MESHTP_CHECK(static_cast<std::int64_t>(att.size()) == attention_att_size(B, T, NH),
                "attention_forward: att has {} floats, expected B·NH·T·T = {}", att.size(),
@@ -98,8 +98,7 @@ void attention_backward(MatrixView dqkv, std::span<float> scratch, ConstMatrixVi
       // dP = dO·Vᵀ
       gemm(dout_h, Trans::kNo, v, Trans::kYes, ds);
       // dV += Pᵀ·dO
-      gemm(p, Trans::kYes, dout_h, Trans::kNo, drows.block(0, 2 * Cp + h * HD, T, HD), 1.0f,
-           1.0f);
+      gemm(p, Trans::kYes, dout_h, Trans::kNo, drows.block(0, 2 * Cp + h * HD, T, HD), 1.0f, 1.0f);
       // dS = P ⊙ (dP − rowsum(dP ⊙ P)), in place; only j ≤ t is non-zero.
       for (std::int64_t t = 0; t < T; ++t) {
         const float* pr = p.data + t * T;

@@ -39,8 +39,8 @@ std::int64_t attention_att_size(std::int64_t B, std::int64_t T, std::int64_t NH)
 std::int64_t attention_scratch_size(std::int64_t T);
 
 // out = softmax(mask(scale·Q·Kᵀ))·V per (b, h); saves the probabilities in att.
-void attention_forward(MatrixView out, std::span<float> att, ConstMatrixView qkv,
-                       std::int64_t B, std::int64_t T, std::int64_t NH);
+void attention_forward(MatrixView out, std::span<float> att, ConstMatrixView qkv, std::int64_t B,
+                       std::int64_t T, std::int64_t NH);
 
 // dqkv += ∂L/∂qkv given dout; att from the forward; scratch ≥ attention_scratch_size(T).
 void attention_backward(MatrixView dqkv, std::span<float> scratch, ConstMatrixView dout,

@@ -21,8 +21,8 @@ void check_targets(const char* fn, ConstMatrixView logits, std::span<const std::
 
 }  // namespace
 
-float cross_entropy_forward(std::span<float> lse, ConstMatrixView logits,
-                            std::span<const std::int32_t> targets) {
+double cross_entropy_forward(std::span<float> lse, ConstMatrixView logits,
+                             std::span<const std::int32_t> targets) {
   check_targets("cross_entropy_forward", logits, targets);
   const std::int64_t N = logits.rows, V = logits.cols;
   MESHTP_CHECK(static_cast<std::int64_t>(lse.size()) == N,
@@ -37,17 +37,16 @@ float cross_entropy_forward(std::span<float> lse, ConstMatrixView logits,
     lse[n] = static_cast<float>(l);
     total += l - row[targets[n]];
   }
-  return N == 0 ? 0.0f : static_cast<float>(total / static_cast<double>(N));
+  return N == 0 ? 0.0 : total / static_cast<double>(N);
 }
 
-void cross_entropy_backward(MatrixView dlogits, ConstMatrixView logits,
-                            std::span<const float> lse, std::span<const std::int32_t> targets,
-                            float dloss) {
+void cross_entropy_backward(MatrixView dlogits, ConstMatrixView logits, std::span<const float> lse,
+                            std::span<const std::int32_t> targets, float dloss) {
   check_targets("cross_entropy_backward", logits, targets);
   const std::int64_t N = logits.rows, V = logits.cols;
   MESHTP_CHECK(dlogits.rows == N && dlogits.cols == V,
-               "cross_entropy_backward: dlogits is {}x{}, logits {}x{}", dlogits.rows,
-               dlogits.cols, N, V);
+               "cross_entropy_backward: dlogits is {}x{}, logits {}x{}", dlogits.rows, dlogits.cols,
+               N, V);
   MESHTP_CHECK(static_cast<std::int64_t>(lse.size()) == N,
                "cross_entropy_backward: lse has {} values, expected N={}", lse.size(), N);
   if (N == 0) return;

@@ -23,13 +23,13 @@
 
 namespace meshtp {
 
-// Returns the mean loss; writes lse[n] = log Σ_v exp(logits[n,v]).
-float cross_entropy_forward(std::span<float> lse, ConstMatrixView logits,
-                            std::span<const std::int32_t> targets);
+// Returns the mean loss (summed in double, so it is exact to fp64 for the given fp32 logits);
+// writes lse[n] = log Σ_v exp(logits[n,v]).
+double cross_entropy_forward(std::span<float> lse, ConstMatrixView logits,
+                             std::span<const std::int32_t> targets);
 
 // dlogits += (dloss/N)·(softmax(logits) − onehot(targets))
-void cross_entropy_backward(MatrixView dlogits, ConstMatrixView logits,
-                            std::span<const float> lse, std::span<const std::int32_t> targets,
-                            float dloss = 1.0f);
+void cross_entropy_backward(MatrixView dlogits, ConstMatrixView logits, std::span<const float> lse,
+                            std::span<const std::int32_t> targets, float dloss = 1.0f);
 
 }  // namespace meshtp

@@ -13,13 +13,13 @@ void check_embedding(const char* fn, ConstMatrixView out, std::span<const std::i
   MESHTP_CHECK(out.rows == B * T && out.cols == wte.cols && wpe.cols == wte.cols,
                "{}: activations {}x{}, wte {}x{}, wpe {}x{}; expected (B·T={})xC with one C", fn,
                out.rows, out.cols, wte.rows, wte.cols, wpe.rows, wpe.cols, B * T);
-  MESHTP_CHECK(T <= wpe.rows, "{}: sequence length T={} exceeds the {} position embeddings", fn,
-               T, wpe.rows);
+  MESHTP_CHECK(T <= wpe.rows, "{}: sequence length T={} exceeds the {} position embeddings", fn, T,
+               wpe.rows);
   const std::int64_t V = wte.rows;
   for (std::size_t i = 0; i < tokens.size(); ++i) {
     MESHTP_CHECK(tokens[i] >= 0 && tokens[i] < V,
-                 "{}: token {} at position {} is outside the vocabulary [0, {})", fn, tokens[i],
-                 i, V);
+                 "{}: token {} at position {} is outside the vocabulary [0, {})", fn, tokens[i], i,
+                 V);
   }
 }
 

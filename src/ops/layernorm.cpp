@@ -34,7 +34,8 @@ void layernorm_forward(MatrixView y, std::span<float> mean, std::span<float> rst
       sq += d * d;
     }
     const float m = static_cast<float>(mu);
-    const float s = static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(C) + kLayerNormEps));
+    const float s =
+        static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(C) + kLayerNormEps));
     float* yr = y.data + n * y.ld;
     for (std::int64_t c = 0; c < C; ++c) yr[c] = (xr[c] - m) * s * w[c] + b[c];
     mean[n] = m;
@@ -42,9 +43,9 @@ void layernorm_forward(MatrixView y, std::span<float> mean, std::span<float> rst
   }
 }
 
-void layernorm_backward(MatrixView dx, std::span<float> dw, std::span<float> db,
-                        ConstMatrixView dy, ConstMatrixView x, std::span<const float> w,
-                        std::span<const float> mean, std::span<const float> rstd) {
+void layernorm_backward(MatrixView dx, std::span<float> dw, std::span<float> db, ConstMatrixView dy,
+                        ConstMatrixView x, std::span<const float> w, std::span<const float> mean,
+                        std::span<const float> rstd) {
   const std::int64_t N = x.rows, C = x.cols;
   MESHTP_CHECK(dx.rows == N && dx.cols == C && dy.rows == N && dy.cols == C,
                "layernorm_backward: dx is {}x{}, dy {}x{}, x {}x{}", dx.rows, dx.cols, dy.rows,

@@ -30,8 +30,8 @@ void layernorm_forward(MatrixView y, std::span<float> mean, std::span<float> rst
                        ConstMatrixView x, std::span<const float> w, std::span<const float> b);
 
 // dx += rstd·(g − mean(g) − x̂·mean(g⊙x̂)) with g = dy⊙w;  dw += Σ_n dy⊙x̂;  db += Σ_n dy
-void layernorm_backward(MatrixView dx, std::span<float> dw, std::span<float> db,
-                        ConstMatrixView dy, ConstMatrixView x, std::span<const float> w,
-                        std::span<const float> mean, std::span<const float> rstd);
+void layernorm_backward(MatrixView dx, std::span<float> dw, std::span<float> db, ConstMatrixView dy,
+                        ConstMatrixView x, std::span<const float> w, std::span<const float> mean,
+                        std::span<const float> rstd);
 
 }  // namespace meshtp

@@ -5,8 +5,7 @@
 
 namespace meshtp {
 
-void linear_forward(MatrixView y, ConstMatrixView x, ConstMatrixView w,
-                    std::span<const float> b) {
+void linear_forward(MatrixView y, ConstMatrixView x, ConstMatrixView w, std::span<const float> b) {
   const std::int64_t N = x.rows, K = x.cols, M = w.rows;
   MESHTP_CHECK(w.cols == K && y.rows == N && y.cols == M,
                "linear_forward shapes: x ({}x{}) · W ({}x{})ᵀ → y ({}x{}); expected W (Mx{}) "
@@ -28,8 +27,8 @@ void linear_forward(MatrixView y, ConstMatrixView x, ConstMatrixView w,
 
 void linear_backward_data(MatrixView dx, ConstMatrixView dy, ConstMatrixView w) {
   MESHTP_CHECK(dy.cols == w.rows && dx.rows == dy.rows && dx.cols == w.cols,
-               "linear_backward_data shapes: dy ({}x{}) · W ({}x{}) → dx ({}x{})", dy.rows,
-               dy.cols, w.rows, w.cols, dx.rows, dx.cols);
+               "linear_backward_data shapes: dy ({}x{}) · W ({}x{}) → dx ({}x{})", dy.rows, dy.cols,
+               w.rows, w.cols, dx.rows, dx.cols);
   gemm(dy, Trans::kNo, w, Trans::kNo, dx, 1.0f, 1.0f);
 }
 
@@ -37,8 +36,8 @@ void linear_backward_weight(MatrixView dw, std::span<float> db, ConstMatrixView 
                             ConstMatrixView x) {
   const std::int64_t N = dy.rows, M = dy.cols;
   MESHTP_CHECK(x.rows == N && dw.rows == M && dw.cols == x.cols,
-               "linear_backward_weight shapes: dy ({}x{})ᵀ · x ({}x{}) → dW ({}x{})", N, M,
-               x.rows, x.cols, dw.rows, dw.cols);
+               "linear_backward_weight shapes: dy ({}x{})ᵀ · x ({}x{}) → dW ({}x{})", N, M, x.rows,
+               x.cols, dw.rows, dw.cols);
   MESHTP_CHECK(db.empty() || static_cast<std::int64_t>(db.size()) == M,
                "linear_backward_weight bias gradient has {} values, expected M={}", db.size(), M);
   gemm(dy, Trans::kYes, x, Trans::kNo, dw, 1.0f, 1.0f);

@@ -29,8 +29,7 @@
 namespace meshtp {
 
 // y = x·Wᵀ + b
-void linear_forward(MatrixView y, ConstMatrixView x, ConstMatrixView w,
-                    std::span<const float> b);
+void linear_forward(MatrixView y, ConstMatrixView x, ConstMatrixView w, std::span<const float> b);
 
 // dx += dy·W,  dW += dyᵀ·x,  db += Σ_n dy[n,:]
 void linear_backward(MatrixView dx, MatrixView dw, std::span<float> db, ConstMatrixView dy,

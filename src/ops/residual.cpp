@@ -6,8 +6,8 @@ namespace meshtp {
 namespace {
 
 void check_same_shape(const char* what, ConstMatrixView a, ConstMatrixView b) {
-  MESHTP_CHECK(a.rows == b.rows && a.cols == b.cols, "{}: a {}x{} view against a {}x{} view",
-               what, a.rows, a.cols, b.rows, b.cols);
+  MESHTP_CHECK(a.rows == b.rows && a.cols == b.cols, "{}: a {}x{} view against a {}x{} view", what,
+               a.rows, a.cols, b.rows, b.cols);
 }
 
 // acc += dy
