@@ -9,7 +9,7 @@ namespace meshtp::comm {
 template <typename T>
 void Communicator::all_reduce(std::span<T> buf, ReduceOp op) const {
   const int count = as_count(buf.size(), "all_reduce");
-  const LedgerScope timed;
+  const LedgerScope timed("all_reduce");
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, buf.data(), count, mpi_datatype<T>(), mpi_op(op),
                           impl_->handle),
             "MPI_Allreduce", impl_->size);
@@ -19,7 +19,7 @@ template <typename T>
 Request Communicator::iall_reduce(std::span<T> buf, ReduceOp op) const {
   const int count = as_count(buf.size(), "iall_reduce");
   Request r;
-  r.impl_ = std::make_unique<Request::Impl>();
+  r.impl_ = std::make_unique<Request::Impl>("iall_reduce");
   check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buf.data(), count, mpi_datatype<T>(), mpi_op(op),
                            impl_->handle, &r.impl_->handle),
             "MPI_Iallreduce", impl_->size);

@@ -7,7 +7,7 @@ template <typename T>
 void Communicator::broadcast(std::span<T> buf, int root) const {
   check_rank(root, impl_->size, "broadcast", "root");
   const int count = as_count(buf.size(), "broadcast");
-  const LedgerScope timed;
+  const LedgerScope timed("broadcast");
   check_mpi(MPI_Bcast(buf.data(), count, mpi_datatype<T>(), root, impl_->handle), "MPI_Bcast",
             impl_->size);
 }
@@ -17,7 +17,7 @@ Request Communicator::ibroadcast(std::span<T> buf, int root) const {
   check_rank(root, impl_->size, "ibroadcast", "root");
   const int count = as_count(buf.size(), "ibroadcast");
   Request r;
-  r.impl_ = std::make_unique<Request::Impl>();
+  r.impl_ = std::make_unique<Request::Impl>("ibroadcast");
   check_mpi(MPI_Ibcast(buf.data(), count, mpi_datatype<T>(), root, impl_->handle,
                        &r.impl_->handle),
             "MPI_Ibcast", impl_->size);

@@ -68,9 +68,14 @@ Request& Request::then(std::function<void()> on_complete) {
 
 void Request::wait() {
   if (!impl_) return;
-  const LedgerScope timed;
   auto impl = std::move(impl_);
+  const double wait_start = now_seconds();
   check_mpi(MPI_Wait(&impl->handle, MPI_STATUS_IGNORE), "MPI_Wait", -1);
+  const double end = now_seconds();
+  comm_ledger().wait_seconds += end - wait_start;
+  comm_ledger().calls += 1;
+  Tracer::instance().record(impl->name, SpanKind::kComm, impl->start_s, end);
+  Tracer::instance().record("wait", SpanKind::kWait, wait_start, end);
   if (impl->on_complete) impl->on_complete();
 }
 
@@ -80,6 +85,7 @@ bool Request::test() {
   check_mpi(MPI_Test(&impl_->handle, &done, MPI_STATUS_IGNORE), "MPI_Test", -1);
   if (!done) return false;
   auto impl = std::move(impl_);
+  Tracer::instance().record(impl->name, SpanKind::kComm, impl->start_s, now_seconds());
   if (impl->on_complete) impl->on_complete();
   return true;
 }
@@ -131,13 +137,13 @@ bool Communicator::same_group(const Communicator& other) const {
 }
 
 void Communicator::barrier() const {
-  const LedgerScope timed;
+  const LedgerScope timed("barrier");
   check_mpi(MPI_Barrier(impl_->handle), "MPI_Barrier", impl_->size);
 }
 
 Request Communicator::ibarrier() const {
   Request r;
-  r.impl_ = std::make_unique<Request::Impl>();
+  r.impl_ = std::make_unique<Request::Impl>("ibarrier");
   check_mpi(MPI_Ibarrier(impl_->handle, &r.impl_->handle), "MPI_Ibarrier", impl_->size);
   return r;
 }

@@ -11,6 +11,7 @@
 #include "comm/communicator.hpp"
 #include "core/error.hpp"
 #include "core/stats.hpp"
+#include "core/trace.hpp"
 
 namespace meshtp::comm {
 
@@ -23,8 +24,11 @@ struct Communicator::Impl {
 };
 
 struct Request::Impl {
+  explicit Impl(const char* op_name) : name(op_name), start_s(now_seconds()) {}
   MPI_Request handle = MPI_REQUEST_NULL;
   std::function<void()> on_complete;
+  const char* name;  // for the trace: the span runs from start to completion
+  double start_s;
 };
 
 // The one dtype table.
@@ -53,18 +57,21 @@ inline void check_rank(int peer, int size, std::string_view call, std::string_vi
                role, peer, size);
 }
 
-// Adds the lifetime of a blocking call to the communication ledger.
+// Adds the lifetime of a blocking call to the communication ledger and the trace.
 class LedgerScope {
  public:
-  LedgerScope() : start_(now_seconds()) {}
+  explicit LedgerScope(const char* name) : name_(name), start_(now_seconds()) {}
   ~LedgerScope() {
-    comm_ledger().wait_seconds += now_seconds() - start_;
+    const double end = now_seconds();
+    comm_ledger().wait_seconds += end - start_;
     comm_ledger().calls += 1;
+    Tracer::instance().record(name_, SpanKind::kComm, start_, end);
   }
   LedgerScope(const LedgerScope&) = delete;
   LedgerScope& operator=(const LedgerScope&) = delete;
 
  private:
+  const char* name_;
   double start_;
 };
 

@@ -22,7 +22,7 @@ template <typename T>
 void Communicator::send(std::span<const T> buf, int dest, int tag) const {
   check_rank(dest, impl_->size, "send", "destination");
   const int count = as_count(buf.size(), "send");
-  const LedgerScope timed;
+  const LedgerScope timed("send");
   check_mpi(MPI_Send(buf.data(), count, mpi_datatype<T>(), dest, tag, impl_->handle),
             "MPI_Send", impl_->size);
 }
@@ -31,7 +31,7 @@ template <typename T>
 void Communicator::recv(std::span<T> buf, int source, int tag) const {
   check_rank(source, impl_->size, "recv", "source");
   const int count = as_count(buf.size(), "recv");
-  const LedgerScope timed;
+  const LedgerScope timed("recv");
   MPI_Status status;
   const int rc = MPI_Recv(buf.data(), count, mpi_datatype<T>(), source, tag, impl_->handle,
                           &status);
@@ -48,7 +48,7 @@ void Communicator::sendrecv(std::span<const T> send, int dest, std::span<T> recv
   check_rank(source, impl_->size, "sendrecv", "source");
   const int send_count = as_count(send.size(), "sendrecv");
   const int recv_count = as_count(recv.size(), "sendrecv");
-  const LedgerScope timed;
+  const LedgerScope timed("sendrecv");
   MPI_Status status;
   const int rc = MPI_Sendrecv(send.data(), send_count, mpi_datatype<T>(), dest, tag,
                               recv.data(), recv_count, mpi_datatype<T>(), source, tag,
@@ -65,7 +65,7 @@ Request Communicator::isend(std::span<const T> buf, int dest, int tag) const {
   check_rank(dest, impl_->size, "isend", "destination");
   const int count = as_count(buf.size(), "isend");
   Request r;
-  r.impl_ = std::make_unique<Request::Impl>();
+  r.impl_ = std::make_unique<Request::Impl>("isend");
   check_mpi(MPI_Isend(buf.data(), count, mpi_datatype<T>(), dest, tag, impl_->handle,
                       &r.impl_->handle),
             "MPI_Isend", impl_->size);
@@ -77,7 +77,7 @@ Request Communicator::irecv(std::span<T> buf, int source, int tag) const {
   check_rank(source, impl_->size, "irecv", "source");
   const int count = as_count(buf.size(), "irecv");
   Request r;
-  r.impl_ = std::make_unique<Request::Impl>();
+  r.impl_ = std::make_unique<Request::Impl>("irecv");
   check_mpi(MPI_Irecv(buf.data(), count, mpi_datatype<T>(), source, tag, impl_->handle,
                       &r.impl_->handle),
             "MPI_Irecv", impl_->size);

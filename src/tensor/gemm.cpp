@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/trace.hpp"
 
 namespace meshtp {
 namespace {
@@ -42,6 +43,7 @@ void gemm(ConstMatrixView a, Trans trans_a, ConstMatrixView b, Trans trans_b, Ma
   ledger.gemm_calls += 1;
   ledger.flops += 2.0 * static_cast<double>(c.rows) * static_cast<double>(c.cols) * k;
   if (c.rows == 0 || c.cols == 0) return;
+  const ScopedSpan span("gemm", SpanKind::kCompute);
   // BLAS requires ld ≥ 1 even for empty operands.
   const auto ld = [](std::int64_t v) { return static_cast<blasint>(v > 0 ? v : 1); };
   cblas_sgemm(CblasRowMajor, trans_a == Trans::kYes ? CblasTrans : CblasNoTrans,

@@ -8,6 +8,7 @@
 
 #include "comm/communicator.hpp"
 #include "core/error.hpp"
+#include "core/trace.hpp"
 
 namespace meshtp::comm {
 namespace {
@@ -217,6 +218,24 @@ TEST_F(Collectives, RecvOfWrongSizeNamesBothCounts) {
               std::string::npos)
         << e.what();
   }
+}
+
+TEST_F(Collectives, TracedCollectivesRecordCommAndWaitSpans) {
+  Tracer& tracer = Tracer::instance();
+  tracer.clear();
+  tracer.enable();
+  std::vector<float> buf(8, 1.0f);
+  world.all_reduce(std::span<float>(buf));
+  Request r = world.iall_reduce(std::span<float>(buf));
+  r.wait();
+  tracer.disable();
+  std::vector<std::string> names;
+  for (const TraceSpan& s : tracer.spans()) {
+    names.push_back(s.name);
+    EXPECT_LE(s.start_s, s.end_s);
+  }
+  tracer.clear();
+  EXPECT_EQ(names, (std::vector<std::string>{"all_reduce", "iall_reduce", "wait"}));
 }
 
 }  // namespace
