@@ -1,0 +1,70 @@
+#include "parallel/chunked_collective.hpp"
+
+#include "core/error.hpp"
+
+namespace meshtp::parallel {
+
+std::string_view name(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kNone: return "none";
+    case CollectiveKind::kAllReduce: return "all_reduce";
+    case CollectiveKind::kReduceScatter: return "reduce_scatter";
+    case CollectiveKind::kAllGather: return "all_gather";
+  }
+  return "?";
+}
+
+ChunkedCollective::ChunkedCollective(CollectiveKind kind, const comm::Communicator* group,
+                                     int chunks)
+    : kind_(group == nullptr || group->size() == 1 ? CollectiveKind::kNone : kind),
+      group_(group),
+      pending_(static_cast<std::size_t>(chunks)) {
+  MESHTP_CHECK(chunks >= 1, "a chunked collective needs chunks >= 1, got {}", chunks);
+}
+
+int ChunkedCollective::group_size() const { return group_ == nullptr ? 1 : group_->size(); }
+
+void ChunkedCollective::start(int i, std::span<float> send, std::span<float> recv) {
+  MESHTP_CHECK(i >= 0 && i < static_cast<int>(pending_.size()),
+               "chunk {} of a collective over {} chunks", i, pending_.size());
+  auto& slot = pending_[static_cast<std::size_t>(i)];
+  MESHTP_CHECK(!slot.pending(), "{} of chunk {} started twice", name(kind_), i);
+  const std::span<const float> in(send.data(), send.size());
+  switch (kind_) {
+    case CollectiveKind::kNone:
+      MESHTP_CHECK(send.data() == recv.data() && send.size() == recv.size(),
+                   "no collective: the producer must write the consumer's buffer");
+      return;
+    case CollectiveKind::kAllReduce:
+      MESHTP_CHECK(send.data() == recv.data(), "all_reduce runs in place");
+      slot = group_->iall_reduce(recv);
+      return;
+    case CollectiveKind::kReduceScatter:
+      slot = group_->ireduce_scatter(in, recv);
+      return;
+    case CollectiveKind::kAllGather:
+      slot = group_->iall_gather(in, recv);
+      return;
+  }
+}
+
+void ChunkedCollective::wait(int i) { pending_[static_cast<std::size_t>(i)].wait(); }
+
+void ChunkedCollective::wait_all() {
+  for (auto& r : pending_) r.wait();
+}
+
+bool ChunkedCollective::any_pending() const {
+  for (const auto& r : pending_) {
+    if (r.pending()) return true;
+  }
+  return false;
+}
+
+void ChunkedCollective::poke() {
+  for (auto& r : pending_) {
+    if (r.pending()) r.test();
+  }
+}
+
+}  // namespace meshtp::parallel

@@ -1,0 +1,133 @@
+// Collective 2D GeMM (MeshSlice §2.3.4, Fig. 2b): one all-gather or reduce-scatter per mesh
+// direction and one local GeMM. Simple and bandwidth-optimal, but nothing overlaps: the GeMM
+// waits for both gathers, the reduce-scatter waits for the GeMM.
+//
+// Math (chip (i, j) of an Nr × Nc mesh; X_ij its block, X_i* = mesh row i's blocks side by
+// side, X_*j = mesh column j's blocks stacked):
+//   OS  C_ij = A_i* · B_*j              A_i* = AG_row(A_ij), B_*j = AG_col(B_ij)
+//   LS  C_ij = RdS_row(A_ij · B_*jᵀ)    B_*j = AG_col(B_ij); the partial product is m/Nr × n,
+//                                       rank j' of the row receives the sum of its n/Nc columns
+//   RS  C_ij = RdS_col(A_i*ᵀ · B_ij)    A_i* = AG_row(A_ij); partial m × n/Nc, rank i' gets the
+//                                       sum of its m/Nr rows
+// Loop (OS): pack A_ijᵀ; start AG_row(A_ijᵀ) and AG_col(B_ij) together; wait both;
+//            C_ij = (A_i*ᵀ)ᵀ · B_*j — gathering A transposed makes A_i*ᵀ one row-major matrix,
+//            so the product is a single GeMM.
+//   LS: AG_col(B_ij); for each row member j': chunk j' = A_ij · (rows j' of B_*j)ᵀ, the Nc
+//       chunks laid end to end as reduce_scatter wants them; RdS_row into C_ij.
+//   RS: AG_row(A_ijᵀ) = A_i*ᵀ (m × k/Nr); partial = A_i*ᵀ · B_ij; RdS_col into C_ij.
+//
+// Worked example, OS on a 2×2 mesh, every matrix cut into 2×2 blocks:
+//   before      chip (0,0): A00 B00   (0,1): A01 B01   (1,0): A10 B10   (1,1): A11 B11
+//   AG_row(A)   chips (0,*) hold [A00 A01], chips (1,*) hold [A10 A11]
+//   AG_col(B)   chips (*,0) hold [B00; B10], chips (*,1) hold [B01; B11]
+//   GeMM        chip (0,0): C00 = A00·B00 + A01·B10, … ; after: chip (i,j) holds C_ij only.
+//   LS on the same mesh: chip (0,0) computes [A00·B00ᵀ | A00·B10ᵀ] (its k-half of C00 and C01),
+//   chip (0,1) [A01·B01ᵀ | A01·B11ᵀ]; RdS_row leaves C00 = A00·B00ᵀ + A01·B01ᵀ on (0,0).
+//
+// Cost per rank (|X| = bytes of a local block, ring collectives):
+//   OS  row (Nc−1)·|A_ij|   column (Nr−1)·|B_ij|   2 collectives, (Nc−1)+(Nr−1) sync steps
+//   LS  row (Nc−1)·|C_ij|   column (Nr−1)·|B_ij|
+//   RS  row (Nc−1)·|A_ij|   column (Nr−1)·|C_ij|
+//   Extra memory: the gathered operand (and for LS/RS the Nc- or Nr-times larger partial C).
+#include "parallel/gemm2d/gemm2d_impl.hpp"
+
+namespace meshtp::parallel::detail {
+namespace {
+
+void collective_os(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
+                   Gemm2dWorkspace& ws) {
+  const std::int64_t k = a.cols * g.nc;
+  // A_i*ᵀ (k × m/Nr), or A itself when the row has one chip.
+  ConstMatrixView a_row = a;
+  Trans ta = Trans::kNo;
+  comm::Request gather_a;
+  if (g.nc > 1) {
+    auto a_send = ws.get(0, static_cast<std::size_t>(a.rows * a.cols));
+    transpose(a, as_matrix(a_send, a.cols, a.rows));
+    auto a_all = ws.get(1, static_cast<std::size_t>(k * a.rows));
+    gather_a = g.row->iall_gather<float>(a_send, a_all);
+    a_row = as_matrix(a_all, k, a.rows);
+    ta = Trans::kYes;
+  }
+  ConstMatrixView b_col = b;
+  comm::Request gather_b;
+  if (g.nr > 1) {
+    auto b_all = ws.get(2, static_cast<std::size_t>(k * b.cols));
+    gather_b = g.col->iall_gather(as_span(b), b_all);
+    b_col = as_matrix(b_all, k, b.cols);
+  }
+  gather_a.wait();
+  gather_b.wait();
+  gemm_poking(a_row, ta, b_col, Trans::kNo, c, 0.0f, {}, 1, ws);
+}
+
+void collective_ls(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
+                   Gemm2dWorkspace& ws) {
+  const std::int64_t n = b.rows * g.nr;
+  ConstMatrixView b_col = b;  // B_*j: n × k/Nc
+  if (g.nr > 1) {
+    auto b_all = ws.get(0, static_cast<std::size_t>(n * b.cols));
+    g.col->all_gather(as_span(b), b_all);
+    b_col = as_matrix(b_all, n, b.cols);
+  }
+  if (g.nc == 1) {
+    gemm_poking(a, Trans::kNo, b_col, Trans::kYes, c, 0.0f, {}, 1, ws);
+    return;
+  }
+  auto partial = ws.get(1, static_cast<std::size_t>(g.nc * c.rows * c.cols));
+  for (int q = 0; q < g.nc; ++q) {
+    MatrixView chunk{partial.data() + q * c.rows * c.cols, c.rows, c.cols, c.cols};
+    gemm_poking(a, Trans::kNo, b_col.block(q * c.cols, 0, c.cols, b_col.cols), Trans::kYes,
+                chunk, 0.0f, {}, 1, ws);
+  }
+  g.row->reduce_scatter<float>(partial, as_span(c));
+}
+
+void collective_rs(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
+                   Gemm2dWorkspace& ws) {
+  const std::int64_t m = a.cols * g.nc;
+  // A_i*: k/Nr × m, used transposed; gathered as A_ijᵀ blocks it is A_i*ᵀ (m × k/Nr).
+  ConstMatrixView a_row = a;
+  Trans ta = Trans::kYes;
+  if (g.nc > 1) {
+    auto a_send = ws.get(0, static_cast<std::size_t>(a.rows * a.cols));
+    transpose(a, as_matrix(a_send, a.cols, a.rows));
+    auto a_all = ws.get(1, static_cast<std::size_t>(m * a.rows));
+    g.row->all_gather<float>(a_send, a_all);
+    a_row = as_matrix(a_all, m, a.rows);
+    ta = Trans::kNo;
+  }
+  if (g.nr == 1) {
+    gemm_poking(a_row, ta, b, Trans::kNo, c, 0.0f, {}, 1, ws);
+    return;
+  }
+  auto partial = ws.get(2, static_cast<std::size_t>(m * c.cols));
+  gemm_poking(a_row, ta, b, Trans::kNo, as_matrix(partial, m, c.cols), 0.0f, {}, 1, ws);
+  g.col->reduce_scatter<float>(partial, as_span(c));
+}
+
+}  // namespace
+
+void collective(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
+                const Gemm2dOptions& options, Gemm2dWorkspace& ws) {
+  switch (options.dataflow) {
+    case Dataflow::kOS: return collective_os(g, a, b, c, ws);
+    case Dataflow::kLS: return collective_ls(g, a, b, c, ws);
+    case Dataflow::kRS: return collective_rs(g, a, b, c, ws);
+  }
+}
+
+Gemm2dCost collective_cost(int nr, int nc, const Gemm2dShape& shape,
+                           const Gemm2dOptions& options) {
+  const BlockBytes x = block_bytes(nr, nc, shape, options.dataflow);
+  Gemm2dCost cost;
+  const double row_block = options.dataflow == Dataflow::kLS ? x.c : x.a;
+  const double col_block = options.dataflow == Dataflow::kRS ? x.c : x.b;
+  cost.bytes_row = (nc - 1) * row_block;
+  cost.bytes_col = (nr - 1) * col_block;
+  cost.comm_calls = (nc > 1) + (nr > 1);
+  cost.sync_steps = (nc - 1) + (nr - 1);
+  return cost;
+}
+
+}  // namespace meshtp::parallel::detail

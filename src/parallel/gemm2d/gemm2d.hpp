@@ -1,0 +1,139 @@
+// 2D distributed GeMM (MeshSlice §2.3, §3.1; SPEC §5): five algorithms × three dataflows.
+//
+// Mesh Nr × Nc (mesh dim 0 has Nr, mesh dim 1 has Nc); chip (i, j) = mesh coordinates
+// (coord(0), coord(1)). Every matrix is block-distributed in 2D, spec [Shard(0), Shard(1)]:
+// chip (i, j) holds block (i, j), rows split over mesh dim 0 and columns over mesh dim 1.
+// "Along the row" = among the Nc chips of mesh row i (dim_comm(1)); "along the column" =
+// among the Nr chips of mesh column j (dim_comm(0)).
+//
+// Dataflows, named by the matrix that never moves (global shapes; C is always m × n):
+//   kOS  C = A·B     A: m×k   B: k×n   gather A along the row, B along the column
+//   kLS  C = A·Bᵀ    A: m×k   B: n×k   gather B along the column, reduce-scatter C along the row
+//   kRS  C = Aᵀ·B    A: k×m   B: k×n   gather A along the row, reduce-scatter C along the column
+//
+// Algorithms (one file each, the math, loop, 2×2 example and cost at the top of each):
+//   kCannon      square meshes only: skew, then Nr shift-and-multiply steps     cannon.cpp
+//   kSumma       lcm(Nr,Nc)·S panels, a broadcast (+ reduce) per panel          summa.cpp
+//   kCollective  one all-gather / reduce-scatter per direction, one GeMM         collective.cpp
+//   kWang        the row direction as Nc send/recv ring steps overlapped with
+//                partial GeMMs; the column direction one blocking collective     wang.cpp
+//   kMeshSlice   S slices: partial all-gathers / reduce-scatters of slice s+1 in
+//                flight in both directions while slice s is multiplied            meshslice.cpp
+//
+// Usage: validate() from global shapes (every rank reaches the same verdict, before any
+// communication), then gemm2d() on the local blocks. gemm2d validates again from the local
+// shapes, which are equal on every rank because shards are even.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mesh/device_mesh.hpp"
+#include "tensor/tensor.hpp"
+
+namespace meshtp::parallel {
+
+enum class Gemm2dAlgo { kCannon, kSumma, kCollective, kWang, kMeshSlice };
+enum class Dataflow { kOS, kLS, kRS };
+
+inline constexpr Gemm2dAlgo kAllGemm2dAlgos[] = {Gemm2dAlgo::kCannon, Gemm2dAlgo::kSumma,
+                                                 Gemm2dAlgo::kCollective, Gemm2dAlgo::kWang,
+                                                 Gemm2dAlgo::kMeshSlice};
+inline constexpr Dataflow kAllDataflows[] = {Dataflow::kOS, Dataflow::kLS, Dataflow::kRS};
+
+using ::meshtp::to_string;  // Shape's, alongside the overloads below
+
+// "cannon", "summa", "collective", "wang", "meshslice"; "os", "ls", "rs".
+std::string_view to_string(Gemm2dAlgo algo);
+std::string_view to_string(Dataflow dataflow);
+// Inverse of to_string; throws naming the text and the accepted values.
+Gemm2dAlgo parse_gemm2d_algo(std::string_view text);
+Dataflow parse_dataflow(std::string_view text);
+std::ostream& operator<<(std::ostream& os, Gemm2dAlgo algo);
+std::ostream& operator<<(std::ostream& os, Dataflow dataflow);
+
+struct Gemm2dOptions {
+  Gemm2dAlgo algo = Gemm2dAlgo::kMeshSlice;
+  Dataflow dataflow = Dataflow::kOS;
+  // MeshSlice: the slice count S. SUMMA: panels per lcm(Nr, Nc) block (L = lcm·S panels).
+  // Ignored by the other algorithms.
+  int slices = 1;
+  // MeshSlice blocked slicing: slice s takes the blocks s, s+S, s+2S, … of `block`
+  // consecutive indices of the sliced dim. 0 = the largest block that works, gcd of the two
+  // local extents / S (one contiguous block per slice on a square mesh).
+  std::int64_t block = 0;
+  // Open MPI progresses non-blocking operations only inside MPI calls, so every partial GeMM
+  // that overlaps communication is cut into this many row bands, and the in-flight requests
+  // are tested between bands. 1 = no pokes (the collectives then mostly run at wait()).
+  int progress_chunks = 4;
+};
+std::ostream& operator<<(std::ostream& os, const Gemm2dOptions& options);
+
+// The global problem size: C is m × n, the contraction is k (see the dataflow table above).
+struct Gemm2dShape {
+  std::int64_t m = 0, n = 0, k = 0;
+  bool operator==(const Gemm2dShape&) const = default;
+};
+
+// Global shapes of A and B for a dataflow ({rows, cols}); C is always {m, n}.
+Shape global_a_shape(Dataflow dataflow, const Gemm2dShape& shape);
+Shape global_b_shape(Dataflow dataflow, const Gemm2dShape& shape);
+
+// Throws meshtp::Error unless the problem runs on an nr × nc mesh with these options:
+// sizes positive; every global dim divisible by the mesh dim that splits it
+// ("k=100 is not divisible by mesh dim 1 (size 3)"); Cannon on a square mesh; MeshSlice's
+// S·block dividing both local extents of the sliced dim; SUMMA's panel count dividing it.
+// Depends only on its arguments: call it before any communication.
+void validate(int nr, int nc, const Gemm2dShape& shape, const Gemm2dOptions& options);
+
+// Reusable scratch space (gathered operands, partial products, ring buffers). Keep one per
+// call site: later calls of the same size allocate nothing.
+class Gemm2dWorkspace {
+ public:
+  // Buffer `slot` with room for at least n floats; contents unspecified. A slot's memory
+  // stays put until a later get() of the same slot asks for more.
+  std::span<float> get(int slot, std::size_t n);
+  std::size_t bytes() const;
+
+  // Where the time went, accumulated over calls (a benchmark resets and reads it).
+  struct Stats {
+    double gemm_seconds = 0.0;  // inside local GeMMs, including the progress pokes
+    int calls = 0;
+  } stats;
+
+ private:
+  std::vector<std::vector<float>> buffers_;
+};
+
+// C = op(A)·op(B) on the local blocks of a 2D mesh (mesh.ndim() must be 2). a, b and c are
+// this rank's blocks (i, j), contiguous, of the global shapes of the dataflow; c is
+// overwritten. Collective over the mesh.
+void gemm2d(const mesh::DeviceMesh& mesh, ConstMatrixView a, ConstMatrixView b, MatrixView c,
+            const Gemm2dOptions& options, Gemm2dWorkspace& workspace);
+
+// The global problem implied by local block shapes on an nr × nc mesh; throws if the three
+// blocks do not chain (naming all shapes).
+Gemm2dShape infer_shape(int nr, int nc, Dataflow dataflow, ConstMatrixView a, ConstMatrixView b,
+                        ConstMatrixView c);
+
+// The cost of one call, per rank, from the algorithm files' cost sections. Bytes are what a
+// rank sends with bandwidth-optimal collectives (ring all-gather / reduce-scatter: (P−1)
+// shards; pipelined broadcast / reduce: (P−1)/P of the message on average); for Cannon, the
+// worst rank. comm_calls counts collective and send/recv launches; sync_steps the rounds in
+// which a rank waits for a neighbour ((P−1) per ring collective, 1 per send/recv step, P−1
+// per pipelined broadcast or reduce), the quantity MeshSlice trades against overlap.
+struct Gemm2dCost {
+  double flops = 0.0;      // 2·m·n·k / (Nr·Nc)
+  double bytes_row = 0.0;  // sent along the mesh row (mesh dim 1)
+  double bytes_col = 0.0;  // sent along the mesh column (mesh dim 0)
+  int comm_calls = 0;
+  int sync_steps = 0;
+  double bytes() const { return bytes_row + bytes_col; }
+};
+Gemm2dCost gemm2d_cost(int nr, int nc, const Gemm2dShape& shape, const Gemm2dOptions& options);
+
+}  // namespace meshtp::parallel

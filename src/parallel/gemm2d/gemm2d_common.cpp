@@ -1,0 +1,94 @@
+// Shared pieces of the 2D GeMM algorithms: blocked slicing, packing, transposes and the
+// progress-poking local GeMM.
+#include <algorithm>
+#include <numeric>
+
+#include "core/error.hpp"
+#include "core/stats.hpp"
+#include "parallel/gemm2d/gemm2d_impl.hpp"
+
+namespace meshtp::parallel::detail {
+
+std::int64_t slicing_block(std::int64_t d, int nr, int nc, const Gemm2dOptions& options) {
+  if (options.block > 0) return options.block;
+  return std::gcd(d / nr, d / nc) / options.slices;
+}
+
+void pack_rows(ConstMatrixView x, const Slicing& sl, int s, float* out) {
+  const std::int64_t nb = sl.blocks_per_slice();
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::int64_t r0 = sl.block_start(s, b);
+    MatrixView dst{out + b * sl.block * x.cols, sl.block, x.cols, x.cols};
+    copy(x.block(r0, 0, sl.block, x.cols), dst);
+  }
+}
+
+void unpack_rows(const float* in, const Slicing& sl, int s, MatrixView x) {
+  const std::int64_t nb = sl.blocks_per_slice();
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::int64_t r0 = sl.block_start(s, b);
+    const ConstMatrixView src{in + b * sl.block * x.cols, sl.block, x.cols, x.cols};
+    copy(src, x.block(r0, 0, sl.block, x.cols));
+  }
+}
+
+void pack_cols_transposed(ConstMatrixView x, const Slicing& sl, int s, float* out) {
+  const std::int64_t nb = sl.blocks_per_slice();
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::int64_t c0 = sl.block_start(s, b);
+    MatrixView dst{out + b * sl.block * x.rows, sl.block, x.rows, x.rows};
+    transpose(x.block(0, c0, x.rows, sl.block), dst);
+  }
+}
+
+void unpack_cols(const float* in, const Slicing& sl, int s, MatrixView x) {
+  const std::int64_t nb = sl.blocks_per_slice();
+  const ConstMatrixView all{in, x.rows, sl.slice_extent(), sl.slice_extent()};
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::int64_t c0 = sl.block_start(s, b);
+    copy(all.block(0, b * sl.block, x.rows, sl.block), x.block(0, c0, x.rows, sl.block));
+  }
+}
+
+void transpose(ConstMatrixView src, MatrixView dst) {
+  MESHTP_CHECK(dst.rows == src.cols && dst.cols == src.rows,
+               "transpose: {}x{} does not fit a {}x{} destination", src.rows, src.cols, dst.rows,
+               dst.cols);
+  constexpr std::int64_t kTile = 32;
+  for (std::int64_t i0 = 0; i0 < src.rows; i0 += kTile) {
+    const std::int64_t i1 = std::min(src.rows, i0 + kTile);
+    for (std::int64_t j0 = 0; j0 < src.cols; j0 += kTile) {
+      const std::int64_t j1 = std::min(src.cols, j0 + kTile);
+      for (std::int64_t i = i0; i < i1; ++i) {
+        for (std::int64_t j = j0; j < j1; ++j) dst(j, i) = src(i, j);
+      }
+    }
+  }
+}
+
+void add_into(ConstMatrixView x, MatrixView y) {
+  MESHTP_CHECK(x.rows == y.rows && x.cols == y.cols, "add_into: {}x{} vs {}x{}", x.rows, x.cols,
+               y.rows, y.cols);
+  for (std::int64_t r = 0; r < x.rows; ++r) {
+    const float* xr = x.data + r * x.ld;
+    float* yr = y.data + r * y.ld;
+    for (std::int64_t q = 0; q < x.cols; ++q) yr[q] += xr[q];
+  }
+}
+
+void gemm_poking(ConstMatrixView a, Trans ta, ConstMatrixView b, Trans tb, MatrixView c,
+                 float beta, const InFlight& in_flight, int chunks, Gemm2dWorkspace& ws) {
+  const double start = now_seconds();
+  const std::int64_t bands = std::clamp<std::int64_t>(chunks, 1, std::max<std::int64_t>(c.rows, 1));
+  for (std::int64_t p = 0; p < bands; ++p) {
+    const std::int64_t r0 = c.rows * p / bands;
+    const std::int64_t r1 = c.rows * (p + 1) / bands;
+    const ConstMatrixView a_band =
+        ta == Trans::kNo ? a.block(r0, 0, r1 - r0, a.cols) : a.block(0, r0, a.rows, r1 - r0);
+    gemm(a_band, ta, b, tb, c.block(r0, 0, r1 - r0, c.cols), 1.0f, beta);
+    if (p + 1 < bands) in_flight.poke();
+  }
+  ws.stats.gemm_seconds += now_seconds() - start;
+}
+
+}  // namespace meshtp::parallel::detail

@@ -1,0 +1,124 @@
+// Private to gemm2d/: what the five algorithm files share.
+//
+//   Grid        this rank's place on the Nr × Nc mesh and its row / column communicators
+//   Slicing     MeshSlice's blocked slicing of one local extent (see meshslice.cpp)
+//   pack / unpack of a slice of rows or columns, and a tiled transpose
+//   gemm_poking the local GeMM cut into row bands with the in-flight requests tested between
+//               bands, which is what makes Open MPI progress a collective during a GeMM
+//
+// Names follow the algorithm files: i, j = mesh row and column of this rank; a, b, c = the
+// local blocks; Nr = grid.nr, Nc = grid.nc.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+
+#include "comm/communicator.hpp"
+#include "parallel/gemm2d/gemm2d.hpp"
+#include "tensor/gemm.hpp"
+
+namespace meshtp::parallel::detail {
+
+struct Grid {
+  int nr = 1, nc = 1;  // mesh dims 0 and 1
+  int i = 0, j = 0;    // this rank's mesh row and column
+  const comm::Communicator* row = nullptr;  // the Nc ranks of mesh row i; my rank there is j
+  const comm::Communicator* col = nullptr;  // the Nr ranks of mesh column j; my rank there is i
+};
+
+// Blocked slicing of a local extent e into S slices: slice s is the blocks s, s+S, s+2S, …
+// of `block` consecutive indices, e/(block·S) blocks, e/S indices.
+struct Slicing {
+  std::int64_t extent = 0;
+  int slices = 1;
+  std::int64_t block = 0;
+
+  std::int64_t slice_extent() const { return extent / slices; }
+  std::int64_t blocks_per_slice() const { return extent / (block * slices); }
+  // First local index of the b-th block of slice s.
+  std::int64_t block_start(int s, std::int64_t b) const { return (b * slices + s) * block; }
+};
+
+// The sliced extents used by MeshSlice for a dim of global size d split by Nr and by Nc.
+// Requires validate() to have passed.
+std::int64_t slicing_block(std::int64_t d, int nr, int nc, const Gemm2dOptions& options);
+
+// out (slice_extent × x.cols) ← the rows of x in slice s, in order.
+void pack_rows(ConstMatrixView x, const Slicing& sl, int s, float* out);
+// The rows of x in slice s ← in (slice_extent × x.cols).
+void unpack_rows(const float* in, const Slicing& sl, int s, MatrixView x);
+// out (slice_extent × x.rows) ← (the columns of x in slice s)ᵀ.
+void pack_cols_transposed(ConstMatrixView x, const Slicing& sl, int s, float* out);
+// The columns of x in slice s ← in (x.rows × slice_extent).
+void unpack_cols(const float* in, const Slicing& sl, int s, MatrixView x);
+
+// dst = srcᵀ (dst.rows = src.cols, dst.cols = src.rows), in cache-sized tiles.
+void transpose(ConstMatrixView src, MatrixView dst);
+// y += x, elementwise, same shapes.
+void add_into(ConstMatrixView x, MatrixView y);
+
+// Contiguous row-major view over a span.
+inline MatrixView as_matrix(std::span<float> buf, std::int64_t rows, std::int64_t cols) {
+  return {buf.data(), rows, cols, cols};
+}
+inline std::span<const float> as_span(ConstMatrixView m) {
+  return {m.data, static_cast<std::size_t>(m.rows * m.cols)};
+}
+inline std::span<float> as_span(MatrixView m) {
+  return {m.data, static_cast<std::size_t>(m.rows * m.cols)};
+}
+
+// Up to four requests to poke while computing. Null entries and completed requests are
+// skipped.
+class InFlight {
+ public:
+  InFlight(comm::Request* r0 = nullptr, comm::Request* r1 = nullptr,
+           comm::Request* r2 = nullptr, comm::Request* r3 = nullptr)
+      : requests_{r0, r1, r2, r3} {}
+  void poke() const {
+    for (comm::Request* r : requests_) {
+      if (r != nullptr && r->pending()) r->test();
+    }
+  }
+
+ private:
+  std::array<comm::Request*, 4> requests_;
+};
+
+// c = op(a)·op(b) + beta·c through meshtp::gemm, cut into `chunks` bands of c's rows with
+// in_flight.poke() between bands; the time goes to ws.stats.gemm_seconds.
+void gemm_poking(ConstMatrixView a, Trans ta, ConstMatrixView b, Trans tb, MatrixView c,
+                 float beta, const InFlight& in_flight, int chunks, Gemm2dWorkspace& ws);
+
+// ---- the algorithms (one file each) -----------------------------------------------------
+
+using Gemm2dFn = void (*)(const Grid&, ConstMatrixView, ConstMatrixView, MatrixView,
+                          const Gemm2dOptions&, Gemm2dWorkspace&);
+void cannon(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
+            const Gemm2dOptions& options, Gemm2dWorkspace& ws);
+void summa(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
+           const Gemm2dOptions& options, Gemm2dWorkspace& ws);
+void collective(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
+                const Gemm2dOptions& options, Gemm2dWorkspace& ws);
+void wang(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
+          const Gemm2dOptions& options, Gemm2dWorkspace& ws);
+void meshslice(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
+               const Gemm2dOptions& options, Gemm2dWorkspace& ws);
+
+// Per-algorithm cost (see each file's header). shape is global; flops are filled by the caller.
+Gemm2dCost cannon_cost(int nr, int nc, const Gemm2dShape& shape, const Gemm2dOptions& options);
+Gemm2dCost summa_cost(int nr, int nc, const Gemm2dShape& shape, const Gemm2dOptions& options);
+Gemm2dCost collective_cost(int nr, int nc, const Gemm2dShape& shape,
+                           const Gemm2dOptions& options);
+Gemm2dCost wang_cost(int nr, int nc, const Gemm2dShape& shape, const Gemm2dOptions& options);
+Gemm2dCost meshslice_cost(int nr, int nc, const Gemm2dShape& shape,
+                          const Gemm2dOptions& options);
+
+// Local block sizes in bytes (fp32) of A, B and C for the dataflow.
+struct BlockBytes {
+  double a = 0, b = 0, c = 0;
+};
+BlockBytes block_bytes(int nr, int nc, const Gemm2dShape& shape, Dataflow dataflow);
+
+}  // namespace meshtp::parallel::detail
