@@ -1,0 +1,66 @@
+// AdamW (Loshchilov & Hutter) over this rank's parameter shards, and global-norm clipping.
+//
+//   m ← β1·m + (1−β1)·g            v ← β2·v + (1−β2)·g²
+//   m̂ = m / (1−β1ᵗ)                v̂ = v / (1−β2ᵗ)
+//   p ← p − lr·( m̂ / (√v̂ + ε) + λ·p )        λ = weight_decay, 0 for LayerNorm and biases
+//
+// The update is elementwise, so running it on shards equals running it on the global
+// tensor. Gradient clipping is not: ‖g‖ must count every global element exactly once,
+// although replicated shards hold copies. Each parameter therefore carries its replication
+// count r (how many ranks hold each of its elements), and
+//   ‖g‖² = all_reduce_sum over ranks of Σ_params (1/r)·Σ g²
+// is the same number on every rank and for every layout.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "tensor/tensor.hpp"
+
+namespace meshtp::train {
+
+struct AdamWConfig {
+  float beta1 = 0.9f;
+  float beta2 = 0.95f;
+  float eps = 1e-8f;
+  float weight_decay = 0.1f;
+};
+
+struct ParamRef {
+  std::string name;
+  Tensor* value = nullptr;
+  Tensor* grad = nullptr;
+  bool decay = true;     // false for LayerNorm weights/biases and all biases
+  int replicas = 1;      // ranks holding a copy of each element (for the global norm)
+};
+
+class AdamW {
+ public:
+  AdamW(std::vector<ParamRef> params, AdamWConfig config);
+
+  void step(float lr);  // one update with this learning rate; advances the step count
+  std::int64_t steps() const { return steps_; }
+  void set_steps(std::int64_t steps) { steps_ = steps; }  // when resuming
+
+  const std::vector<ParamRef>& params() const { return params_; }
+  // First and second moments, parallel to params(): the optimizer state of a checkpoint.
+  std::vector<Tensor>& first_moments() { return m_; }
+  std::vector<Tensor>& second_moments() { return v_; }
+
+ private:
+  std::vector<ParamRef> params_;
+  AdamWConfig config_;
+  std::vector<Tensor> m_;
+  std::vector<Tensor> v_;
+  std::int64_t steps_ = 0;
+};
+
+// √(Σ over the global gradient of g²), identical on every rank of `world`. Collective.
+double global_grad_norm(const std::vector<ParamRef>& params, const comm::Communicator& world);
+
+// Scales every gradient by min(1, max_norm / norm) and returns that factor (1 if max_norm ≤ 0).
+double clip_gradients(const std::vector<ParamRef>& params, double norm, double max_norm);
+
+}  // namespace meshtp::train
