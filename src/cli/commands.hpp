@@ -19,5 +19,6 @@ const comm::Communicator& world();
 std::ostream& out();
 
 void add_bench_command(CLI::App& app);
+void add_gemm_command(CLI::App& app);
 
 }  // namespace meshtp::cli

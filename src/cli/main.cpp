@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("meshtp ") + MESHTP_VERSION);
   app.require_subcommand(1);
   meshtp::cli::add_bench_command(app);
+  meshtp::cli::add_gemm_command(app);
 
   int status = 0;
   try {

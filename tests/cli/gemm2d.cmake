@@ -1,0 +1,59 @@
+# meshtp gemm: distributed results checked from outside (a pure-Python product of the same
+# safetensors inputs), and every bad input failing with its message. Included from
+# tests/cli/CMakeLists.txt.
+set(GEMM2D_DATA ${PROJECT_SOURCE_DIR}/tests/data/gemm2d)
+find_package(Python3 COMPONENTS Interpreter)
+
+# name NP MESH ALGO DATAFLOW SLICES: run meshtp gemm, then check_product.py on its output.
+function(meshtp_gemm_cli_test name np mesh algo dataflow slices)
+  set(input ${GEMM2D_DATA}/${dataflow}.safetensors)
+  set(output ${CMAKE_CURRENT_BINARY_DIR}/${name}.safetensors)
+  add_test(NAME ${name}
+           COMMAND sh -c "\"$0\" \"$@\" && ${Python3_EXECUTABLE} ${GEMM2D_DATA}/check_product.py ${input} ${output} ${dataflow}"
+                   ${MESHTP_MPIEXEC} -np ${np} $<TARGET_FILE:meshtp> gemm --a ${input} --b ${input}
+                   --mesh ${mesh} --algo ${algo} --dataflow ${dataflow} --slices ${slices}
+                   --out ${output} --check)
+  set_tests_properties(${name} PROPERTIES ENVIRONMENT "${MESHTP_MPI_ENV}" TIMEOUT 120
+    PROCESSORS 2 PASS_REGULAR_EXPRESSION "max abs difference 0\n")
+endfunction()
+
+if(Python3_Interpreter_FOUND)
+  meshtp_gemm_cli_test(cli_gemm_meshslice_os_np4 4 2x2 meshslice os 2)
+  meshtp_gemm_cli_test(cli_gemm_meshslice_ls_np4 4 1x4 meshslice ls 3)
+  meshtp_gemm_cli_test(cli_gemm_wang_rs_np2 2 2x1 wang rs 1)
+  meshtp_gemm_cli_test(cli_gemm_cannon_ls_np4 4 2x2 cannon ls 1)
+  meshtp_gemm_cli_test(cli_gemm_summa_rs_np4 4 4x1 summa rs 2)
+  meshtp_gemm_cli_test(cli_gemm_collective_os_np2 2 1x2 collective os 1)
+endif()
+
+set(GEMM2D_OS ${GEMM2D_DATA}/os.safetensors)
+set(GEMM2D_OUT ${CMAKE_CURRENT_BINARY_DIR}/gemm2d_failure.safetensors)
+meshtp_failure_test(cli_gemm_slices_do_not_divide
+  REGEX "error: MeshSlice slices=3 does not divide the local k extents k/Nr=16 and k/Nc=8"
+  NP 2 COMMAND $<TARGET_FILE:meshtp> gemm --a ${GEMM2D_OS} --b ${GEMM2D_OS} --mesh 1x2
+               --algo meshslice --slices 3 --out ${GEMM2D_OUT})
+meshtp_failure_test(cli_gemm_dim_not_divisible_by_mesh
+  REGEX "error: m=9 is not divisible by mesh dim 0 \\(size 2\\)"
+  NP 2 COMMAND $<TARGET_FILE:meshtp> gemm --a ${GEMM2D_DATA}/odd_m.safetensors
+               --b ${GEMM2D_DATA}/odd_m.safetensors --mesh 2x1 --algo collective
+               --out ${GEMM2D_OUT})
+meshtp_failure_test(cli_gemm_cannon_rectangular_mesh
+  REGEX "error: Cannon's algorithm needs a square mesh, got 1x2"
+  NP 2 COMMAND $<TARGET_FILE:meshtp> gemm --a ${GEMM2D_OS} --b ${GEMM2D_OS} --mesh 1x2
+               --algo cannon --out ${GEMM2D_OUT})
+meshtp_failure_test(cli_gemm_wrong_tensor_names
+  REGEX "error: missing tensor 'a' in .*wrong_names.safetensors \\(it has: x, y\\)"
+  NP 2 COMMAND $<TARGET_FILE:meshtp> gemm --a ${GEMM2D_DATA}/wrong_names.safetensors
+               --b ${GEMM2D_OS} --mesh 1x2 --out ${GEMM2D_OUT})
+meshtp_failure_test(cli_gemm_shapes_do_not_chain
+  REGEX "error: A \\[8, 16\\] and B \\[12, 16\\] do not chain for os"
+  NP 2 COMMAND $<TARGET_FILE:meshtp> gemm --a ${GEMM2D_OS} --b ${GEMM2D_DATA}/ls.safetensors
+               --mesh 1x2 --out ${GEMM2D_OUT})
+meshtp_failure_test(cli_gemm_mesh_not_2d
+  REGEX "error: --mesh 2 is not a 2D mesh"
+  NP 2 COMMAND $<TARGET_FILE:meshtp> gemm --a ${GEMM2D_OS} --b ${GEMM2D_OS} --mesh 2
+               --out ${GEMM2D_OUT})
+meshtp_failure_test(cli_gemm_unknown_algo
+  REGEX "error: unknown 2D GeMM algorithm 'fox'"
+  NP 2 COMMAND $<TARGET_FILE:meshtp> gemm --a ${GEMM2D_OS} --b ${GEMM2D_OS} --mesh 1x2
+               --algo fox --out ${GEMM2D_OUT})
