@@ -1,0 +1,119 @@
+#include "plan/atp_cost.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/error.hpp"
+
+namespace meshtp::plan {
+
+double atp_comm_time(const ModelSpec& m, int d1, int d2, double b1, double b2) {
+  const double h = m.hidden;
+  double per_token = 0;  // 7h/(d1·B2) + 2h/(d2·B1), seconds per token per byte-element
+  if (d2 > 1) per_token += 7.0 * h / (d1 * b2);
+  if (d1 > 1) per_token += 2.0 * h / (d2 * b1);
+  return 2.0 * m.layers * static_cast<double>(m.tokens()) * m.element_bytes() * per_token;
+}
+
+std::optional<std::string> atp_invalid_reason(const ModelSpec& m, int d1, int d2, int chunks) {
+  const int dims[2] = {d1, d2};
+  for (int i = 0; i < 2; ++i) {
+    if (m.hidden % dims[i] != 0) {
+      return fmt::format("hidden={} is not divisible by mesh dim {} (size {})", m.hidden, i,
+                         dims[i]);
+    }
+  }
+  // QKV is column-first: heads are split over mesh dim 0.
+  if (m.heads % d1 != 0) {
+    return fmt::format("heads={} is not divisible by mesh dim 0 (size {})", m.heads, d1);
+  }
+  // The attention core is fully sharded: the reduce-scatter over dim 1 splits the heads of
+  // a dim-0 shard, or else the batch.
+  if ((m.heads / d1) % d2 != 0 && m.batch % d2 != 0) {
+    return fmt::format("neither heads/d1={} nor batch={} is divisible by mesh dim 1 (size {}): "
+                       "the attention core cannot be fully sharded",
+                       m.heads / d1, m.batch, d2);
+  }
+  if (chunks < 1 || m.batch % chunks != 0) {
+    return fmt::format("batch={} is not divisible by chunks={}", m.batch, chunks);
+  }
+  return std::nullopt;
+}
+
+AtpEstimate atp_estimate(const ModelSpec& m, const MeshLinks& links, int chunks,
+                         double flops_per_s) {
+  const int d1 = links.mesh[0], d2 = links.mesh[1];
+  if (auto reason = atp_invalid_reason(m, d1, d2, chunks)) fail("ATP on {}x{}: {}", d1, d2,
+                                                                *reason);
+  MESHTP_CHECK(flops_per_s > 0, "flops_per_s={} must be positive", flops_per_s);
+  const double n = static_cast<double>(d1) * d2;
+  const double M = static_cast<double>(m.tokens());
+  const double h = m.hidden, b = m.batch, s = m.seq, e = m.element_bytes();
+
+  AtpEstimate est;
+  est.chunks = chunks;
+  // (name, forward FLOPs of the op over all ranks, all-reduce mesh dim, elements per rank)
+  struct OpShape {
+    const char* name;
+    double flops;
+    int dim;
+    double elements;
+  };
+  const OpShape shapes[] = {
+      {"qkv", 2 * M * h * 3 * h, 1, M * 3 * h / d1},
+      {"attention", 4 * b * s * s * h, -1, 0},
+      {"proj", 2 * M * h * h, 0, M * h / d2},
+      {"mlp1", 2 * M * h * 4 * h, 1, M * 4 * h / d1},
+      {"mlp2", 2 * M * 4 * h * h, 0, M * h / d2},
+  };
+  double latency = 0;  // Σ α over the four all-reduces of one pass
+  for (const bool backward : {false, true}) {
+    for (const OpShape& op : shapes) {
+      AtpOp a;
+      a.name = op.name;
+      a.backward = backward;
+      a.flops_per_rank = op.flops / n * (backward ? 2 : 1);
+      a.compute_s = a.flops_per_rank / flops_per_s;
+      if (op.dim >= 0 && links.mesh[static_cast<std::size_t>(op.dim)] > 1) {
+        const DimLinks& dim = links.dims[static_cast<std::size_t>(op.dim)];
+        a.mesh_dim = op.dim;
+        a.allreduce_bytes = op.elements * e;
+        a.comm_s = ring_all_reduce_time(dim.all_reduce, dim.size, a.allreduce_bytes);
+        if (!backward) latency += ring_all_reduce_time(dim.all_reduce, dim.size, 0);
+      }
+      (backward ? est.compute_bwd_s : est.compute_fwd_s) += a.compute_s;
+      (backward ? est.comm_bwd_s : est.comm_fwd_s) += a.comm_s;
+      est.ops.push_back(std::move(a));
+    }
+  }
+  // Chunking re-launches every forward all-reduce once per chunk.
+  const double c = chunks;
+  const double comm_fwd = est.comm_fwd_s + (c - 1) * latency;
+  const double compute_fwd = est.compute_fwd_s;
+  est.comm_fwd_s = comm_fwd;
+  est.forward_s = (compute_fwd + comm_fwd) / c + (c - 1) / c * std::max(compute_fwd, comm_fwd);
+  est.backward_s = est.compute_bwd_s / 2 + std::max(est.compute_bwd_s / 2, est.comm_bwd_s);
+
+  double recompute_compute = 0, recompute_comm = 0;
+  switch (m.recompute) {
+    case Recompute::kNone: break;
+    case Recompute::kSelective:
+      recompute_compute = 4 * b * s * s * h / n / flops_per_s;
+      est.recompute_s = recompute_compute;
+      break;
+    case Recompute::kFull:
+      recompute_compute = compute_fwd;
+      recompute_comm = comm_fwd;
+      est.recompute_s = est.forward_s;
+      break;
+  }
+  est.layer_s = est.forward_s + est.backward_s + est.recompute_s;
+  const double layers = m.layers;
+  est.t_step_s = layers * est.layer_s;
+  est.t_comm_s = layers * (comm_fwd + est.comm_bwd_s + recompute_comm);
+  est.t_compute_s = layers * (compute_fwd + est.compute_bwd_s + recompute_compute);
+  return est;
+}
+
+}  // namespace meshtp::plan

@@ -1,0 +1,69 @@
+// ATP cost model (ATP §3.3, §3.5, §4): communication by Eq. 2 on the bandwidths of Eq. 3–4
+// (mesh_links.hpp), compute by FLOPs, overlap by chunks (forward) and dX/dW (backward).
+//
+// Mesh (d1, d2), N = d1·d2, M = b·s tokens, h hidden, e bytes per element, B1/B2 the
+// all-reduce bandwidths of mesh dims 0/1. Per layer and pass, the four all-reduces f1…f4:
+//   f1 qkv  column-first  [M, 3h/d1] on dim 1      f2 proj  row-first  [M, h/d2] on dim 0
+//   f3 mlp1 column-first  [M, 4h/d1] on dim 1      f4 mlp2  row-first  [M, h/d2] on dim 0
+// so one pass moves  M·e·(7h/(d1·B2) + 2h/(d2·B1))  and, forward + backward, L layers:
+//   T_comm = 2·L·b·s·e·(7h/(d1·B2) + 2h/(d2·B1))                                  (Eq. 2)
+// (the paper counts elements; e = 1 gives its formula verbatim). A term whose mesh dim has
+// size 1 is 0. Like the paper, the backward pass is charged the forward's volumes; the exact
+// conjugate all-reduces move 5h/d1 instead of 7h/d1 on dim 1 in backward.
+//
+// On top of Eq. 2 the candidate's time adds each all-reduce's latency
+// α = T_launch + 2(d−1)·L_sync (ring), and overlaps:
+//   compute  C_f = (24·b·s·h² + 4·b·s²·h)/N / F,  C_b = 2·C_f
+//   forward, c chunks (ATP §4.1: chunk i's all-reduce runs under chunk i+1's GeMMs; each
+//   chunk launches its own all-reduces):
+//            T_f(c) = (C_f + X_f)/c + (c−1)/c · max(C_f, X_f),   X_f = Eq.2 pass + 4·c·α
+//   backward (ATP §4.2: dX's all-reduce runs under the dW GeMM, which is half of C_b):
+//            T_b = C_b/2 + max(C_b/2, X_b),                       X_b = Eq.2 pass + 4·α
+//   layer    T_f(c) + T_b  (+ T_f(c) again under full recomputation, + the attention core's
+//            forward 4·b·s²·h/N/F under selective recomputation)
+// c = 1 is ATP without the chunk optimisation; mesh (N, 1) is Megatron-LM's 1D TP.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "plan/mesh_links.hpp"
+#include "plan/model_spec.hpp"
+
+namespace meshtp::plan {
+
+// Eq. 2 verbatim, bandwidth term only: 2·L·b·s·e·(7h/(d1·B2) + 2h/(d2·B1)), with B1, B2
+// in bytes/s (ignored when their mesh dim has size 1) and e = model.element_bytes().
+double atp_comm_time(const ModelSpec& model, int d1, int d2, double b1, double b2);
+
+// One operator of one layer, for --explain.
+struct AtpOp {
+  std::string name;  // "qkv", "attention", "proj", "mlp1", "mlp2"
+  bool backward = false;
+  double flops_per_rank = 0;
+  double compute_s = 0;
+  int mesh_dim = -1;           // the all-reduce's mesh dim; -1: none
+  double allreduce_bytes = 0;  // per rank
+  double comm_s = 0;           // one all-reduce, latency included, unchunked
+};
+
+struct AtpEstimate {
+  int chunks = 1;
+  // One layer.
+  double compute_fwd_s = 0, comm_fwd_s = 0, compute_bwd_s = 0, comm_bwd_s = 0;
+  double forward_s = 0, backward_s = 0, recompute_s = 0, layer_s = 0;
+  // The model (L layers).
+  double t_comm_s = 0, t_compute_s = 0, t_step_s = 0;
+  std::vector<AtpOp> ops;  // one layer, forward then backward
+};
+
+// Why ATP cannot shard `model` on (d1, d2) with `chunks`, e.g. "hidden=1000 is not
+// divisible by mesh dim 1 (size 3)"; nullopt when it can.
+std::optional<std::string> atp_invalid_reason(const ModelSpec& model, int d1, int d2,
+                                              int chunks);
+
+AtpEstimate atp_estimate(const ModelSpec& model, const MeshLinks& links, int chunks,
+                         double flops_per_s);
+
+}  // namespace meshtp::plan

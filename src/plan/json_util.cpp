@@ -1,0 +1,95 @@
+#include "plan/json_util.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.hpp"
+
+namespace meshtp::plan {
+
+TextPosition position_of(std::string_view text, std::size_t offset) {
+  offset = std::min(offset, text.size());
+  TextPosition pos;
+  std::size_t line_start = 0;
+  for (std::size_t i = 0; i < offset; ++i) {
+    if (text[i] == '\n') {
+      ++pos.line;
+      line_start = i + 1;
+    }
+  }
+  pos.column = static_cast<int>(offset - line_start) + 1;
+  return pos;
+}
+
+nlohmann::json parse_json(std::string_view text, std::string_view source) {
+  try {
+    return nlohmann::json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::parse_error& e) {
+    // e.byte is 1-based: the position of the last character read, i.e. the offending one.
+    const std::size_t offset = e.byte > 0 ? e.byte - 1 : 0;
+    const TextPosition pos = position_of(text, offset);
+    // nlohmann's own text is "[json.exception.parse_error.101] parse error at line 1,
+    // column 2: <reason>"; keep only <reason>.
+    std::string reason = e.what();
+    const auto colon = reason.find(": ");
+    if (colon != std::string::npos) reason = reason.substr(colon + 2);
+    fail("malformed JSON in {} at line {}, column {}: {}", source, pos.line, pos.column, reason);
+  }
+}
+
+const nlohmann::json& require_field(const nlohmann::json& obj, std::string_view key,
+                                    std::string_view where) {
+  MESHTP_CHECK(obj.is_object(), "{}: expected a JSON object, got {}", where, obj.dump());
+  const auto it = obj.find(std::string(key));
+  MESHTP_CHECK(it != obj.end(), "{}: missing field '{}'", where, key);
+  return *it;
+}
+
+double read_number(const nlohmann::json& obj, std::string_view key, std::string_view where) {
+  const nlohmann::json& v = require_field(obj, key, where);
+  MESHTP_CHECK(v.is_number(), "{}: field '{}' must be a number, got {}", where, key, v.dump());
+  const double x = v.get<double>();
+  MESHTP_CHECK(std::isfinite(x), "{}: field '{}' must be finite, got {}", where, key, v.dump());
+  return x;
+}
+
+std::optional<double> read_optional_number(const nlohmann::json& obj, std::string_view key,
+                                           std::string_view where) {
+  if (!obj.contains(std::string(key)) || obj.at(std::string(key)).is_null()) return std::nullopt;
+  return read_number(obj, key, where);
+}
+
+std::int64_t read_integer(const nlohmann::json& obj, std::string_view key,
+                          std::string_view where) {
+  const nlohmann::json& v = require_field(obj, key, where);
+  MESHTP_CHECK(v.is_number_integer(), "{}: field '{}' must be an integer, got {}", where, key,
+               v.dump());
+  return v.get<std::int64_t>();
+}
+
+std::string read_string(const nlohmann::json& obj, std::string_view key, std::string_view where) {
+  const nlohmann::json& v = require_field(obj, key, where);
+  MESHTP_CHECK(v.is_string(), "{}: field '{}' must be a string, got {}", where, key, v.dump());
+  return v.get<std::string>();
+}
+
+std::string read_optional_string(const nlohmann::json& obj, std::string_view key,
+                                 std::string_view where, std::string fallback) {
+  if (!obj.contains(std::string(key))) return fallback;
+  return read_string(obj, key, where);
+}
+
+void check_fields(const nlohmann::json& obj, std::initializer_list<std::string_view> allowed,
+                  std::string_view where) {
+  MESHTP_CHECK(obj.is_object(), "{}: expected a JSON object, got {}", where, obj.dump());
+  for (const auto& [key, value] : obj.items()) {
+    const bool known = std::find(allowed.begin(), allowed.end(), key) != allowed.end();
+    if (!known) {
+      std::string names;
+      for (const auto a : allowed) names += (names.empty() ? "" : ", ") + std::string(a);
+      fail("{}: unknown field '{}' (allowed: {})", where, key, names);
+    }
+  }
+}
+
+}  // namespace meshtp::plan

@@ -1,0 +1,181 @@
+#include "plan/mesh_links.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <ostream>
+#include <set>
+
+#include "core/error.hpp"
+
+namespace meshtp::plan {
+
+namespace {
+constexpr double kGB = 1e9;
+constexpr double kUs = 1e-6;
+}  // namespace
+
+double ring_collective_time(const RingParams& ring, int p, double shard_bytes) {
+  if (p <= 1) return 0;
+  return ring.t_launch_s + (p - 1) * (ring.l_sync_s + shard_bytes / ring.bw_bytes_per_s);
+}
+
+double ring_all_reduce_time(const RingParams& ring, int p, double bytes) {
+  if (p <= 1) return 0;
+  return ring.t_launch_s + 2.0 * (p - 1) * (ring.l_sync_s + bytes / (p * ring.bw_bytes_per_s));
+}
+
+double allreduce_bandwidth(int d, double link_bandwidth) {
+  MESHTP_CHECK(d >= 2, "allreduce_bandwidth: d={} must be at least 2", d);
+  return d / (2.0 * (d - 1)) * link_bandwidth;
+}
+
+const char* name(BandwidthSource s) {
+  return s == BandwidthSource::kModelled ? "modelled" : "calibrated";
+}
+
+ModelledLink modelled_link(const Topology& topology, const std::vector<int>& shape, int dim) {
+  std::int64_t n = 1;
+  for (const int d : shape) n *= d;
+  MESHTP_CHECK(n == topology.device_count(), "mesh of {} ranks does not match topology '{}' "
+               "with {} devices", n, topology.name, topology.device_count());
+  MESHTP_CHECK(dim >= 0 && dim < static_cast<int>(shape.size()), "mesh dim {} out of range",
+               dim);
+  ModelledLink out;
+  const int size = shape[static_cast<std::size_t>(dim)];
+  if (size == 1) return out;
+  int stride = 1;
+  for (std::size_t k = static_cast<std::size_t>(dim) + 1; k < shape.size(); ++k) {
+    stride *= shape[k];
+  }
+  const int span = size * stride;
+  const int groups = static_cast<int>(n / size);
+  // Group g's ranks: base(g) + i·stride, where base(g) = (g / stride)·span + g % stride.
+  auto base = [&](int g) { return (g / stride) * span + g % stride; };
+
+  double best = std::numeric_limits<double>::infinity();
+  for (int j = 0; j < static_cast<int>(topology.levels.size()); ++j) {
+    const Level& level = topology.levels[static_cast<std::size_t>(j)];
+    const int dj = topology.devices_per_member(j);
+    const int rj = level.members;
+    // Per member (global id r / dj): groups crossing here, and peer indices in the parent.
+    std::map<int, std::set<int>> sharers, peers;
+    std::map<int, std::set<int>> groups_in_parent;
+    for (int g = 0; g < groups; ++g) {
+      std::map<int, std::set<int>> members_by_parent;  // parent → members touched
+      for (int i = 0; i < size; ++i) {
+        const int r = base(g) + i * stride;
+        const int member = r / dj;
+        members_by_parent[member / rj].insert(member);
+      }
+      for (const auto& [parent, members] : members_by_parent) {
+        if (members.size() < 2) continue;
+        groups_in_parent[parent].insert(g);
+        for (const int m : members) {
+          sharers[m].insert(g);
+          for (const int other : members) {
+            if (other != m) peers[m].insert(other % rj);
+          }
+        }
+      }
+    }
+    if (sharers.empty()) continue;
+    out.levels.push_back(j);
+    out.latency_us = std::max(out.latency_us, level.latency_us);
+    for (const auto& [member, gs] : sharers) {
+      double bw = level.group_gbps / static_cast<double>(gs.size());
+      if (level.has_p2p()) {
+        double cap = 0;
+        for (const int p : peers[member]) cap += level.p2p(member % rj, p);
+        if (cap > 0) {
+          bw = std::min(level.group_gbps, cap) / static_cast<double>(gs.size());
+        } else {
+          // No direct link to any peer: relayed through members that carry the other
+          // groups' traffic, so all groups crossing this level in the parent share it.
+          bw = level.group_gbps / static_cast<double>(groups_in_parent[member / rj].size());
+        }
+      }
+      if (bw < best) {
+        best = bw;
+        out.bottleneck_level = j;
+        out.sharers = static_cast<int>(gs.size());
+      }
+    }
+  }
+  MESHTP_CHECK(!out.levels.empty(), "internal: mesh dim {} of size {} crosses no level", dim,
+               size);
+  out.link_gbps = best;
+  return out;
+}
+
+namespace {
+
+RingParams to_ring(const CollectiveFit& f) {
+  return RingParams{.t_launch_s = f.t_launch_us * kUs,
+                    .l_sync_s = f.l_sync_us * kUs,
+                    .bw_bytes_per_s = f.bw_gbps * kGB};
+}
+
+DimLinks dim_links(const Topology& topology, const std::vector<int>& shape, int dim) {
+  DimLinks d;
+  d.dim = dim;
+  d.size = shape[static_cast<std::size_t>(dim)];
+  d.stride = 1;
+  for (std::size_t k = static_cast<std::size_t>(dim) + 1; k < shape.size(); ++k) {
+    d.stride *= shape[k];
+  }
+  d.modelled = modelled_link(topology, shape, dim);
+  if (d.size == 1) return d;
+  const RingParams modelled{.t_launch_s = topology.launch_us * kUs,
+                            .l_sync_s = d.modelled.latency_us * kUs,
+                            .bw_bytes_per_s = d.modelled.link_gbps * kGB};
+  d.all_reduce = d.all_gather = d.reduce_scatter = modelled;
+  d.link_gbps = d.modelled.link_gbps;
+  if (const GroupCalibration* g = topology.calibrated_group(d.size, d.stride)) {
+    d.source = BandwidthSource::kCalibrated;
+    // A missing collective falls back to another fit of the same group: the ring model
+    // describes the links, which every collective shares.
+    const CollectiveFit& any = g->all_reduce       ? *g->all_reduce
+                               : g->all_gather     ? *g->all_gather
+                                                   : *g->reduce_scatter;
+    d.all_reduce = to_ring(g->all_reduce.value_or(any));
+    d.all_gather = to_ring(g->all_gather.value_or(g->reduce_scatter.value_or(any)));
+    d.reduce_scatter = to_ring(g->reduce_scatter.value_or(g->all_gather.value_or(any)));
+    d.link_gbps = d.all_reduce.bw_bytes_per_s / kGB;
+  }
+  d.allreduce_gbps = allreduce_bandwidth(d.size, *d.link_gbps);
+  return d;
+}
+
+}  // namespace
+
+MeshLinks mesh_links(const Topology& topology, int d1, int d2) {
+  MESHTP_CHECK(d1 >= 1 && d2 >= 1, "mesh {}x{}: sizes must be positive", d1, d2);
+  MESHTP_CHECK(static_cast<std::int64_t>(d1) * d2 == topology.device_count(),
+               "mesh {}x{} has {} ranks but topology '{}' has {} devices", d1, d2,
+               static_cast<std::int64_t>(d1) * d2, topology.name, topology.device_count());
+  MeshLinks links;
+  links.mesh = {d1, d2};
+  const std::vector<int> shape{d1, d2};
+  links.dims[0] = dim_links(topology, shape, 0);
+  links.dims[1] = dim_links(topology, shape, 1);
+  return links;
+}
+
+std::ostream& operator<<(std::ostream& os, const MeshLinks& links) {
+  os << fmt::format("mesh {}x{}:", links.mesh[0], links.mesh[1]);
+  for (const DimLinks& d : links.dims) {
+    if (d.size == 1) {
+      os << fmt::format(" [dim {}: size 1, no communication]", d.dim);
+      continue;
+    }
+    os << fmt::format(" [dim {}: {} ranks stride {}, B'={:.4g} GB/s, B={:.4g} GB/s, {}]", d.dim,
+                      d.size, d.stride, *d.link_gbps, *d.allreduce_gbps, name(d.source));
+  }
+  return os;
+}
+
+}  // namespace meshtp::plan

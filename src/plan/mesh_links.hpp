@@ -1,0 +1,92 @@
+// What each mesh dim's process groups get from the interconnect: ATP Eq. 3 and Eq. 4, and
+// the ring collective model of MeshSlice §3.2 built on them.
+//
+// Mapping a mesh onto the hierarchy (ATP §3.5). Mesh (d1, d2) is row-major: the last dim
+// holds consecutive ranks. A dim-m group is every rank with the same coordinates in the
+// other dims — for mesh (8,2): dim 1 groups {0,1},{2,3},…; dim 0 groups {0,2,…,14},
+// {1,3,…,15}. A group *crosses* level j where two of its ranks share a level-(j−1) parent
+// but sit in different level-j members. For every crossed level and every member M:
+//
+//   sharers(M) = number of this dim's groups that have a rank in M and cross level j there
+//                (they are all-reducing at the same time and share M's group bandwidth)
+//   cap(M)     = Σ over the level-j peers M talks to of p2p(M, peer)   (no p2p: no cap)
+//   bw_j(M)    = min(GroupBW_j, cap(M)) / sharers(M)
+//   B'         = min over crossed levels j and members M of bw_j(M)            (Eq. 3)
+//   B          = d/(2(d−1)) · B'   (ring / Rabenseifner all-reduce algorithm bandwidth, Eq. 4)
+//
+// When the levels above dim 1 hold exactly d2 consecutive ranks (ATP's case), sharers = d2
+// and this is the paper's B1' = min(GroupBW_{1→i} / d2), B2' = min(GroupBW_{i(+1)→l}).
+// Worked example, ATP Fig. 7a (4 nodes × 4 GPUs, HDR 25 GB/s per node, NVLink P2P 200,
+// group 600), mesh (8,2):
+//   dim 1 {0,1}: crosses the gpu level only; 1 sharer; cap = p2p(0,1) = 200 → B2' = 200.
+//   dim 0 {0,2,4,…}: crosses the node level, where node 0 holds ranks of both dim-0 groups
+//   → 25/2 = 12.5; and the gpu level (0↔2 inside node 0, cap 200) → B1' = 12.5.
+// A member with no direct link to any of its peers (0 in the p2p matrix, e.g. devices 0 and
+// 2 of a 4-ring) is relayed through the others: bw = GroupBW_j / (groups crossing level j
+// inside the parent).
+//
+// Calibrated groups (Topology::calibration) replace the modelled numbers for the mesh dims
+// whose groups have the same (size, stride); see topology.hpp.
+#pragma once
+
+#include <array>
+#include <iosfwd>
+#include <optional>
+#include <vector>
+
+#include "plan/topology.hpp"
+
+namespace meshtp::plan {
+
+// Linear ring model of one collective on one group (MeshSlice Eq. 5), in SI units.
+struct RingParams {
+  double t_launch_s = 0;
+  double l_sync_s = 0;
+  double bw_bytes_per_s = 0;  // link bandwidth B'
+};
+
+// T = t_launch + (P−1)·(l_sync + shard_bytes/bw); shard_bytes is what each rank contributes
+// (all_gather) or keeps (reduce_scatter). 0 when P == 1.
+double ring_collective_time(const RingParams& ring, int p, double shard_bytes);
+// Ring all-reduce = reduce-scatter + all-gather: t_launch + 2(P−1)·(l_sync + bytes/(P·bw)).
+double ring_all_reduce_time(const RingParams& ring, int p, double bytes);
+// Eq. 4: all-reduce algorithm bandwidth of a d-rank ring on links of bandwidth B'.
+double allreduce_bandwidth(int d, double link_bandwidth);
+
+enum class BandwidthSource { kModelled, kCalibrated };
+const char* name(BandwidthSource s);
+
+// Eq. 3 for one mesh dim, with the evidence: which levels, which bottleneck, how shared.
+struct ModelledLink {
+  double link_gbps = 0;       // B'; 0 when the dim has size 1
+  double latency_us = 0;      // max latency of the crossed levels
+  std::vector<int> levels;    // crossed levels, outermost first
+  int bottleneck_level = -1;  // the level giving the min
+  int sharers = 0;            // concurrent groups at the bottleneck member
+};
+// `shape` is any mesh whose size equals the device count; throws otherwise.
+ModelledLink modelled_link(const Topology& topology, const std::vector<int>& shape, int dim);
+
+// Everything the cost models need about one mesh dim.
+struct DimLinks {
+  int dim = 0;
+  int size = 1;    // P
+  int stride = 1;  // rank distance inside a group
+  BandwidthSource source = BandwidthSource::kModelled;
+  ModelledLink modelled;
+  std::optional<double> link_gbps;       // B'; nullopt when size == 1
+  std::optional<double> allreduce_gbps;  // B (Eq. 4); nullopt when size == 1
+  RingParams all_reduce, all_gather, reduce_scatter;
+};
+
+struct MeshLinks {
+  std::array<int, 2> mesh{1, 1};
+  std::array<DimLinks, 2> dims;
+};
+
+// Throws meshtp::Error when d1·d2 differs from the topology's device count.
+MeshLinks mesh_links(const Topology& topology, int d1, int d2);
+
+std::ostream& operator<<(std::ostream& os, const MeshLinks& links);
+
+}  // namespace meshtp::plan

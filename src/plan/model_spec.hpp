@@ -1,0 +1,65 @@
+// ModelSpec: the shapes of a GPT-style transformer the planner prices, and its FLOP count.
+//
+//   L layers, hidden h, a heads (h/a per head), FFN 4h, vocabulary V (0: no embedding),
+//   batch b, sequence s. Every layer: QKV h→3h, attention core, projection h→h, MLP h→4h→h.
+//
+//   FLOPs of one layer, forward + backward, no recomputation (SPEC §2, ATP Table 2):
+//     72·b·s·h² + 12·b·s²·h         (forward is a third: 24·b·s·h² + 4·b·s²·h)
+//   Parameters of one layer: 12h² + 13h (QKV 3h²+3h, proj h²+h, MLP 8h²+5h, 2 LayerNorms 4h).
+//
+//   precision   fp16: mixed precision (fp16 weights/activations, fp32 master + AdamW);
+//               fp32: everything fp32 (the meshtp runtime). 2 or 4 bytes per element.
+//   recompute   none | selective (attention core recomputed, Korthikanti et al.) | full
+//               (each layer's forward re-run in backward; only layer inputs are kept).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+
+namespace meshtp::plan {
+
+enum class Precision { kFp16, kFp32 };
+enum class Recompute { kNone, kSelective, kFull };
+
+struct ModelSpec {
+  std::string name;
+  std::string description;
+  int layers = 0;   // L
+  int hidden = 0;   // h
+  int heads = 0;    // a
+  int vocab = 0;    // V, 0 = ignore the embedding
+  int batch = 0;    // b
+  int seq = 0;      // s
+  Precision precision = Precision::kFp16;
+  Recompute recompute = Recompute::kNone;
+
+  int head_dim() const { return hidden / heads; }
+  int element_bytes() const { return precision == Precision::kFp16 ? 2 : 4; }
+  std::int64_t tokens() const { return static_cast<std::int64_t>(batch) * seq; }  // M = b·s
+
+  // 72·b·s·h² + 12·b·s²·h: one layer, forward + backward, the count TFLOP/s is reported in.
+  double layer_flops() const;
+  double model_flops() const { return layers * layer_flops(); }
+  // Forward only: 24·b·s·h² + 4·b·s²·h.
+  double layer_forward_flops() const;
+  // 12h² + 13h.
+  double layer_params() const;
+  // L·(12h² + 13h) + V·h.
+  double total_params() const;
+
+  // Throws meshtp::Error naming the value ("hidden=1000 is not divisible by heads=3").
+  void validate() const;
+  friend bool operator==(const ModelSpec&, const ModelSpec&) = default;
+};
+
+const char* name(Precision p);
+const char* name(Recompute r);
+std::ostream& operator<<(std::ostream& os, const ModelSpec& model);
+
+nlohmann::json to_json(const ModelSpec& model);
+ModelSpec model_from_json(const nlohmann::json& j, const std::string& source);
+
+}  // namespace meshtp::plan

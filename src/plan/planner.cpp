@@ -1,0 +1,211 @@
+#include "plan/planner.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.hpp"
+
+namespace meshtp::plan {
+
+void PlanRequest::validate() const {
+  topology.validate();
+  model.validate();
+  MESHTP_CHECK(devices >= 1, "--devices={} must be at least 1", devices);
+  MESHTP_CHECK(devices == topology.device_count(),
+               "topology '{}' has {} devices but --devices is {}", topology.name,
+               topology.device_count(), devices);
+  MESHTP_CHECK(!strategies.empty(), "no strategy selected");
+  MESHTP_CHECK(!chunks.empty(), "no chunk count selected");
+  for (const int c : chunks) MESHTP_CHECK(c >= 1, "chunks={} must be at least 1", c);
+}
+
+std::vector<std::array<int, 2>> enumerate_meshes(int n) {
+  std::vector<std::array<int, 2>> meshes;
+  for (int d1 = n; d1 >= 1; --d1) {
+    if (n % d1 == 0) meshes.push_back({d1, n / d1});
+  }
+  return meshes;
+}
+
+namespace {
+
+// Model-level reasons a sequence/2D-sharded layer cannot run on (d1, d2).
+std::optional<std::string> sharded_layer_reason(const ModelSpec& m, Strategy s, int d1, int d2) {
+  const int dims[2] = {d1, d2};
+  for (int i = 0; i < 2; ++i) {
+    if (m.hidden % dims[i] != 0) {
+      return fmt::format("hidden={} is not divisible by mesh dim {} (size {})", m.hidden, i,
+                         dims[i]);
+    }
+  }
+  if (s == Strategy::kTp1d) {
+    if (m.heads % d1 != 0) {
+      return fmt::format("heads={} is not divisible by mesh dim 0 (size {})", m.heads, d1);
+    }
+    if (m.tokens() % d1 != 0) {
+      return fmt::format("tokens b*s={} is not divisible by mesh dim 0 (size {}) for sequence "
+                         "parallelism", m.tokens(), d1);
+    }
+    return std::nullopt;
+  }
+  // 2D: tokens (whole sequences) over mesh rows, heads over mesh columns, so the attention
+  // core runs locally.
+  if (m.heads % d2 != 0) {
+    return fmt::format("heads={} is not divisible by mesh dim 1 (size {})", m.heads, d2);
+  }
+  if (m.batch % d1 != 0) {
+    return fmt::format("batch={} is not divisible by mesh dim 0 (size {}): the attention core "
+                       "needs whole sequences on a mesh row", m.batch, d1);
+  }
+  return std::nullopt;
+}
+
+void fill_bandwidths(Candidate& c, const MeshLinks& links) {
+  for (std::size_t i = 0; i < 2; ++i) {
+    c.link_gbps[i] = links.dims[i].link_gbps;
+    c.allreduce_gbps[i] = links.dims[i].allreduce_gbps;
+    if (links.dims[i].size > 1) c.bandwidth_source[i] = links.dims[i].source;
+  }
+}
+
+}  // namespace
+
+Candidate evaluate(const PlanRequest& request, Strategy strategy, int d1, int d2, int chunks,
+                   Explanation* explanation) {
+  const ModelSpec& m = request.model;
+  Candidate c;
+  c.strategy = strategy;
+  c.mesh = {d1, d2};
+  c.chunks = chunks;
+  const MeshLinks links = mesh_links(request.topology, d1, d2);
+  fill_bandwidths(c, links);
+  const double flops_per_s = request.topology.effective_tflops() * 1e12;
+  const double n = static_cast<double>(d1) * d2;
+  if (explanation != nullptr) explanation->links = links;
+
+  double workspace = 0;
+  ActivationLayout layout = ActivationLayout::kSequenceParallel;
+  if (strategy == Strategy::kAtp || strategy == Strategy::kMegatron) {
+    layout = ActivationLayout::kAtp;
+    if (auto reason = atp_invalid_reason(m, d1, d2, chunks)) {
+      c.reason = *reason;
+    } else {
+      const AtpEstimate e = atp_estimate(m, links, chunks, flops_per_s);
+      c.valid = true;
+      c.t_comm_s = e.t_comm_s;
+      c.t_compute_s = e.t_compute_s;
+      c.t_step_s = e.t_step_s;
+      if (explanation != nullptr) explanation->atp = e;
+    }
+  } else {
+    c.chunks = 1;
+    if (auto reason = sharded_layer_reason(m, strategy, d1, d2)) {
+      c.reason = *reason;
+    } else {
+      const double forward_weight = m.recompute == Recompute::kFull ? 2.0 : 1.0;
+      // The attention core (QKᵀ and A·V, 4·b·s²·h forward) is local in these layouts.
+      const double attention_fwd = 4.0 * m.batch * m.seq * static_cast<double>(m.seq) *
+                                   m.hidden / n / flops_per_s;
+      const double attention = attention_fwd * (forward_weight + 2.0 +
+                                                (m.recompute == Recompute::kSelective ? 1 : 0));
+      double layer_total = attention, layer_comm = 0, layer_compute = attention;
+      c.valid = true;
+      for (const FcShape& fc : fc_layers(m)) {
+        const FcTuning t =
+            strategy == Strategy::kTp1d
+                ? tp1d_fc(fc, links, flops_per_s, m.element_bytes(), forward_weight)
+                : tune_fc(gemm2d_algorithm(strategy), fc, links, flops_per_s, m.element_bytes(),
+                          forward_weight);
+        if (t.invalid_reason) {
+          c.valid = false;
+          c.reason = fmt::format("{}: {}", name(fc.layer), *t.invalid_reason);
+          c.fc.clear();
+          break;
+        }
+        c.fc.push_back(FcChoice{.layer = fc.layer,
+                                .stationary = t.stationary,
+                                .forward = t.passes[0].shape.dataflow,
+                                .params = t.params,
+                                .time_s = t.total_s});
+        layer_total += t.total_s;
+        layer_comm += t.comm_s;
+        layer_compute += t.compute_s;
+        workspace = std::max(workspace, t.workspace_bytes);
+        if (explanation != nullptr) explanation->fc.push_back(t);
+      }
+      if (c.valid) {
+        c.t_step_s = m.layers * layer_total;
+        c.t_comm_s = m.layers * layer_comm;
+        c.t_compute_s = m.layers * layer_compute;
+        if (explanation != nullptr) explanation->attention_s = attention;
+      }
+    }
+  }
+  if (c.valid) {
+    c.memory = estimate_memory(m, layout, d1, d2, workspace);
+    c.tflops_per_rank = c.t_step_s > 0 ? m.model_flops() / n / c.t_step_s / 1e12 : 0;
+    const double capacity = request.topology.memory_gib;
+    c.feasible = c.memory.total_gib() <= capacity;
+    if (!c.feasible) {
+      c.reason = fmt::format("needs {:.1f} GiB per rank but the device has {} GiB",
+                             c.memory.total_gib(), capacity);
+    }
+  }
+  c.validate();
+  if (explanation != nullptr) explanation->candidate = c;
+  return c;
+}
+
+PlanResult plan(const PlanRequest& request) {
+  request.validate();
+  PlanResult result;
+  auto wanted = [&](Strategy s) {
+    return std::find(request.strategies.begin(), request.strategies.end(), s) !=
+           request.strategies.end();
+  };
+  for (const auto& [d1, d2] : enumerate_meshes(request.devices)) {
+    const bool one_dim = d1 == 1 || d2 == 1;
+    if (wanted(one_dim ? Strategy::kMegatron : Strategy::kAtp) ||
+        (one_dim && wanted(Strategy::kAtp))) {
+      for (const int chunks : request.chunks) {
+        result.candidates.push_back(evaluate(
+            request, one_dim ? Strategy::kMegatron : Strategy::kAtp, d1, d2, chunks));
+      }
+    }
+    if (d2 == 1 && wanted(Strategy::kTp1d)) {
+      result.candidates.push_back(evaluate(request, Strategy::kTp1d, d1, d2, 1));
+    }
+    for (const Strategy s : request.strategies) {
+      if (is_gemm2d(s)) result.candidates.push_back(evaluate(request, s, d1, d2, 1));
+    }
+  }
+  auto klass = [](const Candidate& c) { return c.feasible ? 0 : c.valid ? 1 : 2; };
+  std::stable_sort(result.candidates.begin(), result.candidates.end(),
+                   [&](const Candidate& a, const Candidate& b) {
+                     if (klass(a) != klass(b)) return klass(a) < klass(b);
+                     if (!a.valid) return false;
+                     return a.t_step_s < b.t_step_s;
+                   });
+  if (!result.candidates.empty() && result.candidates.front().feasible) result.best = 0;
+  return result;
+}
+
+Explanation explain(const PlanRequest& request, const Candidate& candidate) {
+  request.validate();
+  Explanation e;
+  evaluate(request, candidate.strategy, candidate.mesh[0], candidate.mesh[1], candidate.chunks,
+           &e);
+  return e;
+}
+
+nlohmann::json to_json(const PlanResult& result) {
+  nlohmann::json candidates = nlohmann::json::array();
+  for (const Candidate& c : result.candidates) candidates.push_back(to_json(c));
+  const Candidate* best = result.best_candidate();
+  return {{"candidates", std::move(candidates)},
+          {"best", best ? to_json(*best) : nlohmann::json(nullptr)}};
+}
+
+}  // namespace meshtp::plan

@@ -1,0 +1,72 @@
+// The planner: enumerate every 2D mesh of N devices × strategy × knob, price each candidate
+// on the topology, rank them (ATP §3.5 "select the mesh with the smallest cost"; MeshSlice
+// §3.2.2 "exhaustive search").
+//
+//   meshes      every (d1, d2) with d1·d2 = N, d1 descending: N=8 → 8x1, 4x2, 2x4, 1x8
+//   atp         chunks ∈ request.chunks ({1, 2, 4}); labelled megatron when a dim is 1
+//   tp1d        mesh (N, 1) only
+//   2D GeMM     one candidate per mesh and algorithm, its knobs tuned per FC layer
+//   ranking     feasible first, then valid-but-infeasible, then invalid; by t_step_s
+//   best        the first feasible candidate (none: nullopt)
+//
+// Throws meshtp::Error for bad requests (devices ≠ topology devices, an invalid topology or
+// model); a model that does not shard on some mesh only marks those candidates invalid.
+#pragma once
+
+#include <array>
+#include <iosfwd>
+#include <optional>
+#include <vector>
+
+#include "plan/atp_cost.hpp"
+#include "plan/autotune.hpp"
+#include "plan/candidate.hpp"
+#include "plan/mesh_links.hpp"
+#include "plan/model_spec.hpp"
+#include "plan/topology.hpp"
+
+namespace meshtp::plan {
+
+struct PlanRequest {
+  Topology topology;
+  ModelSpec model;
+  int devices = 0;
+  std::vector<Strategy> strategies{kAllStrategies.begin(), kAllStrategies.end()};
+  std::vector<int> chunks{1, 2, 4};
+
+  // Throws meshtp::Error naming the problem ("topology 'pcie-8xa100' has 8 devices but
+  // --devices is 16").
+  void validate() const;
+};
+
+struct PlanResult {
+  std::vector<Candidate> candidates;  // ranked
+  std::optional<std::size_t> best;    // index of the first feasible candidate
+  const Candidate* best_candidate() const { return best ? &candidates[*best] : nullptr; }
+};
+
+// Every (d1, d2) with d1·d2 = n, d1 descending.
+std::vector<std::array<int, 2>> enumerate_meshes(int n);
+
+PlanResult plan(const PlanRequest& request);
+
+// The per-operator breakdown behind one candidate (`--explain`).
+struct Explanation {
+  Candidate candidate;
+  MeshLinks links;
+  std::optional<AtpEstimate> atp;  // atp, megatron
+  std::vector<FcTuning> fc;        // 2D algorithms, tp1d
+  double attention_s = 0;          // 2D algorithms, tp1d: attention core, one layer, all passes
+};
+
+// Prices one candidate. `explanation` (optional) receives the breakdown.
+Candidate evaluate(const PlanRequest& request, Strategy strategy, int d1, int d2, int chunks,
+                   Explanation* explanation = nullptr);
+
+// Re-prices `candidate` with its breakdown.
+Explanation explain(const PlanRequest& request, const Candidate& candidate);
+
+// {"candidates": [...], "best": {...} | null}
+nlohmann::json to_json(const PlanResult& result);
+
+}  // namespace meshtp::plan

@@ -1,0 +1,264 @@
+#include "plan/topology.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+#include <ostream>
+
+#include "core/error.hpp"
+#include "plan/json_util.hpp"
+
+namespace meshtp::plan {
+
+double Level::p2p(int a, int b) const {
+  if (a == b) return 0;
+  if (p2p_uniform_gbps > 0) return p2p_uniform_gbps;
+  if (p2p_gbps.empty()) return 0;
+  return p2p_gbps[static_cast<std::size_t>(a)][static_cast<std::size_t>(b)];
+}
+
+int Topology::device_count() const {
+  std::int64_t n = 1;
+  for (const Level& level : levels) n *= level.members;
+  return static_cast<int>(n);
+}
+
+int Topology::devices_per_member(int level) const {
+  int d = 1;
+  for (std::size_t k = static_cast<std::size_t>(level) + 1; k < levels.size(); ++k) {
+    d *= levels[k].members;
+  }
+  return d;
+}
+
+const GroupCalibration* Topology::calibrated_group(int size, int stride) const {
+  for (const GroupCalibration& g : calibration.groups) {
+    if (g.size == size && g.stride == stride) return &g;
+  }
+  return nullptr;
+}
+
+double Topology::effective_tflops() const {
+  return calibration.gemm_tflops ? *calibration.gemm_tflops : tflops;
+}
+
+namespace {
+
+void check_positive(double value, std::string_view field, std::string_view where) {
+  MESHTP_CHECK(std::isfinite(value) && value > 0, "{}: {}={} must be positive", where, field,
+               value);
+}
+
+void check_fit(const CollectiveFit& fit, std::string_view where) {
+  MESHTP_CHECK(fit.t_launch_us >= 0, "{}: t_launch_us={} must not be negative", where,
+               fit.t_launch_us);
+  MESHTP_CHECK(fit.l_sync_us >= 0, "{}: l_sync_us={} must not be negative", where,
+               fit.l_sync_us);
+  check_positive(fit.bw_gbps, "bw_gbps", where);
+}
+
+}  // namespace
+
+void Topology::validate() const {
+  const std::string where = fmt::format("topology '{}'", name);
+  MESHTP_CHECK(!levels.empty(), "{}: needs at least one level", where);
+  check_positive(memory_gib, "memory_gib", where);
+  check_positive(tflops, "tflops", where);
+  MESHTP_CHECK(launch_us >= 0, "{}: launch_us={} must not be negative", where, launch_us);
+  std::int64_t n = 1;
+  for (std::size_t j = 0; j < levels.size(); ++j) {
+    const Level& level = levels[j];
+    const std::string lw = fmt::format("{}, level {} '{}'", where, j, level.name);
+    MESHTP_CHECK(level.members >= 1, "{}: members={} must be at least 1", lw, level.members);
+    n *= level.members;
+    MESHTP_CHECK(n <= (1 << 20), "{}: more than 2^20 devices", where);
+    check_positive(level.group_gbps, "group_gbps", lw);
+    MESHTP_CHECK(level.latency_us >= 0, "{}: latency_us={} must not be negative", lw,
+                 level.latency_us);
+    MESHTP_CHECK(level.p2p_uniform_gbps >= 0, "{}: p2p_gbps={} must be positive", lw,
+                 level.p2p_uniform_gbps);
+    if (!level.p2p_gbps.empty()) {
+      const auto r = static_cast<std::size_t>(level.members);
+      MESHTP_CHECK(level.p2p_gbps.size() == r, "{}: p2p_gbps has {} rows, expected {}", lw,
+                   level.p2p_gbps.size(), r);
+      for (std::size_t a = 0; a < r; ++a) {
+        MESHTP_CHECK(level.p2p_gbps[a].size() == r, "{}: p2p_gbps row {} has {} entries, "
+                     "expected {}", lw, a, level.p2p_gbps[a].size(), r);
+        for (std::size_t b = 0; b < r; ++b) {
+          const double v = level.p2p_gbps[a][b];
+          MESHTP_CHECK(std::isfinite(v) && v >= 0, "{}: p2p_gbps[{}][{}]={} must not be "
+                       "negative", lw, a, b, v);
+        }
+      }
+    }
+  }
+  if (calibration.gemm_tflops) check_positive(*calibration.gemm_tflops, "gemm_tflops", where);
+  for (const GroupCalibration& g : calibration.groups) {
+    const std::string gw =
+        fmt::format("{}, calibration group (size {}, stride {})", where, g.size, g.stride);
+    MESHTP_CHECK(g.size >= 2, "{}: size must be at least 2", gw);
+    MESHTP_CHECK(g.stride >= 1 && static_cast<std::int64_t>(g.size) * g.stride <= n,
+                 "{}: a group of {} ranks {} apart does not fit {} devices", gw, g.size,
+                 g.stride, n);
+    MESHTP_CHECK(g.all_reduce || g.all_gather || g.reduce_scatter,
+                 "{}: needs at least one of all_reduce, all_gather, reduce_scatter", gw);
+    if (g.all_reduce) check_fit(*g.all_reduce, gw + ", all_reduce");
+    if (g.all_gather) check_fit(*g.all_gather, gw + ", all_gather");
+    if (g.reduce_scatter) check_fit(*g.reduce_scatter, gw + ", reduce_scatter");
+  }
+}
+
+std::ostream& operator<<(std::ostream& os, const Topology& t) {
+  os << fmt::format("topology {} ({} devices, {} GiB, {} TFLOP/s each):", t.name,
+                    t.device_count(), t.memory_gib, t.effective_tflops());
+  for (const Level& level : t.levels) {
+    os << fmt::format(" [{}×{} group {} GB/s", level.members, level.name, level.group_gbps);
+    if (level.p2p_uniform_gbps > 0) os << fmt::format(" p2p {} GB/s", level.p2p_uniform_gbps);
+    if (!level.p2p_gbps.empty()) os << " p2p matrix";
+    os << fmt::format(" {} us]", level.latency_us);
+  }
+  if (!t.calibration.groups.empty()) {
+    os << fmt::format(" + {} calibrated group(s)", t.calibration.groups.size());
+  }
+  return os;
+}
+
+// ---- JSON ----------------------------------------------------------------------------------
+
+namespace {
+
+nlohmann::json fit_to_json(const CollectiveFit& f) {
+  return {{"t_launch_us", f.t_launch_us}, {"l_sync_us", f.l_sync_us}, {"bw_gbps", f.bw_gbps}};
+}
+
+std::optional<CollectiveFit> fit_from_json(const nlohmann::json& obj, const char* key,
+                                           const std::string& where) {
+  if (!obj.contains(key)) return std::nullopt;
+  const std::string fw = where + ", " + key;
+  const nlohmann::json& f = obj.at(key);
+  check_fields(f, {"t_launch_us", "l_sync_us", "bw_gbps"}, fw);
+  return CollectiveFit{.t_launch_us = read_optional_number(f, "t_launch_us", fw).value_or(0),
+                       .l_sync_us = read_optional_number(f, "l_sync_us", fw).value_or(0),
+                       .bw_gbps = read_number(f, "bw_gbps", fw)};
+}
+
+int read_int_in_range(const nlohmann::json& obj, std::string_view key, std::string_view where) {
+  const std::int64_t v = read_integer(obj, key, where);
+  MESHTP_CHECK(v >= 0 && v <= std::numeric_limits<int>::max(), "{}: {}={} is out of range",
+               where, key, v);
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+nlohmann::json to_json(const Topology& t) {
+  nlohmann::json levels = nlohmann::json::array();
+  for (const Level& level : t.levels) {
+    nlohmann::json l{{"name", level.name},
+                     {"members", level.members},
+                     {"group_gbps", level.group_gbps},
+                     {"latency_us", level.latency_us}};
+    if (level.p2p_uniform_gbps > 0) l["p2p_gbps"] = level.p2p_uniform_gbps;
+    if (!level.p2p_gbps.empty()) l["p2p_gbps"] = level.p2p_gbps;
+    levels.push_back(std::move(l));
+  }
+  nlohmann::json j{{"name", t.name},
+                   {"description", t.description},
+                   {"device", {{"memory_gib", t.memory_gib}, {"tflops", t.tflops}}},
+                   {"launch_us", t.launch_us},
+                   {"levels", std::move(levels)}};
+  if (!t.calibration.empty()) {
+    nlohmann::json groups = nlohmann::json::array();
+    for (const GroupCalibration& g : t.calibration.groups) {
+      nlohmann::json gj{{"size", g.size}, {"stride", g.stride}};
+      if (g.all_reduce) gj["all_reduce"] = fit_to_json(*g.all_reduce);
+      if (g.all_gather) gj["all_gather"] = fit_to_json(*g.all_gather);
+      if (g.reduce_scatter) gj["reduce_scatter"] = fit_to_json(*g.reduce_scatter);
+      groups.push_back(std::move(gj));
+    }
+    nlohmann::json c{{"source", t.calibration.source}, {"groups", std::move(groups)}};
+    if (t.calibration.gemm_tflops) c["gemm_tflops"] = *t.calibration.gemm_tflops;
+    j["calibration"] = std::move(c);
+  }
+  return j;
+}
+
+Topology topology_from_json(const nlohmann::json& j, const std::string& source) {
+  const std::string where = "topology " + source;
+  check_fields(j, {"name", "description", "device", "launch_us", "levels", "calibration"}, where);
+  Topology t;
+  t.name = read_string(j, "name", where);
+  t.description = read_optional_string(j, "description", where, "");
+  const nlohmann::json& device = require_field(j, "device", where);
+  const std::string dw = where + ", device";
+  check_fields(device, {"memory_gib", "tflops"}, dw);
+  t.memory_gib = read_number(device, "memory_gib", dw);
+  t.tflops = read_number(device, "tflops", dw);
+  t.launch_us = read_optional_number(j, "launch_us", where).value_or(0);
+
+  const nlohmann::json& levels = require_field(j, "levels", where);
+  MESHTP_CHECK(levels.is_array() && !levels.empty(), "{}: 'levels' must be a non-empty array",
+               where);
+  for (std::size_t i = 0; i < levels.size(); ++i) {
+    const std::string lw = fmt::format("{}, level {}", where, i);
+    const nlohmann::json& lj = levels[i];
+    check_fields(lj, {"name", "members", "group_gbps", "p2p_gbps", "latency_us"}, lw);
+    Level level;
+    level.name = read_optional_string(lj, "name", lw, fmt::format("level{}", i));
+    level.members = read_int_in_range(lj, "members", lw);
+    level.group_gbps = read_number(lj, "group_gbps", lw);
+    level.latency_us = read_optional_number(lj, "latency_us", lw).value_or(0);
+    if (lj.contains("p2p_gbps")) {
+      const nlohmann::json& p = lj.at("p2p_gbps");
+      if (p.is_number()) {
+        level.p2p_uniform_gbps = read_number(lj, "p2p_gbps", lw);
+        MESHTP_CHECK(level.p2p_uniform_gbps > 0, "{}: p2p_gbps={} must be positive", lw,
+                     level.p2p_uniform_gbps);
+      } else {
+        MESHTP_CHECK(p.is_array(), "{}: 'p2p_gbps' must be a number or a matrix, got {}", lw,
+                     p.dump());
+        for (const auto& row : p) {
+          MESHTP_CHECK(row.is_array(), "{}: 'p2p_gbps' rows must be arrays, got {}", lw,
+                       row.dump());
+          std::vector<double> r;
+          for (const auto& v : row) {
+            MESHTP_CHECK(v.is_number(), "{}: 'p2p_gbps' entries must be numbers, got {}", lw,
+                         v.dump());
+            r.push_back(v.get<double>());
+          }
+          level.p2p_gbps.push_back(std::move(r));
+        }
+      }
+    }
+    t.levels.push_back(std::move(level));
+  }
+
+  if (j.contains("calibration")) {
+    const std::string cw = where + ", calibration";
+    const nlohmann::json& c = j.at("calibration");
+    check_fields(c, {"source", "gemm_tflops", "groups"}, cw);
+    t.calibration.source = read_optional_string(c, "source", cw, "");
+    t.calibration.gemm_tflops = read_optional_number(c, "gemm_tflops", cw);
+    if (c.contains("groups")) {
+      const nlohmann::json& groups = c.at("groups");
+      MESHTP_CHECK(groups.is_array(), "{}: 'groups' must be an array", cw);
+      for (std::size_t i = 0; i < groups.size(); ++i) {
+        const std::string gw = fmt::format("{}, group {}", cw, i);
+        const nlohmann::json& gj = groups[i];
+        check_fields(gj, {"size", "stride", "all_reduce", "all_gather", "reduce_scatter"}, gw);
+        GroupCalibration g;
+        g.size = read_int_in_range(gj, "size", gw);
+        g.stride = read_int_in_range(gj, "stride", gw);
+        g.all_reduce = fit_from_json(gj, "all_reduce", gw);
+        g.all_gather = fit_from_json(gj, "all_gather", gw);
+        g.reduce_scatter = fit_from_json(gj, "reduce_scatter", gw);
+        t.calibration.groups.push_back(std::move(g));
+      }
+    }
+  }
+  t.validate();
+  return t;
+}
+
+}  // namespace meshtp::plan

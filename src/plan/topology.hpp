@@ -1,0 +1,108 @@
+// Topology: ATP's hierarchical communication matrix (ATP §3.4), plus the device and, when
+// measured, calibrated collective parameters (MeshSlice §3.2) that override the model.
+//
+//   levels, outermost first:  level j has R_j members; N = Π_j R_j devices.
+//   A level-j member is a block of D_j = Π_{k>j} R_k consecutive ranks (a node, a switch, a
+//   ring…); rank r is in member r / D_j, at index (r / D_j) mod R_j inside its parent.
+//   group_gbps   what ONE member can push to the other members of its level (GB/s).
+//   p2p_gbps     optional member-to-member bandwidth: one number (all pairs) or an R_j×R_j
+//                matrix; 0 = no direct link. Caps the group bandwidth (ATP Fig. 7a: a GPU
+//                has 600 GB/s of NVLink in total but only 200 GB/s to any one peer).
+//   latency_us   per-step synchronisation latency of a ring crossing this level (L_sync).
+//
+// Worked example (ATP Fig. 7a, preset "nvlink-hdr-4x4"): levels
+//   [ {node: R=4, group 25 GB/s (200 Gbps HDR)},  {gpu: R=4, group 600, p2p 200} ].
+//
+// Units: bandwidths in GB/s = 1e9 bytes/s (the papers' unit), latencies in µs, memory in
+// GiB, compute in TFLOP/s (effective, dense GeMM, in the model's precision). The cost
+// models convert to bytes, seconds and FLOP/s.
+//
+// Calibration (written by `meshtp calibrate`, read by the planner): fitted ring parameters
+// per *process group shape*. A mesh dim's groups are characterised by (size, stride): mesh
+// (d1, d2) has dim-0 groups (d1, stride d2) and dim-1 groups (d2, stride 1). A calibrated
+// group overrides the modelled numbers for every mesh dim with that (size, stride), e.g. a
+// calibration of mesh 8x1 also serves mesh 1x8. For each collective:
+//   T(bytes) = t_launch + (P−1)·(l_sync + shard/bw)     all_gather, reduce_scatter
+//              (shard = bytes per rank = bytes/P for reduce_scatter input)
+//   T(bytes) = t_launch + 2(P−1)·(l_sync + bytes/(P·bw)) all_reduce (ring = RS + AG)
+// so bw is the link bandwidth B' of ATP Eq. 3, and the all-reduce bandwidth of Eq. 4 is
+// B = P/(2(P−1))·bw. A missing collective falls back to another fit of the same group.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace meshtp::plan {
+
+struct Level {
+  std::string name;  // "node", "gpu", "ring" — for display only
+  int members = 0;   // R_j
+  double group_gbps = 0;
+  // Empty: no cap. One element: the same bandwidth between every pair. R_j×R_j: per pair.
+  std::vector<std::vector<double>> p2p_gbps;
+  double p2p_uniform_gbps = 0;  // > 0 when given as one number
+  double latency_us = 0;
+
+  bool has_p2p() const { return p2p_uniform_gbps > 0 || !p2p_gbps.empty(); }
+  // Bandwidth from member a to member b (indices inside the parent); 0 = no direct link.
+  double p2p(int a, int b) const;
+  friend bool operator==(const Level&, const Level&) = default;
+};
+
+// Fitted ring parameters of one collective on one group shape.
+struct CollectiveFit {
+  double t_launch_us = 0;
+  double l_sync_us = 0;
+  double bw_gbps = 0;
+  friend bool operator==(const CollectiveFit&, const CollectiveFit&) = default;
+};
+
+struct GroupCalibration {
+  int size = 0;    // P: ranks per group
+  int stride = 1;  // rank distance between consecutive group members
+  std::optional<CollectiveFit> all_reduce, all_gather, reduce_scatter;
+  friend bool operator==(const GroupCalibration&, const GroupCalibration&) = default;
+};
+
+struct Calibration {
+  std::string source;                 // free text: "meshtp calibrate --mesh 2x2, 2025-…"
+  std::optional<double> gemm_tflops;  // measured local GeMM rate; overrides device.tflops
+  std::vector<GroupCalibration> groups;
+  bool empty() const { return !gemm_tflops && groups.empty(); }
+  friend bool operator==(const Calibration&, const Calibration&) = default;
+};
+
+struct Topology {
+  std::string name;
+  std::string description;
+  double memory_gib = 0;  // per device
+  double tflops = 0;      // effective per device
+  double launch_us = 0;   // T_launch of one collective call (modelled)
+  std::vector<Level> levels;
+  Calibration calibration;
+
+  int device_count() const;
+  // Devices in one member of level j: D_j = Π_{k>j} R_k.
+  int devices_per_member(int level) const;
+  // The calibration for groups of `size` ranks `stride` apart, if any.
+  const GroupCalibration* calibrated_group(int size, int stride) const;
+  double effective_tflops() const;  // calibration.gemm_tflops if measured, else tflops
+
+  // Throws meshtp::Error naming the offending field and value (a zero or negative
+  // bandwidth, a p2p matrix of the wrong size, …).
+  void validate() const;
+  friend bool operator==(const Topology&, const Topology&) = default;
+};
+
+std::ostream& operator<<(std::ostream& os, const Topology& topology);
+
+// JSON ⇄ Topology. from_json validates; `source` names the input in error messages.
+nlohmann::json to_json(const Topology& topology);
+Topology topology_from_json(const nlohmann::json& j, const std::string& source);
+
+}  // namespace meshtp::plan

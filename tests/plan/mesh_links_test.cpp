@@ -1,0 +1,109 @@
+// ATP Eq. 3 and Eq. 4 on the hierarchical communication matrix: the paper's worked numbers.
+#include <gtest/gtest.h>
+
+#include "core/error.hpp"
+#include "plan/mesh_links.hpp"
+#include "plan/presets.hpp"
+
+namespace meshtp::plan {
+namespace {
+
+// Bandwidths are exact products and quotients of the inputs; allow rounding only.
+constexpr double kTol = 1e-9;
+
+TEST(MeshLinks, AtpFigure7aMesh8x2) {
+  // ATP §3.5: "considering DeviceMesh(8,2) in Figure 7(a), B2' … is equal to 200 GB/s …
+  // since the two groups of all-reduce will share the inter-node bandwidth, B1' is equal to
+  // 12.5 GB/s."
+  const Topology t = load_topology("nvlink-hdr-4x4");
+  const MeshLinks l = mesh_links(t, 8, 2);
+  ASSERT_TRUE(l.dims[0].link_gbps && l.dims[1].link_gbps);
+  EXPECT_NEAR(*l.dims[1].link_gbps, 200.0, kTol);  // P2P-capped, below the 600 group BW
+  EXPECT_NEAR(*l.dims[0].link_gbps, 12.5, kTol);   // 25 GB/s HDR shared by 2 groups
+  EXPECT_EQ(l.dims[0].modelled.bottleneck_level, 0);
+  EXPECT_EQ(l.dims[0].modelled.sharers, 2);
+  EXPECT_EQ(l.dims[1].modelled.levels, std::vector<int>{1});
+  EXPECT_EQ(l.dims[0].modelled.levels, (std::vector<int>{0, 1}));
+  // Eq. 4: B = d/(2(d−1))·B'.
+  EXPECT_NEAR(*l.dims[1].allreduce_gbps, 2.0 / 2.0 * 200.0, kTol);
+  EXPECT_NEAR(*l.dims[0].allreduce_gbps, 8.0 / 14.0 * 12.5, kTol);
+  EXPECT_EQ(l.dims[0].source, BandwidthSource::kModelled);
+}
+
+TEST(MeshLinks, AtpEquation3WhenDim0SpansWholeNodes) {
+  // Mesh (4,4) on Fig. 7a: dim 1 = one node (group 600, P2P 3·200 = 600), dim 0 = one GPU
+  // per node, 4 groups share each node's 25 GB/s: B1' = GroupBW_1/d2 (Eq. 3).
+  const MeshLinks l = mesh_links(load_topology("nvlink-hdr-4x4"), 4, 4);
+  EXPECT_NEAR(*l.dims[1].link_gbps, 600.0, kTol);
+  EXPECT_NEAR(*l.dims[0].link_gbps, 25.0 / 4, kTol);
+  // Mesh (16,1): one group over everything; the nodes' links are the bottleneck, unshared.
+  const MeshLinks m = mesh_links(load_topology("nvlink-hdr-4x4"), 16, 1);
+  EXPECT_NEAR(*m.dims[0].link_gbps, 25.0, kTol);
+  EXPECT_FALSE(m.dims[1].link_gbps.has_value());
+  EXPECT_FALSE(m.dims[1].allreduce_gbps.has_value());
+}
+
+TEST(MeshLinks, TorusGivesGroupBandwidthInBothDims) {
+  // ATP §5.4: on the 2D torus of Fig. 7b, B1' = B2' = GroupBW (50 GB/s: two 25 GB/s links).
+  const MeshLinks l = mesh_links(load_topology("torus-4x4"), 4, 4);
+  EXPECT_NEAR(*l.dims[0].link_gbps, 50.0, kTol);
+  EXPECT_NEAR(*l.dims[1].link_gbps, 50.0, kTol);
+  // A pair inside a ring has one 25 GB/s link; pairs {0,2} have none and are relayed.
+  const MeshLinks p = mesh_links(load_topology("torus-4x4"), 8, 2);
+  EXPECT_NEAR(*p.dims[1].link_gbps, 25.0, kTol);
+  EXPECT_NEAR(*p.dims[0].link_gbps, 25.0, kTol);
+}
+
+TEST(MeshLinks, SwitchGivesGroupBandwidthToEveryMesh) {
+  // One level (NVSwitch / NVLink network): nothing is shared, B1' = B2' = GroupBW.
+  const Topology t = load_topology("nvlink-network-16");
+  for (const auto& [d1, d2] : {std::pair{16, 1}, {8, 2}, {4, 4}, {2, 8}}) {
+    const MeshLinks l = mesh_links(t, d1, d2);
+    EXPECT_NEAR(*l.dims[0].link_gbps, 900.0, kTol) << d1 << "x" << d2;
+    if (d2 > 1) {
+      EXPECT_NEAR(*l.dims[1].link_gbps, 900.0, kTol) << d1 << "x" << d2;
+    }
+  }
+}
+
+TEST(MeshLinks, PcieCalibrationReproducesAtpSection53) {
+  // ATP §5.3: B1 = 0.97 GB/s for mesh (8,1); B1 = 1.20 and B2 = 4.95 GB/s for (2,4).
+  const Topology t = load_topology("pcie-8xa100");
+  const MeshLinks a = mesh_links(t, 8, 1);
+  EXPECT_EQ(a.dims[0].source, BandwidthSource::kCalibrated);
+  EXPECT_NEAR(*a.dims[0].allreduce_gbps, 0.97, kTol);
+  const MeshLinks b = mesh_links(t, 2, 4);
+  EXPECT_NEAR(*b.dims[0].allreduce_gbps, 1.20, kTol);
+  EXPECT_NEAR(*b.dims[1].allreduce_gbps, 4.95, kTol);
+  // The same 8-rank group, seen as mesh (1,8), uses the same calibration.
+  EXPECT_NEAR(*mesh_links(t, 1, 8).dims[1].allreduce_gbps, 0.97, kTol);
+  // Mesh (4,2) was not measured: modelled.
+  EXPECT_EQ(mesh_links(t, 4, 2).dims[0].source, BandwidthSource::kModelled);
+}
+
+TEST(MeshLinks, RingModelMatchesEquation4) {
+  // A ring all-reduce of x bytes on links B' takes x/B with B from Eq. 4 (no latency).
+  const RingParams ring{.t_launch_s = 0, .l_sync_s = 0, .bw_bytes_per_s = 10e9};
+  for (const int p : {2, 3, 8, 64}) {
+    EXPECT_NEAR(ring_all_reduce_time(ring, p, 1e9), 1e9 / allreduce_bandwidth(p, 10e9), 1e-12);
+  }
+  // MeshSlice Eq. 5: T_launch + (P−1)(L_sync + shard/BW).
+  const RingParams r{.t_launch_s = 1e-5, .l_sync_s = 2e-6, .bw_bytes_per_s = 1e9};
+  EXPECT_NEAR(ring_collective_time(r, 4, 1e6), 1e-5 + 3 * (2e-6 + 1e-3), 1e-15);
+  EXPECT_EQ(ring_collective_time(r, 1, 1e6), 0.0);
+}
+
+TEST(MeshLinks, MeshMustMatchTheDevices) {
+  try {
+    mesh_links(load_topology("pcie-8xa100"), 4, 4);
+    FAIL() << "accepted a 16-rank mesh on 8 devices";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("mesh 4x4 has 16 ranks but topology 'pcie-8xa100' "
+                                         "has 8 devices"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace meshtp::plan

@@ -1,0 +1,157 @@
+// Topology and model files: presets, JSON round trips, and the errors users see.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+
+#include "core/error.hpp"
+#include "plan/json_util.hpp"
+#include "plan/presets.hpp"
+
+namespace meshtp::plan {
+namespace {
+
+// The message of the meshtp::Error thrown by f, or "" if it does not throw.
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Presets, EveryTopologyLoadsValidatesAndRoundTrips) {
+  const std::vector<std::pair<std::string, int>> expected{
+      {"pcie-8xa100", 8},       {"dual-nvlink-8xa100", 8}, {"nvswitch-8xa100", 8},
+      {"ib-2x8xa100", 16},      {"nvlink-hdr-4x4", 16},    {"torus-4x4", 16},
+      {"nvlink-network-64", 64}, {"tpuv4-torus-16x16", 256}};
+  for (const auto& [name, devices] : expected) {
+    SCOPED_TRACE(name);
+    const Topology t = load_topology(name);
+    EXPECT_EQ(t.name, name);
+    EXPECT_EQ(t.device_count(), devices);
+    const Topology back = parse_topology(to_json(t).dump(2), "round trip");
+    EXPECT_EQ(back, t);
+  }
+  // Every listed name resolves (the parametric one with an example N).
+  for (const std::string& name : topology_preset_names()) {
+    const std::string concrete = name == "nvlink-network-N" ? "nvlink-network-8" : name;
+    EXPECT_NO_THROW(load_topology(concrete)) << name;
+  }
+}
+
+TEST(Presets, EveryModelLoadsAndRoundTrips) {
+  const std::vector<std::pair<std::string, int>> hidden{
+      {"atp-m1", 2048}, {"atp-m2", 4096}, {"atp-m3", 8192}, {"atp-m4", 12288},
+      {"gpt3-175b", 12288}, {"mt-nlg-530b", 20480}};
+  for (const auto& [name, h] : hidden) {
+    SCOPED_TRACE(name);
+    const ModelSpec m = load_model(name);
+    EXPECT_EQ(m.hidden, h);
+    EXPECT_EQ(parse_model(to_json(m).dump(), "round trip"), m);
+  }
+  EXPECT_EQ(load_model("atp-m4").heads, 96);
+  EXPECT_EQ(load_model("atp-m4").batch, 4);
+  EXPECT_EQ(load_model("atp-m4").seq, 2048);
+  EXPECT_EQ(load_model("gpt3-175b").layers, 96);
+  EXPECT_EQ(load_model("mt-nlg-530b").layers, 105);
+  // GPT-3 is 175B parameters: 96·(12h²+13h) + 50257·h = 174.6e9.
+  EXPECT_NEAR(load_model("gpt3-175b").total_params() / 1e9, 174.6, 0.1);
+  EXPECT_NEAR(load_model("mt-nlg-530b").total_params() / 1e9, 529.6, 0.5);
+}
+
+TEST(Presets, ParametricNvlinkNetwork) {
+  const Topology t = load_topology("nvlink-network-12");
+  ASSERT_EQ(t.levels.size(), 1u);
+  EXPECT_EQ(t.levels[0].members, 12);
+  for (const char* bad : {"nvlink-network-0", "nvlink-network-x", "nvlink-network-", "nvlink-network-8x"}) {
+    EXPECT_NE(error_of([&] { load_topology(bad); }).find("expected nvlink-network-N"),
+              std::string::npos)
+        << bad;
+  }
+}
+
+TEST(Presets, UnknownNamesListTheValidOnes) {
+  const std::string topo = error_of([] { load_topology("pcie-9xa100"); });
+  EXPECT_NE(topo.find("unknown topology 'pcie-9xa100'"), std::string::npos) << topo;
+  for (const char* n : {"pcie-8xa100", "torus-4x4", "tpuv4-torus-16x16", "nvlink-network-N"}) {
+    EXPECT_NE(topo.find(n), std::string::npos) << topo;
+  }
+  const std::string model = error_of([] { load_model("gpt4"); });
+  EXPECT_NE(model.find("unknown model 'gpt4'"), std::string::npos) << model;
+  EXPECT_NE(model.find("atp-m1, atp-m2, atp-m3, atp-m4, gpt3-175b, mt-nlg-530b"),
+            std::string::npos)
+      << model;
+  EXPECT_NE(error_of([] { load_topology("/nonexistent/x.json"); }).find("/nonexistent/x.json"),
+            std::string::npos);
+}
+
+TEST(Json, MalformedTextReportsLineAndColumn) {
+  // The stray ',' is on line 3, column 14.
+  const std::string text = "{\n  \"name\": \"x\",\n  \"levels\": [,]\n}";
+  const std::string e = error_of([&] { parse_topology(text, "'x.json'"); });
+  EXPECT_NE(e.find("malformed JSON in 'x.json' at line 3, column 14"), std::string::npos) << e;
+  // Truncated input: the error is at the end.
+  const std::string e2 = error_of([] { parse_model("{\"name\": \"m\",\n \"layers\": 2", "'m'"); });
+  EXPECT_NE(e2.find("at line 2, column 13"), std::string::npos) << e2;
+  const TextPosition p = position_of("ab\ncd\nef", 7);
+  EXPECT_EQ(p.line, 3);
+  EXPECT_EQ(p.column, 2);
+}
+
+TEST(Json, FileErrorsNameTheFile) {
+  const std::string path = ::testing::TempDir() + "/meshtp_bad_topology.json";
+  // A missing comma: the unexpected token "levels" ends on line 3, column 8 (nlohmann
+  // reports the last character it read).
+  std::ofstream(path) << "{\n\"name\": \"t\"\n\"levels\": []}";
+  const std::string e = error_of([&] { load_topology(path); });
+  EXPECT_NE(e.find(path), std::string::npos) << e;
+  EXPECT_NE(e.find("line 3, column 8"), std::string::npos) << e;
+}
+
+std::string small_topology(const std::string& level_fields) {
+  return R"({"name": "t", "device": {"memory_gib": 80, "tflops": 100},
+             "levels": [{"name": "gpu", "members": 4, )" + level_fields + "}]}";
+}
+
+TEST(Json, BadValuesAreNamed) {
+  EXPECT_NE(error_of([] { parse_topology(small_topology(R"("group_gbps": 0)"), "'t'"); })
+                .find("group_gbps=0 must be positive"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_topology(small_topology(R"("group_gbps": -5)"), "'t'"); })
+                .find("group_gbps=-5 must be positive"),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              parse_topology(small_topology(R"("group_gbps": 5, "p2p_gbps": 0)"), "'t'");
+            }).find("p2p_gbps=0 must be positive"),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              parse_topology(small_topology(R"("group_gbps": 5, "p2p_gbps": [[0, 1], [1, 0]])"),
+                             "'t'");
+            }).find("p2p_gbps has 2 rows, expected 4"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_topology(small_topology(R"("group_gbps": 5, "memebers": 2)"),
+                                         "'t'"); })
+                .find("unknown field 'memebers'"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_topology(small_topology(R"("group_gbps": "fast")"), "'t'"); })
+                .find("field 'group_gbps' must be a number, got \"fast\""),
+            std::string::npos);
+  const std::string calibrated = R"({"name": "t", "device": {"memory_gib": 80, "tflops": 100},
+      "levels": [{"members": 4, "group_gbps": 5}],
+      "calibration": {"groups": [{"size": 2, "stride": 1,
+                                  "all_gather": {"bw_gbps": -1}}]}})";
+  EXPECT_NE(error_of([&] { parse_topology(calibrated, "'t'"); }).find("bw_gbps=-1 must be "
+                                                                      "positive"),
+            std::string::npos);
+  const std::string model = R"({"name": "m", "layers": 2, "hidden": 1000, "heads": 3,
+                                "batch": 1, "seq": 8})";
+  EXPECT_NE(error_of([&] { parse_model(model, "'m'"); })
+                .find("hidden=1000 is not divisible by heads=3"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace meshtp::plan
