@@ -20,5 +20,6 @@ std::ostream& out();
 
 void add_bench_command(CLI::App& app);
 void add_gemm_command(CLI::App& app);
+void add_bench_gemm2d_command(CLI::App& app);  // after add_bench_command
 
 }  // namespace meshtp::cli

@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   meshtp::cli::add_bench_command(app);
   meshtp::cli::add_gemm_command(app);
+  meshtp::cli::add_bench_gemm2d_command(app);
 
   int status = 0;
   try {

@@ -57,3 +57,21 @@ meshtp_failure_test(cli_gemm_unknown_algo
   REGEX "error: unknown 2D GeMM algorithm 'fox'"
   NP 2 COMMAND $<TARGET_FILE:meshtp> gemm --a ${GEMM2D_OS} --b ${GEMM2D_OS} --mesh 1x2
                --algo fox --out ${GEMM2D_OUT})
+
+# meshtp bench gemm2d: a tiny smoke run (benchmarks are never timed tests) and its inputs.
+add_test(NAME cli_bench_gemm2d_np4
+         COMMAND ${MESHTP_MPIEXEC} -np 4 $<TARGET_FILE:meshtp> bench gemm2d --m 64 --n 32
+                 --k 32 --mesh 2x2 --algo all --dataflow ls --slices 1,2 --seconds 0.001)
+set_tests_properties(cli_bench_gemm2d_np4 PROPERTIES ENVIRONMENT "${MESHTP_MPI_ENV}"
+  TIMEOUT 120 PROCESSORS 2 PASS_REGULAR_EXPRESSION "meshslice S=2 .*\n")
+add_test(NAME cli_bench_gemm2d_json_np2
+         COMMAND ${MESHTP_MPIEXEC} -np 2 $<TARGET_FILE:meshtp> bench gemm2d --m 32 --n 32
+                 --k 64 --mesh 2x1 --algo wang,meshslice --slices 4 --seconds 0.001 --json)
+set_tests_properties(cli_bench_gemm2d_json_np2 PROPERTIES ENVIRONMENT "${MESHTP_MPI_ENV}"
+  TIMEOUT 120 PROCESSORS 2 PASS_REGULAR_EXPRESSION "\"case\":\"meshslice S=4\"")
+meshtp_failure_test(cli_bench_gemm2d_cannon_only_on_rectangle
+  REGEX "error: bench gemm2d: no requested algorithm runs here \\(cannon skipped: Cannon's algorithm needs a square mesh"
+  NP 2 COMMAND $<TARGET_FILE:meshtp> bench gemm2d --m 32 --n 32 --k 32 --mesh 1x2 --algo cannon)
+meshtp_failure_test(cli_bench_gemm2d_not_divisible
+  REGEX "error: k=30 is not divisible by mesh dim 1 \\(size 4\\)"
+  NP 4 COMMAND $<TARGET_FILE:meshtp> bench gemm2d --m 32 --n 32 --k 30 --mesh 1x4)

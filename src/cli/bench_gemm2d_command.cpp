@@ -1,0 +1,194 @@
+// meshtp bench gemm2d — the 2D GeMM algorithms against 1D TP, ScaLAPACK psgemm and one
+// rank's BLAS on the same problem: a table (or JSON lines with --json).
+//
+//   mpirun -np 4 meshtp bench gemm2d --m 4096 --n 4096 --k 1024 --mesh 2x2 --algo all
+//
+// Columns: time = median over iterations of the max over ranks; GF/s per rank; MB/rank and
+// sync = the cost model's bytes sent and synchronised steps per rank; gemm = local GeMM time
+// inside the call; exposed = time − gemm (communication not hidden behind computation);
+// vs psgemm and vs 1 rank = speedups (their time / this time; > 1 is faster).
+#include <fmt/format.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "bench/gemm2d.hpp"
+#include "cli/commands.hpp"
+#include "core/error.hpp"
+#include "core/parse.hpp"
+
+namespace meshtp::cli {
+namespace {
+
+using parallel::Gemm2dAlgo;
+
+struct BenchGemm2dArgs {
+  std::int64_t m = 2048, n = 2048, k = 2048;
+  std::string mesh;
+  std::string algo = "all";
+  std::string dataflow = "os";
+  std::string slices = "1,2,4,8";
+  int summa_slices = 1;
+  int progress_chunks = 4;
+  double seconds = 1.0;
+  bool no_scalapack = false, no_1d = false, no_single = false, json = false;
+};
+
+std::vector<int> parse_int_list(const std::string& text, const char* flag) {
+  std::vector<int> values;
+  std::size_t begin = 0;
+  while (begin <= text.size()) {
+    const std::size_t end = std::min(text.find(',', begin), text.size());
+    const std::string item = text.substr(begin, end - begin);
+    std::size_t used = 0;
+    int v = 0;
+    try {
+      v = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    MESHTP_CHECK(used == item.size() && !item.empty() && v >= 1,
+                 "bad {} item '{}': expected positive integers joined by ',', like 1,2,4", flag,
+                 item);
+    values.push_back(v);
+    begin = end + 1;
+  }
+  return values;
+}
+
+std::vector<Gemm2dAlgo> parse_algos(const std::string& text) {
+  if (text == "all") return {std::begin(parallel::kAllGemm2dAlgos), std::end(parallel::kAllGemm2dAlgos)};
+  std::vector<Gemm2dAlgo> algos;
+  std::size_t begin = 0;
+  while (begin <= text.size()) {
+    const std::size_t end = std::min(text.find(',', begin), text.size());
+    algos.push_back(parallel::parse_gemm2d_algo(text.substr(begin, end - begin)));
+    begin = end + 1;
+  }
+  return algos;
+}
+
+std::string cell(double v, const char* format, double scale = 1.0) {
+  return std::isnan(v) ? std::string("-") : fmt::format(fmt::runtime(format), v * scale);
+}
+
+void print_table(const bench::Gemm2dBenchOptions& o, const std::vector<bench::Gemm2dSample>& xs,
+                 const std::vector<std::string>& notes) {
+  std::ostream& os = out();
+  const char* math = o.dataflow == parallel::Dataflow::kOS   ? "C = A·B"
+                     : o.dataflow == parallel::Dataflow::kLS ? "C = A·Bᵀ"
+                                                             : "C = Aᵀ·B";
+  os << fmt::format("bench gemm2d: {} {}, m={} n={} k={}, mesh {}x{} ({} ranks), "
+                    "progress_chunks={}; median of the max over ranks\n",
+                    to_string(o.dataflow), math, o.shape.m, o.shape.n, o.shape.k, o.nr, o.nc,
+                    o.nr * o.nc, o.progress_chunks);
+  for (const auto& note : notes) os << "note: " << note << '\n';
+  double t_psgemm = NAN, t_single = NAN;
+  for (const auto& x : xs) {
+    if (x.kind == bench::Gemm2dCaseKind::kScalapack) t_psgemm = x.median_seconds;
+    if (x.kind == bench::Gemm2dCaseKind::kSingleRank) t_single = x.median_seconds;
+  }
+  os << fmt::format("{:<18} {:>5} {:>9} {:>9} {:>8} {:>5} {:>9} {:>9} {:>9} {:>9} {:>8}\n", "case",
+                    "iters", "time ms", "GF/s/rk", "MB/rank", "sync", "gemm ms", "exposed",
+                    "vs psgemm", "vs 1 rank", "rel err");
+  for (const auto& x : xs) {
+    const double exposed = x.median_seconds - x.gemm_seconds;
+    const bool single = x.kind == bench::Gemm2dCaseKind::kSingleRank;
+    os << fmt::format("{:<18} {:>5} {:>9} {:>9} {:>8} {:>5} {:>9} {:>9} {:>9} {:>9} {:>8}\n",
+                      x.name, x.iterations, cell(x.median_seconds, "{:.1f}", 1e3),
+                      cell(x.gflops_per_rank, "{:.2f}"), cell(x.bytes_per_rank, "{:.2f}", 1e-6),
+                      single || x.kind == bench::Gemm2dCaseKind::kScalapack
+                          ? std::string("-")
+                          : std::to_string(x.sync_steps),
+                      single ? std::string("-") : cell(x.gemm_seconds, "{:.1f}", 1e3),
+                      single ? std::string("-") : cell(exposed, "{:.1f}", 1e3),
+                      cell(t_psgemm / x.median_seconds, "{:.2f}"),
+                      cell(t_single / x.median_seconds, "{:.2f}"), cell(x.error, "{:.1e}"));
+  }
+}
+
+void print_json(const bench::Gemm2dBenchOptions& o, const std::vector<bench::Gemm2dSample>& xs) {
+  const auto num = [](double v) { return std::isnan(v) ? nlohmann::json() : nlohmann::json(v); };
+  for (const auto& x : xs) {
+    nlohmann::json line{{"bench", "gemm2d"},
+                        {"case", x.name},
+                        {"m", o.shape.m},
+                        {"n", o.shape.n},
+                        {"k", o.shape.k},
+                        {"mesh", {o.nr, o.nc}},
+                        {"dataflow", to_string(o.dataflow)},
+                        {"iterations", x.iterations},
+                        {"median_s", x.median_seconds},
+                        {"gflops_per_rank", x.gflops_per_rank},
+                        {"gemm_s", num(x.gemm_seconds)},
+                        {"bytes_per_rank", num(x.bytes_per_rank)},
+                        {"sync_steps", x.sync_steps},
+                        {"rel_error", num(x.error)}};
+    if (x.kind == bench::Gemm2dCaseKind::kAlgorithm || x.kind == bench::Gemm2dCaseKind::kOneD) {
+      line["algo"] = to_string(x.options.algo);
+      line["slices"] = x.options.slices;
+      line["progress_chunks"] = x.options.progress_chunks;
+    }
+    out() << line.dump() << '\n';
+  }
+}
+
+void run_bench_gemm2d(const BenchGemm2dArgs& args) {
+  const std::vector<int> shape = parse_mesh_shape(args.mesh);
+  MESHTP_CHECK(shape.size() == 2, "--mesh {} is not a 2D mesh: expected RxC, like 2x2",
+               args.mesh);
+  MESHTP_CHECK(args.seconds > 0 && args.seconds <= 600, "--seconds={} must be in (0, 600]",
+               args.seconds);
+  bench::Gemm2dBenchOptions o;
+  o.shape = {args.m, args.n, args.k};
+  o.nr = shape[0];
+  o.nc = shape[1];
+  o.dataflow = parallel::parse_dataflow(args.dataflow);
+  o.algos = parse_algos(args.algo);
+  o.slices = parse_int_list(args.slices, "--slices");
+  o.summa_slices = args.summa_slices;
+  o.progress_chunks = args.progress_chunks;
+  o.with_scalapack = !args.no_scalapack;
+  o.with_1d = !args.no_1d;
+  o.with_single_rank = !args.no_single;
+  o.target_seconds = args.seconds;
+  MESHTP_CHECK(o.nr * o.nc == world().size(), "mesh {}x{} has {} ranks but the world has {}",
+               o.nr, o.nc, o.nr * o.nc, world().size());
+  const auto notes = bench::plan_gemm2d_bench(o);  // validates every case, on every rank
+  const auto samples = bench::run_gemm2d_bench(world(), o);
+  if (args.json) {
+    print_json(o, samples);
+  } else {
+    print_table(o, samples, notes);
+  }
+}
+
+}  // namespace
+
+void add_bench_gemm2d_command(CLI::App& app) {
+  CLI::App* bench = app.get_subcommand("bench");  // registered by add_bench_command
+  auto args = std::make_shared<BenchGemm2dArgs>();
+  CLI::App* g = bench->add_subcommand(
+      "gemm2d", "2D GeMM algorithms vs 1D TP, ScaLAPACK psgemm and one rank's BLAS");
+  g->add_option("--m", args->m, "Rows of C (default 2048)");
+  g->add_option("--n", args->n, "Columns of C (default 2048)");
+  g->add_option("--k", args->k, "Contraction dim (default 2048)");
+  g->add_option("--mesh", args->mesh, "Mesh RxC; R·C must equal the number of ranks")
+      ->required();
+  g->add_option("--algo", args->algo,
+                "all, or a comma list of cannon, summa, collective, wang, meshslice");
+  g->add_option("--dataflow", args->dataflow, "os | ls | rs (default os)");
+  g->add_option("--slices", args->slices,
+                "MeshSlice slice counts, comma list (default 1,2,4,8; invalid ones skipped)");
+  g->add_option("--summa-slices", args->summa_slices, "SUMMA panels per lcm(Nr,Nc) (default 1)");
+  g->add_option("--progress-chunks", args->progress_chunks,
+                "Row bands per partial GeMM, with MPI progress pokes between (default 4)");
+  g->add_option("--seconds", args->seconds, "Target time per case (default 1)");
+  g->add_flag("--no-scalapack", args->no_scalapack, "Skip the ScaLAPACK psgemm baseline");
+  g->add_flag("--no-1d", args->no_1d, "Skip 1D tensor parallelism");
+  g->add_flag("--no-single", args->no_single, "Skip the single-rank BLAS reference");
+  g->add_flag("--json", args->json, "Print one JSON object per case");
+  g->callback([args] { run_bench_gemm2d(*args); });
+}
+
+}  // namespace meshtp::cli
