@@ -1,0 +1,45 @@
+// LayerNorm whose normalised (hidden) dim is split over a process group: ATP's residual
+// stream is [Replicate, Shard(1)], so each rank holds h/d2 of every row's h features.
+//
+//   N   rows held here (all tokens, or a chunk of them)
+//   C   local features (C_global / group size)
+//
+// Placements: x, y [R, S(1)] (hidden split over mesh dim 1); w, b [S(0)] over the same group
+// (replicated over mesh dim 0). Per-row statistics are reduced over the group:
+//
+//   forward : s1_n = Σ_c x[n,c],  s2_n = Σ_c x[n,c]²            (local, in double)
+//             all_reduce over the group of (s1, s2)             2·N doubles, blocking
+//             μ_n = s1_n/C_global,  rstd_n = 1/√(s2_n/C_global − μ_n² + eps)
+//             y = (x − μ)·rstd ⊙ w + b
+//   backward: g = dy ⊙ w;  t1_n = Σ_c g,  t2_n = Σ_c g ⊙ x̂      (local, in double)
+//             all_reduce over the group of (t1, t2)             2·N doubles, blocking
+//             dx += rstd·(g − t1/C_global − x̂·t2/C_global)
+//             dw += Σ_n dy ⊙ x̂,  db += Σ_n dy                   (complete: every row is here)
+//
+// With no group (or a group of one) these are exactly ops' layernorm_forward/backward (the
+// serial two-pass statistics). The single-pass variance in double loses nothing that matters
+// for activations whose mean is within ~10⁴ standard deviations of zero.
+//
+// `scratch` holds 2·N doubles (the statistics in flight); the caller sizes it once.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "comm/communicator.hpp"
+#include "tensor/tensor.hpp"
+
+namespace meshtp::parallel {
+
+void layernorm_sharded_forward(MatrixView y, std::span<float> mean, std::span<float> rstd,
+                               ConstMatrixView x, std::span<const float> w,
+                               std::span<const float> b, std::int64_t c_global,
+                               const comm::Communicator* group, std::span<double> scratch);
+
+void layernorm_sharded_backward(MatrixView dx, std::span<float> dw, std::span<float> db,
+                                ConstMatrixView dy, ConstMatrixView x, std::span<const float> w,
+                                std::span<const float> mean, std::span<const float> rstd,
+                                std::int64_t c_global, const comm::Communicator* group,
+                                std::span<double> scratch);
+
+}  // namespace meshtp::parallel
