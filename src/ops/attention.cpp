@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "ops/vector_math_impl.hpp"
 #include "tensor/gemm.hpp"
 
 namespace meshtp {
@@ -53,14 +54,9 @@ void attention_forward(MatrixView out, std::span<float> att, ConstMatrixView qkv
       // P = causal row softmax of S, in place; masked entries become exact zeros.
       for (std::int64_t t = 0; t < T; ++t) {
         float* pr = p.data + t * T;
-        float mx = pr[0];
-        for (std::int64_t j = 1; j <= t; ++j) mx = std::max(mx, pr[j]);
-        float sum = 0.0f;
-        for (std::int64_t j = 0; j <= t; ++j) {
-          pr[j] = std::exp(pr[j] - mx);
-          sum += pr[j];
-        }
-        const float inv = 1.0f / sum;
+        const float mx = detail::max_of(pr, t + 1);
+        for (std::int64_t j = 0; j <= t; ++j) pr[j] = detail::exp_approx(pr[j] - mx);
+        const float inv = 1.0f / detail::sum_of(pr, t + 1);
         for (std::int64_t j = 0; j <= t; ++j) pr[j] *= inv;
         std::fill(pr + t + 1, pr + T, 0.0f);
       }
@@ -103,8 +99,7 @@ void attention_backward(MatrixView dqkv, std::span<float> scratch, ConstMatrixVi
       for (std::int64_t t = 0; t < T; ++t) {
         const float* pr = p.data + t * T;
         float* dr = ds.data + t * T;
-        float dot = 0.0f;
-        for (std::int64_t j = 0; j <= t; ++j) dot += pr[j] * dr[j];
+        const float dot = detail::dot_of(pr, dr, t + 1);
         for (std::int64_t j = 0; j <= t; ++j) dr[j] = pr[j] * (dr[j] - dot);
         std::fill(dr + t + 1, dr + T, 0.0f);
       }

@@ -1,22 +1,13 @@
 #include "ops/gelu.hpp"
 
-#include <cmath>
-
 #include "core/error.hpp"
+#include "ops/vector_math_impl.hpp"
 
 namespace meshtp {
 namespace {
 
 constexpr float kSqrt2OverPi = 0.7978845608028654f;  // √(2/π)
 constexpr float kCubic = 0.044715f;
-
-// tanh(u) = sign(u)·(1 − e)/(1 + e), e = exp(−2|u|): one expf, about 4× faster than tanhf
-// here (GeLU on the 4h-wide MLP activations is otherwise as slow as the fc1 GeMM), and the
-// absolute error stays at fp32 rounding, which is all ½·(1 + tanh) needs.
-inline float fast_tanh(float u) {
-  const float e = std::exp(-2.0f * std::fabs(u));
-  return std::copysign((1.0f - e) / (1.0f + e), u);
-}
 
 void check_same_shape(const char* what, ConstMatrixView a, ConstMatrixView b) {
   MESHTP_CHECK(a.rows == b.rows && a.cols == b.cols, "{}: a {}x{} view against a {}x{} view", what,
@@ -33,7 +24,7 @@ void gelu_forward(MatrixView y, ConstMatrixView x) {
     for (std::int64_t d = 0; d < x.cols; ++d) {
       const float v = xr[d];
       const float u = kSqrt2OverPi * (v + kCubic * v * v * v);
-      yr[d] = 0.5f * v * (1.0f + fast_tanh(u));
+      yr[d] = 0.5f * v * (1.0f + detail::tanh_approx(u));
     }
   }
 }
@@ -48,7 +39,7 @@ void gelu_backward(MatrixView dx, ConstMatrixView x, ConstMatrixView dy) {
     for (std::int64_t d = 0; d < x.cols; ++d) {
       const float v = xr[d];
       const float u = kSqrt2OverPi * (v + kCubic * v * v * v);
-      const float th = fast_tanh(u);
+      const float th = detail::tanh_approx(u);
       const float du_dx = kSqrt2OverPi * (1.0f + 3.0f * kCubic * v * v);
       const float grad = 0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * du_dx;
       dxr[d] += dyr[d] * grad;
