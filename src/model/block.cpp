@@ -1,0 +1,355 @@
+#include "model/block.hpp"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+#include "core/parse.hpp"
+#include "ops/attention.hpp"
+#include "ops/gelu.hpp"
+#include "ops/residual.hpp"
+#include "parallel/layernorm_sharded.hpp"
+
+namespace meshtp::model {
+namespace {
+
+using parallel::ChunkedLayout;
+using parallel::ChunkedMatrix;
+using parallel::LinearKind;
+
+const BlockConfig& validated(const BlockConfig& c, const std::vector<int>& mesh_shape) {
+  validate(c, mesh_shape);
+  return c;
+}
+
+parallel::Linear2DSpec linear_spec(const BlockConfig& c, LinearKind kind, std::int64_t in,
+                                   std::int64_t out, bool heads) {
+  const bool sp = c.sequence_parallel;
+  return {.kind = kind,
+          .in_features = in,
+          .out_features = out,
+          .rows = c.batch * c.seq,
+          .chunks = c.chunks,
+          .sequence_parallel = sp,
+          .scatter_output = heads && !sp && kind == LinearKind::kColumnFirst,
+          .gather_input = heads && !sp && kind == LinearKind::kRowFirst};
+}
+
+Tensor buffer(std::int64_t n) { return n > 0 ? Tensor({n}) : Tensor(); }
+
+// The buffer, or `alias` seen with layout l when the buffer was not needed (no collective
+// between the two: the producer writes the consumer's memory).
+ChunkedMatrix or_alias(Tensor& t, const ChunkedLayout& l, const ChunkedMatrix& alias) {
+  return ChunkedMatrix(t.empty() ? alias.data() : t.data(), l);
+}
+
+void zero(MatrixView m) {
+  for (std::int64_t r = 0; r < m.rows; ++r) std::fill_n(m.data + r * m.ld, m.cols, 0.0f);
+}
+
+}  // namespace
+
+void validate(const BlockConfig& c, const std::vector<int>& mesh_shape) {
+  MESHTP_CHECK(mesh_shape.size() == 2, "the block runs on a 2-D mesh (d1, d2), got mesh {}",
+               format_mesh_shape(mesh_shape));
+  const int d1 = mesh_shape[0], d2 = mesh_shape[1];
+  const std::string mesh = format_mesh_shape(mesh_shape);
+  MESHTP_CHECK(c.batch > 0 && c.seq > 0 && c.hidden > 0 && c.heads > 0,
+               "batch={}, seq={}, hidden={}, heads={} must all be positive", c.batch, c.seq,
+               c.hidden, c.heads);
+  MESHTP_CHECK(c.chunks >= 1, "chunks={} must be at least 1", c.chunks);
+  MESHTP_CHECK(c.batch % c.chunks == 0,
+               "batch={} is not divisible by chunks={} (chunks hold whole sequences)", c.batch,
+               c.chunks);
+  MESHTP_CHECK(c.hidden % c.heads == 0, "hidden={} is not divisible by heads={}", c.hidden,
+               c.heads);
+  MESHTP_CHECK(c.hidden % d1 == 0, "hidden={} is not divisible by d1={} (mesh {})", c.hidden, d1,
+               mesh);
+  MESHTP_CHECK(c.hidden % d2 == 0, "hidden={} is not divisible by d2={} (mesh {})", c.hidden, d2,
+               mesh);
+  MESHTP_CHECK(c.heads % (d1 * d2) == 0,
+               "heads={} is not divisible by d1·d2={} (mesh {}): the fully sharded attention "
+               "core needs whole heads on every rank",
+               c.heads, d1 * d2, mesh);
+  MESHTP_CHECK(c.progress_splits >= 1, "progress splits={} must be at least 1",
+               c.progress_splits);
+  if (c.sequence_parallel) {
+    MESHTP_CHECK(d2 == 1, "sequence parallelism runs on a mesh (N, 1), got mesh {}", mesh);
+    const std::int64_t tokens = c.batch / c.chunks * c.seq;
+    MESHTP_CHECK(tokens % d1 == 0,
+                 "sequence parallelism: a chunk's (batch/chunks)·seq = {} tokens are not "
+                 "divisible by N={} (mesh {})",
+                 tokens, d1, mesh);
+  }
+}
+
+Block::Block(const mesh::DeviceMesh& mesh, const BlockConfig& config)
+    : mesh_(&mesh),
+      config_(validated(config, mesh.shape())),
+      ln_group_(config.sequence_parallel ? nullptr : &mesh.dim_comm(1)),
+      local_heads_(config.heads / mesh.size()),
+      head_width_(config.hidden / mesh.size()),
+      qkv_(mesh, linear_spec(config, LinearKind::kColumnFirst, config.hidden, 3 * config.hidden,
+                             true)),
+      proj_(mesh, linear_spec(config, LinearKind::kRowFirst, config.hidden, config.hidden, true)),
+      fc1_(mesh, linear_spec(config, LinearKind::kColumnFirst, config.hidden, 4 * config.hidden,
+                             false)),
+      fc2_(mesh,
+           linear_spec(config, LinearKind::kRowFirst, 4 * config.hidden, config.hidden, false)),
+      progress_(config.progress_splits) {
+  for (auto* l : {&qkv_, &proj_, &fc1_, &fc2_}) l->watch(progress_);
+  const std::int64_t rows = stream_layout().rows();
+  ln1_mean_ = buffer(rows);
+  ln1_rstd_ = buffer(rows);
+  ln2_mean_ = buffer(rows);
+  ln2_rstd_ = buffer(rows);
+  xn1_ = buffer(qkv_.x_layout().size());
+  xn1g_ = buffer(qkv_.gathers_input() ? qkv_.xg_layout().size() : 0);
+  qkv_out_ = buffer(qkv_.y_layout().size());
+  att_ = buffer(attention_att_size(config.batch, config.seq, local_heads_));
+  attn_g_ = buffer(proj_.xg_layout().size());
+  xmid_ = buffer(stream_layout().size());
+  xn2_ = buffer(fc1_.x_layout().size());
+  xn2g_ = buffer(fc1_.gathers_input() ? fc1_.xg_layout().size() : 0);
+  fc1_y_ = buffer(fc1_.y_layout().size());
+  gelu_ = buffer(fc2_.x_layout().size());
+}
+
+BlockWorkspace::BlockWorkspace(const Block& b)
+    : qkv_p(buffer(b.qkv_.scatters_output() ? b.qkv_.yp_layout().size() : 0)),
+      attn(buffer(b.proj_.gathers_input() ? b.proj_.x_layout().size() : 0)),
+      proj_p(buffer(b.proj_.yp_layout().size())),
+      proj_y(buffer(b.proj_.scatters_output() ? b.proj_.y_layout().size() : 0)),
+      fc2_p(buffer(b.fc2_.yp_layout().size())),
+      fc2_y(buffer(b.fc2_.scatters_output() ? b.fc2_.y_layout().size() : 0)),
+      dyg(buffer(b.fc2_.scatters_output() ? b.fc2_.yp_layout().size() : 0)),
+      dgelu(buffer(b.fc2_.xg_layout().size())),
+      dfc1(buffer(b.fc1_.yp_layout().size())),
+      dxn_p(buffer(b.fc1_.xg_layout().size())),
+      dxn(buffer(b.fc1_.gathers_input() ? b.fc1_.x_layout().size() : 0)),
+      dxmid(buffer(b.stream_layout().size())),
+      dxmid_g(buffer(b.proj_.scatters_output() ? b.proj_.yp_layout().size() : 0)),
+      datt_p(buffer(b.proj_.xg_layout().size())),
+      datt(buffer(b.proj_.gathers_input() ? b.proj_.x_layout().size() : 0)),
+      dqkv(buffer(b.qkv_.y_layout().size())),
+      dqkv_g(buffer(b.qkv_.scatters_output() ? b.qkv_.yp_layout().size() : 0)),
+      att_scratch(buffer(attention_scratch_size(b.config().seq))),
+      ln_scratch(static_cast<std::size_t>(2 * b.stream_layout().chunk_rows)) {}
+
+ChunkedLayout Block::stream_layout() const { return fc2_.y_layout(); }
+
+parallel::ActivationShard Block::stream_shard() const {
+  const int d1 = mesh_->size(0), d2 = mesh_->size(1);
+  if (config_.sequence_parallel) return {config_.chunks, d1, mesh_->coord(0), 1, 0};
+  return {config_.chunks, 1, 0, d2, mesh_->coord(1)};
+}
+
+Shape Block::local_shape(int p) const {
+  const auto table = block_param_table(0, config_.hidden);
+  return parallel::local_shape(table[static_cast<std::size_t>(p)].shard,
+                               table[static_cast<std::size_t>(p)].shape, mesh_->shape());
+}
+
+void Block::bind(std::span<const std::span<float>> values,
+                 std::span<const std::span<float>> grads) {
+  MESHTP_CHECK(values.size() == kBlockParams && grads.size() == kBlockParams,
+               "Block::bind: {} values and {} gradients, expected {}", values.size(),
+               grads.size(), static_cast<int>(kBlockParams));
+  for (int p = 0; p < kBlockParams; ++p) {
+    const auto want = static_cast<std::size_t>(numel(local_shape(p)));
+    const auto& v = values[static_cast<std::size_t>(p)];
+    const auto& g = grads[static_cast<std::size_t>(p)];
+    MESHTP_CHECK(v.size() == want && g.size() == want,
+                 "Block::bind: parameter {} has {} values / {} gradients, its shard has {}", p,
+                 v.size(), g.size(), want);
+    p_[static_cast<std::size_t>(p)] = v;
+    g_[static_cast<std::size_t>(p)] = g;
+  }
+  qkv_.bind(p_[kQkvWeight], p_[kQkvBias], g_[kQkvWeight], g_[kQkvBias]);
+  proj_.bind(p_[kProjWeight], p_[kProjBias], g_[kProjWeight], g_[kProjBias]);
+  fc1_.bind(p_[kFc1Weight], p_[kFc1Bias], g_[kFc1Weight], g_[kFc1Bias]);
+  fc2_.bind(p_[kFc2Weight], p_[kFc2Bias], g_[kFc2Weight], g_[kFc2Bias]);
+}
+
+std::span<float> Block::rows_of(std::span<float> per_row, int i) const {
+  const auto nc = static_cast<std::size_t>(stream_layout().chunk_rows);
+  return per_row.subspan(static_cast<std::size_t>(i) * nc, nc);
+}
+
+// One sequence at a time, so MPI is poked between them while collectives fly.
+void Block::attention_forward_chunk(int i, BlockWorkspace& ws) {
+  const std::int64_t s = config_.seq, bc = config_.batch / config_.chunks;
+  const std::int64_t w = head_width_, per_seq = local_heads_ * s * s;
+  const MatrixView qkv = view(qkv_out_, qkv_.y_layout()).chunk(i);
+  const MatrixView out = or_alias(ws.attn, proj_.x_layout(), view(attn_g_, proj_.xg_layout()))
+                             .chunk(i);
+  for (std::int64_t q = 0; q < bc; ++q) {
+    const auto att = att_.values().subspan(static_cast<std::size_t>((i * bc + q) * per_seq),
+                                           static_cast<std::size_t>(per_seq));
+    attention_forward(out.block(q * s, 0, s, w), att, qkv.block(q * s, 0, s, 3 * w), 1, s,
+                      local_heads_);
+    progress_.poke();
+  }
+}
+
+void Block::attention_backward_chunk(int i, BlockWorkspace& ws) {
+  const std::int64_t s = config_.seq, bc = config_.batch / config_.chunks;
+  const std::int64_t w = head_width_, per_seq = local_heads_ * s * s;
+  const MatrixView qkv = view(qkv_out_, qkv_.y_layout()).chunk(i);
+  const MatrixView dqkv = view(ws.dqkv, qkv_.y_layout()).chunk(i);
+  const MatrixView dout =
+      or_alias(ws.datt, proj_.x_layout(), view(ws.datt_p, proj_.xg_layout())).chunk(i);
+  zero(dqkv);
+  for (std::int64_t q = 0; q < bc; ++q) {
+    const auto att = att_.values().subspan(static_cast<std::size_t>((i * bc + q) * per_seq),
+                                           static_cast<std::size_t>(per_seq));
+    attention_backward(dqkv.block(q * s, 0, s, 3 * w), ws.att_scratch.values(),
+                       dout.block(q * s, 0, s, w), qkv.block(q * s, 0, s, 3 * w), att, 1, s,
+                       local_heads_);
+    progress_.poke();
+  }
+}
+
+void Block::forward(const ChunkedMatrix& y, const ChunkedMatrix& x, BlockWorkspace& ws) {
+  const ChunkedLayout stream = stream_layout();
+  MESHTP_CHECK(x.layout() == stream && y.layout() == stream && x.data() != y.data(),
+               "Block::forward: x and y must be distinct buffers in the stream layout");
+  x_ = x;
+  const int C = config_.chunks;
+  const std::int64_t h = config_.hidden;
+  const auto ln_scratch = std::span<double>(ws.ln_scratch);
+  const ChunkedMatrix xn1 = view(xn1_, qkv_.x_layout());
+  const ChunkedMatrix xn1g = or_alias(xn1g_, qkv_.xg_layout(), xn1);
+  const ChunkedMatrix qkv_out = view(qkv_out_, qkv_.y_layout());
+  const ChunkedMatrix qkv_p = or_alias(ws.qkv_p, qkv_.yp_layout(), qkv_out);
+  const ChunkedMatrix attn_g = view(attn_g_, proj_.xg_layout());
+  const ChunkedMatrix attn = or_alias(ws.attn, proj_.x_layout(), attn_g);
+  const ChunkedMatrix proj_p = view(ws.proj_p, proj_.yp_layout());
+  const ChunkedMatrix proj_y = or_alias(ws.proj_y, proj_.y_layout(), proj_p);
+  const ChunkedMatrix xmid = view(xmid_, stream);
+  const ChunkedMatrix xn2 = view(xn2_, fc1_.x_layout());
+  const ChunkedMatrix xn2g = or_alias(xn2g_, fc1_.xg_layout(), xn2);
+  const ChunkedMatrix fc1_y = view(fc1_y_, fc1_.y_layout());  // all-reduced in place
+  const ChunkedMatrix gelu = view(gelu_, fc2_.x_layout());
+  const ChunkedMatrix fc2_p = view(ws.fc2_p, fc2_.yp_layout());
+  const ChunkedMatrix fc2_y = or_alias(ws.fc2_y, fc2_.y_layout(), fc2_p);
+
+  // ---- attention: ln1 → qkv (RS₁ by heads) → core → proj (AG₁, AR₀) → residual
+  for (int i = 0; i < C; ++i) {
+    parallel::layernorm_sharded_forward(xn1.chunk(i), rows_of(ln1_mean_.values(), i),
+                                        rows_of(ln1_rstd_.values(), i), x.chunk(i),
+                                        p_[kLn1Weight], p_[kLn1Bias], h, ln_group_, ln_scratch);
+    qkv_.gather_input_start(i, xn1, xn1g);
+  }
+  for (int i = 0; i < C; ++i) {
+    qkv_.gather_input_wait(i);
+    qkv_.forward_start(i, xn1g, qkv_p, qkv_out, &progress_);
+  }
+  for (int i = 0; i < C; ++i) {
+    qkv_.forward_wait(i, qkv_out);
+    attention_forward_chunk(i, ws);
+    proj_.gather_input_start(i, attn, attn_g);
+  }
+  for (int i = 0; i < C; ++i) {
+    proj_.gather_input_wait(i);
+    proj_.forward_start(i, attn_g, proj_p, proj_y, &progress_);
+  }
+  // ---- MLP: residual → ln2 → fc1 (AR₁) → gelu → fc2 (AR₀) → residual
+  for (int i = 0; i < C; ++i) {
+    proj_.forward_wait(i, proj_y);
+    residual_forward(xmid.chunk(i), x.chunk(i), proj_y.chunk(i));
+    parallel::layernorm_sharded_forward(xn2.chunk(i), rows_of(ln2_mean_.values(), i),
+                                        rows_of(ln2_rstd_.values(), i), xmid.chunk(i),
+                                        p_[kLn2Weight], p_[kLn2Bias], h, ln_group_, ln_scratch);
+    fc1_.gather_input_start(i, xn2, xn2g);
+  }
+  for (int i = 0; i < C; ++i) {
+    fc1_.gather_input_wait(i);
+    fc1_.forward_start(i, xn2g, fc1_y, fc1_y, &progress_);
+  }
+  for (int i = 0; i < C; ++i) {
+    fc1_.forward_wait(i, fc1_y);
+    gelu_forward(gelu.chunk(i), fc1_y.chunk(i));
+    fc2_.forward_start(i, gelu, fc2_p, fc2_y, &progress_);
+  }
+  for (int i = 0; i < C; ++i) {
+    fc2_.forward_wait(i, fc2_y);
+    residual_forward(y.chunk(i), xmid.chunk(i), fc2_y.chunk(i));
+  }
+}
+
+void Block::backward(const ChunkedMatrix& dx, const ChunkedMatrix& dy, BlockWorkspace& ws) {
+  const ChunkedLayout stream = stream_layout();
+  MESHTP_CHECK(dx.layout() == stream && dy.layout() == stream && x_.data() != nullptr,
+               "Block::backward: dx and dy must be in the stream layout, after a forward");
+  const int C = config_.chunks;
+  const std::int64_t h = config_.hidden;
+  const auto ln_scratch = std::span<double>(ws.ln_scratch);
+  const ChunkedMatrix xn1g = or_alias(xn1g_, qkv_.xg_layout(), view(xn1_, qkv_.x_layout()));
+  const ChunkedMatrix attn_g = view(attn_g_, proj_.xg_layout());
+  const ChunkedMatrix xmid = view(xmid_, stream);
+  const ChunkedMatrix xn2g = or_alias(xn2g_, fc1_.xg_layout(), view(xn2_, fc1_.x_layout()));
+  const ChunkedMatrix fc1_y = view(fc1_y_, fc1_.y_layout());
+  const ChunkedMatrix gelu = view(gelu_, fc2_.x_layout());
+  const ChunkedMatrix dyg = or_alias(ws.dyg, fc2_.yp_layout(), dy);
+  const ChunkedMatrix dgelu = view(ws.dgelu, fc2_.xg_layout());  // all-reduced in place
+  const ChunkedMatrix dfc1 = view(ws.dfc1, fc1_.yp_layout());
+  const ChunkedMatrix dxn_p = view(ws.dxn_p, fc1_.xg_layout());
+  const ChunkedMatrix dxn = or_alias(ws.dxn, fc1_.x_layout(), dxn_p);
+  const ChunkedMatrix dxmid = view(ws.dxmid, stream);
+  const ChunkedMatrix dxmid_g = or_alias(ws.dxmid_g, proj_.yp_layout(), dxmid);
+  const ChunkedMatrix datt_p = view(ws.datt_p, proj_.xg_layout());
+  const ChunkedMatrix datt = or_alias(ws.datt, proj_.x_layout(), datt_p);
+  const ChunkedMatrix dqkv = view(ws.dqkv, qkv_.y_layout());
+  const ChunkedMatrix dqkv_g = or_alias(ws.dqkv_g, qkv_.yp_layout(), dqkv);
+
+  // ---- MLP, reversed: residual → fc2 → gelu → fc1 → ln2 → residual.
+  // The residual y = x_mid + fc2(…) hands dy to both: fc2 reads dy itself, x_mid a copy.
+  for (int i = 0; i < C; ++i) fc2_.gather_grad_start(i, dy, dyg);
+  for (int i = 0; i < C; ++i) {
+    fc2_.gather_grad_wait(i);
+    fc2_.backward_data_start(i, dyg, dgelu, dgelu, &progress_);
+  }
+  fc2_.backward_weight(dyg, gelu, &progress_);  // overlaps the dgelu all-reduces
+  for (int i = 0; i < C; ++i) {
+    fc2_.backward_data_wait(i);
+    zero(dfc1.chunk(i));
+    gelu_backward(dfc1.chunk(i), fc1_y.chunk(i), dgelu.chunk(i));
+    fc1_.backward_data_start(i, dfc1, dxn_p, dxn, &progress_);
+  }
+  fc1_.backward_weight(dfc1, xn2g, &progress_);
+  for (int i = 0; i < C; ++i) {
+    fc1_.backward_data_wait(i);
+    copy(dy.chunk(i), dxmid.chunk(i));
+    parallel::layernorm_sharded_backward(
+        dxmid.chunk(i), g_[kLn2Weight], g_[kLn2Bias], dxn.chunk(i), xmid.chunk(i),
+        p_[kLn2Weight], rows_of(ln2_mean_.values(), i), rows_of(ln2_rstd_.values(), i), h,
+        ln_group_, ln_scratch);
+    proj_.gather_grad_start(i, dxmid, dxmid_g);
+  }
+  // ---- attention, reversed: residual → proj (RS₁) → core → qkv (AG₁, AR₀) → ln1 → residual
+  for (int i = 0; i < C; ++i) {
+    proj_.gather_grad_wait(i);
+    proj_.backward_data_start(i, dxmid_g, datt_p, datt, &progress_);
+  }
+  proj_.backward_weight(dxmid_g, attn_g, &progress_);
+  for (int i = 0; i < C; ++i) {
+    proj_.backward_data_wait(i);
+    attention_backward_chunk(i, ws);
+    qkv_.gather_grad_start(i, dqkv, dqkv_g);
+  }
+  for (int i = 0; i < C; ++i) {
+    qkv_.gather_grad_wait(i);
+    qkv_.backward_data_start(i, dqkv_g, dxn_p, dxn, &progress_);
+  }
+  qkv_.backward_weight(dqkv_g, xn1g, &progress_);
+  for (int i = 0; i < C; ++i) {
+    qkv_.backward_data_wait(i);
+    copy(dxmid.chunk(i), dx.chunk(i));
+    parallel::layernorm_sharded_backward(
+        dx.chunk(i), g_[kLn1Weight], g_[kLn1Bias], dxn.chunk(i), x_.chunk(i), p_[kLn1Weight],
+        rows_of(ln1_mean_.values(), i), rows_of(ln1_rstd_.values(), i), h, ln_group_,
+        ln_scratch);
+  }
+}
+
+}  // namespace meshtp::model

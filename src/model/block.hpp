@@ -1,0 +1,144 @@
+// Pre-LN GPT block under ATP tensor parallelism on DeviceMesh(d1, d2) (ATP §3.2.1, SPEC §2):
+//
+//   x_mid = x + proj(attention(qkv(ln1(x))))
+//   y     = x_mid + fc2(gelu(fc1(ln2(x_mid))))
+//
+//   b batch, s sequence, h hidden, a heads (head dim hd = h/a), n = b·s tokens
+//   c chunks of b/c whole sequences (nc = n/c rows);  (c0, c1) this rank's mesh coordinates
+//   w = h/(d1·d2): the width of this rank's heads (a/(d1·d2) of them)
+//
+// Placements and communication, per chunk (AR/RS/AG = all-reduce / reduce-scatter /
+// all-gather; the subscript is the mesh dim; a dim of size 1 communicates nothing):
+//
+//   step        layout in                   local out            forward       backward
+//   ln1         x [R, S(1)] [nc, h/d2]      [nc, h/d2]           AR₁ row stats AR₁ row sums
+//   qkv         column-first, scattered     [nc, 3w] own heads   RS₁ pieces    AG₁ dqkv, AR₀ dx
+//   attention   own heads, all tokens       [nc, w]              —             —
+//   proj        row-first, gathered input   [nc, h/d2]           AG₁, AR₀      RS₁ dx
+//   residual    x_mid [R, S(1)]             [nc, h/d2]           —             —
+//   ln2         as ln1                                           AR₁ stats     AR₁ sums
+//   fc1         column-first                [nc, 4h/d1] [S(1),R] AR₁           AR₀ dx
+//   gelu        local on [S(1), R]          [nc, 4h/d1]          —             —
+//   fc2         row-first                   [nc, h/d2]           AR₀           AR₁ dx
+//   residual    y [R, S(1)]                 [nc, h/d2]           —             —
+//
+// The attention core is fully sharded: QKV's Partial-over-dim-1 output is reduce-scattered
+// along whole heads (never all-reduced), the core runs on a/(d1·d2) heads of every token, and
+// the all-gather over dim 1 restores [nc, h/d1] for the row-first projection. Per layer and
+// token, the all-reduce-equivalent volume is 3h/d1 + h/d1 over dim 1 and h/d2 over dim 0 for
+// attention, 4h/d1 and h/d2 for the MLP: ATP Eq. 2's 7h/(d1·B2) + 2h/(d2·B1).
+//
+// Sequence parallelism (mesh (N, 1), Megatron-SP): the stream is split over tokens instead,
+// rank c0 holding rows [c0·nc/N, (c0+1)·nc/N) of every chunk (parallel/activation_shard.hpp);
+// LayerNorm and the residuals run on those rows; the column-first linears all-gather their
+// input over dim 0 and the row-first ones reduce-scatter their output over dim 0 (and the
+// mirror images in backward). LayerNorm gradients are then partial over dim 0: the stack
+// all-reduces them once per backward.
+//
+// Chunk-based overlap (ATP §4): forward and backward are a sequence of stage loops over the
+// chunks; each stage waits for chunk i's incoming collective, computes, and starts chunk i's
+// outgoing collective non-blocking, so chunk i's communication overlaps chunk i+1's compute
+// (and the next stage's compute of chunk i−1). In backward, every linear starts all its
+// chunks' dx reductions before its dW GeMM, which needs no communication. Results do not
+// depend on c beyond fp32 reassociation.
+//
+// llm.c conventions: forward saves in the block what backward needs; backward runs the steps
+// in exactly the reverse order; parameter gradients accumulate (+=), the input gradient dx is
+// overwritten. x must stay untouched between forward and backward. Every buffer is sized in
+// the constructor: forward and backward allocate nothing (the comm layer's Request is the one
+// exception, a small handle per started collective).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "mesh/device_mesh.hpp"
+#include "model/params.hpp"
+#include "parallel/activation_shard.hpp"
+#include "parallel/chunked.hpp"
+#include "parallel/linear2d.hpp"
+
+namespace meshtp::model {
+
+struct BlockConfig {
+  std::int64_t batch = 0;
+  std::int64_t seq = 0;
+  std::int64_t hidden = 0;
+  std::int64_t heads = 0;
+  int chunks = 1;
+  bool sequence_parallel = false;
+  // GeMMs that may overlap a pending collective are cut into this many panels with an
+  // MPI_Test between them (1: never cut).
+  int progress_splits = 4;
+};
+
+// Throws meshtp::Error naming the values ("heads=12 is not divisible by d1·d2=8 (mesh 4x2)")
+// unless the block runs on a mesh of this shape. Depends only on the config and the mesh
+// shape, so every rank reaches the same verdict before any collective.
+void validate(const BlockConfig& config, const std::vector<int>& mesh_shape);
+
+class Block;
+
+// Buffers one block needs only while it runs (forward temporaries, every backward buffer):
+// one workspace serves every block of a stack.
+class BlockWorkspace {
+ public:
+  explicit BlockWorkspace(const Block& block);
+
+ private:
+  friend class Block;
+  Tensor qkv_p, attn, proj_p, proj_y, fc2_p, fc2_y;           // forward
+  Tensor dyg, dgelu, dfc1, dxn_p, dxn, dxmid, dxmid_g;        // backward
+  Tensor datt_p, datt, dqkv, dqkv_g, att_scratch;
+  std::vector<double> ln_scratch;
+};
+
+class Block {
+ public:
+  Block(const mesh::DeviceMesh& mesh, const BlockConfig& config);
+  Block(const Block&) = delete;
+  Block& operator=(const Block&) = delete;
+
+  const BlockConfig& config() const { return config_; }
+  // The residual stream's local layout and split ([R, S(1)], or token rows under SP).
+  parallel::ChunkedLayout stream_layout() const;
+  parallel::ActivationShard stream_shard() const;
+  // Local shape of parameter p (BlockParam order).
+  Shape local_shape(int p) const;
+
+  // Parameter and gradient storage, kBlockParams spans each in BlockParam order.
+  void bind(std::span<const std::span<float>> values, std::span<const std::span<float>> grads);
+
+  // y = block(x)   x, y: stream_layout(); y must not alias x.
+  void forward(const parallel::ChunkedMatrix& y, const parallel::ChunkedMatrix& x,
+               BlockWorkspace& ws);
+  // dx = ∂L/∂x given dy = ∂L/∂y (dx may alias dy); parameter gradients +=.
+  void backward(const parallel::ChunkedMatrix& dx, const parallel::ChunkedMatrix& dy,
+                BlockWorkspace& ws);
+
+ private:
+  friend class BlockWorkspace;
+  using View = parallel::ChunkedMatrix;
+  static View view(Tensor& t, const parallel::ChunkedLayout& l) { return View(t.data(), l); }
+
+  void attention_forward_chunk(int i, BlockWorkspace& ws);
+  void attention_backward_chunk(int i, BlockWorkspace& ws);
+  std::span<float> rows_of(std::span<float> per_row, int i) const;
+
+  const mesh::DeviceMesh* mesh_;
+  BlockConfig config_;
+  const comm::Communicator* ln_group_;  // mesh dim 1 (hidden split), null under SP
+  std::int64_t local_heads_ = 0, head_width_ = 0;  // a/(d1·d2) heads of w columns
+  parallel::Linear2D qkv_, proj_, fc1_, fc2_;
+  parallel::Progress progress_;
+  std::array<std::span<float>, kBlockParams> p_{}, g_{};
+
+  // Saved for backward.
+  View x_;
+  Tensor ln1_mean_, ln1_rstd_, xn1_, xn1g_, qkv_out_, att_, attn_g_;
+  Tensor xmid_, ln2_mean_, ln2_rstd_, xn2_, xn2g_, fc1_y_, gelu_;
+};
+
+}  // namespace meshtp::model

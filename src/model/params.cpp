@@ -1,0 +1,65 @@
+#include "model/params.hpp"
+
+#include <cmath>
+#include <fmt/format.h>
+
+#include "tensor/random.hpp"
+
+namespace meshtp::model {
+namespace {
+
+// FNV-1a: a stable per-name stream, so a parameter's values do not depend on its position.
+std::uint64_t hash_name(const std::string& name) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (const char c : name) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+}  // namespace
+
+std::vector<ParamEntry> block_param_table(int layer, std::int64_t h) {
+  using parallel::ParamShard;
+  const std::string p = fmt::format("layers.{}.", layer);
+  return {
+      {p + "ln1.weight", {h}, ParamShard::kHidden, Init::kOnes},
+      {p + "ln1.bias", {h}, ParamShard::kHidden, Init::kZeros},
+      {p + "attn.qkv.weight", {3 * h, h}, ParamShard::kQkvWeight, Init::kNormal},
+      {p + "attn.qkv.bias", {3 * h}, ParamShard::kQkvBias, Init::kZeros},
+      {p + "attn.proj.weight", {h, h}, ParamShard::kRowFirstWeight, Init::kNormalResidual},
+      {p + "attn.proj.bias", {h}, ParamShard::kRowFirstBias, Init::kZeros},
+      {p + "ln2.weight", {h}, ParamShard::kHidden, Init::kOnes},
+      {p + "ln2.bias", {h}, ParamShard::kHidden, Init::kZeros},
+      {p + "mlp.fc1.weight", {4 * h, h}, ParamShard::kColumnFirstWeight, Init::kNormal},
+      {p + "mlp.fc1.bias", {4 * h}, ParamShard::kColumnFirstBias, Init::kZeros},
+      {p + "mlp.fc2.weight", {h, 4 * h}, ParamShard::kRowFirstWeight, Init::kNormalResidual},
+      {p + "mlp.fc2.bias", {h}, ParamShard::kRowFirstBias, Init::kZeros},
+  };
+}
+
+std::vector<ParamEntry> stack_param_table(int layers, std::int64_t hidden) {
+  std::vector<ParamEntry> all;
+  for (int l = 0; l < layers; ++l) {
+    auto block = block_param_table(l, hidden);
+    all.insert(all.end(), block.begin(), block.end());
+  }
+  return all;
+}
+
+float init_value(const ParamEntry& entry, std::uint64_t seed, int layers, std::int64_t g) {
+  constexpr float kStd = 0.02f;
+  switch (entry.init) {
+    case Init::kZeros: return 0.0f;
+    case Init::kOnes: return 1.0f;
+    case Init::kNormal:
+      return kStd * normal_at(seed ^ hash_name(entry.name), static_cast<std::uint64_t>(g));
+    case Init::kNormalResidual:
+      return kStd / std::sqrt(2.0f * static_cast<float>(layers)) *
+             normal_at(seed ^ hash_name(entry.name), static_cast<std::uint64_t>(g));
+  }
+  return 0.0f;
+}
+
+}  // namespace meshtp::model

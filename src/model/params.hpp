@@ -1,0 +1,68 @@
+// The parameters of a GPT block stack, as data: name, global shape, how it is sharded on
+// the mesh (parallel/param_shard.hpp), how it is initialised. Init, load, save and gradient
+// gathering all walk this table.
+//
+// Names and layouts follow PyTorch (nn.Linear weight is [out, in]):
+//
+//   layers.{i}.ln1.weight        [h]       kHidden            ones
+//   layers.{i}.ln1.bias          [h]       kHidden            zeros
+//   layers.{i}.attn.qkv.weight   [3h, h]   kQkvWeight         N(0, 0.02²)   rows q | k | v
+//   layers.{i}.attn.qkv.bias     [3h]      kQkvBias           zeros
+//   layers.{i}.attn.proj.weight  [h, h]    kRowFirstWeight    N(0, (0.02/√(2L))²)
+//   layers.{i}.attn.proj.bias    [h]       kRowFirstBias      zeros
+//   layers.{i}.ln2.weight        [h]       kHidden            ones
+//   layers.{i}.ln2.bias          [h]       kHidden            zeros
+//   layers.{i}.mlp.fc1.weight    [4h, h]   kColumnFirstWeight N(0, 0.02²)
+//   layers.{i}.mlp.fc1.bias      [4h]      kColumnFirstBias   zeros
+//   layers.{i}.mlp.fc2.weight    [h, 4h]   kRowFirstWeight    N(0, (0.02/√(2L))²)
+//   layers.{i}.mlp.fc2.bias      [h]       kRowFirstBias      zeros
+//
+// The init (GPT-2's) draws element g of a tensor as normal_at(seed ⊕ hash(name), g): every
+// rank computes any global element without communication, so every mesh starts from the
+// same global weights.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "parallel/param_shard.hpp"
+#include "tensor/tensor.hpp"
+
+namespace meshtp::model {
+
+// Index of a parameter inside its block, in table order.
+enum BlockParam : int {
+  kLn1Weight,
+  kLn1Bias,
+  kQkvWeight,
+  kQkvBias,
+  kProjWeight,
+  kProjBias,
+  kLn2Weight,
+  kLn2Bias,
+  kFc1Weight,
+  kFc1Bias,
+  kFc2Weight,
+  kFc2Bias,
+  kBlockParams,  // count
+};
+
+enum class Init { kZeros, kOnes, kNormal, kNormalResidual };
+
+struct ParamEntry {
+  std::string name;
+  Shape shape;  // global
+  parallel::ParamShard shard;
+  Init init;
+};
+
+// The kBlockParams entries of block `layer`, in BlockParam order.
+std::vector<ParamEntry> block_param_table(int layer, std::int64_t hidden);
+// Every block's entries, layer after layer.
+std::vector<ParamEntry> stack_param_table(int layers, std::int64_t hidden);
+
+// Global element g of a parameter under the GPT-2 init of an L-layer stack.
+float init_value(const ParamEntry& entry, std::uint64_t seed, int layers, std::int64_t g);
+
+}  // namespace meshtp::model

@@ -1,0 +1,42 @@
+// The serial GPT block stack, straight from the reference ops (src/ops), one process, no
+// mesh, no chunks: what every distributed layout is compared with.
+//
+//   for each layer:  x_mid = x + proj(attention(qkv(ln1(x))))
+//                    y     = x_mid + fc2(gelu(fc1(ln2(x_mid))))
+//
+// Weights are the global tensors of model/params.hpp's table (PyTorch names and layouts).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "model/stack.hpp"
+#include "tensor/tensor.hpp"
+
+namespace meshtp::model {
+
+class ReferenceStack {
+ public:
+  // Only batch, seq, hidden, heads and layers of the config are used.
+  ReferenceStack(const StackConfig& config, std::map<std::string, Tensor> weights);
+
+  // x: [b, s, h] or [b·s, h]; returns y in the same shape.
+  Tensor forward(const Tensor& x);
+  // Returns dx for dy = ∂L/∂y; grads() then holds every parameter's gradient (overwritten).
+  Tensor backward(const Tensor& dy);
+  const std::map<std::string, Tensor>& grads() const { return grads_; }
+
+ private:
+  struct Saved {
+    Tensor x, ln1, ln1_mean, ln1_rstd, qkv, att, attn, xmid, ln2, ln2_mean, ln2_rstd, fc1, gelu;
+  };
+  const Tensor& w(int layer, const char* suffix) const;
+  Tensor& g(int layer, const char* suffix);
+
+  StackConfig config_;
+  std::map<std::string, Tensor> weights_, grads_;
+  std::vector<Saved> saved_;
+};
+
+}  // namespace meshtp::model

@@ -1,0 +1,207 @@
+#include "model/stack.hpp"
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+
+namespace meshtp::model {
+namespace {
+
+bool is_layernorm(const ParamEntry& e) { return e.shard == parallel::ParamShard::kHidden; }
+
+const StackConfig& validated(const StackConfig& c, const std::vector<int>& mesh_shape) {
+  validate(c, mesh_shape);
+  return c;
+}
+
+}  // namespace
+
+void validate(const StackConfig& c, const std::vector<int>& mesh_shape) {
+  MESHTP_CHECK(c.layers >= 1, "layers={} must be at least 1", c.layers);
+  validate(c.block, mesh_shape);
+}
+
+Stack::Stack(const mesh::DeviceMesh& mesh, const StackConfig& config)
+    : mesh_(&mesh),
+      config_(validated(config, mesh.shape())),
+      table_(stack_param_table(config.layers, config.block.hidden)) {
+  // Flat storage: LayerNorm parameters first (see the header), then the rest, table order.
+  offset_.assign(table_.size(), 0);
+  size_.assign(table_.size(), 0);
+  std::int64_t at = 0;
+  for (const bool ln_pass : {true, false}) {
+    for (std::size_t p = 0; p < table_.size(); ++p) {
+      if (is_layernorm(table_[p]) != ln_pass) continue;
+      offset_[p] = at;
+      size_[p] = numel(parallel::local_shape(table_[p].shard, table_[p].shape, mesh.shape()));
+      at += size_[p];
+    }
+    if (ln_pass) ln_region_ = at;
+  }
+  values_ = Tensor({at});
+  grads_ = Tensor({at});
+  if (config.block.sequence_parallel) ln_partial_ = Tensor({ln_region_});
+
+  for (int l = 0; l < config.layers; ++l) {
+    blocks_.push_back(std::make_unique<Block>(mesh, config.block));
+    std::vector<std::span<float>> v, g;
+    for (int k = 0; k < kBlockParams; ++k) {
+      const int p = l * kBlockParams + k;
+      v.push_back(value(p));
+      const bool partial = !ln_partial_.empty() && is_layernorm(table_[static_cast<std::size_t>(p)]);
+      g.push_back(partial ? ln_partial_.values().subspan(static_cast<std::size_t>(offset_[static_cast<std::size_t>(p)]),
+                                                         static_cast<std::size_t>(size_[static_cast<std::size_t>(p)]))
+                          : grad(p));
+    }
+    blocks_.back()->bind(v, g);
+  }
+  workspace_ = std::make_unique<BlockWorkspace>(*blocks_.front());
+  const std::int64_t stream = stream_layout().size();
+  for (int l = 0; l <= config.layers; ++l) streams_.emplace_back(Shape{stream});
+  dstream_[0] = Tensor({stream});
+  dstream_[1] = Tensor({stream});
+}
+
+Stack::~Stack() = default;
+
+Shape Stack::local_shape(int p) const {
+  const auto& e = table_.at(static_cast<std::size_t>(p));
+  return parallel::local_shape(e.shard, e.shape, mesh_->shape());
+}
+
+std::span<float> Stack::value(int p) {
+  return values_.values().subspan(static_cast<std::size_t>(offset_.at(static_cast<std::size_t>(p))),
+                                  static_cast<std::size_t>(size_[static_cast<std::size_t>(p)]));
+}
+
+std::span<float> Stack::grad(int p) {
+  return grads_.values().subspan(static_cast<std::size_t>(offset_.at(static_cast<std::size_t>(p))),
+                                 static_cast<std::size_t>(size_[static_cast<std::size_t>(p)]));
+}
+
+void Stack::zero_grads() { grads_.fill(0.0f); }
+
+void Stack::init(std::uint64_t seed) {
+  for (int p = 0; p < num_params(); ++p) {
+    const ParamEntry& e = table_[static_cast<std::size_t>(p)];
+    const std::span<float> local = value(p);
+    parallel::for_each_local(e.shard, e.shape, mesh_->shape(), mesh_->coords(),
+                             [&](std::int64_t l, std::int64_t g) {
+                               local[static_cast<std::size_t>(l)] =
+                                   init_value(e, seed, config_.layers, g);
+                             });
+  }
+}
+
+void Stack::load(const SafetensorsFile& file) {
+  // Check everything first: a bad file changes nothing.
+  for (const ParamEntry& e : table_) require(file, e.name, e.shape);
+  for (int p = 0; p < num_params(); ++p) {
+    const ParamEntry& e = table_[static_cast<std::size_t>(p)];
+    parallel::scatter_param(e.shard, file.tensors.at(e.name), *mesh_, value(p));
+  }
+}
+
+std::map<std::string, Tensor> Stack::gather_values() const {
+  std::map<std::string, Tensor> out;
+  auto& self = const_cast<Stack&>(*this);  // value() hands out mutable spans
+  for (int p = 0; p < num_params(); ++p) {
+    const ParamEntry& e = table_[static_cast<std::size_t>(p)];
+    out.emplace(e.name, parallel::gather_param(e.shard, self.value(p), e.shape, *mesh_));
+  }
+  return out;
+}
+
+std::map<std::string, Tensor> Stack::gather_grads() const {
+  std::map<std::string, Tensor> out;
+  auto& self = const_cast<Stack&>(*this);
+  for (int p = 0; p < num_params(); ++p) {
+    const ParamEntry& e = table_[static_cast<std::size_t>(p)];
+    out.emplace(e.name, parallel::gather_param(e.shard, self.grad(p), e.shape, *mesh_));
+  }
+  return out;
+}
+
+void Stack::save(const std::string& path) const {
+  const auto tensors = gather_values();
+  int ok = 1;
+  std::string reason;
+  if (mesh_->rank() == 0) {
+    try {
+      save_safetensors(path, tensors,
+                       {{"format", "meshtp-block-stack"},
+                        {"hidden", std::to_string(config_.block.hidden)},
+                        {"heads", std::to_string(config_.block.heads)},
+                        {"layers", std::to_string(config_.layers)}});
+    } catch (const Error& e) {
+      ok = 0;
+      reason = e.what();
+    }
+  }
+  mesh_->comm().broadcast(std::span<int>(&ok, 1), 0);
+  if (mesh_->rank() == 0 && !ok) throw Error(reason);
+  MESHTP_CHECK(ok, "saving {} failed on rank 0", path);
+}
+
+parallel::ChunkedLayout Stack::stream_layout() const { return blocks_.front()->stream_layout(); }
+parallel::ActivationShard Stack::stream_shard() const { return blocks_.front()->stream_shard(); }
+
+parallel::ChunkedMatrix Stack::input() { return {streams_.front().data(), stream_layout()}; }
+parallel::ChunkedMatrix Stack::output() { return {streams_.back().data(), stream_layout()}; }
+parallel::ChunkedMatrix Stack::grad_output() { return {dstream_[0].data(), stream_layout()}; }
+parallel::ChunkedMatrix Stack::grad_input() {
+  // backward ping-pongs between the two buffers, one swap per layer.
+  return {dstream_[config_.layers % 2].data(), stream_layout()};
+}
+
+void Stack::scatter_stream(const Tensor& global, Tensor& local) const {
+  const std::int64_t n = config_.block.batch * config_.block.seq, h = config_.block.hidden;
+  MESHTP_CHECK(global.numel() == n * h && global.dim(-1) == h,
+               "stream tensor has shape {}, expected [{}, {}, {}]", to_string(global.shape()),
+               config_.block.batch, config_.block.seq, h);
+  const ConstMatrixView g{global.data(), n, h, h};
+  parallel::slice_activation(g, stream_shard(),
+                             parallel::ChunkedMatrix(local.data(), stream_layout()).whole());
+}
+
+Tensor Stack::gather_stream(const Tensor& local) const {
+  const std::int64_t n = config_.block.batch * config_.block.seq, h = config_.block.hidden;
+  const parallel::ChunkedLayout l = stream_layout();
+  Tensor out = parallel::gather_activation(mesh_->comm(), {local.data(), l.rows(), l.cols, l.cols},
+                                           n, h, stream_shard());
+  out.reshape({config_.block.batch, config_.block.seq, h});
+  return out;
+}
+
+void Stack::set_input(const Tensor& global) { scatter_stream(global, streams_.front()); }
+void Stack::set_grad_output(const Tensor& global) { scatter_stream(global, dstream_[0]); }
+Tensor Stack::gather_output() const { return gather_stream(streams_.back()); }
+Tensor Stack::gather_grad_input() const { return gather_stream(dstream_[config_.layers % 2]); }
+
+void Stack::forward() {
+  const parallel::ChunkedLayout l = stream_layout();
+  for (int i = 0; i < config_.layers; ++i) {
+    blocks_[static_cast<std::size_t>(i)]->forward({streams_[static_cast<std::size_t>(i + 1)].data(), l},
+                                                  {streams_[static_cast<std::size_t>(i)].data(), l},
+                                                  *workspace_);
+  }
+}
+
+void Stack::backward() {
+  const parallel::ChunkedLayout l = stream_layout();
+  if (!ln_partial_.empty()) ln_partial_.fill(0.0f);
+  for (int i = config_.layers - 1; i >= 0; --i) {
+    const int k = config_.layers - 1 - i;  // dy in dstream_[k % 2], dx into the other
+    blocks_[static_cast<std::size_t>(i)]->backward({dstream_[(k + 1) % 2].data(), l},
+                                                   {dstream_[k % 2].data(), l}, *workspace_);
+  }
+  if (!ln_partial_.empty()) {
+    // Sequence parallelism: each rank summed the LayerNorm gradients over its own tokens.
+    mesh_->dim_comm(0).all_reduce(ln_partial_.values());
+    float* g = grads_.data();
+    const float* part = ln_partial_.data();
+    for (std::int64_t j = 0; j < ln_region_; ++j) g[j] += part[j];
+  }
+}
+
+}  // namespace meshtp::model

@@ -1,0 +1,116 @@
+// A stack of L GPT blocks (model/block.hpp) on one mesh, with its parameters, activations
+// and gradients: what a training loop builds.
+//
+//   Stack stack(mesh, {.block = {.batch = b, .seq = s, .hidden = h, .heads = a,
+//                                .chunks = c}, .layers = L});
+//   stack.init(seed);                          // or stack.load(load_safetensors(path))
+//   stack.set_input(x);                        // global [b, s, h] (or [b·s, h]), every rank
+//   stack.forward();                           // stack.output(): this rank's block of y
+//   stack.set_grad_output(dy);                 // or write stack.grad_output() directly
+//   stack.zero_grads(); stack.backward();      // stack.grad_input(): this rank's block of dx
+//   for (int p = 0; p < stack.num_params(); ++p)  // local shards, e.g. for an optimizer:
+//     sgd(stack.value(p), stack.grad(p));         //   replicas get identical gradients
+//   stack.save(path);                          // global tensors, any mesh can load them
+//
+// Activations between blocks are the residual stream in the block's stream layout
+// ([R, S(1)] on mesh (d1, d2), or token rows under sequence parallelism); stream_shard()
+// says which block of the global [b·s, h] this rank holds. The L+1 streams are kept (each
+// block's input is saved for its backward); one BlockWorkspace serves every block.
+//
+// Parameters live in one flat buffer per rank (values, and grads alike), LayerNorm
+// parameters first: under sequence parallelism their gradients are partial sums over mesh
+// dim 0 (each rank saw its own tokens), so backward accumulates them in a separate buffer and
+// all-reduces it once at the end, before adding into grads.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "mesh/device_mesh.hpp"
+#include "model/block.hpp"
+#include "model/params.hpp"
+#include "tensor/safetensors.hpp"
+
+namespace meshtp::model {
+
+struct StackConfig {
+  BlockConfig block;
+  int layers = 1;
+};
+
+void validate(const StackConfig& config, const std::vector<int>& mesh_shape);
+
+class Stack {
+ public:
+  // Validates (same verdict on every rank), then allocates everything. Collective only in
+  // the sense that every rank of the mesh must build the same stack.
+  Stack(const mesh::DeviceMesh& mesh, const StackConfig& config);
+  Stack(const Stack&) = delete;
+  Stack& operator=(const Stack&) = delete;
+  ~Stack();
+
+  const StackConfig& config() const { return config_; }
+  const mesh::DeviceMesh& mesh() const { return *mesh_; }
+
+  // ---- parameters (local shards, table order) ----------------------------------------
+  const std::vector<ParamEntry>& param_table() const { return table_; }
+  int num_params() const { return static_cast<int>(table_.size()); }
+  Shape local_shape(int p) const;
+  std::span<float> value(int p);
+  std::span<float> grad(int p);
+  std::span<float> values() { return values_.values(); }  // flat, for optimizers
+  std::span<float> grads() { return grads_.values(); }
+  void zero_grads();
+
+  // GPT-2 init (params.hpp), identical global weights on every mesh.
+  void init(std::uint64_t seed);
+  // Every parameter from a file of global tensors (names and shapes as in the table).
+  // Throws "missing tensor 'layers.1.mlp.fc2.bias' in W.safetensors (it has: …)" or a shape
+  // mismatch before touching anything; every rank reads the same file, so every rank agrees.
+  void load(const SafetensorsFile& file);
+  // Global tensors by name; collective over the mesh.
+  std::map<std::string, Tensor> gather_values() const;
+  std::map<std::string, Tensor> gather_grads() const;
+  // Rank 0 writes the global weights (atomically) with hidden/heads/layers metadata; every
+  // rank returns once the file is there, or throws if rank 0 failed. Collective.
+  void save(const std::string& path) const;
+
+  // ---- activations ---------------------------------------------------------------------
+  parallel::ChunkedLayout stream_layout() const;
+  parallel::ActivationShard stream_shard() const;
+  parallel::ChunkedMatrix input();        // x: fill before forward
+  parallel::ChunkedMatrix output();       // y: valid after forward
+  parallel::ChunkedMatrix grad_output();  // dy: fill before backward
+  parallel::ChunkedMatrix grad_input();   // dx: valid after backward
+
+  // This rank's block of a global [b, s, h] or [b·s, h] tensor (every rank passes the same).
+  void set_input(const Tensor& global);
+  void set_grad_output(const Tensor& global);
+  // The global [b, s, h] tensors, assembled on every rank (collective).
+  Tensor gather_output() const;
+  Tensor gather_grad_input() const;
+
+  void forward();
+  void backward();  // parameter gradients +=
+
+ private:
+  Tensor gather_stream(const Tensor& local) const;
+  void scatter_stream(const Tensor& global, Tensor& local) const;
+
+  const mesh::DeviceMesh* mesh_;
+  StackConfig config_;
+  std::vector<ParamEntry> table_;
+  std::vector<std::int64_t> offset_, size_;
+  std::int64_t ln_region_ = 0;  // values_[0, ln_region_) are the LayerNorm parameters
+  Tensor values_, grads_, ln_partial_;
+  std::vector<std::unique_ptr<Block>> blocks_;
+  std::unique_ptr<BlockWorkspace> workspace_;
+  std::vector<Tensor> streams_;  // x_0 … x_L
+  Tensor dstream_[2];
+};
+
+}  // namespace meshtp::model

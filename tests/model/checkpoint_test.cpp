@@ -1,0 +1,115 @@
+// Weights are global tensors: the init does not depend on the mesh, and a stack saved on one
+// mesh loads on another bit for bit (and computes the same thing).
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fmt/format.h>
+
+#include "../parallel/mesh2d.hpp"
+#include "core/error.hpp"
+#include "model/stack.hpp"
+#include "tensor/random.hpp"
+
+namespace meshtp::model {
+namespace {
+
+StackConfig config() {
+  return {.block = {.batch = 2, .seq = 8, .hidden = 32, .heads = 8, .chunks = 2}, .layers = 2};
+}
+
+// One path for every rank: rank 0's pid, broadcast.
+std::string shared_path(const comm::Communicator& world, const char* what) {
+  int pid = static_cast<int>(getpid());
+  world.broadcast(std::span<int>(&pid, 1), 0);
+  return fmt::format("/tmp/meshtp_{}_{}_np{}.safetensors", what, pid, world.size());
+}
+
+bool bitwise_equal(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() &&
+         std::equal(a.values().begin(), a.values().end(), b.values().begin());
+}
+
+TEST(Checkpoint, InitIsTheSameOnEveryMesh) {
+  const auto world = comm::Communicator::world();
+  const auto meshes = parallel::meshes2d(world.size());
+  std::map<std::string, Tensor> first;
+  for (const auto& shape : meshes) {
+    const mesh::DeviceMesh mesh(world, shape);
+    Stack stack(mesh, config());
+    stack.init(1234);
+    const auto values = stack.gather_values();
+    if (first.empty()) {
+      first = values;
+      continue;
+    }
+    for (const auto& [name, t] : values) {
+      EXPECT_TRUE(bitwise_equal(t, first.at(name))) << name << " differs on " << mesh.to_string();
+    }
+  }
+  // GPT-2 init: LayerNorm weights 1, biases 0, weights ~ N(0, 0.02²).
+  EXPECT_EQ(first.at("layers.1.ln2.weight")[5], 1.0f);
+  EXPECT_EQ(first.at("layers.0.mlp.fc1.bias")[7], 0.0f);
+  EXPECT_NE(first.at("layers.0.attn.qkv.weight")[3], 0.0f);
+}
+
+TEST(Checkpoint, SaveOnOneMeshLoadOnAnother) {
+  const auto world = comm::Communicator::world();
+  const auto meshes = parallel::meshes2d(world.size());
+  const mesh::DeviceMesh mesh_a(world, meshes.size() > 1 ? meshes[meshes.size() / 2] : meshes[0]);
+  const mesh::DeviceMesh mesh_b(world, meshes.front());  // (N, 1)
+  const std::string path = shared_path(world, "ckpt");
+  const Tensor x = uniform_tensor({2, 8, 32}, 5);
+
+  Stack a(mesh_a, config());
+  a.init(99);
+  // Perturb every parameter so biases and LayerNorm are not at their trivial init.
+  for (int p = 0; p < a.num_params(); ++p) {
+    for (auto& v : a.value(p)) v += 0.01f;
+  }
+  a.save(path);
+  a.set_input(x);
+  a.forward();
+  const Tensor ya = a.gather_output();
+
+  Stack b(mesh_b, config());
+  const SafetensorsFile file = load_safetensors(path);
+  EXPECT_EQ(file.metadata.at("heads"), "8");
+  EXPECT_EQ(file.metadata.at("layers"), "2");
+  b.load(file);
+  const auto va = a.gather_values();
+  const auto vb = b.gather_values();
+  ASSERT_EQ(va.size(), vb.size());
+  for (const auto& [name, t] : va) {
+    EXPECT_TRUE(bitwise_equal(t, vb.at(name)))
+        << name << ": " << mesh_a.to_string() << " → " << mesh_b.to_string();
+  }
+  b.set_input(x);
+  b.forward();
+  EXPECT_LE(max_relative_error(b.gather_output().values(), ya.values()), 1e-5);
+  world.barrier();
+  if (world.rank() == 0) std::remove(path.c_str());
+}
+
+TEST(Checkpoint, MissingTensorIsNamed) {
+  const auto world = comm::Communicator::world();
+  const mesh::DeviceMesh mesh(world, {world.size(), 1});
+  Stack stack(mesh, config());
+  SafetensorsFile file{"w.safetensors", stack.gather_values(), {}};
+  file.tensors.erase("layers.1.mlp.fc2.bias");
+  try {
+    stack.load(file);
+    FAIL() << "loaded a file without layers.1.mlp.fc2.bias";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("missing tensor 'layers.1.mlp.fc2.bias'"),
+              std::string::npos)
+        << e.what();
+  }
+  file = SafetensorsFile{"w.safetensors", stack.gather_values(), {}};
+  file.tensors["layers.0.attn.qkv.weight"] = Tensor({32, 96});
+  EXPECT_THROW(stack.load(file), Error);
+}
+
+}  // namespace
+}  // namespace meshtp::model
