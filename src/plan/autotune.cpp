@@ -43,8 +43,8 @@ std::vector<Gemm2dParams> knob_values(Gemm2dAlgorithm algorithm,
       break;
     }
     case Gemm2dAlgorithm::kWang:
-      if (nc > 1 || nr == 1) out.push_back({.wang_decomposed = Direction::kHorizontal});
-      if (nr > 1) out.push_back({.wang_decomposed = Direction::kVertical});
+      // The row direction, as the runtime (parallel/gemm2d/wang.cpp) implements it.
+      out.push_back({.wang_decomposed = Direction::kHorizontal});
       break;
   }
   return out;

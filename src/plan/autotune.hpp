@@ -4,7 +4,7 @@
 //
 //   meshslice  slice count S: every divisor of the local sliced extents of all three GeMMs
 //   summa      panel count Kp: multiples of lcm(Nr, Nc) dividing all three sliced dims
-//   wang       which direction is decomposed into send/recv steps
+//   wang       nothing: the row (horizontal) direction is decomposed, as in the runtime
 //   collective, cannon: nothing to tune
 //
 // The objective is the layer's training time: forward + backward-data + backward-weight

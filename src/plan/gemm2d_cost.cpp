@@ -205,8 +205,7 @@ int summa_best_packets(const RingParams& ring, int p, double panel_bytes) {
 namespace {
 
 DirectionTraffic direction_traffic(Gemm2dAlgorithm algorithm, const Gemm2dShape& s,
-                                   const Gemm2dParams& params, Direction d,
-                                   const MeshLinks* links) {
+                                   const Gemm2dParams& params, Direction d) {
   const Roles r = roles(s.dataflow);
   DirectionTraffic t;
   t.direction = d;
@@ -243,18 +242,9 @@ DirectionTraffic direction_traffic(Gemm2dAlgorithm algorithm, const Gemm2dShape&
     case Gemm2dAlgorithm::kSumma: {
       t.kind = is_output ? CollectiveKind::kReduce : CollectiveKind::kBroadcast;
       t.launches = params.panels;
-      const double panel = shard * p / params.panels;
-      int packets = params.summa_packets;
-      if (packets == 0) {
-        if (links != nullptr) {
-          const DimLinks& dl = links->dims[d == Direction::kVertical ? 0 : 1];
-          packets = summa_best_packets(is_output ? dl.reduce_scatter : dl.all_gather, p, panel);
-        } else {
-          packets = 1;
-        }
-      }
-      t.steps = static_cast<std::int64_t>(params.panels) * (packets + p - 1);
+      t.steps = static_cast<std::int64_t>(params.panels) * (p - 1);
       // Each rank forwards every panel except the ones it is the ring's tail for.
+      const double panel = shard * p / params.panels;
       t.bytes_per_rank = static_cast<double>(params.panels) * (p - 1) / p * panel;
       break;
     }
@@ -288,11 +278,11 @@ void check_valid(Gemm2dAlgorithm algorithm, const Gemm2dShape& s, const Gemm2dPa
 }  // namespace
 
 Gemm2dTraffic gemm2d_traffic(Gemm2dAlgorithm algorithm, const Gemm2dShape& s,
-                             const Gemm2dParams& params, const MeshLinks* links) {
+                             const Gemm2dParams& params) {
   check_valid(algorithm, s, params);
   Gemm2dTraffic t;
-  t.vertical = direction_traffic(algorithm, s, params, Direction::kVertical, links);
-  t.horizontal = direction_traffic(algorithm, s, params, Direction::kHorizontal, links);
+  t.vertical = direction_traffic(algorithm, s, params, Direction::kVertical);
+  t.horizontal = direction_traffic(algorithm, s, params, Direction::kHorizontal);
   t.flops_per_rank = s.flops_per_rank();
   t.gemm_calls = gemm_calls(algorithm, s, params);
   return t;

@@ -21,8 +21,8 @@
 //   MeshSlice(S)   S launches, S·(P−1) steps,     (P−1)·shard bytes   (S partial collectives)
 //   Wang           decomposed dir: P−1 send/recv launches and steps, (P−1)·shard bytes;
 //                  other dir: one blocking collective as Collective
-//   SUMMA(Kp)      Kp broadcasts (inputs) / reduces (outputs) of panels of shard·P/Kp bytes,
-//                  each pipelined in D packets: Kp·(D+P−1) steps, (P−1)·shard bytes
+//   SUMMA(Kp)      Kp broadcasts (inputs) / reduces (outputs) of panels of shard·P/Kp bytes:
+//                  Kp launches, Kp·(P−1) pipeline-fill steps, (P−1)·shard bytes
 //   Cannon (q×q)   skew (inputs) / unskew (output): 1 send/recv of a shard, ⌊q/2⌋ hops;
 //                  then q−1 shifts of a shard: q launches, q steps, q·shard bytes
 //
@@ -40,6 +40,15 @@
 //
 // Worked example: OS, m = n = k = 1024, 2×2 mesh, fp32: shard(A) = shard(B) = 1 MiB;
 // Collective: one all-gather per direction of (2−1)·1 MiB per rank, 1 step each.
+//
+// The runtime (parallel/gemm2d, parallel::gemm2d_cost) counts the same things:
+//   bytes_row = horizontal.bytes_per_rank, bytes_col = vertical.bytes_per_rank (all five);
+//   sync_steps = vertical.steps + horizontal.steps for Collective, MeshSlice, SUMMA, Wang;
+//   comm_calls = launches summed, except that it counts a send/recv step as two calls.
+// Its Wang decomposes the row (horizontal) direction, the default here and the only one the
+// autotuner tries. For Cannon it counts rounds over both directions (q+1 with the skew).
+// The time model of SUMMA streams each broadcast in D packets (D+P−1 stages, D optimal,
+// MeshSlice §2.3.3); the runtime leaves packetisation to MPI.
 #pragma once
 
 #include <cstdint>
@@ -106,10 +115,8 @@ struct Gemm2dTraffic {
   double flops_per_rank = 0;
   int gemm_calls = 0;  // local (partial) GeMM calls
 };
-// SUMMA with summa_packets = 0 counts steps with the cost-optimal D of `links` (the D the
-// estimate uses), or D = 1 without links.
 Gemm2dTraffic gemm2d_traffic(Gemm2dAlgorithm algorithm, const Gemm2dShape& shape,
-                             const Gemm2dParams& params, const MeshLinks* links = nullptr);
+                             const Gemm2dParams& params);
 
 struct PipelineEstimate {
   double prologue_s = 0;

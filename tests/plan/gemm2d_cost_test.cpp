@@ -1,0 +1,180 @@
+// Per-algorithm 2D GeMM cost: traffic (steps, bytes) and the pipelined time, checked against
+// numbers worked out by hand from the formulas in gemm2d_cost.hpp.
+#include <gtest/gtest.h>
+
+#include "core/error.hpp"
+#include "plan/gemm2d_cost.hpp"
+
+namespace meshtp::plan {
+namespace {
+
+// A mesh whose links we choose: vertical (dim 0) 10 GB/s, L_sync 2 µs; horizontal (dim 1)
+// 20 GB/s, L_sync 1 µs; T_launch 10 µs on both. Reduce-scatter = all-gather parameters.
+MeshLinks links(int nr, int nc) {
+  MeshLinks l;
+  l.mesh = {nr, nc};
+  const RingParams v{.t_launch_s = 10e-6, .l_sync_s = 2e-6, .bw_bytes_per_s = 10e9};
+  const RingParams h{.t_launch_s = 10e-6, .l_sync_s = 1e-6, .bw_bytes_per_s = 20e9};
+  l.dims[0].size = nr;
+  l.dims[0].all_gather = l.dims[0].reduce_scatter = l.dims[0].all_reduce = v;
+  l.dims[1].size = nc;
+  l.dims[1].all_gather = l.dims[1].reduce_scatter = l.dims[1].all_reduce = h;
+  return l;
+}
+
+constexpr double kFlops = 1e12;
+constexpr double kTol = 1e-12;  // seconds; the formulas are a handful of flops each
+
+Gemm2dShape shape(Dataflow d, std::int64_t m, std::int64_t n, std::int64_t k, int nr, int nc) {
+  return Gemm2dShape{.dataflow = d, .m = m, .n = n, .k = k, .nr = nr, .nc = nc,
+                     .element_bytes = 4};
+}
+
+TEST(Gemm2dCost, CollectiveAndMeshSliceOsByHand) {
+  // OS, m = n = k = 1024 on 2×2, fp32: shard(A) = shard(B) = 1024²/4·4 B = 1 MiB.
+  const Gemm2dShape s = shape(Dataflow::kOS, 1024, 1024, 1024, 2, 2);
+  const double shard = 1048576;
+  EXPECT_EQ(s.shard_bytes(Direction::kVertical), shard);
+  EXPECT_EQ(s.shard_bytes(Direction::kHorizontal), shard);
+  const double gemm = 2.0 * 1024 * 1024 * 1024 / 4 / kFlops;
+  const double ag_v = 10e-6 + 1 * (2e-6 + shard / 10e9);  // B along mesh columns
+  const double ag_h = 10e-6 + 1 * (1e-6 + shard / 20e9);  // A along mesh rows
+  const PipelineEstimate c = gemm2d_estimate(Gemm2dAlgorithm::kCollective, s, {}, links(2, 2),
+                                             kFlops);
+  EXPECT_NEAR(c.total_s, std::max(ag_v, ag_h) + gemm, kTol);
+  EXPECT_NEAR(c.comm_s, ag_v + ag_h, kTol);
+  EXPECT_NEAR(c.compute_s, gemm, kTol);
+
+  // MeshSlice S = 4: prologue max(AG/4) + 3 steady max(AG/4, gemm/4) + epilogue gemm/4.
+  const double v4 = 10e-6 + (2e-6 + shard / 4 / 10e9), h4 = 10e-6 + (1e-6 + shard / 4 / 20e9);
+  const PipelineEstimate m = gemm2d_estimate(Gemm2dAlgorithm::kMeshSlice, s, {.slices = 4},
+                                             links(2, 2), kFlops);
+  EXPECT_NEAR(m.prologue_s, std::max(v4, h4), kTol);
+  EXPECT_NEAR(m.steady_s, gemm / 4, kTol);  // compute-bound here: 134 µs vs 38 µs
+  EXPECT_NEAR(m.epilogue_s, gemm / 4, kTol);
+  EXPECT_EQ(m.iterations, 4);
+  EXPECT_NEAR(m.total_s, std::max(v4, h4) + 3 * gemm / 4 + gemm / 4, kTol);
+  EXPECT_NEAR(m.comm_s, 4 * (v4 + h4), kTol);
+  EXPECT_LT(m.total_s, c.total_s);
+}
+
+TEST(Gemm2dCost, LeftStationaryIsThreeStages) {
+  // LS on 4×2: B (n×k) all-gathered vertically (P = 4), C reduce-scattered horizontally
+  // (P = 2). m = 4096, n = 2048, k = 1024.
+  const Gemm2dShape s = shape(Dataflow::kLS, 4096, 2048, 1024, 4, 2);
+  const double shard_b = 2048.0 * 1024 / 8 * 4, shard_c = 4096.0 * 2048 / 8 * 4;
+  EXPECT_EQ(s.shard_bytes(Direction::kVertical), shard_b);
+  EXPECT_EQ(s.shard_bytes(Direction::kHorizontal), shard_c);
+  const double gemm = 2.0 * 4096 * 2048 * 1024 / 8 / kFlops;
+  const double ag = 10e-6 + 3 * (2e-6 + shard_b / 10e9);
+  const double rs = 10e-6 + 1 * (1e-6 + shard_c / 20e9);
+  const PipelineEstimate c = gemm2d_estimate(Gemm2dAlgorithm::kCollective, s, {}, links(4, 2),
+                                             kFlops);
+  EXPECT_NEAR(c.total_s, ag + gemm + rs, kTol);
+  const Gemm2dTraffic t = gemm2d_traffic(Gemm2dAlgorithm::kCollective, s, {});
+  EXPECT_EQ(t.vertical.kind, CollectiveKind::kAllGather);
+  EXPECT_EQ(t.vertical.matrix, 'B');
+  EXPECT_EQ(t.vertical.steps, 3);
+  EXPECT_EQ(t.vertical.bytes_per_rank, 3 * shard_b);
+  EXPECT_EQ(t.horizontal.kind, CollectiveKind::kReduceScatter);
+  EXPECT_EQ(t.horizontal.matrix, 'C');
+  EXPECT_EQ(t.horizontal.bytes_per_rank, shard_c);
+}
+
+TEST(Gemm2dCost, MeshSliceWithOneSliceIsCollective) {
+  for (const Dataflow d : {Dataflow::kOS, Dataflow::kLS, Dataflow::kRS}) {
+    for (const auto& [nr, nc] : {std::pair{2, 4}, {4, 2}, {8, 1}, {1, 8}, {4, 4}}) {
+      const Gemm2dShape s = shape(d, 2048, 1024, 512, nr, nc);
+      const MeshLinks l = links(nr, nc);
+      const auto a = gemm2d_estimate(Gemm2dAlgorithm::kCollective, s, {}, l, kFlops);
+      const auto b = gemm2d_estimate(Gemm2dAlgorithm::kMeshSlice, s, {.slices = 1}, l, kFlops);
+      EXPECT_NEAR(a.total_s, b.total_s, kTol) << name(d) << " " << nr << "x" << nc;
+      EXPECT_NEAR(a.comm_s, b.comm_s, kTol);
+    }
+  }
+}
+
+TEST(Gemm2dCost, EveryAlgorithmMovesTheSameBytes) {
+  // Bytes on the wire per rank and direction: (P−1)·shard for Collective, MeshSlice, Wang
+  // and SUMMA (MeshSlice §2.3.1: only the synchronisation differs); Cannon adds its skew.
+  const Gemm2dShape s = shape(Dataflow::kRS, 1024, 2048, 4096, 4, 4);
+  const Gemm2dParams p{.slices = 8, .panels = 16, .summa_packets = 2};
+  for (const Direction d : {Direction::kVertical, Direction::kHorizontal}) {
+    const double expected = 3 * s.shard_bytes(d);
+    auto bytes = [&](Gemm2dAlgorithm a) {
+      const Gemm2dTraffic t = gemm2d_traffic(a, s, p);
+      return d == Direction::kVertical ? t.vertical.bytes_per_rank : t.horizontal.bytes_per_rank;
+    };
+    EXPECT_DOUBLE_EQ(bytes(Gemm2dAlgorithm::kCollective), expected);
+    EXPECT_DOUBLE_EQ(bytes(Gemm2dAlgorithm::kMeshSlice), expected);
+    EXPECT_DOUBLE_EQ(bytes(Gemm2dAlgorithm::kWang), expected);
+    EXPECT_DOUBLE_EQ(bytes(Gemm2dAlgorithm::kSumma), expected);
+    EXPECT_DOUBLE_EQ(bytes(Gemm2dAlgorithm::kCannon), expected + s.shard_bytes(d));
+  }
+  // Steps and launches: S partial collectives of P−1 steps; Kp broadcasts of D+P−1 steps.
+  const Gemm2dTraffic ms = gemm2d_traffic(Gemm2dAlgorithm::kMeshSlice, s, p);
+  EXPECT_EQ(ms.vertical.launches, 8);
+  EXPECT_EQ(ms.vertical.steps, 8 * 3);
+  EXPECT_EQ(ms.gemm_calls, 8);
+  const Gemm2dTraffic su = gemm2d_traffic(Gemm2dAlgorithm::kSumma, s, p);
+  EXPECT_EQ(su.horizontal.kind, CollectiveKind::kBroadcast);  // RS: A is an input
+  EXPECT_EQ(su.vertical.kind, CollectiveKind::kReduce);       // RS: C is the output
+  EXPECT_EQ(su.vertical.steps, 16 * 3);  // Kp·(P−1) pipeline-fill steps
+  EXPECT_EQ(su.vertical.launches, 16);
+  const Gemm2dTraffic w = gemm2d_traffic(Gemm2dAlgorithm::kWang, s, p);
+  EXPECT_EQ(w.horizontal.kind, CollectiveKind::kSendRecv);  // decomposed (default)
+  EXPECT_EQ(w.horizontal.launches, 3);
+  EXPECT_EQ(w.vertical.kind, CollectiveKind::kReduceScatter);
+  EXPECT_EQ(w.vertical.launches, 1);
+}
+
+TEST(Gemm2dCost, WangAndCannonByHand) {
+  const Gemm2dShape s = shape(Dataflow::kOS, 1024, 1024, 1024, 2, 2);
+  const double shard = 1048576, gemm = 2.0 * 1024 * 1024 * 1024 / 4 / kFlops;
+  // Wang, horizontal (A) decomposed: blocking vertical all-gather of B, then 2 iterations of
+  // gemm/2, each overlapping one send/recv step T_launch + L_sync + shard/BW.
+  const double ag_v = 10e-6 + (2e-6 + shard / 10e9);
+  const double send_h = 10e-6 + 1e-6 + shard / 20e9;
+  const auto w = gemm2d_estimate(Gemm2dAlgorithm::kWang, s, {}, links(2, 2), kFlops);
+  EXPECT_NEAR(w.total_s, ag_v + std::max(send_h, gemm / 2) + gemm / 2, kTol);
+  // Cannon 2×2: launch + ⌊2/2⌋ = 1 skew hop, then 2 iterations of gemm/2 with one shift.
+  const double sv = 2e-6 + shard / 10e9, sh = 1e-6 + shard / 20e9;
+  const auto c = gemm2d_estimate(Gemm2dAlgorithm::kCannon, s, {}, links(2, 2), kFlops);
+  EXPECT_NEAR(c.total_s, 10e-6 + std::max(sv, sh) + std::max({sv, sh, gemm / 2}) + gemm / 2,
+              kTol);
+}
+
+TEST(Gemm2dCost, SummaPacketsMinimiseThePanelTime) {
+  const RingParams r{.t_launch_s = 5e-6, .l_sync_s = 1e-6, .bw_bytes_per_s = 1e9};
+  const double panel = 4e6;
+  const int best = summa_best_packets(r, 8, panel);
+  // D* = sqrt((P−1)·x/(BW·L)) = sqrt(7·4e6/(1e9·1e-6)) = 167.3
+  EXPECT_TRUE(best == 167 || best == 168) << best;
+  for (const int d : {1, 10, 100, 500}) {
+    EXPECT_LE(summa_panel_time(r, 8, panel, best), summa_panel_time(r, 8, panel, d));
+  }
+  EXPECT_NEAR(summa_panel_time(r, 8, panel, 10), 5e-6 + 17 * (1e-6 + 4e5 / 1e9), 1e-15);
+}
+
+TEST(Gemm2dCost, InvalidShapesAndParamsAreExplained) {
+  EXPECT_EQ(*gemm2d_invalid_reason(Gemm2dAlgorithm::kCannon, shape(Dataflow::kOS, 64, 64, 64,
+                                                                   2, 4), {}),
+            "cannon needs a square mesh, got 2x4");
+  EXPECT_EQ(*shape(Dataflow::kOS, 1000, 64, 64, 3, 1).invalid_reason(),
+            "m=1000 is not divisible by mesh dim 0 (size 3)");
+  EXPECT_TRUE(gemm2d_invalid_reason(Gemm2dAlgorithm::kMeshSlice,
+                                    shape(Dataflow::kOS, 64, 64, 64, 2, 2), {.slices = 3})
+                  .has_value());
+  EXPECT_TRUE(gemm2d_invalid_reason(Gemm2dAlgorithm::kSumma,
+                                    shape(Dataflow::kOS, 64, 64, 64, 2, 4), {.panels = 6})
+                  .has_value());  // not a multiple of lcm(2, 4) = 4
+  EXPECT_FALSE(gemm2d_invalid_reason(Gemm2dAlgorithm::kSumma,
+                                     shape(Dataflow::kOS, 64, 64, 64, 2, 4), {.panels = 8})
+                   .has_value());
+  EXPECT_THROW(gemm2d_estimate(Gemm2dAlgorithm::kCannon, shape(Dataflow::kOS, 64, 64, 64, 2, 4),
+                               {}, links(2, 4), kFlops),
+               Error);
+}
+
+}  // namespace
+}  // namespace meshtp::plan
