@@ -48,8 +48,8 @@ std::vector<Case> algorithm_cases(const Gemm2dBenchOptions& o, std::vector<std::
     std::vector<int> slice_counts{algo == Gemm2dAlgo::kSumma ? o.summa_slices : 1};
     if (algo == Gemm2dAlgo::kMeshSlice) slice_counts = o.slices;
     for (const int s : slice_counts) {
-      const Gemm2dOptions opt{.algo = algo, .dataflow = o.dataflow, .slices = s,
-                              .progress_chunks = o.progress_chunks};
+      const Gemm2dOptions opt{
+          .algo = algo, .dataflow = o.dataflow, .slices = s, .progress_chunks = o.progress_chunks};
       try {
         parallel::validate(o.nr, o.nc, o.shape, opt);
         cases.push_back({case_name(opt), opt});
@@ -200,8 +200,8 @@ std::vector<std::string> plan_gemm2d_bench(const Gemm2dBenchOptions& o) {
 
 std::vector<Gemm2dSample> run_gemm2d_bench(const comm::Communicator& world,
                                            const Gemm2dBenchOptions& o) {
-  MESHTP_CHECK(world.size() == o.nr * o.nc, "mesh {}x{} has {} ranks but the world has {}",
-               o.nr, o.nc, o.nr * o.nc, world.size());
+  MESHTP_CHECK(world.size() == o.nr * o.nc, "mesh {}x{} has {} ranks but the world has {}", o.nr,
+               o.nc, o.nr * o.nc, world.size());
   std::vector<std::string> notes;
   const std::vector<Case> cases = algorithm_cases(o, notes);
   const mesh::DeviceMesh mesh(world, {o.nr, o.nc});
@@ -232,7 +232,8 @@ std::vector<Gemm2dSample> run_gemm2d_bench(const comm::Communicator& world,
     const ScalapackGemm psgemm(o.nr, o.nc, s, o.dataflow);
     baseline = Tensor(c.shape());
     psgemm.run(a.data(), b.data(), baseline.data());
-    const Timing t = time_case(world, o, [&] { psgemm.run(a.data(), b.data(), c.data()); }, nullptr);
+    const Timing t = time_case(
+        world, o, [&] { psgemm.run(a.data(), b.data(), c.data()); }, nullptr);
     Gemm2dSample x;
     x.name = "ScaLAPACK psgemm";
     x.kind = Gemm2dCaseKind::kScalapack;
@@ -261,11 +262,15 @@ std::vector<Gemm2dSample> run_gemm2d_bench(const comm::Communicator& world,
     }
     if (valid) {
       const mesh::DeviceMesh line(world, {1, p});
-      const Tensor a1 = random_block(parallel::global_a_shape(o.dataflow, s), 1, p, 0, world.rank(), kSeedA);
-      const Tensor b1 = random_block(parallel::global_b_shape(o.dataflow, s), 1, p, 0, world.rank(), kSeedB);
+      const Tensor a1 =
+          random_block(parallel::global_a_shape(o.dataflow, s), 1, p, 0, world.rank(), kSeedA);
+      const Tensor b1 =
+          random_block(parallel::global_b_shape(o.dataflow, s), 1, p, 0, world.rank(), kSeedB);
       Tensor c1({s.m, s.n / p});
       parallel::Gemm2dWorkspace ws1;
-      const auto run = [&] { parallel::gemm2d(line, a1.matrix(), b1.matrix(), c1.matrix(), opt, ws1); };
+      const auto run = [&] {
+        parallel::gemm2d(line, a1.matrix(), b1.matrix(), c1.matrix(), opt, ws1);
+      };
       run();
       const auto got = checksums(world, c1), want = checksums(world, baseline);
       const Timing t = time_case(world, o, run, &ws1);
@@ -280,20 +285,22 @@ std::vector<Gemm2dSample> run_gemm2d_bench(const comm::Communicator& world,
       x.gemm_seconds = t.gemm_seconds;
       x.bytes_per_rank = cost.bytes();
       x.sync_steps = cost.sync_steps;
-      x.error = std::max(std::fabs(got[0] - want[0]) / want[1],
-                         std::fabs(got[2] - want[2]) / want[2]);
+      x.error =
+          std::max(std::fabs(got[0] - want[0]) / want[1], std::fabs(got[2] - want[2]) / want[2]);
       MESHTP_CHECK(x.error <= kTolerance,
                    "bench gemm2d: 1D TP checksums differ from the baseline by {:.3g}", x.error);
       samples.push_back(x);
     }
   }
   for (const Case& k : cases) {
-    const auto run = [&] { parallel::gemm2d(mesh, a.matrix(), b.matrix(), c.matrix(), k.options, ws); };
+    const auto run = [&] {
+      parallel::gemm2d(mesh, a.matrix(), b.matrix(), c.matrix(), k.options, ws);
+    };
     c.fill(std::nanf(""));
     run();
     const double err = block_error(world, c, baseline);
-    MESHTP_CHECK(err <= kTolerance, "bench gemm2d: {} differs from the baseline by {:.3g} (relative)",
-                 k.name, err);
+    MESHTP_CHECK(err <= kTolerance,
+                 "bench gemm2d: {} differs from the baseline by {:.3g} (relative)", k.name, err);
     const Timing t = time_case(world, o, run, &ws);
     const parallel::Gemm2dCost cost = parallel::gemm2d_cost(o.nr, o.nc, s, k.options);
     Gemm2dSample x;

@@ -34,8 +34,8 @@ void describe(int* desc, std::int64_t rows, std::int64_t cols, int grid_rows, in
   const int mb = m / grid_rows, nb = n / grid_cols, zero = 0;
   int info = 0;
   descinit_(desc, &m, &n, &mb, &nb, &zero, &zero, &context, &mb, &info);
-  MESHTP_CHECK(info == 0, "ScaLAPACK descinit failed (info={}) for {}x{} in {}x{} blocks", info,
-               m, n, mb, nb);
+  MESHTP_CHECK(info == 0, "ScaLAPACK descinit failed (info={}) for {}x{} in {}x{} blocks", info, m,
+               n, mb, nb);
 }
 
 }  // namespace
@@ -52,8 +52,8 @@ ScalapackGemm::ScalapackGemm(int nr, int nc, const parallel::Gemm2dShape& shape,
   int grid_rows = 0, grid_cols = 0, my_row = 0, my_col = 0;
   Cblacs_gridinfo(context_, &grid_rows, &grid_cols, &my_row, &my_col);
   MESHTP_CHECK(my_row == me % nc && my_col == me / nc,
-               "BLACS placed rank {} at ({}, {}), expected ({}, {})", me, my_row, my_col,
-               me % nc, me / nc);
+               "BLACS placed rank {} at ({}, {}), expected ({}, {})", me, my_row, my_col, me % nc,
+               me / nc);
   const auto [m, n, k] = shape;
   // Column-major views of the local buffers (see the header): X row-major ↔ Xᵀ column-major.
   describe(desc_c_, n, m, nc, nr, context_);  // Cᵀ: n × m
@@ -85,8 +85,8 @@ void ScalapackGemm::run(const float* a_local, const float* b_local, float* c_loc
   // Cᵀ = op(first)·op(second) with first = the local Bᵀ buffer, second = the local Aᵀ buffer.
   const char* trans_b = dataflow_ == parallel::Dataflow::kLS ? "T" : "N";
   const char* trans_a = dataflow_ == parallel::Dataflow::kRS ? "T" : "N";
-  psgemm_(trans_b, trans_a, &n, &m, &k, &alpha, b_local, &one, &one, desc_b_, a_local, &one,
-          &one, desc_a_, &beta, c_local, &one, &one, desc_c_);
+  psgemm_(trans_b, trans_a, &n, &m, &k, &alpha, b_local, &one, &one, desc_b_, a_local, &one, &one,
+          desc_a_, &beta, c_local, &one, &one, desc_c_);
 }
 
 }  // namespace meshtp::bench

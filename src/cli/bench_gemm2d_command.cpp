@@ -57,7 +57,8 @@ std::vector<int> parse_int_list(const std::string& text, const char* flag) {
 }
 
 std::vector<Gemm2dAlgo> parse_algos(const std::string& text) {
-  if (text == "all") return {std::begin(parallel::kAllGemm2dAlgos), std::end(parallel::kAllGemm2dAlgos)};
+  if (text == "all")
+    return {std::begin(parallel::kAllGemm2dAlgos), std::end(parallel::kAllGemm2dAlgos)};
   std::vector<Gemm2dAlgo> algos;
   std::size_t begin = 0;
   while (begin <= text.size()) {
@@ -78,10 +79,11 @@ void print_table(const bench::Gemm2dBenchOptions& o, const std::vector<bench::Ge
   const char* math = o.dataflow == parallel::Dataflow::kOS   ? "C = A·B"
                      : o.dataflow == parallel::Dataflow::kLS ? "C = A·Bᵀ"
                                                              : "C = Aᵀ·B";
-  os << fmt::format("bench gemm2d: {} {}, m={} n={} k={}, mesh {}x{} ({} ranks), "
-                    "progress_chunks={}; median of the max over ranks\n",
-                    to_string(o.dataflow), math, o.shape.m, o.shape.n, o.shape.k, o.nr, o.nc,
-                    o.nr * o.nc, o.progress_chunks);
+  os << fmt::format(
+      "bench gemm2d: {} {}, m={} n={} k={}, mesh {}x{} ({} ranks), "
+      "progress_chunks={}; median of the max over ranks\n",
+      to_string(o.dataflow), math, o.shape.m, o.shape.n, o.shape.k, o.nr, o.nc, o.nr * o.nc,
+      o.progress_chunks);
   for (const auto& note : notes) os << "note: " << note << '\n';
   double t_psgemm = NAN, t_single = NAN;
   for (const auto& x : xs) {
@@ -135,8 +137,7 @@ void print_json(const bench::Gemm2dBenchOptions& o, const std::vector<bench::Gem
 
 void run_bench_gemm2d(const BenchGemm2dArgs& args) {
   const std::vector<int> shape = parse_mesh_shape(args.mesh);
-  MESHTP_CHECK(shape.size() == 2, "--mesh {} is not a 2D mesh: expected RxC, like 2x2",
-               args.mesh);
+  MESHTP_CHECK(shape.size() == 2, "--mesh {} is not a 2D mesh: expected RxC, like 2x2", args.mesh);
   MESHTP_CHECK(args.seconds > 0 && args.seconds <= 600, "--seconds={} must be in (0, 600]",
                args.seconds);
   bench::Gemm2dBenchOptions o;
@@ -152,8 +153,8 @@ void run_bench_gemm2d(const BenchGemm2dArgs& args) {
   o.with_1d = !args.no_1d;
   o.with_single_rank = !args.no_single;
   o.target_seconds = args.seconds;
-  MESHTP_CHECK(o.nr * o.nc == world().size(), "mesh {}x{} has {} ranks but the world has {}",
-               o.nr, o.nc, o.nr * o.nc, world().size());
+  MESHTP_CHECK(o.nr * o.nc == world().size(), "mesh {}x{} has {} ranks but the world has {}", o.nr,
+               o.nc, o.nr * o.nc, world().size());
   const auto notes = bench::plan_gemm2d_bench(o);  // validates every case, on every rank
   const auto samples = bench::run_gemm2d_bench(world(), o);
   if (args.json) {
@@ -173,8 +174,7 @@ void add_bench_gemm2d_command(CLI::App& app) {
   g->add_option("--m", args->m, "Rows of C (default 2048)");
   g->add_option("--n", args->n, "Columns of C (default 2048)");
   g->add_option("--k", args->k, "Contraction dim (default 2048)");
-  g->add_option("--mesh", args->mesh, "Mesh RxC; R·C must equal the number of ranks")
-      ->required();
+  g->add_option("--mesh", args->mesh, "Mesh RxC; R·C must equal the number of ranks")->required();
   g->add_option("--algo", args->algo,
                 "all, or a comma list of cannon, summa, collective, wang, meshslice");
   g->add_option("--dataflow", args->dataflow, "os | ls | rs (default os)");

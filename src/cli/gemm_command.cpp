@@ -52,16 +52,22 @@ parallel::Gemm2dShape problem_shape(Dataflow dataflow, const Tensor& a, const Te
   const std::int64_t ar = a.dim(0), ac = a.dim(1), br = b.dim(0), bc = b.dim(1);
   switch (dataflow) {
     case Dataflow::kOS:
-      MESHTP_CHECK(ac == br, "A {} and B {} do not chain for os (C = A·B): A has {} columns, "
-                   "B has {} rows", to_string(a.shape()), to_string(b.shape()), ac, br);
+      MESHTP_CHECK(ac == br,
+                   "A {} and B {} do not chain for os (C = A·B): A has {} columns, "
+                   "B has {} rows",
+                   to_string(a.shape()), to_string(b.shape()), ac, br);
       return {ar, bc, ac};
     case Dataflow::kLS:
-      MESHTP_CHECK(ac == bc, "A {} and B {} do not chain for ls (C = A·Bᵀ): A has {} columns, "
-                   "B has {} columns", to_string(a.shape()), to_string(b.shape()), ac, bc);
+      MESHTP_CHECK(ac == bc,
+                   "A {} and B {} do not chain for ls (C = A·Bᵀ): A has {} columns, "
+                   "B has {} columns",
+                   to_string(a.shape()), to_string(b.shape()), ac, bc);
       return {ar, br, ac};
     case Dataflow::kRS:
-      MESHTP_CHECK(ar == br, "A {} and B {} do not chain for rs (C = Aᵀ·B): A has {} rows, "
-                   "B has {} rows", to_string(a.shape()), to_string(b.shape()), ar, br);
+      MESHTP_CHECK(ar == br,
+                   "A {} and B {} do not chain for rs (C = Aᵀ·B): A has {} rows, "
+                   "B has {} rows",
+                   to_string(a.shape()), to_string(b.shape()), ar, br);
       return {ac, bc, ar};
   }
   fail("unknown dataflow");
@@ -73,8 +79,7 @@ void run_gemm(const GemmArgs& args) {
                                         .slices = args.slices,
                                         .block = args.block};
   const std::vector<int> shape = parse_mesh_shape(args.mesh);
-  MESHTP_CHECK(shape.size() == 2, "--mesh {} is not a 2D mesh: expected RxC, like 2x2",
-               args.mesh);
+  MESHTP_CHECK(shape.size() == 2, "--mesh {} is not a 2D mesh: expected RxC, like 2x2", args.mesh);
   const int nr = shape[0], nc = shape[1];
   MESHTP_CHECK(nr * nc == world().size(), "mesh {}x{} has {} ranks but the world has {}", nr, nc,
                nr * nc, world().size());
@@ -95,8 +100,8 @@ void run_gemm(const GemmArgs& args) {
         options.dataflow == Dataflow::kOS   ? "A·B"
         : options.dataflow == Dataflow::kLS ? "A·Bᵀ"
                                             : "Aᵀ·B",
-        a.dim(0) / nr, a.dim(1) / nc, b.dim(0) / nr, b.dim(1) / nc, s.m / nr, s.n / nc,
-        cost.flops, cost.bytes_row, cost.bytes_col, cost.comm_calls, cost.sync_steps);
+        a.dim(0) / nr, a.dim(1) / nc, b.dim(0) / nr, b.dim(1) / nc, s.m / nr, s.n / nc, cost.flops,
+        cost.bytes_row, cost.bytes_col, cost.comm_calls, cost.sync_steps);
     return;
   }
   const mesh::DeviceMesh mesh(world(), shape);
@@ -105,8 +110,7 @@ void run_gemm(const GemmArgs& args) {
   const auto db = mesh::DTensor::distribute(b, mesh, spec);
   Tensor c_local({s.m / nr, s.n / nc});
   parallel::Gemm2dWorkspace ws;
-  parallel::gemm2d(mesh, da.local().matrix(), db.local().matrix(), c_local.matrix(), options,
-                   ws);
+  parallel::gemm2d(mesh, da.local().matrix(), db.local().matrix(), c_local.matrix(), options, ws);
   const Tensor c = mesh::DTensor(mesh, spec, {s.m, s.n}, std::move(c_local)).full();
   if (world().rank() == 0) {
     save_safetensors(args.out_path, std::map<std::string, const Tensor*>{{"c", &c}},
@@ -116,8 +120,8 @@ void run_gemm(const GemmArgs& args) {
                       {"slices", std::to_string(options.slices)}});
   }
   out() << fmt::format("wrote c [{}, {}] to {} ({} {} on mesh {}x{}, slices={})\n", s.m, s.n,
-                       args.out_path, to_string(options.algo), to_string(options.dataflow), nr,
-                       nc, options.slices);
+                       args.out_path, to_string(options.algo), to_string(options.dataflow), nr, nc,
+                       options.slices);
   if (args.check && world().rank() == 0) {
     Tensor want({s.m, s.n});
     gemm(a.matrix(), options.dataflow == Dataflow::kRS ? Trans::kYes : Trans::kNo, b.matrix(),
@@ -133,14 +137,13 @@ void run_gemm(const GemmArgs& args) {
 
 void add_gemm_command(CLI::App& app) {
   auto args = std::make_shared<GemmArgs>();
-  CLI::App* g = app.add_subcommand(
-      "gemm", "One distributed 2D GeMM (Cannon, SUMMA, Collective, Wang, MeshSlice) on "
-              "global matrices read from safetensors files");
+  CLI::App* g =
+      app.add_subcommand("gemm",
+                         "One distributed 2D GeMM (Cannon, SUMMA, Collective, Wang, MeshSlice) on "
+                         "global matrices read from safetensors files");
   g->add_option("--a", args->a_path, "File holding tensor 'a'")->required();
-  g->add_option("--b", args->b_path, "File holding tensor 'b' (may be the same file)")
-      ->required();
-  g->add_option("--mesh", args->mesh, "Mesh RxC; R·C must equal the number of ranks")
-      ->required();
+  g->add_option("--b", args->b_path, "File holding tensor 'b' (may be the same file)")->required();
+  g->add_option("--mesh", args->mesh, "Mesh RxC; R·C must equal the number of ranks")->required();
   g->add_option("--algo", args->algo,
                 "meshslice | collective | wang | summa | cannon (default meshslice)");
   g->add_option("--dataflow", args->dataflow,

@@ -5,13 +5,14 @@
 // The global A and B are the same on every rank (counter-based RNG), distributed
 // [Shard(0), Shard(1)]; the distributed C is gathered back and compared with
 // gemm_reference (naive, double accumulation) of the global operands.
+#include "parallel/gemm2d/gemm2d.hpp"
+
 #include <gtest/gtest.h>
 
 #include <sstream>
 
 #include "core/error.hpp"
 #include "mesh/dtensor.hpp"
-#include "parallel/gemm2d/gemm2d.hpp"
 #include "tensor/gemm.hpp"
 #include "tensor/random.hpp"
 
@@ -100,8 +101,11 @@ TEST(Gemm2d, MeshSliceExplicitBlockAndProgressChunks) {
       // block = 1: every slice is scattered single rows / columns (the paper's Alg. 1).
       for (const std::int64_t block : {1, 2}) {
         for (const int chunks : {1, 3}) {
-          const Gemm2dOptions o{.algo = Gemm2dAlgo::kMeshSlice, .dataflow = dataflow,
-                                .slices = 2, .block = block, .progress_chunks = chunks};
+          const Gemm2dOptions o{.algo = Gemm2dAlgo::kMeshSlice,
+                                .dataflow = dataflow,
+                                .slices = 2,
+                                .block = block,
+                                .progress_chunks = chunks};
           EXPECT_LE(run_case(mesh, s, o, ws), 1e-5) << describe(mesh, s, o);
         }
       }
@@ -140,9 +144,9 @@ TEST(Gemm2dValidate, NamesTheDimAndTheMeshDim) {
             "k=100 is not divisible by mesh dim 1 (size 3)");
   EXPECT_EQ(validation_error(4, 1, {6, 4, 8}, {.algo = Gemm2dAlgo::kWang}),
             "m=6 is not divisible by mesh dim 0 (size 4)");
-  EXPECT_EQ(validation_error(2, 2, {8, 8, 8},
-                             {.algo = Gemm2dAlgo::kSumma, .dataflow = Dataflow::kLS}),
-            "");
+  EXPECT_EQ(
+      validation_error(2, 2, {8, 8, 8}, {.algo = Gemm2dAlgo::kSumma, .dataflow = Dataflow::kLS}),
+      "");
   // LS: B is n × k, so n is also split by mesh dim 0.
   EXPECT_EQ(validation_error(4, 2, {8, 6, 8}, {.dataflow = Dataflow::kLS}),
             "n=6 is not divisible by mesh dim 0 (size 4)");
@@ -166,8 +170,8 @@ TEST(Gemm2dValidate, SliceCountMustDivideBothLocalExtents) {
   EXPECT_EQ(validation_error(2, 4, {8, 8, 24}, {.slices = 3}), "");
   const std::string b = validation_error(2, 4, {8, 8, 24}, {.slices = 3, .block = 4});
   EXPECT_NE(b.find("slices·block = 3·4 = 12"), std::string::npos) << b;
-  const std::string p = validation_error(2, 4, {8, 8, 24}, {.algo = Gemm2dAlgo::kSumma,
-                                                            .slices = 4});
+  const std::string p =
+      validation_error(2, 4, {8, 8, 24}, {.algo = Gemm2dAlgo::kSumma, .slices = 4});
   EXPECT_NE(p.find("lcm(Nr, Nc)·slices = 4·4 = 16 panels"), std::string::npos) << p;
   EXPECT_NE(validation_error(1, 1, {8, 8, 8}, {.slices = 0}).find("slices=0"), std::string::npos);
 }

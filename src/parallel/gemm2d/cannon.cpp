@@ -84,9 +84,8 @@ void cannon_os(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c
 // The LS / RS routine. `moving` travels along `move` (index v there), the running sums along
 // `sum` (index u there); product(held, out) computes out = this rank's partial for the target.
 template <typename Product>
-void cannon_stationary(const comm::Communicator& move, int v, const comm::Communicator& sum,
-                       int u, ConstMatrixView moving, MatrixView c, Gemm2dWorkspace& ws,
-                       Product product) {
+void cannon_stationary(const comm::Communicator& move, int v, const comm::Communicator& sum, int u,
+                       ConstMatrixView moving, MatrixView c, Gemm2dWorkspace& ws, Product product) {
   const int q = move.size();
   const std::size_t c_size = sz(c.rows * c.cols);
   std::span<float> m_buf[2] = {ws.get(0, sz(moving.rows * moving.cols)),
@@ -137,8 +136,8 @@ void cannon_ls(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c
   // B travels up the column (index i), running sums left along the row (index j).
   cannon_stationary(*g.col, g.i, *g.row, g.j, b, c, ws,
                     [&](ConstMatrixView held, MatrixView out, const InFlight& f) {
-                      gemm_poking(a, Trans::kNo, held, Trans::kYes, out, 0.0f, f,
-                                  o.progress_chunks, ws);
+                      gemm_poking(a, Trans::kNo, held, Trans::kYes, out, 0.0f, f, o.progress_chunks,
+                                  ws);
                     });
 }
 
@@ -147,8 +146,8 @@ void cannon_rs(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c
   // A travels left along the row (index j), running sums up the column (index i).
   cannon_stationary(*g.row, g.j, *g.col, g.i, a, c, ws,
                     [&](ConstMatrixView held, MatrixView out, const InFlight& f) {
-                      gemm_poking(held, Trans::kYes, b, Trans::kNo, out, 0.0f, f,
-                                  o.progress_chunks, ws);
+                      gemm_poking(held, Trans::kYes, b, Trans::kNo, out, 0.0f, f, o.progress_chunks,
+                                  ws);
                     });
 }
 
@@ -157,9 +156,12 @@ void cannon_rs(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c
 void cannon(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
             const Gemm2dOptions& options, Gemm2dWorkspace& ws) {
   switch (options.dataflow) {
-    case Dataflow::kOS: return cannon_os(g, a, b, c, options, ws);
-    case Dataflow::kLS: return cannon_ls(g, a, b, c, options, ws);
-    case Dataflow::kRS: return cannon_rs(g, a, b, c, options, ws);
+    case Dataflow::kOS:
+      return cannon_os(g, a, b, c, options, ws);
+    case Dataflow::kLS:
+      return cannon_ls(g, a, b, c, options, ws);
+    case Dataflow::kRS:
+      return cannon_rs(g, a, b, c, options, ws);
   }
 }
 

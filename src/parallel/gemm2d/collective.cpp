@@ -77,8 +77,8 @@ void collective_ls(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixVi
   auto partial = ws.get(1, static_cast<std::size_t>(g.nc * c.rows * c.cols));
   for (int q = 0; q < g.nc; ++q) {
     MatrixView chunk{partial.data() + q * c.rows * c.cols, c.rows, c.cols, c.cols};
-    gemm_poking(a, Trans::kNo, b_col.block(q * c.cols, 0, c.cols, b_col.cols), Trans::kYes,
-                chunk, 0.0f, {}, 1, ws);
+    gemm_poking(a, Trans::kNo, b_col.block(q * c.cols, 0, c.cols, b_col.cols), Trans::kYes, chunk,
+                0.0f, {}, 1, ws);
   }
   g.row->reduce_scatter<float>(partial, as_span(c));
 }
@@ -111,14 +111,16 @@ void collective_rs(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixVi
 void collective(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
                 const Gemm2dOptions& options, Gemm2dWorkspace& ws) {
   switch (options.dataflow) {
-    case Dataflow::kOS: return collective_os(g, a, b, c, ws);
-    case Dataflow::kLS: return collective_ls(g, a, b, c, ws);
-    case Dataflow::kRS: return collective_rs(g, a, b, c, ws);
+    case Dataflow::kOS:
+      return collective_os(g, a, b, c, ws);
+    case Dataflow::kLS:
+      return collective_ls(g, a, b, c, ws);
+    case Dataflow::kRS:
+      return collective_rs(g, a, b, c, ws);
   }
 }
 
-Gemm2dCost collective_cost(int nr, int nc, const Gemm2dShape& shape,
-                           const Gemm2dOptions& options) {
+Gemm2dCost collective_cost(int nr, int nc, const Gemm2dShape& shape, const Gemm2dOptions& options) {
   const BlockBytes x = block_bytes(nr, nc, shape, options.dataflow);
   Gemm2dCost cost;
   const double row_block = options.dataflow == Dataflow::kLS ? x.c : x.a;

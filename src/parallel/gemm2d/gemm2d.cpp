@@ -43,12 +43,14 @@ void require_divisible(std::string_view name, std::int64_t value, int mesh_dim, 
 
 // The dim MeshSlice slices and SUMMA cuts into panels: the one both moving operands share
 // along their sliced direction (OS: k, LS: n, RS: m).
-std::pair<std::string_view, std::int64_t> sliced_dim(Dataflow dataflow,
-                                                     const Gemm2dShape& shape) {
+std::pair<std::string_view, std::int64_t> sliced_dim(Dataflow dataflow, const Gemm2dShape& shape) {
   switch (dataflow) {
-    case Dataflow::kOS: return {"k", shape.k};
-    case Dataflow::kLS: return {"n", shape.n};
-    case Dataflow::kRS: return {"m", shape.m};
+    case Dataflow::kOS:
+      return {"k", shape.k};
+    case Dataflow::kLS:
+      return {"n", shape.n};
+    case Dataflow::kRS:
+      return {"m", shape.m};
   }
   fail("unknown Dataflow value {}", static_cast<int>(dataflow));
 }
@@ -56,9 +58,12 @@ std::pair<std::string_view, std::int64_t> sliced_dim(Dataflow dataflow,
 // Letters of A's rows, A's columns, B's rows, B's columns.
 std::array<std::string_view, 4> operand_dim_names(Dataflow dataflow) {
   switch (dataflow) {
-    case Dataflow::kOS: return {"m", "k", "k", "n"};
-    case Dataflow::kLS: return {"m", "k", "n", "k"};
-    case Dataflow::kRS: return {"k", "m", "k", "n"};
+    case Dataflow::kOS:
+      return {"m", "k", "k", "n"};
+    case Dataflow::kLS:
+      return {"m", "k", "n", "k"};
+    case Dataflow::kRS:
+      return {"k", "m", "k", "n"};
   }
   fail("unknown Dataflow value {}", static_cast<int>(dataflow));
 }
@@ -89,9 +94,7 @@ Dataflow parse_dataflow(std::string_view text) {
 }
 
 std::ostream& operator<<(std::ostream& os, Gemm2dAlgo algo) { return os << to_string(algo); }
-std::ostream& operator<<(std::ostream& os, Dataflow dataflow) {
-  return os << to_string(dataflow);
-}
+std::ostream& operator<<(std::ostream& os, Dataflow dataflow) { return os << to_string(dataflow); }
 std::ostream& operator<<(std::ostream& os, const Gemm2dOptions& o) {
   return os << "{algo=" << o.algo << ", dataflow=" << o.dataflow << ", slices=" << o.slices
             << ", block=" << o.block << ", progress_chunks=" << o.progress_chunks << "}";
@@ -165,14 +168,20 @@ Gemm2dShape infer_shape(int nr, int nc, Dataflow dataflow, ConstMatrixView a, Co
   s.m = c.rows * nr;
   s.n = c.cols * nc;
   switch (dataflow) {
-    case Dataflow::kOS: s.k = a.cols * nc; break;
-    case Dataflow::kLS: s.k = a.cols * nc; break;
-    case Dataflow::kRS: s.k = a.rows * nr; break;
+    case Dataflow::kOS:
+      s.k = a.cols * nc;
+      break;
+    case Dataflow::kLS:
+      s.k = a.cols * nc;
+      break;
+    case Dataflow::kRS:
+      s.k = a.rows * nr;
+      break;
   }
   const Shape ga = global_a_shape(dataflow, s);
   const Shape gb = global_b_shape(dataflow, s);
-  const bool ok = a.rows * nr == ga[0] && a.cols * nc == ga[1] && b.rows * nr == gb[0] &&
-                  b.cols * nc == gb[1];
+  const bool ok =
+      a.rows * nr == ga[0] && a.cols * nc == ga[1] && b.rows * nr == gb[0] && b.cols * nc == gb[1];
   MESHTP_CHECK(ok,
                "gemm2d {}: local blocks A {}x{}, B {}x{}, C {}x{} on mesh {}x{} do not form "
                "global A {}, B {}, C [{}, {}]",

@@ -91,7 +91,8 @@ Shape global_b_shape(Dataflow dataflow, const Gemm2dShape& shape);
 void validate(int nr, int nc, const Gemm2dShape& shape, const Gemm2dOptions& options);
 
 // Reusable scratch space (gathered operands, partial products, ring buffers). Keep one per
-// call site: later calls of the same size allocate nothing.
+// call site: later calls of the same size allocate nothing. Slots 0–63 belong to the
+// algorithms; code built on gemm2d (layers) may use slots from 64 up for its own buffers.
 class Gemm2dWorkspace {
  public:
   // Buffer `slot` with room for at least n floats; contents unspecified. A slot's memory

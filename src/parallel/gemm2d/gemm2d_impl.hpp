@@ -21,8 +21,8 @@
 namespace meshtp::parallel::detail {
 
 struct Grid {
-  int nr = 1, nc = 1;  // mesh dims 0 and 1
-  int i = 0, j = 0;    // this rank's mesh row and column
+  int nr = 1, nc = 1;                       // mesh dims 0 and 1
+  int i = 0, j = 0;                         // this rank's mesh row and column
   const comm::Communicator* row = nullptr;  // the Nc ranks of mesh row i; my rank there is j
   const comm::Communicator* col = nullptr;  // the Nr ranks of mesh column j; my rank there is i
 };
@@ -73,8 +73,8 @@ inline std::span<float> as_span(MatrixView m) {
 // skipped.
 class InFlight {
  public:
-  InFlight(comm::Request* r0 = nullptr, comm::Request* r1 = nullptr,
-           comm::Request* r2 = nullptr, comm::Request* r3 = nullptr)
+  InFlight(comm::Request* r0 = nullptr, comm::Request* r1 = nullptr, comm::Request* r2 = nullptr,
+           comm::Request* r3 = nullptr)
       : requests_{r0, r1, r2, r3} {}
   void poke() const {
     for (comm::Request* r : requests_) {
@@ -88,8 +88,8 @@ class InFlight {
 
 // c = op(a)·op(b) + beta·c through meshtp::gemm, cut into `chunks` bands of c's rows with
 // in_flight.poke() between bands; the time goes to ws.stats.gemm_seconds.
-void gemm_poking(ConstMatrixView a, Trans ta, ConstMatrixView b, Trans tb, MatrixView c,
-                 float beta, const InFlight& in_flight, int chunks, Gemm2dWorkspace& ws);
+void gemm_poking(ConstMatrixView a, Trans ta, ConstMatrixView b, Trans tb, MatrixView c, float beta,
+                 const InFlight& in_flight, int chunks, Gemm2dWorkspace& ws);
 
 // ---- the algorithms (one file each) -----------------------------------------------------
 
@@ -109,11 +109,9 @@ void meshslice(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c
 // Per-algorithm cost (see each file's header). shape is global; flops are filled by the caller.
 Gemm2dCost cannon_cost(int nr, int nc, const Gemm2dShape& shape, const Gemm2dOptions& options);
 Gemm2dCost summa_cost(int nr, int nc, const Gemm2dShape& shape, const Gemm2dOptions& options);
-Gemm2dCost collective_cost(int nr, int nc, const Gemm2dShape& shape,
-                           const Gemm2dOptions& options);
+Gemm2dCost collective_cost(int nr, int nc, const Gemm2dShape& shape, const Gemm2dOptions& options);
 Gemm2dCost wang_cost(int nr, int nc, const Gemm2dShape& shape, const Gemm2dOptions& options);
-Gemm2dCost meshslice_cost(int nr, int nc, const Gemm2dShape& shape,
-                          const Gemm2dOptions& options);
+Gemm2dCost meshslice_cost(int nr, int nc, const Gemm2dShape& shape, const Gemm2dOptions& options);
 
 // Local block sizes in bytes (fp32) of A, B and C for the dataflow.
 struct BlockBytes {

@@ -138,8 +138,8 @@ void meshslice_ls(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixVie
     const InFlight in_flight{&gather_b[1 - x], &scatter_c[1 - x]};
     for (int q = 0; q < g.nc; ++q) {
       MatrixView chunk{c_part[x].data() + q * c.rows * ncs, c.rows, ncs, ncs};
-      gemm_poking(a, Trans::kNo, b_slice.block(q * ncs, 0, ncs, b.cols), Trans::kYes, chunk,
-                  0.0f, in_flight, pieces, ws);
+      gemm_poking(a, Trans::kNo, b_slice.block(q * ncs, 0, ncs, b.cols), Trans::kYes, chunk, 0.0f,
+                  in_flight, pieces, ws);
       in_flight.poke();
     }
     scatter_c[x] = g.row->ireduce_scatter<float>(c_part[x], c_recv[x]);
@@ -196,14 +196,16 @@ void meshslice_rs(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixVie
 void meshslice(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
                const Gemm2dOptions& options, Gemm2dWorkspace& ws) {
   switch (options.dataflow) {
-    case Dataflow::kOS: return meshslice_os(g, a, b, c, options, ws);
-    case Dataflow::kLS: return meshslice_ls(g, a, b, c, options, ws);
-    case Dataflow::kRS: return meshslice_rs(g, a, b, c, options, ws);
+    case Dataflow::kOS:
+      return meshslice_os(g, a, b, c, options, ws);
+    case Dataflow::kLS:
+      return meshslice_ls(g, a, b, c, options, ws);
+    case Dataflow::kRS:
+      return meshslice_rs(g, a, b, c, options, ws);
   }
 }
 
-Gemm2dCost meshslice_cost(int nr, int nc, const Gemm2dShape& shape,
-                          const Gemm2dOptions& options) {
+Gemm2dCost meshslice_cost(int nr, int nc, const Gemm2dShape& shape, const Gemm2dOptions& options) {
   Gemm2dCost cost = collective_cost(nr, nc, shape, options);
   cost.comm_calls *= options.slices;
   cost.sync_steps *= options.slices;

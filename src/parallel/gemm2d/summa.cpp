@@ -44,10 +44,10 @@ using comm::Request;
 std::size_t sz(std::int64_t n) { return static_cast<std::size_t>(n); }
 
 struct Panels {
-  int count;            // L
-  std::int64_t width;   // w
-  int per_col_block;    // L / Nc: panels in a block split over the row
-  int per_row_block;    // L / Nr: panels in a block split over the column
+  int count;           // L
+  std::int64_t width;  // w
+  int per_col_block;   // L / Nc: panels in a block split over the row
+  int per_row_block;   // L / Nr: panels in a block split over the column
   int row_owner(int t) const { return t / per_col_block; }  // mesh column holding it
   int col_owner(int t) const { return t / per_row_block; }  // mesh row holding it
   std::int64_t row_offset(int t) const { return (t % per_col_block) * width; }
@@ -155,9 +155,12 @@ void summa_rs(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
 void summa(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
            const Gemm2dOptions& options, Gemm2dWorkspace& ws) {
   switch (options.dataflow) {
-    case Dataflow::kOS: return summa_os(g, a, b, c, options, ws);
-    case Dataflow::kLS: return summa_ls(g, a, b, c, options, ws);
-    case Dataflow::kRS: return summa_rs(g, a, b, c, options, ws);
+    case Dataflow::kOS:
+      return summa_os(g, a, b, c, options, ws);
+    case Dataflow::kLS:
+      return summa_ls(g, a, b, c, options, ws);
+    case Dataflow::kRS:
+      return summa_rs(g, a, b, c, options, ws);
   }
 }
 

@@ -98,8 +98,8 @@ void wang_ls(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
     const bool last = t + 1 == g.nc;
     MatrixView sum = last ? c : as_matrix(sums[t % 2], c.rows, c.cols);
     to_left[t % 2].wait();  // the send of step t−2 read this buffer
-    gemm_poking(a, Trans::kNo, b_col.block(target * c.cols, 0, c.cols, b.cols), Trans::kYes,
-                sum, 0.0f, {&from_right, &to_left[1 - t % 2]}, o.progress_chunks, ws);
+    gemm_poking(a, Trans::kNo, b_col.block(target * c.cols, 0, c.cols, b.cols), Trans::kYes, sum,
+                0.0f, {&from_right, &to_left[1 - t % 2]}, o.progress_chunks, ws);
     if (t > 0) {
       from_right.wait();
       add_into(as_matrix(incoming, c.rows, c.cols), sum);
@@ -131,9 +131,12 @@ void wang_rs(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
 void wang(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
           const Gemm2dOptions& options, Gemm2dWorkspace& ws) {
   switch (options.dataflow) {
-    case Dataflow::kOS: return wang_os(g, a, b, c, options, ws);
-    case Dataflow::kLS: return wang_ls(g, a, b, c, options, ws);
-    case Dataflow::kRS: return wang_rs(g, a, b, c, options, ws);
+    case Dataflow::kOS:
+      return wang_os(g, a, b, c, options, ws);
+    case Dataflow::kLS:
+      return wang_ls(g, a, b, c, options, ws);
+    case Dataflow::kRS:
+      return wang_rs(g, a, b, c, options, ws);
   }
 }
 

@@ -1,0 +1,186 @@
+// The 2D-parallel linear layer: mode table in gemm2d_linear.hpp. Each mode is one row of
+// kProducts below — the operands and dataflow of its three GeMMs — so the forward and
+// backward code is the same for every mode.
+#include "parallel/gemm2d/gemm2d_linear.hpp"
+
+#include <ostream>
+
+#include "core/error.hpp"
+#include "parallel/gemm2d/gemm2d_impl.hpp"
+
+namespace meshtp::parallel {
+namespace {
+
+// Operand names of a product: the layer's input, output gradient, or weight.
+enum class Operand { kIn, kDout, kWeight };
+
+struct Product {
+  Dataflow dataflow;
+  Operand a, b;
+};
+
+struct ModeProducts {
+  Stationary mode;
+  Product forward, backward_data, backward_weight;
+};
+
+using D = Dataflow;
+using O = Operand;
+constexpr ModeProducts kProducts[] = {
+    //               forward                   backward-data                backward-weight
+    {Stationary::kInput,
+     {D::kLS, O::kIn, O::kWeight},
+     {D::kOS, O::kDout, O::kWeight},
+     {D::kRS, O::kDout, O::kIn}},
+    {Stationary::kOutput,
+     {D::kOS, O::kIn, O::kWeight},
+     {D::kLS, O::kDout, O::kWeight},
+     {D::kRS, O::kIn, O::kDout}},
+    {Stationary::kWeight,
+     {D::kLS, O::kWeight, O::kIn},
+     {D::kRS, O::kDout, O::kWeight},
+     {D::kOS, O::kDout, O::kIn}},
+    {Stationary::kWeightT,
+     {D::kRS, O::kIn, O::kWeight},
+     {D::kLS, O::kWeight, O::kDout},
+     {D::kOS, O::kIn, O::kDout}},
+};
+
+const ModeProducts& products(Stationary mode) {
+  for (const auto& p : kProducts) {
+    if (p.mode == mode) return p;
+  }
+  fail("gemm2d_linear: stationary mode '{}' has no products (resolve kAuto first)",
+       to_string(mode));
+}
+
+constexpr std::string_view kNames[] = {"auto", "input", "output", "weight", "weight_t"};
+
+bool weight_is_out_in(Stationary s) { return s == Stationary::kInput || s == Stationary::kWeight; }
+
+// Global (m, n, k) of a product: C is m × n, from the stored shapes of its operands.
+Gemm2dShape product_shape(const Gemm2dLinearPlan& plan, const Product& p) {
+  const auto stored = [&](Operand o) {
+    return o == O::kIn       ? plan.input_shape()
+           : o == O::kWeight ? plan.weight_shape()
+                             : plan.output_shape();
+  };
+  const Shape a = stored(p.a), b = stored(p.b);
+  switch (p.dataflow) {
+    case D::kOS:
+      return {a[0], b[1], a[1]};
+    case D::kLS:
+      return {a[0], b[0], a[1]};
+    case D::kRS:
+      return {a[1], b[1], a[0]};
+  }
+  fail("unknown dataflow");
+}
+
+ConstMatrixView pick(Operand o, ConstMatrixView in, ConstMatrixView dout, ConstMatrixView weight) {
+  return o == O::kIn ? in : o == O::kDout ? dout : weight;
+}
+
+// target += gemm2d(a, b), through a workspace buffer (gemm2d overwrites its output).
+void accumulate(const mesh::DeviceMesh& mesh, ConstMatrixView a, ConstMatrixView b,
+                MatrixView target, const Gemm2dOptions& options, Gemm2dWorkspace& ws, int slot) {
+  MatrixView tmp = detail::as_matrix(
+      ws.get(slot, static_cast<std::size_t>(target.rows * target.cols)), target.rows, target.cols);
+  gemm2d(mesh, a, b, tmp, options, ws);
+  detail::add_into(tmp, target);
+}
+
+}  // namespace
+
+std::string_view to_string(Stationary s) {
+  const auto i = static_cast<std::size_t>(s);
+  MESHTP_CHECK(i < std::size(kNames), "unknown Stationary value {}", i);
+  return kNames[i];
+}
+
+Stationary parse_stationary(std::string_view text) {
+  for (std::size_t i = 0; i < std::size(kNames); ++i) {
+    if (kNames[i] == text) return static_cast<Stationary>(i);
+  }
+  fail("unknown stationary mode '{}': expected auto, input, output, weight or weight_t", text);
+}
+
+std::ostream& operator<<(std::ostream& os, Stationary s) { return os << to_string(s); }
+
+Stationary choose_stationary(std::int64_t n, std::int64_t k, std::int64_t m, bool allow_weight) {
+  const std::int64_t x = n * k, y = n * m, w = m * k;
+  if (allow_weight && w >= x && w >= y) return Stationary::kWeight;
+  return x >= y ? Stationary::kInput : Stationary::kOutput;
+}
+
+Shape Gemm2dLinearPlan::weight_shape() const {
+  return weight_is_out_in(stationary) ? Shape{m, k} : Shape{k, m};
+}
+Shape Gemm2dLinearPlan::input_shape() const {
+  return stationary == Stationary::kWeightT ? Shape{k, n} : Shape{n, k};
+}
+Shape Gemm2dLinearPlan::output_shape() const {
+  return stationary == Stationary::kWeight ? Shape{m, n} : Shape{n, m};
+}
+
+std::ostream& operator<<(std::ostream& os, const Gemm2dLinearPlan& p) {
+  return os << "gemm2d_linear n=" << p.n << " k=" << p.k << " m=" << p.m
+            << " stationary=" << p.stationary << " weight " << to_string(p.weight_shape()) << " in "
+            << to_string(p.input_shape()) << " out " << to_string(p.output_shape()) << ": forward "
+            << p.forward.dataflow << ", backward-data " << p.backward_data.dataflow
+            << ", backward-weight " << p.backward_weight.dataflow << " (" << p.forward.algo
+            << ", slices=" << p.forward.slices << ")";
+}
+
+Gemm2dLinearPlan plan_gemm2d_linear(int nr, int nc, std::int64_t n, std::int64_t k, std::int64_t m,
+                                    const Gemm2dLinearOptions& options) {
+  MESHTP_CHECK(n >= 1 && k >= 1 && m >= 1,
+               "gemm2d_linear sizes must be positive, got n={} k={} m={}", n, k, m);
+  Gemm2dLinearPlan plan;
+  plan.n = n;
+  plan.k = k;
+  plan.m = m;
+  plan.stationary = options.stationary == Stationary::kAuto
+                        ? choose_stationary(n, k, m, options.allow_weight_stationary)
+                        : options.stationary;
+  const ModeProducts& p = products(plan.stationary);
+  const Gemm2dOptions base{
+      .algo = options.algo, .slices = options.slices, .progress_chunks = options.progress_chunks};
+  const std::pair<const Product*, Gemm2dOptions*> all[] = {
+      {&p.forward, &plan.forward},
+      {&p.backward_data, &plan.backward_data},
+      {&p.backward_weight, &plan.backward_weight}};
+  constexpr const char* kWhat[] = {"forward", "backward-data", "backward-weight"};
+  for (int i = 0; i < 3; ++i) {
+    *all[i].second = base;
+    all[i].second->dataflow = all[i].first->dataflow;
+    const Gemm2dShape s = product_shape(plan, *all[i].first);
+    try {
+      validate(nr, nc, s, *all[i].second);
+    } catch (const Error& e) {
+      fail("gemm2d_linear {} ({}, m={} n={} k={}, stationary={}): {}", kWhat[i],
+           to_string(all[i].first->dataflow), s.m, s.n, s.k, to_string(plan.stationary), e.what());
+    }
+  }
+  return plan;
+}
+
+void gemm2d_linear_forward(const mesh::DeviceMesh& mesh, const Gemm2dLinearPlan& plan,
+                           MatrixView out, ConstMatrixView in, ConstMatrixView weight,
+                           Gemm2dWorkspace& ws) {
+  const Product& f = products(plan.stationary).forward;
+  gemm2d(mesh, pick(f.a, in, {}, weight), pick(f.b, in, {}, weight), out, plan.forward, ws);
+}
+
+void gemm2d_linear_backward(const mesh::DeviceMesh& mesh, const Gemm2dLinearPlan& plan,
+                            MatrixView din, MatrixView dweight, ConstMatrixView dout,
+                            ConstMatrixView in, ConstMatrixView weight, Gemm2dWorkspace& ws) {
+  const ModeProducts& p = products(plan.stationary);
+  // Slots from 64 up are the callers' (the algorithms use the low ones).
+  accumulate(mesh, pick(p.backward_data.a, in, dout, weight),
+             pick(p.backward_data.b, in, dout, weight), din, plan.backward_data, ws, 64);
+  accumulate(mesh, pick(p.backward_weight.a, in, dout, weight),
+             pick(p.backward_weight.b, in, dout, weight), dweight, plan.backward_weight, ws, 65);
+}
+
+}  // namespace meshtp::parallel
