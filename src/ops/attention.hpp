@@ -24,6 +24,7 @@
 // The four products run as meshtp::gemm on strided views of qkv (leading dim 3·C'), so no
 // head is copied. They are the full T×T products: the causal half is computed and then
 // masked, which keeps the FLOP count equal to the 12·b·s²·h term of SPEC §2.
+// The softmax's exp is vector_math_impl.hpp's exp_approx (within 1.2e-7 relative of exp).
 #pragma once
 
 #include <cstdint>
