@@ -21,5 +21,7 @@ std::ostream& out();
 void add_bench_command(CLI::App& app);
 void add_gemm_command(CLI::App& app);
 void add_bench_gemm2d_command(CLI::App& app);  // after add_bench_command
+void add_block_command(CLI::App& app);
+void add_bench_layer_command(CLI::App& app);  // after add_bench_command
 
 }  // namespace meshtp::cli

@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "model/reference.hpp"
 #include "model/stack.hpp"
+#include "test_weights.hpp"
 #include "tensor/random.hpp"
 
 namespace meshtp::model {
@@ -18,21 +19,6 @@ constexpr double kTol = 1e-4;
 
 StackConfig small_config() {
   return {.block = {.batch = 4, .seq = 8, .hidden = 32, .heads = 8}, .layers = 2};
-}
-
-// Every parameter random and away from its init (LayerNorm weights near 1, biases non-zero),
-// so a misplaced shard of any of them shows.
-std::map<std::string, Tensor> random_weights(const StackConfig& c, std::uint64_t seed) {
-  std::map<std::string, Tensor> w;
-  std::uint64_t k = seed;
-  for (const ParamEntry& e : stack_param_table(c.layers, c.block.hidden)) {
-    Tensor t = uniform_tensor(e.shape, ++k, e.shape.size() == 2 ? 0.3f : 0.2f);
-    if (e.init == Init::kOnes) {
-      for (auto& v : t.values()) v += 1.0f;
-    }
-    w.emplace(e.name, std::move(t));
-  }
-  return w;
 }
 
 struct Reference {
@@ -47,7 +33,7 @@ const Reference& reference() {
     const Shape shape{c.block.batch, c.block.seq, c.block.hidden};
     r.x = uniform_tensor(shape, 101);
     r.dy = uniform_tensor(shape, 102);
-    r.weights = random_weights(c, 200);
+    r.weights = random_weights(c.layers, c.block.hidden, 200);
     ReferenceStack serial(c, r.weights);
     r.y = serial.forward(r.x);
     r.dx = serial.backward(r.dy);

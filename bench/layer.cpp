@@ -1,0 +1,137 @@
+#include "bench/layer.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "comm/communicator.hpp"
+#include "core/error.hpp"
+#include "core/stats.hpp"
+#include "model/reference.hpp"
+#include "tensor/random.hpp"
+
+namespace meshtp::bench {
+namespace {
+
+// Every parameter random and off its init, so a misplaced shard of any of them shows.
+std::map<std::string, Tensor> random_weights(const model::StackConfig& c) {
+  std::map<std::string, Tensor> w;
+  std::uint64_t seed = 1000;
+  for (const auto& e : model::stack_param_table(c.layers, c.block.hidden)) {
+    Tensor t = uniform_tensor(e.shape, ++seed, e.shape.size() == 2 ? 0.3f : 0.2f);
+    if (e.init == model::Init::kOnes) {
+      for (auto& v : t.values()) v += 1.0f;
+    }
+    w.emplace(e.name, std::move(t));
+  }
+  return w;
+}
+
+// The small stack: same mesh, chunks and SP; a = d1·d2 heads of 8, b = chunks, s = 8·d1.
+double check_against_reference(const mesh::DeviceMesh& mesh, const model::StackConfig& real) {
+  model::StackConfig c = real;
+  c.layers = std::min(real.layers, 2);
+  c.block.heads = mesh.size();
+  c.block.hidden = 8 * c.block.heads;
+  c.block.batch = c.block.chunks;
+  c.block.seq = 8 * mesh.size(0);
+  const Shape shape{c.block.batch, c.block.seq, c.block.hidden};
+  const Tensor x = uniform_tensor(shape, 11), dy = uniform_tensor(shape, 12);
+  const auto weights = random_weights(c);
+  model::ReferenceStack serial(c, weights);
+  const Tensor y_ref = serial.forward(x);
+  const Tensor dx_ref = serial.backward(dy);
+  model::Stack stack(mesh, c);
+  stack.load(SafetensorsFile{"check weights", weights, {}});
+  stack.set_input(x);
+  stack.forward();
+  stack.set_grad_output(dy);
+  stack.zero_grads();
+  stack.backward();
+  double err = std::max(max_relative_error(stack.gather_output().values(), y_ref.values()),
+                        max_relative_error(stack.gather_grad_input().values(), dx_ref.values()));
+  for (const auto& [name, g] : stack.gather_grads()) {
+    err = std::max(err, max_relative_error(g.values(), serial.grads().at(name).values()));
+  }
+  return err;
+}
+
+bool all_finite(std::span<const float> v) {
+  return std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
+}
+
+}  // namespace
+
+double layer_flops(std::int64_t b, std::int64_t s, std::int64_t h) {
+  const double B = static_cast<double>(b), S = static_cast<double>(s), H = static_cast<double>(h);
+  return 72.0 * B * S * H * H + 12.0 * B * S * S * H;
+}
+
+LayerBenchSample run_layer_bench(const mesh::DeviceMesh& mesh, const LayerBenchOptions& o) {
+  const auto& c = o.config;
+  model::validate(c, mesh.shape());
+  LayerBenchSample r;
+  r.mesh = mesh.shape();
+  r.chunks = c.block.chunks;
+  r.sequence_parallel = c.block.sequence_parallel;
+  r.flops = c.layers * layer_flops(c.block.batch, c.block.seq, c.block.hidden);
+  if (o.check) {
+    r.check_error = check_against_reference(mesh, c);
+    MESHTP_CHECK(r.check_error <= 1e-3,
+                 "layer benchmark check failed on mesh {}x{}: max relative error {} vs the "
+                 "serial reference",
+                 r.mesh[0], r.mesh[1], r.check_error);
+  }
+
+  const auto& world = mesh.comm();
+  model::Stack stack(mesh, c);
+  stack.init(7);
+  const Shape shape{c.block.batch, c.block.seq, c.block.hidden};
+  stack.set_input(uniform_tensor(shape, 21));
+  stack.set_grad_output(uniform_tensor(shape, 22));
+  // backward consumes grad_output: keep this rank's block to restore before every step.
+  const auto dy_span = stack.grad_output().span();
+  const std::vector<float> dy_local(dy_span.begin(), dy_span.end());
+
+  auto step = [&](double times[4]) {
+    std::copy(dy_local.begin(), dy_local.end(), stack.grad_output().span().begin());
+    world.barrier();
+    const double wait0 = comm::comm_ledger().wait_seconds;
+    const double t0 = now_seconds();
+    stack.forward();
+    const double t1 = now_seconds();
+    stack.backward();
+    const double t2 = now_seconds();
+    times[0] = t1 - t0;
+    times[1] = t2 - t1;
+    times[2] = t2 - t0;
+    times[3] = comm::comm_ledger().wait_seconds - wait0;
+    world.all_reduce(std::span<double>(times, 4), comm::ReduceOp::kMax);
+  };
+  double t[4];
+  step(t);  // warm-up, and the finiteness check
+  int finite = all_finite(stack.output().span()) && all_finite(stack.grad_input().span()) &&
+               all_finite(stack.grads());
+  world.all_reduce(std::span<int>(&finite, 1), comm::ReduceOp::kSum);
+  MESHTP_CHECK(finite == world.size(),
+               "layer benchmark on mesh {}x{}: non-finite outputs or gradients on {} rank(s)",
+               r.mesh[0], r.mesh[1], world.size() - finite);
+  step(t);
+  r.iterations = std::clamp(static_cast<int>(o.target_seconds / std::max(t[2], 1e-6)),
+                            o.min_iterations, o.max_iterations);
+  std::vector<double> fwd, bwd, all, wait;
+  for (int it = 0; it < r.iterations; ++it) {
+    step(t);
+    fwd.push_back(t[0]);
+    bwd.push_back(t[1]);
+    all.push_back(t[2]);
+    wait.push_back(t[3]);
+  }
+  r.forward_s = median(fwd);
+  r.backward_s = median(bwd);
+  r.step_s = median(all);
+  r.comm_wait_s = median(wait);
+  r.tflops_per_rank = r.flops / r.step_s / mesh.size() / 1e12;
+  return r;
+}
+
+}  // namespace meshtp::bench

@@ -1,0 +1,50 @@
+// Layer benchmark: one step (forward + backward) of a GPT block stack on a mesh, the numbers
+// ATP's evaluation reports per layout (SPEC §2, §4).
+//
+// Method: validate first (a small stack with the same mesh, chunks and sequence parallelism
+// is compared with the serial reference — y, dx and every gradient within 1e-3 relative, or
+// the benchmark throws; then the real stack runs once and every output must be finite), warm
+// up, then time steps between barriers. Per step, each rank measures forward, backward, the
+// whole step, and its time waiting on communication (comm_ledger: blocking collectives and
+// Request::wait); a sample is the max over ranks, a case reports medians over steps.
+//
+//   FLOPs per step = L · (72·b·s·h² + 12·b·s²·h)        (SPEC §2, forward + backward)
+//   TFLOP/s per rank = FLOPs / step time / ranks
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "mesh/device_mesh.hpp"
+#include "model/stack.hpp"
+
+namespace meshtp::bench {
+
+struct LayerBenchOptions {
+  model::StackConfig config;
+  double target_seconds = 2.0;  // timed steps chosen to take about this long
+  int min_iterations = 3;
+  int max_iterations = 50;
+  bool check = true;  // compare a small stack with the serial reference first
+};
+
+struct LayerBenchSample {
+  std::vector<int> mesh;
+  int chunks = 1;
+  bool sequence_parallel = false;
+  int iterations = 0;
+  double forward_s = 0.0, backward_s = 0.0, step_s = 0.0;  // medians of the max over ranks
+  double comm_wait_s = 0.0;                                // per step, max over ranks
+  double flops = 0.0;                                      // per step, whole model
+  double tflops_per_rank = 0.0;
+  double check_error = -1.0;  // max relative error of the small check; -1: not run
+};
+
+// FLOPs of one layer, forward + backward, no recomputation.
+double layer_flops(std::int64_t batch, std::int64_t seq, std::int64_t hidden);
+
+// Collective over the mesh; throws meshtp::Error if the config does not fit the mesh or the
+// validation fails.
+LayerBenchSample run_layer_bench(const mesh::DeviceMesh& mesh, const LayerBenchOptions& options);
+
+}  // namespace meshtp::bench
