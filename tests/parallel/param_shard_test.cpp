@@ -1,0 +1,79 @@
+// The parameter sharding table: scatter then gather gives back the global tensor exactly on
+// every mesh, and the QKV rows follow the worked example of param_shard.hpp.
+#include <gtest/gtest.h>
+
+#include "core/error.hpp"
+#include "mesh2d.hpp"
+#include "parallel/param_shard.hpp"
+
+namespace meshtp::parallel {
+namespace {
+
+Tensor iota(Shape shape) {
+  Tensor t(std::move(shape));
+  for (std::int64_t i = 0; i < t.numel(); ++i) t[i] = static_cast<float>(i);
+  return t;
+}
+
+TEST(ParamShard, ScatterGatherRoundTripOnEveryMesh) {
+  const auto world = comm::Communicator::world();
+  const std::int64_t h = 32;
+  const std::vector<std::pair<ParamShard, Shape>> cases{
+      {ParamShard::kHidden, {h}},
+      {ParamShard::kColumnFirstWeight, {4 * h, h}},
+      {ParamShard::kColumnFirstBias, {4 * h}},
+      {ParamShard::kRowFirstWeight, {h, 4 * h}},
+      {ParamShard::kRowFirstBias, {h}},
+      {ParamShard::kQkvWeight, {3 * h, h}},
+      {ParamShard::kQkvBias, {3 * h}}};
+  for (const auto& shape : meshes2d(world.size())) {
+    const mesh::DeviceMesh mesh(world, shape);
+    for (const auto& [kind, global_shape] : cases) {
+      const Tensor global = iota(global_shape);
+      std::vector<float> local(static_cast<std::size_t>(
+          numel(local_shape(kind, global_shape, mesh.shape()))));
+      scatter_param(kind, global, mesh, local);
+      const Tensor back = gather_param(kind, local, global_shape, mesh);
+      EXPECT_TRUE(std::equal(back.values().begin(), back.values().end(),
+                             global.values().begin()))
+          << name(kind) << " on " << mesh.to_string();
+    }
+  }
+}
+
+TEST(ParamShard, QkvRowsAreWholeHeadsOfQKV) {
+  const auto world = comm::Communicator::world();
+  if (world.size() != 4) GTEST_SKIP() << "the (2,2) worked example needs 4 ranks";
+  const mesh::DeviceMesh mesh(world, {2, 2});
+  const std::int64_t h = 4;  // a = 4 heads of width 1: w = h/(d1·d2) = 1
+  const Tensor global = iota({3 * h, h});
+  std::vector<float> local(6 * 2);  // [3h/d1, h/d2]
+  scatter_param(ParamShard::kQkvWeight, global, mesh, local);
+  const std::vector<int> rows = mesh.coord(0) == 0 ? std::vector<int>{0, 4, 8, 1, 5, 9}
+                                                   : std::vector<int>{2, 6, 10, 3, 7, 11};
+  for (int r = 0; r < 6; ++r) {
+    for (int c = 0; c < 2; ++c) {
+      EXPECT_EQ(local[static_cast<std::size_t>(r * 2 + c)],
+                global[rows[static_cast<std::size_t>(r)] * h + mesh.coord(1) * 2 + c])
+          << "rank " << mesh.rank() << " local (" << r << ", " << c << ")";
+    }
+  }
+  EXPECT_EQ(replicated_dims(ParamShard::kQkvBias), std::vector<int>{1});
+  EXPECT_EQ(replicated_dims(ParamShard::kHidden), std::vector<int>{0});
+  EXPECT_TRUE(replicated_dims(ParamShard::kQkvWeight).empty());
+}
+
+TEST(ParamShard, IndivisibleShapesAreNamed) {
+  try {
+    local_shape(ParamShard::kColumnFirstWeight, {8, 10}, {2, 4});
+    FAIL() << "10 columns split 4 ways accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("dim 1 (size 10) is not divisible by mesh dim 1 (size 4)"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(local_shape(ParamShard::kQkvWeight, {3 * 6, 6}, {2, 2}), Error);
+}
+
+}  // namespace
+}  // namespace meshtp::parallel
