@@ -56,6 +56,8 @@ int main(int argc, char** argv) {
   meshtp::cli::add_bench_gemm2d_command(app);
   meshtp::cli::add_block_command(app);
   meshtp::cli::add_bench_layer_command(app);
+  meshtp::cli::add_plan_command(app);
+  meshtp::cli::add_topo_command(app);
 
   int status = 0;
   try {

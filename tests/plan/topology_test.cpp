@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include "core/error.hpp"
@@ -151,6 +152,25 @@ TEST(Json, BadValuesAreNamed) {
   EXPECT_NE(error_of([&] { parse_model(model, "'m'"); })
                 .find("hidden=1000 is not divisible by heads=3"),
             std::string::npos);
+}
+
+TEST(Docs, TheReadmeExampleParsesAndItsCalibrationApplies) {
+  // The first ```json block of topologies/README.md is the documented full example.
+  std::ifstream in(std::string(MESHTP_SOURCE_DIR) + "/topologies/README.md");
+  ASSERT_TRUE(in) << "cannot open topologies/README.md";
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string readme = text.str();
+  const auto start = readme.find("```json\n");
+  ASSERT_NE(start, std::string::npos);
+  const auto end = readme.find("```", start + 8);
+  const Topology t = parse_topology(readme.substr(start + 8, end - start - 8), "README");
+  EXPECT_EQ(t.device_count(), 16);
+  EXPECT_EQ(t.effective_tflops(), 210);
+  ASSERT_NE(t.calibrated_group(8, 2), nullptr);
+  EXPECT_EQ(t.calibrated_group(8, 2)->all_gather->bw_gbps, 11.8);
+  EXPECT_EQ(t.calibrated_group(2, 1)->all_gather->bw_gbps, 180.0);
+  EXPECT_EQ(t.calibrated_group(2, 2), nullptr);
 }
 
 }  // namespace
