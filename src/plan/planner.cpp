@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <ostream>
 
 #include "core/error.hpp"
 
@@ -19,6 +20,21 @@ void PlanRequest::validate() const {
   MESHTP_CHECK(!strategies.empty(), "no strategy selected");
   MESHTP_CHECK(!chunks.empty(), "no chunk count selected");
   for (const int c : chunks) MESHTP_CHECK(c >= 1, "chunks={} must be at least 1", c);
+}
+
+std::ostream& operator<<(std::ostream& os, const PlanRequest& r) {
+  os << "plan request: " << r.model << " on " << r.topology << ", " << r.devices
+     << " devices, strategies";
+  for (const Strategy s : r.strategies) os << ' ' << name(s);
+  os << ", chunks";
+  for (const int c : r.chunks) os << ' ' << c;
+  return os;
+}
+
+std::ostream& operator<<(std::ostream& os, const PlanResult& result) {
+  for (const Candidate& c : result.candidates) os << c << '\n';
+  if (const Candidate* best = result.best_candidate()) return os << "best: " << *best;
+  return os << "best: none";
 }
 
 std::vector<std::array<int, 2>> enumerate_meshes(int n) {

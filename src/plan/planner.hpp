@@ -45,6 +45,10 @@ struct PlanResult {
   const Candidate* best_candidate() const { return best ? &candidates[*best] : nullptr; }
 };
 
+std::ostream& operator<<(std::ostream& os, const PlanRequest& request);
+// One line per candidate, then "best: …" (or "best: none").
+std::ostream& operator<<(std::ostream& os, const PlanResult& result);
+
 // Every (d1, d2) with d1·d2 = n, d1 descending.
 std::vector<std::array<int, 2>> enumerate_meshes(int n);
 

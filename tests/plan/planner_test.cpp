@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <sstream>
 
 #include "core/error.hpp"
 #include "plan/planner.hpp"
@@ -113,6 +114,19 @@ TEST(Planner, InfeasibleCandidatesAreKeptWithTheirReason) {
   EXPECT_NE(c->reason.find("GiB per rank but the device has 4 GiB"), std::string::npos)
       << c->reason;
   EXPECT_TRUE(to_json(p)["best"].is_null());
+}
+
+TEST(Planner, PlansPrintThemselves) {
+  PlanRequest r = request("nvswitch-8xa100", "atp-m1", 8);
+  r.strategies = {Strategy::kAtp};
+  r.chunks = {1};
+  std::ostringstream req, res;
+  req << r;
+  res << plan(r);
+  EXPECT_NE(req.str().find("model atp-m1"), std::string::npos) << req.str();
+  EXPECT_NE(req.str().find("strategies atp, chunks 1"), std::string::npos) << req.str();
+  EXPECT_NE(res.str().find("megatron 8x1 chunks=1: step"), std::string::npos) << res.str();
+  EXPECT_NE(res.str().find("\nbest: "), std::string::npos) << res.str();
 }
 
 TEST(Planner, DeviceCountMustMatchTheTopology) {
