@@ -6,6 +6,7 @@
 #include "comm/communicator.hpp"
 #include "core/error.hpp"
 #include "core/stats.hpp"
+#include "core/trace.hpp"
 #include "model/reference.hpp"
 #include "tensor/random.hpp"
 
@@ -92,14 +93,22 @@ LayerBenchSample run_layer_bench(const mesh::DeviceMesh& mesh, const LayerBenchO
   const auto dy_span = stack.grad_output().span();
   const std::vector<float> dy_local(dy_span.begin(), dy_span.end());
 
-  auto step = [&](double times[4]) {
+  // times: forward, backward, step, comm wait (max over ranks), then this rank's start.
+  auto step = [&](double times[5]) {
     std::copy(dy_local.begin(), dy_local.end(), stack.grad_output().span().begin());
     world.barrier();
+    times[4] = now_seconds();
     const double wait0 = comm::comm_ledger().wait_seconds;
     const double t0 = now_seconds();
-    stack.forward();
+    {
+      const ScopedSpan span("forward", SpanKind::kPhase);
+      stack.forward();
+    }
     const double t1 = now_seconds();
-    stack.backward();
+    {
+      const ScopedSpan span("backward", SpanKind::kPhase);
+      stack.backward();
+    }
     const double t2 = now_seconds();
     times[0] = t1 - t0;
     times[1] = t2 - t1;
@@ -107,7 +116,7 @@ LayerBenchSample run_layer_bench(const mesh::DeviceMesh& mesh, const LayerBenchO
     times[3] = comm::comm_ledger().wait_seconds - wait0;
     world.all_reduce(std::span<double>(times, 4), comm::ReduceOp::kMax);
   };
-  double t[4];
+  double t[5];
   step(t);  // warm-up, and the finiteness check
   int finite = all_finite(stack.output().span()) && all_finite(stack.grad_input().span()) &&
                all_finite(stack.grads());
@@ -131,6 +140,14 @@ LayerBenchSample run_layer_bench(const mesh::DeviceMesh& mesh, const LayerBenchO
   r.step_s = median(all);
   r.comm_wait_s = median(wait);
   r.tflops_per_rank = r.flops / r.step_s / mesh.size() / 1e12;
+  if (o.trace) {
+    Tracer& tracer = Tracer::instance();
+    tracer.clear();
+    tracer.enable();
+    step(t);
+    tracer.disable();
+    r.trace_origin_s = t[4];
+  }
   return r;
 }
 

@@ -26,6 +26,7 @@ struct LayerBenchOptions {
   int min_iterations = 3;
   int max_iterations = 50;
   bool check = true;  // compare a small stack with the serial reference first
+  bool trace = false;  // record one extra step's spans (core/trace.hpp) after the timed ones
 };
 
 struct LayerBenchSample {
@@ -38,6 +39,7 @@ struct LayerBenchSample {
   double flops = 0.0;                                      // per step, whole model
   double tflops_per_rank = 0.0;
   double check_error = -1.0;  // max relative error of the small check; -1: not run
+  double trace_origin_s = 0.0;  // with trace: now_seconds() right after the step's barrier
 };
 
 // FLOPs of one layer, forward + backward, no recomputation.

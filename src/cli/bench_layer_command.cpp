@@ -16,6 +16,7 @@
 #include "cli/commands.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
+#include "train/chrome_trace.hpp"
 
 namespace meshtp::cli {
 namespace {
@@ -29,6 +30,7 @@ struct BenchLayerArgs {
   int progress_splits = 4;
   double seconds = 2.0;
   bool no_check = false, json = false;
+  std::string trace;  // Chrome trace of one extra step (one mesh, one chunk count)
 };
 
 std::vector<int> parse_chunks(const std::string& text) {
@@ -67,6 +69,8 @@ void run_bench_layer(const BenchLayerArgs& a) {
   const auto meshes = meshes_of(a.mesh, N);
   const auto chunk_list = parse_chunks(a.chunks);
   MESHTP_CHECK(a.seconds > 0 && a.seconds <= 600, "--seconds={} must be in (0, 600]", a.seconds);
+  MESHTP_CHECK(a.trace.empty() || (meshes.size() == 1 && chunk_list.size() == 1),
+               "--trace records one case: give one --mesh and one --chunks value");
   std::ostream& os = out();
   if (!a.json) {
     os << fmt::format(
@@ -91,6 +95,7 @@ void run_bench_layer(const BenchLayerArgs& a) {
                   .layers = a.layers};
       o.target_seconds = a.seconds;
       o.check = !a.no_check;
+      o.trace = !a.trace.empty();
       const std::string name = format_mesh_shape(shape);
       if (a.mesh == "all") {
         // A sweep lists the meshes this model cannot use instead of stopping at them; the
@@ -104,6 +109,7 @@ void run_bench_layer(const BenchLayerArgs& a) {
       }
       const mesh::DeviceMesh mesh(world(), shape);
       const bench::LayerBenchSample s = bench::run_layer_bench(mesh, o);
+      if (o.trace) train::write_chrome_trace(a.trace, world(), s.trace_origin_s);
       if (a.json) {
         os << nlohmann::json{{"bench", "layer"},
                              {"mesh", shape},
@@ -159,6 +165,8 @@ void add_bench_layer_command(CLI::App& app) {
   c->add_option("--seconds", args->seconds, "Target timed seconds per case (default 2)");
   c->add_flag("--no-check", args->no_check, "Skip the comparison with the serial reference");
   c->add_flag("--json", args->json, "Print one JSON object per case");
+  c->add_option("--trace", args->trace,
+                "Write a Chrome trace (Perfetto) of one extra step to this file");
   c->callback([args] { run_bench_layer(*args); });
 }
 
