@@ -77,6 +77,21 @@ struct Linear2DSpec {
   bool gather_input = false;    // row-first only
 };
 
+// Megatron's 1D layers by their names, for a mesh (N, 1): ColumnParallelLinear is
+// column-first (identity forward, all-reduce of dx backward: f), RowParallelLinear is
+// row-first (all-reduce forward: f̄). With sequence_parallel the all-reduces become
+// all-gather / reduce-scatter pairs (Megatron-SP's g and ḡ).
+inline Linear2DSpec column_parallel_linear(std::int64_t in, std::int64_t out, std::int64_t rows,
+                                           int chunks = 1, bool sequence_parallel = false) {
+  return {.kind = LinearKind::kColumnFirst, .in_features = in, .out_features = out,
+          .rows = rows, .chunks = chunks, .sequence_parallel = sequence_parallel};
+}
+inline Linear2DSpec row_parallel_linear(std::int64_t in, std::int64_t out, std::int64_t rows,
+                                        int chunks = 1, bool sequence_parallel = false) {
+  return {.kind = LinearKind::kRowFirst, .in_features = in, .out_features = out,
+          .rows = rows, .chunks = chunks, .sequence_parallel = sequence_parallel};
+}
+
 // Throws meshtp::Error naming the values unless the spec fits a 2-D mesh of this shape.
 // Depends only on the spec and the mesh shape: every rank reaches the same verdict.
 void validate(const Linear2DSpec& spec, const std::vector<int>& mesh_shape);

@@ -132,25 +132,19 @@ TEST(Linear2D, MegatronCollectivesOnNBy1) {
   if (world.size() == 1) GTEST_SKIP() << "no communication on one rank";
   const mesh::DeviceMesh mesh(world, {world.size(), 1});
   using K = CollectiveKind;
-  const Linear2D col(mesh, {.kind = LinearKind::kColumnFirst, .in_features = 8,
-                            .out_features = 8, .rows = 8});
+  const Linear2D col(mesh, column_parallel_linear(8, 8, 8));
   EXPECT_EQ(col.collective(0), K::kNone);
   EXPECT_EQ(col.collective(1), K::kNone);
   EXPECT_EQ(col.collective(2), K::kNone);
   EXPECT_EQ(col.collective(3), K::kAllReduce);
-  const Linear2D row(mesh, {.kind = LinearKind::kRowFirst, .in_features = 8,
-                            .out_features = 8, .rows = 8});
+  const Linear2D row(mesh, row_parallel_linear(8, 8, 8));
   EXPECT_EQ(row.collective(1), K::kAllReduce);
   EXPECT_EQ(row.collective(3), K::kNone);
   // Sequence parallelism: all-gather / reduce-scatter instead (Megatron-SP's g and ḡ).
-  const Linear2D col_sp(mesh, {.kind = LinearKind::kColumnFirst, .in_features = 8,
-                               .out_features = 8, .rows = 8 * world.size(),
-                               .sequence_parallel = true});
+  const Linear2D col_sp(mesh, column_parallel_linear(8, 8, 8 * world.size(), 1, true));
   EXPECT_EQ(col_sp.collective(0), K::kAllGather);
   EXPECT_EQ(col_sp.collective(3), K::kReduceScatter);
-  const Linear2D row_sp(mesh, {.kind = LinearKind::kRowFirst, .in_features = 8,
-                               .out_features = 8, .rows = 8 * world.size(),
-                               .sequence_parallel = true});
+  const Linear2D row_sp(mesh, row_parallel_linear(8, 8, 8 * world.size(), 1, true));
   EXPECT_EQ(row_sp.collective(1), K::kReduceScatter);
   EXPECT_EQ(row_sp.collective(2), K::kAllGather);
 }
