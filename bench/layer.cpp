@@ -118,8 +118,8 @@ LayerBenchSample run_layer_bench(const mesh::DeviceMesh& mesh, const LayerBenchO
   };
   double t[5];
   step(t);  // warm-up, and the finiteness check
-  int finite = all_finite(stack.output().span()) && all_finite(stack.grad_input().span()) &&
-               all_finite(stack.grads());
+  int finite = all_finite(stack.output().span()) && all_finite(stack.grad_input().span());
+  for (int p = 0; p < stack.num_params(); ++p) finite = finite && all_finite(stack.grad(p).values());
   world.all_reduce(std::span<int>(&finite, 1), comm::ReduceOp::kSum);
   MESHTP_CHECK(finite == world.size(),
                "layer benchmark on mesh {}x{}: non-finite outputs or gradients on {} rank(s)",

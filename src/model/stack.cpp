@@ -25,33 +25,26 @@ Stack::Stack(const mesh::DeviceMesh& mesh, const StackConfig& config)
     : mesh_(&mesh),
       config_(validated(config, mesh.shape())),
       table_(stack_param_table(config.layers, config.block.hidden)) {
-  // Flat storage: LayerNorm parameters first (see the header), then the rest, table order.
-  offset_.assign(table_.size(), 0);
-  size_.assign(table_.size(), 0);
-  std::int64_t at = 0;
-  for (const bool ln_pass : {true, false}) {
-    for (std::size_t p = 0; p < table_.size(); ++p) {
-      if (is_layernorm(table_[p]) != ln_pass) continue;
-      offset_[p] = at;
-      size_[p] = numel(parallel::local_shape(table_[p].shard, table_[p].shape, mesh.shape()));
-      at += size_[p];
-    }
-    if (ln_pass) ln_region_ = at;
+  std::int64_t ln_size = 0;
+  for (const ParamEntry& e : table_) {
+    const Shape local = parallel::local_shape(e.shard, e.shape, mesh.shape());
+    values_.emplace_back(local);
+    grads_.emplace_back(local);
+    ln_offset_.push_back(ln_size);
+    if (is_layernorm(e)) ln_size += numel(local);
   }
-  values_ = Tensor({at});
-  grads_ = Tensor({at});
-  if (config.block.sequence_parallel) ln_partial_ = Tensor({ln_region_});
+  if (config.block.sequence_parallel) ln_partial_ = Tensor({ln_size});
 
   for (int l = 0; l < config.layers; ++l) {
     blocks_.push_back(std::make_unique<Block>(mesh, config.block));
     std::vector<std::span<float>> v, g;
     for (int k = 0; k < kBlockParams; ++k) {
-      const int p = l * kBlockParams + k;
-      v.push_back(value(p));
-      const bool partial = !ln_partial_.empty() && is_layernorm(table_[static_cast<std::size_t>(p)]);
-      g.push_back(partial ? ln_partial_.values().subspan(static_cast<std::size_t>(offset_[static_cast<std::size_t>(p)]),
-                                                         static_cast<std::size_t>(size_[static_cast<std::size_t>(p)]))
-                          : grad(p));
+      const auto p = static_cast<std::size_t>(l * kBlockParams + k);
+      v.push_back(values_[p].values());
+      const bool partial = !ln_partial_.empty() && is_layernorm(table_[p]);
+      g.push_back(partial ? ln_partial_.values().subspan(static_cast<std::size_t>(ln_offset_[p]),
+                                                         grads_[p].values().size())
+                          : grads_[p].values());
     }
     blocks_.back()->bind(v, g);
   }
@@ -64,27 +57,22 @@ Stack::Stack(const mesh::DeviceMesh& mesh, const StackConfig& config)
 
 Stack::~Stack() = default;
 
-Shape Stack::local_shape(int p) const {
-  const auto& e = table_.at(static_cast<std::size_t>(p));
-  return parallel::local_shape(e.shard, e.shape, mesh_->shape());
+int Stack::replicas(int p) const {
+  int r = 1;
+  for (const int dim : parallel::replicated_dims(table_.at(static_cast<std::size_t>(p)).shard)) {
+    r *= mesh_->size(dim);
+  }
+  return r;
 }
 
-std::span<float> Stack::value(int p) {
-  return values_.values().subspan(static_cast<std::size_t>(offset_.at(static_cast<std::size_t>(p))),
-                                  static_cast<std::size_t>(size_[static_cast<std::size_t>(p)]));
+void Stack::zero_grads() {
+  for (Tensor& g : grads_) g.fill(0.0f);
 }
-
-std::span<float> Stack::grad(int p) {
-  return grads_.values().subspan(static_cast<std::size_t>(offset_.at(static_cast<std::size_t>(p))),
-                                 static_cast<std::size_t>(size_[static_cast<std::size_t>(p)]));
-}
-
-void Stack::zero_grads() { grads_.fill(0.0f); }
 
 void Stack::init(std::uint64_t seed) {
   for (int p = 0; p < num_params(); ++p) {
     const ParamEntry& e = table_[static_cast<std::size_t>(p)];
-    const std::span<float> local = value(p);
+    const std::span<float> local = value(p).values();
     parallel::for_each_local(e.shard, e.shape, mesh_->shape(), mesh_->coords(),
                              [&](std::int64_t l, std::int64_t g) {
                                local[static_cast<std::size_t>(l)] =
@@ -98,26 +86,24 @@ void Stack::load(const SafetensorsFile& file) {
   for (const ParamEntry& e : table_) require(file, e.name, e.shape);
   for (int p = 0; p < num_params(); ++p) {
     const ParamEntry& e = table_[static_cast<std::size_t>(p)];
-    parallel::scatter_param(e.shard, file.tensors.at(e.name), *mesh_, value(p));
+    parallel::scatter_param(e.shard, file.tensors.at(e.name), *mesh_, value(p).values());
   }
 }
 
 std::map<std::string, Tensor> Stack::gather_values() const {
   std::map<std::string, Tensor> out;
-  auto& self = const_cast<Stack&>(*this);  // value() hands out mutable spans
   for (int p = 0; p < num_params(); ++p) {
     const ParamEntry& e = table_[static_cast<std::size_t>(p)];
-    out.emplace(e.name, parallel::gather_param(e.shard, self.value(p), e.shape, *mesh_));
+    out.emplace(e.name, parallel::gather_param(e.shard, value(p).values(), e.shape, *mesh_));
   }
   return out;
 }
 
 std::map<std::string, Tensor> Stack::gather_grads() const {
   std::map<std::string, Tensor> out;
-  auto& self = const_cast<Stack&>(*this);
   for (int p = 0; p < num_params(); ++p) {
     const ParamEntry& e = table_[static_cast<std::size_t>(p)];
-    out.emplace(e.name, parallel::gather_param(e.shard, self.grad(p), e.shape, *mesh_));
+    out.emplace(e.name, parallel::gather_param(e.shard, grad(p).values(), e.shape, *mesh_));
   }
   return out;
 }
@@ -198,9 +184,12 @@ void Stack::backward() {
   if (!ln_partial_.empty()) {
     // Sequence parallelism: each rank summed the LayerNorm gradients over its own tokens.
     mesh_->dim_comm(0).all_reduce(ln_partial_.values());
-    float* g = grads_.data();
-    const float* part = ln_partial_.data();
-    for (std::int64_t j = 0; j < ln_region_; ++j) g[j] += part[j];
+    for (std::size_t p = 0; p < table_.size(); ++p) {
+      if (!is_layernorm(table_[p])) continue;
+      float* g = grads_[p].data();
+      const float* part = ln_partial_.data() + ln_offset_[p];
+      for (std::int64_t j = 0; j < grads_[p].numel(); ++j) g[j] += part[j];
+    }
   }
 }
 

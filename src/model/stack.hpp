@@ -8,8 +8,9 @@
 //   stack.forward();                           // stack.output(): this rank's block of y
 //   stack.set_grad_output(dy);                 // or write stack.grad_output() directly
 //   stack.zero_grads(); stack.backward();      // stack.grad_input(): this rank's block of dx
-//   for (int p = 0; p < stack.num_params(); ++p)  // local shards, e.g. for an optimizer:
-//     sgd(stack.value(p), stack.grad(p));         //   replicas get identical gradients
+//   for (int p = 0; p < stack.num_params(); ++p)  // local shards, e.g. for train::AdamW:
+//     refs.push_back({name, &stack.value(p), &stack.grad(p), stack.decays(p),
+//                     stack.replicas(p)});        //   replicas get identical gradients
 //   stack.save(path);                          // global tensors, any mesh can load them
 //
 // Activations between blocks are the residual stream in the block's stream layout
@@ -17,10 +18,10 @@
 // says which block of the global [b·s, h] this rank holds. The L+1 streams are kept (each
 // block's input is saved for its backward); one BlockWorkspace serves every block.
 //
-// Parameters live in one flat buffer per rank (values, and grads alike), LayerNorm
-// parameters first: under sequence parallelism their gradients are partial sums over mesh
-// dim 0 (each rank saw its own tokens), so backward accumulates them in a separate buffer and
-// all-reduces it once at the end, before adding into grads.
+// Parameters are one Tensor per local shard (values, and grads alike). Under sequence
+// parallelism the LayerNorm gradients are partial sums over mesh dim 0 (each rank saw its own
+// tokens), so backward accumulates them in one separate buffer and all-reduces it once at the
+// end, before adding into grads.
 #pragma once
 
 #include <cstdint>
@@ -59,11 +60,14 @@ class Stack {
   // ---- parameters (local shards, table order) ----------------------------------------
   const std::vector<ParamEntry>& param_table() const { return table_; }
   int num_params() const { return static_cast<int>(table_.size()); }
-  Shape local_shape(int p) const;
-  std::span<float> value(int p);
-  std::span<float> grad(int p);
-  std::span<float> values() { return values_.values(); }  // flat, for optimizers
-  std::span<float> grads() { return grads_.values(); }
+  Tensor& value(int p) { return values_.at(static_cast<std::size_t>(p)); }
+  Tensor& grad(int p) { return grads_.at(static_cast<std::size_t>(p)); }
+  const Tensor& value(int p) const { return values_.at(static_cast<std::size_t>(p)); }
+  const Tensor& grad(int p) const { return grads_.at(static_cast<std::size_t>(p)); }
+  // Ranks holding a copy of each element of parameter p (its replicated mesh dims' sizes).
+  int replicas(int p) const;
+  // Weight decay applies to the matrices only (not LayerNorm parameters, not biases).
+  bool decays(int p) const { return table_.at(static_cast<std::size_t>(p)).shape.size() == 2; }
   void zero_grads();
 
   // GPT-2 init (params.hpp), identical global weights on every mesh.
@@ -104,9 +108,10 @@ class Stack {
   const mesh::DeviceMesh* mesh_;
   StackConfig config_;
   std::vector<ParamEntry> table_;
-  std::vector<std::int64_t> offset_, size_;
-  std::int64_t ln_region_ = 0;  // values_[0, ln_region_) are the LayerNorm parameters
-  Tensor values_, grads_, ln_partial_;
+  std::vector<Tensor> values_, grads_;
+  // Sequence parallelism: LayerNorm gradient partials, parameter p at ln_offset_[p].
+  Tensor ln_partial_;
+  std::vector<std::int64_t> ln_offset_;
   std::vector<std::unique_ptr<Block>> blocks_;
   std::unique_ptr<BlockWorkspace> workspace_;
   std::vector<Tensor> streams_;  // x_0 … x_L

@@ -66,7 +66,7 @@ TEST(Checkpoint, SaveOnOneMeshLoadOnAnother) {
   a.init(99);
   // Perturb every parameter so biases and LayerNorm are not at their trivial init.
   for (int p = 0; p < a.num_params(); ++p) {
-    for (auto& v : a.value(p)) v += 0.01f;
+    for (auto& v : a.value(p).values()) v += 0.01f;
   }
   a.save(path);
   a.set_input(x);
@@ -90,6 +90,24 @@ TEST(Checkpoint, SaveOnOneMeshLoadOnAnother) {
   EXPECT_LE(max_relative_error(b.gather_output().values(), ya.values()), 1e-5);
   world.barrier();
   if (world.rank() == 0) std::remove(path.c_str());
+}
+
+TEST(Checkpoint, ReplicasAndDecayForTheOptimizer) {
+  const auto world = comm::Communicator::world();
+  for (const auto& shape : parallel::meshes2d(world.size())) {
+    const mesh::DeviceMesh mesh(world, shape);
+    const Stack stack(mesh, config());
+    for (int p = 0; p < stack.num_params(); ++p) {
+      const ParamEntry& e = stack.param_table()[static_cast<std::size_t>(p)];
+      // Σ over ranks of local elements = global elements × replicas.
+      std::int64_t n = stack.value(p).numel();
+      world.all_reduce(std::span<std::int64_t>(&n, 1));
+      EXPECT_EQ(n, numel(e.shape) * stack.replicas(p)) << e.name << " on " << mesh.to_string();
+      EXPECT_EQ(stack.decays(p), e.name.find("weight") != std::string::npos &&
+                                     e.name.find("ln") == std::string::npos)
+          << e.name;
+    }
+  }
 }
 
 TEST(Checkpoint, MissingTensorIsNamed) {
