@@ -187,7 +187,7 @@ void Block::attention_forward_chunk(int i, BlockWorkspace& ws) {
                                            static_cast<std::size_t>(per_seq));
     attention_forward(out.block(q * s, 0, s, w), att, qkv.block(q * s, 0, s, 3 * w), 1, s,
                       local_heads_);
-    progress_.poke();
+    if (config_.progress_splits > 1) progress_.poke();
   }
 }
 
@@ -205,7 +205,7 @@ void Block::attention_backward_chunk(int i, BlockWorkspace& ws) {
     attention_backward(dqkv.block(q * s, 0, s, 3 * w), ws.att_scratch.values(),
                        dout.block(q * s, 0, s, w), qkv.block(q * s, 0, s, 3 * w), att, 1, s,
                        local_heads_);
-    progress_.poke();
+    if (config_.progress_splits > 1) progress_.poke();
   }
 }
 

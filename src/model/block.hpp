@@ -70,7 +70,8 @@ struct BlockConfig {
   int chunks = 1;
   bool sequence_parallel = false;
   // GeMMs that may overlap a pending collective are cut into this many panels with an
-  // MPI_Test between them (1: never cut).
+  // MPI_Test between them, and the attention core polls between sequences (1: no polling:
+  // non-blocking collectives then advance only inside other MPI calls and waits).
   int progress_splits = 4;
 };
 
