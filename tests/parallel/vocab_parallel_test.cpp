@@ -1,0 +1,105 @@
+// Vocabulary-parallel embedding / LM head / cross-entropy equal the serial ops on every
+// group size, including 3 (vocab 13 padded to 15: the padded logits must change nothing).
+#include "parallel/vocab_parallel.hpp"
+
+#include <gtest/gtest.h>
+
+#include "core/error.hpp"
+#include "ops/cross_entropy.hpp"
+#include "ops/embedding.hpp"
+#include "ops/linear.hpp"
+#include "tensor/random.hpp"
+
+namespace meshtp::parallel {
+namespace {
+
+constexpr std::int64_t kVocab = 13, kHidden = 6, kRows = 10;
+
+std::vector<std::int32_t> ids(std::uint64_t seed) {
+  std::vector<std::int32_t> v(kRows);
+  for (std::int64_t i = 0; i < kRows; ++i) {
+    v[i] = static_cast<std::int32_t>((uniform_at(seed, i) + 1.0f) * 0.5f * kVocab) % kVocab;
+  }
+  return v;
+}
+
+// Rows [begin, begin + rows) of the global wte; padded rows are zeros.
+Tensor local_rows(const Tensor& wte, const VocabShard& s) {
+  Tensor out({s.rows, kHidden});
+  for (std::int64_t r = 0; r < s.rows; ++r) {
+    for (std::int64_t c = 0; c < kHidden; ++c) {
+      out.at({r, c}) = s.begin + r < kVocab ? wte.at({s.begin + r, c}) : 0.0f;
+    }
+  }
+  return out;
+}
+
+TEST(VocabParallel, EmbeddingHeadAndLossEqualSerial) {
+  const auto world = comm::Communicator::world();
+  const VocabShard shard = make_vocab_shard(kVocab, world);
+  EXPECT_EQ(shard.vocab % world.size(), 0);
+  EXPECT_GE(shard.vocab, kVocab);
+  const Tensor wte = uniform_tensor({kVocab, kHidden}, 11);
+  const Tensor wte_local = local_rows(wte, shard);
+  const auto tokens = ids(1);
+  const auto targets = ids(2);
+
+  // Embedding forward: the serial op with a zero position table.
+  Tensor out({kRows, kHidden});
+  vocab_embedding_forward(out.matrix(), tokens, wte_local.matrix(), shard, world);
+  Tensor ref({kRows, kHidden});
+  const Tensor no_pos({kRows, kHidden});
+  embedding_forward(ref.matrix(), tokens, 1, kRows, wte.matrix(), no_pos.matrix());
+  EXPECT_EQ(max_abs_diff(out.values(), ref.values()), 0.0);
+
+  // LM head + cross-entropy: serial logits = x·wteᵀ over the real vocabulary.
+  const Tensor x = uniform_tensor({kRows, kHidden}, 3);
+  Tensor logits({kRows, shard.rows});
+  std::vector<float> lse(kRows), stats(3 * kRows);
+  const double loss = vocab_cross_entropy_forward(logits.matrix(), lse, x.matrix(),
+                                                  wte_local.matrix(), targets, shard, world, stats);
+  Tensor ref_logits({kRows, kVocab});
+  linear_forward(ref_logits.matrix(), x.matrix(), wte.matrix(), {});
+  std::vector<float> ref_lse(kRows);
+  const double ref_loss = cross_entropy_forward(ref_lse, ref_logits.matrix(), targets);
+  EXPECT_NEAR(loss, ref_loss, 1e-6 * std::abs(ref_loss)) << "rank " << world.rank();
+
+  Tensor dx({kRows, kHidden});
+  Tensor dwte_local({shard.rows, kHidden});
+  vocab_cross_entropy_backward(dx.matrix(), dwte_local.matrix(), logits.matrix(), lse, x.matrix(),
+                               wte_local.matrix(), targets, shard, world, 0.5f);
+  Tensor dlogits({kRows, kVocab});
+  cross_entropy_backward(dlogits.matrix(), ref_logits.matrix(), ref_lse, targets, 0.5f);
+  Tensor ref_dx({kRows, kHidden});
+  Tensor ref_dwte({kVocab, kHidden});
+  linear_backward(ref_dx.matrix(), ref_dwte.matrix(), {}, dlogits.matrix(), x.matrix(),
+                  wte.matrix());
+  EXPECT_LT(max_relative_error(dx.values(), ref_dx.values()), 1e-5) << "rank " << world.rank();
+  const Tensor ref_dwte_local = local_rows(ref_dwte, shard);
+  EXPECT_LT(max_abs_diff(dwte_local.values(), ref_dwte_local.values()),
+            1e-6 * (1 + max_abs_diff(ref_dwte.values(), std::vector<float>(ref_dwte.numel()))))
+      << "rank " << world.rank();
+
+  // Embedding backward: this rank's rows of the serial dwte.
+  const Tensor dout = uniform_tensor({kRows, kHidden}, 4);
+  Tensor demb({shard.rows, kHidden});
+  vocab_embedding_backward(demb.matrix(), dout.matrix(), tokens, shard);
+  Tensor ref_demb({kVocab, kHidden});
+  Tensor ref_dpos({kRows, kHidden});
+  embedding_backward(ref_demb.matrix(), ref_dpos.matrix(), dout.matrix(), tokens, 1, kRows);
+  EXPECT_EQ(max_abs_diff(demb.values(), local_rows(ref_demb, shard).values()), 0.0);
+}
+
+TEST(VocabParallel, OutOfRangeTokenIsAClearError) {
+  const auto world = comm::Communicator::world();
+  const VocabShard shard = make_vocab_shard(kVocab, world);
+  const Tensor wte_local({shard.rows, kHidden});
+  Tensor out({kRows, kHidden});
+  auto tokens = ids(1);
+  tokens[3] = kVocab;
+  EXPECT_THROW(vocab_embedding_forward(out.matrix(), tokens, wte_local.matrix(), shard, world),
+               Error);
+}
+
+}  // namespace
+}  // namespace meshtp::parallel
