@@ -4,7 +4,9 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <optional>
 #include <thread>
 
 #include "core/error.hpp"
@@ -96,74 +98,72 @@ std::array<double, 3> checksums(const comm::Communicator& world, const Tensor& c
   return s;
 }
 
-struct Timing {
-  int iterations = 0;
-  double median_seconds = 0.0;
-  double gemm_seconds = kNaN;
+// One row of the table while it is being measured.
+struct BenchCase {
+  Gemm2dSample sample;
+  std::function<void()> run;
+  const parallel::Gemm2dWorkspace* ws = nullptr;  // where its local-GeMM time accumulates
+  std::vector<double> times, gemm;
 };
 
-// run() once to size the loop, then `iterations` samples between barriers, max over ranks.
-// gemm_clock(), if given, returns this rank's cumulative local-GeMM seconds.
-template <typename Run>
-Timing time_case(const comm::Communicator& world, const Gemm2dBenchOptions& o, Run run,
-                 const parallel::Gemm2dWorkspace* ws) {
-  world.barrier();
-  double start = now_seconds();
-  run();
-  const double once = all_max(world, now_seconds() - start);
-  Timing t;
-  t.iterations = std::clamp(static_cast<int>(o.target_seconds / std::max(once, 1e-9)),
-                            o.min_iterations, o.max_iterations);
-  std::vector<double> samples, gemm;
-  for (int it = 0; it < t.iterations; ++it) {
-    const double gemm_before = ws ? ws->stats.gemm_seconds : 0.0;
+// Times every case in interleaved rounds (round r runs case 0, 1, 2, … once each), so load
+// from other processes hits all cases alike. One sample = barrier, run, max over ranks.
+void time_cases(const comm::Communicator& world, const Gemm2dBenchOptions& o,
+                std::vector<BenchCase>& cases) {
+  const auto sample = [&](BenchCase& c, bool keep) {
+    const double gemm_before = c.ws ? c.ws->stats.gemm_seconds : 0.0;
     world.barrier();
-    start = now_seconds();
-    run();
+    const double start = now_seconds();
+    c.run();
     const double local = now_seconds() - start;
-    if (ws) gemm.push_back(ws->stats.gemm_seconds - gemm_before);
-    samples.push_back(all_max(world, local));
+    const double t = all_max(world, local);
+    if (keep) {
+      c.times.push_back(t);
+      if (c.ws) c.gemm.push_back(c.ws->stats.gemm_seconds - gemm_before);
+    }
+    return t;
+  };
+  double slowest = 0.0;
+  for (auto& c : cases) slowest = std::max(slowest, sample(c, false));  // warm-up
+  const int rounds = std::clamp(static_cast<int>(o.target_seconds / std::max(slowest, 1e-9)),
+                                o.min_iterations, o.max_iterations);
+  for (int r = 0; r < rounds; ++r) {
+    for (auto& c : cases) sample(c, true);
   }
-  t.median_seconds = median(samples);
-  if (ws) t.gemm_seconds = all_max(world, median(gemm));
-  return t;
+  const double flops = 2.0 * static_cast<double>(o.shape.m) * o.shape.n * o.shape.k;
+  for (auto& c : cases) {
+    Gemm2dSample& x = c.sample;
+    x.iterations = rounds;
+    x.median_seconds = median(c.times);
+    const int ranks = x.kind == Gemm2dCaseKind::kSingleRank ? 1 : o.nr * o.nc;
+    x.gflops_per_rank = flops / ranks / x.median_seconds / 1e9;
+    if (c.ws) x.gemm_seconds = all_max(world, median(c.gemm));
+    if (x.kind == Gemm2dCaseKind::kSingleRank) x.gemm_seconds = x.median_seconds;
+  }
 }
 
-// Whole-problem GeMM on rank 0; the other ranks sleep in a polled ibarrier so they leave
-// the core alone. Returns rank 0's median, on every rank.
-Timing time_single_rank(const comm::Communicator& world, const Gemm2dBenchOptions& o) {
-  Timing t;
-  double result[2] = {0.0, 0.0};
-  if (world.rank() == 0) {
+// The whole problem on rank 0 while the other ranks sleep in a polled ibarrier (leaving
+// the cores alone instead of spinning in MPI).
+std::function<void()> single_rank_run(const comm::Communicator& world, const Gemm2dBenchOptions& o,
+                                      std::vector<Tensor>& storage) {
+  const bool root = world.rank() == 0;
+  if (root) {
     const auto& s = o.shape;
-    const Tensor a = uniform_tensor(parallel::global_a_shape(o.dataflow, s), kSeedA);
-    const Tensor b = uniform_tensor(parallel::global_b_shape(o.dataflow, s), kSeedB);
-    Tensor c({s.m, s.n});
-    const Trans ta = o.dataflow == Dataflow::kRS ? Trans::kYes : Trans::kNo;
-    const Trans tb = o.dataflow == Dataflow::kLS ? Trans::kYes : Trans::kNo;
-    const auto run = [&] { gemm(a.matrix(), ta, b.matrix(), tb, c.matrix()); };
-    double start = now_seconds();
-    run();
-    const double once = now_seconds() - start;
-    const int iterations = std::clamp(static_cast<int>(o.target_seconds / std::max(once, 1e-9)),
-                                      o.min_iterations, o.max_iterations);
-    std::vector<double> samples;
-    for (int it = 0; it < iterations; ++it) {
-      start = now_seconds();
-      run();
-      samples.push_back(now_seconds() - start);
-    }
-    result[0] = iterations;
-    result[1] = median(samples);
-    world.ibarrier().wait();
-  } else {
-    comm::Request done = world.ibarrier();
-    while (!done.test()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    storage.push_back(uniform_tensor(parallel::global_a_shape(o.dataflow, s), kSeedA));
+    storage.push_back(uniform_tensor(parallel::global_b_shape(o.dataflow, s), kSeedB));
+    storage.push_back(Tensor({s.m, s.n}));
   }
-  world.broadcast(std::span<double>(result, 2), 0);
-  t.iterations = static_cast<int>(result[0]);
-  t.median_seconds = result[1];
-  return t;
+  const Trans ta = o.dataflow == Dataflow::kRS ? Trans::kYes : Trans::kNo;
+  const Trans tb = o.dataflow == Dataflow::kLS ? Trans::kYes : Trans::kNo;
+  return [&world, &storage, root, ta, tb] {
+    if (root) {
+      gemm(storage[0].matrix(), ta, storage[1].matrix(), tb, storage[2].matrix());
+      world.ibarrier().wait();
+    } else {
+      comm::Request done = world.ibarrier();
+      while (!done.test()) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  };
 }
 
 }  // namespace
@@ -203,119 +203,104 @@ std::vector<Gemm2dSample> run_gemm2d_bench(const comm::Communicator& world,
   MESHTP_CHECK(world.size() == o.nr * o.nc, "mesh {}x{} has {} ranks but the world has {}", o.nr,
                o.nc, o.nr * o.nc, world.size());
   std::vector<std::string> notes;
-  const std::vector<Case> cases = algorithm_cases(o, notes);
+  const std::vector<Case> algorithm_list = algorithm_cases(o, notes);
   const mesh::DeviceMesh mesh(world, {o.nr, o.nc});
   const int i = mesh.coord(0), j = mesh.coord(1), p = o.nr * o.nc;
   const auto& s = o.shape;
-  const Tensor a = random_block(parallel::global_a_shape(o.dataflow, s), o.nr, o.nc, i, j, kSeedA);
-  const Tensor b = random_block(parallel::global_b_shape(o.dataflow, s), o.nr, o.nc, i, j, kSeedB);
+  const Shape a_shape = parallel::global_a_shape(o.dataflow, s);
+  const Shape b_shape = parallel::global_b_shape(o.dataflow, s);
+  const Tensor a = random_block(a_shape, o.nr, o.nc, i, j, kSeedA);
+  const Tensor b = random_block(b_shape, o.nr, o.nc, i, j, kSeedB);
   Tensor c({s.m / o.nr, s.n / o.nc});
   Tensor baseline;  // C from psgemm, or from gemm2d Collective
-  const double flops_per_rank = 2.0 * static_cast<double>(s.m) * s.n * s.k / p;
-  std::vector<Gemm2dSample> samples;
+  parallel::Gemm2dWorkspace ws;
+  std::vector<BenchCase> cases;
+  const auto add_case = [&](std::string name, Gemm2dCaseKind kind) -> BenchCase& {
+    BenchCase& x = cases.emplace_back();
+    x.sample.name = std::move(name);
+    x.sample.kind = kind;
+    x.sample.gemm_seconds = kNaN;
+    x.sample.bytes_per_rank = kNaN;
+    x.sample.error = kNaN;
+    return x;
+  };
 
+  std::vector<Tensor> single_storage;
   if (o.with_single_rank) {
-    const Timing t = time_single_rank(world, o);
-    Gemm2dSample x;
-    x.name = "BLAS 1 rank";
-    x.kind = Gemm2dCaseKind::kSingleRank;
-    x.iterations = t.iterations;
-    x.median_seconds = t.median_seconds;
-    x.gflops_per_rank = flops_per_rank * p / t.median_seconds / 1e9;
-    x.gemm_seconds = t.median_seconds;
-    x.bytes_per_rank = 0.0;
-    x.error = kNaN;
-    samples.push_back(x);
+    BenchCase& x = add_case("BLAS 1 rank", Gemm2dCaseKind::kSingleRank);
+    x.run = single_rank_run(world, o, single_storage);
+    x.sample.bytes_per_rank = 0.0;
   }
 #ifdef MESHTP_HAVE_SCALAPACK
+  std::optional<ScalapackGemm> psgemm;
   if (o.with_scalapack) {
-    const ScalapackGemm psgemm(o.nr, o.nc, s, o.dataflow);
+    psgemm.emplace(o.nr, o.nc, s, o.dataflow);
     baseline = Tensor(c.shape());
-    psgemm.run(a.data(), b.data(), baseline.data());
-    const Timing t = time_case(
-        world, o, [&] { psgemm.run(a.data(), b.data(), c.data()); }, nullptr);
-    Gemm2dSample x;
-    x.name = "ScaLAPACK psgemm";
-    x.kind = Gemm2dCaseKind::kScalapack;
-    x.iterations = t.iterations;
-    x.median_seconds = t.median_seconds;
-    x.gflops_per_rank = flops_per_rank / t.median_seconds / 1e9;
-    x.gemm_seconds = kNaN;
-    x.bytes_per_rank = kNaN;
-    x.error = kNaN;
-    samples.push_back(x);
+    psgemm->run(a.data(), b.data(), baseline.data());
+    BenchCase& x = add_case("ScaLAPACK psgemm", Gemm2dCaseKind::kScalapack);
+    x.run = [&] { psgemm->run(a.data(), b.data(), c.data()); };
   }
 #endif
-  parallel::Gemm2dWorkspace ws;
   if (baseline.empty()) {
     baseline = Tensor(c.shape());
     parallel::gemm2d(mesh, a.matrix(), b.matrix(), baseline.matrix(),
                      {.algo = Gemm2dAlgo::kCollective, .dataflow = o.dataflow}, ws);
   }
-  if (o.with_1d) {
-    bool valid = true;
-    const Gemm2dOptions opt{.algo = Gemm2dAlgo::kCollective, .dataflow = o.dataflow};
-    try {
-      parallel::validate(1, p, s, opt);
-    } catch (const Error&) {
-      valid = false;  // reported by plan_gemm2d_bench
-    }
-    if (valid) {
-      const mesh::DeviceMesh line(world, {1, p});
-      const Tensor a1 =
-          random_block(parallel::global_a_shape(o.dataflow, s), 1, p, 0, world.rank(), kSeedA);
-      const Tensor b1 =
-          random_block(parallel::global_b_shape(o.dataflow, s), 1, p, 0, world.rank(), kSeedB);
-      Tensor c1({s.m, s.n / p});
-      parallel::Gemm2dWorkspace ws1;
-      const auto run = [&] {
-        parallel::gemm2d(line, a1.matrix(), b1.matrix(), c1.matrix(), opt, ws1);
-      };
-      run();
-      const auto got = checksums(world, c1), want = checksums(world, baseline);
-      const Timing t = time_case(world, o, run, &ws1);
-      const parallel::Gemm2dCost cost = parallel::gemm2d_cost(1, p, s, opt);
-      Gemm2dSample x;
-      x.name = "1D TP 1x" + std::to_string(p);
-      x.kind = Gemm2dCaseKind::kOneD;
-      x.options = opt;
-      x.iterations = t.iterations;
-      x.median_seconds = t.median_seconds;
-      x.gflops_per_rank = flops_per_rank / t.median_seconds / 1e9;
-      x.gemm_seconds = t.gemm_seconds;
-      x.bytes_per_rank = cost.bytes();
-      x.sync_steps = cost.sync_steps;
-      x.error =
-          std::max(std::fabs(got[0] - want[0]) / want[1], std::fabs(got[2] - want[2]) / want[2]);
-      MESHTP_CHECK(x.error <= kTolerance,
-                   "bench gemm2d: 1D TP checksums differ from the baseline by {:.3g}", x.error);
-      samples.push_back(x);
-    }
+
+  // 1D TP: the same problem on a 1 × P mesh, its own blocks and workspace.
+  const Gemm2dOptions one_d{.algo = Gemm2dAlgo::kCollective, .dataflow = o.dataflow};
+  bool with_1d = o.with_1d;
+  try {
+    parallel::validate(1, p, s, one_d);
+  } catch (const Error&) {
+    with_1d = false;  // reported by plan_gemm2d_bench
   }
-  for (const Case& k : cases) {
-    const auto run = [&] {
-      parallel::gemm2d(mesh, a.matrix(), b.matrix(), c.matrix(), k.options, ws);
+  std::optional<mesh::DeviceMesh> line;
+  Tensor a1, b1, c1;
+  parallel::Gemm2dWorkspace ws1;
+  if (with_1d) {
+    line.emplace(world, std::vector<int>{1, p});
+    a1 = random_block(a_shape, 1, p, 0, world.rank(), kSeedA);
+    b1 = random_block(b_shape, 1, p, 0, world.rank(), kSeedB);
+    c1 = Tensor({s.m, s.n / p});
+    BenchCase& x = add_case("1D TP 1x" + std::to_string(p), Gemm2dCaseKind::kOneD);
+    x.run = [&] { parallel::gemm2d(*line, a1.matrix(), b1.matrix(), c1.matrix(), one_d, ws1); };
+    x.ws = &ws1;
+    x.run();
+    const auto got = checksums(world, c1), want = checksums(world, baseline);
+    x.sample.error =
+        std::max(std::fabs(got[0] - want[0]) / want[1], std::fabs(got[2] - want[2]) / want[2]);
+    MESHTP_CHECK(x.sample.error <= kTolerance,
+                 "bench gemm2d: 1D TP checksums differ from the baseline by {:.3g}",
+                 x.sample.error);
+    const parallel::Gemm2dCost cost = parallel::gemm2d_cost(1, p, s, one_d);
+    x.sample.options = one_d;
+    x.sample.bytes_per_rank = cost.bytes();
+    x.sample.sync_steps = cost.sync_steps;
+  }
+
+  for (const Case& k : algorithm_list) {
+    BenchCase& x = add_case(k.name, Gemm2dCaseKind::kAlgorithm);
+    const Gemm2dOptions options = k.options;
+    x.run = [&, options] {
+      parallel::gemm2d(mesh, a.matrix(), b.matrix(), c.matrix(), options, ws);
     };
+    x.ws = &ws;
     c.fill(std::nanf(""));
-    run();
-    const double err = block_error(world, c, baseline);
-    MESHTP_CHECK(err <= kTolerance,
-                 "bench gemm2d: {} differs from the baseline by {:.3g} (relative)", k.name, err);
-    const Timing t = time_case(world, o, run, &ws);
-    const parallel::Gemm2dCost cost = parallel::gemm2d_cost(o.nr, o.nc, s, k.options);
-    Gemm2dSample x;
-    x.name = k.name;
-    x.kind = Gemm2dCaseKind::kAlgorithm;
-    x.options = k.options;
-    x.iterations = t.iterations;
-    x.median_seconds = t.median_seconds;
-    x.gflops_per_rank = flops_per_rank / t.median_seconds / 1e9;
-    x.gemm_seconds = t.gemm_seconds;
-    x.bytes_per_rank = cost.bytes();
-    x.sync_steps = cost.sync_steps;
-    x.error = err;
-    samples.push_back(x);
+    x.run();
+    x.sample.error = block_error(world, c, baseline);
+    MESHTP_CHECK(x.sample.error <= kTolerance,
+                 "bench gemm2d: {} differs from the baseline by {:.3g} (relative)", k.name,
+                 x.sample.error);
+    const parallel::Gemm2dCost cost = parallel::gemm2d_cost(o.nr, o.nc, s, options);
+    x.sample.options = options;
+    x.sample.bytes_per_rank = cost.bytes();
+    x.sample.sync_steps = cost.sync_steps;
   }
+
+  time_cases(world, o, cases);
+  std::vector<Gemm2dSample> samples;
+  for (const auto& x : cases) samples.push_back(x.sample);
   return samples;
 }
 

@@ -5,8 +5,9 @@
 // every rank agrees). Each rank generates its own blocks from the counter-based RNG. Each
 // case runs once untimed and its C is compared with the baseline's C (psgemm's; gemm2d
 // Collective when ScaLAPACK is off): the same blocks on the same ranks, so element-wise.
-// Then timed iterations between barriers; a sample is the max over ranks, a case reports
-// the median sample. Per case also: the local-GeMM time inside the call (median over
+// Then timed rounds, interleaved (each round runs every case once, so load from other
+// processes hits all cases alike); a sample is one run between barriers, max over ranks; a
+// case reports its median sample. Per case also: the local-GeMM time inside the call (median over
 // iterations, max over ranks) and `exposed comm` = time − GeMM time, the communication the
 // algorithm failed to hide; bytes per rank and sync steps come from parallel::gemm2d_cost.
 //
@@ -38,8 +39,8 @@ struct Gemm2dBenchOptions {
   bool with_1d = true;
   bool with_scalapack = true;
   bool with_single_rank = true;
-  double target_seconds = 1.0;  // per case, after the untimed run
-  int min_iterations = 3;
+  double target_seconds = 1.0;  // per case: rounds = target / the slowest case's time
+  int min_iterations = 5;
   int max_iterations = 50;
 };
 
