@@ -1,0 +1,254 @@
+#include "model/gpt.hpp"
+
+#include "core/error.hpp"
+#include "parallel/activation_shard.hpp"
+#include "parallel/layernorm_sharded.hpp"
+#include "parallel/param_shard.hpp"
+
+namespace meshtp::model {
+namespace {
+
+StackConfig stack_config(const GptConfig& c) {
+  return {.block = {.batch = c.batch,
+                    .seq = c.seq,
+                    .hidden = c.hidden,
+                    .heads = c.heads,
+                    .chunks = c.chunks,
+                    .sequence_parallel = c.sequence_parallel},
+          .layers = c.layers};
+}
+
+}  // namespace
+
+void validate(const GptConfig& config, const std::vector<int>& tp_mesh_shape) {
+  MESHTP_CHECK(config.vocab > 0 && config.batch > 0 && config.seq > 0 && config.layers > 0,
+               "model: vocab={}, batch={}, seq={} and layers={} must all be positive",
+               config.vocab, config.batch, config.seq, config.layers);
+  validate(stack_config(config), tp_mesh_shape);
+}
+
+double gpt_step_flops(const GptConfig& c) {
+  const auto b = static_cast<double>(c.batch), s = static_cast<double>(c.seq),
+             h = static_cast<double>(c.hidden), v = static_cast<double>(c.vocab);
+  return c.layers * (72.0 * b * s * h * h + 12.0 * b * s * s * h) + 6.0 * b * s * h * v;
+}
+
+Gpt::Gpt(const mesh::DeviceMesh& tp_mesh, const GptConfig& config)
+    : mesh_(&tp_mesh), config_(config) {
+  validate(config_, tp_mesh.shape());
+  stack_ = std::make_unique<Stack>(tp_mesh, stack_config(config_));
+  vocab_ = parallel::make_vocab_shard(config_.vocab, tp_mesh.comm());
+  const std::int64_t h = config_.hidden, n = config_.batch * config_.seq;
+  for (const ParamEntry& e : stack_->param_table()) {
+    names_.push_back(e.name);
+    shapes_.push_back(e.shape);
+  }
+  names_.insert(names_.end(), {"wte", "wpe", "lnf.weight", "lnf.bias"});
+  shapes_.insert(shapes_.end(), {{config_.vocab, h}, {config_.seq, h}, {h}, {h}});
+  const Shape lnf_local = parallel::local_shape(parallel::ParamShard::kHidden, {h}, tp_mesh.shape());
+  const Shape local[kExtras] = {{vocab_.rows, h}, {config_.seq, h}, lnf_local, lnf_local};
+  for (int e = 0; e < kExtras; ++e) {
+    values_[e] = Tensor(local[e]);
+    grads_[e] = Tensor(local[e]);
+  }
+  lnf_partial_[0] = Tensor(lnf_local);
+  lnf_partial_[1] = Tensor(lnf_local);
+
+  const parallel::ChunkedLayout stream = stack_->stream_layout();
+  tokens_.resize(static_cast<std::size_t>(n));
+  targets_.resize(static_cast<std::size_t>(n));
+  embedded_ = Tensor({n, h});
+  final_ln_ = Tensor({stream.rows(), stream.cols});
+  dfinal_full_ = Tensor({n, h});
+  logits_ = Tensor({n, vocab_.rows});
+  ln_mean_.resize(static_cast<std::size_t>(stream.rows()));
+  ln_rstd_.resize(static_cast<std::size_t>(stream.rows()));
+  ln_scratch_.resize(static_cast<std::size_t>(2 * stream.rows()));
+  lse_.resize(static_cast<std::size_t>(n));
+  ce_stats_.resize(static_cast<std::size_t>(3 * n));
+}
+
+const comm::Communicator* Gpt::stream_group() const {
+  const parallel::ActivationShard shard = stack_->stream_shard();
+  return shard.col_parts > 1 ? &mesh_->dim_comm(1) : nullptr;
+}
+
+Tensor& Gpt::value(int p) {
+  return extra(p) < 0 ? stack_->value(p) : values_[extra(p)];
+}
+Tensor& Gpt::grad(int p) { return extra(p) < 0 ? stack_->grad(p) : grads_[extra(p)]; }
+
+int Gpt::replicas(int p) const {
+  switch (extra(p)) {
+    case kWte: return 1;
+    case kWpe: return mesh_->size();
+    case kLnfWeight:
+    case kLnfBias: {
+      int r = 1;
+      for (const int d : parallel::replicated_dims(parallel::ParamShard::kHidden)) {
+        r *= mesh_->size(d);
+      }
+      return r;
+    }
+    default: return stack_->replicas(p);
+  }
+}
+
+bool Gpt::decays(int p) const {
+  const int e = extra(p);
+  if (e < 0) return stack_->decays(p);
+  return e == kWte || e == kWpe;
+}
+
+void Gpt::zero_grads() {
+  stack_->zero_grads();
+  for (Tensor& g : grads_) g.fill(0.0f);
+}
+
+void Gpt::init(std::uint64_t seed) {
+  stack_->init(seed);
+  const std::int64_t h = config_.hidden;
+  const ParamEntry wte{"wte", {config_.vocab, h}, parallel::ParamShard::kHidden, Init::kNormal};
+  const ParamEntry wpe{"wpe", {config_.seq, h}, parallel::ParamShard::kHidden, Init::kNormal};
+  Tensor& w = values_[kWte];
+  for (std::int64_t r = 0; r < vocab_.rows; ++r) {
+    const std::int64_t row = vocab_.begin + r;
+    for (std::int64_t c = 0; c < h; ++c) {
+      w.at({r, c}) = row < config_.vocab ? init_value(wte, seed, config_.layers, row * h + c) : 0.0f;
+    }
+  }
+  for (std::int64_t g = 0; g < values_[kWpe].numel(); ++g) {
+    values_[kWpe][g] = init_value(wpe, seed, config_.layers, g);
+  }
+  values_[kLnfWeight].fill(1.0f);
+  values_[kLnfBias].fill(0.0f);
+}
+
+void Gpt::load(const std::map<std::string, Tensor>& global, const std::string& source) {
+  // Check every tensor first, so a bad file changes nothing.
+  for (int p = 0; p < num_params(); ++p) {
+    const auto it = global.find(name(p));
+    MESHTP_CHECK(it != global.end(), "missing tensor '{}' in {}", name(p), source);
+    MESHTP_CHECK(it->second.shape() == global_shape(p), "tensor '{}' in {} has shape {}, expected {}",
+                 name(p), source, to_string(it->second.shape()), to_string(global_shape(p)));
+  }
+  for (int p = 0; p < num_params(); ++p) scatter(p, global.at(name(p)), value(p));
+}
+
+Tensor Gpt::gather(int p, const Tensor& local) const {
+  const int e = extra(p);
+  if (e < 0) {
+    return parallel::gather_param(stack_->param_table()[static_cast<std::size_t>(p)].shard,
+                                  local.values(), global_shape(p), *mesh_);
+  }
+  if (e == kWpe) return local;
+  if (e == kWte) {
+    Tensor padded({vocab_.vocab, config_.hidden});
+    mesh_->comm().all_gather(local.values(), padded.values());
+    padded.reshape({vocab_.vocab * config_.hidden});
+    Tensor out({config_.vocab, config_.hidden},
+               std::vector<float>(padded.data(), padded.data() + config_.vocab * config_.hidden));
+    return out;
+  }
+  return parallel::gather_param(parallel::ParamShard::kHidden, local.values(), global_shape(p),
+                                *mesh_);
+}
+
+void Gpt::scatter(int p, const Tensor& global, Tensor& local) const {
+  MESHTP_CHECK(global.shape() == global_shape(p), "parameter '{}': global shape {}, expected {}",
+               name(p), to_string(global.shape()), to_string(global_shape(p)));
+  const int e = extra(p);
+  if (e < 0) {
+    parallel::scatter_param(stack_->param_table()[static_cast<std::size_t>(p)].shard, global,
+                            *mesh_, local.values());
+  } else if (e == kWpe) {
+    local = global;
+  } else if (e == kWte) {
+    for (std::int64_t r = 0; r < vocab_.rows; ++r) {
+      for (std::int64_t c = 0; c < config_.hidden; ++c) {
+        const std::int64_t row = vocab_.begin + r;
+        local.at({r, c}) = row < config_.vocab ? global.at({row, c}) : 0.0f;
+      }
+    }
+  } else {
+    parallel::scatter_param(parallel::ParamShard::kHidden, global, *mesh_, local.values());
+  }
+}
+
+double Gpt::forward(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets) {
+  const std::int64_t n = config_.batch * config_.seq, h = config_.hidden;
+  MESHTP_CHECK(static_cast<std::int64_t>(tokens.size()) == n &&
+                   static_cast<std::int64_t>(targets.size()) == n,
+               "model forward: {} tokens and {} targets for batch {} × seq {}", tokens.size(),
+               targets.size(), config_.batch, config_.seq);
+  std::copy(tokens.begin(), tokens.end(), tokens_.begin());
+  std::copy(targets.begin(), targets.end(), targets_.begin());
+  const parallel::ActivationShard shard = stack_->stream_shard();
+
+  parallel::vocab_embedding_forward(embedded_.matrix(), tokens_, values_[kWte].matrix(), vocab_,
+                                    mesh_->comm());
+  const Tensor& wpe = values_[kWpe];
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float* pos = wpe.data() + (i % config_.seq) * h;
+    float* row = embedded_.data() + i * h;
+    for (std::int64_t c = 0; c < h; ++c) row[c] += pos[c];
+  }
+  parallel::slice_activation(embedded_.matrix(), shard, stack_->input().whole());
+  stack_->forward();
+
+  parallel::layernorm_sharded_forward(final_ln_.matrix(), ln_mean_, ln_rstd_,
+                                      stack_->output().whole(), values_[kLnfWeight].values(),
+                                      values_[kLnfBias].values(), h, stream_group(), ln_scratch_);
+  final_full_ = parallel::gather_activation(mesh_->comm(), final_ln_.matrix(), n, h, shard);
+  return parallel::vocab_cross_entropy_forward(logits_.matrix(), lse_, final_full_.matrix(),
+                                               values_[kWte].matrix(), targets_, vocab_,
+                                               mesh_->comm(), ce_stats_);
+}
+
+void Gpt::backward(float dloss) {
+  const std::int64_t n = config_.batch * config_.seq, h = config_.hidden;
+  const parallel::ActivationShard shard = stack_->stream_shard();
+  parallel::vocab_cross_entropy_backward(dfinal_full_.matrix(), grads_[kWte].matrix(),
+                                         logits_.matrix(), lse_, final_full_.matrix(),
+                                         values_[kWte].matrix(), targets_, vocab_, mesh_->comm(),
+                                         dloss);
+  // final_ln_ now holds this rank's block of ∂L/∂f.
+  parallel::slice_activation(dfinal_full_.matrix(), shard, final_ln_.matrix());
+  const MatrixView dx_last = stack_->grad_output().whole();
+  for (std::int64_t r = 0; r < dx_last.rows; ++r) {
+    std::fill(&dx_last(r, 0), &dx_last(r, 0) + dx_last.cols, 0.0f);
+  }
+  // Under sequence parallelism each rank normalises only its own tokens: LayerNorm_f's
+  // parameter gradients are partial sums over mesh dim 0.
+  Tensor* dw = &grads_[kLnfWeight];
+  Tensor* db = &grads_[kLnfBias];
+  if (config_.sequence_parallel) {
+    lnf_partial_[0].fill(0.0f);
+    lnf_partial_[1].fill(0.0f);
+    dw = &lnf_partial_[0];
+    db = &lnf_partial_[1];
+  }
+  parallel::layernorm_sharded_backward(dx_last, dw->values(), db->values(), final_ln_.matrix(),
+                                       stack_->output().whole(), values_[kLnfWeight].values(),
+                                       ln_mean_, ln_rstd_, h, stream_group(), ln_scratch_);
+  if (config_.sequence_parallel) {
+    for (int k = 0; k < 2; ++k) {
+      mesh_->dim_comm(0).all_reduce(lnf_partial_[k].values());
+      Tensor& g = grads_[kLnfWeight + k];
+      for (std::int64_t i = 0; i < g.numel(); ++i) g[i] += lnf_partial_[k][i];
+    }
+  }
+  stack_->backward();
+
+  const Tensor dembedded = parallel::gather_activation(mesh_->comm(), stack_->grad_input().whole(),
+                                                       n, h, shard);
+  parallel::vocab_embedding_backward(grads_[kWte].matrix(), dembedded.matrix(), tokens_, vocab_);
+  Tensor& dwpe = grads_[kWpe];
+  for (std::int64_t i = 0; i < n; ++i) {
+    float* pos = dwpe.data() + (i % config_.seq) * h;
+    const float* row = dembedded.data() + i * h;
+    for (std::int64_t c = 0; c < h; ++c) pos[c] += row[c];
+  }
+}
+
+}  // namespace meshtp::model

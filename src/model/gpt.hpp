@@ -1,0 +1,118 @@
+// A GPT language model on one tensor-parallel mesh: token + position embedding, L blocks
+// (model/stack.hpp, any ATP mesh (d1, d2), chunks, sequence parallelism), a final LayerNorm,
+// an LM head tied to the token embedding, and cross-entropy.
+//
+//   n = b·s tokens of this data-parallel replica; T = d1·d2 ranks of the TP mesh
+//
+//   forward:  e[n, h]   = vocab_embedding(tokens) + wpe[position]    all_reduce over T
+//             x_0       = e's block in the stream layout              local slice
+//             x_L       = stack(x_0)
+//             f         = LayerNorm_f(x_L)                            stats over mesh dim 1
+//             F[n, h]   = f gathered from the stream                  all_gather over T
+//             loss      = CE(F·wteᵀ, targets)                         vocab-parallel
+//   backward: the same steps in reverse; the embedding's gradient arrives as the stream's
+//             dx, gathered to [n, h] so each rank adds its vocabulary rows.
+//
+// Parameters: the stack's (model/params.hpp), then
+//   wte         [V, h]  rows split over the T ranks (vocab-parallel), V = 256 for bytes
+//   wpe         [s, h]  whole on every TP rank (small; its gradient is computed identically)
+//   lnf.weight  [h]     like the residual stream's hidden dim (ParamShard::kHidden)
+//   lnf.bias    [h]
+// Every parameter is created from a seed independent of the mesh, so every layout starts
+// from the same global model and computes the same loss.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "mesh/device_mesh.hpp"
+#include "model/stack.hpp"
+#include "parallel/vocab_parallel.hpp"
+#include "tensor/safetensors.hpp"
+
+namespace meshtp::model {
+
+struct GptConfig {
+  std::int64_t vocab = 256;  // real vocabulary (padded internally to a multiple of T)
+  std::int64_t batch = 1;    // sequences per data-parallel replica
+  std::int64_t seq = 64;     // tokens per sequence (= the position table's length)
+  std::int64_t hidden = 64;
+  std::int64_t heads = 4;
+  int layers = 2;
+  int chunks = 1;
+  bool sequence_parallel = false;
+};
+
+void validate(const GptConfig& config, const std::vector<int>& tp_mesh_shape);
+
+// FLOPs of one training step (forward + backward) of one replica: the layers' 72·b·s·h² +
+// 12·b·s²·h each (SPEC §2) plus the LM head's 6·b·s·h·V.
+double gpt_step_flops(const GptConfig& config);
+
+class Gpt {
+ public:
+  Gpt(const mesh::DeviceMesh& tp_mesh, const GptConfig& config);
+  Gpt(const Gpt&) = delete;
+  Gpt& operator=(const Gpt&) = delete;
+
+  const GptConfig& config() const { return config_; }
+  const mesh::DeviceMesh& mesh() const { return *mesh_; }
+
+  void init(std::uint64_t seed);
+  // Global tensors by name (as saved); throws naming a missing tensor or a wrong shape.
+  void load(const std::map<std::string, Tensor>& global, const std::string& source);
+
+  // tokens, targets: the replica's b·s ids, identical on every rank of the TP mesh.
+  // Returns the mean loss (identical on every rank).
+  double forward(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets);
+  // Gradients += ∂(dloss·loss)/∂θ for the last forward.
+  void backward(float dloss = 1.0f);
+  void zero_grads();
+
+  // ---- parameters: local shards -------------------------------------------------------
+  int num_params() const { return static_cast<int>(names_.size()); }
+  const std::string& name(int p) const { return names_.at(static_cast<std::size_t>(p)); }
+  const Shape& global_shape(int p) const { return shapes_.at(static_cast<std::size_t>(p)); }
+  Tensor& value(int p);
+  Tensor& grad(int p);
+  int replicas(int p) const;  // TP ranks holding a copy of each element
+  bool decays(int p) const;   // weight decay: matrices yes, LayerNorm parameters and biases no
+
+  // The global tensor of parameter p assembled from `local` shards laid out like it (its
+  // value, gradient, or an optimizer moment). Collective over the TP mesh.
+  Tensor gather(int p, const Tensor& local) const;
+  // This rank's block of a global tensor of parameter p.
+  void scatter(int p, const Tensor& global, Tensor& local) const;
+
+  Stack& stack() { return *stack_; }
+
+ private:
+  enum Extra { kWte, kWpe, kLnfWeight, kLnfBias, kExtras };
+  int extra(int p) const { return p - stack_->num_params(); }  // ≥ 0 for the GPT's own
+  const comm::Communicator* stream_group() const;               // LayerNorm group, or null
+
+  const mesh::DeviceMesh* mesh_;
+  GptConfig config_;
+  std::unique_ptr<Stack> stack_;
+  parallel::VocabShard vocab_;
+  std::vector<std::string> names_;
+  std::vector<Shape> shapes_;
+  Tensor values_[kExtras], grads_[kExtras];
+
+  // Activations and workspace, sized once.
+  std::vector<std::int32_t> tokens_, targets_;
+  Tensor embedded_;    // [n, h]: the embedding, later the gathered dx of the stream
+  Tensor final_ln_;    // stream block of LayerNorm_f's output, later its gradient
+  Tensor final_full_;  // [n, h] gathered F
+  Tensor dfinal_full_;
+  Tensor logits_;      // [n, V/T]
+  std::vector<float> ln_mean_, ln_rstd_, lse_, ce_stats_;
+  std::vector<double> ln_scratch_;
+  Tensor lnf_partial_[2];  // sequence parallelism: LayerNorm_f's partial gradients
+};
+
+}  // namespace meshtp::model
