@@ -1,0 +1,216 @@
+#include "plan/calibration_fit.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <set>
+#include <tuple>
+
+#include "core/error.hpp"
+#include "plan/mesh_links.hpp"
+
+namespace meshtp::plan {
+namespace {
+
+constexpr double kUs = 1e-6;
+constexpr double kGB = 1e9;
+
+std::string describe(const CollectiveSeries& s) {
+  return fmt::format("{} on groups of {} ranks (stride {})", name(s.collective), s.size, s.stride);
+}
+
+// x = n·bytes/P: the bytes one rank moves through its ring link over the whole collective.
+double ring_bytes(const CollectiveSeries& s, std::int64_t bytes) {
+  return ring_steps(s.collective, s.size) * static_cast<double>(bytes) / s.size;
+}
+
+void check_series(const CollectiveSeries& s) {
+  const std::string what = describe(s);
+  MESHTP_CHECK(s.size >= 2,
+               "calibration fit: {}: a group needs at least 2 ranks to "
+               "communicate",
+               what);
+  MESHTP_CHECK(s.stride >= 1, "calibration fit: {}: stride={} must be at least 1", what, s.stride);
+  std::set<std::int64_t> sizes;
+  for (std::size_t i = 0; i < s.samples.size(); ++i) {
+    const TimingSample& t = s.samples[i];
+    MESHTP_CHECK(t.bytes > 0,
+                 "calibration fit: {}: sample {} has bytes={}, which must be "
+                 "positive",
+                 what, i, t.bytes);
+    MESHTP_CHECK(std::isfinite(t.seconds) && t.seconds > 0,
+                 "calibration fit: {}: sample {} "
+                 "({} bytes) has time {} s, which must be positive and finite",
+                 what, i, t.bytes, t.seconds);
+    sizes.insert(t.bytes);
+  }
+  MESHTP_CHECK(sizes.size() >= 2,
+               "calibration fit: {}: needs at least 2 distinct message "
+               "sizes to fit T_launch + (P-1)(L_sync + bytes/BW), got {} ({})",
+               what, sizes.size(),
+               sizes.empty() ? std::string("no samples") : fmt::format("{} bytes", *sizes.begin()));
+}
+
+}  // namespace
+
+const char* name(FitCollective c) {
+  switch (c) {
+    case FitCollective::kAllReduce:
+      return "all_reduce";
+    case FitCollective::kAllGather:
+      return "all_gather";
+    case FitCollective::kReduceScatter:
+      return "reduce_scatter";
+  }
+  return "?";
+}
+
+int ring_steps(FitCollective c, int p) {
+  return c == FitCollective::kAllReduce ? 2 * (p - 1) : p - 1;
+}
+
+LineFit fit_ring_line(const CollectiveSeries& s) {
+  check_series(s);
+  // Weighted least squares, wᵢ = 1/Tᵢ², centred for accuracy:
+  //   slope = Σw(x−x̄)(T−T̄) / Σw(x−x̄)²,   intercept = T̄ − slope·x̄   (x̄, T̄ weighted means)
+  double sw = 0, swx = 0, swt = 0;
+  for (const TimingSample& t : s.samples) {
+    const double w = 1.0 / (t.seconds * t.seconds);
+    sw += w;
+    swx += w * ring_bytes(s, t.bytes);
+    swt += w * t.seconds;
+  }
+  const double xbar = swx / sw, tbar = swt / sw;
+  double sxx = 0, sxt = 0;
+  for (const TimingSample& t : s.samples) {
+    const double w = 1.0 / (t.seconds * t.seconds);
+    const double dx = ring_bytes(s, t.bytes) - xbar;
+    sxx += w * dx * dx;
+    sxt += w * dx * (t.seconds - tbar);
+  }
+  LineFit fit;
+  fit.seconds_per_byte = sxt / sxx;
+  fit.intercept_s = tbar - fit.seconds_per_byte * xbar;
+  if (fit.intercept_s < 0) {
+    // Through the origin: slope = Σw·x·T / Σw·x².
+    double num = 0, den = 0;
+    for (const TimingSample& t : s.samples) {
+      const double w = 1.0 / (t.seconds * t.seconds);
+      const double x = ring_bytes(s, t.bytes);
+      num += w * x * t.seconds;
+      den += w * x * x;
+    }
+    fit = {.intercept_s = 0, .seconds_per_byte = num / den, .through_origin = true};
+  }
+  MESHTP_CHECK(fit.seconds_per_byte > 0 && std::isfinite(fit.seconds_per_byte),
+               "calibration fit: {}: the time does not grow with the message size (slope {} "
+               "s/byte), so there is no bandwidth to fit; measure larger --sizes",
+               describe(s), fit.seconds_per_byte);
+  return fit;
+}
+
+double fitted_time(const CollectiveFit& fit, FitCollective c, int p, double bytes) {
+  const RingParams ring{.t_launch_s = fit.t_launch_us * kUs,
+                        .l_sync_s = fit.l_sync_us * kUs,
+                        .bw_bytes_per_s = fit.bw_gbps * kGB};
+  if (c == FitCollective::kAllReduce) return ring_all_reduce_time(ring, p, bytes);
+  return ring_collective_time(ring, p, bytes / p);
+}
+
+CalibrationFit fit_calibration(std::span<const CollectiveSeries> series) {
+  MESHTP_CHECK(!series.empty(), "calibration fit: no measurements to fit");
+  // Stage 1.
+  std::vector<LineFit> lines;
+  std::set<std::tuple<int, int, FitCollective>> seen;
+  for (const CollectiveSeries& s : series) {
+    MESHTP_CHECK(seen.insert({s.size, s.stride, s.collective}).second,
+                 "calibration fit: {} appears twice", describe(s));
+    lines.push_back(fit_ring_line(s));
+  }
+
+  // Stage 2, per collective: a shared t_launch when the step counts differ.
+  std::map<FitCollective, double> t_launch;
+  std::map<FitCollective, bool> identified;
+  for (const FitCollective c : kFitCollectives) {
+    std::vector<double> n, a;
+    for (std::size_t i = 0; i < series.size(); ++i) {
+      if (series[i].collective != c) continue;
+      n.push_back(ring_steps(c, series[i].size));
+      a.push_back(lines[i].intercept_s);
+    }
+    if (n.empty()) continue;
+    const double groups = static_cast<double>(n.size());
+    const double nbar = std::accumulate(n.begin(), n.end(), 0.0) / groups;
+    const double abar = std::accumulate(a.begin(), a.end(), 0.0) / groups;
+    double snn = 0, sna = 0;
+    for (std::size_t i = 0; i < n.size(); ++i) {
+      snn += (n[i] - nbar) * (n[i] - nbar);
+      sna += (n[i] - nbar) * (a[i] - abar);
+    }
+    identified[c] = snn > 0;
+    double t = 0;
+    if (snn > 0) {
+      t = abar - sna / snn * nbar;
+      t = std::clamp(t, 0.0, *std::min_element(a.begin(), a.end()));
+    }
+    t_launch[c] = t;
+  }
+
+  CalibrationFit out;
+  for (std::size_t i = 0; i < series.size(); ++i) {
+    const CollectiveSeries& s = series[i];
+    const int n = ring_steps(s.collective, s.size);
+    const double t = t_launch[s.collective];
+    const CollectiveFit fit{.t_launch_us = t / kUs,
+                            .l_sync_us = (lines[i].intercept_s - t) / n / kUs,
+                            .bw_gbps = 1.0 / lines[i].seconds_per_byte / kGB};
+    auto group = std::find_if(out.groups.begin(), out.groups.end(), [&](const auto& g) {
+      return g.size == s.size && g.stride == s.stride;
+    });
+    if (group == out.groups.end()) {
+      GroupCalibration g;
+      g.size = s.size;
+      g.stride = s.stride;
+      out.groups.push_back(g);
+      group = std::prev(out.groups.end());
+    }
+    switch (s.collective) {
+      case FitCollective::kAllReduce:
+        group->all_reduce = fit;
+        break;
+      case FitCollective::kAllGather:
+        group->all_gather = fit;
+        break;
+      case FitCollective::kReduceScatter:
+        group->reduce_scatter = fit;
+        break;
+    }
+
+    FitQuality q;
+    q.size = s.size;
+    q.stride = s.stride;
+    q.collective = s.collective;
+    q.samples = static_cast<int>(s.samples.size());
+    q.through_origin = lines[i].through_origin;
+    q.split_identified = identified[s.collective];
+    double mean = 0;
+    for (const TimingSample& m : s.samples) mean += m.seconds;
+    mean /= static_cast<double>(s.samples.size());
+    double ss_res = 0, ss_tot = 0;
+    for (const TimingSample& m : s.samples) {
+      const double predicted = fitted_time(fit, s.collective, s.size, static_cast<double>(m.bytes));
+      ss_res += (predicted - m.seconds) * (predicted - m.seconds);
+      ss_tot += (m.seconds - mean) * (m.seconds - mean);
+      q.max_rel_residual =
+          std::max(q.max_rel_residual, std::abs(predicted - m.seconds) / m.seconds);
+    }
+    q.r_squared = ss_tot > 0 ? 1.0 - ss_res / ss_tot : 1.0;
+    out.quality.push_back(q);
+  }
+  return out;
+}
+
+}  // namespace meshtp::plan

@@ -1,0 +1,102 @@
+// Calibration fit (MeshSlice §3.2, SPEC §6): measured collective times → the ring parameters
+// that Topology::calibration holds and mesh_links() prices collectives with. Pure: numbers
+// in, numbers out; `meshtp calibrate` does the measuring.
+//
+// The model, per group shape (P ranks `stride` apart) and collective. `bytes` is the buffer
+// the user hands over (bench/collectives.hpp): all_reduce the whole buffer, all_gather the
+// gathered output, reduce_scatter the input. In a ring every step moves one shard:
+//
+//   T(bytes) = t_launch + n·(l_sync + bytes_per_step / bw)
+//   bytes_per_step = bytes / P
+//   n = P−1 for all_gather and reduce_scatter,  2(P−1) for all_reduce (reduce-scatter, then
+//       all-gather)
+//
+// which is mesh_links' ring_collective_time(ring, P, shard = bytes/P) and
+// ring_all_reduce_time(ring, P, bytes) term for term: a calibrated group prices exactly what
+// was measured (fitted_time() below calls those functions, and a test checks it).
+//
+// Stage 1, per (group, collective): T is a line in x = n·bytes/P,
+//   T = a + x/bw,   a = t_launch + n·l_sync.
+// a and 1/bw by weighted least squares minimising Σ((T̂ᵢ − Tᵢ)/Tᵢ)²: relative residuals, so
+// the 8 KiB samples weigh as much as the 64 MiB ones (plain least squares lets the largest
+// sizes decide everything, and the latency can come out negative). A negative a is refit
+// through the origin (a = 0). Quality: R² of T and the largest |T̂ᵢ − Tᵢ|/Tᵢ.
+//
+// Stage 2, splitting a into t_launch and l_sync. Only their sum enters T for one step count
+// n, so with a single n they are not separately identifiable. Our rule, per collective:
+//   - groups with ≥ 2 distinct n (e.g. 4 ranks, meshes 4x1 and 2x2: all_gather n = 3 and
+//     n = 1): the launch cost is software (the MPI call, algorithm selection), the same for
+//     every group, so fit aᵍ = t_launch + nᵍ·λ by least squares over the groups, clamp
+//     t_launch to [0, min aᵍ], and give each group the rest per step:
+//     l_syncᵍ = (aᵍ − t_launch)/nᵍ (every group keeps its own intercept exactly);
+//   - one distinct n: t_launch = 0, l_sync = a/n. Every ring step pays the synchronisation;
+//     this is the conservative choice for algorithms with more steps than the ring (SUMMA's
+//     pipelined broadcast, Cannon's shifts), the only ones the split affects.
+// Either way the split never changes the predicted time of a calibrated collective.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "plan/topology.hpp"
+
+namespace meshtp::plan {
+
+enum class FitCollective { kAllReduce, kAllGather, kReduceScatter };
+inline constexpr FitCollective kFitCollectives[] = {
+    FitCollective::kAllReduce, FitCollective::kAllGather, FitCollective::kReduceScatter};
+const char* name(FitCollective c);
+
+// n: ring steps of the collective on P ranks (P−1, or 2(P−1) for all_reduce).
+int ring_steps(FitCollective c, int p);
+
+// One measurement: `bytes` as above, `seconds` the measured time.
+struct TimingSample {
+  std::int64_t bytes = 0;
+  double seconds = 0;
+};
+
+// Every measurement of one collective on one group shape.
+struct CollectiveSeries {
+  int size = 0;    // P
+  int stride = 1;  // rank distance between group members
+  FitCollective collective = FitCollective::kAllReduce;
+  std::vector<TimingSample> samples;
+};
+
+// Stage 1: T = intercept + slope·x with x = n·bytes/P.
+struct LineFit {
+  double intercept_s = 0;       // a = t_launch + n·l_sync
+  double seconds_per_byte = 0;  // 1/bw
+  bool through_origin = false;  // the free fit gave a < 0
+};
+// Throws meshtp::Error for degenerate input: P < 2, fewer than 2 distinct sizes, a size or
+// time that is not positive and finite, or a time that does not grow with size.
+LineFit fit_ring_line(const CollectiveSeries& series);
+
+// How well the final fit explains one series.
+struct FitQuality {
+  int size = 0, stride = 1;
+  FitCollective collective = FitCollective::kAllReduce;
+  int samples = 0;
+  double r_squared = 0;         // 1 − SS_res/SS_tot of T
+  double max_rel_residual = 0;  // max |T̂ᵢ − Tᵢ| / Tᵢ
+  bool through_origin = false;
+  bool split_identified = false;  // t_launch came from ≥ 2 distinct step counts
+};
+
+struct CalibrationFit {
+  std::vector<GroupCalibration> groups;  // in order of first appearance in the input
+  std::vector<FitQuality> quality;       // one per input series, input order
+};
+
+// Both stages over every series. Throws meshtp::Error (naming the group and collective) for
+// degenerate input or a (size, stride, collective) that appears twice.
+CalibrationFit fit_calibration(std::span<const CollectiveSeries> series);
+
+// The time the planner predicts for `bytes` with `fit` (mesh_links' ring functions), s.
+double fitted_time(const CollectiveFit& fit, FitCollective c, int p, double bytes);
+
+}  // namespace meshtp::plan

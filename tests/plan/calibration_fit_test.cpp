@@ -1,0 +1,232 @@
+// The calibration fit on synthetic data: noiseless samples of known ring parameters come
+// back exactly; degenerate input is rejected with a message naming the problem.
+#include "plan/calibration_fit.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "core/error.hpp"
+#include "plan/mesh_links.hpp"
+#include "plan/presets.hpp"
+
+namespace meshtp::plan {
+namespace {
+
+constexpr double kRel = 1e-9;  // noiseless: only rounding
+
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// T(bytes) = t_launch + n·(l_sync + (bytes/P)/bw), units µs and GB/s.
+CollectiveSeries synthetic(int p, int stride, FitCollective c, const CollectiveFit& truth,
+                           std::vector<std::int64_t> sizes = {8 << 10, 64 << 10, 1 << 20,
+                                                              16 << 20}) {
+  CollectiveSeries s{.size = p, .stride = stride, .collective = c, .samples = {}};
+  for (const std::int64_t bytes : sizes) {
+    const double n = ring_steps(c, p);
+    const double t =
+        truth.t_launch_us * 1e-6 +
+        n * (truth.l_sync_us * 1e-6 + static_cast<double>(bytes) / p / (truth.bw_gbps * 1e9));
+    s.samples.push_back({bytes, t});
+  }
+  return s;
+}
+
+void expect_fit(const CollectiveFit& got, const CollectiveFit& want) {
+  EXPECT_NEAR(got.t_launch_us, want.t_launch_us, kRel * (1 + want.t_launch_us));
+  EXPECT_NEAR(got.l_sync_us, want.l_sync_us, kRel * (1 + want.l_sync_us));
+  EXPECT_NEAR(got.bw_gbps, want.bw_gbps, kRel * want.bw_gbps);
+}
+
+TEST(CalibrationFit, RingStepsMatchTheRingModel) {
+  EXPECT_EQ(ring_steps(FitCollective::kAllReduce, 4), 6);
+  EXPECT_EQ(ring_steps(FitCollective::kAllGather, 4), 3);
+  EXPECT_EQ(ring_steps(FitCollective::kReduceScatter, 2), 1);
+}
+
+TEST(CalibrationFit, FittedTimeIsThePlannersRingModel) {
+  // bytes_per_step = bytes/P for all three collectives: fitted_time is mesh_links' model.
+  const CollectiveFit f{.t_launch_us = 3, .l_sync_us = 2, .bw_gbps = 5};
+  const RingParams ring{.t_launch_s = 3e-6, .l_sync_s = 2e-6, .bw_bytes_per_s = 5e9};
+  const double bytes = 1 << 20;
+  EXPECT_DOUBLE_EQ(fitted_time(f, FitCollective::kAllReduce, 4, bytes),
+                   ring_all_reduce_time(ring, 4, bytes));
+  EXPECT_DOUBLE_EQ(fitted_time(f, FitCollective::kAllGather, 4, bytes),
+                   ring_collective_time(ring, 4, bytes / 4));
+  EXPECT_DOUBLE_EQ(fitted_time(f, FitCollective::kReduceScatter, 4, bytes),
+                   3e-6 + 3 * (2e-6 + bytes / 4 / 5e9));
+}
+
+TEST(CalibrationFit, RecoversEverythingAcrossTwoStepCounts) {
+  // 4 ranks, meshes 4x1 and 2x2: all_gather n = 3 and n = 1, so t_launch is identifiable.
+  // Same launch and per-step latency everywhere, different bandwidths per group.
+  const CollectiveFit g4{.t_launch_us = 7, .l_sync_us = 2.5, .bw_gbps = 3};
+  const CollectiveFit g22{.t_launch_us = 7, .l_sync_us = 2.5, .bw_gbps = 1.5};
+  const CollectiveFit g21{.t_launch_us = 7, .l_sync_us = 2.5, .bw_gbps = 6};
+  std::vector<CollectiveSeries> series;
+  for (const FitCollective c : kFitCollectives) {
+    series.push_back(synthetic(4, 1, c, g4));
+    series.push_back(synthetic(2, 2, c, g22));
+    series.push_back(synthetic(2, 1, c, g21));
+  }
+  const CalibrationFit fit = fit_calibration(series);
+  ASSERT_EQ(fit.groups.size(), 3u);
+  EXPECT_EQ(fit.groups[0].size, 4);
+  EXPECT_EQ(fit.groups[1].stride, 2);
+  for (const auto& [g, want] : {std::pair{0, g4}, {1, g22}, {2, g21}}) {
+    const GroupCalibration& group = fit.groups[static_cast<std::size_t>(g)];
+    ASSERT_TRUE(group.all_reduce && group.all_gather && group.reduce_scatter);
+    expect_fit(*group.all_reduce, want);
+    expect_fit(*group.all_gather, want);
+    expect_fit(*group.reduce_scatter, want);
+  }
+  ASSERT_EQ(fit.quality.size(), series.size());
+  for (const FitQuality& q : fit.quality) {
+    EXPECT_TRUE(q.split_identified);
+    EXPECT_FALSE(q.through_origin);
+    EXPECT_NEAR(q.r_squared, 1.0, 1e-12);
+    EXPECT_LT(q.max_rel_residual, 1e-12);
+  }
+}
+
+TEST(CalibrationFit, OneStepCountPutsTheInterceptInLSync) {
+  // 2 ranks: n = 1 (gather/scatter) and 2 (all_reduce) but each collective has one n, so
+  // t_launch + n·l_sync is all that is identifiable: t_launch = 0, l_sync = a/n, and the
+  // fitted times are still exact.
+  const CollectiveFit truth{.t_launch_us = 4, .l_sync_us = 1, .bw_gbps = 2};
+  const std::vector<CollectiveSeries> series{synthetic(2, 1, FitCollective::kAllReduce, truth),
+                                             synthetic(2, 1, FitCollective::kAllGather, truth)};
+  const CalibrationFit fit = fit_calibration(series);
+  ASSERT_EQ(fit.groups.size(), 1u);
+  expect_fit(*fit.groups[0].all_reduce, {.t_launch_us = 0, .l_sync_us = 3, .bw_gbps = 2});
+  expect_fit(*fit.groups[0].all_gather, {.t_launch_us = 0, .l_sync_us = 5, .bw_gbps = 2});
+  EXPECT_FALSE(fit.groups[0].reduce_scatter.has_value());
+  for (const FitQuality& q : fit.quality) {
+    EXPECT_FALSE(q.split_identified);
+    EXPECT_LT(q.max_rel_residual, 1e-12);
+  }
+}
+
+TEST(CalibrationFit, DifferentLatenciesKeepEachGroupsIntercept) {
+  // Per-group l_sync differs: the shared t_launch is a compromise, but every group's
+  // predicted time is still exact and nothing goes negative.
+  const std::vector<CollectiveSeries> series{
+      synthetic(4, 1, FitCollective::kAllGather, {.t_launch_us = 5, .l_sync_us = 1, .bw_gbps = 4}),
+      synthetic(2, 2, FitCollective::kAllGather, {.t_launch_us = 5, .l_sync_us = 9, .bw_gbps = 1}),
+      synthetic(2, 1, FitCollective::kAllGather,
+                {.t_launch_us = 5, .l_sync_us = 0.5, .bw_gbps = 8})};
+  const CalibrationFit fit = fit_calibration(series);
+  for (const FitQuality& q : fit.quality) EXPECT_LT(q.max_rel_residual, 1e-12);
+  for (const GroupCalibration& g : fit.groups) {
+    EXPECT_GE(g.all_gather->t_launch_us, 0);
+    EXPECT_GE(g.all_gather->l_sync_us, 0);
+    EXPECT_EQ(g.all_gather->t_launch_us, fit.groups[0].all_gather->t_launch_us);
+  }
+}
+
+TEST(CalibrationFit, NoisyDataGivesQualityNumbers) {
+  CollectiveSeries s =
+      synthetic(2, 1, FitCollective::kAllReduce, {.t_launch_us = 0, .l_sync_us = 10, .bw_gbps = 5},
+                {8 << 10, 32 << 10, 128 << 10, 512 << 10, 2 << 20});
+  const double noise[] = {1.05, 0.97, 1.02, 0.99, 1.01};
+  for (std::size_t i = 0; i < s.samples.size(); ++i) s.samples[i].seconds *= noise[i];
+  const CalibrationFit fit = fit_calibration(std::span(&s, 1));
+  const FitQuality& q = fit.quality[0];
+  EXPECT_GT(q.max_rel_residual, 0.005);
+  EXPECT_LT(q.max_rel_residual, 0.06);
+  EXPECT_GT(q.r_squared, 0.99);
+  EXPECT_NEAR(fit.groups[0].all_reduce->bw_gbps, 5, 0.5);
+}
+
+TEST(CalibrationFit, NegativeInterceptIsRefitThroughTheOrigin) {
+  // Times that fall below the line's origin (the small message is "too fast").
+  CollectiveSeries s{.size = 2,
+                     .stride = 1,
+                     .collective = FitCollective::kAllGather,
+                     .samples = {{1000, 0.5e-6}, {2000, 2e-6}, {4000, 5e-6}}};
+  const LineFit line = fit_ring_line(s);
+  EXPECT_TRUE(line.through_origin);
+  EXPECT_EQ(line.intercept_s, 0);
+  EXPECT_GT(line.seconds_per_byte, 0);
+  const CalibrationFit fit = fit_calibration(std::span(&s, 1));
+  EXPECT_EQ(fit.groups[0].all_gather->t_launch_us, 0);
+  EXPECT_EQ(fit.groups[0].all_gather->l_sync_us, 0);
+  EXPECT_TRUE(fit.quality[0].through_origin);
+}
+
+TEST(CalibrationFit, FitsAreAValidTopologyCalibration) {
+  Topology t = load_topology("nvlink-network-4");
+  const std::vector<CollectiveSeries> series{
+      synthetic(4, 1, FitCollective::kAllReduce, {.t_launch_us = 2, .l_sync_us = 1, .bw_gbps = 9}),
+      synthetic(2, 2, FitCollective::kAllReduce, {.t_launch_us = 2, .l_sync_us = 1, .bw_gbps = 3})};
+  t.calibration.groups = fit_calibration(series).groups;
+  t.calibration.gemm_tflops = 0.05;
+  t.validate();
+  const Topology back = parse_topology(to_json(t).dump(), "round trip");
+  EXPECT_EQ(back, t);
+  // The planner now prices 2x2's dim 0 and 4x1 with the fits.
+  const MeshLinks l = mesh_links(back, 2, 2);
+  EXPECT_EQ(l.dims[0].source, BandwidthSource::kCalibrated);
+  EXPECT_NEAR(*l.dims[0].link_gbps, 3, 1e-9);
+  EXPECT_EQ(l.dims[1].source, BandwidthSource::kModelled);
+  EXPECT_NEAR(*mesh_links(back, 4, 1).dims[0].link_gbps, 9, 1e-9);
+}
+
+TEST(CalibrationFit, RejectsDegenerateInput) {
+  const CollectiveFit truth{.t_launch_us = 1, .l_sync_us = 1, .bw_gbps = 1};
+  EXPECT_EQ(error_of([&] {
+              fit_ring_line(synthetic(2, 1, FitCollective::kAllGather, truth, {8192, 8192}));
+            }),
+            "calibration fit: all_gather on groups of 2 ranks (stride 1): needs at least 2 "
+            "distinct message sizes to fit T_launch + (P-1)(L_sync + bytes/BW), got 1 (8192 "
+            "bytes)");
+  EXPECT_NE(error_of([&] {
+              fit_ring_line(CollectiveSeries{
+                  .size = 2, .stride = 1, .collective = FitCollective::kAllGather, .samples = {}});
+            }).find("got 0 (no samples)"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              fit_ring_line(synthetic(1, 1, FitCollective::kAllReduce, truth));
+            }).find("a group needs at least 2 ranks"),
+            std::string::npos);
+  CollectiveSeries negative = synthetic(2, 1, FitCollective::kReduceScatter, truth);
+  negative.samples[1].seconds = -1;
+  EXPECT_NE(error_of([&] {
+              fit_ring_line(negative);
+            }).find("sample 1 (65536 bytes) has time -1 s, which must be positive and finite"),
+            std::string::npos);
+  CollectiveSeries nan = synthetic(2, 1, FitCollective::kReduceScatter, truth);
+  nan.samples[0].seconds = std::nan("");
+  EXPECT_NE(error_of([&] { fit_ring_line(nan); }).find("positive and finite"), std::string::npos);
+  CollectiveSeries zero_bytes = synthetic(2, 1, FitCollective::kAllGather, truth);
+  zero_bytes.samples[0].bytes = 0;
+  EXPECT_NE(error_of([&] { fit_ring_line(zero_bytes); }).find("bytes=0, which must be positive"),
+            std::string::npos);
+  // Time falling with size: no bandwidth.
+  CollectiveSeries falling{.size = 2,
+                           .stride = 1,
+                           .collective = FitCollective::kAllReduce,
+                           .samples = {{1000, 3e-6}, {100000, 2e-6}}};
+  EXPECT_NE(error_of([&] {
+              fit_ring_line(falling);
+            }).find("the time does not grow with the message size"),
+            std::string::npos);
+  // The same group and collective twice.
+  const std::vector<CollectiveSeries> twice{synthetic(2, 1, FitCollective::kAllGather, truth),
+                                            synthetic(2, 1, FitCollective::kAllGather, truth)};
+  EXPECT_EQ(error_of([&] { fit_calibration(twice); }),
+            "calibration fit: all_gather on groups of 2 ranks (stride 1) appears twice");
+  EXPECT_EQ(error_of([&] { fit_calibration({}); }), "calibration fit: no measurements to fit");
+}
+
+}  // namespace
+}  // namespace meshtp::plan
