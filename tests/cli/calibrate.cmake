@@ -1,0 +1,42 @@
+# meshtp calibrate: a 2-rank smoke run whose file the planner reads, and the bad inputs.
+# Included from tests/cli/CMakeLists.txt.
+set(MESHTP_CAL_DIR ${CMAKE_CURRENT_BINARY_DIR}/calibrate)
+set(MESHTP_CAL_FILE ${MESHTP_CAL_DIR}/tiny-np2.json)
+file(MAKE_DIRECTORY ${MESHTP_CAL_DIR})
+
+add_test(NAME cli_calibrate_np2
+         COMMAND ${MESHTP_MPIEXEC} -np 2 ${MESHTP_BIN} calibrate --out ${MESHTP_CAL_FILE}
+                 --sizes 4K,16K,64K --gemm 64x64x64 --seconds 0.01)
+set_tests_properties(cli_calibrate_np2 PROPERTIES ENVIRONMENT "${MESHTP_MPI_ENV}" TIMEOUT 120
+  PROCESSORS 2 FIXTURES_SETUP calibrated_np2
+  PASS_REGULAR_EXPRESSION "    2      1 all_reduce .*wrote .*tiny-np2.json: topology 'tiny-np2', 2 devices")
+
+add_test(NAME cli_calibrate_plan_reads_file
+         COMMAND ${MESHTP_BIN} plan --topology ${MESHTP_CAL_FILE} --devices 2 --model atp-m1
+                 --json)
+set_tests_properties(cli_calibrate_plan_reads_file PROPERTIES ENVIRONMENT "${MESHTP_MPI_ENV}"
+  TIMEOUT 60 FIXTURES_REQUIRED calibrated_np2
+  PASS_REGULAR_EXPRESSION "\"bandwidth_source\":\\[(\"calibrated\",null|null,\"calibrated\")\\]")
+
+add_test(NAME cli_calibrate_no_partial_file
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/calibrate_no_partial_file.sh
+                 ${MESHTP_CAL_DIR}/failures ${MESHTP_BIN} ${MESHTP_MPIEXEC})
+set_tests_properties(cli_calibrate_no_partial_file PROPERTIES ENVIRONMENT "${MESHTP_MPI_ENV}"
+  TIMEOUT 120 PROCESSORS 2 LABELS failure)
+
+meshtp_failure_test(cli_calibrate_mesh_mismatch
+                    REGEX "error: --mesh 2x2 has 4 ranks but the world has 2"
+                    NP 2 COMMAND ${MESHTP_BIN} calibrate --mesh 2x2 --out ${MESHTP_CAL_DIR}/x.json)
+meshtp_failure_test(cli_calibrate_out_is_directory
+                    REGEX "error: cannot write '${MESHTP_CAL_DIR}': it is a directory"
+                    NP 2 COMMAND ${MESHTP_BIN} calibrate --out ${MESHTP_CAL_DIR})
+meshtp_failure_test(cli_calibrate_one_size
+                    REGEX "error: --sizes 8K,8K: the fit needs at least 2 distinct message sizes"
+                    NP 2 COMMAND ${MESHTP_BIN} calibrate --out ${MESHTP_CAL_DIR}/x.json
+                                 --sizes 8K,8K)
+meshtp_failure_test(cli_calibrate_base_mismatch
+                    REGEX "error: --base topology 'pcie-8xa100' has 8 devices but this run has 2 ranks"
+                    NP 2 COMMAND ${MESHTP_BIN} calibrate --out ${MESHTP_CAL_DIR}/x.json
+                                 --base pcie-8xa100)
+meshtp_failure_test(cli_calibrate_one_rank REGEX "error: calibrate needs at least 2 ranks"
+                    COMMAND ${MESHTP_BIN} calibrate --out ${MESHTP_CAL_DIR}/x.json)
