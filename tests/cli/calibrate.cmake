@@ -1,4 +1,5 @@
-# meshtp calibrate: a 2-rank smoke run whose file the planner reads, and the bad inputs.
+# meshtp calibrate and meshtp bench plan: a 2-rank smoke run whose file the planner reads and
+# the validator runs on, and the bad inputs.
 # Included from tests/cli/CMakeLists.txt.
 set(MESHTP_CAL_DIR ${CMAKE_CURRENT_BINARY_DIR}/calibrate)
 set(MESHTP_CAL_FILE ${MESHTP_CAL_DIR}/tiny-np2.json)
@@ -17,6 +18,13 @@ add_test(NAME cli_calibrate_plan_reads_file
 set_tests_properties(cli_calibrate_plan_reads_file PROPERTIES ENVIRONMENT "${MESHTP_MPI_ENV}"
   TIMEOUT 60 FIXTURES_REQUIRED calibrated_np2
   PASS_REGULAR_EXPRESSION "\"bandwidth_source\":\\[(\"calibrated\",null|null,\"calibrated\")\\]")
+
+add_test(NAME cli_bench_plan_np2
+         COMMAND ${MESHTP_MPIEXEC} -np 2 ${MESHTP_BIN} bench plan --topology ${MESHTP_CAL_FILE}
+                 --hidden 32 --heads 4 --seq 8 --batch 2 --layers 1 --seconds 0.02)
+set_tests_properties(cli_bench_plan_np2 PROPERTIES ENVIRONMENT "${MESHTP_MPI_ENV}" TIMEOUT 120
+  PROCESSORS 2 FIXTURES_REQUIRED calibrated_np2
+  PASS_REGULAR_EXPRESSION "communication estimate vs replayed collectives: mean [|]error[|] [0-9.]+%.*predicted best: .*; measured best: ")
 
 add_test(NAME cli_calibrate_no_partial_file
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/calibrate_no_partial_file.sh
@@ -40,3 +48,10 @@ meshtp_failure_test(cli_calibrate_base_mismatch
                                  --base pcie-8xa100)
 meshtp_failure_test(cli_calibrate_one_rank REGEX "error: calibrate needs at least 2 ranks"
                     COMMAND ${MESHTP_BIN} calibrate --out ${MESHTP_CAL_DIR}/x.json)
+meshtp_failure_test(cli_bench_plan_device_mismatch
+                    REGEX "error: topology 'pcie-8xa100' has 8 devices but this run has 2 ranks"
+                    NP 2 COMMAND ${MESHTP_BIN} bench plan --topology pcie-8xa100)
+meshtp_failure_test(cli_bench_plan_not_runnable
+                    REGEX "error: --strategies: 'meshslice' cannot be run by bench plan"
+                    NP 2 COMMAND ${MESHTP_BIN} bench plan --topology nvlink-network-2
+                                 --strategies atp,meshslice)

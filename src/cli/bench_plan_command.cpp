@@ -1,0 +1,338 @@
+// meshtp bench plan — validate the planner on the current ranks: plan a model on a topology
+// (typically the one `meshtp calibrate` just wrote), run the top candidates the runtime can
+// execute, and print predicted vs measured step and communication time per candidate, the
+// communication estimate's relative error, and whether the predicted best was the best.
+//
+//   mpirun -np 4 meshtp bench plan --topology my-cluster.json [--model NAME|FILE]
+//       [--hidden h --heads a --seq s --batch b --layers L] [--strategies atp,megatron,tp1d]
+//       [--chunks 1,2] [--top K] [--seconds S] [--progress-splits P] [--no-check] [--json]
+//
+// Executable strategies: atp and megatron through the GPT block stack (model::Stack, chunks
+// as planned), tp1d through the same stack with sequence parallelism on (N, 1). The 2D GeMM
+// strategies (meshslice, collective, …) price only FC layers plus a local attention core, for
+// which the runtime has no whole-model layer, so they are not run here (`meshtp bench
+// gemm2d` measures their GeMMs). Candidates the planner marks infeasible, or whose shapes
+// the block stack rejects, are listed as skipped with the reason.
+//
+// The model. Default: L=2, h=512, a=8, b=4, s=256 — small enough for a laptop, with enough
+// communication per FLOP that the mesh matters. --model loads a preset or file; the size
+// flags override it. The runtime computes in fp32 without recomputation and without an
+// embedding, so the planner is told exactly that (a note says when the file differed).
+//
+// Measurement, per candidate (plan/validation.hpp says what each comparison isolates), in
+// --rounds round-robin rounds of --seconds/rounds each; every number is the median over
+// rounds, so load that drifts on a shared machine hits every candidate alike:
+//   the real run   bench::run_layer_bench: validated against the serial reference, warmed
+//                  up, median over steps of the max over ranks of the step (forward +
+//                  backward) and of the time blocked in communication; --progress-splits
+//                  as in the runtime (default 4: MPI progress between GeMM panels).
+//   the replay     every collective the planner charges (plan::planned_collectives), timed
+//                  through bench::time_collective on the candidate's mesh dim with all of
+//                  its groups active, × its count per step.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cmath>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <tuple>
+
+#include "bench/collectives.hpp"
+#include "bench/layer.hpp"
+#include "cli/commands.hpp"
+#include "core/error.hpp"
+#include "core/parse.hpp"
+#include "core/stats.hpp"
+#include "mesh/device_mesh.hpp"
+#include "model/stack.hpp"
+#include "plan/planner.hpp"
+#include "plan/presets.hpp"
+#include "plan/validation.hpp"
+
+namespace meshtp::cli {
+namespace {
+
+struct BenchPlanArgs {
+  std::string topology;
+  std::string model;                                          // empty: the small default
+  int hidden = 0, heads = 0, seq = 0, batch = 0, layers = 0;  // 0: the model's
+  std::string strategies = "atp,megatron,tp1d";
+  std::string chunks = "1,2";
+  int top = 6;
+  double seconds = 3.0;
+  int progress_splits = 4;
+  int rounds = 3;
+  bool no_check = false, json = false;
+};
+
+bool executable(plan::Strategy s) {
+  return s == plan::Strategy::kAtp || s == plan::Strategy::kMegatron || s == plan::Strategy::kTp1d;
+}
+
+std::vector<int> parse_int_list(const std::string& text, const char* flag) {
+  std::vector<int> values;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma - start);
+    std::size_t used = 0;
+    int v = 0;
+    try {
+      v = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    MESHTP_CHECK(!item.empty() && used == item.size() && v >= 1,
+                 "bad {} '{}': expected positive integers separated by commas, like 1,2", flag,
+                 text);
+    values.push_back(v);
+    if (comma == std::string::npos) return values;
+    start = comma + 1;
+  }
+}
+
+plan::ModelSpec model_of(const BenchPlanArgs& a, std::vector<std::string>& notes) {
+  plan::ModelSpec m;
+  if (a.model.empty()) {
+    m.name = "validation-small";
+    m.precision = plan::Precision::kFp32;
+    m.layers = 2;
+    m.hidden = 512;
+    m.heads = 8;
+    m.batch = 4;
+    m.seq = 256;
+  } else {
+    m = plan::load_model(a.model);
+  }
+  MESHTP_CHECK(a.hidden >= 0 && a.heads >= 0 && a.seq >= 0 && a.batch >= 0 && a.layers >= 0,
+               "--hidden={} --heads={} --seq={} --batch={} --layers={} must be positive", a.hidden,
+               a.heads, a.seq, a.batch, a.layers);
+  if (a.hidden > 0) m.hidden = a.hidden;
+  if (a.heads > 0) m.heads = a.heads;
+  if (a.seq > 0) m.seq = a.seq;
+  if (a.batch > 0) m.batch = a.batch;
+  if (a.layers > 0) m.layers = a.layers;
+  if (m.precision != plan::Precision::kFp32) notes.push_back("precision fp16 -> fp32 (runtime)");
+  if (m.recompute != plan::Recompute::kNone) notes.push_back("recompute -> none (runtime)");
+  if (m.vocab != 0) notes.push_back("vocab -> 0 (the block stack has no embedding)");
+  m.precision = plan::Precision::kFp32;
+  m.recompute = plan::Recompute::kNone;
+  m.vocab = 0;
+  m.validate();
+  return m;
+}
+
+model::StackConfig stack_config(const plan::ModelSpec& m, const plan::Candidate& c,
+                                int progress_splits) {
+  return {.block = {.batch = m.batch,
+                    .seq = m.seq,
+                    .hidden = m.hidden,
+                    .heads = m.heads,
+                    .chunks = c.chunks,
+                    .sequence_parallel = c.strategy == plan::Strategy::kTp1d,
+                    .progress_splits = progress_splits},
+          .layers = m.layers};
+}
+
+bench::Collective to_bench(plan::FitCollective c) {
+  switch (c) {
+    case plan::FitCollective::kAllGather:
+      return bench::Collective::kAllGather;
+    case plan::FitCollective::kReduceScatter:
+      return bench::Collective::kReduceScatter;
+    case plan::FitCollective::kAllReduce:
+      break;
+  }
+  return bench::Collective::kAllReduce;
+}
+
+// Each collective the planner charges for `c`, timed once (distinct sizes only).
+std::vector<plan::ReplayedCollective> replay(const mesh::DeviceMesh& mesh,
+                                             const plan::PlanRequest& request,
+                                             const plan::Candidate& c, double seconds) {
+  bench::CollectivesOptions options;
+  options.target_seconds_per_case = seconds;
+  std::map<std::tuple<int, plan::FitCollective, std::int64_t>, double> measured;
+  std::vector<plan::ReplayedCollective> out;
+  for (const plan::PlannedCollective& p : plan::planned_collectives(request, c)) {
+    const std::int64_t bytes = std::llround(p.bytes);
+    const auto key = std::make_tuple(p.mesh_dim, p.collective, bytes);
+    if (!measured.contains(key)) {
+      measured[key] = bench::time_collective(mesh.dim_comm(p.mesh_dim), mesh.comm(),
+                                             to_bench(p.collective), bytes, options)
+                          .median_seconds;
+    }
+    out.push_back({.planned = p, .measured_s = measured[key]});
+  }
+  return out;
+}
+
+std::string label(const plan::Candidate& c) {
+  return fmt::format("{} {}x{} c={}", plan::name(c.strategy), c.mesh[0], c.mesh[1], c.chunks);
+}
+
+void run_bench_plan(const BenchPlanArgs& a) {
+  const int n = world().size();
+  MESHTP_CHECK(n >= 2,
+               "bench plan needs at least 2 ranks (mpirun -np N): on 1 rank there is "
+               "no communication to validate");
+  MESHTP_CHECK(a.top >= 1, "--top={} must be at least 1", a.top);
+  MESHTP_CHECK(a.seconds > 0 && a.seconds <= 600, "--seconds={} must be in (0, 600]", a.seconds);
+  MESHTP_CHECK(a.rounds >= 1 && a.rounds <= 100, "--rounds={} must be in [1, 100]", a.rounds);
+  MESHTP_CHECK(a.progress_splits >= 1, "--progress-splits={} must be at least 1",
+               a.progress_splits);
+  std::vector<std::string> notes;
+  plan::PlanRequest request;
+  request.topology = plan::load_topology(a.topology);
+  MESHTP_CHECK(request.topology.device_count() == n,
+               "topology '{}' has {} devices but this run "
+               "has {} ranks",
+               request.topology.name, request.topology.device_count(), n);
+  request.model = model_of(a, notes);
+  request.devices = n;
+  request.strategies = plan::parse_strategies(a.strategies);
+  for (const plan::Strategy s : request.strategies) {
+    MESHTP_CHECK(executable(s),
+                 "--strategies: '{}' cannot be run by bench plan (runnable: atp, "
+                 "megatron, tp1d)",
+                 plan::name(s));
+  }
+  request.chunks = parse_int_list(a.chunks, "--chunks");
+  const plan::PlanResult result = plan::plan(request);
+
+  // The top candidates the runtime accepts, in the planner's order. Pure: same on all ranks.
+  std::vector<plan::Candidate> chosen;
+  std::vector<std::string> skipped;
+  for (const plan::Candidate& c : result.candidates) {
+    if (static_cast<int>(chosen.size()) == a.top) break;
+    if (!c.feasible) {
+      skipped.push_back(fmt::format("{}: {}", label(c), c.reason));
+      continue;
+    }
+    try {
+      model::validate(stack_config(request.model, c, a.progress_splits), {c.mesh[0], c.mesh[1]});
+    } catch (const Error& e) {
+      skipped.push_back(fmt::format("{}: runtime: {}", label(c), e.what()));
+      continue;
+    }
+    chosen.push_back(c);
+  }
+  MESHTP_CHECK(!chosen.empty(), "bench plan: no candidate can run here:\n  {}",
+               fmt::join(skipped, "\n  "));
+
+  std::ostream& os = out();
+  const plan::ModelSpec& m = request.model;
+  if (!a.json) {
+    os << fmt::format(
+        "bench plan: {} (L={} h={} a={} b={} s={}, fp32) on topology '{}' ({} "
+        "ranks); top {} runnable candidate(s), {} round(s), progress splits {}\n",
+        m.name, m.layers, m.hidden, m.heads, m.batch, m.seq, request.topology.name, n,
+        chosen.size(), a.rounds, a.progress_splits);
+    for (const std::string& note : notes) os << "note: " << note << '\n';
+    for (const std::string& s : skipped) os << "skipped: " << s << '\n';
+    os.flush();
+  }
+  // Round-robin: every candidate once per round, medians over rounds, so load that drifts
+  // on a shared machine hits every candidate alike instead of whichever ran during it.
+  std::vector<mesh::DeviceMesh> meshes;
+  for (const plan::Candidate& c : chosen) {
+    meshes.emplace_back(world(), std::vector<int>{c.mesh[0], c.mesh[1]});
+  }
+  struct Samples {
+    std::vector<double> step, wait, forward, backward;
+    std::vector<std::vector<plan::ReplayedCollective>> replayed;  // per round
+    int iterations = 0;
+    double check_error = -1;
+  };
+  std::vector<Samples> samples(chosen.size());
+  for (int round = 0; round < a.rounds; ++round) {
+    for (std::size_t i = 0; i < chosen.size(); ++i) {
+      bench::LayerBenchOptions o;
+      o.config = stack_config(m, chosen[i], a.progress_splits);
+      o.target_seconds = a.seconds / a.rounds;
+      o.check = !a.no_check && round == 0;
+      const bench::LayerBenchSample s = bench::run_layer_bench(meshes[i], o);
+      Samples& x = samples[i];
+      x.step.push_back(s.step_s);
+      x.wait.push_back(s.comm_wait_s);
+      x.forward.push_back(s.forward_s);
+      x.backward.push_back(s.backward_s);
+      x.iterations += s.iterations;
+      if (round == 0) x.check_error = s.check_error;
+      x.replayed.push_back(
+          replay(meshes[i], request, chosen[i], std::min(0.1, a.seconds / a.rounds / 4)));
+    }
+  }
+  std::vector<plan::ValidationRow> rows;
+  for (std::size_t i = 0; i < chosen.size(); ++i) {
+    const Samples& x = samples[i];
+    // Per collective, the median over rounds; the replayed comm is Σ count × that.
+    std::vector<plan::ReplayedCollective> collectives = x.replayed.front();
+    double replay_comm = 0;
+    for (std::size_t k = 0; k < collectives.size(); ++k) {
+      std::vector<double> t;
+      for (const auto& round : x.replayed) t.push_back(round[k].measured_s);
+      collectives[k].measured_s = median(t);
+      replay_comm += collectives[k].planned.count * collectives[k].measured_s;
+    }
+    rows.push_back({.predicted = chosen[i],
+                    .measured = {.step_s = median(x.step),
+                                 .wait_s = median(x.wait),
+                                 .replay_comm_s = replay_comm,
+                                 .forward_s = median(x.forward),
+                                 .backward_s = median(x.backward),
+                                 .iterations = x.iterations,
+                                 .check_error = x.check_error},
+                    .collectives = std::move(collectives)});
+  }
+  const plan::ValidationSummary summary = plan::summarize(rows);
+  if (a.json) {
+    nlohmann::json j = plan::to_json(rows, summary);
+    j["topology"] = request.topology.name;
+    j["model"] = plan::to_json(m);
+    j["ranks"] = n;
+    j["progress_splits"] = a.progress_splits;
+    j["rounds"] = a.rounds;
+    j["skipped"] = skipped;
+    j["notes"] = notes;
+    os << j.dump() << '\n';
+    return;
+  }
+  os << plan::format_validation(rows, summary);
+}
+
+}  // namespace
+
+void add_bench_plan_command(CLI::App& app) {
+  CLI::App* bench = app.get_subcommand("bench");  // registered by add_bench_command
+  auto args = std::make_shared<BenchPlanArgs>();
+  CLI::App* c = bench->add_subcommand(
+      "plan", "Validate the planner: run its top candidates here, predicted vs measured");
+  c->add_option("--topology", args->topology,
+                "Topology preset or file with as many devices as ranks (e.g. from calibrate)")
+      ->required();
+  c->add_option("--model", args->model, "Model preset or file (default: L=2 h=512 a=8 b=4 s=256)");
+  c->add_option("--hidden", args->hidden, "Override the hidden size h");
+  c->add_option("--heads", args->heads, "Override the attention heads a");
+  c->add_option("--seq", args->seq, "Override the sequence length s");
+  c->add_option("--batch", args->batch, "Override the batch b");
+  c->add_option("--layers", args->layers, "Override the layers L");
+  c->add_option("--strategies", args->strategies,
+                "Runnable strategies to plan: atp, megatron, tp1d (default all three)");
+  c->add_option("--chunks", args->chunks, "ATP chunk counts to plan (default 1,2)");
+  c->add_option("--top", args->top, "Run this many top runnable candidates (default 6)");
+  c->add_option("--seconds", args->seconds,
+                "Target timed seconds per candidate, over all rounds (default 3)");
+  c->add_option("--rounds", args->rounds,
+                "Run the candidates round-robin this many times; medians over rounds (default 3)");
+  c->add_option("--progress-splits", args->progress_splits,
+                "GeMM panels between MPI progress pokes (default 4, the runtime's; 1: none)");
+  c->add_flag("--no-check", args->no_check,
+              "Skip each candidate's comparison with the serial reference");
+  c->add_flag("--json", args->json, "Print one JSON object");
+  c->callback([args] { run_bench_plan(*args); });
+}
+
+}  // namespace meshtp::cli
