@@ -9,12 +9,12 @@
 //                                       rank j' of the row receives the sum of its n/Nc columns
 //   RS  C_ij = RdS_col(A_i*ᵀ · B_ij)    A_i* = AG_row(A_ij); partial m × n/Nc, rank i' gets the
 //                                       sum of its m/Nr rows
-// Loop (OS): pack A_ijᵀ; start AG_row(A_ijᵀ) and AG_col(B_ij) together; wait both;
-//            C_ij = (A_i*ᵀ)ᵀ · B_*j — gathering A transposed makes A_i*ᵀ one row-major matrix,
-//            so the product is a single GeMM.
+// Loop (OS): start AG_row(A_ij) and AG_col(B_ij) together; wait both; lay the Nc gathered
+//            blocks side by side (a row-wise memcpy) into A_i*; C_ij = A_i* · B_*j, one GeMM.
+//            (B_*j needs no such step: stacked row blocks are already row-major.)
 //   LS: AG_col(B_ij); for each row member j': chunk j' = A_ij · (rows j' of B_*j)ᵀ, the Nc
 //       chunks laid end to end as reduce_scatter wants them; RdS_row into C_ij.
-//   RS: AG_row(A_ijᵀ) = A_i*ᵀ (m × k/Nr); partial = A_i*ᵀ · B_ij; RdS_col into C_ij.
+//   RS: AG_row(A_ij), side by side = A_i* (k/Nr × m); partial = A_i*ᵀ · B_ij; RdS_col.
 //
 // Worked example, OS on a 2×2 mesh, every matrix cut into 2×2 blocks:
 //   before      chip (0,0): A00 B00   (0,1): A01 B01   (1,0): A10 B10   (1,1): A11 B11
@@ -37,28 +37,28 @@ namespace {
 void collective_os(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
                    Gemm2dWorkspace& ws) {
   const std::int64_t k = a.cols * g.nc;
-  // A_i*ᵀ (k × m/Nr), or A itself when the row has one chip.
-  ConstMatrixView a_row = a;
-  Trans ta = Trans::kNo;
-  comm::Request gather_a;
+  comm::Request gather_a, gather_b;
+  std::span<float> a_chunks;
   if (g.nc > 1) {
-    auto a_send = ws.get(0, static_cast<std::size_t>(a.rows * a.cols));
-    transpose(a, as_matrix(a_send, a.cols, a.rows));
-    auto a_all = ws.get(1, static_cast<std::size_t>(k * a.rows));
-    gather_a = g.row->iall_gather<float>(a_send, a_all);
-    a_row = as_matrix(a_all, k, a.rows);
-    ta = Trans::kYes;
+    a_chunks = ws.get(0, static_cast<std::size_t>(k * a.rows));
+    gather_a = g.row->iall_gather(as_span(a), a_chunks);
   }
-  ConstMatrixView b_col = b;
-  comm::Request gather_b;
+  ConstMatrixView b_col = b;  // B_*j: k × n/Nc
   if (g.nr > 1) {
     auto b_all = ws.get(2, static_cast<std::size_t>(k * b.cols));
     gather_b = g.col->iall_gather(as_span(b), b_all);
     b_col = as_matrix(b_all, k, b.cols);
   }
+  ConstMatrixView a_row = a;  // A_i*: m/Nr × k
   gather_a.wait();
+  if (g.nc > 1) {
+    // The Nc gathered blocks arrive one after another; side by side they are A_i*.
+    MatrixView a_all = as_matrix(ws.get(1, static_cast<std::size_t>(k * a.rows)), a.rows, k);
+    concat_col_chunks(a_chunks.data(), g.nc, a.rows, a.cols, a_all);
+    a_row = a_all;
+  }
   gather_b.wait();
-  gemm_poking(a_row, ta, b_col, Trans::kNo, c, 0.0f, {}, 1, ws);
+  gemm_poking(a_row, Trans::kNo, b_col, Trans::kNo, c, 0.0f, {}, 1, ws);
 }
 
 void collective_ls(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
@@ -86,23 +86,20 @@ void collective_ls(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixVi
 void collective_rs(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
                    Gemm2dWorkspace& ws) {
   const std::int64_t m = a.cols * g.nc;
-  // A_i*: k/Nr × m, used transposed; gathered as A_ijᵀ blocks it is A_i*ᵀ (m × k/Nr).
-  ConstMatrixView a_row = a;
-  Trans ta = Trans::kYes;
+  ConstMatrixView a_row = a;  // A_i*: k/Nr × m, used transposed
   if (g.nc > 1) {
-    auto a_send = ws.get(0, static_cast<std::size_t>(a.rows * a.cols));
-    transpose(a, as_matrix(a_send, a.cols, a.rows));
-    auto a_all = ws.get(1, static_cast<std::size_t>(m * a.rows));
-    g.row->all_gather<float>(a_send, a_all);
-    a_row = as_matrix(a_all, m, a.rows);
-    ta = Trans::kNo;
+    auto a_chunks = ws.get(0, static_cast<std::size_t>(m * a.rows));
+    g.row->all_gather(as_span(a), a_chunks);
+    MatrixView a_all = as_matrix(ws.get(1, static_cast<std::size_t>(m * a.rows)), a.rows, m);
+    concat_col_chunks(a_chunks.data(), g.nc, a.rows, a.cols, a_all);
+    a_row = a_all;
   }
   if (g.nr == 1) {
-    gemm_poking(a_row, ta, b, Trans::kNo, c, 0.0f, {}, 1, ws);
+    gemm_poking(a_row, Trans::kYes, b, Trans::kNo, c, 0.0f, {}, 1, ws);
     return;
   }
   auto partial = ws.get(2, static_cast<std::size_t>(m * c.cols));
-  gemm_poking(a_row, ta, b, Trans::kNo, as_matrix(partial, m, c.cols), 0.0f, {}, 1, ws);
+  gemm_poking(a_row, Trans::kYes, b, Trans::kNo, as_matrix(partial, m, c.cols), 0.0f, {}, 1, ws);
   g.col->reduce_scatter<float>(partial, as_span(c));
 }
 

@@ -1,4 +1,4 @@
-// Shared pieces of the 2D GeMM algorithms: blocked slicing, packing, transposes and the
+// Shared pieces of the 2D GeMM algorithms: blocked slicing, packing, chunk concatenation and the
 // progress-poking local GeMM.
 #include <algorithm>
 #include <numeric>
@@ -32,12 +32,12 @@ void unpack_rows(const float* in, const Slicing& sl, int s, MatrixView x) {
   }
 }
 
-void pack_cols_transposed(ConstMatrixView x, const Slicing& sl, int s, float* out) {
+void pack_cols(ConstMatrixView x, const Slicing& sl, int s, float* out) {
   const std::int64_t nb = sl.blocks_per_slice();
+  const MatrixView all{out, x.rows, sl.slice_extent(), sl.slice_extent()};
   for (std::int64_t b = 0; b < nb; ++b) {
     const std::int64_t c0 = sl.block_start(s, b);
-    MatrixView dst{out + b * sl.block * x.rows, sl.block, x.rows, x.rows};
-    transpose(x.block(0, c0, x.rows, sl.block), dst);
+    copy(x.block(0, c0, x.rows, sl.block), all.block(0, b * sl.block, x.rows, sl.block));
   }
 }
 
@@ -50,19 +50,14 @@ void unpack_cols(const float* in, const Slicing& sl, int s, MatrixView x) {
   }
 }
 
-void transpose(ConstMatrixView src, MatrixView dst) {
-  MESHTP_CHECK(dst.rows == src.cols && dst.cols == src.rows,
-               "transpose: {}x{} does not fit a {}x{} destination", src.rows, src.cols, dst.rows,
-               dst.cols);
-  constexpr std::int64_t kTile = 32;
-  for (std::int64_t i0 = 0; i0 < src.rows; i0 += kTile) {
-    const std::int64_t i1 = std::min(src.rows, i0 + kTile);
-    for (std::int64_t j0 = 0; j0 < src.cols; j0 += kTile) {
-      const std::int64_t j1 = std::min(src.cols, j0 + kTile);
-      for (std::int64_t i = i0; i < i1; ++i) {
-        for (std::int64_t j = j0; j < j1; ++j) dst(j, i) = src(i, j);
-      }
-    }
+void concat_col_chunks(const float* in, int chunks, std::int64_t rows, std::int64_t width,
+                       MatrixView dst) {
+  MESHTP_CHECK(dst.rows == rows && dst.cols == chunks * width,
+               "concat_col_chunks: {} chunks of {}x{} do not fill {}x{}", chunks, rows, width,
+               dst.rows, dst.cols);
+  for (int q = 0; q < chunks; ++q) {
+    const ConstMatrixView chunk{in + q * rows * width, rows, width, width};
+    copy(chunk, dst.block(0, q * width, rows, width));
   }
 }
 

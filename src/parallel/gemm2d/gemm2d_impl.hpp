@@ -2,7 +2,7 @@
 //
 //   Grid        this rank's place on the Nr × Nc mesh and its row / column communicators
 //   Slicing     MeshSlice's blocked slicing of one local extent (see meshslice.cpp)
-//   pack / unpack of a slice of rows or columns, and a tiled transpose
+//   pack / unpack of a slice of rows or columns; gathered column chunks laid side by side
 //   gemm_poking the local GeMM cut into row bands with the in-flight requests tested between
 //               bands, which is what makes Open MPI progress a collective during a GeMM
 //
@@ -48,13 +48,15 @@ std::int64_t slicing_block(std::int64_t d, int nr, int nc, const Gemm2dOptions& 
 void pack_rows(ConstMatrixView x, const Slicing& sl, int s, float* out);
 // The rows of x in slice s ← in (slice_extent × x.cols).
 void unpack_rows(const float* in, const Slicing& sl, int s, MatrixView x);
-// out (slice_extent × x.rows) ← (the columns of x in slice s)ᵀ.
-void pack_cols_transposed(ConstMatrixView x, const Slicing& sl, int s, float* out);
+// out (x.rows × slice_extent) ← the columns of x in slice s, in order.
+void pack_cols(ConstMatrixView x, const Slicing& sl, int s, float* out);
 // The columns of x in slice s ← in (x.rows × slice_extent).
 void unpack_cols(const float* in, const Slicing& sl, int s, MatrixView x);
 
-// dst = srcᵀ (dst.rows = src.cols, dst.cols = src.rows), in cache-sized tiles.
-void transpose(ConstMatrixView src, MatrixView dst);
+// An all-gather along the row delivers `chunks` contiguous rows × width blocks, one per
+// member; dst (rows × chunks·width) ← them side by side, the row-major matrix they form.
+void concat_col_chunks(const float* in, int chunks, std::int64_t rows, std::int64_t width,
+                       MatrixView dst);
 // y += x, elementwise, same shapes.
 void add_into(ConstMatrixView x, MatrixView y);
 

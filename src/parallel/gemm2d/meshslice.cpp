@@ -20,12 +20,16 @@
 //
 // Loop (software pipeline; collectives are non-blocking, double-buffered):
 //   OS  start AG(0)
-//       for s = 0..S−1:  start AG_row(A slice s+1ᵀ), AG_col(B slice s+1)     [in flight]
-//                        wait AG(s);  C_ij += A'ᵀᵀ·B'  (tested between row bands)
+//       for s = 0..S−1:  start AG_row(A slice s+1), AG_col(B slice s+1)      [in flight]
+//                        wait AG(s); lay A's Nc gathered chunks side by side (row-wise
+//                        memcpy) into A'; C_ij += A'·B'  (requests tested between row bands)
 //   LS  for s:  start AG_col(B slice s+1); wait AG(s); wait RdS(s−2), unpack its C columns;
 //               chunk j' = A_ij · (B' rows of j')ᵀ for every j';  start RdS_row(slice s)
 //       so GeMM s overlaps AG(s+1) and RdS(s−1); the epilogue drains RdS(S−2), RdS(S−1).
-//   RS  the mirror: AG_row(A slice sᵀ), partial = A'ᵀ·B_ij (m/S × n/Nc), RdS_col.
+//   RS  the mirror: AG_row(A slice s), side by side = A' (k/Nr × m/S), partial = A'ᵀ·B_ij
+//       (m/S × n/Nc), RdS_col.
+// Packing a slice is a row-wise memcpy of its runs (none at all when S = 1 or the slice is
+// one run of rows); nothing is ever transposed — BLAS takes A'ᵀ as a flag.
 // Prologue (AG(0)) and epilogue (the last GeMM, or the last RdS) are not overlapped: a larger
 // S shrinks them but launches more, smaller collectives (§3.1: the K trade-off).
 //
@@ -52,19 +56,35 @@ using comm::Request;
 
 std::size_t sz(std::int64_t n) { return static_cast<std::size_t>(n); }
 
-// The rows of x in slice s when they form one contiguous run (no pack needed), else empty.
-std::span<const float> contiguous_rows(ConstMatrixView x, const Slicing& sl, int s) {
-  if (sl.blocks_per_slice() != 1 || !x.contiguous()) return {};
-  return {x.data + sl.block_start(s, 0) * x.cols, sz(sl.block * x.cols)};
-}
-
-// Slice s of B's rows as a send buffer: b itself when contiguous, else packed into `pack`.
+// Slice s of x's rows as a send buffer: x itself when S = 1, a view when the slice is one
+// contiguous run, else packed into `pack`.
 std::span<const float> row_slice(ConstMatrixView x, const Slicing& sl, int s,
                                  std::span<float> pack) {
-  const auto direct = contiguous_rows(x, sl, s);
-  if (!direct.empty()) return direct;
+  if (sl.slices == 1) return as_span(x);
+  if (sl.blocks_per_slice() == 1) {
+    return {x.data + sl.block_start(s, 0) * x.cols, sz(sl.block * x.cols)};
+  }
   pack_rows(x, sl, s, pack.data());
   return pack;
+}
+
+// Slice s of x's columns as a send buffer: x itself when S = 1, else packed (row-wise
+// memcpys of each block's runs) into `pack`.
+std::span<const float> col_slice(ConstMatrixView x, const Slicing& sl, int s,
+                                 std::span<float> pack) {
+  if (sl.slices == 1) return as_span(x);
+  pack_cols(x, sl, s, pack.data());
+  return pack;
+}
+
+// The gathered column slices of a row: Nc chunks (rows × width) one after another. Side by
+// side they are the slice as a row-major matrix; with one chip in the row they already are.
+ConstMatrixView gathered_cols(const Grid& g, std::span<float> chunks, std::int64_t rows,
+                              std::int64_t width, std::span<float> side_by_side) {
+  if (g.nc == 1) return as_matrix(chunks, rows, width);
+  MatrixView out = as_matrix(side_by_side, rows, g.nc * width);
+  concat_col_chunks(chunks.data(), g.nc, rows, width, out);
+  return out;
 }
 
 void meshslice_os(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
@@ -77,16 +97,16 @@ void meshslice_os(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixVie
   const std::int64_t ks = k / S;
   std::span<float> a_send[2], a_recv[2], b_send[2], b_recv[2];
   for (int x = 0; x < 2; ++x) {
-    a_send[x] = ws.get(0 + x, sz(sa.slice_extent() * a.rows));
-    a_recv[x] = ws.get(2 + x, sz(ks * a.rows));
+    a_send[x] = ws.get(0 + x, sz(a.rows * sa.slice_extent()));
+    a_recv[x] = ws.get(2 + x, sz(a.rows * ks));
     b_send[x] = ws.get(4 + x, sz(sb.slice_extent() * b.cols));
     b_recv[x] = ws.get(6 + x, sz(ks * b.cols));
   }
+  const std::span<float> a_slice = ws.get(8, sz(a.rows * ks));
   Request gather_a[2], gather_b[2];
   const auto start = [&](int s) {
     const int x = s % 2;
-    pack_cols_transposed(a, sa, s, a_send[x].data());
-    gather_a[x] = g.row->iall_gather<float>(a_send[x], a_recv[x]);
+    gather_a[x] = g.row->iall_gather(col_slice(a, sa, s, a_send[x]), a_recv[x]);
     gather_b[x] = g.col->iall_gather(row_slice(b, sb, s, b_send[x]), b_recv[x]);
   };
   start(0);
@@ -94,11 +114,10 @@ void meshslice_os(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixVie
     const int x = s % 2;
     if (s + 1 < S) start(s + 1);
     gather_a[x].wait();
+    const ConstMatrixView a_s = gathered_cols(g, a_recv[x], a.rows, sa.slice_extent(), a_slice);
     gather_b[x].wait();
-    // A' arrives as A'ᵀ (ks × m/Nr): the Nc gathered chunks stack into one row-major matrix.
-    gemm_poking(as_matrix(a_recv[x], ks, a.rows), Trans::kYes, as_matrix(b_recv[x], ks, b.cols),
-                Trans::kNo, c, s == 0 ? 0.0f : 1.0f, {&gather_a[1 - x], &gather_b[1 - x]},
-                o.progress_chunks, ws);
+    gemm_poking(a_s, Trans::kNo, as_matrix(b_recv[x], ks, b.cols), Trans::kNo, c,
+                s == 0 ? 0.0f : 1.0f, {&gather_a[1 - x], &gather_b[1 - x]}, o.progress_chunks, ws);
   }
 }
 
@@ -159,16 +178,16 @@ void meshslice_rs(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixVie
   const bool direct = sc.blocks_per_slice() == 1;
   std::span<float> a_send[2], a_recv[2], c_part[2], c_recv[2];
   for (int x = 0; x < 2; ++x) {
-    a_send[x] = ws.get(0 + x, sz(sa.slice_extent() * a.rows));
-    a_recv[x] = ws.get(2 + x, sz(ms * a.rows));
+    a_send[x] = ws.get(0 + x, sz(a.rows * sa.slice_extent()));
+    a_recv[x] = ws.get(2 + x, sz(a.rows * ms));
     c_part[x] = ws.get(4 + x, sz(ms * c.cols));
     c_recv[x] = direct ? std::span<float>() : ws.get(6 + x, sz(sc.slice_extent() * c.cols));
   }
+  const std::span<float> a_slice = ws.get(8, sz(a.rows * ms));
   Request gather_a[2], scatter_c[2];
   const auto start_gather = [&](int s) {
     const int x = s % 2;
-    pack_cols_transposed(a, sa, s, a_send[x].data());
-    gather_a[x] = g.row->iall_gather<float>(a_send[x], a_recv[x]);
+    gather_a[x] = g.row->iall_gather(col_slice(a, sa, s, a_send[x]), a_recv[x]);
   };
   const auto finish_scatter = [&](int s) {
     scatter_c[s % 2].wait();
@@ -180,9 +199,9 @@ void meshslice_rs(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixVie
     if (s + 1 < S) start_gather(s + 1);
     gather_a[x].wait();
     if (s >= 2) finish_scatter(s - 2);  // frees c_part[x]
-    gemm_poking(as_matrix(a_recv[x], ms, a.rows), Trans::kNo, b, Trans::kNo,
-                as_matrix(c_part[x], ms, c.cols), 0.0f, {&gather_a[1 - x], &scatter_c[1 - x]},
-                o.progress_chunks, ws);
+    const ConstMatrixView a_s = gathered_cols(g, a_recv[x], a.rows, sa.slice_extent(), a_slice);
+    gemm_poking(a_s, Trans::kYes, b, Trans::kNo, as_matrix(c_part[x], ms, c.cols), 0.0f,
+                {&gather_a[1 - x], &scatter_c[1 - x]}, o.progress_chunks, ws);
     const std::span<float> target =
         direct ? std::span<float>(c.data + sc.block_start(s, 0) * c.cols, sz(sc.block * c.cols))
                : c_recv[x];
