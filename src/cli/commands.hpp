@@ -27,5 +27,6 @@ void add_plan_command(CLI::App& app);
 void add_topo_command(CLI::App& app);
 void add_calibrate_command(CLI::App& app);
 void add_bench_plan_command(CLI::App& app);  // after add_bench_command
+void add_train_command(CLI::App& app);
 
 }  // namespace meshtp::cli

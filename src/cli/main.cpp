@@ -60,6 +60,7 @@ int main(int argc, char** argv) {
   meshtp::cli::add_topo_command(app);
   meshtp::cli::add_calibrate_command(app);
   meshtp::cli::add_bench_plan_command(app);
+  meshtp::cli::add_train_command(app);
 
   int status = 0;
   try {

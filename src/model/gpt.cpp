@@ -205,7 +205,7 @@ double Gpt::forward(std::span<const std::int32_t> tokens, std::span<const std::i
                                                mesh_->comm(), ce_stats_);
 }
 
-void Gpt::backward(float dloss) {
+void Gpt::backward(float dloss, const std::function<void(int layer)>& on_layer_done) {
   const std::int64_t n = config_.batch * config_.seq, h = config_.hidden;
   const parallel::ActivationShard shard = stack_->stream_shard();
   parallel::vocab_cross_entropy_backward(dfinal_full_.matrix(), grads_[kWte].matrix(),
@@ -238,7 +238,7 @@ void Gpt::backward(float dloss) {
       for (std::int64_t i = 0; i < g.numel(); ++i) g[i] += lnf_partial_[k][i];
     }
   }
-  stack_->backward();
+  stack_->backward(on_layer_done);
 
   const Tensor dembedded = parallel::gather_activation(mesh_->comm(), stack_->grad_input().whole(),
                                                        n, h, shard);

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -69,8 +70,10 @@ class Gpt {
   // tokens, targets: the replica's b·s ids, identical on every rank of the TP mesh.
   // Returns the mean loss (identical on every rank).
   double forward(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets);
-  // Gradients += ∂(dloss·loss)/∂θ for the last forward.
-  void backward(float dloss = 1.0f);
+  // Gradients += ∂(dloss·loss)/∂θ for the last forward. on_layer_done(i) runs once block i's
+  // gradients are final (see Stack::backward), for data-parallel overlap; the embedding and
+  // final LayerNorm gradients are final when backward returns.
+  void backward(float dloss = 1.0f, const std::function<void(int layer)>& on_layer_done = {});
   void zero_grads();
 
   // ---- parameters: local shards -------------------------------------------------------

@@ -173,13 +173,14 @@ void Stack::forward() {
   }
 }
 
-void Stack::backward() {
+void Stack::backward(const std::function<void(int layer)>& on_layer_done) {
   const parallel::ChunkedLayout l = stream_layout();
   if (!ln_partial_.empty()) ln_partial_.fill(0.0f);
   for (int i = config_.layers - 1; i >= 0; --i) {
     const int k = config_.layers - 1 - i;  // dy in dstream_[k % 2], dx into the other
     blocks_[static_cast<std::size_t>(i)]->backward({dstream_[(k + 1) % 2].data(), l},
                                                    {dstream_[k % 2].data(), l}, *workspace_);
+    if (on_layer_done) on_layer_done(i);
   }
   if (!ln_partial_.empty()) {
     // Sequence parallelism: each rank summed the LayerNorm gradients over its own tokens.

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -99,7 +100,11 @@ class Stack {
   Tensor gather_grad_input() const;
 
   void forward();
-  void backward();  // parameter gradients +=
+  // Parameter gradients +=. on_layer_done(i) runs right after block i's backward, when its
+  // gradients are final — except LayerNorm parameters under sequence parallelism, which are
+  // completed after the last block — so a data-parallel all-reduce of block i can start
+  // while blocks i−1 … 0 compute.
+  void backward(const std::function<void(int layer)>& on_layer_done = {});
 
  private:
   Tensor gather_stream(const Tensor& local) const;

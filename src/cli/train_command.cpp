@@ -1,0 +1,201 @@
+// meshtp train: plan (or take) a layout, then train a byte-level GPT on this job's ranks.
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "cli/commands.hpp"
+#include "core/error.hpp"
+#include "core/parse.hpp"
+#include "model/gpt.hpp"
+#include "plan/planner.hpp"
+#include "plan/presets.hpp"
+#include "train/trainer.hpp"
+
+namespace meshtp::cli {
+namespace {
+
+constexpr const char* kDefaultCorpus = "/usr/share/games/fortunes";
+
+struct TrainArgs {
+  std::string model = "tiny";
+  std::string mesh;  // "auto" or empty
+  std::string tp;    // d1xd2
+  std::string topology;
+  int dp = 1;
+  std::int64_t batch = 0;  // 0: the preset's
+  std::int64_t seq = 0;
+  int chunks = 1;
+  bool sequence_parallel = false;
+  bool dry_run = false;
+  train::TrainConfig config;
+};
+
+std::string duration(double seconds) {
+  if (!(seconds >= 0) || seconds > 1e7) return "?";
+  const auto s = static_cast<long>(seconds + 0.5);
+  return s >= 3600 ? fmt::format("{}h{:02}m", s / 3600, s / 60 % 60)
+                   : fmt::format("{}m{:02}s", s / 60, s % 60);
+}
+
+// --mesh auto: the planner's fastest feasible ATP/Megatron layout for this model on
+// `topology` with as many devices as ranks. Returns a sentence saying what it chose and why.
+std::string plan_layout(TrainArgs& args, const plan::ModelSpec& spec) {
+  MESHTP_CHECK(!args.topology.empty(),
+               "--mesh auto needs --topology NAME|FILE (a preset, or the file `meshtp calibrate` "
+               "writes for these ranks)");
+  MESHTP_CHECK(args.dp == 1, "--mesh auto plans tensor parallelism over all ranks: drop --dp={}",
+               args.dp);
+  plan::PlanRequest request{.topology = plan::load_topology(args.topology),
+                            .model = spec,
+                            .devices = world().size(),
+                            .strategies = {plan::Strategy::kAtp, plan::Strategy::kMegatron}};
+  const plan::PlanResult result = plan::plan(request);
+  for (const plan::Candidate& c : result.candidates) {
+    if (!c.valid || !c.feasible) continue;
+    train::TrainConfig trial = args.config;
+    trial.tp = {c.mesh[0], c.mesh[1]};
+    trial.model.chunks = c.chunks;
+    try {
+      train::validate(trial, world().size());
+    } catch (const Error&) {
+      continue;  // the runtime cannot run this one (e.g. chunks vs the per-replica batch)
+    }
+    args.config = trial;
+    return fmt::format("planner chose {} mesh {}x{} chunks={} on '{}': predicted {:.3g} s/step "
+                       "({:.0f}% communication) — the fastest of {} candidates",
+                       plan::name(c.strategy), c.mesh[0], c.mesh[1], c.chunks,
+                       request.topology.name, c.t_step_s,
+                       100.0 * c.t_comm_s / std::max(c.t_step_s, 1e-30), result.candidates.size());
+  }
+  fail("the planner found no feasible layout the runtime can run for this model on {} ranks",
+       world().size());
+}
+
+void run_train(TrainArgs& args) {
+  const plan::ModelSpec spec_in = plan::load_model(args.model);
+  MESHTP_CHECK(spec_in.vocab == 0 || spec_in.vocab == 256,
+               "model '{}' has vocab={}, but meshtp trains byte-level models (vocab 256)",
+               spec_in.name, spec_in.vocab);
+  plan::ModelSpec spec = spec_in;
+  spec.vocab = 256;
+  spec.precision = plan::Precision::kFp32;
+  if (args.batch > 0) spec.batch = static_cast<int>(args.batch);
+  if (args.seq > 0) spec.seq = static_cast<int>(args.seq);
+  train::TrainConfig& c = args.config;
+  c.model = {.vocab = 256, .batch = spec.batch, .seq = spec.seq, .hidden = spec.hidden,
+             .heads = spec.heads, .layers = spec.layers, .chunks = args.chunks,
+             .sequence_parallel = args.sequence_parallel};
+  c.dp = args.dp;
+  if (c.data.empty()) c.data = kDefaultCorpus;
+
+  std::string why;
+  if (args.mesh == "auto") {
+    MESHTP_CHECK(args.tp.empty(), "give either --mesh auto or --tp, not both");
+    why = plan_layout(args, spec);
+  } else {
+    MESHTP_CHECK(args.mesh.empty(), "--mesh must be 'auto' (or use --tp d1xd2 --dp D), got '{}'",
+                 args.mesh);
+    if (args.tp.empty()) {
+      MESHTP_CHECK(world().size() % c.dp == 0, "dp={} does not divide the {} ranks", c.dp,
+                   world().size());
+      c.tp = {world().size() / c.dp, 1};  // Megatron 1D over the ranks left
+      why = "no --tp given: Megatron 1D over every rank of a replica";
+    } else {
+      c.tp = parse_mesh_shape(args.tp);
+      MESHTP_CHECK(c.tp.size() == 2, "--tp '{}' must be two sizes, like 2x2", args.tp);
+      why = "layout given with --tp/--dp";
+    }
+  }
+  train::validate(c, world().size());
+
+  std::ostream& os = out();
+  model::GptConfig replica = c.model;
+  replica.batch /= c.dp;
+  os << fmt::format("model   {} — {} layers, hidden {}, {} heads, seq {}, vocab 256 ({:.2f}M "
+                    "parameters)\n",
+                    spec.name, spec.layers, spec.hidden, spec.heads, spec.seq,
+                    spec.total_params() / 1e6)
+     << fmt::format("batch   {} sequences × {} tokens per step ({} per replica)\n", c.model.batch,
+                    c.model.seq, replica.batch)
+     << fmt::format("layout  {} chunks={}{} on {} ranks — {}\n", train::layout_string(c),
+                    c.model.chunks, c.model.sequence_parallel ? " +sequence-parallel" : "",
+                    world().size(), why)
+     << fmt::format("optim   AdamW lr {:g}→{:g} (warmup {}, cosine), betas {:g}/{:g}, wd {:g}, "
+                    "clip {:g}, seed {}\n",
+                    c.lr, c.min_lr, c.warmup, c.adamw.beta1, c.adamw.beta2, c.adamw.weight_decay,
+                    c.grad_clip, c.seed)
+     << fmt::format("data    {} (validation: last {:.0f}%)\n", c.data,
+                    100 * c.validation_fraction);
+  if (!c.checkpoint_dir.empty()) {
+    os << fmt::format("ckpt    {}/checkpoint.safetensors{}\n", c.checkpoint_dir,
+                      c.resume ? " (resuming)" : "");
+  }
+  if (args.dry_run) {
+    os << "dry run: stopping before training\n";
+    return;
+  }
+  os << std::flush;
+  const train::TrainSummary summary = train::train(world(), c, [&](const train::StepReport& r) {
+    os << fmt::format("step {:>5}/{}  loss {:.4f}  lr {:.2e}  |g| {:.3f}  {:>8.0f} tok/s  "
+                      "{:.3f} TFLOP/s/rank  comm {:>3.0f}%  eta {}",
+                      r.step, c.steps, r.loss, r.lr, r.grad_norm, r.tokens_per_s,
+                      r.tflops_per_rank, 100.0 * r.comm_seconds / std::max(r.step_seconds, 1e-30),
+                      duration(r.eta_seconds));
+    if (r.validation_loss) os << fmt::format("  val {:.4f}", *r.validation_loss);
+    os << std::endl;
+  });
+  os << fmt::format("done    steps {}–{}", summary.first_step + 1, summary.last_step);
+  if (summary.validation_loss) os << fmt::format(", validation loss {:.4f}", *summary.validation_loss);
+  os << '\n';
+  if (!summary.checkpoint.empty()) os << "ckpt    written: " << summary.checkpoint << '\n';
+  if (!c.metrics_path.empty()) os << "metrics " << c.metrics_path << '\n';
+  if (!summary.trace.empty()) {
+    os << "trace   " << summary.trace << " (open in https://ui.perfetto.dev or chrome://tracing)\n";
+  }
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app) {
+  auto args = std::make_shared<TrainArgs>();
+  train::TrainConfig& c = args->config;
+  CLI::App* t = app.add_subcommand("train", "Train a byte-level GPT with tensor (and data) parallelism");
+  t->add_option("--model", args->model, "Model preset (tiny, small, …) or JSON file")
+      ->capture_default_str();
+  t->add_option("--data", c.data, "Text file or directory to train on (default: Debian's fortunes)");
+  t->add_option("--steps", c.steps, "Training steps")->capture_default_str();
+  t->add_option("--tp", args->tp, "Tensor-parallel mesh d1xd2 (default: Megatron 1D over a replica)");
+  t->add_option("--dp", args->dp, "Data-parallel replicas")->capture_default_str();
+  t->add_option("--mesh", args->mesh, "'auto': let the planner choose the TP mesh and chunks");
+  t->add_option("--topology", args->topology, "Topology preset or file for --mesh auto");
+  t->add_option("--batch", args->batch, "Global batch (sequences per step; default: the model's)");
+  t->add_option("--seq", args->seq, "Sequence length (default: the model's)");
+  t->add_option("--chunks", args->chunks, "ATP chunks per batch (overlap)")->capture_default_str();
+  t->add_flag("--sequence-parallel", args->sequence_parallel, "Sequence parallelism (mesh N x 1)");
+  t->add_option("--lr", c.lr, "Peak learning rate")->capture_default_str();
+  t->add_option("--min-lr", c.min_lr, "Final learning rate of the cosine decay")->capture_default_str();
+  t->add_option("--warmup", c.warmup, "Warmup steps")->capture_default_str();
+  t->add_option("--weight-decay", c.adamw.weight_decay, "AdamW weight decay")->capture_default_str();
+  t->add_option("--beta1", c.adamw.beta1, "AdamW β1")->capture_default_str();
+  t->add_option("--beta2", c.adamw.beta2, "AdamW β2")->capture_default_str();
+  t->add_option("--eps", c.adamw.eps, "AdamW ε")->capture_default_str();
+  t->add_option("--grad-clip", c.grad_clip, "Global gradient-norm clip (0: off)")->capture_default_str();
+  t->add_option("--seed", c.seed, "Seed of the weights and the data order")->capture_default_str();
+  t->add_option("--val-fraction", c.validation_fraction, "Held-out share of the data")
+      ->capture_default_str();
+  t->add_option("--eval-every", c.eval_every, "Validation every N steps (0: at the end)")
+      ->capture_default_str();
+  t->add_option("--eval-batches", c.eval_batches, "Batches per validation")->capture_default_str();
+  t->add_option("--checkpoint-dir", c.checkpoint_dir, "Directory of checkpoint.safetensors");
+  t->add_option("--checkpoint-every", c.checkpoint_every, "Checkpoint every N steps (0: at the end)")
+      ->capture_default_str();
+  t->add_flag("--resume", c.resume, "Continue from --checkpoint-dir (any layout)");
+  t->add_option("--stop-after", c.stop_after, "Stop after N steps of this run (simulates an interruption)");
+  t->add_option("--metrics", c.metrics_path, "JSON lines, one per step");
+  t->add_option("--trace", c.trace_path, "Chrome trace-event file of a few steps");
+  t->add_option("--trace-steps", c.trace_steps, "Steps traced")->capture_default_str();
+  t->add_flag("--dry-run", args->dry_run, "Print the resolved configuration and plan, then stop");
+  t->callback([args] { run_train(*args); });
+}
+
+}  // namespace meshtp::cli

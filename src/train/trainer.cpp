@@ -1,0 +1,286 @@
+#include "train/trainer.hpp"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "core/stats.hpp"
+#include "core/trace.hpp"
+#include "mesh/device_mesh.hpp"
+#include "train/byte_corpus.hpp"
+#include "train/checkpoint.hpp"
+#include "train/chrome_trace.hpp"
+#include "train/lr_schedule.hpp"
+
+namespace meshtp::train {
+namespace {
+
+// One data-parallel bucket: some parameters' gradients packed into one buffer and summed
+// over the replicas by one non-blocking all_reduce.
+struct Bucket {
+  std::vector<int> params;
+  Tensor buffer;
+  comm::Request request;
+};
+
+class GradientBuckets {
+ public:
+  // Bucket i < layers: block i's parameters (without its LayerNorm ones under sequence
+  // parallelism, which are only final after the last block); the last bucket: the rest.
+  GradientBuckets(model::Gpt& gpt, const comm::Communicator& dp_group) : gpt_(gpt), dp_(dp_group) {
+    const int layers = gpt.config().layers;
+    buckets_.resize(static_cast<std::size_t>(layers) + 1);
+    for (int p = 0; p < gpt.num_params(); ++p) {
+      const std::string& name = gpt.name(p);
+      int bucket = layers;
+      if (name.rfind("layers.", 0) == 0) {
+        const bool layernorm = name.find(".ln") != std::string::npos;
+        if (!(layernorm && gpt.config().sequence_parallel)) {
+          bucket = std::stoi(name.substr(7, name.find('.', 7) - 7));
+        }
+      }
+      buckets_[static_cast<std::size_t>(bucket)].params.push_back(p);
+    }
+    for (Bucket& b : buckets_) {
+      std::int64_t size = 0;
+      for (const int p : b.params) size += gpt.grad(p).numel();
+      b.buffer = Tensor({size});
+    }
+  }
+
+  void start(int bucket) {
+    if (dp_.size() == 1) return;
+    Bucket& b = buckets_.at(static_cast<std::size_t>(bucket));
+    float* out = b.buffer.data();
+    for (const int p : b.params) {
+      const Tensor& g = gpt_.grad(p);
+      std::copy(g.data(), g.data() + g.numel(), out);
+      out += g.numel();
+    }
+    b.request = dp_.iall_reduce(b.buffer.values());
+  }
+
+  void start_last() { start(static_cast<int>(buckets_.size()) - 1); }
+
+  void finish_all() {
+    if (dp_.size() == 1) return;
+    const ScopedSpan span("grad_allreduce_wait", SpanKind::kPhase);
+    for (Bucket& b : buckets_) {
+      b.request.wait();
+      const float* in = b.buffer.data();
+      for (const int p : b.params) {
+        Tensor& g = gpt_.grad(p);
+        std::copy(in, in + g.numel(), g.data());
+        in += g.numel();
+      }
+    }
+  }
+
+ private:
+  model::Gpt& gpt_;
+  const comm::Communicator& dp_;
+  std::vector<Bucket> buckets_;
+};
+
+// Mean loss over `batches` validation batches of the global batch, identical on every rank.
+double validation_loss(model::Gpt& gpt, const ByteCorpus& corpus, const TrainConfig& config,
+                       int dp_rank, const comm::Communicator& dp_group,
+                       std::vector<std::int32_t>& tokens, std::vector<std::int32_t>& targets) {
+  const std::int64_t rows = gpt.config().batch;
+  double sum = 0.0;
+  for (int j = 0; j < config.eval_batches; ++j) {
+    corpus.sample(Split::kValidation, config.seed, j, config.model.batch, dp_rank * rows, rows,
+                  static_cast<int>(config.model.seq), tokens, targets);
+    sum += gpt.forward(tokens, targets);
+  }
+  dp_group.all_reduce(std::span<double>(&sum, 1));
+  return sum / (config.eval_batches * dp_group.size());
+}
+
+}  // namespace
+
+std::string layout_string(const TrainConfig& c) {
+  return fmt::format("dp={} tp={}x{}", c.dp, c.tp.at(0), c.tp.at(1));
+}
+
+void validate(const TrainConfig& c, int world_size) {
+  MESHTP_CHECK(c.tp.size() == 2, "--tp must have two dims (d1xd2), got {} dims", c.tp.size());
+  MESHTP_CHECK(c.dp >= 1, "--dp={} must be at least 1", c.dp);
+  const int ranks = c.dp * c.tp[0] * c.tp[1];
+  MESHTP_CHECK(ranks == world_size,
+               "dp={} × tp={}x{} needs {} ranks, but {} are running: make dp·d1·d2 equal the "
+               "number of ranks",
+               c.dp, c.tp[0], c.tp[1], ranks, world_size);
+  MESHTP_CHECK(c.model.batch % c.dp == 0, "batch={} is not divisible by dp={}", c.model.batch,
+               c.dp);
+  MESHTP_CHECK(c.steps >= 1 && c.warmup >= 0 && c.lr > 0 && c.min_lr >= 0 && c.min_lr <= c.lr,
+               "steps={}, warmup={}, lr={}, min-lr={}: need steps ≥ 1, warmup ≥ 0 and "
+               "0 ≤ min-lr ≤ lr with lr > 0",
+               c.steps, c.warmup, c.lr, c.min_lr);
+  MESHTP_CHECK(c.eval_batches >= 1 && c.eval_every >= 0 && c.checkpoint_every >= 0 &&
+                   c.grad_clip >= 0 && c.stop_after >= 0 && c.trace_steps >= 1,
+               "eval-batches, eval-every, checkpoint-every, grad-clip and trace-steps must be "
+               "non-negative (eval-batches, trace-steps ≥ 1)");
+  MESHTP_CHECK(!c.resume || !c.checkpoint_dir.empty(), "--resume needs --checkpoint-dir");
+  model::GptConfig replica = c.model;
+  replica.batch = c.model.batch / c.dp;
+  model::validate(replica, c.tp);
+}
+
+TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
+                   const std::function<void(const StepReport&)>& on_step) {
+  validate(config, world.size());
+  const mesh::DeviceMesh mesh(world, {config.dp, config.tp[0], config.tp[1]});
+  const mesh::DeviceMesh tp_mesh = mesh.submesh({1, 2});
+  const comm::Communicator& dp_group = mesh.dim_comm(0);
+  const int dp_rank = mesh.coord(0);
+
+  model::GptConfig replica = config.model;
+  replica.batch = config.model.batch / config.dp;
+  const auto seq = static_cast<int>(config.model.seq);
+  const ByteCorpus corpus = ByteCorpus::load(config.data, config.validation_fraction, seq);
+  model::Gpt gpt(tp_mesh, replica);
+  gpt.init(config.seed);
+  std::vector<ParamRef> params;
+  TrainSummary summary;
+  for (int p = 0; p < gpt.num_params(); ++p) {
+    params.push_back({gpt.name(p), &gpt.value(p), &gpt.grad(p), gpt.decays(p),
+                      gpt.replicas(p) * config.dp});
+    summary.parameters += numel(gpt.global_shape(p));
+  }
+  AdamW optimizer(params, config.adamw);
+  const LrSchedule schedule{.peak = config.lr, .min = config.min_lr,
+                            .warmup_steps = config.warmup, .total_steps = config.steps};
+
+  namespace fs = std::filesystem;
+  std::string checkpoint_path;
+  std::uint64_t seed = config.seed;
+  if (!config.checkpoint_dir.empty()) {
+    checkpoint_path = (fs::path(config.checkpoint_dir) / "checkpoint.safetensors").string();
+    if (config.resume) {
+      MESHTP_CHECK(fs::exists(checkpoint_path), "--resume: no checkpoint at '{}'", checkpoint_path);
+      const CheckpointState state = load_checkpoint(checkpoint_path, gpt, optimizer);
+      summary.first_step = state.step;
+      seed = state.seed;  // the data stream continues where it was
+    } else if (world.rank() == 0) {
+      std::error_code ec;
+      fs::create_directories(config.checkpoint_dir, ec);
+      MESHTP_CHECK(!ec, "cannot create checkpoint directory '{}': {}", config.checkpoint_dir,
+                   ec.message());
+    }
+  }
+  TrainConfig run = config;
+  run.seed = seed;
+
+  std::ofstream metrics;
+  if (!config.metrics_path.empty() && world.rank() == 0) {
+    metrics.open(config.metrics_path, config.resume ? std::ios::app : std::ios::trunc);
+    MESHTP_CHECK(metrics.good(), "cannot open metrics file '{}'", config.metrics_path);
+  }
+
+  GradientBuckets buckets(gpt, dp_group);
+  const std::int64_t rows = replica.batch;
+  std::vector<std::int32_t> tokens(static_cast<std::size_t>(rows * seq));
+  std::vector<std::int32_t> targets(tokens.size());
+  const double flops_per_rank =
+      model::gpt_step_flops(replica) * config.dp / static_cast<double>(world.size());
+  const std::int64_t end = config.stop_after > 0
+                               ? std::min(config.steps, summary.first_step + config.stop_after)
+                               : config.steps;
+  const std::int64_t trace_begin = summary.first_step + 1;
+  double trace_origin = 0.0;
+  double elapsed = 0.0;
+  Tracer& tracer = Tracer::instance();
+
+  for (std::int64_t step = summary.first_step; step < end; ++step) {
+    if (!config.trace_path.empty() && step == std::min(trace_begin, end - 1)) {
+      world.barrier();
+      trace_origin = now_seconds();
+      tracer.clear();
+      tracer.enable();
+    }
+    corpus.sample(Split::kTrain, run.seed, step, config.model.batch, dp_rank * rows, rows, seq,
+                  tokens, targets);
+    world.barrier();  // a step starts together everywhere, so its time is the step's
+    const double comm_before = comm::comm_ledger().wait_seconds;
+    const double start = now_seconds();
+    double loss = 0.0;
+    {
+      const ScopedSpan span("step", SpanKind::kPhase);
+      gpt.zero_grads();
+      {
+        const ScopedSpan fwd("forward", SpanKind::kPhase);
+        loss = gpt.forward(tokens, targets);
+      }
+      {
+        const ScopedSpan bwd("backward", SpanKind::kPhase);
+        gpt.backward(1.0f / static_cast<float>(config.dp), [&](int layer) { buckets.start(layer); });
+        buckets.start_last();
+      }
+      buckets.finish_all();
+      dp_group.all_reduce(std::span<double>(&loss, 1));
+      loss /= config.dp;
+      const ScopedSpan opt("optimizer", SpanKind::kPhase);
+      const double norm = global_grad_norm(params, world);
+      clip_gradients(params, norm, config.grad_clip);
+      optimizer.step(static_cast<float>(schedule.at(step)));
+      StepReport report;
+      report.grad_norm = norm;
+      std::array<double, 2> times{now_seconds() - start,
+                                  comm::comm_ledger().wait_seconds - comm_before};
+      world.all_reduce(std::span<double>(times), comm::ReduceOp::kMax);
+      report.step = step + 1;
+      report.loss = loss;
+      report.lr = schedule.at(step);
+      report.step_seconds = times[0];
+      report.comm_seconds = times[1];
+      report.tokens_per_s = static_cast<double>(config.model.batch * seq) / times[0];
+      report.tflops_per_rank = flops_per_rank / times[0] / 1e12;
+      elapsed += times[0];
+      report.eta_seconds = elapsed / static_cast<double>(step + 1 - summary.first_step) *
+                           static_cast<double>(end - step - 1);
+      if (tracer.enabled() && step + 1 >= std::min(trace_begin, end - 1) + config.trace_steps) {
+        tracer.disable();
+      }
+      const bool last = step + 1 == end;
+      if ((config.eval_every > 0 && (step + 1) % config.eval_every == 0) || last) {
+        report.validation_loss =
+            validation_loss(gpt, corpus, run, dp_rank, dp_group, tokens, targets);
+        summary.validation_loss = report.validation_loss;
+      }
+      if (!checkpoint_path.empty() &&
+          ((config.checkpoint_every > 0 && (step + 1) % config.checkpoint_every == 0) || last)) {
+        save_checkpoint(checkpoint_path, gpt, optimizer,
+                        {.step = step + 1, .seed = run.seed, .layout = layout_string(config)},
+                        world, dp_rank);
+        summary.checkpoint = checkpoint_path;
+      }
+      if (metrics.is_open()) {
+        nlohmann::json line{{"step", report.step},
+                            {"loss", report.loss},
+                            {"lr", report.lr},
+                            {"grad_norm", report.grad_norm},
+                            {"step_s", report.step_seconds},
+                            {"comm_s", report.comm_seconds},
+                            {"tokens_per_s", report.tokens_per_s},
+                            {"tflops_per_rank", report.tflops_per_rank}};
+        if (report.validation_loss) line["val_loss"] = *report.validation_loss;
+        metrics << line.dump() << '\n' << std::flush;
+      }
+      on_step(report);
+    }
+    summary.last_step = step + 1;
+  }
+  if (!config.trace_path.empty()) {
+    tracer.disable();
+    write_chrome_trace(config.trace_path, world, trace_origin);
+    tracer.clear();
+    summary.trace = config.trace_path;
+  }
+  return summary;
+}
+
+}  // namespace meshtp::train

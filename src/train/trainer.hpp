@@ -1,0 +1,84 @@
+// The training loop of `meshtp train`: a GPT on a (dp, d1, d2) mesh — tensor parallelism
+// (ATP mesh (d1, d2)) inside each of dp data-parallel replicas.
+//
+//   per step t:
+//     tokens      rows [r·B/dp, (r+1)·B/dp) of the global batch t (byte_corpus.hpp)
+//     forward     loss_r = model(tokens)                         mean over the replica's tokens
+//     backward    ∂(loss_r/dp)/∂θ; after block i finishes, its gradients start a non-blocking
+//                 all_reduce over the dp group, overlapping blocks i−1 … 0
+//     clip        g ← g · min(1, clip/‖g‖), ‖g‖ over the whole world, every element once
+//     update      AdamW with lr(t) (warmup + cosine)
+//
+// The loss reported is the global batch's mean (= mean over replicas), identical on every
+// rank; so is everything else the loop decides, so no rank takes another path.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "model/gpt.hpp"
+#include "train/adamw.hpp"
+
+namespace meshtp::train {
+
+struct TrainConfig {
+  model::GptConfig model;  // model.batch is the GLOBAL batch; each replica runs batch/dp
+  int dp = 1;
+  std::vector<int> tp{1, 1};  // ATP mesh (d1, d2)
+  std::int64_t steps = 100;
+  double lr = 1e-3;
+  double min_lr = 1e-4;
+  std::int64_t warmup = 10;
+  AdamWConfig adamw;
+  double grad_clip = 1.0;  // 0: off
+  std::uint64_t seed = 1;
+  std::string data;
+  double validation_fraction = 0.05;
+  std::int64_t eval_every = 50;  // 0: only at the end
+  int eval_batches = 4;
+  std::string checkpoint_dir;    // empty: no checkpoints
+  std::int64_t checkpoint_every = 0;  // 0: only at the end
+  bool resume = false;
+  std::string metrics_path;      // JSON lines, one per step
+  std::string trace_path;        // Chrome trace of a few steps
+  std::int64_t trace_steps = 2;  // steps traced (after one warm-up step)
+  // Stop after this many steps of this run (the schedule still spans `steps`): used to
+  // simulate an interrupted run. 0: no limit.
+  std::int64_t stop_after = 0;
+};
+
+// Throws (every rank alike) unless the configuration can run on `world_size` ranks.
+void validate(const TrainConfig& config, int world_size);
+std::string layout_string(const TrainConfig& config);  // "dp=2 tp=2x1"
+
+struct StepReport {
+  std::int64_t step = 0;  // 1-based: steps completed after this one
+  double loss = 0.0;
+  double lr = 0.0;
+  double grad_norm = 0.0;
+  double step_seconds = 0.0;  // max over ranks
+  double comm_seconds = 0.0;  // max over ranks of time blocked in communication
+  double tokens_per_s = 0.0;
+  double tflops_per_rank = 0.0;
+  double eta_seconds = 0.0;
+  std::optional<double> validation_loss;
+};
+
+struct TrainSummary {
+  std::int64_t first_step = 0;  // 0, or the resumed step
+  std::int64_t last_step = 0;
+  std::optional<double> validation_loss;
+  std::string checkpoint;  // the last checkpoint written, if any
+  std::string trace;       // the trace written, if any
+  std::int64_t parameters = 0;
+};
+
+// Runs the loop; `on_step` sees every step's report (on every rank). Collective.
+TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
+                   const std::function<void(const StepReport&)>& on_step);
+
+}  // namespace meshtp::train
