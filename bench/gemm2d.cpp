@@ -35,28 +35,39 @@ struct Case {
   Gemm2dOptions options;
 };
 
-std::string case_name(const Gemm2dOptions& o) {
+// Collective and 1D TP multiply once, after the communication: no pokes to vary.
+bool overlaps(Gemm2dAlgo algo) { return algo != Gemm2dAlgo::kCollective; }
+
+std::string case_name(const Gemm2dOptions& o, bool show_chunks) {
   std::string name(to_string(o.algo));
   if (o.algo == Gemm2dAlgo::kMeshSlice || (o.algo == Gemm2dAlgo::kSumma && o.slices > 1)) {
     name += " S=" + std::to_string(o.slices);
   }
+  if (show_chunks && overlaps(o.algo)) name += " p=" + std::to_string(o.progress_chunks);
   return name;
 }
 
-// The 2D cases that validate, plus notes on the ones that do not.
+// The 2D cases that validate, plus notes on the ones that do not. One case per slice count
+// (MeshSlice) and per progress_chunks value (algorithms that overlap).
 std::vector<Case> algorithm_cases(const Gemm2dBenchOptions& o, std::vector<std::string>& notes) {
   std::vector<Case> cases;
+  const bool show_chunks = o.progress_chunks.size() > 1;
   for (const Gemm2dAlgo algo : o.algos) {
     std::vector<int> slice_counts{algo == Gemm2dAlgo::kSumma ? o.summa_slices : 1};
     if (algo == Gemm2dAlgo::kMeshSlice) slice_counts = o.slices;
+    std::vector<int> chunk_counts{o.progress_chunks.front()};
+    if (overlaps(algo)) chunk_counts = o.progress_chunks;
     for (const int s : slice_counts) {
-      const Gemm2dOptions opt{
-          .algo = algo, .dataflow = o.dataflow, .slices = s, .progress_chunks = o.progress_chunks};
-      try {
-        parallel::validate(o.nr, o.nc, o.shape, opt);
-        cases.push_back({case_name(opt), opt});
-      } catch (const Error& e) {
-        notes.push_back(case_name(opt) + " skipped: " + e.what());
+      for (const int p : chunk_counts) {
+        const Gemm2dOptions opt{
+            .algo = algo, .dataflow = o.dataflow, .slices = s, .progress_chunks = p};
+        try {
+          parallel::validate(o.nr, o.nc, o.shape, opt);
+          cases.push_back({case_name(opt, show_chunks), opt});
+        } catch (const Error& e) {
+          notes.push_back(case_name(opt, show_chunks) + " skipped: " + e.what());
+          break;  // the same verdict for every p
+        }
       }
     }
   }
@@ -182,6 +193,8 @@ std::vector<std::string> plan_gemm2d_bench(const Gemm2dBenchOptions& o) {
                      {.algo = Gemm2dAlgo::kCollective, .dataflow = o.dataflow});
   std::vector<std::string> notes;
   const auto cases = algorithm_cases(o, notes);
+  MESHTP_CHECK(!o.progress_chunks.empty() && !o.slices.empty(),
+               "bench gemm2d: empty --slices or --progress-chunks list");
   MESHTP_CHECK(!cases.empty(), "bench gemm2d: no requested algorithm runs here ({})",
                notes.empty() ? "none requested" : notes.front());
   if (o.with_1d) {

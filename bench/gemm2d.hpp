@@ -35,7 +35,7 @@ struct Gemm2dBenchOptions {
   std::vector<parallel::Gemm2dAlgo> algos;  // in this order; Cannon dropped if not square
   std::vector<int> slices{1, 2, 4, 8};      // MeshSlice: one case per valid S
   int summa_slices = 1;
-  int progress_chunks = 4;
+  std::vector<int> progress_chunks{4};  // overlapping algorithms: one case per value
   bool with_1d = true;
   bool with_scalapack = true;
   bool with_single_rank = true;

@@ -29,7 +29,7 @@ struct BenchGemm2dArgs {
   std::string dataflow = "os";
   std::string slices = "1,2,4,8";
   int summa_slices = 1;
-  int progress_chunks = 4;
+  std::string progress_chunks = "4";
   double seconds = 1.0;
   bool no_scalapack = false, no_1d = false, no_single = false, json = false;
 };
@@ -73,6 +73,12 @@ std::string cell(double v, const char* format, double scale = 1.0) {
   return std::isnan(v) ? std::string("-") : fmt::format(fmt::runtime(format), v * scale);
 }
 
+std::string args_chunks(const bench::Gemm2dBenchOptions& o) {
+  std::string text;
+  for (const int p : o.progress_chunks) text += (text.empty() ? "" : ",") + std::to_string(p);
+  return text;
+}
+
 void print_table(const bench::Gemm2dBenchOptions& o, const std::vector<bench::Gemm2dSample>& xs,
                  const std::vector<std::string>& notes) {
   std::ostream& os = out();
@@ -83,7 +89,7 @@ void print_table(const bench::Gemm2dBenchOptions& o, const std::vector<bench::Ge
       "bench gemm2d: {} {}, m={} n={} k={}, mesh {}x{} ({} ranks), "
       "progress_chunks={}; median of the max over ranks\n",
       to_string(o.dataflow), math, o.shape.m, o.shape.n, o.shape.k, o.nr, o.nc, o.nr * o.nc,
-      o.progress_chunks);
+      args_chunks(o));
   for (const auto& note : notes) os << "note: " << note << '\n';
   double t_psgemm = NAN, t_single = NAN;
   for (const auto& x : xs) {
@@ -148,7 +154,7 @@ void run_bench_gemm2d(const BenchGemm2dArgs& args) {
   o.algos = parse_algos(args.algo);
   o.slices = parse_int_list(args.slices, "--slices");
   o.summa_slices = args.summa_slices;
-  o.progress_chunks = args.progress_chunks;
+  o.progress_chunks = parse_int_list(args.progress_chunks, "--progress-chunks");
   o.with_scalapack = !args.no_scalapack;
   o.with_1d = !args.no_1d;
   o.with_single_rank = !args.no_single;
@@ -182,7 +188,8 @@ void add_bench_gemm2d_command(CLI::App& app) {
                 "MeshSlice slice counts, comma list (default 1,2,4,8; invalid ones skipped)");
   g->add_option("--summa-slices", args->summa_slices, "SUMMA panels per lcm(Nr,Nc) (default 1)");
   g->add_option("--progress-chunks", args->progress_chunks,
-                "Row bands per partial GeMM, with MPI progress pokes between (default 4)");
+                "Row bands per partial GeMM with MPI progress pokes between, comma list: one "
+                "case per value for the overlapping algorithms (default 4)");
   g->add_option("--seconds", args->seconds, "Target time per case (default 1)");
   g->add_flag("--no-scalapack", args->no_scalapack, "Skip the ScaLAPACK psgemm baseline");
   g->add_flag("--no-1d", args->no_1d, "Skip 1D tensor parallelism");
