@@ -1,0 +1,160 @@
+// meshtp train is the same training on every layout: the loss at every step of a run on
+// (dp, d1, d2) equals the single-rank run's; an interrupted run resumed from its checkpoint
+// continues the uninterrupted curve bit for bit, and a run resumed on another layout
+// continues it within fp32 reassociation.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "train/trainer.hpp"
+
+namespace meshtp::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kSteps = 30;
+
+class TrainEquivalence : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // A corpus every rank writes identically (no dependency on installed text).
+    dir_ = fs::temp_directory_path() / fmt::format("meshtp_train_eq_{}", world_.size());
+    if (world_.rank() == 0) {
+      fs::remove_all(dir_);
+      fs::create_directories(dir_);
+      std::ofstream text(dir_ / "corpus.txt");
+      for (int i = 0; i < 400; ++i) {
+        text << "the quick brown fox " << i * 7919 % 1000 << " jumps over the lazy dog "
+             << (i % 3 ? "again\n" : "and sleeps.\n");
+      }
+    }
+    world_.barrier();
+  }
+  void TearDown() override {
+    world_.barrier();
+    if (world_.rank() == 0) fs::remove_all(dir_);
+  }
+
+  TrainConfig config() const {
+    TrainConfig c;
+    c.model = {.vocab = 256, .batch = 4, .seq = 16, .hidden = 32, .heads = 4, .layers = 2};
+    c.steps = kSteps;
+    c.lr = 3e-3;
+    c.min_lr = 3e-4;
+    c.warmup = 3;
+    c.eval_every = 0;
+    c.eval_batches = 1;
+    c.data = (dir_ / "corpus.txt").string();
+    return c;
+  }
+
+  std::vector<double> losses(const comm::Communicator& comm, const TrainConfig& c) {
+    std::vector<double> out;
+    train(comm, c, [&](const StepReport& r) { out.push_back(r.loss); });
+    return out;
+  }
+
+  comm::Communicator world_ = comm::Communicator::world();
+  fs::path dir_;
+};
+
+TEST_F(TrainEquivalence, EveryLayoutGivesTheSerialLossCurve) {
+  // The single-rank run, on every rank's own one-rank communicator.
+  const comm::Communicator solo = world_.split(world_.rank(), 0);
+  const std::vector<double> serial = losses(solo, config());
+  ASSERT_EQ(serial.size(), static_cast<std::size_t>(kSteps));
+  EXPECT_LT(serial.back(), serial.front() - 0.5) << "the tiny model should learn";
+
+  struct Layout {
+    int dp, d1, d2, chunks;
+    bool sp;
+  };
+  const int n = world_.size();
+  std::vector<Layout> layouts{{1, n, 1, 1, false}, {1, 1, n, 1, false}, {1, n, 1, 2, true}};
+  if (n == 4) {
+    layouts.push_back({1, 2, 2, 2, false});
+    layouts.push_back({2, 2, 1, 1, false});
+    layouts.push_back({4, 1, 1, 1, false});
+  }
+  if (n == 2) layouts.push_back({2, 1, 1, 1, false});
+  for (const Layout& l : layouts) {
+    TrainConfig c = config();
+    c.dp = l.dp;
+    c.tp = {l.d1, l.d2};
+    c.model.chunks = l.chunks;
+    c.model.sequence_parallel = l.sp;
+    const std::vector<double> got = losses(world_, c);
+    ASSERT_EQ(got.size(), serial.size());
+    double early = 0.0;
+    double late = 0.0;
+    for (std::size_t t = 0; t < got.size(); ++t) {
+      const double rel = std::abs(got[t] - serial[t]) / serial[t];
+      (t < 10 ? early : late) = std::max(t < 10 ? early : late, rel);
+    }
+    const std::string name = fmt::format("dp={} tp={}x{} chunks={}{}", l.dp, l.d1, l.d2, l.chunks,
+                                         l.sp ? " sp" : "");
+    EXPECT_LE(early, 1e-4) << name;
+    EXPECT_LE(late, 1e-3) << name;  // fp32 reassociation compounds through the updates
+    if (world_.rank() == 0) {
+      std::printf("[ drift    ] %-28s max relative loss difference: steps 1-10 %.2e, 11-%d %.2e\n",
+                  name.c_str(), early, kSteps, late);
+    }
+  }
+}
+
+TEST_F(TrainEquivalence, ResumeContinuesTheUninterruptedCurve) {
+  const int n = world_.size();
+  TrainConfig c = config();
+  c.tp = {n, 1};
+  c.checkpoint_dir = (dir_ / "ckpt").string();
+  const std::vector<double> whole = losses(world_, c);
+
+  TrainConfig first = c;
+  first.checkpoint_dir = (dir_ / "ckpt_interrupted").string();
+  first.stop_after = 12;
+  const std::vector<double> head = losses(world_, first);
+  ASSERT_EQ(head.size(), 12u);
+  // Keep the step-12 checkpoint for the cross-layout resumes below (the resumed run
+  // overwrites it with its own final checkpoint).
+  const std::vector<std::vector<int>> other_tps =
+      n > 1 ? std::vector<std::vector<int>>{{1, n}, {1, 1}} : std::vector<std::vector<int>>{{1, 1}};
+  for (const std::vector<int>& tp : other_tps) {
+    const fs::path other_dir = dir_ / fmt::format("ckpt_other_{}x{}", tp[0], tp[1]);
+    if (world_.rank() == 0) {
+      fs::create_directories(other_dir);
+      fs::copy_file(fs::path(first.checkpoint_dir) / "checkpoint.safetensors",
+                    other_dir / "checkpoint.safetensors", fs::copy_options::overwrite_existing);
+    }
+  }
+  world_.barrier();
+  TrainConfig rest = first;
+  rest.stop_after = 0;
+  rest.resume = true;
+  const std::vector<double> tail = losses(world_, rest);
+  ASSERT_EQ(tail.size(), static_cast<std::size_t>(kSteps - 12));
+  for (std::size_t t = 0; t < head.size(); ++t) EXPECT_EQ(head[t], whole[t]) << "step " << t + 1;
+  for (std::size_t t = 0; t < tail.size(); ++t) {
+    EXPECT_EQ(tail[t], whole[t + 12]) << "resumed step " << t + 13 << " differs bit-wise";
+  }
+
+  // The same checkpoint resumed on another layout (1 x n, or dp = n).
+  for (const std::vector<int>& tp : other_tps) {
+    TrainConfig other = rest;
+    other.tp = tp;
+    other.dp = n / (tp[0] * tp[1]);
+    other.checkpoint_dir = (dir_ / fmt::format("ckpt_other_{}x{}", tp[0], tp[1])).string();
+    const std::vector<double> moved = losses(world_, other);
+    ASSERT_EQ(moved.size(), tail.size());
+    for (std::size_t t = 0; t < moved.size(); ++t) {
+      EXPECT_NEAR(moved[t], whole[t + 12], 1e-4 * whole[t + 12])
+          << "resumed on dp=" << other.dp << " tp=" << tp[0] << "x" << tp[1] << ", step " << t + 13;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace meshtp::train
