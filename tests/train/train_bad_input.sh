@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# train_bad_input.sh MESHTP MPIEXEC: every bad input of `meshtp train` fails on 2 ranks with a
+# message naming the problem, a non-zero exit and no hang (expect_failure.sh), and no
+# checkpoint is overwritten by a failed run (sha256 before == after).
+set -u
+meshtp=$1
+mpiexec=$2
+here=$(cd "$(dirname "$0")" && pwd)
+expect_failure="$here/../expect_failure.sh"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+
+run2() { "$mpiexec" --oversubscribe -np 2 "$meshtp" train "$@"; }
+check() {  # check NAME REGEX ARGS…
+  local name=$1 regex=$2
+  shift 2
+  if out=$("$expect_failure" "$regex" "$mpiexec" --oversubscribe -np 2 "$meshtp" train "$@"); then
+    echo "ok   $name"
+  else
+    echo "FAIL $name"
+    echo "$out"
+    failures=$((failures + 1))
+  fi
+}
+
+head -c 20000 /dev/urandom | base64 > "$work/corpus.txt"
+: > "$work/empty.txt"
+small=(--data "$work/corpus.txt" --seq 32 --batch 4 --eval-batches 1)
+
+check missing-data "error: data '$work/nope.txt' does not exist" --data "$work/nope.txt" --steps 1
+check empty-data "error: data '$work/empty.txt' is empty" --data "$work/empty.txt" --steps 1
+check tp-dp-product "error: dp=1 × tp=2x2 needs 4 ranks, but 2 are running" "${small[@]}" --tp 2x2
+check dp-product "error: dp=4 × tp=1x1 needs 4 ranks, but 2 are running" "${small[@]}" --tp 1x1 --dp 4
+check bad-tp "error: bad mesh '2y1'" "${small[@]}" --tp 2y1
+check unknown-model "error: .*'huge'.*tiny" "${small[@]}" --model huge
+check resume-without-checkpoint "error: --resume: no checkpoint at '$work/none/checkpoint.safetensors'" \
+  "${small[@]}" --checkpoint-dir "$work/none" --resume
+
+# A good checkpoint, then damaged copies of it.
+mkdir -p "$work/good" "$work/truncated" "$work/corrupt" "$work/other"
+if ! run2 "${small[@]}" --steps 2 --checkpoint-dir "$work/good" > "$work/good.log" 2>&1; then
+  echo "FAIL could not write the good checkpoint"; cat "$work/good.log"; exit 1
+fi
+good="$work/good/checkpoint.safetensors"
+size=$(stat -c %s "$good")
+head -c $((size / 2)) "$good" > "$work/truncated/checkpoint.safetensors"
+cp "$good" "$work/corrupt/checkpoint.safetensors"
+printf '{"broken json' | dd of="$work/corrupt/checkpoint.safetensors" bs=1 seek=8 conv=notrunc status=none
+cp "$good" "$work/other/checkpoint.safetensors"
+before=$(sha256sum "$work"/*/checkpoint.safetensors)
+
+check truncated-checkpoint "error: .*truncated/checkpoint.safetensors: .*(extends past the end|shorter)" \
+  "${small[@]}" --steps 4 --checkpoint-dir "$work/truncated" --resume
+check corrupt-checkpoint "error: .*corrupt/checkpoint.safetensors: .*(JSON|json|header)" \
+  "${small[@]}" --steps 4 --checkpoint-dir "$work/corrupt" --resume
+check other-model-checkpoint "error: .*other/checkpoint.safetensors: checkpoint of a model with seq=32, but this model has seq=16" \
+  --data "$work/corpus.txt" --seq 16 --batch 4 --steps 4 --checkpoint-dir "$work/other" --resume
+
+after=$(sha256sum "$work"/*/checkpoint.safetensors)
+if [ "$before" != "$after" ]; then
+  echo "FAIL a failed run changed a checkpoint:"; diff <(echo "$before") <(echo "$after")
+  failures=$((failures + 1))
+else
+  echo "ok   no checkpoint changed by a failed run"
+fi
+[ "$failures" -eq 0 ]
