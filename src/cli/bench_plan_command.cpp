@@ -14,9 +14,10 @@
 // gemm2d` measures their GeMMs). Candidates the planner marks infeasible, or whose shapes
 // the block stack rejects, are listed as skipped with the reason.
 //
-// The model. Default: L=2, h=512, a=8, b=4, s=256 — small enough for a laptop, with enough
-// communication per FLOP that the mesh matters. --model loads a preset or file; the size
-// flags override it. The runtime computes in fp32 without recomputation and without an
+// The model. Default: L=2, h=256, a=8, b=4, s=128 — small enough for a laptop, with enough
+// communication per FLOP that the mesh matters, and messages of at most 2 MiB on 2 or 4 ranks
+// (cache-sized on a CPU box, where a single-line ring fit holds). --model loads a preset or file;
+// the size flags override it. The runtime computes in fp32 without recomputation and without an
 // embedding, so the planner is told exactly that (a note says when the file differed).
 //
 // Measurement, per candidate (plan/validation.hpp says what each comparison isolates), in
@@ -99,10 +100,10 @@ plan::ModelSpec model_of(const BenchPlanArgs& a, std::vector<std::string>& notes
     m.name = "validation-small";
     m.precision = plan::Precision::kFp32;
     m.layers = 2;
-    m.hidden = 512;
+    m.hidden = 256;
     m.heads = 8;
     m.batch = 4;
-    m.seq = 256;
+    m.seq = 128;
   } else {
     m = plan::load_model(a.model);
   }
@@ -313,7 +314,7 @@ void add_bench_plan_command(CLI::App& app) {
   c->add_option("--topology", args->topology,
                 "Topology preset or file with as many devices as ranks (e.g. from calibrate)")
       ->required();
-  c->add_option("--model", args->model, "Model preset or file (default: L=2 h=512 a=8 b=4 s=256)");
+  c->add_option("--model", args->model, "Model preset or file (default: L=2 h=256 a=8 b=4 s=128)");
   c->add_option("--hidden", args->hidden, "Override the hidden size h");
   c->add_option("--heads", args->heads, "Override the attention heads a");
   c->add_option("--seq", args->seq, "Override the sequence length s");

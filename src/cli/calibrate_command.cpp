@@ -253,6 +253,13 @@ GemmRate measure_gemm(const comm::Communicator& world, const std::vector<bench::
 
 std::string stem_of(const std::string& path) { return std::filesystem::path(path).stem().string(); }
 
+// x to 4 significant digits: the file is for people too, and the measurements are noisier.
+double round4(double x) {
+  if (x == 0 || !std::isfinite(x)) return x;
+  const double scale = std::pow(10.0, 3 - std::floor(std::log10(std::abs(x))));
+  return std::round(x * scale) / scale;
+}
+
 plan::Topology make_topology(const CalibrateArgs& a, const std::optional<plan::Topology>& base,
                              const plan::CalibrationFit& fit, double gemm_tflops, double memory_gib,
                              int n) {
@@ -277,20 +284,29 @@ plan::Topology make_topology(const CalibrateArgs& a, const std::optional<plan::T
         "slowest fitted link) for uncalibrated mesh dims",
         n);
     t.memory_gib = std::floor(memory_gib * 10) / 10;
-    t.tflops = gemm_tflops;
-    t.launch_us = launch;
+    t.tflops = round4(gemm_tflops);
+    t.launch_us = round4(launch);
     plan::Level level;
     level.name = "rank";
     level.members = n;
-    level.group_gbps = bw;
-    level.latency_us = l_sync;
+    level.group_gbps = round4(bw);
+    level.latency_us = round4(l_sync);
     t.levels = {level};
+  }
+  std::vector<plan::GroupCalibration> groups = fit.groups;
+  for (plan::GroupCalibration& g : groups) {
+    for (auto* f : {&g.all_reduce, &g.all_gather, &g.reduce_scatter}) {
+      if (!*f) continue;
+      (*f)->t_launch_us = round4((*f)->t_launch_us);
+      (*f)->l_sync_us = round4((*f)->l_sync_us);
+      (*f)->bw_gbps = round4((*f)->bw_gbps);
+    }
   }
   t.calibration = {.source = fmt::format("meshtp calibrate --mesh {} --sizes {} --repeats {} "
                                          "on {} ranks",
                                          a.mesh, a.sizes, a.repeats, n),
-                   .gemm_tflops = gemm_tflops,
-                   .groups = fit.groups};
+                   .gemm_tflops = round4(gemm_tflops),
+                   .groups = std::move(groups)};
   return t;
 }
 
