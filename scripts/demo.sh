@@ -1,10 +1,24 @@
 #!/usr/bin/env bash
-# README command (1): install + build, then run the main job on this machine's ranks.
+# README command (1): install + build, then the main job on this machine's ranks —
+#   1. calibrate: measure this machine's collectives and GeMM rate into a topology file;
+#   2. plan + train: `meshtp train --mesh auto` asks the planner for the fastest tensor-
+#      parallel layout on that topology, prints it, and trains the `small` GPT on the
+#      default corpus (Debian's fortunes), writing a Chrome trace and per-step metrics.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install.sh
 source scripts/mpi_env.sh
 build_dir=${MESHTP_BUILD_DIR:-build}
+meshtp="$build_dir/src/cli/meshtp"
+ranks=${MESHTP_RANKS:-$(nproc)}
+out=${MESHTP_DEMO_DIR:-demo}
+steps=${MESHTP_DEMO_STEPS:-200}
+mkdir -p "$out"
 
-echo "== meshtp bench collectives on 4 local ranks, mesh 2x2 =="
-mpirun -np 4 "$build_dir/src/cli/meshtp" bench collectives --mesh 2x2
+echo "== 1. calibrate $ranks local ranks → $out/local.json =="
+mpirun -np "$ranks" "$meshtp" calibrate --out "$out/local.json" --seconds 0.05
+echo
+echo "== 2. plan + train the small GPT on $ranks ranks (--mesh auto) =="
+mpirun -np "$ranks" "$meshtp" train --model small --mesh auto --topology "$out/local.json" \
+  --steps "$steps" --eval-every 50 --checkpoint-dir "$out/checkpoint" \
+  --metrics "$out/metrics.jsonl" --trace "$out/trace.json"
