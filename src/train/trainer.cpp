@@ -61,6 +61,11 @@ class GradientBuckets {
       out += g.numel();
     }
     b.request = dp_.iall_reduce(b.buffer.values());
+    // Open MPI advances non-blocking collectives only inside MPI calls; a pure data-parallel
+    // backward makes none, so each new bucket also pokes the ones already in flight.
+    for (Bucket& other : buckets_) {
+      if (other.request.pending()) other.request.test();
+    }
   }
 
   void start_last() { start(static_cast<int>(buckets_.size()) - 1); }
