@@ -5,7 +5,8 @@
 //
 //   mpirun -np 4 meshtp bench plan --topology my-cluster.json [--model NAME|FILE]
 //       [--hidden h --heads a --seq s --batch b --layers L] [--strategies atp,megatron,tp1d]
-//       [--chunks 1,2] [--top K] [--seconds S] [--progress-splits P] [--no-check] [--json]
+//       [--chunks 1,2] [--top K] [--seconds S] [--rounds R] [--progress-splits P] [--no-check]
+//       [--json]
 //
 // Executable strategies: atp and megatron through the GPT block stack (model::Stack, chunks
 // as planned), tp1d through the same stack with sequence parallelism on (N, 1). The 2D GeMM

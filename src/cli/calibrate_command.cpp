@@ -1,8 +1,9 @@
 // meshtp calibrate — measure this cluster's collectives and local GeMM rate on the real
 // ranks, fit the planner's ring model to them, and write a topology file the planner reads:
 //
-//   mpirun -np N meshtp calibrate --out my-cluster.json [--mesh d1xd2|all] [--sizes 4K,…]
-//          [--base TOPOLOGY] [--name NAME] [--gemm MxNxK,…] [--seconds S] [--json]
+//   mpirun -np N meshtp calibrate --out my-cluster.json [--mesh d1xd2|all] [--sizes 16K,…]
+//          [--base TOPOLOGY] [--name NAME] [--gemm MxNxK,…] [--seconds S] [--repeats R]
+//          [--json]
 //   meshtp plan --topology my-cluster.json --model … --devices N
 //
 // What is measured. Every group shape (P ranks, stride) of the mesh dims: mesh d1xd2 has
@@ -59,7 +60,10 @@ namespace {
 struct CalibrateArgs {
   std::string out;
   std::string mesh = "all";
-  std::string sizes = "4K,16K,64K,256K,1M,4M,16M";
+  // The messages of the models the runtime trains here (bench plan's default sends 128K-2M),
+  // and where a CPU box's shared-memory transport is still linear; pass the sizes of your
+  // model's messages otherwise (a line across the cache cliff fits neither side).
+  std::string sizes = "16K,64K,128K,256K,512K,1M,2M";
   std::string base;
   std::string name;
   std::string gemm = "512x512x512,1024x1024x1024,2048x512x1024";
@@ -186,8 +190,9 @@ std::vector<plan::CollectiveSeries> measure_collectives(const comm::Communicator
   bench::CollectivesOptions options;
   options.target_seconds_per_case = seconds;
   std::vector<mesh::DeviceMesh> meshes;
-  for (const GroupToMeasure& g : groups)
+  for (const GroupToMeasure& g : groups) {
     meshes.emplace_back(world, std::vector{g.mesh[0], g.mesh[1]});
+  }
   // times[series][size][repeat]
   std::vector<std::vector<std::vector<double>>> times(
       groups.size() * std::size(kMeasured), std::vector<std::vector<double>>(sizes.size()));
@@ -416,7 +421,9 @@ void add_calibrate_command(CLI::App& app) {
   c->add_option("--mesh", args->mesh,
                 "d1xd2: calibrate that mesh's two dims; all (default): every 2D mesh of the "
                 "ranks");
-  c->add_option("--sizes", args->sizes, "Message sizes (default 4K,16K,64K,256K,1M,4M,16M)");
+  c->add_option("--sizes", args->sizes,
+                "Message sizes; bracket your model's messages (default 16K,64K,128K,256K,512K,"
+                "1M,2M)");
   c->add_option("--base", args->base,
                 "Topology preset or file to calibrate (its device count must match the ranks)");
   c->add_option("--name", args->name, "Topology name (default: --out's file stem)");
