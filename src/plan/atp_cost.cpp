@@ -42,7 +42,7 @@ std::optional<std::string> atp_invalid_reason(const ModelSpec& m, int d1, int d2
 }
 
 AtpEstimate atp_estimate(const ModelSpec& m, const MeshLinks& links, int chunks,
-                         double flops_per_s) {
+                         double flops_per_s, const ElementwiseEstimate& elementwise) {
   const int d1 = links.mesh[0], d2 = links.mesh[1];
   if (auto reason = atp_invalid_reason(m, d1, d2, chunks)) fail("ATP on {}x{}: {}", d1, d2,
                                                                 *reason);
@@ -90,16 +90,22 @@ AtpEstimate atp_estimate(const ModelSpec& m, const MeshLinks& links, int chunks,
   // Chunking re-launches every forward all-reduce once per chunk.
   const double c = chunks;
   const double comm_fwd = est.comm_fwd_s + (c - 1) * latency;
+  const double gemm_bwd = est.compute_bwd_s;
+  est.elementwise_fwd_s = elementwise.forward_s;
+  est.elementwise_bwd_s = elementwise.backward_s;
+  est.compute_fwd_s += elementwise.forward_s;
+  est.compute_bwd_s += elementwise.backward_s;
   const double compute_fwd = est.compute_fwd_s;
   est.comm_fwd_s = comm_fwd;
   est.forward_s = (compute_fwd + comm_fwd) / c + (c - 1) / c * std::max(compute_fwd, comm_fwd);
-  est.backward_s = est.compute_bwd_s / 2 + std::max(est.compute_bwd_s / 2, est.comm_bwd_s);
+  est.backward_s =
+      gemm_bwd / 2 + std::max(gemm_bwd / 2, est.comm_bwd_s) + elementwise.backward_s;
 
   double recompute_compute = 0, recompute_comm = 0;
   switch (m.recompute) {
     case Recompute::kNone: break;
     case Recompute::kSelective:
-      recompute_compute = 4 * b * s * s * h / n / flops_per_s;
+      recompute_compute = 4 * b * s * s * h / n / flops_per_s + elementwise.softmax_forward_s;
       est.recompute_s = recompute_compute;
       break;
     case Recompute::kFull:

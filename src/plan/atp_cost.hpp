@@ -12,15 +12,18 @@
 // conjugate all-reduces move 5h/d1 instead of 7h/d1 on dim 1 in backward.
 //
 // On top of Eq. 2 the candidate's time adds each all-reduce's latency
-// α = T_launch + 2(d−1)·L_sync (ring), and overlaps:
-//   compute  C_f = (24·b·s·h² + 4·b·s²·h)/N / F,  C_b = 2·C_f
-//   forward, c chunks (ATP §4.1: chunk i's all-reduce runs under chunk i+1's GeMMs; each
-//   chunk launches its own all-reduces):
+// α = T_launch + 2(d−1)·L_sync (ring), the elementwise ops (elementwise.hpp, layout kAtp:
+// E_f forward, E_b backward), and overlaps:
+//   compute  G_f = (24·b·s·h² + 4·b·s²·h)/N / F,  G_b = 2·G_f    (GeMMs)
+//            C_f = G_f + E_f                                    (forward compute)
+//   forward, c chunks (ATP §4.1: chunk i's all-reduce runs under chunk i+1's compute; each
+//   chunk launches its own all-reduces; LayerNorm, GeLU, … run per chunk between them):
 //            T_f(c) = (C_f + X_f)/c + (c−1)/c · max(C_f, X_f),   X_f = Eq.2 pass + 4·c·α
-//   backward (ATP §4.2: dX's all-reduce runs under the dW GeMM, which is half of C_b):
-//            T_b = C_b/2 + max(C_b/2, X_b),                       X_b = Eq.2 pass + 4·α
+//   backward (ATP §4.2: dX's all-reduce runs under the dW GeMM, which is half of G_b; the
+//   elementwise backward ops wait for it, so E_b is not hidden):
+//            T_b = G_b/2 + max(G_b/2, X_b) + E_b,                X_b = Eq.2 pass + 4·α
 //   layer    T_f(c) + T_b  (+ T_f(c) again under full recomputation, + the attention core's
-//            forward 4·b·s²·h/N/F under selective recomputation)
+//            forward 4·b·s²·h/N/F and its softmax under selective recomputation)
 // c = 1 is ATP without the chunk optimisation; mesh (N, 1) is Megatron-LM's 1D TP.
 #pragma once
 
@@ -28,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "plan/elementwise.hpp"
 #include "plan/mesh_links.hpp"
 #include "plan/model_spec.hpp"
 
@@ -50,8 +54,9 @@ struct AtpOp {
 
 struct AtpEstimate {
   int chunks = 1;
-  // One layer.
+  // One layer. compute_* include the elementwise ops (elementwise_*).
   double compute_fwd_s = 0, comm_fwd_s = 0, compute_bwd_s = 0, comm_bwd_s = 0;
+  double elementwise_fwd_s = 0, elementwise_bwd_s = 0;
   double forward_s = 0, backward_s = 0, recompute_s = 0, layer_s = 0;
   // The model (L layers).
   double t_comm_s = 0, t_compute_s = 0, t_step_s = 0;
@@ -63,7 +68,9 @@ struct AtpEstimate {
 std::optional<std::string> atp_invalid_reason(const ModelSpec& model, int d1, int d2,
                                               int chunks);
 
+// `elementwise`: elementwise_estimate(model, kAtp, d1, d2, R); an empty one ({}) prices the
+// GeMMs and collectives alone.
 AtpEstimate atp_estimate(const ModelSpec& model, const MeshLinks& links, int chunks,
-                         double flops_per_s);
+                         double flops_per_s, const ElementwiseEstimate& elementwise);
 
 }  // namespace meshtp::plan

@@ -105,9 +105,12 @@ void Candidate::validate() const {
   MESHTP_CHECK(!feasible || valid, "{}: feasible but not valid", where);
   MESHTP_CHECK(feasible || !reason.empty(), "{}: not feasible but no reason given", where);
   if (valid) {
-    for (const double t : {t_comm_s, t_compute_s, t_step_s}) {
+    for (const double t : {t_comm_s, t_compute_s, t_step_s, t_elementwise_s}) {
       MESHTP_CHECK(std::isfinite(t) && t >= 0, "{}: time {} must be finite and >= 0", where, t);
     }
+    MESHTP_CHECK(t_elementwise_s <= t_compute_s * (1 + 1e-12),
+                 "{}: elementwise time {} exceeds the compute time {} it is part of", where,
+                 t_elementwise_s, t_compute_s);
     MESHTP_CHECK(std::isfinite(memory.total_bytes()) && memory.total_bytes() > 0,
                  "{}: memory {} bytes must be positive", where, memory.total_bytes());
     if (is_gemm2d(strategy) || strategy == Strategy::kTp1d) {
@@ -158,6 +161,7 @@ nlohmann::json to_json(const Candidate& c) {
       {"reason", c.reason.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.reason)},
       {"t_comm_s", nullable(c.valid, c.t_comm_s)},
       {"t_compute_s", nullable(c.valid, c.t_compute_s)},
+      {"t_elementwise_s", nullable(c.valid, c.t_elementwise_s)},
       {"t_step_s", nullable(c.valid, c.t_step_s)},
       {"tflops_per_rank", nullable(c.valid, c.tflops_per_rank)},
       {"memory_gib", nullable(c.valid, c.memory.total_gib())},

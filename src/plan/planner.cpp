@@ -98,8 +98,13 @@ Candidate evaluate(const PlanRequest& request, Strategy strategy, int d1, int d2
   const MeshLinks links = mesh_links(request.topology, d1, d2);
   fill_bandwidths(c, links);
   const double flops_per_s = request.topology.effective_tflops() * 1e12;
+  const double elementwise_gbps = request.topology.effective_elementwise_gbps();
   const double n = static_cast<double>(d1) * d2;
   if (explanation != nullptr) explanation->links = links;
+  const ElementwiseLayout ew_layout = strategy == Strategy::kTp1d
+                                          ? ElementwiseLayout::kSequenceParallel
+                                      : is_gemm2d(strategy) ? ElementwiseLayout::kFullySharded
+                                                            : ElementwiseLayout::kAtp;
 
   double workspace = 0;
   ActivationLayout layout = ActivationLayout::kSequenceParallel;
@@ -108,12 +113,18 @@ Candidate evaluate(const PlanRequest& request, Strategy strategy, int d1, int d2
     if (auto reason = atp_invalid_reason(m, d1, d2, chunks)) {
       c.reason = *reason;
     } else {
-      const AtpEstimate e = atp_estimate(m, links, chunks, flops_per_s);
+      const ElementwiseEstimate ew =
+          elementwise_estimate(m, ew_layout, d1, d2, elementwise_gbps);
+      const AtpEstimate e = atp_estimate(m, links, chunks, flops_per_s, ew);
       c.valid = true;
       c.t_comm_s = e.t_comm_s;
       c.t_compute_s = e.t_compute_s;
       c.t_step_s = e.t_step_s;
-      if (explanation != nullptr) explanation->atp = e;
+      c.t_elementwise_s = m.layers * ew.layer_s(m.recompute);
+      if (explanation != nullptr) {
+        explanation->atp = e;
+        explanation->elementwise = ew;
+      }
     }
   } else {
     c.chunks = 1;
@@ -126,7 +137,11 @@ Candidate evaluate(const PlanRequest& request, Strategy strategy, int d1, int d2
                                    m.hidden / n / flops_per_s;
       const double attention = attention_fwd * (forward_weight + 2.0 +
                                                 (m.recompute == Recompute::kSelective ? 1 : 0));
-      double layer_total = attention, layer_comm = 0, layer_compute = attention;
+      const ElementwiseEstimate ew =
+          elementwise_estimate(m, ew_layout, d1, d2, elementwise_gbps);
+      const double elementwise = ew.layer_s(m.recompute);
+      double layer_total = attention + elementwise, layer_comm = 0;
+      double layer_compute = attention + elementwise;
       c.valid = true;
       for (const FcShape& fc : fc_layers(m)) {
         const FcTuning t =
@@ -155,7 +170,11 @@ Candidate evaluate(const PlanRequest& request, Strategy strategy, int d1, int d2
         c.t_step_s = m.layers * layer_total;
         c.t_comm_s = m.layers * layer_comm;
         c.t_compute_s = m.layers * layer_compute;
-        if (explanation != nullptr) explanation->attention_s = attention;
+        c.t_elementwise_s = m.layers * elementwise;
+        if (explanation != nullptr) {
+          explanation->attention_s = attention;
+          explanation->elementwise = ew;
+        }
       }
     }
   }
@@ -170,7 +189,10 @@ Candidate evaluate(const PlanRequest& request, Strategy strategy, int d1, int d2
     }
   }
   c.validate();
-  if (explanation != nullptr) explanation->candidate = c;
+  if (explanation != nullptr) {
+    explanation->candidate = c;
+    explanation->elementwise_layout = ew_layout;
+  }
   return c;
 }
 

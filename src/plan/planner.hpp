@@ -6,6 +6,10 @@
 //   atp         chunks ∈ request.chunks ({1, 2, 4}); labelled megatron when a dim is 1
 //   tp1d        mesh (N, 1) only
 //   2D GeMM     one candidate per mesh and algorithm, its knobs tuned per FC layer
+//   elementwise every strategy adds its LayerNorm/GeLU/softmax/bias/residual time in its own
+//               layout (elementwise.hpp): atp/megatron kAtp, tp1d kSequenceParallel, the 2D
+//               GeMM algorithms kFullySharded; serial with the rest of the layer, except the
+//               ATP forward's, which the chunk pipeline overlaps like the GeMMs
 //   ranking     feasible first, then valid-but-infeasible, then invalid; by t_step_s
 //   best        the first feasible candidate (none: nullopt)
 //
@@ -21,6 +25,7 @@
 #include "plan/atp_cost.hpp"
 #include "plan/autotune.hpp"
 #include "plan/candidate.hpp"
+#include "plan/elementwise.hpp"
 #include "plan/mesh_links.hpp"
 #include "plan/model_spec.hpp"
 #include "plan/topology.hpp"
@@ -61,6 +66,8 @@ struct Explanation {
   std::optional<AtpEstimate> atp;  // atp, megatron
   std::vector<FcTuning> fc;        // 2D algorithms, tp1d
   double attention_s = 0;          // 2D algorithms, tp1d: attention core, one layer, all passes
+  ElementwiseLayout elementwise_layout = ElementwiseLayout::kAtp;
+  ElementwiseEstimate elementwise;  // one layer, every strategy
 };
 
 // Prices one candidate. `explanation` (optional) receives the breakdown.

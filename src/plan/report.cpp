@@ -38,36 +38,58 @@ std::string links_block(const MeshLinks& links) {
   return out;
 }
 
+// The elementwise ops of one layer, one row per op and pass.
+std::string elementwise_block(const Explanation& e, const ModelSpec& m) {
+  const ElementwiseEstimate& ew = e.elementwise;
+  std::string out = fmt::format(
+      "elementwise ops ({} layout; {:.4g} GB/s, {} B per element touched):\n"
+      "{:<5} {:<10} {:>12} {:>8} {:>10} {:>9}\n",
+      name(e.elementwise_layout), ew.gbps, m.element_bytes(), "pass", "op", "elem/rank",
+      "touches", "MiB/rank", "ms");
+  for (const ElementwiseOp& op : ew.ops) {
+    out += fmt::format("{:<5} {:<10} {:>12.0f} {:>8g} {:>10.2f} {:>9.3f}\n",
+                       op.backward ? "bwd" : "fwd", op.name, op.elements, op.factor,
+                       op.touched() * m.element_bytes() / kMiB, op.seconds * 1e3);
+  }
+  out += fmt::format("elementwise: forward {:.3f} ms, backward {:.3f} ms; layer {:.3f} ms "
+                     "(recompute {}); step {:.4g} s\n",
+                     ew.forward_s * 1e3, ew.backward_s * 1e3, ew.layer_s(m.recompute) * 1e3,
+                     name(m.recompute), e.candidate.t_elementwise_s);
+  return out;
+}
+
 }  // namespace
 
 std::string format_plan(const PlanRequest& r, const PlanResult& result) {
   const ModelSpec& m = r.model;
   std::string out = fmt::format(
       "plan: {} (L={} h={} heads={} b={} s={} {}, recompute {}) on {} ({} devices, {} GiB, "
-      "{} TFLOP/s)\n",
+      "{} TFLOP/s, {} GB/s elementwise ({}))\n",
       m.name, m.layers, m.hidden, m.heads, m.batch, m.seq, name(m.precision),
       name(m.recompute), r.topology.name, r.devices, r.topology.memory_gib,
-      r.topology.effective_tflops());
-  out += fmt::format("{:>3} {:<10} {:>7} {:<16} {:>10} {:>10} {:>10} {:>7} {:>7} {:>8} {:>8} "
-                     "{:>8} {:>8}  {}\n",
+      r.topology.effective_tflops(), r.topology.effective_elementwise_gbps(),
+      name(r.topology.elementwise_source()));
+  out += fmt::format("{:>3} {:<10} {:>7} {:<16} {:>10} {:>10} {:>10} {:>10} {:>7} {:>7} {:>8} "
+                     "{:>8} {:>8} {:>8}  {}\n",
                      "#", "strategy", "mesh", "knobs", "step s", "comm s", "compute s",
-                     "TFLOP/s", "mem GiB", "B1' GB/s", "B2' GB/s", "B1 GB/s", "B2 GB/s",
-                     "status");
+                     "elemw s", "TFLOP/s", "mem GiB", "B1' GB/s", "B2' GB/s", "B1 GB/s",
+                     "B2 GB/s", "status");
   int rank = 0;
   for (const Candidate& c : result.candidates) {
     ++rank;
     const std::string mesh = fmt::format("{}x{}", c.mesh[0], c.mesh[1]);
     if (c.valid) {
-      out += fmt::format("{:>3} {:<10} {:>7} {:<16} {:>10.4g} {:>10.4g} {:>10.4g} {:>7.1f} "
-                         "{:>7.1f} {:>8} {:>8} {:>8} {:>8}  {}\n",
+      out += fmt::format("{:>3} {:<10} {:>7} {:<16} {:>10.4g} {:>10.4g} {:>10.4g} {:>10.4g} "
+                         "{:>7.1f} {:>7.1f} {:>8} {:>8} {:>8} {:>8}  {}\n",
                          rank, name(c.strategy), mesh, c.knobs(), c.t_step_s, c.t_comm_s,
-                         c.t_compute_s, c.tflops_per_rank, c.memory.total_gib(),
+                         c.t_compute_s, c.t_elementwise_s, c.tflops_per_rank,
+                         c.memory.total_gib(),
                          gbps(c.link_gbps[0]), gbps(c.link_gbps[1]), gbps(c.allreduce_gbps[0]),
                          gbps(c.allreduce_gbps[1]), status(c));
     } else {
-      out += fmt::format("{:>3} {:<10} {:>7} {:<16} {:>10} {:>10} {:>10} {:>7} {:>7} {:>8} "
-                         "{:>8} {:>8} {:>8}  {}\n",
-                         rank, name(c.strategy), mesh, c.knobs(), "-", "-", "-", "-", "-",
+      out += fmt::format("{:>3} {:<10} {:>7} {:<16} {:>10} {:>10} {:>10} {:>10} {:>7} {:>7} "
+                         "{:>8} {:>8} {:>8} {:>8}  {}\n",
+                         rank, name(c.strategy), mesh, c.knobs(), "-", "-", "-", "-", "-", "-",
                          gbps(c.link_gbps[0]), gbps(c.link_gbps[1]), gbps(c.allreduce_gbps[0]),
                          gbps(c.allreduce_gbps[1]), status(c));
     }
@@ -101,13 +123,17 @@ std::string format_explanation(const PlanRequest& r, const Explanation& e) {
                          op.mesh_dim >= 0 ? fmt::format("dim {}", op.mesh_dim) : "-",
                          op.allreduce_bytes / kMiB, op.comm_s * 1e3);
     }
+    out += elementwise_block(e, r.model);
     out += fmt::format(
-        "forward  ({} chunk(s)): compute {:.3f} ms, comm {:.3f} ms → {:.3f} ms\n"
-        "backward (dX all-reduce under dW): compute {:.3f} ms, comm {:.3f} ms → {:.3f} ms\n"
+        "forward  ({} chunk(s)): compute {:.3f} ms (elementwise {:.3f}), comm {:.3f} ms → "
+        "{:.3f} ms\n"
+        "backward (dX all-reduce under dW, then elementwise): compute {:.3f} ms (elementwise "
+        "{:.3f}), comm {:.3f} ms → {:.3f} ms\n"
         "recompute {:.3f} ms; layer {:.3f} ms; step {:.4g} s (comm {:.4g} s, compute {:.4g} s)\n",
-        a.chunks, a.compute_fwd_s * 1e3, a.comm_fwd_s * 1e3, a.forward_s * 1e3,
-        a.compute_bwd_s * 1e3, a.comm_bwd_s * 1e3, a.backward_s * 1e3, a.recompute_s * 1e3,
-        a.layer_s * 1e3, a.t_step_s, a.t_comm_s, a.t_compute_s);
+        a.chunks, a.compute_fwd_s * 1e3, a.elementwise_fwd_s * 1e3, a.comm_fwd_s * 1e3,
+        a.forward_s * 1e3, a.compute_bwd_s * 1e3, a.elementwise_bwd_s * 1e3,
+        a.comm_bwd_s * 1e3, a.backward_s * 1e3, a.recompute_s * 1e3, a.layer_s * 1e3,
+        a.t_step_s, a.t_comm_s, a.t_compute_s);
     return out;
   }
   out += fmt::format("{:<5} {:<6} {:<10} {:<3} {:>22} {:>26} {:>26} {:>9} {:>9} {:>9} {:>9} "
@@ -151,9 +177,11 @@ std::string format_explanation(const PlanRequest& r, const Explanation& e) {
       out += fmt::format("      {} sweep (knob:ms): {}\n", name(t.fc.layer), sweep);
     }
   }
-  out += fmt::format("attention core (local) {:.3f} ms per layer; step {:.4g} s (comm {:.4g} s, "
-                     "compute {:.4g} s)\n",
-                     e.attention_s * 1e3, c.t_step_s, c.t_comm_s, c.t_compute_s);
+  out += elementwise_block(e, r.model);
+  out += fmt::format("attention core (local) {:.3f} ms per layer; elementwise {:.3f} ms per "
+                     "layer; step {:.4g} s (comm {:.4g} s, compute {:.4g} s)\n",
+                     e.attention_s * 1e3, e.elementwise.layer_s(r.model.recompute) * 1e3,
+                     c.t_step_s, c.t_comm_s, c.t_compute_s);
   return out;
 }
 
@@ -179,6 +207,21 @@ nlohmann::json to_json(const MeshLinks& links) {
 
 nlohmann::json to_json(const Explanation& e) {
   nlohmann::json j{{"candidate", to_json(e.candidate)}, {"links", to_json(e.links)}};
+  if (e.candidate.valid) {
+    nlohmann::json ops = nlohmann::json::array();
+    for (const ElementwiseOp& op : e.elementwise.ops) {
+      ops.push_back({{"op", op.name},
+                     {"pass", op.backward ? "bwd" : "fwd"},
+                     {"elements_per_rank", op.elements},
+                     {"touches", op.factor},
+                     {"seconds", op.seconds}});
+    }
+    j["elementwise"] = {{"layout", name(e.elementwise_layout)},
+                        {"gbps", e.elementwise.gbps},
+                        {"ops", std::move(ops)},
+                        {"forward_s", e.elementwise.forward_s},
+                        {"backward_s", e.elementwise.backward_s}};
+  }
   if (e.atp) {
     nlohmann::json ops = nlohmann::json::array();
     for (const AtpOp& op : e.atp->ops) {
@@ -235,9 +278,11 @@ nlohmann::json to_json(const Explanation& e) {
 
 std::string format_topology(const Topology& t, const std::optional<MeshLinks>& links) {
   std::string out = fmt::format("topology {}: {} devices, {} GiB and {} TFLOP/s each{}, "
-                                "T_launch {} us\n",
+                                "elementwise {} GB/s ({}), T_launch {} us\n",
                                 t.name, t.device_count(), t.memory_gib, t.effective_tflops(),
-                                t.calibration.gemm_tflops ? " (calibrated)" : "", t.launch_us);
+                                t.calibration.gemm_tflops ? " (calibrated)" : "",
+                                t.effective_elementwise_gbps(), name(t.elementwise_source()),
+                                t.launch_us);
   if (!t.description.empty()) out += "  " + t.description + "\n";
   out += fmt::format("{:>5} {:<8} {:>8} {:>8} {:>13} {:>12}\n", "level", "name", "members",
                      "devices", "group GB/s", "latency us");

@@ -43,6 +43,25 @@ double Topology::effective_tflops() const {
   return calibration.gemm_tflops ? *calibration.gemm_tflops : tflops;
 }
 
+const char* name(RateSource s) {
+  switch (s) {
+    case RateSource::kCalibrated: return "calibrated";
+    case RateSource::kNominal: return "nominal";
+    case RateSource::kDefault: return "default";
+  }
+  return "?";
+}
+
+RateSource Topology::elementwise_source() const {
+  if (calibration.elementwise_gbps) return RateSource::kCalibrated;
+  return elementwise_gbps ? RateSource::kNominal : RateSource::kDefault;
+}
+
+double Topology::effective_elementwise_gbps() const {
+  if (calibration.elementwise_gbps) return *calibration.elementwise_gbps;
+  return elementwise_gbps.value_or(kDefaultElementwiseGbps);
+}
+
 namespace {
 
 void check_positive(double value, std::string_view field, std::string_view where) {
@@ -65,6 +84,7 @@ void Topology::validate() const {
   MESHTP_CHECK(!levels.empty(), "{}: needs at least one level", where);
   check_positive(memory_gib, "memory_gib", where);
   check_positive(tflops, "tflops", where);
+  if (elementwise_gbps) check_positive(*elementwise_gbps, "elementwise_gbps", where);
   MESHTP_CHECK(launch_us >= 0, "{}: launch_us={} must not be negative", where, launch_us);
   std::int64_t n = 1;
   for (std::size_t j = 0; j < levels.size(); ++j) {
@@ -94,6 +114,9 @@ void Topology::validate() const {
     }
   }
   if (calibration.gemm_tflops) check_positive(*calibration.gemm_tflops, "gemm_tflops", where);
+  if (calibration.elementwise_gbps) {
+    check_positive(*calibration.elementwise_gbps, "calibration elementwise_gbps", where);
+  }
   for (const GroupCalibration& g : calibration.groups) {
     const std::string gw =
         fmt::format("{}, calibration group (size {}, stride {})", where, g.size, g.stride);
@@ -110,8 +133,9 @@ void Topology::validate() const {
 }
 
 std::ostream& operator<<(std::ostream& os, const Topology& t) {
-  os << fmt::format("topology {} ({} devices, {} GiB, {} TFLOP/s each):", t.name,
-                    t.device_count(), t.memory_gib, t.effective_tflops());
+  os << fmt::format("topology {} ({} devices, {} GiB, {} TFLOP/s, {} GB/s elementwise each):",
+                    t.name, t.device_count(), t.memory_gib, t.effective_tflops(),
+                    t.effective_elementwise_gbps());
   for (const Level& level : t.levels) {
     os << fmt::format(" [{}×{} group {} GB/s", level.members, level.name, level.group_gbps);
     if (level.p2p_uniform_gbps > 0) os << fmt::format(" p2p {} GB/s", level.p2p_uniform_gbps);
@@ -163,9 +187,11 @@ nlohmann::json to_json(const Topology& t) {
     if (!level.p2p_gbps.empty()) l["p2p_gbps"] = level.p2p_gbps;
     levels.push_back(std::move(l));
   }
+  nlohmann::json device{{"memory_gib", t.memory_gib}, {"tflops", t.tflops}};
+  if (t.elementwise_gbps) device["elementwise_gbps"] = *t.elementwise_gbps;
   nlohmann::json j{{"name", t.name},
                    {"description", t.description},
-                   {"device", {{"memory_gib", t.memory_gib}, {"tflops", t.tflops}}},
+                   {"device", std::move(device)},
                    {"launch_us", t.launch_us},
                    {"levels", std::move(levels)}};
   if (!t.calibration.empty()) {
@@ -179,6 +205,9 @@ nlohmann::json to_json(const Topology& t) {
     }
     nlohmann::json c{{"source", t.calibration.source}, {"groups", std::move(groups)}};
     if (t.calibration.gemm_tflops) c["gemm_tflops"] = *t.calibration.gemm_tflops;
+    if (t.calibration.elementwise_gbps) {
+      c["elementwise_gbps"] = *t.calibration.elementwise_gbps;
+    }
     j["calibration"] = std::move(c);
   }
   return j;
@@ -192,9 +221,10 @@ Topology topology_from_json(const nlohmann::json& j, const std::string& source) 
   t.description = read_optional_string(j, "description", where, "");
   const nlohmann::json& device = require_field(j, "device", where);
   const std::string dw = where + ", device";
-  check_fields(device, {"memory_gib", "tflops"}, dw);
+  check_fields(device, {"memory_gib", "tflops", "elementwise_gbps"}, dw);
   t.memory_gib = read_number(device, "memory_gib", dw);
   t.tflops = read_number(device, "tflops", dw);
+  t.elementwise_gbps = read_optional_number(device, "elementwise_gbps", dw);
   t.launch_us = read_optional_number(j, "launch_us", where).value_or(0);
 
   const nlohmann::json& levels = require_field(j, "levels", where);
@@ -237,9 +267,10 @@ Topology topology_from_json(const nlohmann::json& j, const std::string& source) 
   if (j.contains("calibration")) {
     const std::string cw = where + ", calibration";
     const nlohmann::json& c = j.at("calibration");
-    check_fields(c, {"source", "gemm_tflops", "groups"}, cw);
+    check_fields(c, {"source", "gemm_tflops", "elementwise_gbps", "groups"}, cw);
     t.calibration.source = read_optional_string(c, "source", cw, "");
     t.calibration.gemm_tflops = read_optional_number(c, "gemm_tflops", cw);
+    t.calibration.elementwise_gbps = read_optional_number(c, "elementwise_gbps", cw);
     if (c.contains("groups")) {
       const nlohmann::json& groups = c.at("groups");
       MESHTP_CHECK(groups.is_array(), "{}: 'groups' must be an array", cw);

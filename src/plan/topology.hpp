@@ -17,6 +17,11 @@
 // GiB, compute in TFLOP/s (effective, dense GeMM, in the model's precision). The cost
 // models convert to bytes, seconds and FLOP/s.
 //
+// Elementwise rate (plan/elementwise.hpp): `elementwise_gbps`, the effective memory
+// bandwidth of one device for streaming ops (LayerNorm, GeLU, softmax, bias, residual),
+// bytes read + written per second. Optional: a measured value (calibration) wins, then the
+// device's nominal one, then kDefaultElementwiseGbps.
+//
 // Calibration (written by `meshtp calibrate`, read by the planner): fitted ring parameters
 // per *process group shape*. A mesh dim's groups are characterised by (size, stride): mesh
 // (d1, d2) has dim-0 groups (d1, stride d2) and dim-1 groups (d2, stride 1). A calibrated
@@ -72,16 +77,27 @@ struct GroupCalibration {
 struct Calibration {
   std::string source;                 // free text: "meshtp calibrate --mesh 2x2, 2025-…"
   std::optional<double> gemm_tflops;  // measured local GeMM rate; overrides device.tflops
+  // Measured streaming rate (LayerNorm + GeLU, forward + backward); overrides
+  // device.elementwise_gbps.
+  std::optional<double> elementwise_gbps;
   std::vector<GroupCalibration> groups;
-  bool empty() const { return !gemm_tflops && groups.empty(); }
+  bool empty() const { return !gemm_tflops && !elementwise_gbps && groups.empty(); }
   friend bool operator==(const Calibration&, const Calibration&) = default;
 };
+
+// Elementwise rate of a device whose topology gives none: conservative — a tenth of an
+// A100's HBM, a few DDR channels — so the term is never silently zero.
+inline constexpr double kDefaultElementwiseGbps = 100;
+
+enum class RateSource { kCalibrated, kNominal, kDefault };
+const char* name(RateSource s);
 
 struct Topology {
   std::string name;
   std::string description;
   double memory_gib = 0;  // per device
   double tflops = 0;      // effective per device
+  std::optional<double> elementwise_gbps;  // nominal streaming bandwidth per device
   double launch_us = 0;   // T_launch of one collective call (modelled)
   std::vector<Level> levels;
   Calibration calibration;
@@ -92,6 +108,9 @@ struct Topology {
   // The calibration for groups of `size` ranks `stride` apart, if any.
   const GroupCalibration* calibrated_group(int size, int stride) const;
   double effective_tflops() const;  // calibration.gemm_tflops if measured, else tflops
+  // calibration.elementwise_gbps, else elementwise_gbps, else kDefaultElementwiseGbps.
+  double effective_elementwise_gbps() const;
+  RateSource elementwise_source() const;
 
   // Throws meshtp::Error naming the offending field and value (a zero or negative
   // bandwidth, a p2p matrix of the wrong size, …).

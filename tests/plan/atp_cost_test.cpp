@@ -79,7 +79,8 @@ TEST(AtpCost, EstimateAddsLatencyAndOverlapOnTopOfEquation2) {
   const Topology t = load_topology("nvlink-hdr-4x4");
   const MeshLinks l = mesh_links(t, 8, 2);
   const double flops = t.tflops * 1e12;
-  const AtpEstimate e1 = atp_estimate(m, l, 1, flops);
+  // GeMMs and collectives only: the elementwise term is elementwise_test.cpp's.
+  const AtpEstimate e1 = atp_estimate(m, l, 1, flops, ElementwiseEstimate{});
   const double eq2 = atp_comm_time(m, 8, 2, *l.dims[0].allreduce_gbps * 1e9,
                                    *l.dims[1].allreduce_gbps * 1e9);
   // Two all-reduces per dim and pass, each α = T_launch + 2(d−1)·L_sync.
@@ -95,8 +96,8 @@ TEST(AtpCost, EstimateAddsLatencyAndOverlapOnTopOfEquation2) {
               1e-15);
   // Chunks overlap the forward (on a model big enough that bandwidth, not latency, rules).
   const ModelSpec big = load_model("atp-m4");
-  const AtpEstimate b1 = atp_estimate(big, l, 1, flops);
-  const AtpEstimate e4 = atp_estimate(big, l, 4, flops);
+  const AtpEstimate b1 = atp_estimate(big, l, 1, flops, ElementwiseEstimate{});
+  const AtpEstimate e4 = atp_estimate(big, l, 4, flops, ElementwiseEstimate{});
   EXPECT_LT(e4.forward_s, b1.forward_s);
   EXPECT_GE(e4.forward_s, std::max(e4.compute_fwd_s, e4.comm_fwd_s));
 }

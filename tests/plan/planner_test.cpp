@@ -187,7 +187,8 @@ TEST(Planner, ExplainBreaksACandidateDown) {
   const Candidate ms = evaluate(r, Strategy::kMeshSlice, 16, 16, 1);
   const Explanation e = explain(r, ms);
   ASSERT_EQ(e.fc.size(), 4u);
-  double layer = e.attention_s;
+  // The layer: attention core + FC layers + the elementwise ops (LayerNorm, GeLU, …).
+  double layer = e.attention_s + e.elementwise.layer_s(r.model.recompute);
   for (const FcTuning& t : e.fc) layer += t.total_s;
   EXPECT_NEAR(layer * r.model.layers, ms.t_step_s, 1e-9 * ms.t_step_s);
   const Candidate atp = evaluate(r, Strategy::kAtp, 16, 16, 2);

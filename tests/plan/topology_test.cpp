@@ -167,6 +167,8 @@ TEST(Docs, TheReadmeExampleParsesAndItsCalibrationApplies) {
   const Topology t = parse_topology(readme.substr(start + 8, end - start - 8), "README");
   EXPECT_EQ(t.device_count(), 16);
   EXPECT_EQ(t.effective_tflops(), 210);
+  EXPECT_EQ(t.elementwise_gbps, 1600);
+  EXPECT_EQ(t.effective_elementwise_gbps(), 1450);
   ASSERT_NE(t.calibrated_group(8, 2), nullptr);
   EXPECT_EQ(t.calibrated_group(8, 2)->all_gather->bw_gbps, 11.8);
   EXPECT_EQ(t.calibrated_group(2, 1)->all_gather->bw_gbps, 180.0);

@@ -1,0 +1,105 @@
+#include "plan/elementwise.hpp"
+
+#include <cmath>
+
+#include "core/error.hpp"
+
+namespace meshtp::plan {
+
+const char* name(ElementwiseLayout layout) {
+  switch (layout) {
+    case ElementwiseLayout::kAtp:
+      return "atp";
+    case ElementwiseLayout::kSequenceParallel:
+      return "sequence-parallel";
+    case ElementwiseLayout::kFullySharded:
+      return "fully-sharded";
+  }
+  return "?";
+}
+
+double ElementwiseEstimate::touched(bool backward) const {
+  double sum = 0;
+  for (const ElementwiseOp& op : ops) {
+    if (op.backward == backward) sum += op.touched();
+  }
+  return sum;
+}
+
+double ElementwiseEstimate::layer_s(Recompute recompute) const {
+  switch (recompute) {
+    case Recompute::kNone:
+      return forward_s + backward_s;
+    case Recompute::kSelective:
+      return forward_s + backward_s + softmax_forward_s;
+    case Recompute::kFull:
+      return 2 * forward_s + backward_s;
+  }
+  return forward_s + backward_s;
+}
+
+ElementwiseEstimate elementwise_estimate(const ModelSpec& m, ElementwiseLayout layout, int d1,
+                                         int d2, double gbps) {
+  MESHTP_CHECK(std::isfinite(gbps) && gbps > 0, "elementwise_gbps={} must be positive", gbps);
+  MESHTP_CHECK(d1 >= 1 && d2 >= 1, "mesh {}x{}: sizes must be positive", d1, d2);
+  MESHTP_CHECK(layout != ElementwiseLayout::kSequenceParallel || d2 == 1,
+               "sequence parallelism runs on a mesh (N, 1), got {}x{}", d1, d2);
+  const double n = static_cast<double>(d1) * d2;
+  const double M = static_cast<double>(m.tokens());
+  const double h = m.hidden, s = m.seq;
+
+  // Per-rank elements of each tensor (the header's table).
+  double stream = M * h / n, qkv_bwd = M * 3 * h / n, mlp1 = M * 4 * h / n;
+  double row_bias_bwd = M * h / n;
+  switch (layout) {
+    case ElementwiseLayout::kAtp:
+      stream = M * h / d2;
+      qkv_bwd = M * 3 * h / d1;
+      mlp1 = M * 4 * h / d1;
+      row_bias_bwd = stream;
+      break;
+    case ElementwiseLayout::kSequenceParallel:
+      row_bias_bwd = M * h;
+      break;
+    case ElementwiseLayout::kFullySharded:
+      break;
+  }
+  const double qkv_fwd = M * 3 * h / n;
+  const double scores = static_cast<double>(m.batch) * m.heads * s * s / n;
+
+  ElementwiseEstimate e;
+  e.gbps = gbps;
+  const double seconds_per_touch = m.element_bytes() / (gbps * 1e9);
+  auto add = [&](const char* op, bool backward, double elements, double factor) {
+    ElementwiseOp o{.name = op, .backward = backward, .elements = elements, .factor = factor};
+    o.seconds = o.touched() * seconds_per_touch;
+    (backward ? e.backward_s : e.forward_s) += o.seconds;
+    e.ops.push_back(std::move(o));
+  };
+  add("ln1", false, stream, kLayerNormForwardTouches);
+  add("qkv bias", false, qkv_fwd, kBiasForwardTouches);
+  add("softmax", false, scores, kSoftmaxForwardTouches);
+  add("proj bias", false, stream, kBiasForwardTouches);
+  add("residual1", false, stream, kResidualForwardTouches);
+  add("ln2", false, stream, kLayerNormForwardTouches);
+  add("mlp1 bias", false, mlp1, kBiasForwardTouches);
+  add("gelu", false, mlp1, kGeluForwardTouches);
+  add("mlp2 bias", false, stream, kBiasForwardTouches);
+  add("residual2", false, stream, kResidualForwardTouches);
+
+  add("residual2", true, stream, kResidualBackwardTouches);
+  add("mlp2 bias", true, row_bias_bwd, kBiasBackwardTouches);
+  add("gelu", true, mlp1, kGeluBackwardTouches);
+  add("mlp1 bias", true, mlp1, kBiasBackwardTouches);
+  add("ln2", true, stream, kLayerNormBackwardTouches);
+  add("residual1", true, stream, kResidualBackwardTouches);
+  add("proj bias", true, row_bias_bwd, kBiasBackwardTouches);
+  add("softmax", true, scores, kSoftmaxBackwardTouches);
+  add("qkv bias", true, qkv_bwd, kBiasBackwardTouches);
+  add("ln1", true, stream, kLayerNormBackwardTouches);
+
+  e.softmax_forward_s = scores * kSoftmaxForwardTouches * seconds_per_touch;
+  return e;
+}
+
+}  // namespace meshtp::plan

@@ -1,0 +1,90 @@
+// Elementwise cost: the memory-bound, non-GeMM work of one transformer layer per rank, which
+// SPEC §2's FLOP count leaves out: two LayerNorms, the attention softmax, four bias adds,
+// two residual adds and GeLU. Each op streams over one tensor of `elements` values per rank
+// and touches each value `factor` times (reads + writes), so
+//
+//     time = elements · factor · e / R        e = model.element_bytes(), R = elementwise_gbps·1e9
+//
+// with R the device's effective bandwidth for streaming ops (topology.hpp).
+//
+// Factors (reads + writes per element; the runtime's kernels in src/ops and
+// src/parallel/layernorm_sharded.cpp):
+//   op        forward                                    backward
+//   ln        3  read x (row sums), read x, write y      6  read x, dy (row sums); read x, dy,
+//                                                           dx, write dx
+//   bias      2  read y, write y                         1  read dy (db = Σ_n dy)
+//   softmax   3.5  on the causal half (½ of s×s): max r, 3  on the causal half: dot r p, r dP;
+//                exp r+w, sum r, scale r+w (6·½); zeros     update r p, r dP, w dS (5·½);
+//                written to the masked half (½)             zeros to the masked half (½)
+//   residual  3  read a, b, write y                      2  copy dy into the branch's gradient
+//   gelu      2  read x, write y                         5  zero dx; read x, dy, dx, write dx
+// (the serial LayerNorm, used when the stream is not split over features, makes one more
+// read pass in forward; `meshtp calibrate` measures R in these units, so it absorbs that, and
+// the tanh/exp arithmetic of GeLU and softmax.)
+//
+// Elements per rank, M = b·s tokens, h hidden, a heads, N = d1·d2 ranks:
+//   tensor                  kAtp: ATP (d1, d2)          kSequenceParallel: (N, 1)   kFullySharded
+//   stream (ln, residual,   M·h/d2   [R, S(1)]          M·h/N  tokens split         M·h/N
+//     proj/mlp2 bias fwd)
+//   qkv bias fwd            M·3h/N   reduce-scattered   M·3h/N                      M·3h/N
+//   qkv bias bwd            M·3h/d1  dy gathered, dim 1 M·3h/N                      M·3h/N
+//   mlp1 out (bias, gelu)   M·4h/d1  [S(1), R]          M·4h/N                      M·4h/N
+//   proj/mlp2 bias bwd      M·h/d2                      M·h    dy gathered, dim 0   M·h/N
+//   softmax                 b·a·s²/N                    b·a·s²/N                    b·a·s²/N
+// So Megatron (N, 1) without sequence parallelism REPLICATES the LayerNorm/residual work on
+// every rank (M·h each), ATP divides it by d2 only, and mesh (1, N) replicates GeLU (M·4h).
+// The attention core is fully sharded in every layout (model/block.hpp), so softmax is /N.
+// kFullySharded is the 2D GeMM algorithms' layout (MeshSlice §3.2.1, SPEC §5): activations
+// (B·S, H·D) keep tokens over mesh rows and features over mesh columns between layers, the
+// attention core holds whole sequences and heads locally (planner.cpp), and LayerNorm, GeLU,
+// bias and residual act on the local block; LayerNorm's row statistics need a small
+// all-reduce along the mesh row, which is not priced (2 values per row, like ATP's).
+//
+// Order of `ops`: the runtime's, forward then backward (model/block.cpp):
+//   fwd ln1, qkv bias, softmax, proj bias, residual1, ln2, mlp1 bias, gelu, mlp2 bias, residual2
+//   bwd residual2, mlp2 bias, gelu, mlp1 bias, ln2, residual1, proj bias, softmax, qkv bias, ln1
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "plan/model_spec.hpp"
+
+namespace meshtp::plan {
+
+enum class ElementwiseLayout { kAtp, kSequenceParallel, kFullySharded };
+const char* name(ElementwiseLayout layout);
+
+// Reads + writes per element (the table above). `meshtp calibrate` counts with these too.
+inline constexpr double kLayerNormForwardTouches = 3, kLayerNormBackwardTouches = 6;
+inline constexpr double kBiasForwardTouches = 2, kBiasBackwardTouches = 1;
+inline constexpr double kSoftmaxForwardTouches = 3.5, kSoftmaxBackwardTouches = 3;
+inline constexpr double kResidualForwardTouches = 3, kResidualBackwardTouches = 2;
+inline constexpr double kGeluForwardTouches = 2, kGeluBackwardTouches = 5;
+
+struct ElementwiseOp {
+  std::string name;  // "ln1", "qkv bias", "softmax", …
+  bool backward = false;
+  double elements = 0;  // per rank
+  double factor = 0;    // reads + writes per element
+  double seconds = 0;
+  double touched() const { return elements * factor; }
+};
+
+struct ElementwiseEstimate {
+  double gbps = 0;                 // R used
+  std::vector<ElementwiseOp> ops;  // one layer, forward then backward
+  double forward_s = 0, backward_s = 0;
+  double softmax_forward_s = 0;  // what selective recomputation runs again
+  double touched(bool backward) const;
+  // One layer's elementwise time per step: forward (twice under full recomputation, plus
+  // the softmax forward again under selective) and backward.
+  double layer_s(Recompute recompute) const;
+};
+
+// Throws meshtp::Error when gbps is not positive and finite, a mesh dim is < 1, or
+// kSequenceParallel is asked for a mesh (d1, d2) with d2 ≠ 1.
+ElementwiseEstimate elementwise_estimate(const ModelSpec& model, ElementwiseLayout layout, int d1,
+                                         int d2, double gbps);
+
+}  // namespace meshtp::plan
