@@ -2,8 +2,8 @@
 // ranks, fit the planner's ring model to them, and write a topology file the planner reads:
 //
 //   mpirun -np N meshtp calibrate --out my-cluster.json [--mesh d1xd2|all] [--sizes 16K,…]
-//          [--base TOPOLOGY] [--name NAME] [--gemm MxNxK,…] [--seconds S] [--repeats R]
-//          [--json]
+//          [--base TOPOLOGY] [--name NAME] [--gemm MxNxK,…] [--elementwise RxC,…]
+//          [--seconds S] [--repeats R] [--json]
 //   meshtp plan --topology my-cluster.json --model … --devices N
 //
 // What is measured. Every group shape (P ranks, stride) of the mesh dims: mesh d1xd2 has
@@ -13,6 +13,11 @@
 // of that dim running at once (as in tensor parallelism), through bench::time_collective:
 // validated, warmed up, median over iterations of the max over ranks. Then every rank runs
 // the --gemm shapes at once (bench::time_local_gemm); rate = Σ FLOPs / Σ (max over ranks).
+// Then every rank runs the runtime's LayerNorm and GeLU, forward and backward, over each
+// --elementwise [rows, cols] at once (bench::time_local_elementwise); the elementwise rate
+// is Σ bytes touched / Σ (max over ranks), bytes counted with the planner's reads + writes
+// per element (plan/elementwise.hpp: LayerNorm 3 + 6, GeLU 2 + 5, × 4 bytes), so the
+// planner gets back exactly the time measured here for these ops.
 // The whole sweep runs --repeats times and each point is the median over the sweeps, so a
 // burst of load on a shared machine spoils one sweep's sample of a point, not the point.
 //
@@ -25,7 +30,9 @@
 // calibration replaced. Without, one flat level of N ranks whose group bandwidth is the
 // slowest fitted link and whose latency the largest fitted l_sync (what an uncalibrated
 // mesh dim falls back to), device memory = host memory / ranks on the host, device TFLOP/s
-// = the measured GeMM rate. Written by rank 0 atomically (core/atomic_file.hpp) after it
+// = the measured GeMM rate. Both measured rates also go into the calibration, where they
+// override the device's (calibration.gemm_tflops, calibration.elementwise_gbps). Written by
+// rank 0 atomically (core/atomic_file.hpp) after it
 // has parsed back as a valid topology; --out is checked before anything is measured.
 #include <fmt/format.h>
 #include <unistd.h>
@@ -43,6 +50,7 @@
 #include <string>
 
 #include "bench/collectives.hpp"
+#include "bench/local_elementwise.hpp"
 #include "bench/local_gemm.hpp"
 #include "cli/commands.hpp"
 #include "core/atomic_file.hpp"
@@ -51,11 +59,18 @@
 #include "core/stats.hpp"
 #include "mesh/device_mesh.hpp"
 #include "plan/calibration_fit.hpp"
+#include "plan/elementwise.hpp"
 #include "plan/planner.hpp"
 #include "plan/presets.hpp"
 
 namespace meshtp::cli {
 namespace {
+
+// Rows x cols of the LayerNorm / GeLU buffers: 16 MiB per tensor, 5 tensors, beyond the
+// last-level cache of a CPU box (here 2 MiB L2 per core, 32 MiB L3). These kernels are
+// arithmetic-bound on a CPU (tanh, double sums), so the rate moves little with the size
+// (here ~5.6 GB/s at this shape, ~7 GB/s for cache-resident 512x256).
+constexpr const char* kElementwiseDefault = "4096x1024";
 
 struct CalibrateArgs {
   std::string out;
@@ -67,6 +82,7 @@ struct CalibrateArgs {
   std::string base;
   std::string name;
   std::string gemm = "512x512x512,1024x1024x1024,2048x512x1024";
+  std::string elementwise = kElementwiseDefault;
   double seconds = 0.1;
   int repeats = 3;
   bool json = false;
@@ -109,8 +125,10 @@ std::vector<GroupToMeasure> groups_of(const std::string& text, int n) {
   return groups;
 }
 
-std::vector<bench::GemmShape> parse_gemm_list(const std::string& text) {
-  std::vector<bench::GemmShape> shapes;
+// "512x512x512,1024x…" → one list of `rank` positive sizes per item.
+std::vector<std::vector<int>> parse_shape_list(const std::string& text, const char* flag,
+                                               std::size_t rank, const char* example) {
+  std::vector<std::vector<int>> shapes;
   std::size_t start = 0;
   while (true) {
     const std::size_t comma = text.find(',', start);
@@ -121,12 +139,27 @@ std::vector<bench::GemmShape> parse_gemm_list(const std::string& text) {
     } catch (const Error&) {
       dims.clear();
     }
-    MESHTP_CHECK(dims.size() == 3, "bad --gemm item '{}': expected MxNxK, like 1024x1024x1024",
-                 item);
-    shapes.push_back({dims[0], dims[1], dims[2]});
+    MESHTP_CHECK(dims.size() == rank, "bad {} item '{}': expected {}", flag, item, example);
+    shapes.push_back(std::move(dims));
     if (comma == std::string::npos) return shapes;
     start = comma + 1;
   }
+}
+
+std::vector<bench::GemmShape> parse_gemm_list(const std::string& text) {
+  std::vector<bench::GemmShape> shapes;
+  for (const auto& d : parse_shape_list(text, "--gemm", 3, "MxNxK, like 1024x1024x1024")) {
+    shapes.push_back({d[0], d[1], d[2]});
+  }
+  return shapes;
+}
+
+std::vector<bench::ElementwiseShape> parse_elementwise_list(const std::string& text) {
+  std::vector<bench::ElementwiseShape> shapes;
+  for (const auto& d : parse_shape_list(text, "--elementwise", 2, "ROWSxCOLS, like 4096x1024")) {
+    shapes.push_back({d[0], d[1]});
+  }
+  return shapes;
 }
 
 // Runs `check` on rank 0 only (e.g. a filesystem check) and makes every rank throw rank 0's
@@ -256,6 +289,48 @@ GemmRate measure_gemm(const comm::Communicator& world, const std::vector<bench::
   return rate;
 }
 
+struct ElementwiseRate {
+  double gbps = 0;
+  std::vector<bench::LocalElementwiseSample> per_shape;  // medians over sweeps of max over ranks
+};
+
+// Same protocol as the GeMM: all ranks at once, max over ranks, median over sweeps.
+ElementwiseRate measure_elementwise(const comm::Communicator& world,
+                                    const std::vector<bench::ElementwiseShape>& shapes,
+                                    double seconds, int repeats) {
+  // times[shape][kernel][repeat], kernels: ln fwd, ln bwd, gelu fwd, gelu bwd
+  std::vector<std::array<std::vector<double>, 4>> times(shapes.size());
+  for (int r = 0; r < repeats; ++r) {
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      world.barrier();
+      const bench::LocalElementwiseSample s = bench::time_local_elementwise(shapes[i], seconds);
+      std::array<double, 4> t{s.layernorm_forward_s, s.layernorm_backward_s, s.gelu_forward_s,
+                              s.gelu_backward_s};
+      world.all_reduce(std::span<double>(t), comm::ReduceOp::kMax);
+      for (std::size_t k = 0; k < 4; ++k) times[i][k].push_back(t[k]);
+    }
+  }
+  constexpr std::array<double, 4> kTouches{
+      plan::kLayerNormForwardTouches, plan::kLayerNormBackwardTouches,
+      plan::kGeluForwardTouches, plan::kGeluBackwardTouches};
+  ElementwiseRate rate;
+  double bytes = 0, time = 0;
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    const double elements = static_cast<double>(shapes[i].rows) * shapes[i].cols;
+    bench::LocalElementwiseSample s{.shape = shapes[i]};
+    double* fields[4] = {&s.layernorm_forward_s, &s.layernorm_backward_s, &s.gelu_forward_s,
+                         &s.gelu_backward_s};
+    for (std::size_t k = 0; k < 4; ++k) {
+      *fields[k] = median(times[i][k]);
+      bytes += elements * kTouches[k] * sizeof(float);
+      time += *fields[k];
+    }
+    rate.per_shape.push_back(s);
+  }
+  rate.gbps = bytes / time / 1e9;
+  return rate;
+}
+
 std::string stem_of(const std::string& path) { return std::filesystem::path(path).stem().string(); }
 
 // x to 4 significant digits: the file is for people too, and the measurements are noisier.
@@ -266,8 +341,8 @@ double round4(double x) {
 }
 
 plan::Topology make_topology(const CalibrateArgs& a, const std::optional<plan::Topology>& base,
-                             const plan::CalibrationFit& fit, double gemm_tflops, double memory_gib,
-                             int n) {
+                             const plan::CalibrationFit& fit, double gemm_tflops,
+                             double elementwise_gbps, double memory_gib, int n) {
   plan::Topology t;
   if (base) {
     t = *base;
@@ -290,6 +365,7 @@ plan::Topology make_topology(const CalibrateArgs& a, const std::optional<plan::T
         n);
     t.memory_gib = std::floor(memory_gib * 10) / 10;
     t.tflops = round4(gemm_tflops);
+    t.elementwise_gbps = round4(elementwise_gbps);
     t.launch_us = round4(launch);
     plan::Level level;
     level.name = "rank";
@@ -307,10 +383,11 @@ plan::Topology make_topology(const CalibrateArgs& a, const std::optional<plan::T
       (*f)->bw_gbps = round4((*f)->bw_gbps);
     }
   }
-  t.calibration = {.source = fmt::format("meshtp calibrate --mesh {} --sizes {} --repeats {} "
-                                         "on {} ranks",
-                                         a.mesh, a.sizes, a.repeats, n),
+  t.calibration = {.source = fmt::format("meshtp calibrate --mesh {} --sizes {} --elementwise "
+                                         "{} --repeats {} on {} ranks",
+                                         a.mesh, a.sizes, a.elementwise, a.repeats, n),
                    .gemm_tflops = round4(gemm_tflops),
+                   .elementwise_gbps = round4(elementwise_gbps),
                    .groups = std::move(groups)};
   return t;
 }
@@ -325,6 +402,8 @@ void run_calibrate(const CalibrateArgs& a) {
   MESHTP_CHECK(std::set<std::int64_t>(sizes.begin(), sizes.end()).size() >= 2,
                "--sizes {}: the fit needs at least 2 distinct message sizes", a.sizes);
   const std::vector<bench::GemmShape> gemm_shapes = parse_gemm_list(a.gemm);
+  const std::vector<bench::ElementwiseShape> elementwise_shapes =
+      parse_elementwise_list(a.elementwise);
   MESHTP_CHECK(a.seconds > 0 && a.seconds <= 60, "--seconds={} must be in (0, 60]", a.seconds);
   MESHTP_CHECK(a.repeats >= 1 && a.repeats <= 100, "--repeats={} must be in [1, 100]", a.repeats);
   std::optional<plan::Topology> base;
@@ -341,11 +420,14 @@ void run_calibrate(const CalibrateArgs& a) {
   const std::vector<plan::CollectiveSeries> series =
       measure_collectives(w, groups, sizes, a.seconds, a.repeats);
   const GemmRate gemm = measure_gemm(w, gemm_shapes, 4 * a.seconds, a.repeats);
+  const ElementwiseRate elementwise =
+      measure_elementwise(w, elementwise_shapes, 2 * a.seconds, a.repeats);
   const double memory_gib = memory_per_rank_gib(w);
 
   // Every rank holds the same samples (max over ranks), so every rank fits alike.
   const plan::CalibrationFit fit = plan::fit_calibration(series);
-  const plan::Topology topology = make_topology(a, base, fit, gemm.tflops, memory_gib, n);
+  const plan::Topology topology =
+      make_topology(a, base, fit, gemm.tflops, elementwise.gbps, memory_gib, n);
   const std::string text = plan::to_json(topology).dump(2) + "\n";
   plan::parse_topology(text, a.out);  // what `meshtp plan --topology` will read
   agree_with_rank0(w, [&] { write_file_atomically(a.out, text); });
@@ -371,7 +453,8 @@ void run_calibrate(const CalibrateArgs& a) {
     os << nlohmann::json{{"out", a.out},
                          {"topology", plan::to_json(topology)},
                          {"fits", std::move(fits)},
-                         {"gemm_tflops", gemm.tflops}}
+                         {"gemm_tflops", gemm.tflops},
+                         {"elementwise_gbps", elementwise.gbps}}
               .dump()
        << '\n';
     return;
@@ -401,12 +484,20 @@ void run_calibrate(const CalibrateArgs& a) {
     os << fmt::format(" {}x{}x{} {:.2f} ms;", shape.m, shape.n, shape.k, t * 1e3);
   }
   os << fmt::format(" {:.2f} GFLOP/s per rank\n", gemm.tflops * 1e3);
+  os << "local LayerNorm + GeLU, fwd + bwd (every rank at once, max over ranks):";
+  for (const bench::LocalElementwiseSample& e : elementwise.per_shape) {
+    os << fmt::format(" {}x{} ln {:.2f}+{:.2f} ms, gelu {:.2f}+{:.2f} ms;", e.shape.rows,
+                      e.shape.cols, e.layernorm_forward_s * 1e3, e.layernorm_backward_s * 1e3,
+                      e.gelu_forward_s * 1e3, e.gelu_backward_s * 1e3);
+  }
+  os << fmt::format(" {:.2f} GB/s elementwise per rank\n", elementwise.gbps);
   os << fmt::format(
-      "wrote {}: topology '{}', {} devices, {:.3g} GiB and {:.4g} TFLOP/s each, {} "
-      "calibrated group(s)\nnext: meshtp plan --topology {} --devices {} --model …"
-      "  |  mpirun -np {} meshtp bench plan --topology {}\n",
+      "wrote {}: topology '{}', {} devices, {:.3g} GiB, {:.4g} TFLOP/s and {:.4g} GB/s "
+      "elementwise each, {} calibrated group(s)\nnext: meshtp plan --topology {} --devices {} "
+      "--model …  |  mpirun -np {} meshtp bench plan --topology {}\n",
       a.out, topology.name, n, topology.memory_gib, topology.effective_tflops(),
-      topology.calibration.groups.size(), a.out, n, n, a.out);
+      topology.effective_elementwise_gbps(), topology.calibration.groups.size(), a.out, n, n,
+      a.out);
 }
 
 }  // namespace
@@ -428,6 +519,10 @@ void add_calibrate_command(CLI::App& app) {
                 "Topology preset or file to calibrate (its device count must match the ranks)");
   c->add_option("--name", args->name, "Topology name (default: --out's file stem)");
   c->add_option("--gemm", args->gemm, "Local GeMM shapes MxNxK for the FLOP rate");
+  c->add_option("--elementwise", args->elementwise,
+                fmt::format("Rows x cols of the LayerNorm/GeLU buffers for the elementwise rate "
+                            "(default {})",
+                            kElementwiseDefault));
   c->add_option("--seconds", args->seconds,
                 "Target time per collective case (default 0.1; GeMM shapes get 4x)");
   c->add_option("--repeats", args->repeats,
