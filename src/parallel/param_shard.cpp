@@ -9,13 +9,17 @@ namespace {
 
 // How one tensor dim maps local → global.
 struct AxisRule {
-  enum class Type { kFull, kBlock, kQkvHeads } type = Type::kFull;
-  int mesh_dim = 0;  // kBlock: the mesh dim whose coordinate picks the block
+  // kQkvColumns: a kBlock of the 2D GeMM's permuted QKV out index, mapped through π
+  // (param_shard.hpp), whose head blocks follow mesh dim 1 whatever dim splits the block.
+  enum class Type { kFull, kBlock, kQkvHeads, kQkvColumns } type = Type::kFull;
+  int mesh_dim = 0;  // kBlock, kQkvColumns: the mesh dim whose coordinate picks the block
 };
 
+// axis[d] describes local dim d, which is global dim d, or 1 − d when transposed.
 struct Rule {
   int ndim = 1;
   AxisRule axis[2];
+  bool transposed = false;
 };
 
 Rule rule_of(ParamShard kind) {
@@ -28,6 +32,12 @@ Rule rule_of(ParamShard kind) {
     case ParamShard::kRowFirstBias: return {1, {{T::kBlock, 1}, {}}};
     case ParamShard::kQkvWeight: return {2, {{T::kQkvHeads, 0}, {T::kBlock, 1}}};
     case ParamShard::kQkvBias: return {1, {{T::kQkvHeads, 0}, {}}};
+    case ParamShard::kGemm2dWeightT: return {2, {{T::kBlock, 0}, {T::kBlock, 1}}, true};
+    case ParamShard::kGemm2dQkvWeight: return {2, {{T::kQkvColumns, 0}, {T::kBlock, 1}}};
+    case ParamShard::kGemm2dQkvWeightT:
+      return {2, {{T::kBlock, 0}, {T::kQkvColumns, 1}}, true};
+    case ParamShard::kGemm2dBias: return {1, {{T::kBlock, 1}, {}}};
+    case ParamShard::kGemm2dQkvBias: return {1, {{T::kQkvColumns, 1}, {}}};
   }
   fail("unknown parameter shard kind {}", static_cast<int>(kind));
 }
@@ -50,6 +60,14 @@ std::int64_t local_extent(const AxisRule& a, std::int64_t global, ParamShard kin
                    name(kind), dim, global, d1 * d2);
       return global / d1;
     }
+    case AxisRule::Type::kQkvColumns: {
+      const int parts = mesh_shape[static_cast<std::size_t>(a.mesh_dim)], nc = mesh_shape[1];
+      MESHTP_CHECK(global % 3 == 0 && (global / 3) % nc == 0 && global % parts == 0,
+                   "{} parameter: dim {} (size {}) is not 3·h with h divisible by Nc={} and "
+                   "3·h divisible by mesh dim {} (size {})",
+                   name(kind), dim, global, nc, a.mesh_dim, parts);
+      return global / parts;
+    }
   }
   return global;
 }
@@ -66,6 +84,12 @@ std::int64_t global_index(const AxisRule& a, std::int64_t local, std::int64_t gl
       const std::int64_t w = h / (mesh_shape[0] * mesh_shape[1]);
       const std::int64_t j = local / (3 * w), t = (local % (3 * w)) / w, u = local % w;
       return t * h + (coords[0] * mesh_shape[1] + j) * w + u;
+    }
+    case AxisRule::Type::kQkvColumns: {
+      const std::int64_t m = coords[static_cast<std::size_t>(a.mesh_dim)] * local_extent_ + local;
+      const std::int64_t h = global_extent / 3, w = h / mesh_shape[1];
+      const std::int64_t c = m / (3 * w), r = m % (3 * w);
+      return (r / w) * h + c * w + r % w;
     }
   }
   return local;
@@ -87,6 +111,11 @@ std::string_view name(ParamShard kind) {
     case ParamShard::kRowFirstBias: return "row-first bias";
     case ParamShard::kQkvWeight: return "qkv weight";
     case ParamShard::kQkvBias: return "qkv bias";
+    case ParamShard::kGemm2dWeightT: return "2D GeMM transposed weight";
+    case ParamShard::kGemm2dQkvWeight: return "2D GeMM qkv weight";
+    case ParamShard::kGemm2dQkvWeightT: return "2D GeMM transposed qkv weight";
+    case ParamShard::kGemm2dBias: return "2D GeMM bias";
+    case ParamShard::kGemm2dQkvBias: return "2D GeMM qkv bias";
   }
   return "?";
 }
@@ -98,8 +127,9 @@ Shape local_shape(ParamShard kind, const Shape& global, const std::vector<int>& 
                name(kind), r.ndim, to_string(global));
   Shape local(global.size());
   for (int d = 0; d < r.ndim; ++d) {
+    const int gd = r.transposed ? 1 - d : d;
     local[static_cast<std::size_t>(d)] =
-        local_extent(r.axis[d], global[static_cast<std::size_t>(d)], kind, d, mesh_shape);
+        local_extent(r.axis[d], global[static_cast<std::size_t>(gd)], kind, gd, mesh_shape);
   }
   return local;
 }
@@ -111,7 +141,8 @@ std::vector<int> replicated_dims(ParamShard kind) {
     bool used = false;
     for (int d = 0; d < r.ndim; ++d) {
       const auto& a = r.axis[d];
-      used |= (a.type == AxisRule::Type::kBlock && a.mesh_dim == m) ||
+      used |= ((a.type == AxisRule::Type::kBlock || a.type == AxisRule::Type::kQkvColumns) &&
+               a.mesh_dim == m) ||
               (a.type == AxisRule::Type::kQkvHeads && m == 0);
     }
     if (!used) out.push_back(m);
@@ -130,11 +161,13 @@ void for_each_local(ParamShard kind, const Shape& global, const std::vector<int>
     }
     return;
   }
+  // Global extents of local dims 0 and 1.
+  const std::int64_t e0 = global[r.transposed ? 1 : 0], e1 = global[r.transposed ? 0 : 1];
   for (std::int64_t i = 0; i < local[0]; ++i) {
-    const std::int64_t gi = global_index(r.axis[0], i, global[0], local[0], mesh_shape, coords);
+    const std::int64_t gi = global_index(r.axis[0], i, e0, local[0], mesh_shape, coords);
     for (std::int64_t j = 0; j < local[1]; ++j) {
-      const std::int64_t gj = global_index(r.axis[1], j, global[1], local[1], mesh_shape, coords);
-      fn(i * local[1] + j, gi * global[1] + gj);
+      const std::int64_t gj = global_index(r.axis[1], j, e1, local[1], mesh_shape, coords);
+      fn(i * local[1] + j, r.transposed ? gj * global[1] + gi : gi * global[1] + gj);
     }
   }
 }

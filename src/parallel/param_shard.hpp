@@ -11,6 +11,23 @@
 //   kQkvWeight         [3h, h]  [3h/d1, h/d2]           heads, see below     —
 //   kQkvBias           [3h]     [3h/d1]                 heads, see below     mesh dim 1
 //
+// 2D GeMM tensor parallelism (model/gemm2d_block.hpp; mesh (Nr, Nc) = (d1, d2)) stores each
+// linear's matrix as gemm2d_linear keeps it: W [M, K] itself ([S(0), S(1)], the
+// kColumnFirstWeight rule) or V = Wᵀ [K, M] block (c0, c1) — out-features over mesh dim 1
+// either way for the activations, which is all the attention core needs:
+//
+//   kind                  global   local                     local (i, j) → global
+//   kGemm2dWeightT        [M, K]   [K/Nr, M/Nc]              W[c1·M/Nc + j, c0·K/Nr + i]
+//   kGemm2dQkvWeight      [3h, h]  [3h/Nr, h/Nc]             W[π(c0·3h/Nr + i), c1·h/Nc + j]
+//   kGemm2dQkvWeightT     [3h, h]  [h/Nr, 3h/Nc]             W[π(c1·3h/Nc + j), c0·h/Nr + i]
+//   kGemm2dBias           [M]      [M/Nc]  block c1          replicated over mesh dim 0
+//   kGemm2dQkvBias        [3h]     [3h/Nc]                   b[π(c1·3h/Nc + i)], rep. dim 0
+//
+// π permutes the GeMM's out index m' so that output column block c1 ([n, 3h/Nc]) is q | k | v
+// of heads [c1·a/Nc, (c1+1)·a/Nc): with w = h/Nc, c = m' / 3w, r = m' mod 3w,
+//   π(m') = (r / w)·h + c·w + r mod w.
+// Example h = 4, Nc = 2 (w = 2): m' = 0..11 → 0 1 4 5 8 9 | 2 3 6 7 10 11.
+//
 // QKV (PyTorch layout: rows are q, then k, then v, each h rows with heads contiguous) is
 // column-first, but a contiguous row block would mix q, k and v of different heads. Its local
 // rows are instead d2 pieces, piece j holding the heads of rank (c0, j), q then k then v:
@@ -46,6 +63,11 @@ enum class ParamShard {
   kRowFirstBias,
   kQkvWeight,
   kQkvBias,
+  kGemm2dWeightT,
+  kGemm2dQkvWeight,
+  kGemm2dQkvWeightT,
+  kGemm2dBias,
+  kGemm2dQkvBias,
 };
 std::string_view name(ParamShard kind);
 

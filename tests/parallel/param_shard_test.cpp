@@ -25,7 +25,12 @@ TEST(ParamShard, ScatterGatherRoundTripOnEveryMesh) {
       {ParamShard::kRowFirstWeight, {h, 4 * h}},
       {ParamShard::kRowFirstBias, {h}},
       {ParamShard::kQkvWeight, {3 * h, h}},
-      {ParamShard::kQkvBias, {3 * h}}};
+      {ParamShard::kQkvBias, {3 * h}},
+      {ParamShard::kGemm2dWeightT, {4 * h, h}},
+      {ParamShard::kGemm2dQkvWeight, {3 * h, h}},
+      {ParamShard::kGemm2dQkvWeightT, {3 * h, h}},
+      {ParamShard::kGemm2dBias, {4 * h}},
+      {ParamShard::kGemm2dQkvBias, {3 * h}}};
   for (const auto& shape : meshes2d(world.size())) {
     const mesh::DeviceMesh mesh(world, shape);
     for (const auto& [kind, global_shape] : cases) {
@@ -38,6 +43,37 @@ TEST(ParamShard, ScatterGatherRoundTripOnEveryMesh) {
                              global.values().begin()))
           << name(kind) << " on " << mesh.to_string();
     }
+  }
+}
+
+// 2D GeMM: the transposed weight's local (i, j) is W[c1·M/Nc + j, c0·K/Nr + i], and the QKV
+// out index follows π (param_shard.hpp): h = 4, Nc = 2 gives 0 1 4 5 8 9 | 2 3 6 7 10 11.
+TEST(ParamShard, Gemm2dTransposedAndQkvColumns) {
+  const auto world = comm::Communicator::world();
+  for (const auto& shape : meshes2d(world.size())) {
+    const mesh::DeviceMesh mesh(world, shape);
+    const int nr = shape[0], nc = shape[1], c0 = mesh.coord(0), c1 = mesh.coord(1);
+    const std::int64_t m = 16, k = 8;
+    const Tensor w = iota({m, k});
+    const Shape ls = local_shape(ParamShard::kGemm2dWeightT, w.shape(), mesh.shape());
+    ASSERT_EQ(ls, (Shape{k / nr, m / nc})) << mesh.to_string();
+    std::vector<float> local(static_cast<std::size_t>(numel(ls)));
+    scatter_param(ParamShard::kGemm2dWeightT, w, mesh, local);
+    for (std::int64_t i = 0; i < ls[0]; ++i) {
+      for (std::int64_t j = 0; j < ls[1]; ++j) {
+        EXPECT_EQ(local[static_cast<std::size_t>(i * ls[1] + j)],
+                  w[(c1 * ls[1] + j) * k + c0 * ls[0] + i])
+            << mesh.to_string() << " rank " << mesh.rank();
+      }
+    }
+    if (nc != 2) continue;
+    const std::int64_t h = 4;
+    const Tensor b = iota({3 * h});
+    std::vector<float> lb(6);
+    scatter_param(ParamShard::kGemm2dQkvBias, b, mesh, lb);
+    const std::vector<float> want = c1 == 0 ? std::vector<float>{0, 1, 4, 5, 8, 9}
+                                            : std::vector<float>{2, 3, 6, 7, 10, 11};
+    EXPECT_EQ(lb, want) << mesh.to_string() << " rank " << mesh.rank();
   }
 }
 
