@@ -28,6 +28,17 @@
 // token, the all-reduce-equivalent volume is 3h/d1 + h/d1 over dim 1 and h/d2 over dim 0 for
 // attention, 4h/d1 and h/d2 for the MLP: ATP Eq. 2's 7h/(d1·B2) + 2h/(d2·B1).
 //
+// Worked example, mesh (2, 2), h = 8, a = 4 (hd = w = 2: one head per rank), one chunk:
+//   x on (c0, c1):        x[:, 4·c1 : 4·c1+4]                       hidden split over dim 1
+//   qkv partial y_p:      [n, 12] = piece j ∈ {0, 1}: q|k|v of head 2·c0+j, summed over only
+//                         this rank's 4 input features → Partial over dim 1
+//   RS₁ {(c0,0),(c0,1)}:  (c0, c1) keeps piece c1, now complete: q|k|v of head 2·c0+c1 [n, 6]
+//   attention core:       head 2·c0+c1 of every token → [n, 2]
+//   AG₁:                  [n, 4] = heads 2·c0, 2·c0+1 (pieces 0, 1) = attn[:, 4·c0 : 4·c0+4]
+//   proj y_p:             W_proj rows 4·c1.. (out), columns 4·c0.. (in) → [n, 4] Partial
+//                         over dim 0
+//   AR₀ {(0,c1),(1,c1)}:  proj(attn)[:, 4·c1 : 4·c1+4] = x's layout again, + x → x_mid
+//
 // Sequence parallelism (mesh (N, 1), Megatron-SP): the stream is split over tokens instead,
 // rank c0 holding rows [c0·nc/N, (c0+1)·nc/N) of every chunk (parallel/activation_shard.hpp);
 // LayerNorm and the residuals run on those rows; the column-first linears all-gather their
