@@ -34,28 +34,6 @@ struct BenchGemm2dArgs {
   bool no_scalapack = false, no_1d = false, no_single = false, json = false;
 };
 
-std::vector<int> parse_int_list(const std::string& text, const char* flag) {
-  std::vector<int> values;
-  std::size_t begin = 0;
-  while (begin <= text.size()) {
-    const std::size_t end = std::min(text.find(',', begin), text.size());
-    const std::string item = text.substr(begin, end - begin);
-    std::size_t used = 0;
-    int v = 0;
-    try {
-      v = std::stoi(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    MESHTP_CHECK(used == item.size() && !item.empty() && v >= 1,
-                 "bad {} item '{}': expected positive integers joined by ',', like 1,2,4", flag,
-                 item);
-    values.push_back(v);
-    begin = end + 1;
-  }
-  return values;
-}
-
 std::vector<Gemm2dAlgo> parse_algos(const std::string& text) {
   if (text == "all")
     return {std::begin(parallel::kAllGemm2dAlgos), std::end(parallel::kAllGemm2dAlgos)};
@@ -152,9 +130,9 @@ void run_bench_gemm2d(const BenchGemm2dArgs& args) {
   o.nc = shape[1];
   o.dataflow = parallel::parse_dataflow(args.dataflow);
   o.algos = parse_algos(args.algo);
-  o.slices = parse_int_list(args.slices, "--slices");
+  o.slices = parse_positive_ints(args.slices, "--slices");
   o.summa_slices = args.summa_slices;
-  o.progress_chunks = parse_int_list(args.progress_chunks, "--progress-chunks");
+  o.progress_chunks = parse_positive_ints(args.progress_chunks, "--progress-chunks");
   o.with_scalapack = !args.no_scalapack;
   o.with_1d = !args.no_1d;
   o.with_single_rank = !args.no_single;

@@ -33,28 +33,6 @@ struct BenchLayerArgs {
   std::string trace;  // Chrome trace of one extra step (one mesh, one chunk count)
 };
 
-std::vector<int> parse_chunks(const std::string& text) {
-  std::vector<int> out;
-  std::size_t begin = 0;
-  while (begin <= text.size()) {
-    const std::size_t end = std::min(text.find(',', begin), text.size());
-    const std::string item = text.substr(begin, end - begin);
-    std::size_t used = 0;
-    int v = 0;
-    try {
-      v = std::stoi(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    MESHTP_CHECK(used == item.size() && !item.empty() && v >= 1,
-                 "bad --chunks item '{}': expected positive integers joined by ',', like 1,2,4",
-                 item);
-    out.push_back(v);
-    begin = end + 1;
-  }
-  return out;
-}
-
 std::vector<std::vector<int>> meshes_of(const std::string& text, int world_size) {
   if (text != "all") return {parse_mesh_shape(text)};
   std::vector<std::vector<int>> out;
@@ -67,7 +45,7 @@ std::vector<std::vector<int>> meshes_of(const std::string& text, int world_size)
 void run_bench_layer(const BenchLayerArgs& a) {
   const int N = world().size();
   const auto meshes = meshes_of(a.mesh, N);
-  const auto chunk_list = parse_chunks(a.chunks);
+  const auto chunk_list = parse_positive_ints(a.chunks, "--chunks");
   MESHTP_CHECK(a.seconds > 0 && a.seconds <= 600, "--seconds={} must be in (0, 600]", a.seconds);
   MESHTP_CHECK(a.trace.empty() || (meshes.size() == 1 && chunk_list.size() == 1),
                "--trace records one case: give one --mesh and one --chunks value");

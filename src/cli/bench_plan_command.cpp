@@ -73,28 +73,6 @@ bool executable(plan::Strategy s) {
   return s == plan::Strategy::kAtp || s == plan::Strategy::kMegatron || s == plan::Strategy::kTp1d;
 }
 
-std::vector<int> parse_int_list(const std::string& text, const char* flag) {
-  std::vector<int> values;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t comma = text.find(',', start);
-    const std::string item = text.substr(start, comma - start);
-    std::size_t used = 0;
-    int v = 0;
-    try {
-      v = std::stoi(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    MESHTP_CHECK(!item.empty() && used == item.size() && v >= 1,
-                 "bad {} '{}': expected positive integers separated by commas, like 1,2", flag,
-                 text);
-    values.push_back(v);
-    if (comma == std::string::npos) return values;
-    start = comma + 1;
-  }
-}
-
 plan::ModelSpec model_of(const BenchPlanArgs& a, std::vector<std::string>& notes) {
   plan::ModelSpec m;
   if (a.model.empty()) {
@@ -201,7 +179,7 @@ void run_bench_plan(const BenchPlanArgs& a) {
                  "megatron, tp1d)",
                  plan::name(s));
   }
-  request.chunks = parse_int_list(a.chunks, "--chunks");
+  request.chunks = parse_positive_ints(a.chunks, "--chunks");
   const plan::PlanResult result = plan::plan(request);
 
   // The top candidates the runtime accepts, in the planner's order. Pure: same on all ranks.

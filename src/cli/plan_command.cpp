@@ -10,12 +10,12 @@
 // --explain-rank R the R-th row of the table.
 #include <fmt/format.h>
 
-#include <charconv>
 #include <memory>
 #include <string>
 
 #include "cli/commands.hpp"
 #include "core/error.hpp"
+#include "core/parse.hpp"
 #include "plan/planner.hpp"
 #include "plan/presets.hpp"
 #include "plan/report.hpp"
@@ -36,24 +36,6 @@ struct PlanArgs {
   int explain_rank = 0;
 };
 
-// "1,2,4" → {1, 2, 4}.
-std::vector<int> parse_chunks(const std::string& text) {
-  std::vector<int> chunks;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t comma = text.find(',', start);
-    const std::string item = text.substr(start, comma - start);
-    int value = 0;
-    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
-    MESHTP_CHECK(ec == std::errc() && end == item.data() + item.size() && value >= 1,
-                 "bad --chunks '{}': expected positive integers separated by commas, like "
-                 "1,2,4", text);
-    chunks.push_back(value);
-    if (comma == std::string::npos) return chunks;
-    start = comma + 1;
-  }
-}
-
 void run_plan(const PlanArgs& args) {
   plan::PlanRequest request;
   request.topology = plan::load_topology(args.topology);
@@ -66,7 +48,7 @@ void run_plan(const PlanArgs& args) {
   if (args.seq > 0) request.model.seq = args.seq;
   request.model.validate();
   request.strategies = plan::parse_strategies(args.strategies);
-  request.chunks = parse_chunks(args.chunks);
+  request.chunks = parse_positive_ints(args.chunks, "--chunks");
 
   const plan::PlanResult result = plan::plan(request);
 

@@ -33,6 +33,23 @@ std::vector<int> parse_mesh_shape(std::string_view text) {
   return shape;
 }
 
+std::vector<int> parse_positive_ints(std::string_view text, std::string_view flag) {
+  std::vector<int> values;
+  std::string_view rest = text;
+  while (true) {
+    const auto cut = rest.find(',');
+    const std::string_view item = rest.substr(0, cut);
+    std::int64_t value = 0;
+    MESHTP_CHECK(parse_positive(item, value) && value <= (1 << 30),
+                 "bad {} '{}': item '{}' is not a positive integer; expected positive integers "
+                 "joined by ',', like 1,2,4",
+                 flag, text, item);
+    values.push_back(static_cast<int>(value));
+    if (cut == std::string_view::npos) return values;
+    rest = rest.substr(cut + 1);
+  }
+}
+
 std::string format_mesh_shape(const std::vector<int>& shape) {
   std::string out;
   for (std::size_t i = 0; i < shape.size(); ++i) {

@@ -14,6 +14,10 @@ std::vector<int> parse_mesh_shape(std::string_view text);
 // "2x4" from {2, 4}.
 std::string format_mesh_shape(const std::vector<int>& shape);
 
+// "1,2,4" → {1, 2, 4}: positive integers joined by commas, as flags like --chunks take them.
+// `flag` names the option in the error ("bad --chunks '1,x': item 'x' is not …").
+std::vector<int> parse_positive_ints(std::string_view text, std::string_view flag);
+
 // "8K" → 8192, "64M" → 67108864, "1G", "4096" (bytes). Suffixes are binary (KiB, MiB, GiB).
 std::int64_t parse_byte_size(std::string_view text);
 

@@ -45,5 +45,21 @@ TEST(ParseByteSize, RejectsGarbage) {
   EXPECT_THROW(parse_byte_sizes("8K,,1M"), Error);
 }
 
+TEST(ParsePositiveInts, ListsAndErrors) {
+  EXPECT_EQ(parse_positive_ints("4", "--chunks"), (std::vector<int>{4}));
+  EXPECT_EQ(parse_positive_ints("1,2,4", "--chunks"), (std::vector<int>{1, 2, 4}));
+  try {
+    parse_positive_ints("1,0", "--chunks");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "bad --chunks '1,0': item '0' is not a positive integer; expected positive "
+                 "integers joined by ',', like 1,2,4");
+  }
+  for (const char* bad : {"", ",", "1,", ",2", "1;2", "x", "-1", "1.5", "2 "}) {
+    EXPECT_THROW(parse_positive_ints(bad, "--slices"), Error) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace meshtp
