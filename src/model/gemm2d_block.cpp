@@ -1,0 +1,280 @@
+#include "model/gemm2d_block.hpp"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+#include "core/parse.hpp"
+#include "ops/attention.hpp"
+#include "ops/gelu.hpp"
+#include "ops/residual.hpp"
+#include "parallel/layernorm_sharded.hpp"
+
+namespace meshtp::model {
+namespace {
+
+using parallel::Gemm2dLinearOptions;
+using parallel::Gemm2dLinearPlan;
+using parallel::ParamShard;
+using parallel::Stationary;
+
+// The row-partial gradients of a block (LayerNorm and bias: sums over this rank's tokens),
+// packed in one buffer for one all-reduce over mesh dim 0: parameter, width in units of hl.
+constexpr std::pair<int, int> kRowPartial[] = {
+    {kLn1Weight, 1}, {kLn1Bias, 1}, {kQkvBias, 3}, {kProjBias, 1},
+    {kLn2Weight, 1}, {kLn2Bias, 1}, {kFc1Bias, 4}, {kFc2Bias, 1},
+};
+constexpr int kRowPartialWidth = 13;
+
+Tensor matrix_buffer(std::int64_t rows, std::int64_t cols) { return Tensor({rows, cols}); }
+
+// y[n, :] += b
+void add_bias(MatrixView y, std::span<const float> b) {
+  for (std::int64_t r = 0; r < y.rows; ++r) {
+    float* row = y.data + r * y.ld;
+    for (std::int64_t j = 0; j < y.cols; ++j) row[j] += b[static_cast<std::size_t>(j)];
+  }
+}
+
+// db += Σ_n dy[n, :]
+void bias_backward(std::span<float> db, ConstMatrixView dy) {
+  for (std::int64_t r = 0; r < dy.rows; ++r) {
+    const float* row = dy.data + r * dy.ld;
+    for (std::int64_t j = 0; j < dy.cols; ++j) db[static_cast<std::size_t>(j)] += row[j];
+  }
+}
+
+void zero(MatrixView m) {
+  for (std::int64_t r = 0; r < m.rows; ++r) std::fill_n(m.data + r * m.ld, m.cols, 0.0f);
+}
+
+Stationary stationary_of(const Gemm2dBlockConfig& c) {
+  if (c.auto_dataflow) return Stationary::kAuto;
+  switch (c.dataflow) {
+    case parallel::Dataflow::kOS:
+      return Stationary::kOutput;
+    case parallel::Dataflow::kLS:
+      return Stationary::kInput;
+    case parallel::Dataflow::kRS:
+      break;
+  }
+  fail(
+      "dataflow rs is not supported by the 2D-GeMM block: its forward consumes transposed "
+      "activations (the weight-stationary pair); use os, ls or auto");
+}
+
+}  // namespace
+
+Gemm2dBlockPlans plan_gemm2d_block(const Gemm2dBlockConfig& c, const std::vector<int>& mesh_shape) {
+  MESHTP_CHECK(mesh_shape.size() == 2, "the 2D-GeMM block runs on a 2-D mesh (Nr, Nc), got mesh {}",
+               format_mesh_shape(mesh_shape));
+  const int nr = mesh_shape[0], nc = mesh_shape[1];
+  const std::string mesh = format_mesh_shape(mesh_shape);
+  MESHTP_CHECK(c.batch > 0 && c.seq > 0 && c.hidden > 0 && c.heads > 0,
+               "batch={}, seq={}, hidden={}, heads={} must all be positive", c.batch, c.seq,
+               c.hidden, c.heads);
+  MESHTP_CHECK(c.hidden % c.heads == 0, "hidden={} is not divisible by heads={}", c.hidden,
+               c.heads);
+  MESHTP_CHECK(c.batch % nr == 0,
+               "batch={} is not divisible by Nr={} (mesh {}): mesh rows hold whole sequences",
+               c.batch, nr, mesh);
+  MESHTP_CHECK(c.heads % nc == 0,
+               "heads={} is not divisible by Nc={} (mesh {}): mesh columns hold whole heads",
+               c.heads, nc, mesh);
+  MESHTP_CHECK(c.slices >= 1, "slices={} must be at least 1", c.slices);
+  const Gemm2dLinearOptions o{.stationary = stationary_of(c),
+                              .algo = c.algo,
+                              .slices = c.slices,
+                              .progress_chunks = c.progress_chunks};
+  const std::int64_t n = c.batch * c.seq, h = c.hidden;
+  const auto plan = [&](const char* what, std::int64_t k, std::int64_t m) {
+    try {
+      return parallel::plan_gemm2d_linear(nr, nc, n, k, m, o);
+    } catch (const Error& e) {
+      fail("{} linear (mesh {}): {}", what, mesh, e.what());
+    }
+  };
+  return {.qkv = plan("qkv", h, 3 * h),
+          .proj = plan("proj", h, h),
+          .fc1 = plan("fc1", h, 4 * h),
+          .fc2 = plan("fc2", 4 * h, h)};
+}
+
+ParamShard gemm2d_param_shard(const Gemm2dBlockPlans& plans, int p) {
+  const auto stores_w = [](const Gemm2dLinearPlan& l) {
+    return l.stationary == Stationary::kInput;  // W [M, K]; kOutput stores V = Wᵀ
+  };
+  switch (p) {
+    case kQkvWeight:
+      return stores_w(plans.qkv) ? ParamShard::kGemm2dQkvWeight : ParamShard::kGemm2dQkvWeightT;
+    case kProjWeight:
+      return stores_w(plans.proj) ? ParamShard::kColumnFirstWeight : ParamShard::kGemm2dWeightT;
+    case kFc1Weight:
+      return stores_w(plans.fc1) ? ParamShard::kColumnFirstWeight : ParamShard::kGemm2dWeightT;
+    case kFc2Weight:
+      return stores_w(plans.fc2) ? ParamShard::kColumnFirstWeight : ParamShard::kGemm2dWeightT;
+    case kQkvBias:
+      return ParamShard::kGemm2dQkvBias;
+    case kProjBias:
+    case kFc1Bias:
+    case kFc2Bias:
+      return ParamShard::kGemm2dBias;
+    default:
+      return ParamShard::kHidden;  // LayerNorm: h over mesh dim 1
+  }
+}
+
+Gemm2dBlock::Gemm2dBlock(const mesh::DeviceMesh& mesh, const Gemm2dBlockConfig& config)
+    : mesh_(&mesh),
+      config_(config),
+      plans_(plan_gemm2d_block(config, mesh.shape())),
+      nl_(config.batch * config.seq / mesh.size(0)),
+      hl_(config.hidden / mesh.size(1)) {
+  ln1_mean_ = Tensor({nl_});
+  ln1_rstd_ = Tensor({nl_});
+  ln2_mean_ = Tensor({nl_});
+  ln2_rstd_ = Tensor({nl_});
+  xn1_ = matrix_buffer(nl_, hl_);
+  qkv_ = matrix_buffer(nl_, 3 * hl_);
+  att_ = Tensor(
+      {attention_att_size(config.batch / mesh.size(0), config.seq, config.heads / mesh.size(1))});
+  attn_ = matrix_buffer(nl_, hl_);
+  xmid_ = matrix_buffer(nl_, hl_);
+  xn2_ = matrix_buffer(nl_, hl_);
+  fc1_ = matrix_buffer(nl_, 4 * hl_);
+  gelu_ = matrix_buffer(nl_, 4 * hl_);
+}
+
+Gemm2dBlockWorkspace::Gemm2dBlockWorkspace(const Gemm2dBlock& b)
+    : proj_y(matrix_buffer(b.nl_, b.hl_)),
+      fc2_y(matrix_buffer(b.nl_, b.hl_)),
+      dxmid(matrix_buffer(b.nl_, b.hl_)),
+      dgelu(matrix_buffer(b.nl_, 4 * b.hl_)),
+      dfc1(matrix_buffer(b.nl_, 4 * b.hl_)),
+      dxn(matrix_buffer(b.nl_, b.hl_)),
+      dattn(matrix_buffer(b.nl_, b.hl_)),
+      dqkv(matrix_buffer(b.nl_, 3 * b.hl_)),
+      att_scratch({attention_scratch_size(b.config_.seq)}),
+      row_partial({kRowPartialWidth * b.hl_}),
+      ln_scratch(static_cast<std::size_t>(2 * b.nl_)) {}
+
+Shape Gemm2dBlock::local_shape(int p) const {
+  const auto table = block_param_table(0, config_.hidden);
+  const ParamEntry& e = table.at(static_cast<std::size_t>(p));
+  return parallel::local_shape(gemm2d_param_shard(plans_, p), e.shape, mesh_->shape());
+}
+
+void Gemm2dBlock::bind(std::span<const std::span<float>> values,
+                       std::span<const std::span<float>> grads) {
+  MESHTP_CHECK(values.size() == kBlockParams && grads.size() == kBlockParams,
+               "bind: expected {} parameter spans, got {} values and {} grads", kBlockParams,
+               values.size(), grads.size());
+  for (int p = 0; p < kBlockParams; ++p) {
+    const auto i = static_cast<std::size_t>(p);
+    const auto n = static_cast<std::size_t>(numel(local_shape(p)));
+    MESHTP_CHECK(values[i].size() == n && grads[i].size() == n,
+                 "bind: parameter {} has {} values / {} grads, expected {}", p, values[i].size(),
+                 grads[i].size(), n);
+    p_[i] = values[i];
+    g_[i] = grads[i];
+  }
+}
+
+MatrixView Gemm2dBlock::weight(int p) const {
+  const Shape s = local_shape(p);
+  return {p_[static_cast<std::size_t>(p)].data(), s[0], s[1], s[1]};
+}
+MatrixView Gemm2dBlock::weight_grad(int p) const {
+  const Shape s = local_shape(p);
+  return {g_[static_cast<std::size_t>(p)].data(), s[0], s[1], s[1]};
+}
+
+void Gemm2dBlock::forward(MatrixView y, ConstMatrixView x, Gemm2dBlockWorkspace& ws) {
+  const mesh::DeviceMesh& m = *mesh_;
+  const comm::Communicator* row = &m.dim_comm(1);
+  const std::int64_t h = config_.hidden;
+  x_ = x;
+  // x_mid = x + proj(attention(qkv(ln1(x))))
+  parallel::layernorm_sharded_forward(xn1_.matrix(), ln1_mean_.values(), ln1_rstd_.values(), x,
+                                      p_[kLn1Weight], p_[kLn1Bias], h, row, ws.ln_scratch);
+  parallel::gemm2d_linear_forward(m, plans_.qkv, qkv_.matrix(), xn1_.matrix(), weight(kQkvWeight),
+                                  ws.gemm);
+  add_bias(qkv_.matrix(), p_[kQkvBias]);
+  attention_forward(attn_.matrix(), att_.values(), qkv_.matrix(), config_.batch / m.size(0),
+                    config_.seq, config_.heads / m.size(1));
+  parallel::gemm2d_linear_forward(m, plans_.proj, ws.proj_y.matrix(), attn_.matrix(),
+                                  weight(kProjWeight), ws.gemm);
+  add_bias(ws.proj_y.matrix(), p_[kProjBias]);
+  residual_forward(xmid_.matrix(), x, ws.proj_y.matrix());
+  // y = x_mid + fc2(gelu(fc1(ln2(x_mid))))
+  parallel::layernorm_sharded_forward(xn2_.matrix(), ln2_mean_.values(), ln2_rstd_.values(),
+                                      xmid_.matrix(), p_[kLn2Weight], p_[kLn2Bias], h, row,
+                                      ws.ln_scratch);
+  parallel::gemm2d_linear_forward(m, plans_.fc1, fc1_.matrix(), xn2_.matrix(), weight(kFc1Weight),
+                                  ws.gemm);
+  add_bias(fc1_.matrix(), p_[kFc1Bias]);
+  gelu_forward(gelu_.matrix(), fc1_.matrix());
+  parallel::gemm2d_linear_forward(m, plans_.fc2, ws.fc2_y.matrix(), gelu_.matrix(),
+                                  weight(kFc2Weight), ws.gemm);
+  add_bias(ws.fc2_y.matrix(), p_[kFc2Bias]);
+  residual_forward(y, xmid_.matrix(), ws.fc2_y.matrix());
+}
+
+void Gemm2dBlock::backward(MatrixView dx, ConstMatrixView dy, Gemm2dBlockWorkspace& ws) {
+  const mesh::DeviceMesh& m = *mesh_;
+  const comm::Communicator* row = &m.dim_comm(1);
+  const std::int64_t h = config_.hidden;
+  // Row-partial gradients (sums over this rank's tokens) go to ws.row_partial first.
+  ws.row_partial.fill(0.0f);
+  std::array<std::span<float>, kBlockParams> part{};
+  std::size_t offset = 0;
+  for (const auto& [p, width] : kRowPartial) {
+    const auto n = static_cast<std::size_t>(width * hl_);
+    part[static_cast<std::size_t>(p)] = ws.row_partial.values().subspan(offset, n);
+    offset += n;
+  }
+
+  // y = x_mid + fc2(gelu(fc1(ln2(x_mid))))
+  MatrixView dxmid = ws.dxmid.matrix();
+  for (std::int64_t r = 0; r < nl_; ++r)
+    std::copy_n(dy.data + r * dy.ld, hl_, dxmid.data + r * hl_);
+  bias_backward(part[kFc2Bias], dy);
+  zero(ws.dgelu.matrix());
+  parallel::gemm2d_linear_backward(m, plans_.fc2, ws.dgelu.matrix(), weight_grad(kFc2Weight), dy,
+                                   gelu_.matrix(), weight(kFc2Weight), ws.gemm);
+  zero(ws.dfc1.matrix());
+  gelu_backward(ws.dfc1.matrix(), fc1_.matrix(), ws.dgelu.matrix());
+  bias_backward(part[kFc1Bias], ws.dfc1.matrix());
+  zero(ws.dxn.matrix());
+  parallel::gemm2d_linear_backward(m, plans_.fc1, ws.dxn.matrix(), weight_grad(kFc1Weight),
+                                   ws.dfc1.matrix(), xn2_.matrix(), weight(kFc1Weight), ws.gemm);
+  parallel::layernorm_sharded_backward(dxmid, part[kLn2Weight], part[kLn2Bias], ws.dxn.matrix(),
+                                       xmid_.matrix(), p_[kLn2Weight], ln2_mean_.values(),
+                                       ln2_rstd_.values(), h, row, ws.ln_scratch);
+  // x_mid = x + proj(attention(qkv(ln1(x))))
+  bias_backward(part[kProjBias], dxmid);
+  zero(ws.dattn.matrix());
+  parallel::gemm2d_linear_backward(m, plans_.proj, ws.dattn.matrix(), weight_grad(kProjWeight),
+                                   dxmid, attn_.matrix(), weight(kProjWeight), ws.gemm);
+  zero(ws.dqkv.matrix());
+  attention_backward(ws.dqkv.matrix(), ws.att_scratch.values(), ws.dattn.matrix(), qkv_.matrix(),
+                     att_.values(), config_.batch / m.size(0), config_.seq,
+                     config_.heads / m.size(1));
+  bias_backward(part[kQkvBias], ws.dqkv.matrix());
+  zero(ws.dxn.matrix());
+  parallel::gemm2d_linear_backward(m, plans_.qkv, ws.dxn.matrix(), weight_grad(kQkvWeight),
+                                   ws.dqkv.matrix(), xn1_.matrix(), weight(kQkvWeight), ws.gemm);
+  // dx = dx_mid (residual) + ln1's backward; dx may alias dy, which is no longer read.
+  for (std::int64_t r = 0; r < nl_; ++r)
+    std::copy_n(dxmid.data + r * hl_, hl_, dx.data + r * dx.ld);
+  parallel::layernorm_sharded_backward(dx, part[kLn1Weight], part[kLn1Bias], ws.dxn.matrix(), x_,
+                                       p_[kLn1Weight], ln1_mean_.values(), ln1_rstd_.values(), h,
+                                       row, ws.ln_scratch);
+
+  m.dim_comm(0).all_reduce(ws.row_partial.values());
+  for (const auto& [p, width] : kRowPartial) {
+    const auto i = static_cast<std::size_t>(p);
+    for (std::size_t j = 0; j < part[i].size(); ++j) g_[i][j] += part[i][j];
+  }
+}
+
+}  // namespace meshtp::model

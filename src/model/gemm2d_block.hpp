@@ -1,0 +1,128 @@
+// Pre-LN GPT block under 2D-GeMM tensor parallelism (MeshSlice §2.3/§3.1, SPEC §5) on
+// DeviceMesh(Nr, Nc):
+//
+//   x_mid = x + proj(attention(qkv(ln1(x))))
+//   y     = x_mid + fc2(gelu(fc1(ln2(x_mid))))
+//
+//   b batch, s sequence, h hidden, a heads, n = b·s tokens; (c0, c1) this rank's coordinates
+//   nl = n/Nr local tokens (b/Nr whole sequences), hl = h/Nc local features
+//
+// Placements: every activation [n, ·] is [Shard(0), Shard(1)] — tokens over mesh rows (dim 0),
+// features over mesh columns (dim 1); every linear's matrix is 2D-blocked as gemm2d_linear
+// stores it (W [M, K] or V = Wᵀ [K, M], parallel/param_shard.hpp's kGemm2d* kinds); biases and
+// LayerNorm parameters are split like the features over dim 1 and replicated over dim 0.
+//
+//   step        local in → out                 communication (forward / backward)
+//   ln1         [nl, hl] → [nl, hl]            AR₁ row stats / AR₁ row sums
+//   qkv         [nl, hl] → [nl, 3hl] + bias    gemm2d ×1 / gemm2d ×2 (data, weight)
+//   attention   b/Nr sequences, a/Nc heads     —  (column block c1 is q|k|v of its heads)
+//   proj        [nl, hl] → [nl, hl] + bias     gemm2d / gemm2d ×2
+//   residual    x_mid = x + proj               —
+//   ln2, fc1 (→ [nl, 4hl]), gelu, fc2 (→ [nl, hl]), residual: as above
+//   biases, LN  dw, db = Σ over local rows     one AR₀ per block backward (all of them packed)
+//
+// Each linear runs the configured algorithm (Cannon, SUMMA, Collective, Wang, MeshSlice) with
+// the stationary-preserving dataflow triple of gemm2d_linear: forward dataflow OS keeps the
+// output (y = OS(x, V)), LS the input (y = LS(x, W)), auto the larger activation. RS would
+// need transposed activations between layers and is rejected.
+//
+// The QKV weight's out index is permuted (π in param_shard.hpp) so output column block c1 is
+// q | k | v of heads [c1·a/Nc, (c1+1)·a/Nc): the serial attention core then runs locally on
+// those heads of this mesh row's whole sequences, and its [nl, hl] output is exactly the
+// attention output's block (c0, c1) that proj consumes. Worked example, mesh (2, 2), b = 2,
+// h = 4, a = 2: rank (c0, c1) holds sequence c0 and computes head c1, its qkv block being
+// global QKV rows {2c1, 2c1+1, 4+2c1, 5+2c1, 8+2c1, 9+2c1} (q, k, v of head c1).
+//
+// llm.c conventions: forward saves what backward needs; backward runs the steps in reverse;
+// parameter gradients +=, dx overwritten; x must stay untouched between forward and backward.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "mesh/device_mesh.hpp"
+#include "model/params.hpp"
+#include "parallel/gemm2d/gemm2d_linear.hpp"
+
+namespace meshtp::model {
+
+struct Gemm2dBlockConfig {
+  std::int64_t batch = 0;
+  std::int64_t seq = 0;
+  std::int64_t hidden = 0;
+  std::int64_t heads = 0;
+  parallel::Gemm2dAlgo algo = parallel::Gemm2dAlgo::kMeshSlice;
+  bool auto_dataflow = true;                              // per linear, keep the larger activation
+  parallel::Dataflow dataflow = parallel::Dataflow::kOS;  // forward dataflow otherwise
+  int slices = 1;
+  int progress_chunks = 4;
+};
+
+// The four linears' plans (QKV, proj, fc1, fc2), validated on an nr × nc mesh.
+struct Gemm2dBlockPlans {
+  parallel::Gemm2dLinearPlan qkv, proj, fc1, fc2;
+};
+
+// Throws meshtp::Error naming the values unless the block runs on a mesh of this shape
+// (batch % Nr, heads % Nc, every GeMM valid for the algorithm: Cannon square, S dividing …).
+// Depends only on the config and the mesh shape: call before any collective.
+Gemm2dBlockPlans plan_gemm2d_block(const Gemm2dBlockConfig& config,
+                                   const std::vector<int>& mesh_shape);
+
+// Sharding kind of block parameter p (BlockParam order) under these plans.
+parallel::ParamShard gemm2d_param_shard(const Gemm2dBlockPlans& plans, int p);
+
+class Gemm2dBlock;
+
+// Buffers one block needs only while it runs; one workspace serves every block of a stack.
+class Gemm2dBlockWorkspace {
+ public:
+  explicit Gemm2dBlockWorkspace(const Gemm2dBlock& block);
+
+ private:
+  friend class Gemm2dBlock;
+  Tensor proj_y, fc2_y, dxmid, dgelu, dfc1, dxn, dattn, dqkv, att_scratch, row_partial;
+  std::vector<double> ln_scratch;
+  parallel::Gemm2dWorkspace gemm;
+};
+
+class Gemm2dBlock {
+ public:
+  Gemm2dBlock(const mesh::DeviceMesh& mesh, const Gemm2dBlockConfig& config);
+  Gemm2dBlock(const Gemm2dBlock&) = delete;
+  Gemm2dBlock& operator=(const Gemm2dBlock&) = delete;
+
+  const Gemm2dBlockConfig& config() const { return config_; }
+  const Gemm2dBlockPlans& plans() const { return plans_; }
+  std::int64_t local_rows() const { return nl_; }
+  std::int64_t local_cols() const { return hl_; }
+  Shape local_shape(int p) const;
+
+  // Parameter and gradient storage, kBlockParams spans each in BlockParam order.
+  void bind(std::span<const std::span<float>> values, std::span<const std::span<float>> grads);
+
+  // y = block(x)   x, y: [nl, hl] contiguous; y must not alias x.
+  void forward(MatrixView y, ConstMatrixView x, Gemm2dBlockWorkspace& ws);
+  // dx = ∂L/∂x given dy (dx may alias dy); parameter gradients +=.
+  void backward(MatrixView dx, ConstMatrixView dy, Gemm2dBlockWorkspace& ws);
+
+ private:
+  friend class Gemm2dBlockWorkspace;
+  MatrixView weight(int p) const;
+  MatrixView weight_grad(int p) const;
+
+  const mesh::DeviceMesh* mesh_;
+  Gemm2dBlockConfig config_;
+  Gemm2dBlockPlans plans_;
+  std::int64_t nl_ = 0, hl_ = 0;
+  std::array<std::span<float>, kBlockParams> p_{}, g_{};
+
+  // Saved for backward.
+  ConstMatrixView x_;
+  Tensor ln1_mean_, ln1_rstd_, xn1_, qkv_, att_, attn_, xmid_, ln2_mean_, ln2_rstd_, xn2_, fc1_,
+      gelu_;
+};
+
+}  // namespace meshtp::model
