@@ -11,6 +11,7 @@
 #include "../parallel/mesh2d.hpp"
 #include "core/error.hpp"
 #include "model/reference.hpp"
+#include "model/stack.hpp"
 #include "tensor/random.hpp"
 #include "test_weights.hpp"
 
@@ -134,6 +135,35 @@ TEST(Gemm2dStack, EqualsSerialReferenceOnEveryMesh) {
   }
   EXPECT_GT(ran, 0);
   if (world.rank() == 0) RecordProperty("cases", ran);
+}
+
+// init() draws the same global weights as the ATP stack's (one table, one init rule), and
+// replicas() counts the mesh rows holding each bias / LayerNorm copy.
+TEST(Gemm2dStack, InitMatchesTheAtpStackAndReplicas) {
+  const auto world = comm::Communicator::world();
+  for (const auto& shape : parallel::meshes2d(world.size())) {
+    const mesh::DeviceMesh mesh(world, shape);
+    const Gemm2dStackConfig g = small_config();
+    Gemm2dStack stack(mesh, g);
+    Stack atp(mesh, {.block = {.batch = g.block.batch,
+                               .seq = g.block.seq,
+                               .hidden = g.block.hidden,
+                               .heads = g.block.heads},
+                     .layers = g.layers});
+    stack.init(7);
+    atp.init(7);
+    const auto got = stack.gather_values();
+    for (const auto& [name, want] : atp.gather_values()) {
+      EXPECT_EQ(max_abs_diff(got.at(name).values(), want.values()), 0.0)
+          << name << " on " << mesh.to_string();
+    }
+    for (int p = 0; p < stack.num_params(); ++p) {
+      const bool matrix = stack.param_table()[static_cast<std::size_t>(p)].shape.size() == 2;
+      EXPECT_EQ(stack.replicas(p), matrix ? 1 : shape[0])
+          << stack.param_table()[static_cast<std::size_t>(p)].name << " on " << mesh.to_string();
+      EXPECT_EQ(stack.decays(p), matrix);
+    }
+  }
 }
 
 TEST(Gemm2dStack, ValidationNamesTheValues) {
