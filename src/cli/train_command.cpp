@@ -37,7 +37,7 @@ std::string duration(double seconds) {
                    : fmt::format("{}m{:02}s", s / 60, s % 60);
 }
 
-// --mesh auto: the planner's fastest feasible ATP/Megatron layout for this model on
+// --mesh auto: the planner's fastest feasible ATP / Megatron / sequence-parallel layout on
 // `topology` with as many devices as ranks. Returns a sentence saying what it chose and why.
 std::string plan_layout(TrainArgs& args, const plan::ModelSpec& spec) {
   MESHTP_CHECK(!args.topology.empty(),
@@ -48,13 +48,16 @@ std::string plan_layout(TrainArgs& args, const plan::ModelSpec& spec) {
   plan::PlanRequest request{.topology = plan::load_topology(args.topology),
                             .model = spec,
                             .devices = world().size(),
-                            .strategies = {plan::Strategy::kAtp, plan::Strategy::kMegatron}};
+                            .strategies = {plan::Strategy::kAtp, plan::Strategy::kMegatron,
+                                           plan::Strategy::kTp1d}};
   const plan::PlanResult result = plan::plan(request);
   for (const plan::Candidate& c : result.candidates) {
     if (!c.valid || !c.feasible) continue;
     train::TrainConfig trial = args.config;
     trial.tp = {c.mesh[0], c.mesh[1]};
     trial.model.chunks = c.chunks;
+    // tp1d is Megatron 1D with sequence parallelism, which the trainer runs on (N, 1).
+    trial.model.sequence_parallel = c.strategy == plan::Strategy::kTp1d;
     try {
       train::validate(trial, world().size());
     } catch (const Error&) {
