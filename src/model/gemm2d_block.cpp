@@ -129,6 +129,12 @@ Gemm2dBlock::Gemm2dBlock(const mesh::DeviceMesh& mesh, const Gemm2dBlockConfig& 
       plans_(plan_gemm2d_block(config, mesh.shape())),
       nl_(config.batch * config.seq / mesh.size(0)),
       hl_(config.hidden / mesh.size(1)) {
+  const auto table = block_param_table(0, config.hidden);
+  for (int p = 0; p < kBlockParams; ++p) {
+    const auto i = static_cast<std::size_t>(p);
+    local_shapes_[i] =
+        parallel::local_shape(gemm2d_param_shard(plans_, p), table[i].shape, mesh.shape());
+  }
   ln1_mean_ = Tensor({nl_});
   ln1_rstd_ = Tensor({nl_});
   ln2_mean_ = Tensor({nl_});
@@ -157,12 +163,6 @@ Gemm2dBlockWorkspace::Gemm2dBlockWorkspace(const Gemm2dBlock& b)
       row_partial({kRowPartialWidth * b.hl_}),
       ln_scratch(static_cast<std::size_t>(2 * b.nl_)) {}
 
-Shape Gemm2dBlock::local_shape(int p) const {
-  const auto table = block_param_table(0, config_.hidden);
-  const ParamEntry& e = table.at(static_cast<std::size_t>(p));
-  return parallel::local_shape(gemm2d_param_shard(plans_, p), e.shape, mesh_->shape());
-}
-
 void Gemm2dBlock::bind(std::span<const std::span<float>> values,
                        std::span<const std::span<float>> grads) {
   MESHTP_CHECK(values.size() == kBlockParams && grads.size() == kBlockParams,
@@ -180,11 +180,11 @@ void Gemm2dBlock::bind(std::span<const std::span<float>> values,
 }
 
 MatrixView Gemm2dBlock::weight(int p) const {
-  const Shape s = local_shape(p);
+  const Shape& s = local_shape(p);
   return {p_[static_cast<std::size_t>(p)].data(), s[0], s[1], s[1]};
 }
 MatrixView Gemm2dBlock::weight_grad(int p) const {
-  const Shape s = local_shape(p);
+  const Shape& s = local_shape(p);
   return {g_[static_cast<std::size_t>(p)].data(), s[0], s[1], s[1]};
 }
 

@@ -98,7 +98,7 @@ class Gemm2dBlock {
   const Gemm2dBlockPlans& plans() const { return plans_; }
   std::int64_t local_rows() const { return nl_; }
   std::int64_t local_cols() const { return hl_; }
-  Shape local_shape(int p) const;
+  const Shape& local_shape(int p) const { return local_shapes_.at(static_cast<std::size_t>(p)); }
 
   // Parameter and gradient storage, kBlockParams spans each in BlockParam order.
   void bind(std::span<const std::span<float>> values, std::span<const std::span<float>> grads);
@@ -117,6 +117,7 @@ class Gemm2dBlock {
   Gemm2dBlockConfig config_;
   Gemm2dBlockPlans plans_;
   std::int64_t nl_ = 0, hl_ = 0;
+  std::array<Shape, kBlockParams> local_shapes_;
   std::array<std::span<float>, kBlockParams> p_{}, g_{};
 
   // Saved for backward.
