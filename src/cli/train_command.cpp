@@ -7,6 +7,7 @@
 #include "core/error.hpp"
 #include "core/parse.hpp"
 #include "model/gpt.hpp"
+#include "parallel/gemm2d/gemm2d.hpp"
 #include "plan/planner.hpp"
 #include "plan/presets.hpp"
 #include "train/trainer.hpp"
@@ -26,6 +27,8 @@ struct TrainArgs {
   std::int64_t seq = 0;
   int chunks = 1;
   bool sequence_parallel = false;
+  std::string strategy = "atp";  // atp, or a 2D GeMM algorithm
+  int slices = 1;
   bool dry_run = false;
   train::TrainConfig config;
 };
@@ -88,6 +91,13 @@ void run_train(TrainArgs& args) {
   c.model = {.vocab = 256, .batch = spec.batch, .seq = spec.seq, .hidden = spec.hidden,
              .heads = spec.heads, .layers = spec.layers, .chunks = args.chunks,
              .sequence_parallel = args.sequence_parallel};
+  if (args.strategy != "atp") {
+    MESHTP_CHECK(args.mesh != "auto",
+                 "--mesh auto plans ATP/Megatron layouts; give --tp with --strategy {}",
+                 args.strategy);
+    c.model.gemm2d = parallel::parse_gemm2d_algo(args.strategy);
+    c.model.gemm2d_slices = args.slices;
+  }
   c.dp = args.dp;
   if (c.data.empty()) c.data = kDefaultCorpus;
 
@@ -120,8 +130,13 @@ void run_train(TrainArgs& args) {
                     spec.total_params() / 1e6)
      << fmt::format("batch   {} sequences × {} tokens per step ({} per replica)\n", c.model.batch,
                     c.model.seq, replica.batch)
-     << fmt::format("layout  {} chunks={}{} on {} ranks — {}\n", train::layout_string(c),
-                    c.model.chunks, c.model.sequence_parallel ? " +sequence-parallel" : "",
+     << fmt::format("layout  {} {} on {} ranks — {}\n", train::layout_string(c),
+                    c.model.gemm2d ? fmt::format("2D GeMM {} slices={}",
+                                                 parallel::to_string(*c.model.gemm2d),
+                                                 c.model.gemm2d_slices)
+                                   : fmt::format("atp chunks={}{}", c.model.chunks,
+                                                 c.model.sequence_parallel ? " +sequence-parallel"
+                                                                           : ""),
                     world().size(), why)
      << fmt::format("optim   AdamW lr {:g}→{:g} (warmup {}, cosine), betas {:g}/{:g}, wd {:g}, "
                     "clip {:g}, seed {}\n",
@@ -175,6 +190,12 @@ void add_train_command(CLI::App& app) {
   t->add_option("--seq", args->seq, "Sequence length (default: the model's)");
   t->add_option("--chunks", args->chunks, "ATP chunks per batch (overlap)")->capture_default_str();
   t->add_flag("--sequence-parallel", args->sequence_parallel, "Sequence parallelism (mesh N x 1)");
+  t->add_option("--strategy", args->strategy,
+                "atp (ATP/Megatron blocks), or every linear a 2D GeMM: meshslice, collective, "
+                "wang, summa, cannon (tokens over mesh rows, features over columns)")
+      ->capture_default_str();
+  t->add_option("--slices", args->slices, "MeshSlice slice count S (2D GeMM strategies)")
+      ->capture_default_str();
   t->add_option("--lr", c.lr, "Peak learning rate")->capture_default_str();
   t->add_option("--min-lr", c.min_lr, "Final learning rate of the cosine decay")->capture_default_str();
   t->add_option("--warmup", c.warmup, "Warmup steps")->capture_default_str();

@@ -8,6 +8,16 @@
 namespace meshtp::model {
 namespace {
 
+Gemm2dStackConfig gemm2d_stack_config(const GptConfig& c) {
+  return {.block = {.batch = c.batch,
+                    .seq = c.seq,
+                    .hidden = c.hidden,
+                    .heads = c.heads,
+                    .algo = *c.gemm2d,
+                    .slices = c.gemm2d_slices},
+          .layers = c.layers};
+}
+
 StackConfig stack_config(const GptConfig& c) {
   return {.block = {.batch = c.batch,
                     .seq = c.seq,
@@ -24,7 +34,16 @@ void validate(const GptConfig& config, const std::vector<int>& tp_mesh_shape) {
   MESHTP_CHECK(config.vocab > 0 && config.batch > 0 && config.seq > 0 && config.layers > 0,
                "model: vocab={}, batch={}, seq={} and layers={} must all be positive",
                config.vocab, config.batch, config.seq, config.layers);
-  validate(stack_config(config), tp_mesh_shape);
+  if (!config.gemm2d) {
+    validate(stack_config(config), tp_mesh_shape);
+    return;
+  }
+  MESHTP_CHECK(config.chunks == 1 && !config.sequence_parallel,
+               "model: chunks={} and sequence parallelism apply to ATP blocks, not to the 2D GeMM "
+               "strategy {}",
+               config.chunks, parallel::to_string(*config.gemm2d));
+  MESHTP_CHECK(tp_mesh_shape.size() == 2, "model: the 2D GeMM strategy needs a 2D mesh");
+  plan_gemm2d_block(gemm2d_stack_config(config).block, tp_mesh_shape);
 }
 
 double gpt_step_flops(const GptConfig& c) {
@@ -36,10 +55,17 @@ double gpt_step_flops(const GptConfig& c) {
 Gpt::Gpt(const mesh::DeviceMesh& tp_mesh, const GptConfig& config)
     : mesh_(&tp_mesh), config_(config) {
   validate(config_, tp_mesh.shape());
-  stack_ = std::make_unique<Stack>(tp_mesh, stack_config(config_));
+  if (config_.gemm2d) {
+    stack_ = std::make_unique<Gemm2dStack>(tp_mesh, gemm2d_stack_config(config_));
+  } else {
+    stack_ = std::make_unique<Stack>(tp_mesh, stack_config(config_));
+  }
+  const std::vector<ParamEntry>& table = with_stack(
+      [](auto& s) -> const std::vector<ParamEntry>& { return s.param_table(); });
+  stack_params_ = static_cast<int>(table.size());
   vocab_ = parallel::make_vocab_shard(config_.vocab, tp_mesh.comm());
   const std::int64_t h = config_.hidden, n = config_.batch * config_.seq;
-  for (const ParamEntry& e : stack_->param_table()) {
+  for (const ParamEntry& e : table) {
     names_.push_back(e.name);
     shapes_.push_back(e.shape);
   }
@@ -54,7 +80,7 @@ Gpt::Gpt(const mesh::DeviceMesh& tp_mesh, const GptConfig& config)
   lnf_partial_[0] = Tensor(lnf_local);
   lnf_partial_[1] = Tensor(lnf_local);
 
-  const parallel::ChunkedLayout stream = stack_->stream_layout();
+  const parallel::ChunkedLayout stream = with_stack([](auto& s) { return s.stream_layout(); });
   tokens_.resize(static_cast<std::size_t>(n));
   targets_.resize(static_cast<std::size_t>(n));
   embedded_ = Tensor({n, h});
@@ -69,14 +95,18 @@ Gpt::Gpt(const mesh::DeviceMesh& tp_mesh, const GptConfig& config)
 }
 
 const comm::Communicator* Gpt::stream_group() const {
-  const parallel::ActivationShard shard = stack_->stream_shard();
+  const parallel::ActivationShard shard = with_stack([](auto& s) { return s.stream_shard(); });
   return shard.col_parts > 1 ? &mesh_->dim_comm(1) : nullptr;
 }
 
 Tensor& Gpt::value(int p) {
-  return extra(p) < 0 ? stack_->value(p) : values_[extra(p)];
+  return extra(p) < 0 ? with_stack([p](auto& s) -> Tensor& { return s.value(p); })
+                      : values_[extra(p)];
 }
-Tensor& Gpt::grad(int p) { return extra(p) < 0 ? stack_->grad(p) : grads_[extra(p)]; }
+Tensor& Gpt::grad(int p) {
+  return extra(p) < 0 ? with_stack([p](auto& s) -> Tensor& { return s.grad(p); })
+                      : grads_[extra(p)];
+}
 
 int Gpt::replicas(int p) const {
   switch (extra(p)) {
@@ -90,23 +120,23 @@ int Gpt::replicas(int p) const {
       }
       return r;
     }
-    default: return stack_->replicas(p);
+    default: return with_stack([p](auto& s) { return s.replicas(p); });
   }
 }
 
 bool Gpt::decays(int p) const {
   const int e = extra(p);
-  if (e < 0) return stack_->decays(p);
+  if (e < 0) return with_stack([p](auto& s) { return s.decays(p); });
   return e == kWte || e == kWpe;
 }
 
 void Gpt::zero_grads() {
-  stack_->zero_grads();
+  with_stack([](auto& s) { s.zero_grads(); });
   for (Tensor& g : grads_) g.fill(0.0f);
 }
 
 void Gpt::init(std::uint64_t seed) {
-  stack_->init(seed);
+  with_stack([seed](auto& s) { s.init(seed); });
   const std::int64_t h = config_.hidden;
   const ParamEntry wte{"wte", {config_.vocab, h}, parallel::ParamShard::kHidden, Init::kNormal};
   const ParamEntry wpe{"wpe", {config_.seq, h}, parallel::ParamShard::kHidden, Init::kNormal};
@@ -138,8 +168,7 @@ void Gpt::load(const std::map<std::string, Tensor>& global, const std::string& s
 Tensor Gpt::gather(int p, const Tensor& local) const {
   const int e = extra(p);
   if (e < 0) {
-    return parallel::gather_param(stack_->param_table()[static_cast<std::size_t>(p)].shard,
-                                  local.values(), global_shape(p), *mesh_);
+    return parallel::gather_param(stack_entry(p).shard, local.values(), global_shape(p), *mesh_);
   }
   if (e == kWpe) return local;
   if (e == kWte) {
@@ -159,8 +188,7 @@ void Gpt::scatter(int p, const Tensor& global, Tensor& local) const {
                name(p), to_string(global.shape()), to_string(global_shape(p)));
   const int e = extra(p);
   if (e < 0) {
-    parallel::scatter_param(stack_->param_table()[static_cast<std::size_t>(p)].shard, global,
-                            *mesh_, local.values());
+    parallel::scatter_param(stack_entry(p).shard, global, *mesh_, local.values());
   } else if (e == kWpe) {
     local = global;
   } else if (e == kWte) {
@@ -183,7 +211,7 @@ double Gpt::forward(std::span<const std::int32_t> tokens, std::span<const std::i
                targets.size(), config_.batch, config_.seq);
   std::copy(tokens.begin(), tokens.end(), tokens_.begin());
   std::copy(targets.begin(), targets.end(), targets_.begin());
-  const parallel::ActivationShard shard = stack_->stream_shard();
+  const parallel::ActivationShard shard = with_stack([](auto& s) { return s.stream_shard(); });
 
   parallel::vocab_embedding_forward(embedded_.matrix(), tokens_, values_[kWte].matrix(), vocab_,
                                     mesh_->comm());
@@ -193,11 +221,13 @@ double Gpt::forward(std::span<const std::int32_t> tokens, std::span<const std::i
     float* row = embedded_.data() + i * h;
     for (std::int64_t c = 0; c < h; ++c) row[c] += pos[c];
   }
-  parallel::slice_activation(embedded_.matrix(), shard, stack_->input().whole());
-  stack_->forward();
+  parallel::slice_activation(embedded_.matrix(), shard,
+                             with_stack([](auto& s) { return s.input(); }).whole());
+  with_stack([](auto& s) { s.forward(); });
 
-  parallel::layernorm_sharded_forward(final_ln_.matrix(), ln_mean_, ln_rstd_,
-                                      stack_->output().whole(), values_[kLnfWeight].values(),
+  const MatrixView x_last = with_stack([](auto& s) { return s.output(); }).whole();
+  parallel::layernorm_sharded_forward(final_ln_.matrix(), ln_mean_, ln_rstd_, x_last,
+                                      values_[kLnfWeight].values(),
                                       values_[kLnfBias].values(), h, stream_group(), ln_scratch_);
   final_full_ = parallel::gather_activation(mesh_->comm(), final_ln_.matrix(), n, h, shard);
   return parallel::vocab_cross_entropy_forward(logits_.matrix(), lse_, final_full_.matrix(),
@@ -207,41 +237,44 @@ double Gpt::forward(std::span<const std::int32_t> tokens, std::span<const std::i
 
 void Gpt::backward(float dloss, const std::function<void(int layer)>& on_layer_done) {
   const std::int64_t n = config_.batch * config_.seq, h = config_.hidden;
-  const parallel::ActivationShard shard = stack_->stream_shard();
+  const parallel::ActivationShard shard = with_stack([](auto& s) { return s.stream_shard(); });
   parallel::vocab_cross_entropy_backward(dfinal_full_.matrix(), grads_[kWte].matrix(),
                                          logits_.matrix(), lse_, final_full_.matrix(),
                                          values_[kWte].matrix(), targets_, vocab_, mesh_->comm(),
                                          dloss);
   // final_ln_ now holds this rank's block of ∂L/∂f.
   parallel::slice_activation(dfinal_full_.matrix(), shard, final_ln_.matrix());
-  const MatrixView dx_last = stack_->grad_output().whole();
+  const MatrixView dx_last = with_stack([](auto& s) { return s.grad_output(); }).whole();
   for (std::int64_t r = 0; r < dx_last.rows; ++r) {
     std::fill(&dx_last(r, 0), &dx_last(r, 0) + dx_last.cols, 0.0f);
   }
-  // Under sequence parallelism each rank normalises only its own tokens: LayerNorm_f's
-  // parameter gradients are partial sums over mesh dim 0.
+  // When the stream's rows are split over mesh dim 0 (sequence parallelism, the 2D GeMM
+  // stack) each rank normalises only its own tokens: LayerNorm_f's parameter gradients are
+  // partial sums over mesh dim 0.
+  const bool rows_split = shard.row_parts > 1;
   Tensor* dw = &grads_[kLnfWeight];
   Tensor* db = &grads_[kLnfBias];
-  if (config_.sequence_parallel) {
+  if (rows_split) {
     lnf_partial_[0].fill(0.0f);
     lnf_partial_[1].fill(0.0f);
     dw = &lnf_partial_[0];
     db = &lnf_partial_[1];
   }
   parallel::layernorm_sharded_backward(dx_last, dw->values(), db->values(), final_ln_.matrix(),
-                                       stack_->output().whole(), values_[kLnfWeight].values(),
+                                       with_stack([](auto& s) { return s.output(); }).whole(),
+                                       values_[kLnfWeight].values(),
                                        ln_mean_, ln_rstd_, h, stream_group(), ln_scratch_);
-  if (config_.sequence_parallel) {
+  if (rows_split) {
     for (int k = 0; k < 2; ++k) {
       mesh_->dim_comm(0).all_reduce(lnf_partial_[k].values());
       Tensor& g = grads_[kLnfWeight + k];
       for (std::int64_t i = 0; i < g.numel(); ++i) g[i] += lnf_partial_[k][i];
     }
   }
-  stack_->backward(on_layer_done);
+  with_stack([&](auto& s) { s.backward(on_layer_done); });
 
-  const Tensor dembedded = parallel::gather_activation(mesh_->comm(), stack_->grad_input().whole(),
-                                                       n, h, shard);
+  const Tensor dembedded = parallel::gather_activation(
+      mesh_->comm(), with_stack([](auto& s) { return s.grad_input(); }).whole(), n, h, shard);
   parallel::vocab_embedding_backward(grads_[kWte].matrix(), dembedded.matrix(), tokens_, vocab_);
   Tensor& dwpe = grads_[kWpe];
   for (std::int64_t i = 0; i < n; ++i) {

@@ -1,6 +1,7 @@
-// A GPT language model on one tensor-parallel mesh: token + position embedding, L blocks
-// (model/stack.hpp, any ATP mesh (d1, d2), chunks, sequence parallelism), a final LayerNorm,
-// an LM head tied to the token embedding, and cross-entropy.
+// A GPT language model on one tensor-parallel mesh: token + position embedding, L blocks —
+// either the ATP stack (model/stack.hpp: any mesh (d1, d2), chunks, sequence parallelism) or
+// the 2D-GeMM stack (model/gemm2d_stack.hpp: Cannon, SUMMA, Collective, Wang, MeshSlice) —
+// a final LayerNorm, an LM head tied to the token embedding, and cross-entropy.
 //
 //   n = b·s tokens of this data-parallel replica; T = d1·d2 ranks of the TP mesh
 //
@@ -26,11 +27,14 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "mesh/device_mesh.hpp"
+#include "model/gemm2d_stack.hpp"
 #include "model/stack.hpp"
 #include "parallel/vocab_parallel.hpp"
 #include "tensor/safetensors.hpp"
@@ -46,6 +50,11 @@ struct GptConfig {
   int layers = 2;
   int chunks = 1;
   bool sequence_parallel = false;
+  // Unset: ATP / Megatron blocks. Set: every linear is this 2D GeMM algorithm (MeshSlice §2.3)
+  // with the stationary-preserving dataflow chosen per layer; chunks and sequence parallelism
+  // then do not apply.
+  std::optional<parallel::Gemm2dAlgo> gemm2d = std::nullopt;
+  int gemm2d_slices = 1;
 };
 
 void validate(const GptConfig& config, const std::vector<int>& tp_mesh_shape);
@@ -91,16 +100,25 @@ class Gpt {
   // This rank's block of a global tensor of parameter p.
   void scatter(int p, const Tensor& global, Tensor& local) const;
 
-  Stack& stack() { return *stack_; }
-
  private:
   enum Extra { kWte, kWpe, kLnfWeight, kLnfBias, kExtras };
-  int extra(int p) const { return p - stack_->num_params(); }  // ≥ 0 for the GPT's own
+  int extra(int p) const { return p - stack_params_; }  // ≥ 0 for the GPT's own
+  // f(stack) on whichever block stack this model runs.
+  template <typename F>
+  decltype(auto) with_stack(F&& f) const {
+    return std::visit([&](const auto& s) -> decltype(auto) { return f(*s); }, stack_);
+  }
+  const ParamEntry& stack_entry(int p) const {
+    return with_stack([p](auto& s) -> const ParamEntry& {
+      return s.param_table().at(static_cast<std::size_t>(p));
+    });
+  }
   const comm::Communicator* stream_group() const;               // LayerNorm group, or null
 
   const mesh::DeviceMesh* mesh_;
   GptConfig config_;
-  std::unique_ptr<Stack> stack_;
+  std::variant<std::unique_ptr<Stack>, std::unique_ptr<Gemm2dStack>> stack_;
+  int stack_params_ = 0;
   parallel::VocabShard vocab_;
   std::vector<std::string> names_;
   std::vector<Shape> shapes_;

@@ -72,6 +72,7 @@ TEST_F(TrainEquivalence, EveryLayoutGivesTheSerialLossCurve) {
   struct Layout {
     int dp, d1, d2, chunks;
     bool sp;
+    std::optional<parallel::Gemm2dAlgo> gemm2d = std::nullopt;
   };
   const int n = world_.size();
   std::vector<Layout> layouts{{1, n, 1, 1, false}, {1, 1, n, 1, false}, {1, n, 1, 2, true}};
@@ -81,12 +82,16 @@ TEST_F(TrainEquivalence, EveryLayoutGivesTheSerialLossCurve) {
     layouts.push_back({4, 1, 1, 1, false});
   }
   if (n == 2) layouts.push_back({2, 1, 1, 1, false});
+  // 2D GeMM tensor parallelism: tokens over mesh rows, features over mesh columns.
+  if (n == 4) layouts.push_back({1, 2, 2, 1, false, parallel::Gemm2dAlgo::kMeshSlice});
+  if (n == 2) layouts.push_back({1, 2, 1, 1, false, parallel::Gemm2dAlgo::kWang});
   for (const Layout& l : layouts) {
     TrainConfig c = config();
     c.dp = l.dp;
     c.tp = {l.d1, l.d2};
     c.model.chunks = l.chunks;
     c.model.sequence_parallel = l.sp;
+    c.model.gemm2d = l.gemm2d;
     const std::vector<double> got = losses(world_, c);
     ASSERT_EQ(got.size(), serial.size());
     double early = 0.0;
@@ -95,8 +100,11 @@ TEST_F(TrainEquivalence, EveryLayoutGivesTheSerialLossCurve) {
       const double rel = std::abs(got[t] - serial[t]) / serial[t];
       (t < 10 ? early : late) = std::max(t < 10 ? early : late, rel);
     }
-    const std::string name = fmt::format("dp={} tp={}x{} chunks={}{}", l.dp, l.d1, l.d2, l.chunks,
-                                         l.sp ? " sp" : "");
+    const std::string name =
+        fmt::format("dp={} tp={}x{} {}{}", l.dp, l.d1, l.d2,
+                    l.gemm2d ? std::string(parallel::to_string(*l.gemm2d))
+                             : fmt::format("chunks={}", l.chunks),
+                    l.sp ? " sp" : "");
     EXPECT_LE(early, 1e-4) << name;
     EXPECT_LE(late, 1e-3) << name;  // fp32 reassociation compounds through the updates
     if (world_.rank() == 0) {
