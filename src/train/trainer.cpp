@@ -228,12 +228,13 @@ TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
       buckets.finish_all();
       dp_group.all_reduce(std::span<double>(&loss, 1));
       loss /= config.dp;
-      const ScopedSpan opt("optimizer", SpanKind::kPhase);
-      const double norm = global_grad_norm(params, world);
-      clip_gradients(params, norm, config.grad_clip);
-      optimizer.step(static_cast<float>(schedule.at(step)));
       StepReport report;
-      report.grad_norm = norm;
+      {
+        const ScopedSpan opt("optimizer", SpanKind::kPhase);
+        report.grad_norm = global_grad_norm(params, world);
+        clip_gradients(params, report.grad_norm, config.grad_clip);
+        optimizer.step(static_cast<float>(schedule.at(step)));
+      }
       std::array<double, 2> times{now_seconds() - start,
                                   comm::comm_ledger().wait_seconds - comm_before};
       world.all_reduce(std::span<double>(times), comm::ReduceOp::kMax);
@@ -252,12 +253,14 @@ TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
       }
       const bool last = step + 1 == end;
       if ((config.eval_every > 0 && (step + 1) % config.eval_every == 0) || last) {
+        const ScopedSpan eval("validation", SpanKind::kPhase);
         report.validation_loss =
             validation_loss(gpt, corpus, run, dp_rank, dp_group, tokens, targets);
         summary.validation_loss = report.validation_loss;
       }
       if (!checkpoint_path.empty() &&
           ((config.checkpoint_every > 0 && (step + 1) % config.checkpoint_every == 0) || last)) {
+        const ScopedSpan save("checkpoint", SpanKind::kPhase);
         save_checkpoint(checkpoint_path, gpt, optimizer,
                         {.step = step + 1, .seed = run.seed, .layout = layout_string(config)},
                         world, dp_rank);
