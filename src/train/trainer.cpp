@@ -248,9 +248,6 @@ TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
       elapsed += times[0];
       report.eta_seconds = elapsed / static_cast<double>(step + 1 - summary.first_step) *
                            static_cast<double>(end - step - 1);
-      if (tracer.enabled() && step + 1 >= std::min(trace_begin, end - 1) + config.trace_steps) {
-        tracer.disable();
-      }
       const bool last = step + 1 == end;
       if ((config.eval_every > 0 && (step + 1) % config.eval_every == 0) || last) {
         const ScopedSpan eval("validation", SpanKind::kPhase);
@@ -279,6 +276,10 @@ TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
         metrics << line.dump() << '\n' << std::flush;
       }
       on_step(report);
+    }
+    // After the step's scope, so the last traced step's own span is recorded too.
+    if (tracer.enabled() && step + 1 >= std::min(trace_begin, end - 1) + config.trace_steps) {
+      tracer.disable();
     }
     summary.last_step = step + 1;
   }
