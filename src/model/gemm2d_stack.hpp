@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "mesh/device_mesh.hpp"
+#include "model/stream_io.hpp"
 #include "model/gemm2d_block.hpp"
 #include "model/params.hpp"
 #include "parallel/activation_shard.hpp"
@@ -82,8 +83,7 @@ class Gemm2dStack {
   void backward(const std::function<void(int layer)>& on_layer_done = {});
 
  private:
-  Tensor gather_stream(const Tensor& local) const;
-  void scatter_stream(const Tensor& global, Tensor& local) const;
+  StreamGeometry stream_geometry() const;
 
   const mesh::DeviceMesh* mesh_;
   Gemm2dStackConfig config_;

@@ -1,5 +1,7 @@
 #include "model/stack.hpp"
 
+#include "model/stream_io.hpp"
+
 #include <fmt/format.h>
 
 #include "core/error.hpp"
@@ -140,29 +142,26 @@ parallel::ChunkedMatrix Stack::grad_input() {
   return {dstream_[config_.layers % 2].data(), stream_layout()};
 }
 
-void Stack::scatter_stream(const Tensor& global, Tensor& local) const {
-  const std::int64_t n = config_.block.batch * config_.block.seq, h = config_.block.hidden;
-  MESHTP_CHECK(global.numel() == n * h && global.dim(-1) == h,
-               "stream tensor has shape {}, expected [{}, {}, {}]", to_string(global.shape()),
-               config_.block.batch, config_.block.seq, h);
-  const ConstMatrixView g{global.data(), n, h, h};
-  parallel::slice_activation(g, stream_shard(),
-                             parallel::ChunkedMatrix(local.data(), stream_layout()).whole());
+StreamGeometry Stack::stream_geometry() const {
+  return {.batch = config_.block.batch,
+          .seq = config_.block.seq,
+          .hidden = config_.block.hidden,
+          .shard = stream_shard(),
+          .layout = stream_layout()};
 }
 
-Tensor Stack::gather_stream(const Tensor& local) const {
-  const std::int64_t n = config_.block.batch * config_.block.seq, h = config_.block.hidden;
-  const parallel::ChunkedLayout l = stream_layout();
-  Tensor out = parallel::gather_activation(mesh_->comm(), {local.data(), l.rows(), l.cols, l.cols},
-                                           n, h, stream_shard());
-  out.reshape({config_.block.batch, config_.block.seq, h});
-  return out;
+void Stack::set_input(const Tensor& global) {
+  scatter_stream(stream_geometry(), global, streams_.front());
 }
-
-void Stack::set_input(const Tensor& global) { scatter_stream(global, streams_.front()); }
-void Stack::set_grad_output(const Tensor& global) { scatter_stream(global, dstream_[0]); }
-Tensor Stack::gather_output() const { return gather_stream(streams_.back()); }
-Tensor Stack::gather_grad_input() const { return gather_stream(dstream_[config_.layers % 2]); }
+void Stack::set_grad_output(const Tensor& global) {
+  scatter_stream(stream_geometry(), global, dstream_[0]);
+}
+Tensor Stack::gather_output() const {
+  return gather_stream(stream_geometry(), mesh_->comm(), streams_.back());
+}
+Tensor Stack::gather_grad_input() const {
+  return gather_stream(stream_geometry(), mesh_->comm(), dstream_[config_.layers % 2]);
+}
 
 void Stack::forward() {
   const parallel::ChunkedLayout l = stream_layout();

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "mesh/device_mesh.hpp"
+#include "model/stream_io.hpp"
 #include "model/block.hpp"
 #include "model/params.hpp"
 #include "tensor/safetensors.hpp"
@@ -107,8 +108,7 @@ class Stack {
   void backward(const std::function<void(int layer)>& on_layer_done = {});
 
  private:
-  Tensor gather_stream(const Tensor& local) const;
-  void scatter_stream(const Tensor& global, Tensor& local) const;
+  StreamGeometry stream_geometry() const;
 
   const mesh::DeviceMesh* mesh_;
   StackConfig config_;

@@ -1,0 +1,27 @@
+// The residual stream of a block stack (model::Stack, model::Gemm2dStack) between the global
+// [b, s, h] (or [b·s, h]) tensor every rank passes and this rank's chunked local block.
+#pragma once
+
+#include <cstdint>
+
+#include "comm/communicator.hpp"
+#include "parallel/activation_shard.hpp"
+#include "parallel/chunked.hpp"
+#include "tensor/tensor.hpp"
+
+namespace meshtp::model {
+
+struct StreamGeometry {
+  std::int64_t batch = 0;
+  std::int64_t seq = 0;
+  std::int64_t hidden = 0;
+  parallel::ActivationShard shard;
+  parallel::ChunkedLayout layout;
+};
+
+// local = this rank's block of `global`; throws naming the shape if it is not [b, s, h].
+void scatter_stream(const StreamGeometry& g, const Tensor& global, Tensor& local);
+// The global [b, s, h] tensor from every rank's block. Collective over `comm`.
+Tensor gather_stream(const StreamGeometry& g, const comm::Communicator& comm, const Tensor& local);
+
+}  // namespace meshtp::model
