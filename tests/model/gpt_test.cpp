@@ -83,23 +83,32 @@ std::vector<std::vector<int>> meshes_2d(int n) {
   return out;
 }
 
+// The global weights every layout starts from (a 1x1 model's init on this rank's own
+// one-rank communicator, gathered), a batch, and the serial model's loss and gradients on it.
+struct Reference {
+  std::map<std::string, Tensor> weights;
+  std::vector<std::int32_t> tokens, targets;
+  SerialResult serial;
+};
+
+Reference make_reference(const comm::Communicator& world, const GptConfig& c,
+                         std::uint64_t init_seed, std::uint64_t data_seed) {
+  Reference r;
+  r.tokens = random_ids(c.batch * c.seq, data_seed);
+  r.targets = random_ids(c.batch * c.seq, data_seed + 1);
+  const mesh::DeviceMesh solo(world.split(world.rank(), 0), {1, 1});
+  Gpt one(solo, c);
+  one.init(init_seed);
+  for (int p = 0; p < one.num_params(); ++p) r.weights[one.name(p)] = one.gather(p, one.value(p));
+  r.serial = serial_gpt(c, r.weights, r.tokens, r.targets);
+  return r;
+}
+
 TEST(Gpt, EveryMeshMatchesTheSerialModel) {
   const auto world = comm::Communicator::world();
   GptConfig base{.vocab = kVocab, .batch = 4, .seq = 8, .hidden = 32, .heads = 8, .layers = 2};
-  const auto tokens = random_ids(base.batch * base.seq, 1);
-  const auto targets = random_ids(base.batch * base.seq, 2);
-
-  // The global weights every layout starts from: a serial-sized model's init (mesh 1x1 on a
-  // one-rank communicator), gathered.
-  std::map<std::string, Tensor> weights;
-  SerialResult ref;
-  {
-    const mesh::DeviceMesh solo(world.split(world.rank(), 0), {1, 1});
-    Gpt one(solo, base);
-    one.init(1234);
-    for (int p = 0; p < one.num_params(); ++p) weights[one.name(p)] = one.gather(p, one.value(p));
-    ref = serial_gpt(base, weights, tokens, targets);
-  }
+  const Reference r = make_reference(world, base, 1234, 1);
+  const auto& [weights, tokens, targets, ref] = r;
 
   struct Variant {
     int chunks;
@@ -133,17 +142,8 @@ TEST(Gpt, EveryMeshMatchesTheSerialModel) {
 TEST(Gpt, Gemm2dStrategiesMatchTheSerialModel) {
   const auto world = comm::Communicator::world();
   GptConfig base{.vocab = kVocab, .batch = 8, .seq = 8, .hidden = 32, .heads = 8, .layers = 2};
-  const auto tokens = random_ids(base.batch * base.seq, 5);
-  const auto targets = random_ids(base.batch * base.seq, 6);
-  std::map<std::string, Tensor> weights;
-  SerialResult ref;
-  {
-    const mesh::DeviceMesh solo(world.split(world.rank(), 0), {1, 1});
-    Gpt one(solo, base);
-    one.init(99);
-    for (int p = 0; p < one.num_params(); ++p) weights[one.name(p)] = one.gather(p, one.value(p));
-    ref = serial_gpt(base, weights, tokens, targets);
-  }
+  const Reference r = make_reference(world, base, 99, 5);
+  const auto& [weights, tokens, targets, ref] = r;
   int checked = 0;
   for (const auto& shape : meshes_2d(world.size())) {
     for (const parallel::Gemm2dAlgo algo : parallel::kAllGemm2dAlgos) {
