@@ -11,6 +11,7 @@ packages=(
   libscalapack-openmpi-dev          # ScaLAPACK psgemm, the 2D GeMM baseline
   libgtest-dev                      # tests
   nlohmann-json3-dev libcli11-dev libfmt-dev
+  libsimgrid-dev                    # SimGrid: loads `meshtp topo platform` output, simulates
   fortunes                          # default training corpus: /usr/share/games/fortunes
   python3                           # helper scripts
 )

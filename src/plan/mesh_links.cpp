@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/error.hpp"
+#include "plan/topology_graph.hpp"
 
 namespace meshtp::plan {
 
@@ -44,6 +45,8 @@ ModelledLink modelled_link(const Topology& topology, const std::vector<int>& sha
                "with {} devices", n, topology.name, topology.device_count());
   MESHTP_CHECK(dim >= 0 && dim < static_cast<int>(shape.size()), "mesh dim {} out of range",
                dim);
+  MESHTP_CHECK(!topology.levels.empty(), "topology '{}' has no hierarchical levels (a graph "
+               "form is priced by mesh_links)", topology.name);
   ModelledLink out;
   const int size = shape[static_cast<std::size_t>(dim)];
   if (size == 1) return out;
@@ -119,7 +122,20 @@ RingParams to_ring(const CollectiveFit& f) {
                     .bw_bytes_per_s = f.bw_gbps * kGB};
 }
 
-DimLinks dim_links(const Topology& topology, const std::vector<int>& shape, int dim) {
+ModelledLink from_rings(const topo::Graph& graph, const topo::DimRings& r) {
+  ModelledLink m;
+  if (r.size == 1) return m;
+  m.link_gbps = r.link_gbps;
+  m.latency_us = r.latency_us;
+  m.sharers = r.flows;
+  m.bottleneck_link = topo::describe_bottleneck(graph, r);
+  m.max_hops = r.max_hops;
+  return m;
+}
+
+// `graph_link`: the graph form's B' for this dim, when the topology has one.
+DimLinks dim_links(const Topology& topology, const std::vector<int>& shape, int dim,
+                   const std::optional<ModelledLink>& graph_link) {
   DimLinks d;
   d.dim = dim;
   d.size = shape[static_cast<std::size_t>(dim)];
@@ -127,7 +143,7 @@ DimLinks dim_links(const Topology& topology, const std::vector<int>& shape, int 
   for (std::size_t k = static_cast<std::size_t>(dim) + 1; k < shape.size(); ++k) {
     d.stride *= shape[k];
   }
-  d.modelled = modelled_link(topology, shape, dim);
+  d.modelled = graph_link ? *graph_link : modelled_link(topology, shape, dim);
   if (d.size == 1) return d;
   const RingParams modelled{.t_launch_s = topology.launch_us * kUs,
                             .l_sync_s = d.modelled.latency_us * kUs,
@@ -160,8 +176,14 @@ MeshLinks mesh_links(const Topology& topology, int d1, int d2) {
   MeshLinks links;
   links.mesh = {d1, d2};
   const std::vector<int> shape{d1, d2};
-  links.dims[0] = dim_links(topology, shape, 0);
-  links.dims[1] = dim_links(topology, shape, 1);
+  std::array<std::optional<ModelledLink>, 2> graph_links;
+  if (topology.graph) {
+    const topo::Graph graph = topology_graph(topology);
+    const std::array<topo::DimRings, 2> rings = graph_rings(topology, graph, d1, d2);
+    graph_links = {from_rings(graph, rings[0]), from_rings(graph, rings[1])};
+  }
+  links.dims[0] = dim_links(topology, shape, 0, graph_links[0]);
+  links.dims[1] = dim_links(topology, shape, 1, graph_links[1]);
   return links;
 }
 

@@ -25,6 +25,11 @@
 // 2 of a 4-ring) is relayed through the others: bw = GroupBW_j / (groups crossing level j
 // inside the parent).
 //
+// Graph topologies (Topology::graph) are priced on the graph instead: every ring hop of
+// every group of the dim is routed and each link's concurrent flows share it; B' is the
+// least share and L_sync the slowest hop's route latency (topo/rings.hpp has the model and
+// a worked example). The evidence is the bottleneck link and its flow count.
+//
 // Calibrated groups (Topology::calibration) replace the modelled numbers for the mesh dims
 // whose groups have the same (size, stride); see topology.hpp.
 #pragma once
@@ -32,6 +37,7 @@
 #include <array>
 #include <iosfwd>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "plan/topology.hpp"
@@ -59,12 +65,15 @@ const char* name(BandwidthSource s);
 // Eq. 3 for one mesh dim, with the evidence: which levels, which bottleneck, how shared.
 struct ModelledLink {
   double link_gbps = 0;       // B'; 0 when the dim has size 1
-  double latency_us = 0;      // max latency of the crossed levels
-  std::vector<int> levels;    // crossed levels, outermost first
-  int bottleneck_level = -1;  // the level giving the min
-  int sharers = 0;            // concurrent groups at the bottleneck member
+  double latency_us = 0;      // max latency of the crossed levels (graph: slowest hop route)
+  std::vector<int> levels;    // crossed levels, outermost first (hierarchical form)
+  int bottleneck_level = -1;  // the level giving the min (hierarchical form)
+  int sharers = 0;            // concurrent groups at the bottleneck member (graph: flows)
+  std::string bottleneck_link;  // graph form: "name (a -> b, sharing, GB/s / flows)"
+  int max_hops = 0;             // graph form: links on the longest ring hop
 };
-// `shape` is any mesh whose size equals the device count; throws otherwise.
+// `shape` is any mesh whose size equals the device count; throws otherwise. Hierarchical
+// form only (Eq. 3); graph topologies go through mesh_links.
 ModelledLink modelled_link(const Topology& topology, const std::vector<int>& shape, int dim);
 
 // Everything the cost models need about one mesh dim.

@@ -6,7 +6,7 @@
 #include <ostream>
 
 #include "core/error.hpp"
-#include "plan/json_util.hpp"
+#include "topo/json_util.hpp"
 
 namespace meshtp::plan {
 

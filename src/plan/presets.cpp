@@ -8,7 +8,7 @@
 
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
-#include "plan/json_util.hpp"
+#include "topo/json_util.hpp"
 #include "plan/presets_embedded.hpp"
 
 namespace meshtp::plan {

@@ -18,17 +18,24 @@ std::string status(const Candidate& c) {
 
 std::string dim_line(const DimLinks& d, int devices) {
   if (d.size == 1) return fmt::format("dim {}: size 1, no communication", d.dim);
-  std::string levels;
-  for (const int l : d.modelled.levels) {
-    levels += fmt::format("{}{}", levels.empty() ? "" : ",", l);
+  std::string where;
+  if (!d.modelled.bottleneck_link.empty()) {
+    where = fmt::format("graph: bottleneck {}, longest hop {} link(s)", d.modelled.bottleneck_link,
+                        d.modelled.max_hops);
+  } else {
+    std::string levels;
+    for (const int l : d.modelled.levels) {
+      levels += fmt::format("{}{}", levels.empty() ? "" : ",", l);
+    }
+    where = fmt::format("crosses level(s) {}, bottleneck level {}, {} concurrent group(s)",
+                        levels, d.modelled.bottleneck_level, d.modelled.sharers);
   }
   return fmt::format(
-      "dim {}: {} groups of {} ranks, stride {}; crosses level(s) {}; modelled B'={:.4g} GB/s "
-      "(bottleneck level {}, {} concurrent group(s)); used B'={:.4g} GB/s, all-reduce "
-      "B={:.4g} GB/s ({}); T_launch={:.3g} us, L_sync={:.3g} us",
-      d.dim, devices / d.size, d.size, d.stride, levels, d.modelled.link_gbps, d.modelled.bottleneck_level,
-      d.modelled.sharers, *d.link_gbps, *d.allreduce_gbps, name(d.source),
-      d.all_reduce.t_launch_s * 1e6, d.all_reduce.l_sync_s * 1e6);
+      "dim {}: {} groups of {} ranks, stride {}; {}; modelled B'={:.4g} GB/s; used B'={:.4g} "
+      "GB/s, all-reduce B={:.4g} GB/s ({}); T_launch={:.3g} us, L_sync={:.3g} us",
+      d.dim, devices / d.size, d.size, d.stride, where, d.modelled.link_gbps, *d.link_gbps,
+      *d.allreduce_gbps, name(d.source), d.all_reduce.t_launch_s * 1e6,
+      d.all_reduce.l_sync_s * 1e6);
 }
 
 std::string links_block(const MeshLinks& links) {
@@ -194,9 +201,15 @@ nlohmann::json to_json(const MeshLinks& links) {
       j["link_gbps"] = *d.link_gbps;
       j["allreduce_gbps"] = *d.allreduce_gbps;
       j["modelled_link_gbps"] = d.modelled.link_gbps;
-      j["levels"] = d.modelled.levels;
-      j["bottleneck_level"] = d.modelled.bottleneck_level;
-      j["concurrent_groups"] = d.modelled.sharers;
+      if (d.modelled.bottleneck_link.empty()) {
+        j["levels"] = d.modelled.levels;
+        j["bottleneck_level"] = d.modelled.bottleneck_level;
+        j["concurrent_groups"] = d.modelled.sharers;
+      } else {
+        j["bottleneck_link"] = d.modelled.bottleneck_link;
+        j["flows"] = d.modelled.sharers;
+        j["max_hops"] = d.modelled.max_hops;
+      }
       j["t_launch_us"] = d.all_reduce.t_launch_s * 1e6;
       j["l_sync_us"] = d.all_reduce.l_sync_s * 1e6;
     }
@@ -284,8 +297,13 @@ std::string format_topology(const Topology& t, const std::optional<MeshLinks>& l
                                 t.effective_elementwise_gbps(), name(t.elementwise_source()),
                                 t.launch_us);
   if (!t.description.empty()) out += "  " + t.description + "\n";
-  out += fmt::format("{:>5} {:<8} {:>8} {:>8} {:>13} {:>12}\n", "level", "name", "members",
-                     "devices", "group GB/s", "latency us");
+  if (t.graph) {
+    out += fmt::format("graph: {} (placement {})\n", t.graph->json.dump(),
+                       topo::name(t.graph->placement));
+  } else {
+    out += fmt::format("{:>5} {:<8} {:>8} {:>8} {:>13} {:>12}\n", "level", "name", "members",
+                       "devices", "group GB/s", "latency us");
+  }
   for (std::size_t j = 0; j < t.levels.size(); ++j) {
     const Level& l = t.levels[j];
     out += fmt::format("{:>5} {:<8} {:>8} {:>8} {:>13.4g} {:>12.3g}", j, l.name, l.members,

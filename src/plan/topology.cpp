@@ -7,18 +7,12 @@
 #include <ostream>
 
 #include "core/error.hpp"
-#include "plan/json_util.hpp"
+#include "topo/json_util.hpp"
 
 namespace meshtp::plan {
 
-double Level::p2p(int a, int b) const {
-  if (a == b) return 0;
-  if (p2p_uniform_gbps > 0) return p2p_uniform_gbps;
-  if (p2p_gbps.empty()) return 0;
-  return p2p_gbps[static_cast<std::size_t>(a)][static_cast<std::size_t>(b)];
-}
-
 int Topology::device_count() const {
+  if (graph) return graph->devices;
   std::int64_t n = 1;
   for (const Level& level : levels) n *= level.members;
   return static_cast<int>(n);
@@ -81,12 +75,14 @@ void check_fit(const CollectiveFit& fit, std::string_view where) {
 
 void Topology::validate() const {
   const std::string where = fmt::format("topology '{}'", name);
-  MESHTP_CHECK(!levels.empty(), "{}: needs at least one level", where);
+  MESHTP_CHECK(levels.empty() != !graph.has_value(), "{}: needs either 'levels' (a "
+               "hierarchical matrix) or 'graph' (a generator), not {}", where,
+               graph ? "both" : "neither");
   check_positive(memory_gib, "memory_gib", where);
   check_positive(tflops, "tflops", where);
   if (elementwise_gbps) check_positive(*elementwise_gbps, "elementwise_gbps", where);
   MESHTP_CHECK(launch_us >= 0, "{}: launch_us={} must not be negative", where, launch_us);
-  std::int64_t n = 1;
+  std::int64_t n = graph ? graph->devices : 1;
   for (std::size_t j = 0; j < levels.size(); ++j) {
     const Level& level = levels[j];
     const std::string lw = fmt::format("{}, level {} '{}'", where, j, level.name);
@@ -136,6 +132,7 @@ std::ostream& operator<<(std::ostream& os, const Topology& t) {
   os << fmt::format("topology {} ({} devices, {} GiB, {} TFLOP/s, {} GB/s elementwise each):",
                     t.name, t.device_count(), t.memory_gib, t.effective_tflops(),
                     t.effective_elementwise_gbps());
+  if (t.graph) os << " graph " << t.graph->json.value("generator", "?");
   for (const Level& level : t.levels) {
     os << fmt::format(" [{}×{} group {} GB/s", level.members, level.name, level.group_gbps);
     if (level.p2p_uniform_gbps > 0) os << fmt::format(" p2p {} GB/s", level.p2p_uniform_gbps);
@@ -192,8 +189,12 @@ nlohmann::json to_json(const Topology& t) {
   nlohmann::json j{{"name", t.name},
                    {"description", t.description},
                    {"device", std::move(device)},
-                   {"launch_us", t.launch_us},
-                   {"levels", std::move(levels)}};
+                   {"launch_us", t.launch_us}};
+  if (t.graph) {
+    j["graph"] = t.graph->json;
+  } else {
+    j["levels"] = std::move(levels);
+  }
   if (!t.calibration.empty()) {
     nlohmann::json groups = nlohmann::json::array();
     for (const GroupCalibration& g : t.calibration.groups) {
@@ -215,7 +216,8 @@ nlohmann::json to_json(const Topology& t) {
 
 Topology topology_from_json(const nlohmann::json& j, const std::string& source) {
   const std::string where = "topology " + source;
-  check_fields(j, {"name", "description", "device", "launch_us", "levels", "calibration"}, where);
+  check_fields(j, {"name", "description", "device", "launch_us", "levels", "graph", "calibration"},
+               where);
   Topology t;
   t.name = read_string(j, "name", where);
   t.description = read_optional_string(j, "description", where, "");
@@ -227,9 +229,13 @@ Topology topology_from_json(const nlohmann::json& j, const std::string& source) 
   t.elementwise_gbps = read_optional_number(device, "elementwise_gbps", dw);
   t.launch_us = read_optional_number(j, "launch_us", where).value_or(0);
 
-  const nlohmann::json& levels = require_field(j, "levels", where);
-  MESHTP_CHECK(levels.is_array() && !levels.empty(), "{}: 'levels' must be a non-empty array",
-               where);
+  MESHTP_CHECK(j.contains("levels") != j.contains("graph"), "{}: needs either 'levels' (a "
+               "hierarchical matrix) or 'graph' (a generator), not {}", where,
+               j.contains("graph") ? "both" : "neither");
+  if (j.contains("graph")) t.graph = topo::graph_spec_from_json(j.at("graph"), where + ", graph");
+  const nlohmann::json& levels = j.contains("levels") ? j.at("levels") : nlohmann::json::array();
+  MESHTP_CHECK(levels.is_array() && (t.graph || !levels.empty()), "{}: 'levels' must be a "
+               "non-empty array", where);
   for (std::size_t i = 0; i < levels.size(); ++i) {
     const std::string lw = fmt::format("{}, level {}", where, i);
     const nlohmann::json& lj = levels[i];

@@ -42,22 +42,13 @@
 #include <string>
 #include <vector>
 
+#include "topo/levels.hpp"
+#include "topo/spec.hpp"
+
 namespace meshtp::plan {
 
-struct Level {
-  std::string name;  // "node", "gpu", "ring" — for display only
-  int members = 0;   // R_j
-  double group_gbps = 0;
-  // Empty: no cap. One element: the same bandwidth between every pair. R_j×R_j: per pair.
-  std::vector<std::vector<double>> p2p_gbps;
-  double p2p_uniform_gbps = 0;  // > 0 when given as one number
-  double latency_us = 0;
-
-  bool has_p2p() const { return p2p_uniform_gbps > 0 || !p2p_gbps.empty(); }
-  // Bandwidth from member a to member b (indices inside the parent); 0 = no direct link.
-  double p2p(int a, int b) const;
-  friend bool operator==(const Level&, const Level&) = default;
-};
+// ATP's hierarchical level (topo/levels.hpp, which also builds its graph).
+using topo::Level;
 
 // Fitted ring parameters of one collective on one group shape.
 struct CollectiveFit {
@@ -99,7 +90,11 @@ struct Topology {
   double tflops = 0;      // effective per device
   std::optional<double> elementwise_gbps;  // nominal streaming bandwidth per device
   double launch_us = 0;   // T_launch of one collective call (modelled)
+  // Exactly one of the two forms: ATP's hierarchical matrix (priced by ATP Eq. 3, its graph
+  // built by topo::levels_graph for the simulator), or a graph generator (topo/spec.hpp;
+  // priced by routing every ring hop over the graph, topo/rings.hpp).
   std::vector<Level> levels;
+  std::optional<topo::GraphSpec> graph;
   Calibration calibration;
 
   int device_count() const;

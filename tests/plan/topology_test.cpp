@@ -6,7 +6,7 @@
 #include <string>
 
 #include "core/error.hpp"
-#include "plan/json_util.hpp"
+#include "topo/json_util.hpp"
 #include "plan/presets.hpp"
 
 namespace meshtp::plan {

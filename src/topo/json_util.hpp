@@ -18,8 +18,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
-namespace meshtp::plan {
+namespace meshtp {
 
 // Parses `text`; `source` names it in errors (a file path or "preset 'x'").
 nlohmann::json parse_json(std::string_view text, std::string_view source);
@@ -40,6 +41,14 @@ std::optional<double> read_optional_number(const nlohmann::json& obj, std::strin
                                            std::string_view where);
 std::int64_t read_integer(const nlohmann::json& obj, std::string_view key,
                           std::string_view where);
+// An integer in [min, max].
+int read_int(const nlohmann::json& obj, std::string_view key, std::string_view where, int min,
+             int max);
+// A non-empty array of integers, each in [min, max]; of finite numbers.
+std::vector<int> read_int_list(const nlohmann::json& obj, std::string_view key,
+                               std::string_view where, int min, int max);
+std::vector<double> read_number_list(const nlohmann::json& obj, std::string_view key,
+                                     std::string_view where);
 std::string read_string(const nlohmann::json& obj, std::string_view key, std::string_view where);
 std::string read_optional_string(const nlohmann::json& obj, std::string_view key,
                                  std::string_view where, std::string fallback);
@@ -48,4 +57,4 @@ std::string read_optional_string(const nlohmann::json& obj, std::string_view key
 void check_fields(const nlohmann::json& obj, std::initializer_list<std::string_view> allowed,
                   std::string_view where);
 
-}  // namespace meshtp::plan
+}  // namespace meshtp

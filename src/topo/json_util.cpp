@@ -1,11 +1,11 @@
-#include "plan/json_util.hpp"
+#include "topo/json_util.hpp"
 
 #include <algorithm>
 #include <cmath>
 
 #include "core/error.hpp"
 
-namespace meshtp::plan {
+namespace meshtp {
 
 TextPosition position_of(std::string_view text, std::size_t offset) {
   offset = std::min(offset, text.size());
@@ -67,6 +67,45 @@ std::int64_t read_integer(const nlohmann::json& obj, std::string_view key,
   return v.get<std::int64_t>();
 }
 
+int read_int(const nlohmann::json& obj, std::string_view key, std::string_view where, int min,
+             int max) {
+  const std::int64_t v = read_integer(obj, key, where);
+  MESHTP_CHECK(v >= min && v <= max, "{}: {}={} must be between {} and {}", where, key, v, min,
+               max);
+  return static_cast<int>(v);
+}
+
+std::vector<int> read_int_list(const nlohmann::json& obj, std::string_view key,
+                               std::string_view where, int min, int max) {
+  const nlohmann::json& v = require_field(obj, key, where);
+  MESHTP_CHECK(v.is_array() && !v.empty(), "{}: field '{}' must be a non-empty array of "
+               "integers, got {}", where, key, v.dump());
+  std::vector<int> out;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    MESHTP_CHECK(v[i].is_number_integer(), "{}: {}[{}] must be an integer, got {}", where, key, i,
+                 v[i].dump());
+    const std::int64_t x = v[i].get<std::int64_t>();
+    MESHTP_CHECK(x >= min && x <= max, "{}: {}[{}]={} must be between {} and {}", where, key, i,
+                 x, min, max);
+    out.push_back(static_cast<int>(x));
+  }
+  return out;
+}
+
+std::vector<double> read_number_list(const nlohmann::json& obj, std::string_view key,
+                                     std::string_view where) {
+  const nlohmann::json& v = require_field(obj, key, where);
+  MESHTP_CHECK(v.is_array() && !v.empty(), "{}: field '{}' must be a non-empty array of "
+               "numbers, got {}", where, key, v.dump());
+  std::vector<double> out;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    MESHTP_CHECK(v[i].is_number() && std::isfinite(v[i].get<double>()), "{}: {}[{}] must be a "
+                 "finite number, got {}", where, key, i, v[i].dump());
+    out.push_back(v[i].get<double>());
+  }
+  return out;
+}
+
 std::string read_string(const nlohmann::json& obj, std::string_view key, std::string_view where) {
   const nlohmann::json& v = require_field(obj, key, where);
   MESHTP_CHECK(v.is_string(), "{}: field '{}' must be a string, got {}", where, key, v.dump());
@@ -92,4 +131,4 @@ void check_fields(const nlohmann::json& obj, std::initializer_list<std::string_v
   }
 }
 
-}  // namespace meshtp::plan
+}  // namespace meshtp

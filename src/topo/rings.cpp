@@ -1,0 +1,88 @@
+#include "topo/rings.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <limits>
+#include <unordered_map>
+
+#include "core/error.hpp"
+
+namespace meshtp::topo {
+namespace {
+
+// Flow counter key: split-duplex links count each direction, shared links both together.
+std::int64_t flow_key(const Link& l, const Hop& h) {
+  const std::int64_t dir = l.sharing == Sharing::kSplitDuplex && !h.forward ? 1 : 0;
+  return static_cast<std::int64_t>(h.link) * 2 + dir;
+}
+
+}  // namespace
+
+DimRings ring_dim(const Graph& graph, const std::vector<int>& placement,
+                  const std::vector<int>& shape, int dim) {
+  std::int64_t n = 1;
+  for (const int d : shape) n *= d;
+  MESHTP_CHECK(dim >= 0 && dim < static_cast<int>(shape.size()), "mesh dim {} out of range",
+               dim);
+  MESHTP_CHECK(static_cast<std::int64_t>(placement.size()) == n, "placement of {} ranks does "
+               "not match the mesh's {} ranks", placement.size(), n);
+  DimRings out;
+  out.size = shape[static_cast<std::size_t>(dim)];
+  for (std::size_t k = static_cast<std::size_t>(dim) + 1; k < shape.size(); ++k) {
+    out.stride *= shape[k];
+  }
+  out.groups = static_cast<int>(n / out.size);
+  if (out.size == 1) return out;
+  const int span = out.size * out.stride;
+  auto device = [&](int g, int i) {
+    const int rank = (g / out.stride) * span + g % out.stride + i * out.stride;
+    return placement[static_cast<std::size_t>(rank)];
+  };
+  // Every hop of every group, routed once.
+  std::vector<Route> hops;
+  hops.reserve(static_cast<std::size_t>(n));
+  for (int g = 0; g < out.groups; ++g) {
+    for (int i = 0; i < out.size; ++i) {
+      hops.push_back(graph.route(device(g, i), device(g, (i + 1) % out.size)));
+    }
+  }
+  std::unordered_map<std::int64_t, int> flows;
+  for (const Route& r : hops) {
+    for (const Hop& h : r) {
+      const Link& l = graph.link(h.link);
+      if (l.sharing != Sharing::kFatpipe) ++flows[flow_key(l, h)];
+    }
+  }
+  out.link_gbps = std::numeric_limits<double>::infinity();
+  for (const Route& r : hops) {
+    out.latency_us = std::max(out.latency_us, graph.latency_us(r));
+    out.max_hops = std::max(out.max_hops, static_cast<int>(r.size()));
+    for (const Hop& h : r) {
+      const Link& l = graph.link(h.link);
+      const int f = l.sharing == Sharing::kFatpipe ? 1 : flows.at(flow_key(l, h));
+      const double share = l.gbps / f;
+      if (share < out.link_gbps) {
+        out.link_gbps = share;
+        out.bottleneck_link = h.link;
+        out.bottleneck_forward = h.forward;
+        out.flows = f;
+      }
+    }
+  }
+  // A ring whose hops are all local (two ranks on one device is rejected by the placement;
+  // this is a route with no link, e.g. an explicit empty route) has no bottleneck.
+  MESHTP_CHECK(out.bottleneck_link >= 0, "mesh dim {}: ring hops cross no link", dim);
+  return out;
+}
+
+std::string describe_bottleneck(const Graph& graph, const DimRings& rings) {
+  if (rings.bottleneck_link < 0) return "-";
+  const Link& l = graph.link(rings.bottleneck_link);
+  const std::string from = graph.node_name(rings.bottleneck_forward ? l.a : l.b);
+  const std::string to = graph.node_name(rings.bottleneck_forward ? l.b : l.a);
+  return fmt::format("{} ({} -> {}, {}, {:.4g} GB/s / {} flow{})", l.name, from, to,
+                     name(l.sharing), l.gbps, rings.flows, rings.flows == 1 ? "" : "s");
+}
+
+}  // namespace meshtp::topo

@@ -1,0 +1,146 @@
+#include "topo/simgrid.hpp"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <system_error>
+
+#include "core/atomic_file.hpp"
+#include "core/error.hpp"
+#include "topo/spec.hpp"
+
+namespace meshtp::topo {
+namespace {
+
+constexpr const char* kTorusId = "torus";
+
+const char* policy(Sharing s) {
+  switch (s) {
+    case Sharing::kSplitDuplex: return "SPLITDUPLEX";
+    case Sharing::kShared: return "SHARED";
+    case Sharing::kFatpipe: return "FATPIPE";
+  }
+  return "?";
+}
+
+// SimGrid parses "<number><unit>"; plain SI units keep the numbers exact.
+// (fmt's "{}" is the shortest text that reads back as the same double.)
+std::string bandwidth(double gbps) { return fmt::format("{}Bps", gbps * 1e9); }
+std::string latency(double us) { return fmt::format("{}s", us * 1e-6); }
+std::string speed(double tflops) { return fmt::format("{}f", tflops * 1e12); }
+
+std::string props(const HostSpec& host) {
+  return fmt::format("    <prop id=\"meshtp_memory_gib\" value=\"{}\"/>\n"
+                     "    <prop id=\"meshtp_elementwise_gbps\" value=\"{}\"/>\n",
+                     host.memory_gib, host.elementwise_gbps);
+}
+
+// XML attribute values: names come from user files.
+std::string escape(const std::string& s) {
+  std::string out;
+  for (const char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+bool uniform_torus(const Graph& g) {
+  if (g.torus_dims.empty() || g.links().empty()) return false;
+  const Link& first = g.links().front();
+  for (const Link& l : g.links()) {
+    if (l.gbps != first.gbps || l.latency_us != first.latency_us ||
+        l.sharing != Sharing::kSplitDuplex) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string simgrid_platform_xml(const Graph& graph, const HostSpec& host) {
+  MESHTP_CHECK(host.tflops > 0, "platform: device tflops={} must be positive", host.tflops);
+  std::string out =
+      "<?xml version='1.0'?>\n"
+      "<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
+      "<!-- written by meshtp topo platform: one host per device, the graph's links and "
+      "routes -->\n"
+      "<platform version=\"4.1\">\n";
+  if (uniform_torus(graph)) {
+    const Link& l = graph.links().front();
+    out += fmt::format(
+        "  <cluster id=\"{}\" prefix=\"dev\" suffix=\"\" radical=\"0-{}\" speed=\"{}\" "
+        "bw=\"{}\" lat=\"{}\" topology=\"TORUS\" topo_parameters=\"{}\" "
+        "sharing_policy=\"SPLITDUPLEX\">\n{}  </cluster>\n</platform>\n",
+        kTorusId, graph.devices() - 1, speed(host.tflops), bandwidth(l.gbps),
+        latency(l.latency_us), fmt::join(graph.torus_dims, ","), props(host));
+    return out;
+  }
+  out += "  <zone id=\"meshtp\" routing=\"Full\">\n" + props(host);
+  for (int d = 0; d < graph.devices(); ++d) {
+    out += fmt::format("    <host id=\"{}\" speed=\"{}\"/>\n", escape(graph.node_name(d)),
+                       speed(host.tflops));
+  }
+  for (const Link& l : graph.links()) {
+    out += fmt::format("    <link id=\"{}\" bandwidth=\"{}\" latency=\"{}\" "
+                       "sharing_policy=\"{}\"/>\n",
+                       escape(l.name), bandwidth(l.gbps), latency(l.latency_us),
+                       policy(l.sharing));
+  }
+  for (int s = 0; s < graph.devices(); ++s) {
+    for (int t = 0; t < graph.devices(); ++t) {
+      if (s == t) continue;
+      out += fmt::format("    <route src=\"{}\" dst=\"{}\" symmetrical=\"NO\">",
+                         escape(graph.node_name(s)), escape(graph.node_name(t)));
+      for (const Hop& h : graph.route(s, t)) {
+        const Link& l = graph.link(h.link);
+        if (l.sharing == Sharing::kSplitDuplex) {
+          out += fmt::format("<link_ctn id=\"{}\" direction=\"{}\"/>", escape(l.name),
+                             h.forward ? "UP" : "DOWN");
+        } else {
+          out += fmt::format("<link_ctn id=\"{}\"/>", escape(l.name));
+        }
+      }
+      out += "</route>\n";
+    }
+  }
+  out += "  </zone>\n</platform>\n";
+  return out;
+}
+
+std::string simgrid_hostfile(const Graph& graph, const std::vector<int>& placement) {
+  check_placement(placement, graph.devices());
+  std::string out;
+  for (const int d : placement) out += graph.node_name(d) + "\n";
+  return out;
+}
+
+PlatformFiles write_simgrid_platform(const Graph& graph, const std::vector<int>& placement,
+                                     const HostSpec& host, const std::string& dir) {
+  const std::string hosts = simgrid_hostfile(graph, placement);
+  const std::string xml = simgrid_platform_xml(graph, host);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  MESHTP_CHECK(!ec, "cannot create directory '{}': {}", dir, ec.message());
+  PlatformFiles files{.platform = (std::filesystem::path(dir) / "platform.xml").string(),
+                      .hostfile = (std::filesystem::path(dir) / "hostfile").string(),
+                      .hosts = graph.devices(),
+                      .torus_cluster = uniform_torus(graph)};
+  write_file_atomically(files.platform, xml);
+  write_file_atomically(files.hostfile, hosts);
+  return files;
+}
+
+std::string torus_cluster_link_name(const Graph& graph, int link, bool forward, long netpoint) {
+  const Link& l = graph.link(link);
+  return fmt::format("{}_link_from_{}_to_{}_{}", kTorusId, netpoint, l.b,
+                     forward ? "UP" : "DOWN");
+}
+
+}  // namespace meshtp::topo

@@ -1,0 +1,55 @@
+// SimGrid platform (DTD 4.1) and hostfile for a topology graph: the simulator's view of the
+// same links and routes the planner prices (topo/rings.hpp).
+//
+//   DIR/platform.xml   one zone. A torus becomes a TORUS <cluster> (SimGrid routes it in
+//                      dimension order exactly as topo/torus.cpp does, and scales to
+//                      thousands of hosts); every other graph becomes a Full zone: one
+//                      <host> per device (speed = the device's FLOP rate), one <link> per
+//                      graph link (bandwidth in B/s, latency in s, sharing_policy SPLITDUPLEX,
+//                      SHARED or FATPIPE) and one <route> per ordered pair of devices listing
+//                      the graph's route (direction UP = link a→b, DOWN = b→a, for
+//                      split-duplex links). Routers are not hosts; they exist only as the
+//                      links between them. The device's memory and elementwise rate are zone
+//                      properties (meshtp_memory_gib, meshtp_elementwise_gbps).
+//   DIR/hostfile       line r = the host of rank r (the placement), for `smpirun -hostfile`.
+//
+// What the simulation then charges (for the planner and SimGrid to agree, run SimGrid with
+// --cfg=network/model:CM02 --cfg=network/TCP-gamma:0 --cfg=network/crosstraffic:0, i.e. no
+// latency or bandwidth correction factors, no TCP window bound and no reverse ACK traffic,
+// so a flow of s bytes alone on a route takes Σ latency + s / min bandwidth).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "topo/graph.hpp"
+
+namespace meshtp::topo {
+
+struct HostSpec {
+  double tflops = 0;            // host speed
+  double memory_gib = 0;        // a property
+  double elementwise_gbps = 0;  // a property
+};
+
+struct PlatformFiles {
+  std::string platform;  // DIR/platform.xml
+  std::string hostfile;  // DIR/hostfile
+  int hosts = 0;
+  bool torus_cluster = false;  // true: a TORUS <cluster>; false: a Full zone
+};
+
+std::string simgrid_platform_xml(const Graph& graph, const HostSpec& host);
+std::string simgrid_hostfile(const Graph& graph, const std::vector<int>& placement);
+
+// Writes both files atomically (DIR is created if missing). Throws meshtp::Error naming the
+// path on an I/O failure and on a placement that is not one rank per device.
+PlatformFiles write_simgrid_platform(const Graph& graph, const std::vector<int>& placement,
+                                     const HostSpec& host, const std::string& dir);
+
+// SimGrid's name for the link a torus <cluster> creates for graph link `link` (device i's
+// link of one dim: "torus_link_from_<netpoint>_to_<neighbour>" + "_UP"/"_DOWN"); `netpoint`
+// is SimGrid's numbering of device i. For tests that compare SimGrid's routes with ours.
+std::string torus_cluster_link_name(const Graph& graph, int link, bool forward, long netpoint);
+
+}  // namespace meshtp::topo

@@ -1,0 +1,124 @@
+// Ring flows on graphs: the papers' numbers where the graph and ATP's matrix agree, the
+// sharing the graph adds where they do not, and the TPUv4 folds.
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "core/error.hpp"
+#include "levels_fixture.hpp"
+#include "topo/levels.hpp"
+#include "topo/networks.hpp"
+#include "topo/rings.hpp"
+#include "topo/torus.hpp"
+
+namespace meshtp::topo {
+namespace {
+
+
+std::vector<int> identity(int n) {
+  std::vector<int> p(static_cast<std::size_t>(n));
+  std::iota(p.begin(), p.end(), 0);
+  return p;
+}
+
+Graph fig7a() {
+  return levels_graph(fig7a_levels());
+}
+
+TEST(Rings, AtpFigure7aMesh8x2) {
+  // ATP §3.5: B2' = 200 (one NVLink pair), B1' = 12.5 (two groups share each node's HDR).
+  const Graph g = fig7a();
+  const DimRings d1 = ring_dim(g, identity(16), {8, 2}, 1);
+  EXPECT_EQ(d1.groups, 8);
+  EXPECT_DOUBLE_EQ(d1.link_gbps, 200);
+  EXPECT_EQ(d1.flows, 1);
+  const DimRings d0 = ring_dim(g, identity(16), {8, 2}, 0);
+  EXPECT_EQ(d0.groups, 2);
+  EXPECT_EQ(d0.stride, 2);
+  EXPECT_DOUBLE_EQ(d0.link_gbps, 12.5);
+  EXPECT_EQ(d0.flows, 2);
+  EXPECT_EQ(g.link(d0.bottleneck_link).name.substr(0, 4), "node");
+  EXPECT_DOUBLE_EQ(d0.latency_us, 8);  // the node level's
+}
+
+TEST(Rings, OneRingUsesOneLinkPerHopWhereAtpAssumesAllOfThem) {
+  // Mesh (4,4) on Fig. 7a: ATP Eq. 3 gives dim 1 the GPU's 600 GB/s (3 NVLinks), assuming
+  // the collective runs rings over every link; one ring uses one 200 GB/s link per hop.
+  const DimRings d1 = ring_dim(fig7a(), identity(16), {4, 4}, 1);
+  EXPECT_DOUBLE_EQ(d1.link_gbps, 200);
+  // Dim 0: four groups leave each node through its one uplink: 25/4.
+  EXPECT_DOUBLE_EQ(ring_dim(fig7a(), identity(16), {4, 4}, 0).link_gbps, 6.25);
+}
+
+TEST(Rings, TorusRowsAndColumnsAreFree) {
+  // ATP Fig. 7b, 4x4 torus of 25 GB/s links: each ring hop is one link, no sharing.
+  const Graph g = torus({.dims = {4, 4}, .link_gbps = 25, .latency_us = 1});
+  for (int dim : {0, 1}) {
+    const DimRings r = ring_dim(g, identity(16), {4, 4}, dim);
+    EXPECT_DOUBLE_EQ(r.link_gbps, 25) << dim;
+    EXPECT_EQ(r.flows, 1);
+    EXPECT_EQ(r.max_hops, 1);
+  }
+  // Mesh (8,2) row-major: dim 0 members are 2 apart in x, both groups cross the same links.
+  const DimRings p = ring_dim(g, identity(16), {8, 2}, 0);
+  EXPECT_LT(p.link_gbps, 25);
+}
+
+TEST(Rings, SharedLinksCountBothDirections) {
+  Graph g(2);
+  g.add_link("bus", 0, 1, 10, 0, Sharing::kShared);
+  // Two ranks: 0→1 and 1→0 share the bus.
+  EXPECT_DOUBLE_EQ(ring_dim(g, identity(2), {2}, 0).link_gbps, 5);
+  Graph h(2);
+  h.add_link("duplex", 0, 1, 10, 0, Sharing::kSplitDuplex);
+  EXPECT_DOUBLE_EQ(ring_dim(h, identity(2), {2}, 0).link_gbps, 10);
+  Graph f(2);
+  f.add_link("pipe", 0, 1, 10, 0, Sharing::kFatpipe);
+  EXPECT_DOUBLE_EQ(ring_dim(f, identity(2), {2}, 0).link_gbps, 10);
+}
+
+TEST(Rings, SwitchGivesEveryDimTheLink) {
+  const Graph g = single_switch({.devices = 16, .link_gbps = 900, .latency_us = 1});
+  for (const auto& [a, b] : {std::pair{16, 1}, {8, 2}, {4, 4}, {2, 8}}) {
+    for (int dim : {0, 1}) {
+      const DimRings r = ring_dim(g, identity(16), {a, b}, dim);
+      if (r.size > 1) {
+        EXPECT_DOUBLE_EQ(r.link_gbps, 900) << a << "x" << b << " dim " << dim;
+      }
+    }
+  }
+}
+
+TEST(Rings, Tpuv4FoldGivesBothMeshesFullLinks) {
+  // 256 TPUv4 chips, 4x8x8 with wraparound: both 32x8 (dim 1 = a y ring, dim 0 = the x-z
+  // plane snaked into a ring) and 16x16 (x split 2x2 between the dims) fold so that every
+  // ring hop is one link and no link is shared.
+  const std::vector<int> dims{4, 8, 8};
+  const Graph g = tpuv4_slice({.dims = dims, .link_gbps = 50, .latency_us = 1});
+  for (const auto& [a, b] : {std::pair{32, 8}, {16, 16}, {64, 4}, {256, 1}}) {
+    const std::vector<int> p = fold_on_torus(g, dims, a, b);
+    for (int dim : {0, 1}) {
+      const DimRings r = ring_dim(g, p, {a, b}, dim);
+      if (r.size == 1) continue;
+      EXPECT_DOUBLE_EQ(r.link_gbps, 50) << a << "x" << b << " dim " << dim;
+      EXPECT_EQ(r.max_hops, 1) << a << "x" << b << " dim " << dim;
+    }
+  }
+  // Row-major 32x8 instead: dim 0 hops jump 8 devices (two y steps), rings share links.
+  const DimRings rm = ring_dim(g, identity(256), {32, 8}, 0);
+  EXPECT_LT(rm.link_gbps, 50);
+}
+
+TEST(Rings, PlacementMustCoverTheMesh) {
+  const Graph g = torus({.dims = {4}, .link_gbps = 1});
+  try {
+    ring_dim(g, identity(3), {4}, 0);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("placement of 3 ranks does not match the mesh's 4"),
+              std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace meshtp::topo
