@@ -44,14 +44,34 @@ TEST(MeshLinks, AtpEquation3WhenDim0SpansWholeNodes) {
 }
 
 TEST(MeshLinks, TorusGivesGroupBandwidthInBothDims) {
-  // ATP §5.4: on the 2D torus of Fig. 7b, B1' = B2' = GroupBW (50 GB/s: two 25 GB/s links).
-  const MeshLinks l = mesh_links(load_topology("torus-4x4"), 4, 4);
-  EXPECT_NEAR(*l.dims[0].link_gbps, 50.0, kTol);
-  EXPECT_NEAR(*l.dims[1].link_gbps, 50.0, kTol);
-  // A pair inside a ring has one 25 GB/s link; pairs {0,2} have none and are relayed.
-  const MeshLinks p = mesh_links(load_topology("torus-4x4"), 8, 2);
-  EXPECT_NEAR(*p.dims[1].link_gbps, 25.0, kTol);
-  EXPECT_NEAR(*p.dims[0].link_gbps, 25.0, kTol);
+  // ATP §5.4: on the 2D torus of Fig. 7b, B1' = B2' = GroupBW. The preset is the torus as a
+  // graph with each mesh dim ring-folded onto it, so every ring hop is one 25 GB/s link in
+  // both dims of every mesh. (ATP's GroupBW = 50 counts both ring directions; an MPI ring
+  // sends one way, so one ring gets 25. Fig. 12's curves need only B1' = B2'.)
+  const Topology t = load_topology("torus-4x4");
+  for (const auto& [d1, d2] : {std::pair{4, 4}, {8, 2}, {2, 8}}) {
+    const MeshLinks l = mesh_links(t, d1, d2);
+    for (const DimLinks& d : l.dims) {
+      EXPECT_NEAR(*d.link_gbps, 25.0, kTol) << d1 << "x" << d2 << " dim " << d.dim;
+      EXPECT_EQ(d.modelled.max_hops, 1) << d1 << "x" << d2 << " dim " << d.dim;
+      EXPECT_NE(d.modelled.bottleneck_link.find("1 flow"), std::string::npos)
+          << d.modelled.bottleneck_link;
+    }
+  }
+  EXPECT_NEAR(*mesh_links(t, 16, 1).dims[0].link_gbps, 25.0, kTol);
+}
+
+TEST(MeshLinks, Tpuv4SliceGivesBothLogicalMeshesFullLinks) {
+  // MeshSlice's 256 TPUv4 chips as a 4x8x8 slice: the logical 32x8 mesh (MeshSlice's
+  // choice) and 16x16 both fold so each ring hop is one 50 GB/s link. The old 16x16 2D
+  // torus model priced 32x8's dim-0 ring at 12.5 GB/s.
+  const Topology t = load_topology("tpuv4-torus-16x16");
+  for (const auto& [d1, d2] : {std::pair{32, 8}, {16, 16}}) {
+    const MeshLinks l = mesh_links(t, d1, d2);
+    EXPECT_NEAR(*l.dims[0].link_gbps, 50.0, kTol) << d1 << "x" << d2;
+    EXPECT_NEAR(*l.dims[1].link_gbps, 50.0, kTol) << d1 << "x" << d2;
+    EXPECT_NEAR(l.dims[0].all_reduce.l_sync_s, 1e-6, 1e-15);
+  }
 }
 
 TEST(MeshLinks, SwitchGivesGroupBandwidthToEveryMesh) {
