@@ -5,8 +5,8 @@
 // crosses the sender's uplink and the receiver's downlink, so every ring of every mesh dim
 // gets link_gbps (ATP IC3/IC5: B1' = B2' = GroupBW).
 //
-// Fat tree (an extended generalized fat tree, the family SimGrid's FAT_TREE cluster
-// describes). h levels; down[l] children per switch of level l+1, up[l] parents per node of
+// Fat tree (XGFT: an extended generalized fat tree, the family SimGrid's FAT_TREE
+// cluster describes). h levels; down[l] children per switch of level l+1, up[l] parents per node of
 // level l. Devices are level 0, N = Π down. A node of level l is named by digits
 // (p_1…p_l, c_{l+1}…c_h) with p_i < up[i−1] and c_i < down[i−1]; it links to the up[l]
 // parents that share all its digits but digit l+1. Routing is up/down with d-mod-k parent
@@ -15,8 +15,8 @@
 // up (1, 2): 16 devices under 4 leaf switches, 2 spines; dev0 → dev5 climbs leaf 0, spine
 // (5 / 1) mod 2 = 1, descends leaf 1 to dev5.
 //
-// Dragonfly. `groups` groups of `routers` routers, all-to-all local links inside a group,
-// one global link between every pair of groups, `devices` devices per router. In group G,
+// Dragonfly (Dragonfly §3). `groups` groups of `routers` routers, all-to-all local links
+// inside a group, one global link between every pair of groups, `devices` devices per router. In group G,
 // the global link to group H sits on router (index of H among G's other groups) mod
 // routers. Minimal routing: source router → (local) the router holding the global link →
 // (global) → (local) destination router.

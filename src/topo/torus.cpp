@@ -165,11 +165,15 @@ std::vector<int> place(const Fold& f, const std::vector<int>& dims, int d1, int 
   for (int i = 0; i < d1; ++i) {
     const std::vector<int> g0 = gray_digits(radix0, i);
     std::fill(u.begin(), u.end(), 0);
-    for (std::size_t k = 0; k < f.order0.size(); ++k) u[static_cast<std::size_t>(f.order0[k])] = g0[k];
+    for (std::size_t k = 0; k < f.order0.size(); ++k) {
+      u[static_cast<std::size_t>(f.order0[k])] = g0[k];
+    }
     for (int j = 0; j < d2; ++j) {
       const std::vector<int> g1 = gray_digits(radix1, j);
       std::fill(v.begin(), v.end(), 0);
-      for (std::size_t k = 0; k < f.order1.size(); ++k) v[static_cast<std::size_t>(f.order1[k])] = g1[k];
+      for (std::size_t k = 0; k < f.order1.size(); ++k) {
+        v[static_cast<std::size_t>(f.order1[k])] = g1[k];
+      }
       for (std::size_t k = 0; k < dims.size(); ++k) x[k] = f.axes[k].position(u[k], v[k]);
       out[static_cast<std::size_t>(i) * d2 + j] = torus_id(dims, x);
     }
@@ -214,7 +218,9 @@ std::vector<int> fold_on_torus(const Graph& graph, const std::vector<int>& dims,
       }
       for (unsigned mask = 0; mask < (1u << splits.size()); ++mask) {
         Fold g = f;
-        for (std::size_t s = 0; s < splits.size(); ++s) g.axes[splits[s]].v_inner = !(mask >> s & 1u);
+        for (std::size_t s = 0; s < splits.size(); ++s) {
+          g.axes[splits[s]].v_inner = !(mask >> s & 1u);
+        }
         g.order0 = part_order(g.axes, false);
         g.order1 = part_order(g.axes, true);
         folds.push_back(std::move(g));

@@ -9,7 +9,7 @@
 // shorter direction, ties broken exactly as SimGrid's TORUS cluster does, so a platform
 // written as a TORUS cluster and the planner use the same hops.
 //
-// TPUv4 slices (Jouppi et al., TPU v4, ISCA 2023): 4×4×4 cubes of chips wired by ICI inside a
+// TPUv4 slices (TPUv4 §2): 4×4×4 cubes of chips wired by ICI inside a
 // cube and by optical circuit switches across cube faces; a slice whose dims are multiples
 // of 4 closes every dim into a ring, so the slice is a 3D torus with 6 links per chip. The
 // OCS is a passive mirror: it adds no hop, so the slice is routed like any torus.

@@ -44,6 +44,22 @@ TEST(AtpCost, Figure12ClosedForm) {
   }
 }
 
+TEST(AtpCost, Figure12ClosedFormOnTheTorusGraph) {
+  // IC6, the 2D torus, as a graph with ring-folded meshes: every mesh gets B1' = B2' = one
+  // link (25 GB/s), so Eq. 2 + Eq. 4 reduce to Fig. 12's closed form with GroupBW = 25.
+  const ModelSpec m = small_model();
+  const Topology t = load_topology("torus-4x4");
+  const double delta = 2.0 * m.layers * m.batch * m.seq * m.hidden * m.element_bytes() / 25e9;
+  for (const auto& [d1, d2] : {std::pair{16, 1}, {8, 2}, {4, 4}, {2, 8}, {1, 16}}) {
+    const MeshLinks l = mesh_links(t, d1, d2);
+    const double b1 = d1 > 1 ? *l.dims[0].allreduce_gbps * 1e9 : 0;
+    const double b2 = d2 > 1 ? *l.dims[1].allreduce_gbps * 1e9 : 0;
+    EXPECT_NEAR(atp_comm_time(m, d1, d2, b1, b2),
+                delta * (14.0 * d2 + 4.0 * d1 - 18.0) / (d1 * d2), 1e-12 * delta)
+        << d1 << "x" << d2;
+  }
+}
+
 TEST(AtpCost, Figure12ShapeOfTheCurves) {
   // ATP-1 = mesh (N,1) grows with N; ATP-2 = (N/2,2) and ATP-4 = (N/4,4) shrink.
   auto coeff = [](double d1, double d2) { return (14 * d2 + 4 * d1 - 18) / (d1 * d2); };

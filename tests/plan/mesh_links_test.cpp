@@ -74,6 +74,23 @@ TEST(MeshLinks, Tpuv4SliceGivesBothLogicalMeshesFullLinks) {
   }
 }
 
+TEST(MeshLinks, CalibrationOverridesTheGraph) {
+  // A graph topology with one calibrated group shape: that dim uses the fit, the other the
+  // graph's ring flows.
+  const Topology t = parse_topology(R"({
+    "name": "calibrated-torus", "device": {"memory_gib": 80, "tflops": 250},
+    "graph": {"generator": "torus", "dims": [4, 4], "link_gbps": 25, "placement": "fold"},
+    "calibration": {"source": "test", "groups": [
+      {"size": 4, "stride": 1, "all_gather": {"t_launch_us": 7, "l_sync_us": 2, "bw_gbps": 9}}]}
+  })", "test");
+  const MeshLinks l = mesh_links(t, 4, 4);
+  EXPECT_EQ(l.dims[1].source, BandwidthSource::kCalibrated);
+  EXPECT_NEAR(*l.dims[1].link_gbps, 9, kTol);
+  EXPECT_NEAR(l.dims[1].modelled.link_gbps, 25, kTol);  // the graph's, kept as evidence
+  EXPECT_EQ(l.dims[0].source, BandwidthSource::kModelled);
+  EXPECT_NEAR(*l.dims[0].link_gbps, 25, kTol);
+}
+
 TEST(MeshLinks, SwitchGivesGroupBandwidthToEveryMesh) {
   // One level (NVSwitch / NVLink network): nothing is shared, B1' = B2' = GroupBW.
   const Topology t = load_topology("nvlink-network-16");
