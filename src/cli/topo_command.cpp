@@ -101,7 +101,7 @@ void run_topo_platform(const TopoArgs& args) {
                topology.device_count(), args.devices);
   const topo::PlatformFiles f = plan::write_platform(topology, mesh_arg(args.mesh), args.out);
   out() << fmt::format("wrote {} ({} hosts, {}) and {}\n", f.platform, f.hosts,
-                       f.torus_cluster ? "TORUS cluster" : "Full routing", f.hostfile);
+                       topo::name(f.cluster), f.hostfile);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@ namespace meshtp::topo {
 namespace {
 
 constexpr const char* kTorusId = "torus";
+constexpr const char* kStarId = "star";
 
 const char* policy(Sharing s) {
   switch (s) {
@@ -50,8 +51,8 @@ std::string escape(const std::string& s) {
   return out;
 }
 
-bool uniform_torus(const Graph& g) {
-  if (g.torus_dims.empty() || g.links().empty()) return false;
+bool uniform_links(const Graph& g) {
+  if (g.links().empty()) return false;
   const Link& first = g.links().front();
   for (const Link& l : g.links()) {
     if (l.gbps != first.gbps || l.latency_us != first.latency_us ||
@@ -64,6 +65,34 @@ bool uniform_torus(const Graph& g) {
 
 }  // namespace
 
+ClusterKind cluster_kind(const Graph& g) {
+  if (!uniform_links(g)) return ClusterKind::kNone;
+  if (!g.torus_dims.empty()) return ClusterKind::kTorus;
+  // A star SimGrid builds itself: link i joins device i to the one switch.
+  if (!g.star || static_cast<int>(g.links().size()) != g.devices()) return ClusterKind::kNone;
+  for (int i = 0; i < g.devices(); ++i) {
+    if (g.link(i).a != i) return ClusterKind::kNone;
+  }
+  return ClusterKind::kStar;
+}
+
+namespace {
+
+std::string cluster_xml(const Graph& g, const HostSpec& host, ClusterKind kind) {
+  const Link& l = g.links().front();
+  const std::string topology =
+      kind == ClusterKind::kTorus
+          ? fmt::format(" topology=\"TORUS\" topo_parameters=\"{}\"", fmt::join(g.torus_dims, ","))
+          : std::string();
+  return fmt::format(
+      "  <cluster id=\"{}\" prefix=\"dev\" suffix=\"\" radical=\"0-{}\" speed=\"{}\" bw=\"{}\" "
+      "lat=\"{}\"{} sharing_policy=\"SPLITDUPLEX\">\n{}  </cluster>\n</platform>\n",
+      kind == ClusterKind::kTorus ? kTorusId : kStarId, g.devices() - 1, speed(host.tflops),
+      bandwidth(l.gbps), latency(l.latency_us), topology, props(host));
+}
+
+}  // namespace
+
 std::string simgrid_platform_xml(const Graph& graph, const HostSpec& host) {
   MESHTP_CHECK(host.tflops > 0, "platform: device tflops={} must be positive", host.tflops);
   std::string out =
@@ -72,15 +101,8 @@ std::string simgrid_platform_xml(const Graph& graph, const HostSpec& host) {
       "<!-- written by meshtp topo platform: one host per device, the graph's links and "
       "routes -->\n"
       "<platform version=\"4.1\">\n";
-  if (uniform_torus(graph)) {
-    const Link& l = graph.links().front();
-    out += fmt::format(
-        "  <cluster id=\"{}\" prefix=\"dev\" suffix=\"\" radical=\"0-{}\" speed=\"{}\" "
-        "bw=\"{}\" lat=\"{}\" topology=\"TORUS\" topo_parameters=\"{}\" "
-        "sharing_policy=\"SPLITDUPLEX\">\n{}  </cluster>\n</platform>\n",
-        kTorusId, graph.devices() - 1, speed(host.tflops), bandwidth(l.gbps),
-        latency(l.latency_us), fmt::join(graph.torus_dims, ","), props(host));
-    return out;
+  if (const ClusterKind kind = cluster_kind(graph); kind != ClusterKind::kNone) {
+    return out + cluster_xml(graph, host, kind);
   }
   out += "  <zone id=\"meshtp\" routing=\"Full\">\n" + props(host);
   for (int d = 0; d < graph.devices(); ++d) {
@@ -131,16 +153,31 @@ PlatformFiles write_simgrid_platform(const Graph& graph, const std::vector<int>&
   PlatformFiles files{.platform = (std::filesystem::path(dir) / "platform.xml").string(),
                       .hostfile = (std::filesystem::path(dir) / "hostfile").string(),
                       .hosts = graph.devices(),
-                      .torus_cluster = uniform_torus(graph)};
+                      .cluster = cluster_kind(graph)};
   write_file_atomically(files.platform, xml);
   write_file_atomically(files.hostfile, hosts);
   return files;
 }
 
-std::string torus_cluster_link_name(const Graph& graph, int link, bool forward, long netpoint) {
-  const Link& l = graph.link(link);
-  return fmt::format("{}_link_from_{}_to_{}_{}", kTorusId, netpoint, l.b,
-                     forward ? "UP" : "DOWN");
+std::string simgrid_link_name(const Graph& graph, const Hop& hop, long netpoint) {
+  const Link& l = graph.link(hop.link);
+  const char* dir = hop.forward ? "UP" : "DOWN";
+  switch (cluster_kind(graph)) {
+    case ClusterKind::kTorus:
+      return fmt::format("{}_link_from_{}_to_{}_{}", kTorusId, netpoint, l.b, dir);
+    case ClusterKind::kStar: return fmt::format("{}_link_{}_{}", kStarId, l.a, dir);
+    case ClusterKind::kNone: break;
+  }
+  return l.sharing == Sharing::kSplitDuplex ? fmt::format("{}_{}", l.name, dir) : l.name;
+}
+
+const char* name(ClusterKind k) {
+  switch (k) {
+    case ClusterKind::kNone: return "Full routing";
+    case ClusterKind::kTorus: return "TORUS cluster";
+    case ClusterKind::kStar: return "cluster";
+  }
+  return "?";
 }
 
 }  // namespace meshtp::topo

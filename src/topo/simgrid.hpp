@@ -2,8 +2,10 @@
 // same links and routes the planner prices (topo/rings.hpp).
 //
 //   DIR/platform.xml   one zone. A torus becomes a TORUS <cluster> (SimGrid routes it in
-//                      dimension order exactly as topo/torus.cpp does, and scales to
-//                      thousands of hosts); every other graph becomes a Full zone: one
+//                      dimension order exactly as topo/torus.cpp does), a star of uniform
+//                      links a plain <cluster> (device i's private link UP, device j's
+//                      DOWN); both scale to thousands of hosts. Every other graph becomes a
+//                      Full zone: one
 //                      <host> per device (speed = the device's FLOP rate), one <link> per
 //                      graph link (bandwidth in B/s, latency in s, sharing_policy SPLITDUPLEX,
 //                      SHARED or FATPIPE) and one <route> per ordered pair of devices listing
@@ -32,11 +34,16 @@ struct HostSpec {
   double elementwise_gbps = 0;  // a property
 };
 
+// How the platform describes the graph.
+enum class ClusterKind { kNone, kTorus, kStar };  // Full zone, TORUS cluster, flat cluster
+const char* name(ClusterKind k);
+ClusterKind cluster_kind(const Graph& graph);
+
 struct PlatformFiles {
   std::string platform;  // DIR/platform.xml
   std::string hostfile;  // DIR/hostfile
   int hosts = 0;
-  bool torus_cluster = false;  // true: a TORUS <cluster>; false: a Full zone
+  ClusterKind cluster = ClusterKind::kNone;
 };
 
 std::string simgrid_platform_xml(const Graph& graph, const HostSpec& host);
@@ -47,9 +54,11 @@ std::string simgrid_hostfile(const Graph& graph, const std::vector<int>& placeme
 PlatformFiles write_simgrid_platform(const Graph& graph, const std::vector<int>& placement,
                                      const HostSpec& host, const std::string& dir);
 
-// SimGrid's name for the link a torus <cluster> creates for graph link `link` (device i's
-// link of one dim: "torus_link_from_<netpoint>_to_<neighbour>" + "_UP"/"_DOWN"); `netpoint`
-// is SimGrid's numbering of device i. For tests that compare SimGrid's routes with ours.
-std::string torus_cluster_link_name(const Graph& graph, int link, bool forward, long netpoint);
+// SimGrid's name for the link a hop crosses in the written platform: a torus cluster's
+// "torus_link_from_<netpoint of link.a>_to_<link.b>_UP|DOWN", a star cluster's
+// "star_link_<device>_UP|DOWN", a Full zone's "<name>_UP|DOWN" (split-duplex) or "<name>".
+// `netpoint` is SimGrid's number for device link.a (torus only). For tests that compare
+// SimGrid's routes with ours.
+std::string simgrid_link_name(const Graph& graph, const Hop& hop, long netpoint);
 
 }  // namespace meshtp::topo

@@ -40,19 +40,15 @@ struct Check {
   std::vector<int> shape;
   std::vector<int> placement;
   std::array<topo::DimRings, 2> rings;
-  bool torus_cluster = false;
 };
 
 // SimGrid's name for one hop of our route.
 std::string expected_name(const Check& c, const topo::Hop& h,
                           const std::map<int, unsigned long>& netpoint_of_device) {
-  const topo::Link& l = c.graph.link(h.link);
-  if (c.torus_cluster) {
-    return topo::torus_cluster_link_name(c.graph, h.link, h.forward,
-                                         static_cast<long>(netpoint_of_device.at(l.a)));
-  }
-  if (l.sharing != topo::Sharing::kSplitDuplex) return l.name;
-  return l.name + (h.forward ? "_UP" : "_DOWN");
+  const int a = c.graph.link(h.link).a;
+  const auto it = netpoint_of_device.find(a);
+  return topo::simgrid_link_name(c.graph, h,
+                                 it == netpoint_of_device.end() ? -1 : static_cast<long>(it->second));
 }
 
 void check_routes(const Check& c, sg4::Engine& e) {
@@ -87,7 +83,7 @@ void check_routes(const Check& c, sg4::Engine& e) {
     }
   }
   fmt::print("routes: {} of {} device pairs agree ({})\n", checked, n * (n - 1),
-             c.torus_cluster ? "TORUS cluster" : "Full zone");
+             topo::name(topo::cluster_kind(c.graph)));
 }
 
 // Successor of each rank in its dim-`dim` ring.
@@ -110,7 +106,7 @@ int main(int argc, char** argv) {
   try {
     MESHTP_CHECK(argc == 4, "usage: topo_simgrid_check TOPOLOGY MESH OUTDIR");
     Check c{.topology = plan::load_topology(argv[1]), .graph = topo::Graph(1), .shape = {},
-            .placement = {}, .rings = {}, .torus_cluster = false};
+            .placement = {}, .rings = {}};
     c.shape = parse_mesh_shape(argv[2]);
     MESHTP_CHECK(c.shape.size() == 2, "MESH must be d1xd2");
     c.graph = plan::topology_graph(c.topology);
@@ -118,7 +114,6 @@ int main(int argc, char** argv) {
     c.rings = plan::graph_rings(c.topology, c.graph, c.shape[0], c.shape[1]);
     const topo::PlatformFiles files = plan::write_platform(
         c.topology, std::array<int, 2>{c.shape[0], c.shape[1]}, argv[3]);
-    c.torus_cluster = files.torus_cluster;
 
     int sg_argc = 1;
     char* sg_argv[] = {argv[0], nullptr};

@@ -121,5 +121,17 @@ TEST(Platform, TorusBecomesATorusCluster) {
   EXPECT_NE(xml.find("topology=\"TORUS\" topo_parameters=\"4,2\""), std::string::npos) << xml;
 }
 
+TEST(Platform, UniformStarBecomesAFlatCluster) {
+  const GraphSpec s = spec(R"({"generator": "switch", "devices": 8, "link_gbps": 300})");
+  const Graph g = build_graph(s);
+  EXPECT_EQ(cluster_kind(g), ClusterKind::kStar);
+  const std::string xml = simgrid_platform_xml(g, {.tflops = 1});
+  EXPECT_NE(xml.find("<cluster id=\"star\" prefix=\"dev\" suffix=\"\" radical=\"0-7\""),
+            std::string::npos)
+      << xml;
+  EXPECT_EQ(xml.find("topology="), std::string::npos);
+  EXPECT_EQ(simgrid_link_name(g, g.route(2, 5)[1], -1), "star_link_5_DOWN");
+}
+
 }  // namespace
 }  // namespace meshtp::topo
