@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "bench/blas_reference.hpp"
 #include "comm/communicator.hpp"
 #include "core/error.hpp"
 #include "core/stats.hpp"
@@ -127,19 +128,25 @@ LayerBenchSample run_layer_bench(const mesh::DeviceMesh& mesh, const LayerBenchO
   step(t);
   r.iterations = std::clamp(static_cast<int>(o.target_seconds / std::max(t[2], 1e-6)),
                             o.min_iterations, o.max_iterations);
-  std::vector<double> fwd, bwd, all, wait;
+  BlasReference blas(c.block.batch * c.block.seq, c.block.hidden);
+  std::vector<double> fwd, bwd, all, wait, blas_s;
   for (int it = 0; it < r.iterations; ++it) {
     step(t);
     fwd.push_back(t[0]);
     bwd.push_back(t[1]);
     all.push_back(t[2]);
     wait.push_back(t[3]);
+    double b = blas.time_pass();  // every rank at once, as in the step
+    world.all_reduce(std::span<double>(&b, 1), comm::ReduceOp::kMax);
+    blas_s.push_back(b);
   }
   r.forward_s = median(fwd);
   r.backward_s = median(bwd);
   r.step_s = median(all);
   r.comm_wait_s = median(wait);
   r.tflops_per_rank = r.flops / r.step_s / mesh.size() / 1e12;
+  r.blas_gflops = blas.flops() / median(blas_s) / 1e9;
+  r.ratio_to_blas = r.tflops_per_rank * 1e3 / r.blas_gflops;
   if (o.trace) {
     Tracer& tracer = Tracer::instance();
     tracer.clear();

@@ -10,6 +10,8 @@
 //
 //   FLOPs per step = L · (72·b·s·h² + 12·b·s²·h)        (SPEC §2, forward + backward)
 //   TFLOP/s per rank = FLOPs / step time / ranks
+//   ratio to BLAS    = TFLOP/s per rank / one rank's BLAS rate on the block's linear shapes,
+//                      timed between the steps of the same run (bench/blas_reference.hpp)
 #pragma once
 
 #include <cstdint>
@@ -38,6 +40,10 @@ struct LayerBenchSample {
   double comm_wait_s = 0.0;                                // per step, max over ranks
   double flops = 0.0;                                      // per step, whole model
   double tflops_per_rank = 0.0;
+  // One rank's BLAS on the block's linear shapes (bench/blas_reference.hpp), one pass timed
+  // after every step on every rank at once: median of the max over ranks.
+  double blas_gflops = 0.0;
+  double ratio_to_blas = 0.0;  // tflops_per_rank·1000 / blas_gflops
   double check_error = -1.0;  // max relative error of the small check; -1: not run
   double trace_origin_s = 0.0;  // with trace: now_seconds() right after the step's barrier
 };

@@ -5,7 +5,9 @@
 //
 // Columns: fwd / bwd / step ms = medians over steps of the max over ranks; wait ms = time
 // spent waiting on communication per step (max over ranks) and its share of the step;
-// TFLOP/s per rank from 72·b·s·h² + 12·b·s²·h FLOPs per layer; check = the small-stack
+// TFLOP/s per rank from 72·b·s·h² + 12·b·s²·h FLOPs per layer; BLAS GF/s = one rank's
+// cblas_sgemm on the block's linear shapes, timed between the steps on every rank at once, and
+// ratio = TFLOP/s per rank over it (bench/blas_reference.hpp); check = the small-stack
 // comparison with the serial reference run before timing. `--mesh all` sweeps every (d1, d2)
 // with d1·d2 = ranks; a mesh the model does not divide is listed as skipped, with the reason.
 #include <fmt/format.h>
@@ -56,9 +58,10 @@ void run_bench_layer(const BenchLayerArgs& a) {
         a.layers, a.batch, a.seq, a.hidden, a.heads, N,
         a.sequence_parallel ? ", sequence parallel" : "",
         a.layers * bench::layer_flops(a.batch, a.seq, a.hidden) / 1e9);
-    os << fmt::format("{:>6} {:>6} {:>5} {:>9} {:>9} {:>9} {:>9} {:>6} {:>12} {:>9}\n", "mesh",
-                      "chunks", "iters", "fwd ms", "bwd ms", "step ms", "wait ms", "wait%",
-                      "TFLOP/s/rank", "check");
+    os << fmt::format("{:>6} {:>6} {:>5} {:>9} {:>9} {:>9} {:>9} {:>6} {:>12} {:>10} {:>6} "
+                      "{:>9}\n",
+                      "mesh", "chunks", "iters", "fwd ms", "bwd ms", "step ms", "wait ms", "wait%",
+                      "TFLOP/s/rank", "BLAS GF/s", "ratio", "check");
   }
   for (const auto& shape : meshes) {
     for (const int chunks : chunk_list) {
@@ -105,15 +108,18 @@ void run_bench_layer(const BenchLayerArgs& a) {
                              {"comm_wait_s", s.comm_wait_s},
                              {"flops", s.flops},
                              {"tflops_per_rank", s.tflops_per_rank},
+                             {"blas_gflops", s.blas_gflops},
+                             {"ratio_to_blas", s.ratio_to_blas},
                              {"check_error", s.check_error}}
                   .dump()
            << '\n';
       } else {
         os << fmt::format("{:>6} {:>6} {:>5} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>5.1f}% "
-                          "{:>12.4f} {:>9}\n",
+                          "{:>12.4f} {:>10.2f} {:>6.3f} {:>9}\n",
                           name, chunks, s.iterations, s.forward_s * 1e3, s.backward_s * 1e3,
                           s.step_s * 1e3, s.comm_wait_s * 1e3,
-                          100.0 * s.comm_wait_s / s.step_s, s.tflops_per_rank,
+                          100.0 * s.comm_wait_s / s.step_s, s.tflops_per_rank, s.blas_gflops,
+                          s.ratio_to_blas,
                           s.check_error < 0 ? std::string("-")
                                             : fmt::format("{:.1e}", s.check_error));
       }

@@ -1,6 +1,7 @@
 #include "model/gpt.hpp"
 
 #include "core/error.hpp"
+#include "ops/residual.hpp"
 #include "parallel/activation_shard.hpp"
 #include "parallel/layernorm_sharded.hpp"
 #include "parallel/param_shard.hpp"
@@ -215,11 +216,11 @@ double Gpt::forward(std::span<const std::int32_t> tokens, std::span<const std::i
 
   parallel::vocab_embedding_forward(embedded_.matrix(), tokens_, values_[kWte].matrix(), vocab_,
                                     mesh_->comm());
-  const Tensor& wpe = values_[kWpe];
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float* pos = wpe.data() + (i % config_.seq) * h;
-    float* row = embedded_.data() + i * h;
-    for (std::int64_t c = 0; c < h; ++c) row[c] += pos[c];
+  // Every sequence's rows += wpe (the position embedding, whole on every rank).
+  const ConstMatrixView wpe = values_[kWpe].matrix();
+  for (std::int64_t b = 0; b < config_.batch; ++b) {
+    const MatrixView rows = embedded_.matrix().block(b * config_.seq, 0, config_.seq, h);
+    residual_forward(rows, rows, wpe);
   }
   parallel::slice_activation(embedded_.matrix(), shard,
                              with_stack([](auto& s) { return s.input(); }).whole());
@@ -276,11 +277,9 @@ void Gpt::backward(float dloss, const std::function<void(int layer)>& on_layer_d
   const Tensor dembedded = parallel::gather_activation(
       mesh_->comm(), with_stack([](auto& s) { return s.grad_input(); }).whole(), n, h, shard);
   parallel::vocab_embedding_backward(grads_[kWte].matrix(), dembedded.matrix(), tokens_, vocab_);
-  Tensor& dwpe = grads_[kWpe];
-  for (std::int64_t i = 0; i < n; ++i) {
-    float* pos = dwpe.data() + (i % config_.seq) * h;
-    const float* row = dembedded.data() + i * h;
-    for (std::int64_t c = 0; c < h; ++c) pos[c] += row[c];
+  for (std::int64_t b = 0; b < config_.batch; ++b) {
+    residual_accumulate(grads_[kWpe].matrix(),
+                        dembedded.matrix().block(b * config_.seq, 0, config_.seq, h));
   }
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/trace.hpp"
 #include "ops/vector_math_impl.hpp"
 #include "tensor/gemm.hpp"
 
@@ -36,6 +37,7 @@ std::int64_t attention_scratch_size(std::int64_t T) { return T * T; }
 
 void attention_forward(MatrixView out, std::span<float> att, ConstMatrixView qkv, std::int64_t B,
                        std::int64_t T, std::int64_t NH) {
+  const ScopedSpan span("attention", SpanKind::kCompute);
   const std::int64_t HD = check_attention("attention_forward", qkv, out, B, T, NH);
   MESHTP_CHECK(static_cast<std::int64_t>(att.size()) == attention_att_size(B, T, NH),
                "attention_forward: att has {} floats, expected B·NH·T·T = {}", att.size(),
@@ -69,6 +71,7 @@ void attention_forward(MatrixView out, std::span<float> att, ConstMatrixView qkv
 void attention_backward(MatrixView dqkv, std::span<float> scratch, ConstMatrixView dout,
                         ConstMatrixView qkv, std::span<const float> att, std::int64_t B,
                         std::int64_t T, std::int64_t NH) {
+  const ScopedSpan span("attention", SpanKind::kCompute);
   const std::int64_t HD = check_attention("attention_backward", qkv, dout, B, T, NH);
   MESHTP_CHECK(dqkv.rows == qkv.rows && dqkv.cols == qkv.cols,
                "attention_backward: dqkv is {}x{}, qkv is {}x{}", dqkv.rows, dqkv.cols, qkv.rows,

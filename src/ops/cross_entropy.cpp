@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/trace.hpp"
 
 namespace meshtp {
 namespace {
@@ -23,6 +24,7 @@ void check_targets(const char* fn, ConstMatrixView logits, std::span<const std::
 
 double cross_entropy_forward(std::span<float> lse, ConstMatrixView logits,
                              std::span<const std::int32_t> targets) {
+  const ScopedSpan span("lm_head", SpanKind::kCompute);
   check_targets("cross_entropy_forward", logits, targets);
   const std::int64_t N = logits.rows, V = logits.cols;
   MESHTP_CHECK(static_cast<std::int64_t>(lse.size()) == N,
@@ -42,6 +44,7 @@ double cross_entropy_forward(std::span<float> lse, ConstMatrixView logits,
 
 void cross_entropy_backward(MatrixView dlogits, ConstMatrixView logits, std::span<const float> lse,
                             std::span<const std::int32_t> targets, float dloss) {
+  const ScopedSpan span("lm_head", SpanKind::kCompute);
   check_targets("cross_entropy_backward", logits, targets);
   const std::int64_t N = logits.rows, V = logits.cols;
   MESHTP_CHECK(dlogits.rows == N && dlogits.cols == V,

@@ -1,6 +1,7 @@
 #include "ops/embedding.hpp"
 
 #include "core/error.hpp"
+#include "core/trace.hpp"
 
 namespace meshtp {
 namespace {
@@ -27,6 +28,7 @@ void check_embedding(const char* fn, ConstMatrixView out, std::span<const std::i
 
 void embedding_forward(MatrixView out, std::span<const std::int32_t> tokens, std::int64_t B,
                        std::int64_t T, ConstMatrixView wte, ConstMatrixView wpe) {
+  const ScopedSpan span("embedding", SpanKind::kCompute);
   check_embedding("embedding_forward", out, tokens, B, T, wte, wpe);
   const std::int64_t C = out.cols;
   for (std::int64_t b = 0; b < B; ++b) {
@@ -41,6 +43,7 @@ void embedding_forward(MatrixView out, std::span<const std::int32_t> tokens, std
 
 void embedding_backward(MatrixView dwte, MatrixView dwpe, ConstMatrixView dout,
                         std::span<const std::int32_t> tokens, std::int64_t B, std::int64_t T) {
+  const ScopedSpan span("embedding", SpanKind::kCompute);
   check_embedding("embedding_backward", dout, tokens, B, T, dwte, dwpe);
   const std::int64_t C = dout.cols;
   for (std::int64_t b = 0; b < B; ++b) {

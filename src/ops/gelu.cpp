@@ -1,6 +1,7 @@
 #include "ops/gelu.hpp"
 
 #include "core/error.hpp"
+#include "core/trace.hpp"
 #include "ops/vector_math_impl.hpp"
 
 namespace meshtp {
@@ -17,6 +18,7 @@ void check_same_shape(const char* what, ConstMatrixView a, ConstMatrixView b) {
 }  // namespace
 
 void gelu_forward(MatrixView y, ConstMatrixView x) {
+  const ScopedSpan span("gelu", SpanKind::kCompute);
   check_same_shape("gelu_forward y vs x", y, x);
   for (std::int64_t n = 0; n < x.rows; ++n) {
     const float* xr = x.data + n * x.ld;
@@ -30,6 +32,7 @@ void gelu_forward(MatrixView y, ConstMatrixView x) {
 }
 
 void gelu_backward(MatrixView dx, ConstMatrixView x, ConstMatrixView dy) {
+  const ScopedSpan span("gelu", SpanKind::kCompute);
   check_same_shape("gelu_backward dx vs x", dx, x);
   check_same_shape("gelu_backward dy vs x", dy, x);
   for (std::int64_t n = 0; n < x.rows; ++n) {

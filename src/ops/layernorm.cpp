@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/trace.hpp"
 
 namespace meshtp {
 namespace {
@@ -13,6 +14,7 @@ std::int64_t size_of(auto span) { return static_cast<std::int64_t>(span.size());
 
 void layernorm_forward(MatrixView y, std::span<float> mean, std::span<float> rstd,
                        ConstMatrixView x, std::span<const float> w, std::span<const float> b) {
+  const ScopedSpan span("layernorm", SpanKind::kCompute);
   const std::int64_t N = x.rows, C = x.cols;
   MESHTP_CHECK(y.rows == N && y.cols == C, "layernorm_forward: y is {}x{}, x is {}x{}", y.rows,
                y.cols, N, C);
@@ -46,6 +48,7 @@ void layernorm_forward(MatrixView y, std::span<float> mean, std::span<float> rst
 void layernorm_backward(MatrixView dx, std::span<float> dw, std::span<float> db, ConstMatrixView dy,
                         ConstMatrixView x, std::span<const float> w, std::span<const float> mean,
                         std::span<const float> rstd) {
+  const ScopedSpan span("layernorm", SpanKind::kCompute);
   const std::int64_t N = x.rows, C = x.cols;
   MESHTP_CHECK(dx.rows == N && dx.cols == C && dy.rows == N && dy.cols == C,
                "layernorm_backward: dx is {}x{}, dy {}x{}, x {}x{}", dx.rows, dx.cols, dy.rows,

@@ -1,6 +1,7 @@
 #include "ops/linear.hpp"
 
 #include "core/error.hpp"
+#include "core/trace.hpp"
 #include "tensor/gemm.hpp"
 
 namespace meshtp {
@@ -18,9 +19,12 @@ void linear_forward(MatrixView y, ConstMatrixView x, ConstMatrixView w, std::spa
     return;
   }
   // Broadcast b into y, then accumulate the product on top of it: one pass over y.
-  for (std::int64_t n = 0; n < N; ++n) {
-    float* row = y.data + n * y.ld;
-    for (std::int64_t m = 0; m < M; ++m) row[m] = b[static_cast<std::size_t>(m)];
+  {
+    const ScopedSpan span("bias", SpanKind::kCompute);
+    for (std::int64_t n = 0; n < N; ++n) {
+      float* row = y.data + n * y.ld;
+      for (std::int64_t m = 0; m < M; ++m) row[m] = b[static_cast<std::size_t>(m)];
+    }
   }
   gemm(x, Trans::kNo, w, Trans::kYes, y, 1.0f, 1.0f);
 }
@@ -42,6 +46,7 @@ void linear_backward_weight(MatrixView dw, std::span<float> db, ConstMatrixView 
                "linear_backward_weight bias gradient has {} values, expected M={}", db.size(), M);
   gemm(dy, Trans::kYes, x, Trans::kNo, dw, 1.0f, 1.0f);
   // db += Σ_n dy[n,:], row by row so the inner loop is contiguous and vectorises.
+  const ScopedSpan span("bias", SpanKind::kCompute);
   float* dbp = db.data();
   for (std::int64_t n = 0; n < N && !db.empty(); ++n) {
     const float* row = dy.data + n * dy.ld;

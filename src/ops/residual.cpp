@@ -1,6 +1,7 @@
 #include "ops/residual.hpp"
 
 #include "core/error.hpp"
+#include "core/trace.hpp"
 
 namespace meshtp {
 namespace {
@@ -22,6 +23,7 @@ void accumulate(MatrixView acc, ConstMatrixView dy) {
 }  // namespace
 
 void residual_forward(MatrixView y, ConstMatrixView a, ConstMatrixView b) {
+  const ScopedSpan span("residual", SpanKind::kCompute);
   check_same_shape("residual_forward a vs y", a, y);
   check_same_shape("residual_forward b vs y", b, y);
   for (std::int64_t n = 0; n < y.rows; ++n) {
@@ -33,10 +35,17 @@ void residual_forward(MatrixView y, ConstMatrixView a, ConstMatrixView b) {
 }
 
 void residual_backward(MatrixView da, MatrixView db, ConstMatrixView dy) {
+  const ScopedSpan span("residual", SpanKind::kCompute);
   check_same_shape("residual_backward da vs dy", da, dy);
   check_same_shape("residual_backward db vs dy", db, dy);
   accumulate(da, dy);
   accumulate(db, dy);
+}
+
+void residual_accumulate(MatrixView acc, ConstMatrixView x) {
+  const ScopedSpan span("residual", SpanKind::kCompute);
+  check_same_shape("residual_accumulate acc vs x", acc, x);
+  accumulate(acc, x);
 }
 
 }  // namespace meshtp

@@ -18,4 +18,8 @@ void residual_forward(MatrixView y, ConstMatrixView a, ConstMatrixView b);
 // da += dy,  db += dy
 void residual_backward(MatrixView da, MatrixView db, ConstMatrixView dy);
 
+// acc += x: one input's half of residual_backward, for a sum whose other input needs no
+// gradient here (e.g. the position embedding's gradient, summed over the batch).
+void residual_accumulate(MatrixView acc, ConstMatrixView x);
+
 }  // namespace meshtp

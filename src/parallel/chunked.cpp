@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "core/trace.hpp"
 #include "parallel/chunked_collective.hpp"
 
 namespace meshtp::parallel {
@@ -68,6 +69,7 @@ void gemm_poked(ConstMatrixView a, Trans trans_a, ConstMatrixView b, Trans trans
 }
 
 void add_row_sums(std::span<float> out, ConstMatrixView x) {
+  const ScopedSpan span("bias", SpanKind::kCompute);
   MESHTP_CHECK(static_cast<std::int64_t>(out.size()) == x.cols,
                "add_row_sums: {} outputs for {} columns", out.size(), x.cols);
   float* o = out.data();
@@ -78,6 +80,7 @@ void add_row_sums(std::span<float> out, ConstMatrixView x) {
 }
 
 void add_bias_rows(MatrixView x, std::span<const float> bias) {
+  const ScopedSpan span("bias", SpanKind::kCompute);
   MESHTP_CHECK(static_cast<std::int64_t>(bias.size()) == x.cols,
                "add_bias_rows: bias has {} values for {} columns", bias.size(), x.cols);
   const float* b = bias.data();

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/trace.hpp"
 #include "ops/layernorm.hpp"
 
 namespace meshtp::parallel {
@@ -26,6 +27,7 @@ void layernorm_sharded_forward(MatrixView y, std::span<float> mean, std::span<fl
                                ConstMatrixView x, std::span<const float> w,
                                std::span<const float> b, std::int64_t c_global,
                                const comm::Communicator* group, std::span<double> scratch) {
+  const ScopedSpan span("layernorm", SpanKind::kCompute);
   if (serial(group)) {
     MESHTP_CHECK(x.cols == c_global, "layernorm: {} features held, hidden={}", x.cols, c_global);
     layernorm_forward(y, mean, rstd, x, w, b);
@@ -71,6 +73,7 @@ void layernorm_sharded_backward(MatrixView dx, std::span<float> dw, std::span<fl
                                 std::span<const float> mean, std::span<const float> rstd,
                                 std::int64_t c_global, const comm::Communicator* group,
                                 std::span<double> scratch) {
+  const ScopedSpan span("layernorm", SpanKind::kCompute);
   if (serial(group)) {
     MESHTP_CHECK(x.cols == c_global, "layernorm: {} features held, hidden={}", x.cols, c_global);
     layernorm_backward(dx, dw, db, dy, x, w, mean, rstd);

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/error.hpp"
+#include "core/trace.hpp"
 #include "tensor/gemm.hpp"
 
 namespace meshtp::parallel {
@@ -40,6 +41,7 @@ VocabShard make_vocab_shard(std::int64_t vocab_real, const comm::Communicator& g
 void vocab_embedding_forward(MatrixView out, std::span<const std::int32_t> tokens,
                              ConstMatrixView wte_local, const VocabShard& shard,
                              const comm::Communicator& group) {
+  const ScopedSpan span("embedding", SpanKind::kCompute);
   check_tokens(tokens, out.rows, shard, "token");
   MESHTP_CHECK(wte_local.rows == shard.rows && wte_local.cols == out.cols && out.contiguous(),
                "vocab embedding: wte shard {}x{} and output {}x{} do not match {} rows",
@@ -58,6 +60,7 @@ void vocab_embedding_forward(MatrixView out, std::span<const std::int32_t> token
 
 void vocab_embedding_backward(MatrixView dwte_local, ConstMatrixView dout,
                               std::span<const std::int32_t> tokens, const VocabShard& shard) {
+  const ScopedSpan span("embedding", SpanKind::kCompute);
   check_tokens(tokens, dout.rows, shard, "token");
   for (std::int64_t n = 0; n < dout.rows; ++n) {
     if (!mine(tokens[n], shard)) continue;
@@ -70,6 +73,7 @@ double vocab_cross_entropy_forward(MatrixView logits, std::span<float> lse, Cons
                                    ConstMatrixView wte_local,
                                    std::span<const std::int32_t> targets, const VocabShard& shard,
                                    const comm::Communicator& group, std::span<float> stats) {
+  const ScopedSpan span("lm_head", SpanKind::kCompute);
   const std::int64_t n = x.rows;
   check_tokens(targets, n, shard, "target");
   MESHTP_CHECK(logits.rows == n && logits.cols == shard.rows &&
@@ -112,6 +116,7 @@ void vocab_cross_entropy_backward(MatrixView dx, MatrixView dwte_local, MatrixVi
                                   ConstMatrixView wte_local, std::span<const std::int32_t> targets,
                                   const VocabShard& shard, const comm::Communicator& group,
                                   float dloss) {
+  const ScopedSpan span("lm_head", SpanKind::kCompute);
   const std::int64_t n = x.rows;
   MESHTP_CHECK(dx.rows == n && dx.cols == x.cols && dx.contiguous(),
                "vocab cross-entropy: dx {}x{} does not match x {}x{}", dx.rows, dx.cols, n,

@@ -207,8 +207,11 @@ TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
       tracer.clear();
       tracer.enable();
     }
-    corpus.sample(Split::kTrain, run.seed, step, config.model.batch, dp_rank * rows, rows, seq,
-                  tokens, targets);
+    {
+      const ScopedSpan data("data", SpanKind::kPhase);
+      corpus.sample(Split::kTrain, run.seed, step, config.model.batch, dp_rank * rows, rows, seq,
+                    tokens, targets);
+    }
     world.barrier();  // a step starts together everywhere, so its time is the step's
     const double comm_before = comm::comm_ledger().wait_seconds;
     const double start = now_seconds();
@@ -278,7 +281,8 @@ TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
       on_step(report);
     }
     // After the step's scope, so the last traced step's own span is recorded too.
-    if (tracer.enabled() && step + 1 >= std::min(trace_begin, end - 1) + config.trace_steps) {
+    if (!config.trace_path.empty() && tracer.enabled() &&
+        step + 1 >= std::min(trace_begin, end - 1) + config.trace_steps) {
       tracer.disable();
     }
     summary.last_step = step + 1;

@@ -1,0 +1,131 @@
+// meshtp bench train — where a training step's time goes, phase by phase, and how close the
+// whole step comes to BLAS speed: the real training loop (meshtp train's) on this job's ranks
+// for a few warm-up and timed steps, profiled from its trace spans (bench/train_profile.hpp).
+//
+//   mpirun -np 2 meshtp bench train --model small --tp 2x1 --steps 10
+//
+// Table: per phase, ms per step (median over timed steps of the max over ranks) and its
+// share of the step; then the step, its model GFLOP/s per rank, one rank's BLAS GFLOP/s on
+// the model's linear shapes (timed between the steps, every rank at once) and their ratio.
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/train_profile.hpp"
+#include "cli/commands.hpp"
+#include "core/error.hpp"
+#include "core/parse.hpp"
+#include "plan/presets.hpp"
+
+namespace meshtp::cli {
+namespace {
+
+constexpr const char* kDefaultCorpus = "/usr/share/games/fortunes";
+
+struct BenchTrainArgs {
+  std::string model = "small";
+  std::string tp;  // d1xd2; default: Megatron 1D over a replica
+  int dp = 1;
+  int chunks = 1;
+  bool sequence_parallel = false;
+  std::int64_t batch = 0, seq = 0;  // 0: the preset's
+  std::string data = kDefaultCorpus;
+  int steps = 10, warmup = 2;
+  bool json = false;
+};
+
+void run_bench_train(const BenchTrainArgs& a) {
+  const plan::ModelSpec spec = plan::load_model(a.model);
+  MESHTP_CHECK(spec.vocab == 0 || spec.vocab == 256,
+               "model '{}' has vocab={}, but meshtp trains byte-level models (vocab 256)",
+               spec.name, spec.vocab);
+  const int N = world().size();
+  bench::TrainBenchOptions o;
+  train::TrainConfig& c = o.config;
+  c.model = {.vocab = 256,
+             .batch = a.batch > 0 ? a.batch : spec.batch,
+             .seq = a.seq > 0 ? a.seq : spec.seq,
+             .hidden = spec.hidden,
+             .heads = spec.heads,
+             .layers = spec.layers,
+             .chunks = a.chunks,
+             .sequence_parallel = a.sequence_parallel};
+  c.dp = a.dp;
+  MESHTP_CHECK(a.dp >= 1 && N % a.dp == 0, "--dp={} does not divide the {} ranks", a.dp, N);
+  c.tp = a.tp.empty() ? std::vector<int>{N / a.dp, 1} : parse_mesh_shape(a.tp);
+  MESHTP_CHECK(c.tp.size() == 2, "--tp '{}' must be two sizes, like 2x1", a.tp);
+  c.data = a.data;
+  o.steps = a.steps;
+  o.warmup_steps = a.warmup;
+  const bench::TrainBenchResult r = bench::run_train_bench(world(), o);
+
+  std::ostream& os = out();
+  if (a.json) {
+    nlohmann::json phases;
+    for (std::size_t k = 0; k < bench::kPhaseCount; ++k) {
+      phases[bench::to_string(static_cast<bench::Phase>(k))] = r.phases[k];
+    }
+    os << nlohmann::json{{"bench", "train"},
+                         {"model", spec.name},
+                         {"ranks", r.ranks},
+                         {"dp", c.dp},
+                         {"tp", c.tp},
+                         {"chunks", c.model.chunks},
+                         {"sequence_parallel", c.model.sequence_parallel},
+                         {"batch", c.model.batch},
+                         {"seq", c.model.seq},
+                         {"steps", r.steps},
+                         {"phases_s", phases},
+                         {"step_s", r.step_s},
+                         {"flops_per_rank", r.flops_per_rank},
+                         {"gflops_per_rank", r.gflops_per_rank},
+                         {"blas_gflops", r.blas_gflops},
+                         {"ratio_to_blas", r.ratio_to_blas},
+                         {"losses", r.losses}}
+              .dump()
+       << '\n';
+    return;
+  }
+  os << fmt::format("training step of '{}' (L={} h={} heads={} b={} s={}) on {} ranks, dp={} "
+                    "tp={}x{} chunks={}{}; {} timed steps after {} warm-up\n",
+                    spec.name, c.model.layers, c.model.hidden, c.model.heads, c.model.batch,
+                    c.model.seq, r.ranks, c.dp, c.tp[0], c.tp[1], c.model.chunks,
+                    c.model.sequence_parallel ? " +sequence-parallel" : "", r.steps, o.warmup_steps);
+  os << fmt::format("{:<16} {:>10} {:>7}\n", "phase", "ms/step", "share");
+  for (std::size_t k = 0; k < bench::kPhaseCount; ++k) {
+    os << fmt::format("{:<16} {:>10.2f} {:>6.1f}%\n", bench::to_string(static_cast<bench::Phase>(k)),
+                      r.phases[k] * 1e3, 100.0 * r.phases[k] / r.step_s);
+  }
+  os << fmt::format("{:<16} {:>10.2f}   (phases: median over steps of the max over ranks each)\n",
+                    "step", r.step_s * 1e3);
+  os << fmt::format("model {:.2f} GFLOP/s per rank; BLAS on the model's linear shapes {:.2f} "
+                    "GFLOP/s per rank (same run); ratio to BLAS {:.3f}\n",
+                    r.gflops_per_rank, r.blas_gflops, r.ratio_to_blas);
+  os << fmt::format("loss {:.4f} (step 1) → {:.4f} (step {})\n", r.losses.front(), r.losses.back(),
+                    r.losses.size());
+}
+
+}  // namespace
+
+void add_bench_train_command(CLI::App& app) {
+  CLI::App* bench = app.get_subcommand("bench");  // registered by add_bench_command
+  auto args = std::make_shared<BenchTrainArgs>();
+  CLI::App* c = bench->add_subcommand(
+      "train", "Training step per phase (GeMM, attention, elementwise, comm wait, optimizer, "
+               "data) and its ratio to BLAS");
+  c->add_option("--model", args->model, "Model preset (tiny, small, …) or JSON file")
+      ->capture_default_str();
+  c->add_option("--tp", args->tp, "Tensor-parallel mesh d1xd2 (default: N/dp x 1)");
+  c->add_option("--dp", args->dp, "Data-parallel replicas")->capture_default_str();
+  c->add_option("--chunks", args->chunks, "ATP chunks per batch")->capture_default_str();
+  c->add_flag("--sequence-parallel", args->sequence_parallel, "Sequence parallelism (mesh N x 1)");
+  c->add_option("--batch", args->batch, "Global batch (default: the model's)");
+  c->add_option("--seq", args->seq, "Sequence length (default: the model's)");
+  c->add_option("--data", args->data, "Text file or directory to train on")->capture_default_str();
+  c->add_option("--steps", args->steps, "Timed steps")->capture_default_str();
+  c->add_option("--warmup", args->warmup, "Untimed warm-up steps")->capture_default_str();
+  c->add_flag("--json", args->json, "Print one JSON object");
+  c->callback([args] { run_bench_train(*args); });
+}
+
+}  // namespace meshtp::cli
