@@ -253,13 +253,13 @@ void Block::forward(const ChunkedMatrix& y, const ChunkedMatrix& x, BlockWorkspa
     proj_.gather_input_wait(i);
     proj_.forward_start(i, attn_g, proj_p, proj_y, &progress_);
   }
-  // ---- MLP: residual → ln2 → fc1 (AR₁) → gelu → fc2 (AR₀) → residual
+  // ---- MLP: residual + ln2 (fused) → fc1 (AR₁) → bias + gelu (fused) → fc2 (AR₀) → residual
   for (int i = 0; i < C; ++i) {
     proj_.forward_wait(i, proj_y);
-    residual_forward(xmid.chunk(i), x.chunk(i), proj_y.chunk(i));
-    parallel::layernorm_sharded_forward(xn2.chunk(i), rows_of(ln2_mean_.values(), i),
-                                        rows_of(ln2_rstd_.values(), i), xmid.chunk(i),
-                                        p_[kLn2Weight], p_[kLn2Bias], h, ln_group_, ln_scratch);
+    parallel::residual_layernorm_sharded_forward(
+        xmid.chunk(i), xn2.chunk(i), rows_of(ln2_mean_.values(), i),
+        rows_of(ln2_rstd_.values(), i), x.chunk(i), proj_y.chunk(i), p_[kLn2Weight],
+        p_[kLn2Bias], h, ln_group_, ln_scratch);
     fc1_.gather_input_start(i, xn2, xn2g);
   }
   for (int i = 0; i < C; ++i) {
@@ -267,8 +267,8 @@ void Block::forward(const ChunkedMatrix& y, const ChunkedMatrix& x, BlockWorkspa
     fc1_.forward_start(i, xn2g, fc1_y, fc1_y, &progress_);
   }
   for (int i = 0; i < C; ++i) {
-    fc1_.forward_wait(i, fc1_y);
-    gelu_forward(gelu.chunk(i), fc1_y.chunk(i));
+    fc1_.forward_wait_without_bias(i);
+    bias_gelu_forward(gelu.chunk(i), fc1_y.chunk(i), fc1_.output_bias(fc1_y));
     fc2_.forward_start(i, gelu, fc2_p, fc2_y, &progress_);
   }
   for (int i = 0; i < C; ++i) {

@@ -21,10 +21,17 @@
 //             dQ += scale · dS·K
 //             dK += scale · dSᵀ·Q
 //
-// The four products run as meshtp::gemm on strided views of qkv (leading dim 3·C'), so no
-// head is copied. They are the full T×T products: the causal half is computed and then
-// masked, which keeps the FLOP count equal to the 12·b·s²·h term of SPEC §2.
-// The softmax's exp is vector_math_impl.hpp's exp_approx (within 1.2e-7 relative of exp).
+// The products run as meshtp::gemm on strided views of qkv (leading dim 3·C'), so no head is
+// copied, and skip what the causal mask zeroes: query rows go in blocks [r0, r1) of 64 (one
+// block when T < 128), and block r needs keys [0, r1) only —
+//   S[r0:r1, 0:r1] = scale·Q[r0:r1]·K[0:r1]ᵀ      O[r0:r1]  = P[r0:r1, 0:r1]·V[0:r1]
+//   dP[r0:r1, 0:r1] = dO[r0:r1]·V[0:r1]ᵀ          dV[0:r1] += P[r0:r1, 0:r1]ᵀ·dO[r0:r1]
+//   dQ[r0:r1] += scale·dS·K[0:r1]                 dK[0:r1] += scale·dSᵀ·Q[r0:r1]
+// so the products cost Σ_r (r1−r0)·r1 instead of T² per head: (T² + 64·T)/2 for T a multiple
+// of 64, e.g. 56% of T² at T = 512, 75% at T = 128. att still holds the whole T×T matrix
+// (zeros above the diagonal). FLOP rates elsewhere keep counting the full 12·b·s²·h.
+// The softmax rows are the fast kernels' (kernels.hpp: exp within 1.2e-7 relative).
+// attention_{forward,backward}_reference are the full-product, scalar-softmax originals.
 #pragma once
 
 #include <cstdint>
@@ -47,5 +54,11 @@ void attention_forward(MatrixView out, std::span<float> att, ConstMatrixView qkv
 void attention_backward(MatrixView dqkv, std::span<float> scratch, ConstMatrixView dout,
                         ConstMatrixView qkv, std::span<const float> att, std::int64_t B,
                         std::int64_t T, std::int64_t NH);
+
+void attention_forward_reference(MatrixView out, std::span<float> att, ConstMatrixView qkv,
+                                 std::int64_t B, std::int64_t T, std::int64_t NH);
+void attention_backward_reference(MatrixView dqkv, std::span<float> scratch, ConstMatrixView dout,
+                                  ConstMatrixView qkv, std::span<const float> att, std::int64_t B,
+                                  std::int64_t T, std::int64_t NH);
 
 }  // namespace meshtp

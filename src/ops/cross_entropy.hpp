@@ -11,9 +11,10 @@
 //             softmax(logits[n])[v] = exp(logits[n,v] − lse_n)
 //
 // The backward is the fused softmax + cross-entropy gradient: it never forms the probabilities
-// as a tensor. Row sums run in double with the row maximum subtracted first. A caller that
-// splits the N rows into chunks and wants the mean over all of them passes
-// dloss = N_chunk / N_total to each chunk's backward (and weights the chunk losses the same way).
+// as a tensor. Row sums run in double with the row maximum subtracted first; the exps are the
+// fast kernels' (kernels.hpp). A caller that splits the N rows into chunks and wants the mean
+// over all of them passes dloss = N_chunk / N_total to each chunk's backward (and weights the
+// chunk losses the same way).
 #pragma once
 
 #include <cstdint>
@@ -31,5 +32,12 @@ double cross_entropy_forward(std::span<float> lse, ConstMatrixView logits,
 // dlogits += (dloss/N)·(softmax(logits) − onehot(targets))
 void cross_entropy_backward(MatrixView dlogits, ConstMatrixView logits, std::span<const float> lse,
                             std::span<const std::int32_t> targets, float dloss = 1.0f);
+
+// The naive scalar loops (libm exp) the fast kernels above are tested against.
+double cross_entropy_forward_reference(std::span<float> lse, ConstMatrixView logits,
+                                       std::span<const std::int32_t> targets);
+void cross_entropy_backward_reference(MatrixView dlogits, ConstMatrixView logits,
+                                      std::span<const float> lse,
+                                      std::span<const std::int32_t> targets, float dloss = 1.0f);
 
 }  // namespace meshtp

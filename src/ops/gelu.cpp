@@ -2,6 +2,7 @@
 
 #include "core/error.hpp"
 #include "core/trace.hpp"
+#include "ops/kernels.hpp"
 #include "ops/vector_math_impl.hpp"
 
 namespace meshtp {
@@ -20,6 +21,33 @@ void check_same_shape(const char* what, ConstMatrixView a, ConstMatrixView b) {
 void gelu_forward(MatrixView y, ConstMatrixView x) {
   const ScopedSpan span("gelu", SpanKind::kCompute);
   check_same_shape("gelu_forward y vs x", y, x);
+  const auto& k = kernels::fast();
+  for (std::int64_t n = 0; n < x.rows; ++n) k.gelu_forward(y.data + n * y.ld, x.data + n * x.ld, x.cols);
+}
+
+void gelu_backward(MatrixView dx, ConstMatrixView x, ConstMatrixView dy) {
+  const ScopedSpan span("gelu", SpanKind::kCompute);
+  check_same_shape("gelu_backward dx vs x", dx, x);
+  check_same_shape("gelu_backward dy vs x", dy, x);
+  const auto& k = kernels::fast();
+  for (std::int64_t n = 0; n < x.rows; ++n) {
+    k.gelu_backward(dx.data + n * dx.ld, x.data + n * x.ld, dy.data + n * dy.ld, x.cols);
+  }
+}
+
+void bias_gelu_forward(MatrixView y, MatrixView pre, std::span<const float> bias) {
+  const ScopedSpan span("gelu", SpanKind::kCompute);
+  check_same_shape("bias_gelu_forward y vs pre", y, pre);
+  MESHTP_CHECK(static_cast<std::int64_t>(bias.size()) == pre.cols,
+               "bias_gelu_forward: bias has {} values for {} columns", bias.size(), pre.cols);
+  const auto& k = kernels::fast();
+  for (std::int64_t n = 0; n < pre.rows; ++n) {
+    k.bias_gelu_forward(pre.data + n * pre.ld, y.data + n * y.ld, bias.data(), pre.cols);
+  }
+}
+
+void gelu_forward_reference(MatrixView y, ConstMatrixView x) {
+  check_same_shape("gelu_forward y vs x", y, x);
   for (std::int64_t n = 0; n < x.rows; ++n) {
     const float* xr = x.data + n * x.ld;
     float* yr = y.data + n * y.ld;
@@ -31,8 +59,7 @@ void gelu_forward(MatrixView y, ConstMatrixView x) {
   }
 }
 
-void gelu_backward(MatrixView dx, ConstMatrixView x, ConstMatrixView dy) {
-  const ScopedSpan span("gelu", SpanKind::kCompute);
+void gelu_backward_reference(MatrixView dx, ConstMatrixView x, ConstMatrixView dy) {
   check_same_shape("gelu_backward dx vs x", dx, x);
   check_same_shape("gelu_backward dy vs x", dy, x);
   for (std::int64_t n = 0; n < x.rows; ++n) {

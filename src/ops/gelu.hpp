@@ -8,8 +8,13 @@
 //
 // The backward needs the forward's input x (not y), so the forward must not overwrite x
 // when the caller trains; y and x may alias otherwise (each element is read before written).
-// tanh is computed from vector_math_impl.hpp's exp_approx (absolute error ≤ 2.5e-7).
+//
+// gelu_forward/backward run the fast kernels (kernels.hpp: ½·(1 + tanh u) computed as
+// σ(2u), one exp per element, AVX2 when the CPU has it); the *_reference twins are the
+// naive scalar loops (tanh from vector_math_impl.hpp's exp_approx) the tests hold them to.
 #pragma once
+
+#include <span>
 
 #include "tensor/tensor.hpp"
 
@@ -20,5 +25,12 @@ void gelu_forward(MatrixView y, ConstMatrixView x);
 
 // dx += dy ⊙ gelu'(x)
 void gelu_backward(MatrixView dx, ConstMatrixView x, ConstMatrixView dy);
+
+// pre += bias (every row), then y = gelu(pre): a linear layer's bias and the GeLU after it in
+// one pass. The backward is gelu_backward on pre, then the bias gradient Σ_n dpre[n, :].
+void bias_gelu_forward(MatrixView y, MatrixView pre, std::span<const float> bias);
+
+void gelu_forward_reference(MatrixView y, ConstMatrixView x);
+void gelu_backward_reference(MatrixView dx, ConstMatrixView x, ConstMatrixView dy);
 
 }  // namespace meshtp

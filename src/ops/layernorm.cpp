@@ -4,17 +4,15 @@
 
 #include "core/error.hpp"
 #include "core/trace.hpp"
+#include "ops/kernels.hpp"
 
 namespace meshtp {
 namespace {
 
 std::int64_t size_of(auto span) { return static_cast<std::int64_t>(span.size()); }
 
-}  // namespace
-
-void layernorm_forward(MatrixView y, std::span<float> mean, std::span<float> rstd,
-                       ConstMatrixView x, std::span<const float> w, std::span<const float> b) {
-  const ScopedSpan span("layernorm", SpanKind::kCompute);
+void check_forward(MatrixView y, std::span<float> mean, std::span<float> rstd, ConstMatrixView x,
+                   std::span<const float> w, std::span<const float> b) {
   const std::int64_t N = x.rows, C = x.cols;
   MESHTP_CHECK(y.rows == N && y.cols == C, "layernorm_forward: y is {}x{}, x is {}x{}", y.rows,
                y.cols, N, C);
@@ -25,6 +23,77 @@ void layernorm_forward(MatrixView y, std::span<float> mean, std::span<float> rst
                "layernorm_forward: mean has {} and rstd {} slots, expected N={}", mean.size(),
                rstd.size(), N);
   MESHTP_CHECK(C > 0, "layernorm_forward over an empty last dim (C=0)");
+}
+
+void check_backward(MatrixView dx, std::span<float> dw, std::span<float> db, ConstMatrixView dy,
+                    ConstMatrixView x, std::span<const float> w, std::span<const float> mean,
+                    std::span<const float> rstd) {
+  const std::int64_t N = x.rows, C = x.cols;
+  MESHTP_CHECK(dx.rows == N && dx.cols == C && dy.rows == N && dy.cols == C,
+               "layernorm_backward: dx is {}x{}, dy {}x{}, x {}x{}", dx.rows, dx.cols, dy.rows,
+               dy.cols, N, C);
+  MESHTP_CHECK(size_of(w) == C && size_of(dw) == C && size_of(db) == C,
+               "layernorm_backward: w has {}, dw {}, db {} values, expected C={}", w.size(),
+               dw.size(), db.size(), C);
+  MESHTP_CHECK(size_of(mean) == N && size_of(rstd) == N,
+               "layernorm_backward: mean has {} and rstd {} values, expected N={}", mean.size(),
+               rstd.size(), N);
+}
+
+}  // namespace
+
+void layernorm_forward(MatrixView y, std::span<float> mean, std::span<float> rstd,
+                       ConstMatrixView x, std::span<const float> w, std::span<const float> b) {
+  const ScopedSpan span("layernorm", SpanKind::kCompute);
+  check_forward(y, mean, rstd, x, w, b);
+  const auto& k = kernels::fast();
+  for (std::int64_t n = 0; n < x.rows; ++n) {
+    k.layernorm_row_forward(y.data + n * y.ld, x.data + n * x.ld, x.cols, w.data(), b.data(),
+                            &mean[n], &rstd[n]);
+  }
+}
+
+void layernorm_backward(MatrixView dx, std::span<float> dw, std::span<float> db, ConstMatrixView dy,
+                        ConstMatrixView x, std::span<const float> w, std::span<const float> mean,
+                        std::span<const float> rstd) {
+  const ScopedSpan span("layernorm", SpanKind::kCompute);
+  check_backward(dx, dw, db, dy, x, w, mean, rstd);
+  const auto& k = kernels::fast();
+  const double inv_c = 1.0 / static_cast<double>(x.cols);
+  for (std::int64_t n = 0; n < x.rows; ++n) {
+    const float* xr = x.data + n * x.ld;
+    const float* dyr = dy.data + n * dy.ld;
+    const kernels::RowSums s = k.layernorm_row_backward_sums(dyr, xr, x.cols, w.data(), mean[n],
+                                                             rstd[n], dw.data(), db.data());
+    k.layernorm_row_backward_apply(dx.data + n * dx.ld, dyr, xr, x.cols, w.data(), mean[n],
+                                   rstd[n], static_cast<float>(s.first * inv_c),
+                                   static_cast<float>(s.second * inv_c));
+  }
+}
+
+void residual_layernorm_forward(MatrixView sum, MatrixView y, std::span<float> mean,
+                                std::span<float> rstd, ConstMatrixView a, ConstMatrixView b,
+                                std::span<const float> w, std::span<const float> bias) {
+  const ScopedSpan span("layernorm", SpanKind::kCompute);
+  MESHTP_CHECK(a.rows == sum.rows && a.cols == sum.cols && b.rows == sum.rows &&
+                   b.cols == sum.cols,
+               "residual_layernorm_forward: sum {}x{}, a {}x{}, b {}x{}", sum.rows, sum.cols,
+               a.rows, a.cols, b.rows, b.cols);
+  check_forward(y, mean, rstd, sum, w, bias);
+  const auto& k = kernels::fast();
+  for (std::int64_t n = 0; n < sum.rows; ++n) {
+    float* s = sum.data + n * sum.ld;
+    k.add(s, a.data + n * a.ld, b.data + n * b.ld, sum.cols);
+    k.layernorm_row_forward(y.data + n * y.ld, s, sum.cols, w.data(), bias.data(), &mean[n],
+                            &rstd[n]);
+  }
+}
+
+void layernorm_forward_reference(MatrixView y, std::span<float> mean, std::span<float> rstd,
+                                 ConstMatrixView x, std::span<const float> w,
+                                 std::span<const float> b) {
+  check_forward(y, mean, rstd, x, w, b);
+  const std::int64_t N = x.rows, C = x.cols;
   for (std::int64_t n = 0; n < N; ++n) {
     const float* xr = x.data + n * x.ld;
     double sum = 0.0;
@@ -45,20 +114,11 @@ void layernorm_forward(MatrixView y, std::span<float> mean, std::span<float> rst
   }
 }
 
-void layernorm_backward(MatrixView dx, std::span<float> dw, std::span<float> db, ConstMatrixView dy,
-                        ConstMatrixView x, std::span<const float> w, std::span<const float> mean,
-                        std::span<const float> rstd) {
-  const ScopedSpan span("layernorm", SpanKind::kCompute);
+void layernorm_backward_reference(MatrixView dx, std::span<float> dw, std::span<float> db,
+                                  ConstMatrixView dy, ConstMatrixView x, std::span<const float> w,
+                                  std::span<const float> mean, std::span<const float> rstd) {
+  check_backward(dx, dw, db, dy, x, w, mean, rstd);
   const std::int64_t N = x.rows, C = x.cols;
-  MESHTP_CHECK(dx.rows == N && dx.cols == C && dy.rows == N && dy.cols == C,
-               "layernorm_backward: dx is {}x{}, dy {}x{}, x {}x{}", dx.rows, dx.cols, dy.rows,
-               dy.cols, N, C);
-  MESHTP_CHECK(size_of(w) == C && size_of(dw) == C && size_of(db) == C,
-               "layernorm_backward: w has {}, dw {}, db {} values, expected C={}", w.size(),
-               dw.size(), db.size(), C);
-  MESHTP_CHECK(size_of(mean) == N && size_of(rstd) == N,
-               "layernorm_backward: mean has {} and rstd {} values, expected N={}", mean.size(),
-               rstd.size(), N);
   for (std::int64_t n = 0; n < N; ++n) {
     const float* xr = x.data + n * x.ld;
     const float* dyr = dy.data + n * dy.ld;

@@ -13,8 +13,12 @@
 //             dw += Σ_n dy ⊙ x̂
 //             db += Σ_n dy
 //
-// Row statistics are accumulated in double (two passes: mean, then centred variance), so the
-// reference stays accurate for large C and large offsets.
+// Row statistics are accumulated in double (two passes: mean, then centred variance), so
+// the results stay accurate for large C and large offsets. layernorm_forward/backward run
+// the fast row kernels (kernels.hpp); the *_reference twins are the naive scalar loops.
+//
+// residual_layernorm_forward fuses the residual add before a LayerNorm (the block's
+// x_mid = x + attn(x); LN2(x_mid)): each row is summed and normalised while it is in cache.
 #pragma once
 
 #include <span>
@@ -33,5 +37,17 @@ void layernorm_forward(MatrixView y, std::span<float> mean, std::span<float> rst
 void layernorm_backward(MatrixView dx, std::span<float> dw, std::span<float> db, ConstMatrixView dy,
                         ConstMatrixView x, std::span<const float> w, std::span<const float> mean,
                         std::span<const float> rstd);
+
+// sum = a + b; y = layernorm(sum) (sum may alias a or b; the backward is the two ops').
+void residual_layernorm_forward(MatrixView sum, MatrixView y, std::span<float> mean,
+                                std::span<float> rstd, ConstMatrixView a, ConstMatrixView b,
+                                std::span<const float> w, std::span<const float> bias);
+
+void layernorm_forward_reference(MatrixView y, std::span<float> mean, std::span<float> rstd,
+                                 ConstMatrixView x, std::span<const float> w,
+                                 std::span<const float> b);
+void layernorm_backward_reference(MatrixView dx, std::span<float> dw, std::span<float> db,
+                                  ConstMatrixView dy, ConstMatrixView x, std::span<const float> w,
+                                  std::span<const float> mean, std::span<const float> rstd);
 
 }  // namespace meshtp

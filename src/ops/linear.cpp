@@ -2,6 +2,7 @@
 
 #include "core/error.hpp"
 #include "core/trace.hpp"
+#include "ops/kernels.hpp"
 #include "tensor/gemm.hpp"
 
 namespace meshtp {
@@ -47,11 +48,9 @@ void linear_backward_weight(MatrixView dw, std::span<float> db, ConstMatrixView 
   gemm(dy, Trans::kYes, x, Trans::kNo, dw, 1.0f, 1.0f);
   // db += Σ_n dy[n,:], row by row so the inner loop is contiguous and vectorises.
   const ScopedSpan span("bias", SpanKind::kCompute);
-  float* dbp = db.data();
-  for (std::int64_t n = 0; n < N && !db.empty(); ++n) {
-    const float* row = dy.data + n * dy.ld;
-    for (std::int64_t m = 0; m < M; ++m) dbp[m] += row[m];
-  }
+  if (db.empty()) return;
+  const auto& k = kernels::fast();
+  for (std::int64_t n = 0; n < N; ++n) k.add(db.data(), db.data(), dy.data + n * dy.ld, M);
 }
 
 void linear_backward(MatrixView dx, MatrixView dw, std::span<float> db, ConstMatrixView dy,

@@ -2,6 +2,7 @@
 
 #include "core/error.hpp"
 #include "core/trace.hpp"
+#include "ops/kernels.hpp"
 
 namespace meshtp {
 namespace {
@@ -11,12 +12,12 @@ void check_same_shape(const char* what, ConstMatrixView a, ConstMatrixView b) {
                a.rows, a.cols, b.rows, b.cols);
 }
 
-// acc += dy
+// acc += dy, row by row with the fast add.
 void accumulate(MatrixView acc, ConstMatrixView dy) {
+  const auto& k = kernels::fast();
   for (std::int64_t n = 0; n < dy.rows; ++n) {
-    const float* src = dy.data + n * dy.ld;
     float* dst = acc.data + n * acc.ld;
-    for (std::int64_t c = 0; c < dy.cols; ++c) dst[c] += src[c];
+    k.add(dst, dst, dy.data + n * dy.ld, dy.cols);
   }
 }
 
@@ -26,11 +27,9 @@ void residual_forward(MatrixView y, ConstMatrixView a, ConstMatrixView b) {
   const ScopedSpan span("residual", SpanKind::kCompute);
   check_same_shape("residual_forward a vs y", a, y);
   check_same_shape("residual_forward b vs y", b, y);
+  const auto& k = kernels::fast();
   for (std::int64_t n = 0; n < y.rows; ++n) {
-    const float* ar = a.data + n * a.ld;
-    const float* br = b.data + n * b.ld;
-    float* yr = y.data + n * y.ld;
-    for (std::int64_t c = 0; c < y.cols; ++c) yr[c] = ar[c] + br[c];
+    k.add(y.data + n * y.ld, a.data + n * a.ld, b.data + n * b.ld, y.cols);
   }
 }
 
@@ -46,6 +45,14 @@ void residual_accumulate(MatrixView acc, ConstMatrixView x) {
   const ScopedSpan span("residual", SpanKind::kCompute);
   check_same_shape("residual_accumulate acc vs x", acc, x);
   accumulate(acc, x);
+}
+
+void residual_forward_reference(MatrixView y, ConstMatrixView a, ConstMatrixView b) {
+  check_same_shape("residual_forward a vs y", a, y);
+  check_same_shape("residual_forward b vs y", b, y);
+  for (std::int64_t n = 0; n < y.rows; ++n) {
+    for (std::int64_t c = 0; c < y.cols; ++c) y(n, c) = a(n, c) + b(n, c);
+  }
 }
 
 }  // namespace meshtp

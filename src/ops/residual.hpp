@@ -22,4 +22,7 @@ void residual_backward(MatrixView da, MatrixView db, ConstMatrixView dy);
 // gradient here (e.g. the position embedding's gradient, summed over the batch).
 void residual_accumulate(MatrixView acc, ConstMatrixView x);
 
+// The naive loop the fast (kernels.hpp) residual_forward is tested against.
+void residual_forward_reference(MatrixView y, ConstMatrixView a, ConstMatrixView b);
+
 }  // namespace meshtp

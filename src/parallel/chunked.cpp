@@ -4,6 +4,7 @@
 
 #include "core/error.hpp"
 #include "core/trace.hpp"
+#include "ops/kernels.hpp"
 #include "parallel/chunked_collective.hpp"
 
 namespace meshtp::parallel {
@@ -72,21 +73,18 @@ void add_row_sums(std::span<float> out, ConstMatrixView x) {
   const ScopedSpan span("bias", SpanKind::kCompute);
   MESHTP_CHECK(static_cast<std::int64_t>(out.size()) == x.cols,
                "add_row_sums: {} outputs for {} columns", out.size(), x.cols);
-  float* o = out.data();
-  for (std::int64_t n = 0; n < x.rows; ++n) {
-    const float* row = x.data + n * x.ld;
-    for (std::int64_t m = 0; m < x.cols; ++m) o[m] += row[m];
-  }
+  const auto& k = kernels::fast();
+  for (std::int64_t n = 0; n < x.rows; ++n) k.add(out.data(), out.data(), x.data + n * x.ld, x.cols);
 }
 
 void add_bias_rows(MatrixView x, std::span<const float> bias) {
   const ScopedSpan span("bias", SpanKind::kCompute);
   MESHTP_CHECK(static_cast<std::int64_t>(bias.size()) == x.cols,
                "add_bias_rows: bias has {} values for {} columns", bias.size(), x.cols);
-  const float* b = bias.data();
+  const auto& k = kernels::fast();
   for (std::int64_t n = 0; n < x.rows; ++n) {
     float* row = x.data + n * x.ld;
-    for (std::int64_t m = 0; m < x.cols; ++m) row[m] += b[m];
+    k.add(row, row, bias.data(), x.cols);
   }
 }
 

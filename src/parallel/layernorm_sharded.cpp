@@ -5,7 +5,9 @@
 
 #include "core/error.hpp"
 #include "core/trace.hpp"
+#include "ops/kernels.hpp"
 #include "ops/layernorm.hpp"
+#include "ops/residual.hpp"
 
 namespace meshtp::parallel {
 namespace {
@@ -41,30 +43,24 @@ void layernorm_sharded_forward(MatrixView y, std::span<float> mean, std::span<fl
                    static_cast<std::int64_t>(rstd.size()) == N,
                "layernorm_sharded_forward: y {}x{}, x {}x{}, w {}, b {}, mean {}, rstd {}",
                y.rows, y.cols, N, C, w.size(), b.size(), mean.size(), rstd.size());
+  // Σx and Σx² per row (double lanes), all-reduced with the other feature shards.
+  const auto& k = kernels::fast();
   double* s1 = scratch.data();
   double* s2 = scratch.data() + N;
   for (std::int64_t n = 0; n < N; ++n) {
-    const float* xr = x.data + n * x.ld;
-    double a = 0.0, q = 0.0;
-    for (std::int64_t c = 0; c < C; ++c) {
-      a += xr[c];
-      q += static_cast<double>(xr[c]) * xr[c];
-    }
-    s1[n] = a;
-    s2[n] = q;
+    const kernels::RowSums m = k.moments(x.data + n * x.ld, C);
+    s1[n] = m.first;
+    s2[n] = m.second;
   }
   group->all_reduce(scratch.first(static_cast<std::size_t>(2 * N)));
   const double inv_c = 1.0 / static_cast<double>(c_global);
   for (std::int64_t n = 0; n < N; ++n) {
     const double mu = s1[n] * inv_c;
     const double var = std::max(s2[n] * inv_c - mu * mu, 0.0);
-    const float m = static_cast<float>(mu);
-    const float s = static_cast<float>(1.0 / std::sqrt(var + kLayerNormEps));
-    const float* xr = x.data + n * x.ld;
-    float* yr = y.data + n * y.ld;
-    for (std::int64_t c = 0; c < C; ++c) yr[c] = (xr[c] - m) * s * w[c] + b[c];
-    mean[n] = m;
-    rstd[n] = s;
+    mean[n] = static_cast<float>(mu);
+    rstd[n] = static_cast<float>(1.0 / std::sqrt(var + kLayerNormEps));
+    k.layernorm_row_apply(y.data + n * y.ld, x.data + n * x.ld, C, w.data(), b.data(), mean[n],
+                          rstd[n]);
   }
 }
 
@@ -87,38 +83,40 @@ void layernorm_sharded_backward(MatrixView dx, std::span<float> dw, std::span<fl
                    static_cast<std::int64_t>(w.size()) == C,
                "layernorm_sharded_backward: dx {}x{}, dy {}x{}, x {}x{}, w {}, dw {}, db {}",
                dx.rows, dx.cols, dy.rows, dy.cols, N, C, w.size(), dw.size(), db.size());
+  // Σ g and Σ g·x̂ per row (g = dy⊙w), all-reduced with the other feature shards.
+  const auto& k = kernels::fast();
   double* t1 = scratch.data();
   double* t2 = scratch.data() + N;
   for (std::int64_t n = 0; n < N; ++n) {
-    const float* xr = x.data + n * x.ld;
-    const float* dyr = dy.data + n * dy.ld;
-    const float m = mean[n], s = rstd[n];
-    double g_sum = 0.0, gx_sum = 0.0;
-    for (std::int64_t c = 0; c < C; ++c) {
-      const float xhat = (xr[c] - m) * s;
-      const float g = dyr[c] * w[c];
-      g_sum += g;
-      gx_sum += static_cast<double>(g) * xhat;
-      dw[c] += dyr[c] * xhat;
-      db[c] += dyr[c];
-    }
-    t1[n] = g_sum;
-    t2[n] = gx_sum;
+    const kernels::RowSums r =
+        k.layernorm_row_backward_sums(dy.data + n * dy.ld, x.data + n * x.ld, C, w.data(),
+                                      mean[n], rstd[n], dw.data(), db.data());
+    t1[n] = r.first;
+    t2[n] = r.second;
   }
   group->all_reduce(scratch.first(static_cast<std::size_t>(2 * N)));
   const double inv_c = 1.0 / static_cast<double>(c_global);
   for (std::int64_t n = 0; n < N; ++n) {
-    const float* xr = x.data + n * x.ld;
-    const float* dyr = dy.data + n * dy.ld;
-    float* dxr = dx.data + n * dx.ld;
-    const float m = mean[n], s = rstd[n];
-    const float g_mean = static_cast<float>(t1[n] * inv_c);
-    const float gx_mean = static_cast<float>(t2[n] * inv_c);
-    for (std::int64_t c = 0; c < C; ++c) {
-      const float xhat = (xr[c] - m) * s;
-      dxr[c] += s * (dyr[c] * w[c] - g_mean - xhat * gx_mean);
-    }
+    k.layernorm_row_backward_apply(dx.data + n * dx.ld, dy.data + n * dy.ld, x.data + n * x.ld, C,
+                                   w.data(), mean[n], rstd[n], static_cast<float>(t1[n] * inv_c),
+                                   static_cast<float>(t2[n] * inv_c));
   }
+}
+
+void residual_layernorm_sharded_forward(MatrixView sum, MatrixView y, std::span<float> mean,
+                                        std::span<float> rstd, ConstMatrixView a,
+                                        ConstMatrixView b, std::span<const float> w,
+                                        std::span<const float> bias, std::int64_t c_global,
+                                        const comm::Communicator* group,
+                                        std::span<double> scratch) {
+  if (serial(group)) {
+    MESHTP_CHECK(sum.cols == c_global, "layernorm: {} features held, hidden={}", sum.cols,
+                 c_global);
+    residual_layernorm_forward(sum, y, mean, rstd, a, b, w, bias);
+    return;
+  }
+  residual_forward(sum, a, b);
+  layernorm_sharded_forward(y, mean, rstd, sum, w, bias, c_global, group, scratch);
 }
 
 }  // namespace meshtp::parallel

@@ -17,7 +17,7 @@
 //             dw += Σ_n dy ⊙ x̂,  db += Σ_n dy                   (complete: every row is here)
 //
 // With no group (or a group of one) these are exactly ops' layernorm_forward/backward (the
-// serial two-pass statistics). The single-pass variance in double loses nothing that matters
+// serial two-pass statistics). Row work runs on the fast kernels (ops/kernels.hpp). The single-pass variance in double loses nothing that matters
 // for activations whose mean is within ~10⁴ standard deviations of zero.
 //
 // `scratch` holds 2·N doubles (the statistics in flight); the caller sizes it once.
@@ -41,5 +41,14 @@ void layernorm_sharded_backward(MatrixView dx, std::span<float> dw, std::span<fl
                                 std::span<const float> mean, std::span<const float> rstd,
                                 std::int64_t c_global, const comm::Communicator* group,
                                 std::span<double> scratch);
+
+// sum = a + b (the residual), then y = layernorm_sharded(sum): fused row by row
+// (ops residual_layernorm_forward) when the group is serial, the two calls otherwise.
+void residual_layernorm_sharded_forward(MatrixView sum, MatrixView y, std::span<float> mean,
+                                        std::span<float> rstd, ConstMatrixView a,
+                                        ConstMatrixView b, std::span<const float> w,
+                                        std::span<const float> bias, std::int64_t c_global,
+                                        const comm::Communicator* group,
+                                        std::span<double> scratch);
 
 }  // namespace meshtp::parallel

@@ -155,11 +155,14 @@ void Linear2D::forward_start(int i, const ChunkedMatrix& xg, const ChunkedMatrix
 
 void Linear2D::forward_wait(int i, const ChunkedMatrix& y) {
   reduce_output_.wait(i);
+  add_bias_rows(y.chunk(i), output_bias(y));
+}
+
+std::span<const float> Linear2D::output_bias(const ChunkedMatrix& y) const {
   // The scattered output holds local features [c1·M_l/d2, (c1+1)·M_l/d2).
   const std::int64_t width = y.layout().cols;
   const std::int64_t first = spec_.scatter_output ? c1_ * width : 0;
-  add_bias_rows(y.chunk(i), b_.subspan(static_cast<std::size_t>(first),
-                                       static_cast<std::size_t>(width)));
+  return b_.subspan(static_cast<std::size_t>(first), static_cast<std::size_t>(width));
 }
 
 void Linear2D::gather_grad_start(int i, const ChunkedMatrix& dy, const ChunkedMatrix& dyp) {

@@ -124,6 +124,11 @@ class Linear2D {
                      const ChunkedMatrix& y, Progress* progress);
   // Waits for the reduction and adds the bias to y(i).
   void forward_wait(int i, const ChunkedMatrix& y);
+  // Waits for the reduction only; the caller adds output_bias(y) itself (e.g. fused with the
+  // activation after it: ops bias_gelu_forward).
+  void forward_wait_without_bias(int i) { reduce_output_.wait(i); }
+  // The part of b_l that y holds (all of it, or this rank's scattered share).
+  std::span<const float> output_bias(const ChunkedMatrix& y) const;
 
   // ---- backward, chunk i -----------------------------------------------------------
   // dy(i) → dy_p(i): the transpose of the forward reduction (a gather, or nothing).

@@ -1,11 +1,13 @@
 #include "parallel/vocab_parallel.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
 #include "core/error.hpp"
 #include "core/trace.hpp"
+#include "ops/kernels.hpp"
 #include "tensor/gemm.hpp"
 
 namespace meshtp::parallel {
@@ -65,7 +67,7 @@ void vocab_embedding_backward(MatrixView dwte_local, ConstMatrixView dout,
   for (std::int64_t n = 0; n < dout.rows; ++n) {
     if (!mine(tokens[n], shard)) continue;
     float* dst = &dwte_local(tokens[n] - shard.begin, 0);
-    for (std::int64_t c = 0; c < dout.cols; ++c) dst[c] += dout(n, c);
+    kernels::fast().add(dst, dst, &dout(n, 0), dout.cols);
   }
 }
 
@@ -87,18 +89,15 @@ double vocab_cross_entropy_forward(MatrixView logits, std::span<float> lse, Cons
   constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
   std::span<float> row_max = stats.subspan(0, static_cast<std::size_t>(n));
   std::span<float> sums = stats.subspan(static_cast<std::size_t>(n), static_cast<std::size_t>(2 * n));
+  const auto& k = kernels::fast();
   for (std::int64_t r = 0; r < n; ++r) {
-    float m = kMinusInf;
-    for (std::int64_t v = 0; v < shard.rows; ++v) {
-      if (v >= real_here) logits(r, v) = kMinusInf;
-      m = std::max(m, logits(r, v));
-    }
-    row_max[r] = m;
+    float* row = &logits(r, 0);
+    std::fill(row + real_here, row + shard.rows, kMinusInf);
+    row_max[r] = k.max_of(row, shard.rows);
   }
   group.all_reduce(row_max, comm::ReduceOp::kMax);
   for (std::int64_t r = 0; r < n; ++r) {
-    double z = 0.0;
-    for (std::int64_t v = 0; v < real_here; ++v) z += std::exp(logits(r, v) - row_max[r]);
+    const double z = k.sum_exp(&logits(r, 0), real_here, row_max[r]);
     sums[2 * r] = static_cast<float>(z);
     sums[2 * r + 1] = mine(targets[r], shard) ? logits(r, targets[r] - shard.begin) : 0.0f;
   }
@@ -123,10 +122,10 @@ void vocab_cross_entropy_backward(MatrixView dx, MatrixView dwte_local, MatrixVi
                x.cols);
   const float scale = dloss / static_cast<float>(n);
   // dlogits = scale·(softmax − onehot), in place of the logits.
+  const auto& k = kernels::fast();
   for (std::int64_t r = 0; r < n; ++r) {
-    for (std::int64_t v = 0; v < shard.rows; ++v) {
-      logits(r, v) = scale * std::exp(logits(r, v) - lse[r]);  // exp(−∞) = 0 for padding
-    }
+    float* row = &logits(r, 0);
+    k.scaled_exp(row, row, shard.rows, lse[r], scale, false);  // exp(−∞) = 0 for padding
     if (mine(targets[r], shard)) logits(r, targets[r] - shard.begin) -= scale;
   }
   gemm(logits, Trans::kNo, wte_local, Trans::kNo, dx);                    // dx = dlogits·wte

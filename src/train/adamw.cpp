@@ -3,6 +3,8 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "ops/adamw.hpp"
+#include "ops/kernels.hpp"
 
 namespace meshtp::train {
 
@@ -27,31 +29,25 @@ void AdamW::step(float lr) {
   const auto t = static_cast<double>(steps_);
   const float bias1 = static_cast<float>(1.0 - std::pow(config_.beta1, t));
   const float bias2 = static_cast<float>(1.0 - std::pow(config_.beta2, t));
-  const float b1 = config_.beta1;
-  const float b2 = config_.beta2;
   for (std::size_t i = 0; i < params_.size(); ++i) {
-    float* p = params_[i].value->data();
-    const float* g = params_[i].grad->data();
-    float* m = m_[i].data();
-    float* v = v_[i].data();
-    const float decay = params_[i].decay ? config_.weight_decay : 0.0f;
-    const std::int64_t n = params_[i].value->numel();
-    for (std::int64_t k = 0; k < n; ++k) {
-      m[k] = b1 * m[k] + (1.0f - b1) * g[k];
-      v[k] = b2 * v[k] + (1.0f - b2) * g[k] * g[k];
-      const float m_hat = m[k] / bias1;
-      const float v_hat = v[k] / bias2;
-      p[k] -= lr * (m_hat / (std::sqrt(v_hat) + config_.eps) + decay * p[k]);
-    }
+    const kernels::AdamWStep step{.lr = lr,
+                                  .beta1 = config_.beta1,
+                                  .beta2 = config_.beta2,
+                                  .eps = config_.eps,
+                                  .decay = params_[i].decay ? config_.weight_decay : 0.0f,
+                                  .bias1 = bias1,
+                                  .bias2 = bias2};
+    adamw_update(params_[i].value->values(), params_[i].grad->values(), m_[i].values(),
+                 v_[i].values(), step);
   }
 }
 
 double global_grad_norm(const std::vector<ParamRef>& params, const comm::Communicator& world) {
   double local = 0.0;
   for (const ParamRef& p : params) {
-    double sum = 0.0;
-    for (const float g : p.grad->values()) sum += static_cast<double>(g) * g;
-    local += sum / p.replicas;
+    const auto g = p.grad->values();
+    local += kernels::fast().moments(g.data(), static_cast<std::int64_t>(g.size())).second /
+             p.replicas;
   }
   world.all_reduce(std::span<double>(&local, 1));
   return std::sqrt(local);
@@ -61,7 +57,8 @@ double clip_gradients(const std::vector<ParamRef>& params, double norm, double m
   if (max_norm <= 0.0 || !(norm > max_norm)) return 1.0;
   const auto scale = static_cast<float>(max_norm / norm);
   for (const ParamRef& p : params) {
-    for (float& g : p.grad->values()) g *= scale;
+    const auto g = p.grad->values();
+    kernels::fast().scale(g.data(), static_cast<std::int64_t>(g.size()), scale);
   }
   return scale;
 }
