@@ -1,4 +1,6 @@
-# The training-step profile (bench train) and the BLAS baseline of the layer and training
+# The training-step profile (bench train), the elementwise kernels (bench elementwise) and
+# the BLAS baseline of the layer and training
 # benchmarks. Included from bench/CMakeLists.txt.
-target_sources(meshtp_bench PRIVATE blas_reference.cpp phase_profile.cpp train_profile.cpp)
-target_link_libraries(meshtp_bench PUBLIC meshtp_train)
+target_sources(meshtp_bench PRIVATE blas_reference.cpp phase_profile.cpp train_profile.cpp
+                                    elementwise_kernels.cpp)
+target_link_libraries(meshtp_bench PUBLIC meshtp_train meshtp_plan)
