@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs meshtp's dependencies from Debian packages, then configures and builds meshtp.
 # Idempotent: a second run only rebuilds what changed. Needs root (or sudo) for apt-get.
+# --peers also installs python3-torch, for the PyTorch peer (scripts/bench-peer.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +16,14 @@ packages=(
   fortunes                          # default training corpus: /usr/share/games/fortunes
   python3                           # helper scripts
 )
+
+# --peers: also the PyTorch peer of the benchmarks (scripts/bench-peer.sh).
+for arg in "$@"; do
+  case "$arg" in
+    --peers) packages+=(python3-torch) ;;
+    *) echo "error: unknown argument '$arg' (scripts/install.sh [--peers])" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do
