@@ -17,34 +17,35 @@ struct Buffers {
   std::vector<float> recv;
 };
 
-Buffers make_buffers(Collective c, std::int64_t elements, int p) {
+Buffers make_buffers(CollectiveKind c, std::int64_t elements, int p) {
   const auto n = static_cast<std::size_t>(elements);
   const auto per_rank = n / static_cast<std::size_t>(p);
   switch (c) {
-    case Collective::kAllReduce:
-    case Collective::kBroadcast: return {std::vector<float>(n), {}};
-    case Collective::kAllGather: return {std::vector<float>(per_rank), std::vector<float>(n)};
-    case Collective::kReduceScatter:
+    case CollectiveKind::kAllReduce:
+    case CollectiveKind::kBroadcast: return {std::vector<float>(n), {}};
+    case CollectiveKind::kAllGather: return {std::vector<float>(per_rank), std::vector<float>(n)};
+    case CollectiveKind::kReduceScatter:
       return {std::vector<float>(n), std::vector<float>(per_rank)};
+    default: fail("bench: {} is not benchmarked", c);
   }
-  return {};
 }
 
-void run_once(const Communicator& group, Collective c, Buffers& b) {
+void run_once(const Communicator& group, CollectiveKind c, Buffers& b) {
   switch (c) {
-    case Collective::kAllReduce: group.all_reduce(std::span<float>(b.send)); return;
-    case Collective::kBroadcast: group.broadcast(std::span<float>(b.send), 0); return;
-    case Collective::kAllGather:
+    case CollectiveKind::kAllReduce: group.all_reduce(std::span<float>(b.send)); return;
+    case CollectiveKind::kBroadcast: group.broadcast(std::span<float>(b.send), 0); return;
+    case CollectiveKind::kAllGather:
       group.all_gather(std::span<const float>(b.send), std::span<float>(b.recv));
       return;
-    case Collective::kReduceScatter:
+    case CollectiveKind::kReduceScatter:
       group.reduce_scatter(std::span<const float>(b.send), std::span<float>(b.recv));
       return;
+    default: fail("bench: {} is not benchmarked", c);
   }
 }
 
 // Fill with rank + 1 everywhere, run once, check the exact result.
-void validate(const Communicator& group, Collective c, Buffers& b) {
+void validate(const Communicator& group, CollectiveKind c, Buffers& b) {
   const float mine = static_cast<float>(group.rank() + 1);
   std::fill(b.send.begin(), b.send.end(), mine);
   run_once(group, c, b);
@@ -52,22 +53,23 @@ void validate(const Communicator& group, Collective c, Buffers& b) {
   const float sum = static_cast<float>(p * (p + 1) / 2);
   bool ok = true;
   switch (c) {
-    case Collective::kAllReduce:
+    case CollectiveKind::kAllReduce:
       ok = std::all_of(b.send.begin(), b.send.end(), [&](float v) { return v == sum; });
       break;
-    case Collective::kBroadcast:
+    case CollectiveKind::kBroadcast:
       ok = std::all_of(b.send.begin(), b.send.end(), [](float v) { return v == 1.0f; });
       break;
-    case Collective::kReduceScatter:
+    case CollectiveKind::kReduceScatter:
       ok = std::all_of(b.recv.begin(), b.recv.end(), [&](float v) { return v == sum; });
       break;
-    case Collective::kAllGather: {
+    case CollectiveKind::kAllGather: {
       const std::size_t per_rank = b.send.size();
       for (std::size_t i = 0; i < b.recv.size() && ok; ++i) {
         ok = b.recv[i] == static_cast<float>(i / per_rank + 1);
       }
       break;
     }
+    default: ok = false;
   }
   MESHTP_CHECK(ok, "bench: {} on a group of {} returned wrong values: the MPI installation is "
                "broken", name(c), p);
@@ -80,25 +82,14 @@ double max_over(const Communicator& everyone, double seconds) {
 
 }  // namespace
 
-std::string_view name(Collective c) {
-  switch (c) {
-    case Collective::kAllReduce: return "all_reduce";
-    case Collective::kAllGather: return "all_gather";
-    case Collective::kReduceScatter: return "reduce_scatter";
-    case Collective::kBroadcast: return "broadcast";
-  }
-  return "?";
-}
-
-double bus_factor(Collective c, int p) {
+double bus_factor(CollectiveKind c, int p) {
   if (p <= 1) return 0.0;
   switch (c) {
-    case Collective::kAllReduce: return 2.0 * (p - 1) / p;
-    case Collective::kAllGather:
-    case Collective::kReduceScatter: return static_cast<double>(p - 1) / p;
-    case Collective::kBroadcast: return 1.0;
+    case CollectiveKind::kAllReduce: return 2.0 * (p - 1) / p;
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kReduceScatter: return static_cast<double>(p - 1) / p;
+    default: return 1.0;  // broadcast
   }
-  return 1.0;
 }
 
 std::vector<std::int64_t> default_collective_sizes() {
@@ -109,7 +100,7 @@ std::vector<std::int64_t> default_collective_sizes() {
 }
 
 CollectiveSample time_collective(const Communicator& group, const Communicator& everyone,
-                                 Collective collective, std::int64_t bytes,
+                                 CollectiveKind collective, std::int64_t bytes,
                                  const CollectivesOptions& options) {
   const int p = group.size();
   // Whole float elements, divisible by the group size.
@@ -152,7 +143,7 @@ std::vector<CollectiveSample> run_collectives(const mesh::DeviceMesh& mesh,
   std::vector<CollectiveSample> samples;
   for (int dim = 0; dim < mesh.ndim(); ++dim) {
     if (mesh.size(dim) == 1) continue;
-    for (const Collective c : options.collectives) {
+    for (const CollectiveKind c : options.collectives) {
       for (const std::int64_t bytes : sizes) {
         CollectiveSample s = time_collective(mesh.dim_comm(dim), mesh.comm(), c, bytes, options);
         s.mesh_dim = dim;

@@ -1,4 +1,4 @@
-// Collective benchmark: latency and bandwidth of all_reduce, all_gather, reduce_scatter and
+// CollectiveKind benchmark: latency and bandwidth of all_reduce, all_gather, reduce_scatter and
 // broadcast on each mesh dim — the raw input of the planner's calibration.
 //
 // Method: for each mesh dim, every group of that dim runs the collective at the same time
@@ -17,21 +17,22 @@
 #include <string_view>
 #include <vector>
 
+#include "layout/vocabulary.hpp"
 #include "mesh/device_mesh.hpp"
 
 namespace meshtp::bench {
 
-enum class Collective { kAllReduce, kAllGather, kReduceScatter, kBroadcast };
-inline constexpr Collective kAllCollectives[] = {Collective::kAllReduce, Collective::kAllGather,
-                                                 Collective::kReduceScatter,
-                                                 Collective::kBroadcast};
+using layout::CollectiveKind;
+// The collectives benchmarked (and calibrated: the first three).
+inline constexpr CollectiveKind kAllCollectives[] = {
+    CollectiveKind::kAllReduce, CollectiveKind::kAllGather, CollectiveKind::kReduceScatter,
+    CollectiveKind::kBroadcast};
 
-std::string_view name(Collective c);
-double bus_factor(Collective c, int group_size);
+double bus_factor(CollectiveKind c, int group_size);
 
 struct CollectivesOptions {
   std::vector<std::int64_t> sizes;            // bytes; default_collective_sizes() if empty
-  std::vector<Collective> collectives{std::begin(kAllCollectives), std::end(kAllCollectives)};
+  std::vector<CollectiveKind> collectives{std::begin(kAllCollectives), std::end(kAllCollectives)};
   double target_seconds_per_case = 0.2;       // iterations chosen to take about this long
   int min_iterations = 3;
   int max_iterations = 200;
@@ -43,7 +44,7 @@ std::vector<std::int64_t> default_collective_sizes();
 struct CollectiveSample {
   int mesh_dim = 0;
   int group_size = 1;
-  Collective collective = Collective::kAllReduce;
+  CollectiveKind collective = CollectiveKind::kAllReduce;
   std::int64_t bytes = 0;  // after rounding down to a multiple of 4·group_size
   int iterations = 0;
   double median_seconds = 0.0;
@@ -51,7 +52,7 @@ struct CollectiveSample {
   double busbw_gbps = 0.0;
 };
 
-// Collective over the mesh. Mesh dims of size 1 are skipped (no communication).
+// CollectiveKind over the mesh. Mesh dims of size 1 are skipped (no communication).
 std::vector<CollectiveSample> run_collectives(const mesh::DeviceMesh& mesh,
                                               const CollectivesOptions& options);
 
@@ -59,7 +60,7 @@ std::vector<CollectiveSample> run_collectives(const mesh::DeviceMesh& mesh,
 // the result is the median over `iterations` of the max over `everyone`'s ranks.
 // Throws if the collective's result is wrong (the validation run).
 CollectiveSample time_collective(const comm::Communicator& group,
-                                 const comm::Communicator& everyone, Collective collective,
+                                 const comm::Communicator& everyone, CollectiveKind collective,
                                  std::int64_t bytes, const CollectivesOptions& options);
 
 }  // namespace meshtp::bench

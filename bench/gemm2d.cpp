@@ -21,8 +21,8 @@
 namespace meshtp::bench {
 namespace {
 
-using parallel::Dataflow;
-using parallel::Gemm2dAlgo;
+using layout::Algorithm;
+using layout::Dataflow;
 using parallel::Gemm2dOptions;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -36,11 +36,11 @@ struct Case {
 };
 
 // Collective and 1D TP multiply once, after the communication: no pokes to vary.
-bool overlaps(Gemm2dAlgo algo) { return algo != Gemm2dAlgo::kCollective; }
+bool overlaps(Algorithm algo) { return algo != Algorithm::kCollective; }
 
 std::string case_name(const Gemm2dOptions& o, bool show_chunks) {
-  std::string name(to_string(o.algo));
-  if (o.algo == Gemm2dAlgo::kMeshSlice || (o.algo == Gemm2dAlgo::kSumma && o.slices > 1)) {
+  std::string name(layout::name(o.algo));
+  if (o.algo == Algorithm::kMeshSlice || (o.algo == Algorithm::kSumma && o.slices > 1)) {
     name += " S=" + std::to_string(o.slices);
   }
   if (show_chunks && overlaps(o.algo)) name += " p=" + std::to_string(o.progress_chunks);
@@ -52,9 +52,9 @@ std::string case_name(const Gemm2dOptions& o, bool show_chunks) {
 std::vector<Case> algorithm_cases(const Gemm2dBenchOptions& o, std::vector<std::string>& notes) {
   std::vector<Case> cases;
   const bool show_chunks = o.progress_chunks.size() > 1;
-  for (const Gemm2dAlgo algo : o.algos) {
-    std::vector<int> slice_counts{algo == Gemm2dAlgo::kSumma ? o.summa_slices : 1};
-    if (algo == Gemm2dAlgo::kMeshSlice) slice_counts = o.slices;
+  for (const Algorithm algo : o.algos) {
+    std::vector<int> slice_counts{algo == Algorithm::kSumma ? o.summa_slices : 1};
+    if (algo == Algorithm::kMeshSlice) slice_counts = o.slices;
     std::vector<int> chunk_counts{o.progress_chunks.front()};
     if (overlaps(algo)) chunk_counts = o.progress_chunks;
     for (const int s : slice_counts) {
@@ -189,8 +189,7 @@ bool scalapack_available() {
 
 std::vector<std::string> plan_gemm2d_bench(const Gemm2dBenchOptions& o) {
   // The problem itself must divide on the mesh (Collective has no extra constraints).
-  parallel::validate(o.nr, o.nc, o.shape,
-                     {.algo = Gemm2dAlgo::kCollective, .dataflow = o.dataflow});
+  parallel::validate(o.nr, o.nc, o.shape, {.algo = Algorithm::kCollective, .dataflow = o.dataflow});
   std::vector<std::string> notes;
   const auto cases = algorithm_cases(o, notes);
   MESHTP_CHECK(!o.progress_chunks.empty() && !o.slices.empty(),
@@ -200,7 +199,7 @@ std::vector<std::string> plan_gemm2d_bench(const Gemm2dBenchOptions& o) {
   if (o.with_1d) {
     try {
       parallel::validate(1, o.nr * o.nc, o.shape,
-                         {.algo = Gemm2dAlgo::kCollective, .dataflow = o.dataflow});
+                         {.algo = Algorithm::kCollective, .dataflow = o.dataflow});
     } catch (const Error& e) {
       notes.push_back(std::string("1D TP skipped: ") + e.what());
     }
@@ -257,11 +256,11 @@ std::vector<Gemm2dSample> run_gemm2d_bench(const comm::Communicator& world,
   if (baseline.empty()) {
     baseline = Tensor(c.shape());
     parallel::gemm2d(mesh, a.matrix(), b.matrix(), baseline.matrix(),
-                     {.algo = Gemm2dAlgo::kCollective, .dataflow = o.dataflow}, ws);
+                     {.algo = Algorithm::kCollective, .dataflow = o.dataflow}, ws);
   }
 
   // 1D TP: the same problem on a 1 × P mesh, its own blocks and workspace.
-  const Gemm2dOptions one_d{.algo = Gemm2dAlgo::kCollective, .dataflow = o.dataflow};
+  const Gemm2dOptions one_d{.algo = Algorithm::kCollective, .dataflow = o.dataflow};
   bool with_1d = o.with_1d;
   try {
     parallel::validate(1, p, s, one_d);

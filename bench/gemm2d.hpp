@@ -31,8 +31,8 @@ namespace meshtp::bench {
 struct Gemm2dBenchOptions {
   parallel::Gemm2dShape shape{2048, 2048, 2048};
   int nr = 1, nc = 1;
-  parallel::Dataflow dataflow = parallel::Dataflow::kOS;
-  std::vector<parallel::Gemm2dAlgo> algos;  // in this order; Cannon dropped if not square
+  layout::Dataflow dataflow = layout::Dataflow::kOS;
+  std::vector<layout::Algorithm> algos;     // in this order; Cannon dropped if not square
   std::vector<int> slices{1, 2, 4, 8};      // MeshSlice: one case per valid S
   int summa_slices = 1;
   std::vector<int> progress_chunks{4};  // overlapping algorithms: one case per value

@@ -15,10 +15,10 @@ namespace meshtp::bench {
 namespace {
 
 // Every parameter random and off its init, so a misplaced shard of any of them shows.
-std::map<std::string, Tensor> random_weights(const model::StackConfig& c) {
+std::map<std::string, Tensor> random_weights(int layers, std::int64_t hidden) {
   std::map<std::string, Tensor> w;
   std::uint64_t seed = 1000;
-  for (const auto& e : model::stack_param_table(c.layers, c.block.hidden)) {
+  for (const auto& e : model::stack_param_table(layers, hidden)) {
     Tensor t = uniform_tensor(e.shape, ++seed, e.shape.size() == 2 ? 0.3f : 0.2f);
     if (e.init == model::Init::kOnes) {
       for (auto& v : t.values()) v += 1.0f;
@@ -28,33 +28,44 @@ std::map<std::string, Tensor> random_weights(const model::StackConfig& c) {
   return w;
 }
 
-// The small stack: same mesh, chunks and SP; a = d1·d2 heads of 8, b = chunks, s = 8·d1.
-double check_against_reference(const mesh::DeviceMesh& mesh, const model::StackConfig& real) {
-  model::StackConfig c = real;
+// The small stack: same mesh and layout; T = d1·d2 heads of 8·S features (S the largest
+// slice count, so the plan's slices divide it), b = chunks·d1 sequences of 8·T·S tokens.
+double check_against_reference(const mesh::DeviceMesh& mesh, const model::GptConfig& real) {
+  int slices = 1;
+  for (const layout::LinearPlan& l : real.layout.linears) slices = std::max(slices, l.slices);
+  model::GptConfig c = real;
   c.layers = std::min(real.layers, 2);
-  c.block.heads = mesh.size();
-  c.block.hidden = 8 * c.block.heads;
-  c.block.batch = c.block.chunks;
-  c.block.seq = 8 * mesh.size(0);
-  const Shape shape{c.block.batch, c.block.seq, c.block.hidden};
+  c.heads = mesh.size();
+  c.hidden = 8 * c.heads * slices;
+  c.batch = c.layout.chunks * mesh.size(0);
+  c.seq = 8 * mesh.size() * slices;
+  const Shape shape{c.batch, c.seq, c.hidden};
   const Tensor x = uniform_tensor(shape, 11), dy = uniform_tensor(shape, 12);
-  const auto weights = random_weights(c);
-  model::ReferenceStack serial(c, weights);
+  const auto weights = random_weights(c.layers, c.hidden);
+  model::ReferenceStack serial(
+      {.block = {.batch = c.batch, .seq = c.seq, .hidden = c.hidden, .heads = c.heads},
+       .layers = c.layers},
+      weights);
   const Tensor y_ref = serial.forward(x);
   const Tensor dx_ref = serial.backward(dy);
-  model::Stack stack(mesh, c);
-  stack.load(SafetensorsFile{"check weights", weights, {}});
-  stack.set_input(x);
-  stack.forward();
-  stack.set_grad_output(dy);
-  stack.zero_grads();
-  stack.backward();
-  double err = std::max(max_relative_error(stack.gather_output().values(), y_ref.values()),
-                        max_relative_error(stack.gather_grad_input().values(), dx_ref.values()));
-  for (const auto& [name, g] : stack.gather_grads()) {
-    err = std::max(err, max_relative_error(g.values(), serial.grads().at(name).values()));
-  }
-  return err;
+  model::AnyStack any = model::make_stack(mesh, c);
+  return std::visit(
+      [&](auto& stack) {
+        stack->load(SafetensorsFile{"check weights", weights, {}});
+        stack->set_input(x);
+        stack->forward();
+        stack->set_grad_output(dy);
+        stack->zero_grads();
+        stack->backward();
+        double err =
+            std::max(max_relative_error(stack->gather_output().values(), y_ref.values()),
+                     max_relative_error(stack->gather_grad_input().values(), dx_ref.values()));
+        for (const auto& [name, g] : stack->gather_grads()) {
+          err = std::max(err, max_relative_error(g.values(), serial.grads().at(name).values()));
+        }
+        return err;
+      },
+      any);
 }
 
 bool all_finite(std::span<const float> v) {
@@ -68,14 +79,14 @@ double layer_flops(std::int64_t b, std::int64_t s, std::int64_t h) {
   return 72.0 * B * S * H * H + 12.0 * B * S * S * H;
 }
 
-LayerBenchSample run_layer_bench(const mesh::DeviceMesh& mesh, const LayerBenchOptions& o) {
+namespace {
+
+template <typename StackT>
+LayerBenchSample run(const mesh::DeviceMesh& mesh, const LayerBenchOptions& o, StackT& stack) {
   const auto& c = o.config;
-  model::validate(c, mesh.shape());
   LayerBenchSample r;
   r.mesh = mesh.shape();
-  r.chunks = c.block.chunks;
-  r.sequence_parallel = c.block.sequence_parallel;
-  r.flops = c.layers * layer_flops(c.block.batch, c.block.seq, c.block.hidden);
+  r.flops = c.layers * layer_flops(c.batch, c.seq, c.hidden);
   if (o.check) {
     r.check_error = check_against_reference(mesh, c);
     MESHTP_CHECK(r.check_error <= 1e-3,
@@ -85,9 +96,8 @@ LayerBenchSample run_layer_bench(const mesh::DeviceMesh& mesh, const LayerBenchO
   }
 
   const auto& world = mesh.comm();
-  model::Stack stack(mesh, c);
   stack.init(7);
-  const Shape shape{c.block.batch, c.block.seq, c.block.hidden};
+  const Shape shape{c.batch, c.seq, c.hidden};
   stack.set_input(uniform_tensor(shape, 21));
   stack.set_grad_output(uniform_tensor(shape, 22));
   // backward consumes grad_output: keep this rank's block to restore before every step.
@@ -128,7 +138,7 @@ LayerBenchSample run_layer_bench(const mesh::DeviceMesh& mesh, const LayerBenchO
   step(t);
   r.iterations = std::clamp(static_cast<int>(o.target_seconds / std::max(t[2], 1e-6)),
                             o.min_iterations, o.max_iterations);
-  BlasReference blas(c.block.batch * c.block.seq, c.block.hidden);
+  BlasReference blas(c.batch * c.seq, c.hidden);
   std::vector<double> fwd, bwd, all, wait, blas_s;
   for (int it = 0; it < r.iterations; ++it) {
     step(t);
@@ -156,6 +166,13 @@ LayerBenchSample run_layer_bench(const mesh::DeviceMesh& mesh, const LayerBenchO
     r.trace_origin_s = t[4];
   }
   return r;
+}
+
+}  // namespace
+
+LayerBenchSample run_layer_bench(const mesh::DeviceMesh& mesh, const LayerBenchOptions& o) {
+  model::AnyStack stack = model::make_stack(mesh, o.config);  // validates
+  return std::visit([&](auto& s) { return run(mesh, o, *s); }, stack);
 }
 
 }  // namespace meshtp::bench

@@ -1,8 +1,9 @@
 // Layer benchmark: one step (forward + backward) of a GPT block stack on a mesh, the numbers
-// ATP's evaluation reports per layout (SPEC §2, §4).
+// ATP's evaluation reports per layout (SPEC §2, §4). The stack is model::make_stack's for the
+// config's layout: ATP blocks, or every linear a 2D GeMM.
 //
-// Method: validate first (a small stack with the same mesh, chunks and sequence parallelism
-// is compared with the serial reference — y, dx and every gradient within 1e-3 relative, or
+// Method: validate first (a small stack with the same mesh and layout is compared with the
+// serial reference — y, dx and every gradient within 1e-3 relative, or
 // the benchmark throws; then the real stack runs once and every output must be finite), warm
 // up, then time steps between barriers. Per step, each rank measures forward, backward, the
 // whole step, and its time waiting on communication (comm_ledger: blocking collectives and
@@ -18,12 +19,12 @@
 #include <vector>
 
 #include "mesh/device_mesh.hpp"
-#include "model/stack.hpp"
+#include "model/gpt.hpp"
 
 namespace meshtp::bench {
 
 struct LayerBenchOptions {
-  model::StackConfig config;
+  model::GptConfig config;      // shape and layout (vocab unused; layout.mesh = the mesh's shape)
   double target_seconds = 2.0;  // timed steps chosen to take about this long
   int min_iterations = 3;
   int max_iterations = 50;
@@ -33,8 +34,6 @@ struct LayerBenchOptions {
 
 struct LayerBenchSample {
   std::vector<int> mesh;
-  int chunks = 1;
-  bool sequence_parallel = false;
   int iterations = 0;
   double forward_s = 0.0, backward_s = 0.0, step_s = 0.0;  // medians of the max over ranks
   double comm_wait_s = 0.0;                                // per step, max over ranks

@@ -41,7 +41,7 @@ void describe(int* desc, std::int64_t rows, std::int64_t cols, int grid_rows, in
 }  // namespace
 
 ScalapackGemm::ScalapackGemm(int nr, int nc, const parallel::Gemm2dShape& shape,
-                             parallel::Dataflow dataflow)
+                             layout::Dataflow dataflow)
     : dataflow_(dataflow), shape_(shape) {
   int me = 0, procs = 0;
   Cblacs_pinfo(&me, &procs);
@@ -58,15 +58,15 @@ ScalapackGemm::ScalapackGemm(int nr, int nc, const parallel::Gemm2dShape& shape,
   // Column-major views of the local buffers (see the header): X row-major ↔ Xᵀ column-major.
   describe(desc_c_, n, m, nc, nr, context_);  // Cᵀ: n × m
   switch (dataflow) {
-    case parallel::Dataflow::kOS:
+    case layout::Dataflow::kOS:
       describe(desc_a_, k, m, nc, nr, context_);  // Aᵀ: k × m
       describe(desc_b_, n, k, nc, nr, context_);  // Bᵀ: n × k
       break;
-    case parallel::Dataflow::kLS:
+    case layout::Dataflow::kLS:
       describe(desc_a_, k, m, nc, nr, context_);  // Aᵀ: k × m
       describe(desc_b_, k, n, nc, nr, context_);  // Bᵀ: k × n (B is n × k)
       break;
-    case parallel::Dataflow::kRS:
+    case layout::Dataflow::kRS:
       describe(desc_a_, m, k, nc, nr, context_);  // Aᵀ: m × k (A is k × m)
       describe(desc_b_, n, k, nc, nr, context_);  // Bᵀ: n × k
       break;
@@ -83,8 +83,8 @@ void ScalapackGemm::run(const float* a_local, const float* b_local, float* c_loc
   const int one = 1;
   const float alpha = 1.0f, beta = 0.0f;
   // Cᵀ = op(first)·op(second) with first = the local Bᵀ buffer, second = the local Aᵀ buffer.
-  const char* trans_b = dataflow_ == parallel::Dataflow::kLS ? "T" : "N";
-  const char* trans_a = dataflow_ == parallel::Dataflow::kRS ? "T" : "N";
+  const char* trans_b = dataflow_ == layout::Dataflow::kLS ? "T" : "N";
+  const char* trans_a = dataflow_ == layout::Dataflow::kRS ? "T" : "N";
   psgemm_(trans_b, trans_a, &n, &m, &k, &alpha, b_local, &one, &one, desc_b_, a_local, &one, &one,
           desc_a_, &beta, c_local, &one, &one, desc_c_);
 }

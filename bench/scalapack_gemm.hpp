@@ -22,7 +22,7 @@ namespace meshtp::bench {
 class ScalapackGemm {
  public:
   // Collective over the world (BLACS grid creation); nr·nc must equal the world size.
-  ScalapackGemm(int nr, int nc, const parallel::Gemm2dShape& shape, parallel::Dataflow dataflow);
+  ScalapackGemm(int nr, int nc, const parallel::Gemm2dShape& shape, layout::Dataflow dataflow);
   ~ScalapackGemm();
   ScalapackGemm(const ScalapackGemm&) = delete;
   ScalapackGemm& operator=(const ScalapackGemm&) = delete;
@@ -32,7 +32,7 @@ class ScalapackGemm {
 
  private:
   int context_ = -1;
-  parallel::Dataflow dataflow_;
+  layout::Dataflow dataflow_;
   parallel::Gemm2dShape shape_;
   int desc_a_[9] = {}, desc_b_[9] = {}, desc_c_[9] = {};
 };

@@ -60,12 +60,12 @@ TrainBenchResult run_train_bench(const comm::Communicator& world,
   train::validate(config, world.size());
 
   model::GptConfig replica = config.model;
-  replica.batch /= config.dp;
+  replica.batch /= config.model.layout.dp;
   BlasReference blas(replica.batch * replica.seq, replica.hidden, replica.vocab);
 
   TrainBenchResult r;
   r.ranks = world.size();
-  r.flops_per_rank = model::gpt_step_flops(replica) * config.dp / world.size();
+  r.flops_per_rank = model::gpt_step_flops(replica) * config.model.layout.dp / world.size();
   std::vector<std::array<double, kPhaseCount + 1>> samples;
   std::vector<double> blas_s;
   Tracer& tracer = Tracer::instance();

@@ -32,14 +32,15 @@ void print_collectives_table(const mesh::DeviceMesh& mesh,
     return;
   }
   os << fmt::format("{:>4} {:>5} {:>6}", "dim", "ranks", "bytes");
-  for (const auto c : bench::kAllCollectives) os << fmt::format(" | {:>26}", bench::name(c));
+  for (const auto c : bench::kAllCollectives) os << fmt::format(" | {:>26}", layout::name(c));
   os << '\n' << fmt::format("{:>17}", "");
   for (std::size_t i = 0; i < std::size(bench::kAllCollectives); ++i) {
     os << fmt::format(" | {:>11} {:>14}", "time us", "busbw GB/s");
   }
   os << '\n';
   // One row per (dim, bytes); columns per collective.
-  std::map<std::pair<int, std::int64_t>, std::map<bench::Collective, bench::CollectiveSample>> rows;
+  std::map<std::pair<int, std::int64_t>, std::map<layout::CollectiveKind, bench::CollectiveSample>>
+      rows;
   for (const auto& s : samples) rows[{s.mesh_dim, s.bytes}][s.collective] = s;
   for (const auto& [key, by_collective] : rows) {
     const auto& any = by_collective.begin()->second;
@@ -76,7 +77,7 @@ void run_bench_collectives(const CollectivesArgs& args) {
                               {"mesh", shape},
                               {"mesh_dim", s.mesh_dim},
                               {"group_size", s.group_size},
-                              {"collective", bench::name(s.collective)},
+                              {"collective", layout::name(s.collective)},
                               {"bytes", s.bytes},
                               {"iterations", s.iterations},
                               {"median_s", s.median_seconds},

@@ -20,7 +20,7 @@
 namespace meshtp::cli {
 namespace {
 
-using parallel::Gemm2dAlgo;
+using layout::Algorithm;
 
 struct BenchGemm2dArgs {
   std::int64_t m = 2048, n = 2048, k = 2048;
@@ -34,14 +34,14 @@ struct BenchGemm2dArgs {
   bool no_scalapack = false, no_1d = false, no_single = false, json = false;
 };
 
-std::vector<Gemm2dAlgo> parse_algos(const std::string& text) {
-  if (text == "all")
-    return {std::begin(parallel::kAllGemm2dAlgos), std::end(parallel::kAllGemm2dAlgos)};
-  std::vector<Gemm2dAlgo> algos;
+std::vector<Algorithm> parse_algos(const std::string& text) {
+  constexpr auto kAll = layout::all<Algorithm>();
+  if (text == "all") return {kAll.begin(), kAll.end()};
+  std::vector<Algorithm> algos;
   std::size_t begin = 0;
   while (begin <= text.size()) {
     const std::size_t end = std::min(text.find(',', begin), text.size());
-    algos.push_back(parallel::parse_gemm2d_algo(text.substr(begin, end - begin)));
+    algos.push_back(layout::parse_algorithm(text.substr(begin, end - begin)));
     begin = end + 1;
   }
   return algos;
@@ -60,13 +60,13 @@ std::string args_chunks(const bench::Gemm2dBenchOptions& o) {
 void print_table(const bench::Gemm2dBenchOptions& o, const std::vector<bench::Gemm2dSample>& xs,
                  const std::vector<std::string>& notes) {
   std::ostream& os = out();
-  const char* math = o.dataflow == parallel::Dataflow::kOS   ? "C = A·B"
-                     : o.dataflow == parallel::Dataflow::kLS ? "C = A·Bᵀ"
-                                                             : "C = Aᵀ·B";
+  const char* math = o.dataflow == layout::Dataflow::kOS   ? "C = A·B"
+                     : o.dataflow == layout::Dataflow::kLS ? "C = A·Bᵀ"
+                                                           : "C = Aᵀ·B";
   os << fmt::format(
       "bench gemm2d: {} {}, m={} n={} k={}, mesh {}x{} ({} ranks), "
       "progress_chunks={}; median of the max over ranks\n",
-      to_string(o.dataflow), math, o.shape.m, o.shape.n, o.shape.k, o.nr, o.nc, o.nr * o.nc,
+      layout::name(o.dataflow), math, o.shape.m, o.shape.n, o.shape.k, o.nr, o.nc, o.nr * o.nc,
       args_chunks(o));
   for (const auto& note : notes) os << "note: " << note << '\n';
   double t_psgemm = NAN, t_single = NAN;
@@ -102,7 +102,7 @@ void print_json(const bench::Gemm2dBenchOptions& o, const std::vector<bench::Gem
                         {"n", o.shape.n},
                         {"k", o.shape.k},
                         {"mesh", {o.nr, o.nc}},
-                        {"dataflow", to_string(o.dataflow)},
+                        {"dataflow", layout::name(o.dataflow)},
                         {"iterations", x.iterations},
                         {"median_s", x.median_seconds},
                         {"gflops_per_rank", x.gflops_per_rank},
@@ -111,7 +111,7 @@ void print_json(const bench::Gemm2dBenchOptions& o, const std::vector<bench::Gem
                         {"sync_steps", x.sync_steps},
                         {"rel_error", num(x.error)}};
     if (x.kind == bench::Gemm2dCaseKind::kAlgorithm || x.kind == bench::Gemm2dCaseKind::kOneD) {
-      line["algo"] = to_string(x.options.algo);
+      line["algo"] = layout::name(x.options.algo);
       line["slices"] = x.options.slices;
       line["progress_chunks"] = x.options.progress_chunks;
     }
@@ -128,7 +128,7 @@ void run_bench_gemm2d(const BenchGemm2dArgs& args) {
   o.shape = {args.m, args.n, args.k};
   o.nr = shape[0];
   o.nc = shape[1];
-  o.dataflow = parallel::parse_dataflow(args.dataflow);
+  o.dataflow = layout::parse_dataflow(args.dataflow);
   o.algos = parse_algos(args.algo);
   o.slices = parse_positive_ints(args.slices, "--slices");
   o.summa_slices = args.summa_slices;

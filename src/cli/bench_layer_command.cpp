@@ -1,8 +1,11 @@
 // meshtp bench layer — step time of a GPT block stack on each mesh: a table plus JSON lines.
 //
 //   mpirun -np 4 meshtp bench layer --hidden 1024 --heads 16 --seq 512 --batch 2
-//       --layers 1 --mesh all --chunks 1,2
+//       --layers 1 --mesh all --chunks 1,2 [--strategy meshslice --slices 2 …]
+//   mpirun -np 4 meshtp bench layer … --plan plan.json
 //
+// The layout flags (cli/layout_flags.hpp) pick the stack; --plan takes one layout from a
+// plan file (its mesh; --mesh and --chunks then conflict).
 // Columns: fwd / bwd / step ms = medians over steps of the max over ranks; wait ms = time
 // spent waiting on communication per step (max over ranks) and its share of the step;
 // TFLOP/s per rank from 72·b·s·h² + 12·b·s²·h FLOPs per layer; BLAS GF/s = one rank's
@@ -16,6 +19,7 @@
 
 #include "bench/layer.hpp"
 #include "cli/commands.hpp"
+#include "cli/layout_flags.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
 #include "train/chrome_trace.hpp"
@@ -28,7 +32,8 @@ struct BenchLayerArgs {
   int layers = 1;
   std::string mesh = "all";
   std::string chunks = "1";
-  bool sequence_parallel = false;
+  LayoutFlags layout;
+  std::vector<const CLI::Option*> mesh_options;  // --mesh, --chunks: excluded by --plan
   int progress_splits = 4;
   double seconds = 2.0;
   bool no_check = false, json = false;
@@ -44,50 +49,84 @@ std::vector<std::vector<int>> meshes_of(const std::string& text, int world_size)
   return out;
 }
 
+// A case to run: a mesh and chunk count, and its layout (or why the model cannot use it).
+struct LayerCase {
+  std::vector<int> mesh;
+  int chunks = 1;
+  layout::Plan plan{};
+  std::string skipped{};
+};
+
+// --plan's layout, or the flags' on each mesh × chunk count. A sweep (--mesh all) lists the
+// layouts this model cannot use instead of stopping at them; the verdict depends on shapes
+// only, so every rank skips alike.
+std::vector<LayerCase> cases_of(const BenchLayerArgs& a, const model::GptConfig& shape) {
+  if (a.layout.from_file()) {
+    const layout::Plan plan = a.layout.load(a.mesh_options);
+    return {{.mesh = {plan.mesh[0], plan.mesh[1]}, .chunks = plan.chunks, .plan = plan}};
+  }
+  std::vector<LayerCase> out;
+  for (const auto& mesh : meshes_of(a.mesh, world().size())) {
+    MESHTP_CHECK(mesh.size() == 2, "--mesh '{}' must be two sizes, like 2x2, or all", a.mesh);
+    for (const int chunks : parse_positive_ints(a.chunks, "--chunks")) {
+      LayerCase c{.mesh = mesh, .chunks = chunks};
+      try {
+        LayoutFlags flags = a.layout;
+        flags.chunks = chunks;
+        c.plan = flags.build({mesh[0], mesh[1]});
+        model::GptConfig config = shape;
+        config.layout = c.plan;
+        model::validate(config, mesh);
+      } catch (const Error& e) {
+        if (a.mesh != "all") throw;
+        c.skipped = e.what();
+      }
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
 void run_bench_layer(const BenchLayerArgs& a) {
   const int N = world().size();
-  const auto meshes = meshes_of(a.mesh, N);
-  const auto chunk_list = parse_positive_ints(a.chunks, "--chunks");
+  const model::GptConfig shape_config{.batch = a.batch,
+                                      .seq = a.seq,
+                                      .hidden = a.hidden,
+                                      .heads = a.heads,
+                                      .layers = a.layers,
+                                      .progress_splits = a.progress_splits};
+  const std::vector<LayerCase> cases = cases_of(a, shape_config);
   MESHTP_CHECK(a.seconds > 0 && a.seconds <= 600, "--seconds={} must be in (0, 600]", a.seconds);
-  MESHTP_CHECK(a.trace.empty() || (meshes.size() == 1 && chunk_list.size() == 1),
+  MESHTP_CHECK(a.trace.empty() || cases.size() == 1,
                "--trace records one case: give one --mesh and one --chunks value");
   std::ostream& os = out();
   if (!a.json) {
     os << fmt::format(
         "GPT block stack: L={} b={} s={} h={} a={} on {} ranks{}; {:.3f} GFLOP per step\n",
         a.layers, a.batch, a.seq, a.hidden, a.heads, N,
-        a.sequence_parallel ? ", sequence parallel" : "",
+        a.layout.sequence_parallel ? ", sequence parallel" : "",
         a.layers * bench::layer_flops(a.batch, a.seq, a.hidden) / 1e9);
     os << fmt::format("{:>6} {:>6} {:>5} {:>9} {:>9} {:>9} {:>9} {:>6} {:>12} {:>10} {:>6} "
                       "{:>9}\n",
                       "mesh", "chunks", "iters", "fwd ms", "bwd ms", "step ms", "wait ms", "wait%",
                       "TFLOP/s/rank", "BLAS GF/s", "ratio", "check");
   }
-  for (const auto& shape : meshes) {
-    for (const int chunks : chunk_list) {
+  for (const LayerCase& k : cases) {
+    {
+      const std::vector<int>& shape = k.mesh;
+      const int chunks = k.chunks;
+      const layout::Plan& plan = k.plan;
+      const std::string name = format_mesh_shape(shape);
+      if (!k.skipped.empty()) {
+        if (!a.json) os << fmt::format("{:>6} {:>6}  skipped: {}\n", name, chunks, k.skipped);
+        continue;
+      }
       bench::LayerBenchOptions o;
-      o.config = {.block = {.batch = a.batch,
-                            .seq = a.seq,
-                            .hidden = a.hidden,
-                            .heads = a.heads,
-                            .chunks = chunks,
-                            .sequence_parallel = a.sequence_parallel,
-                            .progress_splits = a.progress_splits},
-                  .layers = a.layers};
+      o.config = shape_config;
+      o.config.layout = plan;
       o.target_seconds = a.seconds;
       o.check = !a.no_check;
       o.trace = !a.trace.empty();
-      const std::string name = format_mesh_shape(shape);
-      if (a.mesh == "all") {
-        // A sweep lists the meshes this model cannot use instead of stopping at them; the
-        // verdict depends on shapes only, so every rank skips alike.
-        try {
-          model::validate(o.config, shape);
-        } catch (const Error& e) {
-          if (!a.json) os << fmt::format("{:>6} {:>6}  skipped: {}\n", name, chunks, e.what());
-          continue;
-        }
-      }
       const mesh::DeviceMesh mesh(world(), shape);
       const bench::LayerBenchSample s = bench::run_layer_bench(mesh, o);
       if (o.trace) train::write_chrome_trace(a.trace, world(), s.trace_origin_s);
@@ -95,7 +134,8 @@ void run_bench_layer(const BenchLayerArgs& a) {
         os << nlohmann::json{{"bench", "layer"},
                              {"mesh", shape},
                              {"chunks", chunks},
-                             {"sequence_parallel", a.sequence_parallel},
+                             {"sequence_parallel", plan.sequence_parallel},
+                             {"plan", layout::to_json(plan)},
                              {"layers", a.layers},
                              {"batch", a.batch},
                              {"seq", a.seq},
@@ -140,10 +180,10 @@ void add_bench_layer_command(CLI::App& app) {
   c->add_option("--seq", args->seq, "Sequence length s (default 512)");
   c->add_option("--batch", args->batch, "Batch b (default 2)");
   c->add_option("--layers", args->layers, "Blocks L (default 1)");
-  c->add_option("--mesh", args->mesh, "d1xd2, or all: every mesh of the ranks (default all)");
-  c->add_option("--chunks", args->chunks, "Batch chunks c, or a list like 1,2,4 (default 1)");
-  c->add_flag("--sequence-parallel", args->sequence_parallel,
-              "Sequence parallelism (meshes Nx1 only)");
+  args->mesh_options = {
+      c->add_option("--mesh", args->mesh, "d1xd2, or all: every mesh of the ranks (default all)"),
+      c->add_option("--chunks", args->chunks, "Batch chunks c, or a list like 1,2,4 (default 1)")};
+  args->layout.add_to(c, /*with_chunks=*/false);
   c->add_option("--progress-splits", args->progress_splits,
                 "GeMM panels between MPI progress pokes (default 4; 1 = no pokes)");
   c->add_option("--seconds", args->seconds, "Target timed seconds per case (default 2)");

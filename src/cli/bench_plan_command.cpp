@@ -48,7 +48,7 @@
 #include "core/parse.hpp"
 #include "core/stats.hpp"
 #include "mesh/device_mesh.hpp"
-#include "model/stack.hpp"
+#include "model/gpt.hpp"
 #include "plan/planner.hpp"
 #include "plan/presets.hpp"
 #include "plan/validation.hpp"
@@ -70,7 +70,8 @@ struct BenchPlanArgs {
 };
 
 bool executable(plan::Strategy s) {
-  return s == plan::Strategy::kAtp || s == plan::Strategy::kMegatron || s == plan::Strategy::kTp1d;
+  return s == layout::Strategy::kAtp || s == layout::Strategy::kMegatron ||
+         s == layout::Strategy::kTp1d;
 }
 
 plan::ModelSpec model_of(const BenchPlanArgs& a, std::vector<std::string>& notes) {
@@ -95,37 +96,25 @@ plan::ModelSpec model_of(const BenchPlanArgs& a, std::vector<std::string>& notes
   if (a.batch > 0) m.batch = a.batch;
   if (a.layers > 0) m.layers = a.layers;
   if (m.precision != plan::Precision::kFp32) notes.push_back("precision fp16 -> fp32 (runtime)");
-  if (m.recompute != plan::Recompute::kNone) notes.push_back("recompute -> none (runtime)");
+  if (m.recompute != layout::Recompute::kNone) notes.push_back("recompute -> none (runtime)");
   if (m.vocab != 0) notes.push_back("vocab -> 0 (the block stack has no embedding)");
   m.precision = plan::Precision::kFp32;
-  m.recompute = plan::Recompute::kNone;
+  m.recompute = layout::Recompute::kNone;
   m.vocab = 0;
   m.validate();
   return m;
 }
 
-model::StackConfig stack_config(const plan::ModelSpec& m, const plan::Candidate& c,
-                                int progress_splits) {
-  return {.block = {.batch = m.batch,
-                    .seq = m.seq,
-                    .hidden = m.hidden,
-                    .heads = m.heads,
-                    .chunks = c.chunks,
-                    .sequence_parallel = c.strategy == plan::Strategy::kTp1d,
-                    .progress_splits = progress_splits},
-          .layers = m.layers};
-}
-
-bench::Collective to_bench(plan::FitCollective c) {
-  switch (c) {
-    case plan::FitCollective::kAllGather:
-      return bench::Collective::kAllGather;
-    case plan::FitCollective::kReduceScatter:
-      return bench::Collective::kReduceScatter;
-    case plan::FitCollective::kAllReduce:
-      break;
-  }
-  return bench::Collective::kAllReduce;
+// The runtime's model for candidate c: the model's shape, the candidate's plan.
+model::GptConfig gpt_config(const plan::ModelSpec& m, const plan::Candidate& c,
+                            int progress_splits) {
+  return {.batch = m.batch,
+          .seq = m.seq,
+          .hidden = m.hidden,
+          .heads = m.heads,
+          .layers = m.layers,
+          .layout = plan::to_plan(c),
+          .progress_splits = progress_splits};
 }
 
 // Each collective the planner charges for `c`, timed once (distinct sizes only).
@@ -134,14 +123,14 @@ std::vector<plan::ReplayedCollective> replay(const mesh::DeviceMesh& mesh,
                                              const plan::Candidate& c, double seconds) {
   bench::CollectivesOptions options;
   options.target_seconds_per_case = seconds;
-  std::map<std::tuple<int, plan::FitCollective, std::int64_t>, double> measured;
+  std::map<std::tuple<int, layout::CollectiveKind, std::int64_t>, double> measured;
   std::vector<plan::ReplayedCollective> out;
   for (const plan::PlannedCollective& p : plan::planned_collectives(request, c)) {
     const std::int64_t bytes = std::llround(p.bytes);
     const auto key = std::make_tuple(p.mesh_dim, p.collective, bytes);
     if (!measured.contains(key)) {
-      measured[key] = bench::time_collective(mesh.dim_comm(p.mesh_dim), mesh.comm(),
-                                             to_bench(p.collective), bytes, options)
+      measured[key] = bench::time_collective(mesh.dim_comm(p.mesh_dim), mesh.comm(), p.collective,
+                                             bytes, options)
                           .median_seconds;
     }
     out.push_back({.planned = p, .measured_s = measured[key]});
@@ -150,7 +139,7 @@ std::vector<plan::ReplayedCollective> replay(const mesh::DeviceMesh& mesh,
 }
 
 std::string label(const plan::Candidate& c) {
-  return fmt::format("{} {}x{} c={}", plan::name(c.strategy), c.mesh[0], c.mesh[1], c.chunks);
+  return fmt::format("{} {}x{} c={}", layout::name(c.strategy), c.mesh[0], c.mesh[1], c.chunks);
 }
 
 void run_bench_plan(const BenchPlanArgs& a) {
@@ -177,7 +166,7 @@ void run_bench_plan(const BenchPlanArgs& a) {
     MESHTP_CHECK(executable(s),
                  "--strategies: '{}' cannot be run by bench plan (runnable: atp, "
                  "megatron, tp1d)",
-                 plan::name(s));
+                 layout::name(s));
   }
   request.chunks = parse_positive_ints(a.chunks, "--chunks");
   const plan::PlanResult result = plan::plan(request);
@@ -192,7 +181,7 @@ void run_bench_plan(const BenchPlanArgs& a) {
       continue;
     }
     try {
-      model::validate(stack_config(request.model, c, a.progress_splits), {c.mesh[0], c.mesh[1]});
+      model::validate(gpt_config(request.model, c, a.progress_splits), {c.mesh[0], c.mesh[1]});
     } catch (const Error& e) {
       skipped.push_back(fmt::format("{}: runtime: {}", label(c), e.what()));
       continue;
@@ -230,7 +219,7 @@ void run_bench_plan(const BenchPlanArgs& a) {
   for (int round = 0; round < a.rounds; ++round) {
     for (std::size_t i = 0; i < chosen.size(); ++i) {
       bench::LayerBenchOptions o;
-      o.config = stack_config(m, chosen[i], a.progress_splits);
+      o.config = gpt_config(m, chosen[i], a.progress_splits);
       o.target_seconds = a.seconds / a.rounds;
       o.check = !a.no_check && round == 0;
       const bench::LayerBenchSample s = bench::run_layer_bench(meshes[i], o);

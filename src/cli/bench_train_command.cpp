@@ -3,16 +3,19 @@
 // for a few warm-up and timed steps, profiled from its trace spans (bench/train_profile.hpp).
 //
 //   mpirun -np 2 meshtp bench train --model small --tp 2x1 --steps 10
+//   mpirun -np 4 meshtp bench train --model small --plan plan.json
 //
 // Table: per phase, ms per step (median over timed steps of the max over ranks) and its
 // share of the step; then the step, its model GFLOP/s per rank, one rank's BLAS GFLOP/s on
 // the model's linear shapes (timed between the steps, every rank at once) and their ratio.
 #include <fmt/format.h>
+#include <fmt/ostream.h>
 
 #include <nlohmann/json.hpp>
 
 #include "bench/train_profile.hpp"
 #include "cli/commands.hpp"
+#include "cli/layout_flags.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
 #include "plan/presets.hpp"
@@ -26,8 +29,8 @@ struct BenchTrainArgs {
   std::string model = "small";
   std::string tp;  // d1xd2; default: Megatron 1D over a replica
   int dp = 1;
-  int chunks = 1;
-  bool sequence_parallel = false;
+  LayoutFlags layout;
+  std::vector<const CLI::Option*> mesh_options;  // --tp, --dp: excluded by --plan
   std::int64_t batch = 0, seq = 0;  // 0: the preset's
   std::string data = kDefaultCorpus;
   int steps = 10, warmup = 2;
@@ -47,13 +50,16 @@ void run_bench_train(const BenchTrainArgs& a) {
              .seq = a.seq > 0 ? a.seq : spec.seq,
              .hidden = spec.hidden,
              .heads = spec.heads,
-             .layers = spec.layers,
-             .chunks = a.chunks,
-             .sequence_parallel = a.sequence_parallel};
-  c.dp = a.dp;
-  MESHTP_CHECK(a.dp >= 1 && N % a.dp == 0, "--dp={} does not divide the {} ranks", a.dp, N);
-  c.tp = a.tp.empty() ? std::vector<int>{N / a.dp, 1} : parse_mesh_shape(a.tp);
-  MESHTP_CHECK(c.tp.size() == 2, "--tp '{}' must be two sizes, like 2x1", a.tp);
+             .layers = spec.layers};
+  if (a.layout.from_file()) {
+    c.model.layout = a.layout.load(a.mesh_options);
+  } else {
+    MESHTP_CHECK(a.dp >= 1 && N % a.dp == 0, "--dp={} does not divide the {} ranks", a.dp, N);
+    const std::vector<int> tp = a.tp.empty() ? std::vector<int>{N / a.dp, 1} : parse_mesh_shape(a.tp);
+    MESHTP_CHECK(tp.size() == 2, "--tp '{}' must be two sizes, like 2x1", a.tp);
+    c.model.layout = a.layout.build({tp[0], tp[1]}, a.dp);
+  }
+  const layout::Plan& plan = c.model.layout;
   c.data = a.data;
   o.steps = a.steps;
   o.warmup_steps = a.warmup;
@@ -68,10 +74,9 @@ void run_bench_train(const BenchTrainArgs& a) {
     os << nlohmann::json{{"bench", "train"},
                          {"model", spec.name},
                          {"ranks", r.ranks},
-                         {"dp", c.dp},
-                         {"tp", c.tp},
-                         {"chunks", c.model.chunks},
-                         {"sequence_parallel", c.model.sequence_parallel},
+                         {"dp", plan.dp},
+                         {"tp", plan.mesh},
+                         {"plan", layout::to_json(plan)},
                          {"batch", c.model.batch},
                          {"seq", c.model.seq},
                          {"steps", r.steps},
@@ -86,11 +91,10 @@ void run_bench_train(const BenchTrainArgs& a) {
        << '\n';
     return;
   }
-  os << fmt::format("training step of '{}' (L={} h={} heads={} b={} s={}) on {} ranks, dp={} "
-                    "tp={}x{} chunks={}{}; {} timed steps after {} warm-up\n",
+  os << fmt::format("training step of '{}' (L={} h={} heads={} b={} s={}) on {} ranks, {}; {} "
+                    "timed steps after {} warm-up\n",
                     spec.name, c.model.layers, c.model.hidden, c.model.heads, c.model.batch,
-                    c.model.seq, r.ranks, c.dp, c.tp[0], c.tp[1], c.model.chunks,
-                    c.model.sequence_parallel ? " +sequence-parallel" : "", r.steps, o.warmup_steps);
+                    c.model.seq, r.ranks, fmt::streamed(plan), r.steps, o.warmup_steps);
   os << fmt::format("{:<16} {:>10} {:>7}\n", "phase", "ms/step", "share");
   for (std::size_t k = 0; k < bench::kPhaseCount; ++k) {
     os << fmt::format("{:<16} {:>10.2f} {:>6.1f}%\n", bench::to_string(static_cast<bench::Phase>(k)),
@@ -115,10 +119,10 @@ void add_bench_train_command(CLI::App& app) {
                "data) and its ratio to BLAS");
   c->add_option("--model", args->model, "Model preset (tiny, small, …) or JSON file")
       ->capture_default_str();
-  c->add_option("--tp", args->tp, "Tensor-parallel mesh d1xd2 (default: N/dp x 1)");
-  c->add_option("--dp", args->dp, "Data-parallel replicas")->capture_default_str();
-  c->add_option("--chunks", args->chunks, "ATP chunks per batch")->capture_default_str();
-  c->add_flag("--sequence-parallel", args->sequence_parallel, "Sequence parallelism (mesh N x 1)");
+  args->mesh_options = {
+      c->add_option("--tp", args->tp, "Tensor-parallel mesh d1xd2 (default: N/dp x 1)"),
+      c->add_option("--dp", args->dp, "Data-parallel replicas")->capture_default_str()};
+  args->layout.add_to(c);
   c->add_option("--batch", args->batch, "Global batch (default: the model's)");
   c->add_option("--seq", args->seq, "Sequence length (default: the model's)");
   c->add_option("--data", args->data, "Text file or directory to train on")->capture_default_str();

@@ -199,20 +199,7 @@ double memory_per_rank_gib(const comm::Communicator& world) {
   return -minus_gib;
 }
 
-plan::FitCollective to_fit(bench::Collective c) {
-  switch (c) {
-    case bench::Collective::kAllGather:
-      return plan::FitCollective::kAllGather;
-    case bench::Collective::kReduceScatter:
-      return plan::FitCollective::kReduceScatter;
-    default:
-      return plan::FitCollective::kAllReduce;
-  }
-}
-
-constexpr bench::Collective kMeasured[] = {bench::Collective::kAllReduce,
-                                           bench::Collective::kAllGather,
-                                           bench::Collective::kReduceScatter};
+constexpr const auto& kMeasured = plan::kFitCollectives;
 
 // The whole sweep `repeats` times, then the median per point: on a shared machine a burst of
 // someone else's load then spoils one sweep's sample of a point, not the point.
@@ -249,7 +236,7 @@ std::vector<plan::CollectiveSeries> measure_collectives(const comm::Communicator
       const std::size_t k = g * std::size(kMeasured) + c;
       plan::CollectiveSeries s{.size = groups[g].size,
                                .stride = groups[g].stride,
-                               .collective = to_fit(kMeasured[c]),
+                               .collective = kMeasured[c],
                                .samples = {}};
       for (std::size_t i = 0; i < sizes.size(); ++i) {
         s.samples.push_back({rounded[k * sizes.size() + i], median(times[k][i])});
@@ -443,7 +430,7 @@ void run_calibrate(const CalibrateArgs& a) {
       }
       fits.push_back({{"size", q.size},
                       {"stride", q.stride},
-                      {"collective", plan::name(q.collective)},
+                      {"collective", layout::name(q.collective)},
                       {"r_squared", q.r_squared},
                       {"max_rel_residual", q.max_rel_residual},
                       {"through_origin", q.through_origin},
@@ -470,13 +457,13 @@ void run_calibrate(const CalibrateArgs& a) {
     const plan::GroupCalibration& g =
         *std::find_if(fit.groups.begin(), fit.groups.end(),
                       [&](const auto& x) { return x.size == q.size && x.stride == q.stride; });
-    const auto& f = q.collective == plan::FitCollective::kAllReduce   ? *g.all_reduce
-                    : q.collective == plan::FitCollective::kAllGather ? *g.all_gather
-                                                                      : *g.reduce_scatter;
+    const auto& f = q.collective == layout::CollectiveKind::kAllReduce   ? *g.all_reduce
+                    : q.collective == layout::CollectiveKind::kAllGather ? *g.all_gather
+                                                                         : *g.reduce_scatter;
     std::string notes = q.split_identified ? "" : "T_launch:=0 (one step count)";
     if (q.through_origin) notes += std::string(notes.empty() ? "" : "; ") + "through origin";
     os << fmt::format("{:>5} {:>6} {:<15} {:>11.2f} {:>10.2f} {:>10.3f} {:>8.4f} {:>9.1f}%  {}\n",
-                      q.size, q.stride, plan::name(q.collective), f.t_launch_us, f.l_sync_us,
+                      q.size, q.stride, layout::name(q.collective), f.t_launch_us, f.l_sync_us,
                       f.bw_gbps, q.r_squared, 100 * q.max_rel_residual, notes);
   }
   os << "local GeMM (every rank at once, max over ranks):";

@@ -27,7 +27,7 @@
 namespace meshtp::cli {
 namespace {
 
-using parallel::Dataflow;
+using layout::Dataflow;
 
 struct GemmArgs {
   std::string a_path, b_path, out_path;
@@ -74,8 +74,8 @@ parallel::Gemm2dShape problem_shape(Dataflow dataflow, const Tensor& a, const Te
 }
 
 void run_gemm(const GemmArgs& args) {
-  const parallel::Gemm2dOptions options{.algo = parallel::parse_gemm2d_algo(args.algo),
-                                        .dataflow = parallel::parse_dataflow(args.dataflow),
+  const parallel::Gemm2dOptions options{.algo = layout::parse_algorithm(args.algo),
+                                        .dataflow = layout::parse_dataflow(args.dataflow),
                                         .slices = args.slices,
                                         .block = args.block};
   const std::vector<int> shape = parse_mesh_shape(args.mesh);
@@ -96,7 +96,7 @@ void run_gemm(const GemmArgs& args) {
         "gemm2d {} {} on mesh {}x{}: C [{}, {}] = {}; local blocks A [{}, {}], B [{}, {}], "
         "C [{}, {}]\nper rank: {:.3g} FLOP, {:.0f} bytes along the row, {:.0f} along the "
         "column, {} comm calls, {} sync steps\n",
-        to_string(options.algo), to_string(options.dataflow), nr, nc, s.m, s.n,
+        layout::name(options.algo), layout::name(options.dataflow), nr, nc, s.m, s.n,
         options.dataflow == Dataflow::kOS   ? "A·B"
         : options.dataflow == Dataflow::kLS ? "A·Bᵀ"
                                             : "Aᵀ·B",
@@ -114,14 +114,14 @@ void run_gemm(const GemmArgs& args) {
   const Tensor c = mesh::DTensor(mesh, spec, {s.m, s.n}, std::move(c_local)).full();
   if (world().rank() == 0) {
     save_safetensors(args.out_path, std::map<std::string, const Tensor*>{{"c", &c}},
-                     {{"algo", std::string(to_string(options.algo))},
-                      {"dataflow", std::string(to_string(options.dataflow))},
+                     {{"algo", std::string(layout::name(options.algo))},
+                      {"dataflow", std::string(layout::name(options.dataflow))},
                       {"mesh", format_mesh_shape(shape)},
                       {"slices", std::to_string(options.slices)}});
   }
   out() << fmt::format("wrote c [{}, {}] to {} ({} {} on mesh {}x{}, slices={})\n", s.m, s.n,
-                       args.out_path, to_string(options.algo), to_string(options.dataflow), nr, nc,
-                       options.slices);
+                       args.out_path, layout::name(options.algo), layout::name(options.dataflow),
+                       nr, nc, options.slices);
   if (args.check && world().rank() == 0) {
     Tensor want({s.m, s.n});
     gemm(a.matrix(), options.dataflow == Dataflow::kRS ? Trans::kYes : Trans::kNo, b.matrix(),

@@ -2,12 +2,13 @@
 //
 //   meshtp plan --topology NAME|FILE --model NAME|FILE [--devices N] [--batch b] [--seq s]
 //               [--strategies atp,meshslice,…] [--chunks 1,2,4] [--json]
-//               [--explain | --explain-rank R]
+//               [--explain | --explain-rank R] [--out plan.json [--pick R]]
 //
 // Pure computation (plan/): no communication, identical on every rank; rank 0 prints a
 // table (or, with --json, one object {"candidates": […], "best": {…} | null}, plus
-// "explain" when asked). --explain breaks the best candidate down per operator,
-// --explain-rank R the R-th row of the table.
+// "explain" when asked; each valid candidate carries its "plan"). --explain breaks the best
+// candidate down per operator, --explain-rank R the R-th row of the table. --out writes the
+// best feasible candidate's layout::Plan (or row R's) atomically, for `train --plan`.
 #include <fmt/format.h>
 
 #include <memory>
@@ -34,7 +35,21 @@ struct PlanArgs {
   bool json = false;
   bool explain = false;
   int explain_rank = 0;
+  std::string out;
+  int pick = 0;  // 0: the best feasible candidate
 };
+
+// Row `rank` (1-based) of the table, or the best feasible candidate when rank is 0.
+const plan::Candidate& row(const plan::PlanResult& result, int rank, const char* flag) {
+  if (rank == 0) {
+    MESHTP_CHECK(result.best_candidate() != nullptr,
+                 "{}: there is no feasible candidate; pick a row of the table instead", flag);
+    return *result.best_candidate();
+  }
+  MESHTP_CHECK(rank >= 1 && rank <= static_cast<int>(result.candidates.size()),
+               "{}={} is not a row of the table (1 … {})", flag, rank, result.candidates.size());
+  return result.candidates[static_cast<std::size_t>(rank - 1)];
+}
 
 void run_plan(const PlanArgs& args) {
   plan::PlanRequest request;
@@ -53,16 +68,15 @@ void run_plan(const PlanArgs& args) {
   const plan::PlanResult result = plan::plan(request);
 
   const plan::Candidate* explained = nullptr;
-  if (args.explain_rank != 0) {
-    MESHTP_CHECK(args.explain_rank >= 1 &&
-                     args.explain_rank <= static_cast<int>(result.candidates.size()),
-                 "--explain-rank={} is not a row of the table (1 … {})", args.explain_rank,
-                 result.candidates.size());
-    explained = &result.candidates[static_cast<std::size_t>(args.explain_rank - 1)];
-  } else if (args.explain) {
-    explained = result.best_candidate();
-    MESHTP_CHECK(explained != nullptr, "--explain: there is no feasible candidate to explain; "
-                 "use --explain-rank R to pick a row");
+  if (args.explain || args.explain_rank != 0) {
+    explained = &row(result, args.explain_rank, args.explain_rank ? "--explain-rank" : "--explain");
+  }
+  if (!args.out.empty() || args.pick != 0) {
+    MESHTP_CHECK(!args.out.empty(), "--pick={} needs --out FILE", args.pick);
+    layout::Plan picked = plan::to_plan(row(result, args.pick, "--pick"));
+    picked.provenance->topology = request.topology.name;
+    picked.provenance->model = request.model.name;
+    if (world().rank() == 0) layout::save_plan(args.out, picked);
   }
 
   if (args.json) {
@@ -100,6 +114,9 @@ void add_plan_command(CLI::App& app) {
   p->add_flag("--explain", args->explain, "Break the best candidate down per operator");
   p->add_option("--explain-rank", args->explain_rank,
                 "Break down the candidate in this row of the table instead");
+  p->add_option("--out", args->out,
+                "Write the best feasible candidate's plan (for train/block/bench layer --plan)");
+  p->add_option("--pick", args->pick, "With --out: write the plan of this row of the table");
   p->callback([args] { run_plan(*args); });
 }
 

@@ -1,13 +1,14 @@
 // meshtp train: plan (or take) a layout, then train a byte-level GPT on this job's ranks.
 #include <fmt/format.h>
+#include <fmt/ostream.h>
 
 #include <filesystem>
 
 #include "cli/commands.hpp"
+#include "cli/layout_flags.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
 #include "model/gpt.hpp"
-#include "parallel/gemm2d/gemm2d.hpp"
 #include "plan/planner.hpp"
 #include "plan/presets.hpp"
 #include "train/trainer.hpp"
@@ -25,10 +26,8 @@ struct TrainArgs {
   int dp = 1;
   std::int64_t batch = 0;  // 0: the preset's
   std::int64_t seq = 0;
-  int chunks = 1;
-  bool sequence_parallel = false;
-  std::string strategy = "atp";  // atp, or a 2D GeMM algorithm
-  int slices = 1;
+  LayoutFlags layout;
+  std::vector<const CLI::Option*> mesh_options;  // --tp, --dp, --mesh: excluded by --plan
   bool dry_run = false;
   train::TrainConfig config;
 };
@@ -40,41 +39,64 @@ std::string duration(double seconds) {
                    : fmt::format("{}m{:02}s", s / 60, s % 60);
 }
 
-// --mesh auto: the planner's fastest feasible ATP / Megatron / sequence-parallel layout on
-// `topology` with as many devices as ranks. Returns a sentence saying what it chose and why.
+// --mesh auto: the planner's fastest feasible layout on `topology` with as many devices as
+// ranks, over every strategy, that the runtime accepts. Returns why it chose it.
 std::string plan_layout(TrainArgs& args, const plan::ModelSpec& spec) {
   MESHTP_CHECK(!args.topology.empty(),
                "--mesh auto needs --topology NAME|FILE (a preset, or the file `meshtp calibrate` "
                "writes for these ranks)");
   MESHTP_CHECK(args.dp == 1, "--mesh auto plans tensor parallelism over all ranks: drop --dp={}",
                args.dp);
-  plan::PlanRequest request{.topology = plan::load_topology(args.topology),
-                            .model = spec,
-                            .devices = world().size(),
-                            .strategies = {plan::Strategy::kAtp, plan::Strategy::kMegatron,
-                                           plan::Strategy::kTp1d}};
+  for (const CLI::Option* o : args.layout.spelled_out) {
+    MESHTP_CHECK(o->count() == 0, "{} conflicts with --mesh auto: the planner chooses the layout",
+                 o->get_name());
+  }
+  const plan::PlanRequest request{
+      .topology = plan::load_topology(args.topology), .model = spec, .devices = world().size()};
   const plan::PlanResult result = plan::plan(request);
   for (const plan::Candidate& c : result.candidates) {
     if (!c.valid || !c.feasible) continue;
     train::TrainConfig trial = args.config;
-    trial.tp = {c.mesh[0], c.mesh[1]};
-    trial.model.chunks = c.chunks;
-    // tp1d is Megatron 1D with sequence parallelism, which the trainer runs on (N, 1).
-    trial.model.sequence_parallel = c.strategy == plan::Strategy::kTp1d;
+    trial.model.layout = plan::to_plan(c);
     try {
       train::validate(trial, world().size());
     } catch (const Error&) {
       continue;  // the runtime cannot run this one (e.g. chunks vs the per-replica batch)
     }
     args.config = trial;
-    return fmt::format("planner chose {} mesh {}x{} chunks={} on '{}': predicted {:.3g} s/step "
-                       "({:.0f}% communication) — the fastest of {} candidates",
-                       plan::name(c.strategy), c.mesh[0], c.mesh[1], c.chunks,
-                       request.topology.name, c.t_step_s,
-                       100.0 * c.t_comm_s / std::max(c.t_step_s, 1e-30), result.candidates.size());
+    return fmt::format(
+        "the planner's choice on '{}': predicted {:.3g} s/step ({:.0f}% "
+        "communication), the fastest of {} candidates",
+        request.topology.name, c.t_step_s, 100.0 * c.t_comm_s / std::max(c.t_step_s, 1e-30),
+        result.candidates.size());
   }
   fail("the planner found no feasible layout the runtime can run for this model on {} ranks",
        world().size());
+}
+
+// The layout: --plan FILE, --mesh auto, or --tp/--dp with the layout flags.
+std::string choose_layout(TrainArgs& args, const plan::ModelSpec& spec) {
+  train::TrainConfig& c = args.config;
+  if (args.layout.from_file()) {
+    c.model.layout = args.layout.load(args.mesh_options);
+    return "layout from " + args.layout.plan_file;
+  }
+  if (args.mesh == "auto") {
+    MESHTP_CHECK(args.tp.empty(), "give either --mesh auto or --tp, not both");
+    return plan_layout(args, spec);
+  }
+  MESHTP_CHECK(args.mesh.empty(), "--mesh must be 'auto' (or use --tp d1xd2 --dp D), got '{}'",
+               args.mesh);
+  if (args.tp.empty()) {
+    MESHTP_CHECK(world().size() % args.dp == 0, "dp={} does not divide the {} ranks", args.dp,
+                 world().size());
+    c.model.layout = args.layout.build({world().size() / args.dp, 1}, args.dp);
+    return "no --tp given: Megatron 1D over every rank of a replica";
+  }
+  const std::vector<int> tp = parse_mesh_shape(args.tp);
+  MESHTP_CHECK(tp.size() == 2, "--tp '{}' must be two sizes, like 2x2", args.tp);
+  c.model.layout = args.layout.build({tp[0], tp[1]}, args.dp);
+  return "layout given with --tp/--dp";
 }
 
 void run_train(TrainArgs& args) {
@@ -85,65 +107,37 @@ void run_train(TrainArgs& args) {
   plan::ModelSpec spec = spec_in;
   spec.vocab = 256;
   spec.precision = plan::Precision::kFp32;
+  spec.recompute = layout::Recompute::kNone;
   if (args.batch > 0) spec.batch = static_cast<int>(args.batch);
   if (args.seq > 0) spec.seq = static_cast<int>(args.seq);
   train::TrainConfig& c = args.config;
-  c.model = {.vocab = 256, .batch = spec.batch, .seq = spec.seq, .hidden = spec.hidden,
-             .heads = spec.heads, .layers = spec.layers, .chunks = args.chunks,
-             .sequence_parallel = args.sequence_parallel};
-  if (args.strategy != "atp") {
-    MESHTP_CHECK(args.mesh != "auto",
-                 "--mesh auto plans ATP/Megatron layouts; give --tp with --strategy {}",
-                 args.strategy);
-    c.model.gemm2d = parallel::parse_gemm2d_algo(args.strategy);
-    c.model.gemm2d_slices = args.slices;
-  }
-  c.dp = args.dp;
+  c.model = {.vocab = 256,
+             .batch = spec.batch,
+             .seq = spec.seq,
+             .hidden = spec.hidden,
+             .heads = spec.heads,
+             .layers = spec.layers};
   if (c.data.empty()) c.data = kDefaultCorpus;
-
-  std::string why;
-  if (args.mesh == "auto") {
-    MESHTP_CHECK(args.tp.empty(), "give either --mesh auto or --tp, not both");
-    why = plan_layout(args, spec);
-  } else {
-    MESHTP_CHECK(args.mesh.empty(), "--mesh must be 'auto' (or use --tp d1xd2 --dp D), got '{}'",
-                 args.mesh);
-    if (args.tp.empty()) {
-      MESHTP_CHECK(world().size() % c.dp == 0, "dp={} does not divide the {} ranks", c.dp,
-                   world().size());
-      c.tp = {world().size() / c.dp, 1};  // Megatron 1D over the ranks left
-      why = "no --tp given: Megatron 1D over every rank of a replica";
-    } else {
-      c.tp = parse_mesh_shape(args.tp);
-      MESHTP_CHECK(c.tp.size() == 2, "--tp '{}' must be two sizes, like 2x2", args.tp);
-      why = "layout given with --tp/--dp";
-    }
-  }
+  const std::string why = choose_layout(args, spec);
   train::validate(c, world().size());
 
   std::ostream& os = out();
   model::GptConfig replica = c.model;
-  replica.batch /= c.dp;
-  os << fmt::format("model   {} — {} layers, hidden {}, {} heads, seq {}, vocab 256 ({:.2f}M "
-                    "parameters)\n",
-                    spec.name, spec.layers, spec.hidden, spec.heads, spec.seq,
-                    spec.total_params() / 1e6)
+  replica.batch /= c.model.layout.dp;
+  os << fmt::format(
+            "model   {} — {} layers, hidden {}, {} heads, seq {}, vocab 256 ({:.2f}M "
+            "parameters)\n",
+            spec.name, spec.layers, spec.hidden, spec.heads, spec.seq, spec.total_params() / 1e6)
      << fmt::format("batch   {} sequences × {} tokens per step ({} per replica)\n", c.model.batch,
                     c.model.seq, replica.batch)
-     << fmt::format("layout  {} {} on {} ranks — {}\n", train::layout_string(c),
-                    c.model.gemm2d ? fmt::format("2D GeMM {} slices={}",
-                                                 parallel::to_string(*c.model.gemm2d),
-                                                 c.model.gemm2d_slices)
-                                   : fmt::format("atp chunks={}{}", c.model.chunks,
-                                                 c.model.sequence_parallel ? " +sequence-parallel"
-                                                                           : ""),
-                    world().size(), why)
-     << fmt::format("optim   AdamW lr {:g}→{:g} (warmup {}, cosine), betas {:g}/{:g}, wd {:g}, "
-                    "clip {:g}, seed {}\n",
-                    c.lr, c.min_lr, c.warmup, c.adamw.beta1, c.adamw.beta2, c.adamw.weight_decay,
-                    c.grad_clip, c.seed)
-     << fmt::format("data    {} (validation: last {:.0f}%)\n", c.data,
-                    100 * c.validation_fraction);
+     << fmt::format("layout  {} on {} ranks — {}\n", fmt::streamed(c.model.layout), world().size(),
+                    why)
+     << fmt::format(
+            "optim   AdamW lr {:g}→{:g} (warmup {}, cosine), betas {:g}/{:g}, wd {:g}, "
+            "clip {:g}, seed {}\n",
+            c.lr, c.min_lr, c.warmup, c.adamw.beta1, c.adamw.beta2, c.adamw.weight_decay,
+            c.grad_clip, c.seed)
+     << fmt::format("data    {} (validation: last {:.0f}%)\n", c.data, 100 * c.validation_fraction);
   if (!c.checkpoint_dir.empty()) {
     os << fmt::format("ckpt    {}/checkpoint.safetensors{}\n", c.checkpoint_dir,
                       c.resume ? " (resuming)" : "");
@@ -182,20 +176,15 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   t->add_option("--data", c.data, "Text file or directory to train on (default: Debian's fortunes)");
   t->add_option("--steps", c.steps, "Training steps")->capture_default_str();
-  t->add_option("--tp", args->tp, "Tensor-parallel mesh d1xd2 (default: Megatron 1D over a replica)");
-  t->add_option("--dp", args->dp, "Data-parallel replicas")->capture_default_str();
-  t->add_option("--mesh", args->mesh, "'auto': let the planner choose the TP mesh and chunks");
+  args->mesh_options = {
+      t->add_option("--tp", args->tp,
+                    "Tensor-parallel mesh d1xd2 (default: Megatron 1D over a replica)"),
+      t->add_option("--dp", args->dp, "Data-parallel replicas")->capture_default_str(),
+      t->add_option("--mesh", args->mesh, "'auto': let the planner choose the whole layout")};
   t->add_option("--topology", args->topology, "Topology preset or file for --mesh auto");
   t->add_option("--batch", args->batch, "Global batch (sequences per step; default: the model's)");
   t->add_option("--seq", args->seq, "Sequence length (default: the model's)");
-  t->add_option("--chunks", args->chunks, "ATP chunks per batch (overlap)")->capture_default_str();
-  t->add_flag("--sequence-parallel", args->sequence_parallel, "Sequence parallelism (mesh N x 1)");
-  t->add_option("--strategy", args->strategy,
-                "atp (ATP/Megatron blocks), or every linear a 2D GeMM: meshslice, collective, "
-                "wang, summa, cannon (tokens over mesh rows, features over columns)")
-      ->capture_default_str();
-  t->add_option("--slices", args->slices, "MeshSlice slice count S (2D GeMM strategies)")
-      ->capture_default_str();
+  args->layout.add_to(t);
   t->add_option("--lr", c.lr, "Peak learning rate")->capture_default_str();
   t->add_option("--min-lr", c.min_lr, "Final learning rate of the cosine decay")->capture_default_str();
   t->add_option("--warmup", c.warmup, "Warmup steps")->capture_default_str();

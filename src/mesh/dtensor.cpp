@@ -46,17 +46,26 @@ Tensor DTensor::full() const {
 void apply_step(const RedistributeStep& step, const DeviceMesh& mesh, Tensor& local) {
   const comm::Communicator& group = mesh.dim_comm(step.mesh_dim);
   const int parts = group.size();
-  switch (step.kind) {
-    case StepKind::kAllGather: {
+  if (step.kind == StepKind{LocalStep::kSlice}) {
+    local = chunk(local, step.tensor_dim, parts, group.rank());
+    return;
+  }
+  if (step.kind == StepKind{LocalStep::kMakePartial}) {
+    if (step.op == comm::ReduceOp::kSum && group.rank() != 0) local.fill(0.0f);
+    return;
+  }
+  using layout::CollectiveKind;
+  switch (std::get<CollectiveKind>(step.kind)) {
+    case CollectiveKind::kAllGather: {
       std::vector<float> gathered(static_cast<std::size_t>(local.numel() * parts));
       group.all_gather(std::span<const float>(local.values()), std::span<float>(gathered));
       local = unpack_chunks(gathered, local.shape(), step.tensor_dim, parts);
       return;
     }
-    case StepKind::kAllReduce:
+    case CollectiveKind::kAllReduce:
       group.all_reduce(local.values(), step.op);
       return;
-    case StepKind::kReduceScatter: {
+    case CollectiveKind::kReduceScatter: {
       std::vector<float> packed(static_cast<std::size_t>(local.numel()));
       pack_chunks(local, step.tensor_dim, parts, packed);
       Shape part_shape = local.shape();
@@ -66,7 +75,7 @@ void apply_step(const RedistributeStep& step, const DeviceMesh& mesh, Tensor& lo
       local = std::move(part);
       return;
     }
-    case StepKind::kAllToAll: {
+    case CollectiveKind::kAllToAll: {
       // Send chunk j along the new shard dim to peer j; peer i's piece comes back as the
       // i-th block along the dim being gathered.
       std::vector<float> packed(static_cast<std::size_t>(local.numel()));
@@ -78,12 +87,8 @@ void apply_step(const RedistributeStep& step, const DeviceMesh& mesh, Tensor& lo
       local = unpack_chunks(received, piece_shape, step.tensor_dim, parts);
       return;
     }
-    case StepKind::kSlice:
-      local = chunk(local, step.tensor_dim, parts, group.rank());
-      return;
-    case StepKind::kMakePartial:
-      if (step.op == comm::ReduceOp::kSum && group.rank() != 0) local.fill(0.0f);
-      return;
+    default:
+      fail("redistribute has no {} step", to_string(step));
   }
 }
 

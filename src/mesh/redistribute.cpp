@@ -7,16 +7,11 @@
 namespace meshtp::mesh {
 namespace {
 
-const char* kind_name(StepKind kind) {
-  switch (kind) {
-    case StepKind::kAllGather: return "all_gather";
-    case StepKind::kAllReduce: return "all_reduce";
-    case StepKind::kReduceScatter: return "reduce_scatter";
-    case StepKind::kAllToAll: return "all_to_all";
-    case StepKind::kSlice: return "slice";
-    case StepKind::kMakePartial: return "make_partial";
-  }
-  return "?";
+using layout::CollectiveKind;
+
+std::string_view kind_name(const StepKind& kind) {
+  if (const auto* c = std::get_if<CollectiveKind>(&kind)) return layout::name(*c);
+  return std::get<LocalStep>(kind) == LocalStep::kSlice ? "slice" : "make_partial";
 }
 
 // Is mesh dim i (currently sharding tensor dim d in `cur`) part of the common prefix of
@@ -46,14 +41,15 @@ bool can_add_shard(const ShardingSpec& cur, const ShardingSpec& target, int i, i
 std::string to_string(const RedistributeStep& step) {
   std::string text = std::string(kind_name(step.kind)) + "(mesh dim " +
                      std::to_string(step.mesh_dim);
-  if (step.kind == StepKind::kAllToAll) {
+  if (step.kind == StepKind{CollectiveKind::kAllToAll}) {
     text += ", tensor dim " + std::to_string(step.tensor_dim) + " → " +
             std::to_string(step.to_tensor_dim);
   } else if (step.tensor_dim >= 0) {
     text += ", tensor dim " + std::to_string(step.tensor_dim);
   }
-  if (step.kind == StepKind::kAllReduce || step.kind == StepKind::kReduceScatter ||
-      step.kind == StepKind::kMakePartial) {
+  if (step.kind == StepKind{CollectiveKind::kAllReduce} ||
+      step.kind == StepKind{CollectiveKind::kReduceScatter} ||
+      step.kind == StepKind{LocalStep::kMakePartial}) {
     text += step.op == comm::ReduceOp::kSum ? ", sum" : ", max";
   }
   return text + ")";
@@ -81,11 +77,13 @@ std::vector<RedistributeStep> plan_redistribute(const ShardingSpec& from,
     without_i[i] = Replicate{};
     if (target_shard != nullptr && target_shard->dim != d &&
         can_add_shard(without_i, to, i, target_shard->dim)) {
-      steps.push_back({.kind = StepKind::kAllToAll, .mesh_dim = i, .tensor_dim = d,
+      steps.push_back({.kind = CollectiveKind::kAllToAll,
+                       .mesh_dim = i,
+                       .tensor_dim = d,
                        .to_tensor_dim = target_shard->dim});
       cur[i] = *target_shard;
     } else {
-      steps.push_back({.kind = StepKind::kAllGather, .mesh_dim = i, .tensor_dim = d});
+      steps.push_back({.kind = CollectiveKind::kAllGather, .mesh_dim = i, .tensor_dim = d});
       cur[i] = Replicate{};
     }
   }
@@ -98,12 +96,14 @@ std::vector<RedistributeStep> plan_redistribute(const ShardingSpec& from,
       ShardingSpec without_i = cur;
       without_i[i] = Replicate{};
       if (target_shard != nullptr && can_add_shard(without_i, to, i, target_shard->dim)) {
-        steps.push_back({.kind = StepKind::kReduceScatter, .mesh_dim = i,
-                         .tensor_dim = target_shard->dim, .op = partial->op});
+        steps.push_back({.kind = CollectiveKind::kReduceScatter,
+                         .mesh_dim = i,
+                         .tensor_dim = target_shard->dim,
+                         .op = partial->op});
         cur[i] = *target_shard;
         continue;
       }
-      steps.push_back({.kind = StepKind::kAllReduce, .mesh_dim = i, .op = partial->op});
+      steps.push_back({.kind = CollectiveKind::kAllReduce, .mesh_dim = i, .op = partial->op});
       cur[i] = Replicate{};
       if (cur[i] == to[i]) continue;
     }
@@ -114,10 +114,10 @@ std::vector<RedistributeStep> plan_redistribute(const ShardingSpec& from,
       MESHTP_CHECK(can_add_shard(cur, to, i, target_shard->dim),
                    "internal: redistribute {} → {} cannot slice mesh dim {} from {}",
                    to_string(from), to_string(to), i, to_string(cur));
-      steps.push_back({.kind = StepKind::kSlice, .mesh_dim = i, .tensor_dim = target_shard->dim});
+      steps.push_back({.kind = LocalStep::kSlice, .mesh_dim = i, .tensor_dim = target_shard->dim});
     } else {
-      steps.push_back({.kind = StepKind::kMakePartial, .mesh_dim = i,
-                       .op = std::get<Partial>(to[i]).op});
+      steps.push_back(
+          {.kind = LocalStep::kMakePartial, .mesh_dim = i, .op = std::get<Partial>(to[i]).op});
     }
     cur[i] = to[i];
   }

@@ -23,16 +23,20 @@
 
 #include <iosfwd>
 #include <string>
+#include <variant>
 #include <vector>
 
+#include "layout/vocabulary.hpp"
 #include "mesh/placement.hpp"
 
 namespace meshtp::mesh {
 
-enum class StepKind { kAllGather, kAllReduce, kReduceScatter, kAllToAll, kSlice, kMakePartial };
+// A step is a collective over one mesh dim's group, or a local step without communication.
+enum class LocalStep { kSlice, kMakePartial };
+using StepKind = std::variant<layout::CollectiveKind, LocalStep>;
 
 struct RedistributeStep {
-  StepKind kind = StepKind::kSlice;
+  StepKind kind = LocalStep::kSlice;
   int mesh_dim = 0;
   int tensor_dim = -1;     // gathered / scattered / sliced dim; for all_to_all the gathered one
   int to_tensor_dim = -1;  // all_to_all only: the dim that becomes sharded

@@ -12,10 +12,9 @@
 namespace meshtp::model {
 namespace {
 
-using parallel::Gemm2dLinearOptions;
+using layout::Stationary;
 using parallel::Gemm2dLinearPlan;
 using parallel::ParamShard;
-using parallel::Stationary;
 
 // The row-partial gradients of a block (LayerNorm and bias: sums over this rank's tokens),
 // packed in one buffer for one all-reduce over mesh dim 0: parameter, width in units of hl.
@@ -47,21 +46,6 @@ void zero(MatrixView m) {
   for (std::int64_t r = 0; r < m.rows; ++r) std::fill_n(m.data + r * m.ld, m.cols, 0.0f);
 }
 
-Stationary stationary_of(const Gemm2dBlockConfig& c) {
-  if (c.auto_dataflow) return Stationary::kAuto;
-  switch (c.dataflow) {
-    case parallel::Dataflow::kOS:
-      return Stationary::kOutput;
-    case parallel::Dataflow::kLS:
-      return Stationary::kInput;
-    case parallel::Dataflow::kRS:
-      break;
-  }
-  fail(
-      "dataflow rs is not supported by the 2D-GeMM block: its forward consumes transposed "
-      "activations (the weight-stationary pair); use os, ls or auto");
-}
-
 }  // namespace
 
 Gemm2dBlockPlans plan_gemm2d_block(const Gemm2dBlockConfig& c, const std::vector<int>& mesh_shape) {
@@ -80,23 +64,27 @@ Gemm2dBlockPlans plan_gemm2d_block(const Gemm2dBlockConfig& c, const std::vector
   MESHTP_CHECK(c.heads % nc == 0,
                "heads={} is not divisible by Nc={} (mesh {}): mesh columns hold whole heads",
                c.heads, nc, mesh);
-  MESHTP_CHECK(c.slices >= 1, "slices={} must be at least 1", c.slices);
-  const Gemm2dLinearOptions o{.stationary = stationary_of(c),
-                              .algo = c.algo,
-                              .slices = c.slices,
-                              .progress_chunks = c.progress_chunks};
   const std::int64_t n = c.batch * c.seq, h = c.hidden;
-  const auto plan = [&](const char* what, std::int64_t k, std::int64_t m) {
+  const auto plan = [&](layout::Linear l, std::int64_t k, std::int64_t m) {
+    const layout::LinearPlan& x = c.linears[static_cast<std::size_t>(l)];
     try {
-      return parallel::plan_gemm2d_linear(nr, nc, n, k, m, o);
+      MESHTP_CHECK(x.stationary != Stationary::kWeight,
+                   "stationary weight is not supported by the 2D-GeMM block: its output is "
+                   "transposed (the weight-stationary pair); use input, output or auto");
+      return parallel::plan_gemm2d_linear(nr, nc, n, k, m,
+                                          {.stationary = x.stationary,
+                                           .algo = x.algorithm.value_or(c.algo),
+                                           .slices = x.slices,
+                                           .progress_chunks = c.progress_chunks});
     } catch (const Error& e) {
-      fail("{} linear (mesh {}): {}", what, mesh, e.what());
+      fail("{} linear (mesh {}): {}", l, mesh, e.what());
     }
   };
-  return {.qkv = plan("qkv", h, 3 * h),
-          .proj = plan("proj", h, h),
-          .fc1 = plan("fc1", h, 4 * h),
-          .fc2 = plan("fc2", 4 * h, h)};
+  using layout::Linear;
+  return {.qkv = plan(Linear::kQkv, h, 3 * h),
+          .proj = plan(Linear::kProj, h, h),
+          .fc1 = plan(Linear::kMlp1, h, 4 * h),
+          .fc2 = plan(Linear::kMlp2, 4 * h, h)};
 }
 
 ParamShard gemm2d_param_shard(const Gemm2dBlockPlans& plans, int p) {

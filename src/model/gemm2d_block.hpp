@@ -21,10 +21,11 @@
 //   ln2, fc1 (→ [nl, 4hl]), gelu, fc2 (→ [nl, hl]), residual: as above
 //   biases, LN  dw, db = Σ over local rows     one AR₀ per block backward (all of them packed)
 //
-// Each linear runs the configured algorithm (Cannon, SUMMA, Collective, Wang, MeshSlice) with
-// the stationary-preserving dataflow triple of gemm2d_linear: forward dataflow OS keeps the
-// output (y = OS(x, V)), LS the input (y = LS(x, W)), auto the larger activation. RS would
-// need transposed activations between layers and is rejected.
+// Each linear runs its configured algorithm (Cannon, SUMMA, Collective, Wang, MeshSlice) with
+// the stationary-preserving dataflow triple of gemm2d_linear: output stationary (forward OS,
+// y = OS(x, V)), input stationary (forward LS, y = LS(x, W)), or auto, the larger
+// activation. Weight stationary would hand transposed activations between layers and is
+// rejected.
 //
 // The QKV weight's out index is permuted (π in param_shard.hpp) so output column block c1 is
 // q | k | v of heads [c1·a/Nc, (c1+1)·a/Nc): the serial attention core then runs locally on
@@ -42,6 +43,7 @@
 #include <span>
 #include <vector>
 
+#include "layout/plan.hpp"
 #include "mesh/device_mesh.hpp"
 #include "model/params.hpp"
 #include "parallel/gemm2d/gemm2d_linear.hpp"
@@ -53,10 +55,10 @@ struct Gemm2dBlockConfig {
   std::int64_t seq = 0;
   std::int64_t hidden = 0;
   std::int64_t heads = 0;
-  parallel::Gemm2dAlgo algo = parallel::Gemm2dAlgo::kMeshSlice;
-  bool auto_dataflow = true;                              // per linear, keep the larger activation
-  parallel::Dataflow dataflow = parallel::Dataflow::kOS;  // forward dataflow otherwise
-  int slices = 1;
+  layout::Algorithm algo = layout::Algorithm::kMeshSlice;  // every linear's, unless it names one
+  // Per linear (qkv, proj, mlp1, mlp2): algorithm, stationary operand (unset: auto, the larger
+  // activation; weight is rejected) and slices (MeshSlice's S, SUMMA's panels per lcm block).
+  std::array<layout::LinearPlan, 4> linears{};
   int progress_chunks = 4;
 };
 

@@ -3,7 +3,7 @@
 // mirrors model::Stack's so a training loop (model::Gpt) switches with little code:
 //
 //   Gemm2dStack stack(mesh, {.block = {.batch = b, .seq = s, .hidden = h, .heads = a,
-//                                      .algo = Gemm2dAlgo::kMeshSlice, .slices = 2},
+//                                      .algo = Algorithm::kMeshSlice, .slices = 2},
 //                            .layers = L});
 //   stack.init(seed) / stack.load(file); stack.set_input(x); stack.forward();
 //   stack.set_grad_output(dy); stack.zero_grads(); stack.backward();

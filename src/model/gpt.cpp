@@ -1,6 +1,7 @@
 #include "model/gpt.hpp"
 
 #include "core/error.hpp"
+#include "core/parse.hpp"
 #include "ops/residual.hpp"
 #include "parallel/activation_shard.hpp"
 #include "parallel/layernorm_sharded.hpp"
@@ -10,12 +11,14 @@ namespace meshtp::model {
 namespace {
 
 Gemm2dStackConfig gemm2d_stack_config(const GptConfig& c) {
+  const layout::Plan& p = c.layout;
   return {.block = {.batch = c.batch,
                     .seq = c.seq,
                     .hidden = c.hidden,
                     .heads = c.heads,
-                    .algo = *c.gemm2d,
-                    .slices = c.gemm2d_slices},
+                    .algo = layout::algorithm_of(p.strategy),
+                    .linears = p.linears,
+                    .progress_chunks = c.progress_splits},
           .layers = c.layers};
 }
 
@@ -24,8 +27,9 @@ StackConfig stack_config(const GptConfig& c) {
                     .seq = c.seq,
                     .hidden = c.hidden,
                     .heads = c.heads,
-                    .chunks = c.chunks,
-                    .sequence_parallel = c.sequence_parallel},
+                    .chunks = c.layout.chunks,
+                    .sequence_parallel = c.layout.sequence_parallel,
+                    .progress_splits = c.progress_splits},
           .layers = c.layers};
 }
 
@@ -35,16 +39,29 @@ void validate(const GptConfig& config, const std::vector<int>& tp_mesh_shape) {
   MESHTP_CHECK(config.vocab > 0 && config.batch > 0 && config.seq > 0 && config.layers > 0,
                "model: vocab={}, batch={}, seq={} and layers={} must all be positive",
                config.vocab, config.batch, config.seq, config.layers);
-  if (!config.gemm2d) {
+  const layout::Plan& p = config.layout;
+  p.validate();
+  MESHTP_CHECK(p.pp == 1, "plan: pp={}: the runtime has no pipeline parallelism yet (pp=1)", p.pp);
+  MESHTP_CHECK(p.zero == 0, "plan: zero={}: the runtime has no ZeRO yet (zero=0)", p.zero);
+  MESHTP_CHECK(p.recompute == layout::Recompute::kNone,
+               "plan: recompute={}: the runtime has no recomputation yet (recompute=none)",
+               p.recompute);
+  MESHTP_CHECK(tp_mesh_shape == std::vector<int>(p.mesh.begin(), p.mesh.end()),
+               "model: the plan's mesh {}x{} is not the tensor-parallel mesh {}", p.mesh[0],
+               p.mesh[1], format_mesh_shape(tp_mesh_shape));
+  if (layout::is_gemm2d(p.strategy)) {
+    plan_gemm2d_block(gemm2d_stack_config(config).block, tp_mesh_shape);
+  } else {
     validate(stack_config(config), tp_mesh_shape);
-    return;
   }
-  MESHTP_CHECK(config.chunks == 1 && !config.sequence_parallel,
-               "model: chunks={} and sequence parallelism apply to ATP blocks, not to the 2D GeMM "
-               "strategy {}",
-               config.chunks, parallel::to_string(*config.gemm2d));
-  MESHTP_CHECK(tp_mesh_shape.size() == 2, "model: the 2D GeMM strategy needs a 2D mesh");
-  plan_gemm2d_block(gemm2d_stack_config(config).block, tp_mesh_shape);
+}
+
+AnyStack make_stack(const mesh::DeviceMesh& tp_mesh, const GptConfig& config) {
+  validate(config, tp_mesh.shape());
+  if (layout::is_gemm2d(config.layout.strategy)) {
+    return std::make_unique<Gemm2dStack>(tp_mesh, gemm2d_stack_config(config));
+  }
+  return std::make_unique<Stack>(tp_mesh, stack_config(config));
 }
 
 double gpt_step_flops(const GptConfig& c) {
@@ -55,12 +72,7 @@ double gpt_step_flops(const GptConfig& c) {
 
 Gpt::Gpt(const mesh::DeviceMesh& tp_mesh, const GptConfig& config)
     : mesh_(&tp_mesh), config_(config) {
-  validate(config_, tp_mesh.shape());
-  if (config_.gemm2d) {
-    stack_ = std::make_unique<Gemm2dStack>(tp_mesh, gemm2d_stack_config(config_));
-  } else {
-    stack_ = std::make_unique<Stack>(tp_mesh, stack_config(config_));
-  }
+  stack_ = make_stack(tp_mesh, config_);
   const std::vector<ParamEntry>& table = with_stack(
       [](auto& s) -> const std::vector<ParamEntry>& { return s.param_table(); });
   stack_params_ = static_cast<int>(table.size());

@@ -33,6 +33,7 @@
 #include <variant>
 #include <vector>
 
+#include "layout/plan.hpp"
 #include "mesh/device_mesh.hpp"
 #include "model/gemm2d_stack.hpp"
 #include "model/stack.hpp"
@@ -48,16 +49,22 @@ struct GptConfig {
   std::int64_t hidden = 64;
   std::int64_t heads = 4;
   int layers = 2;
-  int chunks = 1;
-  bool sequence_parallel = false;
-  // Unset: ATP / Megatron blocks. Set: every linear is this 2D GeMM algorithm (MeshSlice §2.3)
-  // with the stationary-preserving dataflow chosen per layer; chunks and sequence parallelism
-  // then do not apply.
-  std::optional<parallel::Gemm2dAlgo> gemm2d = std::nullopt;
-  int gemm2d_slices = 1;
+  // The layout this model runs (layout/plan.hpp): its mesh is the TP mesh, its strategy picks
+  // the block stack — ATP blocks (atp, megatron, tp1d: chunks, sequence parallelism) or every
+  // linear a 2D GeMM (MeshSlice §2.3) with the plan's per-linear algorithm, stationary
+  // operand and slices. dp is the trainer's.
+  layout::Plan layout{};
+  int progress_splits = 4;  // GeMM panels between MPI progress pokes
 };
 
+// Throws meshtp::Error naming the value unless `config` runs on a TP mesh of this shape: the
+// plan's mesh must be it, and pp > 1, zero > 0 and recompute are not in the runtime yet.
 void validate(const GptConfig& config, const std::vector<int>& tp_mesh_shape);
+
+// The one factory of block stacks from a plan and a model shape (vocab unused): ATP blocks
+// or 2D GeMM blocks per config.layout.strategy. Validates first (same verdict on every rank).
+using AnyStack = std::variant<std::unique_ptr<Stack>, std::unique_ptr<Gemm2dStack>>;
+AnyStack make_stack(const mesh::DeviceMesh& tp_mesh, const GptConfig& config);
 
 // FLOPs of one training step (forward + backward) of one replica: the layers' 72·b·s·h² +
 // 12·b·s²·h each (SPEC §2) plus the LM head's 6·b·s·h·V.
@@ -117,7 +124,7 @@ class Gpt {
 
   const mesh::DeviceMesh* mesh_;
   GptConfig config_;
-  std::variant<std::unique_ptr<Stack>, std::unique_ptr<Gemm2dStack>> stack_;
+  AnyStack stack_;
   int stack_params_ = 0;
   parallel::VocabShard vocab_;
   std::vector<std::string> names_;

@@ -4,16 +4,6 @@
 
 namespace meshtp::parallel {
 
-std::string_view name(CollectiveKind kind) {
-  switch (kind) {
-    case CollectiveKind::kNone: return "none";
-    case CollectiveKind::kAllReduce: return "all_reduce";
-    case CollectiveKind::kReduceScatter: return "reduce_scatter";
-    case CollectiveKind::kAllGather: return "all_gather";
-  }
-  return "?";
-}
-
 ChunkedCollective::ChunkedCollective(CollectiveKind kind, const comm::Communicator* group,
                                      int chunks)
     : kind_(group == nullptr || group->size() == 1 ? CollectiveKind::kNone : kind),
@@ -45,6 +35,8 @@ void ChunkedCollective::start(int i, std::span<float> send, std::span<float> rec
     case CollectiveKind::kAllGather:
       slot = group_->iall_gather(in, recv);
       return;
+    default:
+      fail("a chunked collective cannot be a {}", kind_);
   }
 }
 

@@ -16,15 +16,14 @@
 #pragma once
 
 #include <span>
-#include <string_view>
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "layout/vocabulary.hpp"
 
 namespace meshtp::parallel {
 
-enum class CollectiveKind { kNone, kAllReduce, kReduceScatter, kAllGather };
-std::string_view name(CollectiveKind kind);
+using layout::CollectiveKind;  // none, all_reduce, reduce_scatter or all_gather here
 
 class ChunkedCollective {
  public:

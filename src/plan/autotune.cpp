@@ -9,16 +9,16 @@ namespace meshtp::plan {
 namespace {
 
 // The knob values worth trying for `algorithm` on the three GeMMs of one layer.
-std::vector<Gemm2dParams> knob_values(Gemm2dAlgorithm algorithm,
+std::vector<Gemm2dParams> knob_values(Algorithm algorithm,
                                       const std::array<Gemm2dShape, 3>& shapes) {
   std::vector<Gemm2dParams> out;
   const int nr = shapes[0].nr, nc = shapes[0].nc;
   switch (algorithm) {
-    case Gemm2dAlgorithm::kCollective:
-    case Gemm2dAlgorithm::kCannon:
+    case Algorithm::kCollective:
+    case Algorithm::kCannon:
       out.push_back({});
       break;
-    case Gemm2dAlgorithm::kMeshSlice: {
+    case Algorithm::kMeshSlice: {
       // S must divide every local sliced extent: the divisors of their gcd.
       std::int64_t g = 0;
       for (const Gemm2dShape& s : shapes) {
@@ -30,7 +30,7 @@ std::vector<Gemm2dParams> knob_values(Gemm2dAlgorithm algorithm,
       }
       break;
     }
-    case Gemm2dAlgorithm::kSumma: {
+    case Algorithm::kSumma: {
       const std::int64_t lcm = std::lcm(nr, nc);
       std::int64_t limit = shapes[0].sliced_extent();
       for (const Gemm2dShape& s : shapes) limit = std::min(limit, s.sliced_extent());
@@ -42,7 +42,7 @@ std::vector<Gemm2dParams> knob_values(Gemm2dAlgorithm algorithm,
       }
       break;
     }
-    case Gemm2dAlgorithm::kWang:
+    case Algorithm::kWang:
       // The row direction, as the runtime (parallel/gemm2d/wang.cpp) implements it.
       out.push_back({.wang_decomposed = Direction::kHorizontal});
       break;
@@ -50,11 +50,14 @@ std::vector<Gemm2dParams> knob_values(Gemm2dAlgorithm algorithm,
   return out;
 }
 
-int knob_of(Gemm2dAlgorithm algorithm, const Gemm2dParams& p) {
+int knob_of(Algorithm algorithm, const Gemm2dParams& p) {
   switch (algorithm) {
-    case Gemm2dAlgorithm::kMeshSlice: return p.slices;
-    case Gemm2dAlgorithm::kSumma: return p.panels;
-    case Gemm2dAlgorithm::kWang: return p.wang_decomposed == Direction::kVertical ? 0 : 1;
+    case Algorithm::kMeshSlice:
+      return p.slices;
+    case Algorithm::kSumma:
+      return p.panels;
+    case Algorithm::kWang:
+      return p.wang_decomposed == Direction::kVertical ? 0 : 1;
     default: return 0;
   }
 }
@@ -70,11 +73,12 @@ void accumulate(FcTuning& t) {
 
 }  // namespace
 
-FcTuning tune_fc(Gemm2dAlgorithm algorithm, const FcShape& fc, const MeshLinks& links,
-                 double flops_per_s, int element_bytes, double forward_weight) {
+FcTuning tune_fc(Algorithm algorithm, const FcShape& fc, const MeshLinks& links, double flops_per_s,
+                 int element_bytes, double forward_weight) {
   FcTuning best;
   best.fc = fc;
-  best.stationary = choose_stationary(fc);
+  // X or Y: the whole-model runtime has no weight-stationary block (transposed activations).
+  best.stationary = choose_stationary(fc, /*allow_weight=*/false);
   const int nr = links.mesh[0], nc = links.mesh[1];
   std::array<Gemm2dShape, 3> shapes;
   for (std::size_t i = 0; i < 3; ++i) {

@@ -1,6 +1,7 @@
 // MeshSlice LLM autotuner, phase 2 (MeshSlice §3.2.2): for one mesh shape, tune each FC
-// layer independently. The dataflow is fixed by phase 1 (the largest matrix stays put,
-// fc_layers.hpp); what is searched, exhaustively, is the algorithm's own knob:
+// layer independently. The dataflow is fixed by phase 1 (the larger activation stays put —
+// the runtime keeps X or Y, never W; fc_layers.hpp); what is searched, exhaustively, is the
+// algorithm's own knob:
 //
 //   meshslice  slice count S: every divisor of the local sliced extents of all three GeMMs
 //   summa      panel count Kp: multiples of lcm(Nr, Nc) dividing all three sliced dims
@@ -44,8 +45,8 @@ struct FcTuning {
 };
 
 // 2D algorithms. `forward_weight` is 2 under full recomputation, else 1.
-FcTuning tune_fc(Gemm2dAlgorithm algorithm, const FcShape& fc, const MeshLinks& links,
-                 double flops_per_s, int element_bytes, double forward_weight);
+FcTuning tune_fc(Algorithm algorithm, const FcShape& fc, const MeshLinks& links, double flops_per_s,
+                 int element_bytes, double forward_weight);
 
 // 1D TP on mesh (N, 1): blocking collectives on mesh dim 0.
 FcTuning tp1d_fc(const FcShape& fc, const MeshLinks& links, double flops_per_s,

@@ -56,20 +56,8 @@ void check_series(const CollectiveSeries& s) {
 
 }  // namespace
 
-const char* name(FitCollective c) {
-  switch (c) {
-    case FitCollective::kAllReduce:
-      return "all_reduce";
-    case FitCollective::kAllGather:
-      return "all_gather";
-    case FitCollective::kReduceScatter:
-      return "reduce_scatter";
-  }
-  return "?";
-}
-
-int ring_steps(FitCollective c, int p) {
-  return c == FitCollective::kAllReduce ? 2 * (p - 1) : p - 1;
+int ring_steps(CollectiveKind c, int p) {
+  return c == CollectiveKind::kAllReduce ? 2 * (p - 1) : p - 1;
 }
 
 LineFit fit_ring_line(const CollectiveSeries& s) {
@@ -112,11 +100,11 @@ LineFit fit_ring_line(const CollectiveSeries& s) {
   return fit;
 }
 
-double fitted_time(const CollectiveFit& fit, FitCollective c, int p, double bytes) {
+double fitted_time(const CollectiveFit& fit, CollectiveKind c, int p, double bytes) {
   const RingParams ring{.t_launch_s = fit.t_launch_us * kUs,
                         .l_sync_s = fit.l_sync_us * kUs,
                         .bw_bytes_per_s = fit.bw_gbps * kGB};
-  if (c == FitCollective::kAllReduce) return ring_all_reduce_time(ring, p, bytes);
+  if (c == CollectiveKind::kAllReduce) return ring_all_reduce_time(ring, p, bytes);
   return ring_collective_time(ring, p, bytes / p);
 }
 
@@ -124,7 +112,7 @@ CalibrationFit fit_calibration(std::span<const CollectiveSeries> series) {
   MESHTP_CHECK(!series.empty(), "calibration fit: no measurements to fit");
   // Stage 1.
   std::vector<LineFit> lines;
-  std::set<std::tuple<int, int, FitCollective>> seen;
+  std::set<std::tuple<int, int, CollectiveKind>> seen;
   for (const CollectiveSeries& s : series) {
     MESHTP_CHECK(seen.insert({s.size, s.stride, s.collective}).second,
                  "calibration fit: {} appears twice", describe(s));
@@ -132,9 +120,9 @@ CalibrationFit fit_calibration(std::span<const CollectiveSeries> series) {
   }
 
   // Stage 2, per collective: a shared t_launch when the step counts differ.
-  std::map<FitCollective, double> t_launch;
-  std::map<FitCollective, bool> identified;
-  for (const FitCollective c : kFitCollectives) {
+  std::map<CollectiveKind, double> t_launch;
+  std::map<CollectiveKind, bool> identified;
+  for (const CollectiveKind c : kFitCollectives) {
     std::vector<double> n, a;
     for (std::size_t i = 0; i < series.size(); ++i) {
       if (series[i].collective != c) continue;
@@ -178,15 +166,17 @@ CalibrationFit fit_calibration(std::span<const CollectiveSeries> series) {
       group = std::prev(out.groups.end());
     }
     switch (s.collective) {
-      case FitCollective::kAllReduce:
+      case CollectiveKind::kAllReduce:
         group->all_reduce = fit;
         break;
-      case FitCollective::kAllGather:
+      case CollectiveKind::kAllGather:
         group->all_gather = fit;
         break;
-      case FitCollective::kReduceScatter:
+      case CollectiveKind::kReduceScatter:
         group->reduce_scatter = fit;
         break;
+      default:
+        fail("calibration fit: {} is not a calibrated collective", s.collective);
     }
 
     FitQuality q;

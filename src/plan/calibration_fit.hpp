@@ -40,17 +40,18 @@
 #include <string>
 #include <vector>
 
+#include "layout/vocabulary.hpp"
 #include "plan/topology.hpp"
 
 namespace meshtp::plan {
 
-enum class FitCollective { kAllReduce, kAllGather, kReduceScatter };
-inline constexpr FitCollective kFitCollectives[] = {
-    FitCollective::kAllReduce, FitCollective::kAllGather, FitCollective::kReduceScatter};
-const char* name(FitCollective c);
+// The collectives calibration fits (the ring collectives the cost models price).
+using layout::CollectiveKind;
+inline constexpr CollectiveKind kFitCollectives[] = {
+    CollectiveKind::kAllReduce, CollectiveKind::kAllGather, CollectiveKind::kReduceScatter};
 
 // n: ring steps of the collective on P ranks (P−1, or 2(P−1) for all_reduce).
-int ring_steps(FitCollective c, int p);
+int ring_steps(CollectiveKind c, int p);
 
 // One measurement: `bytes` as above, `seconds` the measured time.
 struct TimingSample {
@@ -62,7 +63,7 @@ struct TimingSample {
 struct CollectiveSeries {
   int size = 0;    // P
   int stride = 1;  // rank distance between group members
-  FitCollective collective = FitCollective::kAllReduce;
+  CollectiveKind collective = CollectiveKind::kAllReduce;
   std::vector<TimingSample> samples;
 };
 
@@ -79,7 +80,7 @@ LineFit fit_ring_line(const CollectiveSeries& series);
 // How well the final fit explains one series.
 struct FitQuality {
   int size = 0, stride = 1;
-  FitCollective collective = FitCollective::kAllReduce;
+  CollectiveKind collective = CollectiveKind::kAllReduce;
   int samples = 0;
   double r_squared = 0;         // 1 − SS_res/SS_tot of T
   double max_rel_residual = 0;  // max |T̂ᵢ − Tᵢ| / Tᵢ
@@ -97,6 +98,6 @@ struct CalibrationFit {
 CalibrationFit fit_calibration(std::span<const CollectiveSeries> series);
 
 // The time the planner predicts for `bytes` with `fit` (mesh_links' ring functions), s.
-double fitted_time(const CollectiveFit& fit, FitCollective c, int p, double bytes);
+double fitted_time(const CollectiveFit& fit, CollectiveKind c, int p, double bytes);
 
 }  // namespace meshtp::plan

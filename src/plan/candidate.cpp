@@ -3,44 +3,22 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <numeric>
 #include <ostream>
 
 #include "core/error.hpp"
 
 namespace meshtp::plan {
 
-const char* name(Strategy s) {
-  switch (s) {
-    case Strategy::kAtp: return "atp";
-    case Strategy::kMegatron: return "megatron";
-    case Strategy::kTp1d: return "tp1d";
-    case Strategy::kMeshSlice: return "meshslice";
-    case Strategy::kCollective: return "collective";
-    case Strategy::kWang: return "wang";
-    case Strategy::kSumma: return "summa";
-    case Strategy::kCannon: return "cannon";
-  }
-  return "?";
-}
-
-Strategy parse_strategy(const std::string& text) {
-  for (const Strategy s : kAllStrategies) {
-    if (text == name(s)) return s;
-  }
-  std::string names;
-  for (const Strategy s : kAllStrategies) names += (names.empty() ? "" : ", ") +
-                                                   std::string(name(s));
-  fail("unknown strategy '{}'; valid: {} (or all)", text, names);
-}
-
 std::vector<Strategy> parse_strategies(const std::string& text) {
-  if (text.empty() || text == "all") return {kAllStrategies.begin(), kAllStrategies.end()};
+  constexpr auto kAll = layout::all<Strategy>();
+  if (text.empty() || text == "all") return {kAll.begin(), kAll.end()};
   std::vector<Strategy> out;
   std::size_t start = 0;
   while (true) {
     const std::size_t comma = text.find(',', start);
     const std::string item = text.substr(start, comma - start);
-    const Strategy s = parse_strategy(item);
+    const Strategy s = layout::parse_strategy(item);
     bool seen = false;
     for (const Strategy o : out) seen = seen || o == s;
     if (!seen) out.push_back(s);
@@ -48,22 +26,6 @@ std::vector<Strategy> parse_strategies(const std::string& text) {
     start = comma + 1;
   }
   return out;
-}
-
-bool is_gemm2d(Strategy s) {
-  return s == Strategy::kMeshSlice || s == Strategy::kCollective || s == Strategy::kWang ||
-         s == Strategy::kSumma || s == Strategy::kCannon;
-}
-
-Gemm2dAlgorithm gemm2d_algorithm(Strategy s) {
-  switch (s) {
-    case Strategy::kMeshSlice: return Gemm2dAlgorithm::kMeshSlice;
-    case Strategy::kCollective: return Gemm2dAlgorithm::kCollective;
-    case Strategy::kWang: return Gemm2dAlgorithm::kWang;
-    case Strategy::kSumma: return Gemm2dAlgorithm::kSumma;
-    case Strategy::kCannon: return Gemm2dAlgorithm::kCannon;
-    default: fail("strategy {} is not a 2D GeMM algorithm", name(s));
-  }
 }
 
 std::string Candidate::knobs() const {
@@ -120,6 +82,29 @@ void Candidate::validate() const {
   }
 }
 
+layout::Plan to_plan(const Candidate& c) {
+  MESHTP_CHECK(c.valid, "candidate {} {}x{} is not valid: {}", c.strategy, c.mesh[0], c.mesh[1],
+               c.reason);
+  layout::Plan p{.mesh = c.mesh,
+                 .strategy = c.strategy,
+                 .chunks = c.chunks,
+                 .sequence_parallel = c.strategy == Strategy::kTp1d,
+                 .provenance = layout::Provenance{.predicted_step_s = c.t_step_s,
+                                                  .predicted_comm_s = c.t_comm_s}};
+  if (!is_gemm2d(c.strategy)) return p;
+  // The runtime's SUMMA takes panels per lcm(d1, d2) block; MeshSlice's S is S.
+  const int lcm = std::lcm(c.mesh[0], c.mesh[1]);
+  for (const FcChoice& f : c.fc) {
+    p.linears[static_cast<std::size_t>(f.layer)] = {
+        .algorithm = layout::algorithm_of(c.strategy),
+        .stationary = f.stationary,
+        .slices = c.strategy == Strategy::kMeshSlice ? f.params.slices
+                  : c.strategy == Strategy::kSumma   ? f.params.panels / lcm
+                                                     : 1};
+  }
+  return p;
+}
+
 std::ostream& operator<<(std::ostream& os, const Candidate& c) {
   os << fmt::format("{} {}x{} {}", name(c.strategy), c.mesh[0], c.mesh[1], c.knobs());
   if (!c.valid) return os << " invalid: " << c.reason;
@@ -173,6 +158,7 @@ nlohmann::json to_json(const Candidate& c) {
     sources.push_back(s ? nlohmann::json(name(*s)) : nlohmann::json(nullptr));
   }
   j["bandwidth_source"] = std::move(sources);
+  if (c.valid) j["plan"] = layout::to_json(to_plan(c));
   if (c.valid) {
     j["memory"] = {{"params_gib", c.memory.params_bytes / kGiB},
                    {"grads_gib", c.memory.grads_bytes / kGiB},

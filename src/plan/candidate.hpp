@@ -13,14 +13,14 @@
 //              infeasible candidates stay in the list
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <array>
 #include <iosfwd>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "layout/plan.hpp"
 #include "plan/fc_layers.hpp"
 #include "plan/gemm2d_cost.hpp"
 #include "plan/memory.hpp"
@@ -28,22 +28,14 @@
 
 namespace meshtp::plan {
 
-enum class Strategy { kAtp, kMegatron, kTp1d, kMeshSlice, kCollective, kWang, kSumma, kCannon };
-constexpr std::array<Strategy, 8> kAllStrategies{
-    Strategy::kAtp,   Strategy::kMegatron, Strategy::kTp1d,  Strategy::kMeshSlice,
-    Strategy::kCollective, Strategy::kWang, Strategy::kSumma, Strategy::kCannon};
+using layout::Strategy;
 
-const char* name(Strategy s);
-// "atp" → kAtp …; throws meshtp::Error listing the valid names.
-Strategy parse_strategy(const std::string& text);
 // "atp,meshslice" → {kAtp, kMeshSlice}; "all" or "" → every strategy.
 std::vector<Strategy> parse_strategies(const std::string& text);
-bool is_gemm2d(Strategy s);
-Gemm2dAlgorithm gemm2d_algorithm(Strategy s);  // for is_gemm2d(s)
 
 // The tuned choice for one FC layer (2D algorithms and 1D TP).
 struct FcChoice {
-  FcLayer layer = FcLayer::kQkv;
+  Linear layer = Linear::kQkv;
   Stationary stationary = Stationary::kOutput;
   Dataflow forward = Dataflow::kOS;  // the forward GeMM's dataflow
   Gemm2dParams params;
@@ -72,6 +64,12 @@ struct Candidate {
   // valid, negative or non-finite times, a reason missing, …).
   void validate() const;
 };
+
+// The layout the runtime runs for a valid candidate: one replica (dp = 1), the candidate's
+// mesh, strategy and chunks, and per linear the planner's stationary operand and knob
+// (MeshSlice's S; SUMMA's Kp as panels per lcm(d1, d2)); provenance holds the predicted
+// times. The one mapping from the planner's output to the runtime's input.
+layout::Plan to_plan(const Candidate& c);
 
 std::ostream& operator<<(std::ostream& os, const Candidate& c);
 nlohmann::json to_json(const Candidate& c);

@@ -2,25 +2,6 @@
 
 namespace meshtp::plan {
 
-const char* name(FcLayer l) {
-  switch (l) {
-    case FcLayer::kQkv: return "qkv";
-    case FcLayer::kProj: return "proj";
-    case FcLayer::kMlp1: return "mlp1";
-    case FcLayer::kMlp2: return "mlp2";
-  }
-  return "?";
-}
-
-const char* name(Stationary s) {
-  switch (s) {
-    case Stationary::kOutput: return "Y-stn";
-    case Stationary::kInput: return "X-stn";
-    case Stationary::kWeight: return "W-stn";
-  }
-  return "?";
-}
-
 const char* name(Pass p) {
   switch (p) {
     case Pass::kForward: return "fwd";
@@ -33,17 +14,12 @@ const char* name(Pass p) {
 std::array<FcShape, 4> fc_layers(const ModelSpec& model) {
   const std::int64_t m = model.tokens();
   const std::int64_t h = model.hidden;
-  return {FcShape{FcLayer::kQkv, m, h, 3 * h}, FcShape{FcLayer::kProj, m, h, h},
-          FcShape{FcLayer::kMlp1, m, h, 4 * h}, FcShape{FcLayer::kMlp2, m, 4 * h, h}};
+  return {FcShape{Linear::kQkv, m, h, 3 * h}, FcShape{Linear::kProj, m, h, h},
+          FcShape{Linear::kMlp1, m, h, 4 * h}, FcShape{Linear::kMlp2, m, 4 * h, h}};
 }
 
-Stationary choose_stationary(const FcShape& fc) {
-  const double x = static_cast<double>(fc.tokens) * static_cast<double>(fc.in);
-  const double w = static_cast<double>(fc.in) * static_cast<double>(fc.out);
-  const double y = static_cast<double>(fc.tokens) * static_cast<double>(fc.out);
-  if (y >= x && y >= w) return Stationary::kOutput;
-  if (x >= w) return Stationary::kInput;
-  return Stationary::kWeight;
+Stationary choose_stationary(const FcShape& fc, bool allow_weight) {
+  return layout::choose_stationary(fc.tokens, fc.in, fc.out, allow_weight);
 }
 
 Gemm2dShape fc_gemm(const FcShape& fc, Stationary stationary, Pass pass, int nr, int nc,
@@ -81,7 +57,7 @@ Gemm2dShape fc_gemm(const FcShape& fc, Stationary stationary, Pass pass, int nr,
 }
 
 Tp1dPass tp1d_pass(const FcShape& fc, Pass pass, int p, int element_bytes) {
-  const bool column_parallel = fc.layer == FcLayer::kQkv || fc.layer == FcLayer::kMlp1;
+  const bool column_parallel = fc.layer == Linear::kQkv || fc.layer == Linear::kMlp1;
   const double M = static_cast<double>(fc.tokens), K = static_cast<double>(fc.in),
                N = static_cast<double>(fc.out);
   Tp1dPass t;

@@ -35,18 +35,16 @@
 
 namespace meshtp::plan {
 
-enum class FcLayer { kQkv, kProj, kMlp1, kMlp2 };
-enum class Stationary { kOutput, kInput, kWeight };  // Y (C-stn), X (A-stn), W (B-stn)
+using layout::Linear;
+using layout::Stationary;  // output: Y (C-stn), input: X (A-stn), weight: W (B-stn)
 enum class Pass { kForward, kBackwardData, kBackwardWeight };
 
-const char* name(FcLayer l);
-const char* name(Stationary s);
 const char* name(Pass p);
 constexpr std::array<Pass, 3> kPasses{Pass::kForward, Pass::kBackwardData,
                                       Pass::kBackwardWeight};
 
 struct FcShape {
-  FcLayer layer = FcLayer::kQkv;
+  Linear layer = Linear::kQkv;
   std::int64_t tokens = 0;  // M
   std::int64_t in = 0;      // K
   std::int64_t out = 0;     // N
@@ -54,8 +52,9 @@ struct FcShape {
 
 std::array<FcShape, 4> fc_layers(const ModelSpec& model);
 
-// Largest of X (M·K), W (K·N), Y (M·N); ties broken Y, X, W.
-Stationary choose_stationary(const FcShape& fc);
+// layout::choose_stationary of the shape: the largest of Y (M·N), X (M·K) and W (K·N), ties
+// in that order; W only when `allow_weight` (the whole-model runtime keeps X or Y).
+Stationary choose_stationary(const FcShape& fc, bool allow_weight = true);
 
 // The canonical 2D GeMM of `pass` (table above).
 Gemm2dShape fc_gemm(const FcShape& fc, Stationary stationary, Pass pass, int nr, int nc,

@@ -11,39 +11,7 @@
 
 namespace meshtp::plan {
 
-const char* name(Dataflow d) {
-  switch (d) {
-    case Dataflow::kOS: return "OS";
-    case Dataflow::kLS: return "LS";
-    case Dataflow::kRS: return "RS";
-  }
-  return "?";
-}
-
 const char* name(Direction d) { return d == Direction::kVertical ? "vertical" : "horizontal"; }
-
-const char* name(CollectiveKind k) {
-  switch (k) {
-    case CollectiveKind::kNone: return "none";
-    case CollectiveKind::kAllGather: return "all_gather";
-    case CollectiveKind::kReduceScatter: return "reduce_scatter";
-    case CollectiveKind::kBroadcast: return "broadcast";
-    case CollectiveKind::kReduce: return "reduce";
-    case CollectiveKind::kSendRecv: return "send_recv";
-  }
-  return "?";
-}
-
-const char* name(Gemm2dAlgorithm a) {
-  switch (a) {
-    case Gemm2dAlgorithm::kCollective: return "collective";
-    case Gemm2dAlgorithm::kMeshSlice: return "meshslice";
-    case Gemm2dAlgorithm::kWang: return "wang";
-    case Gemm2dAlgorithm::kSumma: return "summa";
-    case Gemm2dAlgorithm::kCannon: return "cannon";
-  }
-  return "?";
-}
 
 // ---- shape -----------------------------------------------------------------------------------
 
@@ -129,13 +97,14 @@ std::ostream& operator<<(std::ostream& os, const Gemm2dShape& s) {
 
 // ---- validity --------------------------------------------------------------------------------
 
-std::optional<std::string> gemm2d_invalid_reason(Gemm2dAlgorithm algorithm,
-                                                 const Gemm2dShape& s, const Gemm2dParams& p) {
+std::optional<std::string> gemm2d_invalid_reason(Algorithm algorithm, const Gemm2dShape& s,
+                                                 const Gemm2dParams& p) {
   if (auto reason = s.invalid_reason()) return reason;
   const std::int64_t extent = s.sliced_extent();
   switch (algorithm) {
-    case Gemm2dAlgorithm::kCollective: return std::nullopt;
-    case Gemm2dAlgorithm::kMeshSlice: {
+    case Algorithm::kCollective:
+      return std::nullopt;
+    case Algorithm::kMeshSlice: {
       // Every rank's block of both moving matrices is cut into S sub-blocks along the
       // sliced dim: S must divide extent/Nr and extent/Nc.
       if (p.slices < 1) return fmt::format("meshslice: S={} must be at least 1", p.slices);
@@ -147,8 +116,9 @@ std::optional<std::string> gemm2d_invalid_reason(Gemm2dAlgorithm algorithm,
       }
       return std::nullopt;
     }
-    case Gemm2dAlgorithm::kWang: return std::nullopt;
-    case Gemm2dAlgorithm::kSumma: {
+    case Algorithm::kWang:
+      return std::nullopt;
+    case Algorithm::kSumma: {
       const int lcm = std::lcm(s.nr, s.nc);
       if (p.panels < 1 || p.panels % lcm != 0) {
         return fmt::format("summa: Kp={} must be a positive multiple of lcm({}, {}) = {}",
@@ -161,7 +131,7 @@ std::optional<std::string> gemm2d_invalid_reason(Gemm2dAlgorithm algorithm,
                                                   p.summa_packets);
       return std::nullopt;
     }
-    case Gemm2dAlgorithm::kCannon:
+    case Algorithm::kCannon:
       if (s.nr != s.nc) {
         return fmt::format("cannon needs a square mesh, got {}x{}", s.nr, s.nc);
       }
@@ -204,7 +174,7 @@ int summa_best_packets(const RingParams& ring, int p, double panel_bytes) {
 
 namespace {
 
-DirectionTraffic direction_traffic(Gemm2dAlgorithm algorithm, const Gemm2dShape& s,
+DirectionTraffic direction_traffic(Algorithm algorithm, const Gemm2dShape& s,
                                    const Gemm2dParams& params, Direction d) {
   const Roles r = roles(s.dataflow);
   DirectionTraffic t;
@@ -216,19 +186,19 @@ DirectionTraffic direction_traffic(Gemm2dAlgorithm algorithm, const Gemm2dShape&
   if (p == 1) return t;
   const double shard = s.shard_bytes(d);
   switch (algorithm) {
-    case Gemm2dAlgorithm::kCollective:
+    case Algorithm::kCollective:
       t.kind = collective_of(is_output);
       t.launches = 1;
       t.steps = p - 1;
       t.bytes_per_rank = (p - 1) * shard;
       break;
-    case Gemm2dAlgorithm::kMeshSlice:
+    case Algorithm::kMeshSlice:
       t.kind = collective_of(is_output);
       t.launches = params.slices;
       t.steps = static_cast<std::int64_t>(params.slices) * (p - 1);
       t.bytes_per_rank = (p - 1) * shard;
       break;
-    case Gemm2dAlgorithm::kWang:
+    case Algorithm::kWang:
       if (d == params.wang_decomposed) {
         t.kind = CollectiveKind::kSendRecv;
         t.launches = p - 1;
@@ -239,7 +209,7 @@ DirectionTraffic direction_traffic(Gemm2dAlgorithm algorithm, const Gemm2dShape&
       t.steps = p - 1;
       t.bytes_per_rank = (p - 1) * shard;
       break;
-    case Gemm2dAlgorithm::kSumma: {
+    case Algorithm::kSumma: {
       t.kind = is_output ? CollectiveKind::kReduce : CollectiveKind::kBroadcast;
       t.launches = params.panels;
       t.steps = static_cast<std::int64_t>(params.panels) * (p - 1);
@@ -248,7 +218,7 @@ DirectionTraffic direction_traffic(Gemm2dAlgorithm algorithm, const Gemm2dShape&
       t.bytes_per_rank = static_cast<double>(params.panels) * (p - 1) / p * panel;
       break;
     }
-    case Gemm2dAlgorithm::kCannon:
+    case Algorithm::kCannon:
       t.kind = CollectiveKind::kSendRecv;
       t.launches = p;  // skew (or unskew) + q−1 shifts
       t.steps = p;
@@ -258,18 +228,23 @@ DirectionTraffic direction_traffic(Gemm2dAlgorithm algorithm, const Gemm2dShape&
   return t;
 }
 
-int gemm_calls(Gemm2dAlgorithm algorithm, const Gemm2dShape& s, const Gemm2dParams& p) {
+int gemm_calls(Algorithm algorithm, const Gemm2dShape& s, const Gemm2dParams& p) {
   switch (algorithm) {
-    case Gemm2dAlgorithm::kCollective: return 1;
-    case Gemm2dAlgorithm::kMeshSlice: return p.slices;
-    case Gemm2dAlgorithm::kWang: return group_size(s, p.wang_decomposed);
-    case Gemm2dAlgorithm::kSumma: return p.panels;
-    case Gemm2dAlgorithm::kCannon: return s.nr;
+    case Algorithm::kCollective:
+      return 1;
+    case Algorithm::kMeshSlice:
+      return p.slices;
+    case Algorithm::kWang:
+      return group_size(s, p.wang_decomposed);
+    case Algorithm::kSumma:
+      return p.panels;
+    case Algorithm::kCannon:
+      return s.nr;
   }
   return 1;
 }
 
-void check_valid(Gemm2dAlgorithm algorithm, const Gemm2dShape& s, const Gemm2dParams& p) {
+void check_valid(Algorithm algorithm, const Gemm2dShape& s, const Gemm2dParams& p) {
   if (auto reason = gemm2d_invalid_reason(algorithm, s, p)) {
     fail("{} {} GeMM: {}", name(algorithm), name(s.dataflow), *reason);
   }
@@ -277,7 +252,7 @@ void check_valid(Gemm2dAlgorithm algorithm, const Gemm2dShape& s, const Gemm2dPa
 
 }  // namespace
 
-Gemm2dTraffic gemm2d_traffic(Gemm2dAlgorithm algorithm, const Gemm2dShape& s,
+Gemm2dTraffic gemm2d_traffic(Algorithm algorithm, const Gemm2dShape& s,
                              const Gemm2dParams& params) {
   check_valid(algorithm, s, params);
   Gemm2dTraffic t;
@@ -290,7 +265,7 @@ Gemm2dTraffic gemm2d_traffic(Gemm2dAlgorithm algorithm, const Gemm2dShape& s,
 
 // ---- time ------------------------------------------------------------------------------------
 
-PipelineEstimate gemm2d_estimate(Gemm2dAlgorithm algorithm, const Gemm2dShape& s,
+PipelineEstimate gemm2d_estimate(Algorithm algorithm, const Gemm2dShape& s,
                                  const Gemm2dParams& params, const MeshLinks& links,
                                  double flops_per_s) {
   check_valid(algorithm, s, params);
@@ -343,16 +318,16 @@ PipelineEstimate gemm2d_estimate(Gemm2dAlgorithm algorithm, const Gemm2dShape& s
   };
 
   switch (algorithm) {
-    case Gemm2dAlgorithm::kCollective:
+    case Algorithm::kCollective:
       pipeline(1, coll(Direction::kVertical, 1), coll(Direction::kHorizontal, 1), gemm);
       break;
-    case Gemm2dAlgorithm::kMeshSlice: {
+    case Algorithm::kMeshSlice: {
       const double f = 1.0 / params.slices;
       pipeline(params.slices, coll(Direction::kVertical, f), coll(Direction::kHorizontal, f),
                gemm * f);
       break;
     }
-    case Gemm2dAlgorithm::kSumma: {
+    case Algorithm::kSumma: {
       auto panel = [&](Direction d) {
         const int p = p_of(d);
         return summa_panel_time(ring(d), p, s.shard_bytes(d) * p / params.panels,
@@ -362,7 +337,7 @@ PipelineEstimate gemm2d_estimate(Gemm2dAlgorithm algorithm, const Gemm2dShape& s
                gemm / params.panels);
       break;
     }
-    case Gemm2dAlgorithm::kWang: {
+    case Algorithm::kWang: {
       const Direction dec = params.wang_decomposed;
       const Direction other = dec == Direction::kVertical ? Direction::kHorizontal
                                                           : Direction::kVertical;
@@ -377,7 +352,7 @@ PipelineEstimate gemm2d_estimate(Gemm2dAlgorithm algorithm, const Gemm2dShape& s
       e.comm_s = blocking + (p - 1) * send;
       break;
     }
-    case Gemm2dAlgorithm::kCannon: {
+    case Algorithm::kCannon: {
       const int q = s.nr;
       const double hops = q / 2;
       const double launch = q > 1 ? std::max(ring(Direction::kVertical).t_launch_s,
@@ -404,7 +379,7 @@ PipelineEstimate gemm2d_estimate(Gemm2dAlgorithm algorithm, const Gemm2dShape& s
   return e;
 }
 
-double gemm2d_workspace_bytes(Gemm2dAlgorithm algorithm, const Gemm2dShape& s,
+double gemm2d_workspace_bytes(Algorithm algorithm, const Gemm2dShape& s,
                               const Gemm2dParams& params) {
   double total = 0;
   for (const Direction d : {Direction::kVertical, Direction::kHorizontal}) {
@@ -412,14 +387,22 @@ double gemm2d_workspace_bytes(Gemm2dAlgorithm algorithm, const Gemm2dShape& s,
     if (p == 1) continue;
     const double gathered = s.shard_bytes(d) * p;  // a whole gathered block / partial output
     switch (algorithm) {
-      case Gemm2dAlgorithm::kCollective: total += gathered; break;
+      case Algorithm::kCollective:
+        total += gathered;
+        break;
       // Double-buffered: the slice in flight and the slice being multiplied.
-      case Gemm2dAlgorithm::kMeshSlice: total += 2 * gathered / params.slices; break;
-      case Gemm2dAlgorithm::kSumma: total += 2 * gathered / params.panels; break;
-      case Gemm2dAlgorithm::kWang:
+      case Algorithm::kMeshSlice:
+        total += 2 * gathered / params.slices;
+        break;
+      case Algorithm::kSumma:
+        total += 2 * gathered / params.panels;
+        break;
+      case Algorithm::kWang:
         total += d == params.wang_decomposed ? 2 * s.shard_bytes(d) : gathered;
         break;
-      case Gemm2dAlgorithm::kCannon: total += 2 * s.shard_bytes(d); break;
+      case Algorithm::kCannon:
+        total += 2 * s.shard_bytes(d);
+        break;
     }
   }
   return total;

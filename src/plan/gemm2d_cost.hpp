@@ -56,19 +56,16 @@
 #include <optional>
 #include <string>
 
+#include "layout/vocabulary.hpp"
 #include "plan/mesh_links.hpp"
 
 namespace meshtp::plan {
 
-enum class Dataflow { kOS, kLS, kRS };
+using layout::Algorithm;
+using layout::CollectiveKind;
+using layout::Dataflow;
 enum class Direction { kVertical, kHorizontal };
-enum class CollectiveKind { kNone, kAllGather, kReduceScatter, kBroadcast, kReduce, kSendRecv };
-enum class Gemm2dAlgorithm { kCollective, kMeshSlice, kWang, kSumma, kCannon };
-
-const char* name(Dataflow d);
 const char* name(Direction d);
-const char* name(CollectiveKind k);
-const char* name(Gemm2dAlgorithm a);
 
 // One 2D GeMM as the mesh sees it (shapes are global).
 struct Gemm2dShape {
@@ -97,8 +94,7 @@ struct Gemm2dParams {
 
 // Why (algorithm, shape, params) cannot run: Cannon on a non-square mesh, S not dividing the
 // local sliced extent, Kp not a multiple of lcm(Nr, Nc), … nullopt when valid.
-std::optional<std::string> gemm2d_invalid_reason(Gemm2dAlgorithm algorithm,
-                                                 const Gemm2dShape& shape,
+std::optional<std::string> gemm2d_invalid_reason(Algorithm algorithm, const Gemm2dShape& shape,
                                                  const Gemm2dParams& params);
 
 struct DirectionTraffic {
@@ -115,7 +111,7 @@ struct Gemm2dTraffic {
   double flops_per_rank = 0;
   int gemm_calls = 0;  // local (partial) GeMM calls
 };
-Gemm2dTraffic gemm2d_traffic(Gemm2dAlgorithm algorithm, const Gemm2dShape& shape,
+Gemm2dTraffic gemm2d_traffic(Algorithm algorithm, const Gemm2dShape& shape,
                              const Gemm2dParams& params);
 
 struct PipelineEstimate {
@@ -128,12 +124,12 @@ struct PipelineEstimate {
   double compute_s = 0;  // all local GeMM time
 };
 // `links` must be for mesh (shape.nr, shape.nc); throws otherwise or when invalid.
-PipelineEstimate gemm2d_estimate(Gemm2dAlgorithm algorithm, const Gemm2dShape& shape,
+PipelineEstimate gemm2d_estimate(Algorithm algorithm, const Gemm2dShape& shape,
                                  const Gemm2dParams& params, const MeshLinks& links,
                                  double flops_per_s);
 
 // Peak transient buffer bytes per rank (gathered blocks, partial outputs before RdS).
-double gemm2d_workspace_bytes(Gemm2dAlgorithm algorithm, const Gemm2dShape& shape,
+double gemm2d_workspace_bytes(Algorithm algorithm, const Gemm2dShape& shape,
                               const Gemm2dParams& params);
 
 // SUMMA's pipelined ring broadcast/reduce of `panel_bytes` over P ranks in D packets:

@@ -6,9 +6,10 @@
 #include <ostream>
 
 #include "core/error.hpp"
-#include "topo/json_util.hpp"
+#include "core/json_util.hpp"
 
 namespace meshtp::plan {
+
 
 double ModelSpec::layer_flops() const {
   const double b = batch, s = seq, h = hidden;
@@ -39,15 +40,6 @@ void ModelSpec::validate() const {
 }
 
 const char* name(Precision p) { return p == Precision::kFp16 ? "fp16" : "fp32"; }
-
-const char* name(Recompute r) {
-  switch (r) {
-    case Recompute::kNone: return "none";
-    case Recompute::kSelective: return "selective";
-    case Recompute::kFull: return "full";
-  }
-  return "?";
-}
 
 std::ostream& operator<<(std::ostream& os, const ModelSpec& m) {
   return os << fmt::format("model {}: L={} h={} heads={} V={} b={} s={} {} recompute={} "
@@ -97,15 +89,10 @@ ModelSpec model_from_json(const nlohmann::json& j, const std::string& source) {
   } else {
     fail("{}: precision='{}' must be fp16 or fp32", where, precision);
   }
-  const std::string recompute = read_optional_string(j, "recompute", where, "none");
-  if (recompute == "none") {
-    m.recompute = Recompute::kNone;
-  } else if (recompute == "selective") {
-    m.recompute = Recompute::kSelective;
-  } else if (recompute == "full") {
-    m.recompute = Recompute::kFull;
-  } else {
-    fail("{}: recompute='{}' must be none, selective or full", where, recompute);
+  try {
+    m.recompute = layout::parse_recompute(read_optional_string(j, "recompute", where, "none"));
+  } catch (const Error& e) {
+    fail("{}: {}", where, e.what());
   }
   m.validate();
   return m;

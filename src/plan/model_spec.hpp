@@ -13,16 +13,17 @@
 //               (each layer's forward re-run in backward; only layer inputs are kept).
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <iosfwd>
+#include <nlohmann/json.hpp>
 #include <string>
+
+#include "layout/vocabulary.hpp"
 
 namespace meshtp::plan {
 
 enum class Precision { kFp16, kFp32 };
-enum class Recompute { kNone, kSelective, kFull };
+using layout::Recompute;
 
 struct ModelSpec {
   std::string name;
@@ -56,7 +57,6 @@ struct ModelSpec {
 };
 
 const char* name(Precision p);
-const char* name(Recompute r);
 std::ostream& operator<<(std::ostream& os, const ModelSpec& model);
 
 nlohmann::json to_json(const ModelSpec& model);

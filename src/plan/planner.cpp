@@ -144,11 +144,10 @@ Candidate evaluate(const PlanRequest& request, Strategy strategy, int d1, int d2
       double layer_compute = attention + elementwise;
       c.valid = true;
       for (const FcShape& fc : fc_layers(m)) {
-        const FcTuning t =
-            strategy == Strategy::kTp1d
-                ? tp1d_fc(fc, links, flops_per_s, m.element_bytes(), forward_weight)
-                : tune_fc(gemm2d_algorithm(strategy), fc, links, flops_per_s, m.element_bytes(),
-                          forward_weight);
+        const FcTuning t = strategy == Strategy::kTp1d
+                               ? tp1d_fc(fc, links, flops_per_s, m.element_bytes(), forward_weight)
+                               : tune_fc(layout::algorithm_of(strategy), fc, links, flops_per_s,
+                                         m.element_bytes(), forward_weight);
         if (t.invalid_reason) {
           c.valid = false;
           c.reason = fmt::format("{}: {}", name(fc.layer), *t.invalid_reason);

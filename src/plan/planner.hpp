@@ -36,7 +36,7 @@ struct PlanRequest {
   Topology topology;
   ModelSpec model;
   int devices = 0;
-  std::vector<Strategy> strategies{kAllStrategies.begin(), kAllStrategies.end()};
+  std::vector<Strategy> strategies = parse_strategies("all");
   std::vector<int> chunks{1, 2, 4};
 
   // Throws meshtp::Error naming the problem ("topology 'pcie-8xa100' has 8 devices but

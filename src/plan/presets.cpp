@@ -8,10 +8,11 @@
 
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
-#include "topo/json_util.hpp"
+#include "core/json_util.hpp"
 #include "plan/presets_embedded.hpp"
 
 namespace meshtp::plan {
+
 namespace {
 
 constexpr std::string_view kNvlinkNetworkPrefix = "nvlink-network-";

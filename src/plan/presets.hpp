@@ -8,7 +8,7 @@
 //                                        tried as a path before giving up
 //
 // Unknown names throw meshtp::Error listing every valid preset; malformed files throw with
-// the file, line and column (topo/json_util.hpp).
+// the file, line and column (core/json_util.hpp).
 #pragma once
 
 #include <string>

@@ -159,7 +159,7 @@ std::string format_explanation(const PlanRequest& r, const Explanation& e) {
         }
       } else {
         const Gemm2dTraffic tr =
-            gemm2d_traffic(gemm2d_algorithm(c.strategy), p.shape, t.params);
+            gemm2d_traffic(layout::algorithm_of(c.strategy), p.shape, t.params);
         auto dir = [](const DirectionTraffic& d) {
           if (d.kind == CollectiveKind::kNone) return std::string("-");
           return fmt::format("{} {} {:.2f} MiB", d.matrix, name(d.kind), d.bytes_per_rank / kMiB);

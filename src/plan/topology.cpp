@@ -7,7 +7,7 @@
 #include <ostream>
 
 #include "core/error.hpp"
-#include "topo/json_util.hpp"
+#include "core/json_util.hpp"
 
 namespace meshtp::plan {
 

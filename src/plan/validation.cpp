@@ -85,7 +85,7 @@ std::vector<PlannedCollective> planned_collectives(const PlanRequest& request, c
       p.mesh_dim = op.mesh_dim;
       p.group_size = dim.size;
       p.stride = dim.stride;
-      p.collective = FitCollective::kAllReduce;
+      p.collective = CollectiveKind::kAllReduce;
       p.bytes = bytes;
       p.count = layers * calls * (op.backward ? 1 : forward_runs);
       p.predicted_s = ring_all_reduce_time(dim.all_reduce, dim.size, bytes);
@@ -106,7 +106,7 @@ std::vector<PlannedCollective> planned_collectives(const PlanRequest& request, c
       p.mesh_dim = 0;
       p.group_size = dim.size;
       p.stride = dim.stride;
-      p.collective = scatter ? FitCollective::kReduceScatter : FitCollective::kAllGather;
+      p.collective = scatter ? CollectiveKind::kReduceScatter : CollectiveKind::kAllGather;
       p.bytes = pass.tp1d->shard_bytes * dim.size;  // gathered output / scattered input
       p.count = layers * pass.weight;
       p.predicted_s = ring_collective_time(scatter ? dim.reduce_scatter : dim.all_gather, dim.size,
@@ -203,7 +203,7 @@ std::string format_validation(const std::vector<ValidationRow>& rows, const Vali
                                               "slower)",
                                               100 * s.regret));
   // Distinct replayed collectives, ordered by group shape, kind and size.
-  std::map<std::tuple<int, int, FitCollective, double>, std::pair<double, double>> calls;
+  std::map<std::tuple<int, int, CollectiveKind, double>, std::pair<double, double>> calls;
   for (const ValidationRow& r : rows) {
     for (const ReplayedCollective& c : r.collectives) {
       const PlannedCollective& p = c.planned;

@@ -37,7 +37,7 @@ namespace meshtp::plan {
 struct PlannedCollective {
   int mesh_dim = 0;
   int group_size = 1, stride = 1;  // the dim's group shape (what calibration is keyed by)
-  FitCollective collective = FitCollective::kAllReduce;
+  CollectiveKind collective = CollectiveKind::kAllReduce;
   double bytes = 0;        // the user buffer (bench/collectives.hpp convention)
   double count = 0;        // calls per step: layers × passes × chunks
   double predicted_s = 0;  // one call, by the planner's ring model

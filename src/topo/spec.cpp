@@ -6,7 +6,7 @@
 #include <map>
 
 #include "core/error.hpp"
-#include "topo/json_util.hpp"
+#include "core/json_util.hpp"
 #include "topo/networks.hpp"
 #include "topo/torus.hpp"
 

@@ -38,7 +38,7 @@ class GradientBuckets {
       int bucket = layers;
       if (name.rfind("layers.", 0) == 0) {
         const bool layernorm = name.find(".ln") != std::string::npos;
-        if (!(layernorm && gpt.config().sequence_parallel)) {
+        if (!(layernorm && gpt.config().layout.sequence_parallel)) {
           bucket = std::stoi(name.substr(7, name.find('.', 7) - 7));
         }
       }
@@ -108,19 +108,20 @@ double validation_loss(model::Gpt& gpt, const ByteCorpus& corpus, const TrainCon
 }  // namespace
 
 std::string layout_string(const TrainConfig& c) {
-  return fmt::format("dp={} tp={}x{}", c.dp, c.tp.at(0), c.tp.at(1));
+  const layout::Plan& p = c.model.layout;
+  return fmt::format("dp={} tp={}x{}", p.dp, p.mesh[0], p.mesh[1]);
 }
 
 void validate(const TrainConfig& c, int world_size) {
-  MESHTP_CHECK(c.tp.size() == 2, "--tp must have two dims (d1xd2), got {} dims", c.tp.size());
-  MESHTP_CHECK(c.dp >= 1, "--dp={} must be at least 1", c.dp);
-  const int ranks = c.dp * c.tp[0] * c.tp[1];
+  const int dp = c.model.layout.dp;
+  const std::array<int, 2>& tp = c.model.layout.mesh;
+  MESHTP_CHECK(dp >= 1, "--dp={} must be at least 1", dp);
+  const int ranks = c.model.layout.ranks();
   MESHTP_CHECK(ranks == world_size,
                "dp={} × tp={}x{} needs {} ranks, but {} are running: make dp·d1·d2 equal the "
                "number of ranks",
-               c.dp, c.tp[0], c.tp[1], ranks, world_size);
-  MESHTP_CHECK(c.model.batch % c.dp == 0, "batch={} is not divisible by dp={}", c.model.batch,
-               c.dp);
+               dp, tp[0], tp[1], ranks, world_size);
+  MESHTP_CHECK(c.model.batch % dp == 0, "batch={} is not divisible by dp={}", c.model.batch, dp);
   MESHTP_CHECK(c.steps >= 1 && c.warmup >= 0 && c.lr > 0 && c.min_lr >= 0 && c.min_lr <= c.lr,
                "steps={}, warmup={}, lr={}, min-lr={}: need steps ≥ 1, warmup ≥ 0 and "
                "0 ≤ min-lr ≤ lr with lr > 0",
@@ -131,20 +132,22 @@ void validate(const TrainConfig& c, int world_size) {
                "non-negative (eval-batches, trace-steps ≥ 1)");
   MESHTP_CHECK(!c.resume || !c.checkpoint_dir.empty(), "--resume needs --checkpoint-dir");
   model::GptConfig replica = c.model;
-  replica.batch = c.model.batch / c.dp;
-  model::validate(replica, c.tp);
+  replica.batch = c.model.batch / dp;
+  model::validate(replica, {tp[0], tp[1]});
 }
 
 TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
                    const std::function<void(const StepReport&)>& on_step) {
   validate(config, world.size());
-  const mesh::DeviceMesh mesh(world, {config.dp, config.tp[0], config.tp[1]});
+  const int dp = config.model.layout.dp;
+  const mesh::DeviceMesh mesh(world,
+                              {dp, config.model.layout.mesh[0], config.model.layout.mesh[1]});
   const mesh::DeviceMesh tp_mesh = mesh.submesh({1, 2});
   const comm::Communicator& dp_group = mesh.dim_comm(0);
   const int dp_rank = mesh.coord(0);
 
   model::GptConfig replica = config.model;
-  replica.batch = config.model.batch / config.dp;
+  replica.batch = config.model.batch / dp;
   const auto seq = static_cast<int>(config.model.seq);
   const ByteCorpus corpus = ByteCorpus::load(config.data, config.validation_fraction, seq);
   model::Gpt gpt(tp_mesh, replica);
@@ -152,8 +155,8 @@ TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
   std::vector<ParamRef> params;
   TrainSummary summary;
   for (int p = 0; p < gpt.num_params(); ++p) {
-    params.push_back({gpt.name(p), &gpt.value(p), &gpt.grad(p), gpt.decays(p),
-                      gpt.replicas(p) * config.dp});
+    params.push_back(
+        {gpt.name(p), &gpt.value(p), &gpt.grad(p), gpt.decays(p), gpt.replicas(p) * dp});
     summary.parameters += numel(gpt.global_shape(p));
   }
   AdamW optimizer(params, config.adamw);
@@ -191,7 +194,7 @@ TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
   std::vector<std::int32_t> tokens(static_cast<std::size_t>(rows * seq));
   std::vector<std::int32_t> targets(tokens.size());
   const double flops_per_rank =
-      model::gpt_step_flops(replica) * config.dp / static_cast<double>(world.size());
+      model::gpt_step_flops(replica) * dp / static_cast<double>(world.size());
   const std::int64_t end = config.stop_after > 0
                                ? std::min(config.steps, summary.first_step + config.stop_after)
                                : config.steps;
@@ -225,12 +228,12 @@ TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
       }
       {
         const ScopedSpan bwd("backward", SpanKind::kPhase);
-        gpt.backward(1.0f / static_cast<float>(config.dp), [&](int layer) { buckets.start(layer); });
+        gpt.backward(1.0f / static_cast<float>(dp), [&](int layer) { buckets.start(layer); });
         buckets.start_last();
       }
       buckets.finish_all();
       dp_group.all_reduce(std::span<double>(&loss, 1));
-      loss /= config.dp;
+      loss /= dp;
       StepReport report;
       {
         const ScopedSpan opt("optimizer", SpanKind::kPhase);

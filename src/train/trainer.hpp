@@ -26,9 +26,9 @@
 namespace meshtp::train {
 
 struct TrainConfig {
-  model::GptConfig model;  // model.batch is the GLOBAL batch; each replica runs batch/dp
-  int dp = 1;
-  std::vector<int> tp{1, 1};  // ATP mesh (d1, d2)
+  // model.batch is the GLOBAL batch; each replica runs batch/dp. model.layout is the plan:
+  // dp replicas of the tensor-parallel mesh (d1, d2).
+  model::GptConfig model;
   std::int64_t steps = 100;
   double lr = 1e-3;
   double min_lr = 1e-4;

@@ -53,7 +53,7 @@ std::vector<RedistributeStep> plan(const char* from, const char* to) {
 }
 
 TEST(RedistributePlan, EachSingleTransitionUsesItsCollective) {
-  using K = StepKind;
+  using K = layout::CollectiveKind;
   EXPECT_EQ(plan("[S(0)]", "[R]"),
             (std::vector<RedistributeStep>{{.kind = K::kAllGather, .mesh_dim = 0, .tensor_dim = 0}}));
   EXPECT_EQ(plan("[P(sum)]", "[R]"),
@@ -61,13 +61,14 @@ TEST(RedistributePlan, EachSingleTransitionUsesItsCollective) {
   EXPECT_EQ(plan("[P(max)]", "[S(1)]"),
             (std::vector<RedistributeStep>{{.kind = K::kReduceScatter, .mesh_dim = 0,
                                             .tensor_dim = 1, .op = ReduceOp::kMax}}));
-  EXPECT_EQ(plan("[R]", "[S(1)]"),
-            (std::vector<RedistributeStep>{{.kind = K::kSlice, .mesh_dim = 0, .tensor_dim = 1}}));
+  EXPECT_EQ(
+      plan("[R]", "[S(1)]"),
+      (std::vector<RedistributeStep>{{.kind = LocalStep::kSlice, .mesh_dim = 0, .tensor_dim = 1}}));
   EXPECT_EQ(plan("[S(0)]", "[S(1)]"),
             (std::vector<RedistributeStep>{
                 {.kind = K::kAllToAll, .mesh_dim = 0, .tensor_dim = 0, .to_tensor_dim = 1}}));
   EXPECT_EQ(plan("[R]", "[P(sum)]"),
-            (std::vector<RedistributeStep>{{.kind = K::kMakePartial, .mesh_dim = 0}}));
+            (std::vector<RedistributeStep>{{.kind = LocalStep::kMakePartial, .mesh_dim = 0}}));
   EXPECT_TRUE(plan("[S(0), P(sum)]", "[S(0), P(sum)]").empty());
 }
 

@@ -18,8 +18,8 @@
 namespace meshtp::model {
 namespace {
 
-using parallel::Dataflow;
-using parallel::Gemm2dAlgo;
+using layout::Algorithm;
+using layout::Stationary;
 
 constexpr double kTol = 1e-4;
 
@@ -55,26 +55,27 @@ const Reference& reference() {
   return ref;
 }
 
+// One algorithm for every linear, or per-linear settings (a plan may mix them).
 struct Case {
-  Gemm2dAlgo algo;
-  bool auto_dataflow;
-  Dataflow dataflow;
-  int slices;
+  Algorithm algo;
+  std::array<layout::LinearPlan, 4> linears;
+  int slices() const { return linears[0].slices; }
 };
 
 std::string describe(const mesh::DeviceMesh& mesh, const Case& c) {
-  return fmt::format(
-      "mesh {} {} dataflow={} S={} (rank {})", mesh.to_string(), parallel::to_string(c.algo),
-      c.auto_dataflow ? "auto" : parallel::to_string(c.dataflow), c.slices, mesh.rank());
+  std::string linears;
+  for (const layout::LinearPlan& l : c.linears) {
+    linears += fmt::format(" {}/{}/S{}", l.algorithm.value_or(c.algo),
+                           l.stationary ? layout::name(*l.stationary) : "auto", l.slices);
+  }
+  return fmt::format("mesh {}{} (rank {})", mesh.to_string(), linears, mesh.rank());
 }
 
 void check_case(const mesh::DeviceMesh& mesh, const Case& k) {
   const Reference& ref = reference();
   Gemm2dStackConfig c = small_config();
   c.block.algo = k.algo;
-  c.block.auto_dataflow = k.auto_dataflow;
-  c.block.dataflow = k.dataflow;
-  c.block.slices = k.slices;
+  c.block.linears = k.linears;
   const std::string what = describe(mesh, k);
   Gemm2dStack stack(mesh, c);
   stack.load(SafetensorsFile{"random weights", ref.weights, {}});
@@ -100,13 +101,24 @@ void check_case(const mesh::DeviceMesh& mesh, const Case& k) {
 
 std::vector<Case> cases() {
   std::vector<Case> out;
-  for (const Gemm2dAlgo algo : parallel::kAllGemm2dAlgos) {
+  for (const Algorithm algo : layout::all<layout::Algorithm>()) {
     for (const int s : {1, 2}) {
-      out.push_back({algo, true, Dataflow::kOS, s});
-      out.push_back({algo, false, Dataflow::kOS, s});
-      out.push_back({algo, false, Dataflow::kLS, s});
+      for (const auto stationary : {std::optional<Stationary>{}, std::optional{Stationary::kOutput},
+                                    std::optional{Stationary::kInput}}) {
+        Case c{.algo = algo, .linears = {}};
+        c.linears.fill({.stationary = stationary, .slices = s});
+        out.push_back(c);
+      }
     }
   }
+  // Each linear its own algorithm, stationary operand and slices.
+  out.push_back(
+      {.algo = Algorithm::kCannon,
+       .linears = {
+           {{.algorithm = Algorithm::kMeshSlice, .stationary = Stationary::kOutput, .slices = 2},
+            {.algorithm = Algorithm::kSumma, .stationary = Stationary::kInput},
+            {.algorithm = Algorithm::kCollective},
+            {.algorithm = Algorithm::kWang, .stationary = Stationary::kInput}}}});
   return out;
 }
 
@@ -116,17 +128,17 @@ TEST(Gemm2dStack, EqualsSerialReferenceOnEveryMesh) {
   for (const auto& shape : parallel::meshes2d(world.size())) {
     const mesh::DeviceMesh mesh(world, shape);
     for (const Case& k : cases()) {
-      if (k.algo == Gemm2dAlgo::kCannon && shape[0] != shape[1]) continue;
+      if (k.algo == Algorithm::kCannon && !k.linears[0].algorithm && shape[0] != shape[1]) {
+        continue;
+      }
       Gemm2dBlockConfig b = small_config().block;
       b.algo = k.algo;
-      b.auto_dataflow = k.auto_dataflow;
-      b.dataflow = k.dataflow;
-      b.slices = k.slices;
+      b.linears = k.linears;
       try {
         plan_gemm2d_block(b, shape);
       } catch (const Error& e) {
         // Only the slice count may not divide a small mesh's local extents.
-        EXPECT_GT(k.slices, 1) << describe(mesh, k) << " rejected: " << e.what();
+        EXPECT_GT(k.slices(), 1) << describe(mesh, k) << " rejected: " << e.what();
         continue;
       }
       check_case(mesh, k);
@@ -182,15 +194,14 @@ TEST(Gemm2dStack, ValidationNamesTheValues) {
   c.batch = 6;
   expect_error(c, {4, 1}, "batch=6 is not divisible by Nr=4 (mesh 4x1)");
   c = small_config().block;
-  c.algo = Gemm2dAlgo::kCannon;
+  c.algo = Algorithm::kCannon;
   expect_error(c, {2, 4}, "qkv linear (mesh 2x4)");
   c = small_config().block;
-  c.slices = 3;
+  c.linears[0].slices = 3;
   expect_error(c, {2, 2}, "qkv linear (mesh 2x2)");
   c = small_config().block;
-  c.auto_dataflow = false;
-  c.dataflow = Dataflow::kRS;
-  expect_error(c, {2, 2}, "dataflow rs is not supported");
+  c.linears[3].stationary = Stationary::kWeight;
+  expect_error(c, {2, 2}, "mlp2 linear (mesh 2x2): stationary weight is not supported");
 }
 
 }  // namespace

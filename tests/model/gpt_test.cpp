@@ -120,8 +120,7 @@ TEST(Gpt, EveryMeshMatchesTheSerialModel) {
       if (v.sp && shape[1] != 1) continue;
       const mesh::DeviceMesh mesh(world, shape);
       GptConfig c = base;
-      c.chunks = v.chunks;
-      c.sequence_parallel = v.sp;
+      c.layout = {.mesh = {shape[0], shape[1]}, .chunks = v.chunks, .sequence_parallel = v.sp};
       Gpt gpt(mesh, c);
       gpt.load(weights, "test weights");
       gpt.zero_grads();
@@ -146,11 +145,11 @@ TEST(Gpt, Gemm2dStrategiesMatchTheSerialModel) {
   const auto& [weights, tokens, targets, ref] = r;
   int checked = 0;
   for (const auto& shape : meshes_2d(world.size())) {
-    for (const parallel::Gemm2dAlgo algo : parallel::kAllGemm2dAlgos) {
+    for (const layout::Algorithm algo : layout::all<layout::Algorithm>()) {
       for (const int slices : {1, 2}) {
         GptConfig c = base;
-        c.gemm2d = algo;
-        c.gemm2d_slices = slices;
+        c.layout = {.mesh = {shape[0], shape[1]}, .strategy = layout::strategy_of(algo)};
+        for (layout::LinearPlan& l : c.layout.linears) l.slices = slices;
         try {
           validate(c, shape);  // e.g. Cannon off-square, batch % Nr: not a case to run
         } catch (const Error&) {
@@ -163,7 +162,7 @@ TEST(Gpt, Gemm2dStrategiesMatchTheSerialModel) {
         const double loss = gpt.forward(tokens, targets);
         gpt.backward();
         const std::string where = fmt::format("rank {} mesh {}x{} {} S={}", world.rank(), shape[0],
-                                              shape[1], parallel::to_string(algo), slices);
+                                              shape[1], layout::name(algo), slices);
         EXPECT_NEAR(loss, ref.loss, 1e-5 * ref.loss) << where;
         for (int p = 0; p < gpt.num_params(); ++p) {
           const Tensor g = gpt.gather(p, gpt.grad(p));
@@ -181,7 +180,12 @@ TEST(Gpt, ReplicasCountEveryGlobalElementOnce) {
   const auto world = comm::Communicator::world();
   for (const auto& shape : meshes_2d(world.size())) {
     const mesh::DeviceMesh mesh(world, shape);
-    Gpt gpt(mesh, {.batch = 2, .seq = 8, .hidden = 32, .heads = 8, .layers = 1});
+    Gpt gpt(mesh, {.batch = 2,
+                   .seq = 8,
+                   .hidden = 32,
+                   .heads = 8,
+                   .layers = 1,
+                   .layout = {.mesh = {shape[0], shape[1]}}});
     for (int p = 0; p < gpt.num_params(); ++p) {
       // Σ over ranks of local elements / replicas = global elements.
       double share = static_cast<double>(gpt.value(p).numel()) / gpt.replicas(p);

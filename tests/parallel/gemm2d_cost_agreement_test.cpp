@@ -13,36 +13,8 @@
 namespace meshtp {
 namespace {
 
-using parallel::Dataflow;
-using parallel::Gemm2dAlgo;
-
-plan::Dataflow to_plan(Dataflow d) {
-  switch (d) {
-    case Dataflow::kOS:
-      return plan::Dataflow::kOS;
-    case Dataflow::kLS:
-      return plan::Dataflow::kLS;
-    case Dataflow::kRS:
-      return plan::Dataflow::kRS;
-  }
-  return plan::Dataflow::kOS;
-}
-
-plan::Gemm2dAlgorithm to_plan(Gemm2dAlgo a) {
-  switch (a) {
-    case Gemm2dAlgo::kCannon:
-      return plan::Gemm2dAlgorithm::kCannon;
-    case Gemm2dAlgo::kSumma:
-      return plan::Gemm2dAlgorithm::kSumma;
-    case Gemm2dAlgo::kCollective:
-      return plan::Gemm2dAlgorithm::kCollective;
-    case Gemm2dAlgo::kWang:
-      return plan::Gemm2dAlgorithm::kWang;
-    case Gemm2dAlgo::kMeshSlice:
-      return plan::Gemm2dAlgorithm::kMeshSlice;
-  }
-  return plan::Gemm2dAlgorithm::kCollective;
-}
+using layout::Algorithm;
+using layout::Dataflow;
 
 TEST(Gemm2dCostAgreement, BytesPerRankAndValidityMatchThePlanner) {
   const std::vector<std::pair<int, int>> meshes{{1, 1}, {1, 2}, {2, 1}, {2, 2}, {1, 4},
@@ -52,12 +24,12 @@ TEST(Gemm2dCostAgreement, BytesPerRankAndValidityMatchThePlanner) {
   int compared = 0;
   for (const auto& [nr, nc] : meshes) {
     for (const auto& s : shapes) {
-      for (const Dataflow d : parallel::kAllDataflows) {
-        for (const Gemm2dAlgo a : parallel::kAllGemm2dAlgos) {
+      for (const Dataflow d : layout::all<layout::Dataflow>()) {
+        for (const Algorithm a : layout::all<layout::Algorithm>()) {
           for (const int slices : {1, 2, 4, 8}) {
             const parallel::Gemm2dOptions o{.algo = a, .dataflow = d, .slices = slices};
             const plan::Gemm2dShape ps{
-                .dataflow = to_plan(d), .m = s.m, .n = s.n, .k = s.k, .nr = nr, .nc = nc};
+                .dataflow = d, .m = s.m, .n = s.n, .k = s.k, .nr = nr, .nc = nc};
             plan::Gemm2dParams params;
             params.slices = slices;
             params.panels = std::lcm(nr, nc) * slices;
@@ -68,15 +40,15 @@ TEST(Gemm2dCostAgreement, BytesPerRankAndValidityMatchThePlanner) {
               ours = e.what();
             }
             auto theirs = ps.invalid_reason();
-            if (!theirs) theirs = plan::gemm2d_invalid_reason(to_plan(a), ps, params);
-            const std::string where = fmt::format("{}x{} m={} n={} k={} {} {} S={}", nr, nc, s.m,
-                                                  s.n, s.k, to_string(a), to_string(d), slices);
+            if (!theirs) theirs = plan::gemm2d_invalid_reason(a, ps, params);
+            const std::string where =
+                fmt::format("{}x{} m={} n={} k={} {} {} S={}", nr, nc, s.m, s.n, s.k, a, d, slices);
             EXPECT_EQ(ours.empty(), !theirs.has_value())
                 << where << ": runtime says '" << ours << "', planner says '" << theirs.value_or("")
                 << "'";
             if (!ours.empty() || theirs) continue;
             const parallel::Gemm2dCost cost = parallel::gemm2d_cost(nr, nc, s, o);
-            const plan::Gemm2dTraffic t = plan::gemm2d_traffic(to_plan(a), ps, params);
+            const plan::Gemm2dTraffic t = plan::gemm2d_traffic(a, ps, params);
             EXPECT_DOUBLE_EQ(cost.bytes_row, t.horizontal.bytes_per_rank) << where;
             EXPECT_DOUBLE_EQ(cost.bytes_col, t.vertical.bytes_per_rank) << where;
             EXPECT_DOUBLE_EQ(cost.flops, t.flops_per_rank) << where;

@@ -62,17 +62,21 @@ TEST(Gemm2dLinear, EveryModeAndAlgorithmEqualsSerial) {
   for (const auto& shape : meshes_for(world.size())) {
     const mesh::DeviceMesh mesh(world, shape);
     Gemm2dWorkspace ws;
-    for (const Stationary mode :
-         {Stationary::kInput, Stationary::kOutput, Stationary::kWeight, Stationary::kWeightT}) {
-      for (const Gemm2dAlgo algo : kAllGemm2dAlgos) {
-        if (algo == Gemm2dAlgo::kCannon && shape[0] != shape[1]) continue;
-        const int slices = algo == Gemm2dAlgo::kMeshSlice ? 2 : 1;
+    // The four modes: each stationary operand, and the weight taking its input transposed.
+    for (const auto& [mode, input_t] : {std::pair{Stationary::kInput, false},
+                                        {Stationary::kOutput, false},
+                                        {Stationary::kWeight, false},
+                                        {Stationary::kWeight, true}}) {
+      for (const Algorithm algo : layout::all<layout::Algorithm>()) {
+        if (algo == Algorithm::kCannon && shape[0] != shape[1]) continue;
+        const int slices = algo == Algorithm::kMeshSlice ? 2 : 1;
         const Gemm2dLinearPlan plan = plan_gemm2d_linear(
-            shape[0], shape[1], n, k, m, {.stationary = mode, .algo = algo, .slices = slices});
+            shape[0], shape[1], n, k, m,
+            {.stationary = mode, .transposed_input = input_t, .algo = algo, .slices = slices});
         // Stored forms: W or Wᵀ, x or xᵀ, y / dy or their transposes.
-        const bool weight_t = mode == Stationary::kOutput || mode == Stationary::kWeightT;
-        const bool in_t = mode == Stationary::kWeightT;
-        const bool out_t = mode == Stationary::kWeight;
+        const bool weight_t = mode == Stationary::kOutput || input_t;
+        const bool in_t = input_t;
+        const bool out_t = mode == Stationary::kWeight && !input_t;
         const auto stored = [](const Tensor& t, bool tr) { return tr ? transposed(t) : t; };
         const auto dw_ = mesh::DTensor::distribute(stored(w, weight_t), mesh, kBlock2d);
         const auto dx_in = mesh::DTensor::distribute(stored(x, in_t), mesh, kBlock2d);
@@ -102,14 +106,14 @@ TEST(Gemm2dLinear, EveryModeAndAlgorithmEqualsSerial) {
 
 TEST(Gemm2dLinear, AutoKeepsTheLargestMatrixStationary) {
   // x 4096×1024 is the largest (n=4096 tokens, k=1024 in, m=256 out): input-stationary.
-  EXPECT_EQ(choose_stationary(4096, 1024, 256, true), Stationary::kInput);
+  EXPECT_EQ(layout::choose_stationary(4096, 1024, 256, true), Stationary::kInput);
   // y largest: output-stationary.
-  EXPECT_EQ(choose_stationary(4096, 256, 1024, true), Stationary::kOutput);
+  EXPECT_EQ(layout::choose_stationary(4096, 256, 1024, true), Stationary::kOutput);
   // W largest (few tokens): weight-stationary, if the caller takes yᵀ.
-  EXPECT_EQ(choose_stationary(64, 4096, 4096, true), Stationary::kWeight);
-  EXPECT_EQ(choose_stationary(64, 4096, 2048, false), Stationary::kInput);
-  const Gemm2dLinearPlan plan =
-      plan_gemm2d_linear(2, 2, 64, 4096, 4096, {.allow_weight_stationary = true});
+  EXPECT_EQ(layout::choose_stationary(64, 4096, 4096, true), Stationary::kWeight);
+  EXPECT_EQ(layout::choose_stationary(64, 4096, 2048, false), Stationary::kInput);
+  const Gemm2dLinearPlan plan = plan_gemm2d_linear(
+      2, 2, 64, 4096, 4096, {.stationary = std::nullopt, .allow_weight_stationary = true});
   EXPECT_EQ(plan.stationary, Stationary::kWeight);
   EXPECT_EQ(plan.forward.dataflow, Dataflow::kLS);
   EXPECT_EQ(plan.backward_data.dataflow, Dataflow::kRS);
@@ -130,8 +134,6 @@ TEST(Gemm2dLinear, PlanErrorsNameTheProduct) {
               std::string::npos)
         << msg;
   }
-  EXPECT_THROW(parse_stationary("both"), Error);
-  EXPECT_EQ(parse_stationary("weight_t"), Stationary::kWeightT);
 }
 
 }  // namespace

@@ -9,7 +9,7 @@
 namespace meshtp::plan {
 namespace {
 
-TEST(FcLayers, LargestMatrixStaysStationary) {
+TEST(Linears, LargestMatrixStaysStationary) {
   ModelSpec m = load_model("gpt3-175b");  // M = 128·2048 = 262144 tokens ≫ h = 12288
   auto layers = fc_layers(m);
   EXPECT_EQ(choose_stationary(layers[0]), Stationary::kOutput);  // qkv: Y is M×3h
@@ -22,10 +22,10 @@ TEST(FcLayers, LargestMatrixStaysStationary) {
   for (const FcShape& fc : layers) EXPECT_EQ(choose_stationary(fc), Stationary::kWeight);
 }
 
-TEST(FcLayers, EachMatrixFlowsOneWayInAllThreePasses) {
+TEST(Linears, EachMatrixFlowsOneWayInAllThreePasses) {
   // Same direction, same bytes for a matrix and its gradient in fwd, bwd-data, bwd-weight;
   // every pass does the same FLOPs; every shape is a valid canonical GeMM.
-  const FcShape fc{FcLayer::kMlp1, 512, 256, 1024};
+  const FcShape fc{Linear::kMlp1, 512, 256, 1024};
   for (const Stationary st : {Stationary::kOutput, Stationary::kInput, Stationary::kWeight}) {
     const Gemm2dShape f = fc_gemm(fc, st, Pass::kForward, 4, 2, 2);
     for (const Pass p : kPasses) {
@@ -54,8 +54,8 @@ TEST(FcLayers, EachMatrixFlowsOneWayInAllThreePasses) {
             Dataflow::kOS);
 }
 
-TEST(FcLayers, OneDimensionalTpCollectives) {
-  const FcShape qkv{FcLayer::kQkv, 1024, 256, 768}, proj{FcLayer::kProj, 1024, 256, 256};
+TEST(Linears, OneDimensionalTpCollectives) {
+  const FcShape qkv{Linear::kQkv, 1024, 256, 768}, proj{Linear::kProj, 1024, 256, 256};
   EXPECT_EQ(tp1d_pass(qkv, Pass::kForward, 4, 2).kind, CollectiveKind::kAllGather);
   EXPECT_EQ(tp1d_pass(qkv, Pass::kBackwardData, 4, 2).kind, CollectiveKind::kReduceScatter);
   EXPECT_EQ(tp1d_pass(qkv, Pass::kBackwardWeight, 4, 2).kind, CollectiveKind::kAllGather);
@@ -72,7 +72,7 @@ TEST(Autotune, MeshSlicePicksTheBestSliceCount) {
   const MeshLinks l = mesh_links(t, 16, 16);
   const double flops = t.tflops * 1e12;
   for (const FcShape& fc : fc_layers(m)) {
-    const FcTuning ms = tune_fc(Gemm2dAlgorithm::kMeshSlice, fc, l, flops, 2, 1);
+    const FcTuning ms = tune_fc(Algorithm::kMeshSlice, fc, l, flops, 2, 1);
     ASSERT_FALSE(ms.invalid_reason) << *ms.invalid_reason;
     ASSERT_GT(ms.sweep.size(), 3u);
     // The chosen S is the argmin of every S tried (exhaustive search) …
@@ -81,7 +81,7 @@ TEST(Autotune, MeshSlicePicksTheBestSliceCount) {
     EXPECT_EQ(ms.params.slices, best->first) << name(fc.layer);
     EXPECT_DOUBLE_EQ(ms.total_s, best->second);
     // … S = 1 is the Collective algorithm, so MeshSlice is never slower …
-    const FcTuning coll = tune_fc(Gemm2dAlgorithm::kCollective, fc, l, flops, 2, 1);
+    const FcTuning coll = tune_fc(Algorithm::kCollective, fc, l, flops, 2, 1);
     EXPECT_EQ(ms.sweep.front().first, 1);
     EXPECT_NEAR(ms.sweep.front().second, coll.total_s, 1e-12);
     EXPECT_LE(ms.total_s, coll.total_s);
@@ -93,8 +93,8 @@ TEST(Autotune, MeshSlicePicksTheBestSliceCount) {
 TEST(Autotune, WangDecomposesTheRowDirectionLikeTheRuntime) {
   const Topology t = load_topology("tpuv4-torus-16x16");
   const MeshLinks l = mesh_links(t, 32, 8);
-  const FcShape fc{FcLayer::kMlp1, 262144, 12288, 49152};
-  const FcTuning w = tune_fc(Gemm2dAlgorithm::kWang, fc, l, t.tflops * 1e12, 2, 1);
+  const FcShape fc{Linear::kMlp1, 262144, 12288, 49152};
+  const FcTuning w = tune_fc(Algorithm::kWang, fc, l, t.tflops * 1e12, 2, 1);
   EXPECT_EQ(w.params.wang_decomposed, Direction::kHorizontal);
   // Per pass: the blocking vertical collective, then Nc = 8 overlapped ring steps.
   const PipelineEstimate& f = w.passes[0].estimate;
@@ -105,9 +105,9 @@ TEST(Autotune, WangDecomposesTheRowDirectionLikeTheRuntime) {
 TEST(Autotune, FullRecomputationCountsTheForwardTwice) {
   const Topology t = load_topology("nvlink-network-16");
   const MeshLinks l = mesh_links(t, 4, 4);
-  const FcShape fc{FcLayer::kQkv, 8192, 4096, 12288};
-  const FcTuning once = tune_fc(Gemm2dAlgorithm::kCollective, fc, l, 1e14, 2, 1);
-  const FcTuning twice = tune_fc(Gemm2dAlgorithm::kCollective, fc, l, 1e14, 2, 2);
+  const FcShape fc{Linear::kQkv, 8192, 4096, 12288};
+  const FcTuning once = tune_fc(Algorithm::kCollective, fc, l, 1e14, 2, 1);
+  const FcTuning twice = tune_fc(Algorithm::kCollective, fc, l, 1e14, 2, 2);
   EXPECT_NEAR(twice.total_s - once.total_s, once.passes[0].estimate.total_s, 1e-12);
 }
 

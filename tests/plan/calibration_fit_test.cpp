@@ -27,7 +27,7 @@ std::string error_of(F&& f) {
 }
 
 // T(bytes) = t_launch + n·(l_sync + (bytes/P)/bw), units µs and GB/s.
-CollectiveSeries synthetic(int p, int stride, FitCollective c, const CollectiveFit& truth,
+CollectiveSeries synthetic(int p, int stride, CollectiveKind c, const CollectiveFit& truth,
                            std::vector<std::int64_t> sizes = {8 << 10, 64 << 10, 1 << 20,
                                                               16 << 20}) {
   CollectiveSeries s{.size = p, .stride = stride, .collective = c, .samples = {}};
@@ -48,9 +48,9 @@ void expect_fit(const CollectiveFit& got, const CollectiveFit& want) {
 }
 
 TEST(CalibrationFit, RingStepsMatchTheRingModel) {
-  EXPECT_EQ(ring_steps(FitCollective::kAllReduce, 4), 6);
-  EXPECT_EQ(ring_steps(FitCollective::kAllGather, 4), 3);
-  EXPECT_EQ(ring_steps(FitCollective::kReduceScatter, 2), 1);
+  EXPECT_EQ(ring_steps(CollectiveKind::kAllReduce, 4), 6);
+  EXPECT_EQ(ring_steps(CollectiveKind::kAllGather, 4), 3);
+  EXPECT_EQ(ring_steps(CollectiveKind::kReduceScatter, 2), 1);
 }
 
 TEST(CalibrationFit, FittedTimeIsThePlannersRingModel) {
@@ -58,11 +58,11 @@ TEST(CalibrationFit, FittedTimeIsThePlannersRingModel) {
   const CollectiveFit f{.t_launch_us = 3, .l_sync_us = 2, .bw_gbps = 5};
   const RingParams ring{.t_launch_s = 3e-6, .l_sync_s = 2e-6, .bw_bytes_per_s = 5e9};
   const double bytes = 1 << 20;
-  EXPECT_DOUBLE_EQ(fitted_time(f, FitCollective::kAllReduce, 4, bytes),
+  EXPECT_DOUBLE_EQ(fitted_time(f, CollectiveKind::kAllReduce, 4, bytes),
                    ring_all_reduce_time(ring, 4, bytes));
-  EXPECT_DOUBLE_EQ(fitted_time(f, FitCollective::kAllGather, 4, bytes),
+  EXPECT_DOUBLE_EQ(fitted_time(f, CollectiveKind::kAllGather, 4, bytes),
                    ring_collective_time(ring, 4, bytes / 4));
-  EXPECT_DOUBLE_EQ(fitted_time(f, FitCollective::kReduceScatter, 4, bytes),
+  EXPECT_DOUBLE_EQ(fitted_time(f, CollectiveKind::kReduceScatter, 4, bytes),
                    3e-6 + 3 * (2e-6 + bytes / 4 / 5e9));
 }
 
@@ -73,7 +73,7 @@ TEST(CalibrationFit, RecoversEverythingAcrossTwoStepCounts) {
   const CollectiveFit g22{.t_launch_us = 7, .l_sync_us = 2.5, .bw_gbps = 1.5};
   const CollectiveFit g21{.t_launch_us = 7, .l_sync_us = 2.5, .bw_gbps = 6};
   std::vector<CollectiveSeries> series;
-  for (const FitCollective c : kFitCollectives) {
+  for (const CollectiveKind c : kFitCollectives) {
     series.push_back(synthetic(4, 1, c, g4));
     series.push_back(synthetic(2, 2, c, g22));
     series.push_back(synthetic(2, 1, c, g21));
@@ -103,8 +103,8 @@ TEST(CalibrationFit, OneStepCountPutsTheInterceptInLSync) {
   // t_launch + n·l_sync is all that is identifiable: t_launch = 0, l_sync = a/n, and the
   // fitted times are still exact.
   const CollectiveFit truth{.t_launch_us = 4, .l_sync_us = 1, .bw_gbps = 2};
-  const std::vector<CollectiveSeries> series{synthetic(2, 1, FitCollective::kAllReduce, truth),
-                                             synthetic(2, 1, FitCollective::kAllGather, truth)};
+  const std::vector<CollectiveSeries> series{synthetic(2, 1, CollectiveKind::kAllReduce, truth),
+                                             synthetic(2, 1, CollectiveKind::kAllGather, truth)};
   const CalibrationFit fit = fit_calibration(series);
   ASSERT_EQ(fit.groups.size(), 1u);
   expect_fit(*fit.groups[0].all_reduce, {.t_launch_us = 0, .l_sync_us = 3, .bw_gbps = 2});
@@ -120,9 +120,9 @@ TEST(CalibrationFit, DifferentLatenciesKeepEachGroupsIntercept) {
   // Per-group l_sync differs: the shared t_launch is a compromise, but every group's
   // predicted time is still exact and nothing goes negative.
   const std::vector<CollectiveSeries> series{
-      synthetic(4, 1, FitCollective::kAllGather, {.t_launch_us = 5, .l_sync_us = 1, .bw_gbps = 4}),
-      synthetic(2, 2, FitCollective::kAllGather, {.t_launch_us = 5, .l_sync_us = 9, .bw_gbps = 1}),
-      synthetic(2, 1, FitCollective::kAllGather,
+      synthetic(4, 1, CollectiveKind::kAllGather, {.t_launch_us = 5, .l_sync_us = 1, .bw_gbps = 4}),
+      synthetic(2, 2, CollectiveKind::kAllGather, {.t_launch_us = 5, .l_sync_us = 9, .bw_gbps = 1}),
+      synthetic(2, 1, CollectiveKind::kAllGather,
                 {.t_launch_us = 5, .l_sync_us = 0.5, .bw_gbps = 8})};
   const CalibrationFit fit = fit_calibration(series);
   for (const FitQuality& q : fit.quality) EXPECT_LT(q.max_rel_residual, 1e-12);
@@ -135,7 +135,7 @@ TEST(CalibrationFit, DifferentLatenciesKeepEachGroupsIntercept) {
 
 TEST(CalibrationFit, NoisyDataGivesQualityNumbers) {
   CollectiveSeries s =
-      synthetic(2, 1, FitCollective::kAllReduce, {.t_launch_us = 0, .l_sync_us = 10, .bw_gbps = 5},
+      synthetic(2, 1, CollectiveKind::kAllReduce, {.t_launch_us = 0, .l_sync_us = 10, .bw_gbps = 5},
                 {8 << 10, 32 << 10, 128 << 10, 512 << 10, 2 << 20});
   const double noise[] = {1.05, 0.97, 1.02, 0.99, 1.01};
   for (std::size_t i = 0; i < s.samples.size(); ++i) s.samples[i].seconds *= noise[i];
@@ -151,7 +151,7 @@ TEST(CalibrationFit, NegativeInterceptIsRefitThroughTheOrigin) {
   // Times that fall below the line's origin (the small message is "too fast").
   CollectiveSeries s{.size = 2,
                      .stride = 1,
-                     .collective = FitCollective::kAllGather,
+                     .collective = CollectiveKind::kAllGather,
                      .samples = {{1000, 0.5e-6}, {2000, 2e-6}, {4000, 5e-6}}};
   const LineFit line = fit_ring_line(s);
   EXPECT_TRUE(line.through_origin);
@@ -166,8 +166,9 @@ TEST(CalibrationFit, NegativeInterceptIsRefitThroughTheOrigin) {
 TEST(CalibrationFit, FitsAreAValidTopologyCalibration) {
   Topology t = load_topology("nvlink-network-4");
   const std::vector<CollectiveSeries> series{
-      synthetic(4, 1, FitCollective::kAllReduce, {.t_launch_us = 2, .l_sync_us = 1, .bw_gbps = 9}),
-      synthetic(2, 2, FitCollective::kAllReduce, {.t_launch_us = 2, .l_sync_us = 1, .bw_gbps = 3})};
+      synthetic(4, 1, CollectiveKind::kAllReduce, {.t_launch_us = 2, .l_sync_us = 1, .bw_gbps = 9}),
+      synthetic(2, 2, CollectiveKind::kAllReduce,
+                {.t_launch_us = 2, .l_sync_us = 1, .bw_gbps = 3})};
   t.calibration.groups = fit_calibration(series).groups;
   t.calibration.gemm_tflops = 0.05;
   t.validate();
@@ -184,45 +185,45 @@ TEST(CalibrationFit, FitsAreAValidTopologyCalibration) {
 TEST(CalibrationFit, RejectsDegenerateInput) {
   const CollectiveFit truth{.t_launch_us = 1, .l_sync_us = 1, .bw_gbps = 1};
   EXPECT_EQ(error_of([&] {
-              fit_ring_line(synthetic(2, 1, FitCollective::kAllGather, truth, {8192, 8192}));
+              fit_ring_line(synthetic(2, 1, CollectiveKind::kAllGather, truth, {8192, 8192}));
             }),
             "calibration fit: all_gather on groups of 2 ranks (stride 1): needs at least 2 "
             "distinct message sizes to fit T_launch + (P-1)(L_sync + bytes/BW), got 1 (8192 "
             "bytes)");
   EXPECT_NE(error_of([&] {
               fit_ring_line(CollectiveSeries{
-                  .size = 2, .stride = 1, .collective = FitCollective::kAllGather, .samples = {}});
+                  .size = 2, .stride = 1, .collective = CollectiveKind::kAllGather, .samples = {}});
             }).find("got 0 (no samples)"),
             std::string::npos);
   EXPECT_NE(error_of([&] {
-              fit_ring_line(synthetic(1, 1, FitCollective::kAllReduce, truth));
+              fit_ring_line(synthetic(1, 1, CollectiveKind::kAllReduce, truth));
             }).find("a group needs at least 2 ranks"),
             std::string::npos);
-  CollectiveSeries negative = synthetic(2, 1, FitCollective::kReduceScatter, truth);
+  CollectiveSeries negative = synthetic(2, 1, CollectiveKind::kReduceScatter, truth);
   negative.samples[1].seconds = -1;
   EXPECT_NE(error_of([&] {
               fit_ring_line(negative);
             }).find("sample 1 (65536 bytes) has time -1 s, which must be positive and finite"),
             std::string::npos);
-  CollectiveSeries nan = synthetic(2, 1, FitCollective::kReduceScatter, truth);
+  CollectiveSeries nan = synthetic(2, 1, CollectiveKind::kReduceScatter, truth);
   nan.samples[0].seconds = std::nan("");
   EXPECT_NE(error_of([&] { fit_ring_line(nan); }).find("positive and finite"), std::string::npos);
-  CollectiveSeries zero_bytes = synthetic(2, 1, FitCollective::kAllGather, truth);
+  CollectiveSeries zero_bytes = synthetic(2, 1, CollectiveKind::kAllGather, truth);
   zero_bytes.samples[0].bytes = 0;
   EXPECT_NE(error_of([&] { fit_ring_line(zero_bytes); }).find("bytes=0, which must be positive"),
             std::string::npos);
   // Time falling with size: no bandwidth.
   CollectiveSeries falling{.size = 2,
                            .stride = 1,
-                           .collective = FitCollective::kAllReduce,
+                           .collective = CollectiveKind::kAllReduce,
                            .samples = {{1000, 3e-6}, {100000, 2e-6}}};
   EXPECT_NE(error_of([&] {
               fit_ring_line(falling);
             }).find("the time does not grow with the message size"),
             std::string::npos);
   // The same group and collective twice.
-  const std::vector<CollectiveSeries> twice{synthetic(2, 1, FitCollective::kAllGather, truth),
-                                            synthetic(2, 1, FitCollective::kAllGather, truth)};
+  const std::vector<CollectiveSeries> twice{synthetic(2, 1, CollectiveKind::kAllGather, truth),
+                                            synthetic(2, 1, CollectiveKind::kAllGather, truth)};
   EXPECT_EQ(error_of([&] { fit_calibration(twice); }),
             "calibration fit: all_gather on groups of 2 ranks (stride 1) appears twice");
   EXPECT_EQ(error_of([&] { fit_calibration({}); }), "calibration fit: no measurements to fit");

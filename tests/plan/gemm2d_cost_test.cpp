@@ -39,16 +39,15 @@ TEST(Gemm2dCost, CollectiveAndMeshSliceOsByHand) {
   const double gemm = 2.0 * 1024 * 1024 * 1024 / 4 / kFlops;
   const double ag_v = 10e-6 + 1 * (2e-6 + shard / 10e9);  // B along mesh columns
   const double ag_h = 10e-6 + 1 * (1e-6 + shard / 20e9);  // A along mesh rows
-  const PipelineEstimate c = gemm2d_estimate(Gemm2dAlgorithm::kCollective, s, {}, links(2, 2),
-                                             kFlops);
+  const PipelineEstimate c = gemm2d_estimate(Algorithm::kCollective, s, {}, links(2, 2), kFlops);
   EXPECT_NEAR(c.total_s, std::max(ag_v, ag_h) + gemm, kTol);
   EXPECT_NEAR(c.comm_s, ag_v + ag_h, kTol);
   EXPECT_NEAR(c.compute_s, gemm, kTol);
 
   // MeshSlice S = 4: prologue max(AG/4) + 3 steady max(AG/4, gemm/4) + epilogue gemm/4.
   const double v4 = 10e-6 + (2e-6 + shard / 4 / 10e9), h4 = 10e-6 + (1e-6 + shard / 4 / 20e9);
-  const PipelineEstimate m = gemm2d_estimate(Gemm2dAlgorithm::kMeshSlice, s, {.slices = 4},
-                                             links(2, 2), kFlops);
+  const PipelineEstimate m =
+      gemm2d_estimate(Algorithm::kMeshSlice, s, {.slices = 4}, links(2, 2), kFlops);
   EXPECT_NEAR(m.prologue_s, std::max(v4, h4), kTol);
   EXPECT_NEAR(m.steady_s, gemm / 4, kTol);  // compute-bound here: 134 µs vs 38 µs
   EXPECT_NEAR(m.epilogue_s, gemm / 4, kTol);
@@ -68,10 +67,9 @@ TEST(Gemm2dCost, LeftStationaryIsThreeStages) {
   const double gemm = 2.0 * 4096 * 2048 * 1024 / 8 / kFlops;
   const double ag = 10e-6 + 3 * (2e-6 + shard_b / 10e9);
   const double rs = 10e-6 + 1 * (1e-6 + shard_c / 20e9);
-  const PipelineEstimate c = gemm2d_estimate(Gemm2dAlgorithm::kCollective, s, {}, links(4, 2),
-                                             kFlops);
+  const PipelineEstimate c = gemm2d_estimate(Algorithm::kCollective, s, {}, links(4, 2), kFlops);
   EXPECT_NEAR(c.total_s, ag + gemm + rs, kTol);
-  const Gemm2dTraffic t = gemm2d_traffic(Gemm2dAlgorithm::kCollective, s, {});
+  const Gemm2dTraffic t = gemm2d_traffic(Algorithm::kCollective, s, {});
   EXPECT_EQ(t.vertical.kind, CollectiveKind::kAllGather);
   EXPECT_EQ(t.vertical.matrix, 'B');
   EXPECT_EQ(t.vertical.steps, 3);
@@ -86,8 +84,8 @@ TEST(Gemm2dCost, MeshSliceWithOneSliceIsCollective) {
     for (const auto& [nr, nc] : {std::pair{2, 4}, {4, 2}, {8, 1}, {1, 8}, {4, 4}}) {
       const Gemm2dShape s = shape(d, 2048, 1024, 512, nr, nc);
       const MeshLinks l = links(nr, nc);
-      const auto a = gemm2d_estimate(Gemm2dAlgorithm::kCollective, s, {}, l, kFlops);
-      const auto b = gemm2d_estimate(Gemm2dAlgorithm::kMeshSlice, s, {.slices = 1}, l, kFlops);
+      const auto a = gemm2d_estimate(Algorithm::kCollective, s, {}, l, kFlops);
+      const auto b = gemm2d_estimate(Algorithm::kMeshSlice, s, {.slices = 1}, l, kFlops);
       EXPECT_NEAR(a.total_s, b.total_s, kTol) << name(d) << " " << nr << "x" << nc;
       EXPECT_NEAR(a.comm_s, b.comm_s, kTol);
     }
@@ -101,27 +99,27 @@ TEST(Gemm2dCost, EveryAlgorithmMovesTheSameBytes) {
   const Gemm2dParams p{.slices = 8, .panels = 16, .summa_packets = 2};
   for (const Direction d : {Direction::kVertical, Direction::kHorizontal}) {
     const double expected = 3 * s.shard_bytes(d);
-    auto bytes = [&](Gemm2dAlgorithm a) {
+    auto bytes = [&](Algorithm a) {
       const Gemm2dTraffic t = gemm2d_traffic(a, s, p);
       return d == Direction::kVertical ? t.vertical.bytes_per_rank : t.horizontal.bytes_per_rank;
     };
-    EXPECT_DOUBLE_EQ(bytes(Gemm2dAlgorithm::kCollective), expected);
-    EXPECT_DOUBLE_EQ(bytes(Gemm2dAlgorithm::kMeshSlice), expected);
-    EXPECT_DOUBLE_EQ(bytes(Gemm2dAlgorithm::kWang), expected);
-    EXPECT_DOUBLE_EQ(bytes(Gemm2dAlgorithm::kSumma), expected);
-    EXPECT_DOUBLE_EQ(bytes(Gemm2dAlgorithm::kCannon), expected + s.shard_bytes(d));
+    EXPECT_DOUBLE_EQ(bytes(Algorithm::kCollective), expected);
+    EXPECT_DOUBLE_EQ(bytes(Algorithm::kMeshSlice), expected);
+    EXPECT_DOUBLE_EQ(bytes(Algorithm::kWang), expected);
+    EXPECT_DOUBLE_EQ(bytes(Algorithm::kSumma), expected);
+    EXPECT_DOUBLE_EQ(bytes(Algorithm::kCannon), expected + s.shard_bytes(d));
   }
   // Steps and launches: S partial collectives of P−1 steps; Kp broadcasts of D+P−1 steps.
-  const Gemm2dTraffic ms = gemm2d_traffic(Gemm2dAlgorithm::kMeshSlice, s, p);
+  const Gemm2dTraffic ms = gemm2d_traffic(Algorithm::kMeshSlice, s, p);
   EXPECT_EQ(ms.vertical.launches, 8);
   EXPECT_EQ(ms.vertical.steps, 8 * 3);
   EXPECT_EQ(ms.gemm_calls, 8);
-  const Gemm2dTraffic su = gemm2d_traffic(Gemm2dAlgorithm::kSumma, s, p);
+  const Gemm2dTraffic su = gemm2d_traffic(Algorithm::kSumma, s, p);
   EXPECT_EQ(su.horizontal.kind, CollectiveKind::kBroadcast);  // RS: A is an input
   EXPECT_EQ(su.vertical.kind, CollectiveKind::kReduce);       // RS: C is the output
   EXPECT_EQ(su.vertical.steps, 16 * 3);  // Kp·(P−1) pipeline-fill steps
   EXPECT_EQ(su.vertical.launches, 16);
-  const Gemm2dTraffic w = gemm2d_traffic(Gemm2dAlgorithm::kWang, s, p);
+  const Gemm2dTraffic w = gemm2d_traffic(Algorithm::kWang, s, p);
   EXPECT_EQ(w.horizontal.kind, CollectiveKind::kSendRecv);  // decomposed (default)
   EXPECT_EQ(w.horizontal.launches, 3);
   EXPECT_EQ(w.vertical.kind, CollectiveKind::kReduceScatter);
@@ -135,11 +133,11 @@ TEST(Gemm2dCost, WangAndCannonByHand) {
   // gemm/2, each overlapping one send/recv step T_launch + L_sync + shard/BW.
   const double ag_v = 10e-6 + (2e-6 + shard / 10e9);
   const double send_h = 10e-6 + 1e-6 + shard / 20e9;
-  const auto w = gemm2d_estimate(Gemm2dAlgorithm::kWang, s, {}, links(2, 2), kFlops);
+  const auto w = gemm2d_estimate(Algorithm::kWang, s, {}, links(2, 2), kFlops);
   EXPECT_NEAR(w.total_s, ag_v + std::max(send_h, gemm / 2) + gemm / 2, kTol);
   // Cannon 2×2: launch + ⌊2/2⌋ = 1 skew hop, then 2 iterations of gemm/2 with one shift.
   const double sv = 2e-6 + shard / 10e9, sh = 1e-6 + shard / 20e9;
-  const auto c = gemm2d_estimate(Gemm2dAlgorithm::kCannon, s, {}, links(2, 2), kFlops);
+  const auto c = gemm2d_estimate(Algorithm::kCannon, s, {}, links(2, 2), kFlops);
   EXPECT_NEAR(c.total_s, 10e-6 + std::max(sv, sh) + std::max({sv, sh, gemm / 2}) + gemm / 2,
               kTol);
 }
@@ -157,22 +155,21 @@ TEST(Gemm2dCost, SummaPacketsMinimiseThePanelTime) {
 }
 
 TEST(Gemm2dCost, InvalidShapesAndParamsAreExplained) {
-  EXPECT_EQ(*gemm2d_invalid_reason(Gemm2dAlgorithm::kCannon, shape(Dataflow::kOS, 64, 64, 64,
-                                                                   2, 4), {}),
+  EXPECT_EQ(*gemm2d_invalid_reason(Algorithm::kCannon, shape(Dataflow::kOS, 64, 64, 64, 2, 4), {}),
             "cannon needs a square mesh, got 2x4");
   EXPECT_EQ(*shape(Dataflow::kOS, 1000, 64, 64, 3, 1).invalid_reason(),
             "m=1000 is not divisible by mesh dim 0 (size 3)");
-  EXPECT_TRUE(gemm2d_invalid_reason(Gemm2dAlgorithm::kMeshSlice,
-                                    shape(Dataflow::kOS, 64, 64, 64, 2, 2), {.slices = 3})
+  EXPECT_TRUE(gemm2d_invalid_reason(Algorithm::kMeshSlice, shape(Dataflow::kOS, 64, 64, 64, 2, 2),
+                                    {.slices = 3})
                   .has_value());
-  EXPECT_TRUE(gemm2d_invalid_reason(Gemm2dAlgorithm::kSumma,
-                                    shape(Dataflow::kOS, 64, 64, 64, 2, 4), {.panels = 6})
+  EXPECT_TRUE(gemm2d_invalid_reason(Algorithm::kSumma, shape(Dataflow::kOS, 64, 64, 64, 2, 4),
+                                    {.panels = 6})
                   .has_value());  // not a multiple of lcm(2, 4) = 4
-  EXPECT_FALSE(gemm2d_invalid_reason(Gemm2dAlgorithm::kSumma,
-                                     shape(Dataflow::kOS, 64, 64, 64, 2, 4), {.panels = 8})
+  EXPECT_FALSE(gemm2d_invalid_reason(Algorithm::kSumma, shape(Dataflow::kOS, 64, 64, 64, 2, 4),
+                                     {.panels = 8})
                    .has_value());
-  EXPECT_THROW(gemm2d_estimate(Gemm2dAlgorithm::kCannon, shape(Dataflow::kOS, 64, 64, 64, 2, 4),
-                               {}, links(2, 4), kFlops),
+  EXPECT_THROW(gemm2d_estimate(Algorithm::kCannon, shape(Dataflow::kOS, 64, 64, 64, 2, 4), {},
+                               links(2, 4), kFlops),
                Error);
 }
 

@@ -41,7 +41,8 @@ TEST(Planner, EveryCandidateOnceAndMegatronLabelled) {
   EXPECT_EQ(p.candidates.size(), 4u * 3 + 1 + 4 * 5);
   std::set<std::tuple<std::string, int, int, int>> seen;
   for (const Candidate& c : p.candidates) {
-    EXPECT_TRUE(seen.insert({name(c.strategy), c.mesh[0], c.mesh[1], c.chunks}).second);
+    EXPECT_TRUE(
+        seen.insert({std::string(name(c.strategy)), c.mesh[0], c.mesh[1], c.chunks}).second);
     const bool one_dim = c.mesh[0] == 1 || c.mesh[1] == 1;
     if (c.strategy == Strategy::kAtp) {
       EXPECT_FALSE(one_dim);
@@ -203,7 +204,7 @@ TEST(Planner, UnknownStrategyListsTheValidOnes) {
     parse_strategies("atp,fsdp");
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("unknown strategy 'fsdp'; valid: atp, megatron, tp1d, "
+    EXPECT_NE(std::string(e.what()).find("unknown strategy 'fsdp' (valid: atp, megatron, tp1d, "
                                          "meshslice, collective, wang, summa, cannon"),
               std::string::npos)
         << e.what();

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "core/error.hpp"
-#include "topo/json_util.hpp"
+#include "core/json_util.hpp"
 #include "plan/presets.hpp"
 
 namespace meshtp::plan {

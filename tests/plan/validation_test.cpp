@@ -68,9 +68,9 @@ TEST(PlannedCollectives, AddUpToTheCandidatesCommTime) {
         EXPECT_EQ(p.stride, p.mesh_dim == 0 ? c.mesh[1] : 1);
         // The per-call time is the calibration fit of that group shape.
         const CollectiveFit& fit =
-            *(p.collective == FitCollective::kAllReduce
+            *(p.collective == CollectiveKind::kAllReduce
                   ? request.topology.calibrated_group(p.group_size, p.stride)->all_reduce
-              : p.collective == FitCollective::kAllGather
+              : p.collective == CollectiveKind::kAllGather
                   ? request.topology.calibrated_group(p.group_size, p.stride)->all_gather
                   : request.topology.calibrated_group(p.group_size, p.stride)->reduce_scatter);
         EXPECT_NEAR(p.predicted_s, fitted_time(fit, p.collective, p.group_size, p.bytes), 1e-15);

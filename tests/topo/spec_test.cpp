@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.hpp"
-#include "topo/json_util.hpp"
+#include "core/json_util.hpp"
 #include "topo/simgrid.hpp"
 #include "topo/spec.hpp"
 

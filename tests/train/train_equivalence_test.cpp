@@ -72,7 +72,7 @@ TEST_F(TrainEquivalence, EveryLayoutGivesTheSerialLossCurve) {
   struct Layout {
     int dp, d1, d2, chunks;
     bool sp;
-    std::optional<parallel::Gemm2dAlgo> gemm2d = std::nullopt;
+    std::optional<layout::Algorithm> gemm2d = std::nullopt;
   };
   const int n = world_.size();
   std::vector<Layout> layouts{{1, n, 1, 1, false}, {1, 1, n, 1, false}, {1, n, 1, 2, true}};
@@ -83,15 +83,16 @@ TEST_F(TrainEquivalence, EveryLayoutGivesTheSerialLossCurve) {
   }
   if (n == 2) layouts.push_back({2, 1, 1, 1, false});
   // 2D GeMM tensor parallelism: tokens over mesh rows, features over mesh columns.
-  if (n == 4) layouts.push_back({1, 2, 2, 1, false, parallel::Gemm2dAlgo::kMeshSlice});
-  if (n == 2) layouts.push_back({1, 2, 1, 1, false, parallel::Gemm2dAlgo::kWang});
+  if (n == 4) layouts.push_back({1, 2, 2, 1, false, layout::Algorithm::kMeshSlice});
+  if (n == 2) layouts.push_back({1, 2, 1, 1, false, layout::Algorithm::kWang});
   for (const Layout& l : layouts) {
     TrainConfig c = config();
-    c.dp = l.dp;
-    c.tp = {l.d1, l.d2};
-    c.model.chunks = l.chunks;
-    c.model.sequence_parallel = l.sp;
-    c.model.gemm2d = l.gemm2d;
+    c.model.layout = {
+        .dp = l.dp,
+        .mesh = {l.d1, l.d2},
+        .strategy = l.gemm2d ? layout::strategy_of(*l.gemm2d) : layout::Strategy::kAtp,
+        .chunks = l.chunks,
+        .sequence_parallel = l.sp};
     const std::vector<double> got = losses(world_, c);
     ASSERT_EQ(got.size(), serial.size());
     double early = 0.0;
@@ -100,11 +101,10 @@ TEST_F(TrainEquivalence, EveryLayoutGivesTheSerialLossCurve) {
       const double rel = std::abs(got[t] - serial[t]) / serial[t];
       (t < 10 ? early : late) = std::max(t < 10 ? early : late, rel);
     }
-    const std::string name =
-        fmt::format("dp={} tp={}x{} {}{}", l.dp, l.d1, l.d2,
-                    l.gemm2d ? std::string(parallel::to_string(*l.gemm2d))
-                             : fmt::format("chunks={}", l.chunks),
-                    l.sp ? " sp" : "");
+    const std::string name = fmt::format(
+        "dp={} tp={}x{} {}{}", l.dp, l.d1, l.d2,
+        l.gemm2d ? std::string(layout::name(*l.gemm2d)) : fmt::format("chunks={}", l.chunks),
+        l.sp ? " sp" : "");
     EXPECT_LE(early, 1e-4) << name;
     EXPECT_LE(late, 1e-3) << name;  // fp32 reassociation compounds through the updates
     if (world_.rank() == 0) {
@@ -117,7 +117,7 @@ TEST_F(TrainEquivalence, EveryLayoutGivesTheSerialLossCurve) {
 TEST_F(TrainEquivalence, ResumeContinuesTheUninterruptedCurve) {
   const int n = world_.size();
   TrainConfig c = config();
-  c.tp = {n, 1};
+  c.model.layout.mesh = {n, 1};
   c.checkpoint_dir = (dir_ / "ckpt").string();
   const std::vector<double> whole = losses(world_, c);
 
@@ -152,14 +152,15 @@ TEST_F(TrainEquivalence, ResumeContinuesTheUninterruptedCurve) {
   // The same checkpoint resumed on another layout (1 x n, or dp = n).
   for (const std::vector<int>& tp : other_tps) {
     TrainConfig other = rest;
-    other.tp = tp;
-    other.dp = n / (tp[0] * tp[1]);
+    other.model.layout.mesh = {tp[0], tp[1]};
+    other.model.layout.dp = n / (tp[0] * tp[1]);
     other.checkpoint_dir = (dir_ / fmt::format("ckpt_other_{}x{}", tp[0], tp[1])).string();
     const std::vector<double> moved = losses(world_, other);
     ASSERT_EQ(moved.size(), tail.size());
     for (std::size_t t = 0; t < moved.size(); ++t) {
       EXPECT_NEAR(moved[t], whole[t + 12], 1e-4 * whole[t + 12])
-          << "resumed on dp=" << other.dp << " tp=" << tp[0] << "x" << tp[1] << ", step " << t + 13;
+          << "resumed on dp=" << other.model.layout.dp << " tp=" << tp[0] << "x" << tp[1]
+          << ", step " << t + 13;
     }
   }
 }

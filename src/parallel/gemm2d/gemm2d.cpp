@@ -12,29 +12,19 @@ namespace meshtp::parallel {
 namespace {
 
 struct AlgoEntry {
-  Gemm2dAlgo algo;
-  std::string_view name;
   detail::Gemm2dFn run;
   Gemm2dCost (*cost)(int, int, const Gemm2dShape&, const Gemm2dOptions&);
 };
 
-// The one table of algorithms.
+// The one table of algorithms, in layout::Algorithm order.
 constexpr AlgoEntry kAlgos[] = {
-    {Gemm2dAlgo::kCannon, "cannon", detail::cannon, detail::cannon_cost},
-    {Gemm2dAlgo::kSumma, "summa", detail::summa, detail::summa_cost},
-    {Gemm2dAlgo::kCollective, "collective", detail::collective, detail::collective_cost},
-    {Gemm2dAlgo::kWang, "wang", detail::wang, detail::wang_cost},
-    {Gemm2dAlgo::kMeshSlice, "meshslice", detail::meshslice, detail::meshslice_cost},
+    {detail::cannon, detail::cannon_cost},         {detail::summa, detail::summa_cost},
+    {detail::collective, detail::collective_cost}, {detail::wang, detail::wang_cost},
+    {detail::meshslice, detail::meshslice_cost},
 };
+static_assert(std::size(kAlgos) == layout::all<Algorithm>().size());
 
-const AlgoEntry& entry(Gemm2dAlgo algo) {
-  for (const auto& e : kAlgos) {
-    if (e.algo == algo) return e;
-  }
-  fail("unknown Gemm2dAlgo value {}", static_cast<int>(algo));
-}
-
-constexpr std::string_view kDataflowNames[] = {"os", "ls", "rs"};
+const AlgoEntry& entry(Algorithm algo) { return kAlgos[static_cast<std::size_t>(algo)]; }
 
 void require_divisible(std::string_view name, std::int64_t value, int mesh_dim, int size) {
   MESHTP_CHECK(value % size == 0, "{}={} is not divisible by mesh dim {} (size {})", name, value,
@@ -70,31 +60,6 @@ std::array<std::string_view, 4> operand_dim_names(Dataflow dataflow) {
 
 }  // namespace
 
-std::string_view to_string(Gemm2dAlgo algo) { return entry(algo).name; }
-
-std::string_view to_string(Dataflow dataflow) {
-  const auto index = static_cast<std::size_t>(dataflow);
-  MESHTP_CHECK(index < std::size(kDataflowNames), "unknown Dataflow value {}", index);
-  return kDataflowNames[index];
-}
-
-Gemm2dAlgo parse_gemm2d_algo(std::string_view text) {
-  for (const auto& e : kAlgos) {
-    if (e.name == text) return e.algo;
-  }
-  fail("unknown 2D GeMM algorithm '{}': expected cannon, summa, collective, wang or meshslice",
-       text);
-}
-
-Dataflow parse_dataflow(std::string_view text) {
-  for (const Dataflow d : kAllDataflows) {
-    if (to_string(d) == text) return d;
-  }
-  fail("unknown dataflow '{}': expected os (C = A·B), ls (C = A·Bᵀ) or rs (C = Aᵀ·B)", text);
-}
-
-std::ostream& operator<<(std::ostream& os, Gemm2dAlgo algo) { return os << to_string(algo); }
-std::ostream& operator<<(std::ostream& os, Dataflow dataflow) { return os << to_string(dataflow); }
 std::ostream& operator<<(std::ostream& os, const Gemm2dOptions& o) {
   return os << "{algo=" << o.algo << ", dataflow=" << o.dataflow << ", slices=" << o.slices
             << ", block=" << o.block << ", progress_chunks=" << o.progress_chunks << "}";
@@ -116,7 +81,7 @@ void validate(int nr, int nc, const Gemm2dShape& shape, const Gemm2dOptions& opt
   MESHTP_CHECK(options.block >= 0, "block={} must be 0 (automatic) or positive", options.block);
   MESHTP_CHECK(options.progress_chunks >= 1, "progress_chunks={} must be at least 1",
                options.progress_chunks);
-  if (options.algo == Gemm2dAlgo::kCannon) {
+  if (options.algo == Algorithm::kCannon) {
     MESHTP_CHECK(nr == nc,
                  "Cannon's algorithm needs a square mesh, got {}x{} (use summa, collective, "
                  "wang or meshslice on rectangular meshes)",
@@ -136,7 +101,7 @@ void validate(int nr, int nc, const Gemm2dShape& shape, const Gemm2dOptions& opt
   require_divisible(b_cols, b[1], 1, nc);
 
   const auto [dim_name, d] = sliced_dim(options.dataflow, shape);
-  if (options.algo == Gemm2dAlgo::kMeshSlice) {
+  if (options.algo == Algorithm::kMeshSlice) {
     const std::int64_t er = d / nr;
     const std::int64_t ec = d / nc;
     if (options.block == 0) {
@@ -153,7 +118,7 @@ void validate(int nr, int nc, const Gemm2dShape& shape, const Gemm2dOptions& opt
                    dim_name, d, nr, nc);
     }
   }
-  if (options.algo == Gemm2dAlgo::kSumma) {
+  if (options.algo == Algorithm::kSumma) {
     const std::int64_t panels = std::lcm<std::int64_t>(nr, nc) * options.slices;
     MESHTP_CHECK(d % panels == 0,
                  "SUMMA cuts {}={} into lcm(Nr, Nc)·slices = {}·{} = {} panels, which does not "
@@ -185,7 +150,7 @@ Gemm2dShape infer_shape(int nr, int nc, Dataflow dataflow, ConstMatrixView a, Co
   MESHTP_CHECK(ok,
                "gemm2d {}: local blocks A {}x{}, B {}x{}, C {}x{} on mesh {}x{} do not form "
                "global A {}, B {}, C [{}, {}]",
-               to_string(dataflow), a.rows, a.cols, b.rows, b.cols, c.rows, c.cols, nr, nc,
+               name(dataflow), a.rows, a.cols, b.rows, b.cols, c.rows, c.cols, nr, nc,
                to_string(ga), to_string(gb), s.m, s.n);
   return s;
 }

@@ -32,32 +32,19 @@
 #include <string_view>
 #include <vector>
 
+#include "layout/vocabulary.hpp"
 #include "mesh/device_mesh.hpp"
 #include "tensor/tensor.hpp"
 
 namespace meshtp::parallel {
 
-enum class Gemm2dAlgo { kCannon, kSumma, kCollective, kWang, kMeshSlice };
-enum class Dataflow { kOS, kLS, kRS };
-
-inline constexpr Gemm2dAlgo kAllGemm2dAlgos[] = {Gemm2dAlgo::kCannon, Gemm2dAlgo::kSumma,
-                                                 Gemm2dAlgo::kCollective, Gemm2dAlgo::kWang,
-                                                 Gemm2dAlgo::kMeshSlice};
-inline constexpr Dataflow kAllDataflows[] = {Dataflow::kOS, Dataflow::kLS, Dataflow::kRS};
-
-using ::meshtp::to_string;  // Shape's, alongside the overloads below
-
-// "cannon", "summa", "collective", "wang", "meshslice"; "os", "ls", "rs".
-std::string_view to_string(Gemm2dAlgo algo);
-std::string_view to_string(Dataflow dataflow);
-// Inverse of to_string; throws naming the text and the accepted values.
-Gemm2dAlgo parse_gemm2d_algo(std::string_view text);
-Dataflow parse_dataflow(std::string_view text);
-std::ostream& operator<<(std::ostream& os, Gemm2dAlgo algo);
-std::ostream& operator<<(std::ostream& os, Dataflow dataflow);
+// The algorithm and dataflow names are the layout vocabulary's (layout/vocabulary.hpp).
+using layout::Algorithm;
+using layout::Dataflow;
+using ::meshtp::to_string;  // Shape's
 
 struct Gemm2dOptions {
-  Gemm2dAlgo algo = Gemm2dAlgo::kMeshSlice;
+  Algorithm algo = Algorithm::kMeshSlice;
   Dataflow dataflow = Dataflow::kOS;
   // MeshSlice: the slice count S. SUMMA: panels per lcm(Nr, Nc) block (L = lcm·S panels).
   // Ignored by the other algorithms.

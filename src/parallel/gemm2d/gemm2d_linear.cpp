@@ -21,6 +21,7 @@ struct Product {
 
 struct ModeProducts {
   Stationary mode;
+  bool transposed_input;
   Product forward, backward_data, backward_weight;
 };
 
@@ -29,34 +30,39 @@ using O = Operand;
 constexpr ModeProducts kProducts[] = {
     //               forward                   backward-data                backward-weight
     {Stationary::kInput,
+     false,
      {D::kLS, O::kIn, O::kWeight},
      {D::kOS, O::kDout, O::kWeight},
      {D::kRS, O::kDout, O::kIn}},
     {Stationary::kOutput,
+     false,
      {D::kOS, O::kIn, O::kWeight},
      {D::kLS, O::kDout, O::kWeight},
      {D::kRS, O::kIn, O::kDout}},
     {Stationary::kWeight,
+     false,
      {D::kLS, O::kWeight, O::kIn},
      {D::kRS, O::kDout, O::kWeight},
      {D::kOS, O::kDout, O::kIn}},
-    {Stationary::kWeightT,
+    {Stationary::kWeight,
+     true,
      {D::kRS, O::kIn, O::kWeight},
      {D::kLS, O::kWeight, O::kDout},
      {D::kOS, O::kIn, O::kDout}},
 };
 
-const ModeProducts& products(Stationary mode) {
+const ModeProducts& products(const Gemm2dLinearPlan& plan) {
   for (const auto& p : kProducts) {
-    if (p.mode == mode) return p;
+    if (p.mode == plan.stationary && p.transposed_input == plan.transposed_input) return p;
   }
-  fail("gemm2d_linear: stationary mode '{}' has no products (resolve kAuto first)",
-       to_string(mode));
+  fail("gemm2d_linear: stationary {} takes no transposed input", plan.stationary);
 }
 
-constexpr std::string_view kNames[] = {"auto", "input", "output", "weight", "weight_t"};
-
-bool weight_is_out_in(Stationary s) { return s == Stationary::kInput || s == Stationary::kWeight; }
+// The weight is stored W [M, K] unless the output or the transposed input is kept.
+bool weight_is_out_in(const Gemm2dLinearPlan& p) {
+  return p.stationary == Stationary::kInput ||
+         (p.stationary == Stationary::kWeight && !p.transposed_input);
+}
 
 // Global (m, n, k) of a product: C is m × n, from the stored shapes of its operands.
 Gemm2dShape product_shape(const Gemm2dLinearPlan& plan, const Product& p) {
@@ -92,43 +98,21 @@ void accumulate(const mesh::DeviceMesh& mesh, ConstMatrixView a, ConstMatrixView
 
 }  // namespace
 
-std::string_view to_string(Stationary s) {
-  const auto i = static_cast<std::size_t>(s);
-  MESHTP_CHECK(i < std::size(kNames), "unknown Stationary value {}", i);
-  return kNames[i];
-}
-
-Stationary parse_stationary(std::string_view text) {
-  for (std::size_t i = 0; i < std::size(kNames); ++i) {
-    if (kNames[i] == text) return static_cast<Stationary>(i);
-  }
-  fail("unknown stationary mode '{}': expected auto, input, output, weight or weight_t", text);
-}
-
-std::ostream& operator<<(std::ostream& os, Stationary s) { return os << to_string(s); }
-
-Stationary choose_stationary(std::int64_t n, std::int64_t k, std::int64_t m, bool allow_weight) {
-  const std::int64_t x = n * k, y = n * m, w = m * k;
-  if (allow_weight && w >= x && w >= y) return Stationary::kWeight;
-  return x >= y ? Stationary::kInput : Stationary::kOutput;
-}
-
 Shape Gemm2dLinearPlan::weight_shape() const {
-  return weight_is_out_in(stationary) ? Shape{m, k} : Shape{k, m};
+  return weight_is_out_in(*this) ? Shape{m, k} : Shape{k, m};
 }
-Shape Gemm2dLinearPlan::input_shape() const {
-  return stationary == Stationary::kWeightT ? Shape{k, n} : Shape{n, k};
-}
+Shape Gemm2dLinearPlan::input_shape() const { return transposed_input ? Shape{k, n} : Shape{n, k}; }
 Shape Gemm2dLinearPlan::output_shape() const {
-  return stationary == Stationary::kWeight ? Shape{m, n} : Shape{n, m};
+  return stationary == Stationary::kWeight && !transposed_input ? Shape{m, n} : Shape{n, m};
 }
 
 std::ostream& operator<<(std::ostream& os, const Gemm2dLinearPlan& p) {
   return os << "gemm2d_linear n=" << p.n << " k=" << p.k << " m=" << p.m
-            << " stationary=" << p.stationary << " weight " << to_string(p.weight_shape()) << " in "
-            << to_string(p.input_shape()) << " out " << to_string(p.output_shape()) << ": forward "
-            << p.forward.dataflow << ", backward-data " << p.backward_data.dataflow
-            << ", backward-weight " << p.backward_weight.dataflow << " (" << p.forward.algo
+            << " stationary=" << p.stationary << (p.transposed_input ? " (input transposed)" : "")
+            << " weight " << to_string(p.weight_shape()) << " in " << to_string(p.input_shape())
+            << " out " << to_string(p.output_shape()) << ": forward " << p.forward.dataflow
+            << ", backward-data " << p.backward_data.dataflow << ", backward-weight "
+            << p.backward_weight.dataflow << " (" << p.forward.algo
             << ", slices=" << p.forward.slices << ")";
 }
 
@@ -140,10 +124,10 @@ Gemm2dLinearPlan plan_gemm2d_linear(int nr, int nc, std::int64_t n, std::int64_t
   plan.n = n;
   plan.k = k;
   plan.m = m;
-  plan.stationary = options.stationary == Stationary::kAuto
-                        ? choose_stationary(n, k, m, options.allow_weight_stationary)
-                        : options.stationary;
-  const ModeProducts& p = products(plan.stationary);
+  plan.stationary = options.stationary.value_or(
+      layout::choose_stationary(n, k, m, options.allow_weight_stationary));
+  plan.transposed_input = options.transposed_input;
+  const ModeProducts& p = products(plan);
   const Gemm2dOptions base{
       .algo = options.algo, .slices = options.slices, .progress_chunks = options.progress_chunks};
   const std::pair<const Product*, Gemm2dOptions*> all[] = {
@@ -159,7 +143,7 @@ Gemm2dLinearPlan plan_gemm2d_linear(int nr, int nc, std::int64_t n, std::int64_t
       validate(nr, nc, s, *all[i].second);
     } catch (const Error& e) {
       fail("gemm2d_linear {} ({}, m={} n={} k={}, stationary={}): {}", kWhat[i],
-           to_string(all[i].first->dataflow), s.m, s.n, s.k, to_string(plan.stationary), e.what());
+           all[i].first->dataflow, s.m, s.n, s.k, plan.stationary, e.what());
     }
   }
   return plan;
@@ -168,14 +152,14 @@ Gemm2dLinearPlan plan_gemm2d_linear(int nr, int nc, std::int64_t n, std::int64_t
 void gemm2d_linear_forward(const mesh::DeviceMesh& mesh, const Gemm2dLinearPlan& plan,
                            MatrixView out, ConstMatrixView in, ConstMatrixView weight,
                            Gemm2dWorkspace& ws) {
-  const Product& f = products(plan.stationary).forward;
+  const Product& f = products(plan).forward;
   gemm2d(mesh, pick(f.a, in, {}, weight), pick(f.b, in, {}, weight), out, plan.forward, ws);
 }
 
 void gemm2d_linear_backward(const mesh::DeviceMesh& mesh, const Gemm2dLinearPlan& plan,
                             MatrixView din, MatrixView dweight, ConstMatrixView dout,
                             ConstMatrixView in, ConstMatrixView weight, Gemm2dWorkspace& ws) {
-  const ModeProducts& p = products(plan.stationary);
+  const ModeProducts& p = products(plan);
   // Slots from 64 up are the callers' (the algorithms use the low ones).
   accumulate(mesh, pick(p.backward_data.a, in, dout, weight),
              pick(p.backward_data.b, in, dout, weight), din, plan.backward_data, ws, 64);

@@ -14,34 +14,28 @@
 //   kWeightT   V [K,M]   xᵀ  → y       y  = RS(xᵀ, V)   dxᵀ += LS(V, dy)     dV += OS(xᵀ, dy)
 //
 // with OS(A,B) = A·B (C stays), LS(A,B) = A·Bᵀ (A stays), RS(A,B) = Aᵀ·B (B stays), V = Wᵀ.
-// kInput keeps x/dx, kOutput y/dy, kWeight and kWeightT W/dW: the weight-stationary pair
-// hands transposed activations between layers (layer 1 kWeight emits yᵀ, layer 2 kWeightT
-// consumes it), the paper's "transposed dataflow", so no layer ever transposes.
-// choose_stationary() picks the mode keeping the largest matrix (kAuto).
+// input keeps x/dx, output y/dy, weight W/dW: the weight-stationary pair hands transposed
+// activations between layers (layer 1 emits yᵀ, layer 2 takes it with transposed_input),
+// the paper's "transposed dataflow", so no layer ever transposes.
+// layout::choose_stationary() picks the operand keeping the largest matrix (auto).
 //
 // Backward ADDS into dx and dW (llm.c convention); forward overwrites out.
 #pragma once
 
 #include <iosfwd>
-#include <string_view>
+#include <optional>
 
 #include "parallel/gemm2d/gemm2d.hpp"
 
 namespace meshtp::parallel {
 
-enum class Stationary { kAuto, kInput, kOutput, kWeight, kWeightT };
-std::string_view to_string(Stationary s);  // "auto", "input", "output", "weight", "weight_t"
-Stationary parse_stationary(std::string_view text);
-std::ostream& operator<<(std::ostream& os, Stationary s);
-
-// Largest of |x| = n·k, |y| = n·m, |W| = m·k stays. The weight wins only when the caller
-// can pass activations transposed (allow_weight): then kWeight, else the larger activation.
-Stationary choose_stationary(std::int64_t n, std::int64_t k, std::int64_t m, bool allow_weight);
+using layout::Stationary;
 
 struct Gemm2dLinearOptions {
-  Stationary stationary = Stationary::kAuto;
-  bool allow_weight_stationary = false;  // kAuto may pick kWeight (output yᵀ)
-  Gemm2dAlgo algo = Gemm2dAlgo::kMeshSlice;
+  std::optional<Stationary> stationary;  // unset: auto
+  bool allow_weight_stationary = false;  // auto may pick the weight (output yᵀ)
+  bool transposed_input = false;         // the weight-stationary mode taking xᵀ
+  Algorithm algo = Algorithm::kMeshSlice;
   int slices = 1;
   int progress_chunks = 4;
 };
@@ -49,7 +43,8 @@ struct Gemm2dLinearOptions {
 // The three GeMMs of one layer, resolved and validated.
 struct Gemm2dLinearPlan {
   std::int64_t n = 0, k = 0, m = 0;
-  Stationary stationary = Stationary::kInput;  // never kAuto
+  Stationary stationary = Stationary::kInput;  // resolved
+  bool transposed_input = false;
   Gemm2dOptions forward, backward_data, backward_weight;
 
   // Global shapes as stored: the weight, the layer input / output (possibly transposed).
@@ -59,7 +54,7 @@ struct Gemm2dLinearPlan {
 };
 std::ostream& operator<<(std::ostream& os, const Gemm2dLinearPlan& plan);
 
-// Resolves kAuto and validates all three products on an nr × nc mesh; errors name the
+// Resolves auto and validates all three products on an nr × nc mesh; errors name the
 // product ("backward-weight (rs): m=…"). Pure: call before any communication.
 Gemm2dLinearPlan plan_gemm2d_linear(int nr, int nc, std::int64_t n, std::int64_t k, std::int64_t m,
                                     const Gemm2dLinearOptions& options);

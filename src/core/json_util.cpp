@@ -1,4 +1,4 @@
-#include "topo/json_util.hpp"
+#include "core/json_util.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-// Reading user-written JSON (topology and model files) with errors that say where and what.
+// Reading user-written JSON (topology, model and plan files) with errors that say where and what.
 //
 // nlohmann's parse_error knows the byte offset of the bad character; users think in lines
 // and columns, so parse_json() converts the offset itself:

@@ -1,0 +1,215 @@
+#include "layout/plan.hpp"
+
+#include <fmt/format.h>
+
+#include <ostream>
+
+#include "core/atomic_file.hpp"
+#include "core/error.hpp"
+#include "core/json_util.hpp"
+
+namespace meshtp::layout {
+namespace {
+
+using nlohmann::json;
+
+// Field `key` of `j` as a name of the enum E.
+template <Named E>
+E read_enum(const json& j, const char* key, const std::string& where) {
+  try {
+    return parse<E>(read_string(j, key, where));
+  } catch (const Error& e) {
+    fail("{}: field '{}': {}", where, key, e.what());
+  }
+}
+
+// An optional field of `j`, read as T when present; `where` names the file and object.
+template <typename T>
+void read(const json& j, const char* key, const std::string& where, T& out) {
+  const auto it = j.find(key);
+  if (it == j.end()) return;
+  if constexpr (std::is_same_v<T, bool>) {
+    MESHTP_CHECK(it->is_boolean(), "{}: field '{}' must be true or false, got {}", where, key,
+                 it->dump());
+    out = it->get<bool>();
+  } else if constexpr (std::is_same_v<T, int>) {
+    out = static_cast<int>(read_integer(j, key, where));
+  } else if constexpr (std::is_same_v<T, double>) {
+    out = read_number(j, key, where);
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    out = read_string(j, key, where);
+  } else {
+    out = read_enum<T>(j, key, where);
+  }
+}
+
+std::string linear_text(const Plan& p, Linear l) {
+  const LinearPlan& x = p.linear(l);
+  const std::string_view algorithm = x.algorithm             ? name(*x.algorithm)
+                                     : is_gemm2d(p.strategy) ? name(algorithm_of(p.strategy))
+                                                             : "?";
+  return fmt::format("{}={}/{}/S{}", name(l), algorithm,
+                     x.stationary ? name(*x.stationary) : "auto", x.slices);
+}
+
+}  // namespace
+
+Algorithm Plan::algorithm(Linear l) const {
+  const LinearPlan& x = linear(l);
+  return x.algorithm ? *x.algorithm : algorithm_of(strategy);
+}
+
+void Plan::validate() const {
+  const auto positive = [](const char* what, int v) {
+    MESHTP_CHECK(v >= 1, "plan: {}={} must be at least 1", what, v);
+  };
+  positive("dp", dp);
+  positive("pp", pp);
+  positive("microbatches", microbatches);
+  positive("virtual_stages", virtual_stages);
+  positive("chunks", chunks);
+  MESHTP_CHECK(mesh[0] >= 1 && mesh[1] >= 1, "plan: mesh {}x{} has a dim smaller than 1", mesh[0],
+               mesh[1]);
+  MESHTP_CHECK(zero >= 0 && zero <= 3, "plan: zero={} must be 0, 1, 2 or 3", zero);
+  MESHTP_CHECK(virtual_stages == 1 || schedule == Schedule::kInterleaved,
+               "plan: virtual_stages={} needs schedule interleaved, not {}", virtual_stages,
+               schedule);
+  if (strategy == Strategy::kTp1d) {
+    MESHTP_CHECK(mesh[1] == 1 && sequence_parallel,
+                 "plan: strategy tp1d is Megatron with sequence parallelism on mesh Nx1, got "
+                 "mesh {}x{} sequence_parallel={}",
+                 mesh[0], mesh[1], sequence_parallel);
+  }
+  MESHTP_CHECK(strategy != Strategy::kMegatron || mesh[0] == 1 || mesh[1] == 1,
+               "plan: strategy megatron is 1D: mesh {}x{} needs a dim of 1 (atp for 2D)", mesh[0],
+               mesh[1]);
+  MESHTP_CHECK(!sequence_parallel || mesh[1] == 1,
+               "plan: sequence_parallel needs a mesh Nx1, got {}x{}", mesh[0], mesh[1]);
+  for (const Linear l : all<Linear>()) {
+    const LinearPlan& x = linear(l);
+    positive(fmt::format("{} slices", name(l)).c_str(), x.slices);
+    MESHTP_CHECK(is_gemm2d(strategy) || x == LinearPlan{},
+                 "plan: per-linear settings ({}) apply to the 2D GeMM strategies, not {}",
+                 linear_text(*this, l), strategy);
+  }
+  if (is_gemm2d(strategy)) {
+    MESHTP_CHECK(chunks == 1 && !sequence_parallel,
+                 "plan: chunks={} / sequence_parallel={} apply to atp, megatron, tp1d, not {}",
+                 chunks, sequence_parallel, strategy);
+  }
+}
+
+std::ostream& operator<<(std::ostream& os, const Plan& p) {
+  os << fmt::format("dp={} mesh={}x{} {}", p.dp, p.mesh[0], p.mesh[1], p.strategy);
+  if (p.pp > 1) {
+    os << fmt::format(" pp={} microbatches={} {}", p.pp, p.microbatches, p.schedule);
+    if (p.virtual_stages > 1) os << fmt::format(" virtual_stages={}", p.virtual_stages);
+  }
+  if (p.zero > 0) os << " zero=" << p.zero;
+  if (p.recompute != Recompute::kNone) os << " recompute=" << p.recompute;
+  if (is_gemm2d(p.strategy)) {
+    for (const Linear l : all<Linear>()) os << ' ' << linear_text(p, l);
+  } else {
+    os << " chunks=" << p.chunks << (p.sequence_parallel ? " sequence_parallel" : "");
+  }
+  return os;
+}
+
+json to_json(const Plan& p) {
+  json j{{"dp", p.dp},
+         {"pp", p.pp},
+         {"microbatches", p.microbatches},
+         {"schedule", name(p.schedule)},
+         {"virtual_stages", p.virtual_stages},
+         {"zero", p.zero},
+         {"recompute", name(p.recompute)},
+         {"mesh", p.mesh},
+         {"strategy", name(p.strategy)},
+         {"chunks", p.chunks},
+         {"sequence_parallel", p.sequence_parallel}};
+  if (is_gemm2d(p.strategy)) {
+    json& linears = j["linears"];
+    for (const Linear l : all<Linear>()) {
+      const LinearPlan& x = p.linear(l);
+      json& o = linears[std::string(name(l))];
+      if (x.algorithm) o["algorithm"] = name(*x.algorithm);
+      o["stationary"] = x.stationary ? name(*x.stationary) : "auto";
+      o["slices"] = x.slices;
+    }
+  }
+  if (p.provenance) {
+    j["provenance"] = {{"topology", p.provenance->topology},
+                       {"model", p.provenance->model},
+                       {"predicted_step_s", p.provenance->predicted_step_s},
+                       {"predicted_comm_s", p.provenance->predicted_comm_s}};
+  }
+  return j;
+}
+
+Plan plan_from_json(const json& j, const std::string& source) {
+  const std::string where = fmt::format("plan {}", source);
+  check_fields(j,
+               {"dp", "pp", "microbatches", "schedule", "virtual_stages", "zero", "recompute",
+                "mesh", "strategy", "chunks", "sequence_parallel", "linears", "provenance"},
+               where);
+  Plan p;
+  read(j, "dp", where, p.dp);
+  read(j, "pp", where, p.pp);
+  read(j, "microbatches", where, p.microbatches);
+  read(j, "schedule", where, p.schedule);
+  read(j, "virtual_stages", where, p.virtual_stages);
+  read(j, "zero", where, p.zero);
+  read(j, "recompute", where, p.recompute);
+  read(j, "strategy", where, p.strategy);
+  read(j, "chunks", where, p.chunks);
+  read(j, "sequence_parallel", where, p.sequence_parallel);
+  if (j.contains("mesh")) {
+    const json& m = j["mesh"];
+    MESHTP_CHECK(
+        m.is_array() && m.size() == 2 && m[0].is_number_integer() && m[1].is_number_integer(),
+        "{}: field 'mesh' must be two integers like [2, 2], got {}", where, m.dump());
+    p.mesh = {m[0].get<int>(), m[1].get<int>()};
+  }
+  if (j.contains("linears")) {
+    const json& ls = j["linears"];
+    check_fields(ls, {"qkv", "proj", "mlp1", "mlp2"}, where + ", linears");
+    for (const auto& [key, value] : ls.items()) {
+      const std::string at = fmt::format("{}, linear {}", where, key);
+      check_fields(value, {"algorithm", "stationary", "slices"}, at);
+      LinearPlan& x = p.linears[static_cast<std::size_t>(parse<Linear>(key))];
+      if (value.contains("algorithm")) x.algorithm = read_enum<Algorithm>(value, "algorithm", at);
+      if (value.contains("stationary") && value["stationary"] != "auto") {
+        x.stationary = read_enum<Stationary>(value, "stationary", at);
+      }
+      read(value, "slices", at, x.slices);
+    }
+  }
+  if (j.contains("provenance")) {
+    const json& pj = j["provenance"];
+    const std::string at = where + ", provenance";
+    check_fields(pj, {"topology", "model", "predicted_step_s", "predicted_comm_s"}, at);
+    Provenance& pv = p.provenance.emplace();
+    read(pj, "topology", at, pv.topology);
+    read(pj, "model", at, pv.model);
+    read(pj, "predicted_step_s", at, pv.predicted_step_s);
+    read(pj, "predicted_comm_s", at, pv.predicted_comm_s);
+  }
+  try {
+    p.validate();
+  } catch (const Error& e) {
+    fail("{}: {}", where, e.what());
+  }
+  return p;
+}
+
+Plan load_plan(const std::string& path) {
+  return plan_from_json(parse_json(read_file(path), fmt::format("'{}'", path)),
+                        fmt::format("'{}'", path));
+}
+
+void save_plan(const std::string& path, const Plan& plan) {
+  plan.validate();
+  write_file_atomically(path, to_json(plan).dump(2) + "\n");
+}
+
+}  // namespace meshtp::layout

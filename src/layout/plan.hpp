@@ -1,0 +1,82 @@
+// layout::Plan: a training layout named completely, as data. The planner writes it
+// (`meshtp plan --out plan.json`), the runtime runs it (`train/bench layer/block --plan`).
+//
+//   ranks = dp · pp · d1 · d2
+//   dp                data-parallel replicas
+//   pp, microbatches, schedule, virtual_stages, zero (0–3), recompute
+//                     pipeline and ZeRO dimensions (the runtime rejects pp > 1, zero > 0 and
+//                     recompute ≠ none until it has them)
+//   mesh {d1, d2}     the tensor-parallel mesh of one replica (mesh dims 0 and 1)
+//   strategy          atp / megatron (ATP blocks, `chunks` for overlap), tp1d (Megatron with
+//                     sequence parallelism on (N, 1)), or a 2D GeMM algorithm on every linear
+//   linears           2D GeMM strategies: per linear (qkv, proj, mlp1, mlp2) its algorithm
+//                     (unset: the strategy's), stationary operand (unset: auto, the larger
+//                     activation) and slices (MeshSlice's S; SUMMA's panels per lcm(d1, d2))
+//   provenance        where the plan came from; the runtime ignores it
+//
+// JSON (every key optional, defaults as below; unknown keys and wrong types are errors):
+//   {"dp": 1, "pp": 1, "microbatches": 1, "schedule": "gpipe", "virtual_stages": 1,
+//    "zero": 0, "recompute": "none", "mesh": [2, 2], "strategy": "meshslice", "chunks": 1,
+//    "sequence_parallel": false,
+//    "linears": {"qkv": {"algorithm": "meshslice", "stationary": "output", "slices": 2}, …},
+//    "provenance": {"topology": "…", "model": "…", "predicted_step_s": …,
+//                   "predicted_comm_s": …}}
+#pragma once
+
+#include <array>
+#include <iosfwd>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "layout/vocabulary.hpp"
+
+namespace meshtp::layout {
+
+struct LinearPlan {
+  std::optional<Algorithm> algorithm{};    // unset: algorithm_of(strategy)
+  std::optional<Stationary> stationary{};  // unset: auto
+  int slices = 1;
+  bool operator==(const LinearPlan&) const = default;
+};
+
+struct Provenance {
+  std::string topology{}, model{};
+  double predicted_step_s = 0, predicted_comm_s = 0;
+  bool operator==(const Provenance&) const = default;
+};
+
+struct Plan {
+  int dp = 1;
+  int pp = 1;
+  int microbatches = 1;
+  Schedule schedule = Schedule::kGpipe;
+  int virtual_stages = 1;
+  int zero = 0;
+  Recompute recompute = Recompute::kNone;
+  std::array<int, 2> mesh{1, 1};
+  Strategy strategy = Strategy::kAtp;
+  int chunks = 1;
+  bool sequence_parallel = false;
+  std::array<LinearPlan, 4> linears{};  // indexed by Linear
+  std::optional<Provenance> provenance{};
+
+  int ranks() const { return dp * pp * mesh[0] * mesh[1]; }
+  const LinearPlan& linear(Linear l) const { return linears[static_cast<std::size_t>(l)]; }
+  // The algorithm linear l runs (2D GeMM strategies).
+  Algorithm algorithm(Linear l) const;
+  // Throws meshtp::Error naming the value ("plan: zero=4 must be 0, 1, 2 or 3").
+  void validate() const;
+  bool operator==(const Plan&) const = default;
+};
+
+// One line: "dp=1 mesh=2x2 meshslice qkv=meshslice/output/S2 …".
+std::ostream& operator<<(std::ostream& os, const Plan& plan);
+
+nlohmann::json to_json(const Plan& plan);
+// Strict: `source` (a file name) is named in every error, with the offending key.
+Plan plan_from_json(const nlohmann::json& j, const std::string& source);
+Plan load_plan(const std::string& path);
+void save_plan(const std::string& path, const Plan& plan);  // atomic
+
+}  // namespace meshtp::layout
