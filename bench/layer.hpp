@@ -1,5 +1,5 @@
 // Layer benchmark: one step (forward + backward) of a GPT block stack on a mesh, the numbers
-// ATP's evaluation reports per layout (SPEC §2, §4). The stack is model::make_stack's for the
+// ATP's evaluation reports per layout (ATP §5, Figs. 10–11). The stack is model::make_stack's for the
 // config's layout: ATP blocks, or every linear a 2D GeMM.
 //
 // Method: validate first (a small stack with the same mesh and layout is compared with the
@@ -9,7 +9,7 @@
 // whole step, and its time waiting on communication (comm_ledger: blocking collectives and
 // Request::wait); a sample is the max over ranks, a case reports medians over steps.
 //
-//   FLOPs per step = L · (72·b·s·h² + 12·b·s²·h)        (SPEC §2, forward + backward)
+//   FLOPs per step = L · (72·b·s·h² + 12·b·s²·h)        (ATP §5, Table 2; forward + backward)
 //   TFLOP/s per rank = FLOPs / step time / ranks
 //   ratio to BLAS    = TFLOP/s per rank / one rank's BLAS rate on the block's linear shapes,
 //                      timed between the steps of the same run (bench/blas_reference.hpp)

@@ -1,6 +1,6 @@
 // The one exception type of meshtp.
 //
-// Error policy (see STYLE.md): bad user input and failed system calls throw meshtp::Error
+// Error policy (docs/ARCHITECTURE.md, "Conventions"): bad user input and failed system calls throw meshtp::Error
 // with a message that names the offending values. Library code never prints and never exits;
 // the CLI's main() catches, prints `error: …` and aborts the whole MPI job.
 #pragma once

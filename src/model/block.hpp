@@ -1,4 +1,4 @@
-// Pre-LN GPT block under ATP tensor parallelism on DeviceMesh(d1, d2) (ATP §3.2.1, SPEC §2):
+// Pre-LN GPT block under ATP tensor parallelism on DeviceMesh(d1, d2) (ATP §3.2.1):
 //
 //   x_mid = x + proj(attention(qkv(ln1(x))))
 //   y     = x_mid + fc2(gelu(fc1(ln2(x_mid))))

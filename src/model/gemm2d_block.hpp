@@ -1,4 +1,4 @@
-// Pre-LN GPT block under 2D-GeMM tensor parallelism (MeshSlice §2.3/§3.1, SPEC §5) on
+// Pre-LN GPT block under 2D-GeMM tensor parallelism (MeshSlice §2.3, §3.1) on
 // DeviceMesh(Nr, Nc):
 //
 //   x_mid = x + proj(attention(qkv(ln1(x))))

@@ -67,7 +67,7 @@ using AnyStack = std::variant<std::unique_ptr<Stack>, std::unique_ptr<Gemm2dStac
 AnyStack make_stack(const mesh::DeviceMesh& tp_mesh, const GptConfig& config);
 
 // FLOPs of one training step (forward + backward) of one replica: the layers' 72·b·s·h² +
-// 12·b·s²·h each (SPEC §2) plus the LM head's 6·b·s·h·V.
+// 12·b·s²·h each (ATP §5, Table 2) plus the LM head's 6·b·s·h·V.
 double gpt_step_flops(const GptConfig& config);
 
 class Gpt {

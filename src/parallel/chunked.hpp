@@ -1,4 +1,4 @@
-// Chunked activations: the buffers of ATP's chunk-based overlap (ATP §4, SPEC §4).
+// Chunked activations: the buffers of ATP's chunk-based overlap (ATP §4).
 //
 //   n   rows of the whole batch on the global matrix (tokens: b·s)
 //   c   chunks: the batch is cut into c groups of whole sequences, nc = n/c rows each

@@ -1,4 +1,4 @@
-// ATP's 2D tensor-parallel linear layers on DeviceMesh(d1, d2) (ATP §3.2, SPEC §2), and
+// ATP's 2D tensor-parallel linear layers on DeviceMesh(d1, d2) (ATP §3.2), and
 // Megatron's 1D ones as the mesh (N, 1) case.
 //
 //   y = x·Wᵀ + b        nn.Linear convention: W [M, K] = [out, in], x [n, K], y [n, M]
@@ -17,7 +17,7 @@
 //             y   = all_reduce₀(y_p) + b_l             [R, S(1)]
 //   backward: dx = all_reduce₁(dy·W_l)                 [S(1), R]
 //             dW_l += dyᵀ·x,  db_l += Σ_n dy
-// (SPEC §2 writes W as [in, out], so its specs read transposed: column-first [S(1), S(0)].)
+// (ATP §3.2 writes W as [in, out], so its specs read transposed: column-first [S(1), S(0)].)
 //
 // Mesh (N, 1) is Megatron: column-first = ColumnParallelLinear (conjugate f: identity forward,
 // all-reduce backward), row-first = RowParallelLinear (f̄: all-reduce forward, identity

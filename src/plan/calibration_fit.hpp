@@ -1,4 +1,4 @@
-// Calibration fit (MeshSlice §3.2, SPEC §6): measured collective times → the ring parameters
+// Calibration fit (MeshSlice §3.2, Eq. 5): measured collective times → the ring parameters
 // that Topology::calibration holds and mesh_links() prices collectives with. Pure: numbers
 // in, numbers out; `meshtp calibrate` does the measuring.
 //

@@ -52,7 +52,7 @@ struct Candidate {
   std::string reason;  // why not valid / not feasible
   double t_comm_s = 0, t_compute_s = 0, t_step_s = 0;  // meaningful when valid
   double t_elementwise_s = 0;  // the elementwise ops' part of t_compute_s (elementwise.hpp)
-  double tflops_per_rank = 0;  // SPEC §2 FLOPs / N / t_step
+  double tflops_per_rank = 0;  // layer FLOPs (ATP §5, Table 2) / N / t_step
   MemoryEstimate memory;
   std::array<std::optional<double>, 2> link_gbps;       // B1', B2'; nullopt for size 1
   std::array<std::optional<double>, 2> allreduce_gbps;  // B1, B2 (Eq. 4)

@@ -1,5 +1,5 @@
 // Elementwise cost: the memory-bound, non-GeMM work of one transformer layer per rank, which
-// SPEC §2's FLOP count leaves out: two LayerNorms, the attention softmax, four bias adds,
+// the FLOP count 72·b·s·h² + 12·b·s²·h (ATP §5, Table 2) leaves out: two LayerNorms, the attention softmax, four bias adds,
 // two residual adds and GeLU. Each op streams over one tensor of `elements` values per rank
 // and touches each value `factor` times (reads + writes), so
 //
@@ -34,7 +34,7 @@
 // So Megatron (N, 1) without sequence parallelism REPLICATES the LayerNorm/residual work on
 // every rank (M·h each), ATP divides it by d2 only, and mesh (1, N) replicates GeLU (M·4h).
 // The attention core is fully sharded in every layout (model/block.hpp), so softmax is /N.
-// kFullySharded is the 2D GeMM algorithms' layout (MeshSlice §3.2.1, SPEC §5): activations
+// kFullySharded is the 2D GeMM algorithms' layout (MeshSlice §3.2.1): activations
 // (B·S, H·D) keep tokens over mesh rows and features over mesh columns between layers, the
 // attention core holds whole sequences and heads locally (planner.cpp), and LayerNorm, GeLU,
 // bias and residual act on the local block; LayerNorm's row statistics need a small

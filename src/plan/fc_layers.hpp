@@ -1,4 +1,4 @@
-// The four FC layers of a transformer layer as 2D GeMMs (MeshSlice §3.2.1, SPEC §5).
+// The four FC layers of a transformer layer as 2D GeMMs (MeshSlice §3.2.1).
 //
 //   FC layer  Y = X·W     X: M×K (M = b·s tokens)   W: K×N   Y: M×N
 //   qkv  K=h N=3h    proj  K=h N=h    mlp1  K=h N=4h    mlp2  K=4h N=h

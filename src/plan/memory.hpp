@@ -1,6 +1,6 @@
 // Per-rank memory of a candidate: parameters, gradients, optimizer state, activations
 // (Korthikanti et al., "Reducing activation recomputation in large transformer models",
-// seed 002 §5.1) and transient communication buffers.
+// Korthikanti 2023 §4, Table 2) and transient communication buffers.
 //
 //   params/grads   (L·(12h²+13h) + V·h)/N elements each (every strategy shards every weight)
 //   optimizer      AdamW with 2 fp32 states (8 B/param), plus an fp32 master copy

@@ -3,7 +3,7 @@
 //   L layers, hidden h, a heads (h/a per head), FFN 4h, vocabulary V (0: no embedding),
 //   batch b, sequence s. Every layer: QKV h→3h, attention core, projection h→h, MLP h→4h→h.
 //
-//   FLOPs of one layer, forward + backward, no recomputation (SPEC §2, ATP Table 2):
+//   FLOPs of one layer, forward + backward, no recomputation (ATP §5, Table 2):
 //     72·b·s·h² + 12·b·s²·h         (forward is a third: 24·b·s·h² + 4·b·s²·h)
 //   Parameters of one layer: 12h² + 13h (QKV 3h²+3h, proj h²+h, MLP 8h²+5h, 2 LayerNorms 4h).
 //

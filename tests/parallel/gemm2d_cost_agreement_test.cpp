@@ -1,7 +1,7 @@
 // The runtime's cost table (parallel::gemm2d_cost, from the algorithm files' headers) and
 // the planner's (plan::gemm2d_traffic) must agree on bytes per rank in each direction, and
-// on which configurations are valid (STYLE.md: "the same cost formula appears in the
-// planner, and a test checks they agree"). Pure: no MPI calls.
+// on which configurations are valid: a cost formula that exists twice is checked here to
+// agree. Pure: no MPI calls.
 #include <gtest/gtest.h>
 
 #include <numeric>

@@ -103,7 +103,7 @@ TEST(AtpCost, EstimateAddsLatencyAndOverlapOnTopOfEquation2) {
   const double alpha0 = l.dims[0].all_reduce.t_launch_s + 2 * 7 * l.dims[0].all_reduce.l_sync_s;
   const double alpha1 = l.dims[1].all_reduce.t_launch_s + 2 * 1 * l.dims[1].all_reduce.l_sync_s;
   EXPECT_NEAR(e1.t_comm_s, eq2 + m.layers * 2 * (2 * alpha0 + 2 * alpha1), 1e-12);
-  // Compute: SPEC §2 FLOPs over N ranks.
+  // Compute: layer FLOPs (ATP §5, Table 2) over N ranks.
   EXPECT_NEAR(e1.t_compute_s, m.model_flops() / 16 / flops, 1e-12);
   // c = 1: forward serial; backward hides comm under the dW half.
   EXPECT_NEAR(e1.forward_s, e1.compute_fwd_s + e1.comm_fwd_s, 1e-15);

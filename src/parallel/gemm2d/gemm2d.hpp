@@ -1,4 +1,4 @@
-// 2D distributed GeMM (MeshSlice §2.3, §3.1; SPEC §5): five algorithms × three dataflows.
+// 2D distributed GeMM (MeshSlice §2.3, §3.1): five algorithms × three dataflows.
 //
 // Mesh Nr × Nc (mesh dim 0 has Nr, mesh dim 1 has Nc); chip (i, j) = mesh coordinates
 // (coord(0), coord(1)). Every matrix is block-distributed in 2D, spec [Shard(0), Shard(1)]:

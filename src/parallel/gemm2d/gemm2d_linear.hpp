@@ -1,4 +1,4 @@
-// A linear layer under 2D tensor parallelism (MeshSlice §3.2.1, Table 1; SPEC §5): its
+// A linear layer under 2D tensor parallelism (MeshSlice §3.2.1, Table 1): its
 // forward, backward-data and backward-weight GeMMs as three gemm2d calls whose dataflows
 // keep ONE matrix (and its gradient) stationary in all three, with no transposes.
 //

@@ -45,7 +45,7 @@
 // (Nr−1)·|B_ij|; LS: row (Nc−1)·|C_ij|, column (Nr−1)·|B_ij|; RS: row (Nc−1)·|A_ij|,
 // column (Nr−1)·|C_ij|), in S partial collectives per direction: 2S calls and
 // S·((Nc−1)+(Nr−1)) sync steps. Time ≈ prologue + (S−1)·max(AG_row, AG_col, GeMM) +
-// epilogue (SPEC §6). Extra memory: two slices of each moving operand, gathered and packed.
+// epilogue (MeshSlice §3.2). Extra memory: two slices of each moving operand, gathered and packed.
 #include "core/error.hpp"
 #include "parallel/gemm2d/gemm2d_impl.hpp"
 
