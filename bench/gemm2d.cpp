@@ -285,10 +285,10 @@ std::vector<Gemm2dSample> run_gemm2d_bench(const comm::Communicator& world,
     MESHTP_CHECK(x.sample.error <= kTolerance,
                  "bench gemm2d: 1D TP checksums differ from the baseline by {:.3g}",
                  x.sample.error);
-    const parallel::Gemm2dCost cost = parallel::gemm2d_cost(1, p, s, one_d);
+    const layout::Gemm2dTraffic cost = parallel::gemm2d_traffic(1, p, s, one_d);
     x.sample.options = one_d;
-    x.sample.bytes_per_rank = cost.bytes();
-    x.sample.sync_steps = cost.sync_steps;
+    x.sample.bytes_per_rank = cost.bytes_per_rank();
+    x.sample.sync_steps = cost.steps();
   }
 
   for (const Case& k : algorithm_list) {
@@ -304,10 +304,10 @@ std::vector<Gemm2dSample> run_gemm2d_bench(const comm::Communicator& world,
     MESHTP_CHECK(x.sample.error <= kTolerance,
                  "bench gemm2d: {} differs from the baseline by {:.3g} (relative)", k.name,
                  x.sample.error);
-    const parallel::Gemm2dCost cost = parallel::gemm2d_cost(o.nr, o.nc, s, options);
+    const layout::Gemm2dTraffic cost = parallel::gemm2d_traffic(o.nr, o.nc, s, options);
     x.sample.options = options;
-    x.sample.bytes_per_rank = cost.bytes();
-    x.sample.sync_steps = cost.sync_steps;
+    x.sample.bytes_per_rank = cost.bytes_per_rank();
+    x.sample.sync_steps = cost.steps();
   }
 
   time_cases(world, o, cases);

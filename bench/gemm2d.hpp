@@ -9,7 +9,7 @@
 // processes hits all cases alike); a sample is one run between barriers, max over ranks; a
 // case reports its median sample. Per case also: the local-GeMM time inside the call (median over
 // iterations, max over ranks) and `exposed comm` = time − GeMM time, the communication the
-// algorithm failed to hide; bytes per rank and sync steps come from parallel::gemm2d_cost.
+// algorithm failed to hide; bytes per rank and sync steps come from parallel::gemm2d_traffic.
 //
 //   1D TP        the same dataflow with Collective on a 1 × P mesh: OS = Megatron column-
 //                parallel (all-gather the input), LS = row-parallel (reduce-scatter the

@@ -89,8 +89,7 @@ void run_gemm(const GemmArgs& args) {
   const Tensor& a = require_matrix(file_a, "a");
   const Tensor& b = require_matrix(own_b ? *own_b : file_a, "b");
   const parallel::Gemm2dShape s = problem_shape(options.dataflow, a, b);
-  parallel::validate(nr, nc, s, options);
-  const parallel::Gemm2dCost cost = parallel::gemm2d_cost(nr, nc, s, options);
+  const layout::Gemm2dTraffic cost = parallel::gemm2d_traffic(nr, nc, s, options);  // validates
   if (args.dry_run) {
     out() << fmt::format(
         "gemm2d {} {} on mesh {}x{}: C [{}, {}] = {}; local blocks A [{}, {}], B [{}, {}], "
@@ -100,8 +99,9 @@ void run_gemm(const GemmArgs& args) {
         options.dataflow == Dataflow::kOS   ? "A·B"
         : options.dataflow == Dataflow::kLS ? "A·Bᵀ"
                                             : "Aᵀ·B",
-        a.dim(0) / nr, a.dim(1) / nc, b.dim(0) / nr, b.dim(1) / nc, s.m / nr, s.n / nc, cost.flops,
-        cost.bytes_row, cost.bytes_col, cost.comm_calls, cost.sync_steps);
+        a.dim(0) / nr, a.dim(1) / nc, b.dim(0) / nr, b.dim(1) / nc, s.m / nr, s.n / nc,
+        cost.flops_per_rank, cost.horizontal.bytes_per_rank, cost.vertical.bytes_per_rank,
+        cost.launches(), cost.steps());
     return;
   }
   const mesh::DeviceMesh mesh(world(), shape);

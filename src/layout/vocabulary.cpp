@@ -26,4 +26,17 @@ Stationary choose_stationary(std::int64_t tokens, std::int64_t in, std::int64_t 
   return Stationary::kWeight;
 }
 
+double sent_bytes(CollectiveKind kind, int p, double n) {
+  switch (kind) {
+    case CollectiveKind::kNone:
+      return 0;
+    case CollectiveKind::kSendRecv:
+      return n;
+    case CollectiveKind::kAllReduce:
+      return 2.0 * (p - 1) * n / p;
+    default:
+      return (p - 1) * n / p;
+  }
+}
+
 }  // namespace meshtp::layout

@@ -113,6 +113,13 @@ std::ostream& operator<<(std::ostream& os, E e) {
   return os << name(e);
 }
 
+// Bytes one rank sends in a collective of n bytes over P ranks, with the bandwidth-optimal
+// algorithms (averaged over ranks for the rooted ones): all_gather (n = the gathered buffer),
+// reduce_scatter (n = the scattered one), broadcast, reduce, all_to_all (P−1)·n/P;
+// all_reduce 2(P−1)·n/P; send_recv n (the message); none 0. Multiplies before dividing, so a
+// message of P equal parts gives an exact integer.
+double sent_bytes(CollectiveKind kind, int group_size, double message_bytes);
+
 // The 2D GeMM strategies are the five algorithms, each running every linear.
 constexpr bool is_gemm2d(Strategy s) { return s >= Strategy::kMeshSlice; }
 Algorithm algorithm_of(Strategy s);  // throws unless is_gemm2d(s)

@@ -11,135 +11,6 @@
 
 namespace meshtp::plan {
 
-const char* name(Direction d) { return d == Direction::kVertical ? "vertical" : "horizontal"; }
-
-// ---- shape -----------------------------------------------------------------------------------
-
-namespace {
-
-// Per dataflow: which matrix moves in each direction and whether it is the output.
-struct Roles {
-  char vertical, horizontal;
-  bool vertical_is_output, horizontal_is_output;
-};
-
-Roles roles(Dataflow d) {
-  switch (d) {
-    case Dataflow::kOS: return {'B', 'A', false, false};
-    case Dataflow::kLS: return {'B', 'C', false, true};
-    case Dataflow::kRS: return {'C', 'A', true, false};
-  }
-  return {'-', '-', false, false};
-}
-
-double elements(const Gemm2dShape& s, char matrix) {
-  const double m = static_cast<double>(s.m), n = static_cast<double>(s.n),
-               k = static_cast<double>(s.k);
-  return matrix == 'A' ? m * k : matrix == 'B' ? n * k : m * n;
-}
-
-CollectiveKind collective_of(bool is_output) {
-  return is_output ? CollectiveKind::kReduceScatter : CollectiveKind::kAllGather;
-}
-
-int group_size(const Gemm2dShape& s, Direction d) {
-  return d == Direction::kVertical ? s.nr : s.nc;
-}
-
-}  // namespace
-
-double Gemm2dShape::flops_per_rank() const {
-  return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) /
-         (static_cast<double>(nr) * nc);
-}
-
-double Gemm2dShape::shard_bytes(Direction d) const {
-  const Roles r = roles(dataflow);
-  const char matrix = d == Direction::kVertical ? r.vertical : r.horizontal;
-  return elements(*this, matrix) / (static_cast<double>(nr) * nc) * element_bytes;
-}
-
-std::int64_t Gemm2dShape::sliced_extent() const {
-  return dataflow == Dataflow::kOS ? k : dataflow == Dataflow::kLS ? n : m;
-}
-
-std::optional<std::string> Gemm2dShape::invalid_reason() const {
-  if (m < 1 || n < 1 || k < 1 || nr < 1 || nc < 1 || element_bytes < 1) {
-    return fmt::format("bad {} GeMM m={} n={} k={} on {}x{}: every size must be positive",
-                       name(dataflow), m, n, k, nr, nc);
-  }
-  // (dim name, extent, mesh dim) for each matrix dim that is sharded.
-  struct Need {
-    const char* dim;
-    std::int64_t extent;
-    int mesh_dim;
-  };
-  std::vector<Need> needs;
-  switch (dataflow) {
-    case Dataflow::kOS: needs = {{"m", m, 0}, {"k", k, 1}, {"k", k, 0}, {"n", n, 1}}; break;
-    case Dataflow::kLS: needs = {{"m", m, 0}, {"k", k, 1}, {"n", n, 0}, {"n", n, 1}}; break;
-    case Dataflow::kRS: needs = {{"k", k, 0}, {"m", m, 1}, {"m", m, 0}, {"n", n, 1}}; break;
-  }
-  for (const Need& need : needs) {
-    const int p = need.mesh_dim == 0 ? nr : nc;
-    if (need.extent % p != 0) {
-      return fmt::format("{}={} is not divisible by mesh dim {} (size {})", need.dim,
-                         need.extent, need.mesh_dim, p);
-    }
-  }
-  return std::nullopt;
-}
-
-std::ostream& operator<<(std::ostream& os, const Gemm2dShape& s) {
-  return os << fmt::format("{} m={} n={} k={} on {}x{} ({} B/elem)", name(s.dataflow), s.m, s.n,
-                           s.k, s.nr, s.nc, s.element_bytes);
-}
-
-// ---- validity --------------------------------------------------------------------------------
-
-std::optional<std::string> gemm2d_invalid_reason(Algorithm algorithm, const Gemm2dShape& s,
-                                                 const Gemm2dParams& p) {
-  if (auto reason = s.invalid_reason()) return reason;
-  const std::int64_t extent = s.sliced_extent();
-  switch (algorithm) {
-    case Algorithm::kCollective:
-      return std::nullopt;
-    case Algorithm::kMeshSlice: {
-      // Every rank's block of both moving matrices is cut into S sub-blocks along the
-      // sliced dim: S must divide extent/Nr and extent/Nc.
-      if (p.slices < 1) return fmt::format("meshslice: S={} must be at least 1", p.slices);
-      for (const int d : {s.nr, s.nc}) {
-        if ((extent / d) % p.slices != 0) {
-          return fmt::format("meshslice: S={} does not divide the local extent {} (= {}/{})",
-                             p.slices, extent / d, extent, d);
-        }
-      }
-      return std::nullopt;
-    }
-    case Algorithm::kWang:
-      return std::nullopt;
-    case Algorithm::kSumma: {
-      const int lcm = std::lcm(s.nr, s.nc);
-      if (p.panels < 1 || p.panels % lcm != 0) {
-        return fmt::format("summa: Kp={} must be a positive multiple of lcm({}, {}) = {}",
-                           p.panels, s.nr, s.nc, lcm);
-      }
-      if (extent % p.panels != 0) {
-        return fmt::format("summa: Kp={} does not divide the panel dim ({})", p.panels, extent);
-      }
-      if (p.summa_packets < 0) return fmt::format("summa: D={} must not be negative",
-                                                  p.summa_packets);
-      return std::nullopt;
-    }
-    case Algorithm::kCannon:
-      if (s.nr != s.nc) {
-        return fmt::format("cannon needs a square mesh, got {}x{}", s.nr, s.nc);
-      }
-      return std::nullopt;
-  }
-  return std::nullopt;
-}
-
 // ---- SUMMA panels ----------------------------------------------------------------------------
 
 double summa_panel_time(const RingParams& ring, int p, double panel_bytes, int packets) {
@@ -170,110 +41,18 @@ int summa_best_packets(const RingParams& ring, int p, double panel_bytes) {
   return chosen;
 }
 
-// ---- traffic ---------------------------------------------------------------------------------
-
-namespace {
-
-DirectionTraffic direction_traffic(Algorithm algorithm, const Gemm2dShape& s,
-                                   const Gemm2dParams& params, Direction d) {
-  const Roles r = roles(s.dataflow);
-  DirectionTraffic t;
-  t.direction = d;
-  t.matrix = d == Direction::kVertical ? r.vertical : r.horizontal;
-  const bool is_output = d == Direction::kVertical ? r.vertical_is_output : r.horizontal_is_output;
-  t.group_size = group_size(s, d);
-  const int p = t.group_size;
-  if (p == 1) return t;
-  const double shard = s.shard_bytes(d);
-  switch (algorithm) {
-    case Algorithm::kCollective:
-      t.kind = collective_of(is_output);
-      t.launches = 1;
-      t.steps = p - 1;
-      t.bytes_per_rank = (p - 1) * shard;
-      break;
-    case Algorithm::kMeshSlice:
-      t.kind = collective_of(is_output);
-      t.launches = params.slices;
-      t.steps = static_cast<std::int64_t>(params.slices) * (p - 1);
-      t.bytes_per_rank = (p - 1) * shard;
-      break;
-    case Algorithm::kWang:
-      if (d == params.wang_decomposed) {
-        t.kind = CollectiveKind::kSendRecv;
-        t.launches = p - 1;
-      } else {
-        t.kind = collective_of(is_output);
-        t.launches = 1;
-      }
-      t.steps = p - 1;
-      t.bytes_per_rank = (p - 1) * shard;
-      break;
-    case Algorithm::kSumma: {
-      t.kind = is_output ? CollectiveKind::kReduce : CollectiveKind::kBroadcast;
-      t.launches = params.panels;
-      t.steps = static_cast<std::int64_t>(params.panels) * (p - 1);
-      // Each rank forwards every panel except the ones it is the ring's tail for.
-      const double panel = shard * p / params.panels;
-      t.bytes_per_rank = static_cast<double>(params.panels) * (p - 1) / p * panel;
-      break;
-    }
-    case Algorithm::kCannon:
-      t.kind = CollectiveKind::kSendRecv;
-      t.launches = p;  // skew (or unskew) + q−1 shifts
-      t.steps = p;
-      t.bytes_per_rank = p * shard;
-      break;
-  }
-  return t;
-}
-
-int gemm_calls(Algorithm algorithm, const Gemm2dShape& s, const Gemm2dParams& p) {
-  switch (algorithm) {
-    case Algorithm::kCollective:
-      return 1;
-    case Algorithm::kMeshSlice:
-      return p.slices;
-    case Algorithm::kWang:
-      return group_size(s, p.wang_decomposed);
-    case Algorithm::kSumma:
-      return p.panels;
-    case Algorithm::kCannon:
-      return s.nr;
-  }
-  return 1;
-}
-
-void check_valid(Algorithm algorithm, const Gemm2dShape& s, const Gemm2dParams& p) {
-  if (auto reason = gemm2d_invalid_reason(algorithm, s, p)) {
-    fail("{} {} GeMM: {}", name(algorithm), name(s.dataflow), *reason);
-  }
-}
-
-}  // namespace
-
-Gemm2dTraffic gemm2d_traffic(Algorithm algorithm, const Gemm2dShape& s,
-                             const Gemm2dParams& params) {
-  check_valid(algorithm, s, params);
-  Gemm2dTraffic t;
-  t.vertical = direction_traffic(algorithm, s, params, Direction::kVertical);
-  t.horizontal = direction_traffic(algorithm, s, params, Direction::kHorizontal);
-  t.flops_per_rank = s.flops_per_rank();
-  t.gemm_calls = gemm_calls(algorithm, s, params);
-  return t;
-}
-
 // ---- time ------------------------------------------------------------------------------------
 
 PipelineEstimate gemm2d_estimate(Algorithm algorithm, const Gemm2dShape& s,
                                  const Gemm2dParams& params, const MeshLinks& links,
                                  double flops_per_s) {
-  check_valid(algorithm, s, params);
+  if (auto reason = gemm2d_invalid_reason(algorithm, s, params)) {
+    fail("{} {} GeMM: {}", algorithm, s.dataflow, *reason);
+  }
   MESHTP_CHECK(links.mesh[0] == s.nr && links.mesh[1] == s.nc,
                "links are for mesh {}x{} but the GeMM runs on {}x{}", links.mesh[0],
                links.mesh[1], s.nr, s.nc);
   MESHTP_CHECK(flops_per_s > 0, "flops_per_s={} must be positive", flops_per_s);
-  const Roles r = roles(s.dataflow);
   const bool os = s.dataflow == Dataflow::kOS;
   // The input direction and the output direction (OS: both are inputs).
   const Direction in_dir = s.dataflow == Dataflow::kLS ? Direction::kVertical
@@ -282,11 +61,9 @@ PipelineEstimate gemm2d_estimate(Algorithm algorithm, const Gemm2dShape& s,
                                                            : Direction::kVertical;
   auto ring = [&](Direction d) -> const RingParams& {
     const DimLinks& dl = links.dims[d == Direction::kVertical ? 0 : 1];
-    const bool is_output = d == Direction::kVertical ? r.vertical_is_output
-                                                     : r.horizontal_is_output;
-    return is_output ? dl.reduce_scatter : dl.all_gather;
+    return s.moves_output(d) ? dl.reduce_scatter : dl.all_gather;
   };
-  auto p_of = [&](Direction d) { return group_size(s, d); };
+  auto p_of = [&](Direction d) { return s.group_size(d); };
   // A collective moving `fraction` of a full shard in direction d.
   auto coll = [&](Direction d, double fraction) {
     return ring_collective_time(ring(d), p_of(d), s.shard_bytes(d) * fraction);
@@ -383,7 +160,7 @@ double gemm2d_workspace_bytes(Algorithm algorithm, const Gemm2dShape& s,
                               const Gemm2dParams& params) {
   double total = 0;
   for (const Direction d : {Direction::kVertical, Direction::kHorizontal}) {
-    const int p = group_size(s, d);
+    const int p = s.group_size(d);
     if (p == 1) continue;
     const double gathered = s.shard_bytes(d) * p;  // a whole gathered block / partial output
     switch (algorithm) {

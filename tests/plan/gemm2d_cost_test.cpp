@@ -156,7 +156,8 @@ TEST(Gemm2dCost, SummaPacketsMinimiseThePanelTime) {
 
 TEST(Gemm2dCost, InvalidShapesAndParamsAreExplained) {
   EXPECT_EQ(*gemm2d_invalid_reason(Algorithm::kCannon, shape(Dataflow::kOS, 64, 64, 64, 2, 4), {}),
-            "cannon needs a square mesh, got 2x4");
+            "Cannon's algorithm needs a square mesh, got 2x4 (use summa, collective, wang or "
+            "meshslice on rectangular meshes)");
   EXPECT_EQ(*shape(Dataflow::kOS, 1000, 64, 64, 3, 1).invalid_reason(),
             "m=1000 is not divisible by mesh dim 0 (size 3)");
   EXPECT_TRUE(gemm2d_invalid_reason(Algorithm::kMeshSlice, shape(Dataflow::kOS, 64, 64, 64, 2, 2),

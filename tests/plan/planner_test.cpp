@@ -58,7 +58,7 @@ TEST(Planner, EveryCandidateOnceAndMegatronLabelled) {
   const Candidate* cannon = find(p, Strategy::kCannon, 4, 2);
   ASSERT_NE(cannon, nullptr);
   EXPECT_FALSE(cannon->valid);
-  EXPECT_NE(cannon->reason.find("cannon needs a square mesh, got 4x2"), std::string::npos)
+  EXPECT_NE(cannon->reason.find("Cannon's algorithm needs a square mesh, got 4x2"), std::string::npos)
       << cannon->reason;
 }
 

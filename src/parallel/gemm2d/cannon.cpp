@@ -165,28 +165,4 @@ void cannon(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
   }
 }
 
-Gemm2dCost cannon_cost(int nr, int nc, const Gemm2dShape& shape, const Gemm2dOptions& options) {
-  const int q = nr;
-  Gemm2dCost cost;
-  if (q == 1 || nr != nc) return cost;
-  const BlockBytes x = block_bytes(nr, nc, shape, options.dataflow);
-  switch (options.dataflow) {
-    case Dataflow::kOS:
-      cost.bytes_row = q * x.a;
-      cost.bytes_col = q * x.b;
-      break;
-    case Dataflow::kLS:
-      cost.bytes_col = q * x.b;
-      cost.bytes_row = q * x.c;
-      break;
-    case Dataflow::kRS:
-      cost.bytes_row = q * x.a;
-      cost.bytes_col = q * x.c;
-      break;
-  }
-  cost.comm_calls = 2 * (2 * (q - 1) + 2);
-  cost.sync_steps = q + 1;
-  return cost;
-}
-
 }  // namespace meshtp::parallel::detail

@@ -117,16 +117,4 @@ void collective(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView 
   }
 }
 
-Gemm2dCost collective_cost(int nr, int nc, const Gemm2dShape& shape, const Gemm2dOptions& options) {
-  const BlockBytes x = block_bytes(nr, nc, shape, options.dataflow);
-  Gemm2dCost cost;
-  const double row_block = options.dataflow == Dataflow::kLS ? x.c : x.a;
-  const double col_block = options.dataflow == Dataflow::kRS ? x.c : x.b;
-  cost.bytes_row = (nc - 1) * row_block;
-  cost.bytes_col = (nr - 1) * col_block;
-  cost.comm_calls = (nc > 1) + (nr > 1);
-  cost.sync_steps = (nc - 1) + (nr - 1);
-  return cost;
-}
-
 }  // namespace meshtp::parallel::detail

@@ -32,7 +32,7 @@
 #include <string_view>
 #include <vector>
 
-#include "layout/vocabulary.hpp"
+#include "layout/gemm2d_traffic.hpp"
 #include "mesh/device_mesh.hpp"
 #include "tensor/tensor.hpp"
 
@@ -73,7 +73,8 @@ Shape global_b_shape(Dataflow dataflow, const Gemm2dShape& shape);
 // Throws meshtp::Error unless the problem runs on an nr × nc mesh with these options:
 // sizes positive; every global dim divisible by the mesh dim that splits it
 // ("k=100 is not divisible by mesh dim 1 (size 3)"); Cannon on a square mesh; MeshSlice's
-// S·block dividing both local extents of the sliced dim; SUMMA's panel count dividing it.
+// S·block dividing both local extents of the sliced dim; SUMMA's panel count dividing it —
+// layout::gemm2d_invalid_reason, the planner's rule, plus the runtime's own options.
 // Depends only on its arguments: call it before any communication.
 void validate(int nr, int nc, const Gemm2dShape& shape, const Gemm2dOptions& options);
 
@@ -108,20 +109,10 @@ void gemm2d(const mesh::DeviceMesh& mesh, ConstMatrixView a, ConstMatrixView b, 
 Gemm2dShape infer_shape(int nr, int nc, Dataflow dataflow, ConstMatrixView a, ConstMatrixView b,
                         ConstMatrixView c);
 
-// The cost of one call, per rank, from the algorithm files' cost sections. Bytes are what a
-// rank sends with bandwidth-optimal collectives (ring all-gather / reduce-scatter: (P−1)
-// shards; pipelined broadcast / reduce: (P−1)/P of the message on average); for Cannon, the
-// worst rank. comm_calls counts collective and send/recv launches; sync_steps the rounds in
-// which a rank waits for a neighbour ((P−1) per ring collective, 1 per send/recv step, P−1
-// per pipelined broadcast or reduce), the quantity MeshSlice trades against overlap.
-struct Gemm2dCost {
-  double flops = 0.0;      // 2·m·n·k / (Nr·Nc)
-  double bytes_row = 0.0;  // sent along the mesh row (mesh dim 1)
-  double bytes_col = 0.0;  // sent along the mesh column (mesh dim 0)
-  int comm_calls = 0;
-  int sync_steps = 0;
-  double bytes() const { return bytes_row + bytes_col; }
-};
-Gemm2dCost gemm2d_cost(int nr, int nc, const Gemm2dShape& shape, const Gemm2dOptions& options);
+// What one call sends, per rank and mesh direction, with which collectives: the layout
+// traffic description (layout/gemm2d_traffic.hpp) of this problem and these options — the
+// planner's price. Validates first.
+layout::Gemm2dTraffic gemm2d_traffic(int nr, int nc, const Gemm2dShape& shape,
+                                     const Gemm2dOptions& options);
 
 }  // namespace meshtp::parallel

@@ -108,17 +108,4 @@ void wang(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
 void meshslice(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
                const Gemm2dOptions& options, Gemm2dWorkspace& ws);
 
-// Per-algorithm cost (see each file's header). shape is global; flops are filled by the caller.
-Gemm2dCost cannon_cost(int nr, int nc, const Gemm2dShape& shape, const Gemm2dOptions& options);
-Gemm2dCost summa_cost(int nr, int nc, const Gemm2dShape& shape, const Gemm2dOptions& options);
-Gemm2dCost collective_cost(int nr, int nc, const Gemm2dShape& shape, const Gemm2dOptions& options);
-Gemm2dCost wang_cost(int nr, int nc, const Gemm2dShape& shape, const Gemm2dOptions& options);
-Gemm2dCost meshslice_cost(int nr, int nc, const Gemm2dShape& shape, const Gemm2dOptions& options);
-
-// Local block sizes in bytes (fp32) of A, B and C for the dataflow.
-struct BlockBytes {
-  double a = 0, b = 0, c = 0;
-};
-BlockBytes block_bytes(int nr, int nc, const Gemm2dShape& shape, Dataflow dataflow);
-
 }  // namespace meshtp::parallel::detail

@@ -224,11 +224,4 @@ void meshslice(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c
   }
 }
 
-Gemm2dCost meshslice_cost(int nr, int nc, const Gemm2dShape& shape, const Gemm2dOptions& options) {
-  Gemm2dCost cost = collective_cost(nr, nc, shape, options);
-  cost.comm_calls *= options.slices;
-  cost.sync_steps *= options.slices;
-  return cost;
-}
-
 }  // namespace meshtp::parallel::detail

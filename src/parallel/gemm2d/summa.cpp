@@ -164,12 +164,4 @@ void summa(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
   }
 }
 
-Gemm2dCost summa_cost(int nr, int nc, const Gemm2dShape& shape, const Gemm2dOptions& options) {
-  Gemm2dCost cost = collective_cost(nr, nc, shape, options);
-  const int panels = std::lcm(nr, nc) * options.slices;
-  cost.comm_calls = panels * ((nc > 1) + (nr > 1));
-  cost.sync_steps = panels * ((nc - 1) + (nr - 1));
-  return cost;
-}
-
 }  // namespace meshtp::parallel::detail

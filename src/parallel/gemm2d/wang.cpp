@@ -140,10 +140,4 @@ void wang(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
   }
 }
 
-Gemm2dCost wang_cost(int nr, int nc, const Gemm2dShape& shape, const Gemm2dOptions& options) {
-  Gemm2dCost cost = collective_cost(nr, nc, shape, options);
-  cost.comm_calls = 2 * (nc - 1) + (nr > 1);
-  return cost;
-}
-
 }  // namespace meshtp::parallel::detail
