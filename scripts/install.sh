@@ -13,6 +13,7 @@ packages=(
   libgtest-dev                      # tests
   nlohmann-json3-dev libcli11-dev libfmt-dev
   libsimgrid-dev                    # SimGrid: loads `meshtp topo platform` output, simulates
+  zlib1g-dev                        # CRC-32 checksums of checkpoint tensors
   fortunes                          # default training corpus: /usr/share/games/fortunes
   python3                           # helper scripts
 )

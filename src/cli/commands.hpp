@@ -17,6 +17,9 @@ namespace meshtp::cli {
 const comm::Communicator& world();
 // Rank 0's standard output; a stream that discards everything on the other ranks.
 std::ostream& out();
+// The process's exit status once the command returns (e.g. 143 after a graceful SIGTERM
+// stop). Set it alike on every rank.
+void set_exit_status(int status);
 
 void add_bench_command(CLI::App& app);
 void add_gemm_command(CLI::App& app);

@@ -12,11 +12,14 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <new>
 #include <optional>
 #include <thread>
 
 #include "cli/commands.hpp"
+#include "cli/stop_signals.hpp"
 #include "comm/communicator.hpp"
+#include "comm/watchdog.hpp"
 #include "core/error.hpp"
 #include "tensor/gemm.hpp"
 
@@ -24,6 +27,7 @@ namespace meshtp::cli {
 namespace {
 
 std::optional<comm::Communicator> g_world;
+int g_exit_status = 0;
 
 class NullBuffer : public std::streambuf {
  protected:
@@ -34,6 +38,8 @@ class NullBuffer : public std::streambuf {
 
 const comm::Communicator& world() { return *g_world; }
 
+void set_exit_status(int status) { g_exit_status = status; }
+
 std::ostream& out() {
   static NullBuffer null_buffer;
   static std::ostream null_stream(&null_buffer);
@@ -42,15 +48,32 @@ std::ostream& out() {
 
 }  // namespace meshtp::cli
 
+// The watchdog's deadline unless --comm-timeout says otherwise: long enough for any step
+// of a model this runtime trains, short enough that a hung job is noticed.
+constexpr double kDefaultCommTimeout = 300;
+
 int main(int argc, char** argv) {
   meshtp::comm::Environment env(argc, argv);
   meshtp::cli::g_world.emplace(meshtp::comm::Communicator::world());
   const bool root = meshtp::cli::g_world->rank() == 0;
+  meshtp::cli::watch_launcher(meshtp::cli::g_world->rank());
 
   CLI::App app{"meshtp: adaptive tensor-parallel training runtime with a topology-aware planner",
                "meshtp"};
   app.set_version_flag("--version", std::string("meshtp ") + MESHTP_VERSION);
   app.require_subcommand(1);
+  app.failure_message([](const CLI::App* a, const CLI::Error& e) {
+    return "error: " + CLI::FailureMessage::simple(a, e);
+  });
+  // Global, and accepted after the subcommand too (fallthrough): `meshtp train --comm-timeout 5`.
+  app.fallthrough();
+  meshtp::comm::set_comm_timeout(kDefaultCommTimeout);
+  app.add_option_function<double>(
+         "--comm-timeout", [](const double& s) { meshtp::comm::set_comm_timeout(s); },
+         fmt::format("Seconds a collective or transfer may wait for its peers before the job "
+                     "fails naming them (0: no watchdog; default {:g})",
+                     kDefaultCommTimeout))
+      ->trigger_on_parse();
   meshtp::cli::add_bench_command(app);
   meshtp::cli::add_gemm_command(app);
   meshtp::cli::add_bench_gemm2d_command(app);
@@ -77,11 +100,15 @@ int main(int argc, char** argv) {
     std::cout.flush();
     const int rank = meshtp::cli::g_world->rank();
     if (rank != 0) std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    std::fprintf(stderr, "error: %s%s\n", e.what(),
-                 rank != 0 ? fmt::format(" (rank {})", rank).c_str() : "");
+    const bool oom = dynamic_cast<const std::bad_alloc*>(&e) != nullptr;
+    std::fprintf(stderr, "error: %s%s%s\n",
+                 oom ? "out of memory (a buffer could not be allocated): lower --batch, --seq or "
+                       "the model size, or use more ranks; "
+                     : "",
+                 e.what(), rank != 0 ? fmt::format(" (rank {})", rank).c_str() : "");
     std::fflush(stderr);
     meshtp::comm::abort_job(1);
   }
   meshtp::cli::g_world.reset();
-  return status;
+  return status != 0 ? status : meshtp::cli::g_exit_status;
 }

@@ -2,15 +2,22 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iostream>
 
 #include "cli/commands.hpp"
 #include "cli/layout_flags.hpp"
+#include "cli/stop_signals.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
 #include "model/gpt.hpp"
+#include "plan/memory.hpp"
 #include "plan/planner.hpp"
 #include "plan/presets.hpp"
+#include "train/checkpoint_dir.hpp"
 #include "train/trainer.hpp"
 
 namespace meshtp::cli {
@@ -31,6 +38,18 @@ struct TrainArgs {
   bool dry_run = false;
   train::TrainConfig config;
 };
+
+// MemAvailable of /proc/meminfo in bytes; 0 if unknown.
+double available_memory_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  double kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024.0;
+  }
+  return 0.0;
+}
 
 std::string duration(double seconds) {
   if (!(seconds >= 0) || seconds > 1e7) return "?";
@@ -99,7 +118,42 @@ std::string choose_layout(TrainArgs& args, const plan::ModelSpec& spec) {
   return "layout given with --tp/--dp";
 }
 
+// Refuses a run whose per-rank memory (the planner's model: parameters, gradients, AdamW,
+// activations, plus the LM head's buffers) exceeds what this node has available for its
+// ranks — a second's arithmetic instead of minutes of swapping towards the OOM killer.
+// Returns the estimate line printed in the header.
+std::string check_memory(const train::TrainConfig& c, plan::ModelSpec spec, bool enforce) {
+  const layout::Plan& layout = c.model.layout;
+  spec.batch = static_cast<int>(c.model.batch / layout.dp);
+  const int d1 = layout.mesh[0], d2 = layout.mesh[1];
+  const bool sharded_stream = layout.sequence_parallel || layout::is_gemm2d(layout.strategy);
+  plan::MemoryEstimate m = plan::estimate_memory(
+      spec, sharded_stream ? plan::ActivationLayout::kSequenceParallel : plan::ActivationLayout::kAtp,
+      d1, d2, 0.0);
+  // The head: embedding, final LayerNorm and its gathered copy, their gradients ([n, h] each)
+  // and the vocabulary-parallel logits and their gradient ([n, V/T] each), fp32.
+  const double n = static_cast<double>(spec.batch) * spec.seq;
+  m.workspace_bytes = 4.0 * n * (4.0 * spec.hidden + 2.0 * 256 / (d1 * d2));
+  const double need = m.total_bytes();
+  const double available = available_memory_bytes();
+  const int local = world().ranks_on_this_node();
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  const std::string line =
+      fmt::format("~{:.2f} GiB per rank (params+grads+AdamW {:.2f}, activations {:.2f}, head "
+                  "{:.2f}); {:.1f} GiB available here for {} rank{}",
+                  need / kGiB, (m.params_bytes + m.grads_bytes + m.optimizer_bytes) / kGiB,
+                  m.activations_bytes / kGiB, m.workspace_bytes / kGiB, available / kGiB, local,
+                  local > 1 ? "s" : "");
+  MESHTP_CHECK(!enforce || available <= 0 || need * local <= available,
+               "model '{}' with --batch={} --seq={} (hidden {}, {} layers) on {} needs {}: lower "
+               "--batch or --seq, choose a smaller --model, or use more ranks",
+               spec.name, c.model.batch, c.model.seq, spec.hidden, spec.layers,
+               train::layout_string(c), line);
+  return line;
+}
+
 void run_train(TrainArgs& args) {
+  MESHTP_CHECK(args.dp >= 1, "--dp={} must be ≥ 1", args.dp);
   const plan::ModelSpec spec_in = plan::load_model(args.model);
   MESHTP_CHECK(spec_in.vocab == 0 || spec_in.vocab == 256,
                "model '{}' has vocab={}, but meshtp trains byte-level models (vocab 256)",
@@ -124,30 +178,49 @@ void run_train(TrainArgs& args) {
   std::ostream& os = out();
   model::GptConfig replica = c.model;
   replica.batch /= c.model.layout.dp;
-  os << fmt::format(
-            "model   {} — {} layers, hidden {}, {} heads, seq {}, vocab 256 ({:.2f}M "
-            "parameters)\n",
-            spec.name, spec.layers, spec.hidden, spec.heads, spec.seq, spec.total_params() / 1e6)
+  const std::string memory = check_memory(c, spec, !args.dry_run);
+  std::string seed = std::to_string(c.seed);
+  if (c.resume) {
+    // A resumed run continues the checkpoint's data stream, whatever --seed says.
+    if (const auto state = train::peek_newest_checkpoint(c.checkpoint_dir)) {
+      seed = fmt::format("{} (the checkpoint's{})", state->seed,
+                         state->seed != c.seed ? fmt::format("; --seed {} is not used", c.seed)
+                                               : "");
+    }
+  }
+  os << fmt::format("model   {} — {} layers, hidden {}, {} heads, seq {}, vocab 256 ({:.2f}M "
+                    "parameters)\n",
+                    spec.name, spec.layers, spec.hidden, spec.heads, spec.seq,
+                    spec.total_params() / 1e6)
+     << fmt::format("memory  {}\n", memory)
      << fmt::format("batch   {} sequences × {} tokens per step ({} per replica)\n", c.model.batch,
                     c.model.seq, replica.batch)
      << fmt::format("layout  {} on {} ranks — {}\n", fmt::streamed(c.model.layout), world().size(),
                     why)
-     << fmt::format(
-            "optim   AdamW lr {:g}→{:g} (warmup {}, cosine), betas {:g}/{:g}, wd {:g}, "
-            "clip {:g}, seed {}\n",
-            c.lr, c.min_lr, c.warmup, c.adamw.beta1, c.adamw.beta2, c.adamw.weight_decay,
-            c.grad_clip, c.seed)
-     << fmt::format("data    {} (validation: last {:.0f}%)\n", c.data, 100 * c.validation_fraction);
+     << fmt::format("optim   AdamW lr {:g}→{:g} (warmup {}, cosine), betas {:g}/{:g}, wd {:g}, "
+                    "clip {:g}, seed {}\n",
+                    c.lr, c.min_lr, c.warmup, c.adamw.beta1, c.adamw.beta2, c.adamw.weight_decay,
+                    c.grad_clip, seed)
+     << fmt::format("data    {} (validation: last {:.0f}%)\n", c.data,
+                    100 * c.validation_fraction);
   if (!c.checkpoint_dir.empty()) {
-    os << fmt::format("ckpt    {}/checkpoint.safetensors{}\n", c.checkpoint_dir,
-                      c.resume ? " (resuming)" : "");
+    os << fmt::format("ckpt    {}/checkpoint.safetensors ({}keeping the last {})\n",
+                      c.checkpoint_dir, c.resume ? "resuming; " : "", c.keep);
   }
   if (args.dry_run) {
     os << "dry run: stopping before training\n";
     return;
   }
   os << std::flush;
-  const train::TrainSummary summary = train::train(world(), c, [&](const train::StepReport& r) {
+  install_stop_handlers(world().rank());
+  train::TrainHooks hooks;
+  hooks.stop_signal = stop_signal;
+  hooks.notice = [](const std::string& text) {
+    std::cout.flush();
+    std::fprintf(stderr, "warning: %s\n", text.c_str());
+    std::fflush(stderr);
+  };
+  hooks.on_step = [&](const train::StepReport& r) {
     os << fmt::format("step {:>5}/{}  loss {:.4f}  lr {:.2e}  |g| {:.3f}  {:>8.0f} tok/s  "
                       "{:.3f} TFLOP/s/rank  comm {:>3.0f}%  eta {}",
                       r.step, c.steps, r.loss, r.lr, r.grad_norm, r.tokens_per_s,
@@ -155,14 +228,33 @@ void run_train(TrainArgs& args) {
                       duration(r.eta_seconds));
     if (r.validation_loss) os << fmt::format("  val {:.4f}", *r.validation_loss);
     os << std::endl;
-  });
-  os << fmt::format("done    steps {}–{}", summary.first_step + 1, summary.last_step);
+  };
+  const train::TrainSummary summary = train::train(world(), c, hooks);
+  if (!summary.resumed_from.empty()) os << "resumed " << summary.resumed_from << '\n';
+  os << fmt::format("{} steps {}–{}", summary.stop_signal ? "stopped" : "done   ",
+                    summary.first_step + 1, summary.last_step);
   if (summary.validation_loss) os << fmt::format(", validation loss {:.4f}", *summary.validation_loss);
   os << '\n';
   if (!summary.checkpoint.empty()) os << "ckpt    written: " << summary.checkpoint << '\n';
   if (!c.metrics_path.empty()) os << "metrics " << c.metrics_path << '\n';
   if (!summary.trace.empty()) {
     os << "trace   " << summary.trace << " (open in https://ui.perfetto.dev or chrome://tracing)\n";
+  }
+  if (summary.skipped_steps > 0) {
+    os << fmt::format("skipped {} step{} with a non-finite loss or gradient norm\n",
+                      summary.skipped_steps, summary.skipped_steps > 1 ? "s" : "");
+  }
+  if (summary.stop_signal != 0) {
+    os << std::flush;
+    if (world().rank() == 0) {
+      std::fprintf(stderr, "error: stopped by SIG%s after step %lld%s\n",
+                   sigabbrev_np(summary.stop_signal), static_cast<long long>(summary.last_step),
+                   summary.checkpoint.empty()
+                       ? "; no --checkpoint-dir, so nothing was saved"
+                       : fmt::format("; checkpoint written to {} — continue with --resume",
+                                     summary.checkpoint).c_str());
+    }
+    set_exit_status(128 + summary.stop_signal);
   }
 }
 
@@ -179,11 +271,15 @@ void add_train_command(CLI::App& app) {
   args->mesh_options = {
       t->add_option("--tp", args->tp,
                     "Tensor-parallel mesh d1xd2 (default: Megatron 1D over a replica)"),
-      t->add_option("--dp", args->dp, "Data-parallel replicas")->capture_default_str(),
+      t->add_option("--dp", args->dp, "Data-parallel replicas")
+          ->capture_default_str()
+          ->check(CLI::PositiveNumber),
       t->add_option("--mesh", args->mesh, "'auto': let the planner choose the whole layout")};
   t->add_option("--topology", args->topology, "Topology preset or file for --mesh auto");
-  t->add_option("--batch", args->batch, "Global batch (sequences per step; default: the model's)");
-  t->add_option("--seq", args->seq, "Sequence length (default: the model's)");
+  t->add_option("--batch", args->batch, "Global batch (sequences per step; default: the model's)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 30));
+  t->add_option("--seq", args->seq, "Sequence length (default: the model's)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 30));
   args->layout.add_to(t);
   t->add_option("--lr", c.lr, "Peak learning rate")->capture_default_str();
   t->add_option("--min-lr", c.min_lr, "Final learning rate of the cosine decay")->capture_default_str();
@@ -193,7 +289,9 @@ void add_train_command(CLI::App& app) {
   t->add_option("--beta2", c.adamw.beta2, "AdamW β2")->capture_default_str();
   t->add_option("--eps", c.adamw.eps, "AdamW ε")->capture_default_str();
   t->add_option("--grad-clip", c.grad_clip, "Global gradient-norm clip (0: off)")->capture_default_str();
-  t->add_option("--seed", c.seed, "Seed of the weights and the data order")->capture_default_str();
+  t->add_option("--seed", c.seed, "Seed of the weights and the data order")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   t->add_option("--val-fraction", c.validation_fraction, "Held-out share of the data")
       ->capture_default_str();
   t->add_option("--eval-every", c.eval_every, "Validation every N steps (0: at the end)")
@@ -202,7 +300,14 @@ void add_train_command(CLI::App& app) {
   t->add_option("--checkpoint-dir", c.checkpoint_dir, "Directory of checkpoint.safetensors");
   t->add_option("--checkpoint-every", c.checkpoint_every, "Checkpoint every N steps (0: at the end)")
       ->capture_default_str();
-  t->add_flag("--resume", c.resume, "Continue from --checkpoint-dir (any layout)");
+  t->add_option("--keep", c.keep, "Checkpoints kept in --checkpoint-dir (the newest K)")
+      ->capture_default_str();
+  t->add_flag("--resume", c.resume,
+              "Continue from the newest intact checkpoint in --checkpoint-dir (any layout)");
+  t->add_option("--skip-nonfinite", c.skip_nonfinite,
+                "Skip the update of up to N steps whose loss or gradient norm is NaN/inf "
+                "(default 0: stop at the first)")
+      ->capture_default_str();
   t->add_option("--stop-after", c.stop_after, "Stop after N steps of this run (simulates an interruption)");
   t->add_option("--metrics", c.metrics_path, "JSON lines, one per step");
   t->add_option("--trace", c.trace_path, "Chrome trace-event file of a few steps");

@@ -18,17 +18,23 @@ int check_all_gather(std::size_t send, std::size_t recv, int size, std::string_v
 template <typename T>
 void Communicator::all_gather(std::span<const T> send, std::span<T> recv) const {
   const int count = check_all_gather(send.size(), recv.size(), impl_->size, "all_gather");
-  const LedgerScope timed("all_gather");
-  check_mpi(MPI_Allgather(send.data(), count, mpi_datatype<T>(), recv.data(), count,
-                          mpi_datatype<T>(), impl_->handle),
-            "MPI_Allgather", impl_->size);
+  run_collective(
+      *impl_, "all_gather", "MPI_Allgather",
+      [&] {
+        return MPI_Allgather(send.data(), count, mpi_datatype<T>(), recv.data(), count,
+                             mpi_datatype<T>(), impl_->handle);
+      },
+      [&](MPI_Request* r) {
+        return MPI_Iallgather(send.data(), count, mpi_datatype<T>(), recv.data(), count,
+                              mpi_datatype<T>(), impl_->handle, r);
+      });
 }
 
 template <typename T>
 Request Communicator::iall_gather(std::span<const T> send, std::span<T> recv) const {
   const int count = check_all_gather(send.size(), recv.size(), impl_->size, "iall_gather");
   Request r;
-  r.impl_ = std::make_unique<Request::Impl>("iall_gather");
+  r.impl_ = std::make_unique<Request::Impl>("iall_gather", impl_);
   check_mpi(MPI_Iallgather(send.data(), count, mpi_datatype<T>(), recv.data(), count,
                            mpi_datatype<T>(), impl_->handle, &r.impl_->handle),
             "MPI_Iallgather", impl_->size);

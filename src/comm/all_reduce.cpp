@@ -9,17 +9,23 @@ namespace meshtp::comm {
 template <typename T>
 void Communicator::all_reduce(std::span<T> buf, ReduceOp op) const {
   const int count = as_count(buf.size(), "all_reduce");
-  const LedgerScope timed("all_reduce");
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, buf.data(), count, mpi_datatype<T>(), mpi_op(op),
-                          impl_->handle),
-            "MPI_Allreduce", impl_->size);
+  run_collective(
+      *impl_, "all_reduce", "MPI_Allreduce",
+      [&] {
+        return MPI_Allreduce(MPI_IN_PLACE, buf.data(), count, mpi_datatype<T>(), mpi_op(op),
+                             impl_->handle);
+      },
+      [&](MPI_Request* r) {
+        return MPI_Iallreduce(MPI_IN_PLACE, buf.data(), count, mpi_datatype<T>(), mpi_op(op),
+                              impl_->handle, r);
+      });
 }
 
 template <typename T>
 Request Communicator::iall_reduce(std::span<T> buf, ReduceOp op) const {
   const int count = as_count(buf.size(), "iall_reduce");
   Request r;
-  r.impl_ = std::make_unique<Request::Impl>("iall_reduce");
+  r.impl_ = std::make_unique<Request::Impl>("iall_reduce", impl_);
   check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buf.data(), count, mpi_datatype<T>(), mpi_op(op),
                            impl_->handle, &r.impl_->handle),
             "MPI_Iallreduce", impl_->size);

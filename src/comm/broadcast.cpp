@@ -7,9 +7,12 @@ template <typename T>
 void Communicator::broadcast(std::span<T> buf, int root) const {
   check_rank(root, impl_->size, "broadcast", "root");
   const int count = as_count(buf.size(), "broadcast");
-  const LedgerScope timed("broadcast");
-  check_mpi(MPI_Bcast(buf.data(), count, mpi_datatype<T>(), root, impl_->handle), "MPI_Bcast",
-            impl_->size);
+  run_collective(
+      *impl_, "broadcast", "MPI_Bcast",
+      [&] { return MPI_Bcast(buf.data(), count, mpi_datatype<T>(), root, impl_->handle); },
+      [&](MPI_Request* r) {
+        return MPI_Ibcast(buf.data(), count, mpi_datatype<T>(), root, impl_->handle, r);
+      });
 }
 
 template <typename T>
@@ -17,7 +20,7 @@ Request Communicator::ibroadcast(std::span<T> buf, int root) const {
   check_rank(root, impl_->size, "ibroadcast", "root");
   const int count = as_count(buf.size(), "ibroadcast");
   Request r;
-  r.impl_ = std::make_unique<Request::Impl>("ibroadcast");
+  r.impl_ = std::make_unique<Request::Impl>("ibroadcast", impl_);
   check_mpi(MPI_Ibcast(buf.data(), count, mpi_datatype<T>(), root, impl_->handle,
                        &r.impl_->handle),
             "MPI_Ibcast", impl_->size);

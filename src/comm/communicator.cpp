@@ -25,8 +25,9 @@ CommLedger& comm_ledger() {
 
 Request::Request() = default;
 Request::~Request() {
-  // A Request dropped while pending would leave MPI writing into freed buffers: complete it.
-  if (pending()) {
+  // A Request dropped while pending would leave MPI writing into freed buffers: complete it
+  // — unless the watchdog has declared the job failed, when waiting again would only hang.
+  if (pending() && !comm_failed()) {
     try {
       wait();
     } catch (...) {  // destructors must not throw; the error has no one to go to
@@ -36,7 +37,7 @@ Request::~Request() {
 Request::Request(Request&&) noexcept = default;
 Request& Request::operator=(Request&& other) noexcept {
   if (this != &other) {
-    if (pending()) {
+    if (pending() && !comm_failed()) {
       try {
         wait();
       } catch (...) {
@@ -70,7 +71,8 @@ void Request::wait() {
   if (!impl_) return;
   auto impl = std::move(impl_);
   const double wait_start = now_seconds();
-  check_mpi(MPI_Wait(&impl->handle, MPI_STATUS_IGNORE), "MPI_Wait", -1);
+  check_mpi(wait_requests(std::span<MPI_Request>(&impl->handle, 1), {}, impl->site), "MPI_Wait",
+            impl->comm->size);
   const double end = now_seconds();
   comm_ledger().wait_seconds += end - wait_start;
   comm_ledger().calls += 1;
@@ -96,7 +98,27 @@ void wait_all(std::span<Request> requests) {
 
 // ---- Communicator ----------------------------------------------------------------------
 
+Communicator::Impl::Impl(MPI_Comm comm, bool owns, std::string group_label)
+    : handle(comm), owned(owns), label(std::move(group_label)) {
+  MPI_Comm_rank(handle, &rank);
+  MPI_Comm_size(handle, &size);
+  // Members' world ranks: for messages, and (with how many groups of these members this
+  // rank has made before) the group's id, equal on every member as they split in order.
+  MPI_Group group = MPI_GROUP_NULL;
+  MPI_Group world_group = MPI_GROUP_NULL;
+  MPI_Comm_group(handle, &group);
+  MPI_Comm_group(MPI_COMM_WORLD, &world_group);
+  std::vector<int> members(static_cast<std::size_t>(size));
+  for (int i = 0; i < size; ++i) members[static_cast<std::size_t>(i)] = i;
+  world_ranks.resize(members.size());
+  MPI_Group_translate_ranks(group, size, members.data(), world_group, world_ranks.data());
+  MPI_Group_free(&group);
+  MPI_Group_free(&world_group);
+  register_group(this);
+}
+
 Communicator::Impl::~Impl() {
+  unregister_group(this);
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (owned && handle != MPI_COMM_NULL && !finalized) MPI_Comm_free(&handle);
@@ -108,25 +130,31 @@ Communicator Communicator::world() {
   int initialized = 0;
   MPI_Initialized(&initialized);
   MESHTP_CHECK(initialized, "MPI is not initialised: create a comm::Environment first");
-  auto impl = std::make_shared<Impl>();
-  impl->handle = MPI_COMM_WORLD;
-  MPI_Comm_rank(MPI_COMM_WORLD, &impl->rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &impl->size);
-  return Communicator(std::move(impl));
+  return Communicator(std::make_shared<Impl>(MPI_COMM_WORLD, false, "the world"));
 }
 
 int Communicator::rank() const { return impl_->rank; }
 int Communicator::size() const { return impl_->size; }
 
-Communicator Communicator::split(int color, int key) const {
+Communicator Communicator::split(int color, int key, std::string label) const {
   MESHTP_CHECK(color >= 0, "split color must be non-negative, got {}", color);
-  auto impl = std::make_shared<Impl>();
-  check_mpi(MPI_Comm_split(impl_->handle, color, key, &impl->handle), "MPI_Comm_split",
-            impl_->size);
-  impl->owned = true;
-  MPI_Comm_rank(impl->handle, &impl->rank);
-  MPI_Comm_size(impl->handle, &impl->size);
-  return Communicator(std::move(impl));
+  MPI_Comm handle = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split(impl_->handle, color, key, &handle), "MPI_Comm_split", impl_->size);
+  if (label.empty()) label = "a group split from " + impl_->label;
+  return Communicator(std::make_shared<Impl>(handle, true, std::move(label)));
+}
+
+const std::string& Communicator::label() const { return impl_->label; }
+
+int Communicator::ranks_on_this_node() const {
+  MPI_Comm node = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split_type(impl_->handle, MPI_COMM_TYPE_SHARED, impl_->rank,
+                                MPI_INFO_NULL, &node),
+            "MPI_Comm_split_type", impl_->size);
+  int size = 1;
+  MPI_Comm_size(node, &size);
+  MPI_Comm_free(&node);
+  return size;
 }
 
 bool Communicator::same_group(const Communicator& other) const {
@@ -137,13 +165,14 @@ bool Communicator::same_group(const Communicator& other) const {
 }
 
 void Communicator::barrier() const {
-  const LedgerScope timed("barrier");
-  check_mpi(MPI_Barrier(impl_->handle), "MPI_Barrier", impl_->size);
+  run_collective(
+      *impl_, "barrier", "MPI_Barrier", [&] { return MPI_Barrier(impl_->handle); },
+      [&](MPI_Request* r) { return MPI_Ibarrier(impl_->handle, r); });
 }
 
 Request Communicator::ibarrier() const {
   Request r;
-  r.impl_ = std::make_unique<Request::Impl>("ibarrier");
+  r.impl_ = std::make_unique<Request::Impl>("ibarrier", impl_);
   check_mpi(MPI_Ibarrier(impl_->handle, &r.impl_->handle), "MPI_Ibarrier", impl_->size);
   return r;
 }
@@ -156,12 +185,15 @@ Environment::Environment(int& argc, char**& argv) {
             -1);
   // Errors come back as codes, which check_mpi turns into exceptions with context.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  watchdog_init();
 }
 
 Environment::~Environment() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
+  if (finalized) return;
+  watchdog_finalize();
+  MPI_Finalize();
 }
 
 void abort_job(int exit_code) {

@@ -21,6 +21,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace meshtp::comm {
@@ -44,8 +45,9 @@ class Request {
   bool pending() const;
   Request& then(std::function<void()> on_complete);
 
+  struct Impl;  // opaque outside the comm layer (mpi_impl.hpp)
+
  private:
-  struct Impl;
   std::unique_ptr<Impl> impl_;
   friend class Communicator;
 };
@@ -69,7 +71,9 @@ class Communicator {
   int size() const;
 
   // Ranks with equal color form a group, ordered by key (ties by current rank). Collective.
-  Communicator split(int color, int key) const;
+  // `label` names the group in watchdog errors (e.g. "mesh 2x2 dim 1").
+  Communicator split(int color, int key, std::string label = {}) const;
+  const std::string& label() const;
 
   template <typename T> void all_reduce(std::span<T> buf, ReduceOp op = ReduceOp::kSum) const;
   template <typename T> void all_gather(std::span<const T> send, std::span<T> recv) const;
@@ -103,11 +107,15 @@ class Communicator {
   template <typename T> [[nodiscard]] Request irecv(std::span<T> buf, int source, int tag = 0) const;
   [[nodiscard]] Request ibarrier() const;
 
+  // How many members of this group share this rank's node (memory). Collective.
+  int ranks_on_this_node() const;
+
   // Same group (compares membership and order, not handle identity).
   bool same_group(const Communicator& other) const;
 
+  struct Impl;  // opaque outside the comm layer (mpi_impl.hpp)
+
  private:
-  struct Impl;
   explicit Communicator(std::shared_ptr<Impl> impl);
   std::shared_ptr<Impl> impl_;
 };

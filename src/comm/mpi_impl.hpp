@@ -6,9 +6,14 @@
 
 #include <climits>
 #include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "comm/communicator.hpp"
+#include "comm/watchdog.hpp"
 #include "core/error.hpp"
 #include "core/stats.hpp"
 #include "core/trace.hpp"
@@ -16,20 +21,77 @@
 namespace meshtp::comm {
 
 struct Communicator::Impl {
+  // Fills the watchdog's view of the group: world ranks, id, label; registers it.
+  Impl(MPI_Comm comm, bool owns, std::string group_label);
+  ~Impl();
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+
   MPI_Comm handle = MPI_COMM_NULL;
   bool owned = false;  // split results are freed by us; the world is not
   int rank = 0;
   int size = 1;
-  ~Impl();
+  // For the watchdog (watchdog.hpp): what to call the group in a message, its members'
+  // world ranks, an id equal on every member, and how many collectives this rank has
+  // started on it (the members start them in the same order).
+  std::string label;
+  std::vector<int> world_ranks;
+  std::uint64_t id = 0;
+  std::int64_t started = 0;
+};
+
+// A blocking wait the watchdog may have to explain: which operation, on which group, and
+// either the collective's sequence number on the group or the point-to-point peer.
+struct WaitSite {
+  const char* op = "";
+  const Communicator::Impl* comm = nullptr;
+  std::int64_t seq = 0;  // collectives: number of this one on the group (1-based)
+  int peer = -1;         // point-to-point: the other rank (group rank); -1 for collectives
 };
 
 struct Request::Impl {
-  explicit Impl(const char* op_name) : name(op_name), start_s(now_seconds()) {}
+  // A collective (counts towards the group's sequence) or, with peer ≥ 0, a transfer.
+  Impl(const char* op_name, const std::shared_ptr<Communicator::Impl>& group, int peer = -1)
+      : name(op_name), start_s(now_seconds()), comm(group),
+        site{op_name, group.get(), peer < 0 ? ++group->started : 0, peer} {}
   MPI_Request handle = MPI_REQUEST_NULL;
   std::function<void()> on_complete;
   const char* name;  // for the trace: the span runs from start to completion
   double start_s;
+  std::shared_ptr<Communicator::Impl> comm;  // keeps the group alive for the watchdog
+  WaitSite site;
 };
+
+// ---- the watchdog (watchdog.cpp) ------------------------------------------------------
+
+namespace detail {
+extern double comm_timeout_s;  // set_comm_timeout's value; 0: off
+}  // namespace detail
+
+// True when waits are watched (built in and a timeout set). Built without the watchdog it is
+// a constant false: every wait is the plain MPI call.
+inline bool watchdog_active() {
+#ifdef MESHTP_COMM_WATCHDOG_OFF
+  return false;
+#else
+  return detail::comm_timeout_s > 0;
+#endif
+}
+
+// Completes every request (statuses filled if `statuses` is not empty) and returns MPI's
+// code — for MPI_ERR_IN_STATUS, the first failed request's. Watched, it throws meshtp::Error
+// naming `site` and the ranks that did not arrive once the deadline passes; unwatched, it is
+// MPI_Waitall.
+[[nodiscard]] int wait_requests(std::span<MPI_Request> requests, std::span<MPI_Status> statuses,
+                   const WaitSite& site);
+
+// The world duplicate the watchdog's queries travel on; made by Environment (collective).
+void watchdog_init();
+void watchdog_finalize();
+
+// Every live group by id, so a query about group g can be answered by any member.
+void register_group(Communicator::Impl* group);
+void unregister_group(Communicator::Impl* group);
 
 // The one dtype table.
 template <typename T> MPI_Datatype mpi_datatype();
@@ -74,6 +136,23 @@ class LedgerScope {
   const char* name_;
   double start_;
 };
+
+// A blocking collective: the MPI blocking call `blocking()` when the watchdog is off, else
+// its non-blocking form `start(&request)` and a watched wait. Counts towards the group's
+// sequence either way, so sequence numbers stay equal on every member.
+template <typename Blocking, typename Start>
+void run_collective(Communicator::Impl& comm, const char* op, const char* mpi_name,
+                    Blocking&& blocking, Start&& start) {
+  const LedgerScope timed(op);
+  const WaitSite site{op, &comm, ++comm.started, -1};
+  if (!watchdog_active()) {
+    check_mpi(blocking(), mpi_name, comm.size);
+    return;
+  }
+  MPI_Request request = MPI_REQUEST_NULL;
+  check_mpi(start(&request), mpi_name, comm.size);
+  check_mpi(wait_requests(std::span<MPI_Request>(&request, 1), {}, site), mpi_name, comm.size);
+}
 
 // Explicit instantiation of a member template for every supported element type.
 #define MESHTP_FOR_EACH_COMM_TYPE(X) \

@@ -23,7 +23,15 @@ void Communicator::send(std::span<const T> buf, int dest, int tag) const {
   check_rank(dest, impl_->size, "send", "destination");
   const int count = as_count(buf.size(), "send");
   const LedgerScope timed("send");
-  check_mpi(MPI_Send(buf.data(), count, mpi_datatype<T>(), dest, tag, impl_->handle),
+  if (!watchdog_active()) {
+    check_mpi(MPI_Send(buf.data(), count, mpi_datatype<T>(), dest, tag, impl_->handle),
+              "MPI_Send", impl_->size);
+    return;
+  }
+  MPI_Request request = MPI_REQUEST_NULL;
+  check_mpi(MPI_Isend(buf.data(), count, mpi_datatype<T>(), dest, tag, impl_->handle, &request),
+            "MPI_Send", impl_->size);
+  check_mpi(wait_requests(std::span<MPI_Request>(&request, 1), {}, {"send", impl_.get(), 0, dest}),
             "MPI_Send", impl_->size);
 }
 
@@ -33,8 +41,17 @@ void Communicator::recv(std::span<T> buf, int source, int tag) const {
   const int count = as_count(buf.size(), "recv");
   const LedgerScope timed("recv");
   MPI_Status status;
-  const int rc = MPI_Recv(buf.data(), count, mpi_datatype<T>(), source, tag, impl_->handle,
-                          &status);
+  int rc = MPI_SUCCESS;
+  if (!watchdog_active()) {
+    rc = MPI_Recv(buf.data(), count, mpi_datatype<T>(), source, tag, impl_->handle, &status);
+  } else {
+    MPI_Request request = MPI_REQUEST_NULL;
+    check_mpi(MPI_Irecv(buf.data(), count, mpi_datatype<T>(), source, tag, impl_->handle,
+                        &request),
+              "MPI_Recv", impl_->size);
+    rc = wait_requests(std::span<MPI_Request>(&request, 1), std::span<MPI_Status>(&status, 1),
+                       {"recv", impl_.get(), 0, source});
+  }
   MESHTP_CHECK(rc != MPI_ERR_TRUNCATE, "recv: rank {} sent more than the {} elements expected",
                source, buf.size());
   check_mpi(rc, "MPI_Recv", impl_->size);
@@ -50,9 +67,22 @@ void Communicator::sendrecv(std::span<const T> send, int dest, std::span<T> recv
   const int recv_count = as_count(recv.size(), "sendrecv");
   const LedgerScope timed("sendrecv");
   MPI_Status status;
-  const int rc = MPI_Sendrecv(send.data(), send_count, mpi_datatype<T>(), dest, tag,
-                              recv.data(), recv_count, mpi_datatype<T>(), source, tag,
-                              impl_->handle, &status);
+  int rc = MPI_SUCCESS;
+  if (!watchdog_active()) {
+    rc = MPI_Sendrecv(send.data(), send_count, mpi_datatype<T>(), dest, tag, recv.data(),
+                      recv_count, mpi_datatype<T>(), source, tag, impl_->handle, &status);
+  } else {
+    MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    MPI_Status statuses[2];
+    check_mpi(MPI_Irecv(recv.data(), recv_count, mpi_datatype<T>(), source, tag, impl_->handle,
+                        &requests[0]),
+              "MPI_Sendrecv", impl_->size);
+    check_mpi(MPI_Isend(send.data(), send_count, mpi_datatype<T>(), dest, tag, impl_->handle,
+                        &requests[1]),
+              "MPI_Sendrecv", impl_->size);
+    rc = wait_requests(requests, statuses, {"sendrecv", impl_.get(), 0, source});
+    status = statuses[0];
+  }
   MESHTP_CHECK(rc != MPI_ERR_TRUNCATE,
                "sendrecv: rank {} sent more than the {} elements expected", source,
                recv.size());
@@ -65,7 +95,7 @@ Request Communicator::isend(std::span<const T> buf, int dest, int tag) const {
   check_rank(dest, impl_->size, "isend", "destination");
   const int count = as_count(buf.size(), "isend");
   Request r;
-  r.impl_ = std::make_unique<Request::Impl>("isend");
+  r.impl_ = std::make_unique<Request::Impl>("isend", impl_, dest);
   check_mpi(MPI_Isend(buf.data(), count, mpi_datatype<T>(), dest, tag, impl_->handle,
                       &r.impl_->handle),
             "MPI_Isend", impl_->size);
@@ -77,7 +107,7 @@ Request Communicator::irecv(std::span<T> buf, int source, int tag) const {
   check_rank(source, impl_->size, "irecv", "source");
   const int count = as_count(buf.size(), "irecv");
   Request r;
-  r.impl_ = std::make_unique<Request::Impl>("irecv");
+  r.impl_ = std::make_unique<Request::Impl>("irecv", impl_, source);
   check_mpi(MPI_Irecv(buf.data(), count, mpi_datatype<T>(), source, tag, impl_->handle,
                       &r.impl_->handle),
             "MPI_Irecv", impl_->size);

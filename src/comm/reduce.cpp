@@ -13,10 +13,16 @@ void Communicator::reduce(std::span<const T> send, std::span<T> recv, int root,
                  "reduce: root's receive buffer holds {} elements, send holds {}", recv.size(),
                  send.size());
   }
-  const LedgerScope timed("reduce");
-  check_mpi(MPI_Reduce(send.data(), recv.data(), count, mpi_datatype<T>(), mpi_op(op), root,
-                       impl_->handle),
-            "MPI_Reduce", impl_->size);
+  run_collective(
+      *impl_, "reduce", "MPI_Reduce",
+      [&] {
+        return MPI_Reduce(send.data(), recv.data(), count, mpi_datatype<T>(), mpi_op(op), root,
+                          impl_->handle);
+      },
+      [&](MPI_Request* r) {
+        return MPI_Ireduce(send.data(), recv.data(), count, mpi_datatype<T>(), mpi_op(op), root,
+                           impl_->handle, r);
+      });
 }
 
 #define INSTANTIATE(T)                                                                   \

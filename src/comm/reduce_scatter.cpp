@@ -20,10 +20,16 @@ void Communicator::reduce_scatter(std::span<const T> send, std::span<T> recv,
                                   ReduceOp op) const {
   const int count =
       check_reduce_scatter(send.size(), recv.size(), impl_->size, "reduce_scatter");
-  const LedgerScope timed("reduce_scatter");
-  check_mpi(MPI_Reduce_scatter_block(send.data(), recv.data(), count, mpi_datatype<T>(),
-                                     mpi_op(op), impl_->handle),
-            "MPI_Reduce_scatter_block", impl_->size);
+  run_collective(
+      *impl_, "reduce_scatter", "MPI_Reduce_scatter_block",
+      [&] {
+        return MPI_Reduce_scatter_block(send.data(), recv.data(), count, mpi_datatype<T>(),
+                                        mpi_op(op), impl_->handle);
+      },
+      [&](MPI_Request* r) {
+        return MPI_Ireduce_scatter_block(send.data(), recv.data(), count, mpi_datatype<T>(),
+                                         mpi_op(op), impl_->handle, r);
+      });
 }
 
 template <typename T>
@@ -32,7 +38,7 @@ Request Communicator::ireduce_scatter(std::span<const T> send, std::span<T> recv
   const int count =
       check_reduce_scatter(send.size(), recv.size(), impl_->size, "ireduce_scatter");
   Request r;
-  r.impl_ = std::make_unique<Request::Impl>("ireduce_scatter");
+  r.impl_ = std::make_unique<Request::Impl>("ireduce_scatter", impl_);
   check_mpi(MPI_Ireduce_scatter_block(send.data(), recv.data(), count, mpi_datatype<T>(),
                                       mpi_op(op), impl_->handle, &r.impl_->handle),
             "MPI_Ireduce_scatter_block", impl_->size);

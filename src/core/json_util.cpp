@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/json_limits.hpp"
 
 namespace meshtp {
 
@@ -22,6 +23,7 @@ TextPosition position_of(std::string_view text, std::size_t offset) {
 }
 
 nlohmann::json parse_json(std::string_view text, std::string_view source) {
+  check_json_depth(text, source);
   try {
     return nlohmann::json::parse(text.begin(), text.end());
   } catch (const nlohmann::json::parse_error& e) {

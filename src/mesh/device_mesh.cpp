@@ -29,10 +29,14 @@ DeviceMesh::DeviceMesh(comm::Communicator comm, std::vector<int> shape)
   coords_ = coords_of(comm_.rank());
   // Group of dim i: ranks equal in every other coordinate. Color = this rank's linear index
   // with coordinate i zeroed (unique per group); key = coordinate i, so the group rank is it.
+  // Labels name the group in watchdog errors: "mesh 2x2 dim 1 (within mesh 2x2x2 dims 1,2)".
+  const std::string within =
+      comm_.label().rfind("mesh ", 0) == 0 ? " (within " + comm_.label() + ")" : "";
   for (int i = 0; i < ndim(); ++i) {
     std::vector<int> base = coords_;
     base[i] = 0;
-    dim_comms_.push_back(comm_.split(rank_of(base), coords_[i]));
+    dim_comms_.push_back(
+        comm_.split(rank_of(base), coords_[i], fmt::format("{} dim {}{}", to_string(), i, within)));
   }
 }
 
@@ -89,7 +93,12 @@ DeviceMesh DeviceMesh::submesh(const std::vector<int>& dims) const {
     if (!kept[i]) color = color * shape_[i] + coords_[i];
   }
   for (const int d : dims) key = key * shape_[d] + coords_[d];
-  return DeviceMesh(comm_.split(color, key), std::move(sub_shape));
+  std::string label = to_string() + " dims";
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    label += i ? ',' : ' ';
+    label += std::to_string(dims[i]);
+  }
+  return DeviceMesh(comm_.split(color, key, std::move(label)), std::move(sub_shape));
 }
 
 std::string DeviceMesh::to_string() const { return "mesh " + format_mesh_shape(shape_); }

@@ -19,6 +19,7 @@
 
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/json_limits.hpp"
 
 namespace meshtp {
 namespace {
@@ -147,6 +148,7 @@ std::vector<Entry> parse_header(const std::string& path, const std::string& text
     }
     return true;
   };
+  check_json_depth(text, "the header of " + path);
   Json header;
   try {
     header = Json::parse(text, note_keys);
@@ -288,6 +290,7 @@ SafetensorsFile load_safetensors(const std::string& path, const SafetensorsLoadO
   std::vector<Entry> entries = parse_header(path, text, options, result.metadata);
   const std::int64_t data_start = 8 + static_cast<std::int64_t>(header_bytes);
   check_layout(path, entries, file_bytes - 8 - header_bytes);
+  if (options.metadata_only) return result;
   for (const Entry& e : entries) result.tensors.emplace(e.name, read_tensor(file, data_start, e));
   return result;
 }

@@ -44,6 +44,8 @@ struct SafetensorsFile {
 struct SafetensorsLoadOptions {
   // false: anything but F32 is an error (checkpoints, which must restore bit-for-bit).
   bool convert_to_f32 = true;
+  // true: read and check the header and the layout only; `tensors` stays empty.
+  bool metadata_only = false;
 };
 
 SafetensorsFile load_safetensors(const std::string& path,

@@ -1,17 +1,70 @@
 #include "train/checkpoint.hpp"
 
 #include <fmt/format.h>
+#include <zlib.h>
 
-#include "core/error.hpp"
-#include "tensor/safetensors.hpp"
+#include <cmath>
 
 namespace meshtp::train {
 namespace {
+
+constexpr const char* kCrcPrefix = "crc32.";
+constexpr const char* kMetadataCrc = "crc32.__metadata__";
 
 std::map<std::string, std::string> model_metadata(const model::GptConfig& c) {
   return {{"vocab", std::to_string(c.vocab)},   {"seq", std::to_string(c.seq)},
           {"hidden", std::to_string(c.hidden)}, {"heads", std::to_string(c.heads)},
           {"layers", std::to_string(c.layers)}};
+}
+
+std::string crc_hex(std::span<const std::byte> bytes) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  const auto* data = reinterpret_cast<const Bytef*>(bytes.data());
+  std::size_t left = bytes.size();
+  while (left > 0) {  // zlib takes uInt lengths
+    const auto n = static_cast<uInt>(std::min<std::size_t>(left, 1u << 30));
+    crc = crc32(crc, data, n);
+    data += n;
+    left -= n;
+  }
+  return fmt::format("{:08x}", crc);
+}
+
+std::string tensor_crc(const Tensor& t) { return crc_hex(std::as_bytes(t.values())); }
+
+// CRC of every metadata entry but the checksums themselves.
+std::string metadata_crc(const std::map<std::string, std::string>& metadata) {
+  std::string text;
+  for (const auto& [key, value] : metadata) {  // std::map: sorted by key
+    if (key.rfind(kCrcPrefix, 0) != 0) text += key + "=" + value + "\n";
+  }
+  return crc_hex(std::as_bytes(std::span<const char>(text.data(), text.size())));
+}
+
+const std::string& metadata_value(const SafetensorsFile& file, const std::string& key) {
+  const auto it = file.metadata.find(key);
+  MESHTP_CHECK(it != file.metadata.end(), "{}: not a meshtp checkpoint (no '{}' in its metadata)",
+               file.path, key);
+  return it->second;
+}
+
+std::uint64_t metadata_number(const SafetensorsFile& file, const std::string& key) {
+  const std::string& text = metadata_value(file, key);
+  try {
+    std::size_t used = 0;
+    const unsigned long long v = std::stoull(text, &used);
+    if (used == text.size() && text.front() != '-') return v;
+  } catch (const std::exception&) {
+  }
+  fail("{}: metadata '{}'='{}' is not a non-negative integer", file.path, key, text);
+}
+
+CheckpointState state_of(const SafetensorsFile& file) {
+  CheckpointState state;
+  state.step = static_cast<std::int64_t>(metadata_number(file, "step"));
+  state.seed = metadata_number(file, "seed");
+  state.layout = file.metadata.count("layout") ? file.metadata.at("layout") : "";
+  return state;
 }
 
 }  // namespace
@@ -31,13 +84,23 @@ void save_checkpoint(const std::string& path, model::Gpt& gpt, AdamW& optimizer,
   int failed = 0;
   std::string reason;
   if (world.rank() == 0) {
-    auto metadata = model_metadata(gpt.config());
-    metadata["format"] = kCheckpointFormat;
-    metadata["step"] = std::to_string(state.step);
-    metadata["seed"] = std::to_string(state.seed);
-    metadata["adam_steps"] = std::to_string(optimizer.steps());
-    metadata["layout"] = state.layout;
     try {
+      std::map<std::string, std::string> metadata = model_metadata(gpt.config());
+      metadata["format"] = kCheckpointFormat;
+      metadata["step"] = std::to_string(state.step);
+      metadata["seed"] = std::to_string(state.seed);
+      metadata["adam_steps"] = std::to_string(optimizer.steps());
+      metadata["layout"] = state.layout;
+      for (const auto& [name, t] : tensors) {
+        for (const float x : t.values()) {
+          MESHTP_CHECK(std::isfinite(x),
+                       "tensor '{}' holds {} at step {}: a non-finite state is not saved, so "
+                       "the last good checkpoint stays the latest",
+                       name, x, state.step);
+        }
+        metadata[kCrcPrefix + name] = tensor_crc(t);
+      }
+      metadata[kMetadataCrc] = metadata_crc(metadata);
       save_safetensors(path, tensors, metadata);
     } catch (const Error& e) {
       failed = 1;
@@ -45,50 +108,86 @@ void save_checkpoint(const std::string& path, model::Gpt& gpt, AdamW& optimizer,
     }
   }
   world.broadcast(std::span<int>(&failed, 1), 0);
-  MESHTP_CHECK(!failed, "checkpoint not written{}", world.rank() == 0 ? ": " + reason : " (see rank 0)");
+  MESHTP_CHECK(!failed, "checkpoint '{}' not written{}", path,
+               world.rank() == 0 ? ": " + reason : " (see rank 0)");
 }
 
-CheckpointState load_checkpoint(const std::string& path, model::Gpt& gpt, AdamW& optimizer) {
-  const SafetensorsFile file = load_safetensors(path, {.convert_to_f32 = false});
+LoadedCheckpoint read_checkpoint(const std::string& path, const model::Gpt& gpt) {
+  LoadedCheckpoint out;
+  try {
+    out.file = load_safetensors(path, {.convert_to_f32 = false});
+  } catch (const Error& e) {
+    throw CorruptCheckpoint(e.what());
+  }
+  const SafetensorsFile& file = out.file;
   const auto meta = [&](const std::string& key) -> const std::string& {
-    const auto it = file.metadata.find(key);
-    MESHTP_CHECK(it != file.metadata.end(), "{}: not a meshtp checkpoint (no '{}' in its metadata)",
-                 path, key);
-    return it->second;
+    return metadata_value(file, key);
   };
-  MESHTP_CHECK(meta("format") == kCheckpointFormat, "{}: checkpoint format '{}', expected '{}'",
-               path, meta("format"), kCheckpointFormat);
+  const bool checksummed = file.metadata.count(kMetadataCrc) > 0;
+  if (checksummed && meta(kMetadataCrc) != metadata_crc(file.metadata)) {
+    throw CorruptCheckpoint(fmt::format("{}: the metadata's checksum is {}, but its contents "
+                                        "hash to {}: the header was changed after writing",
+                                        path, meta(kMetadataCrc), metadata_crc(file.metadata)));
+  }
+  const std::string& format = meta("format");
+  MESHTP_CHECK(format == kCheckpointFormat || format == kCheckpointFormatUnverified,
+               "{}: checkpoint format '{}', expected '{}'", path, format, kCheckpointFormat);
+  if (format == kCheckpointFormat && !checksummed) {
+    throw CorruptCheckpoint(fmt::format("{}: format {} but no '{}' in its metadata", path,
+                                        format, kMetadataCrc));
+  }
   for (const auto& [key, expected] : model_metadata(gpt.config())) {
     MESHTP_CHECK(meta(key) == expected,
                  "{}: checkpoint of a model with {}={}, but this model has {}={}", path, key,
                  meta(key), key, expected);
   }
-  // Every tensor present with its global shape before anything changes.
+  // Every tensor present with its global shape and its checksum before anything changes.
   for (int p = 0; p < gpt.num_params(); ++p) {
     for (const std::string prefix : {"", "adam.m.", "adam.v."}) {
-      require(file, prefix + gpt.name(p), gpt.global_shape(p));
+      const std::string name = prefix + gpt.name(p);
+      const Tensor& t = require(file, name, gpt.global_shape(p));
+      if (!checksummed) continue;
+      const auto it = file.metadata.find(kCrcPrefix + name);
+      if (it == file.metadata.end()) {
+        throw CorruptCheckpoint(fmt::format("{}: no checksum for tensor '{}'", path, name));
+      }
+      const std::string actual = tensor_crc(t);
+      if (actual != it->second) {
+        throw CorruptCheckpoint(fmt::format("{}: tensor '{}' has checksum {}, but {} was written: "
+                                            "its bytes changed after writing",
+                                            path, name, actual, it->second));
+      }
     }
   }
-  const auto parse_int = [&](const std::string& key) {
-    try {
-      return std::stoll(meta(key));
-    } catch (const std::exception&) {
-      fail("{}: metadata '{}'='{}' is not a number", path, key, meta(key));
-    }
-  };
-  CheckpointState state;
-  state.step = parse_int("step");
-  state.seed = static_cast<std::uint64_t>(parse_int("seed"));
-  state.layout = file.metadata.count("layout") ? file.metadata.at("layout") : "";
-  const std::int64_t adam_steps = parse_int("adam_steps");
+  try {  // the header's checksum matched, so a bad number is damage, not another format
+    out.state = state_of(file);
+    out.adam_steps = static_cast<std::int64_t>(metadata_number(file, "adam_steps"));
+  } catch (const Error& e) {
+    throw CorruptCheckpoint(e.what());
+  }
+  out.state.verified = checksummed;
+  return out;
+}
+
+void restore_checkpoint(const LoadedCheckpoint& checkpoint, model::Gpt& gpt, AdamW& optimizer) {
+  const SafetensorsFile& file = checkpoint.file;
   for (int p = 0; p < gpt.num_params(); ++p) {
     const auto i = static_cast<std::size_t>(p);
     gpt.scatter(p, file.tensors.at(gpt.name(p)), gpt.value(p));
     gpt.scatter(p, file.tensors.at("adam.m." + gpt.name(p)), optimizer.first_moments()[i]);
     gpt.scatter(p, file.tensors.at("adam.v." + gpt.name(p)), optimizer.second_moments()[i]);
   }
-  optimizer.set_steps(adam_steps);
-  return state;
+  optimizer.set_steps(checkpoint.adam_steps);
+}
+
+CheckpointState load_checkpoint(const std::string& path, model::Gpt& gpt, AdamW& optimizer) {
+  const LoadedCheckpoint checkpoint = read_checkpoint(path, gpt);
+  restore_checkpoint(checkpoint, gpt, optimizer);
+  return checkpoint.state;
+}
+
+CheckpointState peek_checkpoint(const std::string& path) {
+  return state_of(load_safetensors(path, {.convert_to_f32 = false, .metadata_only = true}));
 }
 
 }  // namespace meshtp::train

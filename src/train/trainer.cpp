@@ -2,18 +2,21 @@
 
 #include <fmt/format.h>
 
-#include <filesystem>
-#include <fstream>
+#include <cmath>
 #include <nlohmann/json.hpp>
+#include <optional>
 
+#include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/stats.hpp"
 #include "core/trace.hpp"
 #include "mesh/device_mesh.hpp"
 #include "train/byte_corpus.hpp"
 #include "train/checkpoint.hpp"
+#include "train/checkpoint_dir.hpp"
 #include "train/chrome_trace.hpp"
 #include "train/lr_schedule.hpp"
+#include "train/metrics_log.hpp"
 
 namespace meshtp::train {
 namespace {
@@ -115,21 +118,40 @@ std::string layout_string(const TrainConfig& c) {
 void validate(const TrainConfig& c, int world_size) {
   const int dp = c.model.layout.dp;
   const std::array<int, 2>& tp = c.model.layout.mesh;
-  MESHTP_CHECK(dp >= 1, "--dp={} must be at least 1", dp);
+  MESHTP_CHECK(dp >= 1, "--dp={} must be ≥ 1", dp);
   const int ranks = c.model.layout.ranks();
   MESHTP_CHECK(ranks == world_size,
                "dp={} × tp={}x{} needs {} ranks, but {} are running: make dp·d1·d2 equal the "
                "number of ranks",
                dp, tp[0], tp[1], ranks, world_size);
   MESHTP_CHECK(c.model.batch % dp == 0, "batch={} is not divisible by dp={}", c.model.batch, dp);
-  MESHTP_CHECK(c.steps >= 1 && c.warmup >= 0 && c.lr > 0 && c.min_lr >= 0 && c.min_lr <= c.lr,
-               "steps={}, warmup={}, lr={}, min-lr={}: need steps ≥ 1, warmup ≥ 0 and "
-               "0 ≤ min-lr ≤ lr with lr > 0",
-               c.steps, c.warmup, c.lr, c.min_lr);
-  MESHTP_CHECK(c.eval_batches >= 1 && c.eval_every >= 0 && c.checkpoint_every >= 0 &&
-                   c.grad_clip >= 0 && c.stop_after >= 0 && c.trace_steps >= 1,
-               "eval-batches, eval-every, checkpoint-every, grad-clip and trace-steps must be "
-               "non-negative (eval-batches, trace-steps ≥ 1)");
+  // One message per flag, naming its value.
+  const auto at_least = [](const char* flag, std::int64_t value, std::int64_t min) {
+    MESHTP_CHECK(value >= min, "--{}={} must be ≥ {}", flag, value, min);
+  };
+  const auto finite_in = [](const char* flag, double value, double lo, double hi, bool hi_open) {
+    MESHTP_CHECK(std::isfinite(value) && value >= lo && (hi_open ? value < hi : value <= hi),
+                 "--{}={} must be a finite number in [{}, {}{}", flag, value, lo, hi,
+                 hi_open ? ")" : "]");
+  };
+  at_least("steps", c.steps, 1);
+  at_least("warmup", c.warmup, 0);
+  MESHTP_CHECK(std::isfinite(c.lr) && c.lr > 0, "--lr={} must be a finite number > 0", c.lr);
+  finite_in("min-lr", c.min_lr, 0, c.lr, false);
+  finite_in("beta1", c.adamw.beta1, 0, 1, true);
+  finite_in("beta2", c.adamw.beta2, 0, 1, true);
+  MESHTP_CHECK(std::isfinite(c.adamw.eps) && c.adamw.eps > 0,
+               "--eps={} must be a finite number > 0", c.adamw.eps);
+  finite_in("weight-decay", c.adamw.weight_decay, 0, 1e6, false);
+  finite_in("grad-clip", c.grad_clip, 0, 1e30, false);
+  finite_in("val-fraction", c.validation_fraction, 0, 1, true);
+  at_least("eval-batches", c.eval_batches, 1);
+  at_least("eval-every", c.eval_every, 0);
+  at_least("checkpoint-every", c.checkpoint_every, 0);
+  at_least("keep", c.keep, 1);
+  at_least("stop-after", c.stop_after, 0);
+  at_least("trace-steps", c.trace_steps, 1);
+  at_least("skip-nonfinite", c.skip_nonfinite, 0);
   MESHTP_CHECK(!c.resume || !c.checkpoint_dir.empty(), "--resume needs --checkpoint-dir");
   model::GptConfig replica = c.model;
   replica.batch = c.model.batch / dp;
@@ -138,6 +160,13 @@ void validate(const TrainConfig& c, int world_size) {
 
 TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
                    const std::function<void(const StepReport&)>& on_step) {
+  TrainHooks hooks;
+  hooks.on_step = on_step;
+  return train(world, config, hooks);
+}
+
+TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
+                   const TrainHooks& hooks) {
   validate(config, world.size());
   const int dp = config.model.layout.dp;
   const mesh::DeviceMesh mesh(world,
@@ -163,30 +192,35 @@ TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
   const LrSchedule schedule{.peak = config.lr, .min = config.min_lr,
                             .warmup_steps = config.warmup, .total_steps = config.steps};
 
-  namespace fs = std::filesystem;
-  std::string checkpoint_path;
+  // Everything that can refuse to run does so before the first step: the checkpoint
+  // directory (writable, not another run's, not someone else's checkpoints), the resume
+  // point, the trace and metrics paths.
+  std::optional<CheckpointDir> checkpoints;
   std::uint64_t seed = config.seed;
   if (!config.checkpoint_dir.empty()) {
-    checkpoint_path = (fs::path(config.checkpoint_dir) / "checkpoint.safetensors").string();
+    checkpoints.emplace(config.checkpoint_dir, config.keep, config.resume, world, hooks.notice);
     if (config.resume) {
-      MESHTP_CHECK(fs::exists(checkpoint_path), "--resume: no checkpoint at '{}'", checkpoint_path);
-      const CheckpointState state = load_checkpoint(checkpoint_path, gpt, optimizer);
+      const CheckpointState state =
+          checkpoints->resume(gpt, optimizer, summary.resumed_from, hooks.notice);
       summary.first_step = state.step;
       seed = state.seed;  // the data stream continues where it was
-    } else if (world.rank() == 0) {
-      std::error_code ec;
-      fs::create_directories(config.checkpoint_dir, ec);
-      MESHTP_CHECK(!ec, "cannot create checkpoint directory '{}': {}", config.checkpoint_dir,
-                   ec.message());
+      MESHTP_CHECK(state.step < config.steps,
+                   "--steps={} but '{}' is already at step {}: nothing left to train (raise "
+                   "--steps to continue)",
+                   config.steps, summary.resumed_from, state.step);
     }
   }
   TrainConfig run = config;
   run.seed = seed;
-
-  std::ofstream metrics;
-  if (!config.metrics_path.empty() && world.rank() == 0) {
-    metrics.open(config.metrics_path, config.resume ? std::ios::app : std::ios::trunc);
-    MESHTP_CHECK(metrics.good(), "cannot open metrics file '{}'", config.metrics_path);
+  if (!config.trace_path.empty()) {
+    on_rank0(world, [&] { AtomicFileWriter probe(config.trace_path); });  // writable? (removed)
+  }
+  std::optional<MetricsLog> metrics;
+  if (!config.metrics_path.empty()) {
+    on_rank0(world, [&] {
+      metrics.emplace(config.metrics_path,
+                      config.resume ? std::optional<std::int64_t>(summary.first_step) : std::nullopt);
+    });
   }
 
   GradientBuckets buckets(gpt, dp_group);
@@ -238,12 +272,37 @@ TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
       {
         const ScopedSpan opt("optimizer", SpanKind::kPhase);
         report.grad_norm = global_grad_norm(params, world);
-        clip_gradients(params, report.grad_norm, config.grad_clip);
-        optimizer.step(static_cast<float>(schedule.at(step)));
+        // loss and grad_norm are global, so every rank takes the same branch.
+        if (std::isfinite(loss) && std::isfinite(report.grad_norm)) {
+          clip_gradients(params, report.grad_norm, config.grad_clip);
+          optimizer.step(static_cast<float>(schedule.at(step)));
+        } else {
+          MESHTP_CHECK(summary.skipped_steps < config.skip_nonfinite,
+                       "step {}: the loss is {} and the gradient norm {}; stopping before the "
+                       "update{} (lower --lr, or let --skip-nonfinite N skip such steps{})",
+                       step + 1, loss, report.grad_norm,
+                       checkpoints ? fmt::format(", so the newest checkpoint in '{}' stays "
+                                                 "the last good one",
+                                                 config.checkpoint_dir)
+                                   : "",
+                       config.skip_nonfinite > 0
+                           ? fmt::format("; {} skipped already", summary.skipped_steps)
+                           : "");
+          ++summary.skipped_steps;
+          if (hooks.notice && world.rank() == 0) {
+            hooks.notice(fmt::format("step {}: loss {}, gradient norm {}: update skipped ({} "
+                                     "of --skip-nonfinite={})",
+                                     step + 1, loss, report.grad_norm, summary.skipped_steps,
+                                     config.skip_nonfinite));
+          }
+        }
       }
-      std::array<double, 2> times{now_seconds() - start,
-                                  comm::comm_ledger().wait_seconds - comm_before};
+      // The step's timings and the stop request travel in one all-reduce (max over ranks).
+      std::array<double, 3> times{now_seconds() - start,
+                                  comm::comm_ledger().wait_seconds - comm_before,
+                                  hooks.stop_signal ? static_cast<double>(hooks.stop_signal()) : 0};
       world.all_reduce(std::span<double>(times), comm::ReduceOp::kMax);
+      summary.stop_signal = static_cast<int>(times[2]);
       report.step = step + 1;
       report.loss = loss;
       report.lr = schedule.at(step);
@@ -255,21 +314,23 @@ TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
       report.eta_seconds = elapsed / static_cast<double>(step + 1 - summary.first_step) *
                            static_cast<double>(end - step - 1);
       const bool last = step + 1 == end;
-      if ((config.eval_every > 0 && (step + 1) % config.eval_every == 0) || last) {
+      const bool stopping = summary.stop_signal != 0;  // save, but do not validate: be quick
+      if ((config.eval_every > 0 && (step + 1) % config.eval_every == 0 && !stopping) || last) {
         const ScopedSpan eval("validation", SpanKind::kPhase);
         report.validation_loss =
             validation_loss(gpt, corpus, run, dp_rank, dp_group, tokens, targets);
         summary.validation_loss = report.validation_loss;
       }
-      if (!checkpoint_path.empty() &&
-          ((config.checkpoint_every > 0 && (step + 1) % config.checkpoint_every == 0) || last)) {
+      if (checkpoints &&
+          ((config.checkpoint_every > 0 && (step + 1) % config.checkpoint_every == 0) || last ||
+           stopping)) {
         const ScopedSpan save("checkpoint", SpanKind::kPhase);
-        save_checkpoint(checkpoint_path, gpt, optimizer,
-                        {.step = step + 1, .seed = run.seed, .layout = layout_string(config)},
-                        world, dp_rank);
-        summary.checkpoint = checkpoint_path;
+        summary.checkpoint = checkpoints->save(
+            gpt, optimizer, {.step = step + 1, .seed = run.seed, .layout = layout_string(config)},
+            dp_rank);
       }
-      if (metrics.is_open()) {
+      if (checkpoints) checkpoints->heartbeat();
+      if (metrics) {
         nlohmann::json line{{"step", report.step},
                             {"loss", report.loss},
                             {"lr", report.lr},
@@ -279,9 +340,9 @@ TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
                             {"tokens_per_s", report.tokens_per_s},
                             {"tflops_per_rank", report.tflops_per_rank}};
         if (report.validation_loss) line["val_loss"] = *report.validation_loss;
-        metrics << line.dump() << '\n' << std::flush;
+        metrics->append(line.dump(), report.step);
       }
-      on_step(report);
+      if (hooks.on_step) hooks.on_step(report);
     }
     // After the step's scope, so the last traced step's own span is recorded too.
     if (!config.trace_path.empty() && tracer.enabled() &&
@@ -289,6 +350,7 @@ TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
       tracer.disable();
     }
     summary.last_step = step + 1;
+    if (summary.stop_signal != 0) break;
   }
   if (!config.trace_path.empty()) {
     tracer.disable();

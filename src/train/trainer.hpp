@@ -10,7 +10,15 @@
 //     update      AdamW with lr(t) (warmup + cosine)
 //
 // The loss reported is the global batch's mean (= mean over replicas), identical on every
-// rank; so is everything else the loop decides, so no rank takes another path.
+// rank; so is everything else the loop decides, so no rank takes another path:
+//
+//   non-finite   a NaN/inf loss or gradient norm (both global) stops the run before the
+//                update, naming the step — or skips the update, up to --skip-nonfinite
+//                times; nothing non-finite is ever saved, so the last good checkpoint stays
+//   stop         hooks.stop_signal() (a SIGTERM/SIGINT the CLI caught) is read once per step
+//                and max-reduced with the step's timings — one all-reduce that already
+//                exists — so every rank stops after the same step, saves a checkpoint if a
+//                directory is set, and returns with summary.stop_signal set
 #pragma once
 
 #include <cstdint>
@@ -42,7 +50,9 @@ struct TrainConfig {
   int eval_batches = 4;
   std::string checkpoint_dir;    // empty: no checkpoints
   std::int64_t checkpoint_every = 0;  // 0: only at the end
+  int keep = 2;                  // checkpoints kept (checkpoint_dir.hpp)
   bool resume = false;
+  std::int64_t skip_nonfinite = 0;  // steps with a NaN/inf loss or gradient norm skipped
   std::string metrics_path;      // JSON lines, one per step
   std::string trace_path;        // Chrome trace of a few steps
   std::int64_t trace_steps = 2;  // steps traced (after one warm-up step)
@@ -72,12 +82,27 @@ struct TrainSummary {
   std::int64_t first_step = 0;  // 0, or the resumed step
   std::int64_t last_step = 0;
   std::optional<double> validation_loss;
-  std::string checkpoint;  // the last checkpoint written, if any
-  std::string trace;       // the trace written, if any
+  std::string resumed_from;  // the checkpoint resumed from, if any
+  std::string checkpoint;    // the last checkpoint written, if any
+  std::string trace;         // the trace written, if any
   std::int64_t parameters = 0;
+  std::int64_t skipped_steps = 0;  // non-finite steps skipped (--skip-nonfinite)
+  int stop_signal = 0;             // the signal that stopped the run early, or 0
 };
 
-// Runs the loop; `on_step` sees every step's report (on every rank). Collective.
+struct TrainHooks {
+  // Every step's report, on every rank.
+  std::function<void(const StepReport&)> on_step;
+  // Polled once per step on every rank: non-zero (a signal number) asks to stop after it.
+  std::function<int()> stop_signal;
+  // Warnings for the user (rank 0): a damaged checkpoint skipped, stale files removed, a
+  // non-finite step skipped.
+  std::function<void(const std::string&)> notice;
+};
+
+// Runs the loop. Collective.
+TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
+                   const TrainHooks& hooks);
 TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
                    const std::function<void(const StepReport&)>& on_step);
 

@@ -34,7 +34,7 @@ check tp-dp-product "error: dp=1 × tp=2x2 needs 4 ranks, but 2 are running" "${
 check dp-product "error: dp=4 × tp=1x1 needs 4 ranks, but 2 are running" "${small[@]}" --tp 1x1 --dp 4
 check bad-tp "error: bad mesh '2y1'" "${small[@]}" --tp 2y1
 check unknown-model "error: .*'huge'.*tiny" "${small[@]}" --model huge
-check resume-without-checkpoint "error: --resume: no checkpoint at '$work/none/checkpoint.safetensors'" \
+check resume-without-checkpoint "error: --resume: checkpoint directory '$work/none' does not exist" \
   "${small[@]}" --checkpoint-dir "$work/none" --resume
 
 # A good checkpoint, then damaged copies of it.

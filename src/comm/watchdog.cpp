@@ -1,0 +1,316 @@
+// The watched wait and the query side channel; the protocol is described in watchdog.hpp.
+#include "comm/watchdog.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "comm/mpi_impl.hpp"
+
+namespace meshtp::comm {
+
+namespace detail {
+double comm_timeout_s = 0.0;
+}  // namespace detail
+
+namespace {
+
+constexpr int kQueryTag = 1;
+constexpr int kAnswerTag = 2;
+constexpr double kServeInterval = 0.01;  // s between checks for queries while waiting
+
+// "How far are you on group `group`?" — sent by a rank whose wait timed out.
+struct Query {
+  std::uint64_t group = 0;
+  std::int64_t seq = 0;
+  std::uint32_t nonce = 0;
+  std::int32_t unused = 0;
+};
+
+// The answer: how many collectives the rank has started on that group, and what it is
+// waiting on right now (if anything).
+struct Answer {
+  std::uint32_t nonce = 0;
+  std::int32_t member = 0;   // 1 if the rank belongs to the group asked about
+  std::int64_t started = 0;  // collectives it has started on that group
+  std::int32_t waiting = 0;  // 1 if it is inside a watched wait
+  std::int32_t peer_world = -1;
+  std::int64_t wait_seq = 0;
+  double waited_s = 0.0;
+  char op[24] = {};
+  char where[88] = {};
+};
+
+MPI_Comm g_watch = MPI_COMM_NULL;
+bool g_failed = false;
+std::uint32_t g_nonce = 0;
+std::map<std::uint64_t, Communicator::Impl*> g_groups;
+std::map<std::vector<int>, std::uint64_t> g_made;  // groups made per member list
+std::deque<Query> g_sent_queries;                  // buffers of non-blocking sends
+
+struct CurrentWait {
+  const WaitSite* site = nullptr;
+  double since = 0.0;
+};
+CurrentWait g_current;
+
+// Sets what this rank is waiting on for the duration of a watched wait.
+class WaitingOn {
+ public:
+  WaitingOn(const WaitSite& site, double since) { g_current = {&site, since}; }
+  ~WaitingOn() { g_current = {}; }
+  WaitingOn(const WaitingOn&) = delete;
+  WaitingOn& operator=(const WaitingOn&) = delete;
+};
+
+std::uint64_t mix(std::uint64_t h, std::uint64_t v) {  // FNV-1a over 64-bit words
+  return (h ^ v) * 0x100000001b3ull;
+}
+
+void copy_text(char* dst, std::size_t size, std::string_view text) {
+  const std::size_t n = std::min(size - 1, text.size());
+  std::memcpy(dst, text.data(), n);
+  dst[n] = '\0';
+}
+
+int world_rank_of(const WaitSite& site, int group_rank) {
+  return site.comm->world_ranks.at(static_cast<std::size_t>(group_rank));
+}
+
+// "0-3", or "0,2,5" (at most 16 listed).
+std::string rank_list(const std::vector<int>& ranks) {
+  bool consecutive = ranks.size() > 2;
+  for (std::size_t i = 1; i < ranks.size(); ++i) consecutive &= ranks[i] == ranks[i - 1] + 1;
+  if (consecutive) return fmt::format("{}-{}", ranks.front(), ranks.back());
+  std::string out;
+  for (std::size_t i = 0; i < ranks.size() && i < 16; ++i) {
+    if (i) out += ',';
+    out += std::to_string(ranks[i]);
+  }
+  if (ranks.size() > 16) out += fmt::format(",… ({} ranks)", ranks.size());
+  return out;
+}
+
+std::string describe_site(const WaitSite& site) {
+  const std::string group =
+      fmt::format("{} (world ranks {})", site.comm->label, rank_list(site.comm->world_ranks));
+  if (site.peer >= 0) {
+    return fmt::format("{} with world rank {} on {}", site.op, world_rank_of(site, site.peer),
+                       group);
+  }
+  return fmt::format("{} #{} on {}", site.op, site.seq, group);
+}
+
+// Answers every query that has arrived (from ranks whose own wait timed out).
+void serve_queries() {
+  if (g_watch == MPI_COMM_NULL) return;
+  for (;;) {
+    int flag = 0;
+    MPI_Status status;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, kQueryTag, g_watch, &flag, &status) != MPI_SUCCESS || !flag) {
+      return;
+    }
+    Query query;
+    if (MPI_Recv(&query, sizeof query, MPI_BYTE, status.MPI_SOURCE, kQueryTag, g_watch,
+                 MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+      return;
+    }
+    Answer answer;
+    answer.nonce = query.nonce;
+    if (const auto it = g_groups.find(query.group); it != g_groups.end()) {
+      answer.member = 1;
+      answer.started = it->second->started;
+    }
+    if (g_current.site != nullptr) {
+      const WaitSite& site = *g_current.site;
+      answer.waiting = 1;
+      answer.wait_seq = site.seq;
+      answer.peer_world = site.peer >= 0 ? world_rank_of(site, site.peer) : -1;
+      answer.waited_s = now_seconds() - g_current.since;
+      copy_text(answer.op, sizeof answer.op, site.op);
+      copy_text(answer.where, sizeof answer.where, site.comm->label);
+    }
+    // Tiny, so sent eagerly: this returns without waiting for the asker.
+    (void)MPI_Send(&answer, sizeof answer, MPI_BYTE, status.MPI_SOURCE, kAnswerTag, g_watch);
+  }
+}
+
+// Takes every answer that has arrived; keeps those to `nonce` (older ones are stale).
+void collect_answers(std::uint32_t nonce, std::map<int, Answer>& answers) {
+  for (;;) {
+    int flag = 0;
+    MPI_Status status;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, kAnswerTag, g_watch, &flag, &status) != MPI_SUCCESS || !flag) {
+      return;
+    }
+    Answer answer;
+    if (MPI_Recv(&answer, sizeof answer, MPI_BYTE, status.MPI_SOURCE, kAnswerTag, g_watch,
+                 MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+      return;
+    }
+    if (answer.nonce == nonce) answers[status.MPI_SOURCE] = answer;
+  }
+}
+
+std::string describe_answer(const Answer* a) {
+  if (a == nullptr) return "no answer: stopped, dead, or busy outside communication";
+  if (!a->waiting) return "answered from outside communication (computing)";
+  const std::string what = a->peer_world >= 0
+                               ? fmt::format("{} with world rank {}", a->op, a->peer_world)
+                               : fmt::format("{} #{}", a->op, a->wait_seq);
+  return fmt::format("waiting in {} on {} for {:.1f} s", what, a->where, a->waited_s);
+}
+
+// The error once the deadline has passed and the grace period brought no completion.
+std::string verdict(const WaitSite& site, const std::vector<int>& asked,
+                    const std::map<int, Answer>& answers, double waited) {
+  std::string message = fmt::format("{} did not complete within {:g} s (--comm-timeout; waited "
+                                    "{:.1f} s): ",
+                                    describe_site(site), detail::comm_timeout_s, waited);
+  std::vector<int> missing;
+  std::vector<std::string> details;
+  for (const int w : asked) {
+    const auto it = answers.find(w);
+    const Answer* a = it == answers.end() ? nullptr : &it->second;
+    const bool arrived =
+        site.peer >= 0 ? a != nullptr && a->waiting : a != nullptr && a->member && a->started >= site.seq;
+    if (!arrived) {
+      missing.push_back(w);
+      details.push_back(fmt::format("{}{}", asked.size() > 1 ? fmt::format("{}: ", w) : "",
+                                    describe_answer(a)));
+    }
+  }
+  if (missing.empty()) {
+    return message + "every rank arrived, but the transfer did not complete (a network fault?)";
+  }
+  message += fmt::format("world rank{} {} did not arrive (", missing.size() > 1 ? "s" : "",
+                         rank_list(missing));
+  for (std::size_t i = 0; i < details.size() && i < 8; ++i) {
+    if (i) message += "; ";
+    message += details[i];
+  }
+  return message + ")";
+}
+
+int first_error(int rc, std::span<MPI_Status> statuses) {
+  if (rc != MPI_ERR_IN_STATUS) return rc;
+  for (const MPI_Status& s : statuses) {
+    if (s.MPI_ERROR != MPI_SUCCESS) return s.MPI_ERROR;
+  }
+  return rc;
+}
+
+}  // namespace
+
+void set_comm_timeout(double seconds) {
+  MESHTP_CHECK(std::isfinite(seconds) && seconds >= 0,
+               "--comm-timeout={} must be a finite number of seconds ≥ 0 (0: no watchdog)",
+               seconds);
+#ifdef MESHTP_COMM_WATCHDOG_OFF
+  (void)seconds;
+#else
+  detail::comm_timeout_s = seconds;
+#endif
+}
+
+double comm_timeout() { return detail::comm_timeout_s; }
+
+bool watchdog_available() {
+#ifdef MESHTP_COMM_WATCHDOG_OFF
+  return false;
+#else
+  return true;
+#endif
+}
+
+bool comm_failed() { return g_failed; }
+
+void register_group(Communicator::Impl* group) {
+  std::uint64_t id = 0xcbf29ce484222325ull;
+  for (const int w : group->world_ranks) id = mix(id, static_cast<std::uint64_t>(w));
+  group->id = mix(id, g_made[group->world_ranks]++);
+  g_groups[group->id] = group;
+}
+
+void unregister_group(Communicator::Impl* group) {
+  const auto it = g_groups.find(group->id);
+  if (it != g_groups.end() && it->second == group) g_groups.erase(it);
+}
+
+void watchdog_init() {
+  if (!watchdog_available() || g_watch != MPI_COMM_NULL) return;
+  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &g_watch), "MPI_Comm_dup", -1);
+}
+
+void watchdog_finalize() {
+  if (g_watch == MPI_COMM_NULL) return;
+  // Queries sent to this rank that it never served would make MPI_Comm_free wait on some
+  // implementations: only free the channel after a clean run.
+  if (!g_failed) MPI_Comm_free(&g_watch);
+  g_watch = MPI_COMM_NULL;
+}
+
+int wait_requests(std::span<MPI_Request> requests, std::span<MPI_Status> statuses,
+                  const WaitSite& site) {
+  const int n = static_cast<int>(requests.size());
+  MPI_Status* st = statuses.empty() ? MPI_STATUSES_IGNORE : statuses.data();
+  if (!watchdog_active()) return first_error(MPI_Waitall(n, requests.data(), st), statuses);
+  int done = 0;
+  int rc = MPI_Testall(n, requests.data(), &done, st);
+  if (rc != MPI_SUCCESS || done) return first_error(rc, statuses);
+
+  const double start = now_seconds();
+  const WaitingOn waiting(site, start);
+  const double deadline = start + detail::comm_timeout_s;
+  double next_serve = start + kServeInterval;
+  for (;;) {
+    rc = MPI_Testall(n, requests.data(), &done, st);
+    if (rc != MPI_SUCCESS || done) return first_error(rc, statuses);
+    const double now = now_seconds();
+    if (now >= next_serve) {
+      serve_queries();
+      next_serve = now + kServeInterval;
+    }
+    if (now >= deadline) break;
+  }
+
+  // Deadline passed: ask the ranks this wait depends on where they are.
+  std::vector<int> asked;
+  if (site.peer >= 0) {
+    asked.push_back(world_rank_of(site, site.peer));
+  } else {
+    for (int r = 0; r < site.comm->size; ++r) {
+      if (r != site.comm->rank) asked.push_back(world_rank_of(site, r));
+    }
+  }
+  int world_rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  const std::uint32_t nonce = (++g_nonce << 12) ^ static_cast<std::uint32_t>(world_rank);
+  g_sent_queries.push_back({site.comm->id, site.seq, nonce, 0});
+  for (const int w : asked) {
+    MPI_Request r = MPI_REQUEST_NULL;
+    if (MPI_Isend(&g_sent_queries.back(), sizeof(Query), MPI_BYTE, w, kQueryTag, g_watch, &r) ==
+        MPI_SUCCESS) {
+      MPI_Request_free(&r);
+    }
+  }
+  const double grace = std::clamp(detail::comm_timeout_s / 4, 1.0, 10.0);
+  std::map<int, Answer> answers;
+  for (const double grace_end = now_seconds() + grace;
+       answers.size() < asked.size() && now_seconds() < grace_end;) {
+    rc = MPI_Testall(n, requests.data(), &done, st);
+    if (rc != MPI_SUCCESS || done) return first_error(rc, statuses);  // only slow
+    serve_queries();
+    collect_answers(nonce, answers);
+  }
+  rc = MPI_Testall(n, requests.data(), &done, st);
+  if (rc != MPI_SUCCESS || done) return first_error(rc, statuses);
+  g_failed = true;
+  fail("{}", verdict(site, asked, answers, now_seconds() - start));
+}
+
+}  // namespace meshtp::comm

@@ -1,0 +1,73 @@
+#include "train/metrics_log.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <system_error>
+
+#include "core/atomic_file.hpp"
+#include "core/error.hpp"
+
+namespace meshtp::train {
+namespace {
+
+std::string describe(int error) { return std::generic_category().message(error); }
+
+// The lines of `text` whose "step" is ≤ last (a torn last line, without a step, goes too).
+std::string lines_up_to(const std::string& text, std::int64_t last) {
+  std::string kept;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json row = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (row.is_object() && row.contains("step") && row["step"].is_number_integer() &&
+        row["step"].get<std::int64_t>() <= last) {
+      kept += line + '\n';
+    }
+  }
+  return kept;
+}
+
+}  // namespace
+
+MetricsLog::MetricsLog(std::string path, std::optional<std::int64_t> resumed_step)
+    : path_(std::move(path)) {
+  int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC;
+  if (resumed_step) {
+    std::string old;
+    try {
+      old = read_file(path_);
+    } catch (const Error&) {  // no earlier file: start one
+    }
+    if (!old.empty()) {
+      const std::string kept = lines_up_to(old, *resumed_step);
+      if (kept != old) write_file_atomically(path_, kept);
+    }
+  } else {
+    flags |= O_TRUNC;
+  }
+  fd_ = ::open(path_.c_str(), flags, 0666);
+  if (fd_ < 0) fail("cannot open metrics file '{}': {}", path_, describe(errno));
+}
+
+MetricsLog::~MetricsLog() {
+  if (fd_ >= 0) (void)::close(fd_);
+}
+
+void MetricsLog::append(const std::string& line, std::int64_t step) {
+  const std::string text = line + '\n';
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd_, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      fail("cannot write metrics file '{}' at step {}: {}", path_, step,
+           n < 0 ? describe(errno) : "nothing written");
+    }
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+}  // namespace meshtp::train
