@@ -24,6 +24,7 @@
 #include <set>
 
 #include "cli/commands.hpp"
+#include "cli/flag_checks.hpp"
 #include "cli/layout_flags.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
@@ -146,7 +147,8 @@ void add_block_command(CLI::App& app) {
                 "File holding dy [batch, seq, hidden] (omit: forward only)");
   c->add_option("--out", args->out, "Output file: y, dx, grad.<parameter>")->required();
   args->mesh_option = c->add_option("--mesh", args->mesh, "Mesh d1xd2, e.g. 2x2 (d1·d2 = ranks)");
-  c->add_option("--heads", args->heads, "Attention heads (default: the weights' metadata)");
+  c->add_option("--heads", args->heads, "Attention heads (default: the weights' metadata)")
+      ->check(integer_at_least(1));
   args->layout.add_to(c);
   c->add_option("--progress-splits", args->progress_splits,
                 "GeMM panels between MPI progress pokes (default 4)");

@@ -1,5 +1,6 @@
 #include "cli/layout_flags.hpp"
 
+#include "cli/flag_checks.hpp"
 #include "core/error.hpp"
 
 namespace meshtp::cli {
@@ -14,7 +15,9 @@ void LayoutFlags::add_to(CLI::App* app, bool with_chunks) {
           ->capture_default_str());
   if (with_chunks) {
     spelled_out.push_back(
-        app->add_option("--chunks", chunks, "ATP batch chunks (overlap)")->capture_default_str());
+        app->add_option("--chunks", chunks, "ATP batch chunks (overlap)")
+            ->capture_default_str()
+            ->check(integer_at_least(1)));
   }
   spelled_out.push_back(app->add_flag("--sequence-parallel", sequence_parallel,
                                       "Sequence parallelism (mesh Nx1; ATP blocks)"));
@@ -25,7 +28,8 @@ void LayoutFlags::add_to(CLI::App* app, bool with_chunks) {
           ->capture_default_str());
   spelled_out.push_back(
       app->add_option("--slices", slices, "2D GeMM: MeshSlice's S, SUMMA's panels per block")
-          ->capture_default_str());
+          ->capture_default_str()
+          ->check(integer_at_least(1)));
 }
 
 layout::Plan LayoutFlags::load(const std::vector<const CLI::Option*>& others) const {

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "cli/commands.hpp"
+#include "cli/flag_checks.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
 #include "plan/planner.hpp"
@@ -103,9 +104,12 @@ void add_plan_command(CLI::App& app) {
   p->add_option("--model", args->model, "Model preset or JSON file (e.g. atp-m4, gpt3-175b)")
       ->required();
   p->add_option("--devices", args->devices,
-                "Number of devices; must match the topology (default: the topology's)");
-  p->add_option("--batch", args->batch, "Batch size b (default: the model's)");
-  p->add_option("--seq", args->seq, "Sequence length s (default: the model's)");
+                "Number of devices; must match the topology (default: the topology's)")
+      ->check(integer_at_least(1));
+  p->add_option("--batch", args->batch, "Batch size b (default: the model's)")
+      ->check(integer_at_least(1));
+  p->add_option("--seq", args->seq, "Sequence length s (default: the model's)")
+      ->check(integer_at_least(1));
   p->add_option("--strategies", args->strategies,
                 "Comma-separated: atp, megatron, tp1d, meshslice, collective, wang, summa, "
                 "cannon, or all (default)");

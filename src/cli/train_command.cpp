@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "cli/commands.hpp"
+#include "cli/flag_checks.hpp"
 #include "cli/layout_flags.hpp"
 #include "cli/stop_signals.hpp"
 #include "core/error.hpp"
@@ -162,6 +163,9 @@ void run_train(TrainArgs& args) {
   spec.vocab = 256;
   spec.precision = plan::Precision::kFp32;
   spec.recompute = layout::Recompute::kNone;
+  constexpr std::int64_t kMaxSize = std::int64_t{1} << 24;
+  MESHTP_CHECK(args.batch <= kMaxSize, "--batch={} is too large (at most {})", args.batch, kMaxSize);
+  MESHTP_CHECK(args.seq <= kMaxSize, "--seq={} is too large (at most {})", args.seq, kMaxSize);
   if (args.batch > 0) spec.batch = static_cast<int>(args.batch);
   if (args.seq > 0) spec.seq = static_cast<int>(args.seq);
   train::TrainConfig& c = args.config;
@@ -273,13 +277,13 @@ void add_train_command(CLI::App& app) {
                     "Tensor-parallel mesh d1xd2 (default: Megatron 1D over a replica)"),
       t->add_option("--dp", args->dp, "Data-parallel replicas")
           ->capture_default_str()
-          ->check(CLI::PositiveNumber),
+          ->check(integer_at_least(1)),
       t->add_option("--mesh", args->mesh, "'auto': let the planner choose the whole layout")};
   t->add_option("--topology", args->topology, "Topology preset or file for --mesh auto");
   t->add_option("--batch", args->batch, "Global batch (sequences per step; default: the model's)")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 30));
+      ->check(integer_at_least(1));
   t->add_option("--seq", args->seq, "Sequence length (default: the model's)")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 30));
+      ->check(integer_at_least(1));
   args->layout.add_to(t);
   t->add_option("--lr", c.lr, "Peak learning rate")->capture_default_str();
   t->add_option("--min-lr", c.min_lr, "Final learning rate of the cosine decay")->capture_default_str();
@@ -291,7 +295,7 @@ void add_train_command(CLI::App& app) {
   t->add_option("--grad-clip", c.grad_clip, "Global gradient-norm clip (0: off)")->capture_default_str();
   t->add_option("--seed", c.seed, "Seed of the weights and the data order")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(integer_at_least(0));
   t->add_option("--val-fraction", c.validation_fraction, "Held-out share of the data")
       ->capture_default_str();
   t->add_option("--eval-every", c.eval_every, "Validation every N steps (0: at the end)")

@@ -7,8 +7,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <filesystem>
 #include <system_error>
 #include <utility>
@@ -37,7 +39,41 @@ void sync_directory(const std::string& dir) {
 
 std::atomic<unsigned> temp_counter{0};
 
+// MESHTP_FAULT_ENOSPC_AFTER: bytes left before writes fail (negative: no limit).
+std::int64_t injected_space_left() {
+  static const std::int64_t limit = [] {
+    const char* text = std::getenv("MESHTP_FAULT_ENOSPC_AFTER");
+    return text != nullptr ? std::atoll(text) : std::int64_t{-1};
+  }();
+  return limit;
+}
+std::atomic<std::int64_t> bytes_through{0};
+
 }  // namespace
+
+int write_fully(int fd, std::span<const std::byte> bytes, std::int64_t* written) {
+  const std::byte* next = bytes.data();
+  std::size_t left = bytes.size();
+  while (left > 0) {
+    std::size_t chunk = left;
+    if (const std::int64_t limit = injected_space_left(); limit >= 0) {
+      const std::int64_t room = limit - bytes_through.load();
+      if (room <= 0) return ENOSPC;
+      chunk = std::min(chunk, static_cast<std::size_t>(room));
+    }
+    const ssize_t n = ::write(fd, next, chunk);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (n == 0) return EIO;
+    next += n;
+    left -= static_cast<std::size_t>(n);
+    bytes_through += n;
+    if (written != nullptr) *written += n;
+  }
+  return 0;
+}
 
 AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)) {
   const std::filesystem::path dest(path_);
@@ -73,20 +109,10 @@ void AtomicFileWriter::abandon() noexcept {
 
 void AtomicFileWriter::write(std::span<const std::byte> bytes) {
   MESHTP_CHECK(fd_ >= 0, "cannot write '{}': the writer was already committed or failed", path_);
-  const std::byte* next = bytes.data();
-  std::size_t left = bytes.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd_, next, left);
-    if (n < 0) {
-      const int error = errno;
-      if (error == EINTR) continue;
-      abandon();
-      fail("cannot write '{}': {} after {} bytes; the file was left as it was", path_,
-           describe(error), bytes_written_);
-    }
-    next += n;
-    left -= static_cast<std::size_t>(n);
-    bytes_written_ += n;
+  if (const int error = write_fully(fd_, bytes, &bytes_written_); error != 0) {
+    abandon();
+    fail("cannot write '{}': {} after {} bytes; the file was left as it was", path_,
+         describe(error), bytes_written_);
   }
 }
 
@@ -129,7 +155,9 @@ void write_file_atomically(const std::string& path, std::string_view contents) {
 }
 
 InputFile::InputFile(std::string path) : path_(std::move(path)) {
-  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever; it is
+  // refused below, and for a regular file the flag changes nothing.
+  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd_ < 0) fail("cannot open '{}': {}", path_, describe(errno));
   struct stat st {};
   if (::fstat(fd_, &st) != 0) {
@@ -140,7 +168,11 @@ InputFile::InputFile(std::string path) : path_(std::move(path)) {
   if (!S_ISREG(st.st_mode)) {
     (void)::close(fd_);
     fail("cannot read '{}': {}", path_,
-         S_ISDIR(st.st_mode) ? "it is a directory" : "it is not a regular file");
+         S_ISDIR(st.st_mode)    ? "it is a directory"
+         : S_ISFIFO(st.st_mode) ? "it is a FIFO (named pipe), not a regular file"
+         : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "it is a device, not a regular file"
+         : S_ISSOCK(st.st_mode) ? "it is a socket, not a regular file"
+                                : "it is not a regular file");
   }
   size_ = static_cast<std::int64_t>(st.st_size);
 }

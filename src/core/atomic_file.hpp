@@ -53,6 +53,12 @@ class AtomicFileWriter {
   bool committed_ = false;
 };
 
+// Writes every byte to `fd`, retrying short writes and EINTR; returns 0, or the errno of the
+// write that failed. Every meshtp file write goes through here, so a test can make the disk
+// "full": with MESHTP_FAULT_ENOSPC_AFTER=N in the environment, writes fail with ENOSPC once
+// this process has written N bytes through this function.
+int write_fully(int fd, std::span<const std::byte> bytes, std::int64_t* written = nullptr);
+
 // The whole of `contents` into `path`, atomically (see above).
 void write_file_atomically(const std::string& path, std::string_view contents);
 

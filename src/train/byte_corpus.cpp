@@ -20,14 +20,30 @@ ByteCorpus ByteCorpus::load(const std::string& path, double validation_fraction,
   corpus.source_ = path;
   std::vector<std::string> files;
   if (fs::is_directory(path, ec)) {
-    for (const auto& entry : fs::directory_iterator(path)) {
-      if (entry.is_regular_file() && !entry.is_symlink() && entry.path().extension() != ".dat") {
+    // Regular files, also through symlinks; a dangling symlink is an error (a file the user
+    // meant to train on is missing); other kinds (directories, FIFOs, …) are skipped.
+    int skipped = 0;
+    for (const auto& entry : fs::directory_iterator(path, ec)) {
+      if (entry.is_symlink(ec) && !fs::exists(entry.path(), ec)) {
+        fail("data directory '{}': '{}' is a symlink to '{}', which does not exist", path,
+             entry.path().filename().string(), fs::read_symlink(entry.path(), ec).string());
+      }
+      if (entry.is_regular_file(ec) && entry.path().extension() != ".dat") {
         files.push_back(entry.path().string());
+      } else {
+        ++skipped;
       }
     }
+    MESHTP_CHECK(!ec, "cannot list data directory '{}': {}", path, ec.message());
     std::sort(files.begin(), files.end());
-    MESHTP_CHECK(!files.empty(), "data directory '{}' holds no text files", path);
+    MESHTP_CHECK(!files.empty(),
+                 "data directory '{}' holds no regular files to train on ({} other entries "
+                 "skipped: directories, FIFOs, fortune's .dat indexes)",
+                 path, skipped);
   } else {
+    MESHTP_CHECK(fs::is_regular_file(path, ec),
+                 "data '{}' is not a regular file or a directory (a FIFO, device or socket)",
+                 path);
     files.push_back(path);
   }
   for (const std::string& file : files) {

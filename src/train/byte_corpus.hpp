@@ -21,8 +21,8 @@ class ByteCorpus {
  public:
   static constexpr int kVocab = 256;
 
-  // `path` is a text file, or a directory whose regular files (sorted by name, skipping
-  // fortune's *.dat indexes) are concatenated. The last `validation_fraction` of the bytes
+  // `path` is a text file, or a directory whose regular files (symlinks followed, sorted by
+  // name, skipping fortune's *.dat indexes) are concatenated. The last `validation_fraction` of the bytes
   // is held out. Throws for a missing path, an empty corpus, or one too short for seq.
   static ByteCorpus load(const std::string& path, double validation_fraction, int seq);
 

@@ -58,15 +58,8 @@ MetricsLog::~MetricsLog() {
 
 void MetricsLog::append(const std::string& line, std::int64_t step) {
   const std::string text = line + '\n';
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd_, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      fail("cannot write metrics file '{}' at step {}: {}", path_, step,
-           n < 0 ? describe(errno) : "nothing written");
-    }
-    done += static_cast<std::size_t>(n);
+  if (const int error = write_fully(fd_, std::as_bytes(std::span<const char>(text))); error != 0) {
+    fail("cannot write metrics file '{}' at step {}: {}", path_, step, describe(error));
   }
 }
 
