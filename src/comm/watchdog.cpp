@@ -165,6 +165,14 @@ std::string describe_answer(const Answer* a) {
   return fmt::format("waiting in {} on {} for {:.1f} s", what, a->where, a->waited_s);
 }
 
+// A collective's member arrived once it started the same operation on the group; a
+// transfer's peer, once it waits on a transfer with this rank.
+bool arrived(const WaitSite& site, const Answer* a) {
+  if (a == nullptr) return false;
+  if (site.peer >= 0) return a->waiting && a->peer_world == world_rank_of(site, site.comm->rank);
+  return a->member && a->started >= site.seq;
+}
+
 // The error once the deadline has passed and the grace period brought no completion.
 std::string verdict(const WaitSite& site, const std::vector<int>& asked,
                     const std::map<int, Answer>& answers, double waited) {
@@ -176,9 +184,7 @@ std::string verdict(const WaitSite& site, const std::vector<int>& asked,
   for (const int w : asked) {
     const auto it = answers.find(w);
     const Answer* a = it == answers.end() ? nullptr : &it->second;
-    const bool arrived =
-        site.peer >= 0 ? a != nullptr && a->waiting : a != nullptr && a->member && a->started >= site.seq;
-    if (!arrived) {
+    if (!arrived(site, a)) {
       missing.push_back(w);
       details.push_back(fmt::format("{}{}", asked.size() > 1 ? fmt::format("{}: ", w) : "",
                                     describe_answer(a)));
@@ -289,23 +295,44 @@ int wait_requests(std::span<MPI_Request> requests, std::span<MPI_Status> statuse
   }
   int world_rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-  const std::uint32_t nonce = (++g_nonce << 12) ^ static_cast<std::uint32_t>(world_rank);
-  g_sent_queries.push_back({site.comm->id, site.seq, nonce, 0});
-  for (const int w : asked) {
-    MPI_Request r = MPI_REQUEST_NULL;
-    if (MPI_Isend(&g_sent_queries.back(), sizeof(Query), MPI_BYTE, w, kQueryTag, g_watch, &r) ==
-        MPI_SUCCESS) {
-      MPI_Request_free(&r);
-    }
-  }
   const double grace = std::clamp(detail::comm_timeout_s / 4, 1.0, 10.0);
   std::map<int, Answer> answers;
-  for (const double grace_end = now_seconds() + grace;
-       answers.size() < asked.size() && now_seconds() < grace_end;) {
-    rc = MPI_Testall(n, requests.data(), &done, st);
-    if (rc != MPI_SUCCESS || done) return first_error(rc, statuses);  // only slow
-    serve_queries();
-    collect_answers(nonce, answers);
+  for (int round = 0;; ++round) {
+    const std::uint32_t nonce = (++g_nonce << 12) ^ static_cast<std::uint32_t>(world_rank);
+    g_sent_queries.push_back({site.comm->id, site.seq, nonce, 0});
+    for (const int w : asked) {
+      MPI_Request r = MPI_REQUEST_NULL;
+      if (MPI_Isend(&g_sent_queries.back(), sizeof(Query), MPI_BYTE, w, kQueryTag, g_watch,
+                    &r) == MPI_SUCCESS) {
+        MPI_Request_free(&r);
+      }
+    }
+    answers.clear();
+    for (const double grace_end = now_seconds() + grace;
+         answers.size() < asked.size() && now_seconds() < grace_end;) {
+      rc = MPI_Testall(n, requests.data(), &done, st);
+      if (rc != MPI_SUCCESS || done) return first_error(rc, statuses);  // only slow
+      serve_queries();
+      collect_answers(nonce, answers);
+    }
+    // If every missing rank is alive and waiting in turn, it will time out too and name
+    // whom it waits for — closer to the cause (the stopped rank at the end of the chain).
+    // Give it one more timeout before reporting this link of the chain (or a deadlock).
+    bool chained = round == 0;
+    int missing = 0;
+    for (const int w : asked) {
+      const auto it = answers.find(w);
+      const Answer* a = it == answers.end() ? nullptr : &it->second;
+      if (arrived(site, a)) continue;
+      ++missing;
+      chained &= a != nullptr && a->waiting;
+    }
+    if (!chained || missing == 0) break;
+    for (const double until = now_seconds() + detail::comm_timeout_s; now_seconds() < until;) {
+      rc = MPI_Testall(n, requests.data(), &done, st);
+      if (rc != MPI_SUCCESS || done) return first_error(rc, statuses);
+      serve_queries();
+    }
   }
   rc = MPI_Testall(n, requests.data(), &done, st);
   if (rc != MPI_SUCCESS || done) return first_error(rc, statuses);
