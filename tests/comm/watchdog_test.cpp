@@ -109,8 +109,10 @@ TEST_F(Watchdog, SaysWhereTheMissingRankWaits) {
         << message;
     EXPECT_NE(message.find("waiting in all_reduce #1 on the pair"), std::string::npos) << message;
   }
-  // Unblock both abandoned operations: the receive gets its message, the all_reduce its peer.
+  // Unblock both abandoned operations: the receive gets its message, the all_reduce its peer
+  // (once both ranks have given up, or the receive would just complete late).
   set_comm_timeout(30);
+  world.barrier();
   if (rank == 0) {
     pair.send(std::span<const int>(&x, 1), 1, 99);
   } else {
