@@ -44,7 +44,8 @@ std::string host_name() {
   return name;
 }
 
-// Ticks since boot at which `pid` started (field 22 of /proc/PID/stat); "" if no such process.
+// Ticks since boot at which `pid` started (field 22 of /proc/PID/stat); "" if there is no
+// such process or it is a zombie (dead, not yet reaped — an orphan's parent may never reap).
 std::string start_time(long pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string stat;
@@ -54,6 +55,7 @@ std::string start_time(long pid) {
   std::istringstream fields(stat.substr(close + 2));
   std::string field;
   for (int i = 3; i <= 22 && fields >> field; ++i) {
+    if (i == 3 && (field == "Z" || field == "X")) return "";
     if (i == 22) return field;
   }
   return "";

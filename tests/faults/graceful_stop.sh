@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# graceful_stop.sh MESHTP MPIEXEC [TRIALS]: SIGTERM/SIGINT in the middle of training — to a
+# random rank, or to mpirun — must finish the step, write a checkpoint, exit non-zero, and a
+# --resume from it must reproduce the uninterrupted run's losses bit for bit. A second
+# signal must end the job at once, leaving the last complete checkpoint loadable.
+source "$(dirname "$0")/lib.sh" "$1" "$2"
+n=${3:-2}
+steps=150
+
+losses() {  # the "loss" of every line of a metrics file, exactly as written
+  python3 -c "import json,sys; print(' '.join(repr(json.loads(l)['loss']) for l in open(sys.argv[1])))" "$1"
+}
+
+next_trial
+mpi 2 train "${small[@]}" --steps $steps --metrics "$work/whole.jsonl" >"$work/whole.log" 2>&1 ||
+  { failed "the uninterrupted run failed"; cat "$work/whole.log"; finish; exit 1; }
+whole=$(losses "$work/whole.jsonl")
+
+for t in $(seq "$n"); do
+  sig=TERM
+  target=rank
+  if [ $((t % 2)) -eq 0 ]; then
+    sig=INT
+    target=mpirun
+    # Open MPI passes a signal sent to mpirun on to the ranks only after this many seconds,
+    # and SIGKILLs them as many seconds later (default 1).
+    export OMPI_MCA_odls_base_sigkill_timeout=2
+  fi
+  d="$work/stop$t"
+  trials=$((trials + 1))
+  # Through mpirun the signal arrives seconds later: train long enough, check exactness on
+  # the trials that signal a rank.
+  total=$steps
+  [ "$target" = mpirun ] && total=100000
+  start_bg 2 "$d.log" train "${small[@]}" --steps $total --checkpoint-dir "$d" --metrics "$d.jsonl"
+  unset OMPI_MCA_odls_base_sigkill_timeout
+  # Stop somewhere in steps 3…12.
+  k=$((3 + RANDOM % 10))
+  for _ in $(seq 400); do grep -qE "^step +$k/" "$d.log" && break; sleep 0.02; done
+  if [ "$target" = mpirun ]; then kill -"$sig" "$job"; else kill -"$sig" "$(rank_pids | shuf -n 1)"; fi
+  start=$(now)
+  wait "$job"
+  status=$?
+  # mpirun passes SIGINT and SIGTERM on as SIGTERM.
+  expect=$sig
+  [ "$target" = mpirun ] && expect=TERM
+  stopped=$(grep -oE "stopped by SIG$expect after step [0-9]+" "$d.log" | grep -oE "[0-9]+$")
+  if [ "$status" -eq 0 ] || [ -z "$stopped" ]; then
+    failed "trial $t (SIG$sig to $target): exit $status"; grep -v "^step" "$d.log" | head -20
+    continue
+  fi
+  next_trial
+  if ! mpi 2 train "${small[@]}" --steps $total --stop-after $((steps - stopped)) --checkpoint-dir "$d" \
+    --resume --metrics "$d.jsonl" >"$d.resume.log" 2>&1; then
+    failed "trial $t: resume failed: $(grep -m1 error "$d.resume.log")"
+  elif [ "$target" = mpirun ]; then
+    pass "trial $t: SIG$sig to $target → stopped after step $stopped ($(elapsed "$start") s, exit $status); resumed"
+  elif [ "$(losses "$d.jsonl")" != "$whole" ]; then
+    failed "trial $t (SIG$sig to $target after step $stopped): the resumed losses differ from the uninterrupted run's"
+  else
+    pass "trial $t: SIG$sig to $target → stopped after step $stopped ($(elapsed "$start") s, exit $status); resumed bit-exact to step $steps"
+  fi
+done
+
+# A second signal: out at once, with the newest complete checkpoint still loadable.
+d="$work/twice"
+trials=$((trials + 1))
+start_bg 2 "$d.log" train "${small[@]}" --steps 100000 --checkpoint-dir "$d" --checkpoint-every 1
+for _ in $(seq 400); do grep -qE "^step +5/" "$d.log" && break; sleep 0.02; done
+victim=$(rank_pids | shuf -n 1)
+kill -TERM "$victim"
+kill -TERM "$victim"
+start=$(now)
+wait "$job"
+status=$?
+if [ "$status" -eq 0 ] || ! wait_gone 5; then
+  failed "second signal: exit $status, ranks left: $(marked_pids "$trial")"
+else
+  next_trial
+  if mpi 2 train "${small[@]}" --steps 100000 --stop-after 1 --checkpoint-dir "$d" --resume >"$d.resume.log" 2>&1; then
+    pass "second signal: out in $(elapsed "$start") s (exit $status); the newest checkpoint resumes"
+  else
+    failed "second signal: resume failed: $(grep -m1 error "$d.resume.log")"
+  fi
+fi
+finish
