@@ -322,6 +322,11 @@ CheckpointState CheckpointDir::resume(model::Gpt& gpt, AdamW& optimizer, std::st
                "--resume: no checkpoint in '{}' (neither '{}' nor checkpoint-<step>.safetensors)",
                dir_, latest_link());
   std::vector<std::string> damaged;
+  std::error_code ec;
+  if (fs::is_symlink(latest_link(), ec) && !fs::exists(latest_link(), ec)) {
+    damaged.push_back(fmt::format("'{}' points at '{}', which is missing", latest_link(),
+                                  fs::read_symlink(latest_link(), ec).string()));
+  }
   for (const std::string& path : paths) {
     std::optional<LoadedCheckpoint> loaded;
     std::string reason = fmt::format("{}: damaged as read on another rank", path);
@@ -340,14 +345,13 @@ CheckpointState CheckpointDir::resume(model::Gpt& gpt, AdamW& optimizer, std::st
     used = path;
     if (!damaged.empty() && notice && world_.rank() == 0) {
       const std::string skipped = fmt::format("{}", fmt::join(damaged, "; "));
-      notice(fmt::format("the newest checkpoint is damaged ({}); resuming from the previous "
-                         "one, '{}' (step {})",
+      notice(fmt::format("the newest checkpoint is damaged or missing ({}); resuming from the "
+                         "previous one, '{}' (step {})",
                          skipped, path, loaded->state.step));
     }
     // A checkpoint from before numbered files (a regular DIR/checkpoint.safetensors) takes
     // its numbered name, so the link can point at it.
     on_rank0(world_, [&] {
-      std::error_code ec;
       if (path != latest_link() || fs::is_symlink(path, ec)) return;
       const std::string numbered_path = path_for(loaded->state.step);
       MESHTP_CHECK(!fs::exists(numbered_path, ec), "cannot adopt '{}': '{}' exists", path,
