@@ -91,6 +91,16 @@ int main(int argc, char** argv) {
   try {
     try {
       meshtp::set_blas_threads(meshtp::blas_threads_from_env());
+      // CLI11 would only say "A subcommand is required": name the word it did not know.
+      if (argc > 1 && argv[1][0] != '-') {
+        std::string known;
+        bool found = false;
+        for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+          known += " " + sub->get_name();
+          found |= sub->get_name() == argv[1];
+        }
+        MESHTP_CHECK(found, "unknown command '{}'; the commands are:{}", argv[1], known);
+      }
       app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
       // Same verdict on every rank: print once, exit everywhere with CLI11's code.

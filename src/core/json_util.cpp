@@ -36,6 +36,11 @@ nlohmann::json parse_json(std::string_view text, std::string_view source) {
     const auto colon = reason.find(": ");
     if (colon != std::string::npos) reason = reason.substr(colon + 2);
     fail("malformed JSON in {} at line {}, column {}: {}", source, pos.line, pos.column, reason);
+  } catch (const nlohmann::json::exception& e) {  // e.g. out_of_range: "number overflow parsing '1e999'"
+    std::string reason = e.what();
+    const auto bracket = reason.find("] ");
+    if (bracket != std::string::npos) reason = reason.substr(bracket + 2);
+    fail("malformed JSON in {}: {}", source, reason);
   }
 }
 

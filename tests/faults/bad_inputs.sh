@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# bad_inputs.sh MESHTP MPIEXEC [GROUP]: the catalogue of hostile inputs across every command
+# — flags, topology/model JSON, safetensors, data and checkpoint paths. Each must fail on 2
+# ranks with `error: …` naming the value, a non-zero exit within 10 s on every rank (none
+# left behind), and leave every good file under $good byte-for-byte unchanged.
+# GROUP (flags | files | all, default all) runs part of it.
+source "$(dirname "$0")/lib.sh" "$1" "$2"
+group=${3:-all}
+repo=$(cd "$faults_dir/../.." && pwd)
+
+# The good files: a checkpoint, a topology and a model file, weights, data.
+good="$work/good"
+mkdir -p "$good"
+cp "$work/corpus.txt" "$good/corpus.txt"
+cp "$repo/topologies/pcie-8xa100.json" "$good/topology.json"
+cp "$repo/models/tiny.json" "$good/model.json"
+cp "$repo/tests/data/safetensors/f32_only.safetensors" "$good/weights.safetensors"
+next_trial
+mpi 2 train "${small[@]}" --steps 2 --checkpoint-every 1 --checkpoint-dir "$good/ckpt" >"$work/good.log" 2>&1 ||
+  { echo "could not write the good checkpoint"; cat "$work/good.log"; exit 1; }
+t=(--data "$good/corpus.txt" --eval-batches 1)  # + --seq 32 --batch 4 --steps 2 where not under test
+
+# Damaged copies, next to (not in) the good files.
+bad="$work/bad"
+mkdir -p "$bad/emptydir" "$bad/dangling" "$bad/ckpt-none"
+: >"$bad/empty.txt"
+head -c 10 "$good/corpus.txt" >"$bad/short.txt"
+mkfifo "$bad/fifo"
+ln -s /nonexistent/file.txt "$bad/dangling/a.txt"
+echo "not a directory" >"$bad/afile"
+python3 - "$good" "$bad" <<'EOF'
+import json, struct, sys
+good, bad = sys.argv[1], sys.argv[2]
+def put(name, text):
+    open(f"{bad}/{name}", "w").write(text)
+topo = json.load(open(f"{good}/topology.json"))
+model = json.load(open(f"{good}/model.json"))
+put("deep.json", "[" * 100000 + "]" * 100000)
+put("truncated-topology.json", open(f"{good}/topology.json").read()[:300])
+put("garbage.json", "\x00\x01binary\xff garbage")
+put("typo-topology.json", json.dumps({**topo, "levles": topo["levels"]}))
+put("negative-bw.json", json.dumps({**topo, "levels": [{**topo["levels"][0], "group_gbps": -5}] + topo["levels"][1:]}))
+put("huge-number.json", json.dumps(topo).replace('"launch_us": 20', '"launch_us": 1e999'))
+put("nan-topology.json", json.dumps(topo).replace('"tflops": 250', '"tflops": "NaN"'))
+put("zero-members.json", json.dumps({**topo, "levels": [{**topo["levels"][0], "members": 0}] + topo["levels"][1:]}))
+put("negative-layers.json", json.dumps({**model, "layers": -2}))
+put("string-hidden.json", json.dumps({**model, "hidden": "sixty-four"}))
+put("heads-not-dividing.json", json.dumps({**model, "heads": 5}))
+put("huge-model.json", json.dumps({**model, "layers": 2**31}))
+w = open(f"{good}/weights.safetensors", "rb").read()
+n = struct.unpack("<Q", w[:8])[0]
+open(f"{bad}/truncated.safetensors", "wb").write(w[: len(w) - 5])
+open(f"{bad}/huge-length.safetensors", "wb").write(struct.pack("<Q", 2**63) + w[8:])
+deep = ("[" * 50000 + "]" * 50000).encode()
+open(f"{bad}/deep-header.safetensors", "wb").write(struct.pack("<Q", len(deep)) + deep)
+hdr = json.loads(w[8 : 8 + n])
+name = next(k for k in hdr if k != "__metadata__")
+hdr[name]["dtype"] = "I64"
+h = json.dumps(hdr).encode()
+open(f"{bad}/wrong-dtype.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + w[8 + n :])
+EOF
+mkdir -p "$bad/ckpt-truncated" "$bad/ckpt-other"
+head -c 100000 "$good/ckpt/checkpoint-00000002.safetensors" >"$bad/ckpt-truncated/checkpoint-00000002.safetensors"
+cp "$good/ckpt/checkpoint-00000002.safetensors" "$bad/ckpt-other/checkpoint-00000002.safetensors"
+
+if [ "$group" = all ] || [ "$group" = flags ]; then
+  # ---- train: flags --------------------------------------------------------------------
+  expect_error "train --dp 0" 2 "error: --dp: 0 must be an integer ≥ 1" train "${t[@]}" --seq 32 --batch 4 --steps 2 --dp 0
+  expect_error "train --dp -2" 2 "error: --dp: -2 must be" train "${t[@]}" --seq 32 --batch 4 --steps 2 --dp -2
+  expect_error "train --tp 0x2" 2 "error: bad mesh '0x2'" train "${t[@]}" --seq 32 --batch 4 --steps 2 --tp 0x2
+  expect_error "train --tp 2x" 2 "error: bad mesh '2x'" train "${t[@]}" --seq 32 --batch 4 --steps 2 --tp 2x
+  expect_error "train --tp 2x2 on 2 ranks" 2 "error: dp=1 × tp=2x2 needs 4 ranks, but 2 are running" train "${t[@]}" --seq 32 --batch 4 --steps 2 --tp 2x2
+  expect_error "train --steps 0" 2 "error: --steps=0 must be ≥ 1" train "${t[@]}" --seq 32 --batch 4 --steps 0
+  expect_error "train --lr inf" 2 "error: --lr=inf must be a finite number" train "${t[@]}" --seq 32 --batch 4 --steps 2 --lr inf
+  expect_error "train --lr -1" 2 "error: --lr=-1 must be" train "${t[@]}" --seq 32 --batch 4 --steps 2 --lr -1
+  expect_error "train --lr nan" 2 "error: --lr=nan must be" train "${t[@]}" --seq 32 --batch 4 --steps 2 --lr nan
+  expect_error "train --min-lr above --lr" 2 "error: --min-lr=1 must be a finite number in \[0, 0.001\]" train "${t[@]}" --seq 32 --batch 4 --steps 2 --min-lr 1
+  expect_error "train --seq 0" 2 "error: --seq: 0 must be" train "${t[@]}" --batch 4 --steps 2 --seq 0
+  expect_error "train --seq 2^40" 2 "error: --seq=1099511627776 is too large" train "${t[@]}" --batch 4 --steps 2 --seq 1099511627776
+  expect_error "train --batch -8" 2 "error: --batch: -8 must be" train "${t[@]}" --seq 32 --steps 2 --batch -8
+  expect_error "train --batch 3 with --dp 2" 2 "error: batch=3 is not divisible by dp=2" train "${t[@]}" --seq 32 --steps 2 --batch 3 --dp 2 --tp 1x1
+  expect_error "train --seed -1" 2 "error: --seed: -1 must be" train "${t[@]}" --seq 32 --batch 4 --steps 2 --seed -1
+  expect_error "train --seed 2^64" 2 "error: --seed: 18446744073709551616 must be" train "${t[@]}" --seq 32 --batch 4 --steps 2 --seed 18446744073709551616
+  expect_error "train --checkpoint-every -1" 2 "error: --checkpoint-every=-1 must be ≥ 0" train "${t[@]}" --seq 32 --batch 4 --steps 2 --checkpoint-every -1
+  expect_error "train --keep 0" 2 "error: --keep=0 must be ≥ 1" train "${t[@]}" --seq 32 --batch 4 --steps 2 --keep 0
+  expect_error "train --val-fraction 1.5" 2 "error: --val-fraction=1.5 must be" train "${t[@]}" --seq 32 --batch 4 --steps 2 --val-fraction 1.5
+  expect_error "train --eval-batches 0" 2 "error: --eval-batches=0 must be ≥ 1" train --data "$good/corpus.txt" --eval-batches 0
+  expect_error "train --beta2 1" 2 "error: --beta2=1 must be a finite number in \[0, 1\)" train "${t[@]}" --seq 32 --batch 4 --steps 2 --beta2 1
+  expect_error "train --eps 0" 2 "error: --eps=0 must be" train "${t[@]}" --seq 32 --batch 4 --steps 2 --eps 0
+  expect_error "train --grad-clip -1" 2 "error: --grad-clip=-1 must be" train "${t[@]}" --seq 32 --batch 4 --steps 2 --grad-clip -1
+  expect_error "train --weight-decay inf" 2 "error: --weight-decay=inf must be" train "${t[@]}" --seq 32 --batch 4 --steps 2 --weight-decay inf
+  expect_error "train --warmup -3" 2 "error: --warmup=-3 must be ≥ 0" train "${t[@]}" --seq 32 --batch 4 --steps 2 --warmup -3
+  expect_error "train --chunks 0" 2 "error: chunks=0 must be at least 1" train "${t[@]}" --seq 32 --batch 4 --steps 2 --chunks 0
+  expect_error "train --strategy foo" 2 "error: unknown 2D GeMM algorithm 'foo'" train "${t[@]}" --seq 32 --batch 4 --steps 2 --strategy foo
+  expect_error "train --slices 0" 2 "error: --slices: 0 must be" train "${t[@]}" --seq 32 --batch 4 --steps 2 --slices 0
+  expect_error "train --model nonexistent" 2 "error: unknown model 'nonexistent'" train "${t[@]}" --seq 32 --batch 4 --steps 2 --model nonexistent
+  expect_error "train --mesh bogus" 2 "error: --mesh must be 'auto'.*got 'bogus'" train "${t[@]}" --seq 32 --batch 4 --steps 2 --mesh bogus
+  expect_error "train --mesh auto without --topology" 2 "error: --mesh auto needs --topology" train "${t[@]}" --seq 32 --batch 4 --steps 2 --mesh auto
+  expect_error "train --comm-timeout -1" 2 "error: --comm-timeout=-1 must be" train "${t[@]}" --seq 32 --batch 4 --steps 2 --comm-timeout -1
+  expect_error "train --skip-nonfinite -1" 2 "error: --skip-nonfinite=-1 must be ≥ 0" train "${t[@]}" --seq 32 --batch 4 --steps 2 --skip-nonfinite -1
+  expect_error "train --trace-steps 0" 2 "error: --trace-steps=0 must be ≥ 1" train "${t[@]}" --seq 32 --batch 4 --steps 2 --trace-steps 0
+  expect_error "train --stop-after -1" 2 "error: --stop-after=-1 must be ≥ 0" train "${t[@]}" --seq 32 --batch 4 --steps 2 --stop-after -1
+  expect_error "train --steps abc" 2 "error: Could not convert: --steps = abc" train "${t[@]}" --seq 32 --batch 4 --steps abc
+  expect_error "train --model atp-m4 (memory)" 2 "error: model 'atp-m4' .*needs ~[0-9.]+ GiB per rank" train --model atp-m4
+  expect_error "train --seq 100000 (memory)" 2 "error: model 'tiny' with --batch=4 --seq=100000 .*needs ~[0-9.]+ GiB per rank" \
+    train --data "$good/corpus.txt" --batch 4 --seq 100000
+  # ---- other commands: flags ---------------------------------------------------------
+  expect_error "plan --devices 0" 2 "error: --devices: 0 must be" plan --topology nvlink-network-2 --model tiny --devices 0
+  expect_error "plan --devices 3 on a 2-device topology" 2 "error: topology 'nvlink-network-2' has 2 devices but --devices is 3" \
+    plan --topology nvlink-network-2 --model tiny --devices 3
+  expect_error "plan --batch 0" 2 "error: --batch: 0 must be" plan --topology nvlink-network-2 --model tiny --batch 0
+  expect_error "plan --strategies foo" 2 "error: .*'foo'" plan --topology nvlink-network-2 --model tiny --strategies foo
+  expect_error "block --heads -4" 2 "error: --heads: -4 must be" block --weights "$good/weights.safetensors" \
+    --input "$good/weights.safetensors" --grad-output "$good/weights.safetensors" --out "$work/o.safetensors" --mesh 2x1 --heads -4
+  expect_error "topo show --mesh 0x2" 2 "error: bad mesh '0x2'" topo show nvlink-network-2 --mesh 0x2
+  expect_error "topo show nvlink-network-0" 2 "error: .*nvlink-network-0" topo show nvlink-network-0
+  expect_error "bench collectives --sizes 0" 2 "error: bad size '0'" bench collectives --sizes 0
+  expect_error "bench collectives --mesh 3x3" 2 "error: mesh 3x3 has 9 ranks but the world has 2" bench collectives --mesh 3x3
+  expect_error "bench collectives --seconds -1" 2 "error: --seconds=-1 must be" bench collectives --seconds -1
+  expect_error "bench layer --heads -4" 2 "error: .*heads=-4" bench layer --hidden 64 --heads -4 --seq 8 --batch 2 --layers 1 --mesh 2x1
+  expect_error "bench gemm --shapes 0x1x1" 2 "error: bad --shapes item '0x1x1'" bench gemm --shapes 0x1x1
+  expect_error "bench gemm2d --m 0" 2 "error: GeMM sizes must be positive, got m=0" bench gemm2d --m 0 --n 8 --k 8 --mesh 1x2
+  expect_error "calibrate --mesh 5" 2 "error: --mesh 5: calibrate takes a 2D mesh" calibrate --mesh 5 --out "$work/cal.json"
+  expect_error "unknown command" 2 "error: unknown command 'frobnicate'" frobnicate
+fi
+
+if [ "$group" = all ] || [ "$group" = files ]; then
+  # ---- data ----------------------------------------------------------------------------
+  expect_error "data missing" 2 "error: data '$bad/missing.txt' does not exist" train --data "$bad/missing.txt"
+  expect_error "data empty" 2 "error: data '$bad/empty.txt' is empty" train --data "$bad/empty.txt"
+  expect_error "data too short" 2 "error: data '$bad/short.txt' has 10 bytes: too short" train --data "$bad/short.txt" --seq 32
+  expect_error "data FIFO" 2 "error: data '$bad/fifo' is not a regular file" train --data "$bad/fifo"
+  expect_error "data dir, dangling symlink" 2 "error: data directory '$bad/dangling': 'a.txt' is a symlink to '/nonexistent/file.txt', which does not exist" \
+    train --data "$bad/dangling"
+  expect_error "data dir, no files" 2 "error: data directory '$bad/emptydir' holds no regular files" train --data "$bad/emptydir"
+  # ---- topology / model JSON ----------------------------------------------------------
+  expect_error "topology nested 100000 deep" 2 "error: malformed JSON in '$bad/deep.json' at line 1, column 65: nested more than 64" \
+    topo show "$bad/deep.json"
+  expect_error "topology truncated" 2 "error: malformed JSON in '$bad/truncated-topology.json' at line [0-9]+, column [0-9]+" \
+    topo show "$bad/truncated-topology.json"
+  expect_error "topology binary garbage" 2 "error: malformed JSON in '$bad/garbage.json'" topo show "$bad/garbage.json"
+  expect_error "topology field typo" 2 "error: .*'levles'" topo show "$bad/typo-topology.json"
+  expect_error "topology negative bandwidth" 2 "error: .*group_gbps.*-5" topo show "$bad/negative-bw.json"
+  expect_error "topology number 1e999" 2 "error: .*huge-number.json.*(1e999|out of range|overflow)" topo show "$bad/huge-number.json"
+  expect_error "topology \"NaN\" string" 2 "error: .*tflops.*NaN" topo show "$bad/nan-topology.json"
+  expect_error "topology 0 members" 2 "error: .*members.*0" plan --topology "$bad/zero-members.json" --model tiny
+  expect_error "topology FIFO" 2 "error: .*'$bad/fifo'" plan --topology "$bad/fifo" --model tiny
+  expect_error "model negative layers" 2 "error: .*layers.*-2" plan --topology nvlink-network-2 --model "$bad/negative-layers.json"
+  expect_error "model string hidden" 2 "error: .*hidden.*sixty-four" train --data "$good/corpus.txt" --model "$bad/string-hidden.json"
+  expect_error "model heads not dividing hidden" 2 "error: .*heads.*5" train --data "$good/corpus.txt" --model "$bad/heads-not-dividing.json"
+  expect_error "model 2^31 layers" 2 "error: .*layers.*2147483648" train --data "$good/corpus.txt" --model "$bad/huge-model.json"
+  expect_error "model nested 100000 deep" 2 "error: malformed JSON in '$bad/deep.json'.*nested more than 64" \
+    train --data "$good/corpus.txt" --model "$bad/deep.json"
+  # ---- safetensors ---------------------------------------------------------------------
+  b=(--input "$good/weights.safetensors" --grad-output "$good/weights.safetensors" --out "$work/o.safetensors" --mesh 2x1 --heads 1)
+  expect_error "weights truncated" 2 "error: .*truncated.safetensors.*(extends past the end|belong to no tensor)" block --weights "$bad/truncated.safetensors" "${b[@]}"
+  expect_error "weights header length 2^63" 2 "error: .*huge-length.safetensors: header length 9223372036854775808" block --weights "$bad/huge-length.safetensors" "${b[@]}"
+  expect_error "weights header nested 50000 deep" 2 "error: malformed JSON in the header of .*deep-header.safetensors.*nested more than 64" \
+    block --weights "$bad/deep-header.safetensors" "${b[@]}"
+  expect_error "weights dtype I64" 2 "error: .*wrong-dtype.safetensors: tensor '.*' has dtype I64" block --weights "$bad/wrong-dtype.safetensors" "${b[@]}"
+  expect_error "weights FIFO" 2 "error: cannot read '$bad/fifo': it is a FIFO" block --weights "$bad/fifo" "${b[@]}"
+  expect_error "gemm input missing" 2 "error: cannot open '$bad/none.safetensors': No such file" \
+    gemm --a "$bad/none.safetensors" --b "$good/weights.safetensors" --algo summa --dataflow os --mesh 1x2 --out "$work/c.safetensors"
+  # ---- checkpoint and output paths ------------------------------------------------------
+  expect_error "checkpoint dir is a file" 2 "error: cannot use checkpoint directory '$bad/afile': Not a directory" \
+    train "${t[@]}" --seq 32 --batch 4 --steps 2 --checkpoint-dir "$bad/afile"
+  expect_error "checkpoint dir not writable" 2 "error: checkpoint directory '/proc/self' is not writable" \
+    train "${t[@]}" --seq 32 --batch 4 --steps 2 --checkpoint-dir /proc/self
+  expect_error "resume without a directory" 2 "error: --resume needs --checkpoint-dir" train "${t[@]}" --seq 32 --batch 4 --steps 2 --resume
+  expect_error "resume from a missing directory" 2 "error: --resume: checkpoint directory '$bad/none' does not exist" \
+    train "${t[@]}" --seq 32 --batch 4 --steps 2 --checkpoint-dir "$bad/none" --resume
+  expect_error "resume from an empty directory" 2 "error: --resume: no checkpoint in '$bad/ckpt-none'" \
+    train "${t[@]}" --seq 32 --batch 4 --steps 2 --checkpoint-dir "$bad/ckpt-none" --resume
+  expect_error "resume from a truncated checkpoint" 2 "error: --resume: no checkpoint in '$bad/ckpt-truncated' is intact: .*(extends past|ends at byte)" \
+    train "${t[@]}" --seq 32 --batch 4 --steps 4 --checkpoint-dir "$bad/ckpt-truncated" --resume
+  expect_error "resume another model's checkpoint" 2 "error: .*checkpoint of a model with seq=32, but this model has seq=16" \
+    train --data "$good/corpus.txt" --seq 16 --batch 4 --steps 4 --checkpoint-dir "$bad/ckpt-other" --resume
+  expect_error "fresh run over good checkpoints" 2 "error: checkpoint directory '$good/ckpt' already holds checkpoints" \
+    train "${t[@]}" --seq 32 --batch 4 --steps 2 --checkpoint-dir "$good/ckpt"
+  expect_error "resume --steps below the checkpoint" 2 "error: --steps=1 but '.*' is already at step 2" \
+    train "${t[@]}" --seq 32 --batch 4 --steps 1 --checkpoint-dir "$good/ckpt" --resume
+  expect_error "trace path not writable" 2 "error: cannot write '/proc/self/t.json'" train "${t[@]}" --seq 32 --batch 4 --steps 2 --trace /proc/self/t.json
+  expect_error "metrics path not writable" 2 "error: cannot open metrics file '/proc/self/m.jsonl'" train "${t[@]}" --seq 32 --batch 4 --steps 2 --metrics /proc/self/m.jsonl
+  expect_error "metrics on a full disk" 2 "error: cannot write metrics file '/dev/full' at step 1: No space left on device" \
+    train "${t[@]}" --seq 32 --batch 4 --steps 2 --metrics /dev/full
+  expect_error "plan --out not writable" 2 "error: cannot write '/proc/self/p.json'" calibrate --out /proc/self/p.json
+  expect_error "calibrate --out is a directory" 2 "error: cannot write '$bad/emptydir': it is a directory" \
+    calibrate --out "$bad/emptydir"
+fi
+echo "bad inputs tried $trials, rejected cleanly $((trials - failures))"
+finish
