@@ -1,5 +1,6 @@
 #include "cli/stop_signals.hpp"
 
+#include <fcntl.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -17,8 +18,19 @@ char g_stop_note[160];
 char g_launcher_note[160];
 pid_t g_parent = 0;
 
-// Async-signal-safe: only write(2), signal(2), raise(3), _exit(2) below.
+// Async-signal-safe: only write(2), fcntl(2), signal(2), raise(3), _exit(2) below.
 void write_note(const char* note) { (void)!::write(STDERR_FILENO, note, std::strlen(note)); }
+
+// Once a stop is requested, output must never block the stop: when the signal came through
+// mpirun, mpirun stopped reading the ranks' output at once but passes the signal on only
+// seconds later, so a rank may already sit in a write to a full pipe. Non-blocking, the
+// (restarted) write returns and further output is dropped rather than waited for.
+void never_block_on_output() {
+  for (const int fd : {STDOUT_FILENO, STDERR_FILENO}) {
+    const int flags = ::fcntl(fd, F_GETFL);
+    if (flags >= 0) (void)::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+  }
+}
 
 extern "C" void on_stop_signal(int signal) {
   if (g_stop_signal != 0) {  // the second one: stop at once
@@ -27,6 +39,7 @@ extern "C" void on_stop_signal(int signal) {
     return;
   }
   g_stop_signal = signal;
+  never_block_on_output();
   write_note(g_stop_note);
 }
 

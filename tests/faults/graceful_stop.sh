@@ -24,7 +24,7 @@ for t in $(seq "$n"); do
     target=mpirun
     # Open MPI passes a signal sent to mpirun on to the ranks only after this many seconds,
     # and SIGKILLs them as many seconds later (default 1).
-    export OMPI_MCA_odls_base_sigkill_timeout=2
+    export OMPI_MCA_odls_base_sigkill_timeout=8
   fi
   d="$work/stop$t"
   trials=$((trials + 1))
@@ -50,7 +50,9 @@ for t in $(seq "$n"); do
     continue
   fi
   next_trial
-  if ! mpi 2 train "${small[@]}" --steps $total --stop-after $((steps - stopped)) --checkpoint-dir "$d" \
+  more=$((steps - stopped))
+  [ "$target" = mpirun ] && more=2
+  if ! mpi 2 train "${small[@]}" --steps $total --stop-after $more --checkpoint-dir "$d" \
     --resume --metrics "$d.jsonl" >"$d.resume.log" 2>&1; then
     failed "trial $t: resume failed: $(grep -m1 error "$d.resume.log")"
   elif [ "$target" = mpirun ]; then
