@@ -213,7 +213,8 @@ TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
   TrainConfig run = config;
   run.seed = seed;
   if (!config.trace_path.empty()) {
-    on_rank0(world, [&] { AtomicFileWriter probe(config.trace_path); });  // writable? (removed)
+    // Writable? The probe creates its temporary file and removes it again.
+    on_rank0(world, [&] { AtomicFileWriter probe(config.trace_path); });
   }
   std::optional<MetricsLog> metrics;
   if (!config.metrics_path.empty()) {
