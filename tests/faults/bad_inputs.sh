@@ -90,8 +90,8 @@ if [ "$group" = all ] || [ "$group" = flags ]; then
   expect_error "train --grad-clip -1" 2 "error: --grad-clip=-1 must be" train "${t[@]}" --seq 32 --batch 4 --steps 2 --grad-clip -1
   expect_error "train --weight-decay inf" 2 "error: --weight-decay=inf must be" train "${t[@]}" --seq 32 --batch 4 --steps 2 --weight-decay inf
   expect_error "train --warmup -3" 2 "error: --warmup=-3 must be ≥ 0" train "${t[@]}" --seq 32 --batch 4 --steps 2 --warmup -3
-  expect_error "train --chunks 0" 2 "error: chunks=0 must be at least 1" train "${t[@]}" --seq 32 --batch 4 --steps 2 --chunks 0
-  expect_error "train --strategy foo" 2 "error: unknown 2D GeMM algorithm 'foo'" train "${t[@]}" --seq 32 --batch 4 --steps 2 --strategy foo
+  expect_error "train --chunks 0" 2 "error: --chunks: 0 must be an integer ≥ 1" train "${t[@]}" --seq 32 --batch 4 --steps 2 --chunks 0
+  expect_error "train --strategy foo" 2 "error: unknown strategy 'foo'" train "${t[@]}" --seq 32 --batch 4 --steps 2 --strategy foo
   expect_error "train --slices 0" 2 "error: --slices: 0 must be" train "${t[@]}" --seq 32 --batch 4 --steps 2 --slices 0
   expect_error "train --model nonexistent" 2 "error: unknown model 'nonexistent'" train "${t[@]}" --seq 32 --batch 4 --steps 2 --model nonexistent
   expect_error "train --mesh bogus" 2 "error: --mesh must be 'auto'.*got 'bogus'" train "${t[@]}" --seq 32 --batch 4 --steps 2 --mesh bogus
