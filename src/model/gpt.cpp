@@ -98,6 +98,7 @@ Gpt::Gpt(const mesh::DeviceMesh& tp_mesh, const GptConfig& config)
   targets_.resize(static_cast<std::size_t>(n));
   embedded_ = Tensor({n, h});
   final_ln_ = Tensor({stream.rows(), stream.cols});
+  final_full_ = Tensor({n, h});
   dfinal_full_ = Tensor({n, h});
   logits_ = Tensor({n, vocab_.rows});
   ln_mean_.resize(static_cast<std::size_t>(stream.rows()));
@@ -242,14 +243,15 @@ double Gpt::forward(std::span<const std::int32_t> tokens, std::span<const std::i
   parallel::layernorm_sharded_forward(final_ln_.matrix(), ln_mean_, ln_rstd_, x_last,
                                       values_[kLnfWeight].values(),
                                       values_[kLnfBias].values(), h, stream_group(), ln_scratch_);
-  final_full_ = parallel::gather_activation(mesh_->comm(), final_ln_.matrix(), n, h, shard);
+  parallel::gather_activation_into(mesh_->comm(), final_ln_.matrix(), final_full_.matrix(),
+                                   shard);
   return parallel::vocab_cross_entropy_forward(logits_.matrix(), lse_, final_full_.matrix(),
                                                values_[kWte].matrix(), targets_, vocab_,
                                                mesh_->comm(), ce_stats_);
 }
 
 void Gpt::backward(float dloss, const std::function<void(int layer)>& on_layer_done) {
-  const std::int64_t n = config_.batch * config_.seq, h = config_.hidden;
+  const std::int64_t h = config_.hidden;
   const parallel::ActivationShard shard = with_stack([](auto& s) { return s.stream_shard(); });
   parallel::vocab_cross_entropy_backward(dfinal_full_.matrix(), grads_[kWte].matrix(),
                                          logits_.matrix(), lse_, final_full_.matrix(),
@@ -286,8 +288,11 @@ void Gpt::backward(float dloss, const std::function<void(int layer)>& on_layer_d
   }
   with_stack([&](auto& s) { s.backward(on_layer_done); });
 
-  const Tensor dembedded = parallel::gather_activation(
-      mesh_->comm(), with_stack([](auto& s) { return s.grad_input(); }).whole(), n, h, shard);
+  // dfinal_full_ is free again: it takes the embedding's gradient, gathered.
+  Tensor& dembedded = dfinal_full_;
+  parallel::gather_activation_into(mesh_->comm(),
+                                   with_stack([](auto& s) { return s.grad_input(); }).whole(),
+                                   dembedded.matrix(), shard);
   parallel::vocab_embedding_backward(grads_[kWte].matrix(), dembedded.matrix(), tokens_, vocab_);
   for (std::int64_t b = 0; b < config_.batch; ++b) {
     residual_accumulate(grads_[kWpe].matrix(),

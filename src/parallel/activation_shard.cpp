@@ -44,7 +44,23 @@ void slice_activation(ConstMatrixView global, const ActivationShard& s, MatrixVi
 
 Tensor gather_activation(const comm::Communicator& comm, ConstMatrixView local,
                          std::int64_t rows, std::int64_t cols, const ActivationShard& s) {
+  Tensor out({rows, cols});
+  gather_activation_into(comm, local, out.matrix(), s);
+  return out;
+}
+
+void gather_activation_into(const comm::Communicator& comm, ConstMatrixView local,
+                            MatrixView out, const ActivationShard& s) {
+  const std::int64_t rows = out.rows, cols = out.cols;
   check_activation_shard(rows, cols, s);
+  MESHTP_CHECK(out.contiguous(), "gather_activation: the output must be contiguous");
+  if (s.row_parts == 1 && s.col_parts == 1) {
+    MESHTP_CHECK(local.rows == rows && local.cols == cols,
+                 "gather_activation: local is {}x{}, the whole is {}x{}", local.rows, local.cols,
+                 rows, cols);
+    copy(local, out);
+    return;
+  }
   const std::int64_t lr = rows / s.row_parts, lc = cols / s.col_parts;
   MESHTP_CHECK(local.rows == lr && local.cols == lc,
                "gather_activation: local is {}x{}, the block of {}x{} is {}x{}", local.rows,
@@ -59,7 +75,6 @@ Tensor gather_activation(const comm::Communicator& comm, ConstMatrixView local,
   const int desc[5] = {s.chunks, s.row_parts, s.row_index, s.col_parts, s.col_index};
   std::vector<int> descs(static_cast<std::size_t>(5 * P));
   comm.all_gather(std::span<const int>(desc), std::span<int>(descs));
-  Tensor out({rows, cols});
   std::vector<char> written(static_cast<std::size_t>(rows * cols), 0);
   for (int p = 0; p < P; ++p) {
     const int* d = descs.data() + 5 * p;
@@ -75,11 +90,10 @@ Tensor gather_activation(const comm::Communicator& comm, ConstMatrixView local,
       for (std::int64_t c = 0; c < lc; ++c) {
         if (written[static_cast<std::size_t>(g + c)]) continue;
         written[static_cast<std::size_t>(g + c)] = 1;
-        out[g + c] = block[r * lc + c];
+        out.data[g + c] = block[r * lc + c];
       }
     }
   }
-  return out;
 }
 
 }  // namespace meshtp::parallel

@@ -39,5 +39,11 @@ void slice_activation(ConstMatrixView global, const ActivationShard& s, MatrixVi
 // values; the lowest rank's copy is used. Collective; every rank returns the result.
 Tensor gather_activation(const comm::Communicator& comm, ConstMatrixView local,
                          std::int64_t rows, std::int64_t cols, const ActivationShard& s);
+// The same into `out` (the global [rows, cols]), for a caller that keeps the buffer. When the
+// block is the whole matrix (one row part, one column part: every rank holds all of it, as
+// the residual stream on a mesh (N, 1) without sequence parallelism) it is a copy of local,
+// with no communication.
+void gather_activation_into(const comm::Communicator& comm, ConstMatrixView local,
+                            MatrixView out, const ActivationShard& s);
 
 }  // namespace meshtp::parallel
