@@ -8,7 +8,8 @@
 //   attention      the attention core, its per-head GeMMs too  "attention" (and gemm in it)
 //   elementwise    LayerNorm, GeLU, bias, residual, copies     "layernorm", "gelu", "bias", …
 //   embedding/head token/position embedding, LM head, loss     "embedding", "lm_head" (+ gemm)
-//   comm wait      blocked in a collective or Request::wait    "wait", "all_reduce", …
+//   comm wait      blocked in a collective or Request::wait,   "wait", "all_reduce", …,
+//                  or issuing / progressing a non-blocking one "comm_issue", "progress"
 //   optimizer      gradient norm, clipping, AdamW              "optimizer"
 //   data           sampling the batch                          "data"
 //   other          time inside the window no span claims (the loop's own work)

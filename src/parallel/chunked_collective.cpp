@@ -1,6 +1,7 @@
 #include "parallel/chunked_collective.hpp"
 
 #include "core/error.hpp"
+#include "core/trace.hpp"
 
 namespace meshtp::parallel {
 
@@ -19,6 +20,7 @@ void ChunkedCollective::start(int i, std::span<float> send, std::span<float> rec
                "chunk {} of a collective over {} chunks", i, pending_.size());
   auto& slot = pending_[static_cast<std::size_t>(i)];
   MESHTP_CHECK(!slot.pending(), "{} of chunk {} started twice", name(kind_), i);
+  const ScopedSpan span("comm_issue", SpanKind::kCompute);  // MPI may do the work right here
   const std::span<const float> in(send.data(), send.size());
   switch (kind_) {
     case CollectiveKind::kNone:
@@ -54,6 +56,7 @@ bool ChunkedCollective::any_pending() const {
 }
 
 void ChunkedCollective::poke() {
+  const ScopedSpan span("progress", SpanKind::kCompute);
   for (auto& r : pending_) {
     if (r.pending()) r.test();
   }
