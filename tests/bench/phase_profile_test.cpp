@@ -71,6 +71,9 @@ TEST(PhaseProfile, EveryPhaseHasAName) {
   }
   EXPECT_TRUE(role_of_span("iall_gather").skip);
   EXPECT_FALSE(role_of_span("step").phase.has_value());
+  // Issuing and progressing a non-blocking collective is the rank's time in MPI.
+  EXPECT_EQ(role_of_span("comm_issue").phase, Phase::kCommWait);
+  EXPECT_EQ(role_of_span("progress").phase, Phase::kCommWait);
 }
 
 }  // namespace
