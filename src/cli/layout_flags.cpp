@@ -27,6 +27,11 @@ void LayoutFlags::add_to(CLI::App* app, bool with_chunks) {
                       "input or output")
           ->capture_default_str());
   spelled_out.push_back(
+      app->add_option("--recompute", recompute,
+                      "Activation recomputation: none, selective (attention core) or full "
+                      "(every block's forward again before its backward)")
+          ->capture_default_str());
+  spelled_out.push_back(
       app->add_option("--slices", slices, "2D GeMM: MeshSlice's S, SUMMA's panels per block")
           ->capture_default_str()
           ->check(integer_at_least(1)));

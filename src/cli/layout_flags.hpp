@@ -1,6 +1,6 @@
 // The layout flags `train`, `block` and `bench layer` share: either a plan file (--plan, as
 // `meshtp plan --out` writes it) or the layout spelled out (--strategy, --chunks,
-// --sequence-parallel, --stationary, --slices). Giving both is an error naming the flag.
+// --sequence-parallel, --stationary, --slices, --recompute). Giving both is an error naming the flag.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -19,6 +19,7 @@ struct LayoutFlags {
   bool sequence_parallel = false;
   std::string stationary = "auto";
   int slices = 1;
+  std::string recompute = "none";
   std::vector<const CLI::Option*> spelled_out;  // the flags --plan excludes
 
   // Registers the flags; without `with_chunks` the command lists chunks itself.

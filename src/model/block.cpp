@@ -105,7 +105,8 @@ Block::Block(const mesh::DeviceMesh& mesh, const BlockConfig& config)
   xn1_ = buffer(qkv_.x_layout().size());
   xn1g_ = buffer(qkv_.gathers_input() ? qkv_.xg_layout().size() : 0);
   qkv_out_ = buffer(qkv_.y_layout().size());
-  att_ = buffer(attention_att_size(config.batch, config.seq, local_heads_));
+  const bool selective = config.recompute == layout::Recompute::kSelective;
+  att_ = buffer(selective ? 0 : attention_att_size(config.batch, config.seq, local_heads_));
   attn_g_ = buffer(proj_.xg_layout().size());
   xmid_ = buffer(stream_layout().size());
   xn2_ = buffer(fc1_.x_layout().size());
@@ -133,6 +134,9 @@ BlockWorkspace::BlockWorkspace(const Block& b)
       dqkv(buffer(b.qkv_.y_layout().size())),
       dqkv_g(buffer(b.qkv_.scatters_output() ? b.qkv_.yp_layout().size() : 0)),
       att_scratch(buffer(attention_scratch_size(b.config().seq))),
+      att(buffer(b.config().recompute == layout::Recompute::kSelective
+                     ? attention_att_size(b.config().batch, b.config().seq, b.local_heads_)
+                     : 0)),
       ln_scratch(static_cast<std::size_t>(2 * b.stream_layout().chunk_rows)) {}
 
 ChunkedLayout Block::stream_layout() const { return fc2_.y_layout(); }
@@ -183,8 +187,8 @@ void Block::attention_forward_chunk(int i, BlockWorkspace& ws) {
   const MatrixView out = or_alias(ws.attn, proj_.x_layout(), view(attn_g_, proj_.xg_layout()))
                              .chunk(i);
   for (std::int64_t q = 0; q < bc; ++q) {
-    const auto att = att_.values().subspan(static_cast<std::size_t>((i * bc + q) * per_seq),
-                                           static_cast<std::size_t>(per_seq));
+    const auto att = this->att(ws).values().subspan(
+        static_cast<std::size_t>((i * bc + q) * per_seq), static_cast<std::size_t>(per_seq));
     attention_forward(out.block(q * s, 0, s, w), att, qkv.block(q * s, 0, s, 3 * w), 1, s,
                       local_heads_);
     if (config_.progress_splits > 1) progress_.poke();
@@ -199,9 +203,13 @@ void Block::attention_backward_chunk(int i, BlockWorkspace& ws) {
   const MatrixView dout =
       or_alias(ws.datt, proj_.x_layout(), view(ws.datt_p, proj_.xg_layout())).chunk(i);
   zero(dqkv);
+  // Selective recomputation: the probabilities again, from the same qkv by the same code, so
+  // bit for bit those of the forward. Its output lands where the forward's did (attn, already
+  // consumed by proj's dW), with the same values.
+  if (config_.recompute == layout::Recompute::kSelective) attention_forward_chunk(i, ws);
   for (std::int64_t q = 0; q < bc; ++q) {
-    const auto att = att_.values().subspan(static_cast<std::size_t>((i * bc + q) * per_seq),
-                                           static_cast<std::size_t>(per_seq));
+    const auto att = this->att(ws).values().subspan(
+        static_cast<std::size_t>((i * bc + q) * per_seq), static_cast<std::size_t>(per_seq));
     attention_backward(dqkv.block(q * s, 0, s, 3 * w), ws.att_scratch.values(),
                        dout.block(q * s, 0, s, w), qkv.block(q * s, 0, s, 3 * w), att, 1, s,
                        local_heads_);

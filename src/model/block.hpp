@@ -65,6 +65,7 @@
 #include <span>
 #include <vector>
 
+#include "layout/vocabulary.hpp"
 #include "mesh/device_mesh.hpp"
 #include "model/params.hpp"
 #include "parallel/activation_shard.hpp"
@@ -84,6 +85,11 @@ struct BlockConfig {
   // MPI_Test between them, and the attention core polls between sequences (1: no polling:
   // non-blocking collectives then advance only inside other MPI calls and waits).
   int progress_splits = 4;
+  // Activation recomputation (Korthikanti et al. 2022 §4): selective keeps no attention
+  // probabilities per block (one set in the workspace, recomputed from the saved qkv right
+  // before the core's backward); full keeps only each block's input, and the stack reruns
+  // the block's forward before its backward (model/stack.hpp). Gradients are bit-identical.
+  layout::Recompute recompute = layout::Recompute::kNone;
 };
 
 // Throws meshtp::Error naming the values ("heads=12 is not divisible by d1·d2=8 (mesh 4x2)")
@@ -104,6 +110,7 @@ class BlockWorkspace {
   Tensor qkv_p, attn, proj_p, proj_y, fc2_p, fc2_y;           // forward
   Tensor dyg, dgelu, dfc1, dxn_p, dxn, dxmid, dxmid_g;        // backward
   Tensor datt_p, datt, dqkv, dqkv_g, att_scratch;
+  Tensor att;  // selective recomputation: the attention probabilities of the running block
   std::vector<double> ln_scratch;
 };
 
@@ -136,6 +143,7 @@ class Block {
   static View view(Tensor& t, const parallel::ChunkedLayout& l) { return View(t.data(), l); }
 
   void attention_forward_chunk(int i, BlockWorkspace& ws);
+  Tensor& att(BlockWorkspace& ws) { return att_.empty() ? ws.att : att_; }
   void attention_backward_chunk(int i, BlockWorkspace& ws);
   std::span<float> rows_of(std::span<float> per_row, int i) const;
 

@@ -129,8 +129,7 @@ Gemm2dBlock::Gemm2dBlock(const mesh::DeviceMesh& mesh, const Gemm2dBlockConfig& 
   ln2_rstd_ = Tensor({nl_});
   xn1_ = matrix_buffer(nl_, hl_);
   qkv_ = matrix_buffer(nl_, 3 * hl_);
-  att_ = Tensor(
-      {attention_att_size(config.batch / mesh.size(0), config.seq, config.heads / mesh.size(1))});
+  if (config.recompute != layout::Recompute::kSelective) att_ = Tensor({att_size()});
   attn_ = matrix_buffer(nl_, hl_);
   xmid_ = matrix_buffer(nl_, hl_);
   xn2_ = matrix_buffer(nl_, hl_);
@@ -149,6 +148,8 @@ Gemm2dBlockWorkspace::Gemm2dBlockWorkspace(const Gemm2dBlock& b)
       dqkv(matrix_buffer(b.nl_, 3 * b.hl_)),
       att_scratch({attention_scratch_size(b.config_.seq)}),
       row_partial({kRowPartialWidth * b.hl_}),
+      att(b.config_.recompute == layout::Recompute::kSelective ? Tensor({b.att_size()})
+                                                                : Tensor()),
       ln_scratch(static_cast<std::size_t>(2 * b.nl_)) {}
 
 void Gemm2dBlock::bind(std::span<const std::span<float>> values,
@@ -165,6 +166,11 @@ void Gemm2dBlock::bind(std::span<const std::span<float>> values,
     p_[i] = values[i];
     g_[i] = grads[i];
   }
+}
+
+std::int64_t Gemm2dBlock::att_size() const {
+  return attention_att_size(config_.batch / mesh_->size(0), config_.seq,
+                            config_.heads / mesh_->size(1));
 }
 
 MatrixView Gemm2dBlock::weight(int p) const {
@@ -187,7 +193,7 @@ void Gemm2dBlock::forward(MatrixView y, ConstMatrixView x, Gemm2dBlockWorkspace&
   parallel::gemm2d_linear_forward(m, plans_.qkv, qkv_.matrix(), xn1_.matrix(), weight(kQkvWeight),
                                   ws.gemm);
   add_bias(qkv_.matrix(), p_[kQkvBias]);
-  attention_forward(attn_.matrix(), att_.values(), qkv_.matrix(), config_.batch / m.size(0),
+  attention_forward(attn_.matrix(), att(ws).values(), qkv_.matrix(), config_.batch / m.size(0),
                     config_.seq, config_.heads / m.size(1));
   parallel::gemm2d_linear_forward(m, plans_.proj, ws.proj_y.matrix(), attn_.matrix(),
                                   weight(kProjWeight), ws.gemm);
@@ -244,8 +250,14 @@ void Gemm2dBlock::backward(MatrixView dx, ConstMatrixView dy, Gemm2dBlockWorkspa
   parallel::gemm2d_linear_backward(m, plans_.proj, ws.dattn.matrix(), weight_grad(kProjWeight),
                                    dxmid, attn_.matrix(), weight(kProjWeight), ws.gemm);
   zero(ws.dqkv.matrix());
+  // Selective recomputation: the probabilities again, by the same code from the same qkv (bit
+  // for bit the forward's); attn gets its own values back (proj's dW has consumed it).
+  if (config_.recompute == layout::Recompute::kSelective) {
+    attention_forward(attn_.matrix(), att(ws).values(), qkv_.matrix(), config_.batch / m.size(0),
+                      config_.seq, config_.heads / m.size(1));
+  }
   attention_backward(ws.dqkv.matrix(), ws.att_scratch.values(), ws.dattn.matrix(), qkv_.matrix(),
-                     att_.values(), config_.batch / m.size(0), config_.seq,
+                     att(ws).values(), config_.batch / m.size(0), config_.seq,
                      config_.heads / m.size(1));
   bias_backward(part[kQkvBias], ws.dqkv.matrix());
   zero(ws.dxn.matrix());

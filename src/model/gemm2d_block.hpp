@@ -60,6 +60,9 @@ struct Gemm2dBlockConfig {
   // activation; weight is rejected) and slices (MeshSlice's S, SUMMA's panels per lcm block).
   std::array<layout::LinearPlan, 4> linears{};
   int progress_chunks = 4;
+  // Activation recomputation, as in BlockConfig (model/block.hpp): selective keeps the
+  // attention probabilities once in the workspace, full is the stack's.
+  layout::Recompute recompute = layout::Recompute::kNone;
 };
 
 // The four linears' plans (QKV, proj, fc1, fc2), validated on an nr × nc mesh.
@@ -86,6 +89,7 @@ class Gemm2dBlockWorkspace {
  private:
   friend class Gemm2dBlock;
   Tensor proj_y, fc2_y, dxmid, dgelu, dfc1, dxn, dattn, dqkv, att_scratch, row_partial;
+  Tensor att;  // selective recomputation: the running block's attention probabilities
   std::vector<double> ln_scratch;
   parallel::Gemm2dWorkspace gemm;
 };
@@ -113,6 +117,8 @@ class Gemm2dBlock {
  private:
   friend class Gemm2dBlockWorkspace;
   MatrixView weight(int p) const;
+  Tensor& att(Gemm2dBlockWorkspace& ws) { return att_.empty() ? ws.att : att_; }
+  std::int64_t att_size() const;
   MatrixView weight_grad(int p) const;
 
   const mesh::DeviceMesh* mesh_;

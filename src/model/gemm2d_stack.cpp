@@ -7,11 +7,11 @@
 namespace meshtp::model {
 
 Gemm2dStack::Gemm2dStack(const mesh::DeviceMesh& mesh, const Gemm2dStackConfig& config)
-    : mesh_(&mesh), config_(config) {
+    : mesh_(&mesh),
+      config_(config),
+      blocks_(config.layers, config.block.recompute,
+              [&] { return std::make_unique<Gemm2dBlock>(mesh, config.block); }) {
   MESHTP_CHECK(config.layers >= 1, "layers={} must be at least 1", config.layers);
-  for (int l = 0; l < config.layers; ++l) {
-    blocks_.push_back(std::make_unique<Gemm2dBlock>(mesh, config.block));
-  }
   table_ = stack_param_table(config.layers, config.block.hidden);
   for (std::size_t p = 0; p < table_.size(); ++p) {
     ParamEntry& e = table_[p];
@@ -27,9 +27,9 @@ Gemm2dStack::Gemm2dStack(const mesh::DeviceMesh& mesh, const Gemm2dStackConfig& 
       v.push_back(values_[p].values());
       g.push_back(grads_[p].values());
     }
-    blocks_[static_cast<std::size_t>(l)]->bind(v, g);
+    blocks_.bind(l, std::move(v), std::move(g));
   }
-  workspace_ = std::make_unique<Gemm2dBlockWorkspace>(*blocks_.front());
+  workspace_ = std::make_unique<Gemm2dBlockWorkspace>(blocks_.front());
   const std::int64_t stream = stream_layout().size();
   for (int l = 0; l <= config.layers; ++l) streams_.emplace_back(Shape{stream});
   dstream_[0] = Tensor({stream});
@@ -88,7 +88,7 @@ std::map<std::string, Tensor> Gemm2dStack::gather_grads() const {
 }
 
 parallel::ChunkedLayout Gemm2dStack::stream_layout() const {
-  const Gemm2dBlock& b = *blocks_.front();
+  const Gemm2dBlock& b = blocks_.front();
   return {.chunk_rows = b.local_rows(), .cols = b.local_cols(), .chunks = 1, .pieces = 1};
 }
 
@@ -129,19 +129,22 @@ Tensor Gemm2dStack::gather_grad_input() const {
 }
 
 void Gemm2dStack::forward() {
+  for (int i = 0; i < config_.layers; ++i) forward_layer(i);
+}
+
+void Gemm2dStack::forward_layer(int i) {
   const parallel::ChunkedLayout l = stream_layout();
-  for (int i = 0; i < config_.layers; ++i) {
-    const auto u = static_cast<std::size_t>(i);
-    blocks_[u]->forward(parallel::ChunkedMatrix(streams_[u + 1].data(), l).whole(),
+  const auto u = static_cast<std::size_t>(i);
+  blocks_.at(i).forward(parallel::ChunkedMatrix(streams_[u + 1].data(), l).whole(),
                         parallel::ChunkedMatrix(streams_[u].data(), l).whole(), *workspace_);
-  }
 }
 
 void Gemm2dStack::backward(const std::function<void(int layer)>& on_layer_done) {
   const parallel::ChunkedLayout l = stream_layout();
   for (int i = config_.layers - 1; i >= 0; --i) {
     const int k = config_.layers - 1 - i;  // dy in dstream_[k % 2], dx into the other
-    blocks_[static_cast<std::size_t>(i)]->backward(
+    if (blocks_.full()) forward_layer(i);  // recomputation (model/layer_blocks.hpp)
+    blocks_.at(i).backward(
         parallel::ChunkedMatrix(dstream_[(k + 1) % 2].data(), l).whole(),
         parallel::ChunkedMatrix(dstream_[k % 2].data(), l).whole(), *workspace_);
     if (on_layer_done) on_layer_done(i);

@@ -25,6 +25,7 @@
 #include "mesh/device_mesh.hpp"
 #include "model/stream_io.hpp"
 #include "model/gemm2d_block.hpp"
+#include "model/layer_blocks.hpp"
 #include "model/params.hpp"
 #include "parallel/activation_shard.hpp"
 #include "parallel/chunked.hpp"
@@ -47,7 +48,7 @@ class Gemm2dStack {
 
   const Gemm2dStackConfig& config() const { return config_; }
   const mesh::DeviceMesh& mesh() const { return *mesh_; }
-  const Gemm2dBlockPlans& plans() const { return blocks_.front()->plans(); }
+  const Gemm2dBlockPlans& plans() const { return blocks_.front().plans(); }
 
   // ---- parameters (local shards, table order) ----------------------------------------
   const std::vector<ParamEntry>& param_table() const { return table_; }
@@ -84,10 +85,11 @@ class Gemm2dStack {
 
  private:
   StreamGeometry stream_geometry() const;
+  void forward_layer(int i);
 
   const mesh::DeviceMesh* mesh_;
   Gemm2dStackConfig config_;
-  std::vector<std::unique_ptr<Gemm2dBlock>> blocks_;
+  LayerBlocks<Gemm2dBlock> blocks_;
   std::vector<ParamEntry> table_;
   std::vector<Tensor> values_, grads_;
   std::unique_ptr<Gemm2dBlockWorkspace> workspace_;

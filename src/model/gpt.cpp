@@ -18,7 +18,8 @@ Gemm2dStackConfig gemm2d_stack_config(const GptConfig& c) {
                     .heads = c.heads,
                     .algo = layout::algorithm_of(p.strategy),
                     .linears = p.linears,
-                    .progress_chunks = c.progress_splits},
+                    .progress_chunks = c.progress_splits,
+                    .recompute = p.recompute},
           .layers = c.layers};
 }
 
@@ -29,7 +30,8 @@ StackConfig stack_config(const GptConfig& c) {
                     .heads = c.heads,
                     .chunks = c.layout.chunks,
                     .sequence_parallel = c.layout.sequence_parallel,
-                    .progress_splits = c.progress_splits},
+                    .progress_splits = c.progress_splits,
+                    .recompute = c.layout.recompute},
           .layers = c.layers};
 }
 
@@ -43,9 +45,6 @@ void validate(const GptConfig& config, const std::vector<int>& tp_mesh_shape) {
   p.validate();
   MESHTP_CHECK(p.pp == 1, "plan: pp={}: the runtime has no pipeline parallelism yet (pp=1)", p.pp);
   MESHTP_CHECK(p.zero == 0, "plan: zero={}: the runtime has no ZeRO yet (zero=0)", p.zero);
-  MESHTP_CHECK(p.recompute == layout::Recompute::kNone,
-               "plan: recompute={}: the runtime has no recomputation yet (recompute=none)",
-               p.recompute);
   MESHTP_CHECK(tp_mesh_shape == std::vector<int>(p.mesh.begin(), p.mesh.end()),
                "model: the plan's mesh {}x{} is not the tensor-parallel mesh {}", p.mesh[0],
                p.mesh[1], format_mesh_shape(tp_mesh_shape));

@@ -26,7 +26,9 @@ void validate(const StackConfig& c, const std::vector<int>& mesh_shape) {
 Stack::Stack(const mesh::DeviceMesh& mesh, const StackConfig& config)
     : mesh_(&mesh),
       config_(validated(config, mesh.shape())),
-      table_(stack_param_table(config.layers, config.block.hidden)) {
+      table_(stack_param_table(config.layers, config.block.hidden)),
+      blocks_(config.layers, config.block.recompute,
+              [&] { return std::make_unique<Block>(mesh, config.block); }) {
   std::int64_t ln_size = 0;
   for (const ParamEntry& e : table_) {
     const Shape local = parallel::local_shape(e.shard, e.shape, mesh.shape());
@@ -38,7 +40,6 @@ Stack::Stack(const mesh::DeviceMesh& mesh, const StackConfig& config)
   if (config.block.sequence_parallel) ln_partial_ = Tensor({ln_size});
 
   for (int l = 0; l < config.layers; ++l) {
-    blocks_.push_back(std::make_unique<Block>(mesh, config.block));
     std::vector<std::span<float>> v, g;
     for (int k = 0; k < kBlockParams; ++k) {
       const auto p = static_cast<std::size_t>(l * kBlockParams + k);
@@ -48,9 +49,9 @@ Stack::Stack(const mesh::DeviceMesh& mesh, const StackConfig& config)
                                                          grads_[p].values().size())
                           : grads_[p].values());
     }
-    blocks_.back()->bind(v, g);
+    blocks_.bind(l, std::move(v), std::move(g));
   }
-  workspace_ = std::make_unique<BlockWorkspace>(*blocks_.front());
+  workspace_ = std::make_unique<BlockWorkspace>(blocks_.front());
   const std::int64_t stream = stream_layout().size();
   for (int l = 0; l <= config.layers; ++l) streams_.emplace_back(Shape{stream});
   dstream_[0] = Tensor({stream});
@@ -131,8 +132,8 @@ void Stack::save(const std::string& path) const {
   MESHTP_CHECK(ok, "saving {} failed on rank 0", path);
 }
 
-parallel::ChunkedLayout Stack::stream_layout() const { return blocks_.front()->stream_layout(); }
-parallel::ActivationShard Stack::stream_shard() const { return blocks_.front()->stream_shard(); }
+parallel::ChunkedLayout Stack::stream_layout() const { return blocks_.front().stream_layout(); }
+parallel::ActivationShard Stack::stream_shard() const { return blocks_.front().stream_shard(); }
 
 parallel::ChunkedMatrix Stack::input() { return {streams_.front().data(), stream_layout()}; }
 parallel::ChunkedMatrix Stack::output() { return {streams_.back().data(), stream_layout()}; }
@@ -164,12 +165,15 @@ Tensor Stack::gather_grad_input() const {
 }
 
 void Stack::forward() {
-  const parallel::ChunkedLayout l = stream_layout();
   for (int i = 0; i < config_.layers; ++i) {
-    blocks_[static_cast<std::size_t>(i)]->forward({streams_[static_cast<std::size_t>(i + 1)].data(), l},
-                                                  {streams_[static_cast<std::size_t>(i)].data(), l},
-                                                  *workspace_);
+    forward_layer(i);
   }
+}
+
+void Stack::forward_layer(int i) {
+  const parallel::ChunkedLayout l = stream_layout();
+  const auto u = static_cast<std::size_t>(i);
+  blocks_.at(i).forward({streams_[u + 1].data(), l}, {streams_[u].data(), l}, *workspace_);
 }
 
 void Stack::backward(const std::function<void(int layer)>& on_layer_done) {
@@ -177,8 +181,9 @@ void Stack::backward(const std::function<void(int layer)>& on_layer_done) {
   if (!ln_partial_.empty()) ln_partial_.fill(0.0f);
   for (int i = config_.layers - 1; i >= 0; --i) {
     const int k = config_.layers - 1 - i;  // dy in dstream_[k % 2], dx into the other
-    blocks_[static_cast<std::size_t>(i)]->backward({dstream_[(k + 1) % 2].data(), l},
-                                                   {dstream_[k % 2].data(), l}, *workspace_);
+    if (blocks_.full()) forward_layer(i);  // recomputation (model/layer_blocks.hpp)
+    blocks_.at(i).backward({dstream_[(k + 1) % 2].data(), l}, {dstream_[k % 2].data(), l},
+                           *workspace_);
     if (on_layer_done) on_layer_done(i);
   }
   if (!ln_partial_.empty()) {

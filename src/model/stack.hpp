@@ -35,6 +35,7 @@
 #include "mesh/device_mesh.hpp"
 #include "model/stream_io.hpp"
 #include "model/block.hpp"
+#include "model/layer_blocks.hpp"
 #include "model/params.hpp"
 #include "tensor/safetensors.hpp"
 
@@ -109,6 +110,7 @@ class Stack {
 
  private:
   StreamGeometry stream_geometry() const;
+  void forward_layer(int i);
 
   const mesh::DeviceMesh* mesh_;
   StackConfig config_;
@@ -117,7 +119,7 @@ class Stack {
   // Sequence parallelism: LayerNorm gradient partials, parameter p at ln_offset_[p].
   Tensor ln_partial_;
   std::vector<std::int64_t> ln_offset_;
-  std::vector<std::unique_ptr<Block>> blocks_;
+  LayerBlocks<Block> blocks_;
   std::unique_ptr<BlockWorkspace> workspace_;
   std::vector<Tensor> streams_;  // x_0 … x_L
   Tensor dstream_[2];
