@@ -129,7 +129,7 @@ if want 7; then  # SIGINT/SIGTERM: ~1 s, no message, nothing saved
     for _ in $(seq 200); do grep -q "^step" "$d.log" && break; sleep 0.05; done
     kill -"$sig" "$(rank_pids | tail -1)"
     start=$(now)
-    wait "$job"
+    wait_job 60
     status=$?
     n=$(grep -oE "stopped by SIG$sig after step [0-9]+" "$d.log" | grep -oE "[0-9]+$")
     if [ "$status" -ne 0 ] && [ -n "$n" ] && [ -f "$d/checkpoint-$(printf %08d "$n").safetensors" ]; then

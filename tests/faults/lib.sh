@@ -37,11 +37,13 @@ next_trial() {
   trial="meshtp-faults-$$-$trial_id"
 }
 
-# mpi NP ARGS…: meshtp on NP ranks (in the foreground), marked.
+# mpi NP ARGS…: meshtp on NP ranks (in the foreground), marked. Killed after 180 s (exit
+# 124 or 137) so that a hang fails the test instead of stalling CI; every run here takes a
+# few seconds.
 mpi() {
   local np=$1
   shift
-  MESHTP_FAULT_TRIAL=$trial "$mpiexec" --oversubscribe -np "$np" "$meshtp" "$@"
+  MESHTP_FAULT_TRIAL=$trial timeout -k 5 180 "$mpiexec" --oversubscribe -np "$np" "$meshtp" "$@"
 }
 
 # Checksums of every regular file under the given paths (the "good files").
@@ -96,6 +98,18 @@ start_bg() {
   next_trial
   MESHTP_FAULT_TRIAL=$trial "$mpiexec" --oversubscribe -np "$np" "$meshtp" "$@" >"$log" 2>&1 &
   job=$!
+}
+
+# wait_job SECONDS: waits for the background job $job; SIGKILLs it if it has not ended after
+# SECONDS (the exit status is then 137). Returns the job's exit status.
+wait_job() {
+  ( sleep "$1" && kill -KILL "$job" 2>/dev/null ) &
+  local guard=$! status
+  wait "$job"
+  status=$?
+  kill "$guard" 2>/dev/null
+  wait "$guard" 2>/dev/null
+  return "$status"
 }
 
 # rank_pids: the meshtp ranks (not mpirun) of the current trial.

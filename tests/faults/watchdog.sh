@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # watchdog.sh MESHTP MPIEXEC [TRIALS]: SIGSTOP one random rank of a training job at a random
 # moment; with --comm-timeout 2 the job must end within 15 s, non-zero, with an error naming
-# the stopped rank as the one that did not arrive. Alternates the ATP stack (collectives) and
-# Cannon's 2D GeMM (point-to-point shifts).
+# the operation, its mesh dim(s) and the stopped rank as the one that did not arrive.
+# Alternates the ATP stack (collectives) and Cannon's 2D GeMM (point-to-point shifts).
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 n=${3:-2}
 layouts=("--tp 2x2" "--tp 2x2 --strategy cannon")
@@ -18,15 +18,12 @@ for t in $(seq "$n"); do
   rank=$(tr '\0' '\n' </proc/"$victim"/environ | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
   kill -STOP "$victim"
   start=$(now)
-  ( sleep 15 && kill -KILL "$job" 2>/dev/null ) &
-  guard=$!
-  wait "$job"
+  wait_job 15
   status=$?
   took=$(elapsed "$start")
-  kill "$guard" 2>/dev/null
   if [ "$status" -eq 137 ]; then
     failed "trial $t ($layout): hang — no exit 15 s after SIGSTOP of rank $rank"
-  elif ! grep -qE "error: .* did not complete within 2 s \(--comm-timeout.*world ranks? ([0-9]+,)*$rank(,[0-9]+)* did not arrive" "$log"; then
+  elif ! grep -qE "error: [a-z_]+ (#[0-9]+|with world rank [0-9]+) on (mesh [0-9x]+ dims? [0-9,]+|the world).* did not complete within 2 s \(--comm-timeout.*world ranks? ([0-9]+,)*$rank(,[0-9]+)* did not arrive" "$log"; then
     failed "trial $t ($layout): exit $status in $took s without naming rank $rank:"
     grep -m2 error "$log" | sed 's/^/       /'
   else
