@@ -40,9 +40,9 @@ fi
 raw=${out%.json}-raw
 rm -rf "$raw" && mkdir -p "$raw"
 uptime | tee "$raw/uptime_start"
-# The load probe: a lone 1 MiB all_reduce between 2 ranks (≈ 0.3 ms on an idle 2-core box).
-# When other jobs share the cores it grows to scheduler time slices, and so does every
-# 2-rank step's "comm wait": read the 2-rank ratios against it.
+# The load probe: a lone 1 MiB all_reduce between 2 ranks, first and last. When other jobs
+# share the cores it grows to scheduler time slices (tens of ms), and so does every 2-rank
+# step's "comm wait": read the 2-rank ratios against it.
 probe() { mpirun -np 2 "$meshtp" bench collectives --sizes 1M --seconds 0.3 --json |
   grep '"all_reduce"' >>"$raw/probe.jsonl"; }
 probe
