@@ -18,6 +18,7 @@ int check_all_gather(std::size_t send, std::size_t recv, int size, std::string_v
 template <typename T>
 void Communicator::all_gather(std::span<const T> send, std::span<T> recv) const {
   const int count = check_all_gather(send.size(), recv.size(), impl_->size, "all_gather");
+  impl_->count<T>(layout::CollectiveKind::kAllGather, recv.size());
   run_collective(
       *impl_, "all_gather", "MPI_Allgather",
       [&] {
@@ -35,6 +36,7 @@ Request Communicator::iall_gather(std::span<const T> send, std::span<T> recv) co
   const int count = check_all_gather(send.size(), recv.size(), impl_->size, "iall_gather");
   Request r;
   r.impl_ = std::make_unique<Request::Impl>("iall_gather", impl_);
+  impl_->count<T>(layout::CollectiveKind::kAllGather, recv.size());
   check_mpi(MPI_Iallgather(send.data(), count, mpi_datatype<T>(), recv.data(), count,
                            mpi_datatype<T>(), impl_->handle, &r.impl_->handle),
             "MPI_Iallgather", impl_->size);

@@ -9,6 +9,7 @@ namespace meshtp::comm {
 template <typename T>
 void Communicator::all_reduce(std::span<T> buf, ReduceOp op) const {
   const int count = as_count(buf.size(), "all_reduce");
+  impl_->count<T>(layout::CollectiveKind::kAllReduce, buf.size());
   run_collective(
       *impl_, "all_reduce", "MPI_Allreduce",
       [&] {
@@ -26,6 +27,7 @@ Request Communicator::iall_reduce(std::span<T> buf, ReduceOp op) const {
   const int count = as_count(buf.size(), "iall_reduce");
   Request r;
   r.impl_ = std::make_unique<Request::Impl>("iall_reduce", impl_);
+  impl_->count<T>(layout::CollectiveKind::kAllReduce, buf.size());
   check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buf.data(), count, mpi_datatype<T>(), mpi_op(op),
                            impl_->handle, &r.impl_->handle),
             "MPI_Iallreduce", impl_->size);

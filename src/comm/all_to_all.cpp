@@ -20,6 +20,7 @@ int check_all_to_all(std::size_t send, std::size_t recv, int size, std::string_v
 template <typename T>
 void Communicator::all_to_all(std::span<const T> send, std::span<T> recv) const {
   const int block = check_all_to_all(send.size(), recv.size(), impl_->size, "all_to_all");
+  impl_->count<T>(layout::CollectiveKind::kAllToAll, send.size());
   run_collective(
       *impl_, "all_to_all", "MPI_Alltoall",
       [&] {
@@ -37,6 +38,7 @@ Request Communicator::iall_to_all(std::span<const T> send, std::span<T> recv) co
   const int block = check_all_to_all(send.size(), recv.size(), impl_->size, "iall_to_all");
   Request r;
   r.impl_ = std::make_unique<Request::Impl>("iall_to_all", impl_);
+  impl_->count<T>(layout::CollectiveKind::kAllToAll, send.size());
   check_mpi(MPI_Ialltoall(send.data(), block, mpi_datatype<T>(), recv.data(), block,
                           mpi_datatype<T>(), impl_->handle, &r.impl_->handle),
             "MPI_Ialltoall", impl_->size);

@@ -7,6 +7,7 @@ template <typename T>
 void Communicator::broadcast(std::span<T> buf, int root) const {
   check_rank(root, impl_->size, "broadcast", "root");
   const int count = as_count(buf.size(), "broadcast");
+  impl_->count<T>(layout::CollectiveKind::kBroadcast, buf.size());
   run_collective(
       *impl_, "broadcast", "MPI_Bcast",
       [&] { return MPI_Bcast(buf.data(), count, mpi_datatype<T>(), root, impl_->handle); },
@@ -21,6 +22,7 @@ Request Communicator::ibroadcast(std::span<T> buf, int root) const {
   const int count = as_count(buf.size(), "ibroadcast");
   Request r;
   r.impl_ = std::make_unique<Request::Impl>("ibroadcast", impl_);
+  impl_->count<T>(layout::CollectiveKind::kBroadcast, buf.size());
   check_mpi(MPI_Ibcast(buf.data(), count, mpi_datatype<T>(), root, impl_->handle,
                        &r.impl_->handle),
             "MPI_Ibcast", impl_->size);

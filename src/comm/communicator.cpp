@@ -21,6 +21,19 @@ CommLedger& comm_ledger() {
   return ledger;
 }
 
+TrafficCount& CommLedger::traffic(layout::CollectiveKind kind, int label) {
+  MESHTP_CHECK(label >= -1 && label + 1 < kLabels, "traffic label {} is outside -1..{}", label,
+               kLabels - 2);
+  return counts[static_cast<std::size_t>(kind)][static_cast<std::size_t>(label + 1)];
+}
+
+void Communicator::Impl::count_sent(layout::CollectiveKind kind, std::size_t bytes) const {
+  if (size == 1) return;
+  TrafficCount& c = comm_ledger().traffic(kind, traffic_label);
+  c.launches += 1;
+  c.sent_bytes += layout::sent_bytes(kind, size, static_cast<double>(bytes));
+}
+
 // ---- Request ---------------------------------------------------------------------------
 
 Request::Request() = default;
@@ -135,6 +148,12 @@ Communicator Communicator::world() {
 
 int Communicator::rank() const { return impl_->rank; }
 int Communicator::size() const { return impl_->size; }
+
+void Communicator::set_traffic_label(int label) {
+  MESHTP_CHECK(label >= -1 && label + 1 < CommLedger::kLabels,
+               "traffic label {} is outside -1..{}", label, CommLedger::kLabels - 2);
+  impl_->traffic_label = label;
+}
 
 Communicator Communicator::split(int color, int key, std::string label) const {
   MESHTP_CHECK(color >= 0, "split color must be non-negative, got {}", color);

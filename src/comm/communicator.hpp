@@ -17,12 +17,15 @@
 // stay alive and untouched until it completes.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
+
+#include "layout/vocabulary.hpp"
 
 namespace meshtp::comm {
 
@@ -54,11 +57,30 @@ class Request {
 
 void wait_all(std::span<Request> requests);
 
+// What this rank sent with one collective kind on groups of one label, while counting.
+struct TrafficCount {
+  std::int64_t launches = 0;  // calls that sent something (a group of one sends nothing)
+  double sent_bytes = 0;      // Σ layout::sent_bytes(kind, P, message) over those calls
+};
+
 // Time spent inside blocking collectives and Request::wait on this process: the
-// "waiting on communication" figure of the layer benchmarks.
+// "waiting on communication" figure of the layer benchmarks. With count_traffic on, also the
+// bytes this rank sends, per collective kind and group label (DeviceMesh labels its dim-d
+// group d; other groups are -1), as layout/gemm2d_traffic.hpp defines them: the message n of
+// all_gather is the gathered buffer, of reduce_scatter the scattered one, of the others the
+// buffer sent; receives send nothing. Off by default: one branch per call.
 struct CommLedger {
+  static constexpr int kLabels = 4;  // -1 and mesh dims 0, 1, 2
   double wait_seconds = 0.0;
   std::int64_t calls = 0;
+  bool count_traffic = false;
+  std::array<std::array<TrafficCount, kLabels>, layout::all<layout::CollectiveKind>().size()>
+      counts{};
+  TrafficCount& traffic(layout::CollectiveKind kind, int label);  // label in -1..kLabels-2
+  const TrafficCount& traffic(layout::CollectiveKind kind, int label) const {
+    return const_cast<CommLedger&>(*this).traffic(kind, label);
+  }
+  void reset_traffic() { counts = {}; }
 };
 CommLedger& comm_ledger();
 
@@ -112,6 +134,8 @@ class Communicator {
 
   // Same group (compares membership and order, not handle identity).
   bool same_group(const Communicator& other) const;
+  // Files this group's traffic under `label` in comm_ledger() (shared by copies).
+  void set_traffic_label(int label);
 
   struct Impl;  // opaque outside the comm layer (mpi_impl.hpp)
 

@@ -38,6 +38,15 @@ struct Communicator::Impl {
   std::vector<int> world_ranks;
   std::uint64_t id = 0;
   std::int64_t started = 0;
+  int traffic_label = -1;  // comm_ledger()'s traffic count files this group's calls here
+
+  // Adds one call sending a message of `elements` T to comm_ledger()'s traffic count, when
+  // counting (communicator.hpp says what the message is per collective).
+  template <typename T>
+  void count(layout::CollectiveKind kind, std::size_t elements) const {
+    if (comm_ledger().count_traffic) count_sent(kind, elements * sizeof(T));
+  }
+  void count_sent(layout::CollectiveKind kind, std::size_t bytes) const;
 };
 
 // A blocking wait the watchdog may have to explain: which operation, on which group, and

@@ -23,6 +23,7 @@ void Communicator::send(std::span<const T> buf, int dest, int tag) const {
   check_rank(dest, impl_->size, "send", "destination");
   const int count = as_count(buf.size(), "send");
   const LedgerScope timed("send");
+  impl_->count<T>(layout::CollectiveKind::kSendRecv, buf.size());
   if (!watchdog_active()) {
     check_mpi(MPI_Send(buf.data(), count, mpi_datatype<T>(), dest, tag, impl_->handle),
               "MPI_Send", impl_->size);
@@ -66,6 +67,7 @@ void Communicator::sendrecv(std::span<const T> send, int dest, std::span<T> recv
   const int send_count = as_count(send.size(), "sendrecv");
   const int recv_count = as_count(recv.size(), "sendrecv");
   const LedgerScope timed("sendrecv");
+  impl_->count<T>(layout::CollectiveKind::kSendRecv, send.size());
   MPI_Status status;
   int rc = MPI_SUCCESS;
   if (!watchdog_active()) {
@@ -96,6 +98,7 @@ Request Communicator::isend(std::span<const T> buf, int dest, int tag) const {
   const int count = as_count(buf.size(), "isend");
   Request r;
   r.impl_ = std::make_unique<Request::Impl>("isend", impl_, dest);
+  impl_->count<T>(layout::CollectiveKind::kSendRecv, buf.size());
   check_mpi(MPI_Isend(buf.data(), count, mpi_datatype<T>(), dest, tag, impl_->handle,
                       &r.impl_->handle),
             "MPI_Isend", impl_->size);

@@ -13,6 +13,7 @@ void Communicator::reduce(std::span<const T> send, std::span<T> recv, int root,
                  "reduce: root's receive buffer holds {} elements, send holds {}", recv.size(),
                  send.size());
   }
+  impl_->count<T>(layout::CollectiveKind::kReduce, send.size());
   run_collective(
       *impl_, "reduce", "MPI_Reduce",
       [&] {

@@ -20,6 +20,7 @@ void Communicator::reduce_scatter(std::span<const T> send, std::span<T> recv,
                                   ReduceOp op) const {
   const int count =
       check_reduce_scatter(send.size(), recv.size(), impl_->size, "reduce_scatter");
+  impl_->count<T>(layout::CollectiveKind::kReduceScatter, send.size());
   run_collective(
       *impl_, "reduce_scatter", "MPI_Reduce_scatter_block",
       [&] {
@@ -39,6 +40,7 @@ Request Communicator::ireduce_scatter(std::span<const T> send, std::span<T> recv
       check_reduce_scatter(send.size(), recv.size(), impl_->size, "ireduce_scatter");
   Request r;
   r.impl_ = std::make_unique<Request::Impl>("ireduce_scatter", impl_);
+  impl_->count<T>(layout::CollectiveKind::kReduceScatter, send.size());
   check_mpi(MPI_Ireduce_scatter_block(send.data(), recv.data(), count, mpi_datatype<T>(),
                                       mpi_op(op), impl_->handle, &r.impl_->handle),
             "MPI_Ireduce_scatter_block", impl_->size);

@@ -37,6 +37,8 @@ DeviceMesh::DeviceMesh(comm::Communicator comm, std::vector<int> shape)
     base[i] = 0;
     dim_comms_.push_back(
         comm_.split(rank_of(base), coords_[i], fmt::format("{} dim {}{}", to_string(), i, within)));
+    // The traffic counter files what moves along dim i under i (3-D meshes at most).
+    if (i + 1 < comm::CommLedger::kLabels) dim_comms_.back().set_traffic_label(i);
   }
 }
 

@@ -46,9 +46,7 @@ int summa_best_packets(const RingParams& ring, int p, double panel_bytes) {
 PipelineEstimate gemm2d_estimate(Algorithm algorithm, const Gemm2dShape& s,
                                  const Gemm2dParams& params, const MeshLinks& links,
                                  double flops_per_s) {
-  if (auto reason = gemm2d_invalid_reason(algorithm, s, params)) {
-    fail("{} {} GeMM: {}", algorithm, s.dataflow, *reason);
-  }
+  const Gemm2dTraffic traffic = gemm2d_traffic(algorithm, s, params);  // validates
   MESHTP_CHECK(links.mesh[0] == s.nr && links.mesh[1] == s.nc,
                "links are for mesh {}x{} but the GeMM runs on {}x{}", links.mesh[0],
                links.mesh[1], s.nr, s.nc);
@@ -57,98 +55,67 @@ PipelineEstimate gemm2d_estimate(Algorithm algorithm, const Gemm2dShape& s,
   // The input direction and the output direction (OS: both are inputs).
   const Direction in_dir = s.dataflow == Dataflow::kLS ? Direction::kVertical
                                                        : Direction::kHorizontal;
-  const Direction out_dir = in_dir == Direction::kVertical ? Direction::kHorizontal
-                                                           : Direction::kVertical;
   auto ring = [&](Direction d) -> const RingParams& {
     const DimLinks& dl = links.dims[d == Direction::kVertical ? 0 : 1];
     return s.moves_output(d) ? dl.reduce_scatter : dl.all_gather;
   };
-  auto p_of = [&](Direction d) { return s.group_size(d); };
-  // A collective moving `fraction` of a full shard in direction d.
-  auto coll = [&](Direction d, double fraction) {
-    return ring_collective_time(ring(d), p_of(d), s.shard_bytes(d) * fraction);
+  // One launch of a direction's traffic: a ring collective of message/P per rank, a
+  // pipelined SUMMA panel, or one send/recv step (its launch is charged apart below).
+  auto launch = [&](const DirectionTraffic& t) {
+    const RingParams& r = ring(t.direction);
+    const int p = t.group_size;
+    switch (t.kind) {
+      case CollectiveKind::kAllGather:
+      case CollectiveKind::kReduceScatter:
+        return ring_collective_time(r, p, t.message_bytes / p);
+      case CollectiveKind::kBroadcast:
+      case CollectiveKind::kReduce:
+        return summa_panel_time(r, p, t.message_bytes, params.summa_packets);
+      case CollectiveKind::kSendRecv:
+        return r.l_sync_s + t.message_bytes / r.bw_bytes_per_s;
+      default:
+        return 0.0;
+    }
   };
-  // One point-to-point step of a full shard (Wang, Cannon) without / with a launch.
-  auto step = [&](Direction d) {
-    if (p_of(d) == 1) return 0.0;
-    return ring(d).l_sync_s + s.shard_bytes(d) / ring(d).bw_bytes_per_s;
-  };
+  const double c_v = launch(traffic.vertical), c_h = launch(traffic.horizontal);
   const double gemm = s.flops_per_rank() / flops_per_s;
+  const double g = gemm / traffic.gemm_calls;  // one partial GeMM
 
   PipelineEstimate e;
   e.compute_s = gemm;
-  // Pipelines over `iters` iterations, given the per-iteration collectives in each direction.
-  auto pipeline = [&](std::int64_t iters, double c_v, double c_h, double g) {
-    e.iterations = iters;
-    if (os) {
-      e.prologue_s = std::max(c_v, c_h);
-      e.steady_s = std::max({c_v, c_h, g});
-      e.epilogue_s = g;
-    } else {
-      const double c_in = in_dir == Direction::kVertical ? c_v : c_h;
-      const double c_out = in_dir == Direction::kVertical ? c_h : c_v;
-      e.prologue_s = c_in;
-      e.steady_s = std::max({c_in, g, c_out});
-      e.epilogue_s = g + c_out;
-    }
-    e.comm_s = static_cast<double>(iters) * (c_v + c_h);
-  };
-
+  e.iterations = traffic.gemm_calls;
+  e.steady_s = std::max({c_v, c_h, g});
+  e.comm_s = static_cast<double>(e.iterations) * (c_v + c_h);
+  const double c_in = in_dir == Direction::kVertical ? c_v : c_h;
+  const double c_out = in_dir == Direction::kVertical ? c_h : c_v;
   switch (algorithm) {
     case Algorithm::kCollective:
-      pipeline(1, coll(Direction::kVertical, 1), coll(Direction::kHorizontal, 1), gemm);
+    case Algorithm::kMeshSlice:
+    case Algorithm::kSumma:
+      // Iteration i's collectives run under iteration i−1's GeMM.
+      e.prologue_s = os ? std::max(c_v, c_h) : c_in;
+      e.epilogue_s = os ? g : g + c_out;
       break;
-    case Algorithm::kMeshSlice: {
-      const double f = 1.0 / params.slices;
-      pipeline(params.slices, coll(Direction::kVertical, f), coll(Direction::kHorizontal, f),
-               gemm * f);
-      break;
-    }
-    case Algorithm::kSumma: {
-      auto panel = [&](Direction d) {
-        const int p = p_of(d);
-        return summa_panel_time(ring(d), p, s.shard_bytes(d) * p / params.panels,
-                                params.summa_packets);
-      };
-      pipeline(params.panels, panel(Direction::kVertical), panel(Direction::kHorizontal),
-               gemm / params.panels);
-      break;
-    }
     case Algorithm::kWang: {
-      const Direction dec = params.wang_decomposed;
-      const Direction other = dec == Direction::kVertical ? Direction::kHorizontal
-                                                          : Direction::kVertical;
-      const int p = p_of(dec);
-      const double blocking = coll(other, 1);
-      const double send = p > 1 ? ring(dec).t_launch_s + step(dec) : 0.0;
-      const double g = gemm / p;
-      e.iterations = p;
+      const bool vertical = params.wang_decomposed == Direction::kVertical;
+      const DirectionTraffic& dec = vertical ? traffic.vertical : traffic.horizontal;
+      const double blocking = vertical ? c_h : c_v;
+      const double send = dec.launches > 0 ? ring(dec.direction).t_launch_s + launch(dec) : 0.0;
       e.prologue_s = blocking;
       e.steady_s = std::max(send, g);
       e.epilogue_s = g;
-      e.comm_s = blocking + (p - 1) * send;
+      e.comm_s = blocking + static_cast<double>(dec.launches) * send;
       break;
     }
     case Algorithm::kCannon: {
       const int q = s.nr;
       const double hops = q / 2;
-      const double launch = q > 1 ? std::max(ring(Direction::kVertical).t_launch_s,
-                                             ring(Direction::kHorizontal).t_launch_s)
-                                  : 0.0;
-      const double sv = step(Direction::kVertical), sh = step(Direction::kHorizontal);
-      const double g = gemm / q;
-      e.iterations = q;
-      e.steady_s = std::max({sv, sh, g});
-      if (os) {
-        e.prologue_s = launch + hops * std::max(sv, sh);
-        e.epilogue_s = g;
-      } else {
-        const double s_in = in_dir == Direction::kVertical ? sv : sh;
-        const double s_out = out_dir == Direction::kVertical ? sv : sh;
-        e.prologue_s = launch + hops * s_in;
-        e.epilogue_s = g + hops * s_out;
-      }
-      e.comm_s = launch + (hops + q - 1) * (sv + sh);
+      const double start = q > 1 ? std::max(ring(Direction::kVertical).t_launch_s,
+                                            ring(Direction::kHorizontal).t_launch_s)
+                                 : 0.0;
+      e.prologue_s = start + hops * (os ? std::max(c_v, c_h) : c_in);
+      e.epilogue_s = os ? g : g + hops * c_out;
+      e.comm_s = start + (hops + q - 1) * (c_v + c_h);
       break;
     }
   }

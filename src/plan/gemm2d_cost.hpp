@@ -1,9 +1,13 @@
 // Time of ONE distributed 2D GeMM per algorithm (MeshSlice §2.3, §3.1, §3.2): the pipelined
 // estimate (prologue + (iterations−1)·steady + epilogue) of the traffic that
-// layout/gemm2d_traffic.hpp describes (the shapes, the directions, who sends what).
+// layout/gemm2d_traffic.hpp describes — each direction's launches, kind and message size
+// come from there (the same numbers the runtime's traffic counter is checked against), the
+// iterations are its local GeMM calls.
 //
-// Ring collective over P ranks (MeshSlice Eq. 5): c(x) = T_launch + (P−1)(L_sync + x/BW);
-// flops = 2·m·n·k/(Nr·Nc) per rank at the device's effective FLOP/s (gemm = flops/F).
+// One launch per direction: a ring all-gather / reduce-scatter of message n over P ranks
+// (MeshSlice Eq. 5) c = T_launch + (P−1)(L_sync + (n/P)/BW); a SUMMA panel broadcast /
+// reduce (below); a send/recv step L_sync + n/BW. flops = 2·m·n·k/(Nr·Nc) per rank at the
+// device's effective FLOP/s (gemm = flops/F, g = gemm/iterations).
 //
 // Time (g = gemm time of one iteration; in = the input collective, out = the output one):
 //   OS:    prologue = max(c_v, c_h)  steady = max(c_v, c_h, g)    epilogue = g
