@@ -37,6 +37,23 @@ check unknown-model "error: .*'huge'.*tiny" "${small[@]}" --model huge
 check resume-without-checkpoint "error: --resume: checkpoint directory '$work/none' does not exist" \
   "${small[@]}" --checkpoint-dir "$work/none" --resume
 
+# Bad plan files (--plan), and flags that contradict a plan: the error names the value.
+echo '{"strategy": "fsdp", "mesh": [1, 2]}' > "$work/unknown.json"
+echo '{"strategy": "megatron", "mesh": [4, 1]}' > "$work/mesh4.json"
+echo '{"strategy": "megatron", "mesh": [2, 1' > "$work/broken.json"
+echo '{"strategy": "megatron", "mesh": [2, 1]}' > "$work/good.json"
+check plan-unknown-strategy "error: plan '$work/unknown.json': field 'strategy': unknown strategy 'fsdp'" \
+  "${small[@]}" --plan "$work/unknown.json"
+check plan-mesh-not-world "error: dp=1 × tp=4x1 needs 4 ranks, but 2 are running" \
+  "${small[@]}" --plan "$work/mesh4.json"
+check plan-bad-json "error: malformed JSON in '$work/broken.json' at line 2" \
+  "${small[@]}" --plan "$work/broken.json"
+check plan-missing "error: .*'$work/none.json'" "${small[@]}" --plan "$work/none.json"
+check plan-and-tp "error: --tp conflicts with --plan $work/good.json" \
+  "${small[@]}" --plan "$work/good.json" --tp 1x2
+check plan-and-strategy "error: --strategy conflicts with --plan $work/good.json" \
+  "${small[@]}" --plan "$work/good.json" --strategy atp
+
 # A good checkpoint, then damaged copies of it.
 mkdir -p "$work/good" "$work/truncated" "$work/corrupt" "$work/other"
 if ! run2 "${small[@]}" --steps 2 --checkpoint-dir "$work/good" > "$work/good.log" 2>&1; then
