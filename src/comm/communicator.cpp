@@ -31,6 +31,7 @@ void Communicator::Impl::count_sent(layout::CollectiveKind kind, std::size_t byt
   if (size == 1) return;
   TrafficCount& c = comm_ledger().traffic(kind, traffic_label);
   c.launches += 1;
+  c.message_bytes += static_cast<std::int64_t>(bytes);
   c.sent_bytes += layout::sent_bytes(kind, size, static_cast<double>(bytes));
 }
 

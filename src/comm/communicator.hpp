@@ -59,8 +59,9 @@ void wait_all(std::span<Request> requests);
 
 // What this rank sent with one collective kind on groups of one label, while counting.
 struct TrafficCount {
-  std::int64_t launches = 0;  // calls that sent something (a group of one sends nothing)
-  double sent_bytes = 0;      // Σ layout::sent_bytes(kind, P, message) over those calls
+  std::int64_t launches = 0;       // calls that sent something (a group of one sends nothing)
+  std::int64_t message_bytes = 0;  // Σ message n over those calls (exact)
+  double sent_bytes = 0;           // Σ layout::sent_bytes(kind, P, n) over those calls
 };
 
 // Time spent inside blocking collectives and Request::wait on this process: the

@@ -1,8 +1,9 @@
 // Counted equals planned: every 2D GeMM algorithm × dataflow (× slice count) on every mesh of
 // this world size up to 4x4 runs once with the comm layer's traffic counter on, and what the
-// ranks actually sent — per collective kind and mesh dim: launches and bytes — must equal the
-// layout traffic description the planner prices (layout::gemm2d_traffic via
-// parallel::gemm2d_traffic): launches exactly, bytes up to the rounding of (P−1)/P.
+// ranks actually sent — per collective kind and mesh dim: launches, message bytes and bytes
+// sent — must equal the layout traffic description the planner prices
+// (layout::gemm2d_traffic via parallel::gemm2d_traffic): launches and message bytes exactly,
+// the bytes sent per rank (Σ (P−1)·n/P, …) up to the rounding of the division by P.
 //
 // The description gives bytes per rank; every rank sends the same except in Cannon, whose
 // skew leaves the ranks of row (column) 0 idle, so it describes the busiest rank: compare the
@@ -76,15 +77,20 @@ TEST(Gemm2dTraffic, CountedEqualsPlannedForEveryAlgorithmDataflowAndMesh) {
               const auto [launches_min, launches_max] =
                   min_max(world, static_cast<double>(got.launches));
               const auto [bytes_min, bytes_max] = min_max(world, got.sent_bytes);
+              const auto [message_min, message_max] =
+                  min_max(world, static_cast<double>(got.message_bytes));
               const std::string what = fmt::format("{}: {} {} ({} ranks)", where,
                                                    layout::name(d), kind, want.group_size);
               EXPECT_EQ(launches_max, planned_kind ? want.launches : 0) << what;
+              EXPECT_EQ(message_max, planned_kind ? want.launches * want.message_bytes : 0)
+                  << what;
               // Sums of (P−1)·n/P: equal up to the rounding of the division by P = 3.
               EXPECT_NEAR(bytes_max, planned_kind ? want.bytes_per_rank : 0,
                           1e-12 * want.bytes_per_rank)
                   << what;
               if (algo != Algorithm::kCannon) {
                 EXPECT_EQ(launches_min, launches_max) << what;
+                EXPECT_EQ(message_min, message_max) << what;
                 EXPECT_NEAR(bytes_min, bytes_max, 1e-12 * bytes_max) << what;
               }
             }
@@ -126,6 +132,7 @@ TEST(Gemm2dTraffic, CounterIsOffByDefaultAndCountsEachCall) {
   EXPECT_EQ(ar.sent_bytes, 2 * 2.0 * (p - 1) * n / p);
   EXPECT_EQ(ag.launches, p > 1 ? 1 : 0);
   EXPECT_EQ(ag.sent_bytes, (p - 1) * 12.0 * sizeof(float));
+  EXPECT_EQ(ag.message_bytes, p > 1 ? p * 12 * 4 : 0);
   EXPECT_EQ(ledger.traffic(CollectiveKind::kAllReduce, 0).launches, 0);
 }
 
