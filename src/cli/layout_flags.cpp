@@ -49,6 +49,7 @@ layout::Plan LayoutFlags::load(const std::vector<const CLI::Option*>& others) co
 
 layout::Plan LayoutFlags::build(std::array<int, 2> mesh, int dp) const {
   layout::Plan p{.dp = dp,
+                 .recompute = layout::parse_recompute(recompute),
                  .mesh = mesh,
                  .strategy = layout::parse_strategy(strategy),
                  .chunks = chunks,

@@ -32,6 +32,7 @@ struct TrainArgs {
   std::string tp;    // d1xd2
   std::string topology;
   int dp = 1;
+  int zero = 0;
   std::int64_t batch = 0;  // 0: the preset's
   std::int64_t seq = 0;
   LayoutFlags layout;
@@ -111,11 +112,13 @@ std::string choose_layout(TrainArgs& args, const plan::ModelSpec& spec) {
     MESHTP_CHECK(world().size() % args.dp == 0, "dp={} does not divide the {} ranks", args.dp,
                  world().size());
     c.model.layout = args.layout.build({world().size() / args.dp, 1}, args.dp);
+    c.model.layout.zero = args.zero;
     return "no --tp given: Megatron 1D over every rank of a replica";
   }
   const std::vector<int> tp = parse_mesh_shape(args.tp);
   MESHTP_CHECK(tp.size() == 2, "--tp '{}' must be two sizes, like 2x2", args.tp);
   c.model.layout = args.layout.build({tp[0], tp[1]}, args.dp);
+  c.model.layout.zero = args.zero;
   return "layout given with --tp/--dp";
 }
 
@@ -278,6 +281,10 @@ void add_train_command(CLI::App& app) {
       t->add_option("--dp", args->dp, "Data-parallel replicas")
           ->capture_default_str()
           ->check(integer_at_least(1)),
+      t->add_option("--zero", args->zero,
+                    "ZeRO stage over the data-parallel replicas: 0, 1 (optimizer state sharded) "
+                    "or 2 (and gradients reduce-scattered)")
+          ->capture_default_str(),
       t->add_option("--mesh", args->mesh, "'auto': let the planner choose the whole layout")};
   t->add_option("--topology", args->topology, "Topology preset or file for --mesh auto");
   t->add_option("--batch", args->batch, "Global batch (sequences per step; default: the model's)")

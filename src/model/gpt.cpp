@@ -44,7 +44,8 @@ void validate(const GptConfig& config, const std::vector<int>& tp_mesh_shape) {
   const layout::Plan& p = config.layout;
   p.validate();
   MESHTP_CHECK(p.pp == 1, "plan: pp={}: the runtime has no pipeline parallelism yet (pp=1)", p.pp);
-  MESHTP_CHECK(p.zero == 0, "plan: zero={}: the runtime has no ZeRO yet (zero=0)", p.zero);
+  MESHTP_CHECK(p.zero <= 2, "plan: zero={}: the runtime has ZeRO stages 0, 1 and 2 (3 is not in it yet)",
+               p.zero);
   MESHTP_CHECK(tp_mesh_shape == std::vector<int>(p.mesh.begin(), p.mesh.end()),
                "model: the plan's mesh {}x{} is not the tensor-parallel mesh {}", p.mesh[0],
                p.mesh[1], format_mesh_shape(tp_mesh_shape));

@@ -58,7 +58,7 @@ struct GptConfig {
 };
 
 // Throws meshtp::Error naming the value unless `config` runs on a TP mesh of this shape: the
-// plan's mesh must be it, and pp > 1, zero > 0 and recompute are not in the runtime yet.
+// plan's mesh must be it; pp > 1 and zero = 3 are not in the runtime yet.
 void validate(const GptConfig& config, const std::vector<int>& tp_mesh_shape);
 
 // The one factory of block stacks from a plan and a model shape (vocab unused): ATP blocks

@@ -17,81 +17,10 @@
 #include "train/chrome_trace.hpp"
 #include "train/lr_schedule.hpp"
 #include "train/metrics_log.hpp"
+#include "train/zero.hpp"
 
 namespace meshtp::train {
 namespace {
-
-// One data-parallel bucket: some parameters' gradients packed into one buffer and summed
-// over the replicas by one non-blocking all_reduce.
-struct Bucket {
-  std::vector<int> params;
-  Tensor buffer;
-  comm::Request request;
-};
-
-class GradientBuckets {
- public:
-  // Bucket i < layers: block i's parameters (without its LayerNorm ones under sequence
-  // parallelism, which are only final after the last block); the last bucket: the rest.
-  GradientBuckets(model::Gpt& gpt, const comm::Communicator& dp_group) : gpt_(gpt), dp_(dp_group) {
-    const int layers = gpt.config().layers;
-    buckets_.resize(static_cast<std::size_t>(layers) + 1);
-    for (int p = 0; p < gpt.num_params(); ++p) {
-      const std::string& name = gpt.name(p);
-      int bucket = layers;
-      if (name.rfind("layers.", 0) == 0) {
-        const bool layernorm = name.find(".ln") != std::string::npos;
-        if (!(layernorm && gpt.config().layout.sequence_parallel)) {
-          bucket = std::stoi(name.substr(7, name.find('.', 7) - 7));
-        }
-      }
-      buckets_[static_cast<std::size_t>(bucket)].params.push_back(p);
-    }
-    for (Bucket& b : buckets_) {
-      std::int64_t size = 0;
-      for (const int p : b.params) size += gpt.grad(p).numel();
-      b.buffer = Tensor({size});
-    }
-  }
-
-  void start(int bucket) {
-    if (dp_.size() == 1) return;
-    Bucket& b = buckets_.at(static_cast<std::size_t>(bucket));
-    float* out = b.buffer.data();
-    for (const int p : b.params) {
-      const Tensor& g = gpt_.grad(p);
-      std::copy(g.data(), g.data() + g.numel(), out);
-      out += g.numel();
-    }
-    b.request = dp_.iall_reduce(b.buffer.values());
-    // Open MPI advances non-blocking collectives only inside MPI calls; a pure data-parallel
-    // backward makes none, so each new bucket also pokes the ones already in flight.
-    for (Bucket& other : buckets_) {
-      if (other.request.pending()) other.request.test();
-    }
-  }
-
-  void start_last() { start(static_cast<int>(buckets_.size()) - 1); }
-
-  void finish_all() {
-    if (dp_.size() == 1) return;
-    const ScopedSpan span("grad_allreduce_wait", SpanKind::kPhase);
-    for (Bucket& b : buckets_) {
-      b.request.wait();
-      const float* in = b.buffer.data();
-      for (const int p : b.params) {
-        Tensor& g = gpt_.grad(p);
-        std::copy(in, in + g.numel(), g.data());
-        in += g.numel();
-      }
-    }
-  }
-
- private:
-  model::Gpt& gpt_;
-  const comm::Communicator& dp_;
-  std::vector<Bucket> buckets_;
-};
 
 // Mean loss over `batches` validation batches of the global batch, identical on every rank.
 double validation_loss(model::Gpt& gpt, const ByteCorpus& corpus, const TrainConfig& config,
@@ -112,7 +41,10 @@ double validation_loss(model::Gpt& gpt, const ByteCorpus& corpus, const TrainCon
 
 std::string layout_string(const TrainConfig& c) {
   const layout::Plan& p = c.model.layout;
-  return fmt::format("dp={} tp={}x{}", p.dp, p.mesh[0], p.mesh[1]);
+  std::string s = fmt::format("dp={} tp={}x{}", p.dp, p.mesh[0], p.mesh[1]);
+  if (p.zero > 0) s += fmt::format(" zero={}", p.zero);
+  if (p.recompute != layout::Recompute::kNone) s += fmt::format(" recompute={}", p.recompute);
+  return s;
 }
 
 void validate(const TrainConfig& c, int world_size) {
@@ -125,6 +57,10 @@ void validate(const TrainConfig& c, int world_size) {
                "number of ranks",
                dp, tp[0], tp[1], ranks, world_size);
   MESHTP_CHECK(c.model.batch % dp == 0, "batch={} is not divisible by dp={}", c.model.batch, dp);
+  MESHTP_CHECK(c.model.layout.zero == 0 || dp > 1,
+               "zero={} shards over the data-parallel replicas, but dp={}: use --dp > 1 or "
+               "--zero 0",
+               c.model.layout.zero, dp);
   // One message per flag, naming its value.
   const auto at_least = [](const char* flag, std::int64_t value, std::int64_t min) {
     MESHTP_CHECK(value >= min, "--{}={} must be ≥ {}", flag, value, min);
@@ -181,14 +117,9 @@ TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
   const ByteCorpus corpus = ByteCorpus::load(config.data, config.validation_fraction, seq);
   model::Gpt gpt(tp_mesh, replica);
   gpt.init(config.seed);
-  std::vector<ParamRef> params;
   TrainSummary summary;
-  for (int p = 0; p < gpt.num_params(); ++p) {
-    params.push_back(
-        {gpt.name(p), &gpt.value(p), &gpt.grad(p), gpt.decays(p), gpt.replicas(p) * dp});
-    summary.parameters += numel(gpt.global_shape(p));
-  }
-  AdamW optimizer(params, config.adamw);
+  for (int p = 0; p < gpt.num_params(); ++p) summary.parameters += numel(gpt.global_shape(p));
+  DataParallel data_parallel(gpt, dp_group, config.model.layout.zero, config.adamw);
   const LrSchedule schedule{.peak = config.lr, .min = config.min_lr,
                             .warmup_steps = config.warmup, .total_steps = config.steps};
 
@@ -200,8 +131,9 @@ TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
   if (!config.checkpoint_dir.empty()) {
     checkpoints.emplace(config.checkpoint_dir, config.keep, config.resume, world, hooks.notice);
     if (config.resume) {
-      const CheckpointState state =
-          checkpoints->resume(gpt, optimizer, summary.resumed_from, hooks.notice);
+      const CheckpointState state = checkpoints->resume(gpt, data_parallel.optimizer_to_load(),
+                                                        summary.resumed_from, hooks.notice);
+      data_parallel.loaded();
       summary.first_step = state.step;
       seed = state.seed;  // the data stream continues where it was
       MESHTP_CHECK(state.step < config.steps,
@@ -224,7 +156,6 @@ TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
     });
   }
 
-  GradientBuckets buckets(gpt, dp_group);
   const std::int64_t rows = replica.batch;
   std::vector<std::int32_t> tokens(static_cast<std::size_t>(rows * seq));
   std::vector<std::int32_t> targets(tokens.size());
@@ -263,20 +194,21 @@ TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
       }
       {
         const ScopedSpan bwd("backward", SpanKind::kPhase);
-        gpt.backward(1.0f / static_cast<float>(dp), [&](int layer) { buckets.start(layer); });
-        buckets.start_last();
+        gpt.backward(1.0f / static_cast<float>(dp),
+                     [&](int layer) { data_parallel.start(layer); });
+        data_parallel.start_last();
       }
-      buckets.finish_all();
+      data_parallel.finish();
       dp_group.all_reduce(std::span<double>(&loss, 1));
       loss /= dp;
       StepReport report;
       {
         const ScopedSpan opt("optimizer", SpanKind::kPhase);
-        report.grad_norm = global_grad_norm(params, world);
+        report.grad_norm = data_parallel.grad_norm(world);
         // loss and grad_norm are global, so every rank takes the same branch.
         if (std::isfinite(loss) && std::isfinite(report.grad_norm)) {
-          clip_gradients(params, report.grad_norm, config.grad_clip);
-          optimizer.step(static_cast<float>(schedule.at(step)));
+          data_parallel.clip(report.grad_norm, config.grad_clip);
+          data_parallel.step(static_cast<float>(schedule.at(step)));
         } else {
           MESHTP_CHECK(summary.skipped_steps < config.skip_nonfinite,
                        "step {}: the loss is {} and the gradient norm {}; stopping before the "
@@ -327,8 +259,9 @@ TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
            stopping)) {
         const ScopedSpan save("checkpoint", SpanKind::kPhase);
         summary.checkpoint = checkpoints->save(
-            gpt, optimizer, {.step = step + 1, .seed = run.seed, .layout = layout_string(config)},
-            dp_rank);
+            gpt, data_parallel.optimizer_to_save(),
+            {.step = step + 1, .seed = run.seed, .layout = layout_string(config)}, dp_rank);
+        data_parallel.saved();
       }
       if (checkpoints) checkpoints->heartbeat();
       if (metrics) {

@@ -34,6 +34,9 @@ check tp-dp-product "error: dp=1 × tp=2x2 needs 4 ranks, but 2 are running" "${
 check dp-product "error: dp=4 × tp=1x1 needs 4 ranks, but 2 are running" "${small[@]}" --tp 1x1 --dp 4
 check bad-tp "error: bad mesh '2y1'" "${small[@]}" --tp 2y1
 check unknown-model "error: .*'huge'.*tiny" "${small[@]}" --model huge
+check zero-without-dp "error: zero=1 shards over the data-parallel replicas, but dp=1" "${small[@]}" --tp 2x1 --zero 1
+check zero-3 "error: plan: zero=3: the runtime has ZeRO stages 0, 1 and 2" "${small[@]}" --tp 1x1 --dp 2 --zero 3
+check bad-recompute "error: unknown recompute 'some'" "${small[@]}" --recompute some
 check resume-without-checkpoint "error: --resume: checkpoint directory '$work/none' does not exist" \
   "${small[@]}" --checkpoint-dir "$work/none" --resume
 

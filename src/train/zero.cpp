@@ -1,0 +1,258 @@
+#include "train/zero.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.hpp"
+#include "core/trace.hpp"
+#include "ops/adamw.hpp"
+#include "ops/kernels.hpp"
+
+namespace meshtp::train {
+
+struct DataParallel::Bucket {
+  std::vector<int> params;
+  std::int64_t size = 0;  // S_b
+  std::int64_t part = 0;  // ⌈S_b/dp⌉ (stage ≥ 1)
+  Tensor buffer;          // packed gradients (stage 0: S_b; else part·dp), then gathered values
+  Tensor grad;            // stage 2: this replica's summed part
+  Tensor value, m, v;     // stage ≥ 1: this replica's part of the values and moments
+  std::span<float> own_grad;  // stage ≥ 1: the summed part (in buffer, or grad)
+  comm::Request request;
+};
+
+namespace {
+
+// f(p, offset in parameter p, offset in the bucket, count) for every piece of the bucket's
+// flat range [lo, hi), in order.
+template <typename F>
+void for_each_piece(model::Gpt& gpt, const std::vector<int>& params, std::int64_t lo,
+                    std::int64_t hi, F&& f) {
+  std::int64_t at = 0;
+  for (const int p : params) {
+    const std::int64_t n = gpt.grad(p).numel();
+    const std::int64_t a = std::max(lo, at), b = std::min(hi, at + n);
+    if (a < b) f(p, a - at, a, b - a);
+    at += n;
+  }
+}
+
+}  // namespace
+
+DataParallel::DataParallel(model::Gpt& gpt, const comm::Communicator& dp_group, int zero,
+                           const AdamWConfig& adamw)
+    : gpt_(gpt), dp_(dp_group), zero_(zero), adamw_config_(adamw) {
+  MESHTP_CHECK(zero >= 0 && zero <= 2,
+               "zero={}: the runtime has ZeRO stages 0, 1 and 2 (stage 3 is not in it yet)", zero);
+  MESHTP_CHECK(zero == 0 || dp_group.size() > 1,
+               "zero={} shards over the data-parallel replicas, but dp=1: use --dp > 1 or --zero 0",
+               zero);
+  const int layers = gpt.config().layers;
+  buckets_.resize(static_cast<std::size_t>(layers) + 1);
+  for (int p = 0; p < gpt.num_params(); ++p) {
+    const std::string& name = gpt.name(p);
+    int bucket = layers;
+    if (name.rfind("layers.", 0) == 0) {
+      const bool layernorm = name.find(".ln") != std::string::npos;
+      if (!(layernorm && gpt.config().layout.sequence_parallel)) {
+        bucket = std::stoi(name.substr(7, name.find('.', 7) - 7));
+      }
+    }
+    Bucket& b = buckets_[static_cast<std::size_t>(bucket)];
+    b.params.push_back(p);
+    b.size += gpt.grad(p).numel();
+  }
+  const int dp = dp_.size(), r = dp_.rank();
+  for (Bucket& b : buckets_) {
+    if (zero == 0) {
+      if (dp > 1) b.buffer = Tensor({b.size});
+      continue;
+    }
+    b.part = (b.size + dp - 1) / dp;
+    b.buffer = Tensor({b.part * dp});
+    b.value = Tensor({b.part});
+    b.m = Tensor({b.part});
+    b.v = Tensor({b.part});
+    if (zero == 2) b.grad = Tensor({b.part});
+    b.own_grad = zero == 2 ? b.grad.values()
+                           : b.buffer.values().subspan(static_cast<std::size_t>(r * b.part),
+                                                       static_cast<std::size_t>(b.part));
+  }
+  if (zero == 0) whole_ = std::make_unique<AdamW>(refs(dp), adamw);
+}
+
+DataParallel::~DataParallel() = default;
+
+std::vector<ParamRef> DataParallel::refs(int dp_factor) const {
+  std::vector<ParamRef> out;
+  for (int p = 0; p < gpt_.num_params(); ++p) {
+    out.push_back({gpt_.name(p), &gpt_.value(p), &gpt_.grad(p), gpt_.decays(p),
+                   gpt_.replicas(p) * dp_factor});
+  }
+  return out;
+}
+
+void DataParallel::start(int bucket) {
+  if (dp_.size() == 1) return;
+  Bucket& b = buckets_.at(static_cast<std::size_t>(bucket));
+  float* out = b.buffer.data();
+  for (const int p : b.params) {
+    const Tensor& g = gpt_.grad(p);
+    std::copy(g.data(), g.data() + g.numel(), out);
+    out += g.numel();
+  }
+  if (zero_ == 2) {
+    b.request = dp_.ireduce_scatter(std::span<const float>(b.buffer.values()), b.grad.values());
+  } else {
+    b.request = dp_.iall_reduce(b.buffer.values());
+  }
+  // Open MPI advances non-blocking collectives only inside MPI calls; a pure data-parallel
+  // backward makes none, so each new bucket also pokes the ones already in flight.
+  for (Bucket& other : buckets_) {
+    if (other.request.pending()) other.request.test();
+  }
+}
+
+void DataParallel::start_last() { start(static_cast<int>(buckets_.size()) - 1); }
+
+void DataParallel::finish() {
+  if (dp_.size() == 1) return;
+  const ScopedSpan span(zero_ == 2 ? "grad_reduce_scatter_wait" : "grad_allreduce_wait",
+                        SpanKind::kPhase);
+  for (Bucket& b : buckets_) {
+    b.request.wait();
+    if (zero_ > 0) continue;  // the optimizer reads its part where it landed
+    const float* in = b.buffer.data();
+    for (const int p : b.params) {
+      Tensor& g = gpt_.grad(p);
+      std::copy(in, in + g.numel(), g.data());
+      in += g.numel();
+    }
+  }
+}
+
+double DataParallel::grad_norm(const comm::Communicator& world) const {
+  if (zero_ == 0) return global_grad_norm(whole_->params(), world);
+  const std::int64_t lo = dp_.rank();
+  double local = 0.0;
+  for (const Bucket& b : buckets_) {
+    for_each_piece(gpt_, b.params, lo * b.part, std::min(b.size, (lo + 1) * b.part),
+                   [&](int p, std::int64_t, std::int64_t at, std::int64_t n) {
+                     const float* g = b.own_grad.data() + (at - lo * b.part);
+                     local += kernels::fast().moments(g, n).second / gpt_.replicas(p);
+                   });
+  }
+  world.all_reduce(std::span<double>(&local, 1));
+  return std::sqrt(local);
+}
+
+void DataParallel::clip(double norm, double max_norm) {
+  if (zero_ == 0) {
+    clip_gradients(whole_->params(), norm, max_norm);
+    return;
+  }
+  if (max_norm <= 0.0 || !(norm > max_norm)) return;
+  const auto scale = static_cast<float>(max_norm / norm);
+  for (Bucket& b : buckets_) {
+    kernels::fast().scale(b.own_grad.data(), static_cast<std::int64_t>(b.own_grad.size()), scale);
+  }
+}
+
+void DataParallel::step(float lr) {
+  if (zero_ == 0) {
+    whole_->step(lr);
+    return;
+  }
+  ++steps_;
+  const auto t = static_cast<double>(steps_);
+  const AdamWConfig& c = adamw_config_;
+  const auto bias1 = static_cast<float>(1.0 - std::pow(c.beta1, t));
+  const auto bias2 = static_cast<float>(1.0 - std::pow(c.beta2, t));
+  const std::int64_t r = dp_.rank();
+  for (Bucket& b : buckets_) {
+    // The update on this replica's part, elementwise as on the whole tensor (adamw.hpp).
+    for_each_piece(gpt_, b.params, r * b.part, std::min(b.size, (r + 1) * b.part),
+                   [&](int p, std::int64_t offset, std::int64_t at, std::int64_t n) {
+                     const auto i = static_cast<std::size_t>(at - r * b.part);
+                     const auto count = static_cast<std::size_t>(n);
+                     const std::span<float> value = b.value.values().subspan(i, count);
+                     const auto src = gpt_.value(p).values().subspan(
+                         static_cast<std::size_t>(offset), count);
+                     std::copy(src.begin(), src.end(), value.begin());
+                     adamw_update(value, b.own_grad.subspan(i, count), b.m.values().subspan(i, count),
+                                  b.v.values().subspan(i, count),
+                                  {.lr = lr, .beta1 = c.beta1, .beta2 = c.beta2, .eps = c.eps,
+                                   .decay = gpt_.decays(p) ? c.weight_decay : 0.0f,
+                                   .bias1 = bias1, .bias2 = bias2});
+                   });
+    b.request = dp_.iall_gather(std::span<const float>(b.value.values()), b.buffer.values());
+  }
+  const ScopedSpan span("param_allgather_wait", SpanKind::kPhase);
+  for (Bucket& b : buckets_) {
+    b.request.wait();
+    for_each_piece(gpt_, b.params, 0, b.size,
+                   [&](int p, std::int64_t offset, std::int64_t at, std::int64_t n) {
+                     std::copy_n(b.buffer.data() + at, n, gpt_.value(p).data() + offset);
+                   });
+  }
+}
+
+void DataParallel::export_moments(AdamW& whole) {
+  for (Bucket& b : buckets_) {
+    for (const bool first : {true, false}) {
+      dp_.all_gather(std::span<const float>((first ? b.m : b.v).values()), b.buffer.values());
+      std::vector<Tensor>& out = first ? whole.first_moments() : whole.second_moments();
+      for_each_piece(gpt_, b.params, 0, b.size,
+                     [&](int p, std::int64_t offset, std::int64_t at, std::int64_t n) {
+                       std::copy_n(b.buffer.data() + at, n,
+                                   out[static_cast<std::size_t>(p)].data() + offset);
+                     });
+    }
+  }
+  whole.set_steps(steps_);
+}
+
+void DataParallel::import_moments(AdamW& whole) {
+  const std::int64_t r = dp_.rank();
+  for (Bucket& b : buckets_) {
+    for_each_piece(gpt_, b.params, r * b.part, std::min(b.size, (r + 1) * b.part),
+                   [&](int p, std::int64_t offset, std::int64_t at, std::int64_t n) {
+                     const auto u = static_cast<std::size_t>(p);
+                     const std::int64_t i = at - r * b.part;
+                     std::copy_n(whole.first_moments()[u].data() + offset, n,
+                                 b.m.data() + i);
+                     std::copy_n(whole.second_moments()[u].data() + offset, n,
+                                 b.v.data() + i);
+                   });
+  }
+  steps_ = whole.steps();
+}
+
+AdamW& DataParallel::optimizer_to_save() {
+  if (zero_ == 0) return *whole_;
+  scratch_ = std::make_unique<AdamW>(refs(1), adamw_config_);
+  export_moments(*scratch_);
+  return *scratch_;
+}
+
+void DataParallel::saved() { scratch_.reset(); }
+
+AdamW& DataParallel::optimizer_to_load() {
+  if (zero_ == 0) return *whole_;
+  scratch_ = std::make_unique<AdamW>(refs(1), adamw_config_);
+  return *scratch_;
+}
+
+void DataParallel::loaded() {
+  if (zero_ == 0) return;
+  import_moments(*scratch_);
+  scratch_.reset();
+}
+
+std::int64_t DataParallel::optimizer_floats() const {
+  std::int64_t n = 0;
+  for (const Bucket& b : buckets_) n += 2 * (zero_ == 0 ? b.size : b.part);
+  return n;
+}
+
+}  // namespace meshtp::train

@@ -1,0 +1,88 @@
+// Data parallelism over the dp group of a (dp, d1, d2) layout, with the ZeRO stages of
+// Rajbhandari et al. 2020 (ZeRO §5.1–5.2): gradients summed over the replicas, the AdamW
+// update, and which of the optimizer state and the gradients each replica keeps.
+//
+//   bucket b    the parameters of block b (b < L), then one bucket of the rest (embeddings,
+//               final LayerNorm; under sequence parallelism the blocks' LayerNorm parameters,
+//               final only after the last block): S_b floats of this rank's TP shards, packed
+//   part        ⌈S_b/dp⌉ floats: replica r owns [r·part, (r+1)·part) ∩ [0, S_b) of bucket b
+//
+//   stage 0     iall_reduce(bucket) as block b's backward finishes; every replica updates
+//               everything (AdamW moments 2·S per rank)
+//   stage 1     the same all_reduce; replica r updates only its part (moments 2·S/dp), then
+//               all_gather of the updated parts restores every replica's parameters
+//   stage 2     ireduce_scatter(bucket) instead: replica r receives only its part, summed
+//               (half the all-reduce's volume: (dp−1)/dp·S instead of 2·(dp−1)/dp·S); then as
+//               stage 1. The model's own gradient accumulators stay whole (the block stacks
+//               accumulate into them), so the saving here is the moments' and the traffic.
+//
+//   per step:   backward → start(b) per finished block → finish() → grad_norm() → clip() →
+//               step(lr) (stage ≥ 1: all_gather of every bucket, all started before any wait)
+//
+// Worked example, dp = 2, bucket of S = 5 floats [g0 … g4]: part = 3; replica 0 owns
+// [0, 3), replica 1 owns [3, 5) (its last slot is padding, never read). Stage 2's
+// reduce_scatter sends 2·3 floats and hands replica 1 [g3+g3', g4+g4', pad].
+//
+// The global gradient norm counts every element once: Σ over owned parts of g²/r_tp (r_tp:
+// TP ranks holding a copy), summed over the world — for stage 0, Σ over everything of
+// g²/(r_tp·dp). Checkpoints stay layout-free: the moments are all-gathered into whole TP
+// shards before a save and this replica's part is kept after a load.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "model/gpt.hpp"
+#include "train/adamw.hpp"
+
+namespace meshtp::train {
+
+class DataParallel {
+ public:
+  // zero: 0–3 (3 is not in the runtime yet: throws naming it).
+  DataParallel(model::Gpt& gpt, const comm::Communicator& dp_group, int zero,
+               const AdamWConfig& adamw);
+  ~DataParallel();
+  DataParallel(const DataParallel&) = delete;
+  DataParallel& operator=(const DataParallel&) = delete;
+
+  int zero() const { return zero_; }
+  // Starts bucket b's reduction (block b's gradients are final); start_last(): the rest.
+  void start(int bucket);
+  void start_last();
+  // Waits for every reduction; stage 0 writes the sums back into the model's gradients.
+  void finish();
+  // ‖g‖ over the global gradient, identical on every rank of `world`. Collective.
+  double grad_norm(const comm::Communicator& world) const;
+  void clip(double norm, double max_norm);
+  void step(float lr);  // AdamW (stage ≥ 1: own parts, then all_gather)
+
+  // Checkpoints (train/checkpoint_dir.hpp) read and write whole AdamW state. Stage 0 hands
+  // its optimizer; stage ≥ 1 a temporary one, filled from the replicas' parts before a save
+  // (collective over dp) and split into them after a load, then dropped.
+  AdamW& optimizer_to_save();
+  void saved();
+  AdamW& optimizer_to_load();
+  void loaded();
+  // Floats of optimizer state (moments) this rank holds.
+  std::int64_t optimizer_floats() const;
+
+ private:
+  struct Bucket;
+  std::vector<ParamRef> refs(int dp_factor) const;
+  void export_moments(AdamW& whole);  // collective over dp
+  void import_moments(AdamW& whole);
+
+  model::Gpt& gpt_;
+  const comm::Communicator& dp_;
+  int zero_;
+  AdamWConfig adamw_config_;
+  std::unique_ptr<AdamW> whole_;  // stage 0
+  std::unique_ptr<AdamW> scratch_;  // stage ≥ 1, while a checkpoint is saved or loaded
+  std::vector<Bucket> buckets_;
+  std::int64_t steps_ = 0;
+};
+
+}  // namespace meshtp::train
