@@ -95,6 +95,36 @@ std::string plan_layout(TrainArgs& args, const plan::ModelSpec& spec) {
        world().size());
 }
 
+// Per rank: the planner's memory model (plan/memory.hpp) for this layout beside the measured
+// high-water mark of tensor storage and the peak resident set. Collective.
+void print_memory(std::ostream& os, plan::ModelSpec spec, const layout::Plan& p,
+                  std::int64_t replica_batch, const train::TrainSummary& summary) {
+  spec.batch = static_cast<int>(replica_batch);
+  spec.recompute = p.recompute;
+  const bool sharded_tokens = p.sequence_parallel || layout::is_gemm2d(p.strategy);
+  plan::MemoryEstimate predicted = plan::estimate_memory(
+      spec, sharded_tokens ? plan::ActivationLayout::kSequenceParallel : plan::ActivationLayout::kAtp,
+      p.mesh[0], p.mesh[1], 0.0);
+  plan::add_data_parallel(predicted, p.dp, p.zero);
+  const std::array<double, 2> mine{static_cast<double>(summary.tensor_peak_bytes),
+                                   static_cast<double>(summary.max_rss_bytes)};
+  std::vector<double> all(2 * static_cast<std::size_t>(world().size()));
+  world().all_gather(std::span<const double>(mine), std::span<double>(all));
+  constexpr double kMiB = 1024.0 * 1024.0;
+  os << fmt::format("memory  predicted {:.1f} MiB per rank (params {:.1f}, grads {:.1f}, "
+                    "optimizer {:.1f}, activations {:.1f}, buffers {:.1f})\n",
+                    predicted.total_bytes() / kMiB, predicted.params_bytes / kMiB,
+                    predicted.grads_bytes / kMiB, predicted.optimizer_bytes / kMiB,
+                    predicted.activations_bytes / kMiB, predicted.workspace_bytes / kMiB);
+  for (int r = 0; r < world().size(); ++r) {
+    const double peak = all[2 * static_cast<std::size_t>(r)];
+    os << fmt::format("memory  rank {}: tensors peak {:.1f} MiB (predicted/measured {:.2f}), "
+                      "max RSS {:.1f} MiB\n",
+                      r, peak / kMiB, predicted.total_bytes() / std::max(peak, 1.0),
+                      all[2 * static_cast<std::size_t>(r) + 1] / kMiB);
+  }
+}
+
 // The layout: --plan FILE, --mesh auto, or --tp/--dp with the layout flags.
 std::string choose_layout(TrainArgs& args, const plan::ModelSpec& spec) {
   train::TrainConfig& c = args.config;
@@ -247,6 +277,7 @@ void run_train(TrainArgs& args) {
   if (!summary.trace.empty()) {
     os << "trace   " << summary.trace << " (open in https://ui.perfetto.dev or chrome://tracing)\n";
   }
+  print_memory(os, spec, c.model.layout, replica.batch, summary);
   if (summary.skipped_steps > 0) {
     os << fmt::format("skipped {} step{} with a non-finite loss or gradient norm\n",
                       summary.skipped_steps, summary.skipped_steps > 1 ? "s" : "");

@@ -63,4 +63,12 @@ MemoryEstimate estimate_memory(const ModelSpec& model, ActivationLayout layout, 
   return m;
 }
 
+void add_data_parallel(MemoryEstimate& m, int dp, int zero) {
+  if (dp <= 1) return;
+  m.workspace_bytes += m.grads_bytes;
+  if (zero == 0) return;
+  m.optimizer_bytes = m.optimizer_bytes / dp + m.params_bytes / dp;
+  if (zero >= 2) m.optimizer_bytes += m.grads_bytes / dp;
+}
+
 }  // namespace meshtp::plan

@@ -51,4 +51,11 @@ double layer_activation_bytes(const ModelSpec& model, ActivationLayout layout, i
 MemoryEstimate estimate_memory(const ModelSpec& model, ActivationLayout layout, int d1, int d2,
                                double workspace_bytes);
 
+// Data parallelism over dp replicas with ZeRO stage `zero` (Rajbhandari et al. 2020 §5), as
+// the runtime shards (train/zero.hpp): with dp > 1 the gradient buckets hold one more copy of
+// the gradients (buffers); stage ≥ 1 keeps 1/dp of the optimizer state plus the 1/dp of the
+// values being updated, stage 2 also 1/dp of the summed gradients. The model's own gradient
+// accumulators stay whole in the runtime, so they are not divided.
+void add_data_parallel(MemoryEstimate& m, int dp, int zero);
+
 }  // namespace meshtp::plan

@@ -48,7 +48,7 @@ Tensor::Tensor(Shape shape, float fill)
     : shape_(std::move(shape)), values_(static_cast<std::size_t>(meshtp::numel(shape_)), fill) {}
 
 Tensor::Tensor(Shape shape, std::vector<float> values)
-    : shape_(std::move(shape)), values_(std::move(values)) {
+    : shape_(std::move(shape)), values_(values.begin(), values.end()) {
   MESHTP_CHECK(static_cast<std::int64_t>(values_.size()) == meshtp::numel(shape_),
                "{} values do not fill a tensor of shape {}", values_.size(), to_string(shape_));
 }

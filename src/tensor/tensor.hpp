@@ -1,6 +1,6 @@
 // fp32 dense row-major tensors and 2D strided views of them.
 //
-//   Tensor         owns its values; shape [d0, d1, …, dn-1], element (i0…in-1) at
+//   Tensor         owns its values (counted: tensor/memory.hpp); shape [d0, d1, …, dn-1], element (i0…in-1) at
 //                  Σ ik·stride_k with stride_{n-1} = 1 (row-major, last dim fastest).
 //   MatrixView     a strided row-major 2D window (rows × cols, leading dim ld ≥ cols) into
 //                  someone else's memory: a block of rows/columns of a matrix, no copy.
@@ -16,6 +16,8 @@
 #include <span>
 #include <string>
 #include <vector>
+
+#include "tensor/memory.hpp"
 
 namespace meshtp {
 
@@ -90,7 +92,7 @@ class Tensor {
   std::int64_t offset(std::initializer_list<std::int64_t> index) const;
 
   Shape shape_;
-  std::vector<float> values_;
+  std::vector<float, TrackedAllocator<float>> values_;  // counted (tensor/memory.hpp)
 };
 
 // Copy src into dst; shapes must match.

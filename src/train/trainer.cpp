@@ -11,6 +11,7 @@
 #include "core/stats.hpp"
 #include "core/trace.hpp"
 #include "mesh/device_mesh.hpp"
+#include "tensor/memory.hpp"
 #include "train/byte_corpus.hpp"
 #include "train/checkpoint.hpp"
 #include "train/checkpoint_dir.hpp"
@@ -104,6 +105,8 @@ TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
 TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
                    const TrainHooks& hooks) {
   validate(config, world.size());
+  const std::int64_t tensors_before = tensor_bytes();
+  reset_tensor_peak();
   const int dp = config.model.layout.dp;
   const mesh::DeviceMesh mesh(world,
                               {dp, config.model.layout.mesh[0], config.model.layout.mesh[1]});
@@ -292,6 +295,8 @@ TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
     tracer.clear();
     summary.trace = config.trace_path;
   }
+  summary.tensor_peak_bytes = tensor_peak_bytes() - tensors_before;
+  summary.max_rss_bytes = max_rss_bytes();
   return summary;
 }
 

@@ -86,4 +86,27 @@ TEST(Random, DependsOnlyOnSeedAndIndex) {
 }
 
 }  // namespace
+// The tensor-storage counter sees every allocation and free, and its peak stays at the most
+// alive at once until reset.
+TEST(TensorMemory, CountsStorageAndKeepsThePeak) {
+  const std::int64_t before = tensor_bytes();
+  reset_tensor_peak();
+  {
+    Tensor a({1000});
+    EXPECT_EQ(tensor_bytes() - before, 4000);
+    {
+      Tensor b({500});
+      EXPECT_EQ(tensor_bytes() - before, 6000);
+    }
+    EXPECT_EQ(tensor_bytes() - before, 4000);
+    Tensor c = a;  // a copy holds its own storage
+    EXPECT_EQ(tensor_bytes() - before, 8000);
+  }
+  EXPECT_EQ(tensor_bytes(), before);
+  EXPECT_EQ(tensor_peak_bytes() - before, 8000);
+  reset_tensor_peak();
+  EXPECT_EQ(tensor_peak_bytes(), before);
+  EXPECT_GT(max_rss_bytes(), 0);
+}
+
 }  // namespace meshtp

@@ -1,0 +1,51 @@
+// What this process's tensors occupy: every Tensor's values go through TrackedAllocator,
+// which adds to one counter per process (= per rank) and keeps its high-water mark. Buffers
+// that are not Tensors (MPI's, BLAS's, std::vectors of indices) are not counted: max_rss_bytes()
+// is the operating system's view of everything, for comparison.
+//
+//   tensor_bytes()       bytes of tensor storage alive now
+//   tensor_peak_bytes()  the most alive at once since the last reset_tensor_peak()
+//   reset_tensor_peak()  peak ← current (e.g. at the start of a training run)
+//   max_rss_bytes()      the process's peak resident set (getrusage), never reset
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <new>
+
+namespace meshtp {
+
+namespace detail {
+void note_tensor_alloc(std::int64_t bytes);
+void note_tensor_free(std::int64_t bytes);
+}  // namespace detail
+
+std::int64_t tensor_bytes();
+std::int64_t tensor_peak_bytes();
+void reset_tensor_peak();
+std::int64_t max_rss_bytes();
+
+// std::allocator with the counter: capacity, not size, is what is held.
+template <typename T>
+struct TrackedAllocator {
+  using value_type = T;
+  TrackedAllocator() = default;
+  template <typename U>
+  TrackedAllocator(const TrackedAllocator<U>&) {}  // NOLINT(google-explicit-constructor)
+  T* allocate(std::size_t n) {
+    T* p = std::allocator<T>().allocate(n);
+    detail::note_tensor_alloc(static_cast<std::int64_t>(n * sizeof(T)));
+    return p;
+  }
+  void deallocate(T* p, std::size_t n) {
+    detail::note_tensor_free(static_cast<std::int64_t>(n * sizeof(T)));
+    std::allocator<T>().deallocate(p, n);
+  }
+  template <typename U>
+  bool operator==(const TrackedAllocator<U>&) const {
+    return true;
+  }
+};
+
+}  // namespace meshtp
