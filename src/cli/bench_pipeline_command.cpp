@@ -1,0 +1,108 @@
+// meshtp bench pipeline — the pipeline interpreter (train/pipeline_run.hpp) running a schedule
+// (layout/pipeline_schedule.hpp) over every rank of the job, each stage's work a fixed GeMM
+// load (forward: `layers` GeMMs [rows, h]·[h, h]; backward: twice that), activations of
+// rows·h floats sent point to point. Per microbatch count: the measured bubble (1 − busy /
+// elapsed, mean over ranks, median over repeats) beside the formula (p−1)/(m+p−1), or
+// (p−1)/(v·m+p−1) interleaved.
+//
+//   mpirun -np 4 meshtp bench pipeline --schedule 1f1b --microbatches 4,8,16
+//
+// Oversubscribed ranks share cores: a waiting rank then lends its core to a computing one,
+// and the measured bubble means little. Run with one rank per core.
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.hpp"
+#include "core/error.hpp"
+#include "core/parse.hpp"
+#include "core/stats.hpp"
+#include "layout/pipeline_schedule.hpp"
+#include "tensor/gemm.hpp"
+#include "train/pipeline_run.hpp"
+
+namespace meshtp::cli {
+namespace {
+
+struct BenchPipelineArgs {
+  std::string schedule = "1f1b";
+  std::string microbatches = "4,8,16";
+  int virtual_stages = 1;
+  int rows = 256;
+  int hidden = 256;
+  int layers = 2;
+  int repeats = 3;
+  bool json = false;
+};
+
+void run_bench_pipeline(const BenchPipelineArgs& a) {
+  const layout::Schedule kind = layout::parse_schedule(a.schedule);
+  MESHTP_CHECK(a.rows > 0 && a.hidden > 0 && a.layers > 0 && a.repeats > 0,
+               "--rows={}, --hidden={}, --layers={} and --repeats={} must be positive", a.rows,
+               a.hidden, a.layers, a.repeats);
+  const comm::Communicator& group = world();
+  const int p = group.size(), v = a.virtual_stages;
+  Tensor w({a.hidden, a.hidden}, 0.001f), x({a.rows, a.hidden}, 1.0f), y({a.rows, a.hidden});
+  const auto work = [&](int gemms) {
+    for (int k = 0; k < gemms; ++k) gemm(x.matrix(), Trans::kNo, w.matrix(), Trans::kNo, y.matrix());
+  };
+  train::PipelineStages stages{
+      .message_floats = static_cast<std::int64_t>(a.rows) * a.hidden,
+      .forward = [&](int, int, std::span<const float>, std::span<float>) { work(a.layers); },
+      .backward = [&](int, int, std::span<const float>, std::span<float>) { work(2 * a.layers); }};
+  std::ostream& os = out();
+  if (!a.json) {
+    os << fmt::format("pipeline {} on {} ranks, {} virtual stage(s); stage work {} GeMM(s) "
+                      "{}x{}x{} forward, twice that backward\n",
+                      kind, p, v, a.layers, a.rows, a.hidden, a.hidden)
+       << "microbatches   step ms   bubble measured   formula   measured/formula\n";
+  }
+  for (const int m : parse_positive_ints(a.microbatches, "--microbatches")) {
+    const layout::PipelineSchedule schedule = layout::make_schedule(kind, p, m, v);
+    std::vector<double> bubbles, seconds;
+    for (int r = 0; r < a.repeats + 1; ++r) {  // the first is a warm-up
+      const train::PipelineRunStats st = train::run_pipeline(schedule, group, stages);
+      std::array<double, 2> sums{1.0 - st.busy_seconds / st.seconds, st.seconds};
+      group.all_reduce(std::span<double>(sums));
+      if (r > 0) {
+        bubbles.push_back(sums[0] / p);
+        seconds.push_back(sums[1] / p);
+      }
+    }
+    const double measured = median(bubbles), formula = layout::bubble_fraction(kind, p, m, v);
+    if (a.json) {
+      os << nlohmann::json{{"schedule", std::string(layout::name(kind))}, {"pp", p},
+                           {"virtual_stages", v}, {"microbatches", m},
+                           {"step_s", median(seconds)}, {"bubble", measured},
+                           {"bubble_formula", formula}}
+                .dump()
+         << '\n';
+    } else {
+      os << fmt::format("{:>12}   {:>7.1f}   {:>15.3f}   {:>7.3f}   {:>16}\n", m,
+                        median(seconds) * 1e3, measured, formula,
+                        formula > 0 ? fmt::format("{:.2f}", measured / formula) : "-");
+    }
+  }
+}
+
+}  // namespace
+
+void add_bench_pipeline_command(CLI::App& app) {
+  CLI::App* bench = app.get_subcommand("bench");  // registered by add_bench_command
+  auto args = std::make_shared<BenchPipelineArgs>();
+  CLI::App* c = bench->add_subcommand(
+      "pipeline", "Pipeline schedule on every rank: measured bubble vs (p−1)/(m+p−1)");
+  c->add_option("--schedule", args->schedule, "gpipe, 1f1b or interleaved")->capture_default_str();
+  c->add_option("--microbatches", args->microbatches, "Comma-separated microbatch counts")
+      ->capture_default_str();
+  c->add_option("--virtual-stages", args->virtual_stages, "Model chunks per rank (interleaved)")
+      ->capture_default_str();
+  c->add_option("--rows", args->rows, "Rows of a microbatch's activation")->capture_default_str();
+  c->add_option("--hidden", args->hidden, "Hidden size")->capture_default_str();
+  c->add_option("--layers", args->layers, "GeMMs per stage forward")->capture_default_str();
+  c->add_option("--repeats", args->repeats, "Timed runs per count (median)")->capture_default_str();
+  c->add_flag("--json", args->json, "One JSON object per microbatch count");
+  c->callback([args] { run_bench_pipeline(*args); });
+}
+
+}  // namespace meshtp::cli

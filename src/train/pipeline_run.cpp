@@ -1,0 +1,73 @@
+#include "train/pipeline_run.hpp"
+
+#include <map>
+#include <tuple>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/stats.hpp"
+#include "tensor/tensor.hpp"
+
+namespace meshtp::train {
+namespace {
+
+// A message into stage `stage` for microbatch i: forward activations (into F(i, stage)) or
+// backward gradients (into B(i, stage)).
+int tag_of(bool forward, int microbatch, int stage, int stages) {
+  return (microbatch * stages + stage) * 2 + (forward ? 0 : 1);
+}
+
+}  // namespace
+
+PipelineRunStats run_pipeline(const layout::PipelineSchedule& s, const comm::Communicator& group,
+                              const PipelineStages& fns) {
+  MESHTP_CHECK(group.size() == s.ranks, "pipeline: the schedule has pp={} ranks, the group {}",
+               s.ranks, group.size());
+  const int me = group.rank(), S = s.stages();
+  const std::vector<layout::PipeOp>& ops = s.ops[static_cast<std::size_t>(me)];
+  // Post every receive up front.
+  std::map<std::tuple<bool, int, int>, std::pair<Tensor, comm::Request>> inbox;
+  for (const layout::PipeOp& op : ops) {
+    const bool has_input = op.forward ? op.stage > 0 : op.stage + 1 < S;
+    if (!has_input) continue;
+    const int from = s.rank_of(op.forward ? op.stage - 1 : op.stage + 1);
+    auto& [buffer, request] = inbox[{op.forward, op.microbatch, op.stage}];
+    buffer = Tensor({fns.message_floats});
+    request = group.irecv(buffer.values(), from, tag_of(op.forward, op.microbatch, op.stage, S));
+  }
+  std::vector<std::pair<Tensor, comm::Request>> outbox;
+  outbox.reserve(ops.size());
+  group.barrier();
+  const double start = now_seconds();
+  PipelineRunStats stats;
+  for (const layout::PipeOp& op : ops) {
+    std::span<const float> in;
+    const auto it = inbox.find({op.forward, op.microbatch, op.stage});
+    if (it != inbox.end()) {
+      it->second.second.wait();
+      in = it->second.first.values();
+    }
+    const bool has_output = op.forward ? op.stage + 1 < S : op.stage > 0;
+    Tensor out = has_output ? Tensor({fns.message_floats}) : Tensor();
+    const double t0 = now_seconds();
+    if (op.forward) {
+      fns.forward(op.microbatch, op.stage, in, out.values());
+    } else {
+      fns.backward(op.microbatch, op.stage, in, out.values());
+    }
+    stats.busy_seconds += now_seconds() - t0;
+    if (has_output) {
+      const int next = op.forward ? op.stage + 1 : op.stage - 1;
+      outbox.emplace_back(std::move(out), comm::Request());
+      outbox.back().second =
+          group.isend(std::span<const float>(outbox.back().first.values()), s.rank_of(next),
+                      tag_of(op.forward, op.microbatch, next, S));
+    }
+    if (it != inbox.end()) it->second.first = Tensor();  // consumed
+  }
+  stats.seconds = now_seconds() - start;
+  for (auto& [buffer, request] : outbox) request.wait();
+  return stats;
+}
+
+}  // namespace meshtp::train
