@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs meshtp's dependencies from Debian packages, then configures and builds meshtp.
+# Installs meshtp's dependencies from Debian packages, then configures and builds meshtp twice:
+# build/ (Open MPI: the runtime) and build-sim/ (the same sources on SimGrid's SMPI: the
+# simulated meshtp that `meshtp simulate` runs, docs/simulation.md).
 # Idempotent: a second run only rebuilds what changed. Needs root (or sudo) for apt-get.
 # --peers also installs python3-torch, for the PyTorch peer (scripts/bench-peer.sh).
 set -euo pipefail
@@ -39,7 +41,12 @@ if [ ${#missing[@]} -gt 0 ]; then
     "${missing[@]}"
 fi
 
-build_dir=${MESHTP_BUILD_DIR:-build}
-cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release >/dev/null
+build_dir=$(realpath -m "${MESHTP_BUILD_DIR:-build}")
+sim_dir=$(realpath -m "${MESHTP_SIM_BUILD_DIR:-build-sim}")
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release \
+  -DMESHTP_SIM_BINARY="$sim_dir/src/cli/meshtp" >/dev/null
 cmake --build "$build_dir" -j "$(nproc)"
 echo "built: $build_dir/src/cli/meshtp"
+cmake -S . -B "$sim_dir" -DCMAKE_BUILD_TYPE=Release -DMESHTP_SIMULATE=ON >/dev/null
+cmake --build "$sim_dir" -j "$(nproc)"
+echo "built: $sim_dir/src/cli/meshtp (simulated: runs under smpirun, see meshtp simulate)"

@@ -22,6 +22,7 @@
 #include "cli/layout_flags.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
+#include "core/simulation.hpp"
 #include "train/chrome_trace.hpp"
 
 namespace meshtp::cli {
@@ -160,11 +161,16 @@ void run_bench_layer(const BenchLayerArgs& a) {
                           s.step_s * 1e3, s.comm_wait_s * 1e3,
                           100.0 * s.comm_wait_s / s.step_s, s.tflops_per_rank, s.blas_gflops,
                           s.ratio_to_blas,
-                          s.check_error < 0 ? std::string("-")
-                                            : fmt::format("{:.1e}", s.check_error));
+                          sim::values_meaningless() ? std::string("skipped")
+                          : s.check_error < 0       ? std::string("-")
+                                                    : fmt::format("{:.1e}", s.check_error));
       }
       os.flush();
     }
+  }
+  if (!a.json && sim::values_meaningless()) {
+    os << "check skipped: simulated devices in charged mode compute nothing (values are "
+          "meaningless; run with MESHTP_SIM_MODE=values to check them)\n";
   }
 }
 

@@ -5,7 +5,7 @@
 // whole MPI job) and prints only through out(), which is rank 0's stdout.
 #pragma once
 
-#include <CLI/CLI.hpp>
+#include "cli/cli11.hpp"
 
 #include <ostream>
 

@@ -3,11 +3,11 @@
 // --sequence-parallel, --stationary, --slices, --recompute). Giving both is an error naming the flag.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <array>
 #include <string>
 #include <vector>
 
+#include "cli/cli11.hpp"
 #include "layout/plan.hpp"
 
 namespace meshtp::cli {

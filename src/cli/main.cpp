@@ -6,7 +6,6 @@
 // is left waiting in a collective. Input errors are usually found by every rank at once:
 // rank 0 reports and aborts at once, the others wait a moment first, so the user sees one
 // message — unless the error is theirs alone, in which case they report it themselves.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include <chrono>
@@ -21,6 +20,7 @@
 #include "comm/communicator.hpp"
 #include "comm/watchdog.hpp"
 #include "core/error.hpp"
+#include "core/simulation.hpp"
 #include "tensor/gemm.hpp"
 
 namespace meshtp::cli {
@@ -57,6 +57,15 @@ int main(int argc, char** argv) {
   meshtp::cli::g_world.emplace(meshtp::comm::Communicator::world());
   const bool root = meshtp::cli::g_world->rank() == 0;
   meshtp::cli::watch_launcher(meshtp::cli::g_world->rank());
+  if (root && meshtp::sim::simulated()) {
+    // The simulated build (docs/simulation.md) says what its numbers are, once.
+    std::fprintf(stderr, "%s\n",
+                 meshtp::sim::values_meaningless()
+                     ? "meshtp: simulated devices (SimGrid SMPI), charged mode: compute is "
+                       "charged, not done — values are meaningless, times are simulated"
+                     : "meshtp: simulated devices (SimGrid SMPI), values mode: values are "
+                       "computed, times count communication only");
+  }
 
   CLI::App app{"meshtp: adaptive tensor-parallel training runtime with a topology-aware planner",
                "meshtp"};

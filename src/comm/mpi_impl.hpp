@@ -3,6 +3,9 @@
 #pragma once
 
 #include <mpi.h>
+#ifdef MESHTP_SIMULATE
+#include "comm/smpi_routing.hpp"  // the simulated build's collectives and world
+#endif
 
 #include <climits>
 #include <cstdint>

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <vector>
 
+#include "core/simulation.hpp"
+
 namespace meshtp {
 
 inline double median(std::vector<double> values) {
@@ -16,8 +18,10 @@ inline double median(std::vector<double> values) {
   return 0.5 * (upper + *std::max_element(values.begin(), values.begin() + mid));
 }
 
-// Wall-clock seconds since an arbitrary epoch, monotonic.
+// Wall-clock seconds since an arbitrary epoch, monotonic — the simulated clock when running
+// in the simulated build (core/simulation.hpp), so every timing and trace is simulated time.
 inline double now_seconds() {
+  if (const auto clock = sim::hooks().clock) return clock();
   using Clock = std::chrono::steady_clock;
   return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
 }

@@ -4,6 +4,8 @@
 #include <cstdint>
 
 #include "core/error.hpp"
+#include "core/op_costs.hpp"
+#include "core/simulation.hpp"
 
 namespace meshtp {
 namespace {
@@ -19,6 +21,10 @@ void check(std::span<float> p, std::span<const float> g, std::span<float> m, std
 void adamw_update(std::span<float> p, std::span<const float> g, std::span<float> m,
                   std::span<float> v, const kernels::AdamWStep& step) {
   check(p, g, m, v);
+  // Simulated build, charged mode: the time instead of the work (core/simulation.hpp).
+  if (sim::charge_bytes(op_costs::bytes(static_cast<double>(p.size()), op_costs::kAdamWTouches))) {
+    return;
+  }
   kernels::fast().adamw(p.data(), g.data(), m.data(), v.data(),
                         static_cast<std::int64_t>(p.size()), step);
 }

@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/op_costs.hpp"
+#include "core/simulation.hpp"
 #include "core/trace.hpp"
 #include "ops/kernels.hpp"
 #include "ops/vector_math_impl.hpp"
@@ -70,6 +72,13 @@ void attention_forward(MatrixView out, std::span<float> att, ConstMatrixView qkv
   const ScopedSpan span("attention", SpanKind::kCompute);
   const std::int64_t HD = check_attention("attention_forward", qkv, out, B, T, NH);
   check_att("attention_forward", att, B, T, NH);
+  // Simulated build, charged mode: the time instead of the work (core/simulation.hpp). Two
+  // T×T×HD products per (b, h) (the causal blocks skip about half, but the planner prices the
+  // full products: charged like it), and the softmax over the scores.
+  if (sim::charge(4.0 * B * NH * T * T * HD,
+                  op_costs::bytes(B * NH * T * T, op_costs::kSoftmaxForwardTouches))) {
+    return;
+  }
   const std::int64_t Cp = NH * HD, bq = causal_block(T);
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
   const auto& kern = kernels::fast();
@@ -100,6 +109,11 @@ void attention_backward(MatrixView dqkv, std::span<float> scratch, ConstMatrixVi
   const std::int64_t HD = check_attention("attention_backward", qkv, dout, B, T, NH);
   check_backward(dqkv, scratch, qkv, T);
   check_att("attention_backward", att, B, T, NH);
+  // Four T×T×HD products per (b, h), and the softmax's backward.
+  if (sim::charge(8.0 * B * NH * T * T * HD,
+                  op_costs::bytes(B * NH * T * T, op_costs::kSoftmaxBackwardTouches))) {
+    return;
+  }
   const std::int64_t Cp = NH * HD, bq = causal_block(T);
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
   const MatrixView ds{scratch.data(), T, T, T};

@@ -1,6 +1,8 @@
 #include "ops/gelu.hpp"
 
 #include "core/error.hpp"
+#include "core/op_costs.hpp"
+#include "core/simulation.hpp"
 #include "core/trace.hpp"
 #include "ops/kernels.hpp"
 #include "ops/vector_math_impl.hpp"
@@ -21,6 +23,8 @@ void check_same_shape(const char* what, ConstMatrixView a, ConstMatrixView b) {
 void gelu_forward(MatrixView y, ConstMatrixView x) {
   const ScopedSpan span("gelu", SpanKind::kCompute);
   check_same_shape("gelu_forward y vs x", y, x);
+  // Simulated build, charged mode: the time instead of the work (core/simulation.hpp).
+  if (sim::charge_bytes(op_costs::bytes(x.rows * x.cols, op_costs::kGeluForwardTouches))) return;
   const auto& k = kernels::fast();
   for (std::int64_t n = 0; n < x.rows; ++n) k.gelu_forward(y.data + n * y.ld, x.data + n * x.ld, x.cols);
 }
@@ -29,6 +33,7 @@ void gelu_backward(MatrixView dx, ConstMatrixView x, ConstMatrixView dy) {
   const ScopedSpan span("gelu", SpanKind::kCompute);
   check_same_shape("gelu_backward dx vs x", dx, x);
   check_same_shape("gelu_backward dy vs x", dy, x);
+  if (sim::charge_bytes(op_costs::bytes(x.rows * x.cols, op_costs::kGeluBackwardTouches))) return;
   const auto& k = kernels::fast();
   for (std::int64_t n = 0; n < x.rows; ++n) {
     k.gelu_backward(dx.data + n * dx.ld, x.data + n * x.ld, dy.data + n * dy.ld, x.cols);
@@ -40,6 +45,11 @@ void bias_gelu_forward(MatrixView y, MatrixView pre, std::span<const float> bias
   check_same_shape("bias_gelu_forward y vs pre", y, pre);
   MESHTP_CHECK(static_cast<std::int64_t>(bias.size()) == pre.cols,
                "bias_gelu_forward: bias has {} values for {} columns", bias.size(), pre.cols);
+  // Fused, but charged as the planner prices it: a bias add and a GeLU.
+  if (sim::charge_bytes(op_costs::bytes(pre.rows * pre.cols, op_costs::kBiasForwardTouches +
+                                                                 op_costs::kGeluForwardTouches))) {
+    return;
+  }
   const auto& k = kernels::fast();
   for (std::int64_t n = 0; n < pre.rows; ++n) {
     k.bias_gelu_forward(pre.data + n * pre.ld, y.data + n * y.ld, bias.data(), pre.cols);

@@ -3,6 +3,8 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/op_costs.hpp"
+#include "core/simulation.hpp"
 #include "core/trace.hpp"
 #include "ops/kernels.hpp"
 
@@ -46,6 +48,10 @@ void layernorm_forward(MatrixView y, std::span<float> mean, std::span<float> rst
                        ConstMatrixView x, std::span<const float> w, std::span<const float> b) {
   const ScopedSpan span("layernorm", SpanKind::kCompute);
   check_forward(y, mean, rstd, x, w, b);
+  // Simulated build, charged mode: the time instead of the work (core/simulation.hpp).
+  if (sim::charge_bytes(op_costs::bytes(x.rows * x.cols, op_costs::kLayerNormForwardTouches))) {
+    return;
+  }
   const auto& k = kernels::fast();
   for (std::int64_t n = 0; n < x.rows; ++n) {
     k.layernorm_row_forward(y.data + n * y.ld, x.data + n * x.ld, x.cols, w.data(), b.data(),
@@ -58,6 +64,9 @@ void layernorm_backward(MatrixView dx, std::span<float> dw, std::span<float> db,
                         std::span<const float> rstd) {
   const ScopedSpan span("layernorm", SpanKind::kCompute);
   check_backward(dx, dw, db, dy, x, w, mean, rstd);
+  if (sim::charge_bytes(op_costs::bytes(x.rows * x.cols, op_costs::kLayerNormBackwardTouches))) {
+    return;
+  }
   const auto& k = kernels::fast();
   const double inv_c = 1.0 / static_cast<double>(x.cols);
   for (std::int64_t n = 0; n < x.rows; ++n) {
@@ -80,6 +89,11 @@ void residual_layernorm_forward(MatrixView sum, MatrixView y, std::span<float> m
                "residual_layernorm_forward: sum {}x{}, a {}x{}, b {}x{}", sum.rows, sum.cols,
                a.rows, a.cols, b.rows, b.cols);
   check_forward(y, mean, rstd, sum, w, bias);
+  // Fused, but charged as the planner prices it: a residual add and a LayerNorm.
+  if (sim::charge_bytes(op_costs::bytes(sum.rows * sum.cols, op_costs::kResidualForwardTouches +
+                                                                 op_costs::kLayerNormForwardTouches))) {
+    return;
+  }
   const auto& k = kernels::fast();
   for (std::int64_t n = 0; n < sum.rows; ++n) {
     float* s = sum.data + n * sum.ld;

@@ -1,6 +1,8 @@
 #include "ops/linear.hpp"
 
 #include "core/error.hpp"
+#include "core/op_costs.hpp"
+#include "core/simulation.hpp"
 #include "core/trace.hpp"
 #include "ops/kernels.hpp"
 #include "tensor/gemm.hpp"
@@ -19,12 +21,15 @@ void linear_forward(MatrixView y, ConstMatrixView x, ConstMatrixView w, std::spa
     gemm(x, Trans::kNo, w, Trans::kYes, y);
     return;
   }
-  // Broadcast b into y, then accumulate the product on top of it: one pass over y.
+  // Broadcast b into y, then accumulate the product on top of it: one pass over y. Simulated
+  // build, charged mode: the time instead of the work (core/simulation.hpp).
   {
     const ScopedSpan span("bias", SpanKind::kCompute);
-    for (std::int64_t n = 0; n < N; ++n) {
-      float* row = y.data + n * y.ld;
-      for (std::int64_t m = 0; m < M; ++m) row[m] = b[static_cast<std::size_t>(m)];
+    if (!sim::charge_bytes(op_costs::bytes(N * M, op_costs::kBiasForwardTouches))) {
+      for (std::int64_t n = 0; n < N; ++n) {
+        float* row = y.data + n * y.ld;
+        for (std::int64_t m = 0; m < M; ++m) row[m] = b[static_cast<std::size_t>(m)];
+      }
     }
   }
   gemm(x, Trans::kNo, w, Trans::kYes, y, 1.0f, 1.0f);
@@ -48,7 +53,9 @@ void linear_backward_weight(MatrixView dw, std::span<float> db, ConstMatrixView 
   gemm(dy, Trans::kYes, x, Trans::kNo, dw, 1.0f, 1.0f);
   // db += Σ_n dy[n,:], row by row so the inner loop is contiguous and vectorises.
   const ScopedSpan span("bias", SpanKind::kCompute);
-  if (db.empty()) return;
+  if (db.empty() || sim::charge_bytes(op_costs::bytes(N * M, op_costs::kBiasBackwardTouches))) {
+    return;
+  }
   const auto& k = kernels::fast();
   for (std::int64_t n = 0; n < N; ++n) k.add(db.data(), db.data(), dy.data + n * dy.ld, M);
 }

@@ -1,6 +1,8 @@
 #include "ops/residual.hpp"
 
 #include "core/error.hpp"
+#include "core/op_costs.hpp"
+#include "core/simulation.hpp"
 #include "core/trace.hpp"
 #include "ops/kernels.hpp"
 
@@ -27,6 +29,10 @@ void residual_forward(MatrixView y, ConstMatrixView a, ConstMatrixView b) {
   const ScopedSpan span("residual", SpanKind::kCompute);
   check_same_shape("residual_forward a vs y", a, y);
   check_same_shape("residual_forward b vs y", b, y);
+  // Simulated build, charged mode: the time instead of the work (core/simulation.hpp).
+  if (sim::charge_bytes(op_costs::bytes(y.rows * y.cols, op_costs::kResidualForwardTouches))) {
+    return;
+  }
   const auto& k = kernels::fast();
   for (std::int64_t n = 0; n < y.rows; ++n) {
     k.add(y.data + n * y.ld, a.data + n * a.ld, b.data + n * b.ld, y.cols);
@@ -37,6 +43,9 @@ void residual_backward(MatrixView da, MatrixView db, ConstMatrixView dy) {
   const ScopedSpan span("residual", SpanKind::kCompute);
   check_same_shape("residual_backward da vs dy", da, dy);
   check_same_shape("residual_backward db vs dy", db, dy);
+  if (sim::charge_bytes(op_costs::bytes(dy.rows * dy.cols, op_costs::kResidualBackwardTouches))) {
+    return;
+  }
   accumulate(da, dy);
   accumulate(db, dy);
 }
@@ -44,6 +53,9 @@ void residual_backward(MatrixView da, MatrixView db, ConstMatrixView dy) {
 void residual_accumulate(MatrixView acc, ConstMatrixView x) {
   const ScopedSpan span("residual", SpanKind::kCompute);
   check_same_shape("residual_accumulate acc vs x", acc, x);
+  if (sim::charge_bytes(op_costs::bytes(x.rows * x.cols, op_costs::kResidualForwardTouches))) {
+    return;
+  }
   accumulate(acc, x);
 }
 

@@ -7,20 +7,11 @@
 //
 // with R the device's effective bandwidth for streaming ops (topology.hpp).
 //
-// Factors (reads + writes per element; the runtime's kernels in src/ops and
-// src/parallel/layernorm_sharded.cpp):
-//   op        forward                                    backward
-//   ln        3  read x (row sums), read x, write y      6  read x, dy (row sums); read x, dy,
-//                                                           dx, write dx
-//   bias      2  read y, write y                         1  read dy (db = Σ_n dy)
-//   softmax   3.5  on the causal half (½ of s×s): max r, 3  on the causal half: dot r p, r dP;
-//                exp r+w, sum r, scale r+w (6·½); zeros     update r p, r dP, w dS (5·½);
-//                written to the masked half (½)             zeros to the masked half (½)
-//   residual  3  read a, b, write y                      2  copy dy into the branch's gradient
-//   gelu      2  read x, write y                         5  zero dx; read x, dy, dx, write dx
-// (the serial LayerNorm, used when the stream is not split over features, makes one more
-// read pass in forward; `meshtp calibrate` measures R in these units, so it absorbs that, and
-// the tanh/exp arithmetic of GeLU and softmax.)
+// Factors (reads + writes per element of each op, forward and backward) are
+// core/op_costs.hpp's, shared with `meshtp calibrate` and the simulated build. (The serial
+// LayerNorm, used when the stream is not split over features, makes one more read pass in
+// forward; `meshtp calibrate` measures R in these units, so it absorbs that, and the tanh/exp
+// arithmetic of GeLU and softmax.)
 //
 // Elements per rank, M = b·s tokens, h hidden, a heads, N = d1·d2 ranks:
 //   tensor                  kAtp: ATP (d1, d2)          kSequenceParallel: (N, 1)   kFullySharded
@@ -48,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "core/op_costs.hpp"
 #include "plan/model_spec.hpp"
 
 namespace meshtp::plan {
@@ -55,12 +47,8 @@ namespace meshtp::plan {
 enum class ElementwiseLayout { kAtp, kSequenceParallel, kFullySharded };
 const char* name(ElementwiseLayout layout);
 
-// Reads + writes per element (the table above). `meshtp calibrate` counts with these too.
-inline constexpr double kLayerNormForwardTouches = 3, kLayerNormBackwardTouches = 6;
-inline constexpr double kBiasForwardTouches = 2, kBiasBackwardTouches = 1;
-inline constexpr double kSoftmaxForwardTouches = 3.5, kSoftmaxBackwardTouches = 3;
-inline constexpr double kResidualForwardTouches = 3, kResidualBackwardTouches = 2;
-inline constexpr double kGeluForwardTouches = 2, kGeluBackwardTouches = 5;
+// Reads + writes per element: core/op_costs.hpp.
+using namespace op_costs;  // NOLINT(google-build-using-namespace): the touch constants
 
 struct ElementwiseOp {
   std::string name;  // "ln1", "qkv bias", "softmax", …

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/simulation.hpp"
 #include "core/trace.hpp"
 
 namespace meshtp {
@@ -41,9 +42,11 @@ void gemm(ConstMatrixView a, Trans trans_a, ConstMatrixView b, Trans trans_b, Ma
   const std::int64_t k = check_gemm(a, trans_a, b, trans_b, c);
   ComputeLedger& ledger = compute_ledger();
   ledger.gemm_calls += 1;
-  ledger.flops += 2.0 * static_cast<double>(c.rows) * static_cast<double>(c.cols) * k;
+  const double flops = 2.0 * static_cast<double>(c.rows) * static_cast<double>(c.cols) * k;
+  ledger.flops += flops;
   if (c.rows == 0 || c.cols == 0) return;
   const ScopedSpan span("gemm", SpanKind::kCompute);
+  if (sim::charge_flops(flops)) return;  // simulated, charged mode: time instead of product
   // BLAS requires ld ≥ 1 even for empty operands.
   const auto ld = [](std::int64_t v) { return static_cast<blasint>(v > 0 ? v : 1); };
   cblas_sgemm(CblasRowMajor, trans_a == Trans::kYes ? CblasTrans : CblasNoTrans,

@@ -1,5 +1,5 @@
-// What this process's tensors occupy: every Tensor's values go through TrackedAllocator,
-// which adds to one counter per process (= per rank) and keeps its high-water mark. Buffers
+// What this process's tensors occupy: every Tensor's values go through StorageAllocator
+// (tensor/tensor.hpp), which adds to one counter per process (= per rank) and keeps its high-water mark. Buffers
 // that are not Tensors (MPI's, BLAS's, std::vectors of indices) are not counted: max_rss_bytes()
 // is the operating system's view of everything, for comparison.
 //
@@ -25,27 +25,5 @@ std::int64_t tensor_bytes();
 std::int64_t tensor_peak_bytes();
 void reset_tensor_peak();
 std::int64_t max_rss_bytes();
-
-// std::allocator with the counter: capacity, not size, is what is held.
-template <typename T>
-struct TrackedAllocator {
-  using value_type = T;
-  TrackedAllocator() = default;
-  template <typename U>
-  TrackedAllocator(const TrackedAllocator<U>&) {}  // NOLINT(google-explicit-constructor)
-  T* allocate(std::size_t n) {
-    T* p = std::allocator<T>().allocate(n);
-    detail::note_tensor_alloc(static_cast<std::int64_t>(n * sizeof(T)));
-    return p;
-  }
-  void deallocate(T* p, std::size_t n) {
-    detail::note_tensor_free(static_cast<std::int64_t>(n * sizeof(T)));
-    std::allocator<T>().deallocate(p, n);
-  }
-  template <typename U>
-  bool operator==(const TrackedAllocator<U>&) const {
-    return true;
-  }
-};
 
 }  // namespace meshtp

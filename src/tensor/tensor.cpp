@@ -45,7 +45,9 @@ ConstMatrixView ConstMatrixView::block(std::int64_t row0, std::int64_t col0, std
 }
 
 Tensor::Tensor(Shape shape, float fill)
-    : shape_(std::move(shape)), values_(static_cast<std::size_t>(meshtp::numel(shape_)), fill) {}
+    : shape_(std::move(shape)), values_(static_cast<std::size_t>(meshtp::numel(shape_))) {
+  this->fill(fill);
+}
 
 Tensor::Tensor(Shape shape, std::vector<float> values)
     : shape_(std::move(shape)), values_(values.begin(), values.end()) {
@@ -97,11 +99,16 @@ void Tensor::reshape(Shape shape) {
 }
 
 void Tensor::resize(Shape shape) {
-  values_.assign(static_cast<std::size_t>(meshtp::numel(shape)), 0.0f);
+  values_.clear();  // keeps the allocation; growing it then copies nothing
+  values_.resize(static_cast<std::size_t>(meshtp::numel(shape)));
   shape_ = std::move(shape);
+  fill(0.0f);
 }
 
-void Tensor::fill(float value) { std::fill(values_.begin(), values_.end(), value); }
+void Tensor::fill(float value) {
+  if (sim::skip_init(values_.size() * sizeof(float))) return;
+  std::fill(values_.begin(), values_.end(), value);
+}
 
 void copy(ConstMatrixView src, MatrixView dst) {
   MESHTP_CHECK(src.rows == dst.rows && src.cols == dst.cols,

@@ -15,13 +15,47 @@
 #include <initializer_list>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "core/simulation.hpp"
 #include "tensor/memory.hpp"
 
 namespace meshtp {
 
 using Shape = std::vector<std::int64_t>;
+
+// Tensor storage: allocation through core/simulation.hpp — large buffers are the shared
+// simulated block in the simulated build's charged mode, plain heap memory otherwise —
+// counted by tensor/memory.hpp (capacity, not size, is what is held), and
+// elements that are default-initialised (not zeroed) on construction: Tensor initialises its
+// values itself, and skips that per-element work when no one will read them.
+template <typename T>
+struct StorageAllocator {
+  using value_type = T;
+  StorageAllocator() = default;
+  template <typename U>
+  StorageAllocator(const StorageAllocator<U>&) noexcept {}  // NOLINT: allocators convert
+  T* allocate(std::size_t n) {
+    T* p = static_cast<T*>(sim::allocate(n * sizeof(T)));
+    detail::note_tensor_alloc(static_cast<std::int64_t>(n * sizeof(T)));
+    return p;
+  }
+  void deallocate(T* p, std::size_t n) noexcept {
+    detail::note_tensor_free(static_cast<std::int64_t>(n * sizeof(T)));
+    sim::release(p, n * sizeof(T));
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    if constexpr (sizeof...(Args) == 0) {
+      ::new (static_cast<void*>(p)) U;
+    } else {
+      ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+    }
+  }
+  friend bool operator==(const StorageAllocator&, const StorageAllocator&) { return true; }
+};
+using Storage = std::vector<float, StorageAllocator<float>>;
 
 std::int64_t numel(const Shape& shape);
 std::string to_string(const Shape& shape);  // "[2, 3, 4]"
@@ -86,13 +120,14 @@ class Tensor {
   void reshape(Shape shape);
   // New shape, values zeroed; reuses the allocation when it is large enough.
   void resize(Shape shape);
+  // Set every value (a no-op on storage no one reads: core/simulation.hpp's skip_init).
   void fill(float value);
 
  private:
   std::int64_t offset(std::initializer_list<std::int64_t> index) const;
 
   Shape shape_;
-  std::vector<float, TrackedAllocator<float>> values_;  // counted (tensor/memory.hpp)
+  Storage values_;  // counted (tensor/memory.hpp)
 };
 
 // Copy src into dst; shapes must match.

@@ -120,7 +120,10 @@ std::span<float> Gemm2dWorkspace::get(int slot, std::size_t n) {
   const auto index = static_cast<std::size_t>(slot);
   if (buffers_.size() <= index) buffers_.resize(index + 1);
   auto& buffer = buffers_[index];
-  if (buffer.size() < n) buffer.resize(n);
+  if (buffer.size() < n) {
+    buffer.clear();  // contents are unspecified: growing copies nothing
+    buffer.resize(n);
+  }
   return {buffer.data(), n};
 }
 

@@ -95,7 +95,7 @@ class Gemm2dWorkspace {
   } stats;
 
  private:
-  std::vector<std::vector<float>> buffers_;
+  std::vector<Storage> buffers_;  // tensor/tensor.hpp's storage: never zeroed
 };
 
 // C = op(A)·op(B) on the local blocks of a 2D mesh (mesh.ndim() must be 2). a, b and c are

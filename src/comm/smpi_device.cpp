@@ -1,0 +1,193 @@
+// The simulated device (smpi_device.hpp). Compiled only with MESHTP_SIMULATE.
+#include "comm/smpi_device.hpp"
+
+#include <simgrid/s4u/Engine.hpp>
+#include <simgrid/s4u/Host.hpp>
+#include <simgrid/s4u/NetZone.hpp>
+#include <smpi/smpi.h>
+#include <xbt/config.h>
+
+#include <sys/mman.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <algorithm>
+#include <string>
+#include <unordered_set>
+
+#include "core/simulation.hpp"
+
+namespace meshtp::comm::smpi {
+namespace {
+
+constexpr const char* kElementwiseProperty = "meshtp_elementwise_gbps";
+
+struct DeviceState {
+  sim::Mode mode = sim::Mode::kCharged;
+  double host_flops = 0;  // the simulated host's speed
+  MPI_Op no_op = MPI_OP_NULL;
+  std::unordered_set<void*> reserved;  // large buffers from reserve()
+  unsigned char* shared = nullptr;     // engine: the block all engines share (2 halves)
+  std::size_t shared_half = 0;
+};
+
+DeviceState& device() {
+  static DeviceState d;
+  return d;
+}
+
+[[noreturn]] void die(const std::string& message) {
+  std::fprintf(stderr, "error: simulated meshtp: %s\n", message.c_str());
+  std::fflush(stderr);
+  PMPI_Abort(MPI_COMM_WORLD, 1);
+  std::abort();
+}
+
+double positive_from_env(const char* name, double fallback) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return fallback;
+  char* end = nullptr;
+  const double v = std::strtod(text, &end);
+  if (*end != '\0' || !(v > 0)) die(std::string(name) + "='" + text + "' is not a positive number");
+  return v;
+}
+
+sim::Mode mode_from_env() {
+  const char* text = std::getenv("MESHTP_SIM_MODE");
+  const std::string mode = text == nullptr ? "" : text;
+  if (mode.empty() || mode == "charged") return sim::Mode::kCharged;
+  if (mode == "values") return sim::Mode::kValues;
+  die("MESHTP_SIM_MODE='" + mode + "' is neither 'charged' nor 'values'");
+}
+
+// The platform's property `name`: on this rank's host, else on its zone or an enclosing one
+// (topo/simgrid.hpp writes the device's properties on the zone).
+const char* platform_property(const char* name) {
+  const simgrid::s4u::Host* host = simgrid::s4u::Host::current();
+  if (const char* v = host->get_property(name)) return v;
+  for (const simgrid::s4u::NetZone* z = host->get_englobing_zone(); z != nullptr;
+       z = z->get_parent()) {
+    if (const char* v = z->get_property(name)) return v;
+  }
+  return nullptr;
+}
+
+double simulated_seconds() { return PMPI_Wtime(); }
+
+void advance(double seconds) { smpi_execute_flops(seconds * device().host_flops); }
+
+// Large buffers in charged mode: address space that nothing writes, so no RAM and no page
+// tables (SMPI_SHARED_MALLOC would map and populate a shared block over every allocation:
+// measured 28 s for 64 ranks × 2 GiB, and one mapping per block against vm.max_map_count).
+void* reserve(std::size_t bytes) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  device().reserved.insert(p);
+  return p;
+}
+void unreserve(void* p, std::size_t bytes) {
+  if (device().reserved.erase(p) == 0) {
+    std::free(p);  // allocated by malloc before the hooks were installed
+    return;
+  }
+  munmap(p, bytes);
+}
+
+void no_op(void*, void*, int*, MPI_Datatype*) {}
+
+// SMPI's copy step for a delivered message, except for large ones in charged mode: their
+// contents are meaningless, and copying them is host work that no simulated device does.
+// SMPI hands its copy callback the communication as the activity it is (a CommImpl, whose
+// only base is the ActivityImpl: same address), and its own copy step wants it back.
+void copy_small_messages(smx_activity_t activity, void* buff, size_t bytes) {
+  if (bytes >= static_cast<size_t>(kNoCopyBytes)) return;
+  smpi_comm_copy_buffer_callback(reinterpret_cast<simgrid::kernel::activity::CommImpl*>(activity),
+                                 buff, bytes);
+}
+
+void common_setup() {
+  if (sg_cfg_get_boolean("smpi/simulate-computation") != 0) {
+    die("run with --cfg=smpi/simulate-computation:no: meshtp charges its compute to the "
+        "simulated devices itself (`meshtp simulate` passes every option)");
+  }
+  device().mode = mode_from_env();
+  if (device().mode == sim::Mode::kCharged) {
+    smpi_comm_set_copy_data_callback(copy_small_messages);
+  }
+}
+
+}  // namespace
+
+void install_device(MPI_Comm) {
+  common_setup();
+  DeviceState& d = device();
+  d.host_flops = simgrid::s4u::Host::current()->get_speed();
+  sim::Hooks& h = sim::hooks();
+  h.mode = d.mode;
+  h.clock = simulated_seconds;
+  h.advance = advance;
+  h.gemm_flops_per_s = d.host_flops;
+  const char* prop = platform_property(kElementwiseProperty);
+  const double gbps = prop != nullptr ? std::strtod(prop, nullptr)
+                                      : positive_from_env("MESHTP_SIM_ELEMENTWISE_GBPS", 100.0);
+  if (!(gbps > 0)) {
+    die(std::string("platform property ") + kElementwiseProperty + "='" + prop +
+        "' is not a positive rate");
+  }
+  h.elementwise_bytes_per_s = gbps * 1e9;
+  if (d.mode == sim::Mode::kCharged) {
+    h.allocate = reserve;
+    h.release = unreserve;
+    h.large_bytes = static_cast<std::size_t>(
+        positive_from_env("MESHTP_SIM_LARGE_BYTES", static_cast<double>(h.large_bytes)));
+  }
+}
+
+void install_engine() {
+  common_setup();
+  PMPI_Op_create(no_op, 1, &device().no_op);
+}
+
+void copy_unless_meaningless(void* dst, const void* src, std::size_t bytes) {
+  if (device().mode == sim::Mode::kCharged && bytes >= static_cast<std::size_t>(kNoCopyBytes)) {
+    return;
+  }
+  std::memcpy(dst, src, bytes);
+}
+
+Scratch::Scratch(std::size_t bytes) : bytes_(bytes) {
+  if (bytes == 0) return;
+  data_ = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+               -1, 0);
+  if (data_ == MAP_FAILED) die("cannot reserve " + std::to_string(bytes) + " bytes of scratch");
+}
+
+Scratch::~Scratch() {
+  if (data_ != nullptr) munmap(data_, bytes_);
+}
+
+EngineBuffers engine_buffers(const void* send, void* recv, std::size_t send_bytes,
+                             std::size_t recv_bytes) {
+  DeviceState& d = device();
+  const std::size_t bytes = std::max(send_bytes, recv_bytes);
+  if (d.mode != sim::Mode::kCharged || bytes < static_cast<std::size_t>(kNoCopyBytes)) {
+    return {send, recv};
+  }
+  if (bytes > d.shared_half) {
+    if (d.shared != nullptr) SMPI_SHARED_FREE(d.shared);
+    d.shared_half = bytes;
+    d.shared = static_cast<unsigned char*>(SMPI_SHARED_MALLOC(2 * bytes));
+  }
+  return {send == MPI_IN_PLACE || send == nullptr ? send : d.shared, d.shared + d.shared_half};
+}
+
+MPI_Op engine_op(MPI_Op op, MPI_Datatype type, int count) {
+  if (op == MPI_OP_NULL || device().mode != sim::Mode::kCharged) return op;
+  int size = 0;
+  PMPI_Type_size(type, &size);
+  return static_cast<double>(size) * count >= kNoCopyBytes ? device().no_op : op;
+}
+
+}  // namespace meshtp::comm::smpi

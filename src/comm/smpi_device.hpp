@@ -1,0 +1,67 @@
+// The simulated device behind a rank of the simulated build (MESHTP_SIMULATE): installs
+// core/simulation.hpp's hooks from the SMPI platform and the environment. Private to the
+// comm layer.
+//
+//   MESHTP_SIM_MODE=charged (default) | values   core/simulation.hpp's kCharged / kValues
+//   GeMM rate          the simulated host's speed (the platform's <host speed=…>, FLOP/s)
+//   elementwise rate   the platform property `meshtp_elementwise_gbps` (host or zone, as
+//                      topo/simgrid.hpp writes it), else MESHTP_SIM_ELEMENTWISE_GBPS, else
+//                      100 GB/s (the planner's default for topologies without one)
+//   large buffers      Tensor storage ≥ MESHTP_SIM_LARGE_BYTES (default 1 MiB) in charged mode
+//                      is reserved address space that nothing writes (no RAM used)
+//
+// The simulated binary must run with --cfg=smpi/simulate-computation:no (it charges compute
+// itself; SMPI would otherwise add the host CPU time spent between MPI calls).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+
+namespace meshtp::comm::smpi {
+
+// On a device rank, after MPI start-up.
+void install_device(MPI_Comm devices);
+// On an engine rank, after MPI start-up.
+void install_engine();
+// The reduction an engine applies: `op` itself, except in charged mode for buffers of at
+// least kNoCopyBytes, where a no-op (values are meaningless there, and reducing 256 ranks'
+// buffers for real would be the host's work, not the simulated devices').
+MPI_Op engine_op(MPI_Op op, MPI_Datatype type, int count);
+
+// The buffers an engine hands SMPI for a collective of these sizes. In charged mode, for
+// messages of at least kNoCopyBytes, one block that every engine shares instead of the
+// device's buffers (SMPI_SHARED_MALLOC, local mode: one shared-memory object for all): SMPI
+// then skips every local copy its algorithms make (Datatype::copy of a shared buffer is a
+// no-op) and the device's buffers are never touched. Otherwise the buffers themselves.
+struct EngineBuffers {
+  const void* send;
+  void* recv;
+};
+EngineBuffers engine_buffers(const void* send, void* recv, std::size_t send_bytes,
+                             std::size_t recv_bytes);
+
+// memcpy, except in charged mode for buffers of at least kNoCopyBytes (meaningless there).
+void copy_unless_meaningless(void* dst, const void* src, std::size_t bytes);
+
+// A temporary buffer for an engine: reserved address space, so it costs RAM only where the
+// collective writes it (nothing, for large buffers in charged mode).
+class Scratch {
+ public:
+  explicit Scratch(std::size_t bytes);
+  ~Scratch();
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  void* data() const { return data_; }
+
+ private:
+  void* data_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+// Messages at least this large are never copied in charged mode; it is also SMPI's
+// smpi/send-is-detached-thresh, below which SMPI copies a send into a buffer of its own that
+// the copy step frees — those are copied as usual.
+inline constexpr int kNoCopyBytes = 65536;
+
+}  // namespace meshtp::comm::smpi

@@ -1,0 +1,71 @@
+// Simulation hooks: how the layers below the comm layer charge their work to a simulated
+// device instead of doing it, when meshtp runs inside SimGrid's SMPI.
+//
+// The simulated build (cmake -DMESHTP_SIMULATE=ON → build-sim/, docs/simulation.md) compiles
+// the same sources; under smpirun every rank is a simulated device of a SimGrid platform.
+// core, tensor and ops never see SMPI (nothing below comm includes <mpi.h>): they call the
+// functions here, whose behaviour the comm layer's SMPI glue (comm/smpi_glue.cpp) installs
+// when MPI starts. In the Open MPI build nothing is installed: mode() is kReal, every charge_*
+// returns false ("do the work") and the clock is the wall clock.
+//
+//   mode      where                           work         simulated time charged
+//   kReal     Open MPI build                  done         — (wall clock)
+//   kValues   simulated, MESHTP_SIM_MODE=values  done      nothing: only communication moves the
+//                                                          clock (checks the simulated build's values)
+//   kCharged  simulated (the default there)   skipped      gemm: 2·m·n·k FLOPs at the device's
+//                                                          GeMM rate; elementwise ops: bytes
+//                                                          touched at the elementwise rate
+//
+// In kCharged the VALUES ARE MEANINGLESS (nothing is computed and large buffers are never
+// even written): only times are a product. Code that validates values (a benchmark's check
+// against the serial reference, a NaN guard) asks values_meaningless() and skips, visibly.
+//
+// A charge is made at an op's entry point, once per call (one line: `if (sim::charge_…)
+// return;`), never inside a loop. The byte counts use the same reads + writes per element as
+// the planner (core/op_costs.hpp), so the simulator and the planner charge the same work.
+#pragma once
+
+#include <cstddef>
+
+namespace meshtp::sim {
+
+enum class Mode { kReal, kValues, kCharged };
+
+struct Hooks {
+  Mode mode = Mode::kReal;
+  double (*clock)() = nullptr;           // simulated seconds since the simulation started
+  void (*advance)(double seconds) = nullptr;  // occupy this rank's device for that long
+  // Large buffers (Tensor storage of at least large_bytes). kCharged reserves address space
+  // that nothing ever writes (no RAM, no page tables until touched), so 256 ranks of a GPT-3
+  // layer fit in this machine's memory.
+  void* (*allocate)(std::size_t bytes) = nullptr;
+  void (*release)(void* p, std::size_t bytes) = nullptr;
+  std::size_t large_bytes = std::size_t{1} << 20;
+  double gemm_flops_per_s = 0;         // the device's GeMM rate
+  double elementwise_bytes_per_s = 0;  // the device's streaming rate for elementwise ops
+  double charged_s = 0;                // total time charged so far (a ledger)
+};
+
+// This process's (simulated rank's) hooks. Set once, at MPI start-up, by the comm layer.
+Hooks& hooks();
+
+inline Mode mode() { return hooks().mode; }
+inline bool simulated() { return hooks().mode != Mode::kReal; }
+inline bool values_meaningless() { return hooks().mode == Mode::kCharged; }
+const char* to_string(Mode mode);  // "real", "values", "charged"
+
+// Charge work to this rank's simulated device. Returns true when the caller must skip the
+// work (kCharged: the time was charged instead); false means "do it" (kReal, kValues).
+// The op's own trace span (core/trace.hpp ScopedSpan, on the simulated clock) shows the charge.
+bool charge_flops(double flops);             // GeMM work at the GeMM rate
+bool charge_bytes(double bytes);             // elementwise traffic
+bool charge(double flops, double bytes);     // both (attention: products and softmax)
+
+// Storage for buffers: the hook's for large ones in kCharged, malloc otherwise.
+void* allocate(std::size_t bytes);
+void release(void* p, std::size_t bytes);
+// True when a buffer of this size is storage whose contents no one reads (kCharged and at
+// least large_bytes): initialising it would be per-element work (and RAM) for nothing.
+bool skip_init(std::size_t bytes);
+
+}  // namespace meshtp::sim
