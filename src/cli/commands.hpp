@@ -34,5 +34,6 @@ void add_topo_command(CLI::App& app);
 void add_calibrate_command(CLI::App& app);
 void add_bench_plan_command(CLI::App& app);  // after add_bench_command
 void add_train_command(CLI::App& app);
+void add_simulate_command(CLI::App& app);  // simulate and the hidden simulate-run
 
 }  // namespace meshtp::cli

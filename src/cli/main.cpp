@@ -96,6 +96,7 @@ int main(int argc, char** argv) {
   meshtp::cli::add_calibrate_command(app);
   meshtp::cli::add_bench_plan_command(app);
   meshtp::cli::add_train_command(app);
+  meshtp::cli::add_simulate_command(app);
 
   int status = 0;
   try {

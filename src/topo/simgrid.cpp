@@ -78,6 +78,8 @@ ClusterKind cluster_kind(const Graph& g) {
 
 namespace {
 
+// The loopback carries what a host sends itself: in the simulated build, the commands between
+// a device and its communication engines (comm/smpi_glue.hpp), a few bytes each.
 std::string cluster_xml(const Graph& g, const HostSpec& host, ClusterKind kind) {
   const Link& l = g.links().front();
   const std::string topology =
@@ -86,7 +88,8 @@ std::string cluster_xml(const Graph& g, const HostSpec& host, ClusterKind kind) 
           : std::string();
   return fmt::format(
       "  <cluster id=\"{}\" prefix=\"dev\" suffix=\"\" radical=\"0-{}\" speed=\"{}\" bw=\"{}\" "
-      "lat=\"{}\"{} sharing_policy=\"SPLITDUPLEX\">\n{}  </cluster>\n</platform>\n",
+      "lat=\"{}\"{} sharing_policy=\"SPLITDUPLEX\" loopback_bw=\"1000GBps\" "
+      "loopback_lat=\"0us\">\n{}  </cluster>\n</platform>\n",
       kind == ClusterKind::kTorus ? kTorusId : kStarId, g.devices() - 1, speed(host.tflops),
       bandwidth(l.gbps), latency(l.latency_us), topology, props(host));
 }

@@ -1,0 +1,355 @@
+// meshtp simulate — run the real schedule on a simulated cluster (docs/simulation.md):
+//
+//   meshtp simulate --topology T --model M --devices N
+//       [--mesh d1xd2 [--strategy S] [--chunks c] [--slices s] [--stationary …] | --plan F
+//        | --top K [--strategies atp,…]]
+//       [--what layer|step|gemm2d|collectives] [--layers L] [--batch b] [--seq s]
+//       [--m --n --k --dataflow] [--sizes 1M,16M] [--json] [--trace F] [--keep DIR]
+//       [--simulator PATH] [--smpirun PATH] [--streams E] [--values]
+//
+// For each candidate (the given layout, or the planner's K best that the runtime can run)
+// this writes the topology's SimGrid platform, runs the simulated meshtp (build-sim/) under
+// smpirun on it (sim/launch.hpp) and prints the simulated time, the exposed communication,
+// the time per collective and the planner's prediction for the same layout beside it
+// (sim/predict.hpp), with the simulation's own wall time. With several candidates it says
+// whether the planner's best is the simulated best.
+//
+// A layout given by --mesh and --strategy runs the planner's tuned knobs for it (chunks as
+// given; per linear slices and stationary operand as plan::to_plan makes them) unless
+// --slices or --stationary spell them out.
+//
+//   meshtp simulate-run --spec F --out R   (hidden) what the simulated binary runs: rank 0
+//       writes R, the result of sim::run for the spec F.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli/commands.hpp"
+#include "cli/layout_flags.hpp"
+#include "core/atomic_file.hpp"
+#include "core/error.hpp"
+#include "core/parse.hpp"
+#include "core/simulation.hpp"
+#include "plan/candidate.hpp"
+#include "plan/planner.hpp"
+#include "plan/presets.hpp"
+#include "sim/launch.hpp"
+#include "sim/predict.hpp"
+#include "sim/run.hpp"
+
+namespace meshtp::cli {
+namespace {
+
+struct SimulateArgs {
+  std::string topology, model, mesh, what = "layer", sizes, dataflow = "os", strategies = "all";
+  std::string trace, keep, simulator = MESHTP_SIM_BINARY, smpirun = "smpirun";
+  int devices = 0, top = 0, layers = 0, batch = 0, seq = 0, streams = 2;
+  std::int64_t m = 0, n = 0, k = 0;
+  bool json = false, values = false;
+  LayoutFlags layout;
+  const CLI::Option* mesh_option = nullptr;
+};
+
+struct Case {
+  sim::RunSpec spec;
+  std::string label;  // "atp 4x2 chunks=2"
+};
+
+std::string label(const layout::Plan& p) {
+  std::string knob;
+  if (!layout::is_gemm2d(p.strategy)) {
+    knob = fmt::format(" chunks={}", p.chunks);
+  } else if (p.strategy == layout::Strategy::kMeshSlice || p.strategy == layout::Strategy::kSumma) {
+    knob = " S=";
+    for (const layout::LinearPlan& l : p.linears) knob += fmt::format("{},", l.slices);
+    knob.pop_back();
+  }
+  return fmt::format("{} {}x{}{}", p.strategy, p.mesh[0], p.mesh[1], knob);
+}
+
+sim::RunSpec base_spec(const SimulateArgs& a, const plan::ModelSpec& m) {
+  sim::RunSpec s;
+  s.what = sim::parse_what(a.what);
+  s.model.batch = m.batch;
+  s.model.seq = m.seq;
+  s.model.hidden = m.hidden;
+  s.model.heads = m.heads;
+  s.model.layers = s.what == sim::What::kLayer ? 1 : m.layers;
+  // gemm2d: the model's largest FC GeMM (mlp1: tokens × 4h, contraction h) unless given.
+  s.m = a.m > 0 ? a.m : m.tokens();
+  s.n = a.n > 0 ? a.n : 4 * static_cast<std::int64_t>(m.hidden);
+  s.k = a.k > 0 ? a.k : m.hidden;
+  s.dataflow = layout::parse_dataflow(a.dataflow);
+  if (!a.sizes.empty()) {
+    for (const std::int64_t b : parse_byte_sizes(a.sizes)) s.sizes.push_back(static_cast<double>(b));
+  } else {  // one layer's fp32 activation, and a tenth of it
+    const double act = 4.0 * static_cast<double>(m.tokens()) * m.hidden;
+    s.sizes = {act / 10, act};
+  }
+  return s;
+}
+
+// The layout for --mesh and the layout flags (see the file comment).
+layout::Plan given_layout(const SimulateArgs& a, const plan::PlanRequest& request) {
+  const std::vector<int> shape = parse_mesh_shape(a.mesh);
+  MESHTP_CHECK(shape.size() == 2, "--mesh {}: give a 2D mesh, like 4x2", a.mesh);
+  MESHTP_CHECK(shape[0] * shape[1] == a.devices, "--mesh {} has {} devices but --devices is {}",
+               a.mesh, shape[0] * shape[1], a.devices);
+  const layout::Plan spelled = a.layout.build({shape[0], shape[1]});
+  bool knobs_given = false;
+  for (const CLI::Option* o : a.layout.spelled_out) {
+    knobs_given = knobs_given || (o->count() > 0 && (o->get_name() == "--slices" ||
+                                                     o->get_name() == "--stationary"));
+  }
+  if (knobs_given) return spelled;
+  const plan::Candidate c =
+      plan::evaluate(request, spelled.strategy, shape[0], shape[1], spelled.chunks);
+  return c.valid ? plan::to_plan(c) : spelled;
+}
+
+std::vector<Case> choose_cases(const SimulateArgs& a, const plan::PlanRequest& request,
+                               const sim::RunSpec& base, std::vector<std::string>& skipped) {
+  std::vector<layout::Plan> layouts;
+  if (a.layout.from_file()) {
+    layouts.push_back(a.layout.load({a.mesh_option}));
+  } else if (!a.mesh.empty()) {
+    layouts.push_back(given_layout(a, request));
+  } else {
+    for (const plan::Candidate& c : plan::plan(request).candidates) {
+      if (c.valid) layouts.push_back(plan::to_plan(c));
+    }
+  }
+  const bool given = a.layout.from_file() || !a.mesh.empty();
+  std::vector<Case> out;
+  for (layout::Plan& p : layouts) {
+    if (static_cast<int>(out.size()) == std::max(a.top, 1)) break;
+    p.provenance.reset();
+    MESHTP_CHECK(p.ranks() == a.devices, "the plan's {} ranks (dp={}, mesh {}x{}) are not "
+                 "--devices {}", p.ranks(), p.dp, p.mesh[0], p.mesh[1], a.devices);
+    sim::RunSpec s = base;
+    s.model.layout = p;
+    try {
+      sim::validate(s);
+    } catch (const Error& e) {
+      if (given) throw;
+      skipped.push_back(fmt::format("{}: {}", label(p), e.what()));
+      continue;
+    }
+    out.push_back({s, label(p)});
+  }
+  MESHTP_CHECK(!out.empty(), "the planner has no candidate the runtime can run for {} devices",
+               a.devices);
+  return out;
+}
+
+double error_pct(double predicted, double simulated) {
+  return simulated > 0 ? 100.0 * (predicted - simulated) / simulated : 0.0;
+}
+
+std::string ms_or_dash(bool available, double seconds) {
+  return available ? fmt::format("{:.3f}", seconds * 1e3) : "-";
+}
+
+void print_collectives(std::ostream& os, const Case& c, const sim::RunResult& r,
+                       const sim::Prediction& p) {
+  os << fmt::format("  {}\n    {:>4} {:<15} {:>9} {:>12} {:>12} {:>7}\n", c.label, "dim",
+                    "collective", "bytes", "sim us", "ring us", "err%");
+  for (std::size_t i = 0; i < r.collectives.size(); ++i) {
+    const sim::CollectiveTime& s = r.collectives[i];
+    const double ring = i < p.collectives.size() ? p.collectives[i].seconds : 0;
+    os << fmt::format("    {:>4} {:<15} {:>9} {:>12.2f} {:>12.2f} {:>+6.1f}%\n", s.dim, s.kind,
+                      format_byte_size(static_cast<std::int64_t>(s.bytes)), s.seconds * 1e6,
+                      ring * 1e6, error_pct(ring, s.seconds));
+  }
+}
+
+void print_run(std::ostream& os, const Case& c, const sim::RunResult& r, const sim::Prediction& p,
+               double wall_s) {
+  os << fmt::format("  {:<26} {:>11.3f} {:>11} {:>7} {:>12.3f} {:>12} {:>8.1f}\n", c.label,
+                    r.total_s * 1e3, ms_or_dash(p.available, p.total_s),
+                    p.available ? fmt::format("{:+.1f}", error_pct(p.total_s, r.total_s)) : "-",
+                    r.exposed_comm_s * 1e3, ms_or_dash(p.available, p.exposed_s), wall_s);
+  std::string colls;
+  for (const sim::CollectiveTime& t : r.collectives) {
+    colls += fmt::format(" {} {}x {:.3f} ms;", t.kind, t.calls, t.seconds * 1e3);
+  }
+  os << fmt::format("    fwd {:.3f} bwd {:.3f} opt {:.3f} ms, compute {:.3f} ms; collectives "
+                    "(start→done):{}\n",
+                    r.forward_s * 1e3, r.backward_s * 1e3, r.optimizer_s * 1e3, r.compute_s * 1e3,
+                    colls);
+  if (!p.note.empty()) os << "    planner: " << p.note << "\n";
+}
+
+void run_simulate(const SimulateArgs& a) {
+  const auto start = std::chrono::steady_clock::now();
+  MESHTP_CHECK(world().size() == 1,
+               "meshtp simulate launches its own simulation: run it without mpirun (got {} ranks)",
+               world().size());
+  MESHTP_CHECK(a.devices > 0, "--devices={} must be positive", a.devices);
+  MESHTP_CHECK(a.top >= 0, "--top={} must be positive", a.top);
+  MESHTP_CHECK((a.mesh.empty() && !a.layout.from_file()) || a.top == 0,
+               "give one layout (--mesh or --plan) or --top K, not both");
+  plan::ModelSpec model = plan::load_model(a.model);
+  if (a.layers > 0) model.layers = a.layers;
+  if (a.batch > 0) model.batch = a.batch;
+  if (a.seq > 0) model.seq = a.seq;
+  model.validate();
+  const plan::Topology topology = plan::load_topology(a.topology);
+  const plan::PlanRequest request{.topology = topology,
+                                  .model = sim::runtime_model(model),
+                                  .devices = a.devices,
+                                  .strategies = plan::parse_strategies(a.strategies)};
+  request.validate();  // "topology 'x' has 8 devices but --devices is 16"
+  const sim::Simulator simulator{.binary = a.simulator, .smpirun = a.smpirun,
+                                 .streams = a.streams, .values = a.values};
+  sim::check_simulator(simulator);
+  std::vector<std::string> skipped;
+  std::vector<Case> cases = choose_cases(a, request, base_spec(a, model), skipped);
+  MESHTP_CHECK(a.trace.empty() || cases.size() == 1,
+               "--trace records one simulation: give one layout, or --top 1");
+
+  const bool keep = !a.keep.empty();
+  const std::string root = keep ? a.keep : fmt::format("/tmp/meshtp-simulate-{}", getpid());
+  // Without --keep, the simulations' files go when this returns or throws.
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() {
+      std::error_code ignored;
+      if (!dir.empty()) std::filesystem::remove_all(dir, ignored);
+    }
+  } cleanup{keep ? "" : root};
+  std::ostream& os = out();
+  const sim::What what = cases.front().spec.what;
+  if (!a.json) {
+    os << fmt::format("simulate {} on '{}' ({} devices): {} ({} layer(s) run, b={} s={} h={}); "
+                      "{}\n",
+                      a.what, topology.name, a.devices, model.name,
+                      cases.front().spec.model.layers, model.batch, model.seq, model.hidden,
+                      a.values ? "values mode: values computed, times are communication only"
+                               : "compute charged at the device rates, values meaningless");
+    for (const std::string& s : skipped) os << "  skipped (runtime cannot run it): " << s << "\n";
+    if (what != sim::What::kCollectives) {
+      os << fmt::format("  {:<26} {:>11} {:>11} {:>7} {:>12} {:>12} {:>8}\n", "layout",
+                        "sim ms", "plan ms", "err%", "sim exp ms", "plan exp ms", "wall s");
+    }
+  }
+  nlohmann::json runs = nlohmann::json::array();
+  std::size_t sim_best = 0, plan_best = 0;
+  std::vector<double> plan_t;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    sim::RunSpec& spec = cases[i].spec;
+    if (!a.trace.empty()) spec.trace = std::filesystem::absolute(a.trace).string();
+    const sim::Prediction p = sim::predict(topology, model, a.devices, spec);
+    const sim::Launched l = sim::launch(topology, spec, simulator, fmt::format("{}/{}", root, i));
+    const sim::RunResult& r = l.result;
+    nlohmann::json pj{{"available", p.available}, {"note", p.note}};
+    if (p.available) {
+      pj.update({{"total_s", p.total_s}, {"comm_s", p.comm_s}, {"compute_s", p.compute_s},
+                 {"exposed_comm_s", p.exposed_s}});
+    }
+    runs.push_back({{"layout", cases[i].label},  {"spec", sim::to_json(spec)},
+                    {"simulated", sim::to_json(r)}, {"predicted", pj},
+                    {"wall_s", l.wall_s}});
+    plan_t.push_back(p.available ? p.total_s : -1);
+    if (!a.json) {
+      if (what == sim::What::kCollectives) {
+        print_collectives(os, cases[i], r, p);
+      } else {
+        print_run(os, cases[i], r, p, l.wall_s);
+      }
+    }
+  }
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    if (runs[i]["simulated"]["total_s"].get<double>() <
+        runs[sim_best]["simulated"]["total_s"].get<double>()) {
+      sim_best = i;
+    }
+    if (plan_t[i] >= 0 && (plan_t[plan_best] < 0 || plan_t[i] < plan_t[plan_best])) plan_best = i;
+  }
+  const bool ranked = cases.size() > 1 && what != sim::What::kCollectives;
+  const double wall_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (a.json) {
+    nlohmann::json j{{"topology", topology.name},
+                     {"model", model.name},
+                     {"devices", a.devices},
+                     {"what", a.what},
+                     {"mode", a.values ? "values" : "charged"},
+                     {"runs", runs},
+                     {"skipped", skipped},
+                     {"wall_s", wall_s}};
+    if (ranked) {
+      j["simulated_best"] = cases[sim_best].label;
+      j["predicted_best"] = cases[plan_best].label;
+      j["agree"] = sim_best == plan_best;
+    }
+    os << j.dump() << "\n";
+    return;
+  }
+  if (ranked) {
+    os << fmt::format("simulated best: {}; planner's best: {} — {}\n", cases[sim_best].label,
+                      cases[plan_best].label, sim_best == plan_best ? "they agree" : "they differ");
+  }
+  if (!a.trace.empty()) os << "trace: " << a.trace << "\n";
+  os << fmt::format("wall time: {:.1f} s\n", wall_s);
+}
+
+void run_simulate_run(const std::string& spec_path, const std::string& out_path) {
+  MESHTP_CHECK(sim::simulated(),
+               "simulate-run is what the simulated meshtp (build-sim/) runs under smpirun; use "
+               "meshtp simulate");
+  const sim::RunSpec spec = sim::run_spec_from_json(nlohmann::json::parse(read_file(spec_path)));
+  const sim::RunResult r = sim::run(world(), spec);
+  if (world().rank() == 0) write_file_atomically(out_path, sim::to_json(r).dump(2) + "\n");
+  world().barrier();
+}
+
+}  // namespace
+
+void add_simulate_command(CLI::App& app) {
+  auto args = std::make_shared<SimulateArgs>();
+  CLI::App* c = app.add_subcommand(
+      "simulate", "Run the real schedule on a simulated cluster (SimGrid) beside the planner");
+  c->add_option("--topology", args->topology, "Topology preset or file")->required();
+  c->add_option("--model", args->model, "Model preset or file")->required();
+  c->add_option("--devices", args->devices, "Number of devices")->required();
+  args->mesh_option =
+      c->add_option("--mesh", args->mesh, "One layout's mesh d1xd2 (with the layout flags)");
+  args->layout.add_to(c);
+  c->add_option("--top", args->top,
+                "Simulate the planner's K best candidates (default: its best, without --mesh)");
+  c->add_option("--strategies", args->strategies,
+                "--top: the strategies the planner ranks, like atp,meshslice (default all)");
+  c->add_option("--what", args->what, "layer|step|gemm2d|collectives (default layer)");
+  c->add_option("--layers", args->layers, "Layers of --what step (default the model's)");
+  c->add_option("--batch", args->batch, "Batch (default the model's)");
+  c->add_option("--seq", args->seq, "Sequence length (default the model's)");
+  c->add_option("--m", args->m, "gemm2d: rows of C (default b·s)");
+  c->add_option("--n", args->n, "gemm2d: columns of C (default 4h)");
+  c->add_option("--k", args->k, "gemm2d: contraction (default h)");
+  c->add_option("--dataflow", args->dataflow, "gemm2d: os|ls|rs (default os)");
+  c->add_option("--sizes", args->sizes, "collectives: message sizes, like 1M,16M");
+  c->add_flag("--json", args->json, "One JSON object");
+  c->add_option("--trace", args->trace, "Chrome trace of the (one) simulated run");
+  c->add_option("--keep", args->keep, "Keep platform, spec, log and result under DIR");
+  c->add_option("--simulator", args->simulator, "The simulated meshtp (build-sim/src/cli/meshtp)");
+  c->add_option("--smpirun", args->smpirun, "smpirun to use (default: from PATH)");
+  c->add_option("--streams", args->streams, "Communication engines per device (default 2)");
+  c->add_flag("--values", args->values, "Values mode: compute for real (small models only)");
+  c->callback([args] { run_simulate(*args); });
+
+  auto spec = std::make_shared<std::string>();
+  auto result = std::make_shared<std::string>();
+  CLI::App* r = app.add_subcommand("simulate-run", "What the simulated meshtp runs");
+  r->group("");  // hidden: meshtp simulate invokes it
+  r->add_option("--spec", *spec)->required();
+  r->add_option("--out", *result)->required();
+  r->callback([spec, result] { run_simulate_run(*spec, *result); });
+}
+
+}  // namespace meshtp::cli

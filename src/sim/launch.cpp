@@ -1,0 +1,169 @@
+#include "sim/launch.hpp"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+
+#include "core/atomic_file.hpp"
+#include "core/error.hpp"
+#include "plan/topology_graph.hpp"
+
+extern char** environ;
+
+namespace meshtp::sim::detail {
+extern const char* const kSmpirunOptionsText;  // smpirun_options.txt, compiled in
+}  // namespace meshtp::sim::detail
+
+namespace meshtp::sim {
+namespace {
+
+bool executable(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
+}
+
+// `name` itself when it holds a '/', else the first executable `name` on the PATH ("" if none).
+std::string find_program(const std::string& name) {
+  if (name.find('/') != std::string::npos) return executable(name) ? name : "";
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path == nullptr ? "" : path);
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    if (executable(candidate)) return candidate;
+  }
+  return "";
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) out.push_back(line);
+  }
+  return out;
+}
+
+// The first line of the log that says what went wrong: the run's own `error: …`, else
+// SimGrid's (a platform it cannot parse, a host it does not know, …).
+std::string failure_reason(const std::string& log) {
+  const auto lines = lines_of(log);
+  for (const std::string& l : lines) {
+    if (l.rfind("error: ", 0) == 0) return l.substr(7);
+  }
+  for (const std::string& l : lines) {
+    if (l.find("CRITICAL") != std::string::npos || l.find("rror") != std::string::npos ||
+        l.find("xbt_die") != std::string::npos) {
+      return l;
+    }
+  }
+  return lines.empty() ? "no output" : lines.back();
+}
+
+// Runs argv with stdout and stderr into `log_path`; returns the exit status.
+int run_logged(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env,
+               const std::string& log_path) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  std::vector<std::string> env_storage(extra_env);
+  std::vector<char*> env;
+  for (char** e = environ; *e != nullptr; ++e) env.push_back(*e);
+  for (std::string& e : env_storage) env.push_back(e.data());
+  env.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), env.data());
+  posix_spawn_file_actions_destroy(&actions);
+  MESHTP_CHECK(rc == 0, "cannot start {}: {}", argv[0], std::strerror(rc));
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    MESHTP_CHECK(errno == EINTR, "waiting for {}: {}", argv[0], std::strerror(errno));
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+}  // namespace
+
+std::vector<std::string> smpirun_options() {
+  std::vector<std::string> out;
+  for (std::string line : lines_of(detail::kSmpirunOptionsText)) {
+    line = line.substr(0, line.find('#'));
+    while (!line.empty() && (line.back() == ' ' || line.back() == '\t')) line.pop_back();
+    if (!line.empty()) out.push_back(line);
+  }
+  return out;
+}
+
+void check_simulator(const Simulator& s) {
+  MESHTP_CHECK(!find_program(s.smpirun).empty(),
+               "smpirun not found ('{}'): install SimGrid (Debian libsimgrid-dev; "
+               "scripts/install.sh does)",
+               s.smpirun);
+  MESHTP_CHECK(executable(s.binary),
+               "the simulated meshtp '{}' does not exist: build it (scripts/install.sh builds "
+               "build-sim/) or pass --simulator PATH",
+               s.binary);
+  MESHTP_CHECK(s.streams >= 1 && s.streams <= 16, "--streams={} must be in [1, 16]", s.streams);
+}
+
+Launched launch(const plan::Topology& topology, const RunSpec& spec, const Simulator& s,
+                const std::string& dir) {
+  check_simulator(s);
+  std::filesystem::create_directories(dir);
+  const topo::PlatformFiles files =
+      plan::write_platform(topology, spec.mesh(), dir);
+  const auto hosts = lines_of(read_file(files.hostfile));
+  const int devices = static_cast<int>(hosts.size());
+  std::string roles;
+  for (int role = 0; role <= s.streams; ++role) {
+    for (const std::string& h : hosts) roles += h + "\n";
+  }
+  const std::string smpi_hostfile = dir + "/smpi_hostfile";
+  write_file_atomically(smpi_hostfile, roles);
+  const std::string spec_path = dir + "/spec.json", result_path = dir + "/result.json";
+  write_file_atomically(spec_path, to_json(spec).dump(2) + "\n");
+  std::filesystem::remove(result_path);
+
+  std::vector<std::string> argv{find_program(s.smpirun),
+                                "-np",
+                                std::to_string(devices * (s.streams + 1)),
+                                "-platform",
+                                files.platform,
+                                "-hostfile",
+                                smpi_hostfile};
+  for (const std::string& o : smpirun_options()) argv.push_back(o);
+  argv.insert(argv.end(), {s.binary, "simulate-run", "--spec", spec_path, "--out", result_path});
+  Launched out;
+  out.log = dir + "/simulation.log";
+  const auto t0 = std::chrono::steady_clock::now();
+  const int status = run_logged(argv,
+                                {"MESHTP_SIM_STREAMS=" + std::to_string(s.streams),
+                                 std::string("MESHTP_SIM_MODE=") + (s.values ? "values" : "charged")},
+                                out.log);
+  out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (status != 0 || !std::filesystem::exists(result_path)) {
+    fail("the simulation of {} on '{}' failed (smpirun exit {}): {} (log: {})",
+         spec.model.layout.strategy, topology.name, status, failure_reason(read_file(out.log)), out.log);
+  }
+  try {
+    out.result = run_result_from_json(nlohmann::json::parse(read_file(result_path)));
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: {}", result_path, e.what());
+  }
+  return out;
+}
+
+}  // namespace meshtp::sim

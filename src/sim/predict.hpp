@@ -1,0 +1,40 @@
+// The planner's prediction for exactly what a simulation runs (sim/run.hpp), so `meshtp
+// simulate` can print the two side by side.
+//
+//   layer, step   plan::evaluate of (strategy, mesh, chunks) on the model as the runtime runs
+//                 it (runtime_model: fp32, no recomputation, no embedding), per layer × the
+//                 layers run. When the plan's slices are not the planner's tuned ones (a
+//                 --slices given), each FC layer is priced at the plan's knob from the
+//                 planner's own sweep. The optimizer of `step` is not priced by the planner.
+//   gemm2d        plan::gemm2d_estimate of the one GeMM
+//   collectives   the ring model of each collective on each mesh dim (plan/mesh_links.hpp):
+//                 what the planner assumes every collective costs
+//
+//   exposed communication (predicted) = total − compute: what the schedule does not hide.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "plan/model_spec.hpp"
+#include "plan/topology.hpp"
+#include "sim/run.hpp"
+
+namespace meshtp::sim {
+
+struct Prediction {
+  bool available = false;
+  std::string note;  // why not available, or what differs from the simulated run
+  double total_s = 0, comm_s = 0, compute_s = 0, exposed_s = 0;
+  std::vector<CollectiveTime> collectives;  // collectives mode
+};
+
+// The model as the runtime runs it: fp32, no recomputation, no embedding (vocab 0).
+plan::ModelSpec runtime_model(plan::ModelSpec model);
+
+// `model` is the whole model (its layers: what the planner's step prices); spec.model.layers
+// is what the simulation runs.
+Prediction predict(const plan::Topology& topology, const plan::ModelSpec& model, int devices,
+                   const RunSpec& spec);
+
+}  // namespace meshtp::sim

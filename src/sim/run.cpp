@@ -1,0 +1,354 @@
+#include "sim/run.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <utility>
+#include <variant>
+
+#include "core/error.hpp"
+#include "core/simulation.hpp"
+#include "core/stats.hpp"
+#include "core/trace.hpp"
+#include "mesh/device_mesh.hpp"
+#include "parallel/gemm2d/gemm2d.hpp"
+#include "tensor/random.hpp"
+#include "train/adamw.hpp"
+#include "train/chrome_trace.hpp"
+
+namespace meshtp::sim {
+namespace {
+
+using layout::CollectiveKind;
+
+constexpr const char* kWhatNames[] = {"layer", "step", "gemm2d", "collectives"};
+constexpr std::size_t kKinds = layout::all<CollectiveKind>().size();
+
+// A communication span's collective: "all_reduce" and its non-blocking "iall_reduce" alike;
+// send, recv and sendrecv are send_recv. kNone for what is not a collective (barrier).
+CollectiveKind kind_of(std::string_view span) {
+  if (span == "send" || span == "recv" || span == "isend" || span == "irecv" ||
+      span == "sendrecv") {
+    return CollectiveKind::kSendRecv;
+  }
+  for (const std::string_view name : {span, span.substr(span.empty() ? 0 : 1)}) {
+    for (const CollectiveKind k : layout::all<CollectiveKind>()) {
+      if (name == layout::name(k)) return k;
+    }
+  }
+  return CollectiveKind::kNone;
+}
+
+// One measured region: the time of each phase on this device's clock, then the max over
+// devices of everything (the slowest device sets the step).
+struct Measure {
+  std::vector<double> phase_s;
+  double exposed_s = 0, compute_s = 0;
+  std::array<double, kKinds> coll_s{}, coll_calls{};
+};
+
+Measure measure(const comm::Communicator& world, const std::vector<std::function<void()>>& phases,
+                const std::string& trace) {
+  world.barrier();
+  Tracer& tracer = Tracer::instance();
+  tracer.clear();
+  tracer.enable();
+  const double origin = now_seconds();
+  const double wait0 = comm::comm_ledger().wait_seconds;
+  const double charged0 = hooks().charged_s;
+  Measure m;
+  for (const auto& phase : phases) {
+    const double t0 = now_seconds();
+    phase();
+    m.phase_s.push_back(now_seconds() - t0);
+  }
+  tracer.disable();
+  m.exposed_s = comm::comm_ledger().wait_seconds - wait0;
+  m.compute_s = hooks().charged_s - charged0;
+  for (const TraceSpan& s : tracer.spans()) {
+    if (s.kind != SpanKind::kComm) continue;
+    const auto i = static_cast<std::size_t>(kind_of(s.name));
+    if (i == 0) continue;
+    m.coll_s[i] += s.end_s - s.start_s;
+    m.coll_calls[i] += 1;
+  }
+  std::vector<double> all = m.phase_s;
+  all.push_back(m.exposed_s);
+  all.push_back(m.compute_s);
+  all.insert(all.end(), m.coll_s.begin(), m.coll_s.end());
+  all.insert(all.end(), m.coll_calls.begin(), m.coll_calls.end());
+  world.all_reduce(std::span<double>(all), comm::ReduceOp::kMax);
+  std::size_t i = 0;
+  for (double& v : m.phase_s) v = all[i++];
+  m.exposed_s = all[i++];
+  m.compute_s = all[i++];
+  for (double& v : m.coll_s) v = all[i++];
+  for (double& v : m.coll_calls) v = all[i++];
+  if (!trace.empty()) train::write_chrome_trace(trace, world, origin);
+  tracer.clear();
+  return m;
+}
+
+RunResult result_of(const Measure& m) {
+  RunResult r;
+  r.exposed_comm_s = m.exposed_s;
+  r.compute_s = m.compute_s;
+  for (std::size_t i = 1; i < kKinds; ++i) {
+    if (m.coll_calls[i] == 0) continue;
+    r.collectives.push_back({.kind = static_cast<CollectiveKind>(i),
+                             .calls = static_cast<int>(m.coll_calls[i]),
+                             .seconds = m.coll_s[i]});
+  }
+  return r;
+}
+
+// Values mode computes real values: give the stack real inputs, so a value check of the
+// simulated build means something. Charged mode leaves every buffer as it is (never written).
+template <typename Stack>
+void prepare(Stack& stack, const model::GptConfig& c) {
+  if (values_meaningless()) return;
+  stack.init(1);
+  stack.set_input(uniform_tensor({c.batch, c.seq, c.hidden}, 21));
+  stack.set_grad_output(uniform_tensor({c.batch, c.seq, c.hidden}, 22));
+}
+
+template <typename Stack>
+RunResult run_stack(const comm::Communicator& world, Stack& stack, const RunSpec& spec) {
+  prepare(stack, spec.model);
+  std::vector<std::function<void()>> phases{[&] { stack.forward(); },
+                                            [&] {
+                                              stack.zero_grads();
+                                              stack.backward();
+                                            }};
+  std::vector<train::ParamRef> params;
+  std::unique_ptr<train::AdamW> adamw;
+  if (spec.what == What::kStep) {
+    for (int p = 0; p < stack.num_params(); ++p) {
+      params.push_back({.name = stack.param_table()[static_cast<std::size_t>(p)].name,
+                        .value = &stack.value(p),
+                        .grad = &stack.grad(p),
+                        .decay = stack.decays(p),
+                        .replicas = stack.replicas(p)});
+    }
+    adamw = std::make_unique<train::AdamW>(params, train::AdamWConfig{});
+    phases.push_back([&] {
+      const double norm = train::global_grad_norm(params, world);
+      train::clip_gradients(params, norm, 1.0);
+      adamw->step(1e-4f);
+    });
+  }
+  const Measure m = measure(world, phases, spec.trace);
+  RunResult r = result_of(m);
+  r.forward_s = m.phase_s[0];
+  r.backward_s = m.phase_s[1];
+  r.optimizer_s = m.phase_s.size() > 2 ? m.phase_s[2] : 0.0;
+  r.total_s = r.forward_s + r.backward_s + r.optimizer_s;
+  return r;
+}
+
+parallel::Gemm2dOptions gemm2d_options(const RunSpec& s) {
+  const layout::Plan& p = s.model.layout;
+  MESHTP_CHECK(layout::is_gemm2d(p.strategy),
+               "--what gemm2d runs a 2D GeMM algorithm (meshslice, collective, wang, summa, "
+               "cannon), not '{}'",
+               p.strategy);
+  return {.algo = p.algorithm(layout::Linear::kMlp1),
+          .dataflow = s.dataflow,
+          .slices = p.linear(layout::Linear::kMlp1).slices,
+          .progress_chunks = s.model.progress_splits};
+}
+
+RunResult run_gemm2d(const mesh::DeviceMesh& mesh, const RunSpec& s) {
+  const int nr = mesh.size(0), nc = mesh.size(1);
+  const parallel::Gemm2dShape shape{s.m, s.n, s.k};
+  const parallel::Gemm2dOptions options = gemm2d_options(s);
+  parallel::validate(nr, nc, shape, options);
+  const Shape ga = parallel::global_a_shape(options.dataflow, shape);
+  const Shape gb = parallel::global_b_shape(options.dataflow, shape);
+  Tensor a({ga[0] / nr, ga[1] / nc}), b({gb[0] / nr, gb[1] / nc}), c({s.m / nr, s.n / nc});
+  parallel::Gemm2dWorkspace workspace;
+  const Measure m = measure(
+      mesh.comm(),
+      {[&] { parallel::gemm2d(mesh, a.matrix(), b.matrix(), c.matrix(), options, workspace); }},
+      s.trace);
+  RunResult r = result_of(m);
+  r.total_s = r.forward_s = m.phase_s[0];
+  return r;
+}
+
+RunResult run_collectives(const mesh::DeviceMesh& mesh, const RunSpec& s) {
+  RunResult r;
+  for (int dim = 0; dim < mesh.ndim(); ++dim) {
+    const comm::Communicator& group = mesh.dim_comm(dim);
+    const int p = group.size();
+    if (p == 1) continue;
+    for (const double bytes : s.sizes) {
+      const auto n = static_cast<std::int64_t>(bytes / sizeof(float));
+      Tensor full({n}), part({n / p});
+      const std::pair<CollectiveKind, std::function<void()>> ops[] = {
+          {CollectiveKind::kAllReduce, [&] { group.all_reduce(full.values()); }},
+          {CollectiveKind::kAllGather,
+           [&] { group.all_gather(std::span<const float>(part.values()), full.values()); }},
+          {CollectiveKind::kReduceScatter,
+           [&] { group.reduce_scatter(std::span<const float>(full.values()), part.values()); }},
+          {CollectiveKind::kBroadcast, [&] { group.broadcast(full.values(), 0); }},
+      };
+      for (const auto& [kind, op] : ops) {
+        const Measure m = measure(mesh.comm(), {op}, "");
+        r.collectives.push_back(
+            {.kind = kind, .dim = dim, .bytes = bytes, .calls = 1, .seconds = m.phase_s[0]});
+      }
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+const char* name(What what) { return kWhatNames[static_cast<int>(what)]; }
+
+What parse_what(const std::string& text) {
+  for (int i = 0; i < 4; ++i) {
+    if (text == kWhatNames[i]) return static_cast<What>(i);
+  }
+  fail("unknown --what '{}' (layer, step, gemm2d, collectives)", text);
+}
+
+void validate(const RunSpec& s) {
+  const std::vector<int> shape{s.mesh()[0], s.mesh()[1]};
+  MESHTP_CHECK(shape[0] >= 1 && shape[1] >= 1, "mesh {}x{}: sizes must be positive", shape[0],
+               shape[1]);
+  switch (s.what) {
+    case What::kLayer:
+    case What::kStep: model::validate(s.model, shape); return;
+    case What::kGemm2d:
+      parallel::validate(shape[0], shape[1], {s.m, s.n, s.k}, gemm2d_options(s));
+      return;
+    case What::kCollectives:
+      MESHTP_CHECK(!s.sizes.empty(), "--what collectives needs message sizes");
+      for (const double bytes : s.sizes) {
+        for (const int p : shape) {
+          MESHTP_CHECK(bytes > 0 && std::fmod(bytes, 4.0 * p) == 0,
+                       "message of {} bytes is not a whole number of floats per rank of a "
+                       "{}-rank group",
+                       bytes, p);
+        }
+      }
+      return;
+  }
+}
+
+RunResult run(const comm::Communicator& world, const RunSpec& spec) {
+  MESHTP_CHECK(spec.mesh()[0] * spec.mesh()[1] == world.size(),
+               "mesh {}x{} has {} devices but the simulation has {}", spec.mesh()[0],
+               spec.mesh()[1], spec.mesh()[0] * spec.mesh()[1], world.size());
+  validate(spec);
+  const mesh::DeviceMesh mesh(world, {spec.mesh()[0], spec.mesh()[1]});
+  RunResult r;
+  switch (spec.what) {
+    case What::kLayer:
+    case What::kStep: {
+      model::AnyStack stack = model::make_stack(mesh, spec.model);
+      r = std::visit([&](auto& s) { return run_stack(world, *s, spec); }, stack);
+      break;
+    }
+    case What::kGemm2d: r = run_gemm2d(mesh, spec); break;
+    case What::kCollectives: r = run_collectives(mesh, spec); break;
+  }
+  r.what = name(spec.what);
+  r.mode = to_string(mode());
+  return r;
+}
+
+// ---- JSON ------------------------------------------------------------------------------
+
+nlohmann::json to_json(const RunSpec& s) {
+  const model::GptConfig& c = s.model;
+  return {{"what", name(s.what)},
+          {"model",
+           {{"batch", c.batch},
+            {"seq", c.seq},
+            {"hidden", c.hidden},
+            {"heads", c.heads},
+            {"layers", c.layers},
+            {"progress_splits", c.progress_splits}}},
+          {"plan", layout::to_json(c.layout)},
+          {"m", s.m},
+          {"n", s.n},
+          {"k", s.k},
+          {"dataflow", layout::name(s.dataflow)},
+          {"sizes", s.sizes},
+          {"trace", s.trace}};
+}
+
+RunSpec run_spec_from_json(const nlohmann::json& j) {
+  try {
+    RunSpec s;
+    s.what = parse_what(j.at("what").get<std::string>());
+    const nlohmann::json& m = j.at("model");
+    s.model.batch = m.at("batch").get<std::int64_t>();
+    s.model.seq = m.at("seq").get<std::int64_t>();
+    s.model.hidden = m.at("hidden").get<std::int64_t>();
+    s.model.heads = m.at("heads").get<std::int64_t>();
+    s.model.layers = m.at("layers").get<int>();
+    s.model.progress_splits = m.at("progress_splits").get<int>();
+    s.model.layout = layout::plan_from_json(j.at("plan"), "simulation spec");
+    s.m = j.at("m").get<std::int64_t>();
+    s.n = j.at("n").get<std::int64_t>();
+    s.k = j.at("k").get<std::int64_t>();
+    s.dataflow = layout::parse_dataflow(j.at("dataflow").get<std::string>());
+    s.sizes = j.at("sizes").get<std::vector<double>>();
+    s.trace = j.at("trace").get<std::string>();
+    return s;
+  } catch (const nlohmann::json::exception& e) {
+    fail("simulation spec: {}", e.what());
+  }
+}
+
+nlohmann::json to_json(const RunResult& r) {
+  nlohmann::json colls = nlohmann::json::array();
+  for (const CollectiveTime& c : r.collectives) {
+    colls.push_back({{"name", layout::name(c.kind)},
+                     {"dim", c.dim},
+                     {"bytes", c.bytes},
+                     {"calls", c.calls},
+                     {"seconds", c.seconds}});
+  }
+  return {{"what", r.what},
+          {"mode", r.mode},
+          {"total_s", r.total_s},
+          {"forward_s", r.forward_s},
+          {"backward_s", r.backward_s},
+          {"optimizer_s", r.optimizer_s},
+          {"exposed_comm_s", r.exposed_comm_s},
+          {"compute_s", r.compute_s},
+          {"collectives", colls}};
+}
+
+RunResult run_result_from_json(const nlohmann::json& j) {
+  try {
+    RunResult r;
+    r.what = j.at("what").get<std::string>();
+    r.mode = j.at("mode").get<std::string>();
+    r.total_s = j.at("total_s").get<double>();
+    r.forward_s = j.at("forward_s").get<double>();
+    r.backward_s = j.at("backward_s").get<double>();
+    r.optimizer_s = j.at("optimizer_s").get<double>();
+    r.exposed_comm_s = j.at("exposed_comm_s").get<double>();
+    r.compute_s = j.at("compute_s").get<double>();
+    for (const auto& c : j.at("collectives")) {
+      r.collectives.push_back(
+          {.kind = layout::parse_collective(c.at("name").get<std::string>()),
+           .dim = c.at("dim").get<int>(),
+           .bytes = c.at("bytes").get<double>(),
+           .calls = c.at("calls").get<int>(),
+           .seconds = c.at("seconds").get<double>()});
+    }
+    return r;
+  } catch (const nlohmann::json::exception& e) {
+    fail("simulation result: {}", e.what());
+  }
+}
+
+}  // namespace meshtp::sim
