@@ -18,6 +18,7 @@ packages=(
   zlib1g-dev                        # CRC-32 checksums of checkpoint tensors
   fortunes                          # default training corpus: /usr/share/games/fortunes
   python3                           # helper scripts
+  python3-matplotlib                # plots of scripts/reproduce-papers.sh
 )
 
 # --peers: also the PyTorch peer of the benchmarks (scripts/bench-peer.sh).
@@ -47,6 +48,7 @@ cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release \
   -DMESHTP_SIM_BINARY="$sim_dir/src/cli/meshtp" >/dev/null
 cmake --build "$build_dir" -j "$(nproc)"
 echo "built: $build_dir/src/cli/meshtp"
-cmake -S . -B "$sim_dir" -DCMAKE_BUILD_TYPE=Release -DMESHTP_SIMULATE=ON >/dev/null
+cmake -S . -B "$sim_dir" -DCMAKE_BUILD_TYPE=Release -DMESHTP_SIMULATE=ON \
+  -DMESHTP_HOST_BINARY="$build_dir/src/cli/meshtp" >/dev/null
 cmake --build "$sim_dir" -j "$(nproc)"
 echo "built: $sim_dir/src/cli/meshtp (simulated: runs under smpirun, see meshtp simulate)"
