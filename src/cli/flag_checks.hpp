@@ -3,7 +3,8 @@
 // (CLI11's own Range/PositiveNumber print the whole range of a double instead.)
 #pragma once
 
-#include <CLI/CLI.hpp>
+#include "cli/cli11.hpp"
+
 
 namespace meshtp::cli {
 
