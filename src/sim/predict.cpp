@@ -87,7 +87,7 @@ Prediction predict_gemm2d(const plan::PlanRequest& request, const RunSpec& spec)
     p.note = *reason;
     return p;
   }
-  if (auto reason = plan::gemm2d_invalid_reason(algorithm, shape, params)) {
+  if (auto reason = layout::gemm2d_invalid_reason(algorithm, shape, params)) {
     p.note = *reason;
     return p;
   }
