@@ -1,4 +1,4 @@
-// Placements (ATP §3.1, SPEC §1): how one mesh dim holds a tensor.
+// Placements (ATP §3.1, Fig. 4): how one mesh dim holds a tensor.
 //
 //   Shard(d)      the group of that mesh dim splits tensor dim d into equal, ordered blocks;
 //                 the member with coordinate c holds block c

@@ -1,4 +1,4 @@
-// Redistribution between two sharding specs, as a plan of per-mesh-dim steps (SPEC §1).
+// Redistribution between two sharding specs, as a plan of per-mesh-dim steps (ATP §3.1, Table 1).
 //
 //   Shard→Replicate     all_gather      over that mesh dim's group
 //   Partial→Replicate   all_reduce
