@@ -6,6 +6,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,7 @@ struct Answer {
   std::int32_t member = 0;   // 1 if the rank belongs to the group asked about
   std::int64_t started = 0;  // collectives it has started on that group
   std::int32_t waiting = 0;  // 1 if it is inside a watched wait
+  std::int32_t gave_up = 0;  // 1: the wait described is the one it abandoned (timed out)
   std::int32_t peer_world = -1;
   std::int64_t wait_seq = 0;
   double waited_s = 0.0;
@@ -57,6 +59,12 @@ struct CurrentWait {
   double since = 0.0;
 };
 CurrentWait g_current;
+
+// The wait this rank timed out in, kept until one of its later waits completes. A rank that
+// gave up moves on (to the error path's next barrier, say) while its peers, timing out at the
+// same moment, may still be asking where it waits: the abandoned wait is the answer that
+// explains the deadlock, not wherever the rank went afterwards.
+std::optional<Answer> g_abandoned;
 
 // Sets what this rank is waiting on for the duration of a watched wait.
 class WaitingOn {
@@ -105,6 +113,29 @@ std::string describe_site(const WaitSite& site) {
   return fmt::format("{} #{} on {}", site.op, site.seq, group);
 }
 
+// What a rank waiting at `site` for `waited_s` says about it (the wait fields of an Answer).
+Answer wait_answer(const WaitSite& site, double waited_s) {
+  Answer a;
+  a.waiting = 1;
+  a.wait_seq = site.seq;
+  a.peer_world = site.peer >= 0 ? world_rank_of(site, site.peer) : -1;
+  a.waited_s = waited_s;
+  copy_text(a.op, sizeof a.op, site.op);
+  copy_text(a.where, sizeof a.where, site.comm->label);
+  return a;
+}
+
+// Copies the wait fields of `from` into `to` (its nonce and group progress stay).
+void describe_wait(const Answer& from, Answer& to) {
+  to.waiting = from.waiting;
+  to.gave_up = from.gave_up;
+  to.wait_seq = from.wait_seq;
+  to.peer_world = from.peer_world;
+  to.waited_s = from.waited_s;
+  std::memcpy(to.op, from.op, sizeof to.op);
+  std::memcpy(to.where, from.where, sizeof to.where);
+}
+
 // Answers every query that has arrived (from ranks whose own wait timed out).
 void serve_queries() {
   if (g_watch == MPI_COMM_NULL) return;
@@ -125,14 +156,10 @@ void serve_queries() {
       answer.member = 1;
       answer.started = it->second->started;
     }
-    if (g_current.site != nullptr) {
-      const WaitSite& site = *g_current.site;
-      answer.waiting = 1;
-      answer.wait_seq = site.seq;
-      answer.peer_world = site.peer >= 0 ? world_rank_of(site, site.peer) : -1;
-      answer.waited_s = now_seconds() - g_current.since;
-      copy_text(answer.op, sizeof answer.op, site.op);
-      copy_text(answer.where, sizeof answer.where, site.comm->label);
+    if (g_abandoned) {
+      describe_wait(*g_abandoned, answer);
+    } else if (g_current.site != nullptr) {
+      describe_wait(wait_answer(*g_current.site, now_seconds() - g_current.since), answer);
     }
     // Tiny, so sent eagerly: this returns without waiting for the asker.
     (void)MPI_Send(&answer, sizeof answer, MPI_BYTE, status.MPI_SOURCE, kAnswerTag, g_watch);
@@ -162,6 +189,9 @@ std::string describe_answer(const Answer* a) {
   const std::string what = a->peer_world >= 0
                                ? fmt::format("{} with world rank {}", a->op, a->peer_world)
                                : fmt::format("{} #{}", a->op, a->wait_seq);
+  if (a->gave_up) {
+    return fmt::format("gave up waiting in {} on {} after {:.1f} s", what, a->where, a->waited_s);
+  }
   return fmt::format("waiting in {} on {} for {:.1f} s", what, a->where, a->waited_s);
 }
 
@@ -267,7 +297,12 @@ int wait_requests(std::span<MPI_Request> requests, std::span<MPI_Status> statuse
   if (!watchdog_active()) return first_error(MPI_Waitall(n, requests.data(), st), statuses);
   int done = 0;
   int rc = MPI_Testall(n, requests.data(), &done, st);
-  if (rc != MPI_SUCCESS || done) return first_error(rc, statuses);
+  // The wait ended (completed or failed in MPI): an abandoned wait is history now.
+  const auto finished = [&] {
+    g_abandoned.reset();
+    return first_error(rc, statuses);
+  };
+  if (rc != MPI_SUCCESS || done) return finished();
 
   const double start = now_seconds();
   const WaitingOn waiting(site, start);
@@ -275,7 +310,7 @@ int wait_requests(std::span<MPI_Request> requests, std::span<MPI_Status> statuse
   double next_serve = start + kServeInterval;
   for (;;) {
     rc = MPI_Testall(n, requests.data(), &done, st);
-    if (rc != MPI_SUCCESS || done) return first_error(rc, statuses);
+    if (rc != MPI_SUCCESS || done) return finished();
     const double now = now_seconds();
     if (now >= next_serve) {
       serve_queries();
@@ -311,7 +346,7 @@ int wait_requests(std::span<MPI_Request> requests, std::span<MPI_Status> statuse
     for (const double grace_end = now_seconds() + grace;
          answers.size() < asked.size() && now_seconds() < grace_end;) {
       rc = MPI_Testall(n, requests.data(), &done, st);
-      if (rc != MPI_SUCCESS || done) return first_error(rc, statuses);  // only slow
+      if (rc != MPI_SUCCESS || done) return finished();  // only slow
       serve_queries();
       collect_answers(nonce, answers);
     }
@@ -325,18 +360,20 @@ int wait_requests(std::span<MPI_Request> requests, std::span<MPI_Status> statuse
       const Answer* a = it == answers.end() ? nullptr : &it->second;
       if (arrived(site, a)) continue;
       ++missing;
-      chained &= a != nullptr && a->waiting;
+      chained &= a != nullptr && a->waiting && !a->gave_up;  // gave up: the chain ends there
     }
     if (!chained || missing == 0) break;
     for (const double until = now_seconds() + detail::comm_timeout_s; now_seconds() < until;) {
       rc = MPI_Testall(n, requests.data(), &done, st);
-      if (rc != MPI_SUCCESS || done) return first_error(rc, statuses);
+      if (rc != MPI_SUCCESS || done) return finished();
       serve_queries();
     }
   }
   rc = MPI_Testall(n, requests.data(), &done, st);
-  if (rc != MPI_SUCCESS || done) return first_error(rc, statuses);
+  if (rc != MPI_SUCCESS || done) return finished();
   g_failed = true;
+  g_abandoned = wait_answer(site, now_seconds() - start);
+  g_abandoned->gave_up = 1;
   fail("{}", verdict(site, asked, answers, now_seconds() - start));
 }
 

@@ -81,8 +81,10 @@ TEST_F(Watchdog, NamesTheRankThatDidNotArrive) {
 }
 
 TEST_F(Watchdog, SaysWhereTheMissingRankWaits) {
-  // A deadlock: rank 0 waits in a collective, rank 1 in a receive from rank 0.
-  set_comm_timeout(1);
+  // A deadlock: rank 0 waits in a collective, rank 1 in a receive from rank 0. Rank 1's
+  // deadline is later, so rank 0 has given up and moved on to the next barrier by the time
+  // rank 1 asks where it is: it must still name the all_reduce it abandoned.
+  set_comm_timeout(rank == 0 ? 1 : 3);
   const Communicator pair = world.split(0, rank, "the pair");
   int x = 1;
   std::string message;
@@ -98,19 +100,21 @@ TEST_F(Watchdog, SaysWhereTheMissingRankWaits) {
   if (rank == 0) {
     EXPECT_NE(message.find("all_reduce #1 on the pair (world ranks 0,1)"), std::string::npos)
         << message;
-    // Both ranks time out together; rank 1 may already have given up and entered the
-    // test's next barrier when it answers, so only "waiting in" some MPI call is certain.
-    EXPECT_NE(message.find("world rank 1 did not arrive (waiting in "), std::string::npos)
+    // Rank 1 is still waiting (its deadline is 3 s), or — on a very loaded machine — has
+    // given up on that receive by now: either way it names the receive.
+    EXPECT_NE(message.find("world rank 1 did not arrive ("), std::string::npos) << message;
+    EXPECT_NE(message.find("waiting in recv with world rank 0 on the pair"), std::string::npos)
         << message;
   } else {
     EXPECT_NE(message.find("recv with world rank 0 on the pair (world ranks 0,1) did not "
-                           "complete within 1 s"),
+                           "complete within 3 s"),
               std::string::npos)
         << message;
-    // Rank 0 is waiting in turn, so rank 1 follows the chain one more timeout before its
-    // verdict; by then rank 0 may have given up and moved on to the test's next barrier,
-    // which is what rank 1 then reports. Either way rank 0 is named, waiting in an MPI call.
-    EXPECT_NE(message.find("world rank 0 did not arrive (waiting in "), std::string::npos)
+    // Rank 0 gave up at ~2 s (after following its own chain one timeout further) and waits
+    // in the test's next barrier now; it answers with the all_reduce it abandoned.
+    EXPECT_NE(message.find("world rank 0 did not arrive (gave up waiting in all_reduce #1 on "
+                           "the pair"),
+              std::string::npos)
         << message;
   }
   // Unblock both abandoned operations: the receive gets its message, the all_reduce its peer
