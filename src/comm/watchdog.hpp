@@ -17,6 +17,9 @@
 //                 of this operation on g (members start a group's collectives in the same
 //                 order, so sequence numbers agree); a rank that did not answer is stopped,
 //                 dead or computing. Throw meshtp::Error; the CLI aborts the job.
+//                 Until one of its later waits completes, a rank that gave up answers
+//                 queries with the wait it abandoned ("gave up waiting in …"), so a peer
+//                 timing out later still learns where the deadlock was.
 //
 // Worked example: 4 ranks, mesh 2x2, rank 3 SIGSTOPped; rank 1 waits in all_reduce #12 on
 // "mesh 2x2 dim 0" = world ranks {1, 3}. After T it asks rank 3 — no answer in G — and fails:
