@@ -19,6 +19,7 @@
 #include "plan/planner.hpp"
 #include "plan/presets.hpp"
 #include "train/checkpoint_dir.hpp"
+#include "train/pipeline_model.hpp"
 #include "train/trainer.hpp"
 
 namespace meshtp::cli {
@@ -33,6 +34,9 @@ struct TrainArgs {
   std::string topology;
   int dp = 1;
   int zero = 0;
+  int pp = 1;
+  int microbatches = 1;
+  std::string schedule = "gpipe";  // gpipe, 1f1b, interleaved[:v]
   std::int64_t batch = 0;  // 0: the preset's
   std::int64_t seq = 0;
   LayoutFlags layout;
@@ -66,8 +70,9 @@ std::string plan_layout(TrainArgs& args, const plan::ModelSpec& spec) {
   MESHTP_CHECK(!args.topology.empty(),
                "--mesh auto needs --topology NAME|FILE (a preset, or the file `meshtp calibrate` "
                "writes for these ranks)");
-  MESHTP_CHECK(args.dp == 1, "--mesh auto plans tensor parallelism over all ranks: drop --dp={}",
-               args.dp);
+  MESHTP_CHECK(args.dp == 1 && args.pp == 1,
+               "--mesh auto plans tensor parallelism over all ranks: drop --dp={} and --pp={}",
+               args.dp, args.pp);
   for (const CLI::Option* o : args.layout.spelled_out) {
     MESHTP_CHECK(o->count() == 0, "{} conflicts with --mesh auto: the planner chooses the layout",
                  o->get_name());
@@ -125,7 +130,28 @@ void print_memory(std::ostream& os, plan::ModelSpec spec, const layout::Plan& p,
   }
 }
 
-// The layout: --plan FILE, --mesh auto, or --tp/--dp with the layout flags.
+// --pp, --microbatches and --schedule gpipe|1f1b|interleaved[:v] into the plan.
+void set_pipeline(const TrainArgs& args, layout::Plan& plan) {
+  plan.pp = args.pp;
+  plan.microbatches = args.microbatches;
+  const std::size_t colon = args.schedule.find(':');
+  plan.schedule = layout::parse_schedule(args.schedule.substr(0, colon));
+  plan.virtual_stages = 1;
+  if (plan.schedule == layout::Schedule::kInterleaved) {
+    const std::string v = colon == std::string::npos ? "2" : args.schedule.substr(colon + 1);
+    const std::vector<int> parsed = parse_positive_ints(v, "--schedule interleaved:V");
+    MESHTP_CHECK(parsed.size() == 1, "--schedule '{}': interleaved:V takes one number",
+                 args.schedule);
+    plan.virtual_stages = parsed[0];
+  } else {
+    MESHTP_CHECK(colon == std::string::npos,
+                 "--schedule '{}': only interleaved takes virtual stages (interleaved:V)",
+                 args.schedule);
+  }
+  plan.validate();
+}
+
+// The layout: --plan FILE, --mesh auto, or --tp/--dp/--pp with the layout flags.
 std::string choose_layout(TrainArgs& args, const plan::ModelSpec& spec) {
   train::TrainConfig& c = args.config;
   if (args.layout.from_file()) {
@@ -139,17 +165,19 @@ std::string choose_layout(TrainArgs& args, const plan::ModelSpec& spec) {
   MESHTP_CHECK(args.mesh.empty(), "--mesh must be 'auto' (or use --tp d1xd2 --dp D), got '{}'",
                args.mesh);
   if (args.tp.empty()) {
-    MESHTP_CHECK(world().size() % args.dp == 0, "dp={} does not divide the {} ranks", args.dp,
-                 world().size());
-    c.model.layout = args.layout.build({world().size() / args.dp, 1}, args.dp);
+    MESHTP_CHECK(world().size() % (args.dp * args.pp) == 0,
+                 "dp={} × pp={} does not divide the {} ranks", args.dp, args.pp, world().size());
+    c.model.layout = args.layout.build({world().size() / (args.dp * args.pp), 1}, args.dp);
     c.model.layout.zero = args.zero;
-    return "no --tp given: Megatron 1D over every rank of a replica";
+    set_pipeline(args, c.model.layout);
+    return "no --tp given: Megatron 1D over every rank of a pipeline stage";
   }
   const std::vector<int> tp = parse_mesh_shape(args.tp);
   MESHTP_CHECK(tp.size() == 2, "--tp '{}' must be two sizes, like 2x2", args.tp);
   c.model.layout = args.layout.build({tp[0], tp[1]}, args.dp);
   c.model.layout.zero = args.zero;
-  return "layout given with --tp/--dp";
+  set_pipeline(args, c.model.layout);
+  return "layout given with --tp/--dp/--pp";
 }
 
 // Refuses a run whose per-rank memory (the planner's model: parameters, gradients, AdamW,
@@ -240,6 +268,9 @@ void run_train(TrainArgs& args) {
                     c.grad_clip, seed)
      << fmt::format("data    {} (validation: last {:.0f}%)\n", c.data,
                     100 * c.validation_fraction);
+  for (const std::string& line : train::describe_layout(c.model.layout, spec.layers)) {
+    os << "groups  " << line << '\n';
+  }
   if (!c.checkpoint_dir.empty()) {
     os << fmt::format("ckpt    {}/checkpoint.safetensors ({}keeping the last {})\n",
                       c.checkpoint_dir, c.resume ? "resuming; " : "", c.keep);
@@ -301,7 +332,8 @@ void run_train(TrainArgs& args) {
 void add_train_command(CLI::App& app) {
   auto args = std::make_shared<TrainArgs>();
   train::TrainConfig& c = args->config;
-  CLI::App* t = app.add_subcommand("train", "Train a byte-level GPT with tensor (and data) parallelism");
+  CLI::App* t = app.add_subcommand(
+      "train", "Train a byte-level GPT with tensor, pipeline and data parallelism");
   t->add_option("--model", args->model, "Model preset (tiny, small, …) or JSON file")
       ->capture_default_str();
   t->add_option("--data", c.data, "Text file or directory to train on (default: Debian's fortunes)");
@@ -316,7 +348,19 @@ void add_train_command(CLI::App& app) {
                     "ZeRO stage over the data-parallel replicas: 0, 1 (optimizer state sharded) "
                     "or 2 (and gradients reduce-scattered)")
           ->capture_default_str(),
-      t->add_option("--mesh", args->mesh, "'auto': let the planner choose the whole layout")};
+      t->add_option("--mesh", args->mesh, "'auto': let the planner choose the whole layout"),
+      t->add_option("--pp", args->pp,
+                    "Pipeline stages (contiguous layers; embedding on the first, head on the last)")
+          ->capture_default_str()
+          ->check(integer_at_least(1)),
+      t->add_option("--microbatches", args->microbatches,
+                    "Microbatches per step and replica (the pipeline's m)")
+          ->capture_default_str()
+          ->check(integer_at_least(1)),
+      t->add_option("--schedule", args->schedule,
+                    "Pipeline schedule: gpipe, 1f1b or interleaved[:V] (V virtual stages per "
+                    "rank, default 2)")
+          ->capture_default_str()};
   t->add_option("--topology", args->topology, "Topology preset or file for --mesh auto");
   t->add_option("--batch", args->batch, "Global batch (sequences per step; default: the model's)")
       ->check(integer_at_least(1));

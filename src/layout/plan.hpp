@@ -4,8 +4,7 @@
 //   ranks = dp · pp · d1 · d2
 //   dp                data-parallel replicas
 //   pp, microbatches, schedule, virtual_stages, zero (0–3), recompute
-//                     pipeline and ZeRO dimensions (the runtime rejects pp > 1, zero > 0 and
-//                     recompute ≠ none until it has them)
+//                     pipeline and ZeRO dimensions (train/pipeline_model.hpp, train/zero.hpp)
 //   mesh {d1, d2}     the tensor-parallel mesh of one replica (mesh dims 0 and 1)
 //   strategy          atp / megatron (ATP blocks, `chunks` for overlap), tp1d (Megatron with
 //                     sequence parallelism on (N, 1)), or a 2D GeMM algorithm on every linear

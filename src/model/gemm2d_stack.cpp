@@ -12,7 +12,7 @@ Gemm2dStack::Gemm2dStack(const mesh::DeviceMesh& mesh, const Gemm2dStackConfig& 
       blocks_(config.layers, config.block.recompute,
               [&] { return std::make_unique<Gemm2dBlock>(mesh, config.block); }) {
   MESHTP_CHECK(config.layers >= 1, "layers={} must be at least 1", config.layers);
-  table_ = stack_param_table(config.layers, config.block.hidden);
+  table_ = stack_param_table(config.layers, config.block.hidden, config.first_layer);
   for (std::size_t p = 0; p < table_.size(); ++p) {
     ParamEntry& e = table_[p];
     e.shard = gemm2d_param_shard(plans(), static_cast<int>(p % kBlockParams));
@@ -56,7 +56,7 @@ void Gemm2dStack::init(std::uint64_t seed) {
     const std::span<float> local = value(p).values();
     parallel::for_each_local(
         e.shard, e.shape, mesh_->shape(), mesh_->coords(), [&](std::int64_t l, std::int64_t g) {
-          local[static_cast<std::size_t>(l)] = init_value(e, seed, config_.layers, g);
+          local[static_cast<std::size_t>(l)] = init_value(e, seed, config_.init_layers(), g);
         });
   }
 }

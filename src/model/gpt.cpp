@@ -20,7 +20,9 @@ Gemm2dStackConfig gemm2d_stack_config(const GptConfig& c) {
                     .linears = p.linears,
                     .progress_chunks = c.progress_splits,
                     .recompute = p.recompute},
-          .layers = c.layers};
+          .layers = stage_layers(c),
+          .first_layer = c.stage * stage_layers(c),
+          .model_layers = c.layers};
 }
 
 StackConfig stack_config(const GptConfig& c) {
@@ -32,10 +34,17 @@ StackConfig stack_config(const GptConfig& c) {
                     .sequence_parallel = c.layout.sequence_parallel,
                     .progress_splits = c.progress_splits,
                     .recompute = c.layout.recompute},
-          .layers = c.layers};
+          .layers = stage_layers(c),
+          .first_layer = c.stage * stage_layers(c),
+          .model_layers = c.layers};
 }
 
 }  // namespace
+
+int pipeline_stages(const layout::Plan& plan) { return plan.pp * plan.virtual_stages; }
+int stage_layers(const GptConfig& config) {
+  return config.layers / pipeline_stages(config.layout);
+}
 
 void validate(const GptConfig& config, const std::vector<int>& tp_mesh_shape) {
   MESHTP_CHECK(config.vocab > 0 && config.batch > 0 && config.seq > 0 && config.layers > 0,
@@ -43,7 +52,13 @@ void validate(const GptConfig& config, const std::vector<int>& tp_mesh_shape) {
                config.vocab, config.batch, config.seq, config.layers);
   const layout::Plan& p = config.layout;
   p.validate();
-  MESHTP_CHECK(p.pp == 1, "plan: pp={}: the runtime has no pipeline parallelism yet (pp=1)", p.pp);
+  const int stages = pipeline_stages(p);
+  MESHTP_CHECK(config.layers % stages == 0,
+               "layers={} do not split into pp={} × virtual_stages={} = {} pipeline stages of "
+               "equal depth: make pp·virtual_stages divide the layers",
+               config.layers, p.pp, p.virtual_stages, stages);
+  MESHTP_CHECK(config.stage >= 0 && config.stage < stages,
+               "model: pipeline stage {} is not one of the plan's {}", config.stage, stages);
   MESHTP_CHECK(p.zero <= 2, "plan: zero={}: the runtime has ZeRO stages 0, 1 and 2 (3 is not in it yet)",
                p.zero);
   MESHTP_CHECK(tp_mesh_shape == std::vector<int>(p.mesh.begin(), p.mesh.end()),
@@ -82,30 +97,39 @@ Gpt::Gpt(const mesh::DeviceMesh& tp_mesh, const GptConfig& config)
     names_.push_back(e.name);
     shapes_.push_back(e.shape);
   }
-  names_.insert(names_.end(), {"wte", "wpe", "lnf.weight", "lnf.bias"});
-  shapes_.insert(shapes_.end(), {{config_.vocab, h}, {config_.seq, h}, {h}, {h}});
+  if (has_embedding() || has_head()) extras_.push_back(kWte);
+  if (has_embedding()) extras_.push_back(kWpe);
+  if (has_head()) extras_.insert(extras_.end(), {kLnfWeight, kLnfBias});
+  const char* extra_names[kExtras] = {"wte", "wpe", "lnf.weight", "lnf.bias"};
   const Shape lnf_local = parallel::local_shape(parallel::ParamShard::kHidden, {h}, tp_mesh.shape());
+  const Shape global[kExtras] = {{config_.vocab, h}, {config_.seq, h}, {h}, {h}};
   const Shape local[kExtras] = {{vocab_.rows, h}, {config_.seq, h}, lnf_local, lnf_local};
-  for (int e = 0; e < kExtras; ++e) {
+  for (const int e : extras_) {
+    names_.push_back(extra_names[e]);
+    shapes_.push_back(global[e]);
     values_[e] = Tensor(local[e]);
     grads_[e] = Tensor(local[e]);
   }
-  lnf_partial_[0] = Tensor(lnf_local);
-  lnf_partial_[1] = Tensor(lnf_local);
-
-  const parallel::ChunkedLayout stream = with_stack([](auto& s) { return s.stream_layout(); });
   tokens_.resize(static_cast<std::size_t>(n));
   targets_.resize(static_cast<std::size_t>(n));
-  embedded_ = Tensor({n, h});
+  if (has_embedding()) embedded_ = Tensor({n, h});
+  if (has_embedding() || has_head()) dfinal_full_ = Tensor({n, h});
+  if (!has_head()) return;
+  lnf_partial_[0] = Tensor(lnf_local);
+  lnf_partial_[1] = Tensor(lnf_local);
+  const parallel::ChunkedLayout stream = with_stack([](auto& s) { return s.stream_layout(); });
   final_ln_ = Tensor({stream.rows(), stream.cols});
   final_full_ = Tensor({n, h});
-  dfinal_full_ = Tensor({n, h});
   logits_ = Tensor({n, vocab_.rows});
   ln_mean_.resize(static_cast<std::size_t>(stream.rows()));
   ln_rstd_.resize(static_cast<std::size_t>(stream.rows()));
   ln_scratch_.resize(static_cast<std::size_t>(2 * stream.rows()));
   lse_.resize(static_cast<std::size_t>(n));
   ce_stats_.resize(static_cast<std::size_t>(3 * n));
+}
+
+std::int64_t Gpt::stream_floats() const {
+  return with_stack([](auto& s) { return s.stream_layout().size(); });
 }
 
 const comm::Communicator* Gpt::stream_group() const {
@@ -124,7 +148,7 @@ Tensor& Gpt::grad(int p) {
 
 int Gpt::replicas(int p) const {
   switch (extra(p)) {
-    case kWte: return 1;
+    case kWte: return pipeline_stages(config_.layout) > 1 ? 2 : 1;  // tied: stages 0 and S−1
     case kWpe: return mesh_->size();
     case kLnfWeight:
     case kLnfBias: {
@@ -154,6 +178,7 @@ void Gpt::init(std::uint64_t seed) {
   const std::int64_t h = config_.hidden;
   const ParamEntry wte{"wte", {config_.vocab, h}, parallel::ParamShard::kHidden, Init::kNormal};
   const ParamEntry wpe{"wpe", {config_.seq, h}, parallel::ParamShard::kHidden, Init::kNormal};
+  if (!has_embedding() && !has_head()) return;
   Tensor& w = values_[kWte];
   for (std::int64_t r = 0; r < vocab_.rows; ++r) {
     const std::int64_t row = vocab_.begin + r;
@@ -164,7 +189,7 @@ void Gpt::init(std::uint64_t seed) {
   for (std::int64_t g = 0; g < values_[kWpe].numel(); ++g) {
     values_[kWpe][g] = init_value(wpe, seed, config_.layers, g);
   }
-  values_[kLnfWeight].fill(1.0f);
+  values_[kLnfWeight].fill(1.0f);  // empty unless this stage has the head
   values_[kLnfBias].fill(0.0f);
 }
 
@@ -217,7 +242,18 @@ void Gpt::scatter(int p, const Tensor& global, Tensor& local) const {
   }
 }
 
-double Gpt::forward(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets) {
+namespace {
+
+void copy_stream(std::span<const float> from, std::span<float> to, const char* what) {
+  MESHTP_CHECK(from.size() == to.size(), "pipeline stage: {} of {} floats, expected {}", what,
+               from.size(), to.size());
+  std::copy(from.begin(), from.end(), to.begin());
+}
+
+}  // namespace
+
+double Gpt::forward(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets,
+                    std::span<const float> in, std::span<float> out) {
   const std::int64_t n = config_.batch * config_.seq, h = config_.hidden;
   MESHTP_CHECK(static_cast<std::int64_t>(tokens.size()) == n &&
                    static_cast<std::int64_t>(targets.size()) == n,
@@ -227,17 +263,25 @@ double Gpt::forward(std::span<const std::int32_t> tokens, std::span<const std::i
   std::copy(targets.begin(), targets.end(), targets_.begin());
   const parallel::ActivationShard shard = with_stack([](auto& s) { return s.stream_shard(); });
 
-  parallel::vocab_embedding_forward(embedded_.matrix(), tokens_, values_[kWte].matrix(), vocab_,
-                                    mesh_->comm());
-  // Every sequence's rows += wpe (the position embedding, whole on every rank).
-  const ConstMatrixView wpe = values_[kWpe].matrix();
-  for (std::int64_t b = 0; b < config_.batch; ++b) {
-    const MatrixView rows = embedded_.matrix().block(b * config_.seq, 0, config_.seq, h);
-    residual_forward(rows, rows, wpe);
+  if (has_embedding()) {
+    parallel::vocab_embedding_forward(embedded_.matrix(), tokens_, values_[kWte].matrix(),
+                                      vocab_, mesh_->comm());
+    // Every sequence's rows += wpe (the position embedding, whole on every rank).
+    const ConstMatrixView wpe = values_[kWpe].matrix();
+    for (std::int64_t b = 0; b < config_.batch; ++b) {
+      const MatrixView rows = embedded_.matrix().block(b * config_.seq, 0, config_.seq, h);
+      residual_forward(rows, rows, wpe);
+    }
+    parallel::slice_activation(embedded_.matrix(), shard,
+                               with_stack([](auto& s) { return s.input(); }).whole());
+  } else {
+    copy_stream(in, with_stack([](auto& s) { return s.input(); }).span(), "input");
   }
-  parallel::slice_activation(embedded_.matrix(), shard,
-                             with_stack([](auto& s) { return s.input(); }).whole());
   with_stack([](auto& s) { s.forward(); });
+  if (!has_head()) {
+    copy_stream(with_stack([](auto& s) { return s.output(); }).span(), out, "output");
+    return 0.0;
+  }
 
   const MatrixView x_last = with_stack([](auto& s) { return s.output(); }).whole();
   parallel::layernorm_sharded_forward(final_ln_.matrix(), ln_mean_, ln_rstd_, x_last,
@@ -250,7 +294,34 @@ double Gpt::forward(std::span<const std::int32_t> tokens, std::span<const std::i
                                                mesh_->comm(), ce_stats_);
 }
 
-void Gpt::backward(float dloss, const std::function<void(int layer)>& on_layer_done) {
+void Gpt::backward(float dloss, const std::function<void(int layer)>& on_layer_done,
+                   std::span<const float> dout, std::span<float> din) {
+  const parallel::ActivationShard shard = with_stack([](auto& s) { return s.stream_shard(); });
+  if (has_head()) {
+    head_backward(dloss);
+  } else {
+    copy_stream(dout, with_stack([](auto& s) { return s.grad_output(); }).span(), "gradient");
+  }
+  with_stack([&](auto& s) { s.backward(on_layer_done); });
+  if (!has_embedding()) {
+    copy_stream(with_stack([](auto& s) { return s.grad_input(); }).span(), din, "input gradient");
+    return;
+  }
+  // dfinal_full_ is free again: it takes the embedding's gradient, gathered.
+  const std::int64_t h = config_.hidden;
+  Tensor& dembedded = dfinal_full_;
+  parallel::gather_activation_into(mesh_->comm(),
+                                   with_stack([](auto& s) { return s.grad_input(); }).whole(),
+                                   dembedded.matrix(), shard);
+  parallel::vocab_embedding_backward(grads_[kWte].matrix(), dembedded.matrix(), tokens_, vocab_);
+  for (std::int64_t b = 0; b < config_.batch; ++b) {
+    residual_accumulate(grads_[kWpe].matrix(),
+                        dembedded.matrix().block(b * config_.seq, 0, config_.seq, h));
+  }
+}
+
+// The loss's gradient back to the stack's output: cross-entropy, the gather, LayerNorm_f.
+void Gpt::head_backward(float dloss) {
   const std::int64_t h = config_.hidden;
   const parallel::ActivationShard shard = with_stack([](auto& s) { return s.stream_shard(); });
   parallel::vocab_cross_entropy_backward(dfinal_full_.matrix(), grads_[kWte].matrix(),
@@ -285,18 +356,6 @@ void Gpt::backward(float dloss, const std::function<void(int layer)>& on_layer_d
       Tensor& g = grads_[kLnfWeight + k];
       for (std::int64_t i = 0; i < g.numel(); ++i) g[i] += lnf_partial_[k][i];
     }
-  }
-  with_stack([&](auto& s) { s.backward(on_layer_done); });
-
-  // dfinal_full_ is free again: it takes the embedding's gradient, gathered.
-  Tensor& dembedded = dfinal_full_;
-  parallel::gather_activation_into(mesh_->comm(),
-                                   with_stack([](auto& s) { return s.grad_input(); }).whole(),
-                                   dembedded.matrix(), shard);
-  parallel::vocab_embedding_backward(grads_[kWte].matrix(), dembedded.matrix(), tokens_, vocab_);
-  for (std::int64_t b = 0; b < config_.batch; ++b) {
-    residual_accumulate(grads_[kWpe].matrix(),
-                        dembedded.matrix().block(b * config_.seq, 0, config_.seq, h));
   }
 }
 

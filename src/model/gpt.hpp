@@ -21,6 +21,14 @@
 //   lnf.bias    [h]
 // Every parameter is created from a seed independent of the mesh, so every layout starts
 // from the same global model and computes the same loss.
+//
+// Pipeline stages (the plan's pp·virtual_stages = S stages, GptConfig::stage = s): the object
+// holds blocks [s·L/S, (s+1)·L/S) under their global names; stage 0 also the embeddings
+// (wte, wpe), stage S−1 the final LayerNorm and the head — which reuses wte (tied), so with
+// S > 1 two stages hold wte and their gradients must be summed between them (the trainer
+// does). A stage after the first takes its input stream from `in` (this rank's block of the
+// residual stream, stream_floats() floats), one before the last hands its output to `out`;
+// backward the same with the gradients (dout, din).
 #pragma once
 
 #include <cstdint>
@@ -55,10 +63,16 @@ struct GptConfig {
   // operand and slices. dp is the trainer's.
   layout::Plan layout{};
   int progress_splits = 4;  // GeMM panels between MPI progress pokes
+  int stage = 0;            // which of the plan's pp·virtual_stages pipeline stages
 };
 
+// Pipeline stages of a plan (pp·virtual_stages) and the blocks of one of them.
+int pipeline_stages(const layout::Plan& plan);
+int stage_layers(const GptConfig& config);
+
 // Throws meshtp::Error naming the value unless `config` runs on a TP mesh of this shape: the
-// plan's mesh must be it; pp > 1 and zero = 3 are not in the runtime yet.
+// plan's mesh must be it, its pipeline stages must divide the layers; zero = 3 is not in the
+// runtime yet.
 void validate(const GptConfig& config, const std::vector<int>& tp_mesh_shape);
 
 // The one factory of block stacks from a plan and a model shape (vocab unused): ATP blocks
@@ -84,13 +98,25 @@ class Gpt {
   void load(const std::map<std::string, Tensor>& global, const std::string& source);
 
   // tokens, targets: the replica's b·s ids, identical on every rank of the TP mesh.
-  // Returns the mean loss (identical on every rank).
-  double forward(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets);
-  // Gradients += ∂(dloss·loss)/∂θ for the last forward. on_layer_done(i) runs once block i's
-  // gradients are final (see Stack::backward), for data-parallel overlap; the embedding and
-  // final LayerNorm gradients are final when backward returns.
-  void backward(float dloss = 1.0f, const std::function<void(int layer)>& on_layer_done = {});
+  // Returns the mean loss (identical on every rank); 0 on a pipeline stage before the last.
+  // in/out: the stream entering/leaving a pipeline stage (see above; empty otherwise).
+  double forward(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets,
+                 std::span<const float> in = {}, std::span<float> out = {});
+  // Gradients += ∂(dloss·loss)/∂θ for the last forward. on_layer_done(i) runs once block i
+  // (of this object's blocks) has final gradients (see Stack::backward), for data-parallel
+  // overlap; the embedding and final LayerNorm gradients are final when backward returns.
+  // dout/din: the stream's gradient leaving/entering a pipeline stage.
+  void backward(float dloss = 1.0f, const std::function<void(int layer)>& on_layer_done = {},
+                std::span<const float> dout = {}, std::span<float> din = {});
   void zero_grads();
+
+  // ---- pipeline stage ------------------------------------------------------------------
+  bool has_embedding() const { return config_.stage == 0; }
+  bool has_head() const { return config_.stage + 1 == pipeline_stages(config_.layout); }
+  int first_layer() const { return config_.stage * stage_layers(config_); }
+  std::int64_t stream_floats() const;  // floats of `in`/`out`
+  // Parameter p is the tied token embedding (held by stages 0 and S−1).
+  bool is_tied_embedding(int p) const { return extra(p) == kWte; }
 
   // ---- parameters: local shards -------------------------------------------------------
   int num_params() const { return static_cast<int>(names_.size()); }
@@ -109,7 +135,10 @@ class Gpt {
 
  private:
   enum Extra { kWte, kWpe, kLnfWeight, kLnfBias, kExtras };
-  int extra(int p) const { return p - stack_params_; }  // ≥ 0 for the GPT's own
+  // The Extra of parameter p, or −1 for the stack's.
+  int extra(int p) const {
+    return p < stack_params_ ? -1 : extras_.at(static_cast<std::size_t>(p - stack_params_));
+  }
   // f(stack) on whichever block stack this model runs.
   template <typename F>
   decltype(auto) with_stack(F&& f) const {
@@ -121,11 +150,13 @@ class Gpt {
     });
   }
   const comm::Communicator* stream_group() const;               // LayerNorm group, or null
+  void head_backward(float dloss);
 
   const mesh::DeviceMesh* mesh_;
   GptConfig config_;
   AnyStack stack_;
   int stack_params_ = 0;
+  std::vector<int> extras_;  // the Extras this stage holds, in parameter order
   parallel::VocabShard vocab_;
   std::vector<std::string> names_;
   std::vector<Shape> shapes_;

@@ -39,9 +39,9 @@ std::vector<ParamEntry> block_param_table(int layer, std::int64_t h) {
   };
 }
 
-std::vector<ParamEntry> stack_param_table(int layers, std::int64_t hidden) {
+std::vector<ParamEntry> stack_param_table(int layers, std::int64_t hidden, int first) {
   std::vector<ParamEntry> all;
-  for (int l = 0; l < layers; ++l) {
+  for (int l = first; l < first + layers; ++l) {
     auto block = block_param_table(l, hidden);
     all.insert(all.end(), block.begin(), block.end());
   }

@@ -59,8 +59,9 @@ struct ParamEntry {
 
 // The kBlockParams entries of block `layer`, in BlockParam order.
 std::vector<ParamEntry> block_param_table(int layer, std::int64_t hidden);
-// Every block's entries, layer after layer.
-std::vector<ParamEntry> stack_param_table(int layers, std::int64_t hidden);
+// Every block's entries, layer after layer: blocks first … first+layers−1 (a pipeline
+// stage's share keeps the whole model's names).
+std::vector<ParamEntry> stack_param_table(int layers, std::int64_t hidden, int first = 0);
 
 // Global element g of a parameter under the GPT-2 init of an L-layer stack.
 float init_value(const ParamEntry& entry, std::uint64_t seed, int layers, std::int64_t g);

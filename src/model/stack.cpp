@@ -26,7 +26,7 @@ void validate(const StackConfig& c, const std::vector<int>& mesh_shape) {
 Stack::Stack(const mesh::DeviceMesh& mesh, const StackConfig& config)
     : mesh_(&mesh),
       config_(validated(config, mesh.shape())),
-      table_(stack_param_table(config.layers, config.block.hidden)),
+      table_(stack_param_table(config.layers, config.block.hidden, config.first_layer)),
       blocks_(config.layers, config.block.recompute,
               [&] { return std::make_unique<Block>(mesh, config.block); }) {
   std::int64_t ln_size = 0;
@@ -79,7 +79,7 @@ void Stack::init(std::uint64_t seed) {
     parallel::for_each_local(e.shard, e.shape, mesh_->shape(), mesh_->coords(),
                              [&](std::int64_t l, std::int64_t g) {
                                local[static_cast<std::size_t>(l)] =
-                                   init_value(e, seed, config_.layers, g);
+                                   init_value(e, seed, config_.init_layers(), g);
                              });
   }
 }

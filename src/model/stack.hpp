@@ -44,6 +44,11 @@ namespace meshtp::model {
 struct StackConfig {
   BlockConfig block;
   int layers = 1;
+  // A pipeline stage's share of a deeper model: its blocks are the model's first_layer …
+  // first_layer+layers−1 (names and init as in the whole model of model_layers; 0: layers).
+  int first_layer = 0;
+  int model_layers = 0;
+  int init_layers() const { return model_layers > 0 ? model_layers : layers; }
 };
 
 void validate(const StackConfig& config, const std::vector<int>& mesh_shape);

@@ -18,24 +18,24 @@
 #include "train/chrome_trace.hpp"
 #include "train/lr_schedule.hpp"
 #include "train/metrics_log.hpp"
+#include "train/pipeline_model.hpp"
 #include "train/zero.hpp"
 
 namespace meshtp::train {
 namespace {
 
 // Mean loss over `batches` validation batches of the global batch, identical on every rank.
-double validation_loss(model::Gpt& gpt, const ByteCorpus& corpus, const TrainConfig& config,
-                       int dp_rank, const comm::Communicator& dp_group,
+double validation_loss(PipelineModel& model, const ByteCorpus& corpus, const TrainConfig& config,
                        std::vector<std::int32_t>& tokens, std::vector<std::int32_t>& targets) {
-  const std::int64_t rows = gpt.config().batch;
+  const std::int64_t rows = model.replica_rows();
   double sum = 0.0;
   for (int j = 0; j < config.eval_batches; ++j) {
-    corpus.sample(Split::kValidation, config.seed, j, config.model.batch, dp_rank * rows, rows,
-                  static_cast<int>(config.model.seq), tokens, targets);
-    sum += gpt.forward(tokens, targets);
+    corpus.sample(Split::kValidation, config.seed, j, config.model.batch,
+                  model.dp_rank() * rows, rows, static_cast<int>(config.model.seq), tokens,
+                  targets);
+    sum += model.loss(tokens, targets);
   }
-  dp_group.all_reduce(std::span<double>(&sum, 1));
-  return sum / (config.eval_batches * dp_group.size());
+  return sum / config.eval_batches;
 }
 
 }  // namespace
@@ -43,21 +43,36 @@ double validation_loss(model::Gpt& gpt, const ByteCorpus& corpus, const TrainCon
 std::string layout_string(const TrainConfig& c) {
   const layout::Plan& p = c.model.layout;
   std::string s = fmt::format("dp={} tp={}x{}", p.dp, p.mesh[0], p.mesh[1]);
+  if (p.pp > 1 || p.microbatches > 1) {
+    s += fmt::format(" pp={} microbatches={} {}", p.pp, p.microbatches, p.schedule);
+    if (p.virtual_stages > 1) s += fmt::format(":{}", p.virtual_stages);
+  }
   if (p.zero > 0) s += fmt::format(" zero={}", p.zero);
   if (p.recompute != layout::Recompute::kNone) s += fmt::format(" recompute={}", p.recompute);
   return s;
 }
 
 void validate(const TrainConfig& c, int world_size) {
-  const int dp = c.model.layout.dp;
-  const std::array<int, 2>& tp = c.model.layout.mesh;
+  const layout::Plan& plan = c.model.layout;
+  const int dp = plan.dp, pp = plan.pp, m = plan.microbatches;
+  const std::array<int, 2>& tp = plan.mesh;
   MESHTP_CHECK(dp >= 1, "--dp={} must be ≥ 1", dp);
-  const int ranks = c.model.layout.ranks();
+  MESHTP_CHECK(pp >= 1 && m >= 1, "--pp={} and --microbatches={} must be ≥ 1", pp, m);
+  const int ranks = plan.ranks();
   MESHTP_CHECK(ranks == world_size,
-               "dp={} × tp={}x{} needs {} ranks, but {} are running: make dp·d1·d2 equal the "
-               "number of ranks",
-               dp, tp[0], tp[1], ranks, world_size);
-  MESHTP_CHECK(c.model.batch % dp == 0, "batch={} is not divisible by dp={}", c.model.batch, dp);
+               "dp={}{} × tp={}x{} needs {} ranks, but {} are running: make dp·{}d1·d2 equal "
+               "the number of ranks",
+               dp, pp > 1 ? fmt::format(" × pp={}", pp) : "", tp[0], tp[1], ranks, world_size,
+               pp > 1 ? "pp·" : "");
+  MESHTP_CHECK(c.model.batch % (dp * m) == 0,
+               "batch={} does not split into dp={} × microbatches={}: make dp·microbatches "
+               "divide the batch",
+               c.model.batch, dp, m);
+  layout::make_schedule(plan.schedule, pp, m, plan.virtual_stages);  // throws naming the values
+  MESHTP_CHECK(model::pipeline_stages(plan) == 1 || c.checkpoint_dir.empty(),
+               "--checkpoint-dir with pp={} virtual_stages={}: checkpoints of pipeline stages are "
+               "not in the runtime yet (train without --checkpoint-dir, or with pp=1)",
+               pp, plan.virtual_stages);
   MESHTP_CHECK(c.model.layout.zero == 0 || dp > 1,
                "zero={} shards over the data-parallel replicas, but dp={}: use --dp > 1 or "
                "--zero 0",
@@ -90,9 +105,9 @@ void validate(const TrainConfig& c, int world_size) {
   at_least("trace-steps", c.trace_steps, 1);
   at_least("skip-nonfinite", c.skip_nonfinite, 0);
   MESHTP_CHECK(!c.resume || !c.checkpoint_dir.empty(), "--resume needs --checkpoint-dir");
-  model::GptConfig replica = c.model;
-  replica.batch = c.model.batch / dp;
-  model::validate(replica, {tp[0], tp[1]});
+  model::GptConfig microbatch = c.model;
+  microbatch.batch = c.model.batch / (dp * m);
+  model::validate(microbatch, {tp[0], tp[1]});
 }
 
 TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
@@ -108,21 +123,18 @@ TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
   const std::int64_t tensors_before = tensor_bytes();
   reset_tensor_peak();
   const int dp = config.model.layout.dp;
-  const mesh::DeviceMesh mesh(world,
-                              {dp, config.model.layout.mesh[0], config.model.layout.mesh[1]});
-  const mesh::DeviceMesh tp_mesh = mesh.submesh({1, 2});
-  const comm::Communicator& dp_group = mesh.dim_comm(0);
-  const int dp_rank = mesh.coord(0);
-
   model::GptConfig replica = config.model;
   replica.batch = config.model.batch / dp;
   const auto seq = static_cast<int>(config.model.seq);
   const ByteCorpus corpus = ByteCorpus::load(config.data, config.validation_fraction, seq);
-  model::Gpt gpt(tp_mesh, replica);
-  gpt.init(config.seed);
+  PipelineModel model(world, config.model, config.model.layout.zero, config.adamw);
+  model.init(config.seed);
+  const int dp_rank = model.dp_rank();
   TrainSummary summary;
-  for (int p = 0; p < gpt.num_params(); ++p) summary.parameters += numel(gpt.global_shape(p));
-  DataParallel data_parallel(gpt, dp_group, config.model.layout.zero, config.adamw);
+  summary.parameters = model.global_parameters();
+  // Checkpoints are of pipelines of one stage (validate() says so): its only chunk.
+  model::Gpt& gpt = model.chunk(0);
+  DataParallel& data_parallel = model.data_parallel(0);
   const LrSchedule schedule{.peak = config.lr, .min = config.min_lr,
                             .warmup_steps = config.warmup, .total_steps = config.steps};
 
@@ -190,28 +202,18 @@ TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
     double loss = 0.0;
     {
       const ScopedSpan span("step", SpanKind::kPhase);
-      gpt.zero_grads();
       {
-        const ScopedSpan fwd("forward", SpanKind::kPhase);
-        loss = gpt.forward(tokens, targets);
+        const ScopedSpan fwd("pipeline", SpanKind::kPhase);
+        loss = model.forward_backward(tokens, targets);
       }
-      {
-        const ScopedSpan bwd("backward", SpanKind::kPhase);
-        gpt.backward(1.0f / static_cast<float>(dp),
-                     [&](int layer) { data_parallel.start(layer); });
-        data_parallel.start_last();
-      }
-      data_parallel.finish();
-      dp_group.all_reduce(std::span<double>(&loss, 1));
-      loss /= dp;
       StepReport report;
       {
         const ScopedSpan opt("optimizer", SpanKind::kPhase);
-        report.grad_norm = data_parallel.grad_norm(world);
+        report.grad_norm = model.grad_norm(world);
         // loss and grad_norm are global, so every rank takes the same branch.
         if (std::isfinite(loss) && std::isfinite(report.grad_norm)) {
-          data_parallel.clip(report.grad_norm, config.grad_clip);
-          data_parallel.step(static_cast<float>(schedule.at(step)));
+          model.clip(report.grad_norm, config.grad_clip);
+          model.step(static_cast<float>(schedule.at(step)));
         } else {
           MESHTP_CHECK(summary.skipped_steps < config.skip_nonfinite,
                        "step {}: the loss is {} and the gradient norm {}; stopping before the "
@@ -253,8 +255,7 @@ TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
       const bool stopping = summary.stop_signal != 0;  // save, but do not validate: be quick
       if ((config.eval_every > 0 && (step + 1) % config.eval_every == 0 && !stopping) || last) {
         const ScopedSpan eval("validation", SpanKind::kPhase);
-        report.validation_loss =
-            validation_loss(gpt, corpus, run, dp_rank, dp_group, tokens, targets);
+        report.validation_loss = validation_loss(model, corpus, run, tokens, targets);
         summary.validation_loss = report.validation_loss;
       }
       if (checkpoints &&

@@ -47,7 +47,7 @@ DataParallel::DataParallel(model::Gpt& gpt, const comm::Communicator& dp_group, 
   MESHTP_CHECK(zero == 0 || dp_group.size() > 1,
                "zero={} shards over the data-parallel replicas, but dp=1: use --dp > 1 or --zero 0",
                zero);
-  const int layers = gpt.config().layers;
+  const int layers = model::stage_layers(gpt.config());  // this pipeline stage's blocks
   buckets_.resize(static_cast<std::size_t>(layers) + 1);
   for (int p = 0; p < gpt.num_params(); ++p) {
     const std::string& name = gpt.name(p);
@@ -55,7 +55,7 @@ DataParallel::DataParallel(model::Gpt& gpt, const comm::Communicator& dp_group, 
     if (name.rfind("layers.", 0) == 0) {
       const bool layernorm = name.find(".ln") != std::string::npos;
       if (!(layernorm && gpt.config().layout.sequence_parallel)) {
-        bucket = std::stoi(name.substr(7, name.find('.', 7) - 7));
+        bucket = std::stoi(name.substr(7, name.find('.', 7) - 7)) - gpt.first_layer();
       }
     }
     Bucket& b = buckets_[static_cast<std::size_t>(bucket)];

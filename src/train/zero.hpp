@@ -1,4 +1,4 @@
-// Data parallelism over the dp group of a (dp, d1, d2) layout, with the ZeRO stages of
+// Data parallelism over the dp group of a (dp, pp, d1, d2) layout, with the ZeRO stages of
 // Rajbhandari et al. 2020 (ZeRO §5.1–5.2): gradients summed over the replicas, the AdamW
 // update, and which of the optimizer state and the gradients each replica keeps.
 //

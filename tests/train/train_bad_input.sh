@@ -37,6 +37,28 @@ check unknown-model "error: .*'huge'.*tiny" "${small[@]}" --model huge
 check zero-without-dp "error: zero=1 shards over the data-parallel replicas, but dp=1" "${small[@]}" --tp 2x1 --zero 1
 check zero-3 "error: plan: zero=3: the runtime has ZeRO stages 0, 1 and 2" "${small[@]}" --tp 1x1 --dp 2 --zero 3
 check bad-recompute "error: unknown recompute 'some'" "${small[@]}" --recompute some
+# Pipeline stages (tiny has 2 layers; three.json 3).
+printf '{"name": "three", "layers": 3, "hidden": 32, "heads": 2, "vocab": 256, "batch": 4, "seq": 32}' \
+  > "$work/three.json"
+check pp-not-dividing-layers "error: layers=3 do not split into pp=2 × virtual_stages=1 = 2 pipeline stages" \
+  "${small[@]}" --model "$work/three.json" --pp 2
+check virtual-stages-not-dividing-layers "error: layers=2 do not split into pp=2 × virtual_stages=2 = 4 pipeline stages" \
+  "${small[@]}" --pp 2 --microbatches 2 --schedule interleaved:2
+check microbatches-not-dividing-batch "error: batch=4 does not split into dp=1 × microbatches=3" \
+  "${small[@]}" --pp 2 --microbatches 3
+check 1f1b-too-few-microbatches "error: pipeline: 1f1b needs at least as many microbatches as stages: microbatches=1 < pp=2" \
+  "${small[@]}" --pp 2 --schedule 1f1b
+check interleaved-microbatches "error: pipeline: interleaved runs microbatches in groups of pp: microbatches=3 is not a multiple of pp=2" \
+  --data "$work/corpus.txt" --seq 32 --batch 6 --pp 2 --microbatches 3 --schedule interleaved:2
+check pp-tp-world "error: dp=1 × pp=2 × tp=2x1 needs 4 ranks, but 2 are running" "${small[@]}" --pp 2 --tp 2x1
+check pp-world "error: dp=1 × pp=4 does not divide the 2 ranks" "${small[@]}" --pp 4
+check bad-schedule "error: unknown schedule 'zigzag'" "${small[@]}" --pp 2 --schedule zigzag
+check schedule-virtual-stages "error: --schedule '1f1b:2': only interleaved takes virtual stages" \
+  "${small[@]}" --pp 2 --microbatches 2 --schedule 1f1b:2
+check pp-checkpoint "error: --checkpoint-dir with pp=2 virtual_stages=1: checkpoints of pipeline stages are not in the runtime yet" \
+  "${small[@]}" --pp 2 --checkpoint-dir "$work/pp"
+check pp-mesh-auto "error: --mesh auto plans tensor parallelism over all ranks: drop --dp=1 and --pp=2" \
+  "${small[@]}" --pp 2 --mesh auto --topology nvlink-network-2
 check resume-without-checkpoint "error: --resume: checkpoint directory '$work/none' does not exist" \
   "${small[@]}" --checkpoint-dir "$work/none" --resume
 

@@ -1,0 +1,193 @@
+#include "train/pipeline_model.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <map>
+
+#include "core/error.hpp"
+#include "core/trace.hpp"
+#include "train/pipeline_run.hpp"
+
+namespace meshtp::train {
+namespace {
+
+mesh::DeviceMesh layout_mesh(const comm::Communicator& world, const layout::Plan& p) {
+  return mesh::DeviceMesh(world, {p.dp, p.pp, p.mesh[0], p.mesh[1]});
+}
+
+}  // namespace
+
+PipelineModel::PipelineModel(const comm::Communicator& world, const model::GptConfig& config,
+                             int zero, const AdamWConfig& adamw)
+    : mesh_(layout_mesh(world, config.layout)),
+      tp_mesh_(mesh_.submesh({2, 3})),
+      tie_(mesh_.dim_comm(1).split(
+          mesh_.coord(1) == 0 || mesh_.coord(1) + 1 == config.layout.pp ? 0 : 1 + mesh_.coord(1),
+          mesh_.coord(1), "tied-embedding")),
+      schedule_(layout::make_schedule(config.layout.schedule, config.layout.pp,
+                                      config.layout.microbatches, config.layout.virtual_stages)) {
+  const layout::Plan& p = config.layout;
+  MESHTP_CHECK(config.batch % (p.dp * p.microbatches) == 0,
+               "batch={} does not split into dp={} × microbatches={}: make dp·microbatches "
+               "divide the batch",
+               config.batch, p.dp, p.microbatches);
+  rows_ = config.batch / p.dp;
+  microbatch_rows_ = rows_ / p.microbatches;
+  seq_ = config.seq;
+  for (int k = 0; k < p.virtual_stages; ++k) {
+    model::GptConfig c = config;
+    c.batch = microbatch_rows_;
+    c.stage = k * p.pp + mesh_.coord(1);
+    gpts_.push_back(std::make_unique<model::Gpt>(tp_mesh_, c));
+    dps_.push_back(std::make_unique<DataParallel>(*gpts_.back(), mesh_.dim_comm(0), zero, adamw));
+  }
+  for (const auto& g : gpts_) {
+    if (!g->has_head()) scratch_out_ = Tensor({g->stream_floats()});
+  }
+}
+
+std::vector<std::string> describe_layout(const layout::Plan& p, int layers) {
+  const int tp = p.mesh[0] * p.mesh[1], stages = p.pp * p.virtual_stages;
+  std::vector<std::string> out{fmt::format(
+      "world rank = ((r_dp·{} + r_pp)·{} + i)·{} + j: tp groups of {} consecutive ranks, "
+      "pipeline groups of {} (stride {}), data-parallel groups of {} (stride {})",
+      p.pp, p.mesh[0], p.mesh[1], tp, p.pp, tp, p.dp, p.pp * tp)};
+  std::string line;
+  for (int s = 0; s < stages; ++s) {
+    const int r = s % p.pp, per = layers / stages;
+    line += fmt::format("{}stage {}: layers {}–{}{}{} on pipeline rank {} (ranks {}–{}{})",
+                        s == 0 ? "" : "; ", s, s * per, (s + 1) * per - 1,
+                        s == 0 ? " + embedding" : "", s + 1 == stages ? " + head" : "", r, r * tp,
+                        r * tp + tp - 1, p.dp > 1 ? fmt::format(" of replica 0") : "");
+  }
+  out.push_back(line);
+  return out;
+}
+
+std::int64_t PipelineModel::global_parameters() const {
+  double n = 0;
+  for (const auto& g : gpts_) {
+    for (int p = 0; p < g->num_params(); ++p) {
+      // The tied embedding counts once: on stage 0.
+      if (g->is_tied_embedding(p) && !g->has_embedding()) continue;
+      n += static_cast<double>(numel(g->global_shape(p)));
+    }
+  }
+  mesh_.dim_comm(1).all_reduce(std::span<double>(&n, 1));
+  return static_cast<std::int64_t>(n);
+}
+
+void PipelineModel::init(std::uint64_t seed) {
+  for (auto& g : gpts_) g->init(seed);
+}
+
+void PipelineModel::sum_tied_embedding() {
+  const int pp = mesh_.size(1), r = mesh_.coord(1);
+  if (model::pipeline_stages(gpts_.front()->config().layout) == 1) return;  // one wte, whole
+  const auto wte_grad = [](model::Gpt& g) -> Tensor& {
+    for (int p = 0; p < g.num_params(); ++p) {
+      if (g.is_tied_embedding(p)) return g.grad(p);
+    }
+    fail("pipeline: stage {} holds no token embedding", g.config().stage);
+  };
+  if (pp == 1) {  // stages 0 and S−1 are this rank's first and last chunks
+    Tensor& a = wte_grad(*gpts_.front());
+    Tensor& b = wte_grad(*gpts_.back());
+    for (std::int64_t i = 0; i < a.numel(); ++i) b[i] = a[i] = a[i] + b[i];
+    return;
+  }
+  if (r == 0) tie_.all_reduce(wte_grad(*gpts_.front()).values());
+  if (r == pp - 1) tie_.all_reduce(wte_grad(*gpts_.back()).values());
+}
+
+double PipelineModel::run(std::span<const std::int32_t> tokens,
+                          std::span<const std::int32_t> targets, bool train) {
+  const int pp = mesh_.size(1), m = schedule_.microbatches, v = chunks();
+  const std::int64_t per = microbatch_rows_ * seq_;
+  MESHTP_CHECK(static_cast<std::int64_t>(tokens.size()) == rows_ * seq_ &&
+                   tokens.size() == targets.size(),
+               "pipeline: {} tokens and {} targets for {} rows × seq {}", tokens.size(),
+               targets.size(), rows_, seq_);
+  const auto mb = [&](std::span<const std::int32_t> all, int i) {
+    return all.subspan(static_cast<std::size_t>(i * per), static_cast<std::size_t>(per));
+  };
+  const float dloss = 1.0f / static_cast<float>(mesh_.size(0) * m);
+  double loss = 0.0;
+  std::vector<int> last_forward(static_cast<std::size_t>(v), -1), backwards(static_cast<std::size_t>(v), 0);
+  std::vector<std::map<int, Tensor>> inputs(static_cast<std::size_t>(v));  // per chunk, per microbatch
+  if (train) {
+    for (auto& g : gpts_) g->zero_grads();
+  }
+  PipelineStages fns;
+  fns.message_floats = gpts_.front()->stream_floats();
+  fns.forward = [&](int i, int stage, std::span<const float> in, std::span<float> out) {
+    const ScopedSpan span("forward", SpanKind::kPhase);
+    const auto k = static_cast<std::size_t>(stage / pp);
+    if (train && !in.empty()) {
+      inputs[k][i] = Tensor({static_cast<std::int64_t>(in.size())},
+                            std::vector<float>(in.begin(), in.end()));
+    }
+    loss += gpts_[k]->forward(mb(tokens, i), mb(targets, i), in, out);
+    last_forward[k] = i;
+  };
+  fns.backward = [&](int i, int stage, std::span<const float> dout, std::span<float> din) {
+    if (!train) return;  // evaluation: nothing flows back (din is sent, unread)
+    const ScopedSpan span("backward", SpanKind::kPhase);
+    const auto k = static_cast<std::size_t>(stage / pp);
+    model::Gpt& g = *gpts_[k];
+    if (last_forward[k] != i) {  // rematerialise F(i, stage) from its saved input
+      const auto it = inputs[k].find(i);
+      const std::span<const float> in =
+          it == inputs[k].end() ? std::span<const float>() : std::span<const float>(it->second.values());
+      g.forward(mb(tokens, i), mb(targets, i), in,
+                g.has_head() ? std::span<float>() : scratch_out_.values());
+    }
+    inputs[k].erase(i);
+    last_forward[k] = -1;
+    DataParallel& dp = *dps_[k];
+    const bool last = ++backwards[k] == m;  // the gradients of this chunk are final after it
+    g.backward(dloss, last ? std::function<void(int)>([&dp](int layer) { dp.start(layer); })
+                           : std::function<void(int)>(),
+               dout, din);
+  };
+  run_pipeline(schedule_, mesh_.dim_comm(1), fns);
+  if (train) {
+    sum_tied_embedding();
+    for (auto& dp : dps_) dp->start_last();
+    for (auto& dp : dps_) dp->finish();
+  }
+  // Only the last stage computed losses: sum over the pipeline, then the replicas.
+  mesh_.dim_comm(1).all_reduce(std::span<double>(&loss, 1));
+  mesh_.dim_comm(0).all_reduce(std::span<double>(&loss, 1));
+  return loss / (mesh_.size(0) * m);
+}
+
+double PipelineModel::forward_backward(std::span<const std::int32_t> tokens,
+                                       std::span<const std::int32_t> targets) {
+  return run(tokens, targets, true);
+}
+
+double PipelineModel::loss(std::span<const std::int32_t> tokens,
+                           std::span<const std::int32_t> targets) {
+  return run(tokens, targets, false);
+}
+
+double PipelineModel::grad_norm(const comm::Communicator& world) const {
+  double squares = 0.0;
+  for (const auto& dp : dps_) {
+    const double n = dp->grad_norm(world);
+    squares += n * n;
+  }
+  return std::sqrt(squares);
+}
+
+void PipelineModel::clip(double norm, double max_norm) {
+  for (auto& dp : dps_) dp->clip(norm, max_norm);
+}
+
+void PipelineModel::step(float lr) {
+  for (auto& dp : dps_) dp->step(lr);
+}
+
+}  // namespace meshtp::train

@@ -1,0 +1,93 @@
+// One rank's share of a (dp, pp, d1, d2) layout: its pipeline stages' models (model::Gpt, one
+// per virtual stage), their data parallelism (train/zero.hpp), and the step's forward and
+// backward over m microbatches run by the pipeline interpreter (train/pipeline_run.hpp).
+//
+//   world    dp × pp × d1 × d2 ranks, row-major (tensor parallelism innermost, data
+//            parallelism outermost): rank (r_dp, r_pp, i, j)
+//   groups   tp mesh (d1, d2)  the ranks sharing (r_dp, r_pp)
+//            pp group          the ranks sharing (r_dp, i, j): stage s+1 receives stage s's
+//                              block of the residual stream from the same (i, j)
+//            dp group          the ranks sharing (r_pp, i, j): gradient reduction, ZeRO
+//            tie group         pp ranks 0 and pp−1 of a pp group: the tied embedding
+//   stages   S = pp·v; this rank holds stages k·pp + r_pp for chunks k < v, each L/S blocks
+//
+//   per step (global batch B, replica rows B/dp, microbatch rows b = B/(dp·m)):
+//     run the schedule: F(i, s) = stage s's forward of microbatch i, B(i, s) its backward
+//                       with dloss = 1/(dp·m), so the gradients sum to the batch mean's
+//     tie               ∂wte from stage 0 (embedding) + ∂wte from stage S−1 (head)
+//     reduce            each chunk's DataParallel, buckets started as their blocks finish
+//     loss              Σ_i loss_i on the last stage, summed over pp and dp, / (dp·m)
+//
+// Activations: a stage keeps only the input of each microbatch in flight (what it received,
+// or its tokens), and re-runs F(i, s) before B(i, s) unless F(i, s) was its last forward —
+// the boundary rematerialisation of GPipe (Huang et al. 2019, §2.2): exact (a forward is
+// deterministic), and in 1F1B's steady state (F(i) then B(i) on the last stage) free.
+// The bubble of each schedule is layout/pipeline_schedule.hpp's.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "layout/pipeline_schedule.hpp"
+#include "mesh/device_mesh.hpp"
+#include "model/gpt.hpp"
+#include "train/adamw.hpp"
+#include "train/zero.hpp"
+
+namespace meshtp::train {
+
+// How a plan splits the world and the model, for printing: the rank order and the groups,
+// then which ranks hold which stage's layers. E.g. dp 1 × pp 2 × tp 2x1 of 4 layers:
+//   "world rank = ((r_dp·2 + r_pp)·2 + i)·1 + j: tp groups of 2 consecutive ranks, pipeline
+//    groups of 2 (stride 2), data-parallel groups of 1 (stride 4)"
+//   "stage 0: layers 0–1 + embedding on pipeline rank 0 (ranks 0–1); stage 1: …"
+std::vector<std::string> describe_layout(const layout::Plan& plan, int layers);
+
+class PipelineModel {
+ public:
+  // config.batch: the global batch. Collective over `world` (size = plan.ranks()).
+  PipelineModel(const comm::Communicator& world, const model::GptConfig& config, int zero,
+                const AdamWConfig& adamw);
+  PipelineModel(const PipelineModel&) = delete;
+  PipelineModel& operator=(const PipelineModel&) = delete;
+
+  int chunks() const { return static_cast<int>(gpts_.size()); }
+  model::Gpt& chunk(int k) { return *gpts_.at(static_cast<std::size_t>(k)); }
+  DataParallel& data_parallel(int k) { return *dps_.at(static_cast<std::size_t>(k)); }
+  int dp_rank() const { return mesh_.coord(0); }
+  const comm::Communicator& dp_group() const { return mesh_.dim_comm(0); }
+  std::int64_t replica_rows() const { return rows_; }  // B/dp
+  std::int64_t global_parameters() const;               // every element once (collective)
+
+  void init(std::uint64_t seed);
+  // tokens/targets: this replica's B/dp rows. Gradients of the whole batch, reduced over dp
+  // (DataParallel::finish done). Returns the global batch's mean loss, identical everywhere.
+  double forward_backward(std::span<const std::int32_t> tokens,
+                          std::span<const std::int32_t> targets);
+  // The global mean loss of a batch, forward only (the same schedule, no-op backwards).
+  double loss(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets);
+
+  double grad_norm(const comm::Communicator& world) const;  // over every chunk
+  void clip(double norm, double max_norm);
+  void step(float lr);
+
+ private:
+  double run(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets,
+             bool train);
+  void sum_tied_embedding();
+
+  mesh::DeviceMesh mesh_;  // (dp, pp, d1, d2)
+  mesh::DeviceMesh tp_mesh_;
+  comm::Communicator tie_;  // pp ranks 0 and pp−1 (others: a group of their own)
+  layout::PipelineSchedule schedule_;
+  std::int64_t rows_ = 0, microbatch_rows_ = 0, seq_ = 0;
+  std::vector<std::unique_ptr<model::Gpt>> gpts_;
+  std::vector<std::unique_ptr<DataParallel>> dps_;
+  Tensor scratch_out_;  // a re-run forward's output (already sent)
+};
+
+}  // namespace meshtp::train
