@@ -327,7 +327,7 @@ void Block::backward(const ChunkedMatrix& dx, const ChunkedMatrix& dy, BlockWork
   fc1_.backward_weight(dfc1, xn2g, &progress_);
   for (int i = 0; i < C; ++i) {
     fc1_.backward_data_wait(i);
-    copy(dy.chunk(i), dxmid.chunk(i));
+    residual_backward_copy(dxmid.chunk(i), dy.chunk(i));
     parallel::layernorm_sharded_backward(
         dxmid.chunk(i), g_[kLn2Weight], g_[kLn2Bias], dxn.chunk(i), xmid.chunk(i),
         p_[kLn2Weight], rows_of(ln2_mean_.values(), i), rows_of(ln2_rstd_.values(), i), h,
@@ -352,7 +352,7 @@ void Block::backward(const ChunkedMatrix& dx, const ChunkedMatrix& dy, BlockWork
   qkv_.backward_weight(dqkv_g, xn1g, &progress_);
   for (int i = 0; i < C; ++i) {
     qkv_.backward_data_wait(i);
-    copy(dxmid.chunk(i), dx.chunk(i));
+    residual_backward_copy(dx.chunk(i), dxmid.chunk(i));
     parallel::layernorm_sharded_backward(
         dx.chunk(i), g_[kLn1Weight], g_[kLn1Bias], dxn.chunk(i), x_.chunk(i), p_[kLn1Weight],
         rows_of(ln1_mean_.values(), i), rows_of(ln1_rstd_.values(), i), h, ln_group_,

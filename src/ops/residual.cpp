@@ -50,6 +50,15 @@ void residual_backward(MatrixView da, MatrixView db, ConstMatrixView dy) {
   accumulate(db, dy);
 }
 
+void residual_backward_copy(MatrixView d, ConstMatrixView dy) {
+  const ScopedSpan span("residual", SpanKind::kCompute);
+  check_same_shape("residual_backward_copy d vs dy", d, dy);
+  if (sim::charge_bytes(op_costs::bytes(dy.rows * dy.cols, op_costs::kResidualBackwardTouches))) {
+    return;
+  }
+  copy(dy, d);
+}
+
 void residual_accumulate(MatrixView acc, ConstMatrixView x) {
   const ScopedSpan span("residual", SpanKind::kCompute);
   check_same_shape("residual_accumulate acc vs x", acc, x);

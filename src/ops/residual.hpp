@@ -18,6 +18,11 @@ void residual_forward(MatrixView y, ConstMatrixView a, ConstMatrixView b);
 // da += dy,  db += dy
 void residual_backward(MatrixView da, MatrixView db, ConstMatrixView dy);
 
+// d = dy: the residual's backward when the branch's input gradient starts here (a block's
+// x_mid and x: dy is handed on and the branch's backward adds to it). One read and one write
+// per element (op_costs kResidualBackwardTouches).
+void residual_backward_copy(MatrixView d, ConstMatrixView dy);
+
 // acc += x: one input's half of residual_backward, for a sum whose other input needs no
 // gradient here (e.g. the position embedding's gradient, summed over the batch).
 void residual_accumulate(MatrixView acc, ConstMatrixView x);

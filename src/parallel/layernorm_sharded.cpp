@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/op_costs.hpp"
+#include "core/simulation.hpp"
 #include "core/trace.hpp"
 #include "ops/kernels.hpp"
 #include "ops/layernorm.hpp"
@@ -43,18 +45,22 @@ void layernorm_sharded_forward(MatrixView y, std::span<float> mean, std::span<fl
                    static_cast<std::int64_t>(rstd.size()) == N,
                "layernorm_sharded_forward: y {}x{}, x {}x{}, w {}, b {}, mean {}, rstd {}",
                y.rows, y.cols, N, C, w.size(), b.size(), mean.size(), rstd.size());
+  // Simulated build, charged mode: the time instead of the work (core/simulation.hpp), the
+  // same bytes as the serial LayerNorm; the statistics' all-reduce still runs.
+  const bool charged =
+      sim::charge_bytes(op_costs::bytes(N * C, op_costs::kLayerNormForwardTouches));
   // Σx and Σx² per row (double lanes), all-reduced with the other feature shards.
   const auto& k = kernels::fast();
   double* s1 = scratch.data();
   double* s2 = scratch.data() + N;
-  for (std::int64_t n = 0; n < N; ++n) {
+  for (std::int64_t n = 0; n < N && !charged; ++n) {
     const kernels::RowSums m = k.moments(x.data + n * x.ld, C);
     s1[n] = m.first;
     s2[n] = m.second;
   }
   group->all_reduce(scratch.first(static_cast<std::size_t>(2 * N)));
   const double inv_c = 1.0 / static_cast<double>(c_global);
-  for (std::int64_t n = 0; n < N; ++n) {
+  for (std::int64_t n = 0; n < N && !charged; ++n) {
     const double mu = s1[n] * inv_c;
     const double var = std::max(s2[n] * inv_c - mu * mu, 0.0);
     mean[n] = static_cast<float>(mu);
@@ -83,11 +89,13 @@ void layernorm_sharded_backward(MatrixView dx, std::span<float> dw, std::span<fl
                    static_cast<std::int64_t>(w.size()) == C,
                "layernorm_sharded_backward: dx {}x{}, dy {}x{}, x {}x{}, w {}, dw {}, db {}",
                dx.rows, dx.cols, dy.rows, dy.cols, N, C, w.size(), dw.size(), db.size());
+  const bool charged =
+      sim::charge_bytes(op_costs::bytes(N * C, op_costs::kLayerNormBackwardTouches));
   // Σ g and Σ g·x̂ per row (g = dy⊙w), all-reduced with the other feature shards.
   const auto& k = kernels::fast();
   double* t1 = scratch.data();
   double* t2 = scratch.data() + N;
-  for (std::int64_t n = 0; n < N; ++n) {
+  for (std::int64_t n = 0; n < N && !charged; ++n) {
     const kernels::RowSums r =
         k.layernorm_row_backward_sums(dy.data + n * dy.ld, x.data + n * x.ld, C, w.data(),
                                       mean[n], rstd[n], dw.data(), db.data());
@@ -96,7 +104,7 @@ void layernorm_sharded_backward(MatrixView dx, std::span<float> dw, std::span<fl
   }
   group->all_reduce(scratch.first(static_cast<std::size_t>(2 * N)));
   const double inv_c = 1.0 / static_cast<double>(c_global);
-  for (std::int64_t n = 0; n < N; ++n) {
+  for (std::int64_t n = 0; n < N && !charged; ++n) {
     k.layernorm_row_backward_apply(dx.data + n * dx.ld, dy.data + n * dy.ld, x.data + n * x.ld, C,
                                    w.data(), mean[n], rstd[n], static_cast<float>(t1[n] * inv_c),
                                    static_cast<float>(t2[n] * inv_c));
