@@ -137,9 +137,15 @@ plan::ModelSpec runtime_model(plan::ModelSpec model) {
   return model;
 }
 
+plan::Topology simulated_topology(plan::Topology topology) {
+  topology.calibration.groups.clear();
+  return topology;
+}
+
 Prediction predict(const plan::Topology& topology, const plan::ModelSpec& model, int devices,
                    const RunSpec& spec) {
-  const plan::PlanRequest request{.topology = topology, .model = runtime_model(model),
+  const plan::PlanRequest request{.topology = simulated_topology(topology),
+                                  .model = runtime_model(model),
                                   .devices = devices};
   request.validate();
   switch (spec.what) {

@@ -32,6 +32,15 @@ struct Prediction {
 // The model as the runtime runs it: fp32, no recomputation, no embedding (vocab 0).
 plan::ModelSpec runtime_model(plan::ModelSpec model);
 
+// The topology as the simulation runs it: its graph (or levels) and device rates, without
+// measured group bandwidths (calibration.groups). A platform has one bandwidth per link, so
+// it cannot hold several measured all-reduce bandwidths that no link capacity reproduces at
+// once — ATP §5.3 calibrates IC1 (pcie-8xa100) to B1 = 0.97 GB/s on mesh (8, 1) and 1.20 GB/s
+// on (2, 4), whose socket link the levels price at 1.6975/4 = 0.42 GB/s for (2, 4). The
+// prediction beside a simulation prices the same graph, with the modelled bandwidths; the
+// calibrated device rates (gemm_tflops, elementwise_gbps) are in the platform and stay.
+plan::Topology simulated_topology(plan::Topology topology);
+
 // `model` is the whole model (its layers: what the planner's step prices); spec.model.layers
 // is what the simulation runs.
 Prediction predict(const plan::Topology& topology, const plan::ModelSpec& model, int devices,
