@@ -15,11 +15,13 @@ Cases (--full adds the slow ones; each list says which are in):
              knob; MeshSlice's gain over the others.  --full only (256 simulated devices)
 """
 import argparse
+import concurrent.futures
 import json
 import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 ATP_TOPOLOGIES = [("IC1", "pcie-8xa100", 8), ("IC2", "dual-nvlink-8xa100", 8),
@@ -27,14 +29,17 @@ ATP_TOPOLOGIES = [("IC1", "pcie-8xa100", 8), ("IC2", "dual-nvlink-8xa100", 8),
                   ("IC5", "nvlink-hdr-4x4", 16), ("IC6", "torus-4x4", 16)]
 
 
-def simulate(meshtp, args, log):
+def simulate(meshtp, args, log, lock):
     cmd = [meshtp, "simulate", "--json"] + args
     t0 = time.time()
     p = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.time() - t0
-    log.write("$ " + " ".join(cmd) + f"\n# {wall:.1f} s, exit {p.returncode}\n")
+    with lock:
+        log.write("$ " + " ".join(cmd) + f"\n# {wall:.1f} s, exit {p.returncode}\n")
+        if p.returncode != 0:
+            log.write(p.stderr + "\n")
+        log.flush()
     if p.returncode != 0:
-        log.write(p.stderr + "\n")
         return None, p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "failed"
     line = [l for l in p.stdout.splitlines() if l.startswith("{")][-1]
     return json.loads(line), None
@@ -68,35 +73,29 @@ def summarize(case, j):
     return out
 
 
-def atp_cases(meshtp, full, log):
+def atp_cases(full):
     models = ["atp-m1", "atp-m2", "atp-m3", "atp-m4"] if full else ["atp-m1", "atp-m2"]
     out = []
-    for ic, topo, n in ATP_TOPOLOGIES:
-        for m in models:
+    for m in models:
+        for ic, topo, n in ATP_TOPOLOGIES:
             case = {"suite": "atp", "interconnect": ic, "topology": topo, "model": m, "devices": n}
-            print(f"atp: {ic} {topo} {m} ...", flush=True)
-            j, err = simulate(meshtp, ["--topology", topo, "--model", m, "--devices", str(n),
-                                       "--what", "layer", "--strategies", "atp,megatron",
-                                       "--top", "100"], log)
-            out.append(summarize(case, j) if j else dict(case, failed=err))
+            out.append((case, ["--topology", topo, "--model", m, "--devices", str(n),
+                               "--what", "layer", "--strategies", "atp,megatron", "--top", "100"]))
     return out
 
 
-def fig12_cases(meshtp, full, log):
+def fig12_cases(full):
     sizes = [8, 16, 32, 64, 128] if full else [8, 16, 32]
     out = []
     for n in sizes:
         topo = f"nvlink-network-{n}"
         case = {"suite": "fig12", "topology": topo, "model": "atp-m1", "devices": n}
-        print(f"fig12: {topo} ...", flush=True)
-        j, err = simulate(meshtp, ["--topology", topo, "--model", "atp-m1", "--devices", str(n),
-                                   "--what", "layer", "--strategies", "atp,megatron",
-                                   "--top", "100"], log)
-        out.append(summarize(case, j) if j else dict(case, failed=err))
+        out.append((case, ["--topology", topo, "--model", "atp-m1", "--devices", str(n),
+                           "--what", "layer", "--strategies", "atp,megatron", "--top", "100"]))
     return out
 
 
-def meshslice_cases(meshtp, full, log):
+def meshslice_cases(full):
     if not full:
         return []
     out = []
@@ -105,12 +104,32 @@ def meshslice_cases(meshtp, full, log):
         for algo in algos:
             case = {"suite": "meshslice", "topology": "tpuv4-torus-16x16", "model": "gpt3-175b",
                     "devices": 256, "mesh": mesh, "algorithm": algo}
-            print(f"meshslice: {algo} {mesh} ...", flush=True)
-            j, err = simulate(meshtp, ["--topology", "tpuv4-torus-16x16", "--model", "gpt3-175b",
-                                       "--devices", "256", "--what", "gemm2d", "--mesh", mesh,
-                                       "--strategy", algo], log)
-            out.append(summarize(case, j) if j else dict(case, failed=err))
+            out.append((case, ["--topology", "tpuv4-torus-16x16", "--model", "gpt3-175b",
+                               "--devices", "256", "--what", "gemm2d", "--mesh", mesh,
+                               "--strategy", algo]))
     return out
+
+
+def run_cases(meshtp, cases, jobs, log, on_result):
+    """Simulate each case (`jobs` at a time: simulated time does not depend on the machine's
+    load, so cases may share the cores); on_result(results so far) after each one."""
+    results = [None] * len(cases)
+    lock = threading.Lock()
+
+    def one(i):
+        case, args = cases[i]
+        name = " ".join(str(case[k]) for k in ("interconnect", "topology", "model", "mesh",
+                                                "algorithm") if k in case)
+        print(f"{case['suite']}: {name} ...", flush=True)
+        j, err = simulate(meshtp, args, log, lock)
+        with lock:
+            results[i] = summarize(case, j) if j else dict(case, failed=err)
+            on_result([r for r in results if r is not None])
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        for f in [pool.submit(one, i) for i in range(len(cases))]:
+            f.result()
+    return results
 
 
 def fmt_ms(s):
@@ -223,30 +242,48 @@ def plot(out_dir, results):
     return made
 
 
+def write_results(out_dir, full, results, wall):
+    tmp = os.path.join(out_dir, "results.json.tmp")
+    with open(tmp, "w") as f:
+        json.dump({"full": full, "wall_s": wall, "cases": results}, f, indent=1)
+    os.replace(tmp, os.path.join(out_dir, "results.json"))
+    tmp = os.path.join(out_dir, "results.md.tmp")
+    write_markdown(tmp, results, wall)
+    os.replace(tmp, os.path.join(out_dir, "results.md"))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("--meshtp", default="build/src/cli/meshtp")
     ap.add_argument("--full", action="store_true")
     ap.add_argument("--suites", default="atp,fig12,meshslice")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="cases simulated at once (each is one smpirun process)")
     a = ap.parse_args()
+    if a.jobs < 1:
+        sys.exit(f"error: --jobs={a.jobs} must be at least 1")
     os.makedirs(a.out, exist_ok=True)
     t0 = time.time()
-    results = []
+    suites = a.suites.split(",")
+    for name in suites:
+        if name not in ("atp", "fig12", "meshslice"):
+            sys.exit(f"error: --suites: unknown suite '{name}' (atp, fig12, meshslice)")
+    cases = []
+    if "atp" in suites:
+        cases += atp_cases(a.full)
+    if "fig12" in suites:
+        cases += fig12_cases(a.full)
+    if "meshslice" in suites:
+        cases += meshslice_cases(a.full)
+    # The first model on every interconnect and the Fig. 12 trend first, the larger cases after.
+    cases.sort(key=lambda c: 0 if c[0].get("model") == "atp-m1" else 1)
     with open(os.path.join(a.out, "simulate.log"), "w") as log:
-        suites = a.suites.split(",")
-        if "atp" in suites:
-            results += atp_cases(a.meshtp, a.full, log)
-        if "fig12" in suites:
-            results += fig12_cases(a.meshtp, a.full, log)
-        if "meshslice" in suites:
-            results += meshslice_cases(a.meshtp, a.full, log)
+        # Results so far are rewritten after every case: a long run can be read while it runs.
+        results = run_cases(a.meshtp, cases, a.jobs, log,
+                            lambda done: write_results(a.out, a.full, done, time.time() - t0))
     wall = time.time() - t0
-    tmp = os.path.join(a.out, "results.json.tmp")
-    with open(tmp, "w") as f:
-        json.dump({"full": a.full, "wall_s": wall, "cases": results}, f, indent=1)
-    os.replace(tmp, os.path.join(a.out, "results.json"))
-    write_markdown(os.path.join(a.out, "results.md"), results, wall)
+    write_results(a.out, a.full, results, wall)
     plots = plot(a.out, results)
     print(f"wrote {a.out}/results.md, results.json" +
           "".join(f", {p}" for p in plots) + f" ({wall:.0f} s)")
