@@ -67,7 +67,9 @@ AtpEstimate atp_estimate(const ModelSpec& m, const MeshLinks& links, int chunks,
       {"mlp1", 2 * M * h * 4 * h, 1, M * 4 * h / d1},
       {"mlp2", 2 * M * 4 * h * h, 0, M * h / d2},
   };
-  double latency = 0;  // Σ α over the four all-reduces of one pass
+  // Per mesh dim: Σ α over the pass's all-reduces on it, and their time (forward, backward).
+  double latency[2] = {0, 0};
+  double comm_dim[2][2] = {{0, 0}, {0, 0}};  // [backward][dim]
   for (const bool backward : {false, true}) {
     for (const OpShape& op : shapes) {
       AtpOp a;
@@ -80,16 +82,23 @@ AtpEstimate atp_estimate(const ModelSpec& m, const MeshLinks& links, int chunks,
         a.mesh_dim = op.dim;
         a.allreduce_bytes = op.elements * e;
         a.comm_s = ring_all_reduce_time(dim.all_reduce, dim.size, a.allreduce_bytes);
-        if (!backward) latency += ring_all_reduce_time(dim.all_reduce, dim.size, 0);
+        if (!backward) latency[op.dim] += ring_all_reduce_time(dim.all_reduce, dim.size, 0);
+        comm_dim[backward ? 1 : 0][op.dim] += a.comm_s;
       }
       (backward ? est.compute_bwd_s : est.compute_fwd_s) += a.compute_s;
       (backward ? est.comm_bwd_s : est.comm_fwd_s) += a.comm_s;
       est.ops.push_back(std::move(a));
     }
   }
-  // Chunking re-launches every forward all-reduce once per chunk.
+  // Chunking re-launches every all-reduce once per chunk, forward and backward.
   const double c = chunks;
-  const double comm_fwd = est.comm_fwd_s + (c - 1) * latency;
+  double fwd_dim[2], bwd_dim[2];  // X_f,d and X_b,d: one pass's time on mesh dim d
+  for (int d = 0; d < 2; ++d) {
+    fwd_dim[d] = comm_dim[0][d] + (c - 1) * latency[d];
+    bwd_dim[d] = comm_dim[1][d] + (c - 1) * latency[d];
+  }
+  const double comm_fwd = fwd_dim[0] + fwd_dim[1];
+  const double comm_bwd = bwd_dim[0] + bwd_dim[1];
   const double gemm_bwd = est.compute_bwd_s;
   est.elementwise_fwd_s = elementwise.forward_s;
   est.elementwise_bwd_s = elementwise.backward_s;
@@ -97,9 +106,15 @@ AtpEstimate atp_estimate(const ModelSpec& m, const MeshLinks& links, int chunks,
   est.compute_bwd_s += elementwise.backward_s;
   const double compute_fwd = est.compute_fwd_s;
   est.comm_fwd_s = comm_fwd;
-  est.forward_s = (compute_fwd + comm_fwd) / c + (c - 1) / c * std::max(compute_fwd, comm_fwd);
+  est.comm_bwd_s = comm_bwd;
+  // The pipeline over chunks: each resource (compute, dim 0's links, dim 1's links) is busy
+  // for its own total; after the first chunk the busiest one sets the pace.
+  const double busiest_fwd = std::max({compute_fwd, fwd_dim[0], fwd_dim[1]});
+  est.forward_s = (compute_fwd + comm_fwd) / c + (c - 1) / c * busiest_fwd;
+  const double comm_bwd_pipelined =
+      comm_bwd / c + (c - 1) / c * std::max(bwd_dim[0], bwd_dim[1]);
   est.backward_s =
-      gemm_bwd / 2 + std::max(gemm_bwd / 2, est.comm_bwd_s) + elementwise.backward_s;
+      gemm_bwd / 2 + std::max(gemm_bwd / 2, comm_bwd_pipelined) + elementwise.backward_s;
 
   double recompute_compute = 0, recompute_comm = 0;
   switch (m.recompute) {

@@ -17,11 +17,20 @@
 //   compute  G_f = (24·b·s·h² + 4·b·s²·h)/N / F,  G_b = 2·G_f    (GeMMs)
 //            C_f = G_f + E_f                                    (forward compute)
 //   forward, c chunks (ATP §4.1: chunk i's all-reduce runs under chunk i+1's compute; each
-//   chunk launches its own all-reduces; LayerNorm, GeLU, … run per chunk between them):
-//            T_f(c) = (C_f + X_f)/c + (c−1)/c · max(C_f, X_f),   X_f = Eq.2 pass + 4·c·α
+//   chunk launches its own all-reduces; LayerNorm, GeLU, … run per chunk between them). The
+//   chunks form a pipeline over three resources — the device's compute, mesh dim 0's links
+//   and mesh dim 1's links (a device runs collectives on both dims at once: chunk i's
+//   all-reduce on dim 0 under chunk i+1's on dim 1) — each busy for its own total, so after
+//   the first chunk the busiest one sets the pace:
+//            T_f(c) = (C_f + X_f)/c + (c−1)/c · max(C_f, X_f,0, X_f,1)
+//            X_f,d  = the pass's all-reduces on dim d + c·α each,   X_f = X_f,0 + X_f,1
 //   backward (ATP §4.2: dX's all-reduce runs under the dW GeMM, which is half of G_b; the
-//   elementwise backward ops wait for it, so E_b is not hidden):
-//            T_b = G_b/2 + max(G_b/2, X_b) + E_b,                X_b = Eq.2 pass + 4·α
+//   elementwise backward ops wait for it, so E_b is not hidden; the chunks' dX all-reduces
+//   pipeline over the two dims likewise):
+//            T_b(c) = G_b/2 + max(G_b/2, X_b/c + (c−1)/c · max(X_b,0, X_b,1)) + E_b
+//   (c = 1: T_f = C_f + X_f, T_b = G_b/2 + max(G_b/2, X_b) + E_b.) The dims' pipelining is
+//   what `meshtp simulate` measured on ATP IC1 (pcie-8xa100, mesh (2, 4), M1): 22% less time
+//   with 4 chunks than with 1, which max(C_f, X_f) alone priced at 0.1% (docs/simulation.md).
 //   layer    T_f(c) + T_b  (+ T_f(c) again under full recomputation, + the attention core's
 //            forward 4·b·s²·h/N/F and its softmax under selective recomputation)
 // c = 1 is ATP without the chunk optimisation; mesh (N, 1) is Megatron-LM's 1D TP.

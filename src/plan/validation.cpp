@@ -79,7 +79,7 @@ std::vector<PlannedCollective> planned_collectives(const PlanRequest& request, c
     for (const AtpOp& op : e.atp->ops) {
       if (op.mesh_dim < 0) continue;
       const DimLinks& dim = e.links.dims[static_cast<std::size_t>(op.mesh_dim)];
-      const double calls = op.backward ? 1 : c.chunks;
+      const double calls = c.chunks;  // one all-reduce per chunk, forward and backward
       const double bytes = op.allreduce_bytes / calls;
       PlannedCollective p;
       p.mesh_dim = op.mesh_dim;

@@ -115,7 +115,45 @@ TEST(AtpCost, EstimateAddsLatencyAndOverlapOnTopOfEquation2) {
   const AtpEstimate b1 = atp_estimate(big, l, 1, flops, ElementwiseEstimate{});
   const AtpEstimate e4 = atp_estimate(big, l, 4, flops, ElementwiseEstimate{});
   EXPECT_LT(e4.forward_s, b1.forward_s);
-  EXPECT_GE(e4.forward_s, std::max(e4.compute_fwd_s, e4.comm_fwd_s));
+  EXPECT_GE(e4.forward_s, e4.compute_fwd_s);
+}
+
+TEST(AtpCost, ChunksPipelineTheTwoMeshDims) {
+  // With c chunks, chunk i's all-reduce on one mesh dim runs while chunk i+1's runs on the
+  // other (and under compute): a pipeline over compute, dim 0 and dim 1, paced by the
+  // busiest. On a communication-bound mesh whose dims both carry traffic, 4 chunks cost
+  // less than the pass's whole communication — what the simulation measures (ATP IC1,
+  // docs/simulation.md), and what max(C_f, X_f) could never price.
+  const ModelSpec m = load_model("atp-m1");
+  const Topology t = load_topology("nvlink-hdr-4x4");
+  const MeshLinks l = mesh_links(t, 8, 2);
+  const double flops = t.tflops * 1e12;
+  for (const int c : {1, 2, 4}) {
+    const AtpEstimate e = atp_estimate(m, l, c, flops, ElementwiseEstimate{});
+    double x[2][2] = {{0, 0}, {0, 0}};  // [backward][dim]
+    for (const AtpOp& op : e.ops) {
+      if (op.mesh_dim < 0) continue;
+      const RingParams& ring = l.dims[static_cast<std::size_t>(op.mesh_dim)].all_reduce;
+      const int p = l.mesh[static_cast<std::size_t>(op.mesh_dim)];
+      x[op.backward][op.mesh_dim] += op.comm_s + (c - 1) * ring_all_reduce_time(ring, p, 0);
+    }
+    const double xf = x[0][0] + x[0][1], xb = x[1][0] + x[1][1];
+    EXPECT_NEAR(e.comm_fwd_s, xf, 1e-15) << c;
+    EXPECT_NEAR(e.comm_bwd_s, xb, 1e-15) << c;
+    const double cf = e.compute_fwd_s, gb = e.compute_bwd_s;
+    EXPECT_NEAR(e.forward_s,
+                (cf + xf) / c + (c - 1.0) / c * std::max({cf, x[0][0], x[0][1]}), 1e-15)
+        << c;
+    EXPECT_NEAR(e.backward_s,
+                gb / 2 + std::max(gb / 2, xb / c + (c - 1.0) / c * std::max(x[1][0], x[1][1])),
+                1e-15)
+        << c;
+    if (c == 4) {
+      ASSERT_GT(xf, 2 * cf) << "the case must be communication-bound";
+      EXPECT_LT(e.forward_s, xf);
+      EXPECT_LT(e.backward_s, gb / 2 + xb);
+    }
+  }
 }
 
 TEST(AtpCost, InvalidMeshesNameTheValues) {

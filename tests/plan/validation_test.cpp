@@ -83,7 +83,7 @@ TEST(PlannedCollectives, AddUpToTheCandidatesCommTime) {
   }
 }
 
-TEST(PlannedCollectives, ChunkedForwardAllReducesAreSplit) {
+TEST(PlannedCollectives, ChunkedAllReducesAreSplit) {
   const PlanRequest request = small_request();
   const Candidate c = evaluate(request, Strategy::kAtp, 2, 2, 2);
   const std::vector<PlannedCollective> calls = planned_collectives(request, c);
@@ -93,9 +93,9 @@ TEST(PlannedCollectives, ChunkedForwardAllReducesAreSplit) {
   EXPECT_EQ(calls[0].mesh_dim, 1);
   EXPECT_DOUBLE_EQ(calls[0].bytes, M * 3 * 256 / 2 * 4 / 2);
   EXPECT_DOUBLE_EQ(calls[0].count, 2 * 2);
-  // Its backward twin: one call of the whole buffer per layer.
-  EXPECT_DOUBLE_EQ(calls[4].bytes, M * 3 * 256 / 2 * 4);
-  EXPECT_DOUBLE_EQ(calls[4].count, 2);
+  // Its backward twin: split likewise (the block starts each chunk's dx all-reduce).
+  EXPECT_DOUBLE_EQ(calls[4].bytes, M * 3 * 256 / 2 * 4 / 2);
+  EXPECT_DOUBLE_EQ(calls[4].count, 2 * 2);
 }
 
 TEST(PlannedCollectives, RejectsWhatCannotBeReplayed) {
