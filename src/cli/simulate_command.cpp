@@ -5,7 +5,7 @@
 //        | --top K [--strategies atp,…]]
 //       [--what layer|step|gemm2d|collectives] [--layers L] [--batch b] [--seq s]
 //       [--m --n --k --dataflow] [--sizes 1M,16M] [--json] [--trace F] [--keep DIR]
-//       [--simulator PATH] [--smpirun PATH] [--streams E] [--values]
+//       [--simulator PATH] [--smpirun PATH] [--streams E] [--values] [--predict-only]
 //
 // For each candidate (the given layout, or the planner's K best that the runtime can run)
 // this writes the topology's SimGrid platform, runs the simulated meshtp (build-sim/) under
@@ -16,7 +16,10 @@
 //
 // A layout given by --mesh and --strategy runs the planner's tuned knobs for it (chunks as
 // given; per linear slices and stationary operand as plan::to_plan makes them) unless
-// --slices or --stationary spell them out.
+// --slices or --stationary spell them out. --predict-only prints the planner's prediction for
+// the same layouts and simulates nothing (scripts/reproduce-papers.sh --reprice uses it to
+// price recorded simulations again after a cost-model change: simulated time does not depend
+// on the planner).
 //
 //   meshtp simulate-run --spec F --out R   (hidden) what the simulated binary runs: rank 0
 //       writes R, the result of sim::run for the spec F.
@@ -50,7 +53,7 @@ struct SimulateArgs {
   std::string trace, keep, simulator = MESHTP_SIM_BINARY, smpirun = "smpirun";
   int devices = 0, top = 0, layers = 0, batch = 0, seq = 0, streams = 2;
   std::int64_t m = 0, n = 0, k = 0;
-  bool json = false, values = false;
+  bool json = false, values = false, predict_only = false;
   LayoutFlags layout;
   const CLI::Option* mesh_option = nullptr;
 };
@@ -185,6 +188,45 @@ void print_run(std::ostream& os, const Case& c, const sim::RunResult& r, const s
   if (!p.note.empty()) os << "    planner: " << p.note << "\n";
 }
 
+nlohmann::json to_json(const sim::Prediction& p) {
+  nlohmann::json pj{{"available", p.available}, {"note", p.note}};
+  if (p.available) {
+    pj.update({{"total_s", p.total_s}, {"comm_s", p.comm_s}, {"compute_s", p.compute_s},
+               {"exposed_comm_s", p.exposed_s}});
+  }
+  return pj;
+}
+
+void print_predictions(const SimulateArgs& a, const plan::Topology& topology,
+                       const plan::ModelSpec& model, const std::vector<Case>& cases,
+                       const std::vector<std::string>& skipped) {
+  std::ostream& os = out();
+  nlohmann::json runs = nlohmann::json::array();
+  if (!a.json) {
+    os << fmt::format("predict {} on '{}' ({} devices): {} — the planner only, nothing "
+                      "simulated\n  {:<26} {:>11} {:>12}\n",
+                      a.what, topology.name, a.devices, model.name, "layout", "plan ms",
+                      "plan exp ms");
+  }
+  for (const Case& c : cases) {
+    const sim::Prediction p = sim::predict(topology, model, a.devices, c.spec);
+    runs.push_back(
+        {{"layout", c.label}, {"spec", sim::to_json(c.spec)}, {"predicted", to_json(p)}});
+    if (!a.json) {
+      os << fmt::format("  {:<26} {:>11} {:>12}\n", c.label, ms_or_dash(p.available, p.total_s),
+                        ms_or_dash(p.available, p.exposed_s));
+    }
+  }
+  if (a.json) {
+    os << nlohmann::json{{"topology", topology.name}, {"model", model.name},
+                         {"devices", a.devices},      {"what", a.what},
+                         {"predict_only", true},      {"runs", runs},
+                         {"skipped", skipped}}
+              .dump()
+       << "\n";
+  }
+}
+
 void run_simulate(const SimulateArgs& a) {
   const auto start = std::chrono::steady_clock::now();
   MESHTP_CHECK(world().size() == 1,
@@ -205,11 +247,15 @@ void run_simulate(const SimulateArgs& a) {
                                   .devices = a.devices,
                                   .strategies = plan::parse_strategies(a.strategies)};
   request.validate();  // "topology 'x' has 8 devices but --devices is 16"
+  std::vector<std::string> skipped;
+  std::vector<Case> cases = choose_cases(a, request, base_spec(a, model), skipped);
+  if (a.predict_only) {
+    print_predictions(a, topology, model, cases, skipped);
+    return;
+  }
   const sim::Simulator simulator{.binary = a.simulator, .smpirun = a.smpirun,
                                  .streams = a.streams, .values = a.values};
   sim::check_simulator(simulator);
-  std::vector<std::string> skipped;
-  std::vector<Case> cases = choose_cases(a, request, base_spec(a, model), skipped);
   MESHTP_CHECK(a.trace.empty() || cases.size() == 1,
                "--trace records one simulation: give one layout, or --top 1");
 
@@ -247,13 +293,8 @@ void run_simulate(const SimulateArgs& a) {
     const sim::Prediction p = sim::predict(topology, model, a.devices, spec);
     const sim::Launched l = sim::launch(topology, spec, simulator, fmt::format("{}/{}", root, i));
     const sim::RunResult& r = l.result;
-    nlohmann::json pj{{"available", p.available}, {"note", p.note}};
-    if (p.available) {
-      pj.update({{"total_s", p.total_s}, {"comm_s", p.comm_s}, {"compute_s", p.compute_s},
-                 {"exposed_comm_s", p.exposed_s}});
-    }
     runs.push_back({{"layout", cases[i].label},  {"spec", sim::to_json(spec)},
-                    {"simulated", sim::to_json(r)}, {"predicted", pj},
+                    {"simulated", sim::to_json(r)}, {"predicted", to_json(p)},
                     {"wall_s", l.wall_s}});
     plan_t.push_back(p.available ? p.total_s : -1);
     if (!a.json) {
@@ -341,6 +382,8 @@ void add_simulate_command(CLI::App& app) {
   c->add_option("--smpirun", args->smpirun, "smpirun to use (default: from PATH)");
   c->add_option("--streams", args->streams, "Communication engines per device (default 2)");
   c->add_flag("--values", args->values, "Values mode: compute for real (small models only)");
+  c->add_flag("--predict-only", args->predict_only,
+              "The planner's prediction for the same layouts; simulate nothing");
   c->callback([args] { run_simulate(*args); });
 
   auto spec = std::make_shared<std::string>();
