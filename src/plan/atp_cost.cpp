@@ -111,10 +111,14 @@ AtpEstimate atp_estimate(const ModelSpec& m, const MeshLinks& links, int chunks,
   // for its own total; after the first chunk the busiest one sets the pace.
   const double busiest_fwd = std::max({compute_fwd, fwd_dim[0], fwd_dim[1]});
   est.forward_s = (compute_fwd + comm_fwd) / c + (c - 1) / c * busiest_fwd;
+  // Backward, per linear: every chunk's dX GeMM starts its all-reduce, then the dW GeMM
+  // runs under them, then each chunk's elementwise ops follow its all-reduce. Only the first
+  // chunk's dX and the last chunk's elementwise ops cannot overlap communication.
+  const double dx = gemm_bwd / 2, dw = gemm_bwd / 2, ew = elementwise.backward_s;
   const double comm_bwd_pipelined =
       comm_bwd / c + (c - 1) / c * std::max(bwd_dim[0], bwd_dim[1]);
   est.backward_s =
-      gemm_bwd / 2 + std::max(gemm_bwd / 2, comm_bwd_pipelined) + elementwise.backward_s;
+      (dx + ew) / c + std::max(dw + (c - 1) / c * (dx + ew), comm_bwd_pipelined);
 
   double recompute_compute = 0, recompute_comm = 0;
   switch (m.recompute) {

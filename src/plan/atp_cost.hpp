@@ -24,13 +24,17 @@
 //   the first chunk the busiest one sets the pace:
 //            T_f(c) = (C_f + X_f)/c + (c−1)/c · max(C_f, X_f,0, X_f,1)
 //            X_f,d  = the pass's all-reduces on dim d + c·α each,   X_f = X_f,0 + X_f,1
-//   backward (ATP §4.2: dX's all-reduce runs under the dW GeMM, which is half of G_b; the
-//   elementwise backward ops wait for it, so E_b is not hidden; the chunks' dX all-reduces
-//   pipeline over the two dims likewise):
-//            T_b(c) = G_b/2 + max(G_b/2, X_b/c + (c−1)/c · max(X_b,0, X_b,1)) + E_b
-//   (c = 1: T_f = C_f + X_f, T_b = G_b/2 + max(G_b/2, X_b) + E_b.) The dims' pipelining is
-//   what `meshtp simulate` measured on ATP IC1 (pcie-8xa100, mesh (2, 4), M1): 22% less time
-//   with 4 chunks than with 1, which max(C_f, X_f) alone priced at 0.1% (docs/simulation.md).
+//   backward (ATP §4.2: per linear, every chunk's dX GeMM starts its all-reduce, the dW GeMM
+//   — half of G_b — runs under them, and each chunk's elementwise ops follow its all-reduce;
+//   only the first chunk's dX GeMMs and the last chunk's elementwise ops cannot overlap
+//   communication; the chunks' all-reduces pipeline over the two dims likewise):
+//            T_b(c) = (G_b/2 + E_b)/c + max(G_b/2 + (c−1)/c · (G_b/2 + E_b),
+//                                            X_b/c + (c−1)/c · max(X_b,0, X_b,1))
+//   (c = 1: T_f = C_f + X_f, T_b = G_b/2 + max(G_b/2, X_b) + E_b.) Both overlaps are what
+//   `meshtp simulate` measured (docs/simulation.md): on ATP IC1 (pcie-8xa100, mesh (2, 4),
+//   M1) 22% less time with 4 chunks than with 1, which max(C_f, X_f) alone priced at 0.1%;
+//   on IC3 (nvswitch-8xa100, mesh (1, 8)) a backward of 2.81 ms simulated against 3.75 ms
+//   when only the dW GeMMs hid communication.
 //   layer    T_f(c) + T_b  (+ T_f(c) again under full recomputation, + the attention core's
 //            forward 4·b·s²·h/N/F and its softmax under selective recomputation)
 // c = 1 is ATP without the chunk optimisation; mesh (N, 1) is Megatron-LM's 1D TP.

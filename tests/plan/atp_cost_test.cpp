@@ -140,12 +140,15 @@ TEST(AtpCost, ChunksPipelineTheTwoMeshDims) {
     const double xf = x[0][0] + x[0][1], xb = x[1][0] + x[1][1];
     EXPECT_NEAR(e.comm_fwd_s, xf, 1e-15) << c;
     EXPECT_NEAR(e.comm_bwd_s, xb, 1e-15) << c;
-    const double cf = e.compute_fwd_s, gb = e.compute_bwd_s;
+    const double cf = e.compute_fwd_s, gb = e.compute_bwd_s;  // no elementwise term here
     EXPECT_NEAR(e.forward_s,
                 (cf + xf) / c + (c - 1.0) / c * std::max({cf, x[0][0], x[0][1]}), 1e-15)
         << c;
+    // Backward: the first chunk's dX GeMMs, then the dW GeMMs and the other chunks' dX
+    // against the dims' pipelined all-reduces.
     EXPECT_NEAR(e.backward_s,
-                gb / 2 + std::max(gb / 2, xb / c + (c - 1.0) / c * std::max(x[1][0], x[1][1])),
+                gb / 2 / c + std::max(gb / 2 + (c - 1.0) / c * gb / 2,
+                                      xb / c + (c - 1.0) / c * std::max(x[1][0], x[1][1])),
                 1e-15)
         << c;
     if (c == 4) {

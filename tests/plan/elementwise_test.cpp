@@ -169,9 +169,10 @@ TEST(Elementwise, AppearsInComputeAndStepOfEveryStrategy) {
   EXPECT_NEAR(x.atp->elementwise_fwd_s, x.elementwise.forward_s, 1e-18);
 }
 
-TEST(Elementwise, ChunksOverlapTheForwardNotTheBackward) {
-  // Chunked forward: (C_f + X_f)/c + (c−1)/c·max(C_f, X_f) with C_f including E_f;
-  // backward: G_b/2 + max(G_b/2, X_b) + E_b.
+TEST(Elementwise, ChunksOverlapBothPassesWithTheElementwiseWork) {
+  // Chunked forward: (C_f + X_f)/c + (c−1)/c·max(C_f, X_f,0, X_f,1) with C_f including E_f;
+  // backward: (G_b/2 + E_b)/c + max(G_b/2 + (c−1)/c·(G_b/2 + E_b), X_b pipelined): every
+  // chunk's elementwise backward but the last runs under another chunk's all-reduce.
   ModelSpec m = tiny_model();
   m.batch = 4;
   const Topology t = load_topology("nvlink-network-4");
@@ -181,10 +182,12 @@ TEST(Elementwise, ChunksOverlapTheForwardNotTheBackward) {
   const AtpEstimate g = atp_estimate(m, l, 2, t.tflops * 1e12, ElementwiseEstimate{});
   EXPECT_DOUBLE_EQ(a.compute_fwd_s, g.compute_fwd_s + ew.forward_s);
   EXPECT_DOUBLE_EQ(a.compute_bwd_s, g.compute_bwd_s + ew.backward_s);
-  EXPECT_NEAR(a.forward_s,
-              (a.compute_fwd_s + a.comm_fwd_s) / 2 + std::max(a.compute_fwd_s, a.comm_fwd_s) / 2,
-              1e-15);
-  EXPECT_NEAR(a.backward_s, g.backward_s + ew.backward_s, 1e-15);
+  // At 0.01 GB/s the elementwise work outweighs every all-reduce: compute sets the pace.
+  ASSERT_GT(ew.backward_s, 2 * a.comm_bwd_s);
+  EXPECT_NEAR(a.forward_s, (a.compute_fwd_s + a.comm_fwd_s) / 2 + a.compute_fwd_s / 2, 1e-15);
+  // Backward: nothing exposed, the pass is its compute.
+  EXPECT_NEAR(a.backward_s, a.compute_bwd_s, 1e-15);
+  EXPECT_LT(a.backward_s, g.backward_s + ew.backward_s);
 }
 
 TEST(ElementwiseTopology, FieldRoundTripsAndIsOptional) {
