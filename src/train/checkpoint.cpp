@@ -69,17 +69,91 @@ CheckpointState state_of(const SafetensorsFile& file) {
 
 }  // namespace
 
-void save_checkpoint(const std::string& path, model::Gpt& gpt, AdamW& optimizer,
-                     const CheckpointState& state, const comm::Communicator& world, int dp_rank) {
+namespace {
+
+// Named tensors as three messages: sizes, then [name length, rank, dims…] per tensor with
+// the names' bytes, then every tensor's floats.
+void send_tensors(const comm::Communicator& group, int dest,
+                  const std::map<std::string, Tensor>& tensors) {
+  std::vector<std::int64_t> header;
+  std::vector<int> chars;
+  std::vector<float> data;
+  for (const auto& [name, t] : tensors) {
+    header.push_back(static_cast<std::int64_t>(name.size()));
+    header.push_back(static_cast<std::int64_t>(t.shape().size()));
+    header.insert(header.end(), t.shape().begin(), t.shape().end());
+    chars.insert(chars.end(), name.begin(), name.end());
+    data.insert(data.end(), t.values().begin(), t.values().end());
+  }
+  const std::array<std::int64_t, 4> sizes{static_cast<std::int64_t>(tensors.size()),
+                                          static_cast<std::int64_t>(header.size()),
+                                          static_cast<std::int64_t>(chars.size()),
+                                          static_cast<std::int64_t>(data.size())};
+  group.send(std::span<const std::int64_t>(sizes), dest, 1);
+  group.send(std::span<const std::int64_t>(header), dest, 2);
+  group.send(std::span<const int>(chars), dest, 3);
+  group.send(std::span<const float>(data), dest, 4);
+}
+
+void recv_tensors(const comm::Communicator& group, int source,
+                  std::map<std::string, Tensor>& tensors) {
+  std::array<std::int64_t, 4> sizes{};
+  group.recv(std::span<std::int64_t>(sizes), source, 1);
+  std::vector<std::int64_t> header(static_cast<std::size_t>(sizes[1]));
+  std::vector<int> chars(static_cast<std::size_t>(sizes[2]));
+  std::vector<float> data(static_cast<std::size_t>(sizes[3]));
+  group.recv(std::span<std::int64_t>(header), source, 2);
+  group.recv(std::span<int>(chars), source, 3);
+  group.recv(std::span<float>(data), source, 4);
+  std::size_t h = 0, c = 0, d = 0;
+  for (std::int64_t i = 0; i < sizes[0]; ++i) {
+    const auto length = static_cast<std::size_t>(header[h++]);
+    const auto rank = static_cast<std::size_t>(header[h++]);
+    const Shape shape(header.begin() + static_cast<std::ptrdiff_t>(h),
+                      header.begin() + static_cast<std::ptrdiff_t>(h + rank));
+    h += rank;
+    const std::string name(chars.begin() + static_cast<std::ptrdiff_t>(c),
+                           chars.begin() + static_cast<std::ptrdiff_t>(c + length));
+    c += length;
+    const auto n = static_cast<std::size_t>(numel(shape));
+    tensors[name] = Tensor(shape, std::vector<float>(data.begin() + static_cast<std::ptrdiff_t>(d),
+                                                     data.begin() + static_cast<std::ptrdiff_t>(d + n)));
+    d += n;
+  }
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, const ModelParts& parts,
+                     const CheckpointState& state, const comm::Communicator& world, int dp_rank,
+                     const comm::Communicator& pipeline) {
+  MESHTP_CHECK(!parts.empty(), "checkpoint '{}': no model to save", path);
+  const model::Gpt& first = *parts.front().gpt;
   std::map<std::string, Tensor> tensors;
   if (dp_rank == 0) {  // replicas hold identical state; replica 0's TP ranks gather it
-    for (int p = 0; p < gpt.num_params(); ++p) {
-      const std::string& name = gpt.name(p);
-      tensors[name] = gpt.gather(p, gpt.value(p));
-      tensors["adam.m." + name] = gpt.gather(p, optimizer.first_moments()[static_cast<std::size_t>(p)]);
-      tensors["adam.v." + name] = gpt.gather(p, optimizer.second_moments()[static_cast<std::size_t>(p)]);
+    for (const ModelPart& part : parts) {
+      model::Gpt& gpt = *part.gpt;
+      AdamW& optimizer = *part.optimizer;
+      for (int p = 0; p < gpt.num_params(); ++p) {
+        if (gpt.is_tied_embedding(p) && !gpt.has_embedding()) continue;  // stage 0's copy
+        const std::string& name = gpt.name(p);
+        const auto i = static_cast<std::size_t>(p);
+        tensors[name] = gpt.gather(p, gpt.value(p));
+        tensors["adam.m." + name] = gpt.gather(p, optimizer.first_moments()[i]);
+        tensors["adam.v." + name] = gpt.gather(p, optimizer.second_moments()[i]);
+      }
+    }
+    // The other stages' tensors travel to pipeline rank 0, from the first TP rank of each.
+    if (pipeline.size() > 1 && first.mesh().rank() == 0) {
+      if (pipeline.rank() > 0) {
+        send_tensors(pipeline, 0, tensors);
+      } else {
+        for (int r = 1; r < pipeline.size(); ++r) recv_tensors(pipeline, r, tensors);
+      }
     }
   }
+  const AdamW& optimizer = *parts.front().optimizer;
+  const model::Gpt& gpt = first;
   // Rank 0 writes; everyone learns whether it worked, so no rank goes on alone.
   int failed = 0;
   std::string reason;
@@ -112,7 +186,7 @@ void save_checkpoint(const std::string& path, model::Gpt& gpt, AdamW& optimizer,
                world.rank() == 0 ? ": " + reason : " (see rank 0)");
 }
 
-LoadedCheckpoint read_checkpoint(const std::string& path, const model::Gpt& gpt) {
+LoadedCheckpoint read_checkpoint(const std::string& path, const ModelParts& parts) {
   LoadedCheckpoint out;
   try {
     out.file = load_safetensors(path, {.convert_to_f32 = false});
@@ -136,12 +210,14 @@ LoadedCheckpoint read_checkpoint(const std::string& path, const model::Gpt& gpt)
     throw CorruptCheckpoint(fmt::format("{}: format {} but no '{}' in its metadata", path,
                                         format, kMetadataCrc));
   }
-  for (const auto& [key, expected] : model_metadata(gpt.config())) {
+  for (const auto& [key, expected] : model_metadata(parts.front().gpt->config())) {
     MESHTP_CHECK(meta(key) == expected,
                  "{}: checkpoint of a model with {}={}, but this model has {}={}", path, key,
                  meta(key), key, expected);
   }
   // Every tensor present with its global shape and its checksum before anything changes.
+  for (const ModelPart& part : parts) {
+  const model::Gpt& gpt = *part.gpt;
   for (int p = 0; p < gpt.num_params(); ++p) {
     for (const std::string prefix : {"", "adam.m.", "adam.v."}) {
       const std::string name = prefix + gpt.name(p);
@@ -159,6 +235,7 @@ LoadedCheckpoint read_checkpoint(const std::string& path, const model::Gpt& gpt)
       }
     }
   }
+  }
   try {  // the header's checksum matched, so a bad number is damage, not another format
     out.state = state_of(file);
     out.adam_steps = static_cast<std::int64_t>(metadata_number(file, "adam_steps"));
@@ -169,20 +246,24 @@ LoadedCheckpoint read_checkpoint(const std::string& path, const model::Gpt& gpt)
   return out;
 }
 
-void restore_checkpoint(const LoadedCheckpoint& checkpoint, model::Gpt& gpt, AdamW& optimizer) {
+void restore_checkpoint(const LoadedCheckpoint& checkpoint, const ModelParts& parts) {
   const SafetensorsFile& file = checkpoint.file;
-  for (int p = 0; p < gpt.num_params(); ++p) {
-    const auto i = static_cast<std::size_t>(p);
-    gpt.scatter(p, file.tensors.at(gpt.name(p)), gpt.value(p));
-    gpt.scatter(p, file.tensors.at("adam.m." + gpt.name(p)), optimizer.first_moments()[i]);
-    gpt.scatter(p, file.tensors.at("adam.v." + gpt.name(p)), optimizer.second_moments()[i]);
+  for (const ModelPart& part : parts) {
+    model::Gpt& gpt = *part.gpt;
+    AdamW& optimizer = *part.optimizer;
+    for (int p = 0; p < gpt.num_params(); ++p) {
+      const auto i = static_cast<std::size_t>(p);
+      gpt.scatter(p, file.tensors.at(gpt.name(p)), gpt.value(p));
+      gpt.scatter(p, file.tensors.at("adam.m." + gpt.name(p)), optimizer.first_moments()[i]);
+      gpt.scatter(p, file.tensors.at("adam.v." + gpt.name(p)), optimizer.second_moments()[i]);
+    }
+    optimizer.set_steps(checkpoint.adam_steps);
   }
-  optimizer.set_steps(checkpoint.adam_steps);
 }
 
-CheckpointState load_checkpoint(const std::string& path, model::Gpt& gpt, AdamW& optimizer) {
-  const LoadedCheckpoint checkpoint = read_checkpoint(path, gpt);
-  restore_checkpoint(checkpoint, gpt, optimizer);
+CheckpointState load_checkpoint(const std::string& path, const ModelParts& parts) {
+  const LoadedCheckpoint checkpoint = read_checkpoint(path, parts);
+  restore_checkpoint(checkpoint, parts);
   return checkpoint.state;
 }
 

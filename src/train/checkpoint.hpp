@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "comm/communicator.hpp"
 #include "core/error.hpp"
@@ -48,11 +49,23 @@ class CorruptCheckpoint : public Error {
   using Error::Error;
 };
 
+// One rank's share of the model: its pipeline stages (one unless pipelined; see
+// train/pipeline_model.hpp), each with its whole AdamW state.
+struct ModelPart {
+  model::Gpt* gpt = nullptr;
+  AdamW* optimizer = nullptr;
+};
+using ModelParts = std::vector<ModelPart>;
+
 // Collective over `world`; only data-parallel replica 0 gathers (`dp_rank` = this rank's
-// replica), rank 0 writes `path`. Every rank returns once the file is there, or throws if
-// rank 0 failed to write it (or found a non-finite parameter, which is not saved).
-void save_checkpoint(const std::string& path, model::Gpt& gpt, AdamW& optimizer,
-                     const CheckpointState& state, const comm::Communicator& world, int dp_rank);
+// replica), rank 0 writes `path`. With pipeline stages (`pipeline`: this rank's pipeline
+// group, rank 0 of which holds stage 0) the first TP rank of every stage of replica 0 sends
+// its gathered tensors to pipeline rank 0; the tied embedding is taken from stage 0. Every
+// rank returns once the file is there, or throws if rank 0 failed to write it (or found a
+// non-finite parameter, which is not saved).
+void save_checkpoint(const std::string& path, const ModelParts& parts,
+                     const CheckpointState& state, const comm::Communicator& world, int dp_rank,
+                     const comm::Communicator& pipeline);
 
 // A checkpoint read and verified, not yet applied.
 struct LoadedCheckpoint {
@@ -61,14 +74,14 @@ struct LoadedCheckpoint {
   std::int64_t adam_steps = 0;
 };
 
-// Reads `path` and verifies it against `gpt`'s shape. Throws CorruptCheckpoint for a damaged
-// file, meshtp::Error for one of another model or format. Changes nothing.
-LoadedCheckpoint read_checkpoint(const std::string& path, const model::Gpt& gpt);
+// Reads `path` and verifies it against every part's shape. Throws CorruptCheckpoint for a
+// damaged file, meshtp::Error for one of another model or format. Changes nothing.
+LoadedCheckpoint read_checkpoint(const std::string& path, const ModelParts& parts);
 // This rank's shards of the parameters and moments from a verified checkpoint.
-void restore_checkpoint(const LoadedCheckpoint& checkpoint, model::Gpt& gpt, AdamW& optimizer);
+void restore_checkpoint(const LoadedCheckpoint& checkpoint, const ModelParts& parts);
 
 // read_checkpoint + restore_checkpoint; returns the state.
-CheckpointState load_checkpoint(const std::string& path, model::Gpt& gpt, AdamW& optimizer);
+CheckpointState load_checkpoint(const std::string& path, const ModelParts& parts);
 
 // The metadata alone (header read, nothing verified): e.g. to print a resumed run's seed.
 CheckpointState peek_checkpoint(const std::string& path);

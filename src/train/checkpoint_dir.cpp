@@ -308,7 +308,7 @@ std::string CheckpointDir::path_for(std::int64_t step) const {
   return (fs::path(dir_) / fmt::format("checkpoint-{:08}.safetensors", step)).string();
 }
 
-CheckpointState CheckpointDir::resume(model::Gpt& gpt, AdamW& optimizer, std::string& used,
+CheckpointState CheckpointDir::resume(const ModelParts& parts, std::string& used,
                                       const NoticeFn& notice) {
   std::string listed;
   if (world_.rank() == 0) {
@@ -331,7 +331,7 @@ CheckpointState CheckpointDir::resume(model::Gpt& gpt, AdamW& optimizer, std::st
     std::optional<LoadedCheckpoint> loaded;
     std::string reason = fmt::format("{}: damaged as read on another rank", path);
     try {
-      loaded = read_checkpoint(path, gpt);
+      loaded = read_checkpoint(path, parts);
     } catch (const CorruptCheckpoint& e) {
       reason = e.what();
     }
@@ -341,7 +341,7 @@ CheckpointState CheckpointDir::resume(model::Gpt& gpt, AdamW& optimizer, std::st
       damaged.push_back(reason);
       continue;
     }
-    restore_checkpoint(*loaded, gpt, optimizer);
+    restore_checkpoint(*loaded, parts);
     used = path;
     if (!damaged.empty() && notice && world_.rank() == 0) {
       const std::string skipped = fmt::format("{}", fmt::join(damaged, "; "));
@@ -366,10 +366,10 @@ CheckpointState CheckpointDir::resume(model::Gpt& gpt, AdamW& optimizer, std::st
   fail("--resume: no checkpoint in '{}' is intact: {}", dir_, fmt::join(damaged, "; "));
 }
 
-std::string CheckpointDir::save(model::Gpt& gpt, AdamW& optimizer, const CheckpointState& state,
-                                int dp_rank) {
+std::string CheckpointDir::save(const ModelParts& parts, const CheckpointState& state,
+                                int dp_rank, const comm::Communicator& pipeline) {
   const std::string path = path_for(state.step);
-  save_checkpoint(path, gpt, optimizer, state, world_, dp_rank);
+  save_checkpoint(path, parts, state, world_, dp_rank, pipeline);
   on_rank0(world_, [&] {
     point_link_at(dir_, path);
     // Keep the newest `keep` up to this step. Files of later steps are ones a resume skipped

@@ -57,12 +57,14 @@ class CheckpointDir {
   // The newest checkpoint that verifies, restored into gpt and optimizer. A damaged one is
   // skipped with a notice naming it and the fallback. Collective; every rank restores from
   // the same file (a file one rank finds damaged is skipped by all).
-  CheckpointState resume(model::Gpt& gpt, AdamW& optimizer, std::string& used,
+  CheckpointState resume(const ModelParts& parts, std::string& used,
                          const NoticeFn& notice);
 
   // Saves step's checkpoint, points the link at it and deletes all but the newest `keep`.
   // Collective. Returns the path written.
-  std::string save(model::Gpt& gpt, AdamW& optimizer, const CheckpointState& state, int dp_rank);
+  // `pipeline`: this rank's pipeline group (save_checkpoint).
+  std::string save(const ModelParts& parts, const CheckpointState& state, int dp_rank,
+                   const comm::Communicator& pipeline);
 
   // Refreshes the lock's mtime (rank 0, at most once a minute) so other hosts see it live.
   void heartbeat();

@@ -173,6 +173,19 @@ double PipelineModel::loss(std::span<const std::int32_t> tokens,
   return run(tokens, targets, false);
 }
 
+ModelParts PipelineModel::checkpoint_parts(bool saving) {
+  ModelParts parts;
+  for (int k = 0; k < chunks(); ++k) {
+    DataParallel& dp = *dps_[static_cast<std::size_t>(k)];
+    parts.push_back({&chunk(k), saving ? &dp.optimizer_to_save() : &dp.optimizer_to_load()});
+  }
+  return parts;
+}
+
+void PipelineModel::checkpoint_done(bool saving) {
+  for (auto& dp : dps_) saving ? dp->saved() : dp->loaded();
+}
+
 double PipelineModel::grad_norm(const comm::Communicator& world) const {
   double squares = 0.0;
   for (const auto& dp : dps_) {

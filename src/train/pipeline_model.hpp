@@ -36,6 +36,7 @@
 #include "mesh/device_mesh.hpp"
 #include "model/gpt.hpp"
 #include "train/adamw.hpp"
+#include "train/checkpoint.hpp"
 #include "train/zero.hpp"
 
 namespace meshtp::train {
@@ -70,6 +71,12 @@ class PipelineModel {
                           std::span<const std::int32_t> targets);
   // The global mean loss of a batch, forward only (the same schedule, no-op backwards).
   double loss(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets);
+
+  // Checkpoints (train/checkpoint.hpp): every chunk with its whole AdamW state (under ZeRO
+  // gathered over dp: collective); checkpoint_done() drops those temporaries again.
+  ModelParts checkpoint_parts(bool saving);
+  void checkpoint_done(bool saving);
+  const comm::Communicator& pipeline_group() const { return mesh_.dim_comm(1); }
 
   double grad_norm(const comm::Communicator& world) const;  // over every chunk
   void clip(double norm, double max_norm);

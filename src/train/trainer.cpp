@@ -69,10 +69,6 @@ void validate(const TrainConfig& c, int world_size) {
                "divide the batch",
                c.model.batch, dp, m);
   layout::make_schedule(plan.schedule, pp, m, plan.virtual_stages);  // throws naming the values
-  MESHTP_CHECK(model::pipeline_stages(plan) == 1 || c.checkpoint_dir.empty(),
-               "--checkpoint-dir with pp={} virtual_stages={}: checkpoints of pipeline stages are "
-               "not in the runtime yet (train without --checkpoint-dir, or with pp=1)",
-               pp, plan.virtual_stages);
   MESHTP_CHECK(c.model.layout.zero == 0 || dp > 1,
                "zero={} shards over the data-parallel replicas, but dp={}: use --dp > 1 or "
                "--zero 0",
@@ -132,9 +128,6 @@ TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
   const int dp_rank = model.dp_rank();
   TrainSummary summary;
   summary.parameters = model.global_parameters();
-  // Checkpoints are of pipelines of one stage (validate() says so): its only chunk.
-  model::Gpt& gpt = model.chunk(0);
-  DataParallel& data_parallel = model.data_parallel(0);
   const LrSchedule schedule{.peak = config.lr, .min = config.min_lr,
                             .warmup_steps = config.warmup, .total_steps = config.steps};
 
@@ -146,9 +139,9 @@ TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
   if (!config.checkpoint_dir.empty()) {
     checkpoints.emplace(config.checkpoint_dir, config.keep, config.resume, world, hooks.notice);
     if (config.resume) {
-      const CheckpointState state = checkpoints->resume(gpt, data_parallel.optimizer_to_load(),
-                                                        summary.resumed_from, hooks.notice);
-      data_parallel.loaded();
+      const CheckpointState state =
+          checkpoints->resume(model.checkpoint_parts(false), summary.resumed_from, hooks.notice);
+      model.checkpoint_done(false);
       summary.first_step = state.step;
       seed = state.seed;  // the data stream continues where it was
       MESHTP_CHECK(state.step < config.steps,
@@ -263,9 +256,10 @@ TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
            stopping)) {
         const ScopedSpan save("checkpoint", SpanKind::kPhase);
         summary.checkpoint = checkpoints->save(
-            gpt, data_parallel.optimizer_to_save(),
-            {.step = step + 1, .seed = run.seed, .layout = layout_string(config)}, dp_rank);
-        data_parallel.saved();
+            model.checkpoint_parts(true),
+            {.step = step + 1, .seed = run.seed, .layout = layout_string(config)}, dp_rank,
+            model.pipeline_group());
+        model.checkpoint_done(true);
       }
       if (checkpoints) checkpoints->heartbeat();
       if (metrics) {

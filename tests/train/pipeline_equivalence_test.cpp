@@ -171,5 +171,34 @@ TEST_F(PipelineEquivalence, EveryStageEndsWithTheSerialParameters) {
   }
 }
 
+// Checkpoints stay global and layout-free: a run saved on pipeline stages resumes on tensor
+// and data parallelism alone and the reverse, continuing the uninterrupted curve.
+TEST_F(PipelineEquivalence, CheckpointsMoveBetweenPipelineAndOtherLayouts) {
+  const int n = world_.size();
+  const Layout pipe = layouts(n).at(n == 1 ? 1 : 0);
+  const int tp = std::min(n, 2);  // the test model has 2 heads
+  const Layout flat{n / tp, 1, tp, 1, 1, Schedule::kGpipe};
+  int case_number = 0;
+  for (const auto& [from, to] : {std::pair{pipe, flat}, std::pair{flat, pipe}}) {
+    TrainConfig whole = config(from);
+    whole.steps = 6;
+    const std::vector<double> expected = losses(world_, whole);
+    TrainConfig first = whole;
+    first.checkpoint_dir = (dir_ / fmt::format("ckpt{}", case_number++)).string();
+    first.stop_after = 3;
+    ASSERT_EQ(losses(world_, first).size(), 3u);
+    TrainConfig rest = config(to);
+    rest.steps = 6;
+    rest.checkpoint_dir = first.checkpoint_dir;
+    rest.resume = true;
+    const std::vector<double> tail = losses(world_, rest);
+    ASSERT_EQ(tail.size(), 3u) << name_of(from) << " → " << name_of(to);
+    for (std::size_t t = 0; t < tail.size(); ++t) {
+      EXPECT_NEAR(tail[t], expected[t + 3], 1e-4 * expected[t + 3])
+          << "saved on " << name_of(from) << ", resumed on " << name_of(to) << ", step " << t + 4;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace meshtp::train

@@ -55,8 +55,6 @@ check pp-world "error: dp=1 × pp=4 does not divide the 2 ranks" "${small[@]}" -
 check bad-schedule "error: unknown schedule 'zigzag'" "${small[@]}" --pp 2 --schedule zigzag
 check schedule-virtual-stages "error: --schedule '1f1b:2': only interleaved takes virtual stages" \
   "${small[@]}" --pp 2 --microbatches 2 --schedule 1f1b:2
-check pp-checkpoint "error: --checkpoint-dir with pp=2 virtual_stages=1: checkpoints of pipeline stages are not in the runtime yet" \
-  "${small[@]}" --pp 2 --checkpoint-dir "$work/pp"
 check pp-mesh-auto "error: --mesh auto plans tensor parallelism over all ranks: drop --dp=1 and --pp=2" \
   "${small[@]}" --pp 2 --mesh auto --topology nvlink-network-2
 check resume-without-checkpoint "error: --resume: checkpoint directory '$work/none' does not exist" \
