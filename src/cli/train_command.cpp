@@ -15,6 +15,7 @@
 #include "core/error.hpp"
 #include "core/parse.hpp"
 #include "model/gpt.hpp"
+#include "layout/pipeline_schedule.hpp"
 #include "plan/memory.hpp"
 #include "plan/planner.hpp"
 #include "plan/presets.hpp"
@@ -100,17 +101,37 @@ std::string plan_layout(TrainArgs& args, const plan::ModelSpec& spec) {
        world().size());
 }
 
-// Per rank: the planner's memory model (plan/memory.hpp) for this layout beside the measured
-// high-water mark of tensor storage and the peak resident set. Collective.
-void print_memory(std::ostream& os, plan::ModelSpec spec, const layout::Plan& p,
-                  std::int64_t replica_batch, const train::TrainSummary& summary) {
-  spec.batch = static_cast<int>(replica_batch);
+// The planner's memory model (plan/memory.hpp) of one rank of the layout: with pipeline
+// stages, its L/pp layers on microbatches of B/(dp·m) rows, plus the stage inputs of the
+// microbatches in flight (train/pipeline_model.hpp keeps those, at most the schedule's
+// max_in_flight, each one rank's block of the residual stream, fp32).
+plan::MemoryEstimate rank_memory(plan::ModelSpec spec, const layout::Plan& p,
+                                 std::int64_t global_batch) {
+  spec.batch = static_cast<int>(global_batch / (p.dp * p.microbatches));
+  spec.layers /= p.pp;
   spec.recompute = p.recompute;
   const bool sharded_tokens = p.sequence_parallel || layout::is_gemm2d(p.strategy);
-  plan::MemoryEstimate predicted = plan::estimate_memory(
+  plan::MemoryEstimate m = plan::estimate_memory(
       spec, sharded_tokens ? plan::ActivationLayout::kSequenceParallel : plan::ActivationLayout::kAtp,
       p.mesh[0], p.mesh[1], 0.0);
-  plan::add_data_parallel(predicted, p.dp, p.zero);
+  if (p.pp > 1) {
+    const int in_flight =
+        layout::simulate(layout::make_schedule(p.schedule, p.pp, p.microbatches, p.virtual_stages),
+                         1.0, 2.0)
+            .max_in_flight;
+    const double stream = static_cast<double>(spec.batch) * spec.seq * spec.hidden /
+                          (sharded_tokens ? p.mesh[0] * p.mesh[1] : p.mesh[1]);
+    m.activations_bytes += in_flight * stream * 4.0;
+  }
+  plan::add_data_parallel(m, p.dp, p.zero);
+  return m;
+}
+
+// Per rank: the planner's memory model for this layout beside the measured high-water mark
+// of tensor storage and the peak resident set. Collective.
+void print_memory(std::ostream& os, const plan::ModelSpec& spec, const layout::Plan& p,
+                  std::int64_t global_batch, const train::TrainSummary& summary) {
+  const plan::MemoryEstimate predicted = rank_memory(spec, p, global_batch);
   const std::array<double, 2> mine{static_cast<double>(summary.tensor_peak_bytes),
                                    static_cast<double>(summary.max_rss_bytes)};
   std::vector<double> all(2 * static_cast<std::size_t>(world().size()));
@@ -186,22 +207,20 @@ std::string choose_layout(TrainArgs& args, const plan::ModelSpec& spec) {
 // Returns the estimate line printed in the header.
 std::string check_memory(const train::TrainConfig& c, plan::ModelSpec spec, bool enforce) {
   const layout::Plan& layout = c.model.layout;
-  spec.batch = static_cast<int>(c.model.batch / layout.dp);
   const int d1 = layout.mesh[0], d2 = layout.mesh[1];
-  const bool sharded_stream = layout.sequence_parallel || layout::is_gemm2d(layout.strategy);
-  plan::MemoryEstimate m = plan::estimate_memory(
-      spec, sharded_stream ? plan::ActivationLayout::kSequenceParallel : plan::ActivationLayout::kAtp,
-      d1, d2, 0.0);
+  plan::MemoryEstimate m = rank_memory(spec, layout, c.model.batch);
   // The head: embedding, final LayerNorm and its gathered copy, their gradients ([n, h] each)
-  // and the vocabulary-parallel logits and their gradient ([n, V/T] each), fp32.
-  const double n = static_cast<double>(spec.batch) * spec.seq;
-  m.workspace_bytes = 4.0 * n * (4.0 * spec.hidden + 2.0 * 256 / (d1 * d2));
+  // and the vocabulary-parallel logits and their gradient ([n, V/T] each), fp32, on a
+  // microbatch of n tokens.
+  const double n =
+      static_cast<double>(c.model.batch / (layout.dp * layout.microbatches)) * spec.seq;
+  m.workspace_bytes += 4.0 * n * (4.0 * spec.hidden + 2.0 * 256 / (d1 * d2));
   const double need = m.total_bytes();
   const double available = available_memory_bytes();
   const int local = world().ranks_on_this_node();
   constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   const std::string line =
-      fmt::format("~{:.2f} GiB per rank (params+grads+AdamW {:.2f}, activations {:.2f}, head "
+      fmt::format("~{:.2f} GiB per rank (params+grads+AdamW {:.2f}, activations {:.2f}, buffers "
                   "{:.2f}); {:.1f} GiB available here for {} rank{}",
                   need / kGiB, (m.params_bytes + m.grads_bytes + m.optimizer_bytes) / kGiB,
                   m.activations_bytes / kGiB, m.workspace_bytes / kGiB, available / kGiB, local,
@@ -308,7 +327,7 @@ void run_train(TrainArgs& args) {
   if (!summary.trace.empty()) {
     os << "trace   " << summary.trace << " (open in https://ui.perfetto.dev or chrome://tracing)\n";
   }
-  print_memory(os, spec, c.model.layout, replica.batch, summary);
+  print_memory(os, spec, c.model.layout, c.model.batch, summary);
   if (summary.skipped_steps > 0) {
     os << fmt::format("skipped {} step{} with a non-finite loss or gradient norm\n",
                       summary.skipped_steps, summary.skipped_steps > 1 ? "s" : "");
