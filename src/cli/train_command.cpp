@@ -123,7 +123,7 @@ plan::MemoryEstimate rank_memory(plan::ModelSpec spec, const layout::Plan& p,
                           (sharded_tokens ? p.mesh[0] * p.mesh[1] : p.mesh[1]);
     m.activations_bytes += in_flight * stream * 4.0;
   }
-  plan::add_data_parallel(m, p.dp, p.zero);
+  plan::add_data_parallel(m, p.dp, p.zero, spec.layers);
   return m;
 }
 
@@ -364,8 +364,8 @@ void add_train_command(CLI::App& app) {
           ->capture_default_str()
           ->check(integer_at_least(1)),
       t->add_option("--zero", args->zero,
-                    "ZeRO stage over the data-parallel replicas: 0, 1 (optimizer state sharded) "
-                    "or 2 (and gradients reduce-scattered)")
+                    "ZeRO stage over the data-parallel replicas: 0, 1 (optimizer state sharded), "
+                    "2 (and gradients reduce-scattered) or 3 (and parameters, gathered per block)")
           ->capture_default_str(),
       t->add_option("--mesh", args->mesh, "'auto': let the planner choose the whole layout"),
       t->add_option("--pp", args->pp,

@@ -20,15 +20,7 @@ Gemm2dStack::Gemm2dStack(const mesh::DeviceMesh& mesh, const Gemm2dStackConfig& 
     values_.emplace_back(local);
     grads_.emplace_back(local);
   }
-  for (int l = 0; l < config.layers; ++l) {
-    std::vector<std::span<float>> v, g;
-    for (int k = 0; k < kBlockParams; ++k) {
-      const auto p = static_cast<std::size_t>(l * kBlockParams + k);
-      v.push_back(values_[p].values());
-      g.push_back(grads_[p].values());
-    }
-    blocks_.bind(l, std::move(v), std::move(g));
-  }
+  for (int l = 0; l < config.layers; ++l) rebind(l);
   workspace_ = std::make_unique<Gemm2dBlockWorkspace>(blocks_.front());
   const std::int64_t stream = stream_layout().size();
   for (int l = 0; l <= config.layers; ++l) streams_.emplace_back(Shape{stream});
@@ -37,6 +29,16 @@ Gemm2dStack::Gemm2dStack(const mesh::DeviceMesh& mesh, const Gemm2dStackConfig& 
 }
 
 Gemm2dStack::~Gemm2dStack() = default;
+
+void Gemm2dStack::rebind(int l) {
+  std::vector<std::span<float>> v, g;
+  for (int k = 0; k < kBlockParams; ++k) {
+    const auto p = static_cast<std::size_t>(l * kBlockParams + k);
+    v.push_back(values_[p].values());
+    g.push_back(grads_[p].values());
+  }
+  blocks_.bind(l, std::move(v), std::move(g));
+}
 
 int Gemm2dStack::replicas(int p) const {
   int r = 1;
@@ -129,7 +131,10 @@ Tensor Gemm2dStack::gather_grad_input() const {
 }
 
 void Gemm2dStack::forward() {
-  for (int i = 0; i < config_.layers; ++i) forward_layer(i);
+  for (int i = 0; i < config_.layers; ++i) {
+    if (before_layer_) before_layer_(i, false);
+    forward_layer(i);
+  }
 }
 
 void Gemm2dStack::forward_layer(int i) {
@@ -143,6 +148,7 @@ void Gemm2dStack::backward(const std::function<void(int layer)>& on_layer_done) 
   const parallel::ChunkedLayout l = stream_layout();
   for (int i = config_.layers - 1; i >= 0; --i) {
     const int k = config_.layers - 1 - i;  // dy in dstream_[k % 2], dx into the other
+    if (before_layer_) before_layer_(i, true);
     if (blocks_.full()) forward_layer(i);  // recomputation (model/layer_blocks.hpp)
     blocks_.at(i).backward(
         parallel::ChunkedMatrix(dstream_[(k + 1) % 2].data(), l).whole(),

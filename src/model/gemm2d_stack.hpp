@@ -88,9 +88,16 @@ class Gemm2dStack {
   // Parameter gradients +=; on_layer_done(i) runs once block i's gradients are final.
   void backward(const std::function<void(int layer)>& on_layer_done = {});
 
+  // ZeRO-3: as Stack::set_before_layer and Stack::rebind.
+  void set_before_layer(std::function<void(int layer, bool backward)> hook) {
+    before_layer_ = std::move(hook);
+  }
+  void rebind(int layer);
+
  private:
   StreamGeometry stream_geometry() const;
   void forward_layer(int i);
+  std::function<void(int layer, bool backward)> before_layer_;
 
   const mesh::DeviceMesh* mesh_;
   Gemm2dStackConfig config_;

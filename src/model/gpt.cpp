@@ -59,8 +59,6 @@ void validate(const GptConfig& config, const std::vector<int>& tp_mesh_shape) {
                config.layers, p.pp, p.virtual_stages, stages);
   MESHTP_CHECK(config.stage >= 0 && config.stage < stages,
                "model: pipeline stage {} is not one of the plan's {}", config.stage, stages);
-  MESHTP_CHECK(p.zero <= 2, "plan: zero={}: the runtime has ZeRO stages 0, 1 and 2 (3 is not in it yet)",
-               p.zero);
   MESHTP_CHECK(tp_mesh_shape == std::vector<int>(p.mesh.begin(), p.mesh.end()),
                "model: the plan's mesh {}x{} is not the tensor-parallel mesh {}", p.mesh[0],
                p.mesh[1], format_mesh_shape(tp_mesh_shape));

@@ -71,8 +71,7 @@ int pipeline_stages(const layout::Plan& plan);
 int stage_layers(const GptConfig& config);
 
 // Throws meshtp::Error naming the value unless `config` runs on a TP mesh of this shape: the
-// plan's mesh must be it, its pipeline stages must divide the layers; zero = 3 is not in the
-// runtime yet.
+// plan's mesh must be it, its pipeline stages must divide the layers.
 void validate(const GptConfig& config, const std::vector<int>& tp_mesh_shape);
 
 // The one factory of block stacks from a plan and a model shape (vocab unused): ATP blocks
@@ -109,6 +108,15 @@ class Gpt {
   void backward(float dloss = 1.0f, const std::function<void(int layer)>& on_layer_done = {},
                 std::span<const float> dout = {}, std::span<float> din = {});
   void zero_grads();
+
+  // ZeRO-3 (train/zero.hpp): see Stack::set_before_layer and Stack::rebind (i: this
+  // object's block index).
+  void set_before_layer(const std::function<void(int layer, bool backward)>& hook) {
+    std::visit([&](const auto& s) { s->set_before_layer(hook); }, stack_);
+  }
+  void rebind(int layer) {
+    std::visit([&](const auto& s) { s->rebind(layer); }, stack_);
+  }
 
   // ---- pipeline stage ------------------------------------------------------------------
   bool has_embedding() const { return config_.stage == 0; }

@@ -38,19 +38,7 @@ Stack::Stack(const mesh::DeviceMesh& mesh, const StackConfig& config)
     if (is_layernorm(e)) ln_size += numel(local);
   }
   if (config.block.sequence_parallel) ln_partial_ = Tensor({ln_size});
-
-  for (int l = 0; l < config.layers; ++l) {
-    std::vector<std::span<float>> v, g;
-    for (int k = 0; k < kBlockParams; ++k) {
-      const auto p = static_cast<std::size_t>(l * kBlockParams + k);
-      v.push_back(values_[p].values());
-      const bool partial = !ln_partial_.empty() && is_layernorm(table_[p]);
-      g.push_back(partial ? ln_partial_.values().subspan(static_cast<std::size_t>(ln_offset_[p]),
-                                                         grads_[p].values().size())
-                          : grads_[p].values());
-    }
-    blocks_.bind(l, std::move(v), std::move(g));
-  }
+  for (int l = 0; l < config.layers; ++l) rebind(l);
   workspace_ = std::make_unique<BlockWorkspace>(blocks_.front());
   const std::int64_t stream = stream_layout().size();
   for (int l = 0; l <= config.layers; ++l) streams_.emplace_back(Shape{stream});
@@ -59,6 +47,19 @@ Stack::Stack(const mesh::DeviceMesh& mesh, const StackConfig& config)
 }
 
 Stack::~Stack() = default;
+
+void Stack::rebind(int l) {
+  std::vector<std::span<float>> v, g;
+  for (int k = 0; k < kBlockParams; ++k) {
+    const auto p = static_cast<std::size_t>(l * kBlockParams + k);
+    v.push_back(values_[p].values());
+    const bool partial = !ln_partial_.empty() && is_layernorm(table_[p]);
+    g.push_back(partial ? ln_partial_.values().subspan(static_cast<std::size_t>(ln_offset_[p]),
+                                                       grads_[p].values().size())
+                        : grads_[p].values());
+  }
+  blocks_.bind(l, std::move(v), std::move(g));
+}
 
 int Stack::replicas(int p) const {
   int r = 1;
@@ -166,6 +167,7 @@ Tensor Stack::gather_grad_input() const {
 
 void Stack::forward() {
   for (int i = 0; i < config_.layers; ++i) {
+    if (before_layer_) before_layer_(i, false);
     forward_layer(i);
   }
 }
@@ -181,6 +183,7 @@ void Stack::backward(const std::function<void(int layer)>& on_layer_done) {
   if (!ln_partial_.empty()) ln_partial_.fill(0.0f);
   for (int i = config_.layers - 1; i >= 0; --i) {
     const int k = config_.layers - 1 - i;  // dy in dstream_[k % 2], dx into the other
+    if (before_layer_) before_layer_(i, true);
     if (blocks_.full()) forward_layer(i);  // recomputation (model/layer_blocks.hpp)
     blocks_.at(i).backward({dstream_[(k + 1) % 2].data(), l}, {dstream_[k % 2].data(), l},
                            *workspace_);

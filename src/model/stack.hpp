@@ -113,9 +113,18 @@ class Stack {
   // while blocks i−1 … 0 compute.
   void backward(const std::function<void(int layer)>& on_layer_done = {});
 
+  // ZeRO-3 (train/zero.hpp): before_layer(i, backward) runs right before block i's parameters
+  // are read — its forward, and its backward (with any recomputation); a caller that swapped
+  // value(p) of block i for another tensor calls rebind(i) before the block runs again.
+  void set_before_layer(std::function<void(int layer, bool backward)> hook) {
+    before_layer_ = std::move(hook);
+  }
+  void rebind(int layer);
+
  private:
   StreamGeometry stream_geometry() const;
   void forward_layer(int i);
+  std::function<void(int layer, bool backward)> before_layer_;
 
   const mesh::DeviceMesh* mesh_;
   StackConfig config_;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <ostream>
 
 namespace meshtp::plan {
@@ -63,12 +64,16 @@ MemoryEstimate estimate_memory(const ModelSpec& model, ActivationLayout layout, 
   return m;
 }
 
-void add_data_parallel(MemoryEstimate& m, int dp, int zero) {
+void add_data_parallel(MemoryEstimate& m, int dp, int zero, int layers) {
   if (dp <= 1) return;
   m.workspace_bytes += m.grads_bytes;
   if (zero == 0) return;
   m.optimizer_bytes = m.optimizer_bytes / dp + m.params_bytes / dp;
   if (zero >= 2) m.optimizer_bytes += m.grads_bytes / dp;
+  if (zero >= 3) {
+    const int whole = std::min(2, std::max(layers, 1));
+    m.params_bytes = m.params_bytes / dp + m.params_bytes * whole / std::max(layers, 1);
+  }
 }
 
 }  // namespace meshtp::plan

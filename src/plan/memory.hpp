@@ -54,8 +54,9 @@ MemoryEstimate estimate_memory(const ModelSpec& model, ActivationLayout layout, 
 // Data parallelism over dp replicas with ZeRO stage `zero` (Rajbhandari et al. 2020 §5), as
 // the runtime shards (train/zero.hpp): with dp > 1 the gradient buckets hold one more copy of
 // the gradients (buffers); stage ≥ 1 keeps 1/dp of the optimizer state plus the 1/dp of the
-// values being updated, stage 2 also 1/dp of the summed gradients. The model's own gradient
-// accumulators stay whole in the runtime, so they are not divided.
-void add_data_parallel(MemoryEstimate& m, int dp, int zero);
+// values being updated, stage 2 also 1/dp of the summed gradients; stage 3 keeps 1/dp of the
+// parameters plus two of the `layers` blocks whole (the running one and the prefetched one).
+// The model's own gradient accumulators stay whole in the runtime, so they are not divided.
+void add_data_parallel(MemoryEstimate& m, int dp, int zero, int layers = 1);
 
 }  // namespace meshtp::plan

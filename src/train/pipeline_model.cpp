@@ -80,6 +80,7 @@ std::int64_t PipelineModel::global_parameters() const {
 
 void PipelineModel::init(std::uint64_t seed) {
   for (auto& g : gpts_) g->init(seed);
+  for (auto& dp : dps_) dp->parameters_written();
 }
 
 void PipelineModel::sum_tied_embedding() {

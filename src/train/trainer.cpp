@@ -150,6 +150,9 @@ TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
                    config.steps, summary.resumed_from, state.step);
     }
   }
+  // The high-water mark of the steps, not of the set-up: ZeRO-3 frees each replica's share
+  // of the blocks' parameters only once they are initialised (or loaded) whole.
+  reset_tensor_peak();
   TrainConfig run = config;
   run.seed = seed;
   if (!config.trace_path.empty()) {

@@ -19,6 +19,8 @@ struct DataParallel::Bucket {
   Tensor value, m, v;     // stage ≥ 1: this replica's part of the values and moments
   std::span<float> own_grad;  // stage ≥ 1: the summed part (in buffer, or grad)
   comm::Request request;
+  comm::Request gather;       // stage 3: the parameters' all-gather (prefetch)
+  bool whole = true;          // stage 3: the model holds this bucket's parameters
 };
 
 namespace {
@@ -42,8 +44,7 @@ void for_each_piece(model::Gpt& gpt, const std::vector<int>& params, std::int64_
 DataParallel::DataParallel(model::Gpt& gpt, const comm::Communicator& dp_group, int zero,
                            const AdamWConfig& adamw)
     : gpt_(gpt), dp_(dp_group), zero_(zero), adamw_config_(adamw) {
-  MESHTP_CHECK(zero >= 0 && zero <= 2,
-               "zero={}: the runtime has ZeRO stages 0, 1 and 2 (stage 3 is not in it yet)", zero);
+  MESHTP_CHECK(zero >= 0 && zero <= 3, "zero={} must be 0, 1, 2 or 3", zero);
   MESHTP_CHECK(zero == 0 || dp_group.size() > 1,
                "zero={} shards over the data-parallel replicas, but dp=1: use --dp > 1 or --zero 0",
                zero);
@@ -73,12 +74,76 @@ DataParallel::DataParallel(model::Gpt& gpt, const comm::Communicator& dp_group, 
     b.value = Tensor({b.part});
     b.m = Tensor({b.part});
     b.v = Tensor({b.part});
-    if (zero == 2) b.grad = Tensor({b.part});
-    b.own_grad = zero == 2 ? b.grad.values()
+    if (zero >= 2) b.grad = Tensor({b.part});
+    b.own_grad = zero >= 2 ? b.grad.values()
                            : b.buffer.values().subspan(static_cast<std::size_t>(r * b.part),
                                                        static_cast<std::size_t>(b.part));
   }
   if (zero == 0) whole_ = std::make_unique<AdamW>(refs(dp), adamw);
+  for (int p = 0; p < gpt.num_params(); ++p) shapes_.push_back(gpt.value(p).shape());
+  if (zero == 3) {
+    gpt.set_before_layer([this](int layer, bool backward) { before_layer(layer, backward); });
+  }
+}
+
+bool DataParallel::sharded(int bucket) const {
+  return zero_ == 3 && bucket + 1 < static_cast<int>(buckets_.size());
+}
+
+void DataParallel::parameters_written() {
+  if (zero_ != 3) return;
+  const std::int64_t r = dp_.rank();
+  for (int i = 0; sharded(i); ++i) {
+    Bucket& b = buckets_[static_cast<std::size_t>(i)];
+    for_each_piece(gpt_, b.params, r * b.part, std::min(b.size, (r + 1) * b.part),
+                   [&](int p, std::int64_t offset, std::int64_t at, std::int64_t n) {
+                     std::copy_n(gpt_.value(p).data() + offset, n,
+                                 b.value.data() + (at - r * b.part));
+                   });
+    release(i);
+  }
+}
+
+// The bucket's parts all-gathered (the prefetch's, or now) into new whole tensors.
+void DataParallel::materialize(int bucket) {
+  Bucket& b = buckets_.at(static_cast<std::size_t>(bucket));
+  if (b.whole) return;
+  if (!b.gather.pending()) {
+    b.gather = dp_.iall_gather(std::span<const float>(b.value.values()), b.buffer.values());
+  }
+  {
+    const ScopedSpan span("param_allgather_wait", SpanKind::kPhase);
+    b.gather.wait();
+  }
+  std::int64_t at = 0;
+  for (const int p : b.params) {
+    Tensor& t = gpt_.value(p);
+    t = Tensor(shapes_[static_cast<std::size_t>(p)]);
+    std::copy_n(b.buffer.data() + at, t.numel(), t.data());
+    at += t.numel();
+  }
+  gpt_.rebind(bucket);
+  b.whole = true;
+}
+
+void DataParallel::release(int bucket) {
+  Bucket& b = buckets_.at(static_cast<std::size_t>(bucket));
+  for (const int p : b.params) gpt_.value(p) = Tensor();
+  b.whole = false;
+}
+
+void DataParallel::before_layer(int layer, bool backward) {
+  materialize(layer);
+  const int next = backward ? layer - 1 : layer + 1;
+  for (int i = 0; sharded(i); ++i) {
+    if (i != layer && i != next && buckets_[static_cast<std::size_t>(i)].whole) release(i);
+  }
+  if (next >= 0 && sharded(next)) {
+    Bucket& b = buckets_[static_cast<std::size_t>(next)];
+    if (!b.whole && !b.gather.pending()) {
+      b.gather = dp_.iall_gather(std::span<const float>(b.value.values()), b.buffer.values());
+    }
+  }
 }
 
 DataParallel::~DataParallel() = default;
@@ -101,7 +166,7 @@ void DataParallel::start(int bucket) {
     std::copy(g.data(), g.data() + g.numel(), out);
     out += g.numel();
   }
-  if (zero_ == 2) {
+  if (zero_ >= 2) {
     b.request = dp_.ireduce_scatter(std::span<const float>(b.buffer.values()), b.grad.values());
   } else {
     b.request = dp_.iall_reduce(b.buffer.values());
@@ -117,7 +182,7 @@ void DataParallel::start_last() { start(static_cast<int>(buckets_.size()) - 1); 
 
 void DataParallel::finish() {
   if (dp_.size() == 1) return;
-  const ScopedSpan span(zero_ == 2 ? "grad_reduce_scatter_wait" : "grad_allreduce_wait",
+  const ScopedSpan span(zero_ >= 2 ? "grad_reduce_scatter_wait" : "grad_allreduce_wait",
                         SpanKind::kPhase);
   for (Bucket& b : buckets_) {
     b.request.wait();
@@ -169,26 +234,38 @@ void DataParallel::step(float lr) {
   const auto bias1 = static_cast<float>(1.0 - std::pow(c.beta1, t));
   const auto bias2 = static_cast<float>(1.0 - std::pow(c.beta2, t));
   const std::int64_t r = dp_.rank();
-  for (Bucket& b : buckets_) {
+  for (std::size_t k = 0; k < buckets_.size(); ++k) {
+    Bucket& b = buckets_[k];
+    const bool part_only = sharded(static_cast<int>(k));  // stage 3: the part is the master
+    if (part_only) {
+      if (b.gather.pending()) b.gather.wait();
+      if (b.whole) release(static_cast<int>(k));  // stale after this update
+    }
     // The update on this replica's part, elementwise as on the whole tensor (adamw.hpp).
     for_each_piece(gpt_, b.params, r * b.part, std::min(b.size, (r + 1) * b.part),
                    [&](int p, std::int64_t offset, std::int64_t at, std::int64_t n) {
                      const auto i = static_cast<std::size_t>(at - r * b.part);
                      const auto count = static_cast<std::size_t>(n);
                      const std::span<float> value = b.value.values().subspan(i, count);
-                     const auto src = gpt_.value(p).values().subspan(
-                         static_cast<std::size_t>(offset), count);
-                     std::copy(src.begin(), src.end(), value.begin());
+                     if (!part_only) {
+                       const auto src = gpt_.value(p).values().subspan(
+                           static_cast<std::size_t>(offset), count);
+                       std::copy(src.begin(), src.end(), value.begin());
+                     }
                      adamw_update(value, b.own_grad.subspan(i, count), b.m.values().subspan(i, count),
                                   b.v.values().subspan(i, count),
                                   {.lr = lr, .beta1 = c.beta1, .beta2 = c.beta2, .eps = c.eps,
                                    .decay = gpt_.decays(p) ? c.weight_decay : 0.0f,
                                    .bias1 = bias1, .bias2 = bias2});
                    });
-    b.request = dp_.iall_gather(std::span<const float>(b.value.values()), b.buffer.values());
+    if (!part_only) {
+      b.request = dp_.iall_gather(std::span<const float>(b.value.values()), b.buffer.values());
+    }
   }
   const ScopedSpan span("param_allgather_wait", SpanKind::kPhase);
-  for (Bucket& b : buckets_) {
+  for (std::size_t k = 0; k < buckets_.size(); ++k) {
+    Bucket& b = buckets_[k];
+    if (sharded(static_cast<int>(k))) continue;
     b.request.wait();
     for_each_piece(gpt_, b.params, 0, b.size,
                    [&](int p, std::int64_t offset, std::int64_t at, std::int64_t n) {
@@ -230,15 +307,20 @@ void DataParallel::import_moments(AdamW& whole) {
 
 AdamW& DataParallel::optimizer_to_save() {
   if (zero_ == 0) return *whole_;
+  for (int i = 0; sharded(i); ++i) materialize(i);  // the checkpoint reads whole values
   scratch_ = std::make_unique<AdamW>(refs(1), adamw_config_);
   export_moments(*scratch_);
   return *scratch_;
 }
 
-void DataParallel::saved() { scratch_.reset(); }
+void DataParallel::saved() {
+  scratch_.reset();
+  for (int i = 0; sharded(i); ++i) release(i);
+}
 
 AdamW& DataParallel::optimizer_to_load() {
   if (zero_ == 0) return *whole_;
+  for (int i = 0; sharded(i); ++i) materialize(i);  // storage the checkpoint fills
   scratch_ = std::make_unique<AdamW>(refs(1), adamw_config_);
   return *scratch_;
 }
@@ -247,6 +329,7 @@ void DataParallel::loaded() {
   if (zero_ == 0) return;
   import_moments(*scratch_);
   scratch_.reset();
+  parameters_written();
 }
 
 std::int64_t DataParallel::optimizer_floats() const {

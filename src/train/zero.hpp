@@ -15,9 +15,17 @@
 //               (half the all-reduce's volume: (dp−1)/dp·S instead of 2·(dp−1)/dp·S); then as
 //               stage 1. The model's own gradient accumulators stay whole (the block stacks
 //               accumulate into them), so the saving here is the moments' and the traffic.
+//   stage 3     as stage 2, and block b's parameters too live only as replica r's part
+//               (ZeRO §5.3): right before block b runs (forward, or backward with its
+//               recomputation) its parts are all-gathered into freshly allocated tensors,
+//               the next block's gather already started (prefetch: b+1 forward, b−1
+//               backward); at most the running block and the prefetched one are whole, the
+//               others freed. The update touches only the part (no all-gather after it);
+//               the embeddings and final LayerNorm (the last bucket) stay whole, as in 2.
 //
 //   per step:   backward → start(b) per finished block → finish() → grad_norm() → clip() →
-//               step(lr) (stage ≥ 1: all_gather of every bucket, all started before any wait)
+//               step(lr) (stage 1, 2: all_gather of every bucket, all started before any wait;
+//               stage 3: of the last bucket)
 //
 // Worked example, dp = 2, bucket of S = 5 floats [g0 … g4]: part = 3; replica 0 owns
 // [0, 3), replica 1 owns [3, 5) (its last slot is padding, never read). Stage 2's
@@ -41,9 +49,12 @@ namespace meshtp::train {
 
 class DataParallel {
  public:
-  // zero: 0–3 (3 is not in the runtime yet: throws naming it).
+  // zero: 0–3. Stage 3 hooks itself into gpt (Gpt::set_before_layer).
   DataParallel(model::Gpt& gpt, const comm::Communicator& dp_group, int zero,
                const AdamWConfig& adamw);
+  // The model's parameters were written whole (init): stage 3 keeps this replica's part of
+  // every block's and frees the rest. Other stages: nothing.
+  void parameters_written();
   ~DataParallel();
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
@@ -72,6 +83,11 @@ class DataParallel {
  private:
   struct Bucket;
   std::vector<ParamRef> refs(int dp_factor) const;
+  // Stage 3: block b's parameters whole in the model (all-gathered), or freed.
+  void materialize(int bucket);
+  void release(int bucket);
+  void before_layer(int layer, bool backward);
+  bool sharded(int bucket) const;  // stage 3 and a block's bucket
   void export_moments(AdamW& whole);  // collective over dp
   void import_moments(AdamW& whole);
 
@@ -83,6 +99,7 @@ class DataParallel {
   std::unique_ptr<AdamW> scratch_;  // stage ≥ 1, while a checkpoint is saved or loaded
   std::vector<Bucket> buckets_;
   std::int64_t steps_ = 0;
+  std::vector<Shape> shapes_;  // every parameter's local shape (stage 3 frees them)
 };
 
 }  // namespace meshtp::train

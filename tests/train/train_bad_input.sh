@@ -35,7 +35,7 @@ check dp-product "error: dp=4 × tp=1x1 needs 4 ranks, but 2 are running" "${sma
 check bad-tp "error: bad mesh '2y1'" "${small[@]}" --tp 2y1
 check unknown-model "error: .*'huge'.*tiny" "${small[@]}" --model huge
 check zero-without-dp "error: zero=1 shards over the data-parallel replicas, but dp=1" "${small[@]}" --tp 2x1 --zero 1
-check zero-3 "error: plan: zero=3: the runtime has ZeRO stages 0, 1 and 2" "${small[@]}" --tp 1x1 --dp 2 --zero 3
+check zero-4 "error: plan: zero=4 must be 0, 1, 2 or 3" "${small[@]}" --tp 1x1 --dp 2 --zero 4
 check bad-recompute "error: unknown recompute 'some'" "${small[@]}" --recompute some
 # Pipeline stages (tiny has 2 layers; three.json 3).
 printf '{"name": "three", "layers": 3, "hidden": 32, "heads": 2, "vocab": 256, "batch": 4, "seq": 32}' \

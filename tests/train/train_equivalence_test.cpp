@@ -181,8 +181,10 @@ TEST_F(TrainEquivalence, ZeroAndRecomputationGiveTheSerialLossCurve) {
     layout::Strategy strategy = layout::Strategy::kAtp;
   };
   using R = layout::Recompute;
-  std::vector<Layout> layouts{{n, 1, 1, R::kNone}, {n, 1, 2, R::kFull}, {1, n, 0, R::kSelective}};
+  std::vector<Layout> layouts{{n, 1, 1, R::kNone}, {n, 1, 2, R::kFull}, {1, n, 0, R::kSelective},
+                              {n, 1, 3, R::kNone}, {n, 1, 3, R::kFull}};
   if (n == 4) {
+    layouts.push_back({2, 2, 3, R::kSelective});
     layouts.push_back({2, 2, 1, R::kSelective});
     layouts.push_back({2, 2, 2, R::kNone});
     layouts.push_back({2, 2, 2, R::kFull, layout::Strategy::kMeshSlice});
