@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <algorithm>
+#include <map>
 #include <string>
 #include <unordered_set>
 
@@ -28,8 +29,8 @@ struct DeviceState {
   double host_flops = 0;  // the simulated host's speed
   MPI_Op no_op = MPI_OP_NULL;
   std::unordered_set<void*> reserved;  // large buffers from reserve()
-  unsigned char* shared = nullptr;     // engine: the block all engines share (2 halves)
-  std::size_t shared_half = 0;
+  // Engine: its stand-in buffers, one per (send | receive, size in bytes), kept for the run.
+  std::map<std::size_t, void*> stand_in[2];
 };
 
 DeviceState& device() {
@@ -168,19 +169,35 @@ Scratch::~Scratch() {
   if (data_ != nullptr) munmap(data_, bytes_);
 }
 
+// A stand-in buffer of exactly `bytes`, allocated once per (role, size) and never freed (it
+// is address space: SMPI never writes a page of it, and SMPI's local shared-malloc mode
+// cannot free a partially shared block). It is SMPI's "partially shared" allocation with no
+// shared part, i.e. one private block covering it all: SMPI's Datatype::copy skips a copy
+// whose source or destination is a shared allocation holding exactly one private block of
+// exactly the copied size. That is what makes SMPI's collective algorithms copy nothing:
+// ring reduce-scatter's copy of the whole send buffer into its accumulator, ring
+// all-gather's copy of the own block, the copy of the result out.
+void* stand_in(int role, std::size_t bytes) {
+  void*& p = device().stand_in[role][bytes];
+  if (p == nullptr) {
+    std::size_t no_shared_part[2] = {0, 0};
+    p = SMPI_PARTIAL_SHARED_MALLOC(bytes, no_shared_part, 0);
+  }
+  return p;
+}
+
 EngineBuffers engine_buffers(const void* send, void* recv, std::size_t send_bytes,
                              std::size_t recv_bytes) {
-  DeviceState& d = device();
-  const std::size_t bytes = std::max(send_bytes, recv_bytes);
-  if (d.mode != sim::Mode::kCharged || bytes < static_cast<std::size_t>(kNoCopyBytes)) {
+  const DeviceState& d = device();
+  if (d.mode != sim::Mode::kCharged ||
+      std::max(send_bytes, recv_bytes) < static_cast<std::size_t>(kNoCopyBytes)) {
     return {send, recv};
   }
-  if (bytes > d.shared_half) {
-    if (d.shared != nullptr) SMPI_SHARED_FREE(d.shared);
-    d.shared_half = bytes;
-    d.shared = static_cast<unsigned char*>(SMPI_SHARED_MALLOC(2 * bytes));
-  }
-  return {send == MPI_IN_PLACE || send == nullptr ? send : d.shared, d.shared + d.shared_half};
+  // MPI_IN_PLACE becomes a separate send buffer when its size is given: SMPI copies an
+  // in-place all-reduce or reduce-scatter's input into a temporary of its own first.
+  const bool own_send = send != nullptr && send_bytes > 0;
+  return {own_send ? stand_in(0, send_bytes) : send,
+          recv == nullptr || recv_bytes == 0 ? recv : stand_in(1, recv_bytes)};
 }
 
 MPI_Op engine_op(MPI_Op op, MPI_Datatype type, int count) {

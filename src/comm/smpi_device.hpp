@@ -30,10 +30,11 @@ void install_engine();
 MPI_Op engine_op(MPI_Op op, MPI_Datatype type, int count);
 
 // The buffers an engine hands SMPI for a collective of these sizes. In charged mode, for
-// messages of at least kNoCopyBytes, one block that every engine shares instead of the
-// device's buffers (SMPI_SHARED_MALLOC, local mode: one shared-memory object for all): SMPI
-// then skips every local copy its algorithms make (Datatype::copy of a shared buffer is a
-// no-op) and the device's buffers are never touched. Otherwise the buffers themselves.
+// messages of at least kNoCopyBytes, stand-ins of exactly those sizes instead of the device's
+// buffers (address space nothing writes, registered with SMPI so that its collective
+// algorithms skip their internal copies; an in-place send gets its own stand-in): the device's
+// buffers are never touched and no engine touches a large page. Otherwise the buffers
+// themselves.
 struct EngineBuffers {
   const void* send;
   void* recv;

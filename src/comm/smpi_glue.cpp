@@ -125,7 +125,10 @@ int execute(const Command& c, const std::vector<MPI_Comm>& comms) {
   const auto p = static_cast<std::size_t>(size);
   switch (c.kind) {
     case Kind::kAllreduce: {
-      const auto b = engine_buffers(c.send, c.recv, elem * c.count, elem * c.count);
+      auto b = engine_buffers(c.send, c.recv, elem * c.count, elem * c.count);
+      // Stand-ins (charged mode): one for both sides, so the ring's copies of its own blocks
+      // (a send-receive to itself) have nothing to copy.
+      if (b.recv != c.recv) b.send = b.recv;
       return PMPI_Allreduce(b.send, b.recv, c.count, c.type, op, comm);
     }
     case Kind::kAllgather: {
@@ -133,8 +136,11 @@ int execute(const Command& c, const std::vector<MPI_Comm>& comms) {
       return PMPI_Allgather(b.send, c.count, c.type, b.recv, c.recv_count, c.recv_type, comm);
     }
     case Kind::kReduceScatterBlock: {
+      // PMPI_Reduce_scatter with equal counts is the same algorithm (smpi/reduce_scatter);
+      // SMPI's reduce_scatter_block entry point also zero-fills a trace vector of `count` ints.
       const auto b = engine_buffers(c.send, c.recv, elem * c.count * p, elem * c.count);
-      return PMPI_Reduce_scatter_block(b.send, b.recv, c.count, c.type, op, comm);
+      const std::vector<int> counts(p, c.count);
+      return PMPI_Reduce_scatter(b.send, b.recv, counts.data(), c.type, op, comm);
     }
     case Kind::kBcast: {
       const auto b = engine_buffers(nullptr, c.recv, 0, elem * c.count);

@@ -35,7 +35,7 @@ bool charge(double flops, double bytes) {
 bool charge_flops(double flops) { return charge(flops, 0.0); }
 bool charge_bytes(double bytes) { return charge(0.0, bytes); }
 
-bool skip_init(std::size_t bytes) {
+bool skip_values(std::size_t bytes) {
   const Hooks& h = hooks();
   return h.mode == Mode::kCharged && h.allocate != nullptr && bytes >= h.large_bytes;
 }

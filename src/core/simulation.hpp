@@ -21,7 +21,7 @@
 // against the serial reference, a NaN guard) asks values_meaningless() and skips, visibly.
 //
 // A charge is made at an op's entry point, once per call (one line: `if (sim::charge_…)
-// return;`), never inside a loop. The byte counts use the same reads + writes per element as
+// return;`, or `if (sim::skip_values(bytes)) return;` for a copy), never inside a loop. The byte counts use the same reads + writes per element as
 // the planner (core/op_costs.hpp), so the simulator and the planner charge the same work.
 #pragma once
 
@@ -64,8 +64,12 @@ bool charge(double flops, double bytes);     // both (attention: products and so
 // Storage for buffers: the hook's for large ones in kCharged, malloc otherwise.
 void* allocate(std::size_t bytes);
 void release(void* p, std::size_t bytes);
-// True when a buffer of this size is storage whose contents no one reads (kCharged and at
-// least large_bytes): initialising it would be per-element work (and RAM) for nothing.
-bool skip_init(std::size_t bytes);
+// True when writing `bytes` of values is work for nothing: kCharged and at least large_bytes
+// (values are meaningless there). Every data movement that is not communication asks this at
+// its entry and returns: filling a buffer, copying or slicing a tensor, packing blocks for a
+// collective and unpacking them, redistribute's copies. They are free, not charged: the
+// planner prices no copies (only the elementwise ops of core/op_costs.hpp), so both count
+// the same work. Skipping also keeps the reserved storage of large buffers untouched (no RAM).
+bool skip_values(std::size_t bytes);
 
 }  // namespace meshtp::sim

@@ -57,34 +57,33 @@ void apply_step(const RedistributeStep& step, const DeviceMesh& mesh, Tensor& lo
   using layout::CollectiveKind;
   switch (std::get<CollectiveKind>(step.kind)) {
     case CollectiveKind::kAllGather: {
-      std::vector<float> gathered(static_cast<std::size_t>(local.numel() * parts));
-      group.all_gather(std::span<const float>(local.values()), std::span<float>(gathered));
-      local = unpack_chunks(gathered, local.shape(), step.tensor_dim, parts);
+      Tensor gathered({local.numel() * parts});  // tensor storage: never zero-filled
+      group.all_gather(std::span<const float>(local.values()), gathered.values());
+      local = unpack_chunks(gathered.values(), local.shape(), step.tensor_dim, parts);
       return;
     }
     case CollectiveKind::kAllReduce:
       group.all_reduce(local.values(), step.op);
       return;
     case CollectiveKind::kReduceScatter: {
-      std::vector<float> packed(static_cast<std::size_t>(local.numel()));
-      pack_chunks(local, step.tensor_dim, parts, packed);
+      Tensor packed({local.numel()});
+      pack_chunks(local, step.tensor_dim, parts, packed.values());
       Shape part_shape = local.shape();
       part_shape[step.tensor_dim] /= parts;
       Tensor part(part_shape);
-      group.reduce_scatter(std::span<const float>(packed), part.values(), step.op);
+      group.reduce_scatter(std::span<const float>(packed.values()), part.values(), step.op);
       local = std::move(part);
       return;
     }
     case CollectiveKind::kAllToAll: {
       // Send chunk j along the new shard dim to peer j; peer i's piece comes back as the
       // i-th block along the dim being gathered.
-      std::vector<float> packed(static_cast<std::size_t>(local.numel()));
-      pack_chunks(local, step.to_tensor_dim, parts, packed);
-      std::vector<float> received(packed.size());
-      group.all_to_all(std::span<const float>(packed), std::span<float>(received));
+      Tensor packed({local.numel()}), received({local.numel()});
+      pack_chunks(local, step.to_tensor_dim, parts, packed.values());
+      group.all_to_all(std::span<const float>(packed.values()), received.values());
       Shape piece_shape = local.shape();
       piece_shape[step.to_tensor_dim] /= parts;
-      local = unpack_chunks(received, piece_shape, step.tensor_dim, parts);
+      local = unpack_chunks(received.values(), piece_shape, step.tensor_dim, parts);
       return;
     }
     default:

@@ -3,7 +3,9 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "core/op_costs.hpp"
 #include "core/parse.hpp"
+#include "core/simulation.hpp"
 #include "ops/attention.hpp"
 #include "ops/gelu.hpp"
 #include "ops/residual.hpp"
@@ -28,6 +30,7 @@ Tensor matrix_buffer(std::int64_t rows, std::int64_t cols) { return Tensor({rows
 
 // y[n, :] += b
 void add_bias(MatrixView y, std::span<const float> b) {
+  if (sim::charge_bytes(op_costs::bytes(y.rows * y.cols, op_costs::kBiasForwardTouches))) return;
   for (std::int64_t r = 0; r < y.rows; ++r) {
     float* row = y.data + r * y.ld;
     for (std::int64_t j = 0; j < y.cols; ++j) row[j] += b[static_cast<std::size_t>(j)];
@@ -36,6 +39,7 @@ void add_bias(MatrixView y, std::span<const float> b) {
 
 // db += Σ_n dy[n, :]
 void bias_backward(std::span<float> db, ConstMatrixView dy) {
+  if (sim::charge_bytes(op_costs::bytes(dy.rows * dy.cols, op_costs::kBiasBackwardTouches))) return;
   for (std::int64_t r = 0; r < dy.rows; ++r) {
     const float* row = dy.data + r * dy.ld;
     for (std::int64_t j = 0; j < dy.cols; ++j) db[static_cast<std::size_t>(j)] += row[j];
@@ -43,6 +47,7 @@ void bias_backward(std::span<float> db, ConstMatrixView dy) {
 }
 
 void zero(MatrixView m) {
+  if (sim::skip_values(static_cast<std::size_t>(m.rows * m.cols) * sizeof(float))) return;
   for (std::int64_t r = 0; r < m.rows; ++r) std::fill_n(m.data + r * m.ld, m.cols, 0.0f);
 }
 
@@ -229,8 +234,7 @@ void Gemm2dBlock::backward(MatrixView dx, ConstMatrixView dy, Gemm2dBlockWorkspa
 
   // y = x_mid + fc2(gelu(fc1(ln2(x_mid))))
   MatrixView dxmid = ws.dxmid.matrix();
-  for (std::int64_t r = 0; r < nl_; ++r)
-    std::copy_n(dy.data + r * dy.ld, hl_, dxmid.data + r * hl_);
+  residual_backward_copy(dxmid, {dy.data, nl_, hl_, dy.ld});
   bias_backward(part[kFc2Bias], dy);
   zero(ws.dgelu.matrix());
   parallel::gemm2d_linear_backward(m, plans_.fc2, ws.dgelu.matrix(), weight_grad(kFc2Weight), dy,
@@ -264,8 +268,7 @@ void Gemm2dBlock::backward(MatrixView dx, ConstMatrixView dy, Gemm2dBlockWorkspa
   parallel::gemm2d_linear_backward(m, plans_.qkv, ws.dxn.matrix(), weight_grad(kQkvWeight),
                                    ws.dqkv.matrix(), xn1_.matrix(), weight(kQkvWeight), ws.gemm);
   // dx = dx_mid (residual) + ln1's backward; dx may alias dy, which is no longer read.
-  for (std::int64_t r = 0; r < nl_; ++r)
-    std::copy_n(dxmid.data + r * hl_, hl_, dx.data + r * dx.ld);
+  residual_backward_copy({dx.data, nl_, hl_, dx.ld}, dxmid);
   parallel::layernorm_sharded_backward(dx, part[kLn1Weight], part[kLn1Bias], ws.dxn.matrix(), x_,
                                        p_[kLn1Weight], ln1_mean_.values(), ln1_rstd_.values(), h,
                                        row, ws.ln_scratch);

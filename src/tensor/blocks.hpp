@@ -9,7 +9,8 @@
 //   unpack_chunks the inverse: n contiguous chunks (as all_gather delivers them) → the tensor
 //                 whose chunk c along d is the c-th piece.
 //
-// D must be divisible by n; the error names the dim and both sizes.
+// D must be divisible by n; the error names the dim and both sizes. In the simulated build's
+// charged mode large ones move nothing (core/simulation.hpp's skip_values).
 #pragma once
 
 #include <span>

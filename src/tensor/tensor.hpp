@@ -96,6 +96,12 @@ class Tensor {
   Tensor() = default;
   explicit Tensor(Shape shape, float fill = 0.0f);
   Tensor(Shape shape, std::vector<float> values);  // values.size() must equal numel(shape)
+  // A copy copies the values, except where no one reads them (core/simulation.hpp's
+  // skip_values): then it is storage of the same shape.
+  Tensor(const Tensor& other);
+  Tensor& operator=(const Tensor& other);
+  Tensor(Tensor&&) noexcept = default;
+  Tensor& operator=(Tensor&&) noexcept = default;
 
   const Shape& shape() const { return shape_; }
   int ndim() const { return static_cast<int>(shape_.size()); }
@@ -120,7 +126,7 @@ class Tensor {
   void reshape(Shape shape);
   // New shape, values zeroed; reuses the allocation when it is large enough.
   void resize(Shape shape);
-  // Set every value (a no-op on storage no one reads: core/simulation.hpp's skip_init).
+  // Set every value (a no-op on storage no one reads: core/simulation.hpp's skip_values).
   void fill(float value);
 
  private:
@@ -130,7 +136,7 @@ class Tensor {
   Storage values_;  // counted (tensor/memory.hpp)
 };
 
-// Copy src into dst; shapes must match.
+// Copy src into dst; shapes must match (core/simulation.hpp's skip_values: no copy there).
 void copy(ConstMatrixView src, MatrixView dst);
 
 // max_i |a_i − b_i| / max_i |b_i|: the error relative to the reference's scale, so tiny

@@ -210,7 +210,11 @@ GraphSpec graph_spec_from_json(const nlohmann::json& j, std::string_view where) 
                    "devices, got {}", where, p.dump());
       spec.placement = PlacementKind::kExplicit;
       spec.explicit_placement = read_int_list(j, "placement", where, -kMaxCount, kMaxCount);
-      check_placement(spec.explicit_placement, g.devices());
+      try {
+        check_placement(spec.explicit_placement, g.devices());
+      } catch (const Error& e) {
+        fail("{}: {}", where, e.what());
+      }
     }
   }
   return spec;

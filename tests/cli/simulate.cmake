@@ -27,3 +27,11 @@ add_test(NAME cli_simulate_predict_only
 set_tests_properties(cli_simulate_predict_only PROPERTIES ENVIRONMENT "${MESHTP_MPI_ENV}"
   TIMEOUT 60 LABELS cli
   PASS_REGULAR_EXPRESSION "nothing simulated\n.*\n  atp 2x4 chunks=4 +183\\.4[0-9]+ ")
+meshtp_failure_test(cli_simulate_negative_bandwidth
+                    REGEX "link 1: bandwidth gbps=-5 must be positive"
+                    COMMAND ${MESHTP_BIN} simulate --topology ${MESHTP_SIM_DATA}/negative_bandwidth.json
+                            --model tiny --devices 4 --mesh 2x2)
+meshtp_failure_test(cli_simulate_two_ranks_one_device
+                    REGEX "error: topology '[^']*shared_device.json', graph: placement: ranks 0 and 1 are both placed on device 2"
+                    COMMAND ${MESHTP_BIN} simulate --topology ${MESHTP_SIM_DATA}/shared_device.json
+                            --model tiny --devices 4 --mesh 2x2)

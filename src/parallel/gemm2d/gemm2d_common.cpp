@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "core/error.hpp"
+#include "core/simulation.hpp"
 #include "core/stats.hpp"
 #include "parallel/gemm2d/gemm2d_impl.hpp"
 
@@ -64,6 +65,8 @@ void concat_col_chunks(const float* in, int chunks, std::int64_t rows, std::int6
 void add_into(ConstMatrixView x, MatrixView y) {
   MESHTP_CHECK(x.rows == y.rows && x.cols == y.cols, "add_into: {}x{} vs {}x{}", x.rows, x.cols,
                y.rows, y.cols);
+  // Free in charged mode, like a copy: the planner prices it as part of the GeMM (beta = 1).
+  if (sim::skip_values(static_cast<std::size_t>(x.rows * x.cols) * sizeof(float))) return;
   for (std::int64_t r = 0; r < x.rows; ++r) {
     const float* xr = x.data + r * x.ld;
     float* yr = y.data + r * y.ld;
