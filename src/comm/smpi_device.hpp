@@ -18,6 +18,8 @@
 
 #include <cstddef>
 
+#include "core/simulation.hpp"
+
 namespace meshtp::comm::smpi {
 
 // On a device rank, after MPI start-up.
@@ -63,6 +65,6 @@ class Scratch {
 // Messages at least this large are never copied in charged mode; it is also SMPI's
 // smpi/send-is-detached-thresh, below which SMPI copies a send into a buffer of its own that
 // the copy step frees — those are copied as usual.
-inline constexpr int kNoCopyBytes = 65536;
+inline constexpr int kNoCopyBytes = static_cast<int>(sim::kNoCopyBytes);
 
 }  // namespace meshtp::comm::smpi

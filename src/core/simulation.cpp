@@ -36,8 +36,7 @@ bool charge_flops(double flops) { return charge(flops, 0.0); }
 bool charge_bytes(double bytes) { return charge(0.0, bytes); }
 
 bool skip_values(std::size_t bytes) {
-  const Hooks& h = hooks();
-  return h.mode == Mode::kCharged && h.allocate != nullptr && bytes >= h.large_bytes;
+  return hooks().mode == Mode::kCharged && bytes >= kNoCopyBytes;
 }
 
 void* allocate(std::size_t bytes) {

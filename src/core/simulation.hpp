@@ -64,7 +64,13 @@ bool charge(double flops, double bytes);     // both (attention: products and so
 // Storage for buffers: the hook's for large ones in kCharged, malloc otherwise.
 void* allocate(std::size_t bytes);
 void release(void* p, std::size_t bytes);
-// True when writing `bytes` of values is work for nothing: kCharged and at least large_bytes
+// Data movements (and messages: comm/smpi_device.hpp) of at least this many bytes are skipped
+// in kCharged. Small enough that no copy into a large reserved buffer touches its pages (a
+// 2D GeMM moves slices of a few hundred KiB one at a time), large enough that the small
+// buffers of bookkeeping still carry their values.
+inline constexpr std::size_t kNoCopyBytes = std::size_t{64} << 10;
+
+// True when writing `bytes` of values is work for nothing: kCharged and at least kNoCopyBytes
 // (values are meaningless there). Every data movement that is not communication asks this at
 // its entry and returns: filling a buffer, copying or slicing a tensor, packing blocks for a
 // collective and unpacking them, redistribute's copies. They are free, not charged: the

@@ -10,12 +10,21 @@
 
 namespace meshtp::parallel::detail {
 
+// A slice's values, or a row of chunks (simulated build, charged mode: moved as a whole or not
+// at all — core/simulation.hpp's skip_values — though it is copied a block at a time).
+namespace {
+bool skip(std::int64_t rows, std::int64_t cols) {
+  return sim::skip_values(static_cast<std::size_t>(rows * cols) * sizeof(float));
+}
+}  // namespace
+
 std::int64_t slicing_block(std::int64_t d, int nr, int nc, const Gemm2dOptions& options) {
   if (options.block > 0) return options.block;
   return std::gcd(d / nr, d / nc) / options.slices;
 }
 
 void pack_rows(ConstMatrixView x, const Slicing& sl, int s, float* out) {
+  if (skip(sl.slice_extent(), x.cols)) return;
   const std::int64_t nb = sl.blocks_per_slice();
   for (std::int64_t b = 0; b < nb; ++b) {
     const std::int64_t r0 = sl.block_start(s, b);
@@ -25,6 +34,7 @@ void pack_rows(ConstMatrixView x, const Slicing& sl, int s, float* out) {
 }
 
 void unpack_rows(const float* in, const Slicing& sl, int s, MatrixView x) {
+  if (skip(sl.slice_extent(), x.cols)) return;
   const std::int64_t nb = sl.blocks_per_slice();
   for (std::int64_t b = 0; b < nb; ++b) {
     const std::int64_t r0 = sl.block_start(s, b);
@@ -34,6 +44,7 @@ void unpack_rows(const float* in, const Slicing& sl, int s, MatrixView x) {
 }
 
 void pack_cols(ConstMatrixView x, const Slicing& sl, int s, float* out) {
+  if (skip(x.rows, sl.slice_extent())) return;
   const std::int64_t nb = sl.blocks_per_slice();
   const MatrixView all{out, x.rows, sl.slice_extent(), sl.slice_extent()};
   for (std::int64_t b = 0; b < nb; ++b) {
@@ -43,6 +54,7 @@ void pack_cols(ConstMatrixView x, const Slicing& sl, int s, float* out) {
 }
 
 void unpack_cols(const float* in, const Slicing& sl, int s, MatrixView x) {
+  if (skip(x.rows, sl.slice_extent())) return;
   const std::int64_t nb = sl.blocks_per_slice();
   const ConstMatrixView all{in, x.rows, sl.slice_extent(), sl.slice_extent()};
   for (std::int64_t b = 0; b < nb; ++b) {
@@ -56,6 +68,7 @@ void concat_col_chunks(const float* in, int chunks, std::int64_t rows, std::int6
   MESHTP_CHECK(dst.rows == rows && dst.cols == chunks * width,
                "concat_col_chunks: {} chunks of {}x{} do not fill {}x{}", chunks, rows, width,
                dst.rows, dst.cols);
+  if (skip(dst.rows, dst.cols)) return;
   for (int q = 0; q < chunks; ++q) {
     const ConstMatrixView chunk{in + q * rows * width, rows, width, width};
     copy(chunk, dst.block(0, q * width, rows, width));
@@ -66,7 +79,7 @@ void add_into(ConstMatrixView x, MatrixView y) {
   MESHTP_CHECK(x.rows == y.rows && x.cols == y.cols, "add_into: {}x{} vs {}x{}", x.rows, x.cols,
                y.rows, y.cols);
   // Free in charged mode, like a copy: the planner prices it as part of the GeMM (beta = 1).
-  if (sim::skip_values(static_cast<std::size_t>(x.rows * x.cols) * sizeof(float))) return;
+  if (skip(x.rows, x.cols)) return;
   for (std::int64_t r = 0; r < x.rows; ++r) {
     const float* xr = x.data + r * x.ld;
     float* yr = y.data + r * y.ld;
