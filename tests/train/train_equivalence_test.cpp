@@ -8,6 +8,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <span>
+
+#include <unistd.h>
 
 #include "train/trainer.hpp"
 
@@ -22,7 +25,10 @@ class TrainEquivalence : public ::testing::Test {
  protected:
   void SetUp() override {
     // A corpus every rank writes identically (no dependency on installed text).
-    dir_ = fs::temp_directory_path() / fmt::format("meshtp_train_eq_{}", world_.size());
+    // Rank 0's pid in the name: suites running at once (other checkouts) never share it.
+    int pid = static_cast<int>(::getpid());
+    world_.broadcast(std::span<int>(&pid, 1), 0);
+    dir_ = fs::temp_directory_path() / fmt::format("meshtp_train_eq_{}_{}", world_.size(), pid);
     if (world_.rank() == 0) {
       fs::remove_all(dir_);
       fs::create_directories(dir_);
