@@ -78,7 +78,7 @@ if [ "$group" = all ] || [ "$group" = flags ]; then
   expect_error "train --seq 0" 2 "error: --seq: 0 must be" train "${t[@]}" --batch 4 --steps 2 --seq 0
   expect_error "train --seq 2^40" 2 "error: --seq=1099511627776 is too large" train "${t[@]}" --batch 4 --steps 2 --seq 1099511627776
   expect_error "train --batch -8" 2 "error: --batch: -8 must be" train "${t[@]}" --seq 32 --steps 2 --batch -8
-  expect_error "train --batch 3 with --dp 2" 2 "error: batch=3 is not divisible by dp=2" train "${t[@]}" --seq 32 --steps 2 --batch 3 --dp 2 --tp 1x1
+  expect_error "train --batch 3 with --dp 2" 2 "error: batch=3 does not split into dp=2 × microbatches=1" train "${t[@]}" --seq 32 --steps 2 --batch 3 --dp 2 --tp 1x1
   expect_error "train --seed -1" 2 "error: --seed: -1 must be" train "${t[@]}" --seq 32 --batch 4 --steps 2 --seed -1
   expect_error "train --seed 2^64" 2 "error: --seed: 18446744073709551616 must be" train "${t[@]}" --seq 32 --batch 4 --steps 2 --seed 18446744073709551616
   expect_error "train --checkpoint-every -1" 2 "error: --checkpoint-every=-1 must be ≥ 0" train "${t[@]}" --seq 32 --batch 4 --steps 2 --checkpoint-every -1
