@@ -49,24 +49,19 @@ double check_against_reference(const mesh::DeviceMesh& mesh, const model::GptCon
       weights);
   const Tensor y_ref = serial.forward(x);
   const Tensor dx_ref = serial.backward(dy);
-  model::AnyStack any = model::make_stack(mesh, c);
-  return std::visit(
-      [&](auto& stack) {
-        stack->load(SafetensorsFile{"check weights", weights, {}});
-        stack->set_input(x);
-        stack->forward();
-        stack->set_grad_output(dy);
-        stack->zero_grads();
-        stack->backward();
-        double err =
-            std::max(max_relative_error(stack->gather_output().values(), y_ref.values()),
-                     max_relative_error(stack->gather_grad_input().values(), dx_ref.values()));
-        for (const auto& [name, g] : stack->gather_grads()) {
-          err = std::max(err, max_relative_error(g.values(), serial.grads().at(name).values()));
-        }
-        return err;
-      },
-      any);
+  const std::unique_ptr<model::Stack> stack = model::make_stack(mesh, c);
+  stack->load(SafetensorsFile{"check weights", weights, {}});
+  stack->set_input(x);
+  stack->forward();
+  stack->set_grad_output(dy);
+  stack->zero_grads();
+  stack->backward();
+  double err = std::max(max_relative_error(stack->gather_output().values(), y_ref.values()),
+                        max_relative_error(stack->gather_grad_input().values(), dx_ref.values()));
+  for (const auto& [name, g] : stack->gather_grads()) {
+    err = std::max(err, max_relative_error(g.values(), serial.grads().at(name).values()));
+  }
+  return err;
 }
 
 bool all_finite(std::span<const float> v) {
@@ -82,8 +77,8 @@ double layer_flops(std::int64_t b, std::int64_t s, std::int64_t h) {
 
 namespace {
 
-template <typename StackT>
-LayerBenchSample run(const mesh::DeviceMesh& mesh, const LayerBenchOptions& o, StackT& stack) {
+LayerBenchSample run(const mesh::DeviceMesh& mesh, const LayerBenchOptions& o,
+                     model::Stack& stack) {
   const auto& c = o.config;
   LayerBenchSample r;
   r.mesh = mesh.shape();
@@ -179,8 +174,7 @@ LayerBenchSample run(const mesh::DeviceMesh& mesh, const LayerBenchOptions& o, S
 }  // namespace
 
 LayerBenchSample run_layer_bench(const mesh::DeviceMesh& mesh, const LayerBenchOptions& o) {
-  model::AnyStack stack = model::make_stack(mesh, o.config);  // validates
-  return std::visit([&](auto& s) { return run(mesh, o, *s); }, stack);
+  return run(mesh, o, *model::make_stack(mesh, o.config));  // validates
 }
 
 }  // namespace meshtp::bench

@@ -59,9 +59,8 @@ layout::Plan plan_of(const BlockArgs& args) {
   return plan;
 }
 
-// y, dx and every "grad.<parameter>" of one forward (+ backward) of either stack.
-template <typename StackT>
-std::map<std::string, Tensor> run_stack(StackT& stack, const SafetensorsFile& weights,
+// y, dx and every "grad.<parameter>" of one forward (+ backward) of the stack.
+std::map<std::string, Tensor> run_stack(model::Stack& stack, const SafetensorsFile& weights,
                                         const Tensor& x, const std::string& grad_output) {
   stack.load(weights);
   stack.set_input(x);
@@ -121,9 +120,8 @@ void run_block(const BlockArgs& args) {
                                 .layout = plan,
                                 .progress_splits = args.progress_splits};
   // Validates: heads / hidden / batch against the mesh, chunks, the 2D GeMMs.
-  model::AnyStack stack = model::make_stack(mesh, config);
   const std::map<std::string, Tensor> result =
-      std::visit([&](auto& s) { return run_stack(*s, weights, x, args.grad_output); }, stack);
+      run_stack(*model::make_stack(mesh, config), weights, x, args.grad_output);
   const std::map<std::string, std::string> metadata{{"mesh", format_mesh_shape(mesh.shape())},
                                                     {"plan", layout::to_json(plan).dump()}};
   if (mesh.rank() == 0) save_safetensors(args.out, result, metadata);

@@ -35,6 +35,13 @@ parallel::Linear2DSpec linear_spec(const BlockConfig& c, LinearKind kind, std::i
           .gather_input = heads && !sp && kind == LinearKind::kRowFirst};
 }
 
+StackBlock::Shards atp_shards(std::int64_t hidden) {
+  StackBlock::Shards shards{};
+  const auto table = block_param_table(0, hidden);
+  for (std::size_t p = 0; p < shards.size(); ++p) shards[p] = table[p].shard;
+  return shards;
+}
+
 Tensor buffer(std::int64_t n) { return n > 0 ? Tensor({n}) : Tensor(); }
 
 // The buffer, or `alias` seen with layout l when the buffer was not needed (no collective
@@ -85,8 +92,8 @@ void validate(const BlockConfig& c, const std::vector<int>& mesh_shape) {
 }
 
 Block::Block(const mesh::DeviceMesh& mesh, const BlockConfig& config)
-    : mesh_(&mesh),
-      config_(validated(config, mesh.shape())),
+    : StackBlock(mesh, validated(config, mesh.shape()).hidden, atp_shards(config.hidden)),
+      config_(config),
       ln_group_(config.sequence_parallel ? nullptr : &mesh.dim_comm(1)),
       local_heads_(config.heads / mesh.size()),
       head_width_(config.hidden / mesh.size()),
@@ -149,27 +156,7 @@ parallel::ActivationShard Block::stream_shard() const {
   return {config_.chunks, 1, 0, d2, mesh_->coord(1)};
 }
 
-Shape Block::local_shape(int p) const {
-  const auto table = block_param_table(0, config_.hidden);
-  return parallel::local_shape(table[static_cast<std::size_t>(p)].shard,
-                               table[static_cast<std::size_t>(p)].shape, mesh_->shape());
-}
-
-void Block::bind(std::span<const std::span<float>> values,
-                 std::span<const std::span<float>> grads) {
-  MESHTP_CHECK(values.size() == kBlockParams && grads.size() == kBlockParams,
-               "Block::bind: {} values and {} gradients, expected {}", values.size(),
-               grads.size(), static_cast<int>(kBlockParams));
-  for (int p = 0; p < kBlockParams; ++p) {
-    const auto want = static_cast<std::size_t>(numel(local_shape(p)));
-    const auto& v = values[static_cast<std::size_t>(p)];
-    const auto& g = grads[static_cast<std::size_t>(p)];
-    MESHTP_CHECK(v.size() == want && g.size() == want,
-                 "Block::bind: parameter {} has {} values / {} gradients, its shard has {}", p,
-                 v.size(), g.size(), want);
-    p_[static_cast<std::size_t>(p)] = v;
-    g_[static_cast<std::size_t>(p)] = g;
-  }
+void Block::bound() {
   qkv_.bind(p_[kQkvWeight], p_[kQkvBias], g_[kQkvWeight], g_[kQkvBias]);
   proj_.bind(p_[kProjWeight], p_[kProjBias], g_[kProjWeight], g_[kProjBias]);
   fc1_.bind(p_[kFc1Weight], p_[kFc1Bias], g_[kFc1Weight], g_[kFc1Bias]);
@@ -219,7 +206,8 @@ void Block::attention_backward_chunk(int i, BlockWorkspace& ws) {
   }
 }
 
-void Block::forward(const ChunkedMatrix& y, const ChunkedMatrix& x, BlockWorkspace& ws) {
+void Block::forward(const ChunkedMatrix& y, const ChunkedMatrix& x, BlockWorkspaceBase& base) {
+  auto& ws = static_cast<BlockWorkspace&>(base);
   const ChunkedLayout stream = stream_layout();
   MESHTP_CHECK(x.layout() == stream && y.layout() == stream && x.data() != y.data(),
                "Block::forward: x and y must be distinct buffers in the stream layout");
@@ -287,7 +275,9 @@ void Block::forward(const ChunkedMatrix& y, const ChunkedMatrix& x, BlockWorkspa
   }
 }
 
-void Block::backward(const ChunkedMatrix& dx, const ChunkedMatrix& dy, BlockWorkspace& ws) {
+void Block::backward(const ChunkedMatrix& dx, const ChunkedMatrix& dy,
+                     BlockWorkspaceBase& base) {
+  auto& ws = static_cast<BlockWorkspace&>(base);
   const ChunkedLayout stream = stream_layout();
   MESHTP_CHECK(dx.layout() == stream && dy.layout() == stream && x_.data() != nullptr,
                "Block::backward: dx and dy must be in the stream layout, after a forward");

@@ -67,6 +67,7 @@
 
 #include "layout/vocabulary.hpp"
 #include "mesh/device_mesh.hpp"
+#include "model/layer_blocks.hpp"
 #include "model/params.hpp"
 #include "parallel/activation_shard.hpp"
 #include "parallel/chunked.hpp"
@@ -101,7 +102,7 @@ class Block;
 
 // Buffers one block needs only while it runs (forward temporaries, every backward buffer):
 // one workspace serves every block of a stack.
-class BlockWorkspace {
+class BlockWorkspace : public BlockWorkspaceBase {
  public:
   explicit BlockWorkspace(const Block& block);
 
@@ -114,28 +115,22 @@ class BlockWorkspace {
   std::vector<double> ln_scratch;
 };
 
-class Block {
+class Block : public StackBlock {
  public:
   Block(const mesh::DeviceMesh& mesh, const BlockConfig& config);
-  Block(const Block&) = delete;
-  Block& operator=(const Block&) = delete;
 
   const BlockConfig& config() const { return config_; }
-  // The residual stream's local layout and split ([R, S(1)], or token rows under SP).
-  parallel::ChunkedLayout stream_layout() const;
-  parallel::ActivationShard stream_shard() const;
-  // Local shape of parameter p (BlockParam order).
-  Shape local_shape(int p) const;
-
-  // Parameter and gradient storage, kBlockParams spans each in BlockParam order.
-  void bind(std::span<const std::span<float>> values, std::span<const std::span<float>> grads);
-
-  // y = block(x)   x, y: stream_layout(); y must not alias x.
+  // The residual stream: [R, S(1)], or token rows under SP.
+  parallel::ChunkedLayout stream_layout() const override;
+  parallel::ActivationShard stream_shard() const override;
+  bool partial_layernorm_grads() const override { return config_.sequence_parallel; }
+  std::unique_ptr<BlockWorkspaceBase> make_workspace() const override {
+    return std::make_unique<BlockWorkspace>(*this);
+  }
   void forward(const parallel::ChunkedMatrix& y, const parallel::ChunkedMatrix& x,
-               BlockWorkspace& ws);
-  // dx = ∂L/∂x given dy = ∂L/∂y (dx may alias dy); parameter gradients +=.
+               BlockWorkspaceBase& ws) override;
   void backward(const parallel::ChunkedMatrix& dx, const parallel::ChunkedMatrix& dy,
-                BlockWorkspace& ws);
+                BlockWorkspaceBase& ws) override;
 
  private:
   friend class BlockWorkspace;
@@ -145,15 +140,14 @@ class Block {
   void attention_forward_chunk(int i, BlockWorkspace& ws);
   Tensor& att(BlockWorkspace& ws) { return att_.empty() ? ws.att : att_; }
   void attention_backward_chunk(int i, BlockWorkspace& ws);
+  void bound() override;
   std::span<float> rows_of(std::span<float> per_row, int i) const;
 
-  const mesh::DeviceMesh* mesh_;
   BlockConfig config_;
   const comm::Communicator* ln_group_;  // mesh dim 1 (hidden split), null under SP
   std::int64_t local_heads_ = 0, head_width_ = 0;  // a/(d1·d2) heads of w columns
   parallel::Linear2D qkv_, proj_, fc1_, fc2_;
   parallel::Progress progress_;
-  std::array<std::span<float>, kBlockParams> p_{}, g_{};
 
   // Saved for backward.
   View x_;

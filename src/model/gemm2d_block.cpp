@@ -92,6 +92,8 @@ Gemm2dBlockPlans plan_gemm2d_block(const Gemm2dBlockConfig& c, const std::vector
           .fc2 = plan(Linear::kMlp2, 4 * h, h)};
 }
 
+namespace {
+
 ParamShard gemm2d_param_shard(const Gemm2dBlockPlans& plans, int p) {
   const auto stores_w = [](const Gemm2dLinearPlan& l) {
     return l.stationary == Stationary::kInput;  // W [M, K]; kOutput stores V = Wᵀ
@@ -116,18 +118,22 @@ ParamShard gemm2d_param_shard(const Gemm2dBlockPlans& plans, int p) {
   }
 }
 
+}  // namespace
+
+StackBlock::Shards gemm2d_param_shards(const Gemm2dBlockPlans& plans) {
+  StackBlock::Shards shards{};
+  for (int p = 0; p < kBlockParams; ++p) {
+    shards[static_cast<std::size_t>(p)] = gemm2d_param_shard(plans, p);
+  }
+  return shards;
+}
+
 Gemm2dBlock::Gemm2dBlock(const mesh::DeviceMesh& mesh, const Gemm2dBlockConfig& config)
-    : mesh_(&mesh),
+    : StackBlock(mesh, config.hidden, gemm2d_param_shards(plan_gemm2d_block(config, mesh.shape()))),
       config_(config),
       plans_(plan_gemm2d_block(config, mesh.shape())),
       nl_(config.batch * config.seq / mesh.size(0)),
       hl_(config.hidden / mesh.size(1)) {
-  const auto table = block_param_table(0, config.hidden);
-  for (int p = 0; p < kBlockParams; ++p) {
-    const auto i = static_cast<std::size_t>(p);
-    local_shapes_[i] =
-        parallel::local_shape(gemm2d_param_shard(plans_, p), table[i].shape, mesh.shape());
-  }
   ln1_mean_ = Tensor({nl_});
   ln1_rstd_ = Tensor({nl_});
   ln2_mean_ = Tensor({nl_});
@@ -157,20 +163,16 @@ Gemm2dBlockWorkspace::Gemm2dBlockWorkspace(const Gemm2dBlock& b)
                                                                 : Tensor()),
       ln_scratch(static_cast<std::size_t>(2 * b.nl_)) {}
 
-void Gemm2dBlock::bind(std::span<const std::span<float>> values,
-                       std::span<const std::span<float>> grads) {
-  MESHTP_CHECK(values.size() == kBlockParams && grads.size() == kBlockParams,
-               "bind: expected {} parameter spans, got {} values and {} grads", kBlockParams,
-               values.size(), grads.size());
-  for (int p = 0; p < kBlockParams; ++p) {
-    const auto i = static_cast<std::size_t>(p);
-    const auto n = static_cast<std::size_t>(numel(local_shape(p)));
-    MESHTP_CHECK(values[i].size() == n && grads[i].size() == n,
-                 "bind: parameter {} has {} values / {} grads, expected {}", p, values[i].size(),
-                 grads[i].size(), n);
-    p_[i] = values[i];
-    g_[i] = grads[i];
-  }
+parallel::ChunkedLayout Gemm2dBlock::stream_layout() const {
+  return {.chunk_rows = nl_, .cols = hl_, .chunks = 1, .pieces = 1};
+}
+
+parallel::ActivationShard Gemm2dBlock::stream_shard() const {
+  return {.chunks = 1,
+          .row_parts = mesh_->size(0),
+          .row_index = mesh_->coord(0),
+          .col_parts = mesh_->size(1),
+          .col_index = mesh_->coord(1)};
 }
 
 std::int64_t Gemm2dBlock::att_size() const {
@@ -187,7 +189,11 @@ MatrixView Gemm2dBlock::weight_grad(int p) const {
   return {g_[static_cast<std::size_t>(p)].data(), s[0], s[1], s[1]};
 }
 
-void Gemm2dBlock::forward(MatrixView y, ConstMatrixView x, Gemm2dBlockWorkspace& ws) {
+void Gemm2dBlock::forward(const parallel::ChunkedMatrix& y_stream,
+                          const parallel::ChunkedMatrix& x_stream, BlockWorkspaceBase& base) {
+  auto& ws = static_cast<Gemm2dBlockWorkspace&>(base);
+  const MatrixView y = y_stream.whole();
+  const ConstMatrixView x = x_stream.whole();
   const mesh::DeviceMesh& m = *mesh_;
   const comm::Communicator* row = &m.dim_comm(1);
   const std::int64_t h = config_.hidden;
@@ -218,7 +224,11 @@ void Gemm2dBlock::forward(MatrixView y, ConstMatrixView x, Gemm2dBlockWorkspace&
   residual_forward(y, xmid_.matrix(), ws.fc2_y.matrix());
 }
 
-void Gemm2dBlock::backward(MatrixView dx, ConstMatrixView dy, Gemm2dBlockWorkspace& ws) {
+void Gemm2dBlock::backward(const parallel::ChunkedMatrix& dx_stream,
+                           const parallel::ChunkedMatrix& dy_stream, BlockWorkspaceBase& base) {
+  auto& ws = static_cast<Gemm2dBlockWorkspace&>(base);
+  const MatrixView dx = dx_stream.whole();
+  const ConstMatrixView dy = dy_stream.whole();
   const mesh::DeviceMesh& m = *mesh_;
   const comm::Communicator* row = &m.dim_comm(1);
   const std::int64_t h = config_.hidden;

@@ -45,6 +45,7 @@
 
 #include "layout/plan.hpp"
 #include "mesh/device_mesh.hpp"
+#include "model/layer_blocks.hpp"
 #include "model/params.hpp"
 #include "parallel/gemm2d/gemm2d_linear.hpp"
 
@@ -76,13 +77,13 @@ struct Gemm2dBlockPlans {
 Gemm2dBlockPlans plan_gemm2d_block(const Gemm2dBlockConfig& config,
                                    const std::vector<int>& mesh_shape);
 
-// Sharding kind of block parameter p (BlockParam order) under these plans.
-parallel::ParamShard gemm2d_param_shard(const Gemm2dBlockPlans& plans, int p);
+// Sharding kind of every block parameter (BlockParam order) under these plans.
+StackBlock::Shards gemm2d_param_shards(const Gemm2dBlockPlans& plans);
 
 class Gemm2dBlock;
 
 // Buffers one block needs only while it runs; one workspace serves every block of a stack.
-class Gemm2dBlockWorkspace {
+class Gemm2dBlockWorkspace : public BlockWorkspaceBase {
  public:
   explicit Gemm2dBlockWorkspace(const Gemm2dBlock& block);
 
@@ -94,25 +95,22 @@ class Gemm2dBlockWorkspace {
   parallel::Gemm2dWorkspace gemm;
 };
 
-class Gemm2dBlock {
+class Gemm2dBlock : public StackBlock {
  public:
   Gemm2dBlock(const mesh::DeviceMesh& mesh, const Gemm2dBlockConfig& config);
-  Gemm2dBlock(const Gemm2dBlock&) = delete;
-  Gemm2dBlock& operator=(const Gemm2dBlock&) = delete;
 
   const Gemm2dBlockConfig& config() const { return config_; }
   const Gemm2dBlockPlans& plans() const { return plans_; }
-  std::int64_t local_rows() const { return nl_; }
-  std::int64_t local_cols() const { return hl_; }
-  const Shape& local_shape(int p) const { return local_shapes_.at(static_cast<std::size_t>(p)); }
-
-  // Parameter and gradient storage, kBlockParams spans each in BlockParam order.
-  void bind(std::span<const std::span<float>> values, std::span<const std::span<float>> grads);
-
-  // y = block(x)   x, y: [nl, hl] contiguous; y must not alias x.
-  void forward(MatrixView y, ConstMatrixView x, Gemm2dBlockWorkspace& ws);
-  // dx = ∂L/∂x given dy (dx may alias dy); parameter gradients +=.
-  void backward(MatrixView dx, ConstMatrixView dy, Gemm2dBlockWorkspace& ws);
+  // The residual stream: [nl, hl] contiguous, [Shard(0), Shard(1)].
+  parallel::ChunkedLayout stream_layout() const override;
+  parallel::ActivationShard stream_shard() const override;
+  std::unique_ptr<BlockWorkspaceBase> make_workspace() const override {
+    return std::make_unique<Gemm2dBlockWorkspace>(*this);
+  }
+  void forward(const parallel::ChunkedMatrix& y, const parallel::ChunkedMatrix& x,
+               BlockWorkspaceBase& ws) override;
+  void backward(const parallel::ChunkedMatrix& dx, const parallel::ChunkedMatrix& dy,
+                BlockWorkspaceBase& ws) override;
 
  private:
   friend class Gemm2dBlockWorkspace;
@@ -121,12 +119,9 @@ class Gemm2dBlock {
   std::int64_t att_size() const;
   MatrixView weight_grad(int p) const;
 
-  const mesh::DeviceMesh* mesh_;
   Gemm2dBlockConfig config_;
   Gemm2dBlockPlans plans_;
   std::int64_t nl_ = 0, hl_ = 0;
-  std::array<Shape, kBlockParams> local_shapes_;
-  std::array<std::span<float>, kBlockParams> p_{}, g_{};
 
   // Saved for backward.
   ConstMatrixView x_;

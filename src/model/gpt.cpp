@@ -69,10 +69,10 @@ void validate(const GptConfig& config, const std::vector<int>& tp_mesh_shape) {
   }
 }
 
-AnyStack make_stack(const mesh::DeviceMesh& tp_mesh, const GptConfig& config) {
+std::unique_ptr<Stack> make_stack(const mesh::DeviceMesh& tp_mesh, const GptConfig& config) {
   validate(config, tp_mesh.shape());
   if (layout::is_gemm2d(config.layout.strategy)) {
-    return std::make_unique<Gemm2dStack>(tp_mesh, gemm2d_stack_config(config));
+    return std::make_unique<Stack>(tp_mesh, gemm2d_stack_config(config));
   }
   return std::make_unique<Stack>(tp_mesh, stack_config(config));
 }
@@ -86,8 +86,7 @@ double gpt_step_flops(const GptConfig& c) {
 Gpt::Gpt(const mesh::DeviceMesh& tp_mesh, const GptConfig& config)
     : mesh_(&tp_mesh), config_(config) {
   stack_ = make_stack(tp_mesh, config_);
-  const std::vector<ParamEntry>& table = with_stack(
-      [](auto& s) -> const std::vector<ParamEntry>& { return s.param_table(); });
+  const std::vector<ParamEntry>& table = stack_->param_table();
   stack_params_ = static_cast<int>(table.size());
   vocab_ = parallel::make_vocab_shard(config_.vocab, tp_mesh.comm());
   const std::int64_t h = config_.hidden, n = config_.batch * config_.seq;
@@ -115,7 +114,7 @@ Gpt::Gpt(const mesh::DeviceMesh& tp_mesh, const GptConfig& config)
   if (!has_head()) return;
   lnf_partial_[0] = Tensor(lnf_local);
   lnf_partial_[1] = Tensor(lnf_local);
-  const parallel::ChunkedLayout stream = with_stack([](auto& s) { return s.stream_layout(); });
+  const parallel::ChunkedLayout stream = stack_->stream_layout();
   final_ln_ = Tensor({stream.rows(), stream.cols});
   final_full_ = Tensor({n, h});
   logits_ = Tensor({n, vocab_.rows});
@@ -127,20 +126,20 @@ Gpt::Gpt(const mesh::DeviceMesh& tp_mesh, const GptConfig& config)
 }
 
 std::int64_t Gpt::stream_floats() const {
-  return with_stack([](auto& s) { return s.stream_layout().size(); });
+  return stack_->stream_layout().size();
 }
 
 const comm::Communicator* Gpt::stream_group() const {
-  const parallel::ActivationShard shard = with_stack([](auto& s) { return s.stream_shard(); });
+  const parallel::ActivationShard shard = stack_->stream_shard();
   return shard.col_parts > 1 ? &mesh_->dim_comm(1) : nullptr;
 }
 
 Tensor& Gpt::value(int p) {
-  return extra(p) < 0 ? with_stack([p](auto& s) -> Tensor& { return s.value(p); })
+  return extra(p) < 0 ? stack_->value(p)
                       : values_[extra(p)];
 }
 Tensor& Gpt::grad(int p) {
-  return extra(p) < 0 ? with_stack([p](auto& s) -> Tensor& { return s.grad(p); })
+  return extra(p) < 0 ? stack_->grad(p)
                       : grads_[extra(p)];
 }
 
@@ -156,23 +155,23 @@ int Gpt::replicas(int p) const {
       }
       return r;
     }
-    default: return with_stack([p](auto& s) { return s.replicas(p); });
+    default: return stack_->replicas(p);
   }
 }
 
 bool Gpt::decays(int p) const {
   const int e = extra(p);
-  if (e < 0) return with_stack([p](auto& s) { return s.decays(p); });
+  if (e < 0) return stack_->decays(p);
   return e == kWte || e == kWpe;
 }
 
 void Gpt::zero_grads() {
-  with_stack([](auto& s) { s.zero_grads(); });
+  stack_->zero_grads();
   for (Tensor& g : grads_) g.fill(0.0f);
 }
 
 void Gpt::init(std::uint64_t seed) {
-  with_stack([seed](auto& s) { s.init(seed); });
+  stack_->init(seed);
   const std::int64_t h = config_.hidden;
   const ParamEntry wte{"wte", {config_.vocab, h}, parallel::ParamShard::kHidden, Init::kNormal};
   const ParamEntry wpe{"wpe", {config_.seq, h}, parallel::ParamShard::kHidden, Init::kNormal};
@@ -205,7 +204,8 @@ void Gpt::load(const std::map<std::string, Tensor>& global, const std::string& s
 Tensor Gpt::gather(int p, const Tensor& local) const {
   const int e = extra(p);
   if (e < 0) {
-    return parallel::gather_param(stack_entry(p).shard, local.values(), global_shape(p), *mesh_);
+    const ParamEntry& entry = stack_->param_table().at(static_cast<std::size_t>(p));
+    return parallel::gather_param(entry.shard, local.values(), global_shape(p), *mesh_);
   }
   if (e == kWpe) return local;
   if (e == kWte) {
@@ -225,7 +225,8 @@ void Gpt::scatter(int p, const Tensor& global, Tensor& local) const {
                name(p), to_string(global.shape()), to_string(global_shape(p)));
   const int e = extra(p);
   if (e < 0) {
-    parallel::scatter_param(stack_entry(p).shard, global, *mesh_, local.values());
+    const ParamEntry& entry = stack_->param_table().at(static_cast<std::size_t>(p));
+    parallel::scatter_param(entry.shard, global, *mesh_, local.values());
   } else if (e == kWpe) {
     local = global;
   } else if (e == kWte) {
@@ -259,7 +260,7 @@ double Gpt::forward(std::span<const std::int32_t> tokens, std::span<const std::i
                targets.size(), config_.batch, config_.seq);
   std::copy(tokens.begin(), tokens.end(), tokens_.begin());
   std::copy(targets.begin(), targets.end(), targets_.begin());
-  const parallel::ActivationShard shard = with_stack([](auto& s) { return s.stream_shard(); });
+  const parallel::ActivationShard shard = stack_->stream_shard();
 
   if (has_embedding()) {
     parallel::vocab_embedding_forward(embedded_.matrix(), tokens_, values_[kWte].matrix(),
@@ -271,17 +272,17 @@ double Gpt::forward(std::span<const std::int32_t> tokens, std::span<const std::i
       residual_forward(rows, rows, wpe);
     }
     parallel::slice_activation(embedded_.matrix(), shard,
-                               with_stack([](auto& s) { return s.input(); }).whole());
+                               stack_->input().whole());
   } else {
-    copy_stream(in, with_stack([](auto& s) { return s.input(); }).span(), "input");
+    copy_stream(in, stack_->input().span(), "input");
   }
-  with_stack([](auto& s) { s.forward(); });
+  stack_->forward();
   if (!has_head()) {
-    copy_stream(with_stack([](auto& s) { return s.output(); }).span(), out, "output");
+    copy_stream(stack_->output().span(), out, "output");
     return 0.0;
   }
 
-  const MatrixView x_last = with_stack([](auto& s) { return s.output(); }).whole();
+  const MatrixView x_last = stack_->output().whole();
   parallel::layernorm_sharded_forward(final_ln_.matrix(), ln_mean_, ln_rstd_, x_last,
                                       values_[kLnfWeight].values(),
                                       values_[kLnfBias].values(), h, stream_group(), ln_scratch_);
@@ -294,22 +295,22 @@ double Gpt::forward(std::span<const std::int32_t> tokens, std::span<const std::i
 
 void Gpt::backward(float dloss, const std::function<void(int layer)>& on_layer_done,
                    std::span<const float> dout, std::span<float> din) {
-  const parallel::ActivationShard shard = with_stack([](auto& s) { return s.stream_shard(); });
+  const parallel::ActivationShard shard = stack_->stream_shard();
   if (has_head()) {
     head_backward(dloss);
   } else {
-    copy_stream(dout, with_stack([](auto& s) { return s.grad_output(); }).span(), "gradient");
+    copy_stream(dout, stack_->grad_output().span(), "gradient");
   }
-  with_stack([&](auto& s) { s.backward(on_layer_done); });
+  stack_->backward(on_layer_done);
   if (!has_embedding()) {
-    copy_stream(with_stack([](auto& s) { return s.grad_input(); }).span(), din, "input gradient");
+    copy_stream(stack_->grad_input().span(), din, "input gradient");
     return;
   }
   // dfinal_full_ is free again: it takes the embedding's gradient, gathered.
   const std::int64_t h = config_.hidden;
   Tensor& dembedded = dfinal_full_;
   parallel::gather_activation_into(mesh_->comm(),
-                                   with_stack([](auto& s) { return s.grad_input(); }).whole(),
+                                   stack_->grad_input().whole(),
                                    dembedded.matrix(), shard);
   parallel::vocab_embedding_backward(grads_[kWte].matrix(), dembedded.matrix(), tokens_, vocab_);
   for (std::int64_t b = 0; b < config_.batch; ++b) {
@@ -321,14 +322,14 @@ void Gpt::backward(float dloss, const std::function<void(int layer)>& on_layer_d
 // The loss's gradient back to the stack's output: cross-entropy, the gather, LayerNorm_f.
 void Gpt::head_backward(float dloss) {
   const std::int64_t h = config_.hidden;
-  const parallel::ActivationShard shard = with_stack([](auto& s) { return s.stream_shard(); });
+  const parallel::ActivationShard shard = stack_->stream_shard();
   parallel::vocab_cross_entropy_backward(dfinal_full_.matrix(), grads_[kWte].matrix(),
                                          logits_.matrix(), lse_, final_full_.matrix(),
                                          values_[kWte].matrix(), targets_, vocab_, mesh_->comm(),
                                          dloss);
   // final_ln_ now holds this rank's block of ∂L/∂f.
   parallel::slice_activation(dfinal_full_.matrix(), shard, final_ln_.matrix());
-  const MatrixView dx_last = with_stack([](auto& s) { return s.grad_output(); }).whole();
+  const MatrixView dx_last = stack_->grad_output().whole();
   for (std::int64_t r = 0; r < dx_last.rows; ++r) {
     std::fill(&dx_last(r, 0), &dx_last(r, 0) + dx_last.cols, 0.0f);
   }
@@ -345,7 +346,7 @@ void Gpt::head_backward(float dloss) {
     db = &lnf_partial_[1];
   }
   parallel::layernorm_sharded_backward(dx_last, dw->values(), db->values(), final_ln_.matrix(),
-                                       with_stack([](auto& s) { return s.output(); }).whole(),
+                                       stack_->output().whole(),
                                        values_[kLnfWeight].values(),
                                        ln_mean_, ln_rstd_, h, stream_group(), ln_scratch_);
   if (rows_split) {

@@ -1,6 +1,6 @@
-// A GPT language model on one tensor-parallel mesh: token + position embedding, L blocks —
-// either the ATP stack (model/stack.hpp: any mesh (d1, d2), chunks, sequence parallelism) or
-// the 2D-GeMM stack (model/gemm2d_stack.hpp: Cannon, SUMMA, Collective, Wang, MeshSlice) —
+// A GPT language model on one tensor-parallel mesh: token + position embedding, L blocks
+// (model/stack.hpp: ATP blocks — any mesh (d1, d2), chunks, sequence parallelism — or 2D-GeMM
+// blocks — Cannon, SUMMA, Collective, Wang, MeshSlice),
 // a final LayerNorm, an LM head tied to the token embedding, and cross-entropy.
 //
 //   n = b·s tokens of this data-parallel replica; T = d1·d2 ranks of the TP mesh
@@ -38,12 +38,10 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <variant>
 #include <vector>
 
 #include "layout/plan.hpp"
 #include "mesh/device_mesh.hpp"
-#include "model/gemm2d_stack.hpp"
 #include "model/stack.hpp"
 #include "parallel/vocab_parallel.hpp"
 #include "tensor/safetensors.hpp"
@@ -76,8 +74,7 @@ void validate(const GptConfig& config, const std::vector<int>& tp_mesh_shape);
 
 // The one factory of block stacks from a plan and a model shape (vocab unused): ATP blocks
 // or 2D GeMM blocks per config.layout.strategy. Validates first (same verdict on every rank).
-using AnyStack = std::variant<std::unique_ptr<Stack>, std::unique_ptr<Gemm2dStack>>;
-AnyStack make_stack(const mesh::DeviceMesh& tp_mesh, const GptConfig& config);
+std::unique_ptr<Stack> make_stack(const mesh::DeviceMesh& tp_mesh, const GptConfig& config);
 
 // FLOPs of one training step (forward + backward) of one replica: the layers' 72·b·s·h² +
 // 12·b·s²·h each (ATP §5, Table 2) plus the LM head's 6·b·s·h·V.
@@ -112,11 +109,9 @@ class Gpt {
   // ZeRO-3 (train/zero.hpp): see Stack::set_before_layer and Stack::rebind (i: this
   // object's block index).
   void set_before_layer(const std::function<void(int layer, bool backward)>& hook) {
-    std::visit([&](const auto& s) { s->set_before_layer(hook); }, stack_);
+    stack_->set_before_layer(hook);
   }
-  void rebind(int layer) {
-    std::visit([&](const auto& s) { s->rebind(layer); }, stack_);
-  }
+  void rebind(int layer) { stack_->rebind(layer); }
 
   // ---- pipeline stage ------------------------------------------------------------------
   bool has_embedding() const { return config_.stage == 0; }
@@ -147,22 +142,12 @@ class Gpt {
   int extra(int p) const {
     return p < stack_params_ ? -1 : extras_.at(static_cast<std::size_t>(p - stack_params_));
   }
-  // f(stack) on whichever block stack this model runs.
-  template <typename F>
-  decltype(auto) with_stack(F&& f) const {
-    return std::visit([&](const auto& s) -> decltype(auto) { return f(*s); }, stack_);
-  }
-  const ParamEntry& stack_entry(int p) const {
-    return with_stack([p](auto& s) -> const ParamEntry& {
-      return s.param_table().at(static_cast<std::size_t>(p));
-    });
-  }
   const comm::Communicator* stream_group() const;               // LayerNorm group, or null
   void head_backward(float dloss);
 
   const mesh::DeviceMesh* mesh_;
   GptConfig config_;
-  AnyStack stack_;
+  std::unique_ptr<Stack> stack_;
   int stack_params_ = 0;
   std::vector<int> extras_;  // the Extras this stage holds, in parameter order
   parallel::VocabShard vocab_;

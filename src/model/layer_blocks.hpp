@@ -1,4 +1,13 @@
-// The blocks of a stack, one per layer — or, under full activation recomputation, ONE block
+// What a block stack (model/stack.hpp) needs of a block, and the blocks of a stack.
+//
+// StackBlock is the one block interface: the ATP block (model/block.hpp: ATP, Megatron, 1D,
+// chunks, sequence parallelism) and the 2D-GeMM block (model/gemm2d_block.hpp: Cannon, SUMMA,
+// Collective, Wang, MeshSlice) differ only in how their linears and the residual stream are
+// sharded; the stack composes either the same way. A block says how each of its kBlockParams
+// parameters is sharded (param_shard), holds spans into the stack's storage (bind), and maps
+// the stream y = block(x) forward and dx ← dy backward in the layout it names.
+//
+// LayerBlocks holds one block per layer — or, under full activation recomputation, ONE block
 // object serving every layer: a block's saved activations are its members, so L blocks keep
 // L sets and one block keeps one. Each layer's parameter and gradient spans are recorded, and
 // at(i) binds layer i's into the shared block (a few span assignments).
@@ -12,21 +21,72 @@
 // backward, its only other reader, is done).
 #pragma once
 
+#include <array>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
 
 #include "layout/vocabulary.hpp"
+#include "mesh/device_mesh.hpp"
+#include "model/params.hpp"
+#include "parallel/activation_shard.hpp"
+#include "parallel/chunked.hpp"
 
 namespace meshtp::model {
 
-template <typename BlockT>
+// Buffers a block needs only while it runs; one workspace serves every block of a stack.
+class BlockWorkspaceBase {
+ public:
+  virtual ~BlockWorkspaceBase() = default;
+};
+
+class StackBlock {
+ public:
+  using Shards = std::array<parallel::ParamShard, kBlockParams>;
+  // shards[p]: how parameter p (BlockParam order) of an h-wide block lies on the mesh.
+  StackBlock(const mesh::DeviceMesh& mesh, std::int64_t hidden, const Shards& shards);
+  virtual ~StackBlock() = default;
+  StackBlock(const StackBlock&) = delete;
+  StackBlock& operator=(const StackBlock&) = delete;
+
+  parallel::ParamShard param_shard(int p) const { return shards_.at(static_cast<std::size_t>(p)); }
+  const Shape& local_shape(int p) const { return local_.at(static_cast<std::size_t>(p)); }
+  // The residual stream's local layout and which block of the global [b·s, h] it is.
+  virtual parallel::ChunkedLayout stream_layout() const = 0;
+  virtual parallel::ActivationShard stream_shard() const = 0;
+  // LayerNorm gradients are partial sums over mesh dim 0 (sequence parallelism: each rank
+  // saw its own tokens); the stack all-reduces them once per backward.
+  virtual bool partial_layernorm_grads() const { return false; }
+  virtual std::unique_ptr<BlockWorkspaceBase> make_workspace() const = 0;
+
+  // Parameter and gradient storage, kBlockParams spans each in BlockParam order, sized as
+  // local_shape(p); throws naming the parameter otherwise.
+  void bind(std::span<const std::span<float>> values, std::span<const std::span<float>> grads);
+
+  // y = block(x)   x, y: stream_layout(); y must not alias x; x untouched until backward.
+  virtual void forward(const parallel::ChunkedMatrix& y, const parallel::ChunkedMatrix& x,
+                       BlockWorkspaceBase& ws) = 0;
+  // dx = ∂L/∂x given dy = ∂L/∂y (dx may alias dy); parameter gradients +=.
+  virtual void backward(const parallel::ChunkedMatrix& dx, const parallel::ChunkedMatrix& dy,
+                        BlockWorkspaceBase& ws) = 0;
+
+ protected:
+  virtual void bound() {}  // after bind: hand the spans on (ATP's linears keep their own)
+  const mesh::DeviceMesh* mesh_;
+  std::array<std::span<float>, kBlockParams> p_{}, g_{};
+
+ private:
+  Shards shards_;
+  std::array<Shape, kBlockParams> local_;
+};
+
 class LayerBlocks {
  public:
   using Spans = std::vector<std::span<float>>;
   // make() builds one block; called once per layer, or once under full recomputation.
-  template <typename Make>
-  LayerBlocks(int layers, layout::Recompute recompute, Make&& make)
+  LayerBlocks(int layers, layout::Recompute recompute,
+              const std::function<std::unique_ptr<StackBlock>()>& make)
       : full_(recompute == layout::Recompute::kFull) {
     for (int l = 0; l < (full_ ? 1 : layers); ++l) blocks_.push_back(make());
     values_.resize(static_cast<std::size_t>(layers));
@@ -39,9 +99,9 @@ class LayerBlocks {
     if (!full_) blocks_[u]->bind(values_[u], grads_[u]);
   }
   bool full() const { return full_; }
-  const BlockT& front() const { return *blocks_.front(); }
+  const StackBlock& front() const { return *blocks_.front(); }
   // Layer i's block, its parameters bound.
-  BlockT& at(int layer) {
+  StackBlock& at(int layer) {
     const auto u = static_cast<std::size_t>(layer);
     if (!full_) return *blocks_[u];
     blocks_.front()->bind(values_[u], grads_[u]);
@@ -50,7 +110,7 @@ class LayerBlocks {
 
  private:
   bool full_;
-  std::vector<std::unique_ptr<BlockT>> blocks_;
+  std::vector<std::unique_ptr<StackBlock>> blocks_;
   std::vector<Spans> values_, grads_;
 };
 

@@ -9,39 +9,77 @@
 namespace meshtp::model {
 namespace {
 
-bool is_layernorm(const ParamEntry& e) { return e.shard == parallel::ParamShard::kHidden; }
-
-const StackConfig& validated(const StackConfig& c, const std::vector<int>& mesh_shape) {
-  validate(c, mesh_shape);
-  return c;
+bool is_layernorm(int p) {
+  const int k = p % kBlockParams;
+  return k == kLn1Weight || k == kLn1Bias || k == kLn2Weight || k == kLn2Bias;
 }
 
 }  // namespace
+
+StackBlock::StackBlock(const mesh::DeviceMesh& mesh, std::int64_t hidden, const Shards& shards)
+    : mesh_(&mesh), shards_(shards) {
+  const auto table = block_param_table(0, hidden);
+  for (std::size_t p = 0; p < shards.size(); ++p) {
+    local_[p] = parallel::local_shape(shards[p], table[p].shape, mesh.shape());
+  }
+}
+
+void StackBlock::bind(std::span<const std::span<float>> values,
+                      std::span<const std::span<float>> grads) {
+  MESHTP_CHECK(values.size() == kBlockParams && grads.size() == kBlockParams,
+               "bind: {} values and {} gradients, expected {}", values.size(), grads.size(),
+               static_cast<int>(kBlockParams));
+  for (std::size_t p = 0; p < kBlockParams; ++p) {
+    const auto want = static_cast<std::size_t>(numel(local_[p]));
+    MESHTP_CHECK(values[p].size() == want && grads[p].size() == want,
+                 "bind: parameter {} has {} values / {} gradients, its shard has {}", p,
+                 values[p].size(), grads[p].size(), want);
+    p_[p] = values[p];
+    g_[p] = grads[p];
+  }
+  bound();
+}
 
 void validate(const StackConfig& c, const std::vector<int>& mesh_shape) {
   MESHTP_CHECK(c.layers >= 1, "layers={} must be at least 1", c.layers);
   validate(c.block, mesh_shape);
 }
 
-Stack::Stack(const mesh::DeviceMesh& mesh, const StackConfig& config)
+template <typename Config>
+Stack::Dims Stack::dims_of(const Config& c) {
+  MESHTP_CHECK(c.layers >= 1, "layers={} must be at least 1", c.layers);
+  return {c.block.batch, c.block.seq, c.block.hidden, c.block.heads, c.layers, c.block.recompute,
+          c.first_layer, c.init_layers()};
+}
+
+// Each block validates its config against the mesh before anything is allocated.
+Stack::Stack(const mesh::DeviceMesh& mesh, const StackConfig& c)
+    : Stack(mesh, dims_of(c), [&] { return std::make_unique<Block>(mesh, c.block); }) {}
+
+Stack::Stack(const mesh::DeviceMesh& mesh, const Gemm2dStackConfig& c)
+    : Stack(mesh, dims_of(c), [&] { return std::make_unique<Gemm2dBlock>(mesh, c.block); }) {}
+
+Stack::Stack(const mesh::DeviceMesh& mesh, const Dims& dims,
+             const std::function<std::unique_ptr<StackBlock>()>& make)
     : mesh_(&mesh),
-      config_(validated(config, mesh.shape())),
-      table_(stack_param_table(config.layers, config.block.hidden, config.first_layer)),
-      blocks_(config.layers, config.block.recompute,
-              [&] { return std::make_unique<Block>(mesh, config.block); }) {
+      dims_(dims),
+      table_(stack_param_table(dims.layers, dims.hidden, dims.first_layer)),
+      blocks_(dims.layers, dims.recompute, make) {
   std::int64_t ln_size = 0;
-  for (const ParamEntry& e : table_) {
-    const Shape local = parallel::local_shape(e.shard, e.shape, mesh.shape());
-    values_.emplace_back(local);
-    grads_.emplace_back(local);
+  for (std::size_t p = 0; p < table_.size(); ++p) {
+    const int k = static_cast<int>(p % kBlockParams);
+    table_[p].shard = block().param_shard(k);
+    values_.emplace_back(block().local_shape(k));
+    grads_.emplace_back(block().local_shape(k));
     ln_offset_.push_back(ln_size);
-    if (is_layernorm(e)) ln_size += numel(local);
+    if (is_layernorm(k)) ln_size += numel(block().local_shape(k));
   }
-  if (config.block.sequence_parallel) ln_partial_ = Tensor({ln_size});
-  for (int l = 0; l < config.layers; ++l) rebind(l);
-  workspace_ = std::make_unique<BlockWorkspace>(blocks_.front());
+  if (block().partial_layernorm_grads()) ln_partial_ = Tensor({ln_size});
+
+  for (int l = 0; l < dims.layers; ++l) rebind(l);
+  workspace_ = block().make_workspace();
   const std::int64_t stream = stream_layout().size();
-  for (int l = 0; l <= config.layers; ++l) streams_.emplace_back(Shape{stream});
+  for (int l = 0; l <= dims.layers; ++l) streams_.emplace_back(Shape{stream});
   dstream_[0] = Tensor({stream});
   dstream_[1] = Tensor({stream});
 }
@@ -53,7 +91,7 @@ void Stack::rebind(int l) {
   for (int k = 0; k < kBlockParams; ++k) {
     const auto p = static_cast<std::size_t>(l * kBlockParams + k);
     v.push_back(values_[p].values());
-    const bool partial = !ln_partial_.empty() && is_layernorm(table_[p]);
+    const bool partial = !ln_partial_.empty() && is_layernorm(k);
     g.push_back(partial ? ln_partial_.values().subspan(static_cast<std::size_t>(ln_offset_[p]),
                                                        grads_[p].values().size())
                         : grads_[p].values());
@@ -80,7 +118,7 @@ void Stack::init(std::uint64_t seed) {
     parallel::for_each_local(e.shard, e.shape, mesh_->shape(), mesh_->coords(),
                              [&](std::int64_t l, std::int64_t g) {
                                local[static_cast<std::size_t>(l)] =
-                                   init_value(e, seed, config_.init_layers(), g);
+                                   init_value(e, seed, dims_.model_layers, g);
                              });
   }
 }
@@ -120,9 +158,9 @@ void Stack::save(const std::string& path) const {
     try {
       save_safetensors(path, tensors,
                        {{"format", "meshtp-block-stack"},
-                        {"hidden", std::to_string(config_.block.hidden)},
-                        {"heads", std::to_string(config_.block.heads)},
-                        {"layers", std::to_string(config_.layers)}});
+                        {"hidden", std::to_string(dims_.hidden)},
+                        {"heads", std::to_string(dims_.heads)},
+                        {"layers", std::to_string(dims_.layers)}});
     } catch (const Error& e) {
       ok = 0;
       reason = e.what();
@@ -141,13 +179,13 @@ parallel::ChunkedMatrix Stack::output() { return {streams_.back().data(), stream
 parallel::ChunkedMatrix Stack::grad_output() { return {dstream_[0].data(), stream_layout()}; }
 parallel::ChunkedMatrix Stack::grad_input() {
   // backward ping-pongs between the two buffers, one swap per layer.
-  return {dstream_[config_.layers % 2].data(), stream_layout()};
+  return {dstream_[dims_.layers % 2].data(), stream_layout()};
 }
 
 StreamGeometry Stack::stream_geometry() const {
-  return {.batch = config_.block.batch,
-          .seq = config_.block.seq,
-          .hidden = config_.block.hidden,
+  return {.batch = dims_.batch,
+          .seq = dims_.seq,
+          .hidden = dims_.hidden,
           .shard = stream_shard(),
           .layout = stream_layout()};
 }
@@ -162,11 +200,11 @@ Tensor Stack::gather_output() const {
   return gather_stream(stream_geometry(), mesh_->comm(), streams_.back());
 }
 Tensor Stack::gather_grad_input() const {
-  return gather_stream(stream_geometry(), mesh_->comm(), dstream_[config_.layers % 2]);
+  return gather_stream(stream_geometry(), mesh_->comm(), dstream_[dims_.layers % 2]);
 }
 
 void Stack::forward() {
-  for (int i = 0; i < config_.layers; ++i) {
+  for (int i = 0; i < dims_.layers; ++i) {
     if (before_layer_) before_layer_(i, false);
     forward_layer(i);
   }
@@ -181,8 +219,8 @@ void Stack::forward_layer(int i) {
 void Stack::backward(const std::function<void(int layer)>& on_layer_done) {
   const parallel::ChunkedLayout l = stream_layout();
   if (!ln_partial_.empty()) ln_partial_.fill(0.0f);
-  for (int i = config_.layers - 1; i >= 0; --i) {
-    const int k = config_.layers - 1 - i;  // dy in dstream_[k % 2], dx into the other
+  for (int i = dims_.layers - 1; i >= 0; --i) {
+    const int k = dims_.layers - 1 - i;  // dy in dstream_[k % 2], dx into the other
     if (before_layer_) before_layer_(i, true);
     if (blocks_.full()) forward_layer(i);  // recomputation (model/layer_blocks.hpp)
     blocks_.at(i).backward({dstream_[(k + 1) % 2].data(), l}, {dstream_[k % 2].data(), l},
@@ -193,7 +231,7 @@ void Stack::backward(const std::function<void(int layer)>& on_layer_done) {
     // Sequence parallelism: each rank summed the LayerNorm gradients over its own tokens.
     mesh_->dim_comm(0).all_reduce(ln_partial_.values());
     for (std::size_t p = 0; p < table_.size(); ++p) {
-      if (!is_layernorm(table_[p])) continue;
+      if (!is_layernorm(static_cast<int>(p))) continue;
       float* g = grads_[p].data();
       const float* part = ln_partial_.data() + ln_offset_[p];
       for (std::int64_t j = 0; j < grads_[p].numel(); ++j) g[j] += part[j];

@@ -1,8 +1,13 @@
-// A stack of L GPT blocks (model/block.hpp) on one mesh, with its parameters, activations
-// and gradients: what a training loop builds.
+// A stack of L GPT blocks on one mesh, with its parameters, activations and gradients: what
+// a training loop builds. One composition for every strategy: the blocks are ATP blocks
+// (model/block.hpp: atp, megatron, tp1d; chunks, sequence parallelism) or 2D-GeMM blocks
+// (model/gemm2d_block.hpp: every linear a Cannon, SUMMA, Collective, Wang or MeshSlice GeMM),
+// behind one interface (model/layer_blocks.hpp); model::make_stack picks them from a plan.
 //
-//   Stack stack(mesh, {.block = {.batch = b, .seq = s, .hidden = h, .heads = a,
-//                                .chunks = c}, .layers = L});
+//   Stack stack(mesh, StackConfig{.block = {.batch = b, .seq = s, .hidden = h, .heads = a,
+//                                           .chunks = c}, .layers = L});
+//   Stack stack(mesh, Gemm2dStackConfig{.block = {…, .algo = Algorithm::kMeshSlice},
+//                                       .layers = L});
 //   stack.init(seed);                          // or stack.load(load_safetensors(path))
 //   stack.set_input(x);                        // global [b, s, h] (or [b·s, h]), every rank
 //   stack.forward();                           // stack.output(): this rank's block of y
@@ -14,11 +19,13 @@
 //   stack.save(path);                          // global tensors, any mesh can load them
 //
 // Activations between blocks are the residual stream in the block's stream layout
-// ([R, S(1)] on mesh (d1, d2), or token rows under sequence parallelism); stream_shard()
-// says which block of the global [b·s, h] this rank holds. The L+1 streams are kept (each
+// ([R, S(1)] on mesh (d1, d2), token rows under sequence parallelism, [S(0), S(1)] for the
+// 2D GeMMs); stream_shard() says which block of the global [b·s, h] this rank holds. The L+1 streams are kept (each
 // block's input is saved for its backward); one BlockWorkspace serves every block.
 //
-// Parameters are one Tensor per local shard (values, and grads alike). Under sequence
+// Parameters are one Tensor per local shard (values, and grads alike), named, shaped and
+// initialised alike under every strategy (params.hpp; only their shard kinds differ), so
+// checkpoints move between layouts. Under sequence
 // parallelism the LayerNorm gradients are partial sums over mesh dim 0 (each rank saw its own
 // tokens), so backward accumulates them in one separate buffer and all-reduces it once at the
 // end, before adding into grads.
@@ -35,14 +42,17 @@
 #include "mesh/device_mesh.hpp"
 #include "model/stream_io.hpp"
 #include "model/block.hpp"
+#include "model/gemm2d_block.hpp"
 #include "model/layer_blocks.hpp"
 #include "model/params.hpp"
 #include "tensor/safetensors.hpp"
 
 namespace meshtp::model {
 
-struct StackConfig {
-  BlockConfig block;
+// L blocks of one config: StackConfig (ATP blocks) or Gemm2dStackConfig (2D-GeMM blocks).
+template <typename BlockConfigT>
+struct StackConfigOf {
+  BlockConfigT block;
   int layers = 1;
   // A pipeline stage's share of a deeper model: its blocks are the model's first_layer …
   // first_layer+layers−1 (names and init as in the whole model of model_layers; 0: layers).
@@ -50,6 +60,8 @@ struct StackConfig {
   int model_layers = 0;
   int init_layers() const { return model_layers > 0 ? model_layers : layers; }
 };
+using StackConfig = StackConfigOf<BlockConfig>;
+using Gemm2dStackConfig = StackConfigOf<Gemm2dBlockConfig>;
 
 void validate(const StackConfig& config, const std::vector<int>& mesh_shape);
 
@@ -58,12 +70,13 @@ class Stack {
   // Validates (same verdict on every rank), then allocates everything. Collective only in
   // the sense that every rank of the mesh must build the same stack.
   Stack(const mesh::DeviceMesh& mesh, const StackConfig& config);
+  Stack(const mesh::DeviceMesh& mesh, const Gemm2dStackConfig& config);
   Stack(const Stack&) = delete;
   Stack& operator=(const Stack&) = delete;
   ~Stack();
 
-  const StackConfig& config() const { return config_; }
   const mesh::DeviceMesh& mesh() const { return *mesh_; }
+  const StackBlock& block() const { return blocks_.front(); }
 
   // ---- parameters (local shards, table order) ----------------------------------------
   const std::vector<ParamEntry>& param_table() const { return table_; }
@@ -122,19 +135,30 @@ class Stack {
   void rebind(int layer);
 
  private:
+  // The model shape of every block.
+  struct Dims {
+    std::int64_t batch, seq, hidden, heads;
+    int layers;
+    layout::Recompute recompute;
+    int first_layer, model_layers;  // StackConfigOf's (model_layers: init_layers())
+  };
+  template <typename Config>
+  static Dims dims_of(const Config& c);
+  Stack(const mesh::DeviceMesh& mesh, const Dims& dims,
+        const std::function<std::unique_ptr<StackBlock>()>& make);
   StreamGeometry stream_geometry() const;
   void forward_layer(int i);
   std::function<void(int layer, bool backward)> before_layer_;
 
   const mesh::DeviceMesh* mesh_;
-  StackConfig config_;
+  Dims dims_;
   std::vector<ParamEntry> table_;
   std::vector<Tensor> values_, grads_;
   // Sequence parallelism: LayerNorm gradient partials, parameter p at ln_offset_[p].
   Tensor ln_partial_;
   std::vector<std::int64_t> ln_offset_;
-  LayerBlocks<Block> blocks_;
-  std::unique_ptr<BlockWorkspace> workspace_;
+  LayerBlocks blocks_;
+  std::unique_ptr<BlockWorkspaceBase> workspace_;
   std::vector<Tensor> streams_;  // x_0 … x_L
   Tensor dstream_[2];
 };

@@ -1,4 +1,4 @@
-// The residual stream of a block stack (model::Stack, model::Gemm2dStack) between the global
+// The residual stream of a block stack (model::Stack) between the global
 // [b, s, h] (or [b·s, h]) tensor every rank passes and this rank's chunked local block.
 #pragma once
 

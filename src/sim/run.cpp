@@ -5,7 +5,6 @@
 #include <functional>
 #include <memory>
 #include <utility>
-#include <variant>
 
 #include "core/error.hpp"
 #include "core/simulation.hpp"
@@ -105,16 +104,14 @@ RunResult result_of(const Measure& m) {
 
 // Values mode computes real values: give the stack real inputs, so a value check of the
 // simulated build means something. Charged mode leaves every buffer as it is (never written).
-template <typename Stack>
-void prepare(Stack& stack, const model::GptConfig& c) {
+void prepare(model::Stack& stack, const model::GptConfig& c) {
   if (values_meaningless()) return;
   stack.init(1);
   stack.set_input(uniform_tensor({c.batch, c.seq, c.hidden}, 21));
   stack.set_grad_output(uniform_tensor({c.batch, c.seq, c.hidden}, 22));
 }
 
-template <typename Stack>
-RunResult run_stack(const comm::Communicator& world, Stack& stack, const RunSpec& spec) {
+RunResult run_stack(const comm::Communicator& world, model::Stack& stack, const RunSpec& spec) {
   prepare(stack, spec.model);
   std::vector<std::function<void()>> phases{[&] { stack.forward(); },
                                             [&] {
@@ -249,8 +246,7 @@ RunResult run(const comm::Communicator& world, const RunSpec& spec) {
   switch (spec.what) {
     case What::kLayer:
     case What::kStep: {
-      model::AnyStack stack = model::make_stack(mesh, spec.model);
-      r = std::visit([&](auto& s) { return run_stack(world, *s, spec); }, stack);
+      r = run_stack(world, *model::make_stack(mesh, spec.model), spec);
       break;
     }
     case What::kGemm2d: r = run_gemm2d(mesh, spec); break;

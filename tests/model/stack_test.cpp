@@ -1,6 +1,10 @@
-// A 2-layer GPT block stack on every mesh (d1, d2) of this world size, chunks 1/2/4, and
-// sequence parallelism on (N, 1): output, input gradient and every parameter gradient equal
-// the serial reference stack built from src/ops (max relative error ≤ 1e-4).
+// A 2-layer GPT block stack (one model::Stack for every strategy) equals the serial reference
+// stack built from src/ops — output, input gradient and every parameter gradient, max relative
+// error ≤ 1e-4 — on every mesh (d1, d2) of this world size:
+//   ATP blocks: chunks 1/2/4, and sequence parallelism on (N, 1);
+//   2D-GeMM blocks: every algorithm (Cannon on square meshes only), forward dataflows
+//   auto / os / ls, S ∈ {1, 2}, and a plan mixing them per linear.
+// The full cross product runs at every world size (about a second at 8 oversubscribed ranks).
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -15,10 +19,18 @@
 namespace meshtp::model {
 namespace {
 
+using layout::Algorithm;
+using layout::Stationary;
+
 constexpr double kTol = 1e-4;
 
+// batch 8: whole sequences on up to 8 mesh rows, and 4 chunks of 2.
 StackConfig small_config() {
-  return {.block = {.batch = 4, .seq = 8, .hidden = 32, .heads = 8}, .layers = 2};
+  return {.block = {.batch = 8, .seq = 8, .hidden = 32, .heads = 8}, .layers = 2};
+}
+Gemm2dStackConfig small_gemm2d_config() {
+  return {.block = {.batch = 8, .seq = 8, .hidden = 32, .heads = 8, .progress_chunks = 2},
+          .layers = 2};
 }
 
 struct Reference {
@@ -43,15 +55,10 @@ const Reference& reference() {
   return ref;
 }
 
-void check_layout(const mesh::DeviceMesh& mesh, int chunks, bool sp) {
+// One forward + backward of `stack` against the reference, then a second step: gradients
+// accumulate (double).
+void check_stack(Stack& stack, const std::string& what) {
   const Reference& ref = reference();
-  StackConfig c = small_config();
-  c.block.chunks = chunks;
-  c.block.sequence_parallel = sp;
-  c.block.progress_splits = 2;
-  const std::string what = fmt::format("{} chunks={}{} (rank {})", mesh.to_string(), chunks,
-                                       sp ? " sequence-parallel" : "", mesh.rank());
-  Stack stack(mesh, c);
   stack.load(SafetensorsFile{"random weights", ref.weights, {}});
   stack.set_input(ref.x);
   stack.forward();
@@ -63,13 +70,14 @@ void check_layout(const mesh::DeviceMesh& mesh, int chunks, bool sp) {
   EXPECT_EQ(y.shape(), ref.y.shape()) << what;
   EXPECT_LE(max_relative_error(y.values(), ref.y.values()), kTol) << "y on " << what;
   EXPECT_LE(max_relative_error(dx.values(), ref.dx.values()), kTol) << "dx on " << what;
-  for (const auto& [name, g] : stack.gather_grads()) {
+  const auto grads = stack.gather_grads();
+  EXPECT_EQ(grads.size(), ref.grads.size()) << what;
+  for (const auto& [name, g] : grads) {
     const Tensor& want = ref.grads.at(name);
     EXPECT_LE(max_relative_error(g.values(), want.values()), kTol)
         << "grad of " << name << " on " << what << ": max |diff| "
         << max_abs_diff(g.values(), want.values());
   }
-  // A second step accumulates: gradients double.
   stack.set_grad_output(ref.dy);
   stack.forward();
   stack.backward();
@@ -79,6 +87,16 @@ void check_layout(const mesh::DeviceMesh& mesh, int chunks, bool sp) {
   for (auto& v : doubled) v *= 2.0f;
   EXPECT_LE(max_relative_error(twice.at("layers.0.ln1.weight").values(), doubled), kTol)
       << "accumulated ln1 gradient on " << what;
+}
+
+void check_layout(const mesh::DeviceMesh& mesh, int chunks, bool sp) {
+  StackConfig c = small_config();
+  c.block.chunks = chunks;
+  c.block.sequence_parallel = sp;
+  c.block.progress_splits = 2;
+  Stack stack(mesh, c);
+  check_stack(stack, fmt::format("{} chunks={}{} (rank {})", mesh.to_string(), chunks,
+                                 sp ? " sequence-parallel" : "", mesh.rank()));
 }
 
 TEST(Stack, EqualsSerialReferenceOnEveryMesh) {
@@ -111,7 +129,7 @@ TEST(Stack, ValidationNamesTheValues) {
   expect_error(c, {4, 2}, "heads=12 is not divisible by d1·d2=8 (mesh 4x2)");
   c = small_config();
   c.block.chunks = 3;
-  expect_error(c, {1, 1}, "batch=4 is not divisible by chunks=3");
+  expect_error(c, {1, 1}, "batch=8 is not divisible by chunks=3");
   c = small_config();
   c.block.hidden = 34;
   c.block.heads = 2;
@@ -122,6 +140,135 @@ TEST(Stack, ValidationNamesTheValues) {
   c = small_config();
   c.block.hidden = 30;
   expect_error(c, {1, 1}, "hidden=30 is not divisible by heads=8");
+}
+
+// One algorithm for every linear, or per-linear settings (a plan may mix them).
+struct Case {
+  Algorithm algo;
+  std::array<layout::LinearPlan, 4> linears;
+  int slices() const { return linears[0].slices; }
+};
+
+std::string describe(const mesh::DeviceMesh& mesh, const Case& c) {
+  std::string linears;
+  for (const layout::LinearPlan& l : c.linears) {
+    linears += fmt::format(" {}/{}/S{}", l.algorithm.value_or(c.algo),
+                           l.stationary ? layout::name(*l.stationary) : "auto", l.slices);
+  }
+  return fmt::format("mesh {}{} (rank {})", mesh.to_string(), linears, mesh.rank());
+}
+
+void check_case(const mesh::DeviceMesh& mesh, const Case& k) {
+  Gemm2dStackConfig c = small_gemm2d_config();
+  c.block.algo = k.algo;
+  c.block.linears = k.linears;
+  Stack stack(mesh, c);
+  check_stack(stack, describe(mesh, k));
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  for (const Algorithm algo : layout::all<layout::Algorithm>()) {
+    for (const int s : {1, 2}) {
+      for (const auto stationary : {std::optional<Stationary>{}, std::optional{Stationary::kOutput},
+                                    std::optional{Stationary::kInput}}) {
+        Case c{.algo = algo, .linears = {}};
+        c.linears.fill({.stationary = stationary, .slices = s});
+        out.push_back(c);
+      }
+    }
+  }
+  // Each linear its own algorithm, stationary operand and slices.
+  out.push_back(
+      {.algo = Algorithm::kCannon,
+       .linears = {
+           {{.algorithm = Algorithm::kMeshSlice, .stationary = Stationary::kOutput, .slices = 2},
+            {.algorithm = Algorithm::kSumma, .stationary = Stationary::kInput},
+            {.algorithm = Algorithm::kCollective},
+            {.algorithm = Algorithm::kWang, .stationary = Stationary::kInput}}}});
+  return out;
+}
+
+TEST(Gemm2dStack, EqualsSerialReferenceOnEveryMesh) {
+  const auto world = comm::Communicator::world();
+  int ran = 0;
+  for (const auto& shape : parallel::meshes2d(world.size())) {
+    const mesh::DeviceMesh mesh(world, shape);
+    for (const Case& k : cases()) {
+      if (k.algo == Algorithm::kCannon && !k.linears[0].algorithm && shape[0] != shape[1]) {
+        continue;
+      }
+      Gemm2dBlockConfig b = small_gemm2d_config().block;
+      b.algo = k.algo;
+      b.linears = k.linears;
+      try {
+        plan_gemm2d_block(b, shape);
+      } catch (const Error& e) {
+        // Only the slice count may not divide a small mesh's local extents.
+        EXPECT_GT(k.slices(), 1) << describe(mesh, k) << " rejected: " << e.what();
+        continue;
+      }
+      check_case(mesh, k);
+      ++ran;
+    }
+  }
+  EXPECT_GT(ran, 0);
+  if (world.rank() == 0) RecordProperty("cases", ran);
+}
+
+// init() draws the same global weights as the ATP stack's (one table, one init rule), and
+// replicas() counts the mesh rows holding each bias / LayerNorm copy.
+TEST(Gemm2dStack, InitMatchesTheAtpStackAndReplicas) {
+  const auto world = comm::Communicator::world();
+  for (const auto& shape : parallel::meshes2d(world.size())) {
+    const mesh::DeviceMesh mesh(world, shape);
+    const Gemm2dStackConfig g = small_gemm2d_config();
+    Stack stack(mesh, g);
+    Stack atp(mesh, StackConfig{.block = {.batch = g.block.batch,
+                               .seq = g.block.seq,
+                               .hidden = g.block.hidden,
+                               .heads = g.block.heads},
+                     .layers = g.layers});
+    stack.init(7);
+    atp.init(7);
+    const auto got = stack.gather_values();
+    for (const auto& [name, want] : atp.gather_values()) {
+      EXPECT_EQ(max_abs_diff(got.at(name).values(), want.values()), 0.0)
+          << name << " on " << mesh.to_string();
+    }
+    for (int p = 0; p < stack.num_params(); ++p) {
+      const bool matrix = stack.param_table()[static_cast<std::size_t>(p)].shape.size() == 2;
+      EXPECT_EQ(stack.replicas(p), matrix ? 1 : shape[0])
+          << stack.param_table()[static_cast<std::size_t>(p)].name << " on " << mesh.to_string();
+      EXPECT_EQ(stack.decays(p), matrix);
+    }
+  }
+}
+
+TEST(Gemm2dStack, ValidationNamesTheValues) {
+  auto expect_error = [](Gemm2dBlockConfig c, std::vector<int> mesh, const std::string& text) {
+    try {
+      plan_gemm2d_block(c, mesh);
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+    }
+  };
+  Gemm2dBlockConfig c = small_gemm2d_config().block;
+  c.heads = 4;
+  expect_error(c, {1, 8}, "heads=4 is not divisible by Nc=8 (mesh 1x8)");
+  c = small_gemm2d_config().block;
+  c.batch = 6;
+  expect_error(c, {4, 1}, "batch=6 is not divisible by Nr=4 (mesh 4x1)");
+  c = small_gemm2d_config().block;
+  c.algo = Algorithm::kCannon;
+  expect_error(c, {2, 4}, "qkv linear (mesh 2x4)");
+  c = small_gemm2d_config().block;
+  c.linears[0].slices = 3;
+  expect_error(c, {2, 2}, "qkv linear (mesh 2x2)");
+  c = small_gemm2d_config().block;
+  c.linears[3].stationary = Stationary::kWeight;
+  expect_error(c, {2, 2}, "mlp2 linear (mesh 2x2): stationary weight is not supported");
 }
 
 }  // namespace
