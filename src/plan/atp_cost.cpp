@@ -53,70 +53,60 @@ AtpEstimate atp_estimate(const ModelSpec& m, const MeshLinks& links, int chunks,
 
   AtpEstimate est;
   est.chunks = chunks;
-  // (name, forward FLOPs of the op over all ranks, all-reduce mesh dim, elements per rank)
-  struct OpShape {
-    const char* name;
-    double flops;
-    int dim;
-    double elements;
+  // (name, forward FLOPs of the op over all ranks); the LayerNorms' are elementwise.hpp's.
+  const std::pair<const char*, double> shapes[] = {
+      {"ln1", 0},
+      {"qkv", 2 * M * h * 3 * h},
+      {"attention", 4 * b * s * s * h},
+      {"proj", 2 * M * h * h},
+      {"ln2", 0},
+      {"mlp1", 2 * M * h * 4 * h},
+      {"mlp2", 2 * M * 4 * h * h},
   };
-  const OpShape shapes[] = {
-      {"qkv", 2 * M * h * 3 * h, 1, M * 3 * h / d1},
-      {"attention", 4 * b * s * s * h, -1, 0},
-      {"proj", 2 * M * h * h, 0, M * h / d2},
-      {"mlp1", 2 * M * h * 4 * h, 1, M * 4 * h / d1},
-      {"mlp2", 2 * M * 4 * h * h, 0, M * h / d2},
-  };
-  // Per mesh dim: Σ α over the pass's all-reduces on it, and their time (forward, backward).
-  double latency[2] = {0, 0};
-  double comm_dim[2][2] = {{0, 0}, {0, 0}};  // [backward][dim]
+  const std::vector<layout::AtpCall> traffic = layout::atp_block_traffic(
+      {.d1 = d1, .d2 = d2, .tokens = m.tokens(), .hidden = m.hidden, .chunks = chunks,
+       .element_bytes = static_cast<int>(e)});
+  double comm_dim[2][2] = {{0, 0}, {0, 0}};  // [backward][mesh dim]: the pass's calls there
   for (const bool backward : {false, true}) {
-    for (const OpShape& op : shapes) {
+    for (const auto& [name, flops] : shapes) {
       AtpOp a;
-      a.name = op.name;
+      a.name = name;
       a.backward = backward;
-      a.flops_per_rank = op.flops / n * (backward ? 2 : 1);
+      a.flops_per_rank = flops / n * (backward ? 2 : 1);
       a.compute_s = a.flops_per_rank / flops_per_s;
-      if (op.dim >= 0 && links.mesh[static_cast<std::size_t>(op.dim)] > 1) {
-        const DimLinks& dim = links.dims[static_cast<std::size_t>(op.dim)];
-        a.mesh_dim = op.dim;
-        a.allreduce_bytes = op.elements * e;
-        a.comm_s = ring_all_reduce_time(dim.all_reduce, dim.size, a.allreduce_bytes);
-        if (!backward) latency[op.dim] += ring_all_reduce_time(dim.all_reduce, dim.size, 0);
-        comm_dim[backward ? 1 : 0][op.dim] += a.comm_s;
+      for (const layout::AtpCall& call : traffic) {
+        if (call.op != a.name || call.backward != backward) continue;
+        a.calls.push_back(call);
+        a.sent_bytes += call.bytes_per_rank();
+        const double t = call.launches * collective_time(links.dims[static_cast<std::size_t>(
+                                                             call.mesh_dim)],
+                                                         call.kind, call.message_bytes);
+        a.comm_s += t;
+        comm_dim[backward ? 1 : 0][call.mesh_dim] += t;
       }
       (backward ? est.compute_bwd_s : est.compute_fwd_s) += a.compute_s;
       (backward ? est.comm_bwd_s : est.comm_fwd_s) += a.comm_s;
       est.ops.push_back(std::move(a));
     }
   }
-  // Chunking re-launches every all-reduce once per chunk, forward and backward.
   const double c = chunks;
-  double fwd_dim[2], bwd_dim[2];  // X_f,d and X_b,d: one pass's time on mesh dim d
-  for (int d = 0; d < 2; ++d) {
-    fwd_dim[d] = comm_dim[0][d] + (c - 1) * latency[d];
-    bwd_dim[d] = comm_dim[1][d] + (c - 1) * latency[d];
-  }
-  const double comm_fwd = fwd_dim[0] + fwd_dim[1];
-  const double comm_bwd = bwd_dim[0] + bwd_dim[1];
+  const double comm_fwd = est.comm_fwd_s;  // every chunk's calls, each with its latency
   const double gemm_bwd = est.compute_bwd_s;
   est.elementwise_fwd_s = elementwise.forward_s;
   est.elementwise_bwd_s = elementwise.backward_s;
   est.compute_fwd_s += elementwise.forward_s;
   est.compute_bwd_s += elementwise.backward_s;
   const double compute_fwd = est.compute_fwd_s;
-  est.comm_fwd_s = comm_fwd;
-  est.comm_bwd_s = comm_bwd;
   // The pipeline over chunks: each resource (compute, dim 0's links, dim 1's links) is busy
   // for its own total; after the first chunk the busiest one sets the pace.
-  const double busiest_fwd = std::max({compute_fwd, fwd_dim[0], fwd_dim[1]});
+  const double busiest_fwd = std::max({compute_fwd, comm_dim[0][0], comm_dim[0][1]});
   est.forward_s = (compute_fwd + comm_fwd) / c + (c - 1) / c * busiest_fwd;
-  // Backward, per linear: every chunk's dX GeMM starts its all-reduce, then the dW GeMM
-  // runs under them, then each chunk's elementwise ops follow its all-reduce. Only the first
-  // chunk's dX and the last chunk's elementwise ops cannot overlap communication.
+  // Backward, per linear: every chunk's dX GeMM starts its collectives, then the dW GeMM
+  // runs under them, then each chunk's elementwise ops follow its collectives. Only the
+  // first chunk's dX and the last chunk's elementwise ops cannot overlap communication.
   const double dx = gemm_bwd / 2, dw = gemm_bwd / 2, ew = elementwise.backward_s;
   const double comm_bwd_pipelined =
-      comm_bwd / c + (c - 1) / c * std::max(bwd_dim[0], bwd_dim[1]);
+      est.comm_bwd_s / c + (c - 1) / c * std::max(comm_dim[1][0], comm_dim[1][1]);
   est.backward_s =
       (dx + ew) / c + std::max(dw + (c - 1) / c * (dx + ew), comm_bwd_pipelined);
 

@@ -8,26 +8,29 @@
 // so one pass moves  M·e·(7h/(d1·B2) + 2h/(d2·B1))  and, forward + backward, L layers:
 //   T_comm = 2·L·b·s·e·(7h/(d1·B2) + 2h/(d2·B1))                                  (Eq. 2)
 // (the paper counts elements; e = 1 gives its formula verbatim). A term whose mesh dim has
-// size 1 is 0. Like the paper, the backward pass is charged the forward's volumes; the exact
-// conjugate all-reduces move 5h/d1 instead of 7h/d1 on dim 1 in backward.
+// size 1 is 0.
 //
-// On top of Eq. 2 the candidate's time adds each all-reduce's latency
-// α = T_launch + 2(d−1)·L_sync (ring), the elementwise ops (elementwise.hpp, layout kAtp:
-// E_f forward, E_b backward), and overlaps:
+// The candidate prices instead the collectives the runtime's block issues
+// (layout/atp_traffic.hpp, counted equal by tests/model/atp_traffic_test.cpp): QKV's output
+// reduce-scattered and the projection's input all-gathered over dim 1 where Eq. 2 has one
+// all-reduce, each backward collective the transpose of its forward one, and the sharded
+// LayerNorms' row-statistics all-reduces over dim 1; one call per chunk of each, so each
+// pays its latency α = T_launch + (P−1)·L_sync per step of the ring. On top: the elementwise
+// ops (elementwise.hpp, layout kAtp: E_f forward, E_b backward), and overlaps:
 //   compute  G_f = (24·b·s·h² + 4·b·s²·h)/N / F,  G_b = 2·G_f    (GeMMs)
 //            C_f = G_f + E_f                                    (forward compute)
-//   forward, c chunks (ATP §4.1: chunk i's all-reduce runs under chunk i+1's compute; each
-//   chunk launches its own all-reduces; LayerNorm, GeLU, … run per chunk between them). The
-//   chunks form a pipeline over three resources — the device's compute, mesh dim 0's links
-//   and mesh dim 1's links (a device runs collectives on both dims at once: chunk i's
-//   all-reduce on dim 0 under chunk i+1's on dim 1) — each busy for its own total, so after
-//   the first chunk the busiest one sets the pace:
+//   forward, c chunks (ATP §4.1: chunk i's collectives run under chunk i+1's compute; each
+//   chunk launches its own; LayerNorm, GeLU, … run per chunk between them). The chunks form
+//   a pipeline over three resources — the device's compute, mesh dim 0's links and mesh dim
+//   1's links (a device runs collectives on both dims at once: chunk i's on dim 0 under
+//   chunk i+1's on dim 1) — each busy for its own total, so after the first chunk the
+//   busiest one sets the pace:
 //            T_f(c) = (C_f + X_f)/c + (c−1)/c · max(C_f, X_f,0, X_f,1)
-//            X_f,d  = the pass's all-reduces on dim d + c·α each,   X_f = X_f,0 + X_f,1
-//   backward (ATP §4.2: per linear, every chunk's dX GeMM starts its all-reduce, the dW GeMM
-//   — half of G_b — runs under them, and each chunk's elementwise ops follow its all-reduce;
-//   only the first chunk's dX GeMMs and the last chunk's elementwise ops cannot overlap
-//   communication; the chunks' all-reduces pipeline over the two dims likewise):
+//            X_f,d  = the forward calls on mesh dim d,   X_f = X_f,0 + X_f,1
+//   backward (ATP §4.2: per linear, every chunk's dX GeMM starts its collectives, the dW GeMM
+//   — half of G_b — runs under them, and each chunk's elementwise ops follow its own; only
+//   the first chunk's dX GeMMs and the last chunk's elementwise ops cannot overlap
+//   communication; the chunks' calls pipeline over the two dims likewise):
 //            T_b(c) = (G_b/2 + E_b)/c + max(G_b/2 + (c−1)/c · (G_b/2 + E_b),
 //                                            X_b/c + (c−1)/c · max(X_b,0, X_b,1))
 //   (c = 1: T_f = C_f + X_f, T_b = G_b/2 + max(G_b/2, X_b) + E_b.) Both overlaps are what
@@ -44,6 +47,7 @@
 #include <string>
 #include <vector>
 
+#include "layout/atp_traffic.hpp"
 #include "plan/elementwise.hpp"
 #include "plan/mesh_links.hpp"
 #include "plan/model_spec.hpp"
@@ -56,13 +60,13 @@ double atp_comm_time(const ModelSpec& model, int d1, int d2, double b1, double b
 
 // One operator of one layer, for --explain.
 struct AtpOp {
-  std::string name;  // "qkv", "attention", "proj", "mlp1", "mlp2"
+  std::string name;  // "ln1", "qkv", "attention", "proj", "ln2", "mlp1", "mlp2"
   bool backward = false;
   double flops_per_rank = 0;
   double compute_s = 0;
-  int mesh_dim = -1;           // the all-reduce's mesh dim; -1: none
-  double allreduce_bytes = 0;  // per rank
-  double comm_s = 0;           // one all-reduce, latency included, unchunked
+  std::vector<layout::AtpCall> calls;  // its collectives (one layer, every chunk)
+  double sent_bytes = 0;               // per rank, Σ over calls
+  double comm_s = 0;                   // Σ over calls, latency included
 };
 
 struct AtpEstimate {

@@ -29,6 +29,20 @@ double ring_all_reduce_time(const RingParams& ring, int p, double bytes) {
   return ring.t_launch_s + 2.0 * (p - 1) * (ring.l_sync_s + bytes / (p * ring.bw_bytes_per_s));
 }
 
+double collective_time(const DimLinks& dim, layout::CollectiveKind kind, double message_bytes) {
+  using layout::CollectiveKind;
+  switch (kind) {
+    case CollectiveKind::kAllReduce:
+      return ring_all_reduce_time(dim.all_reduce, dim.size, message_bytes);
+    case CollectiveKind::kAllGather:
+      return ring_collective_time(dim.all_gather, dim.size, message_bytes / dim.size);
+    case CollectiveKind::kReduceScatter:
+      return ring_collective_time(dim.reduce_scatter, dim.size, message_bytes / dim.size);
+    default:
+      fail("collective_time: {} is not priced on a mesh dim", kind);
+  }
+}
+
 double allreduce_bandwidth(int d, double link_bandwidth) {
   MESHTP_CHECK(d >= 2, "allreduce_bandwidth: d={} must be at least 2", d);
   return d / (2.0 * (d - 1)) * link_bandwidth;

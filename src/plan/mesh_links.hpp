@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "layout/vocabulary.hpp"
 #include "plan/topology.hpp"
 
 namespace meshtp::plan {
@@ -87,6 +88,10 @@ struct DimLinks {
   std::optional<double> allreduce_gbps;  // B (Eq. 4); nullopt when size == 1
   RingParams all_reduce, all_gather, reduce_scatter;
 };
+
+// One all-reduce, all-gather or reduce-scatter of `message_bytes` (layout::sent_bytes' n:
+// the gathered or scattered buffer) on this dim's ring; 0 on a dim of size 1.
+double collective_time(const DimLinks& dim, layout::CollectiveKind kind, double message_bytes);
 
 struct MeshLinks {
   std::array<int, 2> mesh{1, 1};

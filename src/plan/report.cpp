@@ -7,6 +7,19 @@ namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
+// "RS1 AR0": an ATP op's collectives, kind and mesh dim; "-" for none.
+std::string calls_label(const std::vector<layout::AtpCall>& calls) {
+  std::string out;
+  for (const layout::AtpCall& c : calls) {
+    const char* kind = c.kind == CollectiveKind::kAllReduce       ? "AR"
+                       : c.kind == CollectiveKind::kAllGather     ? "AG"
+                       : c.kind == CollectiveKind::kReduceScatter ? "RS"
+                                                                  : "?";
+    out += fmt::format("{}{}{}", out.empty() ? "" : " ", kind, c.mesh_dim);
+  }
+  return out.empty() ? "-" : out;
+}
+
 std::string gbps(const std::optional<double>& v) {
   return v ? fmt::format("{:.4g}", *v) : std::string("-");
 }
@@ -122,13 +135,12 @@ std::string format_explanation(const PlanRequest& r, const Explanation& e) {
   if (e.atp) {
     const AtpEstimate& a = *e.atp;
     out += fmt::format("{:<5} {:<10} {:>11} {:>11} {:>9} {:>10} {:>9}\n", "pass", "op",
-                       "GFLOP/rank", "compute ms", "all-red.", "MiB/rank", "comm ms");
+                       "GFLOP/rank", "compute ms", "colls", "MiB/rank", "comm ms");
     for (const AtpOp& op : a.ops) {
       out += fmt::format("{:<5} {:<10} {:>11.2f} {:>11.3f} {:>9} {:>10.2f} {:>9.3f}\n",
                          op.backward ? "bwd" : "fwd", op.name, op.flops_per_rank / 1e9,
                          op.compute_s * 1e3,
-                         op.mesh_dim >= 0 ? fmt::format("dim {}", op.mesh_dim) : "-",
-                         op.allreduce_bytes / kMiB, op.comm_s * 1e3);
+                         calls_label(op.calls), op.sent_bytes / kMiB, op.comm_s * 1e3);
     }
     out += elementwise_block(e, r.model);
     out += fmt::format(
@@ -242,9 +254,8 @@ nlohmann::json to_json(const Explanation& e) {
                      {"pass", op.backward ? "bwd" : "fwd"},
                      {"flops_per_rank", op.flops_per_rank},
                      {"compute_s", op.compute_s},
-                     {"allreduce_dim", op.mesh_dim >= 0 ? nlohmann::json(op.mesh_dim)
-                                                        : nlohmann::json(nullptr)},
-                     {"allreduce_bytes", op.allreduce_bytes},
+                     {"collectives", calls_label(op.calls)},
+                     {"sent_bytes", op.sent_bytes},
                      {"comm_s", op.comm_s}});
     }
     j["layer"] = {{"ops", std::move(ops)},

@@ -77,19 +77,16 @@ std::vector<PlannedCollective> planned_collectives(const PlanRequest& request, c
     // Full recomputation re-runs the forward, all-reduces included (atp_cost.hpp).
     const double forward_runs = m.recompute == Recompute::kFull ? 2 : 1;
     for (const AtpOp& op : e.atp->ops) {
-      if (op.mesh_dim < 0) continue;
-      const DimLinks& dim = e.links.dims[static_cast<std::size_t>(op.mesh_dim)];
-      const double calls = c.chunks;  // one all-reduce per chunk, forward and backward
-      const double bytes = op.allreduce_bytes / calls;
-      PlannedCollective p;
-      p.mesh_dim = op.mesh_dim;
-      p.group_size = dim.size;
-      p.stride = dim.stride;
-      p.collective = CollectiveKind::kAllReduce;
-      p.bytes = bytes;
-      p.count = layers * calls * (op.backward ? 1 : forward_runs);
-      p.predicted_s = ring_all_reduce_time(dim.all_reduce, dim.size, bytes);
-      out.push_back(p);
+      for (const layout::AtpCall& call : op.calls) {
+        const DimLinks& dim = e.links.dims[static_cast<std::size_t>(call.mesh_dim)];
+        out.push_back({.mesh_dim = call.mesh_dim,
+                       .group_size = dim.size,
+                       .stride = dim.stride,
+                       .collective = call.kind,
+                       .bytes = call.message_bytes,
+                       .count = layers * call.launches * (op.backward ? 1 : forward_runs),
+                       .predicted_s = collective_time(dim, call.kind, call.message_bytes)});
+      }
     }
     return out;
   }
@@ -109,8 +106,7 @@ std::vector<PlannedCollective> planned_collectives(const PlanRequest& request, c
       p.collective = scatter ? CollectiveKind::kReduceScatter : CollectiveKind::kAllGather;
       p.bytes = pass.tp1d->shard_bytes * dim.size;  // gathered output / scattered input
       p.count = layers * pass.weight;
-      p.predicted_s = ring_collective_time(scatter ? dim.reduce_scatter : dim.all_gather, dim.size,
-                                           pass.tp1d->shard_bytes);
+      p.predicted_s = collective_time(dim, p.collective, p.bytes);
       out.push_back(p);
     }
   }

@@ -43,8 +43,8 @@ struct PlannedCollective {
   double predicted_s = 0;  // one call, by the planner's ring model
 };
 
-// atp / megatron: Eq. 2's four all-reduces per pass, the forward ones split into `chunks`
-// calls of bytes/chunks (so latency is paid per chunk, as atp_cost charges it); tp1d: each
+// atp / megatron: the block's collectives (layout/atp_traffic.hpp), one call per chunk, as
+// atp_cost charges them; tp1d: each
 // FC pass's all-gather or reduce-scatter on dim 0. Σ count·predicted_s = t_comm_s. Throws
 // meshtp::Error for the 2D GeMM strategies and for invalid candidates.
 std::vector<PlannedCollective> planned_collectives(const PlanRequest& request,

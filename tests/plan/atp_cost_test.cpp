@@ -90,19 +90,25 @@ TEST(AtpCost, PcieMesh2x4Is46PercentCheaperThan8x1) {
   EXPECT_NEAR(via24 / via81, t24 / t81, 1e-12);
 }
 
-TEST(AtpCost, EstimateAddsLatencyAndOverlapOnTopOfEquation2) {
+TEST(AtpCost, EstimatePricesTheBlocksCollectivesAndOverlap) {
   const ModelSpec m = small_model();
   const Topology t = load_topology("nvlink-hdr-4x4");
   const MeshLinks l = mesh_links(t, 8, 2);
   const double flops = t.tflops * 1e12;
   // GeMMs and collectives only: the elementwise term is elementwise_test.cpp's.
   const AtpEstimate e1 = atp_estimate(m, l, 1, flops, ElementwiseEstimate{});
-  const double eq2 = atp_comm_time(m, 8, 2, *l.dims[0].allreduce_gbps * 1e9,
-                                   *l.dims[1].allreduce_gbps * 1e9);
-  // Two all-reduces per dim and pass, each α = T_launch + 2(d−1)·L_sync.
-  const double alpha0 = l.dims[0].all_reduce.t_launch_s + 2 * 7 * l.dims[0].all_reduce.l_sync_s;
-  const double alpha1 = l.dims[1].all_reduce.t_launch_s + 2 * 1 * l.dims[1].all_reduce.l_sync_s;
-  EXPECT_NEAR(e1.t_comm_s, eq2 + m.layers * 2 * (2 * alpha0 + 2 * alpha1), 1e-12);
+  // Per pass (layout/atp_traffic.hpp), M tokens, e = 2: on dim 1 (P = 2) two LayerNorm
+  // statistics all-reduces of 16·M bytes, QKV's reduce-scatter of M·3h/8·e, the projection's
+  // all-gather of M·h/8·e, MLP1's all-reduce of M·4h/8·e; on dim 0 (P = 8) two all-reduces
+  // of M·h/2·e. Backward transposes them: the same times.
+  const double M = 4 * 256, h = 1024, e = 2;
+  const RingParams &ar0 = l.dims[0].all_reduce, &ar1 = l.dims[1].all_reduce;
+  const double pass = 2 * ring_all_reduce_time(ar1, 2, 16 * M) +
+                      ring_collective_time(l.dims[1].reduce_scatter, 2, M * 3 * h / 8 * e / 2) +
+                      ring_collective_time(l.dims[1].all_gather, 2, M * h / 8 * e / 2) +
+                      ring_all_reduce_time(ar1, 2, M * 4 * h / 8 * e) +
+                      2 * ring_all_reduce_time(ar0, 8, M * h / 2 * e);
+  EXPECT_NEAR(e1.t_comm_s, m.layers * 2 * pass, 1e-12);
   // Compute: layer FLOPs (ATP §5, Table 2) over N ranks.
   EXPECT_NEAR(e1.t_compute_s, m.model_flops() / 16 / flops, 1e-12);
   // c = 1: forward serial; backward hides comm under the dW half.
@@ -130,22 +136,23 @@ TEST(AtpCost, ChunksPipelineTheTwoMeshDims) {
   const double flops = t.tflops * 1e12;
   for (const int c : {1, 2, 4}) {
     const AtpEstimate e = atp_estimate(m, l, c, flops, ElementwiseEstimate{});
-    double x[2][2] = {{0, 0}, {0, 0}};  // [backward][dim]
+    double x[2][2] = {{0, 0}, {0, 0}};  // [backward][dim]: every chunk's calls there
     for (const AtpOp& op : e.ops) {
-      if (op.mesh_dim < 0) continue;
-      const RingParams& ring = l.dims[static_cast<std::size_t>(op.mesh_dim)].all_reduce;
-      const int p = l.mesh[static_cast<std::size_t>(op.mesh_dim)];
-      x[op.backward][op.mesh_dim] += op.comm_s + (c - 1) * ring_all_reduce_time(ring, p, 0);
+      for (const layout::AtpCall& call : op.calls) {
+        x[op.backward][call.mesh_dim] +=
+            call.launches * collective_time(l.dims[static_cast<std::size_t>(call.mesh_dim)],
+                                            call.kind, call.message_bytes);
+      }
     }
     const double xf = x[0][0] + x[0][1], xb = x[1][0] + x[1][1];
-    EXPECT_NEAR(e.comm_fwd_s, xf, 1e-15) << c;
-    EXPECT_NEAR(e.comm_bwd_s, xb, 1e-15) << c;
+    EXPECT_NEAR(e.comm_fwd_s, xf, 1e-14) << c;
+    EXPECT_NEAR(e.comm_bwd_s, xb, 1e-14) << c;
     const double cf = e.compute_fwd_s, gb = e.compute_bwd_s;  // no elementwise term here
     EXPECT_NEAR(e.forward_s,
                 (cf + xf) / c + (c - 1.0) / c * std::max({cf, x[0][0], x[0][1]}), 1e-15)
         << c;
     // Backward: the first chunk's dX GeMMs, then the dW GeMMs and the other chunks' dX
-    // against the dims' pipelined all-reduces.
+    // against the dims' pipelined calls.
     EXPECT_NEAR(e.backward_s,
                 gb / 2 / c + std::max(gb / 2 + (c - 1.0) / c * gb / 2,
                                       xb / c + (c - 1.0) / c * std::max(x[1][0], x[1][1])),

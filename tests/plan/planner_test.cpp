@@ -195,7 +195,7 @@ TEST(Planner, ExplainBreaksACandidateDown) {
   const Candidate atp = evaluate(r, Strategy::kAtp, 16, 16, 2);
   const Explanation a = explain(r, atp);
   ASSERT_TRUE(a.atp.has_value());
-  EXPECT_EQ(a.atp->ops.size(), 10u);  // 5 operators × (forward, backward)
+  EXPECT_EQ(a.atp->ops.size(), 14u);  // 7 operators (2 LayerNorms) × (forward, backward)
   EXPECT_NEAR(a.atp->t_step_s, atp.t_step_s, 0);
 }
 

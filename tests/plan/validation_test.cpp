@@ -83,19 +83,26 @@ TEST(PlannedCollectives, AddUpToTheCandidatesCommTime) {
   }
 }
 
-TEST(PlannedCollectives, ChunkedAllReducesAreSplit) {
+TEST(PlannedCollectives, OneCallPerChunkOfEachBlockCollective) {
   const PlanRequest request = small_request();
   const Candidate c = evaluate(request, Strategy::kAtp, 2, 2, 2);
   const std::vector<PlannedCollective> calls = planned_collectives(request, c);
-  ASSERT_EQ(calls.size(), 8u);  // qkv, proj, mlp1, mlp2 × forward, backward
-  // qkv forward: [M, 3h/d1] fp32 in 2 chunks on dim 1, L = 2 layers.
+  // layout/atp_traffic.hpp per pass: ln1, qkv RS, proj AG + AR, ln2, mlp1, mlp2; backward
+  // transposed: 7 + 7.
+  ASSERT_EQ(calls.size(), 14u);
+  // qkv forward: reduce-scatter of [M/2, 3h/d1] fp32 per chunk on dim 1, 2 chunks × L = 2.
   const double M = 4 * 64;
-  EXPECT_EQ(calls[0].mesh_dim, 1);
-  EXPECT_DOUBLE_EQ(calls[0].bytes, M * 3 * 256 / 2 * 4 / 2);
-  EXPECT_DOUBLE_EQ(calls[0].count, 2 * 2);
-  // Its backward twin: split likewise (the block starts each chunk's dx all-reduce).
-  EXPECT_DOUBLE_EQ(calls[4].bytes, M * 3 * 256 / 2 * 4 / 2);
-  EXPECT_DOUBLE_EQ(calls[4].count, 2 * 2);
+  EXPECT_EQ(calls[1].mesh_dim, 1);
+  EXPECT_EQ(calls[1].collective, CollectiveKind::kReduceScatter);
+  EXPECT_DOUBLE_EQ(calls[1].bytes, M / 2 * 3 * 256 / 2 * 4);
+  EXPECT_DOUBLE_EQ(calls[1].count, 2 * 2);
+  // ln1's row statistics: (Σx, Σx²) in double per row of a chunk.
+  EXPECT_EQ(calls[0].collective, CollectiveKind::kAllReduce);
+  EXPECT_DOUBLE_EQ(calls[0].bytes, M / 2 * 16);
+  // The backward twin of qkv's reduce-scatter: an all-gather of the same buffer per chunk.
+  EXPECT_EQ(calls[8].collective, CollectiveKind::kAllGather);
+  EXPECT_DOUBLE_EQ(calls[8].bytes, M / 2 * 3 * 256 / 2 * 4);
+  EXPECT_DOUBLE_EQ(calls[8].count, 2 * 2);
 }
 
 TEST(PlannedCollectives, RejectsWhatCannotBeReplayed) {
