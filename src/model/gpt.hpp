@@ -128,6 +128,9 @@ class Gpt {
   Tensor& value(int p);
   Tensor& grad(int p);
   int replicas(int p) const;  // TP ranks holding a copy of each element
+  // The block whose backward completes p's gradient (Stack::grad_layer); -1 for the
+  // embedding, the final LayerNorm and what the stack completes only at the end.
+  int grad_layer(int p) const { return extra(p) < 0 ? stack_->grad_layer(p) : -1; }
   bool decays(int p) const;   // weight decay: matrices yes, LayerNorm parameters and biases no
 
   // The global tensor of parameter p assembled from `local` shards laid out like it (its

@@ -107,6 +107,10 @@ int Stack::replicas(int p) const {
   return r;
 }
 
+int Stack::grad_layer(int p) const {
+  return !ln_partial_.empty() && is_layernorm(p) ? -1 : p / kBlockParams;
+}
+
 void Stack::zero_grads() {
   for (Tensor& g : grads_) g.fill(0.0f);
 }

@@ -87,6 +87,10 @@ class Stack {
   const Tensor& grad(int p) const { return grads_.at(static_cast<std::size_t>(p)); }
   // Ranks holding a copy of each element of parameter p (its replicated mesh dims' sizes).
   int replicas(int p) const;
+  // The layer after whose backward parameter p's gradient is final (backward's
+  // on_layer_done argument), or -1: only once backward returns (sequence parallelism's
+  // LayerNorm partials).
+  int grad_layer(int p) const;
   // Weight decay applies to the matrices only (not LayerNorm parameters, not biases).
   bool decays(int p) const { return table_.at(static_cast<std::size_t>(p)).shape.size() == 2; }
   void zero_grads();

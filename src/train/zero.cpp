@@ -51,14 +51,7 @@ DataParallel::DataParallel(model::Gpt& gpt, const comm::Communicator& dp_group, 
   const int layers = model::stage_layers(gpt.config());  // this pipeline stage's blocks
   buckets_.resize(static_cast<std::size_t>(layers) + 1);
   for (int p = 0; p < gpt.num_params(); ++p) {
-    const std::string& name = gpt.name(p);
-    int bucket = layers;
-    if (name.rfind("layers.", 0) == 0) {
-      const bool layernorm = name.find(".ln") != std::string::npos;
-      if (!(layernorm && gpt.config().layout.sequence_parallel)) {
-        bucket = std::stoi(name.substr(7, name.find('.', 7) - 7)) - gpt.first_layer();
-      }
-    }
+    const int bucket = gpt.grad_layer(p) < 0 ? layers : gpt.grad_layer(p);
     Bucket& b = buckets_[static_cast<std::size_t>(bucket)];
     b.params.push_back(p);
     b.size += gpt.grad(p).numel();

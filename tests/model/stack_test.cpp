@@ -114,6 +114,23 @@ TEST(Stack, SequenceParallelEqualsSerialReference) {
   for (const int chunks : {1, 2, 4}) check_layout(mesh, chunks, true);
 }
 
+// A block's parameters are final after its backward, except the LayerNorm partials that
+// sequence parallelism all-reduces once at the end.
+TEST(Stack, GradLayerSaysWhenAGradientIsFinal) {
+  const auto world = comm::Communicator::world();
+  const mesh::DeviceMesh mesh(world, {world.size(), 1});
+  for (const bool sp : {false, true}) {
+    StackConfig c = small_config();
+    c.block.sequence_parallel = sp;
+    const Stack stack(mesh, c);
+    for (int p = 0; p < stack.num_params(); ++p) {
+      const std::string& name = stack.param_table()[static_cast<std::size_t>(p)].name;
+      const bool ln = name.find(".ln") != std::string::npos;
+      EXPECT_EQ(stack.grad_layer(p), sp && ln ? -1 : p / kBlockParams) << name << " sp " << sp;
+    }
+  }
+}
+
 TEST(Stack, ValidationNamesTheValues) {
   auto expect_error = [](StackConfig c, std::vector<int> mesh, const std::string& text) {
     try {
