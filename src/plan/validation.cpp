@@ -58,9 +58,12 @@ std::optional<double> spearman(const std::vector<double>& a, const std::vector<d
 ErrorStats stats(const std::vector<double>& errors) {
   ErrorStats s;
   for (const double e : errors) {
-    s.mean_abs += std::abs(e) / static_cast<double>(errors.size());
+    if (!std::isfinite(e)) continue;
+    s.mean_abs += std::abs(e);
     s.max_abs = std::max(s.max_abs, std::abs(e));
+    ++s.count;
   }
+  if (s.count > 0) s.mean_abs /= s.count;
   return s;
 }
 
@@ -118,6 +121,7 @@ double ValidationRow::step_rel_error() const {
 }
 
 double ValidationRow::comm_rel_error() const {
+  if (layout::is_gemm2d(predicted.strategy)) return std::nan("");
   return rel_error(predicted.t_comm_s, measured.replay_comm_s);
 }
 
@@ -132,7 +136,7 @@ ValidationSummary summarize(const std::vector<ValidationRow>& rows) {
     MESHTP_CHECK(r.predicted.valid, "plan validation: {} is not a valid candidate ({})",
                  label(r.predicted), r.predicted.reason);
     MESHTP_CHECK(positive(r.measured.step_s) && positive(r.measured.wait_s) &&
-                     positive(r.measured.replay_comm_s),
+                     (positive(r.measured.replay_comm_s) || layout::is_gemm2d(r.predicted.strategy)),
                  "plan validation: {}: measured step {} s, wait {} s and replayed comm {} s "
                  "must be positive",
                  label(r.predicted), r.measured.step_s, r.measured.wait_s,
@@ -167,21 +171,25 @@ std::string format_validation(const std::vector<ValidationRow>& rows, const Vali
       "| {:>6}\n",
       "#", "candidate", "pred", "meas", "err", "pred", "replay", "err", "pred", "wait", "err",
       "pred", "meas", "check");
-  auto pct = [](double e) { return fmt::format("{:+.0f}%", 100 * e); };
+  auto pct = [](double e) {
+    return std::isfinite(e) ? fmt::format("{:+.0f}%", 100 * e) : std::string("-");
+  };
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const ValidationRow& r = rows[i];
     const Measured& m = r.measured;
     out += fmt::format(
-        "{:>3} {:<18} | {:>8.2f} {:>8.2f} {:>6} | {:>8.2f} {:>8.2f} {:>6} | {:>8.2f} {:>8.2f} "
+        "{:>3} {:<18} | {:>8.2f} {:>8.2f} {:>6} | {:>8.2f} {:>8} {:>6} | {:>8.2f} {:>8.2f} "
         "{:>6} | {:>7.1f} {:>7.1f} | {:>6}{}\n",
         i + 1, label(r.predicted), r.predicted.t_step_s * 1e3, m.step_s * 1e3,
-        pct(r.step_rel_error()), r.predicted.t_comm_s * 1e3, m.replay_comm_s * 1e3,
+        pct(r.step_rel_error()), r.predicted.t_comm_s * 1e3,
+        std::isfinite(r.comm_rel_error()) ? fmt::format("{:.2f}", m.replay_comm_s * 1e3) : "-",
         pct(r.comm_rel_error()), r.predicted_exposed_s() * 1e3, m.wait_s * 1e3,
         pct(r.exposed_rel_error()), r.predicted.t_compute_s * 1e3, (m.step_s - m.wait_s) * 1e3,
         m.check_error < 0 ? std::string("-") : fmt::format("{:.0e}", m.check_error),
         i == s.measured_best ? "  <- measured best" : "");
   }
   auto line = [](const char* what, const ErrorStats& e) {
+    if (e.count == 0) return fmt::format("{}: - (no candidate to compare)\n", what);
     return fmt::format("{}: mean |error| {:.1f}%, max {:.1f}%\n", what, 100 * e.mean_abs,
                        100 * e.max_abs);
   };
@@ -245,7 +253,8 @@ nlohmann::json to_json(const std::vector<ValidationRow>& rows, const ValidationS
     }
     j["collectives"] = std::move(calls);
     j["step_rel_error"] = r.step_rel_error();
-    j["comm_rel_error"] = r.comm_rel_error();
+    const double comm = r.comm_rel_error();
+    j["comm_rel_error"] = std::isfinite(comm) ? nlohmann::json(comm) : nlohmann::json(nullptr);
     j["exposed_rel_error"] = r.exposed_rel_error();
     out_rows.push_back(std::move(j));
   }

@@ -53,7 +53,8 @@ std::vector<PlannedCollective> planned_collectives(const PlanRequest& request,
 struct Measured {
   double step_s = 0;
   double wait_s = 0;         // blocked in communication during the real step
-  double replay_comm_s = 0;  // Σ count × measured time of the planned collectives
+  double replay_comm_s = 0;  // Σ count × measured time of the planned collectives; 0 for the
+                             // 2D GeMM strategies, whose pipelined calls are not replayed
   double forward_s = 0, backward_s = 0;
   int iterations = 0;
   double check_error = -1;  // the runtime's comparison with the serial reference; -1: not run
@@ -71,12 +72,13 @@ struct ValidationRow {
   std::vector<ReplayedCollective> collectives;  // optional detail behind replay_comm_s
   double predicted_exposed_s() const { return predicted.t_step_s - predicted.t_compute_s; }
   double step_rel_error() const;
-  double comm_rel_error() const;     // vs the replay
+  double comm_rel_error() const;     // vs the replay; NaN without one (2D GeMM)
   double exposed_rel_error() const;  // vs the in-run wait
 };
 
 struct ErrorStats {
   double mean_abs = 0, max_abs = 0;
+  int count = 0;  // rows with a finite error
 };
 
 struct ValidationSummary {

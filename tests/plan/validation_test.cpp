@@ -178,6 +178,27 @@ TEST(Validation, AgreementAndOneRow) {
   EXPECT_NE(format_validation(one, s).find("; AGREE"), std::string::npos);
 }
 
+// A 2D GeMM row has no replay (its collectives are pipelined): its comm error is NaN, left
+// out of the comm summary and printed "-", while its step still ranks.
+TEST(Validation, Gemm2dRowsHaveNoReplay) {
+  const std::vector<ValidationRow> rows{row(Strategy::kAtp, 2, 2, 1.0, 0.2, 1.0, 0.25, 0.1),
+                                        row(Strategy::kMeshSlice, 2, 2, 0.9, 0.3, 0.8, 0, 0.2)};
+  const ValidationSummary s = summarize(rows);
+  EXPECT_EQ(s.measured_best, 1u);
+  EXPECT_EQ(s.comm.count, 1);
+  EXPECT_NEAR(s.comm.max_abs, 0.2, 1e-12);
+  EXPECT_TRUE(std::isnan(rows[1].comm_rel_error()));
+  const std::string text = format_validation(rows, s);
+  EXPECT_NE(text.find("meshslice 2x2      |   900.00   800.00   +12% |   300.00        -      -"),
+            std::string::npos)
+      << text;
+  EXPECT_TRUE(to_json(rows, s)["rows"][1]["comm_rel_error"].is_null());
+  const ValidationSummary none = summarize({rows[1]});
+  EXPECT_NE(format_validation({rows[1]}, none)
+                .find("communication estimate vs replayed collectives: - (no candidate"),
+            std::string::npos);
+}
+
 TEST(Validation, RejectsBadRows) {
   EXPECT_EQ(error_of([] { summarize({}); }), "plan validation: no candidate was run");
   std::vector<ValidationRow> rows{row(Strategy::kAtp, 2, 2, 1.0, 0.2, 1.0, 0.0, 0.1)};
