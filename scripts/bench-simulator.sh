@@ -62,18 +62,14 @@ if p.returncode == 0:
 else:
     case["error"] = (p.stderr.strip().splitlines() or ["?"])[0]
 json.dump(case, open(out, "w"))
+if not case["ok"]:
+    print(f"FAILED: {case['command']}: {case['error']}")
+else:
+    print(f"{case['devices']:4d} devices {case['topology']:20s} {case['layout']:30s} "
+          f"wall {wall:6.1f} s  cpu {case['cpu_s']:6.1f} s  max RSS {case['max_rss_mib']:6.0f} MiB  "
+          f"simulated step {case['simulated_step_ms']:8.2f} ms  (load {load:.1f})", flush=True)
 EOF
   results+=("$(cat "$tmp/case.json")")
-  python3 -c '
-import json, sys
-c = json.loads(sys.argv[1])
-if not c["ok"]:
-    print(f"FAILED: {c[\"command\"]}: {c[\"error\"]}")
-else:
-    print(f"{c[\"devices\"]:4d} devices {c[\"topology\"]:22s} {c[\"layout\"]:28s} "
-          f"wall {c[\"wall_s\"]:7.1f} s  cpu {c[\"cpu_s\"]:7.1f} s  max RSS {c[\"max_rss_mib\"]:7.0f} MiB  "
-          f"simulated step {c[\"simulated_step_ms\"]:8.2f} ms  (load {c[\"load_avg_1min\"]:.1f})")
-' "${results[-1]}"
 done
 printf '%s\n' "${results[@]}" | python3 -c '
 import json, sys
