@@ -22,9 +22,11 @@ for t in $(seq "$n"); do
   if [ $((t % 2)) -eq 0 ]; then
     sig=INT
     target=mpirun
-    # Open MPI passes a signal sent to mpirun on to the ranks only after this many seconds,
-    # and SIGKILLs them as many seconds later (default 1).
-    export OMPI_MCA_odls_base_sigkill_timeout=8
+    # Open MPI 4.1 passes a signal sent to mpirun on to the ranks (as SIGTERM) only after
+    # this many seconds, and SIGKILLs them as many seconds later (default 1; measured: the
+    # stop takes 2x this). The ranks must finish the step and write the `small` checkpoint
+    # inside that second window: 8 s was once too short at load 12 (no "stopped by" line).
+    export OMPI_MCA_odls_base_sigkill_timeout=15
   fi
   d="$work/stop$t"
   trials=$((trials + 1))
