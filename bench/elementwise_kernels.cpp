@@ -88,7 +88,6 @@ std::vector<ElementwiseKernelSample> time_elementwise_kernels(std::int64_t rows,
        [&] { return max_relative_error(p.values(), p_ref.values()); }},
   };
   const kernels::Isa selected = kernels::selected();
-  const bool avx2 = kernels::available(kernels::Isa::kAvx2);
   std::vector<ElementwiseKernelSample> out;
   for (const Case& c : cases) {
     // Validate: one run of each from equal states (the accumulating ops start from zero).
@@ -101,24 +100,23 @@ std::vector<ElementwiseKernelSample> time_elementwise_kernels(std::int64_t rows,
                  c.op, kernels::fast().name, error);
     const double once = std::max(timed(c.fast), 1e-7);
     const int iterations = std::clamp(static_cast<int>(target_seconds / (3 * once)), 3, 200);
-    std::vector<double> t_ref, t_portable, t_avx2;
+    std::vector<double> t_ref;
+    std::array<std::vector<double>, std::size(kernels::kIsas)> t_isa;
     for (int i = 0; i < iterations; ++i) {
       t_ref.push_back(timed(c.reference));
-      kernels::select(kernels::Isa::kPortable);
-      t_portable.push_back(timed(c.fast));
-      if (avx2) {
-        kernels::select(kernels::Isa::kAvx2);
-        t_avx2.push_back(timed(c.fast));
+      for (const kernels::Isa isa : kernels::kIsas) {
+        if (!kernels::available(isa)) continue;
+        kernels::select(isa);
+        t_isa[static_cast<std::size_t>(isa)].push_back(timed(c.fast));
       }
       kernels::select(selected);
     }
-    out.push_back({.op = c.op,
-                   .touches = c.touches,
-                   .elements = rows * cols,
-                   .reference_s = median(t_ref),
-                   .portable_s = median(t_portable),
-                   .avx2_s = avx2 ? median(t_avx2) : 0.0,
-                   .error = error});
+    ElementwiseKernelSample s{.op = c.op, .touches = c.touches, .elements = rows * cols,
+                              .reference_s = median(t_ref), .isa_s = {}, .error = error};
+    for (std::size_t k = 0; k < t_isa.size(); ++k) {
+      s.isa_s[k] = t_isa[k].empty() ? 0.0 : median(t_isa[k]);
+    }
+    out.push_back(s);
   }
   return out;
 }

@@ -1,7 +1,7 @@
 // Elementwise kernel benchmark (`meshtp bench elementwise`): every elementwise op with a fast
 // kernel (ops/kernels.hpp) timed three ways on the same buffers, interleaved so load drift
-// hits all alike — its naive *_reference loop, the portable kernels, and AVX2 + FMA when the
-// CPU has them — as a rate in GB/s of the bytes each op must move:
+// hits all alike — its naive *_reference loop, the portable kernels, AVX2 + FMA and AVX-512
+// when the CPU has them — as a rate in GB/s of the bytes each op must move:
 //
 //   op                 touches per element (reads + writes)
 //   layernorm fwd/bwd  3 / 6     (plan/elementwise.hpp, as `meshtp calibrate` counts)
@@ -14,6 +14,7 @@
 // Validation first: each fast result must match its reference (max relative error ≤ 1e-5).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -24,7 +25,8 @@ struct ElementwiseKernelSample {
   std::string op;
   double touches = 0;                // reads + writes per element
   std::int64_t elements = 0;
-  double reference_s = 0, portable_s = 0, avx2_s = 0;  // medians; avx2_s = 0 without AVX2
+  double reference_s = 0;             // median
+  std::array<double, 3> isa_s{};      // median per kernels::Isa (index), 0 when the CPU lacks it
   double error = 0;                  // max relative error of the selected kernels vs reference
 };
 

@@ -38,7 +38,7 @@ def spread(xs):
 
 def elementwise(raw):
     rows = lines(os.path.join(raw, 'elementwise.jsonl'))
-    fast = lambda r: r['avx2_s'] if r['avx2_s'] > 0 else r['portable_s']
+    fast = lambda r: r[r["kernels"] + "_s"]  # the instruction set that runs (avx512, avx2, portable)
     per_op = {}
     for r in rows:
         per_op.setdefault(r['op'], []).append(r)

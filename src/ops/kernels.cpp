@@ -7,25 +7,41 @@
 
 namespace meshtp::kernels {
 
-// Defined in kernels_portable.cpp and kernels_avx2.cpp.
+// Defined in kernels_portable.cpp, kernels_avx2.cpp and kernels_avx512.cpp.
 const Table& portable_table();
 const Table& avx2_table();
+const Table& avx512_table();
 
 namespace {
 
-bool cpu_has_avx2() {
+bool cpu_has(Isa isa) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-#else
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  switch (isa) {
+    case Isa::kPortable: return true;
+    case Isa::kAvx2: return avx2;
+    case Isa::kAvx512: return avx2 && __builtin_cpu_supports("avx512f");
+  }
   return false;
+#else
+  return isa == Isa::kPortable;
 #endif
 }
 
+// The best the CPU has, or MESHTP_KERNELS's choice.
 Isa initial() {
   const char* env = std::getenv("MESHTP_KERNELS");
-  if (env != nullptr && std::string_view(env) == "portable") return Isa::kPortable;
-  return cpu_has_avx2() ? Isa::kAvx2 : Isa::kPortable;
+  if (env != nullptr && *env != '\0') {
+    for (const Isa isa : kIsas) {
+      if (std::string_view(env) == to_string(isa)) {
+        MESHTP_CHECK(cpu_has(isa), "MESHTP_KERNELS={}: this CPU has no {}", env, env);
+        return isa;
+      }
+    }
+    fail("MESHTP_KERNELS='{}' is not one of portable, avx2, avx512", env);
+  }
+  return cpu_has(Isa::kAvx512) ? Isa::kAvx512 : cpu_has(Isa::kAvx2) ? Isa::kAvx2 : Isa::kPortable;
 }
 
 Isa& current() {
@@ -33,20 +49,35 @@ Isa& current() {
   return isa;
 }
 
-const char* name(Isa isa) { return isa == Isa::kAvx2 ? "avx2" : "portable"; }
-
 }  // namespace
 
-bool available(Isa isa) { return isa == Isa::kPortable || cpu_has_avx2(); }
+const char* to_string(Isa isa) {
+  switch (isa) {
+    case Isa::kPortable: return "portable";
+    case Isa::kAvx2: return "avx2";
+    case Isa::kAvx512: return "avx512";
+  }
+  return "?";
+}
+
+bool available(Isa isa) { return cpu_has(isa); }
 
 const Table& table(Isa isa) {
-  MESHTP_CHECK(available(isa), "kernels: this CPU has no {} (AVX2 and FMA)", name(isa));
-  return isa == Isa::kAvx2 ? avx2_table() : portable_table();
+  MESHTP_CHECK(available(isa), "kernels: this CPU has no {}", to_string(isa));
+  switch (isa) {
+    case Isa::kAvx2: return avx2_table();
+    case Isa::kAvx512: return avx512_table();
+    case Isa::kPortable: break;
+  }
+  return portable_table();
 }
 
 const Table& fast() {
-  static const Table* const avx2 = available(Isa::kAvx2) ? &avx2_table() : nullptr;
-  return current() == Isa::kAvx2 ? *avx2 : portable_table();
+  // One lookup per op call (not per row): the tables are built once, on first use.
+  static const Table* const tables[] = {
+      &portable_table(), available(Isa::kAvx2) ? &avx2_table() : nullptr,
+      available(Isa::kAvx512) ? &avx512_table() : nullptr};
+  return *tables[static_cast<int>(current())];
 }
 
 Isa selected() { return current(); }

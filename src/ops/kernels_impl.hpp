@@ -1,5 +1,6 @@
 // Private to src/ops: the fast kernels, written once over an instruction set S
-// (simd_impl.hpp) and instantiated per target by kernels_avx2.cpp and kernels_portable.cpp.
+// (simd_impl.hpp) and instantiated per target by kernels_avx512.cpp, kernels_avx2.cpp and
+// kernels_portable.cpp.
 // The math of each is in kernels.hpp; here is how it is computed.
 //
 // Vector exp (within 1.2e-7 relative of exp on the normal range):
@@ -79,6 +80,37 @@ template <class S, class F>
     const std::int64_t k = n - i;
     store_part<S>(y + i, k, f(load_part<S>(a + i, k, 0.0f), load_part<S>(b + i, k, 0.0f),
                               load_part<S>(c + i, k, 0.0f)));
+  }
+}
+
+// ---- reductions: independent chains ------------------------------------------------------
+//
+// A sum over a row is one dependency chain: each add waits for the previous (3–4 cycles),
+// while the core could start two every cycle. for_vectors hands the full vectors of [0, n) to
+// f(i, chain) in groups of U, chain = 0 … U−1, so U accumulators run side by side and are
+// added at the end (in a fixed order: results are deterministic for a given n). It returns
+// the start of the tail (fewer than kWidth elements), which the caller handles.
+template <class S, int U, class F>
+[[gnu::always_inline]] inline std::int64_t for_vectors(std::int64_t n, F f) {
+  std::int64_t i = 0;
+  for (; i + U * S::kWidth <= n; i += U * S::kWidth) {
+#pragma GCC unroll 8
+    for (int u = 0; u < U; ++u) f(i + u * S::kWidth, u);
+  }
+  for (; i + S::kWidth <= n; i += S::kWidth) f(i, 0);
+  return i;
+}
+
+// Σ of U double accumulators, pairwise
+template <class S, int U>
+[[gnu::always_inline]] inline double dreduce_all(typename S::D (&acc)[U]) {
+  static_assert(U == 1 || U == 2 || U == 4);
+  if constexpr (U == 4) {
+    return S::dreduce(S::dsum(S::dsum(acc[0], acc[1]), S::dsum(acc[2], acc[3])));
+  } else if constexpr (U == 2) {
+    return S::dreduce(S::dsum(acc[0], acc[1]));
+  } else {
+    return S::dreduce(acc[0]);
   }
 }
 
@@ -172,21 +204,15 @@ float max_of(const float* x, std::int64_t n) {
 
 template <class S>
 RowSums moments(const float* x, std::int64_t n) {
-  auto s = S::dzero(), q = S::dzero();
-  std::int64_t i = 0;
-  for (; i + S::kWidth <= n; i += S::kWidth) {
-    const auto v = S::load(x + i);
-    s = S::dadd(s, v);
-    q = S::dfma(q, v, v);
-  }
-  if (i < n) {
-    const auto v = load_part<S>(x + i, n - i, 0.0f);
-    s = S::dadd(s, v);
-    q = S::dfma(q, v, v);
-  }
-  return {S::dreduce(s), S::dreduce(q)};
+  typename S::D s[2] = {S::dzero(), S::dzero()}, q[2] = {S::dzero(), S::dzero()};
+  const auto step = [&](auto v, int c) {
+    s[c] = S::dadd(s[c], v);
+    q[c] = S::dfma(q[c], v, v);
+  };
+  const std::int64_t i = for_vectors<S, 2>(n, [&](std::int64_t j, int c) { step(S::load(x + j), c); });
+  if (i < n) step(load_part<S>(x + i, n - i, 0.0f), 1);
+  return {dreduce_all<S>(s), dreduce_all<S>(q)};
 }
-
 
 // ---- LayerNorm rows -----------------------------------------------------------------------
 
@@ -202,14 +228,13 @@ void layernorm_row_apply(float* y, const float* x, std::int64_t n, const float* 
 template <class S>
 void layernorm_row_forward(float* y, const float* x, std::int64_t n, const float* w,
                            const float* b, float* mean, float* rstd) {
-  auto s = S::dzero();
-  std::int64_t i = 0;
-  for (; i + S::kWidth <= n; i += S::kWidth) s = S::dadd(s, S::load(x + i));
-  if (i < n) s = S::dadd(s, load_part<S>(x + i, n - i, 0.0f));
-  const double mu = S::dreduce(s) / static_cast<double>(n);
-  auto q = S::dzero();
-  for (i = 0; i + S::kWidth <= n; i += S::kWidth) q = S::dfma_centered(q, S::load(x + i), mu);
-  double sq = S::dreduce(q);
+  typename S::D s[4] = {S::dzero(), S::dzero(), S::dzero(), S::dzero()};
+  std::int64_t i = for_vectors<S, 4>(n, [&](std::int64_t j, int c) { s[c] = S::dadd(s[c], S::load(x + j)); });
+  if (i < n) s[1] = S::dadd(s[1], load_part<S>(x + i, n - i, 0.0f));
+  const double mu = dreduce_all<S>(s) / static_cast<double>(n);
+  typename S::D q[4] = {S::dzero(), S::dzero(), S::dzero(), S::dzero()};
+  i = for_vectors<S, 4>(n, [&](std::int64_t j, int c) { q[c] = S::dfma_centered(q[c], S::load(x + j), mu); });
+  double sq = dreduce_all<S>(q);
   for (; i < n; ++i) sq += (x[i] - mu) * (x[i] - mu);
   const float m = static_cast<float>(mu);
   const float r = static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(n) + kLayerNormEps));
@@ -224,28 +249,28 @@ RowSums layernorm_row_backward_sums(const float* dy, const float* x, std::int64_
                                        const float* w, float mean, float rstd, float* dw,
                                        float* db) {
   const auto mv = S::set1(mean), rv = S::set1(rstd);
-  auto gs = S::dzero(), gxs = S::dzero();
-  const auto step = [&](auto d, auto xv, auto wv, auto dwv, auto dbv, auto store_w, auto store_b) {
+  typename S::D gs[2] = {S::dzero(), S::dzero()}, gxs[2] = {S::dzero(), S::dzero()};
+  const auto step = [&](auto d, auto xv, auto wv, auto dwv, auto dbv, auto store_w, auto store_b,
+                        int c) {
     const auto xhat = S::mul(S::sub(xv, mv), rv);
     const auto g = S::mul(d, wv);
-    gs = S::dadd(gs, g);
-    gxs = S::dfma(gxs, g, xhat);
+    gs[c] = S::dadd(gs[c], g);
+    gxs[c] = S::dfma(gxs[c], g, xhat);
     store_w(S::fma(d, xhat, dwv));
     store_b(S::add(dbv, d));
   };
-  std::int64_t i = 0;
-  for (; i + S::kWidth <= n; i += S::kWidth) {
-    step(S::load(dy + i), S::load(x + i), S::load(w + i), S::load(dw + i), S::load(db + i),
-         [&](auto v) { S::store(dw + i, v); }, [&](auto v) { S::store(db + i, v); });
-  }
+  const std::int64_t i = for_vectors<S, 2>(n, [&](std::int64_t j, int c) {
+    step(S::load(dy + j), S::load(x + j), S::load(w + j), S::load(dw + j), S::load(db + j),
+         [&](auto v) { S::store(dw + j, v); }, [&](auto v) { S::store(db + j, v); }, c);
+  });
   if (i < n) {
     const std::int64_t k = n - i;
     step(load_part<S>(dy + i, k, 0.0f), load_part<S>(x + i, k, 0.0f),
          load_part<S>(w + i, k, 0.0f), load_part<S>(dw + i, k, 0.0f),
          load_part<S>(db + i, k, 0.0f), [&](auto v) { store_part<S>(dw + i, k, v); },
-         [&](auto v) { store_part<S>(db + i, k, v); });
+         [&](auto v) { store_part<S>(db + i, k, v); }, 1);
   }
-  return {S::dreduce(gs), S::dreduce(gxs)};
+  return {dreduce_all<S>(gs), dreduce_all<S>(gxs)};
 }
 
 // dx += rstd·(dy⊙w − g_mean − x̂·gx_mean)
@@ -297,13 +322,15 @@ void softmax_row(float* p, std::int64_t valid, std::int64_t n) {
 // d[0, valid) = p ⊙ (d − Σ p⊙d); d[valid, n) = 0.
 template <class S>
 void softmax_row_backward(float* d, const float* p, std::int64_t valid, std::int64_t n) {
-  auto acc = S::set1(0.0f);
-  std::int64_t i = 0;
-  for (; i + S::kWidth <= valid; i += S::kWidth) acc = S::fma(S::load(p + i), S::load(d + i), acc);
+  typename S::V acc[2] = {S::set1(0.0f), S::set1(0.0f)};
+  std::int64_t i = for_vectors<S, 2>(valid, [&](std::int64_t j, int c) {
+    acc[c] = S::fma(S::load(p + j), S::load(d + j), acc[c]);
+  });
   if (i < valid) {
-    acc = S::fma(load_part<S>(p + i, valid - i, 0.0f), load_part<S>(d + i, valid - i, 0.0f), acc);
+    acc[1] = S::fma(load_part<S>(p + i, valid - i, 0.0f), load_part<S>(d + i, valid - i, 0.0f),
+                    acc[1]);
   }
-  const auto dot = S::set1(S::reduce_add(acc));
+  const auto dot = S::set1(S::reduce_add(S::add(acc[0], acc[1])));
   map2<S>(d, p, d, valid, [dot](auto pv, auto dv) { return S::mul(pv, S::sub(dv, dot)); });
   for (i = valid; i < n; ++i) d[i] = 0.0f;
 }

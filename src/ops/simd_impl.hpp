@@ -1,16 +1,18 @@
-// Private to src/ops: the two instruction sets the fast kernels (kernels_impl.hpp) are
+// Private to src/ops: the three instruction sets the fast kernels (kernels_impl.hpp) are
 // compiled for, behind one interface, so every kernel is written once.
 //
+//   Avx512    16 floats in a __m512; defined only under #pragma GCC target("avx512f,avx2,fma")
+//             in kernels_avx512.cpp and called only when the CPU has AVX-512F (kernels.cpp)
 //   Avx2      8 floats in a __m256, FMA; defined only under #pragma GCC target("avx2,fma") in
 //             kernels_avx2.cpp and called only when the CPU has both (kernels.cpp checks
 //             __builtin_cpu_supports at run time)
-//   Portable  8 floats as a GCC vector extension, lowered to the baseline ISA (two SSE2
-//             registers on x86-64), so it is what runs on any other CPU
+//   Portable  4 floats as a GCC vector extension, lowered to the baseline ISA (one SSE2
+//             register on x86-64), so it is what runs on any other CPU
 //
-// Both give, per vector V of S::kWidth floats: load/store (full, or the first k with a fill value),
-// arithmetic, fma(a, b, c) = a·b + c (one rounding on Avx2, two on Portable), min/max, a
-// select, the float → integer steps exp needs, and D: as many doubles, so row statistics are
-// accumulated in double as the reference does.
+// All give, per vector V of S::kWidth floats: load/store (full, or the first k with a fill
+// value), arithmetic, fma(a, b, c) = a·b + c (one rounding on Avx2 and Avx512, two on
+// Portable), min/max, a select, the float → integer steps exp needs, and D: as many doubles,
+// so row statistics are accumulated in double as the reference does.
 //
 // Everything is in an unnamed namespace: each kernel TU gets its own copy compiled for its
 // own target, so no out-of-line function compiled for AVX2 can be picked by the linker for
@@ -20,7 +22,7 @@
 #include <cstdint>
 #include <cstring>
 
-#ifdef MESHTP_KERNELS_AVX2
+#if defined(MESHTP_KERNELS_AVX2) || defined(MESHTP_KERNELS_AVX512)
 #include <immintrin.h>
 #endif
 
@@ -76,6 +78,7 @@ struct Portable {
     return s;
   }
   static D dzero() { return D{}; }
+  static D dsum(D a, D b) { return a + b; }
   static D dadd(D acc, V a) { return acc + __builtin_convertvector(a, D); }
   static D dfma(D acc, V a, V b) {  // the product exact in double
     return acc + __builtin_convertvector(a, D) * __builtin_convertvector(b, D);
@@ -135,6 +138,7 @@ struct Avx2 {
   static __m256d lo(V a) { return _mm256_cvtps_pd(_mm256_castps256_ps128(a)); }
   static __m256d hi(V a) { return _mm256_cvtps_pd(_mm256_extractf128_ps(a, 1)); }
   static D dzero() { return {_mm256_setzero_pd(), _mm256_setzero_pd()}; }
+  static D dsum(D a, D b) { return {_mm256_add_pd(a.lo, b.lo), _mm256_add_pd(a.hi, b.hi)}; }
   static D dadd(D acc, V a) { return {_mm256_add_pd(acc.lo, lo(a)), _mm256_add_pd(acc.hi, hi(a))}; }
   static D dfma(D acc, V a, V b) {
     return {_mm256_fmadd_pd(lo(a), lo(b), acc.lo), _mm256_fmadd_pd(hi(a), hi(b), acc.hi)};
@@ -150,6 +154,57 @@ struct Avx2 {
     t = _mm_add_sd(t, _mm_unpackhi_pd(t, t));
     return _mm_cvtsd_f64(t);
   }
+};
+#endif
+
+#ifdef MESHTP_KERNELS_AVX512
+// Only in kernels_avx512.cpp, which defines MESHTP_KERNELS_AVX512 under its avx512f pragma.
+// The same operations as Avx2 on 16 floats; AVX-512 compares give masks, not vectors.
+struct Avx512 {
+  static constexpr int kWidth = 16;
+  using V = __m512;
+  using I = __m512i;
+  struct D {
+    __m512d lo, hi;
+  };
+  static V set1(float x) { return _mm512_set1_ps(x); }
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, V a) { _mm512_storeu_ps(p, a); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static V div(V a, V b) { return _mm512_div_ps(a, b); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V min(V a, V b) { return _mm512_min_ps(a, b); }
+  static V max(V a, V b) { return _mm512_max_ps(a, b); }
+  static V select_below(V x, V limit, V low, V high) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, limit, _CMP_LT_OQ), high, low);
+  }
+  static V sqrt(V a) { return _mm512_sqrt_ps(a); }
+  static V abs(V a) { return _mm512_abs_ps(a); }
+  static I round_to_int(V a) { return _mm512_cvtps_epi32(a); }
+  static V to_float(I a) { return _mm512_cvtepi32_ps(a); }
+  static V pow2(I n) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n, _mm512_set1_epi32(127)), 23));
+  }
+  static float reduce_max(V a) { return _mm512_reduce_max_ps(a); }
+  static float reduce_add(V a) { return _mm512_reduce_add_ps(a); }
+  static __m512d lo(V a) { return _mm512_cvtps_pd(_mm512_castps512_ps256(a)); }
+  static __m512d hi(V a) {
+    return _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
+  }
+  static D dzero() { return {_mm512_setzero_pd(), _mm512_setzero_pd()}; }
+  static D dsum(D a, D b) { return {_mm512_add_pd(a.lo, b.lo), _mm512_add_pd(a.hi, b.hi)}; }
+  static D dadd(D acc, V a) { return {_mm512_add_pd(acc.lo, lo(a)), _mm512_add_pd(acc.hi, hi(a))}; }
+  static D dfma(D acc, V a, V b) {
+    return {_mm512_fmadd_pd(lo(a), lo(b), acc.lo), _mm512_fmadd_pd(hi(a), hi(b), acc.hi)};
+  }
+  static D dfma_centered(D acc, V a, double mean) {
+    const __m512d m = _mm512_set1_pd(mean);
+    const __m512d dl = _mm512_sub_pd(lo(a), m), dh = _mm512_sub_pd(hi(a), m);
+    return {_mm512_fmadd_pd(dl, dl, acc.lo), _mm512_fmadd_pd(dh, dh, acc.hi)};
+  }
+  static double dreduce(D a) { return _mm512_reduce_add_pd(_mm512_add_pd(a.lo, a.hi)); }
 };
 #endif
 

@@ -34,9 +34,10 @@ with tempfile.TemporaryDirectory() as raw:
         for op, touches, fast in (('layernorm fwd', 3, 1e-3), ('layernorm bwd', 6, 3e-3),
                                   ('gelu fwd', 2, 3e-3), ('gelu bwd', 5, 3e-3),
                                   ('residual fwd', 3, 1e-3)):
+            # the time of the instruction set that runs ("kernels") counts, not the others'
             ew.append({'op': op, 'touches': touches, 'elements': 1000000, 'reference_s': 0.01,
-                       'portable_s': 0.02, 'avx2_s': fast, 'kernels': 'avx2',
-                       'max_relative_error': 1e-7})
+                       'portable_s': 0.02, 'avx2_s': 2 * fast, 'avx512_s': fast,
+                       'kernels': 'avx512', 'max_relative_error': 1e-7})
     write(os.path.join(raw, 'elementwise.jsonl'), ew)
     layer = []
     for ratio_a, ratio_b in ((0.80, 0.95), (0.82, 0.97), (0.84, 0.99)):  # medians 0.82, 0.97

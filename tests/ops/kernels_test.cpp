@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <iostream>
 #include <limits>
 #include <vector>
@@ -31,7 +32,7 @@ using testing::test_tensor;
 class Kernels : public ::testing::TestWithParam<Isa> {
  protected:
   void SetUp() override {
-    if (!kernels::available(GetParam())) GTEST_SKIP() << "this CPU has no AVX2 + FMA";
+    if (!kernels::available(GetParam())) GTEST_SKIP() << "this CPU has no " << kernels::to_string(GetParam());
     previous_ = kernels::selected();
     kernels::select(GetParam());
   }
@@ -290,20 +291,30 @@ TEST_P(Kernels, FastGradientsMatchFiniteDifferences) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, Kernels, ::testing::Values(Isa::kPortable, Isa::kAvx2),
+INSTANTIATE_TEST_SUITE_P(Isa, Kernels, ::testing::ValuesIn(kernels::kIsas),
                          [](const ::testing::TestParamInfo<Isa>& info) {
-                           return info.param == Isa::kAvx2 ? std::string("avx2")
-                                                           : std::string("portable");
+                           return std::string(kernels::to_string(info.param));
                          });
 
-TEST(KernelsDispatch, SelectsAvx2WhenTheCpuHasItAndRefusesOtherwise) {
+TEST(KernelsDispatch, RunsTheBestTheCpuHasAndRefusesWhatItLacks) {
   EXPECT_TRUE(kernels::available(Isa::kPortable));
-  EXPECT_STREQ(kernels::table(Isa::kPortable).name, "portable");
-  if (kernels::available(Isa::kAvx2)) {
-    EXPECT_STREQ(kernels::table(Isa::kAvx2).name, "avx2");
-  } else {
-    EXPECT_THROW(kernels::select(Isa::kAvx2), Error);
+  // AVX-512 implies AVX2 here: its kernels use 256-bit steps too
+  if (kernels::available(Isa::kAvx512)) {
+    EXPECT_TRUE(kernels::available(Isa::kAvx2));
   }
+  Isa best = Isa::kPortable;
+  for (const Isa isa : kernels::kIsas) {
+    if (kernels::available(isa)) {
+      EXPECT_STREQ(kernels::table(isa).name, kernels::to_string(isa));
+      best = isa;
+    } else {
+      EXPECT_THROW(kernels::select(isa), Error);
+    }
+  }
+  if (std::getenv("MESHTP_KERNELS") == nullptr) {
+    EXPECT_EQ(kernels::selected(), best);
+  }
+  std::cout << "this CPU runs '" << kernels::fast().name << "'\n";
 }
 
 }  // namespace
