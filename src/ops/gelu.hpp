@@ -10,7 +10,7 @@
 // when the caller trains; y and x may alias otherwise (each element is read before written).
 //
 // gelu_forward/backward run the fast kernels (kernels.hpp: ½·(1 + tanh u) computed as
-// σ(2u), one exp per element, AVX2 when the CPU has it); the *_reference twins are the
+// σ(2u), one exp per element, AVX-512 or AVX2 when the CPU has it); the *_reference twins are the
 // naive scalar loops (tanh from vector_math_impl.hpp's exp_approx) the tests hold them to.
 #pragma once
 

@@ -209,7 +209,8 @@ RowSums moments(const float* x, std::int64_t n) {
     s[c] = S::dadd(s[c], v);
     q[c] = S::dfma(q[c], v, v);
   };
-  const std::int64_t i = for_vectors<S, 2>(n, [&](std::int64_t j, int c) { step(S::load(x + j), c); });
+  const std::int64_t i =
+      for_vectors<S, 2>(n, [&](std::int64_t j, int c) { step(S::load(x + j), c); });
   if (i < n) step(load_part<S>(x + i, n - i, 0.0f), 1);
   return {dreduce_all<S>(s), dreduce_all<S>(q)};
 }
@@ -229,11 +230,13 @@ template <class S>
 void layernorm_row_forward(float* y, const float* x, std::int64_t n, const float* w,
                            const float* b, float* mean, float* rstd) {
   typename S::D s[4] = {S::dzero(), S::dzero(), S::dzero(), S::dzero()};
-  std::int64_t i = for_vectors<S, 4>(n, [&](std::int64_t j, int c) { s[c] = S::dadd(s[c], S::load(x + j)); });
+  std::int64_t i = for_vectors<S, 4>(
+      n, [&](std::int64_t j, int c) { s[c] = S::dadd(s[c], S::load(x + j)); });
   if (i < n) s[1] = S::dadd(s[1], load_part<S>(x + i, n - i, 0.0f));
   const double mu = dreduce_all<S>(s) / static_cast<double>(n);
   typename S::D q[4] = {S::dzero(), S::dzero(), S::dzero(), S::dzero()};
-  i = for_vectors<S, 4>(n, [&](std::int64_t j, int c) { q[c] = S::dfma_centered(q[c], S::load(x + j), mu); });
+  i = for_vectors<S, 4>(
+      n, [&](std::int64_t j, int c) { q[c] = S::dfma_centered(q[c], S::load(x + j), mu); });
   double sq = dreduce_all<S>(q);
   for (; i < n; ++i) sq += (x[i] - mu) * (x[i] - mu);
   const float m = static_cast<float>(mu);

@@ -32,7 +32,9 @@ using testing::test_tensor;
 class Kernels : public ::testing::TestWithParam<Isa> {
  protected:
   void SetUp() override {
-    if (!kernels::available(GetParam())) GTEST_SKIP() << "this CPU has no " << kernels::to_string(GetParam());
+    if (!kernels::available(GetParam())) {
+      GTEST_SKIP() << "this CPU has no " << kernels::to_string(GetParam());
+    }
     previous_ = kernels::selected();
     kernels::select(GetParam());
   }
