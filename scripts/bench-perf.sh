@@ -40,6 +40,15 @@ fi
 raw=${out%.json}-raw
 rm -rf "$raw" && mkdir -p "$raw"
 uptime | tee "$raw/uptime_start"
+# What ran: the CPU, the elementwise kernels' instruction set, OpenBLAS's kernel core
+# (OPENBLAS_CORETYPE in the environment overrides its CPU detection, for meshtp and the
+# PyTorch peer alike: both load the same libopenblas).
+blas_core=$(/usr/bin/python3 -c 'import ctypes; f = ctypes.CDLL("libopenblas.so.0").openblas_get_corename
+f.restype = ctypes.c_char_p; print(f().decode())' 2>/dev/null || echo unknown)
+cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+echo "{\"cpu\": \"$cpu\", \"cores\": $(nproc), \"openblas_core\": \"$blas_core\", \"openblas_coretype_env\": \"${OPENBLAS_CORETYPE:-}\"}" \
+  >"$raw/machine.json"
+echo "cpu: $cpu, $(nproc) cores; OpenBLAS kernels: $blas_core"
 # The load probe: a lone 1 MiB all_reduce between 2 ranks, first and last. When other jobs
 # share the cores it grows to scheduler time slices (tens of ms), and so does every 2-rank
 # step's "comm wait": read the 2-rank ratios against it.

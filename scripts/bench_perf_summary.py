@@ -7,8 +7,9 @@ RAW_DIR holds elementwise.jsonl (bench elementwise --json, one line per op and r
 layer.jsonl (bench layer --json, one line per case and repeat, with "np"), train.jsonl
 (bench train --json), probe.jsonl (bench collectives --json: the 1 MiB all_reduce load
 probe), optionally peer.json (bench_peer.py --json) and calibrate.jsonl (one line per
-calibrate run: {"binary": "baseline" or "current", "elementwise_gbps": …}). Every value is a median
-over the repeats; a block-stack row is the best layout (mesh, chunks) of its config.
+calibrate run: {"binary": "baseline" or "current", "elementwise_gbps": …}) and machine.json
+(the CPU, OpenBLAS's kernel core). Every value is a median over the repeats; a block-stack row
+is the best layout (mesh, chunks) of its config.
 """
 import json
 import os
@@ -117,6 +118,9 @@ def main():
     ops, rate = elementwise(raw)
     result = {'elementwise_ops': ops, 'elementwise_rate': rate, 'calibrate': calibrate(raw),
               'block_stack': layer(raw), 'small_step': train(raw), 'peer': None}
+    machine_path = os.path.join(raw, 'machine.json')
+    result['machine'] = json.load(open(machine_path)) if os.path.exists(machine_path) else {}
+    result['machine']['kernels'] = next(iter(ops.values()))['kernels'] if ops else None
     for name in ('uptime_start', 'uptime_end'):
         p = os.path.join(raw, name)
         result[name] = open(p).read().strip() if os.path.exists(p) else None
@@ -149,6 +153,9 @@ def main():
                          for n, v, rg, t, _ in targets]
 
     print('\n== summary (medians; ratios measured in the same run)')
+    m = result['machine']
+    print(f"machine: {m.get('cpu', '?')}, {m.get('cores', '?')} cores; elementwise kernels "
+          f"{m['kernels']}; OpenBLAS kernels {m.get('openblas_core', '?')}")
     print(f"load: {result['uptime_start']} | {result['uptime_end']}; a lone 1 MiB all_reduce on "
           f"2 ranks took " + ' and '.join(f'{t * 1e3:.2f} ms' for t in result['probe_all_reduce_1mib_s'])
           + ' (start, end)')
