@@ -18,6 +18,7 @@
 #include "cli/layout_flags.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
+#include "ops/kernels.hpp"
 #include "plan/presets.hpp"
 
 namespace meshtp::cli {
@@ -86,15 +87,17 @@ void run_bench_train(const BenchTrainArgs& a) {
                          {"gflops_per_rank", r.gflops_per_rank},
                          {"blas_gflops", r.blas_gflops},
                          {"ratio_to_blas", r.ratio_to_blas},
+                         {"kernels", kernels::fast().name},
                          {"losses", r.losses}}
               .dump()
        << '\n';
     return;
   }
   os << fmt::format("training step of '{}' (L={} h={} heads={} b={} s={}) on {} ranks, {}; {} "
-                    "timed steps after {} warm-up\n",
+                    "timed steps after {} warm-up; elementwise kernels '{}'\n",
                     spec.name, c.model.layers, c.model.hidden, c.model.heads, c.model.batch,
-                    c.model.seq, r.ranks, fmt::streamed(plan), r.steps, o.warmup_steps);
+                    c.model.seq, r.ranks, fmt::streamed(plan), r.steps, o.warmup_steps,
+                    kernels::fast().name);
   os << fmt::format("{:<16} {:>10} {:>7}\n", "phase", "ms/step", "share");
   for (std::size_t k = 0; k < bench::kPhaseCount; ++k) {
     os << fmt::format("{:<16} {:>10.2f} {:>6.1f}%\n", bench::to_string(static_cast<bench::Phase>(k)),
