@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <filesystem>
+#include <limits>
+#include <string_view>
 #include <system_error>
 
 #include "core/atomic_file.hpp"
@@ -25,10 +28,25 @@ const char* policy(Sharing s) {
 }
 
 // SimGrid parses "<number><unit>"; plain SI units keep the numbers exact.
-// (fmt's "{}" is the shortest text that reads back as the same double.)
-std::string bandwidth(double gbps) { return fmt::format("{}Bps", gbps * 1e9); }
-std::string latency(double us) { return fmt::format("{}s", us * 1e-6); }
-std::string speed(double tflops) { return fmt::format("{}f", tflops * 1e12); }
+// (fmt's "{}" is the shortest text that reads back as the same double.) A value the topology
+// checks accept (finite, positive) can still overflow in the conversion — 1e300 GB/s is
+// 1e309 B/s = inf — and SimGrid aborts on an infinite rate ("The Impossible Did Happen")
+// only once smpirun runs: refuse it here, naming the value, before anything is written.
+std::string si(double value, double scale, const char* unit, std::string_view what,
+               double given, const char* given_unit) {
+  const double v = value * scale;
+  MESHTP_CHECK(std::isfinite(v), "{}: {}={} is {} {} in SimGrid's units, which no platform can "
+               "hold (at most {:.3g} {})", what, given_unit, given, v, unit,
+               std::numeric_limits<double>::max() / scale, given_unit);
+  return fmt::format("{}{}", v, unit);
+}
+std::string bandwidth(const Link& l) {
+  return si(l.gbps, 1e9, "Bps", fmt::format("link '{}': bandwidth", l.name), l.gbps, "gbps");
+}
+std::string latency(const Link& l) { return fmt::format("{}s", l.latency_us * 1e-6); }
+std::string speed(double tflops) {
+  return si(tflops, 1e12, "f", "platform: device speed", tflops, "tflops");
+}
 
 std::string props(const HostSpec& host) {
   return fmt::format("    <prop id=\"meshtp_memory_gib\" value=\"{}\"/>\n"
@@ -91,7 +109,7 @@ std::string cluster_xml(const Graph& g, const HostSpec& host, ClusterKind kind) 
       "lat=\"{}\"{} sharing_policy=\"SPLITDUPLEX\" loopback_bw=\"1000GBps\" "
       "loopback_lat=\"0us\">\n{}  </cluster>\n</platform>\n",
       kind == ClusterKind::kTorus ? kTorusId : kStarId, g.devices() - 1, speed(host.tflops),
-      bandwidth(l.gbps), latency(l.latency_us), topology, props(host));
+      bandwidth(l), latency(l), topology, props(host));
 }
 
 }  // namespace
@@ -115,7 +133,7 @@ std::string simgrid_platform_xml(const Graph& graph, const HostSpec& host) {
   for (const Link& l : graph.links()) {
     out += fmt::format("    <link id=\"{}\" bandwidth=\"{}\" latency=\"{}\" "
                        "sharing_policy=\"{}\"/>\n",
-                       escape(l.name), bandwidth(l.gbps), latency(l.latency_us),
+                       escape(l.name), bandwidth(l), latency(l),
                        policy(l.sharing));
   }
   for (int s = 0; s < graph.devices(); ++s) {

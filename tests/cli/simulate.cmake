@@ -35,3 +35,13 @@ meshtp_failure_test(cli_simulate_two_ranks_one_device
                     REGEX "error: topology '[^']*shared_device.json', graph: placement: ranks 0 and 1 are both placed on device 2"
                     COMMAND ${MESHTP_BIN} simulate --topology ${MESHTP_SIM_DATA}/shared_device.json
                             --model tiny --devices 4 --mesh 2x2)
+# A platform SimGrid cannot load, though every number passes the topology's checks: the
+# conversion to SimGrid's units overflows to inf (SimGrid would abort inside smpirun).
+meshtp_failure_test(cli_simulate_overflow_bandwidth
+                    REGEX "error: link 'l3': bandwidth: gbps=1e\\+300 is inf Bps in SimGrid's units"
+                    COMMAND ${MESHTP_BIN} simulate --topology ${MESHTP_SIM_DATA}/overflow_bandwidth.json
+                            --model tiny --devices 4 --mesh 2x2)
+meshtp_failure_test(cli_simulate_overflow_speed
+                    REGEX "error: platform: device speed: tflops=1e\\+300 is inf f in SimGrid's units"
+                    COMMAND ${MESHTP_BIN} topo platform ${MESHTP_SIM_DATA}/overflow_speed.json
+                            --out overflow_speed_platform)
