@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
-# scripts/reproduce-papers.sh [OUT_DIR] [--full] [--suites atp,fig12,meshslice]: the papers'
-# cases on simulated clusters (`meshtp simulate`, both builds from scripts/install.sh), written
-# to OUT_DIR (default repro/) as results.md, results.json and PNG plots. Which cases run by
-# default and which only with --full: scripts/reproduce_papers.py's docstring and
-# docs/simulation.md.
+# scripts/reproduce-papers.sh [OUT_DIR] [--full] [--suites atp,fig12,meshslice,ksweep] [--jobs N]
+# [--merge] [--reprice]: the papers' cases on simulated clusters (`meshtp simulate`, both
+# builds from scripts/install.sh), written to OUT_DIR (default repro/) as results.md,
+# results.json and PNG plots. Which cases run by default and which only with --full:
+# scripts/reproduce_papers.py's docstring and docs/simulation.md. --merge keeps OUT_DIR's
+# recorded cases of the suites not run now; --reprice simulates nothing and prices the
+# recorded runs again with this build's planner.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=repro
 if [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; then out=$1; shift; fi
 [ -x build/src/cli/meshtp ] && [ -x build-sim/src/cli/meshtp ] || scripts/install.sh
-exec python3 scripts/reproduce_papers.py "$out" --meshtp build/src/cli/meshtp "$@"
+# Debian's python3 has python3-matplotlib (scripts/install.sh); a python3 earlier on PATH (a
+# pyenv, a venv) may not, and then the plots would be skipped.
+py=python3
+if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then
+  py=/usr/bin/python3
+fi
+exec "$py" scripts/reproduce_papers.py "$out" --meshtp build/src/cli/meshtp "$@"
