@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 
-from reproduce_report import case_name, plot, rank, summary, write_markdown
+from reproduce_report import case_name, plot, rank, summary, update_doc, write_markdown
 
 ATP_TOPOLOGIES = [("IC1", "pcie-8xa100", 8), ("IC2", "dual-nvlink-8xa100", 8),
                   ("IC3", "nvswitch-8xa100", 8), ("IC4", "ib-2x8xa100", 16),
@@ -197,6 +197,10 @@ def write_results(out_dir, full, results, wall):
     tmp = os.path.join(out_dir, "results.md.tmp")
     write_markdown(tmp, results, wall)
     os.replace(tmp, os.path.join(out_dir, "results.md"))
+    # The recorded run (docs/results) also refreshes the tables docs/simulation.md quotes.
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if os.path.realpath(out_dir) == os.path.realpath(os.path.join(root, "docs", "results")):
+        update_doc(os.path.join(root, "docs", "simulation.md"), results)
 
 
 def reprice(meshtp, out_dir):
