@@ -39,4 +39,25 @@ std::vector<AtpCall> atp_block_traffic(const AtpShape& s) {
   return out;
 }
 
+std::vector<AtpCall> elementwise_traffic(Strategy strategy, const AtpShape& s, int layers) {
+  const double e = s.element_bytes, h = static_cast<double>(s.hidden);
+  using K = CollectiveKind;
+  std::vector<AtpCall> out;
+  const auto add = [&](const char* op, bool backward, K kind, int dim, int launches,
+                       double bytes) {
+    const int p = dim == 0 ? s.d1 : s.d2;
+    if (p > 1) out.push_back({op, backward, kind, dim, p, launches, bytes});
+  };
+  if (strategy == Strategy::kTp1d) {
+    add("ln grads", true, K::kAllReduce, 0, 1, layers * 4 * h * e);
+  } else if (is_gemm2d(strategy)) {
+    const double stats = static_cast<double>(s.tokens) / s.d1 * kLayerNormStatsBytesPerRow;
+    for (const bool backward : {false, true}) {
+      for (const char* ln : {"ln1", "ln2"}) add(ln, backward, K::kAllReduce, 1, layers, stats);
+    }
+    add("bias, ln grads", true, K::kAllReduce, 0, layers, 13 * h / s.d2 * e);
+  }
+  return out;
+}
+
 }  // namespace meshtp::layout

@@ -63,4 +63,20 @@ inline constexpr int kLayerNormStatsBytesPerRow = 2 * 8;
 // The calls of one layer, forward (in order) then backward (in order).
 std::vector<AtpCall> atp_block_traffic(const AtpShape& shape);
 
+// The layouts whose linears are priced GeMM by GeMM — tp1d (plan/fc_layers.hpp's tp1d_pass)
+// and the 2D GeMM algorithms (gemm2d_traffic.hpp) — also send, outside their linears, for a
+// stack of `layers` layers (here `launches` counts calls per step, not per layer):
+//   tp1d, mesh (N, 1): LayerNorm runs on each rank's own tokens and sends nothing; its weight
+//     and bias gradients are sums over those tokens, partial over dim 0, all-reduced once
+//     per step for every layer at once (model/stack.cpp): AR₀ of layers·4h·e.
+//   2D GeMM, mesh (Nr, Nc), nl = n/Nr rows and hl = h/Nc features per rank: ln1 and ln2
+//     all-reduce their row statistics forward and row sums backward over dim 1, 16·nl each;
+//     each layer's backward all-reduces its row-partial gradients over dim 0 in one call
+//     (model/gemm2d_block.cpp): ln1, ln2 weight and bias and the four biases,
+//     (2 + 3 + 1 + 2 + 4 + 1)·hl·e = 13·hl·e.
+// Empty for atp and megatron (atp_block_traffic lists all of theirs). Worked example: 2D GeMM
+// on 2x2, n = 32, h = 32, 2 layers, fp32: 4 forward AR₁ of 256 bytes (16 rows × 16), 4
+// backward, and 2 AR₀ of 13·16·4 = 832 bytes.
+std::vector<AtpCall> elementwise_traffic(Strategy strategy, const AtpShape& shape, int layers);
+
 }  // namespace meshtp::layout

@@ -65,14 +65,11 @@ Tp1dPass tp1d_pass(const FcShape& fc, Pass pass, int p, int element_bytes) {
   // The activation that crosses the wire: the input X (or dX) for column-parallel layers,
   // the output Y (or dY) for row-parallel ones.
   const double activation = column_parallel ? M * K : M * N;
-  if (column_parallel) {
-    t.kind = pass == Pass::kBackwardData ? CollectiveKind::kReduceScatter
-                                         : CollectiveKind::kAllGather;
-  } else {
-    t.kind = pass == Pass::kForward        ? CollectiveKind::kReduceScatter
-             : pass == Pass::kBackwardData ? CollectiveKind::kAllGather
-                                           : CollectiveKind::kNone;
-  }
+  const CollectiveKind gather = CollectiveKind::kAllGather,
+                       scatter = CollectiveKind::kReduceScatter;
+  t.kind = pass == Pass::kForward        ? (column_parallel ? gather : scatter)
+           : pass == Pass::kBackwardData ? (column_parallel ? scatter : gather)
+                                         : CollectiveKind::kNone;
   if (p == 1 || t.kind == CollectiveKind::kNone) {
     t.kind = CollectiveKind::kNone;
     return t;

@@ -22,9 +22,11 @@
 // W sharded, activations sequence-sharded between layers, blocking collectives of the
 // activation (bytes per rank = (P−1)·|act|/P · element bytes):
 //   column-parallel (qkv, mlp1): fwd all_gather X; bwd-data reduce_scatter dX;
-//                                bwd-weight all_gather X again (it was not kept)
+//                                bwd-weight none (the runtime keeps the gathered X:
+//                                parallel/linear2d.hpp's x_g)
 //   row-parallel (proj, mlp2):   fwd reduce_scatter Y; bwd-data all_gather dY;
 //                                bwd-weight none (dY is still gathered)
+// The LayerNorm gradients' all-reduce is layout::elementwise_traffic's.
 #pragma once
 
 #include <array>

@@ -88,6 +88,20 @@ void fill_bandwidths(Candidate& c, const MeshLinks& links) {
 
 }  // namespace
 
+std::vector<ElementwiseCall> elementwise_calls(const ModelSpec& m, Strategy strategy, int d1,
+                                               int d2) {
+  std::vector<ElementwiseCall> out;
+  for (const layout::AtpCall& call : layout::elementwise_traffic(
+           strategy,
+           {.d1 = d1, .d2 = d2, .tokens = m.tokens(), .hidden = m.hidden,
+            .element_bytes = static_cast<int>(m.element_bytes())},
+           m.layers)) {
+    const double runs = !call.backward && m.recompute == Recompute::kFull ? 2 : 1;
+    out.push_back({call, runs * call.launches});
+  }
+  return out;
+}
+
 Candidate evaluate(const PlanRequest& request, Strategy strategy, int d1, int d2, int chunks,
                    Explanation* explanation) {
   const ModelSpec& m = request.model;
@@ -168,6 +182,14 @@ Candidate evaluate(const PlanRequest& request, Strategy strategy, int d1, int d2
       if (c.valid) {
         c.t_step_s = m.layers * layer_total;
         c.t_comm_s = m.layers * layer_comm;
+        // The LayerNorm statistics and partial gradients: blocking, nothing overlaps them.
+        for (const ElementwiseCall& e : elementwise_calls(m, strategy, d1, d2)) {
+          const double t = e.count * collective_time(links.dims[e.call.mesh_dim], e.call.kind,
+                                                     e.call.message_bytes);
+          c.t_comm_s += t;
+          c.t_step_s += t;
+          if (explanation != nullptr) explanation->elementwise_comm_s += t;
+        }
         c.t_compute_s = m.layers * layer_compute;
         c.t_elementwise_s = m.layers * elementwise;
         if (explanation != nullptr) {

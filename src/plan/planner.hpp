@@ -59,6 +59,16 @@ std::vector<std::array<int, 2>> enumerate_meshes(int n);
 
 PlanResult plan(const PlanRequest& request);
 
+// The collectives of a tp1d or 2D GeMM candidate outside its linears
+// (layout::elementwise_traffic), one step of `model.layers` layers: `launches` calls of each
+// per pass, the forward ones twice under full recomputation.
+struct ElementwiseCall {
+  layout::AtpCall call;
+  double count = 0;  // calls per step
+};
+std::vector<ElementwiseCall> elementwise_calls(const ModelSpec& model, Strategy strategy, int d1,
+                                               int d2);
+
 // The per-operator breakdown behind one candidate (`--explain`).
 struct Explanation {
   Candidate candidate;
@@ -66,6 +76,7 @@ struct Explanation {
   std::optional<AtpEstimate> atp;  // atp, megatron
   std::vector<FcTuning> fc;        // 2D algorithms, tp1d
   double attention_s = 0;          // 2D algorithms, tp1d: attention core, one layer, all passes
+  double elementwise_comm_s = 0;   // 2D algorithms, tp1d: elementwise_calls, one step
   ElementwiseLayout elementwise_layout = ElementwiseLayout::kAtp;
   ElementwiseEstimate elementwise;  // one layer, every strategy
 };

@@ -198,9 +198,10 @@ std::string format_explanation(const PlanRequest& r, const Explanation& e) {
   }
   out += elementwise_block(e, r.model);
   out += fmt::format("attention core (local) {:.3f} ms per layer; elementwise {:.3f} ms per "
-                     "layer; step {:.4g} s (comm {:.4g} s, compute {:.4g} s)\n",
+                     "layer; LayerNorm and bias collectives {:.3f} ms per step; step {:.4g} s "
+                     "(comm {:.4g} s, compute {:.4g} s)\n",
                      e.attention_s * 1e3, e.elementwise.layer_s(r.model.recompute) * 1e3,
-                     c.t_step_s, c.t_comm_s, c.t_compute_s);
+                     e.elementwise_comm_s * 1e3, c.t_step_s, c.t_comm_s, c.t_compute_s);
   return out;
 }
 
@@ -296,6 +297,7 @@ nlohmann::json to_json(const Explanation& e) {
     }
     j["fc"] = std::move(fcs);
     j["attention_s"] = e.attention_s;
+    j["elementwise_comm_s"] = e.elementwise_comm_s;
   }
   return j;
 }

@@ -113,6 +113,16 @@ std::vector<PlannedCollective> planned_collectives(const PlanRequest& request, c
       out.push_back(p);
     }
   }
+  for (const ElementwiseCall& x : elementwise_calls(m, c.strategy, c.mesh[0], c.mesh[1])) {
+    const DimLinks& d = e.links.dims[static_cast<std::size_t>(x.call.mesh_dim)];
+    out.push_back({.mesh_dim = x.call.mesh_dim,
+                   .group_size = d.size,
+                   .stride = d.stride,
+                   .collective = x.call.kind,
+                   .bytes = x.call.message_bytes,
+                   .count = x.count,
+                   .predicted_s = collective_time(d, x.call.kind, x.call.message_bytes)});
+  }
   return out;
 }
 

@@ -44,8 +44,8 @@ struct PlannedCollective {
 };
 
 // atp / megatron: the block's collectives (layout/atp_traffic.hpp), one call per chunk, as
-// atp_cost charges them; tp1d: each
-// FC pass's all-gather or reduce-scatter on dim 0. Σ count·predicted_s = t_comm_s. Throws
+// atp_cost charges them; tp1d: each FC pass's all-gather or reduce-scatter on dim 0, then the
+// LayerNorm gradients' all-reduce (elementwise_calls). Σ count·predicted_s = t_comm_s. Throws
 // meshtp::Error for the 2D GeMM strategies and for invalid candidates.
 std::vector<PlannedCollective> planned_collectives(const PlanRequest& request,
                                                    const Candidate& candidate);

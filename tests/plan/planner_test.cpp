@@ -191,7 +191,9 @@ TEST(Planner, ExplainBreaksACandidateDown) {
   // The layer: attention core + FC layers + the elementwise ops (LayerNorm, GeLU, …).
   double layer = e.attention_s + e.elementwise.layer_s(r.model.recompute);
   for (const FcTuning& t : e.fc) layer += t.total_s;
-  EXPECT_NEAR(layer * r.model.layers, ms.t_step_s, 1e-9 * ms.t_step_s);
+  // … + the LayerNorm statistics and partial-gradient all-reduces (elementwise_calls).
+  EXPECT_GT(e.elementwise_comm_s, 0);
+  EXPECT_NEAR(layer * r.model.layers + e.elementwise_comm_s, ms.t_step_s, 1e-9 * ms.t_step_s);
   const Candidate atp = evaluate(r, Strategy::kAtp, 16, 16, 2);
   const Explanation a = explain(r, atp);
   ASSERT_TRUE(a.atp.has_value());
