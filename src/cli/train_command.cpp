@@ -101,53 +101,30 @@ std::string plan_layout(TrainArgs& args, const plan::ModelSpec& spec) {
        world().size());
 }
 
-// The planner's memory model (plan/memory.hpp) of one rank of the layout: with pipeline
-// stages, its L/pp layers on microbatches of B/(dp·m) rows, plus the stage inputs of the
-// microbatches in flight (train/pipeline_model.hpp keeps those, at most the schedule's
-// max_in_flight, each one rank's block of the residual stream, fp32).
-plan::MemoryEstimate rank_memory(plan::ModelSpec spec, const layout::Plan& p,
-                                 std::int64_t global_batch) {
-  spec.batch = static_cast<int>(global_batch / (p.dp * p.microbatches));
-  spec.layers /= p.pp;
-  spec.recompute = p.recompute;
-  const bool sharded_tokens = p.sequence_parallel || layout::is_gemm2d(p.strategy);
-  plan::MemoryEstimate m = plan::estimate_memory(
-      spec, sharded_tokens ? plan::ActivationLayout::kSequenceParallel : plan::ActivationLayout::kAtp,
-      p.mesh[0], p.mesh[1], 0.0);
-  if (p.pp > 1) {
-    const int in_flight =
-        layout::simulate(layout::make_schedule(p.schedule, p.pp, p.microbatches, p.virtual_stages),
-                         1.0, 2.0)
-            .max_in_flight;
-    const double stream = static_cast<double>(spec.batch) * spec.seq * spec.hidden /
-                          (sharded_tokens ? p.mesh[0] * p.mesh[1] : p.mesh[1]);
-    m.activations_bytes += in_flight * stream * 4.0;
-  }
-  plan::add_data_parallel(m, p.dp, p.zero, spec.layers);
-  return m;
-}
-
-// Per rank: the planner's memory model for this layout beside the measured high-water mark
-// of tensor storage and the peak resident set. Collective.
+// Per rank: the planner's memory model (plan/memory.hpp: the tensors this rank's pipeline
+// stage allocates) beside the measured high-water mark of tensor storage and the peak
+// resident set. Collective.
 void print_memory(std::ostream& os, const plan::ModelSpec& spec, const layout::Plan& p,
-                  std::int64_t global_batch, const train::TrainSummary& summary) {
-  const plan::MemoryEstimate predicted = rank_memory(spec, p, global_batch);
-  const std::array<double, 2> mine{static_cast<double>(summary.tensor_peak_bytes),
+                  const train::TrainSummary& summary) {
+  const int pipeline_rank = world().rank() / (p.mesh[0] * p.mesh[1]) % p.pp;
+  const plan::MemoryEstimate predicted = plan::rank_memory(spec, p, pipeline_rank);
+  const std::array<double, 3> mine{predicted.total_bytes(),
+                                   static_cast<double>(summary.tensor_peak_bytes),
                                    static_cast<double>(summary.max_rss_bytes)};
-  std::vector<double> all(2 * static_cast<std::size_t>(world().size()));
+  std::vector<double> all(3 * static_cast<std::size_t>(world().size()));
   world().all_gather(std::span<const double>(mine), std::span<double>(all));
   constexpr double kMiB = 1024.0 * 1024.0;
-  os << fmt::format("memory  predicted {:.1f} MiB per rank (params {:.1f}, grads {:.1f}, "
+  os << fmt::format("memory  predicted {:.1f} MiB on rank 0 (params {:.1f}, grads {:.1f}, "
                     "optimizer {:.1f}, activations {:.1f}, buffers {:.1f})\n",
                     predicted.total_bytes() / kMiB, predicted.params_bytes / kMiB,
                     predicted.grads_bytes / kMiB, predicted.optimizer_bytes / kMiB,
                     predicted.activations_bytes / kMiB, predicted.workspace_bytes / kMiB);
   for (int r = 0; r < world().size(); ++r) {
-    const double peak = all[2 * static_cast<std::size_t>(r)];
-    os << fmt::format("memory  rank {}: tensors peak {:.1f} MiB (predicted/measured {:.2f}), "
-                      "max RSS {:.1f} MiB\n",
-                      r, peak / kMiB, predicted.total_bytes() / std::max(peak, 1.0),
-                      all[2 * static_cast<std::size_t>(r) + 1] / kMiB);
+    const double* row = all.data() + 3 * static_cast<std::size_t>(r);
+    os << fmt::format("memory  rank {}: tensors peak {:.1f} MiB (predicted {:.1f}, "
+                      "predicted/measured {:.2f}), max RSS {:.1f} MiB\n",
+                      r, row[1] / kMiB, row[0] / kMiB, row[0] / std::max(row[1], 1.0),
+                      row[2] / kMiB);
   }
 }
 
@@ -206,15 +183,8 @@ std::string choose_layout(TrainArgs& args, const plan::ModelSpec& spec) {
 // ranks — a second's arithmetic instead of minutes of swapping towards the OOM killer.
 // Returns the estimate line printed in the header.
 std::string check_memory(const train::TrainConfig& c, plan::ModelSpec spec, bool enforce) {
-  const layout::Plan& layout = c.model.layout;
-  const int d1 = layout.mesh[0], d2 = layout.mesh[1];
-  plan::MemoryEstimate m = rank_memory(spec, layout, c.model.batch);
-  // The head: embedding, final LayerNorm and its gathered copy, their gradients ([n, h] each)
-  // and the vocabulary-parallel logits and their gradient ([n, V/T] each), fp32, on a
-  // microbatch of n tokens.
-  const double n =
-      static_cast<double>(c.model.batch / (layout.dp * layout.microbatches)) * spec.seq;
-  m.workspace_bytes += 4.0 * n * (4.0 * spec.hidden + 2.0 * 256 / (d1 * d2));
+  spec.batch = static_cast<int>(c.model.batch);
+  const plan::MemoryEstimate m = plan::peak_rank_memory(spec, c.model.layout);
   const double need = m.total_bytes();
   const double available = available_memory_bytes();
   const int local = world().ranks_on_this_node();
@@ -327,7 +297,7 @@ void run_train(TrainArgs& args) {
   if (!summary.trace.empty()) {
     os << "trace   " << summary.trace << " (open in https://ui.perfetto.dev or chrome://tracing)\n";
   }
-  print_memory(os, spec, c.model.layout, c.model.batch, summary);
+  print_memory(os, spec, c.model.layout, summary);
   if (summary.skipped_steps > 0) {
     os << fmt::format("skipped {} step{} with a non-finite loss or gradient norm\n",
                       summary.skipped_steps, summary.skipped_steps > 1 ? "s" : "");

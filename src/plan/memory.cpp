@@ -3,13 +3,60 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <ostream>
+
+#include "core/error.hpp"
+#include "layout/pipeline_schedule.hpp"
 
 namespace meshtp::plan {
 
 namespace {
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+enum class Kind { kAtp, kSequenceParallel, kGemm2d };
+
+Kind kind_of(const layout::Plan& p) {
+  if (layout::is_gemm2d(p.strategy)) return Kind::kGemm2d;
+  return p.sequence_parallel ? Kind::kSequenceParallel : Kind::kAtp;
 }
+
+// Parameters of one block on one rank: the weights 12h² split over all N ranks; QKV's and
+// FC1's biases (7h) follow their outputs over d1, the projection's and FC2's (2h) and the
+// LayerNorms' (4h) the hidden split over d2 (model/params.cpp, parallel/param_shard.hpp).
+double block_params(const ModelSpec& m, const layout::Plan& p) {
+  const double h = m.hidden, d1 = p.mesh[0], d2 = p.mesh[1];
+  return 12 * h * h / (d1 * d2) + 7 * h / d1 + 6 * h / d2;
+}
+
+// How many pipeline message buffers and saved stage inputs (each one stream slice) are alive
+// at once on this rank, at most, replaying train/pipeline_run.cpp and
+// train/pipeline_model.cpp: every receive is posted before the first op, an op allocates its
+// output (sent, kept until the end), a forward of stage > 0 copies its input (freed by that
+// microbatch's backward), an op's received input is freed after it.
+int pipeline_buffers(const layout::PipelineSchedule& s, int rank) {
+  const int S = s.stages();
+  const auto has_input = [&](const layout::PipeOp& op) {
+    return op.forward ? op.stage > 0 : op.stage + 1 < S;
+  };
+  const auto has_output = [&](const layout::PipeOp& op) {
+    return op.forward ? op.stage + 1 < S : op.stage > 0;
+  };
+  const std::vector<layout::PipeOp>& ops = s.ops.at(static_cast<std::size_t>(rank));
+  int alive = 0;
+  for (const layout::PipeOp& op : ops) alive += has_input(op) ? 1 : 0;
+  int peak = alive;
+  for (const layout::PipeOp& op : ops) {
+    alive += has_output(op) ? 1 : 0;
+    if (op.forward && op.stage > 0) ++alive;  // the saved input
+    peak = std::max(peak, alive);
+    if (!op.forward && op.stage > 0) --alive;
+    alive -= has_input(op) ? 1 : 0;
+  }
+  return peak;
+}
+
+}  // namespace
 
 double MemoryEstimate::total_gib() const { return total_bytes() / kGiB; }
 
@@ -21,59 +68,130 @@ std::ostream& operator<<(std::ostream& os, const MemoryEstimate& m) {
                            m.workspace_bytes / kGiB);
 }
 
-double layer_activation_bytes(const ModelSpec& model, ActivationLayout layout, int d1, int d2) {
-  const double s = model.seq, b = model.batch, h = model.hidden, a = model.heads;
-  const double n = static_cast<double>(d1) * d2;
-  const double sbh = s * b * h;
-  const bool keep_scores = model.recompute == Recompute::kNone;
-  double bytes = 0;
-  if (layout == ActivationLayout::kSequenceParallel) {
-    bytes = sbh / n * (34 + (keep_scores ? 5 * a * s / h : 0));
-  } else {
-    bytes = sbh * (10 / static_cast<double>(d2) + 6 / n + 18 / static_cast<double>(d1)) +
-            (keep_scores ? 5 * a * s * s * b / n : 0);
+BlockFloats block_floats(const ModelSpec& m, const layout::Plan& p) {
+  const double s = m.seq, b = m.batch, h = m.hidden, a = m.heads, n = s * b, nh = n * h;
+  const double d1 = p.mesh[0], d2 = p.mesh[1], N = d1 * d2;
+  BlockFloats f;
+  f.scores = a * s * s * b / N;
+  switch (kind_of(p)) {
+    case Kind::kAtp: {
+      // model/block.cpp: QKV reduce-scatters (and the projection all-gathers) whole heads
+      // only when d2 > 1; otherwise y_p is y and x_g is x, no extra buffer.
+      const double split = d2 > 1 ? 1 : 0;
+      f.input = nh / d2;
+      f.kept = 4 * n + nh * (3 / d2 + 3 / N + 9 / d1);
+      // proj_p, fc2_p, dxn_p, dxmid (nh/d2); dgelu, dfc1, datt_p (9·nh/d1); dqkv (3·nh/N);
+      // with d2 > 1: qkv_p, dqkv_g (6·nh/d1), attn, datt (2·nh/N).
+      f.workspace = nh * (4 / d2 + 9 / d1 + 3 / N + split * (6 / d1 + 2 / N));
+      break;
+    }
+    case Kind::kSequenceParallel: {
+      const double t = d1, split = t > 1 ? 1 : 0;
+      f.input = nh / t;
+      f.kept = 4 * n / t + nh * (15 / t + 2 * split);
+      // proj_p, fc2_p, dxn_p (whole rows: 3·nh); dgelu, dfc1, dxmid, datt_p, dqkv (13·nh/t);
+      // with t > 1: proj_y, fc2_y, dxn (3·nh/t) and dyg, dxmid_g (2·nh).
+      f.workspace = nh * (3 + 13 / t + split * (3 / t + 2));
+      break;
+    }
+    case Kind::kGemm2d:
+      // model/gemm2d_block.cpp: every tensor [n/d1, h/d2]; 13 partial LayerNorm rows.
+      f.input = nh / N;
+      f.kept = 4 * n / d1 + 15 * nh / N;
+      f.workspace = 16 * nh / N + 13 * h / d2;
+      break;
   }
-  return bytes * model.element_bytes() / 2;
+  f.workspace += s * s;  // one sequence's attention scratch
+  if (p.recompute == Recompute::kSelective) f.workspace += f.scores;
+  return f;
 }
 
-MemoryEstimate estimate_memory(const ModelSpec& model, ActivationLayout layout, int d1, int d2,
-                               double workspace_bytes) {
-  const double n = static_cast<double>(d1) * d2;
-  const double params = model.total_params() / n;
-  const double e = model.element_bytes();
-  MemoryEstimate m;
-  m.params_bytes = params * e;
-  m.grads_bytes = params * e;
-  // AdamW's two fp32 moments, and the fp32 master weights of mixed precision.
-  m.optimizer_bytes = params * (model.precision == Precision::kFp16 ? 12 : 8);
-  const double layer = layer_activation_bytes(model, layout, d1, d2);
-  if (model.recompute == Recompute::kFull) {
-    // Each layer's input (2·sbh in fp16), sharded like the layer input, plus the one layer
-    // being recomputed. Full recomputation re-creates the attention scores, so that layer
-    // is priced with them.
-    ModelSpec one = model;
-    one.recompute = Recompute::kNone;
-    const double input_shards =
-        layout == ActivationLayout::kSequenceParallel ? n : static_cast<double>(d2);
-    const double inputs = 2.0 * model.seq * model.batch * model.hidden / input_shards * e / 2;
-    m.activations_bytes = model.layers * inputs + layer_activation_bytes(one, layout, d1, d2);
-  } else {
-    m.activations_bytes = model.layers * layer;
-  }
-  m.workspace_bytes = workspace_bytes;
-  return m;
+double layer_activation_bytes(const ModelSpec& m, const layout::Plan& p) {
+  const BlockFloats f = block_floats(m, p);
+  return (f.kept + f.scores + f.input) * m.element_bytes();
 }
 
-void add_data_parallel(MemoryEstimate& m, int dp, int zero, int layers) {
-  if (dp <= 1) return;
-  m.workspace_bytes += m.grads_bytes;
-  if (zero == 0) return;
-  m.optimizer_bytes = m.optimizer_bytes / dp + m.params_bytes / dp;
-  if (zero >= 2) m.optimizer_bytes += m.grads_bytes / dp;
-  if (zero >= 3) {
-    const int whole = std::min(2, std::max(layers, 1));
-    m.params_bytes = m.params_bytes / dp + m.params_bytes * whole / std::max(layers, 1);
+MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pipeline_rank,
+                           HeadBuffers head) {
+  p.validate();
+  const int v = p.virtual_stages, stages = p.pp * v;
+  MESHTP_CHECK(pipeline_rank >= 0 && pipeline_rank < p.pp, "pipeline rank {} of pp={}",
+               pipeline_rank, p.pp);
+  MESHTP_CHECK(model.layers % stages == 0,
+               "layers={} do not split into pp={} × virtual stages={}", model.layers, p.pp, v);
+  MESHTP_CHECK(model.batch % (p.dp * p.microbatches) == 0,
+               "batch={} does not split into dp={} × microbatches={}", model.batch, p.dp,
+               p.microbatches);
+  ModelSpec mb = model;  // one microbatch of one replica
+  mb.batch = model.batch / (p.dp * p.microbatches);
+  const double e = mb.element_bytes(), h = mb.hidden, n = static_cast<double>(mb.tokens());
+  const double d1 = p.mesh[0], d2 = p.mesh[1], tp = d1 * d2;
+  const double vocab_rows = std::ceil(mb.vocab / tp);  // vocabulary-parallel wte and logits
+  const BlockFloats f = block_floats(mb, p);
+  const double stream = head == HeadBuffers::kRuntime ? n * h : n * h / tp;  // [n, h] whole
+  const int layers = model.layers / stages;  // per chunk
+  const bool full = p.recompute == Recompute::kFull;
+  const double kept_layer = f.kept + (p.recompute == Recompute::kNone ? f.scores : 0.0);
+  // kFull: the stack's one block keeps the probabilities (it runs an ordinary forward).
+  const double kept_blocks = full ? f.kept + f.scores : layers * kept_layer;
+
+  MemoryEstimate out;
+  double params = 0, whole_params = 0, activations = 0, buffers = 0, stacks = 0;
+  for (int k = 0; k < v; ++k) {
+    const int stage = k * p.pp + pipeline_rank;
+    const bool first = stage == 0, last = stage == stages - 1;
+    const double blocks = layers * block_params(mb, p);
+    const double extras = (first || last ? vocab_rows * h : 0) + (first ? mb.seq * h : 0) +
+                          (last ? 2 * h / d2 : 0);
+    params += blocks + extras;
+    // ZeRO-3 keeps a block's parameters whole only while it runs and while the next one is
+    // gathered: two in the running chunk, the last one run in every other.
+    const int whole = k == 0 ? std::min(2, layers) : 1;
+    whole_params += extras + whole * block_params(mb, p);
+    // The stack: kept sets, layer inputs (one more: the output), two gradient streams, one
+    // workspace; under Megatron-SP the LayerNorm gradients' partial sums (4h per layer).
+    activations += kept_blocks + (layers + 1) * f.input;
+    buffers += 2 * f.input + f.workspace;
+    if (p.sequence_parallel && !layout::is_gemm2d(p.strategy)) stacks += 4 * h * layers;
+    // The embedding's output and the head's gathered final LayerNorm, logits (model/gpt.cpp).
+    if (first) activations += stream;
+    if (last) activations += f.input + stream + n * vocab_rows;
+    if (first || last) buffers += stream;  // the gradient of the gathered stream
+    if (last) buffers += 2 * h / d2;      // the final LayerNorm's partial gradients
   }
+  if (p.pp > 1 || v > 1) {
+    const layout::PipelineSchedule schedule =
+        layout::make_schedule(p.schedule, p.pp, p.microbatches, v);
+    buffers += pipeline_buffers(schedule, pipeline_rank) * f.input;
+    const bool any_inner = v > 1 || pipeline_rank + 1 < p.pp;
+    if (any_inner) buffers += f.input;  // the discarded output of a rematerialised forward
+  }
+  out.params_bytes = e * (p.zero == 3 ? whole_params : params);
+  out.grads_bytes = e * (params + stacks);
+  // AdamW: two fp32 moments per parameter, plus the fp32 master of mixed precision; ZeRO ≥ 1
+  // keeps those, and the value being updated, for 1/dp of the parameters (train/zero.hpp),
+  // stage 2 also the summed gradient part; with dp > 1 the buckets hold one copy of every
+  // gradient (stages ≥ 1: the reduce-scatter's input, then the all-gather's output).
+  const double dp = p.dp;
+  if (p.zero == 0) {
+    out.optimizer_bytes = params * (mb.precision == Precision::kFp16 ? 12 : 8);
+  } else {
+    out.optimizer_bytes = params / dp * 12 + (p.zero >= 2 ? params / dp * e : 0);
+  }
+  if (p.dp > 1) buffers += params;
+  out.activations_bytes = e * activations;
+  out.workspace_bytes = e * buffers;
+  return out;
+}
+
+MemoryEstimate peak_rank_memory(const ModelSpec& model, const layout::Plan& p,
+                                HeadBuffers head) {
+  MemoryEstimate best;
+  for (int r = 0; r < p.pp; ++r) {
+    const MemoryEstimate m = rank_memory(model, p, r, head);
+    if (r == 0 || m.total_bytes() > best.total_bytes()) best = m;
+  }
+  return best;
 }
 
 }  // namespace meshtp::plan

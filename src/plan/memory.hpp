@@ -1,28 +1,50 @@
-// Per-rank memory of a candidate: parameters, gradients, optimizer state, activations
-// (Korthikanti et al., "Reducing activation recomputation in large transformer models",
-// Korthikanti 2023 §4, Table 2) and transient communication buffers.
+// Per-rank memory of a layout (dp, pp, d1, d2, strategy, zero, recompute, microbatches): the
+// tensors the runtime allocates (model/block, model/stack, model/gpt, train/pipeline_model,
+// train/zero), counted element for element, so that `train` can print it beside the measured
+// high-water mark (tensor/memory.hpp) and the planner prices what would actually run.
 //
-//   params/grads   (L·(12h²+13h) + V·h)/N elements each (every strategy shards every weight)
-//   optimizer      AdamW with 2 fp32 states (8 B/param), plus an fp32 master copy
-//                  (4 B/param) under fp16 mixed precision — 16 B/param in both precisions
+// Activations of one layer (Korthikanti et al., "Reducing Activation Recomputation in Large
+// Transformer Models", §4.1 Eq. 1), s·b·h written sbh, a heads, bytes in fp16:
+//   sbh·(34 + 5·a·s/h):  LayerNorm inputs 4, QKV input 2, Q and K 4, V 2, softmax output
+//   2as²b, attention dropout mask as²b and output 2as²b, projection input 2, its dropout mask
+//   1, MLP input 2, GeLU input 8, FC2 input 8, its dropout mask 1.
+// meshtp has no dropout, so one block keeps that minus the three dropout tensors
+// (2·sbh + 3·as²b bytes): 32·sbh + 2·as²b bytes = 16·sbh + a·s²·b elements — per rank, with
+// n = s·b tokens, N = d1·d2 ranks (sizes in elements):
 //
-// Activations of one layer, in Korthikanti's bytes for fp16 (scaled by e/2 for fp32),
-// with s·b·h written sbh and a heads:
-//   unsharded                 sbh·(34 + 5·a·s/h)
-//   Megatron TP t             sbh·(10 + 24/t + 5·a·s/(h·t))
-//   TP + sequence parallel    sbh/t·(34 + 5·a·s/h)      ← 1D TP, and every 2D GeMM
-//                                                          algorithm (all tensors over N)
-//   ATP (d1, d2)              sbh·(10/d2 + 6/N + 18/d1) + 5·a·s²·b/N
-//     the 10·sbh of layer inputs, LayerNorm outputs and dropout masks are
-//     [Replicate, Shard(1)] (÷d2); Q, K, V are fully sharded (÷N); the projection input
-//     (2) and the MLP's 4h activations (16) are column-first outputs (÷d1); the attention
-//     scores 5·a·s²·b are fully sharded (÷N). ATP (N, 1) gives Megatron's formula.
-//   selective recomputation drops the 5·a·s² terms; full recomputation keeps only each
-//   layer's input (2·sbh, sharded like the layer input) plus one layer's activations.
+//   kept by the block              ATP (d1, d2)     Megatron-SP (t, 1)   2D GeMM (d1, d2)
+//   layer input (the stack's)      nh/d2            nh/t                 nh/N
+//   LN1 out, LN2 in, LN2 out       3·nh/d2          3·nh/t + 2·nh ¹      3·nh/N
+//   q|k|v                          3·nh/N           3·nh/t               3·nh/N
+//   projection input (gathered)    nh/d1            nh/t                 nh/N
+//   FC1 out (GeLU in), GeLU out    8·nh/d1          8·nh/t               8·nh/N
+//   LayerNorm mean, 1/σ (×2)       4n               4n/t                 4n/d1
+//   attention probabilities        a·s²·b/N         a·s²·b/t             a·s²·b/N
+//   ¹ the runtime keeps both LayerNorm outputs all-gathered over the tokens (the paper
+//     re-gathers them in backward instead): 2·nh that do not shrink with t.
+// ATP (t, 1) gives Korthikanti §4.2.1 Eq. 2, sbh·(10 + 24/t + 5as/(ht)), less dropout:
+// sbh·(8 + 24/t) + 2·as²b/t bytes; Megatron-SP gives §4.2.2's sbh/t·(34 + 5as/h) less dropout
+// plus the gathered LayerNorm outputs: sbh·(32/t + 4) + 2·as²b/t (Table 2 lists all forms).
+//
+//   selective recomputation (§5)  drops the probabilities of every layer; one set lives in the
+//                                 workspace and is recomputed from q|k|v before the core's
+//                                 backward
+//   full recomputation            keeps the layer inputs of all layers and the kept set of
+//                                 one block (the stack holds a single block and re-runs each
+//                                 layer's forward right before its backward)
+//
+// Besides the kept set, a rank holds one block's backward workspace (about as much again),
+// two gradient streams, the head (logits n·V/T, the gathered final LayerNorm), pipeline
+// messages and the stage inputs of microbatches in flight (a stage keeps the activations of
+// one microbatch and re-runs the forward of the others from their saved input), and
+// parameters, gradient accumulators (whole in every stage), AdamW moments and the ZeRO
+// buckets (train/zero.hpp). Not counted: buffers that are not tensors (MPI's, index vectors)
+// and the 2D GeMM algorithms' panel buffers (the planner adds those as its workspace).
 #pragma once
 
 #include <iosfwd>
 
+#include "layout/plan.hpp"
 #include "plan/model_spec.hpp"
 
 namespace meshtp::plan {
@@ -30,9 +52,9 @@ namespace meshtp::plan {
 struct MemoryEstimate {
   double params_bytes = 0;
   double grads_bytes = 0;
-  double optimizer_bytes = 0;
-  double activations_bytes = 0;
-  double workspace_bytes = 0;
+  double optimizer_bytes = 0;    // AdamW moments, fp32 master/value parts (ZeRO)
+  double activations_bytes = 0;  // what the forward keeps for the backward (table above)
+  double workspace_bytes = 0;    // buffers: backward workspace, messages, gradient buckets
 
   double total_bytes() const {
     return params_bytes + grads_bytes + optimizer_bytes + activations_bytes + workspace_bytes;
@@ -42,21 +64,34 @@ struct MemoryEstimate {
 
 std::ostream& operator<<(std::ostream& os, const MemoryEstimate& m);
 
-// How the activations of one layer are sharded.
-enum class ActivationLayout { kSequenceParallel, kAtp };
+// One block on microbatches of model.batch sequences, tensor-parallel as p (mesh, strategy,
+// sequence_parallel), in elements per rank (the table above).
+struct BlockFloats {
+  double kept = 0;       // every kept row but the probabilities and the layer input
+  double scores = 0;     // the attention probabilities
+  double input = 0;      // the layer input (a slice of the residual stream)
+  double workspace = 0;  // forward temporaries and backward buffers, one set per stack
+};
+BlockFloats block_floats(const ModelSpec& model, const layout::Plan& p);
 
-// One layer's stored activations per rank, no recomputation (Korthikanti bytes · e/2).
-double layer_activation_bytes(const ModelSpec& model, ActivationLayout layout, int d1, int d2);
+// Bytes one layer keeps between its forward and backward without recomputation (kept +
+// scores + input, in model.element_bytes()), microbatches of model.batch sequences.
+double layer_activation_bytes(const ModelSpec& model, const layout::Plan& p);
 
-MemoryEstimate estimate_memory(const ModelSpec& model, ActivationLayout layout, int d1, int d2,
-                               double workspace_bytes);
+// The runtime's embedding and head hold the residual stream of a microbatch whole on every
+// tensor-parallel rank (the embedding's output, the gathered final LayerNorm and its
+// gradient, [n, h] each: model/gpt.cpp). kRuntime counts them so; kSharded prices them split
+// over the TP ranks as Megatron-LM's sequence-parallel head would: the planner uses it, so
+// that a large model's plan is not decided by three unsharded [n, h] buffers of this runtime.
+enum class HeadBuffers { kRuntime, kSharded };
 
-// Data parallelism over dp replicas with ZeRO stage `zero` (Rajbhandari et al. 2020 §5), as
-// the runtime shards (train/zero.hpp): with dp > 1 the gradient buckets hold one more copy of
-// the gradients (buffers); stage ≥ 1 keeps 1/dp of the optimizer state plus the 1/dp of the
-// values being updated, stage 2 also 1/dp of the summed gradients; stage 3 keeps 1/dp of the
-// parameters plus two of the `layers` blocks whole (the running one and the prefetched one).
-// The model's own gradient accumulators stay whole in the runtime, so they are not divided.
-void add_data_parallel(MemoryEstimate& m, int dp, int zero, int layers = 1);
+// Pipeline rank `pipeline_rank` of layout p (any of its TP and DP ranks: they hold the same),
+// for a step of model.batch sequences (split over p.dp replicas and p.microbatches), with
+// p.recompute. Throws if p does not divide the model (layers by pp·v, batch by dp·m).
+MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pipeline_rank,
+                           HeadBuffers head = HeadBuffers::kRuntime);
+// The largest over the pipeline ranks (by total).
+MemoryEstimate peak_rank_memory(const ModelSpec& model, const layout::Plan& p,
+                                HeadBuffers head = HeadBuffers::kRuntime);
 
 }  // namespace meshtp::plan

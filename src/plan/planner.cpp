@@ -121,9 +121,7 @@ Candidate evaluate(const PlanRequest& request, Strategy strategy, int d1, int d2
                                                             : ElementwiseLayout::kAtp;
 
   double workspace = 0;
-  ActivationLayout layout = ActivationLayout::kSequenceParallel;
   if (strategy == Strategy::kAtp || strategy == Strategy::kMegatron) {
-    layout = ActivationLayout::kAtp;
     if (auto reason = atp_invalid_reason(m, d1, d2, chunks)) {
       c.reason = *reason;
     } else {
@@ -200,7 +198,12 @@ Candidate evaluate(const PlanRequest& request, Strategy strategy, int d1, int d2
     }
   }
   if (c.valid) {
-    c.memory = estimate_memory(m, layout, d1, d2, workspace);
+    // What the runtime would allocate for this layout (its head sharded), plus the cost
+    // model's transient communication buffers.
+    layout::Plan p = to_plan(c);
+    p.recompute = m.recompute;
+    c.memory = rank_memory(m, p, 0, HeadBuffers::kSharded);
+    c.memory.workspace_bytes += workspace;
     c.tflops_per_rank = c.t_step_s > 0 ? m.model_flops() / n / c.t_step_s / 1e12 : 0;
     const double capacity = request.topology.memory_gib;
     c.feasible = c.memory.total_gib() <= capacity;
