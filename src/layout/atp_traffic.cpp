@@ -1,5 +1,7 @@
 #include "layout/atp_traffic.hpp"
 
+#include <fmt/format.h>
+
 namespace meshtp::layout {
 
 std::vector<AtpCall> atp_block_traffic(const AtpShape& s) {
@@ -58,6 +60,29 @@ std::vector<AtpCall> elementwise_traffic(Strategy strategy, const AtpShape& s, i
     add("bias, ln grads", true, K::kAllReduce, 0, layers, 13 * h / s.d2 * e);
   }
   return out;
+}
+
+std::optional<std::string> atp_block_invalid_reason(const AtpBlockDims& b) {
+  const std::string mesh = fmt::format("{}x{}", b.d1, b.d2);
+  if (b.chunks < 1 || b.batch % b.chunks != 0) {
+    return fmt::format("batch={} is not divisible by chunks={} (chunks hold whole sequences)",
+                       b.batch, b.chunks);
+  }
+  if (b.hidden % b.heads != 0) {
+    return fmt::format("hidden={} is not divisible by heads={}", b.hidden, b.heads);
+  }
+  if (b.hidden % b.d1 != 0) {
+    return fmt::format("hidden={} is not divisible by d1={} (mesh {})", b.hidden, b.d1, mesh);
+  }
+  if (b.hidden % b.d2 != 0) {
+    return fmt::format("hidden={} is not divisible by d2={} (mesh {})", b.hidden, b.d2, mesh);
+  }
+  if (b.heads % (static_cast<std::int64_t>(b.d1) * b.d2) != 0) {
+    return fmt::format("heads={} is not divisible by d1·d2={} (mesh {}): the fully sharded "
+                       "attention core needs whole heads on every rank",
+                       b.heads, static_cast<std::int64_t>(b.d1) * b.d2, mesh);
+  }
+  return std::nullopt;
 }
 
 }  // namespace meshtp::layout

@@ -30,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -78,5 +79,23 @@ std::vector<AtpCall> atp_block_traffic(const AtpShape& shape);
 // on 2x2, n = 32, h = 32, 2 layers, fp32: 4 forward AR₁ of 256 bytes (16 rows × 16), 4
 // backward, and 2 AR₀ of 13·16·4 = 832 bytes.
 std::vector<AtpCall> elementwise_traffic(Strategy strategy, const AtpShape& shape, int layers);
+
+// What the runtime's ATP block (model/block.hpp) can run on mesh (d1, d2):
+//   batch % chunks == 0        a chunk holds whole sequences
+//   hidden % heads == 0        heads of width h/a
+//   hidden % d1 == hidden % d2 == 0
+//   heads % (d1·d2) == 0       the fully sharded attention core holds a/(d1·d2) whole heads
+//                              on every rank (QKV's reduce-scatter over dim 1 splits a dim-0
+//                              shard's heads, never its batch)
+// e.g. a = 16 heads on 32 devices: no mesh runs. The one check: the block's validate throws
+// the reason, the planner marks the candidate invalid with it (plan/atp_cost.hpp).
+struct AtpBlockDims {
+  int d1 = 1, d2 = 1;
+  std::int64_t batch = 0, hidden = 0, heads = 0;
+  int chunks = 1;
+};
+// Why not, naming the values ("heads=12 is not divisible by d1·d2=8 (mesh 4x2): …"), or
+// nullopt. Sizes are positive (the callers check).
+std::optional<std::string> atp_block_invalid_reason(const AtpBlockDims& dims);
 
 }  // namespace meshtp::layout

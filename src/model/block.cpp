@@ -5,6 +5,7 @@
 #include "core/error.hpp"
 #include "core/parse.hpp"
 #include "core/simulation.hpp"
+#include "layout/atp_traffic.hpp"
 #include "ops/attention.hpp"
 #include "ops/gelu.hpp"
 #include "ops/residual.hpp"
@@ -66,19 +67,12 @@ void validate(const BlockConfig& c, const std::vector<int>& mesh_shape) {
                "batch={}, seq={}, hidden={}, heads={} must all be positive", c.batch, c.seq,
                c.hidden, c.heads);
   MESHTP_CHECK(c.chunks >= 1, "chunks={} must be at least 1", c.chunks);
-  MESHTP_CHECK(c.batch % c.chunks == 0,
-               "batch={} is not divisible by chunks={} (chunks hold whole sequences)", c.batch,
-               c.chunks);
-  MESHTP_CHECK(c.hidden % c.heads == 0, "hidden={} is not divisible by heads={}", c.hidden,
-               c.heads);
-  MESHTP_CHECK(c.hidden % d1 == 0, "hidden={} is not divisible by d1={} (mesh {})", c.hidden, d1,
-               mesh);
-  MESHTP_CHECK(c.hidden % d2 == 0, "hidden={} is not divisible by d2={} (mesh {})", c.hidden, d2,
-               mesh);
-  MESHTP_CHECK(c.heads % (d1 * d2) == 0,
-               "heads={} is not divisible by d1·d2={} (mesh {}): the fully sharded attention "
-               "core needs whole heads on every rank",
-               c.heads, d1 * d2, mesh);
+  // The planner ranks only what this accepts: one check (layout/atp_traffic.hpp).
+  if (auto reason = layout::atp_block_invalid_reason(
+          {.d1 = d1, .d2 = d2, .batch = c.batch, .hidden = c.hidden, .heads = c.heads,
+           .chunks = c.chunks})) {
+    fail("{}", *reason);
+  }
   MESHTP_CHECK(c.progress_splits >= 1, "progress splits={} must be at least 1",
                c.progress_splits);
   if (c.sequence_parallel) {

@@ -17,28 +17,9 @@ double atp_comm_time(const ModelSpec& m, int d1, int d2, double b1, double b2) {
 }
 
 std::optional<std::string> atp_invalid_reason(const ModelSpec& m, int d1, int d2, int chunks) {
-  const int dims[2] = {d1, d2};
-  for (int i = 0; i < 2; ++i) {
-    if (m.hidden % dims[i] != 0) {
-      return fmt::format("hidden={} is not divisible by mesh dim {} (size {})", m.hidden, i,
-                         dims[i]);
-    }
-  }
-  // QKV is column-first: heads are split over mesh dim 0.
-  if (m.heads % d1 != 0) {
-    return fmt::format("heads={} is not divisible by mesh dim 0 (size {})", m.heads, d1);
-  }
-  // The attention core is fully sharded: the reduce-scatter over dim 1 splits the heads of
-  // a dim-0 shard, or else the batch.
-  if ((m.heads / d1) % d2 != 0 && m.batch % d2 != 0) {
-    return fmt::format("neither heads/d1={} nor batch={} is divisible by mesh dim 1 (size {}): "
-                       "the attention core cannot be fully sharded",
-                       m.heads / d1, m.batch, d2);
-  }
-  if (chunks < 1 || m.batch % chunks != 0) {
-    return fmt::format("batch={} is not divisible by chunks={}", m.batch, chunks);
-  }
-  return std::nullopt;
+  return layout::atp_block_invalid_reason(
+      {.d1 = d1, .d2 = d2, .batch = m.batch, .hidden = m.hidden, .heads = m.heads,
+       .chunks = chunks});
 }
 
 AtpEstimate atp_estimate(const ModelSpec& m, const MeshLinks& links, int chunks,

@@ -81,7 +81,8 @@ struct AtpEstimate {
 };
 
 // Why ATP cannot shard `model` on (d1, d2) with `chunks`, e.g. "hidden=1000 is not
-// divisible by mesh dim 1 (size 3)"; nullopt when it can.
+// divisible by d2=3 (mesh 2x3)"; nullopt when it can. It is the runtime block's own check
+// (layout::atp_block_invalid_reason): the planner ranks only meshes the runtime runs.
 std::optional<std::string> atp_invalid_reason(const ModelSpec& model, int d1, int d2,
                                               int chunks);
 

@@ -170,11 +170,30 @@ TEST(AtpCost, InvalidMeshesNameTheValues) {
   ModelSpec m = small_model();
   m.hidden = 1000;
   m.heads = 8;
-  EXPECT_EQ(atp_invalid_reason(m, 2, 3, 1), "hidden=1000 is not divisible by mesh dim 1 (size 3)");
+  EXPECT_EQ(atp_invalid_reason(m, 2, 3, 1), "hidden=1000 is not divisible by d2=3 (mesh 2x3)");
   m = small_model();
-  EXPECT_EQ(atp_invalid_reason(m, 32, 1, 1), "heads=16 is not divisible by mesh dim 0 (size 32)");
-  EXPECT_EQ(atp_invalid_reason(m, 2, 2, 8), "batch=4 is not divisible by chunks=8");
+  EXPECT_EQ(atp_invalid_reason(m, 32, 1, 1),
+            "heads=16 is not divisible by d1·d2=32 (mesh 32x1): the fully sharded attention "
+            "core needs whole heads on every rank");
+  EXPECT_EQ(atp_invalid_reason(m, 2, 2, 8),
+            "batch=4 is not divisible by chunks=8 (chunks hold whole sequences)");
   EXPECT_FALSE(atp_invalid_reason(m, 4, 4, 4).has_value());
+}
+
+// The planner accepts exactly the meshes the runtime's block runs (one check,
+// layout::atp_block_invalid_reason): 16 heads on 32 devices have no ATP mesh, although (8, 4)
+// splits a dim-0 shard's 2 heads' batch of 4 over d2 = 4 (which the runtime does not do).
+TEST(AtpCost, ValidMeshesAreTheRuntimes) {
+  const ModelSpec m = small_model();  // 16 heads, batch 4
+  for (const auto& [d1, d2] : {std::pair{1, 32}, {2, 16}, {4, 8}, {8, 4}, {16, 2}, {32, 1}}) {
+    const auto reason = atp_invalid_reason(m, d1, d2, 1);
+    ASSERT_TRUE(reason.has_value()) << d1 << "x" << d2;
+    EXPECT_NE(reason->find("heads=16 is not divisible by d1·d2=32"), std::string::npos)
+        << *reason;
+  }
+  for (const auto& [d1, d2] : {std::pair{1, 16}, {2, 8}, {4, 4}, {8, 2}, {16, 1}}) {
+    EXPECT_FALSE(atp_invalid_reason(m, d1, d2, 1).has_value()) << d1 << "x" << d2;
+  }
 }
 
 TEST(ModelSpec, AtpTable2FlopsAndParams) {
