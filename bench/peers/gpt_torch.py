@@ -60,10 +60,10 @@ def uniform_at(seed, index):
 class ByteCorpus:
     def __init__(self, path, validation_fraction=0.05):
         if os.path.isdir(path):
+            # as train/byte_corpus.cpp: regular files, also through symlinks (fortune's *.u8
+            # links count again), not fortune's .dat indexes; sorted by path
             files = sorted(os.path.join(path, f) for f in os.listdir(path)
-                           if os.path.isfile(os.path.join(path, f))
-                           and not os.path.islink(os.path.join(path, f))
-                           and not f.endswith('.dat'))
+                           if os.path.isfile(os.path.join(path, f)) and not f.endswith('.dat'))
         else:
             files = [path]
         self.bytes = b''.join(open(f, 'rb').read() for f in files)
