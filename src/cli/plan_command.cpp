@@ -3,6 +3,11 @@
 //   meshtp plan --topology NAME|FILE --model NAME|FILE [--devices N] [--batch b] [--seq s]
 //               [--strategies atp,meshslice,…] [--chunks 1,2,4] [--json]
 //               [--explain | --explain-rank R] [--out plan.json [--pick R]]
+//   meshtp plan … --3d [--top K] [--max-tp T] [--strategies atp,tp1d] [--json] [--out plan.json]
+//
+// --3d searches (dp, pp, mesh, strategy, zero, recompute, microbatches) instead
+// (plan/layout_search.hpp) and prints the K fastest layouts (feasible first); --out writes
+// the fastest feasible one, pipeline, ZeRO and recompute fields included.
 //
 // Pure computation (plan/): no communication, identical on every rank; rank 0 prints a
 // table (or, with --json, one object {"candidates": […], "best": {…} | null}, plus
@@ -10,6 +15,7 @@
 // candidate down per operator, --explain-rank R the R-th row of the table. --out writes the
 // best feasible candidate's layout::Plan (or row R's) atomically, for `train --plan`.
 #include <fmt/format.h>
+#include <fmt/ostream.h>
 
 #include <memory>
 #include <string>
@@ -18,6 +24,7 @@
 #include "cli/flag_checks.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
+#include "plan/layout_search.hpp"
 #include "plan/planner.hpp"
 #include "plan/presets.hpp"
 #include "plan/report.hpp"
@@ -38,7 +45,49 @@ struct PlanArgs {
   int explain_rank = 0;
   std::string out;
   int pick = 0;  // 0: the best feasible candidate
+  bool search_3d = false;
+  int top = 10;
+  int max_tp = 256;
 };
+
+void run_plan_3d(const PlanArgs& args, const plan::PlanRequest& base, const CLI::App& app) {
+  for (const char* flag : {"--explain", "--explain-rank", "--pick"}) {
+    MESHTP_CHECK(app.count(flag) == 0, "{} is not available with --3d", flag);
+  }
+  plan::LayoutRequest request{.topology = base.topology, .model = base.model,
+                              .devices = base.devices, .chunks = base.chunks,
+                              .max_tp = args.max_tp};
+  if (app.count("--strategies") > 0) request.strategies = base.strategies;
+  const std::vector<plan::LayoutCandidate> ranked = plan::search_layouts(request);
+  const plan::LayoutCandidate* best =
+      !ranked.empty() && ranked.front().feasible ? &ranked.front() : nullptr;
+  if (!args.out.empty()) {
+    MESHTP_CHECK(best != nullptr, "--out: no layout of '{}' fits {} GiB per device on '{}'",
+                 base.model.name, base.topology.memory_gib, base.topology.name);
+    layout::Plan picked = best->plan;
+    picked.provenance = layout::Provenance{.topology = base.topology.name,
+                                           .model = base.model.name,
+                                           .predicted_step_s = best->t_step_s};
+    if (world().rank() == 0) layout::save_plan(args.out, picked);
+  }
+  const std::size_t shown = std::min(ranked.size(), static_cast<std::size_t>(args.top));
+  if (args.json) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (std::size_t i = 0; i < shown; ++i) rows.push_back(plan::to_json(ranked[i]));
+    out() << nlohmann::json{{"layouts", rows}, {"searched", ranked.size()},
+                            {"best", best ? plan::to_json(*best) : nlohmann::json()}}
+                 .dump()
+          << '\n';
+    return;
+  }
+  out() << fmt::format("plan --3d: {} on {} ({} devices, {} GiB each): {} layouts searched\n",
+                       fmt::streamed(base.model), base.topology.name, base.devices,
+                       base.topology.memory_gib, ranked.size());
+  for (std::size_t i = 0; i < shown; ++i) {
+    out() << fmt::format("{:>3} {}\n", i + 1, fmt::streamed(ranked[i]));
+  }
+  if (best == nullptr) out() << "best: none — no layout fits in device memory\n";
+}
 
 // Row `rank` (1-based) of the table, or the best feasible candidate when rank is 0.
 const plan::Candidate& row(const plan::PlanResult& result, int rank, const char* flag) {
@@ -52,7 +101,7 @@ const plan::Candidate& row(const plan::PlanResult& result, int rank, const char*
   return result.candidates[static_cast<std::size_t>(rank - 1)];
 }
 
-void run_plan(const PlanArgs& args) {
+void run_plan(const PlanArgs& args, const CLI::App& app) {
   plan::PlanRequest request;
   request.topology = plan::load_topology(args.topology);
   request.model = plan::load_model(args.model);
@@ -65,6 +114,14 @@ void run_plan(const PlanArgs& args) {
   request.model.validate();
   request.strategies = plan::parse_strategies(args.strategies);
   request.chunks = parse_positive_ints(args.chunks, "--chunks");
+  if (args.search_3d) {
+    if (app.count("--chunks") == 0) request.chunks = {1};
+    run_plan_3d(args, request, app);
+    return;
+  }
+  for (const char* flag : {"--top", "--max-tp"}) {
+    MESHTP_CHECK(app.count(flag) == 0, "{} needs --3d", flag);
+  }
 
   const plan::PlanResult result = plan::plan(request);
 
@@ -121,7 +178,14 @@ void add_plan_command(CLI::App& app) {
   p->add_option("--out", args->out,
                 "Write the best feasible candidate's plan (for train/block/bench layer --plan)");
   p->add_option("--pick", args->pick, "With --out: write the plan of this row of the table");
-  p->callback([args] { run_plan(*args); });
+  p->add_flag("--3d", args->search_3d,
+              "Search data × pipeline × tensor parallelism with ZeRO, recomputation and "
+              "microbatches (default strategies atp,tp1d)");
+  p->add_option("--top", args->top, "With --3d: print this many layouts")
+      ->check(integer_at_least(1));
+  p->add_option("--max-tp", args->max_tp, "With --3d: the largest tensor-parallel group tried")
+      ->check(integer_at_least(1));
+  p->callback([args, p] { run_plan(*args, *p); });
 }
 
 }  // namespace meshtp::cli

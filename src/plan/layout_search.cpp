@@ -1,0 +1,208 @@
+#include "plan/layout_search.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <ostream>
+#include <tuple>
+
+#include "core/error.hpp"
+#include "layout/pipeline_schedule.hpp"
+#include "plan/mesh_links.hpp"
+#include "plan/planner.hpp"
+
+namespace meshtp::plan {
+namespace {
+
+constexpr double kGB = 1e9, kUs = 1e-6;
+
+std::vector<int> divisors(int n) {
+  std::vector<int> out;
+  for (int d = 1; d <= n; ++d) {
+    if (n % d == 0) out.push_back(d);
+  }
+  return out;
+}
+
+struct Link {
+  double gbps = 0, latency_us = 0;
+};
+
+// B' and latency of dim `dim` of the row-major layout `shape` on the full topology.
+Link link_of(const Topology& t, const std::vector<int>& shape, int dim) {
+  const int size = shape[static_cast<std::size_t>(dim)];
+  if (size == 1) return {};
+  if (!t.graph) {
+    const ModelledLink m = modelled_link(t, shape, dim);
+    return {m.link_gbps, m.latency_us};
+  }
+  int inner = 1;
+  for (std::size_t k = static_cast<std::size_t>(dim) + 1; k < shape.size(); ++k) inner *= shape[k];
+  const int n = t.device_count();
+  const MeshLinks links = inner == 1 ? mesh_links(t, n / size, size) : mesh_links(t, n / inner, inner);
+  const DimLinks& d = links.dims[inner == 1 ? 1 : 0];
+  return {d.link_gbps.value_or(0), d.modelled.latency_us};
+}
+
+RingParams ring(const Topology& t, const Link& l) {
+  return {.t_launch_s = t.launch_us * kUs,
+          .l_sync_s = l.latency_us * kUs,
+          .bw_bytes_per_s = std::max(l.gbps, 1e-9) * kGB};
+}
+
+}  // namespace
+
+void LayoutRequest::validate() const {
+  topology.validate();
+  model.validate();
+  MESHTP_CHECK(devices == topology.device_count(),
+               "topology '{}' has {} devices but --devices is {}", topology.name,
+               topology.device_count(), devices);
+  MESHTP_CHECK(!strategies.empty(), "no strategy selected");
+  MESHTP_CHECK(max_tp >= 1 && max_microbatches >= 1,
+               "max tp={} and max microbatches={} must be at least 1", max_tp, max_microbatches);
+}
+
+Topology tp_topology(const Topology& topology, int d1, int d2) {
+  const int n = topology.device_count();
+  const std::vector<int> shape{n / (d1 * d2), d1, d2};
+  Topology t = topology;
+  t.name = fmt::format("{} (a {}x{} stage)", topology.name, d1, d2);
+  t.graph.reset();
+  t.calibration = {};
+  t.levels.clear();
+  const Link l0 = link_of(topology, shape, 1), l1 = link_of(topology, shape, 2);
+  const auto level = [](const char* name, int members, double gbps, double latency_us) {
+    Level l;
+    l.name = name;
+    l.members = members;
+    l.group_gbps = gbps;
+    l.latency_us = latency_us;
+    return l;
+  };
+  if (d1 > 1) t.levels.push_back(level("tp-dim0", d1, d2 * l0.gbps, l0.latency_us));
+  if (d2 > 1) t.levels.push_back(level("tp-dim1", d2, l1.gbps, l1.latency_us));
+  if (t.levels.empty()) t.levels.push_back(level("device", 1, 1, 0));
+  return t;
+}
+
+std::vector<LayoutCandidate> search_layouts(const LayoutRequest& r) {
+  r.validate();
+  const ModelSpec& model = r.model;
+  const int n = r.devices;
+  const double e = model.element_bytes();
+  // The tensor-parallel stage price, one per (strategy, mesh, chunks, microbatch rows,
+  // layers, recompute): the same for every dp, zero and schedule.
+  std::map<std::tuple<int, int, int, int, int, int, int>, Candidate> stages;
+  std::vector<LayoutCandidate> out;
+  for (const int tp : divisors(n)) {
+    if (tp > r.max_tp) continue;
+    for (const int pp : divisors(n / tp)) {
+      if (model.layers % pp != 0) continue;
+      const int dp = n / (tp * pp);
+      if (model.batch % dp != 0) continue;
+      const Link pipe = link_of(r.topology, {dp, pp, tp}, 1);
+      const Link data = link_of(r.topology, {dp, pp, tp}, 0);
+      for (const int m : divisors(model.batch / dp)) {
+        // 1F1B needs m ≥ p; with pp = 1, m > 1 is gradient accumulation (smaller
+        // activations, the same work).
+        if (m > r.max_microbatches || m < pp) continue;
+        for (const auto& [d1, d2] : enumerate_meshes(tp)) {
+          for (Strategy strategy : r.strategies) {
+            // ATP on a mesh with a dim of size 1 is Megatron's (candidate.hpp).
+            if (strategy == Strategy::kAtp && (d1 == 1 || d2 == 1)) strategy = Strategy::kMegatron;
+            else if (strategy == Strategy::kMegatron && d1 > 1 && d2 > 1) continue;
+            if (strategy == Strategy::kTp1d && d2 != 1) continue;  // mesh (N, 1) only
+            // The runtime's ATP block shards whole heads over all d1·d2 ranks
+            // (model/block.hpp validate).
+            if (!layout::is_gemm2d(strategy) && model.heads % (d1 * d2) != 0) continue;
+            for (const int chunks : r.chunks) {
+              for (const Recompute recompute :
+                   {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+                ModelSpec mb = model;
+                mb.batch = model.batch / (dp * m);
+                mb.layers = model.layers / pp;
+                mb.recompute = recompute;
+                const auto key = std::tuple{static_cast<int>(strategy), d1, d2, chunks,
+                                            mb.batch, mb.layers, static_cast<int>(recompute)};
+                auto it = stages.find(key);
+                if (it == stages.end()) {
+                  PlanRequest sub{.topology = tp_topology(r.topology, d1, d2),
+                                  .model = mb,
+                                  .devices = tp,
+                                  .strategies = {strategy},
+                                  .chunks = {chunks}};
+                  it = stages.emplace(key, evaluate(sub, strategy, d1, d2, chunks)).first;
+                }
+                const Candidate& stage = it->second;
+                if (!stage.valid) continue;
+                layout::Plan plan = to_plan(stage);
+                plan.dp = dp;
+                plan.pp = pp;
+                plan.microbatches = m;
+                plan.schedule = m > 1 ? layout::Schedule::k1F1B : layout::Schedule::kGpipe;
+                plan.recompute = recompute;
+                plan.provenance.reset();
+                const double stream_bytes = block_floats(mb, plan).input * e;
+                const double params_bytes =
+                    rank_memory(model, plan, 0, HeadBuffers::kSharded).grads_bytes;
+                for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
+                  plan.zero = zero;
+                  LayoutCandidate c;
+                  c.plan = plan;
+                  c.t_stage_s = stage.t_step_s;
+                  c.bubble = layout::bubble_fraction(plan.schedule, pp, m);
+                  const double p2p =
+                      pp > 1 ? 2 * (stream_bytes / (pipe.gbps * kGB) + pipe.latency_us * kUs) : 0;
+                  c.t_p2p_s = pp > 1 ? (m + pp - 1) * p2p : 0;
+                  const RingParams ring_dp = ring(r.topology, data);
+                  const double shard = params_bytes / dp;
+                  if (dp > 1) {
+                    c.t_dp_s = zero >= 2 ? ring_collective_time(ring_dp, dp, shard)
+                                         : ring_all_reduce_time(ring_dp, dp, params_bytes);
+                    if (zero >= 1) c.t_dp_s += ring_collective_time(ring_dp, dp, shard);
+                    if (zero == 3) c.t_dp_s += 2 * m * ring_collective_time(ring_dp, dp, shard);
+                  }
+                  c.t_step_s = c.t_stage_s * m / (1 - c.bubble) + c.t_p2p_s + c.t_dp_s;
+                  c.memory = peak_rank_memory(model, plan, HeadBuffers::kSharded);
+                  c.feasible = c.memory.total_gib() <= r.topology.memory_gib;
+                  out.push_back(c);
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), [](const LayoutCandidate& a, const LayoutCandidate& b) {
+    if (a.feasible != b.feasible) return a.feasible;
+    return a.t_step_s < b.t_step_s;
+  });
+  return out;
+}
+
+std::ostream& operator<<(std::ostream& os, const LayoutCandidate& c) {
+  const layout::Plan& p = c.plan;
+  return os << fmt::format(
+             "dp={} pp={} tp={}x{} {} m={} zero={} recompute={}: step {:.4g} s (stage {:.4g} s "
+             "× {}, bubble {:.1f}%, p2p {:.3g} s, dp {:.3g} s), {:.1f} GiB{}",
+             p.dp, p.pp, p.mesh[0], p.mesh[1], layout::name(p.strategy), p.microbatches, p.zero,
+             layout::name(p.recompute), c.t_step_s, c.t_stage_s, p.microbatches,
+             100 * c.bubble, c.t_p2p_s, c.t_dp_s, c.memory.total_gib(),
+             c.feasible ? "" : " infeasible");
+}
+
+nlohmann::json to_json(const LayoutCandidate& c) {
+  return {{"plan", layout::to_json(c.plan)},
+          {"feasible", c.feasible},
+          {"t_step_s", c.t_step_s},
+          {"t_stage_s", c.t_stage_s},
+          {"bubble", c.bubble},
+          {"t_p2p_s", c.t_p2p_s},
+          {"t_dp_s", c.t_dp_s},
+          {"memory_gib", c.memory.total_gib()}};
+}
+
+}  // namespace meshtp::plan

@@ -1,0 +1,76 @@
+// The planner over all dimensions: (dp, pp, mesh d1×d2, strategy, zero, recompute,
+// microbatches) within the device count and the device memory.
+//
+//   ranks       world rank = ((r_dp·pp + r_pp)·d1 + i)·d2 + j (the runtime's order): tensor
+//               parallelism innermost (consecutive ranks: inside a node), the pipeline next
+//               (across the next level, e.g. nodes), data parallelism outermost — the
+//               placement Narayanan et al. 2021 (Megatron-LM) §3 recommends.
+//   stage       one microbatch of b/(dp·m) sequences through L/pp layers: the tensor-parallel
+//               planner's price (planner.hpp `evaluate`, every strategy and knob, recompute
+//               FLOPs and traffic included) on a topology holding just the d1·d2 ranks of a
+//               stage, whose two levels carry the B' the full topology gives those groups
+//               (tp_topology).
+//   pipeline    t = t_stage·m / (1 − bubble), bubble = (p−1)/(m+p−1) (1F1B; Narayanan et al.
+//               §2.2), plus per microbatch and stage boundary the activation (forward) and its
+//               gradient (backward) point to point: 2·(bytes/B'_pp + latency), bytes = one
+//               rank's slice of the stream (plan/memory.hpp BlockFloats::input).
+//   data        per step the gradients of a rank's parameters over the dp ring: ZeRO 0/1
+//               all-reduce, 2/3 reduce-scatter; ZeRO ≥ 1 all-gathers the updated parameters;
+//               ZeRO-3 also all-gathers every block's parameters before each microbatch's
+//               forward and backward (2·m gathers). Not overlapped (an upper bound).
+//   memory      peak_rank_memory (plan/memory.hpp) with the head sharded: feasible when it fits
+//               topology.memory_gib.
+//   ranking     feasible first, by predicted step time.
+//
+// Worked example: 16 devices as 2 nodes × 8 (ib-2x8xa100), a model of 8 layers: (dp 1,
+// pp 2, 8×1) puts one stage per node; its boundary crosses the 25 GB/s level once per
+// microbatch, while dp 2 would all-reduce every gradient across it.
+#pragma once
+
+#include <iosfwd>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "layout/plan.hpp"
+#include "plan/candidate.hpp"
+#include "plan/model_spec.hpp"
+#include "plan/topology.hpp"
+
+namespace meshtp::plan {
+
+struct LayoutRequest {
+  Topology topology;
+  ModelSpec model;  // model.batch: the global batch per step
+  int devices = 0;
+  std::vector<Strategy> strategies{Strategy::kAtp, Strategy::kTp1d};
+  std::vector<int> chunks{1};
+  int max_tp = 256;           // largest d1·d2 tried
+  int max_microbatches = 256;  // the most microbatches tried per step
+
+  void validate() const;  // throws naming the value
+};
+
+struct LayoutCandidate {
+  layout::Plan plan;  // dp, pp, microbatches, schedule, zero, recompute, mesh, strategy, chunks
+  bool feasible = false;
+  double t_step_s = 0;
+  double t_stage_s = 0;  // one microbatch through one stage (forward + backward)
+  double bubble = 0;     // (p−1)/(m+p−1)
+  double t_p2p_s = 0;    // per step, on the critical path
+  double t_dp_s = 0;     // per step
+  MemoryEstimate memory;
+};
+
+// Ranked: feasible first, then by step time. Throws for a bad request.
+std::vector<LayoutCandidate> search_layouts(const LayoutRequest& request);
+
+// The topology a stage's d1·d2 ranks see: two levels (d1 members, then d2), the first's
+// group bandwidth d2·B'₀ so that mesh_links gives each dim the B' its groups get in the full
+// topology (hierarchical form: Eq. 3 on the 4-dim layout; graph form: routed rings of the
+// (N/d2, d2) mesh, dim 0 priced as the longer ring's hop).
+Topology tp_topology(const Topology& topology, int d1, int d2);
+
+std::ostream& operator<<(std::ostream& os, const LayoutCandidate& c);
+nlohmann::json to_json(const LayoutCandidate& c);
+
+}  // namespace meshtp::plan
