@@ -10,7 +10,8 @@ Cases (--full adds the slow ones; each list says which are in):
              default: M1, M2 on IC1–IC6;  --full: M1–M4
   fig12      ATP Fig. 12 trend: the best (d1, d2) on an NVLink-switch network of N devices
              (nvlink-network-N), one model for every N (ATP M2's sizes with 256 heads, written
-             to OUT/atp-fig12.json).  default: N = 8, 16, 32;  --full: to 256
+             to OUT/atp-fig12.json).  default: N = 8, 16, 32;  --full: to 256 (from 128 on, the
+             planner's 8 best layouts)
   meshslice  MeshSlice §5 on the 256-chip TPUv4 slice, GPT-3 175B and MT-NLG 530B: each 2D
              algorithm on 32x8 and 16x16 with the planner's slice count, as the largest FC
              GeMM (mlp1 forward: `gemm2d`) and as one block forward + backward (`layer`);
@@ -110,8 +111,11 @@ def fig12_cases(full, out_dir):
     for n in sizes:
         topo = f"nvlink-network-{n}"
         case = {"suite": "fig12", "topology": topo, "model": FIG12_MODEL["name"], "devices": n}
+        # From 128 devices on, the planner's 8 best layouts only (of 24–27: the others are
+        # priced at 1.9x the best or more; a 128–256-rank layer takes minutes to simulate).
+        top = "100" if n <= 64 else "8"
         out.append((case, ["--topology", topo, "--model", model, "--devices", str(n),
-                           "--what", "layer", "--strategies", "atp,megatron", "--top", "100"]))
+                           "--what", "layer", "--strategies", "atp,megatron", "--top", top]))
     return out
 
 
