@@ -145,9 +145,8 @@ BlockWorkspace::BlockWorkspace(const Block& b)
 ChunkedLayout Block::stream_layout() const { return fc2_.y_layout(); }
 
 parallel::ActivationShard Block::stream_shard() const {
-  const int d1 = mesh_->size(0), d2 = mesh_->size(1);
-  if (config_.sequence_parallel) return {config_.chunks, d1, mesh_->coord(0), 1, 0};
-  return {config_.chunks, 1, 0, d2, mesh_->coord(1)};
+  if (config_.sequence_parallel) return {config_.chunks, {mesh::Shard{1}, mesh::Replicate{}}};
+  return {config_.chunks, {mesh::Replicate{}, mesh::Shard{2}}};
 }
 
 void Block::bound() {

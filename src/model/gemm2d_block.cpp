@@ -168,11 +168,7 @@ parallel::ChunkedLayout Gemm2dBlock::stream_layout() const {
 }
 
 parallel::ActivationShard Gemm2dBlock::stream_shard() const {
-  return {.chunks = 1,
-          .row_parts = mesh_->size(0),
-          .row_index = mesh_->coord(0),
-          .col_parts = mesh_->size(1),
-          .col_index = mesh_->coord(1)};
+  return {1, {mesh::Shard{1}, mesh::Shard{2}}};
 }
 
 std::int64_t Gemm2dBlock::att_size() const {

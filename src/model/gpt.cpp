@@ -130,8 +130,8 @@ std::int64_t Gpt::stream_floats() const {
 }
 
 const comm::Communicator* Gpt::stream_group() const {
-  const parallel::ActivationShard shard = stack_->stream_shard();
-  return shard.col_parts > 1 ? &mesh_->dim_comm(1) : nullptr;
+  const bool split = mesh::is_shard(stack_->stream_shard().spec[1], 2) && mesh_->size(1) > 1;
+  return split ? &mesh_->dim_comm(1) : nullptr;
 }
 
 Tensor& Gpt::value(int p) {
@@ -271,8 +271,7 @@ double Gpt::forward(std::span<const std::int32_t> tokens, std::span<const std::i
       const MatrixView rows = embedded_.matrix().block(b * config_.seq, 0, config_.seq, h);
       residual_forward(rows, rows, wpe);
     }
-    parallel::slice_activation(embedded_.matrix(), shard,
-                               stack_->input().whole());
+    parallel::slice_activation(embedded_.matrix(), shard, *mesh_, stack_->input().whole());
   } else {
     copy_stream(in, stack_->input().span(), "input");
   }
@@ -286,8 +285,7 @@ double Gpt::forward(std::span<const std::int32_t> tokens, std::span<const std::i
   parallel::layernorm_sharded_forward(final_ln_.matrix(), ln_mean_, ln_rstd_, x_last,
                                       values_[kLnfWeight].values(),
                                       values_[kLnfBias].values(), h, stream_group(), ln_scratch_);
-  parallel::gather_activation_into(mesh_->comm(), final_ln_.matrix(), final_full_.matrix(),
-                                   shard);
+  parallel::gather_activation_into(*mesh_, final_ln_.matrix(), final_full_.matrix(), shard);
   return parallel::vocab_cross_entropy_forward(logits_.matrix(), lse_, final_full_.matrix(),
                                                values_[kWte].matrix(), targets_, vocab_,
                                                mesh_->comm(), ce_stats_);
@@ -309,9 +307,8 @@ void Gpt::backward(float dloss, const std::function<void(int layer)>& on_layer_d
   // dfinal_full_ is free again: it takes the embedding's gradient, gathered.
   const std::int64_t h = config_.hidden;
   Tensor& dembedded = dfinal_full_;
-  parallel::gather_activation_into(mesh_->comm(),
-                                   stack_->grad_input().whole(),
-                                   dembedded.matrix(), shard);
+  parallel::gather_activation_into(*mesh_, stack_->grad_input().whole(), dembedded.matrix(),
+                                   shard);
   parallel::vocab_embedding_backward(grads_[kWte].matrix(), dembedded.matrix(), tokens_, vocab_);
   for (std::int64_t b = 0; b < config_.batch; ++b) {
     residual_accumulate(grads_[kWpe].matrix(),
@@ -328,7 +325,7 @@ void Gpt::head_backward(float dloss) {
                                          values_[kWte].matrix(), targets_, vocab_, mesh_->comm(),
                                          dloss);
   // final_ln_ now holds this rank's block of ∂L/∂f.
-  parallel::slice_activation(dfinal_full_.matrix(), shard, final_ln_.matrix());
+  parallel::slice_activation(dfinal_full_.matrix(), shard, *mesh_, final_ln_.matrix());
   const MatrixView dx_last = stack_->grad_output().whole();
   for (std::int64_t r = 0; r < dx_last.rows; ++r) {
     std::fill(&dx_last(r, 0), &dx_last(r, 0) + dx_last.cols, 0.0f);
@@ -336,7 +333,7 @@ void Gpt::head_backward(float dloss) {
   // When the stream's rows are split over mesh dim 0 (sequence parallelism, the 2D GeMM
   // stack) each rank normalises only its own tokens: LayerNorm_f's parameter gradients are
   // partial sums over mesh dim 0.
-  const bool rows_split = shard.row_parts > 1;
+  const bool rows_split = mesh::is_shard(shard.spec[0], 1) && mesh_->size(0) > 1;
   Tensor* dw = &grads_[kLnfWeight];
   Tensor* db = &grads_[kLnfBias];
   if (rows_split) {

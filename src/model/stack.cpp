@@ -195,16 +195,16 @@ StreamGeometry Stack::stream_geometry() const {
 }
 
 void Stack::set_input(const Tensor& global) {
-  scatter_stream(stream_geometry(), global, streams_.front());
+  scatter_stream(stream_geometry(), *mesh_, global, streams_.front());
 }
 void Stack::set_grad_output(const Tensor& global) {
-  scatter_stream(stream_geometry(), global, dstream_[0]);
+  scatter_stream(stream_geometry(), *mesh_, global, dstream_[0]);
 }
 Tensor Stack::gather_output() const {
-  return gather_stream(stream_geometry(), mesh_->comm(), streams_.back());
+  return gather_stream(stream_geometry(), *mesh_, streams_.back());
 }
 Tensor Stack::gather_grad_input() const {
-  return gather_stream(stream_geometry(), mesh_->comm(), dstream_[dims_.layers % 2]);
+  return gather_stream(stream_geometry(), *mesh_, dstream_[dims_.layers % 2]);
 }
 
 void Stack::forward() {

@@ -1,10 +1,10 @@
 // The residual stream of a block stack (model::Stack) between the global
-// [b, s, h] (or [b·s, h]) tensor every rank passes and this rank's chunked local block.
+// [b, s, h] (or [b·s, h]) tensor every rank passes and this rank's chunked local block
+// (placements: parallel/activation_shard.hpp).
 #pragma once
 
 #include <cstdint>
 
-#include "comm/communicator.hpp"
 #include "parallel/activation_shard.hpp"
 #include "parallel/chunked.hpp"
 #include "tensor/tensor.hpp"
@@ -20,8 +20,9 @@ struct StreamGeometry {
 };
 
 // local = this rank's block of `global`; throws naming the shape if it is not [b, s, h].
-void scatter_stream(const StreamGeometry& g, const Tensor& global, Tensor& local);
-// The global [b, s, h] tensor from every rank's block. Collective over `comm`.
-Tensor gather_stream(const StreamGeometry& g, const comm::Communicator& comm, const Tensor& local);
+void scatter_stream(const StreamGeometry& g, const mesh::DeviceMesh& mesh, const Tensor& global,
+                    Tensor& local);
+// The global [b, s, h] tensor from every rank's block. Collective over the mesh.
+Tensor gather_stream(const StreamGeometry& g, const mesh::DeviceMesh& mesh, const Tensor& local);
 
 }  // namespace meshtp::model

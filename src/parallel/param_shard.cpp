@@ -3,102 +3,91 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "mesh/dtensor.hpp"
 
 namespace meshtp::parallel {
 namespace {
 
-// How one tensor dim maps local → global.
-struct AxisRule {
-  // kQkvColumns: a kBlock of the 2D GeMM's permuted QKV out index, mapped through π
-  // (param_shard.hpp), whose head blocks follow mesh dim 1 whatever dim splits the block.
-  enum class Type { kFull, kBlock, kQkvHeads, kQkvColumns } type = Type::kFull;
-  int mesh_dim = 0;  // kBlock, kQkvColumns: the mesh dim whose coordinate picks the block
-};
+using mesh::Replicate;
+using mesh::Shard;
 
-// axis[d] describes local dim d, which is global dim d, or 1 − d when transposed.
-struct Rule {
-  int ndim = 1;
-  AxisRule axis[2];
+// What the stored matrix is: the global one, transposed, its out index regrouped by B head
+// blocks (π_B); B = d1·d2 (kAllRanks) or Nc (kMeshDim1).
+struct Stored {
+  mesh::ShardingSpec spec;
   bool transposed = false;
+  enum class Heads { kNone, kAllRanks, kMeshDim1 } heads = Heads::kNone;
 };
 
-Rule rule_of(ParamShard kind) {
-  using T = AxisRule::Type;
+Stored stored_of(ParamShard kind) {
+  using H = Stored::Heads;
+  const Shard s0{0}, s1{1};
   switch (kind) {
-    case ParamShard::kHidden: return {1, {{T::kBlock, 1}, {}}};
-    case ParamShard::kColumnFirstWeight: return {2, {{T::kBlock, 0}, {T::kBlock, 1}}};
-    case ParamShard::kColumnFirstBias: return {1, {{T::kBlock, 0}, {}}};
-    case ParamShard::kRowFirstWeight: return {2, {{T::kBlock, 1}, {T::kBlock, 0}}};
-    case ParamShard::kRowFirstBias: return {1, {{T::kBlock, 1}, {}}};
-    case ParamShard::kQkvWeight: return {2, {{T::kQkvHeads, 0}, {T::kBlock, 1}}};
-    case ParamShard::kQkvBias: return {1, {{T::kQkvHeads, 0}, {}}};
-    case ParamShard::kGemm2dWeightT: return {2, {{T::kBlock, 0}, {T::kBlock, 1}}, true};
-    case ParamShard::kGemm2dQkvWeight: return {2, {{T::kQkvColumns, 0}, {T::kBlock, 1}}};
-    case ParamShard::kGemm2dQkvWeightT:
-      return {2, {{T::kBlock, 0}, {T::kQkvColumns, 1}}, true};
-    case ParamShard::kGemm2dBias: return {1, {{T::kBlock, 1}, {}}};
-    case ParamShard::kGemm2dQkvBias: return {1, {{T::kQkvColumns, 1}, {}}};
+    case ParamShard::kHidden: return {{Replicate{}, s0}};
+    case ParamShard::kColumnFirstWeight: return {{s0, s1}};
+    case ParamShard::kColumnFirstBias: return {{s0, Replicate{}}};
+    case ParamShard::kRowFirstWeight: return {{s1, s0}};
+    case ParamShard::kRowFirstBias: return {{Replicate{}, s0}};
+    case ParamShard::kQkvWeight: return {{s0, s1}, false, H::kAllRanks};
+    case ParamShard::kQkvBias: return {{s0, Replicate{}}, false, H::kAllRanks};
+    case ParamShard::kGemm2dWeightT: return {{s0, s1}, true};
+    case ParamShard::kGemm2dQkvWeight: return {{s0, s1}, false, H::kMeshDim1};
+    case ParamShard::kGemm2dQkvWeightT: return {{s0, s1}, true, H::kMeshDim1};
+    case ParamShard::kGemm2dBias: return {{Replicate{}, s0}};
+    case ParamShard::kGemm2dQkvBias: return {{Replicate{}, s0}, false, H::kMeshDim1};
   }
   fail("unknown parameter shard kind {}", static_cast<int>(kind));
 }
 
-std::int64_t local_extent(const AxisRule& a, std::int64_t global, ParamShard kind, int dim,
-                          const std::vector<int>& mesh_shape) {
-  switch (a.type) {
-    case AxisRule::Type::kFull: return global;
-    case AxisRule::Type::kBlock: {
-      const int parts = mesh_shape[static_cast<std::size_t>(a.mesh_dim)];
-      MESHTP_CHECK(global % parts == 0,
-                   "{} parameter: dim {} (size {}) is not divisible by mesh dim {} (size {})",
-                   name(kind), dim, global, a.mesh_dim, parts);
-      return global / parts;
+// The stored tensor's shape and, for each stored element, its global flat index.
+struct StoredMap {
+  Stored stored;
+  Shape shape;          // stored
+  std::int64_t h = 0;   // π: q, k, v rows each
+  std::int64_t w = 0;   // π: rows of one head block
+  const Shape* global = nullptr;
+
+  StoredMap(ParamShard kind, const Shape& g, const std::vector<int>& mesh_shape)
+      : stored(stored_of(kind)), shape(g), global(&g) {
+    MESHTP_CHECK(mesh_shape.size() == 2, "parameters are sharded on a 2-D mesh, got {} dims",
+                 mesh_shape.size());
+    MESHTP_CHECK(g.size() == 1 || g.size() == 2, "{} parameter must be 1-D or 2-D, got {}",
+                 name(kind), to_string(g));
+    MESHTP_CHECK(!stored.transposed || g.size() == 2, "{} parameter must be 2-D, got {}",
+                 name(kind), to_string(g));
+    if (stored.transposed) shape = {g[1], g[0]};
+    if (stored.heads != Stored::Heads::kNone) {
+      const int blocks = stored.heads == Stored::Heads::kAllRanks ? mesh_shape[0] * mesh_shape[1]
+                                                                  : mesh_shape[1];
+      h = g[0] / 3;
+      MESHTP_CHECK(g[0] % 3 == 0 && h % blocks == 0,
+                   "{} parameter: dim 0 (size {}) is not 3·h with h divisible by {} head blocks",
+                   name(kind), g[0], blocks);
+      w = h / blocks;
     }
-    case AxisRule::Type::kQkvHeads: {
-      const int d1 = mesh_shape[0], d2 = mesh_shape[1];
-      MESHTP_CHECK(global % 3 == 0 && (global / 3) % (d1 * d2) == 0,
-                   "{} parameter: dim {} (size {}) is not 3·h with h divisible by d1·d2={}",
-                   name(kind), dim, global, d1 * d2);
-      return global / d1;
-    }
-    case AxisRule::Type::kQkvColumns: {
-      const int parts = mesh_shape[static_cast<std::size_t>(a.mesh_dim)], nc = mesh_shape[1];
-      MESHTP_CHECK(global % 3 == 0 && (global / 3) % nc == 0 && global % parts == 0,
-                   "{} parameter: dim {} (size {}) is not 3·h with h divisible by Nc={} and "
-                   "3·h divisible by mesh dim {} (size {})",
-                   name(kind), dim, global, nc, a.mesh_dim, parts);
-      return global / parts;
+    mesh::validate_spec(stored.spec, 2, mesh_shape, shape);
+  }
+  // Global row of stored out index m' (π_B, or m' itself).
+  std::int64_t out_row(std::int64_t m) const {
+    if (w == 0) return m;
+    const std::int64_t c = m / (3 * w), r = m % (3 * w);
+    return (r / w) * h + c * w + r % w;
+  }
+  std::int64_t global_index(std::int64_t i, std::int64_t j) const {
+    if (global->size() == 1) return out_row(i);
+    return stored.transposed ? out_row(j) * (*global)[1] + i : out_row(i) * (*global)[1] + j;
+  }
+  // fn(stored flat index, global flat index) over the block of `local` extents at `offset`.
+  template <class Fn>
+  void for_each(const Shape& local, const std::vector<std::int64_t>& offset, Fn&& fn) const {
+    const std::int64_t rows = local[0], cols = local.size() == 2 ? local[1] : 1;
+    for (std::int64_t i = 0; i < rows; ++i) {
+      for (std::int64_t j = 0; j < cols; ++j) {
+        fn(i * cols + j, global_index(offset[0] + i, local.size() == 2 ? offset[1] + j : 0));
+      }
     }
   }
-  return global;
-}
-
-std::int64_t global_index(const AxisRule& a, std::int64_t local, std::int64_t global_extent,
-                          std::int64_t local_extent_, const std::vector<int>& mesh_shape,
-                          const std::vector<int>& coords) {
-  switch (a.type) {
-    case AxisRule::Type::kFull: return local;
-    case AxisRule::Type::kBlock:
-      return coords[static_cast<std::size_t>(a.mesh_dim)] * local_extent_ + local;
-    case AxisRule::Type::kQkvHeads: {
-      const std::int64_t h = global_extent / 3;
-      const std::int64_t w = h / (mesh_shape[0] * mesh_shape[1]);
-      const std::int64_t j = local / (3 * w), t = (local % (3 * w)) / w, u = local % w;
-      return t * h + (coords[0] * mesh_shape[1] + j) * w + u;
-    }
-    case AxisRule::Type::kQkvColumns: {
-      const std::int64_t m = coords[static_cast<std::size_t>(a.mesh_dim)] * local_extent_ + local;
-      const std::int64_t h = global_extent / 3, w = h / mesh_shape[1];
-      const std::int64_t c = m / (3 * w), r = m % (3 * w);
-      return (r / w) * h + c * w + r % w;
-    }
-  }
-  return local;
-}
-
-void check_mesh(const std::vector<int>& mesh_shape) {
-  MESHTP_CHECK(mesh_shape.size() == 2, "parameters are sharded on a 2-D mesh, got {} dims",
-               mesh_shape.size());
-}
+};
 
 }  // namespace
 
@@ -120,32 +109,18 @@ std::string_view name(ParamShard kind) {
   return "?";
 }
 
+mesh::ShardingSpec placements(ParamShard kind) { return stored_of(kind).spec; }
+
 Shape local_shape(ParamShard kind, const Shape& global, const std::vector<int>& mesh_shape) {
-  check_mesh(mesh_shape);
-  const Rule r = rule_of(kind);
-  MESHTP_CHECK(static_cast<int>(global.size()) == r.ndim, "{} parameter must be {}-D, got {}",
-               name(kind), r.ndim, to_string(global));
-  Shape local(global.size());
-  for (int d = 0; d < r.ndim; ++d) {
-    const int gd = r.transposed ? 1 - d : d;
-    local[static_cast<std::size_t>(d)] =
-        local_extent(r.axis[d], global[static_cast<std::size_t>(gd)], kind, gd, mesh_shape);
-  }
-  return local;
+  const StoredMap map(kind, global, mesh_shape);
+  return mesh::local_shape(map.shape, map.stored.spec, mesh_shape);
 }
 
 std::vector<int> replicated_dims(ParamShard kind) {
-  const Rule r = rule_of(kind);
+  const mesh::ShardingSpec spec = placements(kind);
   std::vector<int> out;
-  for (int m = 0; m < 2; ++m) {
-    bool used = false;
-    for (int d = 0; d < r.ndim; ++d) {
-      const auto& a = r.axis[d];
-      used |= ((a.type == AxisRule::Type::kBlock || a.type == AxisRule::Type::kQkvColumns) &&
-               a.mesh_dim == m) ||
-              (a.type == AxisRule::Type::kQkvHeads && m == 0);
-    }
-    if (!used) out.push_back(m);
+  for (int m = 0; m < static_cast<int>(spec.size()); ++m) {
+    if (std::holds_alternative<Replicate>(spec[static_cast<std::size_t>(m)])) out.push_back(m);
   }
   return out;
 }
@@ -153,57 +128,36 @@ std::vector<int> replicated_dims(ParamShard kind) {
 void for_each_local(ParamShard kind, const Shape& global, const std::vector<int>& mesh_shape,
                     const std::vector<int>& coords,
                     const std::function<void(std::int64_t, std::int64_t)>& fn) {
-  const Shape local = local_shape(kind, global, mesh_shape);
-  const Rule r = rule_of(kind);
-  if (r.ndim == 1) {
-    for (std::int64_t i = 0; i < local[0]; ++i) {
-      fn(i, global_index(r.axis[0], i, global[0], local[0], mesh_shape, coords));
-    }
-    return;
-  }
-  // Global extents of local dims 0 and 1.
-  const std::int64_t e0 = global[r.transposed ? 1 : 0], e1 = global[r.transposed ? 0 : 1];
-  for (std::int64_t i = 0; i < local[0]; ++i) {
-    const std::int64_t gi = global_index(r.axis[0], i, e0, local[0], mesh_shape, coords);
-    for (std::int64_t j = 0; j < local[1]; ++j) {
-      const std::int64_t gj = global_index(r.axis[1], j, e1, local[1], mesh_shape, coords);
-      fn(i * local[1] + j, r.transposed ? gj * global[1] + gi : gi * global[1] + gj);
-    }
-  }
+  const StoredMap map(kind, global, mesh_shape);
+  const mesh::ShardingSpec& spec = map.stored.spec;
+  map.for_each(mesh::local_shape(map.shape, spec, mesh_shape),
+               mesh::local_offset(map.shape, spec, mesh_shape, coords), fn);
 }
 
 void scatter_param(ParamShard kind, const Tensor& global, const mesh::DeviceMesh& mesh,
                    std::span<float> local) {
-  const Shape ls = local_shape(kind, global.shape(), mesh.shape());
-  MESHTP_CHECK(static_cast<std::int64_t>(local.size()) == numel(ls),
+  const StoredMap map(kind, global.shape(), mesh.shape());
+  Tensor stored(map.shape);
+  map.for_each(map.shape, {0, 0}, [&](std::int64_t s, std::int64_t g) { stored[s] = global[g]; });
+  const Tensor block = mesh::DTensor::distribute(stored, mesh, map.stored.spec).local();
+  MESHTP_CHECK(static_cast<std::int64_t>(local.size()) == block.numel(),
                "scatter_param: local buffer has {} values, the {} shard of {} has {}",
-               local.size(), name(kind), to_string(global.shape()), numel(ls));
-  for_each_local(kind, global.shape(), mesh.shape(), mesh.coords(),
-                 [&](std::int64_t l, std::int64_t g) { local[static_cast<std::size_t>(l)] = global[g]; });
+               local.size(), name(kind), to_string(global.shape()), block.numel());
+  std::copy(block.values().begin(), block.values().end(), local.begin());
 }
 
 Tensor gather_param(ParamShard kind, std::span<const float> local, const Shape& global,
                     const mesh::DeviceMesh& mesh) {
-  const Shape ls = local_shape(kind, global, mesh.shape());
-  const std::int64_t L = numel(ls);
-  MESHTP_CHECK(static_cast<std::int64_t>(local.size()) == L,
+  const StoredMap map(kind, global, mesh.shape());
+  const Shape ls = mesh::local_shape(map.shape, map.stored.spec, mesh.shape());
+  MESHTP_CHECK(static_cast<std::int64_t>(local.size()) == numel(ls),
                "gather_param: local buffer has {} values, the {} shard of {} has {}",
-               local.size(), name(kind), to_string(global), L);
-  const int P = mesh.size();
-  std::vector<float> all(static_cast<std::size_t>(L * P));
-  mesh.comm().all_gather(local, std::span<float>(all));
+               local.size(), name(kind), to_string(global), numel(ls));
+  Tensor block(ls);
+  std::copy(local.begin(), local.end(), block.values().begin());
+  const Tensor stored = mesh::DTensor(mesh, map.stored.spec, map.shape, std::move(block)).full();
   Tensor out(global);
-  const std::vector<int> rep = replicated_dims(kind);
-  for (int r = 0; r < P; ++r) {
-    const std::vector<int> coords = mesh.coords_of(r);
-    const bool owner = std::all_of(rep.begin(), rep.end(), [&](int m) {
-      return coords[static_cast<std::size_t>(m)] == 0;
-    });
-    if (!owner) continue;
-    const float* block = all.data() + static_cast<std::int64_t>(r) * L;
-    for_each_local(kind, global, mesh.shape(), coords,
-                   [&](std::int64_t l, std::int64_t g) { out[g] = block[l]; });
-  }
+  map.for_each(map.shape, {0, 0}, [&](std::int64_t s, std::int64_t g) { out[g] = stored[s]; });
   return out;
 }
 

@@ -33,7 +33,6 @@ std::string describe(const mesh::DeviceMesh& mesh, const Case& c) {
 
 void run_case(const mesh::DeviceMesh& mesh, const Case& c) {
   const std::int64_t n = 16, K = 24, M = 48;
-  const int d1 = mesh.size(0), d2 = mesh.size(1), c0 = mesh.coord(0), c1 = mesh.coord(1);
   const bool cf = c.kind == LinearKind::kColumnFirst;
   const Tensor X = uniform_tensor({n, K}, 1), W = uniform_tensor({M, K}, 2);
   const Tensor b = uniform_tensor({M}, 3), dY = uniform_tensor({n, M}, 4);
@@ -58,16 +57,14 @@ void run_case(const mesh::DeviceMesh& mesh, const Case& c) {
   layer.watch(progress);
 
   // How x and y are split: see linear2d.hpp's placements.
-  ActivationShard xs, ys;
-  if (cf) {
-    xs = {c.chunks, c.sp ? d1 : 1, c.sp ? c0 : 0, d2, c1};
-    ys = c.scatter ? ActivationShard{c.chunks, 1, 0, d1 * d2, c0 * d2 + c1}
-                   : ActivationShard{c.chunks, 1, 0, d1, c0};
-  } else {
-    xs = c.gather ? ActivationShard{c.chunks, 1, 0, d1 * d2, c0 * d2 + c1}
-                  : ActivationShard{c.chunks, 1, 0, d1, c0};
-    ys = {c.chunks, c.sp ? d1 : 1, c.sp ? c0 : 0, d2, c1};
-  }
+  using mesh::Replicate, mesh::Shard;
+  // The stream (features over dim 1, token rows over dim 0 under SP); the other side features
+  // over dim 0, or over both dims when the heads are scattered / gathered.
+  const ActivationShard stream{c.chunks, {c.sp ? mesh::Placement{Shard{1}} : Replicate{}, Shard{2}}};
+  const ActivationShard split{c.chunks, {Shard{2}, Replicate{}}};
+  const ActivationShard heads{c.chunks, {Shard{2}, Shard{2}}};
+  const ActivationShard xs = cf ? stream : c.gather ? heads : split;
+  const ActivationShard ys = cf ? (c.scatter ? heads : split) : stream;
   auto alloc = [](const ChunkedLayout& l) { return Tensor({l.size()}); };
   Tensor x = alloc(layer.x_layout()), xg = alloc(layer.xg_layout());
   Tensor yp = alloc(layer.yp_layout()), y = alloc(layer.y_layout());
@@ -87,15 +84,14 @@ void run_case(const mesh::DeviceMesh& mesh, const Case& c) {
   const ChunkedMatrix dxgv = view(dxg, layer.xg_layout());
   const ChunkedMatrix dxv = layer.gathers_input() ? view(dx, layer.x_layout())
                                                   : ChunkedMatrix(dxg.data(), layer.x_layout());
-  slice_activation(X.matrix(), xs, xv.whole());
-  slice_activation(dY.matrix(), ys, dyv.whole());
+  slice_activation(X.matrix(), xs, mesh, xv.whole());
+  slice_activation(dY.matrix(), ys, mesh, dyv.whole());
 
   layer.forward(xv, xgv, ypv, yv, &progress);
   layer.backward(dyv, dypv, dxgv, dxv, xgv, &progress);
 
-  const auto& world = mesh.comm();
-  const Tensor Yg = gather_activation(world, yv.whole(), n, M, ys);
-  const Tensor dXg = gather_activation(world, dxv.whole(), n, K, xs);
+  const Tensor Yg = gather_activation(mesh, yv.whole(), n, M, ys);
+  const Tensor dXg = gather_activation(mesh, dxv.whole(), n, K, xs);
   const Tensor dWg = gather_param(wk, dw, {M, K}, mesh);
   const Tensor dbg = gather_param(bk, dbl, {M}, mesh);
   const std::string what = describe(mesh, c);

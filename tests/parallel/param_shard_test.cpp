@@ -104,7 +104,7 @@ TEST(ParamShard, IndivisibleShapesAreNamed) {
     local_shape(ParamShard::kColumnFirstWeight, {8, 10}, {2, 4});
     FAIL() << "10 columns split 4 ways accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("dim 1 (size 10) is not divisible by mesh dim 1 (size 4)"),
+    EXPECT_NE(std::string(e.what()).find("tensor dim 1 of size 10 (shape [8, 10]) is not divisible by the 4 shards"),
               std::string::npos)
         << e.what();
   }
