@@ -46,6 +46,8 @@ Tensor DTensor::full() const {
 void apply_step(const RedistributeStep& step, const DeviceMesh& mesh, Tensor& local) {
   const comm::Communicator& group = mesh.dim_comm(step.mesh_dim);
   const int parts = group.size();
+  // Over a mesh dim of size 1 every step is the identity: skip it rather than copy the block.
+  if (parts == 1) return;
   if (step.kind == StepKind{LocalStep::kSlice}) {
     local = chunk(local, step.tensor_dim, parts, group.rank());
     return;

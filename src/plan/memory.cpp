@@ -56,6 +56,22 @@ int pipeline_buffers(const layout::PipelineSchedule& s, int rank) {
   return peak;
 }
 
+// The residual stream gathered whole ([n, h], `stream` floats) from this rank's slice
+// (`slice` floats), as the head gathers the final LayerNorm and the embedding its gradient
+// (model/gpt.cpp → parallel::gather_activation_into → mesh::DTensor::full, mesh/dtensor.cpp):
+// the slice is held twice (the DTensor's block, redistribute's working copy), and each
+// all-gather over a sharding mesh dim of size p > 1 (inner dim first) holds the received p·L
+// and its unpacked copy while the working L is alive. The last step, L = stream/p_outer, is
+// the largest: slice + stream/p_outer + 2·stream, transient (the result is copied into the
+// head's buffer, counted as the stream). ATP shards the stream over d2 and Megatron-SP over
+// t = d1 (p_outer·slice = stream); 2D GeMM over both, d1 outer.
+double stream_gather_floats(const layout::Plan& p, double stream, double slice) {
+  if (slice >= stream) return 0;  // not sharded: a copy into the head's buffer
+  const double outer =
+      layout::is_gemm2d(p.strategy) && p.mesh[0] > 1 ? p.mesh[0] : stream / slice;
+  return slice + stream / outer + 2 * stream;
+}
+
 }  // namespace
 
 double MemoryEstimate::total_gib() const { return total_bytes() / kGiB; }
@@ -137,6 +153,7 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
 
   MemoryEstimate out;
   double params = 0, whole_params = 0, activations = 0, buffers = 0, stacks = 0;
+  bool gathers_stream = false;  // holds the embedding or the head
   for (int k = 0; k < v; ++k) {
     const int stage = k * p.pp + pipeline_rank;
     const bool first = stage == 0, last = stage == stages - 1;
@@ -157,7 +174,12 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
     if (first) activations += stream;
     if (last) activations += f.input + stream + n * vocab_rows;
     if (first || last) buffers += stream;  // the gradient of the gathered stream
+    gathers_stream = gathers_stream || first || last;
     if (last) buffers += 2 * h / d2;      // the final LayerNorm's partial gradients
+  }
+  // One gather at a time (the head's in the forward, the embedding's in the backward).
+  if (gathers_stream && head == HeadBuffers::kRuntime) {
+    buffers += stream_gather_floats(p, stream, f.input);
   }
   if (p.pp > 1 || v > 1) {
     const layout::PipelineSchedule schedule =

@@ -34,7 +34,8 @@
 //                                 layer's forward right before its backward)
 //
 // Besides the kept set, a rank holds one block's backward workspace (about as much again),
-// two gradient streams, the head (logits n·V/T, the gathered final LayerNorm), pipeline
+// two gradient streams, the head (logits n·V/T, the gathered final LayerNorm and, for a
+// moment, the buffers of gathering it: stream_gather_floats in memory.cpp), pipeline
 // messages and the stage inputs of microbatches in flight (a stage keeps the activations of
 // one microbatch and re-runs the forward of the others from their saved input), and
 // parameters, gradient accumulators (whole in every stage), AdamW moments and the ZeRO
