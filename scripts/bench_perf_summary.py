@@ -17,7 +17,7 @@ import statistics
 import sys
 
 # (rows, cols) fp32 buffers; `meshtp calibrate`'s elementwise rate is bytes / time summed over
-# these four kernels (calibrate_command.cpp measure_elementwise).
+# these four kernels (bench/calibration.cpp, measure_elementwise_rate).
 CALIBRATE_OPS = ('layernorm fwd', 'layernorm bwd', 'gelu fwd', 'gelu bwd')
 LAYER_CONFIGS = ((512, 256, 4), (1024, 512, 2), (256, 128, 8))
 

@@ -22,34 +22,21 @@
 // the size flags override it. The runtime computes in fp32 without recomputation and without an
 // embedding, so the planner is told exactly that (a note says when the file differed).
 //
-// Measurement, per candidate (plan/validation.hpp says what each comparison isolates), in
-// --rounds round-robin rounds of --seconds/rounds each; every number is the median over
-// rounds, so load that drifts on a shared machine hits every candidate alike:
-//   the real run   bench::run_layer_bench: validated against the serial reference, warmed
-//                  up, median over steps of the max over ranks of the step (forward +
-//                  backward) and of the time blocked in communication; --progress-splits
-//                  as in the runtime (default 4: MPI progress between GeMM panels).
-//   the replay     every collective the planner charges (plan::planned_collectives), timed
-//                  through bench::time_collective on the candidate's mesh dim with all of
-//                  its groups active, × its count per step.
+// Measurement (bench/plan_validation.hpp measures; this file parses and prints): per
+// candidate the real run (validated, median over --rounds round-robin rounds of
+// --seconds/rounds each; --progress-splits as in the runtime, default 4) and the replay of
+// every collective the planner charges.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <cmath>
-#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <tuple>
 
-#include "bench/collectives.hpp"
-#include "bench/layer.hpp"
+#include "bench/plan_validation.hpp"
 #include "cli/commands.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
-#include "core/stats.hpp"
-#include "mesh/device_mesh.hpp"
-#include "model/gpt.hpp"
 #include "plan/planner.hpp"
 #include "plan/presets.hpp"
 #include "plan/validation.hpp"
@@ -101,44 +88,6 @@ plan::ModelSpec model_of(const BenchPlanArgs& a, std::vector<std::string>& notes
   return m;
 }
 
-// The runtime's model for candidate c: the model's shape, the candidate's plan.
-model::GptConfig gpt_config(const plan::ModelSpec& m, const plan::Candidate& c,
-                            int progress_splits) {
-  return {.batch = m.batch,
-          .seq = m.seq,
-          .hidden = m.hidden,
-          .heads = m.heads,
-          .layers = m.layers,
-          .layout = plan::to_plan(c),
-          .progress_splits = progress_splits};
-}
-
-// Each collective the planner charges for `c`, timed once (distinct sizes only).
-std::vector<plan::ReplayedCollective> replay(const mesh::DeviceMesh& mesh,
-                                             const plan::PlanRequest& request,
-                                             const plan::Candidate& c, double seconds) {
-  bench::CollectivesOptions options;
-  options.target_seconds_per_case = seconds;
-  std::map<std::tuple<int, layout::CollectiveKind, std::int64_t>, double> measured;
-  std::vector<plan::ReplayedCollective> out;
-  if (layout::is_gemm2d(c.strategy)) return out;  // pipelined: no replay (see the top)
-  for (const plan::PlannedCollective& p : plan::planned_collectives(request, c)) {
-    const std::int64_t bytes = std::llround(p.bytes);
-    const auto key = std::make_tuple(p.mesh_dim, p.collective, bytes);
-    if (!measured.contains(key)) {
-      measured[key] = bench::time_collective(mesh.dim_comm(p.mesh_dim), mesh.comm(), p.collective,
-                                             bytes, options)
-                          .median_seconds;
-    }
-    out.push_back({.planned = p, .measured_s = measured[key]});
-  }
-  return out;
-}
-
-std::string label(const plan::Candidate& c) {
-  return fmt::format("{} {}x{} c={}", layout::name(c.strategy), c.mesh[0], c.mesh[1], c.chunks);
-}
-
 void run_bench_plan(const BenchPlanArgs& a) {
   const int n = world().size();
   MESHTP_CHECK(n >= 2,
@@ -161,26 +110,10 @@ void run_bench_plan(const BenchPlanArgs& a) {
   request.strategies = plan::parse_strategies(a.strategies);
   request.chunks = parse_positive_ints(a.chunks, "--chunks");
   const plan::PlanResult result = plan::plan(request);
-
-  // The top candidates the runtime accepts, in the planner's order. Pure: same on all ranks.
-  std::vector<plan::Candidate> chosen;
-  std::vector<std::string> skipped;
-  for (const plan::Candidate& c : result.candidates) {
-    if (static_cast<int>(chosen.size()) == a.top) break;
-    if (!c.feasible) {
-      skipped.push_back(fmt::format("{}: {}", label(c), c.reason));
-      continue;
-    }
-    try {
-      model::validate(gpt_config(request.model, c, a.progress_splits), {c.mesh[0], c.mesh[1]});
-    } catch (const Error& e) {
-      skipped.push_back(fmt::format("{}: runtime: {}", label(c), e.what()));
-      continue;
-    }
-    chosen.push_back(c);
-  }
-  MESHTP_CHECK(!chosen.empty(), "bench plan: no candidate can run here:\n  {}",
-               fmt::join(skipped, "\n  "));
+  const bench::RunnableCandidates runnable =
+      bench::runnable_candidates(request, result, a.top, a.progress_splits);
+  MESHTP_CHECK(!runnable.chosen.empty(), "bench plan: no candidate can run here:\n  {}",
+               fmt::join(runnable.skipped, "\n  "));
 
   std::ostream& os = out();
   const plan::ModelSpec& m = request.model;
@@ -189,64 +122,15 @@ void run_bench_plan(const BenchPlanArgs& a) {
         "bench plan: {} (L={} h={} a={} b={} s={}, fp32) on topology '{}' ({} "
         "ranks); top {} runnable candidate(s), {} round(s), progress splits {}\n",
         m.name, m.layers, m.hidden, m.heads, m.batch, m.seq, request.topology.name, n,
-        chosen.size(), a.rounds, a.progress_splits);
+        runnable.chosen.size(), a.rounds, a.progress_splits);
     for (const std::string& note : notes) os << "note: " << note << '\n';
-    for (const std::string& s : skipped) os << "skipped: " << s << '\n';
+    for (const std::string& s : runnable.skipped) os << "skipped: " << s << '\n';
     os.flush();
   }
-  // Round-robin: every candidate once per round, medians over rounds, so load that drifts
-  // on a shared machine hits every candidate alike instead of whichever ran during it.
-  std::vector<mesh::DeviceMesh> meshes;
-  for (const plan::Candidate& c : chosen) {
-    meshes.emplace_back(world(), std::vector<int>{c.mesh[0], c.mesh[1]});
-  }
-  struct Samples {
-    std::vector<double> step, wait, forward, backward;
-    std::vector<std::vector<plan::ReplayedCollective>> replayed;  // per round
-    int iterations = 0;
-    double check_error = -1;
-  };
-  std::vector<Samples> samples(chosen.size());
-  for (int round = 0; round < a.rounds; ++round) {
-    for (std::size_t i = 0; i < chosen.size(); ++i) {
-      bench::LayerBenchOptions o;
-      o.config = gpt_config(m, chosen[i], a.progress_splits);
-      o.target_seconds = a.seconds / a.rounds;
-      o.check = !a.no_check && round == 0;
-      const bench::LayerBenchSample s = bench::run_layer_bench(meshes[i], o);
-      Samples& x = samples[i];
-      x.step.push_back(s.step_s);
-      x.wait.push_back(s.comm_wait_s);
-      x.forward.push_back(s.forward_s);
-      x.backward.push_back(s.backward_s);
-      x.iterations += s.iterations;
-      if (round == 0) x.check_error = s.check_error;
-      x.replayed.push_back(
-          replay(meshes[i], request, chosen[i], std::min(0.1, a.seconds / a.rounds / 4)));
-    }
-  }
-  std::vector<plan::ValidationRow> rows;
-  for (std::size_t i = 0; i < chosen.size(); ++i) {
-    const Samples& x = samples[i];
-    // Per collective, the median over rounds; the replayed comm is Σ count × that.
-    std::vector<plan::ReplayedCollective> collectives = x.replayed.front();
-    double replay_comm = 0;
-    for (std::size_t k = 0; k < collectives.size(); ++k) {
-      std::vector<double> t;
-      for (const auto& round : x.replayed) t.push_back(round[k].measured_s);
-      collectives[k].measured_s = median(t);
-      replay_comm += collectives[k].planned.count * collectives[k].measured_s;
-    }
-    rows.push_back({.predicted = chosen[i],
-                    .measured = {.step_s = median(x.step),
-                                 .wait_s = median(x.wait),
-                                 .replay_comm_s = replay_comm,
-                                 .forward_s = median(x.forward),
-                                 .backward_s = median(x.backward),
-                                 .iterations = x.iterations,
-                                 .check_error = x.check_error},
-                    .collectives = std::move(collectives)});
-  }
+  const std::vector<plan::ValidationRow> rows = bench::validate_candidates(
+      world(), request, runnable.chosen,
+      {.seconds = a.seconds, .rounds = a.rounds, .progress_splits = a.progress_splits,
+       .check = !a.no_check});
   const plan::ValidationSummary summary = plan::summarize(rows);
   if (a.json) {
     nlohmann::json j = plan::to_json(rows, summary);
@@ -255,7 +139,7 @@ void run_bench_plan(const BenchPlanArgs& a) {
     j["ranks"] = n;
     j["progress_splits"] = a.progress_splits;
     j["rounds"] = a.rounds;
-    j["skipped"] = skipped;
+    j["skipped"] = runnable.skipped;
     j["notes"] = notes;
     os << j.dump() << '\n';
     return;

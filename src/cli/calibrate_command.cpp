@@ -6,9 +6,10 @@
 //          [--seconds S] [--repeats R] [--json]
 //   meshtp plan --topology my-cluster.json --model … --devices N
 //
-// What is measured. Every group shape (P ranks, stride) of the mesh dims: mesh d1xd2 has
-// (d1, stride d2) and (d2, stride 1); `--mesh all` (the default) takes every 2D mesh of N
-// ranks, so each mesh the planner can pick is calibrated (for N = 4: (4,1), (2,2), (2,1)).
+// What is measured (bench/calibration.hpp measures; this file parses, fits and prints). Every
+// group shape (P ranks, stride) of the mesh dims: mesh d1xd2 has (d1, stride d2) and (d2,
+// stride 1); `--mesh all` (the default) takes every 2D mesh of N ranks, so each mesh
+// the planner can pick is calibrated (for N = 4: (4,1), (2,2), (2,1)).
 // For each shape, all_reduce / all_gather / reduce_scatter at every --size, with every group
 // of that dim running at once (as in tensor parallelism), through bench::time_collective:
 // validated, warmed up, median over iterations of the max over ranks. Then every rank runs
@@ -35,31 +36,23 @@
 // rank 0 atomically (core/atomic_file.hpp) after it
 // has parsed back as a valid topology; --out is checked before anything is measured.
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
-#include <cmath>
 #include <filesystem>
 #include <functional>
-#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
 
-#include "bench/collectives.hpp"
-#include "bench/local_elementwise.hpp"
-#include "bench/local_gemm.hpp"
+#include "bench/calibration.hpp"
 #include "cli/commands.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
-#include "core/stats.hpp"
-#include "mesh/device_mesh.hpp"
 #include "plan/calibration_fit.hpp"
-#include "plan/elementwise.hpp"
 #include "plan/planner.hpp"
 #include "plan/presets.hpp"
 
@@ -88,42 +81,18 @@ struct CalibrateArgs {
   bool json = false;
 };
 
-// One group shape to measure, and the mesh dim that has it.
-struct GroupToMeasure {
-  int size = 0, stride = 1;
-  std::array<int, 2> mesh{1, 1};
-  int dim = 0;
-};
-
-std::vector<GroupToMeasure> groups_of(const std::string& text, int n) {
-  std::vector<std::array<int, 2>> meshes;
-  if (text == "all") {
-    meshes = plan::enumerate_meshes(n);
-  } else {
-    const std::vector<int> shape = parse_mesh_shape(text);
-    MESHTP_CHECK(shape.size() == 2, "--mesh {}: calibrate takes a 2D mesh like 2x2, or all", text);
-    MESHTP_CHECK(static_cast<std::int64_t>(shape[0]) * shape[1] == n,
-                 "--mesh {} has {} ranks but the world has {}: choose mesh sizes whose product "
-                 "is {}",
-                 text, static_cast<std::int64_t>(shape[0]) * shape[1], n, n);
-    meshes.push_back({shape[0], shape[1]});
-  }
-  std::vector<GroupToMeasure> groups;
-  for (const auto& m : meshes) {
-    const GroupToMeasure dims[2] = {{m[0], m[1], m, 0}, {m[1], 1, m, 1}};
-    for (const GroupToMeasure& g : dims) {
-      const bool seen = std::any_of(groups.begin(), groups.end(), [&](const auto& o) {
-        return o.size == g.size && o.stride == g.stride;
-      });
-      if (g.size > 1 && !seen) groups.push_back(g);
-    }
-  }
-  MESHTP_CHECK(!groups.empty(),
-               "calibrate needs at least 2 ranks: on {} rank(s) there is no "
-               "collective to measure (run it under mpirun -np N)",
-               n);
-  return groups;
+// --mesh: one 2D mesh d1xd2 of the n ranks, or all of them.
+std::vector<std::array<int, 2>> meshes_of(const std::string& text, int n) {
+  if (text == "all") return plan::enumerate_meshes(n);
+  const std::vector<int> shape = parse_mesh_shape(text);
+  MESHTP_CHECK(shape.size() == 2, "--mesh {}: calibrate takes a 2D mesh like 2x2, or all", text);
+  MESHTP_CHECK(static_cast<std::int64_t>(shape[0]) * shape[1] == n,
+               "--mesh {} has {} ranks but the world has {}: choose mesh sizes whose product "
+               "is {}",
+               text, static_cast<std::int64_t>(shape[0]) * shape[1], n, n);
+  return {{shape[0], shape[1]}};
 }
+
 
 // "512x512x512,1024x…" → one list of `rank` positive sizes per item.
 std::vector<std::vector<int>> parse_shape_list(const std::string& text, const char* flag,
@@ -183,208 +152,16 @@ void agree_with_rank0(const comm::Communicator& world, const std::function<void(
   throw Error(std::string(text.begin(), text.end()));
 }
 
-// Host memory divided among the ranks on that host, minimum over hosts, GiB.
-double memory_per_rank_gib(const comm::Communicator& world) {
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  const auto id = static_cast<std::int64_t>(std::hash<std::string>{}(host) >> 1);
-  std::vector<std::int64_t> ids(static_cast<std::size_t>(world.size()));
-  world.all_gather(std::span<const std::int64_t>(&id, 1), std::span<std::int64_t>(ids));
-  const auto local = std::count(ids.begin(), ids.end(), id);
-  const double bytes =
-      static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
-  // min over ranks = −max(−x); the same on every rank.
-  double minus_gib = -bytes / static_cast<double>(local) / (1024.0 * 1024.0 * 1024.0);
-  world.all_reduce(std::span<double>(&minus_gib, 1), comm::ReduceOp::kMax);
-  return -minus_gib;
-}
-
-constexpr const auto& kMeasured = plan::kFitCollectives;
-
-// The whole sweep `repeats` times, then the median per point: on a shared machine a burst of
-// someone else's load then spoils one sweep's sample of a point, not the point.
-std::vector<plan::CollectiveSeries> measure_collectives(const comm::Communicator& world,
-                                                        const std::vector<GroupToMeasure>& groups,
-                                                        const std::vector<std::int64_t>& sizes,
-                                                        double seconds, int repeats) {
-  bench::CollectivesOptions options;
-  options.target_seconds_per_case = seconds;
-  std::vector<mesh::DeviceMesh> meshes;
-  for (const GroupToMeasure& g : groups) {
-    meshes.emplace_back(world, std::vector{g.mesh[0], g.mesh[1]});
-  }
-  // times[series][size][repeat]
-  std::vector<std::vector<std::vector<double>>> times(
-      groups.size() * std::size(kMeasured), std::vector<std::vector<double>>(sizes.size()));
-  std::vector<std::int64_t> rounded(times.size() * sizes.size());
-  for (int r = 0; r < repeats; ++r) {
-    for (std::size_t g = 0; g < groups.size(); ++g) {
-      for (std::size_t c = 0; c < std::size(kMeasured); ++c) {
-        for (std::size_t i = 0; i < sizes.size(); ++i) {
-          const bench::CollectiveSample m = bench::time_collective(
-              meshes[g].dim_comm(groups[g].dim), world, kMeasured[c], sizes[i], options);
-          const std::size_t k = g * std::size(kMeasured) + c;
-          times[k][i].push_back(m.median_seconds);
-          rounded[k * sizes.size() + i] = m.bytes;
-        }
-      }
-    }
-  }
-  std::vector<plan::CollectiveSeries> series;
-  for (std::size_t g = 0; g < groups.size(); ++g) {
-    for (std::size_t c = 0; c < std::size(kMeasured); ++c) {
-      const std::size_t k = g * std::size(kMeasured) + c;
-      plan::CollectiveSeries s{.size = groups[g].size,
-                               .stride = groups[g].stride,
-                               .collective = kMeasured[c],
-                               .samples = {}};
-      for (std::size_t i = 0; i < sizes.size(); ++i) {
-        s.samples.push_back({rounded[k * sizes.size() + i], median(times[k][i])});
-      }
-      series.push_back(std::move(s));
-    }
-  }
-  return series;
-}
-
-struct GemmRate {
-  double tflops = 0;
-  std::vector<std::pair<bench::GemmShape, double>> per_shape;  // shape, median of max over ranks
-};
-
-GemmRate measure_gemm(const comm::Communicator& world, const std::vector<bench::GemmShape>& shapes,
-                      double seconds, int repeats) {
-  std::vector<std::vector<double>> times(shapes.size());
-  for (int r = 0; r < repeats; ++r) {
-    for (std::size_t i = 0; i < shapes.size(); ++i) {
-      world.barrier();
-      double t = bench::time_local_gemm(shapes[i], seconds).meshtp_seconds;
-      world.all_reduce(std::span<double>(&t, 1), comm::ReduceOp::kMax);
-      times[i].push_back(t);
-    }
-  }
-  GemmRate rate;
-  double flops = 0, time = 0;
-  for (std::size_t i = 0; i < shapes.size(); ++i) {
-    const bench::GemmShape& shape = shapes[i];
-    flops += 2.0 * static_cast<double>(shape.m) * static_cast<double>(shape.n) *
-             static_cast<double>(shape.k);
-    time += median(times[i]);
-    rate.per_shape.push_back({shape, median(times[i])});
-  }
-  rate.tflops = flops / time / 1e12;
-  return rate;
-}
-
-struct ElementwiseRate {
-  double gbps = 0;
-  std::vector<bench::LocalElementwiseSample> per_shape;  // medians over sweeps of max over ranks
-};
-
-// Same protocol as the GeMM: all ranks at once, max over ranks, median over sweeps.
-ElementwiseRate measure_elementwise(const comm::Communicator& world,
-                                    const std::vector<bench::ElementwiseShape>& shapes,
-                                    double seconds, int repeats) {
-  // times[shape][kernel][repeat], kernels: ln fwd, ln bwd, gelu fwd, gelu bwd
-  std::vector<std::array<std::vector<double>, 4>> times(shapes.size());
-  for (int r = 0; r < repeats; ++r) {
-    for (std::size_t i = 0; i < shapes.size(); ++i) {
-      world.barrier();
-      const bench::LocalElementwiseSample s = bench::time_local_elementwise(shapes[i], seconds);
-      std::array<double, 4> t{s.layernorm_forward_s, s.layernorm_backward_s, s.gelu_forward_s,
-                              s.gelu_backward_s};
-      world.all_reduce(std::span<double>(t), comm::ReduceOp::kMax);
-      for (std::size_t k = 0; k < 4; ++k) times[i][k].push_back(t[k]);
-    }
-  }
-  constexpr std::array<double, 4> kTouches{
-      plan::kLayerNormForwardTouches, plan::kLayerNormBackwardTouches,
-      plan::kGeluForwardTouches, plan::kGeluBackwardTouches};
-  ElementwiseRate rate;
-  double bytes = 0, time = 0;
-  for (std::size_t i = 0; i < shapes.size(); ++i) {
-    const double elements = static_cast<double>(shapes[i].rows) * shapes[i].cols;
-    bench::LocalElementwiseSample s{.shape = shapes[i]};
-    double* fields[4] = {&s.layernorm_forward_s, &s.layernorm_backward_s, &s.gelu_forward_s,
-                         &s.gelu_backward_s};
-    for (std::size_t k = 0; k < 4; ++k) {
-      *fields[k] = median(times[i][k]);
-      bytes += elements * kTouches[k] * sizeof(float);
-      time += *fields[k];
-    }
-    rate.per_shape.push_back(s);
-  }
-  rate.gbps = bytes / time / 1e9;
-  return rate;
-}
-
 std::string stem_of(const std::string& path) { return std::filesystem::path(path).stem().string(); }
 
-// x to 4 significant digits: the file is for people too, and the measurements are noisier.
-double round4(double x) {
-  if (x == 0 || !std::isfinite(x)) return x;
-  const double scale = std::pow(10.0, 3 - std::floor(std::log10(std::abs(x))));
-  return std::round(x * scale) / scale;
-}
-
-plan::Topology make_topology(const CalibrateArgs& a, const std::optional<plan::Topology>& base,
-                             const plan::CalibrationFit& fit, double gemm_tflops,
-                             double elementwise_gbps, double memory_gib, int n) {
-  plan::Topology t;
-  if (base) {
-    t = *base;
-    t.name = a.name.empty() ? base->name + "-calibrated" : a.name;
-  } else {
-    // The slowest link and the largest latencies: what an uncalibrated dim falls back to.
-    double bw = std::numeric_limits<double>::infinity(), l_sync = 0, launch = 0;
-    for (const plan::GroupCalibration& g : fit.groups) {
-      for (const auto* f : {&g.all_reduce, &g.all_gather, &g.reduce_scatter}) {
-        if (!*f) continue;
-        bw = std::min(bw, (*f)->bw_gbps);
-        l_sync = std::max(l_sync, (*f)->l_sync_us);
-        launch = std::max(launch, (*f)->t_launch_us);
-      }
-    }
-    t.name = a.name.empty() ? stem_of(a.out) : a.name;
-    t.description = fmt::format(
-        "measured by meshtp calibrate on {} ranks; one flat level (the "
-        "slowest fitted link) for uncalibrated mesh dims",
-        n);
-    t.memory_gib = std::floor(memory_gib * 10) / 10;
-    t.tflops = round4(gemm_tflops);
-    t.elementwise_gbps = round4(elementwise_gbps);
-    t.launch_us = round4(launch);
-    plan::Level level;
-    level.name = "rank";
-    level.members = n;
-    level.group_gbps = round4(bw);
-    level.latency_us = round4(l_sync);
-    t.levels = {level};
-  }
-  std::vector<plan::GroupCalibration> groups = fit.groups;
-  for (plan::GroupCalibration& g : groups) {
-    for (auto* f : {&g.all_reduce, &g.all_gather, &g.reduce_scatter}) {
-      if (!*f) continue;
-      (*f)->t_launch_us = round4((*f)->t_launch_us);
-      (*f)->l_sync_us = round4((*f)->l_sync_us);
-      (*f)->bw_gbps = round4((*f)->bw_gbps);
-    }
-  }
-  t.calibration = {.source = fmt::format("meshtp calibrate --mesh {} --sizes {} --elementwise "
-                                         "{} --repeats {} on {} ranks",
-                                         a.mesh, a.sizes, a.elementwise, a.repeats, n),
-                   .gemm_tflops = round4(gemm_tflops),
-                   .elementwise_gbps = round4(elementwise_gbps),
-                   .groups = std::move(groups)};
-  return t;
-}
 
 void run_calibrate(const CalibrateArgs& a) {
   const comm::Communicator& w = world();
   const int n = w.size();
   // Global inputs first: every rank reaches the same verdict.
   MESHTP_CHECK(!a.out.empty(), "--out FILE is required");
-  const std::vector<GroupToMeasure> groups = groups_of(a.mesh, n);
+  const std::vector<bench::CalibrationGroup> groups =
+      bench::calibration_groups(meshes_of(a.mesh, n), n);
   const std::vector<std::int64_t> sizes = parse_byte_sizes(a.sizes);
   MESHTP_CHECK(std::set<std::int64_t>(sizes.begin(), sizes.end()).size() >= 2,
                "--sizes {}: the fit needs at least 2 distinct message sizes", a.sizes);
@@ -405,16 +182,22 @@ void run_calibrate(const CalibrateArgs& a) {
   agree_with_rank0(w, [&] { AtomicFileWriter probe(a.out); });
 
   const std::vector<plan::CollectiveSeries> series =
-      measure_collectives(w, groups, sizes, a.seconds, a.repeats);
-  const GemmRate gemm = measure_gemm(w, gemm_shapes, 4 * a.seconds, a.repeats);
-  const ElementwiseRate elementwise =
-      measure_elementwise(w, elementwise_shapes, 2 * a.seconds, a.repeats);
-  const double memory_gib = memory_per_rank_gib(w);
+      bench::measure_collective_series(w, groups, sizes, a.seconds, a.repeats);
+  const bench::GemmRate gemm = bench::measure_gemm_rate(w, gemm_shapes, 4 * a.seconds, a.repeats);
+  const bench::ElementwiseRate elementwise =
+      bench::measure_elementwise_rate(w, elementwise_shapes, 2 * a.seconds, a.repeats);
+  const double memory_gib = bench::memory_per_rank_gib(w);
 
   // Every rank holds the same samples (max over ranks), so every rank fits alike.
   const plan::CalibrationFit fit = plan::fit_calibration(series);
   const plan::Topology topology =
-      make_topology(a, base, fit, gemm.tflops, elementwise.gbps, memory_gib, n);
+      bench::calibrated_topology({.base = base,
+                                  .name = a.name.empty() && !base ? stem_of(a.out) : a.name,
+                                  .source = fmt::format("meshtp calibrate --mesh {} --sizes {} "
+                                                        "--elementwise {} --repeats {} on {} ranks",
+                                                        a.mesh, a.sizes, a.elementwise,
+                                                        a.repeats, n)},
+                                 fit, gemm.tflops, elementwise.gbps, memory_gib, n);
   const std::string text = plan::to_json(topology).dump(2) + "\n";
   plan::parse_topology(text, a.out);  // what `meshtp plan --topology` will read
   agree_with_rank0(w, [&] { write_file_atomically(a.out, text); });

@@ -1,0 +1,222 @@
+#include "bench/calibration.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <string>
+
+#include "bench/collectives.hpp"
+#include "core/error.hpp"
+#include "core/stats.hpp"
+#include "mesh/device_mesh.hpp"
+#include "plan/elementwise.hpp"
+
+namespace meshtp::bench {
+namespace {
+
+constexpr const auto& kMeasured = plan::kFitCollectives;
+
+// x to 4 significant digits: the file is for people too, and the measurements are noisier.
+double round4(double x) {
+  if (x == 0 || !std::isfinite(x)) return x;
+  const double scale = std::pow(10.0, 3 - std::floor(std::log10(std::abs(x))));
+  return std::round(x * scale) / scale;
+}
+
+}  // namespace
+
+std::vector<CalibrationGroup> calibration_groups(const std::vector<std::array<int, 2>>& meshes,
+                                                 int ranks) {
+  std::vector<CalibrationGroup> groups;
+  for (const auto& m : meshes) {
+    const CalibrationGroup dims[2] = {{m[0], m[1], m, 0}, {m[1], 1, m, 1}};
+    for (const CalibrationGroup& g : dims) {
+      const bool seen = std::any_of(groups.begin(), groups.end(), [&](const auto& o) {
+        return o.size == g.size && o.stride == g.stride;
+      });
+      if (g.size > 1 && !seen) groups.push_back(g);
+    }
+  }
+  MESHTP_CHECK(!groups.empty(),
+               "calibrate needs at least 2 ranks: on {} rank(s) there is no "
+               "collective to measure (run it under mpirun -np N)",
+               ranks);
+  return groups;
+}
+
+double memory_per_rank_gib(const comm::Communicator& world) {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  const auto id = static_cast<std::int64_t>(std::hash<std::string>{}(host) >> 1);
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(world.size()));
+  world.all_gather(std::span<const std::int64_t>(&id, 1), std::span<std::int64_t>(ids));
+  const auto local = std::count(ids.begin(), ids.end(), id);
+  const double bytes =
+      static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  // min over ranks = −max(−x); the same on every rank.
+  double minus_gib = -bytes / static_cast<double>(local) / (1024.0 * 1024.0 * 1024.0);
+  world.all_reduce(std::span<double>(&minus_gib, 1), comm::ReduceOp::kMax);
+  return -minus_gib;
+}
+
+std::vector<plan::CollectiveSeries> measure_collective_series(
+    const comm::Communicator& world, const std::vector<CalibrationGroup>& groups,
+    const std::vector<std::int64_t>& sizes, double seconds, int repeats) {
+  CollectivesOptions options;
+  options.target_seconds_per_case = seconds;
+  std::vector<mesh::DeviceMesh> meshes;
+  for (const CalibrationGroup& g : groups) {
+    meshes.emplace_back(world, std::vector{g.mesh[0], g.mesh[1]});
+  }
+  // times[series][size][repeat]
+  std::vector<std::vector<std::vector<double>>> times(
+      groups.size() * std::size(kMeasured), std::vector<std::vector<double>>(sizes.size()));
+  std::vector<std::int64_t> rounded(times.size() * sizes.size());
+  for (int r = 0; r < repeats; ++r) {
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      for (std::size_t c = 0; c < std::size(kMeasured); ++c) {
+        for (std::size_t i = 0; i < sizes.size(); ++i) {
+          const CollectiveSample m = time_collective(meshes[g].dim_comm(groups[g].dim), world,
+                                                     kMeasured[c], sizes[i], options);
+          const std::size_t k = g * std::size(kMeasured) + c;
+          times[k][i].push_back(m.median_seconds);
+          rounded[k * sizes.size() + i] = m.bytes;
+        }
+      }
+    }
+  }
+  std::vector<plan::CollectiveSeries> series;
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    for (std::size_t c = 0; c < std::size(kMeasured); ++c) {
+      const std::size_t k = g * std::size(kMeasured) + c;
+      plan::CollectiveSeries s{.size = groups[g].size,
+                               .stride = groups[g].stride,
+                               .collective = kMeasured[c],
+                               .samples = {}};
+      for (std::size_t i = 0; i < sizes.size(); ++i) {
+        s.samples.push_back({rounded[k * sizes.size() + i], median(times[k][i])});
+      }
+      series.push_back(std::move(s));
+    }
+  }
+  return series;
+}
+
+GemmRate measure_gemm_rate(const comm::Communicator& world, const std::vector<GemmShape>& shapes,
+                           double seconds, int repeats) {
+  std::vector<std::vector<double>> times(shapes.size());
+  for (int r = 0; r < repeats; ++r) {
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      world.barrier();
+      double t = time_local_gemm(shapes[i], seconds).meshtp_seconds;
+      world.all_reduce(std::span<double>(&t, 1), comm::ReduceOp::kMax);
+      times[i].push_back(t);
+    }
+  }
+  GemmRate rate;
+  double flops = 0, time = 0;
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    const GemmShape& shape = shapes[i];
+    flops += 2.0 * static_cast<double>(shape.m) * static_cast<double>(shape.n) *
+             static_cast<double>(shape.k);
+    time += median(times[i]);
+    rate.per_shape.push_back({shape, median(times[i])});
+  }
+  rate.tflops = flops / time / 1e12;
+  return rate;
+}
+
+// Same protocol as the GeMM: all ranks at once, max over ranks, median over sweeps.
+ElementwiseRate measure_elementwise_rate(const comm::Communicator& world,
+                                         const std::vector<ElementwiseShape>& shapes,
+                                         double seconds, int repeats) {
+  // times[shape][kernel][repeat], kernels: ln fwd, ln bwd, gelu fwd, gelu bwd
+  std::vector<std::array<std::vector<double>, 4>> times(shapes.size());
+  for (int r = 0; r < repeats; ++r) {
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      world.barrier();
+      const LocalElementwiseSample s = time_local_elementwise(shapes[i], seconds);
+      std::array<double, 4> t{s.layernorm_forward_s, s.layernorm_backward_s, s.gelu_forward_s,
+                              s.gelu_backward_s};
+      world.all_reduce(std::span<double>(t), comm::ReduceOp::kMax);
+      for (std::size_t k = 0; k < 4; ++k) times[i][k].push_back(t[k]);
+    }
+  }
+  constexpr std::array<double, 4> kTouches{plan::kLayerNormForwardTouches,
+                                           plan::kLayerNormBackwardTouches,
+                                           plan::kGeluForwardTouches, plan::kGeluBackwardTouches};
+  ElementwiseRate rate;
+  double bytes = 0, time = 0;
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    const double elements = static_cast<double>(shapes[i].rows) * shapes[i].cols;
+    LocalElementwiseSample s{.shape = shapes[i]};
+    double* fields[4] = {&s.layernorm_forward_s, &s.layernorm_backward_s, &s.gelu_forward_s,
+                         &s.gelu_backward_s};
+    for (std::size_t k = 0; k < 4; ++k) {
+      *fields[k] = median(times[i][k]);
+      bytes += elements * kTouches[k] * sizeof(float);
+      time += *fields[k];
+    }
+    rate.per_shape.push_back(s);
+  }
+  rate.gbps = bytes / time / 1e9;
+  return rate;
+}
+
+plan::Topology calibrated_topology(const CalibratedTopology& c, const plan::CalibrationFit& fit,
+                                   double gemm_tflops, double elementwise_gbps, double memory_gib,
+                                   int n) {
+  const std::optional<plan::Topology>& base = c.base;
+  plan::Topology t;
+  if (base) {
+    t = *base;
+    t.name = c.name.empty() ? base->name + "-calibrated" : c.name;
+  } else {
+    // The slowest link and the largest latencies: what an uncalibrated dim falls back to.
+    double bw = std::numeric_limits<double>::infinity(), l_sync = 0, launch = 0;
+    for (const plan::GroupCalibration& g : fit.groups) {
+      for (const auto* f : {&g.all_reduce, &g.all_gather, &g.reduce_scatter}) {
+        if (!*f) continue;
+        bw = std::min(bw, (*f)->bw_gbps);
+        l_sync = std::max(l_sync, (*f)->l_sync_us);
+        launch = std::max(launch, (*f)->t_launch_us);
+      }
+    }
+    t.name = c.name;
+    t.description = fmt::format(
+        "measured by meshtp calibrate on {} ranks; one flat level (the "
+        "slowest fitted link) for uncalibrated mesh dims",
+        n);
+    t.memory_gib = std::floor(memory_gib * 10) / 10;
+    t.tflops = round4(gemm_tflops);
+    t.elementwise_gbps = round4(elementwise_gbps);
+    t.launch_us = round4(launch);
+    plan::Level level;
+    level.name = "rank";
+    level.members = n;
+    level.group_gbps = round4(bw);
+    level.latency_us = round4(l_sync);
+    t.levels = {level};
+  }
+  std::vector<plan::GroupCalibration> groups = fit.groups;
+  for (plan::GroupCalibration& g : groups) {
+    for (auto* f : {&g.all_reduce, &g.all_gather, &g.reduce_scatter}) {
+      if (!*f) continue;
+      (*f)->t_launch_us = round4((*f)->t_launch_us);
+      (*f)->l_sync_us = round4((*f)->l_sync_us);
+      (*f)->bw_gbps = round4((*f)->bw_gbps);
+    }
+  }
+  t.calibration = {.source = c.source,
+                   .gemm_tflops = round4(gemm_tflops),
+                   .elementwise_gbps = round4(elementwise_gbps),
+                   .groups = std::move(groups)};
+  return t;
+}
+
+}  // namespace meshtp::bench

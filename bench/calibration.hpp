@@ -1,0 +1,77 @@
+// What `meshtp calibrate` measures on the real ranks, returned as data (the CLI fits, writes
+// and prints): every group shape of the meshes' dims timed for the collectives the planner's
+// ring model is fitted to, the local GeMM rate and the elementwise (LayerNorm, GeLU) rate.
+//
+// Protocol, the same for all three: every rank runs at once (every group of a mesh dim at
+// once, as in tensor parallelism), the time of a case is the max over ranks, and the whole
+// sweep runs `repeats` times with each point the median over sweeps, so a burst of load on a
+// shared machine spoils one sweep's sample of a point, not the point.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bench/local_elementwise.hpp"
+#include "bench/local_gemm.hpp"
+#include "comm/communicator.hpp"
+#include "plan/calibration_fit.hpp"
+#include "plan/topology.hpp"
+
+namespace meshtp::bench {
+
+// One group shape to measure (P ranks, rank stride), and a mesh whose dim `dim` has it.
+struct CalibrationGroup {
+  int size = 0, stride = 1;
+  std::array<int, 2> mesh{1, 1};
+  int dim = 0;
+};
+
+// The distinct group shapes of the meshes' dims, first seen first: mesh d1xd2 has (d1,
+// stride d2) and (d2, stride 1). Throws when there is none (a world of 1 rank).
+std::vector<CalibrationGroup> calibration_groups(const std::vector<std::array<int, 2>>& meshes,
+                                                 int ranks);
+
+// all_reduce, all_gather and reduce_scatter (plan::kFitCollectives) at every size, per group:
+// one series per (group, collective), samples (bytes as sent, median seconds).
+std::vector<plan::CollectiveSeries> measure_collective_series(
+    const comm::Communicator& world, const std::vector<CalibrationGroup>& groups,
+    const std::vector<std::int64_t>& sizes, double seconds, int repeats);
+
+struct GemmRate {
+  double tflops = 0;                                    // Σ FLOPs / Σ per-shape time
+  std::vector<std::pair<GemmShape, double>> per_shape;  // shape, median of max over ranks
+};
+GemmRate measure_gemm_rate(const comm::Communicator& world, const std::vector<GemmShape>& shapes,
+                           double seconds, int repeats);
+
+struct ElementwiseRate {
+  double gbps = 0;  // Σ bytes touched (the planner's reads + writes per element) / Σ time
+  std::vector<LocalElementwiseSample> per_shape;  // medians over sweeps of max over ranks
+};
+ElementwiseRate measure_elementwise_rate(const comm::Communicator& world,
+                                         const std::vector<ElementwiseShape>& shapes,
+                                         double seconds, int repeats);
+
+// The topology file calibrate writes. With `base`, that topology with its calibration
+// replaced (named `name`, or base's name + "-calibrated"). Without, one flat level of n ranks
+// whose group bandwidth is the slowest fitted link and whose latency the largest fitted
+// l_sync (what an uncalibrated mesh dim falls back to), memory_gib per device, the measured
+// GeMM and elementwise rates. Both rates also go into the calibration, where they override
+// the device's; every fitted number is rounded to 4 significant digits.
+struct CalibratedTopology {
+  std::optional<plan::Topology> base;
+  std::string name;    // required without base
+  std::string source;  // how it was measured (the command line)
+};
+plan::Topology calibrated_topology(const CalibratedTopology& c, const plan::CalibrationFit& fit,
+                                   double gemm_tflops, double elementwise_gbps, double memory_gib,
+                                   int n);
+
+// Host memory divided among the ranks on that host, minimum over hosts, GiB (every rank).
+double memory_per_rank_gib(const comm::Communicator& world);
+
+}  // namespace meshtp::bench
