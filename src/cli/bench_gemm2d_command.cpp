@@ -14,6 +14,7 @@
 
 #include "bench/gemm2d.hpp"
 #include "cli/commands.hpp"
+#include "cli/layout_flags.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
 
@@ -120,8 +121,7 @@ void print_json(const bench::Gemm2dBenchOptions& o, const std::vector<bench::Gem
 }
 
 void run_bench_gemm2d(const BenchGemm2dArgs& args) {
-  const std::vector<int> shape = parse_mesh_shape(args.mesh);
-  MESHTP_CHECK(shape.size() == 2, "--mesh {} is not a 2D mesh: expected RxC, like 2x2", args.mesh);
+  const std::array<int, 2> shape = mesh_2d("--mesh", args.mesh);
   MESHTP_CHECK(args.seconds > 0 && args.seconds <= 600, "--seconds={} must be in (0, 600]",
                args.seconds);
   bench::Gemm2dBenchOptions o;

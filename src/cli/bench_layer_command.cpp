@@ -29,8 +29,14 @@ namespace meshtp::cli {
 namespace {
 
 struct BenchLayerArgs {
-  std::int64_t hidden = 1024, heads = 16, seq = 512, batch = 2;
-  int layers = 1;
+  BenchLayerArgs() {  // the defaults: one block of h=1024, a=16, s=512, b=2
+    shape.hidden = 1024;
+    shape.heads = 16;
+    shape.seq = 512;
+    shape.batch = 2;
+    shape.layers = 1;
+  }
+  ModelFlags shape;
   std::string mesh = "all";
   std::string chunks = "1";
   LayoutFlags layout;
@@ -90,11 +96,11 @@ std::vector<LayerCase> cases_of(const BenchLayerArgs& a, const model::GptConfig&
 
 void run_bench_layer(const BenchLayerArgs& a) {
   const int N = world().size();
-  const model::GptConfig shape_config{.batch = a.batch,
-                                      .seq = a.seq,
-                                      .hidden = a.hidden,
-                                      .heads = a.heads,
-                                      .layers = a.layers,
+  const model::GptConfig shape_config{.batch = a.shape.batch,
+                                      .seq = a.shape.seq,
+                                      .hidden = a.shape.hidden,
+                                      .heads = a.shape.heads,
+                                      .layers = static_cast<int>(a.shape.layers),
                                       .progress_splits = a.progress_splits};
   const std::vector<LayerCase> cases = cases_of(a, shape_config);
   MESHTP_CHECK(a.seconds > 0 && a.seconds <= 600, "--seconds={} must be in (0, 600]", a.seconds);
@@ -104,13 +110,14 @@ void run_bench_layer(const BenchLayerArgs& a) {
   if (!a.json) {
     os << fmt::format(
         "GPT block stack: L={} b={} s={} h={} a={} on {} ranks{}; {:.3f} GFLOP per step\n",
-        a.layers, a.batch, a.seq, a.hidden, a.heads, N,
+        a.shape.layers, a.shape.batch, a.shape.seq, a.shape.hidden, a.shape.heads, N,
         a.layout.sequence_parallel ? ", sequence parallel" : "",
-        a.layers * bench::layer_flops(a.batch, a.seq, a.hidden) / 1e9);
-    os << fmt::format("{:>6} {:>6} {:>5} {:>9} {:>9} {:>9} {:>9} {:>6} {:>12} {:>10} {:>6} "
-                      "{:>9}\n",
-                      "mesh", "chunks", "iters", "fwd ms", "bwd ms", "step ms", "wait ms", "wait%",
-                      "TFLOP/s/rank", "BLAS GF/s", "ratio", "check");
+        a.shape.layers * bench::layer_flops(a.shape.batch, a.shape.seq, a.shape.hidden) / 1e9);
+    os << fmt::format(
+        "{:>6} {:>6} {:>5} {:>9} {:>9} {:>9} {:>9} {:>6} {:>12} {:>10} {:>6} "
+        "{:>9}\n",
+        "mesh", "chunks", "iters", "fwd ms", "bwd ms", "step ms", "wait ms", "wait%",
+        "TFLOP/s/rank", "BLAS GF/s", "ratio", "check");
   }
   for (const LayerCase& k : cases) {
     {
@@ -137,11 +144,11 @@ void run_bench_layer(const BenchLayerArgs& a) {
                              {"chunks", chunks},
                              {"sequence_parallel", plan.sequence_parallel},
                              {"plan", layout::to_json(plan)},
-                             {"layers", a.layers},
-                             {"batch", a.batch},
-                             {"seq", a.seq},
-                             {"hidden", a.hidden},
-                             {"heads", a.heads},
+                             {"layers", a.shape.layers},
+                             {"batch", a.shape.batch},
+                             {"seq", a.shape.seq},
+                             {"hidden", a.shape.hidden},
+                             {"heads", a.shape.heads},
                              {"iterations", s.iterations},
                              {"forward_s", s.forward_s},
                              {"backward_s", s.backward_s},
@@ -155,15 +162,15 @@ void run_bench_layer(const BenchLayerArgs& a) {
                   .dump()
            << '\n';
       } else {
-        os << fmt::format("{:>6} {:>6} {:>5} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>5.1f}% "
-                          "{:>12.4f} {:>10.2f} {:>6.3f} {:>9}\n",
-                          name, chunks, s.iterations, s.forward_s * 1e3, s.backward_s * 1e3,
-                          s.step_s * 1e3, s.comm_wait_s * 1e3,
-                          100.0 * s.comm_wait_s / s.step_s, s.tflops_per_rank, s.blas_gflops,
-                          s.ratio_to_blas,
-                          sim::values_meaningless() ? std::string("skipped")
-                          : s.check_error < 0       ? std::string("-")
-                                                    : fmt::format("{:.1e}", s.check_error));
+        os << fmt::format(
+            "{:>6} {:>6} {:>5} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>5.1f}% "
+            "{:>12.4f} {:>10.2f} {:>6.3f} {:>9}\n",
+            name, chunks, s.iterations, s.forward_s * 1e3, s.backward_s * 1e3, s.step_s * 1e3,
+            s.comm_wait_s * 1e3, 100.0 * s.comm_wait_s / s.step_s, s.tflops_per_rank, s.blas_gflops,
+            s.ratio_to_blas,
+            sim::values_meaningless() ? std::string("skipped")
+            : s.check_error < 0       ? std::string("-")
+                                      : fmt::format("{:.1e}", s.check_error));
       }
       os.flush();
     }
@@ -181,11 +188,7 @@ void add_bench_layer_command(CLI::App& app) {
   auto args = std::make_shared<BenchLayerArgs>();
   CLI::App* c = bench->add_subcommand(
       "layer", "GPT block stack step time per mesh: forward, backward, comm wait, TFLOP/s");
-  c->add_option("--hidden", args->hidden, "Hidden size h (default 1024)");
-  c->add_option("--heads", args->heads, "Attention heads a (default 16)");
-  c->add_option("--seq", args->seq, "Sequence length s (default 512)");
-  c->add_option("--batch", args->batch, "Batch b (default 2)");
-  c->add_option("--layers", args->layers, "Blocks L (default 1)");
+  args->shape.add_to(c, ~0u);
   args->mesh_options = {
       c->add_option("--mesh", args->mesh, "d1xd2, or all: every mesh of the ranks (default all)"),
       c->add_option("--chunks", args->chunks, "Batch chunks c, or a list like 1,2,4 (default 1)")};

@@ -35,6 +35,7 @@
 
 #include "bench/plan_validation.hpp"
 #include "cli/commands.hpp"
+#include "cli/layout_flags.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
 #include "plan/planner.hpp"
@@ -46,8 +47,7 @@ namespace {
 
 struct BenchPlanArgs {
   std::string topology;
-  std::string model;                                          // empty: the small default
-  int hidden = 0, heads = 0, seq = 0, batch = 0, layers = 0;  // 0: the model's
+  ModelFlags shape;  // model empty: the small default
   std::string strategies = "all";
   std::string chunks = "1,2";
   int top = 6;
@@ -59,7 +59,7 @@ struct BenchPlanArgs {
 
 plan::ModelSpec model_of(const BenchPlanArgs& a, std::vector<std::string>& notes) {
   plan::ModelSpec m;
-  if (a.model.empty()) {
+  if (a.shape.model.empty()) {
     m.name = "validation-small";
     m.precision = plan::Precision::kFp32;
     m.layers = 2;
@@ -68,16 +68,9 @@ plan::ModelSpec model_of(const BenchPlanArgs& a, std::vector<std::string>& notes
     m.batch = 4;
     m.seq = 128;
   } else {
-    m = plan::load_model(a.model);
+    m = plan::load_model(a.shape.model);
   }
-  MESHTP_CHECK(a.hidden >= 0 && a.heads >= 0 && a.seq >= 0 && a.batch >= 0 && a.layers >= 0,
-               "--hidden={} --heads={} --seq={} --batch={} --layers={} must be positive", a.hidden,
-               a.heads, a.seq, a.batch, a.layers);
-  if (a.hidden > 0) m.hidden = a.hidden;
-  if (a.heads > 0) m.heads = a.heads;
-  if (a.seq > 0) m.seq = a.seq;
-  if (a.batch > 0) m.batch = a.batch;
-  if (a.layers > 0) m.layers = a.layers;
+  m = a.shape.apply(m);
   if (m.precision != plan::Precision::kFp32) notes.push_back("precision fp16 -> fp32 (runtime)");
   if (m.recompute != layout::Recompute::kNone) notes.push_back("recompute -> none (runtime)");
   if (m.vocab != 0) notes.push_back("vocab -> 0 (the block stack has no embedding)");
@@ -157,12 +150,7 @@ void add_bench_plan_command(CLI::App& app) {
   c->add_option("--topology", args->topology,
                 "Topology preset or file with as many devices as ranks (e.g. from calibrate)")
       ->required();
-  c->add_option("--model", args->model, "Model preset or file (default: L=2 h=256 a=8 b=4 s=128)");
-  c->add_option("--hidden", args->hidden, "Override the hidden size h");
-  c->add_option("--heads", args->heads, "Override the attention heads a");
-  c->add_option("--seq", args->seq, "Override the sequence length s");
-  c->add_option("--batch", args->batch, "Override the batch b");
-  c->add_option("--layers", args->layers, "Override the layers L");
+  args->shape.add_to(c, ~0u, "Model preset or file (default: L=2 h=256 a=8 b=4 s=128)");
   c->add_option("--strategies", args->strategies,
                 "Strategies to plan, comma list, or all (default all)");
   c->add_option("--chunks", args->chunks, "ATP chunk counts to plan (default 1,2)");

@@ -27,19 +27,18 @@ namespace {
 constexpr const char* kDefaultCorpus = "/usr/share/games/fortunes";
 
 struct BenchTrainArgs {
-  std::string model = "small";
+  ModelFlags shape{"small"};
   std::string tp;  // d1xd2; default: Megatron 1D over a replica
   int dp = 1;
   LayoutFlags layout;
   std::vector<const CLI::Option*> mesh_options;  // --tp, --dp: excluded by --plan
-  std::int64_t batch = 0, seq = 0;  // 0: the preset's
   std::string data = kDefaultCorpus;
   int steps = 10, warmup = 2;
   bool json = false;
 };
 
 void run_bench_train(const BenchTrainArgs& a) {
-  const plan::ModelSpec spec = plan::load_model(a.model);
+  const plan::ModelSpec spec = a.shape.apply(plan::load_model(a.shape.model));
   MESHTP_CHECK(spec.vocab == 0 || spec.vocab == 256,
                "model '{}' has vocab={}, but meshtp trains byte-level models (vocab 256)",
                spec.name, spec.vocab);
@@ -47,8 +46,8 @@ void run_bench_train(const BenchTrainArgs& a) {
   bench::TrainBenchOptions o;
   train::TrainConfig& c = o.config;
   c.model = {.vocab = 256,
-             .batch = a.batch > 0 ? a.batch : spec.batch,
-             .seq = a.seq > 0 ? a.seq : spec.seq,
+             .batch = spec.batch,
+             .seq = spec.seq,
              .hidden = spec.hidden,
              .heads = spec.heads,
              .layers = spec.layers};
@@ -56,9 +55,8 @@ void run_bench_train(const BenchTrainArgs& a) {
     c.model.layout = a.layout.load(a.mesh_options);
   } else {
     MESHTP_CHECK(a.dp >= 1 && N % a.dp == 0, "--dp={} does not divide the {} ranks", a.dp, N);
-    const std::vector<int> tp = a.tp.empty() ? std::vector<int>{N / a.dp, 1} : parse_mesh_shape(a.tp);
-    MESHTP_CHECK(tp.size() == 2, "--tp '{}' must be two sizes, like 2x1", a.tp);
-    c.model.layout = a.layout.build({tp[0], tp[1]}, a.dp);
+    c.model.layout = a.layout.build(
+        a.tp.empty() ? std::array<int, 2>{N / a.dp, 1} : mesh_2d("--tp", a.tp), a.dp);
   }
   const layout::Plan& plan = c.model.layout;
   c.data = a.data;
@@ -120,14 +118,12 @@ void add_bench_train_command(CLI::App& app) {
   CLI::App* c = bench->add_subcommand(
       "train", "Training step per phase (GeMM, attention, elementwise, comm wait, optimizer, "
                "data) and its ratio to BLAS");
-  c->add_option("--model", args->model, "Model preset (tiny, small, …) or JSON file")
-      ->capture_default_str();
+  args->shape.add_to(c, ModelFlags::kBatch | ModelFlags::kSeq,
+                     "Model preset (tiny, small, …) or JSON file");
   args->mesh_options = {
       c->add_option("--tp", args->tp, "Tensor-parallel mesh d1xd2 (default: N/dp x 1)"),
       c->add_option("--dp", args->dp, "Data-parallel replicas")->capture_default_str()};
   args->layout.add_to(c);
-  c->add_option("--batch", args->batch, "Global batch (default: the model's)");
-  c->add_option("--seq", args->seq, "Sequence length (default: the model's)");
   c->add_option("--data", args->data, "Text file or directory to train on")->capture_default_str();
   c->add_option("--steps", args->steps, "Timed steps")->capture_default_str();
   c->add_option("--warmup", args->warmup, "Untimed warm-up steps")->capture_default_str();

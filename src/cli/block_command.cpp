@@ -48,9 +48,7 @@ struct BlockArgs {
 layout::Plan plan_of(const BlockArgs& args) {
   if (!args.layout.from_file()) {
     MESHTP_CHECK(!args.mesh.empty(), "give --mesh d1xd2 or --plan FILE");
-    const std::vector<int> shape = parse_mesh_shape(args.mesh);
-    MESHTP_CHECK(shape.size() == 2, "--mesh '{}' must be two sizes, like 2x2", args.mesh);
-    return args.layout.build({shape[0], shape[1]});
+    return args.layout.build(mesh_2d("--mesh", args.mesh));
   }
   const layout::Plan plan = args.layout.load({args.mesh_option});
   MESHTP_CHECK(plan.dp == 1 && plan.pp == 1,

@@ -49,6 +49,7 @@
 
 #include "bench/calibration.hpp"
 #include "cli/commands.hpp"
+#include "cli/layout_flags.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
@@ -84,13 +85,7 @@ struct CalibrateArgs {
 // --mesh: one 2D mesh d1xd2 of the n ranks, or all of them.
 std::vector<std::array<int, 2>> meshes_of(const std::string& text, int n) {
   if (text == "all") return plan::enumerate_meshes(n);
-  const std::vector<int> shape = parse_mesh_shape(text);
-  MESHTP_CHECK(shape.size() == 2, "--mesh {}: calibrate takes a 2D mesh like 2x2, or all", text);
-  MESHTP_CHECK(static_cast<std::int64_t>(shape[0]) * shape[1] == n,
-               "--mesh {} has {} ranks but the world has {}: choose mesh sizes whose product "
-               "is {}",
-               text, static_cast<std::int64_t>(shape[0]) * shape[1], n, n);
-  return {{shape[0], shape[1]}};
+  return {mesh_2d("--mesh", text, n)};
 }
 
 

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "cli/commands.hpp"
+#include "cli/layout_flags.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
 #include "mesh/dtensor.hpp"
@@ -78,11 +79,8 @@ void run_gemm(const GemmArgs& args) {
                                         .dataflow = layout::parse_dataflow(args.dataflow),
                                         .slices = args.slices,
                                         .block = args.block};
-  const std::vector<int> shape = parse_mesh_shape(args.mesh);
-  MESHTP_CHECK(shape.size() == 2, "--mesh {} is not a 2D mesh: expected RxC, like 2x2", args.mesh);
-  const int nr = shape[0], nc = shape[1];
-  MESHTP_CHECK(nr * nc == world().size(), "mesh {}x{} has {} ranks but the world has {}", nr, nc,
-               nr * nc, world().size());
+  const auto [nr, nc] = mesh_2d("--mesh", args.mesh, world().size());
+  const std::vector<int> shape{nr, nc};
   const SafetensorsFile file_a = load_safetensors(args.a_path);
   std::optional<SafetensorsFile> own_b;
   if (args.b_path != args.a_path) own_b = load_safetensors(args.b_path);

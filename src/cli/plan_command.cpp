@@ -21,6 +21,7 @@
 #include <string>
 
 #include "cli/commands.hpp"
+#include "cli/layout_flags.hpp"
 #include "cli/flag_checks.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
@@ -34,10 +35,8 @@ namespace {
 
 struct PlanArgs {
   std::string topology;
-  std::string model;
+  ModelFlags shape;  // --model, --batch, --seq (0: the model's)
   int devices = 0;  // 0: the topology's device count
-  int batch = 0;    // 0: the model's
-  int seq = 0;      // 0: the model's
   std::string strategies = "all";
   std::string chunks = "1,2,4";
   bool json = false;
@@ -104,13 +103,9 @@ const plan::Candidate& row(const plan::PlanResult& result, int rank, const char*
 void run_plan(const PlanArgs& args, const CLI::App& app) {
   plan::PlanRequest request;
   request.topology = plan::load_topology(args.topology);
-  request.model = plan::load_model(args.model);
+  request.model = args.shape.apply(plan::load_model(args.shape.model));
   MESHTP_CHECK(args.devices >= 0, "--devices={} must be positive", args.devices);
   request.devices = args.devices > 0 ? args.devices : request.topology.device_count();
-  MESHTP_CHECK(args.batch >= 0 && args.seq >= 0, "--batch={} and --seq={} must be positive",
-               args.batch, args.seq);
-  if (args.batch > 0) request.model.batch = args.batch;
-  if (args.seq > 0) request.model.seq = args.seq;
   request.model.validate();
   request.strategies = plan::parse_strategies(args.strategies);
   request.chunks = parse_positive_ints(args.chunks, "--chunks");
@@ -158,14 +153,12 @@ void add_plan_command(CLI::App& app) {
   p->add_option("--topology", args->topology,
                 "Topology preset or JSON file (e.g. pcie-8xa100, nvlink-network-64)")
       ->required();
-  p->add_option("--model", args->model, "Model preset or JSON file (e.g. atp-m4, gpt3-175b)")
+  args->shape
+      .add_to(p, ModelFlags::kBatch | ModelFlags::kSeq,
+              "Model preset or JSON file (e.g. atp-m4, gpt3-175b)")
       ->required();
   p->add_option("--devices", args->devices,
                 "Number of devices; must match the topology (default: the topology's)")
-      ->check(integer_at_least(1));
-  p->add_option("--batch", args->batch, "Batch size b (default: the model's)")
-      ->check(integer_at_least(1));
-  p->add_option("--seq", args->seq, "Sequence length s (default: the model's)")
       ->check(integer_at_least(1));
   p->add_option("--strategies", args->strategies,
                 "Comma-separated: atp, megatron, tp1d, meshslice, collective, wang, summa, "

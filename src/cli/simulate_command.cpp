@@ -49,9 +49,10 @@ namespace meshtp::cli {
 namespace {
 
 struct SimulateArgs {
-  std::string topology, model, mesh, what = "layer", sizes, dataflow = "os", strategies = "all";
+  ModelFlags shape;  // --model, --layers, --batch, --seq (0: the model's)
+  std::string topology, mesh, what = "layer", sizes, dataflow = "os", strategies = "all";
   std::string trace, keep, simulator = MESHTP_SIM_BINARY, smpirun = "smpirun";
-  int devices = 0, top = 0, layers = 0, batch = 0, seq = 0, streams = 2;
+  int devices = 0, top = 0, streams = 2;
   std::int64_t m = 0, n = 0, k = 0;
   bool json = false, values = false, predict_only = false;
   LayoutFlags layout;
@@ -236,10 +237,7 @@ void run_simulate(const SimulateArgs& a) {
   MESHTP_CHECK(a.top >= 0, "--top={} must be positive", a.top);
   MESHTP_CHECK((a.mesh.empty() && !a.layout.from_file()) || a.top == 0,
                "give one layout (--mesh or --plan) or --top K, not both");
-  plan::ModelSpec model = plan::load_model(a.model);
-  if (a.layers > 0) model.layers = a.layers;
-  if (a.batch > 0) model.batch = a.batch;
-  if (a.seq > 0) model.seq = a.seq;
+  plan::ModelSpec model = a.shape.apply(plan::load_model(a.shape.model));
   model.validate();
   const plan::Topology topology = plan::load_topology(a.topology);
   const plan::PlanRequest request{.topology = topology,
@@ -357,7 +355,9 @@ void add_simulate_command(CLI::App& app) {
   CLI::App* c = app.add_subcommand(
       "simulate", "Run the real schedule on a simulated cluster (SimGrid) beside the planner");
   c->add_option("--topology", args->topology, "Topology preset or file")->required();
-  c->add_option("--model", args->model, "Model preset or file")->required();
+  args->shape.add_to(c, ModelFlags::kLayers | ModelFlags::kBatch | ModelFlags::kSeq,
+                     "Model preset or file")
+      ->required();
   c->add_option("--devices", args->devices, "Number of devices")->required();
   args->mesh_option =
       c->add_option("--mesh", args->mesh, "One layout's mesh d1xd2 (with the layout flags)");
@@ -367,9 +367,6 @@ void add_simulate_command(CLI::App& app) {
   c->add_option("--strategies", args->strategies,
                 "--top: the strategies the planner ranks, like atp,meshslice (default all)");
   c->add_option("--what", args->what, "layer|step|gemm2d|collectives (default layer)");
-  c->add_option("--layers", args->layers, "Layers of --what step (default the model's)");
-  c->add_option("--batch", args->batch, "Batch (default the model's)");
-  c->add_option("--seq", args->seq, "Sequence length (default the model's)");
   c->add_option("--m", args->m, "gemm2d: rows of C (default b·s)");
   c->add_option("--n", args->n, "gemm2d: columns of C (default 4h)");
   c->add_option("--k", args->k, "gemm2d: contraction (default h)");

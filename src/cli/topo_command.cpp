@@ -16,6 +16,7 @@
 #include <string>
 
 #include "cli/commands.hpp"
+#include "cli/layout_flags.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
 #include "plan/mesh_links.hpp"
@@ -36,9 +37,7 @@ struct TopoArgs {
 
 std::optional<std::array<int, 2>> mesh_arg(const std::string& mesh) {
   if (mesh.empty()) return std::nullopt;
-  const std::vector<int> shape = parse_mesh_shape(mesh);
-  MESHTP_CHECK(shape.size() == 2, "--mesh {}: the planner's meshes are 2D, like 2x4", mesh);
-  return std::array<int, 2>{shape[0], shape[1]};
+  return mesh_2d("--mesh", mesh);
 }
 
 std::string rings_line(const topo::Graph& graph, const topo::DimRings& r, int dim) {

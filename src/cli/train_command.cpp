@@ -29,7 +29,7 @@ namespace {
 constexpr const char* kDefaultCorpus = "/usr/share/games/fortunes";
 
 struct TrainArgs {
-  std::string model = "tiny";
+  ModelFlags shape{"tiny"};
   std::string mesh;  // "auto" or empty
   std::string tp;    // d1xd2
   std::string topology;
@@ -38,8 +38,6 @@ struct TrainArgs {
   int pp = 1;
   int microbatches = 1;
   std::string schedule = "gpipe";  // gpipe, 1f1b, interleaved[:v]
-  std::int64_t batch = 0;  // 0: the preset's
-  std::int64_t seq = 0;
   LayoutFlags layout;
   std::vector<const CLI::Option*> mesh_options;  // --tp, --dp, --mesh: excluded by --plan
   bool dry_run = false;
@@ -170,9 +168,7 @@ std::string choose_layout(TrainArgs& args, const plan::ModelSpec& spec) {
     set_pipeline(args, c.model.layout);
     return "no --tp given: Megatron 1D over every rank of a pipeline stage";
   }
-  const std::vector<int> tp = parse_mesh_shape(args.tp);
-  MESHTP_CHECK(tp.size() == 2, "--tp '{}' must be two sizes, like 2x2", args.tp);
-  c.model.layout = args.layout.build({tp[0], tp[1]}, args.dp);
+  c.model.layout = args.layout.build(mesh_2d("--tp", args.tp), args.dp);
   c.model.layout.zero = args.zero;
   set_pipeline(args, c.model.layout);
   return "layout given with --tp/--dp/--pp";
@@ -205,19 +201,14 @@ std::string check_memory(const train::TrainConfig& c, plan::ModelSpec spec, bool
 
 void run_train(TrainArgs& args) {
   MESHTP_CHECK(args.dp >= 1, "--dp={} must be ≥ 1", args.dp);
-  const plan::ModelSpec spec_in = plan::load_model(args.model);
+  const plan::ModelSpec spec_in = plan::load_model(args.shape.model);
   MESHTP_CHECK(spec_in.vocab == 0 || spec_in.vocab == 256,
                "model '{}' has vocab={}, but meshtp trains byte-level models (vocab 256)",
                spec_in.name, spec_in.vocab);
-  plan::ModelSpec spec = spec_in;
+  plan::ModelSpec spec = args.shape.apply(spec_in);
   spec.vocab = 256;
   spec.precision = plan::Precision::kFp32;
   spec.recompute = layout::Recompute::kNone;
-  constexpr std::int64_t kMaxSize = std::int64_t{1} << 24;
-  MESHTP_CHECK(args.batch <= kMaxSize, "--batch={} is too large (at most {})", args.batch, kMaxSize);
-  MESHTP_CHECK(args.seq <= kMaxSize, "--seq={} is too large (at most {})", args.seq, kMaxSize);
-  if (args.batch > 0) spec.batch = static_cast<int>(args.batch);
-  if (args.seq > 0) spec.seq = static_cast<int>(args.seq);
   train::TrainConfig& c = args.config;
   c.model = {.vocab = 256,
              .batch = spec.batch,
@@ -323,8 +314,8 @@ void add_train_command(CLI::App& app) {
   train::TrainConfig& c = args->config;
   CLI::App* t = app.add_subcommand(
       "train", "Train a byte-level GPT with tensor, pipeline and data parallelism");
-  t->add_option("--model", args->model, "Model preset (tiny, small, …) or JSON file")
-      ->capture_default_str();
+  args->shape.add_to(t, ModelFlags::kBatch | ModelFlags::kSeq,
+                     "Model preset (tiny, small, …) or JSON file");
   t->add_option("--data", c.data, "Text file or directory to train on (default: Debian's fortunes)");
   t->add_option("--steps", c.steps, "Training steps")->capture_default_str();
   args->mesh_options = {
@@ -351,10 +342,6 @@ void add_train_command(CLI::App& app) {
                     "rank, default 2)")
           ->capture_default_str()};
   t->add_option("--topology", args->topology, "Topology preset or file for --mesh auto");
-  t->add_option("--batch", args->batch, "Global batch (sequences per step; default: the model's)")
-      ->check(integer_at_least(1));
-  t->add_option("--seq", args->seq, "Sequence length (default: the model's)")
-      ->check(integer_at_least(1));
   args->layout.add_to(t);
   t->add_option("--lr", c.lr, "Peak learning rate")->capture_default_str();
   t->add_option("--min-lr", c.min_lr, "Final learning rate of the cosine decay")->capture_default_str();

@@ -117,10 +117,10 @@ if [ "$group" = all ] || [ "$group" = flags ]; then
   expect_error "bench collectives --sizes 0" 2 "error: bad size '0'" bench collectives --sizes 0
   expect_error "bench collectives --mesh 3x3" 2 "error: mesh 3x3 has 9 ranks but the world has 2" bench collectives --mesh 3x3
   expect_error "bench collectives --seconds -1" 2 "error: --seconds=-1 must be" bench collectives --seconds -1
-  expect_error "bench layer --heads -4" 2 "error: .*heads=-4" bench layer --hidden 64 --heads -4 --seq 8 --batch 2 --layers 1 --mesh 2x1
+  expect_error "bench layer --heads -4" 2 "error: --heads: -4 must be an integer ≥ 1" bench layer --hidden 64 --heads -4 --seq 8 --batch 2 --layers 1 --mesh 2x1
   expect_error "bench gemm --shapes 0x1x1" 2 "error: bad --shapes item '0x1x1'" bench gemm --shapes 0x1x1
   expect_error "bench gemm2d --m 0" 2 "error: GeMM sizes must be positive, got m=0" bench gemm2d --m 0 --n 8 --k 8 --mesh 1x2
-  expect_error "calibrate --mesh 5" 2 "error: --mesh 5: calibrate takes a 2D mesh" calibrate --mesh 5 --out "$work/cal.json"
+  expect_error "calibrate --mesh 5" 2 "error: --mesh 5 is not a 2D mesh" calibrate --mesh 5 --out "$work/cal.json"
   expect_error "unknown command" 2 "error: unknown command 'frobnicate'" frobnicate
 fi
 
