@@ -31,7 +31,9 @@ void StackBlock::bind(std::span<const std::span<float>> values,
                static_cast<int>(kBlockParams));
   for (std::size_t p = 0; p < kBlockParams; ++p) {
     const auto want = static_cast<std::size_t>(numel(local_[p]));
-    MESHTP_CHECK(values[p].size() == want && grads[p].size() == want,
+    // Empty gradients: ZeRO ≥ 2 binds a block's accumulators only for its backward
+    // (train/zero.hpp); its forward runs without them.
+    MESHTP_CHECK(values[p].size() == want && (grads[p].size() == want || grads[p].empty()),
                  "bind: parameter {} has {} values / {} gradients, its shard has {}", p,
                  values[p].size(), grads[p].size(), want);
     p_[p] = values[p];

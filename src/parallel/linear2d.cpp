@@ -111,7 +111,9 @@ void Linear2D::bind(std::span<const float> w, std::span<const float> b, std::spa
                     std::span<float> db) {
   const auto wn = static_cast<std::size_t>(m_local_ * k_local_);
   const auto bn = static_cast<std::size_t>(m_local_);
-  MESHTP_CHECK(w.size() == wn && dw.size() == wn && b.size() == bn && db.size() == bn,
+  // No gradients (both empty): a forward-only binding (ZeRO ≥ 2, train/zero.hpp).
+  const bool grads = dw.size() == wn && db.size() == bn, none = dw.empty() && db.empty();
+  MESHTP_CHECK(w.size() == wn && b.size() == bn && (grads || none),
                "Linear2D::bind: W {} / dW {} values (expected {}), b {} / db {} (expected {})",
                w.size(), dw.size(), wn, b.size(), db.size(), bn);
   w_ = w;

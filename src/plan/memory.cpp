@@ -33,8 +33,12 @@ double block_params(const ModelSpec& m, const layout::Plan& p) {
 // at once on this rank, at most, replaying train/pipeline_run.cpp and
 // train/pipeline_model.cpp: every receive is posted before the first op, an op allocates its
 // output (sent, kept until the end), a forward of stage > 0 copies its input (freed by that
-// microbatch's backward), an op's received input is freed after it.
-int pipeline_buffers(const layout::PipelineSchedule& s, int rank) {
+// microbatch's backward), an op's received input is freed after it. Also the most alive
+// during a backward op (when ZeRO ≥ 2's transient block gradients exist).
+struct PipelineBuffers {
+  int peak = 0, backward_peak = 0;
+};
+PipelineBuffers pipeline_buffers(const layout::PipelineSchedule& s, int rank) {
   const int S = s.stages();
   const auto has_input = [&](const layout::PipeOp& op) {
     return op.forward ? op.stage > 0 : op.stage + 1 < S;
@@ -45,15 +49,16 @@ int pipeline_buffers(const layout::PipelineSchedule& s, int rank) {
   const std::vector<layout::PipeOp>& ops = s.ops.at(static_cast<std::size_t>(rank));
   int alive = 0;
   for (const layout::PipeOp& op : ops) alive += has_input(op) ? 1 : 0;
-  int peak = alive;
+  PipelineBuffers out{.peak = alive};
   for (const layout::PipeOp& op : ops) {
     alive += has_output(op) ? 1 : 0;
     if (op.forward && op.stage > 0) ++alive;  // the saved input
-    peak = std::max(peak, alive);
+    out.peak = std::max(out.peak, alive);
+    if (!op.forward) out.backward_peak = std::max(out.backward_peak, alive);
     if (!op.forward && op.stage > 0) --alive;
     alive -= has_input(op) ? 1 : 0;
   }
-  return peak;
+  return out;
 }
 
 // The residual stream gathered whole ([n, h], `stream` floats) from this rank's slice
@@ -151,20 +156,24 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
   // kFull: the stack's one block keeps the probabilities (it runs an ordinary forward).
   const double kept_blocks = full ? f.kept + f.scores : layers * kept_layer;
 
+  // train/zero.hpp's buckets: one per block, and the last (embeddings, final LayerNorm and,
+  // under Megatron-SP, the blocks' LayerNorm parameters, 4h/d2 each: reduced after the stack).
+  const double block = block_params(mb, p);
+  const double ln = p.sequence_parallel && !layout::is_gemm2d(p.strategy) ? 4 * h / d2 : 0;
   MemoryEstimate out;
-  double params = 0, whole_params = 0, activations = 0, buffers = 0, stacks = 0;
+  double params = 0, whole_params = 0, activations = 0, buffers = 0, stacks = 0, last_bucket = 0;
   bool gathers_stream = false;  // holds the embedding or the head
   for (int k = 0; k < v; ++k) {
     const int stage = k * p.pp + pipeline_rank;
     const bool first = stage == 0, last = stage == stages - 1;
-    const double blocks = layers * block_params(mb, p);
+    const double blocks = layers * block;
     const double extras = (first || last ? vocab_rows * h : 0) + (first ? mb.seq * h : 0) +
                           (last ? 2 * h / d2 : 0);
     params += blocks + extras;
-    // ZeRO-3 keeps a block's parameters whole only while it runs and while the next one is
-    // gathered: two in the running chunk, the last one run in every other.
-    const int whole = k == 0 ? std::min(2, layers) : 1;
-    whole_params += extras + whole * block_params(mb, p);
+    last_bucket += extras + layers * ln;
+    // ZeRO-3 keeps a block's parameters whole only while it runs: the running one in the
+    // running chunk, the last one run in every other.
+    whole_params += extras + layers * ln + (block - ln);
     // The stack: kept sets, layer inputs (one more: the output), two gradient streams, one
     // workspace; under Megatron-SP the LayerNorm gradients' partial sums (4h per layer).
     activations += kept_blocks + (layers + 1) * f.input;
@@ -181,26 +190,41 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
   if (gathers_stream && head == HeadBuffers::kRuntime) {
     buffers += stream_gather_floats(p, stream, f.input);
   }
+  // ZeRO ≥ 2: during a block's backward (only then) its gradient whole and, once packed, its
+  // send buffer (train/zero.hpp): the peak is both at once, the previous block's reduction
+  // already waited.
+  const double backward_only = p.zero >= 2 ? 2 * (block - ln) : 0;
   if (p.pp > 1 || v > 1) {
     const layout::PipelineSchedule schedule =
         layout::make_schedule(p.schedule, p.pp, p.microbatches, v);
-    buffers += pipeline_buffers(schedule, pipeline_rank) * f.input;
+    const PipelineBuffers pipe = pipeline_buffers(schedule, pipeline_rank);
+    buffers +=
+        std::max(pipe.peak * f.input, pipe.backward_peak * f.input + backward_only) - backward_only;
     const bool any_inner = v > 1 || pipeline_rank + 1 < p.pp;
     if (any_inner) buffers += f.input;  // the discarded output of a rematerialised forward
   }
   out.params_bytes = e * (p.zero == 3 ? whole_params : params);
-  out.grads_bytes = e * (params + stacks);
   // AdamW: two fp32 moments per parameter, plus the fp32 master of mixed precision; ZeRO ≥ 1
-  // keeps those, and the value being updated, for 1/dp of the parameters (train/zero.hpp),
-  // stage 2 also the summed gradient part; with dp > 1 the buckets hold one copy of every
-  // gradient (stages ≥ 1: the reduce-scatter's input, then the all-gather's output).
+  // keeps those, and the value being updated, for 1/dp of the parameters (train/zero.hpp).
+  // Gradients: whole accumulators, and with dp > 1 the buckets one more copy (the
+  // all-reduce's, or stage 1's reduce-scatter input and all-gather output). ZeRO ≥ 2 keeps
+  // 1/dp of every gradient (the summed parts), the last bucket whole with its buffer, and a
+  // block's whole gradient and send buffer only during its backward (backward_only); stage 3
+  // also the running block's parameters whole (whole_params) and the next one's gather.
   const double dp = p.dp;
   if (p.zero == 0) {
     out.optimizer_bytes = params * (mb.precision == Precision::kFp16 ? 12 : 8);
   } else {
-    out.optimizer_bytes = params / dp * 12 + (p.zero >= 2 ? params / dp * e : 0);
+    out.optimizer_bytes = params / dp * 12;
   }
-  if (p.dp > 1) buffers += params;
+  if (p.zero >= 2) {
+    out.grads_bytes = e * (params / dp + last_bucket + stacks + backward_only / 2);
+    buffers += last_bucket + backward_only / 2;
+    if (p.zero == 3 && layers > 1) buffers += block - ln;  // the prefetched block's gather
+  } else {
+    out.grads_bytes = e * (params + stacks);
+    if (p.dp > 1) buffers += params;
+  }
   out.activations_bytes = e * activations;
   out.workspace_bytes = e * buffers;
   return out;

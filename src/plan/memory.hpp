@@ -38,9 +38,10 @@
 // moment, the buffers of gathering it: stream_gather_floats in memory.cpp), pipeline
 // messages and the stage inputs of microbatches in flight (a stage keeps the activations of
 // one microbatch and re-runs the forward of the others from their saved input), and
-// parameters, gradient accumulators (whole in every stage), AdamW moments and the ZeRO
-// buckets (train/zero.hpp). Not counted: buffers that are not tensors (MPI's, index vectors)
-// and the 2D GeMM algorithms' panel buffers (the planner adds those as its workspace).
+// parameters, gradient accumulators (whole; ZeRO ≥ 2: 1/dp, a block's whole only during its
+// backward), AdamW moments and the ZeRO buckets (train/zero.hpp). Not counted: buffers that
+// are not tensors (MPI's, index vectors) and the 2D GeMM algorithms' panel buffers (the
+// planner adds those as its workspace).
 #pragma once
 
 #include <iosfwd>

@@ -147,10 +147,15 @@ double PipelineModel::run(std::span<const std::int32_t> tokens,
     inputs[k].erase(i);
     last_forward[k] = -1;
     DataParallel& dp = *dps_[k];
-    const bool last = ++backwards[k] == m;  // the gradients of this chunk are final after it
-    g.backward(dloss, last ? std::function<void(int)>([&dp](int layer) { dp.start(layer); })
-                           : std::function<void(int)>(),
+    // Stages 0–1 reduce once the chunk's gradients are final (after its last backward);
+    // stage ≥ 2 reduces every microbatch's into the sharded accumulators (train/zero.hpp).
+    const bool last = ++backwards[k] == m;
+    const bool reduce = last || dp.reduces_every_microbatch();
+    g.backward(dloss,
+               reduce ? std::function<void(int)>([&dp](int layer) { dp.start(layer); })
+                      : std::function<void(int)>(),
                dout, din);
+    dp.backward_done();
   };
   run_pipeline(schedule_, mesh_.dim_comm(1), fns);
   if (train) {

@@ -16,6 +16,7 @@
 //                       with dloss = 1/(dp·m), so the gradients sum to the batch mean's
 //     tie               ∂wte from stage 0 (embedding) + ∂wte from stage S−1 (head)
 //     reduce            each chunk's DataParallel, buckets started as their blocks finish
+//                       (ZeRO ≥ 2: after every microbatch's, into sharded accumulators)
 //     loss              Σ_i loss_i on the last stage, summed over pp and dp, / (dp·m)
 //
 // Activations: a stage keeps only the input of each microbatch in flight (what it received,

@@ -15,12 +15,15 @@ struct DataParallel::Bucket {
   std::int64_t size = 0;  // S_b
   std::int64_t part = 0;  // ⌈S_b/dp⌉ (stage ≥ 1)
   Tensor buffer;          // packed gradients (stage 0: S_b; else part·dp), then gathered values
-  Tensor grad;            // stage 2: this replica's summed part
+                          // (stage ≥ 2 blocks: only while a collective uses it)
+  Tensor gathered;        // stage 3: the parameters' all-gather, until copied
+  Tensor grad;            // stage ≥ 2: this replica's summed (accumulated) part
   Tensor value, m, v;     // stage ≥ 1: this replica's part of the values and moments
   std::span<float> own_grad;  // stage ≥ 1: the summed part (in buffer, or grad)
   comm::Request request;
   comm::Request gather;       // stage 3: the parameters' all-gather (prefetch)
   bool whole = true;          // stage 3: the model holds this bucket's parameters
+  int reductions = 0;         // stage ≥ 2: microbatches reduced into `grad` this step
 };
 
 namespace {
@@ -28,11 +31,11 @@ namespace {
 // f(p, offset in parameter p, offset in the bucket, count) for every piece of the bucket's
 // flat range [lo, hi), in order.
 template <typename F>
-void for_each_piece(model::Gpt& gpt, const std::vector<int>& params, std::int64_t lo,
-                    std::int64_t hi, F&& f) {
+void for_each_piece(const std::vector<Shape>& shapes, const std::vector<int>& params,
+                    std::int64_t lo, std::int64_t hi, F&& f) {
   std::int64_t at = 0;
   for (const int p : params) {
-    const std::int64_t n = gpt.grad(p).numel();
+    const std::int64_t n = numel(shapes[static_cast<std::size_t>(p)]);
     const std::int64_t a = std::max(lo, at), b = std::min(hi, at + n);
     if (a < b) f(p, a - at, a, b - a);
     at += n;
@@ -56,14 +59,16 @@ DataParallel::DataParallel(model::Gpt& gpt, const comm::Communicator& dp_group, 
     b.params.push_back(p);
     b.size += gpt.grad(p).numel();
   }
+  for (int p = 0; p < gpt.num_params(); ++p) shapes_.push_back(gpt.value(p).shape());
   const int dp = dp_.size(), r = dp_.rank();
-  for (Bucket& b : buckets_) {
+  for (std::size_t k = 0; k < buckets_.size(); ++k) {
+    Bucket& b = buckets_[k];
     if (zero == 0) {
       if (dp > 1) b.buffer = Tensor({b.size});
       continue;
     }
     b.part = (b.size + dp - 1) / dp;
-    b.buffer = Tensor({b.part * dp});
+    if (!transient(static_cast<int>(k))) b.buffer = Tensor({b.part * dp});
     b.value = Tensor({b.part});
     b.m = Tensor({b.part});
     b.v = Tensor({b.part});
@@ -73,10 +78,18 @@ DataParallel::DataParallel(model::Gpt& gpt, const comm::Communicator& dp_group, 
                                                        static_cast<std::size_t>(b.part));
   }
   if (zero == 0) whole_ = std::make_unique<AdamW>(refs(dp), adamw);
-  for (int p = 0; p < gpt.num_params(); ++p) shapes_.push_back(gpt.value(p).shape());
-  if (zero == 3) {
+  if (zero >= 2) {
+    // The blocks' gradient accumulators exist only while their backward runs.
+    for (int i = 0; transient(i); ++i) {
+      for (const int p : buckets_[static_cast<std::size_t>(i)].params) gpt.grad(p) = Tensor();
+      gpt.rebind(i);
+    }
     gpt.set_before_layer([this](int layer, bool backward) { before_layer(layer, backward); });
   }
+}
+
+bool DataParallel::transient(int bucket) const {
+  return zero_ >= 2 && bucket + 1 < static_cast<int>(buckets_.size());
 }
 
 bool DataParallel::sharded(int bucket) const {
@@ -88,7 +101,7 @@ void DataParallel::parameters_written() {
   const std::int64_t r = dp_.rank();
   for (int i = 0; sharded(i); ++i) {
     Bucket& b = buckets_[static_cast<std::size_t>(i)];
-    for_each_piece(gpt_, b.params, r * b.part, std::min(b.size, (r + 1) * b.part),
+    for_each_piece(shapes_, b.params, r * b.part, std::min(b.size, (r + 1) * b.part),
                    [&](int p, std::int64_t offset, std::int64_t at, std::int64_t n) {
                      std::copy_n(gpt_.value(p).data() + offset, n,
                                  b.value.data() + (at - r * b.part));
@@ -101,9 +114,7 @@ void DataParallel::parameters_written() {
 void DataParallel::materialize(int bucket) {
   Bucket& b = buckets_.at(static_cast<std::size_t>(bucket));
   if (b.whole) return;
-  if (!b.gather.pending()) {
-    b.gather = dp_.iall_gather(std::span<const float>(b.value.values()), b.buffer.values());
-  }
+  if (!b.gather.pending()) start_gather(b);
   {
     const ScopedSpan span("param_allgather_wait", SpanKind::kPhase);
     b.gather.wait();
@@ -112,9 +123,10 @@ void DataParallel::materialize(int bucket) {
   for (const int p : b.params) {
     Tensor& t = gpt_.value(p);
     t = Tensor(shapes_[static_cast<std::size_t>(p)]);
-    std::copy_n(b.buffer.data() + at, t.numel(), t.data());
+    std::copy_n(b.gathered.data() + at, t.numel(), t.data());
     at += t.numel();
   }
+  b.gathered = Tensor();
   gpt_.rebind(bucket);
   b.whole = true;
 }
@@ -125,27 +137,38 @@ void DataParallel::release(int bucket) {
   b.whole = false;
 }
 
+void DataParallel::start_gather(Bucket& b) {
+  b.gathered = Tensor({b.part * dp_.size()});
+  b.gather = dp_.iall_gather(std::span<const float>(b.value.values()), b.gathered.values());
+}
+
 void DataParallel::before_layer(int layer, bool backward) {
-  materialize(layer);
-  const int next = backward ? layer - 1 : layer + 1;
-  for (int i = 0; sharded(i); ++i) {
-    if (i != layer && i != next && buckets_[static_cast<std::size_t>(i)].whole) release(i);
-  }
-  if (next >= 0 && sharded(next)) {
-    Bucket& b = buckets_[static_cast<std::size_t>(next)];
-    if (!b.whole && !b.gather.pending()) {
-      b.gather = dp_.iall_gather(std::span<const float>(b.value.values()), b.buffer.values());
+  if (zero_ == 3) {
+    const int next = backward ? layer - 1 : layer + 1;
+    for (int i = 0; sharded(i); ++i) {
+      if (i != layer && i != next && buckets_[static_cast<std::size_t>(i)].whole) release(i);
     }
+    materialize(layer);
+    if (next >= 0 && sharded(next)) {
+      Bucket& b = buckets_[static_cast<std::size_t>(next)];
+      if (!b.whole && !b.gather.pending()) start_gather(b);
+    }
+  }
+  if (backward && transient(layer)) {  // fresh zeroed accumulators for this backward
+    for (const int p : buckets_[static_cast<std::size_t>(layer)].params) {
+      gpt_.grad(p) = Tensor(shapes_[static_cast<std::size_t>(p)]);
+    }
+    gpt_.rebind(layer);
   }
 }
 
 DataParallel::~DataParallel() = default;
 
-std::vector<ParamRef> DataParallel::refs(int dp_factor) const {
+std::vector<ParamRef> DataParallel::refs(int dp_factor, bool with_grads) const {
   std::vector<ParamRef> out;
   for (int p = 0; p < gpt_.num_params(); ++p) {
-    out.push_back({gpt_.name(p), &gpt_.value(p), &gpt_.grad(p), gpt_.decays(p),
-                   gpt_.replicas(p) * dp_factor});
+    out.push_back({gpt_.name(p), &gpt_.value(p), with_grads ? &gpt_.grad(p) : &gpt_.value(p),
+                   gpt_.decays(p), gpt_.replicas(p) * dp_factor});
   }
   return out;
 }
@@ -153,11 +176,26 @@ std::vector<ParamRef> DataParallel::refs(int dp_factor) const {
 void DataParallel::start(int bucket) {
   if (dp_.size() == 1) return;
   Bucket& b = buckets_.at(static_cast<std::size_t>(bucket));
+  if (transient(bucket)) {
+    if (in_flight_ >= 0) wait_reduction(in_flight_);  // one in flight; frees its buffer
+    wait_reduction(bucket);  // this block's previous microbatch (normally done already)
+    b.buffer = Tensor({b.part * dp_.size()});
+  }
   float* out = b.buffer.data();
   for (const int p : b.params) {
     const Tensor& g = gpt_.grad(p);
     std::copy(g.data(), g.data() + g.numel(), out);
     out += g.numel();
+  }
+  if (transient(bucket)) {
+    for (const int p : b.params) gpt_.grad(p) = Tensor();  // whole only until packed
+    if (b.reductions > 0) {  // acc_r rides along in slot r: Σ_q buf_q[r] + acc_r
+      float* mine = b.buffer.data() + static_cast<std::int64_t>(dp_.rank()) * b.part;
+      const float* acc = b.grad.data();
+      for (std::int64_t i = 0; i < b.part; ++i) mine[i] += acc[i];
+    }
+    ++b.reductions;
+    in_flight_ = bucket;
   }
   if (zero_ >= 2) {
     b.request = dp_.ireduce_scatter(std::span<const float>(b.buffer.values()), b.grad.values());
@@ -173,12 +211,28 @@ void DataParallel::start(int bucket) {
 
 void DataParallel::start_last() { start(static_cast<int>(buckets_.size()) - 1); }
 
+void DataParallel::wait_reduction(int bucket) {
+  Bucket& b = buckets_.at(static_cast<std::size_t>(bucket));
+  if (b.request.pending()) {
+    const ScopedSpan span("grad_reduce_scatter_wait", SpanKind::kPhase);
+    b.request.wait();
+  }
+  b.buffer = Tensor();
+  if (in_flight_ == bucket) in_flight_ = -1;
+}
+
+void DataParallel::backward_done() {
+  if (in_flight_ >= 0) wait_reduction(in_flight_);
+}
+
 void DataParallel::finish() {
   if (dp_.size() == 1) return;
+  backward_done();
   const ScopedSpan span(zero_ >= 2 ? "grad_reduce_scatter_wait" : "grad_allreduce_wait",
                         SpanKind::kPhase);
   for (Bucket& b : buckets_) {
     b.request.wait();
+    b.reductions = 0;         // the next step's first microbatch overwrites the part
     if (zero_ > 0) continue;  // the optimizer reads its part where it landed
     const float* in = b.buffer.data();
     for (const int p : b.params) {
@@ -194,7 +248,7 @@ double DataParallel::grad_norm(const comm::Communicator& world) const {
   const std::int64_t lo = dp_.rank();
   double local = 0.0;
   for (const Bucket& b : buckets_) {
-    for_each_piece(gpt_, b.params, lo * b.part, std::min(b.size, (lo + 1) * b.part),
+    for_each_piece(shapes_, b.params, lo * b.part, std::min(b.size, (lo + 1) * b.part),
                    [&](int p, std::int64_t, std::int64_t at, std::int64_t n) {
                      const float* g = b.own_grad.data() + (at - lo * b.part);
                      local += kernels::fast().moments(g, n).second / gpt_.replicas(p);
@@ -227,15 +281,30 @@ void DataParallel::step(float lr) {
   const auto bias1 = static_cast<float>(1.0 - std::pow(c.beta1, t));
   const auto bias2 = static_cast<float>(1.0 - std::pow(c.beta2, t));
   const std::int64_t r = dp_.rank();
+  // Back into the model: bucket k's gathered values. Stage 2's block buckets gather into a
+  // buffer of their own, freed here, and run one behind: at most two whole buffers.
+  const auto land = [&](std::size_t k) {
+    Bucket& b = buckets_[k];
+    {
+      const ScopedSpan span("param_allgather_wait", SpanKind::kPhase);
+      b.request.wait();
+    }
+    for_each_piece(shapes_, b.params, 0, b.size,
+                   [&](int p, std::int64_t offset, std::int64_t at, std::int64_t n) {
+                     std::copy_n(b.buffer.data() + at, n, gpt_.value(p).data() + offset);
+                   });
+    if (transient(static_cast<int>(k))) b.buffer = Tensor();
+  };
   for (std::size_t k = 0; k < buckets_.size(); ++k) {
     Bucket& b = buckets_[k];
     const bool part_only = sharded(static_cast<int>(k));  // stage 3: the part is the master
     if (part_only) {
-      if (b.gather.pending()) b.gather.wait();
+      b.gather.wait();  // a prefetch in flight is stale too
+      b.gathered = Tensor();
       if (b.whole) release(static_cast<int>(k));  // stale after this update
     }
     // The update on this replica's part, elementwise as on the whole tensor (adamw.hpp).
-    for_each_piece(gpt_, b.params, r * b.part, std::min(b.size, (r + 1) * b.part),
+    for_each_piece(shapes_, b.params, r * b.part, std::min(b.size, (r + 1) * b.part),
                    [&](int p, std::int64_t offset, std::int64_t at, std::int64_t n) {
                      const auto i = static_cast<std::size_t>(at - r * b.part);
                      const auto count = static_cast<std::size_t>(n);
@@ -251,30 +320,28 @@ void DataParallel::step(float lr) {
                                    .decay = gpt_.decays(p) ? c.weight_decay : 0.0f,
                                    .bias1 = bias1, .bias2 = bias2});
                    });
-    if (!part_only) {
-      b.request = dp_.iall_gather(std::span<const float>(b.value.values()), b.buffer.values());
-    }
+    if (part_only) continue;
+    const int i = static_cast<int>(k);
+    if (transient(i)) b.buffer = Tensor({b.part * dp_.size()});
+    b.request = dp_.iall_gather(std::span<const float>(b.value.values()), b.buffer.values());
+    if (transient(i) && k > 0) land(k - 1);  // one behind
   }
-  const ScopedSpan span("param_allgather_wait", SpanKind::kPhase);
   for (std::size_t k = 0; k < buckets_.size(); ++k) {
-    Bucket& b = buckets_[k];
-    if (sharded(static_cast<int>(k))) continue;
-    b.request.wait();
-    for_each_piece(gpt_, b.params, 0, b.size,
-                   [&](int p, std::int64_t offset, std::int64_t at, std::int64_t n) {
-                     std::copy_n(b.buffer.data() + at, n, gpt_.value(p).data() + offset);
-                   });
+    const int i = static_cast<int>(k);
+    const bool landed = transient(i) && transient(i + 1);
+    if (!sharded(i) && !landed) land(k);
   }
 }
 
 void DataParallel::export_moments(AdamW& whole) {
   for (Bucket& b : buckets_) {
+    Tensor gathered({b.part * dp_.size()});
     for (const bool first : {true, false}) {
-      dp_.all_gather(std::span<const float>((first ? b.m : b.v).values()), b.buffer.values());
+      dp_.all_gather(std::span<const float>((first ? b.m : b.v).values()), gathered.values());
       std::vector<Tensor>& out = first ? whole.first_moments() : whole.second_moments();
-      for_each_piece(gpt_, b.params, 0, b.size,
+      for_each_piece(shapes_, b.params, 0, b.size,
                      [&](int p, std::int64_t offset, std::int64_t at, std::int64_t n) {
-                       std::copy_n(b.buffer.data() + at, n,
+                       std::copy_n(gathered.data() + at, n,
                                    out[static_cast<std::size_t>(p)].data() + offset);
                      });
     }
@@ -285,7 +352,7 @@ void DataParallel::export_moments(AdamW& whole) {
 void DataParallel::import_moments(AdamW& whole) {
   const std::int64_t r = dp_.rank();
   for (Bucket& b : buckets_) {
-    for_each_piece(gpt_, b.params, r * b.part, std::min(b.size, (r + 1) * b.part),
+    for_each_piece(shapes_, b.params, r * b.part, std::min(b.size, (r + 1) * b.part),
                    [&](int p, std::int64_t offset, std::int64_t at, std::int64_t n) {
                      const auto u = static_cast<std::size_t>(p);
                      const std::int64_t i = at - r * b.part;
@@ -301,7 +368,7 @@ void DataParallel::import_moments(AdamW& whole) {
 AdamW& DataParallel::optimizer_to_save() {
   if (zero_ == 0) return *whole_;
   for (int i = 0; sharded(i); ++i) materialize(i);  // the checkpoint reads whole values
-  scratch_ = std::make_unique<AdamW>(refs(1), adamw_config_);
+  scratch_ = std::make_unique<AdamW>(refs(1, false), adamw_config_);
   export_moments(*scratch_);
   return *scratch_;
 }
@@ -314,7 +381,7 @@ void DataParallel::saved() {
 AdamW& DataParallel::optimizer_to_load() {
   if (zero_ == 0) return *whole_;
   for (int i = 0; sharded(i); ++i) materialize(i);  // storage the checkpoint fills
-  scratch_ = std::make_unique<AdamW>(refs(1), adamw_config_);
+  scratch_ = std::make_unique<AdamW>(refs(1, false), adamw_config_);
   return *scratch_;
 }
 
@@ -328,6 +395,15 @@ void DataParallel::loaded() {
 std::int64_t DataParallel::optimizer_floats() const {
   std::int64_t n = 0;
   for (const Bucket& b : buckets_) n += 2 * (zero_ == 0 ? b.size : b.part);
+  return n;
+}
+
+std::int64_t DataParallel::gradient_floats() const {
+  std::int64_t n = 0;
+  for (const Bucket& b : buckets_) {
+    for (const int p : b.params) n += gpt_.grad(p).numel();
+    n += b.buffer.numel() + b.grad.numel();
+  }
   return n;
 }
 

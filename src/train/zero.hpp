@@ -11,25 +11,42 @@
 //               everything (AdamW moments 2·S per rank)
 //   stage 1     the same all_reduce; replica r updates only its part (moments 2·S/dp), then
 //               all_gather of the updated parts restores every replica's parameters
-//   stage 2     ireduce_scatter(bucket) instead: replica r receives only its part, summed
-//               (half the all-reduce's volume: (dp−1)/dp·S instead of 2·(dp−1)/dp·S); then as
-//               stage 1. The model's own gradient accumulators stay whole (the block stacks
-//               accumulate into them), so the saving here is the moments' and the traffic.
+//   stage 2     ireduce_scatter instead: replica r receives only its part, summed (half the
+//               all-reduce's volume: (dp−1)/dp·S instead of 2·(dp−1)/dp·S); then as stage 1.
+//               The gradient accumulators are sharded too (ZeRO §5.2): a block's gradient
+//               exists whole only while that block's backward runs. Right before it, fresh
+//               zeroed tensors are bound; right after, they are packed into a send buffer
+//               (freed, the pack added to this replica's accumulated part: Σ_q buf_q[r] +
+//               acc_r = acc_r + this microbatch's sum) and reduce-scattered into the part.
+//               One reduction in flight: block b's waits for block b+1's, so it overlaps one
+//               block's backward; the last one is waited when the backward returns. With m
+//               microbatches that is m reduce-scatters per step (DeepSpeed's ZeRO-2 does the
+//               same), against stage 0–1's single all-reduce of whole accumulators.
 //   stage 3     as stage 2, and block b's parameters too live only as replica r's part
 //               (ZeRO §5.3): right before block b runs (forward, or backward with its
-//               recomputation) its parts are all-gathered into freshly allocated tensors,
-//               the next block's gather already started (prefetch: b+1 forward, b−1
-//               backward); at most the running block and the prefetched one are whole, the
-//               others freed. The update touches only the part (no all-gather after it);
-//               the embeddings and final LayerNorm (the last bucket) stay whole, as in 2.
+//               recomputation) every other block's whole copy is freed, b's parts are
+//               all-gathered (the prefetch's buffer, or now) into freshly allocated
+//               tensors, and the next block's gather is started (prefetch: b+1 forward, b−1
+//               backward) into a buffer freed once it is copied. The update touches only
+//               the part (no all-gather after it); the embeddings and final LayerNorm (the
+//               last bucket) stay whole, as in 2.
 //
-//   per step:   backward → start(b) per finished block → finish() → grad_norm() → clip() →
-//               step(lr) (stage 1, 2: all_gather of every bucket, all started before any wait;
-//               stage 3: of the last bucket)
+//   per step:   per microbatch: backward → start(b) per finished block (stage ≥ 2; stages
+//               0–1 only on the last microbatch) → backward_done() → … → start_last() →
+//               finish() → grad_norm() → clip() → step(lr) (stage 1: all_gather of every
+//               bucket, all started before any wait; stage 2: the blocks' one after another,
+//               two in flight; stage 3: of the last bucket)
+//
+//   memory (stage ≥ 2, a block of G floats per rank, parts ⌈G/dp⌉): persistent gradient
+//               state G/dp per block; transient at most one block's gradient and its send
+//               buffer (2·G, during block b's pack), stage 3 also one block's parameters
+//               whole and the next block's gather buffer (plan/memory.cpp counts these).
 //
 // Worked example, dp = 2, bucket of S = 5 floats [g0 … g4]: part = 3; replica 0 owns
 // [0, 3), replica 1 owns [3, 5) (its last slot is padding, never read). Stage 2's
-// reduce_scatter sends 2·3 floats and hands replica 1 [g3+g3', g4+g4', pad].
+// reduce_scatter sends 2·3 floats and hands replica 1 [g3+g3', g4+g4', pad]. The next
+// microbatch's [h0 … h4]: replica 1 adds its part into slots 3–5 of its own send buffer,
+// [h0, h1, h2, h3+g3+g3', h4+g4+g4', 0], and receives [g3+g3'+h3+h3', g4+g4'+h4+h4', pad].
 //
 // The global gradient norm counts every element once: Σ over owned parts of g²/r_tp (r_tp:
 // TP ranks holding a copy), summed over the world — for stage 0, Σ over everything of
@@ -61,8 +78,13 @@ class DataParallel {
 
   int zero() const { return zero_; }
   // Starts bucket b's reduction (block b's gradients are final); start_last(): the rest.
+  // Stage ≥ 2 reduces every microbatch's gradient (call start for each microbatch's blocks);
+  // stages 0–1 only the last microbatch's, once accumulated.
+  bool reduces_every_microbatch() const { return zero_ >= 2; }
   void start(int bucket);
   void start_last();
+  // Stage ≥ 2: a backward returned — waits its last block's reduction (frees the buffer).
+  void backward_done();
   // Waits for every reduction; stage 0 writes the sums back into the model's gradients.
   void finish();
   // ‖g‖ over the global gradient, identical on every rank of `world`. Collective.
@@ -79,12 +101,20 @@ class DataParallel {
   void loaded();
   // Floats of optimizer state (moments) this rank holds.
   std::int64_t optimizer_floats() const;
+  // Floats of gradient state this rank holds between backwards: the model's accumulators
+  // (stage ≥ 2: the last bucket's only), the summed parts and the buckets' buffers.
+  std::int64_t gradient_floats() const;
 
  private:
   struct Bucket;
-  std::vector<ParamRef> refs(int dp_factor) const;
+  // with_grads false: every gradient slot points at its value (checkpoint scratch: the
+  // moments' shapes only; stage ≥ 2 holds no whole block gradients).
+  std::vector<ParamRef> refs(int dp_factor, bool with_grads = true) const;
+  bool transient(int bucket) const;  // stage ≥ 2 and a block's bucket: gradient sharded
+  void wait_reduction(int bucket);   // stage ≥ 2: the reduce-scatter done, buffer freed
   // Stage 3: block b's parameters whole in the model (all-gathered), or freed.
   void materialize(int bucket);
+  void start_gather(Bucket& b);  // stage 3: b's parameters into b.gathered
   void release(int bucket);
   void before_layer(int layer, bool backward);
   bool sharded(int bucket) const;  // stage 3 and a block's bucket
@@ -100,6 +130,7 @@ class DataParallel {
   std::vector<Bucket> buckets_;
   std::int64_t steps_ = 0;
   std::vector<Shape> shapes_;  // every parameter's local shape (stage 3 frees them)
+  int in_flight_ = -1;         // stage ≥ 2: the block whose reduce-scatter is pending
 };
 
 }  // namespace meshtp::train

@@ -127,10 +127,19 @@ TEST(Memory, ZeroShardsOptimizerStateThenParameters) {
   };
   const MemoryEstimate z0 = at(0), z1 = at(1), z2 = at(2), z3 = at(3);
   EXPECT_NEAR(z1.optimizer_bytes, z0.optimizer_bytes * 12 / 8 / 4, 1.0);  // moments + values
-  EXPECT_GT(z2.optimizer_bytes, z1.optimizer_bytes);                      // + the summed part
+  EXPECT_EQ(z2.optimizer_bytes, z1.optimizer_bytes);
   EXPECT_EQ(z2.params_bytes, z0.params_bytes);
-  EXPECT_LT(z3.params_bytes, z2.params_bytes);  // 2 of 4 blocks whole at a time
-  EXPECT_EQ(z3.grads_bytes, z0.grads_bytes);
+  EXPECT_LT(z3.params_bytes, z2.params_bytes);  // 1 of 4 blocks whole at a time
+  // ZeRO ≥ 2 (train/zero.hpp): gradients 1/dp of every parameter, the last bucket (wte,
+  // wpe, final LayerNorm) whole, and one block's whole gradient during its backward; the
+  // buckets shrink to the last one's buffer plus one block's send buffer.
+  const double h = m.hidden, block = 12 * h * h + 13 * h, e = 4;
+  const double last = m.vocab * h + m.seq * h + 2 * h, params = m.layers * block + last;
+  EXPECT_DOUBLE_EQ(z0.params_bytes, e * params);
+  EXPECT_DOUBLE_EQ(z2.grads_bytes, e * (params / 4 + last + block));
+  EXPECT_DOUBLE_EQ(z3.grads_bytes, z2.grads_bytes);
+  EXPECT_DOUBLE_EQ(z1.workspace_bytes - z2.workspace_bytes, e * (params - last - block));
+  EXPECT_DOUBLE_EQ(z3.workspace_bytes - z2.workspace_bytes, e * block);  // the next gather
 }
 
 }  // namespace

@@ -208,5 +208,42 @@ TEST_F(PipelineEquivalence, CheckpointsMoveBetweenPipelineAndOtherLayouts) {
   }
 }
 
+// ZeRO ≥ 2 shards the gradient accumulators (train/zero.hpp): after a step of 2 microbatches
+// no block's gradient is held whole, and the gradient state a rank keeps is 1/dp of its
+// parameters plus the last bucket (embeddings, final LayerNorm: whole, and its buffer) —
+// against twice every parameter (accumulators and buckets) with ZeRO 0 and 1.
+TEST_F(PipelineEquivalence, ZeroTwoAndThreeKeepOneDpthOfTheGradients) {
+  const int dp = world_.size();
+  if (dp == 1) GTEST_SKIP() << "ZeRO needs data-parallel replicas";
+  for (const int zero : {1, 2, 3}) {
+    const TrainConfig c = config({dp, 1, 1, 1, dp <= 4 ? 2 : 1, Schedule::k1F1B, 1, zero});
+    PipelineModel m(world_, c.model, zero, c.adamw);
+    m.init(c.seed);
+    const std::size_t n = static_cast<std::size_t>(m.replica_rows() * c.model.seq);
+    std::vector<std::int32_t> tokens(n, 7), targets(n, 9);
+    m.forward_backward(tokens, targets);
+    model::Gpt& g = m.chunk(0);
+    std::int64_t params = 0, blocks_whole = 0, last = 0;
+    for (int p = 0; p < g.num_params(); ++p) {
+      const std::int64_t size = numel(g.global_shape(p));
+      params += size;
+      if (g.grad_layer(p) >= 0)
+        blocks_whole += g.grad(p).numel();
+      else
+        last += size;
+    }
+    const std::int64_t held = m.data_parallel(0).gradient_floats();
+    if (zero == 1) {
+      EXPECT_EQ(blocks_whole, params - last);
+      EXPECT_GE(held, 2 * params);
+    } else {
+      EXPECT_EQ(blocks_whole, 0) << "zero " << zero;
+      // Parts of ⌈S_b/dp⌉ per bucket: at most dp − 1 floats of padding each.
+      EXPECT_LE(held, params / dp + 2 * last + dp * (c.model.layers + 1)) << "zero " << zero;
+      EXPECT_GE(held, params / dp + 2 * last) << "zero " << zero;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace meshtp::train
