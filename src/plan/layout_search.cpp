@@ -51,7 +51,41 @@ RingParams ring(const Topology& t, const Link& l) {
           .bw_bytes_per_s = std::max(l.gbps, 1e-9) * kGB};
 }
 
+// The virtual stages tried: 1, and with a pipeline the interleaved v ∈ {2, 3, 4} that divide
+// a rank's layers when m is a multiple of p (the runtime's condition, pipeline_schedule.hpp).
+std::vector<int> virtual_stages(int layers_per_rank, int pp, int m) {
+  std::vector<int> out{1};
+  if (pp == 1 || m % pp != 0) return out;
+  for (int v = 2; v <= 4; ++v) {
+    if (layers_per_rank % v == 0) out.push_back(v);
+  }
+  return out;
+}
+
 }  // namespace
+
+void price_layout(LayoutCandidate& c, const LayoutTraffic& t) {
+  const layout::Plan& p = c.plan;
+  const int pp = p.pp, m = p.microbatches, v = p.virtual_stages, dp = p.dp;
+  c.bubble = layout::bubble_fraction(p.schedule, pp, m, v);
+  // Per boundary crossing, the activation forward and its gradient back; interleaved, a
+  // microbatch crosses v times as many boundaries (every chunk's end is a rank's edge).
+  const double p2p = 2 * (t.stream_bytes / t.pipe.bw_bytes_per_s + t.pipe.l_sync_s);
+  c.t_p2p_s = pp > 1 ? v * (m + pp - 1) * p2p : 0;
+  c.t_dp_s = 0;
+  if (dp > 1) {
+    const double shard = t.params_bytes / dp;
+    // ZeRO ≥ 2 reduce-scatters every microbatch's gradient into the sharded accumulators.
+    c.t_dp_s = p.zero >= 2 ? m * ring_collective_time(t.data, dp, shard)
+                           : ring_all_reduce_time(t.data, dp, t.params_bytes);
+    if (p.zero >= 1) c.t_dp_s += ring_collective_time(t.data, dp, shard);
+    // ZeRO-3 gathers every block before each forward (the rematerialised one too) and
+    // backward of every microbatch.
+    const int gathers = pp > 1 ? 3 : 2;
+    if (p.zero == 3) c.t_dp_s += gathers * m * ring_collective_time(t.data, dp, shard);
+  }
+  c.t_step_s = (c.t_stage_s + c.t_rerun_s) * m / (1 - c.bubble) + c.t_p2p_s + c.t_dp_s;
+}
 
 void LayoutRequest::validate() const {
   topology.validate();
@@ -118,11 +152,10 @@ std::vector<LayoutCandidate> search_layouts(const LayoutRequest& r) {
             // (model/block.hpp validate).
             if (!layout::is_gemm2d(strategy) && model.heads % (d1 * d2) != 0) continue;
             for (const int chunks : r.chunks) {
-              for (const Recompute recompute :
-                   {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
-                ModelSpec mb = model;
-                mb.batch = model.batch / (dp * m);
-                mb.layers = model.layers / pp;
+              ModelSpec mb = model;
+              mb.batch = model.batch / (dp * m);
+              mb.layers = model.layers / pp;
+              const auto stage_of = [&](Recompute recompute) -> const Candidate& {
                 mb.recompute = recompute;
                 const auto key = std::tuple{static_cast<int>(strategy), d1, d2, chunks,
                                             mb.batch, mb.layers, static_cast<int>(recompute)};
@@ -135,39 +168,46 @@ std::vector<LayoutCandidate> search_layouts(const LayoutRequest& r) {
                                   .chunks = {chunks}};
                   it = stages.emplace(key, evaluate(sub, strategy, d1, d2, chunks)).first;
                 }
-                const Candidate& stage = it->second;
+                return it->second;
+              };
+              for (const Recompute recompute :
+                   {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+                const Candidate& stage = stage_of(recompute);
                 if (!stage.valid) continue;
+                // The boundary rematerialisation: one more forward of the stage per
+                // microbatch, the planner's own price of it (full recomputation's surplus).
+                const double rerun = pp > 1 ? stage_of(Recompute::kFull).t_step_s -
+                                                  stage_of(Recompute::kNone).t_step_s
+                                            : 0;
+                mb.recompute = recompute;
                 layout::Plan plan = to_plan(stage);
                 plan.dp = dp;
                 plan.pp = pp;
                 plan.microbatches = m;
-                plan.schedule = m > 1 ? layout::Schedule::k1F1B : layout::Schedule::kGpipe;
                 plan.recompute = recompute;
                 plan.provenance.reset();
                 const double stream_bytes = block_floats(mb, plan).input * e;
                 const double params_bytes =
-                    rank_memory(model, plan, 0, HeadBuffers::kSharded).grads_bytes;
-                for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
-                  plan.zero = zero;
-                  LayoutCandidate c;
-                  c.plan = plan;
-                  c.t_stage_s = stage.t_step_s;
-                  c.bubble = layout::bubble_fraction(plan.schedule, pp, m);
-                  const double p2p =
-                      pp > 1 ? 2 * (stream_bytes / (pipe.gbps * kGB) + pipe.latency_us * kUs) : 0;
-                  c.t_p2p_s = pp > 1 ? (m + pp - 1) * p2p : 0;
-                  const RingParams ring_dp = ring(r.topology, data);
-                  const double shard = params_bytes / dp;
-                  if (dp > 1) {
-                    c.t_dp_s = zero >= 2 ? ring_collective_time(ring_dp, dp, shard)
-                                         : ring_all_reduce_time(ring_dp, dp, params_bytes);
-                    if (zero >= 1) c.t_dp_s += ring_collective_time(ring_dp, dp, shard);
-                    if (zero == 3) c.t_dp_s += 2 * m * ring_collective_time(ring_dp, dp, shard);
+                    rank_memory(model, plan, 0, HeadBuffers::kSharded).params_bytes;
+                for (const int v : virtual_stages(model.layers / pp, pp, m)) {
+                  plan.virtual_stages = v;
+                  plan.schedule = v > 1   ? layout::Schedule::kInterleaved
+                                  : m > 1 ? layout::Schedule::k1F1B
+                                          : layout::Schedule::kGpipe;
+                  for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
+                    plan.zero = zero;
+                    LayoutCandidate c;
+                    c.plan = plan;
+                    c.t_stage_s = stage.t_step_s;
+                    c.t_rerun_s = rerun;
+                    price_layout(c, {.pipe = ring(r.topology, pipe),
+                                     .data = ring(r.topology, data),
+                                     .stream_bytes = stream_bytes,
+                                     .params_bytes = params_bytes});
+                    c.memory = peak_rank_memory(model, plan, HeadBuffers::kSharded);
+                    c.feasible = c.memory.total_gib() <= r.topology.memory_gib;
+                    out.push_back(c);
                   }
-                  c.t_step_s = c.t_stage_s * m / (1 - c.bubble) + c.t_p2p_s + c.t_dp_s;
-                  c.memory = peak_rank_memory(model, plan, HeadBuffers::kSharded);
-                  c.feasible = c.memory.total_gib() <= r.topology.memory_gib;
-                  out.push_back(c);
                 }
               }
             }
@@ -186,10 +226,12 @@ std::vector<LayoutCandidate> search_layouts(const LayoutRequest& r) {
 std::ostream& operator<<(std::ostream& os, const LayoutCandidate& c) {
   const layout::Plan& p = c.plan;
   return os << fmt::format(
-             "dp={} pp={} tp={}x{} {} m={} zero={} recompute={}: step {:.4g} s (stage {:.4g} s "
+             "dp={} pp={}{} tp={}x{} {} m={} zero={} recompute={}: step {:.4g} s (stage {:.4g}{} s "
              "× {}, bubble {:.1f}%, p2p {:.3g} s, dp {:.3g} s), {:.1f} GiB{}",
-             p.dp, p.pp, p.mesh[0], p.mesh[1], layout::name(p.strategy), p.microbatches, p.zero,
-             layout::name(p.recompute), c.t_step_s, c.t_stage_s, p.microbatches,
+             p.dp, p.pp, p.virtual_stages > 1 ? fmt::format(" v={}", p.virtual_stages) : "",
+             p.mesh[0], p.mesh[1], layout::name(p.strategy), p.microbatches, p.zero,
+             layout::name(p.recompute), c.t_step_s, c.t_stage_s,
+             c.t_rerun_s > 0 ? fmt::format(" + rerun {:.4g}", c.t_rerun_s) : "", p.microbatches,
              100 * c.bubble, c.t_p2p_s, c.t_dp_s, c.memory.total_gib(),
              c.feasible ? "" : " infeasible");
 }
@@ -199,6 +241,7 @@ nlohmann::json to_json(const LayoutCandidate& c) {
           {"feasible", c.feasible},
           {"t_step_s", c.t_step_s},
           {"t_stage_s", c.t_stage_s},
+          {"t_rerun_s", c.t_rerun_s},
           {"bubble", c.bubble},
           {"t_p2p_s", c.t_p2p_s},
           {"t_dp_s", c.t_dp_s},

@@ -10,14 +10,23 @@
 //               FLOPs and traffic included) on a topology holding just the d1·d2 ranks of a
 //               stage, whose two levels carry the B' the full topology gives those groups
 //               (tp_topology).
-//   pipeline    t = t_stage·m / (1 − bubble), bubble = (p−1)/(m+p−1) (1F1B; Narayanan et al.
-//               §2.2), plus per microbatch and stage boundary the activation (forward) and its
-//               gradient (backward) point to point: 2·(bytes/B'_pp + latency), bytes = one
-//               rank's slice of the stream (plan/memory.hpp BlockFloats::input).
+//   pipeline    t = (t_stage + t_rerun)·m / (1 − bubble), bubble = (p−1)/(m+p−1) (1F1B;
+//               Narayanan et al. §2.2.1), or with v interleaved virtual stages per rank
+//               (p−1)/(v·m+p−1): (p−1)/v stage-times of bubble, (p−1)/(v·m) of the ideal
+//               (§2.2.2). t_rerun: the runtime keeps only a stage's input per microbatch in
+//               flight and re-runs its forward before the backward (train/pipeline_model.hpp)
+//               — one more forward per microbatch, priced as full recomputation's surplus
+//               (t_stage(full) − t_stage(none)), whatever the recomputation. Plus per
+//               microbatch and stage boundary the activation (forward) and its gradient
+//               (backward) point to point: 2·(bytes/B'_pp + latency), bytes = one rank's slice
+//               of the stream (plan/memory.hpp BlockFloats::input), v·(m + p − 1) times
+//               (interleaved: v times the boundaries, §2.2.2).
 //   data        per step the gradients of a rank's parameters over the dp ring: ZeRO 0/1
-//               all-reduce, 2/3 reduce-scatter; ZeRO ≥ 1 all-gathers the updated parameters;
-//               ZeRO-3 also all-gathers every block's parameters before each microbatch's
-//               forward and backward (2·m gathers). Not overlapped (an upper bound).
+//               all-reduce once; 2/3 reduce-scatter every microbatch's (the sharded
+//               accumulators, train/zero.hpp: m times); ZeRO ≥ 1 all-gathers the updated
+//               parameters; ZeRO-3 also all-gathers every block's parameters before each
+//               microbatch's forward, re-run forward (p > 1) and backward (2·m or 3·m
+//               gathers). Not overlapped (an upper bound).
 //   memory      peak_rank_memory (plan/memory.hpp) with the head sharded: feasible when it fits
 //               topology.memory_gib.
 //   ranking     feasible first, by predicted step time.
@@ -33,6 +42,7 @@
 
 #include "layout/plan.hpp"
 #include "plan/candidate.hpp"
+#include "plan/mesh_links.hpp"
 #include "plan/model_spec.hpp"
 #include "plan/topology.hpp"
 
@@ -54,12 +64,23 @@ struct LayoutCandidate {
   layout::Plan plan;  // dp, pp, microbatches, schedule, zero, recompute, mesh, strategy, chunks
   bool feasible = false;
   double t_step_s = 0;
-  double t_stage_s = 0;  // one microbatch through one stage (forward + backward)
-  double bubble = 0;     // (p−1)/(m+p−1)
+  double t_stage_s = 0;  // one microbatch through one rank's layers (forward + backward)
+  double t_rerun_s = 0;  // pp > 1: the rematerialised forward of those layers, per microbatch
+  double bubble = 0;     // (p−1)/(m+p−1); interleaved (p−1)/(v·m+p−1)
   double t_p2p_s = 0;    // per step, on the critical path
   double t_dp_s = 0;     // per step
   MemoryEstimate memory;
 };
+
+// What a layout's step moves over the links it crosses.
+struct LayoutTraffic {
+  RingParams pipe, data;    // the pipeline dim's link and the data dim's ring
+  double stream_bytes = 0;  // one rank's slice of a microbatch's residual stream
+  double params_bytes = 0;  // one rank's parameters (= its gradients)
+};
+// Fills c.bubble, c.t_p2p_s, c.t_dp_s and c.t_step_s from c.plan, c.t_stage_s, c.t_rerun_s
+// (the price above).
+void price_layout(LayoutCandidate& c, const LayoutTraffic& t);
 
 // Ranked: feasible first, then by step time. Throws for a bad request.
 std::vector<LayoutCandidate> search_layouts(const LayoutRequest& request);

@@ -1,11 +1,13 @@
 // The planner over all dimensions (plan/layout_search.hpp): the enumerator keeps to its
 // constraints, a two-device case is priced as worked out by hand, and the stage topology
 // gives each tensor-parallel dim the bandwidth of the full topology.
+#include "plan/layout_search.hpp"
+
 #include <gtest/gtest.h>
 
 #include "core/error.hpp"
-#include "plan/layout_search.hpp"
 #include "plan/mesh_links.hpp"
+#include "plan/planner.hpp"
 #include "plan/presets.hpp"
 
 namespace meshtp::plan {
@@ -42,17 +44,18 @@ TEST(LayoutSearch, EveryLayoutFillsTheDevicesAndDividesTheModel) {
   EXPECT_TRUE(seen_zero3);
 }
 
-// Two devices on a 1 GB/s link (as tests/train/slow-pair.json): communication decides. Data
-// parallelism all-reduces every gradient of `tiny` (0.4 MB: ~0.4 ms), tensor parallelism
-// moves activations several times per layer and pass; a 2-stage pipeline sends one
-// microbatch's stream slice (b/m·s·h·4 B, 16 KB for m = 8) forward and its gradient back per
-// microbatch. By hand: the pipeline wins, priced (m + p − 1)·t_stage + (m + p − 1)·2·(bytes/B'
-// + latency).
+// Two devices on a 0.25 GB/s link (as tests/train/slow-pair.json): communication decides.
+// Data parallelism all-reduces every gradient of `tiny` (0.46 MB: ~1.9 ms), tensor
+// parallelism moves activations several times per layer and pass; a 2-stage pipeline sends
+// one microbatch's stream slice (b/m·s·h·4 B, 16 KB for m = 8) forward and its gradient back
+// per microbatch. By hand: the pipeline wins, priced (m + p − 1)·(t_stage + t_rerun) +
+// (m + p − 1)·2·(bytes/B' + latency), t_rerun the stage's forward re-run before each
+// backward: the planner's own price of one more forward, t_stage(full) − t_stage(none).
 TEST(LayoutSearch, TwoSlowlyLinkedDevicesPipelineTheModel) {
   LayoutRequest r{.topology = topology_from_json(
                       nlohmann::json::parse(R"({"name": "slow-pair", "device": {"memory_gib": 100,
                         "tflops": 100}, "launch_us": 10, "levels": [{"name": "device",
-                        "members": 2, "group_gbps": 1, "latency_us": 10}]})"),
+                        "members": 2, "group_gbps": 0.25, "latency_us": 10}]})"),
                       "slow-pair"),
                   .model = load_model("tiny"),
                   .devices = 2};
@@ -65,10 +68,62 @@ TEST(LayoutSearch, TwoSlowlyLinkedDevicesPipelineTheModel) {
   EXPECT_NEAR(best.bubble, (p - 1.0) / (m + p - 1.0), 1e-12);
   // One rank's slice of the stream: b/m sequences × s tokens × h, fp32, whole on a 1x1 mesh.
   const double bytes = 8.0 / m * 64 * 64 * 4;
-  const double p2p = (m + p - 1) * 2 * (bytes / 1e9 + 10e-6);
+  const double p2p = (m + p - 1) * 2 * (bytes / 0.25e9 + 10e-6);
   EXPECT_NEAR(best.t_p2p_s, p2p, 1e-12);
-  EXPECT_NEAR(best.t_step_s, (m + p - 1) * best.t_stage_s + p2p, 1e-9);
+  ModelSpec stage = r.model;
+  stage.batch = 8 / m;
+  stage.layers = 1;
+  const auto price = [&](Recompute recompute) {
+    stage.recompute = recompute;
+    const PlanRequest sub{.topology = tp_topology(r.topology, 1, 1),
+                          .model = stage,
+                          .devices = 1,
+                          .strategies = {Strategy::kMegatron}};
+    return evaluate(sub, Strategy::kMegatron, 1, 1, 1).t_step_s;
+  };
+  const double rerun = price(Recompute::kFull) - price(Recompute::kNone);
+  EXPECT_GT(rerun, 0.3 * price(Recompute::kNone));  // a forward: about a third of fwd + bwd
+  EXPECT_NEAR(best.t_rerun_s, rerun, 1e-15);
+  EXPECT_NEAR(best.t_step_s, (m + p - 1) * (best.t_stage_s + rerun) + p2p, 1e-9);
   EXPECT_EQ(best.t_dp_s, 0);
+}
+
+// The price itself (price_layout), by hand. Interleaved, p = 4 stages, m = 8, v = 2, a
+// stage-time (fwd + bwd of a rank's layers) of 1 s plus a 0.5 s re-run forward, 1 MB of
+// stream per boundary over 1 GB/s with 10 us latency:
+//   bubble  (p−1)/(v·m+p−1) = 3/19: the step is (1 + 0.5)·8·19/16 = 14.25 s of stages, the
+//           ideal 12 s plus (p−1)/v = 1.5 stage-times (3/16 of the ideal, Narayanan et al.
+//           2021 §2.2.2) — 1F1B's would be 3 stage-times: 16.5 s
+//   p2p     v·(m+p−1)·2·(1e6/1e9 + 1e-5) = 2·11·2.02e-3 = 44.44 ms (1F1B: half)
+// and ZeRO-2 over dp = 4 on the same link, 8 MB of parameters: m reduce-scatters of 2 MB
+// shards (one per microbatch) and one all-gather.
+TEST(LayoutSearch, InterleavedAndZeroTermsPricedByHand) {
+  const RingParams link{.t_launch_s = 0, .l_sync_s = 1e-5, .bw_bytes_per_s = 1e9};
+  const LayoutTraffic traffic{.pipe = link, .data = link, .stream_bytes = 1e6, .params_bytes = 8e6};
+  LayoutCandidate c;
+  c.plan = {
+      .pp = 4, .microbatches = 8, .schedule = layout::Schedule::kInterleaved, .virtual_stages = 2};
+  c.t_stage_s = 1.0;
+  c.t_rerun_s = 0.5;
+  price_layout(c, traffic);
+  EXPECT_NEAR(c.bubble, 3.0 / 19, 1e-15);
+  EXPECT_NEAR(c.t_p2p_s, 2 * 11 * 2.02e-3, 1e-12);
+  EXPECT_EQ(c.t_dp_s, 0);
+  EXPECT_NEAR(c.t_step_s, 14.25 + 2 * 11 * 2.02e-3, 1e-9);
+  c.plan.virtual_stages = 1;
+  c.plan.schedule = layout::Schedule::k1F1B;
+  price_layout(c, traffic);
+  EXPECT_NEAR(c.t_step_s, 16.5 + 11 * 2.02e-3, 1e-9);
+
+  c.plan.dp = 4;
+  c.plan.zero = 2;
+  price_layout(c, traffic);
+  const double shard = ring_collective_time(link, 4, 2e6);  // 3 hops of 2 MB: ~6 ms
+  EXPECT_NEAR(shard, 3 * (2e6 / 1e9 + 1e-5), 1e-9);
+  EXPECT_NEAR(c.t_dp_s, (8 + 1) * shard, 1e-12);
+  c.plan.zero = 3;  // + a gather of every block before each forward, re-run and backward
+  price_layout(c, traffic);
+  EXPECT_NEAR(c.t_dp_s, (8 + 1 + 3 * 8) * shard, 1e-12);
 }
 
 TEST(LayoutSearch, StageTopologyKeepsTheFullTopologysBandwidths) {
