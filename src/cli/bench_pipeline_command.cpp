@@ -8,10 +8,19 @@
 //   mpirun -np 4 meshtp bench pipeline --schedule 1f1b --microbatches 4,8,16
 //
 // Oversubscribed ranks share cores: a waiting rank then lends its core to a computing one,
-// and the measured bubble means little. Run with one rank per core.
+// and the measured bubble means little. Run with one rank per core — or with `--work sleep`:
+// each stage's work is then a sleep of --forward-ms (backward twice that), which holds no
+// core, so p stages on fewer cores still measure the schedule and the interpreter (waits,
+// non-blocking transfers, their order) as p devices would run them:
+//
+//   mpirun -np 4 meshtp bench pipeline --work sleep --forward-ms 20 --microbatches 4,8,16
+//
+// (20 ms stages keep the scheduler's wake-up latency, a few ms on a loaded machine, small.)
 #include <fmt/format.h>
 
+#include <chrono>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "cli/commands.hpp"
 #include "core/error.hpp"
@@ -32,6 +41,8 @@ struct BenchPipelineArgs {
   int hidden = 256;
   int layers = 2;
   int repeats = 3;
+  std::string work = "gemm";
+  double forward_ms = 20.0;
   bool json = false;
 };
 
@@ -40,21 +51,34 @@ void run_bench_pipeline(const BenchPipelineArgs& a) {
   MESHTP_CHECK(a.rows > 0 && a.hidden > 0 && a.layers > 0 && a.repeats > 0,
                "--rows={}, --hidden={}, --layers={} and --repeats={} must be positive", a.rows,
                a.hidden, a.layers, a.repeats);
+  MESHTP_CHECK(a.work == "gemm" || a.work == "sleep", "--work={} must be gemm or sleep", a.work);
+  MESHTP_CHECK(a.forward_ms > 0, "--forward-ms={} must be positive", a.forward_ms);
+  const bool sleep = a.work == "sleep";
   const comm::Communicator& group = world();
   const int p = group.size(), v = a.virtual_stages;
   Tensor w({a.hidden, a.hidden}, 0.001f), x({a.rows, a.hidden}, 1.0f), y({a.rows, a.hidden});
-  const auto work = [&](int gemms) {
-    for (int k = 0; k < gemms; ++k) gemm(x.matrix(), Trans::kNo, w.matrix(), Trans::kNo, y.matrix());
+  const auto work = [&](int times) {  // times = 1 forward, 2 backward
+    if (sleep) {
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(times * a.forward_ms));
+      return;
+    }
+    for (int k = 0; k < times * a.layers; ++k) {
+      gemm(x.matrix(), Trans::kNo, w.matrix(), Trans::kNo, y.matrix());
+    }
   };
   train::PipelineStages stages{
       .message_floats = static_cast<std::int64_t>(a.rows) * a.hidden,
-      .forward = [&](int, int, std::span<const float>, std::span<float>) { work(a.layers); },
-      .backward = [&](int, int, std::span<const float>, std::span<float>) { work(2 * a.layers); }};
+      .forward = [&](int, int, std::span<const float>, std::span<float>) { work(1); },
+      .backward = [&](int, int, std::span<const float>, std::span<float>) { work(2); }};
   std::ostream& os = out();
   if (!a.json) {
-    os << fmt::format("pipeline {} on {} ranks, {} virtual stage(s); stage work {} GeMM(s) "
-                      "{}x{}x{} forward, twice that backward\n",
-                      kind, p, v, a.layers, a.rows, a.hidden, a.hidden)
+    os << fmt::format(
+              "pipeline {} on {} ranks, {} virtual stage(s); stage work {}, twice "
+              "that backward\n",
+              kind, p, v,
+              sleep ? fmt::format("a sleep of {} ms forward", a.forward_ms)
+                    : fmt::format("{} GeMM(s) {}x{}x{} forward", a.layers, a.rows, a.hidden,
+                                  a.hidden))
        << "microbatches   step ms   bubble measured   formula   measured/formula\n";
   }
   for (const int m : parse_positive_ints(a.microbatches, "--microbatches")) {
@@ -71,10 +95,15 @@ void run_bench_pipeline(const BenchPipelineArgs& a) {
     }
     const double measured = median(bubbles), formula = layout::bubble_fraction(kind, p, m, v);
     if (a.json) {
-      os << nlohmann::json{{"schedule", std::string(layout::name(kind))}, {"pp", p},
-                           {"virtual_stages", v}, {"microbatches", m},
-                           {"step_s", median(seconds)}, {"bubble", measured},
-                           {"bubble_formula", formula}}
+      os << nlohmann::json{{"schedule", std::string(layout::name(kind))},
+                           {"pp", p},
+                           {"virtual_stages", v},
+                           {"microbatches", m},
+                           {"work", a.work},
+                           {"step_s", median(seconds)},
+                           {"bubble", measured},
+                           {"bubble_formula", formula},
+                           {"measured_over_formula", formula > 0 ? measured / formula : 0.0}}
                 .dump()
          << '\n';
     } else {
@@ -101,6 +130,10 @@ void add_bench_pipeline_command(CLI::App& app) {
   c->add_option("--hidden", args->hidden, "Hidden size")->capture_default_str();
   c->add_option("--layers", args->layers, "GeMMs per stage forward")->capture_default_str();
   c->add_option("--repeats", args->repeats, "Timed runs per count (median)")->capture_default_str();
+  c->add_option("--work", args->work, "Stage work: gemm (compute) or sleep (holds no core)")
+      ->capture_default_str();
+  c->add_option("--forward-ms", args->forward_ms, "--work sleep: a stage's forward, ms")
+      ->capture_default_str();
   c->add_flag("--json", args->json, "One JSON object per microbatch count");
   c->callback([args] { run_bench_pipeline(*args); });
 }
