@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <initializer_list>
 
 #include "core/error.hpp"
 
@@ -21,6 +22,101 @@ std::optional<std::string> atp_invalid_reason(const ModelSpec& m, int d1, int d2
       {.d1 = d1, .d2 = d2, .batch = m.batch, .hidden = m.hidden, .heads = m.heads,
        .chunks = chunks});
 }
+
+double chunk_stages_time(const std::vector<ChunkStage>& stages, int chunks) {
+  MESHTP_CHECK(chunks >= 1, "chunks={} must be at least 1", chunks);
+  double t = 0;                  // the device's clock
+  double free[2] = {0, 0};       // when each mesh dim's engine has done what it was given
+  std::vector<double> done(static_cast<std::size_t>(chunks), 0.0);  // previous stage's chunks
+  for (const ChunkStage& st : stages) {
+    MESHTP_CHECK(st.mesh_dim == 0 || st.mesh_dim == 1, "mesh dim {} of a 2-D mesh",
+                 st.mesh_dim);
+    for (double& d : done) {
+      t = std::max(t, d) + st.compute_s;
+      if (st.comm_s > 0) {
+        double& engine = free[st.mesh_dim];
+        engine = std::max(t, engine) + st.comm_s;
+        d = engine;
+        if (st.blocking) t = d;
+      } else {
+        d = t;
+      }
+    }
+    t += st.after_s;
+  }
+  return std::max({t, free[0], free[1]});
+}
+
+namespace {
+
+// The header's stages of one pass, per chunk, from the priced ops (GeMMs and collectives)
+// and the elementwise ones; `recompute_s` (whole batch) joins the attention core's backward.
+std::vector<ChunkStage> block_stages(const AtpEstimate& est, const MeshLinks& links,
+                                     const ElementwiseEstimate& elementwise, bool backward,
+                                     double recompute_s) {
+  const double c = est.chunks;
+  auto op = [&](const char* name) -> const AtpOp& {
+    for (const AtpOp& a : est.ops) {
+      if (a.name == name && a.backward == backward) return a;
+    }
+    fail("the ATP estimate has no {} op '{}'", backward ? "backward" : "forward", name);
+  };
+  // A linear's GeMM per chunk: the forward's, or in backward the dX half (dW is the other).
+  auto gemm = [&](const char* name) { return op(name).compute_s / (backward ? 2 : 1) / c; };
+  auto ew = [&](std::initializer_list<const char*> names) {
+    double t = 0;
+    for (const ElementwiseOp& o : elementwise.ops) {
+      for (const char* name : names) {
+        if (o.backward == backward && o.name == name) t += o.seconds;
+      }
+    }
+    return t;
+  };
+  // One chunk's call of `name`'s collective of this kind (none: no stage on that dim).
+  auto call = [&](const char* name, layout::CollectiveKind kind, int dim, bool blocking,
+                  double compute_s, double after_s) {
+    ChunkStage st{.compute_s = compute_s, .mesh_dim = dim, .blocking = blocking,
+                  .after_s = after_s};
+    for (const layout::AtpCall& x : op(name).calls) {
+      if (x.kind == kind && x.mesh_dim == dim) {
+        st.comm_s = collective_time(links.dims[static_cast<std::size_t>(dim)], kind,
+                                    x.message_bytes);
+      }
+    }
+    return st;
+  };
+  using K = layout::CollectiveKind;
+  const double chunk_ew = 1 / c;
+  if (!backward) {
+    return {
+        call("ln1", K::kAllReduce, 1, true, ew({"ln1"}) * chunk_ew, 0),
+        call("qkv", K::kReduceScatter, 1, false, gemm("qkv"), 0),
+        call("proj", K::kAllGather, 1, false,
+             ew({"qkv bias", "softmax"}) * chunk_ew + gemm("attention"), 0),
+        call("proj", K::kAllReduce, 0, false, gemm("proj"), 0),
+        call("ln2", K::kAllReduce, 1, true, ew({"proj bias", "residual1", "ln2"}) * chunk_ew, 0),
+        call("mlp1", K::kAllReduce, 1, false, gemm("mlp1"), 0),
+        call("mlp2", K::kAllReduce, 0, false,
+             ew({"mlp1 bias", "gelu"}) * chunk_ew + gemm("mlp2"), 0),
+        ChunkStage{.compute_s = ew({"mlp2 bias", "residual2"}) * chunk_ew},
+    };
+  }
+  // dW GeMM (the other half of the linear's backward) and its bias gradient, whole batch.
+  auto dw = [&](const char* name, const char* bias) { return gemm(name) * c + ew({bias}); };
+  return {
+      call("mlp2", K::kAllReduce, 1, false, gemm("mlp2"), dw("mlp2", "mlp2 bias")),
+      call("mlp1", K::kAllReduce, 0, false, ew({"gelu"}) * chunk_ew + gemm("mlp1"),
+           dw("mlp1", "mlp1 bias")),
+      call("ln2", K::kAllReduce, 1, true, ew({"residual2", "ln2"}) * chunk_ew, 0),
+      call("proj", K::kReduceScatter, 1, false, gemm("proj"), dw("proj", "proj bias")),
+      call("qkv", K::kAllGather, 1, false,
+           (op("attention").compute_s + ew({"softmax"}) + recompute_s) * chunk_ew, 0),
+      call("qkv", K::kAllReduce, 0, false, gemm("qkv"), dw("qkv", "qkv bias")),
+      call("ln1", K::kAllReduce, 1, true, ew({"residual1", "ln1"}) * chunk_ew, 0),
+  };
+}
+
+}  // namespace
 
 AtpEstimate atp_estimate(const ModelSpec& m, const MeshLinks& links, int chunks,
                          double flops_per_s, const ElementwiseEstimate& elementwise) {
@@ -70,33 +166,27 @@ AtpEstimate atp_estimate(const ModelSpec& m, const MeshLinks& links, int chunks,
       est.ops.push_back(std::move(a));
     }
   }
-  const double c = chunks;
   const double comm_fwd = est.comm_fwd_s;  // every chunk's calls, each with its latency
-  const double gemm_bwd = est.compute_bwd_s;
   est.elementwise_fwd_s = elementwise.forward_s;
   est.elementwise_bwd_s = elementwise.backward_s;
   est.compute_fwd_s += elementwise.forward_s;
   est.compute_bwd_s += elementwise.backward_s;
   const double compute_fwd = est.compute_fwd_s;
-  // The pipeline over chunks: each resource (compute, dim 0's links, dim 1's links) is busy
-  // for its own total; after the first chunk the busiest one sets the pace.
-  const double busiest_fwd = std::max({compute_fwd, comm_dim[0][0], comm_dim[0][1]});
-  est.forward_s = (compute_fwd + comm_fwd) / c + (c - 1) / c * busiest_fwd;
-  // Backward, per linear: every chunk's dX GeMM starts its collectives, then the dW GeMM
-  // runs under them, then each chunk's elementwise ops follow its collectives. Only the
-  // first chunk's dX and the last chunk's elementwise ops cannot overlap communication.
-  const double dx = gemm_bwd / 2, dw = gemm_bwd / 2, ew = elementwise.backward_s;
-  const double comm_bwd_pipelined =
-      est.comm_bwd_s / c + (c - 1) / c * std::max(comm_dim[1][0], comm_dim[1][1]);
-  est.backward_s =
-      (dx + ew) / c + std::max(dw + (c - 1) / c * (dx + ew), comm_bwd_pipelined);
+  // The runtime's schedule (the header's stages); selective recomputation runs the
+  // attention core's forward again inside its backward loop (model/block.cpp), where
+  // communication may hide it, so it is priced as the difference it makes there.
+  est.forward_s = chunk_stages_time(block_stages(est, links, elementwise, false, 0), chunks);
+  est.backward_s = chunk_stages_time(block_stages(est, links, elementwise, true, 0), chunks);
 
   double recompute_compute = 0, recompute_comm = 0;
   switch (m.recompute) {
     case Recompute::kNone: break;
     case Recompute::kSelective:
       recompute_compute = 4 * b * s * s * h / n / flops_per_s + elementwise.softmax_forward_s;
-      est.recompute_s = recompute_compute;
+      est.recompute_s =
+          chunk_stages_time(block_stages(est, links, elementwise, true, recompute_compute),
+                            chunks) -
+          est.backward_s;
       break;
     case Recompute::kFull:
       recompute_compute = compute_fwd;

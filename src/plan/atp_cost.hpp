@@ -19,27 +19,58 @@
 // ops (elementwise.hpp, layout kAtp: E_f forward, E_b backward), and overlaps:
 //   compute  G_f = (24·b·s·h² + 4·b·s²·h)/N / F,  G_b = 2·G_f    (GeMMs)
 //            C_f = G_f + E_f                                    (forward compute)
-//   forward, c chunks (ATP §4.1: chunk i's collectives run under chunk i+1's compute; each
-//   chunk launches its own; LayerNorm, GeLU, … run per chunk between them). The chunks form
-//   a pipeline over three resources — the device's compute, mesh dim 0's links and mesh dim
-//   1's links (a device runs collectives on both dims at once: chunk i's on dim 0 under
-//   chunk i+1's on dim 1) — each busy for its own total, so after the first chunk the
-//   busiest one sets the pace:
-//            T_f(c) = (C_f + X_f)/c + (c−1)/c · max(C_f, X_f,0, X_f,1)
-//            X_f,d  = the forward calls on mesh dim d,   X_f = X_f,0 + X_f,1
-//   backward (ATP §4.2: per linear, every chunk's dX GeMM starts its collectives, the dW GeMM
-//   — half of G_b — runs under them, and each chunk's elementwise ops follow its own; only
-//   the first chunk's dX GeMMs and the last chunk's elementwise ops cannot overlap
-//   communication; the chunks' calls pipeline over the two dims likewise):
-//            T_b(c) = (G_b/2 + E_b)/c + max(G_b/2 + (c−1)/c · (G_b/2 + E_b),
-//                                            X_b/c + (c−1)/c · max(X_b,0, X_b,1))
-//   (c = 1: T_f = C_f + X_f, T_b = G_b/2 + max(G_b/2, X_b) + E_b.) Both overlaps are what
-//   `meshtp simulate` measured (docs/simulation.md): on ATP IC1 (pcie-8xa100, mesh (2, 4),
-//   M1) 22% less time with 4 chunks than with 1, which max(C_f, X_f) alone priced at 0.1%;
-//   on IC3 (nvswitch-8xa100, mesh (1, 8)) a backward of 2.81 ms simulated against 3.75 ms
-//   when only the dW GeMMs hid communication.
-//   layer    T_f(c) + T_b  (+ T_f(c) again under full recomputation, + the attention core's
-//            forward 4·b·s²·h/N/F and its softmax under selective recomputation)
+//   chunks (ATP §4): the runtime's block (model/block.cpp) is a program on three resources —
+//   the device's compute and one communication engine per mesh dim (like one NCCL
+//   communicator each: a dim's collectives run one after the other, in the order started,
+//   the two dims' at once). Every pass is a sequence of loops over the c chunks ("stages");
+//   stage k's iteration i waits for stage k−1's collective of chunk i, computes, and starts
+//   chunk i's collective of stage k; a dW GeMM may follow the loop, and a LayerNorm's
+//   statistics all-reduce is waited at once. With t the device's clock and free_d the time
+//   dim d's engine is done with what it was given:
+//            iteration i of stage k:  t ← max(t, done[k−1][i]) + compute_k
+//                                     done[k][i] = free_d ← max(t, free_d) + x_k
+//                                     (t ← done[k][i] when the stage waits at once)
+//            after the loop:          t ← t + after_k           (dW GeMM, bias gradients)
+//            the pass:                T = t at the end (the last stage waits for everything)
+//   The stages, per chunk (GeMM FLOPs / c / F, elementwise.hpp's ops / c, each collective's
+//   call; Xᵈ on mesh dim d, "blocking" = the LayerNorm statistics):
+//     forward  1 ln1                               AR¹ stats, blocking
+//              2 qkv GeMM                          RS¹
+//              3 qkv bias, attention core, softmax AG¹ (proj's input)
+//              4 proj GeMM                         AR⁰
+//              5 proj bias, residual, ln2          AR¹ stats, blocking
+//              6 mlp1 GeMM                         AR¹
+//              7 mlp1 bias + GeLU, mlp2 GeMM       AR⁰
+//              8 mlp2 bias, residual               —
+//     backward 1 mlp2 dX GeMM                      AR¹   then mlp2 dW GeMM + bias grad
+//              2 GeLU backward, mlp1 dX GeMM       AR⁰   then mlp1 dW GeMM + bias grad
+//              3 residual copy, ln2 backward       AR¹ stats, blocking
+//              4 proj dX GeMM                      RS¹   then proj dW GeMM + bias grad
+//              5 attention core backward, softmax  AG¹ (qkv's dy)
+//              6 qkv dX GeMM                       AR⁰   then qkv dW GeMM + bias grad
+//              7 residual copy, ln1 backward       AR¹ stats, blocking
+//   so linear k+1's dX GeMM of chunk i waits for linear k's collective of chunk i, the
+//   LayerNorms are barriers, and dims alternate only where the block alternates them.
+//   c = 1 is ATP without the chunk optimisation: the forward is serial, T_f = C_f + X_f, and
+//   in the backward each linear's collective hides under its own dW GeMM only.
+//   Worked example, c = 2, ms, the backward's first three stages with round numbers
+//   (mlp2: dX 1 per chunk, AR¹ 3 per chunk, dW 1; mlp1: dX 1, AR⁰ 3, dW 1; ln2: 1, no call):
+//            mlp2: dX(0) 0–1, AR¹(0) 1–4;  dX(1) 1–2, AR¹(1) 4–7;  dW 2–3
+//            mlp1: dX(0) 4–5 (waits AR¹(0)), AR⁰(0) 5–8;  dX(1) 7–8 (waits AR¹(1)),
+//                  AR⁰(1) 8–11;  dW 8–9
+//            ln2:  9–10 (AR⁰(0) done at 8);  11–12                              T = 12
+//   Without the waits mlp1's dX would run 3–4 and 4–5 and T would be 10; with mlp1's
+//   collective on dim 1 too it queues behind mlp2's (7–10, 10–13) and T = 14
+//   (AtpCost.ChunkStagesWaitForTheSameChunkOfThePreviousStage). The model this replaced
+//   priced a pass as one pipeline of every chunk's calls of all four linears against the
+//   dims' totals, (G_b/2 + E_b)/c + max(G_b/2 + (c−1)/c·(G_b/2 + E_b), X_b/c + (c−1)/c·
+//   max(X_b,0, X_b,1)), so it let a linear's collectives hide under the next linear's dX
+//   GeMMs of the same chunk, which wait for them (docs/simulation.md, session 5).
+//   ATP IC1 (pcie-8xa100, mesh (2, 4), M1): 4 chunks simulate 22% faster than 1 (chunk i's
+//   AR⁰ runs under chunk i+1's AR¹); priced so, 190.7 ms against 190.0 simulated.
+//   layer    T_f(c) + T_b  (+ T_f(c) again under full recomputation; under selective
+//            recomputation backward stage 5 runs the attention core's forward, 4·b·s²·h/N/F,
+//            and its softmax again first, and the layer pays what that adds to T_b)
 // c = 1 is ATP without the chunk optimisation; mesh (N, 1) is Megatron-LM's 1D TP.
 #pragma once
 
@@ -85,6 +116,20 @@ struct AtpEstimate {
 // (layout::atp_block_invalid_reason): the planner ranks only meshes the runtime runs.
 std::optional<std::string> atp_invalid_reason(const ModelSpec& model, int d1, int d2,
                                               int chunks);
+
+// One loop of the block over its chunks (the header's stages): per chunk, wait for the
+// previous stage's collective of that chunk, compute, start this stage's collective.
+struct ChunkStage {
+  double compute_s = 0;   // per chunk
+  int mesh_dim = 0;       // where comm_s runs
+  double comm_s = 0;      // per chunk; 0: the stage starts no collective
+  bool blocking = false;  // its collective is waited at once (LayerNorm statistics)
+  double after_s = 0;     // after the loop, whole batch (dW GeMM, bias gradients)
+};
+
+// The time of one pass of `stages` over `chunks` chunks on the device and the two mesh
+// dims' engines (the header's recurrence).
+double chunk_stages_time(const std::vector<ChunkStage>& stages, int chunks);
 
 // `elementwise`: elementwise_estimate(model, kAtp, d1, d2, R); an empty one ({}) prices the
 // GeMMs and collectives alone.

@@ -153,8 +153,16 @@ TEST(Elementwise, AppearsInComputeAndStepOfEveryStrategy) {
     const double term = 2 * (e.forward_s + e.backward_s);
     EXPECT_NEAR(with.t_elementwise_s, term, 1e-12 * term);
     EXPECT_NEAR(with.t_compute_s - without.t_compute_s, term, 1e-9 * term);
-    // c = 1 and compute ≫ comm here: the whole term shows in the step.
-    EXPECT_NEAR(with.t_step_s - without.t_step_s, term, 1e-6 * term);
+    // c = 1 and compute ≫ comm here: the whole term shows in the step, but in the ATP
+    // block less what it hides of the communication exposed without it (the bias
+    // gradients run under the dX all-reduces, model/block.cpp).
+    const double exposed = without.t_step_s - without.t_compute_s;
+    if (k.layout == ElementwiseLayout::kAtp) {
+      EXPECT_LE(with.t_step_s - without.t_step_s, term * (1 + 1e-9));
+      EXPECT_GE(with.t_step_s - without.t_step_s, term - exposed);
+    } else {
+      EXPECT_NEAR(with.t_step_s - without.t_step_s, term, 1e-6 * term);
+    }
     EXPECT_EQ(with.t_comm_s, without.t_comm_s);
   }
   // Where elementwise work dominates, sequence parallelism beats replicated Megatron.
@@ -170,9 +178,10 @@ TEST(Elementwise, AppearsInComputeAndStepOfEveryStrategy) {
 }
 
 TEST(Elementwise, ChunksOverlapBothPassesWithTheElementwiseWork) {
-  // Chunked forward: (C_f + X_f)/c + (c−1)/c·max(C_f, X_f,0, X_f,1) with C_f including E_f;
-  // backward: (G_b/2 + E_b)/c + max(G_b/2 + (c−1)/c·(G_b/2 + E_b), X_b pipelined): every
-  // chunk's elementwise backward but the last runs under another chunk's all-reduce.
+  // The elementwise ops run per chunk where the block runs them (atp_cost.hpp's stages), so
+  // a chunk's collective hides under the next chunk's elementwise work, and the bias
+  // gradients under the dX all-reduces; the LayerNorm statistics' all-reduces are waited at
+  // once and hide under nothing.
   ModelSpec m = tiny_model();
   m.batch = 4;
   const Topology t = load_topology("nvlink-network-4");
@@ -184,9 +193,15 @@ TEST(Elementwise, ChunksOverlapBothPassesWithTheElementwiseWork) {
   EXPECT_DOUBLE_EQ(a.compute_bwd_s, g.compute_bwd_s + ew.backward_s);
   // At 0.01 GB/s the elementwise work outweighs every all-reduce: compute sets the pace.
   ASSERT_GT(ew.backward_s, 2 * a.comm_bwd_s);
-  EXPECT_NEAR(a.forward_s, (a.compute_fwd_s + a.comm_fwd_s) / 2 + a.compute_fwd_s / 2, 1e-15);
-  // Backward: nothing exposed, the pass is its compute.
-  EXPECT_NEAR(a.backward_s, a.compute_bwd_s, 1e-15);
+  double stats[2] = {0, 0};  // [backward]: the LayerNorm statistics' all-reduces
+  for (const AtpOp& op : a.ops) {
+    if (op.name == "ln1" || op.name == "ln2") stats[op.backward ? 1 : 0] += op.comm_s;
+  }
+  ASSERT_GT(stats[0], 0);
+  EXPECT_GE(a.forward_s, a.compute_fwd_s + stats[0] - 1e-15);
+  EXPECT_LT(a.forward_s, a.compute_fwd_s + a.comm_fwd_s);
+  EXPECT_GE(a.backward_s, a.compute_bwd_s + stats[1] - 1e-15);
+  EXPECT_LT(a.backward_s, a.compute_bwd_s + a.comm_bwd_s);
   EXPECT_LT(a.backward_s, g.backward_s + ew.backward_s);
 }
 
