@@ -191,7 +191,7 @@ MeshLinks mesh_links(const Topology& topology, int d1, int d2) {
   links.mesh = {d1, d2};
   const std::vector<int> shape{d1, d2};
   std::array<std::optional<ModelledLink>, 2> graph_links;
-  if (topology.graph) {
+  if (topology.graph || topology.rings_on_graph) {
     const topo::Graph graph = topology_graph(topology);
     const std::array<topo::DimRings, 2> rings = graph_rings(topology, graph, d1, d2);
     graph_links = {from_rings(graph, rings[0]), from_rings(graph, rings[1])};

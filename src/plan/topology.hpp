@@ -95,6 +95,12 @@ struct Topology {
   // priced by routing every ring hop over the graph, topo/rings.hpp).
   std::vector<Level> levels;
   std::optional<topo::GraphSpec> graph;
+  // Price the hierarchical form's mesh dims on its graph too (every ring hop routed over
+  // topo::levels_graph, topo/rings.hpp), as the simulator runs it: sim::simulated_topology
+  // sets it. A ring sends to one neighbour per step, so a group of 4 fully connected by
+  // 200 GB/s links gets 200 there, where Eq. 3 gives it the group bandwidth (600 on ATP
+  // Fig. 7a's NVLink level: NCCL's several rings).
+  bool rings_on_graph = false;
   Calibration calibration;
 
   int device_count() const;

@@ -139,6 +139,7 @@ plan::ModelSpec runtime_model(plan::ModelSpec model) {
 
 plan::Topology simulated_topology(plan::Topology topology) {
   topology.calibration.groups.clear();
+  topology.rings_on_graph = true;
   return topology;
 }
 

@@ -37,8 +37,10 @@ plan::ModelSpec runtime_model(plan::ModelSpec model);
 // it cannot hold several measured all-reduce bandwidths that no link capacity reproduces at
 // once — ATP §5.3 calibrates IC1 (pcie-8xa100) to B1 = 0.97 GB/s on mesh (8, 1) and 1.20 GB/s
 // on (2, 4), whose socket link the levels price at 1.6975/4 = 0.42 GB/s for (2, 4). The
-// prediction beside a simulation prices the same graph, with the modelled bandwidths; the
-// calibrated device rates (gemm_tflops, elementwise_gbps) are in the platform and stay.
+// prediction beside a simulation prices the same graph, with the modelled bandwidths, and
+// prices it as a graph (Topology::rings_on_graph: each mesh dim's rings routed over the
+// links, as SMPI runs them, not ATP Eq. 3's group bandwidth); the calibrated device rates
+// (gemm_tflops, elementwise_gbps) are in the platform and stay.
 plan::Topology simulated_topology(plan::Topology topology);
 
 // `model` is the whole model (its layers: what the planner's step prices); spec.model.layers

@@ -43,6 +43,19 @@ TEST(MeshLinks, AtpEquation3WhenDim0SpansWholeNodes) {
   EXPECT_FALSE(m.dims[1].allreduce_gbps.has_value());
 }
 
+TEST(MeshLinks, RingsOnTheLevelsGraphAreWhatTheSimulatorRuns) {
+  // The same mesh (4,4) priced on the graph the simulator builds from the levels
+  // (Topology::rings_on_graph, set by sim::simulated_topology): a ring member sends to one
+  // neighbour per step, over one 200 GB/s NVLink of the fully connected node — the lone
+  // 16 MiB all-reduce of dim 1 simulates 146.8 us, Eq. 3's 600 GB/s priced it at 69.9.
+  Topology t = load_topology("nvlink-hdr-4x4");
+  t.rings_on_graph = true;
+  const MeshLinks l = mesh_links(t, 4, 4);
+  EXPECT_NEAR(*l.dims[1].link_gbps, 200.0, kTol);
+  EXPECT_NEAR(*l.dims[0].link_gbps, 25.0 / 4, kTol);  // the node's HDR link, 4 rings on it
+  EXPECT_EQ(l.dims[1].source, BandwidthSource::kModelled);
+}
+
 TEST(MeshLinks, TorusGivesGroupBandwidthInBothDims) {
   // ATP §5.4: on the 2D torus of Fig. 7b, B1' = B2' = GroupBW. The preset is the torus as a
   // graph with each mesh dim ring-folded onto it, so every ring hop is one 25 GB/s link in
