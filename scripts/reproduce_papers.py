@@ -224,11 +224,14 @@ def reprice(meshtp, out_dir):
         if args is None:
             print(f"not repriced (no longer a case of the suite): {case_name(case)}")
             continue
+        # Every candidate (a case that simulated the planner's top K may rank differently now).
+        if "--top" in args:
+            args = args[:args.index("--top")] + ["--top", "1000"] + args[args.index("--top") + 2:]
         p = subprocess.run([meshtp, "simulate", "--json", "--predict-only"] + args,
                            capture_output=True, text=True, check=True)
         predicted = {x["layout"]: x["predicted"] for x in json.loads(p.stdout)["runs"]}
         for x in r["runs"]:
-            set_prediction(x, predicted[x["layout"]])
+            set_prediction(x, predicted.get(x["layout"], {"available": False}))
         rank(r)
     write_results(out_dir, recorded["full"], recorded["cases"], recorded["wall_s"])
     plots = plot(out_dir, recorded["cases"])
