@@ -9,9 +9,11 @@
 
 #include <sys/mman.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <algorithm>
 #include <map>
 #include <string>
@@ -23,10 +25,12 @@ namespace meshtp::comm::smpi {
 namespace {
 
 constexpr const char* kElementwiseProperty = "meshtp_elementwise_gbps";
+constexpr const char* kLaunchProperty = "meshtp_launch_us";
 
 struct DeviceState {
   sim::Mode mode = sim::Mode::kCharged;
   double host_flops = 0;  // the simulated host's speed
+  timespec launch{};      // engine: T_launch of one collective (charged mode)
   MPI_Op no_op = MPI_OP_NULL;
   std::unordered_set<void*> reserved;  // large buffers from reserve()
   // Engine: its stand-in buffers, one per (send | receive, size in bytes), kept for the run.
@@ -148,7 +152,25 @@ void install_device(MPI_Comm) {
 
 void install_engine() {
   common_setup();
-  PMPI_Op_create(no_op, 1, &device().no_op);
+  DeviceState& d = device();
+  PMPI_Op_create(no_op, 1, &d.no_op);
+  const char* prop = platform_property(kLaunchProperty);
+  const double us = prop != nullptr ? std::strtod(prop, nullptr) : 0.0;
+  if (!(us >= 0) || us > 1e12) {
+    die(std::string("platform property ") + kLaunchProperty + "='" + prop +
+        "' is not a launch time in microseconds >= 0");
+  }
+  if (d.mode == sim::Mode::kCharged) {
+    const auto ns = static_cast<long long>(std::llround(us * 1e3));
+    d.launch.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
+    d.launch.tv_nsec = static_cast<long>(ns % 1'000'000'000);
+  }
+}
+
+void engine_launch() {
+  const timespec& t = device().launch;
+  // smpi_nanosleep: the actor sleeps on the simulated clock (no CPU of the host is taken).
+  if (t.tv_sec > 0 || t.tv_nsec > 0) smpi_nanosleep(&t, nullptr);
 }
 
 void copy_unless_meaningless(void* dst, const void* src, std::size_t bytes) {

@@ -9,6 +9,9 @@
 //                      100 GB/s (the planner's default for topologies without one)
 //   large buffers      Tensor storage ≥ MESHTP_SIM_LARGE_BYTES (default 1 MiB) in charged mode
 //                      is reserved address space that nothing writes (no RAM used)
+//   launch cost        the platform property `meshtp_launch_us` (the topology's launch_us,
+//                      topo/simgrid.hpp), else 0: in charged mode each communication engine
+//                      waits it before every collective it runs (engine_launch below)
 //
 // The simulated binary must run with --cfg=smpi/simulate-computation:no (it charges compute
 // itself; SMPI would otherwise add the host CPU time spent between MPI calls).
@@ -26,6 +29,15 @@ namespace meshtp::comm::smpi {
 void install_device(MPI_Comm devices);
 // On an engine rank, after MPI start-up.
 void install_engine();
+// On an engine rank, before each collective: T_launch, the fixed cost of one collective call
+// that the planner's ring model charges, T = T_launch + (P−1)·(L + shard/B)
+// (plan/mesh_links.hpp). The engine sleeps it (charged mode; nothing in values mode): the
+// collective starts T_launch after its command, and the engine's host — the device — keeps
+// computing meanwhile, as a GPU's compute stream does while a collective kernel is launched.
+// Every member's engine waits it, so a lone collective takes T_launch + the algorithm's time,
+// what the planner prices; like the planner's, the launches of one engine's collectives add
+// up and the engines of different mesh dims overlap them.
+void engine_launch();
 // The reduction an engine applies: `op` itself, except in charged mode for buffers of at
 // least kNoCopyBytes, where a no-op (values are meaningless there, and reducing 256 ranks'
 // buffers for real would be the host's work, not the simulated devices').

@@ -191,6 +191,7 @@ void serve() {
         continue;
       default: break;
     }
+    engine_launch();
     const int rc = execute(c, comms);
     if (rc != MPI_SUCCESS) die("a collective failed inside a communication engine");
     PMPI_Send(nullptr, 0, MPI_BYTE, device, c.done_tag, s.control);

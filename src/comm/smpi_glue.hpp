@@ -18,7 +18,9 @@
 //   device d, MPI_Iallreduce(buf, comm)    → command {allreduce, buf, engine's copy of comm}
 //                                            to its engine, request = receive of the engine's
 //                                            completion message (MPI_Test / MPI_Wait as usual)
-//   engine, on the command                 → PMPI_Allreduce(buf, …) on its copy of comm, among
+//   engine, on the command                 → waits T_launch (the platform's launch cost of one
+//                                            collective call, smpi_device.hpp), then
+//                                            PMPI_Allreduce(buf, …) on its copy of comm, among
 //                                            the same streams' engines of the comm's devices,
 //                                            then sends the completion
 //

@@ -49,7 +49,8 @@ topo::PlatformFiles write_platform(const Topology& topology,
   }
   const topo::HostSpec host{.tflops = topology.effective_tflops(),
                             .memory_gib = topology.memory_gib,
-                            .elementwise_gbps = topology.effective_elementwise_gbps()};
+                            .elementwise_gbps = topology.effective_elementwise_gbps(),
+                            .launch_us = topology.launch_us};
   return topo::write_simgrid_platform(graph, placement, host, dir);
 }
 

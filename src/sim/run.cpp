@@ -1,6 +1,7 @@
 #include "sim/run.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 #include <memory>
@@ -192,9 +193,16 @@ RunResult run_collectives(const mesh::DeviceMesh& mesh, const RunSpec& s) {
           {CollectiveKind::kBroadcast, [&] { group.broadcast(full.values(), 0); }},
       };
       for (const auto& [kind, op] : ops) {
-        const Measure m = measure(mesh.comm(), {op}, "");
-        r.collectives.push_back(
-            {.kind = kind, .dim = dim, .bytes = bytes, .calls = 1, .seconds = m.phase_s[0]});
+        // From the last rank's call to the last rank's return: the barrier releases the ranks
+        // up to one link latency apart, and a rank that calls early only waits for the
+        // others (timed from its own call, every lone collective took one L more).
+        mesh.comm().barrier();
+        std::array<double, 2> span{now_seconds(), 0.0};
+        op();
+        span[1] = now_seconds();
+        mesh.comm().all_reduce(std::span<double>(span), comm::ReduceOp::kMax);
+        r.collectives.push_back({.kind = kind, .dim = dim, .bytes = bytes, .calls = 1,
+                                 .seconds = span[1] - span[0]});
       }
     }
   }

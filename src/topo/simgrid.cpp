@@ -50,8 +50,9 @@ std::string speed(double tflops) {
 
 std::string props(const HostSpec& host) {
   return fmt::format("    <prop id=\"meshtp_memory_gib\" value=\"{}\"/>\n"
-                     "    <prop id=\"meshtp_elementwise_gbps\" value=\"{}\"/>\n",
-                     host.memory_gib, host.elementwise_gbps);
+                     "    <prop id=\"meshtp_elementwise_gbps\" value=\"{}\"/>\n"
+                     "    <prop id=\"meshtp_launch_us\" value=\"{}\"/>\n",
+                     host.memory_gib, host.elementwise_gbps, host.launch_us);
 }
 
 // XML attribute values: names come from user files.
@@ -116,6 +117,8 @@ std::string cluster_xml(const Graph& g, const HostSpec& host, ClusterKind kind) 
 
 std::string simgrid_platform_xml(const Graph& graph, const HostSpec& host) {
   MESHTP_CHECK(host.tflops > 0, "platform: device tflops={} must be positive", host.tflops);
+  MESHTP_CHECK(host.launch_us >= 0 && std::isfinite(host.launch_us),
+               "platform: launch_us={} must be a finite number >= 0", host.launch_us);
   std::string out =
       "<?xml version='1.0'?>\n"
       "<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"

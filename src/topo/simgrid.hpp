@@ -11,8 +11,9 @@
 //                      SHARED or FATPIPE) and one <route> per ordered pair of devices listing
 //                      the graph's route (direction UP = link a→b, DOWN = b→a, for
 //                      split-duplex links). Routers are not hosts; they exist only as the
-//                      links between them. The device's memory and elementwise rate are zone
-//                      properties (meshtp_memory_gib, meshtp_elementwise_gbps).
+//                      links between them. The device's memory and elementwise rate and the
+//                      launch cost of one collective call are zone properties
+//                      (meshtp_memory_gib, meshtp_elementwise_gbps, meshtp_launch_us).
 //   DIR/hostfile       line r = the host of rank r (the placement), for `smpirun -hostfile`.
 //
 // What the simulation then charges (for the planner and SimGrid to agree, run SimGrid with
@@ -32,6 +33,10 @@ struct HostSpec {
   double tflops = 0;            // host speed
   double memory_gib = 0;        // a property
   double elementwise_gbps = 0;  // a property
+  // A property: T_launch of one collective call, the topology's launch_us — the number the
+  // planner's ring model adds to every collective (plan/mesh_links.hpp); the simulated
+  // device's communication engines wait it before each collective (comm/smpi_device.hpp).
+  double launch_us = 0;
 };
 
 // How the platform describes the graph.

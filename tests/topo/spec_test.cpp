@@ -97,8 +97,12 @@ TEST(Platform, FullZoneListsHostsLinksAndRoutes) {
       "links": [{"name": "up0", "from": "dev0", "to": "sw", "gbps": 25, "latency_us": 2},
                 {"name": "up1", "from": "dev1", "to": "sw", "gbps": 25, "sharing": "fatpipe"}]})");
   const Graph g = build_graph(s);
-  const std::string xml = simgrid_platform_xml(g, {.tflops = 250, .memory_gib = 80});
+  const std::string xml =
+      simgrid_platform_xml(g, {.tflops = 250, .memory_gib = 80, .launch_us = 12.5});
   EXPECT_NE(xml.find("<platform version=\"4.1\">"), std::string::npos);
+  // The launch cost the planner charges per collective, for the simulated engines.
+  EXPECT_NE(xml.find("<prop id=\"meshtp_launch_us\" value=\"12.5\"/>"), std::string::npos)
+      << xml;
   EXPECT_NE(xml.find("<zone id=\"meshtp\" routing=\"Full\">"), std::string::npos);
   EXPECT_NE(xml.find("<host id=\"dev0\" speed=\"250000000000000f\"/>"), std::string::npos);
   EXPECT_NE(xml.find("<link id=\"up0\" bandwidth=\"25000000000Bps\" latency=\"2e-06s\" "
@@ -125,10 +129,12 @@ TEST(Platform, UniformStarBecomesAFlatCluster) {
   const GraphSpec s = spec(R"({"generator": "switch", "devices": 8, "link_gbps": 300})");
   const Graph g = build_graph(s);
   EXPECT_EQ(cluster_kind(g), ClusterKind::kStar);
-  const std::string xml = simgrid_platform_xml(g, {.tflops = 1});
+  const std::string xml = simgrid_platform_xml(g, {.tflops = 1, .launch_us = 10});
   EXPECT_NE(xml.find("<cluster id=\"star\" prefix=\"dev\" suffix=\"\" radical=\"0-7\""),
             std::string::npos)
       << xml;
+  EXPECT_NE(xml.find("<prop id=\"meshtp_launch_us\" value=\"10\"/>"), std::string::npos) << xml;
+  EXPECT_THROW(simgrid_platform_xml(g, {.tflops = 1, .launch_us = -1}), Error);
   EXPECT_EQ(xml.find("topology="), std::string::npos);
   EXPECT_EQ(simgrid_link_name(g, g.route(2, 5)[1], -1), "star_link_5_DOWN");
 }
