@@ -66,14 +66,24 @@ sim::Mode mode_from_env() {
   die("MESHTP_SIM_MODE='" + mode + "' is neither 'charged' nor 'values'");
 }
 
+// `name` in a property map, or nullptr.
+const char* find_property(const std::unordered_map<std::string, std::string>* props,
+                          const char* name) {
+  if (props == nullptr) return nullptr;
+  const auto it = props->find(name);
+  return it == props->end() ? nullptr : it->second.c_str();
+}
+
 // The platform's property `name`: on this rank's host, else on its zone or an enclosing one
 // (topo/simgrid.hpp writes the device's properties on the zone).
 const char* platform_property(const char* name) {
   const simgrid::s4u::Host* host = simgrid::s4u::Host::current();
-  if (const char* v = host->get_property(name)) return v;
+  if (const char* v = find_property(host->get_properties(), name)) return v;
+  // Up to the root zone, whose get_parent() SimGrid 3.32 does not guard (a null dereference).
+  const simgrid::s4u::NetZone* root = simgrid::s4u::Engine::get_instance()->get_netzone_root();
   for (const simgrid::s4u::NetZone* z = host->get_englobing_zone(); z != nullptr;
-       z = z->get_parent()) {
-    if (const char* v = z->get_property(name)) return v;
+       z = z == root ? nullptr : z->get_parent()) {
+    if (const char* v = find_property(z->get_properties(), name)) return v;
   }
   return nullptr;
 }
