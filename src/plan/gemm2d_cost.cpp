@@ -13,26 +13,48 @@ namespace meshtp::plan {
 
 // ---- SUMMA panels ----------------------------------------------------------------------------
 
-double summa_panel_time(const RingParams& ring, int p, double panel_bytes, int packets) {
-  if (p <= 1) return 0;
-  const int d = packets > 0 ? packets : summa_best_packets(ring, p, panel_bytes);
-  return ring.t_launch_s +
-         (d + p - 1) * (ring.l_sync_s + panel_bytes / (d * ring.bw_bytes_per_s));
+double library_segment_bytes(CollectiveKind kind, int p, double bytes) {
+  constexpr double kKiB = 1024;
+  double seg = 0;
+  if (kind == CollectiveKind::kReduce) {
+    seg = p > 0.0410 / kKiB * bytes + 9.7128   ? 1 * kKiB
+          : p > 0.0033 / kKiB * bytes + 1.6761 ? 32 * kKiB
+                                                : 64 * kKiB;
+  } else {
+    MESHTP_CHECK(kind == CollectiveKind::kBroadcast,
+                 "library_segment_bytes: a broadcast or a reduce, not {}", layout::name(kind));
+    seg = p < 1.6134e-6 * bytes + 2.1102   ? 128 * kKiB
+          : p < 2.3679e-6 * bytes + 1.1787 ? 64 * kKiB
+          : p < 3.2118e-6 * bytes + 8.7936 ? 32 * kKiB
+                                           : 128 * kKiB;
+  }
+  return std::min(seg, bytes);
+}
+
+double summa_panel_time(const RingParams& ring, int p, double panel_bytes, int packets,
+                        CollectiveKind kind) {
+  if (p <= 1 || panel_bytes <= 0) return 0;
+  const double seg = packets > 0 ? panel_bytes / packets
+                                 : library_segment_bytes(kind, p, panel_bytes);
+  const double d = packets > 0 ? packets : std::ceil(panel_bytes / seg);
+  const double last = panel_bytes - (d - 1) * seg;
+  return ring.t_launch_s + (d - 1) * (ring.l_sync_s + seg / ring.bw_bytes_per_s) +
+         (p - 1) * (ring.l_sync_s + last / ring.bw_bytes_per_s);
 }
 
 int summa_best_packets(const RingParams& ring, int p, double panel_bytes) {
-  // d/dD [(D+P−1)(L + x/(D·BW))] = 0  →  D* = sqrt((P−1)·x / (BW·L)). Packets are at least
+  // d/dD [(D+P−2)(L + x/(D·BW))] = 0  →  D* = sqrt((P−2)·x / (BW·L)). Packets are at least
   // 4 KiB, so with L = 0 the answer is finite.
   constexpr double kMinPacket = 4096;
   const int max_packets = static_cast<int>(std::clamp(panel_bytes / kMinPacket, 1.0, 1e6));
-  if (p <= 1) return 1;
+  if (p <= 2) return 1;
   if (ring.l_sync_s <= 0) return max_packets;
-  const double best = std::sqrt((p - 1) * panel_bytes / (ring.bw_bytes_per_s * ring.l_sync_s));
+  const double best = std::sqrt((p - 2) * panel_bytes / (ring.bw_bytes_per_s * ring.l_sync_s));
   int chosen = 1;
   double chosen_t = 1e300;
   for (const double c : {std::floor(best), std::ceil(best)}) {
     const int d = static_cast<int>(std::clamp(c, 1.0, static_cast<double>(max_packets)));
-    const double t = (d + p - 1) * (ring.l_sync_s + panel_bytes / (d * ring.bw_bytes_per_s));
+    const double t = summa_panel_time(ring, p, panel_bytes, d);
     if (t < chosen_t) {
       chosen_t = t;
       chosen = d;
@@ -70,7 +92,7 @@ PipelineEstimate gemm2d_estimate(Algorithm algorithm, const Gemm2dShape& s,
         return ring_collective_time(r, p, t.message_bytes / p);
       case CollectiveKind::kBroadcast:
       case CollectiveKind::kReduce:
-        return summa_panel_time(r, p, t.message_bytes, params.summa_packets);
+        return summa_panel_time(r, p, t.message_bytes, params.summa_packets, t.kind);
       case CollectiveKind::kSendRecv:
         return r.l_sync_s + t.message_bytes / r.bw_bytes_per_s;
       default:

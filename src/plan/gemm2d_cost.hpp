@@ -21,8 +21,13 @@
 //                overlapped with one shift L_sync + shard/BW per direction; LS/RS add the
 //                output's unskew to the epilogue
 //
-// The time model of SUMMA streams each broadcast in D packets (D+P−1 stages, D optimal,
-// MeshSlice §2.3.3); the runtime leaves packetisation to MPI.
+// SUMMA's panel broadcast / reduce is priced as what the runtime's library runs: Open MPI's
+// tuned `pipeline` — a chain of the P ranks, the panel cut into segments of a fixed size that
+// its decision rule picks by P and message size (library_segment_bytes; SMPI's ompi_pipeline,
+// the simulator's, is the same code). MeshSlice §2.3.3 instead streams D packets with D chosen
+// optimally (summa_best_packets); no MPI library does that per message, and on 3 µs links the
+// difference is 6.4x: a 16 MiB panel on nvlink-network-16's 4-rank rows is 128 segments of
+// 128 KiB, 130 · (3 + 0.15) µs = 409 µs, against D* = 4 packets' 64 µs.
 #pragma once
 
 #include <cstdint>
@@ -62,9 +67,27 @@ PipelineEstimate gemm2d_estimate(Algorithm algorithm, const Gemm2dShape& shape,
 double gemm2d_workspace_bytes(Algorithm algorithm, const Gemm2dShape& shape,
                               const Gemm2dParams& params);
 
-// SUMMA's pipelined ring broadcast/reduce of `panel_bytes` over P ranks in D packets:
-// T_launch + (D+P−1)·(L_sync + panel/(D·BW)); packets = 0 picks the best D.
-double summa_panel_time(const RingParams& ring, int p, double panel_bytes, int packets);
+// SUMMA's pipelined chain broadcast/reduce of `panel_bytes` over P ranks in D segments: the
+// root sends them one after another and each rank forwards a segment once it has it, so the
+// last rank has the last segment after D−1 stages at the root and P−1 hops:
+//   T = T_launch + (D−1)·(L_sync + seg/BW) + (P−1)·(L_sync + last/BW)
+// seg = panel/D for packets = D > 0 (then (D+P−2) equal stages); packets = 0 cuts it as the
+// library does: seg = library_segment_bytes, D = ⌈panel/seg⌉, last = panel − (D−1)·seg.
+// Worked example: 16 MiB over P = 4 at L = 3 µs, BW = 900 GB/s, T_launch = 10 µs: seg =
+// 128 KiB, D = 128, T = 10 + 130 · (3 + 0.146) = 419 µs.
+double summa_panel_time(const RingParams& ring, int p, double panel_bytes, int packets,
+                        CollectiveKind kind = CollectiveKind::kBroadcast);
+// Open MPI's segment size for its pipelined broadcast (kBroadcast) or reduce (kReduce) of
+// `bytes` over P ranks (the tuned component's fixed decision rule, as SMPI's ompi_pipeline
+// algorithms implement it): broadcast 128 KiB while P < 1.6134e-6·bytes + 2.1102, else 64 KiB
+// while P < 2.3679e-6·bytes + 1.1787, else 32 KiB while P < 3.2118e-6·bytes + 8.7936, else
+// 128 KiB; reduce 1 KiB when P > 4.0039e-5·bytes + 9.7128, else 32 KiB when P >
+// 3.2227e-6·bytes + 1.6761, else 64 KiB. A message shorter than a segment is one segment.
+// (Open MPI's rule has 16 KiB in the third case; SimGrid 3.32's ompi_pipeline cuts 32 KiB
+// there — measured: 64 KiB–2 MiB over 8 ranks take (bytes/32 KiB + 6) stages.)
+double library_segment_bytes(CollectiveKind kind, int p, double bytes);
+// MeshSlice §2.3.3's optimal packet count for the formula above, D* = sqrt((P−2)·x/(BW·L))
+// (for comparison: the runtime's library does not pick it).
 int summa_best_packets(const RingParams& ring, int p, double panel_bytes);
 
 }  // namespace meshtp::plan
