@@ -2,7 +2,7 @@
 // (layout/pipeline_schedule.hpp) over every rank of the job, each stage's work a fixed GeMM
 // load (forward: `layers` GeMMs [rows, h]·[h, h]; backward: twice that), activations of
 // rows·h floats sent point to point. Per microbatch count: the measured bubble (1 − busy /
-// elapsed, mean over ranks, median over repeats) beside the formula (p−1)/(m+p−1), or
+// step, the step ending with its last rank; mean over ranks, median over repeats) beside the formula (p−1)/(m+p−1), or
 // (p−1)/(v·m+p−1) interleaved.
 //
 //   mpirun -np 4 meshtp bench pipeline --schedule 1f1b --microbatches 4,8,16
@@ -86,11 +86,16 @@ void run_bench_pipeline(const BenchPipelineArgs& a) {
     std::vector<double> bubbles, seconds;
     for (int r = 0; r < a.repeats + 1; ++r) {  // the first is a warm-up
       const train::PipelineRunStats st = train::run_pipeline(schedule, group, stages);
-      std::array<double, 2> sums{1.0 - st.busy_seconds / st.seconds, st.seconds};
-      group.all_reduce(std::span<double>(sums));
+      // The step ends when its last rank does (the first stage's last backward); a rank that
+      // finishes early (the last stage, (p−1) backwards early) idles until then, as the
+      // formula counts it: bubble_r = 1 − busy_r / step, the mean over ranks.
+      double step = st.seconds;
+      group.all_reduce(std::span<double>(&step, 1), comm::ReduceOp::kMax);
+      double bubble = 1.0 - st.busy_seconds / step;
+      group.all_reduce(std::span<double>(&bubble, 1));
       if (r > 0) {
-        bubbles.push_back(sums[0] / p);
-        seconds.push_back(sums[1] / p);
+        bubbles.push_back(bubble / p);
+        seconds.push_back(step);
       }
     }
     const double measured = median(bubbles), formula = layout::bubble_fraction(kind, p, m, v);

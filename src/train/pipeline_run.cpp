@@ -37,6 +37,11 @@ PipelineRunStats run_pipeline(const layout::PipelineSchedule& s, const comm::Com
   }
   std::vector<std::pair<Tensor, comm::Request>> outbox;
   outbox.reserve(ops.size());
+  // A consumed input's buffer becomes the next output's: a fresh buffer's first pages and its
+  // first point-to-point transfer cost several ms per MiB on a VM, on the critical path
+  // (docs/pipeline.md, "Measured bubble"); reusing one holds no more memory than freeing it
+  // and allocating the next (at most one buffer between an op and the next).
+  Tensor spare;
   group.barrier();
   const double start = now_seconds();
   PipelineRunStats stats;
@@ -48,7 +53,10 @@ PipelineRunStats run_pipeline(const layout::PipelineSchedule& s, const comm::Com
       in = it->second.first.values();
     }
     const bool has_output = op.forward ? op.stage + 1 < S : op.stage > 0;
-    Tensor out = has_output ? Tensor({fns.message_floats}) : Tensor();
+    Tensor out = !has_output            ? Tensor()
+                 : spare.numel() > 0     ? std::move(spare)
+                                         : Tensor({fns.message_floats});
+    spare = Tensor();
     const double t0 = now_seconds();
     if (op.forward) {
       fns.forward(op.microbatch, op.stage, in, out.values());
@@ -63,7 +71,7 @@ PipelineRunStats run_pipeline(const layout::PipelineSchedule& s, const comm::Com
           group.isend(std::span<const float>(outbox.back().first.values()), s.rank_of(next),
                       tag_of(op.forward, op.microbatch, next, S));
     }
-    if (it != inbox.end()) it->second.first = Tensor();  // consumed
+    if (it != inbox.end()) spare = std::move(it->second.first);  // consumed
   }
   stats.seconds = now_seconds() - start;
   for (auto& [buffer, request] : outbox) request.wait();

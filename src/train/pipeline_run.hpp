@@ -10,10 +10,12 @@
 // Every receive this rank will ever need is posted before the first op (one buffer per
 // message, tag = (direction, microbatch, stage)), so a message lands while the receiver still
 // computes; an op waits only for its own input. Sends complete at the end. Memory: one
-// activation buffer per (microbatch, stage) message, fine for benchmarks and small models.
+// activation buffer per (microbatch, stage) message, fine for benchmarks and small models; an
+// op's output reuses the buffer of the input the op before it consumed, when there is one.
 //
 // The stages' work is the caller's: forward(i, s, in, out) and backward(i, s, dout, din),
-// spans of `message_floats` (empty where the schedule has no neighbour).
+// spans of `message_floats` (empty where the schedule has no neighbour); `out` and `din` hold
+// stale values on entry (a reused buffer): the stage writes every element it sends.
 #pragma once
 
 #include <cstdint>
