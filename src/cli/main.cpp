@@ -8,6 +8,10 @@
 // message — unless the error is theirs alone, in which case they report it themselves.
 #include <fmt/format.h>
 
+#ifndef MESHTP_SIMULATE
+#include <malloc.h>  // mallopt; SMPI's build defines malloc as a macro that <malloc.h> breaks
+#endif
+
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -52,7 +56,22 @@ std::ostream& out() {
 // of a model this runtime trains, short enough that a hung job is noticed.
 constexpr double kDefaultCommTimeout = 300;
 
+// Freed tensors stay in the process for the next allocation (glibc otherwise maps blocks of
+// 128 KiB or more fresh, raising that threshold only as it sees them freed, and gives freed
+// heap back above 128 KiB at the top). A step allocates and frees the
+// same sizes again and again; a fresh mapping's first touch and first transfer cost several
+// ms per MiB on a VM, on the critical path of a pipeline (docs/pipeline.md, "Measured
+// bubble": 2-stage GPipe, m = 16, 1.72 → 1.07 × the formula). Not in the simulated build,
+// whose large buffers are reserved address space (comm/smpi_device.cpp).
+void keep_freed_memory() {
+#ifndef MESHTP_SIMULATE
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);  // blocks below 64 MiB come from the heap
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);   // and up to 1 GiB of freed heap is kept
+#endif
+}
+
 int main(int argc, char** argv) {
+  keep_freed_memory();
   meshtp::comm::Environment env(argc, argv);
   meshtp::cli::g_world.emplace(meshtp::comm::Communicator::world());
   const bool root = meshtp::cli::g_world->rank() == 0;
