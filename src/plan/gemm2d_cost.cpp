@@ -130,14 +130,20 @@ PipelineEstimate gemm2d_estimate(Algorithm algorithm, const Gemm2dShape& s,
       break;
     }
     case Algorithm::kCannon: {
-      const int q = s.nr;
-      const double hops = q / 2;
-      const double start = q > 1 ? std::max(ring(Direction::kVertical).t_launch_s,
-                                            ring(Direction::kHorizontal).t_launch_s)
-                                 : 0.0;
-      e.prologue_s = start + hops * (os ? std::max(c_v, c_h) : c_in);
-      e.epilogue_s = os ? g : g + hops * c_out;
-      e.comm_s = start + (hops + q - 1) * (c_v + c_h);
+      // The skew: each moving block sent once to its rotated place (DimLinks::skew); OS
+      // rotates A along the rows and B along the columns at once, LS / RS their one moving
+      // operand, and un-skew the output at the end.
+      auto skew = [&](const DirectionTraffic& t) {
+        if (t.launches == 0 || t.group_size <= 1) return 0.0;
+        const RingParams& r = links.dims[t.direction == Direction::kVertical ? 0 : 1].skew;
+        return r.t_launch_s + r.l_sync_s + t.message_bytes / r.bw_bytes_per_s;
+      };
+      const double skew_v = skew(traffic.vertical), skew_h = skew(traffic.horizontal);
+      const double skew_in = in_dir == Direction::kVertical ? skew_v : skew_h;
+      const double skew_out = in_dir == Direction::kVertical ? skew_h : skew_v;
+      e.prologue_s = os ? std::max(skew_v, skew_h) : skew_in;
+      e.epilogue_s = os ? g : g + skew_out;
+      e.comm_s = skew_v + skew_h + static_cast<double>(s.nr - 1) * (c_v + c_h);
       break;
     }
   }

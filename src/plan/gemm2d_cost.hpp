@@ -17,9 +17,11 @@
 //   SUMMA        Kp iterations of one panel broadcast/reduce and gemm/Kp
 //   Wang         prologue = blocking collective of the other dir; P_d iterations of gemm/P_d
 //                overlapped with one send/recv step T_launch + L_sync + shard/BW
-//   Cannon       prologue = T_launch + ⌊q/2⌋·(L_sync + shard/BW) skew; q iterations of gemm/q
-//                overlapped with one shift L_sync + shard/BW per direction; LS/RS add the
-//                output's unskew to the epilogue
+//   Cannon       prologue = the skew, each moving block sent once to its rotated place,
+//                T_launch + L_skew + shard/BW_skew per operand (mesh_links.hpp's DimLinks::skew;
+//                OS rotates A and B at once: the slower); q iterations of gemm/q overlapped
+//                with one shift L_sync + shard/BW per direction; LS/RS add the output's
+//                un-skew to the epilogue
 //
 // SUMMA's panel broadcast / reduce is priced as what the runtime's library runs: Open MPI's
 // tuned `pipeline` — a chain of the P ranks, the panel cut into segments of a fixed size that

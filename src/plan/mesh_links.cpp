@@ -147,9 +147,11 @@ ModelledLink from_rings(const topo::Graph& graph, const topo::DimRings& r) {
   return m;
 }
 
-// `graph_link`: the graph form's B' for this dim, when the topology has one.
+// `graph_link`: the graph form's B' for this dim, when the topology has one; `graph_skew`:
+// Cannon's skew on the graph, when priced there.
 DimLinks dim_links(const Topology& topology, const std::vector<int>& shape, int dim,
-                   const std::optional<ModelledLink>& graph_link) {
+                   const std::optional<ModelledLink>& graph_link,
+                   const std::optional<topo::DimRings>& graph_skew) {
   DimLinks d;
   d.dim = dim;
   d.size = shape[static_cast<std::size_t>(dim)];
@@ -177,6 +179,16 @@ DimLinks dim_links(const Topology& topology, const std::vector<int>& shape, int 
     d.link_gbps = d.all_reduce.bw_bytes_per_s / kGB;
   }
   d.allreduce_gbps = allreduce_bandwidth(d.size, *d.link_gbps);
+  if (graph_skew && graph_skew->link_gbps > 0) {
+    d.skew = RingParams{.t_launch_s = topology.launch_us * kUs,
+                        .l_sync_s = graph_skew->latency_us * kUs,
+                        .bw_bytes_per_s = graph_skew->link_gbps * kGB};
+  } else {
+    const double hops = d.size / 2;
+    d.skew = RingParams{.t_launch_s = d.all_gather.t_launch_s,
+                        .l_sync_s = hops * d.all_gather.l_sync_s,
+                        .bw_bytes_per_s = d.all_gather.bw_bytes_per_s / hops};
+  }
   return d;
 }
 
@@ -191,13 +203,17 @@ MeshLinks mesh_links(const Topology& topology, int d1, int d2) {
   links.mesh = {d1, d2};
   const std::vector<int> shape{d1, d2};
   std::array<std::optional<ModelledLink>, 2> graph_links;
+  std::array<std::optional<topo::DimRings>, 2> graph_skews;
   if (topology.graph || topology.rings_on_graph) {
     const topo::Graph graph = topology_graph(topology);
-    const std::array<topo::DimRings, 2> rings = graph_rings(topology, graph, d1, d2);
-    graph_links = {from_rings(graph, rings[0]), from_rings(graph, rings[1])};
+    const std::vector<int> placement = topology_placement(topology, graph, shape);
+    for (int dim : {0, 1}) {
+      graph_links[dim] = from_rings(graph, topo::ring_dim(graph, placement, shape, dim));
+      if (d1 == d2) graph_skews[dim] = topo::skew_dim(graph, placement, shape, dim);
+    }
   }
-  links.dims[0] = dim_links(topology, shape, 0, graph_links[0]);
-  links.dims[1] = dim_links(topology, shape, 1, graph_links[1]);
+  links.dims[0] = dim_links(topology, shape, 0, graph_links[0], graph_skews[0]);
+  links.dims[1] = dim_links(topology, shape, 1, graph_links[1], graph_skews[1]);
   return links;
 }
 

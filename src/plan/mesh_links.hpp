@@ -87,6 +87,10 @@ struct DimLinks {
   std::optional<double> link_gbps;       // B'; nullopt when size == 1
   std::optional<double> allreduce_gbps;  // B (Eq. 4); nullopt when size == 1
   RingParams all_reduce, all_gather, reduce_scatter;
+  // Cannon's skew of one n-byte block on this dim: t_launch + l_sync + n/bw. On a graph,
+  // square meshes only (Cannon's), every group's rotation routed at once (topo::skew_dim);
+  // otherwise ⌊P/2⌋ ring hops in sequence, the farthest rotation on a ring.
+  RingParams skew;
 };
 
 // One all-reduce, all-gather or reduce-scatter of `message_bytes` (layout::sent_bytes' n:

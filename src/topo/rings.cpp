@@ -17,10 +17,12 @@ std::int64_t flow_key(const Link& l, const Hop& h) {
   return static_cast<std::int64_t>(h.link) * 2 + dir;
 }
 
-}  // namespace
-
-DimRings ring_dim(const Graph& graph, const std::vector<int>& placement,
-                  const std::vector<int>& shape, int dim) {
+// Every group's members each send one message at once, member i → member
+// (i + offset(g)) mod P of group g (no message when that is i itself); routes them and finds
+// the flows' least share (the model in rings.hpp).
+template <typename Offset>
+DimRings routed_dim(const Graph& graph, const std::vector<int>& placement,
+                    const std::vector<int>& shape, int dim, Offset offset) {
   std::int64_t n = 1;
   for (const int d : shape) n *= d;
   MESHTP_CHECK(dim >= 0 && dim < static_cast<int>(shape.size()), "mesh dim {} out of range",
@@ -39,14 +41,17 @@ DimRings ring_dim(const Graph& graph, const std::vector<int>& placement,
     const int rank = (g / out.stride) * span + g % out.stride + i * out.stride;
     return placement[static_cast<std::size_t>(rank)];
   };
-  // Every hop of every group, routed once.
+  // Every message of every group, routed once.
   std::vector<Route> hops;
   hops.reserve(static_cast<std::size_t>(n));
   for (int g = 0; g < out.groups; ++g) {
+    const int step = ((offset(g) % out.size) + out.size) % out.size;
+    if (step == 0) continue;
     for (int i = 0; i < out.size; ++i) {
-      hops.push_back(graph.route(device(g, i), device(g, (i + 1) % out.size)));
+      hops.push_back(graph.route(device(g, i), device(g, (i + step) % out.size)));
     }
   }
+  if (hops.empty()) return out;  // nothing moves (a skew on a size-1 other dim)
   std::unordered_map<std::int64_t, int> flows;
   for (const Route& r : hops) {
     for (const Hop& h : r) {
@@ -70,10 +75,22 @@ DimRings ring_dim(const Graph& graph, const std::vector<int>& placement,
       }
     }
   }
-  // A ring whose hops are all local (two ranks on one device is rejected by the placement;
-  // this is a route with no link, e.g. an explicit empty route) has no bottleneck.
-  MESHTP_CHECK(out.bottleneck_link >= 0, "mesh dim {}: ring hops cross no link", dim);
+  // Messages that are all local (two ranks on one device is rejected by the placement; this
+  // is a route with no link, e.g. an explicit empty route) have no bottleneck.
+  MESHTP_CHECK(out.bottleneck_link >= 0, "mesh dim {}: its messages cross no link", dim);
   return out;
+}
+
+}  // namespace
+
+DimRings ring_dim(const Graph& graph, const std::vector<int>& placement,
+                  const std::vector<int>& shape, int dim) {
+  return routed_dim(graph, placement, shape, dim, [](int) { return 1; });
+}
+
+DimRings skew_dim(const Graph& graph, const std::vector<int>& placement,
+                  const std::vector<int>& shape, int dim) {
+  return routed_dim(graph, placement, shape, dim, [](int g) { return -g; });
 }
 
 std::string describe_bottleneck(const Graph& graph, const DimRings& rings) {

@@ -53,6 +53,17 @@ struct DimRings {
 DimRings ring_dim(const Graph& graph, const std::vector<int>& placement,
                   const std::vector<int>& shape, int dim);
 
+// Cannon's skew (Cannon '69; MeshSlice §2.3.2) on the same dim: every group rotates its
+// blocks at once by its own index g (the rank's coordinate in the other dim of a 2D mesh),
+// member i → member (i − g) mod P, each block sent straight to its place in one message (the
+// runtime's sendrecv; group 0 sends nothing). The same flow count as the ring, over these
+// routes: B' is the least share of any flow and L the slowest route, so one block of n bytes
+// takes L + n/B'. Worked example, a 4-ring row of a 4x4 mesh on a 4x4 torus (one link per
+// neighbour pair and direction): row 2 sends every block two hops the same way, two flows on
+// each link, B' = B/2; on a plain chain of switches it would be one flow per link.
+DimRings skew_dim(const Graph& graph, const std::vector<int>& placement,
+                  const std::vector<int>& shape, int dim);
+
 // "torus-3-d0 (+), 2 flows" — the bottleneck for messages.
 std::string describe_bottleneck(const Graph& graph, const DimRings& rings);
 

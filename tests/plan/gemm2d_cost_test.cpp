@@ -2,6 +2,8 @@
 // numbers worked out by hand from the formulas in gemm2d_cost.hpp.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "core/error.hpp"
 #include "plan/gemm2d_cost.hpp"
 
@@ -19,6 +21,13 @@ MeshLinks links(int nr, int nc) {
   l.dims[0].all_gather = l.dims[0].reduce_scatter = l.dims[0].all_reduce = v;
   l.dims[1].size = nc;
   l.dims[1].all_gather = l.dims[1].reduce_scatter = l.dims[1].all_reduce = h;
+  // Cannon's skew as a ring prices it: ⌊P/2⌋ hops in sequence.
+  for (DimLinks& d : l.dims) {
+    const double hops = d.size / 2;
+    const RingParams& r = d.all_gather;
+    d.skew = {.t_launch_s = r.t_launch_s, .l_sync_s = hops * r.l_sync_s,
+              .bw_bytes_per_s = r.bw_bytes_per_s / std::max(hops, 1.0)};
+  }
   return l;
 }
 
@@ -135,11 +144,21 @@ TEST(Gemm2dCost, WangAndCannonByHand) {
   const double send_h = 10e-6 + 1e-6 + shard / 20e9;
   const auto w = gemm2d_estimate(Algorithm::kWang, s, {}, links(2, 2), kFlops);
   EXPECT_NEAR(w.total_s, ag_v + std::max(send_h, gemm / 2) + gemm / 2, kTol);
-  // Cannon 2×2: launch + ⌊2/2⌋ = 1 skew hop, then 2 iterations of gemm/2 with one shift.
+  // Cannon 2×2: the skews of A along the rows and of B along the columns at once (each a
+  // launch and ⌊2/2⌋ = 1 hop), then 2 iterations of gemm/2 with one shift per direction.
   const double sv = 2e-6 + shard / 10e9, sh = 1e-6 + shard / 20e9;
   const auto c = gemm2d_estimate(Algorithm::kCannon, s, {}, links(2, 2), kFlops);
-  EXPECT_NEAR(c.total_s, 10e-6 + std::max(sv, sh) + std::max({sv, sh, gemm / 2}) + gemm / 2,
-              kTol);
+  EXPECT_NEAR(c.prologue_s, 10e-6 + std::max(sh, sv), kTol);
+  EXPECT_NEAR(c.total_s, c.prologue_s + std::max({sv, sh, gemm / 2}) + gemm / 2, kTol);
+  // 4×4: the farthest rotation is ⌊4/2⌋ = 2 hops, and a priced skew replaces it.
+  const Gemm2dShape s4 = shape(Dataflow::kOS, 1024, 1024, 1024, 4, 4);
+  const double shard4 = shard / 4;
+  MeshLinks l4 = links(4, 4);
+  EXPECT_NEAR(gemm2d_estimate(Algorithm::kCannon, s4, {}, l4, kFlops).prologue_s,
+              10e-6 + 2 * (2e-6 + shard4 / 10e9), kTol);  // the slower, vertical
+  l4.dims[0].skew = {.t_launch_s = 10e-6, .l_sync_s = 3e-6, .bw_bytes_per_s = 40e9};
+  EXPECT_NEAR(gemm2d_estimate(Algorithm::kCannon, s4, {}, l4, kFlops).prologue_s,
+              10e-6 + 2 * (1e-6 + shard4 / 20e9), kTol);  // now the horizontal
 }
 
 TEST(Gemm2dCost, SummaPacketsMinimiseThePanelTime) {

@@ -64,6 +64,25 @@ TEST(Rings, TorusRowsAndColumnsAreFree) {
   EXPECT_LT(p.link_gbps, 25);
 }
 
+TEST(Rings, CannonSkewLoadsTheTorusLinksByTheShift) {
+  // Cannon's skew on a 4x4 torus, mesh 4x4 row-major: row i sends every block i places left
+  // at once. Rows 1 and 3 are one hop (one flow per link), row 2 is two hops whichever way,
+  // and every link on its way carries two of them: B' = 25/2.
+  const Graph g = torus({.dims = {4, 4}, .link_gbps = 25, .latency_us = 1});
+  for (int dim : {0, 1}) {
+    const DimRings r = skew_dim(g, identity(16), {4, 4}, dim);
+    EXPECT_DOUBLE_EQ(r.link_gbps, 12.5) << dim;
+    EXPECT_EQ(r.flows, 2);
+    EXPECT_EQ(r.max_hops, 2);
+    EXPECT_DOUBLE_EQ(r.latency_us, 2);
+  }
+  // Behind one switch every block has its own links: the skew moves at the link's speed.
+  const Graph sw = single_switch({.devices = 16, .link_gbps = 900, .latency_us = 1});
+  EXPECT_DOUBLE_EQ(skew_dim(sw, identity(16), {4, 4}, 1).link_gbps, 900);
+  // A 1x16 mesh has one row, index 0: nothing moves.
+  EXPECT_EQ(skew_dim(g, identity(16), {1, 16}, 1).link_gbps, 0);
+}
+
 TEST(Rings, SharedLinksCountBothDirections) {
   Graph g(2);
   g.add_link("bus", 0, 1, 10, 0, Sharing::kShared);
