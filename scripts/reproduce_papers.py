@@ -263,6 +263,11 @@ def main():
                     help="keep OUT/results.json's cases that are not run now")
     ap.add_argument("--max-devices", type=int, default=None,
                     help="run only the cases of at most this many devices")
+    ap.add_argument("--algorithms", default=None,
+                    help="run only the meshslice / ksweep cases of these 2D GeMM algorithms "
+                         "(like cannon,summa): after a change to one of them, with --merge")
+    ap.add_argument("--what", choices=["gemm2d", "layer"], default=None,
+                    help="run only the meshslice / ksweep cases that simulate this")
     a = ap.parse_args()
     if a.reprice:
         reprice(a.meshtp, a.out)
@@ -275,15 +280,25 @@ def main():
     for name in suites:
         if name not in SUITES:
             sys.exit(f"error: --suites: unknown suite '{name}' ({', '.join(SUITES)})")
+    algorithms = a.algorithms.split(",") if a.algorithms else None
+    for name in algorithms or []:
+        if name not in MESHSLICE_ALGOS:
+            sys.exit(f"error: --algorithms: unknown algorithm '{name}' "
+                     f"({', '.join(MESHSLICE_ALGOS)})")
     cases = [c for c in all_cases(a.full, a.out) if c[0]["suite"] in suites and
-             (a.max_devices is None or c[0]["devices"] <= a.max_devices)]
+             (a.max_devices is None or c[0]["devices"] <= a.max_devices) and
+             (algorithms is None or c[0].get("algorithm") in algorithms) and
+             (a.what is None or c[0].get("what") == a.what)]
     if a.simulator:
         cases = [(c, args + ["--simulator", a.simulator]) for c, args in cases]
     kept = []
+    kept_wall = 0.0  # the simulation time already spent on the record this run adds to
     if a.merge and os.path.exists(os.path.join(a.out, "results.json")):
         running = {case_key(c) for c, _ in cases}
         with open(os.path.join(a.out, "results.json")) as f:
-            kept = [r for r in json.load(f)["cases"] if case_key(r) not in running]
+            recorded = json.load(f)
+        kept = [r for r in recorded["cases"] if case_key(r) not in running]
+        kept_wall = recorded.get("wall_s") or 0.0
     # Cheap cases first (a long run is useful early): ATP M1 on every interconnect, then by
     # size; one layout before a ranked many; a whole layer after a GeMM; Fig. 12 at ≥ 128
     # devices (27 layouts of 128–256 ranks) last.
@@ -294,10 +309,10 @@ def main():
         # Results so far are rewritten after every case: a long run can be read while it runs.
         results = run_cases(a.meshtp, cases, a.jobs, log,
                             lambda done: write_results(a.out, a.full, kept + done,
-                                                       time.time() - t0))
+                                                       kept_wall + time.time() - t0))
     wall = time.time() - t0
     results = kept + results
-    write_results(a.out, a.full, results, wall)
+    write_results(a.out, a.full, results, kept_wall + wall)
     plots = plot(a.out, results)
     print(f"wrote {a.out}/results.md, results.json" +
           "".join(f", {p}" for p in plots) + f" ({wall:.0f} s)")
