@@ -31,15 +31,30 @@ double library_segment_bytes(CollectiveKind kind, int p, double bytes) {
   return std::min(seg, bytes);
 }
 
-double summa_panel_time(const RingParams& ring, int p, double panel_bytes, int packets,
-                        CollectiveKind kind) {
+namespace {
+
+// A chain of P ranks broadcasting or reducing `panel_bytes` in segments (summa_panel_time),
+// counting `fill_hops` of the last segment's P−1 hops.
+double chain_time(const RingParams& ring, int p, double panel_bytes, int packets,
+                  CollectiveKind kind, int fill_hops) {
   if (p <= 1 || panel_bytes <= 0) return 0;
   const double seg = packets > 0 ? panel_bytes / packets
                                  : library_segment_bytes(kind, p, panel_bytes);
   const double d = packets > 0 ? packets : std::ceil(panel_bytes / seg);
   const double last = panel_bytes - (d - 1) * seg;
   return ring.t_launch_s + (d - 1) * (ring.l_sync_s + seg / ring.bw_bytes_per_s) +
-         (p - 1) * (ring.l_sync_s + last / ring.bw_bytes_per_s);
+         fill_hops * (ring.l_sync_s + last / ring.bw_bytes_per_s);
+}
+
+}  // namespace
+
+double summa_panel_time(const RingParams& ring, int p, double panel_bytes, int packets,
+                        CollectiveKind kind) {
+  return chain_time(ring, p, panel_bytes, packets, kind, p - 1);
+}
+
+double summa_panel_interval(const RingParams& ring, int p, double panel_bytes, int packets) {
+  return chain_time(ring, p, panel_bytes, packets, CollectiveKind::kBroadcast, 1);
 }
 
 int summa_best_packets(const RingParams& ring, int p, double panel_bytes) {
@@ -111,9 +126,24 @@ PipelineEstimate gemm2d_estimate(Algorithm algorithm, const Gemm2dShape& s,
   const double c_in = in_dir == Direction::kVertical ? c_v : c_h;
   const double c_out = in_dir == Direction::kVertical ? c_h : c_v;
   switch (algorithm) {
+    case Algorithm::kSumma: {
+      // Back to back, panel t+1's broadcast starts while panel t's fills the chain's far end
+      // (summa_panel_interval): the steady state pays the interval, the last panel its fill.
+      // The runtime's reduces are blocking: each pays its whole chain.
+      auto interval = [&](const DirectionTraffic& t) {
+        if (t.launches == 0) return 0.0;
+        return t.kind == CollectiveKind::kBroadcast
+                   ? summa_panel_interval(ring(t.direction), t.group_size, t.message_bytes,
+                                          params.summa_packets)
+                   : launch(t);
+      };
+      e.steady_s = std::max({interval(traffic.vertical), interval(traffic.horizontal), g});
+      e.prologue_s = os ? std::max(c_v, c_h) : c_in;
+      e.epilogue_s = os ? g : g + c_out;
+      break;
+    }
     case Algorithm::kCollective:
     case Algorithm::kMeshSlice:
-    case Algorithm::kSumma:
       // Iteration i's collectives run under iteration i−1's GeMM.
       e.prologue_s = os ? std::max(c_v, c_h) : c_in;
       e.epilogue_s = os ? g : g + c_out;

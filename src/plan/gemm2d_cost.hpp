@@ -14,7 +14,9 @@
 //   LS/RS: prologue = c_in           steady = max(c_in, g, c_out) epilogue = g + c_out
 //   Collective   1 iteration, full shards (no overlap: prologue + gemm + epilogue)
 //   MeshSlice    S iterations of shard/S and gemm/S; S = 1 is exactly Collective
-//   SUMMA        Kp iterations of one panel broadcast/reduce and gemm/Kp
+//   SUMMA        Kp iterations of one panel broadcast/reduce and gemm/Kp; consecutive
+//                broadcasts overlap their chains' fill, so the steady state pays a
+//                broadcast's summa_panel_interval, not its whole chain
 //   Wang         prologue = blocking collective of the other dir; P_d iterations of gemm/P_d
 //                overlapped with one send/recv step T_launch + L_sync + shard/BW
 //   Cannon       prologue = the skew, each moving block sent once to its rotated place,
@@ -79,6 +81,15 @@ double gemm2d_workspace_bytes(Algorithm algorithm, const Gemm2dShape& shape,
 // 128 KiB, D = 128, T = 10 + 130 · (3 + 0.146) = 419 µs.
 double summa_panel_time(const RingParams& ring, int p, double panel_bytes, int packets,
                         CollectiveKind kind = CollectiveKind::kBroadcast);
+// The same broadcast's cost per panel when panels follow each other (SUMMA's loop, the
+// next broadcast posted before this one is waited): the next panel's root is the same rank or
+// the next one down the chain, so its segments start as soon as that rank has sent this
+// panel's, while the far end still fills — the P−1 fill steps overlap the next panel, and a
+// panel costs its segments and one hop (cut in the segments of the whole chain's P):
+//   T_launch + (D−1)·(L_sync + seg/BW) + (L_sync + last/BW)
+// Worked example: 36 MiB panels over P = 32 at L = 3 µs, BW = 900 GB/s, T_launch = 10 µs:
+// 288 segments of 128 KiB, 916 µs a panel against a lone broadcast's 1010 µs.
+double summa_panel_interval(const RingParams& ring, int p, double panel_bytes, int packets);
 // Open MPI's segment size for its pipelined broadcast (kBroadcast) or reduce (kReduce) of
 // `bytes` over P ranks (the tuned component's fixed decision rule, as SMPI's ompi_pipeline
 // algorithms implement it): broadcast 128 KiB while P < 1.6134e-6·bytes + 2.1102, else 64 KiB

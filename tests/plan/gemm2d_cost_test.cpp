@@ -194,6 +194,28 @@ TEST(Gemm2dCost, SummaPanelsAreTheLibrarysSegments) {
   EXPECT_EQ(summa_panel_time(r, 1, mib16, 0), 0);
 }
 
+TEST(Gemm2dCost, SummaPanelsBackToBackOverlapTheChainsFill) {
+  // 36 MiB panels over a chain of 32: 288 segments of 128 KiB (the whole chain's choice, not
+  // a two-rank chain's); alone 287 + 31 stages, back to back 287 + 1.
+  const RingParams r{.t_launch_s = 10e-6, .l_sync_s = 3e-6, .bw_bytes_per_s = 900e9};
+  const double panel = 36.0 * 1048576, stage = 3e-6 + 131072 / 900e9;
+  EXPECT_NEAR(summa_panel_time(r, 32, panel, 0), 10e-6 + 318 * stage, 1e-12);
+  EXPECT_NEAR(summa_panel_interval(r, 32, panel, 0), 10e-6 + 288 * stage, 1e-12);
+  // 9 MiB over 32 is cut in 32 KiB segments (P = 32 ≥ 1.6134e-6·bytes + 2.11): the interval
+  // keeps them.
+  const double small = 9.0 * 1048576;
+  EXPECT_NEAR(summa_panel_interval(r, 32, small, 0), 10e-6 + 288 * (3e-6 + 32768 / 900e9),
+              1e-12);
+  // SUMMA OS on 32x2, communication-bound: prologue one whole broadcast, then the intervals.
+  const Gemm2dShape s = shape(Dataflow::kOS, 65536, 49152, 12288, 32, 2);
+  MeshLinks l = links(32, 2);
+  for (DimLinks& d : l.dims) d.all_gather = d.reduce_scatter = d.all_reduce = r;
+  const PipelineEstimate e = gemm2d_estimate(Algorithm::kSumma, s, {.panels = 32}, l, 600e12);
+  const DirectionTraffic& col = gemm2d_traffic(Algorithm::kSumma, s, {.panels = 32}).vertical;
+  EXPECT_NEAR(e.steady_s, summa_panel_interval(r, 32, col.message_bytes, 0), 1e-12);
+  EXPECT_NEAR(e.prologue_s, summa_panel_time(r, 32, col.message_bytes, 0), 1e-12);
+}
+
 TEST(Gemm2dCost, InvalidShapesAndParamsAreExplained) {
   EXPECT_EQ(*gemm2d_invalid_reason(Algorithm::kCannon, shape(Dataflow::kOS, 64, 64, 64, 2, 4), {}),
             "Cannon's algorithm needs a square mesh, got 2x4 (use summa, collective, wang or "
