@@ -1,6 +1,5 @@
-// Private to src/ops: the fast kernels, written once over an instruction set S
-// (simd_impl.hpp) and instantiated per target by kernels_avx512.cpp, kernels_avx2.cpp and
-// kernels_portable.cpp.
+// Private to src/ops: the fast kernels, written once over a vector type S (simd_impl.hpp) and
+// instantiated per vector width by kernels_simd.cpp.
 // The math of each is in kernels.hpp; here is how it is computed.
 //
 // Vector exp (within 1.2e-7 relative of exp on the normal range):
