@@ -7,10 +7,10 @@
 
 namespace meshtp::kernels {
 
-// Defined in kernels_portable.cpp, kernels_avx2.cpp and kernels_avx512.cpp.
-const Table& portable_table();
-const Table& avx2_table();
-const Table& avx512_table();
+// The kernels for W floats a vector, defined in kernels_simd.cpp (compiled once per W):
+// 4 the baseline ISA, 8 AVX2 + FMA, 16 AVX-512F.
+template <int W>
+const Table& simd_table();
 
 namespace {
 
@@ -65,18 +65,18 @@ bool available(Isa isa) { return cpu_has(isa); }
 const Table& table(Isa isa) {
   MESHTP_CHECK(available(isa), "kernels: this CPU has no {}", to_string(isa));
   switch (isa) {
-    case Isa::kAvx2: return avx2_table();
-    case Isa::kAvx512: return avx512_table();
+    case Isa::kAvx2: return simd_table<8>();
+    case Isa::kAvx512: return simd_table<16>();
     case Isa::kPortable: break;
   }
-  return portable_table();
+  return simd_table<4>();
 }
 
 const Table& fast() {
   // One lookup per op call (not per row): the tables are built once, on first use.
   static const Table* const tables[] = {
-      &portable_table(), available(Isa::kAvx2) ? &avx2_table() : nullptr,
-      available(Isa::kAvx512) ? &avx512_table() : nullptr};
+      &simd_table<4>(), available(Isa::kAvx2) ? &simd_table<8>() : nullptr,
+      available(Isa::kAvx512) ? &simd_table<16>() : nullptr};
   return *tables[static_cast<int>(current())];
 }
 
