@@ -10,15 +10,8 @@ namespace meshtp::plan {
 namespace {
 
 ModelSpec small_model() {
-  ModelSpec m;
-  m.name = "test";
-  m.layers = 3;
-  m.hidden = 1024;
-  m.heads = 16;
-  m.batch = 4;
-  m.seq = 256;
-  m.precision = Precision::kFp16;
-  return m;
+  return parse_model(R"({"name": "test", "layers": 3, "hidden": 1024, "heads": 16, "batch": 4,
+                         "seq": 256, "precision": "fp16"})", "small_model()");
 }
 
 TEST(AtpCost, Figure12ClosedForm) {

@@ -16,15 +16,8 @@ namespace {
 // M = b·s = 8 tokens, h = 8, a = 4, s = 4, fp32. Serial tensors: stream M·h = 64,
 // qkv M·3h = 192, mlp1 M·4h = 256, scores b·a·s² = 128.
 ModelSpec tiny_model() {
-  ModelSpec m;
-  m.name = "tiny";
-  m.layers = 2;
-  m.hidden = 8;
-  m.heads = 4;
-  m.batch = 2;
-  m.seq = 4;
-  m.precision = Precision::kFp32;
-  return m;
+  return parse_model(R"({"name": "tiny", "layers": 2, "hidden": 8, "heads": 4, "batch": 2,
+                         "seq": 4, "precision": "fp32"})", "tiny_model()");
 }
 
 template <typename F>
