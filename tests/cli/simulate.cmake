@@ -7,18 +7,29 @@ meshtp_failure_test(cli_simulate_mesh_not_devices
 meshtp_failure_test(cli_simulate_devices_not_topology
                     REGEX "error: topology 'pcie-8xa100' has 8 devices but --devices is 16"
                     COMMAND ${MESHTP_BIN} simulate --topology pcie-8xa100 --model tiny --devices 16)
-meshtp_failure_test(cli_simulate_disconnected
-                    REGEX "error: disconnected graph: device 'dev3' cannot be reached"
-                    COMMAND ${MESHTP_BIN} simulate --topology ${MESHTP_SIM_DATA}/disconnected.json
-                            --model tiny --devices 4 --mesh 2x2)
-meshtp_failure_test(cli_simulate_zero_bandwidth
-                    REGEX "link 3: bandwidth gbps=0 must be positive"
-                    COMMAND ${MESHTP_BIN} simulate --topology ${MESHTP_SIM_DATA}/zero_bandwidth.json
-                            --model tiny --devices 4 --mesh 2x2)
 meshtp_failure_test(cli_simulate_unknown_strategy
                     REGEX "error: unknown strategy 'foo'"
                     COMMAND ${MESHTP_BIN} simulate --topology pcie-8xa100 --model tiny --devices 8
                             --mesh 4x2 --strategy foo)
+# cli_simulate_NAME: simulating a 2x2 mesh on the topology file NAME.json fails with REGEX.
+function(meshtp_bad_topology_test name regex)
+  meshtp_failure_test(cli_simulate_${name} REGEX "${regex}"
+                      COMMAND ${MESHTP_BIN} simulate --topology ${MESHTP_SIM_DATA}/${name}.json
+                              --model tiny --devices 4 --mesh 2x2)
+endfunction()
+meshtp_bad_topology_test(disconnected "error: disconnected graph: device 'dev3' cannot be reached")
+meshtp_bad_topology_test(zero_bandwidth "link 3: bandwidth gbps=0 must be positive")
+meshtp_bad_topology_test(negative_bandwidth "link 1: bandwidth gbps=-5 must be positive")
+meshtp_bad_topology_test(shared_device "error: topology '[^']*shared_device.json', graph: \
+placement: ranks 0 and 1 are both placed on device 2")
+# A platform SimGrid cannot load, though every number passes the topology's checks: the
+# conversion to SimGrid's units overflows to inf (SimGrid would abort inside smpirun).
+meshtp_bad_topology_test(overflow_bandwidth
+                         "error: link 'l3': bandwidth: gbps=1e\\+300 is inf Bps in SimGrid's units")
+meshtp_failure_test(cli_simulate_overflow_speed
+                    REGEX "error: platform: device speed: tflops=1e\\+300 is inf f in SimGrid's units"
+                    COMMAND ${MESHTP_BIN} topo platform ${MESHTP_SIM_DATA}/overflow_speed.json
+                            --out overflow_speed_platform)
 # --predict-only: the planner's side alone (no simulator needed), best first; on ATP IC1 the
 # chunked (2, 4) mesh leads (the two mesh dims' all-reduces pipeline over the chunks), at
 # 190.7 ms (the recorded simulation: 190.0).
@@ -28,21 +39,3 @@ add_test(NAME cli_simulate_predict_only
 set_tests_properties(cli_simulate_predict_only PROPERTIES ENVIRONMENT "${MESHTP_MPI_ENV}"
   TIMEOUT 60 LABELS cli
   PASS_REGULAR_EXPRESSION "nothing simulated\n.*\n  atp 2x4 chunks=4 +190\\.7[0-9]+ ")
-meshtp_failure_test(cli_simulate_negative_bandwidth
-                    REGEX "link 1: bandwidth gbps=-5 must be positive"
-                    COMMAND ${MESHTP_BIN} simulate --topology ${MESHTP_SIM_DATA}/negative_bandwidth.json
-                            --model tiny --devices 4 --mesh 2x2)
-meshtp_failure_test(cli_simulate_two_ranks_one_device
-                    REGEX "error: topology '[^']*shared_device.json', graph: placement: ranks 0 and 1 are both placed on device 2"
-                    COMMAND ${MESHTP_BIN} simulate --topology ${MESHTP_SIM_DATA}/shared_device.json
-                            --model tiny --devices 4 --mesh 2x2)
-# A platform SimGrid cannot load, though every number passes the topology's checks: the
-# conversion to SimGrid's units overflows to inf (SimGrid would abort inside smpirun).
-meshtp_failure_test(cli_simulate_overflow_bandwidth
-                    REGEX "error: link 'l3': bandwidth: gbps=1e\\+300 is inf Bps in SimGrid's units"
-                    COMMAND ${MESHTP_BIN} simulate --topology ${MESHTP_SIM_DATA}/overflow_bandwidth.json
-                            --model tiny --devices 4 --mesh 2x2)
-meshtp_failure_test(cli_simulate_overflow_speed
-                    REGEX "error: platform: device speed: tflops=1e\\+300 is inf f in SimGrid's units"
-                    COMMAND ${MESHTP_BIN} topo platform ${MESHTP_SIM_DATA}/overflow_speed.json
-                            --out overflow_speed_platform)
