@@ -101,12 +101,6 @@ int start(Command c, MPI_Comm comm, MPI_Request* request) {
   return MPI_SUCCESS;
 }
 
-int run(const Command& c, MPI_Comm comm) {
-  MPI_Request request = MPI_REQUEST_NULL;
-  start(c, comm, &request);
-  return PMPI_Wait(&request, MPI_STATUS_IGNORE);
-}
-
 // ---- the engine ------------------------------------------------------------------------
 
 int type_size(MPI_Datatype type) {
@@ -312,19 +306,9 @@ Command gather_like(Kind kind, const void* send, int send_count, MPI_Datatype se
 
 }  // namespace
 
-int allreduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op,
-              MPI_Comm comm) {
-  return run(collective(Kind::kAllreduce, send, recv, count, type, op), comm);
-}
 int iallreduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op,
                MPI_Comm comm, MPI_Request* request) {
   return start(collective(Kind::kAllreduce, send, recv, count, type, op), comm, request);
-}
-int allgather(const void* send, int send_count, MPI_Datatype send_type, void* recv,
-              int recv_count, MPI_Datatype recv_type, MPI_Comm comm) {
-  return run(gather_like(Kind::kAllgather, send, send_count, send_type, recv, recv_count,
-                         recv_type),
-             comm);
 }
 int iallgather(const void* send, int send_count, MPI_Datatype send_type, void* recv,
                int recv_count, MPI_Datatype recv_type, MPI_Comm comm, MPI_Request* request) {
@@ -332,32 +316,19 @@ int iallgather(const void* send, int send_count, MPI_Datatype send_type, void* r
                            recv_type),
                comm, request);
 }
-int reduce_scatter_block(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op,
-                         MPI_Comm comm) {
-  return run(collective(Kind::kReduceScatterBlock, send, recv, count, type, op), comm);
-}
 int ireduce_scatter_block(const void* send, void* recv, int count, MPI_Datatype type,
                           MPI_Op op, MPI_Comm comm, MPI_Request* request) {
   return start(collective(Kind::kReduceScatterBlock, send, recv, count, type, op), comm,
                request);
-}
-int bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
-  return run(collective(Kind::kBcast, nullptr, buf, count, type, MPI_OP_NULL, root), comm);
 }
 int ibcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm,
            MPI_Request* request) {
   return start(collective(Kind::kBcast, nullptr, buf, count, type, MPI_OP_NULL, root), comm,
                request);
 }
-int reduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, int root,
-           MPI_Comm comm) {
-  return run(collective(Kind::kReduce, send, recv, count, type, op, root), comm);
-}
-int alltoall(const void* send, int send_count, MPI_Datatype send_type, void* recv,
-             int recv_count, MPI_Datatype recv_type, MPI_Comm comm) {
-  return run(gather_like(Kind::kAlltoall, send, send_count, send_type, recv, recv_count,
-                         recv_type),
-             comm);
+int ireduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, int root,
+            MPI_Comm comm, MPI_Request* request) {
+  return start(collective(Kind::kReduce, send, recv, count, type, op, root), comm, request);
 }
 int ialltoall(const void* send, int send_count, MPI_Datatype send_type, void* recv,
               int recv_count, MPI_Datatype recv_type, MPI_Comm comm, MPI_Request* request) {
@@ -365,7 +336,6 @@ int ialltoall(const void* send, int send_count, MPI_Datatype send_type, void* re
                            recv_type),
                comm, request);
 }
-int barrier(MPI_Comm comm) { return run(collective(Kind::kBarrier, nullptr, nullptr, 0, MPI_BYTE), comm); }
 int ibarrier(MPI_Comm comm, MPI_Request* request) {
   return start(collective(Kind::kBarrier, nullptr, nullptr, 0, MPI_BYTE), comm, request);
 }

@@ -49,28 +49,29 @@ int finalize();
 int comm_split(MPI_Comm comm, int color, int key, MPI_Comm* out);
 int comm_free(MPI_Comm* comm);
 
-int allreduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op,
-              MPI_Comm comm);
+// The collectives, non-blocking: each hands the call to the engine serving `comm`; `request`
+// completes when the engine is done.
 int iallreduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op,
                MPI_Comm comm, MPI_Request* request);
-int allgather(const void* send, int send_count, MPI_Datatype send_type, void* recv,
-              int recv_count, MPI_Datatype recv_type, MPI_Comm comm);
 int iallgather(const void* send, int send_count, MPI_Datatype send_type, void* recv,
                int recv_count, MPI_Datatype recv_type, MPI_Comm comm, MPI_Request* request);
-int reduce_scatter_block(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op,
-                         MPI_Comm comm);
 int ireduce_scatter_block(const void* send, void* recv, int count, MPI_Datatype type,
                           MPI_Op op, MPI_Comm comm, MPI_Request* request);
-int bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm);
 int ibcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm,
            MPI_Request* request);
-int reduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, int root,
-           MPI_Comm comm);
-int alltoall(const void* send, int send_count, MPI_Datatype send_type, void* recv,
-             int recv_count, MPI_Datatype recv_type, MPI_Comm comm);
+int ireduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, int root,
+            MPI_Comm comm, MPI_Request* request);
 int ialltoall(const void* send, int send_count, MPI_Datatype send_type, void* recv,
               int recv_count, MPI_Datatype recv_type, MPI_Comm comm, MPI_Request* request);
-int barrier(MPI_Comm comm);
 int ibarrier(MPI_Comm comm, MPI_Request* request);
+
+// A blocking collective: its non-blocking form, then the wait. blocking<iallreduce>(send, recv,
+// count, type, op, comm) is MPI_Allreduce's.
+template <auto start_collective, class... Args>
+int blocking(Args... args) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  start_collective(args..., &request);
+  return PMPI_Wait(&request, MPI_STATUS_IGNORE);
+}
 
 }  // namespace meshtp::comm::smpi

@@ -11,16 +11,17 @@
 #define MPI_Finalize ::meshtp::comm::smpi::finalize
 #define MPI_Comm_split ::meshtp::comm::smpi::comm_split
 #define MPI_Comm_free ::meshtp::comm::smpi::comm_free
-#define MPI_Allreduce ::meshtp::comm::smpi::allreduce
+#define MPI_Allreduce ::meshtp::comm::smpi::blocking<::meshtp::comm::smpi::iallreduce>
 #define MPI_Iallreduce ::meshtp::comm::smpi::iallreduce
-#define MPI_Allgather ::meshtp::comm::smpi::allgather
+#define MPI_Allgather ::meshtp::comm::smpi::blocking<::meshtp::comm::smpi::iallgather>
 #define MPI_Iallgather ::meshtp::comm::smpi::iallgather
-#define MPI_Reduce_scatter_block ::meshtp::comm::smpi::reduce_scatter_block
+#define MPI_Reduce_scatter_block \
+  ::meshtp::comm::smpi::blocking<::meshtp::comm::smpi::ireduce_scatter_block>
 #define MPI_Ireduce_scatter_block ::meshtp::comm::smpi::ireduce_scatter_block
-#define MPI_Bcast ::meshtp::comm::smpi::bcast
+#define MPI_Bcast ::meshtp::comm::smpi::blocking<::meshtp::comm::smpi::ibcast>
 #define MPI_Ibcast ::meshtp::comm::smpi::ibcast
-#define MPI_Reduce ::meshtp::comm::smpi::reduce
-#define MPI_Alltoall ::meshtp::comm::smpi::alltoall
+#define MPI_Reduce ::meshtp::comm::smpi::blocking<::meshtp::comm::smpi::ireduce>
+#define MPI_Alltoall ::meshtp::comm::smpi::blocking<::meshtp::comm::smpi::ialltoall>
 #define MPI_Ialltoall ::meshtp::comm::smpi::ialltoall
-#define MPI_Barrier ::meshtp::comm::smpi::barrier
+#define MPI_Barrier ::meshtp::comm::smpi::blocking<::meshtp::comm::smpi::ibarrier>
 #define MPI_Ibarrier ::meshtp::comm::smpi::ibarrier
