@@ -162,16 +162,6 @@ void cannon_rs(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c
 
 }  // namespace
 
-void cannon(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
-            const Gemm2dOptions& options, Gemm2dWorkspace& ws) {
-  switch (options.dataflow) {
-    case Dataflow::kOS:
-      return cannon_os(g, a, b, c, options, ws);
-    case Dataflow::kLS:
-      return cannon_ls(g, a, b, c, options, ws);
-    case Dataflow::kRS:
-      return cannon_rs(g, a, b, c, options, ws);
-  }
-}
+const Gemm2dDataflows kCannon = {cannon_os, cannon_ls, cannon_rs};
 
 }  // namespace meshtp::parallel::detail

@@ -35,7 +35,7 @@ namespace meshtp::parallel::detail {
 namespace {
 
 void collective_os(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
-                   Gemm2dWorkspace& ws) {
+                   const Gemm2dOptions&, Gemm2dWorkspace& ws) {
   const std::int64_t k = a.cols * g.nc;
   comm::Request gather_a, gather_b;
   std::span<float> a_chunks;
@@ -62,7 +62,7 @@ void collective_os(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixVi
 }
 
 void collective_ls(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
-                   Gemm2dWorkspace& ws) {
+                   const Gemm2dOptions&, Gemm2dWorkspace& ws) {
   const std::int64_t n = b.rows * g.nr;
   ConstMatrixView b_col = b;  // B_*j: n × k/Nc
   if (g.nr > 1) {
@@ -84,7 +84,7 @@ void collective_ls(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixVi
 }
 
 void collective_rs(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
-                   Gemm2dWorkspace& ws) {
+                   const Gemm2dOptions&, Gemm2dWorkspace& ws) {
   const std::int64_t m = a.cols * g.nc;
   ConstMatrixView a_row = a;  // A_i*: k/Nr × m, used transposed
   if (g.nc > 1) {
@@ -105,16 +105,6 @@ void collective_rs(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixVi
 
 }  // namespace
 
-void collective(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
-                const Gemm2dOptions& options, Gemm2dWorkspace& ws) {
-  switch (options.dataflow) {
-    case Dataflow::kOS:
-      return collective_os(g, a, b, c, ws);
-    case Dataflow::kLS:
-      return collective_ls(g, a, b, c, ws);
-    case Dataflow::kRS:
-      return collective_rs(g, a, b, c, ws);
-  }
-}
+const Gemm2dDataflows kCollective = {collective_os, collective_ls, collective_rs};
 
 }  // namespace meshtp::parallel::detail

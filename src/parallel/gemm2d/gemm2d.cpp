@@ -11,10 +11,12 @@
 namespace meshtp::parallel {
 namespace {
 
-// The one table of algorithms, in layout::Algorithm order.
-constexpr detail::Gemm2dFn kAlgos[] = {detail::cannon, detail::summa, detail::collective,
-                                       detail::wang, detail::meshslice};
+// The one table of algorithms, in layout::Algorithm order; each holds a function per dataflow.
+constexpr const detail::Gemm2dDataflows* kAlgos[] = {&detail::kCannon, &detail::kSumma,
+                                                     &detail::kCollective, &detail::kWang,
+                                                     &detail::kMeshSlice};
 static_assert(std::size(kAlgos) == layout::all<Algorithm>().size());
+static_assert(std::tuple_size_v<detail::Gemm2dDataflows> == layout::all<Dataflow>().size());
 
 }  // namespace
 
@@ -109,7 +111,8 @@ void gemm2d(const mesh::DeviceMesh& mesh, ConstMatrixView a, ConstMatrixView b, 
   g.row = &mesh.dim_comm(1);
   g.col = &mesh.dim_comm(0);
   validate(g.nr, g.nc, infer_shape(g.nr, g.nc, options.dataflow, a, b, c), options);
-  kAlgos[static_cast<std::size_t>(options.algo)](g, a, b, c, options, workspace);
+  const detail::Gemm2dDataflows& algo = *kAlgos[static_cast<std::size_t>(options.algo)];
+  algo[static_cast<std::size_t>(options.dataflow)](g, a, b, c, options, workspace);
   workspace.stats.calls += 1;
 }
 

@@ -93,19 +93,11 @@ class InFlight {
 void gemm_poking(ConstMatrixView a, Trans ta, ConstMatrixView b, Trans tb, MatrixView c, float beta,
                  const InFlight& in_flight, int chunks, Gemm2dWorkspace& ws);
 
-// ---- the algorithms (one file each) -----------------------------------------------------
+// ---- the algorithms (one file each): one function per dataflow ----------------------------
 
 using Gemm2dFn = void (*)(const Grid&, ConstMatrixView, ConstMatrixView, MatrixView,
                           const Gemm2dOptions&, Gemm2dWorkspace&);
-void cannon(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
-            const Gemm2dOptions& options, Gemm2dWorkspace& ws);
-void summa(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
-           const Gemm2dOptions& options, Gemm2dWorkspace& ws);
-void collective(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
-                const Gemm2dOptions& options, Gemm2dWorkspace& ws);
-void wang(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
-          const Gemm2dOptions& options, Gemm2dWorkspace& ws);
-void meshslice(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
-               const Gemm2dOptions& options, Gemm2dWorkspace& ws);
+using Gemm2dDataflows = std::array<Gemm2dFn, 3>;  // OS, LS, RS: in layout::Dataflow order
+extern const Gemm2dDataflows kCannon, kSumma, kCollective, kWang, kMeshSlice;
 
 }  // namespace meshtp::parallel::detail

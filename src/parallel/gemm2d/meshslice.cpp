@@ -212,16 +212,6 @@ void meshslice_rs(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixVie
 
 }  // namespace
 
-void meshslice(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
-               const Gemm2dOptions& options, Gemm2dWorkspace& ws) {
-  switch (options.dataflow) {
-    case Dataflow::kOS:
-      return meshslice_os(g, a, b, c, options, ws);
-    case Dataflow::kLS:
-      return meshslice_ls(g, a, b, c, options, ws);
-    case Dataflow::kRS:
-      return meshslice_rs(g, a, b, c, options, ws);
-  }
-}
+const Gemm2dDataflows kMeshSlice = {meshslice_os, meshslice_ls, meshslice_rs};
 
 }  // namespace meshtp::parallel::detail

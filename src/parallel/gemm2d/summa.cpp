@@ -152,16 +152,6 @@ void summa_rs(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
 
 }  // namespace
 
-void summa(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
-           const Gemm2dOptions& options, Gemm2dWorkspace& ws) {
-  switch (options.dataflow) {
-    case Dataflow::kOS:
-      return summa_os(g, a, b, c, options, ws);
-    case Dataflow::kLS:
-      return summa_ls(g, a, b, c, options, ws);
-    case Dataflow::kRS:
-      return summa_rs(g, a, b, c, options, ws);
-  }
-}
+const Gemm2dDataflows kSumma = {summa_os, summa_ls, summa_rs};
 
 }  // namespace meshtp::parallel::detail

@@ -128,16 +128,6 @@ void wang_rs(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
 
 }  // namespace
 
-void wang(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
-          const Gemm2dOptions& options, Gemm2dWorkspace& ws) {
-  switch (options.dataflow) {
-    case Dataflow::kOS:
-      return wang_os(g, a, b, c, options, ws);
-    case Dataflow::kLS:
-      return wang_ls(g, a, b, c, options, ws);
-    case Dataflow::kRS:
-      return wang_rs(g, a, b, c, options, ws);
-  }
-}
+const Gemm2dDataflows kWang = {wang_os, wang_ls, wang_rs};
 
 }  // namespace meshtp::parallel::detail
