@@ -1,7 +1,5 @@
 #include "model/gemm2d_block.hpp"
 
-#include <algorithm>
-
 #include "core/error.hpp"
 #include "core/op_costs.hpp"
 #include "core/parse.hpp"
@@ -44,11 +42,6 @@ void bias_backward(std::span<float> db, ConstMatrixView dy) {
     const float* row = dy.data + r * dy.ld;
     for (std::int64_t j = 0; j < dy.cols; ++j) db[static_cast<std::size_t>(j)] += row[j];
   }
-}
-
-void zero(MatrixView m) {
-  if (sim::skip_values(static_cast<std::size_t>(m.rows * m.cols) * sizeof(float))) return;
-  for (std::int64_t r = 0; r < m.rows; ++r) std::fill_n(m.data + r * m.ld, m.cols, 0.0f);
 }
 
 }  // namespace
@@ -242,13 +235,13 @@ void Gemm2dBlock::backward(const parallel::ChunkedMatrix& dx_stream,
   MatrixView dxmid = ws.dxmid.matrix();
   residual_backward_copy(dxmid, {dy.data, nl_, hl_, dy.ld});
   bias_backward(part[kFc2Bias], dy);
-  zero(ws.dgelu.matrix());
+  ws.dgelu.fill(0.0f);
   parallel::gemm2d_linear_backward(m, plans_.fc2, ws.dgelu.matrix(), weight_grad(kFc2Weight), dy,
                                    gelu_.matrix(), weight(kFc2Weight), ws.gemm);
-  zero(ws.dfc1.matrix());
+  ws.dfc1.fill(0.0f);
   gelu_backward(ws.dfc1.matrix(), fc1_.matrix(), ws.dgelu.matrix());
   bias_backward(part[kFc1Bias], ws.dfc1.matrix());
-  zero(ws.dxn.matrix());
+  ws.dxn.fill(0.0f);
   parallel::gemm2d_linear_backward(m, plans_.fc1, ws.dxn.matrix(), weight_grad(kFc1Weight),
                                    ws.dfc1.matrix(), xn2_.matrix(), weight(kFc1Weight), ws.gemm);
   parallel::layernorm_sharded_backward(dxmid, part[kLn2Weight], part[kLn2Bias], ws.dxn.matrix(),
@@ -256,10 +249,10 @@ void Gemm2dBlock::backward(const parallel::ChunkedMatrix& dx_stream,
                                        ln2_rstd_.values(), h, row, ws.ln_scratch);
   // x_mid = x + proj(attention(qkv(ln1(x))))
   bias_backward(part[kProjBias], dxmid);
-  zero(ws.dattn.matrix());
+  ws.dattn.fill(0.0f);
   parallel::gemm2d_linear_backward(m, plans_.proj, ws.dattn.matrix(), weight_grad(kProjWeight),
                                    dxmid, attn_.matrix(), weight(kProjWeight), ws.gemm);
-  zero(ws.dqkv.matrix());
+  ws.dqkv.fill(0.0f);
   // Selective recomputation: the probabilities again, by the same code from the same qkv (bit
   // for bit the forward's); attn gets its own values back (proj's dW has consumed it).
   if (config_.recompute == layout::Recompute::kSelective) {
@@ -270,7 +263,7 @@ void Gemm2dBlock::backward(const parallel::ChunkedMatrix& dx_stream,
                      att(ws).values(), config_.batch / m.size(0), config_.seq,
                      config_.heads / m.size(1));
   bias_backward(part[kQkvBias], ws.dqkv.matrix());
-  zero(ws.dxn.matrix());
+  ws.dxn.fill(0.0f);
   parallel::gemm2d_linear_backward(m, plans_.qkv, ws.dxn.matrix(), weight_grad(kQkvWeight),
                                    ws.dqkv.matrix(), xn1_.matrix(), weight(kQkvWeight), ws.gemm);
   // dx = dx_mid (residual) + ln1's backward; dx may alias dy, which is no longer read.
