@@ -6,12 +6,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <sstream>
+#include <string_view>
 
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
@@ -81,7 +83,13 @@ int run_logged(const std::vector<std::string>& argv, const std::vector<std::stri
   args.push_back(nullptr);
   std::vector<std::string> env_storage(extra_env);
   std::vector<char*> env;
-  for (char** e = environ; *e != nullptr; ++e) env.push_back(*e);
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view var(*e);
+    const std::string_view name = var.substr(0, var.find('=') + 1);  // "NAME="
+    const bool replaced = std::any_of(extra_env.begin(), extra_env.end(),
+                                      [&](const std::string& x) { return x.starts_with(name); });
+    if (!replaced) env.push_back(*e);
+  }
   for (std::string& e : env_storage) env.push_back(e.data());
   env.push_back(nullptr);
   pid_t pid = 0;
@@ -93,6 +101,17 @@ int run_logged(const std::vector<std::string>& argv, const std::vector<std::stri
     MESHTP_CHECK(errno == EINTR, "waiting for {}: {}", argv[0], std::strerror(errno));
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// LD_PRELOAD for SimGrid's process: comm/smpi_preload.cpp's library, from the simulated
+// meshtp's directory (where the simulated build puts it), ahead of any preload already set.
+// A simulated meshtp without one runs as well, only slower (same simulated times).
+std::string preload_env(const std::string& binary) {
+  const auto lib = std::filesystem::absolute(binary).parent_path() / "libmeshtp_smpi_preload.so";
+  const char* prior = std::getenv("LD_PRELOAD");
+  const std::string rest = prior != nullptr && *prior != '\0' ? std::string(":") + prior : "";
+  if (!std::filesystem::exists(lib)) return rest.empty() ? "" : "LD_PRELOAD=" + rest.substr(1);
+  return "LD_PRELOAD=" + lib.string() + rest;
 }
 
 }  // namespace
@@ -149,10 +168,10 @@ Launched launch(const plan::Topology& topology, const RunSpec& spec, const Simul
   Launched out;
   out.log = dir + "/simulation.log";
   const auto t0 = std::chrono::steady_clock::now();
-  const int status = run_logged(argv,
-                                {"MESHTP_SIM_STREAMS=" + std::to_string(s.streams),
-                                 std::string("MESHTP_SIM_MODE=") + (s.values ? "values" : "charged")},
-                                out.log);
+  std::vector<std::string> env{"MESHTP_SIM_STREAMS=" + std::to_string(s.streams),
+                               std::string("MESHTP_SIM_MODE=") + (s.values ? "values" : "charged")};
+  if (std::string preload = preload_env(s.binary); !preload.empty()) env.push_back(preload);
+  const int status = run_logged(argv, env, out.log);
   out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (status != 0 || !std::filesystem::exists(result_path)) {
     fail("the simulation of {} on '{}' failed (smpirun exit {}): {} (log: {})",
