@@ -8,9 +8,21 @@
 // message — unless the error is theirs alone, in which case they report it themselves.
 #include <fmt/format.h>
 
-#ifndef MESHTP_SIMULATE
-#include <malloc.h>  // mallopt; SMPI's build defines malloc as a macro that <malloc.h> breaks
-#endif
+// mallopt. SMPI's compiler wrapper defines malloc, calloc, realloc and free as macros, which
+// break <malloc.h>'s declarations: set aside while it is read.
+#pragma push_macro("malloc")
+#pragma push_macro("calloc")
+#pragma push_macro("realloc")
+#pragma push_macro("free")
+#undef malloc
+#undef calloc
+#undef realloc
+#undef free
+#include <malloc.h>
+#pragma pop_macro("free")
+#pragma pop_macro("realloc")
+#pragma pop_macro("calloc")
+#pragma pop_macro("malloc")
 
 #include <chrono>
 #include <cstdio>
@@ -61,13 +73,15 @@ constexpr double kDefaultCommTimeout = 300;
 // heap back above 128 KiB at the top). A step allocates and frees the
 // same sizes again and again; a fresh mapping's first touch and first transfer cost several
 // ms per MiB on a VM, on the critical path of a pipeline (docs/pipeline.md, "Measured
-// bubble": 2-stage GPipe, m = 16, 1.72 → 1.07 × the formula). Not in the simulated build,
-// whose large buffers are reserved address space (comm/smpi_device.cpp).
+// bubble": 2-stage GPipe, m = 16, 1.72 → 1.07 × the formula). The simulated build too: its
+// large buffers are reserved address space (comm/smpi_device.cpp), but SimGrid and the
+// ranks' small buffers grew and trimmed the heap of the one process all ranks share on
+// nearly every step (a fifth of a 64-device simulation's CPU in malloc and page faults;
+// with this, about 15% less CPU and no more memory: docs/simulation.md, "Speed of the
+// simulator"). Every rank sets the same.
 void keep_freed_memory() {
-#ifndef MESHTP_SIMULATE
   mallopt(M_MMAP_THRESHOLD, 64 << 20);  // blocks below 64 MiB come from the heap
   mallopt(M_TRIM_THRESHOLD, 1 << 30);   // and up to 1 GiB of freed heap is kept
-#endif
 }
 
 int main(int argc, char** argv) {
