@@ -2,8 +2,8 @@
 // (layout/pipeline_schedule.hpp) over every rank of the job, each stage's work a fixed GeMM
 // load (forward: `layers` GeMMs [rows, h]·[h, h]; backward: twice that), activations of
 // rows·h floats sent point to point. Per microbatch count: the measured bubble (1 − busy /
-// step, the step ending with its last rank; mean over ranks, median over repeats) beside the formula (p−1)/(m+p−1), or
-// (p−1)/(v·m+p−1) interleaved.
+// step, the step ending with its last rank; mean over ranks, median over repeats) beside the
+// formula (p−1)/(m+p−1), or (p−1)/(v·m+p−1) interleaved.
 //
 //   mpirun -np 4 meshtp bench pipeline --schedule 1f1b --microbatches 4,8,16
 //

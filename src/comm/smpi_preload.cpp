@@ -1,5 +1,5 @@
-// libmeshtp_smpi_preload.so: loaded into SimGrid's process (LD_PRELOAD) by every launch of the
-// simulated meshtp (sim/launch.cpp, tests/sim/smpirun.sh). Compiled only with
+// libmeshtp_smpi_preload.so: loaded into SimGrid's process (LD_PRELOAD) by `meshtp simulate`
+// (sim/launch.cpp) when it sits next to the simulated meshtp. Compiled only with
 // MESHTP_SIMULATE; it is not part of meshtp itself.
 //
 // Why: SMPI times the host code a rank runs between two MPI calls, to charge it as simulated

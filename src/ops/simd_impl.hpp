@@ -2,9 +2,9 @@
 // one template over the width W, so every kernel is written once. kernels_simd.cpp is compiled
 // once per width, its target pragma chosen by the width:
 //
-//   Simd<16>  Avx512   #pragma GCC target("avx512f,avx2,fma")
-//   Simd<8>   Avx2     #pragma GCC target("avx2,fma")
-//   Simd<4>   Portable the baseline ISA (one SSE2 register on x86-64, NEON on AArch64)
+//   Simd<16>  AVX-512   #pragma GCC target("avx512f,avx2,fma")
+//   Simd<8>   AVX2      #pragma GCC target("avx2,fma")
+//   Simd<4>   portable  the baseline ISA (one SSE2 register on x86-64, NEON on AArch64)
 //
 // V is W floats as a GCC vector extension: GCC lowers each operation below to the one or few
 // instructions of the ISA the pragma enables (one register of 4, 8 or 16 floats); only min/max
@@ -138,10 +138,6 @@ struct Simd {
     return reduce<W / 2>(a.lo + a.hi, [](auto x, auto y) { return x + y; });
   }
 };
-
-using Portable = Simd<4>;
-using Avx2 = Simd<8>;
-using Avx512 = Simd<16>;
 
 // The first k < S::kWidth floats of p, the other lanes `fill`; and the store of the first k.
 template <class S>

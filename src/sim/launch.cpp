@@ -105,12 +105,13 @@ int run_logged(const std::vector<std::string>& argv, const std::vector<std::stri
 
 // LD_PRELOAD for SimGrid's process: comm/smpi_preload.cpp's library, from the simulated
 // meshtp's directory (where the simulated build puts it), ahead of any preload already set.
-// A simulated meshtp without one runs as well, only slower (same simulated times).
+// A simulated meshtp without one runs as well, only slower (same simulated times); then this
+// is empty and the environment's own LD_PRELOAD, if any, is passed on as is.
 std::string preload_env(const std::string& binary) {
   const auto lib = std::filesystem::absolute(binary).parent_path() / "libmeshtp_smpi_preload.so";
+  if (!std::filesystem::exists(lib)) return "";
   const char* prior = std::getenv("LD_PRELOAD");
   const std::string rest = prior != nullptr && *prior != '\0' ? std::string(":") + prior : "";
-  if (!std::filesystem::exists(lib)) return rest.empty() ? "" : "LD_PRELOAD=" + rest.substr(1);
   return "LD_PRELOAD=" + lib.string() + rest;
 }
 

@@ -39,3 +39,16 @@ add_test(NAME cli_simulate_predict_only
 set_tests_properties(cli_simulate_predict_only PROPERTIES ENVIRONMENT "${MESHTP_MPI_ENV}"
   TIMEOUT 60 LABELS cli
   PASS_REGULAR_EXPRESSION "nothing simulated\n.*\n  atp 2x4 chunks=4 +190\\.7[0-9]+ ")
+
+# scripts/reproduce_papers.py (the suite behind scripts/reproduce-papers.sh): a filter naming
+# no algorithm or kind fails before any case is simulated, naming the value and the choices.
+if(Python3_Interpreter_FOUND)
+  meshtp_failure_test(cli_reproduce_papers_unknown_algorithm
+                      REGEX "error: --algorithms: unknown algorithm 'bogus' \\(meshslice, collective, wang, summa, cannon\\)"
+                      COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/scripts/reproduce_papers.py
+                              ${CMAKE_CURRENT_BINARY_DIR}/reproduce_bad --algorithms cannon,bogus)
+  meshtp_failure_test(cli_reproduce_papers_unknown_what
+                      REGEX "--what: invalid choice: 'step'"
+                      COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/scripts/reproduce_papers.py
+                              ${CMAKE_CURRENT_BINARY_DIR}/reproduce_bad --what step)
+endif()
