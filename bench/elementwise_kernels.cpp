@@ -18,7 +18,7 @@
 namespace meshtp::bench {
 namespace {
 
-struct Case {
+struct KernelCase {
   const char* op;
   double touches;
   std::function<void()> reference, fast;
@@ -58,7 +58,7 @@ std::vector<ElementwiseKernelSample> time_elementwise_kernels(std::int64_t rows,
     };
   };
   layernorm_forward(y.matrix(), mean.values(), rstd.values(), x.matrix(), w.values(), b.values());
-  std::vector<Case> cases = {
+  std::vector<KernelCase> cases = {
       {"layernorm fwd", plan::kLayerNormForwardTouches, ln_fwd(layernorm_forward_reference, y_ref),
        ln_fwd(layernorm_forward, y), [&] { return max_relative_error(y.values(), y_ref.values()); }},
       {"layernorm bwd", plan::kLayerNormBackwardTouches,
@@ -89,7 +89,7 @@ std::vector<ElementwiseKernelSample> time_elementwise_kernels(std::int64_t rows,
   };
   const kernels::Isa selected = kernels::selected();
   std::vector<ElementwiseKernelSample> out;
-  for (const Case& c : cases) {
+  for (const KernelCase& c : cases) {
     // Validate: one run of each from equal states (the accumulating ops start from zero).
     dx.fill(0.0f);
     dx_ref.fill(0.0f);

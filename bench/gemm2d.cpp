@@ -30,7 +30,7 @@ constexpr std::uint64_t kSeedA = 21, kSeedB = 22;
 // fp32 sums over k ≤ a few thousand terms in different orders stay well inside this.
 constexpr double kTolerance = 1e-4;
 
-struct Case {
+struct AlgorithmCase {
   std::string name;
   Gemm2dOptions options;
 };
@@ -49,8 +49,9 @@ std::string case_name(const Gemm2dOptions& o, bool show_chunks) {
 
 // The 2D cases that validate, plus notes on the ones that do not. One case per slice count
 // (MeshSlice) and per progress_chunks value (algorithms that overlap).
-std::vector<Case> algorithm_cases(const Gemm2dBenchOptions& o, std::vector<std::string>& notes) {
-  std::vector<Case> cases;
+std::vector<AlgorithmCase> algorithm_cases(const Gemm2dBenchOptions& o,
+                                           std::vector<std::string>& notes) {
+  std::vector<AlgorithmCase> cases;
   const bool show_chunks = o.progress_chunks.size() > 1;
   for (const Algorithm algo : o.algos) {
     std::vector<int> slice_counts{algo == Algorithm::kSumma ? o.summa_slices : 1};
@@ -215,7 +216,7 @@ std::vector<Gemm2dSample> run_gemm2d_bench(const comm::Communicator& world,
   MESHTP_CHECK(world.size() == o.nr * o.nc, "mesh {}x{} has {} ranks but the world has {}", o.nr,
                o.nc, o.nr * o.nc, world.size());
   std::vector<std::string> notes;
-  const std::vector<Case> algorithm_list = algorithm_cases(o, notes);
+  const std::vector<AlgorithmCase> algorithm_list = algorithm_cases(o, notes);
   const mesh::DeviceMesh mesh(world, {o.nr, o.nc});
   const int i = mesh.coord(0), j = mesh.coord(1), p = o.nr * o.nc;
   const auto& s = o.shape;
@@ -291,7 +292,7 @@ std::vector<Gemm2dSample> run_gemm2d_bench(const comm::Communicator& world,
     x.sample.sync_steps = cost.steps();
   }
 
-  for (const Case& k : algorithm_list) {
+  for (const AlgorithmCase& k : algorithm_list) {
     BenchCase& x = add_case(k.name, Gemm2dCaseKind::kAlgorithm);
     const Gemm2dOptions options = k.options;
     x.run = [&, options] {

@@ -87,7 +87,7 @@ void run_bench_collectives(const CollectivesArgs& args) {
   }
 }
 
-struct GemmArgs {
+struct BenchGemmArgs {
   std::string shapes;  // "MxNxK,…"; empty: the defaults
   bool json = false;
 };
@@ -114,7 +114,7 @@ std::vector<bench::GemmShape> parse_gemm_shapes(const std::string& text) {
   return shapes;
 }
 
-void run_bench_gemm(const GemmArgs& args) {
+void run_bench_gemm(const BenchGemmArgs& args) {
   const auto shapes = parse_gemm_shapes(args.shapes);
   if (!args.json) {
     out() << "local GeMM, one rank, one BLAS thread: meshtp::gemm vs cblas_sgemm direct "
@@ -163,7 +163,7 @@ void add_bench_command(CLI::App& app) {
   c->add_flag("--json", collectives->json, "Print one JSON object per measurement");
   c->callback([collectives] { run_bench_collectives(*collectives); });
 
-  auto gemm = std::make_shared<GemmArgs>();
+  auto gemm = std::make_shared<BenchGemmArgs>();
   CLI::App* g = bench->add_subcommand(
       "gemm", "Local GeMM GFLOP/s: meshtp::gemm against OpenBLAS called directly");
   g->add_option("--shapes", gemm->shapes, "Comma-separated MxNxK (default: 256^3 … 2048^3, "

@@ -47,15 +47,6 @@ struct BenchLayerArgs {
   std::string trace;  // Chrome trace of one extra step (one mesh, one chunk count)
 };
 
-std::vector<std::vector<int>> meshes_of(const std::string& text, int world_size) {
-  if (text != "all") return {parse_mesh_shape(text)};
-  std::vector<std::vector<int>> out;
-  for (int d1 = world_size; d1 >= 1; --d1) {
-    if (world_size % d1 == 0) out.push_back({d1, world_size / d1});
-  }
-  return out;
-}
-
 // A case to run: a mesh and chunk count, and its layout (or why the model cannot use it).
 struct LayerCase {
   std::vector<int> mesh;
@@ -73,17 +64,16 @@ std::vector<LayerCase> cases_of(const BenchLayerArgs& a, const model::GptConfig&
     return {{.mesh = {plan.mesh[0], plan.mesh[1]}, .chunks = plan.chunks, .plan = plan}};
   }
   std::vector<LayerCase> out;
-  for (const auto& mesh : meshes_of(a.mesh, world().size())) {
-    MESHTP_CHECK(mesh.size() == 2, "--mesh '{}' must be two sizes, like 2x2, or all", a.mesh);
+  for (const auto& [d1, d2] : meshes_2d("--mesh", a.mesh, world().size())) {
     for (const int chunks : parse_positive_ints(a.chunks, "--chunks")) {
-      LayerCase c{.mesh = mesh, .chunks = chunks};
+      LayerCase c{.mesh = {d1, d2}, .chunks = chunks};
       try {
         LayoutFlags flags = a.layout;
         flags.chunks = chunks;
-        c.plan = flags.build({mesh[0], mesh[1]});
+        c.plan = flags.build({d1, d2});
         model::GptConfig config = shape;
         config.layout = c.plan;
-        model::validate(config, mesh);
+        model::validate(config, c.mesh);
       } catch (const Error& e) {
         if (a.mesh != "all") throw;
         c.skipped = e.what();

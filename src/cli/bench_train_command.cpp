@@ -20,11 +20,10 @@
 #include "core/parse.hpp"
 #include "ops/kernels.hpp"
 #include "plan/presets.hpp"
+#include "train/byte_corpus.hpp"
 
 namespace meshtp::cli {
 namespace {
-
-constexpr const char* kDefaultCorpus = "/usr/share/games/fortunes";
 
 struct BenchTrainArgs {
   ModelFlags shape{"small"};
@@ -32,7 +31,7 @@ struct BenchTrainArgs {
   int dp = 1;
   LayoutFlags layout;
   std::vector<const CLI::Option*> mesh_options;  // --tp, --dp: excluded by --plan
-  std::string data = kDefaultCorpus;
+  std::string data = train::kDefaultCorpus;
   int steps = 10, warmup = 2;
   bool json = false;
 };

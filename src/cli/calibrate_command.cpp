@@ -82,11 +82,6 @@ struct CalibrateArgs {
   bool json = false;
 };
 
-// --mesh: one 2D mesh d1xd2 of the n ranks, or all of them.
-std::vector<std::array<int, 2>> meshes_of(const std::string& text, int n) {
-  if (text == "all") return plan::enumerate_meshes(n);
-  return {mesh_2d("--mesh", text, n)};
-}
 
 
 // "512x512x512,1024x…" → one list of `rank` positive sizes per item.
@@ -156,7 +151,7 @@ void run_calibrate(const CalibrateArgs& a) {
   // Global inputs first: every rank reaches the same verdict.
   MESHTP_CHECK(!a.out.empty(), "--out FILE is required");
   const std::vector<bench::CalibrationGroup> groups =
-      bench::calibration_groups(meshes_of(a.mesh, n), n);
+      bench::calibration_groups(meshes_2d("--mesh", a.mesh, n), n);
   const std::vector<std::int64_t> sizes = parse_byte_sizes(a.sizes);
   MESHTP_CHECK(std::set<std::int64_t>(sizes.begin(), sizes.end()).size() >= 2,
                "--sizes {}: the fit needs at least 2 distinct message sizes", a.sizes);

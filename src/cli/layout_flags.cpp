@@ -5,6 +5,7 @@
 #include "cli/flag_checks.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
+#include "plan/planner.hpp"
 
 namespace meshtp::cli {
 
@@ -122,6 +123,11 @@ std::array<int, 2> mesh_2d(const char* flag, const std::string& text, int ranks)
   MESHTP_CHECK(ranks <= 0 || size == ranks, "{} {} has {} ranks but the world has {}", flag, text,
                size, ranks);
   return {shape[0], shape[1]};
+}
+
+std::vector<std::array<int, 2>> meshes_2d(const char* flag, const std::string& text, int ranks) {
+  if (text == "all") return plan::enumerate_meshes(ranks);
+  return {mesh_2d(flag, text, ranks)};
 }
 
 }  // namespace meshtp::cli

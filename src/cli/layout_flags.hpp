@@ -58,5 +58,7 @@ struct ModelFlags {
 // `flag`'s value "d1xd2"; throws "--mesh 5 is not a 2D mesh: expected d1xd2, like 2x2" and,
 // with ranks > 0, "--mesh 2x2 has 4 ranks but the world has 2".
 std::array<int, 2> mesh_2d(const char* flag, const std::string& text, int ranks = 0);
+// A mesh flag that may also say "all": every 2D mesh (d1, d2) of the ranks, d1 descending.
+std::vector<std::array<int, 2>> meshes_2d(const char* flag, const std::string& text, int ranks);
 
 }  // namespace meshtp::cli

@@ -19,14 +19,13 @@
 #include "plan/memory.hpp"
 #include "plan/planner.hpp"
 #include "plan/presets.hpp"
+#include "train/byte_corpus.hpp"
 #include "train/checkpoint_dir.hpp"
 #include "train/pipeline_model.hpp"
 #include "train/trainer.hpp"
 
 namespace meshtp::cli {
 namespace {
-
-constexpr const char* kDefaultCorpus = "/usr/share/games/fortunes";
 
 struct TrainArgs {
   ModelFlags shape{"tiny"};
@@ -216,7 +215,7 @@ void run_train(TrainArgs& args) {
              .hidden = spec.hidden,
              .heads = spec.heads,
              .layers = spec.layers};
-  if (c.data.empty()) c.data = kDefaultCorpus;
+  if (c.data.empty()) c.data = train::kDefaultCorpus;
   const std::string why = choose_layout(args, spec);
   train::validate(c, world().size());
 

@@ -47,5 +47,6 @@ Request Communicator::iall_gather(std::span<const T> send, std::span<T> recv) co
   template void Communicator::all_gather<T>(std::span<const T>, std::span<T>) const;    \
   template Request Communicator::iall_gather<T>(std::span<const T>, std::span<T>) const;
 MESHTP_FOR_EACH_COMM_TYPE(INSTANTIATE)
+#undef INSTANTIATE
 
 }  // namespace meshtp::comm

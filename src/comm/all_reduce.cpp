@@ -38,5 +38,6 @@ Request Communicator::iall_reduce(std::span<T> buf, ReduceOp op) const {
   template void Communicator::all_reduce<T>(std::span<T>, ReduceOp) const;     \
   template Request Communicator::iall_reduce<T>(std::span<T>, ReduceOp) const;
 MESHTP_FOR_EACH_COMM_TYPE(INSTANTIATE)
+#undef INSTANTIATE
 
 }  // namespace meshtp::comm

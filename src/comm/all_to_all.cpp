@@ -49,5 +49,6 @@ Request Communicator::iall_to_all(std::span<const T> send, std::span<T> recv) co
   template void Communicator::all_to_all<T>(std::span<const T>, std::span<T>) const;     \
   template Request Communicator::iall_to_all<T>(std::span<const T>, std::span<T>) const;
 MESHTP_FOR_EACH_COMM_TYPE(INSTANTIATE)
+#undef INSTANTIATE
 
 }  // namespace meshtp::comm

@@ -33,5 +33,6 @@ Request Communicator::ibroadcast(std::span<T> buf, int root) const {
   template void Communicator::broadcast<T>(std::span<T>, int) const;    \
   template Request Communicator::ibroadcast<T>(std::span<T>, int) const;
 MESHTP_FOR_EACH_COMM_TYPE(INSTANTIATE)
+#undef INSTANTIATE
 
 }  // namespace meshtp::comm

@@ -125,5 +125,6 @@ Request Communicator::irecv(std::span<T> buf, int source, int tag) const {
   template Request Communicator::isend<T>(std::span<const T>, int, int) const;           \
   template Request Communicator::irecv<T>(std::span<T>, int, int) const;
 MESHTP_FOR_EACH_COMM_TYPE(INSTANTIATE)
+#undef INSTANTIATE
 
 }  // namespace meshtp::comm

@@ -30,5 +30,6 @@ void Communicator::reduce(std::span<const T> send, std::span<T> recv, int root,
   template void Communicator::reduce<T>(std::span<const T>, std::span<T>, int, ReduceOp) \
       const;
 MESHTP_FOR_EACH_COMM_TYPE(INSTANTIATE)
+#undef INSTANTIATE
 
 }  // namespace meshtp::comm

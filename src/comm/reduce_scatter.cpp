@@ -53,5 +53,6 @@ Request Communicator::ireduce_scatter(std::span<const T> send, std::span<T> recv
   template Request Communicator::ireduce_scatter<T>(std::span<const T>, std::span<T>,   \
                                                     ReduceOp) const;
 MESHTP_FOR_EACH_COMM_TYPE(INSTANTIATE)
+#undef INSTANTIATE
 
 }  // namespace meshtp::comm

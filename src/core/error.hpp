@@ -9,6 +9,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <system_error>
 
 namespace meshtp {
 
@@ -22,6 +23,9 @@ template <typename... Args>
 [[noreturn]] void fail(fmt::format_string<Args...> format, Args&&... args) {
   throw Error(fmt::format(format, std::forward<Args>(args)...));
 }
+
+// An errno value as the system says it ("No space left on device"), for failed system calls.
+inline std::string errno_text(int error) { return std::generic_category().message(error); }
 
 }  // namespace meshtp
 

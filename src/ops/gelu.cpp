@@ -13,11 +13,6 @@ namespace {
 constexpr float kSqrt2OverPi = 0.7978845608028654f;  // √(2/π)
 constexpr float kCubic = 0.044715f;
 
-void check_same_shape(const char* what, ConstMatrixView a, ConstMatrixView b) {
-  MESHTP_CHECK(a.rows == b.rows && a.cols == b.cols, "{}: a {}x{} view against a {}x{} view", what,
-               a.rows, a.cols, b.rows, b.cols);
-}
-
 }  // namespace
 
 void gelu_forward(MatrixView y, ConstMatrixView x) {

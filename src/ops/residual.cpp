@@ -9,11 +9,6 @@
 namespace meshtp {
 namespace {
 
-void check_same_shape(const char* what, ConstMatrixView a, ConstMatrixView b) {
-  MESHTP_CHECK(a.rows == b.rows && a.cols == b.cols, "{}: a {}x{} view against a {}x{} view", what,
-               a.rows, a.cols, b.rows, b.cols);
-}
-
 // acc += dy, row by row with the fast add.
 void accumulate(MatrixView acc, ConstMatrixView dy) {
   const auto& k = kernels::fast();

@@ -15,9 +15,6 @@
 namespace meshtp::plan {
 namespace {
 
-constexpr double kUs = 1e-6;
-constexpr double kGB = 1e9;
-
 std::string describe(const CollectiveSeries& s) {
   return fmt::format("{} on groups of {} ranks (stride {})", name(s.collective), s.size, s.stride);
 }

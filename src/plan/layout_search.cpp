@@ -15,8 +15,6 @@
 namespace meshtp::plan {
 namespace {
 
-constexpr double kGB = 1e9, kUs = 1e-6;
-
 std::vector<int> divisors(int n) {
   std::vector<int> out;
   for (int d = 1; d <= n; ++d) {

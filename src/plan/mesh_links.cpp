@@ -14,11 +14,6 @@
 
 namespace meshtp::plan {
 
-namespace {
-constexpr double kGB = 1e9;
-constexpr double kUs = 1e-6;
-}  // namespace
-
 double ring_collective_time(const RingParams& ring, int p, double shard_bytes) {
   if (p <= 1) return 0;
   return ring.t_launch_s + (p - 1) * (ring.l_sync_s + shard_bytes / ring.bw_bytes_per_s);

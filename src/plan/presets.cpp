@@ -47,7 +47,7 @@ int parse_nvlink_network_devices(const std::string& name) {
 std::vector<std::string> topology_preset_names() {
   std::vector<std::string> names;
   for (const auto& p : detail::embedded_topologies()) names.emplace_back(p.name);
-  names.emplace_back(std::string(kNvlinkNetworkPrefix) + "N");
+  names.push_back(fmt::format("{}N", kNvlinkNetworkPrefix));
   return names;
 }
 

@@ -47,6 +47,10 @@
 
 namespace meshtp::plan {
 
+// The units of topology files (GB/s, µs) in the planner's (B/s, s).
+inline constexpr double kGB = 1e9;   // bytes per GB
+inline constexpr double kUs = 1e-6;  // seconds per µs
+
 // ATP's hierarchical level (topo/levels.hpp, which also builds its graph).
 using topo::Level;
 

@@ -130,11 +130,12 @@ std::vector<std::string> smpirun_options() {
 void check_simulator(const Simulator& s) {
   MESHTP_CHECK(!find_program(s.smpirun).empty(),
                "smpirun not found ('{}'): install SimGrid (Debian libsimgrid-dev; "
-               "scripts/install.sh does)",
+               "scripts/install.sh --sim does)",
                s.smpirun);
   MESHTP_CHECK(executable(s.binary),
-               "the simulated meshtp '{}' does not exist: build it (scripts/install.sh builds "
-               "build-sim/) or pass --simulator PATH",
+               "the simulated meshtp '{}' does not exist: build it with scripts/install.sh "
+               "--sim (about 6 minutes on 2 cores; the demo does not build it) or pass "
+               "--simulator PATH",
                s.binary);
   MESHTP_CHECK(s.streams >= 1 && s.streams <= 16, "--streams={} must be in [1, 16]", s.streams);
 }

@@ -151,4 +151,9 @@ double max_relative_error(std::span<const float> a, std::span<const float> b) {
   return scale > 0.0 ? diff / scale : diff;
 }
 
+void check_same_shape(const char* what, ConstMatrixView a, ConstMatrixView b) {
+  MESHTP_CHECK(a.rows == b.rows && a.cols == b.cols, "{}: a {}x{} view against a {}x{} view", what,
+               a.rows, a.cols, b.rows, b.cols);
+}
+
 }  // namespace meshtp

@@ -91,6 +91,9 @@ struct ConstMatrixView {
   bool contiguous() const { return ld == cols || rows <= 1; }
 };
 
+// Throws unless a and b have the same rows × cols; `what` names the pair in the message.
+void check_same_shape(const char* what, ConstMatrixView a, ConstMatrixView b);
+
 class Tensor {
  public:
   Tensor() = default;

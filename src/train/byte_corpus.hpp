@@ -17,6 +17,9 @@ namespace meshtp::train {
 
 enum class Split { kTrain, kValidation };
 
+// What `train` and `bench train` read when --data is not given: Debian's fortunes.
+inline constexpr const char* kDefaultCorpus = "/usr/share/games/fortunes";
+
 class ByteCorpus {
  public:
   static constexpr int kVocab = 256;

@@ -29,8 +29,6 @@ constexpr const char* kLockName = "meshtp.lock";
 constexpr double kHeartbeatSeconds = 60;
 constexpr double kForeignLockStaleSeconds = 600;
 
-std::string describe(int error) { return std::generic_category().message(error); }
-
 std::string first_line_of(const std::string& path) {
   std::ifstream in(path);
   std::string line;
@@ -158,7 +156,7 @@ void point_link_at(const std::string& dir, const std::string& target) {
     const int error = errno;
     (void)::unlink(temp.c_str());
     fail("cannot point '{}' at '{}': {} (the checkpoint itself is complete)", link, name,
-         describe(error));
+         errno_text(error));
   }
 }
 
@@ -236,7 +234,7 @@ CheckpointDir::CheckpointDir(std::string dir, int keep, bool resume,
         break;
       }
       MESHTP_CHECK(error == EEXIST, "cannot lock checkpoint directory '{}': link to '{}': {}",
-                   dir_, lock, describe(error));
+                   dir_, lock, errno_text(error));
       struct stat st {};
       if (::stat(lock.c_str(), &st) != 0) continue;  // released meanwhile: try again
       const double age = static_cast<double>(std::time(nullptr) - st.st_mtime);

@@ -14,8 +14,6 @@
 namespace meshtp::train {
 namespace {
 
-std::string describe(int error) { return std::generic_category().message(error); }
-
 // The lines of `text` whose "step" is ≤ last (a torn last line, without a step, goes too).
 std::string lines_up_to(const std::string& text, std::int64_t last) {
   std::string kept;
@@ -49,7 +47,7 @@ MetricsLog::MetricsLog(std::string path, std::optional<std::int64_t> resumed_ste
     flags |= O_TRUNC;
   }
   fd_ = ::open(path_.c_str(), flags, 0666);
-  if (fd_ < 0) fail("cannot open metrics file '{}': {}", path_, describe(errno));
+  if (fd_ < 0) fail("cannot open metrics file '{}': {}", path_, errno_text(errno));
 }
 
 MetricsLog::~MetricsLog() {
@@ -59,7 +57,7 @@ MetricsLog::~MetricsLog() {
 void MetricsLog::append(const std::string& line, std::int64_t step) {
   const std::string text = line + '\n';
   if (const int error = write_fully(fd_, std::as_bytes(std::span<const char>(text))); error != 0) {
-    fail("cannot write metrics file '{}' at step {}: {}", path_, step, describe(error));
+    fail("cannot write metrics file '{}' at step {}: {}", path_, step, errno_text(error));
   }
 }
 

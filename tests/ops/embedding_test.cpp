@@ -18,10 +18,10 @@ using testing::test_tensor;
 
 // B=2, T=4, V=6: token 3 appears three times, so its gradient row must sum three rows.
 const std::vector<std::int32_t> kTokens = {3, 0, 5, 3, 1, 3, 2, 0};
-constexpr std::int64_t kB = 2, kT = 4, kV = 6, kMaxT = 5, kC = 3;
+constexpr std::int64_t kB = 2, kT = 4, kVocab = 6, kMaxT = 5, kC = 3;
 
 TEST(Embedding, ForwardIsTokenRowPlusPositionRow) {
-  const Tensor wte = test_tensor({kV, kC}, 1), wpe = test_tensor({kMaxT, kC}, 2);
+  const Tensor wte = test_tensor({kVocab, kC}, 1), wpe = test_tensor({kMaxT, kC}, 2);
   Tensor out({kB * kT, kC});
   embedding_forward(out.matrix(), kTokens, kB, kT, wte.matrix(), wpe.matrix());
   for (std::int64_t b = 0; b < kB; ++b) {
@@ -34,14 +34,14 @@ TEST(Embedding, ForwardIsTokenRowPlusPositionRow) {
 }
 
 TEST(Embedding, GradientsMatchFiniteDifferencesAndAccumulate) {
-  Tensor wte = test_tensor({kV, kC}, 11), wpe = test_tensor({kMaxT, kC}, 12);
+  Tensor wte = test_tensor({kVocab, kC}, 11), wpe = test_tensor({kMaxT, kC}, 12);
   const Tensor dout = test_tensor({kB * kT, kC}, 13);
   Tensor out({kB * kT, kC});
   const auto loss = [&] {
     embedding_forward(out.matrix(), kTokens, kB, kT, wte.matrix(), wpe.matrix());
     return dot(dout.values(), out.values());
   };
-  Tensor dwte({kV, kC}), dwpe({kMaxT, kC});
+  Tensor dwte({kVocab, kC}), dwpe({kMaxT, kC});
   embedding_backward(dwte.matrix(), dwpe.matrix(), dout.matrix(), kTokens, kB, kT);
   const auto rte = check_gradient(wte.values(), dwte.values(), loss);
   const auto rpe = check_gradient(wpe.values(), dwpe.values(), loss);
@@ -52,7 +52,7 @@ TEST(Embedding, GradientsMatchFiniteDifferencesAndAccumulate) {
     EXPECT_EQ(dwte.at({4, c}), 0.0f);
     EXPECT_EQ(dwpe.at({4, c}), 0.0f);
   }
-  const Tensor p_te = test_tensor({kV, kC}, 14), p_pe = test_tensor({kMaxT, kC}, 15);
+  const Tensor p_te = test_tensor({kVocab, kC}, 14), p_pe = test_tensor({kMaxT, kC}, 15);
   Tensor acc_te = p_te, acc_pe = p_pe;
   embedding_backward(acc_te.matrix(), acc_pe.matrix(), dout.matrix(), kTokens, kB, kT);
   EXPECT_LT(max_relative_error(acc_te.values(), plus(p_te, dwte).values()), 1e-6);
@@ -60,7 +60,7 @@ TEST(Embedding, GradientsMatchFiniteDifferencesAndAccumulate) {
 }
 
 TEST(Embedding, RejectsBadTokensAndLongSequences) {
-  const Tensor wte({kV, kC}), wpe({kMaxT, kC});
+  const Tensor wte({kVocab, kC}), wpe({kMaxT, kC});
   Tensor out({kB * kT, kC});
   std::vector<std::int32_t> bad = kTokens;
   bad[5] = 6;

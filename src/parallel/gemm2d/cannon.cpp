@@ -37,9 +37,6 @@ namespace {
 
 using comm::Request;
 
-std::size_t sz(std::int64_t n) { return static_cast<std::size_t>(n); }
-int mod(int x, int q) { return ((x % q) + q) % q; }
-
 // Starts rotating `block` (contiguous) by `shift` positions towards lower indices of
 // `group`: this rank (index `me`) ends with the block of index me+shift. Returns a view of
 // the result, `block` itself (shift ≡ 0, nothing sent) or `buf`, valid once `out` and `in`

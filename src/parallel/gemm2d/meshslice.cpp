@@ -54,7 +54,6 @@ namespace {
 
 using comm::Request;
 
-std::size_t sz(std::int64_t n) { return static_cast<std::size_t>(n); }
 
 // Slice s of x's rows as a send buffer: x itself when S = 1, a view when the slice is one
 // contiguous run, else packed into `pack`.

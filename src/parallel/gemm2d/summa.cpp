@@ -41,7 +41,6 @@ namespace {
 
 using comm::Request;
 
-std::size_t sz(std::int64_t n) { return static_cast<std::size_t>(n); }
 
 struct Panels {
   int count;           // L

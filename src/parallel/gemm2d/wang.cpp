@@ -37,7 +37,6 @@ namespace {
 
 using comm::Request;
 
-std::size_t sz(std::int64_t n) { return static_cast<std::size_t>(n); }
 
 // Ring all-gather of this rank's block `mine` (rows × cols, contiguous) along the row, with
 // step(t, held block) called on block l = (j+t) mod Nc while the next one moves.
