@@ -42,13 +42,6 @@ DeviceState& device() {
   return d;
 }
 
-[[noreturn]] void die(const std::string& message) {
-  std::fprintf(stderr, "error: simulated meshtp: %s\n", message.c_str());
-  std::fflush(stderr);
-  PMPI_Abort(MPI_COMM_WORLD, 1);
-  std::abort();
-}
-
 double positive_from_env(const char* name, double fallback) {
   const char* text = std::getenv(name);
   if (text == nullptr || *text == '\0') return fallback;
@@ -138,6 +131,13 @@ void common_setup() {
 }
 
 }  // namespace
+
+[[noreturn]] void die(const std::string& message) {
+  std::fprintf(stderr, "error: simulated meshtp: %s\n", message.c_str());
+  std::fflush(stderr);
+  PMPI_Abort(MPI_COMM_WORLD, 1);
+  std::abort();
+}
 
 void install_device(MPI_Comm) {
   common_setup();

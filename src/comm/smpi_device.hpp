@@ -20,10 +20,15 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <string>
 
 #include "core/simulation.hpp"
 
 namespace meshtp::comm::smpi {
+
+// Ends the whole simulation with "error: simulated meshtp: <message>" (a device or engine
+// rank that cannot go on: bad platform properties, an unknown communicator).
+[[noreturn]] void die(const std::string& message);
 
 // On a device rank, after MPI start-up.
 void install_device(MPI_Comm devices);

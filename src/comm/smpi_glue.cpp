@@ -69,13 +69,6 @@ State& state() {
   return s;
 }
 
-[[noreturn]] void die(const std::string& message) {
-  std::fprintf(stderr, "error: simulated meshtp: %s\n", message.c_str());
-  std::fflush(stderr);
-  PMPI_Abort(MPI_COMM_WORLD, 1);
-  std::abort();
-}
-
 int engine_rank(int stream) { return (stream + 1) * state().devices + state().device; }
 
 const Served& served(MPI_Comm comm) {
