@@ -30,6 +30,12 @@ option(MESHTP_UNITY_BUILD "Compile each target's sources in batches (unity build
 option(MESHTP_PRECOMPILED_HEADERS "Precompile the heavy third-party headers" ON)
 
 # Must be set before the targets are made: it is their UNITY_BUILD property's default.
+# Not in the simulated build: built as unity batches, every simulated test failed at start-up
+# (PMPI_Comm_rank on a null communicator, then SIGFPE) — not yet understood, so the
+# simulated build compiles file by file as before (docs/building.md).
+if(MESHTP_SIMULATE)
+  set(MESHTP_UNITY_BUILD OFF)
+endif()
 set(CMAKE_UNITY_BUILD ${MESHTP_UNITY_BUILD})
 set(CMAKE_UNITY_BUILD_BATCH_SIZE 8)
 
