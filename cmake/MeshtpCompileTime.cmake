@@ -12,6 +12,8 @@
 #   batch. The command line's 18 files become 2 objects (two, so both cores work). A unity
 #   build needs every file-local name to be unique within its target: two files that define
 #   the same helper are an error here, which is the point — the helper belongs in one place.
+#   A file that must not see the macros of the files before it stays out of the batches
+#   (SKIP_UNITY_BUILD_INCLUSION: the simulated build's comm/smpi_glue.cpp and smpi_device.cpp).
 # * Precompiled headers (MESHTP_PRECOMPILED_HEADERS), three tiers:
 #     meshtp_pch_lib   the standard library, fmt, nlohmann-json: every library and tool
 #     meshtp_pch_test  the above and GoogleTest: every target that links GoogleTest
@@ -30,12 +32,6 @@ option(MESHTP_UNITY_BUILD "Compile each target's sources in batches (unity build
 option(MESHTP_PRECOMPILED_HEADERS "Precompile the heavy third-party headers" ON)
 
 # Must be set before the targets are made: it is their UNITY_BUILD property's default.
-# Not in the simulated build: built as unity batches, every simulated test failed at start-up
-# (PMPI_Comm_rank on a null communicator, then SIGFPE) — not yet understood, so the
-# simulated build compiles file by file as before (docs/building.md).
-if(MESHTP_SIMULATE)
-  set(MESHTP_UNITY_BUILD OFF)
-endif()
 set(CMAKE_UNITY_BUILD ${MESHTP_UNITY_BUILD})
 set(CMAKE_UNITY_BUILD_BATCH_SIZE 8)
 

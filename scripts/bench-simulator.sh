@@ -22,7 +22,7 @@ for a in "$@"; do
     *) out=$a ;;
   esac
 done
-[ -x build/src/cli/meshtp ] && [ -x build-sim/src/cli/meshtp ] || scripts/install.sh
+[ -x build/src/cli/meshtp ] && [ -x build-sim/src/cli/meshtp ] || scripts/install.sh --sim
 
 # devices topology mesh strategy
 cases=(

@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
-# README command (1): install + build, then the main job on this machine's ranks —
+# README command (1): install the runtime's packages and build the meshtp binary alone (the
+# tests and the simulated build are the test command's: scripts/test.sh), then the main job
+# on this machine's ranks —
 #   1. calibrate: measure this machine's collectives and GeMM rate into a topology file;
 #   2. plan + train: `meshtp train --mesh auto` asks the planner for the fastest tensor-
 #      parallel layout on that topology, prints it, and trains the `small` GPT on the
 #      default corpus (Debian's fortunes), writing a Chrome trace and per-step metrics.
+# Each phase prints the time since the command started and how long it should take; the
+# expected times are measured on a fresh 2-core machine (docs/building.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+start=$SECONDS
+phase() { printf '== [%s] %s ==\n' "$(date -u -d "@$((SECONDS - start))" +%M:%S)" "$*"; }
+
 scripts/install.sh
 source scripts/mpi_env.sh
 build_dir=${MESHTP_BUILD_DIR:-build}
@@ -15,10 +22,12 @@ out=${MESHTP_DEMO_DIR:-demo}
 steps=${MESHTP_DEMO_STEPS:-200}
 mkdir -p "$out"
 
-echo "== 1. calibrate $ranks local ranks → $out/local.json =="
+echo
+phase "1. calibrate $ranks local ranks → $out/local.json (about 5 seconds)"
 mpirun -np "$ranks" "$meshtp" calibrate --out "$out/local.json" --seconds 0.05
 echo
-echo "== 2. plan + train the small GPT on $ranks ranks (--mesh auto) =="
+phase "2. plan + train the small GPT on $ranks ranks (--mesh auto), $steps steps (each line shows its eta)"
 mpirun -np "$ranks" "$meshtp" train --model small --mesh auto --topology "$out/local.json" \
   --steps "$steps" --eval-every 50 --checkpoint-dir "$out/checkpoint" \
   --metrics "$out/metrics.jsonl" --trace "$out/trace.json"
+phase "done: $out/metrics.jsonl, $out/trace.json (open in https://ui.perfetto.dev), $out/checkpoint/"

@@ -1,33 +1,51 @@
 #!/usr/bin/env bash
-# Installs meshtp's dependencies from Debian packages, then configures and builds meshtp twice:
-# build/ (Open MPI: the runtime) and build-sim/ (the same sources on SimGrid's SMPI: the
-# simulated meshtp that `meshtp simulate` runs, docs/simulation.md).
+# Installs meshtp's dependencies from Debian packages, then configures and builds what was
+# asked for (docs/building.md has the measured times):
+#   scripts/install.sh            the runtime: build/src/cli/meshtp alone (README command 1)
+#   scripts/install.sh --tests    also GoogleTest and SimGrid, and every test target in build/
+#   scripts/install.sh --sim      also SimGrid, and build-sim/: the same sources on SimGrid's
+#                                 SMPI, the simulated meshtp that `meshtp simulate` runs
+#                                 (with --tests, its tests too)
+#   scripts/install.sh --peers    also python3-torch, for the PyTorch peer (bench-peer.sh)
+# README command (2), scripts/test.sh, runs it with --tests --sim.
 # Idempotent: a second run only rebuilds what changed. Needs root (or sudo) for apt-get.
-# --peers also installs python3-torch, for the PyTorch peer (scripts/bench-peer.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(
-  build-essential cmake pkg-config
+runtime_packages=(
+  build-essential cmake ninja-build pkg-config
   libopenmpi-dev openmpi-bin        # every collective; also the multi-node launcher
   libopenblas-dev                   # local GeMM (CBLAS)
   libscalapack-openmpi-dev          # ScaLAPACK psgemm, the 2D GeMM baseline
-  libgtest-dev                      # tests
   nlohmann-json3-dev libcli11-dev libfmt-dev
-  libsimgrid-dev                    # SimGrid: loads `meshtp topo platform` output, simulates
   zlib1g-dev                        # CRC-32 checksums of checkpoint tensors
   fortunes                          # default training corpus: /usr/share/games/fortunes
   python3                           # helper scripts
-  python3-matplotlib                # plots of scripts/reproduce-papers.sh
 )
+test_packages=(
+  libgtest-dev                      # tests
+  libsimgrid-dev                    # a test loads `meshtp topo platform` output in SimGrid
+  python3-matplotlib                # plots of scripts/reproduce-papers.sh (tested)
+)
+sim_packages=(libsimgrid-dev python3-matplotlib)
 
-# --peers: also the PyTorch peer of the benchmarks (scripts/bench-peer.sh).
+tests=0 sim=0 peers=0
 for arg in "$@"; do
   case "$arg" in
-    --peers) packages+=(python3-torch) ;;
-    *) echo "error: unknown argument '$arg' (scripts/install.sh [--peers])" >&2; exit 2 ;;
+    --tests) tests=1 ;;
+    --sim) sim=1 ;;
+    --peers) peers=1 ;;
+    *) echo "error: unknown argument '$arg' (scripts/install.sh [--tests] [--sim] [--peers])" >&2
+       exit 2 ;;
   esac
 done
+packages=("${runtime_packages[@]}")
+[ $tests -eq 1 ] && packages+=("${test_packages[@]}")
+[ $sim -eq 1 ] && packages+=("${sim_packages[@]}")
+[ $peers -eq 1 ] && packages+=(python3-torch)
+
+start=$SECONDS
+phase() { printf '== [%s] %s ==\n' "$(date -u -d "@$((SECONDS - start))" +%M:%S)" "$*"; }
 
 missing=()
 for p in "${packages[@]}"; do
@@ -36,19 +54,46 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
   sudo_cmd=()
   [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
-  echo "installing: ${missing[*]}"
+  phase "install ${#missing[@]} Debian packages (about 1 minute on a fresh machine): ${missing[*]}"
   "${sudo_cmd[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends \
-    "${missing[@]}"
+    "${missing[@]}" >/dev/null
 fi
+
+jobs=$(nproc)
+# configure DIR ARGS…: Ninja for a new build directory (it prints [n/N] as it goes); an
+# existing one keeps the generator it was made with.
+configure() {
+  local dir=$1; shift
+  local generator=()
+  [ -f "$dir/CMakeCache.txt" ] || generator=(-G Ninja)
+  cmake "${generator[@]}" -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+}
+# build DIR WHAT EXPECTED [TARGET]: EXPECTED is a from-scratch build's time on 2 cores.
+build() {
+  local dir=$1 what=$2 expected=$3 target=()
+  [ $# -ge 4 ] && target=(--target "$4")
+  local note="rebuilding what changed"
+  [ -f "$dir/.ninja_log" ] || [ -f "$dir/Makefile" ] || note="from scratch: about $expected on 2 cores"
+  phase "build $what in $dir ($note)"
+  configure "$dir" "${cmake_args[@]}"
+  cmake --build "$dir" -j "$jobs" "${target[@]}"
+}
 
 build_dir=$(realpath -m "${MESHTP_BUILD_DIR:-build}")
 sim_dir=$(realpath -m "${MESHTP_SIM_BUILD_DIR:-build-sim}")
-cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release \
-  -DMESHTP_SIM_BINARY="$sim_dir/src/cli/meshtp" >/dev/null
-cmake --build "$build_dir" -j "$(nproc)"
-echo "built: $build_dir/src/cli/meshtp"
-cmake -S . -B "$sim_dir" -DCMAKE_BUILD_TYPE=Release -DMESHTP_SIMULATE=ON \
-  -DMESHTP_HOST_BINARY="$build_dir/src/cli/meshtp" >/dev/null
-cmake --build "$sim_dir" -j "$(nproc)"
-echo "built: $sim_dir/src/cli/meshtp (simulated: runs under smpirun, see meshtp simulate)"
+cmake_args=(-DMESHTP_SIM_BINARY="$sim_dir/src/cli/meshtp")
+if [ $tests -eq 1 ]; then
+  cmake_args+=(-DBUILD_TESTING=ON)
+  build "$build_dir" "meshtp and its tests" "6 minutes"
+else
+  cmake_args+=(-DBUILD_TESTING=OFF)
+  build "$build_dir" "the meshtp binary" "2.5 minutes" meshtp
+fi
+phase "built $build_dir/src/cli/meshtp"
+if [ $sim -eq 1 ]; then
+  cmake_args=(-DMESHTP_SIMULATE=ON -DMESHTP_HOST_BINARY="$build_dir/src/cli/meshtp"
+              -DBUILD_TESTING=$([ $tests -eq 1 ] && echo ON || echo OFF))
+  build "$sim_dir" "the simulated meshtp$([ $tests -eq 1 ] && echo " and its tests")" "2.5 minutes"
+  phase "built $sim_dir/src/cli/meshtp (simulated: runs under smpirun, see meshtp simulate)"
+fi

@@ -134,7 +134,7 @@ void check_simulator(const Simulator& s) {
                s.smpirun);
   MESHTP_CHECK(executable(s.binary),
                "the simulated meshtp '{}' does not exist: build it with scripts/install.sh "
-               "--sim (about 3 minutes on 2 cores; the demo does not build it) or pass "
+               "--sim (about 2.5 minutes on 2 cores; the demo does not build it) or pass "
                "--simulator PATH",
                s.binary);
   MESHTP_CHECK(s.streams >= 1 && s.streams <= 16, "--streams={} must be in [1, 16]", s.streams);
