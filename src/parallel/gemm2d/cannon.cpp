@@ -37,6 +37,8 @@ namespace {
 
 using comm::Request;
 
+int mod(int x, int q) { return ((x % q) + q) % q; }
+
 // Starts rotating `block` (contiguous) by `shift` positions towards lower indices of
 // `group`: this rank (index `me`) ends with the block of index me+shift. Returns a view of
 // the result, `block` itself (shift ≡ 0, nothing sent) or `buf`, valid once `out` and `in`

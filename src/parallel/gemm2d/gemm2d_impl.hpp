@@ -23,8 +23,6 @@ namespace meshtp::parallel::detail {
 
 // An extent as a container index (extents are checked non-negative where they are made).
 inline std::size_t sz(std::int64_t n) { return static_cast<std::size_t>(n); }
-// x mod q in [0, q), for rotations that step backwards.
-inline int mod(int x, int q) { return ((x % q) + q) % q; }
 
 struct Grid {
   int nr = 1, nc = 1;                       // mesh dims 0 and 1
