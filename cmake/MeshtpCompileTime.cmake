@@ -26,8 +26,8 @@
 #   not a silently slow build: CMake passes -Winvalid-pch and meshtp_warnings has -Werror.
 #
 # Both hide a missing #include (a file compiles with what its batch-mates or the
-# precompiled header brought in). The simulated build compiles without precompiled headers;
-# -DMESHTP_UNITY_BUILD=OFF -DMESHTP_PRECOMPILED_HEADERS=OFF checks every file on its own.
+# precompiled header brought in). -DMESHTP_UNITY_BUILD=OFF -DMESHTP_PRECOMPILED_HEADERS=OFF
+# checks every file on its own (scripts/bench-build.sh --configs plain).
 option(MESHTP_UNITY_BUILD "Compile each target's sources in batches (unity build)" ON)
 option(MESHTP_PRECOMPILED_HEADERS "Precompile the heavy third-party headers" ON)
 

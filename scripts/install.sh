@@ -22,12 +22,11 @@ runtime_packages=(
   fortunes                          # default training corpus: /usr/share/games/fortunes
   python3                           # helper scripts
 )
-test_packages=(
-  libgtest-dev                      # tests
-  libsimgrid-dev                    # a test loads `meshtp topo platform` output in SimGrid
+sim_packages=(
+  libsimgrid-dev                    # SMPI; a test also loads `meshtp topo platform` output
   python3-matplotlib                # plots of scripts/reproduce-papers.sh (tested)
 )
-sim_packages=(libsimgrid-dev python3-matplotlib)
+test_packages=(libgtest-dev "${sim_packages[@]}")
 
 tests=0 sim=0 peers=0
 for arg in "$@"; do
