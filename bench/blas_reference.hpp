@@ -6,7 +6,7 @@
 //     forward          y  = x·Wᵀ     n×out×in   (NT)
 //     data gradient    dx = dy·W     n×in×out   (NN)
 //     weight gradient  dW = dyᵀ·x    out×in×n   (TN)
-//   linears of a block: qkv h → 3h, proj h → h, fc1 h → 4h, fc2 4h → h; the LM head h → V
+//   linears of a block: qkv h → 3h, proj h → h, mlp1 h → 4h, mlp2 4h → h; the LM head h → V
 //   FLOPs per pass = Σ 3·2·n·in·out = 72·n·h² (+ 6·n·h·V with the head)
 //
 // GFLOP/s = FLOPs per pass / seconds per pass. It is the rate at which this machine's BLAS

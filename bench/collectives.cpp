@@ -110,7 +110,7 @@ CollectiveSample time_collective(const Communicator& group, const Communicator& 
   Buffers buffers = make_buffers(collective, rounded / 4, p);
 
   // Simulated devices in charged mode move no values (core/simulation.hpp): nothing to check.
-  if (!sim::values_meaningless()) validate(group, collective, buffers);
+  if (!simhooks::values_meaningless()) validate(group, collective, buffers);
   everyone.barrier();
   double start = now_seconds();
   run_once(group, collective, buffers);  // warm-up, also sizes the iteration count

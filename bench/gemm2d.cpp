@@ -40,28 +40,28 @@ bool overlaps(Algorithm algo) { return algo != Algorithm::kCollective; }
 
 std::string case_name(const Gemm2dOptions& o, bool show_chunks) {
   std::string name(layout::name(o.algo));
-  if (o.algo == Algorithm::kMeshSlice || (o.algo == Algorithm::kSumma && o.slices > 1)) {
+  if (o.algo == Algorithm::kMeshSlice || o.algo == Algorithm::kSumma) {
     name += " S=" + std::to_string(o.slices);
   }
-  if (show_chunks && overlaps(o.algo)) name += " p=" + std::to_string(o.progress_chunks);
+  if (show_chunks && overlaps(o.algo)) name += " p=" + std::to_string(o.progress_splits);
   return name;
 }
 
 // The 2D cases that validate, plus notes on the ones that do not. One case per slice count
-// (MeshSlice) and per progress_chunks value (algorithms that overlap).
+// (MeshSlice and SUMMA) and per progress_splits value (algorithms that overlap).
 std::vector<AlgorithmCase> algorithm_cases(const Gemm2dBenchOptions& o,
                                            std::vector<std::string>& notes) {
   std::vector<AlgorithmCase> cases;
-  const bool show_chunks = o.progress_chunks.size() > 1;
+  const bool show_chunks = o.progress_splits.size() > 1;
   for (const Algorithm algo : o.algos) {
-    std::vector<int> slice_counts{algo == Algorithm::kSumma ? o.summa_slices : 1};
-    if (algo == Algorithm::kMeshSlice) slice_counts = o.slices;
-    std::vector<int> chunk_counts{o.progress_chunks.front()};
-    if (overlaps(algo)) chunk_counts = o.progress_chunks;
+    const bool sliced = algo == Algorithm::kMeshSlice || algo == Algorithm::kSumma;
+    const std::vector<int> slice_counts = sliced ? o.slices : std::vector<int>{1};
+    std::vector<int> chunk_counts{o.progress_splits.front()};
+    if (overlaps(algo)) chunk_counts = o.progress_splits;
     for (const int s : slice_counts) {
       for (const int p : chunk_counts) {
         const Gemm2dOptions opt{
-            .algo = algo, .dataflow = o.dataflow, .slices = s, .progress_chunks = p};
+            .algo = algo, .dataflow = o.dataflow, .slices = s, .progress_splits = p};
         try {
           parallel::validate(o.nr, o.nc, o.shape, opt);
           cases.push_back({case_name(opt, show_chunks), opt});
@@ -193,8 +193,8 @@ std::vector<std::string> plan_gemm2d_bench(const Gemm2dBenchOptions& o) {
   parallel::validate(o.nr, o.nc, o.shape, {.algo = Algorithm::kCollective, .dataflow = o.dataflow});
   std::vector<std::string> notes;
   const auto cases = algorithm_cases(o, notes);
-  MESHTP_CHECK(!o.progress_chunks.empty() && !o.slices.empty(),
-               "bench gemm2d: empty --slices or --progress-chunks list");
+  MESHTP_CHECK(!o.progress_splits.empty() && !o.slices.empty(),
+               "bench gemm2d: empty --slices or --progress-splits list");
   MESHTP_CHECK(!cases.empty(), "bench gemm2d: no requested algorithm runs here ({})",
                notes.empty() ? "none requested" : notes.front());
   if (o.with_1d) {

@@ -33,9 +33,8 @@ struct Gemm2dBenchOptions {
   int nr = 1, nc = 1;
   layout::Dataflow dataflow = layout::Dataflow::kOS;
   std::vector<layout::Algorithm> algos;     // in this order; Cannon dropped if not square
-  std::vector<int> slices{1, 2, 4, 8};      // MeshSlice: one case per valid S
-  int summa_slices = 1;
-  std::vector<int> progress_chunks{4};  // overlapping algorithms: one case per value
+  std::vector<int> slices{1, 2, 4, 8};      // MeshSlice and SUMMA: one case per valid S
+  std::vector<int> progress_splits{4};      // overlapping algorithms: one case per value
   bool with_1d = true;
   bool with_scalapack = true;
   bool with_single_rank = true;

@@ -35,18 +35,16 @@ double check_against_reference(const mesh::DeviceMesh& mesh, const model::GptCon
   int slices = 1;
   for (const layout::LinearPlan& l : real.layout.linears) slices = std::max(slices, l.slices);
   model::GptConfig c = real;
-  c.layers = std::min(real.layers, 2);
-  c.heads = mesh.size();
-  c.hidden = 8 * c.heads * slices;
-  c.batch = c.layout.chunks * mesh.size(0);
-  c.seq = 8 * mesh.size() * slices;
-  const Shape shape{c.batch, c.seq, c.hidden};
+  layout::ModelShape& m = c.shape;
+  m.layers = std::min<std::int64_t>(real.shape.layers, 2);
+  m.heads = mesh.size();
+  m.hidden = 8 * m.heads * slices;
+  m.batch = c.layout.chunks * mesh.size(0);
+  m.seq = 8 * mesh.size() * slices;
+  const Shape shape{m.batch, m.seq, m.hidden};
   const Tensor x = uniform_tensor(shape, 11), dy = uniform_tensor(shape, 12);
-  const auto weights = random_weights(c.layers, c.hidden);
-  model::ReferenceStack serial(
-      {.block = {.batch = c.batch, .seq = c.seq, .hidden = c.hidden, .heads = c.heads},
-       .layers = c.layers},
-      weights);
+  const auto weights = random_weights(static_cast<int>(m.layers), m.hidden);
+  model::ReferenceStack serial(model::stack_config(c), weights);
   const Tensor y_ref = serial.forward(x);
   const Tensor dx_ref = serial.backward(dy);
   const std::unique_ptr<model::Stack> stack = model::make_stack(mesh, c);
@@ -79,14 +77,14 @@ namespace {
 
 LayerBenchSample run(const mesh::DeviceMesh& mesh, const LayerBenchOptions& o,
                      model::Stack& stack) {
-  const auto& c = o.config;
+  const layout::ModelShape& c = o.config.shape;
   LayerBenchSample r;
   r.mesh = mesh.shape();
   r.flops = c.layers * layer_flops(c.batch, c.seq, c.hidden);
   // On the simulated build's charged devices nothing is computed: no values to validate.
-  const bool validate_values = !sim::values_meaningless();
+  const bool validate_values = !simhooks::values_meaningless();
   if (o.check && validate_values) {
-    r.check_error = check_against_reference(mesh, c);
+    r.check_error = check_against_reference(mesh, o.config);
     MESHTP_CHECK(r.check_error <= 1e-3,
                  "layer benchmark check failed on mesh {}x{}: max relative error {} vs the "
                  "serial reference",

@@ -20,13 +20,10 @@ namespace {
 // The runtime's model for candidate c: the model's shape, the candidate's plan.
 model::GptConfig gpt_config(const plan::ModelSpec& m, const plan::Candidate& c,
                             int progress_splits) {
-  return {.batch = m.batch,
-          .seq = m.seq,
-          .hidden = m.hidden,
-          .heads = m.heads,
-          .layers = m.layers,
-          .layout = plan::to_plan(c),
-          .progress_splits = progress_splits};
+  model::GptConfig config{.shape = m, .layout = plan::to_plan(c)};
+  config.shape.vocab = model::kByteVocab;  // unused: the block stack runs, not the embedding
+  config.layout.progress_splits = progress_splits;
+  return config;
 }
 
 // Each collective the planner charges for `c`, timed once (distinct sizes only).

@@ -59,7 +59,7 @@ TrainBenchResult run_train_bench(const comm::Communicator& world,
   config.stop_after = 0;
   train::validate(config, world.size());
 
-  model::GptConfig replica = config.model;
+  layout::ModelShape replica = config.model.shape;
   replica.batch /= config.model.layout.dp;
   BlasReference blas(replica.batch * replica.seq, replica.hidden, replica.vocab);
 

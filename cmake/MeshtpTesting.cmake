@@ -10,11 +10,16 @@ set(MESHTP_MPI_ENV
     MESHTP_BLAS_THREADS=1)
 set(MESHTP_MPIEXEC ${MPIEXEC_EXECUTABLE} --oversubscribe)
 
+# What every test may include from tests/ itself (error_of.hpp).
+add_library(meshtp_test_support INTERFACE)
+target_include_directories(meshtp_test_support INTERFACE ${PROJECT_SOURCE_DIR}/tests)
+
 # A single-process GoogleTest executable.
 function(meshtp_unit_test name)
   cmake_parse_arguments(ARG "" "" "SOURCES;LIBS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
-  target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gtest_main meshtp_warnings)
+  target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gtest_main meshtp_warnings
+                                        meshtp_test_support)
   add_test(NAME ${name} COMMAND ${name})
   set_tests_properties(${name} PROPERTIES ENVIRONMENT "${MESHTP_MPI_ENV}" TIMEOUT 120 LABELS unit)
 endfunction()
@@ -25,7 +30,8 @@ endfunction()
 function(meshtp_mpi_test name)
   cmake_parse_arguments(ARG "" "" "SOURCES;LIBS;NP" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
-  target_link_libraries(${name} PRIVATE ${ARG_LIBS} meshtp_test_mpi_main meshtp_warnings)
+  target_link_libraries(${name} PRIVATE ${ARG_LIBS} meshtp_test_mpi_main meshtp_warnings
+                                        meshtp_test_support)
   foreach(np IN LISTS ARG_NP)
     add_test(NAME ${name}_np${np}
              COMMAND ${MESHTP_MPIEXEC} -np ${np} $<TARGET_FILE:${name}>)

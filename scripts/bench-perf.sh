@@ -87,9 +87,9 @@ done
 
 echo; echo "== 3. the small model's training step per phase (bench train)"
 for np in 1 2; do
-  mpirun -np "$np" "$meshtp" bench train --model small --tp "${np}x1" --steps 10
+  mpirun -np "$np" "$meshtp" bench train --model small --mesh "${np}x1" --steps 10
   for _ in $(seq "$repeats"); do
-    mpirun -np "$np" "$meshtp" bench train --model small --tp "${np}x1" --steps 10 --json \
+    mpirun -np "$np" "$meshtp" bench train --model small --mesh "${np}x1" --steps 10 --json \
       >>"$raw/train.jsonl"
   done
 done

@@ -29,8 +29,7 @@ struct BenchGemm2dArgs {
   std::string algo = "all";
   std::string dataflow = "os";
   std::string slices = "1,2,4,8";
-  int summa_slices = 1;
-  std::string progress_chunks = "4";
+  std::string progress_splits = "4";
   double seconds = 1.0;
   bool no_scalapack = false, no_1d = false, no_single = false, json = false;
 };
@@ -54,7 +53,7 @@ std::string cell(double v, const char* format, double scale = 1.0) {
 
 std::string args_chunks(const bench::Gemm2dBenchOptions& o) {
   std::string text;
-  for (const int p : o.progress_chunks) text += (text.empty() ? "" : ",") + std::to_string(p);
+  for (const int p : o.progress_splits) text += (text.empty() ? "" : ",") + std::to_string(p);
   return text;
 }
 
@@ -66,7 +65,7 @@ void print_table(const bench::Gemm2dBenchOptions& o, const std::vector<bench::Ge
                                                            : "C = Aᵀ·B";
   os << fmt::format(
       "bench gemm2d: {} {}, m={} n={} k={}, mesh {}x{} ({} ranks), "
-      "progress_chunks={}; median of the max over ranks\n",
+      "progress_splits={}; median of the max over ranks\n",
       layout::name(o.dataflow), math, o.shape.m, o.shape.n, o.shape.k, o.nr, o.nc, o.nr * o.nc,
       args_chunks(o));
   for (const auto& note : notes) os << "note: " << note << '\n';
@@ -114,7 +113,7 @@ void print_json(const bench::Gemm2dBenchOptions& o, const std::vector<bench::Gem
     if (x.kind == bench::Gemm2dCaseKind::kAlgorithm || x.kind == bench::Gemm2dCaseKind::kOneD) {
       line["algo"] = layout::name(x.options.algo);
       line["slices"] = x.options.slices;
-      line["progress_chunks"] = x.options.progress_chunks;
+      line["progress_splits"] = x.options.progress_splits;
     }
     out() << line.dump() << '\n';
   }
@@ -131,8 +130,7 @@ void run_bench_gemm2d(const BenchGemm2dArgs& args) {
   o.dataflow = layout::parse_dataflow(args.dataflow);
   o.algos = parse_algos(args.algo);
   o.slices = parse_positive_ints(args.slices, "--slices");
-  o.summa_slices = args.summa_slices;
-  o.progress_chunks = parse_positive_ints(args.progress_chunks, "--progress-chunks");
+  o.progress_splits = parse_positive_ints(args.progress_splits, "--progress-splits");
   o.with_scalapack = !args.no_scalapack;
   o.with_1d = !args.no_1d;
   o.with_single_rank = !args.no_single;
@@ -163,9 +161,9 @@ void add_bench_gemm2d_command(CLI::App& app) {
                 "all, or a comma list of cannon, summa, collective, wang, meshslice");
   g->add_option("--dataflow", args->dataflow, "os | ls | rs (default os)");
   g->add_option("--slices", args->slices,
-                "MeshSlice slice counts, comma list (default 1,2,4,8; invalid ones skipped)");
-  g->add_option("--summa-slices", args->summa_slices, "SUMMA panels per lcm(Nr,Nc) (default 1)");
-  g->add_option("--progress-chunks", args->progress_chunks,
+                "Slice counts S, comma list: MeshSlice's slices, SUMMA's panels per lcm(Nr,Nc) "
+                "block (default 1,2,4,8; invalid ones skipped)");
+  g->add_option("--progress-splits", args->progress_splits,
                 "Row bands per partial GeMM with MPI progress pokes between, comma list: one "
                 "case per value for the overlapping algorithms (default 4)");
   g->add_option("--seconds", args->seconds, "Target time per case (default 1)");

@@ -29,19 +29,18 @@ namespace meshtp::cli {
 namespace {
 
 struct BenchLayerArgs {
-  BenchLayerArgs() {  // the defaults: one block of h=1024, a=16, s=512, b=2
+  BenchLayerArgs() {  // the defaults: one block of h=1024, a=16, s=512, b=2, on every mesh
     shape.hidden = 1024;
     shape.heads = 16;
     shape.seq = 512;
     shape.batch = 2;
     shape.layers = 1;
+    layout.mesh = "all";
   }
   ModelFlags shape;
-  std::string mesh = "all";
   std::string chunks = "1";
   LayoutFlags layout;
-  std::vector<const CLI::Option*> mesh_options;  // --mesh, --chunks: excluded by --plan
-  int progress_splits = 4;
+  const CLI::Option* chunks_option = nullptr;  // excluded by --plan, like the layout flags
   double seconds = 2.0;
   bool no_check = false, json = false;
   std::string trace;  // Chrome trace of one extra step (one mesh, one chunk count)
@@ -60,11 +59,14 @@ struct LayerCase {
 // only, so every rank skips alike.
 std::vector<LayerCase> cases_of(const BenchLayerArgs& a, const model::GptConfig& shape) {
   if (a.layout.from_file()) {
-    const layout::Plan plan = a.layout.load(a.mesh_options);
+    MESHTP_CHECK(a.chunks_option->count() == 0,
+                 "--chunks conflicts with --plan {}: the plan names the layout",
+                 a.layout.plan_file);
+    const layout::Plan plan = a.layout.resolve(world().size());
     return {{.mesh = {plan.mesh[0], plan.mesh[1]}, .chunks = plan.chunks, .plan = plan}};
   }
   std::vector<LayerCase> out;
-  for (const auto& [d1, d2] : meshes_2d("--mesh", a.mesh, world().size())) {
+  for (const auto& [d1, d2] : a.layout.meshes(world().size())) {
     for (const int chunks : parse_positive_ints(a.chunks, "--chunks")) {
       LayerCase c{.mesh = {d1, d2}, .chunks = chunks};
       try {
@@ -75,7 +77,7 @@ std::vector<LayerCase> cases_of(const BenchLayerArgs& a, const model::GptConfig&
         config.layout = c.plan;
         model::validate(config, c.mesh);
       } catch (const Error& e) {
-        if (a.mesh != "all") throw;
+        if (!a.layout.sweep()) throw;
         c.skipped = e.what();
       }
       out.push_back(c);
@@ -86,12 +88,12 @@ std::vector<LayerCase> cases_of(const BenchLayerArgs& a, const model::GptConfig&
 
 void run_bench_layer(const BenchLayerArgs& a) {
   const int N = world().size();
-  const model::GptConfig shape_config{.batch = a.shape.batch,
-                                      .seq = a.shape.seq,
-                                      .hidden = a.shape.hidden,
-                                      .heads = a.shape.heads,
-                                      .layers = static_cast<int>(a.shape.layers),
-                                      .progress_splits = a.progress_splits};
+  const model::GptConfig shape_config{.shape = {.batch = a.shape.batch,
+                                                .seq = a.shape.seq,
+                                                .hidden = a.shape.hidden,
+                                                .heads = a.shape.heads,
+                                                .layers = a.shape.layers,
+                                                .vocab = model::kByteVocab}};
   const std::vector<LayerCase> cases = cases_of(a, shape_config);
   MESHTP_CHECK(a.seconds > 0 && a.seconds <= 600, "--seconds={} must be in (0, 600]", a.seconds);
   MESHTP_CHECK(a.trace.empty() || cases.size() == 1,
@@ -158,14 +160,14 @@ void run_bench_layer(const BenchLayerArgs& a) {
             name, chunks, s.iterations, s.forward_s * 1e3, s.backward_s * 1e3, s.step_s * 1e3,
             s.comm_wait_s * 1e3, 100.0 * s.comm_wait_s / s.step_s, s.tflops_per_rank, s.blas_gflops,
             s.ratio_to_blas,
-            sim::values_meaningless() ? std::string("skipped")
-            : s.check_error < 0       ? std::string("-")
-                                      : fmt::format("{:.1e}", s.check_error));
+            simhooks::values_meaningless() ? std::string("skipped")
+            : s.check_error < 0            ? std::string("-")
+                                           : fmt::format("{:.1e}", s.check_error));
       }
       os.flush();
     }
   }
-  if (!a.json && sim::values_meaningless()) {
+  if (!a.json && simhooks::values_meaningless()) {
     os << "check skipped: simulated devices in charged mode compute nothing (values are "
           "meaningless; run with MESHTP_SIM_MODE=values to check them)\n";
   }
@@ -179,12 +181,9 @@ void add_bench_layer_command(CLI::App& app) {
   CLI::App* c = bench->add_subcommand(
       "layer", "GPT block stack step time per mesh: forward, backward, comm wait, TFLOP/s");
   args->shape.add_to(c, ~0u);
-  args->mesh_options = {
-      c->add_option("--mesh", args->mesh, "d1xd2, or all: every mesh of the ranks (default all)"),
-      c->add_option("--chunks", args->chunks, "Batch chunks c, or a list like 1,2,4 (default 1)")};
-  args->layout.add_to(c, /*with_chunks=*/false);
-  c->add_option("--progress-splits", args->progress_splits,
-                "GeMM panels between MPI progress pokes (default 4; 1 = no pokes)");
+  args->layout.add_to(c, LayoutFlags::kMeshAll | LayoutFlags::kNoChunks);
+  args->chunks_option =
+      c->add_option("--chunks", args->chunks, "Batch chunks c, or a list like 1,2,4 (default 1)");
   c->add_option("--seconds", args->seconds, "Target timed seconds per case (default 2)");
   c->add_flag("--no-check", args->no_check, "Skip the comparison with the serial reference");
   c->add_flag("--json", args->json, "Print one JSON object per case");

@@ -2,7 +2,7 @@
 // whole step comes to BLAS speed: the real training loop (meshtp train's) on this job's ranks
 // for a few warm-up and timed steps, profiled from its trace spans (bench/train_profile.hpp).
 //
-//   mpirun -np 2 meshtp bench train --model small --tp 2x1 --steps 10
+//   mpirun -np 2 meshtp bench train --model small --mesh 2x1 --steps 10
 //   mpirun -np 4 meshtp bench train --model small --plan plan.json
 //
 // Table: per phase, ms per step (median over timed steps of the max over ranks) and its
@@ -27,36 +27,17 @@ namespace {
 
 struct BenchTrainArgs {
   ModelFlags shape{"small"};
-  std::string tp;  // d1xd2; default: Megatron 1D over a replica
-  int dp = 1;
   LayoutFlags layout;
-  std::vector<const CLI::Option*> mesh_options;  // --tp, --dp: excluded by --plan
   std::string data = train::kDefaultCorpus;
   int steps = 10, warmup = 2;
   bool json = false;
 };
 
 void run_bench_train(const BenchTrainArgs& a) {
-  const plan::ModelSpec spec = a.shape.apply(plan::load_model(a.shape.model));
-  MESHTP_CHECK(spec.vocab == 0 || spec.vocab == 256,
-               "model '{}' has vocab={}, but meshtp trains byte-level models (vocab 256)",
-               spec.name, spec.vocab);
-  const int N = world().size();
+  const plan::ModelSpec spec = a.shape.runtime_model();
   bench::TrainBenchOptions o;
   train::TrainConfig& c = o.config;
-  c.model = {.vocab = 256,
-             .batch = spec.batch,
-             .seq = spec.seq,
-             .hidden = spec.hidden,
-             .heads = spec.heads,
-             .layers = spec.layers};
-  if (a.layout.from_file()) {
-    c.model.layout = a.layout.load(a.mesh_options);
-  } else {
-    MESHTP_CHECK(a.dp >= 1 && N % a.dp == 0, "--dp={} does not divide the {} ranks", a.dp, N);
-    c.model.layout = a.layout.build(
-        a.tp.empty() ? std::array<int, 2>{N / a.dp, 1} : mesh_2d("--tp", a.tp), a.dp);
-  }
+  c.model = {.shape = spec, .layout = a.layout.resolve(world().size())};
   const layout::Plan& plan = c.model.layout;
   c.data = a.data;
   o.steps = a.steps;
@@ -75,8 +56,8 @@ void run_bench_train(const BenchTrainArgs& a) {
                          {"dp", plan.dp},
                          {"tp", plan.mesh},
                          {"plan", layout::to_json(plan)},
-                         {"batch", c.model.batch},
-                         {"seq", c.model.seq},
+                         {"batch", spec.batch},
+                         {"seq", spec.seq},
                          {"steps", r.steps},
                          {"phases_s", phases},
                          {"step_s", r.step_s},
@@ -90,11 +71,11 @@ void run_bench_train(const BenchTrainArgs& a) {
        << '\n';
     return;
   }
-  os << fmt::format("training step of '{}' (L={} h={} heads={} b={} s={}) on {} ranks, {}; {} "
-                    "timed steps after {} warm-up; elementwise kernels '{}'\n",
-                    spec.name, c.model.layers, c.model.hidden, c.model.heads, c.model.batch,
-                    c.model.seq, r.ranks, fmt::streamed(plan), r.steps, o.warmup_steps,
-                    kernels::fast().name);
+  os << fmt::format(
+      "training step of '{}' (L={} h={} heads={} b={} s={}) on {} ranks, {}; {} "
+      "timed steps after {} warm-up; elementwise kernels '{}'\n",
+      spec.name, spec.layers, spec.hidden, spec.heads, spec.batch, spec.seq, r.ranks,
+      fmt::streamed(plan), r.steps, o.warmup_steps, kernels::fast().name);
   os << fmt::format("{:<16} {:>10} {:>7}\n", "phase", "ms/step", "share");
   for (std::size_t k = 0; k < bench::kPhaseCount; ++k) {
     os << fmt::format("{:<16} {:>10.2f} {:>6.1f}%\n", bench::to_string(static_cast<bench::Phase>(k)),
@@ -119,10 +100,7 @@ void add_bench_train_command(CLI::App& app) {
                "data) and its ratio to BLAS");
   args->shape.add_to(c, ModelFlags::kBatch | ModelFlags::kSeq,
                      "Model preset (tiny, small, …) or JSON file");
-  args->mesh_options = {
-      c->add_option("--tp", args->tp, "Tensor-parallel mesh d1xd2 (default: N/dp x 1)"),
-      c->add_option("--dp", args->dp, "Data-parallel replicas")->capture_default_str()};
-  args->layout.add_to(c);
+  args->layout.add_to(c, LayoutFlags::kReplicas | LayoutFlags::kTpAlias);
   c->add_option("--data", args->data, "Text file or directory to train on")->capture_default_str();
   c->add_option("--steps", args->steps, "Timed steps")->capture_default_str();
   c->add_option("--warmup", args->warmup, "Untimed warm-up steps")->capture_default_str();

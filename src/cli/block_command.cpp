@@ -37,20 +37,13 @@ namespace {
 
 struct BlockArgs {
   std::string weights, input, grad_output, out;
-  std::string mesh;
   std::int64_t heads = 0;  // 0: from the weights' metadata
-  int progress_splits = 4;
   LayoutFlags layout;
-  const CLI::Option* mesh_option = nullptr;
 };
 
-// --plan's layout (one replica on every rank), or the one the flags spell out on --mesh.
+// --plan's layout or the one the flags spell out: one replica of one stage on every rank.
 layout::Plan plan_of(const BlockArgs& args) {
-  if (!args.layout.from_file()) {
-    MESHTP_CHECK(!args.mesh.empty(), "give --mesh d1xd2 or --plan FILE");
-    return args.layout.build(mesh_2d("--mesh", args.mesh));
-  }
-  const layout::Plan plan = args.layout.load({args.mesh_option});
+  const layout::Plan plan = args.layout.resolve(world().size());
   MESHTP_CHECK(plan.dp == 1 && plan.pp == 1,
                "block runs one replica of one stage: plan {} has dp={} pp={}",
                args.layout.plan_file, plan.dp, plan.pp);
@@ -110,13 +103,13 @@ void run_block(const BlockArgs& args) {
   const Tensor& x = require(input, "x");
   MESHTP_CHECK(x.ndim() == 3, "tensor 'x' in {} has shape {}, expected [batch, seq, hidden]",
                args.input, to_string(x.shape()));
-  const model::GptConfig config{.batch = x.dim(0),
-                                .seq = x.dim(1),
-                                .hidden = x.dim(2),
-                                .heads = heads_of(args, weights),
-                                .layers = count_layers(weights),
-                                .layout = plan,
-                                .progress_splits = args.progress_splits};
+  const model::GptConfig config{.shape = {.batch = x.dim(0),
+                                          .seq = x.dim(1),
+                                          .hidden = x.dim(2),
+                                          .heads = heads_of(args, weights),
+                                          .layers = count_layers(weights),
+                                          .vocab = model::kByteVocab},
+                                .layout = plan};
   // Validates: heads / hidden / batch against the mesh, chunks, the 2D GeMMs.
   const std::map<std::string, Tensor> result =
       run_stack(*model::make_stack(mesh, config), weights, x, args.grad_output);
@@ -126,8 +119,8 @@ void run_block(const BlockArgs& args) {
   world().barrier();
   out() << fmt::format(
       "block stack: {} layers, b={} s={} h={} a={} on {} ({}): wrote {} ({} tensors)\n",
-      config.layers, config.batch, config.seq, config.hidden, config.heads, mesh.to_string(),
-      fmt::streamed(plan), args.out, result.size());
+      config.shape.layers, config.shape.batch, config.shape.seq, config.shape.hidden,
+      config.shape.heads, mesh.to_string(), fmt::streamed(plan), args.out, result.size());
 }
 
 }  // namespace
@@ -142,12 +135,9 @@ void add_block_command(CLI::App& app) {
   c->add_option("--grad-output", args->grad_output,
                 "File holding dy [batch, seq, hidden] (omit: forward only)");
   c->add_option("--out", args->out, "Output file: y, dx, grad.<parameter>")->required();
-  args->mesh_option = c->add_option("--mesh", args->mesh, "Mesh d1xd2, e.g. 2x2 (d1·d2 = ranks)");
   c->add_option("--heads", args->heads, "Attention heads (default: the weights' metadata)")
       ->check(integer_at_least(1));
   args->layout.add_to(c);
-  c->add_option("--progress-splits", args->progress_splits,
-                "GeMM panels between MPI progress pokes (default 4)");
   c->callback([args] { run_block(*args); });
 }
 

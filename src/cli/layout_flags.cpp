@@ -2,75 +2,18 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <iostream>
+
+#include "cli/commands.hpp"
 #include "cli/flag_checks.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
+#include "model/gpt.hpp"
 #include "plan/planner.hpp"
+#include "plan/presets.hpp"
 
 namespace meshtp::cli {
-
-void LayoutFlags::add_to(CLI::App* app, bool with_chunks) {
-  app->add_option("--plan", plan_file,
-                  "Layout from a plan file (meshtp plan --out); excludes the layout flags");
-  spelled_out.push_back(
-      app->add_option("--strategy", strategy,
-                      "atp (ATP/Megatron blocks), tp1d, or every linear a 2D GeMM: meshslice, "
-                      "collective, wang, summa, cannon")
-          ->capture_default_str());
-  if (with_chunks) {
-    spelled_out.push_back(app->add_option("--chunks", chunks, "ATP batch chunks (overlap)")
-                              ->capture_default_str()
-                              ->check(integer_at_least(1)));
-  }
-  spelled_out.push_back(app->add_flag("--sequence-parallel", sequence_parallel,
-                                      "Sequence parallelism (mesh Nx1; ATP blocks)"));
-  spelled_out.push_back(
-      app->add_option("--stationary", stationary,
-                      "2D GeMM: the operand every linear keeps — auto (the larger activation), "
-                      "input or output")
-          ->capture_default_str());
-  spelled_out.push_back(
-      app->add_option("--recompute", recompute,
-                      "Activation recomputation: none, selective (attention core) or full "
-                      "(every block's forward again before its backward)")
-          ->capture_default_str());
-  spelled_out.push_back(
-      app->add_option("--slices", slices, "2D GeMM: MeshSlice's S, SUMMA's panels per block")
-          ->capture_default_str()
-          ->check(integer_at_least(1)));
-}
-
-layout::Plan LayoutFlags::load(const std::vector<const CLI::Option*>& others) const {
-  std::vector<const CLI::Option*> excluded = spelled_out;
-  excluded.insert(excluded.end(), others.begin(), others.end());
-  for (const CLI::Option* o : excluded) {
-    MESHTP_CHECK(o->count() == 0, "{} conflicts with --plan {}: the plan names the layout",
-                 o->get_name(), plan_file);
-  }
-  return layout::load_plan(plan_file);
-}
-
-layout::Plan LayoutFlags::build(std::array<int, 2> mesh, int dp) const {
-  layout::Plan p{.dp = dp,
-                 .recompute = layout::parse_recompute(recompute),
-                 .mesh = mesh,
-                 .strategy = layout::parse_strategy(strategy),
-                 .chunks = chunks,
-                 .sequence_parallel = sequence_parallel || strategy == "tp1d"};
-  if (layout::is_gemm2d(p.strategy)) {
-    const layout::LinearPlan l{
-        .stationary = stationary == "auto" ? std::nullopt
-                                           : std::optional(layout::parse_stationary(stationary)),
-        .slices = slices};
-    p.linears.fill(l);
-  } else {
-    MESHTP_CHECK(stationary == "auto" && slices == 1,
-                 "--stationary {} / --slices {} apply to the 2D GeMM strategies, not --strategy {}",
-                 stationary, slices, strategy);
-  }
-  p.validate();
-  return p;
-}
 
 CLI::Option* ModelFlags::add_to(CLI::App* app, unsigned which, const std::string& model_help) {
   CLI::Option* model_option = nullptr;
@@ -108,12 +51,179 @@ plan::ModelSpec ModelFlags::apply(plan::ModelSpec spec) const {
   for (const auto& [name, value] : given) {
     MESHTP_CHECK(value <= kMax, "{}={} is too large (at most {})", name, value, kMax);
   }
-  if (batch > 0) spec.batch = static_cast<int>(batch);
-  if (seq > 0) spec.seq = static_cast<int>(seq);
-  if (hidden > 0) spec.hidden = static_cast<int>(hidden);
-  if (heads > 0) spec.heads = static_cast<int>(heads);
-  if (layers > 0) spec.layers = static_cast<int>(layers);
+  if (batch > 0) spec.batch = batch;
+  if (seq > 0) spec.seq = seq;
+  if (hidden > 0) spec.hidden = hidden;
+  if (heads > 0) spec.heads = heads;
+  if (layers > 0) spec.layers = layers;
   return spec;
+}
+
+plan::ModelSpec ModelFlags::load() const { return apply(plan::load_model(model)); }
+
+plan::ModelSpec ModelFlags::runtime_model() const {
+  plan::ModelSpec spec = load();
+  MESHTP_CHECK(spec.vocab == 0 || spec.vocab == model::kByteVocab,
+               "model '{}' has vocab={}, but meshtp trains byte-level models (vocab {})", spec.name,
+               spec.vocab, model::kByteVocab);
+  spec.vocab = model::kByteVocab;
+  spec.precision = plan::Precision::kFp32;
+  spec.recompute = layout::Recompute::kNone;
+  return spec;
+}
+
+void LayoutFlags::add_to(CLI::App* app, unsigned which) {
+  app->add_option("--plan", plan_file,
+                  "Layout from a plan file (meshtp plan --out); excludes the layout flags");
+  std::string mesh_help = "Tensor-parallel mesh d1xd2";
+  if (which & kMeshAuto) mesh_help += ", or 'auto': the planner chooses the layout on --topology";
+  if (which & kMeshAll) mesh_help += ", or 'all': every 2D mesh of the ranks";
+  if (!(which & kMeshAll)) mesh_help += " (default: N x 1 over a stage's N ranks)";
+  spelled_out.push_back(app->add_option("--mesh", mesh, mesh_help));
+  if (which & kTpAlias) {
+    spelled_out.push_back(
+        app->add_option("--tp", mesh, "Deprecated spelling of --mesh")
+            ->each([](const std::string&) {
+              if (world().rank() == 0) {
+                std::cerr << "warning: --tp is deprecated and will be removed: use --mesh\n";
+              }
+            }));
+  }
+  if (which & kMeshAuto) {
+    app->add_option("--topology", topology, "Topology preset or file for --mesh auto");
+  }
+  if (which & kReplicas) {
+    spelled_out.push_back(app->add_option("--dp", dp, "Data-parallel replicas")
+                              ->capture_default_str()
+                              ->check(integer_at_least(1)));
+    spelled_out.push_back(
+        app->add_option("--zero", zero,
+                        "ZeRO stage over the data-parallel replicas: 0, 1 (optimizer state "
+                        "sharded), 2 (and gradients reduce-scattered) or 3 (and parameters, "
+                        "gathered per block)")
+            ->capture_default_str());
+  }
+  if (which & kPipeline) {
+    spelled_out.push_back(
+        app->add_option("--pp", pp,
+                        "Pipeline stages (contiguous layers; embedding on the first, head on the "
+                        "last)")
+            ->capture_default_str()
+            ->check(integer_at_least(1)));
+    spelled_out.push_back(app->add_option("--microbatches", microbatches,
+                                          "Microbatches per step and replica (the pipeline's m)")
+                              ->capture_default_str()
+                              ->check(integer_at_least(1)));
+    spelled_out.push_back(
+        app->add_option("--schedule", schedule,
+                        "Pipeline schedule: gpipe, 1f1b or interleaved[:V] (V virtual stages per "
+                        "rank, default 2)")
+            ->capture_default_str());
+  }
+  spelled_out.push_back(
+      app->add_option("--strategy", strategy,
+                      "atp (ATP/Megatron blocks), tp1d, or every linear a 2D GeMM: meshslice, "
+                      "collective, wang, summa, cannon")
+          ->capture_default_str());
+  if (!(which & kNoChunks)) {
+    spelled_out.push_back(app->add_option("--chunks", chunks, "ATP batch chunks (overlap)")
+                              ->capture_default_str()
+                              ->check(integer_at_least(1)));
+  }
+  spelled_out.push_back(app->add_flag("--sequence-parallel", sequence_parallel,
+                                      "Sequence parallelism (mesh Nx1; ATP blocks)"));
+  spelled_out.push_back(
+      app->add_option("--stationary", stationary,
+                      "2D GeMM: the operand every linear keeps — auto (the larger activation), "
+                      "input or output")
+          ->capture_default_str());
+  spelled_out.push_back(
+      app->add_option("--recompute", recompute,
+                      "Activation recomputation: none, selective (attention core) or full "
+                      "(every block's forward again before its backward)")
+          ->capture_default_str());
+  spelled_out.push_back(
+      app->add_option("--slices", slices,
+                      "2D GeMM slice count S: MeshSlice's slices, SUMMA's panels per "
+                      "lcm(d1, d2) block")
+          ->capture_default_str()
+          ->check(integer_at_least(1)));
+  spelled_out.push_back(app->add_option("--progress-splits", progress_splits,
+                                        "GeMM panels between MPI progress pokes (1: none)")
+                            ->capture_default_str()
+                            ->check(integer_at_least(1)));
+}
+
+bool LayoutFlags::given(const std::string& flag) const {
+  return std::any_of(spelled_out.begin(), spelled_out.end(),
+                     [&](const CLI::Option* o) { return o->get_name() == flag && o->count() > 0; });
+}
+
+layout::Plan LayoutFlags::build(std::array<int, 2> tp_mesh) const {
+  layout::Plan p{.dp = dp,
+                 .pp = pp,
+                 .microbatches = microbatches,
+                 .zero = zero,
+                 .recompute = layout::parse_recompute(recompute),
+                 .mesh = tp_mesh,
+                 .strategy = layout::parse_strategy(strategy),
+                 .chunks = chunks,
+                 .sequence_parallel = sequence_parallel || strategy == "tp1d",
+                 .progress_splits = progress_splits};
+  // --schedule gpipe|1f1b|interleaved[:V]
+  const std::size_t colon = schedule.find(':');
+  p.schedule = layout::parse_schedule(schedule.substr(0, colon));
+  if (p.schedule == layout::Schedule::kInterleaved) {
+    const std::string v = colon == std::string::npos ? "2" : schedule.substr(colon + 1);
+    const std::vector<int> parsed = parse_positive_ints(v, "--schedule interleaved:V");
+    MESHTP_CHECK(parsed.size() == 1, "--schedule '{}': interleaved:V takes one number", schedule);
+    p.virtual_stages = parsed[0];
+  } else {
+    MESHTP_CHECK(colon == std::string::npos,
+                 "--schedule '{}': only interleaved takes virtual stages (interleaved:V)",
+                 schedule);
+  }
+  if (layout::is_gemm2d(p.strategy)) {
+    const layout::LinearPlan l{
+        .stationary = stationary == "auto" ? std::nullopt
+                                           : std::optional(layout::parse_stationary(stationary)),
+        .slices = slices};
+    p.linears.fill(l);
+  } else {
+    MESHTP_CHECK(stationary == "auto" && slices == 1,
+                 "--stationary {} / --slices {} apply to the 2D GeMM strategies, not --strategy {}",
+                 stationary, slices, strategy);
+  }
+  p.validate();
+  return p;
+}
+
+layout::Plan LayoutFlags::resolve(int ranks, const std::string& where) const {
+  if (from_file()) {
+    for (const CLI::Option* o : spelled_out) {
+      MESHTP_CHECK(o->count() == 0, "{} conflicts with --plan {}: the plan names the layout",
+                   o->get_name(), plan_file);
+    }
+    const layout::Plan p = layout::load_plan(plan_file);
+    p.check_ranks(ranks, where);
+    return p;
+  }
+  MESHTP_CHECK(!planned() && !sweep(), "--mesh {} names more than one layout here", mesh);
+  std::array<int, 2> tp_mesh{};
+  if (mesh.empty()) {
+    MESHTP_CHECK(dp >= 1 && pp >= 1 && ranks % (dp * pp) == 0,
+                 "dp={} × pp={} does not divide the {} ranks ({})", dp, pp, ranks, where);
+    tp_mesh = {ranks / (dp * pp), 1};
+  } else {
+    tp_mesh = mesh_2d("--mesh", mesh);
+  }
+  const layout::Plan p = build(tp_mesh);
+  p.check_ranks(ranks, where);
+  return p;
+}
+
+std::vector<std::array<int, 2>> LayoutFlags::meshes(int ranks) const {
+  return meshes_2d("--mesh", mesh, ranks);
 }
 
 std::array<int, 2> mesh_2d(const char* flag, const std::string& text, int ranks) {

@@ -1,11 +1,22 @@
-// The flags several commands share, each declared once here:
-//   LayoutFlags  `train`, `block`, `bench layer`: either a plan file (--plan, as `meshtp plan
-//                --out` writes it) or the layout spelled out (--strategy, --chunks,
-//                --sequence-parallel, --stationary, --slices, --recompute). Giving both is an
-//                error naming the flag.
+// The flags every command that runs a model shares, each declared once here, and the one
+// resolver from them to (ModelSpec, Plan):
 //   ModelFlags   --model and the shape overrides --batch, --seq, --hidden, --heads, --layers
 //                (unset: the model's value; given: an integer ≥ 1).
-//   mesh_2d      the value of a 2D mesh flag (--mesh, --tp) d1xd2, checked against the ranks.
+//   LayoutFlags  the layout, from one of
+//                  --plan FILE       a plan file (as `meshtp plan --out` writes it); no other
+//                                    layout flag may come with it
+//                  --mesh d1xd2      the layout spelled out on this tensor-parallel mesh:
+//                                    --strategy, --chunks, --sequence-parallel, --stationary,
+//                                    --slices, --recompute, --progress-splits, and with
+//                                    kReplicas / kPipeline --dp, --zero / --pp,
+//                                    --microbatches, --schedule
+//                  --mesh auto       (kMeshAuto) the planner chooses on --topology
+//                  --mesh all        (kMeshAll) every 2D mesh of the ranks, a sweep
+//                  no --mesh         the spelled-out layout on (ranks/(dp·pp)) x 1: Megatron
+//                                    1D over a pipeline stage's ranks
+//                `--tp d1xd2` (kTpAlias) is the old spelling of --mesh: it still works and says
+//                that it is deprecated.
+//   mesh_2d      the value of a 2D mesh flag d1xd2 (also `topo`, `gemm`, `calibrate`).
 #pragma once
 
 #include <array>
@@ -20,26 +31,6 @@
 
 namespace meshtp::cli {
 
-struct LayoutFlags {
-  std::string plan_file;
-  std::string strategy = "atp";
-  int chunks = 1;
-  bool sequence_parallel = false;
-  std::string stationary = "auto";
-  int slices = 1;
-  std::string recompute = "none";
-  std::vector<const CLI::Option*> spelled_out;  // the flags --plan excludes
-
-  // Registers the flags; without `with_chunks` the command lists chunks itself.
-  void add_to(CLI::App* app, bool with_chunks = true);
-  bool from_file() const { return !plan_file.empty(); }
-  // The plan in --plan's file; throws if a spelled-out flag or one of `others` (the
-  // command's mesh flags) was given as well.
-  layout::Plan load(const std::vector<const CLI::Option*>& others = {}) const;
-  // The layout the flags spell out, on `mesh` with `dp` replicas (validated).
-  layout::Plan build(std::array<int, 2> mesh, int dp = 1) const;
-};
-
 // A command registers the shape flags it takes (ModelFlags::kBatch | …). A field's value
 // before add_to is the command's default ("(default 1024)" in the help); 0 means the model's.
 struct ModelFlags {
@@ -53,6 +44,51 @@ struct ModelFlags {
   CLI::Option* add_to(CLI::App* app, unsigned which, const std::string& model_help = "");
   // spec with every non-zero field; throws naming a value above 2^24.
   plan::ModelSpec apply(plan::ModelSpec spec) const;
+  // --model loaded and the flags applied.
+  plan::ModelSpec load() const;
+  // What the runtime trains: load(), byte-level (vocab 256; a model file with another vocab
+  // is an error naming it), fp32, no recomputation priced (the plan's recompute runs).
+  plan::ModelSpec runtime_model() const;
+};
+
+struct LayoutFlags {
+  enum Flag : unsigned {
+    kMeshAuto = 1,   // --mesh auto and --topology
+    kMeshAll = 2,    // --mesh all
+    kReplicas = 4,   // --dp, --zero
+    kPipeline = 8,   // --pp, --microbatches, --schedule
+    kTpAlias = 16,   // --tp
+    kNoChunks = 32,  // the command declares --chunks itself (a list, `bench layer`)
+  };
+  std::string plan_file;
+  std::string mesh;  // d1xd2, auto, all, or empty
+  std::string topology;
+  int dp = 1, zero = 0, pp = 1, microbatches = 1;
+  std::string schedule = "gpipe";  // gpipe, 1f1b, interleaved[:V]
+  std::string strategy = "atp";
+  int chunks = 1;
+  bool sequence_parallel = false;
+  std::string stationary = "auto";
+  int slices = 1;
+  std::string recompute = "none";
+  int progress_splits = 4;
+  std::vector<const CLI::Option*> spelled_out;  // every flag --plan excludes
+
+  void add_to(CLI::App* app, unsigned which = 0);
+  bool from_file() const { return !plan_file.empty(); }
+  bool planned() const { return mesh == "auto"; }
+  bool sweep() const { return mesh == "all"; }
+  // Was a layout flag (not --plan, --mesh or --topology) given on the command line?
+  bool given(const std::string& flag) const;
+
+  // The one layout of these flags on `ranks` ranks: --plan's file, or the layout spelled out
+  // on --mesh d1xd2 (or the default mesh). Checked against the ranks (Plan::check_ranks). Not for
+  // --mesh auto / all: see the planner (the caller's) and meshes().
+  layout::Plan resolve(int ranks, const std::string& where = "the world") const;
+  // The spelled-out layout on this tensor-parallel mesh (validated).
+  layout::Plan build(std::array<int, 2> mesh) const;
+  // --mesh all: every 2D mesh of the ranks (d1 descending); d1xd2: that one.
+  std::vector<std::array<int, 2>> meshes(int ranks) const;
 };
 
 // `flag`'s value "d1xd2"; throws "--mesh 5 is not a 2D mesh: expected d1xd2, like 2x2" and,

@@ -90,10 +90,10 @@ int main(int argc, char** argv) {
   meshtp::cli::g_world.emplace(meshtp::comm::Communicator::world());
   const bool root = meshtp::cli::g_world->rank() == 0;
   meshtp::cli::watch_launcher(meshtp::cli::g_world->rank());
-  if (root && meshtp::sim::simulated()) {
+  if (root && meshtp::simhooks::simulated()) {
     // The simulated build (docs/simulation.md) says what its numbers are, once.
     std::fprintf(stderr, "%s\n",
-                 meshtp::sim::values_meaningless()
+                 meshtp::simhooks::values_meaningless()
                      ? "meshtp: simulated devices (SimGrid SMPI), charged mode: compute is "
                        "charged, not done — values are meaningless, times are simulated"
                      : "meshtp: simulated devices (SimGrid SMPI), values mode: values are "

@@ -50,13 +50,12 @@ namespace {
 
 struct SimulateArgs {
   ModelFlags shape;  // --model, --layers, --batch, --seq (0: the model's)
-  std::string topology, mesh, what = "layer", sizes, dataflow = "os", strategies = "all";
+  std::string topology, what = "layer", sizes, dataflow = "os", strategies = "all";
   std::string trace, keep, simulator = MESHTP_SIM_BINARY, smpirun = "smpirun";
   int devices = 0, top = 0, streams = 2;
   std::int64_t m = 0, n = 0, k = 0;
   bool json = false, values = false, predict_only = false;
   LayoutFlags layout;
-  const CLI::Option* mesh_option = nullptr;
 };
 
 struct Case {
@@ -79,11 +78,9 @@ std::string label(const layout::Plan& p) {
 sim::RunSpec base_spec(const SimulateArgs& a, const plan::ModelSpec& m) {
   sim::RunSpec s;
   s.what = sim::parse_what(a.what);
-  s.model.batch = m.batch;
-  s.model.seq = m.seq;
-  s.model.hidden = m.hidden;
-  s.model.heads = m.heads;
-  s.model.layers = s.what == sim::What::kLayer ? 1 : m.layers;
+  s.model.shape = m;
+  s.model.shape.vocab = model::kByteVocab;  // unused: the block stack runs, not the embedding
+  if (s.what == sim::What::kLayer) s.model.shape.layers = 1;
   // gemm2d: the model's largest FC GeMM (mlp1: tokens × 4h, contraction h) unless given.
   s.m = a.m > 0 ? a.m : m.tokens();
   s.n = a.n > 0 ? a.n : 4 * static_cast<std::int64_t>(m.hidden);
@@ -100,41 +97,41 @@ sim::RunSpec base_spec(const SimulateArgs& a, const plan::ModelSpec& m) {
 
 // The layout for --mesh and the layout flags (see the file comment).
 layout::Plan given_layout(const SimulateArgs& a, const plan::PlanRequest& request) {
-  const std::vector<int> shape = parse_mesh_shape(a.mesh);
-  MESHTP_CHECK(shape.size() == 2, "--mesh {}: give a 2D mesh, like 4x2", a.mesh);
-  MESHTP_CHECK(shape[0] * shape[1] == a.devices, "--mesh {} has {} devices but --devices is {}",
-               a.mesh, shape[0] * shape[1], a.devices);
-  const layout::Plan spelled = a.layout.build({shape[0], shape[1]});
-  bool knobs_given = false;
-  for (const CLI::Option* o : a.layout.spelled_out) {
-    knobs_given = knobs_given || (o->count() > 0 && (o->get_name() == "--slices" ||
-                                                     o->get_name() == "--stationary"));
-  }
-  if (knobs_given) return spelled;
+  const layout::Plan spelled = a.layout.resolve(a.devices, "--devices");
+  if (a.layout.given("--slices") || a.layout.given("--stationary")) return spelled;
   const plan::Candidate c =
-      plan::evaluate(request, spelled.strategy, shape[0], shape[1], spelled.chunks);
-  return c.valid ? plan::to_plan(c) : spelled;
+      plan::evaluate(request, spelled.strategy, spelled.mesh[0], spelled.mesh[1], spelled.chunks);
+  if (!c.valid) return spelled;
+  layout::Plan tuned = plan::to_plan(c);
+  tuned.recompute = spelled.recompute;
+  tuned.progress_splits = spelled.progress_splits;
+  tuned.sequence_parallel = spelled.sequence_parallel;
+  return tuned;
 }
 
 std::vector<Case> choose_cases(const SimulateArgs& a, const plan::PlanRequest& request,
                                const sim::RunSpec& base, std::vector<std::string>& skipped) {
   std::vector<layout::Plan> layouts;
+  const bool given = a.layout.from_file() || !a.layout.mesh.empty();
   if (a.layout.from_file()) {
-    layouts.push_back(a.layout.load({a.mesh_option}));
-  } else if (!a.mesh.empty()) {
+    layouts.push_back(a.layout.resolve(a.devices, "--devices"));
+  } else if (given) {
     layouts.push_back(given_layout(a, request));
   } else {
+    for (const CLI::Option* o : a.layout.spelled_out) {
+      MESHTP_CHECK(o->count() == 0,
+                   "{} needs --mesh d1xd2: without a mesh the planner chooses the whole layout",
+                   o->get_name());
+    }
     for (const plan::Candidate& c : plan::plan(request).candidates) {
       if (c.valid) layouts.push_back(plan::to_plan(c));
     }
   }
-  const bool given = a.layout.from_file() || !a.mesh.empty();
   std::vector<Case> out;
   for (layout::Plan& p : layouts) {
     if (static_cast<int>(out.size()) == std::max(a.top, 1)) break;
     p.provenance.reset();
-    MESHTP_CHECK(p.ranks() == a.devices, "the plan's {} ranks (dp={}, mesh {}x{}) are not "
-                 "--devices {}", p.ranks(), p.dp, p.mesh[0], p.mesh[1], a.devices);
+    p.check_ranks(a.devices, "--devices");
     sim::RunSpec s = base;
     s.model.layout = p;
     try {
@@ -235,7 +232,7 @@ void run_simulate(const SimulateArgs& a) {
                world().size());
   MESHTP_CHECK(a.devices > 0, "--devices={} must be positive", a.devices);
   MESHTP_CHECK(a.top >= 0, "--top={} must be positive", a.top);
-  MESHTP_CHECK((a.mesh.empty() && !a.layout.from_file()) || a.top == 0,
+  MESHTP_CHECK((a.layout.mesh.empty() && !a.layout.from_file()) || a.top == 0,
                "give one layout (--mesh or --plan) or --top K, not both");
   plan::ModelSpec model = a.shape.apply(plan::load_model(a.shape.model));
   model.validate();
@@ -270,12 +267,13 @@ void run_simulate(const SimulateArgs& a) {
   std::ostream& os = out();
   const sim::What what = cases.front().spec.what;
   if (!a.json) {
-    os << fmt::format("simulate {} on '{}' ({} devices): {} ({} layer(s) run, b={} s={} h={}); "
-                      "{}\n",
-                      a.what, topology.name, a.devices, model.name,
-                      cases.front().spec.model.layers, model.batch, model.seq, model.hidden,
-                      a.values ? "values mode: values computed, times are communication only"
-                               : "compute charged at the device rates, values meaningless");
+    os << fmt::format(
+        "simulate {} on '{}' ({} devices): {} ({} layer(s) run, b={} s={} h={}); "
+        "{}\n",
+        a.what, topology.name, a.devices, model.name, cases.front().spec.model.shape.layers,
+        model.batch, model.seq, model.hidden,
+        a.values ? "values mode: values computed, times are communication only"
+                 : "compute charged at the device rates, values meaningless");
     for (const std::string& s : skipped) os << "  skipped (runtime cannot run it): " << s << "\n";
     if (what != sim::What::kCollectives) {
       os << fmt::format("  {:<26} {:>11} {:>11} {:>7} {:>12} {:>12} {:>8}\n", "layout",
@@ -339,7 +337,7 @@ void run_simulate(const SimulateArgs& a) {
 }
 
 void run_simulate_run(const std::string& spec_path, const std::string& out_path) {
-  MESHTP_CHECK(sim::simulated(),
+  MESHTP_CHECK(simhooks::simulated(),
                "simulate-run is what the simulated meshtp (build-sim/) runs under smpirun; use "
                "meshtp simulate");
   const sim::RunSpec spec = sim::run_spec_from_json(nlohmann::json::parse(read_file(spec_path)));
@@ -359,8 +357,6 @@ void add_simulate_command(CLI::App& app) {
                      "Model preset or file")
       ->required();
   c->add_option("--devices", args->devices, "Number of devices")->required();
-  args->mesh_option =
-      c->add_option("--mesh", args->mesh, "One layout's mesh d1xd2 (with the layout flags)");
   args->layout.add_to(c);
   c->add_option("--top", args->top,
                 "Simulate the planner's K best candidates (default: its best, without --mesh)");

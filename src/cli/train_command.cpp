@@ -29,16 +29,7 @@ namespace {
 
 struct TrainArgs {
   ModelFlags shape{"tiny"};
-  std::string mesh;  // "auto" or empty
-  std::string tp;    // d1xd2
-  std::string topology;
-  int dp = 1;
-  int zero = 0;
-  int pp = 1;
-  int microbatches = 1;
-  std::string schedule = "gpipe";  // gpipe, 1f1b, interleaved[:v]
   LayoutFlags layout;
-  std::vector<const CLI::Option*> mesh_options;  // --tp, --dp, --mesh: excluded by --plan
   bool dry_run = false;
   train::TrainConfig config;
 };
@@ -65,18 +56,17 @@ std::string duration(double seconds) {
 // --mesh auto: the planner's fastest feasible layout on `topology` with as many devices as
 // ranks, over every strategy, that the runtime accepts. Returns why it chose it.
 std::string plan_layout(TrainArgs& args, const plan::ModelSpec& spec) {
-  MESHTP_CHECK(!args.topology.empty(),
+  const LayoutFlags& flags = args.layout;
+  MESHTP_CHECK(!flags.topology.empty(),
                "--mesh auto needs --topology NAME|FILE (a preset, or the file `meshtp calibrate` "
                "writes for these ranks)");
-  MESHTP_CHECK(args.dp == 1 && args.pp == 1,
-               "--mesh auto plans tensor parallelism over all ranks: drop --dp={} and --pp={}",
-               args.dp, args.pp);
-  for (const CLI::Option* o : args.layout.spelled_out) {
-    MESHTP_CHECK(o->count() == 0, "{} conflicts with --mesh auto: the planner chooses the layout",
-                 o->get_name());
+  MESHTP_CHECK(!flags.from_file(), "--mesh auto conflicts with --plan {}", flags.plan_file);
+  for (const CLI::Option* o : flags.spelled_out) {
+    MESHTP_CHECK(o->count() == 0 || o->get_name() == "--mesh" || o->get_name() == "--tp",
+                 "{} conflicts with --mesh auto: the planner chooses the layout", o->get_name());
   }
   const plan::PlanRequest request{
-      .topology = plan::load_topology(args.topology), .model = spec, .devices = world().size()};
+      .topology = plan::load_topology(flags.topology), .model = spec, .devices = world().size()};
   const plan::PlanResult result = plan::plan(request);
   for (const plan::Candidate& c : result.candidates) {
     if (!c.valid || !c.feasible) continue;
@@ -125,52 +115,14 @@ void print_memory(std::ostream& os, const plan::ModelSpec& spec, const layout::P
   }
 }
 
-// --pp, --microbatches and --schedule gpipe|1f1b|interleaved[:v] into the plan.
-void set_pipeline(const TrainArgs& args, layout::Plan& plan) {
-  plan.pp = args.pp;
-  plan.microbatches = args.microbatches;
-  const std::size_t colon = args.schedule.find(':');
-  plan.schedule = layout::parse_schedule(args.schedule.substr(0, colon));
-  plan.virtual_stages = 1;
-  if (plan.schedule == layout::Schedule::kInterleaved) {
-    const std::string v = colon == std::string::npos ? "2" : args.schedule.substr(colon + 1);
-    const std::vector<int> parsed = parse_positive_ints(v, "--schedule interleaved:V");
-    MESHTP_CHECK(parsed.size() == 1, "--schedule '{}': interleaved:V takes one number",
-                 args.schedule);
-    plan.virtual_stages = parsed[0];
-  } else {
-    MESHTP_CHECK(colon == std::string::npos,
-                 "--schedule '{}': only interleaved takes virtual stages (interleaved:V)",
-                 args.schedule);
-  }
-  plan.validate();
-}
-
-// The layout: --plan FILE, --mesh auto, or --tp/--dp/--pp with the layout flags.
+// The layout: --plan FILE, --mesh auto, or the layout flags (cli/layout_flags.hpp).
 std::string choose_layout(TrainArgs& args, const plan::ModelSpec& spec) {
-  train::TrainConfig& c = args.config;
-  if (args.layout.from_file()) {
-    c.model.layout = args.layout.load(args.mesh_options);
-    return "layout from " + args.layout.plan_file;
-  }
-  if (args.mesh == "auto") {
-    MESHTP_CHECK(args.tp.empty(), "give either --mesh auto or --tp, not both");
-    return plan_layout(args, spec);
-  }
-  MESHTP_CHECK(args.mesh.empty(), "--mesh must be 'auto' (or use --tp d1xd2 --dp D), got '{}'",
-               args.mesh);
-  if (args.tp.empty()) {
-    MESHTP_CHECK(world().size() % (args.dp * args.pp) == 0,
-                 "dp={} × pp={} does not divide the {} ranks", args.dp, args.pp, world().size());
-    c.model.layout = args.layout.build({world().size() / (args.dp * args.pp), 1}, args.dp);
-    c.model.layout.zero = args.zero;
-    set_pipeline(args, c.model.layout);
-    return "no --tp given: Megatron 1D over every rank of a pipeline stage";
-  }
-  c.model.layout = args.layout.build(mesh_2d("--tp", args.tp), args.dp);
-  c.model.layout.zero = args.zero;
-  set_pipeline(args, c.model.layout);
-  return "layout given with --tp/--dp/--pp";
+  const LayoutFlags& flags = args.layout;
+  if (flags.planned()) return plan_layout(args, spec);
+  args.config.model.layout = flags.resolve(world().size());
+  if (flags.from_file()) return "layout from " + flags.plan_file;
+  if (flags.mesh.empty()) return "no --mesh given: Megatron 1D over every rank of a pipeline stage";
+  return "layout given with --mesh/--dp/--pp";
 }
 
 // Refuses a run whose per-rank memory (the planner's model: parameters, gradients, AdamW,
@@ -178,7 +130,7 @@ std::string choose_layout(TrainArgs& args, const plan::ModelSpec& spec) {
 // ranks — a second's arithmetic instead of minutes of swapping towards the OOM killer.
 // Returns the estimate line printed in the header.
 std::string check_memory(const train::TrainConfig& c, plan::ModelSpec spec, bool enforce) {
-  spec.batch = static_cast<int>(c.model.batch);
+  spec.batch = c.model.shape.batch;
   const plan::MemoryEstimate m = plan::peak_rank_memory(spec, c.model.layout);
   const double need = m.total_bytes();
   const double available = available_memory_bytes();
@@ -193,35 +145,21 @@ std::string check_memory(const train::TrainConfig& c, plan::ModelSpec spec, bool
   MESHTP_CHECK(!enforce || available <= 0 || need * local <= available,
                "model '{}' with --batch={} --seq={} (hidden {}, {} layers) on {} needs {}: lower "
                "--batch or --seq, choose a smaller --model, or use more ranks",
-               spec.name, c.model.batch, c.model.seq, spec.hidden, spec.layers,
-               train::layout_string(c), line);
+               spec.name, spec.batch, spec.seq, spec.hidden, spec.layers, train::layout_string(c),
+               line);
   return line;
 }
 
 void run_train(TrainArgs& args) {
-  MESHTP_CHECK(args.dp >= 1, "--dp={} must be ≥ 1", args.dp);
-  const plan::ModelSpec spec_in = plan::load_model(args.shape.model);
-  MESHTP_CHECK(spec_in.vocab == 0 || spec_in.vocab == 256,
-               "model '{}' has vocab={}, but meshtp trains byte-level models (vocab 256)",
-               spec_in.name, spec_in.vocab);
-  plan::ModelSpec spec = args.shape.apply(spec_in);
-  spec.vocab = 256;
-  spec.precision = plan::Precision::kFp32;
-  spec.recompute = layout::Recompute::kNone;
+  const plan::ModelSpec spec = args.shape.runtime_model();
   train::TrainConfig& c = args.config;
-  c.model = {.vocab = 256,
-             .batch = spec.batch,
-             .seq = spec.seq,
-             .hidden = spec.hidden,
-             .heads = spec.heads,
-             .layers = spec.layers};
+  c.model.shape = spec;
   if (c.data.empty()) c.data = train::kDefaultCorpus;
   const std::string why = choose_layout(args, spec);
   train::validate(c, world().size());
 
   std::ostream& os = out();
-  model::GptConfig replica = c.model;
-  replica.batch /= c.model.layout.dp;
+  const std::int64_t replica_batch = c.model.shape.batch / c.model.layout.dp;
   const std::string memory = check_memory(c, spec, !args.dry_run);
   std::string seed = std::to_string(c.seed);
   if (c.resume) {
@@ -232,21 +170,22 @@ void run_train(TrainArgs& args) {
                                                : "");
     }
   }
-  os << fmt::format("model   {} — {} layers, hidden {}, {} heads, seq {}, vocab 256 ({:.2f}M "
-                    "parameters)\n",
-                    spec.name, spec.layers, spec.hidden, spec.heads, spec.seq,
-                    spec.total_params() / 1e6)
+  os << fmt::format(
+            "model   {} — {} layers, hidden {}, {} heads, seq {}, vocab {} ({:.2f}M "
+            "parameters)\n",
+            spec.name, spec.layers, spec.hidden, spec.heads, spec.seq, spec.vocab,
+            spec.total_params() / 1e6)
      << fmt::format("memory  {}\n", memory)
-     << fmt::format("batch   {} sequences × {} tokens per step ({} per replica)\n", c.model.batch,
-                    c.model.seq, replica.batch)
+     << fmt::format("batch   {} sequences × {} tokens per step ({} per replica)\n", spec.batch,
+                    spec.seq, replica_batch)
      << fmt::format("layout  {} on {} ranks — {}\n", fmt::streamed(c.model.layout), world().size(),
                     why)
-     << fmt::format("optim   AdamW lr {:g}→{:g} (warmup {}, cosine), betas {:g}/{:g}, wd {:g}, "
-                    "clip {:g}, seed {}\n",
-                    c.lr, c.min_lr, c.warmup, c.adamw.beta1, c.adamw.beta2, c.adamw.weight_decay,
-                    c.grad_clip, seed)
-     << fmt::format("data    {} (validation: last {:.0f}%)\n", c.data,
-                    100 * c.validation_fraction);
+     << fmt::format(
+            "optim   AdamW lr {:g}→{:g} (warmup {}, cosine), betas {:g}/{:g}, wd {:g}, "
+            "clip {:g}, seed {}\n",
+            c.lr, c.min_lr, c.warmup, c.adamw.beta1, c.adamw.beta2, c.adamw.weight_decay,
+            c.grad_clip, seed)
+     << fmt::format("data    {} (validation: last {:.0f}%)\n", c.data, 100 * c.validation_fraction);
   for (const std::string& line : train::describe_layout(c.model.layout, spec.layers)) {
     os << "groups  " << line << '\n';
   }
@@ -317,31 +256,8 @@ void add_train_command(CLI::App& app) {
                      "Model preset (tiny, small, …) or JSON file");
   t->add_option("--data", c.data, "Text file or directory to train on (default: Debian's fortunes)");
   t->add_option("--steps", c.steps, "Training steps")->capture_default_str();
-  args->mesh_options = {
-      t->add_option("--tp", args->tp,
-                    "Tensor-parallel mesh d1xd2 (default: Megatron 1D over a replica)"),
-      t->add_option("--dp", args->dp, "Data-parallel replicas")
-          ->capture_default_str()
-          ->check(integer_at_least(1)),
-      t->add_option("--zero", args->zero,
-                    "ZeRO stage over the data-parallel replicas: 0, 1 (optimizer state sharded), "
-                    "2 (and gradients reduce-scattered) or 3 (and parameters, gathered per block)")
-          ->capture_default_str(),
-      t->add_option("--mesh", args->mesh, "'auto': let the planner choose the whole layout"),
-      t->add_option("--pp", args->pp,
-                    "Pipeline stages (contiguous layers; embedding on the first, head on the last)")
-          ->capture_default_str()
-          ->check(integer_at_least(1)),
-      t->add_option("--microbatches", args->microbatches,
-                    "Microbatches per step and replica (the pipeline's m)")
-          ->capture_default_str()
-          ->check(integer_at_least(1)),
-      t->add_option("--schedule", args->schedule,
-                    "Pipeline schedule: gpipe, 1f1b or interleaved[:V] (V virtual stages per "
-                    "rank, default 2)")
-          ->capture_default_str()};
-  t->add_option("--topology", args->topology, "Topology preset or file for --mesh auto");
-  args->layout.add_to(t);
+  args->layout.add_to(t, LayoutFlags::kMeshAuto | LayoutFlags::kReplicas | LayoutFlags::kPipeline |
+                             LayoutFlags::kTpAlias);
   t->add_option("--lr", c.lr, "Peak learning rate")->capture_default_str();
   t->add_option("--min-lr", c.min_lr, "Final learning rate of the cosine decay")->capture_default_str();
   t->add_option("--warmup", c.warmup, "Warmup steps")->capture_default_str();

@@ -28,7 +28,7 @@ constexpr const char* kElementwiseProperty = "meshtp_elementwise_gbps";
 constexpr const char* kLaunchProperty = "meshtp_launch_us";
 
 struct DeviceState {
-  sim::Mode mode = sim::Mode::kCharged;
+  simhooks::Mode mode = simhooks::Mode::kCharged;
   double host_flops = 0;  // the simulated host's speed
   timespec launch{};      // engine: T_launch of one collective (charged mode)
   MPI_Op no_op = MPI_OP_NULL;
@@ -51,11 +51,11 @@ double positive_from_env(const char* name, double fallback) {
   return v;
 }
 
-sim::Mode mode_from_env() {
+simhooks::Mode mode_from_env() {
   const char* text = std::getenv("MESHTP_SIM_MODE");
   const std::string mode = text == nullptr ? "" : text;
-  if (mode.empty() || mode == "charged") return sim::Mode::kCharged;
-  if (mode == "values") return sim::Mode::kValues;
+  if (mode.empty() || mode == "charged") return simhooks::Mode::kCharged;
+  if (mode == "values") return simhooks::Mode::kValues;
   die("MESHTP_SIM_MODE='" + mode + "' is neither 'charged' nor 'values'");
 }
 
@@ -125,7 +125,7 @@ void common_setup() {
         "simulated devices itself (`meshtp simulate` passes every option)");
   }
   device().mode = mode_from_env();
-  if (device().mode == sim::Mode::kCharged) {
+  if (device().mode == simhooks::Mode::kCharged) {
     smpi_comm_set_copy_data_callback(copy_small_messages);
   }
 }
@@ -143,7 +143,7 @@ void install_device(MPI_Comm) {
   common_setup();
   DeviceState& d = device();
   d.host_flops = simgrid::s4u::Host::current()->get_speed();
-  sim::Hooks& h = sim::hooks();
+  simhooks::Hooks& h = simhooks::hooks();
   h.mode = d.mode;
   h.clock = simulated_seconds;
   h.advance = advance;
@@ -156,7 +156,7 @@ void install_device(MPI_Comm) {
         "' is not a positive rate");
   }
   h.elementwise_bytes_per_s = gbps * 1e9;
-  if (d.mode == sim::Mode::kCharged) {
+  if (d.mode == simhooks::Mode::kCharged) {
     h.allocate = reserve;
     h.release = unreserve;
     h.large_bytes = static_cast<std::size_t>(
@@ -174,7 +174,7 @@ void install_engine() {
     die(std::string("platform property ") + kLaunchProperty + "='" + prop +
         "' is not a launch time in microseconds >= 0");
   }
-  if (d.mode == sim::Mode::kCharged) {
+  if (d.mode == simhooks::Mode::kCharged) {
     const auto ns = static_cast<long long>(std::llround(us * 1e3));
     d.launch.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
     d.launch.tv_nsec = static_cast<long>(ns % 1'000'000'000);
@@ -188,7 +188,8 @@ void engine_launch() {
 }
 
 void copy_unless_meaningless(void* dst, const void* src, std::size_t bytes) {
-  if (device().mode == sim::Mode::kCharged && bytes >= static_cast<std::size_t>(kNoCopyBytes)) {
+  if (device().mode == simhooks::Mode::kCharged &&
+      bytes >= static_cast<std::size_t>(kNoCopyBytes)) {
     return;
   }
   std::memcpy(dst, src, bytes);
@@ -225,7 +226,7 @@ void* stand_in(int role, std::size_t bytes) {
 EngineBuffers engine_buffers(const void* send, void* recv, std::size_t send_bytes,
                              std::size_t recv_bytes) {
   const DeviceState& d = device();
-  if (d.mode != sim::Mode::kCharged ||
+  if (d.mode != simhooks::Mode::kCharged ||
       std::max(send_bytes, recv_bytes) < static_cast<std::size_t>(kNoCopyBytes)) {
     return {send, recv};
   }
@@ -237,7 +238,7 @@ EngineBuffers engine_buffers(const void* send, void* recv, std::size_t send_byte
 }
 
 MPI_Op engine_op(MPI_Op op, MPI_Datatype type, int count) {
-  if (op == MPI_OP_NULL || device().mode != sim::Mode::kCharged) return op;
+  if (op == MPI_OP_NULL || device().mode != simhooks::Mode::kCharged) return op;
   int size = 0;
   PMPI_Type_size(type, &size);
   return static_cast<double>(size) * count >= kNoCopyBytes ? device().no_op : op;

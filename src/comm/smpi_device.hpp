@@ -82,6 +82,6 @@ class Scratch {
 // Messages at least this large are never copied in charged mode; it is also SMPI's
 // smpi/send-is-detached-thresh, below which SMPI copies a send into a buffer of its own that
 // the copy step frees — those are copied as usual.
-inline constexpr int kNoCopyBytes = static_cast<int>(sim::kNoCopyBytes);
+inline constexpr int kNoCopyBytes = static_cast<int>(simhooks::kNoCopyBytes);
 
 }  // namespace meshtp::comm::smpi

@@ -4,8 +4,7 @@
 #include <cstdlib>
 #include <new>
 
-
-namespace meshtp::sim {
+namespace meshtp::simhooks {
 
 Hooks& hooks() {
   static Hooks installed;
@@ -66,4 +65,4 @@ void release(void* p, std::size_t bytes) {
   std::free(p);
 }
 
-}  // namespace meshtp::sim
+}  // namespace meshtp::simhooks

@@ -11,7 +11,8 @@
 //   mode      where                           work         simulated time charged
 //   kReal     Open MPI build                  done         — (wall clock)
 //   kValues   simulated, MESHTP_SIM_MODE=values  done      nothing: only communication moves the
-//                                                          clock (checks the simulated build's values)
+//                                                          clock (checks the simulated build's
+//                                                          values)
 //   kCharged  simulated (the default there)   skipped      gemm: 2·m·n·k FLOPs at the device's
 //                                                          GeMM rate; elementwise ops: bytes
 //                                                          touched at the elementwise rate
@@ -20,14 +21,15 @@
 // even written): only times are a product. Code that validates values (a benchmark's check
 // against the serial reference, a NaN guard) asks values_meaningless() and skips, visibly.
 //
-// A charge is made at an op's entry point, once per call (one line: `if (sim::charge_…)
-// return;`, or `if (sim::skip_values(bytes)) return;` for a copy), never inside a loop. The byte counts use the same reads + writes per element as
-// the planner (core/op_costs.hpp), so the simulator and the planner charge the same work.
+// A charge is made at an op's entry point, once per call (one line: `if (simhooks::charge_…)
+// return;`, or `if (simhooks::skip_values(bytes)) return;` for a copy), never inside a loop. The
+// byte counts use the same reads + writes per element as the planner (core/op_costs.hpp), so the
+// simulator and the planner charge the same work.
 #pragma once
 
 #include <cstddef>
 
-namespace meshtp::sim {
+namespace meshtp::simhooks {
 
 enum class Mode { kReal, kValues, kCharged };
 
@@ -78,4 +80,4 @@ inline constexpr std::size_t kNoCopyBytes = std::size_t{64} << 10;
 // the same work. Skipping also keeps the reserved storage of large buffers untouched (no RAM).
 bool skip_values(std::size_t bytes);
 
-}  // namespace meshtp::sim
+}  // namespace meshtp::simhooks

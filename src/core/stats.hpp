@@ -21,7 +21,7 @@ inline double median(std::vector<double> values) {
 // Wall-clock seconds since an arbitrary epoch, monotonic — the simulated clock when running
 // in the simulated build (core/simulation.hpp), so every timing and trace is simulated time.
 inline double now_seconds() {
-  if (const auto clock = sim::hooks().clock) return clock();
+  if (const auto clock = simhooks::hooks().clock) return clock();
   using Clock = std::chrono::steady_clock;
   return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
 }

@@ -62,25 +62,29 @@ std::vector<AtpCall> elementwise_traffic(Strategy strategy, const AtpShape& s, i
   return out;
 }
 
-std::optional<std::string> atp_block_invalid_reason(const AtpBlockDims& b) {
-  const std::string mesh = fmt::format("{}x{}", b.d1, b.d2);
-  if (b.chunks < 1 || b.batch % b.chunks != 0) {
+std::optional<std::string> atp_block_invalid_reason(const ModelShape& shape, int d1, int d2,
+                                                    int chunks) {
+  const std::int64_t batch = shape.batch, hidden = shape.hidden, heads = shape.heads;
+  const std::int64_t ranks = static_cast<std::int64_t>(d1) * d2;
+  const std::string mesh = fmt::format("{}x{}", d1, d2);
+  if (chunks < 1 || batch % chunks != 0) {
     return fmt::format("batch={} is not divisible by chunks={} (chunks hold whole sequences)",
-                       b.batch, b.chunks);
+                       batch, chunks);
   }
-  if (b.hidden % b.heads != 0) {
-    return fmt::format("hidden={} is not divisible by heads={}", b.hidden, b.heads);
+  if (hidden % heads != 0) {
+    return fmt::format("hidden={} is not divisible by heads={}", hidden, heads);
   }
-  if (b.hidden % b.d1 != 0) {
-    return fmt::format("hidden={} is not divisible by d1={} (mesh {})", b.hidden, b.d1, mesh);
+  if (hidden % d1 != 0) {
+    return fmt::format("hidden={} is not divisible by d1={} (mesh {})", hidden, d1, mesh);
   }
-  if (b.hidden % b.d2 != 0) {
-    return fmt::format("hidden={} is not divisible by d2={} (mesh {})", b.hidden, b.d2, mesh);
+  if (hidden % d2 != 0) {
+    return fmt::format("hidden={} is not divisible by d2={} (mesh {})", hidden, d2, mesh);
   }
-  if (b.heads % (static_cast<std::int64_t>(b.d1) * b.d2) != 0) {
-    return fmt::format("heads={} is not divisible by d1·d2={} (mesh {}): the fully sharded "
-                       "attention core needs whole heads on every rank",
-                       b.heads, static_cast<std::int64_t>(b.d1) * b.d2, mesh);
+  if (heads % ranks != 0) {
+    return fmt::format(
+        "heads={} is not divisible by d1·d2={} (mesh {}): the fully sharded "
+        "attention core needs whole heads on every rank",
+        heads, ranks, mesh);
   }
   return std::nullopt;
 }

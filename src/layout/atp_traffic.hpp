@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "layout/model_shape.hpp"
 #include "layout/vocabulary.hpp"
 
 namespace meshtp::layout {
@@ -89,13 +90,10 @@ std::vector<AtpCall> elementwise_traffic(Strategy strategy, const AtpShape& shap
 //                              shard's heads, never its batch)
 // e.g. a = 16 heads on 32 devices: no mesh runs. The one check: the block's validate throws
 // the reason, the planner marks the candidate invalid with it (plan/atp_cost.hpp).
-struct AtpBlockDims {
-  int d1 = 1, d2 = 1;
-  std::int64_t batch = 0, hidden = 0, heads = 0;
-  int chunks = 1;
-};
-// Why not, naming the values ("heads=12 is not divisible by d1·d2=8 (mesh 4x2): …"), or
-// nullopt. Sizes are positive (the callers check).
-std::optional<std::string> atp_block_invalid_reason(const AtpBlockDims& dims);
+// Why the block of `shape` (its batch, hidden and heads) cannot run on mesh (d1, d2) in
+// `chunks` chunks, naming the values ("heads=12 is not divisible by d1·d2=8 (mesh 4x2): …"),
+// or nullopt. Sizes are positive (the callers check).
+std::optional<std::string> atp_block_invalid_reason(const ModelShape& shape, int d1, int d2,
+                                                    int chunks);
 
 }  // namespace meshtp::layout

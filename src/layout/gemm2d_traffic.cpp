@@ -95,6 +95,12 @@ std::ostream& operator<<(std::ostream& os, const Gemm2dShape& s) {
 
 // ---- validity --------------------------------------------------------------------------------
 
+int summa_panels(int nr, int nc, int slices) { return std::lcm(nr, nc) * slices; }
+
+int Gemm2dParams::summa_panels(const Gemm2dShape& shape) const {
+  return layout::summa_panels(shape.nr, shape.nc, slices);
+}
+
 std::optional<std::string> gemm2d_invalid_reason(Algorithm algorithm, const Gemm2dShape& s,
                                                  const Gemm2dParams& p) {
   if (auto reason = s.invalid_reason()) return reason;
@@ -112,13 +118,12 @@ std::optional<std::string> gemm2d_invalid_reason(Algorithm algorithm, const Gemm
           "({}={} on mesh {}x{})",
           p.slices, dim, dim, d / s.nr, dim, d / s.nc, dim, d, s.nr, s.nc);
     case Algorithm::kSumma:
-      if (p.panels >= 1 && p.panels % lcm == 0 && d % p.panels == 0 && p.summa_packets >= 0) {
-        return std::nullopt;
-      }
+      if (p.slices < 1) return fmt::format("slices={} must be at least 1", p.slices);
+      if (d % p.summa_panels(s) == 0 && p.summa_packets >= 0) return std::nullopt;
       return fmt::format(
-          "SUMMA cuts {}={} into Kp={} panels (a positive multiple of lcm(Nr, Nc) = {}, D={} "
+          "SUMMA slices={} cuts {}={} into Kp = lcm(Nr, Nc)·S = {}·{} = {} panels (D={} "
           "packets ≥ 0), which does not divide it (mesh {}x{})",
-          dim, d, p.panels, lcm, p.summa_packets, s.nr, s.nc);
+          p.slices, dim, d, lcm, p.slices, p.summa_panels(s), p.summa_packets, s.nr, s.nc);
     case Algorithm::kCannon:
       if (s.nr == s.nc) return std::nullopt;
       return fmt::format(
@@ -163,10 +168,13 @@ DirectionTraffic direction_traffic(Algorithm algorithm, const Gemm2dShape& s,
       break;
     case Algorithm::kSumma:
       // Panels of the moving block's row (column) of P shards, broadcast (reduced) in turn.
-      t = {t.direction, t.matrix,
-           s.moves_output(d) ? CollectiveKind::kReduce : CollectiveKind::kBroadcast, p,
-           params.panels, shard * p / params.panels,
-           static_cast<std::int64_t>(params.panels) * (p - 1)};
+      t = {t.direction,
+           t.matrix,
+           s.moves_output(d) ? CollectiveKind::kReduce : CollectiveKind::kBroadcast,
+           p,
+           params.summa_panels(s),
+           shard * p / params.summa_panels(s),
+           static_cast<std::int64_t>(params.summa_panels(s)) * (p - 1)};
       break;
     case Algorithm::kCannon:  // skew (or unskew) + q−1 shifts
       t = {t.direction, t.matrix, CollectiveKind::kSendRecv, p, p, shard, p};
@@ -185,7 +193,7 @@ int gemm_calls(Algorithm algorithm, const Gemm2dShape& s, const Gemm2dParams& p)
     case Algorithm::kWang:
       return s.group_size(p.wang_decomposed);
     case Algorithm::kSumma:
-      return p.panels;
+      return p.summa_panels(s);
     case Algorithm::kCannon:
       return s.nr;
   }

@@ -69,11 +69,18 @@ std::ostream& operator<<(std::ostream& os, const Gemm2dShape& s);
 
 // Algorithm parameters; each algorithm reads its own field.
 struct Gemm2dParams {
-  int slices = 1;                                  // MeshSlice S
-  int panels = 0;                                  // SUMMA Kp (multiple of lcm(Nr, Nc))
+  // The one slice count S of the plan file, the CLI's --slices, the runtime and the planner.
+  // MeshSlice: S slices. SUMMA: S panels per lcm(Nr, Nc) block, Kp = lcm·S (summa_panels).
+  int slices = 1;
   int summa_packets = 0;                           // SUMMA D per broadcast; 0 = cost-optimal
   Direction wang_decomposed = Direction::kHorizontal;  // Wang: the direction split into steps
+
+  int summa_panels(const Gemm2dShape& shape) const;  // summa_panels(nr, nc, slices)
 };
+
+// SUMMA's panel count Kp = lcm(Nr, Nc)·S: every panel lies in one rank's shard of both A and
+// B. The only place Kp is derived from S (the runtime's summa.cpp and the planner call it).
+int summa_panels(int nr, int nc, int slices);
 
 // Why (algorithm, shape, params) cannot run: Cannon on a non-square mesh, S not dividing the
 // local sliced extent, Kp not a multiple of lcm(Nr, Nc), … nullopt when valid.

@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <limits>
 #include <ostream>
+#include <vector>
 
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
@@ -33,7 +35,8 @@ void read(const json& j, const char* key, const std::string& where, T& out) {
                  it->dump());
     out = it->get<bool>();
   } else if constexpr (std::is_same_v<T, int>) {
-    out = static_cast<int>(read_integer(j, key, where));
+    // The whole 64-bit value is range-checked before narrowing: 2^32 + 1 is an error, not 1.
+    out = read_int(j, key, where, std::numeric_limits<int>::min(), std::numeric_limits<int>::max());
   } else if constexpr (std::is_same_v<T, double>) {
     out = read_number(j, key, where);
   } else if constexpr (std::is_same_v<T, std::string>) {
@@ -68,6 +71,7 @@ void Plan::validate() const {
   positive("microbatches", microbatches);
   positive("virtual_stages", virtual_stages);
   positive("chunks", chunks);
+  positive("progress_splits", progress_splits);
   MESHTP_CHECK(mesh[0] >= 1 && mesh[1] >= 1, "plan: mesh {}x{} has a dim smaller than 1", mesh[0],
                mesh[1]);
   MESHTP_CHECK(zero >= 0 && zero <= 3, "plan: zero={} must be 0, 1, 2 or 3", zero);
@@ -99,6 +103,13 @@ void Plan::validate() const {
   }
 }
 
+void Plan::check_ranks(int n, std::string_view where) const {
+  MESHTP_CHECK(ranks() == n,
+               "the layout dp={} × pp={} × mesh {}x{} = {} ranks, but there are {} ({}): make "
+               "dp·pp·d1·d2 equal the number of ranks",
+               dp, pp, mesh[0], mesh[1], ranks(), n, where);
+}
+
 std::ostream& operator<<(std::ostream& os, const Plan& p) {
   os << fmt::format("dp={} mesh={}x{} {}", p.dp, p.mesh[0], p.mesh[1], p.strategy);
   if (p.pp > 1) {
@@ -106,6 +117,7 @@ std::ostream& operator<<(std::ostream& os, const Plan& p) {
     if (p.virtual_stages > 1) os << fmt::format(" virtual_stages={}", p.virtual_stages);
   }
   if (p.zero > 0) os << " zero=" << p.zero;
+  if (p.progress_splits != Plan{}.progress_splits) os << " progress_splits=" << p.progress_splits;
   if (p.recompute != Recompute::kNone) os << " recompute=" << p.recompute;
   if (is_gemm2d(p.strategy)) {
     for (const Linear l : all<Linear>()) os << ' ' << linear_text(p, l);
@@ -126,7 +138,8 @@ json to_json(const Plan& p) {
          {"mesh", p.mesh},
          {"strategy", name(p.strategy)},
          {"chunks", p.chunks},
-         {"sequence_parallel", p.sequence_parallel}};
+         {"sequence_parallel", p.sequence_parallel},
+         {"progress_splits", p.progress_splits}};
   if (is_gemm2d(p.strategy)) {
     json& linears = j["linears"];
     for (const Linear l : all<Linear>()) {
@@ -148,10 +161,11 @@ json to_json(const Plan& p) {
 
 Plan plan_from_json(const json& j, const std::string& source) {
   const std::string where = fmt::format("plan {}", source);
-  check_fields(j,
-               {"dp", "pp", "microbatches", "schedule", "virtual_stages", "zero", "recompute",
-                "mesh", "strategy", "chunks", "sequence_parallel", "linears", "provenance"},
-               where);
+  check_fields(
+      j,
+      {"dp", "pp", "microbatches", "schedule", "virtual_stages", "zero", "recompute", "mesh",
+       "strategy", "chunks", "sequence_parallel", "progress_splits", "linears", "provenance"},
+      where);
   Plan p;
   read(j, "dp", where, p.dp);
   read(j, "pp", where, p.pp);
@@ -163,12 +177,14 @@ Plan plan_from_json(const json& j, const std::string& source) {
   read(j, "strategy", where, p.strategy);
   read(j, "chunks", where, p.chunks);
   read(j, "sequence_parallel", where, p.sequence_parallel);
+  read(j, "progress_splits", where, p.progress_splits);
   if (j.contains("mesh")) {
     const json& m = j["mesh"];
-    MESHTP_CHECK(
-        m.is_array() && m.size() == 2 && m[0].is_number_integer() && m[1].is_number_integer(),
-        "{}: field 'mesh' must be two integers like [2, 2], got {}", where, m.dump());
-    p.mesh = {m[0].get<int>(), m[1].get<int>()};
+    MESHTP_CHECK(m.is_array() && m.size() == 2,
+                 "{}: field 'mesh' must be two integers like [2, 2], got {}", where, m.dump());
+    const std::vector<int> dims =
+        read_int_list(j, "mesh", where, 1, std::numeric_limits<int>::max());
+    p.mesh = {dims[0], dims[1]};
   }
   if (j.contains("linears")) {
     const json& ls = j["linears"];

@@ -10,13 +10,16 @@
 //                     sequence parallelism on (N, 1)), or a 2D GeMM algorithm on every linear
 //   linears           2D GeMM strategies: per linear (qkv, proj, mlp1, mlp2) its algorithm
 //                     (unset: the strategy's), stationary operand (unset: auto, the larger
-//                     activation) and slices (MeshSlice's S; SUMMA's panels per lcm(d1, d2))
+//                     activation) and slices S (MeshSlice: S slices; SUMMA: S panels per
+//                     lcm(d1, d2), layout::Gemm2dParams::summa_panels)
+//   progress_splits   every strategy: a GeMM that overlaps a pending collective is cut into
+//                     this many panels with an MPI progress poke between them (1: none)
 //   provenance        where the plan came from; the runtime ignores it
 //
 // JSON (every key optional, defaults as below; unknown keys and wrong types are errors):
 //   {"dp": 1, "pp": 1, "microbatches": 1, "schedule": "gpipe", "virtual_stages": 1,
 //    "zero": 0, "recompute": "none", "mesh": [2, 2], "strategy": "meshslice", "chunks": 1,
-//    "sequence_parallel": false,
+//    "sequence_parallel": false, "progress_splits": 4,
 //    "linears": {"qkv": {"algorithm": "meshslice", "stationary": "output", "slices": 2}, …},
 //    "provenance": {"topology": "…", "model": "…", "predicted_step_s": …,
 //                   "predicted_comm_s": …}}
@@ -27,6 +30,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "layout/vocabulary.hpp"
 
@@ -57,6 +61,7 @@ struct Plan {
   Strategy strategy = Strategy::kAtp;
   int chunks = 1;
   bool sequence_parallel = false;
+  int progress_splits = 4;
   std::array<LinearPlan, 4> linears{};  // indexed by Linear
   std::optional<Provenance> provenance{};
 
@@ -66,6 +71,9 @@ struct Plan {
   Algorithm algorithm(Linear l) const;
   // Throws meshtp::Error naming the value ("plan: zero=4 must be 0, 1, 2 or 3").
   void validate() const;
+  // The one check that the layout fills the ranks it runs on; throws "the layout dp=1 × pp=1 ×
+  // mesh 2x2 = 4 ranks, but there are 2 (the world): …". `where` names the ranks.
+  void check_ranks(int ranks, std::string_view where = "the world") const;
   bool operator==(const Plan&) const = default;
 };
 

@@ -19,18 +19,18 @@ using parallel::ChunkedMatrix;
 using parallel::LinearKind;
 
 const BlockConfig& validated(const BlockConfig& c, const std::vector<int>& mesh_shape) {
-  validate(c, mesh_shape);
+  validate_atp_block(c, mesh_shape);
   return c;
 }
 
 parallel::Linear2DSpec linear_spec(const BlockConfig& c, LinearKind kind, std::int64_t in,
                                    std::int64_t out, bool heads) {
-  const bool sp = c.sequence_parallel;
+  const bool sp = c.layout.sequence_parallel;
   return {.kind = kind,
           .in_features = in,
           .out_features = out,
-          .rows = c.batch * c.seq,
-          .chunks = c.chunks,
+          .rows = c.shape.batch * c.shape.seq,
+          .chunks = c.layout.chunks,
           .sequence_parallel = sp,
           .scatter_output = heads && !sp && kind == LinearKind::kColumnFirst,
           .gather_input = heads && !sp && kind == LinearKind::kRowFirst};
@@ -52,32 +52,33 @@ ChunkedMatrix or_alias(Tensor& t, const ChunkedLayout& l, const ChunkedMatrix& a
 }
 
 void zero(MatrixView m) {
-  if (sim::skip_values(static_cast<std::size_t>(m.rows * m.cols) * sizeof(float))) return;
+  if (simhooks::skip_values(static_cast<std::size_t>(m.rows * m.cols) * sizeof(float))) return;
   for (std::int64_t r = 0; r < m.rows; ++r) std::fill_n(m.data + r * m.ld, m.cols, 0.0f);
 }
 
 }  // namespace
 
-void validate(const BlockConfig& c, const std::vector<int>& mesh_shape) {
+void validate_atp_block(const BlockConfig& c, const std::vector<int>& mesh_shape) {
   MESHTP_CHECK(mesh_shape.size() == 2, "the block runs on a 2-D mesh (d1, d2), got mesh {}",
                format_mesh_shape(mesh_shape));
   const int d1 = mesh_shape[0], d2 = mesh_shape[1];
   const std::string mesh = format_mesh_shape(mesh_shape);
-  MESHTP_CHECK(c.batch > 0 && c.seq > 0 && c.hidden > 0 && c.heads > 0,
-               "batch={}, seq={}, hidden={}, heads={} must all be positive", c.batch, c.seq,
-               c.hidden, c.heads);
-  MESHTP_CHECK(c.chunks >= 1, "chunks={} must be at least 1", c.chunks);
+  MESHTP_CHECK(!layout::is_gemm2d(c.layout.strategy),
+               "the ATP block runs atp, megatron and tp1d, not {} (a 2D-GeMM block's)",
+               c.layout.strategy);
+  MESHTP_CHECK(c.shape.batch > 0 && c.shape.seq > 0 && c.shape.hidden > 0 && c.shape.heads > 0,
+               "batch={}, seq={}, hidden={}, heads={} must all be positive", c.shape.batch,
+               c.shape.seq, c.shape.hidden, c.shape.heads);
+  MESHTP_CHECK(c.layout.chunks >= 1, "chunks={} must be at least 1", c.layout.chunks);
   // The planner ranks only what this accepts: one check (layout/atp_traffic.hpp).
-  if (auto reason = layout::atp_block_invalid_reason(
-          {.d1 = d1, .d2 = d2, .batch = c.batch, .hidden = c.hidden, .heads = c.heads,
-           .chunks = c.chunks})) {
+  if (auto reason = layout::atp_block_invalid_reason(c.shape, d1, d2, c.layout.chunks)) {
     fail("{}", *reason);
   }
-  MESHTP_CHECK(c.progress_splits >= 1, "progress splits={} must be at least 1",
-               c.progress_splits);
-  if (c.sequence_parallel) {
+  MESHTP_CHECK(c.layout.progress_splits >= 1, "progress splits={} must be at least 1",
+               c.layout.progress_splits);
+  if (c.layout.sequence_parallel) {
     MESHTP_CHECK(d2 == 1, "sequence parallelism runs on a mesh (N, 1), got mesh {}", mesh);
-    const std::int64_t tokens = c.batch / c.chunks * c.seq;
+    const std::int64_t tokens = c.shape.batch / c.layout.chunks * c.shape.seq;
     MESHTP_CHECK(tokens % d1 == 0,
                  "sequence parallelism: a chunk's (batch/chunks)·seq = {} tokens are not "
                  "divisible by N={} (mesh {})",
@@ -86,20 +87,22 @@ void validate(const BlockConfig& c, const std::vector<int>& mesh_shape) {
 }
 
 Block::Block(const mesh::DeviceMesh& mesh, const BlockConfig& config)
-    : StackBlock(mesh, validated(config, mesh.shape()).hidden, atp_shards(config.hidden)),
+    : StackBlock(mesh, validated(config, mesh.shape()).shape.hidden,
+                 atp_shards(config.shape.hidden)),
       config_(config),
-      ln_group_(config.sequence_parallel ? nullptr : &mesh.dim_comm(1)),
-      local_heads_(config.heads / mesh.size()),
-      head_width_(config.hidden / mesh.size()),
-      qkv_(mesh, linear_spec(config, LinearKind::kColumnFirst, config.hidden, 3 * config.hidden,
-                             true)),
-      proj_(mesh, linear_spec(config, LinearKind::kRowFirst, config.hidden, config.hidden, true)),
-      fc1_(mesh, linear_spec(config, LinearKind::kColumnFirst, config.hidden, 4 * config.hidden,
-                             false)),
-      fc2_(mesh,
-           linear_spec(config, LinearKind::kRowFirst, 4 * config.hidden, config.hidden, false)),
-      progress_(config.progress_splits) {
-  for (auto* l : {&qkv_, &proj_, &fc1_, &fc2_}) l->watch(progress_);
+      ln_group_(config.layout.sequence_parallel ? nullptr : &mesh.dim_comm(1)),
+      local_heads_(config.shape.heads / mesh.size()),
+      head_width_(config.shape.hidden / mesh.size()),
+      qkv_(mesh, linear_spec(config, LinearKind::kColumnFirst, config.shape.hidden,
+                             3 * config.shape.hidden, true)),
+      proj_(mesh, linear_spec(config, LinearKind::kRowFirst, config.shape.hidden,
+                              config.shape.hidden, true)),
+      mlp1_(mesh, linear_spec(config, LinearKind::kColumnFirst, config.shape.hidden,
+                              4 * config.shape.hidden, false)),
+      mlp2_(mesh, linear_spec(config, LinearKind::kRowFirst, 4 * config.shape.hidden,
+                              config.shape.hidden, false)),
+      progress_(config.layout.progress_splits) {
+  for (auto* l : {&qkv_, &proj_, &mlp1_, &mlp2_}) l->watch(progress_);
   const std::int64_t rows = stream_layout().rows();
   ln1_mean_ = buffer(rows);
   ln1_rstd_ = buffer(rows);
@@ -108,14 +111,15 @@ Block::Block(const mesh::DeviceMesh& mesh, const BlockConfig& config)
   xn1_ = buffer(qkv_.x_layout().size());
   xn1g_ = buffer(qkv_.gathers_input() ? qkv_.xg_layout().size() : 0);
   qkv_out_ = buffer(qkv_.y_layout().size());
-  const bool selective = config.recompute == layout::Recompute::kSelective;
-  att_ = buffer(selective ? 0 : attention_att_size(config.batch, config.seq, local_heads_));
+  const bool selective = config.layout.recompute == layout::Recompute::kSelective;
+  att_ = buffer(selective ? 0
+                          : attention_att_size(config.shape.batch, config.shape.seq, local_heads_));
   attn_g_ = buffer(proj_.xg_layout().size());
   xmid_ = buffer(stream_layout().size());
-  xn2_ = buffer(fc1_.x_layout().size());
-  xn2g_ = buffer(fc1_.gathers_input() ? fc1_.xg_layout().size() : 0);
-  fc1_y_ = buffer(fc1_.y_layout().size());
-  gelu_ = buffer(fc2_.x_layout().size());
+  xn2_ = buffer(mlp1_.x_layout().size());
+  xn2g_ = buffer(mlp1_.gathers_input() ? mlp1_.xg_layout().size() : 0);
+  mlp1_y_ = buffer(mlp1_.y_layout().size());
+  gelu_ = buffer(mlp2_.x_layout().size());
 }
 
 BlockWorkspace::BlockWorkspace(const Block& b)
@@ -123,37 +127,39 @@ BlockWorkspace::BlockWorkspace(const Block& b)
       attn(buffer(b.proj_.gathers_input() ? b.proj_.x_layout().size() : 0)),
       proj_p(buffer(b.proj_.yp_layout().size())),
       proj_y(buffer(b.proj_.scatters_output() ? b.proj_.y_layout().size() : 0)),
-      fc2_p(buffer(b.fc2_.yp_layout().size())),
-      fc2_y(buffer(b.fc2_.scatters_output() ? b.fc2_.y_layout().size() : 0)),
-      dyg(buffer(b.fc2_.scatters_output() ? b.fc2_.yp_layout().size() : 0)),
-      dgelu(buffer(b.fc2_.xg_layout().size())),
-      dfc1(buffer(b.fc1_.yp_layout().size())),
-      dxn_p(buffer(b.fc1_.xg_layout().size())),
-      dxn(buffer(b.fc1_.gathers_input() ? b.fc1_.x_layout().size() : 0)),
+      mlp2_p(buffer(b.mlp2_.yp_layout().size())),
+      mlp2_y(buffer(b.mlp2_.scatters_output() ? b.mlp2_.y_layout().size() : 0)),
+      dyg(buffer(b.mlp2_.scatters_output() ? b.mlp2_.yp_layout().size() : 0)),
+      dgelu(buffer(b.mlp2_.xg_layout().size())),
+      dmlp1(buffer(b.mlp1_.yp_layout().size())),
+      dxn_p(buffer(b.mlp1_.xg_layout().size())),
+      dxn(buffer(b.mlp1_.gathers_input() ? b.mlp1_.x_layout().size() : 0)),
       dxmid(buffer(b.stream_layout().size())),
       dxmid_g(buffer(b.proj_.scatters_output() ? b.proj_.yp_layout().size() : 0)),
       datt_p(buffer(b.proj_.xg_layout().size())),
       datt(buffer(b.proj_.gathers_input() ? b.proj_.x_layout().size() : 0)),
       dqkv(buffer(b.qkv_.y_layout().size())),
       dqkv_g(buffer(b.qkv_.scatters_output() ? b.qkv_.yp_layout().size() : 0)),
-      att_scratch(buffer(attention_scratch_size(b.config().seq))),
-      att(buffer(b.config().recompute == layout::Recompute::kSelective
-                     ? attention_att_size(b.config().batch, b.config().seq, b.local_heads_)
-                     : 0)),
+      att_scratch(buffer(attention_scratch_size(b.config().shape.seq))),
+      att(buffer(
+          b.config().layout.recompute == layout::Recompute::kSelective
+              ? attention_att_size(b.config().shape.batch, b.config().shape.seq, b.local_heads_)
+              : 0)),
       ln_scratch(static_cast<std::size_t>(2 * b.stream_layout().chunk_rows)) {}
 
-ChunkedLayout Block::stream_layout() const { return fc2_.y_layout(); }
+ChunkedLayout Block::stream_layout() const { return mlp2_.y_layout(); }
 
 parallel::ActivationShard Block::stream_shard() const {
-  if (config_.sequence_parallel) return {config_.chunks, {mesh::Shard{1}, mesh::Replicate{}}};
-  return {config_.chunks, {mesh::Replicate{}, mesh::Shard{2}}};
+  if (config_.layout.sequence_parallel)
+    return {config_.layout.chunks, {mesh::Shard{1}, mesh::Replicate{}}};
+  return {config_.layout.chunks, {mesh::Replicate{}, mesh::Shard{2}}};
 }
 
 void Block::bound() {
   qkv_.bind(p_[kQkvWeight], p_[kQkvBias], g_[kQkvWeight], g_[kQkvBias]);
   proj_.bind(p_[kProjWeight], p_[kProjBias], g_[kProjWeight], g_[kProjBias]);
-  fc1_.bind(p_[kFc1Weight], p_[kFc1Bias], g_[kFc1Weight], g_[kFc1Bias]);
-  fc2_.bind(p_[kFc2Weight], p_[kFc2Bias], g_[kFc2Weight], g_[kFc2Bias]);
+  mlp1_.bind(p_[kMlp1Weight], p_[kMlp1Bias], g_[kMlp1Weight], g_[kMlp1Bias]);
+  mlp2_.bind(p_[kMlp2Weight], p_[kMlp2Bias], g_[kMlp2Weight], g_[kMlp2Bias]);
 }
 
 std::span<float> Block::rows_of(std::span<float> per_row, int i) const {
@@ -163,7 +169,7 @@ std::span<float> Block::rows_of(std::span<float> per_row, int i) const {
 
 // One sequence at a time, so MPI is poked between them while collectives fly.
 void Block::attention_forward_chunk(int i, BlockWorkspace& ws) {
-  const std::int64_t s = config_.seq, bc = config_.batch / config_.chunks;
+  const std::int64_t s = config_.shape.seq, bc = config_.shape.batch / config_.layout.chunks;
   const std::int64_t w = head_width_, per_seq = local_heads_ * s * s;
   const MatrixView qkv = view(qkv_out_, qkv_.y_layout()).chunk(i);
   const MatrixView out = or_alias(ws.attn, proj_.x_layout(), view(attn_g_, proj_.xg_layout()))
@@ -173,12 +179,12 @@ void Block::attention_forward_chunk(int i, BlockWorkspace& ws) {
         static_cast<std::size_t>((i * bc + q) * per_seq), static_cast<std::size_t>(per_seq));
     attention_forward(out.block(q * s, 0, s, w), att, qkv.block(q * s, 0, s, 3 * w), 1, s,
                       local_heads_);
-    if (config_.progress_splits > 1) progress_.poke();
+    if (config_.layout.progress_splits > 1) progress_.poke();
   }
 }
 
 void Block::attention_backward_chunk(int i, BlockWorkspace& ws) {
-  const std::int64_t s = config_.seq, bc = config_.batch / config_.chunks;
+  const std::int64_t s = config_.shape.seq, bc = config_.shape.batch / config_.layout.chunks;
   const std::int64_t w = head_width_, per_seq = local_heads_ * s * s;
   const MatrixView qkv = view(qkv_out_, qkv_.y_layout()).chunk(i);
   const MatrixView dqkv = view(ws.dqkv, qkv_.y_layout()).chunk(i);
@@ -188,14 +194,14 @@ void Block::attention_backward_chunk(int i, BlockWorkspace& ws) {
   // Selective recomputation: the probabilities again, from the same qkv by the same code, so
   // bit for bit those of the forward. Its output lands where the forward's did (attn, already
   // consumed by proj's dW), with the same values.
-  if (config_.recompute == layout::Recompute::kSelective) attention_forward_chunk(i, ws);
+  if (config_.layout.recompute == layout::Recompute::kSelective) attention_forward_chunk(i, ws);
   for (std::int64_t q = 0; q < bc; ++q) {
     const auto att = this->att(ws).values().subspan(
         static_cast<std::size_t>((i * bc + q) * per_seq), static_cast<std::size_t>(per_seq));
     attention_backward(dqkv.block(q * s, 0, s, 3 * w), ws.att_scratch.values(),
                        dout.block(q * s, 0, s, w), qkv.block(q * s, 0, s, 3 * w), att, 1, s,
                        local_heads_);
-    if (config_.progress_splits > 1) progress_.poke();
+    if (config_.layout.progress_splits > 1) progress_.poke();
   }
 }
 
@@ -205,8 +211,8 @@ void Block::forward(const ChunkedMatrix& y, const ChunkedMatrix& x, BlockWorkspa
   MESHTP_CHECK(x.layout() == stream && y.layout() == stream && x.data() != y.data(),
                "Block::forward: x and y must be distinct buffers in the stream layout");
   x_ = x;
-  const int C = config_.chunks;
-  const std::int64_t h = config_.hidden;
+  const int C = config_.layout.chunks;
+  const std::int64_t h = config_.shape.hidden;
   const auto ln_scratch = std::span<double>(ws.ln_scratch);
   const ChunkedMatrix xn1 = view(xn1_, qkv_.x_layout());
   const ChunkedMatrix xn1g = or_alias(xn1g_, qkv_.xg_layout(), xn1);
@@ -217,12 +223,12 @@ void Block::forward(const ChunkedMatrix& y, const ChunkedMatrix& x, BlockWorkspa
   const ChunkedMatrix proj_p = view(ws.proj_p, proj_.yp_layout());
   const ChunkedMatrix proj_y = or_alias(ws.proj_y, proj_.y_layout(), proj_p);
   const ChunkedMatrix xmid = view(xmid_, stream);
-  const ChunkedMatrix xn2 = view(xn2_, fc1_.x_layout());
-  const ChunkedMatrix xn2g = or_alias(xn2g_, fc1_.xg_layout(), xn2);
-  const ChunkedMatrix fc1_y = view(fc1_y_, fc1_.y_layout());  // all-reduced in place
-  const ChunkedMatrix gelu = view(gelu_, fc2_.x_layout());
-  const ChunkedMatrix fc2_p = view(ws.fc2_p, fc2_.yp_layout());
-  const ChunkedMatrix fc2_y = or_alias(ws.fc2_y, fc2_.y_layout(), fc2_p);
+  const ChunkedMatrix xn2 = view(xn2_, mlp1_.x_layout());
+  const ChunkedMatrix xn2g = or_alias(xn2g_, mlp1_.xg_layout(), xn2);
+  const ChunkedMatrix mlp1_y = view(mlp1_y_, mlp1_.y_layout());  // all-reduced in place
+  const ChunkedMatrix gelu = view(gelu_, mlp2_.x_layout());
+  const ChunkedMatrix mlp2_p = view(ws.mlp2_p, mlp2_.yp_layout());
+  const ChunkedMatrix mlp2_y = or_alias(ws.mlp2_y, mlp2_.y_layout(), mlp2_p);
 
   // ---- attention: ln1 → qkv (RS₁ by heads) → core → proj (AG₁, AR₀) → residual
   for (int i = 0; i < C; ++i) {
@@ -244,27 +250,27 @@ void Block::forward(const ChunkedMatrix& y, const ChunkedMatrix& x, BlockWorkspa
     proj_.gather_input_wait(i);
     proj_.forward_start(i, attn_g, proj_p, proj_y, &progress_);
   }
-  // ---- MLP: residual + ln2 (fused) → fc1 (AR₁) → bias + gelu (fused) → fc2 (AR₀) → residual
+  // ---- MLP: residual + ln2 (fused) → mlp1 (AR₁) → bias + gelu (fused) → mlp2 (AR₀) → residual
   for (int i = 0; i < C; ++i) {
     proj_.forward_wait(i, proj_y);
     parallel::residual_layernorm_sharded_forward(
         xmid.chunk(i), xn2.chunk(i), rows_of(ln2_mean_.values(), i),
         rows_of(ln2_rstd_.values(), i), x.chunk(i), proj_y.chunk(i), p_[kLn2Weight],
         p_[kLn2Bias], h, ln_group_, ln_scratch);
-    fc1_.gather_input_start(i, xn2, xn2g);
+    mlp1_.gather_input_start(i, xn2, xn2g);
   }
   for (int i = 0; i < C; ++i) {
-    fc1_.gather_input_wait(i);
-    fc1_.forward_start(i, xn2g, fc1_y, fc1_y, &progress_);
+    mlp1_.gather_input_wait(i);
+    mlp1_.forward_start(i, xn2g, mlp1_y, mlp1_y, &progress_);
   }
   for (int i = 0; i < C; ++i) {
-    fc1_.forward_wait_without_bias(i);
-    bias_gelu_forward(gelu.chunk(i), fc1_y.chunk(i), fc1_.output_bias(fc1_y));
-    fc2_.forward_start(i, gelu, fc2_p, fc2_y, &progress_);
+    mlp1_.forward_wait_without_bias(i);
+    bias_gelu_forward(gelu.chunk(i), mlp1_y.chunk(i), mlp1_.output_bias(mlp1_y));
+    mlp2_.forward_start(i, gelu, mlp2_p, mlp2_y, &progress_);
   }
   for (int i = 0; i < C; ++i) {
-    fc2_.forward_wait(i, fc2_y);
-    residual_forward(y.chunk(i), xmid.chunk(i), fc2_y.chunk(i));
+    mlp2_.forward_wait(i, mlp2_y);
+    residual_forward(y.chunk(i), xmid.chunk(i), mlp2_y.chunk(i));
   }
 }
 
@@ -274,20 +280,20 @@ void Block::backward(const ChunkedMatrix& dx, const ChunkedMatrix& dy,
   const ChunkedLayout stream = stream_layout();
   MESHTP_CHECK(dx.layout() == stream && dy.layout() == stream && x_.data() != nullptr,
                "Block::backward: dx and dy must be in the stream layout, after a forward");
-  const int C = config_.chunks;
-  const std::int64_t h = config_.hidden;
+  const int C = config_.layout.chunks;
+  const std::int64_t h = config_.shape.hidden;
   const auto ln_scratch = std::span<double>(ws.ln_scratch);
   const ChunkedMatrix xn1g = or_alias(xn1g_, qkv_.xg_layout(), view(xn1_, qkv_.x_layout()));
   const ChunkedMatrix attn_g = view(attn_g_, proj_.xg_layout());
   const ChunkedMatrix xmid = view(xmid_, stream);
-  const ChunkedMatrix xn2g = or_alias(xn2g_, fc1_.xg_layout(), view(xn2_, fc1_.x_layout()));
-  const ChunkedMatrix fc1_y = view(fc1_y_, fc1_.y_layout());
-  const ChunkedMatrix gelu = view(gelu_, fc2_.x_layout());
-  const ChunkedMatrix dyg = or_alias(ws.dyg, fc2_.yp_layout(), dy);
-  const ChunkedMatrix dgelu = view(ws.dgelu, fc2_.xg_layout());  // all-reduced in place
-  const ChunkedMatrix dfc1 = view(ws.dfc1, fc1_.yp_layout());
-  const ChunkedMatrix dxn_p = view(ws.dxn_p, fc1_.xg_layout());
-  const ChunkedMatrix dxn = or_alias(ws.dxn, fc1_.x_layout(), dxn_p);
+  const ChunkedMatrix xn2g = or_alias(xn2g_, mlp1_.xg_layout(), view(xn2_, mlp1_.x_layout()));
+  const ChunkedMatrix mlp1_y = view(mlp1_y_, mlp1_.y_layout());
+  const ChunkedMatrix gelu = view(gelu_, mlp2_.x_layout());
+  const ChunkedMatrix dyg = or_alias(ws.dyg, mlp2_.yp_layout(), dy);
+  const ChunkedMatrix dgelu = view(ws.dgelu, mlp2_.xg_layout());  // all-reduced in place
+  const ChunkedMatrix dmlp1 = view(ws.dmlp1, mlp1_.yp_layout());
+  const ChunkedMatrix dxn_p = view(ws.dxn_p, mlp1_.xg_layout());
+  const ChunkedMatrix dxn = or_alias(ws.dxn, mlp1_.x_layout(), dxn_p);
   const ChunkedMatrix dxmid = view(ws.dxmid, stream);
   const ChunkedMatrix dxmid_g = or_alias(ws.dxmid_g, proj_.yp_layout(), dxmid);
   const ChunkedMatrix datt_p = view(ws.datt_p, proj_.xg_layout());
@@ -295,23 +301,23 @@ void Block::backward(const ChunkedMatrix& dx, const ChunkedMatrix& dy,
   const ChunkedMatrix dqkv = view(ws.dqkv, qkv_.y_layout());
   const ChunkedMatrix dqkv_g = or_alias(ws.dqkv_g, qkv_.yp_layout(), dqkv);
 
-  // ---- MLP, reversed: residual → fc2 → gelu → fc1 → ln2 → residual.
-  // The residual y = x_mid + fc2(…) hands dy to both: fc2 reads dy itself, x_mid a copy.
-  for (int i = 0; i < C; ++i) fc2_.gather_grad_start(i, dy, dyg);
+  // ---- MLP, reversed: residual → mlp2 → gelu → mlp1 → ln2 → residual.
+  // The residual y = x_mid + mlp2(…) hands dy to both: mlp2 reads dy itself, x_mid a copy.
+  for (int i = 0; i < C; ++i) mlp2_.gather_grad_start(i, dy, dyg);
   for (int i = 0; i < C; ++i) {
-    fc2_.gather_grad_wait(i);
-    fc2_.backward_data_start(i, dyg, dgelu, dgelu, &progress_);
+    mlp2_.gather_grad_wait(i);
+    mlp2_.backward_data_start(i, dyg, dgelu, dgelu, &progress_);
   }
-  fc2_.backward_weight(dyg, gelu, &progress_);  // overlaps the dgelu all-reduces
+  mlp2_.backward_weight(dyg, gelu, &progress_);  // overlaps the dgelu all-reduces
   for (int i = 0; i < C; ++i) {
-    fc2_.backward_data_wait(i);
-    zero(dfc1.chunk(i));
-    gelu_backward(dfc1.chunk(i), fc1_y.chunk(i), dgelu.chunk(i));
-    fc1_.backward_data_start(i, dfc1, dxn_p, dxn, &progress_);
+    mlp2_.backward_data_wait(i);
+    zero(dmlp1.chunk(i));
+    gelu_backward(dmlp1.chunk(i), mlp1_y.chunk(i), dgelu.chunk(i));
+    mlp1_.backward_data_start(i, dmlp1, dxn_p, dxn, &progress_);
   }
-  fc1_.backward_weight(dfc1, xn2g, &progress_);
+  mlp1_.backward_weight(dmlp1, xn2g, &progress_);
   for (int i = 0; i < C; ++i) {
-    fc1_.backward_data_wait(i);
+    mlp1_.backward_data_wait(i);
     residual_backward_copy(dxmid.chunk(i), dy.chunk(i));
     parallel::layernorm_sharded_backward(
         dxmid.chunk(i), g_[kLn2Weight], g_[kLn2Bias], dxn.chunk(i), xmid.chunk(i),

@@ -1,7 +1,7 @@
 // Pre-LN GPT block under ATP tensor parallelism on DeviceMesh(d1, d2) (ATP §3.2.1):
 //
 //   x_mid = x + proj(attention(qkv(ln1(x))))
-//   y     = x_mid + fc2(gelu(fc1(ln2(x_mid))))
+//   y     = x_mid + mlp2(gelu(mlp1(ln2(x_mid))))
 //
 //   b batch, s sequence, h hidden, a heads (head dim hd = h/a), n = b·s tokens
 //   c chunks of b/c whole sequences (nc = n/c rows);  (c0, c1) this rank's mesh coordinates
@@ -17,9 +17,9 @@
 //   proj        row-first, gathered input   [nc, h/d2]           AG₁, AR₀      RS₁ dx
 //   residual    x_mid [R, S(1)]             [nc, h/d2]           —             —
 //   ln2         as ln1                                           AR₁ stats     AR₁ sums
-//   fc1         column-first                [nc, 4h/d1] [S(1),R] AR₁           AR₀ dx
+//   mlp1         column-first                [nc, 4h/d1] [S(1),R] AR₁           AR₀ dx
 //   gelu        local on [S(1), R]          [nc, 4h/d1]          —             —
-//   fc2         row-first                   [nc, h/d2]           AR₀           AR₁ dx
+//   mlp2         row-first                   [nc, h/d2]           AR₀           AR₁ dx
 //   residual    y [R, S(1)]                 [nc, h/d2]           —             —
 //
 // The attention core is fully sharded: QKV's Partial-over-dim-1 output is reduce-scattered
@@ -75,28 +75,10 @@
 
 namespace meshtp::model {
 
-struct BlockConfig {
-  std::int64_t batch = 0;
-  std::int64_t seq = 0;
-  std::int64_t hidden = 0;
-  std::int64_t heads = 0;
-  int chunks = 1;
-  bool sequence_parallel = false;
-  // GeMMs that may overlap a pending collective are cut into this many panels with an
-  // MPI_Test between them, and the attention core polls between sequences (1: no polling:
-  // non-blocking collectives then advance only inside other MPI calls and waits).
-  int progress_splits = 4;
-  // Activation recomputation (Korthikanti et al. 2022 §4): selective keeps no attention
-  // probabilities per block (one set in the workspace, recomputed from the saved qkv right
-  // before the core's backward); full keeps only each block's input, and the stack reruns
-  // the block's forward before its backward (model/stack.hpp). Gradients are bit-identical.
-  layout::Recompute recompute = layout::Recompute::kNone;
-};
-
 // Throws meshtp::Error naming the values ("heads=12 is not divisible by d1·d2=8 (mesh 4x2)")
 // unless the block runs on a mesh of this shape. Depends only on the config and the mesh
 // shape, so every rank reaches the same verdict before any collective.
-void validate(const BlockConfig& config, const std::vector<int>& mesh_shape);
+void validate_atp_block(const BlockConfig& config, const std::vector<int>& mesh_shape);
 
 class Block;
 
@@ -108,8 +90,8 @@ class BlockWorkspace : public BlockWorkspaceBase {
 
  private:
   friend class Block;
-  Tensor qkv_p, attn, proj_p, proj_y, fc2_p, fc2_y;           // forward
-  Tensor dyg, dgelu, dfc1, dxn_p, dxn, dxmid, dxmid_g;        // backward
+  Tensor qkv_p, attn, proj_p, proj_y, mlp2_p, mlp2_y;    // forward
+  Tensor dyg, dgelu, dmlp1, dxn_p, dxn, dxmid, dxmid_g;  // backward
   Tensor datt_p, datt, dqkv, dqkv_g, att_scratch;
   Tensor att;  // selective recomputation: the attention probabilities of the running block
   std::vector<double> ln_scratch;
@@ -123,7 +105,7 @@ class Block : public StackBlock {
   // The residual stream: [R, S(1)], or token rows under SP.
   parallel::ChunkedLayout stream_layout() const override;
   parallel::ActivationShard stream_shard() const override;
-  bool partial_layernorm_grads() const override { return config_.sequence_parallel; }
+  bool partial_layernorm_grads() const override { return config_.layout.sequence_parallel; }
   std::unique_ptr<BlockWorkspaceBase> make_workspace() const override {
     return std::make_unique<BlockWorkspace>(*this);
   }
@@ -146,13 +128,13 @@ class Block : public StackBlock {
   BlockConfig config_;
   const comm::Communicator* ln_group_;  // mesh dim 1 (hidden split), null under SP
   std::int64_t local_heads_ = 0, head_width_ = 0;  // a/(d1·d2) heads of w columns
-  parallel::Linear2D qkv_, proj_, fc1_, fc2_;
+  parallel::Linear2D qkv_, proj_, mlp1_, mlp2_;
   parallel::Progress progress_;
 
   // Saved for backward.
   View x_;
   Tensor ln1_mean_, ln1_rstd_, xn1_, xn1g_, qkv_out_, att_, attn_g_;
-  Tensor xmid_, ln2_mean_, ln2_rstd_, xn2_, xn2g_, fc1_y_, gelu_;
+  Tensor xmid_, ln2_mean_, ln2_rstd_, xn2_, xn2g_, mlp1_y_, gelu_;
 };
 
 }  // namespace meshtp::model

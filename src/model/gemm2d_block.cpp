@@ -19,8 +19,8 @@ using parallel::ParamShard;
 // The row-partial gradients of a block (LayerNorm and bias: sums over this rank's tokens),
 // packed in one buffer for one all-reduce over mesh dim 0: parameter, width in units of hl.
 constexpr std::pair<int, int> kRowPartial[] = {
-    {kLn1Weight, 1}, {kLn1Bias, 1}, {kQkvBias, 3}, {kProjBias, 1},
-    {kLn2Weight, 1}, {kLn2Bias, 1}, {kFc1Bias, 4}, {kFc2Bias, 1},
+    {kLn1Weight, 1}, {kLn1Bias, 1}, {kQkvBias, 3},  {kProjBias, 1},
+    {kLn2Weight, 1}, {kLn2Bias, 1}, {kMlp1Bias, 4}, {kMlp2Bias, 1},
 };
 constexpr int kRowPartialWidth = 13;
 
@@ -28,7 +28,8 @@ Tensor matrix_buffer(std::int64_t rows, std::int64_t cols) { return Tensor({rows
 
 // y[n, :] += b
 void add_bias(MatrixView y, std::span<const float> b) {
-  if (sim::charge_bytes(op_costs::bytes(y.rows * y.cols, op_costs::kBiasForwardTouches))) return;
+  if (simhooks::charge_bytes(op_costs::bytes(y.rows * y.cols, op_costs::kBiasForwardTouches)))
+    return;
   for (std::int64_t r = 0; r < y.rows; ++r) {
     float* row = y.data + r * y.ld;
     for (std::int64_t j = 0; j < y.cols; ++j) row[j] += b[static_cast<std::size_t>(j)];
@@ -37,7 +38,8 @@ void add_bias(MatrixView y, std::span<const float> b) {
 
 // db += Σ_n dy[n, :]
 void bias_backward(std::span<float> db, ConstMatrixView dy) {
-  if (sim::charge_bytes(op_costs::bytes(dy.rows * dy.cols, op_costs::kBiasBackwardTouches))) return;
+  if (simhooks::charge_bytes(op_costs::bytes(dy.rows * dy.cols, op_costs::kBiasBackwardTouches)))
+    return;
   for (std::int64_t r = 0; r < dy.rows; ++r) {
     const float* row = dy.data + r * dy.ld;
     for (std::int64_t j = 0; j < dy.cols; ++j) db[static_cast<std::size_t>(j)] += row[j];
@@ -46,34 +48,36 @@ void bias_backward(std::span<float> db, ConstMatrixView dy) {
 
 }  // namespace
 
-Gemm2dBlockPlans plan_gemm2d_block(const Gemm2dBlockConfig& c, const std::vector<int>& mesh_shape) {
+Gemm2dBlockPlans plan_gemm2d_block(const BlockConfig& c, const std::vector<int>& mesh_shape) {
   MESHTP_CHECK(mesh_shape.size() == 2, "the 2D-GeMM block runs on a 2-D mesh (Nr, Nc), got mesh {}",
                format_mesh_shape(mesh_shape));
   const int nr = mesh_shape[0], nc = mesh_shape[1];
   const std::string mesh = format_mesh_shape(mesh_shape);
-  MESHTP_CHECK(c.batch > 0 && c.seq > 0 && c.hidden > 0 && c.heads > 0,
-               "batch={}, seq={}, hidden={}, heads={} must all be positive", c.batch, c.seq,
-               c.hidden, c.heads);
-  MESHTP_CHECK(c.hidden % c.heads == 0, "hidden={} is not divisible by heads={}", c.hidden,
-               c.heads);
-  MESHTP_CHECK(c.batch % nr == 0,
+  MESHTP_CHECK(layout::is_gemm2d(c.layout.strategy),
+               "the 2D-GeMM block runs the 2D GeMM strategies, not {}", c.layout.strategy);
+  MESHTP_CHECK(c.shape.batch > 0 && c.shape.seq > 0 && c.shape.hidden > 0 && c.shape.heads > 0,
+               "batch={}, seq={}, hidden={}, heads={} must all be positive", c.shape.batch,
+               c.shape.seq, c.shape.hidden, c.shape.heads);
+  MESHTP_CHECK(c.shape.hidden % c.shape.heads == 0, "hidden={} is not divisible by heads={}",
+               c.shape.hidden, c.shape.heads);
+  MESHTP_CHECK(c.shape.batch % nr == 0,
                "batch={} is not divisible by Nr={} (mesh {}): mesh rows hold whole sequences",
-               c.batch, nr, mesh);
-  MESHTP_CHECK(c.heads % nc == 0,
+               c.shape.batch, nr, mesh);
+  MESHTP_CHECK(c.shape.heads % nc == 0,
                "heads={} is not divisible by Nc={} (mesh {}): mesh columns hold whole heads",
-               c.heads, nc, mesh);
-  const std::int64_t n = c.batch * c.seq, h = c.hidden;
+               c.shape.heads, nc, mesh);
+  const std::int64_t n = c.shape.batch * c.shape.seq, h = c.shape.hidden;
   const auto plan = [&](layout::Linear l, std::int64_t k, std::int64_t m) {
-    const layout::LinearPlan& x = c.linears[static_cast<std::size_t>(l)];
+    const layout::LinearPlan& x = c.layout.linear(l);
     try {
       MESHTP_CHECK(x.stationary != Stationary::kWeight,
                    "stationary weight is not supported by the 2D-GeMM block: its output is "
                    "transposed (the weight-stationary pair); use input, output or auto");
       return parallel::plan_gemm2d_linear(nr, nc, n, k, m,
                                           {.stationary = x.stationary,
-                                           .algo = x.algorithm.value_or(c.algo),
+                                           .algo = c.layout.algorithm(l),
                                            .slices = x.slices,
-                                           .progress_chunks = c.progress_chunks});
+                                           .progress_splits = c.layout.progress_splits});
     } catch (const Error& e) {
       fail("{} linear (mesh {}): {}", l, mesh, e.what());
     }
@@ -81,8 +85,8 @@ Gemm2dBlockPlans plan_gemm2d_block(const Gemm2dBlockConfig& c, const std::vector
   using layout::Linear;
   return {.qkv = plan(Linear::kQkv, h, 3 * h),
           .proj = plan(Linear::kProj, h, h),
-          .fc1 = plan(Linear::kMlp1, h, 4 * h),
-          .fc2 = plan(Linear::kMlp2, 4 * h, h)};
+          .mlp1 = plan(Linear::kMlp1, h, 4 * h),
+          .mlp2 = plan(Linear::kMlp2, 4 * h, h)};
 }
 
 namespace {
@@ -96,15 +100,15 @@ ParamShard gemm2d_param_shard(const Gemm2dBlockPlans& plans, int p) {
       return stores_w(plans.qkv) ? ParamShard::kGemm2dQkvWeight : ParamShard::kGemm2dQkvWeightT;
     case kProjWeight:
       return stores_w(plans.proj) ? ParamShard::kColumnFirstWeight : ParamShard::kGemm2dWeightT;
-    case kFc1Weight:
-      return stores_w(plans.fc1) ? ParamShard::kColumnFirstWeight : ParamShard::kGemm2dWeightT;
-    case kFc2Weight:
-      return stores_w(plans.fc2) ? ParamShard::kColumnFirstWeight : ParamShard::kGemm2dWeightT;
+    case kMlp1Weight:
+      return stores_w(plans.mlp1) ? ParamShard::kColumnFirstWeight : ParamShard::kGemm2dWeightT;
+    case kMlp2Weight:
+      return stores_w(plans.mlp2) ? ParamShard::kColumnFirstWeight : ParamShard::kGemm2dWeightT;
     case kQkvBias:
       return ParamShard::kGemm2dQkvBias;
     case kProjBias:
-    case kFc1Bias:
-    case kFc2Bias:
+    case kMlp1Bias:
+    case kMlp2Bias:
       return ParamShard::kGemm2dBias;
     default:
       return ParamShard::kHidden;  // LayerNorm: h over mesh dim 1
@@ -121,39 +125,40 @@ StackBlock::Shards gemm2d_param_shards(const Gemm2dBlockPlans& plans) {
   return shards;
 }
 
-Gemm2dBlock::Gemm2dBlock(const mesh::DeviceMesh& mesh, const Gemm2dBlockConfig& config)
-    : StackBlock(mesh, config.hidden, gemm2d_param_shards(plan_gemm2d_block(config, mesh.shape()))),
+Gemm2dBlock::Gemm2dBlock(const mesh::DeviceMesh& mesh, const BlockConfig& config)
+    : StackBlock(mesh, config.shape.hidden,
+                 gemm2d_param_shards(plan_gemm2d_block(config, mesh.shape()))),
       config_(config),
       plans_(plan_gemm2d_block(config, mesh.shape())),
-      nl_(config.batch * config.seq / mesh.size(0)),
-      hl_(config.hidden / mesh.size(1)) {
+      nl_(config.shape.batch * config.shape.seq / mesh.size(0)),
+      hl_(config.shape.hidden / mesh.size(1)) {
   ln1_mean_ = Tensor({nl_});
   ln1_rstd_ = Tensor({nl_});
   ln2_mean_ = Tensor({nl_});
   ln2_rstd_ = Tensor({nl_});
   xn1_ = matrix_buffer(nl_, hl_);
   qkv_ = matrix_buffer(nl_, 3 * hl_);
-  if (config.recompute != layout::Recompute::kSelective) att_ = Tensor({att_size()});
+  if (config.layout.recompute != layout::Recompute::kSelective) att_ = Tensor({att_size()});
   attn_ = matrix_buffer(nl_, hl_);
   xmid_ = matrix_buffer(nl_, hl_);
   xn2_ = matrix_buffer(nl_, hl_);
-  fc1_ = matrix_buffer(nl_, 4 * hl_);
+  mlp1_ = matrix_buffer(nl_, 4 * hl_);
   gelu_ = matrix_buffer(nl_, 4 * hl_);
 }
 
 Gemm2dBlockWorkspace::Gemm2dBlockWorkspace(const Gemm2dBlock& b)
     : proj_y(matrix_buffer(b.nl_, b.hl_)),
-      fc2_y(matrix_buffer(b.nl_, b.hl_)),
+      mlp2_y(matrix_buffer(b.nl_, b.hl_)),
       dxmid(matrix_buffer(b.nl_, b.hl_)),
       dgelu(matrix_buffer(b.nl_, 4 * b.hl_)),
-      dfc1(matrix_buffer(b.nl_, 4 * b.hl_)),
+      dmlp1(matrix_buffer(b.nl_, 4 * b.hl_)),
       dxn(matrix_buffer(b.nl_, b.hl_)),
       dattn(matrix_buffer(b.nl_, b.hl_)),
       dqkv(matrix_buffer(b.nl_, 3 * b.hl_)),
-      att_scratch({attention_scratch_size(b.config_.seq)}),
+      att_scratch({attention_scratch_size(b.config_.shape.seq)}),
       row_partial({kRowPartialWidth * b.hl_}),
-      att(b.config_.recompute == layout::Recompute::kSelective ? Tensor({b.att_size()})
-                                                                : Tensor()),
+      att(b.config_.layout.recompute == layout::Recompute::kSelective ? Tensor({b.att_size()})
+                                                                      : Tensor()),
       ln_scratch(static_cast<std::size_t>(2 * b.nl_)) {}
 
 parallel::ChunkedLayout Gemm2dBlock::stream_layout() const {
@@ -165,8 +170,8 @@ parallel::ActivationShard Gemm2dBlock::stream_shard() const {
 }
 
 std::int64_t Gemm2dBlock::att_size() const {
-  return attention_att_size(config_.batch / mesh_->size(0), config_.seq,
-                            config_.heads / mesh_->size(1));
+  return attention_att_size(config_.shape.batch / mesh_->size(0), config_.shape.seq,
+                            config_.shape.heads / mesh_->size(1));
 }
 
 MatrixView Gemm2dBlock::weight(int p) const {
@@ -185,7 +190,7 @@ void Gemm2dBlock::forward(const parallel::ChunkedMatrix& y_stream,
   const ConstMatrixView x = x_stream.whole();
   const mesh::DeviceMesh& m = *mesh_;
   const comm::Communicator* row = &m.dim_comm(1);
-  const std::int64_t h = config_.hidden;
+  const std::int64_t h = config_.shape.hidden;
   x_ = x;
   // x_mid = x + proj(attention(qkv(ln1(x))))
   parallel::layernorm_sharded_forward(xn1_.matrix(), ln1_mean_.values(), ln1_rstd_.values(), x,
@@ -193,24 +198,25 @@ void Gemm2dBlock::forward(const parallel::ChunkedMatrix& y_stream,
   parallel::gemm2d_linear_forward(m, plans_.qkv, qkv_.matrix(), xn1_.matrix(), weight(kQkvWeight),
                                   ws.gemm);
   add_bias(qkv_.matrix(), p_[kQkvBias]);
-  attention_forward(attn_.matrix(), att(ws).values(), qkv_.matrix(), config_.batch / m.size(0),
-                    config_.seq, config_.heads / m.size(1));
+  attention_forward(attn_.matrix(), att(ws).values(), qkv_.matrix(),
+                    config_.shape.batch / m.size(0), config_.shape.seq,
+                    config_.shape.heads / m.size(1));
   parallel::gemm2d_linear_forward(m, plans_.proj, ws.proj_y.matrix(), attn_.matrix(),
                                   weight(kProjWeight), ws.gemm);
   add_bias(ws.proj_y.matrix(), p_[kProjBias]);
   residual_forward(xmid_.matrix(), x, ws.proj_y.matrix());
-  // y = x_mid + fc2(gelu(fc1(ln2(x_mid))))
+  // y = x_mid + mlp2(gelu(mlp1(ln2(x_mid))))
   parallel::layernorm_sharded_forward(xn2_.matrix(), ln2_mean_.values(), ln2_rstd_.values(),
                                       xmid_.matrix(), p_[kLn2Weight], p_[kLn2Bias], h, row,
                                       ws.ln_scratch);
-  parallel::gemm2d_linear_forward(m, plans_.fc1, fc1_.matrix(), xn2_.matrix(), weight(kFc1Weight),
-                                  ws.gemm);
-  add_bias(fc1_.matrix(), p_[kFc1Bias]);
-  gelu_forward(gelu_.matrix(), fc1_.matrix());
-  parallel::gemm2d_linear_forward(m, plans_.fc2, ws.fc2_y.matrix(), gelu_.matrix(),
-                                  weight(kFc2Weight), ws.gemm);
-  add_bias(ws.fc2_y.matrix(), p_[kFc2Bias]);
-  residual_forward(y, xmid_.matrix(), ws.fc2_y.matrix());
+  parallel::gemm2d_linear_forward(m, plans_.mlp1, mlp1_.matrix(), xn2_.matrix(),
+                                  weight(kMlp1Weight), ws.gemm);
+  add_bias(mlp1_.matrix(), p_[kMlp1Bias]);
+  gelu_forward(gelu_.matrix(), mlp1_.matrix());
+  parallel::gemm2d_linear_forward(m, plans_.mlp2, ws.mlp2_y.matrix(), gelu_.matrix(),
+                                  weight(kMlp2Weight), ws.gemm);
+  add_bias(ws.mlp2_y.matrix(), p_[kMlp2Bias]);
+  residual_forward(y, xmid_.matrix(), ws.mlp2_y.matrix());
 }
 
 void Gemm2dBlock::backward(const parallel::ChunkedMatrix& dx_stream,
@@ -220,7 +226,7 @@ void Gemm2dBlock::backward(const parallel::ChunkedMatrix& dx_stream,
   const ConstMatrixView dy = dy_stream.whole();
   const mesh::DeviceMesh& m = *mesh_;
   const comm::Communicator* row = &m.dim_comm(1);
-  const std::int64_t h = config_.hidden;
+  const std::int64_t h = config_.shape.hidden;
   // Row-partial gradients (sums over this rank's tokens) go to ws.row_partial first.
   ws.row_partial.fill(0.0f);
   std::array<std::span<float>, kBlockParams> part{};
@@ -231,19 +237,19 @@ void Gemm2dBlock::backward(const parallel::ChunkedMatrix& dx_stream,
     offset += n;
   }
 
-  // y = x_mid + fc2(gelu(fc1(ln2(x_mid))))
+  // y = x_mid + mlp2(gelu(mlp1(ln2(x_mid))))
   MatrixView dxmid = ws.dxmid.matrix();
   residual_backward_copy(dxmid, {dy.data, nl_, hl_, dy.ld});
-  bias_backward(part[kFc2Bias], dy);
+  bias_backward(part[kMlp2Bias], dy);
   ws.dgelu.fill(0.0f);
-  parallel::gemm2d_linear_backward(m, plans_.fc2, ws.dgelu.matrix(), weight_grad(kFc2Weight), dy,
-                                   gelu_.matrix(), weight(kFc2Weight), ws.gemm);
-  ws.dfc1.fill(0.0f);
-  gelu_backward(ws.dfc1.matrix(), fc1_.matrix(), ws.dgelu.matrix());
-  bias_backward(part[kFc1Bias], ws.dfc1.matrix());
+  parallel::gemm2d_linear_backward(m, plans_.mlp2, ws.dgelu.matrix(), weight_grad(kMlp2Weight), dy,
+                                   gelu_.matrix(), weight(kMlp2Weight), ws.gemm);
+  ws.dmlp1.fill(0.0f);
+  gelu_backward(ws.dmlp1.matrix(), mlp1_.matrix(), ws.dgelu.matrix());
+  bias_backward(part[kMlp1Bias], ws.dmlp1.matrix());
   ws.dxn.fill(0.0f);
-  parallel::gemm2d_linear_backward(m, plans_.fc1, ws.dxn.matrix(), weight_grad(kFc1Weight),
-                                   ws.dfc1.matrix(), xn2_.matrix(), weight(kFc1Weight), ws.gemm);
+  parallel::gemm2d_linear_backward(m, plans_.mlp1, ws.dxn.matrix(), weight_grad(kMlp1Weight),
+                                   ws.dmlp1.matrix(), xn2_.matrix(), weight(kMlp1Weight), ws.gemm);
   parallel::layernorm_sharded_backward(dxmid, part[kLn2Weight], part[kLn2Bias], ws.dxn.matrix(),
                                        xmid_.matrix(), p_[kLn2Weight], ln2_mean_.values(),
                                        ln2_rstd_.values(), h, row, ws.ln_scratch);
@@ -255,13 +261,14 @@ void Gemm2dBlock::backward(const parallel::ChunkedMatrix& dx_stream,
   ws.dqkv.fill(0.0f);
   // Selective recomputation: the probabilities again, by the same code from the same qkv (bit
   // for bit the forward's); attn gets its own values back (proj's dW has consumed it).
-  if (config_.recompute == layout::Recompute::kSelective) {
-    attention_forward(attn_.matrix(), att(ws).values(), qkv_.matrix(), config_.batch / m.size(0),
-                      config_.seq, config_.heads / m.size(1));
+  if (config_.layout.recompute == layout::Recompute::kSelective) {
+    attention_forward(attn_.matrix(), att(ws).values(), qkv_.matrix(),
+                      config_.shape.batch / m.size(0), config_.shape.seq,
+                      config_.shape.heads / m.size(1));
   }
   attention_backward(ws.dqkv.matrix(), ws.att_scratch.values(), ws.dattn.matrix(), qkv_.matrix(),
-                     att(ws).values(), config_.batch / m.size(0), config_.seq,
-                     config_.heads / m.size(1));
+                     att(ws).values(), config_.shape.batch / m.size(0), config_.shape.seq,
+                     config_.shape.heads / m.size(1));
   bias_backward(part[kQkvBias], ws.dqkv.matrix());
   ws.dxn.fill(0.0f);
   parallel::gemm2d_linear_backward(m, plans_.qkv, ws.dxn.matrix(), weight_grad(kQkvWeight),

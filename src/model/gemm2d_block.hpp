@@ -2,7 +2,7 @@
 // DeviceMesh(Nr, Nc):
 //
 //   x_mid = x + proj(attention(qkv(ln1(x))))
-//   y     = x_mid + fc2(gelu(fc1(ln2(x_mid))))
+//   y     = x_mid + mlp2(gelu(mlp1(ln2(x_mid))))
 //
 //   b batch, s sequence, h hidden, a heads, n = b·s tokens; (c0, c1) this rank's coordinates
 //   nl = n/Nr local tokens (b/Nr whole sequences), hl = h/Nc local features
@@ -18,7 +18,7 @@
 //   attention   b/Nr sequences, a/Nc heads     —  (column block c1 is q|k|v of its heads)
 //   proj        [nl, hl] → [nl, hl] + bias     gemm2d / gemm2d ×2
 //   residual    x_mid = x + proj               —
-//   ln2, fc1 (→ [nl, 4hl]), gelu, fc2 (→ [nl, hl]), residual: as above
+//   ln2, mlp1 (→ [nl, 4hl]), gelu, mlp2 (→ [nl, hl]), residual: as above
 //   biases, LN  dw, db = Σ over local rows     one AR₀ per block backward (all of them packed)
 //
 // Each linear runs its configured algorithm (Cannon, SUMMA, Collective, Wang, MeshSlice) with
@@ -51,31 +51,15 @@
 
 namespace meshtp::model {
 
-struct Gemm2dBlockConfig {
-  std::int64_t batch = 0;
-  std::int64_t seq = 0;
-  std::int64_t hidden = 0;
-  std::int64_t heads = 0;
-  layout::Algorithm algo = layout::Algorithm::kMeshSlice;  // every linear's, unless it names one
-  // Per linear (qkv, proj, mlp1, mlp2): algorithm, stationary operand (unset: auto, the larger
-  // activation; weight is rejected) and slices (MeshSlice's S, SUMMA's panels per lcm block).
-  std::array<layout::LinearPlan, 4> linears{};
-  int progress_chunks = 4;
-  // Activation recomputation, as in BlockConfig (model/block.hpp): selective keeps the
-  // attention probabilities once in the workspace, full is the stack's.
-  layout::Recompute recompute = layout::Recompute::kNone;
-};
-
-// The four linears' plans (QKV, proj, fc1, fc2), validated on an nr × nc mesh.
+// The four linears' plans (QKV, proj, mlp1, mlp2), validated on an nr × nc mesh.
 struct Gemm2dBlockPlans {
-  parallel::Gemm2dLinearPlan qkv, proj, fc1, fc2;
+  parallel::Gemm2dLinearPlan qkv, proj, mlp1, mlp2;
 };
 
 // Throws meshtp::Error naming the values unless the block runs on a mesh of this shape
 // (batch % Nr, heads % Nc, every GeMM valid for the algorithm: Cannon square, S dividing …).
 // Depends only on the config and the mesh shape: call before any collective.
-Gemm2dBlockPlans plan_gemm2d_block(const Gemm2dBlockConfig& config,
-                                   const std::vector<int>& mesh_shape);
+Gemm2dBlockPlans plan_gemm2d_block(const BlockConfig& config, const std::vector<int>& mesh_shape);
 
 // Sharding kind of every block parameter (BlockParam order) under these plans.
 StackBlock::Shards gemm2d_param_shards(const Gemm2dBlockPlans& plans);
@@ -89,7 +73,7 @@ class Gemm2dBlockWorkspace : public BlockWorkspaceBase {
 
  private:
   friend class Gemm2dBlock;
-  Tensor proj_y, fc2_y, dxmid, dgelu, dfc1, dxn, dattn, dqkv, att_scratch, row_partial;
+  Tensor proj_y, mlp2_y, dxmid, dgelu, dmlp1, dxn, dattn, dqkv, att_scratch, row_partial;
   Tensor att;  // selective recomputation: the running block's attention probabilities
   std::vector<double> ln_scratch;
   parallel::Gemm2dWorkspace gemm;
@@ -97,9 +81,9 @@ class Gemm2dBlockWorkspace : public BlockWorkspaceBase {
 
 class Gemm2dBlock : public StackBlock {
  public:
-  Gemm2dBlock(const mesh::DeviceMesh& mesh, const Gemm2dBlockConfig& config);
+  Gemm2dBlock(const mesh::DeviceMesh& mesh, const BlockConfig& config);
 
-  const Gemm2dBlockConfig& config() const { return config_; }
+  const BlockConfig& config() const { return config_; }
   const Gemm2dBlockPlans& plans() const { return plans_; }
   // The residual stream: [nl, hl] contiguous, [Shard(0), Shard(1)].
   parallel::ChunkedLayout stream_layout() const override;
@@ -119,13 +103,13 @@ class Gemm2dBlock : public StackBlock {
   std::int64_t att_size() const;
   MatrixView weight_grad(int p) const;
 
-  Gemm2dBlockConfig config_;
+  BlockConfig config_;
   Gemm2dBlockPlans plans_;
   std::int64_t nl_ = 0, hl_ = 0;
 
   // Saved for backward.
   ConstMatrixView x_;
-  Tensor ln1_mean_, ln1_rstd_, xn1_, qkv_, att_, attn_, xmid_, ln2_mean_, ln2_rstd_, xn2_, fc1_,
+  Tensor ln1_mean_, ln1_rstd_, xn1_, qkv_, att_, attn_, xmid_, ln2_mean_, ln2_rstd_, xn2_, mlp1_,
       gelu_;
 };
 

@@ -8,79 +8,46 @@
 #include "parallel/param_shard.hpp"
 
 namespace meshtp::model {
-namespace {
-
-Gemm2dStackConfig gemm2d_stack_config(const GptConfig& c) {
-  const layout::Plan& p = c.layout;
-  return {.block = {.batch = c.batch,
-                    .seq = c.seq,
-                    .hidden = c.hidden,
-                    .heads = c.heads,
-                    .algo = layout::algorithm_of(p.strategy),
-                    .linears = p.linears,
-                    .progress_chunks = c.progress_splits,
-                    .recompute = p.recompute},
-          .layers = stage_layers(c),
-          .first_layer = c.stage * stage_layers(c),
-          .model_layers = c.layers};
-}
-
-StackConfig stack_config(const GptConfig& c) {
-  return {.block = {.batch = c.batch,
-                    .seq = c.seq,
-                    .hidden = c.hidden,
-                    .heads = c.heads,
-                    .chunks = c.layout.chunks,
-                    .sequence_parallel = c.layout.sequence_parallel,
-                    .progress_splits = c.progress_splits,
-                    .recompute = c.layout.recompute},
-          .layers = stage_layers(c),
-          .first_layer = c.stage * stage_layers(c),
-          .model_layers = c.layers};
-}
-
-}  // namespace
 
 int pipeline_stages(const layout::Plan& plan) { return plan.pp * plan.virtual_stages; }
 int stage_layers(const GptConfig& config) {
-  return config.layers / pipeline_stages(config.layout);
+  return config.shape.layers / pipeline_stages(config.layout);
 }
 
 void validate(const GptConfig& config, const std::vector<int>& tp_mesh_shape) {
-  MESHTP_CHECK(config.vocab > 0 && config.batch > 0 && config.seq > 0 && config.layers > 0,
-               "model: vocab={}, batch={}, seq={} and layers={} must all be positive",
-               config.vocab, config.batch, config.seq, config.layers);
+  config.shape.validate("model");
+  MESHTP_CHECK(config.shape.vocab > 0, "model: vocab={} must be positive", config.shape.vocab);
   const layout::Plan& p = config.layout;
   p.validate();
   const int stages = pipeline_stages(p);
-  MESHTP_CHECK(config.layers % stages == 0,
+  MESHTP_CHECK(config.shape.layers % stages == 0,
                "layers={} do not split into pp={} × virtual_stages={} = {} pipeline stages of "
                "equal depth: make pp·virtual_stages divide the layers",
-               config.layers, p.pp, p.virtual_stages, stages);
+               config.shape.layers, p.pp, p.virtual_stages, stages);
   MESHTP_CHECK(config.stage >= 0 && config.stage < stages,
                "model: pipeline stage {} is not one of the plan's {}", config.stage, stages);
   MESHTP_CHECK(tp_mesh_shape == std::vector<int>(p.mesh.begin(), p.mesh.end()),
                "model: the plan's mesh {}x{} is not the tensor-parallel mesh {}", p.mesh[0],
                p.mesh[1], format_mesh_shape(tp_mesh_shape));
-  if (layout::is_gemm2d(p.strategy)) {
-    plan_gemm2d_block(gemm2d_stack_config(config).block, tp_mesh_shape);
-  } else {
-    validate(stack_config(config), tp_mesh_shape);
-  }
+  validate(stack_config(config), tp_mesh_shape);
+}
+
+StackConfig stack_config(const GptConfig& c) {
+  return {.block = {.shape = c.shape, .layout = c.layout},
+          .first_layer = c.stage * stage_layers(c),
+          .layers = stage_layers(c)};
 }
 
 std::unique_ptr<Stack> make_stack(const mesh::DeviceMesh& tp_mesh, const GptConfig& config) {
   validate(config, tp_mesh.shape());
-  if (layout::is_gemm2d(config.layout.strategy)) {
-    return std::make_unique<Stack>(tp_mesh, gemm2d_stack_config(config));
-  }
   return std::make_unique<Stack>(tp_mesh, stack_config(config));
 }
 
-double gpt_step_flops(const GptConfig& c) {
-  const auto b = static_cast<double>(c.batch), s = static_cast<double>(c.seq),
-             h = static_cast<double>(c.hidden), v = static_cast<double>(c.vocab);
-  return c.layers * (72.0 * b * s * h * h + 12.0 * b * s * s * h) + 6.0 * b * s * h * v;
+double gpt_step_flops(const layout::ModelShape& m) {
+  const auto b = static_cast<double>(m.batch), s = static_cast<double>(m.seq),
+             h = static_cast<double>(m.hidden), v = static_cast<double>(m.vocab);
+  return static_cast<double>(m.layers) * (72.0 * b * s * h * h + 12.0 * b * s * s * h) +
+         6.0 * b * s * h * v;
 }
 
 Gpt::Gpt(const mesh::DeviceMesh& tp_mesh, const GptConfig& config)
@@ -88,8 +55,8 @@ Gpt::Gpt(const mesh::DeviceMesh& tp_mesh, const GptConfig& config)
   stack_ = make_stack(tp_mesh, config_);
   const std::vector<ParamEntry>& table = stack_->param_table();
   stack_params_ = static_cast<int>(table.size());
-  vocab_ = parallel::make_vocab_shard(config_.vocab, tp_mesh.comm());
-  const std::int64_t h = config_.hidden, n = config_.batch * config_.seq;
+  vocab_ = parallel::make_vocab_shard(config_.shape.vocab, tp_mesh.comm());
+  const std::int64_t h = config_.shape.hidden, n = config_.shape.batch * config_.shape.seq;
   for (const ParamEntry& e : table) {
     names_.push_back(e.name);
     shapes_.push_back(e.shape);
@@ -99,8 +66,8 @@ Gpt::Gpt(const mesh::DeviceMesh& tp_mesh, const GptConfig& config)
   if (has_head()) extras_.insert(extras_.end(), {kLnfWeight, kLnfBias});
   const char* extra_names[kExtras] = {"wte", "wpe", "lnf.weight", "lnf.bias"};
   const Shape lnf_local = parallel::local_shape(parallel::ParamShard::kHidden, {h}, tp_mesh.shape());
-  const Shape global[kExtras] = {{config_.vocab, h}, {config_.seq, h}, {h}, {h}};
-  const Shape local[kExtras] = {{vocab_.rows, h}, {config_.seq, h}, lnf_local, lnf_local};
+  const Shape global[kExtras] = {{config_.shape.vocab, h}, {config_.shape.seq, h}, {h}, {h}};
+  const Shape local[kExtras] = {{vocab_.rows, h}, {config_.shape.seq, h}, lnf_local, lnf_local};
   for (const int e : extras_) {
     names_.push_back(extra_names[e]);
     shapes_.push_back(global[e]);
@@ -172,19 +139,22 @@ void Gpt::zero_grads() {
 
 void Gpt::init(std::uint64_t seed) {
   stack_->init(seed);
-  const std::int64_t h = config_.hidden;
-  const ParamEntry wte{"wte", {config_.vocab, h}, parallel::ParamShard::kHidden, Init::kNormal};
-  const ParamEntry wpe{"wpe", {config_.seq, h}, parallel::ParamShard::kHidden, Init::kNormal};
+  const std::int64_t h = config_.shape.hidden;
+  const ParamEntry wte{
+      "wte", {config_.shape.vocab, h}, parallel::ParamShard::kHidden, Init::kNormal};
+  const ParamEntry wpe{"wpe", {config_.shape.seq, h}, parallel::ParamShard::kHidden, Init::kNormal};
   if (!has_embedding() && !has_head()) return;
   Tensor& w = values_[kWte];
   for (std::int64_t r = 0; r < vocab_.rows; ++r) {
     const std::int64_t row = vocab_.begin + r;
     for (std::int64_t c = 0; c < h; ++c) {
-      w.at({r, c}) = row < config_.vocab ? init_value(wte, seed, config_.layers, row * h + c) : 0.0f;
+      w.at({r, c}) = row < config_.shape.vocab
+                         ? init_value(wte, seed, config_.shape.layers, row * h + c)
+                         : 0.0f;
     }
   }
   for (std::int64_t g = 0; g < values_[kWpe].numel(); ++g) {
-    values_[kWpe][g] = init_value(wpe, seed, config_.layers, g);
+    values_[kWpe][g] = init_value(wpe, seed, config_.shape.layers, g);
   }
   values_[kLnfWeight].fill(1.0f);  // empty unless this stage has the head
   values_[kLnfBias].fill(0.0f);
@@ -209,11 +179,12 @@ Tensor Gpt::gather(int p, const Tensor& local) const {
   }
   if (e == kWpe) return local;
   if (e == kWte) {
-    Tensor padded({vocab_.vocab, config_.hidden});
+    Tensor padded({vocab_.vocab, config_.shape.hidden});
     mesh_->comm().all_gather(local.values(), padded.values());
-    padded.reshape({vocab_.vocab * config_.hidden});
-    Tensor out({config_.vocab, config_.hidden},
-               std::vector<float>(padded.data(), padded.data() + config_.vocab * config_.hidden));
+    padded.reshape({vocab_.vocab * config_.shape.hidden});
+    Tensor out({config_.shape.vocab, config_.shape.hidden},
+               std::vector<float>(padded.data(),
+                                  padded.data() + config_.shape.vocab * config_.shape.hidden));
     return out;
   }
   return parallel::gather_param(parallel::ParamShard::kHidden, local.values(), global_shape(p),
@@ -231,9 +202,9 @@ void Gpt::scatter(int p, const Tensor& global, Tensor& local) const {
     local = global;
   } else if (e == kWte) {
     for (std::int64_t r = 0; r < vocab_.rows; ++r) {
-      for (std::int64_t c = 0; c < config_.hidden; ++c) {
+      for (std::int64_t c = 0; c < config_.shape.hidden; ++c) {
         const std::int64_t row = vocab_.begin + r;
-        local.at({r, c}) = row < config_.vocab ? global.at({row, c}) : 0.0f;
+        local.at({r, c}) = row < config_.shape.vocab ? global.at({row, c}) : 0.0f;
       }
     }
   } else {
@@ -253,11 +224,11 @@ void copy_stream(std::span<const float> from, std::span<float> to, const char* w
 
 double Gpt::forward(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets,
                     std::span<const float> in, std::span<float> out) {
-  const std::int64_t n = config_.batch * config_.seq, h = config_.hidden;
+  const std::int64_t n = config_.shape.batch * config_.shape.seq, h = config_.shape.hidden;
   MESHTP_CHECK(static_cast<std::int64_t>(tokens.size()) == n &&
                    static_cast<std::int64_t>(targets.size()) == n,
                "model forward: {} tokens and {} targets for batch {} × seq {}", tokens.size(),
-               targets.size(), config_.batch, config_.seq);
+               targets.size(), config_.shape.batch, config_.shape.seq);
   std::copy(tokens.begin(), tokens.end(), tokens_.begin());
   std::copy(targets.begin(), targets.end(), targets_.begin());
   const parallel::ActivationShard shard = stack_->stream_shard();
@@ -267,8 +238,9 @@ double Gpt::forward(std::span<const std::int32_t> tokens, std::span<const std::i
                                       vocab_, mesh_->comm());
     // Every sequence's rows += wpe (the position embedding, whole on every rank).
     const ConstMatrixView wpe = values_[kWpe].matrix();
-    for (std::int64_t b = 0; b < config_.batch; ++b) {
-      const MatrixView rows = embedded_.matrix().block(b * config_.seq, 0, config_.seq, h);
+    for (std::int64_t b = 0; b < config_.shape.batch; ++b) {
+      const MatrixView rows =
+          embedded_.matrix().block(b * config_.shape.seq, 0, config_.shape.seq, h);
       residual_forward(rows, rows, wpe);
     }
     parallel::slice_activation(embedded_.matrix(), shard, *mesh_, stack_->input().whole());
@@ -305,20 +277,20 @@ void Gpt::backward(float dloss, const std::function<void(int layer)>& on_layer_d
     return;
   }
   // dfinal_full_ is free again: it takes the embedding's gradient, gathered.
-  const std::int64_t h = config_.hidden;
+  const std::int64_t h = config_.shape.hidden;
   Tensor& dembedded = dfinal_full_;
   parallel::gather_activation_into(*mesh_, stack_->grad_input().whole(), dembedded.matrix(),
                                    shard);
   parallel::vocab_embedding_backward(grads_[kWte].matrix(), dembedded.matrix(), tokens_, vocab_);
-  for (std::int64_t b = 0; b < config_.batch; ++b) {
+  for (std::int64_t b = 0; b < config_.shape.batch; ++b) {
     residual_accumulate(grads_[kWpe].matrix(),
-                        dembedded.matrix().block(b * config_.seq, 0, config_.seq, h));
+                        dembedded.matrix().block(b * config_.shape.seq, 0, config_.shape.seq, h));
   }
 }
 
 // The loss's gradient back to the stack's output: cross-entropy, the gather, LayerNorm_f.
 void Gpt::head_backward(float dloss) {
-  const std::int64_t h = config_.hidden;
+  const std::int64_t h = config_.shape.hidden;
   const parallel::ActivationShard shard = stack_->stream_shard();
   parallel::vocab_cross_entropy_backward(dfinal_full_.matrix(), grads_[kWte].matrix(),
                                          logits_.matrix(), lse_, final_full_.matrix(),

@@ -48,19 +48,19 @@
 
 namespace meshtp::model {
 
+// meshtp trains byte-level models: 256 token ids.
+inline constexpr std::int64_t kByteVocab = 256;
+
 struct GptConfig {
-  std::int64_t vocab = 256;  // real vocabulary (padded internally to a multiple of T)
-  std::int64_t batch = 1;    // sequences per data-parallel replica
-  std::int64_t seq = 64;     // tokens per sequence (= the position table's length)
-  std::int64_t hidden = 64;
-  std::int64_t heads = 4;
-  int layers = 2;
+  // batch: sequences per data-parallel replica; seq: the position table's length; vocab: the
+  // real vocabulary (padded internally to a multiple of T).
+  layout::ModelShape shape{
+      .batch = 1, .seq = 64, .hidden = 64, .heads = 4, .layers = 2, .vocab = kByteVocab};
   // The layout this model runs (layout/plan.hpp): its mesh is the TP mesh, its strategy picks
   // the block stack — ATP blocks (atp, megatron, tp1d: chunks, sequence parallelism) or every
   // linear a 2D GeMM (MeshSlice §2.3) with the plan's per-linear algorithm, stationary
   // operand and slices. dp is the trainer's.
   layout::Plan layout{};
-  int progress_splits = 4;  // GeMM panels between MPI progress pokes
   int stage = 0;            // which of the plan's pp·virtual_stages pipeline stages
 };
 
@@ -72,13 +72,14 @@ int stage_layers(const GptConfig& config);
 // plan's mesh must be it, its pipeline stages must divide the layers.
 void validate(const GptConfig& config, const std::vector<int>& tp_mesh_shape);
 
-// The one factory of block stacks from a plan and a model shape (vocab unused): ATP blocks
-// or 2D GeMM blocks per config.layout.strategy. Validates first (same verdict on every rank).
+// The block stack of this config's pipeline stage (vocab unused): ATP blocks or 2D GeMM
+// blocks per config.layout.strategy. Validates first (same verdict on every rank).
+StackConfig stack_config(const GptConfig& config);
 std::unique_ptr<Stack> make_stack(const mesh::DeviceMesh& tp_mesh, const GptConfig& config);
 
 // FLOPs of one training step (forward + backward) of one replica: the layers' 72·b·s·h² +
 // 12·b·s²·h each (ATP §5, Table 2) plus the LM head's 6·b·s·h·V.
-double gpt_step_flops(const GptConfig& config);
+double gpt_step_flops(const layout::ModelShape& shape);
 
 class Gpt {
  public:

@@ -27,13 +27,34 @@
 #include <span>
 #include <vector>
 
-#include "layout/vocabulary.hpp"
+#include "layout/model_shape.hpp"
+#include "layout/plan.hpp"
 #include "mesh/device_mesh.hpp"
 #include "model/params.hpp"
 #include "parallel/activation_shard.hpp"
 #include "parallel/chunked.hpp"
 
 namespace meshtp::model {
+
+// What a block runs, for both kinds: the model's shape (batch: the sequences this block sees,
+// a replica's or a microbatch's; layers: the whole model's, for names and init; vocab unused)
+// and the layout. The layout's strategy picks the block (model::Stack): ATP blocks for atp,
+// megatron and tp1d (chunks, sequence_parallel), 2D-GeMM blocks for the five algorithms (the
+// per-linear algorithm, stationary operand and slices); recompute and progress_splits apply to
+// both. The mesh is the DeviceMesh the block is built on; layout.mesh is not consulted.
+//   progress_splits  GeMMs that may overlap a pending collective are cut into this many panels
+//                    with an MPI_Test between them, and the attention core polls between
+//                    sequences (1: none; non-blocking collectives then advance only inside
+//                    other MPI calls and waits)
+//   recompute        (Korthikanti et al. 2022 §4) selective keeps no attention probabilities
+//                    per block (one set in the workspace, recomputed from the saved qkv right
+//                    before the core's backward); full keeps only each block's input, and the
+//                    stack reruns the block's forward before its backward. Gradients are
+//                    bit-identical.
+struct BlockConfig {
+  layout::ModelShape shape{};
+  layout::Plan layout{};
+};
 
 // Buffers a block needs only while it runs; one workspace serves every block of a stack.
 class BlockWorkspaceBase {

@@ -2,7 +2,10 @@
 // the mesh (parallel/param_shard.hpp), how it is initialised. Init, load, save and gradient
 // gathering all walk this table.
 //
-// Names and layouts follow PyTorch (nn.Linear weight is [out, in]):
+// Names and layouts follow PyTorch (nn.Linear weight is [out, in]). They are the file format
+// of checkpoints and `meshtp block` (and of the PyTorch peer), so the MLP's two linears keep
+// their file names mlp.fc1 / mlp.fc2; everywhere in code they are mlp1 / mlp2, as in the
+// layout vocabulary (layout::Linear):
 //
 //   layers.{i}.ln1.weight        [h]       kHidden            ones
 //   layers.{i}.ln1.bias          [h]       kHidden            zeros
@@ -41,10 +44,10 @@ enum BlockParam : int {
   kProjBias,
   kLn2Weight,
   kLn2Bias,
-  kFc1Weight,
-  kFc1Bias,
-  kFc2Weight,
-  kFc2Bias,
+  kMlp1Weight,
+  kMlp1Bias,
+  kMlp2Weight,
+  kMlp2Bias,
   kBlockParams,  // count
 };
 

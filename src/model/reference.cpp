@@ -9,7 +9,7 @@ namespace meshtp::model {
 
 ReferenceStack::ReferenceStack(const StackConfig& config, std::map<std::string, Tensor> weights)
     : config_(config), weights_(std::move(weights)) {
-  for (const ParamEntry& e : stack_param_table(config.layers, config.block.hidden)) {
+  for (const ParamEntry& e : stack_param_table(config.stack_layers(), config.block.shape.hidden)) {
     const auto it = weights_.find(e.name);
     MESHTP_CHECK(it != weights_.end(), "reference stack: missing weight '{}'", e.name);
     MESHTP_CHECK(it->second.shape() == e.shape, "reference stack: '{}' has shape {}, expected {}",
@@ -27,13 +27,13 @@ Tensor& ReferenceStack::g(int layer, const char* suffix) {
 }
 
 Tensor ReferenceStack::forward(const Tensor& x_in) {
-  const auto& c = config_.block;
+  const layout::ModelShape& c = config_.block.shape;
   const std::int64_t B = c.batch, T = c.seq, C = c.hidden, NH = c.heads, N = B * T;
   MESHTP_CHECK(x_in.numel() == N * C, "reference forward: x has shape {}, expected [{}, {}, {}]",
                to_string(x_in.shape()), B, T, C);
   Tensor x(Shape{N, C}, std::vector<float>(x_in.values().begin(), x_in.values().end()));
-  saved_.assign(static_cast<std::size_t>(config_.layers), {});
-  for (int l = 0; l < config_.layers; ++l) {
+  saved_.assign(static_cast<std::size_t>(config_.stack_layers()), {});
+  for (int l = 0; l < config_.stack_layers(); ++l) {
     Saved& s = saved_[static_cast<std::size_t>(l)];
     s.x = x;
     s.ln1 = Tensor({N, C});
@@ -57,22 +57,22 @@ Tensor ReferenceStack::forward(const Tensor& x_in) {
     s.ln2_rstd = Tensor({N});
     layernorm_forward(s.ln2.matrix(), s.ln2_mean.values(), s.ln2_rstd.values(), s.xmid.matrix(),
                       w(l, "ln2.weight").values(), w(l, "ln2.bias").values());
-    s.fc1 = Tensor({N, 4 * C});
-    linear_forward(s.fc1.matrix(), s.ln2.matrix(), w(l, "mlp.fc1.weight").matrix(),
+    s.mlp1 = Tensor({N, 4 * C});
+    linear_forward(s.mlp1.matrix(), s.ln2.matrix(), w(l, "mlp.fc1.weight").matrix(),
                    w(l, "mlp.fc1.bias").values());
     s.gelu = Tensor({N, 4 * C});
-    gelu_forward(s.gelu.matrix(), s.fc1.matrix());
-    Tensor fc2({N, C});
-    linear_forward(fc2.matrix(), s.gelu.matrix(), w(l, "mlp.fc2.weight").matrix(),
+    gelu_forward(s.gelu.matrix(), s.mlp1.matrix());
+    Tensor mlp2({N, C});
+    linear_forward(mlp2.matrix(), s.gelu.matrix(), w(l, "mlp.fc2.weight").matrix(),
                    w(l, "mlp.fc2.bias").values());
-    residual_forward(x.matrix(), s.xmid.matrix(), fc2.matrix());
+    residual_forward(x.matrix(), s.xmid.matrix(), mlp2.matrix());
   }
   x.reshape(x_in.shape());
   return x;
 }
 
 Tensor ReferenceStack::backward(const Tensor& dy_in) {
-  const auto& c = config_.block;
+  const layout::ModelShape& c = config_.block.shape;
   const std::int64_t B = c.batch, T = c.seq, C = c.hidden, NH = c.heads, N = B * T;
   MESHTP_CHECK(!saved_.empty() && dy_in.numel() == N * C,
                "reference backward: dy has shape {}, expected [{}, {}, {}] after a forward",
@@ -80,19 +80,17 @@ Tensor ReferenceStack::backward(const Tensor& dy_in) {
   for (auto& [name, t] : grads_) t.fill(0.0f);
   Tensor dy(Shape{N, C}, std::vector<float>(dy_in.values().begin(), dy_in.values().end()));
   Tensor scratch({attention_scratch_size(T)});
-  for (int l = config_.layers - 1; l >= 0; --l) {
+  for (int l = config_.stack_layers() - 1; l >= 0; --l) {
     const Saved& s = saved_[static_cast<std::size_t>(l)];
-    // y = x_mid + fc2(gelu(fc1(ln2(x_mid))))
-    Tensor dxmid({N, C}), dfc2({N, C});
-    residual_backward(dxmid.matrix(), dfc2.matrix(), dy.matrix());
-    Tensor dgelu({N, 4 * C}), dfc1({N, 4 * C}), dln2({N, C});
-    linear_backward(dgelu.matrix(), g(l, "mlp.fc2.weight").matrix(),
-                    g(l, "mlp.fc2.bias").values(), dfc2.matrix(), s.gelu.matrix(),
-                    w(l, "mlp.fc2.weight").matrix());
-    gelu_backward(dfc1.matrix(), s.fc1.matrix(), dgelu.matrix());
-    linear_backward(dln2.matrix(), g(l, "mlp.fc1.weight").matrix(),
-                    g(l, "mlp.fc1.bias").values(), dfc1.matrix(), s.ln2.matrix(),
-                    w(l, "mlp.fc1.weight").matrix());
+    // y = x_mid + mlp2(gelu(mlp1(ln2(x_mid))))
+    Tensor dxmid({N, C}), dmlp2({N, C});
+    residual_backward(dxmid.matrix(), dmlp2.matrix(), dy.matrix());
+    Tensor dgelu({N, 4 * C}), dmlp1({N, 4 * C}), dln2({N, C});
+    linear_backward(dgelu.matrix(), g(l, "mlp.fc2.weight").matrix(), g(l, "mlp.fc2.bias").values(),
+                    dmlp2.matrix(), s.gelu.matrix(), w(l, "mlp.fc2.weight").matrix());
+    gelu_backward(dmlp1.matrix(), s.mlp1.matrix(), dgelu.matrix());
+    linear_backward(dln2.matrix(), g(l, "mlp.fc1.weight").matrix(), g(l, "mlp.fc1.bias").values(),
+                    dmlp1.matrix(), s.ln2.matrix(), w(l, "mlp.fc1.weight").matrix());
     layernorm_backward(dxmid.matrix(), g(l, "ln2.weight").values(), g(l, "ln2.bias").values(),
                        dln2.matrix(), s.xmid.matrix(), w(l, "ln2.weight").values(),
                        s.ln2_mean.values(), s.ln2_rstd.values());

@@ -2,7 +2,7 @@
 // mesh, no chunks: what every distributed layout is compared with.
 //
 //   for each layer:  x_mid = x + proj(attention(qkv(ln1(x))))
-//                    y     = x_mid + fc2(gelu(fc1(ln2(x_mid))))
+//                    y     = x_mid + mlp2(gelu(mlp1(ln2(x_mid))))
 //
 // Weights are the global tensors of model/params.hpp's table (PyTorch names and layouts).
 #pragma once
@@ -29,7 +29,7 @@ class ReferenceStack {
 
  private:
   struct Saved {
-    Tensor x, ln1, ln1_mean, ln1_rstd, qkv, att, attn, xmid, ln2, ln2_mean, ln2_rstd, fc1, gelu;
+    Tensor x, ln1, ln1_mean, ln1_rstd, qkv, att, attn, xmid, ln2, ln2_mean, ln2_rstd, mlp1, gelu;
   };
   const Tensor& w(int layer, const char* suffix) const;
   Tensor& g(int layer, const char* suffix);

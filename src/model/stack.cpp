@@ -43,30 +43,38 @@ void StackBlock::bind(std::span<const std::span<float>> values,
 }
 
 void validate(const StackConfig& c, const std::vector<int>& mesh_shape) {
-  MESHTP_CHECK(c.layers >= 1, "layers={} must be at least 1", c.layers);
-  validate(c.block, mesh_shape);
+  MESHTP_CHECK(c.stack_layers() >= 1, "layers={} must be at least 1", c.stack_layers());
+  MESHTP_CHECK(c.first_layer >= 0 && c.first_layer + c.stack_layers() <= c.block.shape.layers,
+               "blocks {} … {} are not layers of a {}-layer model", c.first_layer,
+               c.first_layer + c.stack_layers() - 1, c.block.shape.layers);
+  if (layout::is_gemm2d(c.block.layout.strategy)) {
+    plan_gemm2d_block(c.block, mesh_shape);
+  } else {
+    validate_atp_block(c.block, mesh_shape);
+  }
 }
 
-template <typename Config>
-Stack::Dims Stack::dims_of(const Config& c) {
-  MESHTP_CHECK(c.layers >= 1, "layers={} must be at least 1", c.layers);
-  return {c.block.batch, c.block.seq, c.block.hidden, c.block.heads, c.layers, c.block.recompute,
-          c.first_layer, c.init_layers()};
+namespace {
+
+const StackConfig& validated(const StackConfig& c, const std::vector<int>& mesh_shape) {
+  validate(c, mesh_shape);
+  return c;
 }
 
-// Each block validates its config against the mesh before anything is allocated.
-Stack::Stack(const mesh::DeviceMesh& mesh, const StackConfig& c)
-    : Stack(mesh, dims_of(c), [&] { return std::make_unique<Block>(mesh, c.block); }) {}
+}  // namespace
 
-Stack::Stack(const mesh::DeviceMesh& mesh, const Gemm2dStackConfig& c)
-    : Stack(mesh, dims_of(c), [&] { return std::make_unique<Gemm2dBlock>(mesh, c.block); }) {}
-
-Stack::Stack(const mesh::DeviceMesh& mesh, const Dims& dims,
-             const std::function<std::unique_ptr<StackBlock>()>& make)
+// Everything is validated before anything is allocated.
+Stack::Stack(const mesh::DeviceMesh& mesh, const StackConfig& config)
     : mesh_(&mesh),
-      dims_(dims),
-      table_(stack_param_table(dims.layers, dims.hidden, dims.first_layer)),
-      blocks_(dims.layers, dims.recompute, make) {
+      config_(validated(config, mesh.shape())),
+      layers_(config.stack_layers()),
+      table_(stack_param_table(layers_, config.block.shape.hidden, config.first_layer)),
+      blocks_(layers_, config.block.layout.recompute, [&]() -> std::unique_ptr<StackBlock> {
+        if (layout::is_gemm2d(config.block.layout.strategy)) {
+          return std::make_unique<Gemm2dBlock>(mesh, config.block);
+        }
+        return std::make_unique<Block>(mesh, config.block);
+      }) {
   std::int64_t ln_size = 0;
   for (std::size_t p = 0; p < table_.size(); ++p) {
     const int k = static_cast<int>(p % kBlockParams);
@@ -78,10 +86,10 @@ Stack::Stack(const mesh::DeviceMesh& mesh, const Dims& dims,
   }
   if (block().partial_layernorm_grads()) ln_partial_ = Tensor({ln_size});
 
-  for (int l = 0; l < dims.layers; ++l) rebind(l);
+  for (int l = 0; l < layers_; ++l) rebind(l);
   workspace_ = block().make_workspace();
   const std::int64_t stream = stream_layout().size();
-  for (int l = 0; l <= dims.layers; ++l) streams_.emplace_back(Shape{stream});
+  for (int l = 0; l <= layers_; ++l) streams_.emplace_back(Shape{stream});
   dstream_[0] = Tensor({stream});
   dstream_[1] = Tensor({stream});
 }
@@ -121,11 +129,11 @@ void Stack::init(std::uint64_t seed) {
   for (int p = 0; p < num_params(); ++p) {
     const ParamEntry& e = table_[static_cast<std::size_t>(p)];
     const std::span<float> local = value(p).values();
-    parallel::for_each_local(e.shard, e.shape, mesh_->shape(), mesh_->coords(),
-                             [&](std::int64_t l, std::int64_t g) {
-                               local[static_cast<std::size_t>(l)] =
-                                   init_value(e, seed, dims_.model_layers, g);
-                             });
+    parallel::for_each_local(
+        e.shard, e.shape, mesh_->shape(), mesh_->coords(), [&](std::int64_t l, std::int64_t g) {
+          local[static_cast<std::size_t>(l)] =
+              init_value(e, seed, static_cast<int>(config_.block.shape.layers), g);
+        });
   }
 }
 
@@ -164,9 +172,9 @@ void Stack::save(const std::string& path) const {
     try {
       save_safetensors(path, tensors,
                        {{"format", "meshtp-block-stack"},
-                        {"hidden", std::to_string(dims_.hidden)},
-                        {"heads", std::to_string(dims_.heads)},
-                        {"layers", std::to_string(dims_.layers)}});
+                        {"hidden", std::to_string(config_.block.shape.hidden)},
+                        {"heads", std::to_string(config_.block.shape.heads)},
+                        {"layers", std::to_string(layers_)}});
     } catch (const Error& e) {
       ok = 0;
       reason = e.what();
@@ -185,15 +193,11 @@ parallel::ChunkedMatrix Stack::output() { return {streams_.back().data(), stream
 parallel::ChunkedMatrix Stack::grad_output() { return {dstream_[0].data(), stream_layout()}; }
 parallel::ChunkedMatrix Stack::grad_input() {
   // backward ping-pongs between the two buffers, one swap per layer.
-  return {dstream_[dims_.layers % 2].data(), stream_layout()};
+  return {dstream_[layers_ % 2].data(), stream_layout()};
 }
 
 StreamGeometry Stack::stream_geometry() const {
-  return {.batch = dims_.batch,
-          .seq = dims_.seq,
-          .hidden = dims_.hidden,
-          .shard = stream_shard(),
-          .layout = stream_layout()};
+  return {.shape = config_.block.shape, .shard = stream_shard(), .layout = stream_layout()};
 }
 
 void Stack::set_input(const Tensor& global) {
@@ -206,11 +210,11 @@ Tensor Stack::gather_output() const {
   return gather_stream(stream_geometry(), *mesh_, streams_.back());
 }
 Tensor Stack::gather_grad_input() const {
-  return gather_stream(stream_geometry(), *mesh_, dstream_[dims_.layers % 2]);
+  return gather_stream(stream_geometry(), *mesh_, dstream_[layers_ % 2]);
 }
 
 void Stack::forward() {
-  for (int i = 0; i < dims_.layers; ++i) {
+  for (int i = 0; i < layers_; ++i) {
     if (before_layer_) before_layer_(i, false);
     forward_layer(i);
   }
@@ -225,8 +229,8 @@ void Stack::forward_layer(int i) {
 void Stack::backward(const std::function<void(int layer)>& on_layer_done) {
   const parallel::ChunkedLayout l = stream_layout();
   if (!ln_partial_.empty()) ln_partial_.fill(0.0f);
-  for (int i = dims_.layers - 1; i >= 0; --i) {
-    const int k = dims_.layers - 1 - i;  // dy in dstream_[k % 2], dx into the other
+  for (int i = layers_ - 1; i >= 0; --i) {
+    const int k = layers_ - 1 - i;  // dy in dstream_[k % 2], dx into the other
     if (before_layer_) before_layer_(i, true);
     if (blocks_.full()) forward_layer(i);  // recomputation (model/layer_blocks.hpp)
     blocks_.at(i).backward({dstream_[(k + 1) % 2].data(), l}, {dstream_[k % 2].data(), l},

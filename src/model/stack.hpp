@@ -4,10 +4,11 @@
 // (model/gemm2d_block.hpp: every linear a Cannon, SUMMA, Collective, Wang or MeshSlice GeMM),
 // behind one interface (model/layer_blocks.hpp); model::make_stack picks them from a plan.
 //
-//   Stack stack(mesh, StackConfig{.block = {.batch = b, .seq = s, .hidden = h, .heads = a,
-//                                           .chunks = c}, .layers = L});
-//   Stack stack(mesh, Gemm2dStackConfig{.block = {…, .algo = Algorithm::kMeshSlice},
-//                                       .layers = L});
+//   Stack stack(mesh, StackConfig{.block = {.shape = {.batch = b, .seq = s, .hidden = h,
+//                                                     .heads = a, .layers = L},
+//                                           .layout = {.chunks = c}}});
+//   Stack stack(mesh, StackConfig{.block = {.shape = …,
+//                                           .layout = {.strategy = Strategy::kMeshSlice}}});
 //   stack.init(seed);                          // or stack.load(load_safetensors(path))
 //   stack.set_input(x);                        // global [b, s, h] (or [b·s, h]), every rank
 //   stack.forward();                           // stack.output(): this rank's block of y
@@ -20,8 +21,9 @@
 //
 // Activations between blocks are the residual stream in the block's stream layout
 // ([R, S(1)] on mesh (d1, d2), token rows under sequence parallelism, [S(0), S(1)] for the
-// 2D GeMMs); stream_shard() says which block of the global [b·s, h] this rank holds. The L+1 streams are kept (each
-// block's input is saved for its backward); one BlockWorkspace serves every block.
+// 2D GeMMs); stream_shard() says which block of the global [b·s, h] this rank holds. The L+1
+// streams are kept (each block's input is saved for its backward); one BlockWorkspace serves every
+// block.
 //
 // Parameters are one Tensor per local shard (values, and grads alike), named, shaped and
 // initialised alike under every strategy (params.hpp; only their shard kinds differ), so
@@ -49,20 +51,18 @@
 
 namespace meshtp::model {
 
-// L blocks of one config: StackConfig (ATP blocks) or Gemm2dStackConfig (2D-GeMM blocks).
-template <typename BlockConfigT>
-struct StackConfigOf {
-  BlockConfigT block;
-  int layers = 1;
-  // A pipeline stage's share of a deeper model: its blocks are the model's first_layer …
-  // first_layer+layers−1 (names and init as in the whole model of model_layers; 0: layers).
+// The blocks of one config (model/layer_blocks.hpp): ATP blocks or 2D-GeMM blocks, as
+// block.layout.strategy says. A pipeline stage holds a share of a deeper model: its blocks
+// are the model's first_layer … first_layer+layers−1 of block.shape.layers (names and init
+// as in the whole model); layers 0: all of them.
+struct StackConfig {
+  BlockConfig block{};
   int first_layer = 0;
-  int model_layers = 0;
-  int init_layers() const { return model_layers > 0 ? model_layers : layers; }
+  int layers = 0;
+  int stack_layers() const { return layers > 0 ? layers : static_cast<int>(block.shape.layers); }
 };
-using StackConfig = StackConfigOf<BlockConfig>;
-using Gemm2dStackConfig = StackConfigOf<Gemm2dBlockConfig>;
 
+// Throws meshtp::Error naming the value unless the stack runs on a mesh of this shape.
 void validate(const StackConfig& config, const std::vector<int>& mesh_shape);
 
 class Stack {
@@ -70,7 +70,6 @@ class Stack {
   // Validates (same verdict on every rank), then allocates everything. Collective only in
   // the sense that every rank of the mesh must build the same stack.
   Stack(const mesh::DeviceMesh& mesh, const StackConfig& config);
-  Stack(const mesh::DeviceMesh& mesh, const Gemm2dStackConfig& config);
   Stack(const Stack&) = delete;
   Stack& operator=(const Stack&) = delete;
   ~Stack();
@@ -139,23 +138,13 @@ class Stack {
   void rebind(int layer);
 
  private:
-  // The model shape of every block.
-  struct Dims {
-    std::int64_t batch, seq, hidden, heads;
-    int layers;
-    layout::Recompute recompute;
-    int first_layer, model_layers;  // StackConfigOf's (model_layers: init_layers())
-  };
-  template <typename Config>
-  static Dims dims_of(const Config& c);
-  Stack(const mesh::DeviceMesh& mesh, const Dims& dims,
-        const std::function<std::unique_ptr<StackBlock>()>& make);
   StreamGeometry stream_geometry() const;
   void forward_layer(int i);
   std::function<void(int layer, bool backward)> before_layer_;
 
   const mesh::DeviceMesh* mesh_;
-  Dims dims_;
+  StackConfig config_;
+  int layers_;  // blocks in this stack
   std::vector<ParamEntry> table_;
   std::vector<Tensor> values_, grads_;
   // Sequence parallelism: LayerNorm gradient partials, parameter p at ln_offset_[p].

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "layout/model_shape.hpp"
 #include "parallel/activation_shard.hpp"
 #include "parallel/chunked.hpp"
 #include "tensor/tensor.hpp"
@@ -12,9 +13,7 @@
 namespace meshtp::model {
 
 struct StreamGeometry {
-  std::int64_t batch = 0;
-  std::int64_t seq = 0;
-  std::int64_t hidden = 0;
+  layout::ModelShape shape;  // batch, seq, hidden of the [b, s, h] stream
   parallel::ActivationShard shard;
   parallel::ChunkedLayout layout;
 };

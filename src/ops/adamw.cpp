@@ -22,7 +22,8 @@ void adamw_update(std::span<float> p, std::span<const float> g, std::span<float>
                   std::span<float> v, const kernels::AdamWStep& step) {
   check(p, g, m, v);
   // Simulated build, charged mode: the time instead of the work (core/simulation.hpp).
-  if (sim::charge_bytes(op_costs::bytes(static_cast<double>(p.size()), op_costs::kAdamWTouches))) {
+  if (simhooks::charge_bytes(
+          op_costs::bytes(static_cast<double>(p.size()), op_costs::kAdamWTouches))) {
     return;
   }
   kernels::fast().adamw(p.data(), g.data(), m.data(), v.data(),

@@ -75,8 +75,8 @@ void attention_forward(MatrixView out, std::span<float> att, ConstMatrixView qkv
   // Simulated build, charged mode: the time instead of the work (core/simulation.hpp). Two
   // T×T×HD products per (b, h) (the causal blocks skip about half, but the planner prices the
   // full products: charged like it), and the softmax over the scores.
-  if (sim::charge(4.0 * B * NH * T * T * HD,
-                  op_costs::bytes(B * NH * T * T, op_costs::kSoftmaxForwardTouches))) {
+  if (simhooks::charge(4.0 * B * NH * T * T * HD,
+                       op_costs::bytes(B * NH * T * T, op_costs::kSoftmaxForwardTouches))) {
     return;
   }
   const std::int64_t Cp = NH * HD, bq = causal_block(T);
@@ -110,8 +110,8 @@ void attention_backward(MatrixView dqkv, std::span<float> scratch, ConstMatrixVi
   check_backward(dqkv, scratch, qkv, T);
   check_att("attention_backward", att, B, T, NH);
   // Four T×T×HD products per (b, h), and the softmax's backward.
-  if (sim::charge(8.0 * B * NH * T * T * HD,
-                  op_costs::bytes(B * NH * T * T, op_costs::kSoftmaxBackwardTouches))) {
+  if (simhooks::charge(8.0 * B * NH * T * T * HD,
+                       op_costs::bytes(B * NH * T * T, op_costs::kSoftmaxBackwardTouches))) {
     return;
   }
   const std::int64_t Cp = NH * HD, bq = causal_block(T);

@@ -43,7 +43,8 @@ double cross_entropy_forward(std::span<float> lse, ConstMatrixView logits,
   MESHTP_CHECK(static_cast<std::int64_t>(lse.size()) == N,
                "cross_entropy_forward: lse has {} slots, expected N={}", lse.size(), N);
   // Simulated build, charged mode: the time instead of the work (core/simulation.hpp).
-  if (sim::charge_bytes(op_costs::bytes(N * V, op_costs::kCrossEntropyForwardTouches))) return 0.0;
+  if (simhooks::charge_bytes(op_costs::bytes(N * V, op_costs::kCrossEntropyForwardTouches)))
+    return 0.0;
   const auto& k = kernels::fast();
   double total = 0.0;
   for (std::int64_t n = 0; n < N; ++n) {
@@ -61,7 +62,8 @@ void cross_entropy_backward(MatrixView dlogits, ConstMatrixView logits, std::spa
   const ScopedSpan span("lm_head", SpanKind::kCompute);
   check_backward(dlogits, logits, lse, targets);
   const std::int64_t N = logits.rows, V = logits.cols;
-  if (N == 0 || sim::charge_bytes(op_costs::bytes(N * V, op_costs::kCrossEntropyBackwardTouches))) {
+  if (N == 0 ||
+      simhooks::charge_bytes(op_costs::bytes(N * V, op_costs::kCrossEntropyBackwardTouches))) {
     return;
   }
   const float g = dloss / static_cast<float>(N);

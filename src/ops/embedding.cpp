@@ -34,7 +34,8 @@ void embedding_forward(MatrixView out, std::span<const std::int32_t> tokens, std
   check_embedding("embedding_forward", out, tokens, B, T, wte, wpe);
   const std::int64_t C = out.cols;
   // Simulated build, charged mode: the time instead of the work (core/simulation.hpp).
-  if (sim::charge_bytes(op_costs::bytes(B * T * C, op_costs::kEmbeddingForwardTouches))) return;
+  if (simhooks::charge_bytes(op_costs::bytes(B * T * C, op_costs::kEmbeddingForwardTouches)))
+    return;
   for (std::int64_t b = 0; b < B; ++b) {
     for (std::int64_t t = 0; t < T; ++t) {
       const float* tok = wte.data + tokens[b * T + t] * wte.ld;
@@ -50,7 +51,8 @@ void embedding_backward(MatrixView dwte, MatrixView dwpe, ConstMatrixView dout,
   const ScopedSpan span("embedding", SpanKind::kCompute);
   check_embedding("embedding_backward", dout, tokens, B, T, dwte, dwpe);
   const std::int64_t C = dout.cols;
-  if (sim::charge_bytes(op_costs::bytes(B * T * C, op_costs::kEmbeddingBackwardTouches))) return;
+  if (simhooks::charge_bytes(op_costs::bytes(B * T * C, op_costs::kEmbeddingBackwardTouches)))
+    return;
   for (std::int64_t b = 0; b < B; ++b) {
     for (std::int64_t t = 0; t < T; ++t) {
       const float* d = dout.data + (b * T + t) * dout.ld;

@@ -19,7 +19,8 @@ void gelu_forward(MatrixView y, ConstMatrixView x) {
   const ScopedSpan span("gelu", SpanKind::kCompute);
   check_same_shape("gelu_forward y vs x", y, x);
   // Simulated build, charged mode: the time instead of the work (core/simulation.hpp).
-  if (sim::charge_bytes(op_costs::bytes(x.rows * x.cols, op_costs::kGeluForwardTouches))) return;
+  if (simhooks::charge_bytes(op_costs::bytes(x.rows * x.cols, op_costs::kGeluForwardTouches)))
+    return;
   const auto& k = kernels::fast();
   for (std::int64_t n = 0; n < x.rows; ++n) k.gelu_forward(y.data + n * y.ld, x.data + n * x.ld, x.cols);
 }
@@ -28,7 +29,8 @@ void gelu_backward(MatrixView dx, ConstMatrixView x, ConstMatrixView dy) {
   const ScopedSpan span("gelu", SpanKind::kCompute);
   check_same_shape("gelu_backward dx vs x", dx, x);
   check_same_shape("gelu_backward dy vs x", dy, x);
-  if (sim::charge_bytes(op_costs::bytes(x.rows * x.cols, op_costs::kGeluBackwardTouches))) return;
+  if (simhooks::charge_bytes(op_costs::bytes(x.rows * x.cols, op_costs::kGeluBackwardTouches)))
+    return;
   const auto& k = kernels::fast();
   for (std::int64_t n = 0; n < x.rows; ++n) {
     k.gelu_backward(dx.data + n * dx.ld, x.data + n * x.ld, dy.data + n * dy.ld, x.cols);
@@ -41,8 +43,8 @@ void bias_gelu_forward(MatrixView y, MatrixView pre, std::span<const float> bias
   MESHTP_CHECK(static_cast<std::int64_t>(bias.size()) == pre.cols,
                "bias_gelu_forward: bias has {} values for {} columns", bias.size(), pre.cols);
   // Fused, but charged as the planner prices it: a bias add and a GeLU.
-  if (sim::charge_bytes(op_costs::bytes(pre.rows * pre.cols, op_costs::kBiasForwardTouches +
-                                                                 op_costs::kGeluForwardTouches))) {
+  if (simhooks::charge_bytes(op_costs::bytes(
+          pre.rows * pre.cols, op_costs::kBiasForwardTouches + op_costs::kGeluForwardTouches))) {
     return;
   }
   const auto& k = kernels::fast();

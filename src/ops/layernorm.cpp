@@ -49,7 +49,8 @@ void layernorm_forward(MatrixView y, std::span<float> mean, std::span<float> rst
   const ScopedSpan span("layernorm", SpanKind::kCompute);
   check_forward(y, mean, rstd, x, w, b);
   // Simulated build, charged mode: the time instead of the work (core/simulation.hpp).
-  if (sim::charge_bytes(op_costs::bytes(x.rows * x.cols, op_costs::kLayerNormForwardTouches))) {
+  if (simhooks::charge_bytes(
+          op_costs::bytes(x.rows * x.cols, op_costs::kLayerNormForwardTouches))) {
     return;
   }
   const auto& k = kernels::fast();
@@ -64,7 +65,8 @@ void layernorm_backward(MatrixView dx, std::span<float> dw, std::span<float> db,
                         std::span<const float> rstd) {
   const ScopedSpan span("layernorm", SpanKind::kCompute);
   check_backward(dx, dw, db, dy, x, w, mean, rstd);
-  if (sim::charge_bytes(op_costs::bytes(x.rows * x.cols, op_costs::kLayerNormBackwardTouches))) {
+  if (simhooks::charge_bytes(
+          op_costs::bytes(x.rows * x.cols, op_costs::kLayerNormBackwardTouches))) {
     return;
   }
   const auto& k = kernels::fast();
@@ -90,8 +92,9 @@ void residual_layernorm_forward(MatrixView sum, MatrixView y, std::span<float> m
                a.rows, a.cols, b.rows, b.cols);
   check_forward(y, mean, rstd, sum, w, bias);
   // Fused, but charged as the planner prices it: a residual add and a LayerNorm.
-  if (sim::charge_bytes(op_costs::bytes(sum.rows * sum.cols, op_costs::kResidualForwardTouches +
-                                                                 op_costs::kLayerNormForwardTouches))) {
+  if (simhooks::charge_bytes(op_costs::bytes(
+          sum.rows * sum.cols,
+          op_costs::kResidualForwardTouches + op_costs::kLayerNormForwardTouches))) {
     return;
   }
   const auto& k = kernels::fast();

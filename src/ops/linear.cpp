@@ -25,7 +25,7 @@ void linear_forward(MatrixView y, ConstMatrixView x, ConstMatrixView w, std::spa
   // build, charged mode: the time instead of the work (core/simulation.hpp).
   {
     const ScopedSpan span("bias", SpanKind::kCompute);
-    if (!sim::charge_bytes(op_costs::bytes(N * M, op_costs::kBiasForwardTouches))) {
+    if (!simhooks::charge_bytes(op_costs::bytes(N * M, op_costs::kBiasForwardTouches))) {
       for (std::int64_t n = 0; n < N; ++n) {
         float* row = y.data + n * y.ld;
         for (std::int64_t m = 0; m < M; ++m) row[m] = b[static_cast<std::size_t>(m)];
@@ -53,7 +53,8 @@ void linear_backward_weight(MatrixView dw, std::span<float> db, ConstMatrixView 
   gemm(dy, Trans::kYes, x, Trans::kNo, dw, 1.0f, 1.0f);
   // db += Σ_n dy[n,:], row by row so the inner loop is contiguous and vectorises.
   const ScopedSpan span("bias", SpanKind::kCompute);
-  if (db.empty() || sim::charge_bytes(op_costs::bytes(N * M, op_costs::kBiasBackwardTouches))) {
+  if (db.empty() ||
+      simhooks::charge_bytes(op_costs::bytes(N * M, op_costs::kBiasBackwardTouches))) {
     return;
   }
   const auto& k = kernels::fast();

@@ -25,7 +25,7 @@ void residual_forward(MatrixView y, ConstMatrixView a, ConstMatrixView b) {
   check_same_shape("residual_forward a vs y", a, y);
   check_same_shape("residual_forward b vs y", b, y);
   // Simulated build, charged mode: the time instead of the work (core/simulation.hpp).
-  if (sim::charge_bytes(op_costs::bytes(y.rows * y.cols, op_costs::kResidualForwardTouches))) {
+  if (simhooks::charge_bytes(op_costs::bytes(y.rows * y.cols, op_costs::kResidualForwardTouches))) {
     return;
   }
   const auto& k = kernels::fast();
@@ -38,7 +38,8 @@ void residual_backward(MatrixView da, MatrixView db, ConstMatrixView dy) {
   const ScopedSpan span("residual", SpanKind::kCompute);
   check_same_shape("residual_backward da vs dy", da, dy);
   check_same_shape("residual_backward db vs dy", db, dy);
-  if (sim::charge_bytes(op_costs::bytes(dy.rows * dy.cols, op_costs::kResidualBackwardTouches))) {
+  if (simhooks::charge_bytes(
+          op_costs::bytes(dy.rows * dy.cols, op_costs::kResidualBackwardTouches))) {
     return;
   }
   accumulate(da, dy);
@@ -48,7 +49,8 @@ void residual_backward(MatrixView da, MatrixView db, ConstMatrixView dy) {
 void residual_backward_copy(MatrixView d, ConstMatrixView dy) {
   const ScopedSpan span("residual", SpanKind::kCompute);
   check_same_shape("residual_backward_copy d vs dy", d, dy);
-  if (sim::charge_bytes(op_costs::bytes(dy.rows * dy.cols, op_costs::kResidualBackwardTouches))) {
+  if (simhooks::charge_bytes(
+          op_costs::bytes(dy.rows * dy.cols, op_costs::kResidualBackwardTouches))) {
     return;
   }
   copy(dy, d);
@@ -57,7 +59,7 @@ void residual_backward_copy(MatrixView d, ConstMatrixView dy) {
 void residual_accumulate(MatrixView acc, ConstMatrixView x) {
   const ScopedSpan span("residual", SpanKind::kCompute);
   check_same_shape("residual_accumulate acc vs x", acc, x);
-  if (sim::charge_bytes(op_costs::bytes(x.rows * x.cols, op_costs::kResidualForwardTouches))) {
+  if (simhooks::charge_bytes(op_costs::bytes(x.rows * x.cols, op_costs::kResidualForwardTouches))) {
     return;
   }
   accumulate(acc, x);

@@ -76,7 +76,8 @@ void add_row_sums(std::span<float> out, ConstMatrixView x) {
   MESHTP_CHECK(static_cast<std::int64_t>(out.size()) == x.cols,
                "add_row_sums: {} outputs for {} columns", out.size(), x.cols);
   // Simulated build, charged mode: the time instead of the work (core/simulation.hpp).
-  if (sim::charge_bytes(op_costs::bytes(x.rows * x.cols, op_costs::kBiasBackwardTouches))) return;
+  if (simhooks::charge_bytes(op_costs::bytes(x.rows * x.cols, op_costs::kBiasBackwardTouches)))
+    return;
   const auto& k = kernels::fast();
   for (std::int64_t n = 0; n < x.rows; ++n) k.add(out.data(), out.data(), x.data + n * x.ld, x.cols);
 }
@@ -85,7 +86,8 @@ void add_bias_rows(MatrixView x, std::span<const float> bias) {
   const ScopedSpan span("bias", SpanKind::kCompute);
   MESHTP_CHECK(static_cast<std::int64_t>(bias.size()) == x.cols,
                "add_bias_rows: bias has {} values for {} columns", bias.size(), x.cols);
-  if (sim::charge_bytes(op_costs::bytes(x.rows * x.cols, op_costs::kBiasForwardTouches))) return;
+  if (simhooks::charge_bytes(op_costs::bytes(x.rows * x.cols, op_costs::kBiasForwardTouches)))
+    return;
   const auto& k = kernels::fast();
   for (std::int64_t n = 0; n < x.rows; ++n) {
     float* row = x.data + n * x.ld;

@@ -48,7 +48,7 @@ void layernorm_sharded_forward(MatrixView y, std::span<float> mean, std::span<fl
   // Simulated build, charged mode: the time instead of the work (core/simulation.hpp), the
   // same bytes as the serial LayerNorm; the statistics' all-reduce still runs.
   const bool charged =
-      sim::charge_bytes(op_costs::bytes(N * C, op_costs::kLayerNormForwardTouches));
+      simhooks::charge_bytes(op_costs::bytes(N * C, op_costs::kLayerNormForwardTouches));
   // Σx and Σx² per row (double lanes), all-reduced with the other feature shards.
   const auto& k = kernels::fast();
   double* s1 = scratch.data();
@@ -90,7 +90,7 @@ void layernorm_sharded_backward(MatrixView dx, std::span<float> dw, std::span<fl
                "layernorm_sharded_backward: dx {}x{}, dy {}x{}, x {}x{}, w {}, dw {}, db {}",
                dx.rows, dx.cols, dy.rows, dy.cols, N, C, w.size(), dw.size(), db.size());
   const bool charged =
-      sim::charge_bytes(op_costs::bytes(N * C, op_costs::kLayerNormBackwardTouches));
+      simhooks::charge_bytes(op_costs::bytes(N * C, op_costs::kLayerNormBackwardTouches));
   // Σ g and Σ g·x̂ per row (g = dy⊙w), all-reduced with the other feature shards.
   const auto& k = kernels::fast();
   double* t1 = scratch.data();

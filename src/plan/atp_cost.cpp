@@ -18,9 +18,7 @@ double atp_comm_time(const ModelSpec& m, int d1, int d2, double b1, double b2) {
 }
 
 std::optional<std::string> atp_invalid_reason(const ModelSpec& m, int d1, int d2, int chunks) {
-  return layout::atp_block_invalid_reason(
-      {.d1 = d1, .d2 = d2, .batch = m.batch, .hidden = m.hidden, .heads = m.heads,
-       .chunks = chunks});
+  return layout::atp_block_invalid_reason(m, d1, d2, chunks);
 }
 
 double chunk_stages_time(const std::vector<ChunkStage>& stages, int chunks) {

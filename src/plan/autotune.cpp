@@ -31,14 +31,16 @@ std::vector<Gemm2dParams> knob_values(Algorithm algorithm,
       break;
     }
     case Algorithm::kSumma: {
+      // Kp = lcm·S panels must divide every sliced extent.
       const std::int64_t lcm = std::lcm(nr, nc);
       std::int64_t limit = shapes[0].sliced_extent();
       for (const Gemm2dShape& s : shapes) limit = std::min(limit, s.sliced_extent());
-      for (std::int64_t kp = lcm; kp <= limit && out.size() < 64; kp += lcm) {
-        const bool divides = std::all_of(shapes.begin(), shapes.end(), [kp](const auto& s) {
-          return s.sliced_extent() % kp == 0;
+      for (std::int64_t slices = 1; slices * lcm <= limit && out.size() < 64; ++slices) {
+        const Gemm2dParams p{.slices = static_cast<int>(slices)};
+        const bool divides = std::all_of(shapes.begin(), shapes.end(), [&](const auto& s) {
+          return s.sliced_extent() % p.summa_panels(s) == 0;
         });
-        if (divides) out.push_back({.panels = static_cast<int>(kp)});
+        if (divides) out.push_back(p);
       }
       break;
     }
@@ -53,9 +55,8 @@ std::vector<Gemm2dParams> knob_values(Algorithm algorithm,
 int knob_of(Algorithm algorithm, const Gemm2dParams& p) {
   switch (algorithm) {
     case Algorithm::kMeshSlice:
-      return p.slices;
     case Algorithm::kSumma:
-      return p.panels;
+      return p.slices;
     case Algorithm::kWang:
       return p.wang_decomposed == Direction::kVertical ? 0 : 1;
     default: return 0;

@@ -37,8 +37,10 @@ std::string Candidate::knobs() const {
   for (const FcChoice& f : fc) {
     if (!values.empty()) values += ',';
     switch (strategy) {
-      case Strategy::kMeshSlice: values += fmt::format("{}", f.params.slices); break;
-      case Strategy::kSumma: values += fmt::format("{}", f.params.panels); break;
+      case Strategy::kMeshSlice:
+      case Strategy::kSumma:
+        values += fmt::format("{}", f.params.slices);
+        break;
       case Strategy::kWang:
         values += f.params.wang_decomposed == Direction::kVertical ? "v" : "h";
         break;
@@ -46,8 +48,9 @@ std::string Candidate::knobs() const {
     }
   }
   switch (strategy) {
-    case Strategy::kMeshSlice: return "S=" + values;
-    case Strategy::kSumma: return "Kp=" + values;
+    case Strategy::kMeshSlice:
+    case Strategy::kSumma:
+      return "S=" + values;
     case Strategy::kWang: return "split=" + values;
     default: return "df=" + values;
   }
@@ -92,15 +95,13 @@ layout::Plan to_plan(const Candidate& c) {
                  .provenance = layout::Provenance{.predicted_step_s = c.t_step_s,
                                                   .predicted_comm_s = c.t_comm_s}};
   if (!is_gemm2d(c.strategy)) return p;
-  // The runtime's SUMMA takes panels per lcm(d1, d2) block; MeshSlice's S is S.
-  const int lcm = std::lcm(c.mesh[0], c.mesh[1]);
   for (const FcChoice& f : c.fc) {
     p.linears[static_cast<std::size_t>(f.layer)] = {
         .algorithm = layout::algorithm_of(c.strategy),
         .stationary = f.stationary,
-        .slices = c.strategy == Strategy::kMeshSlice ? f.params.slices
-                  : c.strategy == Strategy::kSumma   ? f.params.panels / lcm
-                                                     : 1};
+        .slices = c.strategy == Strategy::kMeshSlice || c.strategy == Strategy::kSumma
+                      ? f.params.slices
+                      : 1};
   }
   return p;
 }
@@ -176,8 +177,9 @@ nlohmann::json to_json(const Candidate& c) {
                         {"stationary", name(f.stationary)},
                         {"forward_dataflow", name(f.forward)},
                         {"time_s", f.time_s}};
-      if (c.strategy == Strategy::kMeshSlice) fj["slices"] = f.params.slices;
-      if (c.strategy == Strategy::kSumma) fj["panels"] = f.params.panels;
+      if (c.strategy == Strategy::kMeshSlice || c.strategy == Strategy::kSumma) {
+        fj["slices"] = f.params.slices;
+      }
       if (c.strategy == Strategy::kWang) fj["decomposed"] = name(f.params.wang_decomposed);
       fc.push_back(std::move(fj));
     }

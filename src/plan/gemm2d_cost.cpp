@@ -197,7 +197,7 @@ double gemm2d_workspace_bytes(Algorithm algorithm, const Gemm2dShape& s,
         total += 2 * gathered / params.slices;
         break;
       case Algorithm::kSumma:
-        total += 2 * gathered / params.panels;
+        total += 2 * gathered / params.summa_panels(s);
         break;
       case Algorithm::kWang:
         total += d == params.wang_decomposed ? 2 * s.shard_bytes(d) : gathered;

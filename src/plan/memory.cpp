@@ -101,7 +101,7 @@ BlockFloats block_floats(const ModelSpec& m, const layout::Plan& p) {
       const double split = d2 > 1 ? 1 : 0;
       f.input = nh / d2;
       f.kept = 4 * n + nh * (3 / d2 + 3 / N + 9 / d1);
-      // proj_p, fc2_p, dxn_p, dxmid (nh/d2); dgelu, dfc1, datt_p (9·nh/d1); dqkv (3·nh/N);
+      // proj_p, mlp2_p, dxn_p, dxmid (nh/d2); dgelu, dmlp1, datt_p (9·nh/d1); dqkv (3·nh/N);
       // with d2 > 1: qkv_p, dqkv_g (6·nh/d1), attn, datt (2·nh/N).
       f.workspace = nh * (4 / d2 + 9 / d1 + 3 / N + split * (6 / d1 + 2 / N));
       break;
@@ -110,8 +110,8 @@ BlockFloats block_floats(const ModelSpec& m, const layout::Plan& p) {
       const double t = d1, split = t > 1 ? 1 : 0;
       f.input = nh / t;
       f.kept = 4 * n / t + nh * (15 / t + 2 * split);
-      // proj_p, fc2_p, dxn_p (whole rows: 3·nh); dgelu, dfc1, dxmid, datt_p, dqkv (13·nh/t);
-      // with t > 1: proj_y, fc2_y, dxn (3·nh/t) and dyg, dxmid_g (2·nh).
+      // proj_p, mlp2_p, dxn_p (whole rows: 3·nh); dgelu, dmlp1, dxmid, datt_p, dqkv (13·nh/t);
+      // with t > 1: proj_y, mlp2_y, dxn (3·nh/t) and dyg, dxmid_g (2·nh).
       f.workspace = nh * (3 + 13 / t + split * (3 / t + 2));
       break;
     }

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <limits>
 #include <ostream>
 
 #include "core/error.hpp"
@@ -27,45 +26,23 @@ double ModelSpec::total_params() const {
   return layers * layer_params() + static_cast<double>(vocab) * hidden;
 }
 
-void ModelSpec::validate() const {
-  const std::string where = fmt::format("model '{}'", name);
-  MESHTP_CHECK(layers >= 1, "{}: layers={} must be at least 1", where, layers);
-  MESHTP_CHECK(hidden >= 1, "{}: hidden={} must be at least 1", where, hidden);
-  MESHTP_CHECK(heads >= 1, "{}: heads={} must be at least 1", where, heads);
-  MESHTP_CHECK(vocab >= 0, "{}: vocab={} must not be negative", where, vocab);
-  MESHTP_CHECK(batch >= 1, "{}: batch={} must be at least 1", where, batch);
-  MESHTP_CHECK(seq >= 1, "{}: seq={} must be at least 1", where, seq);
-  MESHTP_CHECK(hidden % heads == 0, "{}: hidden={} is not divisible by heads={}", where, hidden,
-               heads);
-}
+void ModelSpec::validate() const { validate(fmt::format("model '{}'", name)); }
 
 const char* name(Precision p) { return p == Precision::kFp16 ? "fp16" : "fp32"; }
 
 std::ostream& operator<<(std::ostream& os, const ModelSpec& m) {
-  return os << fmt::format("model {}: L={} h={} heads={} V={} b={} s={} {} recompute={} "
-                           "({:.3g}B params)",
-                           m.name, m.layers, m.hidden, m.heads, m.vocab, m.batch, m.seq,
-                           name(m.precision), name(m.recompute), m.total_params() / 1e9);
+  return os << "model " << m.name << ": " << static_cast<const layout::ModelShape&>(m)
+            << fmt::format(" {} recompute={} ({:.3g}B params)", name(m.precision),
+                           name(m.recompute), m.total_params() / 1e9);
 }
 
 nlohmann::json to_json(const ModelSpec& m) {
-  return {{"name", m.name},         {"description", m.description},
-          {"layers", m.layers},     {"hidden", m.hidden},
-          {"heads", m.heads},       {"vocab", m.vocab},
-          {"batch", m.batch},       {"seq", m.seq},
-          {"precision", name(m.precision)}, {"recompute", name(m.recompute)}};
+  nlohmann::json j{{"name", m.name}, {"description", m.description}};
+  layout::write_shape(j, m);
+  j["precision"] = name(m.precision);
+  j["recompute"] = name(m.recompute);
+  return j;
 }
-
-namespace {
-
-int read_int(const nlohmann::json& j, std::string_view key, std::string_view where) {
-  const std::int64_t v = read_integer(j, key, where);
-  MESHTP_CHECK(v >= std::numeric_limits<int>::min() && v <= std::numeric_limits<int>::max(),
-               "{}: {}={} is out of range", where, key, v);
-  return static_cast<int>(v);
-}
-
-}  // namespace
 
 ModelSpec model_from_json(const nlohmann::json& j, const std::string& source) {
   const std::string where = "model " + source;
@@ -73,14 +50,9 @@ ModelSpec model_from_json(const nlohmann::json& j, const std::string& source) {
                    "precision", "recompute"},
                where);
   ModelSpec m;
+  static_cast<layout::ModelShape&>(m) = layout::read_shape(j, where);
   m.name = read_string(j, "name", where);
   m.description = read_optional_string(j, "description", where, "");
-  m.layers = read_int(j, "layers", where);
-  m.hidden = read_int(j, "hidden", where);
-  m.heads = read_int(j, "heads", where);
-  m.vocab = j.contains("vocab") ? read_int(j, "vocab", where) : 0;
-  m.batch = read_int(j, "batch", where);
-  m.seq = read_int(j, "seq", where);
   const std::string precision = read_optional_string(j, "precision", where, "fp16");
   if (precision == "fp16") {
     m.precision = Precision::kFp16;

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "layout/model_shape.hpp"
 #include "layout/vocabulary.hpp"
 
 namespace meshtp::plan {
@@ -25,21 +26,15 @@ namespace meshtp::plan {
 enum class Precision { kFp16, kFp32 };
 using layout::Recompute;
 
-struct ModelSpec {
+// A ModelShape (layout/model_shape.hpp; batch is the global batch of a step, vocab 0 ignores
+// the embedding) with its name, precision and recomputation: what the planner prices.
+struct ModelSpec : layout::ModelShape {
   std::string name;
   std::string description;
-  int layers = 0;   // L
-  int hidden = 0;   // h
-  int heads = 0;    // a
-  int vocab = 0;    // V, 0 = ignore the embedding
-  int batch = 0;    // b
-  int seq = 0;      // s
   Precision precision = Precision::kFp16;
   Recompute recompute = Recompute::kNone;
 
-  int head_dim() const { return hidden / heads; }
   int element_bytes() const { return precision == Precision::kFp16 ? 2 : 4; }
-  std::int64_t tokens() const { return static_cast<std::int64_t>(batch) * seq; }  // M = b·s
 
   // 72·b·s·h² + 12·b·s²·h: one layer, forward + backward, the count TFLOP/s is reported in.
   double layer_flops() const;
@@ -51,8 +46,10 @@ struct ModelSpec {
   // L·(12h² + 13h) + V·h.
   double total_params() const;
 
-  // Throws meshtp::Error naming the value ("hidden=1000 is not divisible by heads=3").
+  // Throws meshtp::Error naming the model and the value ("model 'x': hidden=1000 is not
+  // divisible by heads=3").
   void validate() const;
+  using ModelShape::validate;
   friend bool operator==(const ModelSpec&, const ModelSpec&) = default;
 };
 

@@ -16,14 +16,10 @@ namespace {
 
 using layout::Algorithm;
 
-// The planner's knob for the runtime's `slices` (layout/plan.hpp): MeshSlice's S itself,
-// SUMMA's panel count lcm(Nr, Nc)·S; the other algorithms have none (0).
-int planner_knob(Algorithm algorithm, int slices, int nr, int nc) {
-  switch (algorithm) {
-    case Algorithm::kMeshSlice: return slices;
-    case Algorithm::kSumma: return std::lcm(nr, nc) * slices;
-    default: return 0;
-  }
+// The planner's knob for the plan's `slices`: S itself for MeshSlice and SUMMA; the other
+// algorithms have none (0).
+int planner_knob(Algorithm algorithm, int slices) {
+  return algorithm == Algorithm::kMeshSlice || algorithm == Algorithm::kSumma ? slices : 0;
 }
 
 Prediction predict_model(const plan::PlanRequest& request, const RunSpec& spec) {
@@ -41,8 +37,7 @@ Prediction predict_model(const plan::PlanRequest& request, const RunSpec& spec) 
   if (layout::is_gemm2d(plan.strategy)) {
     for (const plan::FcTuning& t : e.fc) {
       const Algorithm algorithm = plan.algorithm(t.fc.layer);
-      const int knob =
-          planner_knob(algorithm, plan.linear(t.fc.layer).slices, plan.mesh[0], plan.mesh[1]);
+      const int knob = planner_knob(algorithm, plan.linear(t.fc.layer).slices);
       if (knob == 0 || t.sweep.empty()) continue;
       double at_knob = -1;
       for (const auto& [value, total] : t.sweep) {
@@ -56,7 +51,7 @@ Prediction predict_model(const plan::PlanRequest& request, const RunSpec& spec) 
       comm += layers_model * (at_knob - t.total_s);  // the knob moves communication only
     }
   }
-  const double scale = spec.model.layers / layers_model;
+  const double scale = static_cast<double>(spec.model.shape.layers) / layers_model;
   p.available = true;
   p.total_s = step * scale;
   p.comm_s = comm * scale;
@@ -82,7 +77,6 @@ Prediction predict_gemm2d(const plan::PlanRequest& request, const RunSpec& spec)
                                 .element_bytes = 4};
   plan::Gemm2dParams params;
   params.slices = slices;
-  params.panels = planner_knob(Algorithm::kSumma, slices, shape.nr, shape.nc);
   if (auto reason = shape.invalid_reason()) {
     p.note = *reason;
     return p;

@@ -56,7 +56,7 @@ Measure measure(const comm::Communicator& world, const std::vector<std::function
   tracer.enable();
   const double origin = now_seconds();
   const double wait0 = comm::comm_ledger().wait_seconds;
-  const double charged0 = hooks().charged_s;
+  const double charged0 = simhooks::hooks().charged_s;
   Measure m;
   for (const auto& phase : phases) {
     const double t0 = now_seconds();
@@ -65,7 +65,7 @@ Measure measure(const comm::Communicator& world, const std::vector<std::function
   }
   tracer.disable();
   m.exposed_s = comm::comm_ledger().wait_seconds - wait0;
-  m.compute_s = hooks().charged_s - charged0;
+  m.compute_s = simhooks::hooks().charged_s - charged0;
   for (const TraceSpan& s : tracer.spans()) {
     if (s.kind != SpanKind::kComm) continue;
     const auto i = static_cast<std::size_t>(kind_of(s.name));
@@ -106,10 +106,10 @@ RunResult result_of(const Measure& m) {
 // Values mode computes real values: give the stack real inputs, so a value check of the
 // simulated build means something. Charged mode leaves every buffer as it is (never written).
 void prepare(model::Stack& stack, const model::GptConfig& c) {
-  if (values_meaningless()) return;
+  if (simhooks::values_meaningless()) return;
   stack.init(1);
-  stack.set_input(uniform_tensor({c.batch, c.seq, c.hidden}, 21));
-  stack.set_grad_output(uniform_tensor({c.batch, c.seq, c.hidden}, 22));
+  stack.set_input(uniform_tensor({c.shape.batch, c.shape.seq, c.shape.hidden}, 21));
+  stack.set_grad_output(uniform_tensor({c.shape.batch, c.shape.seq, c.shape.hidden}, 22));
 }
 
 RunResult run_stack(const comm::Communicator& world, model::Stack& stack, const RunSpec& spec) {
@@ -154,7 +154,7 @@ parallel::Gemm2dOptions gemm2d_options(const RunSpec& s) {
   return {.algo = p.algorithm(layout::Linear::kMlp1),
           .dataflow = s.dataflow,
           .slices = p.linear(layout::Linear::kMlp1).slices,
-          .progress_chunks = s.model.progress_splits};
+          .progress_splits = p.progress_splits};
 }
 
 RunResult run_gemm2d(const mesh::DeviceMesh& mesh, const RunSpec& s) {
@@ -261,23 +261,18 @@ RunResult run(const comm::Communicator& world, const RunSpec& spec) {
     case What::kCollectives: r = run_collectives(mesh, spec); break;
   }
   r.what = name(spec.what);
-  r.mode = to_string(mode());
+  r.mode = to_string(simhooks::mode());
   return r;
 }
 
 // ---- JSON ------------------------------------------------------------------------------
 
 nlohmann::json to_json(const RunSpec& s) {
-  const model::GptConfig& c = s.model;
+  nlohmann::json model;
+  layout::write_shape(model, s.model.shape);
   return {{"what", name(s.what)},
-          {"model",
-           {{"batch", c.batch},
-            {"seq", c.seq},
-            {"hidden", c.hidden},
-            {"heads", c.heads},
-            {"layers", c.layers},
-            {"progress_splits", c.progress_splits}}},
-          {"plan", layout::to_json(c.layout)},
+          {"model", model},
+          {"plan", layout::to_json(s.model.layout)},
           {"m", s.m},
           {"n", s.n},
           {"k", s.k},
@@ -290,13 +285,7 @@ RunSpec run_spec_from_json(const nlohmann::json& j) {
   try {
     RunSpec s;
     s.what = parse_what(j.at("what").get<std::string>());
-    const nlohmann::json& m = j.at("model");
-    s.model.batch = m.at("batch").get<std::int64_t>();
-    s.model.seq = m.at("seq").get<std::int64_t>();
-    s.model.hidden = m.at("hidden").get<std::int64_t>();
-    s.model.heads = m.at("heads").get<std::int64_t>();
-    s.model.layers = m.at("layers").get<int>();
-    s.model.progress_splits = m.at("progress_splits").get<int>();
+    s.model.shape = layout::read_shape(j.at("model"), "simulation spec, model");
     s.model.layout = layout::plan_from_json(j.at("plan"), "simulation spec");
     s.m = j.at("m").get<std::int64_t>();
     s.n = j.at("n").get<std::int64_t>();

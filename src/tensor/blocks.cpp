@@ -52,7 +52,7 @@ Tensor chunk(const Tensor& t, int dim, int parts, int index) {
   Shape part_shape = t.shape();
   part_shape[dim] /= parts;
   Tensor out(part_shape);
-  if (sim::skip_values(bytes_of(out.numel()))) return out;
+  if (simhooks::skip_values(bytes_of(out.numel()))) return out;
   copy_runs(t.data() + index * s.run, s.run * parts, out.data(), s.run, s);
   return out;
 }
@@ -62,7 +62,7 @@ void write_chunk(Tensor& whole, int dim, int parts, int index, const Tensor& par
   MESHTP_CHECK(index >= 0 && index < parts, "chunk {} of {} does not exist", index, parts);
   MESHTP_CHECK(part.numel() == s.outer * s.run, "chunk of shape {} does not fit {} along dim {}",
                to_string(part.shape()), to_string(whole.shape()), dim);
-  if (sim::skip_values(bytes_of(part.numel()))) return;
+  if (simhooks::skip_values(bytes_of(part.numel()))) return;
   copy_runs(part.data(), s.run, whole.data() + index * s.run, s.run * parts, s);
 }
 
@@ -71,7 +71,7 @@ void pack_chunks(const Tensor& t, int dim, int parts, std::span<float> out) {
   MESHTP_CHECK(static_cast<std::int64_t>(out.size()) == t.numel(),
                "pack buffer holds {} values, tensor {} has {}", out.size(),
                to_string(t.shape()), t.numel());
-  if (sim::skip_values(bytes_of(t.numel()))) return;
+  if (simhooks::skip_values(bytes_of(t.numel()))) return;
   const std::int64_t chunk_numel = s.outer * s.run;
   for (int c = 0; c < parts; ++c) {
     copy_runs(t.data() + c * s.run, s.run * parts, out.data() + c * chunk_numel, s.run, s);
@@ -89,7 +89,7 @@ Tensor unpack_chunks(std::span<const float> in, const Shape& chunk_shape, int di
                to_string(chunk_shape));
   Tensor out(whole_shape);
   const Split s = split_along(whole_shape, dim, parts);
-  if (sim::skip_values(bytes_of(out.numel()))) return out;
+  if (simhooks::skip_values(bytes_of(out.numel()))) return out;
   for (int c = 0; c < parts; ++c) {
     copy_runs(in.data() + c * chunk_numel, s.run, out.data() + c * s.run, s.run * parts, s);
   }

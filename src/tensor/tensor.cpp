@@ -106,13 +106,13 @@ void Tensor::resize(Shape shape) {
 }
 
 void Tensor::fill(float value) {
-  if (sim::skip_values(values_.size() * sizeof(float))) return;
+  if (simhooks::skip_values(values_.size() * sizeof(float))) return;
   std::fill(values_.begin(), values_.end(), value);
 }
 
 Tensor::Tensor(const Tensor& other)
     : shape_(other.shape_), values_(other.values_.size()) {
-  if (sim::skip_values(values_.size() * sizeof(float))) return;
+  if (simhooks::skip_values(values_.size() * sizeof(float))) return;
   std::copy(other.values_.begin(), other.values_.end(), values_.begin());
 }
 
@@ -125,7 +125,7 @@ void copy(ConstMatrixView src, MatrixView dst) {
   MESHTP_CHECK(src.rows == dst.rows && src.cols == dst.cols,
                "copy from a {}x{} block into a {}x{} block", src.rows, src.cols, dst.rows,
                dst.cols);
-  if (sim::skip_values(static_cast<std::size_t>(src.rows * src.cols) * sizeof(float))) return;
+  if (simhooks::skip_values(static_cast<std::size_t>(src.rows * src.cols) * sizeof(float))) return;
   for (std::int64_t i = 0; i < src.rows; ++i) {
     std::memcpy(dst.data + i * dst.ld, src.data + i * src.ld,
                 static_cast<std::size_t>(src.cols) * sizeof(float));

@@ -37,13 +37,13 @@ struct StorageAllocator {
   template <typename U>
   StorageAllocator(const StorageAllocator<U>&) noexcept {}  // NOLINT: allocators convert
   T* allocate(std::size_t n) {
-    T* p = static_cast<T*>(sim::allocate(n * sizeof(T)));
+    T* p = static_cast<T*>(simhooks::allocate(n * sizeof(T)));
     detail::note_tensor_alloc(static_cast<std::int64_t>(n * sizeof(T)));
     return p;
   }
   void deallocate(T* p, std::size_t n) noexcept {
     detail::note_tensor_free(static_cast<std::int64_t>(n * sizeof(T)));
-    sim::release(p, n * sizeof(T));
+    simhooks::release(p, n * sizeof(T));
   }
   template <typename U, typename... Args>
   void construct(U* p, Args&&... args) {

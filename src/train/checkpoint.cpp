@@ -12,9 +12,11 @@ constexpr const char* kCrcPrefix = "crc32.";
 constexpr const char* kMetadataCrc = "crc32.__metadata__";
 
 std::map<std::string, std::string> model_metadata(const model::GptConfig& c) {
-  return {{"vocab", std::to_string(c.vocab)},   {"seq", std::to_string(c.seq)},
-          {"hidden", std::to_string(c.hidden)}, {"heads", std::to_string(c.heads)},
-          {"layers", std::to_string(c.layers)}};
+  return {{"vocab", std::to_string(c.shape.vocab)},
+          {"seq", std::to_string(c.shape.seq)},
+          {"hidden", std::to_string(c.shape.hidden)},
+          {"heads", std::to_string(c.shape.heads)},
+          {"layers", std::to_string(c.shape.layers)}};
 }
 
 std::string crc_hex(std::span<const std::byte> bytes) {

@@ -28,16 +28,16 @@ PipelineModel::PipelineModel(const comm::Communicator& world, const model::GptCo
       schedule_(layout::make_schedule(config.layout.schedule, config.layout.pp,
                                       config.layout.microbatches, config.layout.virtual_stages)) {
   const layout::Plan& p = config.layout;
-  MESHTP_CHECK(config.batch % (p.dp * p.microbatches) == 0,
+  MESHTP_CHECK(config.shape.batch % (p.dp * p.microbatches) == 0,
                "batch={} does not split into dp={} × microbatches={}: make dp·microbatches "
                "divide the batch",
-               config.batch, p.dp, p.microbatches);
-  rows_ = config.batch / p.dp;
+               config.shape.batch, p.dp, p.microbatches);
+  rows_ = config.shape.batch / p.dp;
   microbatch_rows_ = rows_ / p.microbatches;
-  seq_ = config.seq;
+  seq_ = config.shape.seq;
   for (int k = 0; k < p.virtual_stages; ++k) {
     model::GptConfig c = config;
-    c.batch = microbatch_rows_;
+    c.shape.batch = microbatch_rows_;
     c.stage = k * p.pp + mesh_.coord(1);
     gpts_.push_back(std::make_unique<model::Gpt>(tp_mesh_, c));
     dps_.push_back(std::make_unique<DataParallel>(*gpts_.back(), mesh_.dim_comm(0), zero, adamw));

@@ -30,8 +30,8 @@ double validation_loss(PipelineModel& model, const ByteCorpus& corpus, const Tra
   const std::int64_t rows = model.replica_rows();
   double sum = 0.0;
   for (int j = 0; j < config.eval_batches; ++j) {
-    corpus.sample(Split::kValidation, config.seed, j, config.model.batch,
-                  model.dp_rank() * rows, rows, static_cast<int>(config.model.seq), tokens,
+    corpus.sample(Split::kValidation, config.seed, j, config.model.shape.batch,
+                  model.dp_rank() * rows, rows, static_cast<int>(config.model.shape.seq), tokens,
                   targets);
     sum += model.loss(tokens, targets);
   }
@@ -55,19 +55,13 @@ std::string layout_string(const TrainConfig& c) {
 void validate(const TrainConfig& c, int world_size) {
   const layout::Plan& plan = c.model.layout;
   const int dp = plan.dp, pp = plan.pp, m = plan.microbatches;
-  const std::array<int, 2>& tp = plan.mesh;
   MESHTP_CHECK(dp >= 1, "--dp={} must be ≥ 1", dp);
   MESHTP_CHECK(pp >= 1 && m >= 1, "--pp={} and --microbatches={} must be ≥ 1", pp, m);
-  const int ranks = plan.ranks();
-  MESHTP_CHECK(ranks == world_size,
-               "dp={}{} × tp={}x{} needs {} ranks, but {} are running: make dp·{}d1·d2 equal "
-               "the number of ranks",
-               dp, pp > 1 ? fmt::format(" × pp={}", pp) : "", tp[0], tp[1], ranks, world_size,
-               pp > 1 ? "pp·" : "");
-  MESHTP_CHECK(c.model.batch % (dp * m) == 0,
+  plan.check_ranks(world_size);
+  MESHTP_CHECK(c.model.shape.batch % (dp * m) == 0,
                "batch={} does not split into dp={} × microbatches={}: make dp·microbatches "
                "divide the batch",
-               c.model.batch, dp, m);
+               c.model.shape.batch, dp, m);
   layout::make_schedule(plan.schedule, pp, m, plan.virtual_stages);  // throws naming the values
   MESHTP_CHECK(c.model.layout.zero == 0 || dp > 1,
                "zero={} shards over the data-parallel replicas, but dp={}: use --dp > 1 or "
@@ -102,8 +96,8 @@ void validate(const TrainConfig& c, int world_size) {
   at_least("skip-nonfinite", c.skip_nonfinite, 0);
   MESHTP_CHECK(!c.resume || !c.checkpoint_dir.empty(), "--resume needs --checkpoint-dir");
   model::GptConfig microbatch = c.model;
-  microbatch.batch = c.model.batch / (dp * m);
-  model::validate(microbatch, {tp[0], tp[1]});
+  microbatch.shape.batch = c.model.shape.batch / (dp * m);
+  model::validate(microbatch, {plan.mesh[0], plan.mesh[1]});
 }
 
 TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
@@ -120,8 +114,8 @@ TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
   reset_tensor_peak();
   const int dp = config.model.layout.dp;
   model::GptConfig replica = config.model;
-  replica.batch = config.model.batch / dp;
-  const auto seq = static_cast<int>(config.model.seq);
+  replica.shape.batch = config.model.shape.batch / dp;
+  const auto seq = static_cast<int>(config.model.shape.seq);
   const ByteCorpus corpus = ByteCorpus::load(config.data, config.validation_fraction, seq);
   PipelineModel model(world, config.model, config.model.layout.zero, config.adamw);
   model.init(config.seed);
@@ -167,11 +161,11 @@ TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
     });
   }
 
-  const std::int64_t rows = replica.batch;
+  const std::int64_t rows = replica.shape.batch;
   std::vector<std::int32_t> tokens(static_cast<std::size_t>(rows * seq));
   std::vector<std::int32_t> targets(tokens.size());
   const double flops_per_rank =
-      model::gpt_step_flops(replica) * dp / static_cast<double>(world.size());
+      model::gpt_step_flops(replica.shape) * dp / static_cast<double>(world.size());
   const std::int64_t end = config.stop_after > 0
                                ? std::min(config.steps, summary.first_step + config.stop_after)
                                : config.steps;
@@ -189,8 +183,8 @@ TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
     }
     {
       const ScopedSpan data("data", SpanKind::kPhase);
-      corpus.sample(Split::kTrain, run.seed, step, config.model.batch, dp_rank * rows, rows, seq,
-                    tokens, targets);
+      corpus.sample(Split::kTrain, run.seed, step, config.model.shape.batch, dp_rank * rows, rows,
+                    seq, tokens, targets);
     }
     world.barrier();  // a step starts together everywhere, so its time is the step's
     const double comm_before = comm::comm_ledger().wait_seconds;
@@ -242,7 +236,7 @@ TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
       report.lr = schedule.at(step);
       report.step_seconds = times[0];
       report.comm_seconds = times[1];
-      report.tokens_per_s = static_cast<double>(config.model.batch * seq) / times[0];
+      report.tokens_per_s = static_cast<double>(config.model.shape.batch * seq) / times[0];
       report.tflops_per_rank = flops_per_rank / times[0] / 1e12;
       elapsed += times[0];
       report.eta_seconds = elapsed / static_cast<double>(step + 1 - summary.first_step) *

@@ -1,7 +1,7 @@
 # meshtp simulate: bad input is an error naming the value before any simulation starts.
 set(MESHTP_SIM_DATA ${PROJECT_SOURCE_DIR}/tests/data/simulate)
 meshtp_failure_test(cli_simulate_mesh_not_devices
-                    REGEX "error: --mesh 2x2 has 4 devices but --devices is 8"
+                    REGEX "error: the layout dp=1 × pp=1 × mesh 2x2 = 4 ranks, but there are 8 \\(--devices\\)"
                     COMMAND ${MESHTP_BIN} simulate --topology pcie-8xa100 --model tiny --devices 8
                             --mesh 2x2)
 meshtp_failure_test(cli_simulate_devices_not_topology
@@ -52,3 +52,13 @@ if(Python3_Interpreter_FOUND)
                       COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/scripts/reproduce_papers.py
                               ${CMAKE_CURRENT_BINARY_DIR}/reproduce_bad --what step)
 endif()
+# A layout flag without a mesh is refused, not dropped (the planner would choose another
+# layout and the flag would silently not apply).
+meshtp_failure_test(cli_simulate_strategy_without_mesh
+                    REGEX "error: --strategy needs --mesh d1xd2: without a mesh the planner chooses the whole layout"
+                    COMMAND ${MESHTP_BIN} simulate --topology pcie-8xa100 --model tiny --devices 8
+                            --strategy cannon --predict-only)
+meshtp_failure_test(cli_simulate_slices_without_mesh
+                    REGEX "error: --slices needs --mesh d1xd2"
+                    COMMAND ${MESHTP_BIN} simulate --topology pcie-8xa100 --model tiny --devices 8
+                            --slices 2 --predict-only)

@@ -13,9 +13,12 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "error_of.hpp"
 
 namespace meshtp {
 namespace {
+
+using meshtp::test_support::error_of;
 
 namespace fs = std::filesystem;
 
@@ -39,17 +42,6 @@ class AtomicFile : public ::testing::Test {
 };
 
 // The message of the meshtp::Error that `f` throws; fails the test if it throws nothing.
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no meshtp::Error thrown";
-  return "";
-}
-
 TEST_F(AtomicFile, WritesReplacesAndLeavesNoTemporaryFile) {
   write_file_atomically(path("plan.json"), "first");
   EXPECT_EQ(read_file(path("plan.json")), "first");

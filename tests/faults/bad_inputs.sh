@@ -67,9 +67,9 @@ if [ "$group" = all ] || [ "$group" = flags ]; then
   # ---- train: flags --------------------------------------------------------------------
   expect_error "train --dp 0" 2 "error: --dp: 0 must be an integer ≥ 1" train "${t[@]}" --seq 32 --batch 4 --steps 2 --dp 0
   expect_error "train --dp -2" 2 "error: --dp: -2 must be" train "${t[@]}" --seq 32 --batch 4 --steps 2 --dp -2
-  expect_error "train --tp 0x2" 2 "error: bad mesh '0x2'" train "${t[@]}" --seq 32 --batch 4 --steps 2 --tp 0x2
-  expect_error "train --tp 2x" 2 "error: bad mesh '2x'" train "${t[@]}" --seq 32 --batch 4 --steps 2 --tp 2x
-  expect_error "train --tp 2x2 on 2 ranks" 2 "error: dp=1 × tp=2x2 needs 4 ranks, but 2 are running" train "${t[@]}" --seq 32 --batch 4 --steps 2 --tp 2x2
+  expect_error "train --mesh 0x2" 2 "error: bad mesh '0x2'" train "${t[@]}" --seq 32 --batch 4 --steps 2 --mesh 0x2
+  expect_error "train --mesh 2x" 2 "error: bad mesh '2x'" train "${t[@]}" --seq 32 --batch 4 --steps 2 --mesh 2x
+  expect_error "train --mesh 2x2 on 2 ranks" 2 "error: the layout dp=1 × pp=1 × mesh 2x2 = 4 ranks, but there are 2" train "${t[@]}" --seq 32 --batch 4 --steps 2 --mesh 2x2
   expect_error "train --steps 0" 2 "error: --steps=0 must be ≥ 1" train "${t[@]}" --seq 32 --batch 4 --steps 0
   expect_error "train --lr inf" 2 "error: --lr=inf must be a finite number" train "${t[@]}" --seq 32 --batch 4 --steps 2 --lr inf
   expect_error "train --lr -1" 2 "error: --lr=-1 must be" train "${t[@]}" --seq 32 --batch 4 --steps 2 --lr -1
@@ -78,7 +78,7 @@ if [ "$group" = all ] || [ "$group" = flags ]; then
   expect_error "train --seq 0" 2 "error: --seq: 0 must be" train "${t[@]}" --batch 4 --steps 2 --seq 0
   expect_error "train --seq 2^40" 2 "error: --seq=1099511627776 is too large" train "${t[@]}" --batch 4 --steps 2 --seq 1099511627776
   expect_error "train --batch -8" 2 "error: --batch: -8 must be" train "${t[@]}" --seq 32 --steps 2 --batch -8
-  expect_error "train --batch 3 with --dp 2" 2 "error: batch=3 does not split into dp=2 × microbatches=1" train "${t[@]}" --seq 32 --steps 2 --batch 3 --dp 2 --tp 1x1
+  expect_error "train --batch 3 with --dp 2" 2 "error: batch=3 does not split into dp=2 × microbatches=1" train "${t[@]}" --seq 32 --steps 2 --batch 3 --dp 2 --mesh 1x1
   expect_error "train --seed -1" 2 "error: --seed: -1 must be" train "${t[@]}" --seq 32 --batch 4 --steps 2 --seed -1
   expect_error "train --seed 2^64" 2 "error: --seed: 18446744073709551616 must be" train "${t[@]}" --seq 32 --batch 4 --steps 2 --seed 18446744073709551616
   expect_error "train --checkpoint-every -1" 2 "error: --checkpoint-every=-1 must be ≥ 0" train "${t[@]}" --seq 32 --batch 4 --steps 2 --checkpoint-every -1
@@ -94,7 +94,7 @@ if [ "$group" = all ] || [ "$group" = flags ]; then
   expect_error "train --strategy foo" 2 "error: unknown strategy 'foo'" train "${t[@]}" --seq 32 --batch 4 --steps 2 --strategy foo
   expect_error "train --slices 0" 2 "error: --slices: 0 must be" train "${t[@]}" --seq 32 --batch 4 --steps 2 --slices 0
   expect_error "train --model nonexistent" 2 "error: unknown model 'nonexistent'" train "${t[@]}" --seq 32 --batch 4 --steps 2 --model nonexistent
-  expect_error "train --mesh bogus" 2 "error: --mesh must be 'auto'.*got 'bogus'" train "${t[@]}" --seq 32 --batch 4 --steps 2 --mesh bogus
+  expect_error "train --mesh bogus" 2 "error: bad mesh 'bogus': expected positive sizes joined by 'x'" train "${t[@]}" --seq 32 --batch 4 --steps 2 --mesh bogus
   expect_error "train --mesh auto without --topology" 2 "error: --mesh auto needs --topology" train "${t[@]}" --seq 32 --batch 4 --steps 2 --mesh auto
   expect_error "train --comm-timeout -1" 2 "error: --comm-timeout=-1 must be" train "${t[@]}" --seq 32 --batch 4 --steps 2 --comm-timeout -1
   expect_error "train --skip-nonfinite -1" 2 "error: --skip-nonfinite=-1 must be ≥ 0" train "${t[@]}" --seq 32 --batch 4 --steps 2 --skip-nonfinite -1

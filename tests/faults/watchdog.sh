@@ -5,7 +5,7 @@
 # Alternates the ATP stack (collectives) and Cannon's 2D GeMM (point-to-point shifts).
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 n=${3:-2}
-layouts=("--tp 2x2" "--tp 2x2 --strategy cannon")
+layouts=("--mesh 2x2" "--mesh 2x2 --strategy cannon")
 for t in $(seq "$n"); do
   layout=${layouts[$(((t - 1) % 2))]}
   log="$work/watchdog$t.log"

@@ -8,9 +8,12 @@
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "layout/plan.hpp"
+#include "error_of.hpp"
 
 namespace meshtp::layout {
 namespace {
+
+using meshtp::test_support::error_of;
 
 template <typename E>
 void expect_round_trip() {
@@ -21,15 +24,6 @@ void expect_round_trip() {
     EXPECT_EQ(os.str(), name(e));
     EXPECT_EQ(fmt::format("{}", e), name(e));
   }
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(Vocabulary, NamesRoundTripAndUnknownNamesListTheValidOnes) {
@@ -131,7 +125,14 @@ TEST(Plan, BadJsonNamesTheKeyAndTheFile) {
   EXPECT_EQ(bad(R"({"mesh": [2, 2], "chunk": 2})"),
             "plan 'p.json': unknown field 'chunk' (allowed: dp, pp, microbatches, schedule, "
             "virtual_stages, zero, recompute, mesh, strategy, chunks, sequence_parallel, "
-            "linears, provenance)");
+            "progress_splits, linears, provenance)");
+  // Integers are range-checked as written, before narrowing: 2^32 + 1 is not 1.
+  EXPECT_EQ(bad(R"({"dp": 4294967297})"),
+            "plan 'p.json': dp=4294967297 must be between -2147483648 and 2147483647");
+  EXPECT_EQ(bad(R"({"mesh": [4294967298, 1]})"),
+            "plan 'p.json': mesh[0]=4294967298 must be between 1 and 2147483647");
+  EXPECT_EQ(bad(R"({"progress_splits": 0})"),
+            "plan 'p.json': plan: progress_splits=0 must be at least 1");
   EXPECT_EQ(bad(R"({"dp": "2"})"), "plan 'p.json': field 'dp' must be an integer, got \"2\"");
   EXPECT_EQ(bad(R"({"mesh": [2]})"),
             "plan 'p.json': field 'mesh' must be two integers like [2, 2], got [2]");

@@ -42,13 +42,12 @@ void add(Planned& planned, CollectiveKind kind, int dim, double launches, double
   p.sent_bytes += launches * sent_bytes_per_call;
 }
 
+constexpr layout::ModelShape kShape{
+    .batch = kBatch, .seq = kSeq, .hidden = kHidden, .heads = kHeads, .layers = kLayers};
+
 plan::ModelSpec model_spec() {
   plan::ModelSpec m;
-  m.layers = kLayers;
-  m.hidden = kHidden;
-  m.heads = kHeads;
-  m.batch = kBatch;
-  m.seq = kSeq;
+  static_cast<layout::ModelShape&>(m) = kShape;
   m.precision = plan::Precision::kFp32;
   return m;
 }
@@ -110,9 +109,7 @@ TEST(BlockTraffic, AtpCountedEqualsPlannedOnEveryMeshAndChunking) {
   for (const auto& dims : meshes_up_to_4x4()) {
     const mesh::DeviceMesh mesh(world, dims);
     for (const int chunks : {1, 2}) {
-      Stack stack(mesh, StackConfig{.block = {.batch = kBatch, .seq = kSeq, .hidden = kHidden,
-                                              .heads = kHeads, .chunks = chunks},
-                                    .layers = kLayers});
+      Stack stack(mesh, StackConfig{.block = {.shape = kShape, .layout = {.chunks = chunks}}});
       Planned planned;
       for (const layout::AtpCall& call : layout::atp_block_traffic(
                {.d1 = dims[0], .d2 = dims[1], .tokens = kBatch * kSeq, .hidden = kHidden,
@@ -133,9 +130,10 @@ TEST(BlockTraffic, Tp1dCountedEqualsPlanned) {
   const int n = world.size();
   if (n > 4) GTEST_SKIP() << "tp1d runs on (N, 1); this test stops at N = 4";
   const mesh::DeviceMesh mesh(world, {n, 1});
-  Stack stack(mesh, StackConfig{.block = {.batch = kBatch, .seq = kSeq, .hidden = kHidden,
-                                          .heads = kHeads, .sequence_parallel = true},
-                                .layers = kLayers});
+  Stack stack(mesh, StackConfig{.block = {.shape = kShape,
+                                          .layout = {.mesh = {n, 1},
+                                                     .strategy = layout::Strategy::kTp1d,
+                                                     .sequence_parallel = true}}});
   Planned planned;
   for (const plan::FcShape& fc : plan::fc_layers(model_spec())) {
     for (const plan::Pass pass : plan::kPasses) {
@@ -159,14 +157,13 @@ TEST(BlockTraffic, Gemm2dBlockCountedEqualsPlannedForEveryAlgorithmAndStationary
       if (algo == layout::Algorithm::kCannon && nr != nc) continue;
       for (const layout::Stationary stationary :
            {layout::Stationary::kOutput, layout::Stationary::kInput}) {
-        Gemm2dBlockConfig block{.batch = kBatch, .seq = kSeq, .hidden = kHidden,
-                                .heads = kHeads, .algo = algo};
-        for (layout::LinearPlan& l : block.linears) l.stationary = stationary;
+        BlockConfig block{.shape = kShape, .layout = {.strategy = layout::strategy_of(algo)}};
+        for (layout::LinearPlan& l : block.layout.linears) l.stationary = stationary;
         const std::string where =
             fmt::format("{} {} mesh {}x{}", algo, stationary, nr, nc);
         const Gemm2dBlockPlans plans = plan_gemm2d_block(block, dims);
-        const parallel::Gemm2dLinearPlan* linear[] = {&plans.qkv, &plans.proj, &plans.fc1,
-                                                      &plans.fc2};
+        const parallel::Gemm2dLinearPlan* linear[] = {&plans.qkv, &plans.proj, &plans.mlp1,
+                                                      &plans.mlp2};
         Planned planned;
         for (const plan::FcShape& fc : plan::fc_layers(model_spec())) {
           const parallel::Gemm2dLinearPlan& run = *linear[static_cast<int>(fc.layer)];
@@ -185,7 +182,7 @@ TEST(BlockTraffic, Gemm2dBlockCountedEqualsPlannedForEveryAlgorithmAndStationary
           }
         }
         add_elementwise(planned, layout::strategy_of(algo), dims);
-        Stack stack(mesh, Gemm2dStackConfig{.block = block, .layers = kLayers});
+        Stack stack(mesh, StackConfig{.block = block});
         expect_counted_equals_planned(stack, planned, where,
                                       algo == layout::Algorithm::kCannon);
         ++cases;

@@ -13,7 +13,7 @@
 // (F = 1e9 FLOP/s and R = 1e8 B/s, so a term missing on either side shows at its own scale.)
 // Each term this pins was once missing from the runtime's charges and made the simulation
 // 22–31% faster than the planner on ATP's IC3 (docs/simulation.md): the feature-sharded
-// LayerNorm forward (3 touches) and backward (6), the bias adds of the qkv/proj/fc2 linears
+// LayerNorm forward (3 touches) and backward (6), the bias adds of the qkv/proj/mlp2 linears
 // (2) and their gradients' row sums (1), and the residuals' backward copies (2).
 #include <gtest/gtest.h>
 
@@ -35,20 +35,20 @@ void no_clock_advance(double /*seconds*/) {}
 // Charged mode for the lifetime of the object, the hooks restored after.
 class ChargedMode {
  public:
-  ChargedMode() : saved_(sim::hooks()) {
-    sim::Hooks& h = sim::hooks();
-    h.mode = sim::Mode::kCharged;
+  ChargedMode() : saved_(simhooks::hooks()) {
+    simhooks::Hooks& h = simhooks::hooks();
+    h.mode = simhooks::Mode::kCharged;
     h.advance = &no_clock_advance;
     h.gemm_flops_per_s = kFlopsPerS;
     h.elementwise_bytes_per_s = kBytesPerS;
     h.charged_s = 0;
   }
-  ~ChargedMode() { sim::hooks() = saved_; }
+  ~ChargedMode() { simhooks::hooks() = saved_; }
   ChargedMode(const ChargedMode&) = delete;
   ChargedMode& operator=(const ChargedMode&) = delete;
 
  private:
-  sim::Hooks saved_;
+  simhooks::Hooks saved_;
 };
 
 plan::AtpEstimate planned(const plan::ModelSpec& m, int d1, int d2, int chunks) {
@@ -80,20 +80,19 @@ TEST(BlockCharges, EqualThePlannersComputeOnEveryMesh) {
     for (const int chunks : {1, 2}) {
       const std::string what =
           fmt::format("{} chunks={} (rank {})", mesh.to_string(), chunks, mesh.rank());
-      StackConfig c{.block = {.batch = m.batch, .seq = m.seq, .hidden = m.hidden,
-                              .heads = m.heads, .chunks = chunks},
-                    .layers = 1};
+      StackConfig c{.block = {.shape = m, .layout = {.chunks = chunks}}};
+      c.block.shape.layers = 1;
       Stack stack(mesh, c);
       const plan::AtpEstimate want = planned(m, shape[0], shape[1], chunks);
       double forward = 0, backward = 0;
       {
         const ChargedMode charged;
         stack.forward();
-        forward = sim::hooks().charged_s;
+        forward = simhooks::hooks().charged_s;
         stack.zero_grads();
-        const double before = sim::hooks().charged_s;
+        const double before = simhooks::hooks().charged_s;
         stack.backward();
-        backward = sim::hooks().charged_s - before;
+        backward = simhooks::hooks().charged_s - before;
       }
       EXPECT_NEAR(forward, want.compute_fwd_s, 1e-9 * want.compute_fwd_s)
           << "forward on " << what << ": elementwise planned " << want.elementwise_fwd_s;

@@ -24,9 +24,9 @@ using namespace meshtp;
 
 void make(const std::string& dir) {
   std::filesystem::create_directories(dir);
-  const model::StackConfig c{.block = {.batch = 4, .seq = 8, .hidden = 32, .heads = 8},
-                             .layers = 2};
-  const auto weights = model::random_weights(c.layers, c.block.hidden, 300);
+  const model::StackConfig c{
+      .block = {.shape = {.batch = 4, .seq = 8, .hidden = 32, .heads = 8, .layers = 2}}};
+  const auto weights = model::random_weights(c.stack_layers(), c.block.shape.hidden, 300);
   const Tensor x = uniform_tensor({4, 8, 32}, 301), dy = uniform_tensor({4, 8, 32}, 302);
   save_safetensors(dir + "/weights.safetensors", weights, {{"heads", "8"}});
   save_safetensors(dir + "/x.safetensors", std::map<std::string, Tensor>{{"x", x}});

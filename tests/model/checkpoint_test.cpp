@@ -16,7 +16,8 @@ namespace meshtp::model {
 namespace {
 
 StackConfig config() {
-  return {.block = {.batch = 2, .seq = 8, .hidden = 32, .heads = 8, .chunks = 2}, .layers = 2};
+  return {.block = {.shape = {.batch = 2, .seq = 8, .hidden = 32, .heads = 8, .layers = 2},
+                    .layout = {.chunks = 2}}};
 }
 
 // One path for every rank: rank 0's pid, broadcast.

@@ -31,12 +31,11 @@ struct SerialResult {
 SerialResult serial_gpt(const GptConfig& c, std::map<std::string, Tensor> w,
                         const std::vector<std::int32_t>& tokens,
                         const std::vector<std::int32_t>& targets) {
-  const std::int64_t n = c.batch * c.seq, h = c.hidden;
+  const layout::ModelShape& m = c.shape;
+  const std::int64_t n = m.batch * m.seq, h = m.hidden;
   Tensor x({n, h});
-  embedding_forward(x.matrix(), tokens, c.batch, c.seq, w.at("wte").matrix(), w.at("wpe").matrix());
-  ReferenceStack stack({.block = {.batch = c.batch, .seq = c.seq, .hidden = h, .heads = c.heads},
-                        .layers = c.layers},
-                       w);
+  embedding_forward(x.matrix(), tokens, m.batch, m.seq, w.at("wte").matrix(), w.at("wpe").matrix());
+  ReferenceStack stack({.block = {.shape = m}}, w);
   const Tensor y = stack.forward(x);
   Tensor f({n, h});
   std::vector<float> mean(n), rstd(n), lse(n);
@@ -58,8 +57,8 @@ SerialResult serial_gpt(const GptConfig& c, std::map<std::string, Tensor> w,
   layernorm_backward(dy.matrix(), dlnw.values(), dlnb.values(), df.matrix(), y.matrix(),
                      w.at("lnf.weight").values(), mean, rstd);
   const Tensor dx = stack.backward(dy);
-  Tensor dwpe({c.seq, h});
-  embedding_backward(dwte.matrix(), dwpe.matrix(), dx.matrix(), tokens, c.batch, c.seq);
+  Tensor dwpe({m.seq, h});
+  embedding_backward(dwte.matrix(), dwpe.matrix(), dx.matrix(), tokens, m.batch, m.seq);
   r.grads = stack.grads();
   r.grads["wte"] = dwte;
   r.grads["wpe"] = dwpe;
@@ -95,8 +94,8 @@ struct Reference {
 Reference make_reference(const comm::Communicator& world, const GptConfig& c,
                          std::uint64_t init_seed, std::uint64_t data_seed) {
   Reference r;
-  r.tokens = random_ids(c.batch * c.seq, data_seed);
-  r.targets = random_ids(c.batch * c.seq, data_seed + 1);
+  r.tokens = random_ids(c.shape.tokens(), data_seed);
+  r.targets = random_ids(c.shape.tokens(), data_seed + 1);
   const mesh::DeviceMesh solo(world.split(world.rank(), 0), {1, 1});
   Gpt one(solo, c);
   one.init(init_seed);
@@ -107,7 +106,8 @@ Reference make_reference(const comm::Communicator& world, const GptConfig& c,
 
 TEST(Gpt, EveryMeshMatchesTheSerialModel) {
   const auto world = comm::Communicator::world();
-  GptConfig base{.vocab = kVocab, .batch = 4, .seq = 8, .hidden = 32, .heads = 8, .layers = 2};
+  GptConfig base{
+      .shape = {.batch = 4, .seq = 8, .hidden = 32, .heads = 8, .layers = 2, .vocab = kVocab}};
   const Reference r = make_reference(world, base, 1234, 1);
   const auto& [weights, tokens, targets, ref] = r;
 
@@ -141,7 +141,8 @@ TEST(Gpt, EveryMeshMatchesTheSerialModel) {
 
 TEST(Gpt, Gemm2dStrategiesMatchTheSerialModel) {
   const auto world = comm::Communicator::world();
-  GptConfig base{.vocab = kVocab, .batch = 8, .seq = 8, .hidden = 32, .heads = 8, .layers = 2};
+  GptConfig base{
+      .shape = {.batch = 8, .seq = 8, .hidden = 32, .heads = 8, .layers = 2, .vocab = kVocab}};
   const Reference r = make_reference(world, base, 99, 5);
   const auto& [weights, tokens, targets, ref] = r;
   int checked = 0;
@@ -181,12 +182,10 @@ TEST(Gpt, ReplicasCountEveryGlobalElementOnce) {
   const auto world = comm::Communicator::world();
   for (const auto& shape : meshes_2d(world.size())) {
     const mesh::DeviceMesh mesh(world, shape);
-    Gpt gpt(mesh, {.batch = 2,
-                   .seq = 8,
-                   .hidden = 32,
-                   .heads = 8,
-                   .layers = 1,
-                   .layout = {.mesh = {shape[0], shape[1]}}});
+    Gpt gpt(
+        mesh,
+        {.shape = {.batch = 2, .seq = 8, .hidden = 32, .heads = 8, .layers = 1, .vocab = kVocab},
+         .layout = {.mesh = {shape[0], shape[1]}}});
     for (int p = 0; p < gpt.num_params(); ++p) {
       // Σ over ranks of local elements / replicas = global elements.
       double share = static_cast<double>(gpt.value(p).numel()) / gpt.replicas(p);
@@ -208,16 +207,20 @@ TEST(Gpt, ReplicasCountEveryGlobalElementOnce) {
 // which changes BLAS's summation blocking and so the last bits from run to run.
 TEST(Gpt, RecomputationGivesBitIdenticalGradients) {
   const auto world = comm::Communicator::world();
-  const GptConfig base{.vocab = kVocab, .batch = 4, .seq = 8, .hidden = 32, .heads = 8,
-                       .layers = 3, .progress_splits = 1};
-  const std::vector<std::int32_t> tokens = random_ids(base.batch * base.seq, 7);
-  const std::vector<std::int32_t> targets = random_ids(base.batch * base.seq, 8);
+  const GptConfig base{
+      .shape = {.batch = 4, .seq = 8, .hidden = 32, .heads = 8, .layers = 3, .vocab = kVocab}};
+  const std::vector<std::int32_t> tokens = random_ids(base.shape.tokens(), 7);
+  const std::vector<std::int32_t> targets = random_ids(base.shape.tokens(), 8);
   int checked = 0;
   for (const auto& shape : meshes_2d(world.size())) {
     std::vector<layout::Plan> plans{
-        {.mesh = {shape[0], shape[1]}, .chunks = 2},
-        {.mesh = {shape[0], shape[1]}, .strategy = layout::Strategy::kMeshSlice}};
-    if (shape[1] == 1) plans.push_back({.mesh = {shape[0], 1}, .sequence_parallel = true});
+        {.mesh = {shape[0], shape[1]}, .chunks = 2, .progress_splits = 1},
+        {.mesh = {shape[0], shape[1]},
+         .strategy = layout::Strategy::kMeshSlice,
+         .progress_splits = 1}};
+    if (shape[1] == 1) {
+      plans.push_back({.mesh = {shape[0], 1}, .sequence_parallel = true, .progress_splits = 1});
+    }
     for (const layout::Plan& plan : plans) {
       GptConfig c = base;
       c.layout = plan;

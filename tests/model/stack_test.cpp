@@ -26,11 +26,11 @@ constexpr double kTol = 1e-4;
 
 // batch 8: whole sequences on up to 8 mesh rows, and 4 chunks of 2.
 StackConfig small_config() {
-  return {.block = {.batch = 8, .seq = 8, .hidden = 32, .heads = 8}, .layers = 2};
+  return {.block = {.shape = {.batch = 8, .seq = 8, .hidden = 32, .heads = 8, .layers = 2}}};
 }
-Gemm2dStackConfig small_gemm2d_config() {
-  return {.block = {.batch = 8, .seq = 8, .hidden = 32, .heads = 8, .progress_chunks = 2},
-          .layers = 2};
+StackConfig small_gemm2d_config() {
+  return {.block = {.shape = small_config().block.shape,
+                    .layout = {.strategy = layout::Strategy::kMeshSlice, .progress_splits = 2}}};
 }
 
 struct Reference {
@@ -42,10 +42,10 @@ const Reference& reference() {
   static const Reference ref = [] {
     const StackConfig c = small_config();
     Reference r;
-    const Shape shape{c.block.batch, c.block.seq, c.block.hidden};
+    const Shape shape{c.block.shape.batch, c.block.shape.seq, c.block.shape.hidden};
     r.x = uniform_tensor(shape, 101);
     r.dy = uniform_tensor(shape, 102);
-    r.weights = random_weights(c.layers, c.block.hidden, 200);
+    r.weights = random_weights(c.block.shape.layers, c.block.shape.hidden, 200);
     ReferenceStack serial(c, r.weights);
     r.y = serial.forward(r.x);
     r.dx = serial.backward(r.dy);
@@ -91,9 +91,9 @@ void check_stack(Stack& stack, const std::string& what) {
 
 void check_layout(const mesh::DeviceMesh& mesh, int chunks, bool sp) {
   StackConfig c = small_config();
-  c.block.chunks = chunks;
-  c.block.sequence_parallel = sp;
-  c.block.progress_splits = 2;
+  c.block.layout.chunks = chunks;
+  c.block.layout.sequence_parallel = sp;
+  c.block.layout.progress_splits = 2;
   Stack stack(mesh, c);
   check_stack(stack, fmt::format("{} chunks={}{} (rank {})", mesh.to_string(), chunks,
                                  sp ? " sequence-parallel" : "", mesh.rank()));
@@ -121,7 +121,7 @@ TEST(Stack, GradLayerSaysWhenAGradientIsFinal) {
   const mesh::DeviceMesh mesh(world, {world.size(), 1});
   for (const bool sp : {false, true}) {
     StackConfig c = small_config();
-    c.block.sequence_parallel = sp;
+    c.block.layout.sequence_parallel = sp;
     const Stack stack(mesh, c);
     for (int p = 0; p < stack.num_params(); ++p) {
       const std::string& name = stack.param_table()[static_cast<std::size_t>(p)].name;
@@ -141,21 +141,21 @@ TEST(Stack, ValidationNamesTheValues) {
     }
   };
   StackConfig c = small_config();
-  c.block.heads = 12;
-  c.block.hidden = 48;
+  c.block.shape.heads = 12;
+  c.block.shape.hidden = 48;
   expect_error(c, {4, 2}, "heads=12 is not divisible by d1·d2=8 (mesh 4x2)");
   c = small_config();
-  c.block.chunks = 3;
+  c.block.layout.chunks = 3;
   expect_error(c, {1, 1}, "batch=8 is not divisible by chunks=3");
   c = small_config();
-  c.block.hidden = 34;
-  c.block.heads = 2;
+  c.block.shape.hidden = 34;
+  c.block.shape.heads = 2;
   expect_error(c, {4, 1}, "hidden=34 is not divisible by d1=4 (mesh 4x1)");
   c = small_config();
-  c.block.sequence_parallel = true;
+  c.block.layout.sequence_parallel = true;
   expect_error(c, {2, 2}, "sequence parallelism runs on a mesh (N, 1), got mesh 2x2");
   c = small_config();
-  c.block.hidden = 30;
+  c.block.shape.hidden = 30;
   expect_error(c, {1, 1}, "hidden=30 is not divisible by heads=8");
 }
 
@@ -176,9 +176,9 @@ std::string describe(const mesh::DeviceMesh& mesh, const Case& c) {
 }
 
 void check_case(const mesh::DeviceMesh& mesh, const Case& k) {
-  Gemm2dStackConfig c = small_gemm2d_config();
-  c.block.algo = k.algo;
-  c.block.linears = k.linears;
+  StackConfig c = small_gemm2d_config();
+  c.block.layout.strategy = layout::strategy_of(k.algo);
+  c.block.layout.linears = k.linears;
   Stack stack(mesh, c);
   check_stack(stack, describe(mesh, k));
 }
@@ -215,9 +215,9 @@ TEST(Gemm2dStack, EqualsSerialReferenceOnEveryMesh) {
       if (k.algo == Algorithm::kCannon && !k.linears[0].algorithm && shape[0] != shape[1]) {
         continue;
       }
-      Gemm2dBlockConfig b = small_gemm2d_config().block;
-      b.algo = k.algo;
-      b.linears = k.linears;
+      BlockConfig b = small_gemm2d_config().block;
+      b.layout.strategy = layout::strategy_of(k.algo);
+      b.layout.linears = k.linears;
       try {
         plan_gemm2d_block(b, shape);
       } catch (const Error& e) {
@@ -239,13 +239,9 @@ TEST(Gemm2dStack, InitMatchesTheAtpStackAndReplicas) {
   const auto world = comm::Communicator::world();
   for (const auto& shape : parallel::meshes2d(world.size())) {
     const mesh::DeviceMesh mesh(world, shape);
-    const Gemm2dStackConfig g = small_gemm2d_config();
+    const StackConfig g = small_gemm2d_config();
     Stack stack(mesh, g);
-    Stack atp(mesh, StackConfig{.block = {.batch = g.block.batch,
-                               .seq = g.block.seq,
-                               .hidden = g.block.hidden,
-                               .heads = g.block.heads},
-                     .layers = g.layers});
+    Stack atp(mesh, StackConfig{.block = {.shape = g.block.shape}});
     stack.init(7);
     atp.init(7);
     const auto got = stack.gather_values();
@@ -263,7 +259,7 @@ TEST(Gemm2dStack, InitMatchesTheAtpStackAndReplicas) {
 }
 
 TEST(Gemm2dStack, ValidationNamesTheValues) {
-  auto expect_error = [](Gemm2dBlockConfig c, std::vector<int> mesh, const std::string& text) {
+  auto expect_error = [](BlockConfig c, std::vector<int> mesh, const std::string& text) {
     try {
       plan_gemm2d_block(c, mesh);
       ADD_FAILURE() << "accepted: " << text;
@@ -271,20 +267,23 @@ TEST(Gemm2dStack, ValidationNamesTheValues) {
       EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
     }
   };
-  Gemm2dBlockConfig c = small_gemm2d_config().block;
-  c.heads = 4;
+  BlockConfig c = small_gemm2d_config().block;
+  c.shape.heads = 4;
   expect_error(c, {1, 8}, "heads=4 is not divisible by Nc=8 (mesh 1x8)");
   c = small_gemm2d_config().block;
-  c.batch = 6;
+  c.shape.batch = 6;
   expect_error(c, {4, 1}, "batch=6 is not divisible by Nr=4 (mesh 4x1)");
   c = small_gemm2d_config().block;
-  c.algo = Algorithm::kCannon;
+  c.layout.strategy = layout::Strategy::kCannon;
   expect_error(c, {2, 4}, "qkv linear (mesh 2x4)");
   c = small_gemm2d_config().block;
-  c.linears[0].slices = 3;
+  c.layout.strategy = layout::Strategy::kAtp;
+  expect_error(c, {2, 2}, "the 2D-GeMM block runs the 2D GeMM strategies, not atp");
+  c = small_gemm2d_config().block;
+  c.layout.linears[0].slices = 3;
   expect_error(c, {2, 2}, "qkv linear (mesh 2x2)");
   c = small_gemm2d_config().block;
-  c.linears[3].stationary = Stationary::kWeight;
+  c.layout.linears[3].stationary = Stationary::kWeight;
   expect_error(c, {2, 2}, "mlp2 linear (mesh 2x2): stationary weight is not supported");
 }
 

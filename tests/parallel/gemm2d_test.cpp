@@ -105,7 +105,7 @@ TEST(Gemm2d, MeshSliceExplicitBlockAndProgressChunks) {
                                 .dataflow = dataflow,
                                 .slices = 2,
                                 .block = block,
-                                .progress_chunks = chunks};
+                                .progress_splits = chunks};
           EXPECT_LE(run_case(mesh, s, o, ws), 1e-5) << describe(mesh, s, o);
         }
       }
@@ -172,7 +172,9 @@ TEST(Gemm2dValidate, SliceCountMustDivideBothLocalExtents) {
   EXPECT_NE(b.find("slices·block = 3·4 = 12"), std::string::npos) << b;
   const std::string p =
       validation_error(2, 4, {8, 8, 24}, {.algo = Algorithm::kSumma, .slices = 4});
-  EXPECT_NE(p.find("SUMMA cuts k=24 into Kp=16 panels"), std::string::npos) << p;
+  EXPECT_NE(p.find("SUMMA slices=4 cuts k=24 into Kp = lcm(Nr, Nc)·S = 4·4 = 16 panels"),
+            std::string::npos)
+      << p;
   EXPECT_NE(validation_error(1, 1, {8, 8, 8}, {.slices = 0}).find("slices=0"), std::string::npos);
 }
 

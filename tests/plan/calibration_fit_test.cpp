@@ -10,21 +10,14 @@
 #include "core/error.hpp"
 #include "plan/mesh_links.hpp"
 #include "plan/presets.hpp"
+#include "error_of.hpp"
 
 namespace meshtp::plan {
 namespace {
 
-constexpr double kRel = 1e-9;  // noiseless: only rounding
+using meshtp::test_support::error_of;
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+constexpr double kRel = 1e-9;  // noiseless: only rounding
 
 // T(bytes) = t_launch + n·(l_sync + (bytes/P)/bw), units µs and GB/s.
 CollectiveSeries synthetic(int p, int stride, CollectiveKind c, const CollectiveFit& truth,

@@ -9,25 +9,18 @@
 #include "core/error.hpp"
 #include "plan/planner.hpp"
 #include "plan/presets.hpp"
+#include "error_of.hpp"
 
 namespace meshtp::plan {
 namespace {
+
+using meshtp::test_support::error_of;
 
 // M = b·s = 8 tokens, h = 8, a = 4, s = 4, fp32. Serial tensors: stream M·h = 64,
 // qkv M·3h = 192, mlp1 M·4h = 256, scores b·a·s² = 128.
 ModelSpec tiny_model() {
   return parse_model(R"({"name": "tiny", "layers": 2, "hidden": 8, "heads": 4, "batch": 2,
                          "seq": 4, "precision": "fp32"})", "tiny_model()");
-}
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 const ElementwiseOp& op(const ElementwiseEstimate& e, const std::string& name, bool backward) {

@@ -105,7 +105,7 @@ TEST(Gemm2dCost, EveryAlgorithmMovesTheSameBytes) {
   // Bytes on the wire per rank and direction: (P−1)·shard for Collective, MeshSlice, Wang
   // and SUMMA (MeshSlice §2.3.1: only the synchronisation differs); Cannon adds its skew.
   const Gemm2dShape s = shape(Dataflow::kRS, 1024, 2048, 4096, 4, 4);
-  const Gemm2dParams p{.slices = 8, .panels = 16, .summa_packets = 2};
+  const Gemm2dParams p{.slices = 8, .summa_packets = 2};  // SUMMA: Kp = lcm(4, 4)·8 = 32
   for (const Direction d : {Direction::kVertical, Direction::kHorizontal}) {
     const double expected = 3 * s.shard_bytes(d);
     auto bytes = [&](Algorithm a) {
@@ -126,8 +126,9 @@ TEST(Gemm2dCost, EveryAlgorithmMovesTheSameBytes) {
   const Gemm2dTraffic su = gemm2d_traffic(Algorithm::kSumma, s, p);
   EXPECT_EQ(su.horizontal.kind, CollectiveKind::kBroadcast);  // RS: A is an input
   EXPECT_EQ(su.vertical.kind, CollectiveKind::kReduce);       // RS: C is the output
-  EXPECT_EQ(su.vertical.steps, 16 * 3);  // Kp·(P−1) pipeline-fill steps
-  EXPECT_EQ(su.vertical.launches, 16);
+  EXPECT_EQ(su.vertical.steps, 32 * 3);                       // Kp·(P−1) pipeline-fill steps
+  EXPECT_EQ(su.vertical.launches, 32);
+  EXPECT_EQ(su.gemm_calls, 32);
   const Gemm2dTraffic w = gemm2d_traffic(Algorithm::kWang, s, p);
   EXPECT_EQ(w.horizontal.kind, CollectiveKind::kSendRecv);  // decomposed (default)
   EXPECT_EQ(w.horizontal.launches, 3);
@@ -210,8 +211,10 @@ TEST(Gemm2dCost, SummaPanelsBackToBackOverlapTheChainsFill) {
   const Gemm2dShape s = shape(Dataflow::kOS, 65536, 49152, 12288, 32, 2);
   MeshLinks l = links(32, 2);
   for (DimLinks& d : l.dims) d.all_gather = d.reduce_scatter = d.all_reduce = r;
-  const PipelineEstimate e = gemm2d_estimate(Algorithm::kSumma, s, {.panels = 32}, l, 600e12);
-  const DirectionTraffic& col = gemm2d_traffic(Algorithm::kSumma, s, {.panels = 32}).vertical;
+  // Kp = lcm(32, 2)·1 = 32 panels.
+  const PipelineEstimate e = gemm2d_estimate(Algorithm::kSumma, s, {.slices = 1}, l, 600e12);
+  const DirectionTraffic& col = gemm2d_traffic(Algorithm::kSumma, s, {.slices = 1}).vertical;
+  EXPECT_EQ(col.launches, 32);
   EXPECT_NEAR(e.steady_s, summa_panel_interval(r, 32, col.message_bytes, 0), 1e-12);
   EXPECT_NEAR(e.prologue_s, summa_panel_time(r, 32, col.message_bytes, 0), 1e-12);
 }
@@ -225,12 +228,14 @@ TEST(Gemm2dCost, InvalidShapesAndParamsAreExplained) {
   EXPECT_TRUE(gemm2d_invalid_reason(Algorithm::kMeshSlice, shape(Dataflow::kOS, 64, 64, 64, 2, 2),
                                     {.slices = 3})
                   .has_value());
-  EXPECT_TRUE(gemm2d_invalid_reason(Algorithm::kSumma, shape(Dataflow::kOS, 64, 64, 64, 2, 4),
-                                    {.panels = 6})
-                  .has_value());  // not a multiple of lcm(2, 4) = 4
+  // SUMMA's S = 3 on 2x4 is Kp = lcm(2, 4)·3 = 12 panels, which do not divide k = 64.
+  EXPECT_EQ(*gemm2d_invalid_reason(Algorithm::kSumma, shape(Dataflow::kOS, 64, 64, 64, 2, 4),
+                                   {.slices = 3}),
+            "SUMMA slices=3 cuts k=64 into Kp = lcm(Nr, Nc)·S = 4·3 = 12 panels (D=0 packets ≥ "
+            "0), which does not divide it (mesh 2x4)");
   EXPECT_FALSE(gemm2d_invalid_reason(Algorithm::kSumma, shape(Dataflow::kOS, 64, 64, 64, 2, 4),
-                                     {.panels = 8})
-                   .has_value());
+                                     {.slices = 2})
+                   .has_value());  // Kp = 8
   EXPECT_THROW(gemm2d_estimate(Algorithm::kCannon, shape(Dataflow::kOS, 64, 64, 64, 2, 4), {},
                                links(2, 4), kFlops),
                Error);

@@ -8,21 +8,14 @@
 #include "core/error.hpp"
 #include "core/json_util.hpp"
 #include "plan/presets.hpp"
+#include "error_of.hpp"
 
 namespace meshtp::plan {
 namespace {
 
-// The message of the meshtp::Error thrown by f, or "" if it does not throw.
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using meshtp::test_support::error_of;
 
+// The message of the meshtp::Error thrown by f, or "" if it does not throw.
 TEST(Presets, EveryTopologyLoadsValidatesAndRoundTrips) {
   const std::vector<std::pair<std::string, int>> expected{
       {"pcie-8xa100", 8},       {"dual-nvlink-8xa100", 8}, {"nvswitch-8xa100", 8},

@@ -9,19 +9,12 @@
 
 #include "core/error.hpp"
 #include "plan/presets.hpp"
+#include "error_of.hpp"
 
 namespace meshtp::plan {
 namespace {
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using meshtp::test_support::error_of;
 
 // 4 devices, calibrated like `meshtp calibrate --mesh all` would: every group shape.
 PlanRequest small_request(Recompute recompute = Recompute::kNone) {

@@ -20,9 +20,12 @@
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "tensor/random.hpp"
+#include "error_of.hpp"
 
 namespace meshtp {
 namespace {
+
+using meshtp::test_support::error_of;
 
 namespace fs = std::filesystem;
 
@@ -38,17 +41,6 @@ std::string le64(std::uint64_t n) {
 // A safetensors file from a header text (used as given, padding included) and data bytes.
 std::string file_bytes(const std::string& header, const std::string& data) {
   return le64(header.size()) + header + data;
-}
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no meshtp::Error thrown";
-  return "";
 }
 
 bool bitwise_equal(const Tensor& a, const Tensor& b) {

@@ -88,8 +88,8 @@ TEST_F(MemoryModel, PredictedWithinFifteenPercentOfTheMeasuredHighWaterMark) {
     if (world_.size() > 2 && recompute == Recompute::kSelective) continue;
     for (const layout::Plan& p : layouts(world_.size(), recompute)) {
       TrainConfig c;
-      c.model = {.vocab = 256, .batch = spec.batch, .seq = spec.seq, .hidden = spec.hidden,
-                 .heads = spec.heads, .layers = spec.layers, .layout = p};
+      c.model = {.shape = spec, .layout = p};
+      c.model.shape.vocab = 256;
       c.steps = 1;
       c.warmup = 1;
       c.eval_every = 0;

@@ -86,7 +86,7 @@ class PipelineEquivalence : public ::testing::Test {
   // 8 layers: 2 per stage at pp = 4, and at pp = 2 with 2 virtual stages.
   TrainConfig config(const Layout& l) const {
     TrainConfig c;
-    c.model = {.vocab = 256, .batch = 8, .seq = 8, .hidden = 16, .heads = 2, .layers = 8};
+    c.model.shape = {.batch = 8, .seq = 8, .hidden = 16, .heads = 2, .layers = 8, .vocab = 256};
     c.model.layout = {.dp = l.dp, .pp = l.pp, .microbatches = l.microbatches,
                       .schedule = l.schedule, .virtual_stages = l.v, .zero = l.zero,
                       .mesh = {l.d1, l.d2}, .strategy = l.strategy, .sequence_parallel = l.sp};
@@ -134,7 +134,7 @@ TEST_F(PipelineEquivalence, EveryStageEndsWithTheSerialParameters) {
   const auto run = [&](const comm::Communicator& comm, const TrainConfig& c) {
     auto m = std::make_unique<PipelineModel>(comm, c.model, c.model.layout.zero, c.adamw);
     m->init(c.seed);
-    const std::int64_t rows = m->replica_rows(), n = rows * c.model.seq;
+    const std::int64_t rows = m->replica_rows(), n = rows * c.model.shape.seq;
     std::vector<std::int32_t> tokens(static_cast<std::size_t>(n)), targets(tokens.size());
     for (int step = 0; step < 3; ++step) {
       for (std::int64_t t = 0; t < n; ++t) {  // global token g = dp_rank·n + t, some pattern
@@ -219,7 +219,7 @@ TEST_F(PipelineEquivalence, ZeroTwoAndThreeKeepOneDpthOfTheGradients) {
     const TrainConfig c = config({dp, 1, 1, 1, dp <= 4 ? 2 : 1, Schedule::k1F1B, 1, zero});
     PipelineModel m(world_, c.model, zero, c.adamw);
     m.init(c.seed);
-    const std::size_t n = static_cast<std::size_t>(m.replica_rows() * c.model.seq);
+    const std::size_t n = static_cast<std::size_t>(m.replica_rows() * c.model.shape.seq);
     std::vector<std::int32_t> tokens(n, 7), targets(n, 9);
     m.forward_backward(tokens, targets);
     model::Gpt& g = m.chunk(0);
@@ -239,7 +239,7 @@ TEST_F(PipelineEquivalence, ZeroTwoAndThreeKeepOneDpthOfTheGradients) {
     } else {
       EXPECT_EQ(blocks_whole, 0) << "zero " << zero;
       // Parts of ⌈S_b/dp⌉ per bucket: at most dp − 1 floats of padding each.
-      EXPECT_LE(held, params / dp + 2 * last + dp * (c.model.layers + 1)) << "zero " << zero;
+      EXPECT_LE(held, params / dp + 2 * last + dp * (c.model.shape.layers + 1)) << "zero " << zero;
       EXPECT_GE(held, params / dp + 2 * last) << "zero " << zero;
     }
   }

@@ -30,12 +30,12 @@ small=(--data "$work/corpus.txt" --seq 32 --batch 4 --eval-batches 1)
 
 check missing-data "error: data '$work/nope.txt' does not exist" --data "$work/nope.txt" --steps 1
 check empty-data "error: data '$work/empty.txt' is empty" --data "$work/empty.txt" --steps 1
-check tp-dp-product "error: dp=1 × tp=2x2 needs 4 ranks, but 2 are running" "${small[@]}" --tp 2x2
-check dp-product "error: dp=4 × tp=1x1 needs 4 ranks, but 2 are running" "${small[@]}" --tp 1x1 --dp 4
-check bad-tp "error: bad mesh '2y1'" "${small[@]}" --tp 2y1
+check tp-dp-product "error: the layout dp=1 × pp=1 × mesh 2x2 = 4 ranks, but there are 2" "${small[@]}" --mesh 2x2
+check dp-product "error: the layout dp=4 × pp=1 × mesh 1x1 = 4 ranks, but there are 2" "${small[@]}" --mesh 1x1 --dp 4
+check bad-tp "error: bad mesh '2y1'" "${small[@]}" --mesh 2y1
 check unknown-model "error: .*'huge'.*tiny" "${small[@]}" --model huge
-check zero-without-dp "error: zero=1 shards over the data-parallel replicas, but dp=1" "${small[@]}" --tp 2x1 --zero 1
-check zero-4 "error: plan: zero=4 must be 0, 1, 2 or 3" "${small[@]}" --tp 1x1 --dp 2 --zero 4
+check zero-without-dp "error: zero=1 shards over the data-parallel replicas, but dp=1" "${small[@]}" --mesh 2x1 --zero 1
+check zero-4 "error: plan: zero=4 must be 0, 1, 2 or 3" "${small[@]}" --mesh 1x1 --dp 2 --zero 4
 check bad-recompute "error: unknown recompute 'some'" "${small[@]}" --recompute some
 # Pipeline stages (tiny has 2 layers; three.json 3).
 printf '{"name": "three", "layers": 3, "hidden": 32, "heads": 2, "vocab": 256, "batch": 4, "seq": 32}' \
@@ -50,12 +50,12 @@ check 1f1b-too-few-microbatches "error: pipeline: 1f1b needs at least as many mi
   "${small[@]}" --pp 2 --schedule 1f1b
 check interleaved-microbatches "error: pipeline: interleaved runs microbatches in groups of pp: microbatches=3 is not a multiple of pp=2" \
   --data "$work/corpus.txt" --seq 32 --batch 6 --pp 2 --microbatches 3 --schedule interleaved:2
-check pp-tp-world "error: dp=1 × pp=2 × tp=2x1 needs 4 ranks, but 2 are running" "${small[@]}" --pp 2 --tp 2x1
+check pp-tp-world "error: the layout dp=1 × pp=2 × mesh 2x1 = 4 ranks, but there are 2" "${small[@]}" --pp 2 --mesh 2x1
 check pp-world "error: dp=1 × pp=4 does not divide the 2 ranks" "${small[@]}" --pp 4
 check bad-schedule "error: unknown schedule 'zigzag'" "${small[@]}" --pp 2 --schedule zigzag
 check schedule-virtual-stages "error: --schedule '1f1b:2': only interleaved takes virtual stages" \
   "${small[@]}" --pp 2 --microbatches 2 --schedule 1f1b:2
-check pp-mesh-auto "error: --mesh auto plans tensor parallelism over all ranks: drop --dp=1 and --pp=2" \
+check pp-mesh-auto "error: --pp conflicts with --mesh auto: the planner chooses the layout" \
   "${small[@]}" --pp 2 --mesh auto --topology nvlink-network-2
 check resume-without-checkpoint "error: --resume: checkpoint directory '$work/none' does not exist" \
   "${small[@]}" --checkpoint-dir "$work/none" --resume
@@ -67,13 +67,13 @@ echo '{"strategy": "megatron", "mesh": [2, 1' > "$work/broken.json"
 echo '{"strategy": "megatron", "mesh": [2, 1]}' > "$work/good.json"
 check plan-unknown-strategy "error: plan '$work/unknown.json': field 'strategy': unknown strategy 'fsdp'" \
   "${small[@]}" --plan "$work/unknown.json"
-check plan-mesh-not-world "error: dp=1 × tp=4x1 needs 4 ranks, but 2 are running" \
+check plan-mesh-not-world "error: the layout dp=1 × pp=1 × mesh 4x1 = 4 ranks, but there are 2" \
   "${small[@]}" --plan "$work/mesh4.json"
 check plan-bad-json "error: malformed JSON in '$work/broken.json' at line 2" \
   "${small[@]}" --plan "$work/broken.json"
 check plan-missing "error: .*'$work/none.json'" "${small[@]}" --plan "$work/none.json"
-check plan-and-tp "error: --tp conflicts with --plan $work/good.json" \
-  "${small[@]}" --plan "$work/good.json" --tp 1x2
+check plan-and-tp "error: --mesh conflicts with --plan $work/good.json" \
+  "${small[@]}" --plan "$work/good.json" --mesh 1x2
 check plan-and-strategy "error: --strategy conflicts with --plan $work/good.json" \
   "${small[@]}" --plan "$work/good.json" --strategy atp
 

@@ -47,7 +47,7 @@ class TrainEquivalence : public ::testing::Test {
 
   TrainConfig config() const {
     TrainConfig c;
-    c.model = {.vocab = 256, .batch = 4, .seq = 16, .hidden = 32, .heads = 4, .layers = 2};
+    c.model.shape = {.batch = 4, .seq = 16, .hidden = 32, .heads = 4, .layers = 2, .vocab = 256};
     c.steps = kSteps;
     c.lr = 3e-3;
     c.min_lr = 3e-4;

@@ -77,7 +77,7 @@ void cannon_os(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c
       b_out = g.col->isend(as_span(b_held), up);
     }
     gemm_poking(a_held, Trans::kNo, b_held, Trans::kNo, c, t == 0 ? 0.0f : 1.0f,
-                {&a_out, &a_in, &b_out, &b_in}, o.progress_chunks, ws);
+                {&a_out, &a_in, &b_out, &b_in}, o.progress_splits, ws);
     a_out.wait();
     a_in.wait();
     b_out.wait();
@@ -144,7 +144,7 @@ void cannon_ls(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c
   // B travels up the column (index i), running sums left along the row (index j).
   cannon_stationary(*g.col, g.i, *g.row, g.j, b, c, ws,
                     [&](ConstMatrixView held, MatrixView out, const InFlight& f) {
-                      gemm_poking(a, Trans::kNo, held, Trans::kYes, out, 0.0f, f, o.progress_chunks,
+                      gemm_poking(a, Trans::kNo, held, Trans::kYes, out, 0.0f, f, o.progress_splits,
                                   ws);
                     });
 }
@@ -154,7 +154,7 @@ void cannon_rs(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c
   // A travels left along the row (index j), running sums up the column (index i).
   cannon_stationary(*g.row, g.j, *g.col, g.i, a, c, ws,
                     [&](ConstMatrixView held, MatrixView out, const InFlight& f) {
-                      gemm_poking(held, Trans::kYes, b, Trans::kNo, out, 0.0f, f, o.progress_chunks,
+                      gemm_poking(held, Trans::kYes, b, Trans::kNo, out, 0.0f, f, o.progress_splits,
                                   ws);
                     });
 }

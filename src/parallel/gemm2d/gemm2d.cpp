@@ -22,7 +22,7 @@ static_assert(std::tuple_size_v<detail::Gemm2dDataflows> == layout::all<Dataflow
 
 std::ostream& operator<<(std::ostream& os, const Gemm2dOptions& o) {
   return os << "{algo=" << o.algo << ", dataflow=" << o.dataflow << ", slices=" << o.slices
-            << ", block=" << o.block << ", progress_chunks=" << o.progress_chunks << "}";
+            << ", block=" << o.block << ", progress_splits=" << o.progress_splits << "}";
 }
 
 Shape global_a_shape(Dataflow dataflow, const Gemm2dShape& s) {
@@ -38,18 +38,16 @@ layout::Gemm2dShape traffic_shape(int nr, int nc, const Gemm2dShape& s, Dataflow
           .element_bytes = sizeof(float)};
 }
 
-layout::Gemm2dParams traffic_params(int nr, int nc, const Gemm2dOptions& o) {
-  return {.slices = o.slices, .panels = std::lcm(nr, nc) * o.slices};
-}
+layout::Gemm2dParams traffic_params(const Gemm2dOptions& o) { return {.slices = o.slices}; }
 
 void validate(int nr, int nc, const Gemm2dShape& shape, const Gemm2dOptions& options) {
   MESHTP_CHECK(nr >= 1 && nc >= 1, "mesh {}x{} has a dim smaller than 1", nr, nc);
   MESHTP_CHECK(options.slices >= 1, "slices={} must be at least 1", options.slices);
   MESHTP_CHECK(options.block >= 0, "block={} must be 0 (automatic) or positive", options.block);
-  MESHTP_CHECK(options.progress_chunks >= 1, "progress_chunks={} must be at least 1",
-               options.progress_chunks);
+  MESHTP_CHECK(options.progress_splits >= 1, "progress_splits={} must be at least 1",
+               options.progress_splits);
   const layout::Gemm2dShape s = traffic_shape(nr, nc, shape, options.dataflow);
-  if (auto reason = layout::gemm2d_invalid_reason(options.algo, s, traffic_params(nr, nc, options))) {
+  if (auto reason = layout::gemm2d_invalid_reason(options.algo, s, traffic_params(options))) {
     fail("{}", *reason);
   }
   // MeshSlice's blocked slicing: S blocks of `block` indices must tile both local extents.
@@ -65,7 +63,7 @@ layout::Gemm2dTraffic gemm2d_traffic(int nr, int nc, const Gemm2dShape& shape,
                                      const Gemm2dOptions& options) {
   validate(nr, nc, shape, options);
   return layout::gemm2d_traffic(options.algo, traffic_shape(nr, nc, shape, options.dataflow),
-                                traffic_params(nr, nc, options));
+                                traffic_params(options));
 }
 
 Gemm2dShape infer_shape(int nr, int nc, Dataflow dataflow, ConstMatrixView a, ConstMatrixView b,

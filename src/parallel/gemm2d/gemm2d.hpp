@@ -56,7 +56,7 @@ struct Gemm2dOptions {
   // Open MPI progresses non-blocking operations only inside MPI calls, so every partial GeMM
   // that overlaps communication is cut into this many row bands, and the in-flight requests
   // are tested between bands. 1 = no pokes (the collectives then mostly run at wait()).
-  int progress_chunks = 4;
+  int progress_splits = 4;
 };
 std::ostream& operator<<(std::ostream& os, const Gemm2dOptions& options);
 

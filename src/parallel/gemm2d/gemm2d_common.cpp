@@ -14,7 +14,7 @@ namespace meshtp::parallel::detail {
 // at all — core/simulation.hpp's skip_values — though it is copied a block at a time).
 namespace {
 bool skip(std::int64_t rows, std::int64_t cols) {
-  return sim::skip_values(static_cast<std::size_t>(rows * cols) * sizeof(float));
+  return simhooks::skip_values(static_cast<std::size_t>(rows * cols) * sizeof(float));
 }
 }  // namespace
 

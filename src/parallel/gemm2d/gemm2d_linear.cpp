@@ -129,7 +129,7 @@ Gemm2dLinearPlan plan_gemm2d_linear(int nr, int nc, std::int64_t n, std::int64_t
   plan.transposed_input = options.transposed_input;
   const ModeProducts& p = products(plan);
   const Gemm2dOptions base{
-      .algo = options.algo, .slices = options.slices, .progress_chunks = options.progress_chunks};
+      .algo = options.algo, .slices = options.slices, .progress_splits = options.progress_splits};
   const std::pair<const Product*, Gemm2dOptions*> all[] = {
       {&p.forward, &plan.forward},
       {&p.backward_data, &plan.backward_data},

@@ -37,7 +37,7 @@ struct Gemm2dLinearOptions {
   bool transposed_input = false;         // the weight-stationary mode taking xᵀ
   Algorithm algo = Algorithm::kMeshSlice;
   int slices = 1;
-  int progress_chunks = 4;
+  int progress_splits = 4;
 };
 
 // The three GeMMs of one layer, resolved and validated.

@@ -116,7 +116,7 @@ void meshslice_os(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixVie
     const ConstMatrixView a_s = gathered_cols(g, a_recv[x], a.rows, sa.slice_extent(), a_slice);
     gather_b[x].wait();
     gemm_poking(a_s, Trans::kNo, as_matrix(b_recv[x], ks, b.cols), Trans::kNo, c,
-                s == 0 ? 0.0f : 1.0f, {&gather_a[1 - x], &gather_b[1 - x]}, o.progress_chunks, ws);
+                s == 0 ? 0.0f : 1.0f, {&gather_a[1 - x], &gather_b[1 - x]}, o.progress_splits, ws);
   }
 }
 
@@ -145,7 +145,7 @@ void meshslice_ls(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixVie
     scatter_c[s % 2].wait();
     unpack_cols(c_recv[s % 2].data(), sc, s, c);
   };
-  const int pieces = std::max(1, (o.progress_chunks + g.nc - 1) / g.nc);
+  const int pieces = std::max(1, (o.progress_splits + g.nc - 1) / g.nc);
   start_gather(0);
   for (int s = 0; s < S; ++s) {
     const int x = s % 2;
@@ -200,7 +200,7 @@ void meshslice_rs(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixVie
     if (s >= 2) finish_scatter(s - 2);  // frees c_part[x]
     const ConstMatrixView a_s = gathered_cols(g, a_recv[x], a.rows, sa.slice_extent(), a_slice);
     gemm_poking(a_s, Trans::kYes, b, Trans::kNo, as_matrix(c_part[x], ms, c.cols), 0.0f,
-                {&gather_a[1 - x], &scatter_c[1 - x]}, o.progress_chunks, ws);
+                {&gather_a[1 - x], &scatter_c[1 - x]}, o.progress_splits, ws);
     const std::span<float> target =
         direct ? std::span<float>(c.data + sc.block_start(s, 0) * c.cols, sz(sc.block * c.cols))
                : c_recv[x];

@@ -32,7 +32,6 @@
 //   RS  row (Nc−1)·|A_ij|, column (Nr−1)·|C_ij|
 // — but in 2L calls of L-times smaller messages; each pipelined broadcast or reduce adds
 // P−1 pipeline-fill steps, so sync steps = L·((Nc−1)+(Nr−1)): the overhead MeshSlice avoids.
-#include <numeric>
 
 #include "parallel/gemm2d/gemm2d_impl.hpp"
 
@@ -54,7 +53,7 @@ struct Panels {
 };
 
 Panels make_panels(const Grid& g, std::int64_t d, int slices) {
-  const int l = std::lcm(g.nr, g.nc) * slices;
+  const int l = layout::summa_panels(g.nr, g.nc, slices);
   return {l, d / l, l / g.nc, l / g.nr};
 }
 
@@ -86,7 +85,7 @@ void summa_os(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
     bcast_b[x].wait();
     gemm_poking(as_matrix(a_panel[x], a.rows, p.width), Trans::kNo,
                 as_matrix(b_panel[x], p.width, b.cols), Trans::kNo, c, t == 0 ? 0.0f : 1.0f,
-                {&bcast_a[1 - x], &bcast_b[1 - x]}, o.progress_chunks, ws);
+                {&bcast_a[1 - x], &bcast_b[1 - x]}, o.progress_splits, ws);
   }
 }
 
@@ -110,7 +109,7 @@ void summa_ls(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
     if (t + 1 < p.count) start(t + 1);
     bcast_b[x].wait();
     gemm_poking(a, Trans::kNo, as_matrix(b_panel[x], p.width, b.cols), Trans::kYes,
-                as_matrix(partial, c.rows, p.width), 0.0f, {&bcast_b[1 - x]}, o.progress_chunks,
+                as_matrix(partial, c.rows, p.width), 0.0f, {&bcast_b[1 - x]}, o.progress_splits,
                 ws);
     const int root = p.row_owner(t);
     g.row->reduce<float>(partial, reduced, root);
@@ -139,7 +138,7 @@ void summa_rs(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
     if (t + 1 < p.count) start(t + 1);
     bcast_a[x].wait();
     gemm_poking(as_matrix(a_panel[x], a.rows, p.width), Trans::kYes, b, Trans::kNo,
-                as_matrix(partial, p.width, c.cols), 0.0f, {&bcast_a[1 - x]}, o.progress_chunks,
+                as_matrix(partial, p.width, c.cols), 0.0f, {&bcast_a[1 - x]}, o.progress_splits,
                 ws);
     const int root = p.col_owner(t);
     // The root's panel rows of C are contiguous: reduce straight into them.

@@ -54,7 +54,7 @@ void ring_all_gather(const Grid& g, ConstMatrixView mine, const Gemm2dOptions& o
       from_right = g.row->irecv<float>(ring[(t + 1) % 2], right);
       to_left = g.row->isend(as_span(held), left);
     }
-    step(t, held, InFlight{&to_left, &from_right}, o.progress_chunks);
+    step(t, held, InFlight{&to_left, &from_right}, o.progress_splits);
     to_left.wait();
     from_right.wait();
     held = as_matrix(ring[(t + 1) % 2], mine.rows, mine.cols);
@@ -98,7 +98,7 @@ void wang_ls(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
     MatrixView sum = last ? c : as_matrix(sums[t % 2], c.rows, c.cols);
     to_left[t % 2].wait();  // the send of step t−2 read this buffer
     gemm_poking(a, Trans::kNo, b_col.block(target * c.cols, 0, c.cols, b.cols), Trans::kYes, sum,
-                0.0f, {&from_right, &to_left[1 - t % 2]}, o.progress_chunks, ws);
+                0.0f, {&from_right, &to_left[1 - t % 2]}, o.progress_splits, ws);
     if (t > 0) {
       from_right.wait();
       add_into(as_matrix(incoming, c.rows, c.cols), sum);
