@@ -29,7 +29,6 @@ struct ModelShape {
   std::int64_t vocab = 0;
 
   std::int64_t tokens() const { return batch * seq; }  // n = b·s
-  std::int64_t head_dim() const { return hidden / heads; }
   // Throws meshtp::Error naming `where` and the value unless every size is in [1, 2^31 − 1]
   // (vocab may be 0) and heads divides hidden: "model 'x': hidden=1000 is not divisible by heads=3".
   void validate(std::string_view where) const;

@@ -66,9 +66,7 @@ void validate_atp_block(const BlockConfig& c, const std::vector<int>& mesh_shape
   MESHTP_CHECK(!layout::is_gemm2d(c.layout.strategy),
                "the ATP block runs atp, megatron and tp1d, not {} (a 2D-GeMM block's)",
                c.layout.strategy);
-  MESHTP_CHECK(c.shape.batch > 0 && c.shape.seq > 0 && c.shape.hidden > 0 && c.shape.heads > 0,
-               "batch={}, seq={}, hidden={}, heads={} must all be positive", c.shape.batch,
-               c.shape.seq, c.shape.hidden, c.shape.heads);
+  c.shape.validate("model");
   MESHTP_CHECK(c.layout.chunks >= 1, "chunks={} must be at least 1", c.layout.chunks);
   // The planner ranks only what this accepts: one check (layout/atp_traffic.hpp).
   if (auto reason = layout::atp_block_invalid_reason(c.shape, d1, d2, c.layout.chunks)) {

@@ -55,11 +55,7 @@ Gemm2dBlockPlans plan_gemm2d_block(const BlockConfig& c, const std::vector<int>&
   const std::string mesh = format_mesh_shape(mesh_shape);
   MESHTP_CHECK(layout::is_gemm2d(c.layout.strategy),
                "the 2D-GeMM block runs the 2D GeMM strategies, not {}", c.layout.strategy);
-  MESHTP_CHECK(c.shape.batch > 0 && c.shape.seq > 0 && c.shape.hidden > 0 && c.shape.heads > 0,
-               "batch={}, seq={}, hidden={}, heads={} must all be positive", c.shape.batch,
-               c.shape.seq, c.shape.hidden, c.shape.heads);
-  MESHTP_CHECK(c.shape.hidden % c.shape.heads == 0, "hidden={} is not divisible by heads={}",
-               c.shape.hidden, c.shape.heads);
+  c.shape.validate("model");
   MESHTP_CHECK(c.shape.batch % nr == 0,
                "batch={} is not divisible by Nr={} (mesh {}): mesh rows hold whole sequences",
                c.shape.batch, nr, mesh);

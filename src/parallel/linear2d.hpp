@@ -103,7 +103,6 @@ class Linear2D {
   const Linear2DSpec& spec() const { return spec_; }
   std::int64_t local_in() const { return k_local_; }    // K_l: columns of W_l
   std::int64_t local_out() const { return m_local_; }   // M_l: rows of W_l, size of b_l
-  Shape local_weight_shape() const { return {m_local_, k_local_}; }
 
   ChunkedLayout x_layout() const;
   ChunkedLayout xg_layout() const;

@@ -15,8 +15,6 @@ double ModelSpec::layer_flops() const {
   return 72.0 * b * s * h * h + 12.0 * b * s * s * h;
 }
 
-double ModelSpec::layer_forward_flops() const { return layer_flops() / 3.0; }
-
 double ModelSpec::layer_params() const {
   const double h = hidden;
   return 12.0 * h * h + 13.0 * h;

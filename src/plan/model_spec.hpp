@@ -39,8 +39,6 @@ struct ModelSpec : layout::ModelShape {
   // 72·b·s·h² + 12·b·s²·h: one layer, forward + backward, the count TFLOP/s is reported in.
   double layer_flops() const;
   double model_flops() const { return layers * layer_flops(); }
-  // Forward only: 24·b·s·h² + 4·b·s²·h.
-  double layer_forward_flops() const;
   // 12h² + 13h.
   double layer_params() const;
   // L·(12h² + 13h) + V·h.

@@ -263,12 +263,6 @@ void restore_checkpoint(const LoadedCheckpoint& checkpoint, const ModelParts& pa
   }
 }
 
-CheckpointState load_checkpoint(const std::string& path, const ModelParts& parts) {
-  const LoadedCheckpoint checkpoint = read_checkpoint(path, parts);
-  restore_checkpoint(checkpoint, parts);
-  return checkpoint.state;
-}
-
 CheckpointState peek_checkpoint(const std::string& path) {
   return state_of(load_safetensors(path, {.convert_to_f32 = false, .metadata_only = true}));
 }

@@ -80,9 +80,6 @@ LoadedCheckpoint read_checkpoint(const std::string& path, const ModelParts& part
 // This rank's shards of the parameters and moments from a verified checkpoint.
 void restore_checkpoint(const LoadedCheckpoint& checkpoint, const ModelParts& parts);
 
-// read_checkpoint + restore_checkpoint; returns the state.
-CheckpointState load_checkpoint(const std::string& path, const ModelParts& parts);
-
 // The metadata alone (header read, nothing verified): e.g. to print a resumed run's seed.
 CheckpointState peek_checkpoint(const std::string& path);
 

@@ -55,8 +55,7 @@ std::string layout_string(const TrainConfig& c) {
 void validate(const TrainConfig& c, int world_size) {
   const layout::Plan& plan = c.model.layout;
   const int dp = plan.dp, pp = plan.pp, m = plan.microbatches;
-  MESHTP_CHECK(dp >= 1, "--dp={} must be ≥ 1", dp);
-  MESHTP_CHECK(pp >= 1 && m >= 1, "--pp={} and --microbatches={} must be ≥ 1", pp, m);
+  plan.validate();
   plan.check_ranks(world_size);
   MESHTP_CHECK(c.model.shape.batch % (dp * m) == 0,
                "batch={} does not split into dp={} × microbatches={}: make dp·microbatches "
