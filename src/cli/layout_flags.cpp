@@ -78,7 +78,8 @@ void LayoutFlags::add_to(CLI::App* app, unsigned which) {
   std::string mesh_help = "Tensor-parallel mesh d1xd2";
   if (which & kMeshAuto) mesh_help += ", or 'auto': the planner chooses the layout on --topology";
   if (which & kMeshAll) mesh_help += ", or 'all': every 2D mesh of the ranks";
-  if (!(which & kMeshAll)) mesh_help += " (default: N x 1 over a stage's N ranks)";
+  mesh_help += mesh.empty() ? std::string(" (default: N x 1 over a stage's N ranks)")
+                            : fmt::format(" (default {})", mesh);
   spelled_out.push_back(app->add_option("--mesh", mesh, mesh_help));
   if (which & kTpAlias) {
     spelled_out.push_back(
