@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -256,7 +257,8 @@ void run_simulate(const SimulateArgs& a) {
 
   const bool keep = !a.keep.empty();
   const std::string root = keep ? a.keep : fmt::format("/tmp/meshtp-simulate-{}", getpid());
-  // Without --keep, the simulations' files go when this returns or throws.
+  // Without --keep, the simulations' files go when this returns or throws, unless a
+  // simulation failed: its error names the log, which must still be there.
   struct Cleanup {
     std::string dir;
     ~Cleanup() {
@@ -287,7 +289,18 @@ void run_simulate(const SimulateArgs& a) {
     sim::RunSpec& spec = cases[i].spec;
     if (!a.trace.empty()) spec.trace = std::filesystem::absolute(a.trace).string();
     const sim::Prediction p = sim::predict(topology, model, a.devices, spec);
-    const sim::Launched l = sim::launch(topology, spec, simulator, fmt::format("{}/{}", root, i));
+    sim::Launched l;
+    try {
+      l = sim::launch(topology, spec, simulator, fmt::format("{}/{}", root, i));
+    } catch (const sim::Interrupted& e) {  // Ctrl-C: nothing of the simulation is left
+      os << std::flush;
+      std::fprintf(stderr, "error: %s%s\n", e.what(), keep ? "" : "; its files were removed");
+      set_exit_status(128 + e.signal);
+      return;
+    } catch (const Error&) {
+      cleanup.dir.clear();
+      throw;
+    }
     const sim::RunResult& r = l.result;
     runs.push_back({{"layout", cases[i].label},  {"spec", sim::to_json(spec)},
                     {"simulated", sim::to_json(r)}, {"predicted", to_json(p)},

@@ -1,18 +1,22 @@
 #include "sim/launch.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <sstream>
+#include <thread>
 #include <string_view>
 
 #include "core/atomic_file.hpp"
@@ -70,9 +74,62 @@ std::string failure_reason(const std::string& log) {
   return lines.empty() ? "no output" : lines.back();
 }
 
-// Runs argv with stdout and stderr into `log_path`; returns the exit status.
+// The stop signal (SIGINT, SIGTERM, SIGHUP) that arrived while a simulation ran, or 0.
+volatile sig_atomic_t g_stop_signal = 0;
+void record_stop(int signal) { g_stop_signal = signal; }
+
+// While alive: SIGINT, SIGTERM and SIGHUP are recorded instead of ending meshtp, and they
+// interrupt waitpid (no SA_RESTART), so the simulation's processes can be ended first.
+class StopSignals {
+ public:
+  StopSignals() {
+    g_stop_signal = 0;
+    struct sigaction action {};
+    action.sa_handler = record_stop;
+    sigemptyset(&action.sa_mask);
+    for (std::size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], &action, &old_[i]);
+  }
+  ~StopSignals() {
+    for (std::size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], &old_[i], nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+ private:
+  static constexpr std::array<int, 3> kSignals{SIGINT, SIGTERM, SIGHUP};
+  std::array<struct sigaction, 3> old_{};
+};
+
+// Ends process group `group` (smpirun, the leader, and every simulated process it started):
+// SIGTERM, then SIGKILL to whatever is left after 3 s. This process is a child subreaper
+// (run_logged), so the simulated processes smpirun leaves behind become its children and are
+// reaped here too: none is left running, nor as a zombie.
+void end_group(pid_t group) {
+  kill(-group, SIGTERM);
+  int status = 0;
+  for (int i = 0; i < 30 && waitpid(group, &status, WNOHANG) == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  kill(-group, SIGKILL);
+  for (int i = 0; i < 50; ++i) {  // until no process of the group is left (ECHILD)
+    const pid_t reaped = waitpid(-group, &status, WNOHANG);
+    if (reaped < 0 && errno != EINTR) break;
+    if (reaped == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+// Runs argv in a process group of its own with stdout and stderr into `log_path`; returns the
+// exit status. A stop signal ends the whole group within ~3 s and throws Interrupted: Ctrl-C
+// on `meshtp simulate` leaves no smpirun or simulated process behind (they reach the
+// terminal's signal only through here, being in another process group).
 int run_logged(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env,
                const std::string& log_path) {
+  const StopSignals stop_signals;
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attributes, 0);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(),
@@ -93,12 +150,19 @@ int run_logged(const std::vector<std::string>& argv, const std::vector<std::stri
   for (std::string& e : env_storage) env.push_back(e.data());
   env.push_back(nullptr);
   pid_t pid = 0;
-  const int rc = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), env.data());
+  const int rc = posix_spawn(&pid, argv[0].c_str(), &actions, &attributes, args.data(),
+                             env.data());
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attributes);
   MESHTP_CHECK(rc == 0, "cannot start {}: {}", argv[0], std::strerror(rc));
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {
     MESHTP_CHECK(errno == EINTR, "waiting for {}: {}", argv[0], std::strerror(errno));
+    if (g_stop_signal != 0) {
+      const int signal = g_stop_signal;
+      end_group(pid);
+      throw Interrupted(signal);
+    }
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }

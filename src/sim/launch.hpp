@@ -15,8 +15,12 @@
 // algorithms NCCL-class libraries run.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <string>
 #include <vector>
+
+#include "core/error.hpp"
 
 #include "plan/topology.hpp"
 #include "sim/run.hpp"
@@ -36,6 +40,17 @@ std::vector<std::string> smpirun_options();
 // Throws meshtp::Error naming the problem when the simulation cannot start: no smpirun on the
 // PATH, no simulated binary at `binary`. Call before writing anything.
 void check_simulator(const Simulator& simulator);
+
+// A stop signal (SIGINT, SIGTERM, SIGHUP) arrived during a simulation; its processes are
+// gone. The caller removes what it wrote and exits 128 + signal.
+struct Interrupted : Error {
+  explicit Interrupted(int signal_number)
+      : Error(fmt::format("interrupted by signal {}: the simulation and its processes were "
+                          "ended",
+                          signal_number)),
+        signal(signal_number) {}
+  int signal;
+};
 
 struct Launched {
   RunResult result;

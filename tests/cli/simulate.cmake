@@ -62,3 +62,9 @@ meshtp_failure_test(cli_simulate_slices_without_mesh
                     REGEX "error: --slices needs --mesh d1xd2"
                     COMMAND ${MESHTP_BIN} simulate --topology pcie-8xa100 --model tiny --devices 8
                             --slices 2 --predict-only)
+# Ctrl-C on a running simulation ends smpirun and every simulated process, removes the
+# temporary directory and exits 130 (needs the simulated build, like the tests above).
+add_test(NAME cli_simulate_interrupt
+         COMMAND ${PROJECT_SOURCE_DIR}/tests/cli/simulate_interrupt.sh ${MESHTP_BIN})
+set_tests_properties(cli_simulate_interrupt PROPERTIES ENVIRONMENT "${MESHTP_MPI_ENV}"
+                     TIMEOUT 120 PROCESSORS 2)

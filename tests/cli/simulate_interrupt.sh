@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# simulate_interrupt.sh MESHTP: Ctrl-C (SIGINT) on `meshtp simulate` ends smpirun and every
+# simulated process within 5 s, removes the simulation's temporary directory and exits 130
+# (sim/launch.cpp runs smpirun in a process group of its own and ends that group).
+set -u
+meshtp=$1
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+# 64 simulated devices of a GPT-3 layer: several seconds of simulation, so SIGINT lands mid-run.
+"$meshtp" simulate --topology nvlink-network-64 --model gpt3-175b --devices 64 --mesh 8x8 \
+  --strategy meshslice >"$log" 2>&1 &
+pid=$!
+smpirun=""
+for _ in $(seq 200); do
+  smpirun=$(pgrep -P "$pid" -f smpirun | head -1)
+  [ -n "$smpirun" ] && break
+  sleep 0.1
+done
+if [ -z "$smpirun" ]; then
+  echo "FAIL: no smpirun started by meshtp simulate"; cat "$log"; kill -9 "$pid"; exit 1
+fi
+sleep 1.5
+if ! pgrep -g "$smpirun" >/dev/null; then
+  echo "FAIL: the simulation ended before the signal (make it longer)"; cat "$log"; exit 1
+fi
+kill -INT "$pid"
+for _ in $(seq 50); do
+  kill -0 "$pid" 2>/dev/null || break
+  sleep 0.1
+done
+if kill -0 "$pid" 2>/dev/null; then
+  echo "FAIL: meshtp simulate still running 5 s after SIGINT"; kill -9 "$pid"
+  pkill -9 -g "$smpirun"; exit 1
+fi
+wait "$pid"
+status=$?
+failures=0
+if pgrep -g "$smpirun" >/dev/null; then
+  echo "FAIL: simulation processes left behind:"; pgrep -a -g "$smpirun"; pkill -9 -g "$smpirun"
+  failures=1
+fi
+if [ "$status" -ne 130 ]; then echo "FAIL: exit status $status, expected 130"; failures=1; fi
+if [ -e "/tmp/meshtp-simulate-$pid" ]; then
+  echo "FAIL: /tmp/meshtp-simulate-$pid left behind"; rm -rf "/tmp/meshtp-simulate-$pid"; failures=1
+fi
+if ! grep -q "error: interrupted by signal 2: the simulation and its processes were ended" "$log"; then
+  echo "FAIL: no message naming the signal"; failures=1
+fi
+cat "$log"
+[ "$failures" -eq 0 ] && echo "ok: SIGINT ended the simulation, its processes and its files"
+exit "$failures"
