@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <system_error>
 #include <utility>
 
@@ -23,9 +24,52 @@ namespace {
 // strerror, but thread-safe.
 std::string describe(int error) { return std::generic_category().message(error); }
 
+namespace fs = std::filesystem;
+
 bool is_directory(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// "a character device", for "'/dev/full' is a character device, not a regular file".
+const char* kind_of(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "a file of unknown type";
+}
+
+// Where a chain of symlinks starting at `path` ends (`path` itself when it is no symlink),
+// and what is there.
+struct LinkEnd {
+  fs::path path;
+  bool exists = false;
+  struct stat st {};
+};
+
+LinkEnd follow_links(const std::string& path) {
+  LinkEnd end{fs::path(path)};
+  // 40: the kernel's own limit (MAXSYMLINKS), so a loop fails here as open() would.
+  for (int hops = 0;; ++hops) {
+    // Any failure (ENOENT, ENOTDIR, EACCES) means "nothing to check here": creating the
+    // temporary file in the same directory then fails with the reason, naming the directory.
+    if (::lstat(end.path.c_str(), &end.st) != 0) return end;
+    if (!S_ISLNK(end.st.st_mode)) {
+      end.exists = true;
+      return end;
+    }
+    MESHTP_CHECK(hops < 40, "cannot write '{}': {} (following '{}')", path, describe(ELOOP),
+                 end.path.string());
+    std::error_code ec;
+    const fs::path to = fs::read_symlink(end.path, ec);
+    MESHTP_CHECK(!ec, "cannot write '{}': cannot read the symlink '{}': {}", path,
+                 end.path.string(), ec.message());
+    // Not normalised lexically: "a/../b" must mean what the kernel makes of it when `a` is
+    // itself a symlink to a directory.
+    end.path = to.is_absolute() ? to : end.path.parent_path() / to;
+  }
 }
 
 // Makes a completed rename durable. Best effort: some filesystems refuse fsync on a
@@ -75,24 +119,73 @@ int write_fully(int fd, std::span<const std::byte> bytes, std::int64_t* written)
   return 0;
 }
 
-AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)) {
-  const std::filesystem::path dest(path_);
-  const std::string name = dest.filename().string();
-  MESHTP_CHECK(!name.empty() && name != "." && name != "..",
-               "cannot write '{}': the path does not name a file", path_);
-  MESHTP_CHECK(!is_directory(path_), "cannot write '{}': it is a directory", path_);
-  const std::filesystem::path dir = dest.parent_path();
+AtomicFileWriter::AtomicFileWriter(std::string path, AtomicWriteOptions options)
+    : path_(std::move(path)) {
+  const auto names_a_file = [](const fs::path& p) {
+    const std::string name = p.filename().string();
+    return !name.empty() && name != "." && name != "..";
+  };
+  MESHTP_CHECK(names_a_file(path_), "cannot write '{}': the path does not name a file", path_);
+
+  // Everything is checked before the temporary file exists, so a refusal leaves no trace.
+  const LinkEnd end = follow_links(path_);
+  const bool via_link = end.path != fs::path(path_);
+  // "'out.json'", or "'out.json' (a symlink to '/data/plan.json')": the user named the
+  // first, but what is wrong is the second.
+  const std::string what = via_link ? fmt::format("'{}' (a symlink to '{}')", path_,
+                                                  end.path.string())
+                                    : fmt::format("'{}'", path_);
+  std::optional<mode_t> kept_mode;
+  if (end.exists) {
+    MESHTP_CHECK(S_ISREG(end.st.st_mode),
+                 "{} is {}, not a regular file: meshtp writes only regular files", what,
+                 kind_of(end.st.st_mode));
+    const mode_t mode = end.st.st_mode & 07777;
+    MESHTP_CHECK((mode & S_IWUSR) != 0 || options.replace_read_only,
+                 "{} is read-only (mode {:04o}): not overwritten", what, mode);
+    kept_mode = mode;
+  }
+  fs::path target = end.path;
+  if (via_link) {
+    MESHTP_CHECK(names_a_file(target), "cannot write {}: the link does not name a file", what);
+    // The directory of the file the link names, resolved: the temporary file must be in it,
+    // beside the file the rename replaces, and messages read better without "a/../b".
+    const fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+    std::error_code ec;
+    const fs::path real_dir = fs::canonical(dir, ec);
+    if (ec || !is_directory(real_dir.string())) {
+      const std::string why = !ec || ec == std::errc::not_a_directory ? "is not a directory"
+                              : ec == std::errc::no_such_file_or_directory
+                                  ? "does not exist"
+                                  : "cannot be resolved: " + ec.message();
+      fail("cannot write {}: the directory '{}' {}", what, dir.string(), why);
+    }
+    target = real_dir / target.filename();
+  }
+  target_path_ = target.string();
+
+  const std::string name = target.filename().string();
+  const fs::path dir = target.parent_path();
   for (int attempt = 0;; ++attempt) {
     const std::string temp_name = "." + name + ".tmp." + std::to_string(::getpid()) + "." +
                                   std::to_string(temp_counter.fetch_add(1));
     temp_path_ = (dir / temp_name).string();
     fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd_ >= 0) return;
+    if (fd_ >= 0) break;
     const int error = errno;
     if (error == EEXIST && attempt < 100) continue;  // a stale temporary file of ours
     temp_path_.clear();
     fail("cannot write '{}': cannot create a temporary file in '{}': {}", path_,
          dir.empty() ? "." : dir.string(), describe(error));
+  }
+  // At once, not before the rename: a 0600 file's new content must not be readable by
+  // others while it is being written either.
+  if (kept_mode && ::fchmod(fd_, *kept_mode) != 0) {
+    const int error = errno;
+    const std::string temp = temp_path_;
+    abandon();
+    fail("cannot write '{}': cannot give '{}' the mode {:04o} of the file it replaces: {}",
+         path_, temp, *kept_mode, describe(error));
   }
 }
 
@@ -135,7 +228,7 @@ void AtomicFileWriter::commit() {
     fail("cannot write '{}': close failed: {}; the file was left as it was", path_,
          describe(error));
   }
-  if (::rename(temp_path_.c_str(), path_.c_str()) != 0) {
+  if (::rename(temp_path_.c_str(), target_path_.c_str()) != 0) {
     const int error = errno;
     const std::string temp = temp_path_;
     abandon();
@@ -144,12 +237,13 @@ void AtomicFileWriter::commit() {
   }
   committed_ = true;
   temp_path_.clear();
-  const std::filesystem::path dir = std::filesystem::path(path_).parent_path();
+  const fs::path dir = fs::path(target_path_).parent_path();
   sync_directory(dir.empty() ? "." : dir.string());
 }
 
-void write_file_atomically(const std::string& path, std::string_view contents) {
-  AtomicFileWriter writer(path);
+void write_file_atomically(const std::string& path, std::string_view contents,
+                           AtomicWriteOptions options) {
+  AtomicFileWriter writer(path, options);
   writer.write(contents);
   writer.commit();
 }
