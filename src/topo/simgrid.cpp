@@ -178,8 +178,14 @@ PlatformFiles write_simgrid_platform(const Graph& graph, const std::vector<int>&
                       .hostfile = (std::filesystem::path(dir) / "hostfile").string(),
                       .hosts = graph.devices(),
                       .cluster = cluster_kind(graph)};
-  write_file_atomically(files.platform, xml);
-  write_file_atomically(files.hostfile, hosts);
+  // Both writers are made (each checks its path) before either file is replaced, so a
+  // hostfile path that is refused (a FIFO, a read-only file) leaves platform.xml as it was.
+  AtomicFileWriter platform(files.platform);
+  AtomicFileWriter hostfile(files.hostfile);
+  platform.write(xml);
+  hostfile.write(hosts);
+  platform.commit();
+  hostfile.commit();
   return files;
 }
 
