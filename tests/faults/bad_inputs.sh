@@ -184,8 +184,57 @@ if [ "$group" = all ] || [ "$group" = files ]; then
   expect_error "metrics on a full disk" 2 "error: cannot write metrics file '/dev/full' at step 1: No space left on device" \
     train "${t[@]}" --seq 32 --batch 4 --steps 2 --metrics /dev/full
   expect_error "plan --out not writable" 2 "error: cannot write '/proc/self/p.json'" calibrate --out /proc/self/p.json
-  expect_error "calibrate --out is a directory" 2 "error: cannot write '$bad/emptydir': it is a directory" \
+  expect_error "calibrate --out is a directory" 2 "error: '$bad/emptydir' is a directory, not a regular file: meshtp writes only regular files" \
     calibrate --out "$bad/emptydir"
+  # ---- output paths that are not regular files, or are read-only ------------------------
+  # Each is refused before anything is written, and afterwards is what it was: its type,
+  # device numbers and mode, and for a regular file its bytes (fingerprint).
+  fingerprint() {
+    local f
+    f=$(stat -c '%F %t:%T %a' -- "$1" 2>&1)
+    if [ -f "$1" ]; then f+=" $(md5sum <"$1")"; fi
+    echo "$f"
+  }
+  # expect_kept NAME PATH BEFORE: PATH still has the fingerprint BEFORE. Run only after the
+  # trial passed (&&), so that a trial counts as at most one failure.
+  expect_kept() {
+    local now
+    now=$(fingerprint "$2")
+    if [ "$now" != "$3" ]; then failed "$1: '$2' changed from '$3' to '$now'"; fi
+  }
+  only_regular="not a regular file: meshtp writes only regular files"
+  # A device node made here when we may (root), so that a regression replaces a copy and
+  # not the machine's /dev/full; a non-root run uses /dev/full itself, which it cannot
+  # replace. Root without mknod skips the case rather than risk /dev/full.
+  dev="$bad/full"
+  if ! mknod "$dev" c 1 7 2>/dev/null; then
+    dev=/dev/full
+    if [ "$(id -u)" -eq 0 ]; then dev=""; echo "skip plan --out a character device: no mknod"; fi
+  fi
+  if [ -n "$dev" ]; then
+    before=$(fingerprint "$dev")
+    expect_error "plan --out a character device" 2 "error: '$dev' is a character device, $only_regular" \
+      plan --topology nvlink-network-2 --model tiny --out "$dev" &&
+      expect_kept "plan --out a character device" "$dev" "$before"
+  fi
+  mkfifo "$bad/plan-fifo.json"
+  expect_error "plan --out a FIFO" 2 "error: '$bad/plan-fifo.json' is a FIFO \(named pipe\), $only_regular" \
+    plan --topology nvlink-network-2 --model tiny --out "$bad/plan-fifo.json" &&
+    { [ -p "$bad/plan-fifo.json" ] || failed "plan --out a FIFO: '$bad/plan-fifo.json' is no longer a FIFO"; }
+  # The FIFO is the second of the two files: the first (platform.xml) must not be written
+  # either.
+  mkdir -p "$bad/platform"
+  mkfifo "$bad/platform/hostfile"
+  expect_error "topo platform --out onto a FIFO" 2 "error: '$bad/platform/hostfile' is a FIFO \(named pipe\), $only_regular" \
+    topo platform nvlink-network-2 --out "$bad/platform" &&
+    if [ ! -p "$bad/platform/hostfile" ]; then failed "topo platform --out onto a FIFO: the hostfile is no longer a FIFO"
+    elif [ -e "$bad/platform/platform.xml" ]; then failed "topo platform --out onto a FIFO: platform.xml was written"; fi
+  echo '{"kept": true}' >"$bad/plan-readonly.json"
+  chmod 0444 "$bad/plan-readonly.json"
+  before=$(fingerprint "$bad/plan-readonly.json")
+  expect_error "plan --out a read-only file" 2 "error: '$bad/plan-readonly.json' is read-only \(mode 0444\): not overwritten" \
+    plan --topology nvlink-network-2 --model tiny --out "$bad/plan-readonly.json" &&
+    expect_kept "plan --out a read-only file" "$bad/plan-readonly.json" "$before"
 fi
 echo "bad inputs tried $trials, rejected cleanly $((trials - failures))"
 finish
