@@ -39,7 +39,7 @@ meshtp_failure_test(cli_calibrate_mesh_mismatch
                     REGEX "error: --mesh 2x2 has 4 ranks but the world has 2"
                     NP 2 COMMAND ${MESHTP_BIN} calibrate --mesh 2x2 --out ${MESHTP_CAL_DIR}/x.json)
 meshtp_failure_test(cli_calibrate_out_is_directory
-                    REGEX "error: cannot write '${MESHTP_CAL_DIR}': it is a directory"
+                    REGEX "error: '${MESHTP_CAL_DIR}' is a directory, not a regular file: meshtp writes only regular files"
                     NP 2 COMMAND ${MESHTP_BIN} calibrate --out ${MESHTP_CAL_DIR})
 meshtp_failure_test(cli_calibrate_one_size
                     REGEX "error: --sizes 8K,8K: the fit needs at least 2 distinct message sizes"

@@ -394,7 +394,8 @@ TEST_F(Safetensors, FailedSaveLeavesExistingFileByteIdentical) {
   // A destination that is a directory, and a directory that does not exist.
   fs::create_directory(path("dir.safetensors"));
   EXPECT_EQ(error_of([&] { save_safetensors(path("dir.safetensors"), big); }),
-            "cannot write '" + path("dir.safetensors") + "': it is a directory");
+            "'" + path("dir.safetensors") +
+                "' is a directory, not a regular file: meshtp writes only regular files");
   EXPECT_TRUE(fs::is_directory(path("dir.safetensors")));
   EXPECT_EQ(error_of([&] { save_safetensors(path("missing/ckpt.safetensors"), big); }),
             "cannot write '" + path("missing/ckpt.safetensors") +
