@@ -67,4 +67,4 @@ meshtp_failure_test(cli_simulate_slices_without_mesh
 add_test(NAME cli_simulate_interrupt
          COMMAND ${PROJECT_SOURCE_DIR}/tests/cli/simulate_interrupt.sh ${MESHTP_BIN})
 set_tests_properties(cli_simulate_interrupt PROPERTIES ENVIRONMENT "${MESHTP_MPI_ENV}"
-                     TIMEOUT 120 PROCESSORS 2)
+                     TIMEOUT 120 PROCESSORS 2 LABELS faults)
