@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <string>
+#include <string_view>
 
 namespace meshtp::cli {
 
@@ -29,6 +31,48 @@ CLI::Validator integer_at_least(long long min) {
         return fmt::format("{} must be an integer ≥ {}", text, min);
       },
       fmt::format("INT≥{}", min));
+}
+
+namespace {
+
+// Decimal digits, an optional '-' for a signed option, within the option type's 64 bits;
+// rewrites the text without leading zeros, as CLI11 would otherwise read "010" as octal.
+CLI::Validator decimal_integer(bool is_signed) {
+  return CLI::Validator(
+      [is_signed](std::string& text) -> std::string {
+        std::string_view digits = text;
+        const bool negative = !digits.empty() && digits.front() == '-';
+        if (negative) digits.remove_prefix(1);
+        if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos) {
+          return fmt::format("'{}' is not a decimal integer", text);
+        }
+        if (negative && !is_signed) return fmt::format("'{}' must not be negative", text);
+        digits.remove_prefix(std::min(digits.find_first_not_of('0'), digits.size() - 1));
+        unsigned long long value = 0;  // the whole 64-bit range, before any narrowing
+        const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+        const unsigned long long max = !is_signed ? ~0ULL
+                                       : negative ? 1ULL << 63
+                                                  : (1ULL << 63) - 1;
+        if (ec != std::errc() || value > max) {
+          return fmt::format("'{}' is out of range (at most {}{})", text, negative ? "-" : "", max);
+        }
+        text = (negative && value != 0 ? "-" : "") + std::string(digits);
+        return {};
+      },
+      "");
+}
+
+}  // namespace
+
+void require_decimal_integers(CLI::App& app) {
+  for (CLI::Option* option : app.get_options()) {
+    const std::string type = option->get_type_name();
+    if (type.rfind("INT", 0) == 0) option->transform(decimal_integer(true));
+    if (type.rfind("UINT", 0) == 0) option->transform(decimal_integer(false));
+  }
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    require_decimal_integers(*sub);
+  }
 }
 
 }  // namespace meshtp::cli

@@ -11,4 +11,11 @@ namespace meshtp::cli {
 // An integer ≥ min (up to 2^64 − 1 for non-negative flags such as --seed).
 CLI::Validator integer_at_least(long long min);
 
+// Makes every integer option of `app` and its subcommands decimal, as typed: CLI11 converts
+// with strtoll(…, 0), so `--devices 010` was 8 and `--warmup 0x10` 16. A leading '+', hex,
+// a non-digit or a value beyond 64 bits is an error naming the text ("--devices: '0x8' is
+// not a decimal integer"); leading zeros are decimal ("010" is 10). Call once every command
+// is registered.
+void require_decimal_integers(CLI::App& app);
+
 }  // namespace meshtp::cli

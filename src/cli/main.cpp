@@ -32,6 +32,7 @@
 #include <thread>
 
 #include "cli/commands.hpp"
+#include "cli/flag_checks.hpp"
 #include "cli/stop_signals.hpp"
 #include "comm/communicator.hpp"
 #include "comm/watchdog.hpp"
@@ -130,6 +131,7 @@ int main(int argc, char** argv) {
   meshtp::cli::add_bench_plan_command(app);
   meshtp::cli::add_train_command(app);
   meshtp::cli::add_simulate_command(app);
+  meshtp::cli::require_decimal_integers(app);
 
   int status = 0;
   try {

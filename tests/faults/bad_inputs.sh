@@ -79,8 +79,8 @@ if [ "$group" = all ] || [ "$group" = flags ]; then
   expect_error "train --seq 2^40" 2 "error: --seq=1099511627776 is too large" train "${t[@]}" --batch 4 --steps 2 --seq 1099511627776
   expect_error "train --batch -8" 2 "error: --batch: -8 must be" train "${t[@]}" --seq 32 --steps 2 --batch -8
   expect_error "train --batch 3 with --dp 2" 2 "error: batch=3 does not split into dp=2 × microbatches=1" train "${t[@]}" --seq 32 --steps 2 --batch 3 --dp 2 --mesh 1x1
-  expect_error "train --seed -1" 2 "error: --seed: -1 must be" train "${t[@]}" --seq 32 --batch 4 --steps 2 --seed -1
-  expect_error "train --seed 2^64" 2 "error: --seed: 18446744073709551616 must be" train "${t[@]}" --seq 32 --batch 4 --steps 2 --seed 18446744073709551616
+  expect_error "train --seed -1" 2 "error: --seed: '-1' must not be negative" train "${t[@]}" --seq 32 --batch 4 --steps 2 --seed -1
+  expect_error "train --seed 2^64" 2 "error: --seed: '18446744073709551616' is out of range \\(at most 18446744073709551615\\)" train "${t[@]}" --seq 32 --batch 4 --steps 2 --seed 18446744073709551616
   expect_error "train --checkpoint-every -1" 2 "error: --checkpoint-every=-1 must be ≥ 0" train "${t[@]}" --seq 32 --batch 4 --steps 2 --checkpoint-every -1
   expect_error "train --keep 0" 2 "error: --keep=0 must be ≥ 1" train "${t[@]}" --seq 32 --batch 4 --steps 2 --keep 0
   expect_error "train --val-fraction 1.5" 2 "error: --val-fraction=1.5 must be" train "${t[@]}" --seq 32 --batch 4 --steps 2 --val-fraction 1.5
@@ -100,7 +100,7 @@ if [ "$group" = all ] || [ "$group" = flags ]; then
   expect_error "train --skip-nonfinite -1" 2 "error: --skip-nonfinite=-1 must be ≥ 0" train "${t[@]}" --seq 32 --batch 4 --steps 2 --skip-nonfinite -1
   expect_error "train --trace-steps 0" 2 "error: --trace-steps=0 must be ≥ 1" train "${t[@]}" --seq 32 --batch 4 --steps 2 --trace-steps 0
   expect_error "train --stop-after -1" 2 "error: --stop-after=-1 must be ≥ 0" train "${t[@]}" --seq 32 --batch 4 --steps 2 --stop-after -1
-  expect_error "train --steps abc" 2 "error: Could not convert: --steps = abc" train "${t[@]}" --seq 32 --batch 4 --steps abc
+  expect_error "train --steps abc" 2 "error: --steps: 'abc' is not a decimal integer" train "${t[@]}" --seq 32 --batch 4 --steps abc
   expect_error "train --model atp-m4 (memory)" 2 "error: model 'atp-m4' .*needs ~[0-9.]+ GiB per rank" train --model atp-m4
   expect_error "train --seq 100000 (memory)" 2 "error: model 'tiny' with --batch=4 --seq=100000 .*needs ~[0-9.]+ GiB per rank" \
     train --data "$good/corpus.txt" --batch 4 --seq 100000
@@ -122,6 +122,22 @@ if [ "$group" = all ] || [ "$group" = flags ]; then
   expect_error "bench gemm2d --m 0" 2 "error: GeMM sizes must be positive, got m=0" bench gemm2d --m 0 --n 8 --k 8 --mesh 1x2
   expect_error "calibrate --mesh 5" 2 "error: --mesh 5 is not a 2D mesh" calibrate --mesh 5 --out "$work/cal.json"
   expect_error "unknown command" 2 "error: unknown command 'frobnicate'" frobnicate
+  # ---- numbers: decimal as typed, in range (cli/flag_checks.hpp require_decimal_integers) --
+  # 010 is ten, not octal eight; hex, a '+' and 64-bit overflow are refused naming the text.
+  expect_error "simulate --devices 010 (decimal ten)" 1 "error: topology 'pcie-8xa100' has 8 devices but --devices is 10" \
+    simulate --topology pcie-8xa100 --model tiny --devices 010 --predict-only
+  expect_error "simulate --devices 0x8" 1 "error: --devices: '0x8' is not a decimal integer" \
+    simulate --topology pcie-8xa100 --model tiny --devices 0x8 --predict-only
+  expect_error "simulate --devices +2" 1 "error: --devices: '\\+2' is not a decimal integer" \
+    simulate --topology pcie-8xa100 --model tiny --devices +2 --predict-only
+  expect_error "simulate --devices 2^67" 1 "error: --devices: '147573952589676412928' is out of range" \
+    simulate --topology pcie-8xa100 --model tiny --devices 147573952589676412928 --predict-only
+  expect_error "train --warmup 0x10" 2 "error: --warmup: '0x10' is not a decimal integer" train "${t[@]}" --seq 32 --batch 4 --steps 2 --warmup 0x10
+  expect_error "train --steps 2^63" 2 "error: --steps: '9223372036854775808' is out of range \\(at most 9223372036854775807\\)" \
+    train "${t[@]}" --seq 32 --batch 4 --steps 9223372036854775808
+  expect_error "train --dp 2^32+1" 2 "error: Could not convert: --dp = 4294967297" train "${t[@]}" --seq 32 --batch 4 --steps 2 --dp 4294967297
+  expect_error "plan --devices 0x2" 2 "error: --devices: '0x2' is not a decimal integer" plan --topology nvlink-network-2 --model tiny --devices 0x2
+  expect_error "bench layer --seq 1e3" 2 "error: --seq: '1e3' is not a decimal integer" bench layer --hidden 64 --heads 4 --seq 1e3 --batch 2 --layers 1 --mesh 2x1
 fi
 
 if [ "$group" = all ] || [ "$group" = files ]; then
