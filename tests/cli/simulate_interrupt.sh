@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # simulate_interrupt.sh MESHTP: Ctrl-C (SIGINT) on `meshtp simulate` ends smpirun and every
-# simulated process within 5 s, removes the simulation's temporary directory and exits 130
-# (sim/launch.cpp runs smpirun in a process group of its own and ends that group).
+# simulated process, removes the simulation's temporary directory and exits 130
+# (sim/launch.cpp runs smpirun in a process group of its own and ends that group: SIGTERM,
+# SIGKILL after 3 s, then reaping, so meshtp is gone within ~4 s; the test allows 8 s for a
+# loaded machine).
 set -u
 meshtp=$1
 log=$(mktemp)
@@ -23,17 +25,19 @@ sleep 1.5
 if ! pgrep -g "$smpirun" >/dev/null; then
   echo "FAIL: the simulation ended before the signal (make it longer)"; cat "$log"; exit 1
 fi
+sent=$(date +%s.%N)
 kill -INT "$pid"
-for _ in $(seq 50); do
+for _ in $(seq 80); do
   kill -0 "$pid" 2>/dev/null || break
   sleep 0.1
 done
 if kill -0 "$pid" 2>/dev/null; then
-  echo "FAIL: meshtp simulate still running 5 s after SIGINT"; kill -9 "$pid"
+  echo "FAIL: meshtp simulate still running 8 s after SIGINT"; kill -9 "$pid"
   pkill -9 -g "$smpirun"; exit 1
 fi
 wait "$pid"
 status=$?
+echo "meshtp simulate exited $(python3 -c "import time; print(round(time.time() - $sent, 2))") s after SIGINT"
 failures=0
 if pgrep -g "$smpirun" >/dev/null; then
   echo "FAIL: simulation processes left behind:"; pgrep -a -g "$smpirun"; pkill -9 -g "$smpirun"

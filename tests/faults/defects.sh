@@ -51,7 +51,7 @@ if want 2; then  # JSON nested 100000 deep: SIGSEGV; at 50000 the message was th
 fi
 
 if want 3; then  # --seed -1 wrapped to 2^64−1, whose checkpoint did not resume
-  expect_error "3 --seed -1" 2 "error: --seed.* -1 must be" train "${small[@]}" --seed -1
+  expect_error "3 --seed -1" 2 "error: --seed: '-1' must not be negative" train "${small[@]}" --seed -1
   d="$work/seedmax"
   next_trial
   if mpi 2 train "${small[@]}" --steps 1 --seed 18446744073709551615 --checkpoint-dir "$d" >"$d.log" 2>&1 &&
