@@ -15,16 +15,16 @@ constexpr std::int64_t kMaxSize = std::numeric_limits<std::int32_t>::max();
 
 void ModelShape::validate(std::string_view where) const {
   // The upper bound keeps every size an int where a kernel or MPI needs one.
-  const auto at_least = [&](std::int64_t value, const char* key, std::int64_t min) {
+  const auto in_range = [&](std::int64_t value, const char* key, std::int64_t min) {
     MESHTP_CHECK(value >= min, "{}: {}={} must be at least {}", where, key, value, min);
     MESHTP_CHECK(value <= kMaxSize, "{}: {}={} must be at most {}", where, key, value, kMaxSize);
   };
-  at_least(layers, "layers", 1);
-  at_least(hidden, "hidden", 1);
-  at_least(heads, "heads", 1);
-  at_least(vocab, "vocab", 0);
-  at_least(batch, "batch", 1);
-  at_least(seq, "seq", 1);
+  in_range(layers, "layers", 1);
+  in_range(hidden, "hidden", 1);
+  in_range(heads, "heads", 1);
+  in_range(vocab, "vocab", 0);
+  in_range(batch, "batch", 1);
+  in_range(seq, "seq", 1);
   MESHTP_CHECK(hidden % heads == 0, "{}: hidden={} is not divisible by heads={}", where, hidden,
                heads);
 }
