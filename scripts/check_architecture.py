@@ -16,7 +16,7 @@ Prints one line per disagreement, naming the edge and where it is, and exits 1; 
 a summary when they agree. `--doc PATH` reads another copy of the doc (the negative test
 feeds it a doctored one); the CMake files are always this tree's. Run by the test
 `architecture_doc_matches_cmake` (tests/CMakeLists.txt). scripts/check_layers.py checks the
-includes against the same table.
+includes against the same table, read with table_rows / read_table / reachable from here.
 """
 import argparse
 import pathlib
@@ -104,22 +104,28 @@ def read_cmake():
     return targets, links
 
 
-def read_table(doc_path):
-    """folder → set of folders its row lists, from the doc's '## Dependencies' table."""
+def table_rows(doc_path):
+    """The cells of every folder row of the doc's '## Dependencies' table (scripts/check_layers.py
+    reads the same rows)."""
     text = doc_path.read_text()
     section = text.split("\n## Dependencies", 1)
     if len(section) != 2:
         sys.exit(f"error: {doc_path} has no '## Dependencies' section")
     body = re.split(r"\n## ", section[1], maxsplit=1)[0]
-    table = {}
+    rows = []
     for line in body.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) < 2 or not re.fullmatch(r"`[a-z_]+`", cells[0]):
-            continue
-        table[cells[0].strip("`")] = set(re.findall(r"`([a-z_]+)`", cells[1]))
-    if not table:
+        if len(cells) >= 2 and re.fullmatch(r"`[a-z_]+`", cells[0]):
+            rows.append(cells)
+    if not rows:
         sys.exit(f"error: {doc_path}: no rows in the Dependencies table")
-    return table
+    return rows
+
+
+def read_table(doc_path):
+    """folder → set of folders its row lists."""
+    return {cells[0].strip("`"): set(re.findall(r"`([a-z_]+)`", cells[1]))
+            for cells in table_rows(doc_path)}
 
 
 def reachable(graph, start):

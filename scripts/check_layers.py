@@ -11,32 +11,13 @@ import pathlib
 import re
 import sys
 
+from check_architecture import reachable, read_table, table_rows
+
 root = pathlib.Path(__file__).resolve().parent.parent
-doc = (root / "docs" / "ARCHITECTURE.md").read_text()
-
-section = doc.split("## Dependencies", 1)
-if len(section) != 2:
-    sys.exit("docs/ARCHITECTURE.md has no '## Dependencies' section")
-edges, mpi_ok = {}, set()
-for line in section[1].splitlines():
-    cells = [c.strip() for c in line.strip().strip("|").split("|")]
-    if len(cells) < 3 or not cells[0].startswith("`"):
-        continue
-    folder = cells[0].strip("`")
-    deps = re.findall(r"`([a-z_/]+)`", cells[1])
-    edges[folder] = set(deps)
-    if cells[2].lower().startswith("yes"):
-        mpi_ok.add(folder)
-
-
-def reachable(folder):
-    seen, todo = set(), list(edges.get(folder, ()))
-    while todo:
-        f = todo.pop()
-        if f not in seen:
-            seen.add(f)
-            todo.extend(edges.get(f, ()))
-    return seen
+doc = root / "docs" / "ARCHITECTURE.md"
+edges = read_table(doc)
+mpi_ok = {cells[0].strip("`") for cells in table_rows(doc)
+          if len(cells) > 2 and cells[2].lower().startswith("yes")}
 
 
 def folder_of(path):
@@ -50,7 +31,7 @@ for path in sorted(list((root / "src").rglob("*.[ch]pp")) + list((root / "bench"
     if here not in edges:
         errors.append(f"{path.relative_to(root)}: folder '{here}' is not in the Dependencies table")
         continue
-    allowed = reachable(here) | {here}
+    allowed = reachable(edges, here) | {here}
     for n, line in enumerate(path.read_text().splitlines(), 1):
         m = re.match(r'\s*#\s*include\s*"([a-z_]+)/', line)
         if m and m.group(1) in edges and m.group(1) not in allowed:
