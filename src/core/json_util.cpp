@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "core/error.hpp"
 #include "core/json_limits.hpp"
@@ -24,8 +28,23 @@ TextPosition position_of(std::string_view text, std::size_t offset) {
 
 nlohmann::json parse_json(std::string_view text, std::string_view source) {
   check_json_depth(text, source);
+  // nlohmann keeps the last of two equal keys; a file that says "dp" twice means one of them
+  // by mistake, so the parser refuses it. One set of keys per open object (the depth check
+  // above bounds the stack).
+  std::vector<std::set<std::string>> open_objects;
+  const nlohmann::json::parser_callback_t refuse_duplicate_keys =
+      [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+        using Event = nlohmann::json::parse_event_t;
+        if (event == Event::object_start) open_objects.emplace_back();
+        if (event == Event::object_end) open_objects.pop_back();
+        if (event == Event::key && !open_objects.back().insert(parsed.get<std::string>()).second) {
+          fail("malformed JSON in {}: the key '{}' appears twice in one object", source,
+               parsed.get<std::string>());
+        }
+        return true;
+      };
   try {
-    return nlohmann::json::parse(text.begin(), text.end());
+    return nlohmann::json::parse(text.begin(), text.end(), refuse_duplicate_keys);
   } catch (const nlohmann::json::parse_error& e) {
     // e.byte is 1-based: the position of the last character read, i.e. the offending one.
     const std::size_t offset = e.byte > 0 ? e.byte - 1 : 0;
@@ -71,6 +90,11 @@ std::int64_t read_integer(const nlohmann::json& obj, std::string_view key,
   const nlohmann::json& v = require_field(obj, key, where);
   MESHTP_CHECK(v.is_number_integer(), "{}: field '{}' must be an integer, got {}", where, key,
                v.dump());
+  // 2^63 … 2^64 − 1 parse as unsigned, and would wrap negative.
+  MESHTP_CHECK(!v.is_number_unsigned() ||
+                   v.get<std::uint64_t>() <=
+                       static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()),
+               "{}: field '{}' is out of range, got {}", where, key, v.dump());
   return v.get<std::int64_t>();
 }
 
@@ -91,6 +115,9 @@ std::vector<int> read_int_list(const nlohmann::json& obj, std::string_view key,
   for (std::size_t i = 0; i < v.size(); ++i) {
     MESHTP_CHECK(v[i].is_number_integer(), "{}: {}[{}] must be an integer, got {}", where, key, i,
                  v[i].dump());
+    MESHTP_CHECK(
+        !v[i].is_number_unsigned() || v[i].get<std::uint64_t>() <= static_cast<std::uint64_t>(max),
+        "{}: {}[{}]={} must be between {} and {}", where, key, i, v[i].dump(), min, max);
     const std::int64_t x = v[i].get<std::int64_t>();
     MESHTP_CHECK(x >= min && x <= max, "{}: {}[{}]={} must be between {} and {}", where, key, i,
                  x, min, max);
