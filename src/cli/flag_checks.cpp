@@ -62,7 +62,24 @@ CLI::Validator decimal_integer(bool is_signed) {
       "");
 }
 
+CLI::Validator nonempty_text() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        return text.empty() ? "the value is empty (leave the flag out instead)" : "";
+      },
+      "");
+}
+
 }  // namespace
+
+void require_nonempty_text(CLI::App& app) {
+  for (CLI::Option* option : app.get_options()) {
+    if (option->get_type_name().rfind("TEXT", 0) == 0) option->check(nonempty_text());
+  }
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    require_nonempty_text(*sub);
+  }
+}
 
 void require_decimal_integers(CLI::App& app) {
   for (CLI::Option* option : app.get_options()) {

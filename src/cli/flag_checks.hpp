@@ -18,4 +18,9 @@ CLI::Validator integer_at_least(long long min);
 // is registered.
 void require_decimal_integers(CLI::App& app);
 
+// Makes every text option of `app` and its subcommands refuse an empty value: `--checkpoint-dir
+// ""` trained without checkpoints and `--out ""` wrote nothing, without a word. "leave the flag
+// out" is how a user says none. Call once every command is registered.
+void require_nonempty_text(CLI::App& app);
+
 }  // namespace meshtp::cli

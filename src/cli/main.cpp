@@ -132,6 +132,7 @@ int main(int argc, char** argv) {
   meshtp::cli::add_train_command(app);
   meshtp::cli::add_simulate_command(app);
   meshtp::cli::require_decimal_integers(app);
+  meshtp::cli::require_nonempty_text(app);
 
   int status = 0;
   try {
@@ -148,6 +149,22 @@ int main(int argc, char** argv) {
         MESHTP_CHECK(found, "unknown command '{}'; the commands are:{}", argv[1], known);
       }
       app.parse(argc, argv);
+    } catch (const CLI::ConversionError& e) {
+      // The decimal check passed the text, so it only overflows a narrower option type
+      // (int), where CLI11 would say "Could not convert: --dp = 4294967297".
+      const std::string what = e.what();
+      const std::string prefix = "Could not convert: ";
+      const std::size_t eq = what.find(" = ");
+      if (what.rfind(prefix, 0) == 0 && eq != std::string::npos) {
+        if (root) {
+          std::fprintf(stderr, "error: %s: '%s' is out of range for this flag\n",
+                       what.substr(prefix.size(), eq - prefix.size()).c_str(),
+                       what.substr(eq + 3).c_str());
+        }
+        status = e.get_exit_code();
+      } else {
+        status = root ? app.exit(e) : e.get_exit_code();
+      }
     } catch (const CLI::ParseError& e) {
       // Same verdict on every rank: print once, exit everywhere with CLI11's code.
       status = root ? app.exit(e) : e.get_exit_code();

@@ -119,7 +119,7 @@ void print_memory(std::ostream& os, const plan::ModelSpec& spec, const layout::P
 std::string choose_layout(TrainArgs& args, const plan::ModelSpec& spec) {
   const LayoutFlags& flags = args.layout;
   if (flags.planned()) return plan_layout(args, spec);
-  args.config.model.layout = flags.resolve(world().size());
+  args.config.model.layout = flags.resolve(world().size(), "the world", &spec);
   if (flags.from_file()) return "layout from " + flags.plan_file;
   if (flags.mesh.empty()) return "no --mesh given: Megatron 1D over every rank of a pipeline stage";
   return "layout given with --mesh/--dp/--pp";
@@ -183,7 +183,7 @@ void run_train(TrainArgs& args) {
      << fmt::format(
             "optim   AdamW lr {:g}→{:g} (warmup {}, cosine), betas {:g}/{:g}, wd {:g}, "
             "clip {:g}, seed {}\n",
-            c.lr, c.min_lr, c.warmup, c.adamw.beta1, c.adamw.beta2, c.adamw.weight_decay,
+            c.lr, c.final_lr(), c.warmup, c.adamw.beta1, c.adamw.beta2, c.adamw.weight_decay,
             c.grad_clip, seed)
      << fmt::format("data    {} (validation: last {:.0f}%)\n", c.data, 100 * c.validation_fraction);
   for (const std::string& line : train::describe_layout(c.model.layout, spec.layers)) {
@@ -259,7 +259,8 @@ void add_train_command(CLI::App& app) {
   args->layout.add_to(t, LayoutFlags::kMeshAuto | LayoutFlags::kReplicas | LayoutFlags::kPipeline |
                              LayoutFlags::kTpAlias);
   t->add_option("--lr", c.lr, "Peak learning rate")->capture_default_str();
-  t->add_option("--min-lr", c.min_lr, "Final learning rate of the cosine decay")->capture_default_str();
+  t->add_option("--min-lr", c.min_lr,
+                "Final learning rate of the cosine decay (default: --lr / 10)");
   t->add_option("--warmup", c.warmup, "Warmup steps")->capture_default_str();
   t->add_option("--weight-decay", c.adamw.weight_decay, "AdamW weight decay")->capture_default_str();
   t->add_option("--beta1", c.adamw.beta1, "AdamW β1")->capture_default_str();

@@ -78,7 +78,10 @@ void validate(const TrainConfig& c, int world_size) {
   at_least("steps", c.steps, 1);
   at_least("warmup", c.warmup, 0);
   MESHTP_CHECK(std::isfinite(c.lr) && c.lr > 0, "--lr={} must be a finite number > 0", c.lr);
-  finite_in("min-lr", c.min_lr, 0, c.lr, false);
+  if (c.min_lr) {
+    MESHTP_CHECK(std::isfinite(*c.min_lr) && *c.min_lr >= 0 && *c.min_lr <= c.lr,
+                 "--min-lr={} must be a finite number in [0, {}] (at most --lr)", *c.min_lr, c.lr);
+  }
   finite_in("beta1", c.adamw.beta1, 0, 1, true);
   finite_in("beta2", c.adamw.beta2, 0, 1, true);
   MESHTP_CHECK(std::isfinite(c.adamw.eps) && c.adamw.eps > 0,
@@ -121,8 +124,10 @@ TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
   const int dp_rank = model.dp_rank();
   TrainSummary summary;
   summary.parameters = model.global_parameters();
-  const LrSchedule schedule{.peak = config.lr, .min = config.min_lr,
-                            .warmup_steps = config.warmup, .total_steps = config.steps};
+  const LrSchedule schedule{.peak = config.lr,
+                            .min = config.final_lr(),
+                            .warmup_steps = config.warmup,
+                            .total_steps = config.steps};
 
   // Everything that can refuse to run does so before the first step: the checkpoint
   // directory (writable, not another run's, not someone else's checkpoints), the resume

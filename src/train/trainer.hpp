@@ -41,7 +41,8 @@ struct TrainConfig {
   model::GptConfig model;
   std::int64_t steps = 100;
   double lr = 1e-3;
-  double min_lr = 1e-4;
+  std::optional<double> min_lr;  // the cosine decay's floor; unset: lr / 10
+  double final_lr() const { return min_lr.value_or(lr / 10); }
   std::int64_t warmup = 10;
   AdamWConfig adamw;
   double grad_clip = 1.0;  // 0: off
