@@ -119,23 +119,21 @@ int write_fully(int fd, std::span<const std::byte> bytes, std::int64_t* written)
   return 0;
 }
 
-AtomicFileWriter::AtomicFileWriter(std::string path, AtomicWriteOptions options)
-    : path_(std::move(path)) {
+OutputTarget check_output_path(const std::string& path, AtomicWriteOptions options) {
   const auto names_a_file = [](const fs::path& p) {
     const std::string name = p.filename().string();
     return !name.empty() && name != "." && name != "..";
   };
-  MESHTP_CHECK(names_a_file(path_), "cannot write '{}': the path does not name a file", path_);
+  MESHTP_CHECK(names_a_file(path), "cannot write '{}': the path does not name a file", path);
 
-  // Everything is checked before the temporary file exists, so a refusal leaves no trace.
-  const LinkEnd end = follow_links(path_);
-  const bool via_link = end.path != fs::path(path_);
+  const LinkEnd end = follow_links(path);
+  const bool via_link = end.path != fs::path(path);
   // "'out.json'", or "'out.json' (a symlink to '/data/plan.json')": the user named the
   // first, but what is wrong is the second.
-  const std::string what = via_link ? fmt::format("'{}' (a symlink to '{}')", path_,
-                                                  end.path.string())
-                                    : fmt::format("'{}'", path_);
-  std::optional<mode_t> kept_mode;
+  const std::string what = via_link
+                               ? fmt::format("'{}' (a symlink to '{}')", path, end.path.string())
+                               : fmt::format("'{}'", path);
+  OutputTarget out;
   if (end.exists) {
     MESHTP_CHECK(S_ISREG(end.st.st_mode),
                  "{} is {}, not a regular file: meshtp writes only regular files", what,
@@ -143,7 +141,7 @@ AtomicFileWriter::AtomicFileWriter(std::string path, AtomicWriteOptions options)
     const mode_t mode = end.st.st_mode & 07777;
     MESHTP_CHECK((mode & S_IWUSR) != 0 || options.replace_read_only,
                  "{} is read-only (mode {:04o}): not overwritten", what, mode);
-    kept_mode = mode;
+    out.mode = mode;
   }
   fs::path target = end.path;
   if (via_link) {
@@ -162,6 +160,16 @@ AtomicFileWriter::AtomicFileWriter(std::string path, AtomicWriteOptions options)
     }
     target = real_dir / target.filename();
   }
+  out.path = target.string();
+  return out;
+}
+
+AtomicFileWriter::AtomicFileWriter(std::string path, AtomicWriteOptions options)
+    : path_(std::move(path)) {
+  // Everything is checked before the temporary file exists, so a refusal leaves no trace.
+  const OutputTarget checked = check_output_path(path_, options);
+  const std::optional<mode_t> kept_mode = checked.mode;
+  const fs::path target = checked.path;
   target_path_ = target.string();
 
   const std::string name = target.filename().string();

@@ -39,6 +39,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -50,6 +51,16 @@ struct AtomicWriteOptions {
   // see "What is written over" above.
   bool replace_read_only = false;
 };
+
+// Step 0 alone: what is at `path` may be written (see "What is written over"); throws if not.
+// Returns the file a write replaces (`path`, or the end of a symlink chain at it) and its
+// permission bits when it exists. For a file appended to in place rather than replaced (the
+// metrics log), which gets the same checks.
+struct OutputTarget {
+  std::string path;
+  std::optional<unsigned> mode;  // st_mode & 07777 of the existing file
+};
+OutputTarget check_output_path(const std::string& path, AtomicWriteOptions options = {});
 
 class AtomicFileWriter {
  public:

@@ -32,7 +32,11 @@ std::string lines_up_to(const std::string& text, std::int64_t last) {
 
 MetricsLog::MetricsLog(std::string path, std::optional<std::int64_t> resumed_step)
     : path_(std::move(path)) {
-  int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC;
+  // Appended to in place, not replaced, but written over with the same care: only a regular
+  // file (not /dev/full or a FIFO, which would hang the run), not a read-only one; a
+  // symlink's target. Truncating in place keeps the file's mode.
+  const OutputTarget target = check_output_path(path_);
+  int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW;
   if (resumed_step) {
     std::string old;
     try {
@@ -46,7 +50,7 @@ MetricsLog::MetricsLog(std::string path, std::optional<std::int64_t> resumed_ste
   } else {
     flags |= O_TRUNC;
   }
-  fd_ = ::open(path_.c_str(), flags, 0666);
+  fd_ = ::open(target.path.c_str(), flags, 0666);
   if (fd_ < 0) fail("cannot open metrics file '{}': {}", path_, errno_text(errno));
 }
 
