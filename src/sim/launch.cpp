@@ -118,12 +118,36 @@ void end_group(pid_t group) {
   }
 }
 
-// Runs argv in a process group of its own with stdout and stderr into `log_path`; returns the
-// exit status. A stop signal ends the whole group within ~3 s and throws Interrupted: Ctrl-C
-// on `meshtp simulate` leaves no smpirun or simulated process behind (they reach the
-// terminal's signal only through here, being in another process group).
-int run_logged(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env,
+// argv under a guard that ends its process group when this process dies, even by SIGKILL
+// (which no handler sees): util-linux's setpriv gives the shell a parent-death signal, SIGTERM,
+// on which it removes $MESHTP_GUARD_REMOVE (Simulator::temporary_dir, if set) and kills the
+// group — smpirun and every simulated process it started:
+//   setpriv --pdeathsig TERM sh -c 'trap "…; kill -KILL 0" TERM; "$@" & wait $!' guard ARGV…
+// The shell exits with argv's status. (util-linux is Essential: every Debian has setpriv.)
+std::vector<std::string> guarded(const std::vector<std::string>& argv) {
+  const std::string setpriv = find_program("setpriv");
+  MESHTP_CHECK(!setpriv.empty(), "setpriv not found on PATH: install util-linux");
+  std::vector<std::string> out{
+      setpriv,
+      "--pdeathsig",
+      "TERM",
+      "/bin/sh",
+      "-c",
+      "trap '[ -n \"$MESHTP_GUARD_REMOVE\" ] && rm -rf -- \"$MESHTP_GUARD_REMOVE\"; kill -KILL 0' "
+      "TERM; \"$@\" & wait $!",
+      "guard"};
+  out.insert(out.end(), argv.begin(), argv.end());
+  return out;
+}
+
+// Runs argv (guarded, above) in a process group of its own with stdout and stderr into
+// `log_path`; returns the exit status. A stop signal ends the whole group within ~3 s and
+// throws Interrupted: Ctrl-C on `meshtp simulate` leaves no smpirun or simulated process
+// behind (they reach the terminal's signal only through here, being in another process
+// group), and neither does a `kill -9` of meshtp (the guard).
+int run_logged(const std::vector<std::string>& program, const std::vector<std::string>& extra_env,
                const std::string& log_path) {
+  const std::vector<std::string> argv = guarded(program);
   const StopSignals stop_signals;
   prctl(PR_SET_CHILD_SUBREAPER, 1);
   posix_spawnattr_t attributes;
@@ -154,10 +178,10 @@ int run_logged(const std::vector<std::string>& argv, const std::vector<std::stri
                              env.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attributes);
-  MESHTP_CHECK(rc == 0, "cannot start {}: {}", argv[0], std::strerror(rc));
+  MESHTP_CHECK(rc == 0, "cannot start {}: {}", program[0], std::strerror(rc));
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {
-    MESHTP_CHECK(errno == EINTR, "waiting for {}: {}", argv[0], std::strerror(errno));
+    MESHTP_CHECK(errno == EINTR, "waiting for {}: {}", program[0], std::strerror(errno));
     if (g_stop_signal != 0) {
       const int signal = g_stop_signal;
       end_group(pid);
@@ -235,7 +259,8 @@ Launched launch(const plan::Topology& topology, const RunSpec& spec, const Simul
   out.log = dir + "/simulation.log";
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::string> env{"MESHTP_SIM_STREAMS=" + std::to_string(s.streams),
-                               std::string("MESHTP_SIM_MODE=") + (s.values ? "values" : "charged")};
+                               std::string("MESHTP_SIM_MODE=") + (s.values ? "values" : "charged"),
+                               "MESHTP_GUARD_REMOVE=" + s.temporary_dir};
   if (std::string preload = preload_env(s.binary); !preload.empty()) env.push_back(preload);
   const int status = run_logged(argv, env, out.log);
   out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -32,6 +32,9 @@ struct Simulator {
   std::string smpirun = "smpirun";  // found on PATH unless a path is given
   int streams = 2;                 // communication engines per device
   bool values = false;             // values mode instead of charged (core/simulation.hpp)
+  // Removed with the simulation's processes should meshtp die by a signal it cannot handle
+  // (SIGKILL): the temporary directory the runs are in. Empty (--keep): nothing is removed.
+  std::string temporary_dir;
 };
 
 // smpirun's arguments after -np/-platform/-hostfile: smpirun_options.txt's.

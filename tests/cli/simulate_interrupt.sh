@@ -3,15 +3,21 @@
 # simulated process, removes the simulation's temporary directory and exits 130
 # (sim/launch.cpp runs smpirun in a process group of its own and ends that group: SIGTERM,
 # SIGKILL after 3 s, then reaping, so meshtp is gone within ~4 s; the test allows 8 s for a
-# loaded machine).
+# loaded machine). Then `kill -9` of meshtp, which no handler sees: the guard sim/launch.cpp
+# puts around smpirun (setpriv --pdeathsig) ends the group and removes the directory as well,
+# within 5 s.
 set -u
 meshtp=$1
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 # 64 simulated devices of a GPT-3 layer: several seconds of simulation, so SIGINT lands mid-run.
+start() {
 "$meshtp" simulate --topology nvlink-network-64 --model gpt3-175b --devices 64 --mesh 8x8 \
-  --strategy meshslice >"$log" 2>&1 &
+  --strategy meshslice --ignore-memory >"$log" 2>&1 &
 pid=$!
+}
+# wait_running: sets $smpirun (the simulation's process group) once it runs; 1 if it never does.
+wait_running() {
 smpirun=""
 for _ in $(seq 200); do
   smpirun=$(pgrep -P "$pid" -f smpirun | head -1)
@@ -25,6 +31,9 @@ sleep 1.5
 if ! pgrep -g "$smpirun" >/dev/null; then
   echo "FAIL: the simulation ended before the signal (make it longer)"; cat "$log"; exit 1
 fi
+}
+start
+wait_running
 sent=$(date +%s.%N)
 kill -INT "$pid"
 for _ in $(seq 80); do
@@ -52,4 +61,22 @@ if ! grep -q "error: interrupted by signal 2: the simulation and its processes w
 fi
 cat "$log"
 [ "$failures" -eq 0 ] && echo "ok: SIGINT ended the simulation, its processes and its files"
+
+start
+wait_running
+kill -KILL "$pid"
+wait "$pid" 2>/dev/null
+for _ in $(seq 50); do
+  pgrep -g "$smpirun" >/dev/null || break
+  sleep 0.1
+done
+if pgrep -g "$smpirun" >/dev/null; then
+  echo "FAIL: simulation processes left 5 s after meshtp was killed:"; pgrep -a -g "$smpirun"
+  pkill -9 -g "$smpirun"; failures=$((failures + 1))
+elif [ -e "/tmp/meshtp-simulate-$pid" ]; then
+  echo "FAIL: /tmp/meshtp-simulate-$pid left behind after kill -9"; rm -rf "/tmp/meshtp-simulate-$pid"
+  failures=$((failures + 1))
+else
+  echo "ok: kill -9 of meshtp ended the simulation's processes and removed its files"
+fi
 exit "$failures"
