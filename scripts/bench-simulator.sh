@@ -41,7 +41,7 @@ for c in "${cases[@]}"; do
   read -r n topo mesh strategy <<< "$c"
   python3 - "$tmp/case.json" build/src/cli/meshtp simulate --topology "$topo" --model gpt3-175b \
       --devices "$n" --mesh "$mesh" --strategy "$strategy" --what step --layers 1 \
-      --batch $((n / 2)) --json <<'EOF'
+      --batch $((n / 2)) --ignore-memory --json <<'EOF'
 # Runs the command; writes its JSON result with the measurement of the whole process tree.
 import json, os, resource, subprocess, sys, time
 out, cmd = sys.argv[1], sys.argv[2:]

@@ -37,7 +37,7 @@ void run_bench_train(const BenchTrainArgs& a) {
   const plan::ModelSpec spec = a.shape.runtime_model();
   bench::TrainBenchOptions o;
   train::TrainConfig& c = o.config;
-  c.model = {.shape = spec, .layout = a.layout.resolve(world().size())};
+  c.model = {.shape = spec, .layout = a.layout.resolve(world().size(), "the world", &spec)};
   const layout::Plan& plan = c.model.layout;
   c.data = a.data;
   o.steps = a.steps;

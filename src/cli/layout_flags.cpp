@@ -199,13 +199,27 @@ layout::Plan LayoutFlags::build(std::array<int, 2> tp_mesh) const {
   return p;
 }
 
-layout::Plan LayoutFlags::resolve(int ranks, const std::string& where) const {
+layout::Plan LayoutFlags::resolve(int ranks, const std::string& where,
+                                  const plan::ModelSpec* model) const {
   if (from_file()) {
     for (const CLI::Option* o : spelled_out) {
       MESHTP_CHECK(o->count() == 0, "{} conflicts with --plan {}: the plan names the layout",
                    o->get_name(), plan_file);
     }
     const layout::Plan p = layout::load_plan(plan_file);
+    if (model != nullptr) {
+      const layout::ModelFit fit = layout::model_fit(p, *model);
+      MESHTP_CHECK(fit.kind != layout::ModelFit::kOther,
+                   "--plan {} was made for model '{}', not this one '{}' ({}): make a plan for "
+                   "this model with `meshtp plan --out`",
+                   plan_file, p.provenance->model, model->name, fit.differences);
+      if (fit.kind == layout::ModelFit::kBatchOnly && world().rank() == 0) {
+        std::cerr << fmt::format(
+            "warning: --plan {} was made for another batch ({}): its layout runs, but was "
+            "priced for that batch\n",
+            plan_file, fit.differences);
+      }
+    }
     p.check_ranks(ranks, where);
     return p;
   }

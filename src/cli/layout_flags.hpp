@@ -82,9 +82,12 @@ struct LayoutFlags {
   bool given(const std::string& flag) const;
 
   // The one layout of these flags on `ranks` ranks: --plan's file, or the layout spelled out
-  // on --mesh d1xd2 (or the default mesh). Checked against the ranks (Plan::check_ranks). Not for
-  // --mesh auto / all: see the planner (the caller's) and meshes().
-  layout::Plan resolve(int ranks, const std::string& where = "the world") const;
+  // on --mesh d1xd2 (or the default mesh). Checked against the ranks (Plan::check_ranks) and,
+  // given the model it will run, a plan file against the model it was made for: other sizes
+  // are an error, another batch a warning (layout::model_fit). Not for --mesh auto / all: see
+  // the planner (the caller's) and meshes().
+  layout::Plan resolve(int ranks, const std::string& where = "the world",
+                       const plan::ModelSpec* model = nullptr) const;
   // The spelled-out layout on this tensor-parallel mesh (validated).
   layout::Plan build(std::array<int, 2> mesh) const;
   // --mesh all: every 2D mesh of the ranks (d1 descending); d1xd2: that one.

@@ -60,13 +60,24 @@ void run_plan_3d(const PlanArgs& args, const plan::PlanRequest& base, const CLI:
   const std::vector<plan::LayoutCandidate> ranked = plan::search_layouts(request);
   const plan::LayoutCandidate* best =
       !ranked.empty() && ranked.front().feasible ? &ranked.front() : nullptr;
+  const std::string none =
+      ranked.empty()
+          ? fmt::format(
+                "no layout splits model '{}' over {} devices: dp must divide the batch "
+                "({}), pp the layers ({}), tp (at most --max-tp {}) the devices, and for "
+                "atp, megatron and tp1d also the heads ({})",
+                base.model.name, base.devices, base.model.batch, base.model.layers, args.max_tp,
+                base.model.heads)
+          : fmt::format("no layout of '{}' fits {} GiB per device on '{}'", base.model.name,
+                        base.topology.memory_gib, base.topology.name);
   if (!args.out.empty()) {
-    MESHTP_CHECK(best != nullptr, "--out: no layout of '{}' fits {} GiB per device on '{}'",
-                 base.model.name, base.topology.memory_gib, base.topology.name);
+    MESHTP_CHECK(best != nullptr, "--out: {}", none);
     layout::Plan picked = best->plan;
-    picked.provenance = layout::Provenance{.topology = base.topology.name,
-                                           .model = base.model.name,
-                                           .predicted_step_s = best->t_step_s};
+    picked.provenance =
+        layout::Provenance{.topology = base.topology.name,
+                           .model = base.model.name,
+                           .shape = static_cast<const layout::ModelShape&>(base.model),
+                           .predicted_step_s = best->t_step_s};
     if (world().rank() == 0) layout::save_plan(args.out, picked);
   }
   const std::size_t shown = std::min(ranked.size(), static_cast<std::size_t>(args.top));
@@ -85,14 +96,22 @@ void run_plan_3d(const PlanArgs& args, const plan::PlanRequest& base, const CLI:
   for (std::size_t i = 0; i < shown; ++i) {
     out() << fmt::format("{:>3} {}\n", i + 1, fmt::streamed(ranked[i]));
   }
-  if (best == nullptr) out() << "best: none — no layout fits in device memory\n";
+  if (best == nullptr) out() << "best: none — " << none << '\n';
 }
 
-// Row `rank` (1-based) of the table, or the best feasible candidate when rank is 0.
-const plan::Candidate& row(const plan::PlanResult& result, int rank, const char* flag) {
+// Row `rank` (1-based) of the table, given by `flag`; when rank is 0, the best feasible
+// candidate, for `user` (the flag that asked for it), which `flag` can overrule.
+const plan::Candidate& row(const plan::PlanResult& result, int rank, const char* flag,
+                           const char* user) {
   if (rank == 0) {
-    MESHTP_CHECK(result.best_candidate() != nullptr,
-                 "{}: there is no feasible candidate; pick a row of the table instead", flag);
+    if (result.best_candidate() == nullptr) {
+      const plan::Candidate* first = result.candidates.empty() ? nullptr : &result.candidates[0];
+      fail("{}: no candidate is feasible{}; name a row of the table with {} R", user,
+           first ? fmt::format(" (the first, {} {}x{}: {})", layout::name(first->strategy),
+                               first->mesh[0], first->mesh[1], first->reason)
+                 : "",
+           flag);
+    }
     return *result.best_candidate();
   }
   MESHTP_CHECK(rank >= 1 && rank <= static_cast<int>(result.candidates.size()),
@@ -122,13 +141,15 @@ void run_plan(const PlanArgs& args, const CLI::App& app) {
 
   const plan::Candidate* explained = nullptr;
   if (args.explain || args.explain_rank != 0) {
-    explained = &row(result, args.explain_rank, args.explain_rank ? "--explain-rank" : "--explain");
+    explained = &row(result, args.explain_rank, "--explain-rank",
+                     args.explain_rank ? "--explain-rank" : "--explain");
   }
   if (!args.out.empty() || args.pick != 0) {
     MESHTP_CHECK(!args.out.empty(), "--pick={} needs --out FILE", args.pick);
-    layout::Plan picked = plan::to_plan(row(result, args.pick, "--pick"));
+    layout::Plan picked = plan::to_plan(row(result, args.pick, "--pick", "--out"));
     picked.provenance->topology = request.topology.name;
     picked.provenance->model = request.model.name;
+    picked.provenance->shape = static_cast<const layout::ModelShape&>(request.model);
     if (world().rank() == 0) layout::save_plan(args.out, picked);
   }
 

@@ -26,10 +26,13 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +43,7 @@
 #include "core/parse.hpp"
 #include "core/simulation.hpp"
 #include "plan/candidate.hpp"
+#include "plan/memory.hpp"
 #include "plan/planner.hpp"
 #include "plan/presets.hpp"
 #include "sim/launch.hpp"
@@ -55,14 +59,32 @@ struct SimulateArgs {
   std::string trace, keep, simulator = MESHTP_SIM_BINARY, smpirun = "smpirun";
   int devices = 0, top = 0, streams = 2;
   std::int64_t m = 0, n = 0, k = 0;
-  bool json = false, values = false, predict_only = false;
+  bool json = false, values = false, predict_only = false, ignore_memory = false;
   LayoutFlags layout;
 };
 
 struct Case {
   sim::RunSpec spec;
   std::string label;  // "atp 4x2 chunks=2"
+  // The model's whole training step on this layout, as `meshtp plan` prices its memory (a
+  // layer or step runs; not for gemm2d or collectives).
+  std::optional<double> memory_gib;
+  std::string does_not_fit;  // "needs 385.9 GiB per rank but the device has 80 GiB"; or empty
 };
+
+// What `meshtp plan` says a rank of layout p needs: its candidate's estimate (the memory
+// model plus the cost model's buffers) for one stage, else the pipeline's peak rank.
+double planned_memory_gib(const plan::PlanRequest& request, const layout::Plan& p) {
+  plan::PlanRequest with_recompute = request;
+  with_recompute.model.recompute = p.recompute;
+  if (p.dp == 1 && p.pp == 1) {
+    const plan::Candidate c =
+        plan::evaluate(with_recompute, plan::candidate_strategy(p.strategy, p.mesh), p.mesh[0],
+                       p.mesh[1], p.chunks);
+    if (c.valid) return c.memory.total_gib();
+  }
+  return plan::peak_rank_memory(with_recompute.model, p, plan::HeadBuffers::kSharded).total_gib();
+}
 
 std::string label(const layout::Plan& p) {
   std::string knob;
@@ -89,19 +111,23 @@ sim::RunSpec base_spec(const SimulateArgs& a, const plan::ModelSpec& m) {
   s.dataflow = layout::parse_dataflow(a.dataflow);
   if (!a.sizes.empty()) {
     for (const std::int64_t b : parse_byte_sizes(a.sizes)) s.sizes.push_back(static_cast<double>(b));
-  } else {  // one layer's fp32 activation, and a tenth of it
+  } else {  // one layer's fp32 activation, and a tenth of it, in whole floats per rank
+    const double quantum = 4.0 * a.devices;  // of every group: a mesh dim divides the devices
     const double act = 4.0 * static_cast<double>(m.tokens()) * m.hidden;
-    s.sizes = {act / 10, act};
+    for (const double bytes : {act / 10, act}) {
+      s.sizes.push_back(std::max(quantum, std::floor(bytes / quantum) * quantum));
+    }
   }
   return s;
 }
 
 // The layout for --mesh and the layout flags (see the file comment).
 layout::Plan given_layout(const SimulateArgs& a, const plan::PlanRequest& request) {
-  const layout::Plan spelled = a.layout.resolve(a.devices, "--devices");
+  const layout::Plan spelled = a.layout.resolve(a.devices, "--devices", &request.model);
   if (a.layout.given("--slices") || a.layout.given("--stationary")) return spelled;
   const plan::Candidate c =
-      plan::evaluate(request, spelled.strategy, spelled.mesh[0], spelled.mesh[1], spelled.chunks);
+      plan::evaluate(request, plan::candidate_strategy(spelled.strategy, spelled.mesh),
+                     spelled.mesh[0], spelled.mesh[1], spelled.chunks);
   if (!c.valid) return spelled;
   layout::Plan tuned = plan::to_plan(c);
   tuned.recompute = spelled.recompute;
@@ -115,7 +141,7 @@ std::vector<Case> choose_cases(const SimulateArgs& a, const plan::PlanRequest& r
   std::vector<layout::Plan> layouts;
   const bool given = a.layout.from_file() || !a.layout.mesh.empty();
   if (a.layout.from_file()) {
-    layouts.push_back(a.layout.resolve(a.devices, "--devices"));
+    layouts.push_back(a.layout.resolve(a.devices, "--devices", &request.model));
   } else if (given) {
     layouts.push_back(given_layout(a, request));
   } else {
@@ -142,11 +168,32 @@ std::vector<Case> choose_cases(const SimulateArgs& a, const plan::PlanRequest& r
       skipped.push_back(fmt::format("{}: {}", label(p), e.what()));
       continue;
     }
-    out.push_back({s, label(p)});
+    Case c{.spec = s, .label = label(p), .memory_gib = std::nullopt, .does_not_fit = ""};
+    if (s.what == sim::What::kLayer || s.what == sim::What::kStep) {
+      c.memory_gib = planned_memory_gib(request, p);
+      if (*c.memory_gib > request.topology.memory_gib) {
+        c.does_not_fit = fmt::format("needs {:.1f} GiB per rank but the device has {} GiB",
+                                     *c.memory_gib, request.topology.memory_gib);
+      }
+    }
+    if (!c.does_not_fit.empty() && !a.ignore_memory && !a.predict_only) {
+      MESHTP_CHECK(!given,
+                   "{} does not fit in device memory, as `meshtp plan` marks it: it {}; "
+                   "--ignore-memory simulates it anyway",
+                   c.label, c.does_not_fit);
+      skipped.push_back(fmt::format("{}: does not fit: {}", c.label, c.does_not_fit));
+      continue;
+    }
+    out.push_back(std::move(c));
   }
-  MESHTP_CHECK(!out.empty(), "the planner has no candidate the runtime can run for {} devices",
-               a.devices);
+  MESHTP_CHECK(!out.empty(), "none of the planner's candidates for {} devices can be simulated{}",
+               a.devices, skipped.empty() ? "" : " (the first: " + skipped.front() + ")");
   return out;
+}
+
+nlohmann::json memory_json(const Case& c) {
+  if (!c.memory_gib) return nullptr;
+  return {{"gib", *c.memory_gib}, {"fits", c.does_not_fit.empty()}};
 }
 
 double error_pct(double predicted, double simulated) {
@@ -185,6 +232,9 @@ void print_run(std::ostream& os, const Case& c, const sim::RunResult& r, const s
                     r.forward_s * 1e3, r.backward_s * 1e3, r.optimizer_s * 1e3, r.compute_s * 1e3,
                     colls);
   if (!p.note.empty()) os << "    planner: " << p.note << "\n";
+  if (!c.does_not_fit.empty()) {
+    os << "    infeasible (simulated with --ignore-memory): " << c.does_not_fit << "\n";
+  }
 }
 
 nlohmann::json to_json(const sim::Prediction& p) {
@@ -209,11 +259,14 @@ void print_predictions(const SimulateArgs& a, const plan::Topology& topology,
   }
   for (const Case& c : cases) {
     const sim::Prediction p = sim::predict(topology, model, a.devices, c.spec);
-    runs.push_back(
-        {{"layout", c.label}, {"spec", sim::to_json(c.spec)}, {"predicted", to_json(p)}});
+    runs.push_back({{"layout", c.label},
+                    {"spec", sim::to_json(c.spec)},
+                    {"predicted", to_json(p)},
+                    {"memory", memory_json(c)}});
     if (!a.json) {
-      os << fmt::format("  {:<26} {:>11} {:>12}\n", c.label, ms_or_dash(p.available, p.total_s),
-                        ms_or_dash(p.available, p.exposed_s));
+      os << fmt::format("  {:<26} {:>11} {:>12}{}\n", c.label, ms_or_dash(p.available, p.total_s),
+                        ms_or_dash(p.available, p.exposed_s),
+                        c.does_not_fit.empty() ? "" : "  infeasible: " + c.does_not_fit);
     }
   }
   if (a.json) {
@@ -249,13 +302,24 @@ void run_simulate(const SimulateArgs& a) {
     print_predictions(a, topology, model, cases, skipped);
     return;
   }
-  const sim::Simulator simulator{.binary = a.simulator, .smpirun = a.smpirun,
-                                 .streams = a.streams, .values = a.values};
+  sim::Simulator simulator{.binary = a.simulator,
+                           .smpirun = a.smpirun,
+                           .streams = a.streams,
+                           .values = a.values,
+                           .temporary_dir = ""};
   sim::check_simulator(simulator);
   MESHTP_CHECK(a.trace.empty() || cases.size() == 1,
                "--trace records one simulation: give one layout, or --top 1");
 
   const bool keep = !a.keep.empty();
+  // An earlier run's spec, log and result stay what they were.
+  if (keep && std::filesystem::exists(a.keep)) {
+    MESHTP_CHECK(std::filesystem::is_directory(a.keep), "--keep {}: not a directory", a.keep);
+    MESHTP_CHECK(std::filesystem::is_empty(a.keep),
+                 "--keep {}: the directory is not empty (an earlier run?); name a new or empty "
+                 "one: meshtp does not write over it",
+                 a.keep);
+  }
   const std::string root = keep ? a.keep : fmt::format("/tmp/meshtp-simulate-{}", getpid());
   // Without --keep, the simulations' files go when this returns or throws, unless a
   // simulation failed: its error names the log, which must still be there.
@@ -266,6 +330,7 @@ void run_simulate(const SimulateArgs& a) {
       if (!dir.empty()) std::filesystem::remove_all(dir, ignored);
     }
   } cleanup{keep ? "" : root};
+  simulator.temporary_dir = cleanup.dir;
   std::ostream& os = out();
   const sim::What what = cases.front().spec.what;
   if (!a.json) {
@@ -276,7 +341,7 @@ void run_simulate(const SimulateArgs& a) {
         model.batch, model.seq, model.hidden,
         a.values ? "values mode: values computed, times are communication only"
                  : "compute charged at the device rates, values meaningless");
-    for (const std::string& s : skipped) os << "  skipped (runtime cannot run it): " << s << "\n";
+    for (const std::string& s : skipped) os << "  skipped: " << s << "\n";
     if (what != sim::What::kCollectives) {
       os << fmt::format("  {:<26} {:>11} {:>11} {:>7} {:>12} {:>12} {:>8}\n", "layout",
                         "sim ms", "plan ms", "err%", "sim exp ms", "plan exp ms", "wall s");
@@ -302,8 +367,11 @@ void run_simulate(const SimulateArgs& a) {
       throw;
     }
     const sim::RunResult& r = l.result;
-    runs.push_back({{"layout", cases[i].label},  {"spec", sim::to_json(spec)},
-                    {"simulated", sim::to_json(r)}, {"predicted", to_json(p)},
+    runs.push_back({{"layout", cases[i].label},
+                    {"spec", sim::to_json(spec)},
+                    {"simulated", sim::to_json(r)},
+                    {"predicted", to_json(p)},
+                    {"memory", memory_json(cases[i])},
                     {"wall_s", l.wall_s}});
     plan_t.push_back(p.available ? p.total_s : -1);
     if (!a.json) {
@@ -388,6 +456,8 @@ void add_simulate_command(CLI::App& app) {
   c->add_option("--smpirun", args->smpirun, "smpirun to use (default: from PATH)");
   c->add_option("--streams", args->streams, "Communication engines per device (default 2)");
   c->add_flag("--values", args->values, "Values mode: compute for real (small models only)");
+  c->add_flag("--ignore-memory", args->ignore_memory,
+              "Simulate layouts that do not fit in device memory (`plan` marks them infeasible)");
   c->add_flag("--predict-only", args->predict_only,
               "The planner's prediction for the same layouts; simulate nothing");
   c->callback([args] { run_simulate(*args); });

@@ -155,6 +155,7 @@ json to_json(const Plan& p) {
                        {"model", p.provenance->model},
                        {"predicted_step_s", p.provenance->predicted_step_s},
                        {"predicted_comm_s", p.provenance->predicted_comm_s}};
+    if (p.provenance->shape) write_shape(j["provenance"]["model_shape"], *p.provenance->shape);
   }
   return j;
 }
@@ -203,10 +204,18 @@ Plan plan_from_json(const json& j, const std::string& source) {
   if (j.contains("provenance")) {
     const json& pj = j["provenance"];
     const std::string at = where + ", provenance";
-    check_fields(pj, {"topology", "model", "predicted_step_s", "predicted_comm_s"}, at);
+    check_fields(pj, {"topology", "model", "model_shape", "predicted_step_s", "predicted_comm_s"},
+                 at);
     Provenance& pv = p.provenance.emplace();
     read(pj, "topology", at, pv.topology);
     read(pj, "model", at, pv.model);
+    if (pj.contains("model_shape")) {
+      const std::string shape_at = at + ", model_shape";
+      check_fields(pj["model_shape"], {"layers", "hidden", "heads", "vocab", "batch", "seq"},
+                   shape_at);
+      pv.shape = read_shape(pj["model_shape"], shape_at);
+      pv.shape->validate(shape_at);
+    }
     read(pj, "predicted_step_s", at, pv.predicted_step_s);
     read(pj, "predicted_comm_s", at, pv.predicted_comm_s);
   }
@@ -216,6 +225,28 @@ Plan plan_from_json(const json& j, const std::string& source) {
     fail("{}: {}", where, e.what());
   }
   return p;
+}
+
+ModelFit model_fit(const Plan& plan, const ModelShape& shape) {
+  ModelFit fit;
+  if (!plan.provenance || !plan.provenance->shape) return fit;
+  const ModelShape& made = *plan.provenance->shape;
+  bool other = false;
+  const auto compare = [&](const char* key, std::int64_t was, std::int64_t is, bool is_batch) {
+    if (was == is) return;
+    fit.differences +=
+        fmt::format("{}{} {} ≠ {}", fit.differences.empty() ? "" : ", ", key, was, is);
+    other |= !is_batch;
+  };
+  compare("layers", made.layers, shape.layers, false);
+  compare("hidden", made.hidden, shape.hidden, false);
+  compare("heads", made.heads, shape.heads, false);
+  compare("seq", made.seq, shape.seq, false);
+  compare("batch", made.batch, shape.batch, true);
+  fit.kind = other                     ? ModelFit::kOther
+             : fit.differences.empty() ? ModelFit::kSame
+                                       : ModelFit::kBatchOnly;
+  return fit;
 }
 
 Plan load_plan(const std::string& path) {

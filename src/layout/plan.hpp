@@ -32,6 +32,7 @@
 #include <string>
 #include <string_view>
 
+#include "layout/model_shape.hpp"
 #include "layout/vocabulary.hpp"
 
 namespace meshtp::layout {
@@ -45,6 +46,7 @@ struct LinearPlan {
 
 struct Provenance {
   std::string topology{}, model{};
+  std::optional<ModelShape> shape{};  // the model's sizes the plan was made for
   double predicted_step_s = 0, predicted_comm_s = 0;
   bool operator==(const Provenance&) const = default;
 };
@@ -84,6 +86,16 @@ nlohmann::json to_json(const Plan& plan);
 // Strict: `source` (a file name) is named in every error, with the offending key.
 Plan plan_from_json(const nlohmann::json& j, const std::string& source);
 Plan load_plan(const std::string& path);
+
+// How a plan made for one model fits the model `name` of `shape` that is about to run it:
+// kSame when its provenance names no sizes (a hand-written plan) or the same ones (vocab
+// aside: the layout does not depend on it), kBatchOnly when only the batch differs (the layout
+// runs, priced for another batch), else kOther. `differences` lists them: "hidden 12288 ≠ 64".
+struct ModelFit {
+  enum Kind { kSame, kBatchOnly, kOther } kind = kSame;
+  std::string differences;
+};
+ModelFit model_fit(const Plan& plan, const ModelShape& shape);
 void save_plan(const std::string& path, const Plan& plan);  // atomic
 
 }  // namespace meshtp::layout

@@ -56,6 +56,11 @@ std::string Candidate::knobs() const {
   }
 }
 
+Strategy candidate_strategy(Strategy strategy, std::array<int, 2> mesh) {
+  const bool one_dim = mesh[0] == 1 || mesh[1] == 1;
+  return strategy == Strategy::kAtp && one_dim ? Strategy::kMegatron : strategy;
+}
+
 void Candidate::validate() const {
   const std::string where = fmt::format("candidate {} {}x{}", name(strategy), mesh[0], mesh[1]);
   MESHTP_CHECK(mesh[0] >= 1 && mesh[1] >= 1, "{}: mesh sizes must be positive", where);

@@ -65,6 +65,10 @@ struct Candidate {
   void validate() const;
 };
 
+// The planner's name for `strategy` on `mesh`: ATP on a mesh with a dim of size 1 is
+// Megatron's (the runtime runs both alike; the planner prices and labels them apart).
+Strategy candidate_strategy(Strategy strategy, std::array<int, 2> mesh);
+
 // The layout the runtime runs for a valid candidate: one replica (dp = 1), the candidate's
 // mesh, strategy and chunks, and per linear the planner's stationary operand and knob
 // (MeshSlice's S; SUMMA's Kp as panels per lcm(d1, d2)); provenance holds the predicted

@@ -135,7 +135,7 @@ if [ "$group" = all ] || [ "$group" = flags ]; then
   expect_error "train --warmup 0x10" 2 "error: --warmup: '0x10' is not a decimal integer" train "${t[@]}" --seq 32 --batch 4 --steps 2 --warmup 0x10
   expect_error "train --steps 2^63" 2 "error: --steps: '9223372036854775808' is out of range \\(at most 9223372036854775807\\)" \
     train "${t[@]}" --seq 32 --batch 4 --steps 9223372036854775808
-  expect_error "train --dp 2^32+1" 2 "error: Could not convert: --dp = 4294967297" train "${t[@]}" --seq 32 --batch 4 --steps 2 --dp 4294967297
+  expect_error "train --dp 2^32+1" 2 "error: --dp: '4294967297' is out of range for this flag" train "${t[@]}" --seq 32 --batch 4 --steps 2 --dp 4294967297
   expect_error "plan --devices 0x2" 2 "error: --devices: '0x2' is not a decimal integer" plan --topology nvlink-network-2 --model tiny --devices 0x2
   expect_error "bench layer --seq 1e3" 2 "error: --seq: '1e3' is not a decimal integer" bench layer --hidden 64 --heads 4 --seq 1e3 --batch 2 --layers 1 --mesh 2x1
 fi
@@ -197,8 +197,9 @@ if [ "$group" = all ] || [ "$group" = files ]; then
     train "${t[@]}" --seq 32 --batch 4 --steps 1 --checkpoint-dir "$good/ckpt" --resume
   expect_error "trace path not writable" 2 "error: cannot write '/proc/self/t.json'" train "${t[@]}" --seq 32 --batch 4 --steps 2 --trace /proc/self/t.json
   expect_error "metrics path not writable" 2 "error: cannot open metrics file '/proc/self/m.jsonl'" train "${t[@]}" --seq 32 --batch 4 --steps 2 --metrics /proc/self/m.jsonl
-  expect_error "metrics on a full disk" 2 "error: cannot write metrics file '/dev/full' at step 1: No space left on device" \
-    train "${t[@]}" --seq 32 --batch 4 --steps 2 --metrics /dev/full
+  MESHTP_FAULT_ENOSPC_AFTER=0 expect_error "metrics on a full disk" 2 \
+    "error: cannot write metrics file '$work/full.jsonl' at step 1: No space left on device" \
+    train "${t[@]}" --seq 32 --batch 4 --steps 2 --metrics "$work/full.jsonl"
   expect_error "plan --out not writable" 2 "error: cannot write '/proc/self/p.json'" calibrate --out /proc/self/p.json
   expect_error "calibrate --out is a directory" 2 "error: '$bad/emptydir' is a directory, not a regular file: meshtp writes only regular files" \
     calibrate --out "$bad/emptydir"
