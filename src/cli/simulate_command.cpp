@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "cli/commands.hpp"
+#include "cli/flag_checks.hpp"
 #include "cli/layout_flags.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
@@ -288,6 +289,14 @@ void run_simulate(const SimulateArgs& a) {
   MESHTP_CHECK(a.top >= 0, "--top={} must be positive", a.top);
   MESHTP_CHECK((a.layout.mesh.empty() && !a.layout.from_file()) || a.top == 0,
                "give one layout (--mesh or --plan) or --top K, not both");
+  // An earlier run's spec, log and result stay what they were.
+  if (!a.keep.empty() && !a.predict_only && std::filesystem::exists(a.keep)) {
+    MESHTP_CHECK(std::filesystem::is_directory(a.keep), "--keep {}: not a directory", a.keep);
+    MESHTP_CHECK(std::filesystem::is_empty(a.keep),
+                 "--keep {}: the directory is not empty (an earlier run?); name a new or empty "
+                 "one: meshtp does not write over it",
+                 a.keep);
+  }
   plan::ModelSpec model = a.shape.apply(plan::load_model(a.shape.model));
   model.validate();
   const plan::Topology topology = plan::load_topology(a.topology);
@@ -312,14 +321,6 @@ void run_simulate(const SimulateArgs& a) {
                "--trace records one simulation: give one layout, or --top 1");
 
   const bool keep = !a.keep.empty();
-  // An earlier run's spec, log and result stay what they were.
-  if (keep && std::filesystem::exists(a.keep)) {
-    MESHTP_CHECK(std::filesystem::is_directory(a.keep), "--keep {}: not a directory", a.keep);
-    MESHTP_CHECK(std::filesystem::is_empty(a.keep),
-                 "--keep {}: the directory is not empty (an earlier run?); name a new or empty "
-                 "one: meshtp does not write over it",
-                 a.keep);
-  }
   const std::string root = keep ? a.keep : fmt::format("/tmp/meshtp-simulate-{}", getpid());
   // Without --keep, the simulations' files go when this returns or throws, unless a
   // simulation failed: its error names the log, which must still be there.
@@ -444,9 +445,9 @@ void add_simulate_command(CLI::App& app) {
   c->add_option("--strategies", args->strategies,
                 "--top: the strategies the planner ranks, like atp,meshslice (default all)");
   c->add_option("--what", args->what, "layer|step|gemm2d|collectives (default layer)");
-  c->add_option("--m", args->m, "gemm2d: rows of C (default b·s)");
-  c->add_option("--n", args->n, "gemm2d: columns of C (default 4h)");
-  c->add_option("--k", args->k, "gemm2d: contraction (default h)");
+  c->add_option("--m", args->m, "gemm2d: rows of C (default b·s)")->check(integer_at_least(1));
+  c->add_option("--n", args->n, "gemm2d: columns of C (default 4h)")->check(integer_at_least(1));
+  c->add_option("--k", args->k, "gemm2d: contraction (default h)")->check(integer_at_least(1));
   c->add_option("--dataflow", args->dataflow, "gemm2d: os|ls|rs (default os)");
   c->add_option("--sizes", args->sizes, "collectives: message sizes, like 1M,16M");
   c->add_flag("--json", args->json, "One JSON object");

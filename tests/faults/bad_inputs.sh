@@ -18,6 +18,9 @@ cp "$repo/tests/data/safetensors/f32_only.safetensors" "$good/weights.safetensor
 next_trial
 mpi 2 train "${small[@]}" --steps 2 --checkpoint-every 1 --checkpoint-dir "$good/ckpt" >"$work/good.log" 2>&1 ||
   { echo "could not write the good checkpoint"; cat "$work/good.log"; exit 1; }
+# A plan for the training trials' model (tiny, seq 32, batch 4) on 2 ranks.
+mpi 1 plan --topology nvlink-network-2 --model tiny --seq 32 --batch 4 --out "$good/plan.json" >"$work/plan.log" 2>&1 ||
+  { echo "could not write the good plan"; cat "$work/plan.log"; exit 1; }
 t=(--data "$good/corpus.txt" --eval-batches 1)  # + --seq 32 --batch 4 --steps 2 where not under test
 
 # Damaged copies, next to (not in) the good files.
@@ -47,6 +50,22 @@ put("negative-layers.json", json.dumps({**model, "layers": -2}))
 put("string-hidden.json", json.dumps({**model, "hidden": "sixty-four"}))
 put("heads-not-dividing.json", json.dumps({**model, "heads": 5}))
 put("huge-model.json", json.dumps({**model, "layers": 2**31}))
+# Round 2 (issue 28): keys given twice, integers past 32 and 63 bits, plans for another model.
+put("dup-model.json", json.dumps(model)[:-1] + ', "hidden": 128}')
+put("dup-topology.json", json.dumps(topo).replace('"members": 2,', '"members": 2, "members": 4,', 1))
+put("members-2^32.json", json.dumps({**topo, "levels": [{**topo["levels"][0], "members": 2**32 + 1}] + topo["levels"][1:]}))
+put("layers-2^63.json", json.dumps({**model, "layers": 2**63 + 1}))
+plan = json.load(open(f"{good}/plan.json"))
+prov, shape = plan["provenance"], plan["provenance"]["model_shape"]
+put("plan-dup.json", json.dumps(plan)[:-1] + ', "dp": 2}')
+put("plan-dp-2^32.json", json.dumps({**plan, "dp": 2**32 + 1}))
+put("plan-dp-2^31.json", json.dumps({**plan, "dp": 2**31}))
+put("plan-dp-2^63.json", json.dumps({**plan, "dp": 2**63}))
+put("plan-mesh-2^32.json", json.dumps({**plan, "mesh": [2**32 + 2, 1]}))
+put("plan-shape-negative.json", json.dumps({**plan, "provenance": {**prov, "model_shape": {**shape, "hidden": -64}}}))
+put("plan-shape-typo.json", json.dumps({**plan, "provenance": {**prov, "model_shape": {**shape, "hiden": 64}}}))
+put("plan-other-model.json", json.dumps({**plan, "provenance": {**prov, "model": "small", "model_shape": {**shape, "hidden": 256, "heads": 8}}}))
+put("plan-other-seq.json", json.dumps({**plan, "provenance": {**prov, "model_shape": {**shape, "seq": 64}}}))
 w = open(f"{good}/weights.safetensors", "rb").read()
 n = struct.unpack("<Q", w[:8])[0]
 open(f"{bad}/truncated.safetensors", "wb").write(w[: len(w) - 5])
@@ -58,6 +77,9 @@ name = next(k for k in hdr if k != "__metadata__")
 hdr[name]["dtype"] = "I64"
 h = json.dumps(hdr).encode()
 open(f"{bad}/wrong-dtype.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + w[8 + n :])
+hdr[name]["dtype"] = "F32"
+h = (json.dumps(hdr)[:-1] + ', "' + name + '": ' + json.dumps(hdr[name]) + "}").encode()
+open(f"{bad}/dup-tensor.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + w[8 + n :])
 EOF
 mkdir -p "$bad/ckpt-truncated" "$bad/ckpt-other"
 head -c 100000 "$good/ckpt/checkpoint-00000002.safetensors" >"$bad/ckpt-truncated/checkpoint-00000002.safetensors"
@@ -138,6 +160,48 @@ if [ "$group" = all ] || [ "$group" = flags ]; then
   expect_error "train --dp 2^32+1" 2 "error: --dp: '4294967297' is out of range for this flag" train "${t[@]}" --seq 32 --batch 4 --steps 2 --dp 4294967297
   expect_error "plan --devices 0x2" 2 "error: --devices: '0x2' is not a decimal integer" plan --topology nvlink-network-2 --model tiny --devices 0x2
   expect_error "bench layer --seq 1e3" 2 "error: --seq: '1e3' is not a decimal integer" bench layer --hidden 64 --heads 4 --seq 1e3 --batch 2 --layers 1 --mesh 2x1
+  # ---- round 2 (issue 28): numbers, empty values, real causes, simulate's flags ------------
+  expect_error "train --seed +5" 2 "error: --seed: '\+5' is not a decimal integer" train "${t[@]}" --seq 32 --batch 4 --steps 2 --seed +5
+  expect_error "train --seed 0x10" 2 "error: --seed: '0x10' is not a decimal integer" train "${t[@]}" --seq 32 --batch 4 --steps 2 --seed 0x10
+  expect_error "train --keep 1e3" 2 "error: --keep: '1e3' is not a decimal integer" train "${t[@]}" --seq 32 --batch 4 --steps 2 --keep 1e3
+  expect_error "train --steps -0" 2 "error: --steps=0 must be ≥ 1" train "${t[@]}" --seq 32 --batch 4 --steps -0
+  expect_error "train --batch 2^31" 2 "error: --batch: '2147483648' is out of range|error: --batch=2147483648" train "${t[@]}" --seq 32 --steps 2 --batch 2147483648
+  expect_error "train --microbatches 2^32+1" 2 "error: --microbatches: '4294967297' is out of range for this flag" \
+    train "${t[@]}" --seq 32 --batch 4 --steps 2 --microbatches 4294967297
+  expect_error "plan --devices 2^64" 2 "error: --devices: '18446744073709551616' is out of range" plan --topology nvlink-network-2 --model tiny --devices 18446744073709551616
+  expect_error "plan --3d --top 0x5" 2 "error: --top: '0x5' is not a decimal integer" plan --3d --topology nvlink-network-2 --model tiny --top 0x5
+  expect_error "simulate --seq 08x" 1 "error: --seq: '08x' is not a decimal integer" simulate --topology pcie-8xa100 --model tiny --devices 8 --seq 08x --predict-only
+  expect_error "train --checkpoint-dir ''" 2 "error: --checkpoint-dir: the value is empty" train "${t[@]}" --seq 32 --batch 4 --steps 2 --checkpoint-dir ""
+  expect_error "train --metrics ''" 2 "error: --metrics: the value is empty" train "${t[@]}" --seq 32 --batch 4 --steps 2 --metrics ""
+  expect_error "train --data ''" 2 "error: --data: the value is empty" train --data "" --seq 32 --batch 4 --steps 2
+  expect_error "plan --out ''" 2 "error: --out: the value is empty" plan --topology nvlink-network-2 --model tiny --out ""
+  expect_error "simulate --keep ''" 1 "error: --keep: the value is empty" simulate --topology pcie-8xa100 --model tiny --devices 8 --keep ""
+  expect_error "train --min-lr above a given --lr" 2 "error: --min-lr=0.01 must be a finite number in \[0, 0.005\] \(at most --lr\)" \
+    train "${t[@]}" --seq 32 --batch 4 --steps 2 --lr 0.005 --min-lr 0.01
+  expect_error "plan --out, nothing feasible" 2 "error: --out: no candidate is feasible \(the first, .*needs [0-9.]+ GiB per rank but the device has 80 GiB\); name a row of the table with --pick R" \
+    plan --topology nvlink-network-2 --model gpt3-175b --out "$work/none.json"
+  expect_error "plan --explain, nothing feasible" 2 "error: --explain: no candidate is feasible .*--explain-rank R" \
+    plan --topology nvlink-network-2 --model gpt3-175b --explain
+  expect_error "plan --pick -1" 2 "error: --pick=-1 is not a row of the table" plan --topology nvlink-network-2 --model tiny --out "$work/p.json" --pick -1
+  expect_error "plan --3d --out, nothing divides" 2 "error: --out: no layout splits model 'tiny' over 7 devices: dp must divide the batch \(3\)" \
+    plan --3d --topology nvlink-network-7 --model tiny --batch 3 --out "$work/p.json"
+  expect_error "plan --3d --out, nothing fits" 2 "error: --out: no layout of 'gpt3-175b' fits 80 GiB per device on 'nvlink-network-2'" \
+    plan --3d --topology nvlink-network-2 --model gpt3-175b --out "$work/p.json"
+  expect_error "simulate --chunks without --mesh" 1 "error: --chunks needs --mesh d1xd2" simulate --topology pcie-8xa100 --model tiny --devices 8 --chunks 2 --predict-only
+  expect_error "simulate --recompute without --mesh" 1 "error: --recompute needs --mesh d1xd2" simulate --topology pcie-8xa100 --model tiny --devices 8 --recompute full --predict-only
+  expect_error "simulate --sequence-parallel without --mesh" 1 "error: --sequence-parallel needs --mesh d1xd2" \
+    simulate --topology pcie-8xa100 --model tiny --devices 8 --sequence-parallel --predict-only
+  expect_error "simulate --m -5" 1 "error: --m: -5 must be an integer ≥ 1" simulate --topology pcie-8xa100 --model tiny --devices 8 --what gemm2d --m -5 --predict-only
+  expect_error "simulate --k 0" 1 "error: --k: 0 must be an integer ≥ 1" simulate --topology pcie-8xa100 --model tiny --devices 8 --what gemm2d --k 0 --predict-only
+  expect_error "simulate --what bogus" 1 "error: unknown --what 'bogus'" simulate --topology pcie-8xa100 --model tiny --devices 8 --what bogus --predict-only
+  expect_error "simulate --sizes 3" 1 "error: .*message of 3 bytes is not a whole number of floats per rank" \
+    simulate --topology pcie-8xa100 --model tiny --devices 8 --what collectives --sizes 3 --predict-only
+  expect_error "simulate --mesh and --top" 1 "error: give one layout \(--mesh or --plan\) or --top K, not both" \
+    simulate --topology pcie-8xa100 --model tiny --devices 8 --mesh 2x4 --top 2 --predict-only
+  expect_error "simulate under mpirun" 2 "error: meshtp simulate launches its own simulation: run it without mpirun \(got 2 ranks\)" \
+    simulate --topology pcie-8xa100 --model tiny --devices 8 --predict-only
+  expect_error "simulate a layout that does not fit" 1 "error: megatron 8x1 chunks=1 does not fit in device memory, as \`meshtp plan\` marks it: it needs [0-9.]+ GiB per rank but the device has 80 GiB; --ignore-memory simulates it anyway" \
+    simulate --topology pcie-8xa100 --model gpt3-175b --devices 8 --mesh 8x1
 fi
 
 if [ "$group" = all ] || [ "$group" = files ]; then
@@ -252,6 +316,74 @@ if [ "$group" = all ] || [ "$group" = files ]; then
   expect_error "plan --out a read-only file" 2 "error: '$bad/plan-readonly.json' is read-only \(mode 0444\): not overwritten" \
     plan --topology nvlink-network-2 --model tiny --out "$bad/plan-readonly.json" &&
     expect_kept "plan --out a read-only file" "$bad/plan-readonly.json" "$before"
+fi
+if [ "$group" = all ] || [ "$group" = files ]; then
+  # ---- round 2 (issue 28): JSON keys twice, wide integers, plans for another model --------
+  tt=(train "${t[@]}" --seq 32 --batch 4 --steps 2)
+  expect_error "model key twice" 2 "error: malformed JSON in '$bad/dup-model.json': the key 'hidden' appears twice in one object" \
+    train --data "$good/corpus.txt" --model "$bad/dup-model.json"
+  expect_error "topology key twice" 2 "error: malformed JSON in '$bad/dup-topology.json': the key 'members' appears twice" topo show "$bad/dup-topology.json"
+  expect_error "plan key twice" 2 "error: malformed JSON in '$bad/plan-dup.json': the key 'dp' appears twice" "${tt[@]}" --plan "$bad/plan-dup.json"
+  expect_error "weights: a tensor twice in the header" 2 "error: .*dup-tensor.safetensors: '.*' appears more than once in the header" \
+    block --weights "$bad/dup-tensor.safetensors" "${b[@]}"
+  expect_error "topology members 2^32+1" 2 "error: .*members.*4294967297" plan --topology "$bad/members-2^32.json" --model tiny
+  expect_error "model layers 2^63+1" 2 "error: .*'layers' is out of range, got 9223372036854775809" plan --topology nvlink-network-2 --model "$bad/layers-2^63.json"
+  expect_error "plan dp 2^32+1" 2 "error: plan '$bad/plan-dp-2\^32.json': dp=4294967297 must be between" "${tt[@]}" --plan "$bad/plan-dp-2^32.json"
+  expect_error "plan dp 2^31" 2 "error: plan '$bad/plan-dp-2\^31.json': dp=2147483648 must be between" "${tt[@]}" --plan "$bad/plan-dp-2^31.json"
+  expect_error "plan dp 2^63" 2 "error: plan '$bad/plan-dp-2\^63.json': field 'dp' is out of range, got 9223372036854775808" "${tt[@]}" --plan "$bad/plan-dp-2^63.json"
+  expect_error "plan mesh 2^32+2" 2 "error: plan '$bad/plan-mesh-2\^32.json': mesh\[0\]=4294967298 must be between 1 and" "${tt[@]}" --plan "$bad/plan-mesh-2^32.json"
+  expect_error "plan model_shape hidden -64" 2 "error: .*provenance, model_shape: hidden=-64 must be at least 1" "${tt[@]}" --plan "$bad/plan-shape-negative.json"
+  expect_error "plan model_shape typo" 2 "error: .*model_shape: unknown field 'hiden'" "${tt[@]}" --plan "$bad/plan-shape-typo.json"
+  expect_error "plan for another model (train)" 2 "error: --plan $bad/plan-other-model.json was made for model 'small', not this one 'tiny' \(hidden 256 ≠ 64, heads 8 ≠ 4\)" \
+    "${tt[@]}" --plan "$bad/plan-other-model.json"
+  expect_error "plan for another seq (train)" 2 "error: --plan .* was made for model 'tiny', not this one 'tiny' \(seq 64 ≠ 32\)" \
+    "${tt[@]}" --plan "$bad/plan-other-seq.json"
+  expect_error "plan for another model (bench train)" 2 "error: --plan .*plan-other-model.json was made for model 'small'" \
+    bench train --data "$good/corpus.txt" --model tiny --seq 32 --batch 4 --steps 2 --plan "$bad/plan-other-model.json"
+  expect_error "plan for another model (simulate)" 1 "error: --plan .*plan-other-model.json was made for model 'small'" \
+    simulate --topology nvlink-network-2 --model tiny --seq 32 --batch 4 --devices 2 --plan "$bad/plan-other-model.json" --predict-only
+  expect_error "plan for another model (simulate, the model's own seq)" 1 "error: --plan .*plan.json was made for model 'tiny', not this one 'tiny' \(seq 32 ≠ 64, batch 4 ≠ 8\)" \
+    simulate --topology nvlink-network-2 --model tiny --devices 2 --plan "$good/plan.json" --predict-only
+  # ---- round 2: output paths that are not regular files, read-only, or hold an earlier run --
+  for flag in --metrics --trace; do
+    mkfifo "$bad/fifo$flag"
+    expect_error "train $flag a FIFO" 2 "error: '$bad/fifo$flag' is a FIFO \(named pipe\), $only_regular" "${tt[@]}" "$flag" "$bad/fifo$flag" &&
+      { [ -p "$bad/fifo$flag" ] || failed "train $flag a FIFO: no longer a FIFO"; }
+    echo '{"kept": true}' >"$bad/readonly$flag"
+    chmod 0444 "$bad/readonly$flag"
+    before=$(fingerprint "$bad/readonly$flag")
+    expect_error "train $flag a read-only file" 2 "error: '$bad/readonly$flag' is read-only \(mode 0444\): not overwritten" \
+      "${tt[@]}" "$flag" "$bad/readonly$flag" && expect_kept "train $flag a read-only file" "$bad/readonly$flag" "$before"
+    expect_error "train $flag a directory" 2 "error: '$bad/emptydir' is a directory, $only_regular" "${tt[@]}" "$flag" "$bad/emptydir"
+  done
+  if [ -n "$dev" ]; then
+    before=$(fingerprint "$dev")
+    expect_error "train --metrics a character device" 2 "error: '$dev' is a character device, $only_regular" "${tt[@]}" --metrics "$dev" &&
+      expect_kept "train --metrics a character device" "$dev" "$before"
+    expect_error "plan --3d --out a character device" 2 "error: '$dev' is a character device, $only_regular" \
+      plan --3d --topology nvlink-network-2 --model tiny --out "$dev" && expect_kept "plan --3d --out a character device" "$dev" "$before"
+  fi
+  ln -s "$bad/plan-fifo.json" "$bad/link-to-fifo.json"
+  expect_error "plan --out a symlink to a FIFO" 2 "error: '$bad/link-to-fifo.json' \(a symlink to '$bad/plan-fifo.json'\) is a FIFO" \
+    plan --topology nvlink-network-2 --model tiny --out "$bad/link-to-fifo.json" &&
+    { [ -L "$bad/link-to-fifo.json" ] && [ -p "$bad/plan-fifo.json" ] || failed "plan --out a symlink to a FIFO: the link or the FIFO changed"; }
+  before=$(fingerprint "$bad/plan-readonly.json")
+  expect_error "calibrate --out a read-only file" 2 "error: '$bad/plan-readonly.json' is read-only \(mode 0444\)" \
+    calibrate --out "$bad/plan-readonly.json" && expect_kept "calibrate --out a read-only file" "$bad/plan-readonly.json" "$before"
+  mkdir -p "$bad/platform-ro"
+  echo "<platform/>" >"$bad/platform-ro/platform.xml"
+  chmod 0444 "$bad/platform-ro/platform.xml"
+  before=$(fingerprint "$bad/platform-ro/platform.xml")
+  expect_error "topo platform --out over a read-only platform.xml" 2 "error: '$bad/platform-ro/platform.xml' is read-only" \
+    topo platform nvlink-network-2 --out "$bad/platform-ro" &&
+    expect_kept "topo platform --out over a read-only platform.xml" "$bad/platform-ro/platform.xml" "$before"
+  mkdir -p "$bad/earlier-run/0"
+  echo '{"earlier": true}' >"$bad/earlier-run/0/spec.json"
+  before=$(fingerprint "$bad/earlier-run/0/spec.json")
+  expect_error "simulate --keep an earlier run's directory" 1 "error: --keep $bad/earlier-run: the directory is not empty" \
+    simulate --topology pcie-8xa100 --model tiny --devices 8 --keep "$bad/earlier-run" &&
+    expect_kept "simulate --keep an earlier run's directory" "$bad/earlier-run/0/spec.json" "$before"
+  expect_error "simulate --keep a file" 1 "error: --keep $bad/afile: not a directory" simulate --topology pcie-8xa100 --model tiny --devices 8 --keep "$bad/afile"
 fi
 echo "bad inputs tried $trials, rejected cleanly $((trials - failures))"
 finish
