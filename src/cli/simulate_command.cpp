@@ -105,6 +105,9 @@ sim::RunSpec base_spec(const SimulateArgs& a, const plan::ModelSpec& m) {
   s.model.shape = m;
   s.model.shape.vocab = model::kByteVocab;  // unused: the block stack runs, not the embedding
   if (s.what == sim::What::kLayer) s.model.shape.layers = 1;
+  // The model's precision moves its bytes; --sizes are bytes on the wire as given (fp32
+  // buffers), and values mode computes and sends fp32.
+  s.element_bytes = s.what == sim::What::kCollectives || a.values ? 4 : m.element_bytes();
   // gemm2d: the model's largest FC GeMM (mlp1: tokens × 4h, contraction h) unless given.
   s.m = a.m > 0 ? a.m : m.tokens();
   s.n = a.n > 0 ? a.n : 4 * static_cast<std::int64_t>(m.hidden);
@@ -232,6 +235,7 @@ void print_run(std::ostream& os, const Case& c, const sim::RunResult& r, const s
                     "(start→done):{}\n",
                     r.forward_s * 1e3, r.backward_s * 1e3, r.optimizer_s * 1e3, r.compute_s * 1e3,
                     colls);
+  os << "    plan: " << c.spec.model.layout << "\n";  // exactly what ran (`--plan` reads it)
   if (!p.note.empty()) os << "    planner: " << p.note << "\n";
   if (!c.does_not_fit.empty()) {
     os << "    infeasible (simulated with --ignore-memory): " << c.does_not_fit << "\n";
@@ -261,6 +265,7 @@ void print_predictions(const SimulateArgs& a, const plan::Topology& topology,
   for (const Case& c : cases) {
     const sim::Prediction p = sim::predict(topology, model, a.devices, c.spec);
     runs.push_back({{"layout", c.label},
+                    {"plan", layout::to_json(c.spec.model.layout)},
                     {"spec", sim::to_json(c.spec)},
                     {"predicted", to_json(p)},
                     {"memory", memory_json(c)}});
@@ -369,6 +374,7 @@ void run_simulate(const SimulateArgs& a) {
     }
     const sim::RunResult& r = l.result;
     runs.push_back({{"layout", cases[i].label},
+                    {"plan", layout::to_json(spec.model.layout)},
                     {"spec", sim::to_json(spec)},
                     {"simulated", sim::to_json(r)},
                     {"predicted", to_json(p)},

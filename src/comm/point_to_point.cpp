@@ -10,7 +10,7 @@ namespace {
 void check_received(const MPI_Status& status, MPI_Datatype type, std::size_t expected,
                     int source, std::string_view call) {
   int got = 0;
-  MPI_Get_count(&status, type, &got);
+  MPI_Get_count(&status, wire_type(type, static_cast<int>(expected)), &got);
   MESHTP_CHECK(static_cast<std::size_t>(got) == expected,
                "{}: expected {} elements from rank {}, received {}", call, expected, source,
                got);
@@ -25,12 +25,14 @@ void Communicator::send(std::span<const T> buf, int dest, int tag) const {
   const LedgerScope timed("send");
   impl_->count<T>(layout::CollectiveKind::kSendRecv, buf.size());
   if (!watchdog_active()) {
-    check_mpi(MPI_Send(buf.data(), count, mpi_datatype<T>(), dest, tag, impl_->handle),
-              "MPI_Send", impl_->size);
+    check_mpi(
+        MPI_Send(buf.data(), count, wire_type(mpi_datatype<T>(), count), dest, tag, impl_->handle),
+        "MPI_Send", impl_->size);
     return;
   }
   MPI_Request request = MPI_REQUEST_NULL;
-  check_mpi(MPI_Isend(buf.data(), count, mpi_datatype<T>(), dest, tag, impl_->handle, &request),
+  check_mpi(MPI_Isend(buf.data(), count, wire_type(mpi_datatype<T>(), count), dest, tag,
+                      impl_->handle, &request),
             "MPI_Send", impl_->size);
   check_mpi(wait_requests(std::span<MPI_Request>(&request, 1), {}, {"send", impl_.get(), 0, dest}),
             "MPI_Send", impl_->size);
@@ -44,11 +46,12 @@ void Communicator::recv(std::span<T> buf, int source, int tag) const {
   MPI_Status status;
   int rc = MPI_SUCCESS;
   if (!watchdog_active()) {
-    rc = MPI_Recv(buf.data(), count, mpi_datatype<T>(), source, tag, impl_->handle, &status);
+    rc = MPI_Recv(buf.data(), count, wire_type(mpi_datatype<T>(), count), source, tag,
+                  impl_->handle, &status);
   } else {
     MPI_Request request = MPI_REQUEST_NULL;
-    check_mpi(MPI_Irecv(buf.data(), count, mpi_datatype<T>(), source, tag, impl_->handle,
-                        &request),
+    check_mpi(MPI_Irecv(buf.data(), count, wire_type(mpi_datatype<T>(), count), source, tag,
+                        impl_->handle, &request),
               "MPI_Recv", impl_->size);
     rc = wait_requests(std::span<MPI_Request>(&request, 1), std::span<MPI_Status>(&status, 1),
                        {"recv", impl_.get(), 0, source});
@@ -71,16 +74,17 @@ void Communicator::sendrecv(std::span<const T> send, int dest, std::span<T> recv
   MPI_Status status;
   int rc = MPI_SUCCESS;
   if (!watchdog_active()) {
-    rc = MPI_Sendrecv(send.data(), send_count, mpi_datatype<T>(), dest, tag, recv.data(),
-                      recv_count, mpi_datatype<T>(), source, tag, impl_->handle, &status);
+    rc = MPI_Sendrecv(send.data(), send_count, wire_type(mpi_datatype<T>(), send_count), dest, tag,
+                      recv.data(), recv_count, wire_type(mpi_datatype<T>(), recv_count), source,
+                      tag, impl_->handle, &status);
   } else {
     MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
     MPI_Status statuses[2];
-    check_mpi(MPI_Irecv(recv.data(), recv_count, mpi_datatype<T>(), source, tag, impl_->handle,
-                        &requests[0]),
+    check_mpi(MPI_Irecv(recv.data(), recv_count, wire_type(mpi_datatype<T>(), recv_count), source,
+                        tag, impl_->handle, &requests[0]),
               "MPI_Sendrecv", impl_->size);
-    check_mpi(MPI_Isend(send.data(), send_count, mpi_datatype<T>(), dest, tag, impl_->handle,
-                        &requests[1]),
+    check_mpi(MPI_Isend(send.data(), send_count, wire_type(mpi_datatype<T>(), send_count), dest,
+                        tag, impl_->handle, &requests[1]),
               "MPI_Sendrecv", impl_->size);
     rc = wait_requests(requests, statuses, {"sendrecv", impl_.get(), 0, source});
     status = statuses[0];
@@ -99,8 +103,8 @@ Request Communicator::isend(std::span<const T> buf, int dest, int tag) const {
   Request r;
   r.impl_ = std::make_unique<Request::Impl>("isend", impl_, dest);
   impl_->count<T>(layout::CollectiveKind::kSendRecv, buf.size());
-  check_mpi(MPI_Isend(buf.data(), count, mpi_datatype<T>(), dest, tag, impl_->handle,
-                      &r.impl_->handle),
+  check_mpi(MPI_Isend(buf.data(), count, wire_type(mpi_datatype<T>(), count), dest, tag,
+                      impl_->handle, &r.impl_->handle),
             "MPI_Isend", impl_->size);
   return r;
 }
@@ -111,8 +115,8 @@ Request Communicator::irecv(std::span<T> buf, int source, int tag) const {
   const int count = as_count(buf.size(), "irecv");
   Request r;
   r.impl_ = std::make_unique<Request::Impl>("irecv", impl_, source);
-  check_mpi(MPI_Irecv(buf.data(), count, mpi_datatype<T>(), source, tag, impl_->handle,
-                      &r.impl_->handle),
+  check_mpi(MPI_Irecv(buf.data(), count, wire_type(mpi_datatype<T>(), count), source, tag,
+                      impl_->handle, &r.impl_->handle),
             "MPI_Irecv", impl_->size);
   return r;
 }

@@ -32,6 +32,7 @@ struct DeviceState {
   double host_flops = 0;  // the simulated host's speed
   timespec launch{};      // engine: T_launch of one collective (charged mode)
   MPI_Op no_op = MPI_OP_NULL;
+  int element_bytes = 4;               // the simulated model's precision (MESHTP_SIM_ELEMENT_BYTES)
   std::unordered_set<void*> reserved;  // large buffers from reserve()
   // Engine: its stand-in buffers, one per (send | receive, size in bytes), kept for the run.
   std::map<std::size_t, void*> stand_in[2];
@@ -125,6 +126,12 @@ void common_setup() {
         "simulated devices itself (`meshtp simulate` passes every option)");
   }
   device().mode = mode_from_env();
+  const char* bytes = std::getenv("MESHTP_SIM_ELEMENT_BYTES");
+  const std::string element_bytes = bytes == nullptr ? "4" : bytes;
+  if (element_bytes != "2" && element_bytes != "4") {
+    die("MESHTP_SIM_ELEMENT_BYTES='" + element_bytes + "' is neither 2 (fp16, bf16) nor 4 (fp32)");
+  }
+  device().element_bytes = element_bytes == "2" ? 2 : 4;
   if (device().mode == simhooks::Mode::kCharged) {
     smpi_comm_set_copy_data_callback(copy_small_messages);
   }
@@ -148,6 +155,7 @@ void install_device(MPI_Comm) {
   h.clock = simulated_seconds;
   h.advance = advance;
   h.gemm_flops_per_s = d.host_flops;
+  h.element_bytes = d.element_bytes;
   const char* prop = platform_property(kElementwiseProperty);
   const double gbps = prop != nullptr ? std::strtod(prop, nullptr)
                                       : positive_from_env("MESHTP_SIM_ELEMENTWISE_GBPS", 100.0);
@@ -235,6 +243,15 @@ EngineBuffers engine_buffers(const void* send, void* recv, std::size_t send_byte
   const bool own_send = send != nullptr && send_bytes > 0;
   return {own_send ? stand_in(0, send_bytes) : send,
           recv == nullptr || recv_bytes == 0 ? recv : stand_in(1, recv_bytes)};
+}
+
+MPI_Datatype wire_type(MPI_Datatype type, int count) {
+  const DeviceState& d = device();
+  if (type != MPI_FLOAT || d.mode != simhooks::Mode::kCharged || d.element_bytes != 2 ||
+      2.0 * count < static_cast<double>(kNoCopyBytes)) {
+    return type;
+  }
+  return MPI_UINT16_T;
 }
 
 MPI_Op engine_op(MPI_Op op, MPI_Datatype type, int count) {

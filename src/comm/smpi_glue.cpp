@@ -102,7 +102,10 @@ int type_size(MPI_Datatype type) {
   return size;
 }
 
-int execute(const Command& c, const std::vector<MPI_Comm>& comms) {
+int execute(const Command& command, const std::vector<MPI_Comm>& comms) {
+  Command c = command;  // on the wire: the simulated model's precision (wire_type)
+  c.type = wire_type(c.type, c.count);
+  c.recv_type = wire_type(c.recv_type, c.recv_count);
   const MPI_Comm comm = comms.at(static_cast<std::size_t>(c.comm));
   int size = 0;
   PMPI_Comm_size(comm, &size);

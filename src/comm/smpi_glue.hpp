@@ -65,6 +65,14 @@ int ialltoall(const void* send, int send_count, MPI_Datatype send_type, void* re
               int recv_count, MPI_Datatype recv_type, MPI_Comm comm, MPI_Request* request);
 int ibarrier(MPI_Comm comm, MPI_Request* request);
 
+// The datatype a message of `count` elements of `type` travels as. The runtime holds fp32, a
+// simulated fp16/bf16 model sends 2 bytes per element (MESHTP_SIM_ELEMENT_BYTES=2): in
+// charged mode a float message whose 2-byte size count·2 reaches kNoCopyBytes (values
+// meaningless, core/simulation.hpp) travels as `count` MPI_UINT16_T, half the bytes, as the
+// planner prices it. Otherwise `type`. Both ends of a message decide from the count alone, so
+// they agree. Point-to-point calls (mpi_impl.hpp wire_type) and the engines' collectives use it.
+MPI_Datatype wire_type(MPI_Datatype type, int count);
+
 // A blocking collective: its non-blocking form, then the wait. blocking<iallreduce>(send, recv,
 // count, type, op, comm) is MPI_Allreduce's.
 template <auto start_collective, class... Args>

@@ -25,7 +25,9 @@ bool charge(double flops, double bytes) {
   if (h.mode != Mode::kCharged) return false;
   double seconds = 0.0;
   if (flops > 0.0 && h.gemm_flops_per_s > 0.0) seconds += flops / h.gemm_flops_per_s;
-  if (bytes > 0.0 && h.elementwise_bytes_per_s > 0.0) seconds += bytes / h.elementwise_bytes_per_s;
+  if (bytes > 0.0 && h.elementwise_bytes_per_s > 0.0) {
+    seconds += bytes / 4.0 * h.element_bytes / h.elementwise_bytes_per_s;  // fp32 counts
+  }
   if (seconds <= 0.0 || h.advance == nullptr) return true;
   h.charged_s += seconds;
   h.advance(seconds);

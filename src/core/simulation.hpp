@@ -45,6 +45,10 @@ struct Hooks {
   std::size_t large_bytes = std::size_t{1} << 20;
   double gemm_flops_per_s = 0;         // the device's GeMM rate
   double elementwise_bytes_per_s = 0;  // the device's streaming rate for elementwise ops
+  // The simulated model's bytes per element (fp16/bf16: 2, fp32: 4). The runtime holds fp32;
+  // kCharged charges elementwise traffic and moves large messages (comm/smpi_device.hpp
+  // wire_type) at this size, as the planner prices the model's precision.
+  int element_bytes = 4;
   double charged_s = 0;                // total time charged so far (a ledger)
 };
 
@@ -60,7 +64,8 @@ const char* to_string(Mode mode);  // "real", "values", "charged"
 // work (kCharged: the time was charged instead); false means "do it" (kReal, kValues).
 // The op's own trace span (core/trace.hpp ScopedSpan, on the simulated clock) shows the charge.
 bool charge_flops(double flops);             // GeMM work at the GeMM rate
-bool charge_bytes(double bytes);             // elementwise traffic
+bool charge_bytes(double bytes);             // elementwise traffic, counted in fp32 bytes
+                                             // (op_costs.hpp), charged at element_bytes
 bool charge(double flops, double bytes);     // both (attention: products and softmax)
 
 // Storage for buffers: the hook's for large ones in kCharged, malloc otherwise.

@@ -213,7 +213,7 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
   // also the running block's parameters whole (whole_params) and the next one's gather.
   const double dp = p.dp;
   if (p.zero == 0) {
-    out.optimizer_bytes = params * (mb.precision == Precision::kFp16 ? 12 : 8);
+    out.optimizer_bytes = params * (mb.precision != Precision::kFp32 ? 12 : 8);
   } else {
     out.optimizer_bytes = params / dp * 12;
   }

@@ -23,7 +23,9 @@
 
 namespace meshtp::plan {
 
-enum class Precision { kFp16, kFp32 };
+// fp16 and bf16 are mixed precision (2-byte values on the wire and in activations, fp32
+// master weights and moments); fp32 is 4 bytes throughout.
+enum class Precision { kFp16, kFp32, kBf16 };
 using layout::Recompute;
 
 // A ModelShape (layout/model_shape.hpp; batch is the global batch of a step, vocab 0 ignores
@@ -34,7 +36,7 @@ struct ModelSpec : layout::ModelShape {
   Precision precision = Precision::kFp16;
   Recompute recompute = Recompute::kNone;
 
-  int element_bytes() const { return precision == Precision::kFp16 ? 2 : 4; }
+  int element_bytes() const { return precision == Precision::kFp32 ? 4 : 2; }
 
   // 72·b·s·h² + 12·b·s²·h: one layer, forward + backward, the count TFLOP/s is reported in.
   double layer_flops() const;

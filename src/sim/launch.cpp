@@ -260,7 +260,8 @@ Launched launch(const plan::Topology& topology, const RunSpec& spec, const Simul
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::string> env{"MESHTP_SIM_STREAMS=" + std::to_string(s.streams),
                                std::string("MESHTP_SIM_MODE=") + (s.values ? "values" : "charged"),
-                               "MESHTP_GUARD_REMOVE=" + s.temporary_dir};
+                               "MESHTP_GUARD_REMOVE=" + s.temporary_dir,
+                               "MESHTP_SIM_ELEMENT_BYTES=" + std::to_string(spec.element_bytes)};
   if (std::string preload = preload_env(s.binary); !preload.empty()) env.push_back(preload);
   const int status = run_logged(argv, env, out.log);
   out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

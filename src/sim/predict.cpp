@@ -74,7 +74,7 @@ Prediction predict_gemm2d(const plan::PlanRequest& request, const RunSpec& spec)
                                 .k = spec.k,
                                 .nr = plan.mesh[0],
                                 .nc = plan.mesh[1],
-                                .element_bytes = 4};
+                                .element_bytes = spec.element_bytes};
   plan::Gemm2dParams params;
   params.slices = slices;
   if (auto reason = shape.invalid_reason()) {
@@ -125,7 +125,6 @@ Prediction predict_collectives(const plan::PlanRequest& request, const RunSpec& 
 }  // namespace
 
 plan::ModelSpec runtime_model(plan::ModelSpec model) {
-  model.precision = plan::Precision::kFp32;
   model.recompute = plan::Recompute::kNone;
   model.vocab = 0;
   return model;
@@ -139,9 +138,10 @@ plan::Topology simulated_topology(plan::Topology topology) {
 
 Prediction predict(const plan::Topology& topology, const plan::ModelSpec& model, int devices,
                    const RunSpec& spec) {
-  const plan::PlanRequest request{.topology = simulated_topology(topology),
-                                  .model = runtime_model(model),
-                                  .devices = devices};
+  plan::PlanRequest request{
+      .topology = simulated_topology(topology), .model = runtime_model(model), .devices = devices};
+  // The precision the simulation ran (values mode: fp32).
+  request.model.precision = spec.element_bytes == 4 ? plan::Precision::kFp32 : model.precision;
   request.validate();
   switch (spec.what) {
     case What::kLayer:

@@ -2,7 +2,8 @@
 // simulate` can print the two side by side.
 //
 //   layer, step   plan::evaluate of (strategy, mesh, chunks) on the model as the runtime runs
-//                 it (runtime_model: fp32, no recomputation, no embedding), per layer × the
+//                 it (runtime_model: the model's precision on the wire and in elementwise
+//                 traffic, no recomputation, no embedding), per layer × the
 //                 layers run. When the plan's slices are not the planner's tuned ones (a
 //                 --slices given), each FC layer is priced at the plan's knob from the
 //                 planner's own sweep. The optimizer of `step` is not priced by the planner.
@@ -29,7 +30,8 @@ struct Prediction {
   std::vector<CollectiveTime> collectives;  // collectives mode
 };
 
-// The model as the runtime runs it: fp32, no recomputation, no embedding (vocab 0).
+// The model as the simulation runs it: its precision (RunSpec::element_bytes; the runtime
+// computes in fp32 and charges the model's bytes), no recomputation, no embedding (vocab 0).
 plan::ModelSpec runtime_model(plan::ModelSpec model);
 
 // The topology as the simulation runs it: its graph (or levels) and device rates, without

@@ -278,7 +278,8 @@ nlohmann::json to_json(const RunSpec& s) {
           {"k", s.k},
           {"dataflow", layout::name(s.dataflow)},
           {"sizes", s.sizes},
-          {"trace", s.trace}};
+          {"trace", s.trace},
+          {"element_bytes", s.element_bytes}};
 }
 
 RunSpec run_spec_from_json(const nlohmann::json& j) {
@@ -293,6 +294,9 @@ RunSpec run_spec_from_json(const nlohmann::json& j) {
     s.dataflow = layout::parse_dataflow(j.at("dataflow").get<std::string>());
     s.sizes = j.at("sizes").get<std::vector<double>>();
     s.trace = j.at("trace").get<std::string>();
+    s.element_bytes = j.at("element_bytes").get<int>();
+    MESHTP_CHECK(s.element_bytes == 2 || s.element_bytes == 4,
+                 "simulation spec: element_bytes={} must be 2 or 4", s.element_bytes);
     return s;
   } catch (const nlohmann::json::exception& e) {
     fail("simulation spec: {}", e.what());

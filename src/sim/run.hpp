@@ -47,6 +47,10 @@ struct RunSpec {
   // collectives: message sizes in bytes (the user buffer, as `bench collectives`).
   std::vector<double> sizes{};
   std::string trace{};  // a Chrome trace of the run (train/chrome_trace.hpp) goes here
+  // The model's precision: 2 (fp16, bf16) or 4 (fp32) bytes per element on the wire and in
+  // elementwise traffic (charged mode: core/simulation.hpp element_bytes). The runtime computes
+  // in fp32 whatever this says; values mode moves fp32.
+  int element_bytes = 4;
 
   const std::array<int, 2>& mesh() const { return model.layout.mesh; }
 };
