@@ -83,7 +83,7 @@ TEST(MeshLinks, Tpuv4SliceGivesBothLogicalMeshesFullLinks) {
     const MeshLinks l = mesh_links(t, d1, d2);
     EXPECT_NEAR(*l.dims[0].link_gbps, 50.0, kTol) << d1 << "x" << d2;
     EXPECT_NEAR(*l.dims[1].link_gbps, 50.0, kTol) << d1 << "x" << d2;
-    EXPECT_NEAR(l.dims[0].all_reduce.l_sync_s, 1e-6, 1e-15);
+    EXPECT_NEAR(l.dims[0].all_reduce.l_sync_s, 5e-6, 1e-15);  // MeshSlice's fit (the profile)
   }
 }
 
