@@ -28,18 +28,19 @@ struct Link {
 };
 
 // B' and latency of dim `dim` of the row-major layout `shape` on the full topology.
-Link link_of(const Topology& t, const std::vector<int>& shape, int dim) {
+Link link_of(TopologyLinks& links, const std::vector<int>& shape, int dim) {
+  const Topology& t = links.topology();
   const int size = shape[static_cast<std::size_t>(dim)];
   if (size == 1) return {};
-  if (!t.graph) {
-    const ModelledLink m = modelled_link(t, shape, dim);
-    return {m.link_gbps, m.latency_us};
-  }
   int inner = 1;
   for (std::size_t k = static_cast<std::size_t>(dim) + 1; k < shape.size(); ++k) inner *= shape[k];
+  if (!t.graph) {
+    const ModelledLink& m = links.group_link(size, inner);
+    return {m.link_gbps, m.latency_us};
+  }
   const int n = t.device_count();
-  const MeshLinks links = inner == 1 ? mesh_links(t, n / size, size) : mesh_links(t, n / inner, inner);
-  const DimLinks& d = links.dims[inner == 1 ? 1 : 0];
+  const MeshLinks& mesh = inner == 1 ? links.mesh(n / size, size) : links.mesh(n / inner, inner);
+  const DimLinks& d = mesh.dims[inner == 1 ? 1 : 0];
   return {d.link_gbps.value_or(0), d.modelled.latency_us};
 }
 
@@ -97,6 +98,12 @@ void LayoutRequest::validate() const {
 }
 
 Topology tp_topology(const Topology& topology, int d1, int d2) {
+  TopologyLinks links(topology);
+  return tp_topology(links, d1, d2);
+}
+
+Topology tp_topology(TopologyLinks& links, int d1, int d2) {
+  const Topology& topology = links.topology();
   const int n = topology.device_count();
   const std::vector<int> shape{n / (d1 * d2), d1, d2};
   Topology t = topology;
@@ -104,7 +111,7 @@ Topology tp_topology(const Topology& topology, int d1, int d2) {
   t.graph.reset();
   t.calibration = {};
   t.levels.clear();
-  const Link l0 = link_of(topology, shape, 1), l1 = link_of(topology, shape, 2);
+  const Link l0 = link_of(links, shape, 1), l1 = link_of(links, shape, 2);
   const auto level = [](const char* name, int members, double gbps, double latency_us) {
     Level l;
     l.name = name;
@@ -127,6 +134,26 @@ std::vector<LayoutCandidate> search_layouts(const LayoutRequest& r) {
   // The tensor-parallel stage price, one per (strategy, mesh, chunks, microbatch rows,
   // layers, recompute): the same for every dp, zero and schedule.
   std::map<std::tuple<int, int, int, int, int, int, int>, Candidate> stages;
+  // The full topology's links and each mesh's stage topology, computed once.
+  TopologyLinks links(r.topology);
+  std::map<std::pair<int, int>, Topology> stage_topologies;
+  const auto stage_topology = [&](int d1, int d2) -> const Topology& {
+    auto it = stage_topologies.find({d1, d2});
+    if (it == stage_topologies.end()) {
+      it = stage_topologies.emplace(std::pair{d1, d2}, tp_topology(links, d1, d2)).first;
+    }
+    return it->second;
+  };
+  // A pipeline schedule's buffer counts, one replay per (schedule, pp, m, v) instead of one
+  // per pipeline rank of every layout.
+  std::map<std::tuple<int, int, int, int>, std::vector<PipelineBuffers>> schedules;
+  const auto buffers_of = [&](const layout::Plan& plan) -> const std::vector<PipelineBuffers>& {
+    const auto key = std::tuple{static_cast<int>(plan.schedule), plan.pp, plan.microbatches,
+                                plan.virtual_stages};
+    auto it = schedules.find(key);
+    if (it == schedules.end()) it = schedules.emplace(key, pipeline_buffers(plan)).first;
+    return it->second;
+  };
   std::vector<LayoutCandidate> out;
   for (const int tp : divisors(n)) {
     if (tp > r.max_tp) continue;
@@ -134,8 +161,8 @@ std::vector<LayoutCandidate> search_layouts(const LayoutRequest& r) {
       if (model.layers % pp != 0) continue;
       const int dp = n / (tp * pp);
       if (model.batch % dp != 0) continue;
-      const Link pipe = link_of(r.topology, {dp, pp, tp}, 1);
-      const Link data = link_of(r.topology, {dp, pp, tp}, 0);
+      const Link pipe = link_of(links, {dp, pp, tp}, 1);
+      const Link data = link_of(links, {dp, pp, tp}, 0);
       for (const int m : divisors(model.batch / dp)) {
         // 1F1B needs m ≥ p; with pp = 1, m > 1 is gradient accumulation (smaller
         // activations, the same work).
@@ -159,7 +186,7 @@ std::vector<LayoutCandidate> search_layouts(const LayoutRequest& r) {
                                             mb.batch, mb.layers, static_cast<int>(recompute)};
                 auto it = stages.find(key);
                 if (it == stages.end()) {
-                  PlanRequest sub{.topology = tp_topology(r.topology, d1, d2),
+                  PlanRequest sub{.topology = stage_topology(d1, d2),
                                   .model = mb,
                                   .devices = tp,
                                   .strategies = {strategy},
@@ -186,7 +213,8 @@ std::vector<LayoutCandidate> search_layouts(const LayoutRequest& r) {
                 plan.provenance.reset();
                 const double stream_bytes = block_floats(mb, plan).input * e;
                 const double params_bytes =
-                    rank_memory(model, plan, 0, HeadBuffers::kSharded).params_bytes;
+                    rank_memory(model, plan, 0, HeadBuffers::kSharded, buffers_of(plan))
+                        .params_bytes;
                 for (const int v : virtual_stages(model.layers / pp, pp, m)) {
                   plan.virtual_stages = v;
                   plan.schedule = v > 1   ? layout::Schedule::kInterleaved
@@ -202,7 +230,8 @@ std::vector<LayoutCandidate> search_layouts(const LayoutRequest& r) {
                                      .data = ring(r.topology, data),
                                      .stream_bytes = stream_bytes,
                                      .params_bytes = params_bytes});
-                    c.memory = peak_rank_memory(model, plan, HeadBuffers::kSharded);
+                    c.memory =
+                        peak_rank_memory(model, plan, HeadBuffers::kSharded, buffers_of(plan));
                     c.feasible = c.memory.total_gib() <= r.topology.memory_gib;
                     out.push_back(c);
                   }

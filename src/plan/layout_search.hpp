@@ -90,6 +90,8 @@ std::vector<LayoutCandidate> search_layouts(const LayoutRequest& request);
 // topology (hierarchical form: Eq. 3 on the 4-dim layout; graph form: routed rings of the
 // (N/d2, d2) mesh, dim 0 priced as the longer ring's hop).
 Topology tp_topology(const Topology& topology, int d1, int d2);
+// The same on links already asked of the full topology (the search asks for every mesh).
+Topology tp_topology(TopologyLinks& links, int d1, int d2);
 
 std::ostream& operator<<(std::ostream& os, const LayoutCandidate& c);
 nlohmann::json to_json(const LayoutCandidate& c);

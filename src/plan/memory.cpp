@@ -35,10 +35,7 @@ double block_params(const ModelSpec& m, const layout::Plan& p) {
 // output (sent, kept until the end), a forward of stage > 0 copies its input (freed by that
 // microbatch's backward), an op's received input is freed after it. Also the most alive
 // during a backward op (when ZeRO ≥ 2's transient block gradients exist).
-struct PipelineBuffers {
-  int peak = 0, backward_peak = 0;
-};
-PipelineBuffers pipeline_buffers(const layout::PipelineSchedule& s, int rank) {
+PipelineBuffers rank_pipeline_buffers(const layout::PipelineSchedule& s, int rank) {
   const int S = s.stages();
   const auto has_input = [&](const layout::PipeOp& op) {
     return op.forward ? op.stage > 0 : op.stage + 1 < S;
@@ -132,8 +129,23 @@ double layer_activation_bytes(const ModelSpec& m, const layout::Plan& p) {
   return (f.kept + f.scores + f.input) * m.element_bytes();
 }
 
+std::vector<PipelineBuffers> pipeline_buffers(const layout::Plan& p) {
+  p.validate();  // names a bad plan's fields before the schedule does
+  if (p.pp == 1 && p.virtual_stages == 1) return {};
+  const layout::PipelineSchedule schedule =
+      layout::make_schedule(p.schedule, p.pp, p.microbatches, p.virtual_stages);
+  std::vector<PipelineBuffers> out;
+  for (int r = 0; r < p.pp; ++r) out.push_back(rank_pipeline_buffers(schedule, r));
+  return out;
+}
+
 MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pipeline_rank,
                            HeadBuffers head) {
+  return rank_memory(model, p, pipeline_rank, head, pipeline_buffers(p));
+}
+
+MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pipeline_rank,
+                           HeadBuffers head, std::span<const PipelineBuffers> pipeline) {
   p.validate();
   const int v = p.virtual_stages, stages = p.pp * v;
   MESHTP_CHECK(pipeline_rank >= 0 && pipeline_rank < p.pp, "pipeline rank {} of pp={}",
@@ -195,9 +207,11 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
   // already waited.
   const double backward_only = p.zero >= 2 ? 2 * (block - ln) : 0;
   if (p.pp > 1 || v > 1) {
-    const layout::PipelineSchedule schedule =
-        layout::make_schedule(p.schedule, p.pp, p.microbatches, v);
-    const PipelineBuffers pipe = pipeline_buffers(schedule, pipeline_rank);
+    MESHTP_CHECK(pipeline.size() == static_cast<std::size_t>(p.pp),
+                 "internal: pipeline "
+                 "buffers of {} ranks for pp={}",
+                 pipeline.size(), p.pp);
+    const PipelineBuffers pipe = pipeline[static_cast<std::size_t>(pipeline_rank)];
     buffers +=
         std::max(pipe.peak * f.input, pipe.backward_peak * f.input + backward_only) - backward_only;
     const bool any_inner = v > 1 || pipeline_rank + 1 < p.pp;
@@ -232,9 +246,14 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
 
 MemoryEstimate peak_rank_memory(const ModelSpec& model, const layout::Plan& p,
                                 HeadBuffers head) {
+  return peak_rank_memory(model, p, head, pipeline_buffers(p));
+}
+
+MemoryEstimate peak_rank_memory(const ModelSpec& model, const layout::Plan& p, HeadBuffers head,
+                                std::span<const PipelineBuffers> pipeline) {
   MemoryEstimate best;
   for (int r = 0; r < p.pp; ++r) {
-    const MemoryEstimate m = rank_memory(model, p, r, head);
+    const MemoryEstimate m = rank_memory(model, p, r, head, pipeline);
     if (r == 0 || m.total_bytes() > best.total_bytes()) best = m;
   }
   return best;

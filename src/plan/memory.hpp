@@ -45,6 +45,8 @@
 #pragma once
 
 #include <iosfwd>
+#include <span>
+#include <vector>
 
 #include "layout/plan.hpp"
 #include "plan/model_spec.hpp"
@@ -87,6 +89,16 @@ double layer_activation_bytes(const ModelSpec& model, const layout::Plan& p);
 // that a large model's plan is not decided by three unsharded [n, h] buffers of this runtime.
 enum class HeadBuffers { kRuntime, kSharded };
 
+// How many pipeline message buffers and saved stage inputs (one stream slice each) one
+// pipeline rank holds at once, at most, and during a backward op: a replay of p's schedule
+// (memory.cpp says what is allocated when). Per pipeline rank; empty without a pipeline.
+// The same for every layout with p's (schedule, pp, microbatches, virtual stages): the
+// search computes it once for all of them.
+struct PipelineBuffers {
+  int peak = 0, backward_peak = 0;
+};
+std::vector<PipelineBuffers> pipeline_buffers(const layout::Plan& p);
+
 // Pipeline rank `pipeline_rank` of layout p (any of its TP and DP ranks: they hold the same),
 // for a step of model.batch sequences (split over p.dp replicas and p.microbatches), with
 // p.recompute. Throws if p does not divide the model (layers by pp·v, batch by dp·m).
@@ -95,5 +107,10 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
 // The largest over the pipeline ranks (by total).
 MemoryEstimate peak_rank_memory(const ModelSpec& model, const layout::Plan& p,
                                 HeadBuffers head = HeadBuffers::kRuntime);
+// Both with `pipeline` = pipeline_buffers(p) already at hand.
+MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pipeline_rank,
+                           HeadBuffers head, std::span<const PipelineBuffers> pipeline);
+MemoryEstimate peak_rank_memory(const ModelSpec& model, const layout::Plan& p, HeadBuffers head,
+                                std::span<const PipelineBuffers> pipeline);
 
 }  // namespace meshtp::plan

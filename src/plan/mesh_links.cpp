@@ -3,11 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
-#include <map>
+#include <numeric>
 #include <ostream>
-#include <set>
+#include <vector>
 
 #include "core/error.hpp"
 #include "plan/topology_graph.hpp"
@@ -47,80 +48,135 @@ const char* name(BandwidthSource s) {
   return s == BandwidthSource::kModelled ? "modelled" : "calibrated";
 }
 
-ModelledLink modelled_link(const Topology& topology, const std::vector<int>& shape, int dim) {
-  std::int64_t n = 1;
-  for (const int d : shape) n *= d;
-  MESHTP_CHECK(n == topology.device_count(), "mesh of {} ranks does not match topology '{}' "
-               "with {} devices", n, topology.name, topology.device_count());
-  MESHTP_CHECK(dim >= 0 && dim < static_cast<int>(shape.size()), "mesh dim {} out of range",
-               dim);
-  MESHTP_CHECK(!topology.levels.empty(), "topology '{}' has no hierarchical levels (a graph "
-               "form is priced by mesh_links)", topology.name);
-  ModelledLink out;
-  const int size = shape[static_cast<std::size_t>(dim)];
-  if (size == 1) return out;
-  int stride = 1;
-  for (std::size_t k = static_cast<std::size_t>(dim) + 1; k < shape.size(); ++k) {
-    stride *= shape[k];
-  }
-  const int span = size * stride;
-  const int groups = static_cast<int>(n / size);
-  // Group g's ranks: base(g) + i·stride, where base(g) = (g / stride)·span + g % stride.
-  auto base = [&](int g) { return (g / stride) * span + g % stride; };
+namespace {
 
+// Eq. 3 for the groups of `size` ranks `stride` apart on `topology` (n devices): all the
+// hierarchical form depends on. The pattern of groups repeats every span = size·stride ranks
+// and the pattern of level-j members and parents every D_{j−1} (a parent's devices), so
+// every per-member quantity repeats every lcm(span, D_{j−1}) ranks: only that first period
+// is walked (a node level of 2,048 DGX nodes: the first period of the gpu level is one
+// node's 8 devices), and in it each group visits each member it touches once.
+ModelledLink modelled_group_link(const Topology& topology, std::int64_t n, int size, int stride) {
+  ModelledLink out;
+  if (size == 1) return out;
+  const std::int64_t span = static_cast<std::int64_t>(size) * stride;
   double best = std::numeric_limits<double>::infinity();
   for (int j = 0; j < static_cast<int>(topology.levels.size()); ++j) {
     const Level& level = topology.levels[static_cast<std::size_t>(j)];
-    const int dj = topology.devices_per_member(j);
+    const std::int64_t dj = topology.devices_per_member(j);
     const int rj = level.members;
-    // Per member (global id r / dj): groups crossing here, and peer indices in the parent.
-    std::map<int, std::set<int>> sharers, peers;
-    std::map<int, std::set<int>> groups_in_parent;
-    for (int g = 0; g < groups; ++g) {
-      std::map<int, std::set<int>> members_by_parent;  // parent → members touched
-      for (int i = 0; i < size; ++i) {
-        const int r = base(g) + i * stride;
-        const int member = r / dj;
-        members_by_parent[member / rj].insert(member);
-      }
-      for (const auto& [parent, members] : members_by_parent) {
-        if (members.size() < 2) continue;
-        groups_in_parent[parent].insert(g);
-        for (const int m : members) {
-          sharers[m].insert(g);
-          for (const int other : members) {
-            if (other != m) peers[m].insert(other % rj);
+    const std::int64_t parent_devices = dj * rj;
+    const std::int64_t period = std::min(n, std::lcm(span, parent_devices));
+    const std::int64_t members = period / dj;
+    // Per member of the period: crossing groups; per parent: crossing groups; per member,
+    // with a p2p cap: the peer indices its crossing groups touch in its parent.
+    std::vector<int> sharers(static_cast<std::size_t>(members), 0);
+    std::vector<int> groups_in_parent(static_cast<std::size_t>(period / parent_devices), 0);
+    std::vector<std::vector<int>> peers(level.has_p2p() ? static_cast<std::size_t>(members) : 0);
+    // A uniform p2p cap reaches the group bandwidth after this many peers; more change nothing.
+    const std::size_t enough_peers =
+        level.p2p_uniform_gbps > 0
+            ? static_cast<std::size_t>(std::ceil(level.group_gbps / level.p2p_uniform_gbps)) + 1
+            : std::numeric_limits<std::size_t>::max();
+    std::vector<std::int64_t> run;  // the members one group touches in one parent
+    auto close_run = [&](std::int64_t parent) {
+      if (run.size() >= 2) {
+        ++groups_in_parent[static_cast<std::size_t>(parent)];
+        for (const std::int64_t m : run) {
+          ++sharers[static_cast<std::size_t>(m)];
+          if (peers.empty()) continue;
+          std::vector<int>& mine = peers[static_cast<std::size_t>(m)];
+          for (const std::int64_t other : run) {
+            if (mine.size() >= enough_peers) break;
+            const int index = static_cast<int>(other % rj);
+            // Uniform: kept distinct as it grows (at most enough_peers); a matrix: deduplicated
+            // below.
+            if (other != m && (level.p2p_uniform_gbps == 0 ||
+                               std::find(mine.begin(), mine.end(), index) == mine.end())) {
+              mine.push_back(index);
+            }
           }
         }
       }
+      run.clear();
+    };
+    const std::int64_t groups = period / span * stride;
+    for (std::int64_t g = 0; g < groups; ++g) {
+      const std::int64_t base = (g / stride) * span + g % stride;
+      std::int64_t parent = base / parent_devices;
+      // Member by member: from rank i, the next member starts at the first rank ≥ (m+1)·dj.
+      for (std::int64_t i = 0; i < size;) {
+        const std::int64_t r = base + i * stride;
+        const std::int64_t member = r / dj;
+        if (member / rj != parent) {
+          close_run(parent);
+          parent = member / rj;
+        }
+        run.push_back(member);
+        const std::int64_t next = (member + 1) * dj - base;
+        i = std::max(i + 1, (next + stride - 1) / stride);
+      }
+      close_run(parent);
     }
-    if (sharers.empty()) continue;
+    if (std::all_of(sharers.begin(), sharers.end(), [](int s) { return s == 0; })) continue;
     out.levels.push_back(j);
     out.latency_us = std::max(out.latency_us, level.latency_us);
-    for (const auto& [member, gs] : sharers) {
-      double bw = level.group_gbps / static_cast<double>(gs.size());
+    for (std::int64_t m = 0; m < members; ++m) {
+      const int gs = sharers[static_cast<std::size_t>(m)];
+      if (gs == 0) continue;
+      double bw = level.group_gbps / static_cast<double>(gs);
       if (level.has_p2p()) {
+        std::vector<int>& mine = peers[static_cast<std::size_t>(m)];
+        std::sort(mine.begin(), mine.end());
+        mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
         double cap = 0;
-        for (const int p : peers[member]) cap += level.p2p(member % rj, p);
+        for (const int p : mine) cap += level.p2p(static_cast<int>(m % rj), p);
         if (cap > 0) {
-          bw = std::min(level.group_gbps, cap) / static_cast<double>(gs.size());
+          bw = std::min(level.group_gbps, cap) / static_cast<double>(gs);
         } else {
           // No direct link to any peer: relayed through members that carry the other
           // groups' traffic, so all groups crossing this level in the parent share it.
-          bw = level.group_gbps / static_cast<double>(groups_in_parent[member / rj].size());
+          bw = level.group_gbps /
+               static_cast<double>(groups_in_parent[static_cast<std::size_t>(m / rj)]);
         }
       }
       if (bw < best) {
         best = bw;
         out.bottleneck_level = j;
-        out.sharers = static_cast<int>(gs.size());
+        out.sharers = gs;
       }
     }
   }
-  MESHTP_CHECK(!out.levels.empty(), "internal: mesh dim {} of size {} crosses no level", dim,
-               size);
+  MESHTP_CHECK(!out.levels.empty(), "internal: a group of {} ranks {} apart crosses no level", size,
+               stride);
   out.link_gbps = best;
   return out;
+}
+
+int stride_of(const std::vector<int>& shape, int dim) {
+  int stride = 1;
+  for (std::size_t k = static_cast<std::size_t>(dim) + 1; k < shape.size(); ++k) {
+    stride *= shape[k];
+  }
+  return stride;
+}
+
+}  // namespace
+
+ModelledLink modelled_link(const Topology& topology, const std::vector<int>& shape, int dim) {
+  std::int64_t n = 1;
+  for (const int d : shape) n *= d;
+  MESHTP_CHECK(n == topology.device_count(),
+               "mesh of {} ranks does not match topology '{}' "
+               "with {} devices",
+               n, topology.name, topology.device_count());
+  MESHTP_CHECK(dim >= 0 && dim < static_cast<int>(shape.size()), "mesh dim {} out of range", dim);
+  MESHTP_CHECK(!topology.levels.empty(),
+               "topology '{}' has no hierarchical levels (a graph "
+               "form is priced by mesh_links)",
+               topology.name);
+  return modelled_group_link(topology, n, shape[static_cast<std::size_t>(dim)],
+                             stride_of(shape, dim));
 }
 
 namespace {
@@ -142,11 +198,10 @@ ModelledLink from_rings(const topo::Graph& graph, const topo::DimRings& r) {
   return m;
 }
 
-// `graph_link`: the graph form's B' for this dim, when the topology has one; `graph_skew`:
-// Cannon's skew on the graph, when priced there.
+// `link`: the dim's B' (Eq. 3, or the graph form's rings); `graph_skew`: Cannon's skew on
+// the graph, when priced there.
 DimLinks dim_links(const Topology& topology, const std::vector<int>& shape, int dim,
-                   const std::optional<ModelledLink>& graph_link,
-                   const std::optional<topo::DimRings>& graph_skew) {
+                   const ModelledLink& link, const std::optional<topo::DimRings>& graph_skew) {
   DimLinks d;
   d.dim = dim;
   d.size = shape[static_cast<std::size_t>(dim)];
@@ -154,7 +209,7 @@ DimLinks dim_links(const Topology& topology, const std::vector<int>& shape, int 
   for (std::size_t k = static_cast<std::size_t>(dim) + 1; k < shape.size(); ++k) {
     d.stride *= shape[k];
   }
-  d.modelled = graph_link ? *graph_link : modelled_link(topology, shape, dim);
+  d.modelled = link;
   if (d.size == 1) return d;
   const RingParams modelled{.t_launch_s = topology.launch_us * kUs,
                             .l_sync_s = d.modelled.latency_us * kUs,
@@ -190,6 +245,24 @@ DimLinks dim_links(const Topology& topology, const std::vector<int>& shape, int 
 }  // namespace
 
 MeshLinks mesh_links(const Topology& topology, int d1, int d2) {
+  return TopologyLinks(topology).mesh(d1, d2);
+}
+
+const ModelledLink& TopologyLinks::group_link(int size, int stride) {
+  const auto key = std::pair{size, stride};
+  auto it = groups_.find(key);
+  if (it == groups_.end()) {
+    it =
+        groups_.emplace(key, modelled_group_link(topology_, topology_.device_count(), size, stride))
+            .first;
+  }
+  return it->second;
+}
+
+const MeshLinks& TopologyLinks::mesh(int d1, int d2) {
+  const auto key = std::pair{d1, d2};
+  if (const auto it = meshes_.find(key); it != meshes_.end()) return it->second;
+  const Topology& topology = topology_;
   MESHTP_CHECK(d1 >= 1 && d2 >= 1, "mesh {}x{}: sizes must be positive", d1, d2);
   MESHTP_CHECK(static_cast<std::int64_t>(d1) * d2 == topology.device_count(),
                "mesh {}x{} has {} ranks but topology '{}' has {} devices", d1, d2,
@@ -200,16 +273,19 @@ MeshLinks mesh_links(const Topology& topology, int d1, int d2) {
   std::array<std::optional<ModelledLink>, 2> graph_links;
   std::array<std::optional<topo::DimRings>, 2> graph_skews;
   if (topology.graph || topology.rings_on_graph) {
-    const topo::Graph graph = topology_graph(topology);
-    const std::vector<int> placement = topology_placement(topology, graph, shape);
+    if (!graph_) graph_ = topology_graph(topology);
+    const std::vector<int> placement = topology_placement(topology, *graph_, shape);
     for (int dim : {0, 1}) {
-      graph_links[dim] = from_rings(graph, topo::ring_dim(graph, placement, shape, dim));
-      if (d1 == d2) graph_skews[dim] = topo::skew_dim(graph, placement, shape, dim);
+      graph_links[dim] = from_rings(*graph_, topo::ring_dim(*graph_, placement, shape, dim));
+      if (d1 == d2) graph_skews[dim] = topo::skew_dim(*graph_, placement, shape, dim);
     }
   }
-  links.dims[0] = dim_links(topology, shape, 0, graph_links[0], graph_skews[0]);
-  links.dims[1] = dim_links(topology, shape, 1, graph_links[1], graph_skews[1]);
-  return links;
+  for (int dim : {0, 1}) {
+    const ModelledLink& modelled =
+        graph_links[dim] ? *graph_links[dim] : group_link(shape[dim], dim == 0 ? d2 : 1);
+    links.dims[dim] = dim_links(topology, shape, dim, modelled, graph_skews[dim]);
+  }
+  return meshes_.emplace(key, std::move(links)).first->second;
 }
 
 std::ostream& operator<<(std::ostream& os, const MeshLinks& links) {

@@ -36,8 +36,10 @@
 
 #include <array>
 #include <iosfwd>
+#include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "layout/vocabulary.hpp"
@@ -104,6 +106,28 @@ struct MeshLinks {
 
 // Throws meshtp::Error when d1·d2 differs from the topology's device count.
 MeshLinks mesh_links(const Topology& topology, int d1, int d2);
+
+// One topology's links, each answer computed once. What a mesh dim gets depends only on the
+// topology and the dim's groups — Eq. 3 on (size, stride), a graph's rings on the mesh — yet
+// the planner asks for it once per candidate, and one answer walks up to every device: a
+// 100,000-device search asks thousands of times for a few dozen distinct answers. Keeps a
+// reference to the topology, which must outlive it.
+class TopologyLinks {
+ public:
+  explicit TopologyLinks(const Topology& topology) : topology_(topology) {}
+  const Topology& topology() const { return topology_; }
+  // Eq. 3 for groups of `size` ranks `stride` apart, hierarchical form: modelled_link of
+  // every mesh dim with that size and stride.
+  const ModelledLink& group_link(int size, int stride);
+  // mesh_links(topology(), d1, d2); the graph form's graph is built once.
+  const MeshLinks& mesh(int d1, int d2);
+
+ private:
+  const Topology& topology_;
+  std::map<std::pair<int, int>, ModelledLink> groups_;
+  std::map<std::pair<int, int>, MeshLinks> meshes_;
+  std::optional<topo::Graph> graph_;
+};
 
 std::ostream& operator<<(std::ostream& os, const MeshLinks& links);
 

@@ -104,12 +104,17 @@ std::vector<ElementwiseCall> elementwise_calls(const ModelSpec& m, Strategy stra
 
 Candidate evaluate(const PlanRequest& request, Strategy strategy, int d1, int d2, int chunks,
                    Explanation* explanation) {
+  return evaluate(request, mesh_links(request.topology, d1, d2), strategy, d1, d2, chunks,
+                  explanation);
+}
+
+Candidate evaluate(const PlanRequest& request, const MeshLinks& links, Strategy strategy, int d1,
+                   int d2, int chunks, Explanation* explanation) {
   const ModelSpec& m = request.model;
   Candidate c;
   c.strategy = strategy;
   c.mesh = {d1, d2};
   c.chunks = chunks;
-  const MeshLinks links = mesh_links(request.topology, d1, d2);
   fill_bandwidths(c, links);
   const double flops_per_s = request.topology.effective_tflops() * 1e12;
   const double elementwise_gbps = request.topology.effective_elementwise_gbps();
@@ -227,20 +232,22 @@ PlanResult plan(const PlanRequest& request) {
     return std::find(request.strategies.begin(), request.strategies.end(), s) !=
            request.strategies.end();
   };
+  TopologyLinks topology_links(request.topology);
   for (const auto& [d1, d2] : enumerate_meshes(request.devices)) {
+    const MeshLinks& links = topology_links.mesh(d1, d2);
     const bool one_dim = d1 == 1 || d2 == 1;
     if (wanted(one_dim ? Strategy::kMegatron : Strategy::kAtp) ||
         (one_dim && wanted(Strategy::kAtp))) {
       for (const int chunks : request.chunks) {
         result.candidates.push_back(evaluate(
-            request, one_dim ? Strategy::kMegatron : Strategy::kAtp, d1, d2, chunks));
+            request, links, one_dim ? Strategy::kMegatron : Strategy::kAtp, d1, d2, chunks));
       }
     }
     if (d2 == 1 && wanted(Strategy::kTp1d)) {
-      result.candidates.push_back(evaluate(request, Strategy::kTp1d, d1, d2, 1));
+      result.candidates.push_back(evaluate(request, links, Strategy::kTp1d, d1, d2, 1));
     }
     for (const Strategy s : request.strategies) {
-      if (is_gemm2d(s)) result.candidates.push_back(evaluate(request, s, d1, d2, 1));
+      if (is_gemm2d(s)) result.candidates.push_back(evaluate(request, links, s, d1, d2, 1));
     }
   }
   auto klass = [](const Candidate& c) { return c.feasible ? 0 : c.valid ? 1 : 2; };

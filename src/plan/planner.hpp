@@ -84,6 +84,10 @@ struct Explanation {
 // Prices one candidate. `explanation` (optional) receives the breakdown.
 Candidate evaluate(const PlanRequest& request, Strategy strategy, int d1, int d2, int chunks,
                    Explanation* explanation = nullptr);
+// The same with the mesh's links already at hand (mesh_links(request.topology, d1, d2)): the
+// searches price every strategy and knob of a mesh on one answer.
+Candidate evaluate(const PlanRequest& request, const MeshLinks& links, Strategy strategy, int d1,
+                   int d2, int chunks, Explanation* explanation = nullptr);
 
 // Re-prices `candidate` with its breakdown.
 Explanation explain(const PlanRequest& request, const Candidate& candidate);
