@@ -91,7 +91,8 @@ void Plan::validate() const {
                "plan: sequence_parallel needs a mesh Nx1, got {}x{}", mesh[0], mesh[1]);
   for (const Linear l : all<Linear>()) {
     const LinearPlan& x = linear(l);
-    positive(fmt::format("{} slices", name(l)).c_str(), x.slices);
+    // Formatted only on failure: the planner validates every layout it prices.
+    MESHTP_CHECK(x.slices >= 1, "plan: {} slices={} must be at least 1", name(l), x.slices);
     MESHTP_CHECK(is_gemm2d(strategy) || x == LinearPlan{},
                  "plan: per-linear settings ({}) apply to the 2D GeMM strategies, not {}",
                  linear_text(*this, l), strategy);

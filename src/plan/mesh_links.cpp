@@ -55,7 +55,8 @@ namespace {
 // and the pattern of level-j members and parents every D_{j−1} (a parent's devices), so
 // every per-member quantity repeats every lcm(span, D_{j−1}) ranks: only that first period
 // is walked (a node level of 2,048 DGX nodes: the first period of the gpu level is one
-// node's 8 devices), and in it each group visits each member it touches once.
+// node's 8 devices; shorter still below), and in it each group visits each member it
+// touches once. The first member with the least bandwidth is in the first period.
 ModelledLink modelled_group_link(const Topology& topology, std::int64_t n, int size, int stride) {
   ModelledLink out;
   if (size == 1) return out;
@@ -66,12 +67,22 @@ ModelledLink modelled_group_link(const Topology& topology, std::int64_t n, int s
     const std::int64_t dj = topology.devices_per_member(j);
     const int rj = level.members;
     const std::int64_t parent_devices = dj * rj;
-    const std::int64_t period = std::min(n, std::lcm(span, parent_devices));
+    // Consecutive ranks of a group in different parents: no group crosses this level.
+    if (stride >= parent_devices) continue;
+    // Groups inside one parent and no per-pair caps: every parent holds the same pattern and
+    // inside it the pattern repeats every lcm(span, dj) ranks, peer counts (all a uniform cap
+    // needs) included; the period is then a part of parent 0, whose crossing groups are
+    // that part's times parent_devices / period.
+    const bool within_parent = parent_devices % span == 0 && level.p2p_gbps.empty();
+    const std::int64_t period =
+        within_parent ? std::lcm(span, dj) : std::min(n, std::lcm(span, parent_devices));
+    const std::int64_t parent_repeats = within_parent ? parent_devices / period : 1;
     const std::int64_t members = period / dj;
     // Per member of the period: crossing groups; per parent: crossing groups; per member,
     // with a p2p cap: the peer indices its crossing groups touch in its parent.
     std::vector<int> sharers(static_cast<std::size_t>(members), 0);
-    std::vector<int> groups_in_parent(static_cast<std::size_t>(period / parent_devices), 0);
+    std::vector<std::int64_t> groups_in_parent(
+        static_cast<std::size_t>(std::max<std::int64_t>(1, period / parent_devices)), 0);
     std::vector<std::vector<int>> peers(level.has_p2p() ? static_cast<std::size_t>(members) : 0);
     // A uniform p2p cap reaches the group bandwidth after this many peers; more change nothing.
     const std::size_t enough_peers =
@@ -137,7 +148,8 @@ ModelledLink modelled_group_link(const Topology& topology, std::int64_t n, int s
           // No direct link to any peer: relayed through members that carry the other
           // groups' traffic, so all groups crossing this level in the parent share it.
           bw = level.group_gbps /
-               static_cast<double>(groups_in_parent[static_cast<std::size_t>(m / rj)]);
+               static_cast<double>(groups_in_parent[static_cast<std::size_t>(m / rj)] *
+                                   parent_repeats);
         }
       }
       if (bw < best) {
