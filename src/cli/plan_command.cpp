@@ -57,7 +57,10 @@ void run_plan_3d(const PlanArgs& args, const plan::PlanRequest& base, const CLI:
                               .devices = base.devices, .chunks = base.chunks,
                               .max_tp = args.max_tp};
   if (app.count("--strategies") > 0) request.strategies = base.strategies;
-  const std::vector<plan::LayoutCandidate> ranked = plan::search_layouts(request);
+  // Only the rows printed are ranked in full; the rest are bounded out (layout_search.hpp).
+  const plan::LayoutSearch search =
+      plan::search_layouts(request, static_cast<std::size_t>(args.top));
+  const std::vector<plan::LayoutCandidate>& ranked = search.ranked;
   const plan::LayoutCandidate* best =
       !ranked.empty() && ranked.front().feasible ? &ranked.front() : nullptr;
   const std::string none =
@@ -84,7 +87,9 @@ void run_plan_3d(const PlanArgs& args, const plan::PlanRequest& base, const CLI:
   if (args.json) {
     nlohmann::json rows = nlohmann::json::array();
     for (std::size_t i = 0; i < shown; ++i) rows.push_back(plan::to_json(ranked[i]));
-    out() << nlohmann::json{{"layouts", rows}, {"searched", ranked.size()},
+    out() << nlohmann::json{{"layouts", rows},
+                            {"searched", search.searched},
+                            {"priced", search.priced},
                             {"best", best ? plan::to_json(*best) : nlohmann::json()}}
                  .dump()
           << '\n';
@@ -92,7 +97,7 @@ void run_plan_3d(const PlanArgs& args, const plan::PlanRequest& base, const CLI:
   }
   out() << fmt::format("plan --3d: {} on {} ({} devices, {} GiB each): {} layouts searched\n",
                        fmt::streamed(base.model), base.topology.name, base.devices,
-                       base.topology.memory_gib, ranked.size());
+                       base.topology.memory_gib, search.searched);
   for (std::size_t i = 0; i < shown; ++i) {
     out() << fmt::format("{:>3} {}\n", i + 1, fmt::streamed(ranked[i]));
   }

@@ -15,12 +15,16 @@
 namespace meshtp::plan {
 namespace {
 
+// Ascending; O(√n), as --batch may be any int.
 std::vector<int> divisors(int n) {
-  std::vector<int> out;
-  for (int d = 1; d <= n; ++d) {
-    if (n % d == 0) out.push_back(d);
+  std::vector<int> small, large;
+  for (int d = 1; d <= n / d; ++d) {
+    if (n % d != 0) continue;
+    small.push_back(d);
+    if (d != n / d) large.push_back(n / d);
   }
-  return out;
+  small.insert(small.end(), large.rbegin(), large.rend());
+  return small;
 }
 
 struct Link {
@@ -127,6 +131,10 @@ Topology tp_topology(TopologyLinks& links, int d1, int d2) {
 }
 
 std::vector<LayoutCandidate> search_layouts(const LayoutRequest& r) {
+  return search_layouts(r, 0).ranked;
+}
+
+LayoutSearch search_layouts(const LayoutRequest& r, std::size_t keep) {
   r.validate();
   const ModelSpec& model = r.model;
   const int n = r.devices;
@@ -154,7 +162,37 @@ std::vector<LayoutCandidate> search_layouts(const LayoutRequest& r) {
     if (it == schedules.end()) it = schedules.emplace(key, pipeline_buffers(plan)).first;
     return it->second;
   };
-  std::vector<LayoutCandidate> out;
+  // The ranking: feasible first, then by step time, then in the order enumerated (the
+  // stable sort of the whole list). With `keep`, the kept are a heap whose top ranks last.
+  struct Found {
+    LayoutCandidate c;
+    std::int64_t order = 0;
+  };
+  const auto ranks_before = [](const Found& a, const Found& b) {
+    if (a.c.feasible != b.c.feasible) return a.c.feasible;
+    if (a.c.t_step_s != b.c.t_step_s) return a.c.t_step_s < b.c.t_step_s;
+    return a.order < b.order;
+  };
+  std::vector<Found> kept;
+  LayoutSearch result;
+  // Whether a layout found now whose step takes at least `t_lower` seconds ranks after the
+  // `keep` kept: they are all feasible and no slower (a tie ranks it after, found later).
+  const auto bounded_out = [&](double t_lower) {
+    return keep > 0 && kept.size() == keep && kept.front().c.feasible &&
+           t_lower >= kept.front().c.t_step_s;
+  };
+  const auto add = [&](Found f) {
+    if (keep == 0) {
+      kept.push_back(std::move(f));
+    } else if (kept.size() < keep || ranks_before(f, kept.front())) {
+      kept.push_back(std::move(f));
+      std::push_heap(kept.begin(), kept.end(), ranks_before);
+      if (kept.size() > keep) {
+        std::pop_heap(kept.begin(), kept.end(), ranks_before);
+        kept.pop_back();
+      }
+    }
+  };
   for (const int tp : divisors(n)) {
     if (tp > r.max_tp) continue;
     for (const int pp : divisors(n / tp)) {
@@ -204,6 +242,13 @@ std::vector<LayoutCandidate> search_layouts(const LayoutRequest& r) {
                 const double rerun = pp > 1 ? stage_of(Recompute::kFull).t_step_s -
                                                   stage_of(Recompute::kNone).t_step_s
                                             : 0;
+                const std::vector<int> vs = virtual_stages(model.layers / pp, pp, m);
+                const int zeros = dp > 1 ? 4 : 1;
+                // A bound for all of them: no bubble, no transfers.
+                if (bounded_out((stage.t_step_s + rerun) * m)) {
+                  result.searched += static_cast<std::int64_t>(vs.size()) * zeros;
+                  continue;
+                }
                 mb.recompute = recompute;
                 layout::Plan plan = to_plan(stage);
                 plan.dp = dp;
@@ -215,12 +260,12 @@ std::vector<LayoutCandidate> search_layouts(const LayoutRequest& r) {
                 const double params_bytes =
                     rank_memory(model, plan, 0, HeadBuffers::kSharded, buffers_of(plan))
                         .params_bytes;
-                for (const int v : virtual_stages(model.layers / pp, pp, m)) {
+                for (const int v : vs) {
                   plan.virtual_stages = v;
                   plan.schedule = v > 1   ? layout::Schedule::kInterleaved
                                   : m > 1 ? layout::Schedule::k1F1B
                                           : layout::Schedule::kGpipe;
-                  for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
+                  for (int zero = 0; zero < zeros; ++zero) {
                     plan.zero = zero;
                     LayoutCandidate c;
                     c.plan = plan;
@@ -230,10 +275,15 @@ std::vector<LayoutCandidate> search_layouts(const LayoutRequest& r) {
                                      .data = ring(r.topology, data),
                                      .stream_bytes = stream_bytes,
                                      .params_bytes = params_bytes});
+                    const std::int64_t order = result.searched++;
+                    // The memory model is most of a layout's price: not for one that ranks
+                    // after the kept whether it fits or not.
+                    if (bounded_out(c.t_step_s)) continue;
+                    ++result.priced;
                     c.memory =
                         peak_rank_memory(model, plan, HeadBuffers::kSharded, buffers_of(plan));
                     c.feasible = c.memory.total_gib() <= r.topology.memory_gib;
-                    out.push_back(c);
+                    add({std::move(c), order});
                   }
                 }
               }
@@ -243,11 +293,10 @@ std::vector<LayoutCandidate> search_layouts(const LayoutRequest& r) {
       }
     }
   }
-  std::stable_sort(out.begin(), out.end(), [](const LayoutCandidate& a, const LayoutCandidate& b) {
-    if (a.feasible != b.feasible) return a.feasible;
-    return a.t_step_s < b.t_step_s;
-  });
-  return out;
+  std::sort(kept.begin(), kept.end(), ranks_before);
+  result.ranked.reserve(kept.size());
+  for (Found& f : kept) result.ranked.push_back(std::move(f.c));
+  return result;
 }
 
 std::ostream& operator<<(std::ostream& os, const LayoutCandidate& c) {

@@ -36,6 +36,7 @@
 // microbatch, while dp 2 would all-reduce every gradient across it.
 #pragma once
 
+#include <cstdint>
 #include <iosfwd>
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -84,6 +85,19 @@ void price_layout(LayoutCandidate& c, const LayoutTraffic& t);
 
 // Ranked: feasible first, then by step time. Throws for a bad request.
 std::vector<LayoutCandidate> search_layouts(const LayoutRequest& request);
+
+// The same ranking, only its first `keep` layouts (every one when keep is 0). Layouts that
+// cannot be among them are bounded out before the memory model prices them: once `keep`
+// feasible layouts are kept, a layout whose step takes no less than the slowest kept ranks
+// after it fitting or not; whole blocks of (virtual stages, ZeRO) go on the bound
+// (t_stage + t_rerun)·m, their step without bubble or transfers. The kept are those the
+// exhaustive ranking puts first, in its order (ties in the order enumerated).
+struct LayoutSearch {
+  std::vector<LayoutCandidate> ranked;
+  std::int64_t searched = 0;  // layouts enumerated: the exhaustive ranking's length
+  std::int64_t priced = 0;    // of those, priced in full (memory included)
+};
+LayoutSearch search_layouts(const LayoutRequest& request, std::size_t keep);
 
 // The topology a stage's d1·d2 ranks see: two levels (d1 members, then d2), the first's
 // group bandwidth d2·B'₀ so that mesh_links gives each dim the B' its groups get in the full
