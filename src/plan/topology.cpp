@@ -88,7 +88,10 @@ void Topology::validate() const {
     const std::string lw = fmt::format("{}, level {} '{}'", where, j, level.name);
     MESHTP_CHECK(level.members >= 1, "{}: members={} must be at least 1", lw, level.members);
     n *= level.members;
-    MESHTP_CHECK(n <= (1 << 20), "{}: more than 2^20 devices", where);
+    MESHTP_CHECK(n <= (1 << 20),
+                 "{}: {} devices through level {} '{}' (members={}), more "
+                 "than 2^20",
+                 where, n, j, level.name, level.members);
     check_positive(level.group_gbps, "group_gbps", lw);
     MESHTP_CHECK(level.latency_us >= 0, "{}: latency_us={} must not be negative", lw,
                  level.latency_us);

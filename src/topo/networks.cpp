@@ -108,7 +108,7 @@ Graph fat_tree(const FatTreeSpec& spec) {
     MESHTP_CHECK(spec.down[i] >= 1, "fat-tree: down[{}]={} must be at least 1", i, spec.down[i]);
     MESHTP_CHECK(spec.up[i] >= 1, "fat-tree: up[{}]={} must be at least 1", i, spec.up[i]);
     n *= spec.down[i];
-    MESHTP_CHECK(n <= (1 << 20), "fat-tree: more than 2^20 devices");
+    MESHTP_CHECK(n <= (1 << 20), "fat-tree: down[0..{}] give {} devices, more than 2^20", i, n);
   }
   const FatTreeShape shape{spec.down, spec.up};
   Graph g(static_cast<int>(n));
