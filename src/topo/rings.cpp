@@ -4,7 +4,7 @@
 
 #include <cstdint>
 #include <limits>
-#include <unordered_map>
+#include <vector>
 
 #include "core/error.hpp"
 
@@ -52,11 +52,13 @@ DimRings routed_dim(const Graph& graph, const std::vector<int>& placement,
     }
   }
   if (hops.empty()) return out;  // nothing moves (a skew on a size-1 other dim)
-  std::unordered_map<std::int64_t, int> flows;
+  // Indexed by flow_key: a flat count per link direction (a hash map was most of the time
+  // on a 100,000-device torus).
+  std::vector<int> flows(graph.links().size() * 2, 0);
   for (const Route& r : hops) {
     for (const Hop& h : r) {
       const Link& l = graph.link(h.link);
-      if (l.sharing != Sharing::kFatpipe) ++flows[flow_key(l, h)];
+      if (l.sharing != Sharing::kFatpipe) ++flows[static_cast<std::size_t>(flow_key(l, h))];
     }
   }
   out.link_gbps = std::numeric_limits<double>::infinity();
@@ -65,7 +67,8 @@ DimRings routed_dim(const Graph& graph, const std::vector<int>& placement,
     out.max_hops = std::max(out.max_hops, static_cast<int>(r.size()));
     for (const Hop& h : r) {
       const Link& l = graph.link(h.link);
-      const int f = l.sharing == Sharing::kFatpipe ? 1 : flows.at(flow_key(l, h));
+      const int f =
+          l.sharing == Sharing::kFatpipe ? 1 : flows[static_cast<std::size_t>(flow_key(l, h))];
       const double share = l.gbps / f;
       if (share < out.link_gbps) {
         out.link_gbps = share;

@@ -24,15 +24,15 @@ class TorusRouter : public Router {
       : dims_(std::move(dims)), link_of_(std::move(link_of)) {}
 
   Route route(const Graph&, int src, int dst) const override {
-    const std::vector<int> mine = torus_coords(dims_, src);
-    const std::vector<int> target = torus_coords(dims_, dst);
     Route r;
     int current = src;
     int product = 1;
     for (std::size_t j = 0; j < dims_.size(); ++j) {
       const int a = dims_[j];
-      const int my = mine[j];
-      const int to = target[j];
+      // Coordinates of src and dst in dim j (torus_coords, without its vectors: a planner
+      // routes every ring hop of every mesh dim).
+      const int my = (src / product) % a;
+      const int to = (dst / product) % a;
       const bool right = (to > my && to <= my + a / 2) || (my > a / 2 && (my + a / 2) % a >= to);
       while ((current / product) % a != to) {
         const int coord = (current / product) % a;
