@@ -90,6 +90,15 @@ Route Graph::route(int src, int dst) const {
   return shortest_paths_->route(*this, src, dst);
 }
 
+void Graph::append_route(int src, int dst, Route& out) const {
+  MESHTP_CHECK(src >= 0 && src < devices_ && dst >= 0 && dst < devices_,
+               "route {} -> {}: devices must be in [0, {})", src, dst, devices_);
+  if (src == dst) return;
+  if (router_ && explicit_routes_.empty()) return router_->append_route(*this, src, dst, out);
+  const Route r = route(src, dst);
+  out.insert(out.end(), r.begin(), r.end());
+}
+
 double Graph::latency_us(const Route& route) const {
   double total = 0;
   for (const Hop& h : route) total += link(h.link).latency_us;

@@ -64,6 +64,12 @@ class Router {
  public:
   virtual ~Router() = default;
   virtual Route route(const Graph& graph, int src, int dst) const = 0;
+  // route()'s hops appended to `out`: a caller routing every hop of every ring keeps one
+  // buffer instead of a vector per route. Override where building the route is cheap.
+  virtual void append_route(const Graph& graph, int src, int dst, Route& out) const {
+    const Route r = route(graph, src, dst);
+    out.insert(out.end(), r.begin(), r.end());
+  }
 };
 
 class Graph {
@@ -89,6 +95,8 @@ class Graph {
   void set_route(int src, int dst, Route route);
 
   Route route(int src, int dst) const;
+  // route(src, dst)'s hops appended to `out`.
+  void append_route(int src, int dst, Route& out) const;
   double latency_us(const Route& route) const;
 
   // Throws meshtp::Error: a device no other device can reach (disconnected graph, naming the

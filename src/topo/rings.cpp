@@ -41,32 +41,35 @@ DimRings routed_dim(const Graph& graph, const std::vector<int>& placement,
     const int rank = (g / out.stride) * span + g % out.stride + i * out.stride;
     return placement[static_cast<std::size_t>(rank)];
   };
-  // Every message of every group, routed once.
-  std::vector<Route> hops;
-  hops.reserve(static_cast<std::size_t>(n));
+  // Every message of every group, routed once, into one buffer: message k's hops are
+  // hops[ends[k−1], ends[k]).
+  Route hops;
+  std::vector<std::size_t> ends;
+  ends.reserve(static_cast<std::size_t>(n));
   for (int g = 0; g < out.groups; ++g) {
     const int step = ((offset(g) % out.size) + out.size) % out.size;
     if (step == 0) continue;
     for (int i = 0; i < out.size; ++i) {
-      hops.push_back(graph.route(device(g, i), device(g, (i + step) % out.size)));
+      graph.append_route(device(g, i), device(g, (i + step) % out.size), hops);
+      ends.push_back(hops.size());
     }
   }
-  if (hops.empty()) return out;  // nothing moves (a skew on a size-1 other dim)
+  if (ends.empty()) return out;  // nothing moves (a skew on a size-1 other dim)
   // Indexed by flow_key: a flat count per link direction (a hash map was most of the time
   // on a 100,000-device torus).
   std::vector<int> flows(graph.links().size() * 2, 0);
-  for (const Route& r : hops) {
-    for (const Hop& h : r) {
-      const Link& l = graph.link(h.link);
-      if (l.sharing != Sharing::kFatpipe) ++flows[static_cast<std::size_t>(flow_key(l, h))];
-    }
+  for (const Hop& h : hops) {
+    const Link& l = graph.link(h.link);
+    if (l.sharing != Sharing::kFatpipe) ++flows[static_cast<std::size_t>(flow_key(l, h))];
   }
   out.link_gbps = std::numeric_limits<double>::infinity();
-  for (const Route& r : hops) {
-    out.latency_us = std::max(out.latency_us, graph.latency_us(r));
-    out.max_hops = std::max(out.max_hops, static_cast<int>(r.size()));
-    for (const Hop& h : r) {
+  std::size_t begin = 0;
+  for (const std::size_t end : ends) {
+    double latency = 0;  // Graph::latency_us of this route: its links' in order
+    for (std::size_t k = begin; k < end; ++k) {
+      const Hop& h = hops[k];
       const Link& l = graph.link(h.link);
+      latency += l.latency_us;
       const int f =
           l.sharing == Sharing::kFatpipe ? 1 : flows[static_cast<std::size_t>(flow_key(l, h))];
       const double share = l.gbps / f;
@@ -77,6 +80,9 @@ DimRings routed_dim(const Graph& graph, const std::vector<int>& placement,
         out.flows = f;
       }
     }
+    out.latency_us = std::max(out.latency_us, latency);
+    out.max_hops = std::max(out.max_hops, static_cast<int>(end - begin));
+    begin = end;
   }
   // Messages that are all local (two ranks on one device is rejected by the placement; this
   // is a route with no link, e.g. an explicit empty route) have no bottleneck.

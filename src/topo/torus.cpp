@@ -23,8 +23,13 @@ class TorusRouter : public Router {
   TorusRouter(std::vector<int> dims, std::vector<std::vector<int>> link_of)
       : dims_(std::move(dims)), link_of_(std::move(link_of)) {}
 
-  Route route(const Graph&, int src, int dst) const override {
+  Route route(const Graph& graph, int src, int dst) const override {
     Route r;
+    append_route(graph, src, dst, r);
+    return r;
+  }
+
+  void append_route(const Graph&, int src, int dst, Route& r) const override {
     int current = src;
     int product = 1;
     for (std::size_t j = 0; j < dims_.size(); ++j) {
@@ -48,7 +53,6 @@ class TorusRouter : public Router {
       }
       product *= a;
     }
-    return r;
   }
 
  private:
