@@ -57,9 +57,11 @@ DimRings routed_dim(const Graph& graph, const std::vector<int>& placement,
   if (ends.empty()) return out;  // nothing moves (a skew on a size-1 other dim)
   // Indexed by flow_key: a flat count per link direction (a hash map was most of the time
   // on a 100,000-device torus).
-  std::vector<int> flows(graph.links().size() * 2, 0);
+  // Links by id without Graph::link's range check: the router gave these ids.
+  const std::vector<Link>& links = graph.links();
+  std::vector<int> flows(links.size() * 2, 0);
   for (const Hop& h : hops) {
-    const Link& l = graph.link(h.link);
+    const Link& l = links[static_cast<std::size_t>(h.link)];
     if (l.sharing != Sharing::kFatpipe) ++flows[static_cast<std::size_t>(flow_key(l, h))];
   }
   out.link_gbps = std::numeric_limits<double>::infinity();
@@ -68,7 +70,7 @@ DimRings routed_dim(const Graph& graph, const std::vector<int>& placement,
     double latency = 0;  // Graph::latency_us of this route: its links' in order
     for (std::size_t k = begin; k < end; ++k) {
       const Hop& h = hops[k];
-      const Link& l = graph.link(h.link);
+      const Link& l = links[static_cast<std::size_t>(h.link)];
       latency += l.latency_us;
       const int f =
           l.sharing == Sharing::kFatpipe ? 1 : flows[static_cast<std::size_t>(flow_key(l, h))];
