@@ -15,7 +15,7 @@
 namespace meshtp::plan {
 namespace {
 
-// Ascending; O(√n), as --batch may be any int.
+// Ascending, in O(√n): the batch may be up to 2^24 and the devices 2^20.
 std::vector<int> divisors(int n) {
   std::vector<int> small, large;
   for (int d = 1; d <= n / d; ++d) {
