@@ -285,7 +285,7 @@ const MeshLinks& TopologyLinks::mesh(int d1, int d2) {
   std::array<std::optional<ModelledLink>, 2> graph_links;
   std::array<std::optional<topo::DimRings>, 2> graph_skews;
   if (topology.graph || topology.rings_on_graph) {
-    if (!graph_) graph_ = topology_graph(topology);
+    if (!graph_) graph_ = shared_topology_graph(topology);
     const std::vector<int> placement = topology_placement(topology, *graph_, shape);
     for (int dim : {0, 1}) {
       graph_links[dim] = from_rings(*graph_, topo::ring_dim(*graph_, placement, shape, dim));

@@ -37,6 +37,7 @@
 #include <array>
 #include <iosfwd>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -126,7 +127,7 @@ class TopologyLinks {
   const Topology& topology_;
   std::map<std::pair<int, int>, ModelledLink> groups_;
   std::map<std::pair<int, int>, MeshLinks> meshes_;
-  std::optional<topo::Graph> graph_;
+  std::shared_ptr<const topo::Graph> graph_;
 };
 
 std::ostream& operator<<(std::ostream& os, const MeshLinks& links);

@@ -12,6 +12,11 @@ topo::Graph topology_graph(const Topology& topology) {
   return topology.graph ? topo::build_graph(*topology.graph) : topo::levels_graph(topology.levels);
 }
 
+std::shared_ptr<const topo::Graph> shared_topology_graph(const Topology& topology) {
+  if (topology.graph && topology.graph->built) return topology.graph->built;
+  return std::make_shared<const topo::Graph>(topology_graph(topology));
+}
+
 std::vector<int> topology_placement(const Topology& topology, const topo::Graph& graph,
                                     const std::vector<int>& shape) {
   std::int64_t n = 1;

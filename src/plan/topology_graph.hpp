@@ -6,6 +6,7 @@
 #pragma once
 
 #include <array>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,6 +19,8 @@
 namespace meshtp::plan {
 
 topo::Graph topology_graph(const Topology& topology);
+// The same, shared: a graph form's graph as built when its file was validated.
+std::shared_ptr<const topo::Graph> shared_topology_graph(const Topology& topology);
 
 // Device of each row-major rank of `shape` (its product must equal the device count).
 std::vector<int> topology_placement(const Topology& topology, const topo::Graph& graph,

@@ -183,10 +183,12 @@ void check_placement(const std::vector<int>& placement, int devices) {
 }
 
 GraphSpec graph_spec_from_json(const nlohmann::json& j, std::string_view where) {
-  const Graph g = parse_and_build(j, where);
+  const auto built = std::make_shared<const Graph>(parse_and_build(j, where));
+  const Graph& g = *built;
   g.validate();
   GraphSpec spec;
   spec.json = j;
+  spec.built = built;
   spec.devices = g.devices();
   const std::string gen = j.at("generator").get<std::string>();
   const bool torus_like = gen == "torus" || gen == "tpuv4";

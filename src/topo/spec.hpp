@@ -18,8 +18,8 @@
 // explicit array whose entry r is rank r's device.
 #pragma once
 
+#include <memory>
 #include <nlohmann/json.hpp>
-
 #include <string_view>
 #include <vector>
 
@@ -35,6 +35,9 @@ struct GraphSpec {
   int devices = 0;
   PlacementKind placement = PlacementKind::kRowMajor;
   std::vector<int> explicit_placement;  // kExplicit: device of each rank
+  // The graph `json` builds, as validated (graph_spec_from_json): the planner prices on it
+  // instead of building 100,000 devices' graph a second time. Not part of the value.
+  std::shared_ptr<const Graph> built;
   friend bool operator==(const GraphSpec& a, const GraphSpec& b) { return a.json == b.json; }
 };
 
