@@ -206,10 +206,10 @@ LayoutSearch search_layouts(const LayoutRequest& r, std::size_t keep) {
         // activations, the same work).
         if (m > r.max_microbatches || m < pp) continue;
         for (const auto& [d1, d2] : enumerate_meshes(tp)) {
-          for (Strategy strategy : r.strategies) {
+          for (const Strategy requested : r.strategies) {
             // ATP on a mesh with a dim of size 1 is Megatron's (candidate.hpp).
-            if (strategy == Strategy::kAtp && (d1 == 1 || d2 == 1)) strategy = Strategy::kMegatron;
-            else if (strategy == Strategy::kMegatron && d1 > 1 && d2 > 1) continue;
+            const Strategy strategy = candidate_strategy(requested, {d1, d2});
+            if (strategy == Strategy::kMegatron && d1 > 1 && d2 > 1) continue;
             if (strategy == Strategy::kTp1d && d2 != 1) continue;  // mesh (N, 1) only
             // The runtime's ATP block shards whole heads over all d1·d2 ranks
             // (model/block.hpp validate).
