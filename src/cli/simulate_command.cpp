@@ -73,10 +73,13 @@ struct Case {
   std::string does_not_fit;  // "needs 385.9 GiB per rank but the device has 80 GiB"; or empty
 };
 
-// What `meshtp plan` says a rank of layout p needs: its candidate's estimate (the memory
+// What `meshtp plan` says a rank of layout p needs for `model` as given (its embedding and
+// head included, unlike the simulation's runtime_model): its candidate's estimate (the memory
 // model plus the cost model's buffers) for one stage, else the pipeline's peak rank.
-double planned_memory_gib(const plan::PlanRequest& request, const layout::Plan& p) {
+double planned_memory_gib(const plan::PlanRequest& request, const plan::ModelSpec& model,
+                          const layout::Plan& p) {
   plan::PlanRequest with_recompute = request;
+  with_recompute.model = model;
   with_recompute.model.recompute = p.recompute;
   if (p.dp == 1 && p.pp == 1) {
     const plan::Candidate c =
@@ -141,7 +144,8 @@ layout::Plan given_layout(const SimulateArgs& a, const plan::PlanRequest& reques
 }
 
 std::vector<Case> choose_cases(const SimulateArgs& a, const plan::PlanRequest& request,
-                               const sim::RunSpec& base, std::vector<std::string>& skipped) {
+                               const plan::ModelSpec& model, const sim::RunSpec& base,
+                               std::vector<std::string>& skipped) {
   std::vector<layout::Plan> layouts;
   const bool given = a.layout.from_file() || !a.layout.mesh.empty();
   if (a.layout.from_file()) {
@@ -174,7 +178,7 @@ std::vector<Case> choose_cases(const SimulateArgs& a, const plan::PlanRequest& r
     }
     Case c{.spec = s, .label = label(p), .memory_gib = std::nullopt, .does_not_fit = ""};
     if (s.what == sim::What::kLayer || s.what == sim::What::kStep) {
-      c.memory_gib = planned_memory_gib(request, p);
+      c.memory_gib = planned_memory_gib(request, model, p);
       if (*c.memory_gib > request.topology.memory_gib) {
         c.does_not_fit = fmt::format("needs {:.1f} GiB per rank but the device has {} GiB",
                                      *c.memory_gib, request.topology.memory_gib);
@@ -311,7 +315,7 @@ void run_simulate(const SimulateArgs& a) {
                                   .strategies = plan::parse_strategies(a.strategies)};
   request.validate();  // "topology 'x' has 8 devices but --devices is 16"
   std::vector<std::string> skipped;
-  std::vector<Case> cases = choose_cases(a, request, base_spec(a, model), skipped);
+  std::vector<Case> cases = choose_cases(a, request, model, base_spec(a, model), skipped);
   if (a.predict_only) {
     print_predictions(a, topology, model, cases, skipped);
     return;
