@@ -63,6 +63,14 @@ meshtp_failure_test(cli_simulate_slices_without_mesh
                     REGEX "error: --slices needs --mesh d1xd2"
                     COMMAND ${MESHTP_BIN} simulate --topology pcie-8xa100 --model tiny --devices 8
                             --slices 2 --predict-only)
+# A plan made for another batch of the same model runs, with a warning (other sizes are an
+# error: tests/faults/bad_inputs.sh); it must also still run: the prediction line follows.
+add_test(NAME cli_simulate_plan_for_another_batch
+         COMMAND sh -c "d=$(mktemp -d) && \"$0\" plan --topology nvlink-network-2 --model tiny --out \"$d/p.json\" >/dev/null && \"$0\" simulate --topology nvlink-network-2 --model tiny --devices 2 --batch 4 --plan \"$d/p.json\" --predict-only 2>&1; rc=$?; rm -rf \"$d\"; exit $rc"
+                 ${MESHTP_BIN})
+set_tests_properties(cli_simulate_plan_for_another_batch PROPERTIES
+  ENVIRONMENT "${MESHTP_MPI_ENV}" TIMEOUT 60 LABELS cli
+  PASS_REGULAR_EXPRESSION "warning: --plan .*/p.json was made for another batch \\(batch 8 ≠ 4\\): its layout runs.*\n.*nothing simulated\n.*\n  megatron 2x1")
 # Ctrl-C on a running simulation ends smpirun and every simulated process, removes the
 # temporary directory and exits 130 (needs the simulated build, like the tests above).
 add_test(NAME cli_simulate_interrupt
