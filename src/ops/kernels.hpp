@@ -37,16 +37,15 @@
 
 #include <cstdint>
 
+#include "core/adamw_step.hpp"
+
 namespace meshtp::kernels {
 
 struct RowSums {
   double first = 0.0, second = 0.0;  // moments: Σx, Σx²; layernorm backward: Σg, Σg·x̂
 };
 
-struct AdamWStep {
-  float lr = 0, beta1 = 0, beta2 = 0, eps = 0, decay = 0;
-  float bias1 = 1, bias2 = 1;  // 1 − β1ᵗ, 1 − β2ᵗ
-};
+using AdamWStep = ::meshtp::AdamWStep;  // core/adamw_step.hpp
 
 struct Table {
   const char* name;  // "avx512", "avx2", "portable"
