@@ -26,7 +26,7 @@ def folder_of(path):
 
 
 errors = []
-for path in sorted(list((root / "src").rglob("*.[ch]pp")) + list((root / "bench").rglob("*.[ch]pp"))):
+for path in sorted(list((root / "src").rglob("*.[ch]pp")) + list((root / "src").rglob("*.cu")) + list((root / "bench").rglob("*.[ch]pp"))):
     here = folder_of(path)
     if here not in edges:
         errors.append(f"{path.relative_to(root)}: folder '{here}' is not in the Dependencies table")

@@ -1,0 +1,104 @@
+// The ops on the GPU: the same forward/backward pairs as ops/ (their headers give the math),
+// on device memory, queued on the context's compute stream.
+//
+// Activations and weights for compute are fp32 or bf16 (`type`); statistics (LayerNorm's mean
+// and rstd, cross-entropy's lse), parameter gradients of the small vectors (LayerNorm's w, b)
+// and everything AdamW touches are fp32. Every kernel computes in fp32 and rounds once when
+// it stores a bf16 value. GeMMs accumulate in fp32 (cuBLASLt, CUBLAS_COMPUTE_32F; no TF32, so
+// fp32 GeMMs are fp32 GeMMs). "+=" ops read the destination, so it must hold values.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "core/adamw_step.hpp"
+#include "device/gpu.hpp"
+#include "tensor/gemm.hpp"
+
+namespace meshtp::gpu {
+
+// A row-major matrix in device memory: element (i, j) at data + (i·ld + j)·element_size.
+struct DeviceMatrix {
+  void* data = nullptr;
+  ElementType type = ElementType::kF32;
+  std::int64_t rows = 0, cols = 0, ld = 0;
+};
+
+inline DeviceMatrix matrix_of(const Buffer& buffer, ElementType type, std::int64_t rows,
+                              std::int64_t cols) {
+  return {buffer.data(), type, rows, cols, cols};
+}
+
+enum class Epilogue {
+  kNone,      // C = α·op(A)·op(B) + β·C
+  kBias,      // … + bias (one value per column of C, broadcast over rows)
+  kBiasGelu,  // gelu(… + bias), GeLU's tanh form (cuBLASLt's epilogue)
+};
+
+// C = epilogue(α·op(A)·op(B) + β·C) on cuBLASLt; A and B of one element type, C of any, the
+// bias (when the epilogue has one) of C's type. Throws on a shape mismatch, naming the shapes.
+void gemm(Context& ctx, const DeviceMatrix& a, Trans trans_a, const DeviceMatrix& b, Trans trans_b,
+          const DeviceMatrix& c, float alpha = 1.0f, float beta = 0.0f,
+          Epilogue epilogue = Epilogue::kNone, const void* bias = nullptr);
+
+// y = gelu(x);  dx += dy ⊙ gelu'(x)  (n elements; ops/gelu.hpp)
+void gelu_forward(Context& ctx, ElementType type, void* y, const void* x, std::int64_t n);
+void gelu_backward(Context& ctx, ElementType type, void* dx, const void* x, const void* dy,
+                   std::int64_t n);
+
+// y = a + b (n elements; ops/residual.hpp)
+void residual_forward(Context& ctx, ElementType type, void* y, const void* a, const void* b,
+                      std::int64_t n);
+
+// LayerNorm over rows of C (ops/layernorm.hpp): y, x, dx, dy of `type`; w, b, dw, db, mean,
+// rstd fp32.
+void layernorm_forward(Context& ctx, ElementType type, void* y, float* mean, float* rstd,
+                       const void* x, const float* w, const float* b, std::int64_t rows,
+                       std::int64_t cols);
+void layernorm_backward(Context& ctx, ElementType type, void* dx, float* dw, float* db,
+                        const void* dy, const void* x, const float* w, const float* mean,
+                        const float* rstd, std::int64_t rows, std::int64_t cols);
+
+// Softmax cross-entropy (ops/cross_entropy.hpp): logits (rows × classes) of `type`, lse fp32.
+// `targets` are on the host, checked against [0, classes) before anything is queued (the
+// message names the row), then uploaded. The forward returns the mean loss (per-row losses
+// summed in double on the host, as the CPU op does), so it waits for the stream.
+double cross_entropy_forward(Context& ctx, ElementType type, float* lse, const void* logits,
+                             std::span<const std::int32_t> targets, std::int64_t rows,
+                             std::int64_t classes);
+void cross_entropy_backward(Context& ctx, ElementType type, void* dlogits, const void* logits,
+                            const float* lse, std::span<const std::int32_t> targets,
+                            std::int64_t rows, std::int64_t classes, float dloss = 1.0f);
+
+// Token + position embedding (ops/embedding.hpp): out, wte, wpe of `type`; the gradients dwte,
+// dwpe fp32 (+=, atomic adds: a token seen twice gets both). `tokens` are on the host,
+// checked against [0, vocab) before anything is queued, then uploaded.
+void embedding_forward(Context& ctx, ElementType type, void* out,
+                       std::span<const std::int32_t> tokens, std::int64_t batch, std::int64_t seq,
+                       const void* wte, std::int64_t vocab, const void* wpe, std::int64_t channels);
+void embedding_backward(Context& ctx, ElementType type, float* dwte, float* dwpe, const void* dout,
+                        std::span<const std::int32_t> tokens, std::int64_t batch, std::int64_t seq,
+                        std::int64_t vocab, std::int64_t channels);
+
+// Causal self-attention core (ops/attention.hpp): qkv (B·T, 3·NH·HD), out (B·T, NH·HD), att
+// (B, NH, T, T) probabilities, all of `type`. Products on cuBLAS, strided-batched over heads
+// (one launch per batch element and product); the masked softmax and its backward are
+// kernels. The backward needs B·NH·T·T elements of scratch of `type`.
+std::int64_t attention_scratch_elements(std::int64_t batch, std::int64_t seq, std::int64_t heads);
+void attention_forward(Context& ctx, ElementType type, void* out, void* att, const void* qkv,
+                       std::int64_t batch, std::int64_t seq, std::int64_t heads,
+                       std::int64_t head_dim);
+void attention_backward(Context& ctx, ElementType type, void* dqkv, void* scratch, const void* dout,
+                        const void* qkv, const void* att, std::int64_t batch, std::int64_t seq,
+                        std::int64_t heads, std::int64_t head_dim);
+
+// AdamW over many parameter tensors in one launch (multi-tensor; gpu.hpp's AdamWTensor): fp32
+// p, g, m, v; when a tensor's `p_compute` is set, its updated p is also written there in bf16
+// (the compute copy of a mixed-precision run).
+void adamw_update(Context& ctx, std::span<const AdamWTensor> tensors, const AdamWStep& step);
+
+// y = x converted between element types (n elements); same type is a copy.
+void convert(Context& ctx, void* y, ElementType y_type, const void* x, ElementType x_type,
+             std::int64_t n);
+
+}  // namespace meshtp::gpu

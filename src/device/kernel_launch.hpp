@@ -1,0 +1,57 @@
+// The launchers of kernels.cu: one per kernel, on a stream, for an element type. They check
+// nothing and return cudaGetLastError() after the launch; the ops (ops.cpp) check the
+// arguments before and the status after. This header, like kernels.cu, uses no fmt: nvcc
+// cannot compile fmt 9's compile-time format checks.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/adamw_step.hpp"
+#include "device/gpu.hpp"
+
+namespace meshtp::gpu {
+
+cudaError_t launch_gelu_forward(cudaStream_t s, ElementType t, void* y, const void* x,
+                                std::int64_t n);
+cudaError_t launch_gelu_backward(cudaStream_t s, ElementType t, void* dx, const void* x,
+                                 const void* dy, std::int64_t n);
+cudaError_t launch_add(cudaStream_t s, ElementType t, void* y, const void* a, const void* b,
+                       std::int64_t n);
+// fp32 ⇄ bf16 (the types differ).
+cudaError_t launch_convert(cudaStream_t s, void* y, ElementType y_type, const void* x,
+                           std::int64_t n);
+cudaError_t launch_layernorm_forward(cudaStream_t s, ElementType t, void* y, float* mean,
+                                     float* rstd, const void* x, const float* w, const float* b,
+                                     std::int64_t rows, std::int64_t cols, float eps);
+// dx kernel, then dw/db over `slices` row slices.
+cudaError_t launch_layernorm_backward(cudaStream_t s, ElementType t, void* dx, float* dw, float* db,
+                                      const void* dy, const void* x, const float* w,
+                                      const float* mean, const float* rstd, std::int64_t rows,
+                                      std::int64_t cols, std::int64_t slices);
+cudaError_t launch_cross_entropy_forward(cudaStream_t s, ElementType t, float* lse, float* loss,
+                                         const void* logits, const std::int32_t* targets,
+                                         std::int64_t rows, std::int64_t classes);
+cudaError_t launch_cross_entropy_backward(cudaStream_t s, ElementType t, void* dlogits,
+                                          const void* logits, const float* lse,
+                                          const std::int32_t* targets, std::int64_t rows,
+                                          std::int64_t classes, float scale);
+cudaError_t launch_embedding_forward(cudaStream_t s, ElementType t, void* out,
+                                     const std::int32_t* tokens, const void* wte, const void* wpe,
+                                     std::int64_t rows, std::int64_t seq, std::int64_t channels);
+cudaError_t launch_embedding_backward(cudaStream_t s, ElementType t, float* dwte, float* dwpe,
+                                      const void* dout, const std::int32_t* tokens,
+                                      std::int64_t rows, std::int64_t seq, std::int64_t channels);
+// Over `rows` rows of `seq` values, row r being query t = r mod seq:
+//   causal_softmax:          x[r, j] ← softmax_{j ≤ t}(x[r, :])[j], 0 for j > t
+//   causal_softmax_backward: ds[r, j] ← p[r, j]·(ds[r, j] − Σ_j ds[r, j]·p[r, j])
+cudaError_t launch_causal_softmax(cudaStream_t s, ElementType t, void* x, std::int64_t rows,
+                                  std::int64_t seq);
+cudaError_t launch_causal_softmax_backward(cudaStream_t s, ElementType t, void* ds, const void* p,
+                                           std::int64_t rows, std::int64_t seq);
+// `tensors` is a device array of `count` entries; `largest` the largest n among them.
+cudaError_t launch_adamw(cudaStream_t s, const AdamWTensor* tensors, std::int64_t count,
+                         std::int64_t largest, const AdamWStep& step);
+
+}  // namespace meshtp::gpu

@@ -1,0 +1,418 @@
+// The GPU kernels behind gpu_ops.hpp, and their launchers (kernel_launch.hpp). Whole tensors
+// per launch (a row per block where a row reduces, a grid-stride loop where it does not); fp32
+// arithmetic; bf16 loads widen, bf16 stores round to nearest even once.
+#include <cuda_bf16.h>
+
+#include <cmath>
+
+#include "device/kernel_launch.hpp"
+
+namespace meshtp::gpu {
+
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+__device__ __forceinline__ float load(const float* p, std::int64_t i) { return p[i]; }
+__device__ __forceinline__ float load(const bf16* p, std::int64_t i) {
+  return __bfloat162float(p[i]);
+}
+__device__ __forceinline__ void store(float* p, std::int64_t i, float v) { p[i] = v; }
+__device__ __forceinline__ void store(bf16* p, std::int64_t i, float v) {
+  p[i] = __float2bfloat16_rn(v);
+}
+
+constexpr int kThreads = 256;  // threads per block everywhere
+
+// Blocks for a grid-stride loop over n elements: enough to fill the device a few times over.
+unsigned blocks_for(std::int64_t n) {
+  const std::int64_t blocks = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks < 4096 ? (blocks > 0 ? blocks : 1) : 4096);
+}
+
+// Σ over the block's threads; every thread gets the sum. `shared` holds 32 floats.
+__device__ float block_sum(float v, float* shared) {
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  __syncthreads();  // shared may still be read by a previous reduction
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  const int warps = (blockDim.x + 31) / 32;
+  v = lane < warps ? shared[lane] : 0.0f;
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+__device__ float block_max(float v, float* shared) {
+  for (int offset = 16; offset > 0; offset /= 2)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  __syncthreads();
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  const int warps = (blockDim.x + 31) / 32;
+  v = lane < warps ? shared[lane] : -INFINITY;
+  for (int offset = 16; offset > 0; offset /= 2)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+// GeLU, tanh form (ops/gelu.hpp): y = ½x(1 + tanh u), u = √(2/π)(x + 0.044715x³).
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kGeluCubic = 0.044715f;
+
+template <typename T>
+__global__ void gelu_forward_kernel(T* y, const T* x, std::int64_t n) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    const float v = load(x, i);
+    const float u = kSqrt2OverPi * (v + kGeluCubic * v * v * v);
+    store(y, i, 0.5f * v * (1.0f + tanhf(u)));
+  }
+}
+
+template <typename T>
+__global__ void gelu_backward_kernel(T* dx, const T* x, const T* dy, std::int64_t n) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    const float v = load(x, i);
+    const float th = tanhf(kSqrt2OverPi * (v + kGeluCubic * v * v * v));
+    const float grad = 0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * kSqrt2OverPi *
+                                                (1.0f + 3.0f * kGeluCubic * v * v);
+    store(dx, i, load(dx, i) + load(dy, i) * grad);
+  }
+}
+
+template <typename T>
+__global__ void add_kernel(T* y, const T* a, const T* b, std::int64_t n) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x)
+    store(y, i, load(a, i) + load(b, i));
+}
+
+template <typename Y, typename X>
+__global__ void convert_kernel(Y* y, const X* x, std::int64_t n) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x)
+    store(y, i, load(x, i));
+}
+
+// LayerNorm forward, one block per row: two passes (mean, then centred variance) as the CPU op.
+template <typename T>
+__global__ void layernorm_forward_kernel(T* y, float* mean_out, float* rstd_out, const T* x,
+                                         const float* w, const float* b, std::int64_t cols,
+                                         float eps) {
+  __shared__ float shared[32];
+  const std::int64_t row = blockIdx.x;
+  const T* xr = x + row * cols;
+  T* yr = y + row * cols;
+  float sum = 0.0f;
+  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) sum += load(xr, c);
+  const float mean = block_sum(sum, shared) / static_cast<float>(cols);
+  float sq = 0.0f;
+  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    const float d = load(xr, c) - mean;
+    sq += d * d;
+  }
+  const float rstd = rsqrtf(block_sum(sq, shared) / static_cast<float>(cols) + eps);
+  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+    store(yr, c, (load(xr, c) - mean) * rstd * w[c] + b[c]);
+  if (threadIdx.x == 0) {
+    mean_out[row] = mean;
+    rstd_out[row] = rstd;
+  }
+}
+
+// dx += rstd·(g − mean(g) − x̂·mean(g⊙x̂)), g = dy⊙w; one block per row.
+template <typename T>
+__global__ void layernorm_backward_dx_kernel(T* dx, const T* dy, const T* x, const float* w,
+                                             const float* mean, const float* rstd,
+                                             std::int64_t cols) {
+  __shared__ float shared[32];
+  const std::int64_t row = blockIdx.x;
+  const T* xr = x + row * cols;
+  const T* dyr = dy + row * cols;
+  T* dxr = dx + row * cols;
+  const float mu = mean[row], rs = rstd[row];
+  float sum_g = 0.0f, sum_gx = 0.0f;
+  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    const float g = load(dyr, c) * w[c];
+    sum_g += g;
+    sum_gx += g * (load(xr, c) - mu) * rs;
+  }
+  const float mean_g = block_sum(sum_g, shared) / static_cast<float>(cols);
+  const float mean_gx = block_sum(sum_gx, shared) / static_cast<float>(cols);
+  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    const float g = load(dyr, c) * w[c];
+    const float xhat = (load(xr, c) - mu) * rs;
+    store(dxr, c, load(dxr, c) + rs * (g - mean_g - xhat * mean_gx));
+  }
+}
+
+// dw += Σ_n dy⊙x̂, db += Σ_n dy: a thread per column over a slice of the rows (blockIdx.y),
+// one atomic add per column and slice.
+template <typename T>
+__global__ void layernorm_backward_dw_kernel(float* dw, float* db, const T* dy, const T* x,
+                                             const float* mean, const float* rstd,
+                                             std::int64_t rows, std::int64_t cols,
+                                             std::int64_t rows_per_slice) {
+  const std::int64_t c = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x;
+  if (c >= cols) return;
+  const std::int64_t r0 = blockIdx.y * rows_per_slice;
+  const std::int64_t r1 = r0 + rows_per_slice < rows ? r0 + rows_per_slice : rows;
+  float acc_w = 0.0f, acc_b = 0.0f;
+  for (std::int64_t r = r0; r < r1; ++r) {
+    const float d = load(dy, r * cols + c);
+    acc_w += d * (load(x, r * cols + c) - mean[r]) * rstd[r];
+    acc_b += d;
+  }
+  atomicAdd(dw + c, acc_w);
+  atomicAdd(db + c, acc_b);
+}
+
+// Cross-entropy forward, one block per row: lse = max + log Σ exp(x − max); loss = lse − x[t].
+template <typename T>
+__global__ void cross_entropy_forward_kernel(float* lse, float* loss, const T* logits,
+                                             const std::int32_t* targets, std::int64_t classes) {
+  __shared__ float shared[32];
+  const std::int64_t row = blockIdx.x;
+  const T* xr = logits + row * classes;
+  float mx = -INFINITY;
+  for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x) mx = fmaxf(mx, load(xr, c));
+  mx = block_max(mx, shared);
+  float sum = 0.0f;
+  for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x) sum += expf(load(xr, c) - mx);
+  sum = block_sum(sum, shared);
+  if (threadIdx.x == 0) {
+    const float l = mx + logf(sum);
+    lse[row] = l;
+    loss[row] = l - load(xr, targets[row]);
+  }
+}
+
+// dlogits += (dloss/N)·(softmax − onehot), one block per row.
+template <typename T>
+__global__ void cross_entropy_backward_kernel(T* dlogits, const T* logits, const float* lse,
+                                              const std::int32_t* targets, std::int64_t classes,
+                                              float scale) {
+  const std::int64_t row = blockIdx.x;
+  const T* xr = logits + row * classes;
+  T* dr = dlogits + row * classes;
+  const float l = lse[row];
+  const std::int32_t t = targets[row];
+  for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
+    const float p = expf(load(xr, c) - l);
+    store(dr, c, load(dr, c) + scale * (p - (c == t ? 1.0f : 0.0f)));
+  }
+}
+
+template <typename T>
+__global__ void embedding_forward_kernel(T* out, const std::int32_t* tokens, const T* wte,
+                                         const T* wpe, std::int64_t rows, std::int64_t seq,
+                                         std::int64_t channels) {
+  const std::int64_t n = rows * channels;
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    const std::int64_t r = i / channels, c = i % channels;
+    store(out, i, load(wte, tokens[r] * channels + c) + load(wpe, (r % seq) * channels + c));
+  }
+}
+
+template <typename T>
+__global__ void embedding_backward_kernel(float* dwte, float* dwpe, const T* dout,
+                                          const std::int32_t* tokens, std::int64_t rows,
+                                          std::int64_t seq, std::int64_t channels) {
+  const std::int64_t n = rows * channels;
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    const std::int64_t r = i / channels, c = i % channels;
+    const float d = load(dout, i);
+    atomicAdd(dwte + tokens[r] * channels + c, d);
+    atomicAdd(dwpe + (r % seq) * channels + c, d);
+  }
+}
+
+// Masked softmax of one attention row (query t = row mod seq), in place; one block per row.
+template <typename T>
+__global__ void causal_softmax_kernel(T* x, std::int64_t seq) {
+  __shared__ float shared[32];
+  const std::int64_t row = blockIdx.x;
+  const std::int64_t t = row % seq;
+  T* xr = x + row * seq;
+  float mx = -INFINITY;
+  for (std::int64_t j = threadIdx.x; j <= t; j += blockDim.x) mx = fmaxf(mx, load(xr, j));
+  mx = block_max(mx, shared);
+  float sum = 0.0f;
+  for (std::int64_t j = threadIdx.x; j <= t; j += blockDim.x) sum += expf(load(xr, j) - mx);
+  const float inv = 1.0f / block_sum(sum, shared);
+  for (std::int64_t j = threadIdx.x; j < seq; j += blockDim.x)
+    store(xr, j, j <= t ? expf(load(xr, j) - mx) * inv : 0.0f);
+}
+
+template <typename T>
+__global__ void causal_softmax_backward_kernel(T* ds, const T* p, std::int64_t seq) {
+  __shared__ float shared[32];
+  const std::int64_t row = blockIdx.x;
+  const std::int64_t t = row % seq;
+  T* dr = ds + row * seq;
+  const T* pr = p + row * seq;
+  float dot = 0.0f;
+  for (std::int64_t j = threadIdx.x; j <= t; j += blockDim.x) dot += load(dr, j) * load(pr, j);
+  dot = block_sum(dot, shared);
+  for (std::int64_t j = threadIdx.x; j < seq; j += blockDim.x)
+    store(dr, j, j <= t ? load(pr, j) * (load(dr, j) - dot) : 0.0f);
+}
+
+// AdamW, many tensors per launch: blockIdx.y picks the tensor (ops/adamw.cpp's order of
+// operations, so fp32 results match the CPU's up to sqrt's rounding).
+__global__ void adamw_kernel(const AdamWTensor* tensors, AdamWStep s) {
+  const AdamWTensor t = tensors[blockIdx.y];
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < t.n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    const float g = t.g[i];
+    const float m = s.beta1 * t.m[i] + (1.0f - s.beta1) * g;
+    const float v = s.beta2 * t.v[i] + (1.0f - s.beta2) * g * g;
+    t.m[i] = m;
+    t.v[i] = v;
+    const float m_hat = m / s.bias1;
+    const float v_hat = v / s.bias2;
+    const float p = t.p[i] - s.lr * (m_hat / (sqrtf(v_hat) + s.eps) + s.decay * t.p[i]);
+    t.p[i] = p;
+    if (t.p_compute != nullptr) static_cast<bf16*>(t.p_compute)[i] = __float2bfloat16_rn(p);
+  }
+}
+
+// Calls the statement with T = float or bf16 for the element type.
+#define MESHTP_DISPATCH(type, ...)     \
+  do {                                 \
+    if ((type) == ElementType::kF32) { \
+      using T = float;                 \
+      __VA_ARGS__;                     \
+    } else {                           \
+      using T = bf16;                  \
+      __VA_ARGS__;                     \
+    }                                  \
+  } while (0)
+
+unsigned rows_grid(std::int64_t rows) { return static_cast<unsigned>(rows); }
+
+}  // namespace
+
+cudaError_t launch_gelu_forward(cudaStream_t s, ElementType t, void* y, const void* x,
+                                std::int64_t n) {
+  MESHTP_DISPATCH(t, gelu_forward_kernel<<<blocks_for(n), kThreads, 0, s>>>(
+                         static_cast<T*>(y), static_cast<const T*>(x), n));
+  return cudaGetLastError();
+}
+
+cudaError_t launch_gelu_backward(cudaStream_t s, ElementType t, void* dx, const void* x,
+                                 const void* dy, std::int64_t n) {
+  MESHTP_DISPATCH(t,
+                  gelu_backward_kernel<<<blocks_for(n), kThreads, 0, s>>>(
+                      static_cast<T*>(dx), static_cast<const T*>(x), static_cast<const T*>(dy), n));
+  return cudaGetLastError();
+}
+
+cudaError_t launch_add(cudaStream_t s, ElementType t, void* y, const void* a, const void* b,
+                       std::int64_t n) {
+  MESHTP_DISPATCH(
+      t, add_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<T*>(y), static_cast<const T*>(a),
+                                                       static_cast<const T*>(b), n));
+  return cudaGetLastError();
+}
+
+cudaError_t launch_convert(cudaStream_t s, void* y, ElementType y_type, const void* x,
+                           std::int64_t n) {
+  if (y_type == ElementType::kBF16)
+    convert_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<bf16*>(y),
+                                                      static_cast<const float*>(x), n);
+  else
+    convert_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<float*>(y),
+                                                      static_cast<const bf16*>(x), n);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_layernorm_forward(cudaStream_t s, ElementType t, void* y, float* mean,
+                                     float* rstd, const void* x, const float* w, const float* b,
+                                     std::int64_t rows, std::int64_t cols, float eps) {
+  MESHTP_DISPATCH(t,
+                  layernorm_forward_kernel<<<rows_grid(rows), kThreads, 0, s>>>(
+                      static_cast<T*>(y), mean, rstd, static_cast<const T*>(x), w, b, cols, eps));
+  return cudaGetLastError();
+}
+
+cudaError_t launch_layernorm_backward(cudaStream_t s, ElementType t, void* dx, float* dw, float* db,
+                                      const void* dy, const void* x, const float* w,
+                                      const float* mean, const float* rstd, std::int64_t rows,
+                                      std::int64_t cols, std::int64_t slices) {
+  MESHTP_DISPATCH(t, layernorm_backward_dx_kernel<<<rows_grid(rows), kThreads, 0, s>>>(
+                         static_cast<T*>(dx), static_cast<const T*>(dy), static_cast<const T*>(x),
+                         w, mean, rstd, cols));
+  const cudaError_t status = cudaGetLastError();
+  if (status != cudaSuccess) return status;
+  const std::int64_t per_slice = (rows + slices - 1) / slices;
+  const dim3 grid(static_cast<unsigned>((cols + kThreads - 1) / kThreads),
+                  static_cast<unsigned>((rows + per_slice - 1) / per_slice));
+  MESHTP_DISPATCH(t, layernorm_backward_dw_kernel<<<grid, kThreads, 0, s>>>(
+                         dw, db, static_cast<const T*>(dy), static_cast<const T*>(x), mean, rstd,
+                         rows, cols, per_slice));
+  return cudaGetLastError();
+}
+
+cudaError_t launch_cross_entropy_forward(cudaStream_t s, ElementType t, float* lse, float* loss,
+                                         const void* logits, const std::int32_t* targets,
+                                         std::int64_t rows, std::int64_t classes) {
+  MESHTP_DISPATCH(t, cross_entropy_forward_kernel<<<rows_grid(rows), kThreads, 0, s>>>(
+                         lse, loss, static_cast<const T*>(logits), targets, classes));
+  return cudaGetLastError();
+}
+
+cudaError_t launch_cross_entropy_backward(cudaStream_t s, ElementType t, void* dlogits,
+                                          const void* logits, const float* lse,
+                                          const std::int32_t* targets, std::int64_t rows,
+                                          std::int64_t classes, float scale) {
+  MESHTP_DISPATCH(t, cross_entropy_backward_kernel<<<rows_grid(rows), kThreads, 0, s>>>(
+                         static_cast<T*>(dlogits), static_cast<const T*>(logits), lse, targets,
+                         classes, scale));
+  return cudaGetLastError();
+}
+
+cudaError_t launch_embedding_forward(cudaStream_t s, ElementType t, void* out,
+                                     const std::int32_t* tokens, const void* wte, const void* wpe,
+                                     std::int64_t rows, std::int64_t seq, std::int64_t channels) {
+  MESHTP_DISPATCH(t, embedding_forward_kernel<<<blocks_for(rows * channels), kThreads, 0, s>>>(
+                         static_cast<T*>(out), tokens, static_cast<const T*>(wte),
+                         static_cast<const T*>(wpe), rows, seq, channels));
+  return cudaGetLastError();
+}
+
+cudaError_t launch_embedding_backward(cudaStream_t s, ElementType t, float* dwte, float* dwpe,
+                                      const void* dout, const std::int32_t* tokens,
+                                      std::int64_t rows, std::int64_t seq, std::int64_t channels) {
+  MESHTP_DISPATCH(t, embedding_backward_kernel<<<blocks_for(rows * channels), kThreads, 0, s>>>(
+                         dwte, dwpe, static_cast<const T*>(dout), tokens, rows, seq, channels));
+  return cudaGetLastError();
+}
+
+cudaError_t launch_causal_softmax(cudaStream_t s, ElementType t, void* x, std::int64_t rows,
+                                  std::int64_t seq) {
+  MESHTP_DISPATCH(
+      t, causal_softmax_kernel<<<rows_grid(rows), kThreads, 0, s>>>(static_cast<T*>(x), seq));
+  return cudaGetLastError();
+}
+
+cudaError_t launch_causal_softmax_backward(cudaStream_t s, ElementType t, void* ds, const void* p,
+                                           std::int64_t rows, std::int64_t seq) {
+  MESHTP_DISPATCH(t, causal_softmax_backward_kernel<<<rows_grid(rows), kThreads, 0, s>>>(
+                         static_cast<T*>(ds), static_cast<const T*>(p), seq));
+  return cudaGetLastError();
+}
+
+cudaError_t launch_adamw(cudaStream_t s, const AdamWTensor* tensors, std::int64_t count,
+                         std::int64_t largest, const AdamWStep& step) {
+  const unsigned x_blocks = blocks_for(largest) < 256u ? blocks_for(largest) : 256u;
+  adamw_kernel<<<dim3(x_blocks, static_cast<unsigned>(count)), kThreads, 0, s>>>(tensors, step);
+  return cudaGetLastError();
+}
+
+}  // namespace meshtp::gpu

@@ -1,0 +1,104 @@
+// gpu.hpp and gpu_ops.hpp in a meshtp built without the CUDA toolkit: probe() says why there
+// is no GPU, and making a Context throws saying the same. Everything else needs a Context, so
+// it is unreachable; it is defined (to throw) only so that callers link.
+#include "core/error.hpp"
+#include "device/gpu.hpp"
+#include "device/gpu_ops.hpp"
+
+namespace meshtp::gpu {
+
+namespace {
+constexpr const char* kNoCuda =
+    "built without CUDA (the CUDA toolkit was not found when meshtp was configured; "
+    "docs/gpu.md says how to build with it)";
+[[noreturn]] void no_cuda() { fail("no GPU to run on: {}", kNoCuda); }
+}  // namespace
+
+bool compiled_with_cuda() { return false; }
+
+std::optional<DeviceInfo> probe(std::string* why_not) {
+  if (why_not != nullptr) *why_not = kNoCuda;
+  return std::nullopt;
+}
+
+struct Context::Impl {};
+Context::Context() { no_cuda(); }
+Context::~Context() = default;
+const DeviceInfo& Context::info() const { no_cuda(); }
+void Context::synchronize() { no_cuda(); }
+void Context::upload(void*, const void*, std::size_t) { no_cuda(); }
+void Context::download(void*, const void*, std::size_t) { no_cuda(); }
+void Context::fill_bytes(void*, int, std::size_t) { no_cuda(); }
+Buffer Context::upload_values(std::span<const float>, ElementType) { no_cuda(); }
+std::vector<float> Context::download_values(const Buffer&, ElementType, std::int64_t) { no_cuda(); }
+AllocatorStats Context::allocator_stats() const { no_cuda(); }
+void Context::release_cached() { no_cuda(); }
+void* Context::stream() const { no_cuda(); }
+void* Context::blaslt_handle() const { no_cuda(); }
+void* Context::blas_handle() const { no_cuda(); }
+void* Context::workspace() const { no_cuda(); }
+std::size_t Context::workspace_bytes() const { no_cuda(); }
+void* Context::allocate(std::size_t, std::size_t*) { no_cuda(); }
+void Context::release(void*, std::size_t) noexcept {}
+
+Buffer::Buffer(Context&, std::size_t) { no_cuda(); }
+Buffer::~Buffer() = default;
+Buffer::Buffer(Buffer&&) noexcept = default;
+Buffer& Buffer::operator=(Buffer&&) noexcept = default;
+
+StreamTimer::StreamTimer(Context& ctx) : ctx_(ctx) { no_cuda(); }
+StreamTimer::~StreamTimer() = default;
+void StreamTimer::start() { no_cuda(); }
+double StreamTimer::stop_ms() { no_cuda(); }
+
+void gemm(Context&, const DeviceMatrix&, Trans, const DeviceMatrix&, Trans, const DeviceMatrix&,
+          float, float, Epilogue, const void*) {
+  no_cuda();
+}
+void gelu_forward(Context&, ElementType, void*, const void*, std::int64_t) { no_cuda(); }
+void gelu_backward(Context&, ElementType, void*, const void*, const void*, std::int64_t) {
+  no_cuda();
+}
+void residual_forward(Context&, ElementType, void*, const void*, const void*, std::int64_t) {
+  no_cuda();
+}
+void layernorm_forward(Context&, ElementType, void*, float*, float*, const void*, const float*,
+                       const float*, std::int64_t, std::int64_t) {
+  no_cuda();
+}
+void layernorm_backward(Context&, ElementType, void*, float*, float*, const void*, const void*,
+                        const float*, const float*, const float*, std::int64_t, std::int64_t) {
+  no_cuda();
+}
+double cross_entropy_forward(Context&, ElementType, float*, const void*,
+                             std::span<const std::int32_t>, std::int64_t, std::int64_t) {
+  no_cuda();
+}
+void cross_entropy_backward(Context&, ElementType, void*, const void*, const float*,
+                            std::span<const std::int32_t>, std::int64_t, std::int64_t, float) {
+  no_cuda();
+}
+void embedding_forward(Context&, ElementType, void*, std::span<const std::int32_t>, std::int64_t,
+                       std::int64_t, const void*, std::int64_t, const void*, std::int64_t) {
+  no_cuda();
+}
+void embedding_backward(Context&, ElementType, float*, float*, const void*,
+                        std::span<const std::int32_t>, std::int64_t, std::int64_t, std::int64_t,
+                        std::int64_t) {
+  no_cuda();
+}
+std::int64_t attention_scratch_elements(std::int64_t batch, std::int64_t seq, std::int64_t heads) {
+  return batch * heads * seq * seq;
+}
+void attention_forward(Context&, ElementType, void*, void*, const void*, std::int64_t, std::int64_t,
+                       std::int64_t, std::int64_t) {
+  no_cuda();
+}
+void attention_backward(Context&, ElementType, void*, void*, const void*, const void*, const void*,
+                        std::int64_t, std::int64_t, std::int64_t, std::int64_t) {
+  no_cuda();
+}
+void adamw_update(Context&, std::span<const AdamWTensor>, const AdamWStep&) { no_cuda(); }
+void convert(Context&, void*, ElementType, const void*, ElementType, std::int64_t) { no_cuda(); }
+
+}  // namespace meshtp::gpu

@@ -1,0 +1,173 @@
+// The ops of gpu_ops.hpp: arguments checked (messages name the values), then the kernel
+// launched on the context's compute stream (kernel_launch.hpp), then its launch status checked.
+#include <algorithm>
+#include <vector>
+
+#include "core/error.hpp"
+#include "device/cuda_check.hpp"
+#include "device/gpu_ops.hpp"
+#include "device/kernel_launch.hpp"
+
+namespace meshtp::gpu {
+
+namespace {
+
+cudaStream_t stream_of(Context& ctx) { return static_cast<cudaStream_t>(ctx.stream()); }
+
+void check_launch(cudaError_t status, const char* what) {
+  MESHTP_CHECK(status == cudaSuccess, "CUDA launch of {} failed: {} ({})", what,
+               cudaGetErrorName(status), cudaGetErrorString(status));
+}
+
+// Tokens or targets on the host → a device buffer, each checked against [0, limit) first.
+Buffer upload_ids(Context& ctx, std::span<const std::int32_t> ids, std::int64_t limit,
+                  const char* fn, const char* what) {
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    MESHTP_CHECK(ids[i] >= 0 && ids[i] < limit, "{}: {} {} at position {} is outside [0, {})", fn,
+                 what, ids[i], i, limit);
+  Buffer buffer(ctx, ids.size() * sizeof(std::int32_t));
+  ctx.upload(buffer.data(), ids.data(), ids.size() * sizeof(std::int32_t));
+  return buffer;
+}
+
+void check_count(std::int64_t n, const char* fn) {
+  MESHTP_CHECK(n >= 0, "{}: negative element count {}", fn, n);
+}
+
+}  // namespace
+
+void gelu_forward(Context& ctx, ElementType type, void* y, const void* x, std::int64_t n) {
+  check_count(n, "gpu::gelu_forward");
+  if (n == 0) return;
+  check_launch(launch_gelu_forward(stream_of(ctx), type, y, x, n), "gelu_forward");
+}
+
+void gelu_backward(Context& ctx, ElementType type, void* dx, const void* x, const void* dy,
+                   std::int64_t n) {
+  check_count(n, "gpu::gelu_backward");
+  if (n == 0) return;
+  check_launch(launch_gelu_backward(stream_of(ctx), type, dx, x, dy, n), "gelu_backward");
+}
+
+void residual_forward(Context& ctx, ElementType type, void* y, const void* a, const void* b,
+                      std::int64_t n) {
+  check_count(n, "gpu::residual_forward");
+  if (n == 0) return;
+  check_launch(launch_add(stream_of(ctx), type, y, a, b, n), "residual_forward");
+}
+
+void convert(Context& ctx, void* y, ElementType y_type, const void* x, ElementType x_type,
+             std::int64_t n) {
+  check_count(n, "gpu::convert");
+  if (n == 0) return;
+  if (y_type == x_type) {
+    MESHTP_CUDA(cudaMemcpyAsync(y, x, static_cast<std::size_t>(n) * element_size(x_type),
+                                cudaMemcpyDeviceToDevice, stream_of(ctx)));
+    return;
+  }
+  check_launch(launch_convert(stream_of(ctx), y, y_type, x, n), "convert");
+}
+
+void layernorm_forward(Context& ctx, ElementType type, void* y, float* mean, float* rstd,
+                       const void* x, const float* w, const float* b, std::int64_t rows,
+                       std::int64_t cols) {
+  MESHTP_CHECK(cols > 0 && rows >= 0, "gpu::layernorm_forward: bad shape N={} C={}", rows, cols);
+  if (rows == 0) return;
+  check_launch(
+      launch_layernorm_forward(stream_of(ctx), type, y, mean, rstd, x, w, b, rows, cols, 1e-5f),
+      "layernorm_forward");
+}
+
+void layernorm_backward(Context& ctx, ElementType type, void* dx, float* dw, float* db,
+                        const void* dy, const void* x, const float* w, const float* mean,
+                        const float* rstd, std::int64_t rows, std::int64_t cols) {
+  MESHTP_CHECK(cols > 0 && rows >= 0, "gpu::layernorm_backward: bad shape N={} C={}", rows, cols);
+  if (rows == 0) return;
+  // Row slices for the dw/db sums: about 4 blocks per SM over the columns' blocks.
+  const std::int64_t col_blocks = (cols + 255) / 256;
+  const std::int64_t want = std::max<std::int64_t>(1, 4 * ctx.info().multiprocessors / col_blocks);
+  check_launch(launch_layernorm_backward(stream_of(ctx), type, dx, dw, db, dy, x, w, mean, rstd,
+                                         rows, cols, std::min(rows, want)),
+               "layernorm_backward");
+}
+
+double cross_entropy_forward(Context& ctx, ElementType type, float* lse, const void* logits,
+                             std::span<const std::int32_t> targets, std::int64_t rows,
+                             std::int64_t classes) {
+  const char* fn = "gpu::cross_entropy_forward";
+  MESHTP_CHECK(static_cast<std::int64_t>(targets.size()) == rows,
+               "{}: {} targets for {} rows of logits", fn, targets.size(), rows);
+  MESHTP_CHECK(classes > 0, "{}: logits have no classes (V=0)", fn);
+  if (rows == 0) return 0.0;
+  const Buffer ids = upload_ids(ctx, targets, classes, fn, "target");
+  Buffer losses(ctx, static_cast<std::size_t>(rows) * sizeof(float));
+  check_launch(launch_cross_entropy_forward(stream_of(ctx), type, lse, losses.as<float>(), logits,
+                                            ids.as<std::int32_t>(), rows, classes),
+               "cross_entropy_forward");
+  std::vector<float> host(static_cast<std::size_t>(rows));
+  ctx.download(host.data(), losses.data(), host.size() * sizeof(float));
+  double total = 0.0;
+  for (float l : host) total += l;
+  return total / static_cast<double>(rows);
+}
+
+void cross_entropy_backward(Context& ctx, ElementType type, void* dlogits, const void* logits,
+                            const float* lse, std::span<const std::int32_t> targets,
+                            std::int64_t rows, std::int64_t classes, float dloss) {
+  const char* fn = "gpu::cross_entropy_backward";
+  MESHTP_CHECK(static_cast<std::int64_t>(targets.size()) == rows,
+               "{}: {} targets for {} rows of logits", fn, targets.size(), rows);
+  MESHTP_CHECK(classes > 0, "{}: logits have no classes (V=0)", fn);
+  if (rows == 0) return;
+  const Buffer ids = upload_ids(ctx, targets, classes, fn, "target");
+  check_launch(launch_cross_entropy_backward(stream_of(ctx), type, dlogits, logits, lse,
+                                             ids.as<std::int32_t>(), rows, classes,
+                                             dloss / static_cast<float>(rows)),
+               "cross_entropy_backward");
+}
+
+void embedding_forward(Context& ctx, ElementType type, void* out,
+                       std::span<const std::int32_t> tokens, std::int64_t batch, std::int64_t seq,
+                       const void* wte, std::int64_t vocab, const void* wpe,
+                       std::int64_t channels) {
+  const char* fn = "gpu::embedding_forward";
+  MESHTP_CHECK(batch >= 0 && seq >= 0 && static_cast<std::int64_t>(tokens.size()) == batch * seq,
+               "{}: {} tokens for B={} T={}", fn, tokens.size(), batch, seq);
+  if (tokens.empty() || channels == 0) return;
+  const Buffer ids = upload_ids(ctx, tokens, vocab, fn, "token");
+  check_launch(launch_embedding_forward(stream_of(ctx), type, out, ids.as<std::int32_t>(), wte, wpe,
+                                        batch * seq, seq, channels),
+               "embedding_forward");
+}
+
+void embedding_backward(Context& ctx, ElementType type, float* dwte, float* dwpe, const void* dout,
+                        std::span<const std::int32_t> tokens, std::int64_t batch, std::int64_t seq,
+                        std::int64_t vocab, std::int64_t channels) {
+  const char* fn = "gpu::embedding_backward";
+  MESHTP_CHECK(batch >= 0 && seq >= 0 && static_cast<std::int64_t>(tokens.size()) == batch * seq,
+               "{}: {} tokens for B={} T={}", fn, tokens.size(), batch, seq);
+  if (tokens.empty() || channels == 0) return;
+  const Buffer ids = upload_ids(ctx, tokens, vocab, fn, "token");
+  check_launch(launch_embedding_backward(stream_of(ctx), type, dwte, dwpe, dout,
+                                         ids.as<std::int32_t>(), batch * seq, seq, channels),
+               "embedding_backward");
+}
+
+void adamw_update(Context& ctx, std::span<const AdamWTensor> tensors, const AdamWStep& step) {
+  if (tensors.empty()) return;
+  MESHTP_CHECK(tensors.size() <= 65535, "gpu::adamw_update: {} tensors in one launch (≤ 65535)",
+               tensors.size());
+  std::int64_t largest = 0;
+  for (const AdamWTensor& t : tensors) {
+    MESHTP_CHECK(t.n >= 0, "gpu::adamw_update: a tensor of {} elements", t.n);
+    largest = std::max(largest, t.n);
+  }
+  if (largest == 0) return;
+  Buffer table(ctx, tensors.size_bytes());
+  ctx.upload(table.data(), tensors.data(), tensors.size_bytes());
+  check_launch(launch_adamw(stream_of(ctx), table.as<AdamWTensor>(),
+                            static_cast<std::int64_t>(tensors.size()), largest, step),
+               "adamw_update");
+}
+
+}  // namespace meshtp::gpu

@@ -1,0 +1,418 @@
+// Every GPU op against the CPU reference op (ops/), in fp32 and bf16, on shapes that are not
+// multiples of the kernels' block sizes. Inputs are random; outputs are poisoned (NaN) before
+// an op that overwrites them, and hold random values before an op that adds into them.
+//
+// Tolerances (max |gpu − cpu| / max |cpu|, tensor/tensor.hpp's max_relative_error):
+//   fp32  2e-5 — same inputs, fp32 arithmetic in another order (and tanhf/expf vs the CPU's
+//         approximations, within 1.2e-7 relative); 1e-4 where a row of 10³–10⁴ terms is summed.
+//   bf16  the CPU runs on the same bf16-rounded inputs in fp32; the GPU rounds its output (and,
+//         for ops that chain products, intermediates like attention's probabilities) to bf16:
+//         2⁻⁸ relative per rounding, a few roundings deep → 2e-2.
+//
+// Without a GPU the binary exits 77, which ctest reports as Skipped (SKIP_RETURN_CODE).
+#include "device/gpu_ops.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "core/error.hpp"
+#include "device/gpu.hpp"
+#include "ops/adamw.hpp"
+#include "ops/ops.hpp"
+#include "tensor/gemm.hpp"
+#include "tensor/tensor.hpp"
+
+namespace meshtp::gpu {
+namespace {
+
+using ET = ElementType;
+constexpr ET kTypes[] = {ET::kF32, ET::kBF16};
+
+Context& ctx() {
+  static Context context;
+  return context;
+}
+
+double tolerance(ET type, double fp32 = 2e-5) { return type == ET::kF32 ? fp32 : 2e-2; }
+
+// Uniform in [lo, hi), rounded to bf16 when the op runs in bf16 (so the CPU sees the GPU's
+// inputs exactly).
+std::vector<float> random_values(std::int64_t n, unsigned seed, ET type, float lo = -1.0f,
+                                 float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (float& x : v) x = type == ET::kBF16 ? round_to_bf16(dist(rng)) : dist(rng);
+  return v;
+}
+
+Buffer poisoned(ET type, std::int64_t n) {
+  Buffer b(ctx(), static_cast<std::size_t>(n) * element_size(type));
+  ctx().fill_bytes(b.data(), 0xFF, b.bytes());  // all ones: NaN in fp32 and bf16
+  return b;
+}
+
+std::vector<float> down(const Buffer& b, ET type, std::int64_t n) {
+  ctx().synchronize();
+  return ctx().download_values(b, type, n);
+}
+
+ConstMatrixView view(const std::vector<float>& v, std::int64_t rows, std::int64_t cols) {
+  return {v.data(), rows, cols, cols};
+}
+MatrixView view(std::vector<float>& v, std::int64_t rows, std::int64_t cols) {
+  return {v.data(), rows, cols, cols};
+}
+
+std::string label(ET type) { return std::string("type ") + to_string(type); }
+
+TEST(GpuBf16, DeviceRoundsAsTheHost) {
+  // Halfway cases, tiny, huge and negative values: the device's fp32 → bf16 conversion must
+  // round as to_bf16 does, or every bf16 reference below would be off.
+  std::vector<float> x = random_values(4096, 1, ET::kF32, -100.0f, 100.0f);
+  x.push_back(1.0f + 1.0f / 256);  // tie → even (down)
+  x.push_back(1.0f + 3.0f / 256);  // tie → even (up)
+  x.push_back(1e-40f);             // subnormal
+  x.push_back(3.0e38f);
+  const Buffer in = ctx().upload_values(x, ET::kF32);
+  Buffer out(ctx(), x.size() * 2);
+  convert(ctx(), out.data(), ET::kBF16, in.data(), ET::kF32, static_cast<std::int64_t>(x.size()));
+  const std::vector<float> got = down(out, ET::kBF16, static_cast<std::int64_t>(x.size()));
+  for (std::size_t i = 0; i < x.size(); ++i)
+    ASSERT_EQ(got[i], round_to_bf16(x[i])) << "x = " << x[i] << " at " << i;
+}
+
+struct GemmCase {
+  std::int64_t m, n, k;
+  Trans ta, tb;
+  float alpha, beta;
+};
+
+TEST(GpuGemm, MatchesBlasForEveryTransposeAndScale) {
+  const GemmCase cases[] = {{37, 53, 71, Trans::kNo, Trans::kNo, 1.0f, 0.0f},
+                            {37, 53, 71, Trans::kYes, Trans::kNo, 1.0f, 0.0f},
+                            {37, 53, 71, Trans::kNo, Trans::kYes, 0.5f, 1.0f},
+                            {37, 53, 71, Trans::kYes, Trans::kYes, -2.0f, 0.25f},
+                            {1, 1, 1, Trans::kNo, Trans::kNo, 1.0f, 0.0f},
+                            {256, 384, 512, Trans::kNo, Trans::kNo, 1.0f, 0.0f}};
+  for (ET type : kTypes)
+    for (const GemmCase& c : cases) {
+      const std::int64_t ar = c.ta == Trans::kNo ? c.m : c.k, ac = c.ta == Trans::kNo ? c.k : c.m;
+      const std::int64_t br = c.tb == Trans::kNo ? c.k : c.n, bc = c.tb == Trans::kNo ? c.n : c.k;
+      const auto a = random_values(ar * ac, 1, type), b = random_values(br * bc, 2, type);
+      auto cpu = random_values(c.m * c.n, 3, type);
+      const Buffer da = ctx().upload_values(a, type), db = ctx().upload_values(b, type);
+      Buffer dc = c.beta == 0.0f ? poisoned(type, c.m * c.n) : ctx().upload_values(cpu, type);
+      gemm(ctx(), matrix_of(da, type, ar, ac), c.ta, matrix_of(db, type, br, bc), c.tb,
+           matrix_of(dc, type, c.m, c.n), c.alpha, c.beta);
+      meshtp::gemm(view(a, ar, ac), c.ta, view(b, br, bc), c.tb, view(cpu, c.m, c.n), c.alpha,
+                   c.beta);
+      const auto got = down(dc, type, c.m * c.n);
+      EXPECT_LE(max_relative_error(got, cpu), tolerance(type, 1e-5))
+          << label(type) << " " << c.m << "x" << c.n << "x" << c.k << " ta "
+          << static_cast<int>(c.ta) << " tb " << static_cast<int>(c.tb);
+    }
+}
+
+TEST(GpuGemm, StridedViewsLeaveTheRestAlone) {
+  // C is the 20x30 top-left block of a 24x40 matrix (ld 40), A a block of a wider one.
+  for (ET type : kTypes) {
+    const std::int64_t m = 20, n = 30, k = 17, lda = 25, ldc = 40;
+    const auto a = random_values(m * lda, 4, type), b = random_values(k * n, 5, type);
+    const auto c0 = random_values(24 * ldc, 6, type);
+    const Buffer da = ctx().upload_values(a, type), db = ctx().upload_values(b, type);
+    Buffer dc = ctx().upload_values(c0, type);
+    gemm(ctx(), {da.data(), type, m, k, lda}, Trans::kNo, matrix_of(db, type, k, n), Trans::kNo,
+         {dc.data(), type, m, n, ldc});
+    std::vector<float> cpu = c0;
+    meshtp::gemm({a.data(), m, k, lda}, Trans::kNo, view(b, k, n), Trans::kNo,
+                 {cpu.data(), m, n, ldc});
+    const auto got = down(dc, type, 24 * ldc);
+    EXPECT_LE(max_relative_error(got, cpu), tolerance(type, 1e-5)) << label(type);
+    for (std::int64_t i = 0; i < 24; ++i)
+      for (std::int64_t j = 0; j < ldc; ++j)
+        if (i >= m || j >= n) {
+          ASSERT_EQ(got[static_cast<std::size_t>(i * ldc + j)],
+                    c0[static_cast<std::size_t>(i * ldc + j)])
+              << "outside C at " << i << "," << j;
+        }
+  }
+}
+
+TEST(GpuGemm, BiasAndGeluEpilogues) {
+  for (ET type : kTypes)
+    for (Epilogue ep : {Epilogue::kBias, Epilogue::kBiasGelu}) {
+      const std::int64_t m = 33, n = 65, k = 40;
+      const auto a = random_values(m * k, 7, type), b = random_values(k * n, 8, type);
+      const auto bias = random_values(n, 9, type);
+      const Buffer da = ctx().upload_values(a, type), db = ctx().upload_values(b, type);
+      const Buffer dbias = ctx().upload_values(bias, type);
+      Buffer dc = poisoned(type, m * n);
+      gemm(ctx(), matrix_of(da, type, m, k), Trans::kNo, matrix_of(db, type, k, n), Trans::kNo,
+           matrix_of(dc, type, m, n), 1.0f, 0.0f, ep, dbias.data());
+      std::vector<float> pre(static_cast<std::size_t>(m * n));
+      meshtp::gemm(view(a, m, k), Trans::kNo, view(b, k, n), Trans::kNo, view(pre, m, n));
+      for (std::int64_t i = 0; i < m; ++i)
+        for (std::int64_t j = 0; j < n; ++j) pre[static_cast<std::size_t>(i * n + j)] += bias[j];
+      std::vector<float> cpu = pre;
+      if (ep == Epilogue::kBiasGelu) gelu_forward_reference(view(cpu, m, n), view(pre, m, n));
+      EXPECT_LE(max_relative_error(down(dc, type, m * n), cpu), tolerance(type, 1e-4))
+          << label(type) << " epilogue " << static_cast<int>(ep);
+    }
+}
+
+TEST(GpuGemm, ShapeMismatchNamesTheShapes) {
+  const Buffer a(ctx(), 64), b(ctx(), 64), c(ctx(), 64);
+  try {
+    gemm(ctx(), {a.data(), ET::kF32, 2, 3, 3}, Trans::kNo, {b.data(), ET::kF32, 4, 2, 2},
+         Trans::kNo, {c.data(), ET::kF32, 2, 2, 2});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("op(A) 2x3"), std::string::npos) << e.what();
+  }
+}
+
+TEST(GpuOps, GeluForwardBackward) {
+  for (ET type : kTypes) {
+    const std::int64_t n = 3 * 1000 + 7;
+    const auto x = random_values(n, 10, type, -4.0f, 4.0f), dy = random_values(n, 11, type);
+    const auto dx0 = random_values(n, 12, type);
+    const Buffer dxin = ctx().upload_values(x, type), ddy = ctx().upload_values(dy, type);
+    Buffer y = poisoned(type, n), ddx = ctx().upload_values(dx0, type);
+    gelu_forward(ctx(), type, y.data(), dxin.data(), n);
+    gelu_backward(ctx(), type, ddx.data(), dxin.data(), ddy.data(), n);
+    std::vector<float> cy(static_cast<std::size_t>(n)), cdx = dx0;
+    gelu_forward_reference(view(cy, 1, n), view(x, 1, n));
+    gelu_backward_reference(view(cdx, 1, n), view(x, 1, n), view(dy, 1, n));
+    EXPECT_LE(max_relative_error(down(y, type, n), cy), tolerance(type)) << label(type);
+    EXPECT_LE(max_relative_error(down(ddx, type, n), cdx), tolerance(type)) << label(type);
+  }
+}
+
+TEST(GpuOps, ResidualForward) {
+  for (ET type : kTypes) {
+    const std::int64_t n = 1025;
+    const auto a = random_values(n, 13, type), b = random_values(n, 14, type);
+    const Buffer da = ctx().upload_values(a, type), db = ctx().upload_values(b, type);
+    Buffer y = poisoned(type, n);
+    residual_forward(ctx(), type, y.data(), da.data(), db.data(), n);
+    std::vector<float> cy(static_cast<std::size_t>(n));
+    residual_forward_reference(view(cy, 1, n), view(a, 1, n), view(b, 1, n));
+    EXPECT_LE(max_relative_error(down(y, type, n), cy), tolerance(type, 1e-7)) << label(type);
+  }
+}
+
+TEST(GpuOps, LayerNormForwardBackward) {
+  for (ET type : kTypes)
+    for (std::int64_t cols : {1, 300, 2053}) {
+      const std::int64_t rows = 67, n = rows * cols;
+      const auto x = random_values(n, 15, type, -2.0f, 3.0f), dy = random_values(n, 16, type);
+      const auto w = random_values(cols, 17, ET::kF32), b = random_values(cols, 18, ET::kF32);
+      const auto dx0 = random_values(n, 19, type);
+      const auto dw0 = random_values(cols, 20, ET::kF32), db0 = random_values(cols, 21, ET::kF32);
+      const Buffer dxin = ctx().upload_values(x, type), ddy = ctx().upload_values(dy, type);
+      const Buffer dw_ = ctx().upload_values(w, ET::kF32), db_ = ctx().upload_values(b, ET::kF32);
+      Buffer y = poisoned(type, n), mean = poisoned(ET::kF32, rows),
+             rstd = poisoned(ET::kF32, rows);
+      Buffer ddx = ctx().upload_values(dx0, type);
+      Buffer gdw = ctx().upload_values(dw0, ET::kF32), gdb = ctx().upload_values(db0, ET::kF32);
+      layernorm_forward(ctx(), type, y.data(), mean.as<float>(), rstd.as<float>(), dxin.data(),
+                        dw_.as<float>(), db_.as<float>(), rows, cols);
+      layernorm_backward(ctx(), type, ddx.data(), gdw.as<float>(), gdb.as<float>(), ddy.data(),
+                         dxin.data(), dw_.as<float>(), mean.as<float>(), rstd.as<float>(), rows,
+                         cols);
+      std::vector<float> cy(static_cast<std::size_t>(n)), cm(rows), cr(rows);
+      std::vector<float> cdx = dx0, cdw = dw0, cdb = db0;
+      layernorm_forward_reference(view(cy, rows, cols), cm, cr, view(x, rows, cols), w, b);
+      layernorm_backward_reference(view(cdx, rows, cols), cdw, cdb, view(dy, rows, cols),
+                                   view(x, rows, cols), w, cm, cr);
+      const std::string what = label(type) + " C=" + std::to_string(cols);
+      EXPECT_LE(max_relative_error(down(y, type, n), cy), tolerance(type, 1e-4)) << what;
+      EXPECT_LE(max_relative_error(down(mean, ET::kF32, rows), cm), 1e-5) << what;
+      EXPECT_LE(max_relative_error(down(rstd, ET::kF32, rows), cr), 1e-4) << what;
+      EXPECT_LE(max_relative_error(down(ddx, type, n), cdx), tolerance(type, 1e-4)) << what;
+      EXPECT_LE(max_relative_error(down(gdw, ET::kF32, cols), cdw), tolerance(type, 1e-4)) << what;
+      EXPECT_LE(max_relative_error(down(gdb, ET::kF32, cols), cdb), 1e-4) << what;
+    }
+}
+
+TEST(GpuOps, CrossEntropyForwardBackward) {
+  for (ET type : kTypes) {
+    const std::int64_t rows = 13, classes = 1000, n = rows * classes;
+    const auto logits = random_values(n, 22, type, -5.0f, 5.0f);
+    std::vector<std::int32_t> targets(rows);
+    for (std::int64_t r = 0; r < rows; ++r)
+      targets[r] = static_cast<std::int32_t>((r * 131) % classes);
+    const auto d0 = random_values(n, 23, type);
+    const Buffer dl = ctx().upload_values(logits, type);
+    Buffer lse = poisoned(ET::kF32, rows), dd = ctx().upload_values(d0, type);
+    const double loss =
+        cross_entropy_forward(ctx(), type, lse.as<float>(), dl.data(), targets, rows, classes);
+    cross_entropy_backward(ctx(), type, dd.data(), dl.data(), lse.as<float>(), targets, rows,
+                           classes, 0.5f);
+    std::vector<float> clse(rows), cd = d0;
+    const double closs =
+        cross_entropy_forward_reference(clse, view(logits, rows, classes), targets);
+    cross_entropy_backward_reference(view(cd, rows, classes), view(logits, rows, classes), clse,
+                                     targets, 0.5f);
+    EXPECT_NEAR(loss, closs, 1e-5 * std::abs(closs)) << label(type);
+    EXPECT_LE(max_relative_error(down(lse, ET::kF32, rows), clse), 1e-5) << label(type);
+    EXPECT_LE(max_relative_error(down(dd, type, n), cd), tolerance(type, 1e-5)) << label(type);
+  }
+}
+
+TEST(GpuOps, CrossEntropyRejectsATargetOutsideTheClasses) {
+  const Buffer logits(ctx(), 4 * 10 * 4), lse(ctx(), 4 * 4);
+  const std::vector<std::int32_t> targets = {0, 3, 10, 1};
+  try {
+    cross_entropy_forward(ctx(), ET::kF32, lse.as<float>(), logits.data(), targets, 4, 10);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("target 10 at position 2 is outside [0, 10)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(GpuOps, EmbeddingForwardBackward) {
+  for (ET type : kTypes) {
+    const std::int64_t B = 3, T = 7, C = 33, V = 11, maxT = 9;
+    std::vector<std::int32_t> tokens(B * T);
+    for (std::int64_t i = 0; i < B * T; ++i)
+      tokens[i] = static_cast<std::int32_t>((i * 5) % V);  // repeats
+    const auto wte = random_values(V * C, 24, type), wpe = random_values(maxT * C, 25, type);
+    const auto dout = random_values(B * T * C, 26, type);
+    const auto dwte0 = random_values(V * C, 27, ET::kF32),
+               dwpe0 = random_values(maxT * C, 28, ET::kF32);
+    const Buffer dte = ctx().upload_values(wte, type), dpe = ctx().upload_values(wpe, type);
+    const Buffer ddo = ctx().upload_values(dout, type);
+    Buffer out = poisoned(type, B * T * C);
+    Buffer gte = ctx().upload_values(dwte0, ET::kF32), gpe = ctx().upload_values(dwpe0, ET::kF32);
+    embedding_forward(ctx(), type, out.data(), tokens, B, T, dte.data(), V, dpe.data(), C);
+    embedding_backward(ctx(), type, gte.as<float>(), gpe.as<float>(), ddo.data(), tokens, B, T, V,
+                       C);
+    std::vector<float> cout_(static_cast<std::size_t>(B * T * C)), cte = dwte0, cpe = dwpe0;
+    embedding_forward(view(cout_, B * T, C), tokens, B, T, view(wte, V, C), view(wpe, maxT, C));
+    embedding_backward(view(cte, V, C), view(cpe, maxT, C), view(dout, B * T, C), tokens, B, T);
+    EXPECT_LE(max_relative_error(down(out, type, B * T * C), cout_), tolerance(type, 1e-7))
+        << label(type);
+    EXPECT_LE(max_relative_error(down(gte, ET::kF32, V * C), cte), 1e-6) << label(type);
+    EXPECT_LE(max_relative_error(down(gpe, ET::kF32, maxT * C), cpe), 1e-6) << label(type);
+  }
+}
+
+TEST(GpuOps, EmbeddingRejectsATokenOutsideTheVocabulary) {
+  const Buffer wte(ctx(), 64), wpe(ctx(), 64), out(ctx(), 64);
+  const std::vector<std::int32_t> tokens = {1, -1};
+  try {
+    embedding_forward(ctx(), ET::kF32, out.data(), tokens, 1, 2, wte.data(), 4, wpe.data(), 2);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("token -1 at position 1"), std::string::npos) << e.what();
+  }
+}
+
+TEST(GpuOps, AttentionForwardBackward) {
+  for (ET type : kTypes) {
+    const std::int64_t B = 2, T = 37, NH = 3, HD = 16, Cp = NH * HD;
+    const auto qkv = random_values(B * T * 3 * Cp, 29, type, -1.5f, 1.5f);
+    const auto dout = random_values(B * T * Cp, 30, type);
+    const auto dqkv0 = random_values(B * T * 3 * Cp, 31, type);
+    const Buffer dq = ctx().upload_values(qkv, type), ddo = ctx().upload_values(dout, type);
+    Buffer out = poisoned(type, B * T * Cp), att = poisoned(type, B * NH * T * T);
+    Buffer scratch = poisoned(type, attention_scratch_elements(B, T, NH));
+    Buffer ddq = ctx().upload_values(dqkv0, type);
+    attention_forward(ctx(), type, out.data(), att.data(), dq.data(), B, T, NH, HD);
+    attention_backward(ctx(), type, ddq.data(), scratch.data(), ddo.data(), dq.data(), att.data(),
+                       B, T, NH, HD);
+    std::vector<float> cout_(static_cast<std::size_t>(B * T * Cp));
+    std::vector<float> catt(static_cast<std::size_t>(attention_att_size(B, T, NH)));
+    std::vector<float> cscratch(static_cast<std::size_t>(T * T)), cdq = dqkv0;
+    attention_forward_reference(view(cout_, B * T, Cp), catt, view(qkv, B * T, 3 * Cp), B, T, NH);
+    attention_backward_reference(view(cdq, B * T, 3 * Cp), cscratch, view(dout, B * T, Cp),
+                                 view(qkv, B * T, 3 * Cp), catt, B, T, NH);
+    EXPECT_LE(max_relative_error(down(att, type, B * NH * T * T), catt), tolerance(type, 1e-5))
+        << label(type);
+    EXPECT_LE(max_relative_error(down(out, type, B * T * Cp), cout_), tolerance(type, 1e-5))
+        << label(type);
+    EXPECT_LE(max_relative_error(down(ddq, type, B * T * 3 * Cp), cdq), tolerance(type, 1e-4))
+        << label(type);
+  }
+}
+
+TEST(GpuOps, AdamWManyTensorsInOneLaunch) {
+  const AdamWStep step{.lr = 1e-3f,
+                       .beta1 = 0.9f,
+                       .beta2 = 0.95f,
+                       .eps = 1e-8f,
+                       .decay = 0.1f,
+                       .bias1 = 1.0f - 0.9f * 0.9f,
+                       .bias2 = 1.0f - 0.95f * 0.95f};
+  const std::int64_t sizes[] = {1, 1000, 70001};
+  std::vector<std::vector<float>> p, g, m, v;
+  std::vector<Buffer> dp, dg, dm, dv, dlow;
+  std::vector<AdamWTensor> tensors;
+  for (std::size_t t = 0; t < std::size(sizes); ++t) {
+    const std::int64_t n = sizes[t];
+    p.push_back(random_values(n, 40 + t, ET::kF32));
+    g.push_back(random_values(n, 50 + t, ET::kF32));
+    m.push_back(random_values(n, 60 + t, ET::kF32, -0.1f, 0.1f));
+    v.push_back(random_values(n, 70 + t, ET::kF32, 0.0f, 0.01f));
+    dp.push_back(ctx().upload_values(p[t], ET::kF32));
+    dg.push_back(ctx().upload_values(g[t], ET::kF32));
+    dm.push_back(ctx().upload_values(m[t], ET::kF32));
+    dv.push_back(ctx().upload_values(v[t], ET::kF32));
+    dlow.push_back(poisoned(ET::kBF16, n));
+  }
+  for (std::size_t t = 0; t < std::size(sizes); ++t)
+    tensors.push_back({dp[t].as<float>(), dg[t].as<float>(), dm[t].as<float>(), dv[t].as<float>(),
+                       sizes[t], dlow[t].data()});
+  adamw_update(ctx(), tensors, step);
+  for (std::size_t t = 0; t < std::size(sizes); ++t) {
+    adamw_update_reference(p[t], g[t], m[t], v[t], step);
+    const std::int64_t n = sizes[t];
+    EXPECT_LE(max_relative_error(down(dp[t], ET::kF32, n), p[t]), 1e-6) << "tensor " << t;
+    EXPECT_LE(max_relative_error(down(dm[t], ET::kF32, n), m[t]), 1e-6) << "tensor " << t;
+    EXPECT_LE(max_relative_error(down(dv[t], ET::kF32, n), v[t]), 1e-6) << "tensor " << t;
+    std::vector<float> low = p[t];
+    for (float& x : low) x = round_to_bf16(x);
+    EXPECT_LE(max_relative_error(down(dlow[t], ET::kBF16, n), low), 1e-2) << "tensor " << t;
+  }
+}
+
+TEST(GpuAllocator, ReusesFreedBlocksAndNamesAnImpossibleSize) {
+  const AllocatorStats before = ctx().allocator_stats();
+  { const Buffer a(ctx(), 5u << 20); }
+  { const Buffer b(ctx(), 5u << 20); }  // the same rounded size: served from the cache
+  const AllocatorStats after = ctx().allocator_stats();
+  EXPECT_GE(after.cache_hits, before.cache_hits + 1);
+  EXPECT_EQ(after.bytes_in_use, before.bytes_in_use);
+  try {
+    const Buffer huge(ctx(), std::size_t{1} << 50);
+    FAIL() << "allocated a petabyte";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("GPU out of memory"), std::string::npos) << e.what();
+  }
+  const Buffer still(ctx(), 1024);  // the context is still usable
+  EXPECT_NE(still.data(), nullptr);
+}
+
+}  // namespace
+}  // namespace meshtp::gpu
+
+int main(int argc, char** argv) {
+  std::string why;
+  const auto info = meshtp::gpu::probe(&why);
+  if (!info) {
+    std::printf("skipped: %s\n", why.c_str());
+    return 77;
+  }
+  std::printf("GPU: %s\n", info->name.c_str());
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
