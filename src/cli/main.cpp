@@ -33,6 +33,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/flag_checks.hpp"
+#include "cli/gpu_command.hpp"
 #include "cli/stop_signals.hpp"
 #include "comm/communicator.hpp"
 #include "comm/watchdog.hpp"
@@ -131,6 +132,12 @@ int main(int argc, char** argv) {
   meshtp::cli::add_bench_plan_command(app);
   meshtp::cli::add_train_command(app);
   meshtp::cli::add_simulate_command(app);
+  {
+    CLI::App* gpu = app.add_subcommand(
+        "gpu", "The GPU backend: probe the GPU, time a GeMM, measure its device profile");
+    gpu->require_subcommand(1);
+    meshtp::cli::add_gpu_subcommands(*gpu);
+  }
   meshtp::cli::require_decimal_integers(app);
   meshtp::cli::require_nonempty_text(app);
 
