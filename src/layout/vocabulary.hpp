@@ -12,6 +12,9 @@
 //   Linear          the four linears of a transformer layer: qkv proj mlp1 mlp2
 //   Recompute       none selective full (activation recomputation)
 //   Schedule        gpipe 1f1b interleaved (pipeline schedules)
+//   Runtime         meshtp megatron: the program a layout is priced as running on
+//                   (plan/layout_search.hpp: meshtp re-runs a pipeline stage's forward,
+//                   Megatron-LM keeps the in-flight activations)
 //
 // name(e) gives the text, parse<E>(text) (or parse_algorithm(text), …) the value — an unknown
 // text throws meshtp::Error listing the valid names; `os << e` and fmt's "{}" print name(e).
@@ -45,6 +48,7 @@ enum class Strategy { kAtp, kMegatron, kTp1d, kMeshSlice, kCollective, kWang, kS
 enum class Linear { kQkv, kProj, kMlp1, kMlp2 };
 enum class Recompute { kNone, kSelective, kFull };
 enum class Schedule { kGpipe, k1F1B, kInterleaved };
+enum class Runtime { kMeshtp, kMegatron };
 
 // Names<E>: what the enum is called in messages, and its names in enum order.
 template <typename E>
@@ -66,6 +70,7 @@ MESHTP_LAYOUT_NAMES(Strategy, "strategy", "atp", "megatron", "tp1d", "meshslice"
 MESHTP_LAYOUT_NAMES(Linear, "linear", "qkv", "proj", "mlp1", "mlp2");
 MESHTP_LAYOUT_NAMES(Recompute, "recompute", "none", "selective", "full");
 MESHTP_LAYOUT_NAMES(Schedule, "schedule", "gpipe", "1f1b", "interleaved");
+MESHTP_LAYOUT_NAMES(Runtime, "runtime", "meshtp", "megatron");
 #undef MESHTP_LAYOUT_NAMES
 
 template <typename E>
@@ -107,6 +112,7 @@ inline Strategy parse_strategy(std::string_view t) { return parse<Strategy>(t); 
 inline Linear parse_linear(std::string_view t) { return parse<Linear>(t); }
 inline Recompute parse_recompute(std::string_view t) { return parse<Recompute>(t); }
 inline Schedule parse_schedule(std::string_view t) { return parse<Schedule>(t); }
+inline Runtime parse_runtime(std::string_view t) { return parse<Runtime>(t); }
 
 template <Named E>
 std::ostream& operator<<(std::ostream& os, E e) {

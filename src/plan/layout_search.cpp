@@ -134,34 +134,142 @@ std::vector<LayoutCandidate> search_layouts(const LayoutRequest& r) {
   return search_layouts(r, 0).ranked;
 }
 
+layout::Schedule search_schedule(int microbatches, int virtual_stages) {
+  return virtual_stages > 1 ? layout::Schedule::kInterleaved
+         : microbatches > 1 ? layout::Schedule::k1F1B
+                            : layout::Schedule::kGpipe;
+}
+
+double rerun_s(layout::Runtime runtime, int pp, double full_s, double none_s) {
+  return runtime == layout::Runtime::kMeshtp && pp > 1 ? full_s - none_s : 0;
+}
+
+LayoutParts parts(const LayoutCandidate& c) {
+  const double busy = (c.t_stage_s + c.t_rerun_s) * c.plan.microbatches;
+  const double compute = c.t_compute_s * c.plan.microbatches;
+  return {.compute_s = compute,
+          .tp_comm_s = busy - compute,
+          .bubble_s = busy / (1 - c.bubble) - busy,
+          .p2p_s = c.t_p2p_s,
+          .dp_s = c.t_dp_s};
+}
+
+namespace {
+
+// What the search and evaluate_layout share: the stage prices, each mesh's stage topology
+// and each schedule's buffer counts, computed once; and the one price of a layout.
+class Pricer {
+ public:
+  explicit Pricer(const LayoutRequest& r) : r_(r), links_(r.topology) {}
+
+  // The tensor-parallel stage price, one per (strategy, mesh, chunks, microbatch rows,
+  // layers, recompute): the same for every dp, zero and schedule. `mb`: one microbatch of
+  // one stage's layers.
+  const Candidate& stage(Strategy strategy, int d1, int d2, int chunks, ModelSpec mb,
+                         Recompute recompute) {
+    mb.recompute = recompute;
+    const auto key = std::tuple{static_cast<int>(strategy), d1, d2, chunks, mb.batch, mb.layers,
+                                static_cast<int>(recompute)};
+    auto it = stages_.find(key);
+    if (it == stages_.end()) {
+      PlanRequest sub{.topology = stage_topology(d1, d2),
+                      .model = mb,
+                      .devices = d1 * d2,
+                      .strategies = {strategy},
+                      .chunks = {chunks}};
+      it = stages_.emplace(key, evaluate(sub, strategy, d1, d2, chunks)).first;
+    }
+    return it->second;
+  }
+
+  // A pipeline schedule's buffer counts, one replay per (schedule, pp, m, v) instead of one
+  // per pipeline rank of every layout.
+  const std::vector<PipelineBuffers>& buffers(const layout::Plan& plan) {
+    const auto key = std::tuple{static_cast<int>(plan.schedule), plan.pp, plan.microbatches,
+                                plan.virtual_stages};
+    auto it = schedules_.find(key);
+    if (it == schedules_.end()) it = schedules_.emplace(key, pipeline_buffers(plan)).first;
+    return it->second;
+  }
+
+  // The pipeline dim's and the data dim's rings of (dp, pp, tp) on the full topology.
+  std::pair<RingParams, RingParams> rings(int dp, int pp, int tp) {
+    return {ring(r_.topology, link_of(links_, {dp, pp, tp}, 1)),
+            ring(r_.topology, link_of(links_, {dp, pp, tp}, 0))};
+  }
+
+  // What `plan` (any v, zero and schedule: they do not change it) moves: one rank's slice of
+  // a microbatch's stream, and pipeline rank 0's parameters priced on (v 1, zero 0, gpipe).
+  LayoutTraffic traffic(layout::Plan plan, std::pair<RingParams, RingParams> rings) {
+    ModelSpec mb = r_.model;
+    mb.batch = r_.model.batch / (plan.dp * plan.microbatches);
+    mb.layers = r_.model.layers / plan.pp;
+    mb.recompute = plan.recompute;
+    plan.virtual_stages = 1;
+    plan.zero = 0;
+    plan.schedule = layout::Schedule::kGpipe;
+    // Megatron-LM's scatter/gather optimisation (Narayanan et al. 2021 §4.1): a boundary
+    // activation replicated over the d1 ranks of 1D TP goes over the pipeline link as d1
+    // slices, one per rank (the all-gather inside the stage that rebuilds it is not priced).
+    const double slices = r_.runtime == layout::Runtime::kMegatron && !plan.sequence_parallel &&
+                                  !layout::is_gemm2d(plan.strategy) && plan.mesh[1] == 1
+                              ? plan.mesh[0]
+                              : 1;
+    return {.pipe = rings.first,
+            .data = rings.second,
+            .stream_bytes = block_floats(mb, plan).input * r_.model.element_bytes() / slices,
+            .params_bytes =
+                rank_memory(r_.model, plan, 0, HeadBuffers::kSharded, buffers(plan)).params_bytes};
+  }
+
+  // The layout's price without its memory: the stage (and, by the runtime, its re-run
+  // forward) `m` times over the bubble, plus transfers.
+  LayoutCandidate price(const layout::Plan& plan, const Candidate& stage, const Candidate& full,
+                        const Candidate& none, const LayoutTraffic& t) const {
+    LayoutCandidate c;
+    c.plan = plan;
+    c.runtime = r_.runtime;
+    c.t_stage_s = stage.t_step_s;
+    c.t_rerun_s = rerun_s(r_.runtime, plan.pp, full.t_step_s, none.t_step_s);
+    c.t_compute_s =
+        stage.t_compute_s + rerun_s(r_.runtime, plan.pp, full.t_compute_s, none.t_compute_s);
+    price_layout(c, t);
+    return c;
+  }
+
+  // The memory model, the most loaded pipeline rank, and whether it fits.
+  void add_memory(LayoutCandidate& c) {
+    c.memory =
+        peak_rank_memory(r_.model, c.plan, HeadBuffers::kSharded, buffers(c.plan), r_.runtime);
+    c.feasible = c.memory.total_gib() <= r_.topology.memory_gib;
+  }
+
+ private:
+  const Topology& stage_topology(int d1, int d2) {
+    auto it = stage_topologies_.find({d1, d2});
+    if (it == stage_topologies_.end()) {
+      it = stage_topologies_.emplace(std::pair{d1, d2}, tp_topology(links_, d1, d2)).first;
+    }
+    return it->second;
+  }
+
+  const LayoutRequest& r_;
+  TopologyLinks links_;
+  std::map<std::tuple<int, int, int, int, int, int, int>, Candidate> stages_;
+  std::map<std::pair<int, int>, Topology> stage_topologies_;
+  std::map<std::tuple<int, int, int, int>, std::vector<PipelineBuffers>> schedules_;
+};
+
+// The ZeRO stages a runtime has: meshtp 0–3, Megatron-LM's distributed optimizer 0 and 1.
+int zero_stages(layout::Runtime runtime) { return runtime == layout::Runtime::kMegatron ? 2 : 4; }
+
+}  // namespace
+
 LayoutSearch search_layouts(const LayoutRequest& r, std::size_t keep) {
   r.validate();
   const ModelSpec& model = r.model;
   const int n = r.devices;
-  const double e = model.element_bytes();
-  // The tensor-parallel stage price, one per (strategy, mesh, chunks, microbatch rows,
-  // layers, recompute): the same for every dp, zero and schedule.
-  std::map<std::tuple<int, int, int, int, int, int, int>, Candidate> stages;
-  // The full topology's links and each mesh's stage topology, computed once.
-  TopologyLinks links(r.topology);
-  std::map<std::pair<int, int>, Topology> stage_topologies;
-  const auto stage_topology = [&](int d1, int d2) -> const Topology& {
-    auto it = stage_topologies.find({d1, d2});
-    if (it == stage_topologies.end()) {
-      it = stage_topologies.emplace(std::pair{d1, d2}, tp_topology(links, d1, d2)).first;
-    }
-    return it->second;
-  };
-  // A pipeline schedule's buffer counts, one replay per (schedule, pp, m, v) instead of one
-  // per pipeline rank of every layout.
-  std::map<std::tuple<int, int, int, int>, std::vector<PipelineBuffers>> schedules;
-  const auto buffers_of = [&](const layout::Plan& plan) -> const std::vector<PipelineBuffers>& {
-    const auto key = std::tuple{static_cast<int>(plan.schedule), plan.pp, plan.microbatches,
-                                plan.virtual_stages};
-    auto it = schedules.find(key);
-    if (it == schedules.end()) it = schedules.emplace(key, pipeline_buffers(plan)).first;
-    return it->second;
-  };
+  Pricer pricer(r);
   // The ranking: feasible first, then by step time, then in the order enumerated (the
   // stable sort of the whole list). With `keep`, the kept are a heap whose top ranks last.
   struct Found {
@@ -199,8 +307,7 @@ LayoutSearch search_layouts(const LayoutRequest& r, std::size_t keep) {
       if (model.layers % pp != 0) continue;
       const int dp = n / (tp * pp);
       if (model.batch % dp != 0) continue;
-      const Link pipe = link_of(links, {dp, pp, tp}, 1);
-      const Link data = link_of(links, {dp, pp, tp}, 0);
+      const std::pair<RingParams, RingParams> rings = pricer.rings(dp, pp, tp);
       for (const int m : divisors(model.batch / dp)) {
         // 1F1B needs m ≥ p; with pp = 1, m > 1 is gradient accumulation (smaller
         // activations, the same work).
@@ -219,70 +326,44 @@ LayoutSearch search_layouts(const LayoutRequest& r, std::size_t keep) {
               mb.batch = model.batch / (dp * m);
               mb.layers = model.layers / pp;
               const auto stage_of = [&](Recompute recompute) -> const Candidate& {
-                mb.recompute = recompute;
-                const auto key = std::tuple{static_cast<int>(strategy), d1, d2, chunks,
-                                            mb.batch, mb.layers, static_cast<int>(recompute)};
-                auto it = stages.find(key);
-                if (it == stages.end()) {
-                  PlanRequest sub{.topology = stage_topology(d1, d2),
-                                  .model = mb,
-                                  .devices = tp,
-                                  .strategies = {strategy},
-                                  .chunks = {chunks}};
-                  it = stages.emplace(key, evaluate(sub, strategy, d1, d2, chunks)).first;
-                }
-                return it->second;
+                return pricer.stage(strategy, d1, d2, chunks, mb, recompute);
               };
               for (const Recompute recompute :
                    {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
                 const Candidate& stage = stage_of(recompute);
                 if (!stage.valid) continue;
-                // The boundary rematerialisation: one more forward of the stage per
-                // microbatch, the planner's own price of it (full recomputation's surplus).
-                const double rerun = pp > 1 ? stage_of(Recompute::kFull).t_step_s -
-                                                  stage_of(Recompute::kNone).t_step_s
-                                            : 0;
+                // The boundary rematerialisation (meshtp's runtime): one more forward of the
+                // stage per microbatch, the planner's own price of it (full recomputation's
+                // surplus).
+                const Candidate& full = stage_of(Recompute::kFull);
+                const Candidate& none = stage_of(Recompute::kNone);
+                const double rerun = rerun_s(r.runtime, pp, full.t_step_s, none.t_step_s);
                 const std::vector<int> vs = virtual_stages(model.layers / pp, pp, m);
-                const int zeros = dp > 1 ? 4 : 1;
+                const int zeros = dp > 1 ? zero_stages(r.runtime) : 1;
                 // A bound for all of them: no bubble, no transfers.
                 if (bounded_out((stage.t_step_s + rerun) * m)) {
                   result.searched += static_cast<std::int64_t>(vs.size()) * zeros;
                   continue;
                 }
-                mb.recompute = recompute;
                 layout::Plan plan = to_plan(stage);
                 plan.dp = dp;
                 plan.pp = pp;
                 plan.microbatches = m;
                 plan.recompute = recompute;
                 plan.provenance.reset();
-                const double stream_bytes = block_floats(mb, plan).input * e;
-                const double params_bytes =
-                    rank_memory(model, plan, 0, HeadBuffers::kSharded, buffers_of(plan))
-                        .params_bytes;
+                const LayoutTraffic traffic = pricer.traffic(plan, rings);
                 for (const int v : vs) {
                   plan.virtual_stages = v;
-                  plan.schedule = v > 1   ? layout::Schedule::kInterleaved
-                                  : m > 1 ? layout::Schedule::k1F1B
-                                          : layout::Schedule::kGpipe;
+                  plan.schedule = search_schedule(m, v);
                   for (int zero = 0; zero < zeros; ++zero) {
                     plan.zero = zero;
-                    LayoutCandidate c;
-                    c.plan = plan;
-                    c.t_stage_s = stage.t_step_s;
-                    c.t_rerun_s = rerun;
-                    price_layout(c, {.pipe = ring(r.topology, pipe),
-                                     .data = ring(r.topology, data),
-                                     .stream_bytes = stream_bytes,
-                                     .params_bytes = params_bytes});
+                    LayoutCandidate c = pricer.price(plan, stage, full, none, traffic);
                     const std::int64_t order = result.searched++;
                     // The memory model is most of a layout's price: not for one that ranks
                     // after the kept whether it fits or not.
                     if (bounded_out(c.t_step_s)) continue;
                     ++result.priced;
-                    c.memory =
-                        peak_rank_memory(model, plan, HeadBuffers::kSharded, buffers_of(plan));
-                    c.feasible = c.memory.total_gib() <= r.topology.memory_gib;
+                    pricer.add_memory(c);
                     add({std::move(c), order});
                   }
                 }
@@ -299,6 +380,63 @@ LayoutSearch search_layouts(const LayoutRequest& r, std::size_t keep) {
   return result;
 }
 
+LayoutCandidate evaluate_layout(const LayoutRequest& r, const layout::Plan& given) {
+  r.validate();
+  given.validate();
+  const ModelSpec& model = r.model;
+  given.check_ranks(r.devices, fmt::format("the {} devices of '{}'", r.devices, r.topology.name));
+  const int dp = given.dp, pp = given.pp, m = given.microbatches, v = given.virtual_stages;
+  const int d1 = given.mesh[0], d2 = given.mesh[1];
+  MESHTP_CHECK(model.layers % (pp * v) == 0,
+               "layers={} of '{}' do not split into pp={} × virtual stages={}", model.layers,
+               model.name, pp, v);
+  MESHTP_CHECK(model.batch % (dp * m) == 0,
+               "batch={} does not split into dp={} × microbatches={} (microbatch size {}/{})",
+               model.batch, dp, m, model.batch, dp * m);
+  MESHTP_CHECK(r.runtime != layout::Runtime::kMegatron || given.zero < zero_stages(r.runtime),
+               "zero={}: the megatron runtime has ZeRO stages 0 and 1 only (its distributed "
+               "optimizer shards the optimizer state)",
+               given.zero);
+  // The schedule runs (1f1b: m ≥ pp; interleaved: m % pp = 0, v ≥ 2): it throws naming them.
+  (void)layout::make_schedule(given.schedule, pp, m, v);
+  // Sequence parallelism on an ATP/Megatron block is the planner's tp1d (mesh (N, 1)).
+  const Strategy strategy = given.sequence_parallel && !layout::is_gemm2d(given.strategy)
+                                ? Strategy::kTp1d
+                                : candidate_strategy(given.strategy, given.mesh);
+  MESHTP_CHECK(!(strategy == Strategy::kMegatron && d1 > 1 && d2 > 1),
+               "strategy megatron runs on a mesh (N, 1) or (1, N), not {}x{}", d1, d2);
+  MESHTP_CHECK(strategy != Strategy::kTp1d || d2 == 1,
+               "sequence parallelism (tp1d) runs on a mesh (N, 1), not {}x{}", d1, d2);
+  MESHTP_CHECK(layout::is_gemm2d(strategy) || model.heads % (d1 * d2) == 0,
+               "heads={} of '{}' are not divisible by tp={} (mesh {}x{}): the ATP block shards "
+               "whole heads",
+               model.heads, model.name, d1 * d2, d1, d2);
+  Pricer pricer(r);
+  ModelSpec mb = model;
+  mb.batch = model.batch / (dp * m);
+  mb.layers = model.layers / pp;
+  const int chunks = layout::is_gemm2d(strategy) || strategy == Strategy::kTp1d ? 1 : given.chunks;
+  const Candidate& stage = pricer.stage(strategy, d1, d2, chunks, mb, given.recompute);
+  MESHTP_CHECK(stage.valid, "the layout does not run: {} on mesh {}x{}: {}", layout::name(strategy),
+               d1, d2, stage.reason);
+  const Candidate& full = pricer.stage(strategy, d1, d2, chunks, mb, Recompute::kFull);
+  const Candidate& none = pricer.stage(strategy, d1, d2, chunks, mb, Recompute::kNone);
+  // The search's plan of this stage, with the given layout's pipeline, data and recompute.
+  layout::Plan plan = to_plan(stage);
+  plan.dp = dp;
+  plan.pp = pp;
+  plan.microbatches = m;
+  plan.recompute = given.recompute;
+  plan.provenance.reset();
+  const LayoutTraffic traffic = pricer.traffic(plan, pricer.rings(dp, pp, d1 * d2));
+  plan.virtual_stages = v;
+  plan.schedule = given.schedule;
+  plan.zero = given.zero;
+  LayoutCandidate c = pricer.price(plan, stage, full, none, traffic);
+  pricer.add_memory(c);
+  return c;
+}
+
 std::ostream& operator<<(std::ostream& os, const LayoutCandidate& c) {
   const layout::Plan& p = c.plan;
   return os << fmt::format(
@@ -313,7 +451,10 @@ std::ostream& operator<<(std::ostream& os, const LayoutCandidate& c) {
 }
 
 nlohmann::json to_json(const LayoutCandidate& c) {
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  const LayoutParts t = parts(c);
   return {{"plan", layout::to_json(c.plan)},
+          {"runtime", layout::name(c.runtime)},
           {"feasible", c.feasible},
           {"t_step_s", c.t_step_s},
           {"t_stage_s", c.t_stage_s},
@@ -321,7 +462,20 @@ nlohmann::json to_json(const LayoutCandidate& c) {
           {"bubble", c.bubble},
           {"t_p2p_s", c.t_p2p_s},
           {"t_dp_s", c.t_dp_s},
-          {"memory_gib", c.memory.total_gib()}};
+          {"parts",
+           {{"compute_s", t.compute_s},
+            {"tp_comm_s", t.tp_comm_s},
+            {"bubble_s", t.bubble_s},
+            {"p2p_s", t.p2p_s},
+            {"dp_s", t.dp_s},
+            {"optimizer_s", 0.0}}},
+          {"memory_gib", c.memory.total_gib()},
+          {"memory",
+           {{"params_gib", c.memory.params_bytes / kGiB},
+            {"grads_gib", c.memory.grads_bytes / kGiB},
+            {"optimizer_gib", c.memory.optimizer_bytes / kGiB},
+            {"activations_gib", c.memory.activations_bytes / kGiB},
+            {"buffers_gib", c.memory.workspace_bytes / kGiB}}}};
 }
 
 }  // namespace meshtp::plan

@@ -21,6 +21,19 @@
 //               (backward) point to point: 2·(bytes/B'_pp + latency), bytes = one rank's slice
 //               of the stream (plan/memory.hpp BlockFloats::input), v·(m + p − 1) times
 //               (interleaved: v times the boundaries, §2.2.2).
+//   runtime     the program the layout runs on (layout::Runtime; LayoutRequest::runtime):
+//               meshtp as above; megatron (Megatron-LM, Narayanan et al. 2021, Korthikanti
+//               et al. 2023) keeps every in-flight microbatch's activations instead, so
+//               t_rerun = 0 and the memory model counts them (plan/memory.hpp rank_memory);
+//               its distributed optimizer is ZeRO-1, so only zero 0 and 1 exist; without
+//               sequence parallelism its 1D TP stage sends a boundary activation as d1
+//               slices, one per rank (scatter/gather, Narayanan et al. §4.1: bytes/d1,
+//               the rebuilding all-gather not priced). All else —
+//               the stage price with its recomputation (full: each layer's forward again;
+//               selective: the attention core again), sequence parallelism (tp1d: reduce-
+//               scatter + all-gather), the bubble, p2p and dp terms — is the same formula for
+//               both: where the runtimes agree (no pipeline; with one, every term but
+//               t_rerun and, without sequence parallelism, t_p2p) the same number.
 //   data        per step the gradients of a rank's parameters over the dp ring: ZeRO 0/1
 //               all-reduce once; 2/3 reduce-scatter every microbatch's (the sharded
 //               accumulators, train/zero.hpp: m times); ZeRO ≥ 1 all-gathers the updated
@@ -57,21 +70,40 @@ struct LayoutRequest {
   std::vector<int> chunks{1};
   int max_tp = 256;           // largest d1·d2 tried
   int max_microbatches = 256;  // the most microbatches tried per step
+  layout::Runtime runtime = layout::Runtime::kMeshtp;
 
   void validate() const;  // throws naming the value
 };
 
 struct LayoutCandidate {
   layout::Plan plan;  // dp, pp, microbatches, schedule, zero, recompute, mesh, strategy, chunks
+  layout::Runtime runtime = layout::Runtime::kMeshtp;
   bool feasible = false;
   double t_step_s = 0;
   double t_stage_s = 0;  // one microbatch through one rank's layers (forward + backward)
-  double t_rerun_s = 0;  // pp > 1: the rematerialised forward of those layers, per microbatch
+  double t_rerun_s = 0;  // meshtp, pp > 1: the rematerialised forward of those layers, per
+                         // microbatch (megatron: 0)
+  double t_compute_s = 0;  // the compute of t_stage_s + t_rerun_s (the rest: exposed TP comm)
   double bubble = 0;     // (p−1)/(m+p−1); interleaved (p−1)/(v·m+p−1)
   double t_p2p_s = 0;    // per step, on the critical path
   double t_dp_s = 0;     // per step
   MemoryEstimate memory;
 };
+
+// t_step_s in the parts the price adds up (they sum to it): compute and exposed TP
+// communication of the m microbatches' stage (and re-run) times, the pipeline bubble
+// ((t_stage + t_rerun)·m·bubble/(1 − bubble), that is (p−1)/(v·m) of the busy time when
+// interleaved), the pipeline transfers and the data-parallel gradient reduction. The
+// optimizer step is not priced (0 in every layout).
+struct LayoutParts {
+  double compute_s = 0, tp_comm_s = 0, bubble_s = 0, p2p_s = 0, dp_s = 0;
+};
+LayoutParts parts(const LayoutCandidate& c);
+
+// The boundary rematerialisation of `runtime`, per microbatch: meshtp with pp > 1 re-runs
+// the stage's forward, priced as full recomputation's surplus (full − none, both the
+// stage's price without the rerun); megatron keeps the activations (0).
+double rerun_s(layout::Runtime runtime, int pp, double full_s, double none_s);
 
 // What a layout's step moves over the links it crosses.
 struct LayoutTraffic {
@@ -99,6 +131,21 @@ struct LayoutSearch {
 };
 LayoutSearch search_layouts(const LayoutRequest& request, std::size_t keep);
 
+// One layout priced as the search prices it (the same stage prices, the same price_layout,
+// the same memory model: `plan --3d --evaluate`), not searched: its dp, pp, microbatches,
+// schedule, virtual stages, zero, recompute, mesh, strategy (sequence_parallel on an ATP or
+// Megatron block is priced as tp1d, the planner's Megatron-SP), chunks. A layout that does
+// not fit is priced (feasible false). Throws naming the value for a layout that cannot run:
+// dp·pp·d1·d2 ≠ devices, a model that does not split (layers by pp·v, batch by dp·m, heads
+// or hidden by the mesh), a schedule that cannot run (1f1b: m ≥ pp; interleaved: m % pp),
+// or for the megatron runtime a ZeRO stage above 1. request.strategies, chunks, max_tp and
+// max_microbatches are not used.
+LayoutCandidate evaluate_layout(const LayoutRequest& request, const layout::Plan& plan);
+
+// The schedule the search gives a layout: interleaved when v > 1, else 1f1b when m > 1,
+// else gpipe.
+layout::Schedule search_schedule(int microbatches, int virtual_stages);
+
 // The topology a stage's d1·d2 ranks see: two levels (d1 members, then d2), the first's
 // group bandwidth d2·B'₀ so that mesh_links gives each dim the B' its groups get in the full
 // topology (hierarchical form: Eq. 3 on the 4-dim layout; graph form: routed rings of the
@@ -108,6 +155,8 @@ Topology tp_topology(const Topology& topology, int d1, int d2);
 Topology tp_topology(TopologyLinks& links, int d1, int d2);
 
 std::ostream& operator<<(std::ostream& os, const LayoutCandidate& c);
+// {"plan", "runtime", "feasible", "t_step_s", …, "parts": {…}, "memory_gib",
+//  "memory": {"params_gib", "grads_gib", "optimizer_gib", "activations_gib", "buffers_gib"}}
 nlohmann::json to_json(const LayoutCandidate& c);
 
 }  // namespace meshtp::plan

@@ -44,15 +44,18 @@ PipelineBuffers rank_pipeline_buffers(const layout::PipelineSchedule& s, int ran
     return op.forward ? op.stage + 1 < S : op.stage > 0;
   };
   const std::vector<layout::PipeOp>& ops = s.ops.at(static_cast<std::size_t>(rank));
-  int alive = 0;
+  int alive = 0, saved = 0, in_flight = 0;
   for (const layout::PipeOp& op : ops) alive += has_input(op) ? 1 : 0;
   PipelineBuffers out{.peak = alive};
   for (const layout::PipeOp& op : ops) {
     alive += has_output(op) ? 1 : 0;
-    if (op.forward && op.stage > 0) ++alive;  // the saved input
-    out.peak = std::max(out.peak, alive);
-    if (!op.forward) out.backward_peak = std::max(out.backward_peak, alive);
-    if (!op.forward && op.stage > 0) --alive;
+    if (op.forward && op.stage > 0) ++saved;  // the saved input
+    in_flight += op.forward ? 1 : 0;
+    out.peak = std::max(out.peak, alive + saved);
+    out.in_flight = std::max(out.in_flight, in_flight);
+    if (!op.forward) out.backward_peak = std::max(out.backward_peak, alive + saved);
+    if (!op.forward && op.stage > 0) --saved;
+    in_flight -= op.forward ? 0 : 1;
     alive -= has_input(op) ? 1 : 0;
   }
   return out;
@@ -140,12 +143,13 @@ std::vector<PipelineBuffers> pipeline_buffers(const layout::Plan& p) {
 }
 
 MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pipeline_rank,
-                           HeadBuffers head) {
-  return rank_memory(model, p, pipeline_rank, head, pipeline_buffers(p));
+                           HeadBuffers head, layout::Runtime runtime) {
+  return rank_memory(model, p, pipeline_rank, head, pipeline_buffers(p), runtime);
 }
 
 MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pipeline_rank,
-                           HeadBuffers head, std::span<const PipelineBuffers> pipeline) {
+                           HeadBuffers head, std::span<const PipelineBuffers> pipeline,
+                           layout::Runtime runtime) {
   p.validate();
   const int v = p.virtual_stages, stages = p.pp * v;
   MESHTP_CHECK(pipeline_rank >= 0 && pipeline_rank < p.pp, "pipeline rank {} of pp={}",
@@ -164,9 +168,25 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
   const double stream = head == HeadBuffers::kRuntime ? n * h : n * h / tp;  // [n, h] whole
   const int layers = model.layers / stages;  // per chunk
   const bool full = p.recompute == Recompute::kFull;
-  const double kept_layer = f.kept + (p.recompute == Recompute::kNone ? f.scores : 0.0);
+  // Megatron-LM with a pipeline: a chunk's (microbatch) in flight keeps its kept sets (none
+  // under full recomputation) and layer inputs; the one block re-run under full
+  // recomputation is counted once per rank, after the loop.
+  const bool megatron_pipeline = runtime == layout::Runtime::kMegatron && (p.pp > 1 || v > 1);
+  MESHTP_CHECK((p.pp == 1 && v == 1) || pipeline.size() == static_cast<std::size_t>(p.pp),
+               "internal: pipeline buffers of {} ranks for pp={}", pipeline.size(), p.pp);
+  const int in_flight =
+      megatron_pipeline ? pipeline[static_cast<std::size_t>(pipeline_rank)].in_flight : 0;
+  // Megatron-SP re-gathers the two LayerNorm outputs in the backward (Korthikanti §4.2.2)
+  // where this runtime keeps them gathered (the table's ¹): 2·nh fewer per layer.
+  const double regathered = runtime == layout::Runtime::kMegatron && p.sequence_parallel &&
+                                    !layout::is_gemm2d(p.strategy) && d1 > 1
+                                ? 2 * n * h
+                                : 0.0;
+  const double kept_layer =
+      f.kept - regathered + (p.recompute == Recompute::kNone ? f.scores : 0.0);
   // kFull: the stack's one block keeps the probabilities (it runs an ordinary forward).
-  const double kept_blocks = full ? f.kept + f.scores : layers * kept_layer;
+  const double kept_blocks = full ? f.kept - regathered + f.scores : layers * kept_layer;
+  const double megatron_chunk = (full ? 0.0 : layers * kept_layer) + layers * f.input;
 
   // train/zero.hpp's buckets: one per block, and the last (embeddings, final LayerNorm and,
   // under Megatron-SP, the blocks' LayerNorm parameters, 4h/d2 each: reduced after the stack).
@@ -188,7 +208,7 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
     whole_params += extras + layers * ln + (block - ln);
     // The stack: kept sets, layer inputs (one more: the output), two gradient streams, one
     // workspace; under Megatron-SP the LayerNorm gradients' partial sums (4h per layer).
-    activations += kept_blocks + (layers + 1) * f.input;
+    activations += megatron_pipeline ? f.input : kept_blocks + (layers + 1) * f.input;
     buffers += 2 * f.input + f.workspace;
     if (p.sequence_parallel && !layout::is_gemm2d(p.strategy)) stacks += 4 * h * layers;
     // The embedding's output and the head's gathered final LayerNorm, logits (model/gpt.cpp).
@@ -206,11 +226,12 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
   // send buffer (train/zero.hpp): the peak is both at once, the previous block's reduction
   // already waited.
   const double backward_only = p.zero >= 2 ? 2 * (block - ln) : 0;
-  if (p.pp > 1 || v > 1) {
-    MESHTP_CHECK(pipeline.size() == static_cast<std::size_t>(p.pp),
-                 "internal: pipeline "
-                 "buffers of {} ranks for pp={}",
-                 pipeline.size(), p.pp);
+  if (megatron_pipeline) {
+    activations += in_flight * megatron_chunk + (full ? kept_blocks : 0.0);
+    // Its point-to-point ops are blocking: one activation and one gradient received and
+    // sent at a time.
+    buffers += 4 * f.input;
+  } else if (p.pp > 1 || v > 1) {
     const PipelineBuffers pipe = pipeline[static_cast<std::size_t>(pipeline_rank)];
     buffers +=
         std::max(pipe.peak * f.input, pipe.backward_peak * f.input + backward_only) - backward_only;
@@ -244,16 +265,17 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
   return out;
 }
 
-MemoryEstimate peak_rank_memory(const ModelSpec& model, const layout::Plan& p,
-                                HeadBuffers head) {
-  return peak_rank_memory(model, p, head, pipeline_buffers(p));
+MemoryEstimate peak_rank_memory(const ModelSpec& model, const layout::Plan& p, HeadBuffers head,
+                                layout::Runtime runtime) {
+  return peak_rank_memory(model, p, head, pipeline_buffers(p), runtime);
 }
 
 MemoryEstimate peak_rank_memory(const ModelSpec& model, const layout::Plan& p, HeadBuffers head,
-                                std::span<const PipelineBuffers> pipeline) {
+                                std::span<const PipelineBuffers> pipeline,
+                                layout::Runtime runtime) {
   MemoryEstimate best;
   for (int r = 0; r < p.pp; ++r) {
-    const MemoryEstimate m = rank_memory(model, p, r, head, pipeline);
+    const MemoryEstimate m = rank_memory(model, p, r, head, pipeline, runtime);
     if (r == 0 || m.total_bytes() > best.total_bytes()) best = m;
   }
   return best;

@@ -93,24 +93,47 @@ enum class HeadBuffers { kRuntime, kSharded };
 // pipeline rank holds at once, at most, and during a backward op: a replay of p's schedule
 // (memory.cpp says what is allocated when). Per pipeline rank; empty without a pipeline.
 // The same for every layout with p's (schedule, pp, microbatches, virtual stages): the
-// search computes it once for all of them.
+// search computes it once for all of them. The same replay counts, for Megatron-LM's
+// runtime, the most (microbatch, chunk) forwards not yet backwarded: each keeps its
+// activations.
 struct PipelineBuffers {
   int peak = 0, backward_peak = 0;
+  int in_flight = 0;  // forwarded, not yet backwarded (microbatch, chunk) pairs, at most
 };
 std::vector<PipelineBuffers> pipeline_buffers(const layout::Plan& p);
 
 // Pipeline rank `pipeline_rank` of layout p (any of its TP and DP ranks: they hold the same),
 // for a step of model.batch sequences (split over p.dp replicas and p.microbatches), with
 // p.recompute. Throws if p does not divide the model (layers by pp·v, batch by dp·m).
+//
+// `runtime` (layout/vocabulary.hpp) differs only with a pipeline (pp > 1 or v > 1):
+//   meshtp    a chunk keeps the activations of one microbatch (the one in its backward) and
+//             the saved stage input of every other in flight, whose forward it re-runs; plus
+//             the discarded output of that re-run forward (the stream slice `input`)
+//   megatron  every (microbatch, chunk) forwarded and not yet backwarded keeps what its
+//             recomputation keeps (none: every layer's kept set, probabilities and input;
+//             selective: the same less the probabilities; full: the layer inputs only), at
+//             most in_flight of them (1F1B: p − r on rank r, Narayanan et al. 2021 §2.2);
+//             full recomputation adds one block's kept set while a layer is re-run; its
+//             blocking point-to-point ops hold 4 stream slices (an activation and a
+//             gradient, received and sent), not a buffer per posted receive
+//   megatron  with sequence parallelism on t > 1 ranks, every layer keeps 2·nh fewer: the
+//             two LayerNorm outputs are re-gathered in the backward (Korthikanti §4.2.2),
+//             not kept gathered (the table's ¹)
+// Without a pipeline and sequence parallelism both keep the same bytes.
 MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pipeline_rank,
-                           HeadBuffers head = HeadBuffers::kRuntime);
+                           HeadBuffers head = HeadBuffers::kRuntime,
+                           layout::Runtime runtime = layout::Runtime::kMeshtp);
 // The largest over the pipeline ranks (by total).
 MemoryEstimate peak_rank_memory(const ModelSpec& model, const layout::Plan& p,
-                                HeadBuffers head = HeadBuffers::kRuntime);
+                                HeadBuffers head = HeadBuffers::kRuntime,
+                                layout::Runtime runtime = layout::Runtime::kMeshtp);
 // Both with `pipeline` = pipeline_buffers(p) already at hand.
 MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pipeline_rank,
-                           HeadBuffers head, std::span<const PipelineBuffers> pipeline);
+                           HeadBuffers head, std::span<const PipelineBuffers> pipeline,
+                           layout::Runtime runtime = layout::Runtime::kMeshtp);
 MemoryEstimate peak_rank_memory(const ModelSpec& model, const layout::Plan& p, HeadBuffers head,
-                                std::span<const PipelineBuffers> pipeline);
+                                std::span<const PipelineBuffers> pipeline,
+                                layout::Runtime runtime = layout::Runtime::kMeshtp);
 
 }  // namespace meshtp::plan

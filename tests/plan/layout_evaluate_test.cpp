@@ -1,0 +1,242 @@
+// One layout priced without a search (plan/layout_search.hpp evaluate_layout) and the runtime
+// it is priced as running on (layout::Runtime): evaluate gives every searched layout exactly
+// its search price; meshtp's and Megatron-LM's prices differ by exactly the re-run forward
+// (and memory by exactly the in-flight activations), nowhere else; the bubble is (p−1)/(v·m)
+// of the busy time; a layout that cannot run is an error naming the value.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/error.hpp"
+#include "plan/layout_search.hpp"
+#include "plan/memory.hpp"
+#include "plan/planner.hpp"
+#include "plan/presets.hpp"
+
+namespace meshtp::plan {
+namespace {
+
+using layout::Runtime;
+
+LayoutRequest small_on(const std::string& topology, Runtime runtime = Runtime::kMeshtp) {
+  LayoutRequest r{.topology = load_topology(topology), .model = load_model("small")};
+  r.model.layers = 8;  // pp 4 × v 2 splits them
+  r.devices = r.topology.device_count();
+  r.runtime = runtime;
+  return r;
+}
+
+std::string error_of(const LayoutRequest& r, const layout::Plan& p) {
+  try {
+    evaluate_layout(r, p);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+// Every layout the search ranks, on both runtimes, evaluated alone: the same numbers, not
+// close ones (the same stage prices through the same price_layout and memory model).
+TEST(LayoutEvaluate, EverySearchedLayoutIsPricedAsTheSearchPricesIt) {
+  for (const Runtime runtime : {Runtime::kMeshtp, Runtime::kMegatron}) {
+    const LayoutRequest r = small_on("ib-2x8xa100", runtime);
+    const std::vector<LayoutCandidate> all = search_layouts(r);
+    ASSERT_GT(all.size(), 50u);
+    for (const LayoutCandidate& s : all) {
+      const LayoutCandidate e = evaluate_layout(r, s.plan);
+      EXPECT_EQ(e.plan, s.plan);
+      EXPECT_EQ(e.runtime, runtime);
+      EXPECT_EQ(e.t_step_s, s.t_step_s) << s.plan;
+      EXPECT_EQ(e.t_rerun_s, s.t_rerun_s) << s.plan;
+      EXPECT_EQ(e.t_compute_s, s.t_compute_s) << s.plan;
+      EXPECT_EQ(e.memory.total_bytes(), s.memory.total_bytes()) << s.plan;
+      EXPECT_EQ(e.feasible, s.feasible) << s.plan;
+    }
+  }
+}
+
+// The per-phase parts add up to the step, and the bubble is (p−1)/(v·m) of the busy time
+// (Narayanan et al. 2021 §2.2.2): small's 8 layers, pp 4 × v 2, m 8 on 16 devices.
+TEST(LayoutEvaluate, PartsSumToTheStepAndTheInterleavedBubbleIsPMinus1OverVm) {
+  for (const Runtime runtime : {Runtime::kMeshtp, Runtime::kMegatron}) {
+    const LayoutRequest r = small_on("ib-2x8xa100", runtime);
+    for (const int v : {1, 2}) {
+      const layout::Plan p{.pp = 4,
+                           .microbatches = 8,
+                           .schedule = search_schedule(8, v),
+                           .virtual_stages = v,
+                           .mesh = {4, 1},
+                           .strategy = Strategy::kMegatron};
+      const LayoutCandidate c = evaluate_layout(r, p);
+      const LayoutParts t = parts(c);
+      EXPECT_NEAR(t.compute_s + t.tp_comm_s + t.bubble_s + t.p2p_s + t.dp_s, c.t_step_s,
+                  1e-12 * c.t_step_s);
+      EXPECT_GT(t.compute_s, 0);
+      EXPECT_GE(t.tp_comm_s, 0);
+      EXPECT_NEAR(t.bubble_s / (t.compute_s + t.tp_comm_s), 3.0 / (v * 8), 1e-12) << v;
+      EXPECT_GT(t.p2p_s, 0);
+      EXPECT_EQ(t.dp_s, 0);
+    }
+  }
+}
+
+// Derived from the formulas: both runtimes price the same stage (recomputation included) the
+// same, so for every layout
+//   t_step(meshtp) − t_step(megatron) = m·t_rerun/(1 − bubble) + Δp2p,
+//   t_rerun = pp > 1 ? t_stage(full) − t_stage(none) : 0,
+// one more forward per microbatch (and Δp2p > 0 only for Megatron's scatter/gather of a
+// replicated 1D-TP boundary): 0 without a pipeline, and with one meshtp is the slower by
+// exactly that, whatever the recomputation (full: three forwards against Megatron's two).
+// Without a pipeline the memory is the same too (but sequence parallelism's re-gathered
+// LayerNorm outputs); with one, recompute none, pipeline rank 0
+// of 1F1B keeps p microbatches' activations on Megatron against one (and p saved inputs) on
+// meshtp: exactly (p − 1)·layers·(kept + scores + input) more activations.
+TEST(LayoutEvaluate, RuntimesDifferExactlyByTheRerunForward) {
+  const LayoutRequest mesh = small_on("ib-2x8xa100", Runtime::kMeshtp);
+  LayoutRequest mega = mesh;
+  mega.runtime = Runtime::kMegatron;
+  int pipelined = 0, flat = 0;
+  for (const LayoutCandidate& a : search_layouts(mesh)) {
+    if (a.plan.zero >= 2) continue;  // Megatron's distributed optimizer is ZeRO-1
+    const LayoutCandidate b = evaluate_layout(mega, a.plan);
+    EXPECT_EQ(b.t_stage_s, a.t_stage_s) << a.plan;
+    // Megatron's scatter/gather sends a replicated 1D-TP boundary activation in d1 slices.
+    const bool scattered = !a.plan.sequence_parallel && a.plan.mesh[1] == 1 && a.plan.mesh[0] > 1;
+    if (a.plan.pp > 1 && scattered) {
+      EXPECT_LT(b.t_p2p_s, a.t_p2p_s) << a.plan;
+    } else {
+      EXPECT_EQ(b.t_p2p_s, a.t_p2p_s) << a.plan;
+    }
+    EXPECT_EQ(b.t_dp_s, a.t_dp_s) << a.plan;
+    EXPECT_EQ(b.bubble, a.bubble) << a.plan;
+    EXPECT_EQ(b.t_rerun_s, 0) << a.plan;
+    if (a.plan.pp == 1) {
+      ++flat;
+      EXPECT_EQ(a.t_rerun_s, 0) << a.plan;
+      EXPECT_EQ(b.t_step_s, a.t_step_s) << a.plan;
+      // Megatron-SP re-gathers the LayerNorm outputs instead of keeping them (memory.hpp).
+      if (a.plan.sequence_parallel && a.plan.mesh[0] > 1) {
+        EXPECT_LT(b.memory.total_bytes(), a.memory.total_bytes()) << a.plan;
+      } else {
+        EXPECT_EQ(b.memory.total_bytes(), a.memory.total_bytes()) << a.plan;
+      }
+      continue;
+    }
+    ++pipelined;
+    EXPECT_GT(a.t_rerun_s, 0) << a.plan;
+    EXPECT_GT(a.t_step_s, b.t_step_s) << a.plan;
+    EXPECT_NEAR(a.t_step_s - b.t_step_s,
+                a.plan.microbatches * a.t_rerun_s / (1 - a.bubble) + (a.t_p2p_s - b.t_p2p_s),
+                1e-12 * a.t_step_s)
+        << a.plan;
+  }
+  EXPECT_GT(pipelined, 10);
+  EXPECT_GT(flat, 10);
+
+  // The memory difference, by the formula above: pp 2, 1F1B, m 4, mesh 8x1, recompute none.
+  const layout::Plan p{.pp = 2,
+                       .microbatches = 4,
+                       .schedule = layout::Schedule::k1F1B,
+                       .mesh = {8, 1},
+                       .strategy = Strategy::kMegatron};
+  ModelSpec mb = mesh.model;
+  mb.batch /= 4;
+  const BlockFloats f = block_floats(mb, p);
+  const int layers = mesh.model.layers / 2;
+  const MemoryEstimate m0 = rank_memory(mesh.model, p, 0, HeadBuffers::kSharded);
+  const MemoryEstimate g0 =
+      rank_memory(mesh.model, p, 0, HeadBuffers::kSharded, Runtime::kMegatron);
+  EXPECT_NEAR(g0.activations_bytes - m0.activations_bytes,
+              (2 - 1) * layers * (f.kept + f.scores + f.input) * mb.element_bytes(), 1e-6);
+  EXPECT_EQ(g0.params_bytes, m0.params_bytes);
+  EXPECT_EQ(g0.optimizer_bytes, m0.optimizer_bytes);
+}
+
+// Full recomputation on Megatron with a pipeline keeps only the layer inputs of the in-flight
+// microbatches (and one block's kept set while it re-runs it): far less than recompute none.
+TEST(LayoutEvaluate, MegatronFullRecomputationKeepsLayerInputsOnly) {
+  const LayoutRequest r = small_on("ib-2x8xa100", Runtime::kMegatron);
+  layout::Plan p{.pp = 2,
+                 .microbatches = 4,
+                 .schedule = layout::Schedule::k1F1B,
+                 .recompute = Recompute::kFull,
+                 .mesh = {8, 1},
+                 .strategy = Strategy::kMegatron};
+  const double full = evaluate_layout(r, p).memory.activations_bytes;
+  p.recompute = Recompute::kNone;
+  const double none = evaluate_layout(r, p).memory.activations_bytes;
+  ModelSpec mb = r.model;
+  mb.batch /= 4;
+  const BlockFloats f = block_floats(mb, p);
+  const int layers = r.model.layers / 2;
+  // none − full = in_flight·layers·(kept + scores) − (kept + scores), in_flight = p = 2.
+  EXPECT_NEAR(none - full, (2 * layers - 1) * (f.kept + f.scores) * mb.element_bytes(), 1e-6);
+}
+
+TEST(LayoutEvaluate, MegatronSearchHasNoZeroAboveOne) {
+  bool dp = false;
+  for (const LayoutCandidate& c : search_layouts(small_on("ib-2x8xa100", Runtime::kMegatron))) {
+    EXPECT_LE(c.plan.zero, 1) << c.plan;
+    EXPECT_EQ(c.t_rerun_s, 0) << c.plan;
+    dp = dp || c.plan.dp > 1;
+  }
+  EXPECT_TRUE(dp);
+}
+
+// A layout that does not fit is priced, marked infeasible, not an error: GPT-3 175B on one
+// DGX A100 with tensor parallelism alone.
+TEST(LayoutEvaluate, ALayoutThatDoesNotFitIsPriced) {
+  LayoutRequest r{
+      .topology = load_topology("nvswitch-8xa100"), .model = load_model("gpt3-175b"), .devices = 8};
+  const LayoutCandidate c = evaluate_layout(
+      r, {.recompute = Recompute::kFull, .mesh = {8, 1}, .strategy = Strategy::kMegatron});
+  EXPECT_FALSE(c.feasible);
+  EXPECT_GT(c.memory.total_gib(), r.topology.memory_gib);
+  EXPECT_GT(c.t_step_s, 0);
+}
+
+TEST(LayoutEvaluate, ALayoutThatCannotRunIsAnErrorNamingTheValue) {
+  const LayoutRequest r = small_on("ib-2x8xa100");  // small, 8 layers: 8 heads, batch 8
+  const layout::Plan ok{.dp = 2, .mesh = {8, 1}, .strategy = Strategy::kMegatron};
+  EXPECT_NO_THROW(evaluate_layout(r, ok));
+  layout::Plan p = ok;
+  p.dp = 1;
+  EXPECT_NE(error_of(r, p).find("= 8 ranks, but there are 16"), std::string::npos)
+      << error_of(r, p);
+  p = ok;
+  p.dp = 1;
+  p.mesh = {16, 1};  // 8 heads over 16 ranks
+  EXPECT_NE(error_of(r, p).find("heads=8 of 'small' are not divisible by tp=16"), std::string::npos)
+      << error_of(r, p);
+  p = ok;
+  p.dp = 1;
+  p.pp = 2;
+  p.microbatches = 4;
+  p.schedule = layout::Schedule::kInterleaved;
+  p.virtual_stages = 3;  // 8 layers over 2 × 3 chunks
+  EXPECT_NE(error_of(r, p).find("layers=8 of 'small' do not split into pp=2 × virtual stages=3"),
+            std::string::npos)
+      << error_of(r, p);
+  p = ok;
+  p.microbatches = 3;  // batch 8 over dp 2 × 3
+  EXPECT_NE(error_of(r, p).find("batch=8 does not split into dp=2 × microbatches=3"),
+            std::string::npos)
+      << error_of(r, p);
+  p = ok;
+  p.dp = 1;
+  p.pp = 2;
+  p.microbatches = 1;
+  p.schedule = layout::Schedule::k1F1B;  // 1F1B needs m ≥ p
+  EXPECT_NE(error_of(r, p).find("microbatches=1 < pp=2"), std::string::npos) << error_of(r, p);
+  LayoutRequest mega = r;
+  mega.runtime = Runtime::kMegatron;
+  p = ok;
+  p.zero = 2;
+  EXPECT_NE(error_of(mega, p).find("zero=2: the megatron runtime has ZeRO stages 0 and 1"),
+            std::string::npos)
+      << error_of(mega, p);
+  EXPECT_NO_THROW(evaluate_layout(r, p));  // meshtp runs ZeRO-2
+}
+
+}  // namespace
+}  // namespace meshtp::plan
