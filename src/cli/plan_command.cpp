@@ -4,10 +4,20 @@
 //               [--strategies atp,meshslice,…] [--chunks 1,2,4] [--json]
 //               [--explain | --explain-rank R] [--out plan.json [--pick R]]
 //   meshtp plan … --3d [--top K] [--max-tp T] [--strategies atp,tp1d] [--json] [--out plan.json]
+//               [--runtime meshtp|megatron]
+//   meshtp plan … --3d --evaluate [--runtime R] (--plan FILE | [--dp D] [--pp P]
+//               [--mesh d1xd2] [--strategy S] [--chunks C] [--sequence-parallel]
+//               [--microbatches M] [--schedule gpipe|1f1b|interleaved:V] [--zero Z]
+//               [--recompute none|selective|full]) [--json]
 //
 // --3d searches (dp, pp, mesh, strategy, zero, recompute, microbatches) instead
 // (plan/layout_search.hpp) and prints the K fastest layouts (feasible first); --out writes
-// the fastest feasible one, pipeline, ZeRO and recompute fields included.
+// the fastest feasible one, pipeline, ZeRO and recompute fields included. --runtime prices
+// every layout as that runtime runs it (meshtp re-runs a pipeline stage's forward, megatron
+// keeps the in-flight activations). --evaluate prices one layout, not searched: the layout
+// flags every command shares (cli/layout_flags.hpp; no --mesh: tp = devices/(dp·pp) as
+// (tp, 1); no --schedule: the search's, 1f1b when m > 1) or a plan file; the one row the
+// search prints for it, a layout that does not fit marked so (not an error).
 //
 // Pure computation (plan/): no communication, identical on every rank; rank 0 prints a
 // table (or, with --json, one object {"candidates": […], "best": {…} | null}, plus
@@ -47,15 +57,73 @@ struct PlanArgs {
   bool search_3d = false;
   int top = 10;
   int max_tp = 256;
+  std::string runtime = "meshtp";
+  bool evaluate = false;
+  LayoutFlags layout;  // --evaluate's layout
 };
+
+// plan --3d --evaluate: the one layout of the layout flags (or --plan), priced as the search
+// prices it.
+void run_plan_evaluate(const PlanArgs& args, const plan::PlanRequest& base, const CLI::App& app) {
+  for (const char* flag : {"--top", "--max-tp", "--strategies", "--out", "--stationary", "--slices",
+                           "--progress-splits"}) {
+    MESHTP_CHECK(app.count(flag) == 0, "{} is not available with --evaluate", flag);
+  }
+  LayoutFlags flags = args.layout;
+  if (app.count("--chunks") > 0) {
+    MESHTP_CHECK(base.chunks.size() == 1,
+                 "--chunks '{}': --evaluate prices one layout, give one chunk count", args.chunks);
+    MESHTP_CHECK(!flags.from_file(), "--chunks conflicts with --plan {}: the plan names the layout",
+                 flags.plan_file);
+    flags.chunks = base.chunks[0];
+  }
+  MESHTP_CHECK(flags.mesh != "auto" && flags.mesh != "all",
+               "--mesh {}: --evaluate prices one layout, give d1xd2", flags.mesh);
+  const std::string where = fmt::format("the {} devices of '{}'", base.devices, base.topology.name);
+  layout::Plan layout = flags.resolve(base.devices, where, &base.model);
+  // No --schedule: the search's for these microbatches and virtual stages.
+  if (!flags.from_file() && !flags.given("--schedule")) {
+    layout.schedule = plan::search_schedule(layout.microbatches, layout.virtual_stages);
+  }
+  const plan::LayoutRequest request{.topology = base.topology,
+                                    .model = base.model,
+                                    .devices = base.devices,
+                                    .runtime = layout::parse_runtime(args.runtime)};
+  const plan::LayoutCandidate c = plan::evaluate_layout(request, layout);
+  const std::string no_fit =
+      c.feasible ? ""
+                 : fmt::format(
+                       "does not fit: needs {:.1f} GiB on its most loaded rank, the "
+                       "device has {} GiB",
+                       c.memory.total_gib(), base.topology.memory_gib);
+  if (args.json) {
+    nlohmann::json j = plan::to_json(c);
+    j["fits"] = c.feasible;
+    if (!c.feasible) j["does_not_fit"] = no_fit;
+    out() << j.dump() << '\n';
+    return;
+  }
+  const plan::LayoutParts t = plan::parts(c);
+  out() << fmt::format(
+      "plan --3d --evaluate: {} on {} ({} devices, {} GiB each), runtime {}\n{:>3} {}\n"
+      "    compute {:.4g} s, tp comm {:.4g} s, bubble {:.4g} s, p2p {:.3g} s, dp {:.3g} s; "
+      "{}\n",
+      fmt::streamed(base.model), base.topology.name, base.devices, base.topology.memory_gib,
+      layout::name(c.runtime), 1, fmt::streamed(c), t.compute_s, t.tp_comm_s, t.bubble_s, t.p2p_s,
+      t.dp_s, fmt::streamed(c.memory));
+  if (!c.feasible) out() << no_fit << '\n';
+}
 
 void run_plan_3d(const PlanArgs& args, const plan::PlanRequest& base, const CLI::App& app) {
   for (const char* flag : {"--explain", "--explain-rank", "--pick"}) {
     MESHTP_CHECK(app.count(flag) == 0, "{} is not available with --3d", flag);
   }
-  plan::LayoutRequest request{.topology = base.topology, .model = base.model,
-                              .devices = base.devices, .chunks = base.chunks,
-                              .max_tp = args.max_tp};
+  plan::LayoutRequest request{.topology = base.topology,
+                              .model = base.model,
+                              .devices = base.devices,
+                              .chunks = base.chunks,
+                              .max_tp = args.max_tp,
+                              .runtime = layout::parse_runtime(args.runtime)};
   if (app.count("--strategies") > 0) request.strategies = base.strategies;
   // Only the rows printed are ranked in full; the rest are bounded out (layout_search.hpp).
   const plan::LayoutSearch search =
@@ -95,9 +163,13 @@ void run_plan_3d(const PlanArgs& args, const plan::PlanRequest& base, const CLI:
           << '\n';
     return;
   }
-  out() << fmt::format("plan --3d: {} on {} ({} devices, {} GiB each): {} layouts searched\n",
+  out() << fmt::format("plan --3d: {} on {} ({} devices, {} GiB each{}): {} layouts searched\n",
                        fmt::streamed(base.model), base.topology.name, base.devices,
-                       base.topology.memory_gib, search.searched);
+                       base.topology.memory_gib,
+                       request.runtime == layout::Runtime::kMeshtp
+                           ? ""
+                           : fmt::format(", runtime {}", layout::name(request.runtime)),
+                       search.searched);
   for (std::size_t i = 0; i < shown; ++i) {
     out() << fmt::format("{:>3} {}\n", i + 1, fmt::streamed(ranked[i]));
   }
@@ -133,7 +205,25 @@ void run_plan(const PlanArgs& args, const CLI::App& app) {
   request.model.validate();
   request.strategies = plan::parse_strategies(args.strategies);
   request.chunks = parse_positive_ints(args.chunks, "--chunks");
+  for (const char* flag : {"--evaluate", "--runtime"}) {
+    MESHTP_CHECK(args.search_3d || app.count(flag) == 0, "{} needs --3d", flag);
+  }
+  // The layout flags name the one layout --evaluate prices: nothing without it.
+  if (!args.evaluate) {
+    MESHTP_CHECK(!args.layout.from_file() && args.layout.mesh.empty(),
+                 "{} needs --3d --evaluate (it names the one layout priced)",
+                 args.layout.from_file() ? "--plan" : "--mesh");
+    for (const CLI::Option* o : args.layout.spelled_out) {
+      MESHTP_CHECK(o->count() == 0, "{} needs --3d --evaluate (it names the one layout priced)",
+                   o->get_name());
+    }
+  }
+  (void)layout::parse_runtime(args.runtime);  // an unknown runtime is an error before any work
   if (args.search_3d) {
+    if (args.evaluate) {
+      run_plan_evaluate(args, request, app);
+      return;
+    }
     if (app.count("--chunks") == 0) request.chunks = {1};
     run_plan_3d(args, request, app);
     return;
@@ -204,6 +294,14 @@ void add_plan_command(CLI::App& app) {
       ->check(integer_at_least(1));
   p->add_option("--max-tp", args->max_tp, "With --3d: the largest tensor-parallel group tried")
       ->check(integer_at_least(1));
+  p->add_option("--runtime", args->runtime,
+                "With --3d: price layouts as this runtime runs them: meshtp (re-runs a "
+                "pipeline stage's forward) or megatron (keeps in-flight activations)")
+      ->capture_default_str();
+  p->add_flag("--evaluate", args->evaluate,
+              "With --3d: price the one layout of the layout flags below (or --plan FILE) "
+              "instead of searching");
+  args->layout.add_to(p, LayoutFlags::kReplicas | LayoutFlags::kPipeline | LayoutFlags::kNoChunks);
   p->callback([args, p] { run_plan(*args, *p); });
 }
 
