@@ -4,7 +4,7 @@
 # rank (default 6), SIGNALS graceful stops (default 6) — plus the bad-input catalogue, the
 # damaged checkpoints, the full disk and the 18 defect checks. Prints each script's lines
 # and, at the end, the counts as one JSON object:
-#   {"bad_inputs": 166, "rejected_cleanly": 166, "kill_trials": 24, "checkpoints_lost": 0,
+#   {"bad_inputs": 176, "rejected_cleanly": 176, "kill_trials": 24, "checkpoints_lost": 0,
 #    "hangs": 0, …}
 # Takes ~15 minutes on 2 cores. Run from the repository after scripts/install.sh.
 set -uo pipefail

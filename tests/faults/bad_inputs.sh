@@ -187,6 +187,22 @@ if [ "$group" = all ] || [ "$group" = flags ]; then
     plan --3d --topology nvlink-network-7 --model tiny --batch 3 --out "$work/p.json"
   expect_error "plan --3d --out, nothing fits" 2 "error: --out: no layout of 'gpt3-175b' fits 80 GiB per device on 'nvlink-network-2'" \
     plan --3d --topology nvlink-network-2 --model gpt3-175b --out "$work/p.json"
+  # plan --3d --evaluate / --runtime (issue 22 item 5): one layout priced, named by the layout flags.
+  ev=(plan --3d --evaluate --topology nvswitch-8xa100 --model korthikanti-22b)
+  expect_error "plan --evaluate without --3d" 2 "error: --evaluate needs --3d" plan --evaluate --topology nvswitch-8xa100 --model tiny
+  expect_error "plan --runtime without --3d" 2 "error: --runtime needs --3d" plan --topology nvswitch-8xa100 --model tiny --runtime megatron
+  expect_error "plan --3d --pp without --evaluate" 2 "error: --pp needs --3d --evaluate" plan --3d --topology nvswitch-8xa100 --model tiny --pp 2
+  expect_error "plan --3d --runtime deepspeed" 2 "error: unknown runtime 'deepspeed' \(valid: meshtp, megatron\)" \
+    plan --3d --topology nvswitch-8xa100 --model tiny --runtime deepspeed
+  expect_error "plan --evaluate dp·pp·tp ≠ devices" 2 "error: the layout dp=2 × pp=1 × mesh 8x1 = 16 ranks, but there are 8" "${ev[@]}" --dp 2 --mesh 8x1
+  expect_error "plan --evaluate tp not dividing heads" 2 "error: heads=64 of 'korthikanti-22b' are not divisible by tp=3" \
+    plan --3d --evaluate --topology nvlink-network-3 --model korthikanti-22b
+  expect_error "plan --evaluate virtual stages not dividing layers/pp" 2 "error: layers=48 of 'korthikanti-22b' do not split into pp=2 × virtual stages=5" \
+    "${ev[@]}" --pp 2 --microbatches 4 --schedule interleaved:5 --batch 4
+  expect_error "plan --evaluate microbatches not dividing the batch" 2 "error: batch=4 does not split into dp=1 × microbatches=3" "${ev[@]}" --microbatches 3
+  expect_error "plan --evaluate megatron ZeRO-2" 2 "error: zero=2: the megatron runtime has ZeRO stages 0 and 1 only" \
+    "${ev[@]}" --dp 2 --zero 2 --runtime megatron
+  expect_error "plan --evaluate --top" 2 "error: --top is not available with --evaluate" "${ev[@]}" --top 3
   expect_error "simulate --chunks without --mesh" 1 "error: --chunks needs --mesh d1xd2" simulate --topology pcie-8xa100 --model tiny --devices 8 --chunks 2 --predict-only
   expect_error "simulate --recompute without --mesh" 1 "error: --recompute needs --mesh d1xd2" simulate --topology pcie-8xa100 --model tiny --devices 8 --recompute full --predict-only
   expect_error "simulate --sequence-parallel without --mesh" 1 "error: --sequence-parallel needs --mesh d1xd2" \
