@@ -12,7 +12,6 @@
 
 #include <fmt/format.h>
 
-#include <chrono>
 #include <ctime>
 #include <filesystem>
 #include <iostream>

@@ -64,7 +64,8 @@ struct PlanArgs {
 
 // plan --3d --evaluate: the one layout of the layout flags (or --plan), priced as the search
 // prices it.
-void run_plan_evaluate(const PlanArgs& args, const plan::PlanRequest& base, const CLI::App& app) {
+void run_plan_evaluate(const PlanArgs& args, const plan::PlanRequest& base, layout::Runtime runtime,
+                       const CLI::App& app) {
   for (const char* flag : {"--top", "--max-tp", "--strategies", "--out", "--stationary", "--slices",
                            "--progress-splits"}) {
     MESHTP_CHECK(app.count(flag) == 0, "{} is not available with --evaluate", flag);
@@ -85,10 +86,8 @@ void run_plan_evaluate(const PlanArgs& args, const plan::PlanRequest& base, cons
   if (!flags.from_file() && !flags.given("--schedule")) {
     layout.schedule = plan::search_schedule(layout.microbatches, layout.virtual_stages);
   }
-  const plan::LayoutRequest request{.topology = base.topology,
-                                    .model = base.model,
-                                    .devices = base.devices,
-                                    .runtime = layout::parse_runtime(args.runtime)};
+  const plan::LayoutRequest request{
+      .topology = base.topology, .model = base.model, .devices = base.devices, .runtime = runtime};
   const plan::LayoutCandidate c = plan::evaluate_layout(request, layout);
   const std::string no_fit =
       c.feasible ? ""
@@ -114,7 +113,8 @@ void run_plan_evaluate(const PlanArgs& args, const plan::PlanRequest& base, cons
   if (!c.feasible) out() << no_fit << '\n';
 }
 
-void run_plan_3d(const PlanArgs& args, const plan::PlanRequest& base, const CLI::App& app) {
+void run_plan_3d(const PlanArgs& args, const plan::PlanRequest& base, layout::Runtime runtime,
+                 const CLI::App& app) {
   for (const char* flag : {"--explain", "--explain-rank", "--pick"}) {
     MESHTP_CHECK(app.count(flag) == 0, "{} is not available with --3d", flag);
   }
@@ -123,7 +123,7 @@ void run_plan_3d(const PlanArgs& args, const plan::PlanRequest& base, const CLI:
                               .devices = base.devices,
                               .chunks = base.chunks,
                               .max_tp = args.max_tp,
-                              .runtime = layout::parse_runtime(args.runtime)};
+                              .runtime = runtime};
   if (app.count("--strategies") > 0) request.strategies = base.strategies;
   // Only the rows printed are ranked in full; the rest are bounded out (layout_search.hpp).
   const plan::LayoutSearch search =
@@ -218,14 +218,15 @@ void run_plan(const PlanArgs& args, const CLI::App& app) {
                    o->get_name());
     }
   }
-  (void)layout::parse_runtime(args.runtime);  // an unknown runtime is an error before any work
+  // An unknown runtime is an error before any work.
+  const layout::Runtime runtime = layout::parse_runtime(args.runtime);
   if (args.search_3d) {
     if (args.evaluate) {
-      run_plan_evaluate(args, request, app);
+      run_plan_evaluate(args, request, runtime, app);
       return;
     }
     if (app.count("--chunks") == 0) request.chunks = {1};
-    run_plan_3d(args, request, app);
+    run_plan_3d(args, request, runtime, app);
     return;
   }
   for (const char* flag : {"--top", "--max-tp"}) {

@@ -44,10 +44,6 @@ Layout layout_of(ElementType type, std::int64_t batch, std::int64_t seq, std::in
 
 }  // namespace
 
-std::int64_t attention_scratch_elements(std::int64_t batch, std::int64_t seq, std::int64_t heads) {
-  return batch * heads * seq * seq;
-}
-
 void attention_forward(Context& ctx, ElementType type, void* out, void* att, const void* qkv,
                        std::int64_t batch, std::int64_t seq, std::int64_t heads,
                        std::int64_t head_dim) {

@@ -84,7 +84,10 @@ void embedding_backward(Context& ctx, ElementType type, float* dwte, float* dwpe
 // (B, NH, T, T) probabilities, all of `type`. Products on cuBLAS, strided-batched over heads
 // (one launch per batch element and product); the masked softmax and its backward are
 // kernels. The backward needs B·NH·T·T elements of scratch of `type`.
-std::int64_t attention_scratch_elements(std::int64_t batch, std::int64_t seq, std::int64_t heads);
+inline std::int64_t attention_scratch_elements(std::int64_t batch, std::int64_t seq,
+                                               std::int64_t heads) {
+  return batch * heads * seq * seq;
+}
 void attention_forward(Context& ctx, ElementType type, void* out, void* att, const void* qkv,
                        std::int64_t batch, std::int64_t seq, std::int64_t heads,
                        std::int64_t head_dim);

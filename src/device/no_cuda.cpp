@@ -87,9 +87,6 @@ void embedding_backward(Context&, ElementType, float*, float*, const void*,
                         std::int64_t) {
   no_cuda();
 }
-std::int64_t attention_scratch_elements(std::int64_t batch, std::int64_t seq, std::int64_t heads) {
-  return batch * heads * seq * seq;
-}
 void attention_forward(Context&, ElementType, void*, void*, const void*, std::int64_t, std::int64_t,
                        std::int64_t, std::int64_t) {
   no_cuda();

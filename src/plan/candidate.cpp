@@ -142,7 +142,6 @@ nlohmann::json nullable(bool present, double value) {
 }  // namespace
 
 nlohmann::json to_json(const Candidate& c) {
-  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   nlohmann::json j{
       {"strategy", name(c.strategy)},
       {"mesh", {c.mesh[0], c.mesh[1]}},
@@ -166,11 +165,7 @@ nlohmann::json to_json(const Candidate& c) {
   j["bandwidth_source"] = std::move(sources);
   if (c.valid) j["plan"] = layout::to_json(to_plan(c));
   if (c.valid) {
-    j["memory"] = {{"params_gib", c.memory.params_bytes / kGiB},
-                   {"grads_gib", c.memory.grads_bytes / kGiB},
-                   {"optimizer_gib", c.memory.optimizer_bytes / kGiB},
-                   {"activations_gib", c.memory.activations_bytes / kGiB},
-                   {"buffers_gib", c.memory.workspace_bytes / kGiB}};
+    j["memory"] = to_json(c.memory);
   }
   if (c.strategy == Strategy::kAtp || c.strategy == Strategy::kMegatron) {
     j["chunks"] = c.chunks;

@@ -451,7 +451,6 @@ std::ostream& operator<<(std::ostream& os, const LayoutCandidate& c) {
 }
 
 nlohmann::json to_json(const LayoutCandidate& c) {
-  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   const LayoutParts t = parts(c);
   return {{"plan", layout::to_json(c.plan)},
           {"runtime", layout::name(c.runtime)},
@@ -470,12 +469,7 @@ nlohmann::json to_json(const LayoutCandidate& c) {
             {"dp_s", t.dp_s},
             {"optimizer_s", 0.0}}},
           {"memory_gib", c.memory.total_gib()},
-          {"memory",
-           {{"params_gib", c.memory.params_bytes / kGiB},
-            {"grads_gib", c.memory.grads_bytes / kGiB},
-            {"optimizer_gib", c.memory.optimizer_bytes / kGiB},
-            {"activations_gib", c.memory.activations_bytes / kGiB},
-            {"buffers_gib", c.memory.workspace_bytes / kGiB}}}};
+          {"memory", to_json(c.memory)}};
 }
 
 }  // namespace meshtp::plan

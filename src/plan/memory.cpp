@@ -89,6 +89,14 @@ std::ostream& operator<<(std::ostream& os, const MemoryEstimate& m) {
                            m.workspace_bytes / kGiB);
 }
 
+nlohmann::json to_json(const MemoryEstimate& m) {
+  return {{"params_gib", m.params_bytes / kGiB},
+          {"grads_gib", m.grads_bytes / kGiB},
+          {"optimizer_gib", m.optimizer_bytes / kGiB},
+          {"activations_gib", m.activations_bytes / kGiB},
+          {"buffers_gib", m.workspace_bytes / kGiB}};
+}
+
 BlockFloats block_floats(const ModelSpec& m, const layout::Plan& p) {
   const double s = m.seq, b = m.batch, h = m.hidden, a = m.heads, n = s * b, nh = n * h;
   const double d1 = p.mesh[0], d2 = p.mesh[1], N = d1 * d2;

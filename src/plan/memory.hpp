@@ -45,6 +45,7 @@
 #pragma once
 
 #include <iosfwd>
+#include <nlohmann/json.hpp>
 #include <span>
 #include <vector>
 
@@ -67,6 +68,9 @@ struct MemoryEstimate {
 };
 
 std::ostream& operator<<(std::ostream& os, const MemoryEstimate& m);
+// {"params_gib", "grads_gib", "optimizer_gib", "activations_gib", "buffers_gib"}: the parts
+// (the planner's JSON, 2D and --3d alike).
+nlohmann::json to_json(const MemoryEstimate& m);
 
 // One block on microbatches of model.batch sequences, tensor-parallel as p (mesh, strategy,
 // sequence_parallel), in elements per rank (the table above).
