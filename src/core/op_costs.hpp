@@ -19,6 +19,10 @@
 //   embedding     2  read a table row, write out         2  read dout, add into the table row
 //   cross-entropy 3  row max, exp-sum, read logit        3  read logits, write dlogits, read lse
 //   adamw         7  read w, g, m, v; write w, m, v
+//
+// Priced for runtimes that have it (Megatron-LM; meshtp's runtime has no dropout):
+//   dropout   2  read x, write y; and a 1-byte mask     2  read dy, write dx; read the mask
+//                written                                  (kDropoutMaskBytes per element)
 #pragma once
 
 namespace meshtp::op_costs {
@@ -31,6 +35,8 @@ inline constexpr double kGeluForwardTouches = 2, kGeluBackwardTouches = 5;
 inline constexpr double kEmbeddingForwardTouches = 2, kEmbeddingBackwardTouches = 2;
 inline constexpr double kCrossEntropyForwardTouches = 3, kCrossEntropyBackwardTouches = 3;
 inline constexpr double kAdamWTouches = 7;
+inline constexpr double kDropoutForwardTouches = 2, kDropoutBackwardTouches = 2;
+inline constexpr double kDropoutMaskBytes = 1;
 
 // fp32 everywhere in the runtime.
 inline constexpr double kFloatBytes = 4;

@@ -59,8 +59,8 @@ std::vector<ChunkStage> block_stages(const AtpEstimate& est, const MeshLinks& li
     }
     fail("the ATP estimate has no {} op '{}'", backward ? "backward" : "forward", name);
   };
-  // A linear's GeMM per chunk: the forward's, or in backward the dX half (dW is the other).
-  auto gemm = [&](const char* name) { return op(name).compute_s / (backward ? 2 : 1) / c; };
+  // A linear's GeMM per chunk: the forward's, or in backward the dX product (dW: dw_s).
+  auto gemm = [&](const char* name) { return op(name).chunk_s; };
   auto ew = [&](std::initializer_list<const char*> names) {
     double t = 0;
     for (const ElementwiseOp& o : elementwise.ops) {
@@ -90,44 +90,70 @@ std::vector<ChunkStage> block_stages(const AtpEstimate& est, const MeshLinks& li
         call("ln1", K::kAllReduce, 1, true, ew({"ln1"}) * chunk_ew, 0),
         call("qkv", K::kReduceScatter, 1, false, gemm("qkv"), 0),
         call("proj", K::kAllGather, 1, false,
-             ew({"qkv bias", "softmax"}) * chunk_ew + gemm("attention"), 0),
+             ew({"qkv bias", "softmax", "attention dropout"}) * chunk_ew + gemm("attention"), 0),
         call("proj", K::kAllReduce, 0, false, gemm("proj"), 0),
-        call("ln2", K::kAllReduce, 1, true, ew({"proj bias", "residual1", "ln2"}) * chunk_ew, 0),
+        call("ln2", K::kAllReduce, 1, true,
+             ew({"proj bias", "proj dropout mask", "residual1", "ln2"}) * chunk_ew, 0),
         call("mlp1", K::kAllReduce, 1, false, gemm("mlp1"), 0),
-        call("mlp2", K::kAllReduce, 0, false,
-             ew({"mlp1 bias", "gelu"}) * chunk_ew + gemm("mlp2"), 0),
-        ChunkStage{.compute_s = ew({"mlp2 bias", "residual2"}) * chunk_ew},
+        call("mlp2", K::kAllReduce, 0, false, ew({"mlp1 bias", "gelu"}) * chunk_ew + gemm("mlp2"),
+             0),
+        ChunkStage{.compute_s = ew({"mlp2 bias", "mlp2 dropout mask", "residual2"}) * chunk_ew},
     };
   }
-  // dW GeMM (the other half of the linear's backward) and its bias gradient, whole batch.
-  auto dw = [&](const char* name, const char* bias) { return gemm(name) * c + ew({bias}); };
+  // dW GeMM (the other product of the linear's backward) and its bias gradient, whole batch.
+  auto dw = [&](const char* name, const char* bias) { return op(name).dw_s + ew({bias}); };
   return {
       call("mlp2", K::kAllReduce, 1, false, gemm("mlp2"), dw("mlp2", "mlp2 bias")),
       call("mlp1", K::kAllReduce, 0, false, ew({"gelu"}) * chunk_ew + gemm("mlp1"),
            dw("mlp1", "mlp1 bias")),
-      call("ln2", K::kAllReduce, 1, true, ew({"residual2", "ln2"}) * chunk_ew, 0),
+      call("ln2", K::kAllReduce, 1, true, ew({"residual2", "mlp2 dropout mask", "ln2"}) * chunk_ew,
+           0),
       call("proj", K::kReduceScatter, 1, false, gemm("proj"), dw("proj", "proj bias")),
       call("qkv", K::kAllGather, 1, false,
-           (op("attention").compute_s + ew({"softmax"}) + recompute_s) * chunk_ew, 0),
+           (op("attention").compute_s + ew({"softmax", "attention dropout"}) + recompute_s) *
+               chunk_ew,
+           0),
       call("qkv", K::kAllReduce, 0, false, gemm("qkv"), dw("qkv", "qkv bias")),
-      call("ln1", K::kAllReduce, 1, true, ew({"residual1", "ln1"}) * chunk_ew, 0),
+      call("ln1", K::kAllReduce, 1, true, ew({"residual1", "proj dropout mask", "ln1"}) * chunk_ew,
+           0),
   };
 }
 
 }  // namespace
 
 AtpEstimate atp_estimate(const ModelSpec& m, const MeshLinks& links, int chunks,
-                         double flops_per_s, const ElementwiseEstimate& elementwise) {
+                         const GemmModel& gemm, const ElementwiseEstimate& elementwise) {
   const int d1 = links.mesh[0], d2 = links.mesh[1];
   if (auto reason = atp_invalid_reason(m, d1, d2, chunks)) fail("ATP on {}x{}: {}", d1, d2,
                                                                 *reason);
-  MESHTP_CHECK(flops_per_s > 0, "flops_per_s={} must be positive", flops_per_s);
+  MESHTP_CHECK(gemm.flops_per_s() > 0, "GeMM rate {} FLOP/s must be positive", gemm.flops_per_s());
   const double n = static_cast<double>(d1) * d2;
   const double M = static_cast<double>(m.tokens());
   const double h = m.hidden, b = m.batch, s = m.seq, e = m.element_bytes();
 
   AtpEstimate est;
   est.chunks = chunks;
+  const int eb = m.element_bytes();
+  const double c = chunks, mc = M / c;  // a chunk's tokens
+  // A linear in→out on this rank: the first of a pair (qkv, mlp1) holds in/d2 × out/d1, the
+  // second (proj, mlp2) in/d1 × out/d2 (ATP §3.2's row- then column-first); per chunk its
+  // forward and dX products, and one dW product over the whole batch.
+  const auto linear = [&](AtpOp& a, double in, double out, bool first) {
+    const double k = in / (first ? d2 : d1), n_out = out / (first ? d1 : d2);
+    if (!a.backward) {
+      a.chunk_s = gemm.seconds(mc, n_out, k, eb);
+    } else {
+      a.chunk_s = gemm.seconds(mc, k, n_out, eb);
+      a.dw_s = gemm.seconds(k, n_out, M, eb);
+    }
+  };
+  // The attention core, heads over all n ranks: per chunk b/c sequences of a/n heads, QKᵀ
+  // and A·V forward (s×s×d and s×d×s), four such products backward.
+  const double hd = h / m.heads, batch = b / c * m.heads / n;
+  const auto attention = [&](AtpOp& a) {
+    a.chunk_s = (a.backward ? 2 : 1) *
+                (gemm.seconds(s, s, hd, eb, batch) + gemm.seconds(s, hd, s, eb, batch));
+  };
   // (name, forward FLOPs of the op over all ranks); the LayerNorms' are elementwise.hpp's.
   const std::pair<const char*, double> shapes[] = {
       {"ln1", 0},
@@ -148,7 +174,13 @@ AtpEstimate atp_estimate(const ModelSpec& m, const MeshLinks& links, int chunks,
       a.name = name;
       a.backward = backward;
       a.flops_per_rank = flops / n * (backward ? 2 : 1);
-      a.compute_s = a.flops_per_rank / flops_per_s;
+      const std::string_view op = name;
+      if (op == "qkv") linear(a, h, 3 * h, true);
+      if (op == "proj") linear(a, h, h, false);
+      if (op == "mlp1") linear(a, h, 4 * h, true);
+      if (op == "mlp2") linear(a, 4 * h, h, false);
+      if (op == "attention") attention(a);
+      a.compute_s = c * a.chunk_s + a.dw_s;
       for (const layout::AtpCall& call : traffic) {
         if (call.op != a.name || call.backward != backward) continue;
         a.calls.push_back(call);
@@ -164,7 +196,11 @@ AtpEstimate atp_estimate(const ModelSpec& m, const MeshLinks& links, int chunks,
       est.ops.push_back(std::move(a));
     }
   }
-  const double comm_fwd = est.comm_fwd_s;  // every chunk's calls, each with its latency
+  const double comm_fwd = est.comm_fwd_s;
+  double attention_forward_s = 0;  // what selective recomputation runs again, whole batch
+  for (const AtpOp& a : est.ops) {
+    if (a.name == "attention" && !a.backward) attention_forward_s = a.compute_s;
+  }  // every chunk's calls, each with its latency
   est.elementwise_fwd_s = elementwise.forward_s;
   est.elementwise_bwd_s = elementwise.backward_s;
   est.compute_fwd_s += elementwise.forward_s;
@@ -180,7 +216,7 @@ AtpEstimate atp_estimate(const ModelSpec& m, const MeshLinks& links, int chunks,
   switch (m.recompute) {
     case Recompute::kNone: break;
     case Recompute::kSelective:
-      recompute_compute = 4 * b * s * s * h / n / flops_per_s + elementwise.softmax_forward_s;
+      recompute_compute = attention_forward_s + elementwise.softmax_forward_s;
       est.recompute_s =
           chunk_stages_time(block_stages(est, links, elementwise, true, recompute_compute),
                             chunks) -

@@ -78,6 +78,7 @@
 #include <string>
 #include <vector>
 
+#include "core/gemm_model.hpp"
 #include "layout/atp_traffic.hpp"
 #include "plan/elementwise.hpp"
 #include "plan/mesh_links.hpp"
@@ -94,7 +95,9 @@ struct AtpOp {
   std::string name;  // "ln1", "qkv", "attention", "proj", "ln2", "mlp1", "mlp2"
   bool backward = false;
   double flops_per_rank = 0;
-  double compute_s = 0;
+  double compute_s = 0;  // chunks·chunk_s + dw_s
+  double chunk_s = 0;    // one chunk's product(s): the forward's, or backward's dX (GemmModel)
+  double dw_s = 0;       // backward of a linear: the dW product over the whole batch
   std::vector<layout::AtpCall> calls;  // its collectives (one layer, every chunk)
   double sent_bytes = 0;               // per rank, Σ over calls
   double comm_s = 0;                   // Σ over calls, latency included
@@ -134,6 +137,6 @@ double chunk_stages_time(const std::vector<ChunkStage>& stages, int chunks);
 // `elementwise`: elementwise_estimate(model, kAtp, d1, d2, R); an empty one ({}) prices the
 // GeMMs and collectives alone.
 AtpEstimate atp_estimate(const ModelSpec& model, const MeshLinks& links, int chunks,
-                         double flops_per_s, const ElementwiseEstimate& elementwise);
+                         const GemmModel& gemm, const ElementwiseEstimate& elementwise);
 
 }  // namespace meshtp::plan

@@ -72,10 +72,31 @@ void accumulate(FcTuning& t) {
   }
 }
 
+// One rank's product of a 1D (Megatron) linear M×K → M×N on p ranks: column-parallel (qkv,
+// mlp1) holds K × N/p, row-parallel (proj, mlp2) K/p × N; every pass sees all M tokens
+// (gathered first under sequence parallelism).
+//   forward  (M, n, k)   backward data (M, k, n)   backward weight (k, n, M)
+double tp1d_gemm_seconds(const FcShape& fc, Pass pass, int p, const GemmModel& gemm,
+                         int element_bytes) {
+  const bool column_parallel = fc.layer == Linear::kQkv || fc.layer == Linear::kMlp1;
+  const double M = static_cast<double>(fc.tokens);
+  const double k = static_cast<double>(fc.in) / (column_parallel ? 1 : p);
+  const double n = static_cast<double>(fc.out) / (column_parallel ? p : 1);
+  switch (pass) {
+    case Pass::kForward:
+      return gemm.seconds(M, n, k, element_bytes);
+    case Pass::kBackwardData:
+      return gemm.seconds(M, k, n, element_bytes);
+    case Pass::kBackwardWeight:
+      return gemm.seconds(k, n, M, element_bytes);
+  }
+  return 0;
+}
+
 }  // namespace
 
-FcTuning tune_fc(Algorithm algorithm, const FcShape& fc, const MeshLinks& links, double flops_per_s,
-                 int element_bytes, double forward_weight) {
+FcTuning tune_fc(Algorithm algorithm, const FcShape& fc, const MeshLinks& links,
+                 const GemmModel& gemm, int element_bytes, double forward_weight) {
   FcTuning best;
   best.fc = fc;
   // X or Y: the whole-model runtime has no weight-stationary block (transposed activations).
@@ -104,7 +125,7 @@ FcTuning tune_fc(Algorithm algorithm, const FcShape& fc, const MeshLinks& links,
     for (std::size_t i = 0; i < 3 && !reason; ++i) {
       reason = gemm2d_invalid_reason(algorithm, shapes[i], params);
       if (reason) break;
-      t.passes[i].estimate = gemm2d_estimate(algorithm, shapes[i], params, links, flops_per_s);
+      t.passes[i].estimate = gemm2d_estimate(algorithm, shapes[i], params, links, gemm);
       t.workspace_bytes = std::max(t.workspace_bytes,
                                    gemm2d_workspace_bytes(algorithm, shapes[i], params));
     }
@@ -126,7 +147,7 @@ FcTuning tune_fc(Algorithm algorithm, const FcShape& fc, const MeshLinks& links,
   return best;
 }
 
-FcTuning tp1d_fc(const FcShape& fc, const MeshLinks& links, double flops_per_s,
+FcTuning tp1d_fc(const FcShape& fc, const MeshLinks& links, const GemmModel& gemm,
                  int element_bytes, double forward_weight) {
   MESHTP_CHECK(links.mesh[1] == 1, "1D TP runs on mesh (N, 1), got {}x{}", links.mesh[0],
                links.mesh[1]);
@@ -145,14 +166,14 @@ FcTuning tp1d_fc(const FcShape& fc, const MeshLinks& links, double flops_per_s,
         tp.kind == CollectiveKind::kReduceScatter ? dim.reduce_scatter : dim.all_gather;
     const double comm =
         tp.kind == CollectiveKind::kNone ? 0.0 : ring_collective_time(ring, p, tp.shard_bytes);
-    const double gemm = tp.flops_per_rank / flops_per_s;
+    const double product = tp1d_gemm_seconds(fc, pc.pass, p, gemm, element_bytes);
     // Blocking: the gather before the GeMM (or the scatter after it) is not overlapped.
     pc.estimate.iterations = 1;
     pc.estimate.prologue_s = comm;
-    pc.estimate.epilogue_s = gemm;
-    pc.estimate.total_s = comm + gemm;
+    pc.estimate.epilogue_s = product;
+    pc.estimate.total_s = comm + product;
     pc.estimate.comm_s = comm;
-    pc.estimate.compute_s = gemm;
+    pc.estimate.compute_s = product;
     if (tp.kind == CollectiveKind::kAllGather) {
       t.workspace_bytes = std::max(t.workspace_bytes, tp.shard_bytes * p);
     }

@@ -45,11 +45,11 @@ struct FcTuning {
 };
 
 // 2D algorithms. `forward_weight` is 2 under full recomputation, else 1.
-FcTuning tune_fc(Algorithm algorithm, const FcShape& fc, const MeshLinks& links, double flops_per_s,
-                 int element_bytes, double forward_weight);
+FcTuning tune_fc(Algorithm algorithm, const FcShape& fc, const MeshLinks& links,
+                 const GemmModel& gemm, int element_bytes, double forward_weight);
 
 // 1D TP on mesh (N, 1): blocking collectives on mesh dim 0.
-FcTuning tp1d_fc(const FcShape& fc, const MeshLinks& links, double flops_per_s,
+FcTuning tp1d_fc(const FcShape& fc, const MeshLinks& links, const GemmModel& gemm,
                  int element_bytes, double forward_weight);
 
 }  // namespace meshtp::plan

@@ -99,6 +99,19 @@ ElementwiseEstimate elementwise_estimate(const ModelSpec& m, ElementwiseLayout l
   add("ln1", true, stream, kLayerNormBackwardTouches);
 
   e.softmax_forward_s = scores * kSoftmaxForwardTouches * seconds_per_touch;
+  if (m.dropout) {
+    // Megatron-LM: dropout on the attention probabilities (re-run with the softmax by
+    // selective recomputation), and on each residual branch fused into its bias + residual
+    // add, which then writes (forward) and reads (backward) one mask byte per element more.
+    const double mask = kDropoutMaskBytes / m.element_bytes();  // in touches
+    add("attention dropout", false, scores, kDropoutForwardTouches + mask);
+    add("proj dropout mask", false, stream, mask);
+    add("mlp2 dropout mask", false, stream, mask);
+    add("attention dropout", true, scores, kDropoutBackwardTouches + mask);
+    add("proj dropout mask", true, stream, mask);
+    add("mlp2 dropout mask", true, stream, mask);
+    e.softmax_forward_s += scores * (kDropoutForwardTouches + mask) * seconds_per_touch;
+  }
   return e;
 }
 

@@ -1,7 +1,7 @@
 // Elementwise cost: the memory-bound, non-GeMM work of one transformer layer per rank, which
-// the FLOP count 72·b·s·h² + 12·b·s²·h (ATP §5, Table 2) leaves out: two LayerNorms, the attention softmax, four bias adds,
-// two residual adds and GeLU. Each op streams over one tensor of `elements` values per rank
-// and touches each value `factor` times (reads + writes), so
+// the FLOP count 72·b·s·h² + 12·b·s²·h (ATP §5, Table 2) leaves out: two LayerNorms, the attention
+// softmax, four bias adds, two residual adds and GeLU. Each op streams over one tensor of
+// `elements` values per rank and touches each value `factor` times (reads + writes), so
 //
 //     time = elements · factor · e / R        e = model.element_bytes(), R = elementwise_gbps·1e9
 //
@@ -34,6 +34,9 @@
 // Order of `ops`: the runtime's, forward then backward (model/block.cpp):
 //   fwd ln1, qkv bias, softmax, proj bias, residual1, ln2, mlp1 bias, gelu, mlp2 bias, residual2
 //   bwd residual2, mlp2 bias, gelu, mlp1 bias, ln2, residual1, proj bias, softmax, qkv bias, ln1
+// then, when model.dropout (the megatron runtime), the attention dropout on the b·a·s²/N
+// probabilities and the two residual branches' masks (core/op_costs.hpp), forward and
+// backward; selective recomputation runs the attention dropout's forward again.
 #pragma once
 
 #include <string>

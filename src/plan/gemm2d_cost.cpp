@@ -82,12 +82,13 @@ int summa_best_packets(const RingParams& ring, int p, double panel_bytes) {
 
 PipelineEstimate gemm2d_estimate(Algorithm algorithm, const Gemm2dShape& s,
                                  const Gemm2dParams& params, const MeshLinks& links,
-                                 double flops_per_s) {
+                                 const GemmModel& gemm_model) {
   const Gemm2dTraffic traffic = gemm2d_traffic(algorithm, s, params);  // validates
   MESHTP_CHECK(links.mesh[0] == s.nr && links.mesh[1] == s.nc,
                "links are for mesh {}x{} but the GeMM runs on {}x{}", links.mesh[0],
                links.mesh[1], s.nr, s.nc);
-  MESHTP_CHECK(flops_per_s > 0, "flops_per_s={} must be positive", flops_per_s);
+  MESHTP_CHECK(gemm_model.flops_per_s() > 0, "GeMM rate {} FLOP/s must be positive",
+               gemm_model.flops_per_s());
   const bool os = s.dataflow == Dataflow::kOS;
   // The input direction and the output direction (OS: both are inputs).
   const Direction in_dir = s.dataflow == Dataflow::kLS ? Direction::kVertical
@@ -115,8 +116,14 @@ PipelineEstimate gemm2d_estimate(Algorithm algorithm, const Gemm2dShape& s,
     }
   };
   const double c_v = launch(traffic.vertical), c_h = launch(traffic.horizontal);
-  const double gemm = s.flops_per_rank() / flops_per_s;
-  const double g = gemm / traffic.gemm_calls;  // one partial GeMM
+  // One partial GeMM: the rank's output block (m/nr)×(n/nc) and the depth its FLOPs give,
+  // 2·(m/nr)·(n/nc)·k_call = flops/calls. Exact for OS (k sliced); for LS and RS, whose
+  // slices cut the output instead, the same FLOPs on a block of the same area.
+  const double calls = traffic.gemm_calls;
+  const double m_call = static_cast<double>(s.m) / s.nr, n_call = static_cast<double>(s.n) / s.nc;
+  const double k_call = s.flops_per_rank() / calls / (2 * m_call * n_call);
+  const double g = gemm_model.seconds(m_call, n_call, k_call, s.element_bytes);
+  const double gemm = calls * g;
 
   PipelineEstimate e;
   e.compute_s = gemm;

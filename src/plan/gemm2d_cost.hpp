@@ -39,6 +39,7 @@
 #include <optional>
 #include <string>
 
+#include "core/gemm_model.hpp"
 #include "layout/gemm2d_traffic.hpp"
 #include "plan/mesh_links.hpp"
 
@@ -65,7 +66,7 @@ struct PipelineEstimate {
 // `links` must be for mesh (shape.nr, shape.nc); throws otherwise or when invalid.
 PipelineEstimate gemm2d_estimate(Algorithm algorithm, const Gemm2dShape& shape,
                                  const Gemm2dParams& params, const MeshLinks& links,
-                                 double flops_per_s);
+                                 const GemmModel& gemm);
 
 // Peak transient buffer bytes per rank (gathered blocks, partial outputs before RdS).
 double gemm2d_workspace_bytes(Algorithm algorithm, const Gemm2dShape& shape,

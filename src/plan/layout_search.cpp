@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "core/error.hpp"
+#include "core/op_costs.hpp"
 #include "layout/pipeline_schedule.hpp"
 #include "plan/mesh_links.hpp"
 #include "plan/planner.hpp"
@@ -87,7 +88,8 @@ void price_layout(LayoutCandidate& c, const LayoutTraffic& t) {
     const int gathers = pp > 1 ? 3 : 2;
     if (p.zero == 3) c.t_dp_s += gathers * m * ring_collective_time(t.data, dp, shard);
   }
-  c.t_step_s = (c.t_stage_s + c.t_rerun_s) * m / (1 - c.bubble) + c.t_p2p_s + c.t_dp_s;
+  c.t_step_s = (c.t_stage_s + c.t_rerun_s + c.t_head_s) * m / (1 - c.bubble) + c.t_p2p_s +
+               c.t_dp_s + c.t_optimizer_s;
 }
 
 void LayoutRequest::validate() const {
@@ -113,8 +115,17 @@ Topology tp_topology(TopologyLinks& links, int d1, int d2) {
   Topology t = topology;
   t.name = fmt::format("{} (a {}x{} stage)", topology.name, d1, d2);
   t.graph.reset();
-  t.calibration = {};
   t.levels.clear();
+  // Measured groups stay measured: the stage's dim-0 groups are (d1, stride d2) and its dim-1
+  // groups (d2, stride 1) in the full topology's rank order too (tensor parallelism is
+  // innermost), so the full topology's fits for those shapes are the stage's.
+  t.calibration.groups.clear();
+  for (const auto& [size, stride] : {std::pair{d1, d2}, std::pair{d2, 1}}) {
+    if (size == 1) continue;
+    if (const GroupCalibration* g = topology.calibrated_group(size, stride)) {
+      t.calibration.groups.push_back(*g);
+    }
+  }
   const Link l0 = link_of(links, shape, 1), l1 = link_of(links, shape, 2);
   const auto level = [](const char* name, int members, double gbps, double latency_us) {
     Level l;
@@ -145,13 +156,37 @@ double rerun_s(layout::Runtime runtime, int pp, double full_s, double none_s) {
 }
 
 LayoutParts parts(const LayoutCandidate& c) {
-  const double busy = (c.t_stage_s + c.t_rerun_s) * c.plan.microbatches;
-  const double compute = c.t_compute_s * c.plan.microbatches;
+  const double busy = (c.t_stage_s + c.t_rerun_s + c.t_head_s) * c.plan.microbatches;
+  const double compute = (c.t_compute_s + c.t_head_s) * c.plan.microbatches;
   return {.compute_s = compute,
           .tp_comm_s = busy - compute,
           .bubble_s = busy / (1 - c.bubble) - busy,
           .p2p_s = c.t_p2p_s,
-          .dp_s = c.t_dp_s};
+          .dp_s = c.t_dp_s,
+          .optimizer_s = c.t_optimizer_s};
+}
+
+double head_s(const ModelSpec& mb, int tp, int pp, const Topology& topology) {
+  if (mb.vocab == 0) return 0;
+  const double tokens = static_cast<double>(mb.tokens());
+  const double vocab = static_cast<double>(mb.vocab) / tp, h = mb.hidden;  // per rank
+  const double logits = tokens * vocab;
+  const GemmModel g = topology.gemm_model();
+  const int e = mb.element_bytes();
+  const double gemm = g.seconds(tokens, vocab, h, e) + g.seconds(tokens, h, vocab, e) +
+                      g.seconds(h, vocab, tokens, e);
+  double touched =
+      logits * (op_costs::kCrossEntropyForwardTouches + op_costs::kCrossEntropyBackwardTouches);
+  if (pp == 1) {
+    touched += tokens * mb.hidden *
+               (op_costs::kEmbeddingForwardTouches + op_costs::kEmbeddingBackwardTouches);
+  }
+  return gemm + touched * e / (topology.effective_elementwise_gbps() * kGB);
+}
+
+double optimizer_s(double params, const Topology& topology) {
+  return op_costs::bytes(params, op_costs::kAdamWTouches) /
+         (topology.effective_elementwise_gbps() * kGB);
 }
 
 namespace {
@@ -168,6 +203,7 @@ class Pricer {
   const Candidate& stage(Strategy strategy, int d1, int d2, int chunks, ModelSpec mb,
                          Recompute recompute) {
     mb.recompute = recompute;
+    mb.dropout = r_.runtime == layout::Runtime::kMegatron;
     const auto key = std::tuple{static_cast<int>(strategy), d1, d2, chunks, mb.batch, mb.layers,
                                 static_cast<int>(recompute)};
     auto it = stages_.find(key);
@@ -233,6 +269,12 @@ class Pricer {
     c.t_rerun_s = rerun_s(r_.runtime, plan.pp, full.t_step_s, none.t_step_s);
     c.t_compute_s =
         stage.t_compute_s + rerun_s(r_.runtime, plan.pp, full.t_compute_s, none.t_compute_s);
+    ModelSpec mb = r_.model;
+    mb.batch = r_.model.batch / (plan.dp * plan.microbatches);
+    c.t_head_s = head_s(mb, plan.mesh[0] * plan.mesh[1], plan.pp, r_.topology);
+    // ZeRO ≥ 1 (Megatron-LM's distributed optimizer) updates a 1/dp shard on each rank.
+    const double params = t.params_bytes / r_.model.element_bytes();
+    c.t_optimizer_s = optimizer_s(plan.zero >= 1 ? params / plan.dp : params, r_.topology);
     price_layout(c, t);
     return c;
   }
@@ -467,7 +509,7 @@ nlohmann::json to_json(const LayoutCandidate& c) {
             {"bubble_s", t.bubble_s},
             {"p2p_s", t.p2p_s},
             {"dp_s", t.dp_s},
-            {"optimizer_s", 0.0}}},
+            {"optimizer_s", t.optimizer_s}}},
           {"memory_gib", c.memory.total_gib()},
           {"memory", to_json(c.memory)}};
 }

@@ -84,19 +84,23 @@ struct LayoutCandidate {
   double t_rerun_s = 0;  // meshtp, pp > 1: the rematerialised forward of those layers, per
                          // microbatch (megatron: 0)
   double t_compute_s = 0;  // the compute of t_stage_s + t_rerun_s (the rest: exposed TP comm)
+  // Per microbatch, the vocabulary head on the last pipeline rank (head_s): the slowest
+  // rank's extra, so every rank's turn in the schedule waits for it.
+  double t_head_s = 0;
+  double t_optimizer_s = 0;  // per step: AdamW over the most loaded rank's parameters
   double bubble = 0;     // (p−1)/(m+p−1); interleaved (p−1)/(v·m+p−1)
   double t_p2p_s = 0;    // per step, on the critical path
   double t_dp_s = 0;     // per step
   MemoryEstimate memory;
 };
 
-// t_step_s in the parts the price adds up (they sum to it): compute and exposed TP
-// communication of the m microbatches' stage (and re-run) times, the pipeline bubble
-// ((t_stage + t_rerun)·m·bubble/(1 − bubble), that is (p−1)/(v·m) of the busy time when
-// interleaved), the pipeline transfers and the data-parallel gradient reduction. The
-// optimizer step is not priced (0 in every layout).
+// t_step_s in the parts the price adds up (they sum to it): compute (the stage's, its
+// re-run's and the head's) and exposed TP communication of the m microbatches, the pipeline
+// bubble ((t_stage + t_rerun + t_head)·m·bubble/(1 − bubble), that is (p−1)/(v·m) of the
+// busy time when interleaved), the pipeline transfers, the data-parallel gradient reduction
+// and the optimizer step.
 struct LayoutParts {
-  double compute_s = 0, tp_comm_s = 0, bubble_s = 0, p2p_s = 0, dp_s = 0;
+  double compute_s = 0, tp_comm_s = 0, bubble_s = 0, p2p_s = 0, dp_s = 0, optimizer_s = 0;
 };
 LayoutParts parts(const LayoutCandidate& c);
 
@@ -105,14 +109,30 @@ LayoutParts parts(const LayoutCandidate& c);
 // stage's price without the rerun); megatron keeps the activations (0).
 double rerun_s(layout::Runtime runtime, int pp, double full_s, double none_s);
 
+// The vocabulary head of one microbatch (`mb`: its batch, vocab and hidden) on tp = d1·d2
+// ranks, vocabulary-parallel (each rank holds V/tp of the embedding table and the logits):
+//   logits      forward (M, V/tp, h), backward dX (M, h, V/tp) and dW (h, V/tp, M) products
+//               (the topology's GemmModel)
+//   cross-entropy  M·V/tp logits, forward and backward touches (core/op_costs.hpp)
+//   embedding   M·h rows gathered and scattered back (first rank; counted only when pp = 1,
+//               since with a pipeline it runs on another rank than the logits)
+// with M = b·s tokens. 0 when the model has no vocabulary. Not priced: the vocabulary-
+// parallel cross-entropy's two small all-reduces (max and sum, M values) and the embedding
+// output's all-reduce over the TP group.
+double head_s(const ModelSpec& mb, int tp, int pp, const Topology& topology);
+
+// AdamW over `params` parameters at the elementwise rate: fp32 master weights, gradients and
+// both moments, kAdamWTouches per parameter (core/op_costs.hpp), whatever the precision.
+double optimizer_s(double params, const Topology& topology);
+
 // What a layout's step moves over the links it crosses.
 struct LayoutTraffic {
   RingParams pipe, data;    // the pipeline dim's link and the data dim's ring
   double stream_bytes = 0;  // one rank's slice of a microbatch's residual stream
   double params_bytes = 0;  // one rank's parameters (= its gradients)
 };
-// Fills c.bubble, c.t_p2p_s, c.t_dp_s and c.t_step_s from c.plan, c.t_stage_s, c.t_rerun_s
-// (the price above).
+// Fills c.bubble, c.t_p2p_s, c.t_dp_s and c.t_step_s from c.plan, c.t_stage_s, c.t_rerun_s,
+// c.t_head_s and c.t_optimizer_s (the price above).
 void price_layout(LayoutCandidate& c, const LayoutTraffic& t);
 
 // Ranked: feasible first, then by step time. Throws for a bad request.
@@ -149,7 +169,8 @@ layout::Schedule search_schedule(int microbatches, int virtual_stages);
 // The topology a stage's d1·d2 ranks see: two levels (d1 members, then d2), the first's
 // group bandwidth d2·B'₀ so that mesh_links gives each dim the B' its groups get in the full
 // topology (hierarchical form: Eq. 3 on the 4-dim layout; graph form: routed rings of the
-// (N/d2, d2) mesh, dim 0 priced as the longer ring's hop).
+// (N/d2, d2) mesh, dim 0 priced as the longer ring's hop). The full topology's calibrated
+// groups of shapes (d1, stride d2) and (d2, stride 1), its GeMM and elementwise rates, stay.
 Topology tp_topology(const Topology& topology, int d1, int d2);
 // The same on links already asked of the full topology (the search asks for every mesh).
 Topology tp_topology(TopologyLinks& links, int d1, int d2);

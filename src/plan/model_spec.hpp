@@ -35,6 +35,10 @@ struct ModelSpec : layout::ModelShape {
   std::string description;
   Precision precision = Precision::kFp16;
   Recompute recompute = Recompute::kNone;
+  // Whether the runtime drops out (Megatron-LM: the attention probabilities and both residual
+  // branches, elementwise.hpp). meshtp's runtime has no dropout; the planner sets this for
+  // the megatron runtime (layout_search.hpp). Not part of a model file.
+  bool dropout = false;
 
   int element_bytes() const { return precision == Precision::kFp32 ? 4 : 2; }
 

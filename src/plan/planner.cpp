@@ -116,7 +116,7 @@ Candidate evaluate(const PlanRequest& request, const MeshLinks& links, Strategy 
   c.mesh = {d1, d2};
   c.chunks = chunks;
   fill_bandwidths(c, links);
-  const double flops_per_s = request.topology.effective_tflops() * 1e12;
+  const GemmModel gemm = request.topology.gemm_model();
   const double elementwise_gbps = request.topology.effective_elementwise_gbps();
   const double n = static_cast<double>(d1) * d2;
   if (explanation != nullptr) explanation->links = links;
@@ -132,7 +132,7 @@ Candidate evaluate(const PlanRequest& request, const MeshLinks& links, Strategy 
     } else {
       const ElementwiseEstimate ew =
           elementwise_estimate(m, ew_layout, d1, d2, elementwise_gbps);
-      const AtpEstimate e = atp_estimate(m, links, chunks, flops_per_s, ew);
+      const AtpEstimate e = atp_estimate(m, links, chunks, gemm, ew);
       c.valid = true;
       c.t_comm_s = e.t_comm_s;
       c.t_compute_s = e.t_compute_s;
@@ -149,9 +149,12 @@ Candidate evaluate(const PlanRequest& request, const MeshLinks& links, Strategy 
       c.reason = *reason;
     } else {
       const double forward_weight = m.recompute == Recompute::kFull ? 2.0 : 1.0;
-      // The attention core (QKᵀ and A·V, 4·b·s²·h forward) is local in these layouts.
-      const double attention_fwd = 4.0 * m.batch * m.seq * static_cast<double>(m.seq) *
-                                   m.hidden / n / flops_per_s;
+      // The attention core (QKᵀ and A·V, 4·b·s²·h forward) is local in these layouts: b·a/n
+      // (sequence, head) pairs of s×s×d and s×d×s products.
+      const double hd = static_cast<double>(m.hidden) / m.heads;
+      const double pairs = static_cast<double>(m.batch) * m.heads / n;
+      const double attention_fwd = gemm.seconds(m.seq, m.seq, hd, m.element_bytes(), pairs) +
+                                   gemm.seconds(m.seq, hd, m.seq, m.element_bytes(), pairs);
       const double attention = attention_fwd * (forward_weight + 2.0 +
                                                 (m.recompute == Recompute::kSelective ? 1 : 0));
       const ElementwiseEstimate ew =
@@ -162,8 +165,8 @@ Candidate evaluate(const PlanRequest& request, const MeshLinks& links, Strategy 
       c.valid = true;
       for (const FcShape& fc : fc_layers(m)) {
         const FcTuning t = strategy == Strategy::kTp1d
-                               ? tp1d_fc(fc, links, flops_per_s, m.element_bytes(), forward_weight)
-                               : tune_fc(layout::algorithm_of(strategy), fc, links, flops_per_s,
+                               ? tp1d_fc(fc, links, gemm, m.element_bytes(), forward_weight)
+                               : tune_fc(layout::algorithm_of(strategy), fc, links, gemm,
                                          m.element_bytes(), forward_weight);
         if (t.invalid_reason) {
           c.valid = false;

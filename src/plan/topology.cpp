@@ -37,6 +37,11 @@ double Topology::effective_tflops() const {
   return calibration.gemm_tflops ? *calibration.gemm_tflops : tflops;
 }
 
+GemmModel Topology::gemm_model() const {
+  if (calibration.gemm_tflops || !gemm) return GemmModel(effective_tflops() * 1e12);
+  return *gemm;
+}
+
 const char* name(RateSource s) {
   switch (s) {
     case RateSource::kCalibrated: return "calibrated";
@@ -112,6 +117,7 @@ void Topology::validate() const {
       }
     }
   }
+  if (gemm) gemm->validate((where + ", device gemm").c_str());
   if (calibration.gemm_tflops) check_positive(*calibration.gemm_tflops, "gemm_tflops", where);
   if (calibration.elementwise_gbps) {
     check_positive(*calibration.elementwise_gbps, "calibration elementwise_gbps", where);
@@ -189,6 +195,13 @@ nlohmann::json to_json(const Topology& t) {
   }
   nlohmann::json device{{"memory_gib", t.memory_gib}, {"tflops", t.tflops}};
   if (t.elementwise_gbps) device["elementwise_gbps"] = *t.elementwise_gbps;
+  if (t.gemm) {
+    const GemmModel& g = *t.gemm;
+    device["gemm"] = {
+        {"peak_tflops", g.peak_tflops}, {"efficiency", g.efficiency},   {"units", g.units},
+        {"tile", {g.tile_m, g.tile_n}}, {"split_k_min", g.split_k_min}, {"kernel_us", g.kernel_us},
+        {"memory_gbps", g.memory_gbps}};
+  }
   nlohmann::json j{{"name", t.name},
                    {"description", t.description},
                    {"device", std::move(device)},
@@ -226,10 +239,33 @@ Topology topology_from_json(const nlohmann::json& j, const std::string& source) 
   t.description = read_optional_string(j, "description", where, "");
   const nlohmann::json& device = require_field(j, "device", where);
   const std::string dw = where + ", device";
-  check_fields(device, {"memory_gib", "tflops", "elementwise_gbps"}, dw);
+  check_fields(device, {"memory_gib", "tflops", "elementwise_gbps", "gemm"}, dw);
   t.memory_gib = read_number(device, "memory_gib", dw);
   t.tflops = read_number(device, "tflops", dw);
   t.elementwise_gbps = read_optional_number(device, "elementwise_gbps", dw);
+  if (device.contains("gemm")) {
+    const std::string gw = dw + ", gemm";
+    const nlohmann::json& g = device.at("gemm");
+    check_fields(
+        g,
+        {"peak_tflops", "efficiency", "units", "tile", "split_k_min", "kernel_us", "memory_gbps"},
+        gw);
+    GemmModel m(read_number(g, "peak_tflops", gw), read_number(g, "efficiency", gw),
+                read_int_in_range(g, "units", gw),
+                read_optional_number(g, "kernel_us", gw).value_or(0),
+                read_optional_number(g, "memory_gbps", gw).value_or(0));
+    MESHTP_CHECK(m.units >= 1, "{}: units={} must be at least 1", gw, m.units);
+    if (g.contains("tile")) {
+      const nlohmann::json& tile = g.at("tile");
+      MESHTP_CHECK(tile.is_array() && tile.size() == 2 && tile[0].is_number_integer() &&
+                       tile[1].is_number_integer(),
+                   "{}: 'tile' must be two integers [tile_m, tile_n], got {}", gw, tile.dump());
+      m.tile_m = tile[0].get<int>();
+      m.tile_n = tile[1].get<int>();
+    }
+    if (g.contains("split_k_min")) m.split_k_min = read_int_in_range(g, "split_k_min", gw);
+    t.gemm = m;
+  }
   t.launch_us = read_optional_number(j, "launch_us", where).value_or(0);
 
   MESHTP_CHECK(j.contains("levels") != j.contains("graph"), "{}: needs either 'levels' (a "

@@ -34,14 +34,14 @@
 // B = P/(2(P−1))·bw. A missing collective falls back to another fit of the same group.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <iosfwd>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "core/gemm_model.hpp"
 #include "topo/levels.hpp"
 #include "topo/spec.hpp"
 
@@ -92,6 +92,9 @@ struct Topology {
   std::string description;
   double memory_gib = 0;  // per device
   double tflops = 0;      // effective per device
+  // Optional: GeMM time by shape (core/gemm_model.hpp, the tiled form), every number named in
+  // the description; without it every GeMM runs at `tflops`.
+  std::optional<GemmModel> gemm;
   std::optional<double> elementwise_gbps;  // nominal streaming bandwidth per device
   double launch_us = 0;   // T_launch of one collective call (modelled)
   // Exactly one of the two forms: ATP's hierarchical matrix (priced by ATP Eq. 3, its graph
@@ -113,6 +116,9 @@ struct Topology {
   // The calibration for groups of `size` ranks `stride` apart, if any.
   const GroupCalibration* calibrated_group(int size, int stride) const;
   double effective_tflops() const;  // calibration.gemm_tflops if measured, else tflops
+  // What prices a local GeMM: a measured flat rate (calibration.gemm_tflops) wins, then the
+  // device's tiled model, then the flat `tflops`.
+  GemmModel gemm_model() const;
   // calibration.elementwise_gbps, else elementwise_gbps, else kDefaultElementwiseGbps.
   double effective_elementwise_gbps() const;
   RateSource elementwise_source() const;

@@ -86,8 +86,8 @@ Prediction predict_gemm2d(const plan::PlanRequest& request, const RunSpec& spec)
     return p;
   }
   const plan::MeshLinks links = plan::mesh_links(request.topology, shape.nr, shape.nc);
-  const plan::PipelineEstimate e = plan::gemm2d_estimate(
-      algorithm, shape, params, links, request.topology.effective_tflops() * 1e12);
+  const plan::PipelineEstimate e =
+      plan::gemm2d_estimate(algorithm, shape, params, links, request.topology.gemm_model());
   p.available = true;
   p.total_s = e.total_s;
   p.comm_s = e.comm_s;

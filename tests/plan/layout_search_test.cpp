@@ -84,7 +84,14 @@ TEST(LayoutSearch, TwoSlowlyLinkedDevicesPipelineTheModel) {
   const double rerun = price(Recompute::kFull) - price(Recompute::kNone);
   EXPECT_GT(rerun, 0.3 * price(Recompute::kNone));  // a forward: about a third of fwd + bwd
   EXPECT_NEAR(best.t_rerun_s, rerun, 1e-15);
-  EXPECT_NEAR(best.t_step_s, (m + p - 1) * (best.t_stage_s + rerun) + p2p, 1e-9);
+  // The head (logits + cross-entropy on the last rank) waits in every turn; AdamW once.
+  stage.batch = 8 / m;
+  EXPECT_NEAR(best.t_head_s, head_s(stage, 1, p, r.topology), 1e-15);
+  EXPECT_GT(best.t_head_s, 0);
+  EXPECT_GT(best.t_optimizer_s, 0);
+  EXPECT_NEAR(best.t_step_s,
+              (m + p - 1) * (best.t_stage_s + rerun + best.t_head_s) + p2p + best.t_optimizer_s,
+              1e-9);
   EXPECT_EQ(best.t_dp_s, 0);
 }
 

@@ -141,6 +141,32 @@ TEST(Json, BadValuesAreNamed) {
   EXPECT_NE(error_of([&] { parse_topology(calibrated, "'t'"); }).find("bw_gbps=-1 must be "
                                                                       "positive"),
             std::string::npos);
+  const auto with_gemm = [](const std::string& gemm) {
+    return R"({"name": "t", "device": {"memory_gib": 80, "tflops": 100, "gemm": )" + gemm +
+           R"(}, "levels": [{"members": 4, "group_gbps": 5}]})";
+  };
+  EXPECT_NE(error_of([&] {
+              parse_topology(with_gemm(R"({"peak_tflops": 312, "efficiency": 1.5, "units": 108})"),
+                             "'t'");
+            }).find("device gemm: gemm efficiency=1.5 must be in (0, 1]"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              parse_topology(with_gemm(R"({"peak_tflops": 312, "efficiency": 0.8, "units": 0})"),
+                             "'t'");
+            }).find("units=0 must be at least 1"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              parse_topology(with_gemm(R"({"peak_tflops": 312, "efficiency": 0.8, "units": 108,
+                                           "tile": [128]})"),
+                             "'t'");
+            }).find("'tile' must be two integers [tile_m, tile_n], got [128]"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              parse_topology(with_gemm(R"({"peak_tflops": 312, "efficiency": 0.8, "units": 108,
+                                           "tiles": [128, 256]})"),
+                             "'t'");
+            }).find("unknown field 'tiles'"),
+            std::string::npos);
   const std::string model = R"({"name": "m", "layers": 2, "hidden": 1000, "heads": 3,
                                 "batch": 1, "seq": 8})";
   EXPECT_NE(error_of([&] { parse_model(model, "'m'"); })
