@@ -105,11 +105,11 @@ void run_plan_evaluate(const PlanArgs& args, const plan::PlanRequest& base, layo
   const plan::LayoutParts t = plan::parts(c);
   out() << fmt::format(
       "plan --3d --evaluate: {} on {} ({} devices, {} GiB each), runtime {}\n{:>3} {}\n"
-      "    compute {:.4g} s, tp comm {:.4g} s, bubble {:.4g} s, p2p {:.3g} s, dp {:.3g} s; "
-      "{}\n",
+      "    compute {:.4g} s, tp comm {:.4g} s, bubble {:.4g} s, p2p {:.3g} s, dp {:.3g} s, "
+      "optimizer {:.3g} s; {}\n",
       fmt::streamed(base.model), base.topology.name, base.devices, base.topology.memory_gib,
       layout::name(c.runtime), 1, fmt::streamed(c), t.compute_s, t.tp_comm_s, t.bubble_s, t.p2p_s,
-      t.dp_s, fmt::streamed(c.memory));
+      t.dp_s, t.optimizer_s, fmt::streamed(c.memory));
   if (!c.feasible) out() << no_fit << '\n';
 }
 
