@@ -25,6 +25,7 @@ namespace meshtp::comm::smpi {
 namespace {
 
 constexpr const char* kElementwiseProperty = "meshtp_elementwise_gbps";
+constexpr const char* kGemmProperty = "meshtp_gemm";
 constexpr const char* kLaunchProperty = "meshtp_launch_us";
 
 struct DeviceState {
@@ -154,7 +155,24 @@ void install_device(MPI_Comm) {
   h.mode = d.mode;
   h.clock = simulated_seconds;
   h.advance = advance;
-  h.gemm_flops_per_s = d.host_flops;
+  h.gemm = GemmModel(d.host_flops);
+  if (const char* gemm = platform_property(kGemmProperty)) {
+    // topo/simgrid.cpp's order: peak efficiency units tile_m tile_n split_k_min kernel_us
+    // memory_gbps.
+    GemmModel g;
+    if (std::sscanf(gemm, "%lf %lf %d %d %d %d %lf %lf", &g.peak_tflops, &g.efficiency, &g.units,
+                    &g.tile_m, &g.tile_n, &g.split_k_min, &g.kernel_us, &g.memory_gbps) != 8) {
+      die(std::string("platform property ") + kGemmProperty + "='" + gemm +
+          "' is not 8 numbers (peak efficiency units tile_m tile_n split_k_min kernel_us "
+          "memory_gbps)");
+    }
+    try {
+      g.validate(kGemmProperty);
+    } catch (const std::exception& e) {
+      die(e.what());
+    }
+    h.gemm = g;
+  }
   h.element_bytes = d.element_bytes;
   const char* prop = platform_property(kElementwiseProperty);
   const double gbps = prop != nullptr ? std::strtod(prop, nullptr)

@@ -44,6 +44,13 @@ double GemmModel::seconds(double m, double n, double k, int element_bytes, doubl
   return kernel_us * 1e-6 + std::max(math, memory);
 }
 
+double attention_seconds(const GemmModel& gemm, double seq, double head_dim, double pairs,
+                         int element_bytes, bool backward) {
+  const double scores = gemm.seconds(seq, seq, head_dim, element_bytes, pairs);
+  const double values = gemm.seconds(seq, head_dim, seq, element_bytes, pairs);
+  return scores + (backward ? 3 : 1) * values;
+}
+
 void GemmModel::validate(const char* where) const {
   MESHTP_CHECK(std::isfinite(peak_tflops) && peak_tflops > 0, "{}: gemm peak_tflops={} must be "
                "positive", where, peak_tflops);

@@ -51,4 +51,11 @@ struct GemmModel {
   friend bool operator==(const GemmModel&, const GemmModel&) = default;
 };
 
+// The attention core's products for `pairs` (sequence, head) pairs of `seq` tokens and head
+// dim `head_dim`, one batched kernel each: forward QKᵀ (s×s×d) and A·V (s×d×s); backward
+// dS = dO·Vᵀ (s×s×d) and dV = Pᵀ·dO, dQ = dS·K, dK = dSᵀ·Q (s×d×s each). The full products
+// (the causal blocks skip about half; both the planner and the simulator price them whole).
+double attention_seconds(const GemmModel& gemm, double seq, double head_dim, double pairs,
+                         int element_bytes, bool backward);
+
 }  // namespace meshtp

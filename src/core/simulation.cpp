@@ -20,11 +20,13 @@ const char* to_string(Mode mode) {
   return "?";
 }
 
-bool charge(double flops, double bytes) {
+namespace {
+
+// Occupy this rank's device for `seconds` of GeMM time plus `bytes` (fp32 counts) at the
+// elementwise rate; true in kCharged (the caller skips the work).
+bool charge_seconds(double seconds, double bytes) {
   Hooks& h = hooks();
   if (h.mode != Mode::kCharged) return false;
-  double seconds = 0.0;
-  if (flops > 0.0 && h.gemm_flops_per_s > 0.0) seconds += flops / h.gemm_flops_per_s;
   if (bytes > 0.0 && h.elementwise_bytes_per_s > 0.0) {
     seconds += bytes / 4.0 * h.element_bytes / h.elementwise_bytes_per_s;  // fp32 counts
   }
@@ -34,8 +36,32 @@ bool charge(double flops, double bytes) {
   return true;
 }
 
+}  // namespace
+
+bool charge(double flops, double bytes) {
+  const Hooks& h = hooks();
+  if (h.mode != Mode::kCharged) return false;
+  const double rate = h.gemm.flops_per_s();
+  return charge_seconds(flops > 0.0 && rate > 0.0 ? flops / rate : 0.0, bytes);
+}
+
 bool charge_flops(double flops) { return charge(flops, 0.0); }
 bool charge_bytes(double bytes) { return charge(0.0, bytes); }
+
+bool charge_gemm(double m, double n, double k) {
+  const Hooks& h = hooks();
+  if (h.mode != Mode::kCharged) return false;
+  if (h.gemm.flops_per_s() <= 0.0) return charge_seconds(0.0, 0.0);
+  return charge_seconds(h.gemm.seconds(m, n, k, h.element_bytes), 0.0);
+}
+
+bool charge_attention(double seq, double head_dim, double pairs, bool backward, double bytes) {
+  const Hooks& h = hooks();
+  if (h.mode != Mode::kCharged) return false;
+  if (h.gemm.flops_per_s() <= 0.0) return charge_seconds(0.0, bytes);
+  return charge_seconds(attention_seconds(h.gemm, seq, head_dim, pairs, h.element_bytes, backward),
+                        bytes);
+}
 
 bool skip_values(std::size_t bytes) {
   return hooks().mode == Mode::kCharged && bytes >= kNoCopyBytes;

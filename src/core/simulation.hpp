@@ -13,9 +13,10 @@
 //   kValues   simulated, MESHTP_SIM_MODE=values  done      nothing: only communication moves the
 //                                                          clock (checks the simulated build's
 //                                                          values)
-//   kCharged  simulated (the default there)   skipped      gemm: 2·m·n·k FLOPs at the device's
-//                                                          GeMM rate; elementwise ops: bytes
-//                                                          touched at the elementwise rate
+//   kCharged  simulated (the default there)   skipped      gemm: the device's GemmModel of its
+//                                                          shape (2·m·n·k/F when flat);
+//                                                          elementwise ops: bytes touched at
+//                                                          the elementwise rate
 //
 // In kCharged the VALUES ARE MEANINGLESS (nothing is computed and large buffers are never
 // even written): only times are a product. Code that validates values (a benchmark's check
@@ -28,6 +29,8 @@
 #pragma once
 
 #include <cstddef>
+
+#include "core/gemm_model.hpp"
 
 namespace meshtp::simhooks {
 
@@ -43,7 +46,9 @@ struct Hooks {
   void* (*allocate)(std::size_t bytes) = nullptr;
   void (*release)(void* p, std::size_t bytes) = nullptr;
   std::size_t large_bytes = std::size_t{1} << 20;
-  double gemm_flops_per_s = 0;         // the device's GeMM rate
+  // The device's GeMM time by shape (core/gemm_model.hpp): the topology's `device.gemm`, or
+  // flat at the host's speed — the planner's model of the same device.
+  GemmModel gemm;
   double elementwise_bytes_per_s = 0;  // the device's streaming rate for elementwise ops
   // The simulated model's bytes per element (fp16/bf16: 2, fp32: 4). The runtime holds fp32;
   // kCharged charges elementwise traffic and moves large messages (comm/smpi_device.hpp
@@ -63,10 +68,14 @@ const char* to_string(Mode mode);  // "real", "values", "charged"
 // Charge work to this rank's simulated device. Returns true when the caller must skip the
 // work (kCharged: the time was charged instead); false means "do it" (kReal, kValues).
 // The op's own trace span (core/trace.hpp ScopedSpan, on the simulated clock) shows the charge.
-bool charge_flops(double flops);             // GeMM work at the GeMM rate
+bool charge_flops(double flops);                 // work known by its FLOPs, at the flat rate
+bool charge_gemm(double m, double n, double k);  // one local GeMM, by its shape
 bool charge_bytes(double bytes);             // elementwise traffic, counted in fp32 bytes
                                              // (op_costs.hpp), charged at element_bytes
-bool charge(double flops, double bytes);     // both (attention: products and softmax)
+bool charge(double flops, double bytes);     // both
+// The attention core of `pairs` (sequence, head) pairs (core/gemm_model.hpp's products) and
+// its softmax's `bytes`.
+bool charge_attention(double seq, double head_dim, double pairs, bool backward, double bytes);
 
 // Storage for buffers: the hook's for large ones in kCharged, malloc otherwise.
 void* allocate(std::size_t bytes);

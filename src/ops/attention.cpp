@@ -73,10 +73,11 @@ void attention_forward(MatrixView out, std::span<float> att, ConstMatrixView qkv
   const std::int64_t HD = check_attention("attention_forward", qkv, out, B, T, NH);
   check_att("attention_forward", att, B, T, NH);
   // Simulated build, charged mode: the time instead of the work (core/simulation.hpp). Two
-  // T×T×HD products per (b, h) (the causal blocks skip about half, but the planner prices the
-  // full products: charged like it), and the softmax over the scores.
-  if (simhooks::charge(4.0 * B * NH * T * T * HD,
-                       op_costs::bytes(B * NH * T * T, op_costs::kSoftmaxForwardTouches))) {
+  // T×T×HD products per (b, h) (core/gemm_model.hpp attention_seconds, as the planner prices
+  // them), and the softmax over the scores.
+  if (simhooks::charge_attention(
+          static_cast<double>(T), static_cast<double>(HD), static_cast<double>(B * NH),
+          /*backward=*/false, op_costs::bytes(B * NH * T * T, op_costs::kSoftmaxForwardTouches))) {
     return;
   }
   const std::int64_t Cp = NH * HD, bq = causal_block(T);
@@ -110,8 +111,9 @@ void attention_backward(MatrixView dqkv, std::span<float> scratch, ConstMatrixVi
   check_backward(dqkv, scratch, qkv, T);
   check_att("attention_backward", att, B, T, NH);
   // Four T×T×HD products per (b, h), and the softmax's backward.
-  if (simhooks::charge(8.0 * B * NH * T * T * HD,
-                       op_costs::bytes(B * NH * T * T, op_costs::kSoftmaxBackwardTouches))) {
+  if (simhooks::charge_attention(
+          static_cast<double>(T), static_cast<double>(HD), static_cast<double>(B * NH),
+          /*backward=*/true, op_costs::bytes(B * NH * T * T, op_costs::kSoftmaxBackwardTouches))) {
     return;
   }
   const std::int64_t Cp = NH * HD, bq = causal_block(T);

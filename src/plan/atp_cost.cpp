@@ -147,12 +147,11 @@ AtpEstimate atp_estimate(const ModelSpec& m, const MeshLinks& links, int chunks,
       a.dw_s = gemm.seconds(k, n_out, M, eb);
     }
   };
-  // The attention core, heads over all n ranks: per chunk b/c sequences of a/n heads, QKᵀ
-  // and A·V forward (s×s×d and s×d×s), four such products backward.
-  const double hd = h / m.heads, batch = b / c * m.heads / n;
+  // The attention core, heads over all n ranks: per chunk b/c sequences of a/n heads
+  // (core/gemm_model.hpp attention_seconds: the products the runtime's op runs).
+  const double hd = h / m.heads, pairs = b / c * m.heads / n;
   const auto attention = [&](AtpOp& a) {
-    a.chunk_s = (a.backward ? 2 : 1) *
-                (gemm.seconds(s, s, hd, eb, batch) + gemm.seconds(s, hd, s, eb, batch));
+    a.chunk_s = attention_seconds(gemm, s, hd, pairs, eb, a.backward);
   };
   // (name, forward FLOPs of the op over all ranks); the LayerNorms' are elementwise.hpp's.
   const std::pair<const char*, double> shapes[] = {

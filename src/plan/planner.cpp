@@ -150,13 +150,16 @@ Candidate evaluate(const PlanRequest& request, const MeshLinks& links, Strategy 
     } else {
       const double forward_weight = m.recompute == Recompute::kFull ? 2.0 : 1.0;
       // The attention core (QKᵀ and A·V, 4·b·s²·h forward) is local in these layouts: b·a/n
-      // (sequence, head) pairs of s×s×d and s×d×s products.
+      // (sequence, head) pairs (core/gemm_model.hpp attention_seconds).
       const double hd = static_cast<double>(m.hidden) / m.heads;
       const double pairs = static_cast<double>(m.batch) * m.heads / n;
-      const double attention_fwd = gemm.seconds(m.seq, m.seq, hd, m.element_bytes(), pairs) +
-                                   gemm.seconds(m.seq, hd, m.seq, m.element_bytes(), pairs);
-      const double attention = attention_fwd * (forward_weight + 2.0 +
-                                                (m.recompute == Recompute::kSelective ? 1 : 0));
+      const double attention_fwd =
+          attention_seconds(gemm, m.seq, hd, pairs, m.element_bytes(), /*backward=*/false);
+      const double attention_bwd =
+          attention_seconds(gemm, m.seq, hd, pairs, m.element_bytes(), /*backward=*/true);
+      const double attention =
+          attention_fwd * (forward_weight + (m.recompute == Recompute::kSelective ? 1 : 0)) +
+          attention_bwd;
       const ElementwiseEstimate ew =
           elementwise_estimate(m, ew_layout, d1, d2, elementwise_gbps);
       const double elementwise = ew.layer_s(m.recompute);

@@ -52,10 +52,12 @@ topo::PlatformFiles write_platform(const Topology& topology,
                  static_cast<std::int64_t>(d1) * d2, topology.name, n);
     placement = topology_placement(topology, graph, {d1, d2});
   }
-  const topo::HostSpec host{.tflops = topology.effective_tflops(),
-                            .memory_gib = topology.memory_gib,
-                            .elementwise_gbps = topology.effective_elementwise_gbps(),
-                            .launch_us = topology.launch_us};
+  const topo::HostSpec host{
+      .tflops = topology.effective_tflops(),
+      .memory_gib = topology.memory_gib,
+      .elementwise_gbps = topology.effective_elementwise_gbps(),
+      .launch_us = topology.launch_us,
+      .gemm = topology.calibration.gemm_tflops ? std::nullopt : topology.gemm};
   return topo::write_simgrid_platform(graph, placement, host, dir);
 }
 

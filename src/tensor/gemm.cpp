@@ -46,7 +46,11 @@ void gemm(ConstMatrixView a, Trans trans_a, ConstMatrixView b, Trans trans_b, Ma
   ledger.flops += flops;
   if (c.rows == 0 || c.cols == 0) return;
   const ScopedSpan span("gemm", SpanKind::kCompute);
-  if (simhooks::charge_flops(flops)) return;  // simulated, charged mode: time instead of product
+  // Simulated, charged mode: the time of this shape instead of the product.
+  if (simhooks::charge_gemm(static_cast<double>(c.rows), static_cast<double>(c.cols),
+                            static_cast<double>(k))) {
+    return;
+  }
   // BLAS requires ld ≥ 1 even for empty operands.
   const auto ld = [](std::int64_t v) { return static_cast<blasint>(v > 0 ? v : 1); };
   cblas_sgemm(CblasRowMajor, trans_a == Trans::kYes ? CblasTrans : CblasNoTrans,

@@ -49,10 +49,19 @@ std::string speed(double tflops) {
 }
 
 std::string props(const HostSpec& host) {
-  return fmt::format("    <prop id=\"meshtp_memory_gib\" value=\"{}\"/>\n"
-                     "    <prop id=\"meshtp_elementwise_gbps\" value=\"{}\"/>\n"
-                     "    <prop id=\"meshtp_launch_us\" value=\"{}\"/>\n",
-                     host.memory_gib, host.elementwise_gbps, host.launch_us);
+  std::string out = fmt::format(
+      "    <prop id=\"meshtp_memory_gib\" value=\"{}\"/>\n"
+      "    <prop id=\"meshtp_elementwise_gbps\" value=\"{}\"/>\n"
+      "    <prop id=\"meshtp_launch_us\" value=\"{}\"/>\n",
+      host.memory_gib, host.elementwise_gbps, host.launch_us);
+  if (host.gemm) {
+    // gemm_property's order (comm/smpi_device.cpp reads it back).
+    const GemmModel& g = *host.gemm;
+    out += fmt::format("    <prop id=\"meshtp_gemm\" value=\"{} {} {} {} {} {} {} {}\"/>\n",
+                       g.peak_tflops, g.efficiency, g.units, g.tile_m, g.tile_n, g.split_k_min,
+                       g.kernel_us, g.memory_gbps);
+  }
+  return out;
 }
 
 // XML attribute values: names come from user files.

@@ -22,9 +22,11 @@
 // so a flow of s bytes alone on a route takes Σ latency + s / min bandwidth).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/gemm_model.hpp"
 #include "topo/graph.hpp"
 
 namespace meshtp::topo {
@@ -37,6 +39,9 @@ struct HostSpec {
   // planner's ring model adds to every collective (plan/mesh_links.hpp); the simulated
   // device's communication engines wait it before each collective (comm/smpi_device.hpp).
   double launch_us = 0;
+  // A property when set: the device's GeMM time by shape (core/gemm_model.hpp), charged by the
+  // simulated device for every local GeMM (comm/smpi_device.cpp) as the planner prices it.
+  std::optional<GemmModel> gemm = std::nullopt;
 };
 
 // How the platform describes the graph.

@@ -39,7 +39,7 @@ class ChargedMode {
     simhooks::Hooks& h = simhooks::hooks();
     h.mode = simhooks::Mode::kCharged;
     h.advance = &no_clock_advance;
-    h.gemm_flops_per_s = kFlopsPerS;
+    h.gemm = GemmModel(kFlopsPerS);
     h.elementwise_bytes_per_s = kBytesPerS;
     h.charged_s = 0;
   }
