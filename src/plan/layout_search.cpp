@@ -382,22 +382,34 @@ LayoutSearch search_layouts(const LayoutRequest& r, std::size_t keep) {
                 const double rerun = rerun_s(r.runtime, pp, full.t_step_s, none.t_step_s);
                 const std::vector<int> vs = virtual_stages(model.layers / pp, pp, m);
                 const int zeros = dp > 1 ? zero_stages(r.runtime) : 1;
-                // A bound for all of them: no bubble, no transfers.
-                if (bounded_out((stage.t_step_s + rerun) * m)) {
-                  result.searched += static_cast<std::int64_t>(vs.size()) * zeros;
-                  continue;
-                }
                 layout::Plan plan = to_plan(stage);
                 plan.dp = dp;
                 plan.pp = pp;
                 plan.microbatches = m;
                 plan.recompute = recompute;
                 plan.provenance.reset();
-                const LayoutTraffic traffic = pricer.traffic(plan, rings);
-                for (const int v : vs) {
+                // The (virtual stages, ZeRO) of this block the request accepts.
+                const auto accepted = [&](int v, int zero) {
+                  if (!r.accepts) return true;
                   plan.virtual_stages = v;
                   plan.schedule = search_schedule(m, v);
+                  plan.zero = zero;
+                  return r.accepts(plan);
+                };
+                // A bound for all of them: no bubble, no transfers.
+                if (bounded_out((stage.t_step_s + rerun) * m)) {
+                  for (const int v : vs) {
+                    for (int zero = 0; zero < zeros; ++zero)
+                      result.searched += accepted(v, zero) ? 1 : 0;
+                  }
+                  continue;
+                }
+                const LayoutTraffic traffic = pricer.traffic(plan, rings);
+                for (const int v : vs) {
                   for (int zero = 0; zero < zeros; ++zero) {
+                    if (!accepted(v, zero)) continue;
+                    plan.virtual_stages = v;
+                    plan.schedule = search_schedule(m, v);
                     plan.zero = zero;
                     LayoutCandidate c = pricer.price(plan, stage, full, none, traffic);
                     const std::int64_t order = result.searched++;

@@ -50,6 +50,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -71,6 +72,9 @@ struct LayoutRequest {
   int max_tp = 256;           // largest d1·d2 tried
   int max_microbatches = 256;  // the most microbatches tried per step
   layout::Runtime runtime = layout::Runtime::kMeshtp;
+  // Only the layouts this accepts are searched (unset: every one): `plan --emit` asks for the
+  // best layout a framework can run (plan/emit.hpp). Not used by evaluate_layout.
+  std::function<bool(const layout::Plan&)> accepts{};
 
   void validate() const;  // throws naming the value
 };

@@ -1,0 +1,454 @@
+#include "plan/emit.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+
+namespace meshtp::plan {
+// The helpers in a namespace of their own: the unity build compiles this file with others.
+namespace emit_detail {
+namespace {
+
+using layout::Plan;
+using layout::Schedule;
+
+// What a framework lacks to run a layout; kNone: it runs it.
+enum class Gap {
+  kNone,
+  kGemm2d,               // every linear a 2D GeMM algorithm
+  kMesh2d,               // ATP on a d1×d2 mesh, both > 1
+  kMeshColumn,           // ATP on a 1×N mesh: not Megatron's N×1
+  kChunks,               // meshtp's chunked overlap of the TP collectives
+  kZeroAbove1,           // Megatron-LM: the distributed optimizer is ZeRO-1
+  kGpipe,                // pp > 1 and m > 1 under GPipe
+  kNoSequenceParallel,   // torchtitan: its TP always shards the sequence
+  kShardBesidePipeline,  // torchtitan: FSDP under a pipeline keeps ZeRO-1's memory
+  kAccumulation,         // torchtitan: gradients synchronised every accumulation step
+  kSelective,            // torchtitan: no attention-core recomputation
+  kSequenceParallel,     // DeepSpeed AutoTP: no sequence parallelism
+  kTensorAndPipeline,    // DeepSpeed: AutoTP not under the pipeline engine
+  kZero3Tensor,          // DeepSpeed: AutoTP takes ZeRO 0–2
+  kZeroPipeline,         // DeepSpeed: the pipeline engine takes ZeRO 0–1
+  kInterleaved,          // DeepSpeed: one stage per pipeline rank
+};
+
+int tp_of(const Plan& p) { return p.mesh[0] * p.mesh[1]; }
+bool sequence_parallel(const Plan& p) {
+  return p.strategy == Strategy::kTp1d || (p.sequence_parallel && tp_of(p) > 1);
+}
+// ZeRO over one replica shards nothing.
+int zero_of(const Plan& p) { return p.dp > 1 ? p.zero : 0; }
+bool gpipe(const Plan& p) {
+  return p.pp > 1 && p.microbatches > 1 && p.schedule == Schedule::kGpipe;
+}
+
+std::string_view product(Framework f) {
+  switch (f) {
+    case Framework::kMegatron:
+      return "Megatron-LM";
+    case Framework::kTorchtitan:
+      return "torchtitan";
+    case Framework::kDeepSpeed:
+      return "DeepSpeed";
+  }
+  return "?";
+}
+
+Gap gap(Framework f, const Plan& p) {
+  const int tp = tp_of(p);
+  if (layout::is_gemm2d(p.strategy)) return Gap::kGemm2d;
+  if (p.mesh[0] > 1 && p.mesh[1] > 1) return Gap::kMesh2d;
+  if (p.mesh[1] > 1) return Gap::kMeshColumn;
+  if (p.chunks > 1 && tp > 1 && p.strategy != Strategy::kTp1d) return Gap::kChunks;
+  const int zero = zero_of(p);
+  switch (f) {
+    case Framework::kMegatron:
+      if (zero >= 2) return Gap::kZeroAbove1;
+      if (gpipe(p)) return Gap::kGpipe;
+      return Gap::kNone;
+    case Framework::kTorchtitan:
+      if (tp > 1 && !sequence_parallel(p)) return Gap::kNoSequenceParallel;
+      if (p.pp > 1 && zero >= 2) return Gap::kShardBesidePipeline;
+      if (p.pp == 1 && p.dp > 1 && p.microbatches > 1 && zero < 3) return Gap::kAccumulation;
+      if (p.recompute == Recompute::kSelective) return Gap::kSelective;
+      return Gap::kNone;
+    case Framework::kDeepSpeed:
+      if (tp > 1 && sequence_parallel(p)) return Gap::kSequenceParallel;
+      if (tp > 1 && p.pp > 1) return Gap::kTensorAndPipeline;
+      if (tp > 1 && zero == 3) return Gap::kZero3Tensor;
+      if (p.pp > 1 && zero >= 2) return Gap::kZeroPipeline;
+      if (p.pp > 1 && p.virtual_stages > 1) return Gap::kInterleaved;
+      if (gpipe(p)) return Gap::kGpipe;
+      return Gap::kNone;
+  }
+  return Gap::kNone;
+}
+
+std::string describe(Gap g, Framework f, const Plan& p) {
+  const std::string_view fw = product(f);
+  switch (g) {
+    case Gap::kNone:
+      return "";
+    case Gap::kGemm2d:
+      return fmt::format(
+          "{} runs every linear as a 2D GeMM on the {}x{} mesh: {}'s tensor "
+          "parallelism is 1D (a mesh N×1)",
+          layout::name(p.strategy), p.mesh[0], p.mesh[1], fw);
+    case Gap::kMesh2d:
+      return fmt::format(
+          "ATP's 2D tensor parallelism on the {}x{} mesh: {}'s tensor parallelism is 1D "
+          "(a mesh N×1)",
+          p.mesh[0], p.mesh[1], fw);
+    case Gap::kMeshColumn:
+      return fmt::format(
+          "ATP on the 1x{0} mesh (its weights split the other way, with more "
+          "traffic): {1}'s 1D tensor parallelism is Megatron's, the mesh {0}x1",
+          p.mesh[1], fw);
+    case Gap::kChunks:
+      return fmt::format(
+          "chunks={} (meshtp's chunked overlap of the tensor-parallel "
+          "collectives) has no {} setting",
+          p.chunks, fw);
+    case Gap::kZeroAbove1:
+      return fmt::format(
+          "ZeRO-{}: Megatron-LM's distributed optimizer shards the optimizer "
+          "state only (ZeRO-1)",
+          p.zero);
+    case Gap::kGpipe:
+      return fmt::format("the GPipe schedule over {} stages: {}'s pipeline runs 1F1B", p.pp, fw);
+    case Gap::kNoSequenceParallel:
+      return fmt::format(
+          "tensor parallelism {} without sequence parallelism: torchtitan's "
+          "always shards the sequence between blocks (tp1d)",
+          tp_of(p));
+    case Gap::kShardBesidePipeline:
+      return fmt::format(
+          "ZeRO-{} beside a pipeline: under torchtitan's pipeline schedules "
+          "FSDP keeps the parameters and gradients whole until the last "
+          "microbatch (ZeRO-1's memory)",
+          p.zero);
+    case Gap::kAccumulation:
+      return fmt::format(
+          "ZeRO-{} over {} accumulated microbatches: torchtitan synchronises "
+          "every microbatch's gradients (DDP or FSDP), {} times the data-parallel "
+          "traffic priced",
+          zero_of(p), p.microbatches, p.microbatches);
+    case Gap::kSelective:
+      return "selective recomputation (the attention core): torchtitan's selective modes "
+             "checkpoint every n-th layer or chosen operators instead";
+    case Gap::kSequenceParallel:
+      return fmt::format(
+          "sequence parallelism (tp1d, tensor parallelism {}): DeepSpeed's "
+          "AutoTP has none",
+          tp_of(p));
+    case Gap::kTensorAndPipeline:
+      return fmt::format(
+          "tensor parallelism {} with {} pipeline stages: DeepSpeed's AutoTP "
+          "does not run under its pipeline engine",
+          tp_of(p), p.pp);
+    case Gap::kZero3Tensor:
+      return "ZeRO-3 with tensor parallelism: DeepSpeed's AutoTP takes ZeRO stages 0 to 2";
+    case Gap::kZeroPipeline:
+      return fmt::format(
+          "ZeRO-{} with pipeline parallelism: DeepSpeed's pipeline engine takes "
+          "ZeRO stages 0 and 1",
+          p.zero);
+    case Gap::kInterleaved:
+      return fmt::format(
+          "{} interleaved virtual stages: DeepSpeed's pipeline engine runs one "
+          "stage per rank",
+          p.virtual_stages);
+  }
+  return "";
+}
+
+// The sizes every framework's configuration is made of.
+struct Sizes {
+  std::int64_t devices = 0, tp = 0, dp = 0, pp = 0, m = 0, v = 0;
+  std::int64_t global = 0, micro = 0;         // B and b = B/(dp·m), sequences
+  std::int64_t layers_per_virtual_stage = 0;  // L/(pp·v)
+};
+
+Sizes sizes_of(const Plan& p, const ModelSpec& model) {
+  p.validate();
+  Sizes s{.devices = p.ranks(),
+          .tp = tp_of(p),
+          .dp = p.dp,
+          .pp = p.pp,
+          .m = p.microbatches,
+          .v = p.virtual_stages,
+          .global = model.batch};
+  MESHTP_CHECK(model.batch % (s.dp * s.m) == 0,
+               "batch={} of '{}' does not split into dp={} × microbatches={}", model.batch,
+               model.name, s.dp, s.m);
+  MESHTP_CHECK(model.layers % (s.pp * s.v) == 0,
+               "layers={} of '{}' do not split into pp={} × virtual stages={}", model.layers,
+               model.name, s.pp, s.v);
+  s.micro = model.batch / (s.dp * s.m);
+  s.layers_per_virtual_stage = model.layers / (s.pp * s.v);
+  return s;
+}
+
+std::string step_text(const Plan& p) {
+  return p.provenance && p.provenance->predicted_step_s > 0
+             ? fmt::format(", {:.4g} s per step predicted", p.provenance->predicted_step_s)
+             : "";
+}
+
+// The comment lines every framework's text opens with.
+// `p` is r.plan, or r.fallback when f cannot run r.plan.
+std::vector<std::string> header(Framework f, const EmitRequest& r, const Plan& p, const Sizes& s) {
+  std::vector<std::string> lines;
+  if (gap(f, r.plan) != Gap::kNone) {
+    lines.push_back(fmt::format(
+        "{} cannot run the planner's layout ({}{}): {}; below, the fastest layout it can run",
+        product(f), fmt::streamed(r.plan), step_text(r.plan), describe(gap(f, r.plan), f, r.plan)));
+    for (const std::string& n : r.notes) lines.push_back("that layout: " + n);
+  }
+  lines.push_back(fmt::format("{} configuration ({} spelling) for {} on {} ({} devices): {}{}",
+                              product(f), framework_release(f), r.model.name, r.topology, s.devices,
+                              fmt::streamed(p), step_text(p)));
+  if (f == Framework::kMegatron && r.runtime == layout::Runtime::kMeshtp && p.pp > 1) {
+    lines.push_back(
+        "priced as meshtp runs it (a stage's forward re-run per microbatch); --runtime "
+        "megatron prices the layouts as Megatron-LM runs them");
+  }
+  // Megatron-LM and DeepSpeed have no data-parallel argument; torchtitan's is below.
+  lines.push_back(fmt::format(
+      "data parallel {} = {} devices / (tensor {} × pipeline {}){}", s.dp, s.devices, s.tp, s.pp,
+      f == Framework::kTorchtitan
+          ? ""
+          : fmt::format(": {} derives it from the world size", product(f))));
+  if (gap(f, r.plan) == Gap::kNone) {
+    for (const std::string& n : r.notes) lines.push_back(n);
+  }
+  return lines;
+}
+
+void comment(std::string& out, const std::string& line) { out += "# " + line + "\n"; }
+
+std::string megatron(const EmitRequest& r, const Plan& p, const Sizes& s) {
+  std::string out;
+  for (const std::string& line : header(Framework::kMegatron, r, p, s)) comment(out, line);
+  const auto arg = [&](std::string_view name, auto value) {
+    out += fmt::format("--{} {}\n", name, value);
+  };
+  const auto flag = [&](std::string_view name) { out += fmt::format("--{}\n", name); };
+  arg("tensor-model-parallel-size", s.tp);
+  arg("pipeline-model-parallel-size", s.pp);
+  if (s.v > 1) arg("num-layers-per-virtual-pipeline-stage", s.layers_per_virtual_stage);
+  // Megatron-LM turns sequence parallelism off at tensor parallelism 1 (with a warning).
+  if (s.tp > 1 && sequence_parallel(p)) flag("sequence-parallel");
+  if (p.recompute == Recompute::kSelective) {
+    arg("recompute-granularity", "selective");  // the attention core; no method, no layers
+  } else if (p.recompute == Recompute::kFull) {
+    // Every layer's input kept, the layer re-run: units of one layer, uniformly.
+    arg("recompute-granularity", "full");
+    arg("recompute-method", "uniform");
+    arg("recompute-num-layers", 1);
+  }
+  if (zero_of(p) == 1) flag("use-distributed-optimizer");
+  arg("micro-batch-size", s.micro);
+  arg("global-batch-size", s.global);
+  comment(out, "the model's sizes");
+  arg("num-layers", r.model.layers);
+  arg("hidden-size", r.model.hidden);
+  arg("num-attention-heads", r.model.heads);
+  arg("seq-length", r.model.seq);
+  arg("max-position-embeddings", r.model.seq);
+  if (r.model.precision == Precision::kFp16) flag("fp16");
+  if (r.model.precision == Precision::kBf16) flag("bf16");
+  return out;
+}
+
+std::string torchtitan(const EmitRequest& r, const Plan& p, const Sizes& s) {
+  std::string out;
+  std::vector<std::string> lines = header(Framework::kTorchtitan, r, p, s);
+  lines.push_back(
+      fmt::format("[model] is torchtitan's own: a flavor of {} layers, hidden {}, "
+                  "{} heads",
+                  r.model.layers, r.model.hidden, r.model.heads));
+  if (r.model.precision == Precision::kFp16) {
+    lines.push_back("fp16: torchtitan's mixed precision is bfloat16 (the same 2 bytes)");
+  }
+  // Data parallelism: DDP (replicate) runs only alone; beside tensor or pipeline parallelism
+  // FSDP (shard), resharding after the forward for ZeRO-3 only. `gap` admits only the layouts
+  // where that needs no more memory and no more data-parallel traffic than priced.
+  const int zero = zero_of(p);
+  const bool ddp = s.dp > 1 && zero == 0 && s.tp == 1 && s.pp == 1;
+  const bool fsdp = s.dp > 1 && !ddp;
+  if (fsdp && zero < 3) {
+    lines.push_back(
+        fmt::format("ZeRO-{} as FSDP without resharding after the forward: one "
+                    "parameter all-gather and one gradient reduce-scatter per step "
+                    "(a pipeline schedule syncs after its last microbatch), no "
+                    "more bytes or memory than priced",
+                    zero));
+  }
+  for (const std::string& line : lines) comment(out, line);
+  // A pipeline splits a data-parallel rank's batch into the microbatches; without one they
+  // are gradient accumulation steps, global / (local · dp).
+  const std::int64_t local = s.pp > 1 ? s.global / s.dp : s.micro;
+  out += "\n[training]\n";
+  out += fmt::format("local_batch_size = {}\n", local);
+  out += fmt::format("global_batch_size = {}\n", s.global);
+  out += fmt::format("seq_len = {}\n", r.model.seq);
+  out += fmt::format("mixed_precision_param = \"{}\"\n",
+                     r.model.precision == Precision::kFp32 ? "float32" : "bfloat16");
+  out += "\n[parallelism]\n";
+  out += fmt::format("data_parallel_replicate_degree = {}\n", ddp ? s.dp : 1);
+  out += fmt::format("data_parallel_shard_degree = {}\n", fsdp ? s.dp : 1);
+  if (fsdp) {
+    out += fmt::format("fsdp_reshard_after_forward = \"{}\"\n", zero == 3 ? "always" : "never");
+  }
+  out += fmt::format("tensor_parallel_degree = {}\n", s.tp);
+  out += fmt::format("pipeline_parallel_degree = {}\n", s.pp);
+  if (s.pp > 1) {
+    const std::string_view schedule = p.schedule == Schedule::kInterleaved ? "Interleaved1F1B"
+                                      : p.schedule == Schedule::kGpipe     ? "GPipe"
+                                                                           : "1F1B";
+    out += fmt::format("pipeline_parallel_schedule = \"{}\"\n", schedule);
+    out += fmt::format("pipeline_parallel_microbatch_size = {}\n", s.micro);
+    // L/(pp·v) layers per stage, the embedding and the head not counted as layers.
+    out += fmt::format("pipeline_parallel_layers_per_stage = {}\n", s.layers_per_virtual_stage);
+    out += "pipeline_parallel_first_stage_less_layers = 0\n";
+    out += "pipeline_parallel_last_stage_less_layers = 0\n";
+  }
+  out += "context_parallel_degree = 1\n";
+  out += "\n[activation_checkpoint]\n";
+  out += fmt::format("mode = \"{}\"\n", p.recompute == Recompute::kFull ? "full" : "none");
+  return out;
+}
+
+std::string deepspeed(const EmitRequest& r, const Plan& p, const Sizes& s) {
+  std::vector<std::string> lines = header(Framework::kDeepSpeed, r, p, s);
+  if (s.tp > 1) {
+    lines.push_back(
+        fmt::format("tensor parallelism {}: AutoTP (tensor_parallel.autotp_size) "
+                    "splits the model's linears Megatron-style",
+                    s.tp));
+  }
+  if (s.pp > 1) {
+    lines.push_back(
+        fmt::format("pipeline: PipelineModule(..., num_stages={}) in the model "
+                    "code (the JSON has no pipeline degree); its 1F1B-like "
+                    "TrainSchedule runs the {} microbatches",
+                    s.pp, s.m));
+  }
+  if (p.recompute == Recompute::kFull) {
+    lines.push_back(s.pp > 1 ? "full recomputation: PipelineModule(..., "
+                               "activation_checkpoint_interval=1)"
+                             : "full recomputation: each block's forward through "
+                               "deepspeed.checkpointing.checkpoint (model code)");
+  } else if (p.recompute == Recompute::kSelective) {
+    lines.push_back(
+        "selective recomputation: the attention core (softmax(QKᵀ)·V) through "
+        "deepspeed.checkpointing.checkpoint (model code)");
+  }
+  nlohmann::ordered_json j;
+  // DeepSpeed reads only the keys it knows: "_meshtp" carries the layout and the comments.
+  j["_meshtp"] = {
+      {"comment", lines}, {"dp", s.dp}, {"tp", s.tp}, {"pp", s.pp}, {"microbatches", s.m}};
+  j["train_batch_size"] = s.global;
+  j["train_micro_batch_size_per_gpu"] = s.micro;
+  j["gradient_accumulation_steps"] = s.m;
+  j["zero_optimization"] = {{"stage", zero_of(p)}};
+  if (r.model.precision == Precision::kFp16) j["fp16"] = {{"enabled", true}};
+  if (r.model.precision == Precision::kBf16) j["bf16"] = {{"enabled", true}};
+  if (s.tp > 1) j["tensor_parallel"] = {{"autotp_size", s.tp}};
+  return j.dump(2) + "\n";
+}
+
+}  // namespace
+}  // namespace emit_detail
+
+std::string_view framework_release(Framework f) {
+  switch (f) {
+    case Framework::kMegatron:
+      return "Megatron-LM core_v0.15.0";
+    case Framework::kTorchtitan:
+      return "torchtitan v0.2.2";
+    case Framework::kDeepSpeed:
+      return "DeepSpeed v0.16.4";
+  }
+  return "?";
+}
+
+std::optional<std::string> inexpressible(Framework f, const layout::Plan& plan) {
+  using namespace emit_detail;
+  const Gap g = gap(f, plan);
+  if (g == Gap::kNone) return std::nullopt;
+  return describe(g, f, plan);
+}
+
+std::optional<layout::Plan> best_expressible(Framework f, LayoutRequest request) {
+  using namespace emit_detail;
+  request.strategies = {Strategy::kAtp, Strategy::kTp1d};
+  request.chunks = {1};
+  request.accepts = [f](const layout::Plan& p) { return gap(f, p) == Gap::kNone; };
+  const LayoutSearch search = search_layouts(request, 1);
+  if (search.ranked.empty() || !search.ranked.front().feasible) return std::nullopt;
+  layout::Plan p = search.ranked.front().plan;
+  p.provenance = layout::Provenance{.predicted_step_s = search.ranked.front().t_step_s};
+  return p;
+}
+
+layout::Plan layout_of(const Candidate& c, const ModelSpec& model) {
+  layout::Plan p = to_plan(c);
+  p.recompute = model.recompute;
+  return p;
+}
+
+std::optional<layout::Plan> best_expressible(Framework f, PlanRequest request) {
+  using namespace emit_detail;
+  request.strategies = {Strategy::kAtp, Strategy::kTp1d};
+  request.chunks = {1};
+  // The ranked table's first feasible row f runs, under recomputation `recompute`.
+  const auto best_with = [&](Recompute recompute) -> std::optional<layout::Plan> {
+    request.model.recompute = recompute;
+    for (const Candidate& c : plan(request).candidates) {
+      if (!c.feasible) continue;
+      layout::Plan p = layout_of(c, request.model);
+      if (gap(f, p) == Gap::kNone) return p;
+    }
+    return std::nullopt;
+  };
+  const Recompute own = request.model.recompute;
+  if (std::optional<layout::Plan> p = best_with(own)) return p;
+  std::optional<layout::Plan> best;
+  for (const Recompute recompute : layout::all<Recompute>()) {
+    if (recompute == own) continue;
+    std::optional<layout::Plan> p = best_with(recompute);
+    if (p && (!best || p->provenance->predicted_step_s < best->provenance->predicted_step_s)) {
+      best = std::move(p);
+    }
+  }
+  return best;
+}
+
+std::string emit(Framework f, const EmitRequest& r) {
+  using namespace emit_detail;
+  const Gap g = gap(f, r.plan);
+  MESHTP_CHECK(g == Gap::kNone || r.fallback.has_value(),
+               "{} cannot run the layout {}: {}; and no layout it can run fits", product(f),
+               fmt::streamed(r.plan), describe(g, f, r.plan));
+  const Plan& p = g == Gap::kNone ? r.plan : *r.fallback;
+  const Gap fallback_gap = gap(f, p);
+  MESHTP_CHECK(fallback_gap == Gap::kNone, "{} cannot run the fallback layout {} either: {}",
+               product(f), fmt::streamed(p), describe(fallback_gap, f, p));
+  const Sizes s = sizes_of(p, r.model);
+  switch (f) {
+    case Framework::kMegatron:
+      return megatron(r, p, s);
+    case Framework::kTorchtitan:
+      return torchtitan(r, p, s);
+    case Framework::kDeepSpeed:
+      return deepspeed(r, p, s);
+  }
+  fail("unknown framework {}", static_cast<int>(f));
+}
+
+}  // namespace meshtp::plan
