@@ -9,6 +9,7 @@
 //               [--mesh d1xd2] [--strategy S] [--chunks C] [--sequence-parallel]
 //               [--microbatches M] [--schedule gpipe|1f1b|interleaved:V] [--zero Z]
 //               [--recompute none|selective|full]) [--json]
+//   meshtp plan … [--3d [--evaluate]] --emit megatron|torchtitan|deepspeed [--emit-file FILE]
 //
 // --3d searches (dp, pp, mesh, strategy, zero, recompute, microbatches) instead
 // (plan/layout_search.hpp) and prints the K fastest layouts (feasible first); --out writes
@@ -24,17 +25,25 @@
 // "explain" when asked; each valid candidate carries its "plan"). --explain breaks the best
 // candidate down per operator, --explain-rank R the R-th row of the table. --out writes the
 // best feasible candidate's layout::Plan (or row R's) atomically, for `train --plan`.
+//
+// --emit F prints the layout (the best feasible one, row R's with --pick, --evaluate's) as
+// framework F's own configuration (plan/emit.hpp) instead of the table, or writes it to
+// --emit-file FILE (atomically) beside the table or --json; where F cannot run the layout, a
+// comment line says so and the configuration is of the fastest layout F can run.
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "cli/commands.hpp"
-#include "cli/layout_flags.hpp"
 #include "cli/flag_checks.hpp"
+#include "cli/layout_flags.hpp"
+#include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
+#include "plan/emit.hpp"
 #include "plan/layout_search.hpp"
 #include "plan/planner.hpp"
 #include "plan/presets.hpp"
@@ -60,12 +69,30 @@ struct PlanArgs {
   std::string runtime = "meshtp";
   bool evaluate = false;
   LayoutFlags layout;  // --evaluate's layout
+  std::string emit;    // --emit: a framework's configuration of the layout
+  std::string emit_file;
 };
+
+// --emit: the framework's configuration of `request.plan` (or of the fallback `best` finds
+// when the framework cannot run it) to stdout, or to --emit-file. Returns whether it went to
+// stdout (then nothing else is printed).
+template <typename FindFallback>
+bool emit_config(const PlanArgs& args, plan::Framework framework, plan::EmitRequest request,
+                 FindFallback best) {
+  if (plan::inexpressible(framework, request.plan)) request.fallback = best();
+  const std::string text = plan::emit(framework, request);
+  if (args.emit_file.empty()) {
+    out() << text;
+    return true;
+  }
+  if (world().rank() == 0) write_file_atomically(args.emit_file, text);
+  return false;
+}
 
 // plan --3d --evaluate: the one layout of the layout flags (or --plan), priced as the search
 // prices it.
 void run_plan_evaluate(const PlanArgs& args, const plan::PlanRequest& base, layout::Runtime runtime,
-                       const CLI::App& app) {
+                       std::optional<plan::Framework> framework, const CLI::App& app) {
   for (const char* flag : {"--top", "--max-tp", "--strategies", "--out", "--stationary", "--slices",
                            "--progress-splits"}) {
     MESHTP_CHECK(app.count(flag) == 0, "{} is not available with --evaluate", flag);
@@ -95,6 +122,17 @@ void run_plan_evaluate(const PlanArgs& args, const plan::PlanRequest& base, layo
                        "does not fit: needs {:.1f} GiB on its most loaded rank, the "
                        "device has {} GiB",
                        c.memory.total_gib(), base.topology.memory_gib);
+  if (framework) {
+    layout::Plan priced = c.plan;
+    priced.provenance = layout::Provenance{.predicted_step_s = c.t_step_s};
+    plan::EmitRequest emitted{
+        .plan = priced, .model = base.model, .topology = base.topology.name, .runtime = runtime};
+    if (!c.feasible) emitted.notes.push_back(no_fit);
+    if (emit_config(args, *framework, emitted,
+                    [&] { return plan::best_expressible(*framework, request); })) {
+      return;
+    }
+  }
   if (args.json) {
     nlohmann::json j = plan::to_json(c);
     j["fits"] = c.feasible;
@@ -114,7 +152,7 @@ void run_plan_evaluate(const PlanArgs& args, const plan::PlanRequest& base, layo
 }
 
 void run_plan_3d(const PlanArgs& args, const plan::PlanRequest& base, layout::Runtime runtime,
-                 const CLI::App& app) {
+                 std::optional<plan::Framework> framework, const CLI::App& app) {
   for (const char* flag : {"--explain", "--explain-rank", "--pick"}) {
     MESHTP_CHECK(app.count(flag) == 0, "{} is not available with --3d", flag);
   }
@@ -150,6 +188,19 @@ void run_plan_3d(const PlanArgs& args, const plan::PlanRequest& base, layout::Ru
                            .shape = static_cast<const layout::ModelShape&>(base.model),
                            .predicted_step_s = best->t_step_s};
     if (world().rank() == 0) layout::save_plan(args.out, picked);
+  }
+  if (framework) {
+    MESHTP_CHECK(best != nullptr, "--emit: {}", none);
+    layout::Plan picked = best->plan;
+    picked.provenance = layout::Provenance{.predicted_step_s = best->t_step_s};
+    if (emit_config(args, *framework,
+                    {.plan = picked,
+                     .model = base.model,
+                     .topology = base.topology.name,
+                     .runtime = runtime},
+                    [&] { return plan::best_expressible(*framework, request); })) {
+      return;
+    }
   }
   const std::size_t shown = std::min(ranked.size(), static_cast<std::size_t>(args.top));
   if (args.json) {
@@ -218,15 +269,28 @@ void run_plan(const PlanArgs& args, const CLI::App& app) {
                    o->get_name());
     }
   }
-  // An unknown runtime is an error before any work.
+  // An unknown runtime or framework is an error before any work.
   const layout::Runtime runtime = layout::parse_runtime(args.runtime);
+  std::optional<plan::Framework> framework;
+  if (app.count("--emit") > 0) {
+    framework = layout::parse<plan::Framework>(args.emit);
+    // stdout holds one thing: the configuration, or the table / JSON beside --emit-file's.
+    for (const char* flag : {"--json", "--explain", "--explain-rank"}) {
+      MESHTP_CHECK(app.count(flag) == 0 || !args.emit_file.empty(),
+                   "--emit {} prints the configuration, {} the planner's answer: give "
+                   "--emit-file FILE for the configuration",
+                   args.emit, flag);
+    }
+  }
+  MESHTP_CHECK(app.count("--emit-file") == 0 || framework.has_value(),
+               "--emit-file {} needs --emit megatron|torchtitan|deepspeed", args.emit_file);
   if (args.search_3d) {
     if (args.evaluate) {
-      run_plan_evaluate(args, request, runtime, app);
+      run_plan_evaluate(args, request, runtime, framework, app);
       return;
     }
     if (app.count("--chunks") == 0) request.chunks = {1};
-    run_plan_3d(args, request, runtime, app);
+    run_plan_3d(args, request, runtime, framework, app);
     return;
   }
   for (const char* flag : {"--top", "--max-tp"}) {
@@ -241,12 +305,25 @@ void run_plan(const PlanArgs& args, const CLI::App& app) {
                      args.explain_rank ? "--explain-rank" : "--explain");
   }
   if (!args.out.empty() || args.pick != 0) {
-    MESHTP_CHECK(!args.out.empty(), "--pick={} needs --out FILE", args.pick);
+    MESHTP_CHECK(!args.out.empty() || framework, "--pick={} needs --out FILE or --emit", args.pick);
+  }
+  if (!args.out.empty()) {
     layout::Plan picked = plan::to_plan(row(result, args.pick, "--pick", "--out"));
     picked.provenance->topology = request.topology.name;
     picked.provenance->model = request.model.name;
     picked.provenance->shape = static_cast<const layout::ModelShape&>(request.model);
     if (world().rank() == 0) layout::save_plan(args.out, picked);
+  }
+  if (framework) {
+    const plan::Candidate& c = row(result, args.pick, "--pick", "--emit");
+    plan::EmitRequest emitted{.plan = plan::layout_of(c, request.model),
+                              .model = request.model,
+                              .topology = request.topology.name};
+    if (!c.feasible) emitted.notes.push_back("the planner marks it infeasible: " + c.reason);
+    if (emit_config(args, *framework, emitted,
+                    [&] { return plan::best_expressible(*framework, request); })) {
+      return;
+    }
   }
 
   if (args.json) {
@@ -302,6 +379,12 @@ void add_plan_command(CLI::App& app) {
   p->add_flag("--evaluate", args->evaluate,
               "With --3d: price the one layout of the layout flags below (or --plan FILE) "
               "instead of searching");
+  p->add_option("--emit", args->emit,
+                "Print the chosen layout as a framework's configuration instead of the table: "
+                "megatron (arguments), torchtitan (TOML) or deepspeed (JSON)");
+  p->add_option("--emit-file", args->emit_file,
+                "With --emit: write the configuration to this file; the table (or --json) "
+                "is printed as without --emit");
   args->layout.add_to(p, LayoutFlags::kReplicas | LayoutFlags::kPipeline | LayoutFlags::kNoChunks);
   p->callback([args, p] { run_plan(*args, *p); });
 }

@@ -203,6 +203,20 @@ if [ "$group" = all ] || [ "$group" = flags ]; then
   expect_error "plan --evaluate megatron ZeRO-2" 2 "error: zero=2: the megatron runtime has ZeRO stages 0 and 1 only" \
     "${ev[@]}" --dp 2 --zero 2 --runtime megatron
   expect_error "plan --evaluate --top" 2 "error: --top is not available with --evaluate" "${ev[@]}" --top 3
+  # plan --emit (issue 25 item 1): a framework's configuration of the layout.
+  expect_error "plan --emit unknown framework" 2 "error: unknown framework 'fsdp' \(valid: megatron, torchtitan, deepspeed\)" \
+    plan --3d --topology nvswitch-8xa100 --model tiny --emit fsdp
+  expect_error "plan --emit with --json, no --emit-file" 2 "error: --emit megatron prints the configuration, --json the planner's answer: give --emit-file FILE" \
+    plan --3d --topology nvswitch-8xa100 --model tiny --emit megatron --json
+  expect_error "plan --emit with --explain, no --emit-file" 2 "error: --emit torchtitan prints the configuration, --explain the planner's answer" \
+    plan --topology nvswitch-8xa100 --model tiny --emit torchtitan --explain
+  expect_error "plan --emit-file without --emit" 2 "error: --emit-file $work/e.toml needs --emit megatron\|torchtitan\|deepspeed" \
+    plan --3d --topology nvswitch-8xa100 --model tiny --emit-file "$work/e.toml"
+  expect_error "plan --3d --emit, nothing fits" 2 "error: --emit: no layout of 'gpt3-175b' fits 80 GiB per device on 'nvlink-network-2'" \
+    plan --3d --topology nvlink-network-2 --model gpt3-175b --emit deepspeed
+  expect_error "plan --emit, nothing feasible" 2 "error: --emit: no candidate is feasible .*; name a row of the table with --pick R" \
+    plan --topology nvlink-network-2 --model gpt3-175b --emit megatron
+  expect_error "topo show --emit" 2 "error: The following arguments were not expected: megatron --emit" topo show nvlink-network-2 --emit megatron
   expect_error "simulate --chunks without --mesh" 1 "error: --chunks needs --mesh d1xd2" simulate --topology pcie-8xa100 --model tiny --devices 8 --chunks 2 --predict-only
   expect_error "simulate --recompute without --mesh" 1 "error: --recompute needs --mesh d1xd2" simulate --topology pcie-8xa100 --model tiny --devices 8 --recompute full --predict-only
   expect_error "simulate --sequence-parallel without --mesh" 1 "error: --sequence-parallel needs --mesh d1xd2" \
@@ -314,6 +328,10 @@ if [ "$group" = all ] || [ "$group" = files ]; then
       plan --topology nvlink-network-2 --model tiny --out "$dev" &&
       expect_kept "plan --out a character device" "$dev" "$before"
   fi
+  mkfifo "$bad/emit-fifo.toml"
+  expect_error "plan --emit-file a FIFO" 2 "error: '$bad/emit-fifo.toml' is a FIFO \(named pipe\), $only_regular" \
+    plan --3d --topology nvlink-network-2 --model tiny --emit torchtitan --emit-file "$bad/emit-fifo.toml" &&
+    { [ -p "$bad/emit-fifo.toml" ] || failed "plan --emit-file a FIFO: '$bad/emit-fifo.toml' is no longer a FIFO"; }
   mkfifo "$bad/plan-fifo.json"
   expect_error "plan --out a FIFO" 2 "error: '$bad/plan-fifo.json' is a FIFO \(named pipe\), $only_regular" \
     plan --topology nvlink-network-2 --model tiny --out "$bad/plan-fifo.json" &&

@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""emit_parses.py MESHTP WORKDIR PLAN_ARGS…: `meshtp plan PLAN_ARGS --json --emit F
+--emit-file FILE` for F = megatron, torchtitan and deepspeed, each configuration read the way
+the framework reads it (Megatron-LM's arguments by an argparse parser declaring them, the
+TOML by tomllib, the JSON by json). The parallel degrees must multiply to the devices, the
+batch sizes add up, and every value equal the layout in the same run's --json (its "best",
+or --evaluate's own). Where the framework cannot run that layout, the first comment line must
+say so, and the configuration is held to the layout its header line names. Prints one line per framework."""
+import argparse
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tomllib
+
+meshtp, workdir, plan_args = sys.argv[1], sys.argv[2], sys.argv[3:]
+EXTENSIONS = {"megatron": "args", "torchtitan": "toml", "deepspeed": "json"}
+CANNOT = ("Megatron-LM cannot", "torchtitan cannot", "DeepSpeed cannot")
+os.makedirs(workdir, exist_ok=True)
+
+
+def fail(message):
+    sys.exit(f"emit_parses: {message}")
+
+
+def megatron_parser():
+    # Megatron-LM core_v0.15.0's spelling (megatron/training/arguments.py) of what meshtp emits.
+    p = argparse.ArgumentParser(prog="pretrain_gpt.py", allow_abbrev=False)
+    for name in ("tensor-model-parallel-size", "pipeline-model-parallel-size",
+                 "num-layers-per-virtual-pipeline-stage", "recompute-num-layers",
+                 "micro-batch-size", "global-batch-size", "num-layers", "hidden-size",
+                 "num-attention-heads", "seq-length", "max-position-embeddings"):
+        p.add_argument("--" + name, type=int)
+    p.add_argument("--recompute-granularity", choices=["full", "selective"])
+    p.add_argument("--recompute-method", choices=["uniform", "block"])
+    for name in ("sequence-parallel", "use-distributed-optimizer", "fp16", "bf16"):
+        p.add_argument("--" + name, action="store_true")
+    return p
+
+
+def comment_lines(framework, text):
+    if framework == "deepspeed":
+        return json.loads(text)["_meshtp"]["comment"]
+    return [line[2:] for line in text.splitlines() if line.startswith("# ")]
+
+
+def data_parallel(lines):
+    found = [int(m.group(1)) for c in lines if (m := re.match(r"data parallel (\d+) = ", c))]
+    if len(found) != 1:
+        fail(f"not one 'data parallel N = …' comment in {lines}")
+    return found[0]
+
+
+def read(framework, text):
+    """The layout a configuration names: dp, tp, pp, microbatches m, virtual stages v, …"""
+    lines = comment_lines(framework, text)
+    if framework == "megatron":
+        args = [l for l in text.splitlines() if not l.startswith("#")]
+        a = megatron_parser().parse_args(shlex.split("\n".join(args)))
+        dp, pp = data_parallel(lines), a.pipeline_model_parallel_size
+        if a.global_batch_size % (a.micro_batch_size * dp):
+            fail(f"megatron: global batch {a.global_batch_size} is not micro × dp × m")
+        per_stage = a.num_layers_per_virtual_pipeline_stage
+        if a.recompute_granularity == "full" and \
+                (a.recompute_method, a.recompute_num_layers) != ("uniform", 1):
+            fail("megatron: full recomputation needs --recompute-method uniform "
+                 "--recompute-num-layers 1")
+        return dict(dp=dp, tp=a.tensor_model_parallel_size, pp=pp,
+                    m=a.global_batch_size // (a.micro_batch_size * dp),
+                    v=a.num_layers // (pp * per_stage) if per_stage else 1,
+                    micro=a.micro_batch_size, batch=a.global_batch_size,
+                    sp=a.sequence_parallel, recompute=a.recompute_granularity or "none",
+                    zero=1 if a.use_distributed_optimizer else 0)
+    if framework == "torchtitan":
+        t = tomllib.loads(text)
+        par, tr = t["parallelism"], t["training"]
+        dp = par["data_parallel_replicate_degree"] * par["data_parallel_shard_degree"]
+        pp, tp = par["pipeline_parallel_degree"], par["tensor_parallel_degree"]
+        v = 1
+        if pp > 1:
+            micro = par["pipeline_parallel_microbatch_size"]
+            m = tr["local_batch_size"] // micro
+            if tr["global_batch_size"] != tr["local_batch_size"] * dp:
+                fail("torchtitan: a pipeline's local batch must be the data-parallel rank's")
+            layers = int(re.search(r"a flavor of (\d+) layers", text).group(1))
+            v = layers // (pp * par["pipeline_parallel_layers_per_stage"])
+            if (par["pipeline_parallel_schedule"] == "Interleaved1F1B") != (v > 1):
+                fail("torchtitan: Interleaved1F1B must go with more than one stage per rank")
+        else:
+            micro = tr["local_batch_size"]
+            m = tr["global_batch_size"] // (micro * dp)
+        # The ZeRO stages the data parallelism stands for: DDP none; FSDP resharding after
+        # the forward ZeRO-3, not resharding any below (docs/emit.md).
+        zero = {0, 1, 2, 3} if dp == 1 else {0}
+        if par["data_parallel_shard_degree"] > 1:
+            zero = {3} if par["fsdp_reshard_after_forward"] == "always" else {0, 1, 2}
+        return dict(dp=dp, tp=tp, pp=pp, m=m, v=v, micro=micro, batch=tr["global_batch_size"],
+                    sp=tp > 1, recompute=t["activation_checkpoint"]["mode"], zero=zero)
+    j = json.loads(text)
+    mt = j["_meshtp"]
+    if j["train_batch_size"] != j["train_micro_batch_size_per_gpu"] * \
+            j["gradient_accumulation_steps"] * mt["dp"]:
+        fail("deepspeed: train_batch_size ≠ micro × accumulation × data-parallel ranks")
+    tp = j.get("tensor_parallel", {}).get("autotp_size", 1)
+    if tp != mt["tp"] or data_parallel(lines) != mt["dp"]:
+        fail(f"deepspeed: autotp_size {tp} and the comment's data parallelism disagree with "
+             f"_meshtp's tp {mt['tp']}, dp {mt['dp']}")
+    return dict(dp=mt["dp"], tp=tp, pp=mt["pp"], m=j["gradient_accumulation_steps"],
+                micro=j["train_micro_batch_size_per_gpu"], batch=j["train_batch_size"],
+                zero=j["zero_optimization"]["stage"])
+
+
+def expected(plan, batch):
+    tp = plan["mesh"][0] * plan["mesh"][1]
+    dp, m = plan["dp"], plan["microbatches"]
+    return dict(dp=dp, tp=tp, pp=plan["pp"], m=m, v=plan["virtual_stages"],
+                micro=batch // (dp * m), batch=batch,
+                sp=tp > 1 and (plan["sequence_parallel"] or plan["strategy"] == "tp1d"),
+                recompute=plan["recompute"], zero=plan["zero"] if dp > 1 else 0)
+
+
+for framework, extension in EXTENSIONS.items():
+    target = f"{workdir}/emit.{extension}"
+    run = subprocess.run([meshtp, "plan", *plan_args, "--json", "--emit", framework,
+                          "--emit-file", target], capture_output=True, text=True)
+    if run.returncode != 0:
+        fail(f"{framework}: meshtp plan exited {run.returncode}: {run.stderr.strip()}")
+    answer = json.loads(run.stdout)
+    plan = (answer["best"] if "best" in answer else answer)["plan"]
+    text = open(target).read()
+    got = read(framework, text)
+    devices = plan["dp"] * plan["pp"] * plan["mesh"][0] * plan["mesh"][1]
+    degrees = f"dp {got['dp']} × tp {got['tp']} × pp {got['pp']}"
+    if got["dp"] * got["tp"] * got["pp"] != devices:
+        fail(f"{framework}: {degrees} is not the {devices} devices")
+    lines = comment_lines(framework, text)
+    if lines[0].startswith(CANNOT):
+        # The fallback: held to the layout its own header line names (layout::Plan's text).
+        named = next(l for l in lines if " configuration (" in l)
+        layout = named.split("): ", 1)[1]
+        dp, d1, d2 = map(int, re.match(r"dp=(\d+) mesh=(\d+)x(\d+) ", layout).groups())
+        pp, zero = (int(m.group(1)) if (m := re.search(rf" {key}=(\d+)", layout)) else default
+                    for key, default in (("pp", 1), ("zero", 0)))
+        fallback = dict(dp=dp, tp=d1 * d2, pp=pp, zero=zero if dp > 1 else 0)
+        for key, value in fallback.items():
+            if got[key] != value and not (isinstance(got[key], set) and value in got[key]):
+                fail(f"{framework}: {key} = {got[key]!r}, the fallback's header says {value!r}")
+        print(f"{framework}: {degrees} = {devices} devices, not the planner's layout: "
+              f"{lines[0].split('): ', 1)[-1]}")
+        continue
+    want = expected(plan, got["batch"])
+    if "candidates" in answer:  # 2D: the model's recomputation, not the row's plan's
+        got.pop("recompute", None)
+    for key, value in got.items():
+        if want[key] != value and not (isinstance(value, set) and want[key] in value):
+            fail(f"{framework}: {key} = {value!r}, the plan JSON says {want[key]!r}")
+    print(f"{framework}: {degrees} = {devices} devices, {got['m']} microbatches of "
+          f"{got['micro']}, as the plan JSON says")
