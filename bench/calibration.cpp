@@ -20,13 +20,7 @@ namespace meshtp::bench {
 namespace {
 
 constexpr const auto& kMeasured = plan::kFitCollectives;
-
-// x to 4 significant digits: the file is for people too, and the measurements are noisier.
-double round4(double x) {
-  if (x == 0 || !std::isfinite(x)) return x;
-  const double scale = std::pow(10.0, 3 - std::floor(std::log10(std::abs(x))));
-  return std::round(x * scale) / scale;
-}
+using plan::round4;
 
 }  // namespace
 
@@ -204,14 +198,7 @@ plan::Topology calibrated_topology(const CalibratedTopology& c, const plan::Cali
     t.levels = {level};
   }
   std::vector<plan::GroupCalibration> groups = fit.groups;
-  for (plan::GroupCalibration& g : groups) {
-    for (auto* f : {&g.all_reduce, &g.all_gather, &g.reduce_scatter}) {
-      if (!*f) continue;
-      (*f)->t_launch_us = round4((*f)->t_launch_us);
-      (*f)->l_sync_us = round4((*f)->l_sync_us);
-      (*f)->bw_gbps = round4((*f)->bw_gbps);
-    }
-  }
+  plan::round_fits(groups);
   t.calibration = {.source = c.source,
                    .gemm_tflops = round4(gemm_tflops),
                    .elementwise_gbps = round4(elementwise_gbps),

@@ -83,16 +83,6 @@ double max_over(const Communicator& everyone, double seconds) {
 
 }  // namespace
 
-double bus_factor(CollectiveKind c, int p) {
-  if (p <= 1) return 0.0;
-  switch (c) {
-    case CollectiveKind::kAllReduce: return 2.0 * (p - 1) / p;
-    case CollectiveKind::kAllGather:
-    case CollectiveKind::kReduceScatter: return static_cast<double>(p - 1) / p;
-    default: return 1.0;  // broadcast
-  }
-}
-
 std::vector<std::int64_t> default_collective_sizes() {
   std::vector<std::int64_t> sizes;
   for (std::int64_t s = 8 << 10; s < (64 << 20); s *= 4) sizes.push_back(s);

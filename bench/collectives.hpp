@@ -19,6 +19,7 @@
 
 #include "layout/vocabulary.hpp"
 #include "mesh/device_mesh.hpp"
+#include "plan/calibration_fit.hpp"
 
 namespace meshtp::bench {
 
@@ -28,7 +29,8 @@ inline constexpr CollectiveKind kAllCollectives[] = {
     CollectiveKind::kAllReduce, CollectiveKind::kAllGather, CollectiveKind::kReduceScatter,
     CollectiveKind::kBroadcast};
 
-double bus_factor(CollectiveKind c, int group_size);
+// busbw = algbw · bus_factor(collective, P): one formula, the planner's (calibration_fit).
+using plan::bus_factor;
 
 struct CollectivesOptions {
   std::vector<std::int64_t> sizes;            // bytes; default_collective_sizes() if empty

@@ -19,9 +19,11 @@ std::string describe(const CollectiveSeries& s) {
   return fmt::format("{} on groups of {} ranks (stride {})", name(s.collective), s.size, s.stride);
 }
 
-// x = n·bytes/P: the bytes one rank moves through its ring link over the whole collective.
+// x = n·bytes_per_step: the bytes one rank moves through its ring link over the whole
+// collective.
 double ring_bytes(const CollectiveSeries& s, std::int64_t bytes) {
-  return ring_steps(s.collective, s.size) * static_cast<double>(bytes) / s.size;
+  return ring_steps(s.collective, s.size) *
+         bytes_per_step(s.collective, s.size, static_cast<double>(bytes));
 }
 
 void check_series(const CollectiveSeries& s) {
@@ -54,7 +56,42 @@ void check_series(const CollectiveSeries& s) {
 }  // namespace
 
 int ring_steps(CollectiveKind c, int p) {
+  if (c == CollectiveKind::kSendRecv) return 1;
   return c == CollectiveKind::kAllReduce ? 2 * (p - 1) : p - 1;
+}
+
+double bytes_per_step(CollectiveKind c, int p, double bytes) {
+  return c == CollectiveKind::kSendRecv ? bytes : bytes / p;
+}
+
+double bus_factor(CollectiveKind c, int p) {
+  if (p <= 1) return 0.0;
+  switch (c) {
+    case CollectiveKind::kAllReduce:
+      return 2.0 * (p - 1) / p;
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kReduceScatter:
+      return static_cast<double>(p - 1) / p;
+    default:
+      return 1.0;  // broadcast, send/recv
+  }
+}
+
+double round4(double x) {
+  if (x == 0 || !std::isfinite(x)) return x;
+  const double scale = std::pow(10.0, 3 - std::floor(std::log10(std::abs(x))));
+  return std::round(x * scale) / scale;
+}
+
+void round_fits(std::vector<GroupCalibration>& groups) {
+  for (GroupCalibration& g : groups) {
+    for (auto* f : {&g.all_reduce, &g.all_gather, &g.reduce_scatter}) {
+      if (!*f) continue;
+      (*f)->t_launch_us = round4((*f)->t_launch_us);
+      (*f)->l_sync_us = round4((*f)->l_sync_us);
+      (*f)->bw_gbps = round4((*f)->bw_gbps);
+    }
+  }
 }
 
 LineFit fit_ring_line(const CollectiveSeries& s) {
@@ -102,6 +139,8 @@ double fitted_time(const CollectiveFit& fit, CollectiveKind c, int p, double byt
                         .l_sync_s = fit.l_sync_us * kUs,
                         .bw_bytes_per_s = fit.bw_gbps * kGB};
   if (c == CollectiveKind::kAllReduce) return ring_all_reduce_time(ring, p, bytes);
+  // send/recv: one step of bytes, the time of a 2-rank ring's all_gather of that shard.
+  if (c == CollectiveKind::kSendRecv) return ring_collective_time(ring, 2, bytes);
   return ring_collective_time(ring, p, bytes / p);
 }
 

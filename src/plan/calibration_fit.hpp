@@ -15,6 +15,17 @@
 // ring_all_reduce_time(ring, P, bytes) term for term: a calibrated group prices exactly what
 // was measured (fitted_time() below calls those functions, and a test checks it).
 //
+// send/recv (nccl-tests' sendrecv_perf: every rank sends `bytes` to rank+1 and receives as
+// many from rank−1, all at once) is one step of that ring with the whole buffer as its
+// shard: n = 1, bytes_per_step = bytes, T = t_launch + l_sync + bytes/bw. Its fit describes
+// the ring's link (bw = the B' the collectives' fits should also find); the planner's
+// calibration holds no send/recv entry, so fit_calibration() does not take it.
+//
+// Bus bandwidth (nccl-tests, doc/PERFORMANCE.md): busbw = (bytes/T)·f with f = 2(P−1)/P for
+// all_reduce, (P−1)/P for all_gather and reduce_scatter, 1 for broadcast and send/recv. For
+// the ring model T → n·bytes_per_step/bw at large sizes, and n·bytes_per_step/bytes = f in
+// every case, so busbw → bw: a fit's bw is the busbw it predicts for the largest messages.
+//
 // Stage 1, per (group, collective): T is a line in x = n·bytes/P,
 //   T = a + x/bw,   a = t_launch + n·l_sync.
 // a and 1/bw by weighted least squares minimising Σ((T̂ᵢ − Tᵢ)/Tᵢ)²: relative residuals, so
@@ -50,8 +61,12 @@ using layout::CollectiveKind;
 inline constexpr CollectiveKind kFitCollectives[] = {
     CollectiveKind::kAllReduce, CollectiveKind::kAllGather, CollectiveKind::kReduceScatter};
 
-// n: ring steps of the collective on P ranks (P−1, or 2(P−1) for all_reduce).
+// n: ring steps of the collective on P ranks (P−1, 2(P−1) for all_reduce, 1 for send/recv).
 int ring_steps(CollectiveKind c, int p);
+// What one rank sends per ring step: bytes/P, or bytes for send/recv.
+double bytes_per_step(CollectiveKind c, int p, double bytes);
+// nccl-tests' bus bandwidth factor f above (0 for P < 2).
+double bus_factor(CollectiveKind c, int p);
 
 // One measurement: `bytes` as above, `seconds` the measured time.
 struct TimingSample {
@@ -98,6 +113,13 @@ struct CalibrationFit {
 CalibrationFit fit_calibration(std::span<const CollectiveSeries> series);
 
 // The time the planner predicts for `bytes` with `fit` (mesh_links' ring functions), s.
+// Also for send/recv: one ring step, T = t_launch + l_sync + bytes/bw.
 double fitted_time(const CollectiveFit& fit, CollectiveKind c, int p, double bytes);
+
+// x to 4 significant digits: what a topology file holds of a fit (the file is for people
+// too, and the measurements are noisier than that).
+double round4(double x);
+// Every fitted number of the groups to 4 significant digits.
+void round_fits(std::vector<GroupCalibration>& groups);
 
 }  // namespace meshtp::plan

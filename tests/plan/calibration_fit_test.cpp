@@ -59,6 +59,40 @@ TEST(CalibrationFit, FittedTimeIsThePlannersRingModel) {
                    3e-6 + 3 * (2e-6 + bytes / 4 / 5e9));
 }
 
+TEST(CalibrationFit, SendRecvIsOneRingStepOfTheWholeBuffer) {
+  // nccl-tests' sendrecv: every rank sends its whole buffer to rank+1, whatever P.
+  EXPECT_EQ(ring_steps(CollectiveKind::kSendRecv, 8), 1);
+  EXPECT_EQ(bytes_per_step(CollectiveKind::kSendRecv, 8, 4096), 4096);
+  EXPECT_EQ(bytes_per_step(CollectiveKind::kAllGather, 8, 4096), 512);
+  const CollectiveFit f{.t_launch_us = 0, .l_sync_us = 7, .bw_gbps = 20};
+  EXPECT_DOUBLE_EQ(fitted_time(f, CollectiveKind::kSendRecv, 8, 1 << 20), 7e-6 + (1 << 20) / 20e9);
+  CollectiveSeries s{
+      .size = 8, .stride = 1, .collective = CollectiveKind::kSendRecv, .samples = {}};
+  for (const std::int64_t bytes : {1 << 16, 1 << 20, 1 << 24}) {
+    s.samples.push_back({bytes, fitted_time(f, CollectiveKind::kSendRecv, 8, bytes)});
+  }
+  const LineFit line = fit_ring_line(s);
+  EXPECT_NEAR(line.intercept_s, 7e-6, 1e-15);
+  EXPECT_NEAR(1 / line.seconds_per_byte, 20e9, 1e-3);
+}
+
+TEST(CalibrationFit, BusFactorIsNcclTests) {
+  // nccl-tests doc/PERFORMANCE.md: 2(n-1)/n, (n-1)/n, (n-1)/n, 1.
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::kAllReduce, 8), 1.75);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::kAllGather, 8), 0.875);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::kReduceScatter, 4), 0.75);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::kSendRecv, 8), 1);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::kBroadcast, 8), 1);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::kAllReduce, 1), 0);
+  // A fit's bw is the busbw it predicts for the largest messages.
+  const CollectiveFit f{.t_launch_us = 20, .l_sync_us = 3, .bw_gbps = 230};
+  for (const CollectiveKind c : {CollectiveKind::kAllReduce, CollectiveKind::kAllGather,
+                                 CollectiveKind::kReduceScatter, CollectiveKind::kSendRecv}) {
+    const double bytes = 64.0 * (1 << 30);
+    EXPECT_NEAR(bytes / fitted_time(f, c, 8, bytes) * bus_factor(c, 8) / 1e9, 230, 0.1);
+  }
+}
+
 TEST(CalibrationFit, RecoversEverythingAcrossTwoStepCounts) {
   // 4 ranks, meshes 4x1 and 2x2: all_gather n = 3 and n = 1, so t_launch is identifiable.
   // Same launch and per-step latency everywhere, different bandwidths per group.
