@@ -1,0 +1,139 @@
+// The fit of nccl-tests logs and the topology it goes into (nccl_tests.hpp).
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "core/error.hpp"
+#include "plan/nccl_tests.hpp"
+
+namespace meshtp::plan {
+namespace {
+
+CollectiveSeries series_of(const NcclTestsLog& log, std::int64_t min_bytes) {
+  CollectiveSeries s{.size = log.ranks, .stride = 1, .collective = log.collective, .samples = {}};
+  std::set<std::int64_t> sizes;
+  for (const NcclTestsRow& r : log.rows) {
+    if (r.bytes < min_bytes) continue;
+    s.samples.push_back({r.bytes, r.time_us * 1e-6});
+    sizes.insert(r.bytes);
+  }
+  MESHTP_CHECK(sizes.size() >= 2,
+               "'{}': {} distinct size(s) of at least {} bytes (--min-bytes), the fit needs 2: "
+               "lower --min-bytes or log larger sizes (-e)",
+               log.source, sizes.size(), min_bytes);
+  return s;
+}
+
+}  // namespace
+
+const NcclTestsPoint& NcclTestsLogFit::largest() const {
+  MESHTP_CHECK(!points.empty(), "'{}': no rows", source);
+  const NcclTestsPoint* largest = &points.front();
+  for (const NcclTestsPoint& p : points) {
+    if (p.row.bytes >= largest->row.bytes) largest = &p;  // ties: the later one
+  }
+  return *largest;
+}
+
+NcclTestsFit fit_nccl_tests(std::span<const NcclTestsLog> logs, std::int64_t min_bytes) {
+  MESHTP_CHECK(!logs.empty(), "no nccl-tests logs to fit");
+  MESHTP_CHECK(min_bytes >= 1, "--min-bytes={} must be at least 1", min_bytes);
+  std::map<std::tuple<int, CollectiveKind>, std::string> seen;
+  std::vector<CollectiveSeries> collectives;
+  for (const NcclTestsLog& log : logs) {
+    const auto [it, inserted] = seen.emplace(std::tuple{log.ranks, log.collective}, log.source);
+    MESHTP_CHECK(inserted, "'{}' and '{}' both time {} on {} ranks: give one", it->second,
+                 log.source, name(log.collective), log.ranks);
+    if (log.collective != CollectiveKind::kSendRecv) {
+      collectives.push_back(series_of(log, min_bytes));
+    }
+  }
+  NcclTestsFit out;
+  if (!collectives.empty()) out.calibration = fit_calibration(collectives);
+  for (const NcclTestsLog& log : logs) {
+    NcclTestsLogFit l{.source = log.source,
+                      .collective = log.collective,
+                      .size = log.ranks,
+                      .stride = 1,
+                      .fit = {},
+                      .points = {}};
+    if (log.collective == CollectiveKind::kSendRecv) {
+      // One ring step: the whole intercept is the step's latency (calibration_fit.hpp).
+      const LineFit line = fit_ring_line(series_of(log, min_bytes));
+      l.fit = {.t_launch_us = 0,
+               .l_sync_us = line.intercept_s / kUs,
+               .bw_gbps = 1.0 / line.seconds_per_byte / kGB};
+    } else {
+      const GroupCalibration& g = *std::find_if(
+          out.calibration.groups.begin(), out.calibration.groups.end(),
+          [&](const GroupCalibration& x) { return x.size == log.ranks && x.stride == 1; });
+      l.fit = log.collective == CollectiveKind::kAllReduce   ? *g.all_reduce
+              : log.collective == CollectiveKind::kAllGather ? *g.all_gather
+                                                             : *g.reduce_scatter;
+    }
+    const double f = bus_factor(log.collective, log.ranks);
+    for (const NcclTestsRow& r : log.rows) {
+      const double bytes = static_cast<double>(r.bytes);
+      const double t = fitted_time(l.fit, log.collective, log.ranks, bytes);
+      l.points.push_back({.row = r,
+                          .fitted_busbw_gbps = bytes / t / kGB * f,
+                          .fitted = r.bytes >= min_bytes,
+                          .error = r.time_us * 1e-6 / t - 1});
+    }
+    out.logs.push_back(std::move(l));
+  }
+  return out;
+}
+
+Topology calibrated_from_nccl_tests(const Topology& base, std::span<const NcclTestsLog> logs,
+                                    const NcclTestsFit& fit, const std::string& name,
+                                    const std::string& source) {
+  const int n = base.device_count();
+  for (const NcclTestsLog& log : logs) {
+    MESHTP_CHECK(n % log.ranks == 0,
+                 "'{}' times {} ranks, which do not divide the {} devices of topology '{}': no "
+                 "mesh of it has a group of {}",
+                 log.source, log.ranks, n, base.name, log.ranks);
+    if (log.hosts.size() < 2) continue;
+    std::vector<int> blocks;
+    for (int j = 0; j < static_cast<int>(base.levels.size()); ++j) {
+      const int d = base.devices_per_member(j);
+      if (d > 1) blocks.push_back(d);
+    }
+    MESHTP_CHECK(std::find(blocks.begin(), blocks.end(), log.ranks_per_host) != blocks.end(),
+                 "'{}' spans {} hosts of {} ranks each, but topology '{}' has no level whose "
+                 "members are {} devices (its blocks: {}): meshtp numbers ranks node by node, "
+                 "so a host must be one such block",
+                 log.source, log.hosts.size(), log.ranks_per_host, base.name, log.ranks_per_host,
+                 blocks.empty() ? std::string("none") : fmt::format("{}", fmt::join(blocks, ", ")));
+  }
+  Topology t = base;
+  t.name = name.empty() ? base.name + "-nccl" : name;
+  std::vector<GroupCalibration> fitted = fit.calibration.groups;
+  round_fits(fitted);
+  std::vector<GroupCalibration>& groups = t.calibration.groups;
+  for (const GroupCalibration& g : fitted) {
+    auto same = std::find_if(groups.begin(), groups.end(), [&](const GroupCalibration& x) {
+      return x.size == g.size && x.stride == g.stride;
+    });
+    if (same == groups.end()) {
+      groups.push_back(g);
+      continue;
+    }
+    // The collectives the logs time replace the base's; the others stay.
+    if (g.all_reduce) same->all_reduce = g.all_reduce;
+    if (g.all_gather) same->all_gather = g.all_gather;
+    if (g.reduce_scatter) same->reduce_scatter = g.reduce_scatter;
+  }
+  t.calibration.source = base.calibration.source.empty()
+                             ? source
+                             : fmt::format("{}; before: {}", source, base.calibration.source);
+  t.validate();
+  return t;
+}
+
+}  // namespace meshtp::plan
