@@ -35,6 +35,9 @@
 // override the device's (calibration.gemm_tflops, calibration.elementwise_gbps). Written by
 // rank 0 atomically (core/atomic_file.hpp) after it
 // has parsed back as a valid topology; --out is checked before anything is measured.
+//
+// `--from-nccl-tests FILE… --base TOPOLOGY` fits the same model to nccl-tests logs instead of
+// measuring (calibrate_nccl_tests.cpp); the measuring flags are refused with it.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -48,6 +51,7 @@
 #include <string>
 
 #include "bench/calibration.hpp"
+#include "cli/calibrate_nccl_tests.hpp"
 #include "cli/commands.hpp"
 #include "cli/layout_flags.hpp"
 #include "core/atomic_file.hpp"
@@ -80,6 +84,10 @@ struct CalibrateArgs {
   double seconds = 0.1;
   int repeats = 3;
   bool json = false;
+  std::vector<std::string> nccl_tests;  // --from-nccl-tests: fit these logs, measure nothing
+  std::string min_bytes;
+  std::vector<CLI::Option*> measuring;  // the flags that only measuring uses
+  CLI::Option* min_bytes_option = nullptr;
 };
 
 
@@ -288,7 +296,36 @@ void add_calibrate_command(CLI::App& app) {
   c->add_option("--repeats", args->repeats,
                 "Sweeps over everything; each point is the median over sweeps (default 3)");
   c->add_flag("--json", args->json, "Print one JSON object: topology, fits with samples");
-  c->callback([args] { run_calibrate(*args); });
+  c->add_option("--from-nccl-tests", args->nccl_tests,
+                "Fit nccl-tests logs (all_reduce_perf, all_gather_perf, reduce_scatter_perf, "
+                "sendrecv_perf output) instead of measuring; needs --base")
+      ->expected(1, -1);
+  args->min_bytes_option = c->add_option(
+      "--min-bytes", args->min_bytes,
+      "With --from-nccl-tests: fit the rows of this size and more (default 1M: NCCL's "
+      "protocols change below)");
+  for (const char* flag :
+       {"--mesh", "--sizes", "--gemm", "--elementwise", "--seconds", "--repeats"}) {
+    args->measuring.push_back(c->get_option(flag));
+  }
+  c->callback([args] {
+    if (args->nccl_tests.empty()) {
+      MESHTP_CHECK(args->min_bytes_option->count() == 0, "--min-bytes needs --from-nccl-tests");
+      run_calibrate(*args);
+      return;
+    }
+    for (const CLI::Option* o : args->measuring) {
+      MESHTP_CHECK(o->count() == 0,
+                   "{} sets what calibrate measures; with --from-nccl-tests nothing is measured",
+                   o->get_name());
+    }
+    run_calibrate_from_nccl_tests({.logs = args->nccl_tests,
+                                   .out = args->out,
+                                   .base = args->base,
+                                   .name = args->name,
+                                   .min_bytes = args->min_bytes,
+                                   .json = args->json});
+  });
 }
 
 }  // namespace meshtp::cli

@@ -58,3 +58,43 @@ meshtp_failure_test(cli_bench_plan_unknown_strategy
                     REGEX "error: .*unknown strategy 'fsdp'"
                     NP 2 COMMAND ${MESHTP_BIN} bench plan --topology nvlink-network-2
                                  --strategies atp,fsdp)
+
+# calibrate --from-nccl-tests: the logs of tests/plan/data/nccl-tests fitted into the
+# nvswitch-8xa100 preset; the file's group is what `topo show` then uses; malformed input and
+# conflicting flags are refused naming the line or the flag.
+set(MESHTP_NCCL_DATA ${PROJECT_SOURCE_DIR}/tests/plan/data/nccl-tests)
+set(MESHTP_NCCL_FILE ${MESHTP_CAL_DIR}/nccl-8xa100.json)
+add_test(NAME cli_calibrate_nccl_tests
+         COMMAND ${MESHTP_BIN} calibrate --from-nccl-tests ${MESHTP_NCCL_DATA}/all_reduce_perf.log
+                 ${MESHTP_NCCL_DATA}/all_gather_perf.log ${MESHTP_NCCL_DATA}/sendrecv_perf.log
+                 --base nvswitch-8xa100 --out ${MESHTP_NCCL_FILE})
+set_tests_properties(cli_calibrate_nccl_tests PROPERTIES ENVIRONMENT "${MESHTP_MPI_ENV}"
+  TIMEOUT 60 FIXTURES_SETUP nccl_calibrated LABELS cli
+  PASS_REGULAR_EXPRESSION "all_reduce on 8 ranks .*largest size 8G: busbw 230.10 GB/s in the log, [0-9.]+ fitted \\(-1\\.[0-9]%\\).*one ring step: .*wrote .*nccl-8xa100.json: topology 'nvswitch-8xa100-nccl' \\(8 devices\\), 1 calibrated group")
+add_test(NAME cli_calibrate_nccl_tests_topo_show
+         COMMAND ${MESHTP_BIN} topo show ${MESHTP_NCCL_FILE} --mesh 1x8)
+set_tests_properties(cli_calibrate_nccl_tests_topo_show PROPERTIES ENVIRONMENT "${MESHTP_MPI_ENV}"
+  TIMEOUT 60 FIXTURES_REQUIRED nccl_calibrated LABELS cli
+  PASS_REGULAR_EXPRESSION "dim 1: 1 groups of 8 ranks, stride 1;.* used B'=226.6 GB/s, .*\\(calibrated\\)")
+meshtp_failure_test(cli_calibrate_nccl_tests_malformed
+                    REGEX "error: '.*malformed_all_reduce_perf.log' line 35: '1048576  262144  float  sum  -1  32.54  32.22' has 7 fields, but the column header on line 16 has 13"
+                    COMMAND ${MESHTP_BIN} calibrate --from-nccl-tests
+                            ${MESHTP_NCCL_DATA}/malformed_all_reduce_perf.log
+                            --base nvswitch-8xa100 --out ${MESHTP_CAL_DIR}/x.json)
+meshtp_failure_test(cli_calibrate_nccl_tests_no_base
+                    REGEX "error: --from-nccl-tests needs --base TOPOLOGY"
+                    COMMAND ${MESHTP_BIN} calibrate --from-nccl-tests
+                            ${MESHTP_NCCL_DATA}/all_reduce_perf.log --out ${MESHTP_CAL_DIR}/x.json)
+meshtp_failure_test(cli_calibrate_nccl_tests_measuring_flag
+                    REGEX "error: --sizes sets what calibrate measures; with --from-nccl-tests nothing is measured"
+                    COMMAND ${MESHTP_BIN} calibrate --from-nccl-tests
+                            ${MESHTP_NCCL_DATA}/all_reduce_perf.log --base nvswitch-8xa100
+                            --sizes 1M,2M --out ${MESHTP_CAL_DIR}/x.json)
+meshtp_failure_test(cli_calibrate_min_bytes_alone
+                    REGEX "error: --min-bytes needs --from-nccl-tests"
+                    NP 2 COMMAND ${MESHTP_BIN} calibrate --min-bytes 1M --out ${MESHTP_CAL_DIR}/x.json)
+meshtp_failure_test(cli_calibrate_nccl_tests_base_too_small
+                    REGEX "error: '.*all_reduce_perf_2x8.log' times 16 ranks, which do not divide the 8 devices of topology 'nvswitch-8xa100'"
+                    COMMAND ${MESHTP_BIN} calibrate --from-nccl-tests
+                            ${MESHTP_NCCL_DATA}/all_reduce_perf_2x8.log --base nvswitch-8xa100
+                            --out ${MESHTP_CAL_DIR}/x.json)
