@@ -8,21 +8,34 @@
 //   meshtp topo platform NAME|FILE --out DIR [--mesh d1xd2] [--devices N]
 //       DIR/platform.xml (SimGrid) + DIR/hostfile (rank r's host on line r, placed for the
 //       mesh; rank r on device r without one).
+//   meshtp topo from-nvidia-smi FILE --out TOPOLOGY.json [--name N] [--nodes N --node-gbps G]
+//          [--nvlink-gbps 50] [--pcie-gbps 24] [--memory-gib G] [--tflops T] [--json]
+//       a topology from `nvidia-smi topo -m`: the node's levels (topo/nvidia_smi.hpp: how the
+//       matrix nests into levels, and the nominal bandwidths), under an optional node level
+//       of N nodes at G GB/s per node; the device numbers are nvswitch-8xa100's unless given
+//       (the matrix names no GPU).
 //
-// Pure computation; rank 0 prints.
+// Pure computation; rank 0 prints and writes.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <array>
+#include <cmath>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "cli/commands.hpp"
 #include "cli/layout_flags.hpp"
+#include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
 #include "plan/mesh_links.hpp"
 #include "plan/presets.hpp"
 #include "plan/report.hpp"
 #include "plan/topology_graph.hpp"
+#include "topo/nvidia_smi.hpp"
 
 namespace meshtp::cli {
 namespace {
@@ -103,6 +116,118 @@ void run_topo_platform(const TopoArgs& args) {
                        topo::name(f.cluster), f.hostfile);
 }
 
+// nvidia-smi topo -m names no GPU: the device block (memory, FLOP rate, elementwise rate,
+// launch cost) is this preset's unless --memory-gib / --tflops say otherwise.
+constexpr const char* kDevicePreset = "nvswitch-8xa100";
+// The node level's per-step latency: ib-2x8xa100's (nominal).
+constexpr double kNodeLatencyUs = 8;
+
+struct FromSmiArgs {
+  std::string file;
+  std::string out;
+  std::string name;
+  int nodes = 1;
+  double node_gbps = 0;
+  topo::SmiLevelOptions links;
+  double memory_gib = 0;  // when given; else kDevicePreset's
+  double tflops = 0;
+  const CLI::Option* memory_option = nullptr;
+  const CLI::Option* tflops_option = nullptr;
+  bool json = false;
+};
+
+void run_topo_from_nvidia_smi(const FromSmiArgs& a) {
+  MESHTP_CHECK(a.nodes >= 1, "--nodes={} must be at least 1", a.nodes);
+  MESHTP_CHECK(a.nodes == 1 || a.node_gbps > 0,
+               "--nodes {} needs --node-gbps G (what one node can send to the others, GB/s per "
+               "direction, e.g. 25 for one 200 Gb/s HDR NIC)",
+               a.nodes);
+  MESHTP_CHECK(a.nodes > 1 || a.node_gbps == 0, "--node-gbps needs --nodes N (N ≥ 2)");
+  const bool memory_given = a.memory_option->count() > 0;
+  const bool tflops_given = a.tflops_option->count() > 0;
+  MESHTP_CHECK(!memory_given || (std::isfinite(a.memory_gib) && a.memory_gib > 0),
+               "--memory-gib={} must be positive", a.memory_gib);
+  MESHTP_CHECK(!tflops_given || (std::isfinite(a.tflops) && a.tflops > 0),
+               "--tflops={} must be positive", a.tflops);
+  MESHTP_CHECK(std::isfinite(a.links.nvlink_gbps) && std::isfinite(a.links.pcie_gbps) &&
+                   std::isfinite(a.node_gbps),
+               "--nvlink-gbps, --pcie-gbps and --node-gbps must be finite");
+  check_output_path(a.out);
+  const topo::SmiMatrix matrix = topo::parse_nvidia_smi_topo(read_file(a.file), a.file);
+  const std::vector<topo::SmiLevel> node = topo::smi_levels(matrix, a.links);
+
+  const plan::Topology device = plan::load_topology(kDevicePreset);
+  const bool preset_device = !memory_given && !tflops_given;
+  plan::Topology t;
+  t.name = a.name.empty() ? std::filesystem::path(a.out).stem().string() : a.name;
+  t.memory_gib = memory_given ? a.memory_gib : device.memory_gib;
+  t.tflops = tflops_given ? a.tflops : device.tflops;
+  t.elementwise_gbps = device.elementwise_gbps;
+  t.launch_us = device.launch_us;
+  t.description = fmt::format(
+      "from nvidia-smi topo -m '{}' (meshtp topo from-nvidia-smi): {} GPUs per node{}; NVLink "
+      "{} GB/s per link, PCIe {} GB/s and the latencies nominal, not measured; device: {} GiB "
+      "({}), {} TFLOP/s ({}), elementwise rate and launch cost {}'s",
+      a.file, matrix.gpus(),
+      a.nodes > 1 ? fmt::format(", {} nodes at {} GB/s each", a.nodes, a.node_gbps) : "",
+      a.links.nvlink_gbps, a.links.pcie_gbps, t.memory_gib, memory_given ? "given" : kDevicePreset,
+      t.tflops, tflops_given ? "given" : kDevicePreset, kDevicePreset);
+  if (a.nodes > 1) {
+    t.levels.push_back({.name = "node",
+                        .members = a.nodes,
+                        .group_gbps = a.node_gbps,
+                        .p2p_gbps = {},
+                        .p2p_uniform_gbps = 0,
+                        .latency_us = kNodeLatencyUs});
+  }
+  for (const topo::SmiLevel& l : node) t.levels.push_back(l.level);
+  t.validate();
+  const std::string text = plan::to_json(t).dump(2) + "\n";
+  plan::parse_topology(text, a.out);  // what `meshtp plan --topology` will read
+  if (world().rank() == 0) write_file_atomically(a.out, text);
+
+  if (a.json) {
+    nlohmann::json levels = nlohmann::json::array();
+    for (const topo::SmiLevel& l : node) {
+      levels.push_back({{"name", l.level.name},
+                        {"link", topo::name(l.link)},
+                        {"nvswitch", l.nvswitch},
+                        {"evidence", l.evidence}});
+    }
+    out() << nlohmann::json{{"out", a.out},
+                            {"gpus", matrix.gpus()},
+                            {"nics", matrix.nics},
+                            {"node_levels", std::move(levels)},
+                            {"topology", plan::to_json(t)}}
+                 .dump()
+          << '\n';
+    return;
+  }
+  out() << fmt::format("{}: {} GPUs{}\n", a.file, matrix.gpus(),
+                       matrix.nics.empty()
+                           ? std::string()
+                           : fmt::format(", {} other device column(s) ignored ({})",
+                                         matrix.nics.size(), fmt::join(matrix.nics, " ")));
+  out() << "levels, outermost first:\n";
+  if (a.nodes > 1) {
+    out() << fmt::format(
+        "  {:<12} {:>3} members  group {:>7.4g} GB/s  latency {:>3} us  "
+        "--nodes, --node-gbps\n",
+        "node", a.nodes, a.node_gbps, kNodeLatencyUs);
+  }
+  for (const topo::SmiLevel& l : node) {
+    out() << fmt::format("  {:<12} {:>3} members  group {:>7.4g} GB/s  latency {:>3} us  {}\n",
+                         l.level.name, l.level.members, l.level.group_gbps, l.level.latency_us,
+                         l.evidence);
+  }
+  out() << fmt::format(
+      "wrote {}: topology '{}', {} devices ({} GiB, {} TFLOP/s each{})\nnext: meshtp topo show {} "
+      "--mesh d1xd2  |  meshtp calibrate --from-nccl-tests LOG… --base {} --out …\n",
+      a.out, t.name, t.device_count(), t.memory_gib, t.tflops,
+      preset_device ? fmt::format(": {}'s device, not read from the matrix", kDevicePreset) : "",
+      a.out, a.out);
+}
+
 }  // namespace
 
 void add_topo_command(CLI::App& app) {
@@ -128,6 +253,30 @@ void add_topo_command(CLI::App& app) {
   platform->add_option("--devices", platform_args->devices,
                        "Number of devices; must match the topology (default: the topology's)");
   platform->callback([platform_args] { run_topo_platform(*platform_args); });
+
+  auto smi_args = std::make_shared<FromSmiArgs>();
+  CLI::App* smi = topo->add_subcommand(
+      "from-nvidia-smi",
+      "Write a topology of one node's levels (NV#, PIX, PXB, PHB, NODE, SYS) read from "
+      "`nvidia-smi topo -m`");
+  smi->add_option("file", smi_args->file, "The saved output of nvidia-smi topo -m")->required();
+  smi->add_option("--out", smi_args->out, "Topology JSON file to write (atomically)")->required();
+  smi->add_option("--name", smi_args->name, "Topology name (default: --out's file stem)");
+  smi->add_option("--nodes", smi_args->nodes, "Nodes like this one (default 1)");
+  smi->add_option("--node-gbps", smi_args->node_gbps,
+                  "With --nodes: what one node sends to the others, GB/s per direction");
+  smi->add_option("--nvlink-gbps", smi_args->links.nvlink_gbps,
+                  "GB/s per NVLink, both directions (default 50: NVLink 2-4)");
+  smi->add_option("--pcie-gbps", smi_args->links.pcie_gbps,
+                  "GB/s of a PCIe level, per direction (default 24: PCIe 4.0 x16, nominal)");
+  smi_args->memory_option =
+      smi->add_option("--memory-gib", smi_args->memory_gib,
+                      fmt::format("Device memory, GiB (default: {}'s)", kDevicePreset));
+  smi_args->tflops_option =
+      smi->add_option("--tflops", smi_args->tflops,
+                      fmt::format("Device dense GeMM TFLOP/s (default: {}'s)", kDevicePreset));
+  smi->add_flag("--json", smi_args->json, "Print one JSON object: levels with evidence, topology");
+  smi->callback([smi_args] { run_topo_from_nvidia_smi(*smi_args); });
 }
 
 }  // namespace meshtp::cli

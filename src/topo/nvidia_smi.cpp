@@ -1,0 +1,401 @@
+#include "topo/nvidia_smi.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <map>
+#include <numeric>
+#include <optional>
+#include <set>
+
+#include "core/error.hpp"
+
+namespace meshtp::topo {
+namespace {
+
+// The line without terminal escapes (ESC [ … m; also their text when the ESC byte was lost
+// in a copy) and without a trailing '\r'.
+std::string clean(std::string_view line) {
+  std::string out;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const bool esc = line[i] == '\x1b';
+    const std::size_t open = esc ? i + 1 : i;
+    if ((esc || line[i] == '[') && open < line.size() && line[open] == '[') {
+      std::size_t j = open + 1;
+      while (j < line.size() &&
+             (std::isdigit(static_cast<unsigned char>(line[j])) || line[j] == ';')) {
+        ++j;
+      }
+      if (j < line.size() && line[j] == 'm' && (esc || j > open + 1)) {
+        i = j;
+        continue;
+      }
+    }
+    if (line[i] != '\r') out += line[i];
+  }
+  return out;
+}
+
+std::vector<std::string> split(std::string_view s) {
+  std::vector<std::string> out;
+  std::size_t i = 0;
+  while (i < s.size()) {
+    while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
+    const std::size_t start = i;
+    while (i < s.size() && s[i] != ' ' && s[i] != '\t') ++i;
+    if (i > start) out.emplace_back(s.substr(start, i - start));
+  }
+  return out;
+}
+
+std::optional<SmiEntry> entry_of(std::string_view t) {
+  static const std::map<std::string_view, SmiLink> kKinds{
+      {"PIX", SmiLink::kPix},   {"PXB", SmiLink::kPxb}, {"PHB", SmiLink::kPhb},
+      {"NODE", SmiLink::kNode}, {"SYS", SmiLink::kSys}, {"SOC", SmiLink::kSys}};
+  if (const auto it = kKinds.find(t); it != kKinds.end()) return SmiEntry{it->second, 0};
+  if (t.size() > 2 && t.substr(0, 2) == "NV") {
+    int k = 0;
+    const auto [end, ec] = std::from_chars(t.data() + 2, t.data() + t.size(), k);
+    if (ec == std::errc() && end == t.data() + t.size() && k >= 1 && k <= 64) {
+      return SmiEntry{SmiLink::kNvlink, k};
+    }
+  }
+  return std::nullopt;
+}
+
+std::string gpu_name(int i) { return fmt::format("GPU{}", i); }
+
+// "0-3", "0,2" for messages.
+std::string describe_block(const std::vector<int>& gpus) {
+  const bool consecutive = gpus.back() - gpus.front() + 1 == static_cast<int>(gpus.size());
+  if (consecutive && gpus.size() > 2) return fmt::format("{}-{}", gpus.front(), gpus.back());
+  return fmt::format("{}", fmt::join(gpus, ","));
+}
+
+// The name of a level's members: the kind that joined them into blocks.
+const char* member_name(std::optional<SmiLink> joined_by) {
+  if (!joined_by) return "gpu";
+  switch (*joined_by) {
+    case SmiLink::kNvlink:
+      return "nvlink";
+    case SmiLink::kPix:
+      return "pcie-switch";
+    case SmiLink::kPxb:
+      return "pcie-tree";
+    case SmiLink::kPhb:
+      return "cpu";
+    case SmiLink::kNode:
+      return "numa";
+    case SmiLink::kSys:
+      return "node";
+  }
+  return "gpu";
+}
+
+double latency_us(SmiLink link) {
+  switch (link) {
+    case SmiLink::kNvlink:
+      return 3;
+    case SmiLink::kPix:
+    case SmiLink::kPxb:
+      return 6;
+    case SmiLink::kPhb:
+    case SmiLink::kNode:
+      return 8;
+    case SmiLink::kSys:
+      return 10;
+  }
+  return 10;
+}
+
+// Blocks (components) of the GPUs joined by `link` or closer.
+std::vector<std::vector<int>> blocks_of(const SmiMatrix& m, SmiLink link) {
+  const int n = m.gpus();
+  std::vector<int> parent(static_cast<std::size_t>(n));
+  std::iota(parent.begin(), parent.end(), 0);
+  auto find = [&](int x) {
+    while (parent[static_cast<std::size_t>(x)] != x) x = parent[static_cast<std::size_t>(x)];
+    return x;
+  };
+  for (int a = 0; a < n; ++a) {
+    for (int b = a + 1; b < n; ++b) {
+      if (m.entries[static_cast<std::size_t>(a)][static_cast<std::size_t>(b)].link <= link) {
+        parent[static_cast<std::size_t>(find(b))] = find(a);
+      }
+    }
+  }
+  std::map<int, std::vector<int>> by_root;
+  for (int g = 0; g < n; ++g) by_root[find(g)].push_back(g);
+  std::vector<std::vector<int>> blocks;
+  for (auto& [root, gpus] : by_root) blocks.push_back(std::move(gpus));
+  std::sort(blocks.begin(), blocks.end());
+  return blocks;
+}
+
+}  // namespace
+
+const char* name(SmiLink link) {
+  switch (link) {
+    case SmiLink::kNvlink:
+      return "NV";
+    case SmiLink::kPix:
+      return "PIX";
+    case SmiLink::kPxb:
+      return "PXB";
+    case SmiLink::kPhb:
+      return "PHB";
+    case SmiLink::kNode:
+      return "NODE";
+    case SmiLink::kSys:
+      return "SYS";
+  }
+  return "?";
+}
+
+SmiMatrix parse_nvidia_smi_topo(std::string_view text, const std::string& source) {
+  SmiMatrix m;
+  m.source = source;
+  std::vector<std::string> columns;  // device columns, GPUs first
+  int gpus = 0;
+  std::map<std::string, int> row_line;  // column name → its row's line
+  std::vector<std::vector<std::string>> gpu_rows;
+  int number = 0;
+  std::size_t pos = 0;
+  bool header = false;
+  while (pos <= text.size()) {
+    std::size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string line = clean(text.substr(pos, end - pos));
+    pos = end + 1;
+    ++number;
+    const std::vector<std::string> t = split(line);
+    const std::string where = fmt::format("'{}' line {}", source, number);
+    if (!header) {
+      if (t.empty() || t[0] != "GPU0") continue;  // before the matrix: prompts, comments
+      header = true;
+      m.header_line = number;
+      for (const std::string& c : t) {
+        if (c == "CPU" || c == "NUMA") break;  // "CPU Affinity", "NUMA Affinity", …
+        MESHTP_CHECK(std::find(columns.begin(), columns.end(), c) == columns.end(),
+                     "{}: column '{}' appears twice", where, c);
+        columns.push_back(c);
+      }
+      while (gpus < static_cast<int>(columns.size()) &&
+             columns[static_cast<std::size_t>(gpus)] == gpu_name(gpus)) {
+        ++gpus;
+      }
+      for (std::size_t i = static_cast<std::size_t>(gpus); i < columns.size(); ++i) {
+        MESHTP_CHECK(columns[i].rfind("GPU", 0) != 0,
+                     "{}: column '{}' after {}: the GPU columns must be GPU0, GPU1, … in order",
+                     where, columns[i], gpu_name(gpus - 1));
+        m.nics.push_back(columns[i]);
+      }
+      gpu_rows.resize(static_cast<std::size_t>(gpus));
+      m.row_lines.resize(static_cast<std::size_t>(gpus));
+      continue;
+    }
+    if (t.empty()) break;  // the matrix ends at the first blank line; the legends follow
+    const auto col = std::find(columns.begin(), columns.end(), t[0]);
+    MESHTP_CHECK(col != columns.end(), "{}: row '{}' names no column of the header on line {} ({})",
+                 where, t[0], m.header_line, fmt::join(columns, " "));
+    const auto [seen, inserted] = row_line.emplace(t[0], number);
+    MESHTP_CHECK(inserted, "{}: a second row for {} (the first is on line {})", where, t[0],
+                 seen->second);
+    MESHTP_CHECK(t.size() > columns.size(),
+                 "{}: row {} has {} entries but the header on line {} has {} device columns", where,
+                 t[0], t.size() - 1, m.header_line, columns.size());
+    const auto self = static_cast<std::size_t>(col - columns.begin());
+    for (std::size_t j = 0; j < columns.size(); ++j) {
+      const std::string& e = t[j + 1];
+      if (j == self) {
+        MESHTP_CHECK(e == "X", "{}: {} against itself is '{}', expected X", where, t[0], e);
+        continue;
+      }
+      MESHTP_CHECK(e != "X", "{}: {} to {} is X (self) off the diagonal", where, t[0], columns[j]);
+      MESHTP_CHECK(entry_of(e),
+                   "{}: {} to {}: unknown entry '{}' (expected X, NV<n>, PIX, PXB, PHB, NODE or "
+                   "SYS)",
+                   where, t[0], columns[j], e);
+    }
+    if (self < static_cast<std::size_t>(gpus)) {
+      gpu_rows[self] = t;
+      m.row_lines[self] = number;
+    }
+  }
+  MESHTP_CHECK(header, "'{}' has no nvidia-smi topo -m header line (one starting with GPU0)",
+               source);
+  for (int i = 0; i < gpus; ++i) {
+    MESHTP_CHECK(m.row_lines[static_cast<std::size_t>(i)] > 0,
+                 "'{}': the matrix (header on line {}) has no row for {}", source, m.header_line,
+                 gpu_name(i));
+  }
+  m.entries.assign(static_cast<std::size_t>(gpus),
+                   std::vector<SmiEntry>(static_cast<std::size_t>(gpus)));
+  for (int i = 0; i < gpus; ++i) {
+    for (int j = 0; j < gpus; ++j) {
+      if (i == j) continue;
+      const std::string& e = gpu_rows[static_cast<std::size_t>(i)][static_cast<std::size_t>(j) + 1];
+      const std::string& back =
+          gpu_rows[static_cast<std::size_t>(j)][static_cast<std::size_t>(i) + 1];
+      MESHTP_CHECK(e == back,
+                   "'{}' line {}: {} to {} is '{}', but line {} has {} to {} as '{}': the "
+                   "matrix must be symmetric",
+                   source, m.row_lines[static_cast<std::size_t>(j)], gpu_name(j), gpu_name(i), back,
+                   m.row_lines[static_cast<std::size_t>(i)], gpu_name(i), gpu_name(j), e);
+      m.entries[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)] = *entry_of(e);
+    }
+  }
+  return m;
+}
+
+std::vector<SmiLevel> smi_levels(const SmiMatrix& m, const SmiLevelOptions& o) {
+  MESHTP_CHECK(o.nvlink_gbps > 0 && o.pcie_gbps > 0,
+               "NVLink {} GB/s and PCIe {} GB/s must be positive", o.nvlink_gbps, o.pcie_gbps);
+  const int n = m.gpus();
+  if (n == 1) {
+    return {{.level = {.name = "gpu",
+                       .members = 1,
+                       .group_gbps = o.pcie_gbps,
+                       .p2p_gbps = {},
+                       .p2p_uniform_gbps = 0,
+                       .latency_us = latency_us(SmiLink::kPix)},
+             .link = SmiLink::kPix,
+             .nvswitch = false,
+             .evidence = "one GPU: no communication inside the node"}};
+  }
+  std::set<SmiLink> kinds;
+  for (int a = 0; a < n; ++a) {
+    for (int b = 0; b < n; ++b) {
+      if (a != b)
+        kinds.insert(m.entries[static_cast<std::size_t>(a)][static_cast<std::size_t>(b)].link);
+    }
+  }
+  // Nested partitions, innermost first: singletons, then one per kind that changes them.
+  std::vector<std::vector<std::vector<int>>> partitions;
+  std::vector<SmiLink> joined_by;  // the kind that made partitions[i + 1]
+  std::vector<std::vector<int>> current;
+  for (int g = 0; g < n; ++g) current.push_back({g});
+  partitions.push_back(current);
+  for (const SmiLink k : kinds) {
+    std::vector<std::vector<int>> blocks = blocks_of(m, k);
+    if (blocks.size() == partitions.back().size()) continue;  // nothing new joined
+    const std::size_t size = blocks.front().size();
+    for (const std::vector<int>& b : blocks) {
+      const bool consecutive = b.back() - b.front() + 1 == static_cast<int>(b.size());
+      if (!consecutive || b.size() != size) {
+        std::vector<std::string> all;
+        for (const auto& x : blocks) all.push_back(fmt::format("{{{}}}", describe_block(x)));
+        fail(
+            "'{}': the GPUs joined by {} or closer form the blocks {}: levels need blocks of "
+            "consecutive GPUs, all of one size (renumber with CUDA_VISIBLE_DEVICES, or write "
+            "the topology by hand: topologies/README.md)",
+            m.source, name(k), fmt::join(all, " "));
+      }
+    }
+    partitions.push_back(std::move(blocks));
+    joined_by.push_back(k);
+  }
+
+  std::vector<SmiLevel> levels;  // innermost first, reversed at the end
+  for (std::size_t j = 0; j < joined_by.size(); ++j) {
+    const SmiLink link = joined_by[j];
+    const int inner = static_cast<int>(partitions[j].front().size());
+    const int members = static_cast<int>(partitions[j + 1].front().size()) / inner;
+    SmiLevel l;
+    l.link = link;
+    l.level.name = member_name(j == 0 ? std::nullopt : std::optional(joined_by[j - 1]));
+    l.level.members = members;
+    l.level.latency_us = latency_us(link);
+    if (link != SmiLink::kNvlink) {
+      l.level.group_gbps = o.pcie_gbps;
+      l.evidence = fmt::format("{} between {}: PCIe, {} GB/s (nominal)", name(link),
+                               inner == 1 ? fmt::format("{} GPUs", members)
+                                          : fmt::format("{} blocks of {} GPUs", members, inner),
+                               o.pcie_gbps);
+      levels.push_back(std::move(l));
+      continue;
+    }
+    // NVLink: the innermost level (NV is the closest kind), members single GPUs. Every block
+    // must have the first block's pattern of link counts.
+    const std::vector<int>& first = partitions[1].front();
+    std::vector<std::vector<int>> k(static_cast<std::size_t>(members),
+                                    std::vector<int>(static_cast<std::size_t>(members), 0));
+    for (int a = 0; a < members; ++a) {
+      for (int b = 0; b < members; ++b) {
+        if (a == b) continue;
+        const SmiEntry& e = m.entries[static_cast<std::size_t>(first[static_cast<std::size_t>(a)])]
+                                     [static_cast<std::size_t>(first[static_cast<std::size_t>(b)])];
+        k[static_cast<std::size_t>(a)][static_cast<std::size_t>(b)] =
+            e.link == SmiLink::kNvlink ? e.nvlinks : 0;
+      }
+    }
+    for (const std::vector<int>& block : partitions[1]) {
+      for (int a = 0; a < members; ++a) {
+        for (int b = 0; b < members; ++b) {
+          if (a == b) continue;
+          const SmiEntry& e =
+              m.entries[static_cast<std::size_t>(block[static_cast<std::size_t>(a)])]
+                       [static_cast<std::size_t>(block[static_cast<std::size_t>(b)])];
+          const int links = e.link == SmiLink::kNvlink ? e.nvlinks : 0;
+          MESHTP_CHECK(
+              links == k[static_cast<std::size_t>(a)][static_cast<std::size_t>(b)],
+              "'{}' line {}: GPU{} to GPU{} has {} NVLinks, but GPU{} to GPU{} has {}: "
+              "the NVLink blocks {{{}}} and {{{}}} differ, and a level has one pattern",
+              m.source, m.row_lines[static_cast<std::size_t>(block[static_cast<std::size_t>(a)])],
+              block[static_cast<std::size_t>(a)], block[static_cast<std::size_t>(b)], links,
+              first[static_cast<std::size_t>(a)], first[static_cast<std::size_t>(b)],
+              k[static_cast<std::size_t>(a)][static_cast<std::size_t>(b)], describe_block(block),
+              describe_block(first));
+        }
+      }
+    }
+    int uniform = k[0][1];
+    bool all_equal = true;
+    for (int a = 0; a < members; ++a) {
+      for (int b = 0; b < members; ++b) {
+        if (a != b && k[static_cast<std::size_t>(a)][static_cast<std::size_t>(b)] != uniform) {
+          all_equal = false;
+        }
+      }
+    }
+    if (all_equal && (members - 1) * uniform > kMaxNvlinksPerGpu) {
+      l.nvswitch = true;
+      l.level.group_gbps = uniform * o.nvlink_gbps;
+      l.evidence = fmt::format(
+          "NV{} between every pair of {} GPUs: {} × {} = {} links per GPU if direct, more than "
+          "a GPU has ({}), so an NVSwitch: {} × {} GB/s",
+          uniform, members, members - 1, uniform, (members - 1) * uniform, kMaxNvlinksPerGpu,
+          uniform, o.nvlink_gbps);
+    } else {
+      double least = 0;
+      for (int a = 0; a < members; ++a) {
+        const auto& row = k[static_cast<std::size_t>(a)];
+        const double total = std::accumulate(row.begin(), row.end(), 0) * o.nvlink_gbps;
+        least = a == 0 ? total : std::min(least, total);
+      }
+      l.level.group_gbps = least;
+      if (all_equal) {
+        l.level.p2p_uniform_gbps = uniform * o.nvlink_gbps;
+      } else {
+        for (const auto& row : k) {
+          std::vector<double> r;
+          for (const int links : row) r.push_back(links * o.nvlink_gbps);
+          l.level.p2p_gbps.push_back(std::move(r));
+        }
+      }
+      l.evidence = fmt::format(
+          "direct NVLinks between {} GPUs{}: p2p = links × {} GB/s, group {} GB/s (the least "
+          "GPU's total)",
+          members, all_equal ? fmt::format(" (NV{} every pair)", uniform) : std::string(),
+          o.nvlink_gbps, least);
+    }
+    levels.push_back(std::move(l));
+  }
+  std::reverse(levels.begin(), levels.end());
+  return levels;
+}
+
+}  // namespace meshtp::topo
