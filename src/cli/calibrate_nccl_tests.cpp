@@ -80,8 +80,14 @@ void run_calibrate_from_nccl_tests(const NcclTestsCalibrateArgs& a) {
                "--from-nccl-tests needs --base TOPOLOGY (a preset, or the file `meshtp topo "
                "from-nvidia-smi` writes): nccl-tests measure the collectives, not the devices' "
                "memory and FLOP rate");
-  const std::int64_t min_bytes =
-      a.min_bytes.empty() ? plan::kNcclTestsMinBytes : parse_byte_size(a.min_bytes);
+  std::int64_t min_bytes = plan::kNcclTestsMinBytes;
+  if (!a.min_bytes.empty()) {
+    try {
+      min_bytes = parse_byte_size(a.min_bytes);
+    } catch (const Error& e) {
+      fail("--min-bytes: {}", e.what());
+    }
+  }
   const plan::Topology base = plan::load_topology(a.base);
   check_output_path(a.out);  // before the work, on every rank alike
 

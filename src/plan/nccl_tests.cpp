@@ -229,10 +229,6 @@ void read_row(RawLog& log, const std::vector<std::string_view>& t, const std::st
 // The checks of the header comment that need the whole log: ranks, hosts, type, sizes, busbw.
 void check_log(NcclTestsLog& out, const RawLog& raw) {
   const std::string& src = out.source;
-  MESHTP_CHECK(!raw.ranks.empty(),
-               "'{}' has no '#  Rank N … on HOST …' line: is it the output of an nccl-tests "
-               "program (all_reduce_perf, …)?",
-               src);
   out.ranks = static_cast<int>(raw.ranks.size());
   MESHTP_CHECK(raw.ranks.rbegin()->first == out.ranks - 1,
                "'{}' lists {} ranks, but rank {} (line {}) is among them: ranks 0…{} expected", src,
@@ -365,6 +361,10 @@ NcclTestsLog parse_nccl_tests(std::string_view text, const std::string& source) 
     read_row(raw, t, where, number, line);
   }
 
+  MESHTP_CHECK(!raw.ranks.empty(),
+               "'{}' has no '#  Rank N … on HOST …' line: is it the output of an nccl-tests "
+               "program (all_reduce_perf, …)?",
+               source);
   if (!out.program.empty()) {
     const std::optional<CollectiveKind> c = collective_named(out.program);
     MESHTP_CHECK(c,

@@ -143,6 +143,29 @@ if [ "$group" = all ] || [ "$group" = flags ]; then
   expect_error "bench gemm --shapes 0x1x1" 2 "error: bad --shapes item '0x1x1'" bench gemm --shapes 0x1x1
   expect_error "bench gemm2d --m 0" 2 "error: GeMM sizes must be positive, got m=0" bench gemm2d --m 0 --n 8 --k 8 --mesh 1x2
   expect_error "calibrate --mesh 5" 2 "error: --mesh 5 is not a 2D mesh" calibrate --mesh 5 --out "$work/cal.json"
+  # calibrate --from-nccl-tests and topo from-nvidia-smi (issue 25): their flags.
+  ar_log="$repo/tests/plan/data/nccl-tests/all_reduce_perf.log"
+  dgx_smi="$repo/tests/topo/data/nvidia-smi/dgx-a100.txt"
+  expect_error "calibrate --from-nccl-tests without --base" 2 "error: --from-nccl-tests needs --base TOPOLOGY" \
+    calibrate --from-nccl-tests "$ar_log" --out "$work/cal.json"
+  expect_error "calibrate --from-nccl-tests --repeats" 2 "error: --repeats sets what calibrate measures; with --from-nccl-tests nothing is measured" \
+    calibrate --from-nccl-tests "$ar_log" --base nvswitch-8xa100 --repeats 2 --out "$work/cal.json"
+  expect_error "calibrate --min-bytes without --from-nccl-tests" 2 "error: --min-bytes needs --from-nccl-tests" \
+    calibrate --min-bytes 1M --out "$work/cal.json"
+  expect_error "calibrate --from-nccl-tests --min-bytes 0" 2 "error: --min-bytes: bad size '0'" \
+    calibrate --from-nccl-tests "$ar_log" --base nvswitch-8xa100 --min-bytes 0 --out "$work/cal.json"
+  expect_error "calibrate --from-nccl-tests --min-bytes past the log" 2 "error: '.*all_reduce_perf.log': 0 distinct size\(s\) of at least 17179869184 bytes \(--min-bytes\), the fit needs 2" \
+    calibrate --from-nccl-tests "$ar_log" --base nvswitch-8xa100 --min-bytes 16G --out "$work/cal.json"
+  expect_error "calibrate --from-nccl-tests, 16 ranks on an 8-device --base" 2 "error: '.*all_reduce_perf_2x8.log' times 16 ranks, which do not divide the 8 devices of topology 'nvswitch-8xa100'" \
+    calibrate --from-nccl-tests "$repo/tests/plan/data/nccl-tests/all_reduce_perf_2x8.log" --base nvswitch-8xa100 --out "$work/cal.json"
+  expect_error "topo from-nvidia-smi --nodes without --node-gbps" 2 "error: --nodes 2 needs --node-gbps G" \
+    topo from-nvidia-smi "$dgx_smi" --nodes 2 --out "$work/smi.json"
+  expect_error "topo from-nvidia-smi --node-gbps without --nodes" 2 "error: --node-gbps needs --nodes N" \
+    topo from-nvidia-smi "$dgx_smi" --node-gbps 25 --out "$work/smi.json"
+  expect_error "topo from-nvidia-smi --pcie-gbps -1" 2 "error: NVLink 50 GB/s and PCIe -1 GB/s must be positive" \
+    topo from-nvidia-smi "$dgx_smi" --pcie-gbps -1 --out "$work/smi.json"
+  expect_error "topo from-nvidia-smi --memory-gib 0" 2 "error: --memory-gib=0 must be positive" \
+    topo from-nvidia-smi "$dgx_smi" --memory-gib 0 --out "$work/smi.json"
   expect_error "unknown command" 2 "error: unknown command 'frobnicate'" frobnicate
   # ---- numbers: decimal as typed, in range (cli/flag_checks.hpp require_decimal_integers) --
   # 010 is ten, not octal eight; hex, a '+' and 64-bit overflow are refused naming the text.
@@ -261,6 +284,55 @@ if [ "$group" = all ] || [ "$group" = files ]; then
   expect_error "model 2^31 layers" 2 "error: .*layers.*2147483648" train --data "$good/corpus.txt" --model "$bad/huge-model.json"
   expect_error "model nested 100000 deep" 2 "error: malformed JSON in '$bad/deep.json'.*nested more than 64" \
     train --data "$good/corpus.txt" --model "$bad/deep.json"
+  # ---- nccl-tests logs, nvidia-smi matrices (issue 25): each error names the line ---------
+  nccl="$repo/tests/plan/data/nccl-tests"
+  smi="$repo/tests/topo/data/nvidia-smi"
+  python3 - "$nccl" "$smi" "$bad" <<'EOF'
+import sys
+nccl, smi, bad = sys.argv[1:]
+log = open(f"{nccl}/all_reduce_perf.log").read().split("\n")
+def put(name, lines):
+    open(f"{bad}/{name}", "w").write("\n".join(lines))
+one = next(i for i, l in enumerate(log) if l.startswith("#  Rank  1 "))
+put("all_reduce_perf-nompi.log", log[:one] + [log[one - 1].replace("dgx-a01", "dgx-a02")] + log[one + 1:])
+row = next(i for i, l in enumerate(log) if l.split()[:1] == ["8388608"])
+f = log[row].split()
+f[8] = "5"
+put("all_reduce_perf-wrong.log", log[:row] + ["  ".join(f)] + log[row + 1:])
+put("broadcast_perf.log", ["# Collective test starting: broadcast_perf"] + log)
+m = open(f"{smi}/pcie-box.txt").read().split("\n")
+gpu3 = next(i for i, l in enumerate(m) if l.startswith("GPU3"))
+put("smi-unknown.txt", m[:gpu3] + [m[gpu3].replace("PIX", "PCI", 1)] + m[gpu3 + 1:])
+put("smi-ragged.txt", m[:gpu3] + ["\t".join(m[gpu3].split("\t")[:5])] + m[gpu3 + 1:])
+put("smi-blocks.txt", ["\tGPU0\tGPU1\tGPU2\tGPU3\tCPU Affinity", "GPU0\t X \tSYS\tPIX\tSYS\t0-7",
+                      "GPU1\tSYS\t X \tSYS\tPIX\t0-7", "GPU2\tPIX\tSYS\t X \tSYS\t0-7",
+                      "GPU3\tSYS\tPIX\tSYS\t X \t0-7", ""])
+EOF
+  cal=(--base nvswitch-8xa100 --out "$work/cal.json")
+  expect_error "nccl-tests log truncated row" 2 "error: '$nccl/malformed_all_reduce_perf.log' line 35: '1048576  262144  float  sum  -1  32.54  32.22' has 7 fields, but the column header on line 16 has 13" \
+    calibrate --from-nccl-tests "$nccl/malformed_all_reduce_perf.log" "${cal[@]}"
+  expect_error "nccl-tests log of a build without MPI" 2 "error: '$bad/all_reduce_perf-nompi.log' line 7: rank 0 is listed twice \(first on line 6\)" \
+    calibrate --from-nccl-tests "$bad/all_reduce_perf-nompi.log" "${cal[@]}"
+  expect_error "nccl-tests log with wrong values" 2 "error: '$bad/all_reduce_perf-wrong.log' line [0-9]+: #wrong is 5 at 8388608 bytes" \
+    calibrate --from-nccl-tests "$bad/all_reduce_perf-wrong.log" "${cal[@]}"
+  expect_error "nccl-tests log of broadcast_perf" 2 "error: '$bad/broadcast_perf.log' is the output of broadcast_perf" \
+    calibrate --from-nccl-tests "$bad/broadcast_perf.log" "${cal[@]}"
+  expect_error "nccl-tests log binary garbage" 2 "error: '$bad/garbage.json' has no '#  Rank N" \
+    calibrate --from-nccl-tests "$bad/garbage.json" "${cal[@]}"
+  expect_error "nccl-tests log FIFO" 2 "error: .*'$bad/fifo'" calibrate --from-nccl-tests "$bad/fifo" "${cal[@]}"
+  expect_error "nccl-tests log missing" 2 "error: .*'$bad/missing.log'" calibrate --from-nccl-tests "$bad/missing.log" "${cal[@]}"
+  expect_error "nvidia-smi matrix asymmetric" 2 "error: '$smi/asymmetric.txt' line 5: GPU2 to GPU0 is 'SYS', but line 3 has GPU0 to GPU2 as 'PIX'" \
+    topo from-nvidia-smi "$smi/asymmetric.txt" --out "$work/smi.json"
+  expect_error "nvidia-smi matrix unknown entry" 2 "error: '$bad/smi-unknown.txt' line 7: GPU3 to GPU2: unknown entry 'PCI'" \
+    topo from-nvidia-smi "$bad/smi-unknown.txt" --out "$work/smi.json"
+  expect_error "nvidia-smi matrix ragged row" 2 "error: '$bad/smi-ragged.txt' line 7: row GPU3 has 4 entries but the header on line 3 has 9 device columns" \
+    topo from-nvidia-smi "$bad/smi-ragged.txt" --out "$work/smi.json"
+  expect_error "nvidia-smi matrix empty" 2 "error: '$bad/empty.txt' has no nvidia-smi topo -m header line" \
+    topo from-nvidia-smi "$bad/empty.txt" --out "$work/smi.json"
+  expect_error "nvidia-smi matrix, blocks not consecutive" 2 "error: '$bad/smi-blocks.txt': the GPUs joined by PIX or closer form the blocks \{0,2\} \{1,3\}" \
+    topo from-nvidia-smi "$bad/smi-blocks.txt" --out "$work/smi.json"
+  expect_error "topo from-nvidia-smi --out a directory" 2 "error: '$bad/emptydir' is a directory, not a regular file" \
+    topo from-nvidia-smi "$smi/dgx-a100.txt" --out "$bad/emptydir"
   # ---- safetensors ---------------------------------------------------------------------
   b=(--input "$good/weights.safetensors" --grad-output "$good/weights.safetensors" --out "$work/o.safetensors" --mesh 2x1 --heads 1)
   expect_error "weights truncated" 2 "error: .*truncated.safetensors.*(extends past the end|belong to no tensor)" block --weights "$bad/truncated.safetensors" "${b[@]}"
