@@ -284,7 +284,8 @@ void add_calibrate_command(CLI::App& app) {
                 "Message sizes; bracket your model's messages (default 16K,64K,128K,256K,512K,"
                 "1M,2M)");
   c->add_option("--base", args->base,
-                "Topology preset or file to calibrate (its device count must match the ranks)");
+                "Topology preset or file to calibrate (measuring: its device count must match the "
+                "ranks; required with --from-nccl-tests)");
   c->add_option("--name", args->name, "Topology name (default: --out's file stem)");
   c->add_option("--gemm", args->gemm, "Local GeMM shapes MxNxK for the FLOP rate");
   c->add_option("--elementwise", args->elementwise,

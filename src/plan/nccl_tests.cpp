@@ -7,10 +7,7 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
-#include <cstdlib>
 #include <map>
-#include <set>
-#include <tuple>
 #include <utility>
 
 #include "core/error.hpp"
@@ -177,7 +174,7 @@ void read_rank_line(RawLog& log, const std::vector<std::string_view>& t, const s
   if (group != t.end() && group + 1 != t.end()) {
     MESHTP_CHECK(*(group + 1) == "0",
                  "{}: rank {} is in communicator group {}: logs of split communicators are not "
-                 "read (run without NCCL_TESTS_SPLIT)",
+                 "read (run without NCCL_TESTS_SPLIT / NCCL_TESTS_SPLIT_MASK)",
                  where, *id, *(group + 1));
   }
   const int rank = static_cast<int>(*id);

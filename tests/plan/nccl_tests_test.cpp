@@ -307,6 +307,28 @@ TEST(NcclTests, RanksMustBeOneWorld) {
       std::string::npos);
 }
 
+TEST(NcclTests, RankLinesMustDescribeOneCommunicator) {
+  std::string split = small_log();
+  split.replace(split.find("Rank  1 Group  0"), 16, "Rank  1 Group  1");
+  EXPECT_NE(parse_error(split).find("'all_reduce.log' line 5: rank 1 is in communicator group 1"),
+            std::string::npos);
+  std::string gap = small_log();
+  gap.replace(gap.find("Rank  1 Group"), 7, "Rank  2");
+  EXPECT_NE(parse_error(gap).find("'all_reduce.log' lists 2 ranks, but rank 2 (line 5) is among "
+                                  "them"),
+            std::string::npos);
+  std::string per_process = small_log();
+  per_process.replace(per_process.find("nGpus 1"), 7, "nGpus 4");
+  EXPECT_NE(parse_error(per_process)
+                .find("'all_reduce.log' line 1: 2 Rank lines, but nThread 1 × nGpus 4 per "
+                      "process does not divide them"),
+            std::string::npos);
+  std::string not_rank = small_log();
+  not_rank.replace(not_rank.find("#  Rank  1"), 10, "#  Rank  x");
+  EXPECT_NE(parse_error(not_rank).find("'all_reduce.log' line 5: '#  Rank  x Group"),
+            std::string::npos);
+}
+
 TEST(NcclTests, WhatTheLogMustSay) {
   EXPECT_NE(
       parse_error(small_log(), "log.txt").find("'log.txt' does not say which collective it times"),
