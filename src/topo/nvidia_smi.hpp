@@ -42,8 +42,8 @@
 // networks per direction; topologies/README.md):
 //   NVLink level (always the innermost, its members single GPUs): NV<k> is k links of
 //     `nvlink_gbps` each (50: NVLink 2, 3 and 4 carry 25 GB/s per direction per link — V100
-//     6 links 300 GB/s, A100 12 links 600 GB/s, H100 18 links 900 GB/s; "A100 whitepaper" and
-//     "H100 datasheet" in docs/references.md). When every pair of the R GPUs shows the same
+//     6 links 300 GB/s, A100 12 links 600 GB/s, H100 18 links 900 GB/s: the V100, A100 and
+//     H100 whitepapers in docs/references.md). When every pair of the R GPUs shows the same
 //     NV<k> and (R−1)·k exceeds the links any GPU has (kMaxNvlinksPerGpu = 18, H100), the
 //     links are a GPU's ports into an NVSwitch, not one set per peer: group = k·nvlink_gbps,
 //     no p2p cap (DGX A100: 12 × 50 = 600). Otherwise they are direct links: p2p(a, b) =
@@ -51,7 +51,8 @@
 //     Σ_b p2p(a, b) (HGX A100 4-GPU, NV4 between every pair: p2p 200, group 600 — the
 //     nvlink-hdr-4x4 preset's GPU level).
 //   Every PCIe kind: group = `pcie_gbps` (24, the dual-nvlink-8xa100 preset's nominal PCIe 4.0
-//     x16: about 75% of its 31.5 GB/s per direction). The matrix says nothing of PCIe
+//     x16 figure, below the link's 16 GT/s × 16 lanes × 128/130 ÷ 8 = 31.5 GB/s per direction
+//     of signalling). The matrix says nothing of PCIe
 //     generations, switches' uplinks or the CPU interconnect; calibrate for real numbers
 //     (`meshtp calibrate --from-nccl-tests --base` the file this writes).
 //   Latency per step: NVLink 3 µs, PIX/PXB 6, PHB/NODE 8, SYS 10 (the presets' modelled
