@@ -98,3 +98,9 @@ meshtp_failure_test(cli_calibrate_nccl_tests_base_too_small
                     COMMAND ${MESHTP_BIN} calibrate --from-nccl-tests
                             ${MESHTP_NCCL_DATA}/all_reduce_perf_2x8.log --base nvswitch-8xa100
                             --out ${MESHTP_CAL_DIR}/x.json)
+add_test(NAME cli_calibrate_nccl_tests_json
+         COMMAND ${MESHTP_BIN} calibrate --from-nccl-tests ${MESHTP_NCCL_DATA}/all_reduce_perf.log
+                 --base nvswitch-8xa100 --out ${MESHTP_CAL_DIR}/nccl-json.json --json)
+set_tests_properties(cli_calibrate_nccl_tests_json PROPERTIES ENVIRONMENT "${MESHTP_MPI_ENV}"
+  TIMEOUT 60 LABELS cli
+  PASS_REGULAR_EXPRESSION "\"largest\":\\{\"busbw_gbps\":230.1,\"bytes\":8589934592,\"error\":-0.01[0-9]*,\"fitted_busbw_gbps\":226.[0-9]*\\}")
