@@ -19,10 +19,11 @@
 // escapes around it, `ESC[4m … ESC[0m`, are dropped), then one row per column up to the first
 // blank line; everything after it (the legends) and before the header is ignored. Columns
 // after the device columns start at "CPU Affinity" / "NUMA Affinity". Entries: X, NV<n>,
-// PIX, PXB, PHB, NODE, SYS (SOC, its name before 2017). NIC rows and columns are checked and
-// then ignored: NCCL's inter-node traffic is the job of a node level (`--nodes`). Errors name
-// the line and the field: a row with fewer entries than columns or an unknown entry, a
-// missing or repeated GPU row, X off the diagonal or not on it, an asymmetric entry, no GPU.
+// PIX, PXB, PHB, NODE, SYS (and SOC, older drivers' name for SYS). NIC rows and columns are
+// checked and then ignored: NCCL's inter-node traffic is the job of a node level (`--nodes`).
+// Errors name the line and the field: a row with fewer entries than columns or an unknown
+// entry, a missing or repeated GPU row, X off the diagonal or not on it, an asymmetric
+// entry, GPU columns out of order, no header.
 //
 // The levels. Order the connections closest first — NV# < PIX < PXB < PHB < NODE < SYS — and,
 // for each kind present, join the GPUs connected by it or anything closer (single linkage):
