@@ -133,7 +133,7 @@ AtpEstimate atp_estimate(const ModelSpec& m, const MeshLinks& links, int chunks,
 
   AtpEstimate est;
   est.chunks = chunks;
-  const int eb = m.element_bytes();
+  const int eb = static_cast<int>(e);
   const double c = chunks, mc = M / c;  // a chunk's tokens
   // A linear in→out on this rank: the first of a pair (qkv, mlp1) holds in/d2 × out/d1, the
   // second (proj, mlp2) in/d1 × out/d2 (ATP §3.2's row- then column-first); per chunk its
@@ -195,7 +195,7 @@ AtpEstimate atp_estimate(const ModelSpec& m, const MeshLinks& links, int chunks,
       est.ops.push_back(std::move(a));
     }
   }
-  const double comm_fwd = est.comm_fwd_s;
+  const double comm_fwd = est.comm_fwd_s;  // every chunk's calls, each with its latency
   double attention_forward_s = 0;  // what selective recomputation runs again, whole batch
   for (const AtpOp& a : est.ops) {
     if (a.name == "attention" && !a.backward) attention_forward_s = a.compute_s;
