@@ -41,24 +41,6 @@ CLI::Option* ModelFlags::add_to(CLI::App* app, unsigned which, const std::string
   return model_option;
 }
 
-plan::ModelSpec ModelFlags::apply(plan::ModelSpec spec) const {
-  constexpr std::int64_t kMax = std::int64_t{1} << 24;
-  const std::pair<const char*, std::int64_t> given[] = {{"--batch", batch},
-                                                        {"--seq", seq},
-                                                        {"--hidden", hidden},
-                                                        {"--heads", heads},
-                                                        {"--layers", layers}};
-  for (const auto& [name, value] : given) {
-    MESHTP_CHECK(value <= kMax, "{}={} is too large (at most {})", name, value, kMax);
-  }
-  if (batch > 0) spec.batch = batch;
-  if (seq > 0) spec.seq = seq;
-  if (hidden > 0) spec.hidden = hidden;
-  if (heads > 0) spec.heads = heads;
-  if (layers > 0) spec.layers = layers;
-  return spec;
-}
-
 plan::ModelSpec ModelFlags::load() const { return apply(plan::load_model(model)); }
 
 plan::ModelSpec ModelFlags::runtime_model() const {
@@ -161,42 +143,7 @@ bool LayoutFlags::given(const std::string& flag) const {
 }
 
 layout::Plan LayoutFlags::build(std::array<int, 2> tp_mesh) const {
-  layout::Plan p{.dp = dp,
-                 .pp = pp,
-                 .microbatches = microbatches,
-                 .zero = zero,
-                 .recompute = layout::parse_recompute(recompute),
-                 .mesh = tp_mesh,
-                 .strategy = layout::parse_strategy(strategy),
-                 .chunks = chunks,
-                 .sequence_parallel = sequence_parallel || strategy == "tp1d",
-                 .progress_splits = progress_splits};
-  // --schedule gpipe|1f1b|interleaved[:V]
-  const std::size_t colon = schedule.find(':');
-  p.schedule = layout::parse_schedule(schedule.substr(0, colon));
-  if (p.schedule == layout::Schedule::kInterleaved) {
-    const std::string v = colon == std::string::npos ? "2" : schedule.substr(colon + 1);
-    const std::vector<int> parsed = parse_positive_ints(v, "--schedule interleaved:V");
-    MESHTP_CHECK(parsed.size() == 1, "--schedule '{}': interleaved:V takes one number", schedule);
-    p.virtual_stages = parsed[0];
-  } else {
-    MESHTP_CHECK(colon == std::string::npos,
-                 "--schedule '{}': only interleaved takes virtual stages (interleaved:V)",
-                 schedule);
-  }
-  if (layout::is_gemm2d(p.strategy)) {
-    const layout::LinearPlan l{
-        .stationary = stationary == "auto" ? std::nullopt
-                                           : std::optional(layout::parse_stationary(stationary)),
-        .slices = slices};
-    p.linears.fill(l);
-  } else {
-    MESHTP_CHECK(stationary == "auto" && slices == 1,
-                 "--stationary {} / --slices {} apply to the 2D GeMM strategies, not --strategy {}",
-                 stationary, slices, strategy);
-  }
-  p.validate();
-  return p;
+  return layout::build_plan(*this, tp_mesh);
 }
 
 layout::Plan LayoutFlags::resolve(int ranks, const std::string& where,
@@ -224,30 +171,12 @@ layout::Plan LayoutFlags::resolve(int ranks, const std::string& where,
     return p;
   }
   MESHTP_CHECK(!planned() && !sweep(), "--mesh {} names more than one layout here", mesh);
-  std::array<int, 2> tp_mesh{};
-  if (mesh.empty()) {
-    MESHTP_CHECK(dp >= 1 && pp >= 1 && ranks % (dp * pp) == 0,
-                 "dp={} × pp={} does not divide the {} ranks ({})", dp, pp, ranks, where);
-    tp_mesh = {ranks / (dp * pp), 1};
-  } else {
-    tp_mesh = mesh_2d("--mesh", mesh);
-  }
-  const layout::Plan p = build(tp_mesh);
-  p.check_ranks(ranks, where);
-  return p;
+  return layout::build_plan(
+      *this, mesh.empty() ? std::nullopt : std::optional(mesh_2d("--mesh", mesh)), ranks, where);
 }
 
 std::vector<std::array<int, 2>> LayoutFlags::meshes(int ranks) const {
   return meshes_2d("--mesh", mesh, ranks);
-}
-
-std::array<int, 2> mesh_2d(const char* flag, const std::string& text, int ranks) {
-  const std::vector<int> shape = parse_mesh_shape(text);
-  MESHTP_CHECK(shape.size() == 2, "{} {} is not a 2D mesh: expected d1xd2, like 2x2", flag, text);
-  const std::int64_t size = static_cast<std::int64_t>(shape[0]) * shape[1];
-  MESHTP_CHECK(ranks <= 0 || size == ranks, "{} {} has {} ranks but the world has {}", flag, text,
-               size, ranks);
-  return {shape[0], shape[1]};
 }
 
 std::vector<std::array<int, 2>> meshes_2d(const char* flag, const std::string& text, int ranks) {

@@ -16,7 +16,7 @@
 //                                    1D over a pipeline stage's ranks
 //                `--tp d1xd2` (kTpAlias) is the old spelling of --mesh: it still works and says
 //                that it is deprecated.
-//   mesh_2d      the value of a 2D mesh flag d1xd2 (also `topo`, `gemm`, `calibrate`).
+//   meshes_2d    a mesh flag that may also say "all" (the one mesh: core/parse.hpp's mesh_2d).
 #pragma once
 
 #include <array>
@@ -33,17 +33,15 @@ namespace meshtp::cli {
 
 // A command registers the shape flags it takes (ModelFlags::kBatch | …). A field's value
 // before add_to is the command's default ("(default 1024)" in the help); 0 means the model's.
-struct ModelFlags {
+// The shape fields and apply() (every non-zero field) are plan::ShapeOverrides'.
+struct ModelFlags : plan::ShapeOverrides {
   enum Flag : unsigned { kBatch = 1, kSeq = 2, kHidden = 4, kHeads = 8, kLayers = 16 };
   explicit ModelFlags(std::string default_model = "") : model(std::move(default_model)) {}
   std::string model;
-  std::int64_t batch = 0, seq = 0, hidden = 0, heads = 0, layers = 0;
 
   // --model (skipped when model_help is empty: then nullptr is returned, else --model) and
   // the shape flags in `which`.
   CLI::Option* add_to(CLI::App* app, unsigned which, const std::string& model_help = "");
-  // spec with every non-zero field; throws naming a value above 2^24.
-  plan::ModelSpec apply(plan::ModelSpec spec) const;
   // --model loaded and the flags applied.
   plan::ModelSpec load() const;
   // What the runtime trains: load(), byte-level (vocab 256; a model file with another vocab
@@ -51,7 +49,8 @@ struct ModelFlags {
   plan::ModelSpec runtime_model() const;
 };
 
-struct LayoutFlags {
+// The layout's fields are layout::PlanSpelling's (the one text → Plan conversion).
+struct LayoutFlags : layout::PlanSpelling {
   enum Flag : unsigned {
     kMeshAuto = 1,   // --mesh auto and --topology
     kMeshAll = 2,    // --mesh all
@@ -63,15 +62,6 @@ struct LayoutFlags {
   std::string plan_file;
   std::string mesh;  // d1xd2, auto, all, or empty
   std::string topology;
-  int dp = 1, zero = 0, pp = 1, microbatches = 1;
-  std::string schedule = "gpipe";  // gpipe, 1f1b, interleaved[:V]
-  std::string strategy = "atp";
-  int chunks = 1;
-  bool sequence_parallel = false;
-  std::string stationary = "auto";
-  int slices = 1;
-  std::string recompute = "none";
-  int progress_splits = 4;
   std::vector<const CLI::Option*> spelled_out;  // every flag --plan excludes
 
   void add_to(CLI::App* app, unsigned which = 0);
@@ -94,9 +84,6 @@ struct LayoutFlags {
   std::vector<std::array<int, 2>> meshes(int ranks) const;
 };
 
-// `flag`'s value "d1xd2"; throws "--mesh 5 is not a 2D mesh: expected d1xd2, like 2x2" and,
-// with ranks > 0, "--mesh 2x2 has 4 ranks but the world has 2".
-std::array<int, 2> mesh_2d(const char* flag, const std::string& text, int ranks = 0);
 // A mesh flag that may also say "all": every 2D mesh (d1, d2) of the ranks, d1 descending.
 std::vector<std::array<int, 2>> meshes_2d(const char* flag, const std::string& text, int ranks);
 

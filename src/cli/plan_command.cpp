@@ -116,12 +116,7 @@ void run_plan_evaluate(const PlanArgs& args, const plan::PlanRequest& base, layo
   const plan::LayoutRequest request{
       .topology = base.topology, .model = base.model, .devices = base.devices, .runtime = runtime};
   const plan::LayoutCandidate c = plan::evaluate_layout(request, layout);
-  const std::string no_fit =
-      c.feasible ? ""
-                 : fmt::format(
-                       "does not fit: needs {:.1f} GiB on its most loaded rank, the "
-                       "device has {} GiB",
-                       c.memory.total_gib(), base.topology.memory_gib);
+  const std::string no_fit = plan::does_not_fit(c, base.topology.memory_gib);
   if (framework) {
     layout::Plan priced = c.plan;
     priced.provenance = layout::Provenance{.predicted_step_s = c.t_step_s};
@@ -134,10 +129,7 @@ void run_plan_evaluate(const PlanArgs& args, const plan::PlanRequest& base, layo
     }
   }
   if (args.json) {
-    nlohmann::json j = plan::to_json(c);
-    j["fits"] = c.feasible;
-    if (!c.feasible) j["does_not_fit"] = no_fit;
-    out() << j.dump() << '\n';
+    out() << plan::evaluation_to_json(c, base.topology.memory_gib).dump() << '\n';
     return;
   }
   const plan::LayoutParts t = plan::parts(c);
@@ -204,14 +196,7 @@ void run_plan_3d(const PlanArgs& args, const plan::PlanRequest& base, layout::Ru
   }
   const std::size_t shown = std::min(ranked.size(), static_cast<std::size_t>(args.top));
   if (args.json) {
-    nlohmann::json rows = nlohmann::json::array();
-    for (std::size_t i = 0; i < shown; ++i) rows.push_back(plan::to_json(ranked[i]));
-    out() << nlohmann::json{{"layouts", rows},
-                            {"searched", search.searched},
-                            {"priced", search.priced},
-                            {"best", best ? plan::to_json(*best) : nlohmann::json()}}
-                 .dump()
-          << '\n';
+    out() << plan::to_json(search, shown).dump() << '\n';
     return;
   }
   out() << fmt::format("plan --3d: {} on {} ({} devices, {} GiB each{}): {} layouts searched\n",
@@ -248,14 +233,12 @@ const plan::Candidate& row(const plan::PlanResult& result, int rank, const char*
 }
 
 void run_plan(const PlanArgs& args, const CLI::App& app) {
-  plan::PlanRequest request;
-  request.topology = plan::load_topology(args.topology);
-  request.model = args.shape.apply(plan::load_model(args.shape.model));
-  MESHTP_CHECK(args.devices >= 0, "--devices={} must be positive", args.devices);
-  request.devices = args.devices > 0 ? args.devices : request.topology.device_count();
-  request.model.validate();
-  request.strategies = plan::parse_strategies(args.strategies);
-  request.chunks = parse_positive_ints(args.chunks, "--chunks");
+  plan::PlanRequest request = plan::plan_request({.topology = args.topology,
+                                                  .model = args.shape.model,
+                                                  .shape = args.shape,
+                                                  .devices = args.devices,
+                                                  .strategies = args.strategies,
+                                                  .chunks = args.chunks});
   for (const char* flag : {"--evaluate", "--runtime"}) {
     MESHTP_CHECK(args.search_3d || app.count(flag) == 0, "{} needs --3d", flag);
   }

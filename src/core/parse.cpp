@@ -50,6 +50,15 @@ std::vector<int> parse_positive_ints(std::string_view text, std::string_view fla
   }
 }
 
+std::array<int, 2> mesh_2d(std::string_view flag, std::string_view text, int ranks) {
+  const std::vector<int> shape = parse_mesh_shape(text);
+  MESHTP_CHECK(shape.size() == 2, "{} {} is not a 2D mesh: expected d1xd2, like 2x2", flag, text);
+  const std::int64_t size = static_cast<std::int64_t>(shape[0]) * shape[1];
+  MESHTP_CHECK(ranks <= 0 || size == ranks, "{} {} has {} ranks but the world has {}", flag, text,
+               size, ranks);
+  return {shape[0], shape[1]};
+}
+
 std::string format_mesh_shape(const std::vector<int>& shape) {
   std::string out;
   for (std::size_t i = 0; i < shape.size(); ++i) {

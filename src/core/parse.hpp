@@ -1,6 +1,7 @@
 // Parsers for the small value syntaxes users type on the command line.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -10,6 +11,11 @@ namespace meshtp {
 
 // "2x4" → {2, 4}; "8" → {8}; "2x2x2" → {2, 2, 2}. Every size must be a positive integer.
 std::vector<int> parse_mesh_shape(std::string_view text);
+
+// `flag`'s value "d1xd2" (a 2D mesh: --mesh, and the Python module's mesh=); throws "--mesh 5
+// is not a 2D mesh: expected d1xd2, like 2x2" and, with ranks > 0, "--mesh 2x2 has 4 ranks but
+// the world has 2".
+std::array<int, 2> mesh_2d(std::string_view flag, std::string_view text, int ranks = 0);
 
 // "2x4" from {2, 4}.
 std::string format_mesh_shape(const std::vector<int>& shape);

@@ -9,6 +9,7 @@
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/json_util.hpp"
+#include "core/parse.hpp"
 
 namespace meshtp::layout {
 namespace {
@@ -258,6 +259,61 @@ Plan load_plan(const std::string& path) {
 void save_plan(const std::string& path, const Plan& plan) {
   plan.validate();
   write_file_atomically(path, to_json(plan).dump(2) + "\n");
+}
+
+Plan build_plan(const PlanSpelling& s, std::array<int, 2> mesh) {
+  Plan p{.dp = s.dp,
+         .pp = s.pp,
+         .microbatches = s.microbatches,
+         .zero = s.zero,
+         .recompute = parse_recompute(s.recompute),
+         .mesh = mesh,
+         .strategy = parse_strategy(s.strategy),
+         .chunks = s.chunks,
+         .sequence_parallel = s.sequence_parallel || s.strategy == "tp1d",
+         .progress_splits = s.progress_splits};
+  // --schedule gpipe|1f1b|interleaved[:V]
+  const std::size_t colon = s.schedule.find(':');
+  p.schedule = parse_schedule(s.schedule.substr(0, colon));
+  if (p.schedule == Schedule::kInterleaved) {
+    const std::string v = colon == std::string::npos ? "2" : s.schedule.substr(colon + 1);
+    const std::vector<int> parsed = parse_positive_ints(v, "--schedule interleaved:V");
+    MESHTP_CHECK(parsed.size() == 1, "--schedule '{}': interleaved:V takes one number", s.schedule);
+    p.virtual_stages = parsed[0];
+  } else {
+    MESHTP_CHECK(colon == std::string::npos,
+                 "--schedule '{}': only interleaved takes virtual stages (interleaved:V)",
+                 s.schedule);
+  }
+  if (is_gemm2d(p.strategy)) {
+    const LinearPlan l{.stationary = s.stationary == "auto"
+                                         ? std::nullopt
+                                         : std::optional(parse_stationary(s.stationary)),
+                       .slices = s.slices};
+    p.linears.fill(l);
+  } else {
+    MESHTP_CHECK(s.stationary == "auto" && s.slices == 1,
+                 "--stationary {} / --slices {} apply to the 2D GeMM strategies, not --strategy {}",
+                 s.stationary, s.slices, s.strategy);
+  }
+  p.validate();
+  return p;
+}
+
+Plan build_plan(const PlanSpelling& spelling, const std::optional<std::array<int, 2>>& mesh,
+                int ranks, const std::string& where) {
+  std::array<int, 2> tp_mesh{};
+  if (mesh) {
+    tp_mesh = *mesh;
+  } else {
+    MESHTP_CHECK(spelling.dp >= 1 && spelling.pp >= 1 && ranks % (spelling.dp * spelling.pp) == 0,
+                 "dp={} × pp={} does not divide the {} ranks ({})", spelling.dp, spelling.pp, ranks,
+                 where);
+    tp_mesh = {ranks / (spelling.dp * spelling.pp), 1};
+  }
+  const Plan p = build_plan(spelling, tp_mesh);
+  p.check_ranks(ranks, where);
+  return p;
 }
 
 }  // namespace meshtp::layout

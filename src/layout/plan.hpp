@@ -98,4 +98,25 @@ struct ModelFit {
 ModelFit model_fit(const Plan& plan, const ModelShape& shape);
 void save_plan(const std::string& path, const Plan& plan);  // atomic
 
+// A layout spelled out by its names, as the layout flags (cli/layout_flags.hpp) and the Python
+// module's keywords give it; the one place that text becomes a Plan.
+struct PlanSpelling {
+  int dp = 1, zero = 0, pp = 1, microbatches = 1;
+  std::string schedule = "gpipe";  // gpipe, 1f1b, interleaved[:V] (V default 2)
+  std::string strategy = "atp";
+  int chunks = 1;
+  bool sequence_parallel = false;   // always on for tp1d
+  std::string stationary = "auto";  // 2D GeMM strategies only, like slices
+  int slices = 1;
+  std::string recompute = "none";
+  int progress_splits = 4;
+};
+// The spelled-out layout on this tensor-parallel mesh (validated); errors name the flag
+// ("--schedule 'x': …").
+Plan build_plan(const PlanSpelling& spelling, std::array<int, 2> mesh);
+// The same on `ranks` ranks: `mesh`, or without one (ranks/(dp·pp), 1), Megatron 1D over a
+// pipeline stage's ranks; checked against the ranks (Plan::check_ranks, `where` names them).
+Plan build_plan(const PlanSpelling& spelling, const std::optional<std::array<int, 2>>& mesh,
+                int ranks, const std::string& where);
+
 }  // namespace meshtp::layout

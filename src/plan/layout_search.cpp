@@ -526,4 +526,30 @@ nlohmann::json to_json(const LayoutCandidate& c) {
           {"memory", to_json(c.memory)}};
 }
 
+nlohmann::json to_json(const LayoutSearch& search, std::size_t shown) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (std::size_t i = 0; i < std::min(shown, search.ranked.size()); ++i) {
+    rows.push_back(to_json(search.ranked[i]));
+  }
+  const bool best = !search.ranked.empty() && search.ranked.front().feasible;
+  return {{"layouts", rows},
+          {"searched", search.searched},
+          {"priced", search.priced},
+          {"best", best ? to_json(search.ranked.front()) : nlohmann::json()}};
+}
+
+std::string does_not_fit(const LayoutCandidate& c, double memory_gib) {
+  if (c.feasible) return "";
+  return fmt::format(
+      "does not fit: needs {:.1f} GiB on its most loaded rank, the device has {} GiB",
+      c.memory.total_gib(), memory_gib);
+}
+
+nlohmann::json evaluation_to_json(const LayoutCandidate& c, double memory_gib) {
+  nlohmann::json j = to_json(c);
+  j["fits"] = c.feasible;
+  if (!c.feasible) j["does_not_fit"] = does_not_fit(c, memory_gib);
+  return j;
+}
+
 }  // namespace meshtp::plan

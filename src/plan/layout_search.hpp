@@ -183,5 +183,13 @@ std::ostream& operator<<(std::ostream& os, const LayoutCandidate& c);
 // {"plan", "runtime", "feasible", "t_step_s", …, "parts": {…}, "memory_gib",
 //  "memory": {"params_gib", "grads_gib", "optimizer_gib", "activations_gib", "buffers_gib"}}
 nlohmann::json to_json(const LayoutCandidate& c);
+// `plan --3d --json`: {"layouts": the first `shown` ranked rows, "searched", "priced",
+// "best": the first row when it is feasible, else null}.
+nlohmann::json to_json(const LayoutSearch& search, std::size_t shown);
+// Why c does not fit a device of `memory_gib` ("does not fit: needs 91.2 GiB on its most loaded
+// rank, the device has 80 GiB"); empty when it fits.
+std::string does_not_fit(const LayoutCandidate& c, double memory_gib);
+// `plan --3d --evaluate --json`: to_json(c) with "fits" and, when it does not, "does_not_fit".
+nlohmann::json evaluation_to_json(const LayoutCandidate& c, double memory_gib);
 
 }  // namespace meshtp::plan

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <ostream>
+#include <utility>
 
 #include "core/error.hpp"
 #include "core/json_util.hpp"
@@ -78,6 +79,24 @@ ModelSpec model_from_json(const nlohmann::json& j, const std::string& source) {
   }
   m.validate();
   return m;
+}
+
+ModelSpec ShapeOverrides::apply(ModelSpec spec) const {
+  constexpr std::int64_t kMax = std::int64_t{1} << 24;
+  const std::pair<const char*, std::int64_t> given[] = {{"--batch", batch},
+                                                        {"--seq", seq},
+                                                        {"--hidden", hidden},
+                                                        {"--heads", heads},
+                                                        {"--layers", layers}};
+  for (const auto& [name, value] : given) {
+    MESHTP_CHECK(value <= kMax, "{}={} is too large (at most {})", name, value, kMax);
+  }
+  if (batch > 0) spec.batch = batch;
+  if (seq > 0) spec.seq = seq;
+  if (hidden > 0) spec.hidden = hidden;
+  if (heads > 0) spec.heads = heads;
+  if (layers > 0) spec.layers = layers;
+  return spec;
 }
 
 }  // namespace meshtp::plan

@@ -63,4 +63,13 @@ std::ostream& operator<<(std::ostream& os, const ModelSpec& model);
 nlohmann::json to_json(const ModelSpec& model);
 ModelSpec model_from_json(const nlohmann::json& j, const std::string& source);
 
+// A model's sizes overridden by the shape flags (--batch, --seq, --hidden, --heads, --layers;
+// the Python module's batch=, seq=): 0 keeps the model's value.
+struct ShapeOverrides {
+  std::int64_t batch = 0, seq = 0, hidden = 0, heads = 0, layers = 0;
+  // spec with every non-zero field; throws naming a value above 2^24 ("--batch=… is too
+  // large").
+  ModelSpec apply(ModelSpec spec) const;
+};
+
 }  // namespace meshtp::plan

@@ -9,6 +9,7 @@
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/json_util.hpp"
+#include "core/parse.hpp"
 #include "plan/presets_embedded.hpp"
 
 namespace meshtp::plan {
@@ -115,6 +116,18 @@ ModelSpec load_model(const std::string& arg) {
                  "presets: {}", arg, join(model_preset_names()));
   }
   return parse_model(read_file(arg), fmt::format("'{}'", arg));
+}
+
+PlanRequest plan_request(const PlanQuery& query) {
+  PlanRequest request;
+  request.topology = load_topology(query.topology);
+  request.model = query.shape.apply(load_model(query.model));
+  MESHTP_CHECK(query.devices >= 0, "--devices={} must be positive", query.devices);
+  request.devices = query.devices > 0 ? query.devices : request.topology.device_count();
+  request.model.validate();
+  request.strategies = parse_strategies(query.strategies);
+  request.chunks = parse_positive_ints(query.chunks, "--chunks");
+  return request;
 }
 
 }  // namespace meshtp::plan

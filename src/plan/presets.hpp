@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "plan/model_spec.hpp"
+#include "plan/planner.hpp"
 #include "plan/topology.hpp"
 
 namespace meshtp::plan {
@@ -34,5 +35,18 @@ Topology nvlink_network_topology(int devices);
 // Text → value, for callers that hold JSON text (tests, a calibration file just written).
 Topology parse_topology(const std::string& text, const std::string& source);
 ModelSpec parse_model(const std::string& text, const std::string& source);
+
+// What `meshtp plan` is asked, as its flags (and the Python module's arguments) spell it.
+struct PlanQuery {
+  std::string topology;            // NAME|FILE, as load_topology takes it
+  std::string model;               // NAME|FILE, as load_model takes it
+  ShapeOverrides shape;            // --batch, --seq, …
+  int devices = 0;                 // 0: the topology's
+  std::string strategies = "all";  // --strategies: names joined by commas, or "all"
+  std::string chunks = "1,2,4";    // --chunks
+};
+// The request: topology and model loaded, the shape applied and the model validated,
+// strategies and chunks parsed. Throws naming the value (an unknown preset lists them all).
+PlanRequest plan_request(const PlanQuery& query);
 
 }  // namespace meshtp::plan
