@@ -18,6 +18,8 @@
 #     meshtp_pch_lib   the standard library, fmt, nlohmann-json: every library and tool
 #     meshtp_pch_test  the above and GoogleTest: every target that links GoogleTest
 #     meshtp (the CLI) the above and CLI11: its own, the only target that parses CLI11
+#     meshtp_pch_pic   meshtp_pch_lib's headers compiled -fPIC, for the libraries the Python
+#                      module links (POSITION_INDEPENDENT_CODE: src/python/CMakeLists.txt)
 #   A target reuses its tier's header (REUSE_FROM), so each is compiled once per build.
 #   Not used where GCC cannot: the simulated build (smpicxx force-includes SMPI's headers
 #   ahead of ours and a precompiled header must come first), targets with their own
@@ -85,6 +87,10 @@ function(meshtp_apply_compile_time_settings)
     meshtp_pch_provider(meshtp_pch_test HEADERS ${MESHTP_PCH_STD} ${MESHTP_PCH_THIRD_PARTY}
                         <gtest/gtest.h> LIBS GTest::gtest)
   endif()
+  if(MESHTP_HAVE_PYTHON)
+    meshtp_pch_provider(meshtp_pch_pic HEADERS ${MESHTP_PCH_STD} ${MESHTP_PCH_THIRD_PARTY})
+    set_target_properties(meshtp_pch_pic PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  endif()
   # The CLI: its own header, with CLI11 (src/cli/cli11.hpp is how its sources include it).
   target_precompile_headers(meshtp PRIVATE ${MESHTP_PCH_STD} ${MESHTP_PCH_THIRD_PARTY}
                             <CLI/CLI.hpp>)
@@ -100,7 +106,10 @@ function(meshtp_apply_compile_time_settings)
     # GoogleTest's targets define GTEST_* macros its header reads: only a target that links
     # it (directly or through the MPI test main) may reuse the header precompiled with it.
     get_target_property(libs ${t} LINK_LIBRARIES)
-    if(BUILD_TESTING AND "${libs}" MATCHES "GTest::|meshtp_(sim_)?test_mpi_main")
+    get_target_property(pic ${t} POSITION_INDEPENDENT_CODE)
+    if(pic)
+      target_precompile_headers(${t} REUSE_FROM meshtp_pch_pic)
+    elseif(BUILD_TESTING AND "${libs}" MATCHES "GTest::|meshtp_(sim_)?test_mpi_main")
       target_precompile_headers(${t} REUSE_FROM meshtp_pch_test)
     else()
       target_precompile_headers(${t} REUSE_FROM meshtp_pch_lib)

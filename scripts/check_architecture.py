@@ -2,7 +2,7 @@
 """Checks docs/ARCHITECTURE.md's Dependencies table against the CMake targets.
 
 Each folder (src/<folder>/, and bench/) defines meshtp targets (add_library /
-add_executable of a name starting with `meshtp`); target_link_libraries gives their links to
+add_executable / pybind11_add_module of a name starting with `meshtp`); target_link_libraries gives their links to
 other folders' meshtp_* targets. The table lists, per folder, the folders it may use; what
 those may use is allowed too. The two must describe one graph:
 
@@ -87,7 +87,8 @@ def read_cmake():
         for path in cmake_files(folder_dir):
             text = strip_comments(path.read_text())
             for cmd, args, line in commands(
-                    text, ["add_library", "add_executable", "target_link_libraries"]):
+                    text, ["add_library", "add_executable", "pybind11_add_module",
+                           "target_link_libraries"]):
                 if not args:
                     continue
                 if cmd == "target_link_libraries":
