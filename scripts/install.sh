@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs meshtp's dependencies from Debian packages, then configures and builds what was
 # asked for (docs/building.md has the measured times):
-#   scripts/install.sh            the runtime: build/src/cli/meshtp alone (README command 1)
+#   scripts/install.sh            the runtime: build/src/cli/meshtp (README command 1) and the
+#                                 Python module meshtp, installed where python3 finds it
 #   scripts/install.sh --tests    also GoogleTest and SimGrid, and every test target in build/
 #   scripts/install.sh --sim      also SimGrid, and build-sim/: the same sources on SimGrid's
 #                                 SMPI, the simulated meshtp that `meshtp simulate` runs
@@ -21,12 +22,13 @@ runtime_packages=(
   zlib1g-dev                        # CRC-32 checksums of checkpoint tensors
   fortunes                          # default training corpus: /usr/share/games/fortunes
   python3                           # helper scripts
+  pybind11-dev python3-dev          # the Python module meshtp (README "Python")
 )
 sim_packages=(
   libsimgrid-dev                    # SMPI; a test also loads `meshtp topo platform` output
   python3-matplotlib                # plots of scripts/reproduce-papers.sh (tested)
 )
-test_packages=(libgtest-dev "${sim_packages[@]}")
+test_packages=(libgtest-dev python3-pytest "${sim_packages[@]}")
 
 tests=0 sim=0 peers=0
 for arg in "$@"; do
@@ -68,10 +70,10 @@ configure() {
   [ -f "$dir/CMakeCache.txt" ] || generator=(-G Ninja)
   cmake "${generator[@]}" -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
 }
-# build DIR WHAT EXPECTED [TARGET]: EXPECTED is a from-scratch build's time on 2 cores.
+# build DIR WHAT EXPECTED [TARGET…]: EXPECTED is a from-scratch build's time on 2 cores.
 build() {
   local dir=$1 what=$2 expected=$3 target=()
-  [ $# -ge 4 ] && target=(--target "$4")
+  [ $# -ge 4 ] && target=(--target "${@:4}")
   local note="rebuilding what changed"
   [ -f "$dir/.ninja_log" ] || [ -f "$dir/Makefile" ] || note="from scratch: about $expected on 2 cores"
   phase "build $what in $dir ($note)"
@@ -79,17 +81,46 @@ build() {
   cmake --build "$dir" -j "$jobs" "${target[@]}"
 }
 
+# Whether the build directory's configuration builds the Python module (pybind11 found).
+python_module() { grep -q '^MESHTP_HAVE_PYTHON:INTERNAL=ON' "$build_dir/CMakeCache.txt"; }
+
 build_dir=$(realpath -m "${MESHTP_BUILD_DIR:-build}")
 sim_dir=$(realpath -m "${MESHTP_SIM_BUILD_DIR:-build-sim}")
-cmake_args=(-DMESHTP_SIM_BINARY="$sim_dir/src/cli/meshtp")
+# The Python module is built for the python3 on PATH, the one it is installed for.
+cmake_args=(-DMESHTP_SIM_BINARY="$sim_dir/src/cli/meshtp" -DPython_EXECUTABLE="$(command -v python3)")
 if [ $tests -eq 1 ]; then
   cmake_args+=(-DBUILD_TESTING=ON)
   build "$build_dir" "meshtp and its tests" "6 minutes"
 else
   cmake_args+=(-DBUILD_TESTING=OFF)
-  build "$build_dir" "the meshtp binary" "2.5 minutes" meshtp
+  targets=(meshtp)
+  configure "$build_dir" "${cmake_args[@]}"
+  python_module && targets+=(meshtp_python)
+  build "$build_dir" "the meshtp binary and the Python module" "2.5 minutes" "${targets[@]}"
 fi
 phase "built $build_dir/src/cli/meshtp"
+
+# The Python module (README "Python"): copied where python3 finds it in a new shell, its
+# site-packages (sysconfig's platlib: /usr/local/lib/python3.X/dist-packages for Debian's
+# python3 as root) or, where that is not writable, the user's (python3 -m site --user-site),
+# under a temporary name and then renamed, so an import never sees half a file.
+if python_module; then
+  module=$(find "$build_dir/src/python" -maxdepth 1 -name 'meshtp.*.so' | head -n 1)
+  site=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
+  if ! { mkdir -p "$site" 2>/dev/null && [ -w "$site" ]; }; then
+    site=$(python3 -m site --user-site)
+    mkdir -p "$site"
+  fi
+  cp "$module" "$site/.meshtp.so.$$"
+  mv -f "$site/.meshtp.so.$$" "$site/$(basename "$module")"
+  if ! (cd / && python3 -c 'import meshtp' 2>/dev/null); then
+    echo "error: python3 ($(command -v python3)) cannot import $site/$(basename "$module")" >&2
+    exit 1
+  fi
+  phase "installed the Python module meshtp in $site (python3 -c 'import meshtp')"
+else
+  phase "no Python module: pybind11 or Python's headers were not found (cmake says which)"
+fi
 if [ $sim -eq 1 ]; then
   cmake_args=(-DMESHTP_SIMULATE=ON -DMESHTP_HOST_BINARY="$build_dir/src/cli/meshtp"
               -DBUILD_TESTING=$([ $tests -eq 1 ] && echo ON || echo OFF))

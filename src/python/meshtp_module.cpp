@@ -42,7 +42,8 @@ py::object to_python(const nlohmann::json& j) {
   return py::module_::import("json").attr("loads")(j.dump());
 }
 
-// A function's keyword arguments: only the names it lists, each read once with its type.
+// A function's keyword arguments: only the names it lists, each read with its type; None is
+// the same as not given (the CLI's default).
 class Keywords {
  public:
   Keywords(std::string function, const py::kwargs& kwargs, std::initializer_list<const char*> known)
@@ -61,7 +62,7 @@ class Keywords {
 
   template <typename T>
   std::optional<T> get(const char* name) const {
-    if (!kwargs_.contains(name)) return std::nullopt;
+    if (!kwargs_.contains(name) || kwargs_[name].is_none()) return std::nullopt;
     const py::object value = kwargs_[name];
     try {
       return py::cast<T>(value);
@@ -74,7 +75,7 @@ class Keywords {
   // A list keyword as the CLI's comma-separated text: "atp,tp1d" or ["atp", "tp1d"]; 4 or
   // [1, 2, 4] for numbers.
   std::optional<std::string> list(const char* name) const {
-    if (!kwargs_.contains(name)) return std::nullopt;
+    if (!kwargs_.contains(name) || kwargs_[name].is_none()) return std::nullopt;
     const py::object value = kwargs_[name];
     if (py::isinstance<py::bool_>(value)) {
       fail("meshtp.{}: {}={} is not a string, an integer or a list of them", function_, name,
@@ -105,9 +106,13 @@ class Keywords {
 // topology, model, devices and the shape and plan keywords common to every planner call.
 plan::PlanRequest request_of(const std::string& topology, const std::string& model, int devices,
                              const Keywords& kw, const std::string& chunks) {
-  plan::ShapeOverrides shape;
+  plan::ShapeOverrides shape;  // as the CLI's --batch and --seq: not given, or ≥ 1
   shape.batch = kw.get<std::int64_t>("batch").value_or(0);
   shape.seq = kw.get<std::int64_t>("seq").value_or(0);
+  MESHTP_CHECK(!kw.get<std::int64_t>("batch") || shape.batch >= 1,
+               "batch={} must be an integer ≥ 1", shape.batch);
+  MESHTP_CHECK(!kw.get<std::int64_t>("seq") || shape.seq >= 1, "seq={} must be an integer ≥ 1",
+               shape.seq);
   return plan::plan_request({.topology = topology,
                              .model = model,
                              .shape = shape,

@@ -37,8 +37,10 @@ def test_the_readme_one_liner():
 
 
 def test_plan_is_the_cli_json():
-    assert meshtp.plan("nvswitch-8xa100", "atp-m1", 8) == cli_json(
-        "plan", "--topology", "nvswitch-8xa100", "--model", "atp-m1", "--devices", "8")
+    got = meshtp.plan("nvswitch-8xa100", "atp-m1", 8)
+    assert got == cli_json("plan", "--topology", "nvswitch-8xa100", "--model", "atp-m1",
+                           "--devices", "8")
+    assert meshtp.plan("nvswitch-8xa100", "atp-m1", batch=None, chunks=None) == got  # defaults
 
 
 def test_plan_keywords_are_the_cli_flags():
@@ -130,6 +132,12 @@ def test_keyword_errors_name_the_keyword():
         meshtp.plan("nvswitch-8xa100", "atp-m1", chunks=[1, 2.5])
     with pytest.raises(ValueError, match="top=0 must be an integer ≥ 1"):
         meshtp.plan_3d("nvswitch-8xa100", "atp-m1", top=0)
+    with pytest.raises(ValueError, match="max_tp=-2 must be an integer ≥ 1"):
+        meshtp.plan_3d("nvswitch-8xa100", "atp-m1", max_tp=-2)
+    with pytest.raises(ValueError, match="batch=-1 must be an integer ≥ 1"):
+        meshtp.evaluate("nvswitch-8xa100", "atp-m1", batch=-1)
+    with pytest.raises(ValueError, match=r"meshtp.simulate: predict_only='yes' has the wrong"):
+        meshtp.simulate("torus-4x4", "atp-m1", predict_only="yes")
 
 
 SIMULATE = ["simulate", "--topology", "torus-4x4", "--model", "atp-m1", "--devices", "16",
