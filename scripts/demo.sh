@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# README command (1): install the runtime's packages and build the meshtp binary alone (the
-# tests and the simulated build are the test command's: scripts/test.sh), then the main job
+# README command (1): install the runtime's packages, build the meshtp binary and install the
+# Python module (the tests and the simulated build are the test command's: scripts/test.sh),
+# then the main job
 # on this machine's ranks —
 #   1. calibrate: measure this machine's collectives and GeMM rate into a topology file;
 #   2. plan + train: `meshtp train --mesh auto` asks the planner for the fastest tensor-
