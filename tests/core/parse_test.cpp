@@ -61,5 +61,22 @@ TEST(ParsePositiveInts, ListsAndErrors) {
   }
 }
 
+TEST(Mesh2d, TwoDimsAndTheRanks) {
+  EXPECT_EQ(mesh_2d("--mesh", "2x4"), (std::array<int, 2>{2, 4}));
+  EXPECT_EQ(mesh_2d("--mesh", "2x4", 8), (std::array<int, 2>{2, 4}));
+  try {
+    mesh_2d("--mesh", "8");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "--mesh 8 is not a 2D mesh: expected d1xd2, like 2x2");
+  }
+  try {
+    mesh_2d("--mesh", "2x2", 2);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "--mesh 2x2 has 4 ranks but the world has 2");
+  }
+}
+
 }  // namespace
 }  // namespace meshtp

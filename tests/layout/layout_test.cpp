@@ -160,5 +160,39 @@ TEST(Plan, BadJsonNamesTheKeyAndTheFile) {
             "plan 'p.json': plan: virtual_stages=2 needs schedule interleaved, not gpipe");
 }
 
+// The layout flags' (and the Python module's) text → Plan: the one conversion.
+TEST(BuildPlan, SpelledOutLayouts) {
+  const Plan p = build_plan(
+      PlanSpelling{
+          .dp = 2, .pp = 2, .microbatches = 4, .schedule = "interleaved:3", .strategy = "tp1d"},
+      std::nullopt, 16, "the test");
+  EXPECT_EQ(p.mesh, (std::array<int, 2>{4, 1}));  // no mesh: (ranks/(dp·pp), 1)
+  EXPECT_EQ(p.schedule, Schedule::kInterleaved);
+  EXPECT_EQ(p.virtual_stages, 3);
+  EXPECT_TRUE(p.sequence_parallel);  // always for tp1d
+  const Plan g =
+      build_plan(PlanSpelling{.strategy = "meshslice", .stationary = "input", .slices = 2},
+                 std::array<int, 2>{2, 2});
+  EXPECT_EQ(g.linears[0].slices, 2);
+  EXPECT_EQ(g.linears[3].stationary, Stationary::kInput);
+}
+
+TEST(BuildPlan, ErrorsNameTheValue) {
+  EXPECT_EQ(error_of([] { build_plan(PlanSpelling{.dp = 3}, std::nullopt, 8, "the test"); }),
+            "dp=3 × pp=1 does not divide the 8 ranks (the test)");
+  EXPECT_EQ(error_of([] {
+              build_plan(PlanSpelling{.schedule = "1f1b:2"}, {2, 1});
+            }),
+            "--schedule '1f1b:2': only interleaved takes virtual stages (interleaved:V)");
+  EXPECT_EQ(error_of([] {
+              build_plan(PlanSpelling{.slices = 2}, {2, 1});
+            }),
+            "--stationary auto / --slices 2 apply to the 2D GeMM strategies, not --strategy atp");
+  EXPECT_NE(error_of([] {
+              build_plan(PlanSpelling{}, std::array<int, 2>{2, 2}, 8, "the test");
+            }).find("= 4 ranks, but there are 8 (the test)"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace meshtp::layout
