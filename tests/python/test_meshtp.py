@@ -152,6 +152,19 @@ def test_simulate_predict_only_is_the_cli_json():
     assert got["predict_only"] and got["runs"][0]["predicted"]["available"]
 
 
+@pytest.mark.skipif(not os.path.exists(os.environ.get("MESHTP_SIM_BINARY", "")),
+                    reason="no simulated build (scripts/install.sh --sim)")
+def test_simulate_runs_the_simulation():
+    sim = os.environ["MESHTP_SIM_BINARY"]
+    got = meshtp.simulate("torus-4x4", "atp-m1", mesh="4x4", strategy="atp", what="layer",
+                          layers=1, batch=1, seq=64, simulator=sim)
+    want = cli_json(*SIMULATE, "--simulator", sim)
+    assert got["mode"] == want["mode"] and len(got["runs"]) == 1
+    # Simulated time is deterministic; the simulation's own wall time is not.
+    assert got["runs"][0]["simulated"] == want["runs"][0]["simulated"]
+    assert got["runs"][0]["simulated"]["total_s"] > 0
+
+
 def test_simulate_without_the_simulator_is_a_value_error():
     with pytest.raises(ValueError) as error:
         meshtp.simulate("torus-4x4", "atp-m1", mesh="4x4", strategy="atp", what="layer",
