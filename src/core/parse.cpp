@@ -5,6 +5,18 @@
 #include "core/error.hpp"
 
 namespace meshtp {
+
+std::vector<std::string_view> split_words(std::string_view text) {
+  std::vector<std::string_view> out;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i;
+    const std::size_t start = i;
+    while (i < text.size() && text[i] != ' ' && text[i] != '\t') ++i;
+    if (i > start) out.push_back(text.substr(start, i - start));
+  }
+  return out;
+}
 namespace {
 
 bool parse_positive(std::string_view text, std::int64_t& value) {

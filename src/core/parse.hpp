@@ -12,6 +12,11 @@ namespace meshtp {
 // "2x4" → {2, 4}; "8" → {8}; "2x2x2" → {2, 2, 2}. Every size must be a positive integer.
 std::vector<int> parse_mesh_shape(std::string_view text);
 
+// The words of `text`, split at runs of spaces and tabs (none empty): views into `text`,
+// which must outlive them. The one splitter of the text logs meshtp reads (nccl-tests output,
+// `nvidia-smi topo -m`).
+std::vector<std::string_view> split_words(std::string_view text);
+
 // `flag`'s value "d1xd2" (a 2D mesh: --mesh, and the Python module's mesh=); throws "--mesh 5
 // is not a 2D mesh: expected d1xd2, like 2x2" and, with ranks > 0, "--mesh 2x2 has 4 ranks but
 // the world has 2".

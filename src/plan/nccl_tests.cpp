@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "core/error.hpp"
+#include "core/parse.hpp"
 
 namespace meshtp::plan {
 namespace {
@@ -23,18 +24,6 @@ std::string at(const std::string& source, int line) {
 // At most 80 characters of a line, for messages.
 std::string excerpt(std::string_view line) {
   return line.size() <= 80 ? std::string(line) : std::string(line.substr(0, 77)) + "...";
-}
-
-std::vector<std::string_view> split(std::string_view s) {
-  std::vector<std::string_view> out;
-  std::size_t i = 0;
-  while (i < s.size()) {
-    while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
-    const std::size_t start = i;
-    while (i < s.size() && s[i] != ' ' && s[i] != '\t') ++i;
-    if (i > start) out.push_back(s.substr(start, i - start));
-  }
-  return out;
 }
 
 std::string_view trim(std::string_view s) {
@@ -309,7 +298,7 @@ NcclTestsLog parse_nccl_tests(std::string_view text, const std::string& source) 
     const std::string where = at(source, number);
     if (line.front() == '#') {
       const std::string_view body = trim(line.substr(1));
-      const std::vector<std::string_view> t = split(body);
+      const std::vector<std::string_view> t = split_words(body);
       if (t.empty()) continue;
       if (t[0] == "nThread") {
         started = true;
@@ -351,7 +340,7 @@ NcclTestsLog parse_nccl_tests(std::string_view text, const std::string& source) 
       continue;  // every other '#' line is a comment
     }
     if (!started) continue;  // before nccl-tests' header: a prompt, a scheduler's banner
-    const std::vector<std::string_view> t = split(line);
+    const std::vector<std::string_view> t = split_words(line);
     MESHTP_CHECK(to_int(t[0]),
                  "{}: '{}' is neither a '#' line nor a result row (size count type …)", where,
                  excerpt(line));

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "core/error.hpp"
+#include "core/parse.hpp"
 
 namespace meshtp::topo {
 namespace {
@@ -35,18 +36,6 @@ std::string clean(std::string_view line) {
       }
     }
     if (line[i] != '\r') out += line[i];
-  }
-  return out;
-}
-
-std::vector<std::string> split(std::string_view s) {
-  std::vector<std::string> out;
-  std::size_t i = 0;
-  while (i < s.size()) {
-    while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
-    const std::size_t start = i;
-    while (i < s.size() && s[i] != ' ' && s[i] != '\t') ++i;
-    if (i > start) out.emplace_back(s.substr(start, i - start));
   }
   return out;
 }
@@ -171,7 +160,8 @@ SmiMatrix parse_nvidia_smi_topo(std::string_view text, const std::string& source
     const std::string line = clean(text.substr(pos, end - pos));
     pos = end + 1;
     ++number;
-    const std::vector<std::string> t = split(line);
+    const std::vector<std::string_view> words = split_words(line);
+    const std::vector<std::string> t(words.begin(), words.end());  // rows outlive the line
     const std::string where = fmt::format("'{}' line {}", source, number);
     if (!header) {
       if (t.empty() || t[0] != "GPU0") continue;  // before the matrix: prompts, comments
