@@ -56,7 +56,8 @@ void GemmModel::validate(const char* where) const {
                "positive", where, peak_tflops);
   MESHTP_CHECK(efficiency > 0 && efficiency <= 1, "{}: gemm efficiency={} must be in (0, 1]",
                where, efficiency);
-  MESHTP_CHECK(units >= 0, "{}: gemm units={} must be at least 1", where, units);
+  MESHTP_CHECK(units >= 0, "{}: gemm units={} must not be negative (0: the flat form)", where,
+               units);
   MESHTP_CHECK(tile_m >= 1 && tile_n >= 1 && split_k_min >= 1,
                "{}: gemm tile {}x{} and split_k_min={} must be at least 1", where, tile_m, tile_n,
                split_k_min);
