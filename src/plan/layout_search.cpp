@@ -255,7 +255,8 @@ class Pricer {
             .data = rings.second,
             .stream_bytes = block_floats(mb, plan).input * r_.model.element_bytes() / slices,
             .params_bytes =
-                rank_memory(r_.model, plan, 0, HeadBuffers::kSharded, buffers(plan)).params_bytes};
+                rank_memory(r_.model, plan, 0, HeadBuffers::kSharded, buffers(plan)).params_bytes,
+            .head_s = head_s(mb, plan.mesh[0] * plan.mesh[1], plan.pp, r_.topology)};
   }
 
   // The layout's price without its memory: the stage (and, by the runtime, its re-run
@@ -269,9 +270,7 @@ class Pricer {
     c.t_rerun_s = rerun_s(r_.runtime, plan.pp, full.t_step_s, none.t_step_s);
     c.t_compute_s =
         stage.t_compute_s + rerun_s(r_.runtime, plan.pp, full.t_compute_s, none.t_compute_s);
-    ModelSpec mb = r_.model;
-    mb.batch = r_.model.batch / (plan.dp * plan.microbatches);
-    c.t_head_s = head_s(mb, plan.mesh[0] * plan.mesh[1], plan.pp, r_.topology);
+    c.t_head_s = t.head_s;
     // ZeRO ≥ 1 (Megatron-LM's distributed optimizer) updates a 1/dp shard on each rank.
     const double params = t.params_bytes / r_.model.element_bytes();
     c.t_optimizer_s = optimizer_s(plan.zero >= 1 ? params / plan.dp : params, r_.topology);

@@ -129,11 +129,13 @@ double head_s(const ModelSpec& mb, int tp, int pp, const Topology& topology);
 // both moments, kAdamWTouches per parameter (core/op_costs.hpp), whatever the precision.
 double optimizer_s(double params, const Topology& topology);
 
-// What a layout's step moves over the links it crosses.
+// What a layout's step moves over the links it crosses, and its head: the same for every
+// virtual-stage count and ZeRO stage, so the search computes it once for all of them.
 struct LayoutTraffic {
   RingParams pipe, data;    // the pipeline dim's link and the data dim's ring
   double stream_bytes = 0;  // one rank's slice of a microbatch's residual stream
   double params_bytes = 0;  // one rank's parameters (= its gradients)
+  double head_s = 0;        // head_s of one microbatch on the last pipeline rank
 };
 // Fills c.bubble, c.t_p2p_s, c.t_dp_s and c.t_step_s from c.plan, c.t_stage_s, c.t_rerun_s,
 // c.t_head_s and c.t_optimizer_s (the price above).
