@@ -161,8 +161,11 @@ DirectionTraffic direction_traffic(Algorithm algorithm, const Gemm2dShape& s,
            static_cast<std::int64_t>(params.slices) * (p - 1)};
       break;
     case Algorithm::kWang:
+      // The decomposed direction: p−1 ring steps, each sending half the block to each
+      // neighbour (two messages of shard/2, both directions of the ring at once).
       t = d == params.wang_decomposed
-              ? DirectionTraffic{t.direction, t.matrix, CollectiveKind::kSendRecv, p, p - 1, shard}
+              ? DirectionTraffic{t.direction, t.matrix,    CollectiveKind::kSendRecv,
+                                 p,           2 * (p - 1), shard / 2}
               : DirectionTraffic{t.direction, t.matrix, ring, p, 1, p * shard};
       t.steps = p - 1;
       break;
@@ -190,8 +193,8 @@ int gemm_calls(Algorithm algorithm, const Gemm2dShape& s, const Gemm2dParams& p)
       return 1;
     case Algorithm::kMeshSlice:
       return p.slices;
-    case Algorithm::kWang:
-      return s.group_size(p.wang_decomposed);
+    case Algorithm::kWang:  // per ring step, one GeMM for each half-block
+      return s.group_size(p.wang_decomposed) == 1 ? 1 : 2 * s.group_size(p.wang_decomposed);
     case Algorithm::kSumma:
       return p.summa_panels(s);
     case Algorithm::kCannon:

@@ -21,7 +21,8 @@
 // (bytes = what one rank sends; steps = synchronised rounds; 0 when P_d = 1):
 //   Collective     1 launch,  P−1 steps,          (P−1)·shard bytes
 //   MeshSlice(S)   S launches, S·(P−1) steps,     (P−1)·shard bytes   (S partial collectives)
-//   Wang           decomposed dir: P−1 send/recv launches and steps, (P−1)·shard bytes;
+//   Wang           decomposed dir: P−1 steps, each sending half a shard to each ring
+//                  neighbour (2(P−1) send/recv launches of shard/2), (P−1)·shard bytes;
 //                  other dir: one blocking collective as Collective
 //   SUMMA(Kp)      Kp broadcasts (inputs) / reduces (outputs) of panels of shard·P/Kp bytes:
 //                  Kp launches, Kp·(P−1) pipeline-fill steps, (P−1)·shard bytes

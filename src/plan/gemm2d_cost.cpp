@@ -156,14 +156,21 @@ PipelineEstimate gemm2d_estimate(Algorithm algorithm, const Gemm2dShape& s,
       e.epilogue_s = os ? g : g + c_out;
       break;
     case Algorithm::kWang: {
+      // P steps; each multiplies the two half-blocks it holds (two GeMM calls) while the
+      // next two travel, one to each ring neighbour (DimLinks::two_way).
       const bool vertical = params.wang_decomposed == Direction::kVertical;
       const DirectionTraffic& dec = vertical ? traffic.vertical : traffic.horizontal;
       const double blocking = vertical ? c_h : c_v;
-      const double send = dec.launches > 0 ? ring(dec.direction).t_launch_s + launch(dec) : 0.0;
+      const RingParams& two_way = links.dims[vertical ? 0 : 1].two_way;
+      const double send = dec.launches > 0 ? two_way.t_launch_s + two_way.l_sync_s +
+                                                 dec.message_bytes / two_way.bw_bytes_per_s
+                                           : 0.0;
+      const double step_gemm = calls / dec.group_size * g;
+      e.iterations = dec.group_size;
       e.prologue_s = blocking;
-      e.steady_s = std::max(send, g);
-      e.epilogue_s = g;
-      e.comm_s = blocking + static_cast<double>(dec.launches) * send;
+      e.steady_s = std::max(send, step_gemm);
+      e.epilogue_s = step_gemm;
+      e.comm_s = blocking + static_cast<double>(dec.steps) * send;
       break;
     }
     case Algorithm::kCannon: {

@@ -18,7 +18,8 @@
 //                broadcasts overlap their chains' fill, so the steady state pays a
 //                broadcast's summa_panel_interval, not its whole chain
 //   Wang         prologue = blocking collective of the other dir; P_d iterations of gemm/P_d
-//                overlapped with one send/recv step T_launch + L_sync + shard/BW
+//                (two half-block calls each) overlapped with one two-way step, half a shard
+//                to each neighbour: T_launch + L_sync + (shard/2)/BW_two_way (DimLinks)
 //   Cannon       prologue = the skew, each moving block sent once to its rotated place,
 //                T_launch + L_skew + shard/BW_skew per operand (mesh_links.hpp's DimLinks::skew;
 //                OS rotates A and B at once: the slower); q iterations of gemm/q overlapped

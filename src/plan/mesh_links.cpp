@@ -213,7 +213,8 @@ ModelledLink from_rings(const topo::Graph& graph, const topo::DimRings& r) {
 // `link`: the dim's B' (Eq. 3, or the graph form's rings); `graph_skew`: Cannon's skew on
 // the graph, when priced there.
 DimLinks dim_links(const Topology& topology, const std::vector<int>& shape, int dim,
-                   const ModelledLink& link, const std::optional<topo::DimRings>& graph_skew) {
+                   const ModelledLink& link, const std::optional<topo::DimRings>& graph_skew,
+                   const std::optional<topo::DimRings>& graph_two_way) {
   DimLinks d;
   d.dim = dim;
   d.size = shape[static_cast<std::size_t>(dim)];
@@ -251,6 +252,14 @@ DimLinks dim_links(const Topology& topology, const std::vector<int>& shape, int 
                         .l_sync_s = hops * d.all_gather.l_sync_s,
                         .bw_bytes_per_s = d.all_gather.bw_bytes_per_s / hops};
   }
+  if (graph_two_way && graph_two_way->link_gbps > 0 && d.source == BandwidthSource::kModelled) {
+    d.two_way = RingParams{.t_launch_s = topology.launch_us * kUs,
+                           .l_sync_s = graph_two_way->latency_us * kUs,
+                           .bw_bytes_per_s = graph_two_way->link_gbps * kGB};
+  } else {
+    d.two_way = d.all_gather;
+    d.two_way.bw_bytes_per_s /= 2;
+  }
   return d;
 }
 
@@ -284,18 +293,21 @@ const MeshLinks& TopologyLinks::mesh(int d1, int d2) {
   const std::vector<int> shape{d1, d2};
   std::array<std::optional<ModelledLink>, 2> graph_links;
   std::array<std::optional<topo::DimRings>, 2> graph_skews;
+  std::array<std::optional<topo::DimRings>, 2> graph_two_ways;
   if (topology.graph || topology.rings_on_graph) {
     if (!graph_) graph_ = shared_topology_graph(topology);
     const std::vector<int> placement = topology_placement(topology, *graph_, shape);
     for (int dim : {0, 1}) {
       graph_links[dim] = from_rings(*graph_, topo::ring_dim(*graph_, placement, shape, dim));
       if (d1 == d2) graph_skews[dim] = topo::skew_dim(*graph_, placement, shape, dim);
+      graph_two_ways[dim] = topo::two_way_ring_dim(*graph_, placement, shape, dim);
     }
   }
   for (int dim : {0, 1}) {
     const ModelledLink& modelled =
         graph_links[dim] ? *graph_links[dim] : group_link(shape[dim], dim == 0 ? d2 : 1);
-    links.dims[dim] = dim_links(topology, shape, dim, modelled, graph_skews[dim]);
+    links.dims[dim] =
+        dim_links(topology, shape, dim, modelled, graph_skews[dim], graph_two_ways[dim]);
   }
   return meshes_.emplace(key, std::move(links)).first->second;
 }

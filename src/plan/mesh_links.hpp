@@ -94,6 +94,11 @@ struct DimLinks {
   // square meshes only (Cannon's), every group's rotation routed at once (topo::skew_dim);
   // otherwise ⌊P/2⌋ ring hops in sequence, the farthest rotation on a ring.
   RingParams skew;
+  // One step of Wang's two-way ring (topo::two_way_ring_dim): each rank sends half a block
+  // to each ring neighbour at once; an h-byte half takes t_launch + l_sync + h/bw. On a graph
+  // both messages are routed; otherwise (Eq. 3, calibrated groups) nothing says the two
+  // directions are independent, so they share B' (bw = B'/2: no faster than one way).
+  RingParams two_way;
 };
 
 // One all-reduce, all-gather or reduce-scatter of `message_bytes` (layout::sent_bytes' n:

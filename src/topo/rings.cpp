@@ -18,11 +18,12 @@ std::int64_t flow_key(const Link& l, const Hop& h) {
 }
 
 // Every group's members each send one message at once, member i → member
-// (i + offset(g)) mod P of group g (no message when that is i itself); routes them and finds
-// the flows' least share (the model in rings.hpp).
+// (i + offset(g)) mod P of group g (no message when that is i itself) — and with `both_ways`
+// a second one at the same time, to member (i − offset(g)) mod P; routes them and finds the
+// flows' least share (the model in rings.hpp).
 template <typename Offset>
 DimRings routed_dim(const Graph& graph, const std::vector<int>& placement,
-                    const std::vector<int>& shape, int dim, Offset offset) {
+                    const std::vector<int>& shape, int dim, Offset offset, bool both_ways = false) {
   std::int64_t n = 1;
   for (const int d : shape) n *= d;
   MESHTP_CHECK(dim >= 0 && dim < static_cast<int>(shape.size()), "mesh dim {} out of range",
@@ -52,6 +53,10 @@ DimRings routed_dim(const Graph& graph, const std::vector<int>& placement,
     for (int i = 0; i < out.size; ++i) {
       graph.append_route(device(g, i), device(g, (i + step) % out.size), hops);
       ends.push_back(hops.size());
+      if (both_ways) {
+        graph.append_route(device(g, i), device(g, (i - step + out.size) % out.size), hops);
+        ends.push_back(hops.size());
+      }
     }
   }
   if (ends.empty()) return out;  // nothing moves (a skew on a size-1 other dim)
@@ -97,6 +102,12 @@ DimRings routed_dim(const Graph& graph, const std::vector<int>& placement,
 DimRings ring_dim(const Graph& graph, const std::vector<int>& placement,
                   const std::vector<int>& shape, int dim) {
   return routed_dim(graph, placement, shape, dim, [](int) { return 1; });
+}
+
+DimRings two_way_ring_dim(const Graph& graph, const std::vector<int>& placement,
+                          const std::vector<int>& shape, int dim) {
+  return routed_dim(
+      graph, placement, shape, dim, [](int) { return 1; }, true);
 }
 
 DimRings skew_dim(const Graph& graph, const std::vector<int>& placement,

@@ -53,6 +53,16 @@ struct DimRings {
 DimRings ring_dim(const Graph& graph, const std::vector<int>& placement,
                   const std::vector<int>& shape, int dim);
 
+// Wang's ring as its authors' code runs it (MeshSlice's Wang_OS / Wang_LS / Wang_RS): every
+// member sends half its block to the next member and the other half to the previous one, at
+// once — both directions of a full-duplex ring. The same flow count over both messages: on a
+// ring of split-duplex links each direction of a link carries one flow, so each half moves at
+// the link's full bandwidth and a step takes L + (n/2)/B' instead of L + n/B'; where both
+// messages leave through one port (a switch uplink, a ring of 2) they share it and B' halves,
+// so a step takes as long as one whole block one way.
+DimRings two_way_ring_dim(const Graph& graph, const std::vector<int>& placement,
+                          const std::vector<int>& shape, int dim);
+
 // Cannon's skew (Cannon '69; MeshSlice §2.3.2) on the same dim: every group rotates its
 // blocks at once by its own index g (the rank's coordinate in the other dim of a 2D mesh),
 // member i → member (i − g) mod P, each block sent straight to its place in one message (the

@@ -29,6 +29,8 @@ MeshLinks links(int nr, int nc) {
     const RingParams& r = d.all_gather;
     d.skew = {.t_launch_s = r.t_launch_s, .l_sync_s = hops * r.l_sync_s,
               .bw_bytes_per_s = r.bw_bytes_per_s / std::max(hops, 1.0)};
+    // Wang's two-way step: both directions of each ring link at the one-way bandwidth.
+    d.two_way = r;
   }
   return l;
 }
@@ -133,7 +135,9 @@ TEST(Gemm2dCost, EveryAlgorithmMovesTheSameBytes) {
   EXPECT_EQ(su.gemm_calls, 32);
   const Gemm2dTraffic w = gemm2d_traffic(Algorithm::kWang, s, p);
   EXPECT_EQ(w.horizontal.kind, CollectiveKind::kSendRecv);  // decomposed (default)
-  EXPECT_EQ(w.horizontal.launches, 3);
+  EXPECT_EQ(w.horizontal.launches, 6);  // 3 steps, half a shard to each neighbour
+  EXPECT_EQ(w.horizontal.steps, 3);
+  EXPECT_EQ(w.gemm_calls, 8);  // two halves per step
   EXPECT_EQ(w.vertical.kind, CollectiveKind::kReduceScatter);
   EXPECT_EQ(w.vertical.launches, 1);
 }
@@ -142,11 +146,19 @@ TEST(Gemm2dCost, WangAndCannonByHand) {
   const Gemm2dShape s = shape(Dataflow::kOS, 1024, 1024, 1024, 2, 2);
   const double shard = 1048576, gemm = 2.0 * 1024 * 1024 * 1024 / 4 / kFlops;
   // Wang, horizontal (A) decomposed: blocking vertical all-gather of B, then 2 iterations of
-  // gemm/2, each overlapping one send/recv step T_launch + L_sync + shard/BW.
+  // gemm/2, each overlapping one two-way step T_launch + L_sync + (shard/2)/BW_two_way.
   const double ag_v = 10e-6 + (2e-6 + shard / 10e9);
-  const double send_h = 10e-6 + 1e-6 + shard / 20e9;
-  const auto w = gemm2d_estimate(Algorithm::kWang, s, {}, links(2, 2), kFlops);
+  MeshLinks wl = links(2, 2);
+  const double send_h = 10e-6 + 1e-6 + shard / 2 / 20e9;
+  const auto w = gemm2d_estimate(Algorithm::kWang, s, {}, wl, kFlops);
   EXPECT_NEAR(w.total_s, ag_v + std::max(send_h, gemm / 2) + gemm / 2, kTol);
+  EXPECT_EQ(w.iterations, 2);
+  // Where the two directions share the links (half the bandwidth each), a step takes what a
+  // whole block one way would.
+  wl.dims[1].two_way.bw_bytes_per_s = 10e9;
+  const double send_shared = 10e-6 + 1e-6 + shard / 20e9;
+  EXPECT_NEAR(gemm2d_estimate(Algorithm::kWang, s, {}, wl, kFlops).comm_s,
+              ag_v + send_shared, kTol);
   // Cannon 2×2: the skews of A along the rows and of B along the columns at once (each a
   // launch and ⌊2/2⌋ = 1 hop), then 2 iterations of gemm/2 with one shift per direction.
   const double sv = 2e-6 + shard / 10e9, sh = 1e-6 + shard / 20e9;

@@ -83,6 +83,25 @@ TEST(Rings, CannonSkewLoadsTheTorusLinksByTheShift) {
   EXPECT_EQ(skew_dim(g, identity(16), {1, 16}, 1).link_gbps, 0);
 }
 
+TEST(Rings, TwoWayRingUsesBothDirectionsOfARing) {
+  // A 4x4 torus: every ring has its own links; sending to both neighbours at once puts one
+  // flow on each direction of each link, so each half moves at the link's bandwidth.
+  const Graph g = torus({.dims = {4, 4}, .link_gbps = 25, .latency_us = 1});
+  for (int dim : {0, 1}) {
+    const DimRings r = two_way_ring_dim(g, identity(16), {4, 4}, dim);
+    EXPECT_DOUBLE_EQ(r.link_gbps, 25) << dim;
+    EXPECT_EQ(r.flows, 1);
+  }
+  // A ring of 2: both neighbours are one chip, both halves cross one direction of one link.
+  const Graph pair = torus({.dims = {2}, .link_gbps = 25, .latency_us = 1});
+  EXPECT_DOUBLE_EQ(two_way_ring_dim(pair, identity(2), {2}, 0).link_gbps,
+                   ring_dim(pair, identity(2), {2}, 0).link_gbps / 2);
+  // Behind one switch both messages leave through the device's one uplink: half each.
+  const Graph sw = single_switch({.devices = 8, .link_gbps = 900, .latency_us = 1});
+  EXPECT_DOUBLE_EQ(two_way_ring_dim(sw, identity(8), {8}, 0).link_gbps, 450);
+  EXPECT_DOUBLE_EQ(ring_dim(sw, identity(8), {8}, 0).link_gbps, 900);
+}
+
 TEST(Rings, SharedLinksCountBothDirections) {
   Graph g(2);
   g.add_link("bus", 0, 1, 10, 0, Sharing::kShared);

@@ -1,35 +1,45 @@
 // Wang et al. (ASPLOS '22; MeshSlice §2.3.4): the collective along the mesh ROW (mesh dim 1)
-// decomposed into Nc send/recv ring steps, each overlapped with the partial GeMM that needs
-// (or produces) the block in flight; the collective along the mesh column stays one
-// blocking all-gather / reduce-scatter, not overlapped. (The FSDP + 1D-TP combination.)
+// decomposed into Nc−1 send/recv ring steps, each overlapped with the partial GeMMs that need
+// (or produce) the blocks in flight; the collective along the mesh column stays one blocking
+// all-gather / reduce-scatter, not overlapped. (The FSDP + 1D-TP combination.)
 //
-// Math, chip (i, j), ring over the row, left = j−1, right = j+1 (mod Nc):
+// Two-way, as the algorithm's published code runs it (MeshSlice's Wang_OS / Wang_LS /
+// Wang_RS): every moving block is cut into a top half (its first ⌊rows/2⌋ rows) that travels
+// LEFT round the row ring and a bottom half that travels RIGHT, both at once — both
+// directions of a full-duplex ring, so each step moves half a block per link direction. A
+// step multiplies the two halves it holds (two GeMM calls). With Nc = 1 nothing moves and the
+// block is one GeMM.
+//
+// Math, chip (i, j), left = j−1, right = j+1 (mod Nc); "top"/"bottom" = the row halves:
 //   OS  C_ij = Σ_l A_il · B_*j[k-block l]. B_*j = AG_col(B_ij) first (blocking). Step t holds
-//       A_il with l = (j+t) mod Nc, multiplies it, and meanwhile passes it left and receives
-//       A_i(l+1) from the right — an all-gather spread over the GeMMs.
-//   LS  C_ij = Σ_l A_il · (B_*l[n-block j])ᵀ. B_*j = AG_col(B_ij) first. Step t computes
-//       P = A_ij · (B_*j[n-block tb])ᵀ for the target column tb = (j+t+1) mod Nc, adds the
-//       running sum for tb that arrives from the right, and passes it left; at t = Nc−1 the
-//       target is j itself and the sum is C_ij — a ring reduce-scatter spread over the GeMMs.
-//       The running sum of step t travels while step t+1 multiplies.
-//   RS  C_ij = RdS_col(Σ_l A_il ᵀ-rows): step t holds A_il (l = (j+t) mod Nc, the m-block l)
-//       and writes rows m-block l of the partial P = A_i*ᵀ·B_ij (m × n/Nc) while A moves
-//       left; then one blocking RdS_col of P gives C_ij.
+//       top(A_il) for l = j+t and bottom(A_il') for l' = j−t; C's top rows += top(A_il)·B_*j
+//       [k-block l], its bottom rows += bottom(A_il')·B_*j[k-block l'] — an all-gather of A
+//       spread over the GeMMs, each half going round one way.
+//   LS  C_ij = Σ_l A_il · (B_*l[n-block j])ᵀ. B_*j = AG_col(B_ij) first. Step t computes the
+//       top rows top(A_ij)·(B_*j[n-block j+t+1])ᵀ, adds the running top sum for that target
+//       arriving from the right and passes it left; the bottom rows target j−t−1, arrive from
+//       the left and go right. At t = Nc−1 both targets are j: the sums are C_ij — a ring
+//       reduce-scatter each way, spread over the GeMMs.
+//   RS  C_ij = RdS_col(P), P = A_i*ᵀ·B_ij (m × n/Nc): step t holds top(A_il), l = j+t, and
+//       bottom(A_il'), l' = j−t (halves of the contraction, paired with the same rows of
+//       B_ij); the m-block l of P gets top(A_il)ᵀ·top(B_ij), the m-block l' gets
+//       bottom(A_il')ᵀ·bottom(B_ij), accumulated (block l is first written by whichever half
+//       reaches it first); then one blocking RdS_col of P gives C_ij.
 //
-// Worked example, OS on a 2×2 mesh:
-//   before   (0,0): A00 B00   (0,1): A01 B01   (1,0): A10 B10   (1,1): A11 B11
-//   AG_col   (0,0),(1,0) hold [B00; B10]; (0,1),(1,1) hold [B01; B11]
-//   t = 0    (0,0): C00 = A00·B00 while sending A00 to (0,1) and receiving A01 from it
-//            (0,1): C01 = A01·B11 while sending A01 to (0,0), receiving A00
-//   t = 1    (0,0): C00 += A01·B10;  (0,1): C01 += A00·B01.  After: chip (i,j) holds C_ij.
+// Worked example, OS on a 1×2 mesh (Nr = 1, so no column all-gather), A_00 and A_01 of 2 rows:
+//   t = 0    (0,0): C00[row 0] = A00[row 0]·B[k-block 0], C00[row 1] = A00[row 1]·B[k-block 0]
+//            while A00[row 0] goes left to (0,1), A00[row 1] right to (0,1) (the same chip:
+//            with Nc = 2 both halves cross the one link between them)
+//   t = 1    (0,0): C00[row 0] += A01[row 0]·B[k-block 1], C00[row 1] += A01[row 1]·B[k-block 1]
 //
 // Cost per rank (|X| = local block bytes):
-//   OS  row (Nc−1)·|A_ij| in Nc−1 send/recv steps    column (Nr−1)·|B_ij| (one AG, exposed)
-//   LS  row (Nc−1)·|C_ij| in Nc−1 steps              column (Nr−1)·|B_ij| (one AG, exposed)
-//   RS  row (Nc−1)·|A_ij| in Nc−1 steps              column (Nr−1)·|C_ij| (one RdS, exposed)
-//   Calls: 2(Nc−1) send/recv + 1 collective; sync steps (Nc−1) + (Nr−1).
+//   OS  row (Nc−1)·|A_ij| in Nc−1 two-way steps     column (Nr−1)·|B_ij| (one AG, exposed)
+//   LS  row (Nc−1)·|C_ij| in Nc−1 two-way steps     column (Nr−1)·|B_ij| (one AG, exposed)
+//   RS  row (Nc−1)·|A_ij| in Nc−1 two-way steps     column (Nr−1)·|C_ij| (one RdS, exposed)
+//   Calls: 4(Nc−1) send/recv (two halves each way) + 1 collective; 2·Nc GeMMs; sync steps
+//   (Nc−1) + (Nr−1).
 //   Extra memory: the gathered column operand (OS, LS) or the m × n/Nc partial (RS), two
-//   ring buffers.
+//   ring buffers per half.
 #include "parallel/gemm2d/gemm2d_impl.hpp"
 
 namespace meshtp::parallel::detail {
@@ -37,27 +47,51 @@ namespace {
 
 using comm::Request;
 
+// Message tags: with Nc = 2 both halves go to the same neighbour.
+constexpr int kTopTag = 0;
+constexpr int kBottomTag = 1;
 
-// Ring all-gather of this rank's block `mine` (rows × cols, contiguous) along the row, with
-// step(t, held block) called on block l = (j+t) mod Nc while the next one moves.
+// The row halves of a block: the top ⌊rows/2⌋ rows and the rest.
+struct Halves {
+  std::int64_t top = 0, bottom = 0;
+};
+Halves halves(std::int64_t rows, int nc) {
+  if (nc == 1) return {rows, 0};  // nothing moves: one GeMM
+  return {rows / 2, rows - rows / 2};
+}
+
+struct Ring {
+  int left = 0, right = 0;
+};
+Ring ring_of(const Grid& g) { return {(g.j + g.nc - 1) % g.nc, (g.j + 1) % g.nc}; }
+
+// Two-way ring all-gather of this rank's block `mine` (rows × cols, contiguous) along the row:
+// step(t, top, l, bottom, l', in_flight, chunks) is called with top(A_il), l = j+t, and
+// bottom(A_il'), l' = j−t, while the next two halves move.
 template <typename Step>
-void ring_all_gather(const Grid& g, ConstMatrixView mine, const Gemm2dOptions& o,
-                     Gemm2dWorkspace& ws, Step step) {
-  const int left = (g.j + g.nc - 1) % g.nc;
-  const int right = (g.j + 1) % g.nc;
-  std::span<float> ring[2] = {ws.get(10, sz(mine.rows * mine.cols)),
-                              ws.get(11, sz(mine.rows * mine.cols))};
-  ConstMatrixView held = mine;
+void two_way_all_gather(const Grid& g, ConstMatrixView mine, const Gemm2dOptions& o,
+                        Gemm2dWorkspace& ws, Step step) {
+  const Ring r = ring_of(g);
+  const Halves h = halves(mine.rows, g.nc);
+  const std::size_t top_n = sz(h.top * mine.cols), bottom_n = sz(h.bottom * mine.cols);
+  std::span<float> top_ring[2] = {ws.get(10, top_n), ws.get(11, top_n)};
+  std::span<float> bottom_ring[2] = {ws.get(12, bottom_n), ws.get(13, bottom_n)};
+  ConstMatrixView top = mine.block(0, 0, h.top, mine.cols);
+  ConstMatrixView bottom = mine.block(h.top, 0, h.bottom, mine.cols);
   for (int t = 0; t < g.nc; ++t) {
-    Request to_left, from_right;
+    Request top_out, top_in, bottom_out, bottom_in;
+    const int next = (t + 1) % 2;
     if (t + 1 < g.nc) {
-      from_right = g.row->irecv<float>(ring[(t + 1) % 2], right);
-      to_left = g.row->isend(as_span(held), left);
+      top_in = g.row->irecv<float>(top_ring[next].first(top_n), r.right, kTopTag);
+      bottom_in = g.row->irecv<float>(bottom_ring[next].first(bottom_n), r.left, kBottomTag);
+      top_out = g.row->isend(as_span(top), r.left, kTopTag);
+      bottom_out = g.row->isend(as_span(bottom), r.right, kBottomTag);
     }
-    step(t, held, InFlight{&to_left, &from_right}, o.progress_splits);
-    to_left.wait();
-    from_right.wait();
-    held = as_matrix(ring[(t + 1) % 2], mine.rows, mine.cols);
+    step(t, top, (g.j + t) % g.nc, bottom, (g.j - t + g.nc) % g.nc,
+         InFlight{&top_out, &top_in, &bottom_out, &bottom_in}, o.progress_splits);
+    for (Request* q : {&top_out, &top_in, &bottom_out, &bottom_in}) q->wait();
+    top = as_matrix(top_ring[next], h.top, mine.cols);
+    bottom = as_matrix(bottom_ring[next], h.bottom, mine.cols);
   }
 }
 
@@ -70,11 +104,21 @@ void wang_os(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
     g.col->all_gather(as_span(b), b_all);
     b_col = as_matrix(b_all, k, b.cols);
   }
-  ring_all_gather(g, a, o, ws, [&](int t, ConstMatrixView held, const InFlight& f, int chunks) {
-    const int l = (g.j + t) % g.nc;
-    gemm_poking(held, Trans::kNo, b_col.block(l * a.cols, 0, a.cols, b.cols), Trans::kNo, c,
-                t == 0 ? 0.0f : 1.0f, f, chunks, ws);
-  });
+  const Halves h = halves(c.rows, g.nc);
+  MatrixView c_top = c.block(0, 0, h.top, c.cols), c_bottom = c.block(h.top, 0, h.bottom, c.cols);
+  two_way_all_gather(
+      g, a, o, ws,
+      [&](int t, ConstMatrixView top, int l, ConstMatrixView bottom, int l2, const InFlight& f,
+          int chunks) {
+        const float beta = t == 0 ? 0.0f : 1.0f;
+        auto k_block = [&](int blk) { return b_col.block(blk * a.cols, 0, a.cols, b.cols); };
+        if (h.top > 0) {
+          gemm_poking(top, Trans::kNo, k_block(l), Trans::kNo, c_top, beta, f, chunks, ws);
+        }
+        if (h.bottom > 0) {
+          gemm_poking(bottom, Trans::kNo, k_block(l2), Trans::kNo, c_bottom, beta, f, chunks, ws);
+        }
+      });
 }
 
 void wang_ls(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
@@ -86,30 +130,52 @@ void wang_ls(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
     g.col->all_gather(as_span(b), b_all);
     b_col = as_matrix(b_all, n, b.cols);
   }
-  const int left = (g.j + g.nc - 1) % g.nc;
-  const int right = (g.j + 1) % g.nc;
-  const std::size_t block = sz(c.rows * c.cols);
-  std::span<float> sums[2] = {ws.get(1, block), ws.get(2, block)};
-  std::span<float> incoming = ws.get(3, block);
-  Request to_left[2], from_right;
+  const Ring r = ring_of(g);
+  const Halves h = halves(c.rows, g.nc);
+  const std::size_t top_n = sz(h.top * c.cols), bottom_n = sz(h.bottom * c.cols);
+  const ConstMatrixView a_top = a.block(0, 0, h.top, a.cols);
+  const ConstMatrixView a_bottom = a.block(h.top, 0, h.bottom, a.cols);
+  std::span<float> top_sums[2] = {ws.get(1, top_n).first(top_n), ws.get(2, top_n).first(top_n)};
+  std::span<float> bottom_sums[2] = {ws.get(4, bottom_n).first(bottom_n),
+                                     ws.get(5, bottom_n).first(bottom_n)};
+  std::span<float> top_in_buf = ws.get(3, top_n).first(top_n);
+  std::span<float> bottom_in_buf = ws.get(6, bottom_n).first(bottom_n);
+  Request to_left[2], to_right[2], from_right, from_left;
+  auto n_block = [&](int blk) { return b_col.block(blk * c.cols, 0, c.cols, b.cols); };
   for (int t = 0; t < g.nc; ++t) {
-    const int target = (g.j + t + 1) % g.nc;
+    const int top_target = (g.j + t + 1) % g.nc;
+    const int bottom_target = (g.j - t - 1 + 2 * g.nc) % g.nc;
     const bool last = t + 1 == g.nc;
-    MatrixView sum = last ? c : as_matrix(sums[t % 2], c.rows, c.cols);
-    to_left[t % 2].wait();  // the send of step t−2 read this buffer
-    gemm_poking(a, Trans::kNo, b_col.block(target * c.cols, 0, c.cols, b.cols), Trans::kYes, sum,
-                0.0f, {&from_right, &to_left[1 - t % 2]}, o.progress_splits, ws);
+    const int buf = t % 2;
+    MatrixView top_sum =
+        last ? c.block(0, 0, h.top, c.cols) : as_matrix(top_sums[buf], h.top, c.cols);
+    MatrixView bottom_sum =
+        last ? c.block(h.top, 0, h.bottom, c.cols) : as_matrix(bottom_sums[buf], h.bottom, c.cols);
+    to_left[buf].wait();  // the sends of step t−2 read these buffers
+    to_right[buf].wait();
+    const InFlight f{&from_right, &from_left, &to_left[1 - buf], &to_right[1 - buf]};
+    if (h.top > 0) {
+      gemm_poking(a_top, Trans::kNo, n_block(top_target), Trans::kYes, top_sum, 0.0f, f,
+                  o.progress_splits, ws);
+    }
+    if (h.bottom > 0) {
+      gemm_poking(a_bottom, Trans::kNo, n_block(bottom_target), Trans::kYes, bottom_sum, 0.0f, f,
+                  o.progress_splits, ws);
+    }
     if (t > 0) {
       from_right.wait();
-      add_into(as_matrix(incoming, c.rows, c.cols), sum);
+      add_into(as_matrix(top_in_buf, h.top, c.cols), top_sum);
+      from_left.wait();
+      add_into(as_matrix(bottom_in_buf, h.bottom, c.cols), bottom_sum);
     }
     if (!last) {
-      to_left[t % 2] = g.row->isend<float>(sums[t % 2], left);
-      from_right = g.row->irecv<float>(incoming, right);
+      to_left[buf] = g.row->isend<float>(top_sums[buf], r.left, kTopTag);
+      to_right[buf] = g.row->isend<float>(bottom_sums[buf], r.right, kBottomTag);
+      from_right = g.row->irecv<float>(top_in_buf, r.right, kTopTag);
+      from_left = g.row->irecv<float>(bottom_in_buf, r.left, kBottomTag);
     }
   }
-  to_left[0].wait();
-  to_left[1].wait();
+  for (Request* q : {&to_left[0], &to_left[1], &to_right[0], &to_right[1]}) q->wait();
 }
 
 void wang_rs(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
@@ -117,11 +183,27 @@ void wang_rs(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
   const std::int64_t m = a.cols * g.nc;
   // P = A_i*ᵀ · B_ij (m × n/Nc); with one row of chips in the column it is C_ij itself.
   MatrixView partial = g.nr == 1 ? c : as_matrix(ws.get(0, sz(m * c.cols)), m, c.cols);
-  ring_all_gather(g, a, o, ws, [&](int t, ConstMatrixView held, const InFlight& f, int chunks) {
-    const int l = (g.j + t) % g.nc;
-    gemm_poking(held, Trans::kYes, b, Trans::kNo, partial.block(l * a.cols, 0, a.cols, c.cols),
-                0.0f, f, chunks, ws);
-  });
+  const Halves h = halves(a.rows, g.nc);
+  const ConstMatrixView b_top = b.block(0, 0, h.top, b.cols);
+  const ConstMatrixView b_bottom = b.block(h.top, 0, h.bottom, b.cols);
+  two_way_all_gather(
+      g, a, o, ws,
+      [&](int t, ConstMatrixView top, int l, ConstMatrixView bottom, int l2, const InFlight& f,
+          int chunks) {
+        // m-block l meets the top half at step (l−j) mod Nc and the bottom
+        // half at (j−l) mod Nc; the earlier one writes it (β = 0), the top
+        // first when they coincide.
+        const float top_beta = 2 * t <= g.nc ? 0.0f : 1.0f;
+        const float bottom_beta = t > 0 && 2 * t < g.nc ? 0.0f : 1.0f;
+        auto m_block = [&](int blk) { return partial.block(blk * a.cols, 0, a.cols, c.cols); };
+        if (h.top > 0) {
+          gemm_poking(top, Trans::kYes, b_top, Trans::kNo, m_block(l), top_beta, f, chunks, ws);
+        }
+        if (h.bottom > 0) {
+          gemm_poking(bottom, Trans::kYes, b_bottom, Trans::kNo, m_block(l2), bottom_beta, f,
+                      chunks, ws);
+        }
+      });
   if (g.nr > 1) g.col->reduce_scatter<float>(as_span(partial), as_span(c));
 }
 
