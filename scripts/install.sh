@@ -23,12 +23,14 @@ runtime_packages=(
   fortunes                          # default training corpus: /usr/share/games/fortunes
   python3                           # helper scripts
   pybind11-dev python3-dev          # the Python module meshtp (README "Python")
+  python3-matplotlib                # the plots of `plan|simulate --report DIR` (README "Reports")
 )
 sim_packages=(
   libsimgrid-dev                    # SMPI; a test also loads `meshtp topo platform` output
-  python3-matplotlib                # plots of scripts/reproduce-papers.sh (tested)
 )
-test_packages=(libgtest-dev python3-pytest "${sim_packages[@]}")
+# chromium-headless-shell: the test report_page loads the report pages in it (the same engine
+# as Debian's chromium, without its browser UI: 224 MB installed against 357 MB).
+test_packages=(libgtest-dev python3-pytest chromium-headless-shell "${sim_packages[@]}")
 
 tests=0 sim=0 peers=0
 for arg in "$@"; do

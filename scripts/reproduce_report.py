@@ -19,6 +19,8 @@ import os
 import re
 import statistics
 
+import plotting  # beside this file (scripts/)
+
 
 def rank(out):
     """The simulated best, the planner's best, and the errors of one case's runs."""
@@ -293,18 +295,14 @@ def update_doc(path, results):
 
 def plot(out_dir, results):
     try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("python3-matplotlib missing: no plots (scripts/install.sh installs it)")
+        plt = plotting.pyplot()
+    except ImportError as e:
+        print(f"no plots: {e}")
         return []
     made = []
 
     def save(fig, name):
-        fig.tight_layout()
-        fig.savefig(os.path.join(out_dir, name), dpi=80)
-        plt.close(fig)
+        plotting.save(fig, os.path.join(out_dir, name), dpi=80)
         made.append(name)
 
     colors = {"atp": "tab:blue", "fig12": "tab:orange", "meshslice": "tab:green",
@@ -335,12 +333,9 @@ def plot(out_dir, results):
         best = [min(x["sim_s"] for x in r["runs"]) * 1e3 for r in atp]
         picked = [next(x["sim_s"] for x in r["runs"] if x["layout"] == r["planner_best"]) * 1e3
                   for r in atp]
-        xs = range(len(atp))
-        ax.bar([x - 0.2 for x in xs], best, 0.4, label="simulated best")
-        ax.bar([x + 0.2 for x in xs], picked, 0.4, label="planner's pick (simulated)")
-        ax.set_xticks(list(xs))
-        ax.set_xticklabels(labels, fontsize=7)
-        ax.set_yscale("log")
+        plotting.side_by_side(ax, labels, [("simulated best", best),
+                                           ("planner's pick (simulated)", picked)],
+                              log=True, rotation=0)
         ax.set_ylabel("one layer fwd+bwd (ms, simulated)")
         ax.legend()
         save(fig, "atp_best_vs_pick.png")

@@ -2,8 +2,9 @@
 """Price Korthikanti et al. 2023 Table 5's eight Megatron-LM runs with `meshtp plan --3d
 --evaluate --runtime megatron` and set them beside the measured seconds per step.
 
-Writes OUT/validation.json and OUT/validation.md (and OUT/validation.png when matplotlib is
-installed). With --check, exits 1 unless every run is within --max-error (10%) and the mean
+Writes OUT/validation.json and OUT/validation.md, and when matplotlib is installed
+OUT/validation.png and OUT/index.html: the report page of `meshtp plan --report`
+(scripts/report.py) for these runs, predicted beside measured. With --check, exits 1 unless every run is within --max-error (10%) and the mean
 |error| is at most --max-mean-error (4%): the acceptance criterion of docs/validation.md.
 Nothing here is fitted: the constants are the presets' (topologies/dgx-a100-*.json), each
 naming its source.
@@ -14,6 +15,9 @@ import os
 import subprocess
 import sys
 import tempfile
+
+import plotting  # beside this file (scripts/)
+import report
 
 # (model, layout flags, devices, topology, measured full s, measured seqsel s): Table 5.
 RUNS = [
@@ -64,7 +68,8 @@ def main():
             rows.append({"model": label, "variant": variant, "measured_s": measured,
                          "predicted_s": j["t_step_s"],
                          "error": j["t_step_s"] / measured - 1, "parts": j["parts"],
-                         "memory_gib": j["memory_gib"], "command": "meshtp " + cmd})
+                         "memory_gib": j["memory_gib"], "memory": j["memory"],
+                         "fits": j["fits"], "command": "meshtp " + cmd})
     mean = sum(abs(r["error"]) for r in rows) / len(rows)
     worst = max(abs(r["error"]) for r in rows)
     summary = {"source": "Korthikanti et al. 2023, Table 5", "mean_abs_error": mean,
@@ -79,22 +84,19 @@ def main():
     write_atomic(os.path.join(a.out, "validation.md"), "\n".join(md) + "\n")
     print("\n".join(md))
     try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = plotting.pyplot()
+    except ImportError as e:
+        print(f"no plots: {e}")
+        plt = None
+    if plt:
         fig, ax = plt.subplots(figsize=(7, 3.5))
-        names = [f"{r['model']} {r['variant']}" for r in rows]
-        xs = range(len(rows))
-        ax.bar([x - 0.2 for x in xs], [r["measured_s"] for r in rows], 0.4, label="measured")
-        ax.bar([x + 0.2 for x in xs], [r["predicted_s"] for r in rows], 0.4, label="meshtp")
-        ax.set_yscale("log")
-        ax.set_xticks(list(xs), names, rotation=30, ha="right", fontsize=8)
+        plotting.side_by_side(ax, [f"{r['model']} {r['variant']}" for r in rows],
+                              [("measured", [r["measured_s"] for r in rows]),
+                               ("meshtp", [r["predicted_s"] for r in rows])], log=True)
         ax.set_ylabel("seconds per step")
-        ax.legend()
-        fig.tight_layout()
-        fig.savefig(os.path.join(a.out, "validation.png"), dpi=120)
-    except ImportError:
-        pass
+        plotting.save(fig, os.path.join(a.out, "validation.png"), dpi=120)
+        report.write_page({"report": "validate", "command": "scripts/validate.sh OUT",
+                           "result": summary}, os.path.join(a.out, "index.html"))
     if a.check and (worst > a.max_error or mean > a.max_mean_error):
         sys.exit(f"error: Table 5: max |error| {100 * worst:.1f}% (limit "
                  f"{100 * a.max_error:.0f}%), mean {100 * mean:.2f}% (limit "

@@ -10,6 +10,7 @@
 //               [--microbatches M] [--schedule gpipe|1f1b|interleaved:V] [--zero Z]
 //               [--recompute none|selective|full]) [--json]
 //   meshtp plan … [--3d [--evaluate]] --emit megatron|torchtitan|deepspeed [--emit-file FILE]
+//   meshtp plan … [--3d [--evaluate]] --report DIR
 //
 // --3d searches (dp, pp, mesh, strategy, zero, recompute, microbatches) instead
 // (plan/layout_search.hpp) and prints the K fastest layouts (feasible first); --out writes
@@ -30,6 +31,10 @@
 // framework F's own configuration (plan/emit.hpp) instead of the table, or writes it to
 // --emit-file FILE (atomically) beside the table or --json; where F cannot run the layout, a
 // comment line says so and the configuration is of the fastest layout F can run.
+//
+// --report DIR writes DIR/index.html, a page of plots of what --json prints (the ranked
+// candidates' or layouts' time by part, their memory against the device), and that JSON as
+// DIR/report.json (cli/report_dir.hpp), beside whatever else the command prints.
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
@@ -40,6 +45,7 @@
 #include "cli/commands.hpp"
 #include "cli/flag_checks.hpp"
 #include "cli/layout_flags.hpp"
+#include "cli/report_dir.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
@@ -71,7 +77,18 @@ struct PlanArgs {
   LayoutFlags layout;  // --evaluate's layout
   std::string emit;    // --emit: a framework's configuration of the layout
   std::string emit_file;
+  std::string report;  // --report DIR
 };
+
+// --report: the page of `result` (what --json prints for it); `say`: name the page on stdout
+// (beside the table, not inside --json or a configuration).
+void write_report(const ReportDir& report, std::string_view kind, const CLI::App& app,
+                  const plan::PlanRequest& base, const nlohmann::json& result, bool say) {
+  if (!report.enabled()) return;
+  const std::string page =
+      report.write(report_json(kind, app, base.topology, base.devices, base.model.name, result));
+  if (say) out() << "report: " << page << '\n';
+}
 
 // --emit: the framework's configuration of `request.plan` (or of the fallback `best` finds
 // when the framework cannot run it) to stdout, or to --emit-file. Returns whether it went to
@@ -92,7 +109,8 @@ bool emit_config(const PlanArgs& args, plan::Framework framework, plan::EmitRequ
 // plan --3d --evaluate: the one layout of the layout flags (or --plan), priced as the search
 // prices it.
 void run_plan_evaluate(const PlanArgs& args, const plan::PlanRequest& base, layout::Runtime runtime,
-                       std::optional<plan::Framework> framework, const CLI::App& app) {
+                       std::optional<plan::Framework> framework, const CLI::App& app,
+                       const ReportDir& report) {
   for (const char* flag : {"--top", "--max-tp", "--strategies", "--out", "--stationary", "--slices",
                            "--progress-splits"}) {
     MESHTP_CHECK(app.count(flag) == 0, "{} is not available with --evaluate", flag);
@@ -117,6 +135,7 @@ void run_plan_evaluate(const PlanArgs& args, const plan::PlanRequest& base, layo
       .topology = base.topology, .model = base.model, .devices = base.devices, .runtime = runtime};
   const plan::LayoutCandidate c = plan::evaluate_layout(request, layout);
   const std::string no_fit = plan::does_not_fit(c, base.topology.memory_gib);
+  const nlohmann::json json = plan::evaluation_to_json(c, base.topology.memory_gib);
   if (framework) {
     layout::Plan priced = c.plan;
     priced.provenance = layout::Provenance{.predicted_step_s = c.t_step_s};
@@ -125,11 +144,13 @@ void run_plan_evaluate(const PlanArgs& args, const plan::PlanRequest& base, layo
     if (!c.feasible) emitted.notes.push_back(no_fit);
     if (emit_config(args, *framework, emitted,
                     [&] { return plan::best_expressible(*framework, request); })) {
+      write_report(report, "evaluate", app, base, json, false);
       return;
     }
   }
   if (args.json) {
-    out() << plan::evaluation_to_json(c, base.topology.memory_gib).dump() << '\n';
+    out() << json.dump() << '\n';
+    write_report(report, "evaluate", app, base, json, false);
     return;
   }
   const plan::LayoutParts t = plan::parts(c);
@@ -141,10 +162,12 @@ void run_plan_evaluate(const PlanArgs& args, const plan::PlanRequest& base, layo
       layout::name(c.runtime), 1, fmt::streamed(c), t.compute_s, t.tp_comm_s, t.bubble_s, t.p2p_s,
       t.dp_s, t.optimizer_s, fmt::streamed(c.memory));
   if (!c.feasible) out() << no_fit << '\n';
+  write_report(report, "evaluate", app, base, json, true);
 }
 
 void run_plan_3d(const PlanArgs& args, const plan::PlanRequest& base, layout::Runtime runtime,
-                 std::optional<plan::Framework> framework, const CLI::App& app) {
+                 std::optional<plan::Framework> framework, const CLI::App& app,
+                 const ReportDir& report) {
   for (const char* flag : {"--explain", "--explain-rank", "--pick"}) {
     MESHTP_CHECK(app.count(flag) == 0, "{} is not available with --3d", flag);
   }
@@ -181,6 +204,8 @@ void run_plan_3d(const PlanArgs& args, const plan::PlanRequest& base, layout::Ru
                            .predicted_step_s = best->t_step_s};
     if (world().rank() == 0) layout::save_plan(args.out, picked);
   }
+  const std::size_t shown = std::min(ranked.size(), static_cast<std::size_t>(args.top));
+  const nlohmann::json json = plan::to_json(search, shown);
   if (framework) {
     MESHTP_CHECK(best != nullptr, "--emit: {}", none);
     layout::Plan picked = best->plan;
@@ -191,12 +216,13 @@ void run_plan_3d(const PlanArgs& args, const plan::PlanRequest& base, layout::Ru
                      .topology = base.topology.name,
                      .runtime = runtime},
                     [&] { return plan::best_expressible(*framework, request); })) {
+      write_report(report, "plan-3d", app, base, json, false);
       return;
     }
   }
-  const std::size_t shown = std::min(ranked.size(), static_cast<std::size_t>(args.top));
   if (args.json) {
-    out() << plan::to_json(search, shown).dump() << '\n';
+    out() << json.dump() << '\n';
+    write_report(report, "plan-3d", app, base, json, false);
     return;
   }
   out() << fmt::format("plan --3d: {} on {} ({} devices, {} GiB each{}): {} layouts searched\n",
@@ -210,6 +236,7 @@ void run_plan_3d(const PlanArgs& args, const plan::PlanRequest& base, layout::Ru
     out() << fmt::format("{:>3} {}\n", i + 1, fmt::streamed(ranked[i]));
   }
   if (best == nullptr) out() << "best: none — " << none << '\n';
+  write_report(report, "plan-3d", app, base, json, true);
 }
 
 // Row `rank` (1-based) of the table, given by `flag`; when rank is 0, the best feasible
@@ -267,13 +294,16 @@ void run_plan(const PlanArgs& args, const CLI::App& app) {
   }
   MESHTP_CHECK(app.count("--emit-file") == 0 || framework.has_value(),
                "--emit-file {} needs --emit megatron|torchtitan|deepspeed", args.emit_file);
+  // --report: DIR and python3 with matplotlib are checked before any work (rank 0 writes).
+  const ReportDir report =
+      !args.report.empty() && world().rank() == 0 ? ReportDir(args.report) : ReportDir();
   if (args.search_3d) {
     if (args.evaluate) {
-      run_plan_evaluate(args, request, runtime, framework, app);
+      run_plan_evaluate(args, request, runtime, framework, app, report);
       return;
     }
     if (app.count("--chunks") == 0) request.chunks = {1};
-    run_plan_3d(args, request, runtime, framework, app);
+    run_plan_3d(args, request, runtime, framework, app, report);
     return;
   }
   for (const char* flag : {"--top", "--max-tp"}) {
@@ -305,6 +335,7 @@ void run_plan(const PlanArgs& args, const CLI::App& app) {
     if (!c.feasible) emitted.notes.push_back("the planner marks it infeasible: " + c.reason);
     if (emit_config(args, *framework, emitted,
                     [&] { return plan::best_expressible(*framework, request); })) {
+      write_report(report, "plan", app, request, plan::to_json(result), false);
       return;
     }
   }
@@ -313,12 +344,14 @@ void run_plan(const PlanArgs& args, const CLI::App& app) {
     nlohmann::json j = plan::to_json(result);
     if (explained) j["explain"] = plan::to_json(plan::explain(request, *explained));
     out() << j.dump() << '\n';
+    write_report(report, "plan", app, request, j, false);
     return;
   }
   out() << plan::format_plan(request, result);
   if (explained) {
     out() << '\n' << plan::format_explanation(request, plan::explain(request, *explained));
   }
+  write_report(report, "plan", app, request, plan::to_json(result), true);
 }
 
 }  // namespace
@@ -368,6 +401,9 @@ void add_plan_command(CLI::App& app) {
   p->add_option("--emit-file", args->emit_file,
                 "With --emit: write the configuration to this file; the table (or --json) "
                 "is printed as without --emit");
+  p->add_option("--report", args->report,
+                "Also write DIR/index.html, a page of plots (the ranked layouts' time by part, "
+                "their memory against the device; matplotlib) and DIR/report.json");
   args->layout.add_to(p, LayoutFlags::kReplicas | LayoutFlags::kPipeline | LayoutFlags::kNoChunks);
   p->callback([args, p] { run_plan(*args, *p); });
 }

@@ -6,6 +6,7 @@
 //       [--what layer|step|gemm2d|collectives] [--layers L] [--batch b] [--seq s]
 //       [--m --n --k --dataflow] [--sizes 1M,16M] [--json] [--trace F] [--keep DIR]
 //       [--simulator PATH] [--smpirun PATH] [--streams E] [--values] [--predict-only]
+//       [--report DIR]
 //
 // For each candidate (the given layout, or the planner's K best that the runtime can run)
 // this writes the topology's SimGrid platform, runs the simulated meshtp (build-sim/) under
@@ -20,6 +21,11 @@
 // the same layouts and simulates nothing (scripts/reproduce-papers.sh --reprice uses it to
 // price recorded simulations again after a cost-model change: simulated time does not depend
 // on the planner).
+//
+// --report DIR writes DIR/index.html, a page of plots of what --json prints (each layout's
+// simulated time by part, its memory against the device, predicted beside simulated), and that
+// JSON as DIR/report.json (cli/report_dir.hpp). python3 with matplotlib is checked for before
+// anything is simulated.
 //
 //   meshtp simulate-run --spec F --out R   (hidden) what the simulated binary runs: rank 0
 //       writes R, the result of sim::run for the spec F.
@@ -39,6 +45,7 @@
 #include "cli/commands.hpp"
 #include "cli/flag_checks.hpp"
 #include "cli/layout_flags.hpp"
+#include "cli/report_dir.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
@@ -57,7 +64,7 @@ namespace {
 struct SimulateArgs {
   ModelFlags shape;  // --model, --layers, --batch, --seq (0: the model's)
   std::string topology, what = "layer", sizes, dataflow = "os", strategies = "all";
-  std::string trace, keep, simulator = MESHTP_SIM_BINARY, smpirun = "smpirun";
+  std::string trace, keep, simulator = MESHTP_SIM_BINARY, smpirun = "smpirun", report;
   int devices = 0, top = 0, streams = 2;
   std::int64_t m = 0, n = 0, k = 0;
   bool json = false, values = false, predict_only = false, ignore_memory = false;
@@ -255,9 +262,10 @@ nlohmann::json to_json(const sim::Prediction& p) {
   return pj;
 }
 
-void print_predictions(const SimulateArgs& a, const plan::Topology& topology,
-                       const plan::ModelSpec& model, const std::vector<Case>& cases,
-                       const std::vector<std::string>& skipped) {
+// Prints the planner's side alone (--predict-only); returns what --json prints.
+nlohmann::json print_predictions(const SimulateArgs& a, const plan::Topology& topology,
+                                 const plan::ModelSpec& model, const std::vector<Case>& cases,
+                                 const std::vector<std::string>& skipped) {
   std::ostream& os = out();
   nlohmann::json runs = nlohmann::json::array();
   if (!a.json) {
@@ -279,17 +287,24 @@ void print_predictions(const SimulateArgs& a, const plan::Topology& topology,
                         c.does_not_fit.empty() ? "" : "  infeasible: " + c.does_not_fit);
     }
   }
-  if (a.json) {
-    os << nlohmann::json{{"topology", topology.name}, {"model", model.name},
-                         {"devices", a.devices},      {"what", a.what},
-                         {"predict_only", true},      {"runs", runs},
-                         {"skipped", skipped}}
-              .dump()
-       << "\n";
-  }
+  nlohmann::json j{
+      {"topology", topology.name}, {"model", model.name}, {"devices", a.devices}, {"what", a.what},
+      {"predict_only", true},      {"runs", runs},        {"skipped", skipped}};
+  if (a.json) os << j.dump() << "\n";
+  return j;
 }
 
-void run_simulate(const SimulateArgs& a) {
+// --report: the page of `result` (what --json prints), named on stdout beside the table.
+void write_report(const SimulateArgs& a, const ReportDir& report, const CLI::App& command,
+                  const plan::Topology& topology, const plan::ModelSpec& model,
+                  const nlohmann::json& result) {
+  if (!report.enabled()) return;
+  const std::string page =
+      report.write(report_json("simulate", command, topology, a.devices, model.name, result));
+  if (!a.json) out() << "report: " << page << "\n";
+}
+
+void run_simulate(const SimulateArgs& a, const CLI::App& command) {
   const auto start = std::chrono::steady_clock::now();
   MESHTP_CHECK(world().size() == 1,
                "meshtp simulate launches its own simulation: run it without mpirun (got {} ranks)",
@@ -316,8 +331,11 @@ void run_simulate(const SimulateArgs& a) {
   request.validate();  // "topology 'x' has 8 devices but --devices is 16"
   std::vector<std::string> skipped;
   std::vector<Case> cases = choose_cases(a, request, model, base_spec(a, model), skipped);
+  // --report: DIR and python3 with matplotlib are checked before anything is simulated.
+  const ReportDir report = a.report.empty() ? ReportDir() : ReportDir(a.report);
   if (a.predict_only) {
-    print_predictions(a, topology, model, cases, skipped);
+    write_report(a, report, command, topology, model,
+                 print_predictions(a, topology, model, cases, skipped));
     return;
   }
   sim::Simulator simulator{.binary = a.simulator,
@@ -403,21 +421,22 @@ void run_simulate(const SimulateArgs& a) {
   const bool ranked = cases.size() > 1 && what != sim::What::kCollectives;
   const double wall_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  nlohmann::json j{{"topology", topology.name},
+                   {"model", model.name},
+                   {"devices", a.devices},
+                   {"what", a.what},
+                   {"mode", a.values ? "values" : "charged"},
+                   {"runs", runs},
+                   {"skipped", skipped},
+                   {"wall_s", wall_s}};
+  if (ranked) {
+    j["simulated_best"] = cases[sim_best].label;
+    j["predicted_best"] = cases[plan_best].label;
+    j["agree"] = sim_best == plan_best;
+  }
   if (a.json) {
-    nlohmann::json j{{"topology", topology.name},
-                     {"model", model.name},
-                     {"devices", a.devices},
-                     {"what", a.what},
-                     {"mode", a.values ? "values" : "charged"},
-                     {"runs", runs},
-                     {"skipped", skipped},
-                     {"wall_s", wall_s}};
-    if (ranked) {
-      j["simulated_best"] = cases[sim_best].label;
-      j["predicted_best"] = cases[plan_best].label;
-      j["agree"] = sim_best == plan_best;
-    }
     os << j.dump() << "\n";
+    write_report(a, report, command, topology, model, j);
     return;
   }
   if (ranked) {
@@ -426,6 +445,7 @@ void run_simulate(const SimulateArgs& a) {
   }
   if (!a.trace.empty()) os << "trace: " << a.trace << "\n";
   os << fmt::format("wall time: {:.1f} s\n", wall_s);
+  write_report(a, report, command, topology, model, j);
 }
 
 void run_simulate_run(const std::string& spec_path, const std::string& out_path) {
@@ -471,7 +491,10 @@ void add_simulate_command(CLI::App& app) {
               "Simulate layouts that do not fit in device memory (`plan` marks them infeasible)");
   c->add_flag("--predict-only", args->predict_only,
               "The planner's prediction for the same layouts; simulate nothing");
-  c->callback([args] { run_simulate(*args); });
+  c->add_option("--report", args->report,
+                "Also write DIR/index.html, a page of plots (time by part, memory against the "
+                "device, predicted beside simulated; matplotlib) and DIR/report.json");
+  c->callback([args, c] { run_simulate(*args, *c); });
 
   auto spec = std::make_shared<std::string>();
   auto result = std::make_shared<std::string>();

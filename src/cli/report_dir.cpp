@@ -1,0 +1,215 @@
+#include "cli/report_dir.hpp"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "core/atomic_file.hpp"
+#include "core/error.hpp"
+
+extern char** environ;
+
+namespace meshtp::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kScript = std::string(MESHTP_SCRIPTS_DIR) + "/report.py";
+
+struct Finished {
+  int status = -1;     // the exit status; -1: it did not start
+  std::string output;  // its stdout and stderr; why it did not start
+};
+
+// argv (argv[0] looked up on the PATH when it has no '/'), its stdout and stderr captured.
+Finished run_captured(const std::vector<std::string>& argv) {
+  int fds[2];
+  MESHTP_CHECK(pipe2(fds, O_CLOEXEC) == 0, "pipe: {}", std::strerror(errno));
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = posix_spawnp(&pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(fds[1]);
+  Finished done;
+  if (rc != 0) {
+    close(fds[0]);
+    done.output = std::strerror(rc);
+    return done;
+  }
+  char buffer[4096];
+  for (;;) {
+    const ssize_t n = read(fds[0], buffer, sizeof buffer);
+    if (n > 0) {
+      done.output.append(buffer, static_cast<std::size_t>(n));
+    } else if (n == 0 || errno != EINTR) {
+      break;
+    }
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    MESHTP_CHECK(errno == EINTR, "waiting for {}: {}", argv[0], std::strerror(errno));
+  }
+  done.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return done;
+}
+
+// The line of `output` that says what went wrong (the script's "error: …"), without the
+// prefix; else its last line.
+std::string reason(const std::string& output) {
+  std::string last;
+  std::size_t start = 0;
+  while (start < output.size()) {
+    const std::size_t end = std::min(output.find('\n', start), output.size());
+    const std::string line = output.substr(start, end - start);
+    if (line.rfind("error: ", 0) == 0) return line.substr(7);
+    if (!line.empty()) last = line;
+    start = end + 1;
+  }
+  return last.empty() ? "no output" : last;
+}
+
+// The first python3 that imports matplotlib (see the header), or an error naming what each
+// candidate said and what to install.
+std::string find_python() {
+  std::string tried;
+  for (const char* python : {"python3", "/usr/bin/python3"}) {
+    const Finished f = run_captured({python, kScript, "--check"});
+    if (f.status == 0) return python;
+    tried +=
+        fmt::format("; {}", f.status < 0 ? fmt::format("{}: cannot run it: {}", python, f.output)
+                                         : reason(f.output));
+  }
+  fail(
+      "--report draws its plots with matplotlib, which no python3 here has{}: install "
+      "Debian's python3-matplotlib (apt-get install python3-matplotlib; scripts/install.sh "
+      "does)",
+      tried);
+}
+
+// Removed when it goes out of scope.
+struct TemporaryDir {
+  std::string path;
+  TemporaryDir() {
+    std::string name = (fs::temp_directory_path() / "meshtp-report.XXXXXX").string();
+    MESHTP_CHECK(mkdtemp(name.data()) != nullptr,
+                 "--report: cannot make a temporary directory "
+                 "'{}': {}",
+                 name, std::strerror(errno));
+    path = name;
+  }
+  ~TemporaryDir() {
+    std::error_code ignored;
+    fs::remove_all(path, ignored);
+  }
+  TemporaryDir(const TemporaryDir&) = delete;
+  TemporaryDir& operator=(const TemporaryDir&) = delete;
+};
+
+// A value as a shell reads it back: quoted when it holds anything but [A-Za-z0-9_./:=,+-].
+std::string shell_word(const std::string& s) {
+  const bool plain = !s.empty() && s.find_first_not_of(
+                                       "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                       "0123456789_./:=,+-") == std::string::npos;
+  if (plain) return s;
+  std::string out = "'";
+  for (const char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+}  // namespace
+
+ReportDir::ReportDir(std::string dir) : dir_(std::move(dir)) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(dir_, ec);
+  if (fs::exists(st)) {
+    MESHTP_CHECK(fs::is_directory(st),
+                 "--report {}: not a directory (the report is a directory of files: "
+                 "index.html and report.json)",
+                 dir_);
+    for (const char* name : {"report.json", "index.html"}) {
+      check_output_path((fs::path(dir_) / name).string());
+    }
+    MESHTP_CHECK(access(dir_.c_str(), W_OK | X_OK) == 0, "--report {}: cannot write in it: {}",
+                 dir_, std::strerror(errno));
+  } else {
+    const fs::path parent = fs::path(dir_).parent_path();
+    const std::string folder = parent.empty() ? "." : parent.string();
+    MESHTP_CHECK(fs::is_directory(folder, ec), "--report {}: the folder '{}' does not exist", dir_,
+                 folder);
+    // Made and removed again: the one sure test that it can be made (root passes access()
+    // checks that mkdir then fails: a read-only filesystem, /proc, /sys).
+    MESHTP_CHECK(mkdir(dir_.c_str(), 0777) == 0, "--report {}: cannot make the directory: {}", dir_,
+                 std::strerror(errno));
+    rmdir(dir_.c_str());
+  }
+  MESHTP_CHECK(fs::exists(kScript),
+               "--report: the script that draws the page, '{}', is missing (meshtp finds it in "
+               "the source tree it was built from)",
+               kScript);
+  python_ = find_python();
+}
+
+std::string ReportDir::write(const nlohmann::json& report) const {
+  if (!enabled()) return "";
+  const TemporaryDir tmp;
+  const std::string json_path = tmp.path + "/report.json";
+  const std::string page_path = tmp.path + "/index.html";
+  const std::string json_text = report.dump(1) + "\n";
+  write_file_atomically(json_path, json_text);
+  const Finished f = run_captured({python_, kScript, json_path, page_path});
+  MESHTP_CHECK(f.status == 0, "--report {}: the page could not be drawn ({} {} exited with {}): {}",
+               dir_, python_, kScript, f.status, reason(f.output));
+  const std::string page = read_file(page_path);
+  const bool made = !fs::exists(dir_);
+  if (made) {
+    std::error_code ec;
+    fs::create_directory(dir_, ec);
+    MESHTP_CHECK(!ec, "--report {}: cannot make the directory: {}", dir_, ec.message());
+  }
+  try {
+    write_file_atomically((fs::path(dir_) / "report.json").string(), json_text);
+    write_file_atomically((fs::path(dir_) / "index.html").string(), page);
+  } catch (const Error&) {
+    std::error_code ignored;
+    if (made) fs::remove(dir_, ignored);  // only when empty: never a file it did not write
+    throw;
+  }
+  return (fs::path(dir_) / "index.html").string();
+}
+
+nlohmann::json report_json(std::string_view kind, const CLI::App& command,
+                           const plan::Topology& topology, int devices, std::string_view model,
+                           nlohmann::json result) {
+  std::string line = "meshtp " + command.get_name();
+  for (const CLI::Option* o : command.get_options()) {
+    if (o->count() == 0 || o->get_name().empty()) continue;
+    line += " " + o->get_name();
+    if (o->get_expected_min() > 0) {
+      for (const std::string& value : o->results()) line += " " + shell_word(value);
+    }
+  }
+  return {{"report", kind},
+          {"command", line},
+          {"topology", topology.name},
+          {"devices", devices},
+          {"device_memory_gib", topology.memory_gib},
+          {"model", model},
+          {"result", std::move(result)}};
+}
+
+}  // namespace meshtp::cli
