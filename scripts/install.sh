@@ -28,8 +28,9 @@ runtime_packages=(
 sim_packages=(
   libsimgrid-dev                    # SMPI; a test also loads `meshtp topo platform` output
 )
-# chromium-headless-shell: the test report_page loads the report pages in it (the same engine
-# as Debian's chromium, without its browser UI: 224 MB installed against 357 MB).
+# chromium-headless-shell: the test cli_report_page loads the report pages in it (the same
+# engine as Debian's chromium without its browser UI: 290 MB installed with chromium-common,
+# against 357 MB; about a minute to install with its 16 dependencies on the dev machine).
 test_packages=(libgtest-dev python3-pytest chromium-headless-shell "${sim_packages[@]}")
 
 tests=0 sim=0 peers=0
