@@ -144,7 +144,7 @@ def view(report):
         rows = plan_rows(res)
         return rows, f"meshtp plan: {where}", [
             f"{len(rows)} candidates ranked by predicted step time (one layer, forward and "
-            "backward; `meshtp plan`)."], None
+            "backward)."], None
     if kind == "plan-3d":
         rows = [layout_row(c) for c in res["layouts"]]
         return rows, f"meshtp plan --3d: {where}", [
@@ -204,9 +204,9 @@ def memory_plot(plt, rows, device_gib):
     hatched = [i for i, r in enumerate(rows) if not r["fits"]]
     plotting.stacked(ax, labels, parts, hatched)
     if device_gib:
-        ax.axvline(device_gib, color="black", linestyle="--", linewidth=1)
-        ax.text(device_gib, len(rows) - 0.5, f" device {device_gib:g} GiB", fontsize=8,
-                va="bottom")
+        ax.axvline(device_gib, color="black", linestyle="--", linewidth=1,
+                   label=f"the device: {device_gib:g} GiB")
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     ax.set_xlabel("memory per device (GiB)")
     return plotting.png(fig)
 
@@ -272,8 +272,8 @@ def page(report):
     what = {"plan": "one layer, forward + backward", "simulate": "time"}.get(
         report["report"], "time per training step")
     figures = []
+    ranked = report["report"] in ("plan", "plan-3d", "simulate")
     if shown:
-        ranked = report["report"] in ("plan", "plan-3d", "simulate")
         figures.append(("plot-step", step_plot(plt, shown, scale, unit_name, what),
                         "Time by part" + (", in the planner's order" if ranked else "")
                         + (" (simulated)" if reference == "simulated" else "") + "."))
@@ -301,7 +301,8 @@ def page(report):
         body.append(f'<figure><img class="plot" id="{fid}" alt="{html.escape(caption)}" '
                     f'src="{src}"><figcaption>{html.escape(caption)}</figcaption></figure>')
     if shown:
-        body += ["<h2>Ranked</h2>", table(shown, scale, unit_name, reference)]
+        body += [f"<h2>{'Ranked' if ranked else 'The numbers'}</h2>",
+                 table(shown, scale, unit_name, reference)]
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             f"<title>{html.escape(title)}</title>\n<style>\n{STYLE}\n</style>\n</head>\n<body>\n"
             + "\n".join(body) + "\n</body>\n</html>\n")

@@ -95,8 +95,15 @@ def main():
                                ("meshtp", [r["predicted_s"] for r in rows])], log=True)
         ax.set_ylabel("seconds per step")
         plotting.save(fig, os.path.join(a.out, "validation.png"), dpi=120)
-        report.write_page({"report": "validate", "command": "scripts/validate.sh OUT",
-                           "result": summary}, os.path.join(a.out, "index.html"))
+        # The devices' memory, for the memory plot's line: one value when every run's
+        # topology has the same device (Table 5's are all A100-80GB DGX nodes).
+        gib = {json.loads(subprocess.run([a.meshtp, "topo", "show", t, "--json"], check=True,
+                                         capture_output=True, text=True).stdout)
+               ["device"]["memory_gib"] for t in {r[4] for r in RUNS}}
+        page = {"report": "validate", "command": "scripts/validate.sh OUT", "result": summary}
+        if len(gib) == 1:
+            page["device_memory_gib"] = gib.pop()
+        report.write_page(page, os.path.join(a.out, "index.html"))
     if a.check and (worst > a.max_error or mean > a.max_mean_error):
         sys.exit(f"error: Table 5: max |error| {100 * worst:.1f}% (limit "
                  f"{100 * a.max_error:.0f}%), mean {100 * mean:.2f}% (limit "

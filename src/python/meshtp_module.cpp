@@ -198,8 +198,8 @@ py::object evaluate(const std::string& topology, const std::string& model, int d
 py::object simulate(const std::string& topology, const std::string& model, int devices,
                     const py::kwargs& kwargs) {
   static constexpr std::initializer_list<const char*> kFlags = {
-      "mesh", "strategy",   "chunks",       "what",          "layers",    "batch",  "seq",
-      "top",  "strategies", "predict_only", "ignore_memory", "simulator", "smpirun"};
+      "mesh", "strategy",   "chunks",       "what",          "layers",    "batch",   "seq",
+      "top",  "strategies", "predict_only", "ignore_memory", "simulator", "smpirun", "report"};
   const Keywords kw("simulate", kwargs, kFlags);
   const std::string cli = MESHTP_CLI_BINARY;
   MESHTP_CHECK(std::filesystem::exists(cli),

@@ -490,6 +490,32 @@ if [ "$group" = all ] || [ "$group" = files ]; then
     simulate --topology pcie-8xa100 --model tiny --devices 8 --keep "$bad/earlier-run" &&
     expect_kept "simulate --keep an earlier run's directory" "$bad/earlier-run/0/spec.json" "$before"
   expect_error "simulate --keep a file" 1 "error: --keep $bad/afile: not a directory" simulate --topology pcie-8xa100 --model tiny --devices 8 --keep "$bad/afile"
+  # --report DIR (plan, simulate): refused before any work, naming the path; what DIR holds
+  # stays as it was, and a DIR that could not be filled is not made.
+  before=$(fingerprint "$bad/afile")
+  expect_error "plan --report a file" 2 "error: --report $bad/afile: not a directory" \
+    plan --topology nvlink-network-2 --model tiny --report "$bad/afile" &&
+    expect_kept "plan --report a file" "$bad/afile" "$before"
+  expect_error "simulate --report a file" 1 "error: --report $bad/afile: not a directory" \
+    simulate --topology pcie-8xa100 --model tiny --devices 8 --predict-only --report "$bad/afile"
+  expect_error "plan --report in a missing folder" 2 "error: --report /nonexistent-meshtp/r: the folder '/nonexistent-meshtp' does not exist" \
+    plan --topology nvlink-network-2 --model tiny --report /nonexistent-meshtp/r
+  expect_error "plan --report where no directory can be made" 2 "error: --report /proc/meshtp-report: cannot make the directory" \
+    plan --topology nvlink-network-2 --model tiny --report /proc/meshtp-report
+  mkdir -p "$bad/report-dir-page/index.html"
+  expect_error "plan --report, DIR/index.html a directory" 2 "error: '$bad/report-dir-page/index.html' is a directory, $only_regular" \
+    plan --3d --topology nvlink-network-2 --model tiny --report "$bad/report-dir-page"
+  mkdir -p "$bad/report-ro"
+  echo '{"earlier": true}' >"$bad/report-ro/report.json"
+  chmod 0444 "$bad/report-ro/report.json"
+  before=$(fingerprint "$bad/report-ro/report.json")
+  expect_error "plan --report over a read-only report.json" 2 "error: '$bad/report-ro/report.json' is read-only" \
+    plan --topology nvlink-network-2 --model tiny --report "$bad/report-ro" &&
+    expect_kept "plan --report over a read-only report.json" "$bad/report-ro/report.json" "$before"
+  PYTHONPATH="$repo/tests/data/report/no_matplotlib" \
+    expect_error "plan --report without matplotlib" 2 "error: --report draws its plots with matplotlib, which no python3 here has; .*: install Debian's python3-matplotlib" \
+    plan --topology nvlink-network-2 --model tiny --report "$bad/report-no-matplotlib" &&
+    { [ ! -e "$bad/report-no-matplotlib" ] || failed "plan --report without matplotlib: DIR was made"; }
 fi
 echo "bad inputs tried $trials, rejected cleanly $((trials - failures))"
 finish

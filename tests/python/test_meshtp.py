@@ -152,6 +152,17 @@ def test_simulate_predict_only_is_the_cli_json():
     assert got["predict_only"] and got["runs"][0]["predicted"]["available"]
 
 
+def test_simulate_report_writes_the_page(tmp_path):
+    """report=DIR is the CLI's --report: DIR/report.json holds the dict returned, and the page
+    beside it embeds its plots (cli_report_page opens such pages in Chromium)."""
+    got = meshtp.simulate("torus-4x4", "atp-m1", mesh="4x4", strategy="atp", what="layer",
+                          layers=1, batch=1, seq=64, predict_only=True,
+                          report=str(tmp_path / "r"))
+    written = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert written["report"] == "simulate" and written["result"] == got
+    assert 'id="plot-step" alt=' in (tmp_path / "r" / "index.html").read_text()
+
+
 @pytest.mark.skipif(not os.path.exists(os.environ.get("MESHTP_SIM_BINARY", "")),
                     reason="no simulated build (scripts/install.sh --sim)")
 def test_simulate_runs_the_simulation():
