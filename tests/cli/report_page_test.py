@@ -23,6 +23,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -69,15 +70,17 @@ def chromium():
 
 
 def run(cmd, **kw):
+    start = time.monotonic()
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, **kw)
     if done.returncode != 0:
         sys.exit(f"FAIL: {' '.join(cmd)} exited {done.returncode}:\n{done.stdout}{done.stderr}")
+    print(f"{time.monotonic() - start:5.1f} s  {os.path.basename(cmd[0])} {' '.join(cmd[1:])}")
     return done.stdout
 
 
 def report_python(script):
     """The interpreter meshtp itself would run report.py with (cli/report_dir.hpp)."""
-    for python in (sys.executable, "python3", "/usr/bin/python3"):
+    for python in ("python3", "/usr/bin/python3"):
         if subprocess.run([python, script, "--check"], capture_output=True).returncode == 0:
             return python
     sys.exit("FAIL: no python3 with matplotlib (python3-matplotlib)")
@@ -154,7 +157,7 @@ def main():
               + (f" — FAIL: {'; '.join(bad)}" if bad else " — ok"))
         failed |= bool(bad)
     broken = problems(pages["broken/index.html"], expected["plan/index.html"])
-    print(f"broken/index.html (memory plot cut in half): "
+    print("broken/index.html (memory plot cut in half): "
           + ("; ".join(broken) + " — caught, as it must be" if broken else "FAIL: not caught"))
     if failed or not broken:
         return 1
