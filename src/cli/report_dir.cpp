@@ -147,7 +147,9 @@ ReportDir::ReportDir(std::string dir) : dir_(std::move(dir)) {
     MESHTP_CHECK(access(dir_.c_str(), W_OK | X_OK) == 0, "--report {}: cannot write in it: {}",
                  dir_, std::strerror(errno));
   } else {
-    const fs::path parent = fs::path(dir_).parent_path();
+    fs::path path(dir_);
+    if (!path.has_filename()) path = path.parent_path();  // "new/": new's folder is "."
+    const fs::path parent = path.parent_path();
     const std::string folder = parent.empty() ? "." : parent.string();
     MESHTP_CHECK(fs::is_directory(folder, ec), "--report {}: the folder '{}' does not exist", dir_,
                  folder);
