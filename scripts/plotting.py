@@ -82,5 +82,6 @@ def stacked(ax, labels, parts, hatched=()):
         left = [a + b for a, b in zip(left, values)]
     ax.set_yticks(ys)
     ax.set_yticklabels(labels, fontsize=8)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))  # beside, not over
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))  # beside, not over
     return left

@@ -140,17 +140,18 @@ def view(report):
     where = (f"{report.get('model', '?')} on {report.get('topology', '?')} "
              f"({report.get('devices', '?')} devices, {report.get('device_memory_gib', 0):g} "
              "GiB each)")
+    none = ["None of them fits in device memory (hatched)."] if res.get("best", 0) is None else []
     if kind == "plan":
         rows = plan_rows(res)
         return rows, f"meshtp plan: {where}", [
             f"{len(rows)} candidates ranked by predicted step time (one layer, forward and "
-            "backward)."], None
+            "backward)."] + none, None
     if kind == "plan-3d":
         rows = [layout_row(c) for c in res["layouts"]]
         return rows, f"meshtp plan --3d: {where}", [
             f"The {len(rows)} fastest of {res.get('searched', '?')} layouts searched "
             f"({res.get('priced', '?')} priced in full), by predicted time per training step."
-        ], None
+        ] + none, None
     if kind == "evaluate":
         return [layout_row(res)], f"meshtp plan --3d --evaluate: {where}", [
             "One layout, priced as the search prices it."], None
@@ -258,7 +259,8 @@ figcaption { font-size: 90%; color: #555; }
 img.plot { max-width: 100%; border: 1px solid #ddd; }
 table { border-collapse: collapse; font-size: 85%; }
 th, td { padding: 2px 8px; border-bottom: 1px solid #ddd; text-align: right; }
-th:nth-child(2), td:nth-child(2) { text-align: left; white-space: nowrap; }"""
+th:nth-child(2), td:nth-child(2) { text-align: left; }
+td { white-space: nowrap; }"""
 
 
 def page(report):
