@@ -4,10 +4,10 @@
 
 Writes OUT/validation.json and OUT/validation.md, and when matplotlib is installed
 OUT/validation.png and OUT/index.html: the report page of `meshtp plan --report`
-(scripts/report.py) for these runs, predicted beside measured. With --check, exits 1 unless every run is within --max-error (10%) and the mean
-|error| is at most --max-mean-error (4%): the acceptance criterion of docs/validation.md.
-Nothing here is fitted: the constants are the presets' (topologies/dgx-a100-*.json), each
-naming its source.
+(scripts/report.py) for these runs, predicted beside measured. With --check, exits 1 unless
+every run is within --max-error (10%) and the mean |error| is at most --max-mean-error
+(4%): the acceptance criterion of docs/validation.md. Nothing here is fitted: the constants
+are the presets' (topologies/dgx-a100-*.json), each naming its source.
 """
 import argparse
 import json
