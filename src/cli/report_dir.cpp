@@ -106,10 +106,8 @@ struct TemporaryDir {
   std::string path;
   TemporaryDir() {
     std::string name = (fs::temp_directory_path() / "meshtp-report.XXXXXX").string();
-    MESHTP_CHECK(mkdtemp(name.data()) != nullptr,
-                 "--report: cannot make a temporary directory "
-                 "'{}': {}",
-                 name, std::strerror(errno));
+    MESHTP_CHECK(mkdtemp(name.data()) != nullptr, "--report: cannot make '{}': {}", name,
+                 std::strerror(errno));
     path = name;
   }
   ~TemporaryDir() {
