@@ -37,7 +37,6 @@ def png(fig, dpi=100):
     included); the figure is closed."""
     import matplotlib.pyplot as plt
     buf = io.BytesIO()
-    fig.tight_layout()
     fig.savefig(buf, format="png", dpi=dpi, facecolor="white", bbox_inches="tight")
     plt.close(fig)
     return buf.getvalue()
@@ -70,13 +69,15 @@ def side_by_side(ax, labels, series, log=False, rotation=30):
 def stacked(ax, labels, parts, hatched=()):
     """Horizontal bars, the first label on top, each stacked from `parts`: (name, values,
     color) in order from the left. Rows whose index is in `hatched` are hatched (e.g. a
-    layout that does not fit). Parts that are zero in every row are left out of the legend."""
+    layout that does not fit). Parts that are zero in every row are left out (and out of the
+    legend)."""
     ys = list(range(len(labels)))[::-1]
     left = [0.0] * len(labels)
     for name, values, color in parts:
-        shown = any(v > 0 for v in values)
-        bars = ax.barh(ys, values, left=left, color=color, label=name if shown else None,
-                       edgecolor="white", linewidth=0.5)
+        if not any(v > 0 for v in values):
+            continue
+        bars = ax.barh(ys, values, left=left, color=color, label=name, edgecolor="white",
+                       linewidth=0.5)
         for i in hatched:
             bars[i].set_hatch("//")
         left = [a + b for a, b in zip(left, values)]
