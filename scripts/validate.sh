@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Validation against published runs: scripts/validate.sh OUT [--check] [--simulate].
 #   Korthikanti et al. 2023 Table 5's eight Megatron-LM runs, priced: OUT/validation.{md,json,png}
+#   and OUT/index.html, the report page (README "Reports")
 #   MeshSlice §5.1's FC-layer gains over Wang at 256 TPUv4 chips, planned (and with
 #   --simulate, simulated: minutes): OUT/meshslice.{md,json}
 # --check exits 1 when either misses its criterion (docs/validation.md says which, and where
@@ -8,7 +9,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [[ $# -ge 1 ]] || { echo "usage: scripts/validate.sh OUT [--check] [--simulate]" >&2; exit 2; }
+# Debian's python3 has python3-matplotlib (scripts/install.sh); a python3 earlier on the PATH
+# (a pyenv, a venv) may not, and then the plots and the page would be skipped.
+py=python3
+if ! python3 -c "import matplotlib" 2>/dev/null && [ -x /usr/bin/python3 ] &&
+  /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then
+  py=/usr/bin/python3
+fi
 table5_args=()
 for arg in "$@"; do [[ $arg == --simulate ]] || table5_args+=("$arg"); done
-python3 scripts/validate.py "${table5_args[@]}"
-python3 scripts/validate_meshslice.py "$@"
+"$py" scripts/validate.py "${table5_args[@]}"
+"$py" scripts/validate_meshslice.py "$@"
