@@ -8,6 +8,7 @@
 
 #include "core/error.hpp"
 #include "layout/pipeline_schedule.hpp"
+#include "plan/fc_layers.hpp"
 
 namespace meshtp::plan {
 
@@ -133,6 +134,28 @@ BlockFloats block_floats(const ModelSpec& m, const layout::Plan& p) {
   f.workspace += s * s;  // one sequence's attention scratch
   if (p.recompute == Recompute::kSelective) f.workspace += f.scores;
   return f;
+}
+
+// The 2D GeMM algorithms' own buffers (gathered operands, slices in flight, ring buffers,
+// partial outputs: gemm2d_workspace_bytes) for one microbatch `mb`. One workspace serves
+// every linear of every block (model/gemm2d_block.hpp), so it holds the most any of the
+// twelve GeMMs (four linears × three passes) asks for.
+double gemm2d_workspace_bytes(const ModelSpec& mb, const layout::Plan& p) {
+  if (kind_of(p) != Kind::kGemm2d) return 0;
+  double most = 0;
+  for (const FcShape& fc : fc_layers(mb)) {
+    const layout::LinearPlan& lp = p.linear(fc.layer);
+    const Stationary stationary = lp.stationary.value_or(choose_stationary(fc, false));
+    Gemm2dParams params;
+    params.slices = lp.slices;
+    for (const Pass pass : kPasses) {
+      const Gemm2dShape shape =
+          fc_gemm(fc, stationary, pass, p.mesh[0], p.mesh[1], mb.element_bytes());
+      if (gemm2d_invalid_reason(p.algorithm(fc.layer), shape, params)) continue;
+      most = std::max(most, plan::gemm2d_workspace_bytes(p.algorithm(fc.layer), shape, params));
+    }
+  }
+  return most;
 }
 
 double layer_activation_bytes(const ModelSpec& m, const layout::Plan& p) {
@@ -269,7 +292,7 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
     if (p.dp > 1) buffers += params;
   }
   out.activations_bytes = e * activations;
-  out.workspace_bytes = e * buffers;
+  out.workspace_bytes = e * buffers + gemm2d_workspace_bytes(mb, p);
   return out;
 }
 

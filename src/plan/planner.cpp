@@ -209,12 +209,12 @@ Candidate evaluate(const PlanRequest& request, const MeshLinks& links, Strategy 
     }
   }
   if (c.valid) {
-    // What the runtime would allocate for this layout (its head sharded), plus the cost
-    // model's transient communication buffers.
+    // What the runtime would allocate for this layout (its head sharded), its 2D GeMMs'
+    // buffers included; 1D TP's collective buffers on top.
     layout::Plan p = to_plan(c);
     p.recompute = m.recompute;
     c.memory = rank_memory(m, p, 0, HeadBuffers::kSharded);
-    c.memory.workspace_bytes += workspace;
+    if (!layout::is_gemm2d(p.strategy)) c.memory.workspace_bytes += workspace;
     c.tflops_per_rank = c.t_step_s > 0 ? m.model_flops() / n / c.t_step_s / 1e12 : 0;
     const double capacity = request.topology.memory_gib;
     c.feasible = c.memory.total_gib() <= capacity;

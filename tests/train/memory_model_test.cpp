@@ -1,11 +1,12 @@
 // The planner's memory model (plan/memory.hpp) against what a training run allocates: for the
 // `tiny` preset on every layout of the world — recompute none/selective/full × pp 1/2 × ZeRO
 // 0–3 × every (dp, d1, d2) that fills the ranks, plus Megatron-SP and a 2D GeMM mesh — each
-// rank's predicted bytes are within 15% of its measured tensor high-water mark
+// rank's predicted bytes are within 10% of its measured tensor high-water mark
 // (TrainSummary::tensor_peak_bytes) over a step and an evaluation. On 4 ranks (the 2D and
 // 4-way meshes) the sweep skips what 1 and 2 ranks cover (selective, ZeRO 1 and 2) to stay
 // a few seconds. Measured: every ATP layout within 2% (the model counts the runtime's tensors
-// one by one); SUMMA 2x2 at 0.90–0.92 (its panel buffers are not counted).
+// one by one); the five 2D GeMM algorithms on 2x2 at 0.93–0.98 (their buffers counted as the
+// largest one GeMM asks for; the runtime's one workspace keeps each buffer slot's largest).
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 #include <gtest/gtest.h>
@@ -50,9 +51,16 @@ std::vector<layout::Plan> layouts(int n, Recompute recompute) {
       }
     }
   }
-  if (n == 4) {  // a 2D GeMM block: every tensor [n/d1, h/d2]
-    layout::Plan p{.recompute = recompute, .mesh = {2, 2}, .strategy = layout::Strategy::kSumma};
-    out.push_back(p);
+  if (n == 4) {  // a 2D GeMM block (every tensor [n/d1, h/d2]), each algorithm
+    for (const auto strategy : {layout::Strategy::kSumma, layout::Strategy::kMeshSlice,
+                                layout::Strategy::kWang, layout::Strategy::kCollective,
+                                layout::Strategy::kCannon}) {
+      layout::Plan p{.recompute = recompute, .mesh = {2, 2}, .strategy = strategy};
+      if (strategy == layout::Strategy::kMeshSlice) {
+        for (layout::LinearPlan& l : p.linears) l.slices = 2;
+      }
+      out.push_back(p);
+    }
   }
   return out;
 }
@@ -99,7 +107,7 @@ TEST_F(MemoryModel, PredictedWithinFifteenPercentOfTheMeasuredHighWaterMark) {
       const int pipeline_rank = world_.rank() / (p.mesh[0] * p.mesh[1]) % p.pp;
       const double predicted = plan::rank_memory(spec, p, pipeline_rank).total_bytes();
       const double ratio = predicted / static_cast<double>(s.tensor_peak_bytes);
-      EXPECT_NEAR(ratio, 1.0, 0.15) << fmt::format("{}", fmt::streamed(p)) << " on rank "
+      EXPECT_NEAR(ratio, 1.0, 0.10) << fmt::format("{}", fmt::streamed(p)) << " on rank "
                                     << world_.rank() << ": predicted " << predicted
                                     << " B, measured " << s.tensor_peak_bytes << " B";
       worst = std::max(worst, std::max(ratio, 1.0 / ratio));
