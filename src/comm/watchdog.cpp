@@ -52,6 +52,7 @@ bool g_failed = false;
 std::uint32_t g_nonce = 0;
 std::map<std::uint64_t, Communicator::Impl*> g_groups;
 std::map<std::vector<int>, std::uint64_t> g_made;  // groups made per member list
+std::vector<std::string> g_hosts;  // each world rank's host (MPI_Get_processor_name)
 std::deque<Query> g_sent_queries;                  // buffers of non-blocking sends
 
 struct CurrentWait {
@@ -203,6 +204,25 @@ bool arrived(const WaitSite& site, const Answer* a) {
   return a->member && a->started >= site.seq;
 }
 
+// "; on host h2 (world ranks 2,3)": where the ranks that did not arrive run, when the job
+// spans more than one host (a dead node or a cut link shows as one host's ranks).
+std::string hosts_of(const std::vector<int>& ranks) {
+  if (g_hosts.empty() ||
+      std::all_of(g_hosts.begin(), g_hosts.end(), [](const auto& h) { return h == g_hosts[0]; })) {
+    return "";
+  }
+  std::map<std::string, std::vector<int>> by_host;
+  for (const int w : ranks) by_host[g_hosts.at(static_cast<std::size_t>(w))].push_back(w);
+  std::string out = fmt::format("; on host{} ", by_host.size() > 1 ? "s" : "");
+  bool first = true;
+  for (const auto& [host, on] : by_host) {
+    out += fmt::format("{}{} (world rank{} {})", first ? "" : ", ", host, on.size() > 1 ? "s" : "",
+                       rank_list(on));
+    first = false;
+  }
+  return out;
+}
+
 // The error once the deadline has passed and the grace period brought no completion.
 std::string verdict(const WaitSite& site, const std::vector<int>& asked,
                     const std::map<int, Answer>& answers, double waited) {
@@ -229,7 +249,7 @@ std::string verdict(const WaitSite& site, const std::vector<int>& asked,
     if (i) message += "; ";
     message += details[i];
   }
-  return message + ")";
+  return message + ")" + hosts_of(missing);
 }
 
 int first_error(int rc, std::span<MPI_Status> statuses) {
@@ -280,6 +300,20 @@ void unregister_group(Communicator::Impl* group) {
 void watchdog_init() {
   if (!watchdog_available() || g_watch != MPI_COMM_NULL) return;
   check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &g_watch), "MPI_Comm_dup", -1);
+  // Every rank's host, for naming the hosts of ranks that do not arrive (64 bytes each).
+  constexpr int kName = 64;
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int length = 0;
+  check_mpi(MPI_Get_processor_name(name, &length), "MPI_Get_processor_name", -1);
+  name[kName - 1] = '\0';
+  int size = 0;
+  MPI_Comm_size(g_watch, &size);
+  std::vector<char> all(static_cast<std::size_t>(size) * kName);
+  check_mpi(MPI_Allgather(name, kName, MPI_CHAR, all.data(), kName, MPI_CHAR, g_watch),
+            "MPI_Allgather", -1);
+  g_hosts.clear();
+  for (int r = 0; r < size; ++r)
+    g_hosts.emplace_back(all.data() + static_cast<std::size_t>(r) * kName);
 }
 
 void watchdog_finalize() {
