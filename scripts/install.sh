@@ -24,6 +24,7 @@ runtime_packages=(
   python3                           # helper scripts
   pybind11-dev python3-dev          # the Python module meshtp (README "Python")
   python3-matplotlib                # the plots of `plan|simulate --report DIR` (README "Reports")
+  iproute2                          # ip netns, tc: scripts/cluster.sh (README "Multi-node")
 )
 sim_packages=(
   libsimgrid-dev                    # SMPI; a test also loads `meshtp topo platform` output

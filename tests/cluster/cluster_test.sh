@@ -128,6 +128,7 @@ case "$case_name" in
       --checkpoint-dir "$ck" --checkpoint-every 5 >"$work/cut.log" 2>&1 &
     job=$!
     wait_for_step "$work/cut.log" 7 || failed "no step 7 within 60 s"
+    sleep "0.$((RANDOM % 10))"  # anywhere in a step
     c cut 2
     job_end 20
     if [ $status -eq 0 ] || [ $status -eq 137 ]; then
@@ -170,6 +171,7 @@ case "$case_name" in
       >"$work/killed.log" 2>&1 &
     job=$!
     wait_for_step "$work/killed.log" 5 || failed "no step 5 within 60 s"
+    sleep "0.$((RANDOM % 10))"
     # shellcheck disable=SC2046
     kill -KILL $(ip netns pids "mtp-$name-h2")
     job_end 20
