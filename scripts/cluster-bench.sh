@@ -7,7 +7,7 @@
 # train --mesh auto. Writes OUT/<shape>-<mbit>/{calibrate,bench-plan,train}.txt and the
 # topology; docs/cluster.md holds a recorded run. About 10 minutes per cluster on 2 cores.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 out=${1:?usage: scripts/cluster-bench.sh OUT [SHAPE:MBIT …]}
 shift
 cases=("$@")

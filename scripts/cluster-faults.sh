@@ -6,7 +6,7 @@
 # cut for 2 s and restored (training goes on). Prints every trial's line, then the counts and
 # the end times (docs/cluster.md holds a recorded run). About 30 s per trial of each kind.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 n=${1:-10}
 meshtp=$PWD/build/src/cli/meshtp
 [ -x "$meshtp" ] || { echo "error: $meshtp not built (scripts/install.sh)"; exit 1; }

@@ -24,6 +24,7 @@
 #         cannot reach a host whose link is cut, and Open MPI waits for it — the job is ended
 #         here: mpirun and every process in the job's hosts are killed, and run returns that
 #         rank's exit status. Ctrl-C / SIGTERM to run is passed on to mpirun, then the same.
+#         One run at a time per cluster: when it ends, it kills what is left in its hosts.
 # cut     takes host HOST's link down (its bridge-side veth); restore brings it back up.
 # down    kills every process left in the hosts, removes the namespaces, the bridge and the
 #         state directory. Idempotent: it removes whatever of cluster N exists, and nothing else.
@@ -87,7 +88,8 @@ positive_int() {  # positive_int FLAG VALUE
 load_state() {
   [ -f "$state/config" ] || die "cluster '$name' is not up (no $state/config): run 'cluster.sh --name $name up …' first"
   # shellcheck source=/dev/null
-  source "$state/config"
+  source "$state/config"  # hosts, ranks_per_host, link_mbit, subnet
+  : "${hosts:?}" "${ranks_per_host:?}" "${link_mbit:?}" "${subnet:?}"
 }
 
 # down: remove everything cluster $name made, whatever state it is in.

@@ -42,8 +42,8 @@ up() {
 
 # wait_for_step LOG N: until LOG shows training step N (at most 60 s).
 wait_for_step() {
-  local i
-  for i in $(seq 600); do
+  local _
+  for _ in $(seq 600); do
     grep -qE "^step +$2/" "$1" && return 0
     sleep 0.1
   done
