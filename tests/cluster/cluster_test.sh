@@ -2,7 +2,7 @@
 # cluster_test.sh CASE MESHTP: meshtp trained across an emulated cluster (scripts/cluster.sh:
 # hosts in network namespaces on a bridge, shaped links) and broken there. CASE:
 #   train     2 hosts × 2 ranks: losses equal one host's; cluster.sh's refusals (not root:
-#             exit 77) and an idempotent down that leaves nothing behind
+#             exit 77; bad arguments) and an idempotent down that leaves nothing behind
 #   cut       host 2's link cut mid-training: the watchdog names host 2 and its ranks, the job
 #             ends within --comm-timeout + 10 s; then a resume on host 1 alone, on another
 #             layout, continues the loss curve from the last checkpoint (the uninterrupted
@@ -15,7 +15,7 @@ case_name=$1
 meshtp=$2
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cluster="$repo/scripts/cluster.sh"
-name="t$((($$ % 90000) + 10000))"
+name="t$((($$ % 9000) + 1000))"  # 5 characters: a 6th makes a second cluster's name
 work=$(mktemp -d "${TMPDIR:-/tmp}/meshtp-cluster.XXXXXX")
 failures=0
 cleanup() {
@@ -96,6 +96,26 @@ case "$case_name" in
     fi
     up 2 2 200
     c show
+    # Bad input: an error naming the value, exit 2 (usage) or 1, nothing made or changed.
+    refused() {  # refused STATUS REGEX ARGS…
+      local want=$1 regex=$2 out got
+      shift 2
+      out=$("$cluster" "$@" 2>&1)
+      got=$?
+      if [ $got -eq "$want" ] && grep -qE -- "$regex" <<<"$out"; then
+        pass "refused: cluster.sh $* → exit $got"
+      else
+        failed "cluster.sh $*: exit $got, expected $want and /$regex/: $out"
+      fi
+    }
+    refused 2 "--hosts '0': expected a positive integer" --name "${name}x" up --hosts 0 --ranks-per-host 1 --link-mbit 10
+    refused 2 "--link-mbit '1e3'" --name "${name}x" up --hosts 2 --ranks-per-host 1 --link-mbit 1e3
+    refused 2 "cluster name 'Bad!'" --name 'Bad!' down
+    refused 2 "host '3' is not one of 1…2" --name "$name" cut 3
+    refused 2 "run needs a command after --" --name "$name" run --
+    refused 1 "is already up" --name "$name" up --hosts 1 --ranks-per-host 1 --link-mbit 10
+    refused 1 "cluster '${name}y' is not up" --name "${name}y" run -- true
+    ip netns list | grep -q "mtp-${name}x-" && failed "a refused up left namespaces"
     c run -- "$meshtp" "${train[@]}" --steps 4 --mesh 2x2 >"$work/cluster.log" 2>&1
     status=$?
     # One host, the same layout: the same losses to the printed digit.
