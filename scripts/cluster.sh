@@ -79,6 +79,10 @@ need_namespaces() {
     exit $skip_code
   fi
   ip netns del "$probe"
+  if ! unshare --uts true 2>/dev/null; then
+    echo "cluster.sh: cannot make a host: 'unshare --uts' (its own hostname) failed here; skipping" >&2
+    exit $skip_code
+  fi
 }
 
 positive_int() {  # positive_int FLAG VALUE
