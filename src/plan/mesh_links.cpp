@@ -298,9 +298,16 @@ const MeshLinks& TopologyLinks::mesh(int d1, int d2) {
     if (!graph_) graph_ = shared_topology_graph(topology);
     const std::vector<int> placement = topology_placement(topology, *graph_, shape);
     for (int dim : {0, 1}) {
-      graph_links[dim] = from_rings(*graph_, topo::ring_dim(*graph_, placement, shape, dim));
+      // Wang's two-way ring runs on mesh dim 1 only (the runtime decomposes the row).
+      if (dim == 1) {
+        topo::DimRings two_way;
+        graph_links[dim] =
+            from_rings(*graph_, topo::ring_dim(*graph_, placement, shape, dim, two_way));
+        graph_two_ways[dim] = two_way;
+      } else {
+        graph_links[dim] = from_rings(*graph_, topo::ring_dim(*graph_, placement, shape, dim));
+      }
       if (d1 == d2) graph_skews[dim] = topo::skew_dim(*graph_, placement, shape, dim);
-      graph_two_ways[dim] = topo::two_way_ring_dim(*graph_, placement, shape, dim);
     }
   }
   for (int dim : {0, 1}) {

@@ -96,8 +96,9 @@ struct DimLinks {
   RingParams skew;
   // One step of Wang's two-way ring (topo::two_way_ring_dim): each rank sends half a block
   // to each ring neighbour at once; an h-byte half takes t_launch + l_sync + h/bw. On a graph
-  // both messages are routed; otherwise (Eq. 3, calibrated groups) nothing says the two
-  // directions are independent, so they share B' (bw = B'/2: no faster than one way).
+  // both messages are routed, on mesh dim 1 (the row: the one dim the runtime's Wang
+  // decomposes); otherwise (dim 0, Eq. 3, calibrated groups) nothing says the two directions
+  // are independent, so they share B' (bw = B'/2: no faster than one way).
   RingParams two_way;
 };
 

@@ -18,12 +18,15 @@ std::int64_t flow_key(const Link& l, const Hop& h) {
 }
 
 // Every group's members each send one message at once, member i → member
-// (i + offset(g)) mod P of group g (no message when that is i itself) — and with `both_ways`
-// a second one at the same time, to member (i − offset(g)) mod P; routes them and finds the
-// flows' least share (the model in rings.hpp).
+// (i + offset(g)) mod P of group g (no message when that is i itself); routes them and finds
+// the flows' least share (the model in rings.hpp). With `two_way` set, also what every
+// member gets when it sends a second message at the same time, to member (i − offset(g))
+// mod P: the same routes plus the reverse ones, flows counted over both (Wang's two-way
+// ring). The forward messages are routed once for both answers.
 template <typename Offset>
 DimRings routed_dim(const Graph& graph, const std::vector<int>& placement,
-                    const std::vector<int>& shape, int dim, Offset offset, bool both_ways = false) {
+                    const std::vector<int>& shape, int dim, Offset offset,
+                    DimRings* two_way = nullptr) {
   std::int64_t n = 1;
   for (const int d : shape) n *= d;
   MESHTP_CHECK(dim >= 0 && dim < static_cast<int>(shape.size()), "mesh dim {} out of range",
@@ -36,6 +39,7 @@ DimRings routed_dim(const Graph& graph, const std::vector<int>& placement,
     out.stride *= shape[k];
   }
   out.groups = static_cast<int>(n / out.size);
+  if (two_way != nullptr) *two_way = out;
   if (out.size == 1) return out;
   const int span = out.size * out.stride;
   auto device = [&](int g, int i) {
@@ -47,53 +51,66 @@ DimRings routed_dim(const Graph& graph, const std::vector<int>& placement,
   Route hops;
   std::vector<std::size_t> ends;
   ends.reserve(static_cast<std::size_t>(n));
-  for (int g = 0; g < out.groups; ++g) {
-    const int step = ((offset(g) % out.size) + out.size) % out.size;
-    if (step == 0) continue;
-    for (int i = 0; i < out.size; ++i) {
-      graph.append_route(device(g, i), device(g, (i + step) % out.size), hops);
-      ends.push_back(hops.size());
-      if (both_ways) {
-        graph.append_route(device(g, i), device(g, (i - step + out.size) % out.size), hops);
+  auto route_all = [&](int sign) {
+    for (int g = 0; g < out.groups; ++g) {
+      const int step = ((sign * offset(g) % out.size) + out.size) % out.size;
+      if (step == 0) continue;
+      for (int i = 0; i < out.size; ++i) {
+        graph.append_route(device(g, i), device(g, (i + step) % out.size), hops);
         ends.push_back(hops.size());
       }
     }
-  }
-  if (ends.empty()) return out;  // nothing moves (a skew on a size-1 other dim)
-  // Indexed by flow_key: a flat count per link direction (a hash map was most of the time
-  // on a 100,000-device torus).
+  };
   // Links by id without Graph::link's range check: the router gave these ids.
   const std::vector<Link>& links = graph.links();
+  // Indexed by flow_key: a flat count per link direction (a hash map was most of the time
+  // on a 100,000-device torus).
   std::vector<int> flows(links.size() * 2, 0);
-  for (const Hop& h : hops) {
-    const Link& l = links[static_cast<std::size_t>(h.link)];
-    if (l.sharing != Sharing::kFatpipe) ++flows[static_cast<std::size_t>(flow_key(l, h))];
-  }
-  out.link_gbps = std::numeric_limits<double>::infinity();
-  std::size_t begin = 0;
-  for (const std::size_t end : ends) {
-    double latency = 0;  // Graph::latency_us of this route: its links' in order
-    for (std::size_t k = begin; k < end; ++k) {
+  auto count_flows = [&](std::size_t from) {
+    for (std::size_t k = from; k < hops.size(); ++k) {
       const Hop& h = hops[k];
       const Link& l = links[static_cast<std::size_t>(h.link)];
-      latency += l.latency_us;
-      const int f =
-          l.sharing == Sharing::kFatpipe ? 1 : flows[static_cast<std::size_t>(flow_key(l, h))];
-      const double share = l.gbps / f;
-      if (share < out.link_gbps) {
-        out.link_gbps = share;
-        out.bottleneck_link = h.link;
-        out.bottleneck_forward = h.forward;
-        out.flows = f;
-      }
+      if (l.sharing != Sharing::kFatpipe) ++flows[static_cast<std::size_t>(flow_key(l, h))];
     }
-    out.latency_us = std::max(out.latency_us, latency);
-    out.max_hops = std::max(out.max_hops, static_cast<int>(end - begin));
-    begin = end;
+  };
+  // The least share over every routed message; the slowest route; the longest.
+  auto least_share = [&](DimRings& r) {
+    r.link_gbps = std::numeric_limits<double>::infinity();
+    std::size_t begin = 0;
+    for (const std::size_t end : ends) {
+      double latency = 0;  // Graph::latency_us of this route: its links' in order
+      for (std::size_t k = begin; k < end; ++k) {
+        const Hop& h = hops[k];
+        const Link& l = links[static_cast<std::size_t>(h.link)];
+        latency += l.latency_us;
+        const int f =
+            l.sharing == Sharing::kFatpipe ? 1 : flows[static_cast<std::size_t>(flow_key(l, h))];
+        const double share = l.gbps / f;
+        if (share < r.link_gbps) {
+          r.link_gbps = share;
+          r.bottleneck_link = h.link;
+          r.bottleneck_forward = h.forward;
+          r.flows = f;
+        }
+      }
+      r.latency_us = std::max(r.latency_us, latency);
+      r.max_hops = std::max(r.max_hops, static_cast<int>(end - begin));
+      begin = end;
+    }
+    // Messages that are all local (two ranks on one device is rejected by the placement;
+    // this is a route with no link, e.g. an explicit empty route) have no bottleneck.
+    MESHTP_CHECK(r.bottleneck_link >= 0, "mesh dim {}: its messages cross no link", dim);
+  };
+  route_all(+1);
+  if (ends.empty()) return out;  // nothing moves (a skew on a size-1 other dim)
+  count_flows(0);
+  least_share(out);
+  if (two_way != nullptr) {
+    const std::size_t forward_hops = hops.size();
+    route_all(-1);
+    count_flows(forward_hops);
+    least_share(*two_way);
   }
-  // Messages that are all local (two ranks on one device is rejected by the placement; this
-  // is a route with no link, e.g. an explicit empty route) have no bottleneck.
-  MESHTP_CHECK(out.bottleneck_link >= 0, "mesh dim {}: its messages cross no link", dim);
   return out;
 }
 
@@ -104,10 +121,17 @@ DimRings ring_dim(const Graph& graph, const std::vector<int>& placement,
   return routed_dim(graph, placement, shape, dim, [](int) { return 1; });
 }
 
+DimRings ring_dim(const Graph& graph, const std::vector<int>& placement,
+                  const std::vector<int>& shape, int dim, DimRings& two_way) {
+  return routed_dim(
+      graph, placement, shape, dim, [](int) { return 1; }, &two_way);
+}
+
 DimRings two_way_ring_dim(const Graph& graph, const std::vector<int>& placement,
                           const std::vector<int>& shape, int dim) {
-  return routed_dim(
-      graph, placement, shape, dim, [](int) { return 1; }, true);
+  DimRings two_way;
+  ring_dim(graph, placement, shape, dim, two_way);
+  return two_way;
 }
 
 DimRings skew_dim(const Graph& graph, const std::vector<int>& placement,

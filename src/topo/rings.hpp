@@ -62,6 +62,9 @@ DimRings ring_dim(const Graph& graph, const std::vector<int>& placement,
 // so a step takes as long as one whole block one way.
 DimRings two_way_ring_dim(const Graph& graph, const std::vector<int>& placement,
                           const std::vector<int>& shape, int dim);
+// ring_dim, with two_way_ring_dim's answer in `two_way`: the forward messages routed once.
+DimRings ring_dim(const Graph& graph, const std::vector<int>& placement,
+                  const std::vector<int>& shape, int dim, DimRings& two_way);
 
 // Cannon's skew (Cannon '69; MeshSlice §2.3.2) on the same dim: every group rotates its
 // blocks at once by its own index g (the rank's coordinate in the other dim of a 2D mesh),
