@@ -43,6 +43,13 @@ def evaluate(meshtp, model, layout, devices, topology, extra, variant):
     return json.loads(out), " ".join(cmd[1:-1])
 
 
+def prepare(meshtp, out):
+    """Exits with a message unless `meshtp` runs; makes the output directory."""
+    if not os.access(meshtp, os.X_OK):
+        sys.exit(f"error: no meshtp binary at '{meshtp}' (build first, or --meshtp PATH)")
+    os.makedirs(out, exist_ok=True)
+
+
 def write_atomic(path, text):
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".validate.")
     with os.fdopen(fd, "w") as f:
@@ -58,9 +65,7 @@ def main():
     ap.add_argument("--max-error", type=float, default=0.10)
     ap.add_argument("--max-mean-error", type=float, default=0.04)
     a = ap.parse_args()
-    if not os.access(a.meshtp, os.X_OK):
-        sys.exit(f"error: no meshtp binary at '{a.meshtp}' (build first, or --meshtp PATH)")
-    os.makedirs(a.out, exist_ok=True)
+    prepare(a.meshtp, a.out)
     rows = []
     for model, label, layout, devices, topology, extra, full_s, seqsel_s in RUNS:
         for (variant, flags), measured in zip(VARIANTS, (full_s, seqsel_s)):

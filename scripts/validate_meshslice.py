@@ -21,20 +21,14 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
+
+from validate import prepare, write_atomic  # beside this file (scripts/)
 
 TOPOLOGY = "tpuv4-torus-16x16"
 DEVICES = 256
 # (model preset, the paper's FC-layer gain of MeshSlice over Wang at 256 chips, MeshSlice §5.1)
 MODELS = [("gpt3-175b", 0.138), ("mt-nlg-530b", 0.260)]
 ALGORITHMS = ["meshslice", "wang"]
-
-
-def write_atomic(path, text):
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".validate.")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 def no_recompute_model(out, model):
@@ -83,9 +77,7 @@ def main():
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--max-points", type=float, default=8.0)
     a = ap.parse_args()
-    if not os.access(a.meshtp, os.X_OK):
-        sys.exit(f"error: no meshtp binary at '{a.meshtp}' (build first, or --meshtp PATH)")
-    os.makedirs(a.out, exist_ok=True)
+    prepare(a.meshtp, a.out)
     rows = []
     for model, paper in MODELS:
         model_file = no_recompute_model(a.out, model)
