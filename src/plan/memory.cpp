@@ -78,6 +78,28 @@ double stream_gather_floats(const layout::Plan& p, double stream, double slice) 
   return slice + stream / outer + 2 * stream;
 }
 
+// The 2D GeMM algorithms' own buffers (gathered operands, slices in flight, ring buffers,
+// partial outputs: gemm2d_workspace_bytes) for one microbatch `mb`. One workspace serves
+// every linear of every block (model/gemm2d_block.hpp), so it holds the most any of the
+// twelve GeMMs (four linears × three passes) asks for.
+double gemm2d_buffer_bytes(const ModelSpec& mb, const layout::Plan& p) {
+  if (kind_of(p) != Kind::kGemm2d) return 0;
+  double most = 0;
+  for (const FcShape& fc : fc_layers(mb)) {
+    const layout::LinearPlan& lp = p.linear(fc.layer);
+    const Stationary stationary = lp.stationary.value_or(choose_stationary(fc, false));
+    Gemm2dParams params;
+    params.slices = lp.slices;
+    for (const Pass pass : kPasses) {
+      const Gemm2dShape shape =
+          fc_gemm(fc, stationary, pass, p.mesh[0], p.mesh[1], mb.element_bytes());
+      if (gemm2d_invalid_reason(p.algorithm(fc.layer), shape, params)) continue;
+      most = std::max(most, gemm2d_workspace_bytes(p.algorithm(fc.layer), shape, params));
+    }
+  }
+  return most;
+}
+
 }  // namespace
 
 double MemoryEstimate::total_gib() const { return total_bytes() / kGiB; }
@@ -134,28 +156,6 @@ BlockFloats block_floats(const ModelSpec& m, const layout::Plan& p) {
   f.workspace += s * s;  // one sequence's attention scratch
   if (p.recompute == Recompute::kSelective) f.workspace += f.scores;
   return f;
-}
-
-// The 2D GeMM algorithms' own buffers (gathered operands, slices in flight, ring buffers,
-// partial outputs: gemm2d_workspace_bytes) for one microbatch `mb`. One workspace serves
-// every linear of every block (model/gemm2d_block.hpp), so it holds the most any of the
-// twelve GeMMs (four linears × three passes) asks for.
-double gemm2d_workspace_bytes(const ModelSpec& mb, const layout::Plan& p) {
-  if (kind_of(p) != Kind::kGemm2d) return 0;
-  double most = 0;
-  for (const FcShape& fc : fc_layers(mb)) {
-    const layout::LinearPlan& lp = p.linear(fc.layer);
-    const Stationary stationary = lp.stationary.value_or(choose_stationary(fc, false));
-    Gemm2dParams params;
-    params.slices = lp.slices;
-    for (const Pass pass : kPasses) {
-      const Gemm2dShape shape =
-          fc_gemm(fc, stationary, pass, p.mesh[0], p.mesh[1], mb.element_bytes());
-      if (gemm2d_invalid_reason(p.algorithm(fc.layer), shape, params)) continue;
-      most = std::max(most, plan::gemm2d_workspace_bytes(p.algorithm(fc.layer), shape, params));
-    }
-  }
-  return most;
 }
 
 double layer_activation_bytes(const ModelSpec& m, const layout::Plan& p) {
@@ -292,7 +292,7 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
     if (p.dp > 1) buffers += params;
   }
   out.activations_bytes = e * activations;
-  out.workspace_bytes = e * buffers + gemm2d_workspace_bytes(mb, p);
+  out.workspace_bytes = e * buffers + gemm2d_buffer_bytes(mb, p);
   return out;
 }
 
