@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <deque>
 
@@ -97,6 +98,54 @@ void Graph::append_route(int src, int dst, Route& out) const {
   if (router_ && explicit_routes_.empty()) return router_->append_route(*this, src, dst, out);
   const Route r = route(src, dst);
   out.insert(out.end(), r.begin(), r.end());
+}
+
+namespace {
+
+// Every message's route, built by `append` into one buffer, counted hop by hop.
+template <typename Append>
+RouteTotals count_walked(const Graph& graph, const std::vector<Message>& messages,
+                         std::vector<int>& crossings, Append append) {
+  // Links by id without Graph::link's range check: the routes gave these ids.
+  const std::vector<Link>& links = graph.links();
+  RouteTotals totals;
+  Route route;
+  for (const Message& m : messages) {
+    route.clear();
+    append(m.src, m.dst, route);
+    double latency = 0;  // Graph::latency_us: the links' in order
+    for (const Hop& h : route) {
+      ++crossings[static_cast<std::size_t>(h.link) * 2 + (h.forward ? 0 : 1)];
+      latency += links[static_cast<std::size_t>(h.link)].latency_us;
+    }
+    totals.max_hops = std::max(totals.max_hops, static_cast<int>(route.size()));
+    totals.max_latency_us = std::max(totals.max_latency_us, latency);
+  }
+  return totals;
+}
+
+}  // namespace
+
+RouteTotals Router::count_routes(const Graph& graph, const std::vector<Message>& messages,
+                                 std::vector<int>& crossings) const {
+  return count_walked(graph, messages, crossings, [&](int src, int dst, Route& out) {
+    if (src != dst) append_route(graph, src, dst, out);
+  });
+}
+
+RouteTotals Graph::count_routes(const std::vector<Message>& messages,
+                                std::vector<int>& crossings) const {
+  MESHTP_CHECK(crossings.size() == links_.size() * 2,
+               "count_routes: {} crossing counters for "
+               "{} links (two a link)",
+               crossings.size(), links_.size());
+  for (const Message& m : messages) {
+    MESHTP_CHECK(m.src >= 0 && m.src < devices_ && m.dst >= 0 && m.dst < devices_,
+                 "route {} -> {}: devices must be in [0, {})", m.src, m.dst, devices_);
+  }
+  if (router_ && explicit_routes_.empty()) return router_->count_routes(*this, messages, crossings);
+  return count_walked(*this, messages, crossings,
+                      [this](int src, int dst, Route& out) { append_route(src, dst, out); });
 }
 
 double Graph::latency_us(const Route& route) const {

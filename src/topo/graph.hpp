@@ -58,6 +58,18 @@ using Route = std::vector<Hop>;
 
 class Graph;
 
+// One message: from device `src` to device `dst`.
+struct Message {
+  int src = 0;
+  int dst = 0;
+};
+
+// What many routes add up to (Graph::count_routes), for a caller that needs only totals.
+struct RouteTotals {
+  int max_hops = 0;           // links on the longest route
+  double max_latency_us = 0;  // the slowest route's Graph::latency_us
+};
+
 // A routing rule. Implementations live with their generator; routes must start at `src`,
 // end at `dst` and follow links end to end (Graph::validate checks a sample).
 class Router {
@@ -70,6 +82,13 @@ class Router {
     const Route r = route(graph, src, dst);
     out.insert(out.end(), r.begin(), r.end());
   }
+  // The routes of every message counted at once: adds one to crossings[2·link + (forward ?
+  // 0 : 1)] for each hop of route(src, dst) of each message (`crossings` has 2 entries per
+  // link; a message to its own source has no hop) and returns the longest and slowest
+  // route. A ring collective needs only these (topo/rings.hpp). The default routes every
+  // message; override where the totals come cheaper than the hops (a torus).
+  virtual RouteTotals count_routes(const Graph& graph, const std::vector<Message>& messages,
+                                   std::vector<int>& crossings) const;
 };
 
 class Graph {
@@ -97,6 +116,9 @@ class Graph {
   Route route(int src, int dst) const;
   // route(src, dst)'s hops appended to `out`.
   void append_route(int src, int dst, Route& out) const;
+  // Router::count_routes under this graph's routes (explicit routes included). Throws on a
+  // device out of range or a `crossings` of the wrong size.
+  RouteTotals count_routes(const std::vector<Message>& messages, std::vector<int>& crossings) const;
   double latency_us(const Route& route) const;
 
   // Throws meshtp::Error: a device no other device can reach (disconnected graph, naming the

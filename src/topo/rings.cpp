@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <vector>
 
@@ -11,18 +13,19 @@
 namespace meshtp::topo {
 namespace {
 
-// Flow counter key: split-duplex links count each direction, shared links both together.
-std::int64_t flow_key(const Link& l, const Hop& h) {
-  const std::int64_t dir = l.sharing == Sharing::kSplitDuplex && !h.forward ? 1 : 0;
-  return static_cast<std::int64_t>(h.link) * 2 + dir;
-}
-
 // Every group's members each send one message at once, member i → member
 // (i + offset(g)) mod P of group g (no message when that is i itself); routes them and finds
 // the flows' least share (the model in rings.hpp). With `two_way` set, also what every
 // member gets when it sends a second message at the same time, to member (i − offset(g))
 // mod P: the same routes plus the reverse ones, flows counted over both (Wang's two-way
-// ring). The forward messages are routed once for both answers.
+// ring). The forward messages are counted once for both answers.
+//
+// Only totals are needed, so the router counts every link direction's crossings in one go
+// (Graph::count_routes: a torus without walking its routes) and gives the longest and the
+// slowest route. B' is then the least share over the link directions crossed, and the
+// bottleneck is the first hop, in message order, with that share — what taking the least
+// share hop by hop in that order finds: the only hops routed one by one are those of the
+// messages before it.
 template <typename Offset>
 DimRings routed_dim(const Graph& graph, const std::vector<int>& placement,
                     const std::vector<int>& shape, int dim, Offset offset,
@@ -46,70 +49,79 @@ DimRings routed_dim(const Graph& graph, const std::vector<int>& placement,
     const int rank = (g / out.stride) * span + g % out.stride + i * out.stride;
     return placement[static_cast<std::size_t>(rank)];
   };
-  // Every message of every group, routed once, into one buffer: message k's hops are
-  // hops[ends[k−1], ends[k]).
-  Route hops;
-  std::vector<std::size_t> ends;
-  ends.reserve(static_cast<std::size_t>(n));
-  auto route_all = [&](int sign) {
+  // Every message of every group, group by group.
+  auto messages = [&](int sign) {
+    std::vector<Message> m;
+    m.reserve(static_cast<std::size_t>(n));
     for (int g = 0; g < out.groups; ++g) {
       const int step = ((sign * offset(g) % out.size) + out.size) % out.size;
       if (step == 0) continue;
       for (int i = 0; i < out.size; ++i) {
-        graph.append_route(device(g, i), device(g, (i + step) % out.size), hops);
-        ends.push_back(hops.size());
+        m.push_back(Message{.src = device(g, i), .dst = device(g, (i + step) % out.size)});
       }
     }
+    return m;
   };
   // Links by id without Graph::link's range check: the router gave these ids.
   const std::vector<Link>& links = graph.links();
-  // Indexed by flow_key: a flat count per link direction (a hash map was most of the time
-  // on a 100,000-device torus).
-  std::vector<int> flows(links.size() * 2, 0);
-  auto count_flows = [&](std::size_t from) {
-    for (std::size_t k = from; k < hops.size(); ++k) {
-      const Hop& h = hops[k];
-      const Link& l = links[static_cast<std::size_t>(h.link)];
-      if (l.sharing != Sharing::kFatpipe) ++flows[static_cast<std::size_t>(flow_key(l, h))];
+  std::vector<int> crossings(links.size() * 2, 0);
+  // Concurrent flows on a link direction: split-duplex links count each direction, shared
+  // links both together; fatpipe links give every flow their bandwidth (one flow).
+  auto flows = [&](std::size_t link, bool forward) {
+    switch (links[link].sharing) {
+      case Sharing::kSplitDuplex:
+        return crossings[link * 2 + (forward ? 0 : 1)];
+      case Sharing::kShared:
+        return crossings[link * 2] + crossings[link * 2 + 1];
+      case Sharing::kFatpipe:
+        break;
     }
+    return 1;
   };
-  // The least share over every routed message; the slowest route; the longest.
-  auto least_share = [&](DimRings& r) {
+  // The least share over the crossed link directions; the first hop with it; the slowest
+  // route; the longest.
+  auto least_share = [&](DimRings& r, const RouteTotals& totals,
+                         std::initializer_list<const std::vector<Message>*> lists) {
+    r.latency_us = totals.max_latency_us;
+    r.max_hops = totals.max_hops;
     r.link_gbps = std::numeric_limits<double>::infinity();
-    std::size_t begin = 0;
-    for (const std::size_t end : ends) {
-      double latency = 0;  // Graph::latency_us of this route: its links' in order
-      for (std::size_t k = begin; k < end; ++k) {
-        const Hop& h = hops[k];
-        const Link& l = links[static_cast<std::size_t>(h.link)];
-        latency += l.latency_us;
-        const int f =
-            l.sharing == Sharing::kFatpipe ? 1 : flows[static_cast<std::size_t>(flow_key(l, h))];
-        const double share = l.gbps / f;
-        if (share < r.link_gbps) {
-          r.link_gbps = share;
-          r.bottleneck_link = h.link;
-          r.bottleneck_forward = h.forward;
-          r.flows = f;
+    for (std::size_t k = 0; k < crossings.size(); ++k) {
+      if (crossings[k] == 0) continue;
+      const std::size_t link = k / 2;
+      r.link_gbps = std::min(r.link_gbps, links[link].gbps / flows(link, k % 2 == 0));
+    }
+    Route hops;
+    for (const std::vector<Message>* list : lists) {
+      for (const Message& m : *list) {
+        hops.clear();
+        graph.append_route(m.src, m.dst, hops);
+        for (const Hop& h : hops) {
+          const std::size_t link = static_cast<std::size_t>(h.link);
+          const int f = flows(link, h.forward);
+          if (links[link].gbps / f == r.link_gbps) {
+            r.bottleneck_link = h.link;
+            r.bottleneck_forward = h.forward;
+            r.flows = f;
+            return;
+          }
         }
       }
-      r.latency_us = std::max(r.latency_us, latency);
-      r.max_hops = std::max(r.max_hops, static_cast<int>(end - begin));
-      begin = end;
     }
     // Messages that are all local (two ranks on one device is rejected by the placement;
     // this is a route with no link, e.g. an explicit empty route) have no bottleneck.
-    MESHTP_CHECK(r.bottleneck_link >= 0, "mesh dim {}: its messages cross no link", dim);
+    fail("mesh dim {}: its messages cross no link", dim);
   };
-  route_all(+1);
-  if (ends.empty()) return out;  // nothing moves (a skew on a size-1 other dim)
-  count_flows(0);
-  least_share(out);
+  const std::vector<Message> forward = messages(+1);
+  if (forward.empty()) return out;  // nothing moves (a skew on a size-1 other dim)
+  const RouteTotals forward_totals = graph.count_routes(forward, crossings);
+  least_share(out, forward_totals, {&forward});
   if (two_way != nullptr) {
-    const std::size_t forward_hops = hops.size();
-    route_all(-1);
-    count_flows(forward_hops);
-    least_share(*two_way);
+    const std::vector<Message> reverse = messages(-1);
+    const RouteTotals reverse_totals = graph.count_routes(reverse, crossings);
+    const RouteTotals both{
+        .max_hops = std::max(forward_totals.max_hops, reverse_totals.max_hops),
+        .max_latency_us = std::max(forward_totals.max_latency_us, reverse_totals.max_latency_us)};
+    least_share(*two_way, both, {&forward, &reverse});
   }
   return out;
 }

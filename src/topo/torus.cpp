@@ -18,10 +18,30 @@ namespace {
 // order, and in each dim "+" when the target is at most half way round on the right of the
 // *source* coordinate, else "−". Going "+" crosses the current node's link of that dim
 // forwards; going "−" crosses the next node's link backwards.
+//
+// So in dim j (size a, device stride p = a_0·…·a_{j−1}) a route is one straight run along
+// one ring: the ring through the node it has reached, whose coordinates are dst's in the
+// dims before j and src's in the dims after; from x = src's coordinate to y = dst's,
+// "+" over L = (y − x) mod a links, or "−" over L = (x − y) mod a. Number the links of that
+// ring by position (position x: the link from the node at x to the node at x + 1): "+"
+// crosses positions x, x+1, …, x+L−1 forwards, "−" crosses x−1, …, x−L = y backwards — in
+// both cases the cyclic range [s, s + L) of positions, s = x ("+") or y ("−").
 class TorusRouter : public Router {
  public:
-  TorusRouter(std::vector<int> dims, std::vector<std::vector<int>> link_of)
-      : dims_(std::move(dims)), link_of_(std::move(link_of)) {}
+  TorusRouter(std::vector<int> dims, std::vector<int> link_of, double latency_us)
+      : dims_(std::move(dims)), link_of_(std::move(link_of)), latency_us_(latency_us) {
+    int n = 1;
+    for (const int a : dims_) {
+      strides_.push_back(n);
+      n *= a;
+    }
+    coords_.resize(static_cast<std::size_t>(n) * dims_.size());
+    for (int id = 0; id < n; ++id) {
+      for (std::size_t j = 0; j < dims_.size(); ++j) {
+        coords_[static_cast<std::size_t>(id) * dims_.size() + j] = (id / strides_[j]) % dims_[j];
+      }
+    }
+  }
 
   Route route(const Graph& graph, int src, int dst) const override {
     Route r;
@@ -31,33 +51,106 @@ class TorusRouter : public Router {
 
   void append_route(const Graph&, int src, int dst, Route& r) const override {
     int current = src;
-    int product = 1;
     for (std::size_t j = 0; j < dims_.size(); ++j) {
       const int a = dims_[j];
-      // Coordinates of src and dst in dim j (torus_coords, without its vectors: a planner
-      // routes every ring hop of every mesh dim).
-      const int my = (src / product) % a;
-      const int to = (dst / product) % a;
-      const bool right = (to > my && to <= my + a / 2) || (my > a / 2 && (my + a / 2) % a >= to);
-      while ((current / product) % a != to) {
-        const int coord = (current / product) % a;
-        if (right) {
-          const int next = coord == a - 1 ? current - (a - 1) * product : current + product;
-          r.push_back(Hop{.link = link_of_[static_cast<std::size_t>(current)][j], .forward = true});
-          current = next;
+      const int p = strides_[j];
+      const int from = coord(src, j);
+      const int to = coord(dst, j);
+      if (from == to) continue;
+      const bool up = plus(from, to, a);
+      // Walks the run link by link from position `from`; `x` is the current node's
+      // coordinate in dim j.
+      const int base = current - from * p;
+      for (int x = from; x != to;) {
+        if (up) {
+          r.push_back(Hop{.link = link(base + x * p, j), .forward = true});
+          x = x == a - 1 ? 0 : x + 1;
         } else {
-          const int next = coord == 0 ? current + (a - 1) * product : current - product;
-          r.push_back(Hop{.link = link_of_[static_cast<std::size_t>(next)][j], .forward = false});
-          current = next;
+          x = x == 0 ? a - 1 : x - 1;
+          r.push_back(Hop{.link = link(base + x * p, j), .forward = false});
         }
       }
-      product *= a;
+      current = base + to * p;
     }
   }
 
+  // Each message adds at most one run per dim, counted in a difference array per (dim,
+  // direction) indexed by the device at each ring position: +1 at the run's first position,
+  // −1 after its last (a run that wraps past position a − 1 is two: [s, a) and [0, s+L−a)).
+  // A prefix sum along every ring then gives the crossings of each link direction: O(dims)
+  // a message and O(devices · dims) a call, instead of O(hops). Every link of a torus has
+  // the spec's latency, so a route of h hops takes h of them added in order, and the
+  // slowest route is the longest.
+  RouteTotals count_routes(const Graph&, const std::vector<Message>& messages,
+                           std::vector<int>& crossings) const override {
+    const std::size_t k = dims_.size();
+    const std::size_t n = coords_.size() / k;
+    // diffs[(j·2 + dir)·n + device]: the difference array of dim j, dir 0 "+", 1 "−".
+    std::vector<int> diffs(k * 2 * n, 0);
+    RouteTotals totals;
+    for (const Message& m : messages) {
+      int current = m.src;
+      int hops = 0;
+      for (std::size_t j = 0; j < k; ++j) {
+        const int a = dims_[j];
+        const int p = strides_[j];
+        const int from = coord(m.src, j);
+        const int to = coord(m.dst, j);
+        if (from == to) continue;
+        const bool up = plus(from, to, a);
+        const int length = up ? (to - from + a) % a : (from - to + a) % a;
+        const int first = up ? from : to;
+        const int base = current - from * p;
+        int* diff = diffs.data() + (j * 2 + (up ? 0 : 1)) * n;
+        diff[base + first * p] += 1;
+        const int end = first + length;
+        if (end < a) {
+          diff[base + end * p] -= 1;
+        } else if (end > a) {
+          diff[base] += 1;
+          diff[base + (end - a) * p] -= 1;
+        }
+        hops += length;
+        current = base + to * p;
+      }
+      totals.max_hops = std::max(totals.max_hops, hops);
+    }
+    for (std::size_t j = 0; j < k; ++j) {
+      if (dims_[j] < 2) continue;  // no links, no runs
+      const std::size_t p = static_cast<std::size_t>(strides_[j]);
+      for (const std::size_t dir : {0, 1}) {
+        int* diff = diffs.data() + (j * 2 + dir) * n;
+        for (std::size_t id = 0; id < n; ++id) {
+          // Devices in id order: the previous position on id's ring (id − p) is summed.
+          if (coords_[id * k + j] > 0) diff[id] += diff[id - p];
+          if (diff[id] != 0) {
+            crossings[static_cast<std::size_t>(link(static_cast<int>(id), j)) * 2 + dir] +=
+                diff[id];
+          }
+        }
+      }
+    }
+    for (int h = 0; h < totals.max_hops; ++h) totals.max_latency_us += latency_us_;
+    return totals;
+  }
+
  private:
+  // SimGrid's rule: "+" when `to` is 1 to a/2 steps to the right of `from`.
+  static bool plus(int from, int to, int a) {
+    return (to > from && to <= from + a / 2) || (from > a / 2 && (from + a / 2) % a >= to);
+  }
+  int coord(int id, std::size_t j) const {
+    return coords_[static_cast<std::size_t>(id) * dims_.size() + j];
+  }
+  int link(int id, std::size_t j) const {
+    return link_of_[static_cast<std::size_t>(id) * dims_.size() + j];
+  }
+
   std::vector<int> dims_;
-  std::vector<std::vector<int>> link_of_;  // device → dim → link id (−1: dim of size 1)
+  std::vector<int> link_of_;  // device · dims + dim → link id (−1: dim of size 1)
+  double latency_us_;         // every link's
+  std::vector<int> strides_;  // device id distance between neighbours in each dim
+  std::vector<int> coords_;   // device · dims + dim → coordinate
 };
 
 std::int64_t product(const std::vector<int>& v) {
@@ -92,8 +185,7 @@ Graph torus(const TorusSpec& spec) {
                product(spec.dims));
   const int n = static_cast<int>(product(spec.dims));
   Graph g(n);
-  std::vector<std::vector<int>> link_of(static_cast<std::size_t>(n),
-                                        std::vector<int>(spec.dims.size(), -1));
+  std::vector<int> link_of(static_cast<std::size_t>(n) * spec.dims.size(), -1);
   int stride = 1;
   for (std::size_t j = 0; j < spec.dims.size(); ++j) {
     const int a = spec.dims[j];
@@ -101,14 +193,14 @@ Graph torus(const TorusSpec& spec) {
       for (int i = 0; i < n; ++i) {
         const int coord = (i / stride) % a;
         const int next = coord == a - 1 ? i - (a - 1) * stride : i + stride;
-        link_of[static_cast<std::size_t>(i)][j] =
-            g.add_link(fmt::format("torus-{}-d{}", i, j), i, next, spec.link_gbps,
-                       spec.latency_us, Sharing::kSplitDuplex);
+        link_of[static_cast<std::size_t>(i) * spec.dims.size() + j] =
+            g.add_link(fmt::format("torus-{}-d{}", i, j), i, next, spec.link_gbps, spec.latency_us,
+                       Sharing::kSplitDuplex);
       }
     }
     stride *= a;
   }
-  g.set_router(std::make_shared<TorusRouter>(spec.dims, std::move(link_of)));
+  g.set_router(std::make_shared<TorusRouter>(spec.dims, std::move(link_of), spec.latency_us));
   g.torus_dims = spec.dims;
   return g;
 }

@@ -7,7 +7,9 @@
 // wraparound (i → i + a_0 for dim 1, …), named "torus-<i>-d<j>"; the link is split-duplex,
 // so a ring gets `link_gbps` per direction. Routing is dimension order (dim 0 first) in the
 // shorter direction, ties broken exactly as SimGrid's TORUS cluster does, so a platform
-// written as a TORUS cluster and the planner use the same hops.
+// written as a TORUS cluster and the planner use the same hops. A route is then one straight
+// run per dim, so the router counts many routes' link crossings run by run
+// (Router::count_routes: O(dims) a route, not O(hops)) for the planner's ring pricing.
 //
 // TPUv4 slices (TPUv4 §2): 4×4×4 cubes of chips wired by ICI inside a
 // cube and by optical circuit switches across cube faces; a slice whose dims are multiples

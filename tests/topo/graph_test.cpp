@@ -1,7 +1,10 @@
 // The generators build the links their headers describe and route over them as described.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
+#include <string>
 
 #include "core/error.hpp"
 #include "topo/graph.hpp"
@@ -57,6 +60,47 @@ TEST(Torus, EveryRouteIsShortest) {
         distance += static_cast<std::size_t>(std::min(d, dims[j] - d));
       }
       EXPECT_EQ(g.route(s, t).size(), distance) << s << " -> " << t;
+    }
+  }
+}
+
+TEST(Torus, RoutesStepAsSimGridsTorusZone) {
+  // SimGrid's TorusZone steps node by node until the coordinate matches; the router walks
+  // each dim's run by ring position. The same hops for every pair, on odd and even sides
+  // (ties at half way round) and a dim of size 1.
+  for (const std::vector<int>& dims :
+       std::vector<std::vector<int>>{{2}, {5}, {6}, {4, 4}, {3, 5, 2}, {1, 6, 3}}) {
+    const Graph g = torus({.dims = dims, .link_gbps = 50, .latency_us = 1});
+    std::map<std::string, int> id;
+    for (int l = 0; l < static_cast<int>(g.links().size()); ++l) id[g.link(l).name] = l;
+    auto link = [&](int device, std::size_t j) {
+      return id.at(fmt::format("torus-{}-d{}", device, j));
+    };
+    for (int src = 0; src < g.devices(); ++src) {
+      for (int dst = 0; dst < g.devices(); ++dst) {
+        Route expected;
+        int current = src;
+        int product = 1;
+        for (std::size_t j = 0; j < dims.size(); ++j) {
+          const int a = dims[j];
+          const int my = (src / product) % a;
+          const int to = (dst / product) % a;
+          const bool right =
+              (to > my && to <= my + a / 2) || (my > a / 2 && (my + a / 2) % a >= to);
+          while ((current / product) % a != to) {
+            const int coord = (current / product) % a;
+            if (right) {
+              expected.push_back(Hop{.link = link(current, j), .forward = true});
+              current = coord == a - 1 ? current - (a - 1) * product : current + product;
+            } else {
+              current = coord == 0 ? current + (a - 1) * product : current - product;
+              expected.push_back(Hop{.link = link(current, j), .forward = false});
+            }
+          }
+          product *= a;
+        }
+        EXPECT_EQ(g.route(src, dst), expected) << src << " -> " << dst;
+      }
     }
   }
 }

@@ -1,14 +1,22 @@
 // Ring flows on graphs: the papers' numbers where the graph and ATP's matrix agree, the
 // sharing the graph adds where they do not, and the TPUv4 folds.
+#include "topo/rings.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <limits>
 #include <numeric>
+#include <random>
+#include <string>
+#include <vector>
 
 #include "core/error.hpp"
 #include "levels_fixture.hpp"
 #include "topo/levels.hpp"
 #include "topo/networks.hpp"
-#include "topo/rings.hpp"
 #include "topo/torus.hpp"
 
 namespace meshtp::topo {
@@ -145,6 +153,141 @@ TEST(Rings, Tpuv4FoldGivesBothMeshesFullLinks) {
   // Row-major 32x8 instead: dim 0 hops jump 8 devices (two y steps), rings share links.
   const DimRings rm = ring_dim(g, identity(256), {32, 8}, 0);
   EXPECT_LT(rm.link_gbps, 50);
+}
+
+// The exhaustive computation the torus router's counting replaces (rings.hpp's model, hop by
+// hop): every message routed on its own, flows counted per link direction, then the least
+// share taken hop by hop in message order. `lists` are message lists sent at once.
+DimRings exhaustive(const Graph& g, const std::vector<std::vector<Message>>& lists) {
+  std::vector<int> flows(g.links().size() * 2, 0);
+  auto key = [&](const Hop& h) {
+    const bool split = g.link(h.link).sharing == Sharing::kSplitDuplex;
+    return static_cast<std::size_t>(h.link) * 2 + (split && !h.forward ? 1 : 0);
+  };
+  for (const std::vector<Message>& list : lists) {
+    for (const Message& m : list) {
+      for (const Hop& h : g.route(m.src, m.dst)) ++flows[key(h)];
+    }
+  }
+  DimRings r;
+  r.link_gbps = std::numeric_limits<double>::infinity();
+  for (const std::vector<Message>& list : lists) {
+    for (const Message& m : list) {
+      const Route route = g.route(m.src, m.dst);
+      double latency = 0;
+      for (const Hop& h : route) {
+        const Link& l = g.link(h.link);
+        latency += l.latency_us;
+        const int f = l.sharing == Sharing::kFatpipe ? 1 : flows[key(h)];
+        if (l.gbps / f < r.link_gbps) {
+          r.link_gbps = l.gbps / f;
+          r.bottleneck_link = h.link;
+          r.bottleneck_forward = h.forward;
+          r.flows = f;
+        }
+      }
+      r.latency_us = std::max(r.latency_us, latency);
+      r.max_hops = std::max(r.max_hops, static_cast<int>(route.size()));
+    }
+  }
+  return r;
+}
+
+// Mesh dim `dim`'s messages, member i → member (i + shift(g)) mod P of every group g.
+std::vector<Message> dim_messages(const std::vector<int>& placement, int d1, int d2, int dim,
+                                  const auto& shift) {
+  const int size = dim == 0 ? d1 : d2;
+  const int stride = dim == 0 ? d2 : 1;
+  std::vector<Message> out;
+  for (int g = 0; g < d1 * d2 / size; ++g) {
+    const int step = ((shift(g) % size) + size) % size;
+    if (step == 0) continue;
+    const int first = dim == 0 ? g : g * d2;  // a 2D mesh's group g
+    for (int i = 0; i < size; ++i) {
+      out.push_back(
+          Message{.src = placement[static_cast<std::size_t>(first + i * stride)],
+                  .dst = placement[static_cast<std::size_t>(first + (i + step) % size * stride)]});
+    }
+  }
+  return out;
+}
+
+void expect_same(const DimRings& fast, const DimRings& slow, const std::string& what) {
+  // Bit for bit: the planner's answer must not move.
+  EXPECT_EQ(fast.link_gbps, slow.link_gbps) << what;
+  EXPECT_EQ(fast.latency_us, slow.latency_us) << what;
+  EXPECT_EQ(fast.max_hops, slow.max_hops) << what;
+  EXPECT_EQ(fast.bottleneck_link, slow.bottleneck_link) << what;
+  EXPECT_EQ(fast.bottleneck_forward, slow.bottleneck_forward) << what;
+  EXPECT_EQ(fast.flows, slow.flows) << what;
+}
+
+TEST(Rings, TorusCountsEqualEveryRouteWalked) {
+  // The torus router counts each message's runs instead of walking its hops
+  // (Router::count_routes): on tori of odd and even sides (where "+" and "−" tie at half way
+  // round and SimGrid's rule picks by coordinate), for every 2D mesh, in row-major order and
+  // in a scrambled placement, its ring, two-way ring and skew equal the exhaustive count of
+  // every route. A latency of 0.1 µs makes the order of the sums matter.
+  std::mt19937 random(27);
+  for (const std::vector<int>& dims : std::vector<std::vector<int>>{
+           {2}, {5}, {6}, {4, 4}, {3, 5}, {6, 4}, {2, 3, 4}, {1, 4, 3}, {3, 3, 3}, {5, 4, 2}}) {
+    const Graph g = torus({.dims = dims, .link_gbps = 25, .latency_us = 0.1});
+    const int n = g.devices();
+    std::vector<int> scrambled = identity(n);
+    std::shuffle(scrambled.begin(), scrambled.end(), random);
+    for (const std::vector<int>& placement : {identity(n), scrambled}) {
+      for (int d1 = 1; d1 <= n; ++d1) {
+        if (n % d1 != 0) continue;
+        const int d2 = n / d1;
+        for (int dim : {0, 1}) {
+          if ((dim == 0 ? d1 : d2) == 1) continue;
+          const std::string what =
+              fmt::format("torus {} mesh {}x{} dim {}{}", fmt::join(dims, "x"), d1, d2, dim,
+                          placement == scrambled ? " scrambled" : "");
+          const auto one = [](int) { return 1; };
+          const auto back = [](int) { return -1; };
+          const std::vector<Message> ring = dim_messages(placement, d1, d2, dim, one);
+          expect_same(ring_dim(g, placement, {d1, d2}, dim), exhaustive(g, {ring}), what + " ring");
+          expect_same(two_way_ring_dim(g, placement, {d1, d2}, dim),
+                      exhaustive(g, {ring, dim_messages(placement, d1, d2, dim, back)}),
+                      what + " two-way");
+          const std::vector<Message> skew =
+              dim_messages(placement, d1, d2, dim, [](int group) { return -group; });
+          if (!skew.empty()) {
+            expect_same(skew_dim(g, placement, {d1, d2}, dim), exhaustive(g, {skew}),
+                        what + " skew");
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Rings, TorusCrossingsEqualEveryRouteWalked) {
+  // Graph::count_routes on a torus, all-to-all: the crossings of each link direction, the
+  // longest route and the slowest route, as walking every route gives them.
+  for (const std::vector<int>& dims :
+       std::vector<std::vector<int>>{{7}, {8}, {4, 5}, {2, 2, 2}, {3, 4, 6}}) {
+    const Graph g = torus({.dims = dims, .link_gbps = 25, .latency_us = 0.1});
+    std::vector<Message> all;
+    for (int s = 0; s < g.devices(); ++s) {
+      for (int d = 0; d < g.devices(); ++d) all.push_back(Message{.src = s, .dst = d});
+    }
+    std::vector<int> crossings(g.links().size() * 2, 0);
+    const RouteTotals totals = g.count_routes(all, crossings);
+    std::vector<int> walked(crossings.size(), 0);
+    RouteTotals slow;
+    for (const Message& m : all) {
+      const Route r = g.route(m.src, m.dst);
+      for (const Hop& h : r) ++walked[static_cast<std::size_t>(h.link) * 2 + (h.forward ? 0 : 1)];
+      slow.max_hops = std::max(slow.max_hops, static_cast<int>(r.size()));
+      slow.max_latency_us = std::max(slow.max_latency_us, g.latency_us(r));
+    }
+    const std::string what = fmt::format("torus {}", fmt::join(dims, "x"));
+    EXPECT_EQ(crossings, walked) << what;
+    EXPECT_EQ(totals.max_hops, slow.max_hops) << what;
+    EXPECT_EQ(totals.max_latency_us, slow.max_latency_us) << what;
+  }
 }
 
 TEST(Rings, PlacementMustCoverTheMesh) {
