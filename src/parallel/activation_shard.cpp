@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "core/simulation.hpp"
 #include "mesh/dtensor.hpp"
 
 namespace meshtp::parallel {
@@ -30,6 +31,7 @@ void slice_activation(ConstMatrixView global, const ActivationShard& s,
   const Shape view = view_of(global.rows, global.cols, s, mesh);
   const Shape block = mesh::local_shape(view, s.spec, mesh.shape());
   check_local("slice_activation", local, block);
+  if (simhooks::skip_values(static_cast<std::size_t>(numel(block)) * sizeof(float))) return;
   const auto at = mesh::local_offset(view, s.spec, mesh.shape(), mesh.coords());
   for (std::int64_t i = 0; i < block[0]; ++i) {
     for (std::int64_t r = 0; r < block[1]; ++r) {
@@ -59,6 +61,7 @@ void gather_activation_into(const mesh::DeviceMesh& mesh, ConstMatrixView local,
   Tensor mine(block);
   copy(local, mine.matrix());
   const Tensor full = mesh::DTensor(mesh, s.spec, view, std::move(mine)).full();
+  if (simhooks::skip_values(full.values().size() * sizeof(float))) return;
   std::copy(full.values().begin(), full.values().end(), out.data);
 }
 

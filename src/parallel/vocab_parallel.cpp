@@ -6,6 +6,8 @@
 #include <limits>
 
 #include "core/error.hpp"
+#include "core/op_costs.hpp"
+#include "core/simulation.hpp"
 #include "core/trace.hpp"
 #include "ops/kernels.hpp"
 #include "tensor/gemm.hpp"
@@ -48,6 +50,15 @@ void vocab_embedding_forward(MatrixView out, std::span<const std::int32_t> token
   MESHTP_CHECK(wte_local.rows == shard.rows && wte_local.cols == out.cols && out.contiguous(),
                "vocab embedding: wte shard {}x{} and output {}x{} do not match {} rows",
                wte_local.rows, wte_local.cols, out.rows, out.cols, shard.rows);
+  const auto group_sum = [&] {
+    group.all_reduce(std::span<float>(out.data, static_cast<std::size_t>(out.rows * out.cols)));
+  };
+  // Simulated build, charged mode: the time instead of the work (core/simulation.hpp); the
+  // all-reduce still runs.
+  if (simhooks::charge_bytes(
+          op_costs::bytes(out.rows * out.cols, op_costs::kEmbeddingForwardTouches))) {
+    return group_sum();
+  }
   const auto row_bytes = static_cast<std::size_t>(out.cols) * sizeof(float);
   for (std::int64_t n = 0; n < out.rows; ++n) {
     float* dst = &out(n, 0);
@@ -57,13 +68,17 @@ void vocab_embedding_forward(MatrixView out, std::span<const std::int32_t> token
       std::memset(dst, 0, row_bytes);
     }
   }
-  group.all_reduce(std::span<float>(out.data, static_cast<std::size_t>(out.rows * out.cols)));
+  group_sum();
 }
 
 void vocab_embedding_backward(MatrixView dwte_local, ConstMatrixView dout,
                               std::span<const std::int32_t> tokens, const VocabShard& shard) {
   const ScopedSpan span("embedding", SpanKind::kCompute);
   check_tokens(tokens, dout.rows, shard, "token");
+  if (simhooks::charge_bytes(
+          op_costs::bytes(dout.rows * dout.cols, op_costs::kEmbeddingBackwardTouches))) {
+    return;
+  }
   for (std::int64_t n = 0; n < dout.rows; ++n) {
     if (!mine(tokens[n], shard)) continue;
     float* dst = &dwte_local(tokens[n] - shard.begin, 0);
@@ -84,6 +99,13 @@ double vocab_cross_entropy_forward(MatrixView logits, std::span<float> lse, Cons
                "vocab cross-entropy: buffers do not match {} rows of {} local logits", n,
                shard.rows);
   gemm(x, Trans::kNo, wte_local, Trans::kYes, logits);
+  // Charged mode: the softmax statistics' time, their two all-reduces still run.
+  if (simhooks::charge_bytes(
+          op_costs::bytes(n * shard.rows, op_costs::kCrossEntropyForwardTouches))) {
+    group.all_reduce(stats.subspan(0, static_cast<std::size_t>(n)), comm::ReduceOp::kMax);
+    group.all_reduce(stats.subspan(static_cast<std::size_t>(n), static_cast<std::size_t>(2 * n)));
+    return 0.0;
+  }
   // Padded vocabulary entries are not tokens: −∞ logits, zero probability.
   const std::int64_t real_here = std::clamp<std::int64_t>(shard.vocab_real - shard.begin, 0, shard.rows);
   constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
@@ -121,12 +143,15 @@ void vocab_cross_entropy_backward(MatrixView dx, MatrixView dwte_local, MatrixVi
                "vocab cross-entropy: dx {}x{} does not match x {}x{}", dx.rows, dx.cols, n,
                x.cols);
   const float scale = dloss / static_cast<float>(n);
-  // dlogits = scale·(softmax − onehot), in place of the logits.
-  const auto& k = kernels::fast();
-  for (std::int64_t r = 0; r < n; ++r) {
-    float* row = &logits(r, 0);
-    k.scaled_exp(row, row, shard.rows, lse[r], scale, false);  // exp(−∞) = 0 for padding
-    if (mine(targets[r], shard)) logits(r, targets[r] - shard.begin) -= scale;
+  // dlogits = scale·(softmax − onehot), in place of the logits (charged mode: its time).
+  if (!simhooks::charge_bytes(
+          op_costs::bytes(n * shard.rows, op_costs::kCrossEntropyBackwardTouches))) {
+    const auto& k = kernels::fast();
+    for (std::int64_t r = 0; r < n; ++r) {
+      float* row = &logits(r, 0);
+      k.scaled_exp(row, row, shard.rows, lse[r], scale, false);  // exp(−∞) = 0 for padding
+      if (mine(targets[r], shard)) logits(r, targets[r] - shard.begin) -= scale;
+    }
   }
   gemm(logits, Trans::kNo, wte_local, Trans::kNo, dx);                    // dx = dlogits·wte
   gemm(logits, Trans::kYes, x, Trans::kNo, dwte_local, 1.0f, 1.0f);       // dwte += dlogitsᵀ·x
