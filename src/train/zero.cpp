@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/op_costs.hpp"
+#include "core/simulation.hpp"
 #include "core/trace.hpp"
 #include "ops/adamw.hpp"
 #include "ops/kernels.hpp"
@@ -40,6 +42,13 @@ void for_each_piece(const std::vector<Shape>& shapes, const std::vector<int>& pa
     if (a < b) f(p, a - at, a, b - a);
     at += n;
   }
+}
+
+// Packing gradients into a bucket and unpacking values out of it: a data movement, free in
+// the simulated build's charged mode where nobody reads the values (core/simulation.hpp).
+void copy_floats(const float* from, std::int64_t n, float* to) {
+  if (simhooks::skip_values(static_cast<std::size_t>(n) * sizeof(float))) return;
+  std::copy_n(from, n, to);
 }
 
 }  // namespace
@@ -103,7 +112,7 @@ void DataParallel::parameters_written() {
     Bucket& b = buckets_[static_cast<std::size_t>(i)];
     for_each_piece(shapes_, b.params, r * b.part, std::min(b.size, (r + 1) * b.part),
                    [&](int p, std::int64_t offset, std::int64_t at, std::int64_t n) {
-                     std::copy_n(gpt_.value(p).data() + offset, n,
+                     copy_floats(gpt_.value(p).data() + offset, n,
                                  b.value.data() + (at - r * b.part));
                    });
     release(i);
@@ -123,7 +132,7 @@ void DataParallel::materialize(int bucket) {
   for (const int p : b.params) {
     Tensor& t = gpt_.value(p);
     t = Tensor(shapes_[static_cast<std::size_t>(p)]);
-    std::copy_n(b.gathered.data() + at, t.numel(), t.data());
+    copy_floats(b.gathered.data() + at, t.numel(), t.data());
     at += t.numel();
   }
   b.gathered = Tensor();
@@ -184,7 +193,7 @@ void DataParallel::start(int bucket) {
   float* out = b.buffer.data();
   for (const int p : b.params) {
     const Tensor& g = gpt_.grad(p);
-    std::copy(g.data(), g.data() + g.numel(), out);
+    copy_floats(g.data(), g.numel(), out);
     out += g.numel();
   }
   if (transient(bucket)) {
@@ -192,7 +201,9 @@ void DataParallel::start(int bucket) {
     if (b.reductions > 0) {  // acc_r rides along in slot r: Σ_q buf_q[r] + acc_r
       float* mine = b.buffer.data() + static_cast<std::int64_t>(dp_.rank()) * b.part;
       const float* acc = b.grad.data();
-      for (std::int64_t i = 0; i < b.part; ++i) mine[i] += acc[i];
+      if (!simhooks::charge_bytes(op_costs::bytes(b.part, op_costs::kResidualForwardTouches))) {
+        for (std::int64_t i = 0; i < b.part; ++i) mine[i] += acc[i];
+      }
     }
     ++b.reductions;
     in_flight_ = bucket;
@@ -237,7 +248,7 @@ void DataParallel::finish() {
     const float* in = b.buffer.data();
     for (const int p : b.params) {
       Tensor& g = gpt_.grad(p);
-      std::copy(in, in + g.numel(), g.data());
+      copy_floats(in, g.numel(), g.data());
       in += g.numel();
     }
   }
@@ -291,7 +302,7 @@ void DataParallel::step(float lr) {
     }
     for_each_piece(shapes_, b.params, 0, b.size,
                    [&](int p, std::int64_t offset, std::int64_t at, std::int64_t n) {
-                     std::copy_n(b.buffer.data() + at, n, gpt_.value(p).data() + offset);
+                     copy_floats(b.buffer.data() + at, n, gpt_.value(p).data() + offset);
                    });
     if (transient(static_cast<int>(k))) b.buffer = Tensor();
   };
@@ -312,7 +323,7 @@ void DataParallel::step(float lr) {
                      if (!part_only) {
                        const auto src = gpt_.value(p).values().subspan(
                            static_cast<std::size_t>(offset), count);
-                       std::copy(src.begin(), src.end(), value.begin());
+                       copy_floats(src.data(), n, value.data());
                      }
                      adamw_update(value, b.own_grad.subspan(i, count), b.m.values().subspan(i, count),
                                   b.v.values().subspan(i, count),
