@@ -3,7 +3,8 @@
 //   meshtp simulate --topology T --model M --devices N
 //       [--mesh d1xd2 [--strategy S] [--chunks c] [--slices s] [--stationary …] | --plan F
 //        | --top K [--strategies atp,…]]
-//       [--what layer|step|gemm2d|collectives] [--layers L] [--batch b] [--seq s]
+//       [--what layer|step|pipeline|gemm2d|collectives] [--layers L] [--batch b] [--seq s]
+//       [--dp D --zero Z --pp P --microbatches M --schedule S (pipeline)] [--fold-layers]
 //       [--m --n --k --dataflow] [--sizes 1M,16M] [--json] [--trace F] [--keep DIR]
 //       [--simulator PATH] [--smpirun PATH] [--streams E] [--values] [--predict-only]
 //       [--report DIR]
@@ -51,6 +52,7 @@
 #include "core/parse.hpp"
 #include "core/simulation.hpp"
 #include "plan/candidate.hpp"
+#include "plan/layout_search.hpp"
 #include "plan/memory.hpp"
 #include "plan/planner.hpp"
 #include "plan/presets.hpp"
@@ -68,6 +70,7 @@ struct SimulateArgs {
   int devices = 0, top = 0, streams = 2;
   std::int64_t m = 0, n = 0, k = 0;
   bool json = false, values = false, predict_only = false, ignore_memory = false;
+  bool fold_layers = false;
   LayoutFlags layout;
 };
 
@@ -98,7 +101,12 @@ double planned_memory_gib(const plan::PlanRequest& request, const plan::ModelSpe
 }
 
 std::string label(const layout::Plan& p) {
-  std::string knob;
+  std::string knob, pipe;
+  if (p.dp > 1 || p.pp > 1) {
+    pipe = fmt::format("dp{} pp{}{} m{} ", p.dp, p.pp,
+                       p.virtual_stages > 1 ? fmt::format(" v{}", p.virtual_stages) : "",
+                       p.microbatches);
+  }
   if (!layout::is_gemm2d(p.strategy)) {
     knob = fmt::format(" chunks={}", p.chunks);
   } else if (p.strategy == layout::Strategy::kMeshSlice || p.strategy == layout::Strategy::kSumma) {
@@ -106,15 +114,18 @@ std::string label(const layout::Plan& p) {
     for (const layout::LinearPlan& l : p.linears) knob += fmt::format("{},", l.slices);
     knob.pop_back();
   }
-  return fmt::format("{} {}x{}{}", p.strategy, p.mesh[0], p.mesh[1], knob);
+  return fmt::format("{}{} {}x{}{}", pipe, p.strategy, p.mesh[0], p.mesh[1], knob);
 }
 
 sim::RunSpec base_spec(const SimulateArgs& a, const plan::ModelSpec& m) {
   sim::RunSpec s;
   s.what = sim::parse_what(a.what);
   s.model.shape = m;
-  s.model.shape.vocab = model::kByteVocab;  // unused: the block stack runs, not the embedding
+  // A pipeline step runs the embedding and the head: the model's vocabulary (bytes if it has
+  // none). Elsewhere it is unused: the block stack runs.
+  if (s.what != sim::What::kPipeline || m.vocab == 0) s.model.shape.vocab = model::kByteVocab;
   if (s.what == sim::What::kLayer) s.model.shape.layers = 1;
+  s.fold_layers = a.fold_layers;
   // The model's precision moves its bytes; --sizes are bytes on the wire as given (fp32
   // buffers), and values mode computes and sends fp32.
   s.element_bytes = s.what == sim::What::kCollectives || a.values ? 4 : m.element_bytes();
@@ -139,6 +150,19 @@ sim::RunSpec base_spec(const SimulateArgs& a, const plan::ModelSpec& m) {
 layout::Plan given_layout(const SimulateArgs& a, const plan::PlanRequest& request) {
   const layout::Plan spelled = a.layout.resolve(a.devices, "--devices", &request.model);
   if (a.layout.given("--slices") || a.layout.given("--stationary")) return spelled;
+  if (sim::parse_what(a.what) == sim::What::kPipeline) {
+    // The 2D GeMMs' knobs as `plan --3d --evaluate` tunes them for a stage.
+    if (!layout::is_gemm2d(spelled.strategy)) return spelled;
+    plan::ModelSpec model = request.model;
+    model.recompute = spelled.recompute;
+    layout::Plan tuned = spelled;
+    tuned.linears =
+        plan::evaluate_layout({.topology = request.topology, .model = model, .devices = a.devices},
+                              spelled)
+            .plan.linears;
+    return tuned;
+  }
+  if (spelled.dp > 1 || spelled.pp > 1) return spelled;  // sim::validate says what runs them
   const plan::Candidate c =
       plan::evaluate(request, plan::candidate_strategy(spelled.strategy, spelled.mesh),
                      spelled.mesh[0], spelled.mesh[1], spelled.chunks);
@@ -160,6 +184,9 @@ std::vector<Case> choose_cases(const SimulateArgs& a, const plan::PlanRequest& r
   } else if (given) {
     layouts.push_back(given_layout(a, request));
   } else {
+    MESHTP_CHECK(base.what != sim::What::kPipeline,
+                 "--what pipeline simulates one layout: give it with --mesh d1xd2 (and --dp, "
+                 "--pp, --microbatches, --schedule) or --plan FILE");
     for (const CLI::Option* o : a.layout.spelled_out) {
       MESHTP_CHECK(o->count() == 0,
                    "{} needs --mesh d1xd2: without a mesh the planner chooses the whole layout",
@@ -184,7 +211,8 @@ std::vector<Case> choose_cases(const SimulateArgs& a, const plan::PlanRequest& r
       continue;
     }
     Case c{.spec = s, .label = label(p), .memory_gib = std::nullopt, .does_not_fit = ""};
-    if (s.what == sim::What::kLayer || s.what == sim::What::kStep) {
+    if (s.what == sim::What::kLayer || s.what == sim::What::kStep ||
+        s.what == sim::What::kPipeline) {
       c.memory_gib = planned_memory_gib(request, model, p);
       if (*c.memory_gib > request.topology.memory_gib) {
         c.does_not_fit = fmt::format("needs {:.1f} GiB per rank but the device has {} GiB",
@@ -242,10 +270,18 @@ void print_run(std::ostream& os, const Case& c, const sim::RunResult& r, const s
   for (const sim::CollectiveTime& t : r.collectives) {
     colls += fmt::format(" {} {}x {:.3f} ms;", t.kind, t.calls, t.seconds * 1e3);
   }
-  os << fmt::format("    fwd {:.3f} bwd {:.3f} opt {:.3f} ms, compute {:.3f} ms; collectives "
-                    "(start→done):{}\n",
-                    r.forward_s * 1e3, r.backward_s * 1e3, r.optimizer_s * 1e3, r.compute_s * 1e3,
-                    colls);
+  if (c.spec.what == sim::What::kPipeline) {
+    os << fmt::format(
+        "    schedule {:.3f} opt {:.3f} ms, compute {:.3f} ms{}; collectives "
+        "(start→done):{}\n",
+        r.schedule_s * 1e3, r.optimizer_s * 1e3, r.compute_s * 1e3,
+        c.spec.fold_layers ? " (folded layers count as compute)" : "", colls);
+  } else {
+    os << fmt::format(
+        "    fwd {:.3f} bwd {:.3f} opt {:.3f} ms, compute {:.3f} ms; collectives "
+        "(start→done):{}\n",
+        r.forward_s * 1e3, r.backward_s * 1e3, r.optimizer_s * 1e3, r.compute_s * 1e3, colls);
+  }
   os << "    plan: " << c.spec.model.layout << "\n";  // exactly what ran (`--plan` reads it)
   if (!p.note.empty()) os << "    planner: " << p.note << "\n";
   if (!c.does_not_fit.empty()) {
@@ -469,12 +505,16 @@ void add_simulate_command(CLI::App& app) {
                      "Model preset or file")
       ->required();
   c->add_option("--devices", args->devices, "Number of devices")->required();
-  args->layout.add_to(c);
+  args->layout.add_to(c, LayoutFlags::kReplicas | LayoutFlags::kPipeline);
   c->add_option("--top", args->top,
                 "Simulate the planner's K best candidates (default: its best, without --mesh)");
   c->add_option("--strategies", args->strategies,
                 "--top: the strategies the planner ranks, like atp,meshslice (default all)");
-  c->add_option("--what", args->what, "layer|step|gemm2d|collectives (default layer)");
+  c->add_option("--what", args->what,
+                "layer|step|pipeline|gemm2d|collectives (default layer); pipeline: a training "
+                "step of the whole layout (--dp, --pp, --microbatches, --schedule)");
+  c->add_flag("--fold-layers", args->fold_layers,
+              "pipeline: run each stage's first block and charge the others its time");
   c->add_option("--m", args->m, "gemm2d: rows of C (default b·s)")->check(integer_at_least(1));
   c->add_option("--n", args->n, "gemm2d: columns of C (default 4h)")->check(integer_at_least(1));
   c->add_option("--k", args->k, "gemm2d: contraction (default h)")->check(integer_at_least(1));

@@ -55,6 +55,8 @@ struct Hooks {
   // wire_type) at this size, as the planner prices the model's precision.
   int element_bytes = 4;
   double charged_s = 0;                // total time charged so far (a ledger)
+  // Layer folding (`meshtp simulate --fold-layers`, kCharged only): see fold_layers().
+  bool fold_layers = false;
 };
 
 // This process's (simulated rank's) hooks. Set once, at MPI start-up, by the comm layer.
@@ -76,6 +78,19 @@ bool charge(double flops, double bytes);     // both
 // The attention core of `pairs` (sequence, head) pairs (core/gemm_model.hpp's products) and
 // its softmax's `bytes`.
 bool charge_attention(double seq, double head_dim, double pairs, bool backward, double bytes);
+
+// Layer folding. A block stack's blocks are identical: the same shapes, the same collectives
+// on the same groups, the same charges. With folding on (kCharged and hooks().fold_layers),
+// model::Stack runs its first block of each forward and backward and charges every further
+// block the simulated time the first took (advance_seconds; core/stats.hpp now_seconds is
+// the simulated clock), instead of running it — what a
+// 96-layer pipeline step costs to simulate then grows with the stages, not the layers.
+// Everything around the blocks still runs: each block's hooks (data-parallel buckets started
+// as its backward ends, ZeRO-3 gathers), the embedding, the head, the optimizer over every
+// parameter. What it leaves out: a later block's own interference with traffic outside the
+// stack (it is charged as the first block's time). docs/simulation.md measures its error.
+inline bool fold_layers() { return hooks().mode == Mode::kCharged && hooks().fold_layers; }
+void advance_seconds(double seconds);  // occupy this rank's device, counted as charged
 
 // Storage for buffers: the hook's for large ones in kCharged, malloc otherwise.
 void* allocate(std::size_t bytes);

@@ -232,8 +232,13 @@ Launched launch(const plan::Topology& topology, const RunSpec& spec, const Simul
                 const std::string& dir) {
   check_simulator(s);
   std::filesystem::create_directories(dir);
-  const topo::PlatformFiles files =
-      plan::write_platform(topology, spec.mesh(), dir);
+  // A pipeline's world is (dp·pp·d1) × d2 in the runtime's rank order (tensor parallelism
+  // innermost): placed as that 2D mesh, the way the planner places its rings (layout_search's
+  // link_of).
+  const std::array<int, 2> placed = spec.what == What::kPipeline
+                                        ? std::array{spec.ranks() / spec.mesh()[1], spec.mesh()[1]}
+                                        : spec.mesh();
+  const topo::PlatformFiles files = plan::write_platform(topology, placed, dir);
   const auto hosts = lines_of(read_file(files.hostfile));
   const int devices = static_cast<int>(hosts.size());
   std::string roles;

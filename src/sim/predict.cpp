@@ -8,6 +8,7 @@
 #include "plan/autotune.hpp"
 #include "plan/candidate.hpp"
 #include "plan/gemm2d_cost.hpp"
+#include "plan/layout_search.hpp"
 #include "plan/mesh_links.hpp"
 #include "plan/planner.hpp"
 
@@ -58,6 +59,26 @@ Prediction predict_model(const plan::PlanRequest& request, const RunSpec& spec) 
   p.compute_s = c.t_compute_s * scale;
   p.exposed_s = p.total_s - p.compute_s;
   if (spec.what == What::kStep) p.note += "the optimizer is not priced; ";
+  return p;
+}
+
+Prediction predict_pipeline(const plan::Topology& topology, plan::ModelSpec model, int devices,
+                            const RunSpec& spec) {
+  model.recompute = spec.model.layout.recompute;
+  const plan::LayoutCandidate c = plan::evaluate_layout(
+      {.topology = topology, .model = model, .devices = devices}, spec.model.layout);
+  const plan::LayoutParts parts = plan::parts(c);
+  Prediction p;
+  p.available = true;
+  p.total_s = c.t_step_s;
+  p.compute_s = parts.compute_s + parts.optimizer_s;
+  p.comm_s = parts.tp_comm_s + parts.p2p_s + parts.dp_s;
+  p.exposed_s = p.total_s - p.compute_s;
+  p.note = fmt::format(
+      "compute {:.4g} s, TP communication {:.4g} s, bubble {:.4g} s ({:.1f}%), point to point "
+      "{:.4g} s, data parallel {:.4g} s, optimizer {:.4g} s; ",
+      parts.compute_s, parts.tp_comm_s, parts.bubble_s, 100 * c.bubble, parts.p2p_s, parts.dp_s,
+      parts.optimizer_s);
   return p;
 }
 
@@ -143,11 +164,18 @@ Prediction predict(const plan::Topology& topology, const plan::ModelSpec& model,
   // The precision the simulation ran (values mode: fp32).
   request.model.precision = spec.element_bytes == 4 ? plan::Precision::kFp32 : model.precision;
   request.validate();
+  if (spec.what == What::kPipeline) {
+    plan::ModelSpec whole = model;  // with its vocabulary: the pipeline runs the head
+    whole.precision = request.model.precision;
+    return predict_pipeline(request.topology, whole, devices, spec);
+  }
   switch (spec.what) {
     case What::kLayer:
     case What::kStep: return predict_model(request, spec);
     case What::kGemm2d: return predict_gemm2d(request, spec);
     case What::kCollectives: return predict_collectives(request, spec);
+    case What::kPipeline:
+      break;
   }
   return {};
 }

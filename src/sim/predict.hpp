@@ -7,6 +7,11 @@
 //                 layers run. When the plan's slices are not the planner's tuned ones (a
 //                 --slices given), each FC layer is priced at the plan's knob from the
 //                 planner's own sweep. The optimizer of `step` is not priced by the planner.
+//   pipeline      plan::evaluate_layout of the whole layout as meshtp runs it (the meshtp
+//                 runtime: the re-run forward of every stage), with the model's vocabulary
+//                 and the plan's recomputation: `plan --3d --evaluate` on this topology.
+//                 Its parts (compute, exposed TP communication, bubble, point to point,
+//                 data parallelism, optimizer) are in the note.
 //   gemm2d        plan::gemm2d_estimate of the one GeMM
 //   collectives   the ring model of each collective on each mesh dim (plan/mesh_links.hpp):
 //                 what the planner assumes every collective costs

@@ -16,13 +16,14 @@
 #include "tensor/random.hpp"
 #include "train/adamw.hpp"
 #include "train/chrome_trace.hpp"
+#include "train/pipeline_model.hpp"
 
 namespace meshtp::sim {
 namespace {
 
 using layout::CollectiveKind;
 
-constexpr const char* kWhatNames[] = {"layer", "step", "gemm2d", "collectives"};
+constexpr const char* kWhatNames[] = {"layer", "step", "gemm2d", "collectives", "pipeline"};
 constexpr std::size_t kKinds = layout::all<CollectiveKind>().size();
 
 // A communication span's collective: "all_reduce" and its non-blocking "iall_reduce" alike;
@@ -145,6 +146,30 @@ RunResult run_stack(const comm::Communicator& world, model::Stack& stack, const 
   return r;
 }
 
+// One training step of the whole layout, as the trainer runs it (train/trainer.cpp): the
+// schedule's forward and backward of every microbatch with the data-parallel reduction, then
+// the global gradient norm, clipping and AdamW. Token ids 0 (values are meaningless in
+// charged mode; in values mode any ids do).
+RunResult run_pipeline_step(const comm::Communicator& world, const RunSpec& spec) {
+  train::PipelineModel model(world, spec.model, spec.model.layout.zero, train::AdamWConfig{});
+  if (!simhooks::values_meaningless()) model.init(1);
+  const auto n = static_cast<std::size_t>(model.replica_rows() * spec.model.shape.seq);
+  const std::vector<std::int32_t> tokens(n, 0), targets(n, 0);
+  const Measure m = measure(world,
+                            {[&] { (void)model.forward_backward(tokens, targets); },
+                             [&] {
+                               const double norm = model.grad_norm(world);
+                               model.clip(norm, 1.0);
+                               model.step(1e-4f);
+                             }},
+                            spec.trace);
+  RunResult r = result_of(m);
+  r.schedule_s = m.phase_s[0];
+  r.optimizer_s = m.phase_s[1];
+  r.total_s = r.schedule_s + r.optimizer_s;
+  return r;
+}
+
 parallel::Gemm2dOptions gemm2d_options(const RunSpec& s) {
   const layout::Plan& p = s.model.layout;
   MESHTP_CHECK(layout::is_gemm2d(p.strategy),
@@ -214,19 +239,39 @@ RunResult run_collectives(const mesh::DeviceMesh& mesh, const RunSpec& s) {
 const char* name(What what) { return kWhatNames[static_cast<int>(what)]; }
 
 What parse_what(const std::string& text) {
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < 5; ++i) {
     if (text == kWhatNames[i]) return static_cast<What>(i);
   }
-  fail("unknown --what '{}' (layer, step, gemm2d, collectives)", text);
+  fail("unknown --what '{}' (layer, step, pipeline, gemm2d, collectives)", text);
+}
+
+int RunSpec::ranks() const {
+  const layout::Plan& p = model.layout;
+  return (what == What::kPipeline ? p.dp * p.pp : 1) * p.mesh[0] * p.mesh[1];
 }
 
 void validate(const RunSpec& s) {
   const std::vector<int> shape{s.mesh()[0], s.mesh()[1]};
   MESHTP_CHECK(shape[0] >= 1 && shape[1] >= 1, "mesh {}x{}: sizes must be positive", shape[0],
                shape[1]);
+  const layout::Plan& p = s.model.layout;
+  MESHTP_CHECK(s.what == What::kPipeline || (p.dp == 1 && p.pp == 1),
+               "--what {} runs one tensor-parallel mesh: dp={} and pp={} need --what pipeline",
+               name(s.what), p.dp, p.pp);
+  MESHTP_CHECK(!s.fold_layers || s.what == What::kPipeline,
+               "folding layers is for --what pipeline, not {}", name(s.what));
   switch (s.what) {
     case What::kLayer:
     case What::kStep: model::validate(s.model, shape); return;
+    case What::kPipeline: {
+      p.validate();
+      model::validate(s.model, shape);
+      MESHTP_CHECK(s.model.shape.batch % (p.dp * p.microbatches) == 0,
+                   "batch={} does not split into dp={} × microbatches={}", s.model.shape.batch,
+                   p.dp, p.microbatches);
+      (void)layout::make_schedule(p.schedule, p.pp, p.microbatches, p.virtual_stages);
+      return;
+    }
     case What::kGemm2d:
       parallel::validate(shape[0], shape[1], {s.m, s.n, s.k}, gemm2d_options(s));
       return;
@@ -245,20 +290,28 @@ void validate(const RunSpec& s) {
 }
 
 RunResult run(const comm::Communicator& world, const RunSpec& spec) {
-  MESHTP_CHECK(spec.mesh()[0] * spec.mesh()[1] == world.size(),
-               "mesh {}x{} has {} devices but the simulation has {}", spec.mesh()[0],
-               spec.mesh()[1], spec.mesh()[0] * spec.mesh()[1], world.size());
+  MESHTP_CHECK(spec.ranks() == world.size(), "the layout has {} devices but the simulation has {}",
+               spec.ranks(), world.size());
   validate(spec);
-  const mesh::DeviceMesh mesh(world, {spec.mesh()[0], spec.mesh()[1]});
+  simhooks::hooks().fold_layers = spec.fold_layers;
+  const auto tp_mesh = [&] { return mesh::DeviceMesh(world, {spec.mesh()[0], spec.mesh()[1]}); };
   RunResult r;
   switch (spec.what) {
     case What::kLayer:
     case What::kStep: {
+      const mesh::DeviceMesh mesh = tp_mesh();  // the stack keeps a pointer to it
       r = run_stack(world, *model::make_stack(mesh, spec.model), spec);
       break;
     }
-    case What::kGemm2d: r = run_gemm2d(mesh, spec); break;
-    case What::kCollectives: r = run_collectives(mesh, spec); break;
+    case What::kPipeline:
+      r = run_pipeline_step(world, spec);
+      break;
+    case What::kGemm2d:
+      r = run_gemm2d(tp_mesh(), spec);
+      break;
+    case What::kCollectives:
+      r = run_collectives(tp_mesh(), spec);
+      break;
   }
   r.what = name(spec.what);
   r.mode = to_string(simhooks::mode());
@@ -279,7 +332,8 @@ nlohmann::json to_json(const RunSpec& s) {
           {"dataflow", layout::name(s.dataflow)},
           {"sizes", s.sizes},
           {"trace", s.trace},
-          {"element_bytes", s.element_bytes}};
+          {"element_bytes", s.element_bytes},
+          {"fold_layers", s.fold_layers}};
 }
 
 RunSpec run_spec_from_json(const nlohmann::json& j) {
@@ -295,6 +349,7 @@ RunSpec run_spec_from_json(const nlohmann::json& j) {
     s.sizes = j.at("sizes").get<std::vector<double>>();
     s.trace = j.at("trace").get<std::string>();
     s.element_bytes = j.at("element_bytes").get<int>();
+    s.fold_layers = j.value("fold_layers", false);
     MESHTP_CHECK(s.element_bytes == 2 || s.element_bytes == 4,
                  "simulation spec: element_bytes={} must be 2 or 4", s.element_bytes);
     return s;
@@ -318,6 +373,7 @@ nlohmann::json to_json(const RunResult& r) {
           {"forward_s", r.forward_s},
           {"backward_s", r.backward_s},
           {"optimizer_s", r.optimizer_s},
+          {"schedule_s", r.schedule_s},
           {"exposed_comm_s", r.exposed_comm_s},
           {"compute_s", r.compute_s},
           {"collectives", colls}};
@@ -332,6 +388,7 @@ RunResult run_result_from_json(const nlohmann::json& j) {
     r.forward_s = j.at("forward_s").get<double>();
     r.backward_s = j.at("backward_s").get<double>();
     r.optimizer_s = j.at("optimizer_s").get<double>();
+    r.schedule_s = j.value("schedule_s", 0.0);
     r.exposed_comm_s = j.at("exposed_comm_s").get<double>();
     r.compute_s = j.at("compute_s").get<double>();
     for (const auto& c : j.at("collectives")) {

@@ -7,6 +7,12 @@
 //   step         a training step of the L-layer block stack: forward, backward, the global
 //                gradient norm (an all-reduce), clipping and the AdamW update. The byte-level
 //                runtime's embedding and LM head are left out: the planner prices the layers.
+//   pipeline     a training step of the whole (dp, pp, d1, d2) layout as `train` runs it
+//                (train/pipeline_model.hpp): embedding, blocks, head and loss of every
+//                microbatch through the plan's pipeline schedule, the boundary activations
+//                and gradients point to point, the data-parallel gradient reduction, then the
+//                global gradient norm and AdamW. The model's real vocabulary (its head).
+//                fold_layers: core/simulation.hpp's layer folding
 //   gemm2d       one 2D GeMM C = A·B (m, n, k, dataflow) with the layout's mlp1 algorithm
 //                and slices
 //   collectives  all_reduce, all_gather, reduce_scatter and broadcast of each size on each
@@ -33,7 +39,7 @@
 
 namespace meshtp::sim {
 
-enum class What { kLayer, kStep, kGemm2d, kCollectives };
+enum class What { kLayer, kStep, kGemm2d, kCollectives, kPipeline };
 const char* name(What what);
 What parse_what(const std::string& text);  // throws naming the text and the valid names
 
@@ -51,8 +57,12 @@ struct RunSpec {
   // elementwise traffic (charged mode: core/simulation.hpp element_bytes). The runtime computes
   // in fp32 whatever this says; values mode moves fp32.
   int element_bytes = 4;
+  // pipeline: each block stack runs its first block and charges the others its time
+  // (core/simulation.hpp fold_layers; charged mode only).
+  bool fold_layers = false;
 
   const std::array<int, 2>& mesh() const { return model.layout.mesh; }
+  int ranks() const;  // the devices the spec runs on: pipeline dp·pp·d1·d2, else d1·d2
 };
 nlohmann::json to_json(const RunSpec& spec);
 RunSpec run_spec_from_json(const nlohmann::json& j);  // throws naming a missing/bad field
@@ -69,6 +79,7 @@ struct RunResult {
   std::string what;
   double total_s = 0;  // the run: step, layer, gemm2d (0 for collectives)
   double forward_s = 0, backward_s = 0, optimizer_s = 0;
+  double schedule_s = 0;      // pipeline: every microbatch forward and backward, the dp reduction
   double exposed_comm_s = 0;  // blocked on communication
   double compute_s = 0;       // charged compute (GeMM + elementwise)
   std::vector<CollectiveTime> collectives;
