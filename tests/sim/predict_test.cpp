@@ -7,11 +7,13 @@
 // the 4 groups of that dim, 0.42 GB/s each, which the simulation measures (docs/simulation.md:
 // 2.8x the calibrated ring time). Priced with the calibration, the prediction was off by that
 // factor on every layout with a socket-crossing dim.
+#include "sim/predict.hpp"
+
 #include <gtest/gtest.h>
 
+#include "plan/layout_search.hpp"
 #include "plan/mesh_links.hpp"
 #include "plan/presets.hpp"
-#include "sim/predict.hpp"
 
 namespace meshtp::sim {
 namespace {
@@ -51,6 +53,37 @@ TEST(SimulatePredict, KeepsTheCalibratedDeviceRates) {
   const plan::Topology simulated = simulated_topology(t);
   EXPECT_DOUBLE_EQ(simulated.effective_tflops(), 100);
   EXPECT_DOUBLE_EQ(simulated.effective_elementwise_gbps(), t.effective_elementwise_gbps());
+}
+
+// A pipeline step is priced as `plan --3d --evaluate` prices it with the meshtp runtime: the
+// model's vocabulary (its head) and the plan's recomputation, on the simulated topology, in
+// the model's precision. Full recomputation must cost more than none.
+TEST(SimulatePredict, PipelineIsTheEvaluatedLayoutWithItsRecomputation) {
+  const plan::Topology t = plan::load_topology("dgx-a100-8x8");
+  const plan::ModelSpec model = plan::load_model("gpt3-175b");
+  RunSpec spec;
+  spec.what = What::kPipeline;
+  spec.element_bytes = 2;
+  layout::Plan& p = spec.model.layout;
+  p.mesh = {8, 1};
+  p.pp = 8;
+  p.microbatches = 64;
+  p.schedule = layout::Schedule::kInterleaved;
+  p.virtual_stages = 3;
+  double previous = 0;
+  for (const layout::Recompute r : {layout::Recompute::kNone, layout::Recompute::kFull}) {
+    p.recompute = r;
+    const Prediction predicted = predict(t, model, 64, spec);
+    ASSERT_TRUE(predicted.available) << predicted.note;
+    plan::ModelSpec priced = model;
+    priced.recompute = r;
+    const plan::LayoutCandidate c = plan::evaluate_layout(
+        {.topology = simulated_topology(t), .model = priced, .devices = 64}, p);
+    EXPECT_DOUBLE_EQ(predicted.total_s, c.t_step_s);
+    EXPECT_GT(c.t_head_s, 0) << "the head (vocabulary " << model.vocab << ") is priced";
+    EXPECT_GT(predicted.total_s, previous);
+    previous = predicted.total_s;
+  }
 }
 
 }  // namespace
