@@ -34,7 +34,11 @@ inline constexpr double kResidualForwardTouches = 3, kResidualBackwardTouches = 
 inline constexpr double kGeluForwardTouches = 2, kGeluBackwardTouches = 5;
 inline constexpr double kEmbeddingForwardTouches = 2, kEmbeddingBackwardTouches = 2;
 inline constexpr double kCrossEntropyForwardTouches = 3, kCrossEntropyBackwardTouches = 3;
-inline constexpr double kAdamWTouches = 7;
+// The optimizer step: AdamW's update, the global gradient norm's read, clipping's scale. Its
+// state is fp32 whatever the model's precision (mixed precision keeps fp32 master weights,
+// gradients and moments), so these are charged at 4 bytes an element (simhooks
+// charge_fp32_bytes) and priced so (plan::optimizer_s).
+inline constexpr double kAdamWTouches = 7, kGradNormTouches = 1, kClipTouches = 2;
 inline constexpr double kDropoutForwardTouches = 2, kDropoutBackwardTouches = 2;
 inline constexpr double kDropoutMaskBytes = 1;
 

@@ -24,11 +24,11 @@ namespace {
 
 // Occupy this rank's device for `seconds` of GeMM time plus `bytes` (fp32 counts) at the
 // elementwise rate; true in kCharged (the caller skips the work).
-bool charge_seconds(double seconds, double bytes) {
+bool charge_seconds(double seconds, double bytes, int element_bytes = hooks().element_bytes) {
   Hooks& h = hooks();
   if (h.mode != Mode::kCharged) return false;
   if (bytes > 0.0 && h.elementwise_bytes_per_s > 0.0) {
-    seconds += bytes / 4.0 * h.element_bytes / h.elementwise_bytes_per_s;  // fp32 counts
+    seconds += bytes / 4.0 * element_bytes / h.elementwise_bytes_per_s;  // fp32 counts
   }
   if (seconds <= 0.0 || h.advance == nullptr) return true;
   h.charged_s += seconds;
@@ -47,6 +47,7 @@ bool charge(double flops, double bytes) {
 
 bool charge_flops(double flops) { return charge(flops, 0.0); }
 bool charge_bytes(double bytes) { return charge(0.0, bytes); }
+bool charge_fp32_bytes(double bytes) { return charge_seconds(0.0, bytes, 4); }
 
 bool charge_gemm(double m, double n, double k) {
   const Hooks& h = hooks();

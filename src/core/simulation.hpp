@@ -75,6 +75,8 @@ bool charge_gemm(double m, double n, double k);  // one local GeMM, by its shape
 bool charge_bytes(double bytes);             // elementwise traffic, counted in fp32 bytes
                                              // (op_costs.hpp), charged at element_bytes
 bool charge(double flops, double bytes);     // both
+bool charge_fp32_bytes(double bytes);        // elementwise traffic that stays fp32 whatever
+                                             // the precision (the optimizer's state)
 // The attention core of `pairs` (sequence, head) pairs (core/gemm_model.hpp's products) and
 // its softmax's `bytes`.
 bool charge_attention(double seq, double head_dim, double pairs, bool backward, double bytes);

@@ -22,7 +22,7 @@ void adamw_update(std::span<float> p, std::span<const float> g, std::span<float>
                   std::span<float> v, const kernels::AdamWStep& step) {
   check(p, g, m, v);
   // Simulated build, charged mode: the time instead of the work (core/simulation.hpp).
-  if (simhooks::charge_bytes(
+  if (simhooks::charge_fp32_bytes(
           op_costs::bytes(static_cast<double>(p.size()), op_costs::kAdamWTouches))) {
     return;
   }

@@ -185,7 +185,7 @@ double head_s(const ModelSpec& mb, int tp, int pp, const Topology& topology) {
 }
 
 double optimizer_s(double params, const Topology& topology) {
-  return op_costs::bytes(params, op_costs::kAdamWTouches) /
+  return op_costs::bytes(params, op_costs::kAdamWTouches + op_costs::kGradNormTouches) /
          (topology.effective_elementwise_gbps() * kGB);
 }
 

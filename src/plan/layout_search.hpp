@@ -125,8 +125,10 @@ double rerun_s(layout::Runtime runtime, int pp, double full_s, double none_s);
 // output's all-reduce over the TP group.
 double head_s(const ModelSpec& mb, int tp, int pp, const Topology& topology);
 
-// AdamW over `params` parameters at the elementwise rate: fp32 master weights, gradients and
-// both moments, kAdamWTouches per parameter (core/op_costs.hpp), whatever the precision.
+// The optimizer step over `params` parameters at the elementwise rate: the global gradient
+// norm's read and AdamW (fp32 master weights, gradients and both moments), kGradNormTouches +
+// kAdamWTouches per parameter (core/op_costs.hpp), fp32 whatever the precision. Clipping
+// (kClipTouches) only runs when the norm exceeds its limit: not priced.
 double optimizer_s(double params, const Topology& topology);
 
 // What a layout's step moves over the links it crosses, and its head: the same for every

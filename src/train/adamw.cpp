@@ -49,7 +49,10 @@ double global_grad_norm(const std::vector<ParamRef>& params, const comm::Communi
   for (const ParamRef& p : params) {
     const auto g = p.grad->values();
     // Simulated build, charged mode: one read of every gradient, in simulated time; sum 0.
-    if (simhooks::charge_bytes(op_costs::bytes(static_cast<double>(g.size()), 1))) continue;
+    if (simhooks::charge_fp32_bytes(
+            op_costs::bytes(static_cast<double>(g.size()), op_costs::kGradNormTouches))) {
+      continue;
+    }
     local += kernels::fast().moments(g.data(), static_cast<std::int64_t>(g.size())).second /
              p.replicas;
   }
@@ -62,7 +65,10 @@ double clip_gradients(const std::vector<ParamRef>& params, double norm, double m
   const auto scale = static_cast<float>(max_norm / norm);
   for (const ParamRef& p : params) {
     const auto g = p.grad->values();
-    if (simhooks::charge_bytes(op_costs::bytes(static_cast<double>(g.size()), 2))) continue;
+    if (simhooks::charge_fp32_bytes(
+            op_costs::bytes(static_cast<double>(g.size()), op_costs::kClipTouches))) {
+      continue;
+    }
     kernels::fast().scale(g.data(), static_cast<std::int64_t>(g.size()), scale);
   }
   return scale;
