@@ -347,6 +347,9 @@ void run_simulate(const SimulateArgs& a, const CLI::App& command) {
                world().size());
   MESHTP_CHECK(a.devices > 0, "--devices={} must be positive", a.devices);
   MESHTP_CHECK(a.top >= 0, "--top={} must be positive", a.top);
+  MESHTP_CHECK(!(a.values && a.fold_layers),
+               "--fold-layers charges a stage's later blocks the first block's time, which only "
+               "charged mode does; --values computes every block: give one of them");
   MESHTP_CHECK((a.layout.mesh.empty() && !a.layout.from_file()) || a.top == 0,
                "give one layout (--mesh or --plan) or --top K, not both");
   // An earlier run's spec, log and result stay what they were.

@@ -259,6 +259,8 @@ if [ "$group" = all ] || [ "$group" = flags ]; then
     simulate --topology pcie-8xa100 --model tiny --layers 4 --devices 8 --mesh 2x1 --pp 4 --predict-only
   expect_error "simulate --fold-layers without a pipeline" 1 "error: folding layers is for --what pipeline, not layer" \
     simulate --topology pcie-8xa100 --model tiny --devices 8 --mesh 8x1 --fold-layers --predict-only
+  expect_error "simulate --fold-layers --values" 1 "error: --fold-layers charges a stage's later blocks the first block's time, which only charged mode does; --values computes every block" \
+    simulate --topology pcie-8xa100 --model tiny --layers 8 --devices 8 --what pipeline --mesh 2x1 --pp 4 --microbatches 4 --values --fold-layers
   expect_error "simulate --what pipeline, interleaved m % pp" 1 "error: .*interleaved.*microbatches=3.*pp=4" \
     simulate --topology pcie-8xa100 --model tiny --layers 8 --devices 8 --what pipeline --mesh 2x1 --pp 4 --microbatches 3 --schedule interleaved:2 --batch 24 --predict-only
   expect_error "simulate a layout that does not fit" 1 "error: megatron 8x1 chunks=1 does not fit in device memory, as \`meshtp plan\` marks it: it needs [0-9.]+ GiB per rank but the device has 80 GiB; --ignore-memory simulates it anyway" \
