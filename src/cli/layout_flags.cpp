@@ -74,6 +74,9 @@ void LayoutFlags::add_to(CLI::App* app, unsigned which) {
   }
   if (which & kMeshAuto) {
     app->add_option("--topology", topology, "Topology preset or file for --mesh auto");
+    app->add_option("--strategies", strategies,
+                    "With --mesh auto: the strategies the planner may choose, like "
+                    "atp,megatron,tp1d (default all)");
   }
   if (which & kReplicas) {
     spelled_out.push_back(app->add_option("--dp", dp, "Data-parallel replicas")

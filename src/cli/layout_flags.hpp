@@ -10,7 +10,8 @@
 //                                    --slices, --recompute, --progress-splits, and with
 //                                    kReplicas / kPipeline --dp, --zero / --pp,
 //                                    --microbatches, --schedule
-//                  --mesh auto       (kMeshAuto) the planner chooses on --topology
+//                  --mesh auto       (kMeshAuto) the planner chooses on --topology, among
+//                                    --strategies
 //                  --mesh all        (kMeshAll) every 2D mesh of the ranks, a sweep
 //                  no --mesh         the spelled-out layout on (ranks/(dp·pp)) x 1: Megatron
 //                                    1D over a pipeline stage's ranks
@@ -62,6 +63,7 @@ struct LayoutFlags : layout::PlanSpelling {
   std::string plan_file;
   std::string mesh;  // d1xd2, auto, all, or empty
   std::string topology;
+  std::string strategies;  // --mesh auto: the planner's choice among these (empty: all)
   std::vector<const CLI::Option*> spelled_out;  // every flag --plan excludes
 
   void add_to(CLI::App* app, unsigned which = 0);

@@ -65,8 +65,9 @@ std::string plan_layout(TrainArgs& args, const plan::ModelSpec& spec) {
     MESHTP_CHECK(o->count() == 0 || o->get_name() == "--mesh" || o->get_name() == "--tp",
                  "{} conflicts with --mesh auto: the planner chooses the layout", o->get_name());
   }
-  const plan::PlanRequest request{
+  plan::PlanRequest request{
       .topology = plan::load_topology(flags.topology), .model = spec, .devices = world().size()};
+  if (!flags.strategies.empty()) request.strategies = plan::parse_strategies(flags.strategies);
   const plan::PlanResult result = plan::plan(request);
   for (const plan::Candidate& c : result.candidates) {
     if (!c.valid || !c.feasible) continue;
@@ -80,9 +81,10 @@ std::string plan_layout(TrainArgs& args, const plan::ModelSpec& spec) {
     args.config = trial;
     return fmt::format(
         "the planner's choice on '{}': predicted {:.3g} s/step ({:.0f}% "
-        "communication), the fastest of {} candidates",
+        "communication), the fastest of {} candidates{}",
         request.topology.name, c.t_step_s, 100.0 * c.t_comm_s / std::max(c.t_step_s, 1e-30),
-        result.candidates.size());
+        result.candidates.size(),
+        flags.strategies.empty() ? "" : fmt::format(" (--strategies {})", flags.strategies));
   }
   fail("the planner found no feasible layout the runtime can run for this model on {} ranks",
        world().size());
@@ -119,6 +121,10 @@ void print_memory(std::ostream& os, const plan::ModelSpec& spec, const layout::P
 std::string choose_layout(TrainArgs& args, const plan::ModelSpec& spec) {
   const LayoutFlags& flags = args.layout;
   if (flags.planned()) return plan_layout(args, spec);
+  MESHTP_CHECK(flags.strategies.empty(),
+               "--strategies {} needs --mesh auto: it says which strategies the planner may "
+               "choose from",
+               flags.strategies);
   args.config.model.layout = flags.resolve(world().size(), "the world", &spec);
   if (flags.from_file()) return "layout from " + flags.plan_file;
   if (flags.mesh.empty()) return "no --mesh given: Megatron 1D over every rank of a pipeline stage";

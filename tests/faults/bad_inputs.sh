@@ -118,6 +118,8 @@ if [ "$group" = all ] || [ "$group" = flags ]; then
   expect_error "train --model nonexistent" 2 "error: unknown model 'nonexistent'" train "${t[@]}" --seq 32 --batch 4 --steps 2 --model nonexistent
   expect_error "train --mesh bogus" 2 "error: bad mesh 'bogus': expected positive sizes joined by 'x'" train "${t[@]}" --seq 32 --batch 4 --steps 2 --mesh bogus
   expect_error "train --mesh auto without --topology" 2 "error: --mesh auto needs --topology" train "${t[@]}" --seq 32 --batch 4 --steps 2 --mesh auto
+  expect_error "train --strategies without --mesh auto" 2 "error: --strategies atp needs --mesh auto" train "${t[@]}" --seq 32 --batch 4 --steps 2 --strategies atp
+  expect_error "train --mesh auto --strategies foo" 2 "error: unknown strategy 'foo'" train "${t[@]}" --seq 32 --batch 4 --steps 2 --mesh auto --topology nvlink-network-2 --strategies foo
   expect_error "train --comm-timeout -1" 2 "error: --comm-timeout=-1 must be" train "${t[@]}" --seq 32 --batch 4 --steps 2 --comm-timeout -1
   expect_error "train --skip-nonfinite -1" 2 "error: --skip-nonfinite=-1 must be ≥ 0" train "${t[@]}" --seq 32 --batch 4 --steps 2 --skip-nonfinite -1
   expect_error "train --trace-steps 0" 2 "error: --trace-steps=0 must be ≥ 1" train "${t[@]}" --seq 32 --batch 4 --steps 2 --trace-steps 0
