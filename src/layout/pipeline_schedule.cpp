@@ -1,8 +1,8 @@
 #include "layout/pipeline_schedule.hpp"
 
 #include <algorithm>
-#include <map>
 #include <ostream>
+#include <vector>
 
 #include "core/error.hpp"
 
@@ -72,10 +72,27 @@ double bubble_fraction(Schedule kind, int p, int m, int v) {
   return (p - 1) / (work + p - 1);
 }
 
-ScheduleTiming simulate(const PipelineSchedule& s, double t_forward, double t_backward) {
-  const int p = s.ranks, S = s.stages();
-  // done[(forward, microbatch, stage)] = finish time
-  std::map<std::tuple<bool, int, int>, double> done;
+ScheduleTiming simulate(const PipelineSchedule& s, double t_forward, double t_backward,
+                        double t_transfer) {
+  const int p = s.ranks, S = s.stages(), m = s.microbatches;
+  // Per (direction, microbatch, stage): when the op finished, and when its output reached
+  // the rank that consumes it (the same rank: at once). Flat arrays: the planner runs this
+  // for every pipeline layout it prices.
+  const auto index = [&](bool forward, int microbatch, int stage) {
+    return (static_cast<std::size_t>(forward ? 0 : 1) * static_cast<std::size_t>(m) +
+            static_cast<std::size_t>(microbatch)) *
+               static_cast<std::size_t>(S) +
+           static_cast<std::size_t>(stage);
+  };
+  constexpr double kNotYet = -1;
+  std::vector<double> done(2 * static_cast<std::size_t>(m) * static_cast<std::size_t>(S), kNotYet);
+  std::vector<double> arrived(done.size(), kNotYet);
+  // A rank's link to its successor (index r) and to its predecessor (p + r); with p = 2 both
+  // neighbours are one rank, so one link each way.
+  std::vector<double> link_free(2 * static_cast<std::size_t>(p), 0.0);
+  const auto link_of = [&](int from, int to) {
+    return static_cast<std::size_t>(to == (from + 1) % p ? from : p + from);
+  };
   std::vector<std::size_t> next(static_cast<std::size_t>(p), 0);
   std::vector<double> free_at(static_cast<std::size_t>(p), 0.0), busy(free_at);
   std::vector<int> in_flight(static_cast<std::size_t>(p), 0);
@@ -88,27 +105,36 @@ ScheduleTiming simulate(const PipelineSchedule& s, double t_forward, double t_ba
       const auto u = static_cast<std::size_t>(r);
       while (next[u] < s.ops[u].size()) {
         const PipeOp& op = s.ops[u][next[u]];
-        std::vector<std::tuple<bool, int, int>> needs;
-        if (op.forward && op.stage > 0) needs.emplace_back(true, op.microbatch, op.stage - 1);
-        if (!op.forward) {
-          needs.emplace_back(true, op.microbatch, op.stage);
-          if (op.stage + 1 < S) needs.emplace_back(false, op.microbatch, op.stage + 1);
-        }
+        // F(i, s) needs F(i, s−1)'s output; B(i, s) needs F(i, s) (here) and B(i, s+1)'s.
         double ready = free_at[u];
-        bool ok = true;
-        for (const auto& n : needs) {
-          const auto it = done.find(n);
-          if (it == done.end()) {
-            ok = false;
-            break;
-          }
-          ready = std::max(ready, it->second);
+        if (op.forward && op.stage > 0) {
+          const double a = arrived[index(true, op.microbatch, op.stage - 1)];
+          if (a == kNotYet) break;
+          ready = std::max(ready, a);
         }
-        if (!ok) break;
+        if (!op.forward) {
+          if (done[index(true, op.microbatch, op.stage)] == kNotYet) break;
+          if (op.stage + 1 < S) {
+            const double a = arrived[index(false, op.microbatch, op.stage + 1)];
+            if (a == kNotYet) break;
+            ready = std::max(ready, a);
+          }
+        }
         const double cost = op.forward ? t_forward : t_backward;
         free_at[u] = ready + cost;
         busy[u] += cost;
-        done[{op.forward, op.microbatch, op.stage}] = free_at[u];
+        const std::size_t i = index(op.forward, op.microbatch, op.stage);
+        done[i] = free_at[u];
+        // The output goes to the next stage's rank (forward) or the previous one's.
+        const int to_stage = op.forward ? op.stage + 1 : op.stage - 1;
+        const int to = to_stage >= 0 && to_stage < S ? s.rank_of(to_stage) : r;
+        if (to == r) {
+          arrived[i] = done[i];
+        } else {
+          double& link = link_free[link_of(r, to)];
+          link = std::max(link, done[i]) + t_transfer;
+          arrived[i] = link;
+        }
         in_flight[u] += op.forward ? 1 : -1;
         t.max_in_flight = std::max(t.max_in_flight, in_flight[u]);
         ++next[u];
@@ -124,6 +150,13 @@ ScheduleTiming simulate(const PipelineSchedule& s, double t_forward, double t_ba
   for (const double b : busy) idle += 1.0 - b / t.makespan;
   t.bubble = idle / p;
   return t;
+}
+
+double exposed_transfer_s(const PipelineSchedule& s, double t_forward, double t_backward,
+                          double t_transfer) {
+  if (s.ranks == 1 || t_transfer <= 0) return 0;
+  return simulate(s, t_forward, t_backward, t_transfer).makespan -
+         simulate(s, t_forward, t_backward).makespan;
 }
 
 std::ostream& operator<<(std::ostream& os, const PipelineSchedule& s) {

@@ -61,9 +61,27 @@ struct ScheduleTiming {
   double bubble = 0;             // 1 − busy/makespan, averaged over ranks
   int max_in_flight = 0;         // most microbatch-stages forwarded, not yet backwarded, on a rank
 };
-// Runs the schedule with every forward of one stage taking t_forward and every backward
-// t_backward (a rank's chunk: 1/v of its layers), transfers free. Throws if it deadlocks.
-ScheduleTiming simulate(const PipelineSchedule& schedule, double t_forward, double t_backward);
+// Runs the schedule as the runtime does (train/pipeline_run.cpp: every receive posted up
+// front, sends non-blocking, an op waits only for its own input), every forward of one
+// stage taking t_forward and every backward t_backward (a rank's chunk: 1/v of its layers).
+// An output for another rank arrives t_transfer after it is sent; a rank's link to each
+// neighbour carries one transfer at a time (queued in send order). Throws if it deadlocks.
+ScheduleTiming simulate(const PipelineSchedule& schedule, double t_forward, double t_backward,
+                        double t_transfer = 0);
+
+// What the transfers add to the makespan: simulate with t_transfer less simulate without.
+// Only the transfers no other op hides count. With uniform stages and transfers shorter than
+// a forward (t_transfer ≤ t_forward), of the 2·v·(m+p−1) boundary crossings on a rank's
+// path this many are exposed (measured with this function, tests/layout):
+//   gpipe        2(p−1)                       the fill and the drain
+//   interleaved  2(v·p−1)                     once through every stage and back; the warm-up's
+//                                             extra forwards hide the steady state's
+//   1f1b         2(p−2) + 2m(p−1)/p           the steady state alternates F and B across
+//                                             neighbours with no slack: each pair of ranks
+//                                             waits for the other's transfers
+// Longer transfers are exposed more (they outlast the work that hides them).
+double exposed_transfer_s(const PipelineSchedule& schedule, double t_forward, double t_backward,
+                          double t_transfer);
 
 // One line per rank: "rank 0: F0.0 F1.0 B0.0 …" (microbatch.stage).
 std::ostream& operator<<(std::ostream& os, const PipelineSchedule& schedule);

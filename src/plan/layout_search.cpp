@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <tuple>
 
@@ -68,14 +69,28 @@ std::vector<int> virtual_stages(int layers_per_rank, int pp, int m) {
 
 }  // namespace
 
+double pipeline_p2p_s(const LayoutCandidate& c, const LayoutTraffic& t) {
+  const layout::Plan& p = c.plan;
+  const int pp = p.pp, m = p.microbatches, v = p.virtual_stages;
+  if (pp == 1) return 0;
+  const double transfer = t.stream_bytes / t.pipe.bw_bytes_per_s + t.pipe.l_sync_s;
+  if (c.runtime == layout::Runtime::kMegatron) {
+    // Per boundary crossing, the activation forward and its gradient back; interleaved, a
+    // microbatch crosses v times as many boundaries (every chunk's end is a rank's edge).
+    return v * (m + pp - 1) * 2 * transfer;
+  }
+  // A rank's chunk: forward a third of the stage, backward two thirds and the re-run; the
+  // head's share spread like the stage's.
+  const double work = c.t_stage_s + c.t_head_s;
+  const double forward = work / 3 / v, backward = (2 * work / 3 + c.t_rerun_s) / v;
+  return layout::exposed_transfer_s(layout::make_schedule(p.schedule, pp, m, v), forward, backward,
+                                    transfer);
+}
+
 void price_layout(LayoutCandidate& c, const LayoutTraffic& t) {
   const layout::Plan& p = c.plan;
   const int pp = p.pp, m = p.microbatches, v = p.virtual_stages, dp = p.dp;
   c.bubble = layout::bubble_fraction(p.schedule, pp, m, v);
-  // Per boundary crossing, the activation forward and its gradient back; interleaved, a
-  // microbatch crosses v times as many boundaries (every chunk's end is a rank's edge).
-  const double p2p = 2 * (t.stream_bytes / t.pipe.bw_bytes_per_s + t.pipe.l_sync_s);
-  c.t_p2p_s = pp > 1 ? v * (m + pp - 1) * p2p : 0;
   c.t_dp_s = 0;
   if (dp > 1) {
     const double shard = t.params_bytes / dp;
@@ -262,7 +277,7 @@ class Pricer {
   // The layout's price without its memory: the stage (and, by the runtime, its re-run
   // forward) `m` times over the bubble, plus transfers.
   LayoutCandidate price(const layout::Plan& plan, const Candidate& stage, const Candidate& full,
-                        const Candidate& none, const LayoutTraffic& t) const {
+                        const Candidate& none, const LayoutTraffic& t) {
     LayoutCandidate c;
     c.plan = plan;
     c.runtime = r_.runtime;
@@ -274,8 +289,26 @@ class Pricer {
     // ZeRO ≥ 1 (Megatron-LM's distributed optimizer) updates a 1/dp shard on each rank.
     const double params = t.params_bytes / r_.model.element_bytes();
     c.t_optimizer_s = optimizer_s(plan.zero >= 1 ? params / plan.dp : params, r_.topology);
+    c.t_p2p_s = p2p(c, t);
     price_layout(c, t);
     return c;
+  }
+
+  // pipeline_p2p_s, once for the ZeRO stages of a layout (they do not change it).
+  double p2p(const LayoutCandidate& c, const LayoutTraffic& t) {
+    const layout::Plan& p = c.plan;
+    const auto key = std::tuple{static_cast<int>(p.schedule),
+                                p.pp,
+                                p.microbatches,
+                                p.virtual_stages,
+                                c.t_stage_s,
+                                c.t_rerun_s,
+                                c.t_head_s,
+                                t.stream_bytes,
+                                t.pipe.bw_bytes_per_s,
+                                t.pipe.l_sync_s};
+    if (!last_p2p_ || last_p2p_->first != key) last_p2p_.emplace(key, pipeline_p2p_s(c, t));
+    return last_p2p_->second;
   }
 
   // The memory model, the most loaded pipeline rank, and whether it fits.
@@ -299,6 +332,9 @@ class Pricer {
   std::map<std::tuple<int, int, int, int, int, int, int>, Candidate> stages_;
   std::map<std::pair<int, int>, Topology> stage_topologies_;
   std::map<std::tuple<int, int, int, int>, std::vector<PipelineBuffers>> schedules_;
+  std::optional<std::pair<
+      std::tuple<int, int, int, int, double, double, double, double, double, double>, double>>
+      last_p2p_;
 };
 
 // The ZeRO stages a runtime has: meshtp 0–3, Megatron-LM's distributed optimizer 0 and 1.

@@ -16,24 +16,32 @@
 //               (§2.2.2). t_rerun: the runtime keeps only a stage's input per microbatch in
 //               flight and re-runs its forward before the backward (train/pipeline_model.hpp)
 //               — one more forward per microbatch, priced as full recomputation's surplus
-//               (t_stage(full) − t_stage(none)), whatever the recomputation. Plus per
-//               microbatch and stage boundary the activation (forward) and its gradient
-//               (backward) point to point: 2·(bytes/B'_pp + latency), bytes = one rank's slice
-//               of the stream (plan/memory.hpp BlockFloats::input), v·(m + p − 1) times
-//               (interleaved: v times the boundaries, §2.2.2).
+//               (t_stage(full) − t_stage(none)), whatever the recomputation. Plus the
+//               point-to-point transfers: per microbatch and stage boundary the activation
+//               (forward) and its gradient (backward), each bytes/B'_pp + latency, bytes =
+//               one rank's slice of the stream (plan/memory.hpp BlockFloats::input). The
+//               runtime posts every receive up front and sends without waiting, so only the
+//               transfers no other op hides cost time: the schedule is run with them
+//               (layout::exposed_transfer_s; forward a third of a chunk's work, backward the
+//               rest and the re-run). E.g. interleaved exposes 2(v·p − 1) of its
+//               2·v·(m + p − 1) crossings while they are shorter than a forward.
 //   runtime     the program the layout runs on (layout::Runtime; LayoutRequest::runtime):
 //               meshtp as above; megatron (Megatron-LM, Narayanan et al. 2021, Korthikanti
 //               et al. 2023) keeps every in-flight microbatch's activations instead, so
 //               t_rerun = 0 and the memory model counts them (plan/memory.hpp rank_memory);
+//               its schedule waits for each transfer before the next op (megatron/core/
+//               pipeline_parallel/p2p_communication.py: `_communicate` waits on its requests
+//               unless --overlap-p2p-communication), so every crossing is exposed:
+//               2·v·(m + p − 1) transfers;
 //               its distributed optimizer is ZeRO-1, so only zero 0 and 1 exist; without
 //               sequence parallelism its 1D TP stage sends a boundary activation as d1
 //               slices, one per rank (scatter/gather, Narayanan et al. §4.1: bytes/d1,
 //               the rebuilding all-gather not priced). All else —
 //               the stage price with its recomputation (full: each layer's forward again;
 //               selective: the attention core again), sequence parallelism (tp1d: reduce-
-//               scatter + all-gather), the bubble, p2p and dp terms — is the same formula for
+//               scatter + all-gather), the bubble and dp terms — is the same formula for
 //               both: where the runtimes agree (no pipeline; with one, every term but
-//               t_rerun and, without sequence parallelism, t_p2p) the same number.
+//               t_rerun and t_p2p) the same number.
 //   data        per step the gradients of a rank's parameters over the dp ring: ZeRO 0/1
 //               all-reduce once; 2/3 reduce-scatter every microbatch's (the sharded
 //               accumulators, train/zero.hpp: m times); ZeRO ≥ 1 all-gathers the updated
@@ -139,8 +147,11 @@ struct LayoutTraffic {
   double params_bytes = 0;  // one rank's parameters (= its gradients)
   double head_s = 0;        // head_s of one microbatch on the last pipeline rank
 };
-// Fills c.bubble, c.t_p2p_s, c.t_dp_s and c.t_step_s from c.plan, c.t_stage_s, c.t_rerun_s,
-// c.t_head_s and c.t_optimizer_s (the price above).
+// The pipeline transfers' share of the price (c.t_p2p_s), by c.runtime as above, from
+// c.plan, c.t_stage_s, c.t_rerun_s and c.t_head_s.
+double pipeline_p2p_s(const LayoutCandidate& c, const LayoutTraffic& t);
+// Fills c.bubble, c.t_dp_s and c.t_step_s from c.plan, c.t_stage_s, c.t_rerun_s, c.t_head_s,
+// c.t_p2p_s and c.t_optimizer_s (the price above).
 void price_layout(LayoutCandidate& c, const LayoutTraffic& t);
 
 // Ranked: feasible first, then by step time. Throws for a bad request.

@@ -56,6 +56,36 @@ TEST(PipelineSchedule, SimulatedBubbleIsTheFormula) {
   }
 }
 
+// Transfers as the runtime overlaps them: each takes x, shorter than a forward. Of a rank's
+// 2·v·(m+p−1) boundary crossings, GPipe exposes the fill and the drain, 2(p−1); interleaved
+// one pass through every stage and back, 2(v·p−1), whatever m; 1F1B also its steady state,
+// 2(p−2) + 2m(p−1)/p. Longer transfers are exposed more, never more than all of them.
+TEST(PipelineSchedule, ExposedTransfersCountedByTheSchedule) {
+  for (const Schedule kind : all<Schedule>()) {
+    for (const int p : {2, 3, 4, 8}) {
+      for (const int m : {p, 2 * p, 4 * p}) {
+        for (const double backward_over_forward : {2.0, 3.0}) {
+          const int v = kind == Schedule::kInterleaved ? 2 : 1;
+          const PipelineSchedule s = make_schedule(kind, p, m, v);
+          const double f = 1.0 / v, b = backward_over_forward / v, x = 0.1 * f;
+          const double expected = kind == Schedule::kGpipe ? 2.0 * (p - 1)
+                                  : kind == Schedule::kInterleaved
+                                      ? 2.0 * (v * p - 1)
+                                      : 2.0 * (p - 2) + 2.0 * m * (p - 1) / p;
+          EXPECT_NEAR(exposed_transfer_s(s, f, b, x) / x, expected, 1e-9)
+              << kind << " p=" << p << " m=" << m << " B/F=" << backward_over_forward;
+          const double slow = 3 * f;
+          const double exposed_slow = exposed_transfer_s(s, f, b, slow) / slow;
+          EXPECT_GE(exposed_slow, expected - 1e-9) << kind << " p=" << p << " m=" << m;
+          EXPECT_LE(exposed_slow, 2.0 * v * (m + p - 1) + 1e-9) << kind << " p=" << p << " m=" << m;
+        }
+      }
+    }
+  }
+  // One rank: nothing crosses.
+  EXPECT_EQ(exposed_transfer_s(make_schedule(Schedule::k1F1B, 1, 4), 1, 2, 5), 0);
+}
+
 TEST(PipelineSchedule, PrintsTheWorkedExample) {
   std::ostringstream os;
   os << make_schedule(Schedule::k1F1B, 2, 3);

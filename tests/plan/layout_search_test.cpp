@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.hpp"
+#include "layout/pipeline_schedule.hpp"
 #include "plan/mesh_links.hpp"
 #include "plan/planner.hpp"
 #include "plan/presets.hpp"
@@ -68,8 +69,7 @@ TEST(LayoutSearch, TwoSlowlyLinkedDevicesPipelineTheModel) {
   EXPECT_NEAR(best.bubble, (p - 1.0) / (m + p - 1.0), 1e-12);
   // One rank's slice of the stream: b/m sequences × s tokens × h, fp32, whole on a 1x1 mesh.
   const double bytes = 8.0 / m * 64 * 64 * 4;
-  const double p2p = (m + p - 1) * 2 * (bytes / 0.25e9 + 10e-6);
-  EXPECT_NEAR(best.t_p2p_s, p2p, 1e-12);
+  const double transfer = bytes / 0.25e9 + 10e-6;
   ModelSpec stage = r.model;
   stage.batch = 8 / m;
   stage.layers = 1;
@@ -89,6 +89,15 @@ TEST(LayoutSearch, TwoSlowlyLinkedDevicesPipelineTheModel) {
   EXPECT_NEAR(best.t_head_s, head_s(stage, 1, p, r.topology), 1e-15);
   EXPECT_GT(best.t_head_s, 0);
   EXPECT_GT(best.t_optimizer_s, 0);
+  // The transfers the 1F1B schedule does not hide (forward a third of the stage and head,
+  // backward the rest and the re-run): at least the m that 1F1B on 2 ranks exposes while a
+  // transfer is shorter than a forward, at most all 2(m + p − 1) crossings.
+  const double work = best.t_stage_s + best.t_head_s;
+  const double p2p = layout::exposed_transfer_s(layout::make_schedule(best.plan.schedule, p, m),
+                                                work / 3, 2 * work / 3 + rerun, transfer);
+  EXPECT_NEAR(best.t_p2p_s, p2p, 1e-12);
+  EXPECT_GE(p2p, m * transfer * (1 - 1e-12));
+  EXPECT_LE(p2p, 2 * (m + p - 1) * transfer * (1 + 1e-12));
   EXPECT_NEAR(best.t_step_s,
               (m + p - 1) * (best.t_stage_s + rerun + best.t_head_s) + p2p + best.t_optimizer_s,
               1e-9);
@@ -101,7 +110,10 @@ TEST(LayoutSearch, TwoSlowlyLinkedDevicesPipelineTheModel) {
 //   bubble  (p−1)/(v·m+p−1) = 3/19: the step is (1 + 0.5)·8·19/16 = 14.25 s of stages, the
 //           ideal 12 s plus (p−1)/v = 1.5 stage-times (3/16 of the ideal, Narayanan et al.
 //           2021 §2.2.2) — 1F1B's would be 3 stage-times: 16.5 s
-//   p2p     v·(m+p−1)·2·(1e6/1e9 + 1e-5) = 2·11·2.02e-3 = 44.44 ms (1F1B: half)
+//   p2p     a transfer takes 1e6/1e9 + 1e-5 = 1.01 ms, shorter than a chunk's forward
+//           (1/3/v s), so of the 2·v·(m+p−1) = 44 crossings the interleaved schedule exposes
+//           2(v·p − 1) = 14: 14.14 ms; 1F1B 2(p−2) + 2m(p−1)/p = 16 of its 22: 16.16 ms
+//           (layout/pipeline_schedule.hpp). Megatron-LM waits for every one: 44.44 ms.
 // and ZeRO-2 over dp = 4 on the same link, 8 MB of parameters: m reduce-scatters of 2 MB
 // shards (one per microbatch) and one all-gather.
 TEST(LayoutSearch, InterleavedAndZeroTermsPricedByHand) {
@@ -112,15 +124,21 @@ TEST(LayoutSearch, InterleavedAndZeroTermsPricedByHand) {
       .pp = 4, .microbatches = 8, .schedule = layout::Schedule::kInterleaved, .virtual_stages = 2};
   c.t_stage_s = 1.0;
   c.t_rerun_s = 0.5;
+  c.t_p2p_s = pipeline_p2p_s(c, traffic);
+  EXPECT_NEAR(c.t_p2p_s, 14 * 1.01e-3, 1e-12);
   price_layout(c, traffic);
   EXPECT_NEAR(c.bubble, 3.0 / 19, 1e-15);
-  EXPECT_NEAR(c.t_p2p_s, 2 * 11 * 2.02e-3, 1e-12);
   EXPECT_EQ(c.t_dp_s, 0);
-  EXPECT_NEAR(c.t_step_s, 14.25 + 2 * 11 * 2.02e-3, 1e-9);
+  EXPECT_NEAR(c.t_step_s, 14.25 + 14 * 1.01e-3, 1e-9);
+  c.runtime = layout::Runtime::kMegatron;
+  EXPECT_NEAR(pipeline_p2p_s(c, traffic), 44 * 1.01e-3, 1e-12);
+  c.runtime = layout::Runtime::kMeshtp;
   c.plan.virtual_stages = 1;
   c.plan.schedule = layout::Schedule::k1F1B;
+  c.t_p2p_s = pipeline_p2p_s(c, traffic);
+  EXPECT_NEAR(c.t_p2p_s, 16 * 1.01e-3, 1e-12);
   price_layout(c, traffic);
-  EXPECT_NEAR(c.t_step_s, 16.5 + 11 * 2.02e-3, 1e-9);
+  EXPECT_NEAR(c.t_step_s, 16.5 + 16 * 1.01e-3, 1e-9);
 
   c.plan.dp = 4;
   c.plan.zero = 2;
