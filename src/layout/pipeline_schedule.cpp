@@ -97,6 +97,7 @@ ScheduleTiming simulate(const PipelineSchedule& s, double t_forward, double t_ba
   std::vector<double> free_at(static_cast<std::size_t>(p), 0.0), busy(free_at);
   std::vector<int> in_flight(static_cast<std::size_t>(p), 0);
   ScheduleTiming t;
+  t.final_backward_end.assign(static_cast<std::size_t>(S), 0.0);
   std::size_t remaining = 0;
   for (const auto& ops : s.ops) remaining += ops.size();
   while (remaining > 0) {
@@ -125,6 +126,11 @@ ScheduleTiming simulate(const PipelineSchedule& s, double t_forward, double t_ba
         busy[u] += cost;
         const std::size_t i = index(op.forward, op.microbatch, op.stage);
         done[i] = free_at[u];
+        if (!op.forward) {
+          // rank·v + chunk, chunk = stage / p: a rank's ops run in order, so the last one wins.
+          t.final_backward_end[static_cast<std::size_t>(r * s.virtual_stages + op.stage / p)] =
+              free_at[u];
+        }
         // The output goes to the next stage's rank (forward) or the previous one's.
         const int to_stage = op.forward ? op.stage + 1 : op.stage - 1;
         const int to = to_stage >= 0 && to_stage < S ? s.rank_of(to_stage) : r;

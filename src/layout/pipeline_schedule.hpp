@@ -60,6 +60,9 @@ struct ScheduleTiming {
   double makespan = 0;
   double bubble = 0;             // 1 − busy/makespan, averaged over ranks
   int max_in_flight = 0;         // most microbatch-stages forwarded, not yet backwarded, on a rank
+  // When each rank's last backward of each of its chunks ended, at [rank·v + chunk]: where a
+  // chunk's gradients are final (the data-parallel reduction's buckets start there).
+  std::vector<double> final_backward_end{};
 };
 // Runs the schedule as the runtime does (train/pipeline_run.cpp: every receive posted up
 // front, sends non-blocking, an op waits only for its own input), every forward of one

@@ -69,42 +69,88 @@ std::vector<int> virtual_stages(int layers_per_rank, int pp, int m) {
 
 }  // namespace
 
-double pipeline_p2p_s(const LayoutCandidate& c, const LayoutTraffic& t) {
+PipelineRun run_schedule(const LayoutCandidate& c, const LayoutTraffic& t) {
   const layout::Plan& p = c.plan;
   const int pp = p.pp, m = p.microbatches, v = p.virtual_stages;
-  if (pp == 1) return 0;
-  const double transfer = t.stream_bytes / t.pipe.bw_bytes_per_s + t.pipe.l_sync_s;
-  if (c.runtime == layout::Runtime::kMegatron) {
-    // Per boundary crossing, the activation forward and its gradient back; interleaved, a
-    // microbatch crosses v times as many boundaries (every chunk's end is a rank's edge).
-    return v * (m + pp - 1) * 2 * transfer;
-  }
+  if (c.runtime == layout::Runtime::kMegatron || (pp == 1 && p.dp == 1)) return {};
   // A rank's chunk: forward a third of the stage, backward two thirds and the re-run; the
   // head's share spread like the stage's.
   const double work = c.t_stage_s + c.t_head_s;
   const double forward = work / 3 / v, backward = (2 * work / 3 + c.t_rerun_s) / v;
-  return layout::exposed_transfer_s(layout::make_schedule(p.schedule, pp, m, v), forward, backward,
-                                    transfer);
+  const double transfer = t.stream_bytes / t.pipe.bw_bytes_per_s + t.pipe.l_sync_s;
+  const layout::PipelineSchedule schedule = layout::make_schedule(p.schedule, pp, m, v);
+  PipelineRun run{.timing = layout::simulate(schedule, forward, backward, pp > 1 ? transfer : 0),
+                  .backward_s = backward};
+  run.makespan_free_s =
+      pp > 1 ? layout::simulate(schedule, forward, backward).makespan : run.timing.makespan;
+  return run;
+}
+
+double pipeline_p2p_s(const LayoutCandidate& c, const LayoutTraffic& t, const PipelineRun& run) {
+  const layout::Plan& p = c.plan;
+  const int pp = p.pp, m = p.microbatches, v = p.virtual_stages;
+  if (pp == 1) return 0;
+  if (c.runtime == layout::Runtime::kMegatron) {
+    // Per boundary crossing, the activation forward and its gradient back; interleaved, a
+    // microbatch crosses v times as many boundaries (every chunk's end is a rank's edge).
+    const double transfer = t.stream_bytes / t.pipe.bw_bytes_per_s + t.pipe.l_sync_s;
+    return v * (m + pp - 1) * 2 * transfer;
+  }
+  return run.timing.makespan - run.makespan_free_s;
+}
+
+double data_parallel_s(const LayoutCandidate& c, const LayoutTraffic& t, const PipelineRun& run) {
+  const layout::Plan& p = c.plan;
+  const int pp = p.pp, m = p.microbatches, v = p.virtual_stages, dp = p.dp;
+  if (dp == 1) return 0;
+  const double shard = t.params_bytes / dp;
+  double reduce = 0;
+  if (p.zero >= 2) {
+    // ZeRO ≥ 2 reduce-scatters every microbatch's gradient into the sharded accumulators.
+    reduce = m * ring_collective_time(t.data, dp, shard);
+  } else if (c.runtime == layout::Runtime::kMegatron) {
+    reduce = ring_all_reduce_time(t.data, dp, t.params_bytes);  // after the pipeline's flush
+  } else {
+    // One all-reduce per block (bucket), started as the block's last backward ends
+    // (train/zero.hpp), one at a time on the data ring: what outlasts the schedule. A
+    // chunk's blocks finish one by one through its backward.
+    const int blocks = std::max(1, t.layers / v);  // a chunk's
+    const double bucket = ring_all_reduce_time(t.data, dp, t.params_bytes / (v * blocks));
+    double finish = 0;
+    for (int r = 0; r < pp; ++r) {
+      const auto first = run.timing.final_backward_end.begin() + static_cast<std::ptrdiff_t>(r) * v;
+      std::vector<double> ends(first, first + v);
+      std::sort(ends.begin(), ends.end());
+      double queue = 0;
+      for (const double end : ends) {
+        for (int b = 1; b <= blocks; ++b) {
+          queue = std::max(queue, end - run.backward_s * (blocks - b) / blocks) + bucket;
+        }
+      }
+      finish = std::max(finish, queue);
+    }
+    reduce = std::max(0.0, finish - run.timing.makespan);
+  }
+  double seconds = reduce;
+  if (p.zero >= 1) seconds += ring_collective_time(t.data, dp, shard);
+  // ZeRO-3 gathers every block before each forward (the rematerialised one too) and
+  // backward of every microbatch.
+  const int gathers = pp > 1 ? 3 : 2;
+  if (p.zero == 3) seconds += gathers * m * ring_collective_time(t.data, dp, shard);
+  return seconds;
+}
+
+void price_layout(LayoutCandidate& c, const LayoutTraffic& t, const PipelineRun& run) {
+  const layout::Plan& p = c.plan;
+  c.bubble = layout::bubble_fraction(p.schedule, p.pp, p.microbatches, p.virtual_stages);
+  c.t_p2p_s = pipeline_p2p_s(c, t, run);
+  c.t_dp_s = data_parallel_s(c, t, run);
+  c.t_step_s = (c.t_stage_s + c.t_rerun_s + c.t_head_s) * p.microbatches / (1 - c.bubble) +
+               c.t_p2p_s + c.t_dp_s + c.t_optimizer_s;
 }
 
 void price_layout(LayoutCandidate& c, const LayoutTraffic& t) {
-  const layout::Plan& p = c.plan;
-  const int pp = p.pp, m = p.microbatches, v = p.virtual_stages, dp = p.dp;
-  c.bubble = layout::bubble_fraction(p.schedule, pp, m, v);
-  c.t_dp_s = 0;
-  if (dp > 1) {
-    const double shard = t.params_bytes / dp;
-    // ZeRO ≥ 2 reduce-scatters every microbatch's gradient into the sharded accumulators.
-    c.t_dp_s = p.zero >= 2 ? m * ring_collective_time(t.data, dp, shard)
-                           : ring_all_reduce_time(t.data, dp, t.params_bytes);
-    if (p.zero >= 1) c.t_dp_s += ring_collective_time(t.data, dp, shard);
-    // ZeRO-3 gathers every block before each forward (the rematerialised one too) and
-    // backward of every microbatch.
-    const int gathers = pp > 1 ? 3 : 2;
-    if (p.zero == 3) c.t_dp_s += gathers * m * ring_collective_time(t.data, dp, shard);
-  }
-  c.t_step_s = (c.t_stage_s + c.t_rerun_s + c.t_head_s) * m / (1 - c.bubble) + c.t_p2p_s +
-               c.t_dp_s + c.t_optimizer_s;
+  price_layout(c, t, run_schedule(c, t));
 }
 
 void LayoutRequest::validate() const {
@@ -271,7 +317,8 @@ class Pricer {
             .stream_bytes = block_floats(mb, plan).input * r_.model.element_bytes() / slices,
             .params_bytes =
                 rank_memory(r_.model, plan, 0, HeadBuffers::kSharded, buffers(plan)).params_bytes,
-            .head_s = head_s(mb, plan.mesh[0] * plan.mesh[1], plan.pp, r_.topology)};
+            .head_s = head_s(mb, plan.mesh[0] * plan.mesh[1], plan.pp, r_.topology),
+            .layers = static_cast<int>(mb.layers)};
   }
 
   // The layout's price without its memory: the stage (and, by the runtime, its re-run
@@ -289,26 +336,26 @@ class Pricer {
     // ZeRO ≥ 1 (Megatron-LM's distributed optimizer) updates a 1/dp shard on each rank.
     const double params = t.params_bytes / r_.model.element_bytes();
     c.t_optimizer_s = optimizer_s(plan.zero >= 1 ? params / plan.dp : params, r_.topology);
-    c.t_p2p_s = p2p(c, t);
-    price_layout(c, t);
+    price_layout(c, t, schedule_run(c, t));
     return c;
   }
 
-  // pipeline_p2p_s, once for the ZeRO stages of a layout (they do not change it).
-  double p2p(const LayoutCandidate& c, const LayoutTraffic& t) {
+  // run_schedule, once for the ZeRO stages of a layout (they do not change it).
+  const PipelineRun& schedule_run(const LayoutCandidate& c, const LayoutTraffic& t) {
     const layout::Plan& p = c.plan;
     const auto key = std::tuple{static_cast<int>(p.schedule),
                                 p.pp,
                                 p.microbatches,
                                 p.virtual_stages,
+                                p.dp > 1,
                                 c.t_stage_s,
                                 c.t_rerun_s,
                                 c.t_head_s,
                                 t.stream_bytes,
                                 t.pipe.bw_bytes_per_s,
                                 t.pipe.l_sync_s};
-    if (!last_p2p_ || last_p2p_->first != key) last_p2p_.emplace(key, pipeline_p2p_s(c, t));
-    return last_p2p_->second;
+    if (!last_run_ || last_run_->first != key) last_run_.emplace(key, run_schedule(c, t));
+    return last_run_->second;
   }
 
   // The memory model, the most loaded pipeline rank, and whether it fits.
@@ -333,8 +380,9 @@ class Pricer {
   std::map<std::pair<int, int>, Topology> stage_topologies_;
   std::map<std::tuple<int, int, int, int>, std::vector<PipelineBuffers>> schedules_;
   std::optional<std::pair<
-      std::tuple<int, int, int, int, double, double, double, double, double, double>, double>>
-      last_p2p_;
+      std::tuple<int, int, int, int, bool, double, double, double, double, double, double>,
+      PipelineRun>>
+      last_run_;
 };
 
 // The ZeRO stages a runtime has: meshtp 0–3, Megatron-LM's distributed optimizer 0 and 1.

@@ -47,7 +47,10 @@
 //               accumulators, train/zero.hpp: m times); ZeRO ≥ 1 all-gathers the updated
 //               parameters; ZeRO-3 also all-gathers every block's parameters before each
 //               microbatch's forward, re-run forward (p > 1) and backward (2·m or 3·m
-//               gathers). Not overlapped (an upper bound).
+//               gathers). The runtime (meshtp) starts ZeRO 0/1's all-reduce block by block
+//               as each block's last backward ends (train/zero.hpp), so only what outlasts
+//               the schedule is priced (data_parallel_s); the rest is not overlapped (an
+//               upper bound).
 //   memory      peak_rank_memory (plan/memory.hpp) with the head sharded: feasible when it fits
 //               topology.memory_gib.
 //   ranking     feasible first, by predicted step time.
@@ -63,6 +66,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "layout/pipeline_schedule.hpp"
 #include "layout/plan.hpp"
 #include "plan/candidate.hpp"
 #include "plan/mesh_links.hpp"
@@ -146,12 +150,29 @@ struct LayoutTraffic {
   double stream_bytes = 0;  // one rank's slice of a microbatch's residual stream
   double params_bytes = 0;  // one rank's parameters (= its gradients)
   double head_s = 0;        // head_s of one microbatch on the last pipeline rank
+  int layers = 1;           // blocks per pipeline rank: one data-parallel bucket each
 };
-// The pipeline transfers' share of the price (c.t_p2p_s), by c.runtime as above, from
-// c.plan, c.t_stage_s, c.t_rerun_s and c.t_head_s.
-double pipeline_p2p_s(const LayoutCandidate& c, const LayoutTraffic& t);
-// Fills c.bubble, c.t_dp_s and c.t_step_s from c.plan, c.t_stage_s, c.t_rerun_s, c.t_head_s,
-// c.t_p2p_s and c.t_optimizer_s (the price above).
+
+// The layout's pipeline schedule run with its op times (layout::simulate): a rank's chunk
+// forward a third of the stage and head, backward the rest and the re-run, each transfer
+// one stream slice over the pipeline link. Empty where nothing reads it (megatron; no
+// pipeline and no data parallelism).
+struct PipelineRun {
+  layout::ScheduleTiming timing;  // with the transfers
+  double makespan_free_s = 0;     // the same schedule, transfers free
+  double backward_s = 0;          // one backward op (a chunk's)
+};
+PipelineRun run_schedule(const LayoutCandidate& c, const LayoutTraffic& t);
+// c.t_p2p_s, by c.runtime: meshtp the makespan the transfers add, megatron every crossing.
+double pipeline_p2p_s(const LayoutCandidate& c, const LayoutTraffic& t, const PipelineRun& run);
+// c.t_dp_s: ZeRO 0–1 on meshtp, one all-reduce per block started as the block's last
+// backward ends, one at a time on the data ring, priced as far as it outlasts the schedule
+// (megatron: all of it, after the flush); ZeRO ≥ 1's all-gather, ZeRO ≥ 2's reduce-scatters
+// and ZeRO-3's gathers not overlapped.
+double data_parallel_s(const LayoutCandidate& c, const LayoutTraffic& t, const PipelineRun& run);
+// Fills c.bubble, c.t_p2p_s, c.t_dp_s and c.t_step_s from c.plan, c.runtime, c.t_stage_s,
+// c.t_rerun_s, c.t_head_s and c.t_optimizer_s (the price above); the second runs the schedule.
+void price_layout(LayoutCandidate& c, const LayoutTraffic& t, const PipelineRun& run);
 void price_layout(LayoutCandidate& c, const LayoutTraffic& t);
 
 // Ranked: feasible first, then by step time. Throws for a bad request.

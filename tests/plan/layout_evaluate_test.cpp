@@ -83,11 +83,13 @@ TEST(LayoutEvaluate, PartsSumToTheStepAndTheInterleavedBubbleIsPMinus1OverVm) {
 
 // Derived from the formulas: both runtimes price the same stage (recomputation included) the
 // same but for Megatron-LM's dropout, the same head and optimizer, so for every layout
-//   t_step(meshtp) − t_step(megatron) = m·(t_stage + t_rerun − t_stage')/(1 − bubble) + Δp2p,
+//   t_step(meshtp) − t_step(megatron) = m·(t_stage + t_rerun − t_stage')/(1 − bubble)
+//                                        + Δp2p − overlap,
 //   t_rerun = pp > 1 ? t_stage(full) − t_stage(none) : 0,
-// one more forward per microbatch (and Δp2p: meshtp hides the transfers its schedule
-// overlaps, Megatron-LM waits for each but scatters a replicated 1D-TP boundary) against the dropout (t_stage' > t_stage): with a pipeline meshtp
-// is the slower, whatever the recomputation (full: three forwards against Megatron's two).
+// one more forward per microbatch against the dropout (t_stage' > t_stage); Δp2p: meshtp
+// hides the transfers its schedule overlaps, Megatron-LM waits for each but scatters a
+// replicated 1D-TP boundary; overlap: meshtp's ZeRO 0–1 gradient reduction runs under the
+// last backwards, Megatron-LM's after them.
 // Without a pipeline the memory is the same too (but sequence parallelism's re-gathered
 // LayerNorm outputs); with one, recompute none, pipeline rank 0
 // of 1F1B keeps p microbatches' activations on Megatron against one (and p saved inputs) on
@@ -114,13 +116,18 @@ TEST(LayoutEvaluate, RuntimesDifferExactlyByTheRerunForward) {
     } else if (!scattered) {
       EXPECT_LT(a.t_p2p_s, b.t_p2p_s) << a.plan;
     }
-    EXPECT_EQ(b.t_dp_s, a.t_dp_s) << a.plan;
+    // meshtp's ZeRO 0–1 reduction runs block by block under the last backwards (each
+    // bucket paying its own latency); Megatron-LM's runs after them in one piece.
+    if (a.plan.dp == 1) {
+      EXPECT_EQ(a.t_dp_s, b.t_dp_s) << a.plan;
+    }
+    const double overlap = b.t_dp_s - a.t_dp_s;
     EXPECT_EQ(b.bubble, a.bubble) << a.plan;
     EXPECT_EQ(b.t_rerun_s, 0) << a.plan;
     if (a.plan.pp == 1) {
       ++flat;
       EXPECT_EQ(a.t_rerun_s, 0) << a.plan;
-      EXPECT_NEAR(b.t_step_s - a.t_step_s, dropout, 1e-12 * a.t_step_s) << a.plan;
+      EXPECT_NEAR(b.t_step_s - a.t_step_s, dropout + overlap, 1e-12 * a.t_step_s) << a.plan;
       // Megatron-SP re-gathers the LayerNorm outputs instead of keeping them (memory.hpp).
       if (a.plan.sequence_parallel && a.plan.mesh[0] > 1) {
         EXPECT_LT(b.memory.total_bytes(), a.memory.total_bytes()) << a.plan;
@@ -131,11 +138,10 @@ TEST(LayoutEvaluate, RuntimesDifferExactlyByTheRerunForward) {
     }
     ++pipelined;
     EXPECT_GT(a.t_rerun_s, 0) << a.plan;
-    EXPECT_GT(a.t_step_s, b.t_step_s) << a.plan;
-    EXPECT_NEAR(
-        a.t_step_s - b.t_step_s,
-        a.plan.microbatches * a.t_rerun_s / (1 - a.bubble) - dropout + (a.t_p2p_s - b.t_p2p_s),
-        1e-12 * a.t_step_s)
+    EXPECT_NEAR(a.t_step_s - b.t_step_s,
+                a.plan.microbatches * a.t_rerun_s / (1 - a.bubble) - dropout +
+                    (a.t_p2p_s - b.t_p2p_s) - overlap,
+                1e-12 * a.t_step_s)
         << a.plan;
   }
   EXPECT_GT(pipelined, 10);

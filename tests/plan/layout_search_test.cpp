@@ -124,20 +124,19 @@ TEST(LayoutSearch, InterleavedAndZeroTermsPricedByHand) {
       .pp = 4, .microbatches = 8, .schedule = layout::Schedule::kInterleaved, .virtual_stages = 2};
   c.t_stage_s = 1.0;
   c.t_rerun_s = 0.5;
-  c.t_p2p_s = pipeline_p2p_s(c, traffic);
-  EXPECT_NEAR(c.t_p2p_s, 14 * 1.01e-3, 1e-12);
   price_layout(c, traffic);
+  EXPECT_NEAR(c.t_p2p_s, 14 * 1.01e-3, 1e-12);
   EXPECT_NEAR(c.bubble, 3.0 / 19, 1e-15);
   EXPECT_EQ(c.t_dp_s, 0);
   EXPECT_NEAR(c.t_step_s, 14.25 + 14 * 1.01e-3, 1e-9);
   c.runtime = layout::Runtime::kMegatron;
-  EXPECT_NEAR(pipeline_p2p_s(c, traffic), 44 * 1.01e-3, 1e-12);
+  price_layout(c, traffic);
+  EXPECT_NEAR(c.t_p2p_s, 44 * 1.01e-3, 1e-12);
   c.runtime = layout::Runtime::kMeshtp;
   c.plan.virtual_stages = 1;
   c.plan.schedule = layout::Schedule::k1F1B;
-  c.t_p2p_s = pipeline_p2p_s(c, traffic);
-  EXPECT_NEAR(c.t_p2p_s, 16 * 1.01e-3, 1e-12);
   price_layout(c, traffic);
+  EXPECT_NEAR(c.t_p2p_s, 16 * 1.01e-3, 1e-12);
   EXPECT_NEAR(c.t_step_s, 16.5 + 16 * 1.01e-3, 1e-9);
 
   c.plan.dp = 4;
@@ -149,6 +148,42 @@ TEST(LayoutSearch, InterleavedAndZeroTermsPricedByHand) {
   c.plan.zero = 3;  // + a gather of every block before each forward, re-run and backward
   price_layout(c, traffic);
   EXPECT_NEAR(c.t_dp_s, (8 + 1 + 3 * 8) * shard, 1e-12);
+}
+
+// The data-parallel all-reduce as the runtime runs it (ZeRO 0): one bucket per block, each
+// started as the block's last backward ends, one at a time. No pipeline, one microbatch, a
+// stage of 1 s (forward 1/3 s, backward 2/3 s) of 4 blocks, 8 MB of parameters over dp = 2:
+//   a bucket of 2 MB takes 2(dp−1)·(1 MB / bandwidth); the blocks' gradients are final at
+//   1/3 + 1/6, 1/3 + 2/6, 1/3 + 3/6 and 1 s
+//   1 GB/s: 2 ms a bucket, each done before the next is final: only the last is exposed,
+//           2 ms (all of it after the backward would be 8 ms)
+//   1 MB/s: 2 s a bucket, queued: 0.5 + 4·2 = 8.5 s, 7.5 s after the backward (8 s)
+// Megatron-LM reduces after the flush: all 8 ms / 8 s.
+TEST(LayoutSearch, DataParallelReductionOverlapsTheLastBackwardByHand) {
+  LayoutCandidate c;
+  c.plan = {.dp = 2, .pp = 1, .microbatches = 1, .schedule = layout::Schedule::kGpipe};
+  c.t_stage_s = 1.0;
+  for (const double bandwidth : {1e9, 1e6}) {
+    const RingParams link{.t_launch_s = 0, .l_sync_s = 0, .bw_bytes_per_s = bandwidth};
+    const LayoutTraffic traffic{
+        .pipe = link, .data = link, .stream_bytes = 1e6, .params_bytes = 8e6, .layers = 4};
+    const double bucket = 2e6 / bandwidth;  // 2(dp − 1) steps of 1 MB
+    c.runtime = layout::Runtime::kMeshtp;
+    price_layout(c, traffic);
+    EXPECT_NEAR(c.t_dp_s, bandwidth == 1e9 ? bucket : 0.5 + 4 * bucket - 1.0, 1e-12) << bandwidth;
+    EXPECT_NEAR(c.t_step_s, 1.0 + c.t_dp_s, 1e-12);
+    c.runtime = layout::Runtime::kMegatron;
+    price_layout(c, traffic);
+    EXPECT_NEAR(c.t_dp_s, 4 * bucket, 1e-12) << bandwidth;
+  }
+  // ZeRO-1 adds the all-gather of the updated parts after the step: dp − 1 steps of 4 MB.
+  const RingParams fast{.t_launch_s = 0, .l_sync_s = 0, .bw_bytes_per_s = 1e9};
+  const LayoutTraffic traffic{
+      .pipe = fast, .data = fast, .stream_bytes = 1e6, .params_bytes = 8e6, .layers = 4};
+  c.runtime = layout::Runtime::kMeshtp;
+  c.plan.zero = 1;
+  price_layout(c, traffic);
+  EXPECT_NEAR(c.t_dp_s, 2e-3 + 4e-3, 1e-12);
 }
 
 TEST(LayoutSearch, StageTopologyKeepsTheFullTopologysBandwidths) {
