@@ -4,6 +4,8 @@
 #   and OUT/index.html, the report page (README "Reports")
 #   MeshSlice §5.1's FC-layer gains over Wang at 256 TPUv4 chips, planned (and with
 #   --simulate, simulated: minutes): OUT/meshslice.{md,json}
+#   ATP Table 3's rates and chunk gains on IC1–IC4 beside the planner's, and its measured
+#   mesh choices: OUT/atp.{md,json} (a comparison; no criterion)
 # --check exits 1 when either misses its criterion (docs/validation.md says which, and where
 # every constant comes from).
 set -euo pipefail
@@ -20,3 +22,4 @@ table5_args=()
 for arg in "$@"; do [[ $arg == --simulate ]] || table5_args+=("$arg"); done
 "$py" scripts/validate.py "${table5_args[@]}"
 "$py" scripts/validate_meshslice.py "$@"
+"$py" scripts/validate_atp.py "$1"
