@@ -15,6 +15,9 @@
 #         address 10.213.K.254/24, host i at 10.213.K.i on a veth pair (eth0 inside), a tbf
 #         qdisc of X Mbit/s on each host's egress, a hostfile (R slots per host) and the
 #         launch agent, in the state directory /run/mtp-cluster/N. K is the first free subnet.
+#         Every host sees its own STATE/disk (STATE/disks/mtp-N-hI, bind-mounted in the
+#         host's mount namespace): a node-local directory at one path, for per-node
+#         checkpoints; the rest of the file system is shared, like NFS.
 # run     runs `mpirun -np H·R CMD…` (ranks filled host by host: ranks 0…R−1 on host 1, …)
 #         from this namespace with the hostfile, the agent, shared memory inside a host and
 #         TCP between hosts (btl self,vader,tcp; btl_tcp_if_include / oob_tcp_if_include the
@@ -143,7 +146,7 @@ cmd_up() {
     break
   done
   [ -n "$subnet" ] || die "no free subnet 10.213.K.0/24 (K = 1…254) for cluster '$name'"
-  mkdir -p "$state/marks"
+  mkdir -p "$state/marks" "$state/disk"
   trap 'echo "cluster.sh: up failed; removing what it made" >&2; cmd_down' EXIT
   set -e
   ip link add "$bridge" type bridge
@@ -163,17 +166,20 @@ cmd_up() {
     # Egress shaping: a token bucket at the link rate (netem, for delay, is not needed here).
     tc -n "$ns" qdisc add dev eth0 root tbf rate "${mbit}mbit" burst 64kb latency 50ms
     echo "$subnet.$i slots=$rph" >>"$state/hostfile"
+    mkdir -p "$state/disks/$ns"
   done
   # The launch agent: Open MPI runs `AGENT HOST orted …` for every host; enter its network
   # namespace, and a UTS namespace named after it: the host's own hostname, which its ranks
   # report (MPI_Get_processor_name) and Open MPI's shared-memory files are named by (two
-  # hosts of one name would share them).
+  # hosts of one name would share them). `ip netns exec` also gives the host a mount
+  # namespace (slave: nothing mounted in it shows outside): there $state/disk is the host's
+  # own directory $state/disks/<host>, a node-local disk at one path on every host.
   cat >"$state/agent" <<EOF
 #!/bin/sh
 host=\$1
 shift
 ns=mtp-$name-h\${host##*.}
-exec ip netns exec "\$ns" unshare --uts /bin/sh -c "hostname \$ns && \$*"
+exec ip netns exec "\$ns" unshare --uts /bin/sh -c "hostname \$ns && mount --bind $state/disks/\$ns $state/disk && \$*"
 EOF
   # Every rank runs under this wrapper: it passes signals on and, when the rank exits
   # non-zero, records it for `run` (marks/RANK holds the exit status).
@@ -195,7 +201,7 @@ EOF
     "$subnet" >"$state/config"
   set +e
   trap - EXIT
-  echo "cluster '$name' up: $hosts hosts × $rph ranks, links ${mbit} Mbit/s, subnet $subnet.0/24, hostfile $state/hostfile"
+  echo "cluster '$name' up: $hosts hosts × $rph ranks, links ${mbit} Mbit/s, subnet $subnet.0/24, hostfile $state/hostfile, node-local disk $state/disk"
 }
 
 # Processes of the given hosts' namespaces.

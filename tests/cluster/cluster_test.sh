@@ -9,6 +9,10 @@
 #             run's loss at that step)
 #   killed    every process of host 2 SIGKILLed: the job ends within 10 s
 #   restored  host 2's link cut for 2 s and restored within --comm-timeout: training goes on
+#   node_disks  checkpoints in a per-node directory (STATE/disk, each host its own): only
+#             host 1's holds them; --resume without a copy on host 2 fails naming the file
+#             and rank 1; after copying host 1's directory to host 2's, --resume continues
+#             the loss curve exactly (the uninterrupted run's losses)
 # Exits 77 (ctest: skipped) where network namespaces cannot be made.
 set -uo pipefail
 case_name=$1
@@ -219,6 +223,40 @@ case "$case_name" in
     else
       pass "host 2's link cut for 2 s and restored: all 30 steps, exit 0 (${took} s after the restore)"
     fi
+    ;;
+  node_disks)
+    up 2 1 1000
+    disk="/run/mtp-cluster/$name/disk"  # each host's own (cluster.sh up)
+    disks="/run/mtp-cluster/$name/disks"
+    c run -- "$meshtp" "${train[@]}" --steps 4 --checkpoint-every 2 --checkpoint-dir "$disk/ck"       >"$work/first.log" 2>&1
+    status=$?
+    if [ $status -ne 0 ] || [ ! -e "$disks/mtp-$name-h1/ck/checkpoint-00000004.safetensors" ] ||
+      [ -e "$disks/mtp-$name-h2/ck" ]; then
+      failed "per-node checkpoints: exit $status; host 1's disk: $(ls "$disks/mtp-$name-h1/ck" 2>&1 | tr '\n' ' '); host 2's: $(ls "$disks/mtp-$name-h2" | tr '\n' ' ')"
+    else
+      pass "steps 1-4: the checkpoints are on host 1's disk only (rank 0 writes them)"
+    fi
+    more=(--steps 8 --checkpoint-every 2 --checkpoint-dir "$disk/ck" --resume)
+    c run -- "$meshtp" "${train[@]}" "${more[@]}" >"$work/nocopy.log" 2>&1
+    status=$?
+    if [ $status -ne 0 ] && grep -qE "error: --resume: .*cannot open '$disk/ck/checkpoint-00000004.safetensors': No such file or directory.*\(rank 1\)" "$work/nocopy.log"; then
+      pass "--resume without host 1's checkpoints on host 2: exit $status naming the file and rank 1"
+    else
+      failed "--resume without a copy: exit $status:"
+      grep -m3 error "$work/nocopy.log"
+    fi
+    cp -a "$disks/mtp-$name-h1/ck" "$disks/mtp-$name-h2/"
+    c run -- "$meshtp" "${train[@]}" "${more[@]}" >"$work/copied.log" 2>&1
+    status=$?
+    c run -- "$meshtp" "${train[@]}" --steps 8 >"$work/straight.log" 2>&1
+    if [ $status -ne 0 ] || [ "$(losses "$work/copied.log" | head -1 | cut -d' ' -f1)" != 5 ] ||
+      [ "$(losses "$work/copied.log")" != "$(losses "$work/straight.log" | tail -4)" ]; then
+      failed "--resume after the copy: exit $status; losses resumed / uninterrupted:"
+      paste <(losses "$work/copied.log") <(losses "$work/straight.log" | tail -4)
+    else
+      pass "--resume after copying host 1's directory to host 2: steps 5-8 equal the uninterrupted run's ($(losses "$work/copied.log" | cut -d' ' -f2 | tr '\n' ' '))"
+    fi
+    nothing_left 1 2
     ;;
   *)
     echo "unknown case '$case_name'"
