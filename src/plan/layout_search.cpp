@@ -67,6 +67,11 @@ std::vector<int> virtual_stages(int layers_per_rank, int pp, int m) {
   return out;
 }
 
+// One boundary crossing: a rank's slice of the stream over the pipeline link.
+double transfer_s(const LayoutTraffic& t) {
+  return t.stream_bytes / t.pipe.bw_bytes_per_s + t.pipe.l_sync_s;
+}
+
 }  // namespace
 
 PipelineRun run_schedule(const LayoutCandidate& c, const LayoutTraffic& t) {
@@ -77,7 +82,7 @@ PipelineRun run_schedule(const LayoutCandidate& c, const LayoutTraffic& t) {
   // head's share spread like the stage's.
   const double work = c.t_stage_s + c.t_head_s;
   const double forward = work / 3 / v, backward = (2 * work / 3 + c.t_rerun_s) / v;
-  const double transfer = t.stream_bytes / t.pipe.bw_bytes_per_s + t.pipe.l_sync_s;
+  const double transfer = transfer_s(t);
   const layout::PipelineSchedule schedule = layout::make_schedule(p.schedule, pp, m, v);
   PipelineRun run{.timing = layout::simulate(schedule, forward, backward, pp > 1 ? transfer : 0),
                   .backward_s = backward};
@@ -93,8 +98,7 @@ double pipeline_p2p_s(const LayoutCandidate& c, const LayoutTraffic& t, const Pi
   if (c.runtime == layout::Runtime::kMegatron) {
     // Per boundary crossing, the activation forward and its gradient back; interleaved, a
     // microbatch crosses v times as many boundaries (every chunk's end is a rank's edge).
-    const double transfer = t.stream_bytes / t.pipe.bw_bytes_per_s + t.pipe.l_sync_s;
-    return v * (m + pp - 1) * 2 * transfer;
+    return v * (m + pp - 1) * 2 * transfer_s(t);
   }
   return run.timing.makespan - run.makespan_free_s;
 }
@@ -117,9 +121,10 @@ double data_parallel_s(const LayoutCandidate& c, const LayoutTraffic& t, const P
     const int blocks = std::max(1, t.layers / v);  // a chunk's
     const double bucket = ring_all_reduce_time(t.data, dp, t.params_bytes / (v * blocks));
     double finish = 0;
+    std::vector<double> ends(static_cast<std::size_t>(v));  // a rank's chunks, in end order
     for (int r = 0; r < pp; ++r) {
-      const auto first = run.timing.final_backward_end.begin() + static_cast<std::ptrdiff_t>(r) * v;
-      std::vector<double> ends(first, first + v);
+      std::copy_n(run.timing.final_backward_end.begin() + static_cast<std::ptrdiff_t>(r) * v, v,
+                  ends.begin());
       std::sort(ends.begin(), ends.end());
       double queue = 0;
       for (const double end : ends) {
@@ -343,17 +348,17 @@ class Pricer {
   // run_schedule, once for the ZeRO stages of a layout (they do not change it).
   const PipelineRun& schedule_run(const LayoutCandidate& c, const LayoutTraffic& t) {
     const layout::Plan& p = c.plan;
-    const auto key = std::tuple{static_cast<int>(p.schedule),
-                                p.pp,
-                                p.microbatches,
-                                p.virtual_stages,
-                                p.dp > 1,
-                                c.t_stage_s,
-                                c.t_rerun_s,
-                                c.t_head_s,
-                                t.stream_bytes,
-                                t.pipe.bw_bytes_per_s,
-                                t.pipe.l_sync_s};
+    const RunKey key{static_cast<int>(p.schedule),
+                     p.pp,
+                     p.microbatches,
+                     p.virtual_stages,
+                     p.dp > 1,
+                     c.t_stage_s,
+                     c.t_rerun_s,
+                     c.t_head_s,
+                     t.stream_bytes,
+                     t.pipe.bw_bytes_per_s,
+                     t.pipe.l_sync_s};
     if (!last_run_ || last_run_->first != key) last_run_.emplace(key, run_schedule(c, t));
     return last_run_->second;
   }
@@ -379,10 +384,11 @@ class Pricer {
   std::map<std::tuple<int, int, int, int, int, int, int>, Candidate> stages_;
   std::map<std::pair<int, int>, Topology> stage_topologies_;
   std::map<std::tuple<int, int, int, int>, std::vector<PipelineBuffers>> schedules_;
-  std::optional<std::pair<
-      std::tuple<int, int, int, int, bool, double, double, double, double, double, double>,
-      PipelineRun>>
-      last_run_;
+  // What run_schedule reads: (schedule, pp, m, v, dp > 1, stage, re-run, head, stream
+  // bytes, pipeline bandwidth and latency).
+  using RunKey =
+      std::tuple<int, int, int, int, bool, double, double, double, double, double, double>;
+  std::optional<std::pair<RunKey, PipelineRun>> last_run_;
 };
 
 // The ZeRO stages a runtime has: meshtp 0–3, Megatron-LM's distributed optimizer 0 and 1.

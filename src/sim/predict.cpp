@@ -164,18 +164,16 @@ Prediction predict(const plan::Topology& topology, const plan::ModelSpec& model,
   // The precision the simulation ran (values mode: fp32).
   request.model.precision = spec.element_bytes == 4 ? plan::Precision::kFp32 : model.precision;
   request.validate();
-  if (spec.what == What::kPipeline) {
-    plan::ModelSpec whole = model;  // with its vocabulary: the pipeline runs the head
-    whole.precision = request.model.precision;
-    return predict_pipeline(request.topology, whole, devices, spec);
-  }
   switch (spec.what) {
     case What::kLayer:
     case What::kStep: return predict_model(request, spec);
     case What::kGemm2d: return predict_gemm2d(request, spec);
     case What::kCollectives: return predict_collectives(request, spec);
-    case What::kPipeline:
-      break;
+    case What::kPipeline: {
+      plan::ModelSpec whole = model;  // with its vocabulary: the pipeline runs the head
+      whole.precision = request.model.precision;
+      return predict_pipeline(request.topology, whole, devices, spec);
+    }
   }
   return {};
 }

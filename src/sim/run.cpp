@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <utility>
 
@@ -239,7 +240,7 @@ RunResult run_collectives(const mesh::DeviceMesh& mesh, const RunSpec& s) {
 const char* name(What what) { return kWhatNames[static_cast<int>(what)]; }
 
 What parse_what(const std::string& text) {
-  for (int i = 0; i < 5; ++i) {
+  for (std::size_t i = 0; i < std::size(kWhatNames); ++i) {
     if (text == kWhatNames[i]) return static_cast<What>(i);
   }
   fail("unknown --what '{}' (layer, step, pipeline, gemm2d, collectives)", text);

@@ -327,7 +327,8 @@ CheckpointState CheckpointDir::resume(const ModelParts& parts, std::string& used
   }
   for (const std::string& path : paths) {
     std::optional<LoadedCheckpoint> loaded;
-    std::string reason = fmt::format("{}: unreadable on another rank (missing or damaged there: that rank says which)", path);
+    std::string reason = fmt::format(
+        "{}: unreadable on another rank (missing or damaged there: that rank says which)", path);
     try {
       loaded = read_checkpoint(path, parts);
     } catch (const CorruptCheckpoint& e) {
