@@ -229,7 +229,9 @@ void run_calibrate(const CalibrateArgs& a) {
   }
   os << fmt::format(
       "calibrate: {} ranks, {} group shape(s), sizes {}; a point is the median "
-      "over {} sweep(s) of the median over iterations of the max over ranks\n",
+      "over {} sweep(s) of the median over iterations of the max over ranks; the topology "
+      "keeps each point, and the planner prices the measured times between them (the line "
+      "below outside them; its residual is how far the line alone would be off)\n",
       n, groups.size(), a.sizes, a.repeats);
   os << fmt::format("{:>5} {:>6} {:<15} {:>11} {:>10} {:>10} {:>8} {:>10}  {}\n", "ranks", "stride",
                     "collective", "T_launch us", "L_sync us", "BW GB/s", "R^2", "max resid",

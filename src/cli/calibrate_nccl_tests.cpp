@@ -116,7 +116,8 @@ void run_calibrate_from_nccl_tests(const NcclTestsCalibrateArgs& a) {
   }
   os << fmt::format(
       "calibrate --from-nccl-tests: {} log(s); rows of {} and more fitted (--min-bytes), "
-      "out-of-place times\n",
+      "out-of-place times; the topology keeps every row's time, and the planner prices those "
+      "(the fitted line beyond the logged sizes)\n",
       logs.size(), format_byte_size(min_bytes));
   for (std::size_t i = 0; i < logs.size(); ++i) {
     const plan::NcclTestsLog& log = logs[i];

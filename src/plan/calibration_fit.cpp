@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "core/error.hpp"
+#include "core/stats.hpp"
 #include "plan/mesh_links.hpp"
 
 namespace meshtp::plan {
@@ -55,6 +56,16 @@ void check_series(const CollectiveSeries& s) {
 
 }  // namespace
 
+std::vector<MeasuredTime> measured_times(const CollectiveSeries& s) {
+  std::map<std::int64_t, std::vector<double>> by_size;
+  for (const TimingSample& t : s.samples) by_size[t.bytes].push_back(t.seconds);
+  std::vector<MeasuredTime> out;
+  for (const auto& [bytes, seconds] : by_size) {
+    out.push_back({.bytes = bytes, .us = median(seconds) / kUs});
+  }
+  return out;
+}
+
 int ring_steps(CollectiveKind c, int p) {
   if (c == CollectiveKind::kSendRecv) return 1;
   return c == CollectiveKind::kAllReduce ? 2 * (p - 1) : p - 1;
@@ -90,6 +101,7 @@ void round_fits(std::vector<GroupCalibration>& groups) {
       (*f)->t_launch_us = round4((*f)->t_launch_us);
       (*f)->l_sync_us = round4((*f)->l_sync_us);
       (*f)->bw_gbps = round4((*f)->bw_gbps);
+      for (MeasuredTime& m : (*f)->measured) m.us = round4(m.us);
     }
   }
 }
@@ -190,7 +202,8 @@ CalibrationFit fit_calibration(std::span<const CollectiveSeries> series) {
     const double t = t_launch[s.collective];
     const CollectiveFit fit{.t_launch_us = t / kUs,
                             .l_sync_us = (lines[i].intercept_s - t) / n / kUs,
-                            .bw_gbps = 1.0 / lines[i].seconds_per_byte / kGB};
+                            .bw_gbps = 1.0 / lines[i].seconds_per_byte / kGB,
+                            .measured = measured_times(s)};
     auto group = std::find_if(out.groups.begin(), out.groups.end(), [&](const auto& g) {
       return g.size == s.size && g.stride == s.stride;
     });

@@ -108,6 +108,9 @@ struct CalibrationFit {
   std::vector<FitQuality> quality;       // one per input series, input order
 };
 
+// The median time of every size of `series`, ascending: what CollectiveFit::measured holds.
+std::vector<MeasuredTime> measured_times(const CollectiveSeries& series);
+
 // Both stages over every series. Throws meshtp::Error (naming the group and collective) for
 // degenerate input or a (size, stride, collective) that appears twice.
 CalibrationFit fit_calibration(std::span<const CollectiveSeries> series);

@@ -15,14 +15,54 @@
 
 namespace meshtp::plan {
 
+namespace {
+
+double measured_ratio(const RingParams& ring, int p, double bytes) {
+  return ring.measured && ring.measured->ranks == p ? ring.measured->ratio_at(bytes) : 1.0;
+}
+
+}  // namespace
+
 double ring_collective_time(const RingParams& ring, int p, double shard_bytes) {
   if (p <= 1) return 0;
-  return ring.t_launch_s + (p - 1) * (ring.l_sync_s + shard_bytes / ring.bw_bytes_per_s);
+  return (ring.t_launch_s + (p - 1) * (ring.l_sync_s + shard_bytes / ring.bw_bytes_per_s)) *
+         measured_ratio(ring, p, shard_bytes * p);
 }
 
 double ring_all_reduce_time(const RingParams& ring, int p, double bytes) {
   if (p <= 1) return 0;
-  return ring.t_launch_s + 2.0 * (p - 1) * (ring.l_sync_s + bytes / (p * ring.bw_bytes_per_s));
+  return (ring.t_launch_s + 2.0 * (p - 1) * (ring.l_sync_s + bytes / (p * ring.bw_bytes_per_s))) *
+         measured_ratio(ring, p, bytes);
+}
+
+double MeasuredCurve::ratio_at(double bytes) const {
+  const double x = std::log(std::max(bytes, 1.0));
+  if (x <= log_bytes.front()) return ratio.front();
+  if (x >= log_bytes.back()) return ratio.back();
+  const auto hi = static_cast<std::size_t>(std::upper_bound(log_bytes.begin(), log_bytes.end(), x) -
+                                           log_bytes.begin());
+  const std::size_t lo = hi - 1;
+  const double w = (x - log_bytes[lo]) / (log_bytes[hi] - log_bytes[lo]);
+  return ratio[lo] + w * (ratio[hi] - ratio[lo]);
+}
+
+std::shared_ptr<const MeasuredCurve> measured_curve(const CollectiveFit& fit,
+                                                    layout::CollectiveKind kind, int p) {
+  if (fit.measured.empty() || p <= 1) return nullptr;
+  const RingParams line{.t_launch_s = fit.t_launch_us * kUs,
+                        .l_sync_s = fit.l_sync_us * kUs,
+                        .bw_bytes_per_s = fit.bw_gbps * kGB};
+  auto curve = std::make_shared<MeasuredCurve>();
+  curve->ranks = p;
+  for (const MeasuredTime& m : fit.measured) {
+    const auto bytes = static_cast<double>(m.bytes);
+    const double t = kind == layout::CollectiveKind::kAllReduce
+                         ? ring_all_reduce_time(line, p, bytes)
+                         : ring_collective_time(line, p, bytes / p);
+    curve->log_bytes.push_back(std::log(bytes));
+    curve->ratio.push_back(m.us * kUs / t);
+  }
+  return curve;
 }
 
 double collective_time(const DimLinks& dim, layout::CollectiveKind kind, double message_bytes) {
@@ -193,10 +233,15 @@ ModelledLink modelled_link(const Topology& topology, const std::vector<int>& sha
 
 namespace {
 
-RingParams to_ring(const CollectiveFit& f) {
+// A calibrated collective's ring: its own fit with its measured times, or (`own` empty)
+// another collective's line of the same group.
+RingParams to_ring(const std::optional<CollectiveFit>& own, const CollectiveFit& fallback,
+                   layout::CollectiveKind kind, int p) {
+  const CollectiveFit& f = own ? *own : fallback;
   return RingParams{.t_launch_s = f.t_launch_us * kUs,
                     .l_sync_s = f.l_sync_us * kUs,
-                    .bw_bytes_per_s = f.bw_gbps * kGB};
+                    .bw_bytes_per_s = f.bw_gbps * kGB,
+                    .measured = own ? measured_curve(*own, kind, p) : nullptr};
 }
 
 ModelledLink from_rings(const topo::Graph& graph, const topo::DimRings& r) {
@@ -236,9 +281,12 @@ DimLinks dim_links(const Topology& topology, const std::vector<int>& shape, int 
     const CollectiveFit& any = g->all_reduce       ? *g->all_reduce
                                : g->all_gather     ? *g->all_gather
                                                    : *g->reduce_scatter;
-    d.all_reduce = to_ring(g->all_reduce.value_or(any));
-    d.all_gather = to_ring(g->all_gather.value_or(g->reduce_scatter.value_or(any)));
-    d.reduce_scatter = to_ring(g->reduce_scatter.value_or(g->all_gather.value_or(any)));
+    using layout::CollectiveKind;
+    d.all_reduce = to_ring(g->all_reduce, any, CollectiveKind::kAllReduce, d.size);
+    d.all_gather =
+        to_ring(g->all_gather, g->reduce_scatter.value_or(any), CollectiveKind::kAllGather, d.size);
+    d.reduce_scatter = to_ring(g->reduce_scatter, g->all_gather.value_or(any),
+                               CollectiveKind::kReduceScatter, d.size);
     d.link_gbps = d.all_reduce.bw_bytes_per_s / kGB;
   }
   d.allreduce_gbps = allreduce_bandwidth(d.size, *d.link_gbps);
@@ -259,6 +307,7 @@ DimLinks dim_links(const Topology& topology, const std::vector<int>& shape, int 
   } else {
     d.two_way = d.all_gather;
     d.two_way.bw_bytes_per_s /= 2;
+    d.two_way.measured = nullptr;  // the measured times are one-way all-gathers
   }
   return d;
 }

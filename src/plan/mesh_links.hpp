@@ -48,17 +48,42 @@
 
 namespace meshtp::plan {
 
-// Linear ring model of one collective on one group (MeshSlice Eq. 5), in SI units.
+struct MeasuredCurve;
+
+// Linear ring model of one collective on one group (MeshSlice Eq. 5), in SI units, and for a
+// calibrated collective the times it was fitted to.
 struct RingParams {
   double t_launch_s = 0;
   double l_sync_s = 0;
   double bw_bytes_per_s = 0;  // link bandwidth B'
+  // Set on a calibrated dim's own collectives only; used by the two ring functions below
+  // when their P is the curve's. Formulas that take the line's terms apart (SUMMA panels,
+  // Cannon's skew, Wang's two-way steps) price the line.
+  std::shared_ptr<const MeasuredCurve> measured = nullptr;
 };
 
+// A calibrated collective's measured times (topology.hpp, CollectiveFit::measured) as the
+// ratio r = measured / line at each measured size. The price of a buffer of n bytes is
+//   T(n) = line(n) · r(n),  r interpolated linearly in ln n between measured sizes and held
+//   at the nearest one beyond them,
+// so it is the measured time at every measured size and the line's shape outside.
+struct MeasuredCurve {
+  int ranks = 0;                  // P of the group measured
+  std::vector<double> log_bytes;  // ln n, ascending
+  std::vector<double> ratio;      // measured / line at each
+  double ratio_at(double bytes) const;
+};
+// The curve of `fit`'s measured times (nullptr when it has none) for collective `kind` on
+// groups of p ranks; the line is `fit`'s.
+std::shared_ptr<const MeasuredCurve> measured_curve(const CollectiveFit& fit,
+                                                    layout::CollectiveKind kind, int p);
+
 // T = t_launch + (P−1)·(l_sync + shard_bytes/bw); shard_bytes is what each rank contributes
-// (all_gather) or keeps (reduce_scatter). 0 when P == 1.
+// (all_gather) or keeps (reduce_scatter). 0 when P == 1. Scaled by ring.measured (buffer
+// P·shard_bytes) when it is for P ranks.
 double ring_collective_time(const RingParams& ring, int p, double shard_bytes);
-// Ring all-reduce = reduce-scatter + all-gather: t_launch + 2(P−1)·(l_sync + bytes/(P·bw)).
+// Ring all-reduce = reduce-scatter + all-gather: t_launch + 2(P−1)·(l_sync + bytes/(P·bw)),
+// scaled by ring.measured likewise.
 double ring_all_reduce_time(const RingParams& ring, int p, double bytes);
 // Eq. 4: all-reduce algorithm bandwidth of a d-rank ring on links of bandwidth B'.
 double allreduce_bandwidth(int d, double link_bandwidth);

@@ -332,8 +332,10 @@ std::string format_topology(const Topology& t, const std::optional<MeshLinks>& l
     out += fmt::format("calibrated group: {} ranks, stride {}:", g.size, g.stride);
     auto fit = [&out](const char* what, const std::optional<CollectiveFit>& f) {
       if (f) {
-        out += fmt::format(" {} (T_launch {} us, L_sync {} us, BW {:.4g} GB/s)", what,
-                           f->t_launch_us, f->l_sync_us, f->bw_gbps);
+        out += fmt::format(
+            " {} (T_launch {} us, L_sync {} us, BW {:.4g} GB/s{})", what, f->t_launch_us,
+            f->l_sync_us, f->bw_gbps,
+            f->measured.empty() ? "" : fmt::format(", {} measured sizes", f->measured.size()));
       }
     };
     fit("all_reduce", g.all_reduce);

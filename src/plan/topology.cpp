@@ -74,6 +74,17 @@ void check_fit(const CollectiveFit& fit, std::string_view where) {
   MESHTP_CHECK(fit.l_sync_us >= 0, "{}: l_sync_us={} must not be negative", where,
                fit.l_sync_us);
   check_positive(fit.bw_gbps, "bw_gbps", where);
+  for (std::size_t i = 0; i < fit.measured.size(); ++i) {
+    const MeasuredTime& m = fit.measured[i];
+    MESHTP_CHECK(m.bytes > 0, "{}: measured[{}] has bytes={}, which must be positive", where, i,
+                 m.bytes);
+    MESHTP_CHECK(std::isfinite(m.us) && m.us > 0,
+                 "{}: measured[{}] ({} bytes) has {} us, which must be positive and finite", where,
+                 i, m.bytes, m.us);
+    MESHTP_CHECK(i == 0 || m.bytes > fit.measured[i - 1].bytes,
+                 "{}: measured[{}] has bytes={} after {}: sizes must ascend, each once", where, i,
+                 m.bytes, fit.measured[i - 1].bytes);
+  }
 }
 
 }  // namespace
@@ -159,7 +170,28 @@ std::ostream& operator<<(std::ostream& os, const Topology& t) {
 namespace {
 
 nlohmann::json fit_to_json(const CollectiveFit& f) {
-  return {{"t_launch_us", f.t_launch_us}, {"l_sync_us", f.l_sync_us}, {"bw_gbps", f.bw_gbps}};
+  nlohmann::json j{
+      {"t_launch_us", f.t_launch_us}, {"l_sync_us", f.l_sync_us}, {"bw_gbps", f.bw_gbps}};
+  if (!f.measured.empty()) {
+    nlohmann::json points = nlohmann::json::array();
+    for (const MeasuredTime& m : f.measured) points.push_back({m.bytes, m.us});
+    j["measured"] = std::move(points);  // [[bytes, us], …]
+  }
+  return j;
+}
+
+std::vector<MeasuredTime> measured_from_json(const nlohmann::json& j, const std::string& where) {
+  MESHTP_CHECK(j.is_array(), "{}: measured must be an array of [bytes, us] pairs, got {}", where,
+               j.dump());
+  std::vector<MeasuredTime> out;
+  for (std::size_t i = 0; i < j.size(); ++i) {
+    const nlohmann::json& p = j[i];
+    MESHTP_CHECK(p.is_array() && p.size() == 2 && p[0].is_number_integer() && p[1].is_number(),
+                 "{}: measured[{}] must be a pair [bytes, us] (an integer and a number), got {}",
+                 where, i, p.dump());
+    out.push_back({.bytes = p[0].get<std::int64_t>(), .us = p[1].get<double>()});
+  }
+  return out;
 }
 
 std::optional<CollectiveFit> fit_from_json(const nlohmann::json& obj, const char* key,
@@ -167,10 +199,12 @@ std::optional<CollectiveFit> fit_from_json(const nlohmann::json& obj, const char
   if (!obj.contains(key)) return std::nullopt;
   const std::string fw = where + ", " + key;
   const nlohmann::json& f = obj.at(key);
-  check_fields(f, {"t_launch_us", "l_sync_us", "bw_gbps"}, fw);
+  check_fields(f, {"t_launch_us", "l_sync_us", "bw_gbps", "measured"}, fw);
   return CollectiveFit{.t_launch_us = read_optional_number(f, "t_launch_us", fw).value_or(0),
                        .l_sync_us = read_optional_number(f, "l_sync_us", fw).value_or(0),
-                       .bw_gbps = read_number(f, "bw_gbps", fw)};
+                       .bw_gbps = read_number(f, "bw_gbps", fw),
+                       .measured = f.contains("measured") ? measured_from_json(f.at("measured"), fw)
+                                                          : std::vector<MeasuredTime>{}};
 }
 
 int read_int_in_range(const nlohmann::json& obj, std::string_view key, std::string_view where) {

@@ -54,11 +54,24 @@ inline constexpr double kUs = 1e-6;  // seconds per µs
 // ATP's hierarchical level (topo/levels.hpp, which also builds its graph).
 using topo::Level;
 
-// Fitted ring parameters of one collective on one group shape.
+// One measured point of a calibrated collective: the buffer (bytes as above: all_reduce the
+// whole buffer, all_gather the gathered output, reduce_scatter the input) and its time.
+struct MeasuredTime {
+  std::int64_t bytes = 0;
+  double us = 0;
+  friend bool operator==(const MeasuredTime&, const MeasuredTime&) = default;
+};
+
+// Fitted ring parameters of one collective on one group shape, and optionally the times they
+// were fitted to (one per size, ascending). With them the planner prices what was measured:
+// the line scaled by measured/line, interpolated in log size between the measured sizes and
+// held at the nearest one beyond them (mesh_links.hpp, MeasuredCurve). A shaped or congested
+// link's time is not a line in the size (docs/cluster.md), and nccl-tests report a curve.
 struct CollectiveFit {
   double t_launch_us = 0;
   double l_sync_us = 0;
   double bw_gbps = 0;
+  std::vector<MeasuredTime> measured = {};
   friend bool operator==(const CollectiveFit&, const CollectiveFit&) = default;
 };
 

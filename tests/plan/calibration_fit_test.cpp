@@ -190,6 +190,34 @@ TEST(CalibrationFit, NegativeInterceptIsRefitThroughTheOrigin) {
   EXPECT_TRUE(fit.quality[0].through_origin);
 }
 
+TEST(CalibrationFit, KeepsTheMedianTimeOfEverySize) {
+  // Three sweeps of two sizes, out of order: the fit keeps each size's median, ascending,
+  // and the planner prices those sizes at exactly those times though the line misses them.
+  CollectiveSeries s{.size = 4,
+                     .stride = 1,
+                     .collective = CollectiveKind::kReduceScatter,
+                     .samples = {{1 << 20, 0.30},
+                                 {1 << 16, 0.010},
+                                 {1 << 20, 0.25},
+                                 {1 << 16, 0.012},
+                                 {1 << 20, 0.26},
+                                 {1 << 16, 0.011}}};
+  const CalibrationFit fit = fit_calibration(std::span(&s, 1));
+  const CollectiveFit& f = *fit.groups[0].reduce_scatter;
+  ASSERT_EQ(f.measured.size(), 2u);
+  EXPECT_EQ(f.measured[0].bytes, 1 << 16);
+  EXPECT_NEAR(f.measured[0].us, 11000, 1e-6);
+  EXPECT_EQ(f.measured[1].bytes, 1 << 20);
+  EXPECT_NEAR(f.measured[1].us, 260000, 1e-6);
+  EXPECT_GT(fit.quality[0].max_rel_residual, 0.01);  // a line through 11 and 260 ms misses
+  Topology t = load_topology("nvlink-network-4");
+  t.calibration.groups = fit.groups;
+  const MeshLinks links = mesh_links(t, 4, 1);
+  const DimLinks& d = links.dims[0];
+  EXPECT_NEAR(collective_time(d, CollectiveKind::kReduceScatter, 1 << 16), 0.011, 1e-9);
+  EXPECT_NEAR(collective_time(d, CollectiveKind::kReduceScatter, 1 << 20), 0.26, 1e-9);
+}
+
 TEST(CalibrationFit, FitsAreAValidTopologyCalibration) {
   Topology t = load_topology("nvlink-network-4");
   const std::vector<CollectiveSeries> series{

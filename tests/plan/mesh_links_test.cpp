@@ -104,6 +104,43 @@ TEST(MeshLinks, CalibrationOverridesTheGraph) {
   EXPECT_NEAR(*l.dims[0].link_gbps, 25, kTol);
 }
 
+TEST(MeshLinks, MeasuredTimesArePricedBetweenAndBeyondTheLine) {
+  // A calibrated 4-rank group whose all_gather time per byte grows with the size (a shaped
+  // link: docs/cluster.md): line T = 3·(n/4)/bw with bw = 4 MB/s, i.e. n·0.1875 µs. Measured:
+  // 64 KiB at 0.8 of the line, 1 MiB at 1.2 of it.
+  const Topology t = parse_topology(R"({
+    "name": "shaped", "device": {"memory_gib": 80, "tflops": 1},
+    "levels": [{"members": 4, "group_gbps": 1}],
+    "calibration": {"source": "test", "groups": [
+      {"size": 4, "stride": 1,
+       "all_gather": {"bw_gbps": 0.004, "measured": [[65536, 9830.4], [1048576, 235929.6]]},
+       "all_reduce": {"bw_gbps": 0.004}}]}
+  })",
+                                    "test");
+  const MeshLinks links = mesh_links(t, 4, 1);
+  const DimLinks& d = links.dims[0];
+  ASSERT_EQ(d.source, BandwidthSource::kCalibrated);
+  const auto line = [](double n) { return n * 0.1875e-6; };
+  using layout::CollectiveKind;
+  // At the measured sizes: what was measured.
+  EXPECT_NEAR(collective_time(d, CollectiveKind::kAllGather, 65536), 9830.4e-6, 1e-12);
+  EXPECT_NEAR(collective_time(d, CollectiveKind::kAllGather, 1048576), 235929.6e-6, 1e-12);
+  // Halfway in ln n (256 KiB): the ratio halfway, 1.0.
+  EXPECT_NEAR(collective_time(d, CollectiveKind::kAllGather, 262144), line(262144), 1e-12);
+  // Beyond: the line at the nearest measured size's ratio.
+  EXPECT_NEAR(collective_time(d, CollectiveKind::kAllGather, 4096), 0.8 * line(4096), 1e-12);
+  EXPECT_NEAR(collective_time(d, CollectiveKind::kAllGather, 8 << 20), 1.2 * line(8 << 20), 1e-12);
+  // all_reduce has no measured times: its line. reduce_scatter falls back to all_gather's
+  // line, not its times (they were measured for another collective).
+  EXPECT_NEAR(collective_time(d, CollectiveKind::kAllReduce, 1048576), 2 * line(1048576), 1e-12);
+  EXPECT_NEAR(collective_time(d, CollectiveKind::kReduceScatter, 1048576), line(1048576), 1e-12);
+  // Wang's two-way step and Cannon's skew take the line apart: no measured times.
+  EXPECT_EQ(d.two_way.measured, nullptr);
+  EXPECT_EQ(d.skew.measured, nullptr);
+  // A ring of another size does not use a curve measured on 4 ranks.
+  EXPECT_NEAR(ring_collective_time(d.all_gather, 2, 65536), 65536 / 4e6, 1e-12);
+}
+
 TEST(MeshLinks, SwitchGivesGroupBandwidthToEveryMesh) {
   // One level (NVSwitch / NVLink network): nothing is shared, B1' = B2' = GroupBW.
   const Topology t = load_topology("nvlink-network-16");

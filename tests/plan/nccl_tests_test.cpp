@@ -179,6 +179,24 @@ TEST(NcclTests, MinimumSizeKeepsTheFitToOneProtocol) {
   EXPECT_LT(from_8, from_64k);
   EXPECT_LT(from_64k, from_1m);
   EXPECT_LT(std::abs(from_1m), 0.02) << from_1m;
+
+  // The topology keeps every row, so the planner prices each logged size at its time — the
+  // LL rows below --min-bytes too, where the line is off by far more — and the line beyond.
+  Topology t = load_topology("nvswitch-8xa100");
+  t.calibration.groups = fit_nccl_tests(logs, 1 << 20).calibration.groups;
+  ASSERT_EQ(t.calibration.groups.at(0).all_reduce->measured.size(), log.rows.size());
+  const MeshLinks links = mesh_links(t, 8, 1);
+  double worst_line = 0;
+  for (const NcclTestsRow& r : log.rows) {
+    const auto bytes = static_cast<double>(r.bytes);
+    EXPECT_NEAR(collective_time(links.dims[0], CollectiveKind::kAllReduce, bytes), r.time_us * 1e-6,
+                1e-9 * r.time_us)
+        << r.bytes;
+    const double line =
+        fitted_time(*t.calibration.groups[0].all_reduce, CollectiveKind::kAllReduce, 8, bytes);
+    worst_line = std::max(worst_line, std::abs(line / (r.time_us * 1e-6) - 1));
+  }
+  EXPECT_GT(worst_line, 0.2);
 }
 
 TEST(NcclTests, MergesIntoTheBasesCalibration) {

@@ -141,6 +141,35 @@ TEST(Json, BadValuesAreNamed) {
   EXPECT_NE(error_of([&] { parse_topology(calibrated, "'t'"); }).find("bw_gbps=-1 must be "
                                                                       "positive"),
             std::string::npos);
+  const auto with_measured = [](const std::string& measured) {
+    return R"({"name": "t", "device": {"memory_gib": 80, "tflops": 100},
+      "levels": [{"members": 4, "group_gbps": 5}],
+      "calibration": {"groups": [{"size": 2, "stride": 1,
+                                  "all_gather": {"bw_gbps": 1, "measured": )" +
+           measured + "}}]}}";
+  };
+  EXPECT_NE(error_of([&] {
+              parse_topology(with_measured("[[4096, 3], [1024, 2]]"), "'t'");
+            }).find("measured[1] has bytes=1024 after 4096: sizes must ascend"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              parse_topology(with_measured("[[4096, 0]]"), "'t'");
+            }).find("measured[0] (4096 bytes) has 0 us, which must be positive"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { parse_topology(with_measured("[[4096]]"), "'t'"); })
+                .find("measured[0] must be a pair [bytes, us] (an integer and a number), got "
+                      "[4096]"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              parse_topology(with_measured("{\"4096\": 3}"), "'t'");
+            }).find("measured must be an array of [bytes, us] pairs"),
+            std::string::npos);
+  // Measured times survive a round trip.
+  const Topology m = parse_topology(with_measured("[[4096, 3.5], [65536, 20]]"), "'t'");
+  ASSERT_TRUE(m.calibration.groups.at(0).all_gather);
+  EXPECT_EQ(m.calibration.groups[0].all_gather->measured,
+            (std::vector<MeasuredTime>{{4096, 3.5}, {65536, 20}}));
+  EXPECT_EQ(parse_topology(to_json(m).dump(), "'round trip'"), m);
   const auto with_gemm = [](const std::string& gemm) {
     return R"({"name": "t", "device": {"memory_gib": 80, "tflops": 100, "gemm": )" + gemm +
            R"(}, "levels": [{"members": 4, "group_gbps": 5}]})";
