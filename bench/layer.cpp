@@ -35,10 +35,9 @@ std::map<std::string, Tensor> random_weights(int layers, std::int64_t hidden) {
 // S = 128 on 2x2 its reference stack alone took 2 GiB per rank (h = s = 4096).
 constexpr int kCheckSlices = 8;
 
-// The small stack: same mesh and layout, slice counts capped at kCheckSlices; T = d1·d2
-// heads of 8·S features (S the lcm of the slice counts, so each divides it), b = chunks·d1
-// sequences of 8·T·S tokens.
-double check_against_reference(const mesh::DeviceMesh& mesh, const model::GptConfig& real) {
+}  // namespace
+
+model::GptConfig check_config(const model::GptConfig& real, int d1, int d2) {
   model::GptConfig c = real;
   int slices = 1;
   for (layout::LinearPlan& l : c.layout.linears) {
@@ -47,10 +46,18 @@ double check_against_reference(const mesh::DeviceMesh& mesh, const model::GptCon
   }
   layout::ModelShape& m = c.shape;
   m.layers = std::min<std::int64_t>(real.shape.layers, 2);
-  m.heads = mesh.size();
+  m.heads = d1 * d2;
   m.hidden = 8 * m.heads * slices;
-  m.batch = c.layout.chunks * mesh.size(0);
-  m.seq = 8 * mesh.size() * slices;
+  m.batch = c.layout.chunks * d1;
+  m.seq = 8 * d1 * d2 * slices;
+  return c;
+}
+
+namespace {
+
+double check_against_reference(const mesh::DeviceMesh& mesh, const model::GptConfig& real) {
+  const model::GptConfig c = check_config(real, mesh.size(0), mesh.size(1));
+  const layout::ModelShape& m = c.shape;
   const Shape shape{m.batch, m.seq, m.hidden};
   const Tensor x = uniform_tensor(shape, 11), dy = uniform_tensor(shape, 12);
   const auto weights = random_weights(static_cast<int>(m.layers), m.hidden);

@@ -47,6 +47,11 @@ struct LayerBenchSample {
   double trace_origin_s = 0.0;  // with trace: now_seconds() right after the step's barrier
 };
 
+// The small stack the check compares with the serial reference on a d1 x d2 mesh: the same
+// layout with each linear's slices capped at 8; T = d1·d2 heads of 8·S features (S the lcm of
+// the capped slice counts, so each divides it), b = chunks·d1 sequences of 8·T·S tokens.
+model::GptConfig check_config(const model::GptConfig& real, int d1, int d2);
+
 // FLOPs of one layer, forward + backward, no recomputation.
 double layer_flops(std::int64_t batch, std::int64_t seq, std::int64_t hidden);
 
