@@ -192,6 +192,20 @@ TEST(Validation, Gemm2dRowsHaveNoReplay) {
             std::string::npos);
 }
 
+// Measured compute far above the prediction (MeshSlice's slices on a CPU) is pointed out,
+// and a row whose compute is near its price is not.
+TEST(Validation, UnpricedComputeIsNoted) {
+  // MeshSlice: compute predicted 0.3 − 0.5/2 = 50 ms, measured 0.6 − 0.25 = 350 ms (7x).
+  const std::vector<ValidationRow> rows{row(Strategy::kAtp, 2, 2, 1.0, 0.2, 1.0, 0.25, 0.1),
+                                        row(Strategy::kMeshSlice, 2, 2, 0.3, 0.5, 0.6, 0, 0.25)};
+  const std::string text = format_validation(rows, summarize(rows));
+  EXPECT_NE(text.find("note: meshslice 2x2: compute measured 350.0 ms, 7.0x the 50.0 ms "
+                      "predicted"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("note: atp"), std::string::npos) << text;
+}
+
 TEST(Validation, RejectsBadRows) {
   EXPECT_EQ(error_of([] { summarize({}); }), "plan validation: no candidate was run");
   std::vector<ValidationRow> rows{row(Strategy::kAtp, 2, 2, 1.0, 0.2, 1.0, 0.0, 0.1)};
