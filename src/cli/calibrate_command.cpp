@@ -240,9 +240,7 @@ void run_calibrate(const CalibrateArgs& a) {
     const plan::GroupCalibration& g =
         *std::find_if(fit.groups.begin(), fit.groups.end(),
                       [&](const auto& x) { return x.size == q.size && x.stride == q.stride; });
-    const auto& f = q.collective == layout::CollectiveKind::kAllReduce   ? *g.all_reduce
-                    : q.collective == layout::CollectiveKind::kAllGather ? *g.all_gather
-                                                                         : *g.reduce_scatter;
+    const plan::CollectiveFit& f = *plan::fit_slot(g, q.collective);
     std::string notes = q.split_identified ? "" : "T_launch:=0 (one step count)";
     if (q.through_origin) notes += std::string(notes.empty() ? "" : "; ") + "through origin";
     os << fmt::format("{:>5} {:>6} {:<15} {:>11.2f} {:>10.2f} {:>10.3f} {:>8.4f} {:>9.1f}%  {}\n",

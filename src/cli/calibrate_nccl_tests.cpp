@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
@@ -27,17 +29,12 @@ namespace {
 const plan::CollectiveFit* group_fit(const plan::Topology& t, const plan::NcclTestsLogFit& l) {
   const plan::GroupCalibration* g =
       t.calibration.groups.empty() ? nullptr : t.calibrated_group(l.size, l.stride);
-  if (!g) return nullptr;
-  switch (l.collective) {
-    case layout::CollectiveKind::kAllReduce:
-      return g->all_reduce ? &*g->all_reduce : nullptr;
-    case layout::CollectiveKind::kAllGather:
-      return g->all_gather ? &*g->all_gather : nullptr;
-    case layout::CollectiveKind::kReduceScatter:
-      return g->reduce_scatter ? &*g->reduce_scatter : nullptr;
-    default:
-      return nullptr;
+  if (!g ||
+      std::ranges::find(plan::kFitCollectives, l.collective) == std::end(plan::kFitCollectives)) {
+    return nullptr;  // send/recv: printed, not written
   }
+  const std::optional<plan::CollectiveFit>& f = plan::fit_slot(*g, l.collective);
+  return f ? &*f : nullptr;
 }
 
 nlohmann::json log_json(const plan::NcclTestsLog& log, const plan::NcclTestsLogFit& l) {

@@ -66,6 +66,23 @@ std::vector<MeasuredTime> measured_times(const CollectiveSeries& s) {
   return out;
 }
 
+std::optional<CollectiveFit>& fit_slot(GroupCalibration& group, CollectiveKind c) {
+  switch (c) {
+    case CollectiveKind::kAllReduce:
+      return group.all_reduce;
+    case CollectiveKind::kAllGather:
+      return group.all_gather;
+    case CollectiveKind::kReduceScatter:
+      return group.reduce_scatter;
+    default:
+      fail("calibration fit: {} is not a calibrated collective", c);
+  }
+}
+
+const std::optional<CollectiveFit>& fit_slot(const GroupCalibration& group, CollectiveKind c) {
+  return fit_slot(const_cast<GroupCalibration&>(group), c);
+}
+
 int ring_steps(CollectiveKind c, int p) {
   if (c == CollectiveKind::kSendRecv) return 1;
   return c == CollectiveKind::kAllReduce ? 2 * (p - 1) : p - 1;
@@ -214,19 +231,7 @@ CalibrationFit fit_calibration(std::span<const CollectiveSeries> series) {
       out.groups.push_back(g);
       group = std::prev(out.groups.end());
     }
-    switch (s.collective) {
-      case CollectiveKind::kAllReduce:
-        group->all_reduce = fit;
-        break;
-      case CollectiveKind::kAllGather:
-        group->all_gather = fit;
-        break;
-      case CollectiveKind::kReduceScatter:
-        group->reduce_scatter = fit;
-        break;
-      default:
-        fail("calibration fit: {} is not a calibrated collective", s.collective);
-    }
+    fit_slot(*group, s.collective) = fit;
 
     FitQuality q;
     q.size = s.size;

@@ -47,6 +47,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -107,6 +108,11 @@ struct CalibrationFit {
   std::vector<GroupCalibration> groups;  // in order of first appearance in the input
   std::vector<FitQuality> quality;       // one per input series, input order
 };
+
+// The slot of `group` that holds collective c's fit; throws for a collective calibration
+// does not fit (send/recv, broadcast).
+std::optional<CollectiveFit>& fit_slot(GroupCalibration& group, CollectiveKind c);
+const std::optional<CollectiveFit>& fit_slot(const GroupCalibration& group, CollectiveKind c);
 
 // The median time of every size of `series`, ascending: what CollectiveFit::measured holds.
 std::vector<MeasuredTime> measured_times(const CollectiveSeries& series);

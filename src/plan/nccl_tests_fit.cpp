@@ -54,19 +54,6 @@ NcclTestsFit fit_nccl_tests(std::span<const NcclTestsLog> logs, std::int64_t min
   }
   NcclTestsFit out;
   if (!collectives.empty()) out.calibration = fit_calibration(collectives);
-  // The line is fitted above --min-bytes; the planner prices every row's time (NCCL's
-  // protocol switches below it included) and the line beyond the logged sizes.
-  for (const NcclTestsLog& log : logs) {
-    if (log.collective == CollectiveKind::kSendRecv) continue;
-    GroupCalibration& g = *std::find_if(
-        out.calibration.groups.begin(), out.calibration.groups.end(),
-        [&](const GroupCalibration& x) { return x.size == log.ranks && x.stride == 1; });
-    std::optional<CollectiveFit>& f = log.collective == CollectiveKind::kAllReduce ? g.all_reduce
-                                      : log.collective == CollectiveKind::kAllGather
-                                          ? g.all_gather
-                                          : g.reduce_scatter;
-    f->measured = measured_times(series_of(log, 1));
-  }
   for (const NcclTestsLog& log : logs) {
     NcclTestsLogFit l{.source = log.source,
                       .collective = log.collective,
@@ -81,12 +68,14 @@ NcclTestsFit fit_nccl_tests(std::span<const NcclTestsLog> logs, std::int64_t min
                .l_sync_us = line.intercept_s / kUs,
                .bw_gbps = 1.0 / line.seconds_per_byte / kGB};
     } else {
-      const GroupCalibration& g = *std::find_if(
+      GroupCalibration& g = *std::find_if(
           out.calibration.groups.begin(), out.calibration.groups.end(),
           [&](const GroupCalibration& x) { return x.size == log.ranks && x.stride == 1; });
-      l.fit = log.collective == CollectiveKind::kAllReduce   ? *g.all_reduce
-              : log.collective == CollectiveKind::kAllGather ? *g.all_gather
-                                                             : *g.reduce_scatter;
+      std::optional<CollectiveFit>& fit = fit_slot(g, log.collective);
+      // The line is fitted above --min-bytes; the planner prices every row's time (NCCL's
+      // protocol switches below it included) and the line beyond the logged sizes.
+      fit->measured = measured_times(series_of(log, 1));
+      l.fit = *fit;
     }
     const double f = bus_factor(log.collective, log.ranks);
     for (const NcclTestsRow& r : log.rows) {
