@@ -11,10 +11,13 @@
 #include <string>
 
 #include "bench/collectives.hpp"
+#include "bench/gemm2d.hpp"
 #include "core/error.hpp"
 #include "core/stats.hpp"
 #include "mesh/device_mesh.hpp"
 #include "plan/elementwise.hpp"
+#include "plan/gemm2d_cost.hpp"
+#include "plan/mesh_links.hpp"
 
 namespace meshtp::bench {
 namespace {
@@ -123,6 +126,56 @@ GemmRate measure_gemm_rate(const comm::Communicator& world, const std::vector<Ge
   }
   rate.tflops = flops / time / 1e12;
   return rate;
+}
+
+StepMeasurement measure_step_samples(const comm::Communicator& world, std::array<int, 2> mesh,
+                                     const plan::Topology& priced, double seconds, int repeats) {
+  const auto [nr, nc] = mesh;
+  constexpr std::int64_t kBlock = 256;
+  StepMeasurement out{.shape = {kBlock * nr, kBlock * nc, kBlock * nr * nc}, .mesh = mesh};
+  Gemm2dBenchOptions o{.shape = out.shape,
+                       .nr = nr,
+                       .nc = nc,
+                       .dataflow = layout::Dataflow::kOS,
+                       .algos = {layout::Algorithm::kMeshSlice},
+                       .slices = {1, 4, 16, 64},
+                       .progress_splits = {parallel::Gemm2dOptions{}.progress_splits},
+                       .with_1d = false,
+                       .with_scalapack = false,
+                       .with_single_rank = false,
+                       .target_seconds = seconds};
+  (void)plan_gemm2d_bench(o);
+  std::vector<std::vector<double>> times;
+  std::vector<Gemm2dSample> cases;
+  for (int r = 0; r < repeats; ++r) {
+    cases = run_gemm2d_bench(world, o);
+    times.resize(cases.size());
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      MESHTP_CHECK(!(cases[i].error > 1e-4),
+                   "calibrate: MeshSlice {}x{} {} is wrong: max relative "
+                   "error {} against Collective 2D",
+                   nr, nc, cases[i].name, cases[i].error);
+      times[i].push_back(cases[i].median_seconds);
+    }
+  }
+  const plan::MeshLinks links = plan::mesh_links(priced, nr, nc);
+  const layout::Gemm2dShape shape{.dataflow = layout::Dataflow::kOS,
+                                  .m = out.shape.m,
+                                  .n = out.shape.n,
+                                  .k = out.shape.k,
+                                  .nr = nr,
+                                  .nc = nc,
+                                  .element_bytes = 4};
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const int slices = cases[i].options.slices;
+    const plan::PipelineEstimate e = plan::gemm2d_estimate(
+        layout::Algorithm::kMeshSlice, shape, {.slices = slices}, links, priced.gemm_model());
+    out.samples.push_back({.slices = slices,
+                           .steps = e.iterations,
+                           .measured_s = median(times[i]),
+                           .predicted_s = e.total_s});
+  }
+  return out;
 }
 
 // Same protocol as the GeMM: all ranks at once, max over ranks, median over sweeps.

@@ -18,6 +18,7 @@
 #include "bench/local_elementwise.hpp"
 #include "bench/local_gemm.hpp"
 #include "comm/communicator.hpp"
+#include "parallel/gemm2d/gemm2d.hpp"
 #include "plan/calibration_fit.hpp"
 #include "plan/topology.hpp"
 
@@ -55,6 +56,19 @@ struct ElementwiseRate {
 ElementwiseRate measure_elementwise_rate(const comm::Communicator& world,
                                          const std::vector<ElementwiseShape>& shapes,
                                          double seconds, int repeats);
+
+// The runtime's per-step cost (plan::fit_step_overhead): one MeshSlice OS 2D GeMM on `mesh`
+// — each rank's output block 256×256, k = 256·d1·d2 — at S = 1, 4, 16, 64, validated against
+// Collective 2D, each S timed `repeats` times (median of the max over ranks) at the runtime's
+// default progress splits, and priced on `priced` (the topology calibrate is writing, before
+// the overhead is set) by plan::gemm2d_estimate without it. Throws if a case's result is wrong.
+struct StepMeasurement {
+  parallel::Gemm2dShape shape;
+  std::array<int, 2> mesh{1, 1};
+  std::vector<plan::StepSample> samples = {};
+};
+StepMeasurement measure_step_samples(const comm::Communicator& world, std::array<int, 2> mesh,
+                                     const plan::Topology& priced, double seconds, int repeats);
 
 // The topology file calibrate writes. With `base`, that topology with its calibration
 // replaced (named `name`, or base's name + "-calibrated"). Without, one flat level of n ranks

@@ -19,6 +19,10 @@
 // is Σ bytes touched / Σ (max over ranks), bytes counted with the planner's reads + writes
 // per element (plan/elementwise.hpp: LayerNorm 3 + 6, GeLU 2 + 5, × 4 bytes), so the
 // planner gets back exactly the time measured here for these ops.
+// Last, the runtime's cost per 2D GeMM step (bench::measure_step_samples): MeshSlice at S =
+// 1, 4, 16, 64 on the squarest mesh, priced with everything fitted above; the time the price
+// misses per step (plan::fit_step_overhead) goes into the calibration (step_overhead_us),
+// which the planner and the simulator charge once per local GeMM call of a 2D GeMM.
 // The whole sweep runs --repeats times and each point is the median over the sweeps, so a
 // burst of load on a shared machine spoils one sweep's sample of a point, not the point.
 //
@@ -158,8 +162,12 @@ void run_calibrate(const CalibrateArgs& a) {
   const int n = w.size();
   // Global inputs first: every rank reaches the same verdict.
   MESHTP_CHECK(!a.out.empty(), "--out FILE is required");
-  const std::vector<bench::CalibrationGroup> groups =
-      bench::calibration_groups(meshes_2d("--mesh", a.mesh, n), n);
+  const std::vector<std::array<int, 2>> meshes = meshes_2d("--mesh", a.mesh, n);
+  const std::vector<bench::CalibrationGroup> groups = bench::calibration_groups(meshes, n);
+  // The step overhead is timed on the squarest mesh: both dims' collectives in every step.
+  const std::array<int, 2> step_mesh = *std::max_element(
+      meshes.begin(), meshes.end(),
+      [](const auto& x, const auto& y) { return std::min(x[0], x[1]) < std::min(y[0], y[1]); });
   const std::vector<std::int64_t> sizes = parse_byte_sizes(a.sizes);
   MESHTP_CHECK(std::set<std::int64_t>(sizes.begin(), sizes.end()).size() >= 2,
                "--sizes {}: the fit needs at least 2 distinct message sizes", a.sizes);
@@ -188,14 +196,18 @@ void run_calibrate(const CalibrateArgs& a) {
 
   // Every rank holds the same samples (max over ranks), so every rank fits alike.
   const plan::CalibrationFit fit = plan::fit_calibration(series);
-  const plan::Topology topology =
-      bench::calibrated_topology({.base = base,
-                                  .name = a.name.empty() && !base ? stem_of(a.out) : a.name,
-                                  .source = fmt::format("meshtp calibrate --mesh {} --sizes {} "
-                                                        "--elementwise {} --repeats {} on {} ranks",
-                                                        a.mesh, a.sizes, a.elementwise,
-                                                        a.repeats, n)},
-                                 fit, gemm.tflops, elementwise.gbps, memory_gib, n);
+  plan::Topology topology = bench::calibrated_topology(
+      {.base = base,
+       .name = a.name.empty() && !base ? stem_of(a.out) : a.name,
+       .source = fmt::format("meshtp calibrate --mesh {} --sizes {} "
+                             "--elementwise {} --repeats {} on {} ranks",
+                             a.mesh, a.sizes, a.elementwise, a.repeats, n)},
+      fit, gemm.tflops, elementwise.gbps, memory_gib, n);
+  // Last: its prices use everything above.
+  const bench::StepMeasurement steps =
+      bench::measure_step_samples(w, step_mesh, topology, 2 * a.seconds, a.repeats);
+  const plan::StepOverheadFit step_fit = plan::fit_step_overhead(steps.samples);
+  topology.calibration.step_overhead_us = plan::round4(step_fit.step_s / plan::kUs);
   const std::string text = plan::to_json(topology).dump(2) + "\n";
   plan::parse_topology(text, a.out);  // what `meshtp plan --topology` will read
   agree_with_rank0(w, [&] { write_file_atomically(a.out, text); });
@@ -218,9 +230,23 @@ void run_calibrate(const CalibrateArgs& a) {
                       {"split_identified", q.split_identified},
                       {"samples", std::move(samples)}});
     }
+    nlohmann::json step_samples = nlohmann::json::array();
+    for (const plan::StepSample& x : steps.samples) {
+      step_samples.push_back({{"slices", x.slices},
+                              {"steps", x.steps},
+                              {"measured_s", x.measured_s},
+                              {"predicted_s", x.predicted_s}});
+    }
     os << nlohmann::json{{"out", a.out},
                          {"topology", plan::to_json(topology)},
                          {"fits", std::move(fits)},
+                         {"step_overhead",
+                          {{"mesh", steps.mesh},
+                           {"shape", {steps.shape.m, steps.shape.n, steps.shape.k}},
+                           {"step_us", step_fit.step_s / plan::kUs},
+                           {"intercept_us", step_fit.intercept_s / plan::kUs},
+                           {"r_squared", step_fit.r_squared},
+                           {"samples", std::move(step_samples)}}},
                          {"gemm_tflops", gemm.tflops},
                          {"elementwise_gbps", elementwise.gbps}}
               .dump()
@@ -259,6 +285,15 @@ void run_calibrate(const CalibrateArgs& a) {
                       e.gelu_forward_s * 1e3, e.gelu_backward_s * 1e3);
   }
   os << fmt::format(" {:.2f} GB/s elementwise per rank\n", elementwise.gbps);
+  os << fmt::format(
+      "2D GeMM steps: MeshSlice OS {}x{}x{} on mesh {}x{}, measured / priced "
+      "without a step cost:",
+      steps.shape.m, steps.shape.n, steps.shape.k, steps.mesh[0], steps.mesh[1]);
+  for (const plan::StepSample& x : steps.samples) {
+    os << fmt::format(" S={} {:.2f}/{:.2f} ms;", x.slices, x.measured_s * 1e3, x.predicted_s * 1e3);
+  }
+  os << fmt::format(" {:.1f} us per step (R^2 {:.3f})\n", step_fit.step_s / plan::kUs,
+                    step_fit.r_squared);
   os << fmt::format(
       "wrote {}: topology '{}', {} devices, {:.3g} GiB, {:.4g} TFLOP/s and {:.4g} GB/s "
       "elementwise each, {} calibrated group(s)\nnext: meshtp plan --topology {} --devices {} "

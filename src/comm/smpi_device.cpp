@@ -27,6 +27,7 @@ namespace {
 constexpr const char* kElementwiseProperty = "meshtp_elementwise_gbps";
 constexpr const char* kGemmProperty = "meshtp_gemm";
 constexpr const char* kLaunchProperty = "meshtp_launch_us";
+constexpr const char* kStepOverheadProperty = "meshtp_step_overhead_us";
 
 struct DeviceState {
   simhooks::Mode mode = simhooks::Mode::kCharged;
@@ -182,6 +183,14 @@ void install_device(MPI_Comm) {
         "' is not a positive rate");
   }
   h.elementwise_bytes_per_s = gbps * 1e9;
+  // Platforms written before the property existed charge nothing.
+  const char* step = platform_property(kStepOverheadProperty);
+  const double step_us = step != nullptr ? std::strtod(step, nullptr) : 0.0;
+  if (!(step_us >= 0) || step_us > 1e6) {
+    die(std::string("platform property ") + kStepOverheadProperty + "='" + step +
+        "' is not a time in microseconds in [0, 1e6]");
+  }
+  h.step_overhead_s = step_us * 1e-6;
   if (d.mode == simhooks::Mode::kCharged) {
     h.allocate = reserve;
     h.release = unreserve;

@@ -66,6 +66,8 @@ bool charge_attention(double seq, double head_dim, double pairs, bool backward, 
 
 void advance_seconds(double seconds) { (void)charge_seconds(seconds, 0.0); }
 
+void charge_step_overhead() { (void)charge_seconds(hooks().step_overhead_s, 0.0); }
+
 bool skip_values(std::size_t bytes) {
   return hooks().mode == Mode::kCharged && bytes >= kNoCopyBytes;
 }

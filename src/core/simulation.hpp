@@ -50,6 +50,9 @@ struct Hooks {
   // flat at the host's speed — the planner's model of the same device.
   GemmModel gemm;
   double elementwise_bytes_per_s = 0;  // the device's streaming rate for elementwise ops
+  // The runtime's host time per local GeMM call of a 2D GeMM beyond the GeMM (the topology's
+  // calibration.step_overhead_us; plan::gemm2d_estimate adds the same to each call).
+  double step_overhead_s = 0;
   // The simulated model's bytes per element (fp16/bf16: 2, fp32: 4). The runtime holds fp32;
   // kCharged charges elementwise traffic and moves large messages (comm/smpi_device.hpp
   // wire_type) at this size, as the planner prices the model's precision.
@@ -77,6 +80,9 @@ bool charge_bytes(double bytes);             // elementwise traffic, counted in 
 bool charge(double flops, double bytes);     // both
 bool charge_fp32_bytes(double bytes);        // elementwise traffic that stays fp32 whatever
                                              // the precision (the optimizer's state)
+// One step of a pipelined 2D GeMM (parallel/gemm2d's gemm_poking, once per call): its host
+// time beyond the GeMM, step_overhead_s. Nothing is skipped: the step's GeMM charges itself.
+void charge_step_overhead();
 // The attention core of `pairs` (sequence, head) pairs (core/gemm_model.hpp's products) and
 // its softmax's `bytes`.
 bool charge_attention(double seq, double head_dim, double pairs, bool backward, double bytes);

@@ -96,7 +96,8 @@ double tp1d_gemm_seconds(const FcShape& fc, Pass pass, int p, const GemmModel& g
 }  // namespace
 
 FcTuning tune_fc(Algorithm algorithm, const FcShape& fc, const MeshLinks& links,
-                 const GemmModel& gemm, int element_bytes, double forward_weight) {
+                 const GemmModel& gemm, int element_bytes, double forward_weight,
+                 double step_overhead_s) {
   FcTuning best;
   best.fc = fc;
   // X or Y: the whole-model runtime has no weight-stationary block (transposed activations).
@@ -125,7 +126,8 @@ FcTuning tune_fc(Algorithm algorithm, const FcShape& fc, const MeshLinks& links,
     for (std::size_t i = 0; i < 3 && !reason; ++i) {
       reason = gemm2d_invalid_reason(algorithm, shapes[i], params);
       if (reason) break;
-      t.passes[i].estimate = gemm2d_estimate(algorithm, shapes[i], params, links, gemm);
+      t.passes[i].estimate =
+          gemm2d_estimate(algorithm, shapes[i], params, links, gemm, step_overhead_s);
       t.workspace_bytes = std::max(t.workspace_bytes,
                                    gemm2d_workspace_bytes(algorithm, shapes[i], params));
     }

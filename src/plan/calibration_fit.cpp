@@ -105,6 +105,47 @@ double bus_factor(CollectiveKind c, int p) {
   }
 }
 
+StepOverheadFit fit_step_overhead(std::span<const StepSample> samples) {
+  std::set<std::int64_t> steps;
+  for (const StepSample& s : samples) {
+    MESHTP_CHECK(std::isfinite(s.measured_s) && s.measured_s > 0 && std::isfinite(s.predicted_s) &&
+                     s.predicted_s > 0,
+                 "step overhead fit: S={}: measured {} s and predicted {} s must be positive",
+                 s.slices, s.measured_s, s.predicted_s);
+    MESHTP_CHECK(s.steps >= 1, "step overhead fit: S={}: {} steps", s.slices, s.steps);
+    steps.insert(s.steps);
+  }
+  MESHTP_CHECK(steps.size() >= 2,
+               "step overhead fit: {} distinct step count(s); the fit needs at least 2",
+               steps.size());
+  // Ordinary least squares of r = measured − predicted on x = steps.
+  const double n = static_cast<double>(samples.size());
+  double mean_x = 0, mean_r = 0;
+  for (const StepSample& s : samples) {
+    mean_x += static_cast<double>(s.steps) / n;
+    mean_r += (s.measured_s - s.predicted_s) / n;
+  }
+  double sxx = 0, sxr = 0, srr = 0;
+  for (const StepSample& s : samples) {
+    const double dx = static_cast<double>(s.steps) - mean_x;
+    const double dr = s.measured_s - s.predicted_s - mean_r;
+    sxx += dx * dx;
+    sxr += dx * dr;
+    srr += dr * dr;
+  }
+  StepOverheadFit fit;
+  fit.step_s = std::max(0.0, sxr / sxx);
+  fit.intercept_s = mean_r - fit.step_s * mean_x;
+  double residual = 0;
+  for (const StepSample& s : samples) {
+    const double e = s.measured_s - s.predicted_s -
+                     (fit.intercept_s + fit.step_s * static_cast<double>(s.steps));
+    residual += e * e;
+  }
+  fit.r_squared = srr > 0 ? 1 - residual / srr : 1;
+  return fit;
+}
+
 double round4(double x) {
   if (x == 0 || !std::isfinite(x)) return x;
   const double scale = std::pow(10.0, 3 - std::floor(std::log10(std::abs(x))));

@@ -125,6 +125,29 @@ CalibrationFit fit_calibration(std::span<const CollectiveSeries> series);
 // Also for send/recv: one ring step, T = t_launch + l_sync + bytes/bw.
 double fitted_time(const CollectiveFit& fit, CollectiveKind c, int p, double bytes);
 
+// The runtime's host time per 2D GeMM step (Topology::calibration.step_overhead_us).
+// `meshtp calibrate` runs one MeshSlice 2D GeMM at several slice counts S on the ranks and
+// prices each with everything else it has fitted (gemm2d_estimate without the overhead):
+// the measured collectives at the slices' sizes, the measured GeMM rate. What the price
+// misses grows with the steps:
+//   measured(S) − predicted(S) = a + h·steps(S)     (steps: the local GeMM calls)
+// h by least squares over the slice counts (clamped to ≥ 0: a runtime step costs no less
+// than nothing), a what the price misses once per GeMM (the prologue's and epilogue's error).
+struct StepSample {
+  int slices = 1;
+  std::int64_t steps = 1;  // local GeMM calls of the 2D GeMM at this S
+  double measured_s = 0;   // one 2D GeMM, median of the max over ranks
+  double predicted_s = 0;  // gemm2d_estimate with no step overhead
+};
+struct StepOverheadFit {
+  double step_s = 0;       // h
+  double intercept_s = 0;  // a
+  double r_squared = 0;    // of the residual against the steps (1 when it is a line)
+};
+// Throws meshtp::Error for fewer than 2 distinct step counts or a time that is not positive
+// and finite.
+StepOverheadFit fit_step_overhead(std::span<const StepSample> samples);
+
 // x to 4 significant digits: what a topology file holds of a fit (the file is for people
 // too, and the measurements are noisier than that).
 double round4(double x);

@@ -82,7 +82,7 @@ int summa_best_packets(const RingParams& ring, int p, double panel_bytes) {
 
 PipelineEstimate gemm2d_estimate(Algorithm algorithm, const Gemm2dShape& s,
                                  const Gemm2dParams& params, const MeshLinks& links,
-                                 const GemmModel& gemm_model) {
+                                 const GemmModel& gemm_model, double step_overhead_s) {
   const Gemm2dTraffic traffic = gemm2d_traffic(algorithm, s, params);  // validates
   MESHTP_CHECK(links.mesh[0] == s.nr && links.mesh[1] == s.nc,
                "links are for mesh {}x{} but the GeMM runs on {}x{}", links.mesh[0],
@@ -122,7 +122,7 @@ PipelineEstimate gemm2d_estimate(Algorithm algorithm, const Gemm2dShape& s,
   const double calls = traffic.gemm_calls;
   const double m_call = static_cast<double>(s.m) / s.nr, n_call = static_cast<double>(s.n) / s.nc;
   const double k_call = s.flops_per_rank() / calls / (2 * m_call * n_call);
-  const double g = gemm_model.seconds(m_call, n_call, k_call, s.element_bytes);
+  const double g = gemm_model.seconds(m_call, n_call, k_call, s.element_bytes) + step_overhead_s;
   const double gemm = calls * g;
 
   PipelineEstimate e;

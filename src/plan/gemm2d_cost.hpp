@@ -65,9 +65,12 @@ struct PipelineEstimate {
   double compute_s = 0;  // all local GeMM time
 };
 // `links` must be for mesh (shape.nr, shape.nc); throws otherwise or when invalid.
+// `step_overhead_s` is the runtime's host time per local GeMM call beyond the GeMM itself
+// (Topology::step_overhead_s: packing, issuing and testing the step's collectives), added to
+// every call's g, so it sits on the compute path: a rank's core does it, nothing hides it.
 PipelineEstimate gemm2d_estimate(Algorithm algorithm, const Gemm2dShape& shape,
                                  const Gemm2dParams& params, const MeshLinks& links,
-                                 const GemmModel& gemm);
+                                 const GemmModel& gemm, double step_overhead_s = 0);
 
 // Peak transient buffer bytes per rank (gathered blocks, partial outputs before RdS).
 double gemm2d_workspace_bytes(Algorithm algorithm, const Gemm2dShape& shape,

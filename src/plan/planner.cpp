@@ -167,10 +167,11 @@ Candidate evaluate(const PlanRequest& request, const MeshLinks& links, Strategy 
       double layer_compute = attention + elementwise;
       c.valid = true;
       for (const FcShape& fc : fc_layers(m)) {
-        const FcTuning t = strategy == Strategy::kTp1d
-                               ? tp1d_fc(fc, links, gemm, m.element_bytes(), forward_weight)
-                               : tune_fc(layout::algorithm_of(strategy), fc, links, gemm,
-                                         m.element_bytes(), forward_weight);
+        const FcTuning t =
+            strategy == Strategy::kTp1d
+                ? tp1d_fc(fc, links, gemm, m.element_bytes(), forward_weight)
+                : tune_fc(layout::algorithm_of(strategy), fc, links, gemm, m.element_bytes(),
+                          forward_weight, request.topology.step_overhead_s());
         if (t.invalid_reason) {
           c.valid = false;
           c.reason = fmt::format("{}: {}", name(fc.layer), *t.invalid_reason);

@@ -303,12 +303,15 @@ nlohmann::json to_json(const Explanation& e) {
 }
 
 std::string format_topology(const Topology& t, const std::optional<MeshLinks>& links) {
-  std::string out = fmt::format("topology {}: {} devices, {} GiB and {} TFLOP/s each{}, "
-                                "elementwise {} GB/s ({}), T_launch {} us\n",
-                                t.name, t.device_count(), t.memory_gib, t.effective_tflops(),
-                                t.calibration.gemm_tflops ? " (calibrated)" : "",
-                                t.effective_elementwise_gbps(), name(t.elementwise_source()),
-                                t.launch_us);
+  std::string out = fmt::format(
+      "topology {}: {} devices, {} GiB and {} TFLOP/s each{}, "
+      "elementwise {} GB/s ({}), T_launch {} us{}\n",
+      t.name, t.device_count(), t.memory_gib, t.effective_tflops(),
+      t.calibration.gemm_tflops ? " (calibrated)" : "", t.effective_elementwise_gbps(),
+      name(t.elementwise_source()), t.launch_us,
+      t.calibration.step_overhead_us
+          ? fmt::format(", 2D GeMM step {} us (calibrated)", *t.calibration.step_overhead_us)
+          : "");
   if (!t.description.empty()) out += "  " + t.description + "\n";
   if (t.graph) {
     out += fmt::format("graph: {} (placement {})\n", t.graph->json.dump(),

@@ -61,6 +61,8 @@ double Topology::effective_elementwise_gbps() const {
   return elementwise_gbps.value_or(kDefaultElementwiseGbps);
 }
 
+double Topology::step_overhead_s() const { return calibration.step_overhead_us.value_or(0) * kUs; }
+
 namespace {
 
 void check_positive(double value, std::string_view field, std::string_view where) {
@@ -133,6 +135,11 @@ void Topology::validate() const {
   if (calibration.elementwise_gbps) {
     check_positive(*calibration.elementwise_gbps, "calibration elementwise_gbps", where);
   }
+  if (calibration.step_overhead_us) {
+    const double v = *calibration.step_overhead_us;
+    MESHTP_CHECK(std::isfinite(v) && v >= 0 && v <= 1e6,
+                 "{}: calibration step_overhead_us={} must be in [0, 1e6]", where, v);
+  }
   for (const GroupCalibration& g : calibration.groups) {
     const std::string gw =
         fmt::format("{}, calibration group (size {}, stride {})", where, g.size, g.stride);
@@ -161,6 +168,9 @@ std::ostream& operator<<(std::ostream& os, const Topology& t) {
   }
   if (!t.calibration.groups.empty()) {
     os << fmt::format(" + {} calibrated group(s)", t.calibration.groups.size());
+  }
+  if (t.calibration.step_overhead_us) {
+    os << fmt::format(" + {} us per 2D GeMM step", *t.calibration.step_overhead_us);
   }
   return os;
 }
@@ -259,6 +269,9 @@ nlohmann::json to_json(const Topology& t) {
     if (t.calibration.elementwise_gbps) {
       c["elementwise_gbps"] = *t.calibration.elementwise_gbps;
     }
+    if (t.calibration.step_overhead_us) {
+      c["step_overhead_us"] = *t.calibration.step_overhead_us;
+    }
     j["calibration"] = std::move(c);
   }
   return j;
@@ -346,10 +359,12 @@ Topology topology_from_json(const nlohmann::json& j, const std::string& source) 
   if (j.contains("calibration")) {
     const std::string cw = where + ", calibration";
     const nlohmann::json& c = j.at("calibration");
-    check_fields(c, {"source", "gemm_tflops", "elementwise_gbps", "groups"}, cw);
+    check_fields(c, {"source", "gemm_tflops", "elementwise_gbps", "step_overhead_us", "groups"},
+                 cw);
     t.calibration.source = read_optional_string(c, "source", cw, "");
     t.calibration.gemm_tflops = read_optional_number(c, "gemm_tflops", cw);
     t.calibration.elementwise_gbps = read_optional_number(c, "elementwise_gbps", cw);
+    t.calibration.step_overhead_us = read_optional_number(c, "step_overhead_us", cw);
     if (c.contains("groups")) {
       const nlohmann::json& groups = c.at("groups");
       MESHTP_CHECK(groups.is_array(), "{}: 'groups' must be an array", cw);

@@ -88,8 +88,16 @@ struct Calibration {
   // Measured streaming rate (LayerNorm + GeLU, forward + backward); overrides
   // device.elementwise_gbps.
   std::optional<double> elementwise_gbps;
+  // The runtime's host time per step of a pipelined 2D GeMM beyond its priced GeMM and
+  // collectives: packing a slice, issuing, testing and waiting on its collectives, ranks
+  // trading cores. Fitted by calibrate to MeshSlice at several slice counts
+  // (plan/calibration_fit.hpp, fit_step_overhead); charged once per local GeMM call of a 2D
+  // GeMM by the planner (gemm2d_estimate) and the simulated runtime alike.
+  std::optional<double> step_overhead_us = std::nullopt;
   std::vector<GroupCalibration> groups;
-  bool empty() const { return !gemm_tflops && !elementwise_gbps && groups.empty(); }
+  bool empty() const {
+    return !gemm_tflops && !elementwise_gbps && !step_overhead_us && groups.empty();
+  }
   friend bool operator==(const Calibration&, const Calibration&) = default;
 };
 
@@ -135,6 +143,9 @@ struct Topology {
   // calibration.elementwise_gbps, else elementwise_gbps, else kDefaultElementwiseGbps.
   double effective_elementwise_gbps() const;
   RateSource elementwise_source() const;
+  // calibration.step_overhead_us in seconds, else 0 (not modelled: a GPU's launches are
+  // asynchronous, and no preset measured one).
+  double step_overhead_s() const;
 
   // Throws meshtp::Error naming the offending field and value (a zero or negative
   // bandwidth, a p2p matrix of the wrong size, …).

@@ -57,6 +57,7 @@ topo::PlatformFiles write_platform(const Topology& topology,
       .memory_gib = topology.memory_gib,
       .elementwise_gbps = topology.effective_elementwise_gbps(),
       .launch_us = topology.launch_us,
+      .step_overhead_us = topology.calibration.step_overhead_us.value_or(0),
       .gemm = topology.calibration.gemm_tflops ? std::nullopt : topology.gemm};
   return topo::write_simgrid_platform(graph, placement, host, dir);
 }

@@ -108,7 +108,8 @@ Prediction predict_gemm2d(const plan::PlanRequest& request, const RunSpec& spec)
   }
   const plan::MeshLinks links = plan::mesh_links(request.topology, shape.nr, shape.nc);
   const plan::PipelineEstimate e =
-      plan::gemm2d_estimate(algorithm, shape, params, links, request.topology.gemm_model());
+      plan::gemm2d_estimate(algorithm, shape, params, links, request.topology.gemm_model(),
+                            request.topology.step_overhead_s());
   p.available = true;
   p.total_s = e.total_s;
   p.comm_s = e.comm_s;

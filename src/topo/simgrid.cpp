@@ -52,8 +52,9 @@ std::string props(const HostSpec& host) {
   std::string out = fmt::format(
       "    <prop id=\"meshtp_memory_gib\" value=\"{}\"/>\n"
       "    <prop id=\"meshtp_elementwise_gbps\" value=\"{}\"/>\n"
-      "    <prop id=\"meshtp_launch_us\" value=\"{}\"/>\n",
-      host.memory_gib, host.elementwise_gbps, host.launch_us);
+      "    <prop id=\"meshtp_launch_us\" value=\"{}\"/>\n"
+      "    <prop id=\"meshtp_step_overhead_us\" value=\"{}\"/>\n",
+      host.memory_gib, host.elementwise_gbps, host.launch_us, host.step_overhead_us);
   if (host.gemm) {
     // gemm_property's order (comm/smpi_device.cpp reads it back).
     const GemmModel& g = *host.gemm;
@@ -128,6 +129,8 @@ std::string simgrid_platform_xml(const Graph& graph, const HostSpec& host) {
   MESHTP_CHECK(host.tflops > 0, "platform: device tflops={} must be positive", host.tflops);
   MESHTP_CHECK(host.launch_us >= 0 && std::isfinite(host.launch_us),
                "platform: launch_us={} must be a finite number >= 0", host.launch_us);
+  MESHTP_CHECK(host.step_overhead_us >= 0 && std::isfinite(host.step_overhead_us),
+               "platform: step_overhead_us={} must be a finite number >= 0", host.step_overhead_us);
   std::string out =
       "<?xml version='1.0'?>\n"
       "<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"

@@ -39,6 +39,10 @@ struct HostSpec {
   // planner's ring model adds to every collective (plan/mesh_links.hpp); the simulated
   // device's communication engines wait it before each collective (comm/smpi_device.hpp).
   double launch_us = 0;
+  // A property: the runtime's host time per 2D GeMM step (the topology's
+  // calibration.step_overhead_us), charged by the simulated device once per step
+  // (core/simulation.hpp charge_step_overhead) as plan::gemm2d_estimate prices it.
+  double step_overhead_us = 0;
   // A property when set: the device's GeMM time by shape (core/gemm_model.hpp), charged by the
   // simulated device for every local GeMM (comm/smpi_device.cpp) as the planner prices it.
   std::optional<GemmModel> gemm = std::nullopt;

@@ -11,7 +11,7 @@ add_test(NAME cli_calibrate_np2
                  --sizes 4K,64K,1M --gemm 64x64x64 --seconds 0.02)
 set_tests_properties(cli_calibrate_np2 PROPERTIES ENVIRONMENT "${MESHTP_MPI_ENV}" TIMEOUT 120
   PROCESSORS 2 FIXTURES_SETUP calibrated_np2
-  PASS_REGULAR_EXPRESSION "    2      1 all_reduce .*wrote .*tiny-np2.json: topology 'tiny-np2', 2 devices")
+  PASS_REGULAR_EXPRESSION "    2      1 all_reduce .*2D GeMM steps: MeshSlice OS 512x256x512 on mesh 2x1, .* S=64 [0-9.]+/[0-9.]+ ms; [0-9.]+ us per step .*wrote .*tiny-np2.json: topology 'tiny-np2', 2 devices")
 
 add_test(NAME cli_calibrate_plan_reads_file
          COMMAND ${MESHTP_BIN} plan --topology ${MESHTP_CAL_FILE} --devices 2 --model atp-m1

@@ -284,5 +284,47 @@ TEST(CalibrationFit, RejectsDegenerateInput) {
   EXPECT_EQ(error_of([&] { fit_calibration({}); }), "calibration fit: no measurements to fit");
 }
 
+// measured − predicted = a + h·steps, recovered exactly; the slice count is only a label.
+TEST(CalibrationFit, StepOverheadIsTheSlopeOfWhatThePriceMisses) {
+  const double h = 43e-6, a = 0.4e-3;
+  std::vector<StepSample> samples;
+  for (const int s : {1, 4, 16, 64}) {
+    const double predicted = 5e-3 + 1e-3 / s;  // whatever the model says
+    samples.push_back(
+        {.slices = s, .steps = s, .measured_s = predicted + a + h * s, .predicted_s = predicted});
+  }
+  const StepOverheadFit fit = fit_step_overhead(samples);
+  EXPECT_NEAR(fit.step_s, h, 1e-12);
+  EXPECT_NEAR(fit.intercept_s, a, 1e-12);
+  EXPECT_NEAR(fit.r_squared, 1, 1e-9);
+  // Noise: the least-squares slope, R² below 1.
+  samples[2].measured_s += 0.2e-3;
+  const StepOverheadFit noisy = fit_step_overhead(samples);
+  EXPECT_GT(noisy.step_s, 0);
+  EXPECT_LT(noisy.r_squared, 1);
+  EXPECT_GT(noisy.r_squared, 0.9);
+}
+
+TEST(CalibrationFit, StepOverheadNeverNegative) {
+  // The price grows faster with S than the measurement: the steps cost nothing, not less.
+  const std::vector<StepSample> samples{
+      {.slices = 1, .steps = 1, .measured_s = 2e-3, .predicted_s = 1e-3},
+      {.slices = 8, .steps = 8, .measured_s = 2e-3, .predicted_s = 1.5e-3}};
+  const StepOverheadFit fit = fit_step_overhead(samples);
+  EXPECT_EQ(fit.step_s, 0);
+  EXPECT_NEAR(fit.intercept_s, 0.75e-3, 1e-12);  // the mean residual
+}
+
+TEST(CalibrationFit, StepOverheadRejectsDegenerateInput) {
+  const std::vector<StepSample> one{{.slices = 4, .steps = 4, .measured_s = 1, .predicted_s = 1},
+                                    {.slices = 4, .steps = 4, .measured_s = 2, .predicted_s = 1}};
+  EXPECT_EQ(error_of([&] { fit_step_overhead(one); }),
+            "step overhead fit: 1 distinct step count(s); the fit needs at least 2");
+  const std::vector<StepSample> zero{{.slices = 1, .steps = 1, .measured_s = 0, .predicted_s = 1},
+                                     {.slices = 4, .steps = 4, .measured_s = 2, .predicted_s = 1}};
+  EXPECT_EQ(error_of([&] { fit_step_overhead(zero); }),
+            "step overhead fit: S=1: measured 0 s and predicted 1 s must be positive");
+}
+
 }  // namespace
 }  // namespace meshtp::plan

@@ -43,6 +43,35 @@ Gemm2dShape shape(Dataflow d, std::int64_t m, std::int64_t n, std::int64_t k, in
                      .element_bytes = 4};
 }
 
+// The runtime's step overhead h sits on every local GeMM call: compute grows by calls·h, and
+// MeshSlice's many small steps pay it S times where Collective pays it once.
+TEST(Gemm2dCost, StepOverheadIsChargedOncePerLocalGemmCall) {
+  const double h = 50e-6;
+  for (const Dataflow d : {Dataflow::kOS, Dataflow::kLS, Dataflow::kRS}) {
+    const Gemm2dShape s = shape(d, 1024, 1024, 1024, 2, 2);
+    for (const Algorithm a : {Algorithm::kCollective, Algorithm::kMeshSlice, Algorithm::kSumma,
+                              Algorithm::kWang, Algorithm::kCannon}) {
+      const Gemm2dParams p{.slices = 4};
+      const PipelineEstimate without = gemm2d_estimate(a, s, p, links(2, 2), kFlops);
+      const PipelineEstimate with = gemm2d_estimate(a, s, p, links(2, 2), kFlops, h);
+      const double calls = static_cast<double>(gemm2d_traffic(a, s, p).gemm_calls);
+      EXPECT_NEAR(with.compute_s - without.compute_s, calls * h, kTol) << name(a);
+      EXPECT_EQ(with.comm_s, without.comm_s) << name(a);
+      EXPECT_GT(with.total_s, without.total_s) << name(a);
+    }
+  }
+  // Compute-bound MeshSlice OS (steady = gemm/S): the total grows by exactly S·h.
+  const Gemm2dShape os = shape(Dataflow::kOS, 1024, 1024, 1024, 2, 2);
+  for (const int slices : {1, 4, 16}) {
+    const auto t = [&](double overhead) {
+      return gemm2d_estimate(Algorithm::kMeshSlice, os, {.slices = slices}, links(2, 2), kFlops,
+                             overhead)
+          .total_s;
+    };
+    EXPECT_NEAR(t(h) - t(0), slices * h, kTol) << slices;
+  }
+}
+
 TEST(Gemm2dCost, CollectiveAndMeshSliceOsByHand) {
   // OS, m = n = k = 1024 on 2×2, fp32: shard(A) = shard(B) = 1024²/4·4 B = 1 MiB.
   const Gemm2dShape s = shape(Dataflow::kOS, 1024, 1024, 1024, 2, 2);

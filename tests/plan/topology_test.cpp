@@ -170,6 +170,21 @@ TEST(Json, BadValuesAreNamed) {
   EXPECT_EQ(m.calibration.groups[0].all_gather->measured,
             (std::vector<MeasuredTime>{{4096, 3.5}, {65536, 20}}));
   EXPECT_EQ(parse_topology(to_json(m).dump(), "'round trip'"), m);
+  // The step overhead: checked, kept, and what step_overhead_s() gives (0 when absent).
+  const auto with_step = [](const std::string& us) {
+    return R"({"name": "t", "device": {"memory_gib": 80, "tflops": 100},
+      "levels": [{"members": 4, "group_gbps": 5}],
+      "calibration": {"step_overhead_us": )" +
+           us + "}}";
+  };
+  EXPECT_NE(error_of([&] {
+              parse_topology(with_step("-3"), "'t'");
+            }).find("calibration step_overhead_us=-3 must be in [0, 1e6]"),
+            std::string::npos);
+  const Topology stepped = parse_topology(with_step("42.5"), "'t'");
+  EXPECT_DOUBLE_EQ(stepped.step_overhead_s(), 42.5e-6);
+  EXPECT_EQ(parse_topology(to_json(stepped).dump(), "'round trip'"), stepped);
+  EXPECT_EQ(m.step_overhead_s(), 0);
   const auto with_gemm = [](const std::string& gemm) {
     return R"({"name": "t", "device": {"memory_gib": 80, "tflops": 100, "gemm": )" + gemm +
            R"(}, "levels": [{"members": 4, "group_gbps": 5}]})";

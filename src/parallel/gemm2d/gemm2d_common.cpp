@@ -90,6 +90,7 @@ void add_into(ConstMatrixView x, MatrixView y) {
 void gemm_poking(ConstMatrixView a, Trans ta, ConstMatrixView b, Trans tb, MatrixView c, float beta,
                  const InFlight& in_flight, int chunks, Gemm2dWorkspace& ws) {
   const double start = now_seconds();
+  simhooks::charge_step_overhead();
   const std::int64_t bands = std::clamp<std::int64_t>(chunks, 1, std::max<std::int64_t>(c.rows, 1));
   for (std::int64_t p = 0; p < bands; ++p) {
     const std::int64_t r0 = c.rows * p / bands;
