@@ -186,8 +186,10 @@ Topology tp_topology(TopologyLinks& links, int d1, int d2) {
   // groups (d2, stride 1) in the full topology's rank order too (tensor parallelism is
   // innermost), so the full topology's fits for those shapes are the stage's.
   t.calibration.groups.clear();
-  for (const auto& [size, stride] : {std::pair{d1, d2}, std::pair{d2, 1}}) {
-    if (size == 1) continue;
+  // And the whole group's (d1·d2, stride 1): the head's collectives run on the mesh's
+  // communicator (head_comm_s).
+  for (const auto& [size, stride] : {std::pair{d1, d2}, std::pair{d2, 1}, std::pair{d1 * d2, 1}}) {
+    if (size == 1 || (size == d1 * d2 && (d1 == 1 || d2 == 1))) continue;
     if (const GroupCalibration* g = topology.calibrated_group(size, stride)) {
       t.calibration.groups.push_back(*g);
     }
@@ -223,7 +225,7 @@ double rerun_s(layout::Runtime runtime, int pp, double full_s, double none_s) {
 
 LayoutParts parts(const LayoutCandidate& c) {
   const double busy = (c.t_stage_s + c.t_rerun_s + c.t_head_s) * c.plan.microbatches;
-  const double compute = (c.t_compute_s + c.t_head_s) * c.plan.microbatches;
+  const double compute = (c.t_compute_s + c.t_head_s - c.t_head_comm_s) * c.plan.microbatches;
   return {.compute_s = compute,
           .tp_comm_s = busy - compute,
           .bubble_s = busy / (1 - c.bubble) - busy,
@@ -248,6 +250,49 @@ double head_s(const ModelSpec& mb, int tp, int pp, const Topology& topology) {
                (op_costs::kEmbeddingForwardTouches + op_costs::kEmbeddingBackwardTouches);
   }
   return gemm + touched * e / (topology.effective_elementwise_gbps() * kGB);
+}
+
+double head_comm_s(const ModelSpec& mb, const layout::Plan& plan, layout::Runtime runtime,
+                   const Topology& stage) {
+  const auto [d1, d2] = plan.mesh;
+  const int tp = d1 * d2;
+  if (mb.vocab == 0 || tp == 1) return 0;
+  using layout::CollectiveKind;
+  const double tokens = static_cast<double>(mb.tokens());
+  const double stream = tokens * static_cast<double>(mb.hidden) * mb.element_bytes();
+  const MeshLinks dims = mesh_links(stage, d1, d2);
+  const DimLinks& group = mesh_links(stage, tp, 1).dims[0];  // the mesh communicator's ring
+  // The cross-entropy's max of M values, then the sum and the target's logit (2M), fp32.
+  const double statistics = collective_time(group, CollectiveKind::kAllReduce, tokens * 4) +
+                            collective_time(group, CollectiveKind::kAllReduce, 2 * tokens * 4);
+  const bool embedding = plan.pp == 1;  // with a pipeline it runs on another rank
+  if (runtime == layout::Runtime::kMegatron) {
+    // Without sequence parallelism one all_reduce each way; with it a reduce-scatter and an
+    // all-gather (the same ring steps and bytes, priced as what runs).
+    const bool sp = plan.sequence_parallel || plan.strategy == Strategy::kTp1d;
+    const double each_way = sp ? collective_time(group, CollectiveKind::kReduceScatter, stream) +
+                                     collective_time(group, CollectiveKind::kAllGather, stream)
+                               : collective_time(group, CollectiveKind::kAllReduce, stream);
+    return statistics + each_way * (embedding ? 2 : 1);
+  }
+  // meshtp: the stream's shards gathered whole, inner mesh dim first.
+  std::vector<int> sharding;  // mesh dims, inner first
+  if (layout::is_gemm2d(plan.strategy)) {
+    sharding = {1, 0};
+  } else if (plan.strategy == Strategy::kTp1d || plan.sequence_parallel) {
+    sharding = {0};
+  } else {
+    sharding = {1};
+  }
+  double gather = 0, gathered = stream;
+  for (const int d : sharding) gathered /= plan.mesh[static_cast<std::size_t>(d)];
+  for (const int d : sharding) {
+    gathered *= plan.mesh[static_cast<std::size_t>(d)];
+    gather += collective_time(dims.dims[static_cast<std::size_t>(d)], CollectiveKind::kAllGather,
+                              gathered);
+  }
+  const double all_reduce = collective_time(group, CollectiveKind::kAllReduce, stream);
+  return statistics + gather + all_reduce + (embedding ? all_reduce + gather : 0);
 }
 
 double optimizer_s(double params, const Topology& topology) {
@@ -313,6 +358,8 @@ class Pricer {
     // Megatron-LM's scatter/gather optimisation (Narayanan et al. 2021 §4.1): a boundary
     // activation replicated over the d1 ranks of 1D TP goes over the pipeline link as d1
     // slices, one per rank (the all-gather inside the stage that rebuilds it is not priced).
+    const double head_comm =
+        head_comm_s(mb, plan, r_.runtime, stage_topology(plan.mesh[0], plan.mesh[1]));
     const double slices = r_.runtime == layout::Runtime::kMegatron && !plan.sequence_parallel &&
                                   !layout::is_gemm2d(plan.strategy) && plan.mesh[1] == 1
                               ? plan.mesh[0]
@@ -322,7 +369,8 @@ class Pricer {
             .stream_bytes = block_floats(mb, plan).input * r_.model.element_bytes() / slices,
             .params_bytes =
                 rank_memory(r_.model, plan, 0, HeadBuffers::kSharded, buffers(plan)).params_bytes,
-            .head_s = head_s(mb, plan.mesh[0] * plan.mesh[1], plan.pp, r_.topology),
+            .head_s = head_s(mb, plan.mesh[0] * plan.mesh[1], plan.pp, r_.topology) + head_comm,
+            .head_comm_s = head_comm,
             .layers = static_cast<int>(mb.layers)};
   }
 
@@ -338,6 +386,7 @@ class Pricer {
     c.t_compute_s =
         stage.t_compute_s + rerun_s(r_.runtime, plan.pp, full.t_compute_s, none.t_compute_s);
     c.t_head_s = t.head_s;
+    c.t_head_comm_s = t.head_comm_s;
     // ZeRO ≥ 1 (Megatron-LM's distributed optimizer) updates a 1/dp shard on each rank.
     const double params = t.params_bytes / r_.model.element_bytes();
     c.t_optimizer_s = optimizer_s(plan.zero >= 1 ? params / plan.dp : params, r_.topology);

@@ -103,6 +103,7 @@ struct LayoutCandidate {
   // Per microbatch, the vocabulary head on the last pipeline rank (head_s): the slowest
   // rank's extra, so every rank's turn in the schedule waits for it.
   double t_head_s = 0;
+  double t_head_comm_s = 0;  // the part of t_head_s that is communication (head_comm_s)
   double t_optimizer_s = 0;  // per step: AdamW over the most loaded rank's parameters
   double bubble = 0;     // (p−1)/(m+p−1); interleaved (p−1)/(v·m+p−1)
   double t_p2p_s = 0;    // per step, on the critical path
@@ -132,10 +133,28 @@ double rerun_s(layout::Runtime runtime, int pp, double full_s, double none_s);
 //   cross-entropy  M·V/tp logits, forward and backward touches (core/op_costs.hpp)
 //   embedding   M·h rows gathered and scattered back (first rank; counted only when pp = 1,
 //               since with a pipeline it runs on another rank than the logits)
-// with M = b·s tokens. 0 when the model has no vocabulary. Not priced: the vocabulary-
-// parallel cross-entropy's two small all-reduces (max and sum, M values) and the embedding
-// output's all-reduce over the TP group.
+// with M = b·s tokens. 0 when the model has no vocabulary. Its communication is head_comm_s.
 double head_s(const ModelSpec& mb, int tp, int pp, const Topology& topology);
+
+// The head's and the embedding's collectives of one microbatch (M = b·s tokens, e bytes per
+// element, h hidden) on the TP group of `plan`'s mesh, as `runtime` runs them, priced on
+// `stage` (tp_topology: its mesh dims, and the whole group as one ring):
+//   meshtp    (model/gpt.cpp, parallel/vocab_parallel.hpp) the embedding's all_reduce of
+//             M·h (pp = 1); the stream gathered whole before the logits (an all_gather over
+//             each mesh dim that shards it, inner dim first: parallel/activation_shard.hpp —
+//             2D GeMM strategies dims 1 then 0, ATP dim 1, tp1d dim 0); the cross-entropy's
+//             all_reduces of M (max) and 2M (sum and the target's logit); the logits'
+//             backward all_reduce of M·h; the embedding's gradient gathered like the stream
+//             (pp = 1)
+//   megatron  (Megatron-LM's VocabParallelEmbedding, vocab_parallel_cross_entropy and the
+//             head input's copy to the TP region) without sequence parallelism an all_reduce
+//             of M·h forward (embedding, pp = 1) and backward (the head input's gradient);
+//             with it a reduce_scatter and an all_gather of M·h instead of each all_reduce,
+//             and an all_gather of the head input and of the embedding's gradient (pp = 1)
+//             — the same bytes; the two small all_reduces
+// 0 on one device or without a vocabulary.
+double head_comm_s(const ModelSpec& mb, const layout::Plan& plan, layout::Runtime runtime,
+                   const Topology& stage);
 
 // The optimizer step over `params` parameters at the elementwise rate: the global gradient
 // norm's read and AdamW (fp32 master weights, gradients and both moments), kGradNormTouches +
@@ -149,7 +168,8 @@ struct LayoutTraffic {
   RingParams pipe, data;    // the pipeline dim's link and the data dim's ring
   double stream_bytes = 0;  // one rank's slice of a microbatch's residual stream
   double params_bytes = 0;  // one rank's parameters (= its gradients)
-  double head_s = 0;        // head_s of one microbatch on the last pipeline rank
+  double head_s = 0;        // head_s + head_comm_s of one microbatch on the last pipeline rank
+  double head_comm_s = 0;   // its communication
   int layers = 1;           // blocks per pipeline rank: one data-parallel bucket each
 };
 

@@ -86,7 +86,9 @@ TEST(LayoutEvaluate, PartsSumToTheStepAndTheInterleavedBubbleIsPMinus1OverVm) {
 //   t_step(meshtp) − t_step(megatron) = m·(t_stage + t_rerun − t_stage')/(1 − bubble)
 //                                        + Δp2p − overlap,
 //   t_rerun = pp > 1 ? t_stage(full) − t_stage(none) : 0,
-// one more forward per microbatch against the dropout (t_stage' > t_stage); Δp2p: meshtp
+// one more forward per microbatch against the dropout (t_stage' > t_stage), and the head's
+// collectives as each runtime runs them (head_comm_s: meshtp gathers a sharded stream
+// whole, m·Δhead/(1 − bubble)); Δp2p: meshtp
 // hides the transfers its schedule overlaps, Megatron-LM waits for each but scatters a
 // replicated 1D-TP boundary; overlap: meshtp's ZeRO 0–1 gradient reduction runs under the
 // last backwards, Megatron-LM's after them.
@@ -103,9 +105,13 @@ TEST(LayoutEvaluate, RuntimesDifferExactlyByTheRerunForward) {
     if (a.plan.zero >= 2) continue;  // Megatron's distributed optimizer is ZeRO-1
     const LayoutCandidate b = evaluate_layout(mega, a.plan);
     EXPECT_GT(b.t_stage_s, a.t_stage_s) << a.plan;  // the dropout
-    EXPECT_EQ(b.t_head_s, a.t_head_s) << a.plan;
+    EXPECT_NEAR(b.t_head_s - b.t_head_comm_s, a.t_head_s - a.t_head_comm_s, 1e-15) << a.plan;
+    if (a.plan.mesh[0] * a.plan.mesh[1] > 1) {
+      EXPECT_GT(a.t_head_comm_s, 0) << a.plan;
+    }
     EXPECT_EQ(b.t_optimizer_s, a.t_optimizer_s) << a.plan;
     const double dropout = a.plan.microbatches * (b.t_stage_s - a.t_stage_s) / (1 - a.bubble);
+    const double head = a.plan.microbatches * (b.t_head_s - a.t_head_s) / (1 - a.bubble);
     // Megatron's scatter/gather sends a replicated 1D-TP boundary activation in d1 slices;
     // otherwise it moves the same bytes, but waits for every transfer where meshtp's runtime
     // overlaps all but those its schedule exposes.
@@ -127,7 +133,7 @@ TEST(LayoutEvaluate, RuntimesDifferExactlyByTheRerunForward) {
     if (a.plan.pp == 1) {
       ++flat;
       EXPECT_EQ(a.t_rerun_s, 0) << a.plan;
-      EXPECT_NEAR(b.t_step_s - a.t_step_s, dropout + overlap, 1e-12 * a.t_step_s) << a.plan;
+      EXPECT_NEAR(b.t_step_s - a.t_step_s, dropout + head + overlap, 1e-12 * a.t_step_s) << a.plan;
       // Megatron-SP re-gathers the LayerNorm outputs instead of keeping them (memory.hpp).
       if (a.plan.sequence_parallel && a.plan.mesh[0] > 1) {
         EXPECT_LT(b.memory.total_bytes(), a.memory.total_bytes()) << a.plan;
@@ -139,7 +145,7 @@ TEST(LayoutEvaluate, RuntimesDifferExactlyByTheRerunForward) {
     ++pipelined;
     EXPECT_GT(a.t_rerun_s, 0) << a.plan;
     EXPECT_NEAR(a.t_step_s - b.t_step_s,
-                a.plan.microbatches * a.t_rerun_s / (1 - a.bubble) - dropout +
+                a.plan.microbatches * a.t_rerun_s / (1 - a.bubble) - dropout - head +
                     (a.t_p2p_s - b.t_p2p_s) - overlap,
                 1e-12 * a.t_step_s)
         << a.plan;

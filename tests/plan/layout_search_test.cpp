@@ -207,5 +207,54 @@ TEST(LayoutSearch, BadRequestsNameTheValue) {
   EXPECT_THROW(search_layouts(r), Error);
 }
 
+// The head's collectives, composed by hand from the collectives' prices on one flat level of
+// 4 devices (nvlink-network-4), `small` (M = b·s = 8·128 tokens, h 256, fp32): the stream is
+// M·h·4 = 1 MiB, the cross-entropy's all_reduces 4 and 8 KiB.
+TEST(LayoutSearch, HeadCollectivesAsEachRuntimeRunsThem) {
+  Topology t = load_topology("nvlink-network-4");
+  t.calibration = {};
+  ModelSpec mb = load_model("small");
+  const double stream = 8.0 * 128 * 256 * 4, tokens = 8.0 * 128;
+  const MeshLinks whole = mesh_links(t, 4, 1), mesh = mesh_links(t, 2, 2);
+  const auto ar = [&](double bytes) {
+    return collective_time(whole.dims[0], layout::CollectiveKind::kAllReduce, bytes);
+  };
+  const auto ag = [&](int dim, double bytes) {
+    return collective_time(mesh.dims[static_cast<std::size_t>(dim)],
+                           layout::CollectiveKind::kAllGather, bytes);
+  };
+  const double stats = ar(4 * tokens) + ar(8 * tokens);
+  EXPECT_GT(stats, 0);
+  layout::Plan p{.mesh = {2, 2}, .strategy = Strategy::kMeshSlice};
+  // meshtp, 2D GeMM stream [S(1), S(2)]: gathered over dim 1 (to half the rows), then dim 0;
+  // with pp = 1 the embedding's all_reduce and its gradient's gathers too.
+  const double gather = ag(1, stream / 2) + ag(0, stream);
+  EXPECT_NEAR(head_comm_s(mb, p, layout::Runtime::kMeshtp, t), stats + 2 * gather + 2 * ar(stream),
+              1e-15);
+  p.pp = 2;  // the embedding runs on another rank
+  EXPECT_NEAR(head_comm_s(mb, p, layout::Runtime::kMeshtp, t), stats + gather + ar(stream), 1e-15);
+  // ATP's stream is sharded over dim 1 only.
+  p = {.mesh = {2, 2}, .strategy = Strategy::kAtp};
+  EXPECT_NEAR(head_comm_s(mb, p, layout::Runtime::kMeshtp, t),
+              stats + 2 * ag(1, stream) + 2 * ar(stream), 1e-15);
+  // Megatron-LM: one all_reduce each way, or a reduce-scatter and an all-gather with
+  // sequence parallelism.
+  p = {.mesh = {4, 1}, .strategy = Strategy::kMegatron};
+  EXPECT_NEAR(head_comm_s(mb, p, layout::Runtime::kMegatron, t), stats + 2 * ar(stream), 1e-15);
+  p.sequence_parallel = true;
+  const double rs_ag =
+      collective_time(whole.dims[0], layout::CollectiveKind::kReduceScatter, stream) +
+      collective_time(whole.dims[0], layout::CollectiveKind::kAllGather, stream);
+  EXPECT_NEAR(head_comm_s(mb, p, layout::Runtime::kMegatron, t), stats + 2 * rs_ag, 1e-15);
+  // Nothing to move on one device or without a vocabulary.
+  EXPECT_EQ(
+      head_comm_s(mb, {.mesh = {1, 1}, .strategy = Strategy::kAtp}, layout::Runtime::kMeshtp, t),
+      0);
+  mb.vocab = 0;
+  EXPECT_EQ(
+      head_comm_s(mb, {.mesh = {2, 2}, .strategy = Strategy::kAtp}, layout::Runtime::kMeshtp, t),
+      0);
+}
+
 }  // namespace
 }  // namespace meshtp::plan
