@@ -12,7 +12,8 @@ algorithm's best layout is also simulated as one block forward + backward (`mesh
 part of it (attention core, elementwise ops, LayerNorm all-reduces: the same layout's block
 time less its FC time).
 
-Also the strong-scaling trend (Fig. 12: batch 32 on 64, 128 and 256 chips), planned.
+Also the strong-scaling trend (Fig. 12: batch 32 on 64, 128 and 256 chips), planned, and the
+dataflow's gain (Table 2: the autotuner's choice against the weight kept), planned.
 
 Writes OUT/meshslice.json and OUT/meshslice.md. With --check, exits 1 unless each planned gain
 is within --max-points (8) percentage points of the paper's. Nothing is fitted: the constants
@@ -30,6 +31,9 @@ TOPOLOGY = "tpuv4-torus-16x16"
 DEVICES = 256
 # (model preset, the paper's FC-layer gain of MeshSlice over Wang at 256 chips, MeshSlice §5.1)
 MODELS = [("gpt3-175b", 0.138), ("mt-nlg-530b", 0.260)]
+# MeshSlice §5.2, Table 2: the FC layers' gain of the autotuner's dataflow over the default
+# one, B-stationary (the weight kept, `plan --fc-stationary weight`), at 256 chips.
+DATAFLOW_GAIN = {"gpt3-175b": 0.212, "mt-nlg-530b": 0.051}
 ALGORITHMS = ["meshslice", "wang"]
 
 
@@ -44,10 +48,11 @@ def no_recompute_model(out, model):
     return path
 
 
-def planned(meshtp, model_file, topology=TOPOLOGY, devices=DEVICES, algorithms=ALGORITHMS):
+def planned(meshtp, model_file, topology=TOPOLOGY, devices=DEVICES, algorithms=ALGORITHMS,
+            extra=()):
     """Per algorithm: the candidate whose FC layers are fastest, with its FC and block times."""
     cmd = [meshtp, "plan", "--topology", topology, "--model", model_file, "--devices",
-           str(devices), "--strategies", ",".join(algorithms), "--json"]
+           str(devices), "--strategies", ",".join(algorithms), "--json", *extra]
     d = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
     best = {}
     for c in d["candidates"]:
@@ -139,6 +144,23 @@ def main():
         lines.append(f"| {r['model']} | {ms['mesh']} {ms['knobs']} | {1e3 * ms['fc_s']:.2f} | "
                      f"{w['mesh']} | {1e3 * w['fc_s']:.2f} | {100 * r['planned_gain']:+.1f}% | "
                      f"{sim} | {100 * r['paper_gain']:+.1f}% |")
+    lines += ["", "Dataflow (Table 2): MeshSlice's FC layers with the weight kept (B-stn, the paper's "
+              "default) against the autotuner's choice, each on its best mesh, planned:", "",
+              "| model | weight kept (mesh, slices) | FC ms | autotuned (mesh) | FC ms | gain planned "
+              "| paper (Table 2) |", "| --- " * 7 + "|"]
+    for r in rows:
+        model = r["model"]
+        weight = planned(a.meshtp, os.path.join(a.out, model + ".json"),
+                         algorithms=["meshslice"], extra=["--fc-stationary", "weight"])
+        auto = r["planned"]["meshslice"]
+        w = weight["meshslice"]
+        r["weight_stationary"] = w
+        r["dataflow_gain_planned"] = w["fc_s"] / auto["fc_s"] - 1
+        r["dataflow_gain_paper"] = DATAFLOW_GAIN[model]
+        lines.append(f"| {model} | {w['mesh']} {w['knobs']} | {1e3 * w['fc_s']:.2f} | "
+                     f"{auto['mesh']} | {1e3 * auto['fc_s']:.2f} | "
+                     f"{100 * r['dataflow_gain_planned']:+.1f}% | "
+                     f"{100 * DATAFLOW_GAIN[model]:+.1f}% |")
     scaling = {model: strong_scaling(a.meshtp, a.out, model) for model, _ in MODELS}
     lines += ["", "Strong scaling (Fig. 12), batch 32, FC layers planned:", "",
               "| model | chips | MeshSlice (mesh) | FC ms | gain over Wang (mesh) | "

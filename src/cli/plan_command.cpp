@@ -73,6 +73,7 @@ struct PlanArgs {
   int top = 10;
   int max_tp = 256;
   std::string runtime = "meshtp";
+  std::string fc_stationary = "auto";
   bool evaluate = false;
   LayoutFlags layout;  // --evaluate's layout
   std::string emit;    // --emit: a framework's configuration of the layout
@@ -269,6 +270,14 @@ void run_plan(const PlanArgs& args, const CLI::App& app) {
   for (const char* flag : {"--evaluate", "--runtime"}) {
     MESHTP_CHECK(args.search_3d || app.count(flag) == 0, "{} needs --3d", flag);
   }
+  MESHTP_CHECK(!args.search_3d || app.count("--fc-stationary") == 0,
+               "--fc-stationary prices the 2D search's linears; it is not available with --3d");
+  MESHTP_CHECK(args.fc_stationary == "auto" || args.fc_stationary == "input" ||
+                   args.fc_stationary == "output" || args.fc_stationary == "weight",
+               "--fc-stationary '{}' is none of auto, input, output, weight", args.fc_stationary);
+  if (args.fc_stationary != "auto") {
+    request.stationary = layout::parse_stationary(args.fc_stationary);
+  }
   // The layout flags name the one layout --evaluate prices: nothing without it.
   if (!args.evaluate) {
     MESHTP_CHECK(!args.layout.from_file() && args.layout.mesh.empty(),
@@ -391,6 +400,11 @@ void add_plan_command(CLI::App& app) {
   p->add_option("--runtime", args->runtime,
                 "With --3d: price layouts as this runtime runs them: meshtp (re-runs a "
                 "pipeline stage's forward) or megatron (keeps in-flight activations)")
+      ->capture_default_str();
+  p->add_option("--fc-stationary", args->fc_stationary,
+                "2D GeMM strategies: the operand every linear keeps — auto (the larger of input "
+                "and output), input, output, or weight (MeshSlice's default dataflow: priced "
+                "only, the runtime keeps input or output)")
       ->capture_default_str();
   p->add_flag("--evaluate", args->evaluate,
               "With --3d: price the one layout of the layout flags below (or --plan FILE) "

@@ -97,11 +97,11 @@ double tp1d_gemm_seconds(const FcShape& fc, Pass pass, int p, const GemmModel& g
 
 FcTuning tune_fc(Algorithm algorithm, const FcShape& fc, const MeshLinks& links,
                  const GemmModel& gemm, int element_bytes, double forward_weight,
-                 double step_overhead_s) {
+                 double step_overhead_s, std::optional<Stationary> stationary) {
   FcTuning best;
   best.fc = fc;
   // X or Y: the whole-model runtime has no weight-stationary block (transposed activations).
-  best.stationary = choose_stationary(fc, /*allow_weight=*/false);
+  best.stationary = stationary.value_or(choose_stationary(fc, /*allow_weight=*/false));
   const int nr = links.mesh[0], nc = links.mesh[1];
   std::array<Gemm2dShape, 3> shapes;
   for (std::size_t i = 0; i < 3; ++i) {

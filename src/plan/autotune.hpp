@@ -45,10 +45,11 @@ struct FcTuning {
 };
 
 // 2D algorithms. `forward_weight` is 2 under full recomputation, else 1.
-// `step_overhead_s`: gemm2d_estimate's, per local GeMM call.
+// `step_overhead_s`: gemm2d_estimate's, per local GeMM call. `stationary`: the operand kept
+// (unset: X or Y, as above; kWeight prices MeshSlice's default dataflow).
 FcTuning tune_fc(Algorithm algorithm, const FcShape& fc, const MeshLinks& links,
                  const GemmModel& gemm, int element_bytes, double forward_weight,
-                 double step_overhead_s = 0);
+                 double step_overhead_s = 0, std::optional<Stationary> stationary = std::nullopt);
 
 // 1D TP on mesh (N, 1): blocking collectives on mesh dim 0.
 FcTuning tp1d_fc(const FcShape& fc, const MeshLinks& links, const GemmModel& gemm,

@@ -171,7 +171,7 @@ Candidate evaluate(const PlanRequest& request, const MeshLinks& links, Strategy 
             strategy == Strategy::kTp1d
                 ? tp1d_fc(fc, links, gemm, m.element_bytes(), forward_weight)
                 : tune_fc(layout::algorithm_of(strategy), fc, links, gemm, m.element_bytes(),
-                          forward_weight, request.topology.step_overhead_s());
+                          forward_weight, request.topology.step_overhead_s(), request.stationary);
         if (t.invalid_reason) {
           c.valid = false;
           c.reason = fmt::format("{}: {}", name(fc.layer), *t.invalid_reason);

@@ -38,6 +38,10 @@ struct PlanRequest {
   int devices = 0;
   std::vector<Strategy> strategies = parse_strategies("all");
   std::vector<int> chunks{1, 2, 4};
+  // The operand every 2D GeMM linear keeps; unset: the autotuner's choice, the larger of the
+  // input and the output (autotune.hpp). kWeight is MeshSlice's default dataflow, its Table 2
+  // baseline ("B-stn"): priced, but the whole-model runtime keeps X or Y and refuses it.
+  std::optional<layout::Stationary> stationary = std::nullopt;
 
   // Throws meshtp::Error naming the problem ("topology 'pcie-8xa100' has 8 devices but
   // --devices is 16").

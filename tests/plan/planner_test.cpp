@@ -217,5 +217,33 @@ TEST(Planner, UnknownStrategyListsTheValidOnes) {
   }
 }
 
+// --fc-stationary: every 2D linear keeps the operand asked for, weight included (MeshSlice's
+// default dataflow, priced only); unset, the autotuner keeps X or Y. Keeping the weight of
+// GPT-3's layers moves the far larger activations: slower on every mesh.
+TEST(Planner, StationaryOperandIsKeptInEveryLinear) {
+  PlanRequest r{.topology = load_topology("tpuv4-torus-16x16"),
+                .model = load_model("gpt3-175b"),
+                .devices = 256,
+                .strategies = {Strategy::kMeshSlice}};
+  r.model.batch = 32;
+  const PlanResult autotuned = plan(r);
+  r.stationary = Stationary::kWeight;
+  const PlanResult weight = plan(r);
+  ASSERT_EQ(autotuned.candidates.size(), weight.candidates.size());
+  int compared = 0;
+  for (std::size_t i = 0; i < weight.candidates.size(); ++i) {
+    const Candidate& w = weight.candidates[i];
+    if (!w.valid) continue;
+    for (const FcChoice& f : w.fc) EXPECT_EQ(f.stationary, Stationary::kWeight) << w;
+    for (const Candidate& a : autotuned.candidates) {
+      if (!a.valid || a.mesh != w.mesh) continue;
+      for (const FcChoice& f : a.fc) EXPECT_NE(f.stationary, Stationary::kWeight) << a;
+      EXPECT_GT(w.t_step_s, a.t_step_s) << w;
+      ++compared;
+    }
+  }
+  EXPECT_GE(compared, 3);
+}
+
 }  // namespace
 }  // namespace meshtp::plan
