@@ -101,13 +101,11 @@ std::string plan_layout(TrainArgs& args, const plan::ModelSpec& spec) {
                world().size());
   const auto& [c, step] = *best;
   return fmt::format(
-      "the planner's choice on '{}': predicted {:.3g} s/step — the layers {:.3g} s ({:.0f}% "
-      "communication), embedding, head and loss {:.3g} s ({:.0f}% communication), optimizer "
-      "{:.3g} s — the fastest of {} candidates{}",
-      request.topology.name, step.t_step_s, c.t_step_s,
-      100.0 * c.t_comm_s / std::max(c.t_step_s, 1e-30), step.t_head_s,
-      100.0 * step.t_head_comm_s / std::max(step.t_head_s, 1e-30), step.t_optimizer_s,
-      result.candidates.size(),
+      "the planner's choice on '{}': predicted {:.3g} s/step — the layers {:.3g} s (their "
+      "communication {:.3g} s, as if nothing overlapped), embedding, head and loss {:.3g} s "
+      "({:.3g} s of it communication), optimizer {:.3g} s — the fastest of {} candidates{}",
+      request.topology.name, step.t_step_s, c.t_step_s, c.t_comm_s, step.t_head_s,
+      step.t_head_comm_s, step.t_optimizer_s, result.candidates.size(),
       flags.strategies.empty() ? "" : fmt::format(" (--strategies {})", flags.strategies));
 }
 

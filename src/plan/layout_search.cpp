@@ -261,7 +261,8 @@ double head_comm_s(const ModelSpec& mb, const layout::Plan& plan, layout::Runtim
   const double tokens = static_cast<double>(mb.tokens());
   const double stream = tokens * static_cast<double>(mb.hidden) * mb.element_bytes();
   const MeshLinks dims = mesh_links(stage, d1, d2);
-  const DimLinks& group = mesh_links(stage, tp, 1).dims[0];  // the mesh communicator's ring
+  const MeshLinks whole = mesh_links(stage, tp, 1);
+  const DimLinks& group = whole.dims[0];  // the mesh communicator's ring
   // The cross-entropy's max of M values, then the sum and the target's logit (2M), fp32.
   const double statistics = collective_time(group, CollectiveKind::kAllReduce, tokens * 4) +
                             collective_time(group, CollectiveKind::kAllReduce, 2 * tokens * 4);
@@ -650,6 +651,8 @@ nlohmann::json to_json(const LayoutCandidate& c) {
           {"t_step_s", c.t_step_s},
           {"t_stage_s", c.t_stage_s},
           {"t_rerun_s", c.t_rerun_s},
+          {"t_head_s", c.t_head_s},
+          {"t_head_comm_s", c.t_head_comm_s},
           {"bubble", c.bubble},
           {"t_p2p_s", c.t_p2p_s},
           {"t_dp_s", c.t_dp_s},

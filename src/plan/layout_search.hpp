@@ -236,7 +236,8 @@ Topology tp_topology(const Topology& topology, int d1, int d2);
 Topology tp_topology(TopologyLinks& links, int d1, int d2);
 
 std::ostream& operator<<(std::ostream& os, const LayoutCandidate& c);
-// {"plan", "runtime", "feasible", "t_step_s", …, "parts": {…}, "memory_gib",
+// {"plan", "runtime", "feasible", "t_step_s", "t_stage_s", "t_rerun_s", "t_head_s",
+//  "t_head_comm_s", …, "parts": {…}, "memory_gib",
 //  "memory": {"params_gib", "grads_gib", "optimizer_gib", "activations_gib", "buffers_gib"}}
 nlohmann::json to_json(const LayoutCandidate& c);
 // `plan --3d --json`: {"layouts": the first `shown` ranked rows, "searched", "priced",

@@ -31,7 +31,8 @@ import json, sys
 best = json.load(open(sys.argv[1]))["best"]
 for path in sys.argv[2:]:
     e = json.load(open(path))
-    for key in ("t_step_s", "t_stage_s", "t_rerun_s", "t_p2p_s", "t_dp_s", "memory_gib", "runtime",
+    for key in ("t_step_s", "t_stage_s", "t_rerun_s", "t_head_s", "t_head_comm_s", "t_p2p_s", "t_dp_s",
+                "memory_gib", "runtime",
                 "feasible"):
         if e[key] != best[key]:
             sys.exit(f"{path}: {key} {e[key]!r} but the search priced {best[key]!r}")
