@@ -128,6 +128,73 @@ GemmRate measure_gemm_rate(const comm::Communicator& world, const std::vector<Ge
   return rate;
 }
 
+std::vector<SharingMeasurement> measure_dim_sharing(const comm::Communicator& world,
+                                                    const std::vector<std::array<int, 2>>& meshes,
+                                                    std::int64_t bytes, double seconds,
+                                                    int repeats) {
+  std::vector<SharingMeasurement> out;
+  for (const auto& m : meshes) {
+    if (m[0] < 2 || m[1] < 2) continue;
+    const mesh::DeviceMesh mesh(world, {m[0], m[1]});
+    // Per dim: this rank's share and the gathered buffer (whole floats; bytes rounded down).
+    std::array<std::vector<float>, 2> send, recv;
+    for (int d = 0; d < 2; ++d) {
+      const std::int64_t per_rank = std::max<std::int64_t>(1, bytes / 4 / m[d]);
+      send[d].assign(static_cast<std::size_t>(per_rank),
+                     static_cast<float>(mesh.dim_comm(d).rank()));
+      recv[d].assign(static_cast<std::size_t>(per_rank * m[d]), 0.0f);
+    }
+    const auto run = [&](bool dim0, bool dim1) {
+      comm::Request r[2];
+      if (dim0) r[0] = mesh.dim_comm(0).iall_gather<float>(send[0], recv[0]);
+      if (dim1) r[1] = mesh.dim_comm(1).iall_gather<float>(send[1], recv[1]);
+      if (dim0) r[0].wait();
+      if (dim1) r[1].wait();
+    };
+    // Validation: member j's share holds j (its rank in the dim's group).
+    run(true, true);
+    for (int d = 0; d < 2; ++d) {
+      for (std::size_t i = 0; i < recv[d].size(); ++i) {
+        const auto want = static_cast<float>(i / send[d].size());
+        MESHTP_CHECK(recv[d][i] == want,
+                     "calibrate: mesh {}x{} dim {}: all_gather gave {} at {}, "
+                     "expected {}",
+                     m[0], m[1], d, recv[d][i], i, want);
+      }
+    }
+    const auto time = [&](bool dim0, bool dim1) {
+      std::vector<double> samples;
+      const double start = now_seconds();
+      for (;;) {
+        world.barrier();
+        const double t0 = now_seconds();
+        run(dim0, dim1);
+        double t = now_seconds() - t0;
+        world.all_reduce(std::span<double>(&t, 1), comm::ReduceOp::kMax);
+        samples.push_back(t);
+        // Every rank decides alike: on rank 0's clock and the sample count.
+        double elapsed = now_seconds() - start;
+        world.broadcast(std::span<double>(&elapsed, 1), 0);
+        if ((samples.size() >= 3 && elapsed >= seconds) || samples.size() >= 200) break;
+      }
+      return median(samples);
+    };
+    std::array<std::vector<double>, 3> sweeps;
+    for (int r = 0; r < repeats; ++r) {
+      sweeps[0].push_back(time(true, false));
+      sweeps[1].push_back(time(false, true));
+      sweeps[2].push_back(time(true, true));
+    }
+    SharingMeasurement x{.mesh = m,
+                         .dim0_s = median(sweeps[0]),
+                         .dim1_s = median(sweeps[1]),
+                         .both_s = median(sweeps[2])};
+    x.sharing = plan::dim_sharing(x.both_s, x.dim0_s, x.dim1_s);
+    out.push_back(x);
+  }
+  return out;
+}
+
 StepMeasurement measure_step_samples(const comm::Communicator& world, std::array<int, 2> mesh,
                                      const plan::Topology& priced, double seconds, int repeats) {
   const auto [nr, nc] = mesh;

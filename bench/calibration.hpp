@@ -70,6 +70,21 @@ struct StepMeasurement {
 StepMeasurement measure_step_samples(const comm::Communicator& world, std::array<int, 2> mesh,
                                      const plan::Topology& priced, double seconds, int repeats);
 
+// Each mesh of `meshes` whose dims both have ≥ 2 ranks: an all_gather of `bytes` on dim 0
+// alone, on dim 1 alone, and on both at once (every group of the mesh active; non-blocking,
+// issued together), each validated once, then the median over iterations (≥ 3, about
+// `seconds` each) of the max over ranks, median over `repeats` sweeps; sharing by
+// plan::dim_sharing.
+struct SharingMeasurement {
+  std::array<int, 2> mesh{1, 1};
+  double dim0_s = 0, dim1_s = 0, both_s = 0;
+  double sharing = 0;
+};
+std::vector<SharingMeasurement> measure_dim_sharing(const comm::Communicator& world,
+                                                    const std::vector<std::array<int, 2>>& meshes,
+                                                    std::int64_t bytes, double seconds,
+                                                    int repeats);
+
 // The topology file calibrate writes. With `base`, that topology with its calibration
 // replaced (named `name`, or base's name + "-calibrated"). Without, one flat level of n ranks
 // whose group bandwidth is the slowest fitted link and whose latency the largest fitted

@@ -19,6 +19,10 @@
 // is Σ bytes touched / Σ (max over ranks), bytes counted with the planner's reads + writes
 // per element (plan/elementwise.hpp: LayerNorm 3 + 6, GeLU 2 + 5, × 4 bytes), so the
 // planner gets back exactly the time measured here for these ops.
+// Then, on each mesh whose dims both have ≥ 2 ranks, an all_gather of the largest size on
+// each dim alone and on both at once (bench::measure_dim_sharing): how much the two dims
+// slow each other (plan::dim_sharing, calibration.meshes), which the planner adds where both
+// dims' collectives run at once (MeshLinks::concurrent).
 // Last, the runtime's cost per 2D GeMM step (bench::measure_step_samples): MeshSlice at S =
 // 1, 4, 16, 64 on the squarest mesh, priced with everything fitted above; the time the price
 // misses per step (plan::fit_step_overhead) goes into the calibration (step_overhead_us),
@@ -203,6 +207,12 @@ void run_calibrate(const CalibrateArgs& a) {
                              "--elementwise {} --repeats {} on {} ranks",
                              a.mesh, a.sizes, a.elementwise, a.repeats, n)},
       fit, gemm.tflops, elementwise.gbps, memory_gib, n);
+  // The meshes whose two dims' collectives slow each other, at the largest size.
+  const std::vector<bench::SharingMeasurement> sharing = bench::measure_dim_sharing(
+      w, meshes, *std::max_element(sizes.begin(), sizes.end()), 2 * a.seconds, a.repeats);
+  for (const bench::SharingMeasurement& x : sharing) {
+    topology.calibration.meshes.push_back({.mesh = x.mesh, .sharing = plan::round4(x.sharing)});
+  }
   // Last: its prices use everything above.
   const bench::StepMeasurement steps =
       bench::measure_step_samples(w, step_mesh, topology, 2 * a.seconds, a.repeats);
@@ -230,6 +240,14 @@ void run_calibrate(const CalibrateArgs& a) {
                       {"split_identified", q.split_identified},
                       {"samples", std::move(samples)}});
     }
+    nlohmann::json mesh_sharing = nlohmann::json::array();
+    for (const bench::SharingMeasurement& x : sharing) {
+      mesh_sharing.push_back({{"mesh", x.mesh},
+                              {"dim0_s", x.dim0_s},
+                              {"dim1_s", x.dim1_s},
+                              {"both_s", x.both_s},
+                              {"sharing", x.sharing}});
+    }
     nlohmann::json step_samples = nlohmann::json::array();
     for (const plan::StepSample& x : steps.samples) {
       step_samples.push_back({{"slices", x.slices},
@@ -240,6 +258,7 @@ void run_calibrate(const CalibrateArgs& a) {
     os << nlohmann::json{{"out", a.out},
                          {"topology", plan::to_json(topology)},
                          {"fits", std::move(fits)},
+                         {"mesh_sharing", std::move(mesh_sharing)},
                          {"step_overhead",
                           {{"mesh", steps.mesh},
                            {"shape", {steps.shape.m, steps.shape.n, steps.shape.k}},
@@ -285,6 +304,13 @@ void run_calibrate(const CalibrateArgs& a) {
                       e.gelu_forward_s * 1e3, e.gelu_backward_s * 1e3);
   }
   os << fmt::format(" {:.2f} GB/s elementwise per rank\n", elementwise.gbps);
+  for (const bench::SharingMeasurement& x : sharing) {
+    os << fmt::format(
+        "both dims at once, mesh {}x{}: all_gather of {} bytes {:.3f} ms on dim 0, "
+        "{:.3f} ms on dim 1, {:.3f} ms on both: sharing {:.2f}\n",
+        x.mesh[0], x.mesh[1], *std::max_element(sizes.begin(), sizes.end()), x.dim0_s * 1e3,
+        x.dim1_s * 1e3, x.both_s * 1e3, x.sharing);
+  }
   os << fmt::format(
       "2D GeMM steps: MeshSlice OS {}x{}x{} on mesh {}x{}, measured / priced "
       "without a step cost:",

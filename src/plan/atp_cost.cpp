@@ -21,7 +21,7 @@ std::optional<std::string> atp_invalid_reason(const ModelSpec& m, int d1, int d2
   return layout::atp_block_invalid_reason(m, d1, d2, chunks);
 }
 
-double chunk_stages_time(const std::vector<ChunkStage>& stages, int chunks) {
+double chunk_stages_time(const std::vector<ChunkStage>& stages, int chunks, double dim_sharing) {
   MESHTP_CHECK(chunks >= 1, "chunks={} must be at least 1", chunks);
   double t = 0;                  // the device's clock
   double free[2] = {0, 0};       // when each mesh dim's engine has done what it was given
@@ -33,7 +33,9 @@ double chunk_stages_time(const std::vector<ChunkStage>& stages, int chunks) {
       t = std::max(t, d) + st.compute_s;
       if (st.comm_s > 0) {
         double& engine = free[st.mesh_dim];
-        engine = std::max(t, engine) + st.comm_s;
+        const double start = std::max(t, engine);
+        const double other_busy = std::max(0.0, free[1 - st.mesh_dim] - start);
+        engine = start + st.comm_s + dim_sharing * std::min(st.comm_s, other_busy);
         d = engine;
         if (st.blocking) t = d;
       } else {
@@ -208,8 +210,11 @@ AtpEstimate atp_estimate(const ModelSpec& m, const MeshLinks& links, int chunks,
   // The runtime's schedule (the header's stages); selective recomputation runs the
   // attention core's forward again inside its backward loop (model/block.cpp), where
   // communication may hide it, so it is priced as the difference it makes there.
-  est.forward_s = chunk_stages_time(block_stages(est, links, elementwise, false, 0), chunks);
-  est.backward_s = chunk_stages_time(block_stages(est, links, elementwise, true, 0), chunks);
+  const double sharing = links.dim_sharing;
+  est.forward_s =
+      chunk_stages_time(block_stages(est, links, elementwise, false, 0), chunks, sharing);
+  est.backward_s =
+      chunk_stages_time(block_stages(est, links, elementwise, true, 0), chunks, sharing);
 
   double recompute_compute = 0, recompute_comm = 0;
   switch (m.recompute) {
@@ -217,8 +222,8 @@ AtpEstimate atp_estimate(const ModelSpec& m, const MeshLinks& links, int chunks,
     case Recompute::kSelective:
       recompute_compute = attention_forward_s + elementwise.softmax_forward_s;
       est.recompute_s =
-          chunk_stages_time(block_stages(est, links, elementwise, true, recompute_compute),
-                            chunks) -
+          chunk_stages_time(block_stages(est, links, elementwise, true, recompute_compute), chunks,
+                            sharing) -
           est.backward_s;
       break;
     case Recompute::kFull:

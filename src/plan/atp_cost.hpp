@@ -131,8 +131,10 @@ struct ChunkStage {
 };
 
 // The time of one pass of `stages` over `chunks` chunks on the device and the two mesh
-// dims' engines (the header's recurrence).
-double chunk_stages_time(const std::vector<ChunkStage>& stages, int chunks);
+// dims' engines (the header's recurrence). `dim_sharing` (MeshLinks::dim_sharing): a
+// collective that starts while the other dim's engine is busy is slowed by sharing × the
+// overlap, x ← x + sharing·min(x, free_other − start) (the other's is not revisited).
+double chunk_stages_time(const std::vector<ChunkStage>& stages, int chunks, double dim_sharing = 0);
 
 // `elementwise`: elementwise_estimate(model, kAtp, d1, d2, R); an empty one ({}) prices the
 // GeMMs and collectives alone.

@@ -146,6 +146,16 @@ StepOverheadFit fit_step_overhead(std::span<const StepSample> samples) {
   return fit;
 }
 
+double dim_sharing(double both_s, double dim0_s, double dim1_s) {
+  for (const double t : {both_s, dim0_s, dim1_s}) {
+    MESHTP_CHECK(std::isfinite(t) && t > 0,
+                 "dim sharing: times {} s (both), {} s and {} s (each alone) must be positive",
+                 both_s, dim0_s, dim1_s);
+  }
+  const double slower = std::max(dim0_s, dim1_s), faster = std::min(dim0_s, dim1_s);
+  return std::clamp((both_s - slower) / faster, 0.0, 1.0);
+}
+
 double round4(double x) {
   if (x == 0 || !std::isfinite(x)) return x;
   const double scale = std::pow(10.0, 3 - std::floor(std::log10(std::abs(x))));

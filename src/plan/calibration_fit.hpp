@@ -148,6 +148,12 @@ struct StepOverheadFit {
 // and finite.
 StepOverheadFit fit_step_overhead(std::span<const StepSample> samples);
 
+// How much two mesh dims' collectives slow each other (topology.hpp, MeshSharing):
+// (both − max(dim0, dim1)) / min(dim0, dim1), clamped to [0, 1] (a pair faster than its
+// slower member, as two TCP rings that fill each other's gaps, is 0: not modelled). Throws
+// for a time that is not positive and finite.
+double dim_sharing(double both_s, double dim0_s, double dim1_s);
+
 // x to 4 significant digits: what a topology file holds of a fit (the file is for people
 // too, and the measurements are noisier than that).
 double round4(double x);

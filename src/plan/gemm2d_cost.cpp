@@ -128,7 +128,8 @@ PipelineEstimate gemm2d_estimate(Algorithm algorithm, const Gemm2dShape& s,
   PipelineEstimate e;
   e.compute_s = gemm;
   e.iterations = traffic.gemm_calls;
-  e.steady_s = std::max({c_v, c_h, g});
+  // Both dims' collectives of a step run at once (they may share links: MeshLinks::concurrent).
+  e.steady_s = std::max(links.concurrent(c_v, c_h), g);
   e.comm_s = static_cast<double>(e.iterations) * (c_v + c_h);
   const double c_in = in_dir == Direction::kVertical ? c_v : c_h;
   const double c_out = in_dir == Direction::kVertical ? c_h : c_v;
@@ -144,15 +145,16 @@ PipelineEstimate gemm2d_estimate(Algorithm algorithm, const Gemm2dShape& s,
                                           params.summa_packets)
                    : launch(t);
       };
-      e.steady_s = std::max({interval(traffic.vertical), interval(traffic.horizontal), g});
-      e.prologue_s = os ? std::max(c_v, c_h) : c_in;
+      e.steady_s =
+          std::max(links.concurrent(interval(traffic.vertical), interval(traffic.horizontal)), g);
+      e.prologue_s = os ? links.concurrent(c_v, c_h) : c_in;
       e.epilogue_s = os ? g : g + c_out;
       break;
     }
     case Algorithm::kCollective:
     case Algorithm::kMeshSlice:
       // Iteration i's collectives run under iteration i−1's GeMM.
-      e.prologue_s = os ? std::max(c_v, c_h) : c_in;
+      e.prologue_s = os ? links.concurrent(c_v, c_h) : c_in;
       e.epilogue_s = os ? g : g + c_out;
       break;
     case Algorithm::kWang: {
@@ -185,7 +187,7 @@ PipelineEstimate gemm2d_estimate(Algorithm algorithm, const Gemm2dShape& s,
       const double skew_v = skew(traffic.vertical), skew_h = skew(traffic.horizontal);
       const double skew_in = in_dir == Direction::kVertical ? skew_v : skew_h;
       const double skew_out = in_dir == Direction::kVertical ? skew_h : skew_v;
-      e.prologue_s = os ? std::max(skew_v, skew_h) : skew_in;
+      e.prologue_s = os ? links.concurrent(skew_v, skew_h) : skew_in;
       e.epilogue_s = os ? g : g + skew_out;
       e.comm_s = skew_v + skew_h + static_cast<double>(s.nr - 1) * (c_v + c_h);
       break;

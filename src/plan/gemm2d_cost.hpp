@@ -9,6 +9,9 @@
 // reduce (below); a send/recv step L_sync + n/BW. flops = 2·m·n·k/(Nr·Nc) per rank at the
 // device's effective FLOP/s (gemm = flops/F, g = gemm/iterations).
 //
+// Where both dims' collectives run at once (OS's two gathers, LS/RS's gather beside the
+// reduce-scatter, SUMMA's two broadcasts, Cannon's two skews), max(a, b) is the ideal of
+// separate links; `links.concurrent(a, b)` adds the measured sharing (MeshLinks::dim_sharing).
 // Time (g = gemm time of one iteration; in = the input collective, out = the output one):
 //   OS:    prologue = max(c_v, c_h)  steady = max(c_v, c_h, g)    epilogue = g
 //   LS/RS: prologue = c_in           steady = max(c_in, g, c_out) epilogue = g + c_out

@@ -186,6 +186,10 @@ Topology tp_topology(TopologyLinks& links, int d1, int d2) {
   // groups (d2, stride 1) in the full topology's rank order too (tensor parallelism is
   // innermost), so the full topology's fits for those shapes are the stage's.
   t.calibration.groups.clear();
+  // A mesh's measured sharing is the stage's only when the stage is that whole mesh.
+  std::erase_if(t.calibration.meshes, [&](const MeshSharing& m) {
+    return m.mesh != std::array{d1, d2} || d1 * d2 != n;
+  });
   // And the whole group's (d1·d2, stride 1): the head's collectives run on the mesh's
   // communicator (head_comm_s).
   for (const auto& [size, stride] : {std::pair{d1, d2}, std::pair{d2, 1}, std::pair{d1 * d2, 1}}) {

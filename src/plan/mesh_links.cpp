@@ -365,6 +365,9 @@ const MeshLinks& TopologyLinks::mesh(int d1, int d2) {
     links.dims[dim] =
         dim_links(topology, shape, dim, modelled, graph_skews[dim], graph_two_ways[dim]);
   }
+  if (const MeshSharing* m = topology.calibration.mesh_sharing(d1, d2)) {
+    links.dim_sharing = m->sharing;
+  }
   return meshes_.emplace(key, std::move(links)).first->second;
 }
 

@@ -34,6 +34,7 @@
 // whose groups have the same (size, stride); see topology.hpp.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <iosfwd>
 #include <map>
@@ -134,6 +135,13 @@ double collective_time(const DimLinks& dim, layout::CollectiveKind kind, double 
 struct MeshLinks {
   std::array<int, 2> mesh{1, 1};
   std::array<DimLinks, 2> dims;
+  // How much the two dims' collectives slow each other at once (topology.hpp, MeshSharing):
+  // measured by calibrate for this mesh, else 0 (the models give every dim its own links).
+  double dim_sharing = 0;
+  // Two collectives, one on each dim, run at the same time: max(a, b) + sharing·min(a, b).
+  double concurrent(double a, double b) const {
+    return std::max(a, b) + dim_sharing * std::min(a, b);
+  }
 };
 
 // Throws meshtp::Error when d1·d2 differs from the topology's device count.

@@ -61,6 +61,13 @@ double Topology::effective_elementwise_gbps() const {
   return elementwise_gbps.value_or(kDefaultElementwiseGbps);
 }
 
+const MeshSharing* Calibration::mesh_sharing(int d1, int d2) const {
+  for (const MeshSharing& m : meshes) {
+    if (m.mesh[0] == d1 && m.mesh[1] == d2) return &m;
+  }
+  return nullptr;
+}
+
 double Topology::step_overhead_s() const { return calibration.step_overhead_us.value_or(0) * kUs; }
 
 namespace {
@@ -134,6 +141,16 @@ void Topology::validate() const {
   if (calibration.gemm_tflops) check_positive(*calibration.gemm_tflops, "gemm_tflops", where);
   if (calibration.elementwise_gbps) {
     check_positive(*calibration.elementwise_gbps, "calibration elementwise_gbps", where);
+  }
+  for (const MeshSharing& m : calibration.meshes) {
+    MESHTP_CHECK(
+        m.mesh[0] >= 2 && m.mesh[1] >= 2 && static_cast<std::int64_t>(m.mesh[0]) * m.mesh[1] == n,
+        "{}: calibration mesh {}x{}: both dims need at least 2 ranks and the mesh {} "
+        "devices",
+        where, m.mesh[0], m.mesh[1], n);
+    MESHTP_CHECK(std::isfinite(m.sharing) && m.sharing >= 0 && m.sharing <= 1,
+                 "{}: calibration mesh {}x{}: sharing={} must be in [0, 1]", where, m.mesh[0],
+                 m.mesh[1], m.sharing);
   }
   if (calibration.step_overhead_us) {
     const double v = *calibration.step_overhead_us;
@@ -272,6 +289,13 @@ nlohmann::json to_json(const Topology& t) {
     if (t.calibration.step_overhead_us) {
       c["step_overhead_us"] = *t.calibration.step_overhead_us;
     }
+    if (!t.calibration.meshes.empty()) {
+      nlohmann::json meshes = nlohmann::json::array();
+      for (const MeshSharing& m : t.calibration.meshes) {
+        meshes.push_back({{"mesh", m.mesh}, {"sharing", m.sharing}});
+      }
+      c["meshes"] = std::move(meshes);
+    }
     j["calibration"] = std::move(c);
   }
   return j;
@@ -359,12 +383,29 @@ Topology topology_from_json(const nlohmann::json& j, const std::string& source) 
   if (j.contains("calibration")) {
     const std::string cw = where + ", calibration";
     const nlohmann::json& c = j.at("calibration");
-    check_fields(c, {"source", "gemm_tflops", "elementwise_gbps", "step_overhead_us", "groups"},
-                 cw);
+    check_fields(
+        c, {"source", "gemm_tflops", "elementwise_gbps", "step_overhead_us", "groups", "meshes"},
+        cw);
     t.calibration.source = read_optional_string(c, "source", cw, "");
     t.calibration.gemm_tflops = read_optional_number(c, "gemm_tflops", cw);
     t.calibration.elementwise_gbps = read_optional_number(c, "elementwise_gbps", cw);
     t.calibration.step_overhead_us = read_optional_number(c, "step_overhead_us", cw);
+    if (c.contains("meshes")) {
+      const nlohmann::json& meshes = c.at("meshes");
+      MESHTP_CHECK(meshes.is_array(), "{}: 'meshes' must be an array", cw);
+      for (std::size_t i = 0; i < meshes.size(); ++i) {
+        const std::string mw = fmt::format("{}, mesh {}", cw, i);
+        const nlohmann::json& mj = meshes[i];
+        check_fields(mj, {"mesh", "sharing"}, mw);
+        const nlohmann::json& dims = mj.contains("mesh") ? mj.at("mesh") : nlohmann::json();
+        MESHTP_CHECK(dims.is_array() && dims.size() == 2 && dims[0].is_number_integer() &&
+                         dims[1].is_number_integer(),
+                     "{}: 'mesh' must be two integers [d1, d2], got {}", mw, dims.dump());
+        t.calibration.meshes.push_back(
+            {.mesh = {dims[0].get<int>(), dims[1].get<int>()},
+             .sharing = read_optional_number(mj, "sharing", mw).value_or(0)});
+      }
+    }
     if (c.contains("groups")) {
       const nlohmann::json& groups = c.at("groups");
       MESHTP_CHECK(groups.is_array(), "{}: 'groups' must be an array", cw);

@@ -34,6 +34,7 @@
 // B = P/(2(P−1))·bw. A missing collective falls back to another fit of the same group.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <iosfwd>
 #include <nlohmann/json.hpp>
@@ -82,6 +83,20 @@ struct GroupCalibration {
   friend bool operator==(const GroupCalibration&, const GroupCalibration&) = default;
 };
 
+// How much two mesh dims' collectives slow each other when they run at once (both dims of a
+// 2D GeMM's step, a gather beside a reduce-scatter): measured by calibrate on each mesh whose
+// dims both have more than one rank, as
+//   sharing = (T_both − max(T_0, T_1)) / min(T_0, T_1)   clamped to [0, 1],
+// T_d one dim's all_gather alone, T_both both dims' at once (every group active). 0: the dims
+// use separate links; 1: they take turns on one (the two dims of 4 hosts × 1 rank each, which
+// leave through one link per host). The planner prices two concurrent collectives a, b of
+// the mesh as max(a, b) + sharing·min(a, b) (mesh_links.hpp, MeshLinks::concurrent).
+struct MeshSharing {
+  std::array<int, 2> mesh{1, 1};
+  double sharing = 0;
+  friend bool operator==(const MeshSharing&, const MeshSharing&) = default;
+};
+
 struct Calibration {
   std::string source;                 // free text: "meshtp calibrate --mesh 2x2, 2025-…"
   std::optional<double> gemm_tflops;  // measured local GeMM rate; overrides device.tflops
@@ -95,9 +110,13 @@ struct Calibration {
   // GeMM by the planner (gemm2d_estimate) and the simulated runtime alike.
   std::optional<double> step_overhead_us = std::nullopt;
   std::vector<GroupCalibration> groups;
+  std::vector<MeshSharing> meshes = {};
   bool empty() const {
-    return !gemm_tflops && !elementwise_gbps && !step_overhead_us && groups.empty();
+    return !gemm_tflops && !elementwise_gbps && !step_overhead_us && groups.empty() &&
+           meshes.empty();
   }
+  // The measured sharing of mesh d1×d2's dims, if any.
+  const MeshSharing* mesh_sharing(int d1, int d2) const;
   friend bool operator==(const Calibration&, const Calibration&) = default;
 };
 

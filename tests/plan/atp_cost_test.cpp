@@ -189,6 +189,19 @@ TEST(AtpCost, ChunkStagesWaitForTheSameChunkOfThePreviousStage) {
     st.comm_s *= 2;
   }
   EXPECT_DOUBLE_EQ(chunk_stages_time(stages, 1), 19);
+  // Sharing: back to the first case (T = 12), the dims slow each other where their engines
+  // overlap. Stage 2's X⁰(0) starts at 5 while X¹(1) runs to 7: with sharing 1 it takes
+  // 3 + 2 = 5 (5–10); X⁰(1) starts at 10 (after dX(1) 7–8 and the engine), the other engine
+  // idle: 10–13; stage 3 runs 10–11 (X⁰(0) done at 10), 13–14: T = 14. Sharing 0.5: X⁰(0)
+  // 5–9, X⁰(1) 9–12, stage 3 9–10 and 12–13: T = 13. Sharing 0 is the first case.
+  stages = {
+      {.compute_s = 1, .mesh_dim = 1, .comm_s = 3, .after_s = 1},
+      {.compute_s = 1, .mesh_dim = 0, .comm_s = 3, .after_s = 1},
+      {.compute_s = 1},
+  };
+  EXPECT_DOUBLE_EQ(chunk_stages_time(stages, 2, 0), 12);
+  EXPECT_DOUBLE_EQ(chunk_stages_time(stages, 2, 1), 14);
+  EXPECT_DOUBLE_EQ(chunk_stages_time(stages, 2, 0.5), 13);
 }
 
 TEST(AtpCost, ChunkedBackwardWaitsForEachLinearsAllReduce) {

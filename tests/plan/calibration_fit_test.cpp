@@ -326,5 +326,15 @@ TEST(CalibrationFit, StepOverheadRejectsDegenerateInput) {
             "step overhead fit: S=1: measured 0 s and predicted 1 s must be positive");
 }
 
+TEST(CalibrationFit, DimSharingIsWhatTheSecondDimAdds) {
+  EXPECT_DOUBLE_EQ(dim_sharing(3, 2, 1), 1);  // the two take turns
+  EXPECT_DOUBLE_EQ(dim_sharing(2, 2, 1), 0);  // separate links
+  EXPECT_DOUBLE_EQ(dim_sharing(2.5, 1, 2), 0.5);
+  EXPECT_DOUBLE_EQ(dim_sharing(1.5, 2, 1), 0);  // faster than the slower alone: clamped
+  EXPECT_DOUBLE_EQ(dim_sharing(9, 2, 1), 1);    // worse than taking turns: clamped
+  EXPECT_EQ(error_of([] { dim_sharing(1, 0, 1); }),
+            "dim sharing: times 1 s (both), 0 s and 1 s (each alone) must be positive");
+}
+
 }  // namespace
 }  // namespace meshtp::plan

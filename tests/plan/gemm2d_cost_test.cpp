@@ -72,6 +72,34 @@ TEST(Gemm2dCost, StepOverheadIsChargedOncePerLocalGemmCall) {
   }
 }
 
+// Dims that share links (a measured MeshLinks::dim_sharing): where both dims' collectives run
+// at once the step pays max + sharing·min. MeshSlice OS, communication-bound (a slow GeMM
+// rate), 1024³ on 2×2, S = 4: the steady step is c_v + c_h at sharing 1, c_v + c_h/2 at 0.5.
+TEST(Gemm2dCost, SharedLinksSlowConcurrentDims) {
+  const Gemm2dShape s = shape(Dataflow::kOS, 1024, 1024, 1024, 2, 2);
+  const double v4 = 10e-6 + (2e-6 + 1048576.0 / 4 / 10e9),
+               h4 = 10e-6 + (1e-6 + 1048576.0 / 4 / 20e9);
+  MeshLinks l = links(2, 2);
+  const GemmModel fast(1e15);  // g ≪ c: communication-bound
+  const auto steady = [&](double sharing) {
+    l.dim_sharing = sharing;
+    return gemm2d_estimate(Algorithm::kMeshSlice, s, {.slices = 4}, l, fast).steady_s;
+  };
+  EXPECT_NEAR(steady(0), std::max(v4, h4), kTol);
+  EXPECT_NEAR(steady(1), v4 + h4, kTol);
+  EXPECT_NEAR(steady(0.5), std::max(v4, h4) + 0.5 * std::min(v4, h4), kTol);
+  l.dim_sharing = 1;
+  EXPECT_NEAR(gemm2d_estimate(Algorithm::kMeshSlice, s, {.slices = 4}, l, fast).prologue_s, v4 + h4,
+              kTol);
+  // LS: the gather and the reduce-scatter of a step are on different dims, at once too.
+  const Gemm2dShape ls = shape(Dataflow::kLS, 1024, 1024, 1024, 2, 2);
+  l.dim_sharing = 0;
+  const double apart = gemm2d_estimate(Algorithm::kMeshSlice, ls, {.slices = 4}, l, fast).steady_s;
+  l.dim_sharing = 1;
+  EXPECT_GT(gemm2d_estimate(Algorithm::kMeshSlice, ls, {.slices = 4}, l, fast).steady_s,
+            apart * 1.2);
+}
+
 TEST(Gemm2dCost, CollectiveAndMeshSliceOsByHand) {
   // OS, m = n = k = 1024 on 2×2, fp32: shard(A) = shard(B) = 1024²/4·4 B = 1 MiB.
   const Gemm2dShape s = shape(Dataflow::kOS, 1024, 1024, 1024, 2, 2);

@@ -7,8 +7,9 @@
 
 #include "core/error.hpp"
 #include "core/json_util.hpp"
-#include "plan/presets.hpp"
 #include "error_of.hpp"
+#include "plan/mesh_links.hpp"
+#include "plan/presets.hpp"
 
 namespace meshtp::plan {
 namespace {
@@ -185,6 +186,31 @@ TEST(Json, BadValuesAreNamed) {
   EXPECT_DOUBLE_EQ(stepped.step_overhead_s(), 42.5e-6);
   EXPECT_EQ(parse_topology(to_json(stepped).dump(), "'round trip'"), stepped);
   EXPECT_EQ(m.step_overhead_s(), 0);
+  // A mesh's measured dim sharing: checked, kept, and what mesh_links gives that mesh only.
+  const auto with_sharing = [](const std::string& meshes) {
+    return R"({"name": "t", "device": {"memory_gib": 80, "tflops": 100},
+      "levels": [{"members": 4, "group_gbps": 5}],
+      "calibration": {"meshes": )" +
+           meshes + "}}";
+  };
+  EXPECT_NE(error_of([&] {
+              parse_topology(with_sharing(R"([{"mesh": [2, 2], "sharing": 1.5}])"), "'t'");
+            }).find("calibration mesh 2x2: sharing=1.5 must be in [0, 1]"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              parse_topology(with_sharing(R"([{"mesh": [1, 4], "sharing": 0.5}])"), "'t'");
+            }).find("calibration mesh 1x4: both dims need at least 2 ranks"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              parse_topology(with_sharing(R"([{"mesh": [4]}])"), "'t'");
+            }).find("'mesh' must be two integers [d1, d2], got [4]"),
+            std::string::npos);
+  const Topology shared =
+      parse_topology(with_sharing(R"([{"mesh": [2, 2], "sharing": 0.75}])"), "'t'");
+  EXPECT_EQ(parse_topology(to_json(shared).dump(), "'round trip'"), shared);
+  EXPECT_EQ(mesh_links(shared, 2, 2).dim_sharing, 0.75);
+  EXPECT_EQ(mesh_links(shared, 4, 1).dim_sharing, 0);
+  EXPECT_EQ(mesh_links(shared, 2, 2).concurrent(2, 1), 2.75);
   const auto with_gemm = [](const std::string& gemm) {
     return R"({"name": "t", "device": {"memory_gib": 80, "tflops": 100, "gemm": )" + gemm +
            R"(}, "levels": [{"members": 4, "group_gbps": 5}]})";
