@@ -171,12 +171,15 @@ TEST(Json, BadValuesAreNamed) {
   EXPECT_EQ(m.calibration.groups[0].all_gather->measured,
             (std::vector<MeasuredTime>{{4096, 3.5}, {65536, 20}}));
   EXPECT_EQ(parse_topology(to_json(m).dump(), "'round trip'"), m);
-  // The step overhead: checked, kept, and what step_overhead_s() gives (0 when absent).
-  const auto with_step = [](const std::string& us) {
+  // A topology of 4 devices whose calibration is `fields`.
+  const auto with_calibration = [](const std::string& fields) {
     return R"({"name": "t", "device": {"memory_gib": 80, "tflops": 100},
-      "levels": [{"members": 4, "group_gbps": 5}],
-      "calibration": {"step_overhead_us": )" +
-           us + "}}";
+      "levels": [{"members": 4, "group_gbps": 5}], "calibration": {)" +
+           fields + "}}";
+  };
+  // The step overhead: checked, kept, and what step_overhead_s() gives (0 when absent).
+  const auto with_step = [&](const std::string& us) {
+    return with_calibration(R"("step_overhead_us": )" + us);
   };
   EXPECT_NE(error_of([&] {
               parse_topology(with_step("-3"), "'t'");
@@ -187,11 +190,8 @@ TEST(Json, BadValuesAreNamed) {
   EXPECT_EQ(parse_topology(to_json(stepped).dump(), "'round trip'"), stepped);
   EXPECT_EQ(m.step_overhead_s(), 0);
   // A mesh's measured dim sharing: checked, kept, and what mesh_links gives that mesh only.
-  const auto with_sharing = [](const std::string& meshes) {
-    return R"({"name": "t", "device": {"memory_gib": 80, "tflops": 100},
-      "levels": [{"members": 4, "group_gbps": 5}],
-      "calibration": {"meshes": )" +
-           meshes + "}}";
+  const auto with_sharing = [&](const std::string& meshes) {
+    return with_calibration(R"("meshes": )" + meshes);
   };
   EXPECT_NE(error_of([&] {
               parse_topology(with_sharing(R"([{"mesh": [2, 2], "sharing": 1.5}])"), "'t'");
