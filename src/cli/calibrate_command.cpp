@@ -208,8 +208,9 @@ void run_calibrate(const CalibrateArgs& a) {
                              a.mesh, a.sizes, a.elementwise, a.repeats, n)},
       fit, gemm.tflops, elementwise.gbps, memory_gib, n);
   // The meshes whose two dims' collectives slow each other, at the largest size.
-  const std::vector<bench::SharingMeasurement> sharing = bench::measure_dim_sharing(
-      w, meshes, *std::max_element(sizes.begin(), sizes.end()), 2 * a.seconds, a.repeats);
+  const std::int64_t largest = *std::max_element(sizes.begin(), sizes.end());
+  const std::vector<bench::SharingMeasurement> sharing =
+      bench::measure_dim_sharing(w, meshes, largest, 2 * a.seconds, a.repeats);
   for (const bench::SharingMeasurement& x : sharing) {
     topology.calibration.meshes.push_back({.mesh = x.mesh, .sharing = plan::round4(x.sharing)});
   }
@@ -308,8 +309,7 @@ void run_calibrate(const CalibrateArgs& a) {
     os << fmt::format(
         "both dims at once, mesh {}x{}: all_gather of {} bytes {:.3f} ms on dim 0, "
         "{:.3f} ms on dim 1, {:.3f} ms on both: sharing {:.2f}\n",
-        x.mesh[0], x.mesh[1], *std::max_element(sizes.begin(), sizes.end()), x.dim0_s * 1e3,
-        x.dim1_s * 1e3, x.both_s * 1e3, x.sharing);
+        x.mesh[0], x.mesh[1], largest, x.dim0_s * 1e3, x.dim1_s * 1e3, x.both_s * 1e3, x.sharing);
   }
   os << fmt::format(
       "2D GeMM steps: MeshSlice OS {}x{}x{} on mesh {}x{}, measured / priced "

@@ -193,7 +193,7 @@ Topology tp_topology(TopologyLinks& links, int d1, int d2) {
   // And the whole group's (d1·d2, stride 1): the head's collectives run on the mesh's
   // communicator (head_comm_s).
   for (const auto& [size, stride] : {std::pair{d1, d2}, std::pair{d2, 1}, std::pair{d1 * d2, 1}}) {
-    if (size == 1 || (size == d1 * d2 && (d1 == 1 || d2 == 1))) continue;
+    if (size == 1 || t.calibrated_group(size, stride) != nullptr) continue;  // kept already
     if (const GroupCalibration* g = topology.calibrated_group(size, stride)) {
       t.calibration.groups.push_back(*g);
     }

@@ -135,6 +135,13 @@ TEST(Platform, UniformStarBecomesAFlatCluster) {
       << xml;
   EXPECT_NE(xml.find("<prop id=\"meshtp_launch_us\" value=\"10\"/>"), std::string::npos) << xml;
   EXPECT_THROW(simgrid_platform_xml(g, {.tflops = 1, .launch_us = -1}), Error);
+  // The runtime's step cost the simulated device charges per 2D GeMM step (0 unless set).
+  EXPECT_NE(xml.find("<prop id=\"meshtp_step_overhead_us\" value=\"0\"/>"), std::string::npos)
+      << xml;
+  EXPECT_NE(simgrid_platform_xml(g, {.tflops = 1, .step_overhead_us = 42.5})
+                .find("<prop id=\"meshtp_step_overhead_us\" value=\"42.5\"/>"),
+            std::string::npos);
+  EXPECT_THROW(simgrid_platform_xml(g, {.tflops = 1, .step_overhead_us = -1}), Error);
   EXPECT_EQ(xml.find("topology="), std::string::npos);
   EXPECT_EQ(simgrid_link_name(g, g.route(2, 5)[1], -1), "star_link_5_DOWN");
 }
