@@ -29,6 +29,7 @@ struct BenchTrainArgs {
   ModelFlags shape{"small"};
   LayoutFlags layout;
   std::string data = train::kDefaultCorpus;
+  std::string precision = "fp32";
   int steps = 10, warmup = 2;
   bool json = false;
 };
@@ -40,6 +41,7 @@ void run_bench_train(const BenchTrainArgs& a) {
   c.model = {.shape = spec, .layout = a.layout.resolve(world().size(), "the world", &spec)};
   const layout::Plan& plan = c.model.layout;
   c.data = a.data;
+  c.precision = parse_precision(a.precision, "--precision");
   o.steps = a.steps;
   o.warmup_steps = a.warmup;
   const bench::TrainBenchResult r = bench::run_train_bench(world(), o);
@@ -56,6 +58,7 @@ void run_bench_train(const BenchTrainArgs& a) {
                          {"dp", plan.dp},
                          {"tp", plan.mesh},
                          {"plan", layout::to_json(plan)},
+                         {"precision", name(c.precision)},
                          {"batch", spec.batch},
                          {"seq", spec.seq},
                          {"steps", r.steps},
@@ -73,9 +76,10 @@ void run_bench_train(const BenchTrainArgs& a) {
   }
   os << fmt::format(
       "training step of '{}' (L={} h={} heads={} b={} s={}) on {} ranks, {}; {} "
-      "timed steps after {} warm-up; elementwise kernels '{}'\n",
+      "timed steps after {} warm-up; elementwise kernels '{}'; {}\n",
       spec.name, spec.layers, spec.hidden, spec.heads, spec.batch, spec.seq, r.ranks,
-      fmt::streamed(plan), r.steps, o.warmup_steps, kernels::fast().name);
+      fmt::streamed(plan), r.steps, o.warmup_steps, kernels::fast().name,
+      train::describe_precision(c.precision));
   os << fmt::format("{:<16} {:>10} {:>7}\n", "phase", "ms/step", "share");
   for (std::size_t k = 0; k < bench::kPhaseCount; ++k) {
     os << fmt::format("{:<16} {:>10.2f} {:>6.1f}%\n", bench::to_string(static_cast<bench::Phase>(k)),
@@ -102,6 +106,8 @@ void add_bench_train_command(CLI::App& app) {
                      "Model preset (tiny, small, …) or JSON file");
   args->layout.add_to(c, LayoutFlags::kReplicas | LayoutFlags::kTpAlias);
   c->add_option("--data", args->data, "Text file or directory to train on")->capture_default_str();
+  c->add_option("--precision", args->precision, "fp32, or bf16 mixed precision (as train)")
+      ->capture_default_str();
   c->add_option("--steps", args->steps, "Timed steps")->capture_default_str();
   c->add_option("--warmup", args->warmup, "Untimed warm-up steps")->capture_default_str();
   c->add_flag("--json", args->json, "Print one JSON object");

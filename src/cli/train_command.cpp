@@ -34,6 +34,7 @@ struct TrainArgs {
   ModelFlags shape{"tiny"};
   LayoutFlags layout;
   bool dry_run = false;
+  std::string precision = "fp32";
   train::TrainConfig config;
 };
 
@@ -179,6 +180,7 @@ void run_train(TrainArgs& args) {
   const plan::ModelSpec spec = args.shape.runtime_model();
   train::TrainConfig& c = args.config;
   c.model.shape = spec;
+  c.precision = parse_precision(args.precision, "--precision");
   if (c.data.empty()) c.data = train::kDefaultCorpus;
   const std::string why = choose_layout(args, spec);
   train::validate(c, world().size());
@@ -210,6 +212,7 @@ void run_train(TrainArgs& args) {
             "clip {:g}, seed {}\n",
             c.lr, c.final_lr(), c.warmup, c.adamw.beta1, c.adamw.beta2, c.adamw.weight_decay,
             c.grad_clip, seed)
+     << fmt::format("dtype   {}\n", train::describe_precision(c.precision))
      << fmt::format("data    {} (validation: last {:.0f}%)\n", c.data, 100 * c.validation_fraction);
   for (const std::string& line : train::describe_layout(c.model.layout, spec.layers)) {
     os << "groups  " << line << '\n';
@@ -283,6 +286,10 @@ void add_train_command(CLI::App& app) {
   t->add_option("--steps", c.steps, "Training steps")->capture_default_str();
   args->layout.add_to(t, LayoutFlags::kMeshAuto | LayoutFlags::kReplicas | LayoutFlags::kPipeline |
                              LayoutFlags::kTpAlias);
+  t->add_option("--precision", args->precision,
+                "fp32, or bf16 mixed precision: GeMM operands in bf16, fp32 accumulation, "
+                "master weights and optimizer")
+      ->capture_default_str();
   t->add_option("--lr", c.lr, "Peak learning rate")->capture_default_str();
   t->add_option("--min-lr", c.min_lr,
                 "Final learning rate of the cosine decay (default: --lr / 10)");

@@ -26,6 +26,8 @@
 #include <string>
 #include <vector>
 
+#include "core/precision.hpp"
+
 namespace meshtp::gpu {
 
 // The element type of a device buffer (not a training precision: a bf16 mixed-precision run
@@ -163,10 +165,9 @@ class StreamTimer {
   void* stop_ = nullptr;
 };
 
-// bf16 ⇄ fp32 on the host, as the GPU rounds (round to nearest, ties to even; NaN stays NaN).
-std::uint16_t to_bf16(float value);
-float from_bf16(std::uint16_t bits);
-// x rounded to the nearest bf16 value, as fp32: what a bf16 round trip leaves of x.
-inline float round_to_bf16(float x) { return from_bf16(to_bf16(x)); }
+// bf16 ⇄ fp32 on the host, as the GPU rounds: core/precision.hpp's, the CPU runtime's too.
+using meshtp::from_bf16;
+using meshtp::round_to_bf16;
+using meshtp::to_bf16;
 
 }  // namespace meshtp::gpu

@@ -27,18 +27,6 @@ double ModelSpec::total_params() const {
 
 void ModelSpec::validate() const { validate(fmt::format("model '{}'", name)); }
 
-const char* name(Precision p) {
-  switch (p) {
-    case Precision::kFp16:
-      return "fp16";
-    case Precision::kBf16:
-      return "bf16";
-    case Precision::kFp32:
-      return "fp32";
-  }
-  return "?";
-}
-
 std::ostream& operator<<(std::ostream& os, const ModelSpec& m) {
   return os << "model " << m.name << ": " << static_cast<const layout::ModelShape&>(m)
             << fmt::format(" {} recompute={} ({:.3g}B params)", name(m.precision),
@@ -62,16 +50,8 @@ ModelSpec model_from_json(const nlohmann::json& j, const std::string& source) {
   static_cast<layout::ModelShape&>(m) = layout::read_shape(j, where);
   m.name = read_string(j, "name", where);
   m.description = read_optional_string(j, "description", where, "");
-  const std::string precision = read_optional_string(j, "precision", where, "fp16");
-  if (precision == "fp16") {
-    m.precision = Precision::kFp16;
-  } else if (precision == "bf16") {
-    m.precision = Precision::kBf16;
-  } else if (precision == "fp32") {
-    m.precision = Precision::kFp32;
-  } else {
-    fail("{}: precision='{}' must be fp16, bf16 or fp32", where, precision);
-  }
+  m.precision =
+      parse_precision(read_optional_string(j, "precision", where, "fp16"), where + ": precision");
   try {
     m.recompute = layout::parse_recompute(read_optional_string(j, "recompute", where, "none"));
   } catch (const Error& e) {

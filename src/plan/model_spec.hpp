@@ -18,15 +18,16 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "core/precision.hpp"
 #include "layout/model_shape.hpp"
 #include "layout/vocabulary.hpp"
 
 namespace meshtp::plan {
 
 // fp16 and bf16 are mixed precision (2-byte values on the wire and in activations, fp32
-// master weights and moments); fp32 is 4 bytes throughout.
-enum class Precision { kFp16, kFp32, kBf16 };
+// master weights and moments); fp32 is 4 bytes throughout (core/precision.hpp).
 using layout::Recompute;
+using meshtp::Precision;
 
 // A ModelShape (layout/model_shape.hpp; batch is the global batch of a step, vocab 0 ignores
 // the embedding) with its name, precision and recomputation: what the planner prices.
@@ -40,7 +41,7 @@ struct ModelSpec : layout::ModelShape {
   // the megatron runtime (layout_search.hpp). Not part of a model file.
   bool dropout = false;
 
-  int element_bytes() const { return precision == Precision::kFp32 ? 4 : 2; }
+  int element_bytes() const { return meshtp::element_bytes(precision); }
 
   // 72·b·s·h² + 12·b·s²·h: one layer, forward + backward, the count TFLOP/s is reported in.
   double layer_flops() const;
@@ -57,7 +58,6 @@ struct ModelSpec : layout::ModelShape {
   friend bool operator==(const ModelSpec&, const ModelSpec&) = default;
 };
 
-const char* name(Precision p);
 std::ostream& operator<<(std::ostream& os, const ModelSpec& model);
 
 nlohmann::json to_json(const ModelSpec& model);

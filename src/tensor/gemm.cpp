@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "core/error.hpp"
 #include "core/simulation.hpp"
@@ -35,7 +36,33 @@ std::int64_t check_gemm(ConstMatrixView a, Trans ta, ConstMatrixView b, Trans tb
   return oa.cols;
 }
 
+thread_local Precision operand_precision = Precision::kFp32;
+
+// x's rows × cols (with its leading dimension) rounded to bf16 into `scratch`, packed (ld =
+// cols): the bf16 operand, widened back to fp32 for sgemm.
+ConstMatrixView rounded_to_bf16(ConstMatrixView x, std::vector<float>& scratch) {
+  scratch.resize(static_cast<std::size_t>(x.rows * x.cols));
+  if (x.contiguous()) {
+    round_to_bf16(x.data, scratch.data(), x.rows * x.cols);
+  } else {
+    for (std::int64_t r = 0; r < x.rows; ++r) {
+      round_to_bf16(x.data + r * x.ld, scratch.data() + r * x.cols, x.cols);
+    }
+  }
+  return {scratch.data(), x.rows, x.cols, x.cols};
+}
+
 }  // namespace
+
+ScopedGemmPrecision::ScopedGemmPrecision(Precision precision) : before_(operand_precision) {
+  MESHTP_CHECK(precision != Precision::kFp16,
+               "GeMM precision {} is not supported by the runtime (fp32, bf16)", name(precision));
+  operand_precision = precision;
+}
+
+ScopedGemmPrecision::~ScopedGemmPrecision() { operand_precision = before_; }
+
+Precision gemm_precision() { return operand_precision; }
 
 void gemm(ConstMatrixView a, Trans trans_a, ConstMatrixView b, Trans trans_b, MatrixView c,
           float alpha, float beta) {
@@ -50,6 +77,11 @@ void gemm(ConstMatrixView a, Trans trans_a, ConstMatrixView b, Trans trans_b, Ma
   if (simhooks::charge_gemm(static_cast<double>(c.rows), static_cast<double>(c.cols),
                             static_cast<double>(k))) {
     return;
+  }
+  if (operand_precision == Precision::kBf16 && k > 0) {
+    thread_local std::vector<float> a16, b16;
+    a = rounded_to_bf16(a, a16);
+    b = rounded_to_bf16(b, b16);
   }
   // BLAS requires ld ≥ 1 even for empty operands.
   const auto ld = [](std::int64_t v) { return static_cast<blasint>(v > 0 ? v : 1); };

@@ -6,10 +6,23 @@
 //
 // gemm() calls CBLAS (OpenBLAS); gemm_reference() is a naive triple loop accumulating in
 // double, the independent reference tests compare against.
+//
+// Precision (core/precision.hpp). Under a ScopedGemmPrecision(kBf16) every gemm() on this
+// thread takes its operands in bf16 and keeps fp32 accumulation and output, as a GPU's bf16
+// GeMM does with an fp32 C (cuBLASLt, CUBLAS_COMPUTE_32F):
+//
+//   C = alpha · op(bf16(A)) · op(bf16(B)) + beta · C        bf16(x) = round_to_bf16(x)
+//
+// On the CPU the operands are rounded into scratch copies and multiplied by sgemm: the values
+// of a bf16 GeMM, computed by widening to fp32 (the products of two bf16 values are exact in
+// fp32). Rounding is elementwise, so a GeMM split into blocks over ranks rounds the same
+// elements the same way: a distributed bf16 GeMM equals the serial one up to fp32 summation
+// order, as in fp32. gemm_reference() ignores the scope (it is the exact reference).
 #pragma once
 
 #include <cstdint>
 
+#include "core/precision.hpp"
 #include "tensor/tensor.hpp"
 
 namespace meshtp {
@@ -21,6 +34,21 @@ void gemm(ConstMatrixView a, Trans trans_a, ConstMatrixView b, Trans trans_b, Ma
 
 void gemm_reference(ConstMatrixView a, Trans trans_a, ConstMatrixView b, Trans trans_b,
                     MatrixView c, float alpha = 1.0f, float beta = 0.0f);
+
+// The operand precision of gemm() on this thread while the scope lives (kFp32 outside every
+// scope); scopes nest and restore the one before. kFp16 is refused (meshtp::Error): the
+// runtime does not run fp16.
+class ScopedGemmPrecision {
+ public:
+  explicit ScopedGemmPrecision(Precision precision);
+  ~ScopedGemmPrecision();
+  ScopedGemmPrecision(const ScopedGemmPrecision&) = delete;
+  ScopedGemmPrecision& operator=(const ScopedGemmPrecision&) = delete;
+
+ private:
+  Precision before_;
+};
+Precision gemm_precision();
 
 // Totals of every gemm() call on this process since start (or the last reset).
 struct ComputeLedger {

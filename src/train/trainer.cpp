@@ -11,6 +11,7 @@
 #include "core/stats.hpp"
 #include "core/trace.hpp"
 #include "mesh/device_mesh.hpp"
+#include "tensor/gemm.hpp"
 #include "tensor/memory.hpp"
 #include "train/byte_corpus.hpp"
 #include "train/checkpoint.hpp"
@@ -97,9 +98,19 @@ void validate(const TrainConfig& c, int world_size) {
   at_least("trace-steps", c.trace_steps, 1);
   at_least("skip-nonfinite", c.skip_nonfinite, 0);
   MESHTP_CHECK(!c.resume || !c.checkpoint_dir.empty(), "--resume needs --checkpoint-dir");
+  MESHTP_CHECK(c.precision == Precision::kFp32 || c.precision == Precision::kBf16,
+               "--precision {} is not one the runtime trains in (fp32, bf16)", name(c.precision));
   model::GptConfig microbatch = c.model;
   microbatch.shape.batch = c.model.shape.batch / (dp * m);
   model::validate(microbatch, {plan.mesh[0], plan.mesh[1]});
+}
+
+std::string describe_precision(Precision precision) {
+  if (precision == Precision::kFp32) return "fp32 throughout";
+  return fmt::format(
+      "{} mixed precision: every GeMM's operands in {}, fp32 accumulation and outputs; fp32 "
+      "master weights, gradients, AdamW, LayerNorm, softmax, loss and communication",
+      name(precision), name(precision));
 }
 
 TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
@@ -112,6 +123,9 @@ TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
 TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
                    const TrainHooks& hooks) {
   validate(config, world.size());
+  // Every GeMM of the run (forward, backward, evaluation) in the run's precision; parameters,
+  // gradients, AdamW and every other op stay fp32 (trainer.hpp).
+  const ScopedGemmPrecision precision(config.precision);
   const std::int64_t tensors_before = tensor_bytes();
   reset_tensor_peak();
   const int dp = config.model.layout.dp;

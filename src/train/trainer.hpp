@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "core/precision.hpp"
 #include "model/gpt.hpp"
 #include "train/adamw.hpp"
 
@@ -40,6 +41,11 @@ struct TrainConfig {
   // dp replicas of the tensor-parallel mesh (d1, d2).
   model::GptConfig model;
   std::int64_t steps = 100;
+  // fp32, or bf16 mixed precision: every GeMM's operands in bf16 (the weights' compute copy
+  // and the activations and gradients they multiply), fp32 accumulation and outputs; the
+  // parameters stay the fp32 master weights, and gradients, AdamW's moments, LayerNorm,
+  // softmax, the loss and communication stay fp32 (tensor/gemm.hpp ScopedGemmPrecision).
+  Precision precision = Precision::kFp32;
   double lr = 1e-3;
   std::optional<double> min_lr;  // the cosine decay's floor; unset: lr / 10
   double final_lr() const { return min_lr.value_or(lr / 10); }
@@ -67,6 +73,8 @@ struct TrainConfig {
 // Throws (every rank alike) unless the configuration can run on `world_size` ranks.
 void validate(const TrainConfig& config, int world_size);
 std::string layout_string(const TrainConfig& config);  // "dp=2 tp=2x1"
+// One line on what the precision computes in: "fp32 throughout" or bf16's split.
+std::string describe_precision(Precision precision);
 
 struct StepReport {
   std::int64_t step = 0;  // 1-based: steps completed after this one

@@ -76,5 +76,68 @@ TEST(Gemm, ShapeMismatchIsAClearError) {
   }
 }
 
+// x with every element rounded to bf16: the operand a bf16 GeMM multiplies.
+Tensor rounded(const Tensor& x) {
+  Tensor r = x;
+  for (float& v : r.values()) v = round_to_bf16(v);
+  return r;
+}
+
+TEST(GemmBf16, MultipliesTheRoundedOperandsInFp32) {
+  // On strided blocks, every transpose, alpha and beta: the product of the bf16-rounded
+  // operands accumulated in fp32 (the reference accumulates in double on the rounded
+  // operands; C's prior value is not rounded: outputs are fp32).
+  const std::int64_t m = 13, n = 7, k = 300;
+  for (Trans ta : {Trans::kNo, Trans::kYes}) {
+    for (Trans tb : {Trans::kNo, Trans::kYes}) {
+      const Shape sa = stored(m, k, ta), sb = stored(k, n, tb);
+      const Tensor a = uniform_tensor({sa[0] + 2, sa[1] + 3}, 1);
+      const Tensor b = uniform_tensor({sb[0] + 1, sb[1] + 2}, 2);
+      Tensor c = uniform_tensor({m, n}, 3);
+      Tensor c_ref = c, c_fp32 = c;
+      const Tensor a16 = rounded(a), b16 = rounded(b);
+      {
+        const ScopedGemmPrecision bf16(Precision::kBf16);
+        EXPECT_EQ(gemm_precision(), Precision::kBf16);
+        gemm(a.matrix().block(2, 3, sa[0], sa[1]), ta, b.matrix().block(1, 2, sb[0], sb[1]), tb,
+             c.matrix(), 0.5f, -2.0f);
+      }
+      EXPECT_EQ(gemm_precision(), Precision::kFp32);
+      gemm_reference(a16.matrix().block(2, 3, sa[0], sa[1]), ta,
+                     b16.matrix().block(1, 2, sb[0], sb[1]), tb, c_ref.matrix(), 0.5f, -2.0f);
+      gemm(a.matrix().block(2, 3, sa[0], sa[1]), ta, b.matrix().block(1, 2, sb[0], sb[1]), tb,
+           c_fp32.matrix(), 0.5f, -2.0f);
+      EXPECT_LT(max_relative_error(c.values(), c_ref.values()), 1e-5);
+      // And it is not the fp32 product: the rounding moved it, by up to 2⁻⁸ per operand.
+      const double moved = max_relative_error(c.values(), c_fp32.values());
+      EXPECT_GT(moved, 1e-4);
+      EXPECT_LT(moved, 2e-2);
+    }
+  }
+}
+
+TEST(GemmBf16, ScopesNestAndRestore) {
+  EXPECT_EQ(gemm_precision(), Precision::kFp32);
+  {
+    const ScopedGemmPrecision outer(Precision::kBf16);
+    {
+      const ScopedGemmPrecision inner(Precision::kFp32);
+      EXPECT_EQ(gemm_precision(), Precision::kFp32);
+    }
+    EXPECT_EQ(gemm_precision(), Precision::kBf16);
+  }
+  EXPECT_EQ(gemm_precision(), Precision::kFp32);
+}
+
+TEST(GemmBf16, Fp16IsRefused) {
+  try {
+    const ScopedGemmPrecision fp16(Precision::kFp16);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "GeMM precision fp16 is not supported by the runtime (fp32, bf16)");
+  }
+  EXPECT_EQ(gemm_precision(), Precision::kFp32);
+}
+
 }  // namespace
 }  // namespace meshtp

@@ -37,6 +37,8 @@ check unknown-model "error: .*'huge'.*tiny" "${small[@]}" --model huge
 check zero-without-dp "error: zero=1 shards over the data-parallel replicas, but dp=1" "${small[@]}" --mesh 2x1 --zero 1
 check zero-4 "error: plan: zero=4 must be 0, 1, 2 or 3" "${small[@]}" --mesh 1x1 --dp 2 --zero 4
 check bad-recompute "error: unknown recompute 'some'" "${small[@]}" --recompute some
+check precision-fp16 "error: --precision fp16 is not one the runtime trains in \\(fp32, bf16\\)" "${small[@]}" --precision fp16
+check precision-unknown "error: --precision 'fp8' is not fp32, bf16 or fp16" "${small[@]}" --precision fp8
 # Pipeline stages (tiny has 2 layers; three.json 3).
 printf '{"name": "three", "layers": 3, "hidden": 32, "heads": 2, "vocab": 256, "batch": 4, "seq": 32}' \
   > "$work/three.json"
