@@ -241,11 +241,18 @@ TEST_F(TrainEquivalence, Bf16EveryLayoutGivesTheSerialBf16Curve) {
       {.mesh = {n, 1}}, {.mesh = {1, n}}, {.mesh = {n, 1}, .chunks = 2, .sequence_parallel = true}};
   if (n == 2) {
     layouts.push_back({.mesh = {2, 1}, .strategy = layout::Strategy::kWang});
+    layouts.push_back(
+        {.mesh = {2, 1}, .strategy = layout::Strategy::kTp1d, .sequence_parallel = true});
     layouts.push_back({.pp = 2, .microbatches = 2, .schedule = layout::Schedule::k1F1B});
+    layouts.push_back({.dp = 2, .zero = 3, .recompute = layout::Recompute::kSelective});
   }
   if (n == 4) {
-    layouts.push_back({.mesh = {2, 2}, .strategy = layout::Strategy::kMeshSlice});
+    for (const layout::Strategy s : {layout::Strategy::kMeshSlice, layout::Strategy::kCollective,
+                                     layout::Strategy::kSumma, layout::Strategy::kCannon}) {
+      layouts.push_back({.mesh = {2, 2}, .strategy = s});
+    }
     layouts.push_back({.dp = 2, .zero = 1, .recompute = layout::Recompute::kFull, .mesh = {2, 1}});
+    layouts.push_back({.dp = 4, .zero = 2});
     layouts.push_back(
         {.pp = 2, .microbatches = 2, .schedule = layout::Schedule::k1F1B, .mesh = {2, 1}});
   }
