@@ -119,6 +119,31 @@ TEST(GpuGemm, MatchesBlasForEveryTransposeAndScale) {
     }
 }
 
+// The CPU runtime's bf16 mode (tensor/gemm.hpp ScopedGemmPrecision: operands rounded to bf16,
+// fp32 accumulation and output) is this GPU GeMM: bf16 A and B, fp32 C. Same rounded operands,
+// so only the summation order differs: the fp32 tolerance, not bf16's.
+TEST(GpuGemm, Bf16OperandsWithFp32OutputAreTheCpuBf16Mode) {
+  for (const GemmCase& c : {GemmCase{37, 53, 71, Trans::kNo, Trans::kYes, 1.0f, 0.0f},
+                            GemmCase{256, 384, 512, Trans::kYes, Trans::kNo, 0.5f, 1.0f}}) {
+    const std::int64_t ar = c.ta == Trans::kNo ? c.m : c.k, ac = c.ta == Trans::kNo ? c.k : c.m;
+    const std::int64_t br = c.tb == Trans::kNo ? c.k : c.n, bc = c.tb == Trans::kNo ? c.n : c.k;
+    // fp32 values: the upload rounds them to bf16 as the CPU's scope does.
+    const auto a = random_values(ar * ac, 4, ET::kF32), b = random_values(br * bc, 5, ET::kF32);
+    auto cpu = random_values(c.m * c.n, 6, ET::kF32);
+    const Buffer da = ctx().upload_values(a, ET::kBF16), db = ctx().upload_values(b, ET::kBF16);
+    Buffer dc = c.beta == 0.0f ? poisoned(ET::kF32, c.m * c.n) : ctx().upload_values(cpu, ET::kF32);
+    gemm(ctx(), matrix_of(da, ET::kBF16, ar, ac), c.ta, matrix_of(db, ET::kBF16, br, bc), c.tb,
+         matrix_of(dc, ET::kF32, c.m, c.n), c.alpha, c.beta);
+    {
+      const ScopedGemmPrecision bf16(Precision::kBf16);
+      meshtp::gemm(view(a, ar, ac), c.ta, view(b, br, bc), c.tb, view(cpu, c.m, c.n), c.alpha,
+                   c.beta);
+    }
+    EXPECT_LE(max_relative_error(down(dc, ET::kF32, c.m * c.n), cpu), 1e-5)
+        << c.m << "x" << c.n << "x" << c.k;
+  }
+}
+
 TEST(GpuGemm, StridedViewsLeaveTheRestAlone) {
   // C is the 20x30 top-left block of a 24x40 matrix (ld 40), A a block of a wider one.
   for (ET type : kTypes) {
