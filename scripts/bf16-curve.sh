@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/bf16-curve.sh OUT [--model small] [--steps 200] [--ranks 2] [--mesh 2x1]: bf16 mixed
+# scripts/bf16-curve.sh OUT [--model small] [--steps 200] [--ranks 2] [--mesh 2x1] [--check]: bf16 mixed
 # precision against fp32 on the same training run (scripts/bf16_curve.py: both loss curves,
 # their difference per step range, the validation losses; docs/precision.md).
 set -euo pipefail

@@ -2,12 +2,13 @@
 """bf16 mixed precision against fp32: run `meshtp train` twice on the same model, layout, data
 and seed — once per precision — and compare the loss curves step by step.
 
-  scripts/bf16_curve.py OUT [--model small] [--steps 200] [--ranks 2] [--mesh 2x1]
+  scripts/bf16_curve.py OUT [--model small] [--steps 200] [--ranks 2] [--mesh 2x1] [--check]
 
 Writes OUT/fp32.jsonl and OUT/bf16.jsonl (train --metrics), the two logs, and
 OUT/bf16-curve.md / .json (the relative difference of each step's loss, max and mean over
 step ranges, and the validation losses) and OUT/bf16-curve.png (both curves and their
-difference) when matplotlib is there. docs/precision.md quotes a run of it.
+difference) when matplotlib is there. docs/precision.md quotes a run of it. --check exits 1
+when a step's loss differs by more than TOLERANCE relative (the tests' bound, justified there).
 """
 import argparse
 import json
@@ -17,6 +18,8 @@ import subprocess
 import sys
 
 from validate import write_atomic  # beside this file (scripts/)
+
+TOLERANCE = 2e-2  # tests/train/train_equivalence_test.cpp kBf16VsFp32
 
 
 def train(args, precision):
@@ -52,6 +55,8 @@ def main():
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--mesh", default="2x1")
+    ap.add_argument("--check", action="store_true",
+                    help=f"exit 1 when a step's loss differs from fp32's by more than {TOLERANCE}")
     args = ap.parse_args()
     if args.steps < 1 or args.ranks < 1:
         sys.exit(f"error: --steps {args.steps} and --ranks {args.ranks} must be at least 1")
@@ -68,7 +73,7 @@ def main():
                      "mean_abs": sum(abs(r) for r in part) / len(part),
                      "mean_signed": sum(part) / len(part)})
     result = {"model": args.model, "mesh": args.mesh, "ranks": args.ranks, "steps": len(rel),
-              "ranges": rows, "validation_loss": {"fp32": val32, "bf16": val16},
+              "max_abs": max(abs(r) for r in rel), "tolerance": TOLERANCE, "ranges": rows, "validation_loss": {"fp32": val32, "bf16": val16},
               "loss": {"fp32": fp32, "bf16": bf16}}
     write_atomic(os.path.join(args.out, "bf16-curve.json"), json.dumps(result, indent=1) + "\n")
     lines = [f"# bf16 against fp32: `{args.model}`, {len(rel)} steps, {args.ranks} ranks, "
@@ -80,8 +85,19 @@ def main():
     if val32 is not None and val16 is not None:
         lines += ["", f"Validation loss: fp32 {val32:.4f}, bf16 {val16:.4f} "
                       f"({(val16 - val32) / val32:+.2%})."]
+    worst = max(abs(r) for r in rel)
+    verdict = (f"{'met' if worst <= TOLERANCE else 'MISSED'}: the largest difference of a "
+               f"step's loss is {worst:.1e}, the bound {TOLERANCE:.0e}")
+    lines += ["", verdict]
     write_atomic(os.path.join(args.out, "bf16-curve.md"), "\n".join(lines) + "\n")
     print("\n".join(lines))
+    plot(args, fp32, bf16, rel)
+    if args.check and worst > TOLERANCE:
+        sys.exit(1)
+
+
+def plot(args, fp32, bf16, rel):
+    """OUT/bf16-curve.png: both loss curves, and their relative difference in percent."""
     try:
         from plotting import pyplot, save
         plt = pyplot()
