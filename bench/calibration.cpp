@@ -162,22 +162,12 @@ std::vector<SharingMeasurement> measure_dim_sharing(const comm::Communicator& wo
                      m[0], m[1], d, recv[d][i], i, want);
       }
     }
+    const CollectivesOptions limits;  // the collectives' iteration bounds
     const auto time = [&](bool dim0, bool dim1) {
-      std::vector<double> samples;
-      const double start = now_seconds();
-      for (;;) {
-        world.barrier();
-        const double t0 = now_seconds();
-        run(dim0, dim1);
-        double t = now_seconds() - t0;
-        world.all_reduce(std::span<double>(&t, 1), comm::ReduceOp::kMax);
-        samples.push_back(t);
-        // Every rank decides alike: on rank 0's clock and the sample count.
-        double elapsed = now_seconds() - start;
-        world.broadcast(std::span<double>(&elapsed, 1), 0);
-        if ((samples.size() >= 3 && elapsed >= seconds) || samples.size() >= 200) break;
-      }
-      return median(samples);
+      return time_max_over_ranks(
+                 world, [&] { run(dim0, dim1); }, seconds, limits.min_iterations,
+                 limits.max_iterations)
+          .median_seconds;
     };
     std::array<std::vector<double>, 3> sweeps;
     for (int r = 0; r < repeats; ++r) {

@@ -72,9 +72,9 @@ StepMeasurement measure_step_samples(const comm::Communicator& world, std::array
 
 // Each mesh of `meshes` whose dims both have ≥ 2 ranks: an all_gather of `bytes` on dim 0
 // alone, on dim 1 alone, and on both at once (every group of the mesh active; non-blocking,
-// issued together), each validated once, then the median over iterations (≥ 3, about
-// `seconds` each) of the max over ranks, median over `repeats` sweeps; sharing by
-// plan::dim_sharing.
+// issued together), each validated once, then timed as every collective is
+// (time_max_over_ranks: about `seconds` of iterations), median over `repeats` sweeps; sharing
+// by plan::dim_sharing.
 struct SharingMeasurement {
   std::array<int, 2> mesh{1, 1};
   double dim0_s = 0, dim1_s = 0, both_s = 0;

@@ -90,6 +90,27 @@ std::vector<std::int64_t> default_collective_sizes() {
   return sizes;
 }
 
+TimedRuns time_max_over_ranks(const Communicator& everyone, const std::function<void()>& run,
+                              double target_seconds, int min_iterations, int max_iterations) {
+  everyone.barrier();
+  double start = now_seconds();
+  run();  // warm-up, also sizes the iteration count
+  const double warm = max_over(everyone, now_seconds() - start);
+  TimedRuns t;
+  t.iterations = std::clamp(static_cast<int>(std::ceil(target_seconds / std::max(warm, 1e-7))),
+                            min_iterations, max_iterations);
+  std::vector<double> samples;
+  samples.reserve(static_cast<std::size_t>(t.iterations));
+  for (int it = 0; it < t.iterations; ++it) {
+    everyone.barrier();
+    start = now_seconds();
+    run();
+    samples.push_back(max_over(everyone, now_seconds() - start));
+  }
+  t.median_seconds = median(samples);
+  return t;
+}
+
 CollectiveSample time_collective(const Communicator& group, const Communicator& everyone,
                                  CollectiveKind collective, std::int64_t bytes,
                                  const CollectivesOptions& options) {
@@ -101,28 +122,15 @@ CollectiveSample time_collective(const Communicator& group, const Communicator& 
 
   // Simulated devices in charged mode move no values (core/simulation.hpp): nothing to check.
   if (!simhooks::values_meaningless()) validate(group, collective, buffers);
-  everyone.barrier();
-  double start = now_seconds();
-  run_once(group, collective, buffers);  // warm-up, also sizes the iteration count
-  const double warm = max_over(everyone, now_seconds() - start);
-  const int iterations = std::clamp(
-      static_cast<int>(std::ceil(options.target_seconds_per_case / std::max(warm, 1e-7))),
+  const TimedRuns t = time_max_over_ranks(
+      everyone, [&] { run_once(group, collective, buffers); }, options.target_seconds_per_case,
       options.min_iterations, options.max_iterations);
-
-  std::vector<double> samples;
-  samples.reserve(static_cast<std::size_t>(iterations));
-  for (int it = 0; it < iterations; ++it) {
-    everyone.barrier();
-    start = now_seconds();
-    run_once(group, collective, buffers);
-    samples.push_back(max_over(everyone, now_seconds() - start));
-  }
   CollectiveSample s;
   s.group_size = p;
   s.collective = collective;
   s.bytes = rounded;
-  s.iterations = iterations;
-  s.median_seconds = median(samples);
+  s.iterations = t.iterations;
+  s.median_seconds = t.median_seconds;
   s.algbw_gbps = static_cast<double>(rounded) / s.median_seconds / 1e9;
   s.busbw_gbps = s.algbw_gbps * bus_factor(collective, p);
   return s;

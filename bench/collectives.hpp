@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string_view>
 #include <vector>
 
@@ -57,6 +58,17 @@ struct CollectiveSample {
 // CollectiveKind over the mesh. Mesh dims of size 1 are skipped (no communication).
 std::vector<CollectiveSample> run_collectives(const mesh::DeviceMesh& mesh,
                                               const CollectivesOptions& options);
+
+// The timing protocol of every communication measurement: `run` once to warm up (its time, max
+// over `everyone`, sizes the count to about `target_seconds`, clamped to [min_iterations,
+// max_iterations]), then that many more, each after a barrier; the median of the max over
+// `everyone`'s ranks. Every rank calls it alike and gets the same answer.
+struct TimedRuns {
+  int iterations = 0;
+  double median_seconds = 0;
+};
+TimedRuns time_max_over_ranks(const comm::Communicator& everyone, const std::function<void()>& run,
+                              double target_seconds, int min_iterations, int max_iterations);
 
 // Times one collective of `bytes` on `group` while every group of the mesh does the same;
 // the result is the median over `iterations` of the max over `everyone`'s ranks.

@@ -398,12 +398,12 @@ Topology topology_from_json(const nlohmann::json& j, const std::string& source) 
         const nlohmann::json& mj = meshes[i];
         check_fields(mj, {"mesh", "sharing"}, mw);
         const nlohmann::json& dims = mj.contains("mesh") ? mj.at("mesh") : nlohmann::json();
-        MESHTP_CHECK(dims.is_array() && dims.size() == 2 && dims[0].is_number_integer() &&
-                         dims[1].is_number_integer(),
+        MESHTP_CHECK(dims.is_array() && dims.size() == 2,
                      "{}: 'mesh' must be two integers [d1, d2], got {}", mw, dims.dump());
+        const std::vector<int> d =
+            read_int_list(mj, "mesh", mw, 1, std::numeric_limits<int>::max());
         t.calibration.meshes.push_back(
-            {.mesh = {dims[0].get<int>(), dims[1].get<int>()},
-             .sharing = read_optional_number(mj, "sharing", mw).value_or(0)});
+            {.mesh = {d[0], d[1]}, .sharing = read_optional_number(mj, "sharing", mw).value_or(0)});
       }
     }
     if (c.contains("groups")) {
