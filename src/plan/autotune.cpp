@@ -136,7 +136,9 @@ FcTuning tune_fc(Algorithm algorithm, const FcShape& fc, const MeshLinks& links,
       continue;
     }
     accumulate(t);
-    best.sweep.emplace_back(knob_of(algorithm, params), t.total_s);
+    best.sweep.push_back({.knob = knob_of(algorithm, params),
+                          .total_s = t.total_s,
+                          .serial_s = t.comm_s + t.compute_s});
     if (!found || t.total_s < best.total_s) {
       auto sweep = std::move(best.sweep);
       best = std::move(t);

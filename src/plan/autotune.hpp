@@ -33,6 +33,14 @@ struct FcPassCost {
   double weight = 1;  // times this pass runs per step (forward: 2 under full recomputation)
 };
 
+// One knob value tried: the layer's time as the algorithm overlaps it (what is minimised),
+// and as if nothing overlapped, comm_s + compute_s (a machine that cannot overlap a
+// collective with a GeMM: MeshSlice §5.3's TPUv4 slice).
+struct KnobPoint {
+  int knob = 0;
+  double total_s = 0;
+  double serial_s = 0;
+};
 struct FcTuning {
   FcShape fc;
   Stationary stationary = Stationary::kOutput;
@@ -40,7 +48,7 @@ struct FcTuning {
   std::array<FcPassCost, 3> passes;
   double total_s = 0, comm_s = 0, compute_s = 0;  // weighted over the passes
   double workspace_bytes = 0;                     // peak transient buffers of one pass
-  std::vector<std::pair<int, double>> sweep;      // knob value → total_s
+  std::vector<KnobPoint> sweep;                   // every knob value tried, in order
   std::optional<std::string> invalid_reason;      // set: nothing valid to run
 };
 

@@ -176,7 +176,9 @@ nlohmann::json to_json(const Candidate& c) {
       nlohmann::json fj{{"layer", name(f.layer)},
                         {"stationary", name(f.stationary)},
                         {"forward_dataflow", name(f.forward)},
-                        {"time_s", f.time_s}};
+                        {"time_s", f.time_s},
+                        {"comm_s", f.comm_s},
+                        {"compute_s", f.compute_s}};
       if (c.strategy == Strategy::kMeshSlice || c.strategy == Strategy::kSumma) {
         fj["slices"] = f.params.slices;
       }

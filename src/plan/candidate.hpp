@@ -39,7 +39,11 @@ struct FcChoice {
   Stationary stationary = Stationary::kOutput;
   Dataflow forward = Dataflow::kOS;  // the forward GeMM's dataflow
   Gemm2dParams params;
-  double time_s = 0;  // one layer's fwd + bwd of this FC layer
+  double time_s = 0;  // one layer's fwd + bwd of this FC layer, as the algorithm overlaps it
+  // The same passes' communication and local GeMMs as if nothing overlapped: comm_s +
+  // compute_s is the layer's time on a machine that cannot overlap a collective with a GeMM
+  // (MeshSlice §5.3's TPUv4 slice).
+  double comm_s = 0, compute_s = 0;
 };
 
 struct Candidate {

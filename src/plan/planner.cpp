@@ -182,7 +182,9 @@ Candidate evaluate(const PlanRequest& request, const MeshLinks& links, Strategy 
                                 .stationary = t.stationary,
                                 .forward = t.passes[0].shape.dataflow,
                                 .params = t.params,
-                                .time_s = t.total_s});
+                                .time_s = t.total_s,
+                                .comm_s = t.comm_s,
+                                .compute_s = t.compute_s});
         layer_total += t.total_s;
         layer_comm += t.comm_s;
         layer_compute += t.compute_s;

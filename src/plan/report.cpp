@@ -190,8 +190,9 @@ std::string format_explanation(const PlanRequest& r, const Explanation& e) {
     }
     if (t.sweep.size() > 1) {
       std::string sweep;
-      for (const auto& [knob, total] : t.sweep) {
-        sweep += fmt::format("{}{}:{:.3f}", sweep.empty() ? "" : " ", knob, total * 1e3);
+      for (const KnobPoint& point : t.sweep) {
+        sweep +=
+            fmt::format("{}{}:{:.3f}", sweep.empty() ? "" : " ", point.knob, point.total_s * 1e3);
       }
       out += fmt::format("      {} sweep (knob:ms): {}\n", name(t.fc.layer), sweep);
     }
@@ -288,7 +289,10 @@ nlohmann::json to_json(const Explanation& e) {
         passes.push_back(std::move(pj));
       }
       nlohmann::json sweep = nlohmann::json::array();
-      for (const auto& [knob, total] : t.sweep) sweep.push_back({knob, total});
+      for (const KnobPoint& point : t.sweep) {
+        sweep.push_back(
+            {{"knob", point.knob}, {"total_s", point.total_s}, {"serial_s", point.serial_s}});
+      }
       fcs.push_back({{"layer", name(t.fc.layer)},
                      {"stationary", name(t.stationary)},
                      {"total_s", t.total_s},

@@ -41,8 +41,8 @@ Prediction predict_model(const plan::PlanRequest& request, const RunSpec& spec) 
       const int knob = planner_knob(algorithm, plan.linear(t.fc.layer).slices);
       if (knob == 0 || t.sweep.empty()) continue;
       double at_knob = -1;
-      for (const auto& [value, total] : t.sweep) {
-        if (value == knob) at_knob = total;
+      for (const plan::KnobPoint& point : t.sweep) {
+        if (point.knob == knob) at_knob = point.total_s;
       }
       if (at_knob < 0) {
         p.note += fmt::format("{}: the planner has no time for knob {}; ", t.fc.layer, knob);

@@ -77,16 +77,25 @@ TEST(Autotune, MeshSlicePicksTheBestSliceCount) {
     ASSERT_GT(ms.sweep.size(), 3u);
     // The chosen S is the argmin of every S tried (exhaustive search) …
     const auto best = std::min_element(ms.sweep.begin(), ms.sweep.end(),
-                                       [](auto& a, auto& b) { return a.second < b.second; });
-    EXPECT_EQ(ms.params.slices, best->first) << name(fc.layer);
-    EXPECT_DOUBLE_EQ(ms.total_s, best->second);
+                                       [](auto& a, auto& b) { return a.total_s < b.total_s; });
+    EXPECT_EQ(ms.params.slices, best->knob) << name(fc.layer);
+    EXPECT_DOUBLE_EQ(ms.total_s, best->total_s);
     // … S = 1 is the Collective algorithm, so MeshSlice is never slower …
     const FcTuning coll = tune_fc(Algorithm::kCollective, fc, l, flops, 2, 1);
-    EXPECT_EQ(ms.sweep.front().first, 1);
-    EXPECT_NEAR(ms.sweep.front().second, coll.total_s, 1e-12);
+    EXPECT_EQ(ms.sweep.front().knob, 1);
+    EXPECT_NEAR(ms.sweep.front().total_s, coll.total_s, 1e-12);
     EXPECT_LE(ms.total_s, coll.total_s);
     // … and here overlapping pays: the best S > 1 (MeshSlice Fig. 14 has an interior optimum).
     EXPECT_GT(ms.params.slices, 1) << name(fc.layer);
+    // Without overlap (serial_s = comm + compute), S = 1 is Collective's and slicing only
+    // adds launches and ring steps: never cheaper, and never cheaper than overlapped.
+    EXPECT_NEAR(ms.sweep.front().serial_s, coll.comm_s + coll.compute_s, 1e-12);
+    for (std::size_t i = 0; i < ms.sweep.size(); ++i) {
+      EXPECT_LE(ms.sweep[i].total_s, ms.sweep[i].serial_s * (1 + 1e-12)) << ms.sweep[i].knob;
+      if (i > 0) {
+        EXPECT_GT(ms.sweep[i].serial_s, ms.sweep[i - 1].serial_s) << ms.sweep[i].knob;
+      }
+    }
   }
 }
 
