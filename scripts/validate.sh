@@ -2,9 +2,10 @@
 # Validation against published runs: scripts/validate.sh OUT [--check] [--simulate].
 #   Korthikanti et al. 2023 Table 5's eight Megatron-LM runs, priced: OUT/validation.{md,json,png}
 #   and OUT/index.html, the report page (README "Reports")
-#   MeshSlice §5.1's FC-layer gains over Wang at 256 TPUv4 chips, planned (and with
-#   --simulate, simulated: minutes), and its strong-scaling trend (Fig. 12, batch 32 on
-#   64–256 chips): OUT/meshslice.{md,json}
+#   MeshSlice §5.1's FC-layer gains over Wang at 256 TPUv4 chips and its slice-count sweep
+#   (Fig. 14), planned (and with --simulate, simulated: minutes), its strong-scaling trend
+#   (Fig. 12, batch 32 on 64–256 chips), dataflow gain (Table 2) and real 4x4 slice without
+#   overlap (Table 3), planned: OUT/meshslice.{md,json}
 #   ATP Table 3's rates and chunk gains on IC1–IC4 beside the planner's, and its measured
 #   mesh choices: OUT/atp.{md,json} (a comparison; no criterion)
 # --check exits 1 when either misses its criterion (docs/validation.md says which, and where
