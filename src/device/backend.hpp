@@ -1,0 +1,100 @@
+// One entry point per op, whatever device runs it: the ops a serial GPT block stack needs, as
+// an interface with a CPU implementation (ops/cpu_backend.hpp: the reference ops of src/ops on
+// host memory) and a GPU one (device/gpu_backend.hpp: gpu_ops.hpp on device memory). Code
+// written against it (device/block_stack.hpp) runs on either, so its call order, shapes,
+// transposes and "+=" bookkeeping are tested on the CPU against model::ReferenceStack, and only
+// the op mapping of the GPU backend is left for a GPU to check (gpu_ops_test checks the ops).
+//
+// Semantics are the CPU ops' (their headers give the math): a forward overwrites its output,
+// a backward ADDS into its gradients ("+="), so a gradient array must be zeroed (or hold a
+// sum) before the first backward adds to it.
+//
+//   shape letters: N rows (tokens), K input and M output features of a linear, C channels,
+//   B batch, T sequence, NH heads, HD head dim (C = NH·HD)
+//
+// Arrays. An Array is `count` elements of one type owned by the backend that made it; its
+// storage is freed when the last copy of the Array goes. The CPU backend holds fp32 only
+// (its bf16 mixed precision is the runtime's: GeMM operands rounded, tensor/gemm.hpp); the GPU
+// backend holds fp32 or bf16 (activations and weights' compute copies in bf16, gradients of
+// weights, LayerNorm parameters and statistics in fp32).
+//
+// This header is plain C++ and header-only, so the CPU backend (in meshtp_ops) uses it
+// without linking the CUDA backend.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "device/gpu.hpp"  // ElementType (plain C++, no CUDA header)
+
+namespace meshtp::device {
+
+using gpu::ElementType;
+
+class Array {
+ public:
+  Array() = default;
+  Array(std::shared_ptr<void> storage, ElementType type, std::int64_t count)
+      : storage_(std::move(storage)), type_(type), count_(count) {}
+
+  void* data() const { return storage_.get(); }
+  ElementType type() const { return type_; }
+  std::int64_t count() const { return count_; }
+  bool empty() const { return count_ == 0; }
+
+ private:
+  std::shared_ptr<void> storage_;
+  ElementType type_ = ElementType::kF32;
+  std::int64_t count_ = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string name() const = 0;  // "cpu", "gpu (NVIDIA H100 80GB HBM3)"
+
+  // Storage: uninitialised, zeroed, filled from fp32 host values (rounded to nearest even
+  // when the array is bf16), read back as fp32.
+  virtual Array alloc(std::int64_t count, ElementType type) = 0;
+  virtual void zero(Array& a) = 0;
+  virtual void upload(Array& a, std::span<const float> values) = 0;
+  virtual std::vector<float> download(const Array& a) = 0;
+  // dst = src (same count; converts between element types).
+  virtual void copy(Array& dst, const Array& src) = 0;
+  // Waits for every queued op (the GPU's stream; nothing on the CPU).
+  virtual void synchronize() = 0;
+
+  // Linear, PyTorch's nn.Linear (W: M×K):  y = x·Wᵀ + b
+  virtual void linear_forward(Array& y, const Array& x, const Array& w, const Array& b,
+                              std::int64_t n, std::int64_t k, std::int64_t m) = 0;
+  // dx += dy·W,  dW += dyᵀ·x,  db += Σ_n dy[n, :]   (dW, db fp32)
+  virtual void linear_backward(Array& dx, Array& dw, Array& db, const Array& dy, const Array& x,
+                               const Array& w, std::int64_t n, std::int64_t k, std::int64_t m) = 0;
+  // y = gelu(x);  dx += dy ⊙ gelu'(x)
+  virtual void gelu_forward(Array& y, const Array& x, std::int64_t count) = 0;
+  virtual void gelu_backward(Array& dx, const Array& x, const Array& dy, std::int64_t count) = 0;
+  // y = a + b (y may be a);  a += dy: one input's half of the residual's backward
+  virtual void residual_forward(Array& y, const Array& a, const Array& b, std::int64_t count) = 0;
+  virtual void accumulate(Array& a, const Array& dy, std::int64_t count) = 0;
+  // LayerNorm over rows of C (w, b, dw, db, mean, rstd fp32): y = x̂ ⊙ w + b;
+  // dx += …, dw += Σ_n dy ⊙ x̂, db += Σ_n dy
+  virtual void layernorm_forward(Array& y, Array& mean, Array& rstd, const Array& x, const Array& w,
+                                 const Array& b, std::int64_t rows, std::int64_t cols) = 0;
+  virtual void layernorm_backward(Array& dx, Array& dw, Array& db, const Array& dy, const Array& x,
+                                  const Array& w, const Array& mean, const Array& rstd,
+                                  std::int64_t rows, std::int64_t cols) = 0;
+  // Causal attention core: qkv (B·T, 3C) → out (B·T, C), att (B, NH, T, T) saved; the backward
+  // adds into dqkv and needs attention_scratch(B, T, NH) elements of scratch.
+  virtual std::int64_t attention_scratch(std::int64_t b, std::int64_t t, std::int64_t nh) const = 0;
+  virtual void attention_forward(Array& out, Array& att, const Array& qkv, std::int64_t b,
+                                 std::int64_t t, std::int64_t nh, std::int64_t hd) = 0;
+  virtual void attention_backward(Array& dqkv, Array& scratch, const Array& dout, const Array& qkv,
+                                  const Array& att, std::int64_t b, std::int64_t t, std::int64_t nh,
+                                  std::int64_t hd) = 0;
+};
+
+}  // namespace meshtp::device

@@ -1,0 +1,195 @@
+#include "device/gpu_backend.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdint>
+
+#include "core/error.hpp"
+#include "device/gpu_ops.hpp"
+
+namespace meshtp::device {
+
+namespace {
+
+// The first rows·cols elements of `a` as a rows × cols device matrix; throws when `a` is
+// shorter.
+gpu::DeviceMatrix matrix(const Array& a, std::int64_t rows, std::int64_t cols, const char* what) {
+  MESHTP_CHECK(rows >= 0 && cols >= 0 && a.count() >= rows * cols,
+               "gpu backend: {} has {} elements, the op needs {} x {}", what, a.count(), rows,
+               cols);
+  return {a.data(), a.type(), rows, cols, cols};
+}
+
+// `a` holds at least `count` elements of `type`.
+void check(const Array& a, ElementType type, std::int64_t count, const char* what) {
+  MESHTP_CHECK(a.type() == type, "gpu backend: {} is {}, the op needs {}", what,
+               gpu::to_string(a.type()), gpu::to_string(type));
+  MESHTP_CHECK(count >= 0 && a.count() >= count, "gpu backend: {} has {} elements, the op needs {}",
+               what, a.count(), count);
+}
+
+float* floats(const Array& a) { return static_cast<float*>(a.data()); }
+
+}  // namespace
+
+std::string GpuBackend::name() const { return fmt::format("gpu ({})", ctx_.info().name); }
+
+Array GpuBackend::alloc(std::int64_t count, ElementType type) {
+  MESHTP_CHECK(count >= 0, "gpu backend: cannot allocate {} elements", count);
+  const std::size_t bytes =
+      static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * gpu::element_size(type);
+  auto buffer = std::make_shared<gpu::Buffer>(ctx_, bytes);
+  std::shared_ptr<void> storage(buffer, buffer->data());  // owns the buffer, points at its data
+  return Array(std::move(storage), type, count);
+}
+
+void GpuBackend::zero(Array& a) {
+  ctx_.fill_bytes(a.data(), 0, static_cast<std::size_t>(a.count()) * gpu::element_size(a.type()));
+}
+
+void GpuBackend::upload(Array& a, std::span<const float> values) {
+  MESHTP_CHECK(static_cast<std::int64_t>(values.size()) == a.count(),
+               "gpu backend: uploading {} values into an array of {}", values.size(), a.count());
+  if (a.type() == ElementType::kF32) {
+    ctx_.upload(a.data(), values.data(), values.size() * sizeof(float));
+    return;
+  }
+  std::vector<std::uint16_t> bits(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) bits[i] = to_bf16(values[i]);
+  ctx_.upload(a.data(), bits.data(), bits.size() * sizeof(std::uint16_t));
+}
+
+std::vector<float> GpuBackend::download(const Array& a) {
+  std::vector<float> out(static_cast<std::size_t>(a.count()));
+  if (a.type() == ElementType::kF32) {
+    ctx_.download(out.data(), a.data(), out.size() * sizeof(float));
+    return out;
+  }
+  std::vector<std::uint16_t> bits(out.size());
+  ctx_.download(bits.data(), a.data(), bits.size() * sizeof(std::uint16_t));
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = from_bf16(bits[i]);
+  return out;
+}
+
+void GpuBackend::copy(Array& dst, const Array& src) {
+  MESHTP_CHECK(dst.count() == src.count(), "gpu backend: copying {} elements into {}", src.count(),
+               dst.count());
+  gpu::convert(ctx_, dst.data(), dst.type(), src.data(), src.type(), src.count());
+}
+
+void GpuBackend::synchronize() { ctx_.synchronize(); }
+
+const Array& GpuBackend::ones(std::int64_t n, ElementType type) {
+  const auto key = std::make_pair(n, static_cast<int>(type));
+  auto it = ones_.find(key);
+  if (it == ones_.end()) {
+    Array a = alloc(n, type);
+    upload(a, std::vector<float>(static_cast<std::size_t>(n), 1.0f));
+    it = ones_.emplace(key, std::move(a)).first;
+  }
+  return it->second;
+}
+
+void GpuBackend::linear_forward(Array& y, const Array& x, const Array& w, const Array& b,
+                                std::int64_t n, std::int64_t k, std::int64_t m) {
+  check(b, y.type(), m, "b");
+  gpu::gemm(ctx_, matrix(x, n, k, "x"), Trans::kNo, matrix(w, m, k, "w"), Trans::kYes,
+            matrix(y, n, m, "y"), 1.0f, 0.0f, gpu::Epilogue::kBias, b.data());
+}
+
+void GpuBackend::linear_backward(Array& dx, Array& dw, Array& db, const Array& dy, const Array& x,
+                                 const Array& w, std::int64_t n, std::int64_t k, std::int64_t m) {
+  check(dw, ElementType::kF32, m * k, "dw");
+  check(db, ElementType::kF32, m, "db");
+  // dx (N×K) += dy (N×M) · W (M×K)
+  gpu::gemm(ctx_, matrix(dy, n, m, "dy"), Trans::kNo, matrix(w, m, k, "w"), Trans::kNo,
+            matrix(dx, n, k, "dx"), 1.0f, 1.0f);
+  // dW (M×K) += dyᵀ (M×N) · x (N×K)
+  gpu::gemm(ctx_, matrix(dy, n, m, "dy"), Trans::kYes, matrix(x, n, k, "x"), Trans::kNo,
+            matrix(dw, m, k, "dw"), 1.0f, 1.0f);
+  // db (1×M) += 1ᵀ (1×N) · dy (N×M)
+  gpu::gemm(ctx_, matrix(ones(n, dy.type()), 1, n, "ones"), Trans::kNo, matrix(dy, n, m, "dy"),
+            Trans::kNo, matrix(db, 1, m, "db"), 1.0f, 1.0f);
+}
+
+void GpuBackend::gelu_forward(Array& y, const Array& x, std::int64_t count) {
+  check(y, x.type(), count, "y");
+  check(x, x.type(), count, "x");
+  gpu::gelu_forward(ctx_, x.type(), y.data(), x.data(), count);
+}
+
+void GpuBackend::gelu_backward(Array& dx, const Array& x, const Array& dy, std::int64_t count) {
+  check(dx, x.type(), count, "dx");
+  check(dy, x.type(), count, "dy");
+  check(x, x.type(), count, "x");
+  gpu::gelu_backward(ctx_, x.type(), dx.data(), x.data(), dy.data(), count);
+}
+
+void GpuBackend::residual_forward(Array& y, const Array& a, const Array& b, std::int64_t count) {
+  check(y, a.type(), count, "y");
+  check(a, a.type(), count, "a");
+  check(b, a.type(), count, "b");
+  gpu::residual_forward(ctx_, a.type(), y.data(), a.data(), b.data(), count);
+}
+
+void GpuBackend::accumulate(Array& a, const Array& dy, std::int64_t count) {
+  check(a, a.type(), count, "a");
+  check(dy, a.type(), count, "dy");
+  gpu::residual_forward(ctx_, a.type(), a.data(), a.data(), dy.data(), count);
+}
+
+void GpuBackend::layernorm_forward(Array& y, Array& mean, Array& rstd, const Array& x,
+                                   const Array& w, const Array& b, std::int64_t rows,
+                                   std::int64_t cols) {
+  check(y, x.type(), rows * cols, "y");
+  check(x, x.type(), rows * cols, "x");
+  check(mean, ElementType::kF32, rows, "mean");
+  check(rstd, ElementType::kF32, rows, "rstd");
+  check(w, ElementType::kF32, cols, "w");
+  check(b, ElementType::kF32, cols, "b");
+  gpu::layernorm_forward(ctx_, x.type(), y.data(), floats(mean), floats(rstd), x.data(), floats(w),
+                         floats(b), rows, cols);
+}
+
+void GpuBackend::layernorm_backward(Array& dx, Array& dw, Array& db, const Array& dy,
+                                    const Array& x, const Array& w, const Array& mean,
+                                    const Array& rstd, std::int64_t rows, std::int64_t cols) {
+  check(dx, x.type(), rows * cols, "dx");
+  check(dy, x.type(), rows * cols, "dy");
+  check(x, x.type(), rows * cols, "x");
+  check(dw, ElementType::kF32, cols, "dw");
+  check(db, ElementType::kF32, cols, "db");
+  check(w, ElementType::kF32, cols, "w");
+  check(mean, ElementType::kF32, rows, "mean");
+  check(rstd, ElementType::kF32, rows, "rstd");
+  gpu::layernorm_backward(ctx_, x.type(), dx.data(), floats(dw), floats(db), dy.data(), x.data(),
+                          floats(w), floats(mean), floats(rstd), rows, cols);
+}
+
+std::int64_t GpuBackend::attention_scratch(std::int64_t b, std::int64_t t, std::int64_t nh) const {
+  return gpu::attention_scratch_elements(b, t, nh);
+}
+
+void GpuBackend::attention_forward(Array& out, Array& att, const Array& qkv, std::int64_t b,
+                                   std::int64_t t, std::int64_t nh, std::int64_t hd) {
+  const std::int64_t rows = b * t, c = nh * hd;
+  check(qkv, qkv.type(), rows * 3 * c, "qkv");
+  check(out, qkv.type(), rows * c, "out");
+  check(att, qkv.type(), b * nh * t * t, "att");
+  gpu::attention_forward(ctx_, qkv.type(), out.data(), att.data(), qkv.data(), b, t, nh, hd);
+}
+
+void GpuBackend::attention_backward(Array& dqkv, Array& scratch, const Array& dout,
+                                    const Array& qkv, const Array& att, std::int64_t b,
+                                    std::int64_t t, std::int64_t nh, std::int64_t hd) {
+  const std::int64_t rows = b * t, c = nh * hd;
+  check(qkv, qkv.type(), rows * 3 * c, "qkv");
+  check(dqkv, qkv.type(), rows * 3 * c, "dqkv");
+  check(dout, qkv.type(), rows * c, "dout");
+  check(att, qkv.type(), b * nh * t * t, "att");
+  check(scratch, qkv.type(), attention_scratch(b, t, nh), "scratch");
+  gpu::attention_backward(ctx_, qkv.type(), dqkv.data(), scratch.data(), dout.data(), qkv.data(),
+                          att.data(), b, t, nh, hd);
+}
+
+}  // namespace meshtp::device

@@ -1,0 +1,62 @@
+// device::Backend on the GPU: gpu_ops.hpp's ops on device memory from the context's caching
+// allocator, queued in order on its compute stream. Arrays are fp32 or bf16; an op's
+// activations share one type (checked), its LayerNorm vectors and parameter gradients are fp32.
+//
+//   linear forward   y = x·Wᵀ + b          one cuBLASLt GeMM with the bias epilogue
+//   linear backward  dx += dy·W            GeMM, β = 1
+//                    dW += dyᵀ·x           GeMM into fp32, β = 1
+//                    db += 1ᵀ·dy           GeMM of a row of ones (kept per N) into fp32, β = 1
+//   accumulate       a += dy               the residual kernel with y = a
+//
+// Built with or without CUDA: without it, making one throws as gpu::Context does.
+#pragma once
+
+#include <map>
+
+#include "device/backend.hpp"
+#include "device/gpu.hpp"
+
+namespace meshtp::device {
+
+class GpuBackend final : public Backend {
+ public:
+  explicit GpuBackend(gpu::Context& ctx) : ctx_(ctx) {}
+
+  std::string name() const override;
+
+  Array alloc(std::int64_t count, ElementType type) override;
+  void zero(Array& a) override;
+  void upload(Array& a, std::span<const float> values) override;
+  std::vector<float> download(const Array& a) override;
+  void copy(Array& dst, const Array& src) override;
+  void synchronize() override;
+
+  void linear_forward(Array& y, const Array& x, const Array& w, const Array& b, std::int64_t n,
+                      std::int64_t k, std::int64_t m) override;
+  void linear_backward(Array& dx, Array& dw, Array& db, const Array& dy, const Array& x,
+                       const Array& w, std::int64_t n, std::int64_t k, std::int64_t m) override;
+  void gelu_forward(Array& y, const Array& x, std::int64_t count) override;
+  void gelu_backward(Array& dx, const Array& x, const Array& dy, std::int64_t count) override;
+  void residual_forward(Array& y, const Array& a, const Array& b, std::int64_t count) override;
+  void accumulate(Array& a, const Array& dy, std::int64_t count) override;
+  void layernorm_forward(Array& y, Array& mean, Array& rstd, const Array& x, const Array& w,
+                         const Array& b, std::int64_t rows, std::int64_t cols) override;
+  void layernorm_backward(Array& dx, Array& dw, Array& db, const Array& dy, const Array& x,
+                          const Array& w, const Array& mean, const Array& rstd, std::int64_t rows,
+                          std::int64_t cols) override;
+  std::int64_t attention_scratch(std::int64_t b, std::int64_t t, std::int64_t nh) const override;
+  void attention_forward(Array& out, Array& att, const Array& qkv, std::int64_t b, std::int64_t t,
+                         std::int64_t nh, std::int64_t hd) override;
+  void attention_backward(Array& dqkv, Array& scratch, const Array& dout, const Array& qkv,
+                          const Array& att, std::int64_t b, std::int64_t t, std::int64_t nh,
+                          std::int64_t hd) override;
+
+ private:
+  // A row of n ones of `type` (the bias gradient's left operand), made once per (n, type).
+  const Array& ones(std::int64_t n, ElementType type);
+
+  gpu::Context& ctx_;
+  std::map<std::pair<std::int64_t, int>, Array> ones_;
+};
+
+}  // namespace meshtp::device

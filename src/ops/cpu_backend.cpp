@@ -1,0 +1,129 @@
+#include "ops/cpu_backend.hpp"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+#include "ops/ops.hpp"
+
+namespace meshtp {
+
+using device::Array;
+using device::ElementType;
+
+namespace {
+
+float* floats(const Array& a) { return static_cast<float*>(a.data()); }
+
+// The first rows·cols elements of `a` as a rows × cols matrix; throws when `a` is shorter.
+MatrixView view(const Array& a, std::int64_t rows, std::int64_t cols, const char* what) {
+  MESHTP_CHECK(rows >= 0 && cols >= 0 && a.count() >= rows * cols,
+               "cpu backend: {} has {} elements, the op needs {} x {}", what, a.count(), rows,
+               cols);
+  return {floats(a), rows, cols, cols};
+}
+
+std::span<float> span_of(const Array& a, std::int64_t count, const char* what) {
+  MESHTP_CHECK(count >= 0 && a.count() >= count, "cpu backend: {} has {} elements, the op needs {}",
+               what, a.count(), count);
+  return {floats(a), static_cast<std::size_t>(count)};
+}
+
+}  // namespace
+
+Array CpuBackend::alloc(std::int64_t count, ElementType type) {
+  MESHTP_CHECK(type == ElementType::kF32,
+               "cpu backend: arrays are fp32 (bf16 on the CPU rounds GeMM operands, "
+               "tensor/gemm.hpp), not bf16");
+  MESHTP_CHECK(count >= 0, "cpu backend: cannot allocate {} elements", count);
+  std::shared_ptr<float> storage(
+      new float[static_cast<std::size_t>(std::max<std::int64_t>(count, 1))](),
+      std::default_delete<float[]>());
+  return Array(std::move(storage), type, count);
+}
+
+void CpuBackend::zero(Array& a) { std::fill_n(floats(a), a.count(), 0.0f); }
+
+void CpuBackend::upload(Array& a, std::span<const float> values) {
+  MESHTP_CHECK(static_cast<std::int64_t>(values.size()) == a.count(),
+               "cpu backend: uploading {} values into an array of {}", values.size(), a.count());
+  std::copy(values.begin(), values.end(), floats(a));
+}
+
+std::vector<float> CpuBackend::download(const Array& a) {
+  return {floats(a), floats(a) + a.count()};
+}
+
+void CpuBackend::copy(Array& dst, const Array& src) {
+  MESHTP_CHECK(dst.count() == src.count(), "cpu backend: copying {} elements into {}", src.count(),
+               dst.count());
+  std::copy_n(floats(src), src.count(), floats(dst));
+}
+
+void CpuBackend::linear_forward(Array& y, const Array& x, const Array& w, const Array& b,
+                                std::int64_t n, std::int64_t k, std::int64_t m) {
+  meshtp::linear_forward(view(y, n, m, "y"), view(x, n, k, "x"), view(w, m, k, "w"),
+                         span_of(b, m, "b"));
+}
+
+void CpuBackend::linear_backward(Array& dx, Array& dw, Array& db, const Array& dy, const Array& x,
+                                 const Array& w, std::int64_t n, std::int64_t k, std::int64_t m) {
+  meshtp::linear_backward(view(dx, n, k, "dx"), view(dw, m, k, "dw"), span_of(db, m, "db"),
+                          view(dy, n, m, "dy"), view(x, n, k, "x"), view(w, m, k, "w"));
+}
+
+void CpuBackend::gelu_forward(Array& y, const Array& x, std::int64_t count) {
+  meshtp::gelu_forward(view(y, 1, count, "y"), view(x, 1, count, "x"));
+}
+
+void CpuBackend::gelu_backward(Array& dx, const Array& x, const Array& dy, std::int64_t count) {
+  meshtp::gelu_backward(view(dx, 1, count, "dx"), view(x, 1, count, "x"), view(dy, 1, count, "dy"));
+}
+
+void CpuBackend::residual_forward(Array& y, const Array& a, const Array& b, std::int64_t count) {
+  meshtp::residual_forward(view(y, 1, count, "y"), view(a, 1, count, "a"), view(b, 1, count, "b"));
+}
+
+void CpuBackend::accumulate(Array& a, const Array& dy, std::int64_t count) {
+  residual_accumulate(view(a, 1, count, "a"), view(dy, 1, count, "dy"));
+}
+
+void CpuBackend::layernorm_forward(Array& y, Array& mean, Array& rstd, const Array& x,
+                                   const Array& w, const Array& b, std::int64_t rows,
+                                   std::int64_t cols) {
+  meshtp::layernorm_forward(view(y, rows, cols, "y"), span_of(mean, rows, "mean"),
+                            span_of(rstd, rows, "rstd"), view(x, rows, cols, "x"),
+                            span_of(w, cols, "w"), span_of(b, cols, "b"));
+}
+
+void CpuBackend::layernorm_backward(Array& dx, Array& dw, Array& db, const Array& dy,
+                                    const Array& x, const Array& w, const Array& mean,
+                                    const Array& rstd, std::int64_t rows, std::int64_t cols) {
+  meshtp::layernorm_backward(view(dx, rows, cols, "dx"), span_of(dw, cols, "dw"),
+                             span_of(db, cols, "db"), view(dy, rows, cols, "dy"),
+                             view(x, rows, cols, "x"), span_of(w, cols, "w"),
+                             span_of(mean, rows, "mean"), span_of(rstd, rows, "rstd"));
+}
+
+std::int64_t CpuBackend::attention_scratch(std::int64_t, std::int64_t t, std::int64_t) const {
+  return attention_scratch_size(t);
+}
+
+void CpuBackend::attention_forward(Array& out, Array& att, const Array& qkv, std::int64_t b,
+                                   std::int64_t t, std::int64_t nh, std::int64_t hd) {
+  const std::int64_t rows = b * t, c = nh * hd;
+  meshtp::attention_forward(view(out, rows, c, "out"),
+                            span_of(att, attention_att_size(b, t, nh), "att"),
+                            view(qkv, rows, 3 * c, "qkv"), b, t, nh);
+}
+
+void CpuBackend::attention_backward(Array& dqkv, Array& scratch, const Array& dout,
+                                    const Array& qkv, const Array& att, std::int64_t b,
+                                    std::int64_t t, std::int64_t nh, std::int64_t hd) {
+  const std::int64_t rows = b * t, c = nh * hd;
+  meshtp::attention_backward(view(dqkv, rows, 3 * c, "dqkv"),
+                             span_of(scratch, attention_scratch_size(t), "scratch"),
+                             view(dout, rows, c, "dout"), view(qkv, rows, 3 * c, "qkv"),
+                             span_of(att, attention_att_size(b, t, nh), "att"), b, t, nh);
+}
+
+}  // namespace meshtp

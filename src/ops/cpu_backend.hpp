@@ -1,0 +1,52 @@
+// device::Backend on the host: the reference ops of this layer (linear, GeLU, residual,
+// LayerNorm, attention) on fp32 arrays in host memory. What device/block_stack.hpp is tested
+// with on machines without a GPU, against model::ReferenceStack.
+//
+// fp32 only: an Array of another type is refused when it is made. The CPU's bf16 mixed
+// precision is the runtime's (tensor/gemm.hpp ScopedGemmPrecision: GeMM operands rounded to
+// bf16, fp32 storage), which a caller holds around the calls as `train` does.
+#pragma once
+
+#include "device/backend.hpp"
+
+namespace meshtp {
+
+class CpuBackend final : public device::Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+
+  device::Array alloc(std::int64_t count, device::ElementType type) override;
+  void zero(device::Array& a) override;
+  void upload(device::Array& a, std::span<const float> values) override;
+  std::vector<float> download(const device::Array& a) override;
+  void copy(device::Array& dst, const device::Array& src) override;
+  void synchronize() override {}
+
+  void linear_forward(device::Array& y, const device::Array& x, const device::Array& w,
+                      const device::Array& b, std::int64_t n, std::int64_t k,
+                      std::int64_t m) override;
+  void linear_backward(device::Array& dx, device::Array& dw, device::Array& db,
+                       const device::Array& dy, const device::Array& x, const device::Array& w,
+                       std::int64_t n, std::int64_t k, std::int64_t m) override;
+  void gelu_forward(device::Array& y, const device::Array& x, std::int64_t count) override;
+  void gelu_backward(device::Array& dx, const device::Array& x, const device::Array& dy,
+                     std::int64_t count) override;
+  void residual_forward(device::Array& y, const device::Array& a, const device::Array& b,
+                        std::int64_t count) override;
+  void accumulate(device::Array& a, const device::Array& dy, std::int64_t count) override;
+  void layernorm_forward(device::Array& y, device::Array& mean, device::Array& rstd,
+                         const device::Array& x, const device::Array& w, const device::Array& b,
+                         std::int64_t rows, std::int64_t cols) override;
+  void layernorm_backward(device::Array& dx, device::Array& dw, device::Array& db,
+                          const device::Array& dy, const device::Array& x, const device::Array& w,
+                          const device::Array& mean, const device::Array& rstd, std::int64_t rows,
+                          std::int64_t cols) override;
+  std::int64_t attention_scratch(std::int64_t b, std::int64_t t, std::int64_t nh) const override;
+  void attention_forward(device::Array& out, device::Array& att, const device::Array& qkv,
+                         std::int64_t b, std::int64_t t, std::int64_t nh, std::int64_t hd) override;
+  void attention_backward(device::Array& dqkv, device::Array& scratch, const device::Array& dout,
+                          const device::Array& qkv, const device::Array& att, std::int64_t b,
+                          std::int64_t t, std::int64_t nh, std::int64_t hd) override;
+};
+
+}  // namespace meshtp
