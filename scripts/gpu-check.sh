@@ -3,16 +3,16 @@
 # toolkit and driver but none of meshtp's Debian packages:
 #
 #   scripts/gpu-check.sh pack [DIR]        here: build meshtp-gpu, gpu_ops_test and
-#                                          gpu_block_stack_test (build/),
+#                                          gpu_model_test (build/),
 #                                          copy them into DIR (default .gpu-pack) with every
 #                                          shared library they need that is not glibc's, the
 #                                          compiler's or CUDA's (64 MiB at most)
 #   scripts/gpu-check.sh run [DIR] [OUT]   there: probe; the bf16 GeMM ceiling (8192³); every
 #                                          GPU op against the CPU reference (gpu_ops_test);
-#                                          the serial block stack on the GPU against the CPU
-#                                          backend's (gpu_block_stack_test); its step timed
-#                                          (`gpu stack`: h 4096, L 4, s 2048, b 4, bf16, MFU
-#                                          against the GeMM ceiling measured in the same run);
+#                                          the serial block stack and GPT on the GPU against
+#                                          the CPU backend's (gpu_model_test); the GPT's step
+#                                          timed (`gpu step`: h 4096, L 4, s 2048, b 4, V 50257,
+#                                          bf16; MFU against the GeMM ceiling of the same run);
 #                                          `gpu calibrate` (the device profile: GeMM time by
 #                                          shape). Prints one summary table; writes
 #                                          OUT/gpu-check.json, OUT/gpu-profile.json and the
@@ -26,15 +26,15 @@ step=${1:-}
 case "$step" in
   pack)
     dir=${2:-.gpu-pack}
-    cmake --build build --target meshtp-gpu gpu_ops_test gpu_block_stack_test >/dev/null || {
+    cmake --build build --target meshtp-gpu gpu_ops_test gpu_model_test >/dev/null || {
       echo "error: building meshtp-gpu and the GPU tests in build/ failed (scripts/install.sh --tests first)" >&2
       exit 1
     }
-    for b in build/src/cli/meshtp-gpu build/tests/device/gpu_ops_test build/tests/device/gpu_block_stack_test; do
+    for b in build/src/cli/meshtp-gpu build/tests/device/gpu_ops_test build/tests/device/gpu_model_test; do
       [ -x "$b" ] || { echo "error: $b was not built: is the CUDA toolkit installed? (configure says)" >&2; exit 1; }
     done
     rm -rf "$dir" && mkdir -p "$dir/bin" "$dir/lib" "$dir/fallback"
-    cp build/src/cli/meshtp-gpu build/tests/device/gpu_ops_test build/tests/device/gpu_block_stack_test "$dir/bin/"
+    cp build/src/cli/meshtp-gpu build/tests/device/gpu_ops_test build/tests/device/gpu_model_test "$dir/bin/"
     strip "$dir"/bin/* 2>/dev/null || true
     # Libraries: everything ldd resolves except the C library, the compiler's runtime (kept
     # aside in fallback/, used only if the GPU machine's is older) and CUDA's (there already).
@@ -87,8 +87,8 @@ case "$step" in
     run_step gemm "$dir/bin/meshtp-gpu" gemm --m 8192 --n 8192 --k 8192 --type bf16 --repeats 50 --json
     run_step gemm_fp32 "$dir/bin/meshtp-gpu" gemm --m 8192 --n 8192 --k 8192 --type fp32 --repeats 10 --json
     run_step ops "$dir/bin/gpu_ops_test" --gtest_output="xml:$out/gpu_ops_test.xml"
-    run_step stack_test "$dir/bin/gpu_block_stack_test" --gtest_output="xml:$out/gpu_block_stack_test.xml"
-    run_step stack "$dir/bin/meshtp-gpu" stack --hidden 4096 --heads 32 --layers 4 --seq 2048 --batch 4 --type bf16 --repeats 10 --json
+    run_step model_test "$dir/bin/gpu_model_test" --gtest_output="xml:$out/gpu_model_test.xml"
+    run_step step "$dir/bin/meshtp-gpu" step --hidden 4096 --heads 32 --layers 4 --seq 2048 --batch 4 --vocab 50257 --type bf16 --repeats 10 --json
     run_step calibrate "$dir/bin/meshtp-gpu" calibrate --out "$out/gpu-profile.json" --repeats 10
     python3 - "$out" "${results[@]}" <<'PY'
 import json, sys
@@ -100,23 +100,25 @@ def load(name):
         return json.loads(text[text.index("{"):])
     except Exception:
         return None
-probe, gemm, gemm32, stack = load("probe"), load("gemm"), load("gemm_fp32"), load("stack")
+probe, gemm, gemm32, step = load("probe"), load("gemm"), load("gemm_fp32"), load("step")
 summary = {"steps": steps, "gpu": (probe or {}).get("gpu"),
            "bf16_gemm_8192_tflops": (gemm or {}).get("tflops"),
            "fp32_gemm_8192_tflops": (gemm32 or {}).get("tflops"),
-           "stack": stack,
+           "step": step,
            "not_run": ["train on the GPU (1 rank, 2 ranks sharing it) and bench train: the runtime "
-                       "does not run on the GPU backend yet; `gpu stack` times the serial block "
-                       "stack alone (no embedding, head, loss or optimizer; docs/gpu.md)"]}
+                       "does not run on the GPU backend yet; `gpu step` times the serial GPT's "
+                       "forward + backward (no optimizer, no data loader; docs/gpu.md)"]}
 json.dump(summary, open(f"{out}/gpu-check.json", "w"), indent=2)
 print("\n| step | result | seconds |\n| --- | --- | --- |")
 for s in steps:
     print(f"| {s['step']} | {'pass' if s['rc'] == 0 else 'FAIL (rc %d)' % s['rc']} | {s['seconds']} |")
 if gemm: print(f"\nbf16 GeMM 8192³: {gemm['tflops']:.1f} TFLOP/s (median of {gemm['repeats']})")
 if gemm32: print(f"fp32 GeMM 8192³: {gemm32['tflops']:.1f} TFLOP/s")
-if stack: print(f"block stack h {stack['hidden']} L {stack['layers']} s {stack['seq']} b {stack['batch']} "
-                f"{stack['type']}: step {stack['step_ms']:.2f} ms, {stack['model_tflops']:.1f} model "
-                f"TFLOP/s, MFU {100 * stack['mfu']:.1f}% of the GeMM ceiling measured in the same run")
+if step:
+    sh = step["shape"]
+    print(f"GPT h {sh['hidden']} L {sh['layers']} s {sh['seq']} b {sh['batch']} V {sh['vocab']} "
+          f"{step['type']}: forward + backward {step['step_ms']:.2f} ms, {step['model_tflops']:.1f} "
+          f"model TFLOP/s, MFU {100 * step['mfu']:.1f}% of the GeMM ceiling measured in the same run")
 print(f"wrote {out}/gpu-check.json")
 PY
     for r in "${results[@]}"; do set -- $r; [ "$2" -eq 0 ] || exit 1; done

@@ -3,11 +3,11 @@
 //   meshtp gpu probe [--json]              the first GPU (or why there is none; exit 0 either way)
 //   meshtp gpu gemm [--m M --n N --k K] [--type bf16|fp32] [--repeats R] [--json]
 //                                          one cuBLASLt GeMM, validated, then timed (median)
-//   meshtp gpu stack [--hidden 4096 --heads 32 --layers 4 --seq 2048 --batch 4] [--type bf16]
-//                    [--repeats R] [--json]
-//                                          the serial block stack's forward + backward on the
-//                                          GPU, timed, with its model TFLOP/s and MFU against
-//                                          the bf16 (fp32) GeMM ceiling measured in the same run
+//   meshtp gpu step [--hidden 4096 --heads 32 --layers 4 --seq 2048 --batch 4 --vocab 50257]
+//                   [--type bf16] [--repeats R] [--json]
+//                                          the serial GPT's forward + backward on the GPU,
+//                                          timed, with its model TFLOP/s and MFU against the
+//                                          bf16 (fp32) GeMM ceiling measured in the same run
 //   meshtp gpu calibrate --out FILE [--repeats R] [--quick]
 //                                          GeMM time by shape (bf16 and fp32), memory bandwidth
 //                                          and launch cost: the GPU's device profile, as JSON
@@ -16,6 +16,7 @@
 #include "cli/gpu_command.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ostream.h>
 
 #include <ctime>
 #include <filesystem>
@@ -118,37 +119,38 @@ void add_gpu_subcommands(CLI::App& parent) {
   }
   {
     struct Args {
-      std::int64_t hidden = 4096, heads = 32, layers = 4, seq = 2048, batch = 4;
+      std::int64_t hidden = 4096, heads = 32, layers = 4, seq = 2048, batch = 4, vocab = 50257;
       std::string type = "bf16";
       int repeats = 10;
       bool json = false;
     };
     auto args = std::make_shared<Args>();
-    CLI::App* stack = parent.add_subcommand(
-        "stack", "Time the serial GPT block stack's forward + backward (model TFLOP/s, MFU)");
-    stack->add_option("--hidden", args->hidden, "Hidden size h (default 4096)");
-    stack->add_option("--heads", args->heads, "Attention heads (default 32)");
-    stack->add_option("--layers", args->layers, "Blocks L (default 4)");
-    stack->add_option("--seq", args->seq, "Sequence length s (default 2048)");
-    stack->add_option("--batch", args->batch, "Sequences b (default 4)");
-    stack->add_option("--type", args->type, "Activations and weights' copies: bf16 or fp32");
-    stack->add_option("--repeats", args->repeats, "Timed steps (default 10)");
-    stack->add_flag("--json", args->json, "Print one JSON object");
-    stack->callback([args] {
+    CLI::App* step = parent.add_subcommand(
+        "step", "Time the serial GPT's forward + backward on the GPU (model TFLOP/s, MFU)");
+    step->add_option("--hidden", args->hidden, "Hidden size h (default 4096)");
+    step->add_option("--heads", args->heads, "Attention heads (default 32)");
+    step->add_option("--layers", args->layers, "Blocks L (default 4)");
+    step->add_option("--seq", args->seq, "Sequence length s (default 2048)");
+    step->add_option("--batch", args->batch, "Sequences b (default 4)");
+    step->add_option("--vocab", args->vocab, "Vocabulary V (default 50257, GPT-2's)");
+    step->add_option("--type", args->type, "Activations and weights' copies: bf16 or fp32");
+    step->add_option("--repeats", args->repeats, "Timed steps (default 10)");
+    step->add_flag("--json", args->json, "Print one JSON object");
+    step->callback([args] {
       const layout::ModelShape shape{.batch = args->batch,
                                      .seq = args->seq,
                                      .hidden = args->hidden,
                                      .heads = args->heads,
-                                     .layers = args->layers};
-      shape.validate("gpu stack");
+                                     .layers = args->layers,
+                                     .vocab = args->vocab};
+      shape.validate("gpu step");
+      MESHTP_CHECK(args->vocab >= 1, "gpu step: vocab={} must be at least 1", args->vocab);
       MESHTP_CHECK(args->repeats >= 1, "--repeats must be ≥ 1 (got {})", args->repeats);
       const gpu::ElementType type = parse_type(args->type);
       gpu::Context ctx;
       const gpu::GemmMeasurement ceiling =
           gpu::measure_gemm(ctx, {8192, 8192, 8192}, type, args->repeats);
-      const gpu::StackMeasurement m =
-          gpu::measure_stack(ctx, args->batch, args->seq, args->hidden, args->heads, args->layers,
-                             type, args->repeats);
+      const gpu::StepMeasurement m = gpu::measure_step(ctx, shape, type, args->repeats);
       const double mfu = m.model_tflops / ceiling.tflops;
       if (args->json) {
         nlohmann::json j = gpu::to_json(m);
@@ -161,12 +163,10 @@ void add_gpu_subcommands(CLI::App& parent) {
       std::cout << "GPU: " << ctx.info().name << "\n";
       print_measurement(ceiling);
       std::cout << fmt::format(
-          "stack h {} heads {} L {} s {} b {} {}: step (forward + backward) {:.3f} ms, forward "
-          "{:.3f} ms; {:.1f} model TFLOP/s = {:.1f}% of the GeMM above (median of {}); peak "
-          "{:.2f} GiB\n",
-          m.hidden, m.heads, m.layers, m.seq, m.batch, gpu::to_string(m.type), m.step_ms,
-          m.forward_ms, m.model_tflops, 100 * mfu, m.repeats,
-          static_cast<double>(m.peak_bytes) / (1 << 30));
+          "GPT {} {}: step (forward + backward) {:.3f} ms, loss {:.4f}; {:.1f} model TFLOP/s = "
+          "{:.1f}% of the GeMM above (median of {}); peak {:.2f} GiB\n",
+          fmt::streamed(m.shape), gpu::to_string(m.type), m.step_ms, m.loss, m.model_tflops,
+          100 * mfu, m.repeats, static_cast<double>(m.peak_bytes) / (1 << 30));
     });
   }
   {

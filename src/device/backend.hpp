@@ -68,7 +68,8 @@ class Backend {
   // Waits for every queued op (the GPU's stream; nothing on the CPU).
   virtual void synchronize() = 0;
 
-  // Linear, PyTorch's nn.Linear (W: M×K):  y = x·Wᵀ + b
+  // Linear, PyTorch's nn.Linear (W: M×K):  y = x·Wᵀ + b   (an empty b: no bias, and the
+  // backward's db is empty too)
   virtual void linear_forward(Array& y, const Array& x, const Array& w, const Array& b,
                               std::int64_t n, std::int64_t k, std::int64_t m) = 0;
   // dx += dy·W,  dW += dyᵀ·x,  db += Σ_n dy[n, :]   (dW, db fp32)
@@ -87,6 +88,23 @@ class Backend {
   virtual void layernorm_backward(Array& dx, Array& dw, Array& db, const Array& dy, const Array& x,
                                   const Array& w, const Array& mean, const Array& rstd,
                                   std::int64_t rows, std::int64_t cols) = 0;
+  // Token + position embedding (wte V×C, wpe ≥ T rows × C, of the activations' type):
+  // out[(b,t), :] = wte[tokens[b,t], :] + wpe[t, :];  dwte[token] += dout, dwpe[t] += Σ_b dout
+  // (fp32). Tokens are on the host, checked against [0, V) before anything runs.
+  virtual void embedding_forward(Array& out, std::span<const std::int32_t> tokens, std::int64_t b,
+                                 std::int64_t t, const Array& wte, std::int64_t v,
+                                 const Array& wpe, std::int64_t c) = 0;
+  virtual void embedding_backward(Array& dwte, Array& dwpe, const Array& dout,
+                                  std::span<const std::int32_t> tokens, std::int64_t b,
+                                  std::int64_t t, std::int64_t v, std::int64_t c) = 0;
+  // Softmax cross-entropy of logits (rows × classes), mean over rows: returns the loss (so
+  // it waits for the device) and saves lse (fp32); dlogits += (1/rows)·(softmax − onehot).
+  virtual double cross_entropy_forward(Array& lse, const Array& logits,
+                                       std::span<const std::int32_t> targets, std::int64_t rows,
+                                       std::int64_t classes) = 0;
+  virtual void cross_entropy_backward(Array& dlogits, const Array& logits, const Array& lse,
+                                      std::span<const std::int32_t> targets, std::int64_t rows,
+                                      std::int64_t classes) = 0;
   // Causal attention core: qkv (B·T, 3C) → out (B·T, C), att (B, NH, T, T) saved; the backward
   // adds into dqkv and needs attention_scratch(B, T, NH) elements of scratch.
   virtual std::int64_t attention_scratch(std::int64_t b, std::int64_t t, std::int64_t nh) const = 0;

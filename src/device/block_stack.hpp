@@ -1,7 +1,7 @@
 // The serial GPT block stack on one device::Backend: model::ReferenceStack's math (one process,
 // no mesh), with its activations, weights' compute copies and gradients in the backend's
-// arrays. On the CPU backend it is tested against ReferenceStack (tests/ops/); on the GPU it
-// is the stack `meshtp gpu bench-stack` times.
+// arrays. On the CPU backend it is tested against ReferenceStack (tests/device/); on the GPU it
+// runs inside device::SingleDeviceGpt, which `meshtp gpu step` times.
 //
 //   for each layer l:  x_mid = x + proj(attention(qkv(ln1(x))))
 //                      y     = x_mid + mlp2(gelu(mlp1(ln2(x_mid))))

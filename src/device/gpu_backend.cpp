@@ -92,15 +92,16 @@ const Array& GpuBackend::ones(std::int64_t n, ElementType type) {
 
 void GpuBackend::linear_forward(Array& y, const Array& x, const Array& w, const Array& b,
                                 std::int64_t n, std::int64_t k, std::int64_t m) {
-  check(b, y.type(), m, "b");
+  if (!b.empty()) check(b, y.type(), m, "b");
   gpu::gemm(ctx_, matrix(x, n, k, "x"), Trans::kNo, matrix(w, m, k, "w"), Trans::kYes,
-            matrix(y, n, m, "y"), 1.0f, 0.0f, gpu::Epilogue::kBias, b.data());
+            matrix(y, n, m, "y"), 1.0f, 0.0f,
+            b.empty() ? gpu::Epilogue::kNone : gpu::Epilogue::kBias, b.empty() ? nullptr : b.data());
 }
 
 void GpuBackend::linear_backward(Array& dx, Array& dw, Array& db, const Array& dy, const Array& x,
                                  const Array& w, std::int64_t n, std::int64_t k, std::int64_t m) {
   check(dw, ElementType::kF32, m * k, "dw");
-  check(db, ElementType::kF32, m, "db");
+  if (!db.empty()) check(db, ElementType::kF32, m, "db");
   // dx (N×K) += dy (N×M) · W (M×K)
   gpu::gemm(ctx_, matrix(dy, n, m, "dy"), Trans::kNo, matrix(w, m, k, "w"), Trans::kNo,
             matrix(dx, n, k, "dx"), 1.0f, 1.0f);
@@ -108,6 +109,7 @@ void GpuBackend::linear_backward(Array& dx, Array& dw, Array& db, const Array& d
   gpu::gemm(ctx_, matrix(dy, n, m, "dy"), Trans::kYes, matrix(x, n, k, "x"), Trans::kNo,
             matrix(dw, m, k, "dw"), 1.0f, 1.0f);
   // db (1×M) += 1ᵀ (1×N) · dy (N×M)
+  if (db.empty()) return;
   gpu::gemm(ctx_, matrix(ones(n, dy.type()), 1, n, "ones"), Trans::kNo, matrix(dy, n, m, "dy"),
             Trans::kNo, matrix(db, 1, m, "db"), 1.0f, 1.0f);
 }
@@ -164,6 +166,45 @@ void GpuBackend::layernorm_backward(Array& dx, Array& dw, Array& db, const Array
   check(rstd, ElementType::kF32, rows, "rstd");
   gpu::layernorm_backward(ctx_, x.type(), dx.data(), floats(dw), floats(db), dy.data(), x.data(),
                           floats(w), floats(mean), floats(rstd), rows, cols);
+}
+
+void GpuBackend::embedding_forward(Array& out, std::span<const std::int32_t> tokens,
+                                   std::int64_t b, std::int64_t t, const Array& wte,
+                                   std::int64_t v, const Array& wpe, std::int64_t c) {
+  check(out, wte.type(), b * t * c, "out");
+  check(wte, wte.type(), v * c, "wte");
+  check(wpe, wte.type(), t * c, "wpe");
+  gpu::embedding_forward(ctx_, wte.type(), out.data(), tokens, b, t, wte.data(), v, wpe.data(),
+                         c);
+}
+
+void GpuBackend::embedding_backward(Array& dwte, Array& dwpe, const Array& dout,
+                                    std::span<const std::int32_t> tokens, std::int64_t b,
+                                    std::int64_t t, std::int64_t v, std::int64_t c) {
+  check(dwte, ElementType::kF32, v * c, "dwte");
+  check(dwpe, ElementType::kF32, t * c, "dwpe");
+  check(dout, dout.type(), b * t * c, "dout");
+  gpu::embedding_backward(ctx_, dout.type(), floats(dwte), floats(dwpe), dout.data(), tokens, b,
+                          t, v, c);
+}
+
+double GpuBackend::cross_entropy_forward(Array& lse, const Array& logits,
+                                         std::span<const std::int32_t> targets,
+                                         std::int64_t rows, std::int64_t classes) {
+  check(lse, ElementType::kF32, rows, "lse");
+  check(logits, logits.type(), rows * classes, "logits");
+  return gpu::cross_entropy_forward(ctx_, logits.type(), floats(lse), logits.data(), targets,
+                                    rows, classes);
+}
+
+void GpuBackend::cross_entropy_backward(Array& dlogits, const Array& logits, const Array& lse,
+                                        std::span<const std::int32_t> targets, std::int64_t rows,
+                                        std::int64_t classes) {
+  check(dlogits, logits.type(), rows * classes, "dlogits");
+  check(logits, logits.type(), rows * classes, "logits");
+  check(lse, ElementType::kF32, rows, "lse");
+  gpu::cross_entropy_backward(ctx_, logits.type(), dlogits.data(), logits.data(), floats(lse),
+                              targets, rows, classes);
 }
 
 std::int64_t GpuBackend::attention_scratch(std::int64_t b, std::int64_t t, std::int64_t nh) const {

@@ -2,10 +2,12 @@
 // allocator, queued in order on its compute stream. Arrays are fp32 or bf16; an op's
 // activations share one type (checked), its LayerNorm vectors and parameter gradients are fp32.
 //
-//   linear forward   y = x·Wᵀ + b          one cuBLASLt GeMM with the bias epilogue
+//   linear forward   y = x·Wᵀ + b          one cuBLASLt GeMM with the bias epilogue (none
+//                                          without a bias)
 //   linear backward  dx += dy·W            GeMM, β = 1
 //                    dW += dyᵀ·x           GeMM into fp32, β = 1
 //                    db += 1ᵀ·dy           GeMM of a row of ones (kept per N) into fp32, β = 1
+//                                          (skipped without a bias)
 //   accumulate       a += dy               the residual kernel with y = a
 //
 // Built with or without CUDA: without it, making one throws as gpu::Context does.
@@ -44,6 +46,18 @@ class GpuBackend final : public Backend {
   void layernorm_backward(Array& dx, Array& dw, Array& db, const Array& dy, const Array& x,
                           const Array& w, const Array& mean, const Array& rstd, std::int64_t rows,
                           std::int64_t cols) override;
+  void embedding_forward(Array& out, std::span<const std::int32_t> tokens, std::int64_t b,
+                         std::int64_t t, const Array& wte, std::int64_t v, const Array& wpe,
+                         std::int64_t c) override;
+  void embedding_backward(Array& dwte, Array& dwpe, const Array& dout,
+                          std::span<const std::int32_t> tokens, std::int64_t b, std::int64_t t,
+                          std::int64_t v, std::int64_t c) override;
+  double cross_entropy_forward(Array& lse, const Array& logits,
+                               std::span<const std::int32_t> targets, std::int64_t rows,
+                               std::int64_t classes) override;
+  void cross_entropy_backward(Array& dlogits, const Array& logits, const Array& lse,
+                              std::span<const std::int32_t> targets, std::int64_t rows,
+                              std::int64_t classes) override;
   std::int64_t attention_scratch(std::int64_t b, std::int64_t t, std::int64_t nh) const override;
   void attention_forward(Array& out, Array& att, const Array& qkv, std::int64_t b, std::int64_t t,
                          std::int64_t nh, std::int64_t hd) override;

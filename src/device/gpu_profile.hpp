@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "device/gpu.hpp"
+#include "layout/model_shape.hpp"
 
 namespace meshtp::gpu {
 
@@ -58,25 +59,26 @@ struct OpMeasurement {
 // The ops' results are checked by gpu_ops_test, not here.
 std::vector<OpMeasurement> measure_ops(Context& ctx, ElementType type, int repeats);
 
-// One training step's forward + backward of the serial GPT block stack on the GPU
-// (device/block_stack.hpp: layers × [LayerNorm, qkv, attention, proj, residual, LayerNorm,
-// mlp1, GeLU, mlp2, residual] and their backwards) with random weights and inputs: the median
-// of `repeats` steps after 2 warm-ups, and of the forwards alone. model_tflops counts the
-// stack's model FLOPs (BlockStack::flops_per_step, as Megatron-LM counts them: no recompute)
-// per median step; the caller sets it against a measured GeMM ceiling for the MFU. Checked
-// only for finite outputs here: the stack's values are gpu_block_stack_test's.
-struct StackMeasurement {
-  std::int64_t batch = 0, seq = 0, hidden = 0, heads = 0, layers = 0;
+// One training step's forward + backward of the serial GPT on the GPU
+// (device/single_device_gpt.hpp: embedding, layers × [LayerNorm, qkv, attention, proj,
+// residual, LayerNorm, mlp1, GeLU, mlp2, residual], final LayerNorm, tied head, cross-entropy,
+// and their backwards) with random weights and tokens: the median of `repeats` steps after 2
+// warm-ups. model_tflops counts the model FLOPs (SingleDeviceGpt::flops_per_step, as
+// Megatron-LM counts them: no recompute) per median step; the caller sets it against a
+// measured GeMM ceiling for the MFU. Checked only for a finite loss here: the values are
+// gpu_model_test's.
+struct StepMeasurement {
+  layout::ModelShape shape;
   ElementType type = ElementType::kBF16;
   int repeats = 0;
-  double step_ms = 0, forward_ms = 0;
+  double step_ms = 0;
+  double loss = 0;  // the first step's
   double model_flops = 0, model_tflops = 0;
   std::int64_t peak_bytes = 0;  // the allocator's peak bytes in use
 };
-StackMeasurement measure_stack(Context& ctx, std::int64_t batch, std::int64_t seq,
-                               std::int64_t hidden, std::int64_t heads, std::int64_t layers,
-                               ElementType type, int repeats);
-nlohmann::json to_json(const StackMeasurement& m);
+StepMeasurement measure_step(Context& ctx, const layout::ModelShape& shape, ElementType type,
+                             int repeats);
+nlohmann::json to_json(const StepMeasurement& m);
 
 // The shapes `gpu calibrate` measures: tokens m ∈ {512, 2048, 8192} × (n, k) ∈
 // {1024, 4096, 12288}² — the GeMMs of a transformer layer of hidden 1K–12K split over 1–8

@@ -62,12 +62,13 @@ void CpuBackend::copy(Array& dst, const Array& src) {
 void CpuBackend::linear_forward(Array& y, const Array& x, const Array& w, const Array& b,
                                 std::int64_t n, std::int64_t k, std::int64_t m) {
   meshtp::linear_forward(view(y, n, m, "y"), view(x, n, k, "x"), view(w, m, k, "w"),
-                         span_of(b, m, "b"));
+                         b.empty() ? std::span<float>() : span_of(b, m, "b"));
 }
 
 void CpuBackend::linear_backward(Array& dx, Array& dw, Array& db, const Array& dy, const Array& x,
                                  const Array& w, std::int64_t n, std::int64_t k, std::int64_t m) {
-  meshtp::linear_backward(view(dx, n, k, "dx"), view(dw, m, k, "dw"), span_of(db, m, "db"),
+  meshtp::linear_backward(view(dx, n, k, "dx"), view(dw, m, k, "dw"),
+                          db.empty() ? std::span<float>() : span_of(db, m, "db"),
                           view(dy, n, m, "dy"), view(x, n, k, "x"), view(w, m, k, "w"));
 }
 
@@ -102,6 +103,35 @@ void CpuBackend::layernorm_backward(Array& dx, Array& dw, Array& db, const Array
                              span_of(db, cols, "db"), view(dy, rows, cols, "dy"),
                              view(x, rows, cols, "x"), span_of(w, cols, "w"),
                              span_of(mean, rows, "mean"), span_of(rstd, rows, "rstd"));
+}
+
+void CpuBackend::embedding_forward(Array& out, std::span<const std::int32_t> tokens,
+                                   std::int64_t b, std::int64_t t, const Array& wte,
+                                   std::int64_t v, const Array& wpe, std::int64_t c) {
+  meshtp::embedding_forward(view(out, b * t, c, "out"), tokens, b, t, view(wte, v, c, "wte"),
+                            view(wpe, t, c, "wpe"));
+}
+
+void CpuBackend::embedding_backward(Array& dwte, Array& dwpe, const Array& dout,
+                                    std::span<const std::int32_t> tokens, std::int64_t b,
+                                    std::int64_t t, std::int64_t v, std::int64_t c) {
+  meshtp::embedding_backward(view(dwte, v, c, "dwte"), view(dwpe, t, c, "dwpe"),
+                             view(dout, b * t, c, "dout"), tokens, b, t);
+}
+
+double CpuBackend::cross_entropy_forward(Array& lse, const Array& logits,
+                                         std::span<const std::int32_t> targets,
+                                         std::int64_t rows, std::int64_t classes) {
+  return meshtp::cross_entropy_forward(span_of(lse, rows, "lse"),
+                                       view(logits, rows, classes, "logits"), targets);
+}
+
+void CpuBackend::cross_entropy_backward(Array& dlogits, const Array& logits, const Array& lse,
+                                        std::span<const std::int32_t> targets, std::int64_t rows,
+                                        std::int64_t classes) {
+  meshtp::cross_entropy_backward(view(dlogits, rows, classes, "dlogits"),
+                                 view(logits, rows, classes, "logits"), span_of(lse, rows, "lse"),
+                                 targets);
 }
 
 std::int64_t CpuBackend::attention_scratch(std::int64_t, std::int64_t t, std::int64_t) const {

@@ -41,6 +41,18 @@ class CpuBackend final : public device::Backend {
                           const device::Array& dy, const device::Array& x, const device::Array& w,
                           const device::Array& mean, const device::Array& rstd, std::int64_t rows,
                           std::int64_t cols) override;
+  void embedding_forward(device::Array& out, std::span<const std::int32_t> tokens, std::int64_t b,
+                         std::int64_t t, const device::Array& wte, std::int64_t v,
+                         const device::Array& wpe, std::int64_t c) override;
+  void embedding_backward(device::Array& dwte, device::Array& dwpe, const device::Array& dout,
+                          std::span<const std::int32_t> tokens, std::int64_t b, std::int64_t t,
+                          std::int64_t v, std::int64_t c) override;
+  double cross_entropy_forward(device::Array& lse, const device::Array& logits,
+                               std::span<const std::int32_t> targets, std::int64_t rows,
+                               std::int64_t classes) override;
+  void cross_entropy_backward(device::Array& dlogits, const device::Array& logits,
+                              const device::Array& lse, std::span<const std::int32_t> targets,
+                              std::int64_t rows, std::int64_t classes) override;
   std::int64_t attention_scratch(std::int64_t b, std::int64_t t, std::int64_t nh) const override;
   void attention_forward(device::Array& out, device::Array& att, const device::Array& qkv,
                          std::int64_t b, std::int64_t t, std::int64_t nh, std::int64_t hd) override;

@@ -1,7 +1,7 @@
 // device::BlockStack on the CPU backend computes model::ReferenceStack's output, input
 // gradient and every parameter gradient: the stack's call order, shapes, transposes and "+="
 // bookkeeping, checked where there is no GPU. (The GPU backend's ops are gpu_ops_test's; the
-// stack on the GPU against this one is gpu_block_stack_test's.) Its bad inputs name the value.
+// stack on the GPU against this one is gpu_model_test's.) Its bad inputs name the value.
 #include "device/block_stack.hpp"
 
 #include <gtest/gtest.h>

@@ -1,9 +1,7 @@
 // The GPT model under every ATP mesh of this world size (and chunks, and sequence
 // parallelism on (N,1)) computes the serial model's loss and every parameter gradient.
 //
-// The serial reference is independent of model/gpt.cpp: the reference block stack
-// (model/reference.hpp) between the plain ops — embedding, LayerNorm, a tied linear head
-// and cross-entropy — on global tensors.
+// The serial reference (model/serial_gpt.hpp) is independent of model/gpt.cpp.
 #include "model/gpt.hpp"
 
 #include <fmt/format.h>
@@ -11,61 +9,13 @@
 #include <gtest/gtest.h>
 
 #include "core/error.hpp"
-#include "model/reference.hpp"
-#include "ops/cross_entropy.hpp"
-#include "ops/embedding.hpp"
-#include "ops/layernorm.hpp"
-#include "ops/linear.hpp"
+#include "model/serial_gpt.hpp"
 #include "tensor/random.hpp"
 
 namespace meshtp::model {
 namespace {
 
 constexpr std::int64_t kVocab = 256;
-
-struct SerialResult {
-  double loss = 0.0;
-  std::map<std::string, Tensor> grads;
-};
-
-SerialResult serial_gpt(const GptConfig& c, std::map<std::string, Tensor> w,
-                        const std::vector<std::int32_t>& tokens,
-                        const std::vector<std::int32_t>& targets) {
-  const layout::ModelShape& m = c.shape;
-  const std::int64_t n = m.batch * m.seq, h = m.hidden;
-  Tensor x({n, h});
-  embedding_forward(x.matrix(), tokens, m.batch, m.seq, w.at("wte").matrix(), w.at("wpe").matrix());
-  ReferenceStack stack({.block = {.shape = m}}, w);
-  const Tensor y = stack.forward(x);
-  Tensor f({n, h});
-  std::vector<float> mean(n), rstd(n), lse(n);
-  layernorm_forward(f.matrix(), mean, rstd, y.matrix(), w.at("lnf.weight").values(),
-                    w.at("lnf.bias").values());
-  Tensor logits({n, kVocab});
-  linear_forward(logits.matrix(), f.matrix(), w.at("wte").matrix(), {});
-  SerialResult r;
-  r.loss = cross_entropy_forward(lse, logits.matrix(), targets);
-
-  Tensor dlogits({n, kVocab});
-  cross_entropy_backward(dlogits.matrix(), logits.matrix(), lse, targets);
-  Tensor df({n, h});
-  Tensor dwte({kVocab, h});
-  linear_backward(df.matrix(), dwte.matrix(), {}, dlogits.matrix(), f.matrix(), w.at("wte").matrix());
-  Tensor dy({n, h});
-  Tensor dlnw({h});
-  Tensor dlnb({h});
-  layernorm_backward(dy.matrix(), dlnw.values(), dlnb.values(), df.matrix(), y.matrix(),
-                     w.at("lnf.weight").values(), mean, rstd);
-  const Tensor dx = stack.backward(dy);
-  Tensor dwpe({m.seq, h});
-  embedding_backward(dwte.matrix(), dwpe.matrix(), dx.matrix(), tokens, m.batch, m.seq);
-  r.grads = stack.grads();
-  r.grads["wte"] = dwte;
-  r.grads["wpe"] = dwpe;
-  r.grads["lnf.weight"] = dlnw;
-  r.grads["lnf.bias"] = dlnb;
-  return r;
-}
 
 std::vector<std::int32_t> random_ids(std::int64_t n, std::uint64_t seed) {
   std::vector<std::int32_t> ids(static_cast<std::size_t>(n));

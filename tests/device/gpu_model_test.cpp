@@ -1,7 +1,8 @@
-// device::BlockStack on the GPU backend against the same stack on the CPU backend (which
-// device_block_stack_test holds to model::ReferenceStack): forward output, input gradient and
-// every parameter gradient, in fp32 and in bf16 mixed precision, over two steps (buffers
-// reused, nothing accumulated across steps).
+// device::BlockStack and device::SingleDeviceGpt on the GPU backend against the same code on
+// the CPU backend (which device_block_stack_test and device_single_device_gpt_test hold to the
+// serial references): the stack's output, input gradient and every parameter gradient, and
+// the model's loss and every gradient, in fp32 and in bf16 mixed precision, over two steps
+// (buffers reused, nothing accumulated across steps).
 //
 // Tolerances (max |gpu − cpu| / max |cpu| per array): fp32 1e-4 (sums in another order:
 // cuBLASLt's GeMMs, the kernels' row reductions); bf16 5e-2. In bf16 the CPU reference runs
@@ -19,6 +20,7 @@
 #include "device/block_stack_weights.hpp"
 #include "device/gpu.hpp"
 #include "device/gpu_backend.hpp"
+#include "device/single_device_gpt.hpp"
 #include "ops/cpu_backend.hpp"
 #include "tensor/random.hpp"
 
@@ -100,6 +102,71 @@ TEST(GpuBlockStack, Fp32IsTheCpuStack) {
 
 TEST(GpuBlockStack, Bf16IsTheCpuStackWithinItsTolerance) {
   check_stack(ElementType::kBF16, {.batch = 2, .seq = 64, .hidden = 128, .heads = 4, .layers = 2});
+}
+
+std::vector<float> values(std::int64_t count, std::uint64_t seed, float stddev, float offset) {
+  const Tensor t = normal_tensor({count}, seed, stddev);
+  std::vector<float> out(t.values().begin(), t.values().end());
+  for (float& x : out) x += offset;
+  return out;
+}
+
+std::vector<std::int32_t> ids(std::int64_t n, std::int64_t vocab, std::uint64_t seed) {
+  std::vector<std::int32_t> out(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) {
+    out[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(
+        static_cast<std::int64_t>((uniform_at(seed, i) + 1.0f) * 0.5f * vocab) % vocab);
+  }
+  return out;
+}
+
+void check_gpt(ElementType type, const layout::ModelShape& shape) {
+  SCOPED_TRACE(::testing::Message() << gpu::to_string(type) << " " << shape);
+  const double tolerance = type == ElementType::kF32 ? 1e-4 : 5e-2;
+  const std::int64_t c = shape.hidden, v = shape.vocab;
+  GptWeights weights{.wte = values(v * c, 31, 0.1f, 0.0f),
+                     .wpe = values(shape.seq * c, 32, 0.1f, 0.0f),
+                     .blocks = test::random_block_weights(static_cast<int>(shape.layers), c, 33),
+                     .lnf_w = values(c, 34, 0.1f, 1.0f),
+                     .lnf_b = values(c, 35, 0.1f, 0.0f)};
+  if (type == ElementType::kBF16) {
+    weights.wte = rounded(std::move(weights.wte));
+    weights.wpe = rounded(std::move(weights.wpe));
+    weights.blocks = as_bf16(std::move(weights.blocks));
+  }
+  const std::vector<std::int32_t> tokens = ids(shape.tokens(), v, 36);
+  const std::vector<std::int32_t> targets = ids(shape.tokens(), v, 37);
+  CpuBackend cpu;
+  SingleDeviceGpt reference(cpu, shape, weights, ElementType::kF32);
+  const double loss_want = reference.forward_backward(tokens, targets);
+  const GptWeights g_want = reference.gradients();
+
+  GpuBackend gpu_backend(ctx());
+  SingleDeviceGpt gpt(gpu_backend, shape, weights, type);
+  for (int step = 0; step < 2; ++step) {
+    EXPECT_NEAR(gpt.forward_backward(tokens, targets), loss_want, tolerance * loss_want);
+  }
+  const GptWeights g = gpt.gradients();
+  expect_close(g.wte, g_want.wte, tolerance, "wte");
+  expect_close(g.wpe, g_want.wpe, tolerance, "wpe");
+  expect_close(g.lnf_w, g_want.lnf_w, tolerance, "lnf.weight");
+  expect_close(g.lnf_b, g_want.lnf_b, tolerance, "lnf.bias");
+  for (std::size_t l = 0; l < g.blocks.size(); ++l) {
+    const auto got = test::fields(g.blocks[l]), want = test::fields(g_want.blocks[l]);
+    for (const auto& [name, w] : want) {
+      expect_close(got.at(name), w, tolerance, "layer " + std::to_string(l) + " " + name);
+    }
+  }
+}
+
+TEST(GpuSingleDeviceGpt, Fp32IsTheCpuModel) {
+  check_gpt(ElementType::kF32,
+            {.batch = 2, .seq = 64, .hidden = 128, .heads = 4, .layers = 2, .vocab = 300});
+}
+
+TEST(GpuSingleDeviceGpt, Bf16IsTheCpuModelWithinItsTolerance) {
+  check_gpt(ElementType::kBF16,
+            {.batch = 2, .seq = 64, .hidden = 128, .heads = 4, .layers = 2, .vocab = 300});
 }
 
 }  // namespace

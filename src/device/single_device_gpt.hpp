@@ -1,0 +1,68 @@
+// The serial GPT on one device::Backend: token + position embedding, the block stack
+// (device/block_stack.hpp), a final LayerNorm, the head tied to the token embedding and
+// softmax cross-entropy — the model `meshtp train` runs, on one device with no mesh. On the
+// CPU backend it is tested against the serial reference GPT (tests/model/serial_gpt.hpp);
+// on the GPU it is what `meshtp gpu step` times.
+//
+//   x      = wte[tokens] + wpe[t]                     (N × C)
+//   y      = stack(x)
+//   f      = layernorm(y; lnf)
+//   logits = f · wteᵀ                                 (N × V, no bias)
+//   loss   = mean_n (lse_n − logits[n, target_n])
+//   backward: each op's backward in reverse; wte's gradient is the head's plus the
+//   embedding's (tied)
+//
+// Element types as the stack's: wte and wpe's compute copies, activations and logits of the
+// compute type, the final LayerNorm's parameters and statistics, lse and every gradient fp32.
+// No optimizer here: the step is the forward and backward (AdamW on the GPU is gpu_ops.hpp's
+// multi-tensor kernel, timed by `meshtp gpu calibrate`).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "device/backend.hpp"
+#include "device/block_stack.hpp"
+#include "layout/model_shape.hpp"
+
+namespace meshtp::device {
+
+// The model's parameters (or gradients) as fp32 host values, PyTorch layouts, model/params.hpp
+// and model/gpt.hpp's names: wte [V, C], wpe [T, C] (T = the shape's seq), the blocks,
+// lnf.weight and lnf.bias [C].
+struct GptWeights {
+  std::vector<float> wte, wpe;
+  std::vector<BlockWeights> blocks;
+  std::vector<float> lnf_w, lnf_b;
+};
+
+class SingleDeviceGpt {
+ public:
+  // shape: batch, seq, hidden, heads, layers and vocab (≥ 1). Throws meshtp::Error naming the
+  // value when a size does not fit.
+  SingleDeviceGpt(Backend& backend, const layout::ModelShape& shape, const GptWeights& weights,
+                  ElementType compute);
+
+  // The mean loss of predicting `targets` from `tokens` (B·T ids each, in [0, V)), and every
+  // parameter's gradient of it (overwritten): the forward and the backward.
+  double forward_backward(std::span<const std::int32_t> tokens,
+                          std::span<const std::int32_t> targets);
+  GptWeights gradients();
+
+  // Model FLOPs of one forward + backward: the stack's and the head's 6·N·C·V.
+  double flops_per_step() const;
+
+ private:
+  Array make(std::int64_t count, ElementType type) { return backend_.alloc(count, type); }
+
+  Backend& backend_;
+  layout::ModelShape shape_;
+  ElementType compute_;
+  BlockStack stack_;
+  Array wte_, wpe_, lnf_w_, lnf_b_;      // compute copies (wte, wpe) and fp32 (lnf)
+  Array dwte_, dwpe_, dlnf_w_, dlnf_b_;  // fp32
+  Array x_, f_, lnf_mean_, lnf_rstd_, logits_, lse_, dlogits_, df_, dy_;
+};
+
+}  // namespace meshtp::device

@@ -1,0 +1,131 @@
+// device::SingleDeviceGpt on the CPU backend computes the serial reference GPT's loss and
+// every parameter's gradient (tests/model/serial_gpt.hpp: embedding, the reference stack,
+// LayerNorm, tied head, cross-entropy): its call order and the tied embedding's two gradient
+// terms, checked where there is no GPU. gpu_model_test runs it on the GPU. Its bad
+// inputs name the value.
+#include "device/single_device_gpt.hpp"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "core/error.hpp"
+#include "device/block_stack_weights.hpp"
+#include "model/params.hpp"
+#include "model/serial_gpt.hpp"
+#include "ops/cpu_backend.hpp"
+#include "tensor/random.hpp"
+
+namespace meshtp::device {
+namespace {
+
+std::vector<std::int32_t> ids(std::int64_t n, std::int64_t vocab, std::uint64_t seed) {
+  std::vector<std::int32_t> out(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) {
+    out[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(
+        static_cast<std::int64_t>((uniform_at(seed, i) + 1.0f) * 0.5f * vocab) % vocab);
+  }
+  return out;
+}
+
+TEST(SingleDeviceGpt, CpuBackendIsTheSerialReference) {
+  for (const layout::ModelShape shape :
+       {layout::ModelShape{
+            .batch = 2, .seq = 8, .hidden = 32, .heads = 4, .layers = 2, .vocab = 50},
+        layout::ModelShape{
+            .batch = 3, .seq = 5, .hidden = 16, .heads = 2, .layers = 1, .vocab = 7}}) {
+    SCOPED_TRACE(::testing::Message() << shape);
+    const std::int64_t n = shape.tokens(), c = shape.hidden, v = shape.vocab;
+    auto values = [](std::int64_t count, std::uint64_t seed, float stddev, float offset) {
+      const Tensor t = normal_tensor({count}, seed, stddev);
+      std::vector<float> out(t.values().begin(), t.values().end());
+      for (float& x : out) x += offset;
+      return out;
+    };
+    const GptWeights weights{
+        .wte = values(v * c, 1, 0.1f, 0.0f),
+        .wpe = values(shape.seq * c, 2, 0.1f, 0.0f),
+        .blocks = test::random_block_weights(static_cast<int>(shape.layers), c, 3),
+        .lnf_w = values(c, 4, 0.1f, 1.0f),
+        .lnf_b = values(c, 5, 0.1f, 0.0f)};
+    const std::vector<std::int32_t> tokens = ids(n, v, 6), targets = ids(n, v, 7);
+
+    std::map<std::string, Tensor> named{{"wte", Tensor({v, c}, weights.wte)},
+                                        {"wpe", Tensor({shape.seq, c}, weights.wpe)},
+                                        {"lnf.weight", Tensor({c}, weights.lnf_w)},
+                                        {"lnf.bias", Tensor({c}, weights.lnf_b)}};
+    for (int l = 0; l < static_cast<int>(shape.layers); ++l) {
+      const auto fields = test::fields(weights.blocks[static_cast<std::size_t>(l)]);
+      for (const model::ParamEntry& e : model::block_param_table(l, c)) {
+        named.emplace(e.name, Tensor(e.shape, fields.at(e.name.substr(e.name.find('.', 7) + 1))));
+      }
+    }
+    const model::SerialResult want = model::serial_gpt({.shape = shape}, named, tokens, targets);
+
+    CpuBackend cpu;
+    SingleDeviceGpt gpt(cpu, shape, weights, ElementType::kF32);
+    for (int step = 0; step < 2; ++step) {  // buffers reused: nothing accumulates across steps
+      EXPECT_NEAR(gpt.forward_backward(tokens, targets), want.loss, 1e-6 * want.loss);
+    }
+    const GptWeights g = gpt.gradients();
+    auto expect_close = [&](const std::vector<float>& got, const std::string& name) {
+      const Tensor& ref = want.grads.at(name);
+      ASSERT_EQ(got.size(), ref.values().size()) << name;
+      EXPECT_LE(max_relative_error(got, ref.values()), 1e-6) << name;
+    };
+    expect_close(g.wte, "wte");
+    expect_close(g.wpe, "wpe");
+    expect_close(g.lnf_w, "lnf.weight");
+    expect_close(g.lnf_b, "lnf.bias");
+    for (int l = 0; l < static_cast<int>(shape.layers); ++l) {
+      for (const auto& [suffix, got] : test::fields(g.blocks[static_cast<std::size_t>(l)])) {
+        expect_close(got, "layers." + std::to_string(l) + "." + suffix);
+      }
+    }
+  }
+}
+
+TEST(SingleDeviceGpt, BadInputsNameTheValue) {
+  const layout::ModelShape shape{
+      .batch = 1, .seq = 4, .hidden = 8, .heads = 2, .layers = 1, .vocab = 5};
+  CpuBackend cpu;
+  GptWeights w{.wte = std::vector<float>(40, 0.1f),
+               .wpe = std::vector<float>(32, 0.1f),
+               .blocks = test::random_block_weights(1, 8, 1),
+               .lnf_w = std::vector<float>(8, 1.0f),
+               .lnf_b = std::vector<float>(8, 0.0f)};
+  auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  layout::ModelShape no_vocab = shape;
+  no_vocab.vocab = 0;
+  EXPECT_NE(message([&] {
+              SingleDeviceGpt(cpu, no_vocab, w, ElementType::kF32);
+            }).find("vocab=0 must be at least 1"),
+            std::string::npos);
+  GptWeights short_wpe = w;
+  short_wpe.wpe.resize(31);
+  EXPECT_NE(message([&] {
+              SingleDeviceGpt(cpu, shape, short_wpe, ElementType::kF32);
+            }).find("wpe has 31 values, expected 32"),
+            std::string::npos);
+  SingleDeviceGpt gpt(cpu, shape, w, ElementType::kF32);
+  const std::vector<std::int32_t> three{1, 2, 3}, four{1, 2, 3, 4}, bad{1, 2, 5, 0};
+  EXPECT_NE(message([&] {
+              gpt.forward_backward(three, four);
+            }).find("3 tokens and 4 targets, expected batch 1 x seq 4 = 4 each"),
+            std::string::npos);
+  EXPECT_NE(message([&] {
+              gpt.forward_backward(bad, four);
+            }).find("token 5 at position 2 is outside the vocabulary [0, 5)"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace meshtp::device
