@@ -10,8 +10,8 @@
 #   scripts/gpu-check.sh run [DIR] [OUT]   there: probe; the bf16 GeMM ceiling (8192³); every
 #                                          GPU op against the CPU reference (gpu_ops_test);
 #                                          the serial block stack and GPT on the GPU against
-#                                          the CPU backend's (gpu_model_test); the GPT's step
-#                                          timed (`gpu step`: h 4096, L 4, s 2048, b 4, V 50257,
+#                                          the CPU backend's (gpu_model_test); the GPT's
+#                                          training step timed (`gpu step`: h 4096, L 4, s 2048, b 4, V 50257,
 #                                          bf16; MFU against the GeMM ceiling of the same run);
 #                                          `gpu calibrate` (the device profile: GeMM time by
 #                                          shape). Prints one summary table; writes
@@ -106,8 +106,8 @@ summary = {"steps": steps, "gpu": (probe or {}).get("gpu"),
            "fp32_gemm_8192_tflops": (gemm32 or {}).get("tflops"),
            "step": step,
            "not_run": ["train on the GPU (1 rank, 2 ranks sharing it) and bench train: the runtime "
-                       "does not run on the GPU backend yet; `gpu step` times the serial GPT's "
-                       "forward + backward (no optimizer, no data loader; docs/gpu.md)"]}
+                       "does not run on the GPU backend yet; `gpu step` times a training step of "
+                       "the serial GPT (forward, backward, AdamW; no data loader; docs/gpu.md)"]}
 json.dump(summary, open(f"{out}/gpu-check.json", "w"), indent=2)
 print("\n| step | result | seconds |\n| --- | --- | --- |")
 for s in steps:
@@ -117,7 +117,7 @@ if gemm32: print(f"fp32 GeMM 8192³: {gemm32['tflops']:.1f} TFLOP/s")
 if step:
     sh = step["shape"]
     print(f"GPT h {sh['hidden']} L {sh['layers']} s {sh['seq']} b {sh['batch']} V {sh['vocab']} "
-          f"{step['type']}: forward + backward {step['step_ms']:.2f} ms, {step['model_tflops']:.1f} "
+          f"{step['type']}: training step {step['step_ms']:.2f} ms, {step['model_tflops']:.1f} "
           f"model TFLOP/s, MFU {100 * step['mfu']:.1f}% of the GeMM ceiling measured in the same run")
 print(f"wrote {out}/gpu-check.json")
 PY

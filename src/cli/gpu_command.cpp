@@ -5,9 +5,10 @@
 //                                          one cuBLASLt GeMM, validated, then timed (median)
 //   meshtp gpu step [--hidden 4096 --heads 32 --layers 4 --seq 2048 --batch 4 --vocab 50257]
 //                   [--type bf16] [--repeats R] [--json]
-//                                          the serial GPT's forward + backward on the GPU,
-//                                          timed, with its model TFLOP/s and MFU against the
-//                                          bf16 (fp32) GeMM ceiling measured in the same run
+//                                          one training step of the serial GPT on the GPU
+//                                          (forward, backward, AdamW), timed, with its model
+//                                          TFLOP/s and MFU against the bf16 (fp32) GeMM ceiling
+//                                          measured in the same run
 //   meshtp gpu calibrate --out FILE [--repeats R] [--quick]
 //                                          GeMM time by shape (bf16 and fp32), memory bandwidth
 //                                          and launch cost: the GPU's device profile, as JSON
@@ -126,7 +127,7 @@ void add_gpu_subcommands(CLI::App& parent) {
     };
     auto args = std::make_shared<Args>();
     CLI::App* step = parent.add_subcommand(
-        "step", "Time the serial GPT's forward + backward on the GPU (model TFLOP/s, MFU)");
+        "step", "Time a training step of the serial GPT on the GPU (model TFLOP/s, MFU)");
     step->add_option("--hidden", args->hidden, "Hidden size h (default 4096)");
     step->add_option("--heads", args->heads, "Attention heads (default 32)");
     step->add_option("--layers", args->layers, "Blocks L (default 4)");
@@ -163,7 +164,8 @@ void add_gpu_subcommands(CLI::App& parent) {
       std::cout << "GPU: " << ctx.info().name << "\n";
       print_measurement(ceiling);
       std::cout << fmt::format(
-          "GPT {} {}: step (forward + backward) {:.3f} ms, loss {:.4f}; {:.1f} model TFLOP/s = "
+          "GPT {} {}: training step (forward, backward, AdamW) {:.3f} ms, loss {:.4f}; {:.1f} "
+          "model TFLOP/s = "
           "{:.1f}% of the GeMM above (median of {}); peak {:.2f} GiB\n",
           fmt::streamed(m.shape), gpu::to_string(m.type), m.step_ms, m.loss, m.model_tflops,
           100 * mfu, m.repeats, static_cast<double>(m.peak_bytes) / (1 << 30));

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "core/adamw_step.hpp"
 #include "device/gpu.hpp"  // ElementType (plain C++, no CUDA header)
 
 namespace meshtp::device {
@@ -49,6 +50,13 @@ class Array {
   std::shared_ptr<void> storage_;
   ElementType type_ = ElementType::kF32;
   std::int64_t count_ = 0;
+};
+
+// One parameter tensor of an AdamW update: the fp32 master p, its fp32 gradient and moments,
+// and the compute copy the forward reads (the same array as p in fp32; a bf16 array the update
+// rewrites from p in mixed precision).
+struct AdamWParam {
+  Array p, g, m, v, p_compute;
 };
 
 class Backend {
@@ -92,8 +100,8 @@ class Backend {
   // out[(b,t), :] = wte[tokens[b,t], :] + wpe[t, :];  dwte[token] += dout, dwpe[t] += Σ_b dout
   // (fp32). Tokens are on the host, checked against [0, V) before anything runs.
   virtual void embedding_forward(Array& out, std::span<const std::int32_t> tokens, std::int64_t b,
-                                 std::int64_t t, const Array& wte, std::int64_t v,
-                                 const Array& wpe, std::int64_t c) = 0;
+                                 std::int64_t t, const Array& wte, std::int64_t v, const Array& wpe,
+                                 std::int64_t c) = 0;
   virtual void embedding_backward(Array& dwte, Array& dwpe, const Array& dout,
                                   std::span<const std::int32_t> tokens, std::int64_t b,
                                   std::int64_t t, std::int64_t v, std::int64_t c) = 0;
@@ -105,6 +113,9 @@ class Backend {
   virtual void cross_entropy_backward(Array& dlogits, const Array& logits, const Array& lse,
                                       std::span<const std::int32_t> targets, std::int64_t rows,
                                       std::int64_t classes) = 0;
+  // AdamW (core/adamw_step.hpp) on every tensor, with one step's constants for all of them
+  // (so one launch on the GPU: its multi-tensor kernel), then each p_compute ← p.
+  virtual void adamw_update(std::span<const AdamWParam> params, const AdamWStep& step) = 0;
   // Causal attention core: qkv (B·T, 3C) → out (B·T, C), att (B, NH, T, T) saved; the backward
   // adds into dqkv and needs attention_scratch(B, T, NH) elements of scratch.
   virtual std::int64_t attention_scratch(std::int64_t b, std::int64_t t, std::int64_t nh) const = 0;

@@ -181,6 +181,27 @@ std::vector<BlockWeights> BlockStack::gradients() {
   return out;
 }
 
+std::vector<BlockStack::ParamRef> BlockStack::parameters() {
+  std::vector<ParamRef> out;
+  for (std::size_t l = 0; l < params_.size(); ++l) {
+    const Params& p = params_[l];
+    const Grads& g = grads_[l];
+    out.push_back({p.ln1_w, g.ln1_w, false});
+    out.push_back({p.ln1_b, g.ln1_b, false});
+    out.push_back({p.qkv_w, g.qkv_w, true});
+    out.push_back({p.qkv_b, g.qkv_b, false});
+    out.push_back({p.proj_w, g.proj_w, true});
+    out.push_back({p.proj_b, g.proj_b, false});
+    out.push_back({p.ln2_w, g.ln2_w, false});
+    out.push_back({p.ln2_b, g.ln2_b, false});
+    out.push_back({p.mlp1_w, g.mlp1_w, true});
+    out.push_back({p.mlp1_b, g.mlp1_b, false});
+    out.push_back({p.mlp2_w, g.mlp2_w, true});
+    out.push_back({p.mlp2_b, g.mlp2_b, false});
+  }
+  return out;
+}
+
 double BlockStack::flops_per_step() const {
   const double N = static_cast<double>(shape_.tokens()), C = static_cast<double>(shape_.hidden);
   const double B = static_cast<double>(shape_.batch), T = static_cast<double>(shape_.seq);

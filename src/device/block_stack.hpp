@@ -47,6 +47,15 @@ class BlockStack {
   const Array& backward(const Array& dy);
   std::vector<BlockWeights> gradients();
 
+  // Every parameter's compute copy and fp32 gradient, layer by layer in BlockWeights order,
+  // with whether weight decay applies (the matrices: not LayerNorm's or the biases): what
+  // an optimizer updates (SingleDeviceGpt::update).
+  struct ParamRef {
+    Array compute, grad;
+    bool decay = false;
+  };
+  std::vector<ParamRef> parameters();
+
   // Model FLOPs of one forward + backward (the GeMMs and the attention core's products, as
   // Megatron-LM counts them: 72·N·C²·L + 12·B·T²·C·L), for MFU.
   double flops_per_step() const;

@@ -95,7 +95,8 @@ void GpuBackend::linear_forward(Array& y, const Array& x, const Array& w, const 
   if (!b.empty()) check(b, y.type(), m, "b");
   gpu::gemm(ctx_, matrix(x, n, k, "x"), Trans::kNo, matrix(w, m, k, "w"), Trans::kYes,
             matrix(y, n, m, "y"), 1.0f, 0.0f,
-            b.empty() ? gpu::Epilogue::kNone : gpu::Epilogue::kBias, b.empty() ? nullptr : b.data());
+            b.empty() ? gpu::Epilogue::kNone : gpu::Epilogue::kBias,
+            b.empty() ? nullptr : b.data());
 }
 
 void GpuBackend::linear_backward(Array& dx, Array& dw, Array& db, const Array& dy, const Array& x,
@@ -168,14 +169,13 @@ void GpuBackend::layernorm_backward(Array& dx, Array& dw, Array& db, const Array
                           floats(w), floats(mean), floats(rstd), rows, cols);
 }
 
-void GpuBackend::embedding_forward(Array& out, std::span<const std::int32_t> tokens,
-                                   std::int64_t b, std::int64_t t, const Array& wte,
-                                   std::int64_t v, const Array& wpe, std::int64_t c) {
+void GpuBackend::embedding_forward(Array& out, std::span<const std::int32_t> tokens, std::int64_t b,
+                                   std::int64_t t, const Array& wte, std::int64_t v,
+                                   const Array& wpe, std::int64_t c) {
   check(out, wte.type(), b * t * c, "out");
   check(wte, wte.type(), v * c, "wte");
   check(wpe, wte.type(), t * c, "wpe");
-  gpu::embedding_forward(ctx_, wte.type(), out.data(), tokens, b, t, wte.data(), v, wpe.data(),
-                         c);
+  gpu::embedding_forward(ctx_, wte.type(), out.data(), tokens, b, t, wte.data(), v, wpe.data(), c);
 }
 
 void GpuBackend::embedding_backward(Array& dwte, Array& dwpe, const Array& dout,
@@ -184,17 +184,17 @@ void GpuBackend::embedding_backward(Array& dwte, Array& dwpe, const Array& dout,
   check(dwte, ElementType::kF32, v * c, "dwte");
   check(dwpe, ElementType::kF32, t * c, "dwpe");
   check(dout, dout.type(), b * t * c, "dout");
-  gpu::embedding_backward(ctx_, dout.type(), floats(dwte), floats(dwpe), dout.data(), tokens, b,
-                          t, v, c);
+  gpu::embedding_backward(ctx_, dout.type(), floats(dwte), floats(dwpe), dout.data(), tokens, b, t,
+                          v, c);
 }
 
 double GpuBackend::cross_entropy_forward(Array& lse, const Array& logits,
-                                         std::span<const std::int32_t> targets,
-                                         std::int64_t rows, std::int64_t classes) {
+                                         std::span<const std::int32_t> targets, std::int64_t rows,
+                                         std::int64_t classes) {
   check(lse, ElementType::kF32, rows, "lse");
   check(logits, logits.type(), rows * classes, "logits");
-  return gpu::cross_entropy_forward(ctx_, logits.type(), floats(lse), logits.data(), targets,
-                                    rows, classes);
+  return gpu::cross_entropy_forward(ctx_, logits.type(), floats(lse), logits.data(), targets, rows,
+                                    classes);
 }
 
 void GpuBackend::cross_entropy_backward(Array& dlogits, const Array& logits, const Array& lse,
@@ -205,6 +205,26 @@ void GpuBackend::cross_entropy_backward(Array& dlogits, const Array& logits, con
   check(lse, ElementType::kF32, rows, "lse");
   gpu::cross_entropy_backward(ctx_, logits.type(), dlogits.data(), logits.data(), floats(lse),
                               targets, rows, classes);
+}
+
+void GpuBackend::adamw_update(std::span<const AdamWParam> params, const AdamWStep& step) {
+  std::vector<gpu::AdamWTensor> tensors;
+  for (const AdamWParam& t : params) {
+    const std::int64_t n = t.p.count();
+    check(t.p, ElementType::kF32, n, "p");
+    check(t.g, ElementType::kF32, n, "g");
+    check(t.m, ElementType::kF32, n, "m");
+    check(t.v, ElementType::kF32, n, "v");
+    const bool separate = !t.p_compute.empty() && t.p_compute.data() != t.p.data();
+    if (separate) check(t.p_compute, ElementType::kBF16, n, "p_compute");
+    tensors.push_back({.p = floats(t.p),
+                       .g = floats(t.g),
+                       .m = floats(t.m),
+                       .v = floats(t.v),
+                       .n = n,
+                       .p_compute = separate ? t.p_compute.data() : nullptr});
+  }
+  if (!tensors.empty()) gpu::adamw_update(ctx_, tensors, step);
 }
 
 std::int64_t GpuBackend::attention_scratch(std::int64_t b, std::int64_t t, std::int64_t nh) const {

@@ -9,6 +9,7 @@
 //                    db += 1ᵀ·dy           GeMM of a row of ones (kept per N) into fp32, β = 1
 //                                          (skipped without a bias)
 //   accumulate       a += dy               the residual kernel with y = a
+//   adamw            every tensor in one multi-tensor launch, writing the bf16 compute copies
 //
 // Built with or without CUDA: without it, making one throws as gpu::Context does.
 #pragma once
@@ -58,6 +59,7 @@ class GpuBackend final : public Backend {
   void cross_entropy_backward(Array& dlogits, const Array& logits, const Array& lse,
                               std::span<const std::int32_t> targets, std::int64_t rows,
                               std::int64_t classes) override;
+  void adamw_update(std::span<const AdamWParam> params, const AdamWStep& step) override;
   std::int64_t attention_scratch(std::int64_t b, std::int64_t t, std::int64_t nh) const override;
   void attention_forward(Array& out, Array& att, const Array& qkv, std::int64_t b, std::int64_t t,
                          std::int64_t nh, std::int64_t hd) override;

@@ -59,11 +59,11 @@ struct OpMeasurement {
 // The ops' results are checked by gpu_ops_test, not here.
 std::vector<OpMeasurement> measure_ops(Context& ctx, ElementType type, int repeats);
 
-// One training step's forward + backward of the serial GPT on the GPU
-// (device/single_device_gpt.hpp: embedding, layers × [LayerNorm, qkv, attention, proj,
-// residual, LayerNorm, mlp1, GeLU, mlp2, residual], final LayerNorm, tied head, cross-entropy,
-// and their backwards) with random weights and tokens: the median of `repeats` steps after 2
-// warm-ups. model_tflops counts the model FLOPs (SingleDeviceGpt::flops_per_step, as
+// One training step of the serial GPT on the GPU (device/single_device_gpt.hpp: embedding,
+// layers × [LayerNorm, qkv, attention, proj, residual, LayerNorm, mlp1, GeLU, mlp2, residual],
+// final LayerNorm, tied head, cross-entropy, their backwards, and AdamW on the fp32 masters
+// rewriting the compute copies) with random weights and tokens: the median of `repeats` steps
+// after 2 warm-ups. model_tflops counts the model FLOPs (SingleDeviceGpt::flops_per_step, as
 // Megatron-LM counts them: no recompute) per median step; the caller sets it against a
 // measured GeMM ceiling for the MFU. Checked only for a finite loss here: the values are
 // gpu_model_test's.

@@ -48,6 +48,67 @@ SingleDeviceGpt::SingleDeviceGpt(Backend& backend, const layout::ModelShape& sha
   dlogits_ = make(N * V, compute_);
   df_ = make(N * C, compute_);
   dy_ = make(N * C, compute_);
+
+  // The optimizer's tensors, in GptWeights order: a master per compute copy (the copy itself
+  // when it is fp32), and zeroed moments.
+  auto add = [&](const Array& compute, const Array& grad, bool decay,
+                 const std::vector<float>& host) {
+    AdamWParam t{.p = compute,
+                 .g = grad,
+                 .m = make(compute.count(), f32),
+                 .v = make(compute.count(), f32),
+                 .p_compute = compute};
+    if (compute.type() != f32) {
+      t.p = make(compute.count(), f32);
+      backend_.upload(t.p, host);
+    }
+    backend_.zero(t.m);
+    backend_.zero(t.v);
+    optimizer_.push_back(std::move(t));
+    decays_.push_back(decay);
+  };
+  add(wte_, dwte_, true, weights.wte);
+  add(wpe_, dwpe_, true, weights.wpe);
+  const std::vector<BlockStack::ParamRef> block_params = stack_.parameters();
+  for (std::size_t i = 0; i < block_params.size(); ++i) {
+    const BlockWeights& w = weights.blocks[i / 12];
+    const std::vector<float>* host[12] = {&w.ln1_w,  &w.ln1_b,  &w.qkv_w,  &w.qkv_b,
+                                          &w.proj_w, &w.proj_b, &w.ln2_w,  &w.ln2_b,
+                                          &w.mlp1_w, &w.mlp1_b, &w.mlp2_w, &w.mlp2_b};
+    add(block_params[i].compute, block_params[i].grad, block_params[i].decay, *host[i % 12]);
+  }
+  add(lnf_w_, dlnf_w_, false, weights.lnf_w);
+  add(lnf_b_, dlnf_b_, false, weights.lnf_b);
+}
+
+void SingleDeviceGpt::update(const AdamWStep& step) {
+  std::vector<AdamWParam> decayed, plain;
+  for (std::size_t i = 0; i < optimizer_.size(); ++i) {
+    (decays_[i] ? decayed : plain).push_back(optimizer_[i]);
+  }
+  AdamWStep no_decay = step;
+  no_decay.decay = 0;
+  backend_.adamw_update(decayed, step);
+  backend_.adamw_update(plain, no_decay);
+}
+
+GptWeights SingleDeviceGpt::parameters() {
+  std::size_t i = 0;
+  auto next = [&] { return backend_.download(optimizer_[i++].p); };
+  GptWeights out;
+  out.wte = next();
+  out.wpe = next();
+  for (std::int64_t l = 0; l < shape_.layers; ++l) {
+    BlockWeights b;
+    for (std::vector<float>* v : {&b.ln1_w, &b.ln1_b, &b.qkv_w, &b.qkv_b, &b.proj_w, &b.proj_b,
+                                  &b.ln2_w, &b.ln2_b, &b.mlp1_w, &b.mlp1_b, &b.mlp2_w, &b.mlp2_b}) {
+      *v = next();
+    }
+    out.blocks.push_back(std::move(b));
+  }
+  out.lnf_w = next();
+  out.lnf_b = next();
+  return out;
 }
 
 double SingleDeviceGpt::forward_backward(std::span<const std::int32_t> tokens,

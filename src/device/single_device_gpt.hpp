@@ -14,8 +14,13 @@
 //
 // Element types as the stack's: wte and wpe's compute copies, activations and logits of the
 // compute type, the final LayerNorm's parameters and statistics, lse and every gradient fp32.
-// No optimizer here: the step is the forward and backward (AdamW on the GPU is gpu_ops.hpp's
-// multi-tensor kernel, timed by `meshtp gpu calibrate`).
+//
+// The optimizer: update() is AdamW on fp32 master weights (held apart from the compute copies
+// in bf16; the compute copies themselves in fp32) with fp32 moments, weight decay on the
+// matrices and embeddings only (train/adamw.hpp's rule: not LayerNorm's, not the biases), and
+// rewrites the compute copies (mixed precision as Micikevicius et al. 2018 §3 has it). A
+// training step is forward_backward() then update(); gradient clipping and the learning-rate
+// schedule are the caller's (not here yet).
 #pragma once
 
 #include <cstdint>
@@ -49,6 +54,11 @@ class SingleDeviceGpt {
   double forward_backward(std::span<const std::int32_t> tokens,
                           std::span<const std::int32_t> targets);
   GptWeights gradients();
+  // One AdamW step over every parameter with the last forward_backward()'s gradients;
+  // step.decay applies to the matrices and embeddings, 0 to the rest.
+  void update(const AdamWStep& step);
+  // The fp32 master weights.
+  GptWeights parameters();
 
   // Model FLOPs of one forward + backward: the stack's and the head's 6·N·C·V.
   double flops_per_step() const;
@@ -63,6 +73,9 @@ class SingleDeviceGpt {
   Array wte_, wpe_, lnf_w_, lnf_b_;      // compute copies (wte, wpe) and fp32 (lnf)
   Array dwte_, dwpe_, dlnf_w_, dlnf_b_;  // fp32
   Array x_, f_, lnf_mean_, lnf_rstd_, logits_, lse_, dlogits_, df_, dy_;
+  // The optimizer's view: every parameter in GptWeights order, and whether it decays.
+  std::vector<AdamWParam> optimizer_;
+  std::vector<bool> decays_;
 };
 
 }  // namespace meshtp::device

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "ops/adamw.hpp"
 #include "ops/ops.hpp"
 
 namespace meshtp {
@@ -105,9 +106,9 @@ void CpuBackend::layernorm_backward(Array& dx, Array& dw, Array& db, const Array
                              span_of(mean, rows, "mean"), span_of(rstd, rows, "rstd"));
 }
 
-void CpuBackend::embedding_forward(Array& out, std::span<const std::int32_t> tokens,
-                                   std::int64_t b, std::int64_t t, const Array& wte,
-                                   std::int64_t v, const Array& wpe, std::int64_t c) {
+void CpuBackend::embedding_forward(Array& out, std::span<const std::int32_t> tokens, std::int64_t b,
+                                   std::int64_t t, const Array& wte, std::int64_t v,
+                                   const Array& wpe, std::int64_t c) {
   meshtp::embedding_forward(view(out, b * t, c, "out"), tokens, b, t, view(wte, v, c, "wte"),
                             view(wpe, t, c, "wpe"));
 }
@@ -120,8 +121,8 @@ void CpuBackend::embedding_backward(Array& dwte, Array& dwpe, const Array& dout,
 }
 
 double CpuBackend::cross_entropy_forward(Array& lse, const Array& logits,
-                                         std::span<const std::int32_t> targets,
-                                         std::int64_t rows, std::int64_t classes) {
+                                         std::span<const std::int32_t> targets, std::int64_t rows,
+                                         std::int64_t classes) {
   return meshtp::cross_entropy_forward(span_of(lse, rows, "lse"),
                                        view(logits, rows, classes, "logits"), targets);
 }
@@ -132,6 +133,18 @@ void CpuBackend::cross_entropy_backward(Array& dlogits, const Array& logits, con
   meshtp::cross_entropy_backward(view(dlogits, rows, classes, "dlogits"),
                                  view(logits, rows, classes, "logits"), span_of(lse, rows, "lse"),
                                  targets);
+}
+
+void CpuBackend::adamw_update(std::span<const device::AdamWParam> params, const AdamWStep& step) {
+  for (const device::AdamWParam& t : params) {
+    const std::int64_t n = t.p.count();
+    meshtp::adamw_update(span_of(t.p, n, "p"), span_of(t.g, n, "g"), span_of(t.m, n, "m"),
+                         span_of(t.v, n, "v"), step);
+    if (!t.p_compute.empty() && t.p_compute.data() != t.p.data()) {
+      Array compute = t.p_compute;
+      copy(compute, t.p);
+    }
+  }
 }
 
 std::int64_t CpuBackend::attention_scratch(std::int64_t, std::int64_t t, std::int64_t) const {

@@ -13,6 +13,7 @@
 // Without a GPU the binary exits 77, which ctest reports as Skipped (SKIP_RETURN_CODE).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <string>
 
@@ -157,6 +158,48 @@ void check_gpt(ElementType type, const layout::ModelShape& shape) {
       expect_close(got.at(name), w, tolerance, "layer " + std::to_string(l) + " " + name);
     }
   }
+}
+
+// A few training steps (forward, backward, AdamW on the masters, compute copies rewritten)
+// on both backends from the same weights: the GPU's losses step by step within the
+// tolerance of the CPU's fp32 ones. Parameters are not compared: Adam's m/√v turns a
+// gradient near zero into ±lr by its sign, which summation order may flip.
+void check_training(ElementType type, const layout::ModelShape& shape) {
+  SCOPED_TRACE(::testing::Message() << "training " << gpu::to_string(type) << " " << shape);
+  const double tolerance = type == ElementType::kF32 ? 1e-4 : 5e-2;
+  const std::int64_t c = shape.hidden, v = shape.vocab;
+  GptWeights weights{.wte = values(v * c, 41, 0.1f, 0.0f),
+                     .wpe = values(shape.seq * c, 42, 0.1f, 0.0f),
+                     .blocks = test::random_block_weights(static_cast<int>(shape.layers), c, 43),
+                     .lnf_w = values(c, 44, 0.1f, 1.0f),
+                     .lnf_b = values(c, 45, 0.1f, 0.0f)};
+  CpuBackend cpu;
+  SingleDeviceGpt reference(cpu, shape, weights, ElementType::kF32);
+  GpuBackend gpu_backend(ctx());
+  SingleDeviceGpt gpt(gpu_backend, shape, weights, type);
+  for (int t = 1; t <= 4; ++t) {
+    const std::vector<std::int32_t> tokens = ids(shape.tokens(), v, 50 + 2 * t);
+    const std::vector<std::int32_t> targets = ids(shape.tokens(), v, 51 + 2 * t);
+    const AdamWStep step{.lr = 1e-3f,
+                         .beta1 = 0.9f,
+                         .beta2 = 0.95f,
+                         .eps = 1e-8f,
+                         .decay = 0.1f,
+                         .bias1 = 1 - std::pow(0.9f, static_cast<float>(t)),
+                         .bias2 = 1 - std::pow(0.95f, static_cast<float>(t))};
+    const double want = reference.forward_backward(tokens, targets);
+    const double got = gpt.forward_backward(tokens, targets);
+    EXPECT_NEAR(got, want, tolerance * want) << "step " << t;
+    reference.update(step);
+    gpt.update(step);
+  }
+}
+
+TEST(GpuSingleDeviceGpt, TrainingStepsFollowTheCpuModel) {
+  const layout::ModelShape shape{
+      .batch = 2, .seq = 64, .hidden = 128, .heads = 4, .layers = 2, .vocab = 300};
+  check_training(ElementType::kF32, shape);
+  check_training(ElementType::kBF16, shape);
 }
 
 TEST(GpuSingleDeviceGpt, Fp32IsTheCpuModel) {

@@ -14,6 +14,7 @@
 #include "device/block_stack_weights.hpp"
 #include "model/params.hpp"
 #include "model/serial_gpt.hpp"
+#include "ops/adamw.hpp"
 #include "ops/cpu_backend.hpp"
 #include "tensor/random.hpp"
 
@@ -84,6 +85,68 @@ TEST(SingleDeviceGpt, CpuBackendIsTheSerialReference) {
       }
     }
   }
+}
+
+// update() is AdamW on the fp32 masters with the step's gradients, decay on the matrices and
+// embeddings only; the next forward reads the updated weights.
+TEST(SingleDeviceGpt, UpdateIsAdamWWithDecayOnTheMatricesAndTheNextForwardSeesIt) {
+  const layout::ModelShape shape{
+      .batch = 2, .seq = 8, .hidden = 16, .heads = 2, .layers = 2, .vocab = 30};
+  const std::int64_t n = shape.tokens(), c = shape.hidden, v = shape.vocab;
+  auto values = [](std::int64_t count, std::uint64_t seed, float stddev, float offset) {
+    const Tensor t = normal_tensor({count}, seed, stddev);
+    std::vector<float> out(t.values().begin(), t.values().end());
+    for (float& x : out) x += offset;
+    return out;
+  };
+  const GptWeights weights{.wte = values(v * c, 1, 0.1f, 0.0f),
+                           .wpe = values(shape.seq * c, 2, 0.1f, 0.0f),
+                           .blocks = test::random_block_weights(2, c, 3),
+                           .lnf_w = values(c, 4, 0.1f, 1.0f),
+                           .lnf_b = values(c, 5, 0.1f, 0.0f)};
+  const std::vector<std::int32_t> tokens = ids(n, v, 6), targets = ids(n, v, 7);
+  CpuBackend cpu;
+  SingleDeviceGpt gpt(cpu, shape, weights, ElementType::kF32);
+  gpt.forward_backward(tokens, targets);
+  const GptWeights g = gpt.gradients();
+  const AdamWStep step{.lr = 0.05f,
+                       .beta1 = 0.9f,
+                       .beta2 = 0.95f,
+                       .eps = 1e-8f,
+                       .decay = 0.1f,
+                       .bias1 = 0.1f,
+                       .bias2 = 0.05f};
+  gpt.update(step);
+  const GptWeights after = gpt.parameters();
+
+  // The expected update, tensor by tensor, with the reference loop.
+  auto expect_updated = [&](const std::vector<float>& before, const std::vector<float>& grad,
+                            const std::vector<float>& got, bool decay, const std::string& name) {
+    std::vector<float> p = before, m(p.size(), 0.0f), v2(p.size(), 0.0f);
+    AdamWStep s = step;
+    if (!decay) s.decay = 0;
+    adamw_update_reference(p, grad, m, v2, s);
+    ASSERT_EQ(got.size(), p.size()) << name;
+    EXPECT_LE(max_relative_error(got, p), 1e-6) << name;
+    EXPECT_GT(max_abs_diff(got, before), 1e-3) << name << " did not move";
+  };
+  expect_updated(weights.wte, g.wte, after.wte, true, "wte");
+  expect_updated(weights.wpe, g.wpe, after.wpe, true, "wpe");
+  expect_updated(weights.lnf_w, g.lnf_w, after.lnf_w, false, "lnf.weight");
+  expect_updated(weights.lnf_b, g.lnf_b, after.lnf_b, false, "lnf.bias");
+  for (std::size_t l = 0; l < 2; ++l) {
+    const auto before = test::fields(weights.blocks[l]), grad = test::fields(g.blocks[l]),
+               got = test::fields(after.blocks[l]);
+    for (const auto& [suffix, b] : before) {
+      const bool decay = suffix.ends_with(".weight") && !suffix.starts_with("ln");
+      expect_updated(b, grad.at(suffix), got.at(suffix), decay, suffix);
+    }
+  }
+  // The next step's loss is the reference model's with the updated weights.
+  CpuBackend fresh;
+  SingleDeviceGpt updated(fresh, shape, after, ElementType::kF32);
+  EXPECT_DOUBLE_EQ(gpt.forward_backward(tokens, targets),
+                   updated.forward_backward(tokens, targets));
 }
 
 TEST(SingleDeviceGpt, BadInputsNameTheValue) {
