@@ -164,19 +164,12 @@ const Array& BlockStack::backward(const Array& dy_in) {
 
 std::vector<BlockWeights> BlockStack::gradients() {
   std::vector<BlockWeights> out;
-  for (Grads& g : grads_) {
-    out.push_back(BlockWeights{.ln1_w = backend_.download(g.ln1_w),
-                               .ln1_b = backend_.download(g.ln1_b),
-                               .qkv_w = backend_.download(g.qkv_w),
-                               .qkv_b = backend_.download(g.qkv_b),
-                               .proj_w = backend_.download(g.proj_w),
-                               .proj_b = backend_.download(g.proj_b),
-                               .ln2_w = backend_.download(g.ln2_w),
-                               .ln2_b = backend_.download(g.ln2_b),
-                               .mlp1_w = backend_.download(g.mlp1_w),
-                               .mlp1_b = backend_.download(g.mlp1_b),
-                               .mlp2_w = backend_.download(g.mlp2_w),
-                               .mlp2_b = backend_.download(g.mlp2_b)});
+  std::size_t layer_param = 0;
+  const std::vector<ParamRef> params = parameters();
+  for (std::size_t l = 0; l < grads_.size(); ++l) {
+    BlockWeights w;
+    for (std::vector<float>* v : fields(w)) *v = backend_.download(params[layer_param++].grad);
+    out.push_back(std::move(w));
   }
   return out;
 }

@@ -16,6 +16,7 @@
 // steps: a step allocates nothing.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -31,6 +32,18 @@ struct BlockWeights {
   std::vector<float> ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b;
   std::vector<float> ln2_w, ln2_b, mlp1_w, mlp1_b, mlp2_w, mlp2_b;
 };
+// The fields in that order, and their names in the parameter table ("layers.{i}." + name):
+// every walk over a block's parameters goes through these.
+inline constexpr int kBlockParams = 12;
+inline constexpr std::array<const char*, kBlockParams> kBlockParamNames{
+    "ln1.weight",       "ln1.bias",       "attn.qkv.weight", "attn.qkv.bias",
+    "attn.proj.weight", "attn.proj.bias", "ln2.weight",      "ln2.bias",
+    "mlp.fc1.weight",   "mlp.fc1.bias",   "mlp.fc2.weight",  "mlp.fc2.bias"};
+template <typename Weights>  // BlockWeights or const BlockWeights
+auto fields(Weights& w) {
+  return std::array{&w.ln1_w, &w.ln1_b, &w.qkv_w,  &w.qkv_b,  &w.proj_w, &w.proj_b,
+                    &w.ln2_w, &w.ln2_b, &w.mlp1_w, &w.mlp1_b, &w.mlp2_w, &w.mlp2_b};
+}
 
 class BlockStack {
  public:
@@ -47,7 +60,7 @@ class BlockStack {
   const Array& backward(const Array& dy);
   std::vector<BlockWeights> gradients();
 
-  // Every parameter's compute copy and fp32 gradient, layer by layer in BlockWeights order,
+  // Every parameter's compute copy and fp32 gradient, layer by layer in fields() order,
   // with whether weight decay applies (the matrices: not LayerNorm's or the biases): what
   // an optimizer updates (SingleDeviceGpt::update).
   struct ParamRef {

@@ -71,11 +71,9 @@ SingleDeviceGpt::SingleDeviceGpt(Backend& backend, const layout::ModelShape& sha
   add(wpe_, dwpe_, true, weights.wpe);
   const std::vector<BlockStack::ParamRef> block_params = stack_.parameters();
   for (std::size_t i = 0; i < block_params.size(); ++i) {
-    const BlockWeights& w = weights.blocks[i / 12];
-    const std::vector<float>* host[12] = {&w.ln1_w,  &w.ln1_b,  &w.qkv_w,  &w.qkv_b,
-                                          &w.proj_w, &w.proj_b, &w.ln2_w,  &w.ln2_b,
-                                          &w.mlp1_w, &w.mlp1_b, &w.mlp2_w, &w.mlp2_b};
-    add(block_params[i].compute, block_params[i].grad, block_params[i].decay, *host[i % 12]);
+    const auto host = fields(weights.blocks[i / kBlockParams]);
+    add(block_params[i].compute, block_params[i].grad, block_params[i].decay,
+        *host[i % kBlockParams]);
   }
   add(lnf_w_, dlnf_w_, false, weights.lnf_w);
   add(lnf_b_, dlnf_b_, false, weights.lnf_b);
@@ -100,10 +98,7 @@ GptWeights SingleDeviceGpt::parameters() {
   out.wpe = next();
   for (std::int64_t l = 0; l < shape_.layers; ++l) {
     BlockWeights b;
-    for (std::vector<float>* v : {&b.ln1_w, &b.ln1_b, &b.qkv_w, &b.qkv_b, &b.proj_w, &b.proj_b,
-                                  &b.ln2_w, &b.ln2_b, &b.mlp1_w, &b.mlp1_b, &b.mlp2_w, &b.mlp2_b}) {
-      *v = next();
-    }
+    for (std::vector<float>* v : fields(b)) *v = next();
     out.blocks.push_back(std::move(b));
   }
   out.lnf_w = next();

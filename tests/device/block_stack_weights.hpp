@@ -41,10 +41,10 @@ inline std::vector<BlockWeights> random_block_weights(int layers, std::int64_t c
 }
 
 inline std::map<std::string, std::vector<float>> fields(const BlockWeights& w) {
-  return {{"ln1.weight", w.ln1_w},    {"ln1.bias", w.ln1_b},          {"attn.qkv.weight", w.qkv_w},
-          {"attn.qkv.bias", w.qkv_b}, {"attn.proj.weight", w.proj_w}, {"attn.proj.bias", w.proj_b},
-          {"ln2.weight", w.ln2_w},    {"ln2.bias", w.ln2_b},          {"mlp.fc1.weight", w.mlp1_w},
-          {"mlp.fc1.bias", w.mlp1_b}, {"mlp.fc2.weight", w.mlp2_w},   {"mlp.fc2.bias", w.mlp2_b}};
+  std::map<std::string, std::vector<float>> out;
+  const auto values = device::fields(w);
+  for (int i = 0; i < kBlockParams; ++i) out.emplace(kBlockParamNames[i], *values[i]);
+  return out;
 }
 
 }  // namespace meshtp::device::test
