@@ -132,6 +132,16 @@ double measure_launch_us(Context& ctx, int repeats) {
 
 namespace {
 
+// The AdamW constants of the timed updates: GPT-3's (Brown et al. 2020, Appendix B), at step
+// 1's bias corrections; the values do not change the time.
+constexpr AdamWStep kTimedAdamW{.lr = 1e-4f,
+                                .beta1 = 0.9f,
+                                .beta2 = 0.95f,
+                                .eps = 1e-8f,
+                                .decay = 0.1f,
+                                .bias1 = 0.1f,
+                                .bias2 = 0.05f};
+
 // Median ms of `repeats` runs of f() after 2 warm-ups, timed on the stream.
 template <typename F>
 double median_ms(Context& ctx, int repeats, F&& f) {
@@ -195,19 +205,10 @@ StepMeasurement measure_step(Context& ctx, const layout::ModelShape& shape, Elem
   m.loss = gpt.forward_backward(tokens, targets);
   MESHTP_CHECK(std::isfinite(m.loss),
                "gpu step: the loss is {}, not finite; gpu_model_test checks the model", m.loss);
-  // GPT-3's AdamW constants (Brown et al. 2020, §2.3 / Appendix B); the values do not change
-  // the time.
-  const AdamWStep adamw{.lr = 1e-4f,
-                        .beta1 = 0.9f,
-                        .beta2 = 0.95f,
-                        .eps = 1e-8f,
-                        .decay = 0.1f,
-                        .bias1 = 0.1f,
-                        .bias2 = 0.05f};
-  gpt.update(adamw);
+  gpt.update(kTimedAdamW);
   m.step_ms = median_ms(ctx, repeats, [&] {
     gpt.forward_backward(tokens, targets);
-    gpt.update(adamw);
+    gpt.update(kTimedAdamW);
   });
   m.model_flops = gpt.flops_per_step();
   m.model_tflops = m.model_flops / (m.step_ms * 1e-3) / 1e12;
@@ -325,14 +326,7 @@ std::vector<OpMeasurement> measure_ops(Context& ctx, ElementType type, int repea
     Buffer p(ctx, n * 4), g(ctx, n * 4), m(ctx, n * 4), v(ctx, n * 4);
     for (Buffer* b : {&p, &g, &m, &v}) ctx.fill_bytes(b->data(), 0, b->bytes());
     const AdamWTensor t{p.as<float>(), g.as<float>(), m.as<float>(), v.as<float>(), n, nullptr};
-    const AdamWStep step{.lr = 1e-4f,
-                         .beta1 = 0.9f,
-                         .beta2 = 0.95f,
-                         .eps = 1e-8f,
-                         .decay = 0.1f,
-                         .bias1 = 0.1f,
-                         .bias2 = 0.05f};
-    const double ms = median_ms(ctx, repeats, [&] { adamw_update(ctx, {&t, 1}, step); });
+    const double ms = median_ms(ctx, repeats, [&] { adamw_update(ctx, {&t, 1}, kTimedAdamW); });
     add("adamw", "1e8 fp32", ms, 28.0 * n, 0);  // reads p, g, m, v; writes p, m, v
     out.back().type = ElementType::kF32;
   }

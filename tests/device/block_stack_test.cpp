@@ -10,7 +10,7 @@
 #include <string>
 
 #include "core/error.hpp"
-#include "device/block_stack_weights.hpp"
+#include "device/model_fixtures.hpp"
 #include "model/params.hpp"
 #include "model/reference.hpp"
 #include "ops/cpu_backend.hpp"
@@ -81,41 +81,35 @@ TEST(BlockStack, BadInputsNameTheValue) {
   const layout::ModelShape shape{.batch = 2, .seq = 4, .hidden = 8, .heads = 2, .layers = 1};
   CpuBackend cpu;
   std::vector<BlockWeights> weights = random_block_weights(1, 8, 3);
-  auto message = [](auto&& f) {
-    try {
-      f();
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
-  EXPECT_NE(message([&] {
+  EXPECT_NE(test::error_message([&] {
               BlockStack(cpu, shape, random_block_weights(2, 8, 3), ElementType::kF32);
             }).find("2 layers of weights for a stack of 1"),
             std::string::npos);
   std::vector<BlockWeights> short_qkv = weights;
   short_qkv[0].qkv_w.pop_back();
-  EXPECT_NE(message([&] {
+  EXPECT_NE(test::error_message([&] {
               BlockStack(cpu, shape, short_qkv, ElementType::kF32);
             }).find("layer 0 attn.qkv.weight has 191 values, expected 192"),
             std::string::npos);
   layout::ModelShape odd = shape;
   odd.heads = 3;
-  EXPECT_NE(message([&] {
+  EXPECT_NE(test::error_message([&] {
               BlockStack(cpu, odd, weights, ElementType::kF32);
             }).find("hidden=8 is not divisible by heads=3"),
             std::string::npos);
-  EXPECT_NE(message([&] {
+  EXPECT_NE(test::error_message([&] {
               BlockStack(cpu, shape, weights, ElementType::kBF16);
             }).find("cpu backend: arrays are fp32"),
             std::string::npos);
   BlockStack stack(cpu, shape, weights, ElementType::kF32);
   Array dy = stack.input_like();
   cpu.zero(dy);
-  EXPECT_NE(message([&] { stack.backward(dy); }).find("after a forward"), std::string::npos);
-  Array wrong = cpu.alloc(5, ElementType::kF32);
-  EXPECT_NE(message([&] { stack.forward(wrong); }).find("x has 5 values, expected 8 x 8"),
+  EXPECT_NE(test::error_message([&] { stack.backward(dy); }).find("after a forward"),
             std::string::npos);
+  Array wrong = cpu.alloc(5, ElementType::kF32);
+  EXPECT_NE(
+      test::error_message([&] { stack.forward(wrong); }).find("x has 5 values, expected 8 x 8"),
+      std::string::npos);
 }
 
 }  // namespace

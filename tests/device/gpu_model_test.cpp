@@ -10,7 +10,7 @@
 // every stored activation and gradient (2⁻⁸ relative each), compounded through a block's
 // dozen ops, forward and backward: about two layers deep of gpu_ops_test's 2e-2 per op.
 //
-// Without a GPU the binary exits 77, which ctest reports as Skipped (SKIP_RETURN_CODE).
+// Without a GPU the binary exits 77 (gpu_test_main.cpp), which ctest reports as Skipped.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,9 +18,9 @@
 #include <string>
 
 #include "device/block_stack.hpp"
-#include "device/block_stack_weights.hpp"
 #include "device/gpu.hpp"
 #include "device/gpu_backend.hpp"
+#include "device/model_fixtures.hpp"
 #include "device/single_device_gpt.hpp"
 #include "ops/cpu_backend.hpp"
 #include "tensor/random.hpp"
@@ -61,9 +61,8 @@ void check_stack(ElementType type, const layout::ModelShape& shape) {
   const std::int64_t n = shape.tokens(), c = shape.hidden;
   std::vector<BlockWeights> weights =
       test::random_block_weights(static_cast<int>(shape.layers), c, 21);
-  const Tensor x_t = normal_tensor({n, c}, 22), dy_t = normal_tensor({n, c}, 23);
-  std::vector<float> x(x_t.values().begin(), x_t.values().end());
-  std::vector<float> dy(dy_t.values().begin(), dy_t.values().end());
+  std::vector<float> x = test::random_values(n * c, 22, 1.0f);
+  std::vector<float> dy = test::random_values(n * c, 23, 1.0f);
   if (type == ElementType::kBF16) {
     weights = as_bf16(std::move(weights));
     x = rounded(std::move(x));
@@ -105,38 +104,20 @@ TEST(GpuBlockStack, Bf16IsTheCpuStackWithinItsTolerance) {
   check_stack(ElementType::kBF16, {.batch = 2, .seq = 64, .hidden = 128, .heads = 4, .layers = 2});
 }
 
-std::vector<float> values(std::int64_t count, std::uint64_t seed, float stddev, float offset) {
-  const Tensor t = normal_tensor({count}, seed, stddev);
-  std::vector<float> out(t.values().begin(), t.values().end());
-  for (float& x : out) x += offset;
-  return out;
-}
-
-std::vector<std::int32_t> ids(std::int64_t n, std::int64_t vocab, std::uint64_t seed) {
-  std::vector<std::int32_t> out(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) {
-    out[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(
-        static_cast<std::int64_t>((uniform_at(seed, i) + 1.0f) * 0.5f * vocab) % vocab);
-  }
-  return out;
-}
+using test::random_ids;
 
 void check_gpt(ElementType type, const layout::ModelShape& shape) {
   SCOPED_TRACE(::testing::Message() << gpu::to_string(type) << " " << shape);
   const double tolerance = type == ElementType::kF32 ? 1e-4 : 5e-2;
-  const std::int64_t c = shape.hidden, v = shape.vocab;
-  GptWeights weights{.wte = values(v * c, 31, 0.1f, 0.0f),
-                     .wpe = values(shape.seq * c, 32, 0.1f, 0.0f),
-                     .blocks = test::random_block_weights(static_cast<int>(shape.layers), c, 33),
-                     .lnf_w = values(c, 34, 0.1f, 1.0f),
-                     .lnf_b = values(c, 35, 0.1f, 0.0f)};
+  const std::int64_t v = shape.vocab;
+  GptWeights weights = test::random_gpt_weights(shape, 31);
   if (type == ElementType::kBF16) {
     weights.wte = rounded(std::move(weights.wte));
     weights.wpe = rounded(std::move(weights.wpe));
     weights.blocks = as_bf16(std::move(weights.blocks));
   }
-  const std::vector<std::int32_t> tokens = ids(shape.tokens(), v, 36);
-  const std::vector<std::int32_t> targets = ids(shape.tokens(), v, 37);
+  const std::vector<std::int32_t> tokens = random_ids(shape.tokens(), v, 36);
+  const std::vector<std::int32_t> targets = random_ids(shape.tokens(), v, 37);
   CpuBackend cpu;
   SingleDeviceGpt reference(cpu, shape, weights, ElementType::kF32);
   const double loss_want = reference.forward_backward(tokens, targets);
@@ -167,19 +148,15 @@ void check_gpt(ElementType type, const layout::ModelShape& shape) {
 void check_training(ElementType type, const layout::ModelShape& shape) {
   SCOPED_TRACE(::testing::Message() << "training " << gpu::to_string(type) << " " << shape);
   const double tolerance = type == ElementType::kF32 ? 1e-4 : 5e-2;
-  const std::int64_t c = shape.hidden, v = shape.vocab;
-  GptWeights weights{.wte = values(v * c, 41, 0.1f, 0.0f),
-                     .wpe = values(shape.seq * c, 42, 0.1f, 0.0f),
-                     .blocks = test::random_block_weights(static_cast<int>(shape.layers), c, 43),
-                     .lnf_w = values(c, 44, 0.1f, 1.0f),
-                     .lnf_b = values(c, 45, 0.1f, 0.0f)};
+  const std::int64_t v = shape.vocab;
+  const GptWeights weights = test::random_gpt_weights(shape, 41);
   CpuBackend cpu;
   SingleDeviceGpt reference(cpu, shape, weights, ElementType::kF32);
   GpuBackend gpu_backend(ctx());
   SingleDeviceGpt gpt(gpu_backend, shape, weights, type);
   for (int t = 1; t <= 4; ++t) {
-    const std::vector<std::int32_t> tokens = ids(shape.tokens(), v, 50 + 2 * t);
-    const std::vector<std::int32_t> targets = ids(shape.tokens(), v, 51 + 2 * t);
+    const std::vector<std::int32_t> tokens = random_ids(shape.tokens(), v, 50 + 2 * t);
+    const std::vector<std::int32_t> targets = random_ids(shape.tokens(), v, 51 + 2 * t);
     const AdamWStep step{.lr = 1e-3f,
                          .beta1 = 0.9f,
                          .beta2 = 0.95f,
@@ -214,15 +191,3 @@ TEST(GpuSingleDeviceGpt, Bf16IsTheCpuModelWithinItsTolerance) {
 
 }  // namespace
 }  // namespace meshtp::device
-
-int main(int argc, char** argv) {
-  std::string why;
-  const auto info = meshtp::gpu::probe(&why);
-  if (!info) {
-    std::printf("skipped: %s\n", why.c_str());
-    return 77;
-  }
-  std::printf("GPU: %s\n", info->name.c_str());
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}

@@ -9,7 +9,7 @@
 //         for ops that chain products, intermediates like attention's probabilities) to bf16:
 //         2⁻⁸ relative per rounding, a few roundings deep → 2e-2.
 //
-// Without a GPU the binary exits 77, which ctest reports as Skipped (SKIP_RETURN_CODE).
+// Without a GPU the binary exits 77 (gpu_test_main.cpp), which ctest reports as Skipped.
 #include "device/gpu_ops.hpp"
 
 #include <gtest/gtest.h>
@@ -429,15 +429,3 @@ TEST(GpuAllocator, ReusesFreedBlocksAndNamesAnImpossibleSize) {
 
 }  // namespace
 }  // namespace meshtp::gpu
-
-int main(int argc, char** argv) {
-  std::string why;
-  const auto info = meshtp::gpu::probe(&why);
-  if (!info) {
-    std::printf("skipped: %s\n", why.c_str());
-    return 77;
-  }
-  std::printf("GPU: %s\n", info->name.c_str());
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "core/error.hpp"
-#include "device/block_stack_weights.hpp"
+#include "device/model_fixtures.hpp"
 #include "model/params.hpp"
 #include "model/serial_gpt.hpp"
 #include "ops/adamw.hpp"
@@ -21,14 +21,7 @@
 namespace meshtp::device {
 namespace {
 
-std::vector<std::int32_t> ids(std::int64_t n, std::int64_t vocab, std::uint64_t seed) {
-  std::vector<std::int32_t> out(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) {
-    out[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(
-        static_cast<std::int64_t>((uniform_at(seed, i) + 1.0f) * 0.5f * vocab) % vocab);
-  }
-  return out;
-}
+using test::random_ids;
 
 TEST(SingleDeviceGpt, CpuBackendIsTheSerialReference) {
   for (const layout::ModelShape shape :
@@ -38,19 +31,8 @@ TEST(SingleDeviceGpt, CpuBackendIsTheSerialReference) {
             .batch = 3, .seq = 5, .hidden = 16, .heads = 2, .layers = 1, .vocab = 7}}) {
     SCOPED_TRACE(::testing::Message() << shape);
     const std::int64_t n = shape.tokens(), c = shape.hidden, v = shape.vocab;
-    auto values = [](std::int64_t count, std::uint64_t seed, float stddev, float offset) {
-      const Tensor t = normal_tensor({count}, seed, stddev);
-      std::vector<float> out(t.values().begin(), t.values().end());
-      for (float& x : out) x += offset;
-      return out;
-    };
-    const GptWeights weights{
-        .wte = values(v * c, 1, 0.1f, 0.0f),
-        .wpe = values(shape.seq * c, 2, 0.1f, 0.0f),
-        .blocks = test::random_block_weights(static_cast<int>(shape.layers), c, 3),
-        .lnf_w = values(c, 4, 0.1f, 1.0f),
-        .lnf_b = values(c, 5, 0.1f, 0.0f)};
-    const std::vector<std::int32_t> tokens = ids(n, v, 6), targets = ids(n, v, 7);
+    const GptWeights weights = test::random_gpt_weights(shape, 1);
+    const std::vector<std::int32_t> tokens = random_ids(n, v, 6), targets = random_ids(n, v, 7);
 
     std::map<std::string, Tensor> named{{"wte", Tensor({v, c}, weights.wte)},
                                         {"wpe", Tensor({shape.seq, c}, weights.wpe)},
@@ -92,19 +74,9 @@ TEST(SingleDeviceGpt, CpuBackendIsTheSerialReference) {
 TEST(SingleDeviceGpt, UpdateIsAdamWWithDecayOnTheMatricesAndTheNextForwardSeesIt) {
   const layout::ModelShape shape{
       .batch = 2, .seq = 8, .hidden = 16, .heads = 2, .layers = 2, .vocab = 30};
-  const std::int64_t n = shape.tokens(), c = shape.hidden, v = shape.vocab;
-  auto values = [](std::int64_t count, std::uint64_t seed, float stddev, float offset) {
-    const Tensor t = normal_tensor({count}, seed, stddev);
-    std::vector<float> out(t.values().begin(), t.values().end());
-    for (float& x : out) x += offset;
-    return out;
-  };
-  const GptWeights weights{.wte = values(v * c, 1, 0.1f, 0.0f),
-                           .wpe = values(shape.seq * c, 2, 0.1f, 0.0f),
-                           .blocks = test::random_block_weights(2, c, 3),
-                           .lnf_w = values(c, 4, 0.1f, 1.0f),
-                           .lnf_b = values(c, 5, 0.1f, 0.0f)};
-  const std::vector<std::int32_t> tokens = ids(n, v, 6), targets = ids(n, v, 7);
+  const std::int64_t n = shape.tokens(), v = shape.vocab;
+  const GptWeights weights = test::random_gpt_weights(shape, 1);
+  const std::vector<std::int32_t> tokens = random_ids(n, v, 6), targets = random_ids(n, v, 7);
   CpuBackend cpu;
   SingleDeviceGpt gpt(cpu, shape, weights, ElementType::kF32);
   gpt.forward_backward(tokens, targets);
@@ -158,33 +130,25 @@ TEST(SingleDeviceGpt, BadInputsNameTheValue) {
                .blocks = test::random_block_weights(1, 8, 1),
                .lnf_w = std::vector<float>(8, 1.0f),
                .lnf_b = std::vector<float>(8, 0.0f)};
-  auto message = [](auto&& f) {
-    try {
-      f();
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
   layout::ModelShape no_vocab = shape;
   no_vocab.vocab = 0;
-  EXPECT_NE(message([&] {
+  EXPECT_NE(test::error_message([&] {
               SingleDeviceGpt(cpu, no_vocab, w, ElementType::kF32);
             }).find("vocab=0 must be at least 1"),
             std::string::npos);
   GptWeights short_wpe = w;
   short_wpe.wpe.resize(31);
-  EXPECT_NE(message([&] {
+  EXPECT_NE(test::error_message([&] {
               SingleDeviceGpt(cpu, shape, short_wpe, ElementType::kF32);
             }).find("wpe has 31 values, expected 32"),
             std::string::npos);
   SingleDeviceGpt gpt(cpu, shape, w, ElementType::kF32);
   const std::vector<std::int32_t> three{1, 2, 3}, four{1, 2, 3, 4}, bad{1, 2, 5, 0};
-  EXPECT_NE(message([&] {
+  EXPECT_NE(test::error_message([&] {
               gpt.forward_backward(three, four);
             }).find("3 tokens and 4 targets, expected batch 1 x seq 4 = 4 each"),
             std::string::npos);
-  EXPECT_NE(message([&] {
+  EXPECT_NE(test::error_message([&] {
               gpt.forward_backward(bad, four);
             }).find("token 5 at position 2 is outside the vocabulary [0, 5)"),
             std::string::npos);
