@@ -113,6 +113,10 @@ class Backend {
   virtual void cross_entropy_backward(Array& dlogits, const Array& logits, const Array& lse,
                                       std::span<const std::int32_t> targets, std::int64_t rows,
                                       std::int64_t classes) = 0;
+  // Σ a² of an fp32 array (summed in double; waits for the device), and a ← α·a: gradient
+  // clipping's two halves.
+  virtual double sum_of_squares(const Array& a) = 0;
+  virtual void scale(Array& a, float alpha) = 0;
   // AdamW (core/adamw_step.hpp) on every tensor, with one step's constants for all of them
   // (so one launch on the GPU: its multi-tensor kernel), then each p_compute ← p.
   virtual void adamw_update(std::span<const AdamWParam> params, const AdamWStep& step) = 0;

@@ -207,6 +207,16 @@ void GpuBackend::cross_entropy_backward(Array& dlogits, const Array& logits, con
                               targets, rows, classes);
 }
 
+double GpuBackend::sum_of_squares(const Array& a) {
+  check(a, ElementType::kF32, a.count(), "a");
+  return gpu::sum_of_squares(ctx_, floats(a), a.count());
+}
+
+void GpuBackend::scale(Array& a, float alpha) {
+  check(a, ElementType::kF32, a.count(), "a");
+  gpu::scale(ctx_, floats(a), alpha, a.count());
+}
+
 void GpuBackend::adamw_update(std::span<const AdamWParam> params, const AdamWStep& step) {
   std::vector<gpu::AdamWTensor> tensors;
   for (const AdamWParam& t : params) {

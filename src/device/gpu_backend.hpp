@@ -59,6 +59,8 @@ class GpuBackend final : public Backend {
   void cross_entropy_backward(Array& dlogits, const Array& logits, const Array& lse,
                               std::span<const std::int32_t> targets, std::int64_t rows,
                               std::int64_t classes) override;
+  double sum_of_squares(const Array& a) override;
+  void scale(Array& a, float alpha) override;
   void adamw_update(std::span<const AdamWParam> params, const AdamWStep& step) override;
   std::int64_t attention_scratch(std::int64_t b, std::int64_t t, std::int64_t nh) const override;
   void attention_forward(Array& out, Array& att, const Array& qkv, std::int64_t b, std::int64_t t,

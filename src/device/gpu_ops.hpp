@@ -100,6 +100,12 @@ void attention_backward(Context& ctx, ElementType type, void* dqkv, void* scratc
 // (the compute copy of a mixed-precision run).
 void adamw_update(Context& ctx, std::span<const AdamWTensor> tensors, const AdamWStep& step);
 
+// Σ x² over n fp32 values (cuBLAS nrm2 per 2³¹−1 values, squared and summed in double; waits
+// for the stream: the caller needs it on the host), and x ← α·x (cuBLAS scal): gradient
+// clipping's two halves.
+double sum_of_squares(Context& ctx, const float* x, std::int64_t n);
+void scale(Context& ctx, float* x, float alpha, std::int64_t n);
+
 // y = x converted between element types (n elements); same type is a copy.
 void convert(Context& ctx, void* y, ElementType y_type, const void* x, ElementType x_type,
              std::int64_t n);

@@ -208,6 +208,7 @@ StepMeasurement measure_step(Context& ctx, const layout::ModelShape& shape, Elem
   gpt.update(kTimedAdamW);
   m.step_ms = median_ms(ctx, repeats, [&] {
     gpt.forward_backward(tokens, targets);
+    gpt.clip_gradients(1.0);  // train's default bound
     gpt.update(kTimedAdamW);
   });
   m.model_flops = gpt.flops_per_step();

@@ -61,8 +61,8 @@ std::vector<OpMeasurement> measure_ops(Context& ctx, ElementType type, int repea
 
 // One training step of the serial GPT on the GPU (device/single_device_gpt.hpp: embedding,
 // layers × [LayerNorm, qkv, attention, proj, residual, LayerNorm, mlp1, GeLU, mlp2, residual],
-// final LayerNorm, tied head, cross-entropy, their backwards, and AdamW on the fp32 masters
-// rewriting the compute copies) with random weights and tokens: the median of `repeats` steps
+// final LayerNorm, tied head, cross-entropy, their backwards, gradient clipping, and AdamW on
+// the fp32 masters rewriting the compute copies) with random weights and tokens: the median of `repeats` steps
 // after 2 warm-ups. model_tflops counts the model FLOPs (SingleDeviceGpt::flops_per_step, as
 // Megatron-LM counts them: no recompute) per median step; the caller sets it against a
 // measured GeMM ceiling for the MFU. Checked only for a finite loss here: the values are

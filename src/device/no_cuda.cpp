@@ -97,5 +97,7 @@ void attention_backward(Context&, ElementType, void*, void*, const void*, const 
 }
 void adamw_update(Context&, std::span<const AdamWTensor>, const AdamWStep&) { no_cuda(); }
 void convert(Context&, void*, ElementType, const void*, ElementType, std::int64_t) { no_cuda(); }
+double sum_of_squares(Context&, const float*, std::int64_t) { no_cuda(); }
+void scale(Context&, float*, float, std::int64_t) { no_cuda(); }
 
 }  // namespace meshtp::gpu

@@ -1,5 +1,7 @@
 #include "device/single_device_gpt.hpp"
 
+#include <cmath>
+
 #include "core/error.hpp"
 
 namespace meshtp::device {
@@ -77,6 +79,17 @@ SingleDeviceGpt::SingleDeviceGpt(Backend& backend, const layout::ModelShape& sha
   }
   add(lnf_w_, dlnf_w_, false, weights.lnf_w);
   add(lnf_b_, dlnf_b_, false, weights.lnf_b);
+}
+
+double SingleDeviceGpt::clip_gradients(double max_norm) {
+  double sum = 0;
+  for (const AdamWParam& t : optimizer_) sum += backend_.sum_of_squares(t.g);
+  const double norm = std::sqrt(sum);
+  if (max_norm > 0 && norm > max_norm) {
+    const auto factor = static_cast<float>(max_norm / norm);
+    for (AdamWParam& t : optimizer_) backend_.scale(t.g, factor);
+  }
+  return norm;
 }
 
 void SingleDeviceGpt::update(const AdamWStep& step) {

@@ -19,8 +19,8 @@
 // in bf16; the compute copies themselves in fp32) with fp32 moments, weight decay on the
 // matrices and embeddings only (train/adamw.hpp's rule: not LayerNorm's, not the biases), and
 // rewrites the compute copies (mixed precision as Micikevicius et al. 2018 §3 has it). A
-// training step is forward_backward() then update(); gradient clipping and the learning-rate
-// schedule are the caller's (not here yet).
+// training step is forward_backward(), clip_gradients(), update(); the learning-rate schedule
+// is the caller's.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +54,10 @@ class SingleDeviceGpt {
   double forward_backward(std::span<const std::int32_t> tokens,
                           std::span<const std::int32_t> targets);
   GptWeights gradients();
+  // The global gradient norm ‖g‖ over every parameter (fp32 gradients, summed in double),
+  // and, when max_norm > 0 and ‖g‖ > max_norm, every gradient scaled by max_norm/‖g‖ (train's
+  // clipping rule, trainer.hpp). Returns ‖g‖ before clipping.
+  double clip_gradients(double max_norm);
   // One AdamW step over every parameter with the last forward_backward()'s gradients;
   // step.decay applies to the matrices and embeddings, 0 to the rest.
   void update(const AdamWStep& step);

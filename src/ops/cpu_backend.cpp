@@ -135,6 +135,16 @@ void CpuBackend::cross_entropy_backward(Array& dlogits, const Array& logits, con
                                  targets);
 }
 
+double CpuBackend::sum_of_squares(const Array& a) {
+  double sum = 0;
+  for (const float x : span_of(a, a.count(), "a")) sum += static_cast<double>(x) * x;
+  return sum;
+}
+
+void CpuBackend::scale(Array& a, float alpha) {
+  for (float& x : span_of(a, a.count(), "a")) x *= alpha;
+}
+
 void CpuBackend::adamw_update(std::span<const device::AdamWParam> params, const AdamWStep& step) {
   for (const device::AdamWParam& t : params) {
     const std::int64_t n = t.p.count();

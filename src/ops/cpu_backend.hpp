@@ -53,6 +53,8 @@ class CpuBackend final : public device::Backend {
   void cross_entropy_backward(device::Array& dlogits, const device::Array& logits,
                               const device::Array& lse, std::span<const std::int32_t> targets,
                               std::int64_t rows, std::int64_t classes) override;
+  double sum_of_squares(const device::Array& a) override;
+  void scale(device::Array& a, float alpha) override;
   void adamw_update(std::span<const device::AdamWParam> params, const AdamWStep& step) override;
   std::int64_t attention_scratch(std::int64_t b, std::int64_t t, std::int64_t nh) const override;
   void attention_forward(device::Array& out, device::Array& att, const device::Array& qkv,

@@ -141,7 +141,8 @@ void check_gpt(ElementType type, const layout::ModelShape& shape) {
   }
 }
 
-// A few training steps (forward, backward, AdamW on the masters, compute copies rewritten)
+// A few training steps (forward, backward, clipping, AdamW on the masters, compute copies
+// rewritten)
 // on both backends from the same weights: the GPU's losses step by step within the
 // tolerance of the CPU's fp32 ones. Parameters are not compared: Adam's m/√v turns a
 // gradient near zero into ±lr by its sign, which summation order may flip.
@@ -167,6 +168,11 @@ void check_training(ElementType type, const layout::ModelShape& shape) {
     const double want = reference.forward_backward(tokens, targets);
     const double got = gpt.forward_backward(tokens, targets);
     EXPECT_NEAR(got, want, tolerance * want) << "step " << t;
+    // Clipped to half the CPU's norm, so both scale (train's rule, max norm 1.0 by default).
+    const double norm_want = reference.clip_gradients(0);
+    EXPECT_NEAR(gpt.clip_gradients(0), norm_want, tolerance * norm_want) << "step " << t;
+    reference.clip_gradients(norm_want / 2);
+    gpt.clip_gradients(norm_want / 2);
     reference.update(step);
     gpt.update(step);
   }

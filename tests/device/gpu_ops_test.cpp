@@ -232,6 +232,22 @@ TEST(GpuOps, ResidualForward) {
   }
 }
 
+// Gradient clipping's halves: Σ x² (in double on the host, against cuBLAS's nrm2 squared)
+// and x ← α·x, on more values than one nrm2 block.
+TEST(GpuOps, SumOfSquaresAndScale) {
+  const std::int64_t n = 300'001;
+  const auto x = random_values(n, 17, ET::kF32, -3.0f, 3.0f);
+  Buffer dx = ctx().upload_values(x, ET::kF32);
+  double want = 0;
+  for (const float v : x) want += static_cast<double>(v) * v;
+  EXPECT_NEAR(sum_of_squares(ctx(), dx.as<float>(), n), want, 1e-5 * want);
+  EXPECT_EQ(sum_of_squares(ctx(), dx.as<float>(), 0), 0.0);
+  scale(ctx(), dx.as<float>(), 0.25f, n);
+  std::vector<float> scaled = x;
+  for (float& v : scaled) v *= 0.25f;
+  EXPECT_LE(max_relative_error(down(dx, ET::kF32, n), scaled), 1e-7);
+}
+
 TEST(GpuOps, LayerNormForwardBackward) {
   for (ET type : kTypes)
     for (std::int64_t cols : {1, 300, 2053}) {

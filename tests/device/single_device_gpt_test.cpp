@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <string>
 
@@ -119,6 +120,39 @@ TEST(SingleDeviceGpt, UpdateIsAdamWWithDecayOnTheMatricesAndTheNextForwardSeesIt
   SingleDeviceGpt updated(fresh, shape, after, ElementType::kF32);
   EXPECT_DOUBLE_EQ(gpt.forward_backward(tokens, targets),
                    updated.forward_backward(tokens, targets));
+}
+
+// clip_gradients: ‖g‖ over every gradient, and g · max_norm/‖g‖ when ‖g‖ > max_norm (train's
+// rule); below the bound, or with max_norm 0, nothing changes.
+TEST(SingleDeviceGpt, ClipGradientsScalesByTheGlobalNorm) {
+  const layout::ModelShape shape{
+      .batch = 2, .seq = 8, .hidden = 16, .heads = 2, .layers = 2, .vocab = 30};
+  const std::int64_t n = shape.tokens(), v = shape.vocab;
+  CpuBackend cpu;
+  SingleDeviceGpt gpt(cpu, shape, test::random_gpt_weights(shape, 1), ElementType::kF32);
+  gpt.forward_backward(random_ids(n, v, 6), random_ids(n, v, 7));
+  const GptWeights g = gpt.gradients();
+  double squares = 0;
+  auto add = [&](const std::vector<float>& values) {
+    for (const float x : values) squares += static_cast<double>(x) * x;
+  };
+  add(g.wte);
+  add(g.wpe);
+  add(g.lnf_w);
+  add(g.lnf_b);
+  for (const BlockWeights& b : g.blocks) {
+    for (const std::vector<float>* values : fields(b)) add(*values);
+  }
+  const double norm = std::sqrt(squares);
+  EXPECT_NEAR(gpt.clip_gradients(0), norm, 1e-12 * norm);         // 0: off
+  EXPECT_NEAR(gpt.clip_gradients(2 * norm), norm, 1e-12 * norm);  // below the bound
+  EXPECT_EQ(gpt.gradients().wte, g.wte);
+  EXPECT_NEAR(gpt.clip_gradients(norm / 4), norm, 1e-12 * norm);
+  const GptWeights clipped = gpt.gradients();
+  for (std::size_t i = 0; i < g.wte.size(); ++i) {
+    EXPECT_NEAR(clipped.wte[i], g.wte[i] / 4, 1e-6 * std::abs(g.wte[i]) + 1e-12) << i;
+  }
+  EXPECT_NEAR(gpt.clip_gradients(0), norm / 4, 1e-6 * norm);
 }
 
 TEST(SingleDeviceGpt, BadInputsNameTheValue) {
