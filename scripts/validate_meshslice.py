@@ -41,15 +41,26 @@ DATAFLOW_GAIN = {"gpt3-175b": 0.212, "mt-nlg-530b": 0.051}
 ALGORITHMS = ["meshslice", "wang"]
 
 
-def no_recompute_model(out, model):
-    """OUT/<model>.json: the preset with recomputation off (`meshtp plan` reads model files)."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    with open(os.path.join(root, "models", model + ".json")) as f:
-        spec = json.load(f)
-    spec["recompute"] = "none"
-    path = os.path.join(out, model + ".json")
-    write_atomic(path, json.dumps(spec, indent=1) + "\n")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def preset(kind, name):
+    """A shipped preset's JSON: kind is "models" or "topologies"."""
+    with open(os.path.join(ROOT, kind, name + ".json")) as f:
+        return json.load(f)
+
+
+def write_json(path, obj):
+    write_atomic(path, json.dumps(obj, indent=1) + "\n")
     return path
+
+
+def model_copy(out, model, suffix="", **changes):
+    """OUT/<model><suffix>.json: the preset with recomputation off (the paper's runs recompute
+    nothing; the presets recompute everything) and `changes` (`meshtp plan` reads model
+    files)."""
+    spec = dict(preset("models", model), recompute="none", **changes)
+    return write_json(os.path.join(out, model + suffix + ".json"), spec)
 
 
 def planned(meshtp, model_file, topology=TOPOLOGY, devices=DEVICES, algorithms=ALGORITHMS,
@@ -80,20 +91,13 @@ STRONG_SCALING = [(64, [4, 4, 4]), (128, [4, 4, 8]), (256, [4, 8, 8])]
 
 def strong_scaling(meshtp, out, model):
     """Per chip count: MeshSlice's FC-layer gain over Wang and over Collective at batch 32."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    with open(os.path.join(root, "models", model + ".json")) as f:
-        spec = json.load(f)
-    spec.update(recompute="none", batch=32)
-    model_file = os.path.join(out, f"{model}-batch32.json")
-    write_atomic(model_file, json.dumps(spec, indent=1) + "\n")
-    with open(os.path.join(root, "topologies", TOPOLOGY + ".json")) as f:
-        base = json.load(f)
+    model_file = model_copy(out, model, "-batch32", batch=32)
+    base = preset("topologies", TOPOLOGY)
     rows = []
     for chips, dims in STRONG_SCALING:
         topo = dict(base, name=f"tpuv4-{chips}", graph=dict(base["graph"], dims=dims))
         topo["description"] = f"{TOPOLOGY}'s chips and links, {chips} of them ({dims})"
-        path = os.path.join(out, f"tpuv4-{chips}.json")
-        write_atomic(path, json.dumps(topo, indent=1) + "\n")
+        path = write_json(os.path.join(out, f"tpuv4-{chips}.json"), topo)
         best = planned(meshtp, model_file, path, chips, ["meshslice", "wang", "collective"])
         ms = best["meshslice"]["fc_s"]
         rows.append({"chips": chips, "best": best,
@@ -117,20 +121,14 @@ def real_slice(meshtp, out, model):
     count on the 4x4 mesh, each as if nothing overlapped (the planner's comm_s + compute_s)
     and MeshSlice overlapped; again with two-way rings (each ring link's second direction
     carrying half the traffic: a what-if, link_gbps doubled, not a profile)."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    with open(os.path.join(root, "models", model + ".json")) as f:
-        spec = json.load(f)
-    spec.update(recompute="none", batch=REAL_SLICE["batch"])
-    model_file = os.path.join(out, f"{model}-batch{REAL_SLICE['batch']}.json")
-    write_atomic(model_file, json.dumps(spec, indent=1) + "\n")
-    with open(os.path.join(root, "topologies", REAL_SLICE["topology"] + ".json")) as f:
-        topo = json.load(f)
+    batch = REAL_SLICE["batch"]
+    model_file = model_copy(out, model, f"-batch{batch}", batch=batch)
+    topo = preset("topologies", REAL_SLICE["topology"])
     two_way = dict(topo, name=topo["name"] + "-two-way",
                    graph=dict(topo["graph"], link_gbps=2 * topo["graph"]["link_gbps"]))
     two_way["description"] = (f"what-if: {topo['name']} with each ring's traffic split over both "
                               "directions of its links (link_gbps doubled)")
-    two_way_file = os.path.join(out, two_way["name"] + ".json")
-    write_atomic(two_way_file, json.dumps(two_way, indent=1) + "\n")
+    two_way_file = write_json(os.path.join(out, two_way["name"] + ".json"), two_way)
     result = {"config": REAL_SLICE, "paper_no_overlap_slowdown": REAL_SLICE_NO_OVERLAP_SLOWDOWN,
               "paper_overlap_gain": REAL_SLICE_OVERLAP_GAIN[model]}
     for label, topology in (("one_way", REAL_SLICE["topology"]), ("two_way", two_way_file)):
@@ -217,7 +215,7 @@ def main():
     prepare(a.meshtp, a.out)
     rows = []
     for model, paper in MODELS:
-        model_file = no_recompute_model(a.out, model)
+        model_file = model_copy(a.out, model)
         best = planned(a.meshtp, model_file)
         row = {"model": model, "paper_gain": paper,
                "planned": best,
@@ -298,9 +296,9 @@ def main():
     for key in keys:
         lines.append(f"| {key[:-2]} | " + " | ".join(f"{1e3 * p[key]:.3f}" for p in sweep) +
                      f" | {verdicts[key] or 'yes'} |")
-    write_atomic(os.path.join(a.out, "meshslice.json"),
-                 json.dumps({"weak_scaling_256": rows, "strong_scaling_batch32": scaling,
-                             "real_slice_4x4": real, "k_sweep": sweep}, indent=1) + "\n")
+    write_json(os.path.join(a.out, "meshslice.json"),
+               {"weak_scaling_256": rows, "strong_scaling_batch32": scaling,
+                "real_slice_4x4": real, "k_sweep": sweep})
     write_atomic(os.path.join(a.out, "meshslice.md"), "\n".join(lines) + "\n")
     print("\n".join(lines))
     if a.check:
