@@ -72,10 +72,10 @@ case "$step" in
     fi
     export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-8}
     results=()
-    run_step() {  # NAME COMMAND…: runs it, logs to OUT/NAME.log, records pass/fail and seconds
+    run_step() {  # NAME COMMAND…: runs it (MESHTP_GPU_STEP_TIMEOUT s, default 150), logs to OUT/NAME.log, records pass/fail and seconds
       local name=$1; shift
       local t0=$SECONDS
-      "$@" >"$out/$name.log" 2>&1
+      timeout -k 5 "${MESHTP_GPU_STEP_TIMEOUT:-150}" "$@" >"$out/$name.log" 2>&1
       local rc=$?
       local secs=$((SECONDS - t0))
       results+=("$name $rc $secs")
@@ -90,6 +90,13 @@ case "$step" in
     run_step model_test "$dir/bin/gpu_model_test" --gtest_output="xml:$out/gpu_model_test.xml"
     run_step step "$dir/bin/meshtp-gpu" step --hidden 4096 --heads 32 --layers 4 --seq 2048 --batch 4 --vocab 50257 --type bf16 --repeats 10 --json
     run_step calibrate "$dir/bin/meshtp-gpu" calibrate --out "$out/gpu-profile.json" --repeats 10
+    if [ -n "${MESHTP_GPU_SANITIZE:-}" ] && command -v compute-sanitizer >/dev/null; then
+      # Optional: the op tests under compute-sanitizer's memcheck (out-of-bounds and misaligned
+      # accesses, leaks); slow, so only on request. Not the allocator's test: it asks for an
+      # impossible size on purpose, which memcheck reports as an API error.
+      run_step memcheck compute-sanitizer --tool memcheck --error-exitcode 3 \
+        "$dir/bin/gpu_ops_test" --gtest_filter=-GpuAllocator.*
+    fi
     python3 - "$out" "${results[@]}" <<'PY'
 import json, sys
 out, rows = sys.argv[1], sys.argv[2:]

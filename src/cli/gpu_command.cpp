@@ -169,6 +169,10 @@ void add_gpu_subcommands(CLI::App& parent) {
           "{:.1f}% of the GeMM above (median of {}); peak {:.2f} GiB\n",
           fmt::streamed(m.shape), gpu::to_string(m.type), m.step_ms, m.loss, m.model_tflops,
           100 * mfu, m.repeats, static_cast<double>(m.peak_bytes) / (1 << 30));
+      std::cout << fmt::format(
+          "  parts, each timed alone: forward + backward {:.3f} ms, clipping {:.3f} ms, AdamW "
+          "{:.3f} ms\n",
+          m.forward_backward_ms, m.clip_ms, m.update_ms);
     });
   }
   {

@@ -105,14 +105,16 @@ class Backend {
   virtual void embedding_backward(Array& dwte, Array& dwpe, const Array& dout,
                                   std::span<const std::int32_t> tokens, std::int64_t b,
                                   std::int64_t t, std::int64_t v, std::int64_t c) = 0;
-  // Softmax cross-entropy of logits (rows × classes), mean over rows: returns the loss (so
-  // it waits for the device) and saves lse (fp32); dlogits += (1/rows)·(softmax − onehot).
+  // Softmax cross-entropy of logits (rows × classes, rows ld ≥ classes apart: the columns
+  // from classes to ld are padding, never read, and their dlogits are left alone), mean over
+  // rows: returns the loss (so it waits for the device) and saves lse (fp32);
+  // dlogits += (1/rows)·(softmax − onehot).
   virtual double cross_entropy_forward(Array& lse, const Array& logits,
                                        std::span<const std::int32_t> targets, std::int64_t rows,
-                                       std::int64_t classes) = 0;
+                                       std::int64_t classes, std::int64_t ld) = 0;
   virtual void cross_entropy_backward(Array& dlogits, const Array& logits, const Array& lse,
                                       std::span<const std::int32_t> targets, std::int64_t rows,
-                                      std::int64_t classes) = 0;
+                                      std::int64_t classes, std::int64_t ld) = 0;
   // Σ a² of an fp32 array (summed in double; waits for the device), and a ← α·a: gradient
   // clipping's two halves.
   virtual double sum_of_squares(const Array& a) = 0;

@@ -190,21 +190,21 @@ void GpuBackend::embedding_backward(Array& dwte, Array& dwpe, const Array& dout,
 
 double GpuBackend::cross_entropy_forward(Array& lse, const Array& logits,
                                          std::span<const std::int32_t> targets, std::int64_t rows,
-                                         std::int64_t classes) {
+                                         std::int64_t classes, std::int64_t ld) {
   check(lse, ElementType::kF32, rows, "lse");
-  check(logits, logits.type(), rows * classes, "logits");
+  check(logits, logits.type(), rows * ld, "logits");
   return gpu::cross_entropy_forward(ctx_, logits.type(), floats(lse), logits.data(), targets, rows,
-                                    classes);
+                                    classes, ld);
 }
 
 void GpuBackend::cross_entropy_backward(Array& dlogits, const Array& logits, const Array& lse,
                                         std::span<const std::int32_t> targets, std::int64_t rows,
-                                        std::int64_t classes) {
-  check(dlogits, logits.type(), rows * classes, "dlogits");
-  check(logits, logits.type(), rows * classes, "logits");
+                                        std::int64_t classes, std::int64_t ld) {
+  check(dlogits, logits.type(), rows * ld, "dlogits");
+  check(logits, logits.type(), rows * ld, "logits");
   check(lse, ElementType::kF32, rows, "lse");
   gpu::cross_entropy_backward(ctx_, logits.type(), dlogits.data(), logits.data(), floats(lse),
-                              targets, rows, classes);
+                              targets, rows, classes, ld);
 }
 
 double GpuBackend::sum_of_squares(const Array& a) {

@@ -55,10 +55,10 @@ class GpuBackend final : public Backend {
                           std::int64_t v, std::int64_t c) override;
   double cross_entropy_forward(Array& lse, const Array& logits,
                                std::span<const std::int32_t> targets, std::int64_t rows,
-                               std::int64_t classes) override;
+                               std::int64_t classes, std::int64_t ld) override;
   void cross_entropy_backward(Array& dlogits, const Array& logits, const Array& lse,
                               std::span<const std::int32_t> targets, std::int64_t rows,
-                              std::int64_t classes) override;
+                              std::int64_t classes, std::int64_t ld) override;
   double sum_of_squares(const Array& a) override;
   void scale(Array& a, float alpha) override;
   void adamw_update(std::span<const AdamWParam> params, const AdamWStep& step) override;

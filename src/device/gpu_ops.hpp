@@ -59,16 +59,19 @@ void layernorm_backward(Context& ctx, ElementType type, void* dx, float* dw, flo
                         const void* dy, const void* x, const float* w, const float* mean,
                         const float* rstd, std::int64_t rows, std::int64_t cols);
 
-// Softmax cross-entropy (ops/cross_entropy.hpp): logits (rows × classes) of `type`, lse fp32.
+// Softmax cross-entropy (ops/cross_entropy.hpp): logits (rows × classes, rows `ld` ≥ classes
+// elements apart; columns from `classes` to `ld` are padding, read by neither pass and left
+// alone by the backward) of `type`, lse fp32.
 // `targets` are on the host, checked against [0, classes) before anything is queued (the
 // message names the row), then uploaded. The forward returns the mean loss (per-row losses
 // summed in double on the host, as the CPU op does), so it waits for the stream.
 double cross_entropy_forward(Context& ctx, ElementType type, float* lse, const void* logits,
                              std::span<const std::int32_t> targets, std::int64_t rows,
-                             std::int64_t classes);
+                             std::int64_t classes, std::int64_t ld);
 void cross_entropy_backward(Context& ctx, ElementType type, void* dlogits, const void* logits,
                             const float* lse, std::span<const std::int32_t> targets,
-                            std::int64_t rows, std::int64_t classes, float dloss = 1.0f);
+                            std::int64_t rows, std::int64_t classes, std::int64_t ld,
+                            float dloss = 1.0f);
 
 // Token + position embedding (ops/embedding.hpp): out, wte, wpe of `type`; the gradients dwte,
 // dwpe fp32 (+=, atomic adds: a token seen twice gets both). `tokens` are on the host,

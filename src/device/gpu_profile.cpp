@@ -211,6 +211,9 @@ StepMeasurement measure_step(Context& ctx, const layout::ModelShape& shape, Elem
     gpt.clip_gradients(1.0);  // train's default bound
     gpt.update(kTimedAdamW);
   });
+  m.forward_backward_ms = median_ms(ctx, repeats, [&] { gpt.forward_backward(tokens, targets); });
+  m.clip_ms = median_ms(ctx, repeats, [&] { gpt.clip_gradients(1.0); });
+  m.update_ms = median_ms(ctx, repeats, [&] { gpt.update(kTimedAdamW); });
   m.model_flops = gpt.flops_per_step();
   m.model_tflops = m.model_flops / (m.step_ms * 1e-3) / 1e12;
   m.peak_bytes = ctx.allocator_stats().peak_bytes_in_use;
@@ -224,6 +227,9 @@ nlohmann::json to_json(const StepMeasurement& m) {
           {"type", to_string(m.type)},
           {"repeats", m.repeats},
           {"step_ms", m.step_ms},
+          {"forward_backward_ms", m.forward_backward_ms},
+          {"clip_ms", m.clip_ms},
+          {"update_ms", m.update_ms},
           {"loss", m.loss},
           {"model_flops", m.model_flops},
           {"model_tflops", m.model_tflops},
@@ -291,7 +297,7 @@ std::vector<OpMeasurement> measure_ops(Context& ctx, ElementType type, int repea
         median_ms(ctx, repeats,
                   [&] {
                     cross_entropy_forward(ctx, type, lse.as<float>(), logits.data(), targets, rows,
-                                          vocab);
+                                          vocab, vocab);
                   }),
         1.0 * n * es, 0);
   }

@@ -72,6 +72,9 @@ struct StepMeasurement {
   ElementType type = ElementType::kBF16;
   int repeats = 0;
   double step_ms = 0;
+  // The step's parts, each timed on its own (medians of `repeats`; they need not add up to
+  // step_ms exactly): forward + backward, gradient clipping, the AdamW update.
+  double forward_backward_ms = 0, clip_ms = 0, update_ms = 0;
   double loss = 0;  // the first step's
   double model_flops = 0, model_tflops = 0;
   std::int64_t peak_bytes = 0;  // the allocator's peak bytes in use

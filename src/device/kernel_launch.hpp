@@ -32,11 +32,11 @@ cudaError_t launch_layernorm_backward(cudaStream_t s, ElementType t, void* dx, f
                                       std::int64_t cols, std::int64_t slices);
 cudaError_t launch_cross_entropy_forward(cudaStream_t s, ElementType t, float* lse, float* loss,
                                          const void* logits, const std::int32_t* targets,
-                                         std::int64_t rows, std::int64_t classes);
+                                         std::int64_t rows, std::int64_t classes, std::int64_t ld);
 cudaError_t launch_cross_entropy_backward(cudaStream_t s, ElementType t, void* dlogits,
                                           const void* logits, const float* lse,
                                           const std::int32_t* targets, std::int64_t rows,
-                                          std::int64_t classes, float scale);
+                                          std::int64_t classes, std::int64_t ld, float scale);
 cudaError_t launch_embedding_forward(cudaStream_t s, ElementType t, void* out,
                                      const std::int32_t* tokens, const void* wte, const void* wpe,
                                      std::int64_t rows, std::int64_t seq, std::int64_t channels);
@@ -50,8 +50,15 @@ cudaError_t launch_causal_softmax(cudaStream_t s, ElementType t, void* x, std::i
                                   std::int64_t seq);
 cudaError_t launch_causal_softmax_backward(cudaStream_t s, ElementType t, void* ds, const void* p,
                                            std::int64_t rows, std::int64_t seq);
-// `tensors` is a device array of `count` entries; `largest` the largest n among them.
-cudaError_t launch_adamw(cudaStream_t s, const AdamWTensor* tensors, std::int64_t count,
-                         std::int64_t largest, const AdamWStep& step);
+// AdamW's work is cut into chunks of kAdamWChunk elements of one tensor, one block each, so
+// that a launch over one huge tensor (wte) and many small ones keeps every SM busy to the end
+// (the multi-tensor-apply scheme of NVIDIA Apex). `tensors` and `chunks` are device arrays;
+// chunk c covers tensors[chunks[c].tensor] from chunks[c].chunk · kAdamWChunk.
+inline constexpr std::int64_t kAdamWChunk = 65536;
+struct AdamWChunk {
+  std::int32_t tensor, chunk;
+};
+cudaError_t launch_adamw(cudaStream_t s, const AdamWTensor* tensors, const AdamWChunk* chunks,
+                         std::int64_t chunk_count, const AdamWStep& step);
 
 }  // namespace meshtp::gpu

@@ -173,10 +173,11 @@ __global__ void layernorm_backward_dw_kernel(float* dw, float* db, const T* dy, 
 // Cross-entropy forward, one block per row: lse = max + log Σ exp(x − max); loss = lse − x[t].
 template <typename T>
 __global__ void cross_entropy_forward_kernel(float* lse, float* loss, const T* logits,
-                                             const std::int32_t* targets, std::int64_t classes) {
+                                             const std::int32_t* targets, std::int64_t classes,
+                                             std::int64_t ld) {
   __shared__ float shared[32];
   const std::int64_t row = blockIdx.x;
-  const T* xr = logits + row * classes;
+  const T* xr = logits + row * ld;
   float mx = -INFINITY;
   for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x) mx = fmaxf(mx, load(xr, c));
   mx = block_max(mx, shared);
@@ -194,10 +195,10 @@ __global__ void cross_entropy_forward_kernel(float* lse, float* loss, const T* l
 template <typename T>
 __global__ void cross_entropy_backward_kernel(T* dlogits, const T* logits, const float* lse,
                                               const std::int32_t* targets, std::int64_t classes,
-                                              float scale) {
+                                              std::int64_t ld, float scale) {
   const std::int64_t row = blockIdx.x;
-  const T* xr = logits + row * classes;
-  T* dr = dlogits + row * classes;
+  const T* xr = logits + row * ld;
+  T* dr = dlogits + row * ld;
   const float l = lse[row];
   const std::int32_t t = targets[row];
   for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
@@ -263,12 +264,15 @@ __global__ void causal_softmax_backward_kernel(T* ds, const T* p, std::int64_t s
     store(dr, j, j <= t ? load(pr, j) * (load(dr, j) - dot) : 0.0f);
 }
 
-// AdamW, many tensors per launch: blockIdx.y picks the tensor (ops/adamw.cpp's order of
-// operations, so fp32 results match the CPU's up to sqrt's rounding).
-__global__ void adamw_kernel(const AdamWTensor* tensors, AdamWStep s) {
-  const AdamWTensor t = tensors[blockIdx.y];
-  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < t.n;
-       i += std::int64_t{gridDim.x} * blockDim.x) {
+// AdamW, many tensors per launch: block b updates chunk b, kAdamWChunk elements of one
+// tensor (ops/adamw.cpp's order of operations, so fp32 results match the CPU's up to sqrt's
+// rounding).
+__global__ void adamw_kernel(const AdamWTensor* tensors, const AdamWChunk* chunks, AdamWStep s) {
+  const AdamWChunk c = chunks[blockIdx.x];
+  const AdamWTensor t = tensors[c.tensor];
+  const std::int64_t begin = std::int64_t{c.chunk} * kAdamWChunk;
+  const std::int64_t end = begin + kAdamWChunk < t.n ? begin + kAdamWChunk : t.n;
+  for (std::int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
     const float g = t.g[i];
     const float m = s.beta1 * t.m[i] + (1.0f - s.beta1) * g;
     const float v = s.beta2 * t.v[i] + (1.0f - s.beta2) * g * g;
@@ -361,19 +365,19 @@ cudaError_t launch_layernorm_backward(cudaStream_t s, ElementType t, void* dx, f
 
 cudaError_t launch_cross_entropy_forward(cudaStream_t s, ElementType t, float* lse, float* loss,
                                          const void* logits, const std::int32_t* targets,
-                                         std::int64_t rows, std::int64_t classes) {
+                                         std::int64_t rows, std::int64_t classes, std::int64_t ld) {
   MESHTP_DISPATCH(t, cross_entropy_forward_kernel<<<rows_grid(rows), kThreads, 0, s>>>(
-                         lse, loss, static_cast<const T*>(logits), targets, classes));
+                         lse, loss, static_cast<const T*>(logits), targets, classes, ld));
   return cudaGetLastError();
 }
 
 cudaError_t launch_cross_entropy_backward(cudaStream_t s, ElementType t, void* dlogits,
                                           const void* logits, const float* lse,
                                           const std::int32_t* targets, std::int64_t rows,
-                                          std::int64_t classes, float scale) {
+                                          std::int64_t classes, std::int64_t ld, float scale) {
   MESHTP_DISPATCH(t, cross_entropy_backward_kernel<<<rows_grid(rows), kThreads, 0, s>>>(
                          static_cast<T*>(dlogits), static_cast<const T*>(logits), lse, targets,
-                         classes, scale));
+                         classes, ld, scale));
   return cudaGetLastError();
 }
 
@@ -408,10 +412,9 @@ cudaError_t launch_causal_softmax_backward(cudaStream_t s, ElementType t, void* 
   return cudaGetLastError();
 }
 
-cudaError_t launch_adamw(cudaStream_t s, const AdamWTensor* tensors, std::int64_t count,
-                         std::int64_t largest, const AdamWStep& step) {
-  const unsigned x_blocks = blocks_for(largest) < 256u ? blocks_for(largest) : 256u;
-  adamw_kernel<<<dim3(x_blocks, static_cast<unsigned>(count)), kThreads, 0, s>>>(tensors, step);
+cudaError_t launch_adamw(cudaStream_t s, const AdamWTensor* tensors, const AdamWChunk* chunks,
+                         std::int64_t chunk_count, const AdamWStep& step) {
+  adamw_kernel<<<static_cast<unsigned>(chunk_count), kThreads, 0, s>>>(tensors, chunks, step);
   return cudaGetLastError();
 }
 

@@ -71,11 +71,13 @@ void layernorm_backward(Context&, ElementType, void*, float*, float*, const void
   no_cuda();
 }
 double cross_entropy_forward(Context&, ElementType, float*, const void*,
-                             std::span<const std::int32_t>, std::int64_t, std::int64_t) {
+                             std::span<const std::int32_t>, std::int64_t, std::int64_t,
+                             std::int64_t) {
   no_cuda();
 }
 void cross_entropy_backward(Context&, ElementType, void*, const void*, const float*,
-                            std::span<const std::int32_t>, std::int64_t, std::int64_t, float) {
+                            std::span<const std::int32_t>, std::int64_t, std::int64_t, std::int64_t,
+                            float) {
   no_cuda();
 }
 void embedding_forward(Context&, ElementType, void*, std::span<const std::int32_t>, std::int64_t,

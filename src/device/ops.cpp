@@ -1,6 +1,9 @@
 // The ops of gpu_ops.hpp: arguments checked (messages name the values), then the kernel
 // launched on the context's compute stream (kernel_launch.hpp), then its launch status checked.
 #include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <limits>
 #include <vector>
 
 #include "core/error.hpp"
@@ -93,16 +96,17 @@ void layernorm_backward(Context& ctx, ElementType type, void* dx, float* dw, flo
 
 double cross_entropy_forward(Context& ctx, ElementType type, float* lse, const void* logits,
                              std::span<const std::int32_t> targets, std::int64_t rows,
-                             std::int64_t classes) {
+                             std::int64_t classes, std::int64_t ld) {
   const char* fn = "gpu::cross_entropy_forward";
   MESHTP_CHECK(static_cast<std::int64_t>(targets.size()) == rows,
                "{}: {} targets for {} rows of logits", fn, targets.size(), rows);
   MESHTP_CHECK(classes > 0, "{}: logits have no classes (V=0)", fn);
+  MESHTP_CHECK(ld >= classes, "{}: rows {} apart cannot hold {} classes", fn, ld, classes);
   if (rows == 0) return 0.0;
   const Buffer ids = upload_ids(ctx, targets, classes, fn, "target");
   Buffer losses(ctx, static_cast<std::size_t>(rows) * sizeof(float));
   check_launch(launch_cross_entropy_forward(stream_of(ctx), type, lse, losses.as<float>(), logits,
-                                            ids.as<std::int32_t>(), rows, classes),
+                                            ids.as<std::int32_t>(), rows, classes, ld),
                "cross_entropy_forward");
   std::vector<float> host(static_cast<std::size_t>(rows));
   ctx.download(host.data(), losses.data(), host.size() * sizeof(float));
@@ -113,15 +117,16 @@ double cross_entropy_forward(Context& ctx, ElementType type, float* lse, const v
 
 void cross_entropy_backward(Context& ctx, ElementType type, void* dlogits, const void* logits,
                             const float* lse, std::span<const std::int32_t> targets,
-                            std::int64_t rows, std::int64_t classes, float dloss) {
+                            std::int64_t rows, std::int64_t classes, std::int64_t ld, float dloss) {
   const char* fn = "gpu::cross_entropy_backward";
   MESHTP_CHECK(static_cast<std::int64_t>(targets.size()) == rows,
                "{}: {} targets for {} rows of logits", fn, targets.size(), rows);
   MESHTP_CHECK(classes > 0, "{}: logits have no classes (V=0)", fn);
+  MESHTP_CHECK(ld >= classes, "{}: rows {} apart cannot hold {} classes", fn, ld, classes);
   if (rows == 0) return;
   const Buffer ids = upload_ids(ctx, targets, classes, fn, "target");
   check_launch(launch_cross_entropy_backward(stream_of(ctx), type, dlogits, logits, lse,
-                                             ids.as<std::int32_t>(), rows, classes,
+                                             ids.as<std::int32_t>(), rows, classes, ld,
                                              dloss / static_cast<float>(rows)),
                "cross_entropy_backward");
 }
@@ -154,19 +159,30 @@ void embedding_backward(Context& ctx, ElementType type, float* dwte, float* dwpe
 }
 
 void adamw_update(Context& ctx, std::span<const AdamWTensor> tensors, const AdamWStep& step) {
-  if (tensors.empty()) return;
-  MESHTP_CHECK(tensors.size() <= 65535, "gpu::adamw_update: {} tensors in one launch (≤ 65535)",
-               tensors.size());
-  std::int64_t largest = 0;
-  for (const AdamWTensor& t : tensors) {
-    MESHTP_CHECK(t.n >= 0, "gpu::adamw_update: a tensor of {} elements", t.n);
-    largest = std::max(largest, t.n);
+  std::vector<AdamWChunk> chunks;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const std::int64_t n = tensors[i].n;
+    MESHTP_CHECK(n >= 0, "gpu::adamw_update: a tensor of {} elements", n);
+    const std::int64_t count = (n + kAdamWChunk - 1) / kAdamWChunk;
+    MESHTP_CHECK(count <= std::numeric_limits<std::int32_t>::max(),
+                 "gpu::adamw_update: a tensor of {} elements is over the kernel's limit", n);
+    for (std::int64_t c = 0; c < count; ++c)
+      chunks.push_back({static_cast<std::int32_t>(i), static_cast<std::int32_t>(c)});
   }
-  if (largest == 0) return;
-  Buffer table(ctx, tensors.size_bytes());
-  ctx.upload(table.data(), tensors.data(), tensors.size_bytes());
+  if (chunks.empty()) return;
+  MESHTP_CHECK(chunks.size() <= std::numeric_limits<std::int32_t>::max(),
+               "gpu::adamw_update: {} chunks in one launch", chunks.size());
+  // One upload: the tensors, then the chunks (8-byte entries after 8-byte-aligned ones).
+  const std::size_t chunk_bytes = chunks.size() * sizeof(AdamWChunk);
+  std::vector<std::byte> host(tensors.size_bytes() + chunk_bytes);
+  std::memcpy(host.data(), tensors.data(), tensors.size_bytes());
+  std::memcpy(host.data() + tensors.size_bytes(), chunks.data(), chunk_bytes);
+  Buffer table(ctx, host.size());
+  ctx.upload(table.data(), host.data(), host.size());
   check_launch(launch_adamw(stream_of(ctx), table.as<AdamWTensor>(),
-                            static_cast<std::int64_t>(tensors.size()), largest, step),
+                            reinterpret_cast<const AdamWChunk*>(
+                                static_cast<const std::byte*>(table.data()) + tensors.size_bytes()),
+                            static_cast<std::int64_t>(chunks.size()), step),
                "adamw_update");
 }
 

@@ -1,5 +1,6 @@
 #include "device/single_device_gpt.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.hpp"
@@ -22,6 +23,22 @@ const layout::ModelShape& checked(const layout::ModelShape& shape) {
   return shape;
 }
 
+// wte's rows padded with zero rows to `padded_rows` (the device's layout).
+std::vector<float> padded(const std::vector<float>& wte, std::int64_t rows,
+                          std::int64_t padded_rows, std::int64_t cols) {
+  MESHTP_CHECK(static_cast<std::int64_t>(wte.size()) == rows * cols,
+               "gpt: wte has {} values, expected {}", wte.size(), rows * cols);
+  std::vector<float> out(static_cast<std::size_t>(padded_rows * cols), 0.0f);
+  std::copy(wte.begin(), wte.end(), out.begin());
+  return out;
+}
+
+// The first `count` values of a device array.
+std::vector<float> leading(std::vector<float> values, std::int64_t count) {
+  values.resize(static_cast<std::size_t>(count));
+  return values;
+}
+
 }  // namespace
 
 SingleDeviceGpt::SingleDeviceGpt(Backend& backend, const layout::ModelShape& shape,
@@ -29,15 +46,17 @@ SingleDeviceGpt::SingleDeviceGpt(Backend& backend, const layout::ModelShape& sha
     : backend_(backend),
       shape_(checked(shape)),
       compute_(compute),
+      padded_vocab_((shape_.vocab + kVocabAlignment - 1) / kVocabAlignment * kVocabAlignment),
       stack_(backend, shape, weights.blocks, compute) {
-  const std::int64_t C = shape_.hidden, T = shape_.seq, V = shape_.vocab;
+  const std::int64_t C = shape_.hidden, T = shape_.seq, V = shape_.vocab, Vp = padded_vocab_;
   const std::int64_t N = shape_.tokens();
   const ElementType f32 = ElementType::kF32;
-  wte_ = upload(backend_, weights.wte, V * C, compute_, "wte");
+  const std::vector<float> wte_padded = padded(weights.wte, V, Vp, C);
+  wte_ = upload(backend_, wte_padded, Vp * C, compute_, "wte");
   wpe_ = upload(backend_, weights.wpe, T * C, compute_, "wpe");
   lnf_w_ = upload(backend_, weights.lnf_w, C, f32, "lnf.weight");
   lnf_b_ = upload(backend_, weights.lnf_b, C, f32, "lnf.bias");
-  dwte_ = make(V * C, f32);
+  dwte_ = make(Vp * C, f32);
   dwpe_ = make(T * C, f32);
   dlnf_w_ = make(C, f32);
   dlnf_b_ = make(C, f32);
@@ -45,9 +64,9 @@ SingleDeviceGpt::SingleDeviceGpt(Backend& backend, const layout::ModelShape& sha
   f_ = make(N * C, compute_);
   lnf_mean_ = make(N, f32);
   lnf_rstd_ = make(N, f32);
-  logits_ = make(N * V, compute_);
+  logits_ = make(N * Vp, compute_);
   lse_ = make(N, f32);
-  dlogits_ = make(N * V, compute_);
+  dlogits_ = make(N * Vp, compute_);
   df_ = make(N * C, compute_);
   dy_ = make(N * C, compute_);
 
@@ -69,7 +88,7 @@ SingleDeviceGpt::SingleDeviceGpt(Backend& backend, const layout::ModelShape& sha
     optimizer_.push_back(std::move(t));
     decays_.push_back(decay);
   };
-  add(wte_, dwte_, true, weights.wte);
+  add(wte_, dwte_, true, wte_padded);
   add(wpe_, dwpe_, true, weights.wpe);
   const std::vector<BlockStack::ParamRef> block_params = stack_.parameters();
   for (std::size_t i = 0; i < block_params.size(); ++i) {
@@ -107,7 +126,7 @@ GptWeights SingleDeviceGpt::parameters() {
   std::size_t i = 0;
   auto next = [&] { return backend_.download(optimizer_[i++].p); };
   GptWeights out;
-  out.wte = next();
+  out.wte = leading(next(), shape_.vocab * shape_.hidden);
   out.wpe = next();
   for (std::int64_t l = 0; l < shape_.layers; ++l) {
     BlockWeights b;
@@ -122,7 +141,7 @@ GptWeights SingleDeviceGpt::parameters() {
 double SingleDeviceGpt::forward_backward(std::span<const std::int32_t> tokens,
                                          std::span<const std::int32_t> targets) {
   const std::int64_t B = shape_.batch, T = shape_.seq, C = shape_.hidden, V = shape_.vocab;
-  const std::int64_t N = B * T;
+  const std::int64_t N = B * T, Vp = padded_vocab_;
   MESHTP_CHECK(static_cast<std::int64_t>(tokens.size()) == N &&
                    static_cast<std::int64_t>(targets.size()) == N,
                "gpt: {} tokens and {} targets, expected batch {} x seq {} = {} each", tokens.size(),
@@ -131,13 +150,13 @@ double SingleDeviceGpt::forward_backward(std::span<const std::int32_t> tokens,
   backend_.embedding_forward(x_, tokens, B, T, wte_, V, wpe_, C);
   const Array& y = stack_.forward(x_);
   backend_.layernorm_forward(f_, lnf_mean_, lnf_rstd_, y, lnf_w_, lnf_b_, N, C);
-  backend_.linear_forward(logits_, f_, wte_, Array(), N, C, V);
-  const double loss = backend_.cross_entropy_forward(lse_, logits_, targets, N, V);
+  backend_.linear_forward(logits_, f_, wte_, Array(), N, C, Vp);
+  const double loss = backend_.cross_entropy_forward(lse_, logits_, targets, N, V, Vp);
   // backward
   for (Array* a : {&dlogits_, &df_, &dy_, &dwte_, &dwpe_, &dlnf_w_, &dlnf_b_}) backend_.zero(*a);
-  backend_.cross_entropy_backward(dlogits_, logits_, lse_, targets, N, V);
+  backend_.cross_entropy_backward(dlogits_, logits_, lse_, targets, N, V, Vp);
   Array no_bias;
-  backend_.linear_backward(df_, dwte_, no_bias, dlogits_, f_, wte_, N, C, V);
+  backend_.linear_backward(df_, dwte_, no_bias, dlogits_, f_, wte_, N, C, Vp);
   backend_.layernorm_backward(dy_, dlnf_w_, dlnf_b_, df_, y, lnf_w_, lnf_mean_, lnf_rstd_, N, C);
   const Array& dx = stack_.backward(dy_);
   backend_.embedding_backward(dwte_, dwpe_, dx, tokens, B, T, V, C);
@@ -145,7 +164,7 @@ double SingleDeviceGpt::forward_backward(std::span<const std::int32_t> tokens,
 }
 
 GptWeights SingleDeviceGpt::gradients() {
-  return GptWeights{.wte = backend_.download(dwte_),
+  return GptWeights{.wte = leading(backend_.download(dwte_), shape_.vocab * shape_.hidden),
                     .wpe = backend_.download(dwpe_),
                     .blocks = stack_.gradients(),
                     .lnf_w = backend_.download(dlnf_w_),

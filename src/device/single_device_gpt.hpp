@@ -12,6 +12,14 @@
 //   backward: each op's backward in reverse; wte's gradient is the head's plus the
 //   embedding's (tied)
 //
+// The vocabulary is padded to Vp = a multiple of kVocabAlignment rows of wte (zero, and they
+// stay zero: their logits are never read, their dlogits are 0, so their gradient is 0 and
+// AdamW keeps them at 0), so that every row of logits starts 16-byte aligned and the head's
+// three GeMMs run cuBLASLt's tensor-core kernels: GPT-2's V = 50257 is odd. Megatron-LM pads
+// the same way (--make-vocab-size-divisible-by, default 128). The padding changes no result:
+// cross-entropy reads the first V columns only, and parameters()/gradients() return V rows.
+// flops_per_step() counts V, not Vp.
+//
 // Element types as the stack's: wte and wpe's compute copies, activations and logits of the
 // compute type, the final LayerNorm's parameters and statistics, lse and every gradient fp32.
 //
@@ -32,6 +40,8 @@
 #include "layout/model_shape.hpp"
 
 namespace meshtp::device {
+
+inline constexpr std::int64_t kVocabAlignment = 128;
 
 // The model's parameters (or gradients) as fp32 host values, PyTorch layouts, model/params.hpp
 // and model/gpt.hpp's names: wte [V, C], wpe [T, C] (T = the shape's seq), the blocks,
@@ -66,6 +76,8 @@ class SingleDeviceGpt {
 
   // Model FLOPs of one forward + backward: the stack's and the head's 6·N·C·V.
   double flops_per_step() const;
+  // V rounded up to a multiple of kVocabAlignment: the rows of wte the device holds.
+  std::int64_t padded_vocab() const { return padded_vocab_; }
 
  private:
   Array make(std::int64_t count, ElementType type) { return backend_.alloc(count, type); }
@@ -73,6 +85,7 @@ class SingleDeviceGpt {
   Backend& backend_;
   layout::ModelShape shape_;
   ElementType compute_;
+  std::int64_t padded_vocab_;
   BlockStack stack_;
   Array wte_, wpe_, lnf_w_, lnf_b_;      // compute copies (wte, wpe) and fp32 (lnf)
   Array dwte_, dwpe_, dlnf_w_, dlnf_b_;  // fp32

@@ -15,12 +15,19 @@ namespace {
 
 float* floats(const Array& a) { return static_cast<float*>(a.data()); }
 
-// The first rows·cols elements of `a` as a rows × cols matrix; throws when `a` is shorter.
+// `a` as a rows × cols matrix whose rows are ld ≥ cols elements apart; throws when `a` is
+// shorter.
+MatrixView view(const Array& a, std::int64_t rows, std::int64_t cols, std::int64_t ld,
+                const char* what) {
+  MESHTP_CHECK(rows >= 0 && cols >= 0 && ld >= cols && a.count() >= rows * ld,
+               "cpu backend: {} has {} elements, the op needs {} x {} (rows {} apart)", what,
+               a.count(), rows, cols, ld);
+  return {floats(a), rows, cols, ld};
+}
+
+// The first rows·cols elements of `a` as a rows × cols matrix.
 MatrixView view(const Array& a, std::int64_t rows, std::int64_t cols, const char* what) {
-  MESHTP_CHECK(rows >= 0 && cols >= 0 && a.count() >= rows * cols,
-               "cpu backend: {} has {} elements, the op needs {} x {}", what, a.count(), rows,
-               cols);
-  return {floats(a), rows, cols, cols};
+  return view(a, rows, cols, cols, what);
 }
 
 std::span<float> span_of(const Array& a, std::int64_t count, const char* what) {
@@ -122,17 +129,17 @@ void CpuBackend::embedding_backward(Array& dwte, Array& dwpe, const Array& dout,
 
 double CpuBackend::cross_entropy_forward(Array& lse, const Array& logits,
                                          std::span<const std::int32_t> targets, std::int64_t rows,
-                                         std::int64_t classes) {
+                                         std::int64_t classes, std::int64_t ld) {
   return meshtp::cross_entropy_forward(span_of(lse, rows, "lse"),
-                                       view(logits, rows, classes, "logits"), targets);
+                                       view(logits, rows, classes, ld, "logits"), targets);
 }
 
 void CpuBackend::cross_entropy_backward(Array& dlogits, const Array& logits, const Array& lse,
                                         std::span<const std::int32_t> targets, std::int64_t rows,
-                                        std::int64_t classes) {
-  meshtp::cross_entropy_backward(view(dlogits, rows, classes, "dlogits"),
-                                 view(logits, rows, classes, "logits"), span_of(lse, rows, "lse"),
-                                 targets);
+                                        std::int64_t classes, std::int64_t ld) {
+  meshtp::cross_entropy_backward(view(dlogits, rows, classes, ld, "dlogits"),
+                                 view(logits, rows, classes, ld, "logits"),
+                                 span_of(lse, rows, "lse"), targets);
 }
 
 double CpuBackend::sum_of_squares(const Array& a) {

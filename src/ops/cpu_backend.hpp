@@ -49,10 +49,10 @@ class CpuBackend final : public device::Backend {
                           std::int64_t v, std::int64_t c) override;
   double cross_entropy_forward(device::Array& lse, const device::Array& logits,
                                std::span<const std::int32_t> targets, std::int64_t rows,
-                               std::int64_t classes) override;
+                               std::int64_t classes, std::int64_t ld) override;
   void cross_entropy_backward(device::Array& dlogits, const device::Array& logits,
                               const device::Array& lse, std::span<const std::int32_t> targets,
-                              std::int64_t rows, std::int64_t classes) override;
+                              std::int64_t rows, std::int64_t classes, std::int64_t ld) override;
   double sum_of_squares(const device::Array& a) override;
   void scale(device::Array& a, float alpha) override;
   void adamw_update(std::span<const device::AdamWParam> params, const AdamWStep& step) override;

@@ -283,35 +283,44 @@ TEST(GpuOps, LayerNormForwardBackward) {
 }
 
 TEST(GpuOps, CrossEntropyForwardBackward) {
-  for (ET type : kTypes) {
-    const std::int64_t rows = 13, classes = 1000, n = rows * classes;
-    const auto logits = random_values(n, 22, type, -5.0f, 5.0f);
-    std::vector<std::int32_t> targets(rows);
-    for (std::int64_t r = 0; r < rows; ++r)
-      targets[r] = static_cast<std::int32_t>((r * 131) % classes);
-    const auto d0 = random_values(n, 23, type);
-    const Buffer dl = ctx().upload_values(logits, type);
-    Buffer lse = poisoned(ET::kF32, rows), dd = ctx().upload_values(d0, type);
-    const double loss =
-        cross_entropy_forward(ctx(), type, lse.as<float>(), dl.data(), targets, rows, classes);
-    cross_entropy_backward(ctx(), type, dd.data(), dl.data(), lse.as<float>(), targets, rows,
-                           classes, 0.5f);
-    std::vector<float> clse(rows), cd = d0;
-    const double closs =
-        cross_entropy_forward_reference(clse, view(logits, rows, classes), targets);
-    cross_entropy_backward_reference(view(cd, rows, classes), view(logits, rows, classes), clse,
-                                     targets, 0.5f);
-    EXPECT_NEAR(loss, closs, 1e-5 * std::abs(closs)) << label(type);
-    EXPECT_LE(max_relative_error(down(lse, ET::kF32, rows), clse), 1e-5) << label(type);
-    EXPECT_LE(max_relative_error(down(dd, type, n), cd), tolerance(type, 1e-5)) << label(type);
-  }
+  // Contiguous rows, and rows padded to ld > classes (the GPT's vocabulary padding): the
+  // padding of the logits is NaN, so reading it poisons the loss, and the padding of dlogits
+  // must come back as it went in.
+  for (ET type : kTypes)
+    for (const std::int64_t pad : {0, 24}) {
+      const std::int64_t rows = 13, classes = 1000, ld = classes + pad, n = rows * ld;
+      auto logits = random_values(n, 22, type, -5.0f, 5.0f);
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t c = classes; c < ld; ++c)
+          logits[r * ld + c] = std::numeric_limits<float>::quiet_NaN();
+      std::vector<std::int32_t> targets(rows);
+      for (std::int64_t r = 0; r < rows; ++r)
+        targets[r] = static_cast<std::int32_t>((r * 131) % classes);
+      const auto d0 = random_values(n, 23, type);
+      const Buffer dl = ctx().upload_values(logits, type);
+      Buffer lse = poisoned(ET::kF32, rows), dd = ctx().upload_values(d0, type);
+      const double loss = cross_entropy_forward(ctx(), type, lse.as<float>(), dl.data(), targets,
+                                                rows, classes, ld);
+      cross_entropy_backward(ctx(), type, dd.data(), dl.data(), lse.as<float>(), targets, rows,
+                             classes, ld, 0.5f);
+      std::vector<float> clse(rows), cd = d0;
+      const double closs = cross_entropy_forward_reference(
+          clse, ConstMatrixView{logits.data(), rows, classes, ld}, targets);
+      cross_entropy_backward_reference(MatrixView{cd.data(), rows, classes, ld},
+                                       ConstMatrixView{logits.data(), rows, classes, ld}, clse,
+                                       targets, 0.5f);
+      const std::string what = label(type) + " ld=" + std::to_string(ld);
+      EXPECT_NEAR(loss, closs, 1e-5 * std::abs(closs)) << what;
+      EXPECT_LE(max_relative_error(down(lse, ET::kF32, rows), clse), 1e-5) << what;
+      EXPECT_LE(max_relative_error(down(dd, type, n), cd), tolerance(type, 1e-5)) << what;
+    }
 }
 
 TEST(GpuOps, CrossEntropyRejectsATargetOutsideTheClasses) {
   const Buffer logits(ctx(), 4 * 10 * 4), lse(ctx(), 4 * 4);
   const std::vector<std::int32_t> targets = {0, 3, 10, 1};
   try {
-    cross_entropy_forward(ctx(), ET::kF32, lse.as<float>(), logits.data(), targets, 4, 10);
+    cross_entropy_forward(ctx(), ET::kF32, lse.as<float>(), logits.data(), targets, 4, 10, 10);
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("target 10 at position 2 is outside [0, 10)"),
@@ -394,7 +403,9 @@ TEST(GpuOps, AdamWManyTensorsInOneLaunch) {
                        .decay = 0.1f,
                        .bias1 = 1.0f - 0.9f * 0.9f,
                        .bias2 = 1.0f - 0.95f * 0.95f};
-  const std::int64_t sizes[] = {1, 1000, 70001};
+  // Sizes around the kernel's chunk (kAdamWChunk = 65536 elements a block): one, exactly one
+  // chunk, several with a short last one.
+  const std::int64_t sizes[] = {1, 1000, 65536, 200003};
   std::vector<std::vector<float>> p, g, m, v;
   std::vector<Buffer> dp, dg, dm, dv, dlow;
   std::vector<AdamWTensor> tensors;
