@@ -6,7 +6,8 @@
 #                                          gpu_model_test (build/),
 #                                          copy them into DIR (default .gpu-pack) with every
 #                                          shared library they need that is not glibc's, the
-#                                          compiler's or CUDA's (64 MiB at most)
+#                                          compiler's or CUDA's, and the default corpus
+#                                          (Debian's fortunes; 64 MiB at most)
 #   scripts/gpu-check.sh run [DIR] [OUT]   there: probe; the bf16 GeMM ceiling (8192³); every
 #                                          GPU op against the CPU reference (gpu_ops_test);
 #                                          the serial block stack and GPT on the GPU against
@@ -14,7 +15,13 @@
 #                                          training step timed (`gpu step`: h 4096, L 4, s 2048, b 4, V 50257,
 #                                          bf16; MFU against the GeMM ceiling of the same run);
 #                                          `gpu calibrate` (the device profile: GeMM time by
-#                                          shape). Prints one summary table; writes
+#                                          shape); `meshtp-gpu train` (train's loop on one
+#                                          device): `tiny` 100 steps on the CPU backend, on
+#                                          the GPU in fp32 and bf16 (losses compared), `small`
+#                                          200 steps in bf16 against the recorded fp32 curve
+#                                          (docs/results/precision), and 12 steps of h 4096,
+#                                          L 4, s 2048, b 4 (the loop's throughput). Prints
+#                                          one summary table; writes
 #                                          OUT/gpu-check.json, OUT/gpu-profile.json and the
 #                                          tests' XML. Exit 0 only when every step passed.
 #
@@ -33,7 +40,12 @@ case "$step" in
     for b in build/src/cli/meshtp-gpu build/tests/device/gpu_ops_test build/tests/device/gpu_model_test; do
       [ -x "$b" ] || { echo "error: $b was not built: is the CUDA toolkit installed? (configure says)" >&2; exit 1; }
     done
-    rm -rf "$dir" && mkdir -p "$dir/bin" "$dir/lib" "$dir/fallback"
+    [ -d /usr/share/games/fortunes ] || {
+      echo "error: /usr/share/games/fortunes (Debian's fortunes, train's default corpus) is missing: scripts/install.sh installs it" >&2
+      exit 1
+    }
+    rm -rf "$dir" && mkdir -p "$dir/bin" "$dir/lib" "$dir/fallback" "$dir/data"
+    cp -rL /usr/share/games/fortunes "$dir/data/fortunes"
     cp build/src/cli/meshtp-gpu build/tests/device/gpu_ops_test build/tests/device/gpu_model_test "$dir/bin/"
     strip "$dir"/bin/* 2>/dev/null || true
     # Libraries: everything ldd resolves except the C library, the compiler's runtime (kept
@@ -48,7 +60,7 @@ case "$step" in
       esac
     done
     size=$(du -sm "$dir" | cut -f1)
-    echo "packed $dir: $(ls "$dir/bin" | tr '\n' ' ')+ $(ls "$dir/lib" | wc -l) libraries, ${size} MiB"
+    echo "packed $dir: $(ls "$dir/bin" | tr '\n' ' ')+ $(ls "$dir/lib" | wc -l) libraries + the corpus, ${size} MiB"
     [ "$size" -le 64 ] || { echo "error: $dir is ${size} MiB, over the 64 MiB a device run carries" >&2; exit 1; }
     ;;
   run)
@@ -90,6 +102,17 @@ case "$step" in
     run_step model_test "$dir/bin/gpu_model_test" --gtest_output="xml:$out/gpu_model_test.xml"
     run_step step "$dir/bin/meshtp-gpu" step --hidden 4096 --heads 32 --layers 4 --seq 2048 --batch 4 --vocab 50257 --type bf16 --repeats 10 --json
     run_step calibrate "$dir/bin/meshtp-gpu" calibrate --out "$out/gpu-profile.json" --repeats 10
+    # train's loop on one device (train/single_device.hpp), on the packed corpus.
+    train=("$dir/bin/meshtp-gpu" train --data "$dir/data/fortunes")
+    run_step train_cpu "${train[@]}" --device cpu --model tiny --steps 100 --metrics "$out/train_cpu.jsonl"
+    run_step train_gpu "${train[@]}" --model tiny --steps 100 --metrics "$out/train_gpu.jsonl"
+    run_step train_gpu_bf16 "${train[@]}" --model tiny --steps 100 --precision bf16 \
+      --metrics "$out/train_gpu_bf16.jsonl"
+    run_step train_small "${train[@]}" --model small --steps 200 --eval-every 0 --precision bf16 \
+      --metrics "$out/train_small.jsonl"
+    run_step train_h4096 "${train[@]}" --hidden 4096 --heads 32 --layers 4 --seq 2048 --batch 4 \
+      --steps 12 --lr 1e-4 --eval-every 0 --eval-batches 1 --precision bf16 \
+      --metrics "$out/train_h4096.jsonl"
     if [ -n "${MESHTP_GPU_SANITIZE:-}" ] && command -v compute-sanitizer >/dev/null; then
       # Optional: the op tests under compute-sanitizer's memcheck (out-of-bounds and misaligned
       # accesses, leaks); slow, so only on request. Not the allocator's test: it asks for an
@@ -108,13 +131,49 @@ def load(name):
     except Exception:
         return None
 probe, gemm, gemm32, step = load("probe"), load("gemm"), load("gemm_fp32"), load("step")
+def metrics(name):
+    try:
+        return [json.loads(line) for line in open(f"{out}/{name}.jsonl")]
+    except Exception:
+        return []
+def worst(got, want, start=0, end=None):  # largest relative loss difference over steps [start, end)
+    pairs = list(zip(got, want))[start:end]
+    return max((abs(g - w) / w for g, w in pairs), default=None) if len(got) == len(want) else None
+# The same run on the GPU against the CPU backend (tiny, 100 steps) and the GPU's bf16 small
+# against the recorded fp32 curve of `meshtp train --model small --steps 200`. Bars: fp32
+# another summation order, train_equivalence_test's 1e-4 (steps 1-10) / 1e-3 (after); bf16
+# 2e-2 (docs/precision.md).
+loss = lambda rows: [r["loss"] for r in rows]
+cpu, g32, g16, small, big = (metrics(n) for n in ("train_cpu", "train_gpu", "train_gpu_bf16", "train_small", "train_h4096"))
+try:
+    recorded = json.load(open("docs/results/precision/bf16-curve.json"))
+except Exception:
+    recorded = None
+checks = []
+def check(name, value, bar):
+    checks.append({"check": name, "value": value, "bar": bar, "pass": value is not None and value <= bar})
+check("tiny gpu fp32 vs cpu, steps 1-10", worst(loss(g32), loss(cpu), 0, 10), 1e-4)
+check("tiny gpu fp32 vs cpu, steps 11-100", worst(loss(g32), loss(cpu), 10), 1e-3)
+check("tiny gpu bf16 vs cpu fp32", worst(loss(g16), loss(cpu)), 2e-2)
+if recorded:
+    check("small gpu bf16 vs recorded fp32 (200 steps)", worst(loss(small), recorded["loss"]["fp32"]), 2e-2)
+train = {"checks": checks,
+         "validation_loss": {n: (rows[-1].get("val_loss") if rows else None)
+                             for n, rows in (("tiny_cpu", cpu), ("tiny_gpu_fp32", g32), ("tiny_gpu_bf16", g16), ("small_gpu_bf16", small))},
+         "small_recorded_validation_loss": recorded["validation_loss"] if recorded else None}
+if big:
+    timed = sorted(r["step_s"] for r in big[2:])
+    median_s = timed[len(timed) // 2]
+    train["h4096"] = {"median_step_s": median_s, "tokens_per_s": 4 * 2048 / median_s,
+                      "tflops": [r["tflops_per_rank"] for r in big if r["step_s"] == median_s][0],
+                      "loss_first": big[0]["loss"], "loss_last": big[-1]["loss"]}
 summary = {"steps": steps, "gpu": (probe or {}).get("gpu"),
            "bf16_gemm_8192_tflops": (gemm or {}).get("tflops"),
            "fp32_gemm_8192_tflops": (gemm32 or {}).get("tflops"),
-           "step": step,
-           "not_run": ["train on the GPU (1 rank, 2 ranks sharing it) and bench train: the runtime "
-                       "does not run on the GPU backend yet; `gpu step` times a training step of "
-                       "the serial GPT (forward, backward, AdamW; no data loader; docs/gpu.md)"]}
+           "step": step, "train": train,
+           "not_run": ["train on 2 ranks sharing the GPU (MPI host staging) and NCCL: the "
+                       "tensor-parallel runtime does not run on the GPU backend yet; "
+                       "`meshtp-gpu train` is train's loop on one device (docs/gpu.md)"]}
 json.dump(summary, open(f"{out}/gpu-check.json", "w"), indent=2)
 print("\n| step | result | seconds |\n| --- | --- | --- |")
 for s in steps:
@@ -126,9 +185,23 @@ if step:
     print(f"GPT h {sh['hidden']} L {sh['layers']} s {sh['seq']} b {sh['batch']} V {sh['vocab']} "
           f"{step['type']}: training step {step['step_ms']:.2f} ms, {step['model_tflops']:.1f} "
           f"model TFLOP/s, MFU {100 * step['mfu']:.1f}% of the GeMM ceiling measured in the same run")
+print("\n| train check | value | bar | result |\n| --- | --- | --- | --- |")
+for c in checks:
+    v = "missing" if c["value"] is None else f"{c['value']:.2e}"
+    print(f"| {c['check']} | {v} | {c['bar']:g} | {'pass' if c['pass'] else 'FAIL'} |")
+print("validation losses:", train["validation_loss"], "recorded small:", train["small_recorded_validation_loss"])
+if "h4096" in train:
+    h = train["h4096"]
+    ceiling = (gemm or {}).get("tflops")
+    print(f"train h 4096 L 4 s 2048 b 4 (vocab 256) bf16: median step {1e3 * h['median_step_s']:.1f} ms, "
+          f"{h['tokens_per_s']:.0f} tok/s, {h['tflops']:.1f} TFLOP/s"
+          + (f" = {100 * h['tflops'] / ceiling:.1f}% of the GeMM ceiling" if ceiling else ""))
 print(f"wrote {out}/gpu-check.json")
+sys.exit(0 if all(c["pass"] for c in checks) else 3)
 PY
+    checks_rc=$?
     for r in "${results[@]}"; do set -- $r; [ "$2" -eq 0 ] || exit 1; done
+    [ "$checks_rc" -eq 0 ] || exit 1
     ;;
   *)
     echo "usage: scripts/gpu-check.sh pack [DIR] | run [DIR] [OUT]" >&2

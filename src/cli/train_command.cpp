@@ -14,6 +14,7 @@
 #include "cli/flag_checks.hpp"
 #include "cli/layout_flags.hpp"
 #include "cli/stop_signals.hpp"
+#include "cli/train_flags.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
 #include "layout/pipeline_schedule.hpp"
@@ -48,13 +49,6 @@ double available_memory_bytes() {
     if (key == "MemAvailable:") return kib * 1024.0;
   }
   return 0.0;
-}
-
-std::string duration(double seconds) {
-  if (!(seconds >= 0) || seconds > 1e7) return "?";
-  const auto s = static_cast<long>(seconds + 0.5);
-  return s >= 3600 ? fmt::format("{}h{:02}m", s / 3600, s / 60 % 60)
-                   : fmt::format("{}m{:02}s", s / 60, s % 60);
 }
 
 // --mesh auto: the planner's fastest feasible layout on `topology` with as many devices as
@@ -234,15 +228,7 @@ void run_train(TrainArgs& args) {
     std::fprintf(stderr, "warning: %s\n", text.c_str());
     std::fflush(stderr);
   };
-  hooks.on_step = [&](const train::StepReport& r) {
-    os << fmt::format("step {:>5}/{}  loss {:.4f}  lr {:.2e}  |g| {:.3f}  {:>8.0f} tok/s  "
-                      "{:.3f} TFLOP/s/rank  comm {:>3.0f}%  eta {}",
-                      r.step, c.steps, r.loss, r.lr, r.grad_norm, r.tokens_per_s,
-                      r.tflops_per_rank, 100.0 * r.comm_seconds / std::max(r.step_seconds, 1e-30),
-                      duration(r.eta_seconds));
-    if (r.validation_loss) os << fmt::format("  val {:.4f}", *r.validation_loss);
-    os << std::endl;
-  };
+  hooks.on_step = [&](const train::StepReport& r) { os << step_line(r, c.steps) << std::endl; };
   const train::TrainSummary summary = train::train(world(), c, hooks);
   if (!summary.resumed_from.empty()) os << "resumed " << summary.resumed_from << '\n';
   os << fmt::format("{} steps {}–{}", summary.stop_signal ? "stopped" : "done   ",
@@ -282,31 +268,13 @@ void add_train_command(CLI::App& app) {
       "train", "Train a byte-level GPT with tensor, pipeline and data parallelism");
   args->shape.add_to(t, ModelFlags::kBatch | ModelFlags::kSeq,
                      "Model preset (tiny, small, …) or JSON file");
-  t->add_option("--data", c.data, "Text file or directory to train on (default: Debian's fortunes)");
-  t->add_option("--steps", c.steps, "Training steps")->capture_default_str();
+  add_training_flags(t, c);
   args->layout.add_to(t, LayoutFlags::kMeshAuto | LayoutFlags::kReplicas | LayoutFlags::kPipeline |
                              LayoutFlags::kTpAlias);
   t->add_option("--precision", args->precision,
                 "fp32, or bf16 mixed precision: GeMM operands in bf16, fp32 accumulation, "
                 "master weights and optimizer")
       ->capture_default_str();
-  t->add_option("--lr", c.lr, "Peak learning rate")->capture_default_str();
-  t->add_option("--min-lr", c.min_lr,
-                "Final learning rate of the cosine decay (default: --lr / 10)");
-  t->add_option("--warmup", c.warmup, "Warmup steps")->capture_default_str();
-  t->add_option("--weight-decay", c.adamw.weight_decay, "AdamW weight decay")->capture_default_str();
-  t->add_option("--beta1", c.adamw.beta1, "AdamW β1")->capture_default_str();
-  t->add_option("--beta2", c.adamw.beta2, "AdamW β2")->capture_default_str();
-  t->add_option("--eps", c.adamw.eps, "AdamW ε")->capture_default_str();
-  t->add_option("--grad-clip", c.grad_clip, "Global gradient-norm clip (0: off)")->capture_default_str();
-  t->add_option("--seed", c.seed, "Seed of the weights and the data order")
-      ->capture_default_str()
-      ->check(integer_at_least(0));
-  t->add_option("--val-fraction", c.validation_fraction, "Held-out share of the data")
-      ->capture_default_str();
-  t->add_option("--eval-every", c.eval_every, "Validation every N steps (0: at the end)")
-      ->capture_default_str();
-  t->add_option("--eval-batches", c.eval_batches, "Batches per validation")->capture_default_str();
   t->add_option("--checkpoint-dir", c.checkpoint_dir, "Directory of checkpoint.safetensors");
   t->add_option("--checkpoint-every", c.checkpoint_every, "Checkpoint every N steps (0: at the end)")
       ->capture_default_str();
@@ -314,12 +282,6 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   t->add_flag("--resume", c.resume,
               "Continue from the newest intact checkpoint in --checkpoint-dir (any layout)");
-  t->add_option("--skip-nonfinite", c.skip_nonfinite,
-                "Skip the update of up to N steps whose loss or gradient norm is NaN/inf "
-                "(default 0: stop at the first)")
-      ->capture_default_str();
-  t->add_option("--stop-after", c.stop_after, "Stop after N steps of this run (simulates an interruption)");
-  t->add_option("--metrics", c.metrics_path, "JSON lines, one per step");
   t->add_option("--trace", c.trace_path, "Chrome trace-event file of a few steps");
   t->add_option("--trace-steps", c.trace_steps, "Steps traced")->capture_default_str();
   t->add_flag("--dry-run", args->dry_run, "Print the resolved configuration and plan, then stop");

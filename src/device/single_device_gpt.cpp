@@ -140,19 +140,10 @@ GptWeights SingleDeviceGpt::parameters() {
 
 double SingleDeviceGpt::forward_backward(std::span<const std::int32_t> tokens,
                                          std::span<const std::int32_t> targets) {
+  const double value = loss(tokens, targets);
   const std::int64_t B = shape_.batch, T = shape_.seq, C = shape_.hidden, V = shape_.vocab;
   const std::int64_t N = B * T, Vp = padded_vocab_;
-  MESHTP_CHECK(static_cast<std::int64_t>(tokens.size()) == N &&
-                   static_cast<std::int64_t>(targets.size()) == N,
-               "gpt: {} tokens and {} targets, expected batch {} x seq {} = {} each", tokens.size(),
-               targets.size(), B, T, N);
-  // forward
-  backend_.embedding_forward(x_, tokens, B, T, wte_, V, wpe_, C);
-  const Array& y = stack_.forward(x_);
-  backend_.layernorm_forward(f_, lnf_mean_, lnf_rstd_, y, lnf_w_, lnf_b_, N, C);
-  backend_.linear_forward(logits_, f_, wte_, Array(), N, C, Vp);
-  const double loss = backend_.cross_entropy_forward(lse_, logits_, targets, N, V, Vp);
-  // backward
+  const Array& y = *stack_out_;
   for (Array* a : {&dlogits_, &df_, &dy_, &dwte_, &dwpe_, &dlnf_w_, &dlnf_b_}) backend_.zero(*a);
   backend_.cross_entropy_backward(dlogits_, logits_, lse_, targets, N, V, Vp);
   Array no_bias;
@@ -160,7 +151,22 @@ double SingleDeviceGpt::forward_backward(std::span<const std::int32_t> tokens,
   backend_.layernorm_backward(dy_, dlnf_w_, dlnf_b_, df_, y, lnf_w_, lnf_mean_, lnf_rstd_, N, C);
   const Array& dx = stack_.backward(dy_);
   backend_.embedding_backward(dwte_, dwpe_, dx, tokens, B, T, V, C);
-  return loss;
+  return value;
+}
+
+double SingleDeviceGpt::loss(std::span<const std::int32_t> tokens,
+                             std::span<const std::int32_t> targets) {
+  const std::int64_t B = shape_.batch, T = shape_.seq, C = shape_.hidden, V = shape_.vocab;
+  const std::int64_t N = B * T, Vp = padded_vocab_;
+  MESHTP_CHECK(static_cast<std::int64_t>(tokens.size()) == N &&
+                   static_cast<std::int64_t>(targets.size()) == N,
+               "gpt: {} tokens and {} targets, expected batch {} x seq {} = {} each", tokens.size(),
+               targets.size(), B, T, N);
+  backend_.embedding_forward(x_, tokens, B, T, wte_, V, wpe_, C);
+  stack_out_ = &stack_.forward(x_);
+  backend_.layernorm_forward(f_, lnf_mean_, lnf_rstd_, *stack_out_, lnf_w_, lnf_b_, N, C);
+  backend_.linear_forward(logits_, f_, wte_, Array(), N, C, Vp);
+  return backend_.cross_entropy_forward(lse_, logits_, targets, N, V, Vp);
 }
 
 GptWeights SingleDeviceGpt::gradients() {

@@ -63,6 +63,8 @@ class SingleDeviceGpt {
   // parameter's gradient of it (overwritten): the forward and the backward.
   double forward_backward(std::span<const std::int32_t> tokens,
                           std::span<const std::int32_t> targets);
+  // The forward alone (validation): the same loss, no gradient touched.
+  double loss(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets);
   GptWeights gradients();
   // The global gradient norm ‖g‖ over every parameter (fp32 gradients, summed in double),
   // and, when max_norm > 0 and ‖g‖ > max_norm, every gradient scaled by max_norm/‖g‖ (train's
@@ -90,6 +92,7 @@ class SingleDeviceGpt {
   Array wte_, wpe_, lnf_w_, lnf_b_;      // compute copies (wte, wpe) and fp32 (lnf)
   Array dwte_, dwpe_, dlnf_w_, dlnf_b_;  // fp32
   Array x_, f_, lnf_mean_, lnf_rstd_, logits_, lse_, dlogits_, df_, dy_;
+  const Array* stack_out_ = nullptr;  // the stack's output of the last forward
   // The optimizer's view: every parameter in GptWeights order, and whether it decays.
   std::vector<AdamWParam> optimizer_;
   std::vector<bool> decays_;

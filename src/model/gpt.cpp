@@ -141,9 +141,8 @@ void Gpt::zero_grads() {
 void Gpt::init(std::uint64_t seed) {
   stack_->init(seed);
   const std::int64_t h = config_.shape.hidden;
-  const ParamEntry wte{
-      "wte", {config_.shape.vocab, h}, parallel::ParamShard::kHidden, Init::kNormal};
-  const ParamEntry wpe{"wpe", {config_.shape.seq, h}, parallel::ParamShard::kHidden, Init::kNormal};
+  const ParamEntry wte = wte_entry(config_.shape.vocab, h);
+  const ParamEntry wpe = wpe_entry(config_.shape.seq, h);
   if (!has_embedding() && !has_head()) return;
   Tensor& w = values_[kWte];
   for (std::int64_t r = 0; r < vocab_.rows; ++r) {

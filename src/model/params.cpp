@@ -48,6 +48,14 @@ std::vector<ParamEntry> stack_param_table(int layers, std::int64_t hidden, int f
   return all;
 }
 
+ParamEntry wte_entry(std::int64_t vocab, std::int64_t hidden) {
+  return {"wte", {vocab, hidden}, parallel::ParamShard::kHidden, Init::kNormal};
+}
+
+ParamEntry wpe_entry(std::int64_t seq, std::int64_t hidden) {
+  return {"wpe", {seq, hidden}, parallel::ParamShard::kHidden, Init::kNormal};
+}
+
 float init_value(const ParamEntry& entry, std::uint64_t seed, int layers, std::int64_t g) {
   constexpr float kStd = 0.02f;
   switch (entry.init) {

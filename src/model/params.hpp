@@ -66,6 +66,10 @@ std::vector<ParamEntry> block_param_table(int layer, std::int64_t hidden);
 // stage's share keeps the whole model's names).
 std::vector<ParamEntry> stack_param_table(int layers, std::int64_t hidden, int first = 0);
 
+// The embeddings' entries (model/gpt.hpp): wte [V, h] and wpe [T, h], both N(0, 0.02²).
+ParamEntry wte_entry(std::int64_t vocab, std::int64_t hidden);
+ParamEntry wpe_entry(std::int64_t seq, std::int64_t hidden);
+
 // Global element g of a parameter under the GPT-2 init of an L-layer stack.
 float init_value(const ParamEntry& entry, std::uint64_t seed, int layers, std::int64_t g);
 

@@ -65,4 +65,17 @@ void MetricsLog::append(const std::string& line, std::int64_t step) {
   }
 }
 
+void MetricsLog::append(const StepReport& report) {
+  nlohmann::json line{{"step", report.step},
+                      {"loss", report.loss},
+                      {"lr", report.lr},
+                      {"grad_norm", report.grad_norm},
+                      {"step_s", report.step_seconds},
+                      {"comm_s", report.comm_seconds},
+                      {"tokens_per_s", report.tokens_per_s},
+                      {"tflops_per_rank", report.tflops_per_rank}};
+  if (report.validation_loss) line["val_loss"] = *report.validation_loss;
+  append(line.dump(), report.step);
+}
+
 }  // namespace meshtp::train

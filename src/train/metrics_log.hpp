@@ -12,6 +12,8 @@
 #include <optional>
 #include <string>
 
+#include "train/step_report.hpp"
+
 namespace meshtp::train {
 
 class MetricsLog {
@@ -25,6 +27,9 @@ class MetricsLog {
 
   // Appends `line` and a newline; throws naming the path, the step and the reason.
   void append(const std::string& line, std::int64_t step);
+  // Appends the step's line: {"step", "loss", "lr", "grad_norm", "step_s", "comm_s",
+  // "tokens_per_s", "tflops_per_rank"[, "val_loss"]}.
+  void append(const StepReport& report);
 
  private:
   std::string path_;
