@@ -85,11 +85,6 @@ bool all_finite(std::span<const float> v) {
 
 }  // namespace
 
-double layer_flops(std::int64_t b, std::int64_t s, std::int64_t h) {
-  const double B = static_cast<double>(b), S = static_cast<double>(s), H = static_cast<double>(h);
-  return 72.0 * B * S * H * H + 12.0 * B * S * S * H;
-}
-
 namespace {
 
 LayerBenchSample run(const mesh::DeviceMesh& mesh, const LayerBenchOptions& o,
@@ -97,7 +92,7 @@ LayerBenchSample run(const mesh::DeviceMesh& mesh, const LayerBenchOptions& o,
   const layout::ModelShape& c = o.config.shape;
   LayerBenchSample r;
   r.mesh = mesh.shape();
-  r.flops = c.layers * layer_flops(c.batch, c.seq, c.hidden);
+  r.flops = static_cast<double>(c.layers) * c.layer_flops();
   // On the simulated build's charged devices nothing is computed: no values to validate.
   const bool validate_values = !simhooks::values_meaningless();
   if (o.check && validate_values) {

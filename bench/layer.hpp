@@ -52,9 +52,6 @@ struct LayerBenchSample {
 // the capped slice counts, so each divides it), b = chunks·d1 sequences of 8·T·S tokens.
 model::GptConfig check_config(const model::GptConfig& real, int d1, int d2);
 
-// FLOPs of one layer, forward + backward, no recomputation.
-double layer_flops(std::int64_t batch, std::int64_t seq, std::int64_t hidden);
-
 // Collective over the mesh; throws meshtp::Error if the config does not fit the mesh or the
 // validation fails.
 LayerBenchSample run_layer_bench(const mesh::DeviceMesh& mesh, const LayerBenchOptions& options);

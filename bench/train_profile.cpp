@@ -65,7 +65,7 @@ TrainBenchResult run_train_bench(const comm::Communicator& world,
 
   TrainBenchResult r;
   r.ranks = world.size();
-  r.flops_per_rank = model::gpt_step_flops(replica) * config.model.layout.dp / world.size();
+  r.flops_per_rank = replica.step_flops() * config.model.layout.dp / world.size();
   std::vector<std::array<double, kPhaseCount + 1>> samples;
   std::vector<double> blas_s;
   Tracer& tracer = Tracer::instance();

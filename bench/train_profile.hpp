@@ -10,7 +10,7 @@
 //   per step:           max over ranks of every phase and of the step
 //   reported:           median over the timed steps (after the warm-up steps)
 //
-//   model FLOP/s per rank = gpt_step_flops(replica) · dp / ranks / step
+//   model FLOP/s per rank = replica.step_flops() · dp / ranks / step
 //   ratio to BLAS         = model FLOP/s per rank / BLAS GFLOP/s on the model's linear shapes
 #pragma once
 

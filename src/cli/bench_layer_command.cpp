@@ -104,7 +104,10 @@ void run_bench_layer(const BenchLayerArgs& a) {
         "GPT block stack: L={} b={} s={} h={} a={} on {} ranks{}; {:.3f} GFLOP per step\n",
         a.shape.layers, a.shape.batch, a.shape.seq, a.shape.hidden, a.shape.heads, N,
         a.layout.sequence_parallel ? ", sequence parallel" : "",
-        a.shape.layers * bench::layer_flops(a.shape.batch, a.shape.seq, a.shape.hidden) / 1e9);
+        static_cast<double>(a.shape.layers) *
+            layout::ModelShape{.batch = a.shape.batch, .seq = a.shape.seq, .hidden = a.shape.hidden}
+                .layer_flops() /
+            1e9);
     os << fmt::format(
         "{:>6} {:>6} {:>5} {:>9} {:>9} {:>9} {:>9} {:>6} {:>12} {:>10} {:>6} "
         "{:>9}\n",

@@ -12,17 +12,16 @@
 
 #include <iostream>
 #include <memory>
-#include <optional>
 #include <string>
 
 #include "cli/gpu_command.hpp"
+#include "cli/model_flags.hpp"
 #include "cli/train_flags.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
 #include "device/gpu.hpp"
 #include "device/gpu_backend.hpp"
 #include "ops/cpu_backend.hpp"
-#include "plan/presets.hpp"
 #include "train/byte_corpus.hpp"
 #include "train/single_device.hpp"
 
@@ -31,8 +30,7 @@ namespace meshtp::cli {
 namespace {
 
 struct GpuTrainArgs {
-  std::string model = "tiny";
-  std::optional<std::int64_t> batch, seq, hidden, heads, layers;
+  ModelFlags shape{"tiny"};
   std::string device = "gpu";
   std::string precision = "fp32";
   train::TrainConfig config;
@@ -47,18 +45,9 @@ void run_gpu_train(GpuTrainArgs& args) {
                "--device cpu --precision {}: the CPU backend computes in fp32 only (`meshtp "
                "train --precision {}` is the CPU's mixed precision)",
                args.precision, args.precision);
-  const plan::ModelSpec spec = plan::load_model(args.model);
-  MESHTP_CHECK(spec.vocab == 0 || spec.vocab == train::ByteCorpus::kVocab,
-               "model '{}' has vocab={}, but meshtp trains byte-level models (vocab {})", spec.name,
-               spec.vocab, train::ByteCorpus::kVocab);
+  const plan::ModelSpec spec = args.shape.runtime_model();
   c.model.shape = spec;
-  c.model.shape.vocab = train::ByteCorpus::kVocab;
-  if (args.batch) c.model.shape.batch = *args.batch;
-  if (args.seq) c.model.shape.seq = *args.seq;
-  if (args.hidden) c.model.shape.hidden = *args.hidden;
-  if (args.heads) c.model.shape.heads = *args.heads;
-  if (args.layers) c.model.shape.layers = *args.layers;
-  c.model.shape.validate("--model");
+  c.model.shape.validate(fmt::format("model '{}'", spec.name));
   if (c.data.empty()) c.data = train::kDefaultCorpus;
   train::check_flags(c);  // before a GPU is opened: bad flags get their message anywhere
 
@@ -71,7 +60,7 @@ void run_gpu_train(GpuTrainArgs& args) {
     backend = std::make_unique<CpuBackend>();
   }
   const layout::ModelShape& m = c.model.shape;
-  const bool resized = args.hidden || args.heads || args.layers;
+  const bool resized = args.shape.hidden > 0 || args.shape.heads > 0 || args.shape.layers > 0;
   std::cout << fmt::format("model   {}{} — {} layers, hidden {}, {} heads, seq {}, vocab {}\n",
                            spec.name, resized ? " (resized)" : "", m.layers, m.hidden, m.heads,
                            m.seq, m.vocab)
@@ -117,18 +106,10 @@ void add_gpu_train_command(CLI::App& parent) {
   auto args = std::make_shared<GpuTrainArgs>();
   CLI::App* t = parent.add_subcommand(
       "train", "Train a byte-level GPT on one device (the GPU, or the CPU backend), no mesh");
-  t->add_option("--model", args->model, "Model preset (tiny, small, …) or JSON file")
-      ->capture_default_str();
-  t->add_option("--batch", args->batch, "Sequences per step (default: the model's)")
-      ->check(CLI::PositiveNumber);
-  t->add_option("--seq", args->seq, "Tokens per sequence (default: the model's)")
-      ->check(CLI::PositiveNumber);
-  t->add_option("--hidden", args->hidden, "Hidden size (default: the model's)")
-      ->check(CLI::PositiveNumber);
-  t->add_option("--heads", args->heads, "Attention heads (default: the model's)")
-      ->check(CLI::PositiveNumber);
-  t->add_option("--layers", args->layers, "Blocks (default: the model's)")
-      ->check(CLI::PositiveNumber);
+  args->shape.add_to(t,
+                     ModelFlags::kBatch | ModelFlags::kSeq | ModelFlags::kHidden |
+                         ModelFlags::kHeads | ModelFlags::kLayers,
+                     "Model preset (tiny, small, …) or JSON file");
   t->add_option("--device", args->device, "gpu, or cpu: the CPU backend")->capture_default_str();
   t->add_option("--precision", args->precision,
                 "fp32, or bf16 mixed precision (on the GPU: bf16 weights' copies and "

@@ -1,7 +1,7 @@
 // The flags every command that runs a model shares, each declared once here, and the one
 // resolver from them to (ModelSpec, Plan):
 //   ModelFlags   --model and the shape overrides --batch, --seq, --hidden, --heads, --layers
-//                (unset: the model's value; given: an integer ≥ 1).
+//                (unset: the model's value; given: an integer ≥ 1; model_flags.hpp).
 //   LayoutFlags  the layout, from one of
 //                  --plan FILE       a plan file (as `meshtp plan --out` writes it); no other
 //                                    layout flag may come with it
@@ -27,28 +27,11 @@
 #include <vector>
 
 #include "cli/cli11.hpp"
+#include "cli/model_flags.hpp"
 #include "layout/plan.hpp"
 #include "plan/model_spec.hpp"
 
 namespace meshtp::cli {
-
-// A command registers the shape flags it takes (ModelFlags::kBatch | …). A field's value
-// before add_to is the command's default ("(default 1024)" in the help); 0 means the model's.
-// The shape fields and apply() (every non-zero field) are plan::ShapeOverrides'.
-struct ModelFlags : plan::ShapeOverrides {
-  enum Flag : unsigned { kBatch = 1, kSeq = 2, kHidden = 4, kHeads = 8, kLayers = 16 };
-  explicit ModelFlags(std::string default_model = "") : model(std::move(default_model)) {}
-  std::string model;
-
-  // --model (skipped when model_help is empty: then nullptr is returned, else --model) and
-  // the shape flags in `which`.
-  CLI::Option* add_to(CLI::App* app, unsigned which, const std::string& model_help = "");
-  // --model loaded and the flags applied.
-  plan::ModelSpec load() const;
-  // What the runtime trains: load(), byte-level (vocab 256; a model file with another vocab
-  // is an error naming it), fp32, no recomputation priced (the plan's recompute runs).
-  plan::ModelSpec runtime_model() const;
-};
 
 // The layout's fields are layout::PlanSpelling's (the one text → Plan conversion).
 struct LayoutFlags : layout::PlanSpelling {

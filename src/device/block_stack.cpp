@@ -196,9 +196,7 @@ std::vector<BlockStack::ParamRef> BlockStack::parameters() {
 }
 
 double BlockStack::flops_per_step() const {
-  const double N = static_cast<double>(shape_.tokens()), C = static_cast<double>(shape_.hidden);
-  const double B = static_cast<double>(shape_.batch), T = static_cast<double>(shape_.seq);
-  return static_cast<double>(shape_.layers) * (72 * N * C * C + 12 * B * T * T * C);
+  return static_cast<double>(shape_.layers) * shape_.layer_flops();
 }
 
 }  // namespace meshtp::device

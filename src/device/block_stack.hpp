@@ -69,8 +69,7 @@ class BlockStack {
   };
   std::vector<ParamRef> parameters();
 
-  // Model FLOPs of one forward + backward (the GeMMs and the attention core's products, as
-  // Megatron-LM counts them: 72·N·C²·L + 12·B·T²·C·L), for MFU.
+  // Model FLOPs of one forward + backward: L · layout::ModelShape::layer_flops(), for MFU.
   double flops_per_step() const;
   std::int64_t tokens() const { return shape_.tokens(); }
   Array input_like() { return backend_.alloc(tokens() * shape_.hidden, compute_); }

@@ -177,10 +177,6 @@ GptWeights SingleDeviceGpt::gradients() {
                     .lnf_b = backend_.download(dlnf_b_)};
 }
 
-double SingleDeviceGpt::flops_per_step() const {
-  return stack_.flops_per_step() + 6.0 * static_cast<double>(shape_.tokens()) *
-                                       static_cast<double>(shape_.hidden) *
-                                       static_cast<double>(shape_.vocab);
-}
+double SingleDeviceGpt::flops_per_step() const { return shape_.step_flops(); }
 
 }  // namespace meshtp::device

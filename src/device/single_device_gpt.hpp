@@ -76,7 +76,8 @@ class SingleDeviceGpt {
   // The fp32 master weights.
   GptWeights parameters();
 
-  // Model FLOPs of one forward + backward: the stack's and the head's 6·N·C·V.
+  // Model FLOPs of one forward + backward: layout::ModelShape::step_flops() (the stack's and
+  // the head's 6·N·C·V).
   double flops_per_step() const;
   // V rounded up to a multiple of kVocabAlignment: the rows of wte the device holds.
   std::int64_t padded_vocab() const { return padded_vocab_; }

@@ -54,4 +54,16 @@ ModelShape read_shape(const nlohmann::json& j, std::string_view where) {
   return m;
 }
 
+double ModelShape::layer_flops() const {
+  const auto b = static_cast<double>(batch), s = static_cast<double>(seq),
+             h = static_cast<double>(hidden);
+  return 72.0 * b * s * h * h + 12.0 * b * s * s * h;
+}
+
+double ModelShape::step_flops() const {
+  return static_cast<double>(layers) * layer_flops() + 6.0 * static_cast<double>(tokens()) *
+                                                           static_cast<double>(hidden) *
+                                                           static_cast<double>(vocab);
+}
+
 }  // namespace meshtp::layout

@@ -29,6 +29,12 @@ struct ModelShape {
   std::int64_t vocab = 0;
 
   std::int64_t tokens() const { return batch * seq; }  // n = b·s
+  // Model FLOPs of one training step (forward + backward, no recomputation), the count every
+  // TFLOP/s and MFU here is reported in (ATP §5, Table 2; Megatron-LM's count): one layer
+  // 72·b·s·h² + 12·b·s²·h (the attention products whole, not halved by the mask), and a step
+  // the layers' plus the tied head's 6·b·s·h·V.
+  double layer_flops() const;
+  double step_flops() const;
   // Throws meshtp::Error naming `where` and the value unless every size is in [1, 2^31 − 1]
   // (vocab may be 0) and heads divides hidden: "model 'x': hidden=1000 is not divisible by heads=3".
   void validate(std::string_view where) const;

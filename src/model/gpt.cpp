@@ -44,13 +44,6 @@ std::unique_ptr<Stack> make_stack(const mesh::DeviceMesh& tp_mesh, const GptConf
   return std::make_unique<Stack>(tp_mesh, stack_config(config));
 }
 
-double gpt_step_flops(const layout::ModelShape& m) {
-  const auto b = static_cast<double>(m.batch), s = static_cast<double>(m.seq),
-             h = static_cast<double>(m.hidden), v = static_cast<double>(m.vocab);
-  return static_cast<double>(m.layers) * (72.0 * b * s * h * h + 12.0 * b * s * s * h) +
-         6.0 * b * s * h * v;
-}
-
 Gpt::Gpt(const mesh::DeviceMesh& tp_mesh, const GptConfig& config)
     : mesh_(&tp_mesh), config_(config) {
   stack_ = make_stack(tp_mesh, config_);

@@ -77,10 +77,6 @@ void validate(const GptConfig& config, const std::vector<int>& tp_mesh_shape);
 StackConfig stack_config(const GptConfig& config);
 std::unique_ptr<Stack> make_stack(const mesh::DeviceMesh& tp_mesh, const GptConfig& config);
 
-// FLOPs of one training step (forward + backward) of one replica: the layers' 72·b·s·h² +
-// 12·b·s²·h each (ATP §5, Table 2) plus the LM head's 6·b·s·h·V.
-double gpt_step_flops(const layout::ModelShape& shape);
-
 class Gpt {
  public:
   Gpt(const mesh::DeviceMesh& tp_mesh, const GptConfig& config);

@@ -10,12 +10,6 @@
 
 namespace meshtp::plan {
 
-
-double ModelSpec::layer_flops() const {
-  const double b = batch, s = seq, h = hidden;
-  return 72.0 * b * s * h * h + 12.0 * b * s * s * h;
-}
-
 double ModelSpec::layer_params() const {
   const double h = hidden;
   return 12.0 * h * h + 13.0 * h;

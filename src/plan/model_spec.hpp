@@ -43,8 +43,7 @@ struct ModelSpec : layout::ModelShape {
 
   int element_bytes() const { return meshtp::element_bytes(precision); }
 
-  // 72·b·s·h² + 12·b·s²·h: one layer, forward + backward, the count TFLOP/s is reported in.
-  double layer_flops() const;
+  // The layers' FLOPs of a step (layout::ModelShape::layer_flops, no head).
   double model_flops() const { return layers * layer_flops(); }
   // 12h² + 13h.
   double layer_params() const;

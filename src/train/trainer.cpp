@@ -130,8 +130,7 @@ TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
   const std::int64_t rows = replica.shape.batch;
   std::vector<std::int32_t> tokens(static_cast<std::size_t>(rows * seq));
   std::vector<std::int32_t> targets(tokens.size());
-  const double flops_per_rank =
-      model::gpt_step_flops(replica.shape) * dp / static_cast<double>(world.size());
+  const double flops_per_rank = replica.shape.step_flops() * dp / static_cast<double>(world.size());
   const std::int64_t end = config.stop_after > 0
                                ? std::min(config.steps, summary.first_step + config.stop_after)
                                : config.steps;

@@ -19,6 +19,7 @@
 #include "mesh/device_mesh.hpp"
 #include "model/gpt.hpp"
 #include "ops/cpu_backend.hpp"
+#include "train/test_corpus.hpp"
 #include "train/trainer.hpp"
 
 namespace meshtp::train {
@@ -32,11 +33,7 @@ class SingleDevice : public ::testing::Test {
     dir_ = fs::temp_directory_path() / fmt::format("meshtp_single_device_{}", ::getpid());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
-    std::ofstream text(dir_ / "corpus.txt");
-    for (int i = 0; i < 400; ++i) {
-      text << "the quick brown fox " << i * 7919 % 1000 << " jumps over the lazy dog "
-           << (i % 3 ? "again\n" : "and sleeps.\n");
-    }
+    test::write_corpus(dir_ / "corpus.txt");
   }
   void TearDown() override { fs::remove_all(dir_); }
 

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <span>
 
+#include "train/test_corpus.hpp"
 #include "train/trainer.hpp"
 
 namespace meshtp::train {
@@ -47,11 +48,7 @@ class TrainEquivalence : public ::testing::Test {
     if (world_.rank() == 0) {
       fs::remove_all(dir_);
       fs::create_directories(dir_);
-      std::ofstream text(dir_ / "corpus.txt");
-      for (int i = 0; i < 400; ++i) {
-        text << "the quick brown fox " << i * 7919 % 1000 << " jumps over the lazy dog "
-             << (i % 3 ? "again\n" : "and sleeps.\n");
-      }
+      test::write_corpus(dir_ / "corpus.txt");
     }
     world_.barrier();
   }
