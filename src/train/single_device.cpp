@@ -130,6 +130,7 @@ TrainSummary train_on_device(device::Backend& backend, const TrainConfig& config
   const std::int64_t end =
       config.stop_after > 0 ? std::min(config.steps, config.stop_after) : config.steps;
   double elapsed = 0.0;
+  std::int64_t adam_steps = 0;
   for (std::int64_t step = 0; step < end; ++step) {
     corpus.sample(Split::kTrain, config.seed, step, rows, 0, rows, seq, tokens, targets);
     const double start = now_seconds();
@@ -139,7 +140,9 @@ TrainSummary train_on_device(device::Backend& backend, const TrainConfig& config
     // never used: the next forward_backward overwrites them).
     report.grad_norm = gpt.clip_gradients(config.grad_clip);
     if (std::isfinite(report.loss) && std::isfinite(report.grad_norm)) {
-      const double t = static_cast<double>(step + 1);
+      // Bias correction at the updates made, as train/adamw.hpp counts them (a skipped step
+      // is not one).
+      const auto t = static_cast<double>(++adam_steps);
       gpt.update({.lr = static_cast<float>(schedule.at(step)),
                   .beta1 = config.adamw.beta1,
                   .beta2 = config.adamw.beta2,

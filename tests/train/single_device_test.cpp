@@ -179,5 +179,26 @@ TEST_F(SingleDevice, MetricsAndStopAfterAsTrain) {
   EXPECT_EQ(lines, 4);
 }
 
+TEST_F(SingleDevice, NonFiniteStepsStopOrAreSkippedAsInTrain) {
+  // An absurd learning rate with no clipping: the first update wrecks the weights, the next
+  // loss is not finite. Both loops stop at the same step, or skip the same steps.
+  TrainConfig c = config();
+  c.steps = 5;
+  c.warmup = 0;
+  c.lr = 1e30;
+  c.grad_clip = 0;
+  CpuBackend cpu;
+  const std::string want = error_of([&] { train(comm::Communicator::world(), c, TrainHooks{}); });
+  const std::string got = error_of([&] { train_on_device(cpu, c, {}); });
+  ASSERT_NE(want, "no error");
+  EXPECT_EQ(got.substr(0, got.find(';')), want.substr(0, want.find(';'))) << got << "\n" << want;
+  c.skip_nonfinite = 10;
+  const TrainSummary train_summary = train(comm::Communicator::world(), c, TrainHooks{});
+  const TrainSummary device_summary = train_on_device(cpu, c, {});
+  EXPECT_GT(device_summary.skipped_steps, 0);
+  EXPECT_EQ(device_summary.skipped_steps, train_summary.skipped_steps);
+  EXPECT_EQ(device_summary.last_step, c.steps);
+}
+
 }  // namespace
 }  // namespace meshtp::train
