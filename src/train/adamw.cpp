@@ -28,17 +28,8 @@ AdamW::AdamW(std::vector<ParamRef> params, AdamWConfig config)
 
 void AdamW::step(float lr) {
   ++steps_;
-  const auto t = static_cast<double>(steps_);
-  const float bias1 = static_cast<float>(1.0 - std::pow(config_.beta1, t));
-  const float bias2 = static_cast<float>(1.0 - std::pow(config_.beta2, t));
   for (std::size_t i = 0; i < params_.size(); ++i) {
-    const kernels::AdamWStep step{.lr = lr,
-                                  .beta1 = config_.beta1,
-                                  .beta2 = config_.beta2,
-                                  .eps = config_.eps,
-                                  .decay = params_[i].decay ? config_.weight_decay : 0.0f,
-                                  .bias1 = bias1,
-                                  .bias2 = bias2};
+    const AdamWStep step = config_.at(lr, steps_, params_[i].decay);
     adamw_update(params_[i].value->values(), params_[i].grad->values(), m_[i].values(),
                  v_[i].values(), step);
   }

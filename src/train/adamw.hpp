@@ -12,11 +12,13 @@
 // is the same number on every rank and for every layout.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "core/adamw_step.hpp"
 #include "tensor/tensor.hpp"
 
 namespace meshtp::train {
@@ -26,6 +28,19 @@ struct AdamWConfig {
   float beta2 = 0.95f;
   float eps = 1e-8f;
   float weight_decay = 0.1f;
+
+  // The constants of update number t (1-based) at learning rate lr: the bias corrections
+  // 1 − βᵗ (computed in double), and λ for a parameter that decays, 0 for one that does not.
+  AdamWStep at(float lr, std::int64_t t, bool decays) const {
+    const auto steps = static_cast<double>(t);
+    return {.lr = lr,
+            .beta1 = beta1,
+            .beta2 = beta2,
+            .eps = eps,
+            .decay = decays ? weight_decay : 0.0f,
+            .bias1 = static_cast<float>(1.0 - std::pow(beta1, steps)),
+            .bias2 = static_cast<float>(1.0 - std::pow(beta2, steps))};
+  }
 };
 
 struct ParamRef {

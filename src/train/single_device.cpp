@@ -142,14 +142,7 @@ TrainSummary train_on_device(device::Backend& backend, const TrainConfig& config
     if (std::isfinite(report.loss) && std::isfinite(report.grad_norm)) {
       // Bias correction at the updates made, as train/adamw.hpp counts them (a skipped step
       // is not one).
-      const auto t = static_cast<double>(++adam_steps);
-      gpt.update({.lr = static_cast<float>(schedule.at(step)),
-                  .beta1 = config.adamw.beta1,
-                  .beta2 = config.adamw.beta2,
-                  .eps = config.adamw.eps,
-                  .decay = config.adamw.weight_decay,
-                  .bias1 = static_cast<float>(1.0 - std::pow(config.adamw.beta1, t)),
-                  .bias2 = static_cast<float>(1.0 - std::pow(config.adamw.beta2, t))});
+      gpt.update(config.adamw.at(static_cast<float>(schedule.at(step)), ++adam_steps, true));
     } else {
       MESHTP_CHECK(summary.skipped_steps < config.skip_nonfinite,
                    "step {}: the loss is {} and the gradient norm {}; stopping before the update "

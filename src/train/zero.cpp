@@ -287,10 +287,6 @@ void DataParallel::step(float lr) {
     return;
   }
   ++steps_;
-  const auto t = static_cast<double>(steps_);
-  const AdamWConfig& c = adamw_config_;
-  const auto bias1 = static_cast<float>(1.0 - std::pow(c.beta1, t));
-  const auto bias2 = static_cast<float>(1.0 - std::pow(c.beta2, t));
   const std::int64_t r = dp_.rank();
   // Back into the model: bucket k's gathered values. Stage 2's block buckets gather into a
   // buffer of their own, freed here, and run one behind: at most two whole buffers.
@@ -325,11 +321,9 @@ void DataParallel::step(float lr) {
                            static_cast<std::size_t>(offset), count);
                        copy_floats(src.data(), n, value.data());
                      }
-                     adamw_update(value, b.own_grad.subspan(i, count), b.m.values().subspan(i, count),
-                                  b.v.values().subspan(i, count),
-                                  {.lr = lr, .beta1 = c.beta1, .beta2 = c.beta2, .eps = c.eps,
-                                   .decay = gpt_.decays(p) ? c.weight_decay : 0.0f,
-                                   .bias1 = bias1, .bias2 = bias2});
+                     adamw_update(value, b.own_grad.subspan(i, count),
+                                  b.m.values().subspan(i, count), b.v.values().subspan(i, count),
+                                  adamw_config_.at(lr, steps_, gpt_.decays(p)));
                    });
     if (part_only) continue;
     const int i = static_cast<int>(k);
