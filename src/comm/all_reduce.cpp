@@ -10,40 +10,31 @@
 
 namespace meshtp::comm {
 
-template <typename T>
-void Communicator::all_reduce(std::span<T> buf, ReduceOp op) const {
-  if (buf.empty()) return;
-  const int count = as_count(buf.size(), "all_reduce");
-  impl_->count<T>(layout::CollectiveKind::kAllReduce, buf.size());
+void MpiTransport::all_reduce(Buffer buf, ReduceOp op) {
+  const MPI_Datatype dtype = mpi_datatype(buf.type);
+  if (buf.count == 0) return;
+  const int count = as_count(buf.count, "all_reduce");
   run_collective(
-      *impl_, "all_reduce", "MPI_Allreduce",
+      *group_, "all_reduce", "MPI_Allreduce",
       [&] {
-        return MPI_Allreduce(MPI_IN_PLACE, buf.data(), count, mpi_datatype<T>(), mpi_op(op),
-                             impl_->handle);
+        return MPI_Allreduce(MPI_IN_PLACE, buf.data, count, dtype, mpi_op(op),
+                             group_->handle);
       },
       [&](MPI_Request* r) {
-        return MPI_Iallreduce(MPI_IN_PLACE, buf.data(), count, mpi_datatype<T>(), mpi_op(op),
-                              impl_->handle, r);
+        return MPI_Iallreduce(MPI_IN_PLACE, buf.data, count, dtype, mpi_op(op),
+                              group_->handle, r);
       });
 }
 
-template <typename T>
-Request Communicator::iall_reduce(std::span<T> buf, ReduceOp op) const {
-  const int count = as_count(buf.size(), "iall_reduce");
-  Request r;
-  if (buf.empty()) return r;  // complete
-  r.impl_ = std::make_unique<Request::Impl>("iall_reduce", impl_);
-  impl_->count<T>(layout::CollectiveKind::kAllReduce, buf.size());
-  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buf.data(), count, mpi_datatype<T>(), mpi_op(op),
-                           impl_->handle, &r.impl_->handle),
-            "MPI_Iallreduce", impl_->size);
+Request MpiTransport::iall_reduce(Buffer buf, ReduceOp op) {
+  const MPI_Datatype dtype = mpi_datatype(buf.type);
+  const int count = as_count(buf.count, "iall_reduce");
+  if (buf.count == 0) return Request{};  // complete
+  Request r = start("iall_reduce");
+  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buf.data, count, dtype, mpi_op(op),
+                           group_->handle, handle_of(r)),
+            "MPI_Iallreduce", group_->size);
   return r;
 }
-
-#define INSTANTIATE(T)                                                         \
-  template void Communicator::all_reduce<T>(std::span<T>, ReduceOp) const;     \
-  template Request Communicator::iall_reduce<T>(std::span<T>, ReduceOp) const;
-MESHTP_FOR_EACH_COMM_TYPE(INSTANTIATE)
-#undef INSTANTIATE
 
 }  // namespace meshtp::comm

@@ -4,51 +4,29 @@
 #include "comm/mpi_impl.hpp"
 
 namespace meshtp::comm {
-namespace {
-
-int check_all_to_all(std::size_t send, std::size_t recv, int size, std::string_view call) {
-  const auto p = static_cast<std::size_t>(size);
-  MESHTP_CHECK(send == recv && send % p == 0,
-               "{}: send holds {} and receive {} elements; both must be the same multiple of "
-               "the group size {}",
-               call, send, recv, size);
-  return as_count(send / p, call);
-}
-
-}  // namespace
-
-template <typename T>
-void Communicator::all_to_all(std::span<const T> send, std::span<T> recv) const {
-  const int block = check_all_to_all(send.size(), recv.size(), impl_->size, "all_to_all");
-  impl_->count<T>(layout::CollectiveKind::kAllToAll, send.size());
+void MpiTransport::all_to_all(ConstBuffer send, Buffer recv) {
+  const MPI_Datatype dtype = mpi_datatype(send.type);
+  const int block = as_count(send.count / static_cast<std::size_t>(group_->size), "all_to_all");
   run_collective(
-      *impl_, "all_to_all", "MPI_Alltoall",
+      *group_, "all_to_all", "MPI_Alltoall",
       [&] {
-        return MPI_Alltoall(send.data(), block, mpi_datatype<T>(), recv.data(), block,
-                            mpi_datatype<T>(), impl_->handle);
+        return MPI_Alltoall(send.data, block, dtype, recv.data, block,
+                            dtype, group_->handle);
       },
       [&](MPI_Request* r) {
-        return MPI_Ialltoall(send.data(), block, mpi_datatype<T>(), recv.data(), block,
-                             mpi_datatype<T>(), impl_->handle, r);
+        return MPI_Ialltoall(send.data, block, dtype, recv.data, block,
+                             dtype, group_->handle, r);
       });
 }
 
-template <typename T>
-Request Communicator::iall_to_all(std::span<const T> send, std::span<T> recv) const {
-  const int block = check_all_to_all(send.size(), recv.size(), impl_->size, "iall_to_all");
-  Request r;
-  r.impl_ = std::make_unique<Request::Impl>("iall_to_all", impl_);
-  impl_->count<T>(layout::CollectiveKind::kAllToAll, send.size());
-  check_mpi(MPI_Ialltoall(send.data(), block, mpi_datatype<T>(), recv.data(), block,
-                          mpi_datatype<T>(), impl_->handle, &r.impl_->handle),
-            "MPI_Ialltoall", impl_->size);
+Request MpiTransport::iall_to_all(ConstBuffer send, Buffer recv) {
+  const MPI_Datatype dtype = mpi_datatype(send.type);
+  const int block = as_count(send.count / static_cast<std::size_t>(group_->size), "iall_to_all");
+  Request r = start("iall_to_all");
+  check_mpi(MPI_Ialltoall(send.data, block, dtype, recv.data, block,
+                          dtype, group_->handle, handle_of(r)),
+            "MPI_Ialltoall", group_->size);
   return r;
 }
-
-#define INSTANTIATE(T)                                                                   \
-  template void Communicator::all_to_all<T>(std::span<const T>, std::span<T>) const;     \
-  template Request Communicator::iall_to_all<T>(std::span<const T>, std::span<T>) const;
-MESHTP_FOR_EACH_COMM_TYPE(INSTANTIATE)
-#undef INSTANTIATE
 
 }  // namespace meshtp::comm

@@ -3,36 +3,25 @@
 
 namespace meshtp::comm {
 
-template <typename T>
-void Communicator::broadcast(std::span<T> buf, int root) const {
-  check_rank(root, impl_->size, "broadcast", "root");
-  const int count = as_count(buf.size(), "broadcast");
-  impl_->count<T>(layout::CollectiveKind::kBroadcast, buf.size());
+void MpiTransport::broadcast(Buffer buf, int root) {
+  const MPI_Datatype dtype = mpi_datatype(buf.type);
+  const int count = as_count(buf.count, "broadcast");
   run_collective(
-      *impl_, "broadcast", "MPI_Bcast",
-      [&] { return MPI_Bcast(buf.data(), count, mpi_datatype<T>(), root, impl_->handle); },
+      *group_, "broadcast", "MPI_Bcast",
+      [&] { return MPI_Bcast(buf.data, count, dtype, root, group_->handle); },
       [&](MPI_Request* r) {
-        return MPI_Ibcast(buf.data(), count, mpi_datatype<T>(), root, impl_->handle, r);
+        return MPI_Ibcast(buf.data, count, dtype, root, group_->handle, r);
       });
 }
 
-template <typename T>
-Request Communicator::ibroadcast(std::span<T> buf, int root) const {
-  check_rank(root, impl_->size, "ibroadcast", "root");
-  const int count = as_count(buf.size(), "ibroadcast");
-  Request r;
-  r.impl_ = std::make_unique<Request::Impl>("ibroadcast", impl_);
-  impl_->count<T>(layout::CollectiveKind::kBroadcast, buf.size());
-  check_mpi(MPI_Ibcast(buf.data(), count, mpi_datatype<T>(), root, impl_->handle,
-                       &r.impl_->handle),
-            "MPI_Ibcast", impl_->size);
+Request MpiTransport::ibroadcast(Buffer buf, int root) {
+  const MPI_Datatype dtype = mpi_datatype(buf.type);
+  const int count = as_count(buf.count, "ibroadcast");
+  Request r = start("ibroadcast");
+  check_mpi(MPI_Ibcast(buf.data, count, dtype, root, group_->handle,
+                       handle_of(r)),
+            "MPI_Ibcast", group_->size);
   return r;
 }
-
-#define INSTANTIATE(T)                                                  \
-  template void Communicator::broadcast<T>(std::span<T>, int) const;    \
-  template Request Communicator::ibroadcast<T>(std::span<T>, int) const;
-MESHTP_FOR_EACH_COMM_TYPE(INSTANTIATE)
-#undef INSTANTIATE
 
 }  // namespace meshtp::comm

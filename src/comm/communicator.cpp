@@ -27,14 +27,6 @@ TrafficCount& CommLedger::traffic(layout::CollectiveKind kind, int label) {
   return counts[static_cast<std::size_t>(kind)][static_cast<std::size_t>(label + 1)];
 }
 
-void Communicator::Impl::count_sent(layout::CollectiveKind kind, std::size_t bytes) const {
-  if (size == 1) return;
-  TrafficCount& c = comm_ledger().traffic(kind, traffic_label);
-  c.launches += 1;
-  c.message_bytes += static_cast<std::int64_t>(bytes);
-  c.sent_bytes += layout::sent_bytes(kind, size, static_cast<double>(bytes));
-}
-
 // ---- Request ---------------------------------------------------------------------------
 
 Request::Request() = default;
@@ -110,9 +102,21 @@ void wait_all(std::span<Request> requests) {
   for (Request& r : requests) r.wait();
 }
 
-// ---- Communicator ----------------------------------------------------------------------
+// ---- the MPI transport's group management ------------------------------------------------
 
-Communicator::Impl::Impl(MPI_Comm comm, bool owns, std::string group_label)
+MPI_Datatype mpi_datatype(Element type) {
+  switch (type) {
+    case Element::kF32: return MPI_FLOAT;
+    case Element::kF64: return MPI_DOUBLE;
+    case Element::kI32: return MPI_INT;
+    case Element::kI64: return MPI_INT64_T;
+    case Element::kU8: return MPI_UNSIGNED_CHAR;
+    case Element::kBF16: return MPI_UINT16_T;
+  }
+  return MPI_DATATYPE_NULL;
+}
+
+MpiGroup::MpiGroup(MPI_Comm comm, bool owns, std::string group_label)
     : handle(comm), owned(owns), label(std::move(group_label)) {
   MPI_Comm_rank(handle, &rank);
   MPI_Comm_size(handle, &size);
@@ -131,71 +135,270 @@ Communicator::Impl::Impl(MPI_Comm comm, bool owns, std::string group_label)
   register_group(this);
 }
 
-Communicator::Impl::~Impl() {
+MpiGroup::~MpiGroup() {
   unregister_group(this);
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (owned && handle != MPI_COMM_NULL && !finalized) MPI_Comm_free(&handle);
 }
 
-Communicator::Communicator(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
-
-Communicator Communicator::world() {
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  MESHTP_CHECK(initialized, "MPI is not initialised: create a comm::Environment first");
-  return Communicator(std::make_shared<Impl>(MPI_COMM_WORLD, false, "the world"));
+Request MpiTransport::start(const char* op_name, int peer) const {
+  Request r;
+  r.impl_ = std::make_unique<Request::Impl>(op_name, group_, peer);
+  return r;
 }
 
-int Communicator::rank() const { return impl_->rank; }
-int Communicator::size() const { return impl_->size; }
+MPI_Request* MpiTransport::handle_of(Request& r) { return &r.impl_->handle; }
 
-void Communicator::set_traffic_label(int label) {
-  MESHTP_CHECK(label >= -1 && label + 1 < CommLedger::kLabels,
-               "traffic label {} is outside -1..{}", label, CommLedger::kLabels - 2);
-  impl_->traffic_label = label;
-}
-
-Communicator Communicator::split(int color, int key, std::string label) const {
-  MESHTP_CHECK(color >= 0, "split color must be non-negative, got {}", color);
+std::shared_ptr<Transport> MpiTransport::split(int color, int key, std::string label) const {
   MPI_Comm handle = MPI_COMM_NULL;
-  check_mpi(MPI_Comm_split(impl_->handle, color, key, &handle), "MPI_Comm_split", impl_->size);
-  if (label.empty()) label = "a group split from " + impl_->label;
-  return Communicator(std::make_shared<Impl>(handle, true, std::move(label)));
+  check_mpi(MPI_Comm_split(group_->handle, color, key, &handle), "MPI_Comm_split", group_->size);
+  if (label.empty()) label = "a group split from " + group_->label;
+  return std::make_shared<MpiTransport>(std::make_shared<MpiGroup>(handle, true, std::move(label)));
 }
 
-const std::string& Communicator::label() const { return impl_->label; }
-
-int Communicator::ranks_on_this_node() const {
+int MpiTransport::ranks_on_this_node() const {
   MPI_Comm node = MPI_COMM_NULL;
-  check_mpi(MPI_Comm_split_type(impl_->handle, MPI_COMM_TYPE_SHARED, impl_->rank,
+  check_mpi(MPI_Comm_split_type(group_->handle, MPI_COMM_TYPE_SHARED, group_->rank,
                                 MPI_INFO_NULL, &node),
-            "MPI_Comm_split_type", impl_->size);
+            "MPI_Comm_split_type", group_->size);
   int size = 1;
   MPI_Comm_size(node, &size);
   MPI_Comm_free(&node);
   return size;
 }
 
-bool Communicator::same_group(const Communicator& other) const {
+bool MpiTransport::same_group(const Transport& other) const {
+  const auto* mpi = dynamic_cast<const MpiTransport*>(&other);
+  if (mpi == nullptr) return false;
   int result = MPI_UNEQUAL;
-  check_mpi(MPI_Comm_compare(impl_->handle, other.impl_->handle, &result), "MPI_Comm_compare",
-            impl_->size);
+  check_mpi(MPI_Comm_compare(group_->handle, mpi->group_->handle, &result), "MPI_Comm_compare",
+            group_->size);
   return result == MPI_IDENT || result == MPI_CONGRUENT;
 }
 
-void Communicator::barrier() const {
+void MpiTransport::barrier() {
   run_collective(
-      *impl_, "barrier", "MPI_Barrier", [&] { return MPI_Barrier(impl_->handle); },
-      [&](MPI_Request* r) { return MPI_Ibarrier(impl_->handle, r); });
+      *group_, "barrier", "MPI_Barrier", [&] { return MPI_Barrier(group_->handle); },
+      [&](MPI_Request* r) { return MPI_Ibarrier(group_->handle, r); });
 }
 
-Request Communicator::ibarrier() const {
-  Request r;
-  r.impl_ = std::make_unique<Request::Impl>("ibarrier", impl_);
-  check_mpi(MPI_Ibarrier(impl_->handle, &r.impl_->handle), "MPI_Ibarrier", impl_->size);
+Request MpiTransport::ibarrier() {
+  Request r = start("ibarrier");
+  check_mpi(MPI_Ibarrier(group_->handle, handle_of(r)), "MPI_Ibarrier", group_->size);
   return r;
 }
+
+// ---- Communicator: the front ----------------------------------------------------------
+
+const char* to_string(TransportKind kind) {
+  return kind == TransportKind::kMpi ? "mpi" : "alone";
+}
+
+Communicator::Communicator(std::shared_ptr<Transport> transport)
+    : transport_(std::move(transport)) {
+  MESHTP_CHECK(transport_ != nullptr, "a communicator needs a transport");
+}
+
+Communicator Communicator::world() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  MESHTP_CHECK(initialized, "MPI is not initialised: create a comm::Environment first");
+  return Communicator(
+      std::make_shared<MpiTransport>(std::make_shared<MpiGroup>(MPI_COMM_WORLD, false, "the world")));
+}
+
+Communicator Communicator::alone(int rank, int size, std::string label) {
+  return Communicator(alone_transport(rank, size, std::move(label)));
+}
+
+int Communicator::rank() const { return transport_->rank(); }
+int Communicator::size() const { return transport_->size(); }
+TransportKind Communicator::transport() const { return transport_->kind(); }
+const std::string& Communicator::label() const { return transport_->label(); }
+
+void Communicator::set_traffic_label(int label) {
+  MESHTP_CHECK(label >= -1 && label + 1 < CommLedger::kLabels,
+               "traffic label {} is outside -1..{}", label, CommLedger::kLabels - 2);
+  transport_->traffic_label = label;
+}
+
+Communicator Communicator::split(int color, int key, std::string label) const {
+  MESHTP_CHECK(color >= 0, "split color must be non-negative, got {}", color);
+  return Communicator(transport_->split(color, key, std::move(label)));
+}
+
+int Communicator::ranks_on_this_node() const { return transport_->ranks_on_this_node(); }
+
+bool Communicator::same_group(const Communicator& other) const {
+  return transport_->same_group(*other.transport_);
+}
+
+void Communicator::count(layout::CollectiveKind kind, std::size_t bytes) const {
+  if (!comm_ledger().count_traffic || transport_->size() == 1) return;
+  TrafficCount& c = comm_ledger().traffic(kind, transport_->traffic_label);
+  c.launches += 1;
+  c.message_bytes += static_cast<std::int64_t>(bytes);
+  c.sent_bytes += layout::sent_bytes(kind, transport_->size(), static_cast<double>(bytes));
+}
+
+namespace {
+
+std::size_t bytes_of(std::size_t count, Element type) { return count * element_size(type); }
+
+void check_same_type(Element send, Element recv, std::string_view call) {
+  MESHTP_CHECK(send == recv, "{}: send holds {} and receive {} elements; one call moves one type",
+               call, to_string(send), to_string(recv));
+}
+
+// MPI has no bf16 arithmetic: bf16 buffers travel as 2-byte words (gathers, broadcasts,
+// transfers) and are never summed here; gradients reduce in fp32.
+void check_reducible(Element type, std::string_view call) {
+  MESHTP_CHECK(type != Element::kBF16,
+               "{}: cannot reduce {} elements (no bf16 arithmetic in the transport); reduce "
+               "an fp32 copy",
+               call, to_string(type));
+}
+
+void check_rank(int peer, int size, std::string_view call, std::string_view role) {
+  MESHTP_CHECK(peer >= 0 && peer < size, "{}: {} rank {} is outside a group of size {}", call,
+               role, peer, size);
+}
+
+void check_all_gather(ConstBuffer send, Buffer recv, int size, std::string_view call) {
+  check_same_type(send.type, recv.type, call);
+  MESHTP_CHECK(recv.count == send.count * static_cast<std::size_t>(size),
+               "{}: receive buffer holds {} elements but {} ranks × {} sent need {}", call,
+               recv.count, size, send.count, send.count * static_cast<std::size_t>(size));
+}
+
+void check_reduce_scatter(ConstBuffer send, Buffer recv, int size, std::string_view call) {
+  check_same_type(send.type, recv.type, call);
+  MESHTP_CHECK(send.count == recv.count * static_cast<std::size_t>(size),
+               "{}: send buffer holds {} elements but {} ranks × {} received need {}", call,
+               send.count, size, recv.count, recv.count * static_cast<std::size_t>(size));
+}
+
+void check_all_to_all(ConstBuffer send, Buffer recv, int size, std::string_view call) {
+  check_same_type(send.type, recv.type, call);
+  const auto p = static_cast<std::size_t>(size);
+  MESHTP_CHECK(send.count == recv.count && send.count % p == 0,
+               "{}: send holds {} and receive {} elements; both must be the same multiple of "
+               "the group size {}",
+               call, send.count, recv.count, size);
+}
+
+}  // namespace
+
+void Communicator::all_reduce(Buffer buf, ReduceOp op) const {
+  check_reducible(buf.type, "all_reduce");
+  if (buf.count == 0) return;
+  count(layout::CollectiveKind::kAllReduce, bytes_of(buf.count, buf.type));
+  transport_->all_reduce(buf, op);
+}
+
+Request Communicator::iall_reduce(Buffer buf, ReduceOp op) const {
+  check_reducible(buf.type, "iall_reduce");
+  if (buf.count == 0) return Request{};  // complete
+  count(layout::CollectiveKind::kAllReduce, bytes_of(buf.count, buf.type));
+  return transport_->iall_reduce(buf, op);
+}
+
+void Communicator::all_gather(ConstBuffer send, Buffer recv) const {
+  check_all_gather(send, recv, size(), "all_gather");
+  count(layout::CollectiveKind::kAllGather, bytes_of(recv.count, recv.type));
+  transport_->all_gather(send, recv);
+}
+
+Request Communicator::iall_gather(ConstBuffer send, Buffer recv) const {
+  check_all_gather(send, recv, size(), "iall_gather");
+  count(layout::CollectiveKind::kAllGather, bytes_of(recv.count, recv.type));
+  return transport_->iall_gather(send, recv);
+}
+
+void Communicator::reduce_scatter(ConstBuffer send, Buffer recv, ReduceOp op) const {
+  check_reducible(send.type, "reduce_scatter");
+  check_reduce_scatter(send, recv, size(), "reduce_scatter");
+  count(layout::CollectiveKind::kReduceScatter, bytes_of(send.count, send.type));
+  transport_->reduce_scatter(send, recv, op);
+}
+
+Request Communicator::ireduce_scatter(ConstBuffer send, Buffer recv, ReduceOp op) const {
+  check_reducible(send.type, "ireduce_scatter");
+  check_reduce_scatter(send, recv, size(), "ireduce_scatter");
+  count(layout::CollectiveKind::kReduceScatter, bytes_of(send.count, send.type));
+  return transport_->ireduce_scatter(send, recv, op);
+}
+
+void Communicator::broadcast(Buffer buf, int root) const {
+  check_rank(root, size(), "broadcast", "root");
+  count(layout::CollectiveKind::kBroadcast, bytes_of(buf.count, buf.type));
+  transport_->broadcast(buf, root);
+}
+
+Request Communicator::ibroadcast(Buffer buf, int root) const {
+  check_rank(root, size(), "ibroadcast", "root");
+  count(layout::CollectiveKind::kBroadcast, bytes_of(buf.count, buf.type));
+  return transport_->ibroadcast(buf, root);
+}
+
+void Communicator::reduce(ConstBuffer send, Buffer recv, int root, ReduceOp op) const {
+  check_rank(root, size(), "reduce", "root");
+  check_reducible(send.type, "reduce");
+  if (rank() == root) {
+    check_same_type(send.type, recv.type, "reduce");
+    MESHTP_CHECK(recv.count == send.count,
+                 "reduce: root's receive buffer holds {} elements, send holds {}", recv.count,
+                 send.count);
+  }
+  count(layout::CollectiveKind::kReduce, bytes_of(send.count, send.type));
+  transport_->reduce(send, recv, root, op);
+}
+
+void Communicator::all_to_all(ConstBuffer send, Buffer recv) const {
+  check_all_to_all(send, recv, size(), "all_to_all");
+  count(layout::CollectiveKind::kAllToAll, bytes_of(send.count, send.type));
+  transport_->all_to_all(send, recv);
+}
+
+Request Communicator::iall_to_all(ConstBuffer send, Buffer recv) const {
+  check_all_to_all(send, recv, size(), "iall_to_all");
+  count(layout::CollectiveKind::kAllToAll, bytes_of(send.count, send.type));
+  return transport_->iall_to_all(send, recv);
+}
+
+void Communicator::send(ConstBuffer buf, int dest, int tag) const {
+  check_rank(dest, size(), "send", "destination");
+  count(layout::CollectiveKind::kSendRecv, bytes_of(buf.count, buf.type));
+  transport_->send(buf, dest, tag);
+}
+
+void Communicator::recv(Buffer buf, int source, int tag) const {
+  check_rank(source, size(), "recv", "source");
+  transport_->recv(buf, source, tag);
+}
+
+void Communicator::sendrecv(ConstBuffer send, int dest, Buffer recv, int source, int tag) const {
+  check_rank(dest, size(), "sendrecv", "destination");
+  check_rank(source, size(), "sendrecv", "source");
+  check_same_type(send.type, recv.type, "sendrecv");
+  count(layout::CollectiveKind::kSendRecv, bytes_of(send.count, send.type));
+  transport_->sendrecv(send, dest, recv, source, tag);
+}
+
+Request Communicator::isend(ConstBuffer buf, int dest, int tag) const {
+  check_rank(dest, size(), "isend", "destination");
+  count(layout::CollectiveKind::kSendRecv, bytes_of(buf.count, buf.type));
+  return transport_->isend(buf, dest, tag);
+}
+
+Request Communicator::irecv(Buffer buf, int source, int tag) const {
+  check_rank(source, size(), "irecv", "source");
+  return transport_->irecv(buf, source, tag);
+}
+
+void Communicator::barrier() const { transport_->barrier(); }
+Request Communicator::ibarrier() const { return transport_->ibarrier(); }
 
 // ---- Environment -----------------------------------------------------------------------
 

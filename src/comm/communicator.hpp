@@ -1,6 +1,9 @@
-// Communicator: a process group and the collectives meshtp runs on it, over Open MPI.
+// Communicator: a process group and the collectives meshtp runs on it — the collectives half of
+// the runtime's seam (docs/seam.md). The layers call this front; a transport behind it
+// (comm/transport.hpp) moves the bytes: Open MPI on host memory, or nothing at all for a rank
+// that runs alone (TransportKind below). Algorithms never see which.
 //
-// Error policy: every size is validated before the MPI call (a mismatch throws
+// Error policy: every size is validated before the transport's call (a mismatch throws
 // meshtp::Error naming the sizes, and the CLI then aborts the job so no peer hangs in the
 // collective); MPI failures become meshtp::Error with the call, the group size and MPI's
 // own message. `<mpi.h>` is included only by the comm layer's .cpp files.
@@ -25,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "core/element.hpp"
 #include "layout/vocabulary.hpp"
 
 namespace meshtp::comm {
@@ -52,7 +56,7 @@ class Request {
 
  private:
   std::unique_ptr<Impl> impl_;
-  friend class Communicator;
+  friend class MpiTransport;
 };
 
 void wait_all(std::span<Request> requests);
@@ -85,50 +89,138 @@ struct CommLedger {
 };
 CommLedger& comm_ledger();
 
+// What a transport moves: a buffer whose element type travels as a value, so one virtual
+// call serves every type (the templates below make them from spans).
+struct Buffer {
+  void* data = nullptr;
+  Element type = Element::kF32;
+  std::size_t count = 0;
+};
+struct ConstBuffer {
+  const void* data = nullptr;
+  Element type = Element::kF32;
+  std::size_t count = 0;
+};
+template <typename T> Buffer buffer_of(std::span<T> s) { return {s.data(), element_of<T>(), s.size()}; }
+template <typename T> ConstBuffer buffer_of(std::span<const T> s) {
+  return {s.data(), element_of<T>(), s.size()};
+}
+
+// Which transport carries a group's messages (comm/transport.hpp):
+//   kMpi    Open MPI on host memory: every rank a process of the job;
+//   kAlone  no peer: this process plays one rank of a group it is alone in. Every operation is
+//           validated and counted (comm_ledger's traffic, as kMpi counts it) but moves nothing:
+//           a receive keeps what its buffer held, a collective leaves this rank's own part
+//           (all_gather its own slot, reduce_scatter its own block, all_reduce its own values).
+//           `meshtp bench rank` runs one rank of a big layout on it and prices the counted
+//           traffic apart.
+enum class TransportKind { kMpi, kAlone };
+const char* to_string(TransportKind kind);  // "mpi", "alone"
+
+class Transport;  // comm/transport.hpp: the implementations' interface
+
+// A process group and its collectives: the front every distributed layer calls. It validates
+// every size (the same checks whatever the transport), counts traffic, then hands the call to
+// its transport.
 class Communicator {
  public:
   // MPI_COMM_WORLD (requires an Environment).
   static Communicator world();
+  // Rank `rank` of a group of `size` whose other members do not exist (kAlone, above).
+  static Communicator alone(int rank, int size, std::string label = "an alone group");
 
   int rank() const;
   int size() const;
+  TransportKind transport() const;
 
   // Ranks with equal color form a group, ordered by key (ties by current rank). Collective.
-  // `label` names the group in watchdog errors (e.g. "mesh 2x2 dim 1").
+  // `label` names the group in watchdog errors (e.g. "mesh 2x2 dim 1"). An alone group cannot
+  // split (it does not know the others' colors): it throws.
   Communicator split(int color, int key, std::string label = {}) const;
   const std::string& label() const;
 
-  template <typename T> void all_reduce(std::span<T> buf, ReduceOp op = ReduceOp::kSum) const;
-  template <typename T> void all_gather(std::span<const T> send, std::span<T> recv) const;
+  template <typename T> void all_reduce(std::span<T> buf, ReduceOp op = ReduceOp::kSum) const {
+    all_reduce(buffer_of(buf), op);
+  }
+  template <typename T> void all_gather(std::span<const T> send, std::span<T> recv) const {
+    all_gather(buffer_of(send), buffer_of(recv));
+  }
   template <typename T>
   void reduce_scatter(std::span<const T> send, std::span<T> recv,
-                      ReduceOp op = ReduceOp::kSum) const;
-  template <typename T> void broadcast(std::span<T> buf, int root) const;
+                      ReduceOp op = ReduceOp::kSum) const {
+    reduce_scatter(buffer_of(send), buffer_of(recv), op);
+  }
+  template <typename T> void broadcast(std::span<T> buf, int root) const {
+    broadcast(buffer_of(buf), root);
+  }
   template <typename T>
   void reduce(std::span<const T> send, std::span<T> recv, int root,
-              ReduceOp op = ReduceOp::kSum) const;
-  template <typename T> void all_to_all(std::span<const T> send, std::span<T> recv) const;
-  template <typename T> void send(std::span<const T> buf, int dest, int tag = 0) const;
-  template <typename T> void recv(std::span<T> buf, int source, int tag = 0) const;
+              ReduceOp op = ReduceOp::kSum) const {
+    reduce(buffer_of(send), buffer_of(recv), root, op);
+  }
+  template <typename T> void all_to_all(std::span<const T> send, std::span<T> recv) const {
+    all_to_all(buffer_of(send), buffer_of(recv));
+  }
+  template <typename T> void send(std::span<const T> buf, int dest, int tag = 0) const {
+    send(buffer_of(buf), dest, tag);
+  }
+  template <typename T> void recv(std::span<T> buf, int source, int tag = 0) const {
+    recv(buffer_of(buf), source, tag);
+  }
   template <typename T>
   void sendrecv(std::span<const T> send, int dest, std::span<T> recv, int source,
-                int tag = 0) const;
+                int tag = 0) const {
+    sendrecv(buffer_of(send), dest, buffer_of(recv), source, tag);
+  }
   void barrier() const;
 
   template <typename T>
-  [[nodiscard]] Request iall_reduce(std::span<T> buf, ReduceOp op = ReduceOp::kSum) const;
+  [[nodiscard]] Request iall_reduce(std::span<T> buf, ReduceOp op = ReduceOp::kSum) const {
+    return iall_reduce(buffer_of(buf), op);
+  }
   template <typename T>
-  [[nodiscard]] Request iall_gather(std::span<const T> send, std::span<T> recv) const;
+  [[nodiscard]] Request iall_gather(std::span<const T> send, std::span<T> recv) const {
+    return iall_gather(buffer_of(send), buffer_of(recv));
+  }
   template <typename T>
   [[nodiscard]] Request ireduce_scatter(std::span<const T> send, std::span<T> recv,
-                                        ReduceOp op = ReduceOp::kSum) const;
-  template <typename T> [[nodiscard]] Request ibroadcast(std::span<T> buf, int root) const;
+                                        ReduceOp op = ReduceOp::kSum) const {
+    return ireduce_scatter(buffer_of(send), buffer_of(recv), op);
+  }
+  template <typename T> [[nodiscard]] Request ibroadcast(std::span<T> buf, int root) const {
+    return ibroadcast(buffer_of(buf), root);
+  }
   template <typename T>
-  [[nodiscard]] Request iall_to_all(std::span<const T> send, std::span<T> recv) const;
+  [[nodiscard]] Request iall_to_all(std::span<const T> send, std::span<T> recv) const {
+    return iall_to_all(buffer_of(send), buffer_of(recv));
+  }
   template <typename T>
-  [[nodiscard]] Request isend(std::span<const T> buf, int dest, int tag = 0) const;
-  template <typename T> [[nodiscard]] Request irecv(std::span<T> buf, int source, int tag = 0) const;
+  [[nodiscard]] Request isend(std::span<const T> buf, int dest, int tag = 0) const {
+    return isend(buffer_of(buf), dest, tag);
+  }
+  template <typename T> [[nodiscard]] Request irecv(std::span<T> buf, int source, int tag = 0) const {
+    return irecv(buffer_of(buf), source, tag);
+  }
   [[nodiscard]] Request ibarrier() const;
+
+  // The same operations on type-erased buffers (what the templates call). Send and receive
+  // buffers of one call have one element type.
+  void all_reduce(Buffer buf, ReduceOp op) const;
+  void all_gather(ConstBuffer send, Buffer recv) const;
+  void reduce_scatter(ConstBuffer send, Buffer recv, ReduceOp op) const;
+  void broadcast(Buffer buf, int root) const;
+  void reduce(ConstBuffer send, Buffer recv, int root, ReduceOp op) const;
+  void all_to_all(ConstBuffer send, Buffer recv) const;
+  void send(ConstBuffer buf, int dest, int tag) const;
+  void recv(Buffer buf, int source, int tag) const;
+  void sendrecv(ConstBuffer send, int dest, Buffer recv, int source, int tag) const;
+  [[nodiscard]] Request iall_reduce(Buffer buf, ReduceOp op) const;
+  [[nodiscard]] Request iall_gather(ConstBuffer send, Buffer recv) const;
+  [[nodiscard]] Request ireduce_scatter(ConstBuffer send, Buffer recv, ReduceOp op) const;
+  [[nodiscard]] Request ibroadcast(Buffer buf, int root) const;
+  [[nodiscard]] Request iall_to_all(ConstBuffer send, Buffer recv) const;
+  [[nodiscard]] Request isend(ConstBuffer buf, int dest, int tag) const;
+  [[nodiscard]] Request irecv(Buffer buf, int source, int tag) const;
 
   // How many members of this group share this rank's node (memory). Collective.
   int ranks_on_this_node() const;
@@ -138,11 +230,11 @@ class Communicator {
   // Files this group's traffic under `label` in comm_ledger() (shared by copies).
   void set_traffic_label(int label);
 
-  struct Impl;  // opaque outside the comm layer (mpi_impl.hpp)
+  explicit Communicator(std::shared_ptr<Transport> transport);
 
  private:
-  explicit Communicator(std::shared_ptr<Impl> impl);
-  std::shared_ptr<Impl> impl_;
+  void count(layout::CollectiveKind kind, std::size_t bytes) const;
+  std::shared_ptr<Transport> transport_;
 };
 
 // Owns MPI's lifetime: MPI_Init_thread in the constructor, MPI_Finalize in the destructor.

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "comm/transport.hpp"
 #include "comm/watchdog.hpp"
 #include "core/error.hpp"
 #include "core/stats.hpp"
@@ -23,12 +24,13 @@
 
 namespace meshtp::comm {
 
-struct Communicator::Impl {
+// One MPI communicator and what the watchdog knows of it.
+struct MpiGroup {
   // Fills the watchdog's view of the group: world ranks, id, label; registers it.
-  Impl(MPI_Comm comm, bool owns, std::string group_label);
-  ~Impl();
-  Impl(const Impl&) = delete;
-  Impl& operator=(const Impl&) = delete;
+  MpiGroup(MPI_Comm comm, bool owns, std::string group_label);
+  ~MpiGroup();
+  MpiGroup(const MpiGroup&) = delete;
+  MpiGroup& operator=(const MpiGroup&) = delete;
 
   MPI_Comm handle = MPI_COMM_NULL;
   bool owned = false;  // split results are freed by us; the world is not
@@ -41,36 +43,67 @@ struct Communicator::Impl {
   std::vector<int> world_ranks;
   std::uint64_t id = 0;
   std::int64_t started = 0;
-  int traffic_label = -1;  // comm_ledger()'s traffic count files this group's calls here
+};
 
-  // Adds one call sending a message of `elements` T to comm_ledger()'s traffic count, when
-  // counting (communicator.hpp says what the message is per collective).
-  template <typename T>
-  void count(layout::CollectiveKind kind, std::size_t elements) const {
-    if (comm_ledger().count_traffic) count_sent(kind, elements * sizeof(T));
-  }
-  void count_sent(layout::CollectiveKind kind, std::size_t bytes) const;
+// Open MPI on host memory: today's collectives, one file per operation.
+class MpiTransport final : public Transport {
+ public:
+  explicit MpiTransport(std::shared_ptr<MpiGroup> group) : group_(std::move(group)) {}
+
+  TransportKind kind() const override { return TransportKind::kMpi; }
+  int rank() const override { return group_->rank; }
+  int size() const override { return group_->size; }
+  const std::string& label() const override { return group_->label; }
+  std::shared_ptr<Transport> split(int color, int key, std::string label) const override;
+  int ranks_on_this_node() const override;
+  bool same_group(const Transport& other) const override;
+
+  void all_reduce(Buffer buf, ReduceOp op) override;
+  void all_gather(ConstBuffer send, Buffer recv) override;
+  void reduce_scatter(ConstBuffer send, Buffer recv, ReduceOp op) override;
+  void broadcast(Buffer buf, int root) override;
+  void reduce(ConstBuffer send, Buffer recv, int root, ReduceOp op) override;
+  void all_to_all(ConstBuffer send, Buffer recv) override;
+  void send(ConstBuffer buf, int dest, int tag) override;
+  void recv(Buffer buf, int source, int tag) override;
+  void sendrecv(ConstBuffer send, int dest, Buffer recv, int source, int tag) override;
+  void barrier() override;
+
+  Request iall_reduce(Buffer buf, ReduceOp op) override;
+  Request iall_gather(ConstBuffer send, Buffer recv) override;
+  Request ireduce_scatter(ConstBuffer send, Buffer recv, ReduceOp op) override;
+  Request ibroadcast(Buffer buf, int root) override;
+  Request iall_to_all(ConstBuffer send, Buffer recv) override;
+  Request isend(ConstBuffer buf, int dest, int tag) override;
+  Request irecv(Buffer buf, int source, int tag) override;
+  Request ibarrier() override;
+
+ private:
+  // A pending request on this group (counts towards its sequence unless peer ≥ 0).
+  Request start(const char* op_name, int peer = -1) const;
+  static MPI_Request* handle_of(Request& r);
+  std::shared_ptr<MpiGroup> group_;
 };
 
 // A blocking wait the watchdog may have to explain: which operation, on which group, and
 // either the collective's sequence number on the group or the point-to-point peer.
 struct WaitSite {
   const char* op = "";
-  const Communicator::Impl* comm = nullptr;
+  const MpiGroup* comm = nullptr;
   std::int64_t seq = 0;  // collectives: number of this one on the group (1-based)
   int peer = -1;         // point-to-point: the other rank (group rank); -1 for collectives
 };
 
 struct Request::Impl {
   // A collective (counts towards the group's sequence) or, with peer ≥ 0, a transfer.
-  Impl(const char* op_name, const std::shared_ptr<Communicator::Impl>& group, int peer = -1)
+  Impl(const char* op_name, const std::shared_ptr<MpiGroup>& group, int peer = -1)
       : name(op_name), start_s(now_seconds()), comm(group),
         site{op_name, group.get(), peer < 0 ? ++group->started : 0, peer} {}
   MPI_Request handle = MPI_REQUEST_NULL;
   std::function<void()> on_complete;
   const char* name;  // for the trace: the span runs from start to completion
   double start_s;
-  std::shared_ptr<Communicator::Impl> comm;  // keeps the group alive for the watchdog
+  std::shared_ptr<MpiGroup> comm;  // keeps the group alive for the watchdog
   WaitSite site;
 };
 
@@ -102,8 +135,8 @@ void watchdog_init();
 void watchdog_finalize();
 
 // Every live group by id, so a query about group g can be answered by any member.
-void register_group(Communicator::Impl* group);
-void unregister_group(Communicator::Impl* group);
+void register_group(MpiGroup* group);
+void unregister_group(MpiGroup* group);
 
 // The one dtype table.
 template <typename T> MPI_Datatype mpi_datatype();
@@ -123,6 +156,8 @@ template <> inline MPI_Datatype mpi_datatype<double>() { return MPI_DOUBLE; }
 template <> inline MPI_Datatype mpi_datatype<int>() { return MPI_INT; }
 template <> inline MPI_Datatype mpi_datatype<std::int64_t>() { return MPI_INT64_T; }
 template <> inline MPI_Datatype mpi_datatype<unsigned char>() { return MPI_UNSIGNED_CHAR; }
+// The same table by element (bf16 moves as 2-byte words: never reduced here).
+MPI_Datatype mpi_datatype(Element type);
 
 // The one reduce-op table.
 inline MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::kSum ? MPI_SUM : MPI_MAX; }
@@ -137,10 +172,6 @@ inline int as_count(std::size_t n, std::string_view call) {
   return static_cast<int>(n);
 }
 
-inline void check_rank(int peer, int size, std::string_view call, std::string_view role) {
-  MESHTP_CHECK(peer >= 0 && peer < size, "{}: {} rank {} is outside a group of size {}", call,
-               role, peer, size);
-}
 
 // Adds the lifetime of a blocking call to the communication ledger and the trace.
 class LedgerScope {
@@ -164,7 +195,7 @@ class LedgerScope {
 // its non-blocking form `start(&request)` and a watched wait. Counts towards the group's
 // sequence either way, so sequence numbers stay equal on every member.
 template <typename Blocking, typename Start>
-void run_collective(Communicator::Impl& comm, const char* op, const char* mpi_name,
+void run_collective(MpiGroup& comm, const char* op, const char* mpi_name,
                     Blocking&& blocking, Start&& start) {
   const LedgerScope timed(op);
   const WaitSite site{op, &comm, ++comm.started, -1};
@@ -176,13 +207,5 @@ void run_collective(Communicator::Impl& comm, const char* op, const char* mpi_na
   check_mpi(start(&request), mpi_name, comm.size);
   check_mpi(wait_requests(std::span<MPI_Request>(&request, 1), {}, site), mpi_name, comm.size);
 }
-
-// Explicit instantiation of a member template for every supported element type.
-#define MESHTP_FOR_EACH_COMM_TYPE(X) \
-  X(float)                           \
-  X(double)                          \
-  X(int)                             \
-  X(std::int64_t)                    \
-  X(unsigned char)
 
 }  // namespace meshtp::comm

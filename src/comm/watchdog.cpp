@@ -50,7 +50,7 @@ struct Answer {
 MPI_Comm g_watch = MPI_COMM_NULL;
 bool g_failed = false;
 std::uint32_t g_nonce = 0;
-std::map<std::uint64_t, Communicator::Impl*> g_groups;
+std::map<std::uint64_t, MpiGroup*> g_groups;
 std::map<std::vector<int>, std::uint64_t> g_made;  // groups made per member list
 std::vector<std::string> g_hosts;  // each world rank's host (MPI_Get_processor_name)
 std::deque<Query> g_sent_queries;                  // buffers of non-blocking sends
@@ -285,14 +285,14 @@ bool watchdog_available() {
 
 bool comm_failed() { return g_failed; }
 
-void register_group(Communicator::Impl* group) {
+void register_group(MpiGroup* group) {
   std::uint64_t id = 0xcbf29ce484222325ull;
   for (const int w : group->world_ranks) id = mix(id, static_cast<std::uint64_t>(w));
   group->id = mix(id, g_made[group->world_ranks]++);
   g_groups[group->id] = group;
 }
 
-void unregister_group(Communicator::Impl* group) {
+void unregister_group(MpiGroup* group) {
   const auto it = g_groups.find(group->id);
   if (it != g_groups.end() && it->second == group) g_groups.erase(it);
 }

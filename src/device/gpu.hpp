@@ -26,15 +26,15 @@
 #include <string>
 #include <vector>
 
+#include "core/element.hpp"
 #include "core/precision.hpp"
 
 namespace meshtp::gpu {
 
-// The element type of a device buffer (not a training precision: a bf16 mixed-precision run
-// holds both kinds).
-enum class ElementType { kF32, kBF16 };
-std::size_t element_size(ElementType type);  // 4, 2
-const char* to_string(ElementType type);     // "fp32", "bf16"
+// The element type of a device buffer: core/element.hpp's one enum (fp32 or bf16 here).
+using ElementType = meshtp::Element;
+using meshtp::element_size;
+using meshtp::to_string;
 
 // One parameter tensor of a multi-tensor AdamW launch (gpu_ops.hpp's adamw_update): device
 // pointers to n fp32 values each, and an optional bf16 compute copy of p.

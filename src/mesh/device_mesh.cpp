@@ -16,6 +16,15 @@ std::int64_t product(const std::vector<int>& shape) {
 
 }  // namespace
 
+DeviceMesh DeviceMesh::alone(std::vector<int> shape, int rank) {
+  MESHTP_CHECK(!shape.empty(), "a device mesh needs at least one dim");
+  const std::int64_t n = product(shape);
+  MESHTP_CHECK(n >= 1 && rank >= 0 && rank < n, "rank {} is outside mesh {} ({} ranks)", rank,
+               format_mesh_shape(shape), n);
+  const std::string label = "alone mesh " + format_mesh_shape(shape);
+  return DeviceMesh(comm::Communicator::alone(rank, static_cast<int>(n), label), std::move(shape));
+}
+
 DeviceMesh::DeviceMesh(comm::Communicator comm, std::vector<int> shape)
     : comm_(std::move(comm)), shape_(std::move(shape)) {
   MESHTP_CHECK(!shape_.empty(), "a device mesh needs at least one dim");
@@ -35,8 +44,9 @@ DeviceMesh::DeviceMesh(comm::Communicator comm, std::vector<int> shape)
   for (int i = 0; i < ndim(); ++i) {
     std::vector<int> base = coords_;
     base[i] = 0;
-    dim_comms_.push_back(
-        comm_.split(rank_of(base), coords_[i], fmt::format("{} dim {}{}", to_string(), i, within)));
+    std::string label = fmt::format("{} dim {}{}", to_string(), i, within);
+    dim_comms_.push_back(is_alone() ? comm::Communicator::alone(coords_[i], shape_[i], std::move(label))
+                               : comm_.split(rank_of(base), coords_[i], std::move(label)));
     // The traffic counter files what moves along dim i under i (3-D meshes at most).
     if (i + 1 < comm::CommLedger::kLabels) dim_comms_.back().set_traffic_label(i);
   }
@@ -99,6 +109,11 @@ DeviceMesh DeviceMesh::submesh(const std::vector<int>& dims) const {
   for (std::size_t i = 0; i < dims.size(); ++i) {
     label += i ? ',' : ' ';
     label += std::to_string(dims[i]);
+  }
+  if (is_alone()) {
+    const int sub_ranks = static_cast<int>(product(sub_shape));  // before sub_shape moves
+    return DeviceMesh(comm::Communicator::alone(key, sub_ranks, std::move(label)),
+                      std::move(sub_shape));
   }
   return DeviceMesh(comm_.split(color, key, std::move(label)), std::move(sub_shape));
 }

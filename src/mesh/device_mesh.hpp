@@ -25,6 +25,13 @@ class DeviceMesh {
   // Throws meshtp::Error if Π shape differs from comm.size() ("mesh 2x3 has 6 ranks but the
   // world has 4") or any size is < 1. Collective over comm.
   DeviceMesh(comm::Communicator comm, std::vector<int> shape);
+  // On an alone communicator (comm/communicator.hpp TransportKind::kAlone) the mesh is played
+  // alone: this rank's coordinates and groups are the real mesh's, every group (each dim's,
+  // submeshes') an alone group, so the layers run this rank's share with no peer.
+  //
+  // Rank `rank` of the mesh, played alone (the same, from the shape). Not collective.
+  static DeviceMesh alone(std::vector<int> shape, int rank);
+  bool is_alone() const { return comm_.transport() == comm::TransportKind::kAlone; }
 
   int ndim() const { return static_cast<int>(shape_.size()); }
   const std::vector<int>& shape() const { return shape_; }

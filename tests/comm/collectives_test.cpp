@@ -3,6 +3,7 @@
 // compared with ==, not a tolerance.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <numeric>
 #include <vector>
 
@@ -65,6 +66,39 @@ TEST_F(Collectives, AllReduceOtherTypes) {
   std::vector<std::int64_t> big{std::int64_t{1} << 40};
   world.all_reduce(std::span<std::int64_t>(big));
   EXPECT_EQ(big[0], (std::int64_t{1} << 40) * size);
+}
+
+// bf16 buffers travel as 2-byte words through the type-erased front (Buffer carries the
+// element type): gathered and broadcast bit for bit, and refused by every reduction before MPI
+// is called, on every rank alike, so the group stays usable.
+TEST_F(Collectives, Bf16WordsMoveBitForBitAndAreNeverReduced) {
+  const auto word = [](int r, int i) { return static_cast<std::uint16_t>(0x3f80 + 16 * r + i); };
+  std::vector<std::uint16_t> mine_words{word(rank, 0), word(rank, 1)};
+  std::vector<std::uint16_t> gathered(static_cast<std::size_t>(2 * size));
+  world.all_gather(ConstBuffer{mine_words.data(), Element::kBF16, 2},
+                   Buffer{gathered.data(), Element::kBF16, gathered.size()});
+  for (int r = 0; r < size; ++r) {
+    EXPECT_EQ(gathered[2 * r], word(r, 0));
+    EXPECT_EQ(gathered[2 * r + 1], word(r, 1));
+  }
+  std::vector<std::uint16_t> root_words{word(rank, 0)};
+  world.broadcast(Buffer{root_words.data(), Element::kBF16, 1}, size - 1);
+  EXPECT_EQ(root_words[0], word(size - 1, 0));
+  try {
+    world.all_reduce(Buffer{mine_words.data(), Element::kBF16, 2}, ReduceOp::kSum);
+    FAIL() << "a bf16 all_reduce was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("all_reduce: cannot reduce bf16 elements"),
+              std::string::npos)
+        << e.what();
+  }
+  std::vector<std::uint16_t> block(2);
+  EXPECT_THROW(world.reduce_scatter(ConstBuffer{gathered.data(), Element::kBF16, gathered.size()},
+                                    Buffer{block.data(), Element::kBF16, 2}, ReduceOp::kSum),
+               Error);
+  std::vector<float> one{1.0f};
+  world.all_reduce(std::span<float>(one));
+  EXPECT_EQ(one[0], static_cast<float>(size));
 }
 
 TEST_F(Collectives, AllGatherConcatenatesInRankOrder) {

@@ -1,0 +1,56 @@
+// Transport: what moves a group's bytes behind comm::Communicator (communicator.hpp), the way
+// gloo keeps its transport apart from its algorithms. The front has validated every size and
+// counted the traffic before a call gets here; a transport only moves (or, alone, does not).
+//
+// Implementations: MpiTransport (mpi_impl.hpp; Open MPI on host memory, with the watchdog as
+// its policy) and AloneTransport (alone_transport.cpp; no peer). Private to the comm layer and
+// its tests.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "comm/communicator.hpp"
+
+namespace meshtp::comm {
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  virtual TransportKind kind() const = 0;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual const std::string& label() const = 0;
+  virtual std::shared_ptr<Transport> split(int color, int key, std::string label) const = 0;
+  virtual int ranks_on_this_node() const = 0;
+  virtual bool same_group(const Transport& other) const = 0;
+
+  virtual void all_reduce(Buffer buf, ReduceOp op) = 0;
+  virtual void all_gather(ConstBuffer send, Buffer recv) = 0;
+  virtual void reduce_scatter(ConstBuffer send, Buffer recv, ReduceOp op) = 0;
+  virtual void broadcast(Buffer buf, int root) = 0;
+  virtual void reduce(ConstBuffer send, Buffer recv, int root, ReduceOp op) = 0;
+  virtual void all_to_all(ConstBuffer send, Buffer recv) = 0;
+  virtual void send(ConstBuffer buf, int dest, int tag) = 0;
+  virtual void recv(Buffer buf, int source, int tag) = 0;
+  virtual void sendrecv(ConstBuffer send, int dest, Buffer recv, int source, int tag) = 0;
+  virtual void barrier() = 0;
+
+  virtual Request iall_reduce(Buffer buf, ReduceOp op) = 0;
+  virtual Request iall_gather(ConstBuffer send, Buffer recv) = 0;
+  virtual Request ireduce_scatter(ConstBuffer send, Buffer recv, ReduceOp op) = 0;
+  virtual Request ibroadcast(Buffer buf, int root) = 0;
+  virtual Request iall_to_all(ConstBuffer send, Buffer recv) = 0;
+  virtual Request isend(ConstBuffer buf, int dest, int tag) = 0;
+  virtual Request irecv(Buffer buf, int source, int tag) = 0;
+  virtual Request ibarrier() = 0;
+
+  // comm_ledger()'s traffic count files this group's calls under this label (shared by the
+  // Communicator copies that share the transport).
+  int traffic_label = -1;
+};
+
+std::shared_ptr<Transport> alone_transport(int rank, int size, std::string label);
+
+}  // namespace meshtp::comm
