@@ -44,8 +44,8 @@ std::array<double, kPhaseCount + 1> profile_step(std::span<const TraceSpan> span
 
 }  // namespace
 
-TrainBenchResult run_train_bench(const comm::Communicator& world,
-                                 const TrainBenchOptions& options) {
+TrainBenchResult run_train_bench(const comm::Communicator& world, const TrainBenchOptions& options,
+                                 const std::function<void(const train::StepReport&)>& on_step) {
   MESHTP_CHECK(options.warmup_steps >= 0 && options.steps >= 1,
                "bench train: warm-up steps {} must be ≥ 0 and timed steps {} ≥ 1",
                options.warmup_steps, options.steps);
@@ -72,7 +72,7 @@ TrainBenchResult run_train_bench(const comm::Communicator& world,
   tracer.clear();
   tracer.enable();
   try {
-    train::train(world, config, [&](const train::StepReport& report) {
+    const train::TrainSummary summary = train::train(world, config, [&](const train::StepReport& report) {
       r.losses.push_back(report.loss);
       std::array<double, kPhaseCount + 1> mine = profile_step(tracer.spans());
       tracer.clear();
@@ -83,7 +83,10 @@ TrainBenchResult run_train_bench(const comm::Communicator& world,
         samples.push_back(mine);
         blas_s.push_back(b);
       }
+      if (on_step) on_step(report);
     });
+    r.tensor_peak_bytes = summary.tensor_peak_bytes;
+    r.max_rss_bytes = summary.max_rss_bytes;
   } catch (...) {
     tracer.disable();
     tracer.clear();

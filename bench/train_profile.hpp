@@ -14,6 +14,8 @@
 //   ratio to BLAS         = model FLOP/s per rank / BLAS GFLOP/s on the model's linear shapes
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "bench/phase_profile.hpp"
@@ -23,7 +25,7 @@
 namespace meshtp::bench {
 
 struct TrainBenchOptions {
-  train::TrainConfig config;  // model, layout, optimizer, data (validation/checkpoints are off)
+  train::TrainConfig config{};  // model, layout, optimizer, data (validation/checkpoints are off)
   int warmup_steps = 2;
   int steps = 10;  // timed
 };
@@ -38,9 +40,15 @@ struct TrainBenchResult {
   double blas_gflops = 0.0;     // one rank's BLAS on the model's linear shapes (all ranks at once)
   double ratio_to_blas = 0.0;
   std::vector<double> losses;   // every step's loss, warm-up included
+  // This rank's tensor high-water mark over the steps (train::TrainSummary::tensor_peak_bytes:
+  // what plan/memory.hpp's rank_memory predicts) and its process's peak resident set.
+  std::int64_t tensor_peak_bytes = 0;
+  std::int64_t max_rss_bytes = 0;
 };
 
 // Collective over `world`; throws meshtp::Error for a configuration the trainer rejects.
-TrainBenchResult run_train_bench(const comm::Communicator& world, const TrainBenchOptions& options);
+// `on_step`, when set, also sees every step's report (after the profile has taken it).
+TrainBenchResult run_train_bench(const comm::Communicator& world, const TrainBenchOptions& options,
+                                 const std::function<void(const train::StepReport&)>& on_step = {});
 
 }  // namespace meshtp::bench

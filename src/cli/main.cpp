@@ -152,6 +152,7 @@ int main(int argc, char** argv) {
   meshtp::cli::add_block_command(app);
   meshtp::cli::add_bench_layer_command(app);
   meshtp::cli::add_bench_train_command(app);
+  meshtp::cli::add_bench_rank_command(app);
   meshtp::cli::add_bench_elementwise_command(app);
   meshtp::cli::add_bench_pipeline_command(app);
   meshtp::cli::add_plan_command(app);

@@ -16,15 +16,26 @@ mesh::DeviceMesh layout_mesh(const comm::Communicator& world, const layout::Plan
   return mesh::DeviceMesh(world, {p.dp, p.pp, p.mesh[0], p.mesh[1]});
 }
 
+// The tied-embedding group of a replica: its first and last pipeline ranks (one rank when pp
+// is 1), ordered by pipeline rank; every other pipeline rank a group of its own. Played alone
+// (`meshtp bench rank`), the group this rank would be in.
+comm::Communicator tie_group(const mesh::DeviceMesh& mesh, int pp) {
+  const int r = mesh.coord(1);
+  const bool ends = r == 0 || r + 1 == pp;
+  if (mesh.is_alone()) {
+    return comm::Communicator::alone(ends && r > 0 ? 1 : 0, ends && pp > 1 ? 2 : 1,
+                                     "tied-embedding");
+  }
+  return mesh.dim_comm(1).split(ends ? 0 : 1 + r, r, "tied-embedding");
+}
+
 }  // namespace
 
 PipelineModel::PipelineModel(const comm::Communicator& world, const model::GptConfig& config,
                              int zero, const AdamWConfig& adamw)
     : mesh_(layout_mesh(world, config.layout)),
       tp_mesh_(mesh_.submesh({2, 3})),
-      tie_(mesh_.dim_comm(1).split(
-          mesh_.coord(1) == 0 || mesh_.coord(1) + 1 == config.layout.pp ? 0 : 1 + mesh_.coord(1),
-          mesh_.coord(1), "tied-embedding")),
+      tie_(tie_group(mesh_, config.layout.pp)),
       schedule_(layout::make_schedule(config.layout.schedule, config.layout.pp,
                                       config.layout.microbatches, config.layout.virtual_stages)) {
   const layout::Plan& p = config.layout;
