@@ -64,6 +64,7 @@
 #include "cli/layout_flags.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/text.hpp"
 #include "core/parse.hpp"
 #include "plan/calibration_fit.hpp"
 #include "plan/planner.hpp"
@@ -371,6 +372,8 @@ void add_calibrate_command(CLI::App& app) {
     args->measuring.push_back(c->get_option(flag));
   }
   c->callback([args] {
+    // The name goes into the topology JSON and, through plan --emit, into configurations.
+    if (!args->name.empty()) check_name("--name", args->name);
     if (args->nccl_tests.empty()) {
       MESHTP_CHECK(args->min_bytes_option->count() == 0, "--min-bytes needs --from-nccl-tests");
       run_calibrate(*args);

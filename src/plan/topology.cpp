@@ -8,6 +8,7 @@
 
 #include "core/error.hpp"
 #include "core/json_util.hpp"
+#include "core/text.hpp"
 
 namespace meshtp::plan {
 
@@ -307,6 +308,7 @@ Topology topology_from_json(const nlohmann::json& j, const std::string& source) 
                where);
   Topology t;
   t.name = read_string(j, "name", where);
+  check_name(where + ": name", t.name);
   t.description = read_optional_string(j, "description", where, "");
   const nlohmann::json& device = require_field(j, "device", where);
   const std::string dw = where + ", device";
@@ -352,6 +354,7 @@ Topology topology_from_json(const nlohmann::json& j, const std::string& source) 
     check_fields(lj, {"name", "members", "group_gbps", "p2p_gbps", "latency_us"}, lw);
     Level level;
     level.name = read_optional_string(lj, "name", lw, fmt::format("level{}", i));
+    check_name(lw + ": name", level.name);
     level.members = read_int_in_range(lj, "members", lw);
     level.group_gbps = read_number(lj, "group_gbps", lw);
     level.latency_us = read_optional_number(lj, "latency_us", lw).value_or(0);
