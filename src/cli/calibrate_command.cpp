@@ -361,7 +361,9 @@ void add_calibrate_command(CLI::App& app) {
   c->add_flag("--json", args->json, "Print one JSON object: topology, fits with samples");
   c->add_option("--from-nccl-tests", args->nccl_tests,
                 "Fit nccl-tests logs (all_reduce_perf, all_gather_perf, reduce_scatter_perf, "
-                "sendrecv_perf output) instead of measuring; needs --base")
+                "sendrecv_perf output) instead of measuring; needs --base. A log without its "
+                "'# Collective test starting:' line must be named after the program "
+                "(all_reduce_perf.log: the file's own name, not its folder's)")
       ->expected(1, -1);
   args->min_bytes_option = c->add_option(
       "--min-bytes", args->min_bytes,

@@ -106,7 +106,7 @@ bool emit_config(const PlanArgs& args, plan::Framework framework, plan::EmitRequ
     out() << text;
     return true;
   }
-  if (world().rank() == 0) write_file_atomically(args.emit_file, text);
+  if (root()) write_file_atomically(args.emit_file, text);
   return false;
 }
 
@@ -206,7 +206,7 @@ void run_plan_3d(const PlanArgs& args, const plan::PlanRequest& base, layout::Ru
                            .model = base.model.name,
                            .shape = static_cast<const layout::ModelShape&>(base.model),
                            .predicted_step_s = best->t_step_s};
-    if (world().rank() == 0) layout::save_plan(args.out, picked);
+    if (root()) layout::save_plan(args.out, picked);
   }
   const std::size_t shown = std::min(ranked.size(), static_cast<std::size_t>(args.top));
   const nlohmann::json json = plan::to_json(search, shown);
@@ -326,7 +326,7 @@ void run_plan(const PlanArgs& args, const CLI::App& app) {
   }
   // --report: DIR and python3 with matplotlib are checked before any work (rank 0 writes).
   const ReportDir report =
-      !args.report.empty() && world().rank() == 0 ? ReportDir(args.report) : ReportDir();
+      !args.report.empty() && root() ? ReportDir(args.report) : ReportDir();
   if (args.search_3d) {
     if (args.evaluate) {
       run_plan_evaluate(args, request, runtime, framework, app, report);
@@ -355,7 +355,7 @@ void run_plan(const PlanArgs& args, const CLI::App& app) {
     picked.provenance->topology = request.topology.name;
     picked.provenance->model = request.model.name;
     picked.provenance->shape = static_cast<const layout::ModelShape&>(request.model);
-    if (world().rank() == 0) layout::save_plan(args.out, picked);
+    if (root()) layout::save_plan(args.out, picked);
   }
   if (framework) {
     const plan::Candidate& c = row(result, args.pick, "--pick", "--emit");
