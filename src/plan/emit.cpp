@@ -480,9 +480,17 @@ std::optional<layout::Plan> best_expressible(Framework f, PlanRequest request) {
 std::string emit(Framework f, const EmitRequest& r) {
   using namespace emit_detail;
   const Gap g = gap(f, r.plan, r.model.precision);
+  // torchtitan's mixed precision needs FSDP beside TP or PP: on the devices of one replica
+  // (every 2D layout) no 2-byte layout runs as priced.
+  const bool fp32_only = f == Framework::kTorchtitan && r.model.precision != Precision::kFp32 &&
+                         r.plan.dp == 1;
   MESHTP_CHECK(g == Gap::kNone || r.fallback.has_value(),
-               "{} cannot run the layout {}: {}; and no layout it can run fits", product(f),
-               fmt::streamed(r.plan), describe(g, f, r.plan));
+               "{} cannot run the layout {}: {}; and no layout it can run fits{}", product(f),
+               fmt::streamed(r.plan), describe(g, f, r.plan),
+               fp32_only ? " (on one data-parallel rank torchtitan applies mixed precision only "
+                           "through FSDP, so tensor or pipeline parallelism would train this "
+                           "2-byte model in fp32)"
+                         : "");
   const Plan& p = g == Gap::kNone ? r.plan : *r.fallback;
   const Gap fallback_gap = gap(f, p, r.model.precision);
   MESHTP_CHECK(fallback_gap == Gap::kNone, "{} cannot run the fallback layout {} either: {}",

@@ -129,7 +129,7 @@ refuse "--report DIR --out DIR/index.html" 1 "--out '$outdir/index.html' and --r
 # ---- exports as the framework runs them ---------------------------------------------------------
 refuse "--emit megatron --runtime meshtp" 1 "--runtime meshtp with --emit megatron: .*leave --runtime out" \
   "${m[@]}" plan --3d --topology dgx-a100-8x8 --model gpt3-175b --emit megatron --runtime meshtp
-refuse "--emit torchtitan of an fp16 model on one replica (fp32 without FSDP)" 1 "torchtitan cannot run the layout .*and no layout it can run fits" \
+refuse "--emit torchtitan of an fp16 model on one replica (fp32 without FSDP)" 1 "torchtitan cannot run the layout .*and no layout it can run fits .*only through FSDP.*in fp32" \
   "${m[@]}" plan --topology pcie-8xa100 --model atp-m4 --devices 8 --emit torchtitan --emit-file "$out"
 refuse "--emit fsdp" 1 "unknown framework 'fsdp'" "${m[@]}" plan --3d --topology nvswitch-8xa100 --model tiny --emit fsdp
 refuse "--emit-file without --emit" 1 "--emit-file .* needs --emit" "${m[@]}" plan --topology pcie-8xa100 --model tiny --emit-file "$out"
