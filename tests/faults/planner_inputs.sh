@@ -140,6 +140,8 @@ refuse "--runtime foo" 1 "foo" "${m[@]}" plan --3d --topology pcie-8xa100 --mode
 refuse "--evaluate --mesh auto" 1 "--mesh auto: --evaluate prices one layout" "${m[@]}" plan --3d --evaluate --topology pcie-8xa100 --model tiny --mesh auto
 refuse "--evaluate --chunks 1,2" 1 "--evaluate prices one layout, give one chunk count" \
   "${m[@]}" plan --3d --evaluate --topology pcie-8xa100 --model tiny --mesh 8x1 --chunks 1,2
+refuse "--evaluate --strategy tp1d --chunks 4 (train runs chunks 4)" 1 "chunks=4 with sequence parallelism \(tp1d\): the planner prices tp1d's collectives unchunked" \
+  "${m[@]}" plan --3d --evaluate --topology pcie-8xa100 --model atp-m4 --mesh 8x1 --strategy tp1d --chunks 4
 refuse "plan --pick 999 --out" 1 "--pick=999 is not a row of the table" "${m[@]}" plan --topology pcie-8xa100 --model tiny --pick 999 --out "$out"
 refuse "plan --fc-stationary sideways" 1 "--fc-stationary 'sideways' is none of" "${m[@]}" plan --topology pcie-8xa100 --model tiny --fc-stationary sideways
 refuse "plan --explain --3d" 1 "--explain is not available with --3d" "${m[@]}" plan --3d --topology pcie-8xa100 --model tiny --explain
