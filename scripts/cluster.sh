@@ -27,6 +27,9 @@
 #         cannot reach a host whose link is cut, and Open MPI waits for it — the job is ended
 #         here: mpirun and every process in the job's hosts are killed, and run returns that
 #         rank's exit status. Ctrl-C / SIGTERM to run is passed on to mpirun, then the same.
+#         A host given twice in --hosts is refused; a host whose link is cut is named before
+#         the launch (an error, nothing started), and a host cut as the job starts, before
+#         any of its ranks runs, ends the job --grace seconds later, naming it.
 #         One run at a time per cluster: when it ends, it kills what is left in its hosts.
 # cut     takes host HOST's link down (its bridge-side veth); restore brings it back up.
 # down    kills every process left in the hosts, removes the namespaces, the bridge and the
@@ -204,6 +207,9 @@ EOF
   echo "cluster '$name' up: $hosts hosts × $rph ranks, links ${mbit} Mbit/s, subnet $subnet.0/24, hostfile $state/hostfile, node-local disk $state/disk"
 }
 
+# up or down: host i's bridge-side link as the kernel sees it ("unknown" when it is missing).
+link_state() { cat /sys/class/net/"$(veth_of "$1")"/operstate 2>/dev/null || echo unknown; }
+
 # Processes of the given hosts' namespaces.
 host_pids() {
   local i
@@ -226,14 +232,23 @@ cmd_run() {
   local -a use=()
   if [ -n "$only" ]; then
     local h
+    [[ "$only" =~ ^[0-9]+(,[0-9]+)*$ ]] || usage "--hosts '$only': a comma-separated list of host numbers, like 1,2"
     for h in ${only//,/ }; do
       [[ "$h" =~ ^[1-9][0-9]*$ ]] && [ "$h" -le "$hosts" ] || usage "--hosts '$only': host '$h' is not one of 1…$hosts"
+      # A host given twice would get two sets of slots, and Open MPI ends in an internal error.
+      [[ " ${use[*]} " != *" $h "* ]] || usage "--hosts '$only': host $h is given twice"
       use+=("$h")
     done
   else
     mapfile -t use < <(seq 1 "$hosts")
   fi
   local hostfile="$state/hostfile.run" h
+  # A host whose link is cut cannot start its ranks, and mpirun would wait for it without a
+  # word: named before the launch.
+  for h in "${use[@]}"; do
+    [ "$(link_state "$h")" != down ] ||
+      die "host $h ($subnet.$h) is cut (its link is down): restore it (cluster.sh restore $h) or leave it out with --hosts"
+  done
   : >"$hostfile"
   for h in "${use[@]}"; do echo "$subnet.$h slots=$ranks_per_host" >>"$hostfile"; done
   rm -f "$state/marks/"*
@@ -250,10 +265,31 @@ cmd_run() {
     "$state/rank" "$@" &
   local job=$!
   trap 'kill -TERM $job 2>/dev/null' TERM INT
-  local failed_at="" rank rc
+  local failed_at="" rank rc cut_at="" cut_host=""
   while kill -0 "$job" 2>/dev/null; do
     if [ -z "$failed_at" ] && compgen -G "$state/marks/*" >/dev/null; then
       failed_at=$SECONDS
+    fi
+    # A host cut as the job starts, before any of its ranks runs: mpirun would wait for it
+    # without a word. When it still has no process --grace seconds later, the job is ended
+    # naming it. (A host cut after its ranks started is the ranks' watchdog's to name.)
+    if [ -z "$cut_at" ]; then
+      for h in "${use[@]}"; do
+        if [ "$(link_state "$h")" = down ] && [ -z "$(host_pids "$h")" ]; then
+          cut_at=$SECONDS cut_host=$h
+          break
+        fi
+      done
+    elif [ -n "$(host_pids "$cut_host")" ]; then
+      cut_at="" cut_host=""
+    elif [ $((SECONDS - cut_at)) -ge "$grace" ] && [ -z "$failed_at" ]; then
+      echo "cluster.sh: host $cut_host ($subnet.$cut_host) is cut (its link is down) and none of its ranks started ${grace} s later: ending the job" >&2
+      kill -KILL "$job" 2>/dev/null
+      # shellcheck disable=SC2046
+      kill -KILL $(host_pids "${use[@]}") 2>/dev/null
+      wait "$job" 2>/dev/null
+      trap - TERM INT
+      return 1
     fi
     if [ -n "$failed_at" ] && [ $((SECONDS - failed_at)) -ge "$grace" ]; then
       rank=$(ls -tr "$state/marks" | head -1)

@@ -18,7 +18,9 @@ scripts/install.sh
 source scripts/mpi_env.sh
 build_dir=${MESHTP_BUILD_DIR:-build}
 meshtp="$build_dir/src/cli/meshtp"
-ranks=${MESHTP_RANKS:-$(nproc)}
+# The processors online, not nproc: nproc obeys OMP_NUM_THREADS (OMP_NUM_THREADS=1 is common
+# on HPC clusters, and the demo would run 1 rank).
+ranks=${MESHTP_RANKS:-$(getconf _NPROCESSORS_ONLN)}
 out=${MESHTP_DEMO_DIR:-demo}
 steps=${MESHTP_DEMO_STEPS:-200}
 mkdir -p "$out"

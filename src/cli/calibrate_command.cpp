@@ -64,6 +64,7 @@
 #include "cli/layout_flags.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/text.hpp"
 #include "core/parse.hpp"
 #include "plan/calibration_fit.hpp"
 #include "plan/planner.hpp"
@@ -360,7 +361,9 @@ void add_calibrate_command(CLI::App& app) {
   c->add_flag("--json", args->json, "Print one JSON object: topology, fits with samples");
   c->add_option("--from-nccl-tests", args->nccl_tests,
                 "Fit nccl-tests logs (all_reduce_perf, all_gather_perf, reduce_scatter_perf, "
-                "sendrecv_perf output) instead of measuring; needs --base")
+                "sendrecv_perf output) instead of measuring; needs --base. A log without its "
+                "'# Collective test starting:' line must be named after the program "
+                "(all_reduce_perf.log: the file's own name, not its folder's)")
       ->expected(1, -1);
   args->min_bytes_option = c->add_option(
       "--min-bytes", args->min_bytes,
@@ -371,6 +374,8 @@ void add_calibrate_command(CLI::App& app) {
     args->measuring.push_back(c->get_option(flag));
   }
   c->callback([args] {
+    // The name goes into the topology JSON and, through plan --emit, into configurations.
+    if (!args->name.empty()) check_name("--name", args->name);
     if (args->nccl_tests.empty()) {
       MESHTP_CHECK(args->min_bytes_option->count() == 0, "--min-bytes needs --from-nccl-tests");
       run_calibrate(*args);

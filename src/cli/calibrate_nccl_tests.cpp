@@ -19,6 +19,7 @@
 #include "cli/commands.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/text.hpp"
 #include "core/parse.hpp"
 #include "plan/nccl_tests.hpp"
 #include "plan/presets.hpp"
@@ -85,6 +86,9 @@ void run_calibrate_from_nccl_tests(const NcclTestsCalibrateArgs& a) {
       fail("--min-bytes: {}", e.what());
     }
   }
+  // Paths go into the topology's JSON and --json: UTF-8 text, checked before any work.
+  check_name("--out", a.out);
+  for (const std::string& file : a.logs) check_name("--from-nccl-tests", file);
   const plan::Topology base = plan::load_topology(a.base);
   check_output_path(a.out);  // before the work, on every rank alike
 
@@ -93,14 +97,14 @@ void run_calibrate_from_nccl_tests(const NcclTestsCalibrateArgs& a) {
     logs.push_back(plan::parse_nccl_tests(read_file(file), file));
   const plan::NcclTestsFit fit = plan::fit_nccl_tests(logs, min_bytes);
   std::string files;
-  for (const std::string& file : a.logs) files += (files.empty() ? "" : " ") + file;
+  for (const std::string& file : a.logs) files += (files.empty() ? "" : " ") + escape_text(file);
   const plan::Topology topology = plan::calibrated_from_nccl_tests(
       base, logs, fit, a.name,
       fmt::format("nccl-tests logs {} (meshtp calibrate --from-nccl-tests --min-bytes {})", files,
                   format_byte_size(min_bytes)));
   const std::string text = plan::to_json(topology).dump(2) + "\n";
   plan::parse_topology(text, a.out);  // what `meshtp plan --topology` will read
-  if (world().rank() == 0) write_file_atomically(a.out, text);
+  if (root()) write_file_atomically(a.out, text);
 
   std::ostream& os = out();
   if (a.json) {

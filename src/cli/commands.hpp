@@ -13,8 +13,19 @@
 
 namespace meshtp::cli {
 
-// The world communicator of this run (valid inside command callbacks).
+// The world communicator of this run (valid inside the callbacks of the commands that start
+// MPI; the planner's commands run without it: runs_without_mpi).
 const comm::Communicator& world();
+// Whether this process is rank 0, or runs without MPI (then it is the only one).
+bool root();
+// The world's size; 1 without MPI.
+int world_size();
+// Whether the command of this command line needs no rank but this process: plan (with
+// --emit and --report), topo, calibrate --from-nccl-tests, the simulate driver, --help,
+// --version and command lines that are errors. Those run without MPI_Init, so an error is one
+// line (no MPI_ABORT banner) and Open MPI leaves no session directory in $TMPDIR. Under a
+// launcher (mpirun sets OMPI_COMM_WORLD_SIZE) every command starts MPI, as before.
+bool runs_without_mpi(int argc, char** argv);
 // Rank 0's standard output; a stream that discards everything on the other ranks.
 std::ostream& out();
 // The process's exit status once the command returns (e.g. 143 after a graceful SIGTERM

@@ -3,9 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <charconv>
 #include <string>
 #include <string_view>
+
+#include "core/error.hpp"
 
 namespace meshtp::cli {
 
@@ -89,6 +92,25 @@ void require_decimal_integers(CLI::App& app) {
   }
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
     require_decimal_integers(*sub);
+  }
+}
+
+void check_distinct_outputs(const std::vector<std::pair<std::string, std::string>>& outputs) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> resolved;
+  for (const auto& [flag, path] : outputs) {
+    std::error_code ec;
+    fs::path p = fs::weakly_canonical(fs::absolute(path, ec), ec);
+    if (ec) p = fs::absolute(path).lexically_normal();
+    resolved.push_back(p);
+  }
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    if (outputs[i].second.empty()) continue;
+    for (std::size_t k = i + 1; k < outputs.size(); ++k) {
+      if (outputs[k].second.empty() || resolved[i] != resolved[k]) continue;
+      fail("{} '{}' and {} '{}' are the same file: give each its own", outputs[i].first,
+           outputs[i].second, outputs[k].first, outputs[k].second);
+    }
   }
 }
 

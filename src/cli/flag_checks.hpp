@@ -5,6 +5,9 @@
 
 #include "cli/cli11.hpp"
 
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace meshtp::cli {
 
@@ -22,5 +25,12 @@ void require_decimal_integers(CLI::App& app);
 // ""` trained without checkpoints and `--out ""` wrote nothing, without a word. "leave the flag
 // out" is how a user says none. Call once every command is registered.
 void require_nonempty_text(CLI::App& app);
+
+// Refuses, before any work, two outputs of one command that name the same file (`--emit-file X
+// --out X`, `--report DIR --emit-file DIR/report.json`): one would overwrite the other. Each
+// entry is (flag, path); paths are compared after making them absolute and resolving what
+// exists of them. "error: --emit-file 'a.json' and --out 'a.json' are the same file: give
+// each its own".
+void check_distinct_outputs(const std::vector<std::pair<std::string, std::string>>& outputs);
 
 }  // namespace meshtp::cli

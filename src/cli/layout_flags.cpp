@@ -28,7 +28,7 @@ void LayoutFlags::add_to(CLI::App* app, unsigned which) {
     spelled_out.push_back(
         app->add_option("--tp", mesh, "Deprecated spelling of --mesh")
             ->each([](const std::string&) {
-              if (world().rank() == 0) {
+              if (root()) {
                 std::cerr << "warning: --tp is deprecated and will be removed: use --mesh\n";
               }
             }));
@@ -124,7 +124,7 @@ layout::Plan LayoutFlags::resolve(int ranks, const std::string& where,
                    "--plan {} was made for model '{}', not this one '{}' ({}): make a plan for "
                    "this model with `meshtp plan --out`",
                    plan_file, p.provenance->model, model->name, fit.differences);
-      if (fit.kind == layout::ModelFit::kBatchOnly && world().rank() == 0) {
+      if (fit.kind == layout::ModelFit::kBatchOnly && root()) {
         std::cerr << fmt::format(
             "warning: --plan {} was made for another batch ({}): its layout runs, but was "
             "priced for that batch\n",

@@ -29,6 +29,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -61,14 +62,49 @@ class NullBuffer : public std::streambuf {
 
 }  // namespace
 
-const comm::Communicator& world() { return *g_world; }
+const comm::Communicator& world() {
+  if (!g_world) fail("internal error: this command runs without MPI but asked for its ranks");
+  return *g_world;
+}
+
+bool root() { return !g_world || g_world->rank() == 0; }
+
+int world_size() { return g_world ? g_world->size() : 1; }
 
 void set_exit_status(int status) { g_exit_status = status; }
 
 std::ostream& out() {
   static NullBuffer null_buffer;
   static std::ostream null_stream(&null_buffer);
-  return g_world->rank() == 0 ? std::cout : null_stream;
+  return root() ? std::cout : null_stream;
+}
+
+bool runs_without_mpi(int argc, char** argv) {
+#ifdef MESHTP_SIMULATED_BUILD
+  (void)argc;
+  (void)argv;
+  return false;  // run by smpirun: every rank is a simulated one
+#else
+  if (std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMIX_RANK") != nullptr) {
+    return false;  // under a launcher: ranks beside this one
+  }
+  std::string_view command;
+  bool from_logs = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--comm-timeout") {
+      ++i;
+      continue;
+    }
+    if (command.empty() && !a.empty() && a[0] != '-') command = a;
+    if (a == "--from-nccl-tests" || a.rfind("--from-nccl-tests=", 0) == 0) from_logs = true;
+  }
+  // The commands whose ranks do the work; everything else is the planner's or an error.
+  for (const std::string_view needs : {"bench", "gemm", "block", "train", "simulate-run"}) {
+    if (command == needs) return false;
+  }
+  return command != "calibrate" || from_logs;
+#endif
 }
 
 }  // namespace meshtp::cli
@@ -116,10 +152,14 @@ int exec_gpu_binary(int argc, char** argv) {
 int main(int argc, char** argv) {
   if (argc > 1 && std::string_view(argv[1]) == "gpu") return exec_gpu_binary(argc, argv);
   keep_freed_memory();
-  meshtp::comm::Environment env(argc, argv);
-  meshtp::cli::g_world.emplace(meshtp::comm::Communicator::world());
-  const bool root = meshtp::cli::g_world->rank() == 0;
-  meshtp::cli::watch_launcher(meshtp::cli::g_world->rank());
+  // The planner's commands run without MPI (commands.hpp, runs_without_mpi).
+  std::optional<meshtp::comm::Environment> env;
+  if (!meshtp::cli::runs_without_mpi(argc, argv)) {
+    env.emplace(argc, argv);
+    meshtp::cli::g_world.emplace(meshtp::comm::Communicator::world());
+    meshtp::cli::watch_launcher(meshtp::cli::g_world->rank());
+  }
+  const bool root = meshtp::cli::root();
   if (root && meshtp::simhooks::simulated()) {
     // The simulated build (docs/simulation.md) says what its numbers are, once.
     std::fprintf(stderr, "%s\n",
@@ -134,8 +174,9 @@ int main(int argc, char** argv) {
                "meshtp"};
   app.set_version_flag("--version", std::string("meshtp ") + MESHTP_VERSION);
   app.require_subcommand(1);
-  app.failure_message([](const CLI::App* a, const CLI::Error& e) {
-    return "error: " + CLI::FailureMessage::simple(a, e);
+  // One line: the error naming the flag and the value (CLI11's simple() adds "Run with --help").
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return "error: " + std::string(e.what()) + "\n";
   });
   // Global, and accepted after the subcommand too (fallthrough): `meshtp train --comm-timeout 5`.
   app.fallthrough();
@@ -213,6 +254,13 @@ int main(int argc, char** argv) {
     }
   } catch (const std::exception& e) {
     std::cout.flush();
+    if (!meshtp::cli::g_world) {
+      // No MPI: one process, one line, its exit status.
+      const bool oom = dynamic_cast<const std::bad_alloc*>(&e) != nullptr;
+      std::fprintf(stderr, "error: %s%s\n",
+                   oom ? "out of memory (a buffer could not be allocated): " : "", e.what());
+      return 1;
+    }
     const int rank = meshtp::cli::g_world->rank();
     if (rank != 0) std::this_thread::sleep_for(std::chrono::milliseconds(500));
     const bool oom = dynamic_cast<const std::bad_alloc*>(&e) != nullptr;

@@ -38,6 +38,7 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -97,13 +98,15 @@ void write_report(const ReportDir& report, std::string_view kind, const CLI::App
 template <typename FindFallback>
 bool emit_config(const PlanArgs& args, plan::Framework framework, plan::EmitRequest request,
                  FindFallback best) {
-  if (plan::inexpressible(framework, request.plan)) request.fallback = best();
+  if (plan::inexpressible(framework, request.plan, request.model.precision)) {
+    request.fallback = best();
+  }
   const std::string text = plan::emit(framework, request);
   if (args.emit_file.empty()) {
     out() << text;
     return true;
   }
-  if (world().rank() == 0) write_file_atomically(args.emit_file, text);
+  if (root()) write_file_atomically(args.emit_file, text);
   return false;
 }
 
@@ -203,7 +206,7 @@ void run_plan_3d(const PlanArgs& args, const plan::PlanRequest& base, layout::Ru
                            .model = base.model.name,
                            .shape = static_cast<const layout::ModelShape&>(base.model),
                            .predicted_step_s = best->t_step_s};
-    if (world().rank() == 0) layout::save_plan(args.out, picked);
+    if (root()) layout::save_plan(args.out, picked);
   }
   const std::size_t shown = std::min(ranked.size(), static_cast<std::size_t>(args.top));
   const nlohmann::json json = plan::to_json(search, shown);
@@ -289,10 +292,17 @@ void run_plan(const PlanArgs& args, const CLI::App& app) {
     }
   }
   // An unknown runtime or framework is an error before any work.
-  const layout::Runtime runtime = layout::parse_runtime(args.runtime);
+  layout::Runtime runtime = layout::parse_runtime(args.runtime);
   std::optional<plan::Framework> framework;
   if (app.count("--emit") > 0) {
     framework = layout::parse<plan::Framework>(args.emit);
+    // The layout emitted is chosen, priced and memory-checked as the framework runs it.
+    const layout::Runtime runs = plan::runtime_of(*framework);
+    MESHTP_CHECK(app.count("--runtime") == 0 || runtime == runs,
+                 "--runtime {} with --emit {}: the framework runs a pipeline as --runtime {} "
+                 "prices it, which --emit uses; leave --runtime out",
+                 args.runtime, args.emit, layout::name(runs));
+    runtime = runs;
     // stdout holds one thing: the configuration, or the table / JSON beside --emit-file's.
     for (const char* flag : {"--json", "--explain", "--explain-rank"}) {
       MESHTP_CHECK(app.count(flag) == 0 || !args.emit_file.empty(),
@@ -303,9 +313,20 @@ void run_plan(const PlanArgs& args, const CLI::App& app) {
   }
   MESHTP_CHECK(app.count("--emit-file") == 0 || framework.has_value(),
                "--emit-file {} needs --emit megatron|torchtitan|deepspeed", args.emit_file);
+  // Two outputs naming one file would overwrite each other: refused before any work.
+  {
+    std::vector<std::pair<std::string, std::string>> outputs{{"--out", args.out},
+                                                             {"--emit-file", args.emit_file}};
+    if (!args.report.empty()) {
+      for (const char* name : {"report.json", "index.html"}) {
+        outputs.emplace_back("--report", (std::filesystem::path(args.report) / name).string());
+      }
+    }
+    check_distinct_outputs(outputs);
+  }
   // --report: DIR and python3 with matplotlib are checked before any work (rank 0 writes).
   const ReportDir report =
-      !args.report.empty() && world().rank() == 0 ? ReportDir(args.report) : ReportDir();
+      !args.report.empty() && root() ? ReportDir(args.report) : ReportDir();
   if (args.search_3d) {
     if (args.evaluate) {
       run_plan_evaluate(args, request, runtime, framework, app, report);
@@ -334,7 +355,7 @@ void run_plan(const PlanArgs& args, const CLI::App& app) {
     picked.provenance->topology = request.topology.name;
     picked.provenance->model = request.model.name;
     picked.provenance->shape = static_cast<const layout::ModelShape&>(request.model);
-    if (world().rank() == 0) layout::save_plan(args.out, picked);
+    if (root()) layout::save_plan(args.out, picked);
   }
   if (framework) {
     const plan::Candidate& c = row(result, args.pick, "--pick", "--emit");
@@ -411,7 +432,9 @@ void add_plan_command(CLI::App& app) {
               "instead of searching");
   p->add_option("--emit", args->emit,
                 "Print the chosen layout as a framework's configuration instead of the table: "
-                "megatron (arguments), torchtitan (TOML) or deepspeed (JSON)");
+                "megatron (a bash array of arguments), torchtitan (TOML) or deepspeed (JSON); "
+                "with --3d the layouts are priced as the framework runs them (--runtime "
+                "megatron)");
   p->add_option("--emit-file", args->emit_file,
                 "With --emit: write the configuration to this file; the table (or --json) "
                 "is printed as without --emit");

@@ -342,9 +342,9 @@ void write_report(const SimulateArgs& a, const ReportDir& report, const CLI::App
 
 void run_simulate(const SimulateArgs& a, const CLI::App& command) {
   const auto start = std::chrono::steady_clock::now();
-  MESHTP_CHECK(world().size() == 1,
+  MESHTP_CHECK(world_size() == 1,
                "meshtp simulate launches its own simulation: run it without mpirun (got {} ranks)",
-               world().size());
+               world_size());
   MESHTP_CHECK(a.devices > 0, "--devices={} must be positive", a.devices);
   MESHTP_CHECK(a.top >= 0, "--top={} must be positive", a.top);
   MESHTP_CHECK(!(a.values && a.fold_layers),

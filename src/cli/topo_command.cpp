@@ -30,6 +30,7 @@
 #include "cli/layout_flags.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/text.hpp"
 #include "core/parse.hpp"
 #include "plan/mesh_links.hpp"
 #include "plan/presets.hpp"
@@ -137,6 +138,9 @@ struct FromSmiArgs {
 };
 
 void run_topo_from_nvidia_smi(const FromSmiArgs& a) {
+  // Paths go into the topology's JSON and --json: UTF-8 text, checked before any work.
+  check_name("--out", a.out);
+  check_name("the matrix file", a.file);
   MESHTP_CHECK(a.nodes >= 1, "--nodes={} must be at least 1", a.nodes);
   MESHTP_CHECK(a.nodes == 1 || a.node_gbps > 0,
                "--nodes {} needs --node-gbps G (what one node can send to the others, GB/s per "
@@ -152,15 +156,27 @@ void run_topo_from_nvidia_smi(const FromSmiArgs& a) {
   MESHTP_CHECK(std::isfinite(a.links.nvlink_gbps) && std::isfinite(a.links.pcie_gbps) &&
                    std::isfinite(a.node_gbps),
                "--nvlink-gbps, --pcie-gbps and --node-gbps must be finite");
+  // The name goes into the topology JSON and, through plan --emit, into configurations.
+  const std::string topology_name =
+      a.name.empty() ? std::filesystem::path(a.out).stem().string() : a.name;
+  check_name(a.name.empty() ? "the name from --out's file stem" : "--name", topology_name);
   check_output_path(a.out);
   const topo::SmiMatrix matrix = topo::parse_nvidia_smi_topo(read_file(a.file), a.file);
-  const std::vector<topo::SmiLevel> node = topo::smi_levels(matrix, a.links);
+  // A GPU the file names sets its link count and, unless --memory-gib says, its memory.
+  const std::optional<topo::SmiGpu> named = topo::gpu_named(matrix.gpu);
+  topo::SmiLevelOptions links = a.links;
+  if (named) {
+    links.gpu_nvlinks = named->nvlinks;
+    links.gpu_model = named->model;
+  }
+  const std::vector<topo::SmiLevel> node = topo::smi_levels(matrix, links);
 
   const plan::Topology device = plan::load_topology(kDevicePreset);
-  const bool preset_device = !memory_given && !tflops_given;
+  const bool named_memory = !memory_given && named && named->memory_gib > 0;
+  const bool preset_device = !memory_given && !tflops_given && !named_memory;
   plan::Topology t;
-  t.name = a.name.empty() ? std::filesystem::path(a.out).stem().string() : a.name;
-  t.memory_gib = memory_given ? a.memory_gib : device.memory_gib;
+  t.name = topology_name;
+  t.memory_gib = memory_given ? a.memory_gib : named_memory ? named->memory_gib : device.memory_gib;
   t.tflops = tflops_given ? a.tflops : device.tflops;
   t.elementwise_gbps = device.elementwise_gbps;
   t.launch_us = device.launch_us;
@@ -168,9 +184,12 @@ void run_topo_from_nvidia_smi(const FromSmiArgs& a) {
       "from nvidia-smi topo -m '{}' (meshtp topo from-nvidia-smi): {} GPUs per node{}; NVLink "
       "{} GB/s per link, PCIe {} GB/s and the latencies nominal, not measured; device: {} GiB "
       "({}), {} TFLOP/s ({}), elementwise rate and launch cost {}'s",
-      a.file, matrix.gpus(),
+      escape_text(a.file), matrix.gpus(),
       a.nodes > 1 ? fmt::format(", {} nodes at {} GB/s each", a.nodes, a.node_gbps) : "",
-      a.links.nvlink_gbps, a.links.pcie_gbps, t.memory_gib, memory_given ? "given" : kDevicePreset,
+      a.links.nvlink_gbps, a.links.pcie_gbps, t.memory_gib,
+      memory_given   ? std::string("given")
+      : named_memory ? fmt::format("the file's GPU, {}", escape_text(matrix.gpu))
+                     : std::string(kDevicePreset),
       t.tflops, tflops_given ? "given" : kDevicePreset, kDevicePreset);
   if (a.nodes > 1) {
     t.levels.push_back({.name = "node",
@@ -184,7 +203,7 @@ void run_topo_from_nvidia_smi(const FromSmiArgs& a) {
   t.validate();
   const std::string text = plan::to_json(t).dump(2) + "\n";
   plan::parse_topology(text, a.out);  // what `meshtp plan --topology` will read
-  if (world().rank() == 0) write_file_atomically(a.out, text);
+  if (root()) write_file_atomically(a.out, text);
 
   if (a.json) {
     nlohmann::json levels = nlohmann::json::array();

@@ -244,6 +244,7 @@ ModelFit model_fit(const Plan& plan, const ModelShape& shape) {
   compare("hidden", made.hidden, shape.hidden, false);
   compare("heads", made.heads, shape.heads, false);
   compare("seq", made.seq, shape.seq, false);
+  compare("vocab", made.vocab, shape.vocab, false);  // the embedding and head priced
   compare("batch", made.batch, shape.batch, true);
   fit.kind = other                     ? ModelFit::kOther
              : fit.differences.empty() ? ModelFit::kSame

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "core/text.hpp"
 
 namespace meshtp::plan {
 // The helpers in a namespace of their own: the unity build compiles this file with others.
@@ -33,6 +34,7 @@ enum class Gap {
   kZero3Tensor,          // DeepSpeed: AutoTP takes ZeRO 0–2
   kZeroPipeline,         // DeepSpeed: the pipeline engine takes ZeRO 0–1
   kInterleaved,          // DeepSpeed: one stage per pipeline rank
+  kFp32WithoutFsdp,      // torchtitan: 2-byte precision with TP or PP but no FSDP runs fp32
 };
 
 int tp_of(const Plan& p) { return p.mesh[0] * p.mesh[1]; }
@@ -57,7 +59,7 @@ std::string_view product(Framework f) {
   return "?";
 }
 
-Gap gap(Framework f, const Plan& p) {
+Gap gap(Framework f, const Plan& p, Precision precision) {
   const int tp = tp_of(p);
   if (layout::is_gemm2d(p.strategy)) return Gap::kGemm2d;
   if (p.mesh[0] > 1 && p.mesh[1] > 1) return Gap::kMesh2d;
@@ -74,6 +76,11 @@ Gap gap(Framework f, const Plan& p) {
       if (p.pp > 1 && zero >= 2) return Gap::kShardBesidePipeline;
       if (p.pp == 1 && p.dp > 1 && p.microbatches > 1 && zero < 3) return Gap::kAccumulation;
       if (p.recompute == Recompute::kSelective) return Gap::kSelective;
+      // torchtitan v0.2.2 (distributed/utils.py, maybe_enable_amp): with tensor or pipeline
+      // parallelism, mixed precision is FSDP's alone; without FSDP it warns and runs fp32.
+      if (precision != Precision::kFp32 && (tp > 1 || p.pp > 1) && p.dp == 1) {
+        return Gap::kFp32WithoutFsdp;
+      }
       return Gap::kNone;
     case Framework::kDeepSpeed:
       if (tp > 1 && sequence_parallel(p)) return Gap::kSequenceParallel;
@@ -161,6 +168,13 @@ std::string describe(Gap g, Framework f, const Plan& p) {
           "{} interleaved virtual stages: DeepSpeed's pipeline engine runs one "
           "stage per rank",
           p.virtual_stages);
+    case Gap::kFp32WithoutFsdp:
+      return fmt::format(
+          "2-byte precision with tensor parallelism {} and {} pipeline stages on one "
+          "data-parallel rank: torchtitan applies mixed precision there only through FSDP "
+          "(data_parallel_shard_degree > 1) and otherwise trains in fp32, with twice the "
+          "memory and time priced",
+          tp_of(p), p.pp);
   }
   return "";
 }
@@ -202,19 +216,24 @@ std::string step_text(const Plan& p) {
 // `p` is r.plan, or r.fallback when f cannot run r.plan.
 std::vector<std::string> header(Framework f, const EmitRequest& r, const Plan& p, const Sizes& s) {
   std::vector<std::string> lines;
-  if (gap(f, r.plan) != Gap::kNone) {
+  if (gap(f, r.plan, r.model.precision) != Gap::kNone) {
     lines.push_back(fmt::format(
         "{} cannot run the planner's layout ({}{}): {}; below, the fastest layout it can run",
-        product(f), fmt::streamed(r.plan), step_text(r.plan), describe(gap(f, r.plan), f, r.plan)));
-    for (const std::string& n : r.notes) lines.push_back("that layout: " + n);
+        product(f), fmt::streamed(r.plan), step_text(r.plan), describe(gap(f, r.plan, r.model.precision), f, r.plan)));
+    for (const std::string& n : r.notes) lines.push_back("that layout: " + escape_text(n));
   }
   lines.push_back(fmt::format("{} configuration ({} spelling) for {} on {} ({} devices): {}{}",
-                              product(f), framework_release(f), r.model.name, r.topology, s.devices,
+                              product(f), framework_release(f), escape_text(r.model.name),
+                              escape_text(r.topology), s.devices,
                               fmt::streamed(p), step_text(p)));
-  if (f == Framework::kMegatron && r.runtime == layout::Runtime::kMeshtp && p.pp > 1) {
-    lines.push_back(
-        "priced as meshtp runs it (a stage's forward re-run per microbatch); --runtime "
-        "megatron prices the layouts as Megatron-LM runs them");
+  MESHTP_CHECK(r.runtime == runtime_of(f),
+               "{} runs a pipeline as --runtime {} prices it, not as --runtime {}", product(f),
+               layout::name(runtime_of(f)), layout::name(r.runtime));
+  if (p.pp > 1) {
+    lines.push_back(fmt::format(
+        "chosen, priced and memory-checked as {} runs it (--runtime {}: every in-flight "
+        "microbatch's activations kept, no forward re-run)",
+        product(f), layout::name(runtime_of(f))));
   }
   // Megatron-LM and DeepSpeed have no data-parallel argument; torchtitan's is below.
   lines.push_back(fmt::format(
@@ -222,21 +241,35 @@ std::vector<std::string> header(Framework f, const EmitRequest& r, const Plan& p
       f == Framework::kTorchtitan
           ? ""
           : fmt::format(": {} derives it from the world size", product(f))));
-  if (gap(f, r.plan) == Gap::kNone) {
-    for (const std::string& n : r.notes) lines.push_back(n);
+  if (gap(f, r.plan, r.model.precision) == Gap::kNone) {
+    for (const std::string& n : r.notes) lines.push_back(escape_text(n));
   }
   return lines;
 }
 
-void comment(std::string& out, const std::string& line) { out += "# " + line + "\n"; }
+// Every interpolated string went through escape_text (core/text.hpp): a comment is one line.
+void comment(std::string& out, const std::string& line) {
+  MESHTP_CHECK(line.find_first_of("\r\n") == std::string::npos,
+               "a comment line holds a line break: {}", escape_text(line));
+  out += "# " + line + "\n";
+}
 
+// A bash file: `source FILE`, then `torchrun … pretrain_gpt.py "${MEGATRON_ARGS[@]}" …`.
 std::string megatron(const EmitRequest& r, const Plan& p, const Sizes& s) {
   std::string out;
-  for (const std::string& line : header(Framework::kMegatron, r, p, s)) comment(out, line);
+  std::vector<std::string> lines = header(Framework::kMegatron, r, p, s);
+  lines.push_back(
+      "bash: source this file, then run torchrun --nproc-per-node N … pretrain_gpt.py "
+      "\"${MEGATRON_ARGS[@]}\" with the data and tokenizer arguments; "
+      "CUDA_DEVICE_MAX_CONNECTIONS=1 is what validate_args asserts for tensor parallelism > 1");
+  for (const std::string& line : lines) comment(out, line);
+  out += "export CUDA_DEVICE_MAX_CONNECTIONS=1\n";
+  out += "MEGATRON_ARGS=(\n";
+  // Every value is a number or a fixed word: nothing a user typed goes outside a comment.
   const auto arg = [&](std::string_view name, auto value) {
-    out += fmt::format("--{} {}\n", name, value);
+    out += fmt::format("  --{} {}\n", name, value);
   };
-  const auto flag = [&](std::string_view name) { out += fmt::format("--{}\n", name); };
+  const auto flag = [&](std::string_view name) { out += fmt::format("  --{}\n", name); };
   arg("tensor-model-parallel-size", s.tp);
   arg("pipeline-model-parallel-size", s.pp);
   if (s.v > 1) arg("num-layers-per-virtual-pipeline-stage", s.layers_per_virtual_stage);
@@ -253,7 +286,6 @@ std::string megatron(const EmitRequest& r, const Plan& p, const Sizes& s) {
   if (zero_of(p) == 1) flag("use-distributed-optimizer");
   arg("micro-batch-size", s.micro);
   arg("global-batch-size", s.global);
-  comment(out, "the model's sizes");
   arg("num-layers", r.model.layers);
   arg("hidden-size", r.model.hidden);
   arg("num-attention-heads", r.model.heads);
@@ -261,6 +293,7 @@ std::string megatron(const EmitRequest& r, const Plan& p, const Sizes& s) {
   arg("max-position-embeddings", r.model.seq);
   if (r.model.precision == Precision::kFp16) flag("fp16");
   if (r.model.precision == Precision::kBf16) flag("bf16");
+  out += ")\n";
   return out;
 }
 
@@ -325,11 +358,21 @@ std::string torchtitan(const EmitRequest& r, const Plan& p, const Sizes& s) {
 
 std::string deepspeed(const EmitRequest& r, const Plan& p, const Sizes& s) {
   std::vector<std::string> lines = header(Framework::kDeepSpeed, r, p, s);
+  // Without an mpu, deepspeed.initialize counts every rank as data parallel
+  // (runtime/config.py, _configure_train_batch_size: world size from the process group).
+  const std::int64_t batch_ranks = s.tp > 1 ? s.devices : s.dp;
   if (s.tp > 1) {
     lines.push_back(
-        fmt::format("tensor parallelism {}: AutoTP (tensor_parallel.autotp_size) "
-                    "splits the model's linears Megatron-style",
+        fmt::format("tensor parallelism {0}: AutoTP training (tensor_parallel.autotp_size), "
+                    "which v0.16.4 applies to a Hugging Face transformers model only, through "
+                    "deepspeed.tp_model_init(model, tp_size={0}, dtype=…) before "
+                    "deepspeed.initialize; other models need their own tensor parallelism",
                     s.tp));
+    lines.push_back(fmt::format(
+        "no mpu is given: deepspeed.initialize then checks train_batch_size against all {0} "
+        "ranks, so it is micro {1} × accumulation {2} × world {0} = {3}; the {4} ranks of a "
+        "tensor-parallel group read the same sequences, so a step trains {5} distinct ones",
+        s.devices, s.micro, s.m, s.micro * s.m * s.devices, s.tp, s.global));
   }
   if (s.pp > 1) {
     lines.push_back(
@@ -352,7 +395,7 @@ std::string deepspeed(const EmitRequest& r, const Plan& p, const Sizes& s) {
   // DeepSpeed reads only the keys it knows: "_meshtp" carries the layout and the comments.
   j["_meshtp"] = {
       {"comment", lines}, {"dp", s.dp}, {"tp", s.tp}, {"pp", s.pp}, {"microbatches", s.m}};
-  j["train_batch_size"] = s.global;
+  j["train_batch_size"] = s.micro * s.m * batch_ranks;
   j["train_micro_batch_size_per_gpu"] = s.micro;
   j["gradient_accumulation_steps"] = s.m;
   j["zero_optimization"] = {{"stage", zero_of(p)}};
@@ -377,9 +420,10 @@ std::string_view framework_release(Framework f) {
   return "?";
 }
 
-std::optional<std::string> inexpressible(Framework f, const layout::Plan& plan) {
+std::optional<std::string> inexpressible(Framework f, const layout::Plan& plan,
+                                         Precision precision) {
   using namespace emit_detail;
-  const Gap g = gap(f, plan);
+  const Gap g = gap(f, plan, precision);
   if (g == Gap::kNone) return std::nullopt;
   return describe(g, f, plan);
 }
@@ -388,7 +432,11 @@ std::optional<layout::Plan> best_expressible(Framework f, LayoutRequest request)
   using namespace emit_detail;
   request.strategies = {Strategy::kAtp, Strategy::kTp1d};
   request.chunks = {1};
-  request.accepts = [f](const layout::Plan& p) { return gap(f, p) == Gap::kNone; };
+  request.runtime = runtime_of(f);
+  const Precision precision = request.model.precision;
+  request.accepts = [f, precision](const layout::Plan& p) {
+    return gap(f, p, precision) == Gap::kNone;
+  };
   const LayoutSearch search = search_layouts(request, 1);
   if (search.ranked.empty() || !search.ranked.front().feasible) return std::nullopt;
   layout::Plan p = search.ranked.front().plan;
@@ -412,7 +460,7 @@ std::optional<layout::Plan> best_expressible(Framework f, PlanRequest request) {
     for (const Candidate& c : plan(request).candidates) {
       if (!c.feasible) continue;
       layout::Plan p = layout_of(c, request.model);
-      if (gap(f, p) == Gap::kNone) return p;
+      if (gap(f, p, request.model.precision) == Gap::kNone) return p;
     }
     return std::nullopt;
   };
@@ -431,12 +479,20 @@ std::optional<layout::Plan> best_expressible(Framework f, PlanRequest request) {
 
 std::string emit(Framework f, const EmitRequest& r) {
   using namespace emit_detail;
-  const Gap g = gap(f, r.plan);
+  const Gap g = gap(f, r.plan, r.model.precision);
+  // torchtitan's mixed precision needs FSDP beside TP or PP: on the devices of one replica
+  // (every 2D layout) no 2-byte layout runs as priced.
+  const bool fp32_only = f == Framework::kTorchtitan && r.model.precision != Precision::kFp32 &&
+                         r.plan.dp == 1;
   MESHTP_CHECK(g == Gap::kNone || r.fallback.has_value(),
-               "{} cannot run the layout {}: {}; and no layout it can run fits", product(f),
-               fmt::streamed(r.plan), describe(g, f, r.plan));
+               "{} cannot run the layout {}: {}; and no layout it can run fits{}", product(f),
+               fmt::streamed(r.plan), describe(g, f, r.plan),
+               fp32_only ? " (on one data-parallel rank torchtitan applies mixed precision only "
+                           "through FSDP, so tensor or pipeline parallelism would train this "
+                           "2-byte model in fp32)"
+                         : "");
   const Plan& p = g == Gap::kNone ? r.plan : *r.fallback;
-  const Gap fallback_gap = gap(f, p);
+  const Gap fallback_gap = gap(f, p, r.model.precision);
   MESHTP_CHECK(fallback_gap == Gap::kNone, "{} cannot run the fallback layout {} either: {}",
                product(f), fmt::streamed(p), describe(fallback_gap, f, p));
   const Sizes s = sizes_of(p, r.model);

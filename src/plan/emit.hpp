@@ -69,11 +69,19 @@ std::string_view framework_release(Framework f);
 
 // Why `f` cannot run `plan` as the planner priced it, one clause naming the value ("ATP's 2D
 // tensor parallelism on the 2x4 mesh: Megatron-LM's is 1D"), or nullopt when it can.
-std::optional<std::string> inexpressible(Framework f, const layout::Plan& plan);
+// `precision`: the model's (torchtitan's mixed precision needs FSDP beside TP or PP).
+std::optional<std::string> inexpressible(Framework f, const layout::Plan& plan,
+                                         Precision precision);
+
+// The runtime whose pricing matches how `f` runs a pipeline: every framework keeps the
+// in-flight microbatches' activations (layout::Runtime::kMegatron), none re-runs a stage's
+// forward as meshtp does. `plan --emit` chooses, prices and memory-checks with it.
+constexpr layout::Runtime runtime_of(Framework) { return layout::Runtime::kMegatron; }
 
 // The fastest feasible layout `f` can run, its provenance's predicted_step_s set, or nullopt
 // when none fits. 3D: the search of `request` restricted to those layouts (strategies atp
-// and tp1d, one chunk: the request's own strategies and chunks are not used).
+// and tp1d, one chunk: the request's own strategies and chunks are not used), priced with
+// runtime_of(f).
 std::optional<layout::Plan> best_expressible(Framework f, LayoutRequest request);
 // 2D: the planner's table on the same strategies (one replica on every device, no pipeline)
 // with the model's recomputation, or when `f` cannot run that, the fastest of the others.
@@ -85,7 +93,8 @@ struct EmitRequest {
   layout::Plan plan;     // the planner's layout; provenance's predicted_step_s is printed
   ModelSpec model;       // what it was planned for: batch is the global batch of a step
   std::string topology;  // named in the header
-  layout::Runtime runtime = layout::Runtime::kMeshtp;  // what it was priced as
+  // What it was priced as: runtime_of(f), or emit refuses.
+  layout::Runtime runtime = layout::Runtime::kMegatron;
   // The best layout `f` can run (best_expressible), emitted instead when `f` cannot run
   // `plan`; unset there, emit throws saying why.
   std::optional<layout::Plan> fallback{};

@@ -608,6 +608,12 @@ LayoutCandidate evaluate_layout(const LayoutRequest& r, const layout::Plan& give
                "heads={} of '{}' are not divisible by tp={} (mesh {}x{}): the ATP block shards "
                "whole heads",
                model.heads, model.name, d1 * d2, d1, d2);
+  // tp1d (sequence parallelism) is priced unchunked: a layout train runs with chunks > 1 would
+  // be priced as another (issue 48: --strategy tp1d --chunks 4 priced chunks 1).
+  MESHTP_CHECK(strategy != Strategy::kTp1d || given.chunks == 1,
+               "chunks={} with sequence parallelism (tp1d): the planner prices tp1d's "
+               "collectives unchunked, so this is not the layout train would run; give chunks 1",
+               given.chunks);
   Pricer pricer(r);
   ModelSpec mb = model;
   mb.batch = model.batch / (dp * m);

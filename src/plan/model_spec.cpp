@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "core/json_util.hpp"
+#include "core/text.hpp"
 
 namespace meshtp::plan {
 
@@ -43,6 +44,7 @@ ModelSpec model_from_json(const nlohmann::json& j, const std::string& source) {
   ModelSpec m;
   static_cast<layout::ModelShape&>(m) = layout::read_shape(j, where);
   m.name = read_string(j, "name", where);
+  check_name(where + ": name", m.name);
   m.description = read_optional_string(j, "description", where, "");
   m.precision =
       parse_precision(read_optional_string(j, "precision", where, "fp16"), where + ": precision");

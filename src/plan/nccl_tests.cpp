@@ -7,11 +7,14 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <filesystem>
+#include <limits>
 #include <map>
 #include <utility>
 
 #include "core/error.hpp"
 #include "core/parse.hpp"
+#include "core/text.hpp"
 
 namespace meshtp::plan {
 namespace {
@@ -108,6 +111,7 @@ struct Columns {
   std::vector<std::string> names;
   int time = -1;               // the out-of-place time; algbw, busbw, #wrong follow it
   bool wrong_is_count = true;  // "#wrong" (a count); "error" is a maximum deviation
+  std::vector<int> wrong;      // every #wrong column: out-of-place and in-place
   int redop = -1;
   bool timestamp = false;  // a trailing timestamp: two more fields per row
   std::size_t row_fields() const { return names.size() + (timestamp ? 1 : 0); }
@@ -129,6 +133,9 @@ Columns parse_columns(const std::vector<std::string_view>& t, const std::string&
                "{}: column header '{}' has no 'time algbw busbw #wrong' columns", where,
                fmt::join(t, " "));
   c.wrong_is_count = t[k + 3] == "#wrong";
+  for (std::size_t i = k + 3; i < t.size(); ++i) {
+    if (t[i] == "#wrong") c.wrong.push_back(static_cast<int>(i));
+  }
   c.timestamp = t.back() == "timestamp";
   return c;
 }
@@ -167,6 +174,8 @@ void read_rank_line(RawLog& log, const std::vector<std::string_view>& t, const s
                  where, *id, *(group + 1));
   }
   const int rank = static_cast<int>(*id);
+  // The host goes into messages and the topology's JSON: UTF-8 text only, before any work.
+  check_name(fmt::format("{}: host", where), *(on + 1));
   const auto [it, inserted] = log.ranks.emplace(rank, RankLine{line, std::string(*(on + 1))});
   MESHTP_CHECK(inserted,
                "{}: rank {} is listed twice (first on line {}): each process ran as a world of "
@@ -192,18 +201,30 @@ void read_row(RawLog& log, const std::vector<std::string_view>& t, const std::st
   MESHTP_CHECK(time && *time >= 0, "{}: time '{}' is not a number of microseconds", where, t[k]);
   MESHTP_CHECK(algbw && *algbw >= 0, "{}: algbw '{}' is not a bandwidth", where, t[k + 1]);
   MESHTP_CHECK(busbw && *busbw >= 0, "{}: busbw '{}' is not a bandwidth", where, t[k + 2]);
-  if (c.wrong_is_count && t[k + 3] != "N/A") {
-    const std::optional<double> wrong = to_number(t[k + 3]);
-    MESHTP_CHECK(wrong, "{}: #wrong '{}' is not a count", where, t[k + 3]);
+  // Every #wrong column, the in-place run's too: a wrong result is a broken collective.
+  for (const int column : c.wrong) {
+    const std::string_view w = t[static_cast<std::size_t>(column)];
+    if (w == "N/A") continue;
+    const std::optional<double> wrong = to_number(w);
+    MESHTP_CHECK(wrong, "{}: #wrong '{}' is not a count", where, w);
     MESHTP_CHECK(*wrong == 0,
                  "{}: #wrong is {} at {} bytes: the collective returned wrong values, so this "
                  "log does not time a working collective",
-                 where, t[k + 3], *size);
+                 where, w, *size);
   }
   note_value(log.types, t[2], line);
   if (c.redop >= 0) note_value(log.redops, t[static_cast<std::size_t>(c.redop)], line);
   if (*size == 0) return;  // -b 0: nothing moves
-  MESHTP_CHECK(*time > 0, "{}: time {} us for {} bytes must be positive", where, t[k], *size);
+  // nccl-tests prints times to 0.01 µs; a step beyond 10^10 µs (about 3 hours) is no timing.
+  MESHTP_CHECK(*time >= 0.01 && *time <= 1e10,
+               "{}: time {} us for {} bytes is outside what nccl-tests prints (0.01 to 1e10 us)",
+               where, t[k], *size);
+  for (const NcclTestsRow& seen : log.rows) {
+    MESHTP_CHECK(seen.bytes != *size,
+                 "{}: size {} again (first on line {}): one run per log — split the file, or "
+                 "give the run you mean",
+                 where, *size, seen.line);
+  }
   log.rows.push_back({.line = line,
                       .bytes = *size,
                       .count = *count,
@@ -256,7 +277,11 @@ void check_log(NcclTestsLog& out, const RawLog& raw) {
   for (const NcclTestsRow& r : raw.rows) {
     const std::string where = at(src, r.line);
     if (e > 0) {
-      const std::int64_t want = r.count * e * (gathered ? p : 1);
+      const std::int64_t factor = static_cast<std::int64_t>(e) * (gathered ? p : 1);
+      MESHTP_CHECK(r.count <= std::numeric_limits<std::int64_t>::max() / factor,
+                   "{}: count {} × {} bytes{} is more bytes than any log can move", where,
+                   r.count, e, gathered ? fmt::format(" × {} ranks", p) : std::string());
+      const std::int64_t want = r.count * factor;
       MESHTP_CHECK(r.bytes == want,
                    "{}: size {} is not count {} × {} bytes ({}){}, as {} on {} ranks prints it: "
                    "is the log of another collective or rank count?",
@@ -289,11 +314,13 @@ NcclTestsLog parse_nccl_tests(std::string_view text, const std::string& source) 
     const std::string_view full = text.substr(pos, end - pos);
     pos = end + 1;
     ++number;
-    const std::string_view line = trim(strip_launcher_prefix(full));
+    // A log collector may indent every line, launcher tag and all.
+    const std::string_view line = trim(strip_launcher_prefix(trim(full)));
     if (line.empty()) continue;
     if (line.find("NCCL INFO") != std::string_view::npos ||
-        line.find("NCCL WARN") != std::string_view::npos) {
-      continue;  // NCCL_DEBUG output, interleaved with the test's
+        line.find("NCCL WARN") != std::string_view::npos ||
+        line.rfind("NCCL version", 0) == 0) {
+      continue;  // NCCL_DEBUG output (NCCL_DEBUG=VERSION: a bare "NCCL version 2.20.5+cuda12.4")
     }
     const std::string where = at(source, number);
     if (line.front() == '#') {
@@ -333,6 +360,12 @@ NcclTestsLog parse_nccl_tests(std::string_view text, const std::string& source) 
             "{}: column header '{}' is nccl-tests' 2017 format; meshtp reads the format of "
             "nccl-tests 2.0 (2019) and later",
             where, excerpt(body));
+      } else if (body.rfind("Out of bounds values", 0) == 0) {
+        // nccl-tests' verdict on the whole run: "… : 0 OK", or "… : N FAILED".
+        MESHTP_CHECK(t.back() != "FAILED",
+                     "{}: nccl-tests reports '{}': the collective returned wrong values, so this "
+                     "log does not time a working collective",
+                     where, excerpt(body));
       } else if (t[0] == "(B)") {
         MESHTP_CHECK(std::find(t.begin(), t.end(), "(us)") != t.end(),
                      "{}: the units line '{}' gives no time in (us)", where, excerpt(body));
@@ -359,7 +392,9 @@ NcclTestsLog parse_nccl_tests(std::string_view text, const std::string& source) 
                  source, out.program);
     out.collective = *c;
   } else {
-    const std::optional<CollectiveKind> c = collective_named(source);
+    // The file's own name, not its folders' ("runs/all_gather/ar.log" is no all_gather).
+    const std::optional<CollectiveKind> c =
+        collective_named(std::filesystem::path(source).filename().string());
     MESHTP_CHECK(c,
                  "'{}' does not say which collective it times (no '# Collective test starting:' "
                  "line, and its file name names none of all_reduce, all_gather, reduce_scatter, "

@@ -57,9 +57,18 @@
 // checks). NCCL lays its rings over the hardware, not over the rank numbers, so how mpirun
 // placed ranks on hosts does not matter, only the count per host. A log does not give the
 // inter-node level's own group (H ranks one per node, stride G): a 16-rank ring over 2 nodes
-// shares each node's NICs among its 8 GPUs' channels, not as mesh 2x8's dim-0 groups do;
-// a log with one GPU per host (G = 1) is refused for the same reason: in meshtp's numbering
-// its ranks are not consecutive.
+// shares each node's NICs among its 8 GPUs' channels, not as mesh 2x8's dim-0 groups do.
+// A log with one GPU per host (G = 1) is that inter-node group: H ranks one per node, the
+// size (H, stride N) with N the devices of a member of the topology's outermost level (its
+// nodes; N = 1 on a base of one-GPU nodes, such as `topo from-nvidia-smi --nodes` of a
+// one-GPU matrix).
+//
+// Also refused, each naming the line: a row of a size already given (two runs in one file),
+// a `#wrong` above 0 in any column (out-of-place or in-place), nccl-tests' own verdict
+// "# Out of bounds values : N FAILED", a time outside 0.01 … 10^10 µs, a count whose bytes
+// overflow 64 bits. Read past: NCCL's bare "NCCL version …" line (NCCL_DEBUG=VERSION), and
+// lines a log collector indented. The collective is read from the file's own name, not its
+// folders'.
 //
 // The fit: rows with size ≥ min_bytes, as a CollectiveSeries (P, stride 1, samples (size,
 // time)) into fit_calibration — the same least squares `meshtp calibrate` uses — or, for

@@ -100,7 +100,7 @@ Topology calibrated_from_nccl_tests(const Topology& base, std::span<const NcclTe
                  "'{}' times {} ranks, which do not divide the {} devices of topology '{}': no "
                  "mesh of it has a group of {}",
                  log.source, log.ranks, n, base.name, log.ranks);
-    if (log.hosts.size() < 2) continue;
+    if (log.hosts.size() < 2 || log.ranks_per_host == 1) continue;
     std::vector<int> blocks;
     for (int j = 0; j < static_cast<int>(base.levels.size()); ++j) {
       const int d = base.devices_per_member(j);
@@ -116,6 +116,19 @@ Topology calibrated_from_nccl_tests(const Topology& base, std::span<const NcclTe
   Topology t = base;
   t.name = name.empty() ? base.name + "-nccl" : name;
   std::vector<GroupCalibration> fitted = fit.calibration.groups;
+  // One GPU per host: the ranks are one device of each node, a node's devices apart in
+  // meshtp's numbering (the outermost level's members are the nodes).
+  for (const NcclTestsLog& log : logs) {
+    if (log.hosts.size() < 2 || log.ranks_per_host != 1) continue;
+    const int node = base.devices_per_member(0);
+    MESHTP_CHECK(log.ranks * node <= n,
+                 "'{}' spans {} hosts of one GPU each, but topology '{}' has {} nodes of {} "
+                 "devices (its outermost level)",
+                 log.source, log.hosts.size(), base.name, n / node, node);
+    for (GroupCalibration& g : fitted) {
+      if (g.size == log.ranks && g.stride == 1) g.stride = node;
+    }
+  }
   round_fits(fitted);
   std::vector<GroupCalibration>& groups = t.calibration.groups;
   for (const GroupCalibration& g : fitted) {

@@ -13,6 +13,7 @@
 
 #include "core/error.hpp"
 #include "core/parse.hpp"
+#include "core/text.hpp"
 
 namespace meshtp::topo {
 namespace {
@@ -144,6 +145,31 @@ const char* name(SmiLink link) {
   return "?";
 }
 
+std::optional<SmiGpu> gpu_named(std::string_view name) {
+  static const std::pair<std::string_view, int> kLinks[] = {
+      {"V100", 6}, {"A100", 12}, {"H100", 18}, {"H200", 18}, {"B200", 18}};
+  for (const auto& [model, links] : kLinks) {
+    if (name.find(model) == std::string_view::npos) continue;
+    SmiGpu g{.model = std::string(model), .nvlinks = links};
+    // "80GB", "80 GB", "-80GB": the digits before the first "GB".
+    const std::size_t gb = name.find("GB");
+    if (gb != std::string_view::npos) {
+      std::size_t start = gb;
+      while (start > 0 && name[start - 1] == ' ') --start;
+      std::size_t digits = start;
+      while (digits > 0 && std::isdigit(static_cast<unsigned char>(name[digits - 1]))) --digits;
+      int gib = 0;
+      if (digits < start &&
+          std::from_chars(name.data() + digits, name.data() + start, gib).ec == std::errc() &&
+          gib >= 1 && gib <= 4096) {
+        g.memory_gib = gib;
+      }
+    }
+    return g;
+  }
+  return std::nullopt;
+}
+
 SmiMatrix parse_nvidia_smi_topo(std::string_view text, const std::string& source) {
   SmiMatrix m;
   m.source = source;
@@ -163,6 +189,18 @@ SmiMatrix parse_nvidia_smi_topo(std::string_view text, const std::string& source
     const std::vector<std::string_view> words = split_words(line);
     const std::vector<std::string> t(words.begin(), words.end());  // rows outlive the line
     const std::string where = fmt::format("'{}' line {}", source, number);
+    // Every word goes into messages and the topology's JSON: UTF-8 text only.
+    MESHTP_CHECK(valid_utf8(line), "{}: the line is not UTF-8 text: \"{}\"", where,
+                 escape_text(line));
+    if (m.gpu.empty() && t.size() >= 3 && t[0] == "GPU" && t[1].size() > 1 &&
+        t[1].back() == ':' && gpu_named(line)) {
+      // "GPU 0: NVIDIA A100-SXM4-80GB (UUID: …)"
+      std::string name = line.substr(line.find(':') + 1);
+      name = name.substr(0, name.find(" (UUID"));
+      const std::size_t first = name.find_first_not_of(" \t");
+      const std::size_t last = name.find_last_not_of(" \t");
+      m.gpu = first == std::string::npos ? "" : name.substr(first, last - first + 1);
+    }
     if (!header) {
       if (t.empty() || t[0] != "GPU0") continue;  // before the matrix: prompts, comments
       header = true;
@@ -269,10 +307,27 @@ std::vector<SmiLevel> smi_levels(const SmiMatrix& m, const SmiLevelOptions& o) {
   std::vector<std::vector<int>> current;
   for (int g = 0; g < n; ++g) current.push_back({g});
   partitions.push_back(current);
+  std::string uneven;  // a kind whose blocks differ in size: priced as the next kind
   for (const SmiLink k : kinds) {
     std::vector<std::vector<int>> blocks = blocks_of(m, k);
     if (blocks.size() == partitions.back().size()) continue;  // nothing new joined
     const std::size_t size = blocks.front().size();
+    bool all_consecutive = true, one_size = true;
+    for (const std::vector<int>& b : blocks) {
+      all_consecutive &= b.back() - b.front() + 1 == static_cast<int>(b.size());
+      one_size &= b.size() == size;
+    }
+    // Blocks of several sizes (5 GPUs: a PIX pair beside three; or PIX pairs and a lone GPU
+    // inside a PXB block) nest into no level of one member count: the GPUs they join are
+    // priced as joined by the next kind out (slower, never faster than the hardware), and
+    // the evidence says so. A kind that leaves all GPUs apart but joined some is skipped.
+    if (all_consecutive && !one_size && k != SmiLink::kNvlink && k != *kinds.rbegin()) {
+      std::vector<std::string> all;
+      for (const auto& x : blocks) all.push_back(fmt::format("{{{}}}", describe_block(x)));
+      uneven += fmt::format("{}{} blocks {} differ in size, priced as the next kind out",
+                            uneven.empty() ? "" : "; ", name(k), fmt::join(all, " "));
+      continue;
+    }
     for (const std::vector<int>& b : blocks) {
       const bool consecutive = b.back() - b.front() + 1 == static_cast<int>(b.size());
       if (!consecutive || b.size() != size) {
@@ -305,6 +360,10 @@ std::vector<SmiLevel> smi_levels(const SmiMatrix& m, const SmiLevelOptions& o) {
                                inner == 1 ? fmt::format("{} GPUs", members)
                                           : fmt::format("{} blocks of {} GPUs", members, inner),
                                o.pcie_gbps);
+      if (!uneven.empty()) {
+        l.evidence += " (" + uneven + ")";
+        uneven.clear();
+      }
       levels.push_back(std::move(l));
       continue;
     }
@@ -351,14 +410,21 @@ std::vector<SmiLevel> smi_levels(const SmiMatrix& m, const SmiLevelOptions& o) {
         }
       }
     }
-    if (all_equal && (members - 1) * uniform > kMaxNvlinksPerGpu) {
+    const int gpu_links = o.gpu_nvlinks > 0 ? o.gpu_nvlinks : kMaxNvlinksPerGpu;
+    if (all_equal && (members - 1) * uniform > gpu_links) {
       l.nvswitch = true;
-      l.level.group_gbps = uniform * o.nvlink_gbps;
+      const double line_rate = uniform * o.nvlink_gbps;
+      l.level.group_gbps = line_rate * kNvswitchMeasuredFraction;
       l.evidence = fmt::format(
           "NV{} between every pair of {} GPUs: {} × {} = {} links per GPU if direct, more than "
-          "a GPU has ({}), so an NVSwitch: {} × {} GB/s",
-          uniform, members, members - 1, uniform, (members - 1) * uniform, kMaxNvlinksPerGpu,
-          uniform, o.nvlink_gbps);
+          "{}, so each GPU's {} links go into an NVSwitch; {} × {} = {} GB/s line rate, priced "
+          "at {:.4g} GB/s as NCCL measures it (the dgx-a100 presets' convention: 200 of NV12's "
+          "600)",
+          uniform, members, members - 1, uniform, (members - 1) * uniform,
+          o.gpu_model.empty()
+              ? fmt::format("any GPU has (at most {}, H100)", kMaxNvlinksPerGpu)
+              : fmt::format("an {} has ({})", o.gpu_model, gpu_links),
+          uniform, uniform, o.nvlink_gbps, line_rate, l.level.group_gbps);
     } else {
       double least = 0;
       for (int a = 0; a < members; ++a) {

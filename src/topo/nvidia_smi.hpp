@@ -60,6 +60,7 @@
 //     values: nvswitch-8xa100, pcie-8xa100, dual-nvlink-8xa100) — nominal too.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -85,16 +86,37 @@ struct SmiMatrix {
   std::vector<int> row_lines;                  // line of GPU i's row
   std::vector<std::vector<SmiEntry>> entries;  // [i][j], i ≠ j; the diagonal is unused
   std::vector<std::string> nics;               // the other device columns, ignored
+  // The GPU a line of the file names ("GPU 0: NVIDIA A100-SXM4-80GB (UUID: …)", as
+  // `nvidia-smi -L` and vLLM's collect_env print it), or empty.
+  std::string gpu;
   int gpus() const { return static_cast<int>(entries.size()); }
 };
+
+// What a GPU's name says: its NVLink count and memory (from "40GB" / "80GB" / "141GB" in the
+// name), for the models whose NVLink count the vendors' whitepapers give (docs/references.md:
+// V100 6, A100 12, H100 and H200 18, B200 18). nullopt for others.
+struct SmiGpu {
+  std::string model;  // "A100"
+  int nvlinks = 0;
+  double memory_gib = 0;  // 0 when the name gives none
+};
+std::optional<SmiGpu> gpu_named(std::string_view name);
 
 SmiMatrix parse_nvidia_smi_topo(std::string_view text, const std::string& source);
 
 inline constexpr int kMaxNvlinksPerGpu = 18;
 
+// NVSwitch groups are priced as NCCL measures them, not at the line rate: the dgx-a100
+// presets' 200 GB/s, the all-reduce bus bandwidth NCCL measures on 8 A100 on NVSwitch
+// (nccl-tests issue #149; topologies/README.md), is a third of NV12's 600 GB/s line rate.
+inline constexpr double kNvswitchMeasuredFraction = 200.0 / 600.0;
+
 struct SmiLevelOptions {
   double nvlink_gbps = 50;  // per link, both directions
   double pcie_gbps = 24;    // per direction
+  // The GPU's links when its name is known (SmiGpu::nvlinks), else 0: at most 18.
+  int gpu_nvlinks = 0;
+  std::string gpu_model;  // for the evidence
 };
 
 // One level with how it was read, for the summary.

@@ -119,6 +119,14 @@ case "$case_name" in
     refused 2 "run needs a command after --" --name "$name" run --
     refused 1 "is already up" --name "$name" up --hosts 1 --ranks-per-host 1 --link-mbit 10
     refused 1 "cluster '${name}y' is not up" --name "${name}y" run -- true
+    refused 2 "host 1 is given twice" --name "$name" run --hosts 1,1 -- true
+    refused 2 "a comma-separated list of host numbers" --name "$name" run --hosts 1,,2 -- true
+    # A host cut before the launch is named at once; nothing starts.
+    c cut 2 >/dev/null
+    started=$(date +%s)
+    refused 1 "host 2 .* is cut \\(its link is down\\)" --name "$name" run -- "$meshtp" "${train[@]}" --steps 4 --mesh 2x2
+    [ $(($(date +%s) - started)) -le 10 ] || failed "a cut host was named only after $(($(date +%s) - started)) s"
+    c restore 2 >/dev/null
     ip netns list | grep -q "mtp-${name}x-" && failed "a refused up left namespaces"
     c run -- "$meshtp" "${train[@]}" --steps 4 --mesh 2x2 >"$work/cluster.log" 2>&1
     status=$?

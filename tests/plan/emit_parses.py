@@ -10,7 +10,6 @@ import argparse
 import json
 import os
 import re
-import shlex
 import subprocess
 import sys
 import tomllib
@@ -57,8 +56,18 @@ def read(framework, text):
     """The layout a configuration names: dp, tp, pp, microbatches m, virtual stages v, …"""
     lines = comment_lines(framework, text)
     if framework == "megatron":
-        args = [l for l in text.splitlines() if not l.startswith("#")]
-        a = megatron_parser().parse_args(shlex.split("\n".join(args)))
+        # The file is bash: sourced by bash, its array is the argument list, and the
+        # environment Megatron-LM's validate_args asserts for tensor parallelism > 1 is set.
+        shown = subprocess.run(
+            ["bash", "-c", 'set -eu; unset CUDA_DEVICE_MAX_CONNECTIONS; source "$1"; '
+             'printf "%s\\0" "$CUDA_DEVICE_MAX_CONNECTIONS" "${MEGATRON_ARGS[@]}"', "bash",
+             f"{workdir}/emit.args"], capture_output=True, text=True)
+        if shown.returncode != 0:
+            fail(f"megatron: bash could not source the file: {shown.stderr.strip()}")
+        connections, *argv = shown.stdout.split("\0")[:-1]
+        if connections != "1":
+            fail(f"megatron: CUDA_DEVICE_MAX_CONNECTIONS={connections!r}, Megatron-LM needs 1")
+        a = megatron_parser().parse_args(argv)
         dp, pp = data_parallel(lines), a.pipeline_model_parallel_size
         if a.global_batch_size % (a.micro_batch_size * dp):
             fail(f"megatron: global batch {a.global_batch_size} is not micro × dp × m")
@@ -100,15 +109,22 @@ def read(framework, text):
                     sp=tp > 1, recompute=t["activation_checkpoint"]["mode"], zero=zero)
     j = json.loads(text)
     mt = j["_meshtp"]
-    if j["train_batch_size"] != j["train_micro_batch_size_per_gpu"] * \
-            j["gradient_accumulation_steps"] * mt["dp"]:
-        fail("deepspeed: train_batch_size ≠ micro × accumulation × data-parallel ranks")
     tp = j.get("tensor_parallel", {}).get("autotp_size", 1)
+    # deepspeed.initialize's check (runtime/config.py, _configure_train_batch_size): the
+    # data-parallel world is the pipeline's mpu's (PipelineModule), or without an mpu
+    # (AutoTP) every rank.
+    world = mt["dp"] * mt["tp"] * mt["pp"] if tp > 1 else mt["dp"]
+    if j["train_batch_size"] != j["train_micro_batch_size_per_gpu"] * \
+            j["gradient_accumulation_steps"] * world:
+        fail(f"deepspeed: train_batch_size ≠ micro × accumulation × {world} ranks, "
+             "as deepspeed.initialize checks it")
     if tp != mt["tp"] or data_parallel(lines) != mt["dp"]:
         fail(f"deepspeed: autotp_size {tp} and the comment's data parallelism disagree with "
              f"_meshtp's tp {mt['tp']}, dp {mt['dp']}")
     return dict(dp=mt["dp"], tp=tp, pp=mt["pp"], m=j["gradient_accumulation_steps"],
-                micro=j["train_micro_batch_size_per_gpu"], batch=j["train_batch_size"],
+                micro=j["train_micro_batch_size_per_gpu"],
+                batch=j["train_micro_batch_size_per_gpu"] * j["gradient_accumulation_steps"]
+                * mt["dp"],
                 zero=j["zero_optimization"]["stage"])
 
 
@@ -123,8 +139,15 @@ def expected(plan, batch):
 
 for framework, extension in EXTENSIONS.items():
     target = f"{workdir}/emit.{extension}"
+    if os.path.exists(target):
+        os.remove(target)
     run = subprocess.run([meshtp, "plan", *plan_args, "--json", "--emit", framework,
                           "--emit-file", target], capture_output=True, text=True)
+    if run.returncode != 0 and framework == "torchtitan" and "only through FSDP" in run.stderr \
+            and len(run.stderr.strip().splitlines()) == 1 and not os.path.exists(target):
+        # torchtitan trains a 2-byte model in fp32 under TP or PP without FSDP: refused.
+        print(f"torchtitan: refused, nothing written: {run.stderr.strip()}")
+        continue
     if run.returncode != 0:
         fail(f"{framework}: meshtp plan exited {run.returncode}: {run.stderr.strip()}")
     answer = json.loads(run.stdout)

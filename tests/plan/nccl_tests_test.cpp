@@ -374,8 +374,8 @@ TEST(NcclTests, WhatTheLogMustSay) {
   std::string two_types = small_log(
       "     1048576        262144     float     sum      -1   100.00   10.49   10.49      0   "
       "100.00   10.49   10.49      0\n"
-      "     1048576        524288      half     sum      -1   100.00   10.49   10.49      0   "
-      "100.00   10.49   10.49      0\n");
+      "     2097152       1048576      half     sum      -1   200.00   10.49   10.49      0   "
+      "200.00   10.49   10.49      0\n");
   EXPECT_NE(parse_error(two_types, "all_reduce_perf.log")
                 .find("line 10: rows of type 'half' after rows of type 'float'"),
             std::string::npos);

@@ -30,14 +30,26 @@ TEST(NvidiaSmi, DgxA100IsOneNvswitchLevel) {
   EXPECT_TRUE(levels[0].nvswitch);
   EXPECT_EQ(levels[0].level.name, "gpu");
   EXPECT_EQ(levels[0].level.members, 8);
-  EXPECT_EQ(levels[0].level.group_gbps, 600);  // 12 links × 50 GB/s: the nvswitch-8xa100 preset
+  // 12 links × 50 GB/s = 600 line rate, priced as NCCL measures it: the dgx-a100 presets' 200.
+  EXPECT_DOUBLE_EQ(levels[0].level.group_gbps, 200);
+  EXPECT_NE(levels[0].evidence.find("priced at 200 GB/s as NCCL measures it"), std::string::npos)
+      << levels[0].evidence;
+  EXPECT_NE(levels[0].evidence.find("any GPU has (at most 18, H100)"), std::string::npos);
+  // The GPU named (an A100): its 12 links, not 18.
+  SmiLevelOptions a100;
+  a100.gpu_nvlinks = 12;
+  a100.gpu_model = "A100";
+  EXPECT_NE(smi_levels(m, a100)[0].evidence.find("an A100 has (12)"), std::string::npos);
+  EXPECT_EQ(gpu_named("NVIDIA A100-SXM4-40GB")->memory_gib, 40);
+  EXPECT_EQ(gpu_named("NVIDIA H100 80GB HBM3")->nvlinks, 18);
+  EXPECT_FALSE(gpu_named("NVIDIA Graphics Device").has_value());
   EXPECT_FALSE(levels[0].level.has_p2p());
   EXPECT_EQ(levels[0].level.latency_us, 3);
 }
 
 TEST(NvidiaSmi, PcieBoxNestsSwitchesInSockets) {
   const SmiMatrix m = parse_nvidia_smi_topo(data("pcie-box.txt"), "pcie-box.txt");
-  const std::vector<SmiLevel> levels = smi_levels(m, {.nvlink_gbps = 50, .pcie_gbps = 24});
+  const std::vector<SmiLevel> levels = smi_levels(m, {.nvlink_gbps = 50, .pcie_gbps = 24, .gpu_nvlinks = 0, .gpu_model = {}});
   ASSERT_EQ(levels.size(), 3u);
   EXPECT_EQ(levels[0].link, SmiLink::kSys);
   EXPECT_EQ(levels[0].level.name, "cpu");  // members: the blocks PHB joined
