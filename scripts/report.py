@@ -54,17 +54,18 @@ MAX_ROWS = 20  # bars per plot: a ranked list's head is what people compare
 
 
 def row(label, parts, total_s, fits=True, note="", memory=None, memory_gib=None,
-        predicted_s=None, reference_s=None):
+        predicted_s=None, reference_s=None, band=None):
     """One layout of the page: `parts` maps STEP_PARTS keys to seconds (they add up to
     `total_s`, the bar), `memory` MEMORY_PARTS keys to GiB (or only `memory_gib`, the total);
     `predicted_s` is the planner's time (default `total_s`) and `reference_s` the simulated
-    or measured time it is set beside, if any."""
+    or measured time it is set beside, if any; `band` its (low, high) over the topology's
+    sourced ranges, if priced (docs/validation.md "Bands")."""
     if memory_gib is None and memory:
         memory_gib = sum(memory.values())
     return {"label": label, "parts": parts, "total_s": total_s, "fits": fits, "note": note,
             "memory": memory, "memory_gib": memory_gib,
             "predicted_s": total_s if predicted_s is None else predicted_s,
-            "reference_s": reference_s}
+            "reference_s": reference_s, "band": band}
 
 
 def plan_rows(result):
@@ -102,7 +103,8 @@ def layout_row(c, reference_s=None, label=None):
                 "dp": t["dp_s"], "bubble": t["bubble_s"], "optimizer": t["optimizer_s"]},
                c["t_step_s"], c.get("feasible", True),
                "" if c.get("feasible", True) else "does not fit", c.get("memory"),
-               c.get("memory_gib"), reference_s=reference_s)
+               c.get("memory_gib"), reference_s=reference_s,
+               band=(c["t_step_s_low"], c["t_step_s_high"]) if "t_step_s_low" in c else None)
 
 
 def simulate_rows(result):
@@ -129,7 +131,9 @@ def simulate_rows(result):
 
 
 def validate_rows(result):
-    return [layout_row({**r, "t_step_s": r["predicted_s"], "feasible": r.get("fits", True)},
+    return [layout_row({**r, "t_step_s": r["predicted_s"], "feasible": r.get("fits", True),
+                        **({"t_step_s_low": r["low_s"], "t_step_s_high": r["high_s"]}
+                           if "low_s" in r else {})},
                        r["measured_s"],
                        f"{r['model']} {r['variant']}") for r in result["runs"]]
 
@@ -231,13 +235,19 @@ def fmt_t(seconds, scale):
 def table(rows, scale, unit_name, reference):
     keys = [(k, legend) for k, legend, _ in STEP_PARTS if any(r["parts"].get(k) for r in rows)]
     bar = "simulated" if reference == "simulated" else "step"
-    head = ["#", "layout", f"{bar} {unit_name}"] + [f"{legend} {unit_name}" for _, legend in keys]
+    banded = any(r.get("band") for r in rows)
+    head = ["#", "layout", f"{bar} {unit_name}"] + ([f"band {unit_name}"] if banded else [])
+    head += [f"{legend} {unit_name}" for _, legend in keys]
     head += ["memory GiB", "fits"]
     if reference:
         head += [f"predicted {unit_name}", f"{reference} {unit_name}", "error"]
     out = ["<table>", "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"]
     for i, r in enumerate(rows):
         cells = [str(i + 1), html.escape(r["label"]), fmt_t(r["total_s"], scale)]
+        if banded:
+            band = r.get("band")
+            cells.append("-" if not band else
+                         f"{fmt_t(band[0], scale)}–{fmt_t(band[1], scale)}")
         cells += [fmt_t(r["parts"].get(k, 0), scale) for k, _ in keys]
         cells += ["-" if r["memory_gib"] is None else f"{r['memory_gib']:.1f}",
                   "yes" if r["fits"] else html.escape(r["note"] or "no")]

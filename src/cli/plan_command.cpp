@@ -37,6 +37,7 @@
 // DIR/report.json (cli/report_dir.hpp), beside whatever else the command prints.
 #include <fmt/format.h>
 #include <fmt/ostream.h>
+#include <fmt/ranges.h>
 
 #include <filesystem>
 #include <memory>
@@ -236,8 +237,12 @@ void run_plan_3d(const PlanArgs& args, const plan::PlanRequest& base, layout::Ru
                            ? ""
                            : fmt::format(", runtime {}", layout::name(request.runtime)),
                        search.searched);
+  const std::vector<std::vector<int>> overlaps = plan::band_overlaps(search, shown);
   for (std::size_t i = 0; i < shown; ++i) {
-    out() << fmt::format("{:>3} {}\n", i + 1, fmt::streamed(ranked[i]));
+    out() << fmt::format("{:>3} {}{}\n", i + 1, fmt::streamed(ranked[i]),
+                         overlaps[i].empty()
+                             ? ""
+                             : fmt::format("; band overlaps #{}", fmt::join(overlaps[i], ", #")));
   }
   if (best == nullptr) out() << "best: none — " << none << '\n';
   write_report(report, "plan-3d", app, base, json, true);

@@ -574,7 +574,26 @@ LayoutSearch search_layouts(const LayoutRequest& r, std::size_t keep) {
   std::sort(kept.begin(), kept.end(), ranks_before);
   result.ranked.reserve(kept.size());
   for (Found& f : kept) result.ranked.push_back(std::move(f.c));
+  if (keep > 0) {
+    for (LayoutCandidate& c : result.ranked) add_band(r, c);
+  }
   return result;
+}
+
+void add_band(const LayoutRequest& r, LayoutCandidate& c) {
+  c.t_step_s_low = c.t_step_s_high = c.t_step_s;
+  if (r.topology.ranges.empty()) return;
+  Topology base = r.topology;
+  base.ranges.clear();  // the corners have none: evaluate_layout prices them without a band
+  LayoutRequest corner = r;
+  corner.accepts = {};
+  const std::string where = fmt::format("'{}' at a range's end", r.topology.name);
+  const Band b = band(to_json(base), r.topology.ranges, [&](const nlohmann::json& t) {
+    corner.topology = topology_from_json(t, where);
+    return evaluate_layout(corner, c.plan).t_step_s;
+  });
+  c.t_step_s_low = std::min(b.low, c.t_step_s);
+  c.t_step_s_high = std::max(b.high, c.t_step_s);
 }
 
 LayoutCandidate evaluate_layout(const LayoutRequest& r, const layout::Plan& given) {
@@ -637,17 +656,22 @@ LayoutCandidate evaluate_layout(const LayoutRequest& r, const layout::Plan& give
   plan.zero = given.zero;
   LayoutCandidate c = pricer.price(plan, stage, full, none, traffic);
   pricer.add_memory(c);
+  add_band(r, c);
   return c;
 }
 
 std::ostream& operator<<(std::ostream& os, const LayoutCandidate& c) {
   const layout::Plan& p = c.plan;
   return os << fmt::format(
-             "dp={} pp={}{} tp={}x{} {} m={} zero={} recompute={}: step {:.4g} s (stage {:.4g}{} s "
+             "dp={} pp={}{} tp={}x{} {} m={} zero={} recompute={}: step {:.4g} s{} (stage {:.4g}{} s "
              "× {}, bubble {:.1f}%, p2p {:.3g} s, dp {:.3g} s), {:.1f} GiB{}",
              p.dp, p.pp, p.virtual_stages > 1 ? fmt::format(" v={}", p.virtual_stages) : "",
              p.mesh[0], p.mesh[1], layout::name(p.strategy), p.microbatches, p.zero,
-             layout::name(p.recompute), c.t_step_s, c.t_stage_s,
+             layout::name(p.recompute), c.t_step_s,
+             c.t_step_s_low < c.t_step_s_high
+                 ? fmt::format(" [{:.4g}–{:.4g}]", c.t_step_s_low, c.t_step_s_high)
+                 : "",
+             c.t_stage_s,
              c.t_rerun_s > 0 ? fmt::format(" + rerun {:.4g}", c.t_rerun_s) : "", p.microbatches,
              100 * c.bubble, c.t_p2p_s, c.t_dp_s, c.memory.total_gib(),
              c.feasible ? "" : " infeasible");
@@ -659,6 +683,8 @@ nlohmann::json to_json(const LayoutCandidate& c) {
           {"runtime", layout::name(c.runtime)},
           {"feasible", c.feasible},
           {"t_step_s", c.t_step_s},
+          {"t_step_s_low", c.t_step_s_low},
+          {"t_step_s_high", c.t_step_s_high},
           {"t_stage_s", c.t_stage_s},
           {"t_rerun_s", c.t_rerun_s},
           {"t_head_s", c.t_head_s},
@@ -677,10 +703,28 @@ nlohmann::json to_json(const LayoutCandidate& c) {
           {"memory", to_json(c.memory)}};
 }
 
+std::vector<std::vector<int>> band_overlaps(const LayoutSearch& search, std::size_t shown) {
+  const std::size_t n = std::min(shown, search.ranked.size());
+  std::vector<std::vector<int>> out(n);
+  const auto band_of = [&](std::size_t i) {
+    const LayoutCandidate& c = search.ranked[i];
+    return Band{.value = c.t_step_s, .low = c.t_step_s_low, .high = c.t_step_s_high};
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t k = 0; k < n; ++k) {
+      if (k != i && band_of(i).overlaps(band_of(k))) out[i].push_back(static_cast<int>(k) + 1);
+    }
+  }
+  return out;
+}
+
 nlohmann::json to_json(const LayoutSearch& search, std::size_t shown) {
   nlohmann::json rows = nlohmann::json::array();
-  for (std::size_t i = 0; i < std::min(shown, search.ranked.size()); ++i) {
-    rows.push_back(to_json(search.ranked[i]));
+  const std::vector<std::vector<int>> overlaps = band_overlaps(search, shown);
+  for (std::size_t i = 0; i < overlaps.size(); ++i) {
+    nlohmann::json row = to_json(search.ranked[i]);
+    row["band_overlaps"] = overlaps[i];
+    rows.push_back(std::move(row));
   }
   const bool best = !search.ranked.empty() && search.ranked.front().feasible;
   return {{"layouts", rows},

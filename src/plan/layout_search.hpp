@@ -96,6 +96,10 @@ struct LayoutCandidate {
   layout::Runtime runtime = layout::Runtime::kMeshtp;
   bool feasible = false;
   double t_step_s = 0;
+  // t_step_s's band over the topology's sourced ranges (plan/bands.hpp): low ≤ t_step_s ≤
+  // high, both t_step_s where the topology has no ranges. Set by evaluate_layout and for the
+  // kept rows of search_layouts(request, keep); the rest of a search's rows carry t_step_s.
+  double t_step_s_low = 0, t_step_s_high = 0;
   double t_stage_s = 0;  // one microbatch through one rank's layers (forward + backward)
   double t_rerun_s = 0;  // meshtp, pp > 1: the rematerialised forward of those layers, per
                          // microbatch (megatron: 0)
@@ -195,6 +199,10 @@ double data_parallel_s(const LayoutCandidate& c, const LayoutTraffic& t, const P
 void price_layout(LayoutCandidate& c, const LayoutTraffic& t, const PipelineRun& run);
 void price_layout(LayoutCandidate& c, const LayoutTraffic& t);
 
+// The band of c's step time: c.plan priced by evaluate_layout with the request's topology at
+// the ends and corners of its ranges (plan/bands.hpp); sets c.t_step_s_low and _high (both
+// c.t_step_s without ranges).
+void add_band(const LayoutRequest& request, LayoutCandidate& c);
 // Ranked: feasible first, then by step time. Throws for a bad request.
 std::vector<LayoutCandidate> search_layouts(const LayoutRequest& request);
 
@@ -236,13 +244,18 @@ Topology tp_topology(const Topology& topology, int d1, int d2);
 Topology tp_topology(TopologyLinks& links, int d1, int d2);
 
 std::ostream& operator<<(std::ostream& os, const LayoutCandidate& c);
-// {"plan", "runtime", "feasible", "t_step_s", "t_stage_s", "t_rerun_s", "t_head_s",
+// {"plan", "runtime", "feasible", "t_step_s", "t_step_s_low", "t_step_s_high", "t_stage_s", "t_rerun_s", "t_head_s",
 //  "t_head_comm_s", …, "parts": {…}, "memory_gib",
 //  "memory": {"params_gib", "grads_gib", "optimizer_gib", "activations_gib", "buffers_gib"}}
 nlohmann::json to_json(const LayoutCandidate& c);
 // `plan --3d --json`: {"layouts": the first `shown` ranked rows, "searched", "priced",
-// "best": the first row when it is feasible, else null}.
+// "best": the first row when it is feasible, else null}. Each row also has "band_overlaps":
+// the ranks (1-based) of the other shown rows whose step-time band overlaps its own
+// (band_overlaps): neither is known to be faster.
 nlohmann::json to_json(const LayoutSearch& search, std::size_t shown);
+// For each of the first `shown` rows, the 1-based ranks of the other shown rows whose bands
+// [t_step_s_low, t_step_s_high] overlap its own.
+std::vector<std::vector<int>> band_overlaps(const LayoutSearch& search, std::size_t shown);
 // Why c does not fit a device of `memory_gib` ("does not fit: needs 91.2 GiB on its most loaded
 // rank, the device has 80 GiB"); empty when it fits.
 std::string does_not_fit(const LayoutCandidate& c, double memory_gib);

@@ -7,6 +7,7 @@
 #include <ostream>
 
 #include "core/error.hpp"
+#include "core/op_costs.hpp"
 #include "layout/pipeline_schedule.hpp"
 #include "plan/fc_layers.hpp"
 
@@ -100,6 +101,40 @@ double gemm2d_buffer_bytes(const ModelSpec& mb, const layout::Plan& p) {
   return most;
 }
 
+// What one layer keeps between its forward and its backward, in elements (a dropout mask's
+// byte counts as kDropoutMaskBytes / element_bytes), given what it recomputes:
+//   none       kept set, probabilities and layer input
+//   selective  the same less the probabilities
+//   full       nothing but the layer input
+// Megatron-LM (`runtime` megatron) also keeps its dropout (Korthikanti §4.1): the masks of
+// the projection's and FC2's dropouts (one stream slice each, one byte per element) under
+// every recomputation but full, and the attention dropout's mask and output on the
+// probabilities (as²b bytes and 2·as²b) where the probabilities are kept; under sequence
+// parallelism on t > 1 ranks it re-gathers the two LayerNorm outputs in the backward
+// (§4.2.2), 2·nh fewer than this runtime, which keeps them gathered (the table's ¹).
+struct LayerKept {
+  double kept = 0;   // what a layer keeps, less its input
+  double whole = 0;  // what a layer re-run under full recomputation holds: kept as with none
+};
+LayerKept layer_kept(const BlockFloats& f, const ModelSpec& m, const layout::Plan& p,
+                     layout::Runtime runtime) {
+  const bool megatron = runtime == layout::Runtime::kMegatron;
+  const double mask = op_costs::kDropoutMaskBytes / m.element_bytes();
+  const double regathered =
+      megatron && p.sequence_parallel && !layout::is_gemm2d(p.strategy) && p.mesh[0] > 1
+          ? 2 * static_cast<double>(m.tokens()) * m.hidden
+          : 0.0;
+  const double masks = megatron ? 2 * f.input * mask : 0.0;
+  const double scores = f.scores * (megatron ? 2 + mask : 1);  // probabilities (+ dropout's)
+  const double whole = f.kept - regathered + masks + scores;
+  switch (p.recompute) {
+    case Recompute::kNone: return {whole, whole};
+    case Recompute::kSelective: return {whole - scores, whole};
+    case Recompute::kFull: return {0.0, whole};
+  }
+  return {};
+}
+
 }  // namespace
 
 double MemoryEstimate::total_gib() const { return total_bytes() / kGiB; }
@@ -158,9 +193,12 @@ BlockFloats block_floats(const ModelSpec& m, const layout::Plan& p) {
   return f;
 }
 
-double layer_activation_bytes(const ModelSpec& m, const layout::Plan& p) {
+double layer_activation_bytes(const ModelSpec& m, const layout::Plan& p,
+                              layout::Runtime runtime) {
   const BlockFloats f = block_floats(m, p);
-  return (f.kept + f.scores + f.input) * m.element_bytes();
+  layout::Plan none = p;
+  none.recompute = Recompute::kNone;
+  return (layer_kept(f, m, none, runtime).kept + f.input) * m.element_bytes();
 }
 
 std::vector<PipelineBuffers> pipeline_buffers(const layout::Plan& p) {
@@ -201,23 +239,22 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
   const bool full = p.recompute == Recompute::kFull;
   // Megatron-LM with a pipeline: a chunk's (microbatch) in flight keeps its kept sets (none
   // under full recomputation) and layer inputs; the one block re-run under full
-  // recomputation is counted once per rank, after the loop.
+  // recomputation is counted once per rank, with the buffers.
   const bool megatron_pipeline = runtime == layout::Runtime::kMegatron && (p.pp > 1 || v > 1);
   MESHTP_CHECK((p.pp == 1 && v == 1) || pipeline.size() == static_cast<std::size_t>(p.pp),
                "internal: pipeline buffers of {} ranks for pp={}", pipeline.size(), p.pp);
   const int in_flight =
       megatron_pipeline ? pipeline[static_cast<std::size_t>(pipeline_rank)].in_flight : 0;
-  // Megatron-SP re-gathers the two LayerNorm outputs in the backward (Korthikanti §4.2.2)
-  // where this runtime keeps them gathered (the table's ¹): 2·nh fewer per layer.
-  const double regathered = runtime == layout::Runtime::kMegatron && p.sequence_parallel &&
-                                    !layout::is_gemm2d(p.strategy) && d1 > 1
-                                ? 2 * n * h
-                                : 0.0;
-  const double kept_layer =
-      f.kept - regathered + (p.recompute == Recompute::kNone ? f.scores : 0.0);
-  // kFull: the stack's one block keeps the probabilities (it runs an ordinary forward).
-  const double kept_blocks = full ? f.kept - regathered + f.scores : layers * kept_layer;
-  const double megatron_chunk = (full ? 0.0 : layers * kept_layer) + layers * f.input;
+  // kFull: the stack's one block, re-run before each layer's backward, holds what a layer
+  // keeps without recomputation while it runs; Megatron-LM's dropout and re-gathered
+  // LayerNorm outputs: layer_kept. This runtime counts that block with the activations (its
+  // stack holds it); Megatron-LM's re-run is counted with the buffers, once per rank: it is
+  // not kept from the forward for the backward (Korthikanti Table 2's 2·sbhL leaves it out).
+  const LayerKept kept = layer_kept(f, mb, p, runtime);
+  const bool megatron = runtime == layout::Runtime::kMegatron;
+  const double rerun_block = full ? kept.whole : 0.0;
+  const double kept_blocks = layers * kept.kept + (megatron ? 0.0 : rerun_block);
+  const double megatron_chunk = layers * (kept.kept + f.input);
 
   // train/zero.hpp's buckets: one per block, and the last (embeddings, final LayerNorm and,
   // under Megatron-SP, the blocks' LayerNorm parameters, 4h/d2 each: reduced after the stack).
@@ -257,8 +294,14 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
   // send buffer (train/zero.hpp): the peak is both at once, the previous block's reduction
   // already waited.
   const double backward_only = p.zero >= 2 ? 2 * (block - ln) : 0;
+  // Megatron-LM's selective recomputation re-runs the attention dropout with the softmax:
+  // its mask and output live beside the recomputed probabilities (in the workspace).
+  if (megatron && p.recompute == Recompute::kSelective) {
+    buffers += f.scores * (1 + op_costs::kDropoutMaskBytes / e);
+  }
+  if (megatron) buffers += rerun_block;
   if (megatron_pipeline) {
-    activations += in_flight * megatron_chunk + (full ? kept_blocks : 0.0);
+    activations += in_flight * megatron_chunk;
     // Its point-to-point ops are blocking: one activation and one gradient received and
     // sent at a time.
     buffers += 4 * f.input;

@@ -83,8 +83,13 @@ struct BlockFloats {
 BlockFloats block_floats(const ModelSpec& model, const layout::Plan& p);
 
 // Bytes one layer keeps between its forward and backward without recomputation (kept +
-// scores + input, in model.element_bytes()), microbatches of model.batch sequences.
-double layer_activation_bytes(const ModelSpec& model, const layout::Plan& p);
+// scores + input, in model.element_bytes()), microbatches of model.batch sequences. Under
+// `runtime` megatron also its dropout (two masks, the attention dropout's mask and output)
+// and, with sequence parallelism, less the two re-gathered LayerNorm outputs: Korthikanti
+// §4.2 Eq. 2 (tensor parallel) and §4.2.2 (sequence parallel) exactly, plus the LayerNorm
+// statistics (4 per token) the paper leaves out.
+double layer_activation_bytes(const ModelSpec& model, const layout::Plan& p,
+                              layout::Runtime runtime = layout::Runtime::kMeshtp);
 
 // The runtime's embedding and head hold the residual stream of a microbatch whole on every
 // tensor-parallel rank (the embedding's output, the gathered final LayerNorm and its
@@ -124,7 +129,13 @@ std::vector<PipelineBuffers> pipeline_buffers(const layout::Plan& p);
 //   megatron  with sequence parallelism on t > 1 ranks, every layer keeps 2·nh fewer: the
 //             two LayerNorm outputs are re-gathered in the backward (Korthikanti §4.2.2),
 //             not kept gathered (the table's ¹)
-// Without a pipeline and sequence parallelism both keep the same bytes.
+//   megatron  drops out (Korthikanti §4.1): every layer keeps the masks of the projection's
+//             and FC2's dropouts (one byte per element of a stream slice) unless fully
+//             recomputed, and the attention dropout's mask (one byte) and output (one
+//             element) per probability where it keeps the probabilities; selective
+//             recomputation holds one set of them in the workspace, full recomputation the
+//             re-run block's
+// Without a pipeline and sequence parallelism the two differ only by dropout.
 MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pipeline_rank,
                            HeadBuffers head = HeadBuffers::kRuntime,
                            layout::Runtime runtime = layout::Runtime::kMeshtp);

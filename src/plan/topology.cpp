@@ -301,12 +301,14 @@ nlohmann::json to_json(const Topology& t) {
     }
     j["calibration"] = std::move(c);
   }
+  if (!t.ranges.empty()) j["ranges"] = to_json(t.ranges);
   return j;
 }
 
 Topology topology_from_json(const nlohmann::json& j, const std::string& source) {
   const std::string where = "topology " + source;
-  check_fields(j, {"name", "description", "device", "launch_us", "levels", "graph", "calibration"},
+  check_fields(j, {"name", "description", "device", "launch_us", "levels", "graph", "calibration",
+                   "ranges"},
                where);
   Topology t;
   t.name = read_string(j, "name", where);
@@ -429,6 +431,10 @@ Topology topology_from_json(const nlohmann::json& j, const std::string& source) 
     }
   }
   t.validate();
+  if (j.contains("ranges")) {
+    t.ranges = ranges_from_json(j.at("ranges"), where);
+    check_ranges(t.ranges, to_json(t), where);  // to_json(t) has no ranges yet
+  }
   return t;
 }
 

@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "core/gemm_model.hpp"
+#include "plan/bands.hpp"
 #include "topo/levels.hpp"
 #include "topo/spec.hpp"
 
@@ -149,6 +150,9 @@ struct Topology {
   // Fig. 7a's NVLink level: NCCL's several rings).
   bool rings_on_graph = false;
   Calibration calibration;
+  // Sourced ranges of its constants (plan/bands.hpp): what a price's band spans. Checked
+  // against the constants when read.
+  std::vector<ConstantRange> ranges;
 
   int device_count() const;
   // Devices in one member of level j: D_j = Π_{k>j} R_k.

@@ -49,6 +49,66 @@ TEST(Memory, SequenceParallelKeepsTheGatheredLayerNormOutputs) {
               paper - dropout + 4 * s * b * h, 1e-6 * paper);
 }
 
+// Megatron-LM (`--runtime megatron`) drops out: every Table 2 form of Korthikanti et al.
+// exactly, per layer, plus the LayerNorm statistics.
+TEST(Memory, MegatronLayerIsKorthikantiTable2) {
+  const ModelSpec m = gpt(4);
+  const double s = m.seq, b = m.batch, h = m.hidden, a = m.heads, sbh = s * b * h;
+  const auto megatron = [&](const layout::Plan& p) {
+    return layer_activation_bytes(m, p, layout::Runtime::kMegatron);
+  };
+  for (const int t : {1, 2, 8, 64}) {
+    // §4.2.1 Eq. 2: tensor parallel, sbh·(10 + 24/t + 5as/(ht)).
+    EXPECT_NEAR(megatron(tp(t, 1)) - ln_stats_bytes(m, 1),
+                sbh * (10 + 24.0 / t + 5 * a * s / (h * t)), 1e-9 * sbh)
+        << t;
+  }
+  // §4.2.2: with sequence parallelism sbh/t·(34 + 5as/h).
+  EXPECT_NEAR(megatron(tp(8, 1, true)) - ln_stats_bytes(m, 8),
+              sbh / 8 * (34 + 5 * a * s / h), 1e-9 * sbh);
+}
+
+// What rank_memory counts for a layer stack of L layers on Megatron-LM, no pipeline, against
+// Table 2's forms (L times a layer): none, selective (sbhL·(10 + 24/t) and, with sequence
+// parallelism, sbhL·34/t) and full (2·sbhL), each with the stack's extra terms named.
+TEST(Memory, MegatronStackIsKorthikantiTable2) {
+  ModelSpec m = gpt(4);
+  m.vocab = 0;  // no head, no embedding: the stack alone
+  const double s = m.seq, b = m.batch, h = m.hidden, a = m.heads, L = m.layers, t = 8;
+  const double sbh = s * b * h, e = m.element_bytes();
+  const auto activations = [&](bool sp, Recompute r) {
+    layout::Plan p = tp(8, 1, sp);
+    p.recompute = r;
+    return rank_memory(m, p, 0, HeadBuffers::kSharded, layout::Runtime::kMegatron)
+        .activations_bytes;
+  };
+  // The stack also keeps its output (one more layer input) and the head's input (one stream
+  // slice each), and the embedding's output and the gathered final LayerNorm (sharded over
+  // the t ranks: HeadBuffers::kSharded).
+  const auto extra = [&](bool sp) { return 2 * (sp ? sbh / t : sbh) * e + 2 * sbh / t * e; };
+  const auto stats = [&](bool sp) { return L * ln_stats_bytes(m, sp ? t : 1); };
+  EXPECT_NEAR(activations(false, Recompute::kNone) - extra(false) - stats(false),
+              sbh * L * (10 + 24 / t + 5 * a * s / (h * t)), 1e-9 * sbh * L);
+  EXPECT_NEAR(activations(false, Recompute::kSelective) - extra(false) - stats(false),
+              sbh * L * (10 + 24 / t), 1e-9 * sbh * L);
+  EXPECT_NEAR(activations(true, Recompute::kNone) - extra(true) - stats(true),
+              sbh * L / t * (34 + 5 * a * s / h), 1e-9 * sbh * L);
+  EXPECT_NEAR(activations(true, Recompute::kSelective) - extra(true) - stats(true),
+              sbh * L / t * 34, 1e-9 * sbh * L);
+  // Full: 2·sbhL. The one layer re-run before its backward holds what a layer keeps without
+  // recomputation while it runs (the paper's Table 2 leaves it out): counted with the buffers.
+  EXPECT_NEAR(activations(false, Recompute::kFull) - extra(false), 2 * sbh * L, 1e-9 * sbh * L);
+  const auto buffers = [&](Recompute r) {
+    layout::Plan p = tp(8, 1);
+    p.recompute = r;
+    return rank_memory(m, p, 0, HeadBuffers::kSharded, layout::Runtime::kMegatron)
+        .workspace_bytes;
+  };
+  const double layer = layer_activation_bytes(m, tp(8, 1), layout::Runtime::kMegatron);
+  EXPECT_NEAR(buffers(Recompute::kFull) - buffers(Recompute::kNone), layer - sbh * e,
+              1e-9 * sbh * L);
+}
+
 TEST(Memory, AtpTwoDimensionalSharding) {
   // Per rank, elements: input, LN1 out, LN2 in/out over d2; q|k|v over N; projection input,
   // FC1 out, GeLU out over d1; probabilities over N.
