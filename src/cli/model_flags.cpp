@@ -40,6 +40,7 @@ plan::ModelSpec ModelFlags::load() const { return apply(plan::load_model(model))
 
 plan::ModelSpec ModelFlags::runtime_model() const {
   plan::ModelSpec spec = load();
+  spec.require_gpt(fmt::format("model '{}'", spec.name));  // names the first non-GPT field
   MESHTP_CHECK(spec.vocab == 0 || spec.vocab == model::kByteVocab,
                "model '{}' has vocab={}, but meshtp trains byte-level models (vocab {})", spec.name,
                spec.vocab, model::kByteVocab);

@@ -26,7 +26,8 @@ struct ModelFlags : plan::ShapeOverrides {
   CLI::Option* add_to(CLI::App* app, unsigned which, const std::string& model_help = "");
   // --model loaded and the flags applied.
   plan::ModelSpec load() const;
-  // What the runtime trains: load(), byte-level (vocab 256; a model file with another vocab
+  // What the runtime trains: load(), a GPT (a Llama-family model is refused naming its first
+  // non-GPT field: ModelShape::require_gpt), byte-level (vocab 256; a model file with another vocab
   // is an error naming it), fp32, no recomputation priced (the plan's recompute runs).
   plan::ModelSpec runtime_model() const;
 };

@@ -9,14 +9,27 @@
 //   heads   a  attention heads (h/a each)   layers  L  transformer blocks
 //   vocab   V  vocabulary (0: no embedding, the planner prices the layers alone)
 //
+// The layer family (every default is today's GPT, the only one meshtp's runtime runs):
+//   kv_heads   g  key/value heads (grouped-query attention; 0: a, multi-head); a % g == 0
+//   ffn_hidden f  the MLP's width (0: 4h)
+//   activation    gelu (h→f→h) | swiglu (h→2f gate and up, f→h: three f×h matrices)
+//   norm          layernorm (weight and bias) | rmsnorm (weight)
+//   position      learned (an s×h table) | rope (rotary, no parameters)
+//   tie_embeddings  the head shares the embedding table (true) or has its own V×h
+// Linear biases follow the activation: GeLU models have them (GPT), SwiGLU ones do not
+// (Llama, Megatron-LM's --disable-bias-linear).
+//
 // JSON (a model file, a plan's provenance, the simulator's spec): the keys "layers", "hidden",
-// "heads", "vocab" (optional, 0), "batch", "seq".
+// "heads", "vocab" (optional, 0), "batch", "seq", and the family's keys (kFamilyKeys,
+// optional; written only when they differ from GPT's).
 #pragma once
 
 #include <cstdint>
 #include <iosfwd>
 #include <nlohmann/json.hpp>
 #include <string_view>
+
+#include "layout/vocabulary.hpp"
 
 namespace meshtp::layout {
 
@@ -27,16 +40,45 @@ struct ModelShape {
   std::int64_t heads = 0;
   std::int64_t layers = 0;
   std::int64_t vocab = 0;
+  std::int64_t kv_heads = 0;    // 0: heads
+  std::int64_t ffn_hidden = 0;  // 0: 4·hidden
+  Activation activation = Activation::kGelu;
+  Norm norm = Norm::kLayerNorm;
+  Position position = Position::kLearned;
+  bool tie_embeddings = true;
 
   std::int64_t tokens() const { return batch * seq; }  // n = b·s
+  std::int64_t kv() const { return kv_heads > 0 ? kv_heads : heads; }        // g
+  std::int64_t ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }  // f
+  std::int64_t head_dim() const { return hidden / heads; }                       // d = h/a
+  // The linears' output widths: QKV h + 2·g·d (3h multi-head), MLP1 f (GeLU) or 2f (SwiGLU's
+  // gate and up together); the projection's is h, MLP2's f → h.
+  std::int64_t qkv_width() const { return hidden + 2 * kv() * head_dim(); }
+  std::int64_t mlp1_width() const { return activation == Activation::kSwiglu ? 2 * ffn() : ffn(); }
+  // Σ in·out of the four linears: 12h² for GPT.
+  double linear_weights() const;
+  // Per token, the values the MLP keeps for its backward beyond its input: FC1's output and
+  // the activation's (GeLU 2f = 8h for GPT, SwiGLU 2f + f).
+  std::int64_t mlp_kept_width() const { return mlp1_width() + ffn(); }
+  bool has_biases() const { return activation == Activation::kGelu; }
+  // Parameters of a norm over h: 2h (LayerNorm) or h (RMSNorm).
+  std::int64_t norm_params() const { return norm == Norm::kLayerNorm ? 2 * hidden : hidden; }
+  // Every family field GPT's (the only layers meshtp's runtime runs).
+  bool is_gpt() const;
+  // Throws naming `where` and the first field that is not GPT's: "model 'llama3-8b':
+  // kv_heads=8: meshtp's runtime runs GPT layers only (…)".
+  void require_gpt(std::string_view where) const;
+  // The model FLOPs of one layer's step: 6·b·s·Σ in·out + 12·b·s²·h; GPT's 72·b·s·h² + 12·b·s²·h.
   // Model FLOPs of one training step (forward + backward, no recomputation), the count every
   // TFLOP/s and MFU here is reported in (ATP §5, Table 2; Megatron-LM's count): one layer
-  // 72·b·s·h² + 12·b·s²·h (the attention products whole, not halved by the mask), and a step
-  // the layers' plus the tied head's 6·b·s·h·V.
+  // 72·b·s·h² + 12·b·s²·h for GPT (the attention products whole, not halved by the mask;
+  // 6·b·s·linear_weights() + 12·b·s²·h in general), and a step the layers' plus the head's
+  // 6·b·s·h·V.
   double layer_flops() const;
   double step_flops() const;
   // Throws meshtp::Error naming `where` and the value unless every size is in [1, 2^31 − 1]
-  // (vocab may be 0) and heads divides hidden: "model 'x': hidden=1000 is not divisible by heads=3".
+  // (vocab, kv_heads, ffn_hidden may be 0), heads divides hidden and kv_heads divides heads:
+  // "model 'x': hidden=1000 is not divisible by heads=3".
   void validate(std::string_view where) const;
   bool operator==(const ModelShape&) const = default;
 };
@@ -45,6 +87,9 @@ struct ModelShape {
 std::ostream& operator<<(std::ostream& os, const ModelShape& shape);
 
 // The six keys; the caller lists the keys its object may hold (check_fields) and validates.
+// kFamilyKeys are the optional family keys, for the callers' key lists.
+inline constexpr std::string_view kFamilyKeys[] = {"kv_heads",   "ffn_hidden", "activation",
+                                                   "norm",       "position",   "tie_embeddings"};
 void write_shape(nlohmann::json& j, const ModelShape& shape);
 ModelShape read_shape(const nlohmann::json& j, std::string_view where);
 

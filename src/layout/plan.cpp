@@ -213,7 +213,9 @@ Plan plan_from_json(const json& j, const std::string& source) {
     read(pj, "model", at, pv.model);
     if (pj.contains("model_shape")) {
       const std::string shape_at = at + ", model_shape";
-      check_fields(pj["model_shape"], {"layers", "hidden", "heads", "vocab", "batch", "seq"},
+      check_fields(pj["model_shape"],
+                   {"layers", "hidden", "heads", "vocab", "batch", "seq", "kv_heads",
+                    "ffn_hidden", "activation", "norm", "position", "tie_embeddings"},
                    shape_at);
       pv.shape = read_shape(pj["model_shape"], shape_at);
       pv.shape->validate(shape_at);

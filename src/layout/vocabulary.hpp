@@ -15,6 +15,10 @@
 //   Runtime         meshtp megatron: the program a layout is priced as running on
 //                   (plan/layout_search.hpp: meshtp re-runs a pipeline stage's forward,
 //                   Megatron-LM keeps the in-flight activations)
+//   Activation      gelu swiglu (the MLP's; layout/model_shape.hpp)
+//   Norm            layernorm rmsnorm
+//   Position        learned rope (positional embedding table, or rotary)
+//   CpComm          ring a2a a2a+ring (context parallelism's exchange, plan/context_parallel.hpp)
 //
 // name(e) gives the text, parse<E>(text) (or parse_algorithm(text), …) the value — an unknown
 // text throws meshtp::Error listing the valid names; `os << e` and fmt's "{}" print name(e).
@@ -49,6 +53,10 @@ enum class Linear { kQkv, kProj, kMlp1, kMlp2 };
 enum class Recompute { kNone, kSelective, kFull };
 enum class Schedule { kGpipe, k1F1B, kInterleaved };
 enum class Runtime { kMeshtp, kMegatron };
+enum class Activation { kGelu, kSwiglu };
+enum class Norm { kLayerNorm, kRmsNorm };
+enum class Position { kLearned, kRope };
+enum class CpComm { kRing, kA2a, kA2aRing };
 
 // Names<E>: what the enum is called in messages, and its names in enum order.
 template <typename E>
@@ -71,6 +79,10 @@ MESHTP_LAYOUT_NAMES(Linear, "linear", "qkv", "proj", "mlp1", "mlp2");
 MESHTP_LAYOUT_NAMES(Recompute, "recompute", "none", "selective", "full");
 MESHTP_LAYOUT_NAMES(Schedule, "schedule", "gpipe", "1f1b", "interleaved");
 MESHTP_LAYOUT_NAMES(Runtime, "runtime", "meshtp", "megatron");
+MESHTP_LAYOUT_NAMES(Activation, "activation", "gelu", "swiglu");
+MESHTP_LAYOUT_NAMES(Norm, "norm", "layernorm", "rmsnorm");
+MESHTP_LAYOUT_NAMES(Position, "position", "learned", "rope");
+MESHTP_LAYOUT_NAMES(CpComm, "cp communication", "ring", "a2a", "a2a+ring");
 #undef MESHTP_LAYOUT_NAMES
 
 template <typename E>

@@ -156,14 +156,17 @@ AtpEstimate atp_estimate(const ModelSpec& m, const MeshLinks& links, int chunks,
     a.chunk_s = attention_seconds(gemm, s, hd, pairs, eb, a.backward);
   };
   // (name, forward FLOPs of the op over all ranks); the LayerNorms' are elementwise.hpp's.
+  // The linears' widths (layout/model_shape.hpp: 3h and 4h for GPT).
+  const double qkv = static_cast<double>(m.qkv_width()), mlp1 = static_cast<double>(m.mlp1_width()),
+               ffn = static_cast<double>(m.ffn());
   const std::pair<const char*, double> shapes[] = {
       {"ln1", 0},
-      {"qkv", 2 * M * h * 3 * h},
+      {"qkv", 2 * M * h * qkv},
       {"attention", 4 * b * s * s * h},
       {"proj", 2 * M * h * h},
       {"ln2", 0},
-      {"mlp1", 2 * M * h * 4 * h},
-      {"mlp2", 2 * M * 4 * h * h},
+      {"mlp1", 2 * M * h * mlp1},
+      {"mlp2", 2 * M * ffn * h},
   };
   const std::vector<layout::AtpCall> traffic = layout::atp_block_traffic(
       {.d1 = d1, .d2 = d2, .tokens = m.tokens(), .hidden = m.hidden, .chunks = chunks,
@@ -176,10 +179,10 @@ AtpEstimate atp_estimate(const ModelSpec& m, const MeshLinks& links, int chunks,
       a.backward = backward;
       a.flops_per_rank = flops / n * (backward ? 2 : 1);
       const std::string_view op = name;
-      if (op == "qkv") linear(a, h, 3 * h, true);
+      if (op == "qkv") linear(a, h, qkv, true);
       if (op == "proj") linear(a, h, h, false);
-      if (op == "mlp1") linear(a, h, 4 * h, true);
-      if (op == "mlp2") linear(a, 4 * h, h, false);
+      if (op == "mlp1") linear(a, h, mlp1, true);
+      if (op == "mlp2") linear(a, ffn, h, false);
       if (op == "attention") attention(a);
       a.compute_s = c * a.chunk_s + a.dw_s;
       for (const layout::AtpCall& call : traffic) {

@@ -1,6 +1,7 @@
 #include "plan/elementwise.hpp"
 
 #include <cmath>
+#include <string_view>
 
 #include "core/error.hpp"
 
@@ -48,14 +49,19 @@ ElementwiseEstimate elementwise_estimate(const ModelSpec& m, ElementwiseLayout l
   const double M = static_cast<double>(m.tokens());
   const double h = m.hidden, s = m.seq;
 
-  // Per-rank elements of each tensor (the header's table).
-  double stream = M * h / n, qkv_bwd = M * 3 * h / n, mlp1 = M * 4 * h / n;
+  // Per-rank elements of each tensor (the header's table); a Llama-family model's QKV and
+  // MLP1 widths (h + 2·g·d, f or 2f) for GPT's 3h and 4h, its activation (SwiGLU) priced
+  // as GeLU on FC1's output, and no bias ops where it has no biases. RoPE's rotation of q
+  // and k is not priced.
+  const double qkv_w = static_cast<double>(m.qkv_width()),
+               mlp1_w = static_cast<double>(m.mlp1_width());
+  double stream = M * h / n, qkv_bwd = M * qkv_w / n, mlp1 = M * mlp1_w / n;
   double row_bias_bwd = M * h / n;
   switch (layout) {
     case ElementwiseLayout::kAtp:
       stream = M * h / d2;
-      qkv_bwd = M * 3 * h / d1;
-      mlp1 = M * 4 * h / d1;
+      qkv_bwd = M * qkv_w / d1;
+      mlp1 = M * mlp1_w / d1;
       row_bias_bwd = stream;
       break;
     case ElementwiseLayout::kSequenceParallel:
@@ -64,13 +70,15 @@ ElementwiseEstimate elementwise_estimate(const ModelSpec& m, ElementwiseLayout l
     case ElementwiseLayout::kFullySharded:
       break;
   }
-  const double qkv_fwd = M * 3 * h / n;
+  const double qkv_fwd = M * qkv_w / n;
   const double scores = static_cast<double>(m.batch) * m.heads * s * s / n;
 
   ElementwiseEstimate e;
   e.gbps = gbps;
   const double seconds_per_touch = m.element_bytes() / (gbps * 1e9);
+  const bool biases = m.has_biases();
   auto add = [&](const char* op, bool backward, double elements, double factor) {
+    if (!biases && std::string_view(op).ends_with(" bias")) return;
     ElementwiseOp o{.name = op, .backward = backward, .elements = elements, .factor = factor};
     o.seconds = o.touched() * seconds_per_touch;
     (backward ? e.backward_s : e.forward_s) += o.seconds;

@@ -14,8 +14,9 @@ const char* name(Pass p) {
 std::array<FcShape, 4> fc_layers(const ModelSpec& model) {
   const std::int64_t m = model.tokens();
   const std::int64_t h = model.hidden;
-  return {FcShape{Linear::kQkv, m, h, 3 * h}, FcShape{Linear::kProj, m, h, h},
-          FcShape{Linear::kMlp1, m, h, 4 * h}, FcShape{Linear::kMlp2, m, 4 * h, h}};
+  return {FcShape{Linear::kQkv, m, h, model.qkv_width()}, FcShape{Linear::kProj, m, h, h},
+          FcShape{Linear::kMlp1, m, h, model.mlp1_width()},
+          FcShape{Linear::kMlp2, m, model.ffn(), h}};
 }
 
 Stationary choose_stationary(const FcShape& fc, bool allow_weight) {

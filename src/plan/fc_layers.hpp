@@ -2,6 +2,8 @@
 //
 //   FC layer  Y = X·W     X: M×K (M = b·s tokens)   W: K×N   Y: M×N
 //   qkv  K=h N=3h    proj  K=h N=h    mlp1  K=h N=4h    mlp2  K=4h N=h
+//   (a Llama-family model: qkv N = h + 2·g·d, mlp1 N = f or 2f (SwiGLU), mlp2 K = f;
+//   layout/model_shape.hpp)
 //
 // Training runs three GeMMs per layer: forward Y = X·W, backward-data dX = dY·Wᵀ,
 // backward-weight dW = Xᵀ·dY. The autotuner keeps the LARGEST of X, W, Y stationary in all

@@ -26,9 +26,15 @@ Kind kind_of(const layout::Plan& p) {
 // Parameters of one block on one rank: the weights 12h² split over all N ranks; QKV's and
 // FC1's biases (7h) follow their outputs over d1, the projection's and FC2's (2h) and the
 // LayerNorms' (4h) the hidden split over d2 (model/params.cpp, parallel/param_shard.hpp).
+// A Llama-family model (layout/model_shape.hpp): Σ in·out for 12h², no biases with SwiGLU,
+// RMSNorm's h per norm (over d2) for LayerNorm's 2h.
 double block_params(const ModelSpec& m, const layout::Plan& p) {
   const double h = m.hidden, d1 = p.mesh[0], d2 = p.mesh[1];
-  return 12 * h * h / (d1 * d2) + 7 * h / d1 + 6 * h / d2;
+  if (m.is_gpt()) return 12 * h * h / (d1 * d2) + 7 * h / d1 + 6 * h / d2;
+  const double biases = m.has_biases() ? static_cast<double>(m.qkv_width() + m.mlp1_width()) / d1 +
+                                             2 * h / d2
+                                       : 0.0;
+  return m.linear_weights() / (d1 * d2) + biases + 2.0 * static_cast<double>(m.norm_params()) / d2;
 }
 
 // How many pipeline message buffers and saved stage inputs (each one stream slice) are alive
@@ -158,6 +164,12 @@ nlohmann::json to_json(const MemoryEstimate& m) {
 BlockFloats block_floats(const ModelSpec& m, const layout::Plan& p) {
   const double s = m.seq, b = m.batch, h = m.hidden, a = m.heads, n = s * b, nh = n * h;
   const double d1 = p.mesh[0], d2 = p.mesh[1], N = d1 * d2;
+  // Widths per token in units of h: q|k|v (3 for GPT; 1 + 2g/a with GQA) and the MLP's kept
+  // FC1 output and activation output (8 for GPT's 4h + 4h; SwiGLU 2f + f); LayerNorm keeps
+  // two statistics per token and norm (4n), RMSNorm one (2n).
+  const double q = static_cast<double>(m.qkv_width()) / h,
+               mk = static_cast<double>(m.mlp_kept_width()) / h;
+  const double stats = m.norm == layout::Norm::kLayerNorm ? 4 * n : 2 * n;
   BlockFloats f;
   f.scores = a * s * s * b / N;
   switch (kind_of(p)) {
@@ -166,26 +178,26 @@ BlockFloats block_floats(const ModelSpec& m, const layout::Plan& p) {
       // only when d2 > 1; otherwise y_p is y and x_g is x, no extra buffer.
       const double split = d2 > 1 ? 1 : 0;
       f.input = nh / d2;
-      f.kept = 4 * n + nh * (3 / d2 + 3 / N + 9 / d1);
+      f.kept = stats + nh * (3 / d2 + q / N + (1 + mk) / d1);
       // proj_p, mlp2_p, dxn_p, dxmid (nh/d2); dgelu, dmlp1, datt_p (9·nh/d1); dqkv (3·nh/N);
       // with d2 > 1: qkv_p, dqkv_g (6·nh/d1), attn, datt (2·nh/N).
-      f.workspace = nh * (4 / d2 + 9 / d1 + 3 / N + split * (6 / d1 + 2 / N));
+      f.workspace = nh * (4 / d2 + (1 + mk) / d1 + q / N + split * (2 * q / d1 + 2 / N));
       break;
     }
     case Kind::kSequenceParallel: {
       const double t = d1, split = t > 1 ? 1 : 0;
       f.input = nh / t;
-      f.kept = 4 * n / t + nh * (15 / t + 2 * split);
+      f.kept = stats / t + nh * ((4 + q + mk) / t + 2 * split);
       // proj_p, mlp2_p, dxn_p (whole rows: 3·nh); dgelu, dmlp1, dxmid, datt_p, dqkv (13·nh/t);
       // with t > 1: proj_y, mlp2_y, dxn (3·nh/t) and dyg, dxmid_g (2·nh).
-      f.workspace = nh * (3 + 13 / t + split * (3 / t + 2));
+      f.workspace = nh * (3 + (2 + q + mk) / t + split * (3 / t + 2));
       break;
     }
     case Kind::kGemm2d:
       // model/gemm2d_block.cpp: every tensor [n/d1, h/d2]; 13 partial LayerNorm rows.
       f.input = nh / N;
-      f.kept = 4 * n / d1 + 15 * nh / N;
-      f.workspace = 16 * nh / N + 13 * h / d2;
+      f.kept = stats / d1 + (4 + q + mk) * nh / N;
+      f.workspace = (5 + q + mk) * nh / N + 13 * h / d2;
       break;
   }
   f.workspace += s * s;  // one sequence's attention scratch
@@ -259,7 +271,8 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
   // train/zero.hpp's buckets: one per block, and the last (embeddings, final LayerNorm and,
   // under Megatron-SP, the blocks' LayerNorm parameters, 4h/d2 each: reduced after the stack).
   const double block = block_params(mb, p);
-  const double ln = p.sequence_parallel && !layout::is_gemm2d(p.strategy) ? 4 * h / d2 : 0;
+  const double norms = 2.0 * static_cast<double>(mb.norm_params());  // a block's two: 4h (GPT)
+  const double ln = p.sequence_parallel && !layout::is_gemm2d(p.strategy) ? norms / d2 : 0;
   MemoryEstimate out;
   double params = 0, whole_params = 0, activations = 0, buffers = 0, stacks = 0, last_bucket = 0;
   bool gathers_stream = false;  // holds the embedding or the head
@@ -267,8 +280,12 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
     const int stage = k * p.pp + pipeline_rank;
     const bool first = stage == 0, last = stage == stages - 1;
     const double blocks = layers * block;
-    const double extras = (first || last ? vocab_rows * h : 0) + (first ? mb.seq * h : 0) +
-                          (last ? 2 * h / d2 : 0);
+    // The embedding table (first), the head's (last: the same table when tied and one
+    // stage holds both), learned positions (first), the final norm (last).
+    const double tables = (first ? 1 : 0) + (last && (!first || !mb.tie_embeddings) ? 1 : 0);
+    const double positions = mb.position == layout::Position::kLearned ? mb.seq * h : 0.0;
+    const double extras = tables * vocab_rows * h + (first ? positions : 0) +
+                          (last ? static_cast<double>(mb.norm_params()) / d2 : 0);
     params += blocks + extras;
     last_bucket += extras + layers * ln;
     // ZeRO-3 keeps a block's parameters whole only while it runs: the running one in the
@@ -278,7 +295,7 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
     // workspace; under Megatron-SP the LayerNorm gradients' partial sums (4h per layer).
     activations += megatron_pipeline ? f.input : kept_blocks + (layers + 1) * f.input;
     buffers += 2 * f.input + f.workspace;
-    if (p.sequence_parallel && !layout::is_gemm2d(p.strategy)) stacks += 4 * h * layers;
+    if (p.sequence_parallel && !layout::is_gemm2d(p.strategy)) stacks += norms * layers;
     // The embedding's output and the head's gathered final LayerNorm, logits (model/gpt.cpp).
     if (first) activations += stream;
     if (last) activations += f.input + stream + n * vocab_rows;

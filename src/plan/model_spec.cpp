@@ -13,11 +13,15 @@ namespace meshtp::plan {
 
 double ModelSpec::layer_params() const {
   const double h = hidden;
-  return 12.0 * h * h + 13.0 * h;
+  if (is_gpt()) return 12.0 * h * h + 13.0 * h;
+  const double biases =
+      has_biases() ? static_cast<double>(qkv_width() + hidden + mlp1_width() + hidden) : 0.0;
+  return linear_weights() + biases + 2.0 * static_cast<double>(norm_params());
 }
 
 double ModelSpec::total_params() const {
-  return layers * layer_params() + static_cast<double>(vocab) * hidden;
+  const double tables = tie_embeddings ? 1 : 2;  // the embedding, and an untied head's own
+  return layers * layer_params() + tables * static_cast<double>(vocab) * hidden;
 }
 
 void ModelSpec::validate() const { validate(fmt::format("model '{}'", name)); }
@@ -39,7 +43,8 @@ nlohmann::json to_json(const ModelSpec& m) {
 ModelSpec model_from_json(const nlohmann::json& j, const std::string& source) {
   const std::string where = "model " + source;
   check_fields(j, {"name", "description", "layers", "hidden", "heads", "vocab", "batch", "seq",
-                   "precision", "recompute"},
+                   "precision", "recompute", "kv_heads", "ffn_hidden", "activation", "norm",
+                   "position", "tie_embeddings"},
                where);
   ModelSpec m;
   static_cast<layout::ModelShape&>(m) = layout::read_shape(j, where);

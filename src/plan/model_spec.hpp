@@ -1,4 +1,7 @@
 // ModelSpec: the shapes of a GPT-style transformer the planner prices, and its FLOP count.
+// The formulas below are GPT's; a Llama-family model (layout/model_shape.hpp: kv_heads,
+// ffn_hidden, activation, norm, position, tie_embeddings) replaces 3h by the QKV width
+// h + 2·g·d, 4h by f (2f into SwiGLU), and 12h² by Σ in·out of the four linears.
 //
 //   L layers, hidden h, a heads (h/a per head), FFN 4h, vocabulary V (0: no embedding),
 //   batch b, sequence s. Every layer: QKV h→3h, attention core, projection h→h, MLP h→4h→h.
@@ -45,9 +48,9 @@ struct ModelSpec : layout::ModelShape {
 
   // The layers' FLOPs of a step (layout::ModelShape::layer_flops, no head).
   double model_flops() const { return layers * layer_flops(); }
-  // 12h² + 13h.
+  // 12h² + 13h (GPT); in general Σ in·out, the biases of GeLU models and two norms.
   double layer_params() const;
-  // L·(12h² + 13h) + V·h.
+  // L·layer_params() + V·h (twice for an untied head).
   double total_params() const;
 
   // Throws meshtp::Error naming the model and the value ("model 'x': hidden=1000 is not
