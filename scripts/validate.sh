@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Validation against published runs: scripts/validate.sh OUT [--check] [--simulate].
 #   Korthikanti et al. 2023 Table 5's eight Megatron-LM runs, priced: OUT/validation.{md,json,png}
-#   and OUT/index.html, the report page (README "Reports")
+#   and OUT/index.html, the report page (docs/reports.md)
 #   MeshSlice §5.1's FC-layer gains over Wang at 256 TPUv4 chips and its slice-count sweep
 #   (Fig. 14), planned (and with --simulate, simulated: minutes), its strong-scaling trend
 #   (Fig. 12, batch 32 on 64–256 chips), dataflow gain (Table 2) and real 4x4 slice without

@@ -1,5 +1,5 @@
 // The Python module `meshtp` (pybind11): the planner's answers as plain dicts, the same JSON
-// the CLI prints with --json (README "Python"):
+// the CLI prints with --json (docs/python.md):
 //
 //   meshtp.load_topology(preset_or_path)              meshtp topo show X --json
 //   meshtp.plan(topology, model, devices=0, **kw)     meshtp plan --json
