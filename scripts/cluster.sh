@@ -3,7 +3,7 @@
 # (emulated) network: each host is a Linux network namespace with its own address on a
 # bridge, its egress shaped to a link rate (tc's tbf), and jobs launched across the hosts by
 # Open MPI's own rsh launcher through an agent that enters a host's namespace (no ssh).
-# README "Multi-node" is the runbook; docs/cluster.md the measurements.
+# docs/multinode.md is the runbook; docs/cluster.md the measurements.
 #
 #   scripts/cluster.sh [--name N] up --hosts H --ranks-per-host R --link-mbit X
 #   scripts/cluster.sh [--name N] run [--hosts 1,2,…] [--grace S] -- CMD…

@@ -22,9 +22,9 @@ runtime_packages=(
   zlib1g-dev                        # CRC-32 checksums of checkpoint tensors
   fortunes                          # default training corpus: /usr/share/games/fortunes
   python3                           # helper scripts
-  pybind11-dev python3-dev          # the Python module meshtp (README "Python")
-  python3-matplotlib                # the plots of `plan|simulate --report DIR` (README "Reports")
-  iproute2                          # ip netns, tc: scripts/cluster.sh (README "Multi-node")
+  pybind11-dev python3-dev          # the Python module meshtp (docs/python.md)
+  python3-matplotlib                # the plots of `plan|simulate --report DIR` (docs/reports.md)
+  iproute2                          # ip netns, tc: scripts/cluster.sh (docs/multinode.md)
 )
 sim_packages=(
   libsimgrid-dev                    # SMPI; a test also loads `meshtp topo platform` output
@@ -104,7 +104,7 @@ else
 fi
 phase "built $build_dir/src/cli/meshtp"
 
-# The Python module (README "Python"): copied where python3 finds it in a new shell, its
+# The Python module (docs/python.md): copied where python3 finds it in a new shell, its
 # site-packages (sysconfig's platlib: /usr/local/lib/python3.X/dist-packages for Debian's
 # python3 as root) or, where that is not writable, the user's (python3 -m site --user-site),
 # under a temporary name and then renamed, so an import never sees half a file.

@@ -3,7 +3,7 @@
 #   Korthikanti et al. 2023 Table 5's eight Megatron-LM runs, priced, each with its band (the
 #   step at the ends of the topology's sourced ranges) and the coverage: how many measured
 #   runs fall inside their band; the same layouts' activations per GPU against the paper's
-#   Table 2: OUT/validation.{md,json,png} and OUT/index.html, the report page (README "Reports")
+#   Table 2: OUT/validation.{md,json,png} and OUT/index.html, the report page (docs/reports.md)
 #   MeshSlice §5.1's FC-layer gains over Wang at 256 TPUv4 chips and its slice-count sweep
 #   (Fig. 14), planned (and with --simulate, simulated: minutes), its strong-scaling trend
 #   (Fig. 12, batch 32 on 64–256 chips), dataflow gain (Table 2) and real 4x4 slice without

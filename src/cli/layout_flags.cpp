@@ -119,17 +119,9 @@ layout::Plan LayoutFlags::resolve(int ranks, const std::string& where,
     }
     const layout::Plan p = layout::load_plan(plan_file);
     if (model != nullptr) {
-      const layout::ModelFit fit = layout::model_fit(p, *model);
-      MESHTP_CHECK(fit.kind != layout::ModelFit::kOther,
-                   "--plan {} was made for model '{}', not this one '{}' ({}): make a plan for "
-                   "this model with `meshtp plan --out`",
-                   plan_file, p.provenance->model, model->name, fit.differences);
-      if (fit.kind == layout::ModelFit::kBatchOnly && root()) {
-        std::cerr << fmt::format(
-            "warning: --plan {} was made for another batch ({}): its layout runs, but was "
-            "priced for that batch\n",
-            plan_file, fit.differences);
-      }
+      const std::string warning =
+          layout::check_model_fit(p, *model, model->name, "--plan " + plan_file);
+      if (!warning.empty() && root()) std::cerr << "warning: " << warning << "\n";
     }
     p.check_ranks(ranks, where);
     return p;

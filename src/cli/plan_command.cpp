@@ -54,6 +54,7 @@
 #include "plan/emit.hpp"
 #include "plan/layout_search.hpp"
 #include "plan/planner.hpp"
+#include "plan/provenance.hpp"
 #include "plan/presets.hpp"
 #include "plan/report.hpp"
 
@@ -64,16 +65,16 @@ struct PlanArgs {
   std::string topology;
   ModelFlags shape;  // --model, --batch, --seq (0: the model's)
   int devices = 0;  // 0: the topology's device count
-  std::string strategies = "all";
-  std::string chunks = "1,2,4";
+  std::string strategies = plan::PlanQuery{}.strategies;
+  std::string chunks = plan::PlanQuery{}.chunks;
   bool json = false;
   bool explain = false;
   int explain_rank = 0;
   std::string out;
   int pick = 0;  // 0: the best feasible candidate
   bool search_3d = false;
-  int top = 10;
-  int max_tp = 256;
+  int top = plan::kShownLayouts;
+  int max_tp = plan::LayoutRequest{}.max_tp;
   std::string runtime = "meshtp";
   std::string fc_stationary = "auto";
   bool evaluate = false;
@@ -134,13 +135,13 @@ void run_plan_evaluate(const PlanArgs& args, const plan::PlanRequest& base, layo
   layout::Plan layout = flags.resolve(base.devices, where, &base.model);
   // No --schedule: the search's for these microbatches and virtual stages.
   if (!flags.from_file() && !flags.given("--schedule")) {
-    layout.schedule = plan::search_schedule(layout.microbatches, layout.virtual_stages);
+    layout = plan::with_search_schedule(layout);
   }
   const plan::LayoutRequest request{
       .topology = base.topology, .model = base.model, .devices = base.devices, .runtime = runtime};
   const plan::LayoutCandidate c = plan::evaluate_layout(request, layout);
   const std::string no_fit = plan::does_not_fit(c, base.topology.memory_gib);
-  const nlohmann::json json = plan::evaluation_to_json(c, base.topology.memory_gib);
+  const nlohmann::json json = plan::evaluation_to_json(request, c);
   if (framework) {
     layout::Plan priced = c.plan;
     priced.provenance = layout::Provenance{.predicted_step_s = c.t_step_s};
@@ -202,11 +203,7 @@ void run_plan_3d(const PlanArgs& args, const plan::PlanRequest& base, layout::Ru
   if (!args.out.empty()) {
     MESHTP_CHECK(best != nullptr, "--out: {}", none);
     layout::Plan picked = best->plan;
-    picked.provenance =
-        layout::Provenance{.topology = base.topology.name,
-                           .model = base.model.name,
-                           .shape = static_cast<const layout::ModelShape&>(base.model),
-                           .predicted_step_s = best->t_step_s};
+    picked.provenance = plan::provenance_of(base.topology, base.model, best->t_step_s);
     if (root()) layout::save_plan(args.out, picked);
   }
   const std::size_t shown = std::min(ranked.size(), static_cast<std::size_t>(args.top));
@@ -356,10 +353,9 @@ void run_plan(const PlanArgs& args, const CLI::App& app) {
     MESHTP_CHECK(!args.out.empty() || framework, "--pick={} needs --out FILE or --emit", args.pick);
   }
   if (!args.out.empty()) {
-    layout::Plan picked = plan::to_plan(row(result, args.pick, "--pick", "--out"));
-    picked.provenance->topology = request.topology.name;
-    picked.provenance->model = request.model.name;
-    picked.provenance->shape = static_cast<const layout::ModelShape&>(request.model);
+    const plan::Candidate& c = row(result, args.pick, "--pick", "--out");
+    layout::Plan picked = plan::to_plan(c);
+    picked.provenance = plan::provenance_of(request.topology, request.model, c.t_step_s, c.t_comm_s);
     if (root()) layout::save_plan(args.out, picked);
   }
   if (framework) {

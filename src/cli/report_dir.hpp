@@ -4,7 +4,7 @@
 // model) to DIR/report.json, and scripts/report.py (matplotlib, Agg backend) draws
 // DIR/index.html from it: one self-contained page, its PNG plots embedded as data: URIs, so
 // it can be mailed or attached as one file. The numbers are the planner's and the
-// simulator's; the script only arranges them (README "Reports").
+// simulator's; the script only arranges them (docs/reports.md).
 //
 // Nothing half-written: both files are made in a temporary directory ($TMPDIR, removed
 // afterwards), then each written into DIR atomically (core/atomic_file.hpp: report.json,

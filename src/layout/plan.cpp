@@ -248,10 +248,26 @@ ModelFit model_fit(const Plan& plan, const ModelShape& shape) {
   compare("seq", made.seq, shape.seq, false);
   compare("vocab", made.vocab, shape.vocab, false);  // the embedding and head priced
   compare("batch", made.batch, shape.batch, true);
+  // The head the plan priced, where both have one (vocab 0: the layers alone, as a plan made
+  // for atp-m1 or a simulation of one layer).
+  if (made.vocab != 0 && shape.vocab != 0) compare("vocab", made.vocab, shape.vocab, false);
   fit.kind = other                     ? ModelFit::kOther
              : fit.differences.empty() ? ModelFit::kSame
                                        : ModelFit::kBatchOnly;
   return fit;
+}
+
+std::string check_model_fit(const Plan& plan, const ModelShape& shape, std::string_view name,
+                            std::string_view source) {
+  const ModelFit fit = model_fit(plan, shape);
+  MESHTP_CHECK(fit.kind != ModelFit::kOther,
+               "{} was made for model '{}', not this one '{}' ({}): make a plan for this model "
+               "with `meshtp plan --out`",
+               source, plan.provenance->model, name, fit.differences);
+  if (fit.kind != ModelFit::kBatchOnly) return "";
+  return fmt::format("{} was made for another batch ({}): its layout runs, but was priced for "
+                     "that batch",
+                     source, fit.differences);
 }
 
 Plan load_plan(const std::string& path) {

@@ -88,14 +88,21 @@ Plan plan_from_json(const nlohmann::json& j, const std::string& source);
 Plan load_plan(const std::string& path);
 
 // How a plan made for one model fits the model `name` of `shape` that is about to run it:
-// kSame when its provenance names no sizes (a hand-written plan) or the same ones (vocab
-// aside: the layout does not depend on it), kBatchOnly when only the batch differs (the layout
+// kSame when its provenance names no sizes (a hand-written plan) or the same ones (a vocab of 0
+// on either side, the layers alone, matches any), kBatchOnly when only the batch differs (the layout
 // runs, priced for another batch), else kOther. `differences` lists them: "hidden 12288 ≠ 64".
 struct ModelFit {
   enum Kind { kSame, kBatchOnly, kOther } kind = kSame;
   std::string differences;
 };
 ModelFit model_fit(const Plan& plan, const ModelShape& shape);
+// The one refusal of a plan made for another model (`source` names the plan: "--plan p.json"):
+// throws "{source} was made for model 'a', not this one 'b' (hidden 1 ≠ 2): make a plan for
+// this model with `meshtp plan --out`" for kOther; returns the warning for kBatchOnly
+// ("{source} was made for another batch (batch 8 ≠ 4): its layout runs, but was priced for
+// that batch"), else "".
+std::string check_model_fit(const Plan& plan, const ModelShape& shape, std::string_view name,
+                            std::string_view source);
 void save_plan(const std::string& path, const Plan& plan);  // atomic
 
 // A layout spelled out by its names, as the layout flags (cli/layout_flags.hpp) and the Python

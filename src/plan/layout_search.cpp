@@ -13,6 +13,7 @@
 #include "layout/pipeline_schedule.hpp"
 #include "plan/mesh_links.hpp"
 #include "plan/planner.hpp"
+#include "plan/provenance.hpp"
 
 namespace meshtp::plan {
 namespace {
@@ -215,6 +216,11 @@ Topology tp_topology(TopologyLinks& links, int d1, int d2) {
 
 std::vector<LayoutCandidate> search_layouts(const LayoutRequest& r) {
   return search_layouts(r, 0).ranked;
+}
+
+layout::Plan with_search_schedule(layout::Plan plan) {
+  plan.schedule = search_schedule(plan.microbatches, plan.virtual_stages);
+  return plan;
 }
 
 layout::Schedule search_schedule(int microbatches, int virtual_stages) {
@@ -468,6 +474,7 @@ LayoutSearch search_layouts(const LayoutRequest& r, std::size_t keep) {
   };
   std::vector<Found> kept;
   LayoutSearch result;
+  result.made_for = provenance_of(r.topology, r.model);
   // Whether a layout found now whose step takes at least `t_lower` seconds ranks after the
   // `keep` kept: they are all feasible and no slower (a tie ranks it after, found later).
   const auto bounded_out = [&](double t_lower) {
@@ -649,6 +656,7 @@ LayoutCandidate evaluate_layout(const LayoutRequest& r, const layout::Plan& give
   plan.pp = pp;
   plan.microbatches = m;
   plan.recompute = given.recompute;
+  plan.progress_splits = given.progress_splits;  // not priced: kept, so the plan reads back
   plan.provenance.reset();
   const LayoutTraffic traffic = pricer.traffic(plan, pricer.rings(dp, pp, d1 * d2));
   plan.virtual_stages = v;
@@ -724,13 +732,16 @@ nlohmann::json to_json(const LayoutSearch& search, std::size_t shown) {
   for (std::size_t i = 0; i < overlaps.size(); ++i) {
     nlohmann::json row = to_json(search.ranked[i]);
     row["band_overlaps"] = overlaps[i];
+    add_provenance(row, search.made_for);
     rows.push_back(std::move(row));
   }
   const bool best = !search.ranked.empty() && search.ranked.front().feasible;
+  nlohmann::json best_row = best ? to_json(search.ranked.front()) : nlohmann::json();
+  add_provenance(best_row, search.made_for);
   return {{"layouts", rows},
           {"searched", search.searched},
           {"priced", search.priced},
-          {"best", best ? to_json(search.ranked.front()) : nlohmann::json()}};
+          {"best", std::move(best_row)}};
 }
 
 std::string does_not_fit(const LayoutCandidate& c, double memory_gib) {
@@ -744,6 +755,12 @@ nlohmann::json evaluation_to_json(const LayoutCandidate& c, double memory_gib) {
   nlohmann::json j = to_json(c);
   j["fits"] = c.feasible;
   if (!c.feasible) j["does_not_fit"] = does_not_fit(c, memory_gib);
+  return j;
+}
+
+nlohmann::json evaluation_to_json(const LayoutRequest& request, const LayoutCandidate& c) {
+  nlohmann::json j = evaluation_to_json(c, request.topology.memory_gib);
+  add_provenance(j, provenance_of(request.topology, request.model));
   return j;
 }
 

@@ -216,6 +216,7 @@ struct LayoutSearch {
   std::vector<LayoutCandidate> ranked;
   std::int64_t searched = 0;  // layouts enumerated: the exhaustive ranking's length
   std::int64_t priced = 0;    // of those, priced in full (memory included)
+  layout::Provenance made_for;  // the topology and model (plan/provenance.hpp)
 };
 LayoutSearch search_layouts(const LayoutRequest& request, std::size_t keep);
 
@@ -233,6 +234,11 @@ LayoutCandidate evaluate_layout(const LayoutRequest& request, const layout::Plan
 // The schedule the search gives a layout: interleaved when v > 1, else 1f1b when m > 1,
 // else gpipe.
 layout::Schedule search_schedule(int microbatches, int virtual_stages);
+// `plan --3d --evaluate`'s layout when no schedule is spelled out: `plan` with the search's
+// schedule for its microbatches and virtual stages.
+layout::Plan with_search_schedule(layout::Plan plan);
+// How many ranked layouts `plan --3d` shows unless told (--top, meshtp.plan_3d(top=…)).
+inline constexpr int kShownLayouts = 10;
 
 // The topology a stage's d1·d2 ranks see: two levels (d1 members, then d2), the first's
 // group bandwidth d2·B'₀ so that mesh_links gives each dim the B' its groups get in the full
@@ -249,9 +255,9 @@ std::ostream& operator<<(std::ostream& os, const LayoutCandidate& c);
 //  "memory": {"params_gib", "grads_gib", "optimizer_gib", "activations_gib", "buffers_gib"}}
 nlohmann::json to_json(const LayoutCandidate& c);
 // `plan --3d --json`: {"layouts": the first `shown` ranked rows, "searched", "priced",
-// "best": the first row when it is feasible, else null}. Each row also has "band_overlaps":
-// the ranks (1-based) of the other shown rows whose step-time band overlaps its own
-// (band_overlaps): neither is known to be faster.
+// "best": the first row when it is feasible, else null}; each row's "plan" carries made_for.
+// Each row also has "band_overlaps": the ranks (1-based) of the other shown rows whose
+// step-time band overlaps its own (band_overlaps): neither is known to be faster.
 nlohmann::json to_json(const LayoutSearch& search, std::size_t shown);
 // For each of the first `shown` rows, the 1-based ranks of the other shown rows whose bands
 // [t_step_s_low, t_step_s_high] overlap its own.
@@ -261,5 +267,7 @@ std::vector<std::vector<int>> band_overlaps(const LayoutSearch& search, std::siz
 std::string does_not_fit(const LayoutCandidate& c, double memory_gib);
 // `plan --3d --evaluate --json`: to_json(c) with "fits" and, when it does not, "does_not_fit".
 nlohmann::json evaluation_to_json(const LayoutCandidate& c, double memory_gib);
+// The same for the layout `request` priced: its plan carries the request's topology and model.
+nlohmann::json evaluation_to_json(const LayoutRequest& request, const LayoutCandidate& c);
 
 }  // namespace meshtp::plan

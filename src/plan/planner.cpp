@@ -7,6 +7,7 @@
 #include <ostream>
 
 #include "core/error.hpp"
+#include "plan/provenance.hpp"
 
 namespace meshtp::plan {
 
@@ -237,6 +238,7 @@ Candidate evaluate(const PlanRequest& request, const MeshLinks& links, Strategy 
 PlanResult plan(const PlanRequest& request) {
   request.validate();
   PlanResult result;
+  result.made_for = provenance_of(request.topology, request.model);
   auto wanted = [&](Strategy s) {
     return std::find(request.strategies.begin(), request.strategies.end(), s) !=
            request.strategies.end();
@@ -280,10 +282,14 @@ Explanation explain(const PlanRequest& request, const Candidate& candidate) {
 
 nlohmann::json to_json(const PlanResult& result) {
   nlohmann::json candidates = nlohmann::json::array();
-  for (const Candidate& c : result.candidates) candidates.push_back(to_json(c));
+  for (const Candidate& c : result.candidates) {
+    candidates.push_back(to_json(c));
+    add_provenance(candidates.back(), result.made_for);
+  }
   const Candidate* best = result.best_candidate();
-  return {{"candidates", std::move(candidates)},
-          {"best", best ? to_json(*best) : nlohmann::json(nullptr)}};
+  nlohmann::json best_row = best ? to_json(*best) : nlohmann::json(nullptr);
+  add_provenance(best_row, result.made_for);
+  return {{"candidates", std::move(candidates)}, {"best", std::move(best_row)}};
 }
 
 }  // namespace meshtp::plan

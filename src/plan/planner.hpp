@@ -51,6 +51,7 @@ struct PlanRequest {
 struct PlanResult {
   std::vector<Candidate> candidates;  // ranked
   std::optional<std::size_t> best;    // index of the first feasible candidate
+  layout::Provenance made_for;        // the topology and model (plan/provenance.hpp)
   const Candidate* best_candidate() const { return best ? &candidates[*best] : nullptr; }
 };
 
@@ -96,7 +97,7 @@ Candidate evaluate(const PlanRequest& request, const MeshLinks& links, Strategy 
 // Re-prices `candidate` with its breakdown.
 Explanation explain(const PlanRequest& request, const Candidate& candidate);
 
-// {"candidates": [...], "best": {...} | null}
+// {"candidates": [...], "best": {...} | null}; each row's "plan" carries made_for
 nlohmann::json to_json(const PlanResult& result);
 
 }  // namespace meshtp::plan

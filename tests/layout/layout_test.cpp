@@ -161,6 +161,36 @@ TEST(Plan, BadJsonNamesTheKeyAndTheFile) {
 }
 
 // The layout flags' (and the Python module's) text → Plan: the one conversion.
+// The one check of a plan against the model about to run it (train, bench train, simulate
+// --plan, meshtp.evaluate(plan=…)): other sizes or another vocabulary refuse it, another batch
+// warns, a plan for the layers alone (vocab 0) or without sizes runs under any model.
+TEST(Plan, CheckModelFitRefusesAnotherModelOrVocabulary) {
+  const ModelShape made{.batch = 8, .seq = 64, .hidden = 64, .heads = 4, .layers = 2, .vocab = 256};
+  Plan p;
+  EXPECT_EQ(check_model_fit(p, made, "tiny", "--plan p.json"), "");  // hand-written: no sizes
+  p.provenance = Provenance{.topology = "t", .model = "tiny", .shape = made};
+  EXPECT_EQ(check_model_fit(p, made, "tiny", "--plan p.json"), "");
+  ModelShape other = made;
+  other.vocab = 512;
+  EXPECT_EQ(error_of([&] { check_model_fit(p, other, "tiny-512", "--plan p.json"); }),
+            "--plan p.json was made for model 'tiny', not this one 'tiny-512' (vocab 256 ≠ 512): "
+            "make a plan for this model with `meshtp plan --out`");
+  other = made;
+  other.hidden = 128;
+  EXPECT_EQ(model_fit(p, other).kind, ModelFit::kOther);
+  other = made;
+  other.batch = 4;
+  EXPECT_EQ(check_model_fit(p, other, "tiny", "--plan p.json"),
+            "--plan p.json was made for another batch (batch 8 ≠ 4): its layout runs, but was "
+            "priced for that batch");
+  other = made;
+  other.vocab = 0;  // run on the layers alone (simulate --what layer)
+  EXPECT_EQ(model_fit(p, other).kind, ModelFit::kSame);
+  p.provenance->shape->vocab = 0;  // made for the layers alone
+  other.vocab = 50257;
+  EXPECT_EQ(model_fit(p, other).kind, ModelFit::kSame);
+}
+
 TEST(BuildPlan, SpelledOutLayouts) {
   const Plan p = build_plan(
       PlanSpelling{

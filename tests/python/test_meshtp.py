@@ -6,6 +6,7 @@ PYTHONPATH finds the module just built.
 import json
 import os
 import pathlib
+import re
 import subprocess
 
 import pytest
@@ -29,6 +30,18 @@ def cli_error(*args):
     lines = [l for l in done.stderr.splitlines() if l.startswith("error: ")]
     assert lines, done.stderr
     return lines[0][len("error: "):]
+
+
+def as_keywords(message):
+    """The CLI's message as the module gives it: flags spelled as keywords ("--max-tp" is
+    "max_tp"), except inside backticks (a command to run)."""
+    parts = message.split("`")
+    for i in range(0, len(parts), 2):
+        parts[i] = re.sub(r"(^|[ ('\"])--([a-z][a-z0-9-]*)",
+                          lambda m: m.group(0) if re.search(r"(/\S*|\.sh) $",
+                                                            parts[i][:m.start(2) - 2])
+                          else m.group(1) + m.group(2).replace("-", "_"), parts[i])
+    return "`".join(parts)
 
 
 def test_the_readme_one_liner():
@@ -115,14 +128,28 @@ def test_load_topology_of_a_preset_and_of_a_file():
     (lambda: meshtp.load_topology("no-such-cluster"), ["topo", "show", "no-such-cluster"]),
 ])
 def test_errors_are_value_errors_with_the_cli_message(call, flags):
+    """The CLI's message, its flags named as the keywords the caller gave."""
     with pytest.raises(ValueError) as error:
         call()
-    assert str(error.value) == cli_error(*flags)
+    assert str(error.value) == as_keywords(cli_error(*flags))
+    assert "--" not in str(error.value).split("`")[0]
+
+
+def test_errors_name_keywords_not_flags():
+    with pytest.raises(ValueError) as error:
+        meshtp.plan("nvswitch-8xa100", "atp-m1", 16)
+    assert "devices is 16" in str(error.value) and "--devices" not in str(error.value)
+    with pytest.raises(ValueError) as error:
+        meshtp.plan_3d("nvswitch-8xa100", "atp-m1", runtime="bogus")
+    assert "--" not in str(error.value), str(error.value)
+    with pytest.raises(ValueError) as error:
+        meshtp.evaluate("nvswitch-8xa100", "atp-m1", mesh="4x4")
+    assert "--" not in str(error.value), str(error.value)
 
 
 def test_keyword_errors_name_the_keyword():
     with pytest.raises(ValueError, match=r"meshtp.plan: unknown keyword 'explain' \(known: "
-                                         r"batch, seq, strategies, chunks\)"):
+                                         r"batch, seq, strategies, chunks, emit, emit_file, report\)"):
         meshtp.plan("nvswitch-8xa100", "atp-m1", explain=True)
     with pytest.raises(ValueError, match="meshtp.evaluate: unknown keyword 'top'"):
         meshtp.evaluate("nvswitch-8xa100", "atp-m1", top=3)
@@ -180,7 +207,171 @@ def test_simulate_without_the_simulator_is_a_value_error():
     with pytest.raises(ValueError) as error:
         meshtp.simulate("torus-4x4", "atp-m1", mesh="4x4", strategy="atp", what="layer",
                         layers=1, batch=1, seq=64, simulator="/nonexistent/meshtp")
-    assert str(error.value) == cli_error(*SIMULATE, "--simulator", "/nonexistent/meshtp")
+    assert str(error.value) == as_keywords(cli_error(*SIMULATE, "--simulator",
+                                                     "/nonexistent/meshtp"))
     assert "/nonexistent/meshtp" in str(error.value) or "smpirun" in str(error.value)
     with pytest.raises(ValueError, match="meshtp.simulate: unknown keyword 'trace'"):
         meshtp.simulate("torus-4x4", "atp-m1", trace="t.json")
+
+
+# Results feed back into the functions.
+
+def test_mesh_as_results_give_it_or_as_the_cli_spells_it():
+    best = meshtp.plan("nvswitch-8xa100", "atp-m1", 8)["best"]
+    assert best["mesh"] == best["plan"]["mesh"] and isinstance(best["mesh"], list)
+    as_list = meshtp.evaluate("nvswitch-8xa100", "atp-m1", 8, mesh=best["mesh"])
+    as_text = meshtp.evaluate("nvswitch-8xa100", "atp-m1", 8, mesh="{}x{}".format(*best["mesh"]))
+    assert as_list == as_text and as_list["plan"]["mesh"] == best["mesh"]
+    assert meshtp.evaluate("nvswitch-8xa100", "atp-m1", 8, mesh=tuple(best["mesh"])) == as_list
+    with pytest.raises(ValueError, match=r"mesh=\[4, 2, 1\] is not a mesh"):
+        meshtp.evaluate("nvswitch-8xa100", "atp-m1", 8, mesh=[4, 2, 1])
+
+
+def test_a_results_plan_is_evaluated_as_the_cli_evaluates_its_file(tmp_path):
+    layouts = meshtp.plan_3d("nvswitch-8xa100", "atp-m1", 8, top=3)["layouts"]
+    for row in layouts:
+        again = meshtp.evaluate("nvswitch-8xa100", "atp-m1", 8, plan=row["plan"])
+        assert again["t_step_s"] == pytest.approx(row["t_step_s"], rel=1e-12)
+        assert again["plan"] == row["plan"]
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(layouts[0]["plan"]))
+    assert meshtp.evaluate("nvswitch-8xa100", "atp-m1", 8, plan=layouts[0]["plan"]) == cli_json(
+        "plan", "--3d", "--evaluate", "--topology", "nvswitch-8xa100", "--model", "atp-m1",
+        "--devices", "8", "--plan", str(path))
+    with pytest.raises(ValueError, match="dp conflicts with plan="):
+        meshtp.evaluate("nvswitch-8xa100", "atp-m1", 8, plan=layouts[0]["plan"], dp=1)
+
+
+def test_progress_splits_is_taken_and_kept():
+    got = meshtp.evaluate("nvswitch-8xa100", "atp-m1", 8, mesh=[4, 2], progress_splits=2)
+    assert got["plan"]["progress_splits"] == 2
+    again = meshtp.evaluate("nvswitch-8xa100", "atp-m1", 8, plan=got["plan"])
+    assert again["plan"]["progress_splits"] == 2
+
+
+# Plans carry provenance, and a plan for another model is refused.
+
+def test_plans_carry_their_provenance():
+    shape = {"layers", "hidden", "heads", "vocab", "batch", "seq"}
+    rows = [meshtp.plan("nvswitch-8xa100", "small", 8)["best"],
+            meshtp.plan_3d("nvswitch-8xa100", "small", 8, top=1)["best"],
+            meshtp.evaluate("nvswitch-8xa100", "small", 8, mesh="4x2")]
+    for row in rows:
+        p = row["plan"]["provenance"]
+        assert p["topology"] == "nvswitch-8xa100" and p["model"] == "small", p
+        assert set(p["model_shape"]) == shape and p["model_shape"]["vocab"] == 256
+        assert p["predicted_step_s"] == pytest.approx(row["t_step_s"])
+    cli = cli_json("plan", "--topology", "nvswitch-8xa100", "--model", "small", "--devices", "8")
+    assert cli["best"]["plan"]["provenance"] == rows[0]["plan"]["provenance"]
+    for c in cli["candidates"]:
+        assert "plan" not in c or c["plan"]["provenance"]["model"] == "small"
+
+
+def test_a_plan_for_another_model_is_refused(tmp_path):
+    made = meshtp.plan("nvlink-network-2", "small")["best"]["plan"]
+    with pytest.raises(ValueError, match=r"meshtp.evaluate: plan was made for model 'small', "
+                                         r"not this one 'tiny' \(layers 4 ≠ 2, hidden 256 ≠ 64"):
+        meshtp.evaluate("nvlink-network-2", "tiny", plan=made)
+    # train --plan refuses the same plan, by the same check (layout::check_model_fit).
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(made))
+    assert re.match(r"--plan .*plan.json was made for model 'small', not this one 'tiny'",
+                    cli_error("train", "--model", "tiny", "--plan", str(path), "--steps", "1"))
+
+
+def test_a_plan_for_another_vocabulary_is_refused(tmp_path):
+    small = json.loads((pathlib.Path(__file__).resolve().parents[2] / "models" / "small.json")
+                       .read_text())
+    small.update(name="small-512", vocab=512)
+    model = tmp_path / "small-512.json"
+    model.write_text(json.dumps(small))
+    made = meshtp.plan("nvlink-network-2", str(model))["best"]["plan"]
+    assert made["provenance"]["model_shape"]["vocab"] == 512
+    with pytest.raises(ValueError, match=r"not this one 'small' \(vocab 512 ≠ 256\)"):
+        meshtp.evaluate("nvlink-network-2", "small", plan=made)
+    # A plan made for the layers alone (vocab 0) runs under any head.
+    layers_only = meshtp.plan("nvswitch-8xa100", "atp-m1", 8)["best"]["plan"]
+    assert layers_only["provenance"]["model_shape"]["vocab"] == 0
+
+
+# Python's types as Python means them.
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: meshtp.plan("nvswitch-8xa100", "atp-m1", batch=True),
+     r"meshtp.plan: batch=True is a bool, not an integer"),
+    (lambda: meshtp.plan("nvswitch-8xa100", "atp-m1", True),
+     r"meshtp.plan: devices=True is a bool, not an integer"),
+    (lambda: meshtp.evaluate("nvswitch-8xa100", "atp-m1", dp=True),
+     r"meshtp.evaluate: dp=True is a bool, not an integer"),
+    (lambda: meshtp.plan_3d("nvswitch-8xa100", "atp-m1", top=False),
+     r"meshtp.plan_3d: top=False is a bool, not an integer"),
+    (lambda: meshtp.evaluate("nvswitch-8xa100", "atp-m1", sequence_parallel=1),
+     r"meshtp.evaluate: sequence_parallel=1 has the wrong type \(True or False"),
+    (lambda: meshtp.plan("nvswitch-8xa100", "atp-m1", chunks=[1, True]),
+     r"meshtp.plan: chunks=\[1, True\] has an item that is not a string or an integer"),
+    (lambda: meshtp.plan("nvswitch-8xa100", "atp-m1", strategies=[]),
+     r"meshtp.plan: strategies=\[\] is empty: leave it out"),
+    (lambda: meshtp.plan_3d("nvswitch-8xa100", "atp-m1", chunks=()),
+     r"meshtp.plan_3d: chunks=\(\) is empty: leave it out"),
+    (lambda: meshtp.plan("nvswitch-8xa100", "atp-m1", strategies=""),
+     r"meshtp.plan: strategies='' is empty: leave it out"),
+    (lambda: meshtp.plan("nvswitch-8xa100", "atp-m1", batch=2**31),
+     r"meshtp.plan: batch=2147483648 is out of range \(an integer from 1 to 2147483647\)"),
+    (lambda: meshtp.plan("nvswitch-8xa100", "atp-m1", 2**40),
+     r"meshtp.plan: devices=1099511627776 is out of range"),
+    (lambda: meshtp.evaluate("nvswitch-8xa100", "atp-m1", dp=2**64),
+     r"meshtp.evaluate: dp=18446744073709551616 is out of range"),
+    (lambda: meshtp.evaluate("nvswitch-8xa100", "atp-m1", zero=-2**63 - 1),
+     r"meshtp.evaluate: zero=-9223372036854775809 is out of range"),
+    (lambda: meshtp.plan("nvswitch-8xa100", "atp-m1", chunks=[1, 2**33]),
+     r"meshtp.plan: chunks=8589934592 is out of range"),
+    (lambda: meshtp.plan_3d("nvswitch-8xa100", "atp-m1", max_tp=2**31),
+     r"meshtp.plan_3d: max_tp=2147483648 is out of range"),
+    (lambda: meshtp.evaluate("nvswitch-8xa100", "atp-m1", plan="plan.json"),
+     r"meshtp.evaluate: plan= must be a plan dict"),
+])
+def test_types_as_python_means_them(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+# emit= and report=: the CLI's --emit and --report, from Python.
+
+def test_emit_gives_the_frameworks_configuration(tmp_path):
+    args = ("dgx-a100-8x8", "gpt3-175b")
+    got = meshtp.plan_3d(*args, top=2, emit="megatron")
+    text = got.pop("emit")
+    assert got == meshtp.plan_3d(*args, top=2)  # the rest is the dict without emit=
+    cli = subprocess.run([CLI, "plan", "--3d", "--topology", args[0], "--model", args[1],
+                          "--emit", "megatron"], capture_output=True, text=True, check=True)
+    assert text == cli.stdout and "--tensor-model-parallel-size" in text
+    out = tmp_path / "titan.toml"
+    got = meshtp.evaluate(*args, pp=8, mesh=[8, 1], microbatches=16, emit="torchtitan",
+                          emit_file=str(out))
+    assert got["emit"] == out.read_text() and "[parallelism]" in got["emit"]
+    got = meshtp.plan("nvswitch-8xa100", "atp-m1", 8, emit="deepspeed")
+    assert json.loads("\n".join(l for l in got["emit"].splitlines() if not l.startswith("#")))
+    with pytest.raises(ValueError, match="unknown framework 'bogus'"):
+        meshtp.plan("nvswitch-8xa100", "atp-m1", 8, emit="bogus")
+
+
+def test_report_writes_the_page(tmp_path):
+    got = meshtp.plan("nvswitch-8xa100", "atp-m1", 8, report=str(tmp_path / "r"))
+    assert got == meshtp.plan("nvswitch-8xa100", "atp-m1", 8)
+    written = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert written["result"] == got
+    assert (tmp_path / "r" / "index.html").stat().st_size > 0
+
+
+def test_defaults_come_from_the_library():
+    """The module copies no CLI default: its chunks, top, max_tp and the evaluation's schedule
+    are plan::PlanQuery's, plan::LayoutRequest's and plan::with_search_schedule's."""
+    source = (pathlib.Path(__file__).resolve().parents[2] / "src" / "python" /
+              "meshtp_module.cpp").read_text()
+    for copied in ('"1,2,4"', "plan::search_schedule(", "value_or(256)", "value_or(10)",
+                   'value_or("meshtp")', 'value_or("1")'):
+        assert copied not in source, copied
+    assert meshtp.plan("nvswitch-8xa100", "atp-m1", 8) == cli_json(
+        "plan", "--topology", "nvswitch-8xa100", "--model", "atp-m1", "--devices", "8")
+    assert len(meshtp.plan_3d("nvswitch-8xa100", "atp-m1", 8)["layouts"]) == len(cli_json(
+        "plan", "--3d", "--topology", "nvswitch-8xa100", "--model", "atp-m1")["layouts"])
