@@ -1,11 +1,10 @@
 #include "model/gemm2d_block.hpp"
 
 #include "core/error.hpp"
-#include "core/op_costs.hpp"
 #include "core/parse.hpp"
-#include "core/simulation.hpp"
 #include "ops/attention.hpp"
 #include "ops/gelu.hpp"
+#include "ops/linear.hpp"
 #include "ops/residual.hpp"
 #include "parallel/layernorm_sharded.hpp"
 
@@ -25,26 +24,6 @@ constexpr std::pair<int, int> kRowPartial[] = {
 constexpr int kRowPartialWidth = 13;
 
 Tensor matrix_buffer(std::int64_t rows, std::int64_t cols) { return Tensor({rows, cols}); }
-
-// y[n, :] += b
-void add_bias(MatrixView y, std::span<const float> b) {
-  if (simhooks::charge_bytes(op_costs::bytes(y.rows * y.cols, op_costs::kBiasForwardTouches)))
-    return;
-  for (std::int64_t r = 0; r < y.rows; ++r) {
-    float* row = y.data + r * y.ld;
-    for (std::int64_t j = 0; j < y.cols; ++j) row[j] += b[static_cast<std::size_t>(j)];
-  }
-}
-
-// db += Σ_n dy[n, :]
-void bias_backward(std::span<float> db, ConstMatrixView dy) {
-  if (simhooks::charge_bytes(op_costs::bytes(dy.rows * dy.cols, op_costs::kBiasBackwardTouches)))
-    return;
-  for (std::int64_t r = 0; r < dy.rows; ++r) {
-    const float* row = dy.data + r * dy.ld;
-    for (std::int64_t j = 0; j < dy.cols; ++j) db[static_cast<std::size_t>(j)] += row[j];
-  }
-}
 
 }  // namespace
 
@@ -236,13 +215,13 @@ void Gemm2dBlock::backward(const parallel::ChunkedMatrix& dx_stream,
   // y = x_mid + mlp2(gelu(mlp1(ln2(x_mid))))
   MatrixView dxmid = ws.dxmid.matrix();
   residual_backward_copy(dxmid, {dy.data, nl_, hl_, dy.ld});
-  bias_backward(part[kMlp2Bias], dy);
+  add_bias_grad(part[kMlp2Bias], dy);
   ws.dgelu.fill(0.0f);
   parallel::gemm2d_linear_backward(m, plans_.mlp2, ws.dgelu.matrix(), weight_grad(kMlp2Weight), dy,
                                    gelu_.matrix(), weight(kMlp2Weight), ws.gemm);
   ws.dmlp1.fill(0.0f);
   gelu_backward(ws.dmlp1.matrix(), mlp1_.matrix(), ws.dgelu.matrix());
-  bias_backward(part[kMlp1Bias], ws.dmlp1.matrix());
+  add_bias_grad(part[kMlp1Bias], ws.dmlp1.matrix());
   ws.dxn.fill(0.0f);
   parallel::gemm2d_linear_backward(m, plans_.mlp1, ws.dxn.matrix(), weight_grad(kMlp1Weight),
                                    ws.dmlp1.matrix(), xn2_.matrix(), weight(kMlp1Weight), ws.gemm);
@@ -250,7 +229,7 @@ void Gemm2dBlock::backward(const parallel::ChunkedMatrix& dx_stream,
                                        xmid_.matrix(), p_[kLn2Weight], ln2_mean_.values(),
                                        ln2_rstd_.values(), h, row, ws.ln_scratch);
   // x_mid = x + proj(attention(qkv(ln1(x))))
-  bias_backward(part[kProjBias], dxmid);
+  add_bias_grad(part[kProjBias], dxmid);
   ws.dattn.fill(0.0f);
   parallel::gemm2d_linear_backward(m, plans_.proj, ws.dattn.matrix(), weight_grad(kProjWeight),
                                    dxmid, attn_.matrix(), weight(kProjWeight), ws.gemm);
@@ -265,7 +244,7 @@ void Gemm2dBlock::backward(const parallel::ChunkedMatrix& dx_stream,
   attention_backward(ws.dqkv.matrix(), ws.att_scratch.values(), ws.dattn.matrix(), qkv_.matrix(),
                      att(ws).values(), config_.shape.batch / m.size(0), config_.shape.seq,
                      config_.shape.heads / m.size(1));
-  bias_backward(part[kQkvBias], ws.dqkv.matrix());
+  add_bias_grad(part[kQkvBias], ws.dqkv.matrix());
   ws.dxn.fill(0.0f);
   parallel::gemm2d_linear_backward(m, plans_.qkv, ws.dxn.matrix(), weight_grad(kQkvWeight),
                                    ws.dqkv.matrix(), xn1_.matrix(), weight(kQkvWeight), ws.gemm);

@@ -51,14 +51,31 @@ void linear_backward_weight(MatrixView dw, std::span<float> db, ConstMatrixView 
   MESHTP_CHECK(db.empty() || static_cast<std::int64_t>(db.size()) == M,
                "linear_backward_weight bias gradient has {} values, expected M={}", db.size(), M);
   gemm(dy, Trans::kYes, x, Trans::kNo, dw, 1.0f, 1.0f);
-  // db += Σ_n dy[n,:], row by row so the inner loop is contiguous and vectorises.
+  if (!db.empty()) add_bias_grad(db, dy);
+}
+
+void add_bias(MatrixView y, std::span<const float> b) {
   const ScopedSpan span("bias", SpanKind::kCompute);
-  if (db.empty() ||
-      simhooks::charge_bytes(op_costs::bytes(N * M, op_costs::kBiasBackwardTouches))) {
+  MESHTP_CHECK(static_cast<std::int64_t>(b.size()) == y.cols,
+               "add_bias: bias has {} values for {} columns", b.size(), y.cols);
+  if (simhooks::charge_bytes(op_costs::bytes(y.rows * y.cols, op_costs::kBiasForwardTouches)))
     return;
-  }
   const auto& k = kernels::fast();
-  for (std::int64_t n = 0; n < N; ++n) k.add(db.data(), db.data(), dy.data + n * dy.ld, M);
+  for (std::int64_t n = 0; n < y.rows; ++n) {
+    float* row = y.data + n * y.ld;
+    k.add(row, row, b.data(), y.cols);
+  }
+}
+
+void add_bias_grad(std::span<float> db, ConstMatrixView dy) {
+  const ScopedSpan span("bias", SpanKind::kCompute);
+  MESHTP_CHECK(static_cast<std::int64_t>(db.size()) == dy.cols,
+               "add_bias_grad: {} outputs for {} columns", db.size(), dy.cols);
+  if (simhooks::charge_bytes(op_costs::bytes(dy.rows * dy.cols, op_costs::kBiasBackwardTouches)))
+    return;
+  // Row by row, so the inner loop is contiguous and vectorises.
+  const auto& k = kernels::fast();
+  for (std::int64_t n = 0; n < dy.rows; ++n) k.add(db.data(), db.data(), dy.data + n * dy.ld, dy.cols);
 }
 
 void linear_backward(MatrixView dx, MatrixView dw, std::span<float> db, ConstMatrixView dy,

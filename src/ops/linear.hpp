@@ -42,4 +42,10 @@ void linear_backward_data(MatrixView dx, ConstMatrixView dy, ConstMatrixView w);
 void linear_backward_weight(MatrixView dw, std::span<float> db, ConstMatrixView dy,
                             ConstMatrixView x);
 
+// The bias on its own, for layers whose product runs elsewhere (2D GeMM blocks, chunked
+// linears): y[n,:] += b for every row (b.size() == y.cols), and db += Σ_n dy[n,:]
+// (db.size() == dy.cols). Simulated build, charged mode: their time instead (core/simulation.hpp).
+void add_bias(MatrixView y, std::span<const float> b);
+void add_bias_grad(std::span<float> db, ConstMatrixView dy);
+
 }  // namespace meshtp

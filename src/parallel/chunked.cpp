@@ -3,10 +3,6 @@
 #include <algorithm>
 
 #include "core/error.hpp"
-#include "core/op_costs.hpp"
-#include "core/simulation.hpp"
-#include "core/trace.hpp"
-#include "ops/kernels.hpp"
 #include "parallel/chunked_collective.hpp"
 
 namespace meshtp::parallel {
@@ -68,30 +64,6 @@ void gemm_poked(ConstMatrixView a, Trans trans_a, ConstMatrixView b, Trans trans
                                                           : a.block(0, r0, a.rows, r1 - r0);
     gemm(a_panel, trans_a, b, trans_b, c.block(r0, 0, r1 - r0, c.cols), alpha, beta);
     if (k + 1 < splits) progress->poke();
-  }
-}
-
-void add_row_sums(std::span<float> out, ConstMatrixView x) {
-  const ScopedSpan span("bias", SpanKind::kCompute);
-  MESHTP_CHECK(static_cast<std::int64_t>(out.size()) == x.cols,
-               "add_row_sums: {} outputs for {} columns", out.size(), x.cols);
-  // Simulated build, charged mode: the time instead of the work (core/simulation.hpp).
-  if (simhooks::charge_bytes(op_costs::bytes(x.rows * x.cols, op_costs::kBiasBackwardTouches)))
-    return;
-  const auto& k = kernels::fast();
-  for (std::int64_t n = 0; n < x.rows; ++n) k.add(out.data(), out.data(), x.data + n * x.ld, x.cols);
-}
-
-void add_bias_rows(MatrixView x, std::span<const float> bias) {
-  const ScopedSpan span("bias", SpanKind::kCompute);
-  MESHTP_CHECK(static_cast<std::int64_t>(bias.size()) == x.cols,
-               "add_bias_rows: bias has {} values for {} columns", bias.size(), x.cols);
-  if (simhooks::charge_bytes(op_costs::bytes(x.rows * x.cols, op_costs::kBiasForwardTouches)))
-    return;
-  const auto& k = kernels::fast();
-  for (std::int64_t n = 0; n < x.rows; ++n) {
-    float* row = x.data + n * x.ld;
-    k.add(row, row, bias.data(), x.cols);
   }
 }
 

@@ -89,9 +89,5 @@ class Progress {
 void gemm_poked(ConstMatrixView a, Trans trans_a, ConstMatrixView b, Trans trans_b,
                 MatrixView c, float alpha, float beta, Progress* progress);
 
-// Σ_n rows of x added into out (out.size() == x.cols): bias gradients.
-void add_row_sums(std::span<float> out, ConstMatrixView x);
-// Every row of x += bias (bias.size() == x.cols).
-void add_bias_rows(MatrixView x, std::span<const float> bias);
 
 }  // namespace meshtp::parallel

@@ -1,5 +1,7 @@
 #include "parallel/linear2d.hpp"
 
+#include "ops/linear.hpp"
+
 #include "core/error.hpp"
 
 namespace meshtp::parallel {
@@ -157,7 +159,7 @@ void Linear2D::forward_start(int i, const ChunkedMatrix& xg, const ChunkedMatrix
 
 void Linear2D::forward_wait(int i, const ChunkedMatrix& y) {
   reduce_output_.wait(i);
-  add_bias_rows(y.chunk(i), output_bias(y));
+  add_bias(y.chunk(i), output_bias(y));
 }
 
 std::span<const float> Linear2D::output_bias(const ChunkedMatrix& y) const {
@@ -196,7 +198,7 @@ void Linear2D::backward_weight(const ChunkedMatrix& dyp, const ChunkedMatrix& xg
     // Chunk-major row blocks are the row-major whole: one GeMM over all n rows.
     const MatrixView dw{dw_.data(), m_local_, k_local_, k_local_};
     gemm_poked(dyp.whole(), Trans::kYes, xg.whole(), Trans::kNo, dw, 1.0f, 1.0f, progress);
-    add_row_sums(db_, dyp.whole());
+    add_bias_grad(db_, dyp.whole());
     return;
   }
   const std::int64_t mp = m_local_ / out_pieces();
@@ -206,7 +208,7 @@ void Linear2D::backward_weight(const ChunkedMatrix& dyp, const ChunkedMatrix& xg
         gemm_poked(dyp.piece(i, jy), Trans::kYes, xg.piece(i, jx), Trans::kNo, dw_block(jy, jx),
                    1.0f, 1.0f, progress);
       }
-      add_row_sums(db_.subspan(static_cast<std::size_t>(jy * mp), static_cast<std::size_t>(mp)),
+      add_bias_grad(db_.subspan(static_cast<std::size_t>(jy * mp), static_cast<std::size_t>(mp)),
                    dyp.piece(i, jy));
     }
   }
