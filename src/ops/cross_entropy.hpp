@@ -34,6 +34,29 @@ void cross_entropy_backward(MatrixView dlogits, ConstMatrixView logits, std::spa
                             std::span<const std::int32_t> targets, float dloss = 1.0f);
 
 // The naive scalar loops (libm exp) the fast kernels above are tested against.
+// Cross-entropy over a vocabulary shard: logits [N, V_local] hold columns [begin, begin +
+// V_local) of the vocabulary, whose real tokens end at vocab_real (columns past it are padding:
+// −∞, probability 0). Three forward phases with a reduction over the shards between them (the
+// vocabulary-parallel head, parallel/vocab_parallel.hpp):
+//   1  padding to −∞; row_max[n] = max over local columns                  → max over shards
+//   2  sums[2n] = Σ_v exp(logits[n,v] − row_max[n]); sums[2n+1] = the target's logit if it
+//      is in the shard, else 0                                              → sum over shards
+//   3  lse[n] = row_max[n] + log sums[2n]; returns the mean of lse[n] − target logit
+// backward (after phase 3, on the saved lse): logits become dlogits = scale·(softmax − onehot),
+// in place. Simulated build, charged mode: phase 1 and the backward charge the op's bytes,
+// nothing is computed and phase 3 returns 0.
+void cross_entropy_shard_max(MatrixView logits, std::span<float> row_max, std::int64_t begin,
+                             std::int64_t vocab_real);
+void cross_entropy_shard_sums(std::span<float> sums, ConstMatrixView logits,
+                              std::span<const float> row_max,
+                              std::span<const std::int32_t> targets, std::int64_t begin,
+                              std::int64_t vocab_real);
+double cross_entropy_shard_loss(std::span<float> lse, std::span<const float> row_max,
+                                std::span<const float> sums);
+void cross_entropy_shard_backward(MatrixView logits, std::span<const float> lse,
+                                  std::span<const std::int32_t> targets, std::int64_t begin,
+                                  float scale);
+
 double cross_entropy_forward_reference(std::span<float> lse, ConstMatrixView logits,
                                        std::span<const std::int32_t> targets);
 void cross_entropy_backward_reference(MatrixView dlogits, ConstMatrixView logits,

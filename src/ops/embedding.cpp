@@ -1,9 +1,12 @@
 #include "ops/embedding.hpp"
 
+#include <cstring>
+
 #include "core/error.hpp"
 #include "core/op_costs.hpp"
 #include "core/simulation.hpp"
 #include "core/trace.hpp"
+#include "ops/kernels.hpp"
 
 namespace meshtp {
 namespace {
@@ -66,4 +69,46 @@ void embedding_backward(MatrixView dwte, MatrixView dwpe, ConstMatrixView dout,
   }
 }
 
+
+// ---- a vocabulary shard (embedding.hpp) -------------------------------------------------
+
+void embedding_shard_forward(MatrixView out, std::span<const std::int32_t> tokens,
+                             ConstMatrixView wte_shard, std::int64_t begin) {
+  MESHTP_CHECK(static_cast<std::int64_t>(tokens.size()) == out.rows && wte_shard.cols == out.cols,
+               "embedding_shard_forward: {} tokens for {} rows, table {} wide, output {}",
+               tokens.size(), out.rows, wte_shard.cols, out.cols);
+  if (simhooks::charge_bytes(
+          op_costs::bytes(out.rows * out.cols, op_costs::kEmbeddingForwardTouches))) {
+    return;
+  }
+  const auto row_bytes = static_cast<std::size_t>(out.cols) * sizeof(float);
+  for (std::int64_t n = 0; n < out.rows; ++n) {
+    float* dst = out.data + n * out.ld;
+    const std::int32_t t = tokens[static_cast<std::size_t>(n)];
+    if (in_vocab_shard(t, begin, wte_shard.rows)) {
+      std::memcpy(dst, wte_shard.data + (t - begin) * wte_shard.ld, row_bytes);
+    } else {
+      std::memset(dst, 0, row_bytes);
+    }
+  }
+}
+
+void embedding_shard_backward(MatrixView dwte_shard, ConstMatrixView dout,
+                              std::span<const std::int32_t> tokens, std::int64_t begin) {
+  MESHTP_CHECK(static_cast<std::int64_t>(tokens.size()) == dout.rows &&
+                   dwte_shard.cols == dout.cols,
+               "embedding_shard_backward: {} tokens for {} rows, table {} wide, gradient {}",
+               tokens.size(), dout.rows, dwte_shard.cols, dout.cols);
+  if (simhooks::charge_bytes(
+          op_costs::bytes(dout.rows * dout.cols, op_costs::kEmbeddingBackwardTouches))) {
+    return;
+  }
+  const auto& k = kernels::fast();
+  for (std::int64_t n = 0; n < dout.rows; ++n) {
+    const std::int32_t t = tokens[static_cast<std::size_t>(n)];
+    if (!in_vocab_shard(t, begin, dwte_shard.rows)) continue;
+    float* dst = dwte_shard.data + (t - begin) * dwte_shard.ld;
+    k.add(dst, dst, dout.data + n * dout.ld, dout.cols);
+  }
+}
 }  // namespace meshtp

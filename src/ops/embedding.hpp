@@ -30,4 +30,18 @@ void embedding_forward(MatrixView out, std::span<const std::int32_t> tokens, std
 void embedding_backward(MatrixView dwte, MatrixView dwpe, ConstMatrixView dout,
                         std::span<const std::int32_t> tokens, std::int64_t B, std::int64_t T);
 
+// A vocabulary shard of the token table: wte_shard holds rows [begin, begin + wte_shard.rows).
+//   forward   out[n,:] = wte_shard[t_n − begin,:] for a token in the shard, else 0 (the caller
+//             sums out over the shards: the vocabulary-parallel embedding)
+//   backward  dwte_shard[t_n − begin,:] += dout[n,:] for the tokens in the shard
+// Tokens are the caller's to check. Charged in the simulated build (core/simulation.hpp).
+// Whether token falls in the vocabulary shard [begin, begin + rows).
+inline bool in_vocab_shard(std::int32_t token, std::int64_t begin, std::int64_t rows) {
+  return token >= begin && token < begin + rows;
+}
+void embedding_shard_forward(MatrixView out, std::span<const std::int32_t> tokens,
+                             ConstMatrixView wte_shard, std::int64_t begin);
+void embedding_shard_backward(MatrixView dwte_shard, ConstMatrixView dout,
+                              std::span<const std::int32_t> tokens, std::int64_t begin);
+
 }  // namespace meshtp

@@ -1,5 +1,6 @@
 #include "ops/layernorm.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.hpp"
@@ -157,6 +158,73 @@ void layernorm_backward_reference(MatrixView dx, std::span<float> dw, std::span<
       const float xhat = (xr[c] - m) * s;
       dxr[c] += s * (dyr[c] * w[c] - g_mean - xhat * gx_mean);
     }
+  }
+}
+
+// ---- the sharded LayerNorm's phases (layernorm.hpp) ------------------------------------
+
+void layernorm_shard_forward_sums(ConstMatrixView x, std::span<double> sums) {
+  const std::int64_t N = x.rows, C = x.cols;
+  MESHTP_CHECK(static_cast<std::int64_t>(sums.size()) >= 2 * N,
+               "layernorm_shard_forward_sums: {} sums for {} rows (2·N needed)", sums.size(), N);
+  if (simhooks::charge_bytes(op_costs::bytes(N * C, op_costs::kLayerNormForwardTouches))) return;
+  const auto& k = kernels::fast();
+  for (std::int64_t n = 0; n < N; ++n) {
+    const kernels::RowSums m = k.moments(x.data + n * x.ld, C);
+    sums[static_cast<std::size_t>(n)] = m.first;
+    sums[static_cast<std::size_t>(N + n)] = m.second;
+  }
+}
+
+void layernorm_shard_forward_apply(MatrixView y, std::span<float> mean, std::span<float> rstd,
+                                   ConstMatrixView x, std::span<const float> w,
+                                   std::span<const float> b, std::span<const double> sums,
+                                   std::int64_t c_global) {
+  if (simhooks::values_meaningless()) return;  // charged in phase 1
+  const std::int64_t N = x.rows, C = x.cols;
+  const auto& k = kernels::fast();
+  const double inv_c = 1.0 / static_cast<double>(c_global);
+  for (std::int64_t n = 0; n < N; ++n) {
+    const double mu = sums[static_cast<std::size_t>(n)] * inv_c;
+    const double var = std::max(sums[static_cast<std::size_t>(N + n)] * inv_c - mu * mu, 0.0);
+    mean[n] = static_cast<float>(mu);
+    rstd[n] = static_cast<float>(1.0 / std::sqrt(var + kLayerNormEps));
+    k.layernorm_row_apply(y.data + n * y.ld, x.data + n * x.ld, C, w.data(), b.data(), mean[n],
+                          rstd[n]);
+  }
+}
+
+void layernorm_shard_backward_sums(std::span<double> sums, std::span<float> dw,
+                                   std::span<float> db, ConstMatrixView dy, ConstMatrixView x,
+                                   std::span<const float> w, std::span<const float> mean,
+                                   std::span<const float> rstd) {
+  const std::int64_t N = x.rows, C = x.cols;
+  MESHTP_CHECK(static_cast<std::int64_t>(sums.size()) >= 2 * N,
+               "layernorm_shard_backward_sums: {} sums for {} rows (2·N needed)", sums.size(), N);
+  if (simhooks::charge_bytes(op_costs::bytes(N * C, op_costs::kLayerNormBackwardTouches))) return;
+  const auto& k = kernels::fast();
+  for (std::int64_t n = 0; n < N; ++n) {
+    const kernels::RowSums r =
+        k.layernorm_row_backward_sums(dy.data + n * dy.ld, x.data + n * x.ld, C, w.data(),
+                                      mean[n], rstd[n], dw.data(), db.data());
+    sums[static_cast<std::size_t>(n)] = r.first;
+    sums[static_cast<std::size_t>(N + n)] = r.second;
+  }
+}
+
+void layernorm_shard_backward_apply(MatrixView dx, ConstMatrixView dy, ConstMatrixView x,
+                                    std::span<const float> w, std::span<const float> mean,
+                                    std::span<const float> rstd, std::span<const double> sums,
+                                    std::int64_t c_global) {
+  if (simhooks::values_meaningless()) return;  // charged in phase 1
+  const std::int64_t N = x.rows, C = x.cols;
+  const auto& k = kernels::fast();
+  const double inv_c = 1.0 / static_cast<double>(c_global);
+  for (std::int64_t n = 0; n < N; ++n) {
+    k.layernorm_row_backward_apply(
+        dx.data + n * dx.ld, dy.data + n * dy.ld, x.data + n * x.ld, C, w.data(), mean[n], rstd[n],
+        static_cast<float>(sums[static_cast<std::size_t>(n)] * inv_c),
+        static_cast<float>(sums[static_cast<std::size_t>(N + n)] * inv_c));
   }
 }
 

@@ -1,13 +1,7 @@
 #include "parallel/layernorm_sharded.hpp"
 
-#include <algorithm>
-#include <cmath>
-
 #include "core/error.hpp"
-#include "core/op_costs.hpp"
-#include "core/simulation.hpp"
 #include "core/trace.hpp"
-#include "ops/kernels.hpp"
 #include "ops/layernorm.hpp"
 #include "ops/residual.hpp"
 
@@ -45,29 +39,12 @@ void layernorm_sharded_forward(MatrixView y, std::span<float> mean, std::span<fl
                    static_cast<std::int64_t>(rstd.size()) == N,
                "layernorm_sharded_forward: y {}x{}, x {}x{}, w {}, b {}, mean {}, rstd {}",
                y.rows, y.cols, N, C, w.size(), b.size(), mean.size(), rstd.size());
-  // Simulated build, charged mode: the time instead of the work (core/simulation.hpp), the
-  // same bytes as the serial LayerNorm; the statistics' all-reduce still runs.
-  const bool charged =
-      simhooks::charge_bytes(op_costs::bytes(N * C, op_costs::kLayerNormForwardTouches));
-  // Σx and Σx² per row (double lanes), all-reduced with the other feature shards.
-  const auto& k = kernels::fast();
-  double* s1 = scratch.data();
-  double* s2 = scratch.data() + N;
-  for (std::int64_t n = 0; n < N && !charged; ++n) {
-    const kernels::RowSums m = k.moments(x.data + n * x.ld, C);
-    s1[n] = m.first;
-    s2[n] = m.second;
-  }
-  group->all_reduce(scratch.first(static_cast<std::size_t>(2 * N)));
-  const double inv_c = 1.0 / static_cast<double>(c_global);
-  for (std::int64_t n = 0; n < N && !charged; ++n) {
-    const double mu = s1[n] * inv_c;
-    const double var = std::max(s2[n] * inv_c - mu * mu, 0.0);
-    mean[n] = static_cast<float>(mu);
-    rstd[n] = static_cast<float>(1.0 / std::sqrt(var + kLayerNormEps));
-    k.layernorm_row_apply(y.data + n * y.ld, x.data + n * x.ld, C, w.data(), b.data(), mean[n],
-                          rstd[n]);
-  }
+  // Σx and Σx² per row over the local features (double lanes), summed over the feature shards,
+  // then the statistics and y (ops/layernorm.hpp's two phases; charged in the simulated build).
+  const std::span<double> sums = scratch.first(static_cast<std::size_t>(2 * N));
+  layernorm_shard_forward_sums(x, sums);
+  group->all_reduce(sums);
+  layernorm_shard_forward_apply(y, mean, rstd, x, w, b, sums, c_global);
 }
 
 void layernorm_sharded_backward(MatrixView dx, std::span<float> dw, std::span<float> db,
@@ -89,26 +66,12 @@ void layernorm_sharded_backward(MatrixView dx, std::span<float> dw, std::span<fl
                    static_cast<std::int64_t>(w.size()) == C,
                "layernorm_sharded_backward: dx {}x{}, dy {}x{}, x {}x{}, w {}, dw {}, db {}",
                dx.rows, dx.cols, dy.rows, dy.cols, N, C, w.size(), dw.size(), db.size());
-  const bool charged =
-      simhooks::charge_bytes(op_costs::bytes(N * C, op_costs::kLayerNormBackwardTouches));
-  // Σ g and Σ g·x̂ per row (g = dy⊙w), all-reduced with the other feature shards.
-  const auto& k = kernels::fast();
-  double* t1 = scratch.data();
-  double* t2 = scratch.data() + N;
-  for (std::int64_t n = 0; n < N && !charged; ++n) {
-    const kernels::RowSums r =
-        k.layernorm_row_backward_sums(dy.data + n * dy.ld, x.data + n * x.ld, C, w.data(),
-                                      mean[n], rstd[n], dw.data(), db.data());
-    t1[n] = r.first;
-    t2[n] = r.second;
-  }
-  group->all_reduce(scratch.first(static_cast<std::size_t>(2 * N)));
-  const double inv_c = 1.0 / static_cast<double>(c_global);
-  for (std::int64_t n = 0; n < N && !charged; ++n) {
-    k.layernorm_row_backward_apply(dx.data + n * dx.ld, dy.data + n * dy.ld, x.data + n * x.ld, C,
-                                   w.data(), mean[n], rstd[n], static_cast<float>(t1[n] * inv_c),
-                                   static_cast<float>(t2[n] * inv_c));
-  }
+  // Σ g and Σ g·x̂ per row (g = dy⊙w) over the local features, summed over the feature
+  // shards, then dx (ops/layernorm.hpp's two phases).
+  const std::span<double> sums = scratch.first(static_cast<std::size_t>(2 * N));
+  layernorm_shard_backward_sums(sums, dw, db, dy, x, w, mean, rstd);
+  group->all_reduce(sums);
+  layernorm_shard_backward_apply(dx, dy, x, w, mean, rstd, sums, c_global);
 }
 
 void residual_layernorm_sharded_forward(MatrixView sum, MatrixView y, std::span<float> mean,
