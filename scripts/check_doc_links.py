@@ -9,9 +9,10 @@ Every Markdown link [text](target) outside code whose target is not a URL must n
 that exists (relative to the page), and its #anchor, if any, a heading of that file as GitHub
 spells anchors (lower case, punctuation dropped, spaces as '-', repeats numbered -1, -2, …).
 
-Numbers in the README are quoted, not retyped: a block quote there, "> “text” … — [page](…)",
-must quote text that the linked page holds (compared with Markdown emphasis and line breaks
-removed), so a quote goes stale only together with its source. The ctest test `doc_links`
+Numbers in the README are quoted, not retyped: a block quote there, "> “text” … — [page](…)
+… (YYYY-MM-DD)", must quote text that the linked page holds (compared with Markdown emphasis
+and line breaks removed), so a quote goes stale only together with its source, and give the
+date it was measured. The README is a front door: at most 300 lines. The ctest test `doc_links`
 runs this with --self-check. Exit status 0: all good; 1: each problem printed on its own line.
 """
 import re
@@ -23,6 +24,7 @@ from pathlib import Path
 
 LINK = re.compile(r"(?<!!)\[((?:[^\[\]]|\[[^\]]*\])*)\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 FENCE = re.compile(r"^\s*(```|~~~)")
+MAX_README_LINES = 300
 
 
 def pages(root):
@@ -112,6 +114,8 @@ def check_quotes(readme, root, problems):
             problems.append(f"{where}: a block quote must be “quoted text” — [page](path)")
             continue
         dest = readme.parent / source.group(1)
+        if not re.search(r"\b20\d\d-\d\d-\d\d\b", joined):
+            problems.append(f"{where}: the quote gives no date (YYYY-MM-DD) of the measurement")
         if not dest.exists():
             problems.append(f"{where}: the quote's source {source.group(1)} does not exist")
         elif normalise(quote.group(1)) not in normalise(dest.read_text(encoding="utf-8")):
@@ -124,6 +128,10 @@ def check(root):
     for page in pages(root):
         check_links(page, root, problems)
     check_quotes(root / "README.md", root, problems)
+    lines = (root / "README.md").read_text(encoding="utf-8").count("\n")
+    if lines > MAX_README_LINES:
+        problems.append(f"README.md: {lines} lines, more than {MAX_README_LINES}: move the "
+                        "detail to a page in docs/ and link it")
     return problems
 
 
@@ -134,6 +142,8 @@ def self_check(root):
         ("README.md", "](docs/usage.md)", "](docs/no-such-page.md)"),
         ("README.md", "](docs/building.md#measured)", "](docs/building.md#no-such-heading)"),
         ("README.md", "“first step at about", "“first step at nearly"),
+        ("README.md", "the demo on a fresh machine (2026-11-27)", "the demo on a fresh machine"),
+        ("README.md", "\n## Where to read on", "\n" * MAX_README_LINES + "## Where to read on"),
     ]
     for file, old, new in breakages:
         with tempfile.TemporaryDirectory() as tmp:
@@ -148,8 +158,8 @@ def self_check(root):
                 return [f"self-check: '{old}' is not in {file}: update the self-check"]
             (copy / file).write_text(text.replace(old, new, 1), encoding="utf-8")
             if not check(copy):
-                return [f"self-check: a copy with '{old}' changed to '{new}' passed: the check "
-                        "cannot fail"]
+                return [f"self-check: a copy with '{old[:40]}' changed to '{new[:40]}' passed: "
+                        "the check cannot fail"]
     print(f"self-check: {len(breakages)} damaged copies each failed, as they must")
     return []
 

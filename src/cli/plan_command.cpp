@@ -54,8 +54,8 @@
 #include "plan/emit.hpp"
 #include "plan/layout_search.hpp"
 #include "plan/planner.hpp"
-#include "plan/provenance.hpp"
 #include "plan/presets.hpp"
+#include "plan/provenance.hpp"
 #include "plan/report.hpp"
 
 namespace meshtp::cli {
@@ -355,7 +355,8 @@ void run_plan(const PlanArgs& args, const CLI::App& app) {
   if (!args.out.empty()) {
     const plan::Candidate& c = row(result, args.pick, "--pick", "--out");
     layout::Plan picked = plan::to_plan(c);
-    picked.provenance = plan::provenance_of(request.topology, request.model, c.t_step_s, c.t_comm_s);
+    picked.provenance =
+        plan::provenance_of(request.topology, request.model, c.t_step_s, c.t_comm_s);
     if (root()) layout::save_plan(args.out, picked);
   }
   if (framework) {

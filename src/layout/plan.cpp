@@ -265,9 +265,10 @@ std::string check_model_fit(const Plan& plan, const ModelShape& shape, std::stri
                "with `meshtp plan --out`",
                source, plan.provenance->model, name, fit.differences);
   if (fit.kind != ModelFit::kBatchOnly) return "";
-  return fmt::format("{} was made for another batch ({}): its layout runs, but was priced for "
-                     "that batch",
-                     source, fit.differences);
+  return fmt::format(
+      "{} was made for another batch ({}): its layout runs, but was priced for "
+      "that batch",
+      source, fit.differences);
 }
 
 Plan load_plan(const std::string& path) {

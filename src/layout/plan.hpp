@@ -89,8 +89,9 @@ Plan load_plan(const std::string& path);
 
 // How a plan made for one model fits the model `name` of `shape` that is about to run it:
 // kSame when its provenance names no sizes (a hand-written plan) or the same ones (a vocab of 0
-// on either side, the layers alone, matches any), kBatchOnly when only the batch differs (the layout
-// runs, priced for another batch), else kOther. `differences` lists them: "hidden 12288 ≠ 64".
+// on either side, the layers alone, matches any), kBatchOnly when only the batch differs (the
+// layout runs, priced for another batch), else kOther. `differences` lists them: "hidden 12288
+// ≠ 64".
 struct ModelFit {
   enum Kind { kSame, kBatchOnly, kOther } kind = kSame;
   std::string differences;

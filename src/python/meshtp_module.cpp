@@ -41,8 +41,8 @@
 #include "layout/plan.hpp"
 #include "plan/layout_search.hpp"
 #include "plan/planner.hpp"
-#include "plan/provenance.hpp"
 #include "plan/presets.hpp"
+#include "plan/provenance.hpp"
 
 namespace py = pybind11;
 
@@ -210,7 +210,8 @@ class Keywords {
       fail("meshtp.{}: {}= must be a plan dict (a result's \"plan\"), not {}", function_, name,
            repr_of(raw(name)));
     }
-    return layout::plan_from_json(to_json(raw(name)), fmt::format("meshtp.{}: {}", function_, name));
+    return layout::plan_from_json(to_json(raw(name)),
+                                  fmt::format("meshtp.{}: {}", function_, name));
   }
 
  private:
@@ -261,9 +262,9 @@ py::object run_cli(const std::vector<std::string>& command, const std::string& t
   py::list argv;
   argv.append(cli);
   for (const std::string& c : command) argv.append(c);
-  for (const std::string& a : {std::string("--topology"), topology, std::string("--model"), model,
-                               std::string("--devices"), std::to_string(devices),
-                               std::string("--json")}) {
+  for (const std::string& a :
+       {std::string("--topology"), topology, std::string("--model"), model,
+        std::string("--devices"), std::to_string(devices), std::string("--json")}) {
     argv.append(a);
   }
   std::string emit_file;
@@ -311,9 +312,8 @@ py::object run_cli(const std::vector<std::string>& command, const std::string& t
   }
   py::object result = py::module_::import("json").attr("loads")(done.attr("stdout"));
   if (kw.given("emit")) {
-    result[py::str("emit")] = py::module_::import("pathlib")
-                                  .attr("Path")(emit_file)
-                                  .attr("read_text")(py::arg("encoding") = "utf-8");
+    result[py::str("emit")] = py::module_::import("pathlib").attr("Path")(emit_file).attr(
+        "read_text")(py::arg("encoding") = "utf-8");
   }
   scratch.attr("cleanup")();
   return result;
@@ -330,7 +330,8 @@ py::object load_topology(const std::string& preset_or_path) {
 
 py::object plan_2d(const std::string& topology, const std::string& model,
                    const py::object& devices_arg, const py::kwargs& kwargs) {
-  const Keywords kw("plan", kwargs, std::vector<std::string>{"batch", "seq", "strategies", "chunks"} + kOutputs);
+  const Keywords kw("plan", kwargs,
+                    std::vector<std::string>{"batch", "seq", "strategies", "chunks"} + kOutputs);
   const int devices = devices_of("plan", devices_arg);
   const plan::PlanRequest request = request_of(topology, model, devices, kw, true);
   if (to_cli(kw)) return run_cli({"plan"}, topology, model, devices, kw);
@@ -339,15 +340,15 @@ py::object plan_2d(const std::string& topology, const std::string& model,
 
 py::object plan_3d(const std::string& topology, const std::string& model,
                    const py::object& devices_arg, const py::kwargs& kwargs) {
-  const Keywords kw("plan_3d", kwargs,
-                    std::vector<std::string>{"batch", "seq", "strategies", "chunks", "top",
-                                             "max_tp", "runtime"} +
-                        kOutputs);
+  const Keywords kw(
+      "plan_3d", kwargs,
+      std::vector<std::string>{"batch", "seq", "strategies", "chunks", "top", "max_tp", "runtime"} +
+          kOutputs);
   const int devices = devices_of("plan_3d", devices_arg);
   const plan::PlanRequest base = request_of(topology, model, devices, kw, true);
   // The search's own strategies and chunks (plan::LayoutRequest's) unless given.
-  plan::LayoutRequest request{.topology = base.topology, .model = base.model,
-                              .devices = base.devices};
+  plan::LayoutRequest request{
+      .topology = base.topology, .model = base.model, .devices = base.devices};
   if (kw.given("strategies")) request.strategies = base.strategies;
   if (kw.given("chunks")) request.chunks = base.chunks;
   request.max_tp = static_cast<int>(kw.integer("max_tp", 1).value_or(request.max_tp));
@@ -359,19 +360,20 @@ py::object plan_3d(const std::string& topology, const std::string& model,
 
 py::object evaluate(const std::string& topology, const std::string& model,
                     const py::object& devices_arg, const py::kwargs& kwargs) {
-  const std::vector<std::string> spelled = {"dp", "pp", "mesh", "strategy", "chunks",
-                                            "sequence_parallel", "microbatches", "schedule",
-                                            "zero", "recompute", "progress_splits"};
-  const Keywords kw("evaluate", kwargs,
-                    std::vector<std::string>{"batch", "seq", "runtime", "plan"} + spelled +
-                        kOutputs);
+  const std::vector<std::string> spelled = {
+      "dp",           "pp",       "mesh", "strategy",  "chunks",         "sequence_parallel",
+      "microbatches", "schedule", "zero", "recompute", "progress_splits"};
+  const Keywords kw(
+      "evaluate", kwargs,
+      std::vector<std::string>{"batch", "seq", "runtime", "plan"} + spelled + kOutputs);
   const int devices = devices_of("evaluate", devices_arg);
   const plan::PlanRequest base = request_of(topology, model, devices, kw, false);
   const std::string where = fmt::format("the {} devices of '{}'", base.devices, base.topology.name);
   layout::Plan layout;
   if (const std::optional<layout::Plan> given = kw.plan("plan")) {
     for (const std::string& name : spelled) {
-      MESHTP_CHECK(!kw.given(name), "meshtp.evaluate: {} conflicts with plan=: the plan names the layout", name);
+      MESHTP_CHECK(!kw.given(name),
+                   "meshtp.evaluate: {} conflicts with plan=: the plan names the layout", name);
     }
     layout = *given;
     const std::string warning =
@@ -398,8 +400,8 @@ py::object evaluate(const std::string& topology, const std::string& model,
     // As `plan --3d --evaluate`: no schedule is the search's.
     if (!kw.given("schedule")) layout = plan::with_search_schedule(layout);
   }
-  plan::LayoutRequest request{.topology = base.topology, .model = base.model,
-                              .devices = base.devices};
+  plan::LayoutRequest request{
+      .topology = base.topology, .model = base.model, .devices = base.devices};
   if (const auto r = kw.text("runtime")) request.runtime = layout::parse_runtime(*r);
   if (to_cli(kw)) return run_cli({"plan", "--3d", "--evaluate"}, topology, model, devices, kw);
   return to_python(plan::evaluation_to_json(request, plan::evaluate_layout(request, layout)));
@@ -410,10 +412,10 @@ py::object evaluate(const std::string& topology, const std::string& model,
 // the flag of its name (predict_only: --predict-only); True gives a flag alone.
 py::object simulate(const std::string& topology, const std::string& model,
                     const py::object& devices_arg, const py::kwargs& kwargs) {
-  const Keywords kw("simulate", kwargs,
-                    {"mesh", "strategy", "chunks", "what", "layers", "batch", "seq", "top",
-                     "strategies", "predict_only", "ignore_memory", "simulator", "smpirun",
-                     "report", "plan"});
+  const Keywords kw(
+      "simulate", kwargs,
+      {"mesh", "strategy", "chunks", "what", "layers", "batch", "seq", "top", "strategies",
+       "predict_only", "ignore_memory", "simulator", "smpirun", "report", "plan"});
   for (const char* name : {"predict_only", "ignore_memory"}) kw.flag(name);
   for (const char* name : {"chunks", "layers", "batch", "seq", "top"}) kw.integer(name, 1);
   for (const char* name : {"strategy", "what", "simulator", "smpirun", "report"}) kw.text(name);
