@@ -4,7 +4,6 @@
 
 #include "core/error.hpp"
 #include "core/parse.hpp"
-#include "core/simulation.hpp"
 #include "layout/atp_traffic.hpp"
 #include "ops/attention.hpp"
 #include "ops/gelu.hpp"
@@ -49,11 +48,6 @@ Tensor buffer(std::int64_t n) { return n > 0 ? Tensor({n}) : Tensor(); }
 // between the two: the producer writes the consumer's memory).
 ChunkedMatrix or_alias(Tensor& t, const ChunkedLayout& l, const ChunkedMatrix& alias) {
   return ChunkedMatrix(t.empty() ? alias.data() : t.data(), l);
-}
-
-void zero(MatrixView m) {
-  if (simhooks::skip_values(static_cast<std::size_t>(m.rows * m.cols) * sizeof(float))) return;
-  for (std::int64_t r = 0; r < m.rows; ++r) std::fill_n(m.data + r * m.ld, m.cols, 0.0f);
 }
 
 }  // namespace

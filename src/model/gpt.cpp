@@ -2,7 +2,6 @@
 
 #include "core/error.hpp"
 #include "core/parse.hpp"
-#include "core/simulation.hpp"
 #include "ops/residual.hpp"
 #include "parallel/activation_shard.hpp"
 #include "parallel/layernorm_sharded.hpp"
@@ -210,8 +209,7 @@ namespace {
 void copy_stream(std::span<const float> from, std::span<float> to, const char* what) {
   MESHTP_CHECK(from.size() == to.size(), "pipeline stage: {} of {} floats, expected {}", what,
                from.size(), to.size());
-  if (simhooks::skip_values(from.size() * sizeof(float))) return;
-  std::copy(from.begin(), from.end(), to.begin());
+  meshtp::copy(from, to);
 }
 
 }  // namespace
@@ -293,12 +291,7 @@ void Gpt::head_backward(float dloss) {
   // final_ln_ now holds this rank's block of ∂L/∂f.
   parallel::slice_activation(dfinal_full_.matrix(), shard, *mesh_, final_ln_.matrix());
   const MatrixView dx_last = stack_->grad_output().whole();
-  if (!simhooks::skip_values(static_cast<std::size_t>(dx_last.rows * dx_last.cols) *
-                             sizeof(float))) {
-    for (std::int64_t r = 0; r < dx_last.rows; ++r) {
-      std::fill(&dx_last(r, 0), &dx_last(r, 0) + dx_last.cols, 0.0f);
-    }
-  }
+  zero(dx_last);
   // When the stream's rows are split over mesh dim 0 (sequence parallelism, the 2D GeMM
   // stack) each rank normalises only its own tokens: LayerNorm_f's parameter gradients are
   // partial sums over mesh dim 0.

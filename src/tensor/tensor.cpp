@@ -132,6 +132,17 @@ void copy(ConstMatrixView src, MatrixView dst) {
   }
 }
 
+void copy(std::span<const float> src, std::span<float> dst) {
+  MESHTP_CHECK(src.size() == dst.size(), "copy of {} values into {}", src.size(), dst.size());
+  if (simhooks::skip_values(src.size() * sizeof(float))) return;
+  std::copy(src.begin(), src.end(), dst.begin());
+}
+
+void zero(MatrixView dst) {
+  if (simhooks::skip_values(static_cast<std::size_t>(dst.rows * dst.cols) * sizeof(float))) return;
+  for (std::int64_t r = 0; r < dst.rows; ++r) std::fill_n(dst.data + r * dst.ld, dst.cols, 0.0f);
+}
+
 double max_abs_diff(std::span<const float> a, std::span<const float> b) {
   MESHTP_CHECK(a.size() == b.size(), "comparing {} values with {}", a.size(), b.size());
   double worst = 0.0;

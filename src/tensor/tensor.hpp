@@ -139,8 +139,11 @@ class Tensor {
   Storage values_;  // counted (tensor/memory.hpp)
 };
 
-// Copy src into dst; shapes must match (core/simulation.hpp's skip_values: no copy there).
+// Copy src into dst; shapes (sizes) must match. dst = 0. Simulated build, charged mode: no
+// copy and no fill (core/simulation.hpp's skip_values: the planner prices neither).
 void copy(ConstMatrixView src, MatrixView dst);
+void copy(std::span<const float> src, std::span<float> dst);
+void zero(MatrixView dst);
 
 // max_i |a_i − b_i| / max_i |b_i|: the error relative to the reference's scale, so tiny
 // elements of a large tensor do not dominate and a scaled-down tensor is not let off.
