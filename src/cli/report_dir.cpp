@@ -1,12 +1,16 @@
 #include "cli/report_dir.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -27,10 +31,19 @@ const std::string kScript = std::string(MESHTP_SCRIPTS_DIR) + "/report.py";
 struct Finished {
   int status = -1;     // the exit status; -1: it did not start
   std::string output;  // its stdout and stderr; why it did not start
+  bool timed_out = false;
 };
 
-// argv (argv[0] looked up on the PATH when it has no '/'), its stdout and stderr captured.
-Finished run_captured(const std::vector<std::string>& argv) {
+// How long the interpreter may take: to say whether it imports matplotlib, and to draw a
+// page (a few seconds either; a python3 that hangs, or leaves a child holding its output, is
+// ended instead of waited for).
+constexpr int kCheckTimeoutS = 60;
+constexpr int kDrawTimeoutS = 300;
+
+// argv (argv[0] looked up on the PATH when it has no '/'), its stdout and stderr captured,
+// in a process group of its own: when it has not closed its output `timeout_s` seconds
+// later, the whole group is killed (its children too) and timed_out is set.
+Finished run_captured(const std::vector<std::string>& argv, int timeout_s) {
   int fds[2];
   MESHTP_CHECK(pipe2(fds, O_CLOEXEC) == 0, "pipe: {}", std::strerror(errno));
   posix_spawn_file_actions_t actions;
@@ -40,9 +53,14 @@ Finished run_captured(const std::vector<std::string>& argv) {
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attributes, 0);  // its own group: killed as one
   pid_t pid = 0;
-  const int rc = posix_spawnp(&pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
+  const int rc = posix_spawnp(&pid, argv[0].c_str(), &actions, &attributes, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attributes);
   close(fds[1]);
   Finished done;
   if (rc != 0) {
@@ -51,7 +69,20 @@ Finished run_captured(const std::vector<std::string>& argv) {
     return done;
   }
   char buffer[4096];
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
   for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          deadline - std::chrono::steady_clock::now())
+                          .count();
+    if (left <= 0) {
+      done.timed_out = true;
+      kill(-pid, SIGKILL);
+      break;
+    }
+    pollfd p{.fd = fds[0], .events = POLLIN, .revents = 0};
+    const int ready = poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000)));
+    if (ready < 0 && errno != EINTR) break;
+    if (ready <= 0) continue;
     const ssize_t n = read(fds[0], buffer, sizeof buffer);
     if (n > 0) {
       done.output.append(buffer, static_cast<std::size_t>(n));
@@ -88,11 +119,13 @@ std::string reason(const std::string& output) {
 std::string find_python() {
   std::string tried;
   for (const char* python : {"python3", "/usr/bin/python3"}) {
-    const Finished f = run_captured({python, kScript, "--check"});
-    if (f.status == 0) return python;
-    tried +=
-        fmt::format("; {}", f.status < 0 ? fmt::format("{}: cannot run it: {}", python, f.output)
-                                         : reason(f.output));
+    const Finished f = run_captured({python, kScript, "--check"}, kCheckTimeoutS);
+    if (f.status == 0 && !f.timed_out) return python;
+    tried += fmt::format(
+        "; {}", f.timed_out    ? fmt::format("{} did not answer within {} s", python,
+                                             kCheckTimeoutS)
+                : f.status < 0 ? fmt::format("{}: cannot run it: {}", python, f.output)
+                               : reason(f.output));
   }
   fail(
       "--report draws its plots with matplotlib, which no python3 here has{}: install "
@@ -171,7 +204,11 @@ std::string ReportDir::write(const nlohmann::json& report) const {
   const std::string page_path = tmp.path + "/index.html";
   const std::string json_text = report.dump(1) + "\n";
   write_file_atomically(json_path, json_text);
-  const Finished f = run_captured({python_, kScript, json_path, page_path});
+  const Finished f = run_captured({python_, kScript, json_path, page_path}, kDrawTimeoutS);
+  MESHTP_CHECK(!f.timed_out,
+               "--report {}: {} {} had not drawn the page after {} s: ended (it and its "
+               "children), nothing written",
+               dir_, python_, kScript, kDrawTimeoutS);
   MESHTP_CHECK(f.status == 0, "--report {}: the page could not be drawn ({} {} exited with {}): {}",
                dir_, python_, kScript, f.status, reason(f.output));
   const std::string page = read_file(page_path);

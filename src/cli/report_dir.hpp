@@ -3,8 +3,12 @@
 // header (which report, the command line, the topology, its devices and their memory, the
 // model) to DIR/report.json, and scripts/report.py (matplotlib, Agg backend) draws
 // DIR/index.html from it: one self-contained page, its PNG plots embedded as data: URIs, so
-// it can be mailed or attached as one file. The numbers are the planner's and the
-// simulator's; the script only arranges them (docs/reports.md).
+// it can be mailed or attached as one file.
+//
+// The interpreter runs in a process group of its own, with a deadline (60 s to say whether
+// it imports matplotlib, 300 s to draw): a python3 that hangs, or leaves a child holding its
+// output, is killed with its children and named, not waited for. The numbers are the planner's
+// and the simulator's; the script only arranges them (docs/reports.md).
 //
 // Nothing half-written: both files are made in a temporary directory ($TMPDIR, removed
 // afterwards), then each written into DIR atomically (core/atomic_file.hpp: report.json,

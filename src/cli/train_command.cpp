@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <utility>
 
@@ -17,6 +18,7 @@
 #include "cli/train_flags.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
+#include "core/text.hpp"
 #include "layout/pipeline_schedule.hpp"
 #include "model/gpt.hpp"
 #include "plan/layout_search.hpp"
@@ -175,6 +177,20 @@ void run_train(TrainArgs& args) {
   train::TrainConfig& c = args.config;
   c.model.shape = spec;
   c.precision = parse_precision(args.precision, "--precision");
+  // A model file's "precision" is what the planner prices; train runs --precision. Said once,
+  // so a file saying fp16 is not taken for a 2-byte run.
+  if (root() && std::filesystem::is_regular_file(args.shape.model)) {
+    std::ifstream in(args.shape.model);
+    const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+    if (j.is_object() && j.contains("precision") && j["precision"].is_string() &&
+        j["precision"].get<std::string>() != name(c.precision)) {
+      std::cerr << fmt::format(
+          "note: model file '{}' says precision {}, which the planner prices; train runs "
+          "--precision {} (fp32 or bf16)\n",
+          escape_text(args.shape.model), escape_text(j["precision"].get<std::string>()),
+          name(c.precision));
+    }
+  }
   if (c.data.empty()) c.data = train::kDefaultCorpus;
   const std::string why = choose_layout(args, spec);
   train::validate(c, world().size());

@@ -1,7 +1,8 @@
 // A planned layout as a training framework's own configuration (`meshtp plan … --emit F`).
 //
-//   framework    megatron    Megatron-LM's command-line arguments, one per line ("# …" lines
-//                            are comments; `$(grep -v '^#' FILE)` gives the arguments)
+//   framework    megatron    Megatron-LM's command-line arguments as a bash file: "# …"
+//                            comments, `export CUDA_DEVICE_MAX_CONNECTIONS=1` and one array
+//                            MEGATRON_ARGS=(…) (`source FILE`, then "${MEGATRON_ARGS[@]}")
 //                torchtitan  torchtitan's job config, TOML: [training], [parallelism],
 //                            [activation_checkpoint]
 //                deepspeed   DeepSpeed's config JSON, plus a "_meshtp" object it ignores (the
@@ -25,6 +26,10 @@
 //                   gradient_accumulation_steps m, zero_optimization.stage, AutoTP's
 //                   tensor_parallel.autotp_size; pipeline stages and recomputation are set in
 //                   the model code (PipelineModule), not in the JSON
+//
+// Every emitted layout is chosen, priced and memory-checked as the framework runs a pipeline
+// (runtime_of: --runtime megatron). Every string written into the text — names, notes — goes
+// through core/text.hpp's escape_text, so it stays inside its comment line.
 //
 // A layout the framework cannot run as priced — with no more memory and no more
 // data-parallel traffic than the planner counted (ATP's 2D mesh, a 2D GeMM algorithm, a ZeRO

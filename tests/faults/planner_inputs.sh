@@ -142,6 +142,11 @@ refuse "--evaluate --chunks 1,2" 1 "--evaluate prices one layout, give one chunk
   "${m[@]}" plan --3d --evaluate --topology pcie-8xa100 --model tiny --mesh 8x1 --chunks 1,2
 refuse "--evaluate --strategy tp1d --chunks 4 (train runs chunks 4)" 1 "chunks=4 with sequence parallelism \(tp1d\): the planner prices tp1d's collectives unchunked" \
   "${m[@]}" plan --3d --evaluate --topology pcie-8xa100 --model atp-m4 --mesh 8x1 --strategy tp1d --chunks 4
+"$meshtp" plan --topology nvlink-network-2 --model tiny --seq 32 --batch 4 --out "$bad/plan.json" >/dev/null
+python3 -c "import json, sys; p = json.load(open(sys.argv[1])); p['provenance']['model_shape']['vocab'] = 50257; json.dump(p, open(sys.argv[2], 'w'))" \
+  "$bad/plan.json" "$bad/plan-other-vocab.json"
+refuse "--plan made for another vocab" 1 "was made for model 'tiny', not this one 'tiny' \(vocab 50257 ≠ 256\)" \
+  "${m[@]}" plan --3d --evaluate --topology nvlink-network-2 --model tiny --seq 32 --batch 4 --plan "$bad/plan-other-vocab.json"
 refuse "plan --pick 999 --out" 1 "--pick=999 is not a row of the table" "${m[@]}" plan --topology pcie-8xa100 --model tiny --pick 999 --out "$out"
 refuse "plan --fc-stationary sideways" 1 "--fc-stationary 'sideways' is none of" "${m[@]}" plan --topology pcie-8xa100 --model tiny --fc-stationary sideways
 refuse "plan --explain --3d" 1 "--explain is not available with --3d" "${m[@]}" plan --3d --topology pcie-8xa100 --model tiny --explain
