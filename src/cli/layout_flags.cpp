@@ -118,6 +118,7 @@ layout::Plan LayoutFlags::resolve(int ranks, const std::string& where,
                    o->get_name(), plan_file);
     }
     const layout::Plan p = layout::load_plan(plan_file);
+    if (!priced_only) p.require_runtime(fmt::format("--plan {}", plan_file));
     if (model != nullptr) {
       const layout::ModelFit fit = layout::model_fit(p, *model);
       MESHTP_CHECK(fit.kind != layout::ModelFit::kOther,
