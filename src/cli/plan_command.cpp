@@ -161,8 +161,15 @@ void run_plan_evaluate(const PlanArgs& args, const plan::PlanRequest& base, layo
   if (!flags.from_file() && !flags.given("--schedule")) {
     layout.schedule = plan::search_schedule(layout.microbatches, layout.virtual_stages);
   }
-  const plan::LayoutRequest request{
-      .topology = base.topology, .model = base.model, .devices = base.devices, .runtime = runtime};
+  // A framework that cannot run the layout falls back to the best it can (emit): searched
+  // with the layout's context parallelism and stage split available.
+  const plan::LayoutRequest request{.topology = base.topology,
+                                    .model = base.model,
+                                    .devices = base.devices,
+                                    .runtime = runtime,
+                                    .max_cp = layout.cp,
+                                    .cp_comms = {layout.cp_comm},
+                                    .uneven_stages = layout.uneven()};
   const plan::LayoutCandidate c = plan::evaluate_layout(request, layout);
   const std::string no_fit = plan::does_not_fit(c, base.topology.memory_gib);
   const nlohmann::json json = plan::evaluation_to_json(c, base.topology.memory_gib);
