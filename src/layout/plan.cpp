@@ -81,10 +81,7 @@ void Plan::validate() const {
   MESHTP_CHECK(!uneven() || pp > 1,
                "plan: first_stage_layers={} / last_stage_layers={} need a pipeline, pp={}",
                first_stage_layers, last_stage_layers, pp);
-  MESHTP_CHECK(!uneven() || virtual_stages == 1,
-               "plan: uneven stages (first_stage_layers={}, last_stage_layers={}) with "
-               "virtual_stages={}: the planner prices uneven stages without interleaving",
-               first_stage_layers, last_stage_layers, virtual_stages);
+
   MESHTP_CHECK(mesh[0] >= 1 && mesh[1] >= 1, "plan: mesh {}x{} has a dim smaller than 1", mesh[0],
                mesh[1]);
   MESHTP_CHECK(zero >= 0 && zero <= 3, "plan: zero={} must be 0, 1, 2 or 3", zero);

@@ -10,7 +10,9 @@
 //   first_stage_layers, last_stage_layers
 //                     uneven pipeline stages (Megatron-LM's --decoder-first/last-pipeline-
 //                     num-layers): the first / last stage's layer count, the rest split evenly
-//                     over the pp − 2 (or pp − 1) others; 0: even. Planner only, v = 1
+//                     over the pp − 2 (or pp − 1) others; 0: even. Planner only; with
+//                     v interleaved virtual stages a stage's layers go to its v chunks as
+//                     evenly as they split (the largest chunk ⌈layers/v⌉ priced)
 //   pp, microbatches, schedule, virtual_stages, zero (0–3), recompute
 //                     pipeline and ZeRO dimensions (train/pipeline_model.hpp, train/zero.hpp)
 //   mesh {d1, d2}     the tensor-parallel mesh of one replica (mesh dims 0 and 1)

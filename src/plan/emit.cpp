@@ -37,6 +37,7 @@ enum class Gap {
   kContextParallel,      // DeepSpeed: no context parallelism in its config
   kCpComm,               // torchtitan: ring attention only (no Ulysses all-to-all)
   kUneven,               // DeepSpeed: uneven stages are PipelineModule code, not config
+  kUnevenInterleaved,    // Megatron-LM, torchtitan: each stage's layers divisible by v
 };
 
 int tp_of(const Plan& p) { return p.mesh[0] * p.mesh[1]; }
@@ -70,6 +71,15 @@ Gap gap(Framework f, const Plan& p) {
   const int zero = zero_of(p);
   if (f == Framework::kDeepSpeed && p.cp > 1) return Gap::kContextParallel;
   if (f == Framework::kDeepSpeed && p.uneven()) return Gap::kUneven;
+  // Uneven stages interleaved: Megatron-LM needs each stage's layers divisible by v
+  // (transformer_config.py); torchtitan's less_layers shorten one virtual stage only.
+  if (p.uneven() && p.virtual_stages > 1) {
+    const int v = p.virtual_stages;
+    if (f != Framework::kMegatron || p.first_stage_layers % v != 0 ||
+        p.last_stage_layers % v != 0) {
+      return Gap::kUnevenInterleaved;
+    }
+  }
   if (f == Framework::kTorchtitan && p.cp > 1 && p.cp_comm != layout::CpComm::kRing) {
     return Gap::kCpComm;
   }
@@ -177,6 +187,15 @@ std::string describe(Gap g, Framework f, const Plan& p) {
       return fmt::format("cp={} with {}: torchtitan's context parallelism is ring attention "
                          "only",
                          p.cp, p.cp_comm);
+    case Gap::kUnevenInterleaved:
+      return fmt::format("uneven stages of {} and {} layers first and last, interleaved over {} "
+                         "virtual stages: {} runs them only with every stage's layers "
+                         "divisible by the virtual stages{}",
+                         p.first_stage_layers, p.last_stage_layers, p.virtual_stages, fw,
+                         f == Framework::kTorchtitan ? " and the first and last equal to the "
+                                                       "others (its less_layers shorten one "
+                                                       "virtual stage)"
+                                                     : "");
     case Gap::kUneven:
       return fmt::format("uneven stages ({} and {} layers first and last): DeepSpeed sets the "
                          "stages in PipelineModule code, not its config",
@@ -263,7 +282,12 @@ std::string megatron(const EmitRequest& r, const Plan& p, const Sizes& s) {
   const auto flag = [&](std::string_view name) { out += fmt::format("--{}\n", name); };
   arg("tensor-model-parallel-size", s.tp);
   arg("pipeline-model-parallel-size", s.pp);
-  if (s.v > 1) arg("num-layers-per-virtual-pipeline-stage", s.layers_per_virtual_stage);
+  // Uneven stages interleave by the count of virtual stages (Megatron-LM refuses the
+  // per-stage layer count with them).
+  if (s.v > 1 && !p.uneven()) {
+    arg("num-layers-per-virtual-pipeline-stage", s.layers_per_virtual_stage);
+  }
+  if (s.v > 1 && p.uneven()) arg("num-virtual-stages-per-pipeline-rank", s.v);
   if (p.uneven()) {
     // The middle stages take the rest evenly (megatron/core/transformer/transformer_block.py).
     if (p.first_stage_layers > 0) arg("decoder-first-pipeline-num-layers", p.first_stage_layers);

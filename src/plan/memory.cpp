@@ -210,8 +210,10 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
   const double vocab_rows = std::ceil(mb.vocab / tp);  // vocabulary-parallel wte and logits
   const BlockFloats f = block_floats(mb, p);
   const double stream = head == HeadBuffers::kRuntime ? n * h : n * h / tp;  // [n, h] whole
-  const int layers = p.uneven() ? p.stage_layers(static_cast<int>(model.layers), pipeline_rank)
-                                : static_cast<int>(model.layers / stages);  // per chunk
+  // Uneven stages interleaved: the largest chunk, ⌈stage layers / v⌉ (an upper bound).
+  const int layers =
+      p.uneven() ? (p.stage_layers(static_cast<int>(model.layers), pipeline_rank) + v - 1) / v
+                 : static_cast<int>(model.layers / stages);  // per chunk
   const bool full = p.recompute == Recompute::kFull;
   // Megatron-LM with a pipeline: a chunk's (microbatch) in flight keeps its kept sets (none
   // under full recomputation) and layer inputs; the one block re-run under full

@@ -7,6 +7,7 @@
 #include "error_of.hpp"
 #include "layout/plan.hpp"
 #include "plan/context_parallel.hpp"
+#include "plan/emit.hpp"
 #include "plan/layout_search.hpp"
 #include "plan/presets.hpp"
 
@@ -144,6 +145,21 @@ TEST(LayoutEvaluateCp, CpDividesActivationsAndAddsTheCoresRest) {
   layout::Plan bad = cp2;
   bad.cp = 3;
   EXPECT_NE(error_of([&] { (void)evaluate_layout(r, bad); }).find("cp=3"), std::string::npos);
+}
+
+TEST(EmitCp, UnevenInterleavedStagesRunWhereTheirLayersDivide) {
+  layout::Plan p{.dp = 1, .pp = 4, .microbatches = 4,
+                 .schedule = layout::Schedule::kInterleaved, .virtual_stages = 2};
+  p.first_stage_layers = 3;
+  p.last_stage_layers = 3;
+  const auto why = inexpressible(Framework::kMegatron, p);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("uneven stages of 3 and 3 layers first and last, interleaved over 2"),
+            std::string::npos)
+      << *why;
+  p.first_stage_layers = p.last_stage_layers = 2;
+  EXPECT_FALSE(inexpressible(Framework::kMegatron, p).has_value());
+  EXPECT_TRUE(inexpressible(Framework::kTorchtitan, p).has_value());
 }
 
 }  // namespace

@@ -33,7 +33,8 @@ def megatron_parser():
                  "micro-batch-size", "global-batch-size", "num-layers", "hidden-size",
                  "num-attention-heads", "seq-length", "max-position-embeddings",
                  "context-parallel-size", "decoder-first-pipeline-num-layers",
-                 "decoder-last-pipeline-num-layers", "ffn-hidden-size", "num-query-groups"):
+                 "decoder-last-pipeline-num-layers", "ffn-hidden-size", "num-query-groups",
+                 "num-virtual-stages-per-pipeline-rank"):
         p.add_argument("--" + name, type=int)
     p.add_argument("--recompute-granularity", choices=["full", "selective"])
     p.add_argument("--recompute-method", choices=["uniform", "block"])
@@ -104,7 +105,8 @@ def read(framework, text):
         return dict(dp=dp, tp=a.tensor_model_parallel_size, pp=pp,
                     cp=a.context_parallel_size or 1,
                     m=a.global_batch_size // (a.micro_batch_size * dp),
-                    v=a.num_layers // (pp * per_stage) if per_stage else 1,
+                    v=a.num_layers // (pp * per_stage) if per_stage
+                    else a.num_virtual_stages_per_pipeline_rank or 1,
                     micro=a.micro_batch_size, batch=a.global_batch_size,
                     sp=a.sequence_parallel, recompute=a.recompute_granularity or "none",
                     zero=1 if a.use_distributed_optimizer else 0)
