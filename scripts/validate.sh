@@ -10,6 +10,7 @@
 #   overlap (Table 3), planned: OUT/meshslice.{md,json}
 #   ATP Table 3's rates and chunk gains on IC1–IC4 beside the planner's, and its measured
 #   mesh choices: OUT/atp.{md,json} (a comparison; no criterion)
+#   the Llama 3 paper's Table 4 405B rows on H100 priced: OUT/llama3.{md,json} (a comparison)
 # --check exits 1 when either misses its criterion (docs/validation.md says which, and where
 # every constant comes from).
 set -euo pipefail
@@ -27,3 +28,5 @@ for arg in "$@"; do [[ $arg == --simulate ]] || table5_args+=("$arg"); done
 "$py" scripts/validate.py "${table5_args[@]}"
 "$py" scripts/validate_meshslice.py "$@"
 "$py" scripts/validate_atp.py "$1"
+# The Llama 3 paper's Table 4 405B rows on H100: a comparison, no criterion (not met; docs/validation.md).
+"$py" scripts/validate_llama3.py "$1"

@@ -118,6 +118,7 @@ layout::Plan LayoutFlags::resolve(int ranks, const std::string& where,
                    o->get_name(), plan_file);
     }
     const layout::Plan p = layout::load_plan(plan_file);
+    if (!priced_only) p.require_runtime(fmt::format("--plan {}", plan_file));
     if (model != nullptr) {
       const std::string warning =
           layout::check_model_fit(p, *model, model->name, "--plan " + plan_file);

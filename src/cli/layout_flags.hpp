@@ -48,6 +48,9 @@ struct LayoutFlags : layout::PlanSpelling {
   std::string topology;
   std::string strategies;  // --mesh auto: the planner's choice among these (empty: all)
   std::vector<const CLI::Option*> spelled_out;  // every flag --plan excludes
+  // plan --3d --evaluate prices a plan file's context parallelism and uneven stages; every
+  // other command runs the plan, and resolve refuses them (layout::Plan::require_runtime).
+  bool priced_only = false;
 
   void add_to(CLI::App* app, unsigned which = 0);
   bool from_file() const { return !plan_file.empty(); }

@@ -75,6 +75,13 @@ struct PlanArgs {
   bool search_3d = false;
   int top = plan::kShownLayouts;
   int max_tp = plan::LayoutRequest{}.max_tp;
+  // Context parallelism and uneven stages (docs/long_context.md): --evaluate's layout, and
+  // what --3d searches.
+  int cp = 1;
+  std::string cp_comm = "ring";  // --evaluate: one mode; --3d: a comma list
+  int first_stage_layers = 0, last_stage_layers = 0;
+  int max_cp = 1;
+  bool uneven_stages = false;
   std::string runtime = "meshtp";
   std::string fc_stationary = "auto";
   bool evaluate = false;
@@ -118,10 +125,20 @@ void run_plan_evaluate(const PlanArgs& args, const plan::PlanRequest& base, layo
                        std::optional<plan::Framework> framework, const CLI::App& app,
                        const ReportDir& report) {
   for (const char* flag : {"--top", "--max-tp", "--strategies", "--out", "--stationary", "--slices",
-                           "--progress-splits"}) {
+                           "--progress-splits", "--max-cp", "--uneven-stages"}) {
     MESHTP_CHECK(app.count(flag) == 0, "{} is not available with --evaluate", flag);
   }
   LayoutFlags flags = args.layout;
+  flags.priced_only = true;
+  const bool context = app.count("--cp") + app.count("--cp-comm") + app.count("--first-stage-layers") +
+                           app.count("--last-stage-layers") > 0;
+  MESHTP_CHECK(!context || !flags.from_file(),
+               "--cp, --cp-comm, --first/last-stage-layers conflict with --plan {}: the plan "
+               "names the layout",
+               flags.plan_file);
+  MESHTP_CHECK(base.devices % args.cp == 0,
+               "--cp {}: the {} devices of '{}' do not split into cp={} groups", args.cp,
+               base.devices, base.topology.name, args.cp);
   if (app.count("--chunks") > 0) {
     MESHTP_CHECK(base.chunks.size() == 1,
                  "--chunks '{}': --evaluate prices one layout, give one chunk count", args.chunks);
@@ -132,13 +149,32 @@ void run_plan_evaluate(const PlanArgs& args, const plan::PlanRequest& base, layo
   MESHTP_CHECK(flags.mesh != "auto" && flags.mesh != "all",
                "--mesh {}: --evaluate prices one layout, give d1xd2", flags.mesh);
   const std::string where = fmt::format("the {} devices of '{}'", base.devices, base.topology.name);
-  layout::Plan layout = flags.resolve(base.devices, where, &base.model);
+  // The layout flags name dp, pp and the mesh of the devices/cp ranks one context slice holds.
+  layout::Plan layout = flags.resolve(flags.from_file() ? base.devices : base.devices / args.cp,
+                                      flags.from_file() || args.cp == 1
+                                          ? where
+                                          : fmt::format("{}, over --cp {}", where, args.cp),
+                                      &base.model);
+  if (!flags.from_file()) {
+    layout.cp = args.cp;
+    layout.cp_comm = layout::parse<layout::CpComm>(args.cp_comm);
+    layout.first_stage_layers = args.first_stage_layers;
+    layout.last_stage_layers = args.last_stage_layers;
+    layout.validate();
+  }
   // No --schedule: the search's for these microbatches and virtual stages.
   if (!flags.from_file() && !flags.given("--schedule")) {
     layout = plan::with_search_schedule(layout);
   }
-  const plan::LayoutRequest request{
-      .topology = base.topology, .model = base.model, .devices = base.devices, .runtime = runtime};
+  // A framework that cannot run the layout falls back to the best it can (emit): searched
+  // with the layout's context parallelism and stage split available.
+  const plan::LayoutRequest request{.topology = base.topology,
+                                    .model = base.model,
+                                    .devices = base.devices,
+                                    .runtime = runtime,
+                                    .max_cp = layout.cp,
+                                    .cp_comms = {layout.cp_comm},
+                                    .uneven_stages = layout.uneven()};
   const plan::LayoutCandidate c = plan::evaluate_layout(request, layout);
   const std::string no_fit = plan::does_not_fit(c, base.topology.memory_gib);
   const nlohmann::json json = plan::evaluation_to_json(request, c);
@@ -174,16 +210,27 @@ void run_plan_evaluate(const PlanArgs& args, const plan::PlanRequest& base, layo
 void run_plan_3d(const PlanArgs& args, const plan::PlanRequest& base, layout::Runtime runtime,
                  std::optional<plan::Framework> framework, const CLI::App& app,
                  const ReportDir& report) {
-  for (const char* flag : {"--explain", "--explain-rank", "--pick"}) {
-    MESHTP_CHECK(app.count(flag) == 0, "{} is not available with --3d", flag);
+  for (const char* flag : {"--explain", "--explain-rank", "--pick", "--cp", "--first-stage-layers",
+                           "--last-stage-layers"}) {
+    MESHTP_CHECK(app.count(flag) == 0, "{} is not available with --3d (without --evaluate){}",
+                 flag, std::string_view(flag) == "--cp" ? ": --max-cp N searches cp" : "");
   }
   plan::LayoutRequest request{.topology = base.topology,
                               .model = base.model,
                               .devices = base.devices,
                               .chunks = base.chunks,
                               .max_tp = args.max_tp,
-                              .runtime = runtime};
+                              .runtime = runtime,
+                              .max_cp = args.max_cp,
+                              .uneven_stages = args.uneven_stages};
   if (app.count("--strategies") > 0) request.strategies = base.strategies;
+  request.cp_comms.clear();
+  for (std::string_view rest = args.cp_comm;;) {  // "ring,a2a"
+    const std::size_t comma = rest.find(',');
+    request.cp_comms.push_back(layout::parse<layout::CpComm>(rest.substr(0, comma)));
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
   // Only the rows printed are ranked in full; the rest are bounded out (layout_search.hpp).
   const plan::LayoutSearch search =
       plan::search_layouts(request, static_cast<std::size_t>(args.top));
@@ -338,7 +385,8 @@ void run_plan(const PlanArgs& args, const CLI::App& app) {
     run_plan_3d(args, request, runtime, framework, app, report);
     return;
   }
-  for (const char* flag : {"--top", "--max-tp"}) {
+  for (const char* flag : {"--top", "--max-tp", "--cp", "--cp-comm", "--max-cp", "--uneven-stages",
+                           "--first-stage-layers", "--last-stage-layers"}) {
     MESHTP_CHECK(app.count(flag) == 0, "{} needs --3d", flag);
   }
 
@@ -420,6 +468,27 @@ void add_plan_command(CLI::App& app) {
       ->check(integer_at_least(1));
   p->add_option("--max-tp", args->max_tp, "With --3d: the largest tensor-parallel group tried")
       ->check(integer_at_least(1));
+  p->add_option("--cp", args->cp,
+                "With --3d --evaluate: context parallelism, each of N ranks holds seq/N tokens "
+                "(ranks ordered [tp, cp, pp, dp]; docs/long_context.md)")
+      ->check(integer_at_least(1));
+  p->add_option("--cp-comm", args->cp_comm,
+                "With --3d: context parallelism's exchange, ring, a2a or a2a+ring (--evaluate: "
+                "one; the search: a comma list of those tried)")
+      ->capture_default_str();
+  p->add_option("--first-stage-layers", args->first_stage_layers,
+                "With --3d --evaluate: the first pipeline stage's layers (Megatron-LM's "
+                "--decoder-first-pipeline-num-layers; 0: even stages)")
+      ->check(integer_at_least(0));
+  p->add_option("--last-stage-layers", args->last_stage_layers,
+                "With --3d --evaluate: the last pipeline stage's layers (0: even stages)")
+      ->check(integer_at_least(0));
+  p->add_option("--max-cp", args->max_cp,
+                "With --3d: the largest context-parallel group tried (default 1: none)")
+      ->check(integer_at_least(1));
+  p->add_flag("--uneven-stages", args->uneven_stages,
+              "With --3d: also try uneven pipeline stages where the layers do not split evenly "
+              "(the first and last stage shorter)");
   p->add_option("--runtime", args->runtime,
                 "With --3d: price layouts as this runtime runs them: meshtp (re-runs a "
                 "pipeline stage's forward) or megatron (keeps in-flight activations)")

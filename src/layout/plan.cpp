@@ -73,6 +73,15 @@ void Plan::validate() const {
   positive("virtual_stages", virtual_stages);
   positive("chunks", chunks);
   positive("progress_splits", progress_splits);
+  positive("cp", cp);
+  MESHTP_CHECK(first_stage_layers >= 0 && last_stage_layers >= 0,
+               "plan: first_stage_layers={} and last_stage_layers={} must be at least 0 (0: "
+               "even stages)",
+               first_stage_layers, last_stage_layers);
+  MESHTP_CHECK(!uneven() || pp > 1,
+               "plan: first_stage_layers={} / last_stage_layers={} need a pipeline, pp={}",
+               first_stage_layers, last_stage_layers, pp);
+
   MESHTP_CHECK(mesh[0] >= 1 && mesh[1] >= 1, "plan: mesh {}x{} has a dim smaller than 1", mesh[0],
                mesh[1]);
   MESHTP_CHECK(zero >= 0 && zero <= 3, "plan: zero={} must be 0, 1, 2 or 3", zero);
@@ -106,17 +115,60 @@ void Plan::validate() const {
 }
 
 void Plan::check_ranks(int n, std::string_view where) const {
+  if (cp > 1) {
+    MESHTP_CHECK(ranks() == n,
+                 "the layout dp={} × pp={} × cp={} × mesh {}x{} = {} ranks, but there are {} "
+                 "({}): make dp·pp·cp·d1·d2 equal the number of ranks",
+                 dp, pp, cp, mesh[0], mesh[1], ranks(), n, where);
+  }
   MESHTP_CHECK(ranks() == n,
                "the layout dp={} × pp={} × mesh {}x{} = {} ranks, but there are {} ({}): make "
                "dp·pp·d1·d2 equal the number of ranks",
                dp, pp, mesh[0], mesh[1], ranks(), n, where);
 }
 
+int Plan::stage_layers(int layers, int stage) const {
+  MESHTP_CHECK(stage >= 0 && stage < pp, "pipeline stage {} of pp={}", stage, pp);
+  if (!uneven()) {
+    MESHTP_CHECK(layers % (pp * virtual_stages) == 0,
+                 "layers={} do not split into pp={} × virtual stages={}", layers, pp,
+                 virtual_stages);
+    return layers / pp;
+  }
+  const int ends = (first_stage_layers > 0 ? 1 : 0) + (last_stage_layers > 0 ? 1 : 0);
+  const int middle_stages = pp - ends;
+  const int rest = layers - first_stage_layers - last_stage_layers;
+  MESHTP_CHECK(middle_stages >= 1 && rest >= middle_stages && rest % middle_stages == 0,
+               "layers={} with first_stage_layers={} and last_stage_layers={} leave {} for the "
+               "other {} stages of pp={}: not a positive whole number each",
+               layers, first_stage_layers, last_stage_layers, rest, middle_stages, pp);
+  if (stage == 0 && first_stage_layers > 0) return first_stage_layers;
+  if (stage == pp - 1 && last_stage_layers > 0) return last_stage_layers;
+  return rest / middle_stages;
+}
+
+void Plan::require_runtime(std::string_view where) const {
+  MESHTP_CHECK(cp == 1,
+               "{}: cp={} ({}): meshtp's runtime has no context parallelism yet; the planner "
+               "prices it (meshtp plan --3d --evaluate) and exports it (--emit megatron)",
+               where, cp, cp_comm);
+  MESHTP_CHECK(!uneven(),
+               "{}: first_stage_layers={}, last_stage_layers={}: meshtp's runtime runs even "
+               "pipeline stages only; the planner prices uneven ones and exports them "
+               "(--emit megatron)",
+               where, first_stage_layers, last_stage_layers);
+}
+
 std::ostream& operator<<(std::ostream& os, const Plan& p) {
   os << fmt::format("dp={} mesh={}x{} {}", p.dp, p.mesh[0], p.mesh[1], p.strategy);
+  if (p.cp > 1) os << fmt::format(" cp={} {}", p.cp, p.cp_comm);
   if (p.pp > 1) {
     os << fmt::format(" pp={} microbatches={} {}", p.pp, p.microbatches, p.schedule);
     if (p.virtual_stages > 1) os << fmt::format(" virtual_stages={}", p.virtual_stages);
+    if (p.uneven()) {
+      os << fmt::format(" first_stage_layers={} last_stage_layers={}", p.first_stage_layers,
+                        p.last_stage_layers);
+    }
   }
   if (p.zero > 0) os << " zero=" << p.zero;
   if (p.progress_splits != Plan{}.progress_splits) os << " progress_splits=" << p.progress_splits;
@@ -142,6 +194,15 @@ json to_json(const Plan& p) {
          {"chunks", p.chunks},
          {"sequence_parallel", p.sequence_parallel},
          {"progress_splits", p.progress_splits}};
+  // Written only where they are not the default: a plan without them reads as before.
+  if (p.cp != 1 || p.cp_comm != CpComm::kRing) {
+    j["cp"] = p.cp;
+    j["cp_comm"] = name(p.cp_comm);
+  }
+  if (p.uneven()) {
+    j["first_stage_layers"] = p.first_stage_layers;
+    j["last_stage_layers"] = p.last_stage_layers;
+  }
   if (is_gemm2d(p.strategy)) {
     json& linears = j["linears"];
     for (const Linear l : all<Linear>()) {
@@ -167,7 +228,8 @@ Plan plan_from_json(const json& j, const std::string& source) {
   check_fields(
       j,
       {"dp", "pp", "microbatches", "schedule", "virtual_stages", "zero", "recompute", "mesh",
-       "strategy", "chunks", "sequence_parallel", "progress_splits", "linears", "provenance"},
+       "strategy", "chunks", "sequence_parallel", "progress_splits", "linears", "provenance",
+       "cp", "cp_comm", "first_stage_layers", "last_stage_layers"},
       where);
   Plan p;
   read(j, "dp", where, p.dp);
@@ -181,6 +243,10 @@ Plan plan_from_json(const json& j, const std::string& source) {
   read(j, "chunks", where, p.chunks);
   read(j, "sequence_parallel", where, p.sequence_parallel);
   read(j, "progress_splits", where, p.progress_splits);
+  read(j, "cp", where, p.cp);
+  read(j, "cp_comm", where, p.cp_comm);
+  read(j, "first_stage_layers", where, p.first_stage_layers);
+  read(j, "last_stage_layers", where, p.last_stage_layers);
   if (j.contains("mesh")) {
     const json& m = j["mesh"];
     MESHTP_CHECK(m.is_array() && m.size() == 2,

@@ -1,8 +1,18 @@
 // layout::Plan: a training layout named completely, as data. The planner writes it
 // (`meshtp plan --out plan.json`), the runtime runs it (`train/bench layer/block --plan`).
 //
-//   ranks = dp · pp · d1 · d2
+//   ranks = dp · pp · cp · d1 · d2, ordered [tp, cp, pp, dp] innermost first (Megatron-Core's
+//                     and the Llama 3 paper's order)
 //   dp                data-parallel replicas
+//   cp, cp_comm       context parallelism: each of cp ranks holds s/cp tokens of every
+//                     sequence; cp_comm ring | a2a | a2a+ring (plan/context_parallel.hpp).
+//                     Priced by the planner; meshtp's runtime has none yet (require_runtime)
+//   first_stage_layers, last_stage_layers
+//                     uneven pipeline stages (Megatron-LM's --decoder-first/last-pipeline-
+//                     num-layers): the first / last stage's layer count, the rest split evenly
+//                     over the pp − 2 (or pp − 1) others; 0: even. Planner only; with
+//                     v interleaved virtual stages a stage's layers go to its v chunks as
+//                     evenly as they split (the largest chunk ⌈layers/v⌉ priced)
 //   pp, microbatches, schedule, virtual_stages, zero (0–3), recompute
 //                     pipeline and ZeRO dimensions (train/pipeline_model.hpp, train/zero.hpp)
 //   mesh {d1, d2}     the tensor-parallel mesh of one replica (mesh dims 0 and 1)
@@ -17,7 +27,8 @@
 //   provenance        where the plan came from; the runtime ignores it
 //
 // JSON (every key optional, defaults as below; unknown keys and wrong types are errors):
-//   {"dp": 1, "pp": 1, "microbatches": 1, "schedule": "gpipe", "virtual_stages": 1,
+//   {"dp": 1, "pp": 1, "cp": 1, "cp_comm": "ring", "first_stage_layers": 0,
+//    "last_stage_layers": 0, "microbatches": 1, "schedule": "gpipe", "virtual_stages": 1,
 //    "zero": 0, "recompute": "none", "mesh": [2, 2], "strategy": "meshslice", "chunks": 1,
 //    "sequence_parallel": false, "progress_splits": 4,
 //    "linears": {"qkv": {"algorithm": "meshslice", "stationary": "output", "slices": 2}, …},
@@ -66,8 +77,18 @@ struct Plan {
   int progress_splits = 4;
   std::array<LinearPlan, 4> linears{};  // indexed by Linear
   std::optional<Provenance> provenance{};
+  int cp = 1;
+  CpComm cp_comm = CpComm::kRing;
+  int first_stage_layers = 0, last_stage_layers = 0;  // 0: even stages
 
-  int ranks() const { return dp * pp * mesh[0] * mesh[1]; }
+  int ranks() const { return dp * pp * cp * mesh[0] * mesh[1]; }
+  bool uneven() const { return first_stage_layers > 0 || last_stage_layers > 0; }
+  // The layers of pipeline stage `stage` of `layers` (throws naming the numbers when they do
+  // not split: the middle stages' share must be a positive whole number).
+  int stage_layers(int layers, int stage) const;
+  // Throws naming the field when meshtp's runtime cannot run the plan (cp > 1, uneven
+  // stages): "plan: cp=2: meshtp's runtime has no context parallelism yet (…)".
+  void require_runtime(std::string_view where) const;
   const LinearPlan& linear(Linear l) const { return linears[static_cast<std::size_t>(l)]; }
   // The algorithm linear l runs (2D GeMM strategies).
   Algorithm algorithm(Linear l) const;

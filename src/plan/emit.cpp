@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "core/text.hpp"
+#include "plan/context_parallel.hpp"
 
 namespace meshtp::plan {
 // The helpers in a namespace of their own: the unity build compiles this file with others.
@@ -35,6 +36,10 @@ enum class Gap {
   kZeroPipeline,         // DeepSpeed: the pipeline engine takes ZeRO 0–1
   kInterleaved,          // DeepSpeed: one stage per pipeline rank
   kFp32WithoutFsdp,      // torchtitan: 2-byte precision with TP or PP but no FSDP runs fp32
+  kContextParallel,      // DeepSpeed: no context parallelism in its config
+  kCpComm,               // torchtitan: ring attention only (no Ulysses all-to-all)
+  kUneven,               // DeepSpeed: uneven stages are PipelineModule code, not config
+  kUnevenInterleaved,    // Megatron-LM, torchtitan: each stage's layers divisible by v
 };
 
 int tp_of(const Plan& p) { return p.mesh[0] * p.mesh[1]; }
@@ -66,6 +71,20 @@ Gap gap(Framework f, const Plan& p, Precision precision) {
   if (p.mesh[1] > 1) return Gap::kMeshColumn;
   if (p.chunks > 1 && tp > 1 && p.strategy != Strategy::kTp1d) return Gap::kChunks;
   const int zero = zero_of(p);
+  if (f == Framework::kDeepSpeed && p.cp > 1) return Gap::kContextParallel;
+  if (f == Framework::kDeepSpeed && p.uneven()) return Gap::kUneven;
+  // Uneven stages interleaved: Megatron-LM needs each stage's layers divisible by v
+  // (transformer_config.py); torchtitan's less_layers shorten one virtual stage only.
+  if (p.uneven() && p.virtual_stages > 1) {
+    const int v = p.virtual_stages;
+    if (f != Framework::kMegatron || p.first_stage_layers % v != 0 ||
+        p.last_stage_layers % v != 0) {
+      return Gap::kUnevenInterleaved;
+    }
+  }
+  if (f == Framework::kTorchtitan && p.cp > 1 && p.cp_comm != layout::CpComm::kRing) {
+    return Gap::kCpComm;
+  }
   switch (f) {
     case Framework::kMegatron:
       if (zero >= 2) return Gap::kZeroAbove1;
@@ -175,13 +194,33 @@ std::string describe(Gap g, Framework f, const Plan& p) {
           "(data_parallel_shard_degree > 1) and otherwise trains in fp32, with twice the "
           "memory and time priced",
           tp_of(p), p.pp);
+    case Gap::kContextParallel:
+      return fmt::format("context parallelism cp={}: DeepSpeed's config has no such degree",
+                         p.cp);
+    case Gap::kCpComm:
+      return fmt::format("cp={} with {}: torchtitan's context parallelism is ring attention "
+                         "only",
+                         p.cp, p.cp_comm);
+    case Gap::kUnevenInterleaved:
+      return fmt::format("uneven stages of {} and {} layers first and last, interleaved over {} "
+                         "virtual stages: {} runs them only with every stage's layers "
+                         "divisible by the virtual stages{}",
+                         p.first_stage_layers, p.last_stage_layers, p.virtual_stages, fw,
+                         f == Framework::kTorchtitan ? " and the first and last equal to the "
+                                                       "others (its less_layers shorten one "
+                                                       "virtual stage)"
+                                                     : "");
+    case Gap::kUneven:
+      return fmt::format("uneven stages ({} and {} layers first and last): DeepSpeed sets the "
+                         "stages in PipelineModule code, not its config",
+                         p.first_stage_layers, p.last_stage_layers);
   }
   return "";
 }
 
 // The sizes every framework's configuration is made of.
 struct Sizes {
-  std::int64_t devices = 0, tp = 0, dp = 0, pp = 0, m = 0, v = 0;
+  std::int64_t devices = 0, tp = 0, dp = 0, pp = 0, m = 0, v = 0, cp = 1;
   std::int64_t global = 0, micro = 0;         // B and b = B/(dp·m), sequences
   std::int64_t layers_per_virtual_stage = 0;  // L/(pp·v)
 };
@@ -194,15 +233,18 @@ Sizes sizes_of(const Plan& p, const ModelSpec& model) {
           .pp = p.pp,
           .m = p.microbatches,
           .v = p.virtual_stages,
+          .cp = p.cp,
           .global = model.batch};
   MESHTP_CHECK(model.batch % (s.dp * s.m) == 0,
                "batch={} of '{}' does not split into dp={} × microbatches={}", model.batch,
                model.name, s.dp, s.m);
-  MESHTP_CHECK(model.layers % (s.pp * s.v) == 0,
+  MESHTP_CHECK(p.uneven() || model.layers % (s.pp * s.v) == 0,
                "layers={} of '{}' do not split into pp={} × virtual stages={}", model.layers,
                model.name, s.pp, s.v);
   s.micro = model.batch / (s.dp * s.m);
-  s.layers_per_virtual_stage = model.layers / (s.pp * s.v);
+  // Uneven stages: the middle stages' layers (Plan::stage_layers throws naming a bad split).
+  s.layers_per_virtual_stage = p.uneven() ? p.stage_layers(static_cast<int>(model.layers), p.pp / 2)
+                                          : model.layers / (s.pp * s.v);
   return s;
 }
 
@@ -237,7 +279,8 @@ std::vector<std::string> header(Framework f, const EmitRequest& r, const Plan& p
   }
   // Megatron-LM and DeepSpeed have no data-parallel argument; torchtitan's is below.
   lines.push_back(fmt::format(
-      "data parallel {} = {} devices / (tensor {} × pipeline {}){}", s.dp, s.devices, s.tp, s.pp,
+      "data parallel {} = {} devices / (tensor {} × {}pipeline {}){}", s.dp, s.devices, s.tp,
+      s.cp > 1 ? fmt::format("context {} × ", s.cp) : "", s.pp,
       f == Framework::kTorchtitan
           ? ""
           : fmt::format(": {} derives it from the world size", product(f))));
@@ -272,7 +315,31 @@ std::string megatron(const EmitRequest& r, const Plan& p, const Sizes& s) {
   const auto flag = [&](std::string_view name) { out += fmt::format("  --{}\n", name); };
   arg("tensor-model-parallel-size", s.tp);
   arg("pipeline-model-parallel-size", s.pp);
-  if (s.v > 1) arg("num-layers-per-virtual-pipeline-stage", s.layers_per_virtual_stage);
+  // Uneven stages interleave by the count of virtual stages (Megatron-LM refuses the
+  // per-stage layer count with them).
+  if (s.v > 1 && !p.uneven()) {
+    arg("num-layers-per-virtual-pipeline-stage", s.layers_per_virtual_stage);
+  }
+  if (s.v > 1 && p.uneven()) arg("num-virtual-stages-per-pipeline-rank", s.v);
+  if (p.uneven()) {
+    // The middle stages take the rest evenly (megatron/core/transformer/transformer_block.py).
+    if (p.first_stage_layers > 0) arg("decoder-first-pipeline-num-layers", p.first_stage_layers);
+    if (p.last_stage_layers > 0) arg("decoder-last-pipeline-num-layers", p.last_stage_layers);
+  }
+  if (p.cp > 1) {
+    // Megatron-Core's names: ring attention is "p2p", the hierarchical a2a+ring "a2a+p2p"
+    // with the a2a degree u inner and the ring's cp/u outer.
+    arg("context-parallel-size", p.cp);
+    const int u = cp_a2a_size(p.cp_comm, p.cp, static_cast<int>(r.model.heads / s.tp));
+    switch (p.cp_comm) {
+      case layout::CpComm::kRing: arg("cp-comm-type", "p2p"); break;
+      case layout::CpComm::kA2a: arg("cp-comm-type", "a2a"); break;
+      case layout::CpComm::kA2aRing:
+        arg("cp-comm-type", "a2a+p2p");
+        out += fmt::format("  --hierarchical-context-parallel-sizes {} {}\n", u, p.cp / u);
+        break;
+    }
+  }
   // Megatron-LM turns sequence parallelism off at tensor parallelism 1 (with a warning).
   if (s.tp > 1 && sequence_parallel(p)) flag("sequence-parallel");
   if (p.recompute == Recompute::kSelective) {
@@ -289,6 +356,16 @@ std::string megatron(const EmitRequest& r, const Plan& p, const Sizes& s) {
   arg("num-layers", r.model.layers);
   arg("hidden-size", r.model.hidden);
   arg("num-attention-heads", r.model.heads);
+  if (r.model.ffn() != 4 * r.model.hidden) arg("ffn-hidden-size", r.model.ffn());
+  if (r.model.kv() != r.model.heads) {
+    flag("group-query-attention");
+    arg("num-query-groups", r.model.kv());
+  }
+  if (r.model.activation == layout::Activation::kSwiglu) flag("swiglu");
+  if (!r.model.has_biases()) flag("disable-bias-linear");
+  if (r.model.norm == layout::Norm::kRmsNorm) arg("normalization", "RMSNorm");
+  if (r.model.position == layout::Position::kRope) arg("position-embedding-type", "rope");
+  if (!r.model.tie_embeddings) flag("untie-embeddings-and-output-weights");
   arg("seq-length", r.model.seq);
   arg("max-position-embeddings", r.model.seq);
   if (r.model.precision == Precision::kFp16) flag("fp16");
@@ -347,10 +424,14 @@ std::string torchtitan(const EmitRequest& r, const Plan& p, const Sizes& s) {
     out += fmt::format("pipeline_parallel_microbatch_size = {}\n", s.micro);
     // L/(pp·v) layers per stage, the embedding and the head not counted as layers.
     out += fmt::format("pipeline_parallel_layers_per_stage = {}\n", s.layers_per_virtual_stage);
-    out += "pipeline_parallel_first_stage_less_layers = 0\n";
-    out += "pipeline_parallel_last_stage_less_layers = 0\n";
+    // Uneven stages: how many fewer the first and the last hold than the others.
+    const auto less = [&](int layers) {
+      return layers > 0 ? s.layers_per_virtual_stage - layers : 0;
+    };
+    out += fmt::format("pipeline_parallel_first_stage_less_layers = {}\n", less(p.first_stage_layers));
+    out += fmt::format("pipeline_parallel_last_stage_less_layers = {}\n", less(p.last_stage_layers));
   }
-  out += "context_parallel_degree = 1\n";
+  out += fmt::format("context_parallel_degree = {}\n", p.cp);
   out += "\n[activation_checkpoint]\n";
   out += fmt::format("mode = \"{}\"\n", p.recompute == Recompute::kFull ? "full" : "none");
   return out;

@@ -11,6 +11,7 @@
 #include "core/error.hpp"
 #include "core/op_costs.hpp"
 #include "layout/pipeline_schedule.hpp"
+#include "plan/context_parallel.hpp"
 #include "plan/mesh_links.hpp"
 #include "plan/planner.hpp"
 #include "plan/provenance.hpp"
@@ -68,6 +69,14 @@ std::vector<int> virtual_stages(int layers_per_rank, int pp, int m) {
   return out;
 }
 
+// The most layers a pipeline rank holds (all its chunks): L/pp, or with uneven stages the
+// largest stage's.
+int largest_stage(const layout::Plan& p, std::int64_t layers) {
+  int most = 0;
+  for (int r = 0; r < p.pp; ++r) most = std::max(most, p.stage_layers(static_cast<int>(layers), r));
+  return most;
+}
+
 // One boundary crossing: a rank's slice of the stream over the pipeline link.
 double transfer_s(const LayoutTraffic& t) {
   return t.stream_bytes / t.pipe.bw_bytes_per_s + t.pipe.l_sync_s;
@@ -106,7 +115,9 @@ double pipeline_p2p_s(const LayoutCandidate& c, const LayoutTraffic& t, const Pi
 
 double data_parallel_s(const LayoutCandidate& c, const LayoutTraffic& t, const PipelineRun& run) {
   const layout::Plan& p = c.plan;
-  const int pp = p.pp, m = p.microbatches, v = p.virtual_stages, dp = p.dp;
+  // The ranks that hold the same parameters: a replica's dp, times cp (each cp rank computes
+  // the gradients of its tokens).
+  const int pp = p.pp, m = p.microbatches, v = p.virtual_stages, dp = p.dp * p.cp;
   if (dp == 1) return 0;
   const double shard = t.params_bytes / dp;
   double reduce = 0;
@@ -317,7 +328,14 @@ namespace {
 // and each schedule's buffer counts, computed once; and the one price of a layout.
 class Pricer {
  public:
-  explicit Pricer(const LayoutRequest& r) : r_(r), links_(r.topology) {}
+  // The layouts of context parallelism `cp`: every price on s/cp tokens per rank (the local
+  // model), the core's remainder and exchange on the whole sequence (plan/context_parallel).
+  Pricer(const LayoutRequest& r, int cp) : r_(local(r, cp)), whole_(r.model), links_(r.topology) {}
+
+  static LayoutRequest local(LayoutRequest r, int cp) {
+    r.model.seq /= cp;
+    return r;
+  }
 
   // The tensor-parallel stage price, one per (strategy, mesh, chunks, microbatch rows,
   // layers, recompute): the same for every dp, zero and schedule. `mb`: one microbatch of
@@ -350,18 +368,25 @@ class Pricer {
     return it->second;
   }
 
-  // The pipeline dim's and the data dim's rings of (dp, pp, tp) on the full topology.
-  std::pair<RingParams, RingParams> rings(int dp, int pp, int tp) {
-    return {ring(r_.topology, link_of(links_, {dp, pp, tp}, 1)),
-            ring(r_.topology, link_of(links_, {dp, pp, tp}, 0))};
+  // The pipeline dim's, the data ring's and the cp dim's rings of (dp, pp, cp, tp) on the
+  // full topology ([tp, cp, pp, dp] innermost first). The gradients run over dp·cp ranks:
+  // priced on the dp dim's ring, or the cp dim's when dp = 1.
+  struct Rings {
+    RingParams pipe, data, cp;
+  };
+  Rings rings(int dp, int pp, int cp, int tp) {
+    const std::vector<int> shape{dp, pp, cp, tp};
+    const RingParams cp_ring = ring(r_.topology, link_of(links_, shape, 2));
+    return {ring(r_.topology, link_of(links_, shape, 1)),
+            dp > 1 ? ring(r_.topology, link_of(links_, shape, 0)) : cp_ring, cp_ring};
   }
 
   // What `plan` (any v, zero and schedule: they do not change it) moves: one rank's slice of
   // a microbatch's stream, and pipeline rank 0's parameters priced on (v 1, zero 0, gpipe).
-  LayoutTraffic traffic(layout::Plan plan, std::pair<RingParams, RingParams> rings) {
+  LayoutTraffic traffic(layout::Plan plan, const Rings& rings) {
     ModelSpec mb = r_.model;
     mb.batch = r_.model.batch / (plan.dp * plan.microbatches);
-    mb.layers = r_.model.layers / plan.pp;
+    mb.layers = largest_stage(plan, r_.model.layers);
     mb.recompute = plan.recompute;
     plan.virtual_stages = 1;
     plan.zero = 0;
@@ -375,8 +400,9 @@ class Pricer {
                                   !layout::is_gemm2d(plan.strategy) && plan.mesh[1] == 1
                               ? plan.mesh[0]
                               : 1;
-    return {.pipe = rings.first,
-            .data = rings.second,
+    return {.pipe = rings.pipe,
+            .data = rings.data,
+            .cp = rings.cp,
             .stream_bytes = block_floats(mb, plan).input * r_.model.element_bytes() / slices,
             .params_bytes =
                 rank_memory(r_.model, plan, 0, HeadBuffers::kSharded, buffers(plan)).params_bytes,
@@ -398,9 +424,33 @@ class Pricer {
         stage.t_compute_s + rerun_s(r_.runtime, plan.pp, full.t_compute_s, none.t_compute_s);
     c.t_head_s = t.head_s;
     c.t_head_comm_s = t.head_comm_s;
-    // ZeRO ≥ 1 (Megatron-LM's distributed optimizer) updates a 1/dp shard on each rank.
+    const int layers = largest_stage(plan, r_.model.layers);
+    if (plan.cp > 1) {
+      // The whole sequence's core and exchange, one microbatch of the largest stage's layers.
+      ModelSpec mb = whole_;
+      mb.batch = whole_.batch / (plan.dp * plan.microbatches);
+      mb.recompute = plan.recompute;
+      const CpPrice cp = cp_price(mb, layers, plan.mesh[0] * plan.mesh[1], plan.cp,
+                                  plan.cp_comm, r_.topology.gemm_model(), t.cp);
+      c.t_cp_compute_s = cp.compute_s;
+      c.t_cp_exposed_s = cp.exposed_s;
+      c.t_cp_hidden_s = cp.hidden_s;
+      c.t_stage_s += cp.compute_s + cp.exposed_s;
+      c.t_compute_s += cp.compute_s;
+    }
+    if (plan.uneven()) {
+      // The last stage's turn is its layers and the head: the head costs what it takes
+      // beyond the layers that stage has fewer than the largest.
+      const int last = plan.stage_layers(static_cast<int>(r_.model.layers), plan.pp - 1);
+      const double per_layer = (c.t_stage_s + c.t_rerun_s) / layers;
+      const double head = std::max(0.0, t.head_s - (layers - last) * per_layer);
+      c.t_head_comm_s = t.head_s > 0 ? t.head_comm_s * head / t.head_s : 0;
+      c.t_head_s = head;
+    }
+    // ZeRO ≥ 1 (Megatron-LM's distributed optimizer) updates a 1/(dp·cp) shard on each rank.
     const double params = t.params_bytes / r_.model.element_bytes();
-    c.t_optimizer_s = optimizer_s(plan.zero >= 1 ? params / plan.dp : params, r_.topology);
+    c.t_optimizer_s =
+        optimizer_s(plan.zero >= 1 ? params / (plan.dp * plan.cp) : params, r_.topology);
     price_layout(c, t, schedule_run(c, t));
     return c;
   }
@@ -439,7 +489,8 @@ class Pricer {
     return it->second;
   }
 
-  const LayoutRequest& r_;
+  const LayoutRequest r_;  // the model on s/cp tokens
+  const ModelSpec whole_;  // on the whole sequence
   TopologyLinks links_;
   std::map<std::tuple<int, int, int, int, int, int, int>, Candidate> stages_;
   std::map<std::pair<int, int>, Topology> stage_topologies_;
@@ -454,13 +505,34 @@ class Pricer {
 // The ZeRO stages a runtime has: meshtp 0–3, Megatron-LM's distributed optimizer 0 and 1.
 int zero_stages(layout::Runtime runtime) { return runtime == layout::Runtime::kMegatron ? 2 : 4; }
 
+// The cp values searched: 1, and every divisor of the devices up to max_cp whose zigzag
+// splits the sequence (2·cp chunks).
+std::vector<int> cp_values(const LayoutRequest& r) {
+  std::vector<int> out;
+  for (const int cp : divisors(r.devices)) {
+    if (cp <= r.max_cp && r.model.seq % (2 * cp) == 0) out.push_back(cp);
+  }
+  if (out.empty() || out.front() != 1) out.insert(out.begin(), 1);
+  return out;
+}
+
+// The stage splits searched for pp stages of `layers`: even when they divide, else with
+// uneven stages on (and pp ≥ 3) the middle ⌈L/pp⌉ each and the rest halved between the
+// first and the last (both at least 1). Pairs (first_stage_layers, last_stage_layers).
+std::vector<std::pair<int, int>> stage_splits(std::int64_t layers, int pp, bool uneven) {
+  if (layers % pp == 0) return {{0, 0}};
+  if (!uneven || pp < 3) return {};
+  const std::int64_t middle = (layers + pp - 1) / pp, rest = layers - middle * (pp - 2);
+  if (rest < 2 || rest % 2 != 0 || rest / 2 > middle) return {};
+  return {{static_cast<int>(rest / 2), static_cast<int>(rest / 2)}};
+}
+
 }  // namespace
 
 LayoutSearch search_layouts(const LayoutRequest& r, std::size_t keep) {
   r.validate();
   const ModelSpec& model = r.model;
   const int n = r.devices;
-  Pricer pricer(r);
   // The ranking: feasible first, then by step time, then in the order enumerated (the
   // stable sort of the whole list). With `keep`, the kept are a heap whose top ranks last.
   struct Found {
@@ -493,13 +565,15 @@ LayoutSearch search_layouts(const LayoutRequest& r, std::size_t keep) {
       }
     }
   };
-  for (const int tp : divisors(n)) {
+  for (const int cp : cp_values(r)) {
+  Pricer pricer(r, cp);
+  for (const int tp : divisors(n / cp)) {
     if (tp > r.max_tp) continue;
-    for (const int pp : divisors(n / tp)) {
-      if (model.layers % pp != 0) continue;
-      const int dp = n / (tp * pp);
+    for (const int pp : divisors(n / (cp * tp))) {
+     for (const auto& [first_layers, last_layers] : stage_splits(model.layers, pp, r.uneven_stages)) {
+      const int dp = n / (cp * tp * pp);
       if (model.batch % dp != 0) continue;
-      const std::pair<RingParams, RingParams> rings = pricer.rings(dp, pp, tp);
+      const auto rings = pricer.rings(dp, pp, cp, tp);
       for (const int m : divisors(model.batch / dp)) {
         // 1F1B needs m ≥ p; with pp = 1, m > 1 is gradient accumulation (smaller
         // activations, the same work).
@@ -513,10 +587,21 @@ LayoutSearch search_layouts(const LayoutRequest& r, std::size_t keep) {
             // The runtime's ATP block shards whole heads over all d1·d2 ranks
             // (model/block.hpp validate).
             if (!layout::is_gemm2d(strategy) && model.heads % (d1 * d2) != 0) continue;
+            // The cp exchanges this mesh runs (heads per TP rank for a2a).
+            std::vector<layout::CpComm> comms;
+            for (const layout::CpComm comm : cp > 1 ? r.cp_comms : std::vector{layout::CpComm::kRing}) {
+              if (!cp_invalid_reason(model, d1 * d2, cp, comm)) comms.push_back(comm);
+            }
+            if (comms.empty()) continue;
             for (const int chunks : r.chunks) {
               ModelSpec mb = model;
+              mb.seq = model.seq / cp;
               mb.batch = model.batch / (dp * m);
-              mb.layers = model.layers / pp;
+              layout::Plan split;
+              split.pp = pp;
+              split.first_stage_layers = first_layers;
+              split.last_stage_layers = last_layers;
+              mb.layers = largest_stage(split, model.layers);
               const auto stage_of = [&](Recompute recompute) -> const Candidate& {
                 return pricer.stage(strategy, d1, d2, chunks, mb, recompute);
               };
@@ -530,11 +615,15 @@ LayoutSearch search_layouts(const LayoutRequest& r, std::size_t keep) {
                 const Candidate& full = stage_of(Recompute::kFull);
                 const Candidate& none = stage_of(Recompute::kNone);
                 const double rerun = rerun_s(r.runtime, pp, full.t_step_s, none.t_step_s);
-                const std::vector<int> vs = virtual_stages(model.layers / pp, pp, m);
-                const int zeros = dp > 1 ? zero_stages(r.runtime) : 1;
+                const std::vector<int> vs = first_layers > 0 ? std::vector{1}
+                                                              : virtual_stages(model.layers / pp, pp, m);
+                const int zeros = dp * cp > 1 ? zero_stages(r.runtime) : 1;
                 layout::Plan plan = to_plan(stage);
                 plan.dp = dp;
                 plan.pp = pp;
+                plan.cp = cp;
+                plan.first_stage_layers = first_layers;
+                plan.last_stage_layers = last_layers;
                 plan.microbatches = m;
                 plan.recompute = recompute;
                 plan.provenance.reset();
@@ -550,13 +639,15 @@ LayoutSearch search_layouts(const LayoutRequest& r, std::size_t keep) {
                 if (bounded_out((stage.t_step_s + rerun) * m)) {
                   for (const int v : vs) {
                     for (int zero = 0; zero < zeros; ++zero)
-                      result.searched += accepted(v, zero) ? 1 : 0;
+                      result.searched += accepted(v, zero) ? static_cast<int>(comms.size()) : 0;
                   }
                   continue;
                 }
                 const LayoutTraffic traffic = pricer.traffic(plan, rings);
                 for (const int v : vs) {
                   for (int zero = 0; zero < zeros; ++zero) {
+                   for (const layout::CpComm comm : comms) {
+                    plan.cp_comm = comm;
                     if (!accepted(v, zero)) continue;
                     plan.virtual_stages = v;
                     plan.schedule = search_schedule(m, v);
@@ -569,6 +660,7 @@ LayoutSearch search_layouts(const LayoutRequest& r, std::size_t keep) {
                     ++result.priced;
                     pricer.add_memory(c);
                     add({std::move(c), order});
+                   }
                   }
                 }
               }
@@ -577,6 +669,8 @@ LayoutSearch search_layouts(const LayoutRequest& r, std::size_t keep) {
         }
       }
     }
+  }
+     }
   }
   std::sort(kept.begin(), kept.end(), ranks_before);
   result.ranked.reserve(kept.size());
@@ -609,10 +703,14 @@ LayoutCandidate evaluate_layout(const LayoutRequest& r, const layout::Plan& give
   const ModelSpec& model = r.model;
   given.check_ranks(r.devices, fmt::format("the {} devices of '{}'", r.devices, r.topology.name));
   const int dp = given.dp, pp = given.pp, m = given.microbatches, v = given.virtual_stages;
-  const int d1 = given.mesh[0], d2 = given.mesh[1];
-  MESHTP_CHECK(model.layers % (pp * v) == 0,
-               "layers={} of '{}' do not split into pp={} × virtual stages={}", model.layers,
-               model.name, pp, v);
+  const int d1 = given.mesh[0], d2 = given.mesh[1], cp = given.cp;
+  if (!given.uneven()) {
+    MESHTP_CHECK(model.layers % (pp * v) == 0,
+                 "layers={} of '{}' do not split into pp={} × virtual stages={}", model.layers,
+                 model.name, pp, v);
+  }
+  const int layers = largest_stage(given, model.layers);  // throws naming an uneven split
+  check_cp(model, d1 * d2, cp, given.cp_comm);
   MESHTP_CHECK(model.batch % (dp * m) == 0,
                "batch={} does not split into dp={} × microbatches={} (microbatch size {}/{})",
                model.batch, dp, m, model.batch, dp * m);
@@ -640,10 +738,11 @@ LayoutCandidate evaluate_layout(const LayoutRequest& r, const layout::Plan& give
                "chunks={} with sequence parallelism (tp1d): the planner prices tp1d's "
                "collectives unchunked, so this is not the layout train would run; give chunks 1",
                given.chunks);
-  Pricer pricer(r);
+  Pricer pricer(r, cp);
   ModelSpec mb = model;
+  mb.seq = model.seq / cp;
   mb.batch = model.batch / (dp * m);
-  mb.layers = model.layers / pp;
+  mb.layers = layers;
   const int chunks = layout::is_gemm2d(strategy) || strategy == Strategy::kTp1d ? 1 : given.chunks;
   const Candidate& stage = pricer.stage(strategy, d1, d2, chunks, mb, given.recompute);
   MESHTP_CHECK(stage.valid, "the layout does not run: {} on mesh {}x{}: {}", layout::name(strategy),
@@ -654,11 +753,15 @@ LayoutCandidate evaluate_layout(const LayoutRequest& r, const layout::Plan& give
   layout::Plan plan = to_plan(stage);
   plan.dp = dp;
   plan.pp = pp;
+  plan.cp = cp;
+  plan.cp_comm = given.cp_comm;
+  plan.first_stage_layers = given.first_stage_layers;
+  plan.last_stage_layers = given.last_stage_layers;
   plan.microbatches = m;
   plan.recompute = given.recompute;
   plan.progress_splits = given.progress_splits;  // not priced: kept, so the plan reads back
   plan.provenance.reset();
-  const LayoutTraffic traffic = pricer.traffic(plan, pricer.rings(dp, pp, d1 * d2));
+  const LayoutTraffic traffic = pricer.traffic(plan, pricer.rings(dp, pp, cp, d1 * d2));
   plan.virtual_stages = v;
   plan.schedule = given.schedule;
   plan.zero = given.zero;
@@ -687,7 +790,7 @@ std::ostream& operator<<(std::ostream& os, const LayoutCandidate& c) {
 
 nlohmann::json to_json(const LayoutCandidate& c) {
   const LayoutParts t = parts(c);
-  return {{"plan", layout::to_json(c.plan)},
+  nlohmann::json j{{"plan", layout::to_json(c.plan)},
           {"runtime", layout::name(c.runtime)},
           {"feasible", c.feasible},
           {"t_step_s", c.t_step_s},
@@ -709,6 +812,12 @@ nlohmann::json to_json(const LayoutCandidate& c) {
             {"optimizer_s", t.optimizer_s}}},
           {"memory_gib", c.memory.total_gib()},
           {"memory", to_json(c.memory)}};
+  if (c.plan.cp > 1) {
+    j["t_cp_compute_s"] = c.t_cp_compute_s;
+    j["t_cp_exposed_s"] = c.t_cp_exposed_s;
+    j["t_cp_hidden_s"] = c.t_cp_hidden_s;
+  }
+  return j;
 }
 
 std::vector<std::vector<int>> band_overlaps(const LayoutSearch& search, std::size_t shown) {

@@ -53,6 +53,15 @@
 //               upper bound).
 //   memory      peak_rank_memory (plan/memory.hpp) with the head sharded: feasible when it fits
 //               topology.memory_gib.
+//   cp          context parallelism (layout::Plan::cp, ranks [tp, cp, pp, dp]): every term
+//               above is priced on s/cp tokens per rank (the stage, the stream slices, the
+//               head, the activations); plan/context_parallel.hpp adds the rest of the
+//               attention core and its exchange's exposed part to t_stage_s; the gradients
+//               and ZeRO's shards run over the dp·cp ranks of a replica's parameters (on the
+//               dp dim's ring, or the cp dim's when dp = 1).
+//   uneven      first/last_stage_layers: the stage is priced on the largest stage's layers;
+//               the last stage's turn is its layers and the head, so the head adds only what
+//               it takes beyond the difference.
 //   ranking     feasible first, by predicted step time.
 //
 // Worked example: 16 devices as 2 nodes × 8 (ib-2x8xa100), a model of 8 layers: (dp 1,
@@ -84,6 +93,15 @@ struct LayoutRequest {
   int max_tp = 256;           // largest d1·d2 tried
   int max_microbatches = 256;  // the most microbatches tried per step
   layout::Runtime runtime = layout::Runtime::kMeshtp;
+  // Context parallelism searched: every cp ≤ max_cp dividing the devices whose zigzag splits
+  // the sequence (seq % 2cp), each with every mode of cp_comms (plan/context_parallel.hpp).
+  // 1: none (the default: the search as before).
+  int max_cp = 1;
+  std::vector<layout::CpComm> cp_comms{layout::CpComm::kRing};
+  // Also search uneven pipeline stages where the layers do not split evenly: the middle
+  // stages ⌈L/pp⌉ layers each, the first and the last the rest, halved (Megatron-LM's
+  // --decoder-first/last-pipeline-num-layers), e.g. 126 layers on 16 stages as 7 + 14·8 + 7.
+  bool uneven_stages = false;
   // Only the layouts this accepts are searched (unset: every one): `plan --emit` asks for the
   // best layout a framework can run (plan/emit.hpp). Not used by evaluate_layout.
   std::function<bool(const layout::Plan&)> accepts{};
@@ -112,6 +130,9 @@ struct LayoutCandidate {
   double bubble = 0;     // (p−1)/(m+p−1); interleaved (p−1)/(v·m+p−1)
   double t_p2p_s = 0;    // per step, on the critical path
   double t_dp_s = 0;     // per step
+  // Context parallelism, per microbatch, inside t_stage_s: the attention core's compute
+  // beyond the stage priced on s/cp tokens, and its exchange's exposed and hidden parts.
+  double t_cp_compute_s = 0, t_cp_exposed_s = 0, t_cp_hidden_s = 0;
   MemoryEstimate memory;
 };
 
@@ -170,6 +191,7 @@ double optimizer_s(double params, const Topology& topology);
 // virtual-stage count and ZeRO stage, so the search computes it once for all of them.
 struct LayoutTraffic {
   RingParams pipe, data;    // the pipeline dim's link and the data dim's ring
+  RingParams cp{};          // the cp dim's ring (context parallelism)
   double stream_bytes = 0;  // one rank's slice of a microbatch's residual stream
   double params_bytes = 0;  // one rank's parameters (= its gradients)
   double head_s = 0;        // head_s + head_comm_s of one microbatch on the last pipeline rank

@@ -235,7 +235,8 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
   const int v = p.virtual_stages, stages = p.pp * v;
   MESHTP_CHECK(pipeline_rank >= 0 && pipeline_rank < p.pp, "pipeline rank {} of pp={}",
                pipeline_rank, p.pp);
-  MESHTP_CHECK(model.layers % stages == 0,
+  // Uneven stages (v = 1): this rank's own count (Plan::stage_layers throws naming a bad split).
+  MESHTP_CHECK(p.uneven() || model.layers % stages == 0,
                "layers={} do not split into pp={} × virtual stages={}", model.layers, p.pp, v);
   MESHTP_CHECK(model.batch % (p.dp * p.microbatches) == 0,
                "batch={} does not split into dp={} × microbatches={}", model.batch, p.dp,
@@ -247,7 +248,10 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
   const double vocab_rows = std::ceil(mb.vocab / tp);  // vocabulary-parallel wte and logits
   const BlockFloats f = block_floats(mb, p);
   const double stream = head == HeadBuffers::kRuntime ? n * h : n * h / tp;  // [n, h] whole
-  const int layers = model.layers / stages;  // per chunk
+  // Uneven stages interleaved: the largest chunk, ⌈stage layers / v⌉ (an upper bound).
+  const int layers =
+      p.uneven() ? (p.stage_layers(static_cast<int>(model.layers), pipeline_rank) + v - 1) / v
+                 : static_cast<int>(model.layers / stages);  // per chunk
   const bool full = p.recompute == Recompute::kFull;
   // Megatron-LM with a pipeline: a chunk's (microbatch) in flight keeps its kept sets (none
   // under full recomputation) and layer inputs; the one block re-run under full
@@ -337,7 +341,9 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
   // 1/dp of every gradient (the summed parts), the last bucket whole with its buffer, and a
   // block's whole gradient and send buffer only during its backward (backward_only); stage 3
   // also the running block's parameters whole (whole_params) and the next one's gather.
-  const double dp = p.dp;
+  // The ranks sharing a replica's parameters: dp, times cp (context parallelism's ranks hold
+  // the same parameters; Megatron-LM's distributed optimizer shards over both).
+  const double dp = static_cast<double>(p.dp) * p.cp;
   if (p.zero == 0) {
     out.optimizer_bytes = params * (mb.precision != Precision::kFp32 ? 12 : 8);
   } else {
@@ -349,7 +355,7 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
     if (p.zero == 3 && layers > 1) buffers += block - ln;  // the prefetched block's gather
   } else {
     out.grads_bytes = e * (params + stacks);
-    if (p.dp > 1) buffers += params;
+    if (p.dp * p.cp > 1) buffers += params;
   }
   out.activations_bytes = e * activations;
   out.workspace_bytes = e * buffers + gemm2d_buffer_bytes(mb, p);

@@ -45,6 +45,7 @@ void validate(const TrainConfig& c, int world_size) {
   const layout::Plan& plan = c.model.layout;
   const int dp = plan.dp, pp = plan.pp, m = plan.microbatches;
   plan.validate();
+  plan.require_runtime("plan");
   plan.check_ranks(world_size);
   MESHTP_CHECK(c.model.shape.batch % (dp * m) == 0,
                "batch={} does not split into dp={} × microbatches={}: make dp·microbatches "

@@ -30,13 +30,47 @@ def megatron_parser():
     for name in ("tensor-model-parallel-size", "pipeline-model-parallel-size",
                  "num-layers-per-virtual-pipeline-stage", "recompute-num-layers",
                  "micro-batch-size", "global-batch-size", "num-layers", "hidden-size",
-                 "num-attention-heads", "seq-length", "max-position-embeddings"):
+                 "num-attention-heads", "seq-length", "max-position-embeddings",
+                 "context-parallel-size", "decoder-first-pipeline-num-layers",
+                 "decoder-last-pipeline-num-layers", "ffn-hidden-size", "num-query-groups",
+                 "num-virtual-stages-per-pipeline-rank"):
         p.add_argument("--" + name, type=int)
     p.add_argument("--recompute-granularity", choices=["full", "selective"])
     p.add_argument("--recompute-method", choices=["uniform", "block"])
-    for name in ("sequence-parallel", "use-distributed-optimizer", "fp16", "bf16"):
+    p.add_argument("--cp-comm-type", nargs="+", type=str)
+    p.add_argument("--hierarchical-context-parallel-sizes", nargs="+", type=int)
+    p.add_argument("--normalization", choices=["LayerNorm", "RMSNorm"])
+    p.add_argument("--position-embedding-type",
+                   choices=["learned_absolute", "rope", "mrope", "relative", "none"])
+    for name in ("sequence-parallel", "use-distributed-optimizer", "fp16", "bf16",
+                 "group-query-attention", "swiglu", "untie-embeddings-and-output-weights"):
         p.add_argument("--" + name, action="store_true")
+    p.add_argument("--disable-bias-linear", action="store_false", dest="add_bias_linear")
     return p
+
+
+def megatron_checks(a):
+    """Megatron-LM core_v0.15.0's own checks (megatron/training/arguments.py) on what meshtp
+    emits for context parallelism and uneven stages."""
+    cp = a.context_parallel_size or 1
+    if cp > 1 and a.seq_length % (2 * cp):
+        fail("megatron: seq-length should be a multiple of 2 * context-parallel-size")
+    if a.cp_comm_type and a.cp_comm_type[0] == "a2a+p2p":
+        sizes = a.hierarchical_context_parallel_sizes or []
+        if not sizes or cp != __import__("math").prod(sizes):
+            fail("megatron: a2a+p2p needs --hierarchical-context-parallel-sizes of product cp")
+    first, last = a.decoder_first_pipeline_num_layers, a.decoder_last_pipeline_num_layers
+    pp = a.pipeline_model_parallel_size
+    if first is not None or last is not None:
+        if a.num_layers_per_virtual_pipeline_stage is not None:
+            fail("megatron: uneven stages need --num-virtual-stages-per-pipeline-rank, not "
+                 "--num-layers-per-virtual-pipeline-stage")
+        middle = pp - (first is not None) - (last is not None)
+        rest = a.num_layers - (first or 0) - (last or 0)
+        if middle < 1 or rest % middle:
+            fail(f"megatron: {rest} layers do not split over the {middle} middle stages")
+    if a.group_query_attention and a.num_attention_heads % a.num_query_groups:
+        fail("megatron: num-attention-heads must be divisible by num-query-groups")
 
 
 def comment_lines(framework, text):
@@ -68,6 +102,7 @@ def read(framework, text):
         if connections != "1":
             fail(f"megatron: CUDA_DEVICE_MAX_CONNECTIONS={connections!r}, Megatron-LM needs 1")
         a = megatron_parser().parse_args(argv)
+        megatron_checks(a)
         dp, pp = data_parallel(lines), a.pipeline_model_parallel_size
         if a.global_batch_size % (a.micro_batch_size * dp):
             fail(f"megatron: global batch {a.global_batch_size} is not micro × dp × m")
@@ -77,8 +112,10 @@ def read(framework, text):
             fail("megatron: full recomputation needs --recompute-method uniform "
                  "--recompute-num-layers 1")
         return dict(dp=dp, tp=a.tensor_model_parallel_size, pp=pp,
+                    cp=a.context_parallel_size or 1,
                     m=a.global_batch_size // (a.micro_batch_size * dp),
-                    v=a.num_layers // (pp * per_stage) if per_stage else 1,
+                    v=a.num_layers // (pp * per_stage) if per_stage
+                    else a.num_virtual_stages_per_pipeline_rank or 1,
                     micro=a.micro_batch_size, batch=a.global_batch_size,
                     sp=a.sequence_parallel, recompute=a.recompute_granularity or "none",
                     zero=1 if a.use_distributed_optimizer else 0)
@@ -94,6 +131,9 @@ def read(framework, text):
             if tr["global_batch_size"] != tr["local_batch_size"] * dp:
                 fail("torchtitan: a pipeline's local batch must be the data-parallel rank's")
             layers = int(re.search(r"a flavor of (\d+) layers", text).group(1))
+            # Uneven stages: the first and last hold fewer; the stages are whole.
+            layers += par["pipeline_parallel_first_stage_less_layers"] + \
+                par["pipeline_parallel_last_stage_less_layers"]
             v = layers // (pp * par["pipeline_parallel_layers_per_stage"])
             if (par["pipeline_parallel_schedule"] == "Interleaved1F1B") != (v > 1):
                 fail("torchtitan: Interleaved1F1B must go with more than one stage per rank")
@@ -106,6 +146,7 @@ def read(framework, text):
         if par["data_parallel_shard_degree"] > 1:
             zero = {3} if par["fsdp_reshard_after_forward"] == "always" else {0, 1, 2}
         return dict(dp=dp, tp=tp, pp=pp, m=m, v=v, micro=micro, batch=tr["global_batch_size"],
+                    cp=par["context_parallel_degree"],
                     sp=tp > 1, recompute=t["activation_checkpoint"]["mode"], zero=zero)
     j = json.loads(text)
     mt = j["_meshtp"]
@@ -132,12 +173,18 @@ def expected(plan, batch):
     tp = plan["mesh"][0] * plan["mesh"][1]
     dp, m = plan["dp"], plan["microbatches"]
     return dict(dp=dp, tp=tp, pp=plan["pp"], m=m, v=plan["virtual_stages"],
+                cp=plan.get("cp", 1),
                 micro=batch // (dp * m), batch=batch,
                 sp=tp > 1 and (plan["sequence_parallel"] or plan["strategy"] == "tp1d"),
                 recompute=plan["recompute"], zero=plan["zero"] if dp > 1 else 0)
 
 
+# EMIT_FRAMEWORKS=megatron,torchtitan: only those (a layout DeepSpeed's config cannot hold,
+# with no fallback that fits).
+chosen = os.environ.get("EMIT_FRAMEWORKS", ",".join(EXTENSIONS)).split(",")
 for framework, extension in EXTENSIONS.items():
+    if framework not in chosen:
+        continue
     target = f"{workdir}/emit.{extension}"
     if os.path.exists(target):
         os.remove(target)
@@ -154,9 +201,10 @@ for framework, extension in EXTENSIONS.items():
     plan = (answer["best"] if "best" in answer else answer)["plan"]
     text = open(target).read()
     got = read(framework, text)
-    devices = plan["dp"] * plan["pp"] * plan["mesh"][0] * plan["mesh"][1]
-    degrees = f"dp {got['dp']} × tp {got['tp']} × pp {got['pp']}"
-    if got["dp"] * got["tp"] * got["pp"] != devices:
+    devices = plan["dp"] * plan["pp"] * plan.get("cp", 1) * plan["mesh"][0] * plan["mesh"][1]
+    degrees = f"dp {got['dp']} × tp {got['tp']} × pp {got['pp']}" + \
+        (f" × cp {got['cp']}" if got.get("cp", 1) > 1 else "")
+    if got["dp"] * got["tp"] * got["pp"] * got.get("cp", 1) != devices:
         fail(f"{framework}: {degrees} is not the {devices} devices")
     lines = comment_lines(framework, text)
     if lines[0].startswith(CANNOT):

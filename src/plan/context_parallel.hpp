@@ -1,0 +1,57 @@
+// Context parallelism's price: cp ranks each hold s/cp tokens of every sequence (ordered
+// [tp, cp, pp, dp], layout/plan.hpp). Everything but the attention core runs on s/cp tokens
+// (the stage is priced on them); the core needs every key for its queries:
+//
+//   ring      (Megatron-Core's "p2p"; Liu et al., Ring Attention) cp steps per pass, each one
+//             (s/cp)×(s/cp) block of the core for the rank's b·a/tp (sequence, head) pairs,
+//             while K and V of the next block travel one hop: 2·(s/cp)·b·g_t·d·e bytes, g_t =
+//             max(1, g/tp) KV heads per TP rank (replicated below tp, as Megatron-LM does).
+//             The transfer hides behind the step's compute; what is left is exposed:
+//               exposed per pass = (cp − 1)·max(0, T_kv − C_step)
+//             the backward moves K, V one way and dK, dV the other (full-duplex links: the
+//             same T_kv), against the backward step's compute.
+//   a2a       (Ulysses; Jacobs et al. 2023) all-to-all of q, k, v before the core and of its
+//             output after (backward: the gradients, the same volumes), each rank sending
+//             (cp−1)/cp of its (s/cp)·b·(a/tp + 2·max(g_t, cp))·d values (KV heads replicated
+//             up to cp where fewer); the core then runs whole s for a/(tp·cp) heads. Not
+//             overlapped. Needs a/tp divisible by cp.
+//   a2a+ring  (Megatron-Core's hierarchical "a2a+p2p") a2a over the largest u < cp dividing
+//             cp and a/tp, then a ring of cp/u ranks on s/(cp/u)-token blocks.
+// Compute: the core's products are the same s²/cp per rank in every mode; the stage priced on
+// s/cp tokens holds one (s/cp)² block of them, so cp − 1 more (ring) are added.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "core/gemm_model.hpp"
+#include "layout/vocabulary.hpp"
+#include "plan/mesh_links.hpp"
+#include "plan/model_spec.hpp"
+
+namespace meshtp::plan {
+
+struct CpPrice {
+  double compute_s = 0;  // the core's compute beyond the stage priced on s/cp tokens
+  double exposed_s = 0;  // communication not hidden by the core
+  double hidden_s = 0;   // ring transfers hidden by it
+  double step_compute_s = 0, step_transfer_s = 0;  // ring: one forward step's, for reports
+};
+
+// The ranks' a2a degree of a2a+ring (1 for ring, cp for a2a).
+int cp_a2a_size(layout::CpComm comm, int cp, int heads_per_tp_rank);
+
+// Why (model, tp, cp, comm) cannot run, naming the numbers (nullopt when it can): seq %
+// (2·cp) for the ring's zigzag, heads/tp % cp for a2a, no a2a degree for a2a+ring.
+std::optional<std::string> cp_invalid_reason(const ModelSpec& model, int tp, int cp,
+                                             layout::CpComm comm);
+// The same, thrown.
+void check_cp(const ModelSpec& model, int tp, int cp, layout::CpComm comm);
+
+// One microbatch `mb` (whole sequences: mb.seq = s) of `layers` layers on a cp group with
+// `ring` its link, each rank tensor-parallel over tp; mb.recompute re-runs the forward's
+// share (selective and full: once more).
+CpPrice cp_price(const ModelSpec& mb, std::int64_t layers, int tp, int cp, layout::CpComm comm,
+                 const GemmModel& gemm, const RingParams& ring);
+
+}  // namespace meshtp::plan
