@@ -98,7 +98,8 @@ struct LayoutCandidate {
   double t_step_s = 0;
   // t_step_s's band over the topology's sourced ranges (plan/bands.hpp): low ≤ t_step_s ≤
   // high, both t_step_s where the topology has no ranges. Set by evaluate_layout and for the
-  // kept rows of search_layouts(request, keep); the rest of a search's rows carry t_step_s.
+  // kept rows of search_layouts(request, keep); the rest of a search's rows carry t_step_s
+  // in both (price_layout).
   double t_step_s_low = 0, t_step_s_high = 0;
   double t_stage_s = 0;  // one microbatch through one rank's layers (forward + backward)
   double t_rerun_s = 0;  // meshtp, pp > 1: the rematerialised forward of those layers, per
