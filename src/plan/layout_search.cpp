@@ -725,7 +725,9 @@ nlohmann::json to_json(const LayoutSearch& search, std::size_t shown) {
   return {{"layouts", rows},
           {"searched", search.searched},
           {"priced", search.priced},
-          {"best", best ? to_json(search.ranked.front()) : nlohmann::json()}};
+          {"best", !best        ? nlohmann::json()
+                   : rows.empty() ? to_json(search.ranked.front())
+                                  : rows.front()}};  // the first row, its band_overlaps too
 }
 
 std::string does_not_fit(const LayoutCandidate& c, double memory_gib) {

@@ -250,7 +250,8 @@ std::ostream& operator<<(std::ostream& os, const LayoutCandidate& c);
 //  "memory": {"params_gib", "grads_gib", "optimizer_gib", "activations_gib", "buffers_gib"}}
 nlohmann::json to_json(const LayoutCandidate& c);
 // `plan --3d --json`: {"layouts": the first `shown` ranked rows, "searched", "priced",
-// "best": the first row when it is feasible, else null}. Each row also has "band_overlaps":
+// "best": the first row (as in "layouts") when it is feasible, else null}. Each row also has
+// "band_overlaps":
 // the ranks (1-based) of the other shown rows whose step-time band overlaps its own
 // (band_overlaps): neither is known to be faster.
 nlohmann::json to_json(const LayoutSearch& search, std::size_t shown);
