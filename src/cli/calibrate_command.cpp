@@ -69,6 +69,7 @@
 #include "plan/calibration_fit.hpp"
 #include "plan/planner.hpp"
 #include "plan/presets.hpp"
+#include "plan/step_log.hpp"
 
 namespace meshtp::cli {
 namespace {
@@ -94,6 +95,8 @@ struct CalibrateArgs {
   int repeats = 3;
   bool json = false;
   std::vector<std::string> nccl_tests;  // --from-nccl-tests: fit these logs, measure nothing
+  std::string step_log;  // --from-step-log: fit one constant to this run's step time
+  std::string fit;       // --fit: that constant (a JSON pointer of the base's ranges)
   std::string min_bytes;
   std::vector<CLI::Option*> measuring;  // the flags that only measuring uses
   CLI::Option* min_bytes_option = nullptr;
@@ -161,6 +164,78 @@ void agree_with_rank0(const comm::Communicator& world, const std::function<void(
 
 std::string stem_of(const std::string& path) { return std::filesystem::path(path).stem().string(); }
 
+
+// `calibrate --from-step-log LOG --base TOPOLOGY --out FILE [--fit CONSTANT]`: the run's
+// layout and step from its log (plan/step_log.hpp), one constant of the base's sourced ranges
+// fitted so that plan --3d --evaluate --runtime megatron prices that step; the base with the
+// fitted value written to --out (its range kept when the value lies inside, dropped when not).
+void run_calibrate_from_step_log(const CalibrateArgs& a) {
+  MESHTP_CHECK(!a.base.empty(),
+               "--from-step-log needs --base TOPOLOGY: the cluster the run ran on, with the "
+               "sourced ranges ('ranges') of the constants to fit");
+  plan::Topology base = plan::load_topology(a.base);
+  (void)check_output_path(a.out);  // before the work
+  const plan::StepLog log = plan::parse_megatron_log(read_file(a.step_log), a.step_log);
+  const plan::LayoutRequest request{.topology = base,
+                                    .model = log.model,
+                                    .devices = log.world_size,
+                                    .runtime = layout::Runtime::kMegatron};
+  const plan::ConstantFit fit = plan::fit_step_constant(request, log.plan, log.step_s, a.fit);
+  plan::Topology bare = base;
+  bare.ranges.clear();
+  plan::Topology fitted = plan::topology_from_json(
+      plan::with_constant(plan::to_json(bare), fit.range, fit.fitted), a.base);
+  fitted.ranges = base.ranges;
+  if (!fit.inside()) {
+    std::erase_if(fitted.ranges,
+                  [&](const plan::ConstantRange& r) { return r.constant == fit.range.constant; });
+  }
+  if (!a.name.empty()) fitted.name = a.name;
+  fitted.description += fmt::format(
+      " {} = {:.6g} fitted to the step of {} (meshtp calibrate --from-step-log: median {:.6g} ms "
+      "of {} logged iterations; source range {:.6g}…{:.6g}{}).",
+      fit.range.constant, fit.fitted, a.step_log, log.step_s * 1e3, log.iteration_ms.size(),
+      fit.range.low, fit.range.high, fit.inside() ? "" : ", the fit outside it: range dropped");
+  const std::string text = plan::to_json(fitted).dump(2) + "\n";
+  plan::parse_topology(text, a.out);
+  if (world().rank() == 0) write_file_atomically(a.out, text);
+  if (a.json) {
+    out() << nlohmann::json{{"out", a.out},
+                            {"log", a.step_log},
+                            {"plan", layout::to_json(log.plan)},
+                            {"measured_s", fit.measured_s},
+                            {"iterations", log.iteration_ms.size()},
+                            {"constant", fit.range.constant},
+                            {"given", fit.given},
+                            {"fitted", fit.fitted},
+                            {"source_low", fit.range.low},
+                            {"source_high", fit.range.high},
+                            {"source", fit.range.source},
+                            {"inside", fit.inside()},
+                            {"priced_given_s", fit.priced_given_s},
+                            {"priced_fitted_s", fit.priced_fitted_s},
+                            {"residual", fit.residual()}}
+                 .dump()
+          << '\n';
+    return;
+  }
+  const layout::Plan& p = log.plan;
+  out() << fmt::format(
+      "calibrate --from-step-log {}: Megatron-LM, {} devices: dp={} pp={}{} tp={} m={} "
+      "recompute={}{}; step {:.6g} s (median of {} logged iterations{})\n"
+      "  priced with {} = {:.6g}: {:.6g} s ({:+.1f}%)\n"
+      "  fitted {} = {:.6g} (source range {:.6g} … {:.6g}: {}); priced {:.6g} s, residual "
+      "{:+.2f}%\n"
+      "  wrote {}\n",
+      a.step_log, log.world_size, p.dp, p.pp,
+      p.virtual_stages > 1 ? fmt::format(" v={}", p.virtual_stages) : "", p.mesh[0],
+      p.microbatches, layout::name(p.recompute), p.sequence_parallel ? " sequence-parallel" : "",
+      log.step_s, log.iteration_ms.size(), log.iteration_ms.size() > 1 ? ", the first dropped" : "",
+      fit.range.constant, fit.given, fit.priced_given_s,
+      100 * (fit.priced_given_s / fit.measured_s - 1), fit.range.constant, fit.fitted,
+      fit.range.low, fit.range.high, fit.inside() ? "inside" : "OUTSIDE",
+      fit.priced_fitted_s, 100 * fit.residual(), a.out);
+}
 
 void run_calibrate(const CalibrateArgs& a) {
   const comm::Communicator& w = world();
@@ -365,6 +440,12 @@ void add_calibrate_command(CLI::App& app) {
                 "'# Collective test starting:' line must be named after the program "
                 "(all_reduce_perf.log: the file's own name, not its folder's)")
       ->expected(1, -1);
+  c->add_option("--from-step-log", args->step_log,
+                "Fit one constant of --base's sourced ranges to a measured run's step: a "
+                "Megatron-LM log (its arguments and 'elapsed time per iteration (ms)' lines)");
+  c->add_option("--fit", args->fit,
+                "With --from-step-log: the constant to fit, a JSON pointer of --base's ranges "
+                "(default: the one that moves the step most)");
   args->min_bytes_option = c->add_option(
       "--min-bytes", args->min_bytes,
       "With --from-nccl-tests: fit the rows of this size and more (default 1M: NCCL's "
@@ -376,6 +457,19 @@ void add_calibrate_command(CLI::App& app) {
   c->callback([args] {
     // The name goes into the topology JSON and, through plan --emit, into configurations.
     if (!args->name.empty()) check_name("--name", args->name);
+    if (!args->step_log.empty()) {
+      MESHTP_CHECK(args->nccl_tests.empty(), "--from-step-log and --from-nccl-tests fit "
+                   "different things; give one");
+      MESHTP_CHECK(args->min_bytes_option->count() == 0, "--min-bytes needs --from-nccl-tests");
+      for (const CLI::Option* o : args->measuring) {
+        MESHTP_CHECK(o->count() == 0,
+                     "{} sets what calibrate measures; with --from-step-log nothing is measured",
+                     o->get_name());
+      }
+      run_calibrate_from_step_log(*args);
+      return;
+    }
+    MESHTP_CHECK(args->fit.empty(), "--fit needs --from-step-log");
     if (args->nccl_tests.empty()) {
       MESHTP_CHECK(args->min_bytes_option->count() == 0, "--min-bytes needs --from-nccl-tests");
       run_calibrate(*args);

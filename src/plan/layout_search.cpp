@@ -164,6 +164,7 @@ void price_layout(LayoutCandidate& c, const LayoutTraffic& t, const PipelineRun&
   c.t_dp_s = data_parallel_s(c, t, run);
   c.t_step_s = (c.t_stage_s + c.t_rerun_s + c.t_head_s) * p.microbatches / (1 - c.bubble) +
                c.t_p2p_s + c.t_dp_s + c.t_optimizer_s;
+  c.t_step_s_low = c.t_step_s_high = c.t_step_s;  // no band until add_band
 }
 
 void price_layout(LayoutCandidate& c, const LayoutTraffic& t) {
@@ -850,7 +851,9 @@ nlohmann::json to_json(const LayoutSearch& search, std::size_t shown) {
   return {{"layouts", rows},
           {"searched", search.searched},
           {"priced", search.priced},
-          {"best", std::move(best_row)}};
+          {"best", !best          ? nlohmann::json()
+                   : rows.empty() ? std::move(best_row)
+                                  : rows.front()}};  // the first row: provenance, band_overlaps
 }
 
 std::string does_not_fit(const LayoutCandidate& c, double memory_gib) {

@@ -116,7 +116,8 @@ struct LayoutCandidate {
   double t_step_s = 0;
   // t_step_s's band over the topology's sourced ranges (plan/bands.hpp): low ≤ t_step_s ≤
   // high, both t_step_s where the topology has no ranges. Set by evaluate_layout and for the
-  // kept rows of search_layouts(request, keep); the rest of a search's rows carry t_step_s.
+  // kept rows of search_layouts(request, keep); the rest of a search's rows carry t_step_s
+  // in both (price_layout).
   double t_step_s_low = 0, t_step_s_high = 0;
   double t_stage_s = 0;  // one microbatch through one rank's layers (forward + backward)
   double t_rerun_s = 0;  // meshtp, pp > 1: the rematerialised forward of those layers, per
@@ -277,9 +278,9 @@ std::ostream& operator<<(std::ostream& os, const LayoutCandidate& c);
 //  "memory": {"params_gib", "grads_gib", "optimizer_gib", "activations_gib", "buffers_gib"}}
 nlohmann::json to_json(const LayoutCandidate& c);
 // `plan --3d --json`: {"layouts": the first `shown` ranked rows, "searched", "priced",
-// "best": the first row when it is feasible, else null}; each row's "plan" carries made_for.
-// Each row also has "band_overlaps": the ranks (1-based) of the other shown rows whose
-// step-time band overlaps its own (band_overlaps): neither is known to be faster.
+// "best": the first row (as in "layouts") when it is feasible, else null}; each row's "plan"
+// carries made_for. Each row also has "band_overlaps": the ranks (1-based) of the other shown
+// rows whose step-time band overlaps its own (band_overlaps): neither is known to be faster.
 nlohmann::json to_json(const LayoutSearch& search, std::size_t shown);
 // For each of the first `shown` rows, the 1-based ranks of the other shown rows whose bands
 // [t_step_s_low, t_step_s_high] overlap its own.

@@ -104,3 +104,22 @@ add_test(NAME cli_calibrate_nccl_tests_json
 set_tests_properties(cli_calibrate_nccl_tests_json PROPERTIES ENVIRONMENT "${MESHTP_MPI_ENV}"
   TIMEOUT 60 LABELS cli
   PASS_REGULAR_EXPRESSION "\"largest\":\\{\"busbw_gbps\":230.1,\"bytes\":8589934592,\"error\":-0.01[0-9]*,\"fitted_busbw_gbps\":226.[0-9]*\\}")
+
+# calibrate --from-step-log: a synthetic Megatron-LM log (tests/plan/data/step-logs, made-up
+# times) on dgx-a100-1x8; one constant of its sourced ranges fitted (value, source range,
+# residual), the topology written; a log without its arguments, or without --base, refused.
+set(MESHTP_STEP_LOGS ${PROJECT_SOURCE_DIR}/tests/plan/data/step-logs)
+add_test(NAME cli_calibrate_step_log
+         COMMAND ${MESHTP_BIN} calibrate --from-step-log ${MESHTP_STEP_LOGS}/megatron-22b-synthetic.log
+                 --base dgx-a100-1x8 --fit /device/elementwise_gbps --out ${MESHTP_CAL_DIR}/step-log.json)
+set_tests_properties(cli_calibrate_step_log PROPERTIES ENVIRONMENT "${MESHTP_MPI_ENV}"
+  TIMEOUT 60 LABELS cli
+  PASS_REGULAR_EXPRESSION "dp=1 pp=1 tp=8 m=1 recompute=full; step 1.6 s \\(median of 4 logged iterations, the first dropped\\).*fitted /device/elementwise_gbps = [0-9.]+ \\(source range 1244 … 1815: OUTSIDE\\); priced 1.6[0-9]* s, residual [+-]0.0[0-9]%.*wrote .*step-log.json")
+meshtp_failure_test(cli_calibrate_step_log_no_arguments
+                    REGEX "error: '?.*no-arguments.log'?: no Megatron-LM arguments block"
+                    COMMAND ${MESHTP_BIN} calibrate --from-step-log ${MESHTP_STEP_LOGS}/no-arguments.log
+                            --base dgx-a100-1x8 --out ${MESHTP_CAL_DIR}/x.json)
+meshtp_failure_test(cli_calibrate_step_log_no_base
+                    REGEX "error: --from-step-log needs --base TOPOLOGY"
+                    COMMAND ${MESHTP_BIN} calibrate --from-step-log ${MESHTP_STEP_LOGS}/megatron-22b-synthetic.log
+                            --out ${MESHTP_CAL_DIR}/x.json)

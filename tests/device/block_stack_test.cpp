@@ -41,7 +41,7 @@ void expect_close(const std::vector<float>& got, std::span<const float> want,
 }
 
 TEST(BlockStack, CpuBackendIsTheReferenceStack) {
-  for (const layout::ModelShape shape :
+  for (const layout::ModelShape& shape :
        {layout::ModelShape{.batch = 2, .seq = 16, .hidden = 32, .heads = 4, .layers = 2},
         layout::ModelShape{.batch = 1, .seq = 8, .hidden = 24, .heads = 3, .layers = 1},
         layout::ModelShape{.batch = 3, .seq = 5, .hidden = 16, .heads = 1, .layers = 3}}) {

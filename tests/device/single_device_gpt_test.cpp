@@ -25,7 +25,7 @@ namespace {
 using test::random_ids;
 
 TEST(SingleDeviceGpt, CpuBackendIsTheSerialReference) {
-  for (const layout::ModelShape shape :
+  for (const layout::ModelShape& shape :
        {layout::ModelShape{
             .batch = 2, .seq = 8, .hidden = 32, .heads = 4, .layers = 2, .vocab = 50},
         layout::ModelShape{

@@ -141,6 +141,11 @@ TEST(Bands, EverySearchedRowCarriesItsBand) {
     EXPECT_LT(low, high);
     EXPECT_TRUE(row.at("band_overlaps").is_array());
   }
+  // The exhaustive ranking prices no bands: each row's band is its value.
+  for (const LayoutCandidate& c : search_layouts(r)) {
+    EXPECT_EQ(c.t_step_s_low, c.t_step_s);
+    EXPECT_EQ(c.t_step_s_high, c.t_step_s);
+  }
   // Overlaps are symmetric.
   const std::vector<std::vector<int>> o = band_overlaps(s, 6);
   for (std::size_t i = 0; i < o.size(); ++i) {
