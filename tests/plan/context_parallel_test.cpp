@@ -152,14 +152,14 @@ TEST(EmitCp, UnevenInterleavedStagesRunWhereTheirLayersDivide) {
                  .schedule = layout::Schedule::kInterleaved, .virtual_stages = 2};
   p.first_stage_layers = 3;
   p.last_stage_layers = 3;
-  const auto why = inexpressible(Framework::kMegatron, p);
+  const auto why = inexpressible(Framework::kMegatron, p, Precision::kFp32);
   ASSERT_TRUE(why.has_value());
   EXPECT_NE(why->find("uneven stages of 3 and 3 layers first and last, interleaved over 2"),
             std::string::npos)
       << *why;
   p.first_stage_layers = p.last_stage_layers = 2;
-  EXPECT_FALSE(inexpressible(Framework::kMegatron, p).has_value());
-  EXPECT_TRUE(inexpressible(Framework::kTorchtitan, p).has_value());
+  EXPECT_FALSE(inexpressible(Framework::kMegatron, p, Precision::kFp32).has_value());
+  EXPECT_TRUE(inexpressible(Framework::kTorchtitan, p, Precision::kFp32).has_value());
 }
 
 }  // namespace
