@@ -316,9 +316,6 @@ ModelFit model_fit(const Plan& plan, const ModelShape& shape) {
   // (simulate's layer runs), which the vocabulary does not change.
   if (made.vocab != 0 && shape.vocab != 0) compare("vocab", made.vocab, shape.vocab, false);
   compare("batch", made.batch, shape.batch, true);
-  // The head the plan priced, where both have one (vocab 0: the layers alone, as a plan made
-  // for atp-m1 or a simulation of one layer).
-  if (made.vocab != 0 && shape.vocab != 0) compare("vocab", made.vocab, shape.vocab, false);
   fit.kind = other                     ? ModelFit::kOther
              : fit.differences.empty() ? ModelFit::kSame
                                        : ModelFit::kBatchOnly;

@@ -775,11 +775,14 @@ LayoutCandidate evaluate_layout(const LayoutRequest& r, const layout::Plan& give
 std::ostream& operator<<(std::ostream& os, const LayoutCandidate& c) {
   const layout::Plan& p = c.plan;
   return os << fmt::format(
-             "dp={} pp={}{} tp={}x{} {} m={} zero={} recompute={}: step {:.4g} s{} (stage {:.4g}{} s "
-             "× {}, bubble {:.1f}%, p2p {:.3g} s, dp {:.3g} s), {:.1f} GiB{}",
+             "dp={} pp={}{}{} tp={}x{}{} {} m={} zero={} recompute={}: step {:.4g} s{} (stage "
+             "{:.4g}{} s × {}, bubble {:.1f}%, p2p {:.3g} s, dp {:.3g} s), {:.1f} GiB{}",
              p.dp, p.pp, p.virtual_stages > 1 ? fmt::format(" v={}", p.virtual_stages) : "",
-             p.mesh[0], p.mesh[1], layout::name(p.strategy), p.microbatches, p.zero,
-             layout::name(p.recompute), c.t_step_s,
+             p.uneven() ? fmt::format(" ({}+…+{} layers)", p.first_stage_layers, p.last_stage_layers)
+                        : "",
+             p.mesh[0], p.mesh[1],
+             p.cp > 1 ? fmt::format(" cp={} {}", p.cp, layout::name(p.cp_comm)) : "",
+             layout::name(p.strategy), p.microbatches, p.zero, layout::name(p.recompute), c.t_step_s,
              c.t_step_s_low < c.t_step_s_high
                  ? fmt::format(" [{:.4g}–{:.4g}]", c.t_step_s_low, c.t_step_s_high)
                  : "",
