@@ -341,7 +341,9 @@ def test_emit_gives_the_frameworks_configuration(tmp_path):
     args = ("dgx-a100-8x8", "gpt3-175b")
     got = meshtp.plan_3d(*args, top=2, emit="megatron")
     text = got.pop("emit")
-    assert got == meshtp.plan_3d(*args, top=2)  # the rest is the dict without emit=
+    # The rest is the dict of the same search priced as Megatron-LM runs a pipeline: an emitted
+    # layout is chosen as its framework runs it (--emit implies --runtime megatron).
+    assert got == meshtp.plan_3d(*args, top=2, runtime="megatron")
     cli = subprocess.run([CLI, "plan", "--3d", "--topology", args[0], "--model", args[1],
                           "--emit", "megatron"], capture_output=True, text=True, check=True)
     assert text == cli.stdout and "--tensor-model-parallel-size" in text
