@@ -105,7 +105,10 @@ void run_bench_layer(const BenchLayerArgs& a) {
         a.shape.layers, a.shape.batch, a.shape.seq, a.shape.hidden, a.shape.heads, N,
         a.layout.sequence_parallel ? ", sequence parallel" : "",
         static_cast<double>(a.shape.layers) *
-            layout::ModelShape{.batch = a.shape.batch, .seq = a.shape.seq, .hidden = a.shape.hidden}
+            layout::ModelShape{.batch = a.shape.batch,
+                               .seq = a.shape.seq,
+                               .hidden = a.shape.hidden,
+                               .heads = a.shape.heads}
                 .layer_flops() /
             1e9);
     os << fmt::format(
