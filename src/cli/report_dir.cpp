@@ -202,7 +202,10 @@ std::string ReportDir::write(const nlohmann::json& report) const {
   const TemporaryDir tmp;
   const std::string json_path = tmp.path + "/report.json";
   const std::string page_path = tmp.path + "/index.html";
-  const std::string json_text = report.dump(1) + "\n";
+  // Bytes that are not UTF-8 (a model path, a host name) are shown as U+FFFD, not refused
+  // after the work: the page names what the command was given.
+  const std::string json_text =
+      report.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   write_file_atomically(json_path, json_text);
   const Finished f = run_captured({python_, kScript, json_path, page_path}, kDrawTimeoutS);
   MESHTP_CHECK(!f.timed_out,
