@@ -51,6 +51,7 @@
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
+#include "plan/context_parallel.hpp"
 #include "plan/emit.hpp"
 #include "plan/layout_search.hpp"
 #include "plan/planner.hpp"
@@ -156,11 +157,9 @@ void run_plan_evaluate(const PlanArgs& args, const plan::PlanRequest& base, layo
                                           : fmt::format("{}, over --cp {}", where, args.cp),
                                       &base.model);
   if (!flags.from_file()) {
-    layout.cp = args.cp;
-    layout.cp_comm = layout::parse<layout::CpComm>(args.cp_comm);
-    layout.first_stage_layers = args.first_stage_layers;
-    layout.last_stage_layers = args.last_stage_layers;
-    layout.validate();
+    layout = plan::with_context_parallel(layout, args.cp,
+                                         layout::parse<layout::CpComm>(args.cp_comm),
+                                         args.first_stage_layers, args.last_stage_layers);
   }
   // No --schedule: the search's for these microbatches and virtual stages.
   if (!flags.from_file() && !flags.given("--schedule")) {
@@ -224,13 +223,7 @@ void run_plan_3d(const PlanArgs& args, const plan::PlanRequest& base, layout::Ru
                               .max_cp = args.max_cp,
                               .uneven_stages = args.uneven_stages};
   if (app.count("--strategies") > 0) request.strategies = base.strategies;
-  request.cp_comms.clear();
-  for (std::string_view rest = args.cp_comm;;) {  // "ring,a2a"
-    const std::size_t comma = rest.find(',');
-    request.cp_comms.push_back(layout::parse<layout::CpComm>(rest.substr(0, comma)));
-    if (comma == std::string_view::npos) break;
-    rest.remove_prefix(comma + 1);
-  }
+  request.cp_comms = plan::parse_cp_comms(args.cp_comm);  // "ring,a2a"
   // Only the rows printed are ranked in full; the rest are bounded out (layout_search.hpp).
   const plan::LayoutSearch search =
       plan::search_layouts(request, static_cast<std::size_t>(args.top));

@@ -87,4 +87,25 @@ CpPrice cp_price(const ModelSpec& mb, std::int64_t layers, int tp, int cp, layou
   return out;
 }
 
+std::vector<layout::CpComm> parse_cp_comms(std::string_view list) {
+  std::vector<layout::CpComm> out;
+  for (std::string_view rest = list;;) {
+    const std::size_t comma = rest.find(',');
+    out.push_back(layout::parse<layout::CpComm>(rest.substr(0, comma)));
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
+layout::Plan with_context_parallel(layout::Plan slice, int cp, layout::CpComm comm,
+                                   int first_stage_layers, int last_stage_layers) {
+  slice.cp = cp;
+  slice.cp_comm = comm;
+  slice.first_stage_layers = first_stage_layers;
+  slice.last_stage_layers = last_stage_layers;
+  slice.validate();
+  return slice;
+}
+
 }  // namespace meshtp::plan

@@ -23,8 +23,11 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "core/gemm_model.hpp"
+#include "layout/plan.hpp"
 #include "layout/vocabulary.hpp"
 #include "plan/mesh_links.hpp"
 #include "plan/model_spec.hpp"
@@ -47,6 +50,15 @@ std::optional<std::string> cp_invalid_reason(const ModelSpec& model, int tp, int
                                              layout::CpComm comm);
 // The same, thrown.
 void check_cp(const ModelSpec& model, int tp, int cp, layout::CpComm comm);
+
+// --cp-comm's list for the search ("ring,a2a"): the modes in order; an unknown one is refused
+// naming it and the valid names.
+std::vector<layout::CpComm> parse_cp_comms(std::string_view list);
+
+// --evaluate's context parallelism: `slice`, the layout of one context slice's devices/cp
+// ranks, with cp, its mode and the stage split set; validated (throws naming the value).
+layout::Plan with_context_parallel(layout::Plan slice, int cp, layout::CpComm comm,
+                                   int first_stage_layers, int last_stage_layers);
 
 // One microbatch `mb` (whole sequences: mb.seq = s) of `layers` layers on a cp group with
 // `ring` its link, each rank tensor-parallel over tp; mb.recompute re-runs the forward's

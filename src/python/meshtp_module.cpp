@@ -39,6 +39,7 @@
 #include "core/error.hpp"
 #include "core/parse.hpp"
 #include "layout/plan.hpp"
+#include "plan/context_parallel.hpp"
 #include "plan/layout_search.hpp"
 #include "plan/planner.hpp"
 #include "plan/presets.hpp"
@@ -342,7 +343,8 @@ py::object plan_3d(const std::string& topology, const std::string& model,
                    const py::object& devices_arg, const py::kwargs& kwargs) {
   const Keywords kw(
       "plan_3d", kwargs,
-      std::vector<std::string>{"batch", "seq", "strategies", "chunks", "top", "max_tp", "runtime"} +
+      std::vector<std::string>{"batch", "seq", "strategies", "chunks", "top", "max_tp", "runtime",
+                               "max_cp", "cp_comm", "uneven_stages"} +
           kOutputs);
   const int devices = devices_of("plan_3d", devices_arg);
   const plan::PlanRequest base = request_of(topology, model, devices, kw, true);
@@ -353,6 +355,10 @@ py::object plan_3d(const std::string& topology, const std::string& model,
   if (kw.given("chunks")) request.chunks = base.chunks;
   request.max_tp = static_cast<int>(kw.integer("max_tp", 1).value_or(request.max_tp));
   if (const auto r = kw.text("runtime")) request.runtime = layout::parse_runtime(*r);
+  // Context parallelism and uneven stages searched (docs/long_context.md), as --3d's flags.
+  request.max_cp = static_cast<int>(kw.integer("max_cp", 1).value_or(request.max_cp));
+  if (const auto c = kw.text("cp_comm")) request.cp_comms = plan::parse_cp_comms(*c);
+  request.uneven_stages = kw.flag("uneven_stages").value_or(request.uneven_stages);
   const auto top = static_cast<std::size_t>(kw.integer("top", 1).value_or(plan::kShownLayouts));
   if (to_cli(kw)) return run_cli({"plan", "--3d"}, topology, model, devices, kw);
   return to_python(plan::to_json(plan::search_layouts(request, top), top));
@@ -362,7 +368,8 @@ py::object evaluate(const std::string& topology, const std::string& model,
                     const py::object& devices_arg, const py::kwargs& kwargs) {
   const std::vector<std::string> spelled = {
       "dp",           "pp",       "mesh", "strategy",  "chunks",         "sequence_parallel",
-      "microbatches", "schedule", "zero", "recompute", "progress_splits"};
+      "microbatches", "schedule", "zero", "recompute", "progress_splits",
+      "cp",           "cp_comm",  "first_stage_layers", "last_stage_layers"};
   const Keywords kw(
       "evaluate", kwargs,
       std::vector<std::string>{"batch", "seq", "runtime", "plan"} + spelled + kOutputs);
@@ -394,14 +401,28 @@ py::object evaluate(const std::string& topology, const std::string& model,
     s.sequence_parallel = kw.flag("sequence_parallel").value_or(s.sequence_parallel);
     s.recompute = kw.text("recompute").value_or(s.recompute);
     s.progress_splits = static_cast<int>(kw.integer("progress_splits").value_or(s.progress_splits));
+    // dp, pp and the mesh name one context slice's devices/cp ranks (as --evaluate's flags).
+    const int cp = static_cast<int>(kw.integer("cp", 1).value_or(1));
+    MESHTP_CHECK(base.devices % cp == 0,
+                 "meshtp.evaluate: cp={}: the {} devices of '{}' do not split into cp={} groups",
+                 cp, base.devices, base.topology.name, cp);
     const std::optional<std::string> mesh = kw.mesh("mesh");
     layout = layout::build_plan(s, mesh ? std::optional(mesh_2d("--mesh", *mesh)) : std::nullopt,
-                                base.devices, where);
+                                base.devices / cp,
+                                cp == 1 ? where : fmt::format("{}, over cp={}", where, cp));
+    layout = plan::with_context_parallel(
+        layout, cp, layout::parse<layout::CpComm>(kw.text("cp_comm").value_or("ring")),
+        static_cast<int>(kw.integer("first_stage_layers", 0).value_or(0)),
+        static_cast<int>(kw.integer("last_stage_layers", 0).value_or(0)));
     // As `plan --3d --evaluate`: no schedule is the search's.
     if (!kw.given("schedule")) layout = plan::with_search_schedule(layout);
   }
-  plan::LayoutRequest request{
-      .topology = base.topology, .model = base.model, .devices = base.devices};
+  plan::LayoutRequest request{.topology = base.topology,
+                              .model = base.model,
+                              .devices = base.devices,
+                              .max_cp = layout.cp,
+                              .cp_comms = {layout.cp_comm},
+                              .uneven_stages = layout.uneven()};
   if (const auto r = kw.text("runtime")) request.runtime = layout::parse_runtime(*r);
   if (to_cli(kw)) return run_cli({"plan", "--3d", "--evaluate"}, topology, model, devices, kw);
   return to_python(plan::evaluation_to_json(request, plan::evaluate_layout(request, layout)));
@@ -447,12 +468,13 @@ PYBIND11_MODULE(meshtp, m) {
   m.def("plan_3d", &plan_3d, py::arg("topology"), py::arg("model"), py::arg("devices") = 0,
         "Search dp x pp x tp layouts: `meshtp plan --3d --json` ({'layouts', 'searched', "
         "'priced', 'best'}).\nKeywords: batch, seq, strategies, chunks, top, max_tp, runtime, "
-        "emit, emit_file, report");
+        "max_cp, cp_comm ('ring,a2a'), uneven_stages, emit, emit_file, report");
   m.def("evaluate", &evaluate, py::arg("topology"), py::arg("model"), py::arg("devices") = 0,
         "Price one layout: `meshtp plan --3d --evaluate --json` (a layout with 'fits').\n"
         "Keywords: batch, seq, runtime, plan (a result's 'plan' dict) or dp, pp, mesh ('8x1' "
         "or [8, 1]), strategy, chunks, sequence_parallel, microbatches, schedule, zero, "
-        "recompute, progress_splits; emit, emit_file, report");
+        "recompute, progress_splits, cp, cp_comm, first_stage_layers, last_stage_layers; emit, "
+        "emit_file, report");
   m.def("simulate", &simulate, py::arg("topology"), py::arg("model"), py::arg("devices") = 0,
         "Run the layout on a simulated cluster: `meshtp simulate --json` (the simulated build "
         "build-sim/ and SimGrid's smpirun needed, except with predict_only=True).\n"

@@ -377,3 +377,27 @@ def test_defaults_come_from_the_library():
         "plan", "--topology", "nvswitch-8xa100", "--model", "atp-m1", "--devices", "8")
     assert len(meshtp.plan_3d("nvswitch-8xa100", "atp-m1", 8)["layouts"]) == len(cli_json(
         "plan", "--3d", "--topology", "nvswitch-8xa100", "--model", "atp-m1")["layouts"])
+
+
+# Context parallelism and uneven stages: the --3d search's and --evaluate's keywords, each
+# result the dict the CLI prints for the same flags.
+
+def test_context_parallel_keywords_give_the_clis_dicts():
+    searched = meshtp.plan_3d("dgx-h100-2048x8", "llama3-405b", seq=131072, batch=128, max_cp=16,
+                              uneven_stages=True, max_tp=8, strategies=["tp1d"], top=1,
+                              runtime="megatron")
+    assert searched["best"]["plan"]["cp"] > 1
+    assert searched == cli_json("plan", "--3d", "--runtime", "megatron", "--topology", "dgx-h100-2048x8",
+                                "--model", "llama3-405b", "--seq", "131072", "--batch", "128",
+                                "--max-cp", "16", "--uneven-stages", "--max-tp", "8",
+                                "--strategies", "tp1d", "--top", "1")
+    one = meshtp.evaluate("dgx-h100-2x8", "llama3-8b", seq=8192, batch=16, cp=2, mesh=[8, 1],
+                          runtime="megatron")
+    assert one["plan"]["cp"] == 2
+    assert one == cli_json("plan", "--3d", "--evaluate", "--runtime", "megatron", "--topology", "dgx-h100-2x8",
+                           "--model", "llama3-8b", "--seq", "8192", "--batch", "16", "--cp", "2",
+                           "--mesh", "8x1")
+    with pytest.raises(ValueError, match=r"cp=3: the 16 devices of 'dgx-h100-2x8' do not split"):
+        meshtp.evaluate("dgx-h100-2x8", "llama3-8b", cp=3, mesh=[8, 1])
+    with pytest.raises(ValueError, match=r"unknown cp communication 'bogus'"):
+        meshtp.plan_3d("dgx-h100-2x8", "llama3-8b", cp_comm="bogus")
