@@ -5,6 +5,7 @@
 
 #include "comm/communicator.hpp"
 #include "core/error.hpp"
+#include "tensor/memory.hpp"
 
 namespace meshtp::bench {
 namespace {
@@ -43,7 +44,7 @@ RankBenchResult run_rank_bench(const RankBenchOptions& options) {
                  "GiB: choose a layout with more tensor or pipeline parallelism",
                  options.rank, r.predicted_memory.total_gib(),
                  fmt::format("{}", fmt::streamed(r.predicted_memory)),
-                 options.device_memory_bytes / (1024.0 * 1024.0 * 1024.0));
+                 options.device_memory_bytes / kBytesPerGiB);
   }
   if (options.topology) {
     const plan::LayoutRequest request{

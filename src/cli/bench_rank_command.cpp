@@ -11,7 +11,6 @@
 // the tensor-parallel runtime has its CUDA backend.
 #include <fmt/format.h>
 #include <fmt/ostream.h>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -21,6 +20,7 @@
 #include "core/error.hpp"
 #include "core/parse.hpp"
 #include "plan/presets.hpp"
+#include "tensor/memory.hpp"
 #include "train/byte_corpus.hpp"
 
 namespace meshtp::cli {
@@ -37,14 +37,7 @@ struct BenchRankArgs {
   bool json = false;
 };
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
-// This host's memory free for a rank (MemAvailable's pages).
-double available_host_bytes() {
-  const long pages = ::sysconf(_SC_AVPHYS_PAGES);
-  const long page = ::sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;
-}
+constexpr double kGiB = kBytesPerGiB;
 
 void run_bench_rank(const BenchRankArgs& a) {
   MESHTP_CHECK(a.device == "cpu" || a.device == "cuda", "--device '{}' is not cpu or cuda",
@@ -71,7 +64,7 @@ void run_bench_rank(const BenchRankArgs& a) {
   o.steps = a.steps;
   o.warmup_steps = a.warmup;
   if (!a.topology.empty()) o.topology = plan::load_topology(a.topology);
-  o.device_memory_bytes = available_host_bytes();
+  o.device_memory_bytes = available_memory_bytes();  // the host is the device
   const bench::RankBenchResult r = bench::run_rank_bench(o);
   const layout::Plan& plan = o.layout;
 

@@ -25,6 +25,7 @@
 #include "plan/memory.hpp"
 #include "plan/planner.hpp"
 #include "plan/presets.hpp"
+#include "tensor/memory.hpp"
 #include "train/byte_corpus.hpp"
 #include "train/checkpoint_dir.hpp"
 #include "train/pipeline_model.hpp"
@@ -40,18 +41,6 @@ struct TrainArgs {
   std::string precision = "fp32";
   train::TrainConfig config;
 };
-
-// MemAvailable of /proc/meminfo in bytes; 0 if unknown.
-double available_memory_bytes() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  double kib = 0;
-  std::string unit;
-  while (meminfo >> key >> kib >> unit) {
-    if (key == "MemAvailable:") return kib * 1024.0;
-  }
-  return 0.0;
-}
 
 // --mesh auto: the planner's fastest feasible layout on `topology` with as many devices as
 // ranks, over every strategy, that the runtime accepts. Returns why it chose it.
@@ -157,7 +146,7 @@ std::string check_memory(const train::TrainConfig& c, plan::ModelSpec spec, bool
   const double need = m.total_bytes();
   const double available = available_memory_bytes();
   const int local = world().ranks_on_this_node();
-  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  constexpr double kGiB = kBytesPerGiB;
   const std::string line =
       fmt::format("~{:.2f} GiB per rank (params+grads+AdamW {:.2f}, activations {:.2f}, buffers "
                   "{:.2f}); {:.1f} GiB available here for {} rank{}",

@@ -138,8 +138,6 @@ void watchdog_finalize();
 void register_group(MpiGroup* group);
 void unregister_group(MpiGroup* group);
 
-// The one dtype table.
-template <typename T> MPI_Datatype mpi_datatype();
 // The datatype a point-to-point message of `count` elements of `type` travels as: `type`,
 // except in the simulated build (comm/smpi_glue.hpp wire_type: a simulated fp16 model's
 // large float messages move 2 bytes per element).
@@ -151,12 +149,7 @@ inline MPI_Datatype wire_type(MPI_Datatype type, int count) {
   return type;
 #endif
 }
-template <> inline MPI_Datatype mpi_datatype<float>() { return MPI_FLOAT; }
-template <> inline MPI_Datatype mpi_datatype<double>() { return MPI_DOUBLE; }
-template <> inline MPI_Datatype mpi_datatype<int>() { return MPI_INT; }
-template <> inline MPI_Datatype mpi_datatype<std::int64_t>() { return MPI_INT64_T; }
-template <> inline MPI_Datatype mpi_datatype<unsigned char>() { return MPI_UNSIGNED_CHAR; }
-// The same table by element (bf16 moves as 2-byte words: never reduced here).
+// The one dtype table, by element (bf16 moves as 2-byte words: never reduced here).
 MPI_Datatype mpi_datatype(Element type);
 
 // The one reduce-op table.

@@ -2,6 +2,9 @@
 
 #include <sys/resource.h>
 
+#include <fstream>
+#include <string>
+
 namespace meshtp {
 namespace {
 std::atomic<std::int64_t> g_current{0};
@@ -25,6 +28,17 @@ std::int64_t max_rss_bytes() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return static_cast<std::int64_t>(usage.ru_maxrss) * 1024;  // Linux: kilobytes
+}
+
+double available_memory_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  double kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024.0;
+  }
+  return 0.0;
 }
 
 }  // namespace meshtp

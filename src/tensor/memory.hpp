@@ -7,6 +7,8 @@
 //   tensor_peak_bytes()  the most alive at once since the last reset_tensor_peak()
 //   reset_tensor_peak()  peak ← current (e.g. at the start of a training run)
 //   max_rss_bytes()      the process's peak resident set (getrusage), never reset
+//   available_memory_bytes()  the host's MemAvailable (/proc/meminfo), 0 if unknown: what a
+//                        rank's predicted memory is checked against before it runs
 #pragma once
 
 #include <atomic>
@@ -25,5 +27,8 @@ std::int64_t tensor_bytes();
 std::int64_t tensor_peak_bytes();
 void reset_tensor_peak();
 std::int64_t max_rss_bytes();
+double available_memory_bytes();
+
+inline constexpr double kBytesPerGiB = 1024.0 * 1024.0 * 1024.0;
 
 }  // namespace meshtp
