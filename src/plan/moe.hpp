@@ -56,10 +56,10 @@ void check_imbalance(double imbalance);
 
 // The groups the expert exchange runs on (layout_search builds them from the topology).
 struct MoeRings {
-  RingParams ep_inner, ep_outer;  // the ep group's near and far links
-  int ep_inner_size = 1;          // ep_in (ep when the group stays on one link)
-  RingParams etp;                 // the etp group
-  RingParams edp;                 // the expert gradients' ring
+  RingParams ep_inner{}, ep_outer{};  // the ep group's near and far links
+  int ep_inner_size = 1;              // ep_in (ep when the group stays on one link)
+  RingParams etp{};                   // the etp group
+  RingParams edp{};                   // the expert gradients' ring
 };
 
 struct MoePrice {
