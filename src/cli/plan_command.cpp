@@ -111,7 +111,7 @@ void write_report(const ReportDir& report, std::string_view kind, const CLI::App
 template <typename FindFallback>
 bool emit_config(const PlanArgs& args, plan::Framework framework, plan::EmitRequest request,
                  FindFallback best) {
-  if (plan::inexpressible(framework, request.plan, request.model.precision)) {
+  if (plan::inexpressible(framework, request.plan, request.model)) {
     request.fallback = best();
   }
   const std::string text = plan::emit(framework, request);
