@@ -451,7 +451,7 @@ class Pricer {
   // The expert groups' links (plan/moe.hpp) of (dp, pp, cp, tp, ep, etp) on the full topology:
   // ep's near part inside the innermost level (or a stage's contiguous tp·cp ranks), its far
   // part beyond; etp contiguous; the expert gradients over the data ring (dp > 1) or inside
-  // the stage.
+  // the stage. The megatron runtime's expert groups are consecutive ranks (its rank order).
   MoeRings moe_rings(const layout::Plan& p, const RingParams& data) {
     MoeRings out;
     const Topology& t = r_.topology;
@@ -459,7 +459,11 @@ class Pricer {
     const int etp = p.expert_tp(), edp = expert_dp(p);
     if (etp > 1) out.etp = ring(t, link_of(links_, {n / etp, etp}, 1));
     if (ep > 1) {
-      if (etp * ep <= inner || p.pp == 1) {
+      // Megatron-LM's default rank order (tp-cp-ep-dp-pp, megatron/core/parallel_state.py)
+      // keeps a stage's ranks consecutive, so its expert groups are too; meshtp's [tp, cp, pp,
+      // dp] does only within tp·cp (or without a pipeline).
+      const bool consecutive = r_.runtime == layout::Runtime::kMegatron || p.pp == 1;
+      if (etp * ep <= inner || consecutive) {
         // Contiguous ranks, stride etp: the part inside one innermost-level member near.
         const int node = t.graph ? n : std::max(1, t.levels.back().members / std::max(1, etp));
         int near = 1;
