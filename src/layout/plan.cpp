@@ -324,6 +324,8 @@ ModelFit model_fit(const Plan& plan, const ModelShape& shape) {
   compare("hidden", made.hidden, shape.hidden, false);
   compare("heads", made.heads, shape.heads, false);
   compare("seq", made.seq, shape.seq, false);
+  compare("num_experts", made.num_experts, shape.num_experts, false);
+  compare("top_k", made.top_k, shape.top_k, false);
   // The embedding and head priced; 0 on either side is a user of the layers alone
   // (simulate's layer runs), which the vocabulary does not change.
   if (made.vocab != 0 && shape.vocab != 0) compare("vocab", made.vocab, shape.vocab, false);
