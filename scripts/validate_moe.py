@@ -41,9 +41,23 @@ RUNS = [
      "layout": {"tp": 1, "pp": 4, "vp": 8, "ep": 8, "etp": 1, "mbs": 1, "gbs": 256,
                 "seq": 4096},
      "published_tflops": 468, "published_mfu": None},
-    {"source": "Megatron-Core MoE README reference mapping (no throughput published)",
+    {"source": "Megatron-MoE-ModelZoo (linked from Megatron-Core's MoE README), "
+               "best_practice/mixtral/run_mixtral_8x22B.sh at e865051: dropless with forced "
+               "balancing ~465 TFLOP/s (445 dropless as routed); layout from its "
+               "runtime_configs/benchmarking/runtime.conf and Mixtral-8x22B.yaml (ETP 1)",
+     "model": "mixtral-8x22b", "gpus": 128, "topology": "dgx-h100-16x8",
+     "layout": {"tp": 2, "pp": 8, "vp": 7, "ep": 8, "etp": 1, "mbs": 1, "gbs": 256,
+                "seq": 4096},
+     "published_tflops": 465, "published_mfu": None},
+    {"source": "Megatron-Core MoE README reference mapping (MCore v0.8; no throughput published)",
      "model": "mixtral-8x22b", "gpus": 128, "topology": "dgx-h100-16x8",
      "layout": {"tp": 4, "pp": 8, "vp": 7, "ep": 2, "etp": 4, "mbs": 1, "gbs": 256,
+                "seq": 4096},
+     "published_tflops": None, "published_mfu": None},
+    {"source": "Megatron-MoE-ModelZoo runtime.conf at b06a6d8 (2025-05-26) and "
+               "Qwen2-57B-A14B.yaml (ETP 1); no throughput published for it",
+     "model": "qwen2-57b-a14b", "gpus": 64, "topology": "dgx-h100-8x8",
+     "layout": {"tp": 2, "pp": 4, "vp": 7, "ep": 4, "etp": 1, "mbs": 1, "gbs": 256,
                 "seq": 4096},
      "published_tflops": None, "published_mfu": None},
     {"source": "Liu et al. 2025 (MoE Parallel Folding), abstract: up to 49.3% MFU; layout and "

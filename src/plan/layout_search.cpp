@@ -444,7 +444,8 @@ class Pricer {
     c.t_step_s = std::max(0.0, c.t_step_s);
     c.t_comm_s = std::max(0.0, c.t_comm_s);
     c.t_compute_s = std::max(0.0, c.t_compute_s);
-    c.t_elementwise_s = std::max(0.0, c.t_elementwise_s);
+    c.t_compute_s = std::min(c.t_compute_s, c.t_step_s);  // the extrapolation kept consistent
+    c.t_elementwise_s = std::clamp(c.t_elementwise_s, 0.0, c.t_compute_s);
     return moe_stages_.emplace(key, std::move(c)).first->second;
   }
 
