@@ -45,7 +45,7 @@ void run_bench_rank(const BenchRankArgs& a) {
   MESHTP_CHECK(a.device == "cpu",
                "--device cuda: the tensor-parallel runtime has no CUDA backend yet; run "
                "--device cpu");
-  const plan::ModelSpec spec = a.shape.runtime_model();
+  const plan::ModelSpec spec = a.shape.runtime_model(ModelFlags::Experts::kAllowed);
   // The layout's own size: a plan file's, or the spelled-out layout's on --mesh.
   int ranks = 0;
   if (a.layout.from_file()) {

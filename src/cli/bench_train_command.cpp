@@ -35,7 +35,7 @@ struct BenchTrainArgs {
 };
 
 void run_bench_train(const BenchTrainArgs& a) {
-  const plan::ModelSpec spec = a.shape.runtime_model();
+  const plan::ModelSpec spec = a.shape.runtime_model(ModelFlags::Experts::kAllowed);
   bench::TrainBenchOptions o;
   train::TrainConfig& c = o.config;
   c.model = {.shape = spec, .layout = a.layout.resolve(world().size(), "the world", &spec)};

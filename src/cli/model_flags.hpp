@@ -28,8 +28,11 @@ struct ModelFlags : plan::ShapeOverrides {
   plan::ModelSpec load() const;
   // What the runtime trains: load(), a GPT (a Llama-family model is refused naming its first
   // non-GPT field: ModelShape::require_gpt), byte-level (vocab 256; a model file with another vocab
-  // is an error naming it), fp32, no recomputation priced (the plan's recompute runs).
-  plan::ModelSpec runtime_model() const;
+  // is an error naming it), fp32, no recomputation priced (the plan's recompute runs). A
+  // mixture of experts only where the command's runtime has the expert layer (kAllowed:
+  // train, bench train, bench rank), else refused naming num_experts.
+  enum class Experts { kRefused, kAllowed };
+  plan::ModelSpec runtime_model(Experts experts = Experts::kRefused) const;
 };
 
 }  // namespace meshtp::cli

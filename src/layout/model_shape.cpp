@@ -117,9 +117,12 @@ void ModelShape::require_gpt(std::string_view where) const {
   if (norm != Norm::kLayerNorm) refuse(fmt::format("norm={}", norm));
   if (position != Position::kLearned) refuse(fmt::format("position={}", position));
   if (!tie_embeddings) refuse("tie_embeddings=false");
+}
+
+void ModelShape::require_dense(std::string_view where) const {
   MESHTP_CHECK(!is_moe(),
-               "{}: num_experts={}: meshtp's runtime has no mixture-of-experts layer yet; the "
-               "planner prices this model (meshtp plan --3d, docs/moe.md)",
+               "{}: num_experts={}: this command runs dense models only; `meshtp train` and "
+               "`bench train` run mixtures of experts (docs/moe.md)",
                where, num_experts);
 }
 

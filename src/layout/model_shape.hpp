@@ -103,8 +103,12 @@ struct ModelShape {
   // Every family field GPT's (the only layers meshtp's runtime runs; the MoE fields aside).
   bool is_gpt() const;
   // Throws naming `where` and the first field that is not GPT's: "model 'llama3-8b':
-  // kv_heads=8: meshtp's runtime runs GPT layers only (…)"; and a MoE model (num_experts > 0).
+  // kv_heads=8: meshtp's runtime runs GPT layers only (…)". The MoE fields are not checked:
+  // the training loop runs GPT blocks with a mixture of experts (model/block.hpp).
   void require_gpt(std::string_view where) const;
+  // Throws naming `where` and num_experts for a MoE model: for the runtimes without experts
+  // (the one-device GPU loop, `block`, `bench layer`).
+  void require_dense(std::string_view where) const;
   // The model FLOPs of one layer's step: 6·b·s·Σ in·out + 12·b·s²·h; GPT's 72·b·s·h² + 12·b·s²·h.
   // Model FLOPs of one training step (forward + backward, no recomputation), the count every
   // TFLOP/s and MFU here is reported in (ATP §5, Table 2; Megatron-LM's count): one layer

@@ -160,6 +160,14 @@ void Plan::require_runtime(std::string_view where) const {
                "pipeline stages only; the planner prices uneven ones and exports them "
                "(--emit megatron)",
                where, first_stage_layers, last_stage_layers);
+  // The runtime folds expert parallelism onto the tensor-parallel ranks (model/block.hpp):
+  // ep = d1 on a mesh N×1, each expert whole.
+  const bool runtime_experts = ep == mesh[0] && mesh[1] == 1 && expert_tp() == 1;
+  MESHTP_CHECK((ep == 1 && etp == 0) || runtime_experts,
+               "{}: ep={} etp={} on mesh {}x{}: meshtp's runtime splits the experts over the "
+               "tensor-parallel ranks of a mesh N×1, each expert whole (ep=N, etp=1); the "
+               "planner prices other foldings (meshtp plan --3d --evaluate)",
+               where, ep, expert_tp(), mesh[0], mesh[1]);
 }
 
 std::ostream& operator<<(std::ostream& os, const Plan& p) {

@@ -7,6 +7,7 @@
 #include "layout/atp_traffic.hpp"
 #include "ops/attention.hpp"
 #include "ops/gelu.hpp"
+#include "ops/linear.hpp"
 #include "ops/residual.hpp"
 #include "parallel/layernorm_sharded.hpp"
 
@@ -35,11 +36,19 @@ parallel::Linear2DSpec linear_spec(const BlockConfig& c, LinearKind kind, std::i
           .gather_input = heads && !sp && kind == LinearKind::kRowFirst};
 }
 
-StackBlock::Shards atp_shards(std::int64_t hidden) {
+StackBlock::Shards atp_shards(const layout::ModelShape& shape) {
   StackBlock::Shards shards{};
-  const auto table = block_param_table(0, hidden);
+  const auto table = block_param_table(0, shape);
   for (std::size_t p = 0; p < shards.size(); ++p) shards[p] = table[p].shard;
   return shards;
+}
+
+// The experts over mesh dim 0, each expert whole (etp 1); the load-balancing loss's token
+// set is the tokens of dim 0's ranks (one sequence-parallel group's microbatch).
+parallel::MoeConfig moe_config(const layout::ModelShape& s) {
+  return {.hidden = s.hidden, .experts = s.num_experts, .top_k = s.top_k,
+          .ffn = s.expert_ffn(), .capacity_factor = s.capacity_factor,
+          .aux_loss_coeff = s.router_aux_loss};
 }
 
 Tensor buffer(std::int64_t n) { return n > 0 ? Tensor({n}) : Tensor(); }
@@ -76,11 +85,26 @@ void validate_atp_block(const BlockConfig& c, const std::vector<int>& mesh_shape
                  "divisible by N={} (mesh {})",
                  tokens, d1, mesh);
   }
+  if (c.shape.is_moe()) {
+    // The experts split over mesh dim 0, whose ranks must hold tokens of their own.
+    const auto& s = c.shape;
+    MESHTP_CHECK(d2 == 1 && (d1 == 1 || c.layout.sequence_parallel),
+                 "num_experts={}: the mixture of experts runs on a mesh N×1 with sequence "
+                 "parallelism (each rank its own tokens; the experts split over the N ranks), "
+                 "got mesh {}{}",
+                 s.num_experts, mesh, c.layout.sequence_parallel ? "" : " without it");
+    MESHTP_CHECK(s.num_experts % d1 == 0,
+                 "num_experts={} is not divisible by the expert-parallel size N={} (mesh {})",
+                 s.num_experts, d1, mesh);
+    MESHTP_CHECK(s.moe_every == 1 && s.shared_experts == 0,
+                 "moe_every={}, shared_experts={}: the runtime's mixture of experts has every "
+                 "layer MoE and no shared experts (the planner prices both)",
+                 s.moe_every, s.shared_experts);
+  }
 }
 
 Block::Block(const mesh::DeviceMesh& mesh, const BlockConfig& config)
-    : StackBlock(mesh, validated(config, mesh.shape()).shape.hidden,
-                 atp_shards(config.shape.hidden)),
+    : StackBlock(mesh, validated(config, mesh.shape()).shape, atp_shards(config.shape)),
       config_(config),
       ln_group_(config.layout.sequence_parallel ? nullptr : &mesh.dim_comm(1)),
       local_heads_(config.shape.heads / mesh.size()),
@@ -95,6 +119,13 @@ Block::Block(const mesh::DeviceMesh& mesh, const BlockConfig& config)
                               config.shape.hidden, false)),
       progress_(config.layout.progress_splits) {
   for (auto* l : {&qkv_, &proj_, &mlp1_, &mlp2_}) l->watch(progress_);
+  if (config.shape.is_moe()) {
+    moe_ = std::make_unique<parallel::ExpertParallelMoe>(
+        moe_config(config.shape),
+        parallel::MoeGroups{mesh.dim_comm(0), comm::Communicator::alone(0, 1, "etp"),
+                            mesh.dim_comm(0)});
+  }
+  const bool moe = moe_ != nullptr;
   const std::int64_t rows = stream_layout().rows();
   ln1_mean_ = buffer(rows);
   ln1_rstd_ = buffer(rows);
@@ -109,9 +140,15 @@ Block::Block(const mesh::DeviceMesh& mesh, const BlockConfig& config)
   attn_g_ = buffer(proj_.xg_layout().size());
   xmid_ = buffer(stream_layout().size());
   xn2_ = buffer(mlp1_.x_layout().size());
-  xn2g_ = buffer(mlp1_.gathers_input() ? mlp1_.xg_layout().size() : 0);
-  mlp1_y_ = buffer(mlp1_.y_layout().size());
-  gelu_ = buffer(mlp2_.x_layout().size());
+  xn2g_ = buffer(!moe && mlp1_.gathers_input() ? mlp1_.xg_layout().size() : 0);
+  mlp1_y_ = buffer(moe ? 0 : mlp1_.y_layout().size());
+  gelu_ = buffer(moe ? 0 : mlp2_.x_layout().size());
+}
+
+bool Block::partial_grad(int k) const {
+  if (!config_.layout.sequence_parallel) return false;
+  const bool layernorm = k == kLn1Weight || k == kLn1Bias || k == kLn2Weight || k == kLn2Bias;
+  return layernorm || (moe_ && (k == kMlp1Bias || k == kMlp2Bias));  // router, output bias
 }
 
 BlockWorkspace::BlockWorkspace(const Block& b)
@@ -119,11 +156,11 @@ BlockWorkspace::BlockWorkspace(const Block& b)
       attn(buffer(b.proj_.gathers_input() ? b.proj_.x_layout().size() : 0)),
       proj_p(buffer(b.proj_.yp_layout().size())),
       proj_y(buffer(b.proj_.scatters_output() ? b.proj_.y_layout().size() : 0)),
-      mlp2_p(buffer(b.mlp2_.yp_layout().size())),
-      mlp2_y(buffer(b.mlp2_.scatters_output() ? b.mlp2_.y_layout().size() : 0)),
-      dyg(buffer(b.mlp2_.scatters_output() ? b.mlp2_.yp_layout().size() : 0)),
-      dgelu(buffer(b.mlp2_.xg_layout().size())),
-      dmlp1(buffer(b.mlp1_.yp_layout().size())),
+      mlp2_p(buffer(b.moe_ ? b.stream_layout().size() : b.mlp2_.yp_layout().size())),
+      mlp2_y(buffer(!b.moe_ && b.mlp2_.scatters_output() ? b.mlp2_.y_layout().size() : 0)),
+      dyg(buffer(!b.moe_ && b.mlp2_.scatters_output() ? b.mlp2_.yp_layout().size() : 0)),
+      dgelu(buffer(b.moe_ ? 0 : b.mlp2_.xg_layout().size())),
+      dmlp1(buffer(b.moe_ ? 0 : b.mlp1_.yp_layout().size())),
       dxn_p(buffer(b.mlp1_.xg_layout().size())),
       dxn(buffer(b.mlp1_.gathers_input() ? b.mlp1_.x_layout().size() : 0)),
       dxmid(buffer(b.stream_layout().size())),
@@ -150,6 +187,11 @@ parallel::ActivationShard Block::stream_shard() const {
 void Block::bound() {
   qkv_.bind(p_[kQkvWeight], p_[kQkvBias], g_[kQkvWeight], g_[kQkvBias]);
   proj_.bind(p_[kProjWeight], p_[kProjBias], g_[kProjWeight], g_[kProjBias]);
+  if (moe_) {
+    moe_->bind({p_[kMlp1Bias], p_[kMlp1Weight], p_[kMlp2Weight]},
+               {g_[kMlp1Bias], g_[kMlp1Weight], g_[kMlp2Weight]});
+    return;
+  }
   mlp1_.bind(p_[kMlp1Weight], p_[kMlp1Bias], g_[kMlp1Weight], g_[kMlp1Bias]);
   mlp2_.bind(p_[kMlp2Weight], p_[kMlp2Bias], g_[kMlp2Weight], g_[kMlp2Bias]);
 }
@@ -242,6 +284,22 @@ void Block::forward(const ChunkedMatrix& y, const ChunkedMatrix& x, BlockWorkspa
     proj_.gather_input_wait(i);
     proj_.forward_start(i, attn_g, proj_p, proj_y, &progress_);
   }
+  if (moe_) {  // ---- MoE: residual + ln2 (fused) → experts (parallel/moe.hpp) + bias → residual
+    for (int i = 0; i < C; ++i) {
+      proj_.forward_wait(i, proj_y);
+      parallel::residual_layernorm_sharded_forward(
+          xmid.chunk(i), xn2.chunk(i), rows_of(ln2_mean_.values(), i),
+          rows_of(ln2_rstd_.values(), i), x.chunk(i), proj_y.chunk(i), p_[kLn2Weight],
+          p_[kLn2Bias], h, ln_group_, ln_scratch);
+    }
+    const ChunkedMatrix moe_y = view(ws.mlp2_p, stream);
+    aux_loss_ = moe_->forward(moe_y.whole(), xn2.whole());
+    for (int i = 0; i < C; ++i) {
+      residual_forward(y.chunk(i), xmid.chunk(i), moe_y.chunk(i));
+      add_bias(y.chunk(i), p_[kMlp2Bias]);
+    }
+    return;
+  }
   // ---- MLP: residual + ln2 (fused) → mlp1 (AR₁) → bias + gelu (fused) → mlp2 (AR₀) → residual
   for (int i = 0; i < C; ++i) {
     proj_.forward_wait(i, proj_y);
@@ -293,29 +351,42 @@ void Block::backward(const ChunkedMatrix& dx, const ChunkedMatrix& dy,
   const ChunkedMatrix dqkv = view(ws.dqkv, qkv_.y_layout());
   const ChunkedMatrix dqkv_g = or_alias(ws.dqkv_g, qkv_.yp_layout(), dqkv);
 
-  // ---- MLP, reversed: residual → mlp2 → gelu → mlp1 → ln2 → residual.
-  // The residual y = x_mid + mlp2(…) hands dy to both: mlp2 reads dy itself, x_mid a copy.
-  for (int i = 0; i < C; ++i) mlp2_.gather_grad_start(i, dy, dyg);
-  for (int i = 0; i < C; ++i) {
-    mlp2_.gather_grad_wait(i);
-    mlp2_.backward_data_start(i, dyg, dgelu, dgelu, &progress_);
-  }
-  mlp2_.backward_weight(dyg, gelu, &progress_);  // overlaps the dgelu all-reduces
-  for (int i = 0; i < C; ++i) {
-    mlp2_.backward_data_wait(i);
-    zero(dmlp1.chunk(i));
-    gelu_backward(dmlp1.chunk(i), mlp1_y.chunk(i), dgelu.chunk(i));
-    mlp1_.backward_data_start(i, dmlp1, dxn_p, dxn, &progress_);
-  }
-  mlp1_.backward_weight(dmlp1, xn2g, &progress_);
-  for (int i = 0; i < C; ++i) {
-    mlp1_.backward_data_wait(i);
-    residual_backward_copy(dxmid.chunk(i), dy.chunk(i));
-    parallel::layernorm_sharded_backward(
-        dxmid.chunk(i), g_[kLn2Weight], g_[kLn2Bias], dxn.chunk(i), xmid.chunk(i),
-        p_[kLn2Weight], rows_of(ln2_mean_.values(), i), rows_of(ln2_rstd_.values(), i), h,
-        ln_group_, ln_scratch);
-    proj_.gather_grad_start(i, dxmid, dxmid_g);
+  if (moe_) {  // ---- MoE, reversed: residual → bias, experts → ln2 → residual
+    for (int i = 0; i < C; ++i) add_bias_grad(g_[kMlp2Bias], dy.chunk(i));
+    moe_->backward(dxn.whole(), dy.whole(), view(xn2_, mlp1_.x_layout()).whole(), aux_weight_);
+    for (int i = 0; i < C; ++i) {
+      residual_backward_copy(dxmid.chunk(i), dy.chunk(i));
+      parallel::layernorm_sharded_backward(
+          dxmid.chunk(i), g_[kLn2Weight], g_[kLn2Bias], dxn.chunk(i), xmid.chunk(i),
+          p_[kLn2Weight], rows_of(ln2_mean_.values(), i), rows_of(ln2_rstd_.values(), i), h,
+          ln_group_, ln_scratch);
+      proj_.gather_grad_start(i, dxmid, dxmid_g);
+    }
+  } else {
+    // ---- MLP, reversed: residual → mlp2 → gelu → mlp1 → ln2 → residual.
+    // The residual y = x_mid + mlp2(…) hands dy to both: mlp2 reads dy itself, x_mid a copy.
+    for (int i = 0; i < C; ++i) mlp2_.gather_grad_start(i, dy, dyg);
+    for (int i = 0; i < C; ++i) {
+      mlp2_.gather_grad_wait(i);
+      mlp2_.backward_data_start(i, dyg, dgelu, dgelu, &progress_);
+    }
+    mlp2_.backward_weight(dyg, gelu, &progress_);  // overlaps the dgelu all-reduces
+    for (int i = 0; i < C; ++i) {
+      mlp2_.backward_data_wait(i);
+      zero(dmlp1.chunk(i));
+      gelu_backward(dmlp1.chunk(i), mlp1_y.chunk(i), dgelu.chunk(i));
+      mlp1_.backward_data_start(i, dmlp1, dxn_p, dxn, &progress_);
+    }
+    mlp1_.backward_weight(dmlp1, xn2g, &progress_);
+    for (int i = 0; i < C; ++i) {
+      mlp1_.backward_data_wait(i);
+      residual_backward_copy(dxmid.chunk(i), dy.chunk(i));
+      parallel::layernorm_sharded_backward(
+          dxmid.chunk(i), g_[kLn2Weight], g_[kLn2Bias], dxn.chunk(i), xmid.chunk(i),
+          p_[kLn2Weight], rows_of(ln2_mean_.values(), i), rows_of(ln2_rstd_.values(), i), h,
+          ln_group_, ln_scratch);
+      proj_.gather_grad_start(i, dxmid, dxmid_g);
+    }
   }
   // ---- attention, reversed: residual → proj (RS₁) → core → qkv (AG₁, AR₀) → ln1 → residual
   for (int i = 0; i < C; ++i) {

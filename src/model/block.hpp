@@ -72,6 +72,7 @@
 #include "parallel/activation_shard.hpp"
 #include "parallel/chunked.hpp"
 #include "parallel/linear2d.hpp"
+#include "parallel/moe.hpp"
 
 namespace meshtp::model {
 
@@ -105,7 +106,8 @@ class Block : public StackBlock {
   // The residual stream: [R, S(1)], or token rows under SP.
   parallel::ChunkedLayout stream_layout() const override;
   parallel::ActivationShard stream_shard() const override;
-  bool partial_layernorm_grads() const override { return config_.layout.sequence_parallel; }
+  bool partial_grad(int k) const override;
+  double aux_loss() const override { return aux_loss_; }
   std::unique_ptr<BlockWorkspaceBase> make_workspace() const override {
     return std::make_unique<BlockWorkspace>(*this);
   }
@@ -130,6 +132,11 @@ class Block : public StackBlock {
   std::int64_t local_heads_ = 0, head_width_ = 0;  // a/(d1·d2) heads of w columns
   parallel::Linear2D qkv_, proj_, mlp1_, mlp2_;
   parallel::Progress progress_;
+  // A mixture-of-experts block (shape.num_experts > 0): its MLP is this layer, experts over
+  // mesh dim 0 (each rank's own tokens under sequence parallelism: Megatron-Core's folding of
+  // expert parallelism onto the tensor-parallel ranks); mlp1_/mlp2_ then only name layouts.
+  std::unique_ptr<parallel::ExpertParallelMoe> moe_;
+  double aux_loss_ = 0.0;
 
   // Saved for backward.
   View x_;

@@ -35,6 +35,10 @@ Gemm2dBlockPlans plan_gemm2d_block(const BlockConfig& c, const std::vector<int>&
   MESHTP_CHECK(layout::is_gemm2d(c.layout.strategy),
                "the 2D-GeMM block runs the 2D GeMM strategies, not {}", c.layout.strategy);
   c.shape.validate("model");
+  MESHTP_CHECK(!c.shape.is_moe(),
+               "num_experts={}: a mixture-of-experts model runs on the ATP block's 1D layouts "
+               "(megatron or atp on a mesh N×1 with sequence parallelism), not {}",
+               c.shape.num_experts, c.layout.strategy);
   MESHTP_CHECK(c.shape.batch % nr == 0,
                "batch={} is not divisible by Nr={} (mesh {}): mesh rows hold whole sequences",
                c.shape.batch, nr, mesh);
@@ -101,7 +105,7 @@ StackBlock::Shards gemm2d_param_shards(const Gemm2dBlockPlans& plans) {
 }
 
 Gemm2dBlock::Gemm2dBlock(const mesh::DeviceMesh& mesh, const BlockConfig& config)
-    : StackBlock(mesh, config.shape.hidden,
+    : StackBlock(mesh, config.shape,
                  gemm2d_param_shards(plan_gemm2d_block(config, mesh.shape()))),
       config_(config),
       plans_(plan_gemm2d_block(config, mesh.shape())),

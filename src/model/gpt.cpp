@@ -263,6 +263,8 @@ void Gpt::backward(float dloss, const std::function<void(int layer)>& on_layer_d
   } else {
     copy_stream(dout, stack_->grad_output().span(), "gradient");
   }
+  // A mixture of experts' load-balancing losses are weighted as the loss is: L = dloss·(CE + aux).
+  stack_->set_aux_weight(dloss);
   stack_->backward(on_layer_done);
   if (!has_embedding()) {
     copy_stream(stack_->grad_input().span(), din, "input gradient");

@@ -65,8 +65,9 @@ class BlockWorkspaceBase {
 class StackBlock {
  public:
   using Shards = std::array<parallel::ParamShard, kBlockParams>;
-  // shards[p]: how parameter p (BlockParam order) of an h-wide block lies on the mesh.
-  StackBlock(const mesh::DeviceMesh& mesh, std::int64_t hidden, const Shards& shards);
+  // shards[p]: how parameter p (BlockParam order) of a block of this model (its table:
+  // model/params.hpp block_param_table) lies on the mesh.
+  StackBlock(const mesh::DeviceMesh& mesh, const layout::ModelShape& shape, const Shards& shards);
   virtual ~StackBlock() = default;
   StackBlock(const StackBlock&) = delete;
   StackBlock& operator=(const StackBlock&) = delete;
@@ -76,9 +77,14 @@ class StackBlock {
   // The residual stream's local layout and which block of the global [b·s, h] it is.
   virtual parallel::ChunkedLayout stream_layout() const = 0;
   virtual parallel::ActivationShard stream_shard() const = 0;
-  // LayerNorm gradients are partial sums over mesh dim 0 (sequence parallelism: each rank
-  // saw its own tokens); the stack all-reduces them once per backward.
-  virtual bool partial_layernorm_grads() const { return false; }
+  // Whether parameter slot k's gradient is a partial sum over mesh dim 0 (sequence
+  // parallelism: each rank saw its own tokens — the LayerNorms', and a MoE layer's router and
+  // output bias); the stack all-reduces them once per backward.
+  virtual bool partial_grad(int k) const { (void)k; return false; }
+  // A mixture-of-experts block's part of its load-balancing loss in the last forward (0 for
+  // dense blocks), and the weight ∂L/∂aux its backward applies (the training loss's scale).
+  virtual double aux_loss() const { return 0.0; }
+  void set_aux_weight(double weight) { aux_weight_ = weight; }
   virtual std::unique_ptr<BlockWorkspaceBase> make_workspace() const = 0;
 
   // Parameter and gradient storage, kBlockParams spans each in BlockParam order, sized as
@@ -96,6 +102,7 @@ class StackBlock {
   virtual void bound() {}  // after bind: hand the spans on (ATP's linears keep their own)
   const mesh::DeviceMesh* mesh_;
   std::array<std::span<float>, kBlockParams> p_{}, g_{};
+  double aux_weight_ = 0.0;
 
  private:
   Shards shards_;
@@ -120,6 +127,10 @@ class LayerBlocks {
     if (!full_) blocks_[u]->bind(values_[u], grads_[u]);
   }
   bool full() const { return full_; }
+  // Every block object (one under full recomputation).
+  template <class F> void for_each(F&& f) {
+    for (auto& b : blocks_) f(*b);
+  }
   const StackBlock& front() const { return *blocks_.front(); }
   // Layer i's block, its parameters bound.
   StackBlock& at(int layer) {

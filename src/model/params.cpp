@@ -39,10 +39,32 @@ std::vector<ParamEntry> block_param_table(int layer, std::int64_t h) {
   };
 }
 
+std::vector<ParamEntry> block_param_table(int layer, const layout::ModelShape& shape) {
+  using parallel::ParamShard;
+  std::vector<ParamEntry> table = block_param_table(layer, shape.hidden);
+  if (!shape.moe_layer(layer)) return table;
+  const std::string p = fmt::format("layers.{}.moe.", layer);
+  const std::int64_t h = shape.hidden, E = shape.num_experts, F = shape.expert_ffn();
+  table[kMlp1Weight] = {p + "experts.fc1.weight", {E * F, h}, ParamShard::kColumnFirstWeight,
+                        Init::kNormal};
+  table[kMlp1Bias] = {p + "router.weight", {E, h}, ParamShard::kHidden, Init::kNormal};
+  table[kMlp2Weight] = {p + "experts.fc2.weight", {E * h, F}, ParamShard::kColumnFirstWeight,
+                        Init::kNormalResidual};
+  table[kMlp2Bias] = {p + "bias", {h}, ParamShard::kHidden, Init::kZeros};
+  return table;
+}
+
 std::vector<ParamEntry> stack_param_table(int layers, std::int64_t hidden, int first) {
+  layout::ModelShape dense;
+  dense.hidden = hidden;
+  return stack_param_table(layers, dense, first);
+}
+
+std::vector<ParamEntry> stack_param_table(int layers, const layout::ModelShape& shape,
+                                          int first) {
   std::vector<ParamEntry> all;
   for (int l = first; l < first + layers; ++l) {
-    auto block = block_param_table(l, hidden);
+    auto block = block_param_table(l, shape);
     all.insert(all.end(), block.begin(), block.end());
   }
   return all;

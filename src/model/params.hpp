@@ -20,6 +20,14 @@
 //   layers.{i}.mlp.fc2.weight    [h, 4h]   kRowFirstWeight    N(0, (0.02/√(2L))²)
 //   layers.{i}.mlp.fc2.bias      [h]       kRowFirstBias      zeros
 //
+// A mixture-of-experts layer (layout::ModelShape num_experts E > 0, expert width F) keeps the
+// attention's eight and puts its MLP's four slots to the experts (parallel/moe.hpp's layouts):
+//
+//   layers.{i}.moe.experts.fc1.weight  [E·F, h]  kMlp1Weight  N(0, 0.02²)   expert e: rows e·F…
+//   layers.{i}.moe.router.weight       [E, h]    kMlp1Bias    N(0, 0.02²)
+//   layers.{i}.moe.experts.fc2.weight  [E·h, F]  kMlp2Weight  N(0, (0.02/√(2L))²)  rows e·h…
+//   layers.{i}.moe.bias                [h]       kMlp2Bias    zeros         added to the output
+//
 // The init (GPT-2's) draws element g of a tensor as normal_at(seed ⊕ hash(name), g): every
 // rank computes any global element without communication, so every mesh starts from the
 // same global weights.
@@ -29,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "layout/model_shape.hpp"
 #include "parallel/param_shard.hpp"
 #include "tensor/tensor.hpp"
 
@@ -60,11 +69,15 @@ struct ParamEntry {
   Init init;
 };
 
-// The kBlockParams entries of block `layer`, in BlockParam order.
+// The kBlockParams entries of block `layer`, in BlockParam order: a dense GPT block's of
+// hidden h, or of a model of this shape (a MoE block's where shape.moe_layer(layer)).
 std::vector<ParamEntry> block_param_table(int layer, std::int64_t hidden);
+std::vector<ParamEntry> block_param_table(int layer, const layout::ModelShape& shape);
 // Every block's entries, layer after layer: blocks first … first+layers−1 (a pipeline
 // stage's share keeps the whole model's names).
 std::vector<ParamEntry> stack_param_table(int layers, std::int64_t hidden, int first = 0);
+std::vector<ParamEntry> stack_param_table(int layers, const layout::ModelShape& shape,
+                                          int first = 0);
 
 // The embeddings' entries (model/gpt.hpp): wte [V, h] and wpe [T, h], both N(0, 0.02²).
 ParamEntry wte_entry(std::int64_t vocab, std::int64_t hidden);

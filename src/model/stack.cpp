@@ -8,18 +8,10 @@
 #include "model/stream_io.hpp"
 
 namespace meshtp::model {
-namespace {
-
-bool is_layernorm(int p) {
-  const int k = p % kBlockParams;
-  return k == kLn1Weight || k == kLn1Bias || k == kLn2Weight || k == kLn2Bias;
-}
-
-}  // namespace
-
-StackBlock::StackBlock(const mesh::DeviceMesh& mesh, std::int64_t hidden, const Shards& shards)
+StackBlock::StackBlock(const mesh::DeviceMesh& mesh, const layout::ModelShape& shape,
+                       const Shards& shards)
     : mesh_(&mesh), shards_(shards) {
-  const auto table = block_param_table(0, hidden);
+  const auto table = block_param_table(0, shape);
   for (std::size_t p = 0; p < shards.size(); ++p) {
     local_[p] = parallel::local_shape(shards[p], table[p].shape, mesh.shape());
   }
@@ -69,7 +61,7 @@ Stack::Stack(const mesh::DeviceMesh& mesh, const StackConfig& config)
     : mesh_(&mesh),
       config_(validated(config, mesh.shape())),
       layers_(config.stack_layers()),
-      table_(stack_param_table(layers_, config.block.shape.hidden, config.first_layer)),
+      table_(stack_param_table(layers_, config.block.shape, config.first_layer)),
       blocks_(layers_, config.block.layout.recompute, [&]() -> std::unique_ptr<StackBlock> {
         if (layout::is_gemm2d(config.block.layout.strategy)) {
           return std::make_unique<Gemm2dBlock>(mesh, config.block);
@@ -83,9 +75,9 @@ Stack::Stack(const mesh::DeviceMesh& mesh, const StackConfig& config)
     values_.emplace_back(block().local_shape(k));
     grads_.emplace_back(block().local_shape(k));
     ln_offset_.push_back(ln_size);
-    if (is_layernorm(k)) ln_size += numel(block().local_shape(k));
+    if (block().partial_grad(k)) ln_size += numel(block().local_shape(k));
   }
-  if (block().partial_layernorm_grads()) ln_partial_ = Tensor({ln_size});
+  if (ln_size > 0) ln_partial_ = Tensor({ln_size});
 
   for (int l = 0; l < layers_; ++l) rebind(l);
   workspace_ = block().make_workspace();
@@ -102,7 +94,7 @@ void Stack::rebind(int l) {
   for (int k = 0; k < kBlockParams; ++k) {
     const auto p = static_cast<std::size_t>(l * kBlockParams + k);
     v.push_back(values_[p].values());
-    const bool partial = !ln_partial_.empty() && is_layernorm(k);
+    const bool partial = block().partial_grad(k);
     g.push_back(partial ? ln_partial_.values().subspan(static_cast<std::size_t>(ln_offset_[p]),
                                                        grads_[p].values().size())
                         : grads_[p].values());
@@ -119,7 +111,7 @@ int Stack::replicas(int p) const {
 }
 
 int Stack::grad_layer(int p) const {
-  return !ln_partial_.empty() && is_layernorm(p) ? -1 : p / kBlockParams;
+  return block().partial_grad(p % kBlockParams) ? -1 : p / kBlockParams;
 }
 
 void Stack::zero_grads() {
@@ -216,9 +208,13 @@ Tensor Stack::gather_grad_input() const {
 
 void Stack::forward() {
   RepeatedWork layers;  // folded in a simulated run with --fold-layers (core/simulation.hpp)
+  aux_loss_ = 0.0;
   for (int i = 0; i < layers_; ++i) {
     if (before_layer_) before_layer_(i, false);
-    layers.run([&] { forward_layer(i); });
+    layers.run([&] {
+      forward_layer(i);
+      aux_loss_ += blocks_.at(i).aux_loss();
+    });
   }
 }
 
@@ -248,7 +244,7 @@ void Stack::backward(const std::function<void(int layer)>& on_layer_done) {
     // Sequence parallelism: each rank summed the LayerNorm gradients over its own tokens.
     mesh_->dim_comm(0).all_reduce(ln_partial_.values());
     for (std::size_t p = 0; p < table_.size(); ++p) {
-      if (!is_layernorm(static_cast<int>(p))) continue;
+      if (!block().partial_grad(static_cast<int>(p % kBlockParams))) continue;
       float* g = grads_[p].data();
       const float* part = ln_partial_.data() + ln_offset_[p];
       for (std::int64_t j = 0; j < grads_[p].numel(); ++j) g[j] += part[j];

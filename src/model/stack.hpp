@@ -137,6 +137,14 @@ class Stack {
   }
   void rebind(int layer);
 
+  // Mixture of experts: the blocks' load-balancing losses in the last forward (this rank's
+  // parts: summed over the token group they add up to the loss, ops/moe.hpp), and the weight
+  // ∂L/∂aux their backward applies (the training loss's scale, e.g. 1/(dp·microbatches)).
+  double aux_loss() const { return aux_loss_; }
+  void set_aux_weight(double weight) {
+    blocks_.for_each([&](StackBlock& b) { b.set_aux_weight(weight); });
+  }
+
  private:
   StreamGeometry stream_geometry() const;
   void forward_layer(int i);
@@ -147,12 +155,14 @@ class Stack {
   int layers_;  // blocks in this stack
   std::vector<ParamEntry> table_;
   std::vector<Tensor> values_, grads_;
-  // Sequence parallelism: LayerNorm gradient partials, parameter p at ln_offset_[p].
+  // Sequence parallelism: the gradients that are partial sums over mesh dim 0 (StackBlock::
+  // partial_grad: LayerNorms, a MoE block's router and bias), parameter p at ln_offset_[p].
   Tensor ln_partial_;
   std::vector<std::int64_t> ln_offset_;
   LayerBlocks blocks_;
   std::unique_ptr<BlockWorkspaceBase> workspace_;
   std::vector<Tensor> streams_;  // x_0 … x_L
+  double aux_loss_ = 0.0;
   Tensor dstream_[2];
 };
 

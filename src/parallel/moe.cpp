@@ -53,6 +53,24 @@ ExpertParallelMoe::ExpertParallelMoe(const MoeConfig& config, MoeGroups groups)
   router_grad = Tensor(router.shape());
   w1_grad = Tensor(w1.shape());
   w2_grad = Tensor(w2.shape());
+  values_ = {router.values(), w1.values(), w2.values()};
+  grads_ = {router_grad.values(), w1_grad.values(), w2_grad.values()};
+}
+
+void ExpertParallelMoe::bind(Storage values, Storage grads) {
+  const auto check = [](std::span<float> s, const Tensor& own, const char* what, bool grad) {
+    MESHTP_CHECK(s.size() == static_cast<std::size_t>(own.numel()) || (grad && s.empty()),
+                 "moe bind: {} has {} values, this rank's shard {}", what, s.size(),
+                 own.numel());
+  };
+  check(values.router, router, "the router", false);
+  check(values.w1, w1, "W1", false);
+  check(values.w2, w2, "W2", false);
+  check(grads.router, router, "the router's gradient", true);
+  check(grads.w1, w1, "W1's gradient", true);
+  check(grads.w2, w2, "W2's gradient", true);
+  values_ = values;
+  grads_ = grads;
 }
 
 void ExpertParallelMoe::load(const Tensor& router_full, const Tensor& w1_full,
@@ -64,15 +82,15 @@ void ExpertParallelMoe::load(const Tensor& router_full, const Tensor& w1_full,
                "[E, h], [E·F, h], [E·h, F])",
                to_string(router_full.shape()), to_string(w1_full.shape()),
                to_string(w2_full.shape()), E, h, F);
-  router = router_full;
+  copy(router_full.values(), values_.router);
   const std::int64_t first = groups_.ep.rank() * local_experts_;
   const std::int64_t col0 = groups_.etp.rank() * local_ffn_;
   for (std::int64_t l = 0; l < local_experts_; ++l) {
     const std::int64_t e = first + l;
     copy(w1_full.matrix().block(e * F + col0, 0, local_ffn_, h),
-         w1.matrix().block(l * local_ffn_, 0, local_ffn_, h));
+         w1_v().block(l * local_ffn_, 0, local_ffn_, h));
     copy(w2_full.matrix().block(e * h, col0, h, local_ffn_),
-         w2.matrix().block(l * h, 0, h, local_ffn_));
+         w2_v().block(l * h, 0, h, local_ffn_));
   }
 }
 
@@ -183,7 +201,7 @@ double ExpertParallelMoe::forward(MatrixView y, ConstMatrixView x) {
                "moe forward: x is {}×{} and y {}×{} for hidden={}", x.rows, x.cols, y.rows,
                y.cols, h);
   Tensor logits({N, E});
-  gemm(x, Trans::kNo, router.matrix(), Trans::kYes, logits.matrix());
+  gemm(x, Trans::kNo, router_v(), Trans::kYes, logits.matrix());
   routing_ = moe_route(logits.matrix(), config_.top_k, config_.capacity_factor);
   global_counts_ = routing_.counts;
   groups_.tokens.all_reduce(std::span<std::int64_t>(global_counts_));
@@ -201,8 +219,8 @@ double ExpertParallelMoe::forward(MatrixView y, ConstMatrixView x) {
   pre_ = Tensor({rows, local_ffn_});
   act_ = Tensor({rows, local_ffn_});
   Tensor yq({rows, h});
-  expert_mlp_forward(yq.matrix(), pre_.matrix(), act_.matrix(), xq_.matrix(), w1.matrix(),
-                     w2.matrix(), exchange_.offsets);
+  expert_mlp_forward(yq.matrix(), pre_.matrix(), act_.matrix(), xq_.matrix(), w1_v(), w2_v(),
+                     exchange_.offsets);
   yp_ = combine_rows(yq.matrix());
   moe_combine(y, yp_.matrix(), routing_, dispatch_);
   return moe_aux_loss(routing_, global_counts_, global_tokens_, config_.aux_loss_coeff);
@@ -221,9 +239,12 @@ void ExpertParallelMoe::backward(MatrixView dx, ConstMatrixView dy, ConstMatrixV
 
   const std::int64_t rows = exchange_.offsets.back();
   Tensor dxq({rows, h}), dact({rows, local_ffn_}), dpre({rows, local_ffn_});
-  expert_mlp_backward(dxq.matrix(), w1_grad.matrix(), w2_grad.matrix(), dact.matrix(),
-                      dpre.matrix(), dyq.matrix(), xq_.matrix(), pre_.matrix(), act_.matrix(),
-                      w1.matrix(), w2.matrix(), exchange_.offsets);
+  MESHTP_CHECK(!grads_.w1.empty(), "moe backward: no gradient storage bound");
+  const MatrixView dw1{grads_.w1.data(), local_experts_ * local_ffn_, h, h};
+  const MatrixView dw2{grads_.w2.data(), local_experts_ * h, local_ffn_, local_ffn_};
+  expert_mlp_backward(dxq.matrix(), dw1, dw2, dact.matrix(), dpre.matrix(), dyq.matrix(),
+                      xq_.matrix(), pre_.matrix(), act_.matrix(), w1_v(), w2_v(),
+                      exchange_.offsets);
   const Tensor dxp = combine_rows(dxq.matrix());
   zero(dx);
   moe_permute_backward(dx, dxp.matrix(), dispatch_);
@@ -231,8 +252,9 @@ void ExpertParallelMoe::backward(MatrixView dx, ConstMatrixView dy, ConstMatrixV
   Tensor dlogits({N, E});
   moe_router_backward(dlogits.matrix(), routing_, dgate, global_counts_, global_tokens_,
                       config_.aux_loss_coeff, aux_weight);
-  gemm(dlogits.matrix(), Trans::kNo, router.matrix(), Trans::kNo, dx, 1.0f, 1.0f);
-  gemm(dlogits.matrix(), Trans::kYes, x, Trans::kNo, router_grad.matrix(), 1.0f, 1.0f);
+  gemm(dlogits.matrix(), Trans::kNo, router_v(), Trans::kNo, dx, 1.0f, 1.0f);
+  gemm(dlogits.matrix(), Trans::kYes, x, Trans::kNo, MatrixView{grads_.router.data(), E, h, h},
+       1.0f, 1.0f);
 }
 
 }  // namespace meshtp::parallel

@@ -38,6 +38,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "comm/communicator.hpp"
@@ -70,8 +71,15 @@ class ExpertParallelMoe {
   ExpertParallelMoe(const MoeConfig& config, MoeGroups groups);
 
   // Copies this rank's shards out of the whole parameters: router [E, h], W1 [E·F, h],
-  // W2 [E·h, F] (ops/moe.hpp's layouts).
+  // W2 [E·h, F] (ops/moe.hpp's layouts), into the storage bound (the layer's own by default).
   void load(const Tensor& router, const Tensor& w1, const Tensor& w2);
+
+  // The parameters and gradients in someone else's storage (a block stack's), sized as the
+  // layer's own tensors below; empty gradients are allowed for a forward only.
+  struct Storage {
+    std::span<float> router, w1, w2;
+  };
+  void bind(Storage values, Storage grads);
 
   // y [N, h] (overwritten) for x [N, h]; returns this rank's part of the aux loss α·(…).
   // Collective over every group. x must stay untouched until backward.
@@ -83,8 +91,9 @@ class ExpertParallelMoe {
   std::int64_t local_experts() const { return local_experts_; }
   std::int64_t local_ffn() const { return local_ffn_; }
 
-  Tensor router, w1, w2;                   // this rank's parameters
-  Tensor router_grad, w1_grad, w2_grad;    // and their gradients (accumulated)
+  // This rank's parameters and their gradients (accumulated): the storage used until bind.
+  Tensor router, w1, w2;
+  Tensor router_grad, w1_grad, w2_grad;
 
  private:
   // Rows received by this rank from each (source, local expert), and the move to and from
@@ -103,9 +112,14 @@ class ExpertParallelMoe {
   // order.
   Tensor combine_rows(ConstMatrixView expert_major) const;
 
+  MatrixView router_v() const { return {values_.router.data(), config_.experts, config_.hidden, config_.hidden}; }
+  MatrixView w1_v() const { return {values_.w1.data(), local_experts_ * local_ffn_, config_.hidden, config_.hidden}; }
+  MatrixView w2_v() const { return {values_.w2.data(), local_experts_ * config_.hidden, local_ffn_, local_ffn_}; }
+
   MoeConfig config_;
   MoeGroups groups_;
   std::int64_t local_experts_ = 0, local_ffn_ = 0;
+  Storage values_, grads_;
 
   // Saved by forward for backward.
   MoeRouting routing_;
