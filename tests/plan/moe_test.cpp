@@ -7,6 +7,7 @@
 
 #include "error_of.hpp"
 #include "layout/plan.hpp"
+#include "plan/emit.hpp"
 #include "plan/layout_search.hpp"
 #include "plan/memory.hpp"
 #include "plan/moe.hpp"
@@ -304,6 +305,103 @@ TEST(MoeSearch, EvaluateRefusesWhatCannotRun) {
   r.model = load_model("mixtral-8x7b");
   r.moe_imbalance = 1.5;
   EXPECT_GT(evaluate_layout(r, p).t_step_s, c.t_step_s);
+}
+
+layout::Plan mixtral_layout() {
+  layout::Plan p;
+  p.dp = 4;
+  p.pp = 2;
+  p.microbatches = 64;
+  p.schedule = layout::Schedule::k1F1B;
+  p.zero = 1;
+  p.mesh = {2, 1};
+  p.strategy = Strategy::kTp1d;
+  p.sequence_parallel = true;
+  p.ep = 8;
+  p.etp = 1;
+  return p;
+}
+
+TEST(MoeEmit, MegatronGetsTheExpertArguments) {
+  const ModelSpec m = load_model("mixtral-8x7b");
+  const std::string text =
+      emit(Framework::kMegatron, {.plan = mixtral_layout(), .model = m, .topology = "t"});
+  for (const char* line : {"  --num-experts 8\n", "  --moe-router-topk 2\n",
+                           "  --moe-ffn-hidden-size 14336\n",
+                           "  --expert-model-parallel-size 8\n",
+                           "  --expert-tensor-parallel-size 1\n", "  --moe-grouped-gemm\n",
+                           "  --moe-token-dispatcher-type alltoall\n",
+                           "  --moe-router-load-balancing-type aux_loss\n",
+                           "  --moe-aux-loss-coeff 0.01\n", "  --sequence-parallel\n"}) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << text;
+  }
+  EXPECT_EQ(text.find("moe-layer-freq"), std::string::npos);
+  // Qwen2's shared experts: their total width.
+  ModelSpec q = load_model("qwen2-57b-a14b");
+  layout::Plan p = mixtral_layout();
+  p.ep = 8;
+  EXPECT_NE(emit(Framework::kMegatron, {.plan = p, .model = q, .topology = "t"})
+                .find("  --moe-shared-expert-intermediate-size 20480\n"),
+            std::string::npos);
+}
+
+TEST(MoeEmit, MegatronsMoeRulesAreFollowed) {
+  const ModelSpec m = load_model("mixtral-8x7b");
+  layout::Plan p = mixtral_layout();
+  EXPECT_FALSE(inexpressible(Framework::kMegatron, p, m).has_value());
+  // Tensor parallelism without sequence parallelism: MoELayer.forward refuses it.
+  p.strategy = Strategy::kMegatron;
+  p.sequence_parallel = false;
+  EXPECT_NE(inexpressible(Framework::kMegatron, p, m).value_or("").find("without sequence parallelism"),
+            std::string::npos);
+  // The same layout for a dense model is fine.
+  EXPECT_FALSE(inexpressible(Framework::kMegatron, p, load_model("llama3-8b")).has_value());
+  // Expert parallelism in fp16.
+  p = mixtral_layout();
+  ModelSpec fp16 = m;
+  fp16.precision = Precision::kFp16;
+  EXPECT_NE(inexpressible(Framework::kMegatron, p, fp16).value_or("").find("in fp16"),
+            std::string::npos);
+  // GeLU experts (biases) with etp > 1.
+  ModelSpec gelu = load_model("tiny-moe");
+  p.ep = 2;
+  p.etp = 2;
+  EXPECT_NE(inexpressible(Framework::kMegatron, p, gelu).value_or("").find("etp=2"),
+            std::string::npos);
+  // No grouped GeMM outside bf16, and a comment says why.
+  gelu.precision = Precision::kFp32;
+  gelu.batch = 256;
+  p.etp = 1;
+  const std::string text = emit(Framework::kMegatron, {.plan = p, .model = gelu, .topology = "t"});
+  EXPECT_EQ(text.find("  --moe-grouped-gemm"), std::string::npos);
+  EXPECT_NE(text.find("no --moe-grouped-gemm"), std::string::npos);
+}
+
+TEST(MoeEmit, TorchtitanAndDeepSpeed) {
+  const ModelSpec m = load_model("mixtral-8x7b");
+  layout::Plan p = mixtral_layout();
+  const std::string toml =
+      emit(Framework::kTorchtitan, {.plan = p, .model = m, .topology = "t"});
+  EXPECT_NE(toml.find("expert_parallel_degree = 8\n"), std::string::npos) << toml;
+  EXPECT_NE(toml.find("expert_tensor_parallel_degree = 1\n"), std::string::npos);
+  // etp neither 1 nor tp.
+  p.mesh = {4, 1};
+  p.dp = 2;
+  p.ep = 4;
+  p.etp = 2;
+  EXPECT_NE(inexpressible(Framework::kTorchtitan, p, m).value_or("").find("etp 1 or etp = tp"),
+            std::string::npos);
+  layout::Plan data = mixtral_layout();  // DeepSpeed runs plain data parallelism
+  data.dp = 16;
+  data.pp = 1;
+  data.mesh = {1, 1};
+  data.strategy = Strategy::kMegatron;
+  data.sequence_parallel = false;
+  data.microbatches = 16;
+  data.schedule = layout::Schedule::kGpipe;
+  const std::string json =
+      emit(Framework::kDeepSpeed, {.plan = data, .model = m, .topology = "t"});
+  EXPECT_NE(json.find("deepspeed.moe.layer.MoE"), std::string::npos);
 }
 
 }  // namespace
