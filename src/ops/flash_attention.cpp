@@ -125,7 +125,10 @@ double flash_attention_flops(const FlashAttention& a, std::int64_t Tq, std::int6
   } else {
     for (std::int64_t c0 = 0; c0 < Tk; c0 += a.block_k) {
       const std::int64_t n = std::min(Tk, c0 + a.block_k) - c0;
-      pairs += static_cast<double>(Tq - first_row_seeing(a, c0, Tq)) * static_cast<double>(n);
+      for (std::int64_t r0 = first_row_seeing(a, c0, Tq); r0 < Tq; r0 += a.block_q) {
+        const std::int64_t r1 = std::min(Tq, r0 + a.block_q);
+        pairs += static_cast<double>(r1 - r0) * static_cast<double>(visible_keys(a, r1 - 1, c0, n));
+      }
     }
   }
   return (backward ? 5.0 : 2.0) * 2.0 * pairs * static_cast<double>(HD) *
@@ -242,11 +245,15 @@ void flash_attention_backward(MatrixView dq, MatrixView dk, MatrixView dv,
         D[t] = detail::dot_of(doh.data + t * doh.ld, oh.data + t * oh.ld, HD);
       }
       for (std::int64_t c0 = 0; c0 < d.Tk; c0 += bk) {
-        const std::int64_t n = std::min(d.Tk, c0 + bk) - c0;
-        const ConstMatrixView kc = kh.block(c0, 0, n, HD), vc = vh.block(c0, 0, n, HD);
-        const MatrixView dkc = dkh.block(c0, 0, n, HD), dvc = dvh.block(c0, 0, n, HD);
+        const std::int64_t n_tile = std::min(d.Tk, c0 + bk) - c0;
+        const ConstMatrixView kt = kh.block(c0, 0, n_tile, HD), vt = vh.block(c0, 0, n_tile, HD);
+        const MatrixView dkt = dkh.block(c0, 0, n_tile, HD), dvt = dvh.block(c0, 0, n_tile, HD);
         for (std::int64_t r0 = first_row_seeing(a, c0, d.Tq); r0 < d.Tq; r0 += bq) {
           const std::int64_t r1 = std::min(d.Tq, r0 + bq), m = r1 - r0;
+          // Keys of the tile the tile's last row sees: the rest is masked for every row.
+          const std::int64_t n = visible_keys(a, r1 - 1, c0, n_tile);
+          const ConstMatrixView kc = kt.block(0, 0, n, HD), vc = vt.block(0, 0, n, HD);
+          const MatrixView dkc = dkt.block(0, 0, n, HD), dvc = dvt.block(0, 0, n, HD);
           const MatrixView p{p_buf, m, n, n}, ds{dp_buf, m, n, n};
           const ConstMatrixView qr = qh.block(r0, 0, m, HD), dor = doh.block(r0, 0, m, HD);
           // P = e^(scale·Q·Kᵀ − L), 0 where masked

@@ -308,7 +308,8 @@ TEST(FlashAttention, FlopsAreTheVisibleTilesProducts) {
   const double full = 2.0 * c.B * c.NH * c.T * c.T * c.HD;  // one T×T×HD product, all heads
   // Tiles of 64 queries × 256 keys: the forward's query tiles see 64, 128, 192, 256 keys.
   EXPECT_DOUBLE_EQ(fwd, 2 * full * (64.0 + 128 + 192 + 256) / (4 * 256));
-  EXPECT_DOUBLE_EQ(bwd, 5 * full);  // one key tile, seen by every query tile
+  // One key tile; each query tile computes the keys its last row sees.
+  EXPECT_DOUBLE_EQ(bwd, 5 * full * (64.0 + 128 + 192 + 256) / (4 * 256));
 }
 
 TEST(FlashAttention, RejectsBadShapesNamingTheValues) {
