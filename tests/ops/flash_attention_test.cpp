@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "grad_check.hpp"
+#include "core/simulation.hpp"
 #include "ops/attention.hpp"
 #include "tensor/gemm.hpp"
 
@@ -310,6 +311,48 @@ TEST(FlashAttention, FlopsAreTheVisibleTilesProducts) {
   EXPECT_DOUBLE_EQ(fwd, 2 * full * (64.0 + 128 + 192 + 256) / (4 * 256));
   // One key tile; each query tile computes the keys its last row sees.
   EXPECT_DOUBLE_EQ(bwd, 5 * full * (64.0 + 128 + 192 + 256) / (4 * 256));
+}
+
+void no_clock_advance(double /*seconds*/) {}
+
+// The simulated build's charged mode (core/simulation.hpp): each entry point charges its
+// products' FLOPs at the GeMM rate and its O(T) bytes at the elementwise rate, once, and
+// computes nothing (out keeps its stale values).
+TEST(FlashAttention, ChargedModeChargesTheProductsAndComputesNothing) {
+  constexpr double kFlopsPerS = 1e9, kBytesPerS = 1e8;
+  const Case c{2, 96, 4, 2, 8};
+  const std::int64_t rows = c.B * c.T, Cq = c.NH * c.HD, Ckv = c.NKV * c.HD;
+  const Tensor qkv = test_tensor({rows, Cq + 2 * Ckv}, 51), dout = test_tensor({rows, Cq}, 52);
+  Tensor out({rows, Cq}, 5.0f), lse({c.B * c.NH * c.T}), dqkv(qkv.shape());
+  Tensor scratch = scratch_for(c.T, c.HD);
+  const FlashAttention a{.batch = c.B, .heads = c.NH, .kv_heads = c.NKV};
+  const simhooks::Hooks saved = simhooks::hooks();
+  simhooks::Hooks& h = simhooks::hooks();
+  h.mode = simhooks::Mode::kCharged;
+  h.advance = &no_clock_advance;
+  h.gemm = GemmModel(kFlopsPerS);
+  h.elementwise_bytes_per_s = kBytesPerS;
+  h.charged_s = 0;
+  const ComputeLedger before = compute_ledger();
+  flash_attention_forward_qkv(out.matrix(), lse.values(), scratch.values(), qkv.matrix(), c.B, c.T,
+                              c.NH, c.NKV);
+  const double forward = h.charged_s;
+  flash_attention_backward_qkv(dqkv.matrix(), scratch.values(), dout.matrix(), qkv.matrix(),
+                               out.matrix(), lse.values(), c.B, c.T, c.NH, c.NKV);
+  const double backward = h.charged_s - forward;
+  const double gemm_calls = compute_ledger().gemm_calls - before.gemm_calls;
+  simhooks::hooks() = saved;
+  const double q_elems = rows * Cq, kv_elems = rows * Ckv;
+  EXPECT_NEAR(forward,
+              flash_attention_flops(a, c.T, c.T, c.HD, false) / kFlopsPerS +
+                  4 * (2 * q_elems + 2 * kv_elems) / kBytesPerS,
+              1e-12);
+  EXPECT_NEAR(backward,
+              flash_attention_flops(a, c.T, c.T, c.HD, true) / kFlopsPerS +
+                  4 * (4 * q_elems + 4 * kv_elems) / kBytesPerS,
+              1e-12);
+  EXPECT_EQ(gemm_calls, 0);
+  for (const float o : out.values()) ASSERT_EQ(o, 5.0f);
 }
 
 TEST(FlashAttention, RejectsBadShapesNamingTheValues) {
