@@ -75,12 +75,18 @@ struct FusedRunner final : Runner {
   Tensor o, lse, scratch, d;
   FusedRunner(const Tensor& qkv_, const Tensor& dout_, const AttentionBenchOptions& opt,
               std::int64_t T_)
-      : qkv(qkv_), dout(dout_), B(opt.batch), T(T_), NH(opt.heads), NKV(opt.kv_heads),
+      : qkv(qkv_),
+        dout(dout_),
+        B(opt.batch),
+        T(T_),
+        NH(opt.heads),
+        NKV(opt.kv_heads),
         HD(opt.head_dim),
-        a{.batch = B, .heads = NH, .kv_heads = NKV, .block_q = opt.block_q,
-          .block_k = opt.block_k},
-        o({B * T, NH * HD}), lse({B * NH * T}),
-        scratch({flash_attention_scratch_size(a, T, T, HD)}), d(qkv.shape()) {}
+        a{.batch = B, .heads = NH, .kv_heads = NKV, .block_q = opt.block_q, .block_k = opt.block_k},
+        o({B * T, NH * HD}),
+        lse({B * NH * T}),
+        scratch({flash_attention_scratch_size(a, T, T, HD)}),
+        d(qkv.shape()) {}
   void forward() override {
     const ConstMatrixView m = qkv.matrix();
     const std::int64_t rows = B * T, Cq = NH * HD, Ckv = NKV * HD;
@@ -110,14 +116,19 @@ struct TodayRunner final : Runner {
   Tensor o, att, scratch, d;
   TodayRunner(const Tensor& qkv_, const Tensor& dout_, const AttentionBenchOptions& opt,
               std::int64_t T_)
-      : dout(dout_), B(opt.batch), T(T_), NH(opt.heads), NKV(opt.kv_heads), HD(opt.head_dim),
-        wide(NKV == NH ? std::nullopt
-                       : std::optional<Tensor>(repeat_kv(qkv_, NH, NKV, HD))),
-        qkv(wide ? *wide : qkv_), o({B * T, NH * HD}), att({attention_att_size(B, T, NH)}),
-        scratch({attention_scratch_size(T)}), d(qkv.shape()) {}
-  void forward() override {
-    attention_forward(o.matrix(), att.values(), qkv.matrix(), B, T, NH);
-  }
+      : dout(dout_),
+        B(opt.batch),
+        T(T_),
+        NH(opt.heads),
+        NKV(opt.kv_heads),
+        HD(opt.head_dim),
+        wide(NKV == NH ? std::nullopt : std::optional<Tensor>(repeat_kv(qkv_, NH, NKV, HD))),
+        qkv(wide ? *wide : qkv_),
+        o({B * T, NH * HD}),
+        att({attention_att_size(B, T, NH)}),
+        scratch({attention_scratch_size(T)}),
+        d(qkv.shape()) {}
+  void forward() override { attention_forward(o.matrix(), att.values(), qkv.matrix(), B, T, NH); }
   void backward() override {
     attention_backward(d.matrix(), scratch.values(), dout.matrix(), qkv.matrix(), att.values(), B,
                        T, NH);
@@ -160,8 +171,8 @@ AttentionBenchSample run_attention_bench(const AttentionBenchOptions& o) {
                "bench attention: --block-q {} and --block-k {} must be positive", o.block_q,
                o.block_k);
   MESHTP_CHECK(o.target_seconds > 0 && o.min_iterations >= 1,
-               "bench attention: --seconds {} and iterations {} must be positive",
-               o.target_seconds, o.min_iterations);
+               "bench attention: --seconds {} and iterations {} must be positive", o.target_seconds,
+               o.min_iterations);
   AttentionBenchSample s;
   // Validate first: on the whole shape when today's attention runs, else on a prefix.
   s.checked_seq = o.baseline ? o.seq : std::min(o.seq, o.check_seq);
@@ -205,8 +216,8 @@ AttentionBenchSample run_attention_bench(const AttentionBenchOptions& o) {
   }
   std::vector<std::unique_ptr<Runner>> runners;
   for (const bool fused : kinds) runners.push_back(make(fused));
-  const int iterations = std::clamp(static_cast<int>(o.target_seconds / std::max(once, 1e-6)),
-                                    o.min_iterations, 100);
+  const int iterations =
+      std::clamp(static_cast<int>(o.target_seconds / std::max(once, 1e-6)), o.min_iterations, 100);
   std::vector<std::vector<double>> fwd(runners.size()), bwd(runners.size());
   for (int i = 0; i < iterations; ++i) {
     for (std::size_t k = 0; k < runners.size(); ++k) {

@@ -8,7 +8,6 @@
 #include <fmt/format.h>
 
 #include <array>
-
 #include <nlohmann/json.hpp>
 
 #include "bench/attention.hpp"
@@ -44,8 +43,10 @@ void run_bench_attention(BenchAttentionArgs a) {
   std::ostream& os = out();
   if (a.json) {
     const auto variant = [](const bench::AttentionVariant& v) {
-      return nlohmann::json{{"forward_s", v.forward_s},         {"backward_s", v.backward_s},
-                            {"working_bytes", v.working_bytes}, {"peak_bytes", v.peak_bytes},
+      return nlohmann::json{{"forward_s", v.forward_s},
+                            {"backward_s", v.backward_s},
+                            {"working_bytes", v.working_bytes},
+                            {"peak_bytes", v.peak_bytes},
                             {"gflop", v.flops / 1e9}};
     };
     nlohmann::json j{{"bench", "attention"},
@@ -90,13 +91,14 @@ void run_bench_attention(BenchAttentionArgs a) {
     row("today", s.today);
     os << fmt::format("speedup (today / fused, forward + backward): {:.2f}x\n", speedup);
   } else {
-    os << fmt::format("today's attention not run (--no-baseline): its att and scratch would be "
-                      "{:.1f} MiB\n",
-                      mib(static_cast<std::int64_t>(sizeof(float)) * (o.batch * o.heads + 1) *
-                          o.seq * o.seq));
+    os << fmt::format(
+        "today's attention not run (--no-baseline): its att and scratch would be "
+        "{:.1f} MiB\n",
+        mib(static_cast<std::int64_t>(sizeof(float)) * (o.batch * o.heads + 1) * o.seq * o.seq));
   }
-  os << fmt::format("shared buffers (qkv, dout, out, dqkv) {:.1f} MiB; process max RSS {:.1f} MiB\n",
-                    mib(s.shared_bytes), mib(max_rss_bytes()));
+  os << fmt::format(
+      "shared buffers (qkv, dout, out, dqkv) {:.1f} MiB; process max RSS {:.1f} MiB\n",
+      mib(s.shared_bytes), mib(max_rss_bytes()));
 }
 
 }  // namespace
@@ -105,8 +107,9 @@ void add_bench_attention_command(CLI::App& app) {
   CLI::App* bench = app.get_subcommand("bench");  // registered by add_bench_command
   auto args = std::make_shared<BenchAttentionArgs>();
   CLI::App* c = bench->add_subcommand(
-      "attention", "Fused causal attention vs today's attention core: validated, then forward "
-                   "and backward ms, their ratio and each one's memory");
+      "attention",
+      "Fused causal attention vs today's attention core: validated, then forward "
+      "and backward ms, their ratio and each one's memory");
   c->add_option("--seq", args->o.seq, "Tokens per sequence")->capture_default_str();
   c->add_option("--heads", args->o.heads, "Query heads")->capture_default_str();
   c->add_option("--kv-heads", args->o.kv_heads, "Key/value heads (divides --heads)")

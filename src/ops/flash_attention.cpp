@@ -70,8 +70,8 @@ void check_scratch(const char* fn, std::size_t size, const FlashAttention& a, co
 
 void check_lse(const char* fn, std::size_t size, const FlashDims& d) {
   MESHTP_CHECK(static_cast<std::int64_t>(size) == d.B * d.NH * d.Tq,
-               "{}: lse has {} floats, expected B·NH·Tq = {}·{}·{} = {}", fn, size, d.B, d.NH,
-               d.Tq, d.B * d.NH * d.Tq);
+               "{}: lse has {} floats, expected B·NH·Tq = {}·{}·{} = {}", fn, size, d.B, d.NH, d.Tq,
+               d.B * d.NH * d.Tq);
 }
 
 // Keys of a tile starting at key c0 (n keys) that query row t sees: a prefix of the tile.
@@ -94,8 +94,9 @@ std::int64_t first_row_seeing(const FlashAttention& a, std::int64_t c0, std::int
 double flash_bytes(const FlashDims& d, bool backward) {
   const double q_elems = static_cast<double>(d.B * d.Tq * d.NH * d.HD);
   const double kv_elems = static_cast<double>(d.B * d.Tk * d.NKV * d.HD);
-  return backward ? op_costs::bytes(4 * q_elems + 4 * kv_elems, 1)   // q, out, dout, dq; k, v, dk, dv
-                  : op_costs::bytes(2 * q_elems + 2 * kv_elems, 1);  // q, out; k, v
+  return backward
+             ? op_costs::bytes(4 * q_elems + 4 * kv_elems, 1)   // q, out, dout, dq; k, v, dk, dv
+             : op_costs::bytes(2 * q_elems + 2 * kv_elems, 1);  // q, out; k, v
 }
 
 }  // namespace
@@ -107,8 +108,8 @@ std::int64_t flash_attention_lse_size(const FlashAttention& a, std::int64_t q_ro
   return a.heads * q_rows;
 }
 
-std::int64_t flash_attention_scratch_size(const FlashAttention& a, std::int64_t Tq,
-                                          std::int64_t Tk, std::int64_t HD) {
+std::int64_t flash_attention_scratch_size(const FlashAttention& a, std::int64_t Tq, std::int64_t Tk,
+                                          std::int64_t HD) {
   const std::int64_t bq = std::min(a.block_q, Tq), bk = std::min(a.block_k, Tk);
   return std::max(bq * bk + bq * HD + 2 * bq,  // forward: scores, accumulator, m, l
                   2 * bq * bk + Tq);           // backward: P, dP, D
@@ -206,10 +207,10 @@ void flash_attention_forward(MatrixView out, std::span<float> lse, std::span<flo
   }
 }
 
-void flash_attention_backward(MatrixView dq, MatrixView dk, MatrixView dv,
-                              std::span<float> scratch, ConstMatrixView dout, ConstMatrixView q,
-                              ConstMatrixView k, ConstMatrixView v, ConstMatrixView out,
-                              std::span<const float> lse, const FlashAttention& a) {
+void flash_attention_backward(MatrixView dq, MatrixView dk, MatrixView dv, std::span<float> scratch,
+                              ConstMatrixView dout, ConstMatrixView q, ConstMatrixView k,
+                              ConstMatrixView v, ConstMatrixView out, std::span<const float> lse,
+                              const FlashAttention& a) {
   constexpr const char* kFn = "flash_attention_backward";
   const ScopedSpan span("flash_attention", SpanKind::kCompute);
   const FlashDims d = flash_dims(kFn, q, k, v, a);
@@ -289,10 +290,10 @@ void flash_attention_merge(MatrixView out, std::span<float> lse, ConstMatrixView
                out.cols, a.batch, a.heads);
   check_same(kFn, "out_b", out_b, "out", out);
   const std::int64_t Tq = out.rows / a.batch, HD = out.cols / a.heads;
-  MESHTP_CHECK(static_cast<std::int64_t>(lse.size()) == a.batch * a.heads * Tq &&
-                   lse_b.size() == lse.size(),
-               "{}: lse has {} and lse_b {} floats, expected B·NH·Tq = {}·{}·{} = {}", kFn,
-               lse.size(), lse_b.size(), a.batch, a.heads, Tq, a.batch * a.heads * Tq);
+  MESHTP_CHECK(
+      static_cast<std::int64_t>(lse.size()) == a.batch * a.heads * Tq && lse_b.size() == lse.size(),
+      "{}: lse has {} and lse_b {} floats, expected B·NH·Tq = {}·{}·{} = {}", kFn, lse.size(),
+      lse_b.size(), a.batch, a.heads, Tq, a.batch * a.heads * Tq);
   if (simhooks::charge_bytes(op_costs::bytes(3.0 * static_cast<double>(out.rows * out.cols), 1))) {
     return;  // read O_a, O_b, write O
   }
@@ -360,8 +361,8 @@ void flash_attention_backward_qkv(MatrixView dqkv, std::span<float> scratch, Con
   check_same("flash_attention_backward", "dqkv", dqkv, "qkv", qkv);
   const std::int64_t HD = p.q.cols / NH, rows = B * T;
   flash_attention_backward(dqkv.block(0, 0, rows, NH * HD), dqkv.block(0, NH * HD, rows, NKV * HD),
-                           dqkv.block(0, (NH + NKV) * HD, rows, NKV * HD), scratch, dout, p.q,
-                           p.k, p.v, out, lse, p.a);
+                           dqkv.block(0, (NH + NKV) * HD, rows, NKV * HD), scratch, dout, p.q, p.k,
+                           p.v, out, lse, p.a);
 }
 
 }  // namespace meshtp

@@ -76,8 +76,8 @@ struct FlashAttention {
 std::int64_t flash_attention_lse_size(const FlashAttention& a, std::int64_t q_rows);
 // Floats of scratch the forward and the backward need for Tq query and Tk key rows per
 // sequence and head dim HD: the tiles and D, O(block_q·block_k + Tq), independent of T².
-std::int64_t flash_attention_scratch_size(const FlashAttention& a, std::int64_t Tq,
-                                          std::int64_t Tk, std::int64_t HD);
+std::int64_t flash_attention_scratch_size(const FlashAttention& a, std::int64_t Tq, std::int64_t Tk,
+                                          std::int64_t HD);
 
 // out = attention of q over the keys k, v (positions as above); lse = each row's L.
 // scratch ≥ flash_attention_scratch_size (as every op here, the caller owns every buffer).
@@ -86,10 +86,10 @@ void flash_attention_forward(MatrixView out, std::span<float> lse, std::span<flo
                              const FlashAttention& a);
 
 // dq += ∂/∂q, dk += ∂/∂k, dv += ∂/∂v of Σ dout ⊙ out, given the forward's out and lse.
-void flash_attention_backward(MatrixView dq, MatrixView dk, MatrixView dv,
-                              std::span<float> scratch, ConstMatrixView dout, ConstMatrixView q,
-                              ConstMatrixView k, ConstMatrixView v, ConstMatrixView out,
-                              std::span<const float> lse, const FlashAttention& a);
+void flash_attention_backward(MatrixView dq, MatrixView dk, MatrixView dv, std::span<float> scratch,
+                              ConstMatrixView dout, ConstMatrixView q, ConstMatrixView k,
+                              ConstMatrixView v, ConstMatrixView out, std::span<const float> lse,
+                              const FlashAttention& a);
 
 // Merges a partial result (out_b, lse_b) over a key set K_b into (out, lse) over a disjoint
 // key set K_a, in place: (out, lse) becomes the attention over K_a ∪ K_b. With

@@ -90,12 +90,13 @@ void rmsnorm_shard_backward_sums(std::span<double> sums, std::span<float> dg, Co
   check_rms(kFn, dy, x, count(g), count(r));
   MESHTP_CHECK(count(dg) == x.cols, "{}: dg has {} values, expected C={}", kFn, dg.size(), x.cols);
   check_sums(kFn, count(sums), x.rows, x.cols, x.cols);
-  if (simhooks::charge_bytes(op_costs::bytes(x.rows * x.cols, op_costs::kLayerNormBackwardTouches))) {
+  if (simhooks::charge_bytes(
+          op_costs::bytes(x.rows * x.cols, op_costs::kLayerNormBackwardTouches))) {
     return;
   }
   for (std::int64_t n = 0; n < x.rows; ++n) {
-    sums[n] = backward_row_sum(dy.data + n * dy.ld, x.data + n * x.ld, x.cols, g.data(), r[n],
-                               dg.data());
+    sums[n] =
+        backward_row_sum(dy.data + n * dy.ld, x.data + n * x.ld, x.cols, g.data(), r[n], dg.data());
   }
 }
 
@@ -118,7 +119,8 @@ void rmsnorm_forward(MatrixView y, std::span<float> r, ConstMatrixView x, std::s
   const ScopedSpan span("rmsnorm", SpanKind::kCompute);
   check_rms("rmsnorm_forward", y, x, count(g), count(r));
   check_eps("rmsnorm_forward", eps);
-  if (simhooks::charge_bytes(op_costs::bytes(x.rows * x.cols, op_costs::kLayerNormForwardTouches))) {
+  if (simhooks::charge_bytes(
+          op_costs::bytes(x.rows * x.cols, op_costs::kLayerNormForwardTouches))) {
     return;
   }
   const auto& k = kernels::fast();
@@ -136,7 +138,8 @@ void rmsnorm_backward(MatrixView dx, std::span<float> dg, ConstMatrixView dy, Co
   check_rms(kFn, dx, x, count(g), count(r));
   check_rms(kFn, dy, x, count(g), count(r));
   MESHTP_CHECK(count(dg) == x.cols, "{}: dg has {} values, expected C={}", kFn, dg.size(), x.cols);
-  if (simhooks::charge_bytes(op_costs::bytes(x.rows * x.cols, op_costs::kLayerNormBackwardTouches))) {
+  if (simhooks::charge_bytes(
+          op_costs::bytes(x.rows * x.cols, op_costs::kLayerNormBackwardTouches))) {
     return;
   }
   for (std::int64_t n = 0; n < x.rows; ++n) {

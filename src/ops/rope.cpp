@@ -22,8 +22,7 @@ void rotate(const char* fn, MatrixView x, const RopeTable& table, std::int64_t b
   MESHTP_CHECK(x.cols == heads * HD,
                "{}: x is {}x{}, expected width heads·HD = {}·{} = {} (the table's head_dim)", fn,
                x.rows, x.cols, heads, HD, heads * HD);
-  MESHTP_CHECK(x.rows % batch == 0, "{}: x has {} rows, not B·T for batch B={}", fn, x.rows,
-               batch);
+  MESHTP_CHECK(x.rows % batch == 0, "{}: x has {} rows, not B·T for batch B={}", fn, x.rows, batch);
   const std::int64_t T = x.rows / batch;
   MESHTP_CHECK(T <= table.len,
                "{}: {} tokens per sequence, but the table covers {} positions (from {})", fn, T,
@@ -52,10 +51,15 @@ void rotate(const char* fn, MatrixView x, const RopeTable& table, std::int64_t b
 RopeTable rope_table(std::int64_t head_dim, std::int64_t pos0, std::int64_t len, double theta) {
   MESHTP_CHECK(head_dim >= 2 && head_dim % 2 == 0,
                "rope_table: head_dim={} must be even and positive (pairs i, i + HD/2)", head_dim);
-  MESHTP_CHECK(len >= 1 && pos0 >= 0, "rope_table: len={} must be positive and pos0={} not "
-               "negative", len, pos0);
+  MESHTP_CHECK(len >= 1 && pos0 >= 0,
+               "rope_table: len={} must be positive and pos0={} not "
+               "negative",
+               len, pos0);
   MESHTP_CHECK(std::isfinite(theta) && theta > 1.0, "rope_table: theta={} must be above 1", theta);
-  RopeTable t{.pos0 = pos0, .len = len, .head_dim = head_dim, .theta = theta,
+  RopeTable t{.pos0 = pos0,
+              .len = len,
+              .head_dim = head_dim,
+              .theta = theta,
               .cos_sin = Tensor({len, head_dim})};
   const std::int64_t half = head_dim / 2;
   for (std::int64_t i = 0; i < half; ++i) {

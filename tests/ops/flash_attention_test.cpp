@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "grad_check.hpp"
 #include "core/simulation.hpp"
+#include "grad_check.hpp"
 #include "ops/attention.hpp"
 #include "tensor/gemm.hpp"
 
@@ -93,8 +93,8 @@ TEST(FlashAttention, SmallAndRaggedTilesGiveTheSameResult) {
   const auto [out, dqkv] = run_today(qkv, dout, c.B, c.T, c.NH);
   const ConstMatrixView all = qkv.matrix();
   for (const auto& [bq, bk] : {std::pair{1, 1}, {7, 5}, {16, 32}, {32, 16}, {200, 300}}) {
-    const FlashAttention a{.batch = c.B, .heads = c.NH, .kv_heads = c.NKV, .block_q = bq,
-                           .block_k = bk};
+    const FlashAttention a{
+        .batch = c.B, .heads = c.NH, .kv_heads = c.NKV, .block_q = bq, .block_k = bk};
     Tensor o({c.B * c.T, Cp}), lse({c.B * c.NH * c.T}), d(qkv.shape());
     Tensor scratch({flash_attention_scratch_size(a, c.T, c.T, c.HD)});
     const ConstMatrixView q = all.block(0, 0, c.B * c.T, Cp), k = all.block(0, Cp, c.B * c.T, Cp),
@@ -102,8 +102,8 @@ TEST(FlashAttention, SmallAndRaggedTilesGiveTheSameResult) {
     flash_attention_forward(o.matrix(), lse.values(), scratch.values(), q, k, v, a);
     const MatrixView dm = d.matrix();
     flash_attention_backward(dm.block(0, 0, c.B * c.T, Cp), dm.block(0, Cp, c.B * c.T, Cp),
-                             dm.block(0, 2 * Cp, c.B * c.T, Cp), scratch.values(), dout.matrix(),
-                             q, k, v, o.matrix(), lse.values(), a);
+                             dm.block(0, 2 * Cp, c.B * c.T, Cp), scratch.values(), dout.matrix(), q,
+                             k, v, o.matrix(), lse.values(), a);
     EXPECT_LT(max_relative_error(o.values(), out.values()), kFlashTol) << bq << "x" << bk;
     EXPECT_LT(max_relative_error(d.values(), dqkv.values()), kFlashTol) << bq << "x" << bk;
   }
@@ -112,8 +112,8 @@ TEST(FlashAttention, SmallAndRaggedTilesGiveTheSameResult) {
 // Grouped-query attention equals multi-head attention with each KV head repeated for its
 // NH/NKV query heads; its dK, dV are the sums over the repeated copies.
 TEST(FlashAttention, GroupedQueryEqualsRepeatedKvHeads) {
-  for (const Case c : {Case{2, 9, 4, 2, 4}, Case{1, 70, 6, 2, 8}, Case{2, 33, 4, 1, 8},
-                       Case{1, 300, 8, 2, 4}}) {
+  for (const Case c :
+       {Case{2, 9, 4, 2, 4}, Case{1, 70, 6, 2, 8}, Case{2, 33, 4, 1, 8}, Case{1, 300, 8, 2, 4}}) {
     const std::int64_t G = c.NH / c.NKV, Cq = c.NH * c.HD, Ckv = c.NKV * c.HD, rows = c.B * c.T;
     const Tensor qkv = test_tensor({rows, Cq + 2 * Ckv}, 15, 2.0f);
     const Tensor dout = test_tensor({rows, Cq}, 16);
@@ -150,8 +150,8 @@ TEST(FlashAttention, GradientMatchesFiniteDifferences) {
     Tensor qkv = test_tensor({rows, (c.NH + 2 * c.NKV) * c.HD}, 21, 1.5f);
     const Tensor dout = test_tensor({rows, Cq}, 22);
     // Tiles of 2 queries × 3 keys, so the FD check covers the online softmax across tiles.
-    const FlashAttention a{.batch = c.B, .heads = c.NH, .kv_heads = c.NKV, .block_q = 2,
-                           .block_k = 3};
+    const FlashAttention a{
+        .batch = c.B, .heads = c.NH, .kv_heads = c.NKV, .block_q = 2, .block_k = 3};
     Tensor out({rows, Cq}), lse({c.B * c.NH * c.T});
     Tensor scratch({flash_attention_scratch_size(a, c.T, c.T, c.HD)});
     const auto views = [&](auto m) {
@@ -219,8 +219,13 @@ TEST(FlashAttention, KeyRangePartialsMergeIntoTheFullAttention) {
         const std::size_t ki = n - 1 - step;  // later key chunks first
         const std::int64_t k0 = cuts[ki], tk = cuts[ki + 1] - k0;
         const Tensor kc = rows_of(qkv, k0, cuts[ki + 1]);
-        const FlashAttention a{.batch = B, .heads = NH, .kv_heads = NKV, .q_pos = q0,
-                               .k_pos = k0, .block_q = 4, .block_k = 8};
+        const FlashAttention a{.batch = B,
+                               .heads = NH,
+                               .kv_heads = NKV,
+                               .q_pos = q0,
+                               .k_pos = k0,
+                               .block_q = 4,
+                               .block_k = 8};
         Tensor scratch({flash_attention_scratch_size(a, tq, tk, HD)});
         flash_attention_forward(part.matrix(), lse_part.values(), scratch.values(), qv,
                                 kc.matrix().block(0, Cq, B * tk, Ckv),
@@ -245,8 +250,13 @@ TEST(FlashAttention, KeyRangePartialsMergeIntoTheFullAttention) {
         const std::int64_t k0 = cuts[ki], k1 = cuts[ki + 1], tk = k1 - k0;
         const Tensor kc = rows_of(qkv, k0, k1);
         Tensor dkvc({B * tk, 2 * Ckv});
-        const FlashAttention a{.batch = B, .heads = NH, .kv_heads = NKV, .q_pos = q0,
-                               .k_pos = k0, .block_q = 4, .block_k = 8};
+        const FlashAttention a{.batch = B,
+                               .heads = NH,
+                               .kv_heads = NKV,
+                               .q_pos = q0,
+                               .k_pos = k0,
+                               .block_q = 4,
+                               .block_k = 8};
         Tensor scratch({flash_attention_scratch_size(a, tq, tk, HD)});
         flash_attention_backward(dqc.matrix(), dkvc.matrix().block(0, 0, B * tk, Ckv),
                                  dkvc.matrix().block(0, Ckv, B * tk, Ckv), scratch.values(),
@@ -262,7 +272,8 @@ TEST(FlashAttention, KeyRangePartialsMergeIntoTheFullAttention) {
         }
       }
       for (std::int64_t b = 0; b < B; ++b) {
-        copy(dqc.matrix().block(b * tq, 0, tq, Cq), dqkv_ring.matrix().block(b * T + q0, 0, tq, Cq));
+        copy(dqc.matrix().block(b * tq, 0, tq, Cq),
+             dqkv_ring.matrix().block(b * T + q0, 0, tq, Cq));
       }
     }
     EXPECT_LT(max_relative_error(dqkv_ring.values(), full.dqkv.values()), kFlashTol)
@@ -276,8 +287,10 @@ TEST(FlashAttention, RangeWithNoVisibleKeyIsTheIdentityOfMerge) {
   const std::int64_t B = 1, NH = 2, HD = 3, T = 5;
   const Tensor q = test_tensor({B * T, NH * HD}, 41), kv = test_tensor({B * T, 2 * NH * HD}, 42);
   const FlashAttention a{.batch = B, .heads = NH, .kv_heads = NH, .q_pos = 0, .k_pos = 5};
-  Tensor out({B * T, NH * HD}, 3.0f), lse({B * NH * T}), scratch({flash_attention_scratch_size(a, T, T, HD)});
-  const ConstMatrixView k = kv.matrix().block(0, 0, T, NH * HD), v = kv.matrix().block(0, NH * HD, T, NH * HD);
+  Tensor out({B * T, NH * HD}, 3.0f), lse({B * NH * T}),
+      scratch({flash_attention_scratch_size(a, T, T, HD)});
+  const ConstMatrixView k = kv.matrix().block(0, 0, T, NH * HD),
+                        v = kv.matrix().block(0, NH * HD, T, NH * HD);
   flash_attention_forward(out.matrix(), lse.values(), scratch.values(), q.matrix(), k, v, a);
   for (const float o : out.values()) EXPECT_EQ(o, 0.0f);
   for (const float l : lse.values()) EXPECT_EQ(l, -std::numeric_limits<float>::infinity());
@@ -375,8 +388,8 @@ TEST(FlashAttention, RejectsBadShapesNamingTheValues) {
   Tensor small({3});
   Tensor out2({8, 20});  // NH=4, NKV=2: HD = 40 / 8 = 5
   EXPECT_NE(error_message([&] {
-              flash_attention_forward_qkv(out2.matrix(), lse.values(), small.values(),
-                                          qkv.matrix(), 2, 4, 4, 2);
+              flash_attention_forward_qkv(out2.matrix(), lse.values(), small.values(), qkv.matrix(),
+                                          2, 4, 4, 2);
             }).find("scratch has 3 floats, needs"),
             std::string::npos);
   Tensor lse_bad({5});
@@ -405,8 +418,8 @@ TEST(FlashAttention, RejectsBadShapesNamingTheValues) {
             std::string::npos);
   EXPECT_NE(error_message([&] {
               flash_attention_backward_qkv(dqkv.matrix().block(0, 0, 8, 20), scratch.values(),
-                                           out2.matrix(), qkv.matrix(), out2.matrix(),
-                                           lse.values(), 2, 4, 4, 2);
+                                           out2.matrix(), qkv.matrix(), out2.matrix(), lse.values(),
+                                           2, 4, 4, 2);
             }).find("dqkv is 8x20, qkv is 8x40"),
             std::string::npos);
 }

@@ -95,17 +95,15 @@ TEST(RmsNorm, PhasesOverFeatureShardsEqualTheWholeOp) {
     }
     std::fill(total.begin(), total.end(), 0.0);
     for (int s = 0; s < shards; ++s) {
-      rmsnorm_shard_backward_sums(part, dgs.values().subspan(s * c, c),
-                                  dy.matrix().block(0, s * c, N, c),
-                                  x.matrix().block(0, s * c, N, c), g.values().subspan(s * c, c),
-                                  rs.values());
+      rmsnorm_shard_backward_sums(
+          part, dgs.values().subspan(s * c, c), dy.matrix().block(0, s * c, N, c),
+          x.matrix().block(0, s * c, N, c), g.values().subspan(s * c, c), rs.values());
       for (std::int64_t n = 0; n < N; ++n) total[n] += part[n];
     }
     for (int s = 0; s < shards; ++s) {
-      rmsnorm_shard_backward_apply(dxs.matrix().block(0, s * c, N, c),
-                                   dy.matrix().block(0, s * c, N, c),
-                                   x.matrix().block(0, s * c, N, c), g.values().subspan(s * c, c),
-                                   rs.values(), total, C);
+      rmsnorm_shard_backward_apply(
+          dxs.matrix().block(0, s * c, N, c), dy.matrix().block(0, s * c, N, c),
+          x.matrix().block(0, s * c, N, c), g.values().subspan(s * c, c), rs.values(), total, C);
     }
     EXPECT_LT(max_relative_error(ys.values(), y.values()), 1e-6) << shards;
     EXPECT_LT(max_relative_error(rs.values(), r.values()), 1e-6) << shards;
@@ -117,29 +115,25 @@ TEST(RmsNorm, PhasesOverFeatureShardsEqualTheWholeOp) {
 TEST(RmsNorm, RejectsBadShapesNamingTheValues) {
   const Tensor x({4, 6}), g5({5}), g({6});
   Tensor y({4, 6}), r({4}), r3({3}), y2({4, 5}), dg({6});
-  EXPECT_TRUE(mentions(error_message([&] {
-                         rmsnorm_forward(y.matrix(), r.values(), x.matrix(), g5.values());
-                       }),
-                       "weight g has 5 values, expected C=6"));
-  EXPECT_TRUE(mentions(error_message([&] {
-                         rmsnorm_forward(y.matrix(), r3.values(), x.matrix(), g.values());
-                       }),
-                       "r has 3 values, expected N=4"));
-  EXPECT_TRUE(mentions(error_message([&] {
-                         rmsnorm_forward(y2.matrix(), r.values(), x.matrix(), g.values());
-                       }),
-                       "output is 4x5, x is 4x6"));
-  EXPECT_TRUE(mentions(error_message([&] {
-                         rmsnorm_forward(y.matrix(), r.values(), x.matrix(), g.values(), 0.0f);
-                       }),
-                       "eps=0 must be positive"));
+  EXPECT_TRUE(mentions(
+      error_message([&] { rmsnorm_forward(y.matrix(), r.values(), x.matrix(), g5.values()); }),
+      "weight g has 5 values, expected C=6"));
+  EXPECT_TRUE(mentions(
+      error_message([&] { rmsnorm_forward(y.matrix(), r3.values(), x.matrix(), g.values()); }),
+      "r has 3 values, expected N=4"));
+  EXPECT_TRUE(mentions(
+      error_message([&] { rmsnorm_forward(y2.matrix(), r.values(), x.matrix(), g.values()); }),
+      "output is 4x5, x is 4x6"));
+  EXPECT_TRUE(mentions(
+      error_message([&] { rmsnorm_forward(y.matrix(), r.values(), x.matrix(), g.values(), 0.0f); }),
+      "eps=0 must be positive"));
   std::vector<double> sums(3);
   EXPECT_TRUE(mentions(error_message([&] { rmsnorm_shard_forward_sums(x.matrix(), sums); }),
                        "3 sums for 4 rows"));
   std::vector<double> sums4(4);
   EXPECT_TRUE(mentions(error_message([&] {
-                         rmsnorm_shard_forward_apply(y.matrix(), r.values(), x.matrix(),
-                                                     g.values(), sums4, 5);
+                         rmsnorm_shard_forward_apply(y.matrix(), r.values(), x.matrix(), g.values(),
+                                                     sums4, 5);
                        }),
                        "c_global=5 is less than the local features 6"));
 }
@@ -187,10 +181,9 @@ TEST(SwiGlu, RejectsBadShapesNamingTheValues) {
                        "x is 4x7: its width is not 2·F"));
   EXPECT_TRUE(mentions(error_message([&] { swiglu_forward(y.matrix(), x8.matrix()); }),
                        "output is 4x3, expected 4x4"));
-  EXPECT_TRUE(mentions(error_message([&] {
-                         swiglu_backward(dx.matrix(), x8.matrix(), y4.matrix());
-                       }),
-                       "dx is 4x6, x is 4x8"));
+  EXPECT_TRUE(
+      mentions(error_message([&] { swiglu_backward(dx.matrix(), x8.matrix(), y4.matrix()); }),
+               "dx is 4x6, x is 4x8"));
 }
 
 // ---- RoPE --------------------------------------------------------------------------------
@@ -296,10 +289,10 @@ TEST(Rope, RotatedDotProductDependsOnTheDistanceOnly) {
 }
 
 TEST(Rope, RejectsBadShapesNamingTheValues) {
-  EXPECT_TRUE(mentions(error_message([] { (void)rope_table(7, 0, 4); }),
-                       "head_dim=7 must be even"));
-  EXPECT_TRUE(mentions(error_message([] { (void)rope_table(8, 0, 4, 1.0); }),
-                       "theta=1 must be above 1"));
+  EXPECT_TRUE(
+      mentions(error_message([] { (void)rope_table(7, 0, 4); }), "head_dim=7 must be even"));
+  EXPECT_TRUE(
+      mentions(error_message([] { (void)rope_table(8, 0, 4, 1.0); }), "theta=1 must be above 1"));
   const RopeTable table = rope_table(4, 0, 3);
   Tensor x({8, 12});
   EXPECT_TRUE(mentions(error_message([&] { rope_forward(x.matrix(), table, 2, 2); }),
