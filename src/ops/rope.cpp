@@ -61,6 +61,8 @@ RopeTable rope_table(std::int64_t head_dim, std::int64_t pos0, std::int64_t len,
               .head_dim = head_dim,
               .theta = theta,
               .cos_sin = Tensor({len, head_dim})};
+  // Simulated build, charged mode: values no one reads are not written (simulation.hpp).
+  if (simhooks::skip_values(static_cast<std::size_t>(len * head_dim) * sizeof(float))) return t;
   const std::int64_t half = head_dim / 2;
   for (std::int64_t i = 0; i < half; ++i) {
     const double freq =

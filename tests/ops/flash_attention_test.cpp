@@ -186,6 +186,52 @@ TEST(FlashAttention, BackwardAddsIntoItsGradients) {
   EXPECT_LT(max_relative_error(acc.values(), plus(prior, f.dqkv).values()), 1e-6);
 }
 
+// What a tensor-parallel rank does with grouped-query attention: its NH/tp query heads and
+// the KV heads they read — its NKV/tp own when tp ≤ NKV, else the one KV head it shares with
+// tp/NKV other ranks (replicated, as Megatron-LM does) — packed into a local qkv, give exactly
+// those heads' columns of the full output, of dq, and of dk, dv summed over the ranks that
+// hold each KV head.
+TEST(FlashAttention, TensorParallelShareOfHeadsEqualsThoseHeadsOfTheFullRun) {
+  const std::int64_t B = 2, T = 19, NH = 8, NKV = 2, HD = 3, rows = B * T;
+  const std::int64_t Cq = NH * HD, Ckv = NKV * HD;
+  const Tensor qkv = test_tensor({rows, Cq + 2 * Ckv}, 61, 2.0f);
+  const Tensor dout = test_tensor({rows, Cq}, 62);
+  const FlashRun full = run_flash(qkv, dout, {B, T, NH, NKV, HD});
+  for (const std::int64_t tp : {1, 2, 4, 8}) {
+    const std::int64_t nh = NH / tp, nkv = std::max<std::int64_t>(1, NKV / tp);
+    Tensor dkv_sum({rows, 2 * Ckv});  // dk, dv summed over the ranks
+    for (std::int64_t rank = 0; rank < tp; ++rank) {
+      const std::int64_t h0 = rank * nh, g0 = h0 / (NH / NKV);  // first query and KV head
+      Tensor local({rows, (nh + 2 * nkv) * HD}), dout_l({rows, nh * HD});
+      copy(qkv.matrix().block(0, h0 * HD, rows, nh * HD),
+           local.matrix().block(0, 0, rows, nh * HD));
+      for (const std::int64_t part : {0, 1}) {  // k, v
+        copy(qkv.matrix().block(0, Cq + part * Ckv + g0 * HD, rows, nkv * HD),
+             local.matrix().block(0, (nh + part * nkv) * HD, rows, nkv * HD));
+      }
+      copy(dout.matrix().block(0, h0 * HD, rows, nh * HD), dout_l.matrix());
+      const FlashRun l = run_flash(local, dout_l, {B, T, nh, nkv, HD});
+      for (std::int64_t r = 0; r < rows; ++r) {
+        for (std::int64_t c = 0; c < nh * HD; ++c) {
+          EXPECT_NEAR(l.out.at({r, c}), full.out.at({r, h0 * HD + c}), 1e-6) << "tp=" << tp;
+          EXPECT_NEAR(l.dqkv.at({r, c}), full.dqkv.at({r, h0 * HD + c}), 1e-6) << "tp=" << tp;
+        }
+        for (const std::int64_t part : {0, 1}) {
+          for (std::int64_t c = 0; c < nkv * HD; ++c) {
+            dkv_sum.at({r, part * Ckv + g0 * HD + c}) += l.dqkv.at({r, (nh + part * nkv) * HD + c});
+          }
+        }
+      }
+    }
+    const Tensor full_dkv = [&] {
+      Tensor t({rows, 2 * Ckv});
+      copy(full.dqkv.matrix().block(0, Cq, rows, 2 * Ckv), t.matrix());
+      return t;
+    }();
+    EXPECT_LT(max_relative_error(dkv_sum.values(), full_dkv.values()), 1e-6) << "tp=" << tp;
+  }
+}
+
 // What a ring of context parallelism does with one sequence cut into chunks: each query chunk
 // against each key chunk (positions by chunk), merged; the backward over each key range with
 // the merged out and lse, dQ summed over the ranges. Chunk cuts include uneven ones and the
