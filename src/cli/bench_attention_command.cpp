@@ -21,6 +21,8 @@ namespace {
 
 struct BenchAttentionArgs {
   bench::AttentionBenchOptions o;
+  std::int64_t kv_heads = 0;  // not given: as many as --heads
+  const CLI::Option* kv_heads_option = nullptr;
   bool json = false, no_baseline = false;
 };
 
@@ -28,6 +30,7 @@ double mib(std::int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1
 
 void run_bench_attention(BenchAttentionArgs a) {
   a.o.baseline = !a.no_baseline;
+  a.o.kv_heads = a.kv_heads_option->count() > 0 ? a.kv_heads : a.o.heads;
   bench::AttentionBenchSample s = bench::run_attention_bench(a.o);
   std::array<double, 4> t{s.fused.forward_s, s.fused.backward_s, s.today.forward_s,
                           s.today.backward_s};
@@ -112,8 +115,9 @@ void add_bench_attention_command(CLI::App& app) {
       "and backward ms, their ratio and each one's memory");
   c->add_option("--seq", args->o.seq, "Tokens per sequence")->capture_default_str();
   c->add_option("--heads", args->o.heads, "Query heads")->capture_default_str();
-  c->add_option("--kv-heads", args->o.kv_heads, "Key/value heads (divides --heads)")
-      ->capture_default_str();
+  args->kv_heads_option =
+      c->add_option("--kv-heads", args->kv_heads,
+                    "Key/value heads, dividing --heads (default: --heads, multi-head attention)");
   c->add_option("--head-dim", args->o.head_dim, "Head dim")->capture_default_str();
   c->add_option("--batch", args->o.batch, "Sequences")->capture_default_str();
   c->add_option("--block-q", args->o.block_q, "Fused op: query rows per tile")
