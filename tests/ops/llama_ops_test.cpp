@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <vector>
 
+#include "core/simulation.hpp"
 #include "grad_check.hpp"
 #include "ops/rmsnorm.hpp"
 #include "ops/rope.hpp"
@@ -301,6 +303,55 @@ TEST(Rope, RejectsBadShapesNamingTheValues) {
                        "4 tokens per sequence, but the table covers 3 positions"));
   EXPECT_TRUE(mentions(error_message([&] { rope_backward(x.matrix(), table, 3, 3); }),
                        "x has 8 rows, not B·T for batch B=3"));
+}
+
+// ---- the simulated build ------------------------------------------------------------------
+
+void no_clock_advance_llama(double /*seconds*/) {}
+
+// Charged mode (core/simulation.hpp): each op charges its bytes once and computes nothing —
+// RMSNorm LayerNorm's 3 and 6 touches per element (its sharded phase 1 the same, phase 2
+// nothing), SwiGLU 3 and 7 per output element, RoPE 3 per rotated element.
+TEST(LlamaOps, ChargedModeChargesTheBytesAndComputesNothing) {
+  constexpr double kBytesPerS = 1e8;
+  const std::int64_t N = 4, C = 8;
+  const Tensor x = test_tensor({N, C}, 31), g = test_tensor({C}, 32), dy = test_tensor({N, C}, 33);
+  Tensor y({N, C}, 5.0f), r({N}), dx({N, C}, 5.0f), dg({C}), sw({N, C / 2}, 5.0f);
+  Tensor rot = x;
+  const RopeTable table = rope_table(4, 0, N);
+  const simhooks::Hooks saved = simhooks::hooks();
+  simhooks::Hooks& h = simhooks::hooks();
+  h.mode = simhooks::Mode::kCharged;
+  h.advance = &no_clock_advance_llama;
+  h.gemm = GemmModel(1e9);
+  h.elementwise_bytes_per_s = kBytesPerS;
+  std::vector<double> charged;
+  const auto charge_of = [&](const std::function<void()>& f) {
+    h.charged_s = 0;
+    f();
+    charged.push_back(h.charged_s);
+  };
+  std::vector<double> sums(N);
+  charge_of([&] { rmsnorm_forward(y.matrix(), r.values(), x.matrix(), g.values()); });
+  charge_of([&] {
+    rmsnorm_backward(dx.matrix(), dg.values(), dy.matrix(), x.matrix(), g.values(), r.values());
+  });
+  charge_of([&] { rmsnorm_shard_forward_sums(x.matrix(), sums); });
+  charge_of([&] {
+    rmsnorm_shard_forward_apply(y.matrix(), r.values(), x.matrix(), g.values(), sums, C);
+  });
+  charge_of([&] { swiglu_forward(sw.matrix(), x.matrix()); });
+  charge_of([&] { swiglu_backward(dx.matrix(), x.matrix(), dy.matrix().block(0, 0, N, C / 2)); });
+  charge_of([&] { rope_forward(rot.matrix(), table, 1, 2); });
+  simhooks::hooks() = saved;
+  const double e = 4.0 * N * C / kBytesPerS;  // one touch of every element of x
+  const std::vector<double> want{3 * e, 6 * e, 3 * e, 0, 3 * e / 2, 7 * e / 2, 3 * e};
+  ASSERT_EQ(charged.size(), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(charged[i], want[i], 1e-15) << i;
+  for (const float v : y.values()) ASSERT_EQ(v, 5.0f);
+  for (const float v : dx.values()) ASSERT_EQ(v, 5.0f);
+  for (const float v : sw.values()) ASSERT_EQ(v, 5.0f);
+  EXPECT_EQ(max_abs_diff(rot.values(), x.values()), 0.0);
 }
 
 }  // namespace
