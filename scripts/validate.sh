@@ -11,6 +11,9 @@
 #   ATP Table 3's rates and chunk gains on IC1–IC4 beside the planner's, and its measured
 #   mesh choices: OUT/atp.{md,json} (a comparison; no criterion)
 #   the Llama 3 paper's Table 4 405B rows on H100 priced: OUT/llama3.{md,json} (a comparison)
+#   published mixture-of-experts runs on H100 (Megatron-Core's Mixtral 8x7B, its MoE model zoo's
+#   Mixtral 8x22B; Liu et al. 2025's Mixtral 8x22B and Qwen2-57B-A14B rows have no layout found
+#   and are not priced): OUT/moe.{md,json} (a comparison; docs/moe.md)
 # --check exits 1 when either misses its criterion (docs/validation.md says which, and where
 # every constant comes from).
 set -euo pipefail
@@ -30,3 +33,6 @@ for arg in "$@"; do [[ $arg == --simulate ]] || table5_args+=("$arg"); done
 "$py" scripts/validate_atp.py "$1"
 # The Llama 3 paper's Table 4 405B rows on H100: a comparison, no criterion (not met; docs/validation.md).
 "$py" scripts/validate_llama3.py "$1"
+# Published MoE runs on H100: a comparison, no criterion (docs/moe.md says which rows have no
+# stated layout and are not priced).
+"$py" scripts/validate_moe.py "$1"

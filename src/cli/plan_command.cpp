@@ -83,6 +83,9 @@ struct PlanArgs {
   int first_stage_layers = 0, last_stage_layers = 0;
   int max_cp = 1;
   bool uneven_stages = false;
+  // Mixture of experts (docs/moe.md): --evaluate's ep and etp (0: tp), what --3d searches.
+  int ep = 1, etp = 0, max_ep = 0;
+  double moe_imbalance = 1.0;
   std::string runtime = "meshtp";
   std::string fc_stationary = "auto";
   bool evaluate = false;
@@ -108,7 +111,7 @@ void write_report(const ReportDir& report, std::string_view kind, const CLI::App
 template <typename FindFallback>
 bool emit_config(const PlanArgs& args, plan::Framework framework, plan::EmitRequest request,
                  FindFallback best) {
-  if (plan::inexpressible(framework, request.plan, request.model.precision)) {
+  if (plan::inexpressible(framework, request.plan, request.model)) {
     request.fallback = best();
   }
   const std::string text = plan::emit(framework, request);
@@ -126,7 +129,7 @@ void run_plan_evaluate(const PlanArgs& args, const plan::PlanRequest& base, layo
                        std::optional<plan::Framework> framework, const CLI::App& app,
                        const ReportDir& report) {
   for (const char* flag : {"--top", "--max-tp", "--strategies", "--out", "--stationary", "--slices",
-                           "--progress-splits", "--max-cp", "--uneven-stages"}) {
+                           "--progress-splits", "--max-cp", "--uneven-stages", "--max-ep"}) {
     MESHTP_CHECK(app.count(flag) == 0, "{} is not available with --evaluate", flag);
   }
   LayoutFlags flags = args.layout;
@@ -161,6 +164,12 @@ void run_plan_evaluate(const PlanArgs& args, const plan::PlanRequest& base, layo
                                          layout::parse<layout::CpComm>(args.cp_comm),
                                          args.first_stage_layers, args.last_stage_layers);
   }
+  if (app.count("--ep") + app.count("--etp") > 0) {
+    MESHTP_CHECK(!flags.from_file(), "--ep, --etp conflict with --plan {}: the plan names the layout",
+                 flags.plan_file);
+    layout.ep = args.ep;
+    layout.etp = args.etp;
+  }
   // No --schedule: the search's for these microbatches and virtual stages.
   if (!flags.from_file() && !flags.given("--schedule")) {
     layout = plan::with_search_schedule(layout);
@@ -173,7 +182,8 @@ void run_plan_evaluate(const PlanArgs& args, const plan::PlanRequest& base, layo
                                     .runtime = runtime,
                                     .max_cp = layout.cp,
                                     .cp_comms = {layout.cp_comm},
-                                    .uneven_stages = layout.uneven()};
+                                    .uneven_stages = layout.uneven(),
+                                    .moe_imbalance = args.moe_imbalance};
   const plan::LayoutCandidate c = plan::evaluate_layout(request, layout);
   const std::string no_fit = plan::does_not_fit(c, base.topology.memory_gib);
   const nlohmann::json json = plan::evaluation_to_json(request, c);
@@ -210,9 +220,12 @@ void run_plan_3d(const PlanArgs& args, const plan::PlanRequest& base, layout::Ru
                  std::optional<plan::Framework> framework, const CLI::App& app,
                  const ReportDir& report) {
   for (const char* flag : {"--explain", "--explain-rank", "--pick", "--cp", "--first-stage-layers",
-                           "--last-stage-layers"}) {
+                           "--last-stage-layers", "--ep", "--etp"}) {
     MESHTP_CHECK(app.count(flag) == 0, "{} is not available with --3d (without --evaluate){}",
-                 flag, std::string_view(flag) == "--cp" ? ": --max-cp N searches cp" : "");
+                 flag,
+                 std::string_view(flag) == "--cp"   ? ": --max-cp N searches cp"
+                 : std::string_view(flag) == "--ep" ? ": the search tries every ep (--max-ep N limits it)"
+                                                    : "");
   }
   plan::LayoutRequest request{.topology = base.topology,
                               .model = base.model,
@@ -221,7 +234,9 @@ void run_plan_3d(const PlanArgs& args, const plan::PlanRequest& base, layout::Ru
                               .max_tp = args.max_tp,
                               .runtime = runtime,
                               .max_cp = args.max_cp,
-                              .uneven_stages = args.uneven_stages};
+                              .uneven_stages = args.uneven_stages,
+                              .max_ep = args.max_ep,
+                              .moe_imbalance = args.moe_imbalance};
   if (app.count("--strategies") > 0) request.strategies = base.strategies;
   request.cp_comms = plan::parse_cp_comms(args.cp_comm);  // "ring,a2a"
   // Only the rows printed are ranked in full; the rest are bounded out (layout_search.hpp).
@@ -379,7 +394,8 @@ void run_plan(const PlanArgs& args, const CLI::App& app) {
     return;
   }
   for (const char* flag : {"--top", "--max-tp", "--cp", "--cp-comm", "--max-cp", "--uneven-stages",
-                           "--first-stage-layers", "--last-stage-layers"}) {
+                           "--first-stage-layers", "--last-stage-layers", "--ep", "--etp",
+                           "--max-ep", "--moe-imbalance"}) {
     MESHTP_CHECK(app.count(flag) == 0, "{} needs --3d", flag);
   }
 
@@ -482,6 +498,22 @@ void add_plan_command(CLI::App& app) {
   p->add_flag("--uneven-stages", args->uneven_stages,
               "With --3d: also try uneven pipeline stages where the layers do not split evenly "
               "(the first and last stage shorter)");
+  p->add_option("--ep", args->ep,
+                "With --3d --evaluate: expert parallelism, a MoE model's experts split over N "
+                "ranks of a stage (docs/moe.md)")
+      ->check(integer_at_least(1));
+  p->add_option("--etp", args->etp,
+                "With --3d --evaluate: each expert tensor-parallel over N ranks (default: the "
+                "attention's tp, Megatron-LM's default)")
+      ->check(integer_at_least(1));
+  p->add_option("--max-ep", args->max_ep,
+                "With --3d: the largest expert-parallel group tried (default: every ep dividing "
+                "num_experts)")
+      ->check(integer_at_least(1));
+  p->add_option("--moe-imbalance", args->moe_imbalance,
+                "With --3d: routing imbalance F, the slowest expert rank gets F times the mean "
+                "tokens (default 1: balanced, as benchmarks force it)")
+      ->capture_default_str();
   p->add_option("--runtime", args->runtime,
                 "With --3d: price layouts as this runtime runs them: meshtp (re-runs a "
                 "pipeline stage's forward) or megatron (keeps in-flight activations)")

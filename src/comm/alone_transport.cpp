@@ -7,6 +7,8 @@
 //   all_gather                      this rank's slot of recv = send; the others untouched
 //   reduce_scatter                  recv = this rank's block of send
 //   all_to_all                      this rank's block of recv = its block of send
+//   all_to_allv                     the same, with this rank's own counts (the front has
+//                                   checked that what it sends itself is what it receives)
 //   recv, and sendrecv's receive    untouched
 //
 // The front has counted the traffic (comm_ledger) before the call: that count, priced by the
@@ -45,6 +47,15 @@ class AloneTransport final : public Transport {
     const std::size_t block = send.count / static_cast<std::size_t>(size_);
     copy(recv, rank_ * block, send, rank_ * block, block);
   }
+  void all_to_allv(ConstBuffer send, std::span<const std::int64_t> send_counts, Buffer recv,
+                   std::span<const std::int64_t> recv_counts) override {
+    std::size_t send_at = 0, recv_at = 0;
+    for (int r = 0; r < rank_; ++r) {
+      send_at += static_cast<std::size_t>(send_counts[r]);
+      recv_at += static_cast<std::size_t>(recv_counts[r]);
+    }
+    copy(recv, recv_at, send, send_at, static_cast<std::size_t>(send_counts[rank_]));
+  }
   void send(ConstBuffer, int, int) override {}
   void recv(Buffer, int, int) override {}
   void sendrecv(ConstBuffer, int, Buffer, int, int) override {}
@@ -63,6 +74,11 @@ class AloneTransport final : public Transport {
   Request ibroadcast(Buffer, int) override { return {}; }
   Request iall_to_all(ConstBuffer send, Buffer recv) override {
     all_to_all(send, recv);
+    return {};
+  }
+  Request iall_to_allv(ConstBuffer send, std::span<const std::int64_t> send_counts, Buffer recv,
+                       std::span<const std::int64_t> recv_counts) override {
+    all_to_allv(send, send_counts, recv, recv_counts);
     return {};
   }
   Request isend(ConstBuffer, int, int) override { return {}; }

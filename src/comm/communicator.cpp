@@ -288,6 +288,33 @@ void check_all_to_all(ConstBuffer send, Buffer recv, int size, std::string_view 
                call, send.count, recv.count, size);
 }
 
+// all_to_allv's counts: P of each, none negative, summing to the buffers' sizes. An alone
+// rank also keeps what it sends itself, so its own pair must agree.
+void check_all_to_allv(ConstBuffer send, std::span<const std::int64_t> send_counts, Buffer recv,
+                       std::span<const std::int64_t> recv_counts, int rank, int size,
+                       std::string_view call) {
+  check_same_type(send.type, recv.type, call);
+  const auto p = static_cast<std::size_t>(size);
+  MESHTP_CHECK(send_counts.size() == p && recv_counts.size() == p,
+               "{}: {} send counts and {} receive counts for a group of {}", call,
+               send_counts.size(), recv_counts.size(), size);
+  std::int64_t send_total = 0, recv_total = 0;
+  for (std::size_t r = 0; r < p; ++r) {
+    MESHTP_CHECK(send_counts[r] >= 0 && recv_counts[r] >= 0,
+                 "{}: negative count for rank {} (send {}, receive {})", call, r, send_counts[r],
+                 recv_counts[r]);
+    send_total += send_counts[r];
+    recv_total += recv_counts[r];
+  }
+  MESHTP_CHECK(static_cast<std::size_t>(send_total) == send.count &&
+                   static_cast<std::size_t>(recv_total) == recv.count,
+               "{}: the counts sum to {} sent and {} received, but the buffers hold {} and {}",
+               call, send_total, recv_total, send.count, recv.count);
+  MESHTP_CHECK(send_counts[rank] == recv_counts[rank],
+               "{}: rank {} sends itself {} elements but expects {} from itself", call, rank,
+               send_counts[rank], recv_counts[rank]);
+}
+
 }  // namespace
 
 void Communicator::all_reduce(Buffer buf, ReduceOp op) const {
@@ -365,6 +392,20 @@ Request Communicator::iall_to_all(ConstBuffer send, Buffer recv) const {
   check_all_to_all(send, recv, size(), "iall_to_all");
   count(layout::CollectiveKind::kAllToAll, bytes_of(send.count, send.type));
   return transport_->iall_to_all(send, recv);
+}
+
+void Communicator::all_to_allv(ConstBuffer send, std::span<const std::int64_t> send_counts,
+                               Buffer recv, std::span<const std::int64_t> recv_counts) const {
+  check_all_to_allv(send, send_counts, recv, recv_counts, rank(), size(), "all_to_allv");
+  count(layout::CollectiveKind::kAllToAll, bytes_of(send.count, send.type));
+  transport_->all_to_allv(send, send_counts, recv, recv_counts);
+}
+
+Request Communicator::iall_to_allv(ConstBuffer send, std::span<const std::int64_t> send_counts,
+                                   Buffer recv, std::span<const std::int64_t> recv_counts) const {
+  check_all_to_allv(send, send_counts, recv, recv_counts, rank(), size(), "iall_to_allv");
+  count(layout::CollectiveKind::kAllToAll, bytes_of(send.count, send.type));
+  return transport_->iall_to_allv(send, send_counts, recv, recv_counts);
 }
 
 void Communicator::send(ConstBuffer buf, int dest, int tag) const {

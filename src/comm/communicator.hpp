@@ -16,6 +16,12 @@
 //   reduce(send, recv, root)   recv (only read at root, |recv| = |send|) = op over ranks
 //   all_to_all(send, recv)     |send| = |recv| = P·block; block j of send goes to rank j,
 //                              block i of recv came from rank i
+//   all_to_allv(send, send_counts, recv, recv_counts)
+//                              P counts each; send holds P blocks packed in rank order, block j
+//                              (send_counts[j] elements) going to rank j; recv's block i
+//                              (recv_counts[i] elements) came from rank i. Pairwise agreement
+//                              (rank i's send_counts[j] = rank j's recv_counts[i]) is the
+//                              caller's: exchange the counts first (an all_to_all of them)
 // The i-prefixed versions start the same operation and return a Request; the buffers must
 // stay alive and untouched until it completes.
 #pragma once
@@ -161,6 +167,11 @@ class Communicator {
   template <typename T> void all_to_all(std::span<const T> send, std::span<T> recv) const {
     all_to_all(buffer_of(send), buffer_of(recv));
   }
+  template <typename T>
+  void all_to_allv(std::span<const T> send, std::span<const std::int64_t> send_counts,
+                   std::span<T> recv, std::span<const std::int64_t> recv_counts) const {
+    all_to_allv(buffer_of(send), send_counts, buffer_of(recv), recv_counts);
+  }
   template <typename T> void send(std::span<const T> buf, int dest, int tag = 0) const {
     send(buffer_of(buf), dest, tag);
   }
@@ -195,6 +206,12 @@ class Communicator {
     return iall_to_all(buffer_of(send), buffer_of(recv));
   }
   template <typename T>
+  [[nodiscard]] Request iall_to_allv(std::span<const T> send,
+                                     std::span<const std::int64_t> send_counts, std::span<T> recv,
+                                     std::span<const std::int64_t> recv_counts) const {
+    return iall_to_allv(buffer_of(send), send_counts, buffer_of(recv), recv_counts);
+  }
+  template <typename T>
   [[nodiscard]] Request isend(std::span<const T> buf, int dest, int tag = 0) const {
     return isend(buffer_of(buf), dest, tag);
   }
@@ -211,6 +228,8 @@ class Communicator {
   void broadcast(Buffer buf, int root) const;
   void reduce(ConstBuffer send, Buffer recv, int root, ReduceOp op) const;
   void all_to_all(ConstBuffer send, Buffer recv) const;
+  void all_to_allv(ConstBuffer send, std::span<const std::int64_t> send_counts, Buffer recv,
+                   std::span<const std::int64_t> recv_counts) const;
   void send(ConstBuffer buf, int dest, int tag) const;
   void recv(Buffer buf, int source, int tag) const;
   void sendrecv(ConstBuffer send, int dest, Buffer recv, int source, int tag) const;
@@ -219,6 +238,8 @@ class Communicator {
   [[nodiscard]] Request ireduce_scatter(ConstBuffer send, Buffer recv, ReduceOp op) const;
   [[nodiscard]] Request ibroadcast(Buffer buf, int root) const;
   [[nodiscard]] Request iall_to_all(ConstBuffer send, Buffer recv) const;
+  [[nodiscard]] Request iall_to_allv(ConstBuffer send, std::span<const std::int64_t> send_counts,
+                                     Buffer recv, std::span<const std::int64_t> recv_counts) const;
   [[nodiscard]] Request isend(ConstBuffer buf, int dest, int tag) const;
   [[nodiscard]] Request irecv(Buffer buf, int source, int tag) const;
 

@@ -64,6 +64,8 @@ class MpiTransport final : public Transport {
   void broadcast(Buffer buf, int root) override;
   void reduce(ConstBuffer send, Buffer recv, int root, ReduceOp op) override;
   void all_to_all(ConstBuffer send, Buffer recv) override;
+  void all_to_allv(ConstBuffer send, std::span<const std::int64_t> send_counts, Buffer recv,
+                   std::span<const std::int64_t> recv_counts) override;
   void send(ConstBuffer buf, int dest, int tag) override;
   void recv(Buffer buf, int source, int tag) override;
   void sendrecv(ConstBuffer send, int dest, Buffer recv, int source, int tag) override;
@@ -74,6 +76,8 @@ class MpiTransport final : public Transport {
   Request ireduce_scatter(ConstBuffer send, Buffer recv, ReduceOp op) override;
   Request ibroadcast(Buffer buf, int root) override;
   Request iall_to_all(ConstBuffer send, Buffer recv) override;
+  Request iall_to_allv(ConstBuffer send, std::span<const std::int64_t> send_counts, Buffer recv,
+                       std::span<const std::int64_t> recv_counts) override;
   Request isend(ConstBuffer buf, int dest, int tag) override;
   Request irecv(Buffer buf, int source, int tag) override;
   Request ibarrier() override;

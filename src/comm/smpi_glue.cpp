@@ -24,6 +24,7 @@ enum class Kind : int {
   kBcast,
   kReduce,
   kAlltoall,
+  kAlltoallv,
   kBarrier,
 };
 
@@ -38,6 +39,12 @@ struct Command {
   MPI_Op op = MPI_OP_NULL;
   const void* send = nullptr;
   void* recv = nullptr;
+  // kAlltoallv: the device's count and displacement arrays (alive until the completion);
+  // count and recv_count are then the totals.
+  const int* send_counts = nullptr;
+  const int* send_displs = nullptr;
+  const int* recv_counts = nullptr;
+  const int* recv_displs = nullptr;
   int done_tag = 0;  // the completion message's tag
 };
 
@@ -104,8 +111,12 @@ int type_size(MPI_Datatype type) {
 
 int execute(const Command& command, const std::vector<MPI_Comm>& comms) {
   Command c = command;  // on the wire: the simulated model's precision (wire_type)
-  c.type = wire_type(c.type, c.count);
-  c.recv_type = wire_type(c.recv_type, c.recv_count);
+  // All-to-all-v keeps its type: wire_type decides on a message's size, and the ranks of one
+  // all-to-all-v send totals of their own, so they could decide differently.
+  if (c.kind != Kind::kAlltoallv) {
+    c.type = wire_type(c.type, c.count);
+    c.recv_type = wire_type(c.recv_type, c.recv_count);
+  }
   const MPI_Comm comm = comms.at(static_cast<std::size_t>(c.comm));
   int size = 0;
   PMPI_Comm_size(comm, &size);
@@ -154,6 +165,11 @@ int execute(const Command& command, const std::vector<MPI_Comm>& comms) {
     case Kind::kAlltoall: {
       const auto b = engine_buffers(c.send, c.recv, elem * c.count * p, recv_elem * c.recv_count * p);
       return PMPI_Alltoall(b.send, c.count, c.type, b.recv, c.recv_count, c.recv_type, comm);
+    }
+    case Kind::kAlltoallv: {
+      const auto b = engine_buffers(c.send, c.recv, elem * c.count, recv_elem * c.recv_count);
+      return PMPI_Alltoallv(b.send, c.send_counts, c.send_displs, c.type, b.recv, c.recv_counts,
+                            c.recv_displs, c.recv_type, comm);
     }
     case Kind::kBarrier: return PMPI_Barrier(comm);
     default: die("unexpected engine command");
@@ -331,6 +347,24 @@ int ialltoall(const void* send, int send_count, MPI_Datatype send_type, void* re
   return start(gather_like(Kind::kAlltoall, send, send_count, send_type, recv, recv_count,
                            recv_type),
                comm, request);
+}
+int ialltoallv(const void* send, const int* send_counts, const int* send_displs,
+               MPI_Datatype send_type, void* recv, const int* recv_counts, const int* recv_displs,
+               MPI_Datatype recv_type, MPI_Comm comm, MPI_Request* request) {
+  int size = 0;
+  PMPI_Comm_size(comm, &size);
+  int send_total = 0, recv_total = 0;
+  for (int r = 0; r < size; ++r) {
+    send_total += send_counts[r];
+    recv_total += recv_counts[r];
+  }
+  Command c = gather_like(Kind::kAlltoallv, send, send_total, send_type, recv, recv_total,
+                          recv_type);
+  c.send_counts = send_counts;
+  c.send_displs = send_displs;
+  c.recv_counts = recv_counts;
+  c.recv_displs = recv_displs;
+  return start(c, comm, request);
 }
 int ibarrier(MPI_Comm comm, MPI_Request* request) {
   return start(collective(Kind::kBarrier, nullptr, nullptr, 0, MPI_BYTE), comm, request);

@@ -63,6 +63,9 @@ int ireduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op o
             MPI_Comm comm, MPI_Request* request);
 int ialltoall(const void* send, int send_count, MPI_Datatype send_type, void* recv,
               int recv_count, MPI_Datatype recv_type, MPI_Comm comm, MPI_Request* request);
+int ialltoallv(const void* send, const int* send_counts, const int* send_displs,
+               MPI_Datatype send_type, void* recv, const int* recv_counts, const int* recv_displs,
+               MPI_Datatype recv_type, MPI_Comm comm, MPI_Request* request);
 int ibarrier(MPI_Comm comm, MPI_Request* request);
 
 // The datatype a message of `count` elements of `type` travels as. The runtime holds fp32, a

@@ -23,5 +23,7 @@
 #define MPI_Reduce ::meshtp::comm::smpi::blocking<::meshtp::comm::smpi::ireduce>
 #define MPI_Alltoall ::meshtp::comm::smpi::blocking<::meshtp::comm::smpi::ialltoall>
 #define MPI_Ialltoall ::meshtp::comm::smpi::ialltoall
+#define MPI_Alltoallv ::meshtp::comm::smpi::blocking<::meshtp::comm::smpi::ialltoallv>
+#define MPI_Ialltoallv ::meshtp::comm::smpi::ialltoallv
 #define MPI_Barrier ::meshtp::comm::smpi::blocking<::meshtp::comm::smpi::ibarrier>
 #define MPI_Ibarrier ::meshtp::comm::smpi::ibarrier

@@ -32,6 +32,9 @@ class Transport {
   virtual void broadcast(Buffer buf, int root) = 0;
   virtual void reduce(ConstBuffer send, Buffer recv, int root, ReduceOp op) = 0;
   virtual void all_to_all(ConstBuffer send, Buffer recv) = 0;
+  // Counts validated by the front: P each, non-negative, summing to the buffers' counts.
+  virtual void all_to_allv(ConstBuffer send, std::span<const std::int64_t> send_counts,
+                           Buffer recv, std::span<const std::int64_t> recv_counts) = 0;
   virtual void send(ConstBuffer buf, int dest, int tag) = 0;
   virtual void recv(Buffer buf, int source, int tag) = 0;
   virtual void sendrecv(ConstBuffer send, int dest, Buffer recv, int source, int tag) = 0;
@@ -42,6 +45,8 @@ class Transport {
   virtual Request ireduce_scatter(ConstBuffer send, Buffer recv, ReduceOp op) = 0;
   virtual Request ibroadcast(Buffer buf, int root) = 0;
   virtual Request iall_to_all(ConstBuffer send, Buffer recv) = 0;
+  virtual Request iall_to_allv(ConstBuffer send, std::span<const std::int64_t> send_counts,
+                               Buffer recv, std::span<const std::int64_t> recv_counts) = 0;
   virtual Request isend(ConstBuffer buf, int dest, int tag) = 0;
   virtual Request irecv(Buffer buf, int source, int tag) = 0;
   virtual Request ibarrier() = 0;

@@ -80,7 +80,7 @@ bool charge_bytes(double bytes);             // elementwise traffic, counted in 
 bool charge(double flops, double bytes);     // both
 bool charge_fp32_bytes(double bytes);        // elementwise traffic that stays fp32 whatever
                                              // the precision (the optimizer's state)
-// One step of a pipelined 2D GeMM (parallel/gemm2d's gemm_poking, once per call): its host
+// One step of a pipelined 2D GeMM (tensor/gemm.hpp's gemm_in_bands, once per call): its host
 // time beyond the GeMM, step_overhead_s. Nothing is skipped: the step's GeMM charges itself.
 void charge_step_overhead();
 // The attention core of `pairs` (sequence, head) pairs (core/gemm_model.hpp's products) and
@@ -118,3 +118,32 @@ inline constexpr std::size_t kNoCopyBytes = std::size_t{64} << 10;
 bool skip_values(std::size_t bytes);
 
 }  // namespace meshtp::simhooks
+
+namespace meshtp {
+
+// Work repeated identically (a block stack's layers: the same shapes, collectives and
+// charges), as its caller declares it; whether to fold it is the simulation's policy
+// (simhooks::fold_layers above), not the caller's. run(work) runs it — or, folded, times the
+// first run on the simulated clock and charges every later one that time instead of running.
+class RepeatedWork {
+ public:
+  bool folded() const { return folded_; }
+  template <class Work>
+  void run(Work&& work) {
+    if (!folded_) {
+      work();
+    } else if (first_s_ >= 0) {
+      simhooks::advance_seconds(first_s_);
+    } else {
+      const double t0 = simhooks::hooks().clock();  // folding is on: the simulated clock is set
+      work();
+      first_s_ = simhooks::hooks().clock() - t0;
+    }
+  }
+
+ private:
+  bool folded_ = simhooks::fold_layers();
+  double first_s_ = -1;
+};
+
+}  // namespace meshtp

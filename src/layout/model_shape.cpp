@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <limits>
+#include <utility>
 #include <ostream>
 
 #include "core/error.hpp"
@@ -36,6 +38,59 @@ void ModelShape::validate(std::string_view where) const {
                "of query heads)",
                where, heads, kv_heads);
   in_range(ffn(), "ffn_hidden (4·hidden when 0)", 1);
+  // Mixture of experts: every MoE field names its value; a dense model has them at 0.
+  in_range(num_experts, "num_experts", 0);
+  in_range(moe_every, "moe_every", 1);
+  if (!is_moe()) {
+    const std::pair<const char*, std::int64_t> moe[] = {
+        {"top_k", top_k}, {"moe_ffn_hidden", moe_ffn_hidden}, {"shared_experts", shared_experts}};
+    for (const auto& [key, value] : moe) {
+      MESHTP_CHECK(value == 0, "{}: {}={} without experts (num_experts=0 is a dense model)", where,
+                   key, value);
+    }
+    MESHTP_CHECK(capacity_factor == 0 && router_aux_loss == 0 && moe_every == 1,
+                 "{}: capacity_factor={}, router_aux_loss={}, moe_every={} without experts "
+                 "(num_experts=0 is a dense model)",
+                 where, capacity_factor, router_aux_loss, moe_every);
+    return;
+  }
+  in_range(top_k, "top_k", 1);
+  MESHTP_CHECK(top_k <= num_experts, "{}: top_k={} must be at most num_experts={}", where, top_k,
+               num_experts);
+  in_range(moe_ffn_hidden, "moe_ffn_hidden", 0);
+  in_range(shared_experts, "shared_experts", 0);
+  MESHTP_CHECK(moe_every <= layers, "{}: moe_every={} must be at most layers={}", where,
+               moe_every, layers);
+  MESHTP_CHECK(std::isfinite(capacity_factor) && (capacity_factor == 0 || capacity_factor >= 1),
+               "{}: capacity_factor={} must be 0 (dropless) or at least 1", where,
+               capacity_factor);
+  MESHTP_CHECK(std::isfinite(router_aux_loss) && router_aux_loss >= 0,
+               "{}: router_aux_loss={} must be a non-negative number", where, router_aux_loss);
+}
+
+double ModelShape::expert_weights() const {
+  const double per = activation == Activation::kSwiglu ? 3.0 : 2.0;
+  return per * static_cast<double>(hidden) * static_cast<double>(expert_ffn());
+}
+
+double ModelShape::expert_params() const {
+  return expert_weights() + (has_biases() ? static_cast<double>(expert_ffn() + hidden) : 0.0);
+}
+
+double ModelShape::attention_weights() const {
+  const auto h = static_cast<double>(hidden);
+  return h * static_cast<double>(qkv_width()) + h * h;
+}
+
+double ModelShape::moe_token_weights() const {
+  return attention_weights() +
+         static_cast<double>(top_k + shared_experts) * expert_weights() +
+         static_cast<double>(hidden) * static_cast<double>(num_experts);
+}
+
+double ModelShape::moe_mlp_params() const {
+  return static_cast<double>(num_experts + shared_experts) * expert_params() +
+         static_cast<double>(hidden) * static_cast<double>(num_experts);
 }
 
 double ModelShape::linear_weights() const {
@@ -62,6 +117,10 @@ void ModelShape::require_gpt(std::string_view where) const {
   if (norm != Norm::kLayerNorm) refuse(fmt::format("norm={}", norm));
   if (position != Position::kLearned) refuse(fmt::format("position={}", position));
   if (!tie_embeddings) refuse("tie_embeddings=false");
+  MESHTP_CHECK(!is_moe(),
+               "{}: num_experts={}: meshtp's runtime has no mixture-of-experts layer yet; the "
+               "planner prices this model (meshtp plan --3d, docs/moe.md)",
+               where, num_experts);
 }
 
 std::ostream& operator<<(std::ostream& os, const ModelShape& m) {
@@ -70,6 +129,11 @@ std::ostream& operator<<(std::ostream& os, const ModelShape& m) {
   if (!m.is_gpt()) {
     os << fmt::format(" kv={} ffn={} {} {} {}{}", m.kv(), m.ffn(), m.activation, m.norm,
                       m.position, m.tie_embeddings ? "" : " untied");
+  }
+  if (m.is_moe()) {
+    os << fmt::format(" experts={} top{} f_e={}{}{}", m.num_experts, m.top_k, m.expert_ffn(),
+                      m.shared_experts > 0 ? fmt::format(" shared={}", m.shared_experts) : "",
+                      m.moe_every > 1 ? fmt::format(" every {}", m.moe_every) : "");
   }
   return os;
 }
@@ -88,6 +152,15 @@ void write_shape(nlohmann::json& j, const ModelShape& m) {
   if (m.norm != Norm::kLayerNorm) j["norm"] = name(m.norm);
   if (m.position != Position::kLearned) j["position"] = name(m.position);
   if (!m.tie_embeddings) j["tie_embeddings"] = false;
+  if (m.is_moe()) {
+    j["num_experts"] = m.num_experts;
+    j["top_k"] = m.top_k;
+    if (m.moe_ffn_hidden != 0) j["moe_ffn_hidden"] = m.moe_ffn_hidden;
+    if (m.shared_experts != 0) j["shared_experts"] = m.shared_experts;
+    if (m.moe_every != 1) j["moe_every"] = m.moe_every;
+    if (m.capacity_factor != 0) j["capacity_factor"] = m.capacity_factor;
+    if (m.router_aux_loss != 0) j["router_aux_loss"] = m.router_aux_loss;
+  }
 }
 
 ModelShape read_shape(const nlohmann::json& j, std::string_view where) {
@@ -118,6 +191,13 @@ ModelShape read_shape(const nlohmann::json& j, std::string_view where) {
                  where, j["tie_embeddings"].dump());
     m.tie_embeddings = j["tie_embeddings"].get<bool>();
   }
+  if (j.contains("num_experts")) m.num_experts = read_integer(j, "num_experts", where);
+  if (j.contains("top_k")) m.top_k = read_integer(j, "top_k", where);
+  if (j.contains("moe_ffn_hidden")) m.moe_ffn_hidden = read_integer(j, "moe_ffn_hidden", where);
+  if (j.contains("shared_experts")) m.shared_experts = read_integer(j, "shared_experts", where);
+  if (j.contains("moe_every")) m.moe_every = read_integer(j, "moe_every", where);
+  if (j.contains("capacity_factor")) m.capacity_factor = read_number(j, "capacity_factor", where);
+  if (j.contains("router_aux_loss")) m.router_aux_loss = read_number(j, "router_aux_loss", where);
   return m;
 }
 
@@ -130,8 +210,19 @@ double ModelShape::layer_flops() const {
   return linears + 12.0 * b * s * s * h;
 }
 
+double ModelShape::moe_layer_flops() const {
+  const auto b = static_cast<double>(batch), s = static_cast<double>(seq),
+             h = static_cast<double>(hidden);
+  return 6.0 * b * s * moe_token_weights() + 12.0 * b * s * s * h;
+}
+
+double ModelShape::layers_flops() const {
+  const auto moe = static_cast<double>(moe_layers());
+  return (static_cast<double>(layers) - moe) * layer_flops() + (moe > 0 ? moe * moe_layer_flops() : 0.0);
+}
+
 double ModelShape::step_flops() const {
-  return static_cast<double>(layers) * layer_flops() + 6.0 * static_cast<double>(tokens()) *
+  return layers_flops() + 6.0 * static_cast<double>(tokens()) *
                                                            static_cast<double>(hidden) *
                                                            static_cast<double>(vocab);
 }

@@ -19,6 +19,17 @@
 // Linear biases follow the activation: GeLU models have them (GPT), SwiGLU ones do not
 // (Llama, Megatron-LM's --disable-bias-linear).
 //
+// Mixture of experts (docs/moe.md; 0 experts: dense, every default below):
+//   num_experts     E  routed experts of a MoE layer's MLP (0: dense)
+//   top_k           k  experts each token is routed to (1 ≤ k ≤ E)
+//   moe_ffn_hidden  f_e each expert's MLP width (0: f), with the model's activation
+//   shared_experts     experts every token also runs (Qwen2-MoE's shared expert), width f_e
+//   moe_every          every k-th layer is MoE, layers 0, k, 2k, … (Megatron-LM's
+//                      --moe-layer-freq k); 1: every layer
+//   capacity_factor    tokens an expert takes, × T·k/E (0: dropless)
+//   router_aux_loss    the load-balancing loss's coefficient (Switch Transformer's α)
+// A MoE layer's MLP: the router h×E, E experts of expert_weights() each, the shared ones.
+//
 // JSON (a model file, a plan's provenance, the simulator's spec): the keys "layers", "hidden",
 // "heads", "vocab" (optional, 0), "batch", "seq", and the family's keys (kFamilyKeys,
 // optional; written only when they differ from GPT's).
@@ -46,6 +57,13 @@ struct ModelShape {
   Norm norm = Norm::kLayerNorm;
   Position position = Position::kLearned;
   bool tie_embeddings = true;
+  std::int64_t num_experts = 0;     // 0: dense
+  std::int64_t top_k = 0;           // 0 when dense
+  std::int64_t moe_ffn_hidden = 0;  // 0: ffn()
+  std::int64_t shared_experts = 0;
+  std::int64_t moe_every = 1;
+  double capacity_factor = 0;  // 0: dropless
+  double router_aux_loss = 0;
 
   std::int64_t tokens() const { return batch * seq; }  // n = b·s
   std::int64_t kv() const { return kv_heads > 0 ? kv_heads : heads; }        // g
@@ -61,12 +79,31 @@ struct ModelShape {
   // the activation's (GeLU 2f = 8h for GPT, SwiGLU 2f + f).
   std::int64_t mlp_kept_width() const { return mlp1_width() + ffn(); }
   bool has_biases() const { return activation == Activation::kGelu; }
+  // Mixture of experts.
+  bool is_moe() const { return num_experts > 0; }
+  std::int64_t expert_ffn() const { return moe_ffn_hidden > 0 ? moe_ffn_hidden : ffn(); }  // f_e
+  // Whether layer i (0-based) is a MoE layer: i % moe_every == 0 (none when dense).
+  bool moe_layer(std::int64_t i) const { return is_moe() && i % moe_every == 0; }
+  // MoE layers among the first `n` layers (⌈n/moe_every⌉), of all of them without n.
+  std::int64_t moe_layers(std::int64_t n) const { return is_moe() ? (n + moe_every - 1) / moe_every : 0; }
+  std::int64_t moe_layers() const { return moe_layers(layers); }
+  // Σ in·out of one expert's MLP: 3·h·f_e (SwiGLU) or 2·h·f_e (GeLU).
+  double expert_weights() const;
+  // One expert's parameters: expert_weights() and, for GeLU models, its biases f_e + h.
+  double expert_params() const;
+  // Σ in·out of QKV and the projection: the linears a MoE layer keeps from a dense one.
+  double attention_weights() const;
+  // Σ in·out a token runs through in a MoE layer: attention, its k routed and the shared
+  // experts, the router (h·E).
+  double moe_token_weights() const;
+  // Parameters of a MoE layer's experts (E of them and the shared) and router (h·E).
+  double moe_mlp_params() const;
   // Parameters of a norm over h: 2h (LayerNorm) or h (RMSNorm).
   std::int64_t norm_params() const { return norm == Norm::kLayerNorm ? 2 * hidden : hidden; }
-  // Every family field GPT's (the only layers meshtp's runtime runs).
+  // Every family field GPT's (the only layers meshtp's runtime runs; the MoE fields aside).
   bool is_gpt() const;
   // Throws naming `where` and the first field that is not GPT's: "model 'llama3-8b':
-  // kv_heads=8: meshtp's runtime runs GPT layers only (…)".
+  // kv_heads=8: meshtp's runtime runs GPT layers only (…)"; and a MoE model (num_experts > 0).
   void require_gpt(std::string_view where) const;
   // The model FLOPs of one layer's step: 6·b·s·Σ in·out + 12·b·s²·h; GPT's 72·b·s·h² + 12·b·s²·h.
   // Model FLOPs of one training step (forward + backward, no recomputation), the count every
@@ -74,11 +111,16 @@ struct ModelShape {
   // 72·b·s·h² + 12·b·s²·h for GPT (the attention products whole, not halved by the mask;
   // 6·b·s·linear_weights() + 12·b·s²·h in general), and a step the layers' plus the head's
   // 6·b·s·h·V.
+  // A MoE layer: 6·b·s·moe_token_weights() + 12·b·s²·h (the k experts a token runs, not E).
   double layer_flops() const;
+  double moe_layer_flops() const;
+  // Every layer's: dense layers layer_flops(), MoE layers moe_layer_flops().
+  double layers_flops() const;
   double step_flops() const;
   // Throws meshtp::Error naming `where` and the value unless every size is in [1, 2^31 − 1]
   // (vocab, kv_heads, ffn_hidden may be 0), heads divides hidden and kv_heads divides heads:
-  // "model 'x': hidden=1000 is not divisible by heads=3".
+  // "model 'x': hidden=1000 is not divisible by heads=3"; a MoE model's 1 ≤ top_k ≤
+  // num_experts, the MoE fields at 0 when dense, moe_every ≥ 1, capacity_factor 0 or ≥ 1/… .
   void validate(std::string_view where) const;
   bool operator==(const ModelShape&) const = default;
 };
@@ -88,8 +130,10 @@ std::ostream& operator<<(std::ostream& os, const ModelShape& shape);
 
 // The six keys; the caller lists the keys its object may hold (check_fields) and validates.
 // kFamilyKeys are the optional family keys, for the callers' key lists.
-inline constexpr std::string_view kFamilyKeys[] = {"kv_heads",   "ffn_hidden", "activation",
-                                                   "norm",       "position",   "tie_embeddings"};
+inline constexpr std::string_view kFamilyKeys[] = {
+    "kv_heads",     "ffn_hidden",     "activation",     "norm",           "position",
+    "tie_embeddings", "num_experts",  "top_k",          "moe_ffn_hidden", "shared_experts",
+    "moe_every",    "capacity_factor", "router_aux_loss"};
 void write_shape(nlohmann::json& j, const ModelShape& shape);
 ModelShape read_shape(const nlohmann::json& j, std::string_view where);
 

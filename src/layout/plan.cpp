@@ -74,6 +74,9 @@ void Plan::validate() const {
   positive("chunks", chunks);
   positive("progress_splits", progress_splits);
   positive("cp", cp);
+  positive("ep", ep);
+  MESHTP_CHECK(etp >= 0, "plan: etp={} must be at least 0 (0: the attention's tensor parallelism)",
+               etp);
   MESHTP_CHECK(first_stage_layers >= 0 && last_stage_layers >= 0,
                "plan: first_stage_layers={} and last_stage_layers={} must be at least 0 (0: "
                "even stages)",
@@ -162,6 +165,7 @@ void Plan::require_runtime(std::string_view where) const {
 std::ostream& operator<<(std::ostream& os, const Plan& p) {
   os << fmt::format("dp={} mesh={}x{} {}", p.dp, p.mesh[0], p.mesh[1], p.strategy);
   if (p.cp > 1) os << fmt::format(" cp={} {}", p.cp, p.cp_comm);
+  if (p.ep > 1 || p.etp > 0) os << fmt::format(" ep={} etp={}", p.ep, p.expert_tp());
   if (p.pp > 1) {
     os << fmt::format(" pp={} microbatches={} {}", p.pp, p.microbatches, p.schedule);
     if (p.virtual_stages > 1) os << fmt::format(" virtual_stages={}", p.virtual_stages);
@@ -199,6 +203,10 @@ json to_json(const Plan& p) {
     j["cp"] = p.cp;
     j["cp_comm"] = name(p.cp_comm);
   }
+  if (p.ep != 1 || p.etp != 0) {
+    j["ep"] = p.ep;
+    j["etp"] = p.etp;
+  }
   if (p.uneven()) {
     j["first_stage_layers"] = p.first_stage_layers;
     j["last_stage_layers"] = p.last_stage_layers;
@@ -229,7 +237,7 @@ Plan plan_from_json(const json& j, const std::string& source) {
       j,
       {"dp", "pp", "microbatches", "schedule", "virtual_stages", "zero", "recompute", "mesh",
        "strategy", "chunks", "sequence_parallel", "progress_splits", "linears", "provenance",
-       "cp", "cp_comm", "first_stage_layers", "last_stage_layers"},
+       "cp", "cp_comm", "first_stage_layers", "last_stage_layers", "ep", "etp"},
       where);
   Plan p;
   read(j, "dp", where, p.dp);
@@ -245,6 +253,8 @@ Plan plan_from_json(const json& j, const std::string& source) {
   read(j, "progress_splits", where, p.progress_splits);
   read(j, "cp", where, p.cp);
   read(j, "cp_comm", where, p.cp_comm);
+  read(j, "ep", where, p.ep);
+  read(j, "etp", where, p.etp);
   read(j, "first_stage_layers", where, p.first_stage_layers);
   read(j, "last_stage_layers", where, p.last_stage_layers);
   if (j.contains("mesh")) {
@@ -281,7 +291,9 @@ Plan plan_from_json(const json& j, const std::string& source) {
       const std::string shape_at = at + ", model_shape";
       check_fields(pj["model_shape"],
                    {"layers", "hidden", "heads", "vocab", "batch", "seq", "kv_heads",
-                    "ffn_hidden", "activation", "norm", "position", "tie_embeddings"},
+                    "ffn_hidden", "activation", "norm", "position", "tie_embeddings",
+                    "num_experts", "top_k", "moe_ffn_hidden", "shared_experts", "moe_every",
+                    "capacity_factor", "router_aux_loss"},
                    shape_at);
       pv.shape = read_shape(pj["model_shape"], shape_at);
       pv.shape->validate(shape_at);
@@ -312,6 +324,8 @@ ModelFit model_fit(const Plan& plan, const ModelShape& shape) {
   compare("hidden", made.hidden, shape.hidden, false);
   compare("heads", made.heads, shape.heads, false);
   compare("seq", made.seq, shape.seq, false);
+  compare("num_experts", made.num_experts, shape.num_experts, false);
+  compare("top_k", made.top_k, shape.top_k, false);
   // The embedding and head priced; 0 on either side is a user of the layers alone
   // (simulate's layer runs), which the vocabulary does not change.
   if (made.vocab != 0 && shape.vocab != 0) compare("vocab", made.vocab, shape.vocab, false);

@@ -7,6 +7,8 @@
 //   cp, cp_comm       context parallelism: each of cp ranks holds s/cp tokens of every
 //                     sequence; cp_comm ring | a2a | a2a+ring (plan/context_parallel.hpp).
 //                     Priced by the planner; meshtp's runtime has none yet (require_runtime)
+//   ep, etp           expert parallelism over a stage's ranks (plan/moe.hpp; etp 0: d1·d2);
+//                     the same ranks as attention's tp·cp·dp (folding). Planner only
 //   first_stage_layers, last_stage_layers
 //                     uneven pipeline stages (Megatron-LM's --decoder-first/last-pipeline-
 //                     num-layers): the first / last stage's layer count, the rest split evenly
@@ -80,7 +82,13 @@ struct Plan {
   int cp = 1;
   CpComm cp_comm = CpComm::kRing;
   int first_stage_layers = 0, last_stage_layers = 0;  // 0: even stages
+  // Mixture of experts (MoE parallel folding, plan/moe.hpp): the experts of a pipeline stage's
+  // tp·cp·dp ranks split over ep ranks, each expert tensor-parallel over etp (0: the
+  // attention's d1·d2, Megatron-LM's default), replicated over edp = tp·cp·dp/(etp·ep).
+  int ep = 1;
+  int etp = 0;
 
+  int expert_tp() const { return etp > 0 ? etp : mesh[0] * mesh[1]; }
   int ranks() const { return dp * pp * cp * mesh[0] * mesh[1]; }
   bool uneven() const { return first_stage_layers > 0 || last_stage_layers > 0; }
   // The layers of pipeline stage `stage` of `layers` (throws naming the numbers when they do

@@ -214,39 +214,11 @@ Tensor Stack::gather_grad_input() const {
   return gather_stream(stream_geometry(), *mesh_, dstream_[layers_ % 2]);
 }
 
-namespace {
-
-// Layer folding (core/simulation.hpp fold_layers): the first block run is timed on the
-// simulated clock; each later one is charged that time instead of running.
-class Fold {
- public:
-  bool on() const { return on_; }
-  // Runs `block` (the first time, timing it) or charges the first block's time.
-  template <class Block>
-  void run(Block&& block) {
-    if (!on_) {
-      block();
-    } else if (first_s_ >= 0) {
-      simhooks::advance_seconds(first_s_);
-    } else {
-      const double t0 = now_seconds();
-      block();
-      first_s_ = now_seconds() - t0;
-    }
-  }
-
- private:
-  bool on_ = simhooks::fold_layers();
-  double first_s_ = -1;
-};
-
-}  // namespace
-
 void Stack::forward() {
-  Fold fold;
+  RepeatedWork layers;  // folded in a simulated run with --fold-layers (core/simulation.hpp)
   for (int i = 0; i < layers_; ++i) {
     if (before_layer_) before_layer_(i, false);
-    fold.run([&] { forward_layer(i); });
+    layers.run([&] { forward_layer(i); });
   }
 }
 
@@ -259,13 +231,13 @@ void Stack::forward_layer(int i) {
 void Stack::backward(const std::function<void(int layer)>& on_layer_done) {
   const parallel::ChunkedLayout l = stream_layout();
   if (!ln_partial_.empty()) ln_partial_.fill(0.0f);
-  Fold fold;
+  RepeatedWork layers;
   for (int i = layers_ - 1; i >= 0; --i) {
     const int k = layers_ - 1 - i;  // dy in dstream_[k % 2], dx into the other
     if (before_layer_) before_layer_(i, true);
-    fold.run([&] {
+    layers.run([&] {
       // Folded, the block that runs is the one whose forward ran (and saved its input): 0.
-      const int b = fold.on() ? 0 : i;
+      const int b = layers.folded() ? 0 : i;
       if (blocks_.full()) forward_layer(b);  // recomputation (model/layer_blocks.hpp)
       blocks_.at(b).backward({dstream_[(k + 1) % 2].data(), l}, {dstream_[k % 2].data(), l},
                              *workspace_);

@@ -1,9 +1,9 @@
 #include "parallel/activation_shard.hpp"
 
 #include <algorithm>
+#include <vector>
 
 #include "core/error.hpp"
-#include "core/simulation.hpp"
 #include "mesh/dtensor.hpp"
 
 namespace meshtp::parallel {
@@ -31,14 +31,15 @@ void slice_activation(ConstMatrixView global, const ActivationShard& s,
   const Shape view = view_of(global.rows, global.cols, s, mesh);
   const Shape block = mesh::local_shape(view, s.spec, mesh.shape());
   check_local("slice_activation", local, block);
-  if (simhooks::skip_values(static_cast<std::size_t>(numel(block)) * sizeof(float))) return;
   const auto at = mesh::local_offset(view, s.spec, mesh.shape(), mesh.coords());
+  // Block i of the view's dim 0 is block[1] consecutive rows of global: one copy each.
+  std::vector<ConstMatrixView> from;
+  std::vector<MatrixView> to;
   for (std::int64_t i = 0; i < block[0]; ++i) {
-    for (std::int64_t r = 0; r < block[1]; ++r) {
-      const float* src = global.data + ((at[0] + i) * view[1] + at[1] + r) * global.ld + at[2];
-      std::copy_n(src, block[2], local.data + (i * block[1] + r) * local.ld);
-    }
+    from.push_back(global.block((at[0] + i) * view[1] + at[1], at[2], block[1], block[2]));
+    to.push_back(local.block(i * block[1], 0, block[1], block[2]));
   }
+  copy_blocks(from, to);
 }
 
 Tensor gather_activation(const mesh::DeviceMesh& mesh, ConstMatrixView local, std::int64_t rows,

@@ -3,11 +3,14 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include <memory>
+
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
 #include "core/text.hpp"
 #include "plan/context_parallel.hpp"
+#include "plan/moe.hpp"
 
 namespace meshtp::plan {
 // The helpers in a namespace of their own: the unity build compiles this file with others.
@@ -40,6 +43,11 @@ enum class Gap {
   kCpComm,               // torchtitan: ring attention only (no Ulysses all-to-all)
   kUneven,               // DeepSpeed: uneven stages are PipelineModule code, not config
   kUnevenInterleaved,    // Megatron-LM, torchtitan: each stage's layers divisible by v
+  kMoeTensorNoSp,        // Megatron-LM: MoE with tensor parallelism needs sequence parallelism
+  kExpertFp16,           // Megatron-LM: expert parallelism does not train in fp16
+  kMoeBiasEtp,           // Megatron-LM: MoE linear biases only with etp 1
+  kExpertTp,             // torchtitan: etp is 1 or tp
+  kExpertReplicate,      // torchtitan: ep inside dp_shard·cp·tp/etp, not across DDP replicas
 };
 
 int tp_of(const Plan& p) { return p.mesh[0] * p.mesh[1]; }
@@ -64,7 +72,34 @@ std::string_view product(Framework f) {
   return "?";
 }
 
-Gap gap(Framework f, const Plan& p, Precision precision) {
+// A MoE model's (`m`; nullptr: dense) gaps, Megatron-LM core_v0.15.0 and torchtitan v0.2.2.
+Gap moe_gap(Framework f, const Plan& p, Precision precision, const ModelSpec* m) {
+  if (m == nullptr || !m->is_moe()) return Gap::kNone;
+  const int tp = tp_of(p), etp = p.expert_tp();
+  if (f == Framework::kMegatron) {
+    // megatron/core/transformer/moe/moe_layer.py (MoELayer.forward): training with MoE and
+    // tensor parallelism > 1 raises unless sequence parallelism is on.
+    if (tp > 1 && !sequence_parallel(p)) return Gap::kMoeTensorNoSp;
+    // megatron/training/arguments.py validate_args: "Expert parallelism is not supported with
+    // fp16 training."
+    if (p.ep > 1 && precision == Precision::kFp16) return Gap::kExpertFp16;
+    // megatron/core/transformer/transformer_config.py: "Bias in Moe is only supported when
+    // ETP==1".
+    if (m->has_biases() && etp > 1) return Gap::kMoeBiasEtp;
+  }
+  if (f == Framework::kTorchtitan && p.ep > 1) {
+    // torchtitan/distributed/parallel_dims.py: "Currently we only support ETP=TP or ETP=1";
+    // the experts' mesh is (pp, dp_replicate, efsdp, ep, etp), efsdp = dp_shard·cp·tp/(etp·ep).
+    if (etp != 1 && etp != tp) return Gap::kExpertTp;
+    const bool ddp = p.dp > 1 && zero_of(p) == 0 && tp == 1 && p.pp == 1;
+    const int shard = ddp ? 1 : p.dp;
+    if ((shard * p.cp * tp) % (etp * p.ep) != 0) return Gap::kExpertReplicate;
+  }
+  return Gap::kNone;
+}
+
+Gap gap(Framework f, const Plan& p, Precision precision, const ModelSpec* m = nullptr) {
+  if (const Gap g = moe_gap(f, p, precision, m); g != Gap::kNone) return g;
   const int tp = tp_of(p);
   if (layout::is_gemm2d(p.strategy)) return Gap::kGemm2d;
   if (p.mesh[0] > 1 && p.mesh[1] > 1) return Gap::kMesh2d;
@@ -210,6 +245,27 @@ std::string describe(Gap g, Framework f, const Plan& p) {
                                                        "others (its less_layers shorten one "
                                                        "virtual stage)"
                                                      : "");
+    case Gap::kMoeTensorNoSp:
+      return fmt::format("a mixture of experts with tensor parallelism {} without sequence "
+                         "parallelism: Megatron-LM's MoE layer refuses to train so "
+                         "(megatron/core/transformer/moe/moe_layer.py)",
+                         tp_of(p));
+    case Gap::kExpertFp16:
+      return fmt::format("expert parallelism ep={} in fp16: Megatron-LM's validate_args refuses "
+                         "it (bf16 or fp32 only)",
+                         p.ep);
+    case Gap::kMoeBiasEtp:
+      return fmt::format("expert tensor parallelism etp={} on experts with biases (GeLU): "
+                         "Megatron-LM supports MoE biases only with etp 1",
+                         p.expert_tp());
+    case Gap::kExpertTp:
+      return fmt::format("expert tensor parallelism etp={} with tp={}: torchtitan runs etp 1 or "
+                         "etp = tp only",
+                         p.expert_tp(), tp_of(p));
+    case Gap::kExpertReplicate:
+      return fmt::format("ep={} × etp={} spanning data-parallel replicas: torchtitan's experts "
+                         "split over dp_shard·cp·tp only",
+                         p.ep, p.expert_tp());
     case Gap::kUneven:
       return fmt::format("uneven stages ({} and {} layers first and last): DeepSpeed sets the "
                          "stages in PipelineModule code, not its config",
@@ -258,10 +314,11 @@ std::string step_text(const Plan& p) {
 // `p` is r.plan, or r.fallback when f cannot run r.plan.
 std::vector<std::string> header(Framework f, const EmitRequest& r, const Plan& p, const Sizes& s) {
   std::vector<std::string> lines;
-  if (gap(f, r.plan, r.model.precision) != Gap::kNone) {
+  if (gap(f, r.plan, r.model.precision, &r.model) != Gap::kNone) {
     lines.push_back(fmt::format(
         "{} cannot run the planner's layout ({}{}): {}; below, the fastest layout it can run",
-        product(f), fmt::streamed(r.plan), step_text(r.plan), describe(gap(f, r.plan, r.model.precision), f, r.plan)));
+        product(f), fmt::streamed(r.plan), step_text(r.plan),
+        describe(gap(f, r.plan, r.model.precision, &r.model), f, r.plan)));
     for (const std::string& n : r.notes) lines.push_back("that layout: " + escape_text(n));
   }
   lines.push_back(fmt::format("{} configuration ({} spelling) for {} on {} ({} devices): {}{}",
@@ -284,8 +341,15 @@ std::vector<std::string> header(Framework f, const EmitRequest& r, const Plan& p
       f == Framework::kTorchtitan
           ? ""
           : fmt::format(": {} derives it from the world size", product(f))));
-  if (gap(f, r.plan, r.model.precision) == Gap::kNone) {
+  if (gap(f, r.plan, r.model.precision, &r.model) == Gap::kNone) {
     for (const std::string& n : r.notes) lines.push_back(escape_text(n));
+  }
+  if (r.model.is_moe()) {
+    lines.push_back(fmt::format(
+        "mixture of experts: {} experts, top-{}, expert parallel {} × expert tensor parallel {} "
+        "× expert data parallel {} over each stage's {} ranks (MoE parallel folding)",
+        r.model.num_experts, r.model.top_k, p.ep, p.expert_tp(), expert_dp(p),
+        s.tp * s.cp * s.dp));
   }
   return lines;
 }
@@ -305,6 +369,11 @@ std::string megatron(const EmitRequest& r, const Plan& p, const Sizes& s) {
       "bash: source this file, then run torchrun --nproc-per-node N … pretrain_gpt.py "
       "\"${MEGATRON_ARGS[@]}\" with the data and tokenizer arguments; "
       "CUDA_DEVICE_MAX_CONNECTIONS=1 is what validate_args asserts for tensor parallelism > 1");
+  if (r.model.is_moe() && r.model.precision != Precision::kBf16) {
+    lines.push_back(fmt::format("no --moe-grouped-gemm: Megatron-LM's grouped GeMMs run bf16 "
+                                "only, this model is {}",
+                                name(r.model.precision)));
+  }
   for (const std::string& line : lines) comment(out, line);
   out += "export CUDA_DEVICE_MAX_CONNECTIONS=1\n";
   out += "MEGATRON_ARGS=(\n";
@@ -368,6 +437,30 @@ std::string megatron(const EmitRequest& r, const Plan& p, const Sizes& s) {
   if (!r.model.tie_embeddings) flag("untie-embeddings-and-output-weights");
   arg("seq-length", r.model.seq);
   arg("max-position-embeddings", r.model.seq);
+  if (r.model.is_moe()) {
+    // megatron/training/arguments.py (core_v0.15.0): --moe-layer-freq N makes layers 0, N,
+    // 2N, … MoE; --moe-shared-expert-intermediate-size is the shared experts' total width.
+    const ModelSpec& m = r.model;
+    arg("num-experts", m.num_experts);
+    arg("moe-router-topk", m.top_k);
+    arg("moe-ffn-hidden-size", m.expert_ffn());
+    arg("expert-model-parallel-size", p.ep);
+    arg("expert-tensor-parallel-size", p.expert_tp());
+    if (m.moe_every > 1) arg("moe-layer-freq", m.moe_every);
+    if (m.shared_experts > 0) {
+      arg("moe-shared-expert-intermediate-size", m.shared_experts * m.expert_ffn());
+    }
+    // Grouped GeMMs are bf16 only (validate_args).
+    if (m.precision == Precision::kBf16) flag("moe-grouped-gemm");
+    arg("moe-token-dispatcher-type", "alltoall");
+    if (m.router_aux_loss > 0) {
+      arg("moe-router-load-balancing-type", "aux_loss");
+      arg("moe-aux-loss-coeff", fmt::format("{}", m.router_aux_loss));
+    } else {
+      arg("moe-router-load-balancing-type", "none");
+    }
+    if (m.capacity_factor > 0) arg("moe-expert-capacity-factor", fmt::format("{}", m.capacity_factor));
+  }
   if (r.model.precision == Precision::kFp16) flag("fp16");
   if (r.model.precision == Precision::kBf16) flag("bf16");
   out += ")\n";
@@ -383,6 +476,12 @@ std::string torchtitan(const EmitRequest& r, const Plan& p, const Sizes& s) {
                   r.model.layers, r.model.hidden, r.model.heads));
   if (r.model.precision == Precision::kFp16) {
     lines.push_back("fp16: torchtitan's mixed precision is bfloat16 (the same 2 bytes)");
+  }
+  if (r.model.is_moe()) {
+    lines.push_back(fmt::format("the experts ({} of {} wide, top-{}) are the [model] flavor's "
+                                "own: torchtitan's MoE models (e.g. deepseek_v3, qwen3) set them "
+                                "in code",
+                                r.model.num_experts, r.model.expert_ffn(), r.model.top_k));
   }
   // Data parallelism: DDP (replicate) runs only alone; beside tensor or pipeline parallelism
   // FSDP (shard), resharding after the forward for ZeRO-3 only. `gap` admits only the layouts
@@ -432,6 +531,10 @@ std::string torchtitan(const EmitRequest& r, const Plan& p, const Sizes& s) {
     out += fmt::format("pipeline_parallel_last_stage_less_layers = {}\n", less(p.last_stage_layers));
   }
   out += fmt::format("context_parallel_degree = {}\n", p.cp);
+  if (r.model.is_moe()) {
+    out += fmt::format("expert_parallel_degree = {}\n", p.ep);
+    out += fmt::format("expert_tensor_parallel_degree = {}\n", p.ep > 1 ? p.expert_tp() : 1);
+  }
   out += "\n[activation_checkpoint]\n";
   out += fmt::format("mode = \"{}\"\n", p.recompute == Recompute::kFull ? "full" : "none");
   return out;
@@ -472,10 +575,21 @@ std::string deepspeed(const EmitRequest& r, const Plan& p, const Sizes& s) {
         "selective recomputation: the attention core (softmax(QKᵀ)·V) through "
         "deepspeed.checkpointing.checkpoint (model code)");
   }
+  if (r.model.is_moe()) {
+    lines.push_back(fmt::format(
+        "mixture of experts: deepspeed.moe.layer.MoE(hidden_size={}, num_experts={}, "
+        "ep_size={}, k={}) in the model code (the JSON has no expert degree); expert tensor "
+        "parallelism {} is not DeepSpeed's",
+        r.model.hidden, r.model.num_experts, p.ep, r.model.top_k, p.expert_tp()));
+  }
   nlohmann::ordered_json j;
   // DeepSpeed reads only the keys it knows: "_meshtp" carries the layout and the comments.
   j["_meshtp"] = {
       {"comment", lines}, {"dp", s.dp}, {"tp", s.tp}, {"pp", s.pp}, {"microbatches", s.m}};
+  if (r.model.is_moe()) {
+    j["_meshtp"]["ep"] = p.ep;
+    j["_meshtp"]["etp"] = p.expert_tp();
+  }
   j["train_batch_size"] = s.micro * s.m * batch_ranks;
   j["train_micro_batch_size_per_gpu"] = s.micro;
   j["gradient_accumulation_steps"] = s.m;
@@ -509,14 +623,23 @@ std::optional<std::string> inexpressible(Framework f, const layout::Plan& plan,
   return describe(g, f, plan);
 }
 
+std::optional<std::string> inexpressible(Framework f, const layout::Plan& plan,
+                                         const ModelSpec& model) {
+  using namespace emit_detail;
+  const Gap g = gap(f, plan, model.precision, &model);
+  if (g == Gap::kNone) return std::nullopt;
+  return describe(g, f, plan);
+}
+
 std::optional<layout::Plan> best_expressible(Framework f, LayoutRequest request) {
   using namespace emit_detail;
   request.strategies = {Strategy::kAtp, Strategy::kTp1d};
   request.chunks = {1};
   request.runtime = runtime_of(f);
   const Precision precision = request.model.precision;
-  request.accepts = [f, precision](const layout::Plan& p) {
-    return gap(f, p, precision) == Gap::kNone;
+  const auto model = std::make_shared<const ModelSpec>(request.model);
+  request.accepts = [f, precision, model](const layout::Plan& p) {
+    return gap(f, p, precision, model.get()) == Gap::kNone;
   };
   const LayoutSearch search = search_layouts(request, 1);
   if (search.ranked.empty() || !search.ranked.front().feasible) return std::nullopt;
@@ -541,7 +664,7 @@ std::optional<layout::Plan> best_expressible(Framework f, PlanRequest request) {
     for (const Candidate& c : plan(request).candidates) {
       if (!c.feasible) continue;
       layout::Plan p = layout_of(c, request.model);
-      if (gap(f, p, request.model.precision) == Gap::kNone) return p;
+      if (gap(f, p, request.model.precision, &request.model) == Gap::kNone) return p;
     }
     return std::nullopt;
   };
@@ -560,7 +683,7 @@ std::optional<layout::Plan> best_expressible(Framework f, PlanRequest request) {
 
 std::string emit(Framework f, const EmitRequest& r) {
   using namespace emit_detail;
-  const Gap g = gap(f, r.plan, r.model.precision);
+  const Gap g = gap(f, r.plan, r.model.precision, &r.model);
   // torchtitan's mixed precision needs FSDP beside TP or PP: on the devices of one replica
   // (every 2D layout) no 2-byte layout runs as priced.
   const bool fp32_only = f == Framework::kTorchtitan && r.model.precision != Precision::kFp32 &&
@@ -573,7 +696,7 @@ std::string emit(Framework f, const EmitRequest& r) {
                            "2-byte model in fp32)"
                          : "");
   const Plan& p = g == Gap::kNone ? r.plan : *r.fallback;
-  const Gap fallback_gap = gap(f, p, r.model.precision);
+  const Gap fallback_gap = gap(f, p, r.model.precision, &r.model);
   MESHTP_CHECK(fallback_gap == Gap::kNone, "{} cannot run the fallback layout {} either: {}",
                product(f), fmt::streamed(p), describe(fallback_gap, f, p));
   const Sizes s = sizes_of(p, r.model);

@@ -22,6 +22,11 @@
 //     torchtitan    tensor_parallel_degree, pipeline_parallel_degree, data parallelism as DDP
 //                   (alone, ZeRO 0: data_parallel_replicate_degree) or FSDP
 //                   (data_parallel_shard_degree; resharding after the forward for ZeRO-3)
+//     MoE           Megatron-LM --num-experts, --moe-router-topk, --moe-ffn-hidden-size,
+//                   --expert-model-parallel-size ep, --expert-tensor-parallel-size etp,
+//                   --moe-grouped-gemm (bf16), --moe-token-dispatcher-type alltoall, the aux
+//                   loss; torchtitan expert_parallel_degree, expert_tensor_parallel_degree;
+//                   DeepSpeed a comment (deepspeed.moe.layer.MoE in the model code)
 //     DeepSpeed     train_batch_size B, train_micro_batch_size_per_gpu b,
 //                   gradient_accumulation_steps m, zero_optimization.stage, AutoTP's
 //                   tensor_parallel.autotp_size; pipeline stages and recomputation are set in
@@ -77,6 +82,11 @@ std::string_view framework_release(Framework f);
 // `precision`: the model's (torchtitan's mixed precision needs FSDP beside TP or PP).
 std::optional<std::string> inexpressible(Framework f, const layout::Plan& plan,
                                          Precision precision);
+// The same knowing the model: a mixture of experts adds its rules (Megatron-LM: sequence
+// parallelism with tp > 1, no expert parallelism in fp16, MoE biases only at etp 1;
+// torchtitan: etp 1 or tp, ep inside dp_shard·cp·tp).
+std::optional<std::string> inexpressible(Framework f, const layout::Plan& plan,
+                                         const ModelSpec& model);
 
 // The runtime whose pricing matches how `f` runs a pipeline: every framework keeps the
 // in-flight microbatches' activations (layout::Runtime::kMegatron), none re-runs a stage's

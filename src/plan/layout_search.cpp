@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <ostream>
@@ -13,6 +14,7 @@
 #include "layout/pipeline_schedule.hpp"
 #include "plan/context_parallel.hpp"
 #include "plan/mesh_links.hpp"
+#include "plan/moe.hpp"
 #include "plan/planner.hpp"
 #include "plan/provenance.hpp"
 
@@ -113,7 +115,36 @@ double pipeline_p2p_s(const LayoutCandidate& c, const LayoutTraffic& t, const Pi
   return run.timing.makespan - run.makespan_free_s;
 }
 
+namespace {
+
+// The experts' gradients over the edp ranks that hold the same experts (plan/moe.hpp), not
+// overlapped: ZeRO 0/1 one all-reduce, ZeRO ≥ 2 every microbatch's reduce-scatter; ZeRO ≥ 1
+// the updated shards' all-gather, ZeRO-3 the gathers before each forward and backward.
+double expert_data_parallel_s(const LayoutCandidate& c, const LayoutTraffic& t) {
+  const layout::Plan& p = c.plan;
+  const int edp = expert_dp(p), m = p.microbatches;
+  if (t.expert_params_bytes <= 0 || edp <= 1) return 0;
+  const double shard = t.expert_params_bytes / edp;
+  double seconds = p.zero >= 2 ? m * ring_collective_time(t.edp, edp, shard)
+                               : ring_all_reduce_time(t.edp, edp, t.expert_params_bytes);
+  if (p.zero >= 1) seconds += ring_collective_time(t.edp, edp, shard);
+  if (p.zero == 3) seconds += (p.pp > 1 ? 3 : 2) * m * ring_collective_time(t.edp, edp, shard);
+  return seconds;
+}
+
+double dense_data_parallel_s(const LayoutCandidate& c, const LayoutTraffic& t,
+                             const PipelineRun& run);
+
+}  // namespace
+
 double data_parallel_s(const LayoutCandidate& c, const LayoutTraffic& t, const PipelineRun& run) {
+  return dense_data_parallel_s(c, t, run) + expert_data_parallel_s(c, t);
+}
+
+namespace {
+
+double dense_data_parallel_s(const LayoutCandidate& c, const LayoutTraffic& t,
+                             const PipelineRun& run) {
   const layout::Plan& p = c.plan;
   // The ranks that hold the same parameters: a replica's dp, times cp (each cp rank computes
   // the gradients of its tokens).
@@ -157,6 +188,8 @@ double data_parallel_s(const LayoutCandidate& c, const LayoutTraffic& t, const P
   return seconds;
 }
 
+}  // namespace
+
 void price_layout(LayoutCandidate& c, const LayoutTraffic& t, const PipelineRun& run) {
   const layout::Plan& p = c.plan;
   c.bubble = layout::bubble_fraction(p.schedule, p.pp, p.microbatches, p.virtual_stages);
@@ -180,6 +213,8 @@ void LayoutRequest::validate() const {
   MESHTP_CHECK(!strategies.empty(), "no strategy selected");
   MESHTP_CHECK(max_tp >= 1 && max_microbatches >= 1,
                "max tp={} and max microbatches={} must be at least 1", max_tp, max_microbatches);
+  MESHTP_CHECK(max_ep >= 0, "--max-ep={} must be at least 0 (0: every ep)", max_ep);
+  check_imbalance(moe_imbalance);
 }
 
 Topology tp_topology(const Topology& topology, int d1, int d2) {
@@ -343,10 +378,11 @@ class Pricer {
   // one stage's layers.
   const Candidate& stage(Strategy strategy, int d1, int d2, int chunks, ModelSpec mb,
                          Recompute recompute) {
+    if (mb.is_moe()) return moe_stage(strategy, d1, d2, chunks, mb, recompute);
     mb.recompute = recompute;
     mb.dropout = r_.runtime == layout::Runtime::kMegatron;
     const auto key = std::tuple{static_cast<int>(strategy), d1, d2, chunks, mb.batch, mb.layers,
-                                static_cast<int>(recompute)};
+                                static_cast<int>(recompute), mb.ffn()};
     auto it = stages_.find(key);
     if (it == stages_.end()) {
       PlanRequest sub{.topology = stage_topology(d1, d2),
@@ -357,6 +393,102 @@ class Pricer {
       it = stages_.emplace(key, evaluate(sub, strategy, d1, d2, chunks)).first;
     }
     return it->second;
+  }
+
+  // A MoE model's stage (plan/moe.hpp): its dense layers as they are, its MoE layers'
+  // attention and shared experts as a dense layer prices them — with shared experts an MLP of
+  // shared·f_e on the attention's tensor parallelism, without them the attention alone,
+  // 2·stage(f_e) − stage(2·f_e) part by part (the MLP's linears extrapolated away; the
+  // stream's collectives around it stay, standing for the layout change into the experts').
+  // The experts themselves are priced per layout (ep, etp) in price(). MoE layers of a stage
+  // of n: ⌈n/moe_every⌉ (exact for moe_every 1, an upper bound otherwise).
+  const Candidate& moe_stage(Strategy strategy, int d1, int d2, int chunks, const ModelSpec& mb,
+                             Recompute recompute) {
+    const auto key = std::tuple{static_cast<int>(strategy), d1, d2, chunks, mb.batch, mb.layers,
+                                static_cast<int>(recompute), std::int64_t{-1}};
+    auto it = moe_stages_.find(key);
+    if (it != moe_stages_.end()) return it->second;
+    const std::int64_t n_moe = mb.moe_layers(mb.layers), n_dense = mb.layers - n_moe;
+    const std::int64_t fe = mb.expert_ffn();
+    const auto part = [&](std::int64_t ffn, std::int64_t layers) -> const Candidate& {
+      ModelSpec d = dense_part(mb, ffn);
+      d.layers = layers;
+      return stage(strategy, d1, d2, chunks, d, recompute);
+    };
+    std::vector<std::pair<const Candidate*, double>> parts;
+    if (n_dense > 0) parts.emplace_back(&part(mb.ffn_hidden, n_dense), 1.0);
+    if (mb.shared_experts > 0) {
+      parts.emplace_back(&part(mb.shared_experts * fe, n_moe), 1.0);
+    } else {
+      const Candidate& one = part(fe, n_moe);
+      const Candidate& two = part(2 * fe, n_moe);
+      if (two.valid) {
+        parts.emplace_back(&one, 2.0);
+        parts.emplace_back(&two, -1.0);
+      } else {
+        parts.emplace_back(&one, 1.0);  // an upper bound: the MLP of f_e kept
+      }
+    }
+    Candidate c = *parts.front().first;
+    c.t_step_s = c.t_comm_s = c.t_compute_s = c.t_elementwise_s = 0;
+    for (const auto& [x, w] : parts) {
+      if (!x->valid && c.valid) {
+        c.valid = false;
+        c.reason = x->reason;
+      }
+      c.t_step_s += w * x->t_step_s;
+      c.t_comm_s += w * x->t_comm_s;
+      c.t_compute_s += w * x->t_compute_s;
+      c.t_elementwise_s += w * x->t_elementwise_s;
+    }
+    c.t_step_s = std::max(0.0, c.t_step_s);
+    c.t_comm_s = std::max(0.0, c.t_comm_s);
+    c.t_compute_s = std::max(0.0, c.t_compute_s);
+    c.t_compute_s = std::min(c.t_compute_s, c.t_step_s);  // the extrapolation kept consistent
+    c.t_elementwise_s = std::clamp(c.t_elementwise_s, 0.0, c.t_compute_s);
+    return moe_stages_.emplace(key, std::move(c)).first->second;
+  }
+
+  // The expert groups' links (plan/moe.hpp) of (dp, pp, cp, tp, ep, etp) on the full topology:
+  // ep's near part inside the innermost level (or a stage's contiguous tp·cp ranks), its far
+  // part beyond; etp contiguous; the expert gradients over the data ring (dp > 1) or inside
+  // the stage. The megatron runtime's expert groups are consecutive ranks (its rank order).
+  MoeRings moe_rings(const layout::Plan& p, const RingParams& data) {
+    MoeRings out;
+    const Topology& t = r_.topology;
+    const int n = r_.devices, tp = p.mesh[0] * p.mesh[1], inner = tp * p.cp, ep = p.ep;
+    const int etp = p.expert_tp(), edp = expert_dp(p);
+    if (etp > 1) out.etp = ring(t, link_of(links_, {n / etp, etp}, 1));
+    if (ep > 1) {
+      // Megatron-LM's default rank order (tp-cp-ep-dp-pp, megatron/core/parallel_state.py)
+      // keeps a stage's ranks consecutive, so its expert groups are too; meshtp's [tp, cp, pp,
+      // dp] does only within tp·cp (or without a pipeline).
+      const bool consecutive = r_.runtime == layout::Runtime::kMegatron || p.pp == 1;
+      if (etp * ep <= inner || consecutive) {
+        // Contiguous ranks, stride etp: the part inside one innermost-level member near.
+        const int node = t.graph ? n : std::max(1, t.levels.back().members / std::max(1, etp));
+        int near = 1;
+        for (int d = 1; d <= ep; ++d) {
+          if (ep % d == 0 && d <= node) near = d;
+        }
+        out.ep_inner_size = near;
+        const std::vector<int> shape{n / (etp * ep), ep / near, near, etp};
+        out.ep_inner = near > 1 ? ring(t, link_of(links_, shape, 2)) : ring(t, link_of(links_, shape, 1));
+        out.ep_outer = near < ep ? ring(t, link_of(links_, shape, 1)) : out.ep_inner;
+      } else {
+        // Beyond a stage's tp·cp ranks: the far part strides over the pipeline into dp.
+        const int near = inner / etp, far = ep / near;
+        const std::vector<int> shape{p.dp / far, far, p.pp, near, etp};
+        out.ep_inner_size = near;
+        out.ep_outer = ring(t, link_of(links_, shape, 1));
+        out.ep_inner = near > 1 ? ring(t, link_of(links_, shape, 3)) : out.ep_outer;
+      }
+    }
+    if (edp > 1) {
+      out.edp = p.dp > 1 ? data
+                         : ring(t, link_of(links_, {n / inner, edp, inner / edp}, 1));
+    }
+    return out;
   }
 
   // A pipeline schedule's buffer counts, one replay per (schedule, pp, m, v) instead of one
@@ -401,12 +533,27 @@ class Pricer {
                                   !layout::is_gemm2d(plan.strategy) && plan.mesh[1] == 1
                               ? plan.mesh[0]
                               : 1;
+    // A MoE model's experts reduce over edp (plan/moe.hpp), the rest over dp·cp.
+    double experts = 0;
+    MoeRings moe;
+    if (r_.model.is_moe()) {
+      const double frac = static_cast<double>(r_.model.moe_layers()) / r_.model.layers;
+      const auto moe_layers = static_cast<std::int64_t>(std::ceil(
+          (plan.uneven() ? plan.stage_layers(static_cast<int>(r_.model.layers), 0)
+                         : static_cast<double>(r_.model.layers) / plan.pp) * frac));
+      experts = expert_params_per_rank(r_.model, plan, moe_layers) * r_.model.element_bytes();
+      moe = moe_rings(plan, rings.data);
+    }
     return {.pipe = rings.pipe,
             .data = rings.data,
             .cp = rings.cp,
+            .edp = moe.edp,
+            .moe = moe,
             .stream_bytes = block_floats(mb, plan).input * r_.model.element_bytes() / slices,
             .params_bytes =
-                rank_memory(r_.model, plan, 0, HeadBuffers::kSharded, buffers(plan)).params_bytes,
+                rank_memory(r_.model, plan, 0, HeadBuffers::kSharded, buffers(plan)).params_bytes -
+                experts,
+            .expert_params_bytes = experts,
             .head_s = head_s(mb, plan.mesh[0] * plan.mesh[1], plan.pp, r_.topology) + head_comm,
             .head_comm_s = head_comm,
             .layers = static_cast<int>(mb.layers)};
@@ -439,6 +586,25 @@ class Pricer {
       c.t_stage_s += cp.compute_s + cp.exposed_s;
       c.t_compute_s += cp.compute_s;
     }
+    if (r_.model.is_moe()) {
+      // The experts of the largest stage's MoE layers, one microbatch (plan/moe.hpp); the
+      // runtime's re-run (meshtp, pp > 1) runs their forward once more.
+      ModelSpec mb = r_.model;
+      mb.batch = r_.model.batch / (plan.dp * plan.microbatches);
+      mb.recompute = plan.recompute;
+      const MoePrice moe = moe_price(mb, r_.model.moe_layers(layers), plan, r_.moe_imbalance,
+                                     r_.topology.gemm_model(),
+                                     r_.topology.effective_elementwise_gbps() * kGB, t.moe);
+      c.t_moe_compute_s = moe.compute_s;
+      c.t_moe_a2a_s = moe.a2a_s;
+      c.t_moe_etp_s = moe.etp_comm_s;
+      c.t_stage_s += moe.total_s();
+      c.t_compute_s += moe.compute_s;
+      if (c.t_rerun_s > 0) {
+        c.t_rerun_s += moe.forward_s;
+        c.t_compute_s += moe.forward_compute_s;
+      }
+    }
     if (plan.uneven()) {
       // The last stage's turn is its layers and the head: the head costs what it takes
       // beyond the layers that stage has fewer than the largest.
@@ -448,10 +614,13 @@ class Pricer {
       c.t_head_comm_s = t.head_s > 0 ? t.head_comm_s * head / t.head_s : 0;
       c.t_head_s = head;
     }
-    // ZeRO ≥ 1 (Megatron-LM's distributed optimizer) updates a 1/(dp·cp) shard on each rank.
+    // ZeRO ≥ 1 (Megatron-LM's distributed optimizer) updates a 1/(dp·cp) shard on each rank
+    // (the experts' a 1/edp one).
     const double params = t.params_bytes / r_.model.element_bytes();
-    c.t_optimizer_s =
-        optimizer_s(plan.zero >= 1 ? params / (plan.dp * plan.cp) : params, r_.topology);
+    const double experts = t.expert_params_bytes / r_.model.element_bytes();
+    c.t_optimizer_s = optimizer_s(plan.zero >= 1 ? params / (plan.dp * plan.cp) + experts / expert_dp(plan)
+                                                 : params + experts,
+                                  r_.topology);
     price_layout(c, t, schedule_run(c, t));
     return c;
   }
@@ -493,7 +662,8 @@ class Pricer {
   const LayoutRequest r_;  // the model on s/cp tokens
   const ModelSpec whole_;  // on the whole sequence
   TopologyLinks links_;
-  std::map<std::tuple<int, int, int, int, int, int, int>, Candidate> stages_;
+  using StageKey = std::tuple<int, int, int, int, std::int64_t, std::int64_t, int, std::int64_t>;
+  std::map<StageKey, Candidate> stages_, moe_stages_;
   std::map<std::pair<int, int>, Topology> stage_topologies_;
   std::map<std::tuple<int, int, int, int>, std::vector<PipelineBuffers>> schedules_;
   // What run_schedule reads: (schedule, pp, m, v, dp > 1, stage, re-run, head, stream
@@ -505,6 +675,24 @@ class Pricer {
 
 // The ZeRO stages a runtime has: meshtp 0–3, Megatron-LM's distributed optimizer 0 and 1.
 int zero_stages(layout::Runtime runtime) { return runtime == layout::Runtime::kMegatron ? 2 : 4; }
+
+// The (ep, etp) a layout's experts are searched on (plan/moe.hpp): (1, 0) for a dense model;
+// for a MoE model every ep dividing num_experts (at most max_ep) and etp dividing tp whose
+// groups tile the stage.
+std::vector<std::pair<int, int>> expert_layouts(const LayoutRequest& r, layout::Plan plan) {
+  if (!r.model.is_moe()) return {{1, 0}};
+  std::vector<std::pair<int, int>> out;
+  const int tp = plan.mesh[0] * plan.mesh[1];
+  for (const int ep : divisors(static_cast<int>(r.model.num_experts))) {
+    if (r.max_ep > 0 && ep > r.max_ep) continue;
+    for (const int etp : divisors(tp)) {
+      plan.ep = ep;
+      plan.etp = etp;
+      if (!moe_invalid_reason(r.model, plan)) out.emplace_back(ep, etp);
+    }
+  }
+  return out;
+}
 
 // The cp values searched: 1, and every divisor of the devices up to max_cp whose zigzag
 // splits the sequence (2·cp chunks).
@@ -636,14 +824,20 @@ LayoutSearch search_layouts(const LayoutRequest& r, std::size_t keep) {
                   plan.zero = zero;
                   return r.accepts(plan);
                 };
-                // A bound for all of them: no bubble, no transfers.
+                const std::vector<std::pair<int, int>> experts = expert_layouts(r, plan);
+                // A bound for all of them: no bubble, no transfers (no experts).
                 if (bounded_out((stage.t_step_s + rerun) * m)) {
-                  for (const int v : vs) {
-                    for (int zero = 0; zero < zeros; ++zero)
-                      result.searched += accepted(v, zero) ? static_cast<int>(comms.size()) : 0;
+                  for (std::size_t x = 0; x < experts.size(); ++x) {
+                    for (const int v : vs) {
+                      for (int zero = 0; zero < zeros; ++zero)
+                        result.searched += accepted(v, zero) ? static_cast<int>(comms.size()) : 0;
+                    }
                   }
                   continue;
                 }
+                for (const auto& [ep, etp] : experts) {
+                plan.ep = ep;
+                plan.etp = etp;
                 const LayoutTraffic traffic = pricer.traffic(plan, rings);
                 for (const int v : vs) {
                   for (int zero = 0; zero < zeros; ++zero) {
@@ -663,6 +857,7 @@ LayoutSearch search_layouts(const LayoutRequest& r, std::size_t keep) {
                     add({std::move(c), order});
                    }
                   }
+                }
                 }
               }
             }
@@ -712,6 +907,7 @@ LayoutCandidate evaluate_layout(const LayoutRequest& r, const layout::Plan& give
   }
   const int layers = largest_stage(given, model.layers);  // throws naming an uneven split
   check_cp(model, d1 * d2, cp, given.cp_comm);
+  check_moe(model, given);
   MESHTP_CHECK(model.batch % (dp * m) == 0,
                "batch={} does not split into dp={} × microbatches={} (microbatch size {}/{})",
                model.batch, dp, m, model.batch, dp * m);
@@ -761,6 +957,8 @@ LayoutCandidate evaluate_layout(const LayoutRequest& r, const layout::Plan& give
   plan.microbatches = m;
   plan.recompute = given.recompute;
   plan.progress_splits = given.progress_splits;  // not priced: kept, so the plan reads back
+  plan.ep = given.ep;
+  plan.etp = given.etp;
   plan.provenance.reset();
   const LayoutTraffic traffic = pricer.traffic(plan, pricer.rings(dp, pp, cp, d1 * d2));
   plan.virtual_stages = v;
@@ -781,7 +979,8 @@ std::ostream& operator<<(std::ostream& os, const LayoutCandidate& c) {
              p.uneven() ? fmt::format(" ({}+…+{} layers)", p.first_stage_layers, p.last_stage_layers)
                         : "",
              p.mesh[0], p.mesh[1],
-             p.cp > 1 ? fmt::format(" cp={} {}", p.cp, layout::name(p.cp_comm)) : "",
+             fmt::format("{}{}", p.cp > 1 ? fmt::format(" cp={} {}", p.cp, layout::name(p.cp_comm)) : "",
+                         p.ep > 1 || p.etp > 0 ? fmt::format(" ep={} etp={}", p.ep, p.expert_tp()) : ""),
              layout::name(p.strategy), p.microbatches, p.zero, layout::name(p.recompute), c.t_step_s,
              c.t_step_s_low < c.t_step_s_high
                  ? fmt::format(" [{:.4g}–{:.4g}]", c.t_step_s_low, c.t_step_s_high)
@@ -816,6 +1015,11 @@ nlohmann::json to_json(const LayoutCandidate& c) {
             {"optimizer_s", t.optimizer_s}}},
           {"memory_gib", c.memory.total_gib()},
           {"memory", to_json(c.memory)}};
+  if (c.t_moe_compute_s > 0) {
+    j["t_moe_compute_s"] = c.t_moe_compute_s;
+    j["t_moe_a2a_s"] = c.t_moe_a2a_s;
+    j["t_moe_etp_s"] = c.t_moe_etp_s;
+  }
   if (c.plan.cp > 1) {
     j["t_cp_compute_s"] = c.t_cp_compute_s;
     j["t_cp_exposed_s"] = c.t_cp_exposed_s;

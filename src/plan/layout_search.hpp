@@ -80,6 +80,7 @@
 #include "plan/candidate.hpp"
 #include "plan/mesh_links.hpp"
 #include "plan/model_spec.hpp"
+#include "plan/moe.hpp"
 #include "plan/topology.hpp"
 
 namespace meshtp::plan {
@@ -102,6 +103,11 @@ struct LayoutRequest {
   // stages ⌈L/pp⌉ layers each, the first and the last the rest, halved (Megatron-LM's
   // --decoder-first/last-pipeline-num-layers), e.g. 126 layers on 16 stages as 7 + 14·8 + 7.
   bool uneven_stages = false;
+  // Mixture of experts (plan/moe.hpp): the search tries every ep dividing num_experts (at most
+  // max_ep; 0: no limit) and every etp dividing tp whose groups tile a stage; the imbalance F
+  // (≥ 1) multiplies the expert compute and the all-to-all (--moe-imbalance).
+  int max_ep = 0;
+  double moe_imbalance = 1.0;
   // Only the layouts this accepts are searched (unset: every one): `plan --emit` asks for the
   // best layout a framework can run (plan/emit.hpp). Not used by evaluate_layout.
   std::function<bool(const layout::Plan&)> accepts{};
@@ -134,6 +140,9 @@ struct LayoutCandidate {
   // Context parallelism, per microbatch, inside t_stage_s: the attention core's compute
   // beyond the stage priced on s/cp tokens, and its exchange's exposed and hidden parts.
   double t_cp_compute_s = 0, t_cp_exposed_s = 0, t_cp_hidden_s = 0;
+  // Mixture of experts, per microbatch, inside t_stage_s (plan/moe.hpp): the experts' grouped
+  // GeMMs, router and permutation, the dispatch/combine all-to-alls, the etp collectives.
+  double t_moe_compute_s = 0, t_moe_a2a_s = 0, t_moe_etp_s = 0;
   MemoryEstimate memory;
 };
 
@@ -193,8 +202,11 @@ double optimizer_s(double params, const Topology& topology);
 struct LayoutTraffic {
   RingParams pipe, data;    // the pipeline dim's link and the data dim's ring
   RingParams cp{};          // the cp dim's ring (context parallelism)
+  RingParams edp{};         // the expert gradients' ring (mixture of experts)
+  MoeRings moe{};           // the expert groups' links (plan/moe.hpp)
   double stream_bytes = 0;  // one rank's slice of a microbatch's residual stream
-  double params_bytes = 0;  // one rank's parameters (= its gradients)
+  double params_bytes = 0;  // one rank's parameters (= its gradients) but its experts'
+  double expert_params_bytes = 0;  // its experts' (reduced over edp, plan/moe.hpp)
   double head_s = 0;        // head_s + head_comm_s of one microbatch on the last pipeline rank
   double head_comm_s = 0;   // its communication
   int layers = 1;           // blocks per pipeline rank: one data-parallel bucket each

@@ -1,4 +1,5 @@
 #include "plan/memory.hpp"
+#include "plan/moe.hpp"
 
 #include <fmt/format.h>
 
@@ -228,9 +229,71 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
   return rank_memory(model, p, pipeline_rank, head, pipeline_buffers(p), runtime);
 }
 
+namespace {
+
+MemoryEstimate combine(double a, const MemoryEstimate& x, double b, const MemoryEstimate& y) {
+  const auto mix = [&](double u, double v) { return std::max(0.0, a * u + b * v); };
+  return {.params_bytes = mix(x.params_bytes, y.params_bytes),
+          .grads_bytes = mix(x.grads_bytes, y.grads_bytes),
+          .optimizer_bytes = mix(x.optimizer_bytes, y.optimizer_bytes),
+          .activations_bytes = mix(x.activations_bytes, y.activations_bytes),
+          .workspace_bytes = mix(x.workspace_bytes, y.workspace_bytes)};
+}
+
+// A MoE model (plan/moe.hpp): its dense layers and its MoE layers' attention (and shared
+// experts) as the dense model prices them — the attention alone extrapolated from MLPs of f_e
+// and 2·f_e, 2·M(f_e) − M(2·f_e), part by part — weighted by the share of MoE layers, plus
+// the experts: E/ep experts of f_e/etp per MoE layer (parameters, gradients and AdamW, ZeRO
+// sharding them over edp), what they keep for the backward (top_k assignments per token:
+// moe_floats, × the microbatches in flight as the dense layers' kept sets) and the exchange
+// buffers. Balanced routing (the imbalance is priced in time, not memory).
+MemoryEstimate moe_rank_memory(const ModelSpec& model, const layout::Plan& p, int pipeline_rank,
+                               HeadBuffers head, std::span<const PipelineBuffers> pipeline,
+                               layout::Runtime runtime) {
+  check_moe(model, p);
+  const double frac = static_cast<double>(model.moe_layers()) / static_cast<double>(model.layers);
+  const auto dense = [&](std::int64_t ffn) {
+    return rank_memory(dense_part(model, ffn), p, pipeline_rank, head, pipeline, runtime);
+  };
+  const std::int64_t fe = model.expert_ffn();
+  const MemoryEstimate attention =
+      model.shared_experts > 0 ? dense(model.shared_experts * fe)
+                               : combine(2, dense(fe), -1, dense(2 * fe));
+  MemoryEstimate out = frac < 1 ? combine(1 - frac, dense(model.ffn_hidden), frac, attention)
+                                : attention;
+  const int v = p.virtual_stages;
+  const double stage_layers =
+      p.uneven() ? p.stage_layers(static_cast<int>(model.layers), pipeline_rank)
+                 : static_cast<double>(model.layers) / p.pp;
+  const auto moe_layers = static_cast<std::int64_t>(std::ceil(stage_layers * frac));
+  const double e = model.element_bytes(), edp = expert_dp(p);
+  const double params = expert_params_per_rank(model, p, moe_layers);
+  out.params_bytes += e * (p.zero == 3 ? params / edp : params);
+  out.grads_bytes += e * (p.zero >= 2 ? params / edp : params);
+  if (p.zero < 2 && edp > 1) out.workspace_bytes += e * params;  // the reduction's buckets
+  out.optimizer_bytes +=
+      p.zero == 0 ? params * (model.precision != Precision::kFp32 ? 12 : 8) : params / edp * 12;
+  ModelSpec mb = model;
+  mb.batch = model.batch / (p.dp * p.microbatches);
+  const MoeFloats f = moe_floats(mb, p, 1.0);
+  const bool full = p.recompute == Recompute::kFull;
+  const bool megatron_pipeline = runtime == layout::Runtime::kMegatron && (p.pp > 1 || v > 1);
+  const double in_flight =
+      megatron_pipeline ? pipeline[static_cast<std::size_t>(pipeline_rank)].in_flight : 1;
+  const double kept_layers =
+      full ? 1 : (megatron_pipeline ? in_flight * static_cast<double>(moe_layers) / v
+                                    : static_cast<double>(moe_layers));
+  out.activations_bytes += e * kept_layers * f.kept;
+  out.workspace_bytes += e * f.buffers;
+  return out;
+}
+
+}  // namespace
+
 MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pipeline_rank,
                            HeadBuffers head, std::span<const PipelineBuffers> pipeline,
                            layout::Runtime runtime) {
+  if (model.is_moe()) return moe_rank_memory(model, p, pipeline_rank, head, pipeline, runtime);
   p.validate();
   const int v = p.virtual_stages, stages = p.pp * v;
   MESHTP_CHECK(pipeline_rank >= 0 && pipeline_rank < p.pp, "pipeline rank {} of pp={}",

@@ -19,9 +19,23 @@ double ModelSpec::layer_params() const {
   return linear_weights() + biases + 2.0 * static_cast<double>(norm_params());
 }
 
+double ModelSpec::moe_layer_params() const {
+  const double biases = has_biases() ? static_cast<double>(qkv_width() + hidden) : 0.0;
+  return attention_weights() + biases + 2.0 * static_cast<double>(norm_params()) +
+         moe_mlp_params();
+}
+
 double ModelSpec::total_params() const {
   const double tables = tie_embeddings ? 1 : 2;  // the embedding, and an untied head's own
-  return layers * layer_params() + tables * static_cast<double>(vocab) * hidden;
+  const auto moe = static_cast<double>(moe_layers());
+  return (layers - moe) * layer_params() + (moe > 0 ? moe * moe_layer_params() : 0.0) +
+         tables * static_cast<double>(vocab) * hidden;
+}
+
+double ModelSpec::active_params() const {
+  const auto moe = static_cast<double>(moe_layers());
+  const double idle = static_cast<double>(num_experts - top_k) * expert_params();
+  return total_params() - moe * idle;
 }
 
 void ModelSpec::validate() const { validate(fmt::format("model '{}'", name)); }
@@ -44,7 +58,8 @@ ModelSpec model_from_json(const nlohmann::json& j, const std::string& source) {
   const std::string where = "model " + source;
   check_fields(j, {"name", "description", "layers", "hidden", "heads", "vocab", "batch", "seq",
                    "precision", "recompute", "kv_heads", "ffn_hidden", "activation", "norm",
-                   "position", "tie_embeddings"},
+                   "position", "tie_embeddings", "num_experts", "top_k", "moe_ffn_hidden",
+                   "shared_experts", "moe_every", "capacity_factor", "router_aux_loss"},
                where);
   ModelSpec m;
   static_cast<layout::ModelShape&>(m) = layout::read_shape(j, where);

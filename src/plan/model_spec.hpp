@@ -47,11 +47,17 @@ struct ModelSpec : layout::ModelShape {
   int element_bytes() const { return meshtp::element_bytes(precision); }
 
   // The layers' FLOPs of a step (layout::ModelShape::layer_flops, no head).
-  double model_flops() const { return layers * layer_flops(); }
-  // 12h² + 13h (GPT); in general Σ in·out, the biases of GeLU models and two norms.
+  double model_flops() const { return layers_flops(); }
+  // A dense layer's: 12h² + 13h (GPT); in general Σ in·out, the biases of GeLU models and
+  // two norms.
   double layer_params() const;
-  // L·layer_params() + V·h (twice for an untied head).
+  // A MoE layer's: attention (and its biases), two norms, the E + shared experts and the
+  // router (layout::ModelShape::moe_mlp_params).
+  double moe_layer_params() const;
+  // Σ over the layers (dense and MoE) + V·h (twice for an untied head).
   double total_params() const;
+  // What one token runs: total_params() less the E − k routed experts it skips per MoE layer.
+  double active_params() const;
 
   // Throws meshtp::Error naming the model and the value ("model 'x': hidden=1000 is not
   // divisible by heads=3").

@@ -21,6 +21,11 @@ void PlanRequest::validate() const {
   MESHTP_CHECK(!strategies.empty(), "no strategy selected");
   MESHTP_CHECK(!chunks.empty(), "no chunk count selected");
   for (const int c : chunks) MESHTP_CHECK(c >= 1, "chunks={} must be at least 1", c);
+  // The tensor-parallel table prices dense layers; the experts are priced by the 3D search.
+  MESHTP_CHECK(!model.is_moe(),
+               "model '{}' is a mixture of experts (num_experts={}): the tensor-parallel table "
+               "prices dense layers only; plan it with --3d (expert parallelism, docs/moe.md)",
+               model.name, model.num_experts);
 }
 
 std::ostream& operator<<(std::ostream& os, const PlanRequest& r) {

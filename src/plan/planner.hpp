@@ -44,7 +44,7 @@ struct PlanRequest {
   std::optional<layout::Stationary> stationary = std::nullopt;
 
   // Throws meshtp::Error naming the problem ("topology 'pcie-8xa100' has 8 devices but
-  // --devices is 16").
+  // --devices is 16"); a mixture-of-experts model is refused (the 3D search prices it).
   void validate() const;
 };
 

@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <initializer_list>
+#include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -145,6 +146,21 @@ class Keywords {
                                       std::int64_t hi = kIntMax) const {
     if (!given(name)) return std::nullopt;
     return integer_of(name, raw(name), lo, hi);
+  }
+  // A number, int or float (not a bool), at least `lo`: "moe_imbalance=0.5 must be ≥ 1".
+  std::optional<double> number(const std::string& name, double lo) const {
+    if (!given(name)) return std::nullopt;
+    const py::object value = raw(name);
+    if (py::isinstance<py::bool_>(value) ||
+        !(py::isinstance<py::int_>(value) || py::isinstance<py::float_>(value))) {
+      fail("meshtp.{}: {}={} has the wrong type (a number is wanted)", function_, name,
+           repr_of(value));
+    }
+    const double v = py::cast<double>(value);
+    if (!(v >= lo) || !std::isfinite(v)) {
+      fail("meshtp.{}: {}={} must be a number ≥ {}", function_, name, repr_of(value), lo);
+    }
+    return v;
   }
   std::optional<bool> flag(const std::string& name) const {
     if (!given(name)) return std::nullopt;
@@ -284,6 +300,9 @@ py::object run_cli(const std::vector<std::string>& command, const std::string& t
     } else if (name == "mesh") {
       argv.append(flag);
       argv.append(*kw.mesh(name));
+    } else if (py::isinstance<py::float_>(value)) {
+      argv.append(flag);
+      argv.append(fmt::format("{}", *kw.number(name, -std::numeric_limits<double>::infinity())));
     } else if (py::isinstance<py::int_>(value)) {
       argv.append(flag);
       argv.append(std::to_string(*kw.integer(name)));
@@ -344,7 +363,8 @@ py::object plan_3d(const std::string& topology, const std::string& model,
   const Keywords kw(
       "plan_3d", kwargs,
       std::vector<std::string>{"batch", "seq", "strategies", "chunks", "top", "max_tp", "runtime",
-                               "max_cp", "cp_comm", "uneven_stages"} +
+                               "max_cp", "cp_comm", "uneven_stages", "max_ep",
+                               "moe_imbalance"} +
           kOutputs);
   const int devices = devices_of("plan_3d", devices_arg);
   const plan::PlanRequest base = request_of(topology, model, devices, kw, true);
@@ -359,6 +379,9 @@ py::object plan_3d(const std::string& topology, const std::string& model,
   request.max_cp = static_cast<int>(kw.integer("max_cp", 1).value_or(request.max_cp));
   if (const auto c = kw.text("cp_comm")) request.cp_comms = plan::parse_cp_comms(*c);
   request.uneven_stages = kw.flag("uneven_stages").value_or(request.uneven_stages);
+  // Mixture of experts (docs/moe.md), as --max-ep and --moe-imbalance.
+  request.max_ep = static_cast<int>(kw.integer("max_ep", 1).value_or(request.max_ep));
+  request.moe_imbalance = kw.number("moe_imbalance", 1).value_or(request.moe_imbalance);
   const auto top = static_cast<std::size_t>(kw.integer("top", 1).value_or(plan::kShownLayouts));
   if (to_cli(kw)) return run_cli({"plan", "--3d"}, topology, model, devices, kw);
   return to_python(plan::to_json(plan::search_layouts(request, top), top));
@@ -369,10 +392,11 @@ py::object evaluate(const std::string& topology, const std::string& model,
   const std::vector<std::string> spelled = {
       "dp",           "pp",       "mesh", "strategy",  "chunks",         "sequence_parallel",
       "microbatches", "schedule", "zero", "recompute", "progress_splits",
-      "cp",           "cp_comm",  "first_stage_layers", "last_stage_layers"};
+      "cp",           "cp_comm",  "first_stage_layers", "last_stage_layers", "ep", "etp"};
   const Keywords kw(
       "evaluate", kwargs,
-      std::vector<std::string>{"batch", "seq", "runtime", "plan"} + spelled + kOutputs);
+      std::vector<std::string>{"batch", "seq", "runtime", "plan", "moe_imbalance"} + spelled +
+          kOutputs);
   const int devices = devices_of("evaluate", devices_arg);
   const plan::PlanRequest base = request_of(topology, model, devices, kw, false);
   const std::string where = fmt::format("the {} devices of '{}'", base.devices, base.topology.name);
@@ -416,13 +440,16 @@ py::object evaluate(const std::string& topology, const std::string& model,
         static_cast<int>(kw.integer("last_stage_layers", 0).value_or(0)));
     // As `plan --3d --evaluate`: no schedule is the search's.
     if (!kw.given("schedule")) layout = plan::with_search_schedule(layout);
+    layout.ep = static_cast<int>(kw.integer("ep", 1).value_or(1));
+    layout.etp = static_cast<int>(kw.integer("etp", 1).value_or(0));
   }
   plan::LayoutRequest request{.topology = base.topology,
                               .model = base.model,
                               .devices = base.devices,
                               .max_cp = layout.cp,
                               .cp_comms = {layout.cp_comm},
-                              .uneven_stages = layout.uneven()};
+                              .uneven_stages = layout.uneven(),
+                              .moe_imbalance = kw.number("moe_imbalance", 1).value_or(1.0)};
   if (const auto r = kw.text("runtime")) request.runtime = layout::parse_runtime(*r);
   if (to_cli(kw)) return run_cli({"plan", "--3d", "--evaluate"}, topology, model, devices, kw);
   return to_python(plan::evaluation_to_json(request, plan::evaluate_layout(request, layout)));
@@ -468,12 +495,14 @@ PYBIND11_MODULE(meshtp, m) {
   m.def("plan_3d", &plan_3d, py::arg("topology"), py::arg("model"), py::arg("devices") = 0,
         "Search dp x pp x tp layouts: `meshtp plan --3d --json` ({'layouts', 'searched', "
         "'priced', 'best'}).\nKeywords: batch, seq, strategies, chunks, top, max_tp, runtime, "
-        "max_cp, cp_comm ('ring,a2a'), uneven_stages, emit, emit_file, report");
+        "max_cp, cp_comm ('ring,a2a'), uneven_stages, max_ep, moe_imbalance, emit, emit_file, "
+        "report");
   m.def("evaluate", &evaluate, py::arg("topology"), py::arg("model"), py::arg("devices") = 0,
         "Price one layout: `meshtp plan --3d --evaluate --json` (a layout with 'fits').\n"
         "Keywords: batch, seq, runtime, plan (a result's 'plan' dict) or dp, pp, mesh ('8x1' "
         "or [8, 1]), strategy, chunks, sequence_parallel, microbatches, schedule, zero, "
-        "recompute, progress_splits, cp, cp_comm, first_stage_layers, last_stage_layers; emit, "
+        "recompute, progress_splits, cp, cp_comm, first_stage_layers, last_stage_layers, ep, etp; "
+        "moe_imbalance; emit, "
         "emit_file, report");
   m.def("simulate", &simulate, py::arg("topology"), py::arg("model"), py::arg("devices") = 0,
         "Run the layout on a simulated cluster: `meshtp simulate --json` (the simulated build "

@@ -2,6 +2,8 @@
 
 #include <cblas.h>
 
+#include <algorithm>
+
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -89,6 +91,20 @@ void gemm(ConstMatrixView a, Trans trans_a, ConstMatrixView b, Trans trans_b, Ma
               trans_b == Trans::kYes ? CblasTrans : CblasNoTrans, static_cast<blasint>(c.rows),
               static_cast<blasint>(c.cols), static_cast<blasint>(k), alpha, a.data, ld(a.ld),
               b.data, ld(b.ld), beta, c.data, ld(c.ld));
+}
+
+void gemm_in_bands(ConstMatrixView a, Trans ta, ConstMatrixView b, Trans tb, MatrixView c,
+                   float beta, std::int64_t bands, const std::function<void()>& between) {
+  simhooks::charge_step_overhead();
+  bands = std::clamp<std::int64_t>(bands, 1, std::max<std::int64_t>(c.rows, 1));
+  for (std::int64_t p = 0; p < bands; ++p) {
+    const std::int64_t r0 = c.rows * p / bands;
+    const std::int64_t r1 = c.rows * (p + 1) / bands;
+    const ConstMatrixView a_band =
+        ta == Trans::kNo ? a.block(r0, 0, r1 - r0, a.cols) : a.block(0, r0, a.rows, r1 - r0);
+    gemm(a_band, ta, b, tb, c.block(r0, 0, r1 - r0, c.cols), 1.0f, beta);
+    if (p + 1 < bands && between) between();
+  }
 }
 
 void gemm_reference(ConstMatrixView a, Trans trans_a, ConstMatrixView b, Trans trans_b,

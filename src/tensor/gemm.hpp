@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "core/precision.hpp"
 #include "tensor/tensor.hpp"
@@ -31,6 +32,15 @@ enum class Trans { kNo, kYes };
 
 void gemm(ConstMatrixView a, Trans trans_a, ConstMatrixView b, Trans trans_b, MatrixView c,
           float alpha = 1.0f, float beta = 0.0f);
+
+// C = α·op(A)·op(B) + β·C computed in `bands` bands of C's rows (clamped to 1 … C.rows),
+// calling between() after every band but the last: a GeMM that lets pending communication
+// progress (the 2D GeMMs poke their in-flight collectives). One step of a pipelined 2D GeMM:
+// the simulated build charges its host overhead once per call (core/simulation.hpp
+// charge_step_overhead); each band's GeMM charges itself.
+void gemm_in_bands(ConstMatrixView a, Trans trans_a, ConstMatrixView b, Trans trans_b,
+                   MatrixView c, float beta, std::int64_t bands,
+                   const std::function<void()>& between);
 
 void gemm_reference(ConstMatrixView a, Trans trans_a, ConstMatrixView b, Trans trans_b,
                     MatrixView c, float alpha = 1.0f, float beta = 0.0f);

@@ -143,6 +143,34 @@ void zero(MatrixView dst) {
   for (std::int64_t r = 0; r < dst.rows; ++r) std::fill_n(dst.data + r * dst.ld, dst.cols, 0.0f);
 }
 
+void copy_blocks(std::span<const ConstMatrixView> src, std::span<const MatrixView> dst) {
+  MESHTP_CHECK(src.size() == dst.size(), "copy_blocks: {} sources for {} destinations",
+               src.size(), dst.size());
+  std::size_t bytes = 0;
+  for (std::size_t i = 0; i < src.size(); ++i) {
+    MESHTP_CHECK(src[i].rows == dst[i].rows && src[i].cols == dst[i].cols,
+                 "copy_blocks: block {} is {}x{} into {}x{}", i, src[i].rows, src[i].cols,
+                 dst[i].rows, dst[i].cols);
+    bytes += static_cast<std::size_t>(src[i].rows * src[i].cols) * sizeof(float);
+  }
+  if (simhooks::skip_values(bytes)) return;
+  for (std::size_t i = 0; i < src.size(); ++i)
+    for (std::int64_t r = 0; r < src[i].rows; ++r)
+      std::memcpy(dst[i].data + r * dst[i].ld, src[i].data + r * src[i].ld,
+                  static_cast<std::size_t>(src[i].cols) * sizeof(float));
+}
+
+void add(ConstMatrixView x, MatrixView y) {
+  MESHTP_CHECK(x.rows == y.rows && x.cols == y.cols, "add: {}x{} into {}x{}", x.rows, x.cols,
+               y.rows, y.cols);
+  if (simhooks::skip_values(static_cast<std::size_t>(x.rows * x.cols) * sizeof(float))) return;
+  for (std::int64_t r = 0; r < x.rows; ++r) {
+    const float* xr = x.data + r * x.ld;
+    float* yr = y.data + r * y.ld;
+    for (std::int64_t q = 0; q < x.cols; ++q) yr[q] += xr[q];
+  }
+}
+
 double max_abs_diff(std::span<const float> a, std::span<const float> b) {
   MESHTP_CHECK(a.size() == b.size(), "comparing {} values with {}", a.size(), b.size());
   double worst = 0.0;

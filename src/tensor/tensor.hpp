@@ -144,6 +144,13 @@ class Tensor {
 void copy(ConstMatrixView src, MatrixView dst);
 void copy(std::span<const float> src, std::span<float> dst);
 void zero(MatrixView dst);
+// Many block copies as one operation: src[i] into dst[i], each pair of one size (the 2D
+// GeMMs' slice packing: the blocks of a slice into one contiguous message and back).
+// Charged mode skips them together, deciding once on their total bytes, so the small blocks
+// of a large slice are skipped as the slice is.
+void copy_blocks(std::span<const ConstMatrixView> src, std::span<const MatrixView> dst);
+// y += x elementwise (sizes must match); charged mode: skipped as a copy of x is.
+void add(ConstMatrixView x, MatrixView y);
 
 // max_i |a_i − b_i| / max_i |b_i|: the error relative to the reference's scale, so tiny
 // elements of a large tensor do not dominate and a scaled-down tensor is not let off.

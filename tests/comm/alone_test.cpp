@@ -79,6 +79,21 @@ TEST(AloneTransport, AllToAllKeepsThisRanksOwnBlock) {
   EXPECT_EQ(recv, (std::vector<float>{5, 6, kUntouched, kUntouched}));
 }
 
+TEST(AloneTransport, AllToAllvKeepsThisRanksOwnBlock) {
+  const Communicator c = Communicator::alone(1, 3);
+  const auto send = filled(5, 0.0f);  // blocks of 1, 2, 2: rank 1's own is {1, 2}
+  const std::vector<std::int64_t> send_counts{1, 2, 2}, recv_counts{3, 2, 0};
+  std::vector<float> recv(5, kUntouched);
+  c.all_to_allv(std::span<const float>(send), std::span<const std::int64_t>(send_counts),
+                std::span<float>(recv), std::span<const std::int64_t>(recv_counts));
+  EXPECT_EQ(recv, (std::vector<float>{kUntouched, kUntouched, kUntouched, 1, 2}));
+  // What it sends itself must be what it expects from itself.
+  const std::vector<std::int64_t> mismatched{3, 1, 1};
+  EXPECT_THROW(c.all_to_allv(std::span<const float>(send), std::span<const std::int64_t>(send_counts),
+                             std::span<float>(recv), std::span<const std::int64_t>(mismatched)),
+               Error);
+}
+
 TEST(AloneTransport, ReceivesLeaveTheirBuffersUntouched) {
   const Communicator c = Communicator::alone(0, 2);
   std::vector<float> buf(3, kUntouched);

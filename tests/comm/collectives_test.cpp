@@ -144,6 +144,64 @@ TEST_F(Collectives, AllToAllTransposesBlocks) {
     for (int e = 0; e < kCount; ++e) EXPECT_EQ(recv[i * kCount + e], value(i, rank * 10 + e));
 }
 
+// Rank q sends rank j a block of (q + 2·j) % 3 elements (empty blocks included), each
+// element q·1000 + j·10 + e; rank r's recv block i must hold rank i's block for r.
+TEST_F(Collectives, AllToAllvMovesBlocksOfTheirOwnSizes) {
+  const auto n = [](int q, int j) { return static_cast<std::int64_t>((q + 2 * j) % 3); };
+  std::vector<std::int64_t> send_counts, recv_counts;
+  std::vector<float> send;
+  for (int j = 0; j < size; ++j) {
+    send_counts.push_back(n(rank, j));
+    recv_counts.push_back(n(j, rank));
+    for (int e = 0; e < n(rank, j); ++e) send.push_back(value(rank, j * 10 + e));
+  }
+  const auto total = std::accumulate(recv_counts.begin(), recv_counts.end(), std::int64_t{0});
+  for (const bool nonblocking : {false, true}) {
+    std::vector<float> recv(static_cast<std::size_t>(total), -1.0f);
+    if (nonblocking) {
+      Request r = world.iall_to_allv(std::span<const float>(send),
+                                     std::span<const std::int64_t>(send_counts),
+                                     std::span<float>(recv),
+                                     std::span<const std::int64_t>(recv_counts));
+      r.wait();
+    } else {
+      world.all_to_allv(std::span<const float>(send), std::span<const std::int64_t>(send_counts),
+                        std::span<float>(recv), std::span<const std::int64_t>(recv_counts));
+    }
+    std::size_t at = 0;
+    for (int i = 0; i < size; ++i)
+      for (int e = 0; e < n(i, rank); ++e)
+        EXPECT_EQ(recv[at++], value(i, rank * 10 + e)) << "from " << i << " nonblocking "
+                                                         << nonblocking;
+  }
+}
+
+TEST_F(Collectives, AllToAllvRefusesCountsThatDoNotAddUp) {
+  std::vector<float> send(static_cast<std::size_t>(size), 1.0f), recv(send.size());
+  std::vector<std::int64_t> ones(static_cast<std::size_t>(size), 1);
+  std::vector<std::int64_t> short_counts(static_cast<std::size_t>(size) + 1, 1);
+  std::vector<std::int64_t> negative = ones;
+  negative[0] = -1;
+  const auto call = [&](std::span<const std::int64_t> sc, std::span<const std::int64_t> rc) {
+    world.all_to_allv(std::span<const float>(send), sc, std::span<float>(recv), rc);
+  };
+  try {
+    call(short_counts, ones);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "all_to_allv: " + std::to_string(size + 1) +
+                                         " send counts and " + std::to_string(size) +
+                                         " receive counts for a group of " +
+                                         std::to_string(size));
+  }
+  EXPECT_THROW(call(negative, ones), Error);
+  std::vector<std::int64_t> twos(static_cast<std::size_t>(size), 2);
+  EXPECT_THROW(call(twos, ones), Error);  // sums to 2·P, the buffer holds P
+  // Everyone threw before MPI: the group is still usable.
+  call(ones, ones);
+  for (int i = 0; i < size; ++i) EXPECT_EQ(recv[i], 1.0f);
+}
+
 TEST_F(Collectives, RingSendRecvAndSendRecv) {
   const int next = (rank + 1) % size;
   const int prev = (rank + size - 1) % size;

@@ -126,7 +126,7 @@ TEST(Plan, BadJsonNamesTheKeyAndTheFile) {
             "plan 'p.json': unknown field 'chunk' (allowed: dp, pp, microbatches, schedule, "
             "virtual_stages, zero, recompute, mesh, strategy, chunks, sequence_parallel, "
             "progress_splits, linears, provenance, cp, cp_comm, first_stage_layers, "
-            "last_stage_layers)");
+            "last_stage_layers, ep, etp)");
   // Integers are range-checked as written, before narrowing: 2^32 + 1 is not 1.
   EXPECT_EQ(bad(R"({"dp": 4294967297})"),
             "plan 'p.json': dp=4294967297 must be between -2147483648 and 2147483647");

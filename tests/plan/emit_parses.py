@@ -33,8 +33,15 @@ def megatron_parser():
                  "num-attention-heads", "seq-length", "max-position-embeddings",
                  "context-parallel-size", "decoder-first-pipeline-num-layers",
                  "decoder-last-pipeline-num-layers", "ffn-hidden-size", "num-query-groups",
-                 "num-virtual-stages-per-pipeline-rank"):
+                 "num-virtual-stages-per-pipeline-rank", "num-experts", "moe-router-topk",
+                 "moe-ffn-hidden-size", "expert-model-parallel-size",
+                 "expert-tensor-parallel-size", "moe-shared-expert-intermediate-size"):
         p.add_argument("--" + name, type=int)
+    p.add_argument("--moe-layer-freq", type=int, default=1)
+    p.add_argument("--moe-token-dispatcher-type", choices=["allgather", "alltoall", "flex"])
+    p.add_argument("--moe-router-load-balancing-type", nargs="+", type=str)
+    p.add_argument("--moe-aux-loss-coeff", nargs="+", type=float)
+    p.add_argument("--moe-expert-capacity-factor", type=float)
     p.add_argument("--recompute-granularity", choices=["full", "selective"])
     p.add_argument("--recompute-method", choices=["uniform", "block"])
     p.add_argument("--cp-comm-type", nargs="+", type=str)
@@ -43,7 +50,8 @@ def megatron_parser():
     p.add_argument("--position-embedding-type",
                    choices=["learned_absolute", "rope", "mrope", "relative", "none"])
     for name in ("sequence-parallel", "use-distributed-optimizer", "fp16", "bf16",
-                 "group-query-attention", "swiglu", "untie-embeddings-and-output-weights"):
+                 "group-query-attention", "swiglu", "untie-embeddings-and-output-weights",
+                 "moe-grouped-gemm"):
         p.add_argument("--" + name, action="store_true")
     p.add_argument("--disable-bias-linear", action="store_false", dest="add_bias_linear")
     return p
@@ -71,6 +79,26 @@ def megatron_checks(a):
             fail(f"megatron: {rest} layers do not split over the {middle} middle stages")
     if a.group_query_attention and a.num_attention_heads % a.num_query_groups:
         fail("megatron: num-attention-heads must be divisible by num-query-groups")
+    # Mixture of experts (core_v0.15.0): arguments.py validate_args, transformer_config.py,
+    # moe/moe_layer.py and parallel_state.py's expert rank generator.
+    ep = a.expert_model_parallel_size or 1
+    if ep > 1 and (a.num_experts is None or a.num_experts % ep):
+        fail("megatron: Number of experts should be a multiple of expert model parallel_size.")
+    if ep > 1 and a.fp16:
+        fail("megatron: Expert parallelism is not supported with fp16 training.")
+    if a.moe_grouped_gemm and not a.bf16:
+        fail("megatron: Currently GroupedGEMM for MoE only supports bf16 dtype.")
+    if a.num_experts is not None:
+        tp = a.tensor_model_parallel_size
+        etp = a.expert_tensor_parallel_size or tp
+        if tp > 1 and not a.sequence_parallel:
+            fail("megatron: MoE and tensor parallelism without sequence parallelism")
+        if a.add_bias_linear and etp != 1:
+            fail("megatron: Bias in Moe is only supported when ETP==1")
+        world = a.world_size
+        if world % (etp * ep * a.pipeline_model_parallel_size):
+            fail(f"megatron: world_size ({world}) is not divisible by "
+                 "expert_tensor_model_pipeline_parallel size")
 
 
 def comment_lines(framework, text):
@@ -102,8 +130,9 @@ def read(framework, text):
         if connections != "1":
             fail(f"megatron: CUDA_DEVICE_MAX_CONNECTIONS={connections!r}, Megatron-LM needs 1")
         a = megatron_parser().parse_args(argv)
-        megatron_checks(a)
         dp, pp = data_parallel(lines), a.pipeline_model_parallel_size
+        a.world_size = dp * a.tensor_model_parallel_size * pp * (a.context_parallel_size or 1)
+        megatron_checks(a)
         if a.global_batch_size % (a.micro_batch_size * dp):
             fail(f"megatron: global batch {a.global_batch_size} is not micro × dp × m")
         per_stage = a.num_layers_per_virtual_pipeline_stage
@@ -118,7 +147,10 @@ def read(framework, text):
                     else a.num_virtual_stages_per_pipeline_rank or 1,
                     micro=a.micro_batch_size, batch=a.global_batch_size,
                     sp=a.sequence_parallel, recompute=a.recompute_granularity or "none",
-                    zero=1 if a.use_distributed_optimizer else 0)
+                    zero=1 if a.use_distributed_optimizer else 0,
+                    **({} if a.num_experts is None else
+                       dict(ep=a.expert_model_parallel_size,
+                            etp=a.expert_tensor_parallel_size)))
     if framework == "torchtitan":
         t = tomllib.loads(text)
         par, tr = t["parallelism"], t["training"]
@@ -145,9 +177,14 @@ def read(framework, text):
         zero = {0, 1, 2, 3} if dp == 1 else {0}
         if par["data_parallel_shard_degree"] > 1:
             zero = {3} if par["fsdp_reshard_after_forward"] == "always" else {0, 1, 2}
+        moe = {}
+        if "expert_parallel_degree" in par:
+            moe = dict(ep=par["expert_parallel_degree"])
+            if par["expert_parallel_degree"] > 1:
+                moe["etp"] = par["expert_tensor_parallel_degree"]
         return dict(dp=dp, tp=tp, pp=pp, m=m, v=v, micro=micro, batch=tr["global_batch_size"],
                     cp=par["context_parallel_degree"],
-                    sp=tp > 1, recompute=t["activation_checkpoint"]["mode"], zero=zero)
+                    sp=tp > 1, recompute=t["activation_checkpoint"]["mode"], zero=zero, **moe)
     j = json.loads(text)
     mt = j["_meshtp"]
     tp = j.get("tensor_parallel", {}).get("autotp_size", 1)
@@ -173,7 +210,8 @@ def expected(plan, batch):
     tp = plan["mesh"][0] * plan["mesh"][1]
     dp, m = plan["dp"], plan["microbatches"]
     return dict(dp=dp, tp=tp, pp=plan["pp"], m=m, v=plan["virtual_stages"],
-                cp=plan.get("cp", 1),
+                cp=plan.get("cp", 1), ep=plan.get("ep", 1),
+                etp=plan.get("etp", 0) or tp,
                 micro=batch // (dp * m), batch=batch,
                 sp=tp > 1 and (plan["sequence_parallel"] or plan["strategy"] == "tp1d"),
                 recompute=plan["recompute"], zero=plan["zero"] if dp > 1 else 0)

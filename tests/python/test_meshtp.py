@@ -401,3 +401,26 @@ def test_context_parallel_keywords_give_the_clis_dicts():
         meshtp.evaluate("dgx-h100-2x8", "llama3-8b", cp=3, mesh=[8, 1])
     with pytest.raises(ValueError, match=r"unknown cp communication 'bogus'"):
         meshtp.plan_3d("dgx-h100-2x8", "llama3-8b", cp_comm="bogus")
+
+
+# Mixture of experts (docs/moe.md): the --3d search's and --evaluate's keywords, each result
+# the dict the CLI prints for the same flags.
+
+def test_moe_keywords_give_the_clis_dicts():
+    searched = meshtp.plan_3d("dgx-h100-2x8", "mixtral-8x7b", runtime="megatron", top=1,
+                              max_ep=4, moe_imbalance=1.5)
+    assert 1 < searched["best"]["plan"]["ep"] <= 4
+    assert searched == cli_json("plan", "--3d", "--runtime", "megatron", "--topology",
+                                "dgx-h100-2x8", "--model", "mixtral-8x7b", "--top", "1",
+                                "--max-ep", "4", "--moe-imbalance", "1.5")
+    one = meshtp.evaluate("dgx-h100-1x8", "mixtral-8x7b", dp=8, mesh=[1, 1], ep=8, etp=1,
+                          microbatches=32, zero=1, runtime="megatron", moe_imbalance=1.25)
+    assert (one["plan"]["ep"], one["plan"]["etp"]) == (8, 1)
+    assert one == cli_json("plan", "--3d", "--evaluate", "--runtime", "megatron", "--topology",
+                           "dgx-h100-1x8", "--model", "mixtral-8x7b", "--dp", "8", "--mesh",
+                           "1x1", "--ep", "8", "--etp", "1", "--microbatches", "32", "--zero",
+                           "1", "--moe-imbalance", "1.25")
+    with pytest.raises(ValueError, match=r"num_experts=8 of 'mixtral-8x7b' do not split over ep=3"):
+        meshtp.evaluate("dgx-h100-1x8", "mixtral-8x7b", dp=8, mesh=[1, 1], ep=3, microbatches=32)
+    with pytest.raises(ValueError, match=r"moe_imbalance=0.5 must be a number ≥ 1"):
+        meshtp.plan_3d("dgx-h100-1x8", "tiny-moe", moe_imbalance=0.5)

@@ -117,7 +117,7 @@ void cannon_stationary(const comm::Communicator& move, int v, const comm::Commun
     product(held, partial, InFlight{&m_out, &m_in, &sum_in, &sum_out[1 - x]});
     if (t > 0) {
       sum_in.wait();
-      add_into(as_matrix(incoming, c.rows, c.cols), partial);
+      add(as_matrix(incoming, c.rows, c.cols), partial);
     }
     if (t + 1 < q) {
       sum_out[x] = sum.isend<float>(sums[x], s_prev);

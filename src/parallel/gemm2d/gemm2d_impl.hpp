@@ -61,8 +61,6 @@ void unpack_cols(const float* in, const Slicing& sl, int s, MatrixView x);
 // member; dst (rows × chunks·width) ← them side by side, the row-major matrix they form.
 void concat_col_chunks(const float* in, int chunks, std::int64_t rows, std::int64_t width,
                        MatrixView dst);
-// y += x, elementwise, same shapes.
-void add_into(ConstMatrixView x, MatrixView y);
 
 // Contiguous row-major view over a span.
 inline MatrixView as_matrix(std::span<float> buf, std::int64_t rows, std::int64_t cols) {

@@ -93,7 +93,7 @@ void accumulate(const mesh::DeviceMesh& mesh, ConstMatrixView a, ConstMatrixView
   MatrixView tmp = detail::as_matrix(
       ws.get(slot, static_cast<std::size_t>(target.rows * target.cols)), target.rows, target.cols);
   gemm2d(mesh, a, b, tmp, options, ws);
-  detail::add_into(tmp, target);
+  add(tmp, target);
 }
 
 }  // namespace

@@ -164,9 +164,9 @@ void wang_ls(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
     }
     if (t > 0) {
       from_right.wait();
-      add_into(as_matrix(top_in_buf, h.top, c.cols), top_sum);
+      add(as_matrix(top_in_buf, h.top, c.cols), top_sum);
       from_left.wait();
-      add_into(as_matrix(bottom_in_buf, h.bottom, c.cols), bottom_sum);
+      add(as_matrix(bottom_in_buf, h.bottom, c.cols), bottom_sum);
     }
     if (!last) {
       to_left[buf] = g.row->isend<float>(top_sums[buf], r.left, kTopTag);

@@ -1,0 +1,119 @@
+// A mixture-of-experts layer with expert parallelism (ep) and expert tensor parallelism (etp),
+// the token flow of Megatron-Core's all-to-all dispatcher (Liu et al. 2025, "MoE Parallel
+// Folding", §3; Megatron-Core moe/token_dispatcher.py), on the serial pieces of ops/moe.hpp.
+//
+//   E experts, El = E/ep of them on each ep rank (expert e on ep rank e/El), each expert's MLP
+//   width F split over etp: Fl = F/etp columns of W1ᵀ and of W2 per rank. Every rank holds
+//   its own N tokens x [N, h] (the layer knows nothing of where they came from: data, context
+//   or sequence parallelism), the whole router W_r [E, h], and its experts' shards:
+//     w1 [El·Fl, h]   local expert l's rows [l·Fl, (l+1)·Fl) = W1_e rows [t·Fl, (t+1)·Fl)
+//     w2 [El·h, Fl]   local expert l's rows [l·h, (l+1)·h) = W2_e columns [t·Fl, (t+1)·Fl)
+//   with e = ep_rank·El + l and t = etp_rank.
+//
+// Forward (backward is the mirror image, right to left):
+//   route      ℓ = x·W_rᵀ, top-k, capacity (per rank: drops depend on the rank's tokens)
+//   counts     c_e all-reduced over the token group (the aux loss's set)
+//   permute    x → xp, rows grouped by expert, so by destination ep rank
+//   counts     all_to_all over ep of the per-expert row counts (El per destination)
+//   dispatch   all_to_allv over ep of the rows → rows from every source, (source, expert)
+//   gather     over etp: every etp rank gets every etp peer's rows (an all_to_allv sending
+//              the same block to each peer), so each computes its Fl shard of the same tokens
+//   sort       to expert-major order; experts' MLPs as one grouped GeMM on the local shard
+//              (ops/moe.hpp expert_mlp_forward): a partial sum over etp when etp > 1
+//   scatter    over etp: each peer's rows back to it (all_to_allv), summed over the etp
+//              partials: the reduce-scatter of Megatron-Core's etp path
+//   combine    all_to_allv back over ep, then y = Σ_j g·yp
+//
+// Traffic per rank and layer (fp32 here): dispatch and combine each move the rank's kept
+// assignments' rows, N·k·h values, (ep−1)/ep of them to other ranks; with etp > 1 the gather
+// and the scatter move etp× the received rows. The same again in backward.
+//
+// Gradients: w1, w2 are complete for the local shard over the tokens every rank sent (sum
+// them over the expert-data-parallel group, ranks holding the same shard, as data parallelism
+// sums dense weights); the router's gradient is this rank's tokens' part (sum it over every
+// rank holding the router). The aux loss returned by forward is this rank's part: the parts
+// over the token group add up to the group's loss (ops/moe.hpp).
+//
+// Bad shapes are refused before any collective, from global sizes only, naming the values.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "ops/moe.hpp"
+#include "tensor/tensor.hpp"
+
+namespace meshtp::parallel {
+
+struct MoeConfig {
+  std::int64_t hidden = 0;
+  std::int64_t experts = 0;
+  std::int64_t top_k = 0;
+  std::int64_t ffn = 0;           // one expert's MLP width F
+  double capacity_factor = 0.0;   // 0: dropless
+  double aux_loss_coeff = 0.0;    // α
+};
+
+// The groups the layer communicates on. ep and etp must be disjoint dimensions of the same
+// ranks (a rank's (ep, etp) coordinates name its shard); tokens is the group over which the
+// aux loss's counts are summed (ep × etp ranks, or more).
+struct MoeGroups {
+  comm::Communicator ep;
+  comm::Communicator etp;
+  comm::Communicator tokens;
+};
+
+class ExpertParallelMoe {
+ public:
+  // Throws meshtp::Error naming the values unless E % ep == 0, F % etp == 0, 1 ≤ k ≤ E.
+  ExpertParallelMoe(const MoeConfig& config, MoeGroups groups);
+
+  // Copies this rank's shards out of the whole parameters: router [E, h], W1 [E·F, h],
+  // W2 [E·h, F] (ops/moe.hpp's layouts).
+  void load(const Tensor& router, const Tensor& w1, const Tensor& w2);
+
+  // y [N, h] (overwritten) for x [N, h]; returns this rank's part of the aux loss α·(…).
+  // Collective over every group. x must stay untouched until backward.
+  double forward(MatrixView y, ConstMatrixView x);
+  // dx (overwritten); parameter gradients accumulate. aux_weight = ∂L/∂aux.
+  void backward(MatrixView dx, ConstMatrixView dy, ConstMatrixView x, double aux_weight);
+
+  const MoeConfig& config() const { return config_; }
+  std::int64_t local_experts() const { return local_experts_; }
+  std::int64_t local_ffn() const { return local_ffn_; }
+
+  Tensor router, w1, w2;                   // this rank's parameters
+  Tensor router_grad, w1_grad, w2_grad;    // and their gradients (accumulated)
+
+ private:
+  // Rows received by this rank from each (source, local expert), and the move to and from
+  // expert-major order after the etp gather.
+  struct Exchange {
+    std::vector<std::int64_t> send_rows;   // [ep] rows this rank dispatches to each ep rank
+    std::vector<std::int64_t> recv_rows;   // [ep] rows it receives from each
+    std::vector<std::int64_t> peer_rows;   // [etp] rows each etp peer received (gather)
+    std::vector<std::int64_t> sorted_of;   // gathered row → its row in expert-major order
+    std::vector<std::int64_t> offsets;     // [El + 1] expert-major offsets
+  };
+  Exchange plan_exchange(const MoeDispatch& dispatch) const;
+  // Rows of (source, expert) order → gathered over etp, sorted expert-major.
+  Tensor dispatch_rows(ConstMatrixView rows_in_dispatch_order) const;
+  // The inverse: expert-major rows, partial over etp → summed, back in this rank's dispatch
+  // order.
+  Tensor combine_rows(ConstMatrixView expert_major) const;
+
+  MoeConfig config_;
+  MoeGroups groups_;
+  std::int64_t local_experts_ = 0, local_ffn_ = 0;
+
+  // Saved by forward for backward.
+  MoeRouting routing_;
+  MoeDispatch dispatch_;
+  Exchange exchange_;
+  std::vector<std::int64_t> global_counts_;
+  std::int64_t global_tokens_ = 0;
+  Tensor xq_, pre_, act_, yp_;
+};
+
+}  // namespace meshtp::parallel
