@@ -40,6 +40,7 @@ void add_bench_layer_command(CLI::App& app);  // after add_bench_command
 void add_bench_train_command(CLI::App& app);  // after add_bench_command
 void add_bench_rank_command(CLI::App& app);   // after add_bench_command
 void add_bench_elementwise_command(CLI::App& app);  // after add_bench_command
+void add_bench_attention_command(CLI::App& app);    // after add_bench_command
 void add_bench_pipeline_command(CLI::App& app);  // after add_bench_command
 void add_plan_command(CLI::App& app);
 void add_topo_command(CLI::App& app);

@@ -195,6 +195,7 @@ int main(int argc, char** argv) {
   meshtp::cli::add_bench_train_command(app);
   meshtp::cli::add_bench_rank_command(app);
   meshtp::cli::add_bench_elementwise_command(app);
+  meshtp::cli::add_bench_attention_command(app);
   meshtp::cli::add_bench_pipeline_command(app);
   meshtp::cli::add_plan_command(app);
   meshtp::cli::add_topo_command(app);
