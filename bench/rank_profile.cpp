@@ -37,7 +37,8 @@ RankBenchResult run_rank_bench(const RankBenchOptions& options) {
                r.ranks - 1);
   // world rank = ((r_dp·pp + r_pp)·d1 + i)·d2 + j (train/pipeline_model.hpp)
   r.pipeline_rank = options.rank / (p.mesh[0] * p.mesh[1]) % p.pp;
-  r.predicted_memory = plan::rank_memory(options.model, p, r.pipeline_rank);
+  r.predicted_memory =
+      plan::rank_memory(options.model, p.as_runtime_runs(options.model), r.pipeline_rank);
   if (options.device_memory_bytes > 0) {
     MESHTP_CHECK(r.predicted_memory.total_bytes() <= options.device_memory_bytes,
                  "rank {} of this layout needs {:.2f} GiB ({}), more than the device's {:.2f} "

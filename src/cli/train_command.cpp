@@ -101,7 +101,8 @@ std::string plan_layout(TrainArgs& args, const plan::ModelSpec& spec) {
 void print_memory(std::ostream& os, const plan::ModelSpec& spec, const layout::Plan& p,
                   const train::TrainSummary& summary) {
   const int pipeline_rank = world().rank() / (p.mesh[0] * p.mesh[1]) % p.pp;
-  const plan::MemoryEstimate predicted = plan::rank_memory(spec, p, pipeline_rank);
+  const plan::MemoryEstimate predicted =
+      plan::rank_memory(spec, p.as_runtime_runs(spec), pipeline_rank);
   const std::array<double, 3> mine{predicted.total_bytes(),
                                    static_cast<double>(summary.tensor_peak_bytes),
                                    static_cast<double>(summary.max_rss_bytes)};
@@ -142,7 +143,8 @@ std::string choose_layout(TrainArgs& args, const plan::ModelSpec& spec) {
 // Returns the estimate line printed in the header.
 std::string check_memory(const train::TrainConfig& c, plan::ModelSpec spec, bool enforce) {
   spec.batch = c.model.shape.batch;
-  const plan::MemoryEstimate m = plan::peak_rank_memory(spec, c.model.layout);
+  const plan::MemoryEstimate m =
+      plan::peak_rank_memory(spec, c.model.layout.as_runtime_runs(spec));
   const double need = m.total_bytes();
   const double available = available_memory_bytes();
   const int local = world().ranks_on_this_node();

@@ -170,6 +170,15 @@ void Plan::require_runtime(std::string_view where) const {
                where, ep, expert_tp(), mesh[0], mesh[1]);
 }
 
+Plan Plan::as_runtime_runs(const ModelShape& shape) const {
+  Plan p = *this;
+  if (shape.is_moe() && ep == 1 && etp == 0) {
+    p.ep = mesh[0] * mesh[1];
+    p.etp = 1;
+  }
+  return p;
+}
+
 std::ostream& operator<<(std::ostream& os, const Plan& p) {
   os << fmt::format("dp={} mesh={}x{} {}", p.dp, p.mesh[0], p.mesh[1], p.strategy);
   if (p.cp > 1) os << fmt::format(" cp={} {}", p.cp, p.cp_comm);

@@ -97,6 +97,10 @@ struct Plan {
   // Throws naming the field when meshtp's runtime cannot run the plan (cp > 1, uneven
   // stages): "plan: cp=2: meshtp's runtime has no context parallelism yet (…)".
   void require_runtime(std::string_view where) const;
+  // The plan as meshtp's runtime runs a model of this shape: a mixture of experts folded onto
+  // the tensor-parallel ranks (ep = d1, etp = 1; model/block.hpp) where the plan leaves ep and
+  // etp unset — what the memory model must price for a run of it.
+  Plan as_runtime_runs(const ModelShape& shape) const;
   const LinearPlan& linear(Linear l) const { return linears[static_cast<std::size_t>(l)]; }
   // The algorithm linear l runs (2D GeMM strategies).
   Algorithm algorithm(Linear l) const;

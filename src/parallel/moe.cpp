@@ -210,18 +210,21 @@ double ExpertParallelMoe::forward(MatrixView y, ConstMatrixView x) {
   global_tokens_ = tokens;
 
   dispatch_ = moe_dispatch(routing_);
-  Tensor xp({dispatch_.rows(), h});
-  moe_permute(xp.matrix(), x, dispatch_);
   exchange_ = plan_exchange(dispatch_);
-  xq_ = dispatch_rows(xp.matrix());
-
+  {  // scoped: each buffer lives only until the next one is made from it
+    Tensor xp({dispatch_.rows(), h});
+    moe_permute(xp.matrix(), x, dispatch_);
+    xq_ = dispatch_rows(xp.matrix());
+  }
   const std::int64_t rows = exchange_.offsets.back();
   pre_ = Tensor({rows, local_ffn_});
   act_ = Tensor({rows, local_ffn_});
-  Tensor yq({rows, h});
-  expert_mlp_forward(yq.matrix(), pre_.matrix(), act_.matrix(), xq_.matrix(), w1_v(), w2_v(),
-                     exchange_.offsets);
-  yp_ = combine_rows(yq.matrix());
+  {
+    Tensor yq({rows, h});
+    expert_mlp_forward(yq.matrix(), pre_.matrix(), act_.matrix(), xq_.matrix(), w1_v(), w2_v(),
+                       exchange_.offsets);
+    yp_ = combine_rows(yq.matrix());
+  }
   moe_combine(y, yp_.matrix(), routing_, dispatch_);
   return moe_aux_loss(routing_, global_counts_, global_tokens_, config_.aux_loss_coeff);
 }
@@ -232,22 +235,27 @@ void ExpertParallelMoe::backward(MatrixView dx, ConstMatrixView dy, ConstMatrixV
   MESHTP_CHECK(dy.rows == N && dx.rows == N && x.rows == N && dy.cols == h && dx.cols == h,
                "moe backward: dy has {} rows, dx {} and x {}; forward saw {} tokens", dy.rows,
                dx.rows, x.rows, N);
-  Tensor dyp({dispatch_.rows(), h});
-  std::vector<float> dgate(static_cast<std::size_t>(N * config_.top_k));
-  moe_combine_backward(dyp.matrix(), dgate, dy, yp_.matrix(), routing_, dispatch_);
-  const Tensor dyq = dispatch_rows(dyp.matrix());
-
-  const std::int64_t rows = exchange_.offsets.back();
-  Tensor dxq({rows, h}), dact({rows, local_ffn_}), dpre({rows, local_ffn_});
   MESHTP_CHECK(!grads_.w1.empty(), "moe backward: no gradient storage bound");
-  const MatrixView dw1{grads_.w1.data(), local_experts_ * local_ffn_, h, h};
-  const MatrixView dw2{grads_.w2.data(), local_experts_ * h, local_ffn_, local_ffn_};
-  expert_mlp_backward(dxq.matrix(), dw1, dw2, dact.matrix(), dpre.matrix(), dyq.matrix(),
-                      xq_.matrix(), pre_.matrix(), act_.matrix(), w1_v(), w2_v(),
-                      exchange_.offsets);
-  const Tensor dxp = combine_rows(dxq.matrix());
+  std::vector<float> dgate(static_cast<std::size_t>(N * config_.top_k));
+  Tensor dyq;
+  {  // scoped as in forward: the backward's peak is the experts' (dy, dx, dA, dH of the rows)
+    Tensor dyp({dispatch_.rows(), h});
+    moe_combine_backward(dyp.matrix(), dgate, dy, yp_.matrix(), routing_, dispatch_);
+    dyq = dispatch_rows(dyp.matrix());
+  }
+  const std::int64_t rows = exchange_.offsets.back();
+  Tensor dxq({rows, h});
+  {
+    Tensor dact({rows, local_ffn_}), dpre({rows, local_ffn_});
+    const MatrixView dw1{grads_.w1.data(), local_experts_ * local_ffn_, h, h};
+    const MatrixView dw2{grads_.w2.data(), local_experts_ * h, local_ffn_, local_ffn_};
+    expert_mlp_backward(dxq.matrix(), dw1, dw2, dact.matrix(), dpre.matrix(), dyq.matrix(),
+                        xq_.matrix(), pre_.matrix(), act_.matrix(), w1_v(), w2_v(),
+                        exchange_.offsets);
+  }
+  dyq = Tensor();
   zero(dx);
-  moe_permute_backward(dx, dxp.matrix(), dispatch_);
+  moe_permute_backward(dx, combine_rows(dxq.matrix()).matrix(), dispatch_);
 
   Tensor dlogits({N, E});
   moe_router_backward(dlogits.matrix(), routing_, dgate, global_counts_, global_tokens_,
