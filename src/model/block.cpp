@@ -351,17 +351,20 @@ void Block::backward(const ChunkedMatrix& dx, const ChunkedMatrix& dy,
   const ChunkedMatrix dqkv = view(ws.dqkv, qkv_.y_layout());
   const ChunkedMatrix dqkv_g = or_alias(ws.dqkv_g, qkv_.yp_layout(), dqkv);
 
+  // Chunk i's second residual and ln2, once ln2's output gradient dxn is complete; then the
+  // projection's input gradient starts on its way.
+  const auto ln2_backward = [&](int i) {
+    residual_backward_copy(dxmid.chunk(i), dy.chunk(i));
+    parallel::layernorm_sharded_backward(
+        dxmid.chunk(i), g_[kLn2Weight], g_[kLn2Bias], dxn.chunk(i), xmid.chunk(i),
+        p_[kLn2Weight], rows_of(ln2_mean_.values(), i), rows_of(ln2_rstd_.values(), i), h,
+        ln_group_, ln_scratch);
+    proj_.gather_grad_start(i, dxmid, dxmid_g);
+  };
   if (moe_) {  // ---- MoE, reversed: residual → bias, experts → ln2 → residual
     for (int i = 0; i < C; ++i) add_bias_grad(g_[kMlp2Bias], dy.chunk(i));
     moe_->backward(dxn.whole(), dy.whole(), view(xn2_, mlp1_.x_layout()).whole(), aux_weight_);
-    for (int i = 0; i < C; ++i) {
-      residual_backward_copy(dxmid.chunk(i), dy.chunk(i));
-      parallel::layernorm_sharded_backward(
-          dxmid.chunk(i), g_[kLn2Weight], g_[kLn2Bias], dxn.chunk(i), xmid.chunk(i),
-          p_[kLn2Weight], rows_of(ln2_mean_.values(), i), rows_of(ln2_rstd_.values(), i), h,
-          ln_group_, ln_scratch);
-      proj_.gather_grad_start(i, dxmid, dxmid_g);
-    }
+    for (int i = 0; i < C; ++i) ln2_backward(i);
   } else {
     // ---- MLP, reversed: residual → mlp2 → gelu → mlp1 → ln2 → residual.
     // The residual y = x_mid + mlp2(…) hands dy to both: mlp2 reads dy itself, x_mid a copy.
@@ -380,12 +383,7 @@ void Block::backward(const ChunkedMatrix& dx, const ChunkedMatrix& dy,
     mlp1_.backward_weight(dmlp1, xn2g, &progress_);
     for (int i = 0; i < C; ++i) {
       mlp1_.backward_data_wait(i);
-      residual_backward_copy(dxmid.chunk(i), dy.chunk(i));
-      parallel::layernorm_sharded_backward(
-          dxmid.chunk(i), g_[kLn2Weight], g_[kLn2Bias], dxn.chunk(i), xmid.chunk(i),
-          p_[kLn2Weight], rows_of(ln2_mean_.values(), i), rows_of(ln2_rstd_.values(), i), h,
-          ln_group_, ln_scratch);
-      proj_.gather_grad_start(i, dxmid, dxmid_g);
+      ln2_backward(i);
     }
   }
   // ---- attention, reversed: residual → proj (RS₁) → core → qkv (AG₁, AR₀) → ln1 → residual
