@@ -21,6 +21,9 @@ void PlanRequest::validate() const {
   MESHTP_CHECK(!strategies.empty(), "no strategy selected");
   MESHTP_CHECK(!chunks.empty(), "no chunk count selected");
   for (const int c : chunks) MESHTP_CHECK(c >= 1, "chunks={} must be at least 1", c);
+}
+
+void require_dense_table(const ModelSpec& model) {
   // The tensor-parallel table prices dense layers; the experts are priced by the 3D search.
   MESHTP_CHECK(!model.is_moe(),
                "model '{}' is a mixture of experts (num_experts={}): the tensor-parallel table "
@@ -242,6 +245,7 @@ Candidate evaluate(const PlanRequest& request, const MeshLinks& links, Strategy 
 
 PlanResult plan(const PlanRequest& request) {
   request.validate();
+  require_dense_table(request.model);
   PlanResult result;
   result.made_for = provenance_of(request.topology, request.model);
   auto wanted = [&](Strategy s) {

@@ -63,6 +63,10 @@ std::ostream& operator<<(std::ostream& os, const PlanResult& result);
 std::vector<std::array<int, 2>> enumerate_meshes(int n);
 
 PlanResult plan(const PlanRequest& request);
+// Throws naming the model unless it is dense: the table above (and the simulator's layer and
+// step predictions built on it) price dense layers; a mixture of experts is priced by the 3D
+// layout search (layout_search.hpp).
+void require_dense_table(const ModelSpec& model);
 
 // The collectives of a tp1d or 2D GeMM candidate outside its linears
 // (layout::elementwise_traffic), one step of `model.layers` layers: `launches` calls of each

@@ -24,6 +24,7 @@ int planner_knob(Algorithm algorithm, int slices) {
 }
 
 Prediction predict_model(const plan::PlanRequest& request, const RunSpec& spec) {
+  plan::require_dense_table(request.model);  // a MoE model: --what pipeline prices its step
   Prediction p;
   const layout::Plan& plan = spec.model.layout;
   const plan::Explanation e = plan::explain(
@@ -65,8 +66,9 @@ Prediction predict_model(const plan::PlanRequest& request, const RunSpec& spec) 
 Prediction predict_pipeline(const plan::Topology& topology, plan::ModelSpec model, int devices,
                             const RunSpec& spec) {
   model.recompute = spec.model.layout.recompute;
-  const plan::LayoutCandidate c = plan::evaluate_layout(
-      {.topology = topology, .model = model, .devices = devices}, spec.model.layout);
+  const plan::LayoutCandidate c =
+      plan::evaluate_layout({.topology = topology, .model = model, .devices = devices},
+                            spec.model.layout.as_runtime_runs(model));
   const plan::LayoutParts parts = plan::parts(c);
   Prediction p;
   p.available = true;

@@ -34,6 +34,8 @@ CollectiveKind kind_of(std::string_view span) {
       span == "sendrecv") {
     return CollectiveKind::kSendRecv;
   }
+  // Blocks of their own sizes (a mixture of experts' dispatch) are all-to-all traffic.
+  if (span == "all_to_allv" || span == "iall_to_allv") return CollectiveKind::kAllToAll;
   for (const std::string_view name : {span, span.substr(span.empty() ? 0 : 1)}) {
     for (const CollectiveKind k : layout::all<CollectiveKind>()) {
       if (name == layout::name(k)) return k;
