@@ -90,6 +90,11 @@ void LayoutFlags::add_to(CLI::App* app, unsigned which) {
                       "(every block's forward again before its backward)")
           ->capture_default_str());
   spelled_out.push_back(
+      app->add_option("--attention", attention,
+                      "The attention core: unfused (keeps each sequence's probabilities) or "
+                      "fused (flash-style, O(seq) memory; ATP blocks)")
+          ->capture_default_str());
+  spelled_out.push_back(
       app->add_option("--slices", slices,
                       "2D GeMM slice count S: MeshSlice's slices, SUMMA's panels per "
                       "lcm(d1, d2) block")

@@ -48,4 +48,18 @@ inline constexpr double kFloatBytes = 4;
 // Bytes moved by an op touching `elements` fp32 values `touches` times each.
 constexpr double bytes(double elements, double touches) { return elements * touches * kFloatBytes; }
 
+// The fused attention's scratch (ops/flash_attention.hpp), in floats, for Tq query and Tk key
+// rows of a sequence, head dim hd, tiles of bq × bk (each clamped to the rows): the larger of
+// the forward's (scores, accumulator, running max and sum) and the backward's (P, dP, D).
+// O(bq·bk + T): what the runtime allocates and the memory model prices.
+constexpr double flash_attention_scratch_floats(double tq, double tk, double hd, double bq,
+                                                double bk) {
+  bq = bq < tq ? bq : tq;
+  bk = bk < tk ? bk : tk;
+  const double forward = bq * bk + bq * hd + 2 * bq, backward = 2 * bq * bk + tq;
+  return forward > backward ? forward : backward;
+}
+// The default tiles (ops/flash_attention.hpp FlashAttention): 64 query rows × 256 keys.
+inline constexpr double kFlashBlockQ = 64, kFlashBlockK = 256;
+
 }  // namespace meshtp::op_costs

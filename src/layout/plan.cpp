@@ -75,6 +75,9 @@ void Plan::validate() const {
   positive("progress_splits", progress_splits);
   positive("cp", cp);
   positive("ep", ep);
+  MESHTP_CHECK(attention == Attention::kUnfused || !is_gemm2d(strategy),
+               "plan: attention=fused runs in the ATP blocks (atp, megatron, tp1d), not {}",
+               strategy);
   MESHTP_CHECK(etp >= 0, "plan: etp={} must be at least 0 (0: the attention's tensor parallelism)",
                etp);
   MESHTP_CHECK(first_stage_layers >= 0 && last_stage_layers >= 0,
@@ -194,6 +197,7 @@ std::ostream& operator<<(std::ostream& os, const Plan& p) {
   if (p.zero > 0) os << " zero=" << p.zero;
   if (p.progress_splits != Plan{}.progress_splits) os << " progress_splits=" << p.progress_splits;
   if (p.recompute != Recompute::kNone) os << " recompute=" << p.recompute;
+  if (p.attention != Attention::kUnfused) os << " attention=" << p.attention;
   if (is_gemm2d(p.strategy)) {
     for (const Linear l : all<Linear>()) os << ' ' << linear_text(p, l);
   } else {
@@ -224,6 +228,7 @@ json to_json(const Plan& p) {
     j["ep"] = p.ep;
     j["etp"] = p.etp;
   }
+  if (p.attention != Attention::kUnfused) j["attention"] = name(p.attention);
   if (p.uneven()) {
     j["first_stage_layers"] = p.first_stage_layers;
     j["last_stage_layers"] = p.last_stage_layers;
@@ -254,7 +259,7 @@ Plan plan_from_json(const json& j, const std::string& source) {
       j,
       {"dp", "pp", "microbatches", "schedule", "virtual_stages", "zero", "recompute", "mesh",
        "strategy", "chunks", "sequence_parallel", "progress_splits", "linears", "provenance",
-       "cp", "cp_comm", "first_stage_layers", "last_stage_layers", "ep", "etp"},
+       "cp", "cp_comm", "first_stage_layers", "last_stage_layers", "ep", "etp", "attention"},
       where);
   Plan p;
   read(j, "dp", where, p.dp);
@@ -272,6 +277,7 @@ Plan plan_from_json(const json& j, const std::string& source) {
   read(j, "cp_comm", where, p.cp_comm);
   read(j, "ep", where, p.ep);
   read(j, "etp", where, p.etp);
+  read(j, "attention", where, p.attention);
   read(j, "first_stage_layers", where, p.first_stage_layers);
   read(j, "last_stage_layers", where, p.last_stage_layers);
   if (j.contains("mesh")) {
@@ -387,7 +393,8 @@ Plan build_plan(const PlanSpelling& s, std::array<int, 2> mesh) {
          .strategy = parse_strategy(s.strategy),
          .chunks = s.chunks,
          .sequence_parallel = s.sequence_parallel || s.strategy == "tp1d",
-         .progress_splits = s.progress_splits};
+         .progress_splits = s.progress_splits,
+         .attention = parse<Attention>(s.attention)};
   // --schedule gpipe|1f1b|interleaved[:V]
   const std::size_t colon = s.schedule.find(':');
   p.schedule = parse_schedule(s.schedule.substr(0, colon));

@@ -77,6 +77,10 @@ struct Plan {
   int chunks = 1;
   bool sequence_parallel = false;
   int progress_splits = 4;
+  // The attention core (model/block.hpp): unfused keeps each sequence's T×T probabilities for
+  // the backward; fused (ops/flash_attention.hpp) keeps the output and one log-sum-exp per row
+  // and recomputes the probabilities tile by tile, O(T) memory. ATP blocks only.
+  Attention attention = Attention::kUnfused;
   std::array<LinearPlan, 4> linears{};  // indexed by Linear
   std::optional<Provenance> provenance{};
   int cp = 1;
@@ -151,6 +155,7 @@ struct PlanSpelling {
   int slices = 1;
   std::string recompute = "none";
   int progress_splits = 4;
+  std::string attention = "unfused";
 };
 // The spelled-out layout on this tensor-parallel mesh (validated); errors name the flag
 // ("--schedule 'x': …").

@@ -11,6 +11,7 @@
 //   Strategy        atp megatron tp1d, and one per 2D GeMM algorithm
 //   Linear          the four linears of a transformer layer: qkv proj mlp1 mlp2
 //   Recompute       none selective full (activation recomputation)
+//   Attention       unfused fused (the attention core: probabilities kept, or flash-style)
 //   Schedule        gpipe 1f1b interleaved (pipeline schedules)
 //   Runtime         meshtp megatron: the program a layout is priced as running on
 //                   (plan/layout_search.hpp: meshtp re-runs a pipeline stage's forward,
@@ -51,6 +52,7 @@ enum class CollectiveKind {
 enum class Strategy { kAtp, kMegatron, kTp1d, kMeshSlice, kCollective, kWang, kSumma, kCannon };
 enum class Linear { kQkv, kProj, kMlp1, kMlp2 };
 enum class Recompute { kNone, kSelective, kFull };
+enum class Attention { kUnfused, kFused };
 enum class Schedule { kGpipe, k1F1B, kInterleaved };
 enum class Runtime { kMeshtp, kMegatron };
 enum class Activation { kGelu, kSwiglu };
@@ -77,6 +79,7 @@ MESHTP_LAYOUT_NAMES(Strategy, "strategy", "atp", "megatron", "tp1d", "meshslice"
                     "wang", "summa", "cannon");
 MESHTP_LAYOUT_NAMES(Linear, "linear", "qkv", "proj", "mlp1", "mlp2");
 MESHTP_LAYOUT_NAMES(Recompute, "recompute", "none", "selective", "full");
+MESHTP_LAYOUT_NAMES(Attention, "attention", "unfused", "fused");
 MESHTP_LAYOUT_NAMES(Schedule, "schedule", "gpipe", "1f1b", "interleaved");
 MESHTP_LAYOUT_NAMES(Runtime, "runtime", "meshtp", "megatron");
 MESHTP_LAYOUT_NAMES(Activation, "activation", "gelu", "swiglu");

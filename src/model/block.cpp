@@ -5,7 +5,9 @@
 #include "core/error.hpp"
 #include "core/parse.hpp"
 #include "layout/atp_traffic.hpp"
+#include "core/op_costs.hpp"
 #include "ops/attention.hpp"
+#include "ops/flash_attention.hpp"
 #include "ops/gelu.hpp"
 #include "ops/linear.hpp"
 #include "ops/residual.hpp"
@@ -135,8 +137,13 @@ Block::Block(const mesh::DeviceMesh& mesh, const BlockConfig& config)
   xn1g_ = buffer(qkv_.gathers_input() ? qkv_.xg_layout().size() : 0);
   qkv_out_ = buffer(qkv_.y_layout().size());
   const bool selective = config.layout.recompute == layout::Recompute::kSelective;
-  att_ = buffer(selective ? 0
-                          : attention_att_size(config.shape.batch, config.shape.seq, local_heads_));
+  att_ = buffer(selective || fused()
+                    ? 0
+                    : attention_att_size(config.shape.batch, config.shape.seq, local_heads_));
+  if (fused()) {  // O(s) per row and head instead of the s×s probabilities
+    lse_ = buffer(config.shape.batch * local_heads_ * config.shape.seq);
+    attn_out_ = buffer(proj_.gathers_input() ? proj_.x_layout().size() : 0);
+  }
   attn_g_ = buffer(proj_.xg_layout().size());
   xmid_ = buffer(stream_layout().size());
   xn2_ = buffer(mlp1_.x_layout().size());
@@ -169,9 +176,15 @@ BlockWorkspace::BlockWorkspace(const Block& b)
       datt(buffer(b.proj_.gathers_input() ? b.proj_.x_layout().size() : 0)),
       dqkv(buffer(b.qkv_.y_layout().size())),
       dqkv_g(buffer(b.qkv_.scatters_output() ? b.qkv_.yp_layout().size() : 0)),
-      att_scratch(buffer(attention_scratch_size(b.config().shape.seq))),
+      att_scratch(buffer(
+          b.fused() ? static_cast<std::int64_t>(op_costs::flash_attention_scratch_floats(
+                          static_cast<double>(b.config().shape.seq),
+                          static_cast<double>(b.config().shape.seq),
+                          static_cast<double>(b.config().shape.hidden / b.config().shape.heads),
+                          op_costs::kFlashBlockQ, op_costs::kFlashBlockK))
+                    : attention_scratch_size(b.config().shape.seq))),
       att(buffer(
-          b.config().layout.recompute == layout::Recompute::kSelective
+          b.config().layout.recompute == layout::Recompute::kSelective && !b.fused()
               ? attention_att_size(b.config().shape.batch, b.config().shape.seq, b.local_heads_)
               : 0)),
       ln_scratch(static_cast<std::size_t>(2 * b.stream_layout().chunk_rows)) {}
@@ -206,9 +219,20 @@ void Block::attention_forward_chunk(int i, BlockWorkspace& ws) {
   const std::int64_t s = config_.shape.seq, bc = config_.shape.batch / config_.layout.chunks;
   const std::int64_t w = head_width_, per_seq = local_heads_ * s * s;
   const MatrixView qkv = view(qkv_out_, qkv_.y_layout()).chunk(i);
-  const MatrixView out = or_alias(ws.attn, proj_.x_layout(), view(attn_g_, proj_.xg_layout()))
-                             .chunk(i);
+  const MatrixView out =
+      or_alias(attn_out(ws), proj_.x_layout(), view(attn_g_, proj_.xg_layout())).chunk(i);
   for (std::int64_t q = 0; q < bc; ++q) {
+    if (fused()) {
+      const std::int64_t rows = local_heads_ * s;  // one sequence's log-sum-exps
+      flash_attention_forward_qkv(
+          out.block(q * s, 0, s, w),
+          lse_.values().subspan(static_cast<std::size_t>((i * bc + q) * rows),
+                                static_cast<std::size_t>(rows)),
+          ws.att_scratch.values(), qkv.block(q * s, 0, s, 3 * w), 1, s, local_heads_,
+          local_heads_);
+      if (config_.layout.progress_splits > 1) progress_.poke();
+      continue;
+    }
     const auto att = this->att(ws).values().subspan(
         static_cast<std::size_t>((i * bc + q) * per_seq), static_cast<std::size_t>(per_seq));
     attention_forward(out.block(q * s, 0, s, w), att, qkv.block(q * s, 0, s, 3 * w), 1, s,
@@ -225,6 +249,21 @@ void Block::attention_backward_chunk(int i, BlockWorkspace& ws) {
   const MatrixView dout =
       or_alias(ws.datt, proj_.x_layout(), view(ws.datt_p, proj_.xg_layout())).chunk(i);
   zero(dqkv);
+  if (fused()) {  // the probabilities recomputed tile by tile from qkv, the output and L
+    const MatrixView out =
+        or_alias(attn_out(ws), proj_.x_layout(), view(attn_g_, proj_.xg_layout())).chunk(i);
+    const std::int64_t rows = local_heads_ * s;
+    for (std::int64_t q = 0; q < bc; ++q) {
+      flash_attention_backward_qkv(
+          dqkv.block(q * s, 0, s, 3 * w), ws.att_scratch.values(), dout.block(q * s, 0, s, w),
+          qkv.block(q * s, 0, s, 3 * w), out.block(q * s, 0, s, w),
+          lse_.values().subspan(static_cast<std::size_t>((i * bc + q) * rows),
+                                static_cast<std::size_t>(rows)),
+          1, s, local_heads_, local_heads_);
+      if (config_.layout.progress_splits > 1) progress_.poke();
+    }
+    return;
+  }
   // Selective recomputation: the probabilities again, from the same qkv by the same code, so
   // bit for bit those of the forward. Its output lands where the forward's did (attn, already
   // consumed by proj's dW), with the same values.
@@ -253,7 +292,7 @@ void Block::forward(const ChunkedMatrix& y, const ChunkedMatrix& x, BlockWorkspa
   const ChunkedMatrix qkv_out = view(qkv_out_, qkv_.y_layout());
   const ChunkedMatrix qkv_p = or_alias(ws.qkv_p, qkv_.yp_layout(), qkv_out);
   const ChunkedMatrix attn_g = view(attn_g_, proj_.xg_layout());
-  const ChunkedMatrix attn = or_alias(ws.attn, proj_.x_layout(), attn_g);
+  const ChunkedMatrix attn = or_alias(attn_out(ws), proj_.x_layout(), attn_g);
   const ChunkedMatrix proj_p = view(ws.proj_p, proj_.yp_layout());
   const ChunkedMatrix proj_y = or_alias(ws.proj_y, proj_.y_layout(), proj_p);
   const ChunkedMatrix xmid = view(xmid_, stream);

@@ -123,6 +123,10 @@ class Block : public StackBlock {
 
   void attention_forward_chunk(int i, BlockWorkspace& ws);
   Tensor& att(BlockWorkspace& ws) { return att_.empty() ? ws.att : att_; }
+  // Where the attention core writes its output before the projection: the workspace's
+  // buffer, or with fused attention a saved one (its backward reads the output).
+  Tensor& attn_out(BlockWorkspace& ws) { return attn_out_.empty() ? ws.attn : attn_out_; }
+  bool fused() const { return config_.layout.attention == layout::Attention::kFused; }
   void attention_backward_chunk(int i, BlockWorkspace& ws);
   void bound() override;
   std::span<float> rows_of(std::span<float> per_row, int i) const;
@@ -141,6 +145,7 @@ class Block : public StackBlock {
   // Saved for backward.
   View x_;
   Tensor ln1_mean_, ln1_rstd_, xn1_, xn1g_, qkv_out_, att_, attn_g_;
+  Tensor lse_, attn_out_;  // fused attention: each row's log-sum-exp, and the core's output
   Tensor xmid_, ln2_mean_, ln2_rstd_, xn2_, xn2g_, mlp1_y_, gelu_;
 };
 

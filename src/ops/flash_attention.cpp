@@ -110,9 +110,9 @@ std::int64_t flash_attention_lse_size(const FlashAttention& a, std::int64_t q_ro
 
 std::int64_t flash_attention_scratch_size(const FlashAttention& a, std::int64_t Tq, std::int64_t Tk,
                                           std::int64_t HD) {
-  const std::int64_t bq = std::min(a.block_q, Tq), bk = std::min(a.block_k, Tk);
-  return std::max(bq * bk + bq * HD + 2 * bq,  // forward: scores, accumulator, m, l
-                  2 * bq * bk + Tq);           // backward: P, dP, D
+  return static_cast<std::int64_t>(op_costs::flash_attention_scratch_floats(
+      static_cast<double>(Tq), static_cast<double>(Tk), static_cast<double>(HD),
+      static_cast<double>(a.block_q), static_cast<double>(a.block_k)));
 }
 
 double flash_attention_flops(const FlashAttention& a, std::int64_t Tq, std::int64_t Tk,

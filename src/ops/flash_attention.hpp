@@ -68,8 +68,8 @@ struct FlashAttention {
   std::int64_t kv_heads = 1;   // NKV: NH % NKV == 0
   std::int64_t q_pos = 0;      // absolute position of each sequence's first query row
   std::int64_t k_pos = 0;      // absolute position of each sequence's first key row
-  std::int64_t block_q = 64;   // query rows per tile
-  std::int64_t block_k = 256;  // keys per tile
+  std::int64_t block_q = 64;   // query rows per tile (core/op_costs.hpp kFlashBlockQ)
+  std::int64_t block_k = 256;  // keys per tile (kFlashBlockK)
 };
 
 // B·NH·Tq: the floats of lse for q_rows = B·Tq query rows.

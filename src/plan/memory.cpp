@@ -136,7 +136,8 @@ LayerKept layer_kept(const BlockFloats& f, const ModelSpec& m, const layout::Pla
   const double whole = f.kept - regathered + masks + scores;
   switch (p.recompute) {
     case Recompute::kNone: return {whole, whole};
-    case Recompute::kSelective: return {whole - scores, whole};
+    case Recompute::kSelective:  // fused attention has no probabilities to drop: it keeps L
+      return {p.attention == layout::Attention::kFused ? whole : whole - scores, whole};
     case Recompute::kFull: return {0.0, whole};
   }
   return {};
@@ -172,7 +173,12 @@ BlockFloats block_floats(const ModelSpec& m, const layout::Plan& p) {
                mk = static_cast<double>(m.mlp_kept_width()) / h;
   const double stats = m.norm == layout::Norm::kLayerNorm ? 4 * n : 2 * n;
   BlockFloats f;
-  f.scores = a * s * s * b / N;
+  // Unfused attention keeps each sequence's s×s probabilities per head; fused attention
+  // (ops/flash_attention.hpp) one log-sum-exp per row and head, and where the projection
+  // gathers its input (ATP, d2 > 1) the core's output, which its backward reads.
+  const bool fused = p.attention == layout::Attention::kFused;
+  f.scores = fused ? a * s * b / N + (kind_of(p) == Kind::kAtp && d2 > 1 ? nh / N : 0)
+                   : a * s * s * b / N;
   switch (kind_of(p)) {
     case Kind::kAtp: {
       // model/block.cpp: QKV reduce-scatters (and the projection all-gathers) whole heads
@@ -201,8 +207,11 @@ BlockFloats block_floats(const ModelSpec& m, const layout::Plan& p) {
       f.workspace = (5 + q + mk) * nh / N + 13 * h / d2;
       break;
   }
-  f.workspace += s * s;  // one sequence's attention scratch
-  if (p.recompute == Recompute::kSelective) f.workspace += f.scores;
+  // One sequence's attention scratch: its s×s, or the fused core's tiles (core/op_costs.hpp).
+  f.workspace += fused ? op_costs::flash_attention_scratch_floats(s, s, h / a, op_costs::kFlashBlockQ,
+                                                                  op_costs::kFlashBlockK)
+                       : s * s;
+  if (p.recompute == Recompute::kSelective && !fused) f.workspace += f.scores;
   return f;
 }
 

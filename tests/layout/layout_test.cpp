@@ -34,6 +34,7 @@ TEST(Vocabulary, NamesRoundTripAndUnknownNamesListTheValidOnes) {
   expect_round_trip<Strategy>();
   expect_round_trip<Linear>();
   expect_round_trip<Recompute>();
+  expect_round_trip<Attention>();
   expect_round_trip<Schedule>();
   EXPECT_EQ(error_of([] { parse_algorithm("fox"); }),
             "unknown 2D GeMM algorithm 'fox' (valid: cannon, summa, collective, wang, meshslice)");
@@ -88,9 +89,17 @@ TEST(Plan, JsonRoundTrips) {
         .recompute = Recompute::kSelective,
         .mesh = {2, 2},
         .chunks = 2},
+        Plan{.mesh = {2, 1}, .attention = Attention::kFused},
         meshslice_plan()}) {
     EXPECT_EQ(plan_from_json(to_json(p), "test"), p) << to_json(p).dump();
   }
+  // Fused attention is the ATP blocks'; a 2D GeMM plan with it is refused.
+  EXPECT_EQ(error_of([] {
+              Plan{.mesh = {2, 2}, .strategy = Strategy::kMeshSlice,
+                   .attention = Attention::kFused}
+                  .validate();
+            }),
+            "plan: attention=fused runs in the ATP blocks (atp, megatron, tp1d), not meshslice");
   const Plan p = meshslice_plan();
   EXPECT_EQ(p.algorithm(Linear::kQkv), Algorithm::kMeshSlice);
   EXPECT_EQ(p.algorithm(Linear::kProj), Algorithm::kSumma);
@@ -126,7 +135,7 @@ TEST(Plan, BadJsonNamesTheKeyAndTheFile) {
             "plan 'p.json': unknown field 'chunk' (allowed: dp, pp, microbatches, schedule, "
             "virtual_stages, zero, recompute, mesh, strategy, chunks, sequence_parallel, "
             "progress_splits, linears, provenance, cp, cp_comm, first_stage_layers, "
-            "last_stage_layers, ep, etp)");
+            "last_stage_layers, ep, etp, attention)");
   // Integers are range-checked as written, before narrowing: 2^32 + 1 is not 1.
   EXPECT_EQ(bad(R"({"dp": 4294967297})"),
             "plan 'p.json': dp=4294967297 must be between -2147483648 and 2147483647");

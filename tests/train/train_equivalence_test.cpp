@@ -127,6 +127,42 @@ TEST_F(TrainEquivalence, EveryLayoutGivesTheSerialLossCurve) {
   }
 }
 
+// Fused attention (ops/flash_attention.hpp: the probabilities recomputed tile by tile, never
+// kept) trains the serial run's curve on every ATP layout: 1D, 2D, chunks, sequence
+// parallelism, selective recomputation (which it makes moot) and data parallelism.
+TEST_F(TrainEquivalence, FusedAttentionGivesTheSerialLossCurve) {
+  const int n = world_.size();
+  const comm::Communicator solo = world_.split(world_.rank(), 0);
+  TrainConfig base = config();
+  base.steps = 12;
+  const std::vector<double> serial = losses(solo, base);
+  struct Layout {
+    int dp, d1, d2, chunks;
+    bool sp;
+    layout::Recompute recompute;
+  };
+  using R = layout::Recompute;
+  std::vector<Layout> layouts{{1, n, 1, 1, false, R::kNone}, {1, 1, n, 1, false, R::kNone},
+                              {1, n, 1, 2, true, R::kSelective}, {n, 1, 1, 1, false, R::kFull}};
+  if (n == 4) layouts.push_back({1, 2, 2, 2, false, R::kNone});
+  for (const Layout& l : layouts) {
+    TrainConfig c = base;
+    c.model.layout = {.dp = l.dp, .recompute = l.recompute, .mesh = {l.d1, l.d2},
+                      .chunks = l.chunks, .sequence_parallel = l.sp,
+                      .attention = layout::Attention::kFused};
+    const std::vector<double> got = losses(world_, c);
+    ASSERT_EQ(got.size(), serial.size());
+    const auto [early, late] = drift(got, serial);
+    const std::string name = fmt::format("fused dp={} tp={}x{} chunks={}{} recompute={}", l.dp,
+                                         l.d1, l.d2, l.chunks, l.sp ? " sp" : "", l.recompute);
+    EXPECT_LE(early, 1e-4) << name;
+    EXPECT_LE(late, 1e-3) << name;
+    if (world_.rank() == 0) {
+      std::printf("[ drift    ] %-55s steps 1-10 %.2e, 11-12 %.2e\n", name.c_str(), early, late);
+    }
+  }
+}
+
 // A mixture of experts (8 GeLU experts, top-2, every layer; parallel/moe.hpp) on every layout
 // the runtime runs it: the experts over the tensor-parallel ranks of a mesh N×1 with sequence
 // parallelism (ep = N), with data parallelism, ZeRO, recomputation and pipeline stages. The
