@@ -392,7 +392,8 @@ py::object evaluate(const std::string& topology, const std::string& model,
   const std::vector<std::string> spelled = {
       "dp",           "pp",       "mesh", "strategy",  "chunks",         "sequence_parallel",
       "microbatches", "schedule", "zero", "recompute", "progress_splits",
-      "cp",           "cp_comm",  "first_stage_layers", "last_stage_layers", "ep", "etp"};
+      "cp",           "cp_comm",  "first_stage_layers", "last_stage_layers", "ep", "etp",
+      "attention"};
   const Keywords kw(
       "evaluate", kwargs,
       std::vector<std::string>{"batch", "seq", "runtime", "plan", "moe_imbalance"} + spelled +
@@ -424,6 +425,7 @@ py::object evaluate(const std::string& topology, const std::string& model,
     s.chunks = static_cast<int>(kw.integer("chunks").value_or(s.chunks));
     s.sequence_parallel = kw.flag("sequence_parallel").value_or(s.sequence_parallel);
     s.recompute = kw.text("recompute").value_or(s.recompute);
+    s.attention = kw.text("attention").value_or(s.attention);
     s.progress_splits = static_cast<int>(kw.integer("progress_splits").value_or(s.progress_splits));
     // dp, pp and the mesh name one context slice's devices/cp ranks (as --evaluate's flags).
     const int cp = static_cast<int>(kw.integer("cp", 1).value_or(1));
@@ -501,7 +503,8 @@ PYBIND11_MODULE(meshtp, m) {
         "Price one layout: `meshtp plan --3d --evaluate --json` (a layout with 'fits').\n"
         "Keywords: batch, seq, runtime, plan (a result's 'plan' dict) or dp, pp, mesh ('8x1' "
         "or [8, 1]), strategy, chunks, sequence_parallel, microbatches, schedule, zero, "
-        "recompute, progress_splits, cp, cp_comm, first_stage_layers, last_stage_layers, ep, etp; "
+        "recompute, attention, progress_splits, cp, cp_comm, first_stage_layers, "
+        "last_stage_layers, ep, etp; "
         "moe_imbalance; emit, "
         "emit_file, report");
   m.def("simulate", &simulate, py::arg("topology"), py::arg("model"), py::arg("devices") = 0,
