@@ -162,12 +162,18 @@ Candidate evaluate(const PlanRequest& request, const MeshLinks& links, Strategy 
       // (sequence, head) pairs (core/gemm_model.hpp attention_seconds).
       const double hd = static_cast<double>(m.hidden) / m.heads;
       const double pairs = static_cast<double>(m.batch) * m.heads / n;
-      const double attention_fwd =
-          attention_seconds(gemm, m.seq, hd, pairs, m.element_bytes(), /*backward=*/false);
-      const double attention_bwd =
-          attention_seconds(gemm, m.seq, hd, pairs, m.element_bytes(), /*backward=*/true);
+      // Fused (model.attention): the tiles it visits (flash_attention_seconds), re-run by
+      // full recomputation only.
+      const bool fused = m.attention == Attention::kFused;
+      const auto core = [&](bool backward) {
+        return fused ? flash_attention_seconds(gemm, m.seq, hd, pairs, backward)
+                     : attention_seconds(gemm, m.seq, hd, pairs, m.element_bytes(), backward);
+      };
+      const double attention_fwd = core(/*backward=*/false);
+      const double attention_bwd = core(/*backward=*/true);
       const double attention =
-          attention_fwd * (forward_weight + (m.recompute == Recompute::kSelective ? 1 : 0)) +
+          attention_fwd *
+              (forward_weight + (m.recompute == Recompute::kSelective && !fused ? 1 : 0)) +
           attention_bwd;
       const ElementwiseEstimate ew =
           elementwise_estimate(m, ew_layout, d1, d2, elementwise_gbps);
