@@ -231,6 +231,7 @@ Candidate evaluate(const PlanRequest& request, const MeshLinks& links, Strategy 
     // buffers included; 1D TP's collective buffers on top.
     layout::Plan p = to_plan(c);
     p.recompute = m.recompute;
+    p.attention = m.attention;
     c.memory = rank_memory(m, p, 0, HeadBuffers::kSharded);
     if (!layout::is_gemm2d(p.strategy)) c.memory.workspace_bytes += workspace;
     c.tflops_per_rank = c.t_step_s > 0 ? m.model_flops() / n / c.t_step_s / 1e12 : 0;
