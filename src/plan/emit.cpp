@@ -657,6 +657,7 @@ std::optional<layout::Plan> best_expressible(Framework f, LayoutRequest request)
 layout::Plan layout_of(const Candidate& c, const ModelSpec& model) {
   layout::Plan p = to_plan(c);
   p.recompute = model.recompute;
+  p.attention = model.attention;
   return p;
 }
 
