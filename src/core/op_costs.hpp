@@ -100,8 +100,9 @@ inline double flash_attention_tile_pairs(std::int64_t tq, std::int64_t tk, std::
 inline double flash_attention_flops(std::int64_t tq, std::int64_t tk, std::int64_t hd,
                                     std::int64_t bq, std::int64_t bk, std::int64_t offset,
                                     double sequence_heads, bool backward) {
-  return (backward ? 5.0 : 2.0) * 2.0 * flash_attention_tile_pairs(tq, tk, bq, bk, offset, backward) *
-         static_cast<double>(hd) * sequence_heads;
+  return (backward ? 5.0 : 2.0) * 2.0 *
+         flash_attention_tile_pairs(tq, tk, bq, bk, offset, backward) * static_cast<double>(hd) *
+         sequence_heads;
 }
 
 // The fused attention's bytes beyond its tiles, in touches of the q and k/v elements: forward

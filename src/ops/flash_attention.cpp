@@ -95,7 +95,7 @@ double flash_bytes(const FlashDims& d, bool backward) {
   const double q_elems = static_cast<double>(d.B * d.Tq * d.NH * d.HD);
   const double kv_elems = static_cast<double>(d.B * d.Tk * d.NKV * d.HD);
   return op_costs::bytes(q_elems + kv_elems, backward ? op_costs::kFlashAttentionBackwardTouches
-                                                       : op_costs::kFlashAttentionForwardTouches);
+                                                      : op_costs::kFlashAttentionForwardTouches);
 }
 
 }  // namespace

@@ -231,8 +231,7 @@ AtpEstimate atp_estimate(const ModelSpec& m, const MeshLinks& links, int chunks,
     case Recompute::kSelective:
       // Fused attention re-runs nothing (model/block.cpp: its backward recomputes the
       // probabilities tile by tile whatever the recomputation).
-      recompute_compute =
-          fused ? 0 : attention_forward_s + elementwise.softmax_forward_s;
+      recompute_compute = fused ? 0 : attention_forward_s + elementwise.softmax_forward_s;
       est.recompute_s =
           chunk_stages_time(block_stages(est, links, elementwise, true, recompute_compute), chunks,
                             sharing) -

@@ -381,9 +381,9 @@ class Pricer {
     if (mb.is_moe()) return moe_stage(strategy, d1, d2, chunks, mb, recompute);
     mb.recompute = recompute;
     mb.dropout = r_.runtime == layout::Runtime::kMegatron;
+    const int attention = static_cast<int>(mb.attention);
     const auto key = std::tuple{static_cast<int>(strategy), d1, d2, chunks, mb.batch, mb.layers,
-                                static_cast<int>(recompute), mb.ffn(),
-                                static_cast<int>(mb.attention)};
+                                static_cast<int>(recompute), mb.ffn(), attention};
     auto it = stages_.find(key);
     if (it == stages_.end()) {
       PlanRequest sub{.topology = stage_topology(d1, d2),
@@ -405,9 +405,9 @@ class Pricer {
   // of n: ⌈n/moe_every⌉ (exact for moe_every 1, an upper bound otherwise).
   const Candidate& moe_stage(Strategy strategy, int d1, int d2, int chunks, const ModelSpec& mb,
                              Recompute recompute) {
+    const int attention = static_cast<int>(mb.attention);
     const auto key = std::tuple{static_cast<int>(strategy), d1, d2, chunks, mb.batch, mb.layers,
-                                static_cast<int>(recompute), std::int64_t{-1},
-                                static_cast<int>(mb.attention)};
+                                static_cast<int>(recompute), std::int64_t{-1}, attention};
     auto it = moe_stages_.find(key);
     if (it != moe_stages_.end()) return it->second;
     const std::int64_t n_moe = mb.moe_layers(mb.layers), n_dense = mb.layers - n_moe;

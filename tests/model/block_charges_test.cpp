@@ -123,9 +123,9 @@ TEST(BlockCharges, FusedAttentionEqualsThePlannersComputeOnEveryMesh) {
     const mesh::DeviceMesh mesh(world, shape);
     for (const int chunks : {1, 2}) {
       for (const auto recompute : {layout::Recompute::kNone, layout::Recompute::kSelective}) {
-        const std::string what = fmt::format("{} chunks={} recompute={} (rank {})",
-                                             mesh.to_string(), chunks, layout::name(recompute),
-                                             mesh.rank());
+        const std::string what =
+            fmt::format("{} chunks={} recompute={} (rank {})", mesh.to_string(), chunks,
+                        layout::name(recompute), mesh.rank());
         m.recompute = recompute;
         StackConfig c{.block = {.shape = m, .layout = {.chunks = chunks}}};
         c.block.shape.layers = 1;
@@ -181,7 +181,8 @@ TEST(BlockCharges, FusedAttentionIsPricedBelowTheUnfusedCoreAtLongSequences) {
   EXPECT_NEAR(core(fused, false) / core(unfused, false), 65.0 / 128, 1e-12);
   EXPECT_LT(core(fused, true), core(unfused, true));
   EXPECT_LT(fused.elementwise_fwd_s, unfused.elementwise_fwd_s);
-  EXPECT_LT(fused.compute_fwd_s + fused.compute_bwd_s, unfused.compute_fwd_s + unfused.compute_bwd_s);
+  EXPECT_LT(fused.compute_fwd_s + fused.compute_bwd_s,
+            unfused.compute_fwd_s + unfused.compute_bwd_s);
 }
 
 }  // namespace
