@@ -91,6 +91,7 @@ double planned_memory_gib(const plan::PlanRequest& request, const plan::ModelSpe
   plan::PlanRequest with_recompute = request;
   with_recompute.model = model;
   with_recompute.model.recompute = p.recompute;
+  with_recompute.model.attention = p.attention;
   if (p.dp == 1 && p.pp == 1) {
     const plan::Candidate c =
         plan::evaluate(with_recompute, plan::candidate_strategy(p.strategy, p.mesh), p.mesh[0],
@@ -169,6 +170,7 @@ layout::Plan given_layout(const SimulateArgs& a, const plan::PlanRequest& reques
   if (!c.valid) return spelled;
   layout::Plan tuned = plan::to_plan(c);
   tuned.recompute = spelled.recompute;
+  tuned.attention = spelled.attention;
   tuned.progress_splits = spelled.progress_splits;
   tuned.sequence_parallel = spelled.sequence_parallel;
   return tuned;

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "core/error.hpp"
+#include "core/op_costs.hpp"
 
 namespace meshtp {
 
@@ -49,6 +51,15 @@ double attention_seconds(const GemmModel& gemm, double seq, double head_dim, dou
   const double scores = gemm.seconds(seq, seq, head_dim, element_bytes, pairs);
   const double values = gemm.seconds(seq, head_dim, seq, element_bytes, pairs);
   return scores + (backward ? 3 : 1) * values;
+}
+
+double flash_attention_seconds(const GemmModel& gemm, double seq, double head_dim, double pairs,
+                               bool backward) {
+  const auto t = static_cast<std::int64_t>(seq);
+  const double flops = op_costs::flash_attention_flops(
+      t, t, static_cast<std::int64_t>(head_dim), static_cast<std::int64_t>(op_costs::kFlashBlockQ),
+      static_cast<std::int64_t>(op_costs::kFlashBlockK), 0, pairs, backward);
+  return gemm.flat_seconds(flops);
 }
 
 void GemmModel::validate(const char* where) const {

@@ -58,4 +58,12 @@ struct GemmModel {
 double attention_seconds(const GemmModel& gemm, double seq, double head_dim, double pairs,
                          int element_bytes, bool backward);
 
+// The fused attention core (ops/flash_attention.hpp, causal, one sequence per call) for the
+// same pairs: its products over the tiles it visits (core/op_costs.hpp flash_attention_flops,
+// tiles kFlashBlockQ × kFlashBlockK) at the model's rate F = peak·efficiency, as the simulated
+// build charges the op (core/simulation.hpp charge: FLOPs / F, no per-shape waves, no kernel
+// cost). Its O(T) bytes are elementwise work (plan/elementwise.hpp "attention io").
+double flash_attention_seconds(const GemmModel& gemm, double seq, double head_dim, double pairs,
+                               bool backward);
+
 }  // namespace meshtp

@@ -25,6 +25,9 @@
 //                written                                  (kDropoutMaskBytes per element)
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
+
 namespace meshtp::op_costs {
 
 inline constexpr double kLayerNormForwardTouches = 3, kLayerNormBackwardTouches = 6;
@@ -61,5 +64,50 @@ constexpr double flash_attention_scratch_floats(double tq, double tk, double hd,
 }
 // The default tiles (ops/flash_attention.hpp FlashAttention): 64 query rows × 256 keys.
 inline constexpr double kFlashBlockQ = 64, kFlashBlockK = 256;
+
+// The fused attention's (query row, key) pairs over the tiles it multiplies, per (sequence,
+// head): Tq query rows at positions q_pos + t, Tk keys at k_pos + j, key j visible to row t
+// when k_pos + j ≤ q_pos + t; `offset` = q_pos − k_pos. The forward visits, per tile of bq
+// query rows, the key tiles up to its last row's last visible key; the backward, per key tile
+// of bk keys, the query tiles from the first row that sees it (tiles start there), each cut
+// to the keys its last row sees. The masked part of a visited tile is multiplied too. Each
+// visited pair costs 2 products forward (S = QKᵀ, P·V) and 5 backward (S again, dV, dP, dQ,
+// dK), 2·HD FLOPs each: flash_attention_flops. The op charges these (ops/flash_attention.cpp)
+// and the planner prices them (core/gemm_model.hpp flash_attention_seconds).
+inline double flash_attention_tile_pairs(std::int64_t tq, std::int64_t tk, std::int64_t bq,
+                                         std::int64_t bk, std::int64_t offset, bool backward) {
+  double pairs = 0;
+  if (!backward) {
+    for (std::int64_t r0 = 0; r0 < tq; r0 += bq) {
+      const std::int64_t r1 = std::min(tq, r0 + bq);
+      const std::int64_t keys = std::clamp<std::int64_t>(offset + r1, 0, tk);  // seen by r1 − 1
+      pairs += static_cast<double>(r1 - r0) * static_cast<double>(keys);
+    }
+    return pairs;
+  }
+  for (std::int64_t c0 = 0; c0 < tk; c0 += bk) {
+    const std::int64_t n = std::min(tk, c0 + bk) - c0;
+    for (std::int64_t r0 = std::clamp<std::int64_t>(c0 - offset, 0, tq); r0 < tq; r0 += bq) {
+      const std::int64_t r1 = std::min(tq, r0 + bq);
+      const std::int64_t keys = std::clamp<std::int64_t>(offset + r1 - c0, 0, n);
+      pairs += static_cast<double>(r1 - r0) * static_cast<double>(keys);
+    }
+  }
+  return pairs;
+}
+
+// FLOPs of the fused attention over `sequence_heads` (sequence, head) pairs of head dim hd.
+inline double flash_attention_flops(std::int64_t tq, std::int64_t tk, std::int64_t hd,
+                                    std::int64_t bq, std::int64_t bk, std::int64_t offset,
+                                    double sequence_heads, bool backward) {
+  return (backward ? 5.0 : 2.0) * 2.0 *
+         flash_attention_tile_pairs(tq, tk, bq, bk, offset, backward) * static_cast<double>(hd) *
+         sequence_heads;
+}
+
+// The fused attention's bytes beyond its tiles, in touches of the q and k/v elements: forward
+// reads q, k, v and writes out (2 per q element, 2 per k/v element); backward reads q, out,
+// dout, k, v and writes dq, dk, dv (4 and 4). O(T): the s×s softmax's bytes are gone.
+inline constexpr double kFlashAttentionForwardTouches = 2, kFlashAttentionBackwardTouches = 4;
 
 }  // namespace meshtp::op_costs

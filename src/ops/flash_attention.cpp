@@ -94,9 +94,8 @@ std::int64_t first_row_seeing(const FlashAttention& a, std::int64_t c0, std::int
 double flash_bytes(const FlashDims& d, bool backward) {
   const double q_elems = static_cast<double>(d.B * d.Tq * d.NH * d.HD);
   const double kv_elems = static_cast<double>(d.B * d.Tk * d.NKV * d.HD);
-  return backward
-             ? op_costs::bytes(4 * q_elems + 4 * kv_elems, 1)   // q, out, dout, dq; k, v, dk, dv
-             : op_costs::bytes(2 * q_elems + 2 * kv_elems, 1);  // q, out; k, v
+  return op_costs::bytes(q_elems + kv_elems, backward ? op_costs::kFlashAttentionBackwardTouches
+                                                      : op_costs::kFlashAttentionForwardTouches);
 }
 
 }  // namespace
@@ -117,23 +116,8 @@ std::int64_t flash_attention_scratch_size(const FlashAttention& a, std::int64_t 
 
 double flash_attention_flops(const FlashAttention& a, std::int64_t Tq, std::int64_t Tk,
                              std::int64_t HD, bool backward) {
-  double pairs = 0;  // Σ over visited tiles of (query rows)·(keys)
-  if (!backward) {
-    for (std::int64_t r0 = 0; r0 < Tq; r0 += a.block_q) {
-      const std::int64_t r1 = std::min(Tq, r0 + a.block_q);
-      pairs += static_cast<double>(r1 - r0) * static_cast<double>(keys_seen_by(a, r1, Tk));
-    }
-  } else {
-    for (std::int64_t c0 = 0; c0 < Tk; c0 += a.block_k) {
-      const std::int64_t n = std::min(Tk, c0 + a.block_k) - c0;
-      for (std::int64_t r0 = first_row_seeing(a, c0, Tq); r0 < Tq; r0 += a.block_q) {
-        const std::int64_t r1 = std::min(Tq, r0 + a.block_q);
-        pairs += static_cast<double>(r1 - r0) * static_cast<double>(visible_keys(a, r1 - 1, c0, n));
-      }
-    }
-  }
-  return (backward ? 5.0 : 2.0) * 2.0 * pairs * static_cast<double>(HD) *
-         static_cast<double>(a.batch * a.heads);
+  return op_costs::flash_attention_flops(Tq, Tk, HD, a.block_q, a.block_k, a.q_pos - a.k_pos,
+                                         static_cast<double>(a.batch * a.heads), backward);
 }
 
 void flash_attention_forward(MatrixView out, std::span<float> lse, std::span<float> scratch,

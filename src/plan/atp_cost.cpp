@@ -92,7 +92,9 @@ std::vector<ChunkStage> block_stages(const AtpEstimate& est, const MeshLinks& li
         call("ln1", K::kAllReduce, 1, true, ew({"ln1"}) * chunk_ew, 0),
         call("qkv", K::kReduceScatter, 1, false, gemm("qkv"), 0),
         call("proj", K::kAllGather, 1, false,
-             ew({"qkv bias", "softmax", "attention dropout"}) * chunk_ew + gemm("attention"), 0),
+             ew({"qkv bias", "softmax", "attention io", "attention dropout"}) * chunk_ew +
+                 gemm("attention"),
+             0),
         call("proj", K::kAllReduce, 0, false, gemm("proj"), 0),
         call("ln2", K::kAllReduce, 1, true,
              ew({"proj bias", "proj dropout mask", "residual1", "ln2"}) * chunk_ew, 0),
@@ -112,7 +114,8 @@ std::vector<ChunkStage> block_stages(const AtpEstimate& est, const MeshLinks& li
            0),
       call("proj", K::kReduceScatter, 1, false, gemm("proj"), dw("proj", "proj bias")),
       call("qkv", K::kAllGather, 1, false,
-           (op("attention").compute_s + ew({"softmax", "attention dropout"}) + recompute_s) *
+           (op("attention").compute_s + ew({"softmax", "attention io", "attention dropout"}) +
+            recompute_s) *
                chunk_ew,
            0),
       call("qkv", K::kAllReduce, 0, false, gemm("qkv"), dw("qkv", "qkv bias")),
@@ -150,10 +153,13 @@ AtpEstimate atp_estimate(const ModelSpec& m, const MeshLinks& links, int chunks,
     }
   };
   // The attention core, heads over all n ranks: per chunk b/c sequences of a/n heads
-  // (core/gemm_model.hpp attention_seconds: the products the runtime's op runs).
+  // (core/gemm_model.hpp attention_seconds: the products the runtime's op runs; fused,
+  // flash_attention_seconds: the products over the tiles it visits, its bytes elementwise).
   const double hd = h / m.heads, pairs = b / c * m.heads / n;
+  const bool fused = m.attention == Attention::kFused;
   const auto attention = [&](AtpOp& a) {
-    a.chunk_s = attention_seconds(gemm, s, hd, pairs, eb, a.backward);
+    a.chunk_s = fused ? flash_attention_seconds(gemm, s, hd, pairs, a.backward)
+                      : attention_seconds(gemm, s, hd, pairs, eb, a.backward);
   };
   // (name, forward FLOPs of the op over all ranks); the LayerNorms' are elementwise.hpp's.
   // The linears' widths (layout/model_shape.hpp: 3h and 4h for GPT).
@@ -223,7 +229,9 @@ AtpEstimate atp_estimate(const ModelSpec& m, const MeshLinks& links, int chunks,
   switch (m.recompute) {
     case Recompute::kNone: break;
     case Recompute::kSelective:
-      recompute_compute = attention_forward_s + elementwise.softmax_forward_s;
+      // Fused attention re-runs nothing (model/block.cpp: its backward recomputes the
+      // probabilities tile by tile whatever the recomputation).
+      recompute_compute = fused ? 0 : attention_forward_s + elementwise.softmax_forward_s;
       est.recompute_s =
           chunk_stages_time(block_stages(est, links, elementwise, true, recompute_compute), chunks,
                             sharing) -

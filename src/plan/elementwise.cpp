@@ -72,6 +72,12 @@ ElementwiseEstimate elementwise_estimate(const ModelSpec& m, ElementwiseLayout l
   }
   const double qkv_fwd = M * qkv_w / n;
   const double scores = static_cast<double>(m.batch) * m.heads * s * s / n;
+  // Fused attention (ops/flash_attention.hpp) has no s×s softmax: its exponentials are in its
+  // tiles, and it reads q, k, v and writes out (backward: reads q, out, dout, k, v and writes
+  // the three gradients), q's b·s·h/n and k/v's b·s·g·d/n elements per rank.
+  const bool fused = m.attention == Attention::kFused;
+  const double attention_io =
+      static_cast<double>(m.batch) * s * (h + static_cast<double>(m.kv() * m.head_dim())) / n;
 
   ElementwiseEstimate e;
   e.gbps = gbps;
@@ -86,7 +92,11 @@ ElementwiseEstimate elementwise_estimate(const ModelSpec& m, ElementwiseLayout l
   };
   add("ln1", false, stream, kLayerNormForwardTouches);
   add("qkv bias", false, qkv_fwd, kBiasForwardTouches);
-  add("softmax", false, scores, kSoftmaxForwardTouches);
+  if (fused) {
+    add("attention io", false, attention_io, kFlashAttentionForwardTouches);
+  } else {
+    add("softmax", false, scores, kSoftmaxForwardTouches);
+  }
   add("proj bias", false, stream, kBiasForwardTouches);
   add("residual1", false, stream, kResidualForwardTouches);
   add("ln2", false, stream, kLayerNormForwardTouches);
@@ -102,23 +112,30 @@ ElementwiseEstimate elementwise_estimate(const ModelSpec& m, ElementwiseLayout l
   add("ln2", true, stream, kLayerNormBackwardTouches);
   add("residual1", true, stream, kResidualBackwardTouches);
   add("proj bias", true, row_bias_bwd, kBiasBackwardTouches);
-  add("softmax", true, scores, kSoftmaxBackwardTouches);
+  if (fused) {
+    add("attention io", true, attention_io, kFlashAttentionBackwardTouches);
+  } else {
+    add("softmax", true, scores, kSoftmaxBackwardTouches);
+  }
   add("qkv bias", true, qkv_bwd, kBiasBackwardTouches);
   add("ln1", true, stream, kLayerNormBackwardTouches);
 
-  e.softmax_forward_s = scores * kSoftmaxForwardTouches * seconds_per_touch;
+  // Fused attention under selective recomputation keeps its output and L (memory.cpp) and
+  // re-runs nothing: its backward recomputes the probabilities in any case.
+  e.softmax_forward_s = fused ? 0 : scores * kSoftmaxForwardTouches * seconds_per_touch;
   if (m.dropout) {
     // Megatron-LM: dropout on the attention probabilities (re-run with the softmax by
     // selective recomputation), and on each residual branch fused into its bias + residual
     // add, which then writes (forward) and reads (backward) one mask byte per element more.
     const double mask = kDropoutMaskBytes / m.element_bytes();  // in touches
-    add("attention dropout", false, scores, kDropoutForwardTouches + mask);
+    // (Fused attention drops out inside its tiles: no s×s mask.)
+    if (!fused) add("attention dropout", false, scores, kDropoutForwardTouches + mask);
     add("proj dropout mask", false, stream, mask);
     add("mlp2 dropout mask", false, stream, mask);
-    add("attention dropout", true, scores, kDropoutBackwardTouches + mask);
+    if (!fused) add("attention dropout", true, scores, kDropoutBackwardTouches + mask);
     add("proj dropout mask", true, stream, mask);
     add("mlp2 dropout mask", true, stream, mask);
-    e.softmax_forward_s += scores * (kDropoutForwardTouches + mask) * seconds_per_touch;
+    if (!fused) e.softmax_forward_s += scores * (kDropoutForwardTouches + mask) * seconds_per_touch;
   }
   return e;
 }

@@ -22,6 +22,7 @@
 //   mlp1 out (bias, gelu)   M·4h/d1  [S(1), R]          M·4h/N                      M·4h/N
 //   proj/mlp2 bias bwd      M·h/d2                      M·h    dy gathered, dim 0   M·h/N
 //   softmax                 b·a·s²/N                    b·a·s²/N                    b·a·s²/N
+//   attention io (fused)    b·s·(h + g·d)/N             b·s·(h + g·d)/N             b·s·(h + g·d)/N
 // So Megatron (N, 1) without sequence parallelism REPLICATES the LayerNorm/residual work on
 // every rank (M·h each), ATP divides it by d2 only, and mesh (1, N) replicates GeLU (M·4h).
 // The attention core is fully sharded in every layout (model/block.hpp), so softmax is /N.
@@ -37,6 +38,9 @@
 // then, when model.dropout (the megatron runtime), the attention dropout on the b·a·s²/N
 // probabilities and the two residual branches' masks (core/op_costs.hpp), forward and
 // backward; selective recomputation runs the attention dropout's forward again.
+// With fused attention (model.attention, ops/flash_attention.hpp) "attention io" (2 touches
+// forward, 4 backward: core/op_costs.hpp) replaces the softmax, there is no attention dropout
+// op, and selective recomputation re-runs nothing here.
 #pragma once
 
 #include <string>

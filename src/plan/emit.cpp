@@ -419,6 +419,10 @@ std::string megatron(const EmitRequest& r, const Plan& p, const Sizes& s) {
     arg("recompute-method", "uniform");
     arg("recompute-num-layers", 1);
   }
+  // Fused attention: Megatron-Core's flash backend (core_v0.15.0 megatron/training/arguments.py
+  // --attention-backend, megatron/core/transformer/enums.py AttnBackend.flash; the legacy
+  // model's --use-flash-attn is not used). Unfused leaves Megatron-LM's default (auto).
+  if (p.attention == layout::Attention::kFused) arg("attention-backend", "flash");
   if (zero_of(p) == 1) flag("use-distributed-optimizer");
   arg("micro-batch-size", s.micro);
   arg("global-batch-size", s.global);
@@ -468,6 +472,8 @@ std::string megatron(const EmitRequest& r, const Plan& p, const Sizes& s) {
 }
 
 std::string torchtitan(const EmitRequest& r, const Plan& p, const Sizes& s) {
+  // No attention setting: torchtitan's models run the core on PyTorch's SDPA (its flash or
+  // memory-efficient kernels) or FlexAttention, fused either way, whatever p.attention says.
   std::string out;
   std::vector<std::string> lines = header(Framework::kTorchtitan, r, p, s);
   lines.push_back(
@@ -651,6 +657,7 @@ std::optional<layout::Plan> best_expressible(Framework f, LayoutRequest request)
 layout::Plan layout_of(const Candidate& c, const ModelSpec& model) {
   layout::Plan p = to_plan(c);
   p.recompute = model.recompute;
+  p.attention = model.attention;
   return p;
 }
 

@@ -381,8 +381,9 @@ class Pricer {
     if (mb.is_moe()) return moe_stage(strategy, d1, d2, chunks, mb, recompute);
     mb.recompute = recompute;
     mb.dropout = r_.runtime == layout::Runtime::kMegatron;
+    const int attention = static_cast<int>(mb.attention);
     const auto key = std::tuple{static_cast<int>(strategy), d1, d2, chunks, mb.batch, mb.layers,
-                                static_cast<int>(recompute), mb.ffn()};
+                                static_cast<int>(recompute), mb.ffn(), attention};
     auto it = stages_.find(key);
     if (it == stages_.end()) {
       PlanRequest sub{.topology = stage_topology(d1, d2),
@@ -404,8 +405,9 @@ class Pricer {
   // of n: ⌈n/moe_every⌉ (exact for moe_every 1, an upper bound otherwise).
   const Candidate& moe_stage(Strategy strategy, int d1, int d2, int chunks, const ModelSpec& mb,
                              Recompute recompute) {
+    const int attention = static_cast<int>(mb.attention);
     const auto key = std::tuple{static_cast<int>(strategy), d1, d2, chunks, mb.batch, mb.layers,
-                                static_cast<int>(recompute), std::int64_t{-1}};
+                                static_cast<int>(recompute), std::int64_t{-1}, attention};
     auto it = moe_stages_.find(key);
     if (it != moe_stages_.end()) return it->second;
     const std::int64_t n_moe = mb.moe_layers(mb.layers), n_dense = mb.layers - n_moe;
@@ -521,6 +523,7 @@ class Pricer {
     mb.batch = r_.model.batch / (plan.dp * plan.microbatches);
     mb.layers = largest_stage(plan, r_.model.layers);
     mb.recompute = plan.recompute;
+    mb.attention = plan.attention;
     plan.virtual_stages = 1;
     plan.zero = 0;
     plan.schedule = layout::Schedule::kGpipe;
@@ -662,7 +665,9 @@ class Pricer {
   const LayoutRequest r_;  // the model on s/cp tokens
   const ModelSpec whole_;  // on the whole sequence
   TopologyLinks links_;
-  using StageKey = std::tuple<int, int, int, int, std::int64_t, std::int64_t, int, std::int64_t>;
+  // (strategy, d1, d2, chunks, batch, layers, recompute, ffn, attention)
+  using StageKey =
+      std::tuple<int, int, int, int, std::int64_t, std::int64_t, int, std::int64_t, int>;
   std::map<StageKey, Candidate> stages_, moe_stages_;
   std::map<std::pair<int, int>, Topology> stage_topologies_;
   std::map<std::tuple<int, int, int, int>, std::vector<PipelineBuffers>> schedules_;
@@ -940,6 +945,7 @@ LayoutCandidate evaluate_layout(const LayoutRequest& r, const layout::Plan& give
   mb.seq = model.seq / cp;
   mb.batch = model.batch / (dp * m);
   mb.layers = layers;
+  mb.attention = given.attention;  // the stage's price (the search prices the default, unfused)
   const int chunks = layout::is_gemm2d(strategy) || strategy == Strategy::kTp1d ? 1 : given.chunks;
   const Candidate& stage = pricer.stage(strategy, d1, d2, chunks, mb, given.recompute);
   MESHTP_CHECK(stage.valid, "the layout does not run: {} on mesh {}x{}: {}", layout::name(strategy),
@@ -956,6 +962,7 @@ LayoutCandidate evaluate_layout(const LayoutRequest& r, const layout::Plan& give
   plan.last_stage_layers = given.last_stage_layers;
   plan.microbatches = m;
   plan.recompute = given.recompute;
+  plan.attention = given.attention;
   plan.progress_splits = given.progress_splits;  // not priced: kept, so the plan reads back
   plan.ep = given.ep;
   plan.etp = given.etp;

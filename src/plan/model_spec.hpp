@@ -29,6 +29,7 @@ namespace meshtp::plan {
 
 // fp16 and bf16 are mixed precision (2-byte values on the wire and in activations, fp32
 // master weights and moments); fp32 is 4 bytes throughout (core/precision.hpp).
+using layout::Attention;
 using layout::Recompute;
 using meshtp::Precision;
 
@@ -43,6 +44,11 @@ struct ModelSpec : layout::ModelShape {
   // branches, elementwise.hpp). meshtp's runtime has no dropout; the planner sets this for
   // the megatron runtime (layout_search.hpp). Not part of a model file.
   bool dropout = false;
+  // The attention core the runtime runs (layout::Plan::attention): unfused prices the full
+  // s×s products and the softmax over the causal half; fused (ops/flash_attention.hpp) the
+  // products over the tiles it visits and O(s) bytes (core/gemm_model.hpp
+  // flash_attention_seconds, elementwise.hpp). Set from the plan; not part of a model file.
+  Attention attention = Attention::kUnfused;
 
   int element_bytes() const { return meshtp::element_bytes(precision); }
 

@@ -162,12 +162,18 @@ Candidate evaluate(const PlanRequest& request, const MeshLinks& links, Strategy 
       // (sequence, head) pairs (core/gemm_model.hpp attention_seconds).
       const double hd = static_cast<double>(m.hidden) / m.heads;
       const double pairs = static_cast<double>(m.batch) * m.heads / n;
-      const double attention_fwd =
-          attention_seconds(gemm, m.seq, hd, pairs, m.element_bytes(), /*backward=*/false);
-      const double attention_bwd =
-          attention_seconds(gemm, m.seq, hd, pairs, m.element_bytes(), /*backward=*/true);
+      // Fused (model.attention): the tiles it visits (flash_attention_seconds), re-run by
+      // full recomputation only.
+      const bool fused = m.attention == Attention::kFused;
+      const auto core = [&](bool backward) {
+        return fused ? flash_attention_seconds(gemm, m.seq, hd, pairs, backward)
+                     : attention_seconds(gemm, m.seq, hd, pairs, m.element_bytes(), backward);
+      };
+      const double attention_fwd = core(/*backward=*/false);
+      const double attention_bwd = core(/*backward=*/true);
       const double attention =
-          attention_fwd * (forward_weight + (m.recompute == Recompute::kSelective ? 1 : 0)) +
+          attention_fwd *
+              (forward_weight + (m.recompute == Recompute::kSelective && !fused ? 1 : 0)) +
           attention_bwd;
       const ElementwiseEstimate ew =
           elementwise_estimate(m, ew_layout, d1, d2, elementwise_gbps);
@@ -225,6 +231,7 @@ Candidate evaluate(const PlanRequest& request, const MeshLinks& links, Strategy 
     // buffers included; 1D TP's collective buffers on top.
     layout::Plan p = to_plan(c);
     p.recompute = m.recompute;
+    p.attention = m.attention;
     c.memory = rank_memory(m, p, 0, HeadBuffers::kSharded);
     if (!layout::is_gemm2d(p.strategy)) c.memory.workspace_bytes += workspace;
     c.tflops_per_rank = c.t_step_s > 0 ? m.model_flops() / n / c.t_step_s / 1e12 : 0;

@@ -166,6 +166,7 @@ Prediction predict(const plan::Topology& topology, const plan::ModelSpec& model,
       .topology = simulated_topology(topology), .model = runtime_model(model), .devices = devices};
   // The precision the simulation ran (values mode: fp32).
   request.model.precision = spec.element_bytes == 4 ? plan::Precision::kFp32 : model.precision;
+  request.model.attention = spec.model.layout.attention;  // the core the simulation ran
   request.validate();
   switch (spec.what) {
     case What::kLayer:

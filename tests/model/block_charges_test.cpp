@@ -102,5 +102,88 @@ TEST(BlockCharges, EqualThePlannersComputeOnEveryMesh) {
   }
 }
 
+// Fused attention (ops/flash_attention.hpp): the op charges its products over the tiles it
+// visits (2 per (row, key) pair forward, 5 backward) at F and its O(s) bytes at R; the planner
+// prices the same (core/gemm_model.hpp flash_attention_seconds, elementwise.hpp "attention
+// io"), with no softmax over s×s and, under selective recomputation, nothing re-run. At
+// s = 320 a sequence has 5 query tiles of 64 and 2 key tiles of 256, the second cut by the
+// diagonal, so a count of the full s×s, or of the causal half, would show.
+TEST(BlockCharges, FusedAttentionEqualsThePlannersComputeOnEveryMesh) {
+  const auto world = comm::Communicator::world();
+  plan::ModelSpec m;
+  m.name = "charges-fused";
+  m.layers = 1;
+  m.hidden = 32;
+  m.heads = 8;
+  m.batch = 4;
+  m.seq = 320;
+  m.precision = plan::Precision::kFp32;
+  m.attention = layout::Attention::kFused;
+  for (const auto& shape : parallel::meshes2d(world.size())) {
+    const mesh::DeviceMesh mesh(world, shape);
+    for (const int chunks : {1, 2}) {
+      for (const auto recompute : {layout::Recompute::kNone, layout::Recompute::kSelective}) {
+        const std::string what =
+            fmt::format("{} chunks={} recompute={} (rank {})", mesh.to_string(), chunks,
+                        layout::name(recompute), mesh.rank());
+        m.recompute = recompute;
+        StackConfig c{.block = {.shape = m, .layout = {.chunks = chunks}}};
+        c.block.shape.layers = 1;
+        c.block.layout.attention = layout::Attention::kFused;
+        c.block.layout.recompute = recompute;
+        Stack stack(mesh, c);
+        const plan::AtpEstimate want = planned(m, shape[0], shape[1], chunks);
+        double forward = 0, backward = 0;
+        {
+          const ChargedMode charged;
+          stack.forward();
+          forward = simhooks::hooks().charged_s;
+          stack.zero_grads();
+          const double before = simhooks::hooks().charged_s;
+          stack.backward();
+          backward = simhooks::hooks().charged_s - before;
+        }
+        EXPECT_NEAR(forward, want.compute_fwd_s, 1e-9 * want.compute_fwd_s)
+            << "forward on " << what << ": elementwise planned " << want.elementwise_fwd_s;
+        // One layer: the step's compute less the forward is the backward and any re-run.
+        const double want_backward = want.t_compute_s - want.compute_fwd_s;
+        EXPECT_NEAR(backward, want_backward, 1e-9 * want_backward)
+            << "backward on " << what << ": elementwise planned " << want.elementwise_bwd_s;
+        EXPECT_DOUBLE_EQ(want.t_compute_s - want.compute_fwd_s, want.compute_bwd_s)
+            << "fused attention re-runs nothing under selective recomputation, " << what;
+      }
+    }
+  }
+}
+
+// The planner's fused core against the unfused one on the same shapes: fewer products (the
+// tiles past the diagonal skipped, 5 backward against 4 over the full s×s) and no s×s softmax.
+TEST(BlockCharges, FusedAttentionIsPricedBelowTheUnfusedCoreAtLongSequences) {
+  plan::ModelSpec m;
+  m.name = "long";
+  m.layers = 1;
+  m.hidden = 64;
+  m.heads = 8;
+  m.batch = 1;
+  m.seq = 4096;
+  m.precision = plan::Precision::kFp32;
+  const plan::AtpEstimate unfused = planned(m, 2, 2, 1);
+  m.attention = layout::Attention::kFused;
+  const plan::AtpEstimate fused = planned(m, 2, 2, 1);
+  const auto core = [](const plan::AtpEstimate& e, bool backward) {
+    for (const plan::AtpOp& a : e.ops) {
+      if (a.name == "attention" && a.backward == backward) return a.compute_s;
+    }
+    return -1.0;
+  };
+  // Forward: Σ over 64 query tiles of 64 rows × (the keys through the tile's last row), 2
+  // products; unfused 2 products over s×s. Their ratio (Σ_i 64·64·(i+1))/s² = 65/128.
+  EXPECT_NEAR(core(fused, false) / core(unfused, false), 65.0 / 128, 1e-12);
+  EXPECT_LT(core(fused, true), core(unfused, true));
+  EXPECT_LT(fused.elementwise_fwd_s, unfused.elementwise_fwd_s);
+  EXPECT_LT(fused.compute_fwd_s + fused.compute_bwd_s,
+            unfused.compute_fwd_s + unfused.compute_bwd_s);
+}
+
 }  // namespace
 }  // namespace meshtp::model

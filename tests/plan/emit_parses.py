@@ -43,6 +43,7 @@ def megatron_parser():
     p.add_argument("--moe-aux-loss-coeff", nargs="+", type=float)
     p.add_argument("--moe-expert-capacity-factor", type=float)
     p.add_argument("--recompute-granularity", choices=["full", "selective"])
+    p.add_argument("--attention-backend", choices=["flash", "fused", "unfused", "local", "auto"])
     p.add_argument("--recompute-method", choices=["uniform", "block"])
     p.add_argument("--cp-comm-type", nargs="+", type=str)
     p.add_argument("--hierarchical-context-parallel-sizes", nargs="+", type=int)
@@ -148,6 +149,9 @@ def read(framework, text):
                     micro=a.micro_batch_size, batch=a.global_batch_size,
                     sp=a.sequence_parallel, recompute=a.recompute_granularity or "none",
                     zero=1 if a.use_distributed_optimizer else 0,
+                    **({} if a.attention_backend is None else
+                       dict(attention="fused" if a.attention_backend == "flash"
+                            else a.attention_backend)),
                     **({} if a.num_experts is None else
                        dict(ep=a.expert_model_parallel_size,
                             etp=a.expert_tensor_parallel_size)))
@@ -214,7 +218,8 @@ def expected(plan, batch):
                 etp=plan.get("etp", 0) or tp,
                 micro=batch // (dp * m), batch=batch,
                 sp=tp > 1 and (plan["sequence_parallel"] or plan["strategy"] == "tp1d"),
-                recompute=plan["recompute"], zero=plan["zero"] if dp > 1 else 0)
+                recompute=plan["recompute"], zero=plan["zero"] if dp > 1 else 0,
+                attention=plan.get("attention", "unfused"))
 
 
 # EMIT_FRAMEWORKS=megatron,torchtitan: only those (a layout DeepSpeed's config cannot hold,
