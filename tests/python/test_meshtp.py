@@ -88,6 +88,19 @@ def test_evaluate_is_the_cli_json():
     assert got["fits"] and got["plan"]["schedule"] == "1f1b"  # no schedule: the search's
 
 
+def test_evaluate_fused_attention_is_the_cli_json():
+    got = meshtp.evaluate("dgx-h100-1x8", "tiny", 8, dp=2, mesh="4x1", strategy="megatron",
+                          sequence_parallel=True, attention="fused", seq=32768)
+    assert got == cli_json("plan", "--3d", "--evaluate", "--topology", "dgx-h100-1x8",
+                           "--model", "tiny", "--devices", "8", "--dp", "2", "--mesh", "4x1",
+                           "--strategy", "megatron", "--sequence-parallel", "--attention",
+                           "fused", "--seq", "32768")
+    assert got["plan"]["attention"] == "fused"
+    unfused = meshtp.evaluate("dgx-h100-1x8", "tiny", 8, dp=2, mesh="4x1", strategy="megatron",
+                              sequence_parallel=True, seq=32768)
+    assert got["memory_gib"] < unfused["memory_gib"] / 10
+
+
 def test_evaluate_schedule_sequence_parallel_and_no_fit():
     got = meshtp.evaluate("nvswitch-8xa100", "gpt3-175b", 8, pp=2, microbatches=4,
                           schedule="gpipe", sequence_parallel=True)
