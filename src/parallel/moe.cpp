@@ -46,7 +46,10 @@ ExpertParallelMoe::ExpertParallelMoe(const MoeConfig& config, MoeGroups groups)
                config.capacity_factor);
   local_experts_ = config.experts / ep;
   local_ffn_ = config.ffn / etp;
-  const std::int64_t h = config.hidden, E = config.experts;
+}
+
+void ExpertParallelMoe::own_storage() {
+  const std::int64_t h = config_.hidden, E = config_.experts;
   router = Tensor({E, h});
   w1 = Tensor({local_experts_ * local_ffn_, h});
   w2 = Tensor({local_experts_ * h, local_ffn_});
@@ -58,17 +61,18 @@ ExpertParallelMoe::ExpertParallelMoe(const MoeConfig& config, MoeGroups groups)
 }
 
 void ExpertParallelMoe::bind(Storage values, Storage grads) {
-  const auto check = [](std::span<float> s, const Tensor& own, const char* what, bool grad) {
-    MESHTP_CHECK(s.size() == static_cast<std::size_t>(own.numel()) || (grad && s.empty()),
-                 "moe bind: {} has {} values, this rank's shard {}", what, s.size(),
-                 own.numel());
-  };
-  check(values.router, router, "the router", false);
-  check(values.w1, w1, "W1", false);
-  check(values.w2, w2, "W2", false);
-  check(grads.router, router, "the router's gradient", true);
-  check(grads.w1, w1, "W1's gradient", true);
-  check(grads.w2, w2, "W2's gradient", true);
+  const std::int64_t h = config_.hidden;
+  const std::int64_t sizes[] = {config_.experts * h, local_experts_ * local_ffn_ * h,
+                                local_experts_ * h * local_ffn_};
+  const char* names[] = {"the router", "W1", "W2"};
+  const std::span<float> v[] = {values.router, values.w1, values.w2};
+  const std::span<float> g[] = {grads.router, grads.w1, grads.w2};
+  for (int i = 0; i < 3; ++i) {
+    const auto want = static_cast<std::size_t>(sizes[i]);
+    MESHTP_CHECK(v[i].size() == want && (g[i].size() == want || g[i].empty()),
+                 "moe bind: {} has {} values and {} gradients, this rank's shard {}", names[i],
+                 v[i].size(), g[i].size(), want);
+  }
   values_ = values;
   grads_ = grads;
 }
@@ -82,6 +86,7 @@ void ExpertParallelMoe::load(const Tensor& router_full, const Tensor& w1_full,
                "[E, h], [E·F, h], [E·h, F])",
                to_string(router_full.shape()), to_string(w1_full.shape()),
                to_string(w2_full.shape()), E, h, F);
+  if (values_.router.empty()) own_storage();
   copy(router_full.values(), values_.router);
   const std::int64_t first = groups_.ep.rank() * local_experts_;
   const std::int64_t col0 = groups_.etp.rank() * local_ffn_;

@@ -71,7 +71,8 @@ class ExpertParallelMoe {
   ExpertParallelMoe(const MoeConfig& config, MoeGroups groups);
 
   // Copies this rank's shards out of the whole parameters: router [E, h], W1 [E·F, h],
-  // W2 [E·h, F] (ops/moe.hpp's layouts), into the storage bound (the layer's own by default).
+  // W2 [E·h, F] (ops/moe.hpp's layouts), into the storage bound — or, where none is, into
+  // the layer's own (allocated then: the tensors below).
   void load(const Tensor& router, const Tensor& w1, const Tensor& w2);
 
   // The parameters and gradients in someone else's storage (a block stack's), sized as the
@@ -91,7 +92,8 @@ class ExpertParallelMoe {
   std::int64_t local_experts() const { return local_experts_; }
   std::int64_t local_ffn() const { return local_ffn_; }
 
-  // This rank's parameters and their gradients (accumulated): the storage used until bind.
+  // This rank's parameters and their gradients (accumulated) when the layer holds its own
+  // (load without bind); empty when bound to a stack's storage, which holds them once.
   Tensor router, w1, w2;
   Tensor router_grad, w1_grad, w2_grad;
 
@@ -112,6 +114,7 @@ class ExpertParallelMoe {
   // order.
   Tensor combine_rows(ConstMatrixView expert_major) const;
 
+  void own_storage();
   MatrixView router_v() const { return {values_.router.data(), config_.experts, config_.hidden, config_.hidden}; }
   MatrixView w1_v() const { return {values_.w1.data(), local_experts_ * local_ffn_, config_.hidden, config_.hidden}; }
   MatrixView w2_v() const { return {values_.w2.data(), local_experts_ * config_.hidden, local_ffn_, local_ffn_}; }

@@ -294,6 +294,17 @@ MemoryEstimate moe_rank_memory(const ModelSpec& model, const layout::Plan& p, in
                                     : static_cast<double>(moe_layers));
   out.activations_bytes += e * kept_layers * f.kept;
   out.workspace_bytes += e * f.buffers;
+  // Under sequence parallelism (t > 1) a dense MLP all-gathers its input over the t ranks —
+  // meshtp's runtime keeps the gathered copy (Megatron-LM's re-gathers it: not counted) — and
+  // gathers its output gradient beside the scattered output; the experts take each rank's own
+  // tokens (model/block.cpp): the dense part above counted those three, per microbatch's
+  // tokens n·h, for MoE layers too.
+  const int t = p.mesh[0];
+  if (p.sequence_parallel && t > 1 && !layout::is_gemm2d(p.strategy)) {
+    const double nh = static_cast<double>(mb.tokens()) * static_cast<double>(mb.hidden) * frac;
+    if (runtime == layout::Runtime::kMeshtp) out.activations_bytes -= e * kept_layers * nh;
+    out.workspace_bytes -= e * (nh + nh / t);
+  }
   return out;
 }
 
