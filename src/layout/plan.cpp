@@ -176,7 +176,7 @@ void Plan::require_runtime(std::string_view where) const {
 Plan Plan::as_runtime_runs(const ModelShape& shape) const {
   Plan p = *this;
   if (shape.is_moe() && ep == 1 && etp == 0) {
-    p.ep = mesh[0] * mesh[1];
+    p.ep = mesh[0];  // as require_runtime: the runtime's MoE mesh is N×1
     p.etp = 1;
   }
   return p;

@@ -332,7 +332,7 @@ void Block::forward(const ChunkedMatrix& y, const ChunkedMatrix& x, BlockWorkspa
           p_[kLn2Bias], h, ln_group_, ln_scratch);
     }
     const ChunkedMatrix moe_y = view(ws.mlp2_p, stream);
-    aux_loss_ = moe_->forward(moe_y.whole(), xn2.whole());
+    (void)moe_->forward(moe_y.whole(), xn2.whole());  // its aux loss acts through backward
     for (int i = 0; i < C; ++i) {
       residual_forward(y.chunk(i), xmid.chunk(i), moe_y.chunk(i));
       add_bias(y.chunk(i), p_[kMlp2Bias]);

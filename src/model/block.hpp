@@ -107,7 +107,6 @@ class Block : public StackBlock {
   parallel::ChunkedLayout stream_layout() const override;
   parallel::ActivationShard stream_shard() const override;
   bool partial_grad(int k) const override;
-  double aux_loss() const override { return aux_loss_; }
   std::unique_ptr<BlockWorkspaceBase> make_workspace() const override {
     return std::make_unique<BlockWorkspace>(*this);
   }
@@ -140,7 +139,6 @@ class Block : public StackBlock {
   // mesh dim 0 (each rank's own tokens under sequence parallelism: Megatron-Core's folding of
   // expert parallelism onto the tensor-parallel ranks); mlp1_/mlp2_ then only name layouts.
   std::unique_ptr<parallel::ExpertParallelMoe> moe_;
-  double aux_loss_ = 0.0;
 
   // Saved for backward.
   View x_;

@@ -81,9 +81,8 @@ class StackBlock {
   // parallelism: each rank saw its own tokens — the LayerNorms', and a MoE layer's router and
   // output bias); the stack all-reduces them once per backward.
   virtual bool partial_grad(int k) const { (void)k; return false; }
-  // A mixture-of-experts block's part of its load-balancing loss in the last forward (0 for
-  // dense blocks), and the weight ∂L/∂aux its backward applies (the training loss's scale).
-  virtual double aux_loss() const { return 0.0; }
+  // The weight ∂L/∂aux a mixture-of-experts block's backward gives its load-balancing loss
+  // (the training loss's scale); dense blocks ignore it.
   void set_aux_weight(double weight) { aux_weight_ = weight; }
   virtual std::unique_ptr<BlockWorkspaceBase> make_workspace() const = 0;
 

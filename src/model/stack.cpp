@@ -208,13 +208,9 @@ Tensor Stack::gather_grad_input() const {
 
 void Stack::forward() {
   RepeatedWork layers;  // folded in a simulated run with --fold-layers (core/simulation.hpp)
-  aux_loss_ = 0.0;
   for (int i = 0; i < layers_; ++i) {
     if (before_layer_) before_layer_(i, false);
-    layers.run([&] {
-      forward_layer(i);
-      aux_loss_ += blocks_.at(i).aux_loss();
-    });
+    layers.run([&] { forward_layer(i); });
   }
 }
 

@@ -137,10 +137,9 @@ class Stack {
   }
   void rebind(int layer);
 
-  // Mixture of experts: the blocks' load-balancing losses in the last forward (this rank's
-  // parts: summed over the token group they add up to the loss, ops/moe.hpp), and the weight
-  // ∂L/∂aux their backward applies (the training loss's scale, e.g. 1/(dp·microbatches)).
-  double aux_loss() const { return aux_loss_; }
+  // Mixture of experts: the weight ∂L/∂aux the blocks' backward gives their load-balancing
+  // losses (the training loss's scale, e.g. 1/(dp·microbatches)); the losses themselves enter
+  // only through the gradients (the reported loss is the language model's).
   void set_aux_weight(double weight) {
     blocks_.for_each([&](StackBlock& b) { b.set_aux_weight(weight); });
   }
@@ -162,7 +161,6 @@ class Stack {
   LayerBlocks blocks_;
   std::unique_ptr<BlockWorkspaceBase> workspace_;
   std::vector<Tensor> streams_;  // x_0 … x_L
-  double aux_loss_ = 0.0;
   Tensor dstream_[2];
 };
 

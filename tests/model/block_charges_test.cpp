@@ -51,6 +51,22 @@ class ChargedMode {
   simhooks::Hooks saved_;
 };
 
+// A stack's forward and backward in charged mode: the simulated seconds each charged.
+struct Charged {
+  double forward = 0, backward = 0;
+};
+Charged charged_step(Stack& stack) {
+  const ChargedMode charged;
+  Charged c;
+  stack.forward();
+  c.forward = simhooks::hooks().charged_s;
+  stack.zero_grads();
+  const double before = simhooks::hooks().charged_s;
+  stack.backward();
+  c.backward = simhooks::hooks().charged_s - before;
+  return c;
+}
+
 plan::AtpEstimate planned(const plan::ModelSpec& m, int d1, int d2, int chunks) {
   plan::MeshLinks links;  // compute does not depend on the links: any positive bandwidth
   links.mesh = {d1, d2};
@@ -84,16 +100,7 @@ TEST(BlockCharges, EqualThePlannersComputeOnEveryMesh) {
       c.block.shape.layers = 1;
       Stack stack(mesh, c);
       const plan::AtpEstimate want = planned(m, shape[0], shape[1], chunks);
-      double forward = 0, backward = 0;
-      {
-        const ChargedMode charged;
-        stack.forward();
-        forward = simhooks::hooks().charged_s;
-        stack.zero_grads();
-        const double before = simhooks::hooks().charged_s;
-        stack.backward();
-        backward = simhooks::hooks().charged_s - before;
-      }
+      const auto [forward, backward] = charged_step(stack);
       EXPECT_NEAR(forward, want.compute_fwd_s, 1e-9 * want.compute_fwd_s)
           << "forward on " << what << ": elementwise planned " << want.elementwise_fwd_s;
       EXPECT_NEAR(backward, want.compute_bwd_s, 1e-9 * want.compute_bwd_s)
@@ -133,16 +140,7 @@ TEST(BlockCharges, FusedAttentionEqualsThePlannersComputeOnEveryMesh) {
         c.block.layout.recompute = recompute;
         Stack stack(mesh, c);
         const plan::AtpEstimate want = planned(m, shape[0], shape[1], chunks);
-        double forward = 0, backward = 0;
-        {
-          const ChargedMode charged;
-          stack.forward();
-          forward = simhooks::hooks().charged_s;
-          stack.zero_grads();
-          const double before = simhooks::hooks().charged_s;
-          stack.backward();
-          backward = simhooks::hooks().charged_s - before;
-        }
+        const auto [forward, backward] = charged_step(stack);
         EXPECT_NEAR(forward, want.compute_fwd_s, 1e-9 * want.compute_fwd_s)
             << "forward on " << what << ": elementwise planned " << want.elementwise_fwd_s;
         // One layer: the step's compute less the forward is the backward and any re-run.

@@ -146,6 +146,21 @@ TEST(ExpertParallelMoe, RefusesShapesThatDoNotSplitNamingThem) {
   c.top_k = 5;
   EXPECT_EQ(testing::error_message([&] { ExpertParallelMoe bad(c, g2); }),
             "moe: top_k=5 must be between 1 and experts=4");
+
+  // Parameters of the wrong shape, loaded or bound, are refused naming the sizes.
+  c.top_k = 2;
+  MoeGroups alone{comm::Communicator::alone(0, 1), comm::Communicator::alone(0, 1), r.world};
+  ExpertParallelMoe layer(c, alone);  // h 4, 4 experts of ffn 4
+  const Tensor router({4, 4}), w1({16, 4}), w2({16, 4}), w1_short({12, 4});
+  EXPECT_EQ(testing::error_message([&] { layer.load(router, w1_short, w2); }),
+            "moe load: router [4, 4], W1 [12, 4], W2 [16, 4] for experts=4, hidden=4, ffn=4 "
+            "(expected [E, h], [E·F, h], [E·h, F])");
+  std::vector<float> v16(16), v64(64), v63(63);
+  EXPECT_EQ(testing::error_message([&] {
+              layer.bind({v16, v63, v64}, {v16, v64, v64});
+            }),
+            "moe bind: W1 has 63 values and 64 gradients, this rank's shard 64");
+  layer.bind({v16, v64, v64}, {});  // no gradients: a forward only
 }
 
 }  // namespace
