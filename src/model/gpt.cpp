@@ -167,7 +167,8 @@ Tensor Gpt::gather(int p, const Tensor& local) const {
   const int e = extra(p);
   if (e < 0) {
     const ParamEntry& entry = stack_->param_table().at(static_cast<std::size_t>(p));
-    return parallel::gather_param(entry.shard, local.values(), global_shape(p), *mesh_);
+    return parallel::gather_param(entry.shard, local.values(), global_shape(p),
+                                  stack_->param_mesh(p));
   }
   if (e == kWpe) return local;
   if (e == kWte) {
@@ -189,7 +190,7 @@ void Gpt::scatter(int p, const Tensor& global, Tensor& local) const {
   const int e = extra(p);
   if (e < 0) {
     const ParamEntry& entry = stack_->param_table().at(static_cast<std::size_t>(p));
-    parallel::scatter_param(entry.shard, global, *mesh_, local.values());
+    parallel::scatter_param(entry.shard, global, stack_->param_mesh(p), local.values());
   } else if (e == kWpe) {
     local = global;
   } else if (e == kWte) {

@@ -66,13 +66,20 @@ class StackBlock {
  public:
   using Shards = std::array<parallel::ParamShard, kBlockParams>;
   // shards[p]: how parameter p (BlockParam order) of a block of this model (its table:
-  // model/params.hpp block_param_table) lies on the mesh.
-  StackBlock(const mesh::DeviceMesh& mesh, const layout::ModelShape& shape, const Shards& shards);
+  // model/params.hpp block_param_table) lies on the mesh. expert_mesh: the shape (ep, etp) of
+  // the experts' own mesh over the same ranks (parallel::on_expert_mesh kinds), for a
+  // mixture-of-experts block; empty otherwise. Collective over mesh when not empty.
+  StackBlock(const mesh::DeviceMesh& mesh, const layout::ModelShape& shape, const Shards& shards,
+             const std::vector<int>& expert_mesh = {});
   virtual ~StackBlock() = default;
   StackBlock(const StackBlock&) = delete;
   StackBlock& operator=(const StackBlock&) = delete;
 
   parallel::ParamShard param_shard(int p) const { return shards_.at(static_cast<std::size_t>(p)); }
+  // The mesh parameter p is sharded on: the attention's, or the experts' own.
+  const mesh::DeviceMesh& param_mesh(int p) const {
+    return parallel::on_expert_mesh(param_shard(p)) ? *expert_mesh_ : *mesh_;
+  }
   const Shape& local_shape(int p) const { return local_.at(static_cast<std::size_t>(p)); }
   // The residual stream's local layout and which block of the global [b·s, h] it is.
   virtual parallel::ChunkedLayout stream_layout() const = 0;
@@ -100,6 +107,7 @@ class StackBlock {
  protected:
   virtual void bound() {}  // after bind: hand the spans on (ATP's linears keep their own)
   const mesh::DeviceMesh* mesh_;
+  std::unique_ptr<mesh::DeviceMesh> expert_mesh_;  // (ep, etp) over mesh_'s ranks, or null
   std::array<std::span<float>, kBlockParams> p_{}, g_{};
   double aux_weight_ = 0.0;
 

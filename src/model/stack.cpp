@@ -9,11 +9,19 @@
 
 namespace meshtp::model {
 StackBlock::StackBlock(const mesh::DeviceMesh& mesh, const layout::ModelShape& shape,
-                       const Shards& shards)
+                       const Shards& shards, const std::vector<int>& expert_mesh)
     : mesh_(&mesh), shards_(shards) {
+  if (!expert_mesh.empty()) {
+    expert_mesh_ = std::make_unique<mesh::DeviceMesh>(
+        mesh.is_alone() ? mesh::DeviceMesh::alone(expert_mesh, mesh.rank())
+                        : mesh::DeviceMesh(mesh.comm(), expert_mesh));
+  }
   const auto table = block_param_table(0, shape);
   for (std::size_t p = 0; p < shards.size(); ++p) {
-    local_[p] = parallel::local_shape(shards[p], table[p].shape, mesh.shape());
+    MESHTP_CHECK(!parallel::on_expert_mesh(shards[p]) || expert_mesh_,
+                 "parameter {} lies on the experts' mesh, but the block has none", table[p].name);
+    local_[p] = parallel::local_shape(shards[p], table[p].shape,
+                                      param_mesh(static_cast<int>(p)).shape());
   }
 }
 
@@ -104,10 +112,15 @@ void Stack::rebind(int l) {
 
 int Stack::replicas(int p) const {
   int r = 1;
+  const mesh::DeviceMesh& on = param_mesh(p);
   for (const int dim : parallel::replicated_dims(table_.at(static_cast<std::size_t>(p)).shard)) {
-    r *= mesh_->size(dim);
+    r *= on.size(dim);
   }
   return r;
+}
+
+const mesh::DeviceMesh& Stack::param_mesh(int p) const {
+  return block().param_mesh(p % kBlockParams);
 }
 
 int Stack::grad_layer(int p) const {
@@ -122,8 +135,9 @@ void Stack::init(std::uint64_t seed) {
   for (int p = 0; p < num_params(); ++p) {
     const ParamEntry& e = table_[static_cast<std::size_t>(p)];
     const std::span<float> local = value(p).values();
+    const mesh::DeviceMesh& on = param_mesh(p);
     parallel::for_each_local(
-        e.shard, e.shape, mesh_->shape(), mesh_->coords(), [&](std::int64_t l, std::int64_t g) {
+        e.shard, e.shape, on.shape(), on.coords(), [&](std::int64_t l, std::int64_t g) {
           local[static_cast<std::size_t>(l)] =
               init_value(e, seed, static_cast<int>(config_.block.shape.layers), g);
         });
@@ -135,7 +149,8 @@ void Stack::load(const SafetensorsFile& file) {
   for (const ParamEntry& e : table_) require(file, e.name, e.shape);
   for (int p = 0; p < num_params(); ++p) {
     const ParamEntry& e = table_[static_cast<std::size_t>(p)];
-    parallel::scatter_param(e.shard, file.tensors.at(e.name), *mesh_, value(p).values());
+    parallel::scatter_param(e.shard, file.tensors.at(e.name), param_mesh(p),
+                            value(p).values());
   }
 }
 
@@ -143,7 +158,8 @@ std::map<std::string, Tensor> Stack::gather_values() const {
   std::map<std::string, Tensor> out;
   for (int p = 0; p < num_params(); ++p) {
     const ParamEntry& e = table_[static_cast<std::size_t>(p)];
-    out.emplace(e.name, parallel::gather_param(e.shard, value(p).values(), e.shape, *mesh_));
+    out.emplace(e.name, parallel::gather_param(e.shard, value(p).values(), e.shape,
+                                               param_mesh(p)));
   }
   return out;
 }
@@ -152,7 +168,8 @@ std::map<std::string, Tensor> Stack::gather_grads() const {
   std::map<std::string, Tensor> out;
   for (int p = 0; p < num_params(); ++p) {
     const ParamEntry& e = table_[static_cast<std::size_t>(p)];
-    out.emplace(e.name, parallel::gather_param(e.shard, grad(p).values(), e.shape, *mesh_));
+    out.emplace(e.name, parallel::gather_param(e.shard, grad(p).values(), e.shape,
+                                               param_mesh(p)));
   }
   return out;
 }

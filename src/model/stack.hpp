@@ -86,6 +86,9 @@ class Stack {
   const Tensor& grad(int p) const { return grads_.at(static_cast<std::size_t>(p)); }
   // Ranks holding a copy of each element of parameter p (its replicated mesh dims' sizes).
   int replicas(int p) const;
+  // The mesh parameter p is sharded on (StackBlock::param_mesh): the attention's, or the
+  // experts' own for a mixture of experts' weights.
+  const mesh::DeviceMesh& param_mesh(int p) const;
   // The layer after whose backward parameter p's gradient is final (backward's
   // on_layer_done argument), or -1: only once backward returns (sequence parallelism's
   // LayerNorm partials).

@@ -134,9 +134,9 @@ MoeFloats moe_floats(const ModelSpec& mb, const layout::Plan& p, double imbalanc
   const ExpertLinears l = expert_linears(mb, etp);
   const double assignments = T * k * F;
   MoeFloats f;
-  f.kept = assignments * (etp * l.in1 + l.out1 + l.in2 + l.out2) +
+  f.kept = assignments * (etp * (l.in1 + l.out1 + l.in2) + l.out2) +
            2 * T * static_cast<double>(mb.num_experts);
-  f.buffers = assignments * (2 * etp * l.in1 + 2 * l.out1);
+  f.buffers = assignments * (2 * etp * l.in1 + 2 * etp * l.out1);
   return f;
 }
 
