@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <array>
+
 #include "core/error.hpp"
 #include "core/simulation.hpp"
 #include "core/stats.hpp"
@@ -62,6 +64,16 @@ const StackConfig& validated(const StackConfig& c, const std::vector<int>& mesh_
   return c;
 }
 
+// Each layer's kind (model/layer_blocks.hpp): 1 for a mixture of experts' MoE layers, 0 for
+// the rest (model-wide layer indices: a pipeline stage's stack starts at first_layer).
+std::vector<int> layer_kinds(const StackConfig& c) {
+  std::vector<int> kinds;
+  for (int l = 0; l < c.stack_layers(); ++l) {
+    kinds.push_back(c.block.shape.moe_layer(c.first_layer + l) ? 1 : 0);
+  }
+  return kinds;
+}
+
 }  // namespace
 
 // Everything is validated before anything is allocated.
@@ -70,25 +82,35 @@ Stack::Stack(const mesh::DeviceMesh& mesh, const StackConfig& config)
       config_(validated(config, mesh.shape())),
       layers_(config.stack_layers()),
       table_(stack_param_table(layers_, config.block.shape, config.first_layer)),
-      blocks_(layers_, config.block.layout.recompute, [&]() -> std::unique_ptr<StackBlock> {
-        if (layout::is_gemm2d(config.block.layout.strategy)) {
-          return std::make_unique<Gemm2dBlock>(mesh, config.block);
-        }
-        return std::make_unique<Block>(mesh, config.block);
-      }) {
+      blocks_(layer_kinds(config), config.block.layout.recompute,
+              [&](int kind) -> std::unique_ptr<StackBlock> {
+                if (layout::is_gemm2d(config.block.layout.strategy)) {
+                  return std::make_unique<Gemm2dBlock>(mesh, config.block);
+                }
+                // A MoE model's dense layers: GPT blocks of the same sizes.
+                BlockConfig layer = config.block;
+                if (kind == 0) layer.shape = layer.shape.without_experts();
+                return std::make_unique<Block>(mesh, layer);
+              }) {
   std::int64_t ln_size = 0;
   for (std::size_t p = 0; p < table_.size(); ++p) {
+    const StackBlock& b = param_block(static_cast<int>(p));
     const int k = static_cast<int>(p % kBlockParams);
-    table_[p].shard = block().param_shard(k);
-    values_.emplace_back(block().local_shape(k));
-    grads_.emplace_back(block().local_shape(k));
+    table_[p].shard = b.param_shard(k);
+    values_.emplace_back(b.local_shape(k));
+    grads_.emplace_back(b.local_shape(k));
     ln_offset_.push_back(ln_size);
-    if (block().partial_grad(k)) ln_size += numel(block().local_shape(k));
+    if (b.partial_grad(k)) ln_size += numel(b.local_shape(k));
   }
   if (ln_size > 0) ln_partial_ = Tensor({ln_size});
 
   for (int l = 0; l < layers_; ++l) rebind(l);
-  workspace_ = block().make_workspace();
+  // One workspace serves every layer: a dense layer's holds everything a MoE layer's does.
+  int widest = 0;
+  for (int l = 0; l < layers_; ++l) {
+    if (blocks_.kind(l) == 0) widest = l;
+  }
+  workspace_ = blocks_.of_layer(widest).make_workspace();
   const std::int64_t stream = stream_layout().size();
   for (int l = 0; l <= layers_; ++l) streams_.emplace_back(Shape{stream});
   dstream_[0] = Tensor({stream});
@@ -102,7 +124,7 @@ void Stack::rebind(int l) {
   for (int k = 0; k < kBlockParams; ++k) {
     const auto p = static_cast<std::size_t>(l * kBlockParams + k);
     v.push_back(values_[p].values());
-    const bool partial = block().partial_grad(k);
+    const bool partial = blocks_.of_layer(l).partial_grad(k);
     g.push_back(partial ? ln_partial_.values().subspan(static_cast<std::size_t>(ln_offset_[p]),
                                                        grads_[p].values().size())
                         : grads_[p].values());
@@ -119,12 +141,18 @@ int Stack::replicas(int p) const {
   return r;
 }
 
+int Stack::first_of_kind(int kind) const {
+  int l = 0;
+  while (blocks_.kind(l) != kind) ++l;
+  return l;
+}
+
 const mesh::DeviceMesh& Stack::param_mesh(int p) const {
-  return block().param_mesh(p % kBlockParams);
+  return param_block(p).param_mesh(p % kBlockParams);
 }
 
 int Stack::grad_layer(int p) const {
-  return block().partial_grad(p % kBlockParams) ? -1 : p / kBlockParams;
+  return param_block(p).partial_grad(p % kBlockParams) ? -1 : p / kBlockParams;
 }
 
 void Stack::zero_grads() {
@@ -224,10 +252,12 @@ Tensor Stack::gather_grad_input() const {
 }
 
 void Stack::forward() {
-  RepeatedWork layers;  // folded in a simulated run with --fold-layers (core/simulation.hpp)
+  // Folded in a simulated run with --fold-layers (core/simulation.hpp): the layers of one kind
+  // are the repeated work (dense and MoE layers differ).
+  std::array<RepeatedWork, 2> layers;
   for (int i = 0; i < layers_; ++i) {
     if (before_layer_) before_layer_(i, false);
-    layers.run([&] { forward_layer(i); });
+    layers[static_cast<std::size_t>(blocks_.kind(i))].run([&] { forward_layer(i); });
   }
 }
 
@@ -240,13 +270,15 @@ void Stack::forward_layer(int i) {
 void Stack::backward(const std::function<void(int layer)>& on_layer_done) {
   const parallel::ChunkedLayout l = stream_layout();
   if (!ln_partial_.empty()) ln_partial_.fill(0.0f);
-  RepeatedWork layers;
+  std::array<RepeatedWork, 2> layers;  // per kind, as in forward
   for (int i = layers_ - 1; i >= 0; --i) {
     const int k = layers_ - 1 - i;  // dy in dstream_[k % 2], dx into the other
     if (before_layer_) before_layer_(i, true);
-    layers.run([&] {
-      // Folded, the block that runs is the one whose forward ran (and saved its input): 0.
-      const int b = layers.folded() ? 0 : i;
+    RepeatedWork& repeated = layers[static_cast<std::size_t>(blocks_.kind(i))];
+    repeated.run([&] {
+      // Folded, the block that runs is the one whose forward ran (and saved its input): the
+      // first layer of its kind.
+      const int b = repeated.folded() ? first_of_kind(blocks_.kind(i)) : i;
       if (blocks_.full()) forward_layer(b);  // recomputation (model/layer_blocks.hpp)
       blocks_.at(b).backward({dstream_[(k + 1) % 2].data(), l}, {dstream_[k % 2].data(), l},
                              *workspace_);
@@ -257,7 +289,8 @@ void Stack::backward(const std::function<void(int layer)>& on_layer_done) {
     // Sequence parallelism: each rank summed the LayerNorm gradients over its own tokens.
     mesh_->dim_comm(0).all_reduce(ln_partial_.values());
     for (std::size_t p = 0; p < table_.size(); ++p) {
-      if (!block().partial_grad(static_cast<int>(p % kBlockParams))) continue;
+      const int q = static_cast<int>(p);
+      if (!param_block(q).partial_grad(q % kBlockParams)) continue;
       float* g = grads_[p].data();
       const float* part = ln_partial_.data() + ln_offset_[p];
       for (std::int64_t j = 0; j < grads_[p].numel(); ++j) g[j] += part[j];

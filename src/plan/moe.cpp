@@ -149,9 +149,7 @@ double expert_params_per_rank(const ModelSpec& m, const layout::Plan& p, std::in
 
 ModelSpec dense_part(const ModelSpec& model, std::int64_t ffn) {
   ModelSpec d = model;
-  d.num_experts = d.top_k = d.moe_ffn_hidden = d.shared_experts = 0;
-  d.moe_every = 1;
-  d.capacity_factor = d.router_aux_loss = 0;
+  static_cast<layout::ModelShape&>(d) = model.without_experts();
   d.ffn_hidden = ffn;
   return d;
 }
