@@ -153,6 +153,7 @@ class Stack {
   StackConfig config_;
   int layers_;  // blocks in this stack
   std::vector<ParamEntry> table_;
+  std::vector<int> slot_, layer_;  // parameter p: BlockParam slot, block of this stack
   std::vector<Tensor> values_, grads_;
   // Sequence parallelism: the gradients that are partial sums over mesh dim 0 (StackBlock::
   // partial_grad: LayerNorms, a MoE block's router and bias), parameter p at ln_offset_[p].
