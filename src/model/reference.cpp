@@ -76,8 +76,8 @@ Tensor ReferenceStack::forward(const Tensor& x_in) {
     } else {  // grouped-query: the fused core (ops/flash_attention.hpp), its log-sum-exps kept
       s.att = Tensor({B * NH * T});
       Tensor scratch({flash_attention_scratch_size({}, T, T, C / NH)});
-      flash_attention_forward_qkv(s.attn.matrix(), s.att.values(), scratch.values(),
-                                  s.qkv.matrix(), B, T, NH, NKV);
+      flash_attention_forward_qkv(s.attn.matrix(), s.att.values(), scratch.values(), s.qkv.matrix(),
+                                  B, T, NH, NKV);
     }
     Tensor proj({N, C});
     linear_forward(proj.matrix(), s.attn.matrix(), w(l, "attn.proj.weight").matrix(),
@@ -91,8 +91,8 @@ Tensor ReferenceStack::forward(const Tensor& x_in) {
       rmsnorm_forward(s.ln2.matrix(), s.ln2_rstd.values(), s.xmid.matrix(),
                       w(l, "ln2.weight").values());
     } else {
-      layernorm_forward(s.ln2.matrix(), s.ln2_mean.values(), s.ln2_rstd.values(),
-                        s.xmid.matrix(), w(l, "ln2.weight").values(), w(l, "ln2.bias").values());
+      layernorm_forward(s.ln2.matrix(), s.ln2_mean.values(), s.ln2_rstd.values(), s.xmid.matrix(),
+                        w(l, "ln2.weight").values(), w(l, "ln2.bias").values());
     }
     s.mlp1 = Tensor({N, F1});
     linear_forward(s.mlp1.matrix(), s.ln2.matrix(), w(l, "mlp.fc1.weight").matrix(),
@@ -123,8 +123,8 @@ Tensor ReferenceStack::backward(const Tensor& dy_in) {
                to_string(dy_in.shape()), B, T, C);
   for (auto& [name, t] : grads_) t.fill(0.0f);
   Tensor dy(Shape{N, C}, std::vector<float>(dy_in.values().begin(), dy_in.values().end()));
-  Tensor scratch({NKV == NH ? attention_scratch_size(T)
-                            : flash_attention_scratch_size({}, T, T, C / NH)});
+  Tensor scratch(
+      {NKV == NH ? attention_scratch_size(T) : flash_attention_scratch_size({}, T, T, C / NH)});
   for (int l = config_.stack_layers() - 1; l >= 0; --l) {
     const Saved& s = saved_[static_cast<std::size_t>(l)];
     // y = x_mid + mlp2(act(mlp1(ln2(x_mid))))
@@ -141,8 +141,8 @@ Tensor ReferenceStack::backward(const Tensor& dy_in) {
     linear_backward(dln2.matrix(), g(l, "mlp.fc1.weight").matrix(), gb(l, "mlp.fc1.bias"),
                     dmlp1.matrix(), s.ln2.matrix(), w(l, "mlp.fc1.weight").matrix());
     if (rms) {
-      rmsnorm_backward(dxmid.matrix(), g(l, "ln2.weight").values(), dln2.matrix(),
-                       s.xmid.matrix(), w(l, "ln2.weight").values(), s.ln2_rstd.values());
+      rmsnorm_backward(dxmid.matrix(), g(l, "ln2.weight").values(), dln2.matrix(), s.xmid.matrix(),
+                       w(l, "ln2.weight").values(), s.ln2_rstd.values());
     } else {
       layernorm_backward(dxmid.matrix(), g(l, "ln2.weight").values(), g(l, "ln2.bias").values(),
                          dln2.matrix(), s.xmid.matrix(), w(l, "ln2.weight").values(),
@@ -158,9 +158,8 @@ Tensor ReferenceStack::backward(const Tensor& dy_in) {
       attention_backward(dqkv.matrix(), scratch.values(), dattn.matrix(), s.qkv.matrix(),
                          s.att.values(), B, T, NH);
     } else {
-      flash_attention_backward_qkv(dqkv.matrix(), scratch.values(), dattn.matrix(),
-                                   s.qkv.matrix(), s.attn.matrix(), s.att.values(), B, T, NH,
-                                   NKV);
+      flash_attention_backward_qkv(dqkv.matrix(), scratch.values(), dattn.matrix(), s.qkv.matrix(),
+                                   s.attn.matrix(), s.att.values(), B, T, NH, NKV);
     }
     if (rope_.len > 0) {
       rope_backward(dqkv.matrix().block(0, 0, N, C), rope_, B, NH);

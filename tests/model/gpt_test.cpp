@@ -95,10 +95,18 @@ TEST(Gpt, EveryMeshMatchesTheSerialModel) {
 // the fused and the unfused core and recomputation, against the serial model. The weights are
 // the init moved by noise, so a norm weight's misplaced shard (all ones at init) shows.
 GptConfig llama_config(std::int64_t kv_heads) {
-  return {.shape = {.batch = 4, .seq = 8, .hidden = 64, .heads = 16, .layers = 2, .vocab = kVocab,
-                    .kv_heads = kv_heads, .ffn_hidden = 96,
-                    .activation = layout::Activation::kSwiglu, .norm = layout::Norm::kRmsNorm,
-                    .position = layout::Position::kRope, .tie_embeddings = false}};
+  return {.shape = {.batch = 4,
+                    .seq = 8,
+                    .hidden = 64,
+                    .heads = 16,
+                    .layers = 2,
+                    .vocab = kVocab,
+                    .kv_heads = kv_heads,
+                    .ffn_hidden = 96,
+                    .activation = layout::Activation::kSwiglu,
+                    .norm = layout::Norm::kRmsNorm,
+                    .position = layout::Position::kRope,
+                    .tie_embeddings = false}};
 }
 
 TEST(Gpt, LlamaEveryMeshMatchesTheSerialModel) {
@@ -133,17 +141,19 @@ TEST(Gpt, LlamaEveryMeshMatchesTheSerialModel) {
         if (v.sp && shape[1] != 1) continue;
         const mesh::DeviceMesh mesh(world, shape);
         GptConfig c = base;
-        c.layout = {.recompute = v.recompute, .mesh = {shape[0], shape[1]}, .chunks = v.chunks,
-                    .sequence_parallel = v.sp, .attention = v.attention};
+        c.layout = {.recompute = v.recompute,
+                    .mesh = {shape[0], shape[1]},
+                    .chunks = v.chunks,
+                    .sequence_parallel = v.sp,
+                    .attention = v.attention};
         Gpt gpt(mesh, c);
         gpt.load(weights, "test weights");
         gpt.zero_grads();
         const double loss = gpt.forward(tokens, targets);
         gpt.backward();
-        const std::string where =
-            fmt::format("rank {} kv {} mesh {}x{} chunks {}{} {} {}", world.rank(), kv, shape[0],
-                        shape[1], v.chunks, v.sp ? " sp" : "", layout::name(v.attention),
-                        layout::name(v.recompute));
+        const std::string where = fmt::format(
+            "rank {} kv {} mesh {}x{} chunks {}{} {} {}", world.rank(), kv, shape[0], shape[1],
+            v.chunks, v.sp ? " sp" : "", layout::name(v.attention), layout::name(v.recompute));
         EXPECT_NEAR(loss, ref.loss, 1e-5 * ref.loss) << where;
         EXPECT_EQ(gpt.num_params(), static_cast<int>(ref.grads.size())) << where;
         for (int p = 0; p < gpt.num_params(); ++p) {
@@ -161,35 +171,52 @@ TEST(Gpt, LlamaRefusesWhatItDoesNotRun) {
   using test_support::error_of;
   GptConfig c = llama_config(2);
   c.layout = {.mesh = {4, 1}};
-  EXPECT_NE(error_of([&] { validate(c, {4, 1}); })
-                .find("kv_heads=2 (heads=16) is not divisible by d1·d2=4 (mesh 4x1)"),
+  EXPECT_NE(error_of([&] {
+              validate(c, {4, 1});
+            }).find("kv_heads=2 (heads=16) is not divisible by d1·d2=4 (mesh 4x1)"),
             std::string::npos)
-      << error_of([&] { validate(c, {4, 1}); });
+      << error_of([&] {
+           validate(c, {4, 1});
+         });
   c.layout = {.mesh = {1, 1}};
   EXPECT_EQ(error_of([&] { validate(c, {1, 1}); }), "");
   c.shape.kv_heads = 3;
-  EXPECT_NE(error_of([&] { validate(c, {1, 1}); }).find("kv_heads"), std::string::npos)
-      << error_of([&] { validate(c, {1, 1}); });
+  EXPECT_NE(error_of([&] {
+              validate(c, {1, 1});
+            }).find("kv_heads"),
+            std::string::npos)
+      << error_of([&] {
+           validate(c, {1, 1});
+         });
   c = llama_config(8);
   c.layout = {.mesh = {2, 1}, .strategy = layout::Strategy::kSumma};
-  EXPECT_NE(error_of([&] { validate(c, {2, 1}); })
-                .find("kv_heads=8 (heads=16): the 2D-GeMM blocks (summa) run GPT layers only"),
+  EXPECT_NE(error_of([&] {
+              validate(c, {2, 1});
+            }).find("kv_heads=8 (heads=16): the 2D-GeMM blocks (summa) run GPT layers only"),
             std::string::npos)
-      << error_of([&] { validate(c, {2, 1}); });
+      << error_of([&] {
+           validate(c, {2, 1});
+         });
   c = llama_config(8);
   c.shape.ffn_hidden = 100;
   c.layout = {.mesh = {8, 1}};
-  EXPECT_NE(error_of([&] { validate(c, {8, 1}); })
-                .find("ffn_hidden=100 is not divisible by d1=8 (mesh 8x1)"),
+  EXPECT_NE(error_of([&] {
+              validate(c, {8, 1});
+            }).find("ffn_hidden=100 is not divisible by d1=8 (mesh 8x1)"),
             std::string::npos)
-      << error_of([&] { validate(c, {8, 1}); });
+      << error_of([&] {
+           validate(c, {8, 1});
+         });
   c = llama_config(8);
   c.shape.activation = layout::Activation::kGelu;
   c.layout = {.mesh = {1, 1}};
-  EXPECT_NE(error_of([&] { validate(c, {1, 1}); })
-                .find("kv_heads=8 < heads=16 with activation=gelu"),
+  EXPECT_NE(error_of([&] {
+              validate(c, {1, 1});
+            }).find("kv_heads=8 < heads=16 with activation=gelu"),
             std::string::npos)
-      << error_of([&] { validate(c, {1, 1}); });
+      << error_of([&] {
+           validate(c, {1, 1});
+         });
 }
 
 TEST(Gpt, Gemm2dStrategiesMatchTheSerialModel) {

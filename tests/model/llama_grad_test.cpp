@@ -21,8 +21,13 @@ using testing::dot;
 using testing::test_tensor;
 
 StackConfig llama_stack(layout::Attention attention) {
-  return {.block = {.shape = {.batch = 2, .seq = 4, .hidden = 16, .heads = 4, .layers = 1,
-                              .kv_heads = 2, .ffn_hidden = 24,
+  return {.block = {.shape = {.batch = 2,
+                              .seq = 4,
+                              .hidden = 16,
+                              .heads = 4,
+                              .layers = 1,
+                              .kv_heads = 2,
+                              .ffn_hidden = 24,
                               .activation = layout::Activation::kSwiglu,
                               .norm = layout::Norm::kRmsNorm,
                               .position = layout::Position::kRope},
@@ -37,8 +42,8 @@ TEST(LlamaStack, FiniteDifferencesMatchBackward) {
     Stack stack(solo, c);
     for (int p = 0; p < stack.num_params(); ++p) {
       const bool norm = stack.param_table()[static_cast<std::size_t>(p)].init == Init::kOnes;
-      const Tensor w = test_tensor(stack.value(p).shape(), 100 + p, norm ? 0.25f : 0.5f,
-                                   norm ? 1.0f : 0.0f);
+      const Tensor w =
+          test_tensor(stack.value(p).shape(), 100 + p, norm ? 0.25f : 0.5f, norm ? 1.0f : 0.0f);
       std::copy(w.values().begin(), w.values().end(), stack.value(p).values().begin());
     }
     const Shape stream{c.block.shape.tokens(), c.block.shape.hidden};
@@ -58,8 +63,8 @@ TEST(LlamaStack, FiniteDifferencesMatchBackward) {
     for (int p = 0; p < stack.num_params(); ++p) grads.push_back(stack.grad(p));
     EXPECT_EQ(stack.num_params(), 6);  // ln1, qkv, proj, ln2, fc1, fc2 weights: no biases
     for (int p = 0; p < stack.num_params(); ++p) {
-      const auto r = check_gradient(stack.value(p).values(), grads[static_cast<std::size_t>(p)].values(),
-                                    loss);
+      const auto r = check_gradient(stack.value(p).values(),
+                                    grads[static_cast<std::size_t>(p)].values(), loss);
       EXPECT_LT(r.error, testing::kFdTol)
           << layout::name(attention) << " " << stack.param_table()[static_cast<std::size_t>(p)].name
           << ": " << r;
