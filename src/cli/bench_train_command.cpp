@@ -35,7 +35,8 @@ struct BenchTrainArgs {
 };
 
 void run_bench_train(const BenchTrainArgs& a) {
-  const plan::ModelSpec spec = a.shape.runtime_model(ModelFlags::Experts::kAllowed);
+  const plan::ModelSpec spec = a.shape.runtime_model(
+      ModelFlags::Experts::kAllowed, ModelFlags::Layers::kFamily);
   bench::TrainBenchOptions o;
   train::TrainConfig& c = o.config;
   c.model = {.shape = spec, .layout = a.layout.resolve(world().size(), "the world", &spec)};

@@ -38,9 +38,11 @@ CLI::Option* ModelFlags::add_to(CLI::App* app, unsigned which, const std::string
 
 plan::ModelSpec ModelFlags::load() const { return apply(plan::load_model(model)); }
 
-plan::ModelSpec ModelFlags::runtime_model(Experts experts) const {
+plan::ModelSpec ModelFlags::runtime_model(Experts experts, Layers layers) const {
   plan::ModelSpec spec = load();
-  spec.require_gpt(fmt::format("model '{}'", spec.name));  // names the first non-GPT field
+  if (layers == Layers::kGpt) {
+    spec.require_gpt(fmt::format("model '{}'", spec.name));  // names the first non-GPT field
+  }
   if (experts == Experts::kRefused) spec.require_dense(fmt::format("model '{}'", spec.name));
   MESHTP_CHECK(spec.vocab == 0 || spec.vocab == model::kByteVocab,
                "model '{}' has vocab={}, but meshtp trains byte-level models (vocab {})", spec.name,

@@ -26,13 +26,18 @@ struct ModelFlags : plan::ShapeOverrides {
   CLI::Option* add_to(CLI::App* app, unsigned which, const std::string& model_help = "");
   // --model loaded and the flags applied.
   plan::ModelSpec load() const;
-  // What the runtime trains: load(), a GPT (a Llama-family model is refused naming its first
-  // non-GPT field: ModelShape::require_gpt), byte-level (vocab 256; a model file with another vocab
+  // What the runtime trains: load(), byte-level (vocab 256; a model file with another vocab
   // is an error naming it), fp32, no recomputation priced (the plan's recompute runs). A
   // mixture of experts only where the command's runtime has the expert layer (kAllowed:
-  // train, bench train, bench rank), else refused naming num_experts.
+  // train, bench train, bench rank), else refused naming num_experts. The Llama family's
+  // fields (kv_heads, ffn_hidden, activation, norm, position, tie_embeddings) only where the
+  // runtime is the ATP blocks' (Layers::kFamily: train, bench train; the blocks refuse what
+  // they do not run, naming the values), else a GPT (refused naming the first non-GPT field:
+  // ModelShape::require_gpt).
   enum class Experts { kRefused, kAllowed };
-  plan::ModelSpec runtime_model(Experts experts = Experts::kRefused) const;
+  enum class Layers { kGpt, kFamily };
+  plan::ModelSpec runtime_model(Experts experts = Experts::kRefused,
+                                Layers layers = Layers::kGpt) const;
 };
 
 }  // namespace meshtp::cli

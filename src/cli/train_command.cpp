@@ -164,7 +164,8 @@ std::string check_memory(const train::TrainConfig& c, plan::ModelSpec spec, bool
 }
 
 void run_train(TrainArgs& args) {
-  const plan::ModelSpec spec = args.shape.runtime_model(ModelFlags::Experts::kAllowed);
+  const plan::ModelSpec spec = args.shape.runtime_model(
+      ModelFlags::Experts::kAllowed, ModelFlags::Layers::kFamily);
   train::TrainConfig& c = args.config;
   c.model.shape = spec;
   c.precision = parse_precision(args.precision, "--precision");

@@ -1,5 +1,7 @@
 #include "layout/model_shape.hpp"
 
+#include <optional>
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -117,19 +119,24 @@ bool ModelShape::is_gpt() const {
          norm == Norm::kLayerNorm && position == Position::kLearned && tie_embeddings;
 }
 
+std::optional<std::string> ModelShape::non_gpt_field() const {
+  if (kv() != heads) return fmt::format("kv_heads={} (heads={})", kv_heads, heads);
+  if (ffn() != 4 * hidden) return fmt::format("ffn_hidden={} (4·hidden={})", ffn(), 4 * hidden);
+  if (activation != Activation::kGelu) return fmt::format("activation={}", activation);
+  if (norm != Norm::kLayerNorm) return fmt::format("norm={}", norm);
+  if (position != Position::kLearned) return fmt::format("position={}", position);
+  if (!tie_embeddings) return std::string("tie_embeddings=false");
+  return std::nullopt;
+}
+
 void ModelShape::require_gpt(std::string_view where) const {
-  const auto refuse = [&](const std::string& field) {
-    fail("{}: {}: meshtp's runtime runs GPT layers only (multi-head attention, a GeLU MLP of "
+  if (const auto field = non_gpt_field()) {
+    fail("{}: {}: this runtime runs GPT layers only (multi-head attention, a GeLU MLP of "
          "4·hidden, LayerNorm, learned positions, a tied head); the planner prices this model "
-         "(meshtp plan), training it is not implemented yet",
-         where, field);
-  };
-  if (kv() != heads) refuse(fmt::format("kv_heads={} (heads={})", kv_heads, heads));
-  if (ffn() != 4 * hidden) refuse(fmt::format("ffn_hidden={} (4·hidden={})", ffn(), 4 * hidden));
-  if (activation != Activation::kGelu) refuse(fmt::format("activation={}", activation));
-  if (norm != Norm::kLayerNorm) refuse(fmt::format("norm={}", norm));
-  if (position != Position::kLearned) refuse(fmt::format("position={}", position));
-  if (!tie_embeddings) refuse("tie_embeddings=false");
+         "(meshtp plan), and `meshtp train` and `bench train` run the Llama family on the ATP "
+         "blocks (docs/long_context.md)",
+         where, *field);
+  }
 }
 
 void ModelShape::require_dense(std::string_view where) const {

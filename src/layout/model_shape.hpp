@@ -38,6 +38,8 @@
 #include <cstdint>
 #include <iosfwd>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
 #include <string_view>
 
 #include "layout/vocabulary.hpp"
@@ -105,6 +107,8 @@ struct ModelShape {
   std::int64_t norm_params() const { return norm == Norm::kLayerNorm ? 2 * hidden : hidden; }
   // Every family field GPT's (the only layers meshtp's runtime runs; the MoE fields aside).
   bool is_gpt() const;
+  // The first family field that is not GPT's, as "kv_heads=8 (heads=32)"; none for GPT.
+  std::optional<std::string> non_gpt_field() const;
   // Throws naming `where` and the first field that is not GPT's: "model 'llama3-8b':
   // kv_heads=8: meshtp's runtime runs GPT layers only (…)". The MoE fields are not checked:
   // the training loop runs GPT blocks with a mixture of experts (model/block.hpp).

@@ -11,6 +11,8 @@
 #include "ops/gelu.hpp"
 #include "ops/linear.hpp"
 #include "ops/residual.hpp"
+#include "ops/rope.hpp"
+#include "ops/swiglu.hpp"
 #include "parallel/layernorm_sharded.hpp"
 
 namespace meshtp::model {
@@ -66,6 +68,42 @@ parallel::MoeConfig moe_config(const layout::ModelShape& s) {
 
 Tensor buffer(std::int64_t n) { return n > 0 ? Tensor({n}) : Tensor(); }
 
+// Grouped-query attention under the unfused core (ops/attention.hpp, multi-head only): a
+// sequence's packed q | k | v of NKV KV heads widened to NH heads — query head j reads KV
+// head j/G, G = NH/NKV — and back for the gradient, each KV head's summed over its G query
+// heads. HD: the head dim.
+void widen_kv(MatrixView mha, ConstMatrixView gqa, std::int64_t NH, std::int64_t NKV,
+              std::int64_t HD) {
+  const std::int64_t C = NH * HD, K = NKV * HD, G = NH / NKV;
+  for (std::int64_t t = 0; t < gqa.rows; ++t) {
+    const float* in = gqa.data + t * gqa.ld;
+    float* out = mha.data + t * mha.ld;
+    std::copy(in, in + C, out);
+    for (std::int64_t j = 0; j < NH; ++j) {
+      const float* k = in + C + (j / G) * HD;
+      std::copy(k, k + HD, out + C + j * HD);
+      std::copy(k + K, k + K + HD, out + 2 * C + j * HD);
+    }
+  }
+}
+
+void narrow_kv_grad(MatrixView dgqa, ConstMatrixView dmha, std::int64_t NH, std::int64_t NKV,
+                    std::int64_t HD) {
+  const std::int64_t C = NH * HD, K = NKV * HD, G = NH / NKV;
+  for (std::int64_t t = 0; t < dgqa.rows; ++t) {
+    const float* in = dmha.data + t * dmha.ld;
+    float* out = dgqa.data + t * dgqa.ld;
+    for (std::int64_t c = 0; c < C; ++c) out[c] += in[c];
+    for (std::int64_t j = 0; j < NH; ++j) {
+      float* dk = out + C + (j / G) * HD;
+      for (std::int64_t d = 0; d < HD; ++d) {
+        dk[d] += in[C + j * HD + d];
+        dk[K + d] += in[2 * C + j * HD + d];
+      }
+    }
+  }
+}
+
 // The buffer, or `alias` seen with layout l when the buffer was not needed (no collective
 // between the two: the producer writes the consumer's memory).
 ChunkedMatrix or_alias(Tensor& t, const ChunkedLayout& l, const ChunkedMatrix& alias) {
@@ -98,6 +136,24 @@ void validate_atp_block(const BlockConfig& c, const std::vector<int>& mesh_shape
                  "divisible by N={} (mesh {})",
                  tokens, d1, mesh);
   }
+  // The layer family (layout/model_shape.hpp): KV heads split with the query heads' blocks.
+  const auto& m = c.shape;
+  const std::int64_t ranks = static_cast<std::int64_t>(d1) * d2;
+  MESHTP_CHECK(m.kv() % ranks == 0,
+               "kv_heads={} (heads={}) is not divisible by d1·d2={} (mesh {}): each rank holds "
+               "the KV heads of its own query heads, and replicating KV heads over the ranks "
+               "is not implemented; use a mesh of at most {} ranks that divide it",
+               m.kv(), m.heads, ranks, mesh, m.kv());
+  MESHTP_CHECK(m.kv() == m.heads || !m.has_biases(),
+               "kv_heads={} < heads={} with activation={}: grouped-query attention runs "
+               "without linear biases (activation swiglu)",
+               m.kv(), m.heads, m.activation);
+  MESHTP_CHECK(m.ffn() % d1 == 0, "ffn_hidden={} is not divisible by d1={} (mesh {})", m.ffn(),
+               d1, mesh);
+  MESHTP_CHECK(!m.is_moe() || m.is_gpt(),
+               "num_experts={}: the runtime's mixture of experts has GPT's layers (kv_heads, "
+               "ffn_hidden, activation, norm, position, tie_embeddings at their defaults)",
+               m.num_experts);
   if (c.shape.is_moe()) {
     // The experts split over mesh dim 0, whose ranks must hold tokens of their own.
     const auto& s = c.shape;
@@ -133,13 +189,15 @@ Block::Block(const mesh::DeviceMesh& mesh, const BlockConfig& config)
       ln_group_(config.layout.sequence_parallel ? nullptr : &mesh.dim_comm(1)),
       local_heads_(config.shape.heads / mesh.size()),
       head_width_(config.shape.hidden / mesh.size()),
+      local_kv_(config.shape.kv() / mesh.size()),
+      kv_width_(config.shape.kv() * config.shape.head_dim() / mesh.size()),
       qkv_(mesh, linear_spec(config, LinearKind::kColumnFirst, config.shape.hidden,
-                             3 * config.shape.hidden, true)),
+                             config.shape.qkv_width(), true)),
       proj_(mesh, linear_spec(config, LinearKind::kRowFirst, config.shape.hidden,
                               config.shape.hidden, true)),
       mlp1_(mesh, linear_spec(config, LinearKind::kColumnFirst, config.shape.hidden,
-                              4 * config.shape.hidden, false)),
-      mlp2_(mesh, linear_spec(config, LinearKind::kRowFirst, 4 * config.shape.hidden,
+                              config.shape.mlp1_width(), false)),
+      mlp2_(mesh, linear_spec(config, LinearKind::kRowFirst, config.shape.ffn(),
                               config.shape.hidden, false)),
       progress_(config.layout.progress_splits) {
   for (auto* l : {&qkv_, &proj_, &mlp1_, &mlp2_}) l->watch(progress_);
@@ -151,10 +209,13 @@ Block::Block(const mesh::DeviceMesh& mesh, const BlockConfig& config)
   }
   const bool moe = moe_ != nullptr;
   const std::int64_t rows = stream_layout().rows();
-  ln1_mean_ = buffer(rows);
+  ln1_mean_ = buffer(rms() ? 0 : rows);  // RMSNorm keeps r (in rstd) only
   ln1_rstd_ = buffer(rows);
-  ln2_mean_ = buffer(rows);
+  ln2_mean_ = buffer(rms() ? 0 : rows);
   ln2_rstd_ = buffer(rows);
+  if (config.shape.position == layout::Position::kRope) {
+    rope_ = rope_table(config.shape.head_dim(), 0, config.shape.seq);
+  }
   xn1_ = buffer(qkv_.x_layout().size());
   xn1g_ = buffer(qkv_.gathers_input() ? qkv_.xg_layout().size() : 0);
   qkv_out_ = buffer(qkv_.y_layout().size());
@@ -209,7 +270,12 @@ BlockWorkspace::BlockWorkspace(const Block& b)
           b.config().layout.recompute == layout::Recompute::kSelective && !b.fused()
               ? attention_att_size(b.config().shape.batch, b.config().shape.seq, b.local_heads_)
               : 0)),
-      ln_scratch(static_cast<std::size_t>(2 * b.stream_layout().chunk_rows)) {}
+      ln_scratch(static_cast<std::size_t>(2 * b.stream_layout().chunk_rows)) {
+  if (b.local_kv_ != b.local_heads_ && !b.fused()) {  // one sequence's widened q | k | v
+    qkv_mha = buffer(b.config().shape.seq * 3 * b.head_width_);
+    dqkv_mha = buffer(b.config().shape.seq * 3 * b.head_width_);
+  }
+}
 
 ChunkedLayout Block::stream_layout() const { return mlp2_.y_layout(); }
 
@@ -240,6 +306,7 @@ std::span<float> Block::rows_of(std::span<float> per_row, int i) const {
 void Block::attention_forward_chunk(int i, BlockWorkspace& ws) {
   const std::int64_t s = config_.shape.seq, bc = config_.shape.batch / config_.layout.chunks;
   const std::int64_t w = head_width_, per_seq = local_heads_ * s * s;
+  const std::int64_t pw = w + 2 * kv_width_;  // q | k | v of this rank's heads
   const MatrixView qkv = view(qkv_out_, qkv_.y_layout()).chunk(i);
   const MatrixView out =
       or_alias(attn_out(ws), proj_.x_layout(), view(attn_g_, proj_.xg_layout())).chunk(i);
@@ -250,15 +317,14 @@ void Block::attention_forward_chunk(int i, BlockWorkspace& ws) {
           out.block(q * s, 0, s, w),
           lse_.values().subspan(static_cast<std::size_t>((i * bc + q) * rows),
                                 static_cast<std::size_t>(rows)),
-          ws.att_scratch.values(), qkv.block(q * s, 0, s, 3 * w), 1, s, local_heads_,
-          local_heads_);
+          ws.att_scratch.values(), qkv.block(q * s, 0, s, pw), 1, s, local_heads_, local_kv_);
       if (config_.layout.progress_splits > 1) progress_.poke();
       continue;
     }
     const auto att = this->att(ws).values().subspan(
         static_cast<std::size_t>((i * bc + q) * per_seq), static_cast<std::size_t>(per_seq));
-    attention_forward(out.block(q * s, 0, s, w), att, qkv.block(q * s, 0, s, 3 * w), 1, s,
-                      local_heads_);
+    attention_forward(out.block(q * s, 0, s, w), att, qkv_mha(ws, qkv.block(q * s, 0, s, pw)), 1,
+                      s, local_heads_);
     if (config_.layout.progress_splits > 1) progress_.poke();
   }
 }
@@ -266,6 +332,7 @@ void Block::attention_forward_chunk(int i, BlockWorkspace& ws) {
 void Block::attention_backward_chunk(int i, BlockWorkspace& ws) {
   const std::int64_t s = config_.shape.seq, bc = config_.shape.batch / config_.layout.chunks;
   const std::int64_t w = head_width_, per_seq = local_heads_ * s * s;
+  const std::int64_t pw = w + 2 * kv_width_;
   const MatrixView qkv = view(qkv_out_, qkv_.y_layout()).chunk(i);
   const MatrixView dqkv = view(ws.dqkv, qkv_.y_layout()).chunk(i);
   const MatrixView dout =
@@ -277,11 +344,11 @@ void Block::attention_backward_chunk(int i, BlockWorkspace& ws) {
     const std::int64_t rows = local_heads_ * s;
     for (std::int64_t q = 0; q < bc; ++q) {
       flash_attention_backward_qkv(
-          dqkv.block(q * s, 0, s, 3 * w), ws.att_scratch.values(), dout.block(q * s, 0, s, w),
-          qkv.block(q * s, 0, s, 3 * w), out.block(q * s, 0, s, w),
+          dqkv.block(q * s, 0, s, pw), ws.att_scratch.values(), dout.block(q * s, 0, s, w),
+          qkv.block(q * s, 0, s, pw), out.block(q * s, 0, s, w),
           lse_.values().subspan(static_cast<std::size_t>((i * bc + q) * rows),
                                 static_cast<std::size_t>(rows)),
-          1, s, local_heads_, local_heads_);
+          1, s, local_heads_, local_kv_);
       if (config_.layout.progress_splits > 1) progress_.poke();
     }
     return;
@@ -293,11 +360,37 @@ void Block::attention_backward_chunk(int i, BlockWorkspace& ws) {
   for (std::int64_t q = 0; q < bc; ++q) {
     const auto att = this->att(ws).values().subspan(
         static_cast<std::size_t>((i * bc + q) * per_seq), static_cast<std::size_t>(per_seq));
-    attention_backward(dqkv.block(q * s, 0, s, 3 * w), ws.att_scratch.values(),
-                       dout.block(q * s, 0, s, w), qkv.block(q * s, 0, s, 3 * w), att, 1, s,
-                       local_heads_);
+    if (ws.dqkv_mha.empty()) {
+      attention_backward(dqkv.block(q * s, 0, s, pw), ws.att_scratch.values(),
+                         dout.block(q * s, 0, s, w), qkv.block(q * s, 0, s, pw), att, 1, s,
+                         local_heads_);
+    } else {  // grouped-query: the widened heads' gradient, each KV head's summed
+      const MatrixView dmha(ws.dqkv_mha.data(), s, 3 * w, 3 * w);
+      zero(dmha);
+      attention_backward(dmha, ws.att_scratch.values(), dout.block(q * s, 0, s, w),
+                         qkv_mha(ws, qkv.block(q * s, 0, s, pw)), att, 1, s, local_heads_);
+      narrow_kv_grad(dqkv.block(q * s, 0, s, pw), dmha, local_heads_, local_kv_,
+                     w / local_heads_);
+    }
     if (config_.layout.progress_splits > 1) progress_.poke();
   }
+}
+
+ConstMatrixView Block::qkv_mha(BlockWorkspace& ws, ConstMatrixView qkv) const {
+  if (ws.qkv_mha.empty()) return qkv;
+  const MatrixView mha(ws.qkv_mha.data(), qkv.rows, 3 * head_width_, 3 * head_width_);
+  widen_kv(mha, qkv, local_heads_, local_kv_, head_width_ / local_heads_);
+  return mha;
+}
+
+// RoPE on chunk i's q and k columns (all its tokens: positions 0 … s−1 of each sequence).
+void Block::rope_chunk(int i, const ChunkedMatrix& qkv, bool backward) {
+  if (rope_.len == 0) return;
+  const MatrixView c = qkv.chunk(i);
+  const std::int64_t bc = config_.shape.batch / config_.layout.chunks;
+  const auto rotate = backward ? rope_backward : rope_forward;
+  rotate(c.block(0, 0, c.rows, head_width_), rope_, bc, local_heads_);
+  rotate(c.block(0, head_width_, c.rows, kv_width_), rope_, bc, local_kv_);
 }
 
 void Block::forward(const ChunkedMatrix& y, const ChunkedMatrix& x, BlockWorkspaceBase& base) {
@@ -327,9 +420,9 @@ void Block::forward(const ChunkedMatrix& y, const ChunkedMatrix& x, BlockWorkspa
 
   // ---- attention: ln1 → qkv (RS₁ by heads) → core → proj (AG₁, AR₀) → residual
   for (int i = 0; i < C; ++i) {
-    parallel::layernorm_sharded_forward(xn1.chunk(i), rows_of(ln1_mean_.values(), i),
-                                        rows_of(ln1_rstd_.values(), i), x.chunk(i),
-                                        p_[kLn1Weight], p_[kLn1Bias], h, ln_group_, ln_scratch);
+    parallel::norm_sharded_forward(rms(), xn1.chunk(i), rows_of(ln1_mean_.values(), i),
+                                   rows_of(ln1_rstd_.values(), i), x.chunk(i), p_[kLn1Weight],
+                                   p_[kLn1Bias], h, ln_group_, ln_scratch);
     qkv_.gather_input_start(i, xn1, xn1g);
   }
   for (int i = 0; i < C; ++i) {
@@ -338,6 +431,7 @@ void Block::forward(const ChunkedMatrix& y, const ChunkedMatrix& x, BlockWorkspa
   }
   for (int i = 0; i < C; ++i) {
     qkv_.forward_wait(i, qkv_out);
+    rope_chunk(i, qkv_out, false);
     attention_forward_chunk(i, ws);
     proj_.gather_input_start(i, attn, attn_g);
   }
@@ -364,8 +458,8 @@ void Block::forward(const ChunkedMatrix& y, const ChunkedMatrix& x, BlockWorkspa
   // ---- MLP: residual + ln2 (fused) → mlp1 (AR₁) → bias + gelu (fused) → mlp2 (AR₀) → residual
   for (int i = 0; i < C; ++i) {
     proj_.forward_wait(i, proj_y);
-    parallel::residual_layernorm_sharded_forward(
-        xmid.chunk(i), xn2.chunk(i), rows_of(ln2_mean_.values(), i),
+    parallel::residual_norm_sharded_forward(
+        rms(), xmid.chunk(i), xn2.chunk(i), rows_of(ln2_mean_.values(), i),
         rows_of(ln2_rstd_.values(), i), x.chunk(i), proj_y.chunk(i), p_[kLn2Weight],
         p_[kLn2Bias], h, ln_group_, ln_scratch);
     mlp1_.gather_input_start(i, xn2, xn2g);
@@ -376,7 +470,11 @@ void Block::forward(const ChunkedMatrix& y, const ChunkedMatrix& x, BlockWorkspa
   }
   for (int i = 0; i < C; ++i) {
     mlp1_.forward_wait_without_bias(i);
-    bias_gelu_forward(gelu.chunk(i), mlp1_y.chunk(i), mlp1_.output_bias(mlp1_y));
+    if (swiglu()) {  // this rank's [gate | up] columns (ParamShard::kSwigluWeight)
+      swiglu_forward(gelu.chunk(i), mlp1_y.chunk(i));
+    } else {
+      bias_gelu_forward(gelu.chunk(i), mlp1_y.chunk(i), mlp1_.output_bias(mlp1_y));
+    }
     mlp2_.forward_start(i, gelu, mlp2_p, mlp2_y, &progress_);
   }
   for (int i = 0; i < C; ++i) {
@@ -416,8 +514,8 @@ void Block::backward(const ChunkedMatrix& dx, const ChunkedMatrix& dy,
   // projection's input gradient starts on its way.
   const auto ln2_backward = [&](int i) {
     residual_backward_copy(dxmid.chunk(i), dy.chunk(i));
-    parallel::layernorm_sharded_backward(
-        dxmid.chunk(i), g_[kLn2Weight], g_[kLn2Bias], dxn.chunk(i), xmid.chunk(i),
+    parallel::norm_sharded_backward(
+        rms(), dxmid.chunk(i), g_[kLn2Weight], g_[kLn2Bias], dxn.chunk(i), xmid.chunk(i),
         p_[kLn2Weight], rows_of(ln2_mean_.values(), i), rows_of(ln2_rstd_.values(), i), h,
         ln_group_, ln_scratch);
     proj_.gather_grad_start(i, dxmid, dxmid_g);
@@ -438,7 +536,11 @@ void Block::backward(const ChunkedMatrix& dx, const ChunkedMatrix& dy,
     for (int i = 0; i < C; ++i) {
       mlp2_.backward_data_wait(i);
       zero(dmlp1.chunk(i));
-      gelu_backward(dmlp1.chunk(i), mlp1_y.chunk(i), dgelu.chunk(i));
+      if (swiglu()) {
+        swiglu_backward(dmlp1.chunk(i), mlp1_y.chunk(i), dgelu.chunk(i));
+      } else {
+        gelu_backward(dmlp1.chunk(i), mlp1_y.chunk(i), dgelu.chunk(i));
+      }
       mlp1_.backward_data_start(i, dmlp1, dxn_p, dxn, &progress_);
     }
     mlp1_.backward_weight(dmlp1, xn2g, &progress_);
@@ -456,6 +558,7 @@ void Block::backward(const ChunkedMatrix& dx, const ChunkedMatrix& dy,
   for (int i = 0; i < C; ++i) {
     proj_.backward_data_wait(i);
     attention_backward_chunk(i, ws);
+    rope_chunk(i, dqkv, true);
     qkv_.gather_grad_start(i, dqkv, dqkv_g);
   }
   for (int i = 0; i < C; ++i) {
@@ -466,10 +569,10 @@ void Block::backward(const ChunkedMatrix& dx, const ChunkedMatrix& dy,
   for (int i = 0; i < C; ++i) {
     qkv_.backward_data_wait(i);
     residual_backward_copy(dx.chunk(i), dxmid.chunk(i));
-    parallel::layernorm_sharded_backward(
-        dx.chunk(i), g_[kLn1Weight], g_[kLn1Bias], dxn.chunk(i), x_.chunk(i), p_[kLn1Weight],
-        rows_of(ln1_mean_.values(), i), rows_of(ln1_rstd_.values(), i), h, ln_group_,
-        ln_scratch);
+    parallel::norm_sharded_backward(
+        rms(), dx.chunk(i), g_[kLn1Weight], g_[kLn1Bias], dxn.chunk(i), x_.chunk(i),
+        p_[kLn1Weight], rows_of(ln1_mean_.values(), i), rows_of(ln1_rstd_.values(), i), h,
+        ln_group_, ln_scratch);
   }
 }
 

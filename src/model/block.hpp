@@ -3,6 +3,15 @@
 //   x_mid = x + proj(attention(qkv(ln1(x))))
 //   y     = x_mid + mlp2(gelu(mlp1(ln2(x_mid))))
 //
+// The Llama family (layout/model_shape.hpp fields) runs the same steps: ln1/ln2 RMSNorm
+// (one N-double all-reduce of Σx² instead of LayerNorm's two sums; parallel/
+// layernorm_sharded.hpp), qkv of g KV heads (kv_heads; each rank's piece q | k | v of its a/T
+// query heads and their g/T KV heads, T = d1·d2, ParamShard::kQkvWeight's sections), RoPE on
+// the q and k columns of each chunk right after qkv (and on dq, dk right before its backward;
+// theta 10000), the core grouped-query (fused: ops/flash_attention.hpp with NKV; unfused: the
+// KV heads widened per sequence), and mlp1 of 2f columns [gate | up] of this rank's f/d1
+// features (ParamShard::kSwigluWeight) → swiglu → mlp2 of f; SwiGLU models have no biases.
+//
 //   b batch, s sequence, h hidden, a heads (head dim hd = h/a), n = b·s tokens
 //   c chunks of b/c whole sequences (nc = n/c rows);  (c0, c1) this rank's mesh coordinates
 //   w = h/(d1·d2): the width of this rank's heads (a/(d1·d2) of them)
@@ -69,6 +78,7 @@
 #include "mesh/device_mesh.hpp"
 #include "model/layer_blocks.hpp"
 #include "model/params.hpp"
+#include "ops/rope.hpp"
 #include "parallel/activation_shard.hpp"
 #include "parallel/chunked.hpp"
 #include "parallel/linear2d.hpp"
@@ -95,6 +105,7 @@ class BlockWorkspace : public BlockWorkspaceBase {
   Tensor dyg, dgelu, dmlp1, dxn_p, dxn, dxmid, dxmid_g;  // backward
   Tensor datt_p, datt, dqkv, dqkv_g, att_scratch;
   Tensor att;  // selective recomputation: the attention probabilities of the running block
+  Tensor qkv_mha, dqkv_mha;  // grouped-query, unfused core: one sequence's widened q | k | v
   std::vector<double> ln_scratch;
 };
 
@@ -126,6 +137,11 @@ class Block : public StackBlock {
   // buffer, or with fused attention a saved one (its backward reads the output).
   Tensor& attn_out(BlockWorkspace& ws) { return attn_out_.empty() ? ws.attn : attn_out_; }
   bool fused() const { return config_.layout.attention == layout::Attention::kFused; }
+  bool rms() const { return config_.shape.norm == layout::Norm::kRmsNorm; }
+  bool swiglu() const { return config_.shape.activation == layout::Activation::kSwiglu; }
+  // qkv itself, or (grouped-query, unfused) its KV heads widened into the workspace.
+  ConstMatrixView qkv_mha(BlockWorkspace& ws, ConstMatrixView qkv) const;
+  void rope_chunk(int i, const View& qkv, bool backward);
   void attention_backward_chunk(int i, BlockWorkspace& ws);
   void bound() override;
   std::span<float> rows_of(std::span<float> per_row, int i) const;
@@ -133,6 +149,8 @@ class Block : public StackBlock {
   BlockConfig config_;
   const comm::Communicator* ln_group_;  // mesh dim 1 (hidden split), null under SP
   std::int64_t local_heads_ = 0, head_width_ = 0;  // a/(d1·d2) heads of w columns
+  std::int64_t local_kv_ = 0, kv_width_ = 0;       // g/(d1·d2) KV heads of their columns
+  RopeTable rope_;                                  // position rope: cos, sin of 0 … s−1
   parallel::Linear2D qkv_, proj_, mlp1_, mlp2_;
   parallel::Progress progress_;
   // A mixture-of-experts block (shape.num_experts > 0): its MLP is this layer, experts over

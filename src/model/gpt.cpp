@@ -54,13 +54,21 @@ Gpt::Gpt(const mesh::DeviceMesh& tp_mesh, const GptConfig& config)
     names_.push_back(e.name);
     shapes_.push_back(e.shape);
   }
-  if (has_embedding() || has_head()) extras_.push_back(kWte);
-  if (has_embedding()) extras_.push_back(kWpe);
-  if (has_head()) extras_.insert(extras_.end(), {kLnfWeight, kLnfBias});
-  const char* extra_names[kExtras] = {"wte", "wpe", "lnf.weight", "lnf.bias"};
+  // The family (layout/model_shape.hpp): RoPE has no wpe, RMSNorm no lnf.bias, an untied
+  // head its own lm_head (the last stage's, vocab-parallel like wte).
+  const layout::ModelShape& m = config_.shape;
+  const bool tied = m.tie_embeddings, learned = m.position == layout::Position::kLearned;
+  if (has_embedding() || (has_head() && tied)) extras_.push_back(kWte);
+  if (has_embedding() && learned) extras_.push_back(kWpe);
+  if (has_head()) extras_.push_back(kLnfWeight);
+  if (has_head() && m.norm == layout::Norm::kLayerNorm) extras_.push_back(kLnfBias);
+  if (has_head() && !tied) extras_.push_back(kHead);
+  const char* extra_names[kExtras] = {"wte", "wpe", "lnf.weight", "lnf.bias", "lm_head.weight"};
   const Shape lnf_local = parallel::local_shape(parallel::ParamShard::kHidden, {h}, tp_mesh.shape());
-  const Shape global[kExtras] = {{config_.shape.vocab, h}, {config_.shape.seq, h}, {h}, {h}};
-  const Shape local[kExtras] = {{vocab_.rows, h}, {config_.shape.seq, h}, lnf_local, lnf_local};
+  const Shape global[kExtras] = {
+      {config_.shape.vocab, h}, {config_.shape.seq, h}, {h}, {h}, {config_.shape.vocab, h}};
+  const Shape local[kExtras] = {
+      {vocab_.rows, h}, {config_.shape.seq, h}, lnf_local, lnf_local, {vocab_.rows, h}};
   for (const int e : extras_) {
     names_.push_back(extra_names[e]);
     shapes_.push_back(global[e]);
@@ -105,7 +113,9 @@ Tensor& Gpt::grad(int p) {
 
 int Gpt::replicas(int p) const {
   switch (extra(p)) {
-    case kWte: return pipeline_stages(config_.layout) > 1 ? 2 : 1;  // tied: stages 0 and S−1
+    case kWte:  // tied: stages 0 and S−1
+      return pipeline_stages(config_.layout) > 1 && config_.shape.tie_embeddings ? 2 : 1;
+    case kHead: return 1;
     case kWpe: return mesh_->size();
     case kLnfWeight:
     case kLnfBias: {
@@ -122,7 +132,7 @@ int Gpt::replicas(int p) const {
 bool Gpt::decays(int p) const {
   const int e = extra(p);
   if (e < 0) return stack_->decays(p);
-  return e == kWte || e == kWpe;
+  return e == kWte || e == kWpe || e == kHead;
 }
 
 void Gpt::zero_grads() {
@@ -135,14 +145,17 @@ void Gpt::init(std::uint64_t seed) {
   const std::int64_t h = config_.shape.hidden;
   const ParamEntry wte = wte_entry(config_.shape.vocab, h);
   const ParamEntry wpe = wpe_entry(config_.shape.seq, h);
+  const ParamEntry head = head_entry(config_.shape.vocab, h);
   if (!has_embedding() && !has_head()) return;
-  Tensor& w = values_[kWte];
-  for (std::int64_t r = 0; r < vocab_.rows; ++r) {
-    const std::int64_t row = vocab_.begin + r;
-    for (std::int64_t c = 0; c < h; ++c) {
-      w.at({r, c}) = row < config_.shape.vocab
-                         ? init_value(wte, seed, config_.shape.layers, row * h + c)
-                         : 0.0f;
+  for (const auto& [e, entry] : {std::pair{kWte, &wte}, std::pair{kHead, &head}}) {
+    Tensor& w = values_[e];  // empty where this stage does not hold it
+    for (std::int64_t r = 0; r < (w.empty() ? 0 : vocab_.rows); ++r) {
+      const std::int64_t row = vocab_.begin + r;
+      for (std::int64_t c = 0; c < h; ++c) {
+        w.at({r, c}) = row < config_.shape.vocab
+                           ? init_value(*entry, seed, config_.shape.layers, row * h + c)
+                           : 0.0f;
+      }
     }
   }
   for (std::int64_t g = 0; g < values_[kWpe].numel(); ++g) {
@@ -171,7 +184,7 @@ Tensor Gpt::gather(int p, const Tensor& local) const {
                                   stack_->param_mesh(p));
   }
   if (e == kWpe) return local;
-  if (e == kWte) {
+  if (e == kWte || e == kHead) {
     Tensor padded({vocab_.vocab, config_.shape.hidden});
     mesh_->comm().all_gather(local.values(), padded.values());
     padded.reshape({vocab_.vocab * config_.shape.hidden});
@@ -193,7 +206,7 @@ void Gpt::scatter(int p, const Tensor& global, Tensor& local) const {
     parallel::scatter_param(entry.shard, global, stack_->param_mesh(p), local.values());
   } else if (e == kWpe) {
     local = global;
-  } else if (e == kWte) {
+  } else if (e == kWte || e == kHead) {
     for (std::int64_t r = 0; r < vocab_.rows; ++r) {
       for (std::int64_t c = 0; c < config_.shape.hidden; ++c) {
         const std::int64_t row = vocab_.begin + r;
@@ -229,9 +242,10 @@ double Gpt::forward(std::span<const std::int32_t> tokens, std::span<const std::i
   if (has_embedding()) {
     parallel::vocab_embedding_forward(embedded_.matrix(), tokens_, values_[kWte].matrix(),
                                       vocab_, mesh_->comm());
-    // Every sequence's rows += wpe (the position embedding, whole on every rank).
+    // Every sequence's rows += wpe (the position embedding, whole on every rank; none with
+    // RoPE, which the blocks apply).
     const ConstMatrixView wpe = values_[kWpe].matrix();
-    for (std::int64_t b = 0; b < config_.shape.batch; ++b) {
+    for (std::int64_t b = 0; b < (values_[kWpe].empty() ? 0 : config_.shape.batch); ++b) {
       const MatrixView rows =
           embedded_.matrix().block(b * config_.shape.seq, 0, config_.shape.seq, h);
       residual_forward(rows, rows, wpe);
@@ -247,12 +261,12 @@ double Gpt::forward(std::span<const std::int32_t> tokens, std::span<const std::i
   }
 
   const MatrixView x_last = stack_->output().whole();
-  parallel::layernorm_sharded_forward(final_ln_.matrix(), ln_mean_, ln_rstd_, x_last,
-                                      values_[kLnfWeight].values(),
-                                      values_[kLnfBias].values(), h, stream_group(), ln_scratch_);
+  parallel::norm_sharded_forward(rms(), final_ln_.matrix(), ln_mean_, ln_rstd_, x_last,
+                                 values_[kLnfWeight].values(), values_[kLnfBias].values(), h,
+                                 stream_group(), ln_scratch_);
   parallel::gather_activation_into(*mesh_, final_ln_.matrix(), final_full_.matrix(), shard);
   return parallel::vocab_cross_entropy_forward(logits_.matrix(), lse_, final_full_.matrix(),
-                                               values_[kWte].matrix(), targets_, vocab_,
+                                               values_[head()].matrix(), targets_, vocab_,
                                                mesh_->comm(), ce_stats_);
 }
 
@@ -277,7 +291,7 @@ void Gpt::backward(float dloss, const std::function<void(int layer)>& on_layer_d
   parallel::gather_activation_into(*mesh_, stack_->grad_input().whole(), dembedded.matrix(),
                                    shard);
   parallel::vocab_embedding_backward(grads_[kWte].matrix(), dembedded.matrix(), tokens_, vocab_);
-  for (std::int64_t b = 0; b < config_.shape.batch; ++b) {
+  for (std::int64_t b = 0; b < (grads_[kWpe].empty() ? 0 : config_.shape.batch); ++b) {
     residual_accumulate(grads_[kWpe].matrix(),
                         dembedded.matrix().block(b * config_.shape.seq, 0, config_.shape.seq, h));
   }
@@ -287,10 +301,10 @@ void Gpt::backward(float dloss, const std::function<void(int layer)>& on_layer_d
 void Gpt::head_backward(float dloss) {
   const std::int64_t h = config_.shape.hidden;
   const parallel::ActivationShard shard = stack_->stream_shard();
-  parallel::vocab_cross_entropy_backward(dfinal_full_.matrix(), grads_[kWte].matrix(),
+  parallel::vocab_cross_entropy_backward(dfinal_full_.matrix(), grads_[head()].matrix(),
                                          logits_.matrix(), lse_, final_full_.matrix(),
-                                         values_[kWte].matrix(), targets_, vocab_, mesh_->comm(),
-                                         dloss);
+                                         values_[head()].matrix(), targets_, vocab_,
+                                         mesh_->comm(), dloss);
   // final_ln_ now holds this rank's block of ∂L/∂f.
   parallel::slice_activation(dfinal_full_.matrix(), shard, *mesh_, final_ln_.matrix());
   const MatrixView dx_last = stack_->grad_output().whole();
@@ -307,12 +321,11 @@ void Gpt::head_backward(float dloss) {
     dw = &lnf_partial_[0];
     db = &lnf_partial_[1];
   }
-  parallel::layernorm_sharded_backward(dx_last, dw->values(), db->values(), final_ln_.matrix(),
-                                       stack_->output().whole(),
-                                       values_[kLnfWeight].values(),
-                                       ln_mean_, ln_rstd_, h, stream_group(), ln_scratch_);
+  parallel::norm_sharded_backward(rms(), dx_last, dw->values(), db->values(), final_ln_.matrix(),
+                                  stack_->output().whole(), values_[kLnfWeight].values(),
+                                  ln_mean_, ln_rstd_, h, stream_group(), ln_scratch_);
   if (rows_split) {
-    for (int k = 0; k < 2; ++k) {
+    for (int k = 0; k < (rms() ? 1 : 2); ++k) {
       mesh_->dim_comm(0).all_reduce(lnf_partial_[k].values());
       Tensor& g = grads_[kLnfWeight + k];
       for (std::int64_t i = 0; i < g.numel(); ++i) g[i] += lnf_partial_[k][i];

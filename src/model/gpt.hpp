@@ -19,6 +19,10 @@
 //   wpe         [s, h]  whole on every TP rank (small; its gradient is computed identically)
 //   lnf.weight  [h]     like the residual stream's hidden dim (ParamShard::kHidden)
 //   lnf.bias    [h]
+// The Llama family (layout/model_shape.hpp) on the ATP blocks: position rope has no wpe (the
+// blocks rotate q and k), norm rmsnorm makes LayerNorm_f an RMSNorm without lnf.bias, and
+// tie_embeddings false gives the last stage its own head lm_head.weight [V, h], vocab-parallel
+// as wte (stage 0 keeps wte for the embedding alone).
 // Every parameter is created from a seed independent of the mesh, so every layout starts
 // from the same global model and computes the same loss.
 //
@@ -116,7 +120,9 @@ class Gpt {
   int first_layer() const { return config_.stage * stage_layers(config_); }
   std::int64_t stream_floats() const;  // floats of `in`/`out`
   // Parameter p is the tied token embedding (held by stages 0 and S−1).
-  bool is_tied_embedding(int p) const { return extra(p) == kWte; }
+  bool is_tied_embedding(int p) const {
+    return extra(p) == kWte && config_.shape.tie_embeddings;
+  }
 
   // ---- parameters: local shards -------------------------------------------------------
   int num_params() const { return static_cast<int>(names_.size()); }
@@ -137,7 +143,10 @@ class Gpt {
   void scatter(int p, const Tensor& global, Tensor& local) const;
 
  private:
-  enum Extra { kWte, kWpe, kLnfWeight, kLnfBias, kExtras };
+  enum Extra { kWte, kWpe, kLnfWeight, kLnfBias, kHead, kExtras };
+  // The head's weight: wte (tied) or lm_head.
+  Extra head() const { return config_.shape.tie_embeddings ? kWte : kHead; }
+  bool rms() const { return config_.shape.norm == layout::Norm::kRmsNorm; }
   // The Extra of parameter p, or −1 for the stack's.
   int extra(int p) const {
     return p < stack_params_ ? -1 : extras_.at(static_cast<std::size_t>(p - stack_params_));

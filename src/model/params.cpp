@@ -42,6 +42,26 @@ std::vector<ParamEntry> block_param_table(int layer, std::int64_t h) {
 std::vector<ParamEntry> block_param_table(int layer, const layout::ModelShape& shape) {
   using parallel::ParamShard;
   std::vector<ParamEntry> table = block_param_table(layer, shape.hidden);
+  if (!shape.is_moe()) {  // the layer family (model_shape.hpp): GPT's table unless it differs
+    const std::int64_t h = shape.hidden, f = shape.ffn();
+    const std::int64_t q = shape.kv() == shape.heads ? 3 * h : shape.qkv_width();  // heads may be 0
+    table[kQkvWeight].shape = {q, h};
+    table[kQkvBias].shape = {q};
+    table[kMlp1Weight].shape = {shape.mlp1_width(), h};
+    table[kMlp1Bias].shape = {shape.mlp1_width()};
+    table[kMlp2Weight].shape = {h, f};
+    if (shape.activation == layout::Activation::kSwiglu) {
+      table[kMlp1Weight].shard = ParamShard::kSwigluWeight;
+    }
+    const auto drop = [&](int k) { table[static_cast<std::size_t>(k)] = absent_entry(); };
+    if (shape.norm == layout::Norm::kRmsNorm) {
+      drop(kLn1Bias);
+      drop(kLn2Bias);
+    }
+    if (!shape.has_biases()) {
+      for (const int k : {kQkvBias, kProjBias, kMlp1Bias, kMlp2Bias}) drop(k);
+    }
+  }
   if (!shape.moe_layer(layer)) return table;
   const std::string p = fmt::format("layers.{}.moe.", layer);
   const std::int64_t h = shape.hidden, E = shape.num_experts, F = shape.expert_ffn();
@@ -64,10 +84,19 @@ std::vector<ParamEntry> stack_param_table(int layers, const layout::ModelShape& 
                                           int first) {
   std::vector<ParamEntry> all;
   for (int l = first; l < first + layers; ++l) {
-    auto block = block_param_table(l, shape);
-    all.insert(all.end(), block.begin(), block.end());
+    for (ParamEntry& e : block_param_table(l, shape)) {
+      if (present(e)) all.push_back(std::move(e));
+    }
   }
   return all;
+}
+
+ParamEntry absent_entry() {
+  return {"", {0}, parallel::ParamShard::kHidden, Init::kZeros};
+}
+
+ParamEntry head_entry(std::int64_t vocab, std::int64_t hidden) {
+  return {"lm_head.weight", {vocab, hidden}, parallel::ParamShard::kHidden, Init::kNormal};
 }
 
 ParamEntry wte_entry(std::int64_t vocab, std::int64_t hidden) {

@@ -20,6 +20,19 @@
 //   layers.{i}.mlp.fc2.weight    [h, 4h]   kRowFirstWeight    N(0, (0.02/√(2L))²)
 //   layers.{i}.mlp.fc2.bias      [h]       kRowFirstBias      zeros
 //
+// The layer family (layout/model_shape.hpp; Llama's: kv_heads g < a, SwiGLU of width f,
+// RMSNorm, RoPE, an untied head) changes shapes and drops parameters; the slots stay:
+//
+//   attn.qkv.weight   [h + 2·g·d, h]  rows q | k | v (k, v: g heads of d = h/a)
+//   mlp.fc1.weight    [2f, h]         SwiGLU: rows gate (f) | up (f), kSwigluWeight
+//                     [f, h]          GeLU
+//   mlp.fc2.weight    [h, f]
+//   ln1.bias, ln2.bias                absent with RMSNorm
+//   every linear's bias               absent with SwiGLU (no biases: ModelShape::has_biases)
+// An absent slot (absent_entry: no name, shape [0]) keeps the BlockParam indices: blocks see
+// an empty span there; stack_param_table, and so the stack, checkpoints and optimizers, skip
+// it. RoPE has no parameters (no wpe); an untied head is lm_head.weight [V, h].
+//
 // A mixture-of-experts layer (layout::ModelShape num_experts E > 0, expert width F) keeps the
 // attention's eight and puts its MLP's four slots to the experts (parallel/moe.hpp's layouts):
 //
@@ -72,11 +85,15 @@ struct ParamEntry {
   Init init;
 };
 
+// A slot the model does not have (see above), and whether an entry is not one.
+ParamEntry absent_entry();
+inline bool present(const ParamEntry& e) { return !e.name.empty(); }
+
 // The kBlockParams entries of block `layer`, in BlockParam order: a dense GPT block's of
 // hidden h, or of a model of this shape (a MoE block's where shape.moe_layer(layer)).
 std::vector<ParamEntry> block_param_table(int layer, std::int64_t hidden);
 std::vector<ParamEntry> block_param_table(int layer, const layout::ModelShape& shape);
-// Every block's entries, layer after layer: blocks first … first+layers−1 (a pipeline
+// Every block's present entries, layer after layer: blocks first … first+layers−1 (a pipeline
 // stage's share keeps the whole model's names).
 std::vector<ParamEntry> stack_param_table(int layers, std::int64_t hidden, int first = 0);
 std::vector<ParamEntry> stack_param_table(int layers, const layout::ModelShape& shape,
@@ -85,6 +102,8 @@ std::vector<ParamEntry> stack_param_table(int layers, const layout::ModelShape& 
 // The embeddings' entries (model/gpt.hpp): wte [V, h] and wpe [T, h], both N(0, 0.02²).
 ParamEntry wte_entry(std::int64_t vocab, std::int64_t hidden);
 ParamEntry wpe_entry(std::int64_t seq, std::int64_t hidden);
+// An untied head (tie_embeddings false): lm_head.weight [V, h], N(0, 0.02²).
+ParamEntry head_entry(std::int64_t vocab, std::int64_t hidden);
 
 // Global element g of a parameter under the GPT-2 init of an L-layer stack.
 float init_value(const ParamEntry& entry, std::uint64_t seed, int layers, std::int64_t g);

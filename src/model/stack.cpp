@@ -19,11 +19,12 @@ StackBlock::StackBlock(const mesh::DeviceMesh& mesh, const layout::ModelShape& s
                         : mesh::DeviceMesh(mesh.comm(), expert_mesh));
   }
   const auto table = block_param_table(0, shape);
-  for (std::size_t p = 0; p < shards.size(); ++p) {
+  for (std::size_t p = 0; p < shards.size(); ++p) {  // an absent slot: an empty span
     MESHTP_CHECK(!parallel::on_expert_mesh(shards[p]) || expert_mesh_,
                  "parameter {} lies on the experts' mesh, but the block has none", table[p].name);
-    local_[p] = parallel::local_shape(shards[p], table[p].shape,
-                                      param_mesh(static_cast<int>(p)).shape());
+    local_[p] = present(table[p]) ? parallel::local_shape(shards[p], table[p].shape,
+                                                          param_mesh(static_cast<int>(p)).shape())
+                                  : Shape{0};
   }
 }
 
@@ -51,6 +52,11 @@ void validate(const StackConfig& c, const std::vector<int>& mesh_shape) {
                "blocks {} … {} are not layers of a {}-layer model", c.first_layer,
                c.first_layer + c.stack_layers() - 1, c.block.shape.layers);
   if (layout::is_gemm2d(c.block.layout.strategy)) {
+    if (const auto field = c.block.shape.non_gpt_field()) {
+      fail("{}: the 2D-GeMM blocks ({}) run GPT layers only; the Llama family runs on the ATP "
+           "blocks (strategies atp, megatron, tp1d)",
+           *field, c.block.layout.strategy);
+    }
     plan_gemm2d_block(c.block, mesh_shape);
   } else {
     validate_atp_block(c.block, mesh_shape);
@@ -93,9 +99,21 @@ Stack::Stack(const mesh::DeviceMesh& mesh, const StackConfig& config)
                 return std::make_unique<Block>(mesh, layer);
               }) {
   std::int64_t ln_size = 0;
+  // The table holds the present slots only (params.hpp): parameter p is slot slot_[p] of
+  // block layer_[p].
+  for (int l = 0; l < layers_; ++l) {
+    const auto entries = block_param_table(config.first_layer + l, config.block.shape);
+    for (int k = 0; k < kBlockParams; ++k) {
+      if (!present(entries[static_cast<std::size_t>(k)])) continue;
+      slot_.push_back(k);
+      layer_.push_back(l);
+    }
+  }
+  MESHTP_CHECK(slot_.size() == table_.size(), "stack: {} slots for {} parameters", slot_.size(),
+               table_.size());
   for (std::size_t p = 0; p < table_.size(); ++p) {
     const StackBlock& b = param_block(static_cast<int>(p));
-    const int k = static_cast<int>(p % kBlockParams);
+    const int k = slot_[p];
     table_[p].shard = b.param_shard(k);
     values_.emplace_back(b.local_shape(k));
     grads_.emplace_back(b.local_shape(k));
@@ -120,14 +138,15 @@ Stack::Stack(const mesh::DeviceMesh& mesh, const StackConfig& config)
 Stack::~Stack() = default;
 
 void Stack::rebind(int l) {
-  std::vector<std::span<float>> v, g;
-  for (int k = 0; k < kBlockParams; ++k) {
-    const auto p = static_cast<std::size_t>(l * kBlockParams + k);
-    v.push_back(values_[p].values());
-    const bool partial = blocks_.of_layer(l).partial_grad(k);
-    g.push_back(partial ? ln_partial_.values().subspan(static_cast<std::size_t>(ln_offset_[p]),
-                                                       grads_[p].values().size())
-                        : grads_[p].values());
+  std::vector<std::span<float>> v(kBlockParams), g(kBlockParams);  // absent slots: empty
+  for (std::size_t p = 0; p < table_.size(); ++p) {
+    if (layer_[p] != l) continue;
+    const auto k = static_cast<std::size_t>(slot_[p]);
+    v[k] = values_[p].values();
+    const bool partial = blocks_.of_layer(l).partial_grad(slot_[p]);
+    g[k] = partial ? ln_partial_.values().subspan(static_cast<std::size_t>(ln_offset_[p]),
+                                                  grads_[p].values().size())
+                   : grads_[p].values();
   }
   blocks_.bind(l, std::move(v), std::move(g));
 }
@@ -148,11 +167,12 @@ int Stack::first_of_kind(int kind) const {
 }
 
 const mesh::DeviceMesh& Stack::param_mesh(int p) const {
-  return param_block(p).param_mesh(p % kBlockParams);
+  return param_block(p).param_mesh(slot_.at(static_cast<std::size_t>(p)));
 }
 
 int Stack::grad_layer(int p) const {
-  return param_block(p).partial_grad(p % kBlockParams) ? -1 : p / kBlockParams;
+  const auto u = static_cast<std::size_t>(p);
+  return param_block(p).partial_grad(slot_.at(u)) ? -1 : layer_.at(u);
 }
 
 void Stack::zero_grads() {
@@ -289,8 +309,7 @@ void Stack::backward(const std::function<void(int layer)>& on_layer_done) {
     // Sequence parallelism: each rank summed the LayerNorm gradients over its own tokens.
     mesh_->dim_comm(0).all_reduce(ln_partial_.values());
     for (std::size_t p = 0; p < table_.size(); ++p) {
-      const int q = static_cast<int>(p);
-      if (!param_block(q).partial_grad(q % kBlockParams)) continue;
+      if (!param_block(static_cast<int>(p)).partial_grad(slot_[p])) continue;
       float* g = grads_[p].data();
       const float* part = ln_partial_.data() + ln_offset_[p];
       for (std::int64_t j = 0; j < grads_[p].numel(); ++j) g[j] += part[j];

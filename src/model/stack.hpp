@@ -90,7 +90,9 @@ class Stack {
   // experts' own for a mixture of experts' weights.
   const mesh::DeviceMesh& param_mesh(int p) const;
   // The block of parameter p's layer (its kind's: model/layer_blocks.hpp).
-  const StackBlock& param_block(int p) const { return blocks_.of_layer(p / kBlockParams); }
+  const StackBlock& param_block(int p) const {
+    return blocks_.of_layer(layer_.at(static_cast<std::size_t>(p)));
+  }
   // The first layer of a kind (model/layer_blocks.hpp), which exists.
   int first_of_kind(int kind) const;
   // The layer after whose backward parameter p's gradient is final (backward's
@@ -161,6 +163,7 @@ class Stack {
   StackConfig config_;
   int layers_;  // blocks in this stack
   std::vector<ParamEntry> table_;
+  std::vector<int> slot_, layer_;  // parameter p: BlockParam slot, block of this stack
   std::vector<Tensor> values_, grads_;
   // Sequence parallelism: the gradients that are partial sums over mesh dim 0 (StackBlock::
   // partial_grad: LayerNorms, a MoE block's router and bias), parameter p at ln_offset_[p].

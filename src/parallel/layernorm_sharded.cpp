@@ -3,6 +3,7 @@
 #include "core/error.hpp"
 #include "core/trace.hpp"
 #include "ops/layernorm.hpp"
+#include "ops/rmsnorm.hpp"
 #include "ops/residual.hpp"
 
 namespace meshtp::parallel {
@@ -88,6 +89,84 @@ void residual_layernorm_sharded_forward(MatrixView sum, MatrixView y, std::span<
   }
   residual_forward(sum, a, b);
   layernorm_sharded_forward(y, mean, rstd, sum, w, bias, c_global, group, scratch);
+}
+
+void rmsnorm_sharded_forward(MatrixView y, std::span<float> r, ConstMatrixView x,
+                             std::span<const float> g, std::int64_t c_global,
+                             const comm::Communicator* group, std::span<double> scratch) {
+  if (serial(group)) {
+    MESHTP_CHECK(x.cols == c_global, "rmsnorm: {} features held, hidden={}", x.cols, c_global);
+    rmsnorm_forward(y, r, x, g);
+    return;
+  }
+  const ScopedSpan span("rmsnorm", SpanKind::kCompute);
+  MESHTP_CHECK(x.cols * group->size() == c_global &&
+                   static_cast<std::int64_t>(scratch.size()) >= x.rows,
+               "rmsnorm_sharded_forward: {} local features × {} ranks != hidden={}, or scratch of {} "
+               "doubles < N={}",
+               x.cols, group->size(), c_global, scratch.size(), x.rows);
+  const std::span<double> sums = scratch.first(static_cast<std::size_t>(x.rows));
+  rmsnorm_shard_forward_sums(x, sums);
+  group->all_reduce(sums);
+  rmsnorm_shard_forward_apply(y, r, x, g, sums, c_global);
+}
+
+void rmsnorm_sharded_backward(MatrixView dx, std::span<float> dg, ConstMatrixView dy,
+                              ConstMatrixView x, std::span<const float> g,
+                              std::span<const float> r, std::int64_t c_global,
+                              const comm::Communicator* group, std::span<double> scratch) {
+  if (serial(group)) {
+    MESHTP_CHECK(x.cols == c_global, "rmsnorm: {} features held, hidden={}", x.cols, c_global);
+    rmsnorm_backward(dx, dg, dy, x, g, r);
+    return;
+  }
+  const ScopedSpan span("rmsnorm", SpanKind::kCompute);
+  MESHTP_CHECK(x.cols * group->size() == c_global &&
+                   static_cast<std::int64_t>(scratch.size()) >= x.rows,
+               "rmsnorm_sharded_backward: {} local features × {} ranks != hidden={}, or scratch of {} "
+               "doubles < N={}",
+               x.cols, group->size(), c_global, scratch.size(), x.rows);
+  const std::span<double> sums = scratch.first(static_cast<std::size_t>(x.rows));
+  rmsnorm_shard_backward_sums(sums, dg, dy, x, g, r);
+  group->all_reduce(sums);
+  rmsnorm_shard_backward_apply(dx, dy, x, g, r, sums, c_global);
+}
+
+void norm_sharded_forward(bool rms, MatrixView y, std::span<float> mean, std::span<float> rstd,
+                          ConstMatrixView x, std::span<const float> w, std::span<const float> b,
+                          std::int64_t c_global, const comm::Communicator* group,
+                          std::span<double> scratch) {
+  if (rms) {
+    rmsnorm_sharded_forward(y, rstd, x, w, c_global, group, scratch);
+  } else {
+    layernorm_sharded_forward(y, mean, rstd, x, w, b, c_global, group, scratch);
+  }
+}
+
+void norm_sharded_backward(bool rms, MatrixView dx, std::span<float> dw, std::span<float> db,
+                           ConstMatrixView dy, ConstMatrixView x, std::span<const float> w,
+                           std::span<const float> mean, std::span<const float> rstd,
+                           std::int64_t c_global, const comm::Communicator* group,
+                           std::span<double> scratch) {
+  if (rms) {
+    rmsnorm_sharded_backward(dx, dw, dy, x, w, rstd, c_global, group, scratch);
+  } else {
+    layernorm_sharded_backward(dx, dw, db, dy, x, w, mean, rstd, c_global, group, scratch);
+  }
+}
+
+void residual_norm_sharded_forward(bool rms, MatrixView sum, MatrixView y, std::span<float> mean,
+                                   std::span<float> rstd, ConstMatrixView a, ConstMatrixView b,
+                                   std::span<const float> w, std::span<const float> bias,
+                                   std::int64_t c_global, const comm::Communicator* group,
+                                   std::span<double> scratch) {
+  if (!rms) {
+    residual_layernorm_sharded_forward(sum, y, mean, rstd, a, b, w, bias, c_global, group,
+                                       scratch);
+    return;
+  }
+  residual_forward(sum, a, b);
+  rmsnorm_sharded_forward(y, rstd, sum, w, c_global, group, scratch);
 }
 
 }  // namespace meshtp::parallel

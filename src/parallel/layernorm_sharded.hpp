@@ -51,4 +51,32 @@ void residual_layernorm_sharded_forward(MatrixView sum, MatrixView y, std::span<
                                         const comm::Communicator* group,
                                         std::span<double> scratch);
 
+// RMSNorm (ops/rmsnorm.hpp) over the same split: one N-double all-reduce of Σx² forward and
+// of Σ h·x̂ backward (ops' phase-split shard functions around it); r per row as rstd. With no
+// group, exactly ops' rmsnorm_forward/backward. scratch holds N doubles.
+void rmsnorm_sharded_forward(MatrixView y, std::span<float> r, ConstMatrixView x,
+                             std::span<const float> g, std::int64_t c_global,
+                             const comm::Communicator* group, std::span<double> scratch);
+void rmsnorm_sharded_backward(MatrixView dx, std::span<float> dg, ConstMatrixView dy,
+                              ConstMatrixView x, std::span<const float> g,
+                              std::span<const float> r, std::int64_t c_global,
+                              const comm::Communicator* group, std::span<double> scratch);
+
+// A block's norm, LayerNorm or RMSNorm (rms: then b, db and mean are unused, rstd holds r):
+// the calls above behind one signature, so a block runs either.
+void norm_sharded_forward(bool rms, MatrixView y, std::span<float> mean, std::span<float> rstd,
+                          ConstMatrixView x, std::span<const float> w, std::span<const float> b,
+                          std::int64_t c_global, const comm::Communicator* group,
+                          std::span<double> scratch);
+void norm_sharded_backward(bool rms, MatrixView dx, std::span<float> dw, std::span<float> db,
+                           ConstMatrixView dy, ConstMatrixView x, std::span<const float> w,
+                           std::span<const float> mean, std::span<const float> rstd,
+                           std::int64_t c_global, const comm::Communicator* group,
+                           std::span<double> scratch);
+void residual_norm_sharded_forward(bool rms, MatrixView sum, MatrixView y, std::span<float> mean,
+                                   std::span<float> rstd, ConstMatrixView a, ConstMatrixView b,
+                                   std::span<const float> w, std::span<const float> bias,
+                                   std::int64_t c_global, const comm::Communicator* group,
+                                   std::span<double> scratch);
+
 }  // namespace meshtp::parallel

@@ -113,9 +113,11 @@ void Linear2D::bind(std::span<const float> w, std::span<const float> b, std::spa
                     std::span<float> db) {
   const auto wn = static_cast<std::size_t>(m_local_ * k_local_);
   const auto bn = static_cast<std::size_t>(m_local_);
-  // No gradients (both empty): a forward-only binding (ZeRO ≥ 2, train/zero.hpp).
-  const bool grads = dw.size() == wn && db.size() == bn, none = dw.empty() && db.empty();
-  MESHTP_CHECK(w.size() == wn && b.size() == bn && (grads || none),
+  // No gradients (both empty): a forward-only binding (ZeRO ≥ 2, train/zero.hpp). No bias
+  // (b and db empty): a linear without one (SwiGLU models', layout/model_shape.hpp).
+  const std::size_t bias = b.empty() ? 0 : bn;
+  const bool grads = dw.size() == wn && db.size() == bias, none = dw.empty() && db.empty();
+  MESHTP_CHECK(w.size() == wn && b.size() == bias && (grads || none),
                "Linear2D::bind: W {} / dW {} values (expected {}), b {} / db {} (expected {})",
                w.size(), dw.size(), wn, b.size(), db.size(), bn);
   w_ = w;
@@ -159,10 +161,11 @@ void Linear2D::forward_start(int i, const ChunkedMatrix& xg, const ChunkedMatrix
 
 void Linear2D::forward_wait(int i, const ChunkedMatrix& y) {
   reduce_output_.wait(i);
-  add_bias(y.chunk(i), output_bias(y));
+  if (!b_.empty()) add_bias(y.chunk(i), output_bias(y));
 }
 
 std::span<const float> Linear2D::output_bias(const ChunkedMatrix& y) const {
+  if (b_.empty()) return {};
   // The scattered output holds local features [c1·M_l/d2, (c1+1)·M_l/d2).
   const std::int64_t width = y.layout().cols;
   const std::int64_t first = spec_.scatter_output ? c1_ * width : 0;
@@ -198,7 +201,7 @@ void Linear2D::backward_weight(const ChunkedMatrix& dyp, const ChunkedMatrix& xg
     // Chunk-major row blocks are the row-major whole: one GeMM over all n rows.
     const MatrixView dw{dw_.data(), m_local_, k_local_, k_local_};
     gemm_poked(dyp.whole(), Trans::kYes, xg.whole(), Trans::kNo, dw, 1.0f, 1.0f, progress);
-    add_bias_grad(db_, dyp.whole());
+    if (!db_.empty()) add_bias_grad(db_, dyp.whole());
     return;
   }
   const std::int64_t mp = m_local_ / out_pieces();
@@ -208,7 +211,7 @@ void Linear2D::backward_weight(const ChunkedMatrix& dyp, const ChunkedMatrix& xg
         gemm_poked(dyp.piece(i, jy), Trans::kYes, xg.piece(i, jx), Trans::kNo, dw_block(jy, jx),
                    1.0f, 1.0f, progress);
       }
-      add_bias_grad(db_.subspan(static_cast<std::size_t>(jy * mp), static_cast<std::size_t>(mp)),
+      if (!db_.empty()) add_bias_grad(db_.subspan(static_cast<std::size_t>(jy * mp), static_cast<std::size_t>(mp)),
                    dyp.piece(i, jy));
     }
   }

@@ -111,7 +111,8 @@ class Linear2D {
   bool gathers_input() const { return !(x_layout() == xg_layout()); }
   bool scatters_output() const { return !(y_layout() == yp_layout()); }
 
-  // W_l [M_l, K_l] and b_l [M_l], their gradients likewise (stored contiguously).
+  // W_l [M_l, K_l] and b_l [M_l], their gradients likewise (stored contiguously); b and db
+  // empty: no bias.
   void bind(std::span<const float> w, std::span<const float> b, std::span<float> dw,
             std::span<float> db);
 
@@ -126,7 +127,7 @@ class Linear2D {
   // Waits for the reduction only; the caller adds output_bias(y) itself (e.g. fused with the
   // activation after it: ops bias_gelu_forward).
   void forward_wait_without_bias(int i) { reduce_output_.wait(i); }
-  // The part of b_l that y holds (all of it, or this rank's scattered share).
+  // The part of b_l that y holds (all of it, or this rank's scattered share; empty: no bias).
   std::span<const float> output_bias(const ChunkedMatrix& y) const;
 
   // ---- backward, chunk i -----------------------------------------------------------

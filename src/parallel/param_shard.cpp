@@ -16,7 +16,8 @@ using mesh::Shard;
 struct Stored {
   mesh::ShardingSpec spec;
   bool transposed = false;
-  enum class Heads { kNone, kAllRanks, kMeshDim1 } heads = Heads::kNone;
+  enum class Heads { kNone, kAllRanks, kMeshDim1, kMeshDim0 } heads = Heads::kNone;
+  bool swiglu = false;  // two equal sections (gate, up) instead of q, k, v
 };
 
 Stored stored_of(ParamShard kind) {
@@ -37,16 +38,22 @@ Stored stored_of(ParamShard kind) {
     case ParamShard::kGemm2dQkvBias: return {{Replicate{}, s0}, false, H::kMeshDim1};
     case ParamShard::kExpertFc1: return {{s0, s1}};
     case ParamShard::kExpertFc2: return {{s0, Shard{2}}};
+    case ParamShard::kSwigluWeight: return {{s0, s1}, false, H::kMeshDim0, true};
   }
   fail("unknown parameter shard kind {}", static_cast<int>(kind));
 }
 
 // The stored tensor's shape and, for each stored element, its global flat index.
+// π regroups the out index into B blocks of the sections' rows: sections q | k | v (k and v
+// kv rows each: (M − K)/2 for a QKV weight [M, K] with K = h query rows, M/3 for a bias) or
+// gate | up (M/2 each); stored block c is section 0's rows [c·w0, (c+1)·w0), then section 1's
+// [c·w1, …), then section 2's.
 struct StoredMap {
   Stored stored;
   Shape shape;          // stored
-  std::int64_t h = 0;   // π: q, k, v rows each
-  std::int64_t w = 0;   // π: rows of one head block
+  std::int64_t sec[3] = {0, 0, 0};  // π: rows of each section (0: none)
+  std::int64_t w[3] = {0, 0, 0};    // π: rows of each section in one block
+  std::int64_t wb = 0;              // π: rows of one block (Σ w)
   const Shape* global = nullptr;
 
   StoredMap(ParamShard kind, const Shape& g, const std::vector<int>& mesh_shape)
@@ -61,21 +68,50 @@ struct StoredMap {
                  name(kind), to_string(g));
     if (stored.transposed) shape = {g[1], g[0]};
     if (stored.heads != Stored::Heads::kNone) {
-      const int blocks = stored.heads == Stored::Heads::kAllRanks ? mesh_shape[0] * mesh_shape[1]
-                                                                  : mesh_shape[1];
-      h = g[0] / 3;
-      MESHTP_CHECK(g[0] % 3 == 0 && h % blocks == 0,
-                   "{} parameter: dim 0 (size {}) is not 3·h with h divisible by {} head blocks",
-                   name(kind), g[0], blocks);
-      w = h / blocks;
+      using H = Stored::Heads;
+      const int blocks = stored.heads == H::kAllRanks   ? mesh_shape[0] * mesh_shape[1]
+                         : stored.heads == H::kMeshDim1 ? mesh_shape[1]
+                                                        : mesh_shape[0];
+      if (stored.swiglu) {
+        MESHTP_CHECK(g[0] % 2 == 0 && (g[0] / 2) % blocks == 0,
+                     "{} parameter: dim 0 (size {}) is not 2·f (gate and up) with f divisible "
+                     "by {} blocks",
+                     name(kind), g[0], blocks);
+        sec[0] = sec[1] = g[0] / 2;
+      } else if (g.size() == 2 && g[0] != 3 * g[1]) {  // grouped-query: q h rows, k, v fewer
+        MESHTP_CHECK(g[0] > g[1] && (g[0] - g[1]) % 2 == 0,
+                     "{} parameter: dim 0 (size {}) is not h + 2·kv rows for h={}", name(kind),
+                     g[0], g[1]);
+        sec[0] = g[1];
+        sec[1] = sec[2] = (g[0] - g[1]) / 2;
+      } else {
+        MESHTP_CHECK(g[0] % 3 == 0, "{} parameter: dim 0 (size {}) is not 3·h", name(kind),
+                     g[0]);
+        sec[0] = sec[1] = sec[2] = g[0] / 3;
+      }
+      for (int k = 0; k < 3; ++k) {
+        MESHTP_CHECK(sec[k] % blocks == 0,
+                     "{} parameter: section {} of dim 0 ({} rows) is not divisible by {} head "
+                     "blocks",
+                     name(kind), k, sec[k], blocks);
+        w[k] = sec[k] / blocks;
+        wb += w[k];
+      }
     }
     mesh::validate_spec(stored.spec, 2, mesh_shape, shape);
   }
   // Global row of stored out index m' (π_B, or m' itself).
   std::int64_t out_row(std::int64_t m) const {
-    if (w == 0) return m;
-    const std::int64_t c = m / (3 * w), r = m % (3 * w);
-    return (r / w) * h + c * w + r % w;
+    if (wb == 0) return m;
+    const std::int64_t c = m / wb;
+    std::int64_t r = m % wb, first = 0;
+    int k = 0;
+    while (r >= w[k]) {
+      r -= w[k];
+      first += sec[k];
+      ++k;
+    }
+    return first + c * w[k] + r;
   }
   std::int64_t global_index(std::int64_t i, std::int64_t j) const {
     if (global->size() == 1) return out_row(i);
@@ -122,6 +158,7 @@ std::string_view name(ParamShard kind) {
     case ParamShard::kGemm2dQkvBias: return "2D GeMM qkv bias";
     case ParamShard::kExpertFc1: return "experts' fc1";
     case ParamShard::kExpertFc2: return "experts' fc2";
+    case ParamShard::kSwigluWeight: return "swiglu weight";
   }
   return "?";
 }

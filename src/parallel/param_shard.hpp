@@ -11,6 +11,7 @@
 //   kRowFirstBias        [M]      b                    [R, S(0)]         [M/d2]
 //   kQkvWeight           [3h, h]  π_{d1·d2} W          [S(0), S(1)]      [3h/d1, h/d2]
 //   kQkvBias             [3h]     π_{d1·d2} b          [S(0), R]         [3h/d1]
+//   kSwigluWeight        [2f, h]  σ_{d1} W             [S(0), S(1)]      [2f/d1, h/d2]
 //
 // 2D GeMM tensor parallelism (model/gemm2d_block.hpp; mesh (Nr, Nc) = (d1, d2)) stores each
 // linear's matrix as gemm2d_linear keeps it, W [M, K] itself (kColumnFirstWeight) or V = Wᵀ
@@ -34,6 +35,22 @@
 //   π_B(m') = (r / w)·h + c·w + r mod w.
 // Example h = 4, B = 2 (w = 2): m' = 0..11 → 0 1 4 5 8 9 | 2 3 6 7 10 11, so output column
 // block c1 of the 2D GeMM QKV is q | k | v of heads [c1·a/Nc, (c1+1)·a/Nc).
+//
+// Grouped-query attention (kv heads g < heads a, head dim d): a QKV weight [h + 2·g·d, h]
+// has sections q (h rows), k and v (g·d rows each); π_B then takes h/B rows of q, g·d/B of k
+// and of v per block, so each head block holds its a/B query heads and their g/B KV heads
+// (B must divide g). A QKV bias is always 3 equal sections (the runtime's grouped-query
+// models have no biases).
+//
+// σ_B (kSwigluWeight, SwiGLU's first MLP linear, global rows gate f | up f as Hugging Face's
+// gate_proj and up_proj stacked) groups the out index by B = d1 blocks the same way: block
+// c0 is gate rows [c0·f/d1, (c0+1)·f/d1) then the same up rows, so rank (c0, ·)'s output
+// columns are [gate | up] of its own f/d1 features, what swiglu_forward takes. Megatron-Core
+// does the same per rank (megatron/core/transformer/mlp.py, core_v0.15.0: fc1 of width 2f
+// column-parallel, each rank's output chunked in two halves, gate then up, by glu(); its
+// sharded checkpoint saves the halves as two global tensors, apply_swiglu_sharded_factory),
+// so a checkpoint does not depend on the tensor-parallel size; here the one global tensor
+// gate | up plays that part.
 //
 // ATP's QKV (PyTorch layout: rows q, then k, then v, each h rows with heads contiguous) is
 // column-first, but a contiguous row block would mix q, k and v of different heads. With
@@ -76,6 +93,7 @@ enum class ParamShard {
   kGemm2dQkvBias,
   kExpertFc1,
   kExpertFc2,
+  kSwigluWeight,
 };
 // Whether parameters of this kind lie on the experts' own mesh (ep, etp) over the ranks of
 // the attention's mesh (MoE parallel folding) rather than on the attention's (d1, d2).

@@ -97,6 +97,7 @@ void PipelineModel::init(std::uint64_t seed) {
 void PipelineModel::sum_tied_embedding() {
   const int pp = mesh_.size(1), r = mesh_.coord(1);
   if (model::pipeline_stages(gpts_.front()->config().layout) == 1) return;  // one wte, whole
+  if (!gpts_.front()->config().shape.tie_embeddings) return;  // lm_head: the last stage's own
   const auto wte_grad = [](model::Gpt& g) -> Tensor& {
     for (int p = 0; p < g.num_params(); ++p) {
       if (g.is_tied_embedding(p)) return g.grad(p);

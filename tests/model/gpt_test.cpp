@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.hpp"
+#include "error_of.hpp"
 #include "model/serial_gpt.hpp"
 #include "tensor/random.hpp"
 
@@ -87,6 +88,135 @@ TEST(Gpt, EveryMeshMatchesTheSerialModel) {
       }
     }
   }
+}
+
+// The Llama family (RMSNorm, SwiGLU of width ffn_hidden, RoPE, grouped-query attention, an
+// untied head) on every ATP mesh of this world size, with chunks, sequence parallelism,
+// the fused and the unfused core and recomputation, against the serial model. The weights are
+// the init moved by noise, so a norm weight's misplaced shard (all ones at init) shows.
+GptConfig llama_config(std::int64_t kv_heads) {
+  return {.shape = {.batch = 4,
+                    .seq = 8,
+                    .hidden = 64,
+                    .heads = 16,
+                    .layers = 2,
+                    .vocab = kVocab,
+                    .kv_heads = kv_heads,
+                    .ffn_hidden = 96,
+                    .activation = layout::Activation::kSwiglu,
+                    .norm = layout::Norm::kRmsNorm,
+                    .position = layout::Position::kRope,
+                    .tie_embeddings = false}};
+}
+
+TEST(Gpt, LlamaEveryMeshMatchesTheSerialModel) {
+  const auto world = comm::Communicator::world();
+  for (const std::int64_t kv : {8, 16}) {  // grouped-query (2 query heads a KV head), multi-head
+    const GptConfig base = llama_config(kv);
+    Reference r = make_reference(world, base, 77, 3);
+    std::uint64_t seed = 500;
+    for (auto& [name, t] : r.weights) {
+      const Tensor noise = uniform_tensor(t.shape(), ++seed, 0.1f);
+      for (std::int64_t i = 0; i < t.numel(); ++i) t[i] += noise[i];
+    }
+    r.serial = serial_gpt(base, r.weights, r.tokens, r.targets);
+    const auto& [weights, tokens, targets, ref] = r;
+    EXPECT_FALSE(weights.contains("wpe") || weights.contains("lnf.bias") ||
+                 weights.contains("layers.0.attn.qkv.bias"));
+    EXPECT_EQ(weights.at("layers.0.attn.qkv.weight").shape(), (Shape{64 + 2 * kv * 4, 64}));
+    EXPECT_EQ(weights.at("layers.0.mlp.fc1.weight").shape(), (Shape{192, 64}));
+    struct Variant {
+      int chunks;
+      bool sp;
+      layout::Attention attention;
+      layout::Recompute recompute;
+    };
+    using A = layout::Attention;
+    using R = layout::Recompute;
+    for (const auto& shape : meshes_2d(world.size())) {
+      for (const Variant v :
+           {Variant{1, false, A::kUnfused, R::kNone}, Variant{2, false, A::kFused, R::kNone},
+            Variant{4, false, A::kUnfused, R::kSelective}, Variant{1, true, A::kUnfused, R::kNone},
+            Variant{2, true, A::kFused, R::kFull}}) {
+        if (v.sp && shape[1] != 1) continue;
+        const mesh::DeviceMesh mesh(world, shape);
+        GptConfig c = base;
+        c.layout = {.recompute = v.recompute,
+                    .mesh = {shape[0], shape[1]},
+                    .chunks = v.chunks,
+                    .sequence_parallel = v.sp,
+                    .attention = v.attention};
+        Gpt gpt(mesh, c);
+        gpt.load(weights, "test weights");
+        gpt.zero_grads();
+        const double loss = gpt.forward(tokens, targets);
+        gpt.backward();
+        const std::string where = fmt::format(
+            "rank {} kv {} mesh {}x{} chunks {}{} {} {}", world.rank(), kv, shape[0], shape[1],
+            v.chunks, v.sp ? " sp" : "", layout::name(v.attention), layout::name(v.recompute));
+        EXPECT_NEAR(loss, ref.loss, 1e-5 * ref.loss) << where;
+        EXPECT_EQ(gpt.num_params(), static_cast<int>(ref.grads.size())) << where;
+        for (int p = 0; p < gpt.num_params(); ++p) {
+          const Tensor g = gpt.gather(p, gpt.grad(p));
+          EXPECT_LT(max_relative_error(g.values(), ref.grads.at(gpt.name(p)).values()), 1e-4)
+              << where << " gradient of " << gpt.name(p);
+        }
+      }
+    }
+  }
+}
+
+// What the Llama layers do not run is refused naming the values, before any collective.
+TEST(Gpt, LlamaRefusesWhatItDoesNotRun) {
+  using test_support::error_of;
+  GptConfig c = llama_config(2);
+  c.layout = {.mesh = {4, 1}};
+  EXPECT_NE(error_of([&] {
+              validate(c, {4, 1});
+            }).find("kv_heads=2 (heads=16) is not divisible by d1·d2=4 (mesh 4x1)"),
+            std::string::npos)
+      << error_of([&] {
+           validate(c, {4, 1});
+         });
+  c.layout = {.mesh = {1, 1}};
+  EXPECT_EQ(error_of([&] { validate(c, {1, 1}); }), "");
+  c.shape.kv_heads = 3;
+  EXPECT_NE(error_of([&] {
+              validate(c, {1, 1});
+            }).find("kv_heads"),
+            std::string::npos)
+      << error_of([&] {
+           validate(c, {1, 1});
+         });
+  c = llama_config(8);
+  c.layout = {.mesh = {2, 1}, .strategy = layout::Strategy::kSumma};
+  EXPECT_NE(error_of([&] {
+              validate(c, {2, 1});
+            }).find("kv_heads=8 (heads=16): the 2D-GeMM blocks (summa) run GPT layers only"),
+            std::string::npos)
+      << error_of([&] {
+           validate(c, {2, 1});
+         });
+  c = llama_config(8);
+  c.shape.ffn_hidden = 100;
+  c.layout = {.mesh = {8, 1}};
+  EXPECT_NE(error_of([&] {
+              validate(c, {8, 1});
+            }).find("ffn_hidden=100 is not divisible by d1=8 (mesh 8x1)"),
+            std::string::npos)
+      << error_of([&] {
+           validate(c, {8, 1});
+         });
+  c = llama_config(8);
+  c.shape.activation = layout::Activation::kGelu;
+  c.layout = {.mesh = {1, 1}};
+  EXPECT_NE(error_of([&] {
+              validate(c, {1, 1});
+            }).find("kv_heads=8 < heads=16 with activation=gelu"),
+            std::string::npos)
+      << error_of([&] {
+           validate(c, {1, 1});
+         });
 }
 
 TEST(Gpt, Gemm2dStrategiesMatchTheSerialModel) {

@@ -71,7 +71,7 @@ TEST(ModelFamily, Llama3PresetsCountThePapersParameters) {
 
 TEST(ModelFamily, TheRuntimeRefusesANonGptModelNamingTheField) {
   EXPECT_NE(error_of([] { load_model("llama3-8b").require_gpt("model 'llama3-8b'"); })
-                .find("model 'llama3-8b': kv_heads=8 (heads=32): meshtp's runtime runs GPT"),
+                .find("model 'llama3-8b': kv_heads=8 (heads=32): this runtime runs GPT"),
             std::string::npos);
   ModelSpec m = parse_model(model_json(R"(, "norm": "rmsnorm")"), "test");
   EXPECT_NE(error_of([&] { m.require_gpt("model 'm'"); }).find("model 'm': norm=rmsnorm: "),

@@ -1,0 +1,138 @@
+// meshtp train runs the Llama family (RMSNorm, SwiGLU, RoPE, grouped-query attention, an
+// untied head: tiny-llama's layers) as the same training on every layout: the loss at every
+// step of a run on (dp, pp, d1, d2) equals the single-rank run's — N×1 with and without
+// sequence parallelism, 1×N, 2×2, 2×4 and 4×2, chunks, the fused core, recomputation, data
+// parallelism with ZeRO, pipeline stages (the head the last stage's own). The single-rank model
+// equals the independent serial reference (model_gpt_test's Gpt.LlamaEveryMeshMatchesTheSerialModel).
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <span>
+
+#include "train/test_corpus.hpp"
+#include "train/trainer.hpp"
+
+namespace meshtp::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kSteps = 20;
+
+struct Drift {
+  double early = 0.0;  // steps 1–10
+  double late = 0.0;   // the rest, where fp32 reassociation has compounded through the updates
+};
+Drift drift(const std::vector<double>& got, const std::vector<double>& serial) {
+  Drift d;
+  for (std::size_t t = 0; t < got.size(); ++t) {
+    double& worst = t < 10 ? d.early : d.late;
+    worst = std::max(worst, std::abs(got[t] - serial[t]) / serial[t]);
+  }
+  return d;
+}
+
+class LlamaEquivalence : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    int pid = static_cast<int>(::getpid());
+    world_.broadcast(std::span<int>(&pid, 1), 0);
+    dir_ = fs::temp_directory_path() / fmt::format("meshtp_llama_eq_{}_{}", world_.size(), pid);
+    if (world_.rank() == 0) {
+      fs::remove_all(dir_);
+      fs::create_directories(dir_);
+      test::write_corpus(dir_ / "corpus.txt");
+    }
+    world_.barrier();
+  }
+  void TearDown() override {
+    world_.barrier();
+    if (world_.rank() == 0) fs::remove_all(dir_);
+  }
+
+  // tiny-llama's layers (models/tiny-llama.json) at a smaller batch and sequence.
+  TrainConfig config() const {
+    TrainConfig c;
+    c.model.shape = {.batch = 8, .seq = 16, .hidden = 64, .heads = 16, .layers = 2, .vocab = 256,
+                     .kv_heads = 8, .ffn_hidden = 176,
+                     .activation = layout::Activation::kSwiglu, .norm = layout::Norm::kRmsNorm,
+                     .position = layout::Position::kRope, .tie_embeddings = false};
+    c.steps = kSteps;
+    c.lr = 3e-3;
+    c.min_lr = 3e-4;
+    c.warmup = 3;
+    c.eval_every = 0;
+    c.eval_batches = 1;
+    c.data = (dir_ / "corpus.txt").string();
+    return c;
+  }
+
+  std::vector<double> losses(const comm::Communicator& comm, const TrainConfig& c) {
+    std::vector<double> out;
+    train(comm, c, [&](const StepReport& r) { out.push_back(r.loss); });
+    return out;
+  }
+
+  comm::Communicator world_ = comm::Communicator::world();
+  fs::path dir_;
+};
+
+TEST_F(LlamaEquivalence, EveryLayoutGivesTheSerialLossCurve) {
+  const comm::Communicator solo = world_.split(world_.rank(), 0);
+  const std::vector<double> serial = losses(solo, config());
+  ASSERT_EQ(serial.size(), static_cast<std::size_t>(kSteps));
+  EXPECT_LT(serial.back(), serial.front() - 0.5) << "the tiny Llama should learn";
+
+  using A = layout::Attention;
+  using R = layout::Recompute;
+  struct Layout {
+    int dp, pp, d1, d2, chunks;
+    bool sp;
+    A attention = A::kUnfused;
+    R recompute = R::kNone;
+    int zero = 0;
+  };
+  const int n = world_.size();
+  std::vector<Layout> layouts{{1, 1, n, 1, 1, false},
+                              {1, 1, n, 1, 2, true},
+                              {1, 1, 1, n, 1, false},
+                              {1, 1, n, 1, 1, false, A::kFused, R::kSelective},
+                              {n, 1, 1, 1, 1, false, A::kUnfused, R::kFull, n > 1 ? 1 : 0}};
+  if (n >= 2) layouts.push_back({1, 2, n / 2, 1, 1, false});  // the head on the last stage
+  if (n == 4) {
+    layouts.push_back({1, 1, 2, 2, 2, false});
+    layouts.push_back({2, 1, 2, 1, 1, true, A::kFused});
+  }
+  if (n == 8) {
+    layouts.push_back({1, 1, 2, 4, 1, false});
+    layouts.push_back({1, 1, 4, 2, 2, false, A::kFused});
+    layouts.push_back({2, 1, 2, 2, 2, false});
+  }
+  for (const Layout& l : layouts) {
+    TrainConfig c = config();
+    c.model.layout = {.dp = l.dp, .pp = l.pp, .microbatches = l.pp, .zero = l.zero,
+                      .recompute = l.recompute, .mesh = {l.d1, l.d2}, .chunks = l.chunks,
+                      .sequence_parallel = l.sp, .attention = l.attention};
+    const std::vector<double> got = losses(world_, c);
+    ASSERT_EQ(got.size(), serial.size());
+    const auto [early, late] = drift(got, serial);
+    const std::string name =
+        fmt::format("llama dp={} pp={} tp={}x{} chunks={}{} {} recompute={} zero={}", l.dp, l.pp,
+                    l.d1, l.d2, l.chunks, l.sp ? " sp" : "", layout::name(l.attention),
+                    layout::name(l.recompute), l.zero);
+    // Observed ≤ 6.6e-7 on every layout; dropping RoPE on the distributed ranks only moves
+    // the curve by 1.6e-4 (the init's small weights make the rotation a small change).
+    EXPECT_LE(early, 1e-5) << name;
+    EXPECT_LE(late, 1e-5) << name;
+    if (world_.rank() == 0) {
+      std::printf("[ drift    ] %-70s steps 1-10 %.2e, 11-%d %.2e\n", name.c_str(), early,
+                  kSteps, late);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace meshtp::train
