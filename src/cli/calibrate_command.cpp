@@ -175,11 +175,11 @@ void run_calibrate_from_step_log(const CalibrateArgs& a) {
                "sourced ranges ('ranges') of the constants to fit");
   plan::Topology base = plan::load_topology(a.base);
   (void)check_output_path(a.out);  // before the work
-  const plan::StepLog log = plan::parse_megatron_log(read_file(a.step_log), a.step_log);
+  const plan::StepLog log = plan::parse_step_log(read_file(a.step_log), a.step_log);
   const plan::LayoutRequest request{.topology = base,
                                     .model = log.model,
                                     .devices = log.world_size,
-                                    .runtime = layout::Runtime::kMegatron};
+                                    .runtime = log.runtime};
   const plan::ConstantFit fit = plan::fit_step_constant(request, log.plan, log.step_s, a.fit);
   plan::Topology bare = base;
   bare.ranges.clear();
@@ -192,16 +192,18 @@ void run_calibrate_from_step_log(const CalibrateArgs& a) {
   }
   if (!a.name.empty()) fitted.name = a.name;
   fitted.description += fmt::format(
-      " {} = {:.6g} fitted to the step of {} (meshtp calibrate --from-step-log: median {:.6g} ms "
+      " {} = {:.6g} fitted to the step of {} ({}; meshtp calibrate --from-step-log: median {:.6g} ms "
       "of {} logged iterations; source range {:.6g}…{:.6g}{}).",
-      fit.range.constant, fit.fitted, a.step_log, log.step_s * 1e3, log.iteration_ms.size(),
+      fit.range.constant, fit.fitted, a.step_log, log.format, log.step_s * 1e3, log.iteration_ms.size(),
       fit.range.low, fit.range.high, fit.inside() ? "" : ", the fit outside it: range dropped");
   const std::string text = plan::to_json(fitted).dump(2) + "\n";
   plan::parse_topology(text, a.out);
-  if (world().rank() == 0) write_file_atomically(a.out, text);
+  if (root()) write_file_atomically(a.out, text);
   if (a.json) {
     out() << nlohmann::json{{"out", a.out},
                             {"log", a.step_log},
+                            {"format", log.format},
+                            {"runtime", layout::name(log.runtime)},
                             {"plan", layout::to_json(log.plan)},
                             {"measured_s", fit.measured_s},
                             {"iterations", log.iteration_ms.size()},
@@ -221,14 +223,15 @@ void run_calibrate_from_step_log(const CalibrateArgs& a) {
   }
   const layout::Plan& p = log.plan;
   out() << fmt::format(
-      "calibrate --from-step-log {}: Megatron-LM, {} devices: dp={} pp={}{} tp={} m={} "
+      "calibrate --from-step-log {}: {}, {} devices: dp={} pp={}{} tp={} m={} "
       "recompute={}{}; step {:.6g} s (median of {} logged iterations{})\n"
       "  priced with {} = {:.6g}: {:.6g} s ({:+.1f}%)\n"
       "  fitted {} = {:.6g} (source range {:.6g} … {:.6g}: {}); priced {:.6g} s, residual "
       "{:+.2f}%\n"
       "  wrote {}\n",
-      a.step_log, log.world_size, p.dp, p.pp,
-      p.virtual_stages > 1 ? fmt::format(" v={}", p.virtual_stages) : "", p.mesh[0],
+      a.step_log, log.format, log.world_size, p.dp, p.pp,
+      p.virtual_stages > 1 ? fmt::format(" v={}", p.virtual_stages) : "",
+      p.mesh[1] > 1 ? fmt::format("{}x{}", p.mesh[0], p.mesh[1]) : std::to_string(p.mesh[0]),
       p.microbatches, layout::name(p.recompute), p.sequence_parallel ? " sequence-parallel" : "",
       log.step_s, log.iteration_ms.size(), log.iteration_ms.size() > 1 ? ", the first dropped" : "",
       fit.range.constant, fit.given, fit.priced_given_s,
@@ -281,7 +284,10 @@ void run_calibrate(const CalibrateArgs& a) {
        .name = a.name.empty() && !base ? stem_of(a.out) : a.name,
        .source = fmt::format("meshtp calibrate --mesh {} --sizes {} "
                              "--elementwise {} --repeats {} on {} ranks",
-                             a.mesh, a.sizes, a.elementwise, a.repeats, n)},
+                             a.mesh, a.sizes, a.elementwise, a.repeats, n),
+       .gemm_sweeps = std::array<double, 2>{gemm.low_tflops, gemm.high_tflops},
+       .elementwise_sweeps = std::array<double, 2>{elementwise.low_gbps, elementwise.high_gbps},
+       .repeats = a.repeats},
       fit, gemm.tflops, elementwise.gbps, memory_gib, n);
   // The meshes whose two dims' collectives slow each other, at the largest size.
   const std::int64_t largest = *std::max_element(sizes.begin(), sizes.end());
@@ -442,7 +448,8 @@ void add_calibrate_command(CLI::App& app) {
       ->expected(1, -1);
   c->add_option("--from-step-log", args->step_log,
                 "Fit one constant of --base's sourced ranges to a measured run's step: a "
-                "Megatron-LM log (its arguments and 'elapsed time per iteration (ms)' lines)");
+                "Megatron-LM log (its arguments and 'elapsed time per iteration (ms)' lines) "
+                "or meshtp train's --metrics file");
   c->add_option("--fit", args->fit,
                 "With --from-step-log: the constant to fit, a JSON pointer of --base's ranges "
                 "(default: the one that moves the step most)");

@@ -123,3 +123,13 @@ meshtp_failure_test(cli_calibrate_step_log_no_base
                     REGEX "error: --from-step-log needs --base TOPOLOGY"
                     COMMAND ${MESHTP_BIN} calibrate --from-step-log ${MESHTP_STEP_LOGS}/megatron-22b-synthetic.log
                             --out ${MESHTP_CAL_DIR}/x.json)
+
+# calibrate --from-step-log on meshtp's own --metrics (a 2-rank train --model tiny) with this
+# machine's calibration (the file of cli_calibrate_np2, whose ranges are its sweeps) as the
+# base; the bad metrics files each refused in one line, writing nothing.
+add_test(NAME cli_calibrate_step_log_meshtp_metrics
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/calibrate_from_metrics.sh ${MESHTP_CAL_DIR}/metrics
+                 ${MESHTP_BIN} ${MESHTP_CAL_FILE} ${MESHTP_MPIEXEC})
+set_tests_properties(cli_calibrate_step_log_meshtp_metrics PROPERTIES
+  ENVIRONMENT "${MESHTP_MPI_ENV}" TIMEOUT 180 PROCESSORS 2 FIXTURES_REQUIRED calibrated_np2
+  LABELS cli PASS_REGULAR_EXPRESSION "ok: calibrate --from-step-log fitted meshtp's metrics")
