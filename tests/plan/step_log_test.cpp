@@ -182,5 +182,20 @@ TEST(StepLog, AMetricsFileFitsLikeAMegatronLog) {
   EXPECT_GT(fit.fitted, fit.given);
 }
 
+// The fit set of docs/validation.md's "A fit on one published run": Narayanan et al. 2021
+// Table 1's 39.1B row as a Megatron-LM log (synthesised by scripts/validate_narayanan.py).
+TEST(StepLog, ReadsTheNarayananFitLog) {
+  const StepLog log = parse_step_log(read_file(kData + "narayanan2021-table1-39b.log"), "fit");
+  EXPECT_EQ(log.format, "Megatron-LM");
+  EXPECT_EQ(log.model.layers, 48);
+  EXPECT_EQ(log.model.hidden, 8192);
+  EXPECT_EQ(log.world_size, 512);
+  EXPECT_EQ(log.plan.dp, 32);
+  EXPECT_EQ(log.plan.pp, 2);
+  EXPECT_EQ(log.plan.microbatches, 48);
+  EXPECT_EQ(log.plan.recompute, Recompute::kFull);
+  EXPECT_DOUBLE_EQ(log.step_s, 14.4535);
+}
+
 }  // namespace
 }  // namespace meshtp::plan
