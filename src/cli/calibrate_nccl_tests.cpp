@@ -120,6 +120,12 @@ void run_calibrate_from_nccl_tests(const NcclTestsCalibrateArgs& a) {
       "out-of-place times; the topology keeps every row's time, and the planner prices those "
       "(the fitted line beyond the logged sizes)\n",
       logs.size(), format_byte_size(min_bytes));
+  if (fit.host_counts > 1) {
+    os << fmt::format(
+        "the logs span {} host counts: each host count's launch cost is fitted alone (a launch "
+        "across nodes is not one inside a node)\n",
+        fit.host_counts);
+  }
   for (std::size_t i = 0; i < logs.size(); ++i) {
     const plan::NcclTestsLog& log = logs[i];
     const plan::NcclTestsLogFit& l = fit.logs[i];

@@ -72,7 +72,14 @@
 //
 // The fit: rows with size ≥ min_bytes, as a CollectiveSeries (P, stride 1, samples (size,
 // time)) into fit_calibration — the same least squares `meshtp calibrate` uses — or, for
-// sendrecv, fit_ring_line with one step (calibration_fit.hpp). Why a minimum size: NCCL
+// sendrecv, fit_ring_line with one step (calibration_fit.hpp). fit_calibration shares one
+// launch cost among the groups of a collective whose step counts differ; here only among
+// logs of the same host count (logs of one GPU per host, the inter-node group, apart from
+// those of several), each such class fitted alone: a launch over the network
+// (NCCL's proxy threads, the NICs) is not the launch inside a node, and one value fitted
+// across both once put 139 µs on NVLink groups that alone fit 0. So a 1-host and a 2-host log
+// each keep their own split (with one log per host count: T_launch 0, the intercept per ring
+// step), and their times are each exactly as fitted alone. Why a minimum size: NCCL
 // picks per message size among its protocols (LL, LL128, Simple), each a line of its own
 // latency and bandwidth (NCCL's tuning model prices them so); one line through all of them
 // fits none. On a log made of three such lines (A100-like: 14 µs and 45 GB/s busbw, 22 and
@@ -146,6 +153,7 @@ struct NcclTestsLogFit {
 
 struct NcclTestsFit {
   CalibrationFit calibration;         // the all_reduce / all_gather / reduce_scatter logs' groups
+  int host_counts = 0;  // classes of those logs by host count (each fitted alone, above)
   std::vector<NcclTestsLogFit> logs;  // one per log, input order (sendrecv included)
 };
 
