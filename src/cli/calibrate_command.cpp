@@ -98,8 +98,11 @@ struct CalibrateArgs {
   std::string step_log;  // --from-step-log: fit one constant to this run's step time
   std::string fit;       // --fit: that constant (a JSON pointer of the base's ranges)
   std::string min_bytes;
+  double memory_gib = 0, tflops = 0;  // --from-nccl-tests: the device, overriding
   std::vector<CLI::Option*> measuring;  // the flags that only measuring uses
   CLI::Option* min_bytes_option = nullptr;
+  CLI::Option* memory_option = nullptr;
+  CLI::Option* tflops_option = nullptr;
 };
 
 
@@ -457,6 +460,14 @@ void add_calibrate_command(CLI::App& app) {
       "--min-bytes", args->min_bytes,
       "With --from-nccl-tests: fit the rows of this size and more (default 1M: NCCL's "
       "protocols change below)");
+  args->memory_option = c->add_option(
+      "--memory-gib", args->memory_gib,
+      "With --from-nccl-tests: device memory, GiB (default: the base's, or the datasheet's of "
+      "the GPU the logs name where the base's device does not match it)");
+  args->tflops_option = c->add_option(
+      "--tflops", args->tflops,
+      "With --from-nccl-tests: a flat device rate, TFLOP/s (the base's GeMM model dropped; "
+      "default as --memory-gib)");
   for (const char* flag :
        {"--mesh", "--sizes", "--gemm", "--elementwise", "--seconds", "--repeats"}) {
     args->measuring.push_back(c->get_option(flag));
@@ -464,6 +475,10 @@ void add_calibrate_command(CLI::App& app) {
   c->callback([args] {
     // The name goes into the topology JSON and, through plan --emit, into configurations.
     if (!args->name.empty()) check_name("--name", args->name);
+    for (const CLI::Option* o : {args->memory_option, args->tflops_option}) {
+      MESHTP_CHECK(o->count() == 0 || !args->nccl_tests.empty(), "{} needs --from-nccl-tests",
+                   o->get_name());
+    }
     if (!args->step_log.empty()) {
       MESHTP_CHECK(args->nccl_tests.empty(), "--from-step-log and --from-nccl-tests fit "
                    "different things; give one");
@@ -492,7 +507,13 @@ void add_calibrate_command(CLI::App& app) {
                                    .base = args->base,
                                    .name = args->name,
                                    .min_bytes = args->min_bytes,
-                                   .json = args->json});
+                                   .json = args->json,
+                                   .memory_gib = args->memory_option->count() > 0
+                                                     ? std::optional<double>(args->memory_gib)
+                                                     : std::nullopt,
+                                   .tflops = args->tflops_option->count() > 0
+                                                 ? std::optional<double>(args->tflops)
+                                                 : std::nullopt});
   });
 }
 

@@ -119,6 +119,9 @@ struct NcclTestsLog {
   int ranks = 0;                                           // P
   std::vector<std::string> hosts;  // distinct, in the order of their first rank
   int ranks_per_host = 0;          // G
+  // The GPU names the Rank lines give after the bus id ("NVIDIA A100-SXM4-80GB"), distinct, in
+  // rank order; empty when none does.
+  std::vector<std::string> gpus;
   std::string type;                // element type of the rows ("float")
   std::string redop;               // reduction op ("sum"; "none" or empty for gather/sendrecv)
   std::vector<NcclTestsRow> rows;  // size > 0, in log order

@@ -406,6 +406,9 @@ TEST(NcclTests, LogsOfDifferentHostCountsShareNoLaunchCost) {
   };
   const NcclTestsLog one_host = real("all_reduce_perf_nccl_version.log");
   const NcclTestsLog two_hosts = real("all_reduce_perf_h100_2x8.log");
+  // The GPU the Rank lines name (calibrate takes the device from it: docs/calibration.md).
+  EXPECT_EQ(one_host.gpus, std::vector<std::string>{"NVIDIA GeForce RTX 4090"});
+  EXPECT_EQ(two_hosts.gpus, std::vector<std::string>{"NVIDIA H100 80GB HBM3"});
   ASSERT_EQ(one_host.hosts.size(), 1u);
   ASSERT_EQ(two_hosts.hosts.size(), 2u);
   const std::vector<NcclTestsLog> both{one_host, two_hosts};
