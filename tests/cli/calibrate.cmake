@@ -182,3 +182,11 @@ meshtp_failure_test(cli_calibrate_nccl_tests_bad_tflops
 meshtp_failure_test(cli_calibrate_tflops_alone
                     REGEX "error: --tflops needs --from-nccl-tests"
                     NP 2 COMMAND ${MESHTP_BIN} calibrate --tflops 3 --out ${MESHTP_CAL_DIR}/x.json)
+# A base with a GeMM model (dgx-h100-1x8) and A100 logs: the model's peak, bandwidth and SMs
+# become the A100's too, not only the flat rate.
+add_test(NAME cli_calibrate_nccl_tests_gpu_device_gemm
+         COMMAND ${MESHTP_BIN} calibrate --from-nccl-tests ${MESHTP_NCCL_DATA}/all_reduce_perf.log
+                 --base dgx-h100-1x8 --out ${MESHTP_CAL_DIR}/a100-on-h100.json --json)
+set_tests_properties(cli_calibrate_nccl_tests_gpu_device_gemm PROPERTIES
+  ENVIRONMENT "${MESHTP_MPI_ENV}" TIMEOUT 60 LABELS cli
+  PASS_REGULAR_EXPRESSION "\"device\":\\{\"elementwise_gbps\":1631.0,\"gemm\":\\{\"efficiency\":0.835,\"kernel_us\":10.0,\"memory_gbps\":2039.0,\"peak_tflops\":312.0,\"split_k_min\":256,\"tile\":\\[128,256\\],\"units\":108\\},\"memory_gib\":80.0,\"tflops\":249.6\\}")
