@@ -1,6 +1,7 @@
 #include "model/block.hpp"
 
 #include <algorithm>
+#include <functional>
 
 #include "core/error.hpp"
 #include "core/parse.hpp"
@@ -64,6 +65,15 @@ parallel::MoeConfig moe_config(const layout::ModelShape& s) {
   return {.hidden = s.hidden, .experts = s.num_experts, .top_k = s.top_k,
           .ffn = s.expert_ffn(), .capacity_factor = s.capacity_factor,
           .aux_loss_coeff = s.router_aux_loss};
+}
+
+// The dense MLP's widths: FC1's output and FC2's input — the shared experts' S =
+// shared_experts·f_e in a MoE block that has them (its routed experts are parallel/moe's).
+std::int64_t dense_mlp1_width(const layout::ModelShape& s) {
+  return s.is_moe() && s.shared_experts > 0 ? s.shared_experts * s.expert_ffn() : s.mlp1_width();
+}
+std::int64_t dense_mlp2_width(const layout::ModelShape& s) {
+  return s.is_moe() && s.shared_experts > 0 ? s.shared_experts * s.expert_ffn() : s.ffn();
 }
 
 Tensor buffer(std::int64_t n) { return n > 0 ? Tensor({n}) : Tensor(); }
@@ -175,10 +185,10 @@ void validate_atp_block(const BlockConfig& c, const std::vector<int>& mesh_shape
                  "an expert's width {} is not divisible by the expert tensor-parallel size "
                  "etp={} (mesh {})",
                  s.expert_ffn(), etp, mesh);
-    MESHTP_CHECK(s.shared_experts == 0,
-                 "shared_experts={}: the runtime's mixture of experts has routed experts only "
-                 "(the planner prices shared ones)",
-                 s.shared_experts);
+    MESHTP_CHECK(s.shared_experts == 0 || s.moe_every == 1,
+                 "shared_experts={} with moe_every={}: the runtime runs shared experts where "
+                 "every layer is MoE (the planner prices both)",
+                 s.shared_experts, s.moe_every);
   }
 }
 
@@ -196,8 +206,8 @@ Block::Block(const mesh::DeviceMesh& mesh, const BlockConfig& config)
       proj_(mesh, linear_spec(config, LinearKind::kRowFirst, config.shape.hidden,
                               config.shape.hidden, true)),
       mlp1_(mesh, linear_spec(config, LinearKind::kColumnFirst, config.shape.hidden,
-                              config.shape.mlp1_width(), false)),
-      mlp2_(mesh, linear_spec(config, LinearKind::kRowFirst, config.shape.ffn(),
+                              dense_mlp1_width(config.shape), false)),
+      mlp2_(mesh, linear_spec(config, LinearKind::kRowFirst, dense_mlp2_width(config.shape),
                               config.shape.hidden, false)),
       progress_(config.layout.progress_splits) {
   for (auto* l : {&qkv_, &proj_, &mlp1_, &mlp2_}) l->watch(progress_);
@@ -207,7 +217,6 @@ Block::Block(const mesh::DeviceMesh& mesh, const BlockConfig& config)
         parallel::MoeGroups{expert_mesh_->dim_comm(0), expert_mesh_->dim_comm(1),
                             mesh.dim_comm(0)});
   }
-  const bool moe = moe_ != nullptr;
   const std::int64_t rows = stream_layout().rows();
   ln1_mean_ = buffer(rms() ? 0 : rows);  // RMSNorm keeps r (in rstd) only
   ln1_rstd_ = buffer(rows);
@@ -230,9 +239,10 @@ Block::Block(const mesh::DeviceMesh& mesh, const BlockConfig& config)
   attn_g_ = buffer(proj_.xg_layout().size());
   xmid_ = buffer(stream_layout().size());
   xn2_ = buffer(mlp1_.x_layout().size());
-  xn2g_ = buffer(!moe && mlp1_.gathers_input() ? mlp1_.xg_layout().size() : 0);
-  mlp1_y_ = buffer(moe ? 0 : mlp1_.y_layout().size());
-  gelu_ = buffer(moe ? 0 : mlp2_.x_layout().size());
+  const bool dense = dense_mlp();
+  xn2g_ = buffer(dense && mlp1_.gathers_input() ? mlp1_.xg_layout().size() : 0);
+  mlp1_y_ = buffer(dense ? mlp1_.y_layout().size() : 0);
+  gelu_ = buffer(dense ? mlp2_.x_layout().size() : 0);
 }
 
 bool Block::partial_grad(int k) const {
@@ -246,11 +256,12 @@ BlockWorkspace::BlockWorkspace(const Block& b)
       attn(buffer(b.proj_.gathers_input() ? b.proj_.x_layout().size() : 0)),
       proj_p(buffer(b.proj_.yp_layout().size())),
       proj_y(buffer(b.proj_.scatters_output() ? b.proj_.y_layout().size() : 0)),
-      mlp2_p(buffer(b.moe_ ? b.stream_layout().size() : b.mlp2_.yp_layout().size())),
-      mlp2_y(buffer(!b.moe_ && b.mlp2_.scatters_output() ? b.mlp2_.y_layout().size() : 0)),
-      dyg(buffer(!b.moe_ && b.mlp2_.scatters_output() ? b.mlp2_.yp_layout().size() : 0)),
-      dgelu(buffer(b.moe_ ? 0 : b.mlp2_.xg_layout().size())),
-      dmlp1(buffer(b.moe_ ? 0 : b.mlp1_.yp_layout().size())),
+      mlp2_p(buffer(b.dense_mlp() ? b.mlp2_.yp_layout().size() : b.stream_layout().size())),
+      mlp2_y(buffer(b.dense_mlp() && b.mlp2_.scatters_output() ? b.mlp2_.y_layout().size() : 0)),
+      moe_out(buffer(b.shared() ? b.stream_layout().size() : 0)),
+      dyg(buffer(b.dense_mlp() && b.mlp2_.scatters_output() ? b.mlp2_.yp_layout().size() : 0)),
+      dgelu(buffer(b.dense_mlp() ? b.mlp2_.xg_layout().size() : 0)),
+      dmlp1(buffer(b.dense_mlp() ? b.mlp1_.yp_layout().size() : 0)),
       dxn_p(buffer(b.mlp1_.xg_layout().size())),
       dxn(buffer(b.mlp1_.gathers_input() ? b.mlp1_.x_layout().size() : 0)),
       dxmid(buffer(b.stream_layout().size())),
@@ -291,6 +302,11 @@ void Block::bound() {
   if (moe_) {
     moe_->bind({p_[kMlp1Bias], p_[kMlp1Weight], p_[kMlp2Weight]},
                {g_[kMlp1Bias], g_[kMlp1Weight], g_[kMlp2Weight]});
+    if (shared()) {  // the shared experts' dense MLP; the output bias is the layer's (kMlp2Bias)
+      mlp1_.bind(p_[kSharedFc1Weight], p_[kSharedFc1Bias], g_[kSharedFc1Weight],
+                 g_[kSharedFc1Bias]);
+      mlp2_.bind(p_[kSharedFc2Weight], {}, g_[kSharedFc2Weight], {});
+    }
     return;
   }
   mlp1_.bind(p_[kMlp1Weight], p_[kMlp1Bias], g_[kMlp1Weight], g_[kMlp1Bias]);
@@ -439,48 +455,47 @@ void Block::forward(const ChunkedMatrix& y, const ChunkedMatrix& x, BlockWorkspa
     proj_.gather_input_wait(i);
     proj_.forward_start(i, attn_g, proj_p, proj_y, &progress_);
   }
-  if (moe_) {  // ---- MoE: residual + ln2 (fused) → experts (parallel/moe.hpp) + bias → residual
-    for (int i = 0; i < C; ++i) {
-      proj_.forward_wait(i, proj_y);
-      parallel::residual_layernorm_sharded_forward(
-          xmid.chunk(i), xn2.chunk(i), rows_of(ln2_mean_.values(), i),
-          rows_of(ln2_rstd_.values(), i), x.chunk(i), proj_y.chunk(i), p_[kLn2Weight],
-          p_[kLn2Bias], h, ln_group_, ln_scratch);
-    }
-    const ChunkedMatrix moe_y = view(ws.mlp2_p, stream);
-    (void)moe_->forward(moe_y.whole(), xn2.whole());  // its aux loss acts through backward
-    for (int i = 0; i < C; ++i) {
-      residual_forward(y.chunk(i), xmid.chunk(i), moe_y.chunk(i));
-      add_bias(y.chunk(i), p_[kMlp2Bias]);
-    }
-    return;
-  }
-  // ---- MLP: residual + ln2 (fused) → mlp1 (AR₁) → bias + gelu (fused) → mlp2 (AR₀) → residual
+  // ---- residual + ln2 (fused); the dense MLP's input starts on its way (all-gather under SP)
   for (int i = 0; i < C; ++i) {
     proj_.forward_wait(i, proj_y);
     parallel::residual_norm_sharded_forward(
         rms(), xmid.chunk(i), xn2.chunk(i), rows_of(ln2_mean_.values(), i),
         rows_of(ln2_rstd_.values(), i), x.chunk(i), proj_y.chunk(i), p_[kLn2Weight],
         p_[kLn2Bias], h, ln_group_, ln_scratch);
-    mlp1_.gather_input_start(i, xn2, xn2g);
+    if (dense_mlp()) mlp1_.gather_input_start(i, xn2, xn2g);
   }
-  for (int i = 0; i < C; ++i) {
-    mlp1_.gather_input_wait(i);
-    mlp1_.forward_start(i, xn2g, mlp1_y, mlp1_y, &progress_);
-  }
-  for (int i = 0; i < C; ++i) {
-    mlp1_.forward_wait_without_bias(i);
-    if (swiglu()) {  // this rank's [gate | up] columns (ParamShard::kSwigluWeight)
-      swiglu_forward(gelu.chunk(i), mlp1_y.chunk(i));
-    } else {
-      bias_gelu_forward(gelu.chunk(i), mlp1_y.chunk(i), mlp1_.output_bias(mlp1_y));
+  // ---- MLP: mlp1 (AR₁) → bias + gelu (fused) → mlp2 (AR₀) → y = base + mlp2(…)
+  const auto mlp_forward = [&](const ChunkedMatrix& base) {
+    for (int i = 0; i < C; ++i) {
+      mlp1_.gather_input_wait(i);
+      mlp1_.forward_start(i, xn2g, mlp1_y, mlp1_y, &progress_);
     }
-    mlp2_.forward_start(i, gelu, mlp2_p, mlp2_y, &progress_);
+    for (int i = 0; i < C; ++i) {
+      mlp1_.forward_wait_without_bias(i);
+      if (swiglu()) {  // this rank's [gate | up] columns (ParamShard::kSwigluWeight)
+        swiglu_forward(gelu.chunk(i), mlp1_y.chunk(i));
+      } else {
+        bias_gelu_forward(gelu.chunk(i), mlp1_y.chunk(i), mlp1_.output_bias(mlp1_y));
+      }
+      mlp2_.forward_start(i, gelu, mlp2_p, mlp2_y, &progress_);
+    }
+    for (int i = 0; i < C; ++i) {
+      mlp2_.forward_wait(i, mlp2_y);
+      residual_forward(y.chunk(i), base.chunk(i), mlp2_y.chunk(i));
+    }
+  };
+  if (!moe_) {
+    mlp_forward(xmid);
+    return;
   }
+  // ---- MoE: experts (parallel/moe.hpp) + bias → residual; the shared experts' MLP on top
+  const ChunkedMatrix moe_y = view(shared() ? ws.moe_out : ws.mlp2_p, stream);
+  (void)moe_->forward(moe_y.whole(), xn2.whole());  // its aux loss acts through backward
   for (int i = 0; i < C; ++i) {
-    mlp2_.forward_wait(i, mlp2_y);
-    residual_forward(y.chunk(i), xmid.chunk(i), mlp2_y.chunk(i));
+    residual_forward(y.chunk(i), xmid.chunk(i), moe_y.chunk(i));
+    add_bias(y.chunk(i), p_[kMlp2Bias]);
   }
+  if (shared()) mlp_forward(y);  // y += shared(xn2)
 }
 
 void Block::backward(const ChunkedMatrix& dx, const ChunkedMatrix& dy,
@@ -520,13 +535,9 @@ void Block::backward(const ChunkedMatrix& dx, const ChunkedMatrix& dy,
         ln_group_, ln_scratch);
     proj_.gather_grad_start(i, dxmid, dxmid_g);
   };
-  if (moe_) {  // ---- MoE, reversed: residual → bias, experts → ln2 → residual
-    for (int i = 0; i < C; ++i) add_bias_grad(g_[kMlp2Bias], dy.chunk(i));
-    moe_->backward(dxn.whole(), dy.whole(), view(xn2_, mlp1_.x_layout()).whole(), aux_weight_);
-    for (int i = 0; i < C; ++i) ln2_backward(i);
-  } else {
-    // ---- MLP, reversed: residual → mlp2 → gelu → mlp1 → ln2 → residual.
-    // The residual y = x_mid + mlp2(…) hands dy to both: mlp2 reads dy itself, x_mid a copy.
+  // ---- MLP, reversed: residual → mlp2 → gelu → mlp1; then done(i) once chunk i's dxn is in.
+  // The residual y = x_mid + mlp2(…) hands dy to both: mlp2 reads dy itself, x_mid a copy.
+  const auto mlp_backward = [&](const std::function<void(int)>& done) {
     for (int i = 0; i < C; ++i) mlp2_.gather_grad_start(i, dy, dyg);
     for (int i = 0; i < C; ++i) {
       mlp2_.gather_grad_wait(i);
@@ -546,7 +557,24 @@ void Block::backward(const ChunkedMatrix& dx, const ChunkedMatrix& dy,
     mlp1_.backward_weight(dmlp1, xn2g, &progress_);
     for (int i = 0; i < C; ++i) {
       mlp1_.backward_data_wait(i);
-      ln2_backward(i);
+      done(i);
+    }
+  };
+  if (!moe_) {
+    mlp_backward(ln2_backward);
+  } else {  // ---- MoE, reversed: residual → bias, experts (+ the shared experts) → ln2
+    for (int i = 0; i < C; ++i) add_bias_grad(g_[kMlp2Bias], dy.chunk(i));
+    const ChunkedMatrix xn2 = view(xn2_, mlp1_.x_layout());
+    if (!shared()) {
+      moe_->backward(dxn.whole(), dy.whole(), xn2.whole(), aux_weight_);
+      for (int i = 0; i < C; ++i) ln2_backward(i);
+    } else {  // ln2's output gradient: the routed experts' plus the shared experts'
+      const ChunkedMatrix moe_dx = view(ws.moe_out, stream);
+      moe_->backward(moe_dx.whole(), dy.whole(), xn2.whole(), aux_weight_);
+      mlp_backward([&](int i) {
+        add(moe_dx.chunk(i), dxn.chunk(i));
+        ln2_backward(i);
+      });
     }
   }
   // ---- attention, reversed: residual → proj (RS₁) → core → qkv (AG₁, AR₀) → ln1 → residual

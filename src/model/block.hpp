@@ -102,6 +102,7 @@ class BlockWorkspace : public BlockWorkspaceBase {
  private:
   friend class Block;
   Tensor qkv_p, attn, proj_p, proj_y, mlp2_p, mlp2_y;    // forward
+  Tensor moe_out;  // shared experts: the routed experts' output, then their input gradient
   Tensor dyg, dgelu, dmlp1, dxn_p, dxn, dxmid, dxmid_g;  // backward
   Tensor datt_p, datt, dqkv, dqkv_g, att_scratch;
   Tensor att;  // selective recomputation: the attention probabilities of the running block
@@ -139,6 +140,10 @@ class Block : public StackBlock {
   bool fused() const { return config_.layout.attention == layout::Attention::kFused; }
   bool rms() const { return config_.shape.norm == layout::Norm::kRmsNorm; }
   bool swiglu() const { return config_.shape.activation == layout::Activation::kSwiglu; }
+  // A MoE block with shared experts; whether the block runs the dense MLP (mlp1_, mlp2_): a
+  // dense block's, or the shared experts' beside the routed ones.
+  bool shared() const { return config_.shape.is_moe() && config_.shape.shared_experts > 0; }
+  bool dense_mlp() const { return !config_.shape.is_moe() || shared(); }
   // qkv itself, or (grouped-query, unfused) its KV heads widened into the workspace.
   ConstMatrixView qkv_mha(BlockWorkspace& ws, ConstMatrixView qkv) const;
   void rope_chunk(int i, const View& qkv, bool backward);

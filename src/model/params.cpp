@@ -36,6 +36,9 @@ std::vector<ParamEntry> block_param_table(int layer, std::int64_t h) {
       {p + "mlp.fc1.bias", {4 * h}, ParamShard::kColumnFirstBias, Init::kZeros},
       {p + "mlp.fc2.weight", {h, 4 * h}, ParamShard::kRowFirstWeight, Init::kNormalResidual},
       {p + "mlp.fc2.bias", {h}, ParamShard::kRowFirstBias, Init::kZeros},
+      absent_entry(),  // kSharedFc1Weight … kSharedFc2Weight: a MoE layer's shared experts
+      absent_entry(),
+      absent_entry(),
   };
 }
 
@@ -71,6 +74,15 @@ std::vector<ParamEntry> block_param_table(int layer, const layout::ModelShape& s
   table[kMlp2Weight] = {p + "experts.fc2.weight", {E, h, F}, ParamShard::kExpertFc2,
                         Init::kNormalResidual};
   table[kMlp2Bias] = {p + "bias", {h}, ParamShard::kHidden, Init::kZeros};
+  if (shape.shared_experts > 0) {
+    const std::int64_t S = shape.shared_experts * F;
+    table[kSharedFc1Weight] = {p + "shared.fc1.weight", {S, h}, ParamShard::kColumnFirstWeight,
+                               Init::kNormal};
+    table[kSharedFc1Bias] = {p + "shared.fc1.bias", {S}, ParamShard::kColumnFirstBias,
+                             Init::kZeros};
+    table[kSharedFc2Weight] = {p + "shared.fc2.weight", {h, S}, ParamShard::kRowFirstWeight,
+                               Init::kNormalResidual};
+  }
   return table;
 }
 

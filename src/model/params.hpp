@@ -42,7 +42,14 @@
 //   layers.{i}.moe.bias                [h]        kMlp2Bias    kHidden     zeros (output bias)
 //
 // The experts' weights lie on the experts' own mesh (ep, etp) over the attention's ranks
-// (parallel/param_shard.hpp); router and bias are whole on every rank.
+// (parallel/param_shard.hpp); router and bias are whole on every rank. Shared experts
+// (shared_experts > 0: every token through one dense MLP of width S = shared_experts·f_e,
+// Megatron-Core's shared expert) fill three slots absent elsewhere, tensor-parallel as a
+// dense MLP (the output bias above serves both):
+//
+//   layers.{i}.moe.shared.fc1.weight   [S, h]  kSharedFc1Weight  kColumnFirstWeight
+//   layers.{i}.moe.shared.fc1.bias     [S]     kSharedFc1Bias    kColumnFirstBias
+//   layers.{i}.moe.shared.fc2.weight   [h, S]  kSharedFc2Weight  kRowFirstWeight
 //
 // The init (GPT-2's) draws element g of a tensor as normal_at(seed ⊕ hash(name), g): every
 // rank computes any global element without communication, so every mesh starts from the
@@ -73,6 +80,9 @@ enum BlockParam : int {
   kMlp1Bias,
   kMlp2Weight,
   kMlp2Bias,
+  kSharedFc1Weight,  // a mixture of experts' shared experts (absent otherwise)
+  kSharedFc1Bias,
+  kSharedFc2Weight,
   kBlockParams,  // count
 };
 

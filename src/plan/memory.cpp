@@ -313,11 +313,17 @@ MemoryEstimate moe_rank_memory(const ModelSpec& model, const layout::Plan& p, in
   // gathers its output gradient beside the scattered output; the experts take each rank's own
   // tokens (model/block.cpp): the dense part above counted those three, per microbatch's
   // tokens n·h, for MoE layers too.
+  // Shared experts are such a dense MLP (model/block.cpp), and meshtp's runtime keeps the
+  // routed experts' output (their input gradient in the backward) apart: n·h/t.
   const int t = p.mesh[0];
-  if (p.sequence_parallel && t > 1 && !layout::is_gemm2d(p.strategy)) {
+  if (p.sequence_parallel && t > 1 && !layout::is_gemm2d(p.strategy) &&
+      model.shared_experts == 0) {
     const double nh = static_cast<double>(mb.tokens()) * static_cast<double>(mb.hidden) * frac;
     if (runtime == layout::Runtime::kMeshtp) out.activations_bytes -= e * kept_layers * nh;
     out.workspace_bytes -= e * (nh + nh / t);
+  }
+  if (model.shared_experts > 0 && runtime == layout::Runtime::kMeshtp) {
+    out.workspace_bytes += e * static_cast<double>(mb.tokens()) * mb.hidden / t;
   }
   return out;
 }

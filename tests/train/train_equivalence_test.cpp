@@ -334,6 +334,62 @@ TEST_F(TrainEquivalence, MixtureOfExpertsEveryOtherLayerGivesTheSerialLossCurve)
   }
 }
 
+// Shared experts (a dense MLP of 2·f_e every token runs beside its routed experts, tensor-
+// parallel as a dense MLP; model/block.cpp) on the layouts above.
+TEST_F(TrainEquivalence, MixtureOfExpertsWithSharedExpertsGivesTheSerialLossCurve) {
+  const int n = world_.size();
+  const comm::Communicator solo = world_.split(world_.rank(), 0);
+  TrainConfig base = config();
+  base.steps = 12;
+  base.model.shape.num_experts = 4;
+  base.model.shape.top_k = 2;
+  base.model.shape.moe_ffn_hidden = 48;
+  base.model.shape.shared_experts = 2;
+  base.model.shape.router_aux_loss = 0.01;
+  TrainConfig no_aux = base;
+  no_aux.model.shape.router_aux_loss = 0.0;
+  const std::vector<double> serial = losses(solo, base);
+  const std::vector<double> serial_no_aux = losses(solo, no_aux);
+  TrainConfig routed_only = base;
+  routed_only.model.shape.shared_experts = 0;
+  EXPECT_NE(losses(solo, routed_only)[3], serial[3]) << "the shared experts must count";
+  struct Layout {
+    int dp, pp, d1;
+    layout::Recompute recompute;
+    int ep = 1, etp = 0, chunks = 1;
+  };
+  using R = layout::Recompute;
+  std::vector<Layout> layouts{{1, 1, n, R::kNone}, {n, 1, 1, R::kNone}};
+  if (n >= 2) {
+    layouts.push_back({1, 1, n, R::kSelective, 1, n});
+    layouts.push_back({1, 1, n, R::kNone, n, 1, 2});  // two chunks
+  }
+  if (n == 4) {
+    layouts.push_back({2, 1, 2, R::kNone, 1, 2});
+    layouts.push_back({1, 2, 2, R::kFull});
+  }
+  for (const Layout& l : layouts) {
+    const bool same_token_sets = l.dp == 1 && l.pp == 1;
+    TrainConfig c = same_token_sets ? base : no_aux;
+    c.model.layout = {.dp = l.dp, .pp = l.pp, .microbatches = l.pp, .recompute = l.recompute,
+                      .mesh = {l.d1, 1}, .strategy = layout::Strategy::kMegatron,
+                      .chunks = l.chunks, .sequence_parallel = l.d1 > 1, .ep = l.ep,
+                      .etp = l.etp};
+    const std::vector<double> got = losses(world_, c);
+    ASSERT_EQ(got.size(), serial.size());
+    const auto [early, late] = drift(got, same_token_sets ? serial : serial_no_aux);
+    const std::string name = fmt::format(
+        "shared experts dp={} pp={} tp={} ep×etp={}×{} chunks={} recompute={}{}", l.dp, l.pp,
+        l.d1, l.etp > 0 ? l.ep : l.d1, l.etp > 0 ? l.etp : 1, l.chunks, l.recompute,
+        same_token_sets ? "" : " (no aux)");
+    EXPECT_LE(early, 1e-4) << name;
+    EXPECT_LE(late, 1e-3) << name;
+    if (world_.rank() == 0) {
+      std::printf("[ drift    ] %-55s steps 1-10 %.2e, 11-12 %.2e\n", name.c_str(), early, late);
+    }
+  }
+}
+
 // A mixture of experts' checkpoint holds each expert whole, whatever folding wrote it: one
 // written with every expert split over the n ranks (ep 1 × etp n) resumes on the other folding
 // (ep n × etp 1) and on one rank, continuing the uninterrupted curve.
