@@ -180,7 +180,8 @@ Tensor Gpt::gather(int p, const Tensor& local) const {
   const int e = extra(p);
   if (e < 0) {
     const ParamEntry& entry = stack_->param_table().at(static_cast<std::size_t>(p));
-    return parallel::gather_param(entry.shard, local.values(), global_shape(p), *mesh_);
+    return parallel::gather_param(entry.shard, local.values(), global_shape(p), *mesh_,
+                                  entry.kv_heads);
   }
   if (e == kWpe) return local;
   if (e == kWte || e == kHead) {
@@ -202,7 +203,7 @@ void Gpt::scatter(int p, const Tensor& global, Tensor& local) const {
   const int e = extra(p);
   if (e < 0) {
     const ParamEntry& entry = stack_->param_table().at(static_cast<std::size_t>(p));
-    parallel::scatter_param(entry.shard, global, *mesh_, local.values());
+    parallel::scatter_param(entry.shard, global, *mesh_, local.values(), entry.kv_heads);
   } else if (e == kWpe) {
     local = global;
   } else if (e == kWte || e == kHead) {

@@ -13,7 +13,8 @@ StackBlock::StackBlock(const mesh::DeviceMesh& mesh, const layout::ModelShape& s
     : mesh_(&mesh), shards_(shards) {
   const auto table = block_param_table(0, shape);
   for (std::size_t p = 0; p < shards.size(); ++p) {  // an absent slot: an empty span
-    local_[p] = present(table[p]) ? parallel::local_shape(shards[p], table[p].shape, mesh.shape())
+    local_[p] = present(table[p]) ? parallel::local_shape(shards[p], table[p].shape, mesh.shape(),
+                                                          table[p].kv_heads)
                                   : Shape{0};
   }
 }
@@ -96,6 +97,24 @@ Stack::Stack(const mesh::DeviceMesh& mesh, const StackConfig& config)
     if (block().partial_grad(k)) ln_size += numel(block().local_shape(k));
   }
   if (ln_size > 0) ln_partial_ = Tensor({ln_size});
+  for (std::size_t p = 0; p < table_.size(); ++p) {
+    if (!block().replica_grad(slot_[p]) || !replica_part_.empty()) continue;
+    // One layer's partial gradient at a time, the copies' sum, and each local element's
+    // share of the gradient norm (1/copies): the same for every layer.
+    const ParamEntry& e = table_[p];
+    replica_part_ = Tensor(block().local_shape(slot_[p]));
+    replica_sum_ = Tensor({numel(e.shape)});
+    replica_sum_.fill(0.0f);
+    parallel::for_each_local(
+        e.shard, e.shape, mesh.shape(), mesh.coords(),
+        [&](std::int64_t, std::int64_t g) { replica_sum_[g] += 1.0f; }, e.kv_heads);
+    mesh.comm().all_reduce(replica_sum_.values());
+    replica_norm_weight_ = Tensor(block().local_shape(slot_[p]));
+    parallel::for_each_local(
+        e.shard, e.shape, mesh.shape(), mesh.coords(),
+        [&](std::int64_t l, std::int64_t g) { replica_norm_weight_[l] = 1.0f / replica_sum_[g]; },
+        e.kv_heads);
+  }
 
   for (int l = 0; l < layers_; ++l) rebind(l);
   workspace_ = block().make_workspace();
@@ -117,6 +136,7 @@ void Stack::rebind(int l) {
     g[k] = partial ? ln_partial_.values().subspan(static_cast<std::size_t>(ln_offset_[p]),
                                                   grads_[p].values().size())
                    : grads_[p].values();
+    if (block().replica_grad(slot_[p])) g[k] = replica_part_.values();  // summed after backward
   }
   blocks_.bind(l, std::move(v), std::move(g));
 }
@@ -127,6 +147,36 @@ int Stack::replicas(int p) const {
     r *= mesh_->size(dim);
   }
   return r;
+}
+
+const Tensor* Stack::norm_weight(int p) const {
+  return block().replica_grad(slot_.at(static_cast<std::size_t>(p))) ? &replica_norm_weight_
+                                                                      : nullptr;
+}
+
+// Layer i's copied elements: every copy's partial gradient summed over the mesh (each global
+// element once, in a buffer of the global shape), the sum added to every copy.
+void Stack::sum_replicas(int i) {
+  for (std::size_t p = 0; p < table_.size(); ++p) {
+    if (layer_[p] != i || !block().replica_grad(slot_[p])) continue;
+    const ParamEntry& e = table_[p];
+    const std::span<float> part = replica_part_.values(), grad = grads_[p].values();
+    replica_sum_.fill(0.0f);
+    parallel::for_each_local(
+        e.shard, e.shape, mesh_->shape(), mesh_->coords(),
+        [&](std::int64_t l, std::int64_t g) {
+          replica_sum_[g] += part[static_cast<std::size_t>(l)];
+        },
+        e.kv_heads);
+    mesh_->comm().all_reduce(replica_sum_.values());
+    if (grad.empty()) continue;  // ZeRO ≥ 2 without accumulators here: nothing to add to
+    parallel::for_each_local(
+        e.shard, e.shape, mesh_->shape(), mesh_->coords(),
+        [&](std::int64_t l, std::int64_t g) {
+          grad[static_cast<std::size_t>(l)] += replica_sum_[g];
+        },
+        e.kv_heads);
+  }
 }
 
 int Stack::grad_layer(int p) const {
@@ -146,7 +196,8 @@ void Stack::init(std::uint64_t seed) {
         e.shard, e.shape, mesh_->shape(), mesh_->coords(), [&](std::int64_t l, std::int64_t g) {
           local[static_cast<std::size_t>(l)] =
               init_value(e, seed, static_cast<int>(config_.block.shape.layers), g);
-        });
+        },
+        e.kv_heads);
   }
 }
 
@@ -155,7 +206,8 @@ void Stack::load(const SafetensorsFile& file) {
   for (const ParamEntry& e : table_) require(file, e.name, e.shape);
   for (int p = 0; p < num_params(); ++p) {
     const ParamEntry& e = table_[static_cast<std::size_t>(p)];
-    parallel::scatter_param(e.shard, file.tensors.at(e.name), *mesh_, value(p).values());
+    parallel::scatter_param(e.shard, file.tensors.at(e.name), *mesh_, value(p).values(),
+                            e.kv_heads);
   }
 }
 
@@ -163,7 +215,8 @@ std::map<std::string, Tensor> Stack::gather_values() const {
   std::map<std::string, Tensor> out;
   for (int p = 0; p < num_params(); ++p) {
     const ParamEntry& e = table_[static_cast<std::size_t>(p)];
-    out.emplace(e.name, parallel::gather_param(e.shard, value(p).values(), e.shape, *mesh_));
+    out.emplace(e.name,
+                parallel::gather_param(e.shard, value(p).values(), e.shape, *mesh_, e.kv_heads));
   }
   return out;
 }
@@ -172,7 +225,8 @@ std::map<std::string, Tensor> Stack::gather_grads() const {
   std::map<std::string, Tensor> out;
   for (int p = 0; p < num_params(); ++p) {
     const ParamEntry& e = table_[static_cast<std::size_t>(p)];
-    out.emplace(e.name, parallel::gather_param(e.shard, grad(p).values(), e.shape, *mesh_));
+    out.emplace(e.name,
+                parallel::gather_param(e.shard, grad(p).values(), e.shape, *mesh_, e.kv_heads));
   }
   return out;
 }
@@ -251,8 +305,10 @@ void Stack::backward(const std::function<void(int layer)>& on_layer_done) {
       // Folded, the block that runs is the one whose forward ran (and saved its input): 0.
       const int b = layers.folded() ? 0 : i;
       if (blocks_.full()) forward_layer(b);  // recomputation (model/layer_blocks.hpp)
+      if (!replica_part_.empty()) replica_part_.fill(0.0f);
       blocks_.at(b).backward({dstream_[(k + 1) % 2].data(), l}, {dstream_[k % 2].data(), l},
                              *workspace_);
+      if (!replica_part_.empty()) sum_replicas(b);
     });
     if (on_layer_done) on_layer_done(i);
   }
