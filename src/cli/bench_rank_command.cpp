@@ -151,7 +151,8 @@ void add_bench_rank_command(CLI::App& app) {
               "and memory beside the planner's");
   args->shape.add_to(c, ModelFlags::kBatch | ModelFlags::kSeq,
                      "Model preset (tiny, small, …) or JSON file");
-  args->layout.add_to(c, LayoutFlags::kReplicas | LayoutFlags::kPipeline);
+  args->layout.add_to(c, LayoutFlags::kReplicas | LayoutFlags::kPipeline |
+                                 LayoutFlags::kExperts);
   c->add_option("--rank", args->rank, "Which rank of the layout to run")->capture_default_str();
   c->add_option("--device", args->device, "cpu (cuda: not yet)")->capture_default_str();
   c->add_option("--topology", args->topology,

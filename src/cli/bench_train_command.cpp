@@ -105,7 +105,8 @@ void add_bench_train_command(CLI::App& app) {
                "data) and its ratio to BLAS");
   args->shape.add_to(c, ModelFlags::kBatch | ModelFlags::kSeq,
                      "Model preset (tiny, small, …) or JSON file");
-  args->layout.add_to(c, LayoutFlags::kReplicas | LayoutFlags::kTpAlias);
+  args->layout.add_to(c, LayoutFlags::kReplicas | LayoutFlags::kTpAlias |
+                                 LayoutFlags::kExperts);
   c->add_option("--data", args->data, "Text file or directory to train on")->capture_default_str();
   c->add_option("--precision", args->precision, "fp32, or bf16 mixed precision (as train)")
       ->capture_default_str();

@@ -94,6 +94,19 @@ void LayoutFlags::add_to(CLI::App* app, unsigned which) {
                       "The attention core: unfused (keeps each sequence's probabilities) or "
                       "fused (flash-style, O(seq) memory; ATP blocks)")
           ->capture_default_str());
+  if (which & kExperts) {
+    spelled_out.push_back(
+        app->add_option("--ep", ep,
+                        "A mixture of experts' expert-parallel size: the experts split over ep "
+                        "of the mesh N×1's ranks, ep × etp = N (default: ep = N, etp = 1)")
+            ->capture_default_str()
+            ->check(integer_at_least(1)));
+    spelled_out.push_back(
+        app->add_option("--etp", etp,
+                        "A mixture of experts' expert tensor-parallel size: each expert's width "
+                        "split over etp ranks (with --ep; ep × etp = N)")
+            ->check(integer_at_least(1)));
+  }
   spelled_out.push_back(
       app->add_option("--slices", slices,
                       "2D GeMM slice count S: MeshSlice's slices, SUMMA's panels per "

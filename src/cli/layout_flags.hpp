@@ -42,6 +42,7 @@ struct LayoutFlags : layout::PlanSpelling {
     kPipeline = 8,   // --pp, --microbatches, --schedule
     kTpAlias = 16,   // --tp
     kNoChunks = 32,  // the command declares --chunks itself (a list, `bench layer`)
+    kExperts = 64,   // --ep, --etp (a command that runs a mixture of experts)
   };
   std::string plan_file;
   std::string mesh;  // d1xd2, auto, all, or empty

@@ -278,7 +278,7 @@ void add_train_command(CLI::App& app) {
                      "Model preset (tiny, small, …) or JSON file");
   add_training_flags(t, c);
   args->layout.add_to(t, LayoutFlags::kMeshAuto | LayoutFlags::kReplicas | LayoutFlags::kPipeline |
-                             LayoutFlags::kTpAlias);
+                             LayoutFlags::kTpAlias | LayoutFlags::kExperts);
   t->add_option("--precision", args->precision,
                 "fp32, or bf16 mixed precision: GeMM operands in bf16, fp32 accumulation, "
                 "master weights and optimizer")

@@ -70,6 +70,19 @@ void ModelShape::validate(std::string_view where) const {
                "{}: router_aux_loss={} must be a non-negative number", where, router_aux_loss);
 }
 
+ModelShape ModelShape::without_experts() const {
+  ModelShape d = *this;
+  const ModelShape dense{};
+  d.num_experts = dense.num_experts;
+  d.top_k = dense.top_k;
+  d.moe_ffn_hidden = dense.moe_ffn_hidden;
+  d.shared_experts = dense.shared_experts;
+  d.moe_every = dense.moe_every;
+  d.capacity_factor = dense.capacity_factor;
+  d.router_aux_loss = dense.router_aux_loss;
+  return d;
+}
+
 double ModelShape::expert_weights() const {
   const double per = activation == Activation::kSwiglu ? 3.0 : 2.0;
   return per * static_cast<double>(hidden) * static_cast<double>(expert_ffn());

@@ -89,6 +89,9 @@ struct ModelShape {
   // MoE layers among the first `n` layers (⌈n/moe_every⌉), of all of them without n.
   std::int64_t moe_layers(std::int64_t n) const { return is_moe() ? (n + moe_every - 1) / moe_every : 0; }
   std::int64_t moe_layers() const { return moe_layers(layers); }
+  // The shape of this model's dense layers: the mixture-of-experts fields at their dense
+  // defaults (what a MoE model with moe_every > 1 runs between its MoE layers).
+  ModelShape without_experts() const;
   // Σ in·out of one expert's MLP: 3·h·f_e (SwiGLU) or 2·h·f_e (GeLU).
   double expert_weights() const;
   // One expert's parameters: expert_weights() and, for GeLU models, its biases f_e + h.

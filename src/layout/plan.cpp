@@ -163,13 +163,13 @@ void Plan::require_runtime(std::string_view where) const {
                "pipeline stages only; the planner prices uneven ones and exports them "
                "(--emit megatron)",
                where, first_stage_layers, last_stage_layers);
-  // The runtime folds expert parallelism onto the tensor-parallel ranks (model/block.hpp):
-  // ep = d1 on a mesh N×1, each expert whole.
-  const bool runtime_experts = ep == mesh[0] && mesh[1] == 1 && expert_tp() == 1;
+  // The runtime folds the experts onto the tensor-parallel ranks (model/block.hpp): ep × etp
+  // = d1 on a mesh N×1 (ep = N, etp = 1 where the plan leaves them unset).
+  const bool runtime_experts = mesh[1] == 1 && ep * expert_tp() == mesh[0];
   MESHTP_CHECK((ep == 1 && etp == 0) || runtime_experts,
-               "{}: ep={} etp={} on mesh {}x{}: meshtp's runtime splits the experts over the "
-               "tensor-parallel ranks of a mesh N×1, each expert whole (ep=N, etp=1); the "
-               "planner prices other foldings (meshtp plan --3d --evaluate)",
+               "{}: ep={} etp={} on mesh {}x{}: meshtp's runtime folds the experts onto the "
+               "tensor-parallel ranks of a mesh N×1, ep × etp = N; the planner prices other "
+               "foldings (meshtp plan --3d --evaluate)",
                where, ep, expert_tp(), mesh[0], mesh[1]);
 }
 
@@ -394,7 +394,9 @@ Plan build_plan(const PlanSpelling& s, std::array<int, 2> mesh) {
          .chunks = s.chunks,
          .sequence_parallel = s.sequence_parallel || s.strategy == "tp1d",
          .progress_splits = s.progress_splits,
-         .attention = parse<Attention>(s.attention)};
+         .attention = parse<Attention>(s.attention),
+         .ep = s.ep,
+         .etp = s.etp};
   // --schedule gpipe|1f1b|interleaved[:V]
   const std::size_t colon = s.schedule.find(':');
   p.schedule = parse_schedule(s.schedule.substr(0, colon));

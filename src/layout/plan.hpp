@@ -156,6 +156,7 @@ struct PlanSpelling {
   std::string recompute = "none";
   int progress_splits = 4;
   std::string attention = "unfused";
+  int ep = 1, etp = 0;  // a mixture of experts' folding (Plan::ep, Plan::etp)
 };
 // The spelled-out layout on this tensor-parallel mesh (validated); errors name the flag
 // ("--schedule 'x': …").

@@ -47,8 +47,19 @@ StackBlock::Shards atp_shards(const layout::ModelShape& shape) {
   return shards;
 }
 
-// The experts over mesh dim 0, each expert whole (etp 1); the load-balancing loss's token
-// set is the tokens of dim 0's ranks (one sequence-parallel group's microbatch).
+// The experts' own mesh (ep, etp) over mesh dim 0's N = ep·etp ranks, etp the faster-varying
+// coordinate (Megatron-Core's expert rank order, tp before ep): the plan's, or (N, 1) — each
+// expert whole — where it leaves ep and etp unset. Empty for a dense block.
+std::vector<int> expert_mesh_shape(const BlockConfig& c, const std::vector<int>& mesh_shape) {
+  if (!c.shape.is_moe()) return {};
+  layout::Plan folded = c.layout;
+  folded.mesh = {mesh_shape.at(0), mesh_shape.at(1)};
+  folded = folded.as_runtime_runs(c.shape);
+  return {folded.ep, folded.expert_tp()};
+}
+
+// The load-balancing loss's token set is the tokens of dim 0's ranks (one sequence-parallel
+// group's microbatch).
 parallel::MoeConfig moe_config(const layout::ModelShape& s) {
   return {.hidden = s.hidden, .experts = s.num_experts, .top_k = s.top_k,
           .ffn = s.expert_ffn(), .capacity_factor = s.capacity_factor,
@@ -151,18 +162,29 @@ void validate_atp_block(const BlockConfig& c, const std::vector<int>& mesh_shape
                  "parallelism (each rank its own tokens; the experts split over the N ranks), "
                  "got mesh {}{}",
                  s.num_experts, mesh, c.layout.sequence_parallel ? "" : " without it");
-    MESHTP_CHECK(s.num_experts % d1 == 0,
-                 "num_experts={} is not divisible by the expert-parallel size N={} (mesh {})",
-                 s.num_experts, d1, mesh);
-    MESHTP_CHECK(s.moe_every == 1 && s.shared_experts == 0,
-                 "moe_every={}, shared_experts={}: the runtime's mixture of experts has every "
-                 "layer MoE and no shared experts (the planner prices both)",
-                 s.moe_every, s.shared_experts);
+    const std::vector<int> experts = expert_mesh_shape(c, mesh_shape);
+    const int ep = experts[0], etp = experts[1];
+    MESHTP_CHECK(ep * etp == d1,
+                 "ep={} × etp={} = {} ranks, but the experts fold onto the N={} ranks of mesh {} "
+                 "(ep·etp must be N)",
+                 ep, etp, ep * etp, d1, mesh);
+    MESHTP_CHECK(s.num_experts % ep == 0,
+                 "num_experts={} is not divisible by the expert-parallel size ep={} (mesh {})",
+                 s.num_experts, ep, mesh);
+    MESHTP_CHECK(s.expert_ffn() % etp == 0,
+                 "an expert's width {} is not divisible by the expert tensor-parallel size "
+                 "etp={} (mesh {})",
+                 s.expert_ffn(), etp, mesh);
+    MESHTP_CHECK(s.shared_experts == 0,
+                 "shared_experts={}: the runtime's mixture of experts has routed experts only "
+                 "(the planner prices shared ones)",
+                 s.shared_experts);
   }
 }
 
 Block::Block(const mesh::DeviceMesh& mesh, const BlockConfig& config)
-    : StackBlock(mesh, validated(config, mesh.shape()).shape, atp_shards(config.shape)),
+    : StackBlock(mesh, validated(config, mesh.shape()).shape, atp_shards(config.shape),
+                 expert_mesh_shape(config, mesh.shape())),
       config_(config),
       ln_group_(config.layout.sequence_parallel ? nullptr : &mesh.dim_comm(1)),
       local_heads_(config.shape.heads / mesh.size()),
@@ -183,7 +205,7 @@ Block::Block(const mesh::DeviceMesh& mesh, const BlockConfig& config)
   if (config.shape.is_moe()) {
     moe_ = std::make_unique<parallel::ExpertParallelMoe>(
         moe_config(config.shape),
-        parallel::MoeGroups{mesh.dim_comm(0), comm::Communicator::alone(0, 1, "etp"),
+        parallel::MoeGroups{expert_mesh_->dim_comm(0), expert_mesh_->dim_comm(1),
                             mesh.dim_comm(0)});
   }
   const bool moe = moe_ != nullptr;

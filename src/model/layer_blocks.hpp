@@ -8,9 +8,11 @@
 // the stream y = block(x) forward and dx ← dy backward in the layout it names.
 //
 // LayerBlocks holds one block per layer — or, under full activation recomputation, ONE block
-// object serving every layer: a block's saved activations are its members, so L blocks keep
-// L sets and one block keeps one. Each layer's parameter and gradient spans are recorded, and
-// at(i) binds layer i's into the shared block (a few span assignments).
+// object per kind of layer serving every layer of that kind: a block's saved activations are
+// its members, so L blocks keep L sets and one block keeps one. Each layer's parameter and
+// gradient spans are recorded, and at(i) binds layer i's into its kind's block (a few span
+// assignments). The kinds: a mixture of experts with moe_every > 1 interleaves MoE layers
+// (kind 1) with dense ones (kind 0); every other stack has one kind.
 //
 //   full recomputation (Chen et al. 2016; Korthikanti et al. 2022 §4), per step:
 //     forward   for i in 0 … L−1: at(i).forward(x_{i+1}, x_i)       activations overwritten
@@ -66,13 +68,20 @@ class StackBlock {
  public:
   using Shards = std::array<parallel::ParamShard, kBlockParams>;
   // shards[p]: how parameter p (BlockParam order) of a block of this model (its table:
-  // model/params.hpp block_param_table) lies on the mesh.
-  StackBlock(const mesh::DeviceMesh& mesh, const layout::ModelShape& shape, const Shards& shards);
+  // model/params.hpp block_param_table) lies on the mesh. expert_mesh: the shape (ep, etp) of
+  // the experts' own mesh over the same ranks (parallel::on_expert_mesh kinds), for a
+  // mixture-of-experts block; empty otherwise. Collective over mesh when not empty.
+  StackBlock(const mesh::DeviceMesh& mesh, const layout::ModelShape& shape, const Shards& shards,
+             const std::vector<int>& expert_mesh = {});
   virtual ~StackBlock() = default;
   StackBlock(const StackBlock&) = delete;
   StackBlock& operator=(const StackBlock&) = delete;
 
   parallel::ParamShard param_shard(int p) const { return shards_.at(static_cast<std::size_t>(p)); }
+  // The mesh parameter p is sharded on: the attention's, or the experts' own.
+  const mesh::DeviceMesh& param_mesh(int p) const {
+    return parallel::on_expert_mesh(param_shard(p)) ? *expert_mesh_ : *mesh_;
+  }
   const Shape& local_shape(int p) const { return local_.at(static_cast<std::size_t>(p)); }
   // The residual stream's local layout and which block of the global [b·s, h] it is.
   virtual parallel::ChunkedLayout stream_layout() const = 0;
@@ -105,6 +114,7 @@ class StackBlock {
  protected:
   virtual void bound() {}  // after bind: hand the spans on (ATP's linears keep their own)
   const mesh::DeviceMesh* mesh_;
+  std::unique_ptr<mesh::DeviceMesh> expert_mesh_;  // (ep, etp) over mesh_'s ranks, or null
   std::array<std::span<float>, kBlockParams> p_{}, g_{};
   double aux_weight_ = 0.0;
 
@@ -116,13 +126,22 @@ class StackBlock {
 class LayerBlocks {
  public:
   using Spans = std::vector<std::span<float>>;
-  // make() builds one block; called once per layer, or once under full recomputation.
-  LayerBlocks(int layers, layout::Recompute recompute,
-              const std::function<std::unique_ptr<StackBlock>()>& make)
-      : full_(recompute == layout::Recompute::kFull) {
-    for (int l = 0; l < (full_ ? 1 : layers); ++l) blocks_.push_back(make());
-    values_.resize(static_cast<std::size_t>(layers));
-    grads_.resize(static_cast<std::size_t>(layers));
+  // kinds[i]: layer i's kind (0 or 1); make(kind) builds one block of a kind, once per layer,
+  // or under full recomputation once per kind present.
+  LayerBlocks(std::vector<int> kinds, layout::Recompute recompute,
+              const std::function<std::unique_ptr<StackBlock>(int kind)>& make)
+      : full_(recompute == layout::Recompute::kFull), kinds_(std::move(kinds)) {
+    for (std::size_t l = 0; l < kinds_.size(); ++l) {
+      const int k = kinds_[l];
+      if (!full_) {
+        blocks_.push_back(make(k));
+      } else if (of_kind_[static_cast<std::size_t>(k)] < 0) {
+        of_kind_[static_cast<std::size_t>(k)] = static_cast<int>(blocks_.size());
+        blocks_.push_back(make(k));
+      }
+    }
+    values_.resize(kinds_.size());
+    grads_.resize(kinds_.size());
   }
   void bind(int layer, Spans values, Spans grads) {
     const auto u = static_cast<std::size_t>(layer);
@@ -136,16 +155,26 @@ class LayerBlocks {
     for (auto& b : blocks_) f(*b);
   }
   const StackBlock& front() const { return *blocks_.front(); }
+  int kind(int layer) const { return kinds_.at(static_cast<std::size_t>(layer)); }
+  // The block object that runs layer i (its kind's under full recomputation), unbound: for
+  // what a block says of its parameters (shards, shapes) and its workspace.
+  const StackBlock& of_layer(int layer) const { return *blocks_[index(layer)]; }
   // Layer i's block, its parameters bound.
   StackBlock& at(int layer) {
     const auto u = static_cast<std::size_t>(layer);
-    if (!full_) return *blocks_[u];
-    blocks_.front()->bind(values_[u], grads_[u]);
-    return *blocks_.front();
+    StackBlock& b = *blocks_[index(layer)];
+    if (full_) b.bind(values_[u], grads_[u]);
+    return b;
   }
 
  private:
+  std::size_t index(int layer) const {
+    const auto u = static_cast<std::size_t>(layer);
+    return full_ ? static_cast<std::size_t>(of_kind_[static_cast<std::size_t>(kinds_.at(u))]) : u;
+  }
   bool full_;
+  std::vector<int> kinds_;
+  std::array<int, 2> of_kind_{-1, -1};  // full recomputation: each kind's block
   std::vector<std::unique_ptr<StackBlock>> blocks_;
   std::vector<Spans> values_, grads_;
 };

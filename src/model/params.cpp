@@ -66,10 +66,10 @@ std::vector<ParamEntry> block_param_table(int layer, const layout::ModelShape& s
   if (!shape.moe_layer(layer)) return table;
   const std::string p = fmt::format("layers.{}.moe.", layer);
   const std::int64_t h = shape.hidden, E = shape.num_experts, F = shape.expert_ffn();
-  table[kMlp1Weight] = {p + "experts.fc1.weight", {E * F, h}, ParamShard::kColumnFirstWeight,
+  table[kMlp1Weight] = {p + "experts.fc1.weight", {E, F, h}, ParamShard::kExpertFc1,
                         Init::kNormal};
   table[kMlp1Bias] = {p + "router.weight", {E, h}, ParamShard::kHidden, Init::kNormal};
-  table[kMlp2Weight] = {p + "experts.fc2.weight", {E * h, F}, ParamShard::kColumnFirstWeight,
+  table[kMlp2Weight] = {p + "experts.fc2.weight", {E, h, F}, ParamShard::kExpertFc2,
                         Init::kNormalResidual};
   table[kMlp2Bias] = {p + "bias", {h}, ParamShard::kHidden, Init::kZeros};
   return table;

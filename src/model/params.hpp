@@ -36,10 +36,13 @@
 // A mixture-of-experts layer (layout::ModelShape num_experts E > 0, expert width F) keeps the
 // attention's eight and puts its MLP's four slots to the experts (parallel/moe.hpp's layouts):
 //
-//   layers.{i}.moe.experts.fc1.weight  [E·F, h]  kMlp1Weight  N(0, 0.02²)   expert e: rows e·F…
-//   layers.{i}.moe.router.weight       [E, h]    kMlp1Bias    N(0, 0.02²)
-//   layers.{i}.moe.experts.fc2.weight  [E·h, F]  kMlp2Weight  N(0, (0.02/√(2L))²)  rows e·h…
-//   layers.{i}.moe.bias                [h]       kMlp2Bias    zeros         added to the output
+//   layers.{i}.moe.experts.fc1.weight  [E, F, h]  kMlp1Weight  kExpertFc1  N(0, 0.02²)
+//   layers.{i}.moe.router.weight       [E, h]     kMlp1Bias    kHidden     N(0, 0.02²)
+//   layers.{i}.moe.experts.fc2.weight  [E, h, F]  kMlp2Weight  kExpertFc2  N(0, (0.02/√(2L))²)
+//   layers.{i}.moe.bias                [h]        kMlp2Bias    kHidden     zeros (output bias)
+//
+// The experts' weights lie on the experts' own mesh (ep, etp) over the attention's ranks
+// (parallel/param_shard.hpp); router and bias are whole on every rank.
 //
 // The init (GPT-2's) draws element g of a tensor as normal_at(seed ⊕ hash(name), g): every
 // rank computes any global element without communication, so every mesh starts from the

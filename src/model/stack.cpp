@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <array>
+
 #include "core/error.hpp"
 #include "core/simulation.hpp"
 #include "core/stats.hpp"
@@ -9,11 +11,19 @@
 
 namespace meshtp::model {
 StackBlock::StackBlock(const mesh::DeviceMesh& mesh, const layout::ModelShape& shape,
-                       const Shards& shards)
+                       const Shards& shards, const std::vector<int>& expert_mesh)
     : mesh_(&mesh), shards_(shards) {
+  if (!expert_mesh.empty()) {
+    expert_mesh_ = std::make_unique<mesh::DeviceMesh>(
+        mesh.is_alone() ? mesh::DeviceMesh::alone(expert_mesh, mesh.rank())
+                        : mesh::DeviceMesh(mesh.comm(), expert_mesh));
+  }
   const auto table = block_param_table(0, shape);
   for (std::size_t p = 0; p < shards.size(); ++p) {  // an absent slot: an empty span
-    local_[p] = present(table[p]) ? parallel::local_shape(shards[p], table[p].shape, mesh.shape(),
+    MESHTP_CHECK(!parallel::on_expert_mesh(shards[p]) || expert_mesh_,
+                 "parameter {} lies on the experts' mesh, but the block has none", table[p].name);
+    local_[p] = present(table[p]) ? parallel::local_shape(shards[p], table[p].shape,
+                                                          param_mesh(static_cast<int>(p)).shape(),
                                                           table[p].kv_heads)
                                   : Shape{0};
   }
@@ -61,6 +71,16 @@ const StackConfig& validated(const StackConfig& c, const std::vector<int>& mesh_
   return c;
 }
 
+// Each layer's kind (model/layer_blocks.hpp): 1 for a mixture of experts' MoE layers, 0 for
+// the rest (model-wide layer indices: a pipeline stage's stack starts at first_layer).
+std::vector<int> layer_kinds(const StackConfig& c) {
+  std::vector<int> kinds;
+  for (int l = 0; l < c.stack_layers(); ++l) {
+    kinds.push_back(c.block.shape.moe_layer(c.first_layer + l) ? 1 : 0);
+  }
+  return kinds;
+}
+
 }  // namespace
 
 // Everything is validated before anything is allocated.
@@ -69,12 +89,16 @@ Stack::Stack(const mesh::DeviceMesh& mesh, const StackConfig& config)
       config_(validated(config, mesh.shape())),
       layers_(config.stack_layers()),
       table_(stack_param_table(layers_, config.block.shape, config.first_layer)),
-      blocks_(layers_, config.block.layout.recompute, [&]() -> std::unique_ptr<StackBlock> {
-        if (layout::is_gemm2d(config.block.layout.strategy)) {
-          return std::make_unique<Gemm2dBlock>(mesh, config.block);
-        }
-        return std::make_unique<Block>(mesh, config.block);
-      }) {
+      blocks_(layer_kinds(config), config.block.layout.recompute,
+              [&](int kind) -> std::unique_ptr<StackBlock> {
+                if (layout::is_gemm2d(config.block.layout.strategy)) {
+                  return std::make_unique<Gemm2dBlock>(mesh, config.block);
+                }
+                // A MoE model's dense layers: GPT blocks of the same sizes.
+                BlockConfig layer = config.block;
+                if (kind == 0) layer.shape = layer.shape.without_experts();
+                return std::make_unique<Block>(mesh, layer);
+              }) {
   std::int64_t ln_size = 0;
   // The table holds the present slots only (params.hpp): parameter p is slot slot_[p] of
   // block layer_[p].
@@ -89,27 +113,29 @@ Stack::Stack(const mesh::DeviceMesh& mesh, const StackConfig& config)
   MESHTP_CHECK(slot_.size() == table_.size(), "stack: {} slots for {} parameters", slot_.size(),
                table_.size());
   for (std::size_t p = 0; p < table_.size(); ++p) {
+    const StackBlock& b = param_block(static_cast<int>(p));
     const int k = slot_[p];
-    table_[p].shard = block().param_shard(k);
-    values_.emplace_back(block().local_shape(k));
-    grads_.emplace_back(block().local_shape(k));
+    table_[p].shard = b.param_shard(k);
+    values_.emplace_back(b.local_shape(k));
+    grads_.emplace_back(b.local_shape(k));
     ln_offset_.push_back(ln_size);
-    if (block().partial_grad(k)) ln_size += numel(block().local_shape(k));
+    if (b.partial_grad(k)) ln_size += numel(b.local_shape(k));
   }
   if (ln_size > 0) ln_partial_ = Tensor({ln_size});
   for (std::size_t p = 0; p < table_.size(); ++p) {
-    if (!block().replica_grad(slot_[p]) || !replica_part_.empty()) continue;
+    const StackBlock& b = param_block(static_cast<int>(p));
+    if (!b.replica_grad(slot_[p]) || !replica_part_.empty()) continue;
     // One layer's partial gradient at a time, the copies' sum, and each local element's
     // share of the gradient norm (1/copies): the same for every layer.
     const ParamEntry& e = table_[p];
-    replica_part_ = Tensor(block().local_shape(slot_[p]));
+    replica_part_ = Tensor(b.local_shape(slot_[p]));
     replica_sum_ = Tensor({numel(e.shape)});
     replica_sum_.fill(0.0f);
     parallel::for_each_local(
         e.shard, e.shape, mesh.shape(), mesh.coords(),
         [&](std::int64_t, std::int64_t g) { replica_sum_[g] += 1.0f; }, e.kv_heads);
     mesh.comm().all_reduce(replica_sum_.values());
-    replica_norm_weight_ = Tensor(block().local_shape(slot_[p]));
+    replica_norm_weight_ = Tensor(b.local_shape(slot_[p]));
     parallel::for_each_local(
         e.shard, e.shape, mesh.shape(), mesh.coords(),
         [&](std::int64_t l, std::int64_t g) { replica_norm_weight_[l] = 1.0f / replica_sum_[g]; },
@@ -117,7 +143,12 @@ Stack::Stack(const mesh::DeviceMesh& mesh, const StackConfig& config)
   }
 
   for (int l = 0; l < layers_; ++l) rebind(l);
-  workspace_ = block().make_workspace();
+  // One workspace serves every layer: a dense layer's holds everything a MoE layer's does.
+  int widest = 0;
+  for (int l = 0; l < layers_; ++l) {
+    if (blocks_.kind(l) == 0) widest = l;
+  }
+  workspace_ = blocks_.of_layer(widest).make_workspace();
   const std::int64_t stream = stream_layout().size();
   for (int l = 0; l <= layers_; ++l) streams_.emplace_back(Shape{stream});
   dstream_[0] = Tensor({stream});
@@ -132,25 +163,28 @@ void Stack::rebind(int l) {
     if (layer_[p] != l) continue;
     const auto k = static_cast<std::size_t>(slot_[p]);
     v[k] = values_[p].values();
-    const bool partial = block().partial_grad(slot_[p]);
+    const bool partial = blocks_.of_layer(l).partial_grad(slot_[p]);
     g[k] = partial ? ln_partial_.values().subspan(static_cast<std::size_t>(ln_offset_[p]),
                                                   grads_[p].values().size())
                    : grads_[p].values();
-    if (block().replica_grad(slot_[p])) g[k] = replica_part_.values();  // summed after backward
+    if (blocks_.of_layer(l).replica_grad(slot_[p])) {
+      g[k] = replica_part_.values();  // summed over the copies after the backward
+    }
   }
   blocks_.bind(l, std::move(v), std::move(g));
 }
 
 int Stack::replicas(int p) const {
   int r = 1;
+  const mesh::DeviceMesh& on = param_mesh(p);
   for (const int dim : parallel::replicated_dims(table_.at(static_cast<std::size_t>(p)).shard)) {
-    r *= mesh_->size(dim);
+    r *= on.size(dim);
   }
   return r;
 }
 
 const Tensor* Stack::norm_weight(int p) const {
-  return block().replica_grad(slot_.at(static_cast<std::size_t>(p))) ? &replica_norm_weight_
+  return param_block(p).replica_grad(slot_.at(static_cast<std::size_t>(p))) ? &replica_norm_weight_
                                                                       : nullptr;
 }
 
@@ -158,7 +192,7 @@ const Tensor* Stack::norm_weight(int p) const {
 // element once, in a buffer of the global shape), the sum added to every copy.
 void Stack::sum_replicas(int i) {
   for (std::size_t p = 0; p < table_.size(); ++p) {
-    if (layer_[p] != i || !block().replica_grad(slot_[p])) continue;
+    if (layer_[p] != i || !param_block(static_cast<int>(p)).replica_grad(slot_[p])) continue;
     const ParamEntry& e = table_[p];
     const std::span<float> part = replica_part_.values(), grad = grads_[p].values();
     replica_sum_.fill(0.0f);
@@ -179,9 +213,19 @@ void Stack::sum_replicas(int i) {
   }
 }
 
+int Stack::first_of_kind(int kind) const {
+  int l = 0;
+  while (blocks_.kind(l) != kind) ++l;
+  return l;
+}
+
+const mesh::DeviceMesh& Stack::param_mesh(int p) const {
+  return param_block(p).param_mesh(slot_.at(static_cast<std::size_t>(p)));
+}
+
 int Stack::grad_layer(int p) const {
   const auto u = static_cast<std::size_t>(p);
-  return block().partial_grad(slot_.at(u)) ? -1 : layer_.at(u);
+  return param_block(p).partial_grad(slot_.at(u)) ? -1 : layer_.at(u);
 }
 
 void Stack::zero_grads() {
@@ -192,8 +236,9 @@ void Stack::init(std::uint64_t seed) {
   for (int p = 0; p < num_params(); ++p) {
     const ParamEntry& e = table_[static_cast<std::size_t>(p)];
     const std::span<float> local = value(p).values();
+    const mesh::DeviceMesh& on = param_mesh(p);
     parallel::for_each_local(
-        e.shard, e.shape, mesh_->shape(), mesh_->coords(), [&](std::int64_t l, std::int64_t g) {
+        e.shard, e.shape, on.shape(), on.coords(), [&](std::int64_t l, std::int64_t g) {
           local[static_cast<std::size_t>(l)] =
               init_value(e, seed, static_cast<int>(config_.block.shape.layers), g);
         },
@@ -206,7 +251,7 @@ void Stack::load(const SafetensorsFile& file) {
   for (const ParamEntry& e : table_) require(file, e.name, e.shape);
   for (int p = 0; p < num_params(); ++p) {
     const ParamEntry& e = table_[static_cast<std::size_t>(p)];
-    parallel::scatter_param(e.shard, file.tensors.at(e.name), *mesh_, value(p).values(),
+    parallel::scatter_param(e.shard, file.tensors.at(e.name), param_mesh(p), value(p).values(),
                             e.kv_heads);
   }
 }
@@ -215,8 +260,8 @@ std::map<std::string, Tensor> Stack::gather_values() const {
   std::map<std::string, Tensor> out;
   for (int p = 0; p < num_params(); ++p) {
     const ParamEntry& e = table_[static_cast<std::size_t>(p)];
-    out.emplace(e.name,
-                parallel::gather_param(e.shard, value(p).values(), e.shape, *mesh_, e.kv_heads));
+    out.emplace(e.name, parallel::gather_param(e.shard, value(p).values(), e.shape,
+                                               param_mesh(p), e.kv_heads));
   }
   return out;
 }
@@ -225,8 +270,8 @@ std::map<std::string, Tensor> Stack::gather_grads() const {
   std::map<std::string, Tensor> out;
   for (int p = 0; p < num_params(); ++p) {
     const ParamEntry& e = table_[static_cast<std::size_t>(p)];
-    out.emplace(e.name,
-                parallel::gather_param(e.shard, grad(p).values(), e.shape, *mesh_, e.kv_heads));
+    out.emplace(e.name, parallel::gather_param(e.shard, grad(p).values(), e.shape,
+                                               param_mesh(p), e.kv_heads));
   }
   return out;
 }
@@ -281,10 +326,12 @@ Tensor Stack::gather_grad_input() const {
 }
 
 void Stack::forward() {
-  RepeatedWork layers;  // folded in a simulated run with --fold-layers (core/simulation.hpp)
+  // Folded in a simulated run with --fold-layers (core/simulation.hpp): the layers of one kind
+  // are the repeated work (dense and MoE layers differ).
+  std::array<RepeatedWork, 2> layers;
   for (int i = 0; i < layers_; ++i) {
     if (before_layer_) before_layer_(i, false);
-    layers.run([&] { forward_layer(i); });
+    layers[static_cast<std::size_t>(blocks_.kind(i))].run([&] { forward_layer(i); });
   }
 }
 
@@ -297,13 +344,15 @@ void Stack::forward_layer(int i) {
 void Stack::backward(const std::function<void(int layer)>& on_layer_done) {
   const parallel::ChunkedLayout l = stream_layout();
   if (!ln_partial_.empty()) ln_partial_.fill(0.0f);
-  RepeatedWork layers;
+  std::array<RepeatedWork, 2> layers;  // per kind, as in forward
   for (int i = layers_ - 1; i >= 0; --i) {
     const int k = layers_ - 1 - i;  // dy in dstream_[k % 2], dx into the other
     if (before_layer_) before_layer_(i, true);
-    layers.run([&] {
-      // Folded, the block that runs is the one whose forward ran (and saved its input): 0.
-      const int b = layers.folded() ? 0 : i;
+    RepeatedWork& repeated = layers[static_cast<std::size_t>(blocks_.kind(i))];
+    repeated.run([&] {
+      // Folded, the block that runs is the one whose forward ran (and saved its input): the
+      // first layer of its kind.
+      const int b = repeated.folded() ? first_of_kind(blocks_.kind(i)) : i;
       if (blocks_.full()) forward_layer(b);  // recomputation (model/layer_blocks.hpp)
       if (!replica_part_.empty()) replica_part_.fill(0.0f);
       blocks_.at(b).backward({dstream_[(k + 1) % 2].data(), l}, {dstream_[k % 2].data(), l},
@@ -316,7 +365,7 @@ void Stack::backward(const std::function<void(int layer)>& on_layer_done) {
     // Sequence parallelism: each rank summed the LayerNorm gradients over its own tokens.
     mesh_->dim_comm(0).all_reduce(ln_partial_.values());
     for (std::size_t p = 0; p < table_.size(); ++p) {
-      if (!block().partial_grad(slot_[p])) continue;
+      if (!param_block(static_cast<int>(p)).partial_grad(slot_[p])) continue;
       float* g = grads_[p].data();
       const float* part = ln_partial_.data() + ln_offset_[p];
       for (std::int64_t j = 0; j < grads_[p].numel(); ++j) g[j] += part[j];

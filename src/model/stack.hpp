@@ -86,6 +86,15 @@ class Stack {
   const Tensor& grad(int p) const { return grads_.at(static_cast<std::size_t>(p)); }
   // Ranks holding a copy of each element of parameter p (its replicated mesh dims' sizes).
   int replicas(int p) const;
+  // The mesh parameter p is sharded on (StackBlock::param_mesh): the attention's, or the
+  // experts' own for a mixture of experts' weights.
+  const mesh::DeviceMesh& param_mesh(int p) const;
+  // The block of parameter p's layer (its kind's: model/layer_blocks.hpp).
+  const StackBlock& param_block(int p) const {
+    return blocks_.of_layer(layer_.at(static_cast<std::size_t>(p)));
+  }
+  // The first layer of a kind (model/layer_blocks.hpp), which exists.
+  int first_of_kind(int kind) const;
   // The layer after whose backward parameter p's gradient is final (backward's
   // on_layer_done argument), or -1: only once backward returns (sequence parallelism's
   // LayerNorm partials).
@@ -94,8 +103,9 @@ class Stack {
   // some elements (StackBlock::replica_grad: 1/copies on the mesh, one tensor for every
   // layer), else null (every element counts 1/replicas(p)).
   const Tensor* norm_weight(int p) const;
-  // Weight decay applies to the matrices only (not LayerNorm parameters, not biases).
-  bool decays(int p) const { return table_.at(static_cast<std::size_t>(p)).shape.size() == 2; }
+  // Weight decay applies to the matrices only (not LayerNorm parameters, not biases): every
+  // tensor of 2 or more dims (the experts' weights are [E, ·, ·]).
+  bool decays(int p) const { return table_.at(static_cast<std::size_t>(p)).shape.size() >= 2; }
   void zero_grads();
 
   // GPT-2 init (params.hpp), identical global weights on every mesh.

@@ -36,6 +36,8 @@ Stored stored_of(ParamShard kind) {
     case ParamShard::kGemm2dQkvWeightT: return {{s0, s1}, true, H::kMeshDim1};
     case ParamShard::kGemm2dBias: return {{Replicate{}, s0}};
     case ParamShard::kGemm2dQkvBias: return {{Replicate{}, s0}, false, H::kMeshDim1};
+    case ParamShard::kExpertFc1: return {{s0, s1}};
+    case ParamShard::kExpertFc2: return {{s0, Shard{2}}};
     case ParamShard::kSwigluWeight: return {{s0, s1}, false, H::kMeshDim0, true};
   }
   fail("unknown parameter shard kind {}", static_cast<int>(kind));
@@ -62,8 +64,10 @@ struct StoredMap {
       : stored(stored_of(kind)), shape(g), global(&g) {
     MESHTP_CHECK(mesh_shape.size() == 2, "parameters are sharded on a 2-D mesh, got {} dims",
                  mesh_shape.size());
-    MESHTP_CHECK(g.size() == 1 || g.size() == 2, "{} parameter must be 1-D or 2-D, got {}",
-                 name(kind), to_string(g));
+    const bool experts = kind == ParamShard::kExpertFc1 || kind == ParamShard::kExpertFc2;
+    MESHTP_CHECK(experts ? g.size() == 3 : g.size() == 1 || g.size() == 2,
+                 "{} parameter must be {}, got {}", name(kind), experts ? "3-D" : "1-D or 2-D",
+                 to_string(g));
     MESHTP_CHECK(!stored.transposed || g.size() == 2, "{} parameter must be 2-D, got {}",
                  name(kind), to_string(g));
     if (stored.transposed) shape = {g[1], g[0]};
@@ -136,6 +140,17 @@ struct StoredMap {
   // fn(stored flat index, global flat index) over the block of `local` extents at `offset`.
   template <class Fn>
   void for_each(const Shape& local, const std::vector<std::int64_t>& offset, Fn&& fn) const {
+    if (global->size() == 3) {  // the experts' [E, ·, ·]: stored as the global tensor itself
+      const Shape& g = *global;
+      std::int64_t s = 0;
+      for (std::int64_t e = 0; e < local[0]; ++e) {
+        for (std::int64_t i = 0; i < local[1]; ++i) {
+          const std::int64_t row = ((offset[0] + e) * g[1] + offset[1] + i) * g[2] + offset[2];
+          for (std::int64_t j = 0; j < local[2]; ++j) fn(s++, row + j);
+        }
+      }
+      return;
+    }
     const std::int64_t rows = local[0], cols = local.size() == 2 ? local[1] : 1;
     for (std::int64_t i = 0; i < rows; ++i) {
       for (std::int64_t j = 0; j < cols; ++j) {
@@ -161,6 +176,8 @@ std::string_view name(ParamShard kind) {
     case ParamShard::kGemm2dQkvWeightT: return "2D GeMM transposed qkv weight";
     case ParamShard::kGemm2dBias: return "2D GeMM bias";
     case ParamShard::kGemm2dQkvBias: return "2D GeMM qkv bias";
+    case ParamShard::kExpertFc1: return "experts' fc1";
+    case ParamShard::kExpertFc2: return "experts' fc2";
     case ParamShard::kSwigluWeight: return "swiglu weight";
   }
   return "?";
@@ -197,7 +214,7 @@ void scatter_param(ParamShard kind, const Tensor& global, const mesh::DeviceMesh
                    std::span<float> local, std::int64_t kv_heads) {
   const StoredMap map(kind, global.shape(), mesh.shape(), kv_heads);
   Tensor stored(map.shape);
-  map.for_each(map.shape, {0, 0}, [&](std::int64_t s, std::int64_t g) { stored[s] = global[g]; });
+  map.for_each(map.shape, std::vector<std::int64_t>(map.shape.size(), 0), [&](std::int64_t s, std::int64_t g) { stored[s] = global[g]; });
   const Tensor block = mesh::DTensor::distribute(stored, mesh, map.stored.spec).local();
   MESHTP_CHECK(static_cast<std::int64_t>(local.size()) == block.numel(),
                "scatter_param: local buffer has {} values, the {} shard of {} has {}",
@@ -216,7 +233,7 @@ Tensor gather_param(ParamShard kind, std::span<const float> local, const Shape& 
   std::copy(local.begin(), local.end(), block.values().begin());
   const Tensor stored = mesh::DTensor(mesh, map.stored.spec, map.shape, std::move(block)).full();
   Tensor out(global);
-  map.for_each(map.shape, {0, 0}, [&](std::int64_t s, std::int64_t g) { out[g] = stored[s]; });
+  map.for_each(map.shape, std::vector<std::int64_t>(map.shape.size(), 0), [&](std::int64_t s, std::int64_t g) { out[g] = stored[s]; });
   return out;
 }
 

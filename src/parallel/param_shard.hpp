@@ -23,6 +23,13 @@
 //   kGemm2dBias          [M]      b                    [R, S(0)]         [M/Nc]
 //   kGemm2dQkvBias       [3h]     π_{Nc} b             [R, S(0)]         [3h/Nc]
 //
+// A mixture of experts' weights lie on the experts' own mesh (ep, etp) over the same ranks
+// (Liu et al. 2025, "MoE Parallel Folding"; model/block.hpp), each expert's width F split over
+// etp (parallel/moe.hpp's shards):
+//
+//   kExpertFc1           [E, F, h]  W1 itself          [S(0), S(1)]      [E/ep, F/etp, h]
+//   kExpertFc2           [E, h, F]  W2 itself          [S(0), S(2)]      [E/ep, h, F/etp]
+//
 // π_B groups the out index by B blocks of heads, q | k | v of each block together: stored row
 // m' is global row π_B(m') with w = h/B, c = m' / 3w, r = m' mod 3w,
 //   π_B(m') = (r / w)·h + c·w + r mod w.
@@ -90,8 +97,15 @@ enum class ParamShard {
   kGemm2dQkvWeightT,
   kGemm2dBias,
   kGemm2dQkvBias,
+  kExpertFc1,
+  kExpertFc2,
   kSwigluWeight,
 };
+// Whether parameters of this kind lie on the experts' own mesh (ep, etp) over the ranks of
+// the attention's mesh (MoE parallel folding) rather than on the attention's (d1, d2).
+inline bool on_expert_mesh(ParamShard kind) {
+  return kind == ParamShard::kExpertFc1 || kind == ParamShard::kExpertFc2;
+}
 std::string_view name(ParamShard kind);
 
 // The placements of the stored matrix, one per mesh dim.

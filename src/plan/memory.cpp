@@ -308,6 +308,20 @@ MemoryEstimate moe_rank_memory(const ModelSpec& model, const layout::Plan& p, in
                                     : static_cast<double>(moe_layers));
   out.activations_bytes += e * kept_layers * f.kept;
   out.workspace_bytes += e * f.buffers;
+  // Full recomputation in meshtp's runtime keeps one block object per kind of layer
+  // (model/layer_blocks.hpp): with dense and MoE layers both, a dense block and a MoE block,
+  // each holding a layer's activations while it re-runs. The mix above counted one block,
+  // (1 − frac) of a dense one and frac of a MoE one's attention: add the other share of each.
+  if (full && runtime == layout::Runtime::kMeshtp && frac > 0 && frac < 1) {
+    const auto rerun = [&](std::int64_t ffn) {
+      ModelSpec d = dense_part(model, ffn);
+      d.batch = mb.batch;
+      return layer_kept(block_floats(d, p), d, p, runtime).whole;
+    };
+    const double dense_block = rerun(model.ffn_hidden);
+    const double attention_block = 2 * rerun(fe) - rerun(2 * fe);
+    out.activations_bytes += e * (frac * dense_block + (1 - frac) * attention_block);
+  }
   // Under sequence parallelism (t > 1) a dense MLP all-gathers its input over the t ranks —
   // meshtp's runtime keeps the gathered copy (Megatron-LM's re-gathers it: not counted) — and
   // gathers its output gradient beside the scattered output; the experts take each rank's own

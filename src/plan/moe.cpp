@@ -134,9 +134,9 @@ MoeFloats moe_floats(const ModelSpec& mb, const layout::Plan& p, double imbalanc
   const ExpertLinears l = expert_linears(mb, etp);
   const double assignments = T * k * F;
   MoeFloats f;
-  f.kept = assignments * (etp * l.in1 + l.out1 + l.in2 + l.out2) +
+  f.kept = assignments * (etp * (l.in1 + l.out1 + l.in2) + l.out2) +
            2 * T * static_cast<double>(mb.num_experts);
-  f.buffers = assignments * (2 * etp * l.in1 + 2 * l.out1);
+  f.buffers = assignments * (2 * etp * l.in1 + 2 * etp * l.out1);
   return f;
 }
 
@@ -149,9 +149,7 @@ double expert_params_per_rank(const ModelSpec& m, const layout::Plan& p, std::in
 
 ModelSpec dense_part(const ModelSpec& model, std::int64_t ffn) {
   ModelSpec d = model;
-  d.num_experts = d.top_k = d.moe_ffn_hidden = d.shared_experts = 0;
-  d.moe_every = 1;
-  d.capacity_factor = d.router_aux_loss = 0;
+  static_cast<layout::ModelShape&>(d) = model.without_experts();
   d.ffn_hidden = ffn;
   return d;
 }

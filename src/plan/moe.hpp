@@ -81,12 +81,14 @@ MoePrice moe_price(const ModelSpec& mb, std::int64_t moe_layers, const layout::P
 double a2a_time(const MoeRings& rings, int ep, double bytes);
 
 // Per rank, elements: what one MoE layer's experts keep for the backward on a microbatch of
-// mb (A = T·k·F assignments: the gathered input etp·h, FC1's output and the activation's
-// /etp, and the experts' outputs back on the token's rank, h, which the gates' gradient
-// reads; the router's logits and probabilities T·E·2), and the backward's buffers at its
-// peak, the experts' backward (the gathered output gradient and the input gradient 2·etp·h,
-// the activation's and FC1's gradients 2·out1: A·(2·etp·h + 2·out1)), as meshtp's layer
-// (parallel/moe.hpp) and Megatron-Core's (its unpermute keeps the experts' outputs) hold them.
+// mb (A = T·k·F assignments; the etp gather hands each rank its etp peers' rows too, etp·A
+// rows of which it computes an out1 = f_e/etp shard: the gathered input etp·h, FC1's output
+// and the activation etp·out1 each (= f_e), and the experts' outputs back on the token's
+// rank, h, which the gates' gradient reads; the router's logits and probabilities T·E·2), and
+// the backward's buffers at its peak, the experts' backward (the gathered output gradient and
+// the input gradient 2·etp·h, the activation's and FC1's gradients 2·etp·out1:
+// A·(2·etp·h + 2·etp·out1)), as meshtp's layer (parallel/moe.hpp) and Megatron-Core's (its
+// unpermute keeps the experts' outputs) hold them.
 struct MoeFloats {
   double kept = 0, buffers = 0;
 };

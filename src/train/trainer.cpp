@@ -45,6 +45,10 @@ void validate(const TrainConfig& c, int world_size) {
   const layout::Plan& plan = c.model.layout;
   const int dp = plan.dp, pp = plan.pp, m = plan.microbatches;
   plan.validate();
+  MESHTP_CHECK(c.model.shape.is_moe() || (plan.ep == 1 && plan.etp == 0),
+               "ep={} etp={}: expert parallelism splits a mixture of experts' experts, but the "
+               "model has none (num_experts=0)",
+               plan.ep, plan.etp);
   plan.require_runtime("plan");
   plan.check_ranks(world_size);
   MESHTP_CHECK(c.model.shape.batch % (dp * m) == 0,

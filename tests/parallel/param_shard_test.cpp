@@ -2,6 +2,8 @@
 // every mesh, and the QKV rows follow the worked example of param_shard.hpp.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "core/error.hpp"
 #include "mesh2d.hpp"
 #include "parallel/param_shard.hpp"
@@ -44,6 +46,58 @@ TEST(ParamShard, ScatterGatherRoundTripOnEveryMesh) {
           << name(kind) << " on " << mesh.to_string();
     }
   }
+}
+
+// The experts' weights on the experts' mesh (ep, etp): rank (e, t) holds, for each of its
+// El = E/ep experts l, the rows (fc1 [E, F, h]) or columns (fc2 [E, h, F]) [t·Fl, (t+1)·Fl)
+// of expert e·El + l — parallel/moe.hpp's w1 [El·Fl, h] and w2 [El·h, Fl] — on every (ep, etp)
+// tiling of the world, and scatter then gather gives back the global tensor.
+TEST(ParamShard, ExpertWeightsFollowTheLayersShards) {
+  const auto world = comm::Communicator::world();
+  const std::int64_t E = 8, F = 8, h = 3;
+  for (const auto& shape : meshes2d(world.size())) {
+    const mesh::DeviceMesh mesh(world, shape);
+    const int ep = shape[0], etp = shape[1], e = mesh.coord(0), t = mesh.coord(1);
+    const std::int64_t El = E / ep, Fl = F / etp;
+    const Tensor w1 = iota({E, F, h}), w2 = iota({E, h, F});
+    ASSERT_EQ(local_shape(ParamShard::kExpertFc1, w1.shape(), mesh.shape()), (Shape{El, Fl, h}));
+    ASSERT_EQ(local_shape(ParamShard::kExpertFc2, w2.shape(), mesh.shape()), (Shape{El, h, Fl}));
+    std::vector<float> l1(static_cast<std::size_t>(El * Fl * h)), l2(l1.size());
+    scatter_param(ParamShard::kExpertFc1, w1, mesh, l1);
+    scatter_param(ParamShard::kExpertFc2, w2, mesh, l2);
+    for (std::int64_t l = 0; l < El; ++l) {
+      const std::int64_t expert = e * El + l;
+      for (std::int64_t f = 0; f < Fl; ++f) {
+        for (std::int64_t k = 0; k < h; ++k) {
+          // w1 local row l·Fl + f = W1_expert row t·Fl + f;  w2 local row l·h + k, column f.
+          EXPECT_EQ(l1[static_cast<std::size_t>((l * Fl + f) * h + k)],
+                    w1[(expert * F + t * Fl + f) * h + k]) << mesh.to_string();
+          EXPECT_EQ(l2[static_cast<std::size_t>((l * h + k) * Fl + f)],
+                    w2[(expert * h + k) * F + t * Fl + f]) << mesh.to_string();
+        }
+      }
+    }
+    for (const auto& [kind, local, global] :
+         {std::tuple{ParamShard::kExpertFc1, &l1, &w1}, std::tuple{ParamShard::kExpertFc2, &l2, &w2}}) {
+      const Tensor back = gather_param(kind, *local, global->shape(), mesh);
+      EXPECT_TRUE(std::equal(back.values().begin(), back.values().end(),
+                             global->values().begin()))
+          << name(kind) << " on " << mesh.to_string();
+    }
+  }
+  // A 2-D tensor is not an expert weight: refused naming the kind.
+  const mesh::DeviceMesh mesh(world, {world.size(), 1});
+  EXPECT_THROW(
+      {
+        try {
+          (void)local_shape(ParamShard::kExpertFc1, {E * F, h}, mesh.shape());
+        } catch (const Error& err) {
+          EXPECT_NE(std::string(err.what()).find("experts' fc1 parameter must be 3-D"),
+                    std::string::npos) << err.what();
+          throw;
+        }
+      },
+      Error);
 }
 
 // 2D GeMM: the transposed weight's local (i, j) is W[c1·M/Nc + j, c0·K/Nr + i], and the QKV

@@ -164,8 +164,9 @@ TEST_F(TrainEquivalence, FusedAttentionGivesTheSerialLossCurve) {
 }
 
 // A mixture of experts (8 GeLU experts, top-2, every layer; parallel/moe.hpp) on every layout
-// the runtime runs it: the experts over the tensor-parallel ranks of a mesh N×1 with sequence
-// parallelism (ep = N), with data parallelism, ZeRO, recomputation and pipeline stages. The
+// the runtime runs it: the experts folded onto the tensor-parallel ranks of a mesh N×1 with
+// sequence parallelism (ep × etp = N: ep = N, each expert whole, or etp > 1, each expert's
+// width split), with data parallelism, ZeRO, recomputation and pipeline stages. The
 // load-balancing loss is summed over each microbatch's tokens of one replica (Megatron-Core's
 // per-microbatch loss): where those token sets are the serial run's (dp = 1, one microbatch)
 // the runs are held to the serial run with the loss on; elsewhere its sets differ by design
@@ -190,26 +191,35 @@ TEST_F(TrainEquivalence, MixtureOfExpertsGivesTheSerialLossCurve) {
   struct Layout {
     int dp, pp, d1, zero;
     layout::Recompute recompute;
+    int ep = 1, etp = 0;  // unset: ep = d1, etp = 1
   };
   using R = layout::Recompute;
   std::vector<Layout> layouts{{1, 1, n, 0, R::kNone}, {n, 1, 1, 0, R::kNone}};
-  if (n >= 2) layouts.push_back({1, 1, n, 0, R::kFull});
+  if (n >= 2) {
+    layouts.push_back({1, 1, n, 0, R::kFull});
+    layouts.push_back({1, 1, n, 0, R::kNone, 1, n});  // every expert split over all n
+  }
   if (n == 4) {
     layouts.push_back({2, 1, 2, 1, R::kSelective});
     layouts.push_back({1, 2, 2, 0, R::kNone});
+    layouts.push_back({1, 1, 4, 0, R::kNone, 2, 2});
+    layouts.push_back({2, 1, 2, 1, R::kNone, 1, 2});  // etp with data parallelism and ZeRO
+    layouts.push_back({1, 2, 2, 0, R::kFull, 1, 2});  // etp with pipeline stages
   }
   for (const Layout& l : layouts) {
     const bool same_token_sets = l.dp == 1 && l.pp == 1;
     TrainConfig c = same_token_sets ? base : no_aux;
     c.model.layout = {.dp = l.dp, .pp = l.pp, .microbatches = l.pp, .zero = l.zero,
                       .recompute = l.recompute, .mesh = {l.d1, 1},
-                      .strategy = layout::Strategy::kMegatron, .sequence_parallel = l.d1 > 1};
+                      .strategy = layout::Strategy::kMegatron, .sequence_parallel = l.d1 > 1,
+                      .ep = l.ep, .etp = l.etp};
     const std::vector<double> got = losses(world_, c);
     ASSERT_EQ(got.size(), serial.size());
     const auto [early, late] = drift(got, same_token_sets ? serial : serial_no_aux);
     const std::string name =
-        fmt::format("moe dp={} pp={} ep=tp={} zero={} recompute={}{}", l.dp, l.pp, l.d1, l.zero,
-                    l.recompute, same_token_sets ? "" : " (no aux)");
+        fmt::format("moe dp={} pp={} tp={} ep×etp={}×{} zero={} recompute={}{}", l.dp, l.pp,
+                    l.d1, l.etp > 0 ? l.ep : l.d1, l.etp > 0 ? l.etp : 1, l.zero, l.recompute,
+                    same_token_sets ? "" : " (no aux)");
     EXPECT_LE(early, 1e-4) << name;
     EXPECT_LE(late, 1e-3) << name;
     if (world_.rank() == 0) {
@@ -265,6 +275,112 @@ TEST_F(TrainEquivalence, ResumeContinuesTheUninterruptedCurve) {
       EXPECT_NEAR(moved[t], whole[t + 12], 1e-4 * whole[t + 12])
           << "resumed on dp=" << other.model.layout.dp << " tp=" << tp[0] << "x" << tp[1]
           << ", step " << t + 13;
+    }
+  }
+}
+
+// A mixture of experts on every other layer (moe_every 2: layers 0 and 2 MoE, 1 and 3 dense
+// GPT blocks), on the layouts above: the stack's two kinds of block, each its own under full
+// recomputation, and pipeline stages that start at a dense or a MoE layer.
+TEST_F(TrainEquivalence, MixtureOfExpertsEveryOtherLayerGivesTheSerialLossCurve) {
+  const int n = world_.size();
+  const comm::Communicator solo = world_.split(world_.rank(), 0);
+  TrainConfig base = config();
+  base.steps = 12;
+  base.model.shape.layers = 4;
+  base.model.shape.num_experts = 4;
+  base.model.shape.top_k = 2;
+  base.model.shape.moe_ffn_hidden = 48;
+  base.model.shape.moe_every = 2;
+  base.model.shape.router_aux_loss = 0.01;
+  TrainConfig no_aux = base;
+  no_aux.model.shape.router_aux_loss = 0.0;
+  const std::vector<double> serial = losses(solo, base);
+  const std::vector<double> serial_no_aux = losses(solo, no_aux);
+  TrainConfig all_moe = base;
+  all_moe.model.shape.moe_every = 1;
+  EXPECT_NE(losses(solo, all_moe)[3], serial[3]) << "moe_every must change the model";
+  struct Layout {
+    int dp, pp, d1;
+    layout::Recompute recompute;
+    int ep = 1, etp = 0;
+  };
+  using R = layout::Recompute;
+  std::vector<Layout> layouts{{1, 1, n, R::kNone}, {1, 1, n, R::kFull}, {n, 1, 1, R::kNone}};
+  if (n >= 2) layouts.push_back({1, 1, n, R::kSelective, 1, n});
+  if (n == 4) {
+    layouts.push_back({1, 2, 2, R::kNone});
+    layouts.push_back({1, 4, 1, R::kFull});  // a stage each layer: dense and MoE stages
+    layouts.push_back({2, 1, 2, R::kNone, 1, 2});
+  }
+  for (const Layout& l : layouts) {
+    const bool same_token_sets = l.dp == 1 && l.pp == 1;
+    TrainConfig c = same_token_sets ? base : no_aux;
+    c.model.layout = {.dp = l.dp, .pp = l.pp, .microbatches = l.pp, .recompute = l.recompute,
+                      .mesh = {l.d1, 1}, .strategy = layout::Strategy::kMegatron,
+                      .sequence_parallel = l.d1 > 1, .ep = l.ep, .etp = l.etp};
+    const std::vector<double> got = losses(world_, c);
+    ASSERT_EQ(got.size(), serial.size());
+    const auto [early, late] = drift(got, same_token_sets ? serial : serial_no_aux);
+    const std::string name =
+        fmt::format("moe_every=2 dp={} pp={} tp={} ep×etp={}×{} recompute={}{}", l.dp, l.pp,
+                    l.d1, l.etp > 0 ? l.ep : l.d1, l.etp > 0 ? l.etp : 1, l.recompute,
+                    same_token_sets ? "" : " (no aux)");
+    EXPECT_LE(early, 1e-4) << name;
+    EXPECT_LE(late, 1e-3) << name;
+    if (world_.rank() == 0) {
+      std::printf("[ drift    ] %-55s steps 1-10 %.2e, 11-12 %.2e\n", name.c_str(), early, late);
+    }
+  }
+}
+
+// A mixture of experts' checkpoint holds each expert whole, whatever folding wrote it: one
+// written with every expert split over the n ranks (ep 1 × etp n) resumes on the other folding
+// (ep n × etp 1) and on one rank, continuing the uninterrupted curve.
+TEST_F(TrainEquivalence, MixtureOfExpertsResumesOnAnotherFolding) {
+  const int n = world_.size();
+  if (n == 1) GTEST_SKIP() << "one rank has one folding";
+  TrainConfig c = config();
+  c.steps = 12;
+  c.model.shape.num_experts = 8;
+  c.model.shape.top_k = 2;
+  c.model.shape.moe_ffn_hidden = 48;
+  c.model.shape.router_aux_loss = 0.01;
+  c.model.layout = {.mesh = {n, 1}, .strategy = layout::Strategy::kMegatron,
+                    .sequence_parallel = true, .ep = 1, .etp = n};
+  const std::vector<double> whole = losses(world_, c);
+  TrainConfig first = c;
+  first.checkpoint_dir = (dir_ / "moe_ckpt").string();
+  first.stop_after = 6;
+  ASSERT_EQ(losses(world_, first).size(), 6u);
+  struct Other {
+    int ranks, ep, etp;
+  };
+  for (const Other o : {Other{n, n, 1}, Other{1, 1, 0}}) {
+    // Alone, every rank resumes its own copy (they would race over one directory).
+    const bool alone = o.ranks == 1;
+    const fs::path other_dir =
+        dir_ / (alone ? fmt::format("moe_ckpt_alone_{}", world_.rank()) : "moe_ckpt_folded");
+    if (alone || world_.rank() == 0) {
+      fs::create_directories(other_dir);
+      fs::copy_file(fs::path(first.checkpoint_dir) / "checkpoint.safetensors",
+                    other_dir / "checkpoint.safetensors", fs::copy_options::overwrite_existing);
+    }
+    world_.barrier();
+    TrainConfig rest = c;
+    rest.resume = true;
+    rest.checkpoint_dir = other_dir.string();
+    rest.model.layout.mesh = {o.ranks, 1};
+    rest.model.layout.sequence_parallel = o.ranks > 1;
+    rest.model.layout.ep = o.ep;
+    rest.model.layout.etp = o.etp;
+    const comm::Communicator group = world_.split(alone ? world_.rank() : 0, 0);
+    const std::vector<double> tail = losses(group, rest);
+    ASSERT_EQ(tail.size(), 6u);
+    for (std::size_t t = 0; t < tail.size(); ++t) {
+      EXPECT_NEAR(tail[t], whole[t + 6], 1e-4 * whole[t + 6])
+          << "resumed on " << o.ranks << " ranks, ep " << o.ep << " × etp " << o.etp
+          << ", step " << t + 7;
     }
   }
 }
