@@ -125,6 +125,13 @@ GemmRate measure_gemm_rate(const comm::Communicator& world, const std::vector<Ge
     rate.per_shape.push_back({shape, median(times[i])});
   }
   rate.tflops = flops / time / 1e12;
+  rate.low_tflops = std::numeric_limits<double>::infinity();
+  for (int r = 0; r < repeats; ++r) {
+    double sweep = 0;
+    for (std::size_t i = 0; i < shapes.size(); ++i) sweep += times[i][static_cast<std::size_t>(r)];
+    rate.low_tflops = std::min(rate.low_tflops, flops / sweep / 1e12);
+    rate.high_tflops = std::max(rate.high_tflops, flops / sweep / 1e12);
+  }
   return rate;
 }
 
@@ -269,6 +276,15 @@ ElementwiseRate measure_elementwise_rate(const comm::Communicator& world,
     rate.per_shape.push_back(s);
   }
   rate.gbps = bytes / time / 1e9;
+  rate.low_gbps = std::numeric_limits<double>::infinity();
+  for (int r = 0; r < repeats; ++r) {
+    double sweep = 0;
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      for (std::size_t k = 0; k < 4; ++k) sweep += times[i][k][static_cast<std::size_t>(r)];
+    }
+    rate.low_gbps = std::min(rate.low_gbps, bytes / sweep / 1e9);
+    rate.high_gbps = std::max(rate.high_gbps, bytes / sweep / 1e9);
+  }
   return rate;
 }
 
@@ -313,6 +329,25 @@ plan::Topology calibrated_topology(const CalibratedTopology& c, const plan::Cali
                    .gemm_tflops = round4(gemm_tflops),
                    .elementwise_gbps = round4(elementwise_gbps),
                    .groups = std::move(groups)};
+  // The value (from the per-shape medians) need not lie between the sweeps' extremes: the
+  // range spans it too. Rounded the same way (monotone), the ends still bracket it.
+  const auto add_range = [&](const char* pointer, const std::array<double, 2>& sweeps,
+                             double value, const char* what) {
+    std::erase_if(t.ranges, [&](const plan::ConstantRange& r) { return r.constant == pointer; });
+    t.ranges.push_back(
+        {.constant = pointer,
+         .low = round4(std::min(sweeps[0], value)),
+         .high = round4(std::max(sweeps[1], value)),
+         .source = fmt::format("{} and {}: the slowest and the fastest of {} sweep(s) of the {} "
+                               "rate measured by {} (the value: their median)",
+                               round4(std::min(sweeps[0], value)),
+                               round4(std::max(sweeps[1], value)), c.repeats, what, c.source)});
+  };
+  if (c.gemm_sweeps) add_range("/calibration/gemm_tflops", *c.gemm_sweeps, gemm_tflops, "local GeMM");
+  if (c.elementwise_sweeps) {
+    add_range("/calibration/elementwise_gbps", *c.elementwise_sweeps, elementwise_gbps,
+              "LayerNorm + GeLU");
+  }
   return t;
 }
 

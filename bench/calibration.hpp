@@ -44,6 +44,9 @@ std::vector<plan::CollectiveSeries> measure_collective_series(
 
 struct GemmRate {
   double tflops = 0;                                    // Σ FLOPs / Σ per-shape time
+  // The slowest and the fastest sweep's Σ FLOPs / Σ time (the range calibrated_topology
+  // writes for calibration.gemm_tflops).
+  double low_tflops = 0, high_tflops = 0;
   std::vector<std::pair<GemmShape, double>> per_shape;  // shape, median of max over ranks
 };
 GemmRate measure_gemm_rate(const comm::Communicator& world, const std::vector<GemmShape>& shapes,
@@ -51,6 +54,7 @@ GemmRate measure_gemm_rate(const comm::Communicator& world, const std::vector<Ge
 
 struct ElementwiseRate {
   double gbps = 0;  // Σ bytes touched (the planner's reads + writes per element) / Σ time
+  double low_gbps = 0, high_gbps = 0;  // the slowest and the fastest sweep's
   std::vector<LocalElementwiseSample> per_shape;  // medians over sweeps of max over ranks
 };
 ElementwiseRate measure_elementwise_rate(const comm::Communicator& world,
@@ -95,6 +99,11 @@ struct CalibratedTopology {
   std::optional<plan::Topology> base;
   std::string name;    // required without base
   std::string source;  // how it was measured (the command line)
+  // The slowest and fastest sweeps' rates, when measured: written as the sourced ranges
+  // (plan/bands.hpp) of calibration.gemm_tflops and calibration.elementwise_gbps, so that a
+  // step measured on this machine can be fitted (calibrate --from-step-log).
+  std::optional<std::array<double, 2>> gemm_sweeps, elementwise_sweeps;
+  int repeats = 0;
 };
 plan::Topology calibrated_topology(const CalibratedTopology& c, const plan::CalibrationFit& fit,
                                    double gemm_tflops, double elementwise_gbps, double memory_gib,

@@ -14,6 +14,8 @@
 #   published mixture-of-experts runs on H100 (Megatron-Core's Mixtral 8x7B, its MoE model zoo's
 #   Mixtral 8x22B; Liu et al. 2025's Mixtral 8x22B and Qwen2-57B-A14B rows have no layout found
 #   and are not priced): OUT/moe.{md,json} (a comparison; docs/moe.md)
+#   a fit on one published run (Narayanan et al. 2021 Table 1's 39.1B row, calibrate
+#   --from-step-log) checked on the table's other nine: OUT/narayanan.{md,json}
 # --check exits 1 when either misses its criterion (docs/validation.md says which, and where
 # every constant comes from).
 set -euo pipefail
@@ -36,3 +38,7 @@ for arg in "$@"; do [[ $arg == --simulate ]] || table5_args+=("$arg"); done
 # Published MoE runs on H100: a comparison, no criterion (docs/moe.md says which rows have no
 # stated layout and are not priced).
 "$py" scripts/validate_moe.py "$1"
+# A fit on one published run checked on the other runs of the same cluster: Narayanan et al.
+# 2021 Table 1, its 39.1B row fitted by calibrate --from-step-log, the other nine priced before
+# and after (docs/validation.md): OUT/narayanan.{md,json}; a comparison, no criterion.
+"$py" scripts/validate_narayanan.py "$1"

@@ -98,8 +98,11 @@ struct CalibrateArgs {
   std::string step_log;  // --from-step-log: fit one constant to this run's step time
   std::string fit;       // --fit: that constant (a JSON pointer of the base's ranges)
   std::string min_bytes;
+  double memory_gib = 0, tflops = 0;  // --from-nccl-tests: the device, overriding
   std::vector<CLI::Option*> measuring;  // the flags that only measuring uses
   CLI::Option* min_bytes_option = nullptr;
+  CLI::Option* memory_option = nullptr;
+  CLI::Option* tflops_option = nullptr;
 };
 
 
@@ -175,11 +178,11 @@ void run_calibrate_from_step_log(const CalibrateArgs& a) {
                "sourced ranges ('ranges') of the constants to fit");
   plan::Topology base = plan::load_topology(a.base);
   (void)check_output_path(a.out);  // before the work
-  const plan::StepLog log = plan::parse_megatron_log(read_file(a.step_log), a.step_log);
+  const plan::StepLog log = plan::parse_step_log(read_file(a.step_log), a.step_log);
   const plan::LayoutRequest request{.topology = base,
                                     .model = log.model,
                                     .devices = log.world_size,
-                                    .runtime = layout::Runtime::kMegatron};
+                                    .runtime = log.runtime};
   const plan::ConstantFit fit = plan::fit_step_constant(request, log.plan, log.step_s, a.fit);
   plan::Topology bare = base;
   bare.ranges.clear();
@@ -192,16 +195,18 @@ void run_calibrate_from_step_log(const CalibrateArgs& a) {
   }
   if (!a.name.empty()) fitted.name = a.name;
   fitted.description += fmt::format(
-      " {} = {:.6g} fitted to the step of {} (meshtp calibrate --from-step-log: median {:.6g} ms "
+      " {} = {:.6g} fitted to the step of {} ({}; meshtp calibrate --from-step-log: median {:.6g} ms "
       "of {} logged iterations; source range {:.6g}…{:.6g}{}).",
-      fit.range.constant, fit.fitted, a.step_log, log.step_s * 1e3, log.iteration_ms.size(),
+      fit.range.constant, fit.fitted, a.step_log, log.format, log.step_s * 1e3, log.iteration_ms.size(),
       fit.range.low, fit.range.high, fit.inside() ? "" : ", the fit outside it: range dropped");
   const std::string text = plan::to_json(fitted).dump(2) + "\n";
   plan::parse_topology(text, a.out);
-  if (world().rank() == 0) write_file_atomically(a.out, text);
+  if (root()) write_file_atomically(a.out, text);
   if (a.json) {
     out() << nlohmann::json{{"out", a.out},
                             {"log", a.step_log},
+                            {"format", log.format},
+                            {"runtime", layout::name(log.runtime)},
                             {"plan", layout::to_json(log.plan)},
                             {"measured_s", fit.measured_s},
                             {"iterations", log.iteration_ms.size()},
@@ -221,14 +226,15 @@ void run_calibrate_from_step_log(const CalibrateArgs& a) {
   }
   const layout::Plan& p = log.plan;
   out() << fmt::format(
-      "calibrate --from-step-log {}: Megatron-LM, {} devices: dp={} pp={}{} tp={} m={} "
+      "calibrate --from-step-log {}: {}, {} devices: dp={} pp={}{} tp={} m={} "
       "recompute={}{}; step {:.6g} s (median of {} logged iterations{})\n"
       "  priced with {} = {:.6g}: {:.6g} s ({:+.1f}%)\n"
       "  fitted {} = {:.6g} (source range {:.6g} … {:.6g}: {}); priced {:.6g} s, residual "
       "{:+.2f}%\n"
       "  wrote {}\n",
-      a.step_log, log.world_size, p.dp, p.pp,
-      p.virtual_stages > 1 ? fmt::format(" v={}", p.virtual_stages) : "", p.mesh[0],
+      a.step_log, log.format, log.world_size, p.dp, p.pp,
+      p.virtual_stages > 1 ? fmt::format(" v={}", p.virtual_stages) : "",
+      p.mesh[1] > 1 ? fmt::format("{}x{}", p.mesh[0], p.mesh[1]) : std::to_string(p.mesh[0]),
       p.microbatches, layout::name(p.recompute), p.sequence_parallel ? " sequence-parallel" : "",
       log.step_s, log.iteration_ms.size(), log.iteration_ms.size() > 1 ? ", the first dropped" : "",
       fit.range.constant, fit.given, fit.priced_given_s,
@@ -281,7 +287,10 @@ void run_calibrate(const CalibrateArgs& a) {
        .name = a.name.empty() && !base ? stem_of(a.out) : a.name,
        .source = fmt::format("meshtp calibrate --mesh {} --sizes {} "
                              "--elementwise {} --repeats {} on {} ranks",
-                             a.mesh, a.sizes, a.elementwise, a.repeats, n)},
+                             a.mesh, a.sizes, a.elementwise, a.repeats, n),
+       .gemm_sweeps = std::array<double, 2>{gemm.low_tflops, gemm.high_tflops},
+       .elementwise_sweeps = std::array<double, 2>{elementwise.low_gbps, elementwise.high_gbps},
+       .repeats = a.repeats},
       fit, gemm.tflops, elementwise.gbps, memory_gib, n);
   // The meshes whose two dims' collectives slow each other, at the largest size.
   const std::int64_t largest = *std::max_element(sizes.begin(), sizes.end());
@@ -442,7 +451,8 @@ void add_calibrate_command(CLI::App& app) {
       ->expected(1, -1);
   c->add_option("--from-step-log", args->step_log,
                 "Fit one constant of --base's sourced ranges to a measured run's step: a "
-                "Megatron-LM log (its arguments and 'elapsed time per iteration (ms)' lines)");
+                "Megatron-LM log (its arguments and 'elapsed time per iteration (ms)' lines) "
+                "or meshtp train's --metrics file");
   c->add_option("--fit", args->fit,
                 "With --from-step-log: the constant to fit, a JSON pointer of --base's ranges "
                 "(default: the one that moves the step most)");
@@ -450,6 +460,14 @@ void add_calibrate_command(CLI::App& app) {
       "--min-bytes", args->min_bytes,
       "With --from-nccl-tests: fit the rows of this size and more (default 1M: NCCL's "
       "protocols change below)");
+  args->memory_option = c->add_option(
+      "--memory-gib", args->memory_gib,
+      "With --from-nccl-tests: device memory, GiB (default: the base's, or the datasheet's of "
+      "the GPU the logs name where the base's device does not match it)");
+  args->tflops_option = c->add_option(
+      "--tflops", args->tflops,
+      "With --from-nccl-tests: a flat device rate, TFLOP/s (the base's GeMM model dropped; "
+      "default as --memory-gib)");
   for (const char* flag :
        {"--mesh", "--sizes", "--gemm", "--elementwise", "--seconds", "--repeats"}) {
     args->measuring.push_back(c->get_option(flag));
@@ -457,6 +475,10 @@ void add_calibrate_command(CLI::App& app) {
   c->callback([args] {
     // The name goes into the topology JSON and, through plan --emit, into configurations.
     if (!args->name.empty()) check_name("--name", args->name);
+    for (const CLI::Option* o : {args->memory_option, args->tflops_option}) {
+      MESHTP_CHECK(o->count() == 0 || !args->nccl_tests.empty(), "{} needs --from-nccl-tests",
+                   o->get_name());
+    }
     if (!args->step_log.empty()) {
       MESHTP_CHECK(args->nccl_tests.empty(), "--from-step-log and --from-nccl-tests fit "
                    "different things; give one");
@@ -485,7 +507,13 @@ void add_calibrate_command(CLI::App& app) {
                                    .base = args->base,
                                    .name = args->name,
                                    .min_bytes = args->min_bytes,
-                                   .json = args->json});
+                                   .json = args->json,
+                                   .memory_gib = args->memory_option->count() > 0
+                                                     ? std::optional<double>(args->memory_gib)
+                                                     : std::nullopt,
+                                   .tflops = args->tflops_option->count() > 0
+                                                 ? std::optional<double>(args->tflops)
+                                                 : std::nullopt});
   });
 }
 

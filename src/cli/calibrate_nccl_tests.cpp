@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <iterator>
 #include <nlohmann/json.hpp>
 
@@ -23,6 +24,7 @@
 #include "core/parse.hpp"
 #include "plan/nccl_tests.hpp"
 #include "plan/presets.hpp"
+#include "topo/nvidia_smi.hpp"
 
 namespace meshtp::cli {
 namespace {
@@ -70,6 +72,70 @@ nlohmann::json log_json(const plan::NcclTestsLog& log, const plan::NcclTestsLogF
           {"rows", std::move(rows)}};
 }
 
+// The device of the calibrated topology (NcclTestsCalibrateArgs): the base's, unless the logs
+// name one GPU with a datasheet row (topo/nvidia_smi.hpp) that the base's device does not
+// match (memory within 2%, and the GeMM model's peak within 1%, or the flat rate within 2% of
+// the datasheet's share); then that datasheet's. The flags override either. Returns the line
+// that says which, for the output and the description.
+std::string set_device(plan::Topology& t, std::span<const plan::NcclTestsLog> logs,
+                       const NcclTestsCalibrateArgs& a) {
+  std::vector<std::string> names;
+  for (const plan::NcclTestsLog& log : logs) {
+    for (const std::string& g : log.gpus) {
+      if (std::find(names.begin(), names.end(), g) == names.end()) names.push_back(g);
+    }
+  }
+  std::string note;
+  const auto near = [](double x, double y, double tolerance) {
+    return std::abs(x - y) <= tolerance * y;
+  };
+  if (names.size() == 1) {
+    const std::optional<topo::SmiGpu> gpu = topo::gpu_named(names.front());
+    const std::optional<topo::DatasheetDevice> sheet =
+        gpu ? topo::device_from_datasheet(*gpu) : std::nullopt;
+    if (!sheet) {
+      note = fmt::format("the base's: the logs' GPU '{}' has no datasheet row here",
+                         escape_text(names.front()));
+    } else if (near(t.memory_gib, sheet->memory_gib, 0.02) &&
+               (t.gemm ? near(t.gemm->peak_tflops, sheet->peak_tflops, 0.01)
+                       : near(t.tflops, sheet->tflops, 0.02))) {
+      note = fmt::format("the base's, which matches the logs' GPU '{}' ({})",
+                         escape_text(names.front()), gpu->variant);
+    } else {
+      note = fmt::format(
+          "the logs' GPU '{}': the {} datasheet's {} GiB, {} TFLOP/s ({} of its {} peak) and "
+          "elementwise {} GB/s ({} of its {} GB/s), not the base's {} GiB, {} TFLOP/s ({})",
+          escape_text(names.front()), gpu->variant, sheet->memory_gib, sheet->tflops,
+          topo::kDatasheetShare, sheet->peak_tflops, sheet->elementwise_gbps,
+          topo::kDatasheetShare, sheet->memory_gbps, t.memory_gib, t.tflops, gpu->datasheet);
+      t.memory_gib = sheet->memory_gib;
+      t.tflops = sheet->tflops;
+      t.elementwise_gbps = sheet->elementwise_gbps;
+      if (t.gemm) {
+        t.gemm->peak_tflops = sheet->peak_tflops;
+        t.gemm->memory_gbps = sheet->memory_gbps;
+        if (sheet->units > 0) t.gemm->units = sheet->units;
+      }
+    }
+  } else if (names.size() > 1) {
+    std::string list;
+    for (const std::string& n : names) list += (list.empty() ? "'" : ", '") + escape_text(n) + "'";
+    note = fmt::format("the base's: the logs name several GPUs ({})", list);
+  } else {
+    note = "the base's: the logs name no GPU";
+  }
+  if (a.memory_gib) {
+    t.memory_gib = *a.memory_gib;
+    note += fmt::format("; memory {} GiB (--memory-gib)", *a.memory_gib);
+  }
+  if (a.tflops) {
+    t.tflops = *a.tflops;
+    t.gemm.reset();
+    note += fmt::format("; a flat {} TFLOP/s (--tflops)", *a.tflops);
+  }
+  return note;
+}
+
 }  // namespace
 
 void run_calibrate_from_nccl_tests(const NcclTestsCalibrateArgs& a) {
@@ -98,17 +164,24 @@ void run_calibrate_from_nccl_tests(const NcclTestsCalibrateArgs& a) {
   const plan::NcclTestsFit fit = plan::fit_nccl_tests(logs, min_bytes);
   std::string files;
   for (const std::string& file : a.logs) files += (files.empty() ? "" : " ") + escape_text(file);
-  const plan::Topology topology = plan::calibrated_from_nccl_tests(
+  MESHTP_CHECK(!a.memory_gib || (std::isfinite(*a.memory_gib) && *a.memory_gib > 0),
+               "--memory-gib={} must be positive", a.memory_gib.value_or(0));
+  MESHTP_CHECK(!a.tflops || (std::isfinite(*a.tflops) && *a.tflops > 0),
+               "--tflops={} must be positive", a.tflops.value_or(0));
+  plan::Topology topology = plan::calibrated_from_nccl_tests(
       base, logs, fit, a.name,
       fmt::format("nccl-tests logs {} (meshtp calibrate --from-nccl-tests --min-bytes {})", files,
                   format_byte_size(min_bytes)));
+  const std::string device = set_device(topology, logs, a);
+  topology.description += fmt::format(" Device: {}.", device);
+  topology.validate();
   const std::string text = plan::to_json(topology).dump(2) + "\n";
   plan::parse_topology(text, a.out);  // what `meshtp plan --topology` will read
   if (root()) write_file_atomically(a.out, text);
 
   std::ostream& os = out();
   if (a.json) {
-    nlohmann::json j{{"out", a.out}, {"topology", plan::to_json(topology)}};
+    nlohmann::json j{{"out", a.out}, {"topology", plan::to_json(topology)}, {"device", device}};
     j["logs"] = nlohmann::json::array();
     for (std::size_t i = 0; i < logs.size(); ++i)
       j["logs"].push_back(log_json(logs[i], fit.logs[i]));
@@ -120,6 +193,12 @@ void run_calibrate_from_nccl_tests(const NcclTestsCalibrateArgs& a) {
       "out-of-place times; the topology keeps every row's time, and the planner prices those "
       "(the fitted line beyond the logged sizes)\n",
       logs.size(), format_byte_size(min_bytes));
+  if (fit.host_counts > 1) {
+    os << fmt::format(
+        "the logs span {} host counts: each host count's launch cost is fitted alone (a launch "
+        "across nodes is not one inside a node)\n",
+        fit.host_counts);
+  }
   for (std::size_t i = 0; i < logs.size(); ++i) {
     const plan::NcclTestsLog& log = logs[i];
     const plan::NcclTestsLogFit& l = fit.logs[i];
@@ -151,6 +230,7 @@ void run_calibrate_from_nccl_tests(const NcclTestsCalibrateArgs& a) {
                       format_byte_size(big.row.bytes), big.row.busbw_gbps, big.fitted_busbw_gbps,
                       100 * big.error);
   }
+  os << fmt::format("\ndevice: {}\n", device);
   os << fmt::format(
       "\nwrote {}: topology '{}' ({} devices), {} calibrated group(s)\nnext: meshtp topo show {} "
       "--mesh d1xd2  |  meshtp plan --topology {} --model …\n",

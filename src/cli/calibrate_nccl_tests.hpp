@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,10 @@ struct NcclTestsCalibrateArgs {
   std::string name;
   std::string min_bytes;  // "1M"; empty: plan::kNcclTestsMinBytes
   bool json = false;
+  // The device: by default the base's, or the datasheet's of the GPU the logs name where the
+  // base's does not match it; these override either (--tflops: a flat rate, the base's GeMM
+  // model dropped).
+  std::optional<double> memory_gib, tflops;
 };
 
 void run_calibrate_from_nccl_tests(const NcclTestsCalibrateArgs& args);

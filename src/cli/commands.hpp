@@ -21,9 +21,9 @@ bool root();
 // The world's size; 1 without MPI.
 int world_size();
 // Whether the command of this command line needs no rank but this process: plan (with
-// --emit and --report), topo, calibrate --from-nccl-tests, the simulate driver, --help,
-// --version and command lines that are errors. Those run without MPI_Init, so an error is one
-// line (no MPI_ABORT banner) and Open MPI leaves no session directory in $TMPDIR. Under a
+// --emit and --report), topo, calibrate --from-nccl-tests and --from-step-log, the simulate
+// driver, --help, --version and command lines that are errors. Those run without MPI_Init, so
+// an error is one line (no MPI_ABORT banner) and Open MPI leaves no session directory in $TMPDIR. Under a
 // launcher (mpirun sets OMPI_COMM_WORLD_SIZE) every command starts MPI, as before.
 bool runs_without_mpi(int argc, char** argv);
 // Rank 0's standard output; a stream that discards everything on the other ranks.

@@ -97,7 +97,10 @@ bool runs_without_mpi(int argc, char** argv) {
       continue;
     }
     if (command.empty() && !a.empty() && a[0] != '-') command = a;
-    if (a == "--from-nccl-tests" || a.rfind("--from-nccl-tests=", 0) == 0) from_logs = true;
+    if (a == "--from-nccl-tests" || a.rfind("--from-nccl-tests=", 0) == 0 ||
+        a == "--from-step-log" || a.rfind("--from-step-log=", 0) == 0) {
+      from_logs = true;
+    }
   }
   // The commands whose ranks do the work; everything else is the planner's or an error.
   for (const std::string_view needs : {"bench", "gemm", "block", "train", "simulate-run"}) {

@@ -172,25 +172,38 @@ void run_topo_from_nvidia_smi(const FromSmiArgs& a) {
   const std::vector<topo::SmiLevel> node = topo::smi_levels(matrix, links);
 
   const plan::Topology device = plan::load_topology(kDevicePreset);
+  // The GPU's datasheet (topo/nvidia_smi.hpp) where the file names one with a row; the flags
+  // override each value.
+  const std::optional<topo::DatasheetDevice> sheet =
+      named ? topo::device_from_datasheet(*named) : std::nullopt;
   const bool named_memory = !memory_given && named && named->memory_gib > 0;
-  const bool preset_device = !memory_given && !tflops_given && !named_memory;
+  const bool named_tflops = !tflops_given && sheet.has_value();
+  const bool preset_device = !memory_given && !tflops_given && !named_memory && !sheet;
   plan::Topology t;
   t.name = topology_name;
   t.memory_gib = memory_given ? a.memory_gib : named_memory ? named->memory_gib : device.memory_gib;
-  t.tflops = tflops_given ? a.tflops : device.tflops;
-  t.elementwise_gbps = device.elementwise_gbps;
+  t.tflops = tflops_given ? a.tflops : named_tflops ? sheet->tflops : device.tflops;
+  t.elementwise_gbps = sheet ? std::optional<double>(sheet->elementwise_gbps) : device.elementwise_gbps;
   t.launch_us = device.launch_us;
   t.description = fmt::format(
       "from nvidia-smi topo -m '{}' (meshtp topo from-nvidia-smi): {} GPUs per node{}; NVLink "
       "{} GB/s per link, PCIe {} GB/s and the latencies nominal, not measured; device: {} GiB "
-      "({}), {} TFLOP/s ({}), elementwise rate and launch cost {}'s",
+      "({}), {} TFLOP/s ({}), elementwise {} GB/s ({}), launch cost {}'s",
       escape_text(a.file), matrix.gpus(),
       a.nodes > 1 ? fmt::format(", {} nodes at {} GB/s each", a.nodes, a.node_gbps) : "",
       a.links.nvlink_gbps, a.links.pcie_gbps, t.memory_gib,
       memory_given   ? std::string("given")
       : named_memory ? fmt::format("the file's GPU, {}", escape_text(matrix.gpu))
                      : std::string(kDevicePreset),
-      t.tflops, tflops_given ? "given" : kDevicePreset, kDevicePreset);
+      t.tflops,
+      tflops_given   ? std::string("given")
+      : named_tflops ? fmt::format("{} of the {} peak {} TFLOP/s, {}", topo::kDatasheetShare,
+                                   named->variant, named->peak_tflops, named->datasheet)
+                     : std::string(kDevicePreset),
+      *t.elementwise_gbps,
+      sheet ? fmt::format("{} of its {} GB/s", topo::kDatasheetShare, named->memory_gbps)
+            : std::string(kDevicePreset),
+      kDevicePreset);
   if (a.nodes > 1) {
     t.levels.push_back({.name = "node",
                         .members = a.nodes,
@@ -243,7 +256,9 @@ void run_topo_from_nvidia_smi(const FromSmiArgs& a) {
       "wrote {}: topology '{}', {} devices ({} GiB, {} TFLOP/s each{})\nnext: meshtp topo show {} "
       "--mesh d1xd2  |  meshtp calibrate --from-nccl-tests LOG… --base {} --out …\n",
       a.out, t.name, t.device_count(), t.memory_gib, t.tflops,
-      preset_device ? fmt::format(": {}'s device, not read from the matrix", kDevicePreset) : "",
+      preset_device ? fmt::format(": {}'s device, not read from the matrix", kDevicePreset)
+      : named_tflops ? fmt::format(": the {} datasheet's", named->variant)
+                     : "",
       a.out, a.out);
 }
 

@@ -383,6 +383,16 @@ void save_plan(const std::string& path, const Plan& plan) {
   write_file_atomically(path, to_json(plan).dump(2) + "\n");
 }
 
+int cp_a2a_size(CpComm comm, int cp, int heads_per_tp_rank) {
+  if (comm == CpComm::kRing) return 1;
+  if (comm == CpComm::kA2a) return cp;
+  int best = 1;
+  for (int u = 2; u < cp; ++u) {
+    if (cp % u == 0 && heads_per_tp_rank % u == 0) best = u;
+  }
+  return best;
+}
+
 Plan build_plan(const PlanSpelling& s, std::array<int, 2> mesh) {
   Plan p{.dp = s.dp,
          .pp = s.pp,

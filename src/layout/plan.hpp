@@ -158,6 +158,12 @@ struct PlanSpelling {
   std::string attention = "unfused";
   int ep = 1, etp = 0;  // a mixture of experts' folding (Plan::ep, Plan::etp)
 };
+// Context parallelism's all-to-all degree u of cp ranks (1 for ring, cp for a2a): for
+// a2a+ring (Megatron-Core's hierarchical a2a+p2p) the largest u < cp dividing both cp and the
+// heads per tensor-parallel rank, the ring then over cp/u; 1 where none does. The planner
+// prices it and the runtime's layer (parallel/context_parallel.hpp) runs it.
+int cp_a2a_size(CpComm comm, int cp, int heads_per_tp_rank);
+
 // The spelled-out layout on this tensor-parallel mesh (validated); errors name the flag
 // ("--schedule 'x': …").
 Plan build_plan(const PlanSpelling& spelling, std::array<int, 2> mesh);

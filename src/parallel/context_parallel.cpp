@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <limits>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -44,11 +45,9 @@ std::int64_t cp_global_row(const ContextParallelShape& s, int cp, int rank, std:
   return b * s.seq + chunks_of(cp, rank)[static_cast<std::size_t>(x)] * c + t;
 }
 
-ContextParallelAttention::ContextParallelAttention(const ContextParallelShape& shape,
-                                                   layout::CpComm kind, comm::Communicator cp)
-    : shape_(shape), kind_(kind), cp_(std::move(cp)) {
-  const int n = cp_.size();
-  const auto& s = shape_;
+namespace {
+
+const ContextParallelShape& validated(const ContextParallelShape& s, layout::CpComm kind, int n) {
   MESHTP_CHECK(s.batch >= 1 && s.seq >= 1 && s.heads >= 1 && s.kv_heads >= 1 && s.head_dim >= 1,
                "context parallelism: batch={}, seq={}, heads={}, kv_heads={}, head_dim={} must "
                "be positive",
@@ -58,19 +57,36 @@ ContextParallelAttention::ContextParallelAttention(const ContextParallelShape& s
                s.seq, 2 * n);
   MESHTP_CHECK(s.heads % s.kv_heads == 0, "heads={} is not divisible by kv_heads={}", s.heads,
                s.kv_heads);
-  MESHTP_CHECK(kind_ != layout::CpComm::kA2aRing,
-               "cp_comm=a2a+ring: meshtp's context-parallel layer runs ring or a2a (the planner "
-               "prices a2a+ring)");
-  if (kind_ == layout::CpComm::kA2a) {
+  const int u = layout::cp_a2a_size(kind, n, static_cast<int>(s.heads));
+  MESHTP_CHECK(kind != layout::CpComm::kA2aRing || u > 1,
+               "cp_comm=a2a+ring with cp={}: no a2a degree 1 < u < {} divides both cp and "
+               "heads={}",
+               n, n, s.heads);
+  if (kind == layout::CpComm::kA2a) {
     MESHTP_CHECK(s.heads % n == 0, "cp_comm=a2a: heads={} are not divisible by cp={}", s.heads,
                  n);
-    MESHTP_CHECK(s.kv_heads % n == 0 || n % s.kv_heads == 0,
-                 "cp_comm=a2a: kv_heads={} and cp={}: one must divide the other (key/value "
-                 "heads split over cp, or replicated cp/kv_heads times)",
-                 s.kv_heads, n);
   }
-  chunk_ = s.seq / (2 * n);
+  MESHTP_CHECK(s.kv_heads % u == 0 || u % s.kv_heads == 0,
+               "cp_comm={}: kv_heads={} and the all-to-all's {} ranks: one must divide the other "
+               "(key/value heads split over them, or replicated u/kv_heads times)",
+               layout::name(kind), s.kv_heads, u);
+  return s;
 }
+
+}  // namespace
+
+ContextParallelAttention::ContextParallelAttention(const ContextParallelShape& shape,
+                                                   layout::CpComm kind, comm::Communicator cp)
+    : shape_(validated(shape, kind, cp.size())),
+      kind_(kind),
+      cp_(std::move(cp)),
+      u_(layout::cp_a2a_size(kind, cp_.size(), static_cast<int>(shape.heads))),
+      r_(cp_.size() / u_),
+      a2a_(cp_.split(cp_.rank() / u_, cp_.rank() % u_, "cp a2a")),
+      ring_(cp_.split(cp_.rank() % u_, cp_.rank() / u_, "cp ring")),
+      chunk_(shape.seq / (2 * cp_.size())),
+      heads_(shape.heads / u_),
+      kv_heads_(shape.kv_heads % u_ == 0 ? shape.kv_heads / u_ : 1) {}
 
 std::int64_t ContextParallelAttention::local_rows() const {
   return cp_local_rows(shape_, cp_.size());
@@ -79,6 +95,37 @@ std::int64_t ContextParallelAttention::local_rows() const {
 std::int64_t ContextParallelAttention::lse_size() const {
   return shape_.heads * local_rows();
 }
+
+namespace {
+
+// The first key/value head a2a member j receives: its NKV/u, or the one its query heads read.
+std::int64_t kv_first(int j, int u, std::int64_t kv_heads, std::int64_t kv_per_member) {
+  return kv_heads % u == 0 ? j * kv_per_member : j * kv_heads / u;
+}
+
+// The chunk ids (of 2·cp) of a group of u consecutive ranks from `first`, in member order
+// (each member's two, chunk-major): the rows a rank holds after the all-to-all.
+std::vector<std::int64_t> group_chunks(int cp, int first, int u) {
+  std::vector<std::int64_t> ids;
+  for (int m = 0; m < u; ++m) {
+    for (const std::int64_t c : chunks_of(cp, first + m)) ids.push_back(c);
+  }
+  return ids;
+}
+
+// An all-to-all over the a2a group of column blocks: to member j, `blocks(j)` (each a view of
+// this rank's rows); from member i, `into(i)` receives its rows of this rank's blocks, laid
+// out as `width` columns. Returns [u·rows, width], member i's rows at [i·rows, (i+1)·rows).
+Tensor exchange(const comm::Communicator& group, std::int64_t rows, std::int64_t width,
+                const std::function<void(int j, MatrixView to)>& pack) {
+  const int u = group.size();
+  Tensor send({u * rows, width}), recv({u * rows, width});
+  for (int j = 0; j < u; ++j) pack(j, send.matrix().block(j * rows, 0, rows, width));
+  group.all_to_all(std::span<const float>(send.values()), recv.values());
+  return recv;
+}
+
+}  // namespace
 
 void ContextParallelAttention::forward(MatrixView out, std::span<float> lse, ConstMatrixView q,
                                        ConstMatrixView k, ConstMatrixView v) {
@@ -91,10 +138,29 @@ void ContextParallelAttention::forward(MatrixView out, std::span<float> lse, Con
                "expected {} rows of {} (q, out) and {} (k, v) columns, lse {}",
                q.rows, q.cols, k.rows, k.cols, v.rows, v.cols, out.rows, out.cols, lse.size(),
                rows, qw, kw, lse_size());
-  if (kind_ == layout::CpComm::kRing) {
-    ring_forward(out, lse, q, k, v);
-  } else {
-    ulysses_forward(out, lse, q, k, v);
+  const std::int64_t HD = shape_.head_dim, lq = heads_ * HD, lk = kv_heads_ * HD;
+  const int me = cp_.rank();
+  const std::vector<std::int64_t> mine = group_chunks(cp_.size(), me / u_ * u_, u_);
+  const auto peer_chunks = [&](int p) { return group_chunks(cp_.size(), p * u_, u_); };
+  if (u_ == 1) {
+    ring_forward(out, lse, q, k, v, mine, peer_chunks);
+    return;
+  }
+  const Tensor in = exchange(a2a_, rows, lq + 2 * lk, [&](int j, MatrixView to) {
+    const std::int64_t k0 = kv_first(j, u_, shape_.kv_heads, kv_heads_) * HD;
+    copy(columns(q, j * lq, lq), columns(to, 0, lq));
+    copy(columns(k, k0, lk), columns(to, lq, lk));
+    copy(columns(v, k0, lk), columns(to, lq + lk, lk));
+  });
+  const ConstMatrixView iv = in.matrix();
+  Tensor o({u_ * rows, lq});
+  ring_forward(o.matrix(), lse, columns(iv, 0, lq), columns(iv, lq, lk), columns(iv, lq + lk, lk),
+               mine, peer_chunks);
+  const Tensor back = exchange(a2a_, rows, lq, [&](int i, MatrixView to) {
+    copy(ConstMatrixView(o.matrix().block(i * rows, 0, rows, lq)), to);
+  });
+  for (int j = 0; j < u_; ++j) {
+    copy(ConstMatrixView(back.matrix().block(j * rows, 0, rows, lq)), columns(out, j * lq, lq));
   }
 }
 
@@ -110,42 +176,80 @@ void ContextParallelAttention::backward(MatrixView dq, MatrixView dk, MatrixView
                "lse {}; expected {} rows as q, k, v and lse {}",
                dq.rows, dq.cols, dk.rows, dk.cols, dv.rows, dv.cols, dout.rows, lse.size(), rows,
                lse_size());
-  if (kind_ == layout::CpComm::kRing) {
-    ring_backward(dq, dk, dv, dout, q, k, v, out, lse);
-  } else {
-    ulysses_backward(dq, dk, dv, dout, q, k, v, out, lse);
+  const std::int64_t HD = shape_.head_dim, lq = heads_ * HD, lk = kv_heads_ * HD;
+  const int me = cp_.rank();
+  const std::vector<std::int64_t> mine = group_chunks(cp_.size(), me / u_ * u_, u_);
+  const auto peer_chunks = [&](int p) { return group_chunks(cp_.size(), p * u_, u_); };
+  if (u_ == 1) {
+    ring_backward(dq, dk, dv, dout, q, k, v, out, lse, mine, peer_chunks);
+    return;
+  }
+  // The forward keeps nothing but lse in the heads' layout: q, k, v, out and dout are
+  // exchanged again.
+  const Tensor in = exchange(a2a_, rows, 3 * lq + 2 * lk, [&](int j, MatrixView to) {
+    const std::int64_t k0 = kv_first(j, u_, shape_.kv_heads, kv_heads_) * HD;
+    copy(columns(q, j * lq, lq), columns(to, 0, lq));
+    copy(columns(out, j * lq, lq), columns(to, lq, lq));
+    copy(columns(dout, j * lq, lq), columns(to, 2 * lq, lq));
+    copy(columns(k, k0, lk), columns(to, 3 * lq, lk));
+    copy(columns(v, k0, lk), columns(to, 3 * lq + lk, lk));
+  });
+  const ConstMatrixView iv = in.matrix();
+  Tensor grads({u_ * rows, lq + 2 * lk});  // dq | dk | dv of the group's rows, these heads
+  grads.fill(0.0f);
+  const MatrixView gv = grads.matrix();
+  ring_backward(columns(gv, 0, lq), columns(gv, lq, lk), columns(gv, lq + lk, lk),
+                columns(iv, 2 * lq, lq), columns(iv, 0, lq), columns(iv, 3 * lq, lk),
+                columns(iv, 3 * lq + lk, lk), columns(iv, lq, lq), lse, mine, peer_chunks);
+  const Tensor back = exchange(a2a_, rows, lq + 2 * lk, [&](int i, MatrixView to) {
+    copy(ConstMatrixView(grads.matrix().block(i * rows, 0, rows, lq + 2 * lk)), to);
+  });
+  // From member j: dQ of its query heads, and dK, dV of its key/value heads — summed where
+  // several members hold replicas of one key/value head.
+  for (int j = 0; j < u_; ++j) {
+    const ConstMatrixView from = back.matrix().block(j * rows, 0, rows, lq + 2 * lk);
+    const std::int64_t k0 = kv_first(j, u_, shape_.kv_heads, kv_heads_) * HD;
+    add(columns(from, 0, lq), columns(dq, j * lq, lq));
+    add(columns(from, lq, lk), columns(dk, k0, lk));
+    add(columns(from, lq + lk, lk), columns(dv, k0, lk));
   }
 }
 
-// ---- ring ----------------------------------------------------------------------------------
+// ---- the ring ------------------------------------------------------------------------------
+//
+// Over ring_ (r ranks), rows chunk-major over `mine` (n = mine.size() chunks of B·c rows),
+// heads_ query and kv_heads_ key/value heads; the peer at ring position p holds chunks
+// peers(p). Step j attends to the block of ring position (me − j) mod r.
 
 void ContextParallelAttention::ring_forward(MatrixView out, std::span<float> lse,
                                             ConstMatrixView q, ConstMatrixView k,
-                                            ConstMatrixView v) {
-  const int n = cp_.size(), me = cp_.rank();
+                                            ConstMatrixView v,
+                                            const std::vector<std::int64_t>& mine,
+                                            const PeerChunks& peers) {
+  const int n = r_, me = ring_.rank();
   const std::int64_t c = chunk_, per_chunk = shape_.batch * c, HD = shape_.head_dim;
-  const std::int64_t kw = shape_.kv_heads * HD, lse_chunk = shape_.batch * shape_.heads * c;
+  const auto chunks = static_cast<std::int64_t>(mine.size());
+  const std::int64_t kw = kv_heads_ * HD, lse_chunk = shape_.batch * heads_ * c;
   // The travelling block: [k | v] of one rank's rows.
-  Tensor kv({2 * per_chunk, 2 * kw}), next({2 * per_chunk, 2 * kw});
+  Tensor kv({chunks * per_chunk, 2 * kw}), next({chunks * per_chunk, 2 * kw});
   copy(k, columns(kv.matrix(), 0, kw));
   copy(v, columns(kv.matrix(), kw, kw));
   Tensor part({per_chunk, out.cols});
   std::vector<float> part_lse(static_cast<std::size_t>(lse_chunk));
-  FlashAttention a{.batch = shape_.batch, .heads = shape_.heads, .kv_heads = shape_.kv_heads};
+  FlashAttention a{.batch = shape_.batch, .heads = heads_, .kv_heads = kv_heads_};
   std::vector<float> scratch(static_cast<std::size_t>(flash_attention_scratch_size(a, c, c, HD)));
   zero(out);
   std::fill(lse.begin(), lse.end(), -std::numeric_limits<float>::infinity());
-  const auto mine = chunks_of(n, me);
   for (int step = 0; step < n; ++step) {
     const int src = (me - step + n) % n;
     comm::Request sent, received;
     if (step + 1 < n) {  // the next block travels while this one is attended to
-      sent = cp_.isend(std::span<const float>(kv.values()), (me + 1) % n);
-      received = cp_.irecv(next.values(), (me - 1 + n) % n);
+      sent = ring_.isend(std::span<const float>(kv.values()), (me + 1) % n);
+      received = ring_.irecv(next.values(), (me - 1 + n) % n);
     }
-    const auto theirs = chunks_of(n, src);
-    for (int x = 0; x < 2; ++x) {
-      for (int y = 0; y < 2; ++y) {
+    const std::vector<std::int64_t> theirs = peers(src);
+    for (std::int64_t x = 0; x < chunks; ++x) {
+      for (std::int64_t y = 0; y < chunks; ++y) {
         const std::int64_t qc = mine[static_cast<std::size_t>(x)],
                            kc = theirs[static_cast<std::size_t>(y)];
         if (kc > qc) continue;  // every key after every query: masked whole
@@ -171,29 +275,31 @@ void ContextParallelAttention::ring_forward(MatrixView out, std::span<float> lse
 void ContextParallelAttention::ring_backward(MatrixView dq, MatrixView dk, MatrixView dv,
                                              ConstMatrixView dout, ConstMatrixView q,
                                              ConstMatrixView k, ConstMatrixView v,
-                                             ConstMatrixView out, std::span<const float> lse) {
-  const int n = cp_.size(), me = cp_.rank();
+                                             ConstMatrixView out, std::span<const float> lse,
+                                             const std::vector<std::int64_t>& mine,
+                                             const PeerChunks& peers) {
+  const int n = r_, me = ring_.rank();
   const std::int64_t c = chunk_, per_chunk = shape_.batch * c, HD = shape_.head_dim;
-  const std::int64_t kw = shape_.kv_heads * HD, lse_chunk = shape_.batch * shape_.heads * c;
-  Tensor kv({2 * per_chunk, 2 * kw}), next({2 * per_chunk, 2 * kw});
+  const auto chunks = static_cast<std::int64_t>(mine.size());
+  const std::int64_t kw = kv_heads_ * HD, lse_chunk = shape_.batch * heads_ * c;
+  Tensor kv({chunks * per_chunk, 2 * kw}), next({chunks * per_chunk, 2 * kw});
   copy(k, columns(kv.matrix(), 0, kw));
   copy(v, columns(kv.matrix(), kw, kw));
   // The accumulator of dK | dV that travels with the block it belongs to.
-  Tensor dkv({2 * per_chunk, 2 * kw}), dkv_next({2 * per_chunk, 2 * kw});
+  Tensor dkv({chunks * per_chunk, 2 * kw}), dkv_next({chunks * per_chunk, 2 * kw});
   dkv.fill(0.0f);
-  FlashAttention a{.batch = shape_.batch, .heads = shape_.heads, .kv_heads = shape_.kv_heads};
+  FlashAttention a{.batch = shape_.batch, .heads = heads_, .kv_heads = kv_heads_};
   std::vector<float> scratch(static_cast<std::size_t>(flash_attention_scratch_size(a, c, c, HD)));
-  const auto mine = chunks_of(n, me);
   for (int step = 0; step < n; ++step) {
     const int src = (me - step + n) % n;
     comm::Request sent, received;
     if (step + 1 < n) {
-      sent = cp_.isend(std::span<const float>(kv.values()), (me + 1) % n);
-      received = cp_.irecv(next.values(), (me - 1 + n) % n);
+      sent = ring_.isend(std::span<const float>(kv.values()), (me + 1) % n);
+      received = ring_.irecv(next.values(), (me - 1 + n) % n);
     }
-    const auto theirs = chunks_of(n, src);
-    for (int x = 0; x < 2; ++x) {
-      for (int y = 0; y < 2; ++y) {
+    const std::vector<std::int64_t> theirs = peers(src);
+    for (std::int64_t x = 0; x < chunks; ++x) {
+      for (std::int64_t y = 0; y < chunks; ++y) {
         const std::int64_t qc = mine[static_cast<std::size_t>(x)],
                            kc = theirs[static_cast<std::size_t>(y)];
         if (kc > qc) continue;
@@ -213,8 +319,8 @@ void ContextParallelAttention::ring_backward(MatrixView dq, MatrixView dk, Matri
     // The accumulator goes on with its block's owner one step nearer; after n passes each is
     // home. (Not overlapped: the next step adds to what arrives.)
     if (n > 1) {
-      cp_.sendrecv(std::span<const float>(dkv.values()), (me + 1) % n, dkv_next.values(),
-                   (me - 1 + n) % n, 1);
+      ring_.sendrecv(std::span<const float>(dkv.values()), (me + 1) % n, dkv_next.values(),
+                     (me - 1 + n) % n, 1);
       std::swap(dkv, dkv_next);
     }
     if (step + 1 < n) {
@@ -225,129 +331,6 @@ void ContextParallelAttention::ring_backward(MatrixView dq, MatrixView dk, Matri
   }
   add(columns(ConstMatrixView(dkv.matrix()), 0, kw), dk);
   add(columns(ConstMatrixView(dkv.matrix()), kw, kw), dv);
-}
-
-// ---- Ulysses -------------------------------------------------------------------------------
-
-namespace {
-
-// Rank j's share of heads under Ulysses: query heads [j·NHl, (j+1)·NHl), and the key/value
-// heads [kv0(j), kv0(j) + NKVl): NKV/cp of them, or the one its query heads read.
-struct UlyssesHeads {
-  std::int64_t q = 0, kv = 0;  // per rank: NHl, NKVl
-  std::int64_t kv_first(int j, int cp, std::int64_t kv_heads) const {
-    return kv_heads % cp == 0 ? j * kv : j * kv_heads / cp;
-  }
-};
-UlyssesHeads ulysses_heads(const ContextParallelShape& s, int cp) {
-  return {s.heads / cp, s.kv_heads % cp == 0 ? s.kv_heads / cp : 1};
-}
-
-}  // namespace
-
-void ContextParallelAttention::ulysses_forward(MatrixView out, std::span<float> lse,
-                                               ConstMatrixView q, ConstMatrixView k,
-                                               ConstMatrixView v) {
-  const int n = cp_.size();
-  const std::int64_t rows = local_rows(), HD = shape_.head_dim, all = shape_.batch * shape_.seq;
-  const UlyssesHeads heads = ulysses_heads(shape_, n);
-  const std::int64_t qw = heads.q * HD, kw = heads.kv * HD, w = qw + 2 * kw;
-  // To rank j: this rank's rows of j's heads, [q | k | v].
-  Tensor send({n * rows, w}), recv({n * rows, w});
-  for (int j = 0; j < n; ++j) {
-    const MatrixView to = send.matrix().block(j * rows, 0, rows, w);
-    const std::int64_t k0 = heads.kv_first(j, n, shape_.kv_heads) * HD;
-    copy(columns(q, j * qw, qw), columns(to, 0, qw));
-    copy(columns(k, k0, kw), columns(to, qw, kw));
-    copy(columns(v, k0, kw), columns(to, qw + kw, kw));
-  }
-  cp_.all_to_all(std::span<const float>(send.values()), recv.values());
-  // Every rank's rows, put in sequence order: ordinary causal attention for these heads.
-  Tensor whole({all, w});
-  for (int i = 0; i < n; ++i) {
-    for (std::int64_t r = 0; r < rows; ++r) {
-      std::copy_n(&recv.matrix()(i * rows + r, 0), w,
-                  &whole.matrix()(cp_global_row(shape_, n, i, r), 0));
-    }
-  }
-  const FlashAttention a{.batch = shape_.batch, .heads = heads.q, .kv_heads = heads.kv};
-  std::vector<float> scratch(
-      static_cast<std::size_t>(flash_attention_scratch_size(a, shape_.seq, shape_.seq, HD)));
-  Tensor o({all, qw});
-  const ConstMatrixView wv = whole.matrix();
-  flash_attention_forward(o.matrix(), lse, scratch, columns(wv, 0, qw), columns(wv, qw, kw),
-                          columns(wv, qw + kw, kw), a);
-  // Back: rank i gets its rows of these heads.
-  Tensor back({n * rows, qw}), got({n * rows, qw});
-  for (int i = 0; i < n; ++i) {
-    for (std::int64_t r = 0; r < rows; ++r) {
-      std::copy_n(&o.matrix()(cp_global_row(shape_, n, i, r), 0), qw, &back.matrix()(i * rows + r, 0));
-    }
-  }
-  cp_.all_to_all(std::span<const float>(back.values()), got.values());
-  for (int j = 0; j < n; ++j) {
-    copy(ConstMatrixView(got.matrix().block(j * rows, 0, rows, qw)), columns(out, j * qw, qw));
-  }
-}
-
-void ContextParallelAttention::ulysses_backward(MatrixView dq, MatrixView dk, MatrixView dv,
-                                                ConstMatrixView dout, ConstMatrixView q,
-                                                ConstMatrixView k, ConstMatrixView v,
-                                                ConstMatrixView out, std::span<const float> lse) {
-  const int n = cp_.size();
-  const std::int64_t rows = local_rows(), HD = shape_.head_dim, all = shape_.batch * shape_.seq;
-  const UlyssesHeads heads = ulysses_heads(shape_, n);
-  const std::int64_t qw = heads.q * HD, kw = heads.kv * HD;
-  // [q | out | dout | k | v] of rank j's heads, as in the forward (the forward keeps nothing
-  // but lse in the heads' layout: the rest is exchanged again).
-  const std::int64_t w = 3 * qw + 2 * kw;
-  Tensor send({n * rows, w}), recv({n * rows, w});
-  for (int j = 0; j < n; ++j) {
-    const MatrixView to = send.matrix().block(j * rows, 0, rows, w);
-    const std::int64_t k0 = heads.kv_first(j, n, shape_.kv_heads) * HD;
-    copy(columns(q, j * qw, qw), columns(to, 0, qw));
-    copy(columns(out, j * qw, qw), columns(to, qw, qw));
-    copy(columns(dout, j * qw, qw), columns(to, 2 * qw, qw));
-    copy(columns(k, k0, kw), columns(to, 3 * qw, kw));
-    copy(columns(v, k0, kw), columns(to, 3 * qw + kw, kw));
-  }
-  cp_.all_to_all(std::span<const float>(send.values()), recv.values());
-  Tensor whole({all, w});
-  for (int i = 0; i < n; ++i) {
-    for (std::int64_t r = 0; r < rows; ++r) {
-      std::copy_n(&recv.matrix()(i * rows + r, 0), w,
-                  &whole.matrix()(cp_global_row(shape_, n, i, r), 0));
-    }
-  }
-  const FlashAttention a{.batch = shape_.batch, .heads = heads.q, .kv_heads = heads.kv};
-  std::vector<float> scratch(
-      static_cast<std::size_t>(flash_attention_scratch_size(a, shape_.seq, shape_.seq, HD)));
-  const std::int64_t gw = qw + 2 * kw;  // [dq | dk | dv]
-  Tensor grads({all, gw});
-  grads.fill(0.0f);
-  const ConstMatrixView wv = whole.matrix();
-  const MatrixView gv = grads.matrix();
-  flash_attention_backward(columns(gv, 0, qw), columns(gv, qw, kw), columns(gv, qw + kw, kw),
-                           scratch, columns(wv, 2 * qw, qw), columns(wv, 0, qw),
-                           columns(wv, 3 * qw, kw), columns(wv, 3 * qw + kw, kw),
-                           columns(wv, qw, qw), lse, a);
-  Tensor back({n * rows, gw}), got({n * rows, gw});
-  for (int i = 0; i < n; ++i) {
-    for (std::int64_t r = 0; r < rows; ++r) {
-      std::copy_n(&grads.matrix()(cp_global_row(shape_, n, i, r), 0), gw,
-                  &back.matrix()(i * rows + r, 0));
-    }
-  }
-  cp_.all_to_all(std::span<const float>(back.values()), got.values());
-  // From rank j: dQ of its query heads, and dK, dV of its key/value heads — summed where
-  // several ranks hold replicas of one key/value head.
-  for (int j = 0; j < n; ++j) {
-    const ConstMatrixView from = got.matrix().block(j * rows, 0, rows, gw);
-    const std::int64_t k0 = heads.kv_first(j, n, shape_.kv_heads) * HD;
-    add(columns(from, 0, qw), columns(dq, j * qw, qw));
-    add(columns(from, qw, kw), columns(dk, k0, kw));
-    add(columns(from, qw + kw, kw), columns(dv, k0, kw));
-  }
 }
 
 }  // namespace meshtp::parallel

@@ -29,18 +29,29 @@
 // same and cp accumulators of that size.
 //
 // Ulysses (CpComm::kA2a; Jacobs et al. 2023 "DeepSpeed Ulysses"): an all-to-all over cp turns
-// [local tokens, all heads] into [all tokens, NH/cp heads]; each rank runs ordinary causal
-// attention over the whole sequences for its heads, and a second all-to-all turns the output
-// back. Key/value heads split the same way, NKV/cp each; where NKV < cp (cp a multiple of
-// NKV) each rank receives the one key/value head its query heads read, replicated, and the
-// backward sums the replicas' gradients (Megatron-Core's rule for GQA under Ulysses). Traffic
-// per rank and layer: forward (cp−1)/cp of q, k, v and of out; backward the same again.
+// [local tokens, all heads] into [all cp ranks' tokens, NH/cp heads]; each rank attends its
+// heads over the whole sequences, and a second all-to-all turns the output back. Key/value
+// heads split the same way, NKV/cp each; where NKV < cp (cp a multiple of NKV) each rank
+// receives the one key/value head its query heads read, replicated, and the backward sums the
+// replicas' gradients (Megatron-Core's rule for GQA under Ulysses). Traffic per rank and
+// layer: forward (cp−1)/cp of q, k, v and of out; backward the same again (and out, dout).
+//
+// a2a+ring (CpComm::kA2aRing; Megatron-Core's hierarchical a2a+p2p): cp = u·r, u the a2a
+// degree (layout::cp_a2a_size: the largest u < cp dividing cp and NH), over consecutive cp
+// ranks, then a ring over the r groups.
+//
+// One path runs the three: an all-to-all over groups of u consecutive ranks (u = 1 for ring:
+// nothing moves; u = cp for Ulysses), after which a rank holds its heads' rows of its group's
+// 2·u chunks, then the ring over the r = cp/u ranks of its a2a index (r = 1 for Ulysses: one
+// step, every chunk pair), then the all-to-all back.
 //
 // Bad shapes are refused before any communication, from global sizes only, naming the values.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
+#include <vector>
 
 #include "comm/communicator.hpp"
 #include "layout/plan.hpp"
@@ -64,7 +75,8 @@ std::int64_t cp_local_rows(const ContextParallelShape& shape, int cp);
 class ContextParallelAttention {
  public:
   // Throws meshtp::Error naming the values unless s % (2·cp) == 0, NH % NKV == 0 and, for
-  // Ulysses, NH % cp == 0 and NKV % cp == 0 or cp % NKV == 0; a2a+ring is not run here.
+  // an a2a degree u > 1, NH % u == 0 and NKV % u == 0 or u % NKV == 0 (a2a+ring: u > 1).
+  // Collective over cp (it splits the a2a and ring groups).
   ContextParallelAttention(const ContextParallelShape& shape, layout::CpComm comm_kind,
                            comm::Communicator cp);
 
@@ -80,21 +92,23 @@ class ContextParallelAttention {
                 std::span<const float> lse);
 
  private:
+  // The chunk ids (of 2·cp) the ring peer at position p holds rows of, chunk-major.
+  using PeerChunks = std::function<std::vector<std::int64_t>(int p)>;
   void ring_forward(MatrixView out, std::span<float> lse, ConstMatrixView q, ConstMatrixView k,
-                    ConstMatrixView v);
+                    ConstMatrixView v, const std::vector<std::int64_t>& mine,
+                    const PeerChunks& peers);
   void ring_backward(MatrixView dq, MatrixView dk, MatrixView dv, ConstMatrixView dout,
                      ConstMatrixView q, ConstMatrixView k, ConstMatrixView v,
-                     ConstMatrixView out, std::span<const float> lse);
-  void ulysses_forward(MatrixView out, std::span<float> lse, ConstMatrixView q, ConstMatrixView k,
-                       ConstMatrixView v);
-  void ulysses_backward(MatrixView dq, MatrixView dk, MatrixView dv, ConstMatrixView dout,
-                        ConstMatrixView q, ConstMatrixView k, ConstMatrixView v,
-                        ConstMatrixView out, std::span<const float> lse);
+                     ConstMatrixView out, std::span<const float> lse,
+                     const std::vector<std::int64_t>& mine, const PeerChunks& peers);
 
   ContextParallelShape shape_;
   layout::CpComm kind_;
   comm::Communicator cp_;
-  std::int64_t chunk_ = 0;  // c
+  int u_ = 1, r_ = 1;              // a2a degree, ring degree: cp = u·r
+  comm::Communicator a2a_, ring_;  // u consecutive ranks; the r ranks of one a2a index
+  std::int64_t chunk_ = 0;         // c
+  std::int64_t heads_ = 0, kv_heads_ = 0;  // per rank after the all-to-all: NH/u, NKV/u or 1
 };
 
 }  // namespace meshtp::parallel

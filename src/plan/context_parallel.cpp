@@ -8,16 +8,6 @@
 
 namespace meshtp::plan {
 
-int cp_a2a_size(layout::CpComm comm, int cp, int heads_per_tp_rank) {
-  if (comm == layout::CpComm::kRing) return 1;
-  if (comm == layout::CpComm::kA2a) return cp;
-  int best = 1;
-  for (int u = 2; u < cp; ++u) {
-    if (cp % u == 0 && heads_per_tp_rank % u == 0) best = u;
-  }
-  return best;
-}
-
 std::optional<std::string> cp_invalid_reason(const ModelSpec& m, int tp, int cp,
                                              layout::CpComm comm) {
   if (cp < 1) return fmt::format("cp={} must be at least 1", cp);

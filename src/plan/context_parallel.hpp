@@ -41,8 +41,7 @@ struct CpPrice {
   double step_compute_s = 0, step_transfer_s = 0;  // ring: one forward step's, for reports
 };
 
-// The ranks' a2a degree of a2a+ring (1 for ring, cp for a2a).
-int cp_a2a_size(layout::CpComm comm, int cp, int heads_per_tp_rank);
+using layout::cp_a2a_size;  // (layout/plan.hpp: the runtime's layer uses it too)
 
 // Why (model, tp, cp, comm) cannot run, naming the numbers (nullopt when it can): seq %
 // (2·cp) for the ring's zigzag, heads/tp % cp for a2a, no a2a degree for a2a+ring.

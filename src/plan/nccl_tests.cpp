@@ -143,6 +143,7 @@ Columns parse_columns(const std::vector<std::string_view>& t, const std::string&
 struct RankLine {
   int line = 0;
   std::string host;
+  std::string gpu;  // what follows the PCI bus id ("[0x07] NVIDIA A100-SXM4-80GB"), or empty
 };
 
 // Everything read before the checks that need the whole log.
@@ -176,7 +177,20 @@ void read_rank_line(RawLog& log, const std::vector<std::string_view>& t, const s
   const int rank = static_cast<int>(*id);
   // The host goes into messages and the topology's JSON: UTF-8 text only, before any work.
   check_name(fmt::format("{}: host", where), *(on + 1));
-  const auto [it, inserted] = log.ranks.emplace(rank, RankLine{line, std::string(*(on + 1))});
+  // The GPU's name: the words after the "[0x07]" bus id (nccl-tests prints prop.name there).
+  std::string gpu;
+  const auto bus = std::find_if(on, t.end(), [](std::string_view w) {
+    return w.size() > 3 && w.substr(0, 3) == "[0x" && w.back() == ']';
+  });
+  if (bus != t.end()) {
+    for (auto w = bus + 1; w != t.end(); ++w) {
+      if (!gpu.empty()) gpu.push_back(' ');
+      gpu.append(w->data(), w->size());
+    }
+    check_name(fmt::format("{}: GPU name", where), gpu);
+  }
+  const auto [it, inserted] =
+      log.ranks.emplace(rank, RankLine{line, std::string(*(on + 1)), std::move(gpu)});
   MESHTP_CHECK(inserted,
                "{}: rank {} is listed twice (first on line {}): each process ran as a world of "
                "its own — was nccl-tests built with MPI=1?",
@@ -251,6 +265,11 @@ void check_log(NcclTestsLog& out, const RawLog& raw) {
     if (per_host[r.host]++ == 0) out.hosts.push_back(r.host);
   }
   out.ranks_per_host = per_host[out.hosts.front()];
+  for (const auto& [rank, r] : raw.ranks) {
+    if (!r.gpu.empty() && std::find(out.gpus.begin(), out.gpus.end(), r.gpu) == out.gpus.end()) {
+      out.gpus.push_back(r.gpu);
+    }
+  }
   for (const std::string& h : out.hosts) {
     MESHTP_CHECK(per_host[h] == out.ranks_per_host,
                  "'{}': host '{}' has {} ranks but '{}' has {}: every host must run as many", src,

@@ -72,7 +72,14 @@
 //
 // The fit: rows with size ≥ min_bytes, as a CollectiveSeries (P, stride 1, samples (size,
 // time)) into fit_calibration — the same least squares `meshtp calibrate` uses — or, for
-// sendrecv, fit_ring_line with one step (calibration_fit.hpp). Why a minimum size: NCCL
+// sendrecv, fit_ring_line with one step (calibration_fit.hpp). fit_calibration shares one
+// launch cost among the groups of a collective whose step counts differ; here only among
+// logs of the same host count (logs of one GPU per host, the inter-node group, apart from
+// those of several), each such class fitted alone: a launch over the network
+// (NCCL's proxy threads, the NICs) is not the launch inside a node, and one value fitted
+// across both once put 139 µs on NVLink groups that alone fit 0. So a 1-host and a 2-host log
+// each keep their own split (with one log per host count: T_launch 0, the intercept per ring
+// step), and their times are each exactly as fitted alone. Why a minimum size: NCCL
 // picks per message size among its protocols (LL, LL128, Simple), each a line of its own
 // latency and bandwidth (NCCL's tuning model prices them so); one line through all of them
 // fits none. On a log made of three such lines (A100-like: 14 µs and 45 GB/s busbw, 22 and
@@ -112,6 +119,9 @@ struct NcclTestsLog {
   int ranks = 0;                                           // P
   std::vector<std::string> hosts;  // distinct, in the order of their first rank
   int ranks_per_host = 0;          // G
+  // The GPU names the Rank lines give after the bus id ("NVIDIA A100-SXM4-80GB"), distinct, in
+  // rank order; empty when none does.
+  std::vector<std::string> gpus;
   std::string type;                // element type of the rows ("float")
   std::string redop;               // reduction op ("sum"; "none" or empty for gather/sendrecv)
   std::vector<NcclTestsRow> rows;  // size > 0, in log order
@@ -146,6 +156,7 @@ struct NcclTestsLogFit {
 
 struct NcclTestsFit {
   CalibrationFit calibration;         // the all_reduce / all_gather / reduce_scatter logs' groups
+  int host_counts = 0;  // classes of those logs by host count (each fitted alone, above)
   std::vector<NcclTestsLogFit> logs;  // one per log, input order (sendrecv included)
 };
 

@@ -43,17 +43,37 @@ NcclTestsFit fit_nccl_tests(std::span<const NcclTestsLog> logs, std::int64_t min
   MESHTP_CHECK(!logs.empty(), "no nccl-tests logs to fit");
   MESHTP_CHECK(min_bytes >= 1, "--min-bytes={} must be at least 1", min_bytes);
   std::map<std::tuple<int, CollectiveKind>, std::string> seen;
-  std::vector<CollectiveSeries> collectives;
+  // The launch cost is shared only among logs of one host count, one GPU per host apart
+  // (nccl_tests.hpp).
+  std::map<std::pair<std::size_t, bool>, std::vector<CollectiveSeries>> by_hosts;
   for (const NcclTestsLog& log : logs) {
     const auto [it, inserted] = seen.emplace(std::tuple{log.ranks, log.collective}, log.source);
     MESHTP_CHECK(inserted, "'{}' and '{}' both time {} on {} ranks: give one", it->second,
                  log.source, name(log.collective), log.ranks);
     if (log.collective != CollectiveKind::kSendRecv) {
-      collectives.push_back(series_of(log, min_bytes));
+      by_hosts[{log.hosts.size(), log.hosts.size() > 1 && log.ranks_per_host == 1}].push_back(
+          series_of(log, min_bytes));
     }
   }
   NcclTestsFit out;
-  if (!collectives.empty()) out.calibration = fit_calibration(collectives);
+  out.host_counts = static_cast<int>(by_hosts.size());
+  for (const auto& [hosts, collectives] : by_hosts) {
+    const CalibrationFit part = fit_calibration(collectives);
+    for (const GroupCalibration& g : part.groups) {
+      auto same = std::find_if(
+          out.calibration.groups.begin(), out.calibration.groups.end(),
+          [&](const GroupCalibration& x) { return x.size == g.size && x.stride == g.stride; });
+      if (same == out.calibration.groups.end()) {
+        out.calibration.groups.push_back(g);
+        continue;
+      }
+      for (const CollectiveKind c : kFitCollectives) {
+        if (fit_slot(g, c)) fit_slot(*same, c) = fit_slot(g, c);
+      }
+    }
+    out.calibration.quality.insert(out.calibration.quality.end(), part.quality.begin(),
+                                   part.quality.end());
+  }
   for (const NcclTestsLog& log : logs) {
     NcclTestsLogFit l{.source = log.source,
                       .collective = log.collective,

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <nlohmann/json.hpp>
 #include <regex>
 
 #include "core/error.hpp"
@@ -28,6 +29,8 @@ std::string trim(std::string_view s) {
 StepLog parse_megatron_log(std::string_view text, const std::string& source) {
   StepLog log;
   log.source = source;
+  log.format = "Megatron-LM";
+  log.runtime = layout::Runtime::kMegatron;
   std::map<std::string, std::string> args;
   bool in_args = false, saw_args = false;
   const std::regex arg_line(R"(^\s*([A-Za-z_][A-Za-z0-9_]*)\s+\.{2,}\s+(.*)$)");
@@ -139,6 +142,94 @@ StepLog parse_megatron_log(std::string_view text, const std::string& source) {
   if (steady.size() > 1) steady.erase(steady.begin());
   log.step_s = median(steady) * 1e-3;
   return log;
+}
+
+StepLog parse_meshtp_metrics(std::string_view text, const std::string& source) {
+  StepLog log;
+  log.source = source;
+  log.format = "meshtp --metrics";
+  log.runtime = layout::Runtime::kMeshtp;
+  std::optional<nlohmann::json> run;
+  std::size_t run_line = 0, line_no = 0;
+  for (std::size_t pos = 0; pos < text.size();) {
+    const std::size_t end = std::min(text.find('\n', pos), text.size());
+    const std::string line = trim(text.substr(pos, end - pos));
+    const bool terminated = end < text.size();
+    pos = end + 1;
+    ++line_no;
+    if (line.empty()) continue;
+    const nlohmann::json row = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    MESHTP_CHECK(row.is_object(), "{}:{}: not a JSON object{}", source, line_no,
+                 terminated ? "" : " (the last line is cut short: a truncated file?)");
+    MESHTP_CHECK(row.contains("step") && row["step"].is_number_integer(),
+                 "{}:{}: no integer \"step\": not a line of meshtp train --metrics", source,
+                 line_no);
+    if (row.contains("run")) {
+      const nlohmann::json& r = row["run"];
+      MESHTP_CHECK(r.is_object() && r.contains("format") && r["format"] == "meshtp-metrics",
+                   "{}:{}: \"run\" is not a meshtp-metrics record (its format: {})", source,
+                   line_no, r.is_object() && r.contains("format") ? r["format"].dump() : "none");
+      MESHTP_CHECK(r.contains("version") && r["version"] == 1,
+                   "{}:{}: metrics version {} is not the one this meshtp reads (1)", source,
+                   line_no, r.contains("version") ? r["version"].dump() : "none");
+      if (!run) {
+        run = r;
+        run_line = line_no;
+      } else {
+        MESHTP_CHECK(*run == r,
+                     "{}:{}: this run's model or layout differs from line {}'s: one file, one "
+                     "layout",
+                     source, line_no, run_line);
+      }
+    }
+    const double s =
+        row.contains("step_s") && row["step_s"].is_number() ? row["step_s"].get<double>() : 0;
+    MESHTP_CHECK(std::isfinite(s) && s > 0, "{}:{}: step {} has no positive \"step_s\"", source,
+                 line_no, row["step"].dump());
+    log.iteration_ms.push_back(s * 1e3);
+  }
+  MESHTP_CHECK(!log.iteration_ms.empty(), "{}: no step line: the run logged no step", source);
+  MESHTP_CHECK(run.has_value(),
+               "{}: no line carries the run's model and layout (\"run\", written by meshtp train "
+               "--metrics since metrics version 1): rerun train with this meshtp",
+               source);
+  const std::string where = fmt::format("{}:{} run", source, run_line);
+  try {
+    const nlohmann::json& r = *run;
+    for (const char* key : {"model", "plan", "ranks", "precision"}) {
+      MESHTP_CHECK(r.contains(key), "{}: no \"{}\"", where, key);
+    }
+    ModelSpec& model = log.model;
+    static_cast<layout::ModelShape&>(model) = layout::read_shape(r["model"], where);
+    model.name = "meshtp-metrics";
+    MESHTP_CHECK(r["precision"].is_string(), "{}: precision {} is not a name", where,
+                 r["precision"].dump());
+    model.precision = parse_precision(r["precision"].get<std::string>(), where + " precision");
+    log.plan = layout::plan_from_json(r["plan"], where);
+    model.recompute = log.plan.recompute;
+    model.attention = log.plan.attention;
+    MESHTP_CHECK(r["ranks"].is_number_integer() && r["ranks"].get<std::int64_t>() >= 1 &&
+                     r["ranks"].get<std::int64_t>() <= (1 << 24),
+                 "{}: ranks {} is not a positive integer", where, r["ranks"].dump());
+    log.world_size = r["ranks"].get<int>();
+    log.plan.check_ranks(log.world_size, where);
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: {}", where, e.what());
+  }
+  std::vector<double> steady = log.iteration_ms;
+  if (steady.size() > 1) steady.erase(steady.begin());
+  log.step_s = median(steady) * 1e-3;
+  return log;
+}
+
+StepLog parse_step_log(std::string_view text, const std::string& source) {
+  const auto first = text.find_first_not_of(" \t\r\n");
+  MESHTP_CHECK(first != std::string_view::npos, "{}: the file is empty: no step was logged",
+               source);
+  if (first != std::string_view::npos && text[first] == '{') {
+    return parse_meshtp_metrics(text, source);
+  }
+  return parse_megatron_log(text, source);
 }
 
 namespace {

@@ -13,6 +13,14 @@
 // median of the logged iterations, the first dropped when there are more (it holds the
 // warm-up).
 //
+// meshtp's own `train --metrics FILE` (train/metrics_log.hpp): JSON lines, one per step, the
+// first line of each run carrying "run" (format "meshtp-metrics", version 1: the model's
+// shape, the plan, the ranks, the precision). The step time is the median of the lines'
+// "step_s", the first dropped when there are more; the runtime is meshtp's. Refused, naming
+// the file and line: a line that is not a JSON object (a truncated file), a step line without
+// a positive "step_s", no step line, no "run" (a file from before version 1), another format
+// or version, and runs of one file that disagree (a resumed run with another layout).
+//
 // The fit: one constant with a sourced range in the topology (plan/bands.hpp), the value at
 // which plan --3d --evaluate --runtime megatron prices the logged layout at the measured
 // step, by bisection over [low/8, 8·high] (the price is monotone in a rate); where even those
@@ -33,8 +41,10 @@ namespace meshtp::plan {
 
 struct StepLog {
   std::string source;
+  std::string format;  // "Megatron-LM" or "meshtp --metrics"
+  layout::Runtime runtime = layout::Runtime::kMegatron;  // what ran the step
   ModelSpec model;      // batch: the global batch
-  layout::Plan plan;    // Megatron-LM's layout (runtime megatron)
+  layout::Plan plan;    // the run's layout
   int world_size = 0;
   std::vector<double> iteration_ms;  // every logged iteration time, in order
   double step_s = 0;                 // the median, the first dropped when there are more
@@ -42,6 +52,9 @@ struct StepLog {
 
 // Throws naming `source` and what is missing or malformed.
 StepLog parse_megatron_log(std::string_view text, const std::string& source);
+StepLog parse_meshtp_metrics(std::string_view text, const std::string& source);
+// Either, by its first non-blank character: '{' is meshtp's metrics, anything else Megatron-LM.
+StepLog parse_step_log(std::string_view text, const std::string& source);
 
 struct ConstantFit {
   ConstantRange range;     // the constant and its sourced range

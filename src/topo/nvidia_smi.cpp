@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -145,12 +146,84 @@ const char* name(SmiLink link) {
   return "?";
 }
 
+namespace {
+
+// The datasheet rows: dense fp16/bf16 tensor-core TFLOP/s (the datasheets print twice this
+// "with sparsity" for A100 and later), memory bandwidth GB/s, SMs, memory GB.
+struct DatasheetRow {
+  std::string_view model, variant;
+  bool (*matches)(std::string_view upper_name);
+  double peak_tflops, memory_gbps;
+  int units;
+  double memory_gib;  // where the name gives none
+  std::string_view datasheet;
+};
+
+bool has(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
+
+constexpr std::string_view kV100 =
+    "NVIDIA Tesla V100 GPU datasheet (2020): SXM2 125 TFLOPS tensor, PCIe 112, 900 GB/s HBM2; "
+    "80 SMs (NVIDIA Tesla V100 GPU Architecture whitepaper, 2017)";
+constexpr std::string_view kA100 =
+    "NVIDIA A100 Tensor Core GPU datasheet (2021): 312 TFLOPS bf16/fp16 dense (624 with "
+    "sparsity); HBM2e 2039 GB/s (80GB SXM), 1935 GB/s (80GB PCIe), 1555 GB/s (40GB); 108 SMs "
+    "(NVIDIA A100 Tensor Core GPU Architecture whitepaper, 2020)";
+constexpr std::string_view kH100 =
+    "NVIDIA H100 Tensor Core GPU datasheet (2023): SXM 1979 TFLOPS bf16 with sparsity (989.4 "
+    "dense), 3.35 TB/s, PCIe 1513 (756.5 dense), 2 TB/s; 132 / 114 SMs (NVIDIA H100 Tensor Core "
+    "GPU Architecture whitepaper, 2022)";
+constexpr std::string_view kH200 =
+    "NVIDIA H200 Tensor Core GPU datasheet (2024): SXM 1979 TFLOPS bf16 with sparsity (989.4 "
+    "dense), 141 GB HBM3e at 4.8 TB/s; 132 SMs (the H100 SXM's die)";
+constexpr std::string_view kB200 =
+    "NVIDIA HGX B200 datasheet (2024): 36 PFLOPS fp16/bf16 with sparsity per 8 GPUs (2250 dense "
+    "each), 64 TB/s HBM3e per 8 GPUs (8000 each), 1.44 TB per 8 GPUs (180 GB each); SMs not "
+    "given";
+
+const DatasheetRow kDatasheets[] = {
+    {"V100", "V100-PCIE", [](std::string_view n) { return has(n, "PCIE"); }, 112, 900, 80, 16,
+     kV100},
+    {"V100", "V100-SXM2", [](std::string_view) { return true; }, 125, 900, 80, 16, kV100},
+    {"A100", "A100-PCIE-80GB", [](std::string_view n) { return has(n, "PCIE") && has(n, "80"); },
+     312, 1935, 108, 80, kA100},
+    {"A100", "A100-40GB", [](std::string_view n) { return has(n, "40"); }, 312, 1555, 108, 40,
+     kA100},
+    {"A100", "A100-SXM4-80GB", [](std::string_view) { return true; }, 312, 2039, 108, 80, kA100},
+    {"H100", "H100 NVL", [](std::string_view n) { return has(n, "NVL"); }, 0, 0, 0, 0, kH100},
+    {"H100", "H100 PCIe", [](std::string_view n) { return has(n, "PCIE"); }, 756.5, 2000, 114, 80,
+     kH100},
+    {"H100", "H100 SXM5 80GB", [](std::string_view) { return true; }, 989.4, 3350, 132, 80,
+     kH100},
+    {"H200", "H200 SXM", [](std::string_view) { return true; }, 989.4, 4800, 132, 141, kH200},
+    {"B200", "B200", [](std::string_view) { return true; }, 2250, 8000, 0, 180, kB200},
+};
+
+void fill_datasheet(SmiGpu& g, std::string_view name) {
+  std::string upper(name);
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  for (const DatasheetRow& row : kDatasheets) {
+    if (row.model != g.model || !row.matches(upper)) continue;
+    if (row.peak_tflops <= 0) return;  // a form factor without a row: no datasheet values
+    g.peak_tflops = row.peak_tflops;
+    g.memory_gbps = row.memory_gbps;
+    g.units = row.units;
+    g.variant = std::string(row.variant);
+    g.datasheet = std::string(row.datasheet);
+    if (g.memory_gib <= 0) g.memory_gib = row.memory_gib;
+    return;
+  }
+}
+
+}  // namespace
+
 std::optional<SmiGpu> gpu_named(std::string_view name) {
   static const std::pair<std::string_view, int> kLinks[] = {
       {"V100", 6}, {"A100", 12}, {"H100", 18}, {"H200", 18}, {"B200", 18}};
   for (const auto& [model, links] : kLinks) {
     if (name.find(model) == std::string_view::npos) continue;
-    SmiGpu g{.model = std::string(model), .nvlinks = links};
+    SmiGpu g;
+    g.model = std::string(model);
+    g.nvlinks = links;
     // "80GB", "80 GB", "-80GB": the digits before the first "GB".
     const std::size_t gb = name.find("GB");
     if (gb != std::string_view::npos) {
@@ -165,9 +238,20 @@ std::optional<SmiGpu> gpu_named(std::string_view name) {
         g.memory_gib = gib;
       }
     }
+    fill_datasheet(g, name);
     return g;
   }
   return std::nullopt;
+}
+
+std::optional<DatasheetDevice> device_from_datasheet(const SmiGpu& gpu) {
+  if (gpu.peak_tflops <= 0 || gpu.memory_gib <= 0) return std::nullopt;
+  return DatasheetDevice{.memory_gib = gpu.memory_gib,
+                         .tflops = std::round(kDatasheetShare * gpu.peak_tflops * 10) / 10,
+                         .elementwise_gbps = std::round(kDatasheetShare * gpu.memory_gbps),
+                         .peak_tflops = gpu.peak_tflops,
+                         .memory_gbps = gpu.memory_gbps,
+                         .units = gpu.units};
 }
 
 SmiMatrix parse_nvidia_smi_topo(std::string_view text, const std::string& source) {

@@ -95,12 +95,35 @@ struct SmiMatrix {
 // What a GPU's name says: its NVLink count and memory (from "40GB" / "80GB" / "141GB" in the
 // name), for the models whose NVLink count the vendors' whitepapers give (docs/references.md:
 // V100 6, A100 12, H100 and H200 18, B200 18). nullopt for others.
+//
+// And its datasheet: the dense fp16/bf16 tensor-core peak (no sparsity), the memory
+// bandwidth and the SM count, each row naming the datasheet it is from (`datasheet`); the
+// memory the datasheet gives where the name gives none. peak_tflops 0 where the name matches
+// no row (an "H100 NVL", a "V100" of unknown form factor is taken as SXM2: the name says
+// "SXM2" or "PCIE"). What meshtp makes of them (device_from_datasheet): the flat rate and the
+// elementwise rate at kDatasheetShare of the peak and the bandwidth, the presets' convention.
 struct SmiGpu {
   std::string model;  // "A100"
   int nvlinks = 0;
-  double memory_gib = 0;  // 0 when the name gives none
+  double memory_gib = 0;  // 0 when neither the name nor the datasheet gives one
+  double peak_tflops = 0;  // dense fp16/bf16 tensor-core peak; 0: no datasheet row
+  double memory_gbps = 0;  // 0: no datasheet row
+  int units = 0;           // SMs; 0: not given
+  std::string variant;     // "A100-SXM4-80GB", the datasheet row's name
+  std::string datasheet;   // where peak, bandwidth and SMs come from
 };
 std::optional<SmiGpu> gpu_named(std::string_view name);
+
+// The presets' share of the datasheet peak and bandwidth: dgx-a100 tflops 250 of 312 and
+// elementwise 1600 of 2039 GB/s, dgx-h100 800 of 989.4 and 2680 of 3350 (their descriptions).
+inline constexpr double kDatasheetShare = 0.8;
+struct DatasheetDevice {
+  double memory_gib = 0, tflops = 0, elementwise_gbps = 0;
+  double peak_tflops = 0, memory_gbps = 0;
+  int units = 0;
+};
+// nullopt unless `gpu` has a datasheet row.
+std::optional<DatasheetDevice> device_from_datasheet(const SmiGpu& gpu);
 
 SmiMatrix parse_nvidia_smi_topo(std::string_view text, const std::string& source);
 

@@ -30,8 +30,18 @@ std::string lines_up_to(const std::string& text, std::int64_t last) {
 
 }  // namespace
 
-MetricsLog::MetricsLog(std::string path, std::optional<std::int64_t> resumed_step)
-    : path_(std::move(path)) {
+nlohmann::json metrics_run_record(const layout::ModelShape& shape, const layout::Plan& plan,
+                                  int ranks, Precision precision, const std::string& loop) {
+  nlohmann::json model = nlohmann::json::object();
+  layout::write_shape(model, shape);
+  return {{"format", kMetricsFormat}, {"version", kMetricsVersion}, {"model", std::move(model)},
+          {"plan", layout::to_json(plan)}, {"ranks", ranks}, {"precision", name(precision)},
+          {"loop", loop}};
+}
+
+MetricsLog::MetricsLog(std::string path, std::optional<std::int64_t> resumed_step,
+                       nlohmann::json run)
+    : path_(std::move(path)), run_(std::move(run)) {
   // Appended to in place, not replaced, but written over with the same care: only a regular
   // file (not /dev/full or a FIFO, which would hang the run), not a read-only one; a
   // symlink's target. Truncating in place keeps the file's mode.
@@ -75,7 +85,9 @@ void MetricsLog::append(const StepReport& report) {
                       {"tokens_per_s", report.tokens_per_s},
                       {"tflops_per_rank", report.tflops_per_rank}};
   if (report.validation_loss) line["val_loss"] = *report.validation_loss;
+  if (!run_.is_null()) line["run"] = run_;
   append(line.dump(), report.step);
+  run_ = nullptr;
 }
 
 }  // namespace meshtp::train

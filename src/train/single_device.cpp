@@ -100,7 +100,11 @@ TrainSummary train_on_device(device::Backend& backend, const TrainConfig& config
                shape.vocab, ByteCorpus::kVocab);
   // Before the model's set-up (seconds for a large one): a bad --metrics path fails first.
   std::optional<MetricsLog> metrics;
-  if (!config.metrics_path.empty()) metrics.emplace(config.metrics_path, std::nullopt);
+  if (!config.metrics_path.empty()) {
+    metrics.emplace(config.metrics_path, std::nullopt,
+                    metrics_run_record(shape, layout::Plan{}, 1, config.precision,
+                                       "single-device"));
+  }
   TrainSummary summary;
   device::SingleDeviceGpt gpt = [&] {
     const device::GptWeights init = gpt2_init(shape, config.seed);

@@ -128,7 +128,9 @@ TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
   if (!config.metrics_path.empty()) {
     on_rank0(world, [&] {
       metrics.emplace(config.metrics_path,
-                      config.resume ? std::optional<std::int64_t>(summary.first_step) : std::nullopt);
+                      config.resume ? std::optional<std::int64_t>(summary.first_step) : std::nullopt,
+                      metrics_run_record(config.model.shape, config.model.layout, world.size(),
+                                         config.precision, "mesh"));
     });
   }
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.hpp"
+#include "plan/bands.hpp"
 #include "plan/presets.hpp"
 
 namespace meshtp::bench {
@@ -53,8 +54,13 @@ plan::CalibrationFit two_groups() {
 
 TEST(CalibratedTopology, WithoutBaseTheSlowestLinkAndLargestLatencies) {
   const plan::Topology t =
-      calibrated_topology({.base = std::nullopt, .name = "here", .source = "test"}, two_groups(),
-                          0.0123456, 5.55555, 7.96, 2);
+      calibrated_topology({.base = std::nullopt,
+                           .name = "here",
+                           .source = "test",
+                           .gemm_sweeps = std::array<double, 2>{0.011, 0.0126},
+                           .elementwise_sweeps = std::array<double, 2>{5.6, 5.9},
+                           .repeats = 3},
+                          two_groups(), 0.0123456, 5.55555, 7.96, 2);
   EXPECT_EQ(t.name, "here");
   ASSERT_EQ(t.levels.size(), 1u);
   EXPECT_EQ(t.levels[0].members, 2);
@@ -67,11 +73,24 @@ TEST(CalibratedTopology, WithoutBaseTheSlowestLinkAndLargestLatencies) {
   EXPECT_DOUBLE_EQ(t.calibration.groups[0].all_reduce->t_launch_us, 1.235);
   EXPECT_DOUBLE_EQ(t.calibration.groups[0].all_reduce->bw_gbps, 10.04);
   EXPECT_EQ(t.calibration.source, "test");
+  // The sweeps' extremes are the measured rates' sourced ranges, spanning the value too (the
+  // median elementwise rate 5.556 lies below the slowest sweep's 5.6 here), so that the file
+  // passes check_ranges and a step can be fitted to it (calibrate --from-step-log).
+  ASSERT_EQ(t.ranges.size(), 2u);
+  EXPECT_EQ(t.ranges[0].constant, "/calibration/gemm_tflops");
+  EXPECT_DOUBLE_EQ(t.ranges[0].low, 0.011);
+  EXPECT_DOUBLE_EQ(t.ranges[0].high, 0.0126);
+  EXPECT_EQ(t.ranges[1].constant, "/calibration/elementwise_gbps");
+  EXPECT_DOUBLE_EQ(t.ranges[1].low, 5.556);
+  EXPECT_DOUBLE_EQ(t.ranges[1].high, 5.9);
+  EXPECT_NE(t.ranges[1].source.find("3 sweep(s)"), std::string::npos);
+  EXPECT_NO_THROW(plan::check_ranges(t.ranges, plan::to_json(t), "calibrated"));
 }
 
 TEST(CalibratedTopology, WithBaseOnlyTheCalibrationIsReplaced) {
   const plan::Topology base = plan::load_topology("nvlink-network-2");
-  const plan::Topology t = calibrated_topology({.base = base, .name = "", .source = "test"},
+  const plan::Topology t = calibrated_topology({.base = base, .name = "", .source = "test", .gemm_sweeps = {},
+                                                .elementwise_sweeps = {}, .repeats = 0},
                                                two_groups(), 0.01, 5.0, 7.96, 2);
   EXPECT_EQ(t.name, base.name + "-calibrated");
   EXPECT_EQ(t.levels.size(), base.levels.size());

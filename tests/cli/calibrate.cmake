@@ -123,3 +123,70 @@ meshtp_failure_test(cli_calibrate_step_log_no_base
                     REGEX "error: --from-step-log needs --base TOPOLOGY"
                     COMMAND ${MESHTP_BIN} calibrate --from-step-log ${MESHTP_STEP_LOGS}/megatron-22b-synthetic.log
                             --out ${MESHTP_CAL_DIR}/x.json)
+
+# calibrate --from-step-log on meshtp's own --metrics (a 2-rank train --model tiny) with this
+# machine's calibration (the file of cli_calibrate_np2, whose ranges are its sweeps) as the
+# base; the bad metrics files each refused in one line, writing nothing.
+add_test(NAME cli_calibrate_step_log_meshtp_metrics
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/calibrate_from_metrics.sh ${MESHTP_CAL_DIR}/metrics
+                 ${MESHTP_BIN} ${MESHTP_CAL_FILE} ${MESHTP_MPIEXEC})
+set_tests_properties(cli_calibrate_step_log_meshtp_metrics PROPERTIES
+  ENVIRONMENT "${MESHTP_MPI_ENV}" TIMEOUT 180 PROCESSORS 2 FIXTURES_REQUIRED calibrated_np2
+  LABELS cli PASS_REGULAR_EXPRESSION "ok: calibrate --from-step-log fitted meshtp's metrics")
+# Logs of different host counts (the real corpus: a 2-GPU one-host log and a 2 × 8 H100 log):
+# each host count's launch cost fitted alone, not one shared (issue 48: 12.86 µs imposed).
+set(MESHTP_REAL_DATA ${PROJECT_SOURCE_DIR}/tests/data/real)
+add_test(NAME cli_calibrate_nccl_tests_host_counts
+         COMMAND ${MESHTP_BIN} calibrate --from-nccl-tests
+                 ${MESHTP_REAL_DATA}/all_reduce_perf_nccl_version.log
+                 ${MESHTP_REAL_DATA}/all_reduce_perf_h100_2x8.log --base ib-2x8xa100
+                 --out ${MESHTP_CAL_DIR}/host-counts.json)
+set_tests_properties(cli_calibrate_nccl_tests_host_counts PROPERTIES ENVIRONMENT "${MESHTP_MPI_ENV}"
+  TIMEOUT 60 LABELS cli
+  PASS_REGULAR_EXPRESSION "the logs span 2 host counts: each host count's launch cost is fitted alone.*group \\(2, stride 1\\): T_launch 0 us, L_sync 10 us.*group \\(16, stride 1\\): T_launch 0 us, L_sync 3.999 us")
+# The device from the GPU the log names: an H100 log on an A100 base takes the H100 datasheet's
+# device; an A100 log on an A100 preset keeps the base's; the flags override; a GPU without a
+# datasheet row keeps the base's and says so.
+add_test(NAME cli_calibrate_nccl_tests_gpu_device
+         COMMAND ${MESHTP_BIN} calibrate --from-nccl-tests
+                 ${MESHTP_REAL_DATA}/all_reduce_perf_h100_2x8.log --base ib-2x8xa100
+                 --out ${MESHTP_CAL_DIR}/h100-device.json)
+set_tests_properties(cli_calibrate_nccl_tests_gpu_device PROPERTIES ENVIRONMENT "${MESHTP_MPI_ENV}"
+  TIMEOUT 60 LABELS cli
+  PASS_REGULAR_EXPRESSION "device: the logs' GPU 'NVIDIA H100 80GB HBM3': the H100 SXM5 80GB datasheet's 80 GiB, 791.5 TFLOP/s \\(0.8 of its 989.4 peak\\) and elementwise 2680 GB/s \\(0.8 of its 3350 GB/s\\), not the base's 80 GiB, 250 TFLOP/s \\(NVIDIA H100 Tensor Core GPU datasheet")
+add_test(NAME cli_calibrate_nccl_tests_gpu_device_flags
+         COMMAND ${MESHTP_BIN} calibrate --from-nccl-tests
+                 ${MESHTP_REAL_DATA}/all_reduce_perf_h100_2x8.log --base ib-2x8xa100
+                 --memory-gib 94 --tflops 700 --out ${MESHTP_CAL_DIR}/h100-flags.json)
+set_tests_properties(cli_calibrate_nccl_tests_gpu_device_flags PROPERTIES ENVIRONMENT "${MESHTP_MPI_ENV}"
+  TIMEOUT 60 LABELS cli
+  PASS_REGULAR_EXPRESSION "; memory 94 GiB \\(--memory-gib\\); a flat 700 TFLOP/s \\(--tflops\\)")
+add_test(NAME cli_calibrate_nccl_tests_gpu_device_matches
+         COMMAND ${MESHTP_BIN} calibrate --from-nccl-tests ${MESHTP_NCCL_DATA}/all_reduce_perf.log
+                 --base nvswitch-8xa100 --out ${MESHTP_CAL_DIR}/a100-device.json)
+set_tests_properties(cli_calibrate_nccl_tests_gpu_device_matches PROPERTIES ENVIRONMENT "${MESHTP_MPI_ENV}"
+  TIMEOUT 60 LABELS cli
+  PASS_REGULAR_EXPRESSION "device: the base's, which matches the logs' GPU 'NVIDIA A100-SXM4-80GB' \\(A100-SXM4-80GB\\)")
+add_test(NAME cli_calibrate_nccl_tests_gpu_device_unknown
+         COMMAND ${MESHTP_BIN} calibrate --from-nccl-tests
+                 ${MESHTP_REAL_DATA}/all_reduce_perf_nccl_version.log --base pcie-8xa100
+                 --out ${MESHTP_CAL_DIR}/rtx-device.json)
+set_tests_properties(cli_calibrate_nccl_tests_gpu_device_unknown PROPERTIES ENVIRONMENT "${MESHTP_MPI_ENV}"
+  TIMEOUT 60 LABELS cli
+  PASS_REGULAR_EXPRESSION "device: the base's: the logs' GPU 'NVIDIA GeForce RTX 4090' has no datasheet row here")
+meshtp_failure_test(cli_calibrate_nccl_tests_bad_tflops
+                    REGEX "error: --tflops=-1 must be positive"
+                    COMMAND ${MESHTP_BIN} calibrate --from-nccl-tests
+                            ${MESHTP_REAL_DATA}/all_reduce_perf_h100_2x8.log --base ib-2x8xa100
+                            --tflops -1 --out ${MESHTP_CAL_DIR}/x.json)
+meshtp_failure_test(cli_calibrate_tflops_alone
+                    REGEX "error: --tflops needs --from-nccl-tests"
+                    NP 2 COMMAND ${MESHTP_BIN} calibrate --tflops 3 --out ${MESHTP_CAL_DIR}/x.json)
+# A base with a GeMM model (dgx-h100-1x8) and A100 logs: the model's peak, bandwidth and SMs
+# become the A100's too, not only the flat rate.
+add_test(NAME cli_calibrate_nccl_tests_gpu_device_gemm
+         COMMAND ${MESHTP_BIN} calibrate --from-nccl-tests ${MESHTP_NCCL_DATA}/all_reduce_perf.log
+                 --base dgx-h100-1x8 --out ${MESHTP_CAL_DIR}/a100-on-h100.json --json)
+set_tests_properties(cli_calibrate_nccl_tests_gpu_device_gemm PROPERTIES
+  ENVIRONMENT "${MESHTP_MPI_ENV}" TIMEOUT 60 LABELS cli
+  PASS_REGULAR_EXPRESSION "\"device\":\\{\"elementwise_gbps\":1631.0,\"gemm\":\\{\"efficiency\":0.835,\"kernel_us\":10.0,\"memory_gbps\":2039.0,\"peak_tflops\":312.0,\"split_k_min\":256,\"tile\":\\[128,256\\],\"units\":108\\},\"memory_gib\":80.0,\"tflops\":249.6\\}")

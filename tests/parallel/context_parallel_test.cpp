@@ -27,7 +27,7 @@ struct Case {
 };
 
 std::string describe(const Case& c, int cp) {
-  return std::string(c.kind == layout::CpComm::kRing ? "ring" : "a2a") + " cp " +
+  return std::string(layout::name(c.kind)) + " cp " +
          std::to_string(cp) + " heads " + std::to_string(c.heads) + " kv " +
          std::to_string(c.kv_heads);
 }
@@ -128,6 +128,12 @@ TEST(ContextParallel, EqualsSerialOnEveryCp) {
       check(world, cp, {layout::CpComm::kA2a, 8, std::max(1, cp / 2)});
       check(world, cp, {layout::CpComm::kA2a, 8, 1});
     }
+    // a2a+ring: u = 2 (cp 4) or 4 (cp 8) consecutive ranks' all-to-all, then a ring of 2.
+    if (cp >= 4) {
+      check(world, cp, {layout::CpComm::kA2aRing, 8, 8});
+      check(world, cp, {layout::CpComm::kA2aRing, 8, 2});
+      check(world, cp, {layout::CpComm::kA2aRing, 8, 1});
+    }
   }
 }
 
@@ -192,8 +198,8 @@ TEST(ContextParallel, RefusesBadShapesNamingTheValues) {
             "context parallelism: seq=7 is not divisible by 2·cp=2 (the zigzag's chunks)");
   EXPECT_EQ(message({.seq = 8, .heads = 3, .kv_heads = 2}, layout::CpComm::kRing),
             "heads=3 is not divisible by kv_heads=2");
-  EXPECT_NE(message({.seq = 8}, layout::CpComm::kA2aRing).find("cp_comm=a2a+ring"),
-            std::string::npos);
+  EXPECT_EQ(message({.seq = 8}, layout::CpComm::kA2aRing),
+            "cp_comm=a2a+ring with cp=1: no a2a degree 1 < u < 1 divides both cp and heads=1");
   if (world.size() >= 2) {
     const comm::Communicator two = world.split(world.rank() / 2, world.rank() % 2, "cp");
     try {

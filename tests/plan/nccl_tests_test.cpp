@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -392,6 +393,42 @@ TEST(NcclTests, FitErrorsNameTheLog) {
               fit_nccl_tests(one, std::int64_t{8} << 30);
             }).find("'all_reduce_perf.log': 1 distinct size(s) of at least 8589934592 bytes"),
             std::string::npos);
+}
+
+// Issue 48: one launch time was fitted across logs of different host counts. On the real
+// corpus (tests/data/real): a 2-GPU log on one host and a 2 × 8 H100 log, each fitted alone
+// and both together, give the same fits: no launch cost crosses from one host count to the
+// other (together they once shared 12.86 µs, where each alone fits 0).
+TEST(NcclTests, LogsOfDifferentHostCountsShareNoLaunchCost) {
+  const auto real = [](const std::string& name) {
+    return parse_nccl_tests(
+        read_file(std::string(MESHTP_SOURCE_DIR) + "/tests/data/real/" + name), name);
+  };
+  const NcclTestsLog one_host = real("all_reduce_perf_nccl_version.log");
+  const NcclTestsLog two_hosts = real("all_reduce_perf_h100_2x8.log");
+  // The GPU the Rank lines name (calibrate takes the device from it: docs/calibration.md).
+  EXPECT_EQ(one_host.gpus, std::vector<std::string>{"NVIDIA GeForce RTX 4090"});
+  EXPECT_EQ(two_hosts.gpus, std::vector<std::string>{"NVIDIA H100 80GB HBM3"});
+  ASSERT_EQ(one_host.hosts.size(), 1u);
+  ASSERT_EQ(two_hosts.hosts.size(), 2u);
+  const std::vector<NcclTestsLog> both{one_host, two_hosts};
+  const NcclTestsFit together = fit_nccl_tests(both, kNcclTestsMinBytes);
+  EXPECT_EQ(together.host_counts, 2);
+  for (const NcclTestsLog& log : both) {
+    const std::vector<NcclTestsLog> alone_logs{log};
+    const NcclTestsFit alone = fit_nccl_tests(alone_logs, kNcclTestsMinBytes);
+    const auto& a = alone.logs.front().fit;
+    const NcclTestsLogFit& t = *std::find_if(together.logs.begin(), together.logs.end(),
+                                             [&](const auto& l) { return l.source == log.source; });
+    EXPECT_EQ(t.fit.t_launch_us, a.t_launch_us) << log.source;
+    EXPECT_EQ(t.fit.t_launch_us, 0) << log.source;
+    EXPECT_DOUBLE_EQ(t.fit.l_sync_us, a.l_sync_us) << log.source;
+    EXPECT_DOUBLE_EQ(t.fit.bw_gbps, a.bw_gbps) << log.source;
+  }
+  // Logs of one host count still share theirs (the split fit_calibration identifies from
+  // their different step counts): two one-host logs of 2 and 8 ranks.
+  const std::vector<NcclTestsLog> one_host_two{one_host, load("all_reduce_perf.log")};
+  EXPECT_EQ(fit_nccl_tests(one_host_two, kNcclTestsMinBytes).host_counts, 1);
 }
 
 }  // namespace

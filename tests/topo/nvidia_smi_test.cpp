@@ -170,5 +170,35 @@ TEST(NvidiaSmi, LevelsNeedConsecutiveBlocks) {
             std::string::npos);
 }
 
+// Device defaults from the GPU's name: each datasheet row's dense peak, bandwidth and SMs, and
+// the presets' 0.8 share of them; the names the real corpus (tests/data/real) holds.
+TEST(NvidiaSmi, TheGpuNameGivesItsDatasheet) {
+  const auto h100 = gpu_named("NVIDIA H100 80GB HBM3");  // vllm_collect_env_h100.txt, the logs
+  ASSERT_TRUE(h100.has_value());
+  EXPECT_EQ(h100->peak_tflops, 989.4);
+  EXPECT_EQ(h100->memory_gbps, 3350);
+  EXPECT_EQ(h100->units, 132);
+  EXPECT_NE(h100->datasheet.find("H100 Tensor Core GPU datasheet"), std::string::npos);
+  const auto d = device_from_datasheet(*h100);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->memory_gib, 80);
+  EXPECT_DOUBLE_EQ(d->tflops, 791.5);  // 0.8 × 989.4, to 0.1
+  EXPECT_EQ(d->elementwise_gbps, 2680);
+  // The A100 forms: the preset's device (250 TFLOP/s, 2039 GB/s) for the SXM4-80GB.
+  EXPECT_DOUBLE_EQ(device_from_datasheet(*gpu_named("NVIDIA A100-SXM4-80GB"))->tflops, 249.6);
+  EXPECT_EQ(gpu_named("NVIDIA A100-SXM4-80GB")->memory_gbps, 2039);
+  EXPECT_EQ(gpu_named("NVIDIA A100-SXM4-40GB")->memory_gbps, 1555);
+  EXPECT_EQ(gpu_named("NVIDIA A100 80GB PCIe")->memory_gbps, 1935);
+  EXPECT_EQ(gpu_named("NVIDIA H100 PCIe")->peak_tflops, 756.5);
+  const auto v100 = gpu_named("Tesla V100-SXM2-16GB");  // all_reduce_perf_v100_*.log
+  EXPECT_EQ(v100->peak_tflops, 125);
+  EXPECT_EQ(v100->memory_gib, 16);
+  EXPECT_EQ(gpu_named("NVIDIA H200")->memory_gib, 141);  // the datasheet's, the name has none
+  // No row: the name's links still, but no datasheet device.
+  EXPECT_EQ(gpu_named("NVIDIA H100 NVL")->nvlinks, 18);
+  EXPECT_FALSE(device_from_datasheet(*gpu_named("NVIDIA H100 NVL")).has_value());
+  EXPECT_FALSE(gpu_named("NVIDIA GeForce RTX 4090").has_value());
+}
+
 }  // namespace
 }  // namespace meshtp::topo
