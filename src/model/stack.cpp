@@ -127,18 +127,25 @@ Stack::Stack(const mesh::DeviceMesh& mesh, const StackConfig& config)
     if (!b.replica_grad(slot_[p]) || !replica_part_.empty()) continue;
     // One layer's partial gradient at a time, the copies' sum, and each local element's
     // share of the gradient norm (1/copies): the same for every layer.
+    // Only the k and v rows (global rows h …) have copies: q's h·h elements are each held once.
     const ParamEntry& e = table_[p];
+    const std::int64_t q = e.shape[1] * e.shape[1];
     replica_part_ = Tensor(b.local_shape(slot_[p]));
-    replica_sum_ = Tensor({numel(e.shape)});
+    replica_sum_ = Tensor({numel(e.shape) - q});
     replica_sum_.fill(0.0f);
     parallel::for_each_local(
         e.shard, e.shape, mesh.shape(), mesh.coords(),
-        [&](std::int64_t, std::int64_t g) { replica_sum_[g] += 1.0f; }, e.kv_heads);
+        [&](std::int64_t, std::int64_t g) {
+          if (g >= q) replica_sum_[g - q] += 1.0f;
+        },
+        e.kv_heads);
     mesh.comm().all_reduce(replica_sum_.values());
     replica_norm_weight_ = Tensor(b.local_shape(slot_[p]));
     parallel::for_each_local(
         e.shard, e.shape, mesh.shape(), mesh.coords(),
-        [&](std::int64_t l, std::int64_t g) { replica_norm_weight_[l] = 1.0f / replica_sum_[g]; },
+        [&](std::int64_t l, std::int64_t g) {
+          replica_norm_weight_[l] = g >= q ? 1.0f / replica_sum_[g - q] : 1.0f;
+        },
         e.kv_heads);
   }
 
@@ -189,17 +196,19 @@ const Tensor* Stack::norm_weight(int p) const {
 }
 
 // Layer i's copied elements: every copy's partial gradient summed over the mesh (each global
-// element once, in a buffer of the global shape), the sum added to every copy.
+// k and v element once, in a buffer of the global KV rows), the sum added to every copy; the
+// q rows, each held once, take their own part.
 void Stack::sum_replicas(int i) {
   for (std::size_t p = 0; p < table_.size(); ++p) {
     if (layer_[p] != i || !param_block(static_cast<int>(p)).replica_grad(slot_[p])) continue;
     const ParamEntry& e = table_[p];
     const std::span<float> part = replica_part_.values(), grad = grads_[p].values();
+    const std::int64_t q = e.shape[1] * e.shape[1];
     replica_sum_.fill(0.0f);
     parallel::for_each_local(
         e.shard, e.shape, mesh_->shape(), mesh_->coords(),
         [&](std::int64_t l, std::int64_t g) {
-          replica_sum_[g] += part[static_cast<std::size_t>(l)];
+          if (g >= q) replica_sum_[g - q] += part[static_cast<std::size_t>(l)];
         },
         e.kv_heads);
     mesh_->comm().all_reduce(replica_sum_.values());
@@ -207,7 +216,8 @@ void Stack::sum_replicas(int i) {
     parallel::for_each_local(
         e.shard, e.shape, mesh_->shape(), mesh_->coords(),
         [&](std::int64_t l, std::int64_t g) {
-          grad[static_cast<std::size_t>(l)] += replica_sum_[g];
+          const auto u = static_cast<std::size_t>(l);
+          grad[u] += g >= q ? replica_sum_[g - q] : part[u];
         },
         e.kv_heads);
   }

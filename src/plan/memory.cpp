@@ -410,10 +410,10 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
     // workspace; under Megatron-SP the LayerNorm gradients' partial sums (4h per layer).
     activations += megatron_pipeline ? f.input : kept_blocks + (layers + 1) * f.input;
     buffers += 2 * f.input + f.workspace;
-    if (kv_copies(mb, p)) {  // model/stack.cpp: a layer's copied QKV gradient, its global sum,
-      // and each element's share of the norm
+    if (kv_copies(mb, p)) {  // model/stack.cpp: a layer's copied QKV gradient, its global KV
+      // rows' sum, and each element's share of the norm
       const double local = (h / (d1 * d2) + 2 * static_cast<double>(mb.head_dim())) * h;
-      buffers += 2 * local + static_cast<double>(mb.qkv_width()) * h;
+      buffers += 2 * local + static_cast<double>(mb.qkv_width() - mb.hidden) * h;
     }
     if (p.sequence_parallel && !layout::is_gemm2d(p.strategy)) stacks += norms * layers;
     // The embedding's output and the head's gathered final LayerNorm, logits (model/gpt.cpp).
