@@ -199,10 +199,17 @@ void run_train(TrainArgs& args) {
                                                : "");
     }
   }
+  // The Llama family's fields where they are not GPT's (layout/model_shape.hpp).
+  const std::string kv = spec.kv() != spec.heads ? fmt::format(" ({} KV)", spec.kv()) : "";
+  const std::string family =
+      spec.is_gpt() ? ""
+                    : fmt::format("; {} {}, {}, {} positions{}", spec.activation, spec.ffn(),
+                                  spec.norm, spec.position,
+                                  spec.tie_embeddings ? "" : ", untied head");
   os << fmt::format(
-            "model   {} — {} layers, hidden {}, {} heads, seq {}, vocab {} ({:.2f}M "
+            "model   {} — {} layers, hidden {}, {} heads{}, seq {}, vocab {}{} ({:.2f}M "
             "parameters)\n",
-            spec.name, spec.layers, spec.hidden, spec.heads, spec.seq, spec.vocab,
+            spec.name, spec.layers, spec.hidden, spec.heads, kv, spec.seq, spec.vocab, family,
             spec.total_params() / 1e6)
      << fmt::format("memory  {}\n", memory)
      << fmt::format("batch   {} sequences × {} tokens per step ({} per replica)\n", spec.batch,

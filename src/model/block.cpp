@@ -146,14 +146,14 @@ void validate_atp_block(const BlockConfig& c, const std::vector<int>& mesh_shape
                  "divisible by N={} (mesh {})",
                  tokens, d1, mesh);
   }
-  // The layer family (layout/model_shape.hpp): KV heads split with the query heads' blocks.
+  // The layer family (layout/model_shape.hpp): KV heads split with the query heads' blocks,
+  // or (fewer KV heads than blocks) one KV head copied to each block that reads it.
   const auto& m = c.shape;
   const std::int64_t ranks = static_cast<std::int64_t>(d1) * d2;
-  MESHTP_CHECK(m.kv() % ranks == 0,
-               "kv_heads={} (heads={}) is not divisible by d1·d2={} (mesh {}): each rank holds "
-               "the KV heads of its own query heads, and replicating KV heads over the ranks "
-               "is not implemented; use a mesh of at most {} ranks that divide it",
-               m.kv(), m.heads, ranks, mesh, m.kv());
+  MESHTP_CHECK(m.kv() % ranks == 0 || ranks % m.kv() == 0,
+               "kv_heads={} (heads={}) and d1·d2={} (mesh {}): one must divide the other (each "
+               "rank holds the KV heads of its own query heads, whole or as a copy)",
+               m.kv(), m.heads, ranks, mesh);
   MESHTP_CHECK(m.kv() == m.heads || !m.has_biases(),
                "kv_heads={} < heads={} with activation={}: grouped-query attention runs "
                "without linear biases (activation swiglu)",
@@ -199,10 +199,11 @@ Block::Block(const mesh::DeviceMesh& mesh, const BlockConfig& config)
       ln_group_(config.layout.sequence_parallel ? nullptr : &mesh.dim_comm(1)),
       local_heads_(config.shape.heads / mesh.size()),
       head_width_(config.shape.hidden / mesh.size()),
-      local_kv_(config.shape.kv() / mesh.size()),
-      kv_width_(config.shape.kv() * config.shape.head_dim() / mesh.size()),
+      local_kv_(std::max<std::int64_t>(config.shape.kv() / mesh.size(), 1)),
+      kv_width_(local_kv_ * config.shape.head_dim()),
+      // h + 2·g·d out features, or with KV heads copied T·(h/T + 2d) (param_shard.hpp)
       qkv_(mesh, linear_spec(config, LinearKind::kColumnFirst, config.shape.hidden,
-                             config.shape.qkv_width(), true)),
+                             mesh.size() * (head_width_ + 2 * kv_width_), true)),
       proj_(mesh, linear_spec(config, LinearKind::kRowFirst, config.shape.hidden,
                               config.shape.hidden, true)),
       mlp1_(mesh, linear_spec(config, LinearKind::kColumnFirst, config.shape.hidden,
@@ -243,6 +244,10 @@ Block::Block(const mesh::DeviceMesh& mesh, const BlockConfig& config)
   xn2g_ = buffer(dense && mlp1_.gathers_input() ? mlp1_.xg_layout().size() : 0);
   mlp1_y_ = buffer(dense ? mlp1_.y_layout().size() : 0);
   gelu_ = buffer(dense ? mlp2_.x_layout().size() : 0);
+}
+
+bool Block::replica_grad(int k) const {
+  return k == kQkvWeight && config_.shape.kv() < mesh_->size();
 }
 
 bool Block::partial_grad(int k) const {

@@ -6,7 +6,9 @@
 // The Llama family (layout/model_shape.hpp fields) runs the same steps: ln1/ln2 RMSNorm
 // (one N-double all-reduce of Σx² instead of LayerNorm's two sums; parallel/
 // layernorm_sharded.hpp), qkv of g KV heads (kv_heads; each rank's piece q | k | v of its a/T
-// query heads and their g/T KV heads, T = d1·d2, ParamShard::kQkvWeight's sections), RoPE on
+// query heads and their g/T KV heads, T = d1·d2, ParamShard::kQkvWeight's sections; for g < T,
+// T % g == 0, a copy of the one KV head they read, its gradient summed over the copies by the
+// stack: replica_grad), RoPE on
 // the q and k columns of each chunk right after qkv (and on dq, dk right before its backward;
 // theta 10000), the core grouped-query (fused: ops/flash_attention.hpp with NKV; unfused: the
 // KV heads widened per sequence), and mlp1 of 2f columns [gate | up] of this rank's f/d1
@@ -119,6 +121,7 @@ class Block : public StackBlock {
   parallel::ChunkedLayout stream_layout() const override;
   parallel::ActivationShard stream_shard() const override;
   bool partial_grad(int k) const override;
+  bool replica_grad(int k) const override;
   std::unique_ptr<BlockWorkspaceBase> make_workspace() const override {
     return std::make_unique<BlockWorkspace>(*this);
   }

@@ -181,7 +181,7 @@ Tensor Gpt::gather(int p, const Tensor& local) const {
   if (e < 0) {
     const ParamEntry& entry = stack_->param_table().at(static_cast<std::size_t>(p));
     return parallel::gather_param(entry.shard, local.values(), global_shape(p),
-                                  stack_->param_mesh(p));
+                                  stack_->param_mesh(p), entry.kv_heads);
   }
   if (e == kWpe) return local;
   if (e == kWte || e == kHead) {
@@ -203,7 +203,8 @@ void Gpt::scatter(int p, const Tensor& global, Tensor& local) const {
   const int e = extra(p);
   if (e < 0) {
     const ParamEntry& entry = stack_->param_table().at(static_cast<std::size_t>(p));
-    parallel::scatter_param(entry.shard, global, stack_->param_mesh(p), local.values());
+    parallel::scatter_param(entry.shard, global, stack_->param_mesh(p), local.values(),
+                            entry.kv_heads);
   } else if (e == kWpe) {
     local = global;
   } else if (e == kWte || e == kHead) {

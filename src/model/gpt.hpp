@@ -131,6 +131,9 @@ class Gpt {
   Tensor& value(int p);
   Tensor& grad(int p);
   int replicas(int p) const;  // TP ranks holding a copy of each element
+  // Per local element, its share of the global gradient norm where p holds copies of some
+  // elements (replicated KV heads: Stack::norm_weight), else null (1/replicas(p) each).
+  const Tensor* norm_weight(int p) const { return extra(p) < 0 ? stack_->norm_weight(p) : nullptr; }
   // The block whose backward completes p's gradient (Stack::grad_layer); -1 for the
   // embedding, the final LayerNorm and what the stack completes only at the end.
   int grad_layer(int p) const { return extra(p) < 0 ? stack_->grad_layer(p) : -1; }

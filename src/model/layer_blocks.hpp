@@ -90,6 +90,11 @@ class StackBlock {
   // parallelism: each rank saw its own tokens — the LayerNorms', and a MoE layer's router and
   // output bias); the stack all-reduces them once per backward.
   virtual bool partial_grad(int k) const { (void)k; return false; }
+  // Whether parameter slot k holds copies of some global elements on several ranks (a
+  // grouped-query QKV weight with fewer KV heads than head blocks: parallel/param_shard.hpp),
+  // each copy's gradient only its own query heads' share: the stack sums the copies after
+  // the block's backward, so every copy holds the whole gradient.
+  virtual bool replica_grad(int k) const { (void)k; return false; }
   // The weight ∂L/∂aux a mixture-of-experts block's backward gives its load-balancing loss
   // (the training loss's scale); dense blocks ignore it.
   void set_aux_weight(double weight) { aux_weight_ = weight; }

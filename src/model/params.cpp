@@ -49,6 +49,7 @@ std::vector<ParamEntry> block_param_table(int layer, const layout::ModelShape& s
     const std::int64_t h = shape.hidden, f = shape.ffn();
     const std::int64_t q = shape.kv() == shape.heads ? 3 * h : shape.qkv_width();  // heads may be 0
     table[kQkvWeight].shape = {q, h};
+    if (shape.kv() != shape.heads) table[kQkvWeight].kv_heads = shape.kv();
     table[kQkvBias].shape = {q};
     table[kMlp1Weight].shape = {shape.mlp1_width(), h};
     table[kMlp1Bias].shape = {shape.mlp1_width()};

@@ -93,6 +93,9 @@ struct ParamEntry {
   Shape shape;  // global
   parallel::ParamShard shard;
   Init init;
+  // A grouped-query QKV weight's KV heads g (0: none): below the mesh's head blocks its KV
+  // rows are held in copies (parallel/param_shard.hpp); pass it to the shard functions.
+  std::int64_t kv_heads = 0;
 };
 
 // A slot the model does not have (see above), and whether an entry is not one.

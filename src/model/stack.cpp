@@ -23,7 +23,8 @@ StackBlock::StackBlock(const mesh::DeviceMesh& mesh, const layout::ModelShape& s
     MESHTP_CHECK(!parallel::on_expert_mesh(shards[p]) || expert_mesh_,
                  "parameter {} lies on the experts' mesh, but the block has none", table[p].name);
     local_[p] = present(table[p]) ? parallel::local_shape(shards[p], table[p].shape,
-                                                          param_mesh(static_cast<int>(p)).shape())
+                                                          param_mesh(static_cast<int>(p)).shape(),
+                                                          table[p].kv_heads)
                                   : Shape{0};
   }
 }
@@ -121,6 +122,32 @@ Stack::Stack(const mesh::DeviceMesh& mesh, const StackConfig& config)
     if (b.partial_grad(k)) ln_size += numel(b.local_shape(k));
   }
   if (ln_size > 0) ln_partial_ = Tensor({ln_size});
+  for (std::size_t p = 0; p < table_.size(); ++p) {
+    const StackBlock& b = param_block(static_cast<int>(p));
+    if (!b.replica_grad(slot_[p]) || !replica_part_.empty()) continue;
+    // One layer's partial gradient at a time, the copies' sum, and each local element's
+    // share of the gradient norm (1/copies): the same for every layer.
+    // Only the k and v rows (global rows h …) have copies: q's h·h elements are each held once.
+    const ParamEntry& e = table_[p];
+    const std::int64_t q = e.shape[1] * e.shape[1];
+    replica_part_ = Tensor(b.local_shape(slot_[p]));
+    replica_sum_ = Tensor({numel(e.shape) - q});
+    replica_sum_.fill(0.0f);
+    parallel::for_each_local(
+        e.shard, e.shape, mesh.shape(), mesh.coords(),
+        [&](std::int64_t, std::int64_t g) {
+          if (g >= q) replica_sum_[g - q] += 1.0f;
+        },
+        e.kv_heads);
+    mesh.comm().all_reduce(replica_sum_.values());
+    replica_norm_weight_ = Tensor(b.local_shape(slot_[p]));
+    parallel::for_each_local(
+        e.shard, e.shape, mesh.shape(), mesh.coords(),
+        [&](std::int64_t l, std::int64_t g) {
+          replica_norm_weight_[l] = g >= q ? 1.0f / replica_sum_[g - q] : 1.0f;
+        },
+        e.kv_heads);
+  }
 
   for (int l = 0; l < layers_; ++l) rebind(l);
   // One workspace serves every layer: a dense layer's holds everything a MoE layer's does.
@@ -147,6 +174,9 @@ void Stack::rebind(int l) {
     g[k] = partial ? ln_partial_.values().subspan(static_cast<std::size_t>(ln_offset_[p]),
                                                   grads_[p].values().size())
                    : grads_[p].values();
+    if (blocks_.of_layer(l).replica_grad(slot_[p])) {
+      g[k] = replica_part_.values();  // summed over the copies after the backward
+    }
   }
   blocks_.bind(l, std::move(v), std::move(g));
 }
@@ -158,6 +188,39 @@ int Stack::replicas(int p) const {
     r *= on.size(dim);
   }
   return r;
+}
+
+const Tensor* Stack::norm_weight(int p) const {
+  return param_block(p).replica_grad(slot_.at(static_cast<std::size_t>(p))) ? &replica_norm_weight_
+                                                                      : nullptr;
+}
+
+// Layer i's copied elements: every copy's partial gradient summed over the mesh (each global
+// k and v element once, in a buffer of the global KV rows), the sum added to every copy; the
+// q rows, each held once, take their own part.
+void Stack::sum_replicas(int i) {
+  for (std::size_t p = 0; p < table_.size(); ++p) {
+    if (layer_[p] != i || !param_block(static_cast<int>(p)).replica_grad(slot_[p])) continue;
+    const ParamEntry& e = table_[p];
+    const std::span<float> part = replica_part_.values(), grad = grads_[p].values();
+    const std::int64_t q = e.shape[1] * e.shape[1];
+    replica_sum_.fill(0.0f);
+    parallel::for_each_local(
+        e.shard, e.shape, mesh_->shape(), mesh_->coords(),
+        [&](std::int64_t l, std::int64_t g) {
+          if (g >= q) replica_sum_[g - q] += part[static_cast<std::size_t>(l)];
+        },
+        e.kv_heads);
+    mesh_->comm().all_reduce(replica_sum_.values());
+    if (grad.empty()) continue;  // ZeRO ≥ 2 without accumulators here: nothing to add to
+    parallel::for_each_local(
+        e.shard, e.shape, mesh_->shape(), mesh_->coords(),
+        [&](std::int64_t l, std::int64_t g) {
+          const auto u = static_cast<std::size_t>(l);
+          grad[u] += g >= q ? replica_sum_[g - q] : part[u];
+        },
+        e.kv_heads);
+  }
 }
 
 int Stack::first_of_kind(int kind) const {
@@ -188,7 +251,8 @@ void Stack::init(std::uint64_t seed) {
         e.shard, e.shape, on.shape(), on.coords(), [&](std::int64_t l, std::int64_t g) {
           local[static_cast<std::size_t>(l)] =
               init_value(e, seed, static_cast<int>(config_.block.shape.layers), g);
-        });
+        },
+        e.kv_heads);
   }
 }
 
@@ -197,8 +261,8 @@ void Stack::load(const SafetensorsFile& file) {
   for (const ParamEntry& e : table_) require(file, e.name, e.shape);
   for (int p = 0; p < num_params(); ++p) {
     const ParamEntry& e = table_[static_cast<std::size_t>(p)];
-    parallel::scatter_param(e.shard, file.tensors.at(e.name), param_mesh(p),
-                            value(p).values());
+    parallel::scatter_param(e.shard, file.tensors.at(e.name), param_mesh(p), value(p).values(),
+                            e.kv_heads);
   }
 }
 
@@ -207,7 +271,7 @@ std::map<std::string, Tensor> Stack::gather_values() const {
   for (int p = 0; p < num_params(); ++p) {
     const ParamEntry& e = table_[static_cast<std::size_t>(p)];
     out.emplace(e.name, parallel::gather_param(e.shard, value(p).values(), e.shape,
-                                               param_mesh(p)));
+                                               param_mesh(p), e.kv_heads));
   }
   return out;
 }
@@ -217,7 +281,7 @@ std::map<std::string, Tensor> Stack::gather_grads() const {
   for (int p = 0; p < num_params(); ++p) {
     const ParamEntry& e = table_[static_cast<std::size_t>(p)];
     out.emplace(e.name, parallel::gather_param(e.shard, grad(p).values(), e.shape,
-                                               param_mesh(p)));
+                                               param_mesh(p), e.kv_heads));
   }
   return out;
 }
@@ -300,8 +364,10 @@ void Stack::backward(const std::function<void(int layer)>& on_layer_done) {
       // first layer of its kind.
       const int b = repeated.folded() ? first_of_kind(blocks_.kind(i)) : i;
       if (blocks_.full()) forward_layer(b);  // recomputation (model/layer_blocks.hpp)
+      if (!replica_part_.empty()) replica_part_.fill(0.0f);
       blocks_.at(b).backward({dstream_[(k + 1) % 2].data(), l}, {dstream_[k % 2].data(), l},
                              *workspace_);
+      if (!replica_part_.empty()) sum_replicas(b);
     });
     if (on_layer_done) on_layer_done(i);
   }

@@ -99,6 +99,10 @@ class Stack {
   // on_layer_done argument), or -1: only once backward returns (sequence parallelism's
   // LayerNorm partials).
   int grad_layer(int p) const;
+  // Each local element's share of the global gradient norm where parameter p holds copies of
+  // some elements (StackBlock::replica_grad: 1/copies on the mesh, one tensor for every
+  // layer), else null (every element counts 1/replicas(p)).
+  const Tensor* norm_weight(int p) const;
   // Weight decay applies to the matrices only (not LayerNorm parameters, not biases): every
   // tensor of 2 or more dims (the experts' weights are [E, ·, ·]).
   bool decays(int p) const { return table_.at(static_cast<std::size_t>(p)).shape.size() >= 2; }
@@ -164,6 +168,10 @@ class Stack {
   int layers_;  // blocks in this stack
   std::vector<ParamEntry> table_;
   std::vector<int> slot_, layer_;  // parameter p: BlockParam slot, block of this stack
+  // Replicated KV heads (StackBlock::replica_grad): the running layer's partial gradient, the
+  // global sum, 1/copies per local element.
+  Tensor replica_part_, replica_sum_, replica_norm_weight_;
+  void sum_replicas(int layer);
   std::vector<Tensor> values_, grads_;
   // Sequence parallelism: the gradients that are partial sums over mesh dim 0 (StackBlock::
   // partial_grad: LayerNorms, a MoE block's router and bias), parameter p at ln_offset_[p].

@@ -47,16 +47,20 @@ Stored stored_of(ParamShard kind) {
 // π regroups the out index into B blocks of the sections' rows: sections q | k | v (k and v
 // kv rows each: (M − K)/2 for a QKV weight [M, K] with K = h query rows, M/3 for a bias) or
 // gate | up (M/2 each); stored block c is section 0's rows [c·w0, (c+1)·w0), then section 1's
-// [c·w1, …), then section 2's.
+// [c·w1, …), then section 2's. Replicated KV heads (kv_heads g < B): k and v take one head's
+// d = K/g rows per block, block c the rows of KV head c·g/B (B/g blocks share each): the
+// stored matrix then has B·(h/B + 2d) rows, more than the global one.
 struct StoredMap {
   Stored stored;
   Shape shape;          // stored
   std::int64_t sec[3] = {0, 0, 0};  // π: rows of each section (0: none)
   std::int64_t w[3] = {0, 0, 0};    // π: rows of each section in one block
   std::int64_t wb = 0;              // π: rows of one block (Σ w)
+  std::int64_t blocks = 0, kv = 0;  // replicated KV heads: kv < blocks (else kv = 0)
   const Shape* global = nullptr;
 
-  StoredMap(ParamShard kind, const Shape& g, const std::vector<int>& mesh_shape)
+  StoredMap(ParamShard kind, const Shape& g, const std::vector<int>& mesh_shape,
+            std::int64_t kv_heads = 0)
       : stored(stored_of(kind)), shape(g), global(&g) {
     MESHTP_CHECK(mesh_shape.size() == 2, "parameters are sharded on a 2-D mesh, got {} dims",
                  mesh_shape.size());
@@ -69,9 +73,16 @@ struct StoredMap {
     if (stored.transposed) shape = {g[1], g[0]};
     if (stored.heads != Stored::Heads::kNone) {
       using H = Stored::Heads;
-      const int blocks = stored.heads == H::kAllRanks   ? mesh_shape[0] * mesh_shape[1]
-                         : stored.heads == H::kMeshDim1 ? mesh_shape[1]
-                                                        : mesh_shape[0];
+      blocks = stored.heads == H::kAllRanks   ? mesh_shape[0] * mesh_shape[1]
+               : stored.heads == H::kMeshDim1 ? mesh_shape[1]
+                                              : mesh_shape[0];
+      if (!stored.swiglu && kv_heads > 0 && kv_heads < blocks) {
+        MESHTP_CHECK(kind == ParamShard::kQkvWeight && blocks % kv_heads == 0,
+                     "{} parameter: kv_heads={} below {} head blocks must divide them (each "
+                     "block then reads one KV head)",
+                     name(kind), kv_heads, blocks);
+        kv = kv_heads;
+      }
       if (stored.swiglu) {
         MESHTP_CHECK(g[0] % 2 == 0 && (g[0] / 2) % blocks == 0,
                      "{} parameter: dim 0 (size {}) is not 2·f (gate and up) with f divisible "
@@ -90,6 +101,13 @@ struct StoredMap {
         sec[0] = sec[1] = sec[2] = g[0] / 3;
       }
       for (int k = 0; k < 3; ++k) {
+        if (k > 0 && kv > 0) {  // replicated: one KV head's d rows per block
+          MESHTP_CHECK(sec[k] % kv == 0, "{} parameter: {} KV rows are not {} heads", name(kind),
+                       sec[k], kv);
+          w[k] = sec[k] / kv;
+          wb += w[k];
+          continue;
+        }
         MESHTP_CHECK(sec[k] % blocks == 0,
                      "{} parameter: section {} of dim 0 ({} rows) is not divisible by {} head "
                      "blocks",
@@ -97,6 +115,7 @@ struct StoredMap {
         w[k] = sec[k] / blocks;
         wb += w[k];
       }
+      if (kv > 0) shape[0] = blocks * wb;
     }
     mesh::validate_spec(stored.spec, 2, mesh_shape, shape);
   }
@@ -111,6 +130,7 @@ struct StoredMap {
       first += sec[k];
       ++k;
     }
+    if (k > 0 && kv > 0) return first + (c * kv / blocks) * w[k] + r;
     return first + c * w[k] + r;
   }
   std::int64_t global_index(std::int64_t i, std::int64_t j) const {
@@ -165,8 +185,9 @@ std::string_view name(ParamShard kind) {
 
 mesh::ShardingSpec placements(ParamShard kind) { return stored_of(kind).spec; }
 
-Shape local_shape(ParamShard kind, const Shape& global, const std::vector<int>& mesh_shape) {
-  const StoredMap map(kind, global, mesh_shape);
+Shape local_shape(ParamShard kind, const Shape& global, const std::vector<int>& mesh_shape,
+                  std::int64_t kv_heads) {
+  const StoredMap map(kind, global, mesh_shape, kv_heads);
   return mesh::local_shape(map.shape, map.stored.spec, mesh_shape);
 }
 
@@ -181,16 +202,17 @@ std::vector<int> replicated_dims(ParamShard kind) {
 
 void for_each_local(ParamShard kind, const Shape& global, const std::vector<int>& mesh_shape,
                     const std::vector<int>& coords,
-                    const std::function<void(std::int64_t, std::int64_t)>& fn) {
-  const StoredMap map(kind, global, mesh_shape);
+                    const std::function<void(std::int64_t, std::int64_t)>& fn,
+                    std::int64_t kv_heads) {
+  const StoredMap map(kind, global, mesh_shape, kv_heads);
   const mesh::ShardingSpec& spec = map.stored.spec;
   map.for_each(mesh::local_shape(map.shape, spec, mesh_shape),
                mesh::local_offset(map.shape, spec, mesh_shape, coords), fn);
 }
 
 void scatter_param(ParamShard kind, const Tensor& global, const mesh::DeviceMesh& mesh,
-                   std::span<float> local) {
-  const StoredMap map(kind, global.shape(), mesh.shape());
+                   std::span<float> local, std::int64_t kv_heads) {
+  const StoredMap map(kind, global.shape(), mesh.shape(), kv_heads);
   Tensor stored(map.shape);
   map.for_each(map.shape, std::vector<std::int64_t>(map.shape.size(), 0), [&](std::int64_t s, std::int64_t g) { stored[s] = global[g]; });
   const Tensor block = mesh::DTensor::distribute(stored, mesh, map.stored.spec).local();
@@ -201,8 +223,8 @@ void scatter_param(ParamShard kind, const Tensor& global, const mesh::DeviceMesh
 }
 
 Tensor gather_param(ParamShard kind, std::span<const float> local, const Shape& global,
-                    const mesh::DeviceMesh& mesh) {
-  const StoredMap map(kind, global, mesh.shape());
+                    const mesh::DeviceMesh& mesh, std::int64_t kv_heads) {
+  const StoredMap map(kind, global, mesh.shape(), kv_heads);
   const Shape ls = mesh::local_shape(map.shape, map.stored.spec, mesh.shape());
   MESHTP_CHECK(static_cast<std::int64_t>(local.size()) == numel(ls),
                "gather_param: local buffer has {} values, the {} shard of {} has {}",

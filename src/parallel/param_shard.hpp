@@ -42,6 +42,12 @@
 // (B must divide g). A QKV bias is always 3 equal sections (the runtime's grouped-query
 // models have no biases).
 //
+// Replicated KV heads (Megatron-Core refuses them; meshtp runs them): with g < B (B % g == 0)
+// block c reads KV head c·g/B, so kQkvWeight given kv_heads = g stores, per block, its h/B
+// query rows and a copy of that head's d k rows and d v rows: B·(h/B + 2d) stored rows, each
+// KV row held by B/g blocks. The copies' gradients are summed over them by the stack
+// (model/stack.hpp), so every copy takes the same update.
+//
 // σ_B (kSwigluWeight, SwiGLU's first MLP linear, global rows gate f | up f as Hugging Face's
 // gate_proj and up_proj stacked) groups the out index by B = d1 blocks the same way: block
 // c0 is gate rows [c0·f/d1, (c0+1)·f/d1) then the same up rows, so rank (c0, ·)'s output
@@ -106,7 +112,10 @@ std::string_view name(ParamShard kind);
 mesh::ShardingSpec placements(ParamShard kind);
 
 // Local shape on a mesh (d1, d2); throws naming the dim and the sizes if one does not divide.
-Shape local_shape(ParamShard kind, const Shape& global, const std::vector<int>& mesh_shape);
+// kv_heads (a QKV weight's g; 0: not one): below the head blocks, each block holds a copy of
+// the one KV head its query heads read (see above).
+Shape local_shape(ParamShard kind, const Shape& global, const std::vector<int>& mesh_shape,
+                  std::int64_t kv_heads = 0);
 
 // Mesh dims over which every rank holds the same local values (the Replicate placements).
 std::vector<int> replicated_dims(ParamShard kind);
@@ -115,15 +124,17 @@ std::vector<int> replicated_dims(ParamShard kind);
 // `coords`, in local order.
 void for_each_local(ParamShard kind, const Shape& global, const std::vector<int>& mesh_shape,
                     const std::vector<int>& coords,
-                    const std::function<void(std::int64_t, std::int64_t)>& fn);
+                    const std::function<void(std::int64_t, std::int64_t)>& fn,
+                    std::int64_t kv_heads = 0);
 
 // local = this rank's block of a global tensor (every rank passes the same global).
 void scatter_param(ParamShard kind, const Tensor& global, const mesh::DeviceMesh& mesh,
-                   std::span<float> local);
+                   std::span<float> local, std::int64_t kv_heads = 0);
 
 // The global tensor assembled from every rank's local block: redistribute to [R, R] (an
-// all_gather over each sharding mesh dim). Collective; every rank returns the global tensor.
+// all_gather over each sharding mesh dim). Collective; every rank returns the global tensor
+// (replicated KV rows: their copies must agree; the stack keeps them so).
 Tensor gather_param(ParamShard kind, std::span<const float> local, const Shape& global,
-                    const mesh::DeviceMesh& mesh);
+                    const mesh::DeviceMesh& mesh, std::int64_t kv_heads = 0);
 
 }  // namespace meshtp::parallel

@@ -29,13 +29,22 @@ Kind kind_of(const layout::Plan& p) {
 // LayerNorms' (4h) the hidden split over d2 (model/params.cpp, parallel/param_shard.hpp).
 // A Llama-family model (layout/model_shape.hpp): Σ in·out for 12h², no biases with SwiGLU,
 // RMSNorm's h per norm (over d2) for LayerNorm's 2h.
+// Fewer KV heads g than the ATP blocks' N = d1·d2 head blocks: each block holds a copy of its
+// one KV head (parallel/param_shard.hpp), QKV's local rows h/N + 2d instead of (h + 2gd)/N.
+bool kv_copies(const ModelSpec& m, const layout::Plan& p) {
+  return !layout::is_gemm2d(p.strategy) && m.kv() < static_cast<std::int64_t>(p.mesh[0]) * p.mesh[1];
+}
+
 double block_params(const ModelSpec& m, const layout::Plan& p) {
   const double h = m.hidden, d1 = p.mesh[0], d2 = p.mesh[1];
   if (m.is_gpt()) return 12 * h * h / (d1 * d2) + 7 * h / d1 + 6 * h / d2;
   const double biases = m.has_biases() ? static_cast<double>(m.qkv_width() + m.mlp1_width()) / d1 +
                                              2 * h / d2
                                        : 0.0;
-  return m.linear_weights() / (d1 * d2) + biases + 2.0 * static_cast<double>(m.norm_params()) / d2;
+  const double N = d1 * d2, d = static_cast<double>(m.head_dim());
+  const double copies = kv_copies(m, p) ? 2 * d * h * (N - static_cast<double>(m.kv())) / N : 0.0;
+  return m.linear_weights() / (d1 * d2) + copies + biases +
+         2.0 * static_cast<double>(m.norm_params()) / d2;
 }
 
 // How many pipeline message buffers and saved stage inputs (each one stream slice) are alive
@@ -169,7 +178,9 @@ BlockFloats block_floats(const ModelSpec& m, const layout::Plan& p) {
   // Widths per token in units of h: q|k|v (3 for GPT; 1 + 2g/a with GQA) and the MLP's kept
   // FC1 output and activation output (8 for GPT's 4h + 4h; SwiGLU 2f + f); LayerNorm keeps
   // two statistics per token and norm (4n), RMSNorm one (2n).
-  const double q = static_cast<double>(m.qkv_width()) / h,
+  // KV heads copied to N > g head blocks: each rank's q | k | v is h/N + 2d wide.
+  const double q = kv_copies(m, p) ? 1 + 2 * static_cast<double>(m.head_dim()) * N / h
+                                   : static_cast<double>(m.qkv_width()) / h,
                mk = static_cast<double>(m.mlp_kept_width()) / h;
   const double stats = m.norm == layout::Norm::kLayerNorm ? 4 * n : 2 * n;
   BlockFloats f;
@@ -212,6 +223,9 @@ BlockFloats block_floats(const ModelSpec& m, const layout::Plan& p) {
                                                                   op_costs::kFlashBlockK)
                        : s * s;
   if (p.recompute == Recompute::kSelective && !fused) f.workspace += f.scores;
+  // Grouped-query attention under the unfused core: one sequence's q | k | v widened to every
+  // query head, and its gradient (model/block.cpp).
+  if (m.kv() < m.heads && !fused && !layout::is_gemm2d(p.strategy)) f.workspace += 6 * s * h / N;
   return f;
 }
 
@@ -402,6 +416,11 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
     // workspace; under Megatron-SP the LayerNorm gradients' partial sums (4h per layer).
     activations += megatron_pipeline ? f.input : kept_blocks + (layers + 1) * f.input;
     buffers += 2 * f.input + f.workspace;
+    if (kv_copies(mb, p)) {  // model/stack.cpp: a layer's copied QKV gradient, its global KV
+      // rows' sum, and each element's share of the norm
+      const double local = (h / (d1 * d2) + 2 * static_cast<double>(mb.head_dim())) * h;
+      buffers += 2 * local + static_cast<double>(mb.qkv_width() - mb.hidden) * h;
+    }
     if (p.sequence_parallel && !layout::is_gemm2d(p.strategy)) stacks += norms * layers;
     // The embedding's output and the head's gathered final LayerNorm, logits (model/gpt.cpp).
     if (first) activations += stream;

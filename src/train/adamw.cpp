@@ -44,6 +44,13 @@ double global_grad_norm(const std::vector<ParamRef>& params, const comm::Communi
             op_costs::bytes(static_cast<double>(g.size()), op_costs::kGradNormTouches))) {
       continue;
     }
+    if (p.norm_weight != nullptr) {
+      const auto w = p.norm_weight->values();
+      double sum = 0.0;
+      for (std::size_t i = 0; i < g.size(); ++i) sum += static_cast<double>(g[i]) * g[i] * w[i];
+      local += sum / p.replicas;
+      continue;
+    }
     local += kernels::fast().moments(g.data(), static_cast<std::int64_t>(g.size())).second /
              p.replicas;
   }

@@ -49,6 +49,10 @@ struct ParamRef {
   Tensor* grad = nullptr;
   bool decay = true;     // false for LayerNorm weights/biases and all biases
   int replicas = 1;      // ranks holding a copy of each element (for the global norm)
+  // Where elements have different numbers of copies (replicated KV heads): each local
+  // element's share of the norm (1/copies on the tensor-parallel mesh), divided by replicas
+  // too; null: 1 each.
+  const Tensor* norm_weight = nullptr;
 };
 
 class AdamW {

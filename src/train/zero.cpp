@@ -177,7 +177,7 @@ std::vector<ParamRef> DataParallel::refs(int dp_factor, bool with_grads) const {
   std::vector<ParamRef> out;
   for (int p = 0; p < gpt_.num_params(); ++p) {
     out.push_back({gpt_.name(p), &gpt_.value(p), with_grads ? &gpt_.grad(p) : &gpt_.value(p),
-                   gpt_.decays(p), gpt_.replicas(p) * dp_factor});
+                   gpt_.decays(p), gpt_.replicas(p) * dp_factor, gpt_.norm_weight(p)});
   }
   return out;
 }
@@ -260,8 +260,16 @@ double DataParallel::grad_norm(const comm::Communicator& world) const {
   double local = 0.0;
   for (const Bucket& b : buckets_) {
     for_each_piece(shapes_, b.params, lo * b.part, std::min(b.size, (lo + 1) * b.part),
-                   [&](int p, std::int64_t, std::int64_t at, std::int64_t n) {
+                   [&](int p, std::int64_t offset, std::int64_t at, std::int64_t n) {
                      const float* g = b.own_grad.data() + (at - lo * b.part);
+                     if (const Tensor* w = gpt_.norm_weight(p)) {  // replicated KV heads
+                       double sum = 0.0;
+                       for (std::int64_t i = 0; i < n; ++i) {
+                         sum += static_cast<double>(g[i]) * g[i] * (*w)[offset + i];
+                       }
+                       local += sum / gpt_.replicas(p);
+                       return;
+                     }
                      local += kernels::fast().moments(g, n).second / gpt_.replicas(p);
                    });
   }

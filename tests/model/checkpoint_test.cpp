@@ -19,15 +19,16 @@ StackConfig config() {
                     .layout = {.chunks = 2}}};
 }
 
-// The Llama family: its QKV of 8 KV heads for 16 query heads, SwiGLU's fc1 [gate | up] and
-// the norms without biases move between meshes as the GPT's tensors do.
-StackConfig llama_config() {
+// The Llama family: its QKV of 8 (or 2: copied over 4 and 8 ranks) KV heads for 16 query heads,
+// SwiGLU's fc1 [gate | up] and the norms without biases move between meshes as the GPT's tensors
+// do.
+StackConfig llama_config(std::int64_t kv_heads = 8) {
   return {.block = {.shape = {.batch = 2,
                               .seq = 8,
                               .hidden = 64,
                               .heads = 16,
                               .layers = 2,
-                              .kv_heads = 8,
+                              .kv_heads = kv_heads,
                               .ffn_hidden = 48,
                               .activation = layout::Activation::kSwiglu,
                               .norm = layout::Norm::kRmsNorm,
@@ -82,7 +83,7 @@ TEST(Checkpoint, InitIsTheSameOnEveryMesh) {
 }
 
 TEST(Checkpoint, SaveOnOneMeshLoadOnAnother) {
-  for (const StackConfig& c : {config(), llama_config()}) {
+  for (const StackConfig& c : {config(), llama_config(), llama_config(2)}) {
     const auto world = comm::Communicator::world();
     const auto meshes = parallel::meshes2d(world.size());
     const mesh::DeviceMesh mesh_a(world, meshes.size() > 1 ? meshes[meshes.size() / 2] : meshes[0]);
@@ -125,14 +126,25 @@ TEST(Checkpoint, ReplicasAndDecayForTheOptimizer) {
   const auto world = comm::Communicator::world();
   for (const auto& shape : parallel::meshes2d(world.size())) {
     const mesh::DeviceMesh mesh(world, shape);
-    for (const StackConfig& c : {config(), llama_config()}) {
+    for (const StackConfig& c : {config(), llama_config(), llama_config(2)}) {
       const Stack stack(mesh, c);
       for (int p = 0; p < stack.num_params(); ++p) {
         const ParamEntry& e = stack.param_table()[static_cast<std::size_t>(p)];
-        // Σ over ranks of local elements = global elements × replicas.
-        std::int64_t n = stack.value(p).numel();
-        world.all_reduce(std::span<std::int64_t>(&n, 1));
-        EXPECT_EQ(n, numel(e.shape) * stack.replicas(p)) << e.name << " on " << mesh.to_string();
+        // Σ over ranks of local elements = global elements × replicas; where some elements
+        // are copied (KV heads below the head blocks) each counts its norm weight, 1/copies.
+        if (const Tensor* w = stack.norm_weight(p)) {
+          double share = 0.0;
+          for (const float x : w->values()) share += x;
+          world.all_reduce(std::span<double>(&share, 1));
+          EXPECT_NEAR(share, static_cast<double>(numel(e.shape)), 1e-6 * numel(e.shape))
+              << e.name << " on " << mesh.to_string();
+          EXPECT_EQ(c.block.shape.kv_heads, 2);
+          EXPECT_LT(c.block.shape.kv_heads, mesh.size());
+        } else {
+          std::int64_t n = stack.value(p).numel();
+          world.all_reduce(std::span<std::int64_t>(&n, 1));
+          EXPECT_EQ(n, numel(e.shape) * stack.replicas(p)) << e.name << " on " << mesh.to_string();
+        }
         EXPECT_EQ(stack.decays(p), e.name.find("weight") != std::string::npos &&
                                        e.name.find("ln") == std::string::npos)
             << e.name;

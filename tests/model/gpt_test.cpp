@@ -111,7 +111,8 @@ GptConfig llama_config(std::int64_t kv_heads) {
 
 TEST(Gpt, LlamaEveryMeshMatchesTheSerialModel) {
   const auto world = comm::Communicator::world();
-  for (const std::int64_t kv : {8, 16}) {  // grouped-query (2 query heads a KV head), multi-head
+  // Grouped-query (kv 2: KV heads copied on 4 and 8 ranks; kv 8: split), multi-head.
+  for (const std::int64_t kv : {2, 8, 16}) {
     const GptConfig base = llama_config(kv);
     Reference r = make_reference(world, base, 77, 3);
     std::uint64_t seed = 500;
@@ -167,56 +168,33 @@ TEST(Gpt, LlamaEveryMeshMatchesTheSerialModel) {
 }
 
 // What the Llama layers do not run is refused naming the values, before any collective.
+void expect_refused(GptConfig c, std::array<int, 2> mesh, const std::string& text) {
+  c.layout.mesh = mesh;
+  const std::string error = test_support::error_of([&] { validate(c, {mesh[0], mesh[1]}); });
+  EXPECT_NE(error.find(text), std::string::npos) << "got: " << error;
+}
+
 TEST(Gpt, LlamaRefusesWhatItDoesNotRun) {
-  using test_support::error_of;
-  GptConfig c = llama_config(2);
-  c.layout = {.mesh = {4, 1}};
-  EXPECT_NE(error_of([&] {
-              validate(c, {4, 1});
-            }).find("kv_heads=2 (heads=16) is not divisible by d1·d2=4 (mesh 4x1)"),
-            std::string::npos)
-      << error_of([&] {
-           validate(c, {4, 1});
-         });
-  c.layout = {.mesh = {1, 1}};
-  EXPECT_EQ(error_of([&] { validate(c, {1, 1}); }), "");
-  c.shape.kv_heads = 3;
-  EXPECT_NE(error_of([&] {
-              validate(c, {1, 1});
-            }).find("kv_heads"),
-            std::string::npos)
-      << error_of([&] {
-           validate(c, {1, 1});
-         });
+  GptConfig c = llama_config(6);
+  c.shape.heads = 24;
+  c.shape.hidden = 96;
+  expect_refused(c, {4, 1},
+                 "kv_heads=6 (heads=24) and d1·d2=4 (mesh 4x1): one must divide the other");
+  c = llama_config(3);  // 16 heads
+  expect_refused(c, {1, 1}, "heads=16 is not divisible by kv_heads=3");
   c = llama_config(8);
-  c.layout = {.mesh = {2, 1}, .strategy = layout::Strategy::kSumma};
-  EXPECT_NE(error_of([&] {
-              validate(c, {2, 1});
-            }).find("kv_heads=8 (heads=16): the 2D-GeMM blocks (summa) run GPT layers only"),
-            std::string::npos)
-      << error_of([&] {
-           validate(c, {2, 1});
-         });
+  c.layout.strategy = layout::Strategy::kSumma;
+  expect_refused(c, {2, 1},
+                 "kv_heads=8 (heads=16): the 2D-GeMM blocks (summa) run GPT layers only");
   c = llama_config(8);
   c.shape.ffn_hidden = 100;
-  c.layout = {.mesh = {8, 1}};
-  EXPECT_NE(error_of([&] {
-              validate(c, {8, 1});
-            }).find("ffn_hidden=100 is not divisible by d1=8 (mesh 8x1)"),
-            std::string::npos)
-      << error_of([&] {
-           validate(c, {8, 1});
-         });
+  expect_refused(c, {8, 1}, "ffn_hidden=100 is not divisible by d1=8 (mesh 8x1)");
   c = llama_config(8);
   c.shape.activation = layout::Activation::kGelu;
-  c.layout = {.mesh = {1, 1}};
-  EXPECT_NE(error_of([&] {
-              validate(c, {1, 1});
-            }).find("kv_heads=8 < heads=16 with activation=gelu"),
-            std::string::npos)
-      << error_of([&] {
-           validate(c, {1, 1});
-         });
+  expect_refused(c, {1, 1}, "kv_heads=8 < heads=16 with activation=gelu");
+  c = llama_config(2);  // KV heads copied over 4 head blocks: runs
+  c.layout.mesh = {4, 1};
+  EXPECT_EQ(test_support::error_of([&] { validate(c, {4, 1}); }), "");
 }
 
 TEST(Gpt, Gemm2dStrategiesMatchTheSerialModel) {

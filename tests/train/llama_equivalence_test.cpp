@@ -3,7 +3,8 @@
 // step of a run on (dp, pp, d1, d2) equals the single-rank run's — N×1 with and without
 // sequence parallelism, 1×N, 2×2, 2×4 and 4×2, chunks, the fused core, recomputation, data
 // parallelism with ZeRO, pipeline stages (the head the last stage's own). The single-rank model
-// equals the independent serial reference (model_gpt_test's Gpt.LlamaEveryMeshMatchesTheSerialModel).
+// equals the independent serial reference (model_gpt_test's
+// Gpt.LlamaEveryMeshMatchesTheSerialModel).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -56,10 +57,18 @@ class LlamaEquivalence : public ::testing::Test {
   // tiny-llama's layers (models/tiny-llama.json) at a smaller batch and sequence.
   TrainConfig config() const {
     TrainConfig c;
-    c.model.shape = {.batch = 8, .seq = 16, .hidden = 64, .heads = 16, .layers = 2, .vocab = 256,
-                     .kv_heads = 8, .ffn_hidden = 176,
-                     .activation = layout::Activation::kSwiglu, .norm = layout::Norm::kRmsNorm,
-                     .position = layout::Position::kRope, .tie_embeddings = false};
+    c.model.shape = {.batch = 8,
+                     .seq = 16,
+                     .hidden = 64,
+                     .heads = 16,
+                     .layers = 2,
+                     .vocab = 256,
+                     .kv_heads = 8,
+                     .ffn_hidden = 176,
+                     .activation = layout::Activation::kSwiglu,
+                     .norm = layout::Norm::kRmsNorm,
+                     .position = layout::Position::kRope,
+                     .tie_embeddings = false};
     c.steps = kSteps;
     c.lr = 3e-3;
     c.min_lr = 3e-4;
@@ -113,23 +122,80 @@ TEST_F(LlamaEquivalence, EveryLayoutGivesTheSerialLossCurve) {
   }
   for (const Layout& l : layouts) {
     TrainConfig c = config();
-    c.model.layout = {.dp = l.dp, .pp = l.pp, .microbatches = l.pp, .zero = l.zero,
-                      .recompute = l.recompute, .mesh = {l.d1, l.d2}, .chunks = l.chunks,
-                      .sequence_parallel = l.sp, .attention = l.attention};
+    c.model.layout = {.dp = l.dp,
+                      .pp = l.pp,
+                      .microbatches = l.pp,
+                      .zero = l.zero,
+                      .recompute = l.recompute,
+                      .mesh = {l.d1, l.d2},
+                      .chunks = l.chunks,
+                      .sequence_parallel = l.sp,
+                      .attention = l.attention};
     const std::vector<double> got = losses(world_, c);
     ASSERT_EQ(got.size(), serial.size());
     const auto [early, late] = drift(got, serial);
-    const std::string name =
-        fmt::format("llama dp={} pp={} tp={}x{} chunks={}{} {} recompute={} zero={}", l.dp, l.pp,
-                    l.d1, l.d2, l.chunks, l.sp ? " sp" : "", layout::name(l.attention),
-                    layout::name(l.recompute), l.zero);
+    const std::string name = fmt::format(
+        "llama dp={} pp={} tp={}x{} chunks={}{} {} recompute={} zero={}", l.dp, l.pp, l.d1, l.d2,
+        l.chunks, l.sp ? " sp" : "", layout::name(l.attention), layout::name(l.recompute), l.zero);
     // Observed ≤ 6.6e-7 on every layout; dropping RoPE on the distributed ranks only moves
     // the curve by 1.6e-4 (the init's small weights make the rotation a small change).
     EXPECT_LE(early, 1e-5) << name;
     EXPECT_LE(late, 1e-5) << name;
     if (world_.rank() == 0) {
-      std::printf("[ drift    ] %-70s steps 1-10 %.2e, 11-%d %.2e\n", name.c_str(), early,
-                  kSteps, late);
+      std::printf("[ drift    ] %-70s steps 1-10 %.2e, 11-%d %.2e\n", name.c_str(), early, kSteps,
+                  late);
+    }
+  }
+}
+
+// Two KV heads for 16 query heads: on 4 and 8 ranks each head block holds a copy of the one
+// KV head its query heads read, the copies' gradients summed and counted once in the norm
+// (gradient clipping is on: tiny's steps clip), under ZeRO-2's sharded norm too.
+TEST_F(LlamaEquivalence, ReplicatedKvHeadsGiveTheSerialLossCurve) {
+  const comm::Communicator solo = world_.split(world_.rank(), 0);
+  TrainConfig base = config();
+  base.model.shape.kv_heads = 2;
+  base.steps = 12;
+  const std::vector<double> serial = losses(solo, base);
+  struct Layout {
+    int dp, pp, d1, d2, chunks;
+    bool sp;
+    int zero = 0;
+    layout::Attention attention = layout::Attention::kUnfused;
+  };
+  const int n = world_.size();
+  std::vector<Layout> layouts{{1, 1, n, 1, 1, false},
+                              {1, 1, 1, n, 2, false},
+                              {1, 1, n, 1, 2, true, 0, layout::Attention::kFused}};
+  if (n >= 4) {
+    layouts.push_back({2, 1, n / 2, 1, 1, false, 2});
+    layouts.push_back({1, 2, n / 2, 1, 1, false});
+  }
+  if (n == 4) layouts.push_back({1, 1, 2, 2, 2, false});
+  if (n == 8) {
+    layouts.push_back({1, 1, 2, 4, 1, false});
+    layouts.push_back({1, 1, 4, 2, 2, false, 0, layout::Attention::kFused});
+  }
+  for (const Layout& l : layouts) {
+    TrainConfig c = base;
+    c.model.layout = {.dp = l.dp,
+                      .pp = l.pp,
+                      .microbatches = l.pp,
+                      .zero = l.zero,
+                      .mesh = {l.d1, l.d2},
+                      .chunks = l.chunks,
+                      .sequence_parallel = l.sp,
+                      .attention = l.attention};
+    const std::vector<double> got = losses(world_, c);
+    ASSERT_EQ(got.size(), serial.size());
+    const auto [early, late] = drift(got, serial);
+    const std::string name =
+        fmt::format("llama kv=2 dp={} pp={} tp={}x{} chunks={}{} zero={} {}", l.dp, l.pp, l.d1,
+                    l.d2, l.chunks, l.sp ? " sp" : "", l.zero, layout::name(l.attention));
+    EXPECT_LE(early, 1e-5) << name;
+    EXPECT_LE(late, 1e-5) << name;
+    if (world_.rank() == 0) {
+      std::printf("[ drift    ] %-70s steps 1-10 %.2e, 11-12 %.2e\n", name.c_str(), early, late);
     }
   }
 }
