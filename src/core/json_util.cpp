@@ -152,7 +152,7 @@ std::string read_optional_string(const nlohmann::json& obj, std::string_view key
   return read_string(obj, key, where);
 }
 
-void check_fields(const nlohmann::json& obj, std::initializer_list<std::string_view> allowed,
+void check_fields(const nlohmann::json& obj, std::span<const std::string_view> allowed,
                   std::string_view where) {
   MESHTP_CHECK(obj.is_object(), "{}: expected a JSON object, got {}", where, obj.dump());
   for (const auto& [key, value] : obj.items()) {

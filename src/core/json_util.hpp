@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <span>
 #include <vector>
 
 namespace meshtp {
@@ -54,7 +55,11 @@ std::string read_optional_string(const nlohmann::json& obj, std::string_view key
                                  std::string_view where, std::string fallback);
 
 // Throws if `obj` is not an object or has a key outside `allowed`.
-void check_fields(const nlohmann::json& obj, std::initializer_list<std::string_view> allowed,
+void check_fields(const nlohmann::json& obj, std::span<const std::string_view> allowed,
                   std::string_view where);
+inline void check_fields(const nlohmann::json& obj,
+                         std::initializer_list<std::string_view> allowed, std::string_view where) {
+  check_fields(obj, std::span<const std::string_view>(allowed.begin(), allowed.size()), where);
+}
 
 }  // namespace meshtp

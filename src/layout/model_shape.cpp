@@ -40,6 +40,12 @@ void ModelShape::validate(std::string_view where) const {
                "of query heads)",
                where, heads, kv_heads);
   in_range(ffn(), "ffn_hidden (4·hidden when 0)", 1);
+  MESHTP_CHECK(rope_theta == 0 || (rope_theta > 1 && rope_theta <= 1e12),
+               "{}: rope_theta={} must be 0 (the default, 10000) or in (1, 1e12]", where,
+               rope_theta);
+  MESHTP_CHECK(rope_theta == 0 || position == Position::kRope,
+               "{}: rope_theta={} applies to position=rope, not position={}", where, rope_theta,
+               name(position));
   // Mixture of experts: every MoE field names its value; a dense model has them at 0.
   in_range(num_experts, "num_experts", 0);
   in_range(moe_every, "moe_every", 1);
@@ -161,6 +167,13 @@ std::ostream& operator<<(std::ostream& os, const ModelShape& m) {
   return os;
 }
 
+std::vector<std::string_view> shape_keys(std::initializer_list<std::string_view> extra) {
+  std::vector<std::string_view> keys{"layers", "hidden", "heads", "vocab", "batch", "seq"};
+  keys.insert(keys.end(), std::begin(kFamilyKeys), std::end(kFamilyKeys));
+  keys.insert(keys.end(), extra.begin(), extra.end());
+  return keys;
+}
+
 void write_shape(nlohmann::json& j, const ModelShape& m) {
   j["layers"] = m.layers;
   j["hidden"] = m.hidden;
@@ -175,6 +188,7 @@ void write_shape(nlohmann::json& j, const ModelShape& m) {
   if (m.norm != Norm::kLayerNorm) j["norm"] = name(m.norm);
   if (m.position != Position::kLearned) j["position"] = name(m.position);
   if (!m.tie_embeddings) j["tie_embeddings"] = false;
+  if (m.rope_theta != 0) j["rope_theta"] = m.rope_theta;
   if (m.is_moe()) {
     j["num_experts"] = m.num_experts;
     j["top_k"] = m.top_k;
@@ -214,6 +228,7 @@ ModelShape read_shape(const nlohmann::json& j, std::string_view where) {
                  where, j["tie_embeddings"].dump());
     m.tie_embeddings = j["tie_embeddings"].get<bool>();
   }
+  if (j.contains("rope_theta")) m.rope_theta = read_number(j, "rope_theta", where);
   if (j.contains("num_experts")) m.num_experts = read_integer(j, "num_experts", where);
   if (j.contains("top_k")) m.top_k = read_integer(j, "top_k", where);
   if (j.contains("moe_ffn_hidden")) m.moe_ffn_hidden = read_integer(j, "moe_ffn_hidden", where);

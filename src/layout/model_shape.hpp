@@ -15,6 +15,7 @@
 //   activation    gelu (h→f→h) | swiglu (h→2f gate and up, f→h: three f×h matrices)
 //   norm          layernorm (weight and bias) | rmsnorm (weight)
 //   position      learned (an s×h table) | rope (rotary, no parameters)
+//   rope_theta    RoPE's base θ (0: the rotary op's default, RoFormer's 10000; Llama 3 500000)
 //   tie_embeddings  the head shares the embedding table (true) or has its own V×h
 // Linear biases follow the activation: GeLU models have them (GPT), SwiGLU ones do not
 // (Llama, Megatron-LM's --disable-bias-linear).
@@ -41,6 +42,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "layout/vocabulary.hpp"
 
@@ -59,6 +61,7 @@ struct ModelShape {
   Norm norm = Norm::kLayerNorm;
   Position position = Position::kLearned;
   bool tie_embeddings = true;
+  double rope_theta = 0;  // 0: ops/rope.hpp's kRopeTheta
   std::int64_t num_experts = 0;     // 0: dense
   std::int64_t top_k = 0;           // 0 when dense
   std::int64_t moe_ffn_hidden = 0;  // 0: ffn()
@@ -144,7 +147,9 @@ std::ostream& operator<<(std::ostream& os, const ModelShape& shape);
 inline constexpr std::string_view kFamilyKeys[] = {
     "kv_heads",     "ffn_hidden",     "activation",     "norm",           "position",
     "tie_embeddings", "num_experts",  "top_k",          "moe_ffn_hidden", "shared_experts",
-    "moe_every",    "capacity_factor", "router_aux_loss"};
+    "moe_every",    "capacity_factor", "router_aux_loss", "rope_theta"};
+// Every key read_shape reads: the sizes' and kFamilyKeys, then `extra` (a file's own keys).
+std::vector<std::string_view> shape_keys(std::initializer_list<std::string_view> extra = {});
 void write_shape(nlohmann::json& j, const ModelShape& shape);
 ModelShape read_shape(const nlohmann::json& j, std::string_view where);
 

@@ -312,12 +312,7 @@ Plan plan_from_json(const json& j, const std::string& source) {
     read(pj, "model", at, pv.model);
     if (pj.contains("model_shape")) {
       const std::string shape_at = at + ", model_shape";
-      check_fields(pj["model_shape"],
-                   {"layers", "hidden", "heads", "vocab", "batch", "seq", "kv_heads",
-                    "ffn_hidden", "activation", "norm", "position", "tie_embeddings",
-                    "num_experts", "top_k", "moe_ffn_hidden", "shared_experts", "moe_every",
-                    "capacity_factor", "router_aux_loss"},
-                   shape_at);
+      check_fields(pj["model_shape"], shape_keys(), shape_at);
       pv.shape = read_shape(pj["model_shape"], shape_at);
       pv.shape->validate(shape_at);
     }

@@ -224,7 +224,8 @@ Block::Block(const mesh::DeviceMesh& mesh, const BlockConfig& config)
   ln2_mean_ = buffer(rms() ? 0 : rows);
   ln2_rstd_ = buffer(rows);
   if (config.shape.position == layout::Position::kRope) {
-    rope_ = rope_table(config.shape.head_dim(), 0, config.shape.seq);
+    rope_ = rope_table(config.shape.head_dim(), 0, config.shape.seq,
+                       rope_theta_or_default(config.shape.rope_theta));
   }
   xn1_ = buffer(qkv_.x_layout().size());
   xn1g_ = buffer(qkv_.gathers_input() ? qkv_.xg_layout().size() : 0);

@@ -17,7 +17,9 @@ ReferenceStack::ReferenceStack(const StackConfig& config, std::map<std::string, 
                  e.name, to_string(it->second.shape()), to_string(e.shape));
     grads_.emplace(e.name, Tensor(e.shape));
   }
-  if (c.position == layout::Position::kRope) rope_ = rope_table(c.head_dim(), 0, c.seq);
+  if (c.position == layout::Position::kRope) {
+    rope_ = rope_table(c.head_dim(), 0, c.seq, rope_theta_or_default(c.rope_theta));
+  }
 }
 
 const Tensor& ReferenceStack::w(int layer, const char* suffix) const {

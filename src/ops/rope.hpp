@@ -27,6 +27,8 @@ namespace meshtp {
 
 inline constexpr double kRopeTheta = 10000.0;
 inline constexpr double kRopeThetaLlama3 = 500000.0;
+// A model's θ (layout::ModelShape::rope_theta), 0 meaning the default kRopeTheta.
+inline double rope_theta_or_default(double theta) { return theta > 0 ? theta : kRopeTheta; }
 
 // cos and sin of p·θ_i for positions p in [pos0, pos0 + len), i < HD/2.
 struct RopeTable {

@@ -438,6 +438,8 @@ std::string megatron(const EmitRequest& r, const Plan& p, const Sizes& s) {
   if (!r.model.has_biases()) flag("disable-bias-linear");
   if (r.model.norm == layout::Norm::kRmsNorm) arg("normalization", "RMSNorm");
   if (r.model.position == layout::Position::kRope) arg("position-embedding-type", "rope");
+  // --rotary-base is an int (megatron/training/arguments.py, core_v0.15.0; default 10000).
+  if (r.model.rope_theta > 0) arg("rotary-base", std::llround(r.model.rope_theta));
   if (!r.model.tie_embeddings) flag("untie-embeddings-and-output-weights");
   arg("seq-length", r.model.seq);
   arg("max-position-embeddings", r.model.seq);

@@ -56,11 +56,7 @@ nlohmann::json to_json(const ModelSpec& m) {
 
 ModelSpec model_from_json(const nlohmann::json& j, const std::string& source) {
   const std::string where = "model " + source;
-  check_fields(j, {"name", "description", "layers", "hidden", "heads", "vocab", "batch", "seq",
-                   "precision", "recompute", "kv_heads", "ffn_hidden", "activation", "norm",
-                   "position", "tie_embeddings", "num_experts", "top_k", "moe_ffn_hidden",
-                   "shared_experts", "moe_every", "capacity_factor", "router_aux_loss"},
-               where);
+  check_fields(j, layout::shape_keys({"name", "description", "precision", "recompute"}), where);
   ModelSpec m;
   static_cast<layout::ModelShape&>(m) = layout::read_shape(j, where);
   m.name = read_string(j, "name", where);

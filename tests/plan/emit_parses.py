@@ -35,7 +35,8 @@ def megatron_parser():
                  "decoder-last-pipeline-num-layers", "ffn-hidden-size", "num-query-groups",
                  "num-virtual-stages-per-pipeline-rank", "num-experts", "moe-router-topk",
                  "moe-ffn-hidden-size", "expert-model-parallel-size",
-                 "expert-tensor-parallel-size", "moe-shared-expert-intermediate-size"):
+                 "expert-tensor-parallel-size", "moe-shared-expert-intermediate-size",
+                 "rotary-base"):
         p.add_argument("--" + name, type=int)
     p.add_argument("--moe-layer-freq", type=int, default=1)
     p.add_argument("--moe-token-dispatcher-type", choices=["allgather", "alltoall", "flex"])

@@ -55,6 +55,10 @@ TEST(ModelFamily, BadValuesAreRefusedNamingThem) {
   EXPECT_EQ(error(R"(, "tie_embeddings": "no")"),
             "model 'm.json': tie_embeddings=\"no\" must be true or false");
   EXPECT_NE(error(R"(, "kv_head": 2)").find("kv_head"), std::string::npos);
+  EXPECT_EQ(error(R"(, "position": "rope", "rope_theta": 1)"),
+            "model 'm': rope_theta=1 must be 0 (the default, 10000) or in (1, 1e12]");
+  EXPECT_EQ(error(R"(, "rope_theta": 500000)"),
+            "model 'm': rope_theta=500000 applies to position=rope, not position=learned");
 }
 
 TEST(ModelFamily, Llama3PresetsCountThePapersParameters) {
