@@ -215,6 +215,18 @@ void ContextParallelAttention::backward(MatrixView dq, MatrixView dk, MatrixView
   }
 }
 
+namespace {
+
+// The block that travels the ring: [k | v] of one rank's rows.
+Tensor travelling_block(ConstMatrixView k, ConstMatrixView v) {
+  Tensor kv({k.rows, k.cols + v.cols});
+  copy(k, columns(kv.matrix(), 0, k.cols));
+  copy(v, columns(kv.matrix(), k.cols, v.cols));
+  return kv;
+}
+
+}  // namespace
+
 // ---- the ring ------------------------------------------------------------------------------
 //
 // Over ring_ (r ranks), rows chunk-major over `mine` (n = mine.size() chunks of B·c rows),
@@ -230,10 +242,7 @@ void ContextParallelAttention::ring_forward(MatrixView out, std::span<float> lse
   const std::int64_t c = chunk_, per_chunk = shape_.batch * c, HD = shape_.head_dim;
   const auto chunks = static_cast<std::int64_t>(mine.size());
   const std::int64_t kw = kv_heads_ * HD, lse_chunk = shape_.batch * heads_ * c;
-  // The travelling block: [k | v] of one rank's rows.
-  Tensor kv({chunks * per_chunk, 2 * kw}), next({chunks * per_chunk, 2 * kw});
-  copy(k, columns(kv.matrix(), 0, kw));
-  copy(v, columns(kv.matrix(), kw, kw));
+  Tensor kv = travelling_block(k, v), next(kv.shape());
   Tensor part({per_chunk, out.cols});
   std::vector<float> part_lse(static_cast<std::size_t>(lse_chunk));
   FlashAttention a{.batch = shape_.batch, .heads = heads_, .kv_heads = kv_heads_};
@@ -282,9 +291,7 @@ void ContextParallelAttention::ring_backward(MatrixView dq, MatrixView dk, Matri
   const std::int64_t c = chunk_, per_chunk = shape_.batch * c, HD = shape_.head_dim;
   const auto chunks = static_cast<std::int64_t>(mine.size());
   const std::int64_t kw = kv_heads_ * HD, lse_chunk = shape_.batch * heads_ * c;
-  Tensor kv({chunks * per_chunk, 2 * kw}), next({chunks * per_chunk, 2 * kw});
-  copy(k, columns(kv.matrix(), 0, kw));
-  copy(v, columns(kv.matrix(), kw, kw));
+  Tensor kv = travelling_block(k, v), next(kv.shape());
   // The accumulator of dK | dV that travels with the block it belongs to.
   Tensor dkv({chunks * per_chunk, 2 * kw}), dkv_next({chunks * per_chunk, 2 * kw});
   dkv.fill(0.0f);

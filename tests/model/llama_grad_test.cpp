@@ -9,16 +9,12 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "../ops/grad_check.hpp"
 #include "comm/communicator.hpp"
 #include "model/stack.hpp"
+#include "stack_grad_check.hpp"
 
 namespace meshtp::model {
 namespace {
-
-using testing::check_gradient;
-using testing::dot;
-using testing::test_tensor;
 
 StackConfig llama_stack(layout::Attention attention) {
   return {.block = {.shape = {.batch = 2,
@@ -40,37 +36,8 @@ TEST(LlamaStack, FiniteDifferencesMatchBackward) {
   for (const layout::Attention attention : layout::all<layout::Attention>()) {
     const StackConfig c = llama_stack(attention);
     Stack stack(solo, c);
-    for (int p = 0; p < stack.num_params(); ++p) {
-      const bool norm = stack.param_table()[static_cast<std::size_t>(p)].init == Init::kOnes;
-      const Tensor w =
-          test_tensor(stack.value(p).shape(), 100 + p, norm ? 0.25f : 0.5f, norm ? 1.0f : 0.0f);
-      std::copy(w.values().begin(), w.values().end(), stack.value(p).values().begin());
-    }
-    const Shape stream{c.block.shape.tokens(), c.block.shape.hidden};
-    Tensor x = test_tensor(stream, 7);
-    const Tensor dy = test_tensor(stream, 8);
-    const auto loss = [&] {
-      stack.set_input(x);
-      stack.forward();
-      return dot(stack.gather_output().values(), dy.values());
-    };
-    loss();
-    stack.zero_grads();
-    stack.set_grad_output(dy);
-    stack.backward();
-    const Tensor dx = stack.gather_grad_input();
-    std::vector<Tensor> grads;
-    for (int p = 0; p < stack.num_params(); ++p) grads.push_back(stack.grad(p));
     EXPECT_EQ(stack.num_params(), 6);  // ln1, qkv, proj, ln2, fc1, fc2 weights: no biases
-    for (int p = 0; p < stack.num_params(); ++p) {
-      const auto r = check_gradient(stack.value(p).values(),
-                                    grads[static_cast<std::size_t>(p)].values(), loss);
-      EXPECT_LT(r.error, testing::kFdTol)
-          << layout::name(attention) << " " << stack.param_table()[static_cast<std::size_t>(p)].name
-          << ": " << r;
-    }
-    const auto r = check_gradient(x.values(), dx.values(), loss);
-    EXPECT_LT(r.error, testing::kFdTol) << layout::name(attention) << " input: " << r;
+    testing::expect_stack_gradients(stack, c, 100, std::string(layout::name(attention)));
   }
 }
 

@@ -76,6 +76,45 @@ class TrainEquivalence : public ::testing::Test {
     return out;
   }
 
+  // A mixture of experts' layout: the experts folded onto a mesh d1×1 with sequence
+  // parallelism (ep × etp = d1; unset: ep = d1, etp = 1) and what runs around it.
+  struct MoeLayout {
+    int dp, pp, d1;
+    layout::Recompute recompute = layout::Recompute::kNone;
+    int zero = 0, ep = 1, etp = 0, chunks = 1;
+  };
+  // Each layout of `base` (a MoE model with its load-balancing loss on) against the serial
+  // run: with the loss on where the loss's token sets are the serial run's (dp = 1, one
+  // microbatch), else both runs with it off (the sets differ by design: see the MoE test).
+  void expect_moe_layouts_match_serial(const std::string& label, const TrainConfig& base,
+                                       const std::vector<MoeLayout>& layouts) {
+    const comm::Communicator solo = world_.split(world_.rank(), 0);
+    TrainConfig no_aux = base;
+    no_aux.model.shape.router_aux_loss = 0.0;
+    const std::vector<double> serial = losses(solo, base), serial_no_aux = losses(solo, no_aux);
+    for (const MoeLayout& l : layouts) {
+      const bool same_token_sets = l.dp == 1 && l.pp == 1;
+      TrainConfig c = same_token_sets ? base : no_aux;
+      c.model.layout = {.dp = l.dp, .pp = l.pp, .microbatches = l.pp, .zero = l.zero,
+                        .recompute = l.recompute, .mesh = {l.d1, 1},
+                        .strategy = layout::Strategy::kMegatron, .chunks = l.chunks,
+                        .sequence_parallel = l.d1 > 1, .ep = l.ep, .etp = l.etp};
+      const std::vector<double> got = losses(world_, c);
+      ASSERT_EQ(got.size(), serial.size());
+      const auto [early, late] = drift(got, same_token_sets ? serial : serial_no_aux);
+      const std::string name = fmt::format(
+          "{} dp={} pp={} tp={} ep×etp={}×{} zero={} chunks={} recompute={}{}", label, l.dp,
+          l.pp, l.d1, l.etp > 0 ? l.ep : l.d1, l.etp > 0 ? l.etp : 1, l.zero, l.chunks,
+          l.recompute, same_token_sets ? "" : " (no aux)");
+      EXPECT_LE(early, 1e-4) << name;
+      EXPECT_LE(late, 1e-3) << name;
+      if (world_.rank() == 0) {
+        std::printf("[ drift    ] %-55s steps 1-10 %.2e, later %.2e\n", name.c_str(), early,
+                    late);
+      }
+    }
+  }
+
   comm::Communicator world_ = comm::Communicator::world();
   fs::path dir_;
 };
@@ -184,48 +223,23 @@ TEST_F(TrainEquivalence, MixtureOfExpertsGivesTheSerialLossCurve) {
   TrainConfig no_aux = base;
   no_aux.model.shape.router_aux_loss = 0.0;
   const std::vector<double> serial = losses(solo, base);
-  const std::vector<double> serial_no_aux = losses(solo, no_aux);
   ASSERT_EQ(serial.size(), 15u);
   EXPECT_LT(serial.back(), serial.front() - 0.3) << "the tiny MoE model should learn";
-  EXPECT_NE(serial[5], serial_no_aux[5]) << "the load-balancing loss must reach the gradients";
-  struct Layout {
-    int dp, pp, d1, zero;
-    layout::Recompute recompute;
-    int ep = 1, etp = 0;  // unset: ep = d1, etp = 1
-  };
+  EXPECT_NE(serial[5], losses(solo, no_aux)[5]) << "the load-balancing loss must reach the gradients";
   using R = layout::Recompute;
-  std::vector<Layout> layouts{{1, 1, n, 0, R::kNone}, {n, 1, 1, 0, R::kNone}};
+  std::vector<MoeLayout> layouts{{1, 1, n}, {n, 1, 1}};
   if (n >= 2) {
-    layouts.push_back({1, 1, n, 0, R::kFull});
-    layouts.push_back({1, 1, n, 0, R::kNone, 1, n});  // every expert split over all n
+    layouts.push_back({1, 1, n, R::kFull});
+    layouts.push_back({.dp = 1, .pp = 1, .d1 = n, .ep = 1, .etp = n});  // each expert split
   }
   if (n == 4) {
-    layouts.push_back({2, 1, 2, 1, R::kSelective});
-    layouts.push_back({1, 2, 2, 0, R::kNone});
-    layouts.push_back({1, 1, 4, 0, R::kNone, 2, 2});
-    layouts.push_back({2, 1, 2, 1, R::kNone, 1, 2});  // etp with data parallelism and ZeRO
-    layouts.push_back({1, 2, 2, 0, R::kFull, 1, 2});  // etp with pipeline stages
+    layouts.push_back({2, 1, 2, R::kSelective, 1});
+    layouts.push_back({1, 2, 2});
+    layouts.push_back({.dp = 1, .pp = 1, .d1 = 4, .ep = 2, .etp = 2});
+    layouts.push_back({2, 1, 2, R::kNone, 1, 1, 2});  // etp with data parallelism and ZeRO
+    layouts.push_back({1, 2, 2, R::kFull, 0, 1, 2});  // etp with pipeline stages
   }
-  for (const Layout& l : layouts) {
-    const bool same_token_sets = l.dp == 1 && l.pp == 1;
-    TrainConfig c = same_token_sets ? base : no_aux;
-    c.model.layout = {.dp = l.dp, .pp = l.pp, .microbatches = l.pp, .zero = l.zero,
-                      .recompute = l.recompute, .mesh = {l.d1, 1},
-                      .strategy = layout::Strategy::kMegatron, .sequence_parallel = l.d1 > 1,
-                      .ep = l.ep, .etp = l.etp};
-    const std::vector<double> got = losses(world_, c);
-    ASSERT_EQ(got.size(), serial.size());
-    const auto [early, late] = drift(got, same_token_sets ? serial : serial_no_aux);
-    const std::string name =
-        fmt::format("moe dp={} pp={} tp={} ep×etp={}×{} zero={} recompute={}{}", l.dp, l.pp,
-                    l.d1, l.etp > 0 ? l.ep : l.d1, l.etp > 0 ? l.etp : 1, l.zero, l.recompute,
-                    same_token_sets ? "" : " (no aux)");
-    EXPECT_LE(early, 1e-4) << name;
-    EXPECT_LE(late, 1e-3) << name;
-    if (world_.rank() == 0) {
-      std::printf("[ drift    ] %-55s steps 1-10 %.2e, 11-15 %.2e\n", name.c_str(), early, late);
-    }
-  }
+  expect_moe_layouts_match_serial("moe", base, layouts);
 }
 
 TEST_F(TrainEquivalence, ResumeContinuesTheUninterruptedCurve) {
@@ -284,7 +298,6 @@ TEST_F(TrainEquivalence, ResumeContinuesTheUninterruptedCurve) {
 // recomputation, and pipeline stages that start at a dense or a MoE layer.
 TEST_F(TrainEquivalence, MixtureOfExpertsEveryOtherLayerGivesTheSerialLossCurve) {
   const int n = world_.size();
-  const comm::Communicator solo = world_.split(world_.rank(), 0);
   TrainConfig base = config();
   base.steps = 12;
   base.model.shape.layers = 4;
@@ -293,52 +306,25 @@ TEST_F(TrainEquivalence, MixtureOfExpertsEveryOtherLayerGivesTheSerialLossCurve)
   base.model.shape.moe_ffn_hidden = 48;
   base.model.shape.moe_every = 2;
   base.model.shape.router_aux_loss = 0.01;
-  TrainConfig no_aux = base;
-  no_aux.model.shape.router_aux_loss = 0.0;
-  const std::vector<double> serial = losses(solo, base);
-  const std::vector<double> serial_no_aux = losses(solo, no_aux);
   TrainConfig all_moe = base;
   all_moe.model.shape.moe_every = 1;
-  EXPECT_NE(losses(solo, all_moe)[3], serial[3]) << "moe_every must change the model";
-  struct Layout {
-    int dp, pp, d1;
-    layout::Recompute recompute;
-    int ep = 1, etp = 0;
-  };
+  const comm::Communicator solo = world_.split(world_.rank(), 0);
+  EXPECT_NE(losses(solo, all_moe)[3], losses(solo, base)[3]) << "moe_every must change the model";
   using R = layout::Recompute;
-  std::vector<Layout> layouts{{1, 1, n, R::kNone}, {1, 1, n, R::kFull}, {n, 1, 1, R::kNone}};
-  if (n >= 2) layouts.push_back({1, 1, n, R::kSelective, 1, n});
+  std::vector<MoeLayout> layouts{{1, 1, n}, {1, 1, n, R::kFull}, {n, 1, 1}};
+  if (n >= 2) layouts.push_back({1, 1, n, R::kSelective, 0, 1, n});
   if (n == 4) {
-    layouts.push_back({1, 2, 2, R::kNone});
+    layouts.push_back({1, 2, 2});
     layouts.push_back({1, 4, 1, R::kFull});  // a stage each layer: dense and MoE stages
-    layouts.push_back({2, 1, 2, R::kNone, 1, 2});
+    layouts.push_back({2, 1, 2, R::kNone, 0, 1, 2});
   }
-  for (const Layout& l : layouts) {
-    const bool same_token_sets = l.dp == 1 && l.pp == 1;
-    TrainConfig c = same_token_sets ? base : no_aux;
-    c.model.layout = {.dp = l.dp, .pp = l.pp, .microbatches = l.pp, .recompute = l.recompute,
-                      .mesh = {l.d1, 1}, .strategy = layout::Strategy::kMegatron,
-                      .sequence_parallel = l.d1 > 1, .ep = l.ep, .etp = l.etp};
-    const std::vector<double> got = losses(world_, c);
-    ASSERT_EQ(got.size(), serial.size());
-    const auto [early, late] = drift(got, same_token_sets ? serial : serial_no_aux);
-    const std::string name =
-        fmt::format("moe_every=2 dp={} pp={} tp={} ep×etp={}×{} recompute={}{}", l.dp, l.pp,
-                    l.d1, l.etp > 0 ? l.ep : l.d1, l.etp > 0 ? l.etp : 1, l.recompute,
-                    same_token_sets ? "" : " (no aux)");
-    EXPECT_LE(early, 1e-4) << name;
-    EXPECT_LE(late, 1e-3) << name;
-    if (world_.rank() == 0) {
-      std::printf("[ drift    ] %-55s steps 1-10 %.2e, 11-12 %.2e\n", name.c_str(), early, late);
-    }
-  }
+  expect_moe_layouts_match_serial("moe_every=2", base, layouts);
 }
 
 // Shared experts (a dense MLP of 2·f_e every token runs beside its routed experts, tensor-
 // parallel as a dense MLP; model/block.cpp) on the layouts above.
 TEST_F(TrainEquivalence, MixtureOfExpertsWithSharedExpertsGivesTheSerialLossCurve) {
   const int n = world_.size();
-  const comm::Communicator solo = world_.split(world_.rank(), 0);
   TrainConfig base = config();
   base.steps = 12;
   base.model.shape.num_experts = 4;
@@ -346,48 +332,21 @@ TEST_F(TrainEquivalence, MixtureOfExpertsWithSharedExpertsGivesTheSerialLossCurv
   base.model.shape.moe_ffn_hidden = 48;
   base.model.shape.shared_experts = 2;
   base.model.shape.router_aux_loss = 0.01;
-  TrainConfig no_aux = base;
-  no_aux.model.shape.router_aux_loss = 0.0;
-  const std::vector<double> serial = losses(solo, base);
-  const std::vector<double> serial_no_aux = losses(solo, no_aux);
   TrainConfig routed_only = base;
   routed_only.model.shape.shared_experts = 0;
-  EXPECT_NE(losses(solo, routed_only)[3], serial[3]) << "the shared experts must count";
-  struct Layout {
-    int dp, pp, d1;
-    layout::Recompute recompute;
-    int ep = 1, etp = 0, chunks = 1;
-  };
+  const comm::Communicator solo = world_.split(world_.rank(), 0);
+  EXPECT_NE(losses(solo, routed_only)[3], losses(solo, base)[3]) << "the shared experts must count";
   using R = layout::Recompute;
-  std::vector<Layout> layouts{{1, 1, n, R::kNone}, {n, 1, 1, R::kNone}};
+  std::vector<MoeLayout> layouts{{1, 1, n}, {n, 1, 1}};
   if (n >= 2) {
-    layouts.push_back({1, 1, n, R::kSelective, 1, n});
-    layouts.push_back({1, 1, n, R::kNone, n, 1, 2});  // two chunks
+    layouts.push_back({1, 1, n, R::kSelective, 0, 1, n});
+    layouts.push_back({.dp = 1, .pp = 1, .d1 = n, .ep = n, .etp = 1, .chunks = 2});
   }
   if (n == 4) {
-    layouts.push_back({2, 1, 2, R::kNone, 1, 2});
+    layouts.push_back({2, 1, 2, R::kNone, 1, 1, 2});
     layouts.push_back({1, 2, 2, R::kFull});
   }
-  for (const Layout& l : layouts) {
-    const bool same_token_sets = l.dp == 1 && l.pp == 1;
-    TrainConfig c = same_token_sets ? base : no_aux;
-    c.model.layout = {.dp = l.dp, .pp = l.pp, .microbatches = l.pp, .recompute = l.recompute,
-                      .mesh = {l.d1, 1}, .strategy = layout::Strategy::kMegatron,
-                      .chunks = l.chunks, .sequence_parallel = l.d1 > 1, .ep = l.ep,
-                      .etp = l.etp};
-    const std::vector<double> got = losses(world_, c);
-    ASSERT_EQ(got.size(), serial.size());
-    const auto [early, late] = drift(got, same_token_sets ? serial : serial_no_aux);
-    const std::string name = fmt::format(
-        "shared experts dp={} pp={} tp={} ep×etp={}×{} chunks={} recompute={}{}", l.dp, l.pp,
-        l.d1, l.etp > 0 ? l.ep : l.d1, l.etp > 0 ? l.etp : 1, l.chunks, l.recompute,
-        same_token_sets ? "" : " (no aux)");
-    EXPECT_LE(early, 1e-4) << name;
-    EXPECT_LE(late, 1e-3) << name;
-    if (world_.rank() == 0) {
-      std::printf("[ drift    ] %-55s steps 1-10 %.2e, 11-12 %.2e\n", name.c_str(), early, late);
-    }
-  }
+  expect_moe_layouts_match_serial("shared experts", base, layouts);
 }
 
 // A mixture of experts' checkpoint holds each expert whole, whatever folding wrote it: one
