@@ -13,7 +13,7 @@
 #include <filesystem>
 #include <span>
 
-#include "train/test_corpus.hpp"
+#include "equivalence_fixture.hpp"
 #include "train/trainer.hpp"
 
 namespace meshtp::train {
@@ -23,70 +23,28 @@ namespace fs = std::filesystem;
 
 constexpr int kSteps = 20;
 
-struct Drift {
-  double early = 0.0;  // steps 1–10
-  double late = 0.0;   // the rest, where fp32 reassociation has compounded through the updates
-};
-Drift drift(const std::vector<double>& got, const std::vector<double>& serial) {
-  Drift d;
-  for (std::size_t t = 0; t < got.size(); ++t) {
-    double& worst = t < 10 ? d.early : d.late;
-    worst = std::max(worst, std::abs(got[t] - serial[t]) / serial[t]);
-  }
-  return d;
-}
+using test::drift;
 
-class LlamaEquivalence : public ::testing::Test {
+class LlamaEquivalence : public test::EquivalenceFixture {
  protected:
-  void SetUp() override {
-    int pid = static_cast<int>(::getpid());
-    world_.broadcast(std::span<int>(&pid, 1), 0);
-    dir_ = fs::temp_directory_path() / fmt::format("meshtp_llama_eq_{}_{}", world_.size(), pid);
-    if (world_.rank() == 0) {
-      fs::remove_all(dir_);
-      fs::create_directories(dir_);
-      test::write_corpus(dir_ / "corpus.txt");
-    }
-    world_.barrier();
-  }
-  void TearDown() override {
-    world_.barrier();
-    if (world_.rank() == 0) fs::remove_all(dir_);
-  }
+  LlamaEquivalence() : EquivalenceFixture("meshtp_llama_eq") {}
 
   // tiny-llama's layers (models/tiny-llama.json) at a smaller batch and sequence.
   TrainConfig config() const {
-    TrainConfig c;
-    c.model.shape = {.batch = 8,
-                     .seq = 16,
-                     .hidden = 64,
-                     .heads = 16,
-                     .layers = 2,
-                     .vocab = 256,
-                     .kv_heads = 8,
-                     .ffn_hidden = 176,
-                     .activation = layout::Activation::kSwiglu,
-                     .norm = layout::Norm::kRmsNorm,
-                     .position = layout::Position::kRope,
-                     .tie_embeddings = false};
-    c.steps = kSteps;
-    c.lr = 3e-3;
-    c.min_lr = 3e-4;
-    c.warmup = 3;
-    c.eval_every = 0;
-    c.eval_batches = 1;
-    c.data = (dir_ / "corpus.txt").string();
-    return c;
+    return config_for({.batch = 8,
+                       .seq = 16,
+                       .hidden = 64,
+                       .heads = 16,
+                       .layers = 2,
+                       .vocab = 256,
+                       .kv_heads = 8,
+                       .ffn_hidden = 176,
+                       .activation = layout::Activation::kSwiglu,
+                       .norm = layout::Norm::kRmsNorm,
+                       .position = layout::Position::kRope,
+                       .tie_embeddings = false},
+                      kSteps);
   }
-
-  std::vector<double> losses(const comm::Communicator& comm, const TrainConfig& c) {
-    std::vector<double> out;
-    train(comm, c, [&](const StepReport& r) { out.push_back(r.loss); });
-    return out;
-  }
-
-  comm::Communicator world_ = comm::Communicator::world();
-  fs::path dir_;
 };
 
 TEST_F(LlamaEquivalence, EveryLayoutGivesTheSerialLossCurve) {

@@ -12,7 +12,7 @@
 #include <fstream>
 #include <span>
 
-#include "train/test_corpus.hpp"
+#include "equivalence_fixture.hpp"
 #include "train/trainer.hpp"
 
 namespace meshtp::train {
@@ -22,58 +22,15 @@ namespace fs = std::filesystem;
 
 constexpr int kSteps = 30;
 
-// The largest relative difference of a run's losses from the serial run's, over steps 1–10
-// and over the rest (where fp32 reassociation has compounded through the updates).
-struct Drift {
-  double early = 0.0;
-  double late = 0.0;
-};
-Drift drift(const std::vector<double>& got, const std::vector<double>& serial) {
-  Drift d;
-  for (std::size_t t = 0; t < got.size(); ++t) {
-    double& worst = t < 10 ? d.early : d.late;
-    worst = std::max(worst, std::abs(got[t] - serial[t]) / serial[t]);
-  }
-  return d;
-}
+using test::drift;
 
-class TrainEquivalence : public ::testing::Test {
+class TrainEquivalence : public test::EquivalenceFixture {
  protected:
-  void SetUp() override {
-    // A corpus every rank writes identically (no dependency on installed text).
-    // Rank 0's pid in the name: suites running at once (other checkouts) never share it.
-    int pid = static_cast<int>(::getpid());
-    world_.broadcast(std::span<int>(&pid, 1), 0);
-    dir_ = fs::temp_directory_path() / fmt::format("meshtp_train_eq_{}_{}", world_.size(), pid);
-    if (world_.rank() == 0) {
-      fs::remove_all(dir_);
-      fs::create_directories(dir_);
-      test::write_corpus(dir_ / "corpus.txt");
-    }
-    world_.barrier();
-  }
-  void TearDown() override {
-    world_.barrier();
-    if (world_.rank() == 0) fs::remove_all(dir_);
-  }
+  TrainEquivalence() : EquivalenceFixture("meshtp_train_eq") {}
 
   TrainConfig config() const {
-    TrainConfig c;
-    c.model.shape = {.batch = 4, .seq = 16, .hidden = 32, .heads = 4, .layers = 2, .vocab = 256};
-    c.steps = kSteps;
-    c.lr = 3e-3;
-    c.min_lr = 3e-4;
-    c.warmup = 3;
-    c.eval_every = 0;
-    c.eval_batches = 1;
-    c.data = (dir_ / "corpus.txt").string();
-    return c;
-  }
-
-  std::vector<double> losses(const comm::Communicator& comm, const TrainConfig& c) {
-    std::vector<double> out;
-    train(comm, c, [&](const StepReport& r) { out.push_back(r.loss); });
-    return out;
+    return config_for({.batch = 4, .seq = 16, .hidden = 32, .heads = 4, .layers = 2, .vocab = 256},
+                      kSteps);
   }
 
   // A mixture of experts' layout: the experts folded onto a mesh d1×1 with sequence
@@ -115,8 +72,6 @@ class TrainEquivalence : public ::testing::Test {
     }
   }
 
-  comm::Communicator world_ = comm::Communicator::world();
-  fs::path dir_;
 };
 
 TEST_F(TrainEquivalence, EveryLayoutGivesTheSerialLossCurve) {
