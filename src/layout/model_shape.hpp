@@ -87,6 +87,8 @@ struct ModelShape {
   // Mixture of experts.
   bool is_moe() const { return num_experts > 0; }
   std::int64_t expert_ffn() const { return moe_ffn_hidden > 0 ? moe_ffn_hidden : ffn(); }  // f_e
+  // The shared experts' width S = shared_experts·f_e: one dense MLP every token runs (0: none).
+  std::int64_t shared_ffn() const { return shared_experts * expert_ffn(); }
   // Whether layer i (0-based) is a MoE layer: i % moe_every == 0 (none when dense).
   bool moe_layer(std::int64_t i) const { return is_moe() && i % moe_every == 0; }
   // MoE layers among the first `n` layers (⌈n/moe_every⌉), of all of them without n.

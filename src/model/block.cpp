@@ -70,10 +70,10 @@ parallel::MoeConfig moe_config(const layout::ModelShape& s) {
 // The dense MLP's widths: FC1's output and FC2's input — the shared experts' S =
 // shared_experts·f_e in a MoE block that has them (its routed experts are parallel/moe's).
 std::int64_t dense_mlp1_width(const layout::ModelShape& s) {
-  return s.is_moe() && s.shared_experts > 0 ? s.shared_experts * s.expert_ffn() : s.mlp1_width();
+  return s.shared_experts > 0 ? s.shared_ffn() : s.mlp1_width();
 }
 std::int64_t dense_mlp2_width(const layout::ModelShape& s) {
-  return s.is_moe() && s.shared_experts > 0 ? s.shared_experts * s.expert_ffn() : s.ffn();
+  return s.shared_experts > 0 ? s.shared_ffn() : s.ffn();
 }
 
 Tensor buffer(std::int64_t n) { return n > 0 ? Tensor({n}) : Tensor(); }

@@ -145,7 +145,7 @@ class Block : public StackBlock {
   bool swiglu() const { return config_.shape.activation == layout::Activation::kSwiglu; }
   // A MoE block with shared experts; whether the block runs the dense MLP (mlp1_, mlp2_): a
   // dense block's, or the shared experts' beside the routed ones.
-  bool shared() const { return config_.shape.is_moe() && config_.shape.shared_experts > 0; }
+  bool shared() const { return config_.shape.shared_experts > 0; }
   bool dense_mlp() const { return !config_.shape.is_moe() || shared(); }
   // qkv itself, or (grouped-query, unfused) its KV heads widened into the workspace.
   ConstMatrixView qkv_mha(BlockWorkspace& ws, ConstMatrixView qkv) const;

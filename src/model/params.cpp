@@ -76,7 +76,7 @@ std::vector<ParamEntry> block_param_table(int layer, const layout::ModelShape& s
                         Init::kNormalResidual};
   table[kMlp2Bias] = {p + "bias", {h}, ParamShard::kHidden, Init::kZeros};
   if (shape.shared_experts > 0) {
-    const std::int64_t S = shape.shared_experts * F;
+    const std::int64_t S = shape.shared_ffn();
     table[kSharedFc1Weight] = {p + "shared.fc1.weight", {S, h}, ParamShard::kColumnFirstWeight,
                                Init::kNormal};
     table[kSharedFc1Bias] = {p + "shared.fc1.bias", {S}, ParamShard::kColumnFirstBias,

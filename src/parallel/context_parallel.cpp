@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <array>
-#include <limits>
 #include <functional>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -47,6 +47,16 @@ std::int64_t cp_global_row(const ContextParallelShape& s, int cp, int rank, std:
 
 namespace {
 
+// The chunk ids (of 2·cp) of a group of u consecutive ranks from `first`, in member order
+// (each member's two, chunk-major): the rows a rank holds after the all-to-all.
+std::vector<std::int64_t> group_chunks(int cp, int first, int u) {
+  std::vector<std::int64_t> ids;
+  for (int m = 0; m < u; ++m) {
+    for (const std::int64_t c : chunks_of(cp, first + m)) ids.push_back(c);
+  }
+  return ids;
+}
+
 const ContextParallelShape& validated(const ContextParallelShape& s, layout::CpComm kind, int n) {
   MESHTP_CHECK(s.batch >= 1 && s.seq >= 1 && s.heads >= 1 && s.kv_heads >= 1 && s.head_dim >= 1,
                "context parallelism: batch={}, seq={}, heads={}, kv_heads={}, head_dim={} must "
@@ -86,7 +96,9 @@ ContextParallelAttention::ContextParallelAttention(const ContextParallelShape& s
       ring_(cp_.split(cp_.rank() % u_, cp_.rank() / u_, "cp ring")),
       chunk_(shape.seq / (2 * cp_.size())),
       heads_(shape.heads / u_),
-      kv_heads_(shape.kv_heads % u_ == 0 ? shape.kv_heads / u_ : 1) {}
+      kv_heads_(shape.kv_heads % u_ == 0 ? shape.kv_heads / u_ : 1) {
+  for (int p = 0; p < r_; ++p) ring_chunks_.push_back(group_chunks(cp_.size(), p * u_, u_));
+}
 
 std::int64_t ContextParallelAttention::local_rows() const {
   return cp_local_rows(shape_, cp_.size());
@@ -103,19 +115,9 @@ std::int64_t kv_first(int j, int u, std::int64_t kv_heads, std::int64_t kv_per_m
   return kv_heads % u == 0 ? j * kv_per_member : j * kv_heads / u;
 }
 
-// The chunk ids (of 2·cp) of a group of u consecutive ranks from `first`, in member order
-// (each member's two, chunk-major): the rows a rank holds after the all-to-all.
-std::vector<std::int64_t> group_chunks(int cp, int first, int u) {
-  std::vector<std::int64_t> ids;
-  for (int m = 0; m < u; ++m) {
-    for (const std::int64_t c : chunks_of(cp, first + m)) ids.push_back(c);
-  }
-  return ids;
-}
-
-// An all-to-all over the a2a group of column blocks: to member j, `blocks(j)` (each a view of
-// this rank's rows); from member i, `into(i)` receives its rows of this rank's blocks, laid
-// out as `width` columns. Returns [u·rows, width], member i's rows at [i·rows, (i+1)·rows).
+// An all-to-all over the a2a group: to member j, what pack(j, to) writes into `to` (this
+// rank's `rows` rows, `width` columns); returns [u·rows, width], member i's block of this
+// rank's share at rows [i·rows, (i+1)·rows).
 Tensor exchange(const comm::Communicator& group, std::int64_t rows, std::int64_t width,
                 const std::function<void(int j, MatrixView to)>& pack) {
   const int u = group.size();
@@ -139,11 +141,8 @@ void ContextParallelAttention::forward(MatrixView out, std::span<float> lse, Con
                q.rows, q.cols, k.rows, k.cols, v.rows, v.cols, out.rows, out.cols, lse.size(),
                rows, qw, kw, lse_size());
   const std::int64_t HD = shape_.head_dim, lq = heads_ * HD, lk = kv_heads_ * HD;
-  const int me = cp_.rank();
-  const std::vector<std::int64_t> mine = group_chunks(cp_.size(), me / u_ * u_, u_);
-  const auto peer_chunks = [&](int p) { return group_chunks(cp_.size(), p * u_, u_); };
   if (u_ == 1) {
-    ring_forward(out, lse, q, k, v, mine, peer_chunks);
+    ring_forward(out, lse, q, k, v);
     return;
   }
   const Tensor in = exchange(a2a_, rows, lq + 2 * lk, [&](int j, MatrixView to) {
@@ -154,8 +153,7 @@ void ContextParallelAttention::forward(MatrixView out, std::span<float> lse, Con
   });
   const ConstMatrixView iv = in.matrix();
   Tensor o({u_ * rows, lq});
-  ring_forward(o.matrix(), lse, columns(iv, 0, lq), columns(iv, lq, lk), columns(iv, lq + lk, lk),
-               mine, peer_chunks);
+  ring_forward(o.matrix(), lse, columns(iv, 0, lq), columns(iv, lq, lk), columns(iv, lq + lk, lk));
   const Tensor back = exchange(a2a_, rows, lq, [&](int i, MatrixView to) {
     copy(ConstMatrixView(o.matrix().block(i * rows, 0, rows, lq)), to);
   });
@@ -177,11 +175,8 @@ void ContextParallelAttention::backward(MatrixView dq, MatrixView dk, MatrixView
                dq.rows, dq.cols, dk.rows, dk.cols, dv.rows, dv.cols, dout.rows, lse.size(), rows,
                lse_size());
   const std::int64_t HD = shape_.head_dim, lq = heads_ * HD, lk = kv_heads_ * HD;
-  const int me = cp_.rank();
-  const std::vector<std::int64_t> mine = group_chunks(cp_.size(), me / u_ * u_, u_);
-  const auto peer_chunks = [&](int p) { return group_chunks(cp_.size(), p * u_, u_); };
   if (u_ == 1) {
-    ring_backward(dq, dk, dv, dout, q, k, v, out, lse, mine, peer_chunks);
+    ring_backward(dq, dk, dv, dout, q, k, v, out, lse);
     return;
   }
   // The forward keeps nothing but lse in the heads' layout: q, k, v, out and dout are
@@ -200,7 +195,7 @@ void ContextParallelAttention::backward(MatrixView dq, MatrixView dk, MatrixView
   const MatrixView gv = grads.matrix();
   ring_backward(columns(gv, 0, lq), columns(gv, lq, lk), columns(gv, lq + lk, lk),
                 columns(iv, 2 * lq, lq), columns(iv, 0, lq), columns(iv, 3 * lq, lk),
-                columns(iv, 3 * lq + lk, lk), columns(iv, lq, lq), lse, mine, peer_chunks);
+                columns(iv, 3 * lq + lk, lk), columns(iv, lq, lq), lse);
   const Tensor back = exchange(a2a_, rows, lq + 2 * lk, [&](int i, MatrixView to) {
     copy(ConstMatrixView(grads.matrix().block(i * rows, 0, rows, lq + 2 * lk)), to);
   });
@@ -229,16 +224,15 @@ Tensor travelling_block(ConstMatrixView k, ConstMatrixView v) {
 
 // ---- the ring ------------------------------------------------------------------------------
 //
-// Over ring_ (r ranks), rows chunk-major over `mine` (n = mine.size() chunks of B·c rows),
-// heads_ query and kv_heads_ key/value heads; the peer at ring position p holds chunks
-// peers(p). Step j attends to the block of ring position (me − j) mod r.
+// Over ring_ (r ranks), rows chunk-major over this rank's ring_chunks_ (chunks of B·c rows),
+// heads_ query and kv_heads_ key/value heads; ring position p holds ring_chunks_[p]. Step j
+// attends to the block of ring position (me − j) mod r.
 
 void ContextParallelAttention::ring_forward(MatrixView out, std::span<float> lse,
                                             ConstMatrixView q, ConstMatrixView k,
-                                            ConstMatrixView v,
-                                            const std::vector<std::int64_t>& mine,
-                                            const PeerChunks& peers) {
+                                            ConstMatrixView v) {
   const int n = r_, me = ring_.rank();
+  const std::vector<std::int64_t>& mine = ring_chunks_[static_cast<std::size_t>(me)];
   const std::int64_t c = chunk_, per_chunk = shape_.batch * c, HD = shape_.head_dim;
   const auto chunks = static_cast<std::int64_t>(mine.size());
   const std::int64_t kw = kv_heads_ * HD, lse_chunk = shape_.batch * heads_ * c;
@@ -256,7 +250,7 @@ void ContextParallelAttention::ring_forward(MatrixView out, std::span<float> lse
       sent = ring_.isend(std::span<const float>(kv.values()), (me + 1) % n);
       received = ring_.irecv(next.values(), (me - 1 + n) % n);
     }
-    const std::vector<std::int64_t> theirs = peers(src);
+    const std::vector<std::int64_t>& theirs = ring_chunks_[static_cast<std::size_t>(src)];
     for (std::int64_t x = 0; x < chunks; ++x) {
       for (std::int64_t y = 0; y < chunks; ++y) {
         const std::int64_t qc = mine[static_cast<std::size_t>(x)],
@@ -284,10 +278,9 @@ void ContextParallelAttention::ring_forward(MatrixView out, std::span<float> lse
 void ContextParallelAttention::ring_backward(MatrixView dq, MatrixView dk, MatrixView dv,
                                              ConstMatrixView dout, ConstMatrixView q,
                                              ConstMatrixView k, ConstMatrixView v,
-                                             ConstMatrixView out, std::span<const float> lse,
-                                             const std::vector<std::int64_t>& mine,
-                                             const PeerChunks& peers) {
+                                             ConstMatrixView out, std::span<const float> lse) {
   const int n = r_, me = ring_.rank();
+  const std::vector<std::int64_t>& mine = ring_chunks_[static_cast<std::size_t>(me)];
   const std::int64_t c = chunk_, per_chunk = shape_.batch * c, HD = shape_.head_dim;
   const auto chunks = static_cast<std::int64_t>(mine.size());
   const std::int64_t kw = kv_heads_ * HD, lse_chunk = shape_.batch * heads_ * c;
@@ -304,7 +297,7 @@ void ContextParallelAttention::ring_backward(MatrixView dq, MatrixView dk, Matri
       sent = ring_.isend(std::span<const float>(kv.values()), (me + 1) % n);
       received = ring_.irecv(next.values(), (me - 1 + n) % n);
     }
-    const std::vector<std::int64_t> theirs = peers(src);
+    const std::vector<std::int64_t>& theirs = ring_chunks_[static_cast<std::size_t>(src)];
     for (std::int64_t x = 0; x < chunks; ++x) {
       for (std::int64_t y = 0; y < chunks; ++y) {
         const std::int64_t qc = mine[static_cast<std::size_t>(x)],

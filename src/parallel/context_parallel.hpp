@@ -49,7 +49,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <span>
 #include <vector>
 
@@ -92,15 +91,11 @@ class ContextParallelAttention {
                 std::span<const float> lse);
 
  private:
-  // The chunk ids (of 2·cp) the ring peer at position p holds rows of, chunk-major.
-  using PeerChunks = std::function<std::vector<std::int64_t>(int p)>;
   void ring_forward(MatrixView out, std::span<float> lse, ConstMatrixView q, ConstMatrixView k,
-                    ConstMatrixView v, const std::vector<std::int64_t>& mine,
-                    const PeerChunks& peers);
+                    ConstMatrixView v);
   void ring_backward(MatrixView dq, MatrixView dk, MatrixView dv, ConstMatrixView dout,
                      ConstMatrixView q, ConstMatrixView k, ConstMatrixView v,
-                     ConstMatrixView out, std::span<const float> lse,
-                     const std::vector<std::int64_t>& mine, const PeerChunks& peers);
+                     ConstMatrixView out, std::span<const float> lse);
 
   ContextParallelShape shape_;
   layout::CpComm kind_;
@@ -109,6 +104,9 @@ class ContextParallelAttention {
   comm::Communicator a2a_, ring_;  // u consecutive ranks; the r ranks of one a2a index
   std::int64_t chunk_ = 0;         // c
   std::int64_t heads_ = 0, kv_heads_ = 0;  // per rank after the all-to-all: NH/u, NKV/u or 1
+  // Ring position p → the chunk ids (of 2·cp) its rank holds rows of after the all-to-all,
+  // chunk-major: its a2a group's members' two each, in member order.
+  std::vector<std::vector<std::int64_t>> ring_chunks_;
 };
 
 }  // namespace meshtp::parallel

@@ -64,7 +64,7 @@ struct StoredMap {
       : stored(stored_of(kind)), shape(g), global(&g) {
     MESHTP_CHECK(mesh_shape.size() == 2, "parameters are sharded on a 2-D mesh, got {} dims",
                  mesh_shape.size());
-    const bool experts = kind == ParamShard::kExpertFc1 || kind == ParamShard::kExpertFc2;
+    const bool experts = on_expert_mesh(kind);
     MESHTP_CHECK(experts ? g.size() == 3 : g.size() == 1 || g.size() == 2,
                  "{} parameter must be {}, got {}", name(kind), experts ? "3-D" : "1-D or 2-D",
                  to_string(g));

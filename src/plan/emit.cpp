@@ -454,7 +454,7 @@ std::string megatron(const EmitRequest& r, const Plan& p, const Sizes& s) {
     arg("expert-tensor-parallel-size", p.expert_tp());
     if (m.moe_every > 1) arg("moe-layer-freq", m.moe_every);
     if (m.shared_experts > 0) {
-      arg("moe-shared-expert-intermediate-size", m.shared_experts * m.expert_ffn());
+      arg("moe-shared-expert-intermediate-size", m.shared_ffn());
     }
     // Grouped GeMMs are bf16 only (validate_args).
     if (m.precision == Precision::kBf16) flag("moe-grouped-gemm");

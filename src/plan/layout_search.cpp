@@ -420,7 +420,7 @@ class Pricer {
     std::vector<std::pair<const Candidate*, double>> parts;
     if (n_dense > 0) parts.emplace_back(&part(mb.ffn_hidden, n_dense), 1.0);
     if (mb.shared_experts > 0) {
-      parts.emplace_back(&part(mb.shared_experts * fe, n_moe), 1.0);
+      parts.emplace_back(&part(mb.shared_ffn(), n_moe), 1.0);
     } else {
       const Candidate& one = part(fe, n_moe);
       const Candidate& two = part(2 * fe, n_moe);

@@ -280,7 +280,7 @@ MemoryEstimate moe_rank_memory(const ModelSpec& model, const layout::Plan& p, in
   };
   const std::int64_t fe = model.expert_ffn();
   const MemoryEstimate attention =
-      model.shared_experts > 0 ? dense(model.shared_experts * fe)
+      model.shared_experts > 0 ? dense(model.shared_ffn())
                                : combine(2, dense(fe), -1, dense(2 * fe));
   MemoryEstimate out = frac < 1 ? combine(1 - frac, dense(model.ffn_hidden), frac, attention)
                                 : attention;

@@ -209,6 +209,15 @@ TEST(ContextParallel, RefusesBadShapesNamingTheValues) {
     } catch (const Error& e) {
       EXPECT_STREQ(e.what(), "cp_comm=a2a: heads=3 are not divisible by cp=2");
     }
+    try {
+      ContextParallelAttention layer({.seq = 8, .heads = 6, .kv_heads = 3}, layout::CpComm::kA2a,
+                                     two);
+      ADD_FAILURE() << "kv_heads 3 over an all-to-all of 2 accepted";
+    } catch (const Error& e) {
+      EXPECT_STREQ(e.what(),
+                   "cp_comm=a2a: kv_heads=3 and the all-to-all's 2 ranks: one must divide the "
+                   "other (key/value heads split over them, or replicated u/kv_heads times)");
+    }
   }
 }
 
