@@ -67,6 +67,20 @@ void LayoutFlags::add_to(CLI::App* app, unsigned which) {
                         "rank, default 2)")
             ->capture_default_str());
   }
+  if (which & kContext) {
+    runs_cp = true;
+    spelled_out.push_back(
+        app->add_option("--cp", cp,
+                        "Context parallelism: each of cp ranks holds 2 of the 2·cp zigzag "
+                        "chunks of every sequence (ATP blocks, fused attention)")
+            ->capture_default_str()
+            ->check(integer_at_least(1)));
+    spelled_out.push_back(
+        app->add_option("--cp-comm", cp_comm,
+                        "Context parallelism's attention exchange: ring (key/value blocks "
+                        "around the cp ranks), a2a (Ulysses all-to-all over heads) or a2a+ring")
+            ->capture_default_str());
+  }
   spelled_out.push_back(
       app->add_option("--strategy", strategy,
                       "atp (ATP/Megatron blocks), tp1d, or every linear a 2D GeMM: meshslice, "
@@ -136,7 +150,7 @@ layout::Plan LayoutFlags::resolve(int ranks, const std::string& where,
                    o->get_name(), plan_file);
     }
     const layout::Plan p = layout::load_plan(plan_file);
-    if (!priced_only) p.require_runtime(fmt::format("--plan {}", plan_file));
+    if (!priced_only) p.require_runtime(fmt::format("--plan {}", plan_file), runs_cp);
     if (model != nullptr) {
       const std::string warning =
           layout::check_model_fit(p, *model, model->name, "--plan " + plan_file);

@@ -9,7 +9,7 @@
 //                                    --strategy, --chunks, --sequence-parallel, --stationary,
 //                                    --slices, --recompute, --progress-splits, and with
 //                                    kReplicas / kPipeline --dp, --zero / --pp,
-//                                    --microbatches, --schedule
+//                                    --microbatches, --schedule, kContext --cp, --cp-comm
 //                  --mesh auto       (kMeshAuto) the planner chooses on --topology, among
 //                                    --strategies
 //                  --mesh all        (kMeshAll) every 2D mesh of the ranks, a sweep
@@ -43,6 +43,7 @@ struct LayoutFlags : layout::PlanSpelling {
     kTpAlias = 16,   // --tp
     kNoChunks = 32,  // the command declares --chunks itself (a list, `bench layer`)
     kExperts = 64,   // --ep, --etp (a command that runs a mixture of experts)
+    kContext = 128,  // --cp, --cp-comm (a command that runs context parallelism: train)
   };
   std::string plan_file;
   std::string mesh;  // d1xd2, auto, all, or empty
@@ -52,6 +53,7 @@ struct LayoutFlags : layout::PlanSpelling {
   // plan --3d --evaluate prices a plan file's context parallelism and uneven stages; every
   // other command runs the plan, and resolve refuses them (layout::Plan::require_runtime).
   bool priced_only = false;
+  bool runs_cp = false;  // add_to(kContext): a plan file's cp is run, not refused
 
   void add_to(CLI::App* app, unsigned which = 0);
   bool from_file() const { return !plan_file.empty(); }

@@ -100,7 +100,8 @@ std::string plan_layout(TrainArgs& args, const plan::ModelSpec& spec) {
 // resident set. Collective.
 void print_memory(std::ostream& os, const plan::ModelSpec& spec, const layout::Plan& p,
                   const train::TrainSummary& summary) {
-  const int pipeline_rank = world().rank() / (p.mesh[0] * p.mesh[1]) % p.pp;
+  // The rank grid [tp, cp, pp, dp] (train/pipeline_model.hpp).
+  const int pipeline_rank = world().rank() / (p.mesh[0] * p.mesh[1] * p.cp) % p.pp;
   const plan::MemoryEstimate predicted =
       plan::rank_memory(spec, p.as_runtime_runs(spec), pipeline_rank);
   const std::array<double, 3> mine{predicted.total_bytes(),
@@ -132,9 +133,19 @@ std::string choose_layout(TrainArgs& args, const plan::ModelSpec& spec) {
                "choose from",
                flags.strategies);
   args.config.model.layout = flags.resolve(world().size(), "the world", &spec);
-  if (flags.from_file()) return "layout from " + flags.plan_file;
-  if (flags.mesh.empty()) return "no --mesh given: Megatron 1D over every rank of a pipeline stage";
-  return "layout given with --mesh/--dp/--pp";
+  layout::Plan& p = args.config.model.layout;
+  std::string cp_note;
+  if (p.cp > 1 && p.attention == layout::Attention::kUnfused && !flags.given("--attention")) {
+    // The context-parallel core is flash-style (model/block.hpp); an explicit --attention
+    // unfused is refused by the block's check instead.
+    p.attention = layout::Attention::kFused;
+    cp_note = fmt::format(" (cp={}: the fused attention core, context parallelism's)", p.cp);
+  }
+  if (flags.from_file()) return "layout from " + flags.plan_file + cp_note;
+  if (flags.mesh.empty()) {
+    return "no --mesh given: Megatron 1D over every rank of a pipeline stage" + cp_note;
+  }
+  return "layout given with --mesh/--dp/--pp" + std::string(p.cp > 1 ? "/--cp" : "") + cp_note;
 }
 
 // Refuses a run whose per-rank memory (the planner's model: parameters, gradients, AdamW,
@@ -285,7 +296,8 @@ void add_train_command(CLI::App& app) {
                      "Model preset (tiny, small, …) or JSON file");
   add_training_flags(t, c);
   args->layout.add_to(t, LayoutFlags::kMeshAuto | LayoutFlags::kReplicas | LayoutFlags::kPipeline |
-                             LayoutFlags::kTpAlias | LayoutFlags::kExperts);
+                             LayoutFlags::kTpAlias | LayoutFlags::kExperts |
+                             LayoutFlags::kContext);
   t->add_option("--precision", args->precision,
                 "fp32, or bf16 mixed precision: GeMM operands in bf16, fp32 accumulation, "
                 "master weights and optimizer")

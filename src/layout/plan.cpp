@@ -153,9 +153,9 @@ int Plan::stage_layers(int layers, int stage) const {
   return rest / middle_stages;
 }
 
-void Plan::require_runtime(std::string_view where) const {
-  MESHTP_CHECK(cp == 1,
-               "{}: cp={} ({}): meshtp's runtime has no context parallelism yet; the planner "
+void Plan::require_runtime(std::string_view where, bool runs_cp) const {
+  MESHTP_CHECK(cp == 1 || runs_cp,
+               "{}: cp={} ({}): only `meshtp train` runs context parallelism; the planner "
                "prices it (meshtp plan --3d --evaluate) and exports it (--emit megatron)",
                where, cp, cp_comm);
   MESHTP_CHECK(!uneven(),
@@ -400,6 +400,8 @@ Plan build_plan(const PlanSpelling& s, std::array<int, 2> mesh) {
          .sequence_parallel = s.sequence_parallel || s.strategy == "tp1d",
          .progress_splits = s.progress_splits,
          .attention = parse<Attention>(s.attention),
+         .cp = s.cp,
+         .cp_comm = parse<CpComm>(s.cp_comm),
          .ep = s.ep,
          .etp = s.etp};
   // --schedule gpipe|1f1b|interleaved[:V]
@@ -436,10 +438,11 @@ Plan build_plan(const PlanSpelling& spelling, const std::optional<std::array<int
   if (mesh) {
     tp_mesh = *mesh;
   } else {
-    MESHTP_CHECK(spelling.dp >= 1 && spelling.pp >= 1 && ranks % (spelling.dp * spelling.pp) == 0,
-                 "dp={} × pp={} does not divide the {} ranks ({})", spelling.dp, spelling.pp, ranks,
-                 where);
-    tp_mesh = {ranks / (spelling.dp * spelling.pp), 1};
+    const int outer = spelling.dp * spelling.pp * spelling.cp;
+    MESHTP_CHECK(spelling.dp >= 1 && spelling.pp >= 1 && spelling.cp >= 1 && ranks % outer == 0,
+                 "dp={} × pp={} × cp={} does not divide the {} ranks ({})", spelling.dp,
+                 spelling.pp, spelling.cp, ranks, where);
+    tp_mesh = {ranks / outer, 1};
   }
   const Plan p = build_plan(spelling, tp_mesh);
   p.check_ranks(ranks, where);

@@ -6,7 +6,9 @@
 //   dp                data-parallel replicas
 //   cp, cp_comm       context parallelism: each of cp ranks holds s/cp tokens of every
 //                     sequence; cp_comm ring | a2a | a2a+ring (plan/context_parallel.hpp).
-//                     Priced by the planner; meshtp's runtime has none yet (require_runtime)
+//                     Priced by the planner; `meshtp train` runs it on the ATP blocks
+//                     (parallel/context_parallel.hpp, train/pipeline_model.hpp); the other
+//                     commands refuse it (require_runtime)
 //   ep, etp           expert parallelism over a stage's ranks (plan/moe.hpp; etp 0: d1·d2);
 //                     the same ranks as attention's tp·cp·dp (folding). Planner only
 //   first_stage_layers, last_stage_layers
@@ -98,9 +100,10 @@ struct Plan {
   // The layers of pipeline stage `stage` of `layers` (throws naming the numbers when they do
   // not split: the middle stages' share must be a positive whole number).
   int stage_layers(int layers, int stage) const;
-  // Throws naming the field when meshtp's runtime cannot run the plan (cp > 1, uneven
-  // stages): "plan: cp=2: meshtp's runtime has no context parallelism yet (…)".
-  void require_runtime(std::string_view where) const;
+  // Throws naming the field when meshtp's runtime cannot run the plan (uneven stages; cp > 1
+  // unless the caller runs context parallelism — `meshtp train` does, runs_cp):
+  // "plan: cp=2 (ring): only `meshtp train` runs context parallelism (…)".
+  void require_runtime(std::string_view where, bool runs_cp = false) const;
   // The plan as meshtp's runtime runs a model of this shape: a mixture of experts folded onto
   // the tensor-parallel ranks (ep = d1, etp = 1; model/block.hpp) where the plan leaves ep and
   // etp unset — what the memory model must price for a run of it.
@@ -157,6 +160,8 @@ struct PlanSpelling {
   int progress_splits = 4;
   std::string attention = "unfused";
   int ep = 1, etp = 0;  // a mixture of experts' folding (Plan::ep, Plan::etp)
+  int cp = 1;           // context parallelism (Plan::cp, Plan::cp_comm)
+  std::string cp_comm = "ring";
 };
 // Context parallelism's all-to-all degree u of cp ranks (1 for ring, cp for a2a): for
 // a2a+ring (Megatron-Core's hierarchical a2a+p2p) the largest u < cp dividing both cp and the

@@ -34,7 +34,7 @@ parallel::Linear2DSpec linear_spec(const BlockConfig& c, LinearKind kind, std::i
   return {.kind = kind,
           .in_features = in,
           .out_features = out,
-          .rows = c.shape.batch * c.shape.seq,
+          .rows = c.local_tokens(),
           .chunks = c.layout.chunks,
           .sequence_parallel = sp,
           .scatter_output = heads && !sp && kind == LinearKind::kColumnFirst,
@@ -120,7 +120,55 @@ ChunkedMatrix or_alias(Tensor& t, const ChunkedLayout& l, const ChunkedMatrix& a
   return ChunkedMatrix(t.empty() ? alias.data() : t.data(), l);
 }
 
+// Context parallelism's refusals, from the config alone (model/block.hpp).
+void validate_cp(const BlockConfig& c, int ranks) {
+  const auto& m = c.shape;
+  const int cp = c.layout.cp;
+  MESHTP_CHECK(m.seq % (2 * cp) == 0,
+               "context parallelism: seq={} is not divisible by 2·cp={} (each of the cp={} ranks "
+               "holds two of the 2·cp equal zigzag chunks of every sequence)",
+               m.seq, 2 * cp, cp);
+  MESHTP_CHECK(c.layout.attention == layout::Attention::kFused,
+               "cp={}: the context-parallel attention core is flash-style; it needs "
+               "attention=fused (--attention fused), got {}",
+               cp, c.layout.attention);
+  MESHTP_CHECK(!m.is_moe(),
+               "cp={} with num_experts={}: the runtime's mixture of experts balances its load "
+               "over a sequence-parallel group's whole tokens; it does not run with context "
+               "parallelism (the planner prices it)",
+               cp, m.num_experts);
+  const std::int64_t heads = m.heads / ranks, kv = std::max<std::int64_t>(m.kv() / ranks, 1);
+  const int u = layout::cp_a2a_size(c.layout.cp_comm, cp, static_cast<int>(heads));
+  MESHTP_CHECK(c.layout.cp_comm != layout::CpComm::kA2a || heads % cp == 0,
+               "cp_comm=a2a: the {} heads per tensor-parallel rank (heads={} / d1·d2={}) are not "
+               "divisible by cp={} (Ulysses splits them over the cp ranks)",
+               heads, m.heads, ranks, cp);
+  MESHTP_CHECK(c.layout.cp_comm != layout::CpComm::kA2aRing || u > 1,
+               "cp_comm=a2a+ring with cp={}: no all-to-all degree 1 < u < {} divides both cp and "
+               "the {} heads per tensor-parallel rank (heads={} / d1·d2={}); use ring or a2a",
+               cp, cp, heads, m.heads, ranks);
+  MESHTP_CHECK(kv % u == 0 || u % kv == 0,
+               "cp_comm={}: the {} KV heads per tensor-parallel rank (kv_heads={} / d1·d2={}) and "
+               "the all-to-all's {} ranks: one must divide the other",
+               c.layout.cp_comm, kv, m.kv(), ranks, u);
+  parallel::validate_context_parallel({.batch = m.batch / c.layout.chunks,
+                                       .seq = m.seq,
+                                       .heads = heads,
+                                       .kv_heads = kv,
+                                       .head_dim = m.head_dim()},
+                                      c.layout.cp_comm, cp);
+}
+
 }  // namespace
+
+std::int64_t cp_token_of_row(const BlockConfig& c, int cp_rank, std::int64_t r) {
+  const int cp = c.layout.cp;
+  if (cp == 1) return r;
+  const std::int64_t bc = c.shape.batch / c.layout.chunks, per_chunk = bc * c.shape.seq / cp;
+  const std::int64_t chunk = r / per_chunk;  // the layout's batch chunk
+  const parallel::ContextParallelShape shape{.batch = bc, .seq = c.shape.seq};
+  return chunk * bc * c.shape.seq + parallel::cp_global_row(shape, cp, cp_rank, r % per_chunk);
+}
 
 void validate_atp_block(const BlockConfig& c, const std::vector<int>& mesh_shape) {
   MESHTP_CHECK(mesh_shape.size() == 2, "the block runs on a 2-D mesh (d1, d2), got mesh {}",
@@ -140,12 +188,13 @@ void validate_atp_block(const BlockConfig& c, const std::vector<int>& mesh_shape
                c.layout.progress_splits);
   if (c.layout.sequence_parallel) {
     MESHTP_CHECK(d2 == 1, "sequence parallelism runs on a mesh (N, 1), got mesh {}", mesh);
-    const std::int64_t tokens = c.shape.batch / c.layout.chunks * c.shape.seq;
+    const std::int64_t tokens = c.shape.batch / c.layout.chunks * c.shape.seq / c.layout.cp;
     MESHTP_CHECK(tokens % d1 == 0,
-                 "sequence parallelism: a chunk's (batch/chunks)·seq = {} tokens are not "
+                 "sequence parallelism: a chunk's (batch/chunks)·seq{} = {} tokens are not "
                  "divisible by N={} (mesh {})",
-                 tokens, d1, mesh);
+                 c.layout.cp > 1 ? fmt::format("/cp={}", c.layout.cp) : "", tokens, d1, mesh);
   }
+  if (c.layout.cp > 1) validate_cp(c, d1 * d2);
   // The layer family (layout/model_shape.hpp): KV heads split with the query heads' blocks,
   // or (fewer KV heads than blocks) one KV head copied to each block that reads it.
   const auto& m = c.shape;
@@ -223,9 +272,28 @@ Block::Block(const mesh::DeviceMesh& mesh, const BlockConfig& config)
   ln1_rstd_ = buffer(rows);
   ln2_mean_ = buffer(rms() ? 0 : rows);
   ln2_rstd_ = buffer(rows);
-  if (config.shape.position == layout::Position::kRope) {
-    rope_ = rope_table(config.shape.head_dim(), 0, config.shape.seq,
-                       rope_theta_or_default(config.shape.rope_theta));
+  const double theta = rope_theta_or_default(config.shape.rope_theta);
+  if (config.layout.cp > 1) {
+    MESHTP_CHECK(config.cp_group != nullptr && config.cp_group->size() == config.layout.cp,
+                 "block: cp={} needs a context-parallel group of {} ranks, got {}",
+                 config.layout.cp, config.layout.cp,
+                 config.cp_group != nullptr ? config.cp_group->size() : 0);
+    const std::int64_t s = config.shape.seq, c = s / (2 * config.layout.cp);
+    cp_ = std::make_unique<parallel::ContextParallelAttention>(
+        parallel::ContextParallelShape{.batch = config.shape.batch / config.layout.chunks,
+                                       .seq = s,
+                                       .heads = local_heads_,
+                                       .kv_heads = local_kv_,
+                                       .head_dim = config.shape.head_dim()},
+        config.layout.cp_comm, *config.cp_group);
+    if (config.shape.position == layout::Position::kRope) {
+      const int r = config.cp_group->rank();
+      cp_rope_[0] = rope_table(config.shape.head_dim(), r * c, c, theta);
+      cp_rope_[1] = rope_table(config.shape.head_dim(), (2 * config.layout.cp - 1 - r) * c, c,
+                               theta);
+    }
+  } else if (config.shape.position == layout::Position::kRope) {
+    rope_ = rope_table(config.shape.head_dim(), 0, config.shape.seq, theta);
   }
   xn1_ = buffer(qkv_.x_layout().size());
   xn1g_ = buffer(qkv_.gathers_input() ? qkv_.xg_layout().size() : 0);
@@ -235,7 +303,7 @@ Block::Block(const mesh::DeviceMesh& mesh, const BlockConfig& config)
                     ? 0
                     : attention_att_size(config.shape.batch, config.shape.seq, local_heads_));
   if (fused()) {  // O(s) per row and head instead of the s×s probabilities
-    lse_ = buffer(config.shape.batch * local_heads_ * config.shape.seq);
+    lse_ = buffer(local_heads_ * config.local_tokens());
     attn_out_ = buffer(proj_.gathers_input() ? proj_.x_layout().size() : 0);
   }
   attn_g_ = buffer(proj_.xg_layout().size());
@@ -277,7 +345,8 @@ BlockWorkspace::BlockWorkspace(const Block& b)
       dqkv(buffer(b.qkv_.y_layout().size())),
       dqkv_g(buffer(b.qkv_.scatters_output() ? b.qkv_.yp_layout().size() : 0)),
       att_scratch(buffer(
-          b.fused() ? static_cast<std::int64_t>(op_costs::flash_attention_scratch_floats(
+          b.cp_ ? 0  // the context-parallel layer keeps its own
+          : b.fused() ? static_cast<std::int64_t>(op_costs::flash_attention_scratch_floats(
                           static_cast<double>(b.config().shape.seq),
                           static_cast<double>(b.config().shape.seq),
                           static_cast<double>(b.config().shape.hidden / b.config().shape.heads),
@@ -332,6 +401,13 @@ void Block::attention_forward_chunk(int i, BlockWorkspace& ws) {
   const MatrixView qkv = view(qkv_out_, qkv_.y_layout()).chunk(i);
   const MatrixView out =
       or_alias(attn_out(ws), proj_.x_layout(), view(attn_g_, proj_.xg_layout())).chunk(i);
+  if (cp_) {  // this rank's zigzag rows of the chunk's bc sequences, all cp ranks together
+    const auto lse = static_cast<std::size_t>(cp_->lse_size());
+    cp_->forward(out, lse_.values().subspan(static_cast<std::size_t>(i) * lse, lse),
+                 qkv.block(0, 0, qkv.rows, w), qkv.block(0, w, qkv.rows, kv_width_),
+                 qkv.block(0, w + kv_width_, qkv.rows, kv_width_));
+    return;
+  }
   for (std::int64_t q = 0; q < bc; ++q) {
     if (fused()) {
       const std::int64_t rows = local_heads_ * s;  // one sequence's log-sum-exps
@@ -363,6 +439,15 @@ void Block::attention_backward_chunk(int i, BlockWorkspace& ws) {
   if (fused()) {  // the probabilities recomputed tile by tile from qkv, the output and L
     const MatrixView out =
         or_alias(attn_out(ws), proj_.x_layout(), view(attn_g_, proj_.xg_layout())).chunk(i);
+    if (cp_) {
+      const auto lse = static_cast<std::size_t>(cp_->lse_size());
+      const std::int64_t n = qkv.rows, kw = kv_width_;
+      cp_->backward(dqkv.block(0, 0, n, w), dqkv.block(0, w, n, kw), dqkv.block(0, w + kw, n, kw),
+                    dout, qkv.block(0, 0, n, w), qkv.block(0, w, n, kw),
+                    qkv.block(0, w + kw, n, kw), out,
+                    lse_.values().subspan(static_cast<std::size_t>(i) * lse, lse));
+      return;
+    }
     const std::int64_t rows = local_heads_ * s;
     for (std::int64_t q = 0; q < bc; ++q) {
       flash_attention_backward_qkv(
@@ -406,11 +491,23 @@ ConstMatrixView Block::qkv_mha(BlockWorkspace& ws, ConstMatrixView qkv) const {
 }
 
 // RoPE on chunk i's q and k columns (all its tokens: positions 0 … s−1 of each sequence).
+// Under context parallelism: its two zigzag halves, each at its chunk's positions.
 void Block::rope_chunk(int i, const ChunkedMatrix& qkv, bool backward) {
-  if (rope_.len == 0) return;
   const MatrixView c = qkv.chunk(i);
   const std::int64_t bc = config_.shape.batch / config_.layout.chunks;
   const auto rotate = backward ? rope_backward : rope_forward;
+  if (cp_ && cp_rope_[0].len > 0) {
+    const std::int64_t half = c.rows / 2;  // bc sequences' chunk r, then chunk 2·cp−1−r
+    for (int x = 0; x < 2; ++x) {
+      const MatrixView rows = c.block(x * half, 0, half, c.cols);
+      rotate(rows.block(0, 0, half, head_width_), cp_rope_[static_cast<std::size_t>(x)], bc,
+             local_heads_);
+      rotate(rows.block(0, head_width_, half, kv_width_), cp_rope_[static_cast<std::size_t>(x)],
+             bc, local_kv_);
+    }
+    return;
+  }
+  if (rope_.len == 0) return;
   rotate(c.block(0, 0, c.rows, head_width_), rope_, bc, local_heads_);
   rotate(c.block(0, head_width_, c.rows, kv_width_), rope_, bc, local_kv_);
 }

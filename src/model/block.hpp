@@ -50,6 +50,15 @@
 //                         over dim 0
 //   AR₀ {(0,c1),(1,c1)}:  proj(attn)[:, 4·c1 : 4·c1+4] = x's layout again, + x → x_mid
 //
+// Context parallelism (layout.cp > 1, BlockConfig::cp_group; Megatron-Core's CP, the Llama 3
+// paper §3.3.2): the block holds b·s/cp token rows, this rank's zigzag share of each sequence,
+// chunk-major per batch chunk (chunk r of every sequence, then chunk 2·cp−1−r). Every step but
+// the attention core is token-local and runs on them unchanged; RoPE rotates each zigzag
+// chunk by its true positions; the core is parallel/context_parallel.hpp's (ring, Ulysses
+// all-to-all or both, over this rank's a/(d1·d2) heads), flash-style, so the layout's attention
+// must be fused. The parameters' gradients are then partial over cp: the trainer sums them
+// over dp·cp (train/pipeline_model.hpp).
+//
 // Sequence parallelism (mesh (N, 1), Megatron-SP): the stream is split over tokens instead,
 // rank c0 holding rows [c0·nc/N, (c0+1)·nc/N) of every chunk (parallel/activation_shard.hpp);
 // LayerNorm and the residuals run on those rows; the column-first linears all-gather their
@@ -83,6 +92,7 @@
 #include "ops/rope.hpp"
 #include "parallel/activation_shard.hpp"
 #include "parallel/chunked.hpp"
+#include "parallel/context_parallel.hpp"
 #include "parallel/linear2d.hpp"
 #include "parallel/moe.hpp"
 
@@ -159,6 +169,10 @@ class Block : public StackBlock {
   std::int64_t local_heads_ = 0, head_width_ = 0;  // a/(d1·d2) heads of w columns
   std::int64_t local_kv_ = 0, kv_width_ = 0;       // g/(d1·d2) KV heads of their columns
   RopeTable rope_;                                  // position rope: cos, sin of 0 … s−1
+  // Context parallelism (config.cp_group): the attention core over the cp ranks, one per
+  // batch chunk's b/chunks sequences; RoPE's tables of this rank's two zigzag chunks.
+  std::unique_ptr<parallel::ContextParallelAttention> cp_;
+  std::array<RopeTable, 2> cp_rope_{};
   parallel::Linear2D qkv_, proj_, mlp1_, mlp2_;
   parallel::Progress progress_;
   // A mixture-of-experts block (shape.num_experts > 0): its MLP is this layer, experts over

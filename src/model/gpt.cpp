@@ -33,7 +33,7 @@ void validate(const GptConfig& config, const std::vector<int>& tp_mesh_shape) {
 }
 
 StackConfig stack_config(const GptConfig& c) {
-  return {.block = {.shape = c.shape, .layout = c.layout},
+  return {.block = {.shape = c.shape, .layout = c.layout, .cp_group = c.cp_group},
           .first_layer = c.stage * stage_layers(c),
           .layers = stage_layers(c)};
 }
@@ -49,7 +49,13 @@ Gpt::Gpt(const mesh::DeviceMesh& tp_mesh, const GptConfig& config)
   const std::vector<ParamEntry>& table = stack_->param_table();
   stack_params_ = static_cast<int>(table.size());
   vocab_ = parallel::make_vocab_shard(config_.shape.vocab, tp_mesh.comm());
-  const std::int64_t h = config_.shape.hidden, n = config_.shape.batch * config_.shape.seq;
+  const std::int64_t h = config_.shape.hidden, n = local_tokens();
+  if (config_.layout.cp > 1) {  // the global token of each local row (model/layer_blocks.hpp)
+    const BlockConfig& block = stack_config(config_).block;
+    for (std::int64_t r = 0; r < n; ++r) {
+      token_of_row_.push_back(cp_token_of_row(block, config_.cp_group->rank(), r));
+    }
+  }
   for (const ParamEntry& e : table) {
     names_.push_back(e.name);
     shapes_.push_back(e.shape);
@@ -236,17 +242,34 @@ double Gpt::forward(std::span<const std::int32_t> tokens, std::span<const std::i
                    static_cast<std::int64_t>(targets.size()) == n,
                "model forward: {} tokens and {} targets for batch {} × seq {}", tokens.size(),
                targets.size(), config_.shape.batch, config_.shape.seq);
-  std::copy(tokens.begin(), tokens.end(), tokens_.begin());
-  std::copy(targets.begin(), targets.end(), targets_.begin());
+  if (token_of_row_.empty()) {
+    std::copy(tokens.begin(), tokens.end(), tokens_.begin());
+    std::copy(targets.begin(), targets.end(), targets_.begin());
+  } else {  // context parallelism: this rank's zigzag rows
+    for (std::size_t r = 0; r < token_of_row_.size(); ++r) {
+      tokens_[r] = tokens[static_cast<std::size_t>(token_of_row_[r])];
+      targets_[r] = targets[static_cast<std::size_t>(token_of_row_[r])];
+    }
+  }
   const parallel::ActivationShard shard = stack_->stream_shard();
 
   if (has_embedding()) {
     parallel::vocab_embedding_forward(embedded_.matrix(), tokens_, values_[kWte].matrix(),
                                       vocab_, mesh_->comm());
     // Every sequence's rows += wpe (the position embedding, whole on every rank; none with
-    // RoPE, which the blocks apply).
+    // RoPE, which the blocks apply); under context parallelism row by row, at its position.
     const ConstMatrixView wpe = values_[kWpe].matrix();
-    for (std::int64_t b = 0; b < (values_[kWpe].empty() ? 0 : config_.shape.batch); ++b) {
+    if (!token_of_row_.empty() && !values_[kWpe].empty()) {
+      for (std::size_t r = 0; r < token_of_row_.size(); ++r) {
+        const auto row = static_cast<std::int64_t>(r);
+        const MatrixView x = embedded_.matrix().block(row, 0, 1, h);
+        residual_forward(x, x, wpe.block(token_of_row_[r] % config_.shape.seq, 0, 1, h));
+      }
+    }
+    for (std::int64_t b = 0; b < (values_[kWpe].empty() || !token_of_row_.empty()
+                                      ? 0
+                                      : config_.shape.batch);
+         ++b) {
       const MatrixView rows =
           embedded_.matrix().block(b * config_.shape.seq, 0, config_.shape.seq, h);
       residual_forward(rows, rows, wpe);
@@ -292,6 +315,14 @@ void Gpt::backward(float dloss, const std::function<void(int layer)>& on_layer_d
   parallel::gather_activation_into(*mesh_, stack_->grad_input().whole(), dembedded.matrix(),
                                    shard);
   parallel::vocab_embedding_backward(grads_[kWte].matrix(), dembedded.matrix(), tokens_, vocab_);
+  if (!token_of_row_.empty() && !grads_[kWpe].empty()) {  // context parallelism: row by row
+    for (std::size_t r = 0; r < token_of_row_.size(); ++r) {
+      residual_accumulate(
+          grads_[kWpe].matrix().block(token_of_row_[r] % config_.shape.seq, 0, 1, h),
+          dembedded.matrix().block(static_cast<std::int64_t>(r), 0, 1, h));
+    }
+    return;
+  }
   for (std::int64_t b = 0; b < (grads_[kWpe].empty() ? 0 : config_.shape.batch); ++b) {
     residual_accumulate(grads_[kWpe].matrix(),
                         dembedded.matrix().block(b * config_.shape.seq, 0, config_.shape.seq, h));

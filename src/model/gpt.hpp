@@ -66,6 +66,12 @@ struct GptConfig {
   // operand and slices. dp is the trainer's.
   layout::Plan layout{};
   int stage = 0;            // which of the plan's pp·virtual_stages pipeline stages
+  // Context parallelism (layout.cp > 1): the cp ranks sharing this rank's other coordinates
+  // (BlockConfig::cp_group); not owned. The model then runs this rank's zigzag share of every
+  // sequence (Megatron-Core's get_batch_on_this_cp_rank): forward still takes the replica's
+  // whole b·s tokens and picks rows cp_token_of_row of them; the loss is the mean over those
+  // b·s/cp tokens (the trainer averages it over cp as over dp).
+  const comm::Communicator* cp_group = nullptr;
 };
 
 // Pipeline stages of a plan (pp·virtual_stages) and the blocks of one of them.
@@ -156,6 +162,8 @@ class Gpt {
   }
   const comm::Communicator* stream_group() const;               // LayerNorm group, or null
   void head_backward(float dloss);
+  // The token rows this rank runs: b·s, or under context parallelism b·s/cp.
+  std::int64_t local_tokens() const { return stack_config(config_).block.local_tokens(); }
 
   const mesh::DeviceMesh* mesh_;
   GptConfig config_;
@@ -169,6 +177,7 @@ class Gpt {
 
   // Activations and workspace, sized once.
   std::vector<std::int32_t> tokens_, targets_;
+  std::vector<std::int64_t> token_of_row_;  // context parallelism: local row → global token
   Tensor embedded_;    // [n, h]: the embedding, later the gathered dx of the stream
   Tensor final_ln_;    // stream block of LayerNorm_f's output, later its gradient
   Tensor final_full_;  // [n, h] gathered F

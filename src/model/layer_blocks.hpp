@@ -53,10 +53,24 @@ namespace meshtp::model {
 //                    before the core's backward); full keeps only each block's input, and the
 //                    stack reruns the block's forward before its backward. Gradients are
 //                    bit-identical.
+//   cp_group         context parallelism (layout.cp > 1; ATP blocks): the layout.cp ranks that
+//                    share this rank's other coordinates, this rank's zigzag position among
+//                    them its rank (parallel/context_parallel.hpp). The block then holds
+//                    local_tokens() = b·s/cp rows: per batch chunk of b/chunks sequences,
+//                    chunk-major as the layer's (chunk r of every sequence, then chunk
+//                    2·cp−1−r; cp_token_of_row). Null when cp is 1. Not owned.
 struct BlockConfig {
   layout::ModelShape shape{};
   layout::Plan layout{};
+  const comm::Communicator* cp_group = nullptr;
+
+  // The token rows this rank's block holds: b·s, or its share b·s/cp.
+  std::int64_t local_tokens() const { return shape.batch * shape.seq / layout.cp; }
 };
+
+// Context parallelism's row order: the global token (sequence·s + position) that local row r
+// of rank `cp_rank` holds (chunk-major zigzag within each of the layout's batch chunks).
+std::int64_t cp_token_of_row(const BlockConfig& config, int cp_rank, std::int64_t r);
 
 // Buffers a block needs only while it runs; one workspace serves every block of a stack.
 class BlockWorkspaceBase {

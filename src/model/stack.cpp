@@ -53,6 +53,10 @@ void validate(const StackConfig& c, const std::vector<int>& mesh_shape) {
                "blocks {} … {} are not layers of a {}-layer model", c.first_layer,
                c.first_layer + c.stack_layers() - 1, c.block.shape.layers);
   if (layout::is_gemm2d(c.block.layout.strategy)) {
+    MESHTP_CHECK(c.block.layout.cp == 1,
+                 "cp={}: context parallelism runs on the ATP blocks (strategies atp, megatron, "
+                 "tp1d), not the 2D-GeMM blocks ({})",
+                 c.block.layout.cp, c.block.layout.strategy);
     if (const auto field = c.block.shape.non_gpt_field()) {
       fail("{}: the 2D-GeMM blocks ({}) run GPT layers only; the Llama family runs on the ATP "
            "blocks (strategies atp, megatron, tp1d)",

@@ -57,7 +57,9 @@ std::vector<std::int64_t> group_chunks(int cp, int first, int u) {
   return ids;
 }
 
-const ContextParallelShape& validated(const ContextParallelShape& s, layout::CpComm kind, int n) {
+}  // namespace
+
+void validate_context_parallel(const ContextParallelShape& s, layout::CpComm kind, int n) {
   MESHTP_CHECK(s.batch >= 1 && s.seq >= 1 && s.heads >= 1 && s.kv_heads >= 1 && s.head_dim >= 1,
                "context parallelism: batch={}, seq={}, heads={}, kv_heads={}, head_dim={} must "
                "be positive",
@@ -80,6 +82,12 @@ const ContextParallelShape& validated(const ContextParallelShape& s, layout::CpC
                "cp_comm={}: kv_heads={} and the all-to-all's {} ranks: one must divide the other "
                "(key/value heads split over them, or replicated u/kv_heads times)",
                layout::name(kind), s.kv_heads, u);
+}
+
+namespace {
+
+const ContextParallelShape& validated(const ContextParallelShape& s, layout::CpComm kind, int n) {
+  validate_context_parallel(s, kind, n);
   return s;
 }
 

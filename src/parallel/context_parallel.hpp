@@ -70,6 +70,9 @@ struct ContextParallelShape {
 std::int64_t cp_global_row(const ContextParallelShape& shape, int cp, int rank, std::int64_t r);
 // Rows this rank holds: 2·B·c = B·s/cp.
 std::int64_t cp_local_rows(const ContextParallelShape& shape, int cp);
+// The constructor's checks, without a group (every rank alike, before any communication).
+void validate_context_parallel(const ContextParallelShape& shape, layout::CpComm comm_kind,
+                               int cp);
 
 class ContextParallelAttention {
  public:

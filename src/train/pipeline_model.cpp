@@ -13,7 +13,7 @@ namespace meshtp::train {
 namespace {
 
 mesh::DeviceMesh layout_mesh(const comm::Communicator& world, const layout::Plan& p) {
-  return mesh::DeviceMesh(world, {p.dp, p.pp, p.mesh[0], p.mesh[1]});
+  return mesh::DeviceMesh(world, {p.dp, p.pp, p.cp, p.mesh[0], p.mesh[1]});
 }
 
 // The tied-embedding group of a replica: its first and last pipeline ranks (one rank when pp
@@ -34,7 +34,8 @@ comm::Communicator tie_group(const mesh::DeviceMesh& mesh, int pp) {
 PipelineModel::PipelineModel(const comm::Communicator& world, const model::GptConfig& config,
                              int zero, const AdamWConfig& adamw)
     : mesh_(layout_mesh(world, config.layout)),
-      tp_mesh_(mesh_.submesh({2, 3})),
+      tp_mesh_(mesh_.submesh({3, 4})),
+      replicas_(mesh_.submesh({0, 2})),
       tie_(tie_group(mesh_, config.layout.pp)),
       schedule_(layout::make_schedule(config.layout.schedule, config.layout.pp,
                                       config.layout.microbatches, config.layout.virtual_stages)) {
@@ -50,8 +51,9 @@ PipelineModel::PipelineModel(const comm::Communicator& world, const model::GptCo
     model::GptConfig c = config;
     c.shape.batch = microbatch_rows_;
     c.stage = k * p.pp + mesh_.coord(1);
+    if (p.cp > 1) c.cp_group = &mesh_.dim_comm(2);
     gpts_.push_back(std::make_unique<model::Gpt>(tp_mesh_, c));
-    dps_.push_back(std::make_unique<DataParallel>(*gpts_.back(), mesh_.dim_comm(0), zero, adamw));
+    dps_.push_back(std::make_unique<DataParallel>(*gpts_.back(), replicas_.comm(), zero, adamw));
   }
   for (const auto& g : gpts_) {
     if (!g->has_head()) scratch_out_ = Tensor({g->stream_floats()});
@@ -60,17 +62,28 @@ PipelineModel::PipelineModel(const comm::Communicator& world, const model::GptCo
 
 std::vector<std::string> describe_layout(const layout::Plan& p, int layers) {
   const int tp = p.mesh[0] * p.mesh[1], stages = p.pp * p.virtual_stages;
-  std::vector<std::string> out{fmt::format(
-      "world rank = ((r_dp·{} + r_pp)·{} + i)·{} + j: tp groups of {} consecutive ranks, "
-      "pipeline groups of {} (stride {}), data-parallel groups of {} (stride {})",
-      p.pp, p.mesh[0], p.mesh[1], tp, p.pp, tp, p.dp, p.pp * tp)};
+  std::vector<std::string> out;
+  if (p.cp == 1) {
+    out.push_back(fmt::format(
+        "world rank = ((r_dp·{} + r_pp)·{} + i)·{} + j: tp groups of {} consecutive ranks, "
+        "pipeline groups of {} (stride {}), data-parallel groups of {} (stride {})",
+        p.pp, p.mesh[0], p.mesh[1], tp, p.pp, tp, p.dp, p.pp * tp));
+  } else {
+    out.push_back(fmt::format(
+        "world rank = (((r_dp·{} + r_pp)·{} + r_cp)·{} + i)·{} + j: tp groups of {} consecutive "
+        "ranks, context-parallel groups of {} (stride {}; {}), pipeline groups of {} (stride "
+        "{}), data-parallel groups of {} (stride {}); gradients summed over dp·cp = {} ranks",
+        p.pp, p.cp, p.mesh[0], p.mesh[1], tp, p.cp, tp, p.cp_comm, p.pp, tp * p.cp, p.dp,
+        p.pp * p.cp * tp, p.dp * p.cp));
+  }
   std::string line;
   for (int s = 0; s < stages; ++s) {
     const int r = s % p.pp, per = layers / stages;
     line += fmt::format("{}stage {}: layers {}–{}{}{} on pipeline rank {} (ranks {}–{}{})",
                         s == 0 ? "" : "; ", s, s * per, (s + 1) * per - 1,
-                        s == 0 ? " + embedding" : "", s + 1 == stages ? " + head" : "", r, r * tp,
-                        r * tp + tp - 1, p.dp > 1 ? fmt::format(" of replica 0") : "");
+                        s == 0 ? " + embedding" : "", s + 1 == stages ? " + head" : "", r,
+                        r * tp * p.cp, (r + 1) * tp * p.cp - 1,
+                        p.dp > 1 ? fmt::format(" of replica 0") : "");
   }
   out.push_back(line);
   return out;
@@ -125,7 +138,7 @@ double PipelineModel::run(std::span<const std::int32_t> tokens,
   const auto mb = [&](std::span<const std::int32_t> all, int i) {
     return all.subspan(static_cast<std::size_t>(i * per), static_cast<std::size_t>(per));
   };
-  const float dloss = 1.0f / static_cast<float>(mesh_.size(0) * m);
+  const float dloss = 1.0f / static_cast<float>(replicas_.size() * m);
   double loss = 0.0;
   std::vector<int> last_forward(static_cast<std::size_t>(v), -1), backwards(static_cast<std::size_t>(v), 0);
   std::vector<std::map<int, Tensor>> inputs(static_cast<std::size_t>(v));  // per chunk, per microbatch
@@ -177,10 +190,11 @@ double PipelineModel::run(std::span<const std::int32_t> tokens,
     for (auto& dp : dps_) dp->start_last();
     for (auto& dp : dps_) dp->finish();
   }
-  // Only the last stage computed losses: sum over the pipeline, then the replicas.
+  // Only the last stage computed losses: sum over the pipeline, then the replicas and the
+  // context-parallel ranks (each the mean of as many tokens).
   mesh_.dim_comm(1).all_reduce(std::span<double>(&loss, 1));
-  mesh_.dim_comm(0).all_reduce(std::span<double>(&loss, 1));
-  return loss / (mesh_.size(0) * m);
+  replicas_.comm().all_reduce(std::span<double>(&loss, 1));
+  return loss / (replicas_.size() * m);
 }
 
 double PipelineModel::forward_backward(std::span<const std::int32_t> tokens,

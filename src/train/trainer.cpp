@@ -49,17 +49,21 @@ void validate(const TrainConfig& c, int world_size) {
                "ep={} etp={}: expert parallelism splits a mixture of experts' experts, but the "
                "model has none (num_experts=0)",
                plan.ep, plan.etp);
-  plan.require_runtime("plan");
+  plan.require_runtime("plan", true);
   plan.check_ranks(world_size);
   MESHTP_CHECK(c.model.shape.batch % (dp * m) == 0,
                "batch={} does not split into dp={} × microbatches={}: make dp·microbatches "
                "divide the batch",
                c.model.shape.batch, dp, m);
   layout::make_schedule(plan.schedule, pp, m, plan.virtual_stages);  // throws naming the values
-  MESHTP_CHECK(c.model.layout.zero == 0 || dp > 1,
-               "zero={} shards over the data-parallel replicas, but dp={}: use --dp > 1 or "
-               "--zero 0",
-               c.model.layout.zero, dp);
+  MESHTP_CHECK(c.model.layout.zero == 0 || dp * plan.cp > 1,
+               "zero={} shards over the data-parallel replicas (and context-parallel ranks), "
+               "but dp={}{}: use --dp > 1 or --zero 0",
+               c.model.layout.zero, dp, plan.cp > 1 ? fmt::format(" cp={}", plan.cp) : "");
+  MESHTP_CHECK(plan.cp == 1 || !layout::is_gemm2d(plan.strategy),
+               "cp={}: context parallelism runs on the ATP blocks (strategies atp, megatron, "
+               "tp1d), not the 2D-GeMM blocks (strategy {})",
+               plan.cp, plan.strategy);
   check_flags(c);
   model::GptConfig microbatch = c.model;
   microbatch.shape.batch = c.model.shape.batch / (dp * m);
@@ -226,8 +230,8 @@ TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
         const ScopedSpan save("checkpoint", SpanKind::kPhase);
         summary.checkpoint = checkpoints->save(
             model.checkpoint_parts(true),
-            {.step = step + 1, .seed = run.seed, .layout = layout_string(config)}, dp_rank,
-            model.pipeline_group());
+            {.step = step + 1, .seed = run.seed, .layout = layout_string(config)},
+            model.replica_rank(), model.pipeline_group());
         model.checkpoint_done(true);
       }
       if (checkpoints) checkpoints->heartbeat();
