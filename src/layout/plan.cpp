@@ -440,8 +440,8 @@ Plan build_plan(const PlanSpelling& spelling, const std::optional<std::array<int
   } else {
     const int outer = spelling.dp * spelling.pp * spelling.cp;
     MESHTP_CHECK(spelling.dp >= 1 && spelling.pp >= 1 && spelling.cp >= 1 && ranks % outer == 0,
-                 "dp={} × pp={} × cp={} does not divide the {} ranks ({})", spelling.dp,
-                 spelling.pp, spelling.cp, ranks, where);
+                 "dp={} × pp={}{} does not divide the {} ranks ({})", spelling.dp, spelling.pp,
+                 spelling.cp > 1 ? fmt::format(" × cp={}", spelling.cp) : "", ranks, where);
     tp_mesh = {ranks / outer, 1};
   }
   const Plan p = build_plan(spelling, tp_mesh);

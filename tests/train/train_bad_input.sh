@@ -62,6 +62,27 @@ check pp-mesh-auto "error: --pp conflicts with --mesh auto: the planner chooses 
 check resume-without-checkpoint "error: --resume: checkpoint directory '$work/none' does not exist" \
   "${small[@]}" --checkpoint-dir "$work/none" --resume
 
+# Context parallelism (--cp, --cp-comm): each refusal names its numbers, before any
+# communication, on every rank.
+printf '{"name": "three-heads", "layers": 2, "hidden": 48, "heads": 3, "vocab": 256, "batch": 4, "seq": 32}' \
+  > "$work/three-heads.json"
+check cp-seq "error: context parallelism: seq=30 is not divisible by 2·cp=4" \
+  "${small[@]}" --model tiny-llama --seq 30 --cp 2
+check cp-world "error: dp=1 × pp=1 × cp=4 does not divide the 2 ranks" "${small[@]}" --cp 4
+check cp-world-mesh "error: the layout dp=1 × pp=1 × cp=2 × mesh 2x1 = 4 ranks, but there are 2" \
+  "${small[@]}" --cp 2 --mesh 2x1
+check cp-comm-unknown "error: .*unknown .*'p2p'" "${small[@]}" --cp 2 --cp-comm p2p
+check cp-a2a-heads "error: cp_comm=a2a: the 3 heads per tensor-parallel rank \(heads=3 / d1·d2=1\) are not divisible by cp=2" \
+  "${small[@]}" --model "$work/three-heads.json" --cp 2 --cp-comm a2a
+check cp-a2a-ring-two "error: cp_comm=a2a\+ring with cp=2: no all-to-all degree 1 < u < 2" \
+  "${small[@]}" --model tiny-llama --cp 2 --cp-comm a2a+ring
+check cp-unfused "error: cp=2: the context-parallel attention core is flash-style; it needs attention=fused" \
+  "${small[@]}" --model tiny-llama --cp 2 --attention unfused
+check cp-gemm2d "error: cp=2: context parallelism runs on the ATP blocks" \
+  "${small[@]}" --cp 2 --mesh 1x1 --strategy summa
+check cp-moe "error: cp=2 with num_experts=4: the runtime's mixture of experts" \
+  "${small[@]}" --model tiny-moe --cp 2
+
 # Bad plan files (--plan), and flags that contradict a plan: the error names the value.
 echo '{"strategy": "fsdp", "mesh": [1, 2]}' > "$work/unknown.json"
 echo '{"strategy": "megatron", "mesh": [4, 1]}' > "$work/mesh4.json"
