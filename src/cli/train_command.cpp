@@ -135,7 +135,8 @@ std::string choose_layout(TrainArgs& args, const plan::ModelSpec& spec) {
   args.config.model.layout = flags.resolve(world().size(), "the world", &spec);
   layout::Plan& p = args.config.model.layout;
   std::string cp_note;
-  if (p.cp > 1 && p.attention == layout::Attention::kUnfused && !flags.given("--attention")) {
+  if (p.cp > 1 && p.attention == layout::Attention::kUnfused && !flags.given("--attention") &&
+      !layout::is_gemm2d(p.strategy)) {
     // The context-parallel core is flash-style (model/block.hpp); an explicit --attention
     // unfused is refused by the block's check instead.
     p.attention = layout::Attention::kFused;

@@ -56,10 +56,11 @@ void validate(const TrainConfig& c, int world_size) {
                "divide the batch",
                c.model.shape.batch, dp, m);
   layout::make_schedule(plan.schedule, pp, m, plan.virtual_stages);  // throws naming the values
+  // (With cp > 1 ZeRO shards over the dp·cp ranks: train/pipeline_model.hpp.)
   MESHTP_CHECK(c.model.layout.zero == 0 || dp * plan.cp > 1,
-               "zero={} shards over the data-parallel replicas (and context-parallel ranks), "
-               "but dp={}{}: use --dp > 1 or --zero 0",
-               c.model.layout.zero, dp, plan.cp > 1 ? fmt::format(" cp={}", plan.cp) : "");
+               "zero={} shards over the data-parallel replicas, but dp={}: use --dp > 1 or "
+               "--zero 0",
+               c.model.layout.zero, dp);
   MESHTP_CHECK(plan.cp == 1 || !layout::is_gemm2d(plan.strategy),
                "cp={}: context parallelism runs on the ATP blocks (strategies atp, megatron, "
                "tp1d), not the 2D-GeMM blocks (strategy {})",

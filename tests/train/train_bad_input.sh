@@ -67,7 +67,7 @@ check resume-without-checkpoint "error: --resume: checkpoint directory '$work/no
 printf '{"name": "three-heads", "layers": 2, "hidden": 48, "heads": 3, "vocab": 256, "batch": 4, "seq": 32}' \
   > "$work/three-heads.json"
 check cp-seq "error: context parallelism: seq=30 is not divisible by 2·cp=4" \
-  "${small[@]}" --model tiny-llama --seq 30 --cp 2
+  --data "$work/corpus.txt" --seq 30 --batch 4 --model tiny-llama --cp 2
 check cp-world "error: dp=1 × pp=1 × cp=4 does not divide the 2 ranks" "${small[@]}" --cp 4
 check cp-world-mesh "error: the layout dp=1 × pp=1 × cp=2 × mesh 2x1 = 4 ranks, but there are 2" \
   "${small[@]}" --cp 2 --mesh 2x1
