@@ -102,8 +102,9 @@ void print_memory(std::ostream& os, const plan::ModelSpec& spec, const layout::P
                   const train::TrainSummary& summary) {
   // The rank grid [tp, cp, pp, dp] (train/pipeline_model.hpp).
   const int pipeline_rank = world().rank() / (p.mesh[0] * p.mesh[1] * p.cp) % p.pp;
+  // A cp rank runs s/cp tokens of each sequence (plan/memory.hpp).
   const plan::MemoryEstimate predicted =
-      plan::rank_memory(spec, p.as_runtime_runs(spec), pipeline_rank);
+      plan::rank_memory(plan::cp_rank_model(spec, p), p.as_runtime_runs(spec), pipeline_rank);
   const std::array<double, 3> mine{predicted.total_bytes(),
                                    static_cast<double>(summary.tensor_peak_bytes),
                                    static_cast<double>(summary.max_rss_bytes)};
@@ -155,8 +156,8 @@ std::string choose_layout(TrainArgs& args, const plan::ModelSpec& spec) {
 // Returns the estimate line printed in the header.
 std::string check_memory(const train::TrainConfig& c, plan::ModelSpec spec, bool enforce) {
   spec.batch = c.model.shape.batch;
-  const plan::MemoryEstimate m =
-      plan::peak_rank_memory(spec, c.model.layout.as_runtime_runs(spec));
+  const plan::MemoryEstimate m = plan::peak_rank_memory(plan::cp_rank_model(spec, c.model.layout),
+                                                        c.model.layout.as_runtime_runs(spec));
   const double need = m.total_bytes();
   const double available = available_memory_bytes();
   const int local = world().ranks_on_this_node();

@@ -344,6 +344,35 @@ MemoryEstimate moe_rank_memory(const ModelSpec& model, const layout::Plan& p, in
 
 }  // namespace
 
+ModelSpec cp_rank_model(ModelSpec model, const layout::Plan& p) {
+  MESHTP_CHECK(p.cp >= 1 && model.seq % p.cp == 0, "seq={} does not split over cp={}", model.seq,
+               p.cp);
+  model.seq /= p.cp;
+  return model;
+}
+
+double cp_layer_floats(const ModelSpec& mb, const layout::Plan& p) {
+  if (p.cp == 1) return 0.0;
+  const double N = static_cast<double>(p.mesh[0]) * p.mesh[1];
+  // Rows of one batch chunk (all of them: under sequence parallelism the core runs on the
+  // gathered rows), the width of this rank's query heads, and per a2a member its KV heads'.
+  const double R = static_cast<double>(mb.batch * mb.seq) / p.chunks, w = mb.hidden / N;
+  const auto heads = static_cast<int>(mb.heads / static_cast<std::int64_t>(N));
+  const std::int64_t kv = std::max<std::int64_t>(mb.kv() / static_cast<std::int64_t>(N), 1);
+  const int u = layout::cp_a2a_size(p.cp_comm, p.cp, heads);
+  const double lk = static_cast<double>((kv % u == 0 ? kv / u : 1) * mb.head_dim());
+  if (u == 1) {  // forward: the block and the next (2·R·lk each), a partial output (R/2 × w);
+                 // backward: those two blocks and two accumulators
+    return std::max(8 * R * lk, 4 * R * lk + R * w / 2);
+  }
+  const double qkv = R * (w + 2 * u * lk), grads = qkv, all = R * (3 * w + 2 * u * lk);
+  const double ring = 8 * u * R * lk;  // on the u·R rows after the all-to-all
+  const double forward = std::max({2 * qkv, qkv + R * w + ring / 2 + R * w / (2 * u),
+                                   qkv + R * w + 2 * R * w});
+  const double backward = std::max({2 * all, all + grads + ring, all + 3 * grads});
+  return std::max(forward, backward);
+}
+
 MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pipeline_rank,
                            HeadBuffers head, std::span<const PipelineBuffers> pipeline,
                            layout::Runtime runtime) {
@@ -404,7 +433,9 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
     // The embedding table (first), the head's (last: the same table when tied and one
     // stage holds both), learned positions (first), the final norm (last).
     const double tables = (first ? 1 : 0) + (last && (!first || !mb.tie_embeddings) ? 1 : 0);
-    const double positions = mb.position == layout::Position::kLearned ? mb.seq * h : 0.0;
+    // (Whole under context parallelism: s = seq·cp rows.)
+    const double positions =
+        mb.position == layout::Position::kLearned ? static_cast<double>(mb.seq) * p.cp * h : 0.0;
     const double extras = tables * vocab_rows * h + (first ? positions : 0) +
                           (last ? static_cast<double>(mb.norm_params()) / d2 : 0);
     params += blocks + extras;
@@ -478,6 +509,16 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
   } else {
     out.grads_bytes = e * (params + stacks);
     if (p.dp * p.cp > 1) buffers += params;
+  }
+  // meshtp's context-parallel core: the layer's buffers while one block's core runs; the
+  // block keeps no flash-attention scratch of its own then (the layer's is per call).
+  if (p.cp > 1 && runtime == layout::Runtime::kMeshtp) {
+    buffers += cp_layer_floats(mb, p) -
+               op_costs::flash_attention_scratch_floats(static_cast<double>(mb.seq),
+                                                        static_cast<double>(mb.seq),
+                                                        h / static_cast<double>(mb.heads),
+                                                        op_costs::kFlashBlockQ,
+                                                        op_costs::kFlashBlockK);
   }
   out.activations_bytes = e * activations;
   out.workspace_bytes = e * buffers + gemm2d_buffer_bytes(mb, p);

@@ -136,6 +136,11 @@ std::vector<PipelineBuffers> pipeline_buffers(const layout::Plan& p);
 //             recomputation holds one set of them in the workspace, full recomputation the
 //             re-run block's
 // Without a pipeline and sequence parallelism the two differ only by dropout.
+//
+// Context parallelism (p.cp > 1): `model` is what one cp rank runs — seq the s/cp tokens of
+// each sequence it holds (cp_rank_model; the search prices its candidates so) — except the
+// learned position table, whole (s rows). meshtp's runtime adds, for the one attention core
+// running at a time, the context-parallel layer's transient buffers (cp_layer_floats).
 MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pipeline_rank,
                            HeadBuffers head = HeadBuffers::kRuntime,
                            layout::Runtime runtime = layout::Runtime::kMeshtp);
@@ -150,5 +155,14 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
 MemoryEstimate peak_rank_memory(const ModelSpec& model, const layout::Plan& p, HeadBuffers head,
                                 std::span<const PipelineBuffers> pipeline,
                                 layout::Runtime runtime = layout::Runtime::kMeshtp);
+
+// The model one rank of a context-parallel layout runs: seq/cp tokens of every sequence
+// (unchanged when p.cp is 1).
+ModelSpec cp_rank_model(ModelSpec model, const layout::Plan& p);
+// meshtp's context-parallel attention core (parallel/context_parallel.cpp): the most floats of
+// its transient tensors at once for one batch chunk of microbatch `mb` (mb.seq: a cp rank's
+// s/cp) — the travelling key/value blocks and their gradient accumulators of the ring, and
+// the all-to-all's exchanged q | k | v (| out | dout) and gradients. 0 when p.cp is 1.
+double cp_layer_floats(const ModelSpec& mb, const layout::Plan& p);
 
 }  // namespace meshtp::plan

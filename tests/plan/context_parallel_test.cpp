@@ -102,7 +102,7 @@ TEST(PlanFields, CpAndUnevenStagesRoundTripAndTheRuntimeRefusesThem) {
             "layers=13 with first_stage_layers=3 and last_stage_layers=3 leave 7 for the other 2 "
             "stages of pp=4: not a positive whole number each");
   EXPECT_NE(error_of([&] { p.require_runtime("plan"); })
-                .find("plan: cp=4 (a2a+ring): meshtp's runtime has no context parallelism"),
+                .find("plan: cp=4 (a2a+ring): only `meshtp train` runs context parallelism"),
             std::string::npos);
   p.cp = 1;
   EXPECT_NE(error_of([&] { p.require_runtime("plan"); }).find("first_stage_layers=3"),

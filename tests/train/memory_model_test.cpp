@@ -134,5 +134,62 @@ TEST_F(MemoryModel, PredictedWithinFifteenPercentOfTheMeasuredHighWaterMark) {
   }
 }
 
+// Context parallelism: each cp rank's s/cp tokens (plan::cp_rank_model) and the
+// context-parallel core's buffers (plan::cp_layer_floats), for tiny-llama and tiny (learned
+// positions: the whole table) with the ring, the all-to-all and both, alone and with tensor
+// (and sequence) parallelism, pipeline stages and ZeRO over dp·cp.
+TEST_F(MemoryModel, ContextParallelPredictedWithinTenPercent) {
+  const int n = world_.size();
+  if (n < 2) GTEST_SKIP() << "context parallelism needs 2 ranks or more";
+  using C = layout::CpComm;
+  std::vector<layout::Plan> plans{{.attention = layout::Attention::kFused, .cp = n},
+                                  {.attention = layout::Attention::kFused,
+                                   .cp = n,
+                                   .cp_comm = C::kA2a}};
+  if (n == 4) {
+    plans.push_back({.attention = layout::Attention::kFused, .cp = 4, .cp_comm = C::kA2aRing});
+    plans.push_back({.mesh = {2, 1},
+                     .sequence_parallel = true,
+                     .attention = layout::Attention::kFused,
+                     .cp = 2});
+    plans.push_back({.pp = 2,
+                     .microbatches = 2,
+                     .schedule = Schedule::k1F1B,
+                     .attention = layout::Attention::kFused,
+                     .cp = 2,
+                     .cp_comm = C::kA2a});
+    plans.push_back({.dp = 2, .zero = 2, .attention = layout::Attention::kFused, .cp = 2});
+  }
+  double worst = 1.0;
+  for (const std::string model : {"tiny-llama", "tiny"}) {
+    plan::ModelSpec spec = plan::load_model(model);
+    spec.precision = plan::Precision::kFp32;
+    spec.vocab = 256;
+    for (const layout::Plan& p : plans) {
+      if (model == "tiny" && p.cp_comm != C::kRing && spec.heads % p.cp != 0) continue;
+      TrainConfig c;
+      c.model = {.shape = spec, .layout = p};
+      c.steps = 1;
+      c.warmup = 1;
+      c.eval_every = 0;
+      c.eval_batches = 1;
+      c.data = (dir_ / "corpus.txt").string();
+      const TrainSummary s = train(world_, c, [](const StepReport&) {});
+      const int pipeline_rank = world_.rank() / (p.mesh[0] * p.mesh[1] * p.cp) % p.pp;
+      const double predicted =
+          plan::rank_memory(plan::cp_rank_model(spec, p), p, pipeline_rank).total_bytes();
+      const double ratio = predicted / static_cast<double>(s.tensor_peak_bytes);
+      EXPECT_NEAR(ratio, 1.0, 0.10)
+          << model << ' ' << fmt::format("{}", fmt::streamed(p)) << " on rank " << world_.rank()
+          << ": predicted " << predicted << " B, measured " << s.tensor_peak_bytes << " B";
+      worst = std::max(worst, std::max(ratio, 1.0 / ratio));
+      if (world_.rank() == 0) {
+        std::cout << fmt::format("{:.3f}  {} {}\n", ratio, model, fmt::streamed(p));
+      }
+    }
+  }
+  if (world_.rank() == 0) std::cout << "context parallelism: worst ratio " << worst << '\n';
+}
+
 }  // namespace
 }  // namespace meshtp::train
