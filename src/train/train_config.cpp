@@ -12,6 +12,7 @@ namespace meshtp::train {
 std::string layout_string(const TrainConfig& c) {
   const layout::Plan& p = c.model.layout;
   std::string s = fmt::format("dp={} tp={}x{}", p.dp, p.mesh[0], p.mesh[1]);
+  if (p.cp > 1) s += fmt::format(" cp={} {}", p.cp, p.cp_comm);
   if (p.pp > 1 || p.microbatches > 1) {
     s += fmt::format(" pp={} microbatches={} {}", p.pp, p.microbatches, p.schedule);
     if (p.virtual_stages > 1) s += fmt::format(":{}", p.virtual_stages);
