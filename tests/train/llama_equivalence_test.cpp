@@ -2,7 +2,8 @@
 // untied head: tiny-llama's layers) as the same training on every layout: the loss at every
 // step of a run on (dp, pp, d1, d2) equals the single-rank run's — N×1 with and without
 // sequence parallelism, 1×N, 2×2, 2×4 and 4×2, chunks, the fused core, recomputation, data
-// parallelism with ZeRO, pipeline stages (the head the last stage's own). The single-rank model
+// parallelism with ZeRO, pipeline stages (the head the last stage's own), context parallelism
+// (ring, all-to-all, both; with tp, sp, pp, dp, ZeRO; checkpoints across it). The single-rank model
 // equals the independent serial reference (model_gpt_test's
 // Gpt.LlamaEveryMeshMatchesTheSerialModel).
 #include <fmt/format.h>
@@ -222,6 +223,42 @@ TEST_F(LlamaEquivalence, ContextParallelGivesTheSerialLossCurve) {
       }
       std::printf("[ drift    ] %-70s steps 1-10 %.2e, 11-%d %.2e, max |diff| %.2e\n",
                   name.c_str(), early, kSteps, late, worst);
+    }
+  }
+}
+
+// Checkpoints are global under context parallelism too (replica 0's cp rank 0 writes them,
+// ZeRO's moments gathered over dp·cp): a run saved on cp ranks resumes on tensor parallelism
+// and the reverse, continuing the uninterrupted curve.
+TEST_F(LlamaEquivalence, ContextParallelCheckpointsResumeOnAnyLayout) {
+  const int n = world_.size();
+  if (n < 2) GTEST_SKIP() << "context parallelism needs 2 ranks or more";
+  TrainConfig base = config();
+  base.steps = 10;
+  const layout::Plan context{.zero = 1,
+                             .attention = layout::Attention::kFused,
+                             .cp = n,
+                             .cp_comm = layout::CpComm::kA2a};
+  const layout::Plan tensor{.mesh = {n, 1}};
+  base.model.layout = tensor;
+  base.checkpoint_dir = (dir_ / "cp_whole").string();
+  const std::vector<double> whole = losses(world_, base);
+  for (const auto& [save, resume] : {std::pair{context, tensor}, std::pair{tensor, context}}) {
+    TrainConfig first = base;
+    first.model.layout = save;
+    first.checkpoint_dir = (dir_ / fmt::format("cp_{}", save.cp)).string();
+    first.stop_after = 4;
+    losses(world_, first);
+    TrainConfig rest = first;
+    rest.model.layout = resume;
+    rest.stop_after = 0;
+    rest.resume = true;
+    const std::vector<double> tail = losses(world_, rest);
+    ASSERT_EQ(tail.size(), 6u);
+    for (std::size_t t = 0; t < tail.size(); ++t) {
+      EXPECT_NEAR(tail[t], whole[t + 4], 1e-5 * whole[t + 4])
+          << "saved on " << layout_string(first) << ", resumed on " << layout_string(rest)
+          << ", step " << t + 5;
     }
   }
 }
