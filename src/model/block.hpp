@@ -57,7 +57,9 @@
 // chunk by its true positions; the core is parallel/context_parallel.hpp's (ring, Ulysses
 // all-to-all or both, over this rank's a/(d1·d2) heads), flash-style, so the layout's attention
 // must be fused. The parameters' gradients are then partial over cp: the trainer sums them
-// over dp·cp (train/pipeline_model.hpp).
+// over dp·cp (train/pipeline_model.hpp). The layer allocates its transient buffers per call
+// (the one exception to "forward and backward allocate nothing" below besides the comm
+// layer's requests; plan::cp_layer_floats prices them).
 //
 // Sequence parallelism (mesh (N, 1), Megatron-SP): the stream is split over tokens instead,
 // rank c0 holding rows [c0·nc/N, (c0+1)·nc/N) of every chunk (parallel/activation_shard.hpp);
