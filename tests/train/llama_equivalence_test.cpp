@@ -176,6 +176,7 @@ TEST_F(LlamaEquivalence, ContextParallelGivesTheSerialLossCurve) {
     bool sp = false;
     int zero = 0;
     layout::Recompute recompute = layout::Recompute::kNone;
+    int d2 = 1;
   };
   std::vector<Layout> layouts{{1, 1, n, C::kRing}, {1, 1, n, C::kA2a}};
   if (n == 4) {
@@ -193,6 +194,7 @@ TEST_F(LlamaEquivalence, ContextParallelGivesTheSerialLossCurve) {
     layouts.push_back({1, 2, 2, C::kRing, 2, 1, true});
     layouts.push_back({2, 2, 2, C::kA2a});
     layouts.push_back({2, 1, 4, C::kRing, 1, 1, false, 3});
+    layouts.push_back({1, 1, 2, C::kA2a, 2, 2, false, 0, layout::Recompute::kNone, 2});
   }
   for (const Layout& l : layouts) {
     TrainConfig c = config();
@@ -201,7 +203,7 @@ TEST_F(LlamaEquivalence, ContextParallelGivesTheSerialLossCurve) {
                       .microbatches = l.pp,
                       .zero = l.zero,
                       .recompute = l.recompute,
-                      .mesh = {l.d1, 1},
+                      .mesh = {l.d1, l.d2},
                       .chunks = l.chunks,
                       .sequence_parallel = l.sp,
                       .attention = layout::Attention::kFused,
@@ -211,9 +213,9 @@ TEST_F(LlamaEquivalence, ContextParallelGivesTheSerialLossCurve) {
     ASSERT_EQ(got.size(), serial.size());
     const auto [early, late] = drift(got, serial);
     const std::string name =
-        fmt::format("llama cp={} {} dp={} pp={} tp={}x1 chunks={}{} zero={} recompute={}", l.cp,
-                    layout::name(l.comm), l.dp, l.pp, l.d1, l.chunks, l.sp ? " sp" : "", l.zero,
-                    layout::name(l.recompute));
+        fmt::format("llama cp={} {} dp={} pp={} tp={}x{} chunks={}{} zero={} recompute={}", l.cp,
+                    layout::name(l.comm), l.dp, l.pp, l.d1, l.d2, l.chunks, l.sp ? " sp" : "",
+                    l.zero, layout::name(l.recompute));
     EXPECT_LE(early, 1e-5) << name;
     EXPECT_LE(late, 1e-5) << name;
     if (world_.rank() == 0) {
