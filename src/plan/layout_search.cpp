@@ -89,7 +89,9 @@ double transfer_s(const LayoutTraffic& t) {
 PipelineRun run_schedule(const LayoutCandidate& c, const LayoutTraffic& t) {
   const layout::Plan& p = c.plan;
   const int pp = p.pp, m = p.microbatches, v = p.virtual_stages;
-  if (c.runtime == layout::Runtime::kMegatron || (pp == 1 && p.dp == 1)) return {};
+  // No pipeline and no gradient reduction (over the dp·cp ranks: dense_data_parallel_s)
+  // need no timing.
+  if (c.runtime == layout::Runtime::kMegatron || (pp == 1 && p.dp * p.cp == 1)) return {};
   // A rank's chunk: forward a third of the stage, backward two thirds and the re-run; the
   // head's share spread like the stage's.
   const double work = c.t_stage_s + c.t_head_s;
