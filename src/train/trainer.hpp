@@ -1,13 +1,16 @@
-// The training loop of `meshtp train`: a GPT on a (dp, pp, d1, d2) mesh — tensor parallelism
-// (ATP mesh (d1, d2)) inside each of pp pipeline stages (train/pipeline_model.hpp: m
-// microbatches per step, one schedule), inside each of dp data-parallel replicas.
+// The training loop of `meshtp train`: a GPT on a (dp, pp, cp, d1, d2) mesh — tensor
+// parallelism (ATP mesh (d1, d2)) inside each of cp context-parallel ranks (each its zigzag
+// share of every sequence: model/block.hpp) inside each of pp pipeline stages
+// (train/pipeline_model.hpp: m microbatches per step, one schedule), inside each of dp
+// data-parallel replicas.
 //
 //   per step t:
-//     tokens      rows [r·B/dp, (r+1)·B/dp) of the global batch t (byte_corpus.hpp)
-//     forward     loss_r = model(tokens)                         mean over the replica's tokens
-//     backward    ∂(loss_r/dp)/∂θ; after block i finishes, its gradients start a non-blocking
-//                 all_reduce over the dp group, overlapping blocks i−1 … 0 (with pipeline
-//                 stages: both per microbatch, in the schedule's order)
+//     tokens      rows [r·B/dp, (r+1)·B/dp) of the global batch t (byte_corpus.hpp); a cp
+//                 rank keeps its b·s/cp tokens of them
+//     forward     loss_r = model(tokens)                         mean over the rank's tokens
+//     backward    ∂(loss_r/(dp·cp))/∂θ; after block i finishes, its gradients start a
+//                 non-blocking all_reduce over the dp·cp group, overlapping blocks i−1 … 0
+//                 (with pipeline stages: both per microbatch, in the schedule's order)
 //     clip        g ← g · min(1, clip/‖g‖), ‖g‖ over the whole world, every element once
 //     update      AdamW with lr(t) (warmup + cosine)
 //
