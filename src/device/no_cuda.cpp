@@ -21,6 +21,8 @@ std::optional<DeviceInfo> probe(std::string* why_not) {
   return std::nullopt;
 }
 
+std::shared_ptr<DeviceMemory> staging_memory(Context&) { no_cuda(); }
+
 struct Context::Impl {};
 Context::Context() { no_cuda(); }
 Context::~Context() = default;
