@@ -287,8 +287,13 @@ class NcclTransport final : public Transport {
 }  // namespace
 
 std::shared_ptr<Transport> nccl_transport(const Communicator& host, void* compute_stream) {
-  MESHTP_CHECK(host.transport() == TransportKind::kMpi,
-               "NCCL groups are made over an mpi group, not {}", to_string(host.transport()));
+  // Over MPI; or alone with no other member (a group of one needs no peer to agree on the
+  // id: scripts/gpu-check.sh runs NCCL so, one process without mpirun).
+  MESHTP_CHECK(host.transport() == TransportKind::kMpi ||
+                   (host.transport() == TransportKind::kAlone && host.size() == 1),
+               "NCCL groups are made over an mpi group (or an alone group of one), not {} "
+               "with {} ranks",
+               to_string(host.transport()), host.size());
   int device = 0;
   int devices = 0;
   const cudaError_t count_rc = cudaGetDeviceCount(&devices);

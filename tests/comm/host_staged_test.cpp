@@ -292,7 +292,7 @@ TEST_F(HostStaged, NcclIsRefusedNamingWhyWhereItCannotRun) {
     }
     return std::string();
   }();
-  EXPECT_NE(over_alone.find(nccl_available() ? "over an mpi group" : "without NCCL"),
+  EXPECT_NE(over_alone.find(nccl_available() ? "made over an mpi group" : "without NCCL"),
             std::string::npos)
       << over_alone;
   std::string why;
