@@ -146,7 +146,7 @@ void add_bench_rank_command(CLI::App& app) {
   CLI::App* c = bench->add_subcommand(
       "rank", "One rank of a layout alone (collectives counted, not moved): measured compute "
               "and memory beside the planner's");
-  args->shape.add_to(c, ModelFlags::kBatch | ModelFlags::kSeq,
+  args->shape.add_to(c, ModelFlags::kBatch | ModelFlags::kSeq | ModelFlags::kMoeForceBalance,
                      "Model preset (tiny, small, …) or JSON file");
   args->layout.add_to(c, LayoutFlags::kReplicas | LayoutFlags::kPipeline |
                                  LayoutFlags::kExperts);

@@ -106,7 +106,7 @@ void add_bench_train_command(CLI::App& app) {
   CLI::App* c = bench->add_subcommand(
       "train", "Training step per phase (GeMM, attention, elementwise, comm wait, optimizer, "
                "data) and its ratio to BLAS");
-  args->shape.add_to(c, ModelFlags::kBatch | ModelFlags::kSeq,
+  args->shape.add_to(c, ModelFlags::kBatch | ModelFlags::kSeq | ModelFlags::kMoeForceBalance,
                      "Model preset (tiny, small, …) or JSON file");
   args->layout.add_to(c, LayoutFlags::kReplicas | LayoutFlags::kTpAlias |
                                  LayoutFlags::kExperts);

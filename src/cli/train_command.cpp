@@ -119,7 +119,7 @@ void print_memory(std::ostream& os, const plan::ModelSpec& spec, const layout::P
   for (int r = 0; r < world().size(); ++r) {
     const double* row = all.data() + 3 * static_cast<std::size_t>(r);
     os << fmt::format("memory  rank {}: tensors peak {:.1f} MiB (predicted {:.1f}, "
-                      "predicted/measured {:.2f}), max RSS {:.1f} MiB\n",
+                      "predicted/measured {:.3f}), max RSS {:.1f} MiB\n",
                       r, row[1] / kMiB, row[0] / kMiB, row[0] / std::max(row[1], 1.0),
                       row[2] / kMiB);
   }
@@ -285,7 +285,7 @@ void add_train_command(CLI::App& app) {
   train::TrainConfig& c = args->config;
   CLI::App* t = app.add_subcommand(
       "train", "Train a byte-level GPT with tensor, pipeline and data parallelism");
-  args->shape.add_to(t, ModelFlags::kBatch | ModelFlags::kSeq,
+  args->shape.add_to(t, ModelFlags::kBatch | ModelFlags::kSeq | ModelFlags::kMoeForceBalance,
                      "Model preset (tiny, small, …) or JSON file");
   add_training_flags(t, c);
   args->layout.add_to(t, LayoutFlags::kMeshAuto | LayoutFlags::kReplicas | LayoutFlags::kPipeline |

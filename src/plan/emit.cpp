@@ -466,6 +466,8 @@ std::string megatron(const EmitRequest& r, const Plan& p, const Sizes& s) {
       arg("moe-router-load-balancing-type", "none");
     }
     if (m.capacity_factor > 0) arg("moe-expert-capacity-factor", fmt::format("{}", m.capacity_factor));
+    // A benchmark's routing (ops/moe.hpp's forced balance; Megatron-LM draws random logits).
+    if (m.moe_force_balance) flag("moe-router-force-load-balancing");
   }
   if (r.model.precision == Precision::kFp16) flag("fp16");
   if (r.model.precision == Precision::kBf16) flag("bf16");
