@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""readme_megatron_layouts.py MESHTP README WORKDIR: every `--3d` layout the README shows, as
-Megatron-LM would be given it (issue 48, "Done when: Exports").
+"""readme_megatron_layouts.py MESHTP README WORKDIR [DOC]: every `--3d` layout the README shows,
+as Megatron-LM would be given it (issue 48, "Done when: Exports").
 
 Each `meshtp plan --3d …` command of the README's ```sh blocks (continuation lines joined), and
 the `--3d` calls of its ```python block (listed below as the CLI's same flags), is run again with
@@ -12,7 +12,9 @@ names) must have the degrees F gives, and priced by `plan --3d --evaluate --runt
 Where MEGATRON_LM_DIR names a Megatron-LM checkout (core_v0.15.0, the spelling meshtp emits),
 F also goes through Megatron-LM's own parse_args and validate_args
 (scripts/megatron_validate_args.py, run by /usr/bin/python3: Debian's torch) for its world
-size; without it that step is said to be skipped. Prints one line per layout."""
+size; without it that step is said to be skipped. With DOC (docs/emit.md), the memory and step
+time each layout is priced at must be the ones DOC's table quotes ("70.6 GiB, 24.91 s"), so
+the page does not go stale. Prints one line per layout."""
 import json
 import os
 import re
@@ -21,6 +23,7 @@ import subprocess
 import sys
 
 meshtp, readme, workdir = sys.argv[1:4]
+doc = open(sys.argv[4]).read() if len(sys.argv) > 4 else None
 root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.makedirs(workdir, exist_ok=True)
 
@@ -164,6 +167,10 @@ for args in commands + PYTHON_CALLS:
             degree["--context-parallel-size"]) != (tp, plan["pp"], plan.get("cp", 1)):
         fail(f"plan {shown}: the file's degrees {degree} are not the plan's "
              f"tp {tp}, pp {plan['pp']}, cp {plan.get('cp', 1)}")
+    quoted = f"{price['memory_gib']:.1f} GiB, {price['t_step_s']:.4g} s"
+    if doc is not None and quoted not in doc:
+        fail(f"plan {shown}: priced at {quoted} as Megatron-LM runs it, which "
+             f"{sys.argv[4]} does not quote: rerun this test and update its table")
     verdict = "validate_args skipped (MEGATRON_LM_DIR not set)"
     if validator:
         checked = subprocess.run(["/usr/bin/python3", f"{root}/scripts/megatron_validate_args.py",
