@@ -362,27 +362,30 @@ if TMPDIR="$work/no-such-tmp/sub" "$meshtp" plan --topology pcie-8xa100 --model 
 else
   echo "ok   a missing \$TMPDIR: not made (a plan and a refusal)"
 fi
-# Ctrl-C during a long search: the command ends, nothing left in $TMPDIR.
+# Ctrl-C while --report draws (a python3 that answers --check, then hangs drawing): the
+# interpreter is ended, its temporary directory removed, one error line, exit 130.
 cases=$((cases + 1))
 tmp=$(mktemp -d "$work/tmpdir.XXXX")
-TMPDIR=$tmp "$meshtp" plan --3d --runtime megatron --topology dgx-h100-2048x8 --model llama3-405b --seq 131072 \
-  --batch 128 --max-cp 16 --uneven-stages >/dev/null 2>"$work/stderr" &
-pid=$!
-sleep 0.5
-kill -INT "$pid" 2>/dev/null
-timeout 20 tail --pid="$pid" -f /dev/null
-if kill -0 "$pid" 2>/dev/null; then
-  echo "FAIL plan --3d interrupted: still running 20 s after SIGINT"
-  kill -KILL "$pid"
+mkdir -p "$work/slow-python"
+printf '#!/bin/sh\n[ "$2" = --check ] && exit 0\nexec sleep 300\n' >"$work/slow-python/python3"
+chmod +x "$work/slow-python/python3"
+(sleep 1; kill -INT "$(cat "$work/pid")") &
+TMPDIR=$tmp PATH="$work/slow-python:$PATH" timeout -k 5 60 bash -c 'echo $$ >"$0"; exec "$@"' "$work/pid" \
+  "$meshtp" plan --topology pcie-8xa100 --model tiny --report "$outdir/page" >/dev/null 2>"$work/stderr"
+got=$?
+wait
+if [ "$got" -ne 130 ] || [ "$(wc -l <"$work/stderr")" -ne 1 ] ||
+  ! grep -q "^error: --report .*: interrupted by signal 2: python3 was ended, nothing written" "$work/stderr"; then
+  echo "FAIL Ctrl-C while --report draws: exit $got: $(cat "$work/stderr")"
   failures=$((failures + 1))
-elif [ -n "$(ls -A "$tmp")" ] || grep -q -i -e "mpi_abort" -e "orte" "$work/stderr"; then
-  echo "FAIL plan --3d interrupted: left $(ls -A "$tmp") or printed an MPI banner"
+elif [ -n "$(ls -A "$tmp")" ] || [ -n "$(ls -A "$outdir")" ] || pgrep -f "$work/slow-python" >/dev/null ||
+  pgrep -x -f "sleep 300" >/dev/null; then
+  echo "FAIL Ctrl-C while --report draws: left $(ls -A "$tmp" "$outdir") or its python3 running"
   failures=$((failures + 1))
 else
-  echo "ok   plan --3d interrupted by SIGINT: ended, nothing in \$TMPDIR"
+  echo "ok   Ctrl-C while --report draws: $(cat "$work/stderr"); nothing in \$TMPDIR"
 fi
-wait "$pid" 2>/dev/null
-rm -rf "$tmp"
+rm -rf "$tmp" "${outdir:?}"/*
 
 # ---- meshtp gpu: integers decimal as typed --------------------------------------------------
 gpu="$(dirname "$meshtp")/meshtp-gpu"
