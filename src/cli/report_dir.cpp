@@ -275,7 +275,8 @@ std::string ReportDir::draw(const nlohmann::json& report) const {
       report.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   write_file_atomically(json_path, json_text);
   const Finished f = run_captured({python_, kScript, json_path, page_path}, kDrawTimeoutS);
-  if (f.signal != 0 || g_report_signal != 0) throw ReportStopped{f.signal != 0 ? f.signal : g_report_signal};
+  if (f.signal != 0 || g_report_signal != 0)
+    throw ReportStopped{f.signal != 0 ? f.signal : g_report_signal};
   MESHTP_CHECK(!f.timed_out,
                "--report {}: {} {} had not drawn the page after {} s: ended (it and its "
                "children), nothing written",
