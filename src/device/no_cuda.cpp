@@ -99,6 +99,15 @@ void attention_backward(Context&, ElementType, void*, void*, const void*, const 
                         std::int64_t, std::int64_t, std::int64_t, std::int64_t) {
   no_cuda();
 }
+void flash_attention_forward(Context&, ElementType, void*, float*, const void*, std::int64_t,
+                             std::int64_t, std::int64_t, std::int64_t, std::int64_t) {
+  no_cuda();
+}
+void flash_attention_backward(Context&, ElementType, void*, float*, const void*, const void*,
+                              const float*, const void*, std::int64_t, std::int64_t, std::int64_t,
+                              std::int64_t, std::int64_t) {
+  no_cuda();
+}
 void adamw_update(Context&, std::span<const AdamWTensor>, const AdamWStep&) { no_cuda(); }
 void convert(Context&, void*, ElementType, const void*, ElementType, std::int64_t) { no_cuda(); }
 double sum_of_squares(Context&, const float*, std::int64_t) { no_cuda(); }
