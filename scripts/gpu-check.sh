@@ -2,8 +2,8 @@
 # The prepared GPU check (docs/gpu.md). Two steps, because the GPU machine has the CUDA
 # toolkit and driver but none of meshtp's Debian packages:
 #
-#   scripts/gpu-check.sh pack [DIR]        here: build meshtp-gpu, gpu_ops_test and
-#                                          gpu_model_test (build/),
+#   scripts/gpu-check.sh pack [DIR]        here: build meshtp-gpu, gpu_ops_test,
+#                                          gpu_model_test and gpu_comm_test (build/),
 #                                          copy them into DIR (default .gpu-pack) with every
 #                                          shared library they need that is not glibc's, the
 #                                          compiler's or CUDA's, and the default corpus
@@ -11,7 +11,10 @@
 #   scripts/gpu-check.sh run [DIR] [OUT]   there: probe; the bf16 GeMM ceiling (8192³); every
 #                                          GPU op against the CPU reference (gpu_ops_test);
 #                                          the serial block stack and GPT on the GPU against
-#                                          the CPU backend's (gpu_model_test); the GPT's
+#                                          the CPU backend's (gpu_model_test); the
+#                                          transports for device memory (gpu_comm_test:
+#                                          host-staged through the CUDA context, NCCL on a
+#                                          group of one); the GPT's
 #                                          training step timed (`gpu step`: h 4096, L 4, s 2048, b 4, V 50257,
 #                                          bf16; MFU against the GeMM ceiling of the same run);
 #                                          `gpu calibrate` (the device profile: GeMM time by
@@ -34,11 +37,11 @@ step=${1:-}
 case "$step" in
   pack)
     dir=${2:-.gpu-pack}
-    cmake --build build --target meshtp-gpu gpu_ops_test gpu_model_test >/dev/null || {
+    cmake --build build --target meshtp-gpu gpu_ops_test gpu_model_test gpu_comm_test >/dev/null || {
       echo "error: building meshtp-gpu and the GPU tests in build/ failed (scripts/install.sh --tests first)" >&2
       exit 1
     }
-    for b in build/src/cli/meshtp-gpu build/tests/device/gpu_ops_test build/tests/device/gpu_model_test; do
+    for b in build/src/cli/meshtp-gpu build/tests/device/gpu_ops_test build/tests/device/gpu_model_test build/tests/device/gpu_comm_test; do
       [ -x "$b" ] || { echo "error: $b was not built: is the CUDA toolkit installed? (configure says)" >&2; exit 1; }
     done
     [ -d /usr/share/games/fortunes ] || {
@@ -47,7 +50,8 @@ case "$step" in
     }
     rm -rf "$dir" && mkdir -p "$dir/bin" "$dir/lib" "$dir/fallback" "$dir/data"
     cp -rL /usr/share/games/fortunes "$dir/data/fortunes"
-    cp build/src/cli/meshtp-gpu build/tests/device/gpu_ops_test build/tests/device/gpu_model_test "$dir/bin/"
+    cp build/src/cli/meshtp-gpu build/tests/device/gpu_ops_test build/tests/device/gpu_model_test \
+       build/tests/device/gpu_comm_test "$dir/bin/"
     strip "$dir"/bin/* 2>/dev/null || true
     # Libraries: everything ldd resolves except the C library, the compiler's runtime (kept
     # aside in fallback/, used only if the GPU machine's is older) and CUDA's (there already).
@@ -101,6 +105,7 @@ case "$step" in
     run_step gemm_fp32 "$dir/bin/meshtp-gpu" gemm --m 8192 --n 8192 --k 8192 --type fp32 --repeats 10 --json
     run_step ops "$dir/bin/gpu_ops_test" --gtest_output="xml:$out/gpu_ops_test.xml"
     run_step model_test "$dir/bin/gpu_model_test" --gtest_output="xml:$out/gpu_model_test.xml"
+    run_step comm_test "$dir/bin/gpu_comm_test" --gtest_output="xml:$out/gpu_comm_test.xml"
     run_step step "$dir/bin/meshtp-gpu" step --hidden 4096 --heads 32 --layers 4 --seq 2048 --batch 4 --vocab 50257 --type bf16 --repeats 10 --json
     run_step calibrate "$dir/bin/meshtp-gpu" calibrate --out "$out/gpu-profile.json" --repeats 10
     # train's loop on one device (train/single_device.hpp), on the packed corpus.

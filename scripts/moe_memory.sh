@@ -2,16 +2,19 @@
 # Memory predicted / measured of tiny-moe on each layout `meshtp train` runs a mixture of
 # experts on (docs/moe.md, the runtime's memory table): the ratios of every rank, sorted;
 # then tiny-moe with 4 layers and moe_every 2 (MoE layers 0 and 2, dense 1 and 3).
-#   scripts/moe_memory.sh [MESHTP]      (default build/src/cli/meshtp)
+#   scripts/moe_memory.sh [MESHTP [FLAG…]]   (default build/src/cli/meshtp; each FLAG is
+#                                           added to every run, e.g. --moe-force-balance)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 meshtp=${1:-build/src/cli/meshtp}
+shift || true
+extra=("$@")
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 model=tiny-moe
 run() {
   local np=$1; shift
   local out
-  out=$(mpirun --oversubscribe -np "$np" "$meshtp" train --model "$model" --steps 3 "$@" 2>&1) || {
+  out=$(mpirun --oversubscribe -np "$np" "$meshtp" train --model "$model" --steps 3 "$@" "${extra[@]}" 2>&1) || {
     echo "np=$np $*: failed"; echo "$out" | grep -m1 error >&2; return 1; }
   echo "np=$np $*: $(echo "$out" | grep -o 'predicted/measured [0-9.]*' | awk '{print $2}' |
                       sort -n | tr '\n' ' ')"

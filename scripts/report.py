@@ -36,7 +36,9 @@ import plotting  # noqa: E402  (beside this file)
 # Step-time parts: (key, legend, color); the order they stack in, from the left.
 STEP_PARTS = [
     ("compute", "compute", "tab:blue"),
-    ("elementwise", "elementwise ops", "lightsteelblue"),
+    # The 2D table's compute split in two, which add up to the CLI's `compute s` column.
+    ("gemm", "compute: GeMMs", "tab:blue"),
+    ("elementwise", "compute: elementwise ops", "lightsteelblue"),
     ("tp_comm", "exposed tensor-parallel communication", "tab:orange"),
     ("p2p", "pipeline transfers (exposed)", "tab:red"),
     ("dp", "data-parallel communication (exposed)", "gold"),
@@ -69,9 +71,10 @@ def row(label, parts, total_s, fits=True, note="", memory=None, memory_gib=None,
 
 
 def plan_rows(result):
-    """`meshtp plan --json`: the valid candidates in the table's order. compute is the GeMMs
-    (t_compute_s less its elementwise part); the exposed communication is what the step adds
-    to compute (t_step_s − t_compute_s), as `bench plan` counts it."""
+    """`meshtp plan --json`: the valid candidates in the table's order, each step every layer's
+    forward and backward (t_step_s, the CLI's `step s`). Its compute (t_compute_s, the CLI's
+    `compute s`) is split into the GeMMs and the elementwise ops; the exposed communication is
+    what the step adds to compute (t_step_s − t_compute_s), as `bench plan` counts it."""
     out = []
     for c in result["candidates"]:
         if not c.get("valid"):
@@ -80,7 +83,7 @@ def plan_rows(result):
         gemm = c["t_compute_s"] - c["t_elementwise_s"]
         exposed = max(0.0, c["t_step_s"] - c["t_compute_s"])
         out.append(row(f"{c['strategy']} {c['mesh'][0]}x{c['mesh'][1]}{knobs}",
-                       {"compute": gemm, "elementwise": c["t_elementwise_s"],
+                       {"gemm": gemm, "elementwise": c["t_elementwise_s"],
                         "tp_comm": exposed},
                        c["t_step_s"], c["feasible"], c.get("reason") or "", c["memory"]))
     return out
@@ -148,8 +151,8 @@ def view(report):
     if kind == "plan":
         rows = plan_rows(res)
         return rows, f"meshtp plan: {where}", [
-            f"{len(rows)} candidates ranked by predicted step time (one layer, forward and "
-            "backward)."] + none, None
+            f"{len(rows)} candidates ranked by predicted step time (every layer of the model, "
+            "forward and backward, as the CLI's step s; no optimizer)."] + none, None
     if kind == "plan-3d":
         rows = [layout_row(c) for c in res["layouts"]]
         return rows, f"meshtp plan --3d: {where}", [
@@ -281,7 +284,7 @@ def page(report):
         reference = "measured"
     shown = rows[:MAX_ROWS]
     scale, unit_name = unit(shown)
-    what = {"plan": "one layer, forward + backward", "simulate": "time"}.get(
+    what = {"plan": "step: every layer, forward + backward", "simulate": "time"}.get(
         report["report"], "time per training step")
     figures = []
     ranked = report["report"] in ("plan", "plan-3d", "simulate")

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/layer.hpp"
+#include "cli/device_flags.hpp"
 #include "cli/commands.hpp"
 #include "cli/layout_flags.hpp"
 #include "core/error.hpp"
@@ -44,6 +45,7 @@ struct BenchLayerArgs {
   double seconds = 2.0;
   bool no_check = false, json = false;
   std::string trace;  // Chrome trace of one extra step (one mesh, one chunk count)
+  DeviceFlags device;
 };
 
 // A case to run: a mesh and chunk count, and its layout (or why the model cannot use it).
@@ -87,6 +89,7 @@ std::vector<LayerCase> cases_of(const BenchLayerArgs& a, const model::GptConfig&
 }
 
 void run_bench_layer(const BenchLayerArgs& a) {
+  a.device.resolve();
   const int N = world().size();
   const model::GptConfig shape_config{.shape = {.batch = a.shape.batch,
                                                 .seq = a.shape.seq,
@@ -188,6 +191,7 @@ void add_bench_layer_command(CLI::App& app) {
       "layer", "GPT block stack step time per mesh: forward, backward, comm wait, TFLOP/s");
   args->shape.add_to(c, ~0u);
   args->layout.add_to(c, LayoutFlags::kMeshAll | LayoutFlags::kNoChunks);
+  args->device.add_to(c);
   args->chunks_option =
       c->add_option("--chunks", args->chunks, "Batch chunks c, or a list like 1,2,4 (default 1)");
   c->add_option("--seconds", args->seconds, "Target timed seconds per case (default 2)");

@@ -8,7 +8,7 @@
 //   meshtp bench rank --model small --plan plan.json --rank 3
 //
 // One process: it needs no mpirun whatever the layout's size. --device cuda is refused until
-// the tensor-parallel runtime has its CUDA backend.
+// the tensor-parallel layers run on the CUDA backend (cli/device_flags.hpp).
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
@@ -16,6 +16,7 @@
 
 #include "bench/rank_profile.hpp"
 #include "cli/commands.hpp"
+#include "cli/device_flags.hpp"
 #include "cli/layout_flags.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
@@ -29,7 +30,7 @@ namespace {
 struct BenchRankArgs {
   ModelFlags shape{"small"};
   LayoutFlags layout;
-  std::string device = "cpu";
+  DeviceFlags device;  // an alone world: --collectives only checked
   std::string data = train::kDefaultCorpus;
   std::string topology;  // prices the compute and the skipped communication
   int rank = 0;
@@ -40,11 +41,7 @@ struct BenchRankArgs {
 constexpr double kGiB = kBytesPerGiB;
 
 void run_bench_rank(const BenchRankArgs& a) {
-  MESHTP_CHECK(a.device == "cpu" || a.device == "cuda", "--device '{}' is not cpu or cuda",
-               a.device);
-  MESHTP_CHECK(a.device == "cpu",
-               "--device cuda: the tensor-parallel runtime has no CUDA backend yet; run "
-               "--device cpu");
+  a.device.resolve();
   const plan::ModelSpec spec = a.shape.runtime_model(ModelFlags::Experts::kAllowed);
   // The layout's own size: a plan file's, or the spelled-out layout's on --mesh.
   int ranks = 0;
@@ -94,7 +91,7 @@ void run_bench_rank(const BenchRankArgs& a) {
                          {"rank", r.rank},
                          {"ranks", r.ranks},
                          {"pipeline_rank", r.pipeline_rank},
-                         {"device", a.device},
+                         {"device", a.device.device},
                          {"collectives", "alone"},
                          {"steps", r.run.steps},
                          {"measured",
@@ -116,7 +113,7 @@ void run_bench_rank(const BenchRankArgs& a) {
       "rank {} of {} (pipeline rank {}) of '{}' (L={} h={} heads={} b={} s={}), {}; {} timed "
       "steps after {} warm-up on {}, collectives alone (counted, not moved)\n",
       r.rank, r.ranks, r.pipeline_rank, spec.name, spec.layers, spec.hidden, spec.heads,
-      spec.batch, spec.seq, fmt::streamed(plan), r.run.steps, a.warmup, a.device);
+      spec.batch, spec.seq, fmt::streamed(plan), r.run.steps, a.warmup, a.device.device);
   os << fmt::format("{:<22} {:>12} {:>12} {:>8}\n", "", "measured", "predicted", "ratio");
   os << fmt::format("{:<22} {:>12.4f} {:>12.4f} {:>8.3f}\n", "memory (GiB)", measured_gib,
                     predicted_gib, predicted_gib / measured_gib);
@@ -149,12 +146,12 @@ void add_bench_rank_command(CLI::App& app) {
   CLI::App* c = bench->add_subcommand(
       "rank", "One rank of a layout alone (collectives counted, not moved): measured compute "
               "and memory beside the planner's");
-  args->shape.add_to(c, ModelFlags::kBatch | ModelFlags::kSeq,
+  args->shape.add_to(c, ModelFlags::kBatch | ModelFlags::kSeq | ModelFlags::kMoeForceBalance,
                      "Model preset (tiny, small, …) or JSON file");
   args->layout.add_to(c, LayoutFlags::kReplicas | LayoutFlags::kPipeline |
                                  LayoutFlags::kExperts);
   c->add_option("--rank", args->rank, "Which rank of the layout to run")->capture_default_str();
-  c->add_option("--device", args->device, "cpu (cuda: not yet)")->capture_default_str();
+  args->device.add_to(c);
   c->add_option("--topology", args->topology,
                 "Topology preset or file (e.g. calibrate's) that prices the rank's compute and "
                 "the skipped communication");

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/train_profile.hpp"
+#include "cli/device_flags.hpp"
 #include "cli/commands.hpp"
 #include "cli/layout_flags.hpp"
 #include "core/error.hpp"
@@ -28,6 +29,7 @@ namespace {
 struct BenchTrainArgs {
   ModelFlags shape{"small"};
   LayoutFlags layout;
+  DeviceFlags device;
   std::string data = train::kDefaultCorpus;
   std::string precision = "fp32";
   int steps = 10, warmup = 2;
@@ -35,6 +37,7 @@ struct BenchTrainArgs {
 };
 
 void run_bench_train(const BenchTrainArgs& a) {
+  a.device.resolve();
   const plan::ModelSpec spec = a.shape.runtime_model(
       ModelFlags::Experts::kAllowed, ModelFlags::Layers::kFamily);
   bench::TrainBenchOptions o;
@@ -103,10 +106,11 @@ void add_bench_train_command(CLI::App& app) {
   CLI::App* c = bench->add_subcommand(
       "train", "Training step per phase (GeMM, attention, elementwise, comm wait, optimizer, "
                "data) and its ratio to BLAS");
-  args->shape.add_to(c, ModelFlags::kBatch | ModelFlags::kSeq,
+  args->shape.add_to(c, ModelFlags::kBatch | ModelFlags::kSeq | ModelFlags::kMoeForceBalance,
                      "Model preset (tiny, small, …) or JSON file");
   args->layout.add_to(c, LayoutFlags::kReplicas | LayoutFlags::kTpAlias |
                                  LayoutFlags::kExperts);
+  args->device.add_to(c);
   c->add_option("--data", args->data, "Text file or directory to train on")->capture_default_str();
   c->add_option("--precision", args->precision, "fp32, or bf16 mixed precision (as train)")
       ->capture_default_str();

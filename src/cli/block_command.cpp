@@ -23,6 +23,7 @@
 
 #include <set>
 
+#include "cli/device_flags.hpp"
 #include "cli/commands.hpp"
 #include "cli/flag_checks.hpp"
 #include "cli/layout_flags.hpp"
@@ -39,6 +40,7 @@ struct BlockArgs {
   std::string weights, input, grad_output, out;
   std::int64_t heads = 0;  // 0: from the weights' metadata
   LayoutFlags layout;
+  DeviceFlags device;
 };
 
 // --plan's layout or the one the flags spell out: one replica of one stage on every rank.
@@ -96,6 +98,7 @@ std::int64_t heads_of(const BlockArgs& args, const SafetensorsFile& w) {
 }
 
 void run_block(const BlockArgs& args) {
+  args.device.resolve();
   const layout::Plan plan = plan_of(args);
   const mesh::DeviceMesh mesh(world(), {plan.mesh[0], plan.mesh[1]});
   const SafetensorsFile weights = load_safetensors(args.weights);
@@ -138,6 +141,7 @@ void add_block_command(CLI::App& app) {
   c->add_option("--heads", args->heads, "Attention heads (default: the weights' metadata)")
       ->check(integer_at_least(1));
   args->layout.add_to(c);
+  args->device.add_to(c);
   c->callback([args] { run_block(*args); });
 }
 

@@ -33,10 +33,24 @@ CLI::Option* ModelFlags::add_to(CLI::App* app, unsigned which, const std::string
     app->add_option(f.name, *f.value, fmt::format("{} (default{})", f.what, by_default))
         ->check(integer_at_least(1));
   }
+  if ((which & kMoeForceBalance) != 0) {
+    app->add_flag("--moe-force-balance", moe_force_balance,
+                  "Route every token to fixed experts, evenly (a benchmark's routing, as "
+                  "Megatron-LM's --moe-router-force-load-balancing): the balanced routing the "
+                  "planner prices");
+  }
   return model_option;
 }
 
-plan::ModelSpec ModelFlags::load() const { return apply(plan::load_model(model)); }
+plan::ModelSpec ModelFlags::load() const {
+  plan::ModelSpec spec = apply(plan::load_model(model));
+  if (moe_force_balance) {
+    MESHTP_CHECK(spec.is_moe(), "--moe-force-balance: model '{}' has no experts (num_experts=0)",
+                 spec.name);
+    spec.moe_force_balance = true;
+  }
+  return spec;
+}
 
 plan::ModelSpec ModelFlags::runtime_model(Experts experts, Layers layers) const {
   plan::ModelSpec spec = load();

@@ -17,9 +17,14 @@ namespace meshtp::cli {
 // before add_to is the command's default ("(default 1024)" in the help); 0 means the model's.
 // The shape fields and apply() (every non-zero field) are plan::ShapeOverrides'.
 struct ModelFlags : plan::ShapeOverrides {
-  enum Flag : unsigned { kBatch = 1, kSeq = 2, kHidden = 4, kHeads = 8, kLayers = 16 };
+  // kMoeForceBalance: --moe-force-balance, a mixture of experts' forced balanced routing
+  // (layout/model_shape.hpp moe_force_balance; refused for a dense model).
+  enum Flag : unsigned {
+    kBatch = 1, kSeq = 2, kHidden = 4, kHeads = 8, kLayers = 16, kMoeForceBalance = 32
+  };
   explicit ModelFlags(std::string default_model = "") : model(std::move(default_model)) {}
   std::string model;
+  bool moe_force_balance = false;
 
   // --model (skipped when model_help is empty: then nullptr is returned, else --model) and
   // the shape flags in `which`.

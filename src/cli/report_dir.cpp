@@ -9,8 +9,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -32,7 +35,55 @@ struct Finished {
   int status = -1;     // the exit status; -1: it did not start
   std::string output;  // its stdout and stderr; why it did not start
   bool timed_out = false;
+  int signal = 0;  // the stop signal (SIGINT, SIGTERM, SIGHUP) that ended it, if one came
 };
+
+// A stop signal that arrived while a ReportSignals was alive, or 0.
+volatile sig_atomic_t g_report_signal = 0;
+extern "C" void record_report_signal(int signal) { g_report_signal = signal; }
+
+// While alive: SIGINT, SIGTERM and SIGHUP are recorded instead of ending meshtp, and they
+// interrupt poll (no SA_RESTART). The interpreter is in a process group of its own, so Ctrl-C
+// reaches it only through here: its group is ended and the temporary directory removed
+// before meshtp ends by the same signal (end_by).
+class ReportSignals {
+ public:
+  ReportSignals() {
+    g_report_signal = 0;
+    struct sigaction action {};
+    action.sa_handler = record_report_signal;
+    sigemptyset(&action.sa_mask);
+    for (std::size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], &action, &old_[i]);
+  }
+  ~ReportSignals() {
+    for (std::size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], &old_[i], nullptr);
+  }
+  ReportSignals(const ReportSignals&) = delete;
+  ReportSignals& operator=(const ReportSignals&) = delete;
+
+ private:
+  static constexpr std::array<int, 3> kSignals{SIGINT, SIGTERM, SIGHUP};
+  std::array<struct sigaction, 3> old_{};
+};
+
+// Thrown out of the drawing when a stop signal came, so the temporary directory is removed
+// on the way out; caught in write(), which then ends meshtp by that signal.
+struct ReportStopped {
+  int signal;
+};
+
+// One line, then the signal's own ending (exit status 128 + signal, as a shell shows it).
+[[noreturn]] void end_by(int signal, const std::string& dir) {
+  std::fflush(stdout);
+  std::fprintf(stderr,
+               "error: --report %s: interrupted by signal %d: python3 was ended, nothing "
+               "written\n",
+               dir.c_str(), signal);
+  std::fflush(stderr);
+  std::signal(signal, SIG_DFL);
+  std::raise(signal);
+  std::_Exit(128 + signal);
+}
 
 // How long the interpreter may take: to say whether it imports matplotlib, and to draw a
 // page (a few seconds either; a python3 that hangs, or leaves a child holding its output, is
@@ -79,6 +130,11 @@ Finished run_captured(const std::vector<std::string>& argv, int timeout_s) {
       kill(-pid, SIGKILL);
       break;
     }
+    if (g_report_signal != 0) {
+      done.signal = g_report_signal;
+      kill(-pid, SIGKILL);
+      break;
+    }
     pollfd p{.fd = fds[0], .events = POLLIN, .revents = 0};
     const int ready = poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000)));
     if (ready < 0 && errno != EINTR) break;
@@ -115,11 +171,13 @@ std::string reason(const std::string& output) {
 }
 
 // The first python3 that imports matplotlib (see the header), or an error naming what each
-// candidate said and what to install.
-std::string find_python() {
+// candidate said and what to install. A stop signal while one is asked ends it and meshtp.
+std::string find_python(const std::string& dir) {
+  const ReportSignals stop;
   std::string tried;
   for (const char* python : {"python3", "/usr/bin/python3"}) {
     const Finished f = run_captured({python, kScript, "--check"}, kCheckTimeoutS);
+    if (f.signal != 0) end_by(f.signal, dir);
     if (f.status == 0 && !f.timed_out) return python;
     tried += fmt::format(
         "; {}", f.timed_out    ? fmt::format("{} did not answer within {} s", python,
@@ -194,11 +252,20 @@ ReportDir::ReportDir(std::string dir) : dir_(std::move(dir)) {
                "--report: the script that draws the page, '{}', is missing (meshtp finds it in "
                "the source tree it was built from)",
                kScript);
-  python_ = find_python();
+  python_ = find_python(dir_);
 }
 
 std::string ReportDir::write(const nlohmann::json& report) const {
   if (!enabled()) return "";
+  const ReportSignals stop;
+  try {
+    return draw(report);
+  } catch (const ReportStopped& s) {  // the temporary directory is gone, the interpreter too
+    end_by(s.signal, dir_);
+  }
+}
+
+std::string ReportDir::draw(const nlohmann::json& report) const {
   const TemporaryDir tmp;
   const std::string json_path = tmp.path + "/report.json";
   const std::string page_path = tmp.path + "/index.html";
@@ -208,6 +275,8 @@ std::string ReportDir::write(const nlohmann::json& report) const {
       report.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   write_file_atomically(json_path, json_text);
   const Finished f = run_captured({python_, kScript, json_path, page_path}, kDrawTimeoutS);
+  if (f.signal != 0 || g_report_signal != 0)
+    throw ReportStopped{f.signal != 0 ? f.signal : g_report_signal};
   MESHTP_CHECK(!f.timed_out,
                "--report {}: {} {} had not drawn the page after {} s: ended (it and its "
                "children), nothing written",

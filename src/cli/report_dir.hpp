@@ -44,9 +44,13 @@ class ReportDir {
   bool enabled() const { return !dir_.empty(); }
   // Writes DIR/report.json and DIR/index.html for `report` (report_json's object); returns
   // the page's path. Throws with the script's error when it fails.
+  // SIGINT, SIGTERM or SIGHUP while drawing ends the interpreter's group and removes the
+  // temporary directory; meshtp then ends by that signal, one error line before.
   std::string write(const nlohmann::json& report) const;
 
  private:
+  std::string draw(const nlohmann::json& report) const;
+
   std::string dir_;
   std::string python_;
 };

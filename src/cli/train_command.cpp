@@ -11,6 +11,7 @@
 #include <optional>
 #include <utility>
 
+#include "cli/device_flags.hpp"
 #include "cli/commands.hpp"
 #include "cli/flag_checks.hpp"
 #include "cli/layout_flags.hpp"
@@ -37,6 +38,7 @@ namespace {
 struct TrainArgs {
   ModelFlags shape{"tiny"};
   LayoutFlags layout;
+  DeviceFlags device;
   bool dry_run = false;
   std::string precision = "fp32";
   train::TrainConfig config;
@@ -119,7 +121,7 @@ void print_memory(std::ostream& os, const plan::ModelSpec& spec, const layout::P
   for (int r = 0; r < world().size(); ++r) {
     const double* row = all.data() + 3 * static_cast<std::size_t>(r);
     os << fmt::format("memory  rank {}: tensors peak {:.1f} MiB (predicted {:.1f}, "
-                      "predicted/measured {:.2f}), max RSS {:.1f} MiB\n",
+                      "predicted/measured {:.3f}), max RSS {:.1f} MiB\n",
                       r, row[1] / kMiB, row[0] / kMiB, row[0] / std::max(row[1], 1.0),
                       row[2] / kMiB);
   }
@@ -179,6 +181,7 @@ std::string check_memory(const train::TrainConfig& c, plan::ModelSpec spec, bool
 void run_train(TrainArgs& args) {
   const plan::ModelSpec spec = args.shape.runtime_model(
       ModelFlags::Experts::kAllowed, ModelFlags::Layers::kFamily);
+  args.device.resolve();
   train::TrainConfig& c = args.config;
   c.model.shape = spec;
   c.precision = parse_precision(args.precision, "--precision");
@@ -234,6 +237,7 @@ void run_train(TrainArgs& args) {
             "clip {:g}, seed {}\n",
             c.lr, c.final_lr(), c.warmup, c.adamw.beta1, c.adamw.beta2, c.adamw.weight_decay,
             c.grad_clip, seed)
+     << fmt::format("device  {}\n", args.device.describe())
      << fmt::format("dtype   {}\n", train::describe_precision(c.precision))
      << fmt::format("data    {} (validation: last {:.0f}%)\n", c.data, 100 * c.validation_fraction);
   for (const std::string& line : train::describe_layout(c.model.layout, spec.layers)) {
@@ -294,12 +298,13 @@ void add_train_command(CLI::App& app) {
   train::TrainConfig& c = args->config;
   CLI::App* t = app.add_subcommand(
       "train", "Train a byte-level GPT with tensor, pipeline and data parallelism");
-  args->shape.add_to(t, ModelFlags::kBatch | ModelFlags::kSeq,
+  args->shape.add_to(t, ModelFlags::kBatch | ModelFlags::kSeq | ModelFlags::kMoeForceBalance,
                      "Model preset (tiny, small, …) or JSON file");
   add_training_flags(t, c);
   args->layout.add_to(t, LayoutFlags::kMeshAuto | LayoutFlags::kReplicas | LayoutFlags::kPipeline |
                              LayoutFlags::kTpAlias | LayoutFlags::kExperts |
                              LayoutFlags::kContext);
+  args->device.add_to(t);
   t->add_option("--precision", args->precision,
                 "fp32, or bf16 mixed precision: GeMM operands in bf16, fp32 accumulation, "
                 "master weights and optimizer")

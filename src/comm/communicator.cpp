@@ -77,8 +77,12 @@ void Request::wait() {
   if (!impl_) return;
   auto impl = std::move(impl_);
   const double wait_start = now_seconds();
-  check_mpi(wait_requests(std::span<MPI_Request>(&impl->handle, 1), {}, impl->site), "MPI_Wait",
-            impl->comm->size);
+  if (impl->poll) {
+    impl->poll(true);
+  } else {
+    check_mpi(wait_requests(std::span<MPI_Request>(&impl->handle, 1), {}, impl->site),
+              "MPI_Wait", impl->comm->size);
+  }
   const double end = now_seconds();
   comm_ledger().wait_seconds += end - wait_start;
   comm_ledger().calls += 1;
@@ -90,7 +94,11 @@ void Request::wait() {
 bool Request::test() {
   if (!impl_) return true;
   int done = 0;
-  check_mpi(MPI_Test(&impl_->handle, &done, MPI_STATUS_IGNORE), "MPI_Test", -1);
+  if (impl_->poll) {
+    done = impl_->poll(false) ? 1 : 0;
+  } else {
+    check_mpi(MPI_Test(&impl_->handle, &done, MPI_STATUS_IGNORE), "MPI_Test", -1);
+  }
   if (!done) return false;
   auto impl = std::move(impl_);
   Tracer::instance().record(impl->name, SpanKind::kComm, impl->start_s, now_seconds());
@@ -192,7 +200,13 @@ Request MpiTransport::ibarrier() {
 // ---- Communicator: the front ----------------------------------------------------------
 
 const char* to_string(TransportKind kind) {
-  return kind == TransportKind::kMpi ? "mpi" : "alone";
+  switch (kind) {
+    case TransportKind::kMpi: return "mpi";
+    case TransportKind::kAlone: return "alone";
+    case TransportKind::kHostStaged: return "host-staged";
+    case TransportKind::kNccl: return "nccl";
+  }
+  return "?";
 }
 
 Communicator::Communicator(std::shared_ptr<Transport> transport)
@@ -210,6 +224,11 @@ Communicator Communicator::world() {
 
 Communicator Communicator::alone(int rank, int size, std::string label) {
   return Communicator(alone_transport(rank, size, std::move(label)));
+}
+
+Communicator Communicator::host_staged(const Communicator& host,
+                                       std::shared_ptr<DeviceMemory> memory) {
+  return Communicator(host_staged_transport(host.transport_, std::move(memory)));
 }
 
 int Communicator::rank() const { return transport_->rank(); }

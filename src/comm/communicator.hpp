@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "core/device_memory.hpp"
 #include "core/element.hpp"
 #include "layout/vocabulary.hpp"
 
@@ -63,6 +64,7 @@ class Request {
  private:
   std::unique_ptr<Impl> impl_;
   friend class MpiTransport;
+  friend struct RequestAccess;
 };
 
 void wait_all(std::span<Request> requests);
@@ -120,10 +122,18 @@ template <typename T> ConstBuffer buffer_of(std::span<const T> s) {
 //           (all_gather its own slot, reduce_scatter its own block, all_reduce its own values).
 //           `meshtp bench rank` runs one rank of a big layout on it and prices the counted
 //           traffic apart.
-enum class TransportKind { kMpi, kAlone };
-const char* to_string(TransportKind kind);  // "mpi", "alone"
+//   kHostStaged  buffers in device memory (a GPU's), moved by a host transport through
+//           page-locked host copies (host_staged_transport.cpp): any number of ranks may share
+//           one device;
+//   kNccl   buffers in device memory, moved by NCCL on a stream of its own
+//           (nccl_transport.cpp): one rank per device.
+enum class TransportKind { kMpi, kAlone, kHostStaged, kNccl };
+const char* to_string(TransportKind kind);  // "mpi", "alone", "host-staged", "nccl"
 
 class Transport;  // comm/transport.hpp: the implementations' interface
+
+// True when this meshtp was built with NCCL (meshtp_comm_nccl).
+bool nccl_available();
 
 // A process group and its collectives: the front every distributed layer calls. It validates
 // every size (the same checks whatever the transport), counts traffic, then hands the call to
@@ -134,6 +144,17 @@ class Communicator {
   static Communicator world();
   // Rank `rank` of a group of `size` whose other members do not exist (kAlone, above).
   static Communicator alone(int rank, int size, std::string label = "an alone group");
+  // The group of `host` (an mpi or alone one) for buffers in `memory` (kHostStaged, above):
+  // every buffer passed to it is device memory; its splits are staged too.
+  static Communicator host_staged(const Communicator& host, std::shared_ptr<DeviceMemory> memory);
+  // The group of `host` (mpi) over NCCL on this rank's current CUDA device (kNccl, above); the
+  // NCCL id travels over `host`. `compute_stream` (a cudaStream_t) is the stream the layers
+  // compute on: each collective waits for the work queued there, and work queued there after
+  // a blocking collective sees its result. Throws, naming the reason, when meshtp was built
+  // without NCCL or there is no GPU. Collective over `host`. Defined in the target
+  // meshtp_comm_nccl (nccl_transport.cpp, or no_nccl.cpp without NCCL), so that only what
+  // runs on GPUs loads NCCL.
+  static Communicator nccl(const Communicator& host, void* compute_stream);
 
   int rank() const;
   int size() const;

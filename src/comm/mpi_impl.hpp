@@ -89,6 +89,15 @@ class MpiTransport final : public Transport {
   std::shared_ptr<MpiGroup> group_;
 };
 
+// How a transport other than MPI makes a Request (communicator.hpp's Request is opaque).
+struct RequestAccess {
+  static Request make(std::unique_ptr<Request::Impl> impl) {
+    Request r;
+    r.impl_ = std::move(impl);
+    return r;
+  }
+};
+
 // A blocking wait the watchdog may have to explain: which operation, on which group, and
 // either the collective's sequence number on the group or the point-to-point peer.
 struct WaitSite {
@@ -103,7 +112,13 @@ struct Request::Impl {
   Impl(const char* op_name, const std::shared_ptr<MpiGroup>& group, int peer = -1)
       : name(op_name), start_s(now_seconds()), comm(group),
         site{op_name, group.get(), peer < 0 ? ++group->started : 0, peer} {}
+  // An operation of a transport that completes by its own test (NCCL: a CUDA event):
+  // poll(false) says whether it is complete, poll(true) waits for it (or throws, naming why
+  // not). `comm` stays empty.
+  Impl(const char* op_name, std::function<bool(bool wait)> poll_fn)
+      : poll(std::move(poll_fn)), name(op_name), start_s(now_seconds()) {}
   MPI_Request handle = MPI_REQUEST_NULL;
+  std::function<bool(bool wait)> poll;
   std::function<void()> on_complete;
   const char* name;  // for the trace: the span runs from start to completion
   double start_s;

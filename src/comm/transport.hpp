@@ -3,7 +3,9 @@
 // counted the traffic before a call gets here; a transport only moves (or, alone, does not).
 //
 // Implementations: MpiTransport (mpi_impl.hpp; Open MPI on host memory, with the watchdog as
-// its policy) and AloneTransport (alone_transport.cpp; no peer). Private to the comm layer and
+// its policy), AloneTransport (alone_transport.cpp; no peer), HostStagedTransport
+// (host_staged_transport.cpp; device memory through host copies over a host transport) and
+// NcclTransport (nccl_transport.cpp; device memory over NCCL). Private to the comm layer and
 // its tests.
 #pragma once
 
@@ -57,5 +59,8 @@ class Transport {
 };
 
 std::shared_ptr<Transport> alone_transport(int rank, int size, std::string label);
+std::shared_ptr<Transport> host_staged_transport(std::shared_ptr<Transport> host,
+                                                 std::shared_ptr<DeviceMemory> memory);
+std::shared_ptr<Transport> nccl_transport(const Communicator& host, void* compute_stream);
 
 }  // namespace meshtp::comm

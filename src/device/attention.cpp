@@ -99,4 +99,38 @@ void attention_backward(Context& ctx, ElementType type, void* dqkv, void* scratc
   }
 }
 
+namespace {
+
+void check_flash(std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64_t kv_heads,
+                 std::int64_t head_dim, const char* fn) {
+  MESHTP_CHECK(batch >= 0 && seq >= 0 && heads > 0 && kv_heads > 0 && heads % kv_heads == 0,
+               "{}: bad sizes B={} T={} NH={} NKV={} (NH must be a multiple of NKV)", fn, batch,
+               seq, heads, kv_heads);
+  MESHTP_CHECK(flash_attention_head_dim_supported(head_dim),
+               "{}: head dim HD={} is not one the GPU kernel runs (16, 32, 64, 128, 256)", fn,
+               head_dim);
+}
+
+}  // namespace
+
+void flash_attention_forward(Context& ctx, ElementType type, void* out, float* lse,
+                             const void* qkv, std::int64_t batch, std::int64_t seq,
+                             std::int64_t heads, std::int64_t kv_heads, std::int64_t head_dim) {
+  check_flash(batch, seq, heads, kv_heads, head_dim, "gpu::flash_attention_forward");
+  if (batch == 0 || seq == 0) return;
+  MESHTP_CUDA(launch_flash_attention_forward(static_cast<cudaStream_t>(ctx.stream()), type, out,
+                                             lse, qkv, batch, seq, heads, kv_heads, head_dim));
+}
+
+void flash_attention_backward(Context& ctx, ElementType type, void* dqkv, float* scratch,
+                              const void* dout, const void* out, const float* lse,
+                              const void* qkv, std::int64_t batch, std::int64_t seq,
+                              std::int64_t heads, std::int64_t kv_heads, std::int64_t head_dim) {
+  check_flash(batch, seq, heads, kv_heads, head_dim, "gpu::flash_attention_backward");
+  if (batch == 0 || seq == 0) return;
+  MESHTP_CUDA(launch_flash_attention_backward(static_cast<cudaStream_t>(ctx.stream()), type,
+                                              dqkv, scratch, dout, out, lse, qkv, batch, seq,
+                                              heads, kv_heads, head_dim));
+}
+
 }  // namespace meshtp::gpu

@@ -241,6 +241,37 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
   return *this;
 }
 
+namespace {
+
+class CudaStagingMemory final : public DeviceMemory {
+ public:
+  explicit CudaStagingMemory(Context& ctx) : ctx_(ctx) {}
+  std::string name() const override {
+    return fmt::format("cuda:{} ({})", ctx_.info().ordinal, ctx_.info().name);
+  }
+  void* alloc_host(std::size_t bytes) override {
+    void* p = nullptr;
+    MESHTP_CUDA(cudaMallocHost(&p, bytes));
+    return p;
+  }
+  void free_host(void* host, std::size_t) noexcept override { cudaFreeHost(host); }
+  void to_host(void* host, const void* device, std::size_t bytes) override {
+    ctx_.download(host, device, bytes);
+  }
+  void to_device(void* device, const void* host, std::size_t bytes) override {
+    ctx_.upload(device, host, bytes);
+  }
+
+ private:
+  Context& ctx_;
+};
+
+}  // namespace
+
+std::shared_ptr<DeviceMemory> staging_memory(Context& ctx) {
+  return std::make_shared<CudaStagingMemory>(ctx);
+}
+
 StreamTimer::StreamTimer(Context& ctx) : ctx_(ctx) {
   MESHTP_CUDA(cudaEventCreate(reinterpret_cast<cudaEvent_t*>(&start_)));
   MESHTP_CUDA(cudaEventCreate(reinterpret_cast<cudaEvent_t*>(&stop_)));

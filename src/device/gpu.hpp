@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "core/device_memory.hpp"
 #include "core/element.hpp"
 #include "core/precision.hpp"
 
@@ -148,6 +149,12 @@ class Context {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// The context's memory as the host-staged transport sees it (core/device_memory.hpp,
+// comm::Communicator::host_staged): copies on the compute stream, so a collective reads what
+// the ops queued before it wrote; page-locked host staging (cudaMallocHost). The context must
+// outlive it.
+std::shared_ptr<DeviceMemory> staging_memory(Context& ctx);
 
 // Times work on the compute stream with CUDA events: start(), queue work, stop_ms().
 class StreamTimer {

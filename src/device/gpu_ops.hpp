@@ -98,6 +98,24 @@ void attention_backward(Context& ctx, ElementType type, void* dqkv, void* scratc
                         const void* qkv, const void* att, std::int64_t batch, std::int64_t seq,
                         std::int64_t heads, std::int64_t head_dim);
 
+// Fused causal attention (ops/flash_attention.hpp's math and packed layout; flash_attention.cu):
+// qkv (B·T, (NH + 2·NKV)·HD) rows [q | k | v] (grouped-query attention: query head h reads
+// key/value head h / (NH/NKV)), out (B·T, NH·HD) of `type`, lse B·NH·T fp32 values
+// (lse[(b·NH + h)·T + t]); nothing T×T. The backward ADDS into dqkv (as attention_backward)
+// and needs flash_attention_scratch_floats(B, T, NH) fp32 values of scratch. Head dims 16, 32,
+// 64, 128 and 256; another, or NH not a multiple of NKV, is refused naming it.
+inline std::int64_t flash_attention_scratch_floats(std::int64_t batch, std::int64_t seq,
+                                                   std::int64_t heads) {
+  return batch * heads * seq;
+}
+void flash_attention_forward(Context& ctx, ElementType type, void* out, float* lse,
+                             const void* qkv, std::int64_t batch, std::int64_t seq,
+                             std::int64_t heads, std::int64_t kv_heads, std::int64_t head_dim);
+void flash_attention_backward(Context& ctx, ElementType type, void* dqkv, float* scratch,
+                              const void* dout, const void* out, const float* lse,
+                              const void* qkv, std::int64_t batch, std::int64_t seq,
+                              std::int64_t heads, std::int64_t kv_heads, std::int64_t head_dim);
+
 // AdamW over many parameter tensors in one launch (multi-tensor; gpu.hpp's AdamWTensor): fp32
 // p, g, m, v; when a tensor's `p_compute` is set, its updated p is also written there in bf16
 // (the compute copy of a mixed-precision run).

@@ -50,6 +50,19 @@ cudaError_t launch_causal_softmax(cudaStream_t s, ElementType t, void* x, std::i
                                   std::int64_t seq);
 cudaError_t launch_causal_softmax_backward(cudaStream_t s, ElementType t, void* ds, const void* p,
                                            std::int64_t rows, std::int64_t seq);
+// Fused causal attention (flash_attention.cu; gpu_ops.hpp flash_attention_* has the layouts):
+// the forward writes out and lse (B·NH·T floats); the backward adds into dqkv, using delta
+// (B·NH·T floats) as scratch. Head dims 16, 32, 64, 128, 256 (cudaErrorInvalidValue else).
+bool flash_attention_head_dim_supported(std::int64_t head_dim);
+cudaError_t launch_flash_attention_forward(cudaStream_t s, ElementType t, void* out, float* lse,
+                                           const void* qkv, std::int64_t batch, std::int64_t seq,
+                                           std::int64_t heads, std::int64_t kv_heads,
+                                           std::int64_t head_dim);
+cudaError_t launch_flash_attention_backward(cudaStream_t s, ElementType t, void* dqkv,
+                                            float* delta, const void* dout, const void* out,
+                                            const float* lse, const void* qkv, std::int64_t batch,
+                                            std::int64_t seq, std::int64_t heads,
+                                            std::int64_t kv_heads, std::int64_t head_dim);
 // AdamW's work is cut into chunks of kAdamWChunk elements of one tensor, one block each, so
 // that a launch over one huge tensor (wte) and many small ones keeps every SM busy to the end
 // (the multi-tensor-apply scheme of NVIDIA Apex). `tensors` and `chunks` are device arrays;

@@ -21,6 +21,8 @@ std::optional<DeviceInfo> probe(std::string* why_not) {
   return std::nullopt;
 }
 
+std::shared_ptr<DeviceMemory> staging_memory(Context&) { no_cuda(); }
+
 struct Context::Impl {};
 Context::Context() { no_cuda(); }
 Context::~Context() = default;
@@ -95,6 +97,15 @@ void attention_forward(Context&, ElementType, void*, void*, const void*, std::in
 }
 void attention_backward(Context&, ElementType, void*, void*, const void*, const void*, const void*,
                         std::int64_t, std::int64_t, std::int64_t, std::int64_t) {
+  no_cuda();
+}
+void flash_attention_forward(Context&, ElementType, void*, float*, const void*, std::int64_t,
+                             std::int64_t, std::int64_t, std::int64_t, std::int64_t) {
+  no_cuda();
+}
+void flash_attention_backward(Context&, ElementType, void*, float*, const void*, const void*,
+                              const float*, const void*, std::int64_t, std::int64_t, std::int64_t,
+                              std::int64_t, std::int64_t) {
   no_cuda();
 }
 void adamw_update(Context&, std::span<const AdamWTensor>, const AdamWStep&) { no_cuda(); }

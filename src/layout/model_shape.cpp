@@ -56,6 +56,8 @@ void ModelShape::validate(std::string_view where) const {
       MESHTP_CHECK(value == 0, "{}: {}={} without experts (num_experts=0 is a dense model)", where,
                    key, value);
     }
+    MESHTP_CHECK(!moe_force_balance,
+                 "{}: moe_force_balance=true without experts (num_experts=0)", where);
     MESHTP_CHECK(capacity_factor == 0 && router_aux_loss == 0 && moe_every == 1,
                  "{}: capacity_factor={}, router_aux_loss={}, moe_every={} without experts "
                  "(num_experts=0 is a dense model)",
@@ -86,6 +88,7 @@ ModelShape ModelShape::without_experts() const {
   d.moe_every = dense.moe_every;
   d.capacity_factor = dense.capacity_factor;
   d.router_aux_loss = dense.router_aux_loss;
+  d.moe_force_balance = dense.moe_force_balance;
   return d;
 }
 
@@ -197,6 +200,7 @@ void write_shape(nlohmann::json& j, const ModelShape& m) {
     if (m.moe_every != 1) j["moe_every"] = m.moe_every;
     if (m.capacity_factor != 0) j["capacity_factor"] = m.capacity_factor;
     if (m.router_aux_loss != 0) j["router_aux_loss"] = m.router_aux_loss;
+    if (m.moe_force_balance) j["moe_force_balance"] = true;
   }
 }
 
@@ -236,6 +240,12 @@ ModelShape read_shape(const nlohmann::json& j, std::string_view where) {
   if (j.contains("moe_every")) m.moe_every = read_integer(j, "moe_every", where);
   if (j.contains("capacity_factor")) m.capacity_factor = read_number(j, "capacity_factor", where);
   if (j.contains("router_aux_loss")) m.router_aux_loss = read_number(j, "router_aux_loss", where);
+  if (j.contains("moe_force_balance")) {
+    MESHTP_CHECK(j["moe_force_balance"].is_boolean(),
+                 "{}: moe_force_balance={} must be true or false", where,
+                 j["moe_force_balance"].dump());
+    m.moe_force_balance = j["moe_force_balance"].get<bool>();
+  }
   return m;
 }
 

@@ -29,6 +29,9 @@
 //                      --moe-layer-freq k); 1: every layer
 //   capacity_factor    tokens an expert takes, × T·k/E (0: dropless)
 //   router_aux_loss    the load-balancing loss's coefficient (Switch Transformer's α)
+//   moe_force_balance  route every token to fixed experts, evenly (ops/moe.hpp's forced
+//                      balance: a benchmark's routing, Megatron-LM's
+//                      --moe-router-force-load-balancing); false: the router's top k
 // A MoE layer's MLP: the router h×E, E experts of expert_weights() each, the shared ones.
 //
 // JSON (a model file, a plan's provenance, the simulator's spec): the keys "layers", "hidden",
@@ -69,6 +72,7 @@ struct ModelShape {
   std::int64_t moe_every = 1;
   double capacity_factor = 0;  // 0: dropless
   double router_aux_loss = 0;
+  bool moe_force_balance = false;
 
   std::int64_t tokens() const { return batch * seq; }  // n = b·s
   std::int64_t kv() const { return kv_heads > 0 ? kv_heads : heads; }        // g
@@ -149,7 +153,7 @@ std::ostream& operator<<(std::ostream& os, const ModelShape& shape);
 inline constexpr std::string_view kFamilyKeys[] = {
     "kv_heads",     "ffn_hidden",     "activation",     "norm",           "position",
     "tie_embeddings", "num_experts",  "top_k",          "moe_ffn_hidden", "shared_experts",
-    "moe_every",    "capacity_factor", "router_aux_loss", "rope_theta"};
+    "moe_every",    "capacity_factor", "router_aux_loss", "rope_theta", "moe_force_balance"};
 // Every key read_shape reads: the sizes' and kFamilyKeys, then `extra` (a file's own keys).
 std::vector<std::string_view> shape_keys(std::initializer_list<std::string_view> extra = {});
 void write_shape(nlohmann::json& j, const ModelShape& shape);

@@ -64,7 +64,7 @@ std::vector<int> expert_mesh_shape(const BlockConfig& c, const std::vector<int>&
 parallel::MoeConfig moe_config(const layout::ModelShape& s) {
   return {.hidden = s.hidden, .experts = s.num_experts, .top_k = s.top_k,
           .ffn = s.expert_ffn(), .capacity_factor = s.capacity_factor,
-          .aux_loss_coeff = s.router_aux_loss};
+          .aux_loss_coeff = s.router_aux_loss, .force_balance = s.moe_force_balance};
 }
 
 // The dense MLP's widths: FC1's output and FC2's input — the shared experts' S =

@@ -41,7 +41,8 @@ std::int64_t moe_capacity(std::int64_t tokens, std::int64_t experts, std::int64_
                                              static_cast<double>(experts)));
 }
 
-MoeRouting moe_route(ConstMatrixView logits, std::int64_t top_k, double capacity_factor) {
+MoeRouting moe_route(ConstMatrixView logits, std::int64_t top_k, double capacity_factor,
+                     bool force_balance) {
   const std::int64_t N = logits.rows, E = logits.cols;
   MESHTP_CHECK(E >= 1 && top_k >= 1 && top_k <= E,
                "moe router: top_k={} must be between 1 and the number of experts {}", top_k, E);
@@ -64,11 +65,16 @@ MoeRouting moe_route(ConstMatrixView logits, std::int64_t top_k, double capacity
     for (std::int64_t e = 0; e < E; ++e) sum += std::exp(static_cast<double>(l[e] - m));
     for (std::int64_t e = 0; e < E; ++e)
       r.probs[n * E + e] = static_cast<float>(std::exp(static_cast<double>(l[e] - m)) / sum);
-    std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + top_k, order.end(),
-                      [&](std::int32_t a, std::int32_t b) {
-                        return l[a] > l[b] || (l[a] == l[b] && a < b);
-                      });
+    if (force_balance) {
+      for (std::int64_t j = 0; j < top_k; ++j)
+        order[j] = static_cast<std::int32_t>((n * top_k + j) % E);
+    } else {
+      std::iota(order.begin(), order.end(), 0);
+      std::partial_sort(order.begin(), order.begin() + top_k, order.end(),
+                        [&](std::int32_t a, std::int32_t b) {
+                          return l[a] > l[b] || (l[a] == l[b] && a < b);
+                        });
+    }
     double chosen = 0;
     for (std::int64_t j = 0; j < top_k; ++j)
       chosen += std::exp(static_cast<double>(l[order[j]] - m));

@@ -12,6 +12,13 @@
 //   S_n = the k largest ℓ_n (ties: lower index)  chosen experts, by descending logit
 //   g_{n,j} = exp(ℓ_{n,S_nj}) / Σ_i exp(ℓ_{n,S_ni})   gates: softmax over the chosen logits
 //
+// Forced balance (a benchmark's routing, as Megatron-Core's --moe-router-force-load-balancing
+// forces it; there with random logits, here exactly): token n's experts are
+//   S_n = { (n·k + j) mod E : j = 0 … k−1 }            (k ≤ E: distinct)
+// so every expert gets ⌊N·k/E⌋ or ⌈N·k/E⌉ of a call's assignments whatever the logits, and
+// the gates are the softmax over those experts' logits as above, so the router still learns.
+// The memory and time of a forced run are what the planner prices (balanced routing).
+//
 // Capacity (Lepikhin et al. 2021, GShard §2.2; Megatron-Core's get_capacity): with a
 // capacity factor cf > 0, expert e takes at most C = ⌈cf·N·k/E⌉ of the call's assignments, in
 // token order (Megatron-Core's "position" drop policy); the others are dropped: their gate
@@ -65,9 +72,11 @@ struct MoeRouting {
 std::int64_t moe_capacity(std::int64_t tokens, std::int64_t experts, std::int64_t top_k,
                           double capacity_factor);
 
-// Routes the N rows of logits [N, E]. Throws meshtp::Error naming the values unless
-// 1 ≤ top_k ≤ E and capacity_factor ≥ 0.
-MoeRouting moe_route(ConstMatrixView logits, std::int64_t top_k, double capacity_factor);
+// Routes the N rows of logits [N, E] (by the k largest logits, or with force_balance by the
+// cyclic rule above). Throws meshtp::Error naming the values unless 1 ≤ top_k ≤ E and
+// capacity_factor ≥ 0.
+MoeRouting moe_route(ConstMatrixView logits, std::int64_t top_k, double capacity_factor,
+                     bool force_balance = false);
 
 // This call's part of the set's load-balancing loss (above); global_counts has E entries.
 double moe_aux_loss(const MoeRouting& routing, std::span<const std::int64_t> global_counts,

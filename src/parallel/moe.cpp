@@ -207,7 +207,8 @@ double ExpertParallelMoe::forward(MatrixView y, ConstMatrixView x) {
                y.cols, h);
   Tensor logits({N, E});
   gemm(x, Trans::kNo, router_v(), Trans::kYes, logits.matrix());
-  routing_ = moe_route(logits.matrix(), config_.top_k, config_.capacity_factor);
+  routing_ = moe_route(logits.matrix(), config_.top_k, config_.capacity_factor,
+                       config_.force_balance);
   global_counts_ = routing_.counts;
   groups_.tokens.all_reduce(std::span<std::int64_t>(global_counts_));
   std::int64_t tokens = N;

@@ -54,6 +54,7 @@ struct MoeConfig {
   std::int64_t ffn = 0;           // one expert's MLP width F
   double capacity_factor = 0.0;   // 0: dropless
   double aux_loss_coeff = 0.0;    // α
+  bool force_balance = false;     // ops/moe.hpp's forced balance (a benchmark's routing)
 };
 
 // The groups the layer communicates on. ep and etp must be disjoint dimensions of the same

@@ -466,6 +466,8 @@ std::string megatron(const EmitRequest& r, const Plan& p, const Sizes& s) {
       arg("moe-router-load-balancing-type", "none");
     }
     if (m.capacity_factor > 0) arg("moe-expert-capacity-factor", fmt::format("{}", m.capacity_factor));
+    // A benchmark's routing (ops/moe.hpp's forced balance; Megatron-LM draws random logits).
+    if (m.moe_force_balance) flag("moe-router-force-load-balancing");
   }
   if (r.model.precision == Precision::kFp16) flag("fp16");
   if (r.model.precision == Precision::kBf16) flag("bf16");
@@ -478,6 +480,11 @@ std::string torchtitan(const EmitRequest& r, const Plan& p, const Sizes& s) {
   // memory-efficient kernels) or FlexAttention, fused either way, whatever p.attention says.
   std::string out;
   std::vector<std::string> lines = header(Framework::kTorchtitan, r, p, s);
+  // v0.2.2's run_train.sh: torchrun … -m torchtitan.train --job.config_file FILE.
+  lines.push_back(
+      fmt::format("launch: torchrun with {} processes in all (--nnodes × --nproc-per-node) "
+                  "-m torchtitan.train --job.config_file FILE, as run_train.sh does on one node",
+                  s.devices));
   lines.push_back(
       fmt::format("[model] is torchtitan's own: a flavor of {} layers, hidden {}, "
                   "{} heads",
@@ -550,6 +557,11 @@ std::string torchtitan(const EmitRequest& r, const Plan& p, const Sizes& s) {
 
 std::string deepspeed(const EmitRequest& r, const Plan& p, const Sizes& s) {
   std::vector<std::string> lines = header(Framework::kDeepSpeed, r, p, s);
+  // v0.16.4's launcher (launcher/runner.py) and deepspeed.add_config_arguments's flags.
+  lines.push_back(fmt::format(
+      "launch: deepspeed with {} processes in all (--num_nodes × --num_gpus) YOUR_SCRIPT.py "
+      "--deepspeed --deepspeed_config FILE; the script passes its args to deepspeed.initialize",
+      s.devices));
   // Without an mpu, deepspeed.initialize counts every rank as data parallel
   // (runtime/config.py, _configure_train_batch_size: world size from the process group).
   const std::int64_t batch_ranks = s.tp > 1 ? s.devices : s.dp;

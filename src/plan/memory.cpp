@@ -95,6 +95,12 @@ double stream_gather_floats(const layout::Plan& p, double stream, double slice) 
   return slice + stream / outer + 2 * stream;
 }
 
+// The gather of the residual stream this pipeline rank runs outside its stack, at its peak:
+// the head's (last stage) in the forward or the embedding's gradient (first stage) in the
+// backward, one at a time, in meshtp's runtime (HeadBuffers::kRuntime); 0 elsewhere.
+double stream_gather_peak(const ModelSpec& mb, const layout::Plan& p, int pipeline_rank,
+                          HeadBuffers head);
+
 // The 2D GeMM algorithms' own buffers (gathered operands, slices in flight, ring buffers,
 // partial outputs: gemm2d_workspace_bytes) for one microbatch `mb`. One workspace serves
 // every linear of every block (model/gemm2d_block.hpp), so it holds the most any of the
@@ -115,6 +121,20 @@ double gemm2d_buffer_bytes(const ModelSpec& mb, const layout::Plan& p) {
     }
   }
   return most;
+}
+
+double stream_gather_peak(const ModelSpec& mb, const layout::Plan& p, int pipeline_rank,
+                          HeadBuffers head) {
+  if (head != HeadBuffers::kRuntime) return 0;
+  const int stages = p.pp * p.virtual_stages;
+  bool gathers = false;  // holds the embedding or the head
+  for (int k = 0; k < p.virtual_stages; ++k) {
+    const int stage = k * p.pp + pipeline_rank;
+    gathers = gathers || stage == 0 || stage == stages - 1;
+  }
+  if (!gathers) return 0;
+  const double stream = static_cast<double>(mb.tokens()) * static_cast<double>(mb.hidden);
+  return stream_gather_floats(p, stream, block_floats(mb, p).input);
 }
 
 // What one layer keeps between its forward and its backward, in elements (a dropout mask's
@@ -307,7 +327,11 @@ MemoryEstimate moe_rank_memory(const ModelSpec& model, const layout::Plan& p, in
       full ? 1 : (megatron_pipeline ? in_flight * static_cast<double>(moe_layers) / v
                                     : static_cast<double>(moe_layers));
   out.activations_bytes += e * kept_layers * f.kept;
-  out.workspace_bytes += e * f.buffers;
+  // The experts' exchange and scratch live only inside a MoE layer's forward or backward; the
+  // head's and the embedding's gather of the residual stream only outside the stack (one at a
+  // time, counted in the dense part): the peak holds the larger of the two, not both.
+  out.workspace_bytes +=
+      e * std::max(0.0, f.buffers - stream_gather_peak(mb, p, pipeline_rank, head));
   // Full recomputation in meshtp's runtime keeps one block object per kind of layer
   // (model/layer_blocks.hpp): with dense and MoE layers both, a dense block and a MoE block,
   // each holding a layer's activations while it re-runs. The mix above counted one block,
@@ -323,9 +347,11 @@ MemoryEstimate moe_rank_memory(const ModelSpec& model, const layout::Plan& p, in
     out.activations_bytes += e * (frac * dense_block + (1 - frac) * attention_block);
   }
   // Under sequence parallelism (t > 1) a dense MLP all-gathers its input over the t ranks —
-  // meshtp's runtime keeps the gathered copy (Megatron-LM's re-gathers it: not counted) — and
-  // gathers its output gradient beside the scattered output; the experts take each rank's own
-  // tokens (model/block.cpp): the dense part above counted those three, per microbatch's
+  // meshtp's runtime keeps the gathered copy (Megatron-LM's re-gathers it: not counted) —,
+  // gathers its output gradient (n·h) and holds its output whole before the reduce-scatter
+  // (n·h) beside the scattered output (n·h/t); the experts take each rank's own tokens and
+  // write their output in the stream's own n·h/t (model/block.cpp BlockWorkspace): the dense
+  // part above counted the gathered input and 2·n·h + n·h/t of buffers, per microbatch's
   // tokens n·h, for MoE layers too.
   // Shared experts are such a dense MLP (model/block.cpp), and meshtp's runtime keeps the
   // routed experts' output (their input gradient in the backward) apart: n·h/t.
@@ -334,7 +360,7 @@ MemoryEstimate moe_rank_memory(const ModelSpec& model, const layout::Plan& p, in
       model.shared_experts == 0) {
     const double nh = static_cast<double>(mb.tokens()) * static_cast<double>(mb.hidden) * frac;
     if (runtime == layout::Runtime::kMeshtp) out.activations_bytes -= e * kept_layers * nh;
-    out.workspace_bytes -= e * (nh + nh / t);
+    out.workspace_bytes -= e * 2 * nh;
   }
   if (model.shared_experts > 0 && runtime == layout::Runtime::kMeshtp) {
     out.workspace_bytes += e * static_cast<double>(mb.tokens()) * mb.hidden / t;
@@ -461,9 +487,7 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
     if (last) buffers += 2 * h / d2;      // the final LayerNorm's partial gradients
   }
   // One gather at a time (the head's in the forward, the embedding's in the backward).
-  if (gathers_stream && head == HeadBuffers::kRuntime) {
-    buffers += stream_gather_floats(p, stream, f.input);
-  }
+  if (gathers_stream) buffers += stream_gather_peak(mb, p, pipeline_rank, head);
   // ZeRO ≥ 2: during a block's backward (only then) its gradient whole and, once packed, its
   // send buffer (train/zero.hpp): the peak is both at once, the previous block's reduction
   // already waited.

@@ -137,14 +137,19 @@ Topology calibrated_from_nccl_tests(const Topology& base, std::span<const NcclTe
   t.name = name.empty() ? base.name + "-nccl" : name;
   std::vector<GroupCalibration> fitted = fit.calibration.groups;
   // One GPU per host: the ranks are one device of each node, a node's devices apart in
-  // meshtp's numbering (the outermost level's members are the nodes).
+  // meshtp's numbering (the outermost level's members are the nodes; a topology of one
+  // level, as topo from-nvidia-smi writes for one box, is one node, and a log across hosts
+  // cannot be any of its groups).
   for (const NcclTestsLog& log : logs) {
     if (log.hosts.size() < 2 || log.ranks_per_host != 1) continue;
-    const int node = base.devices_per_member(0);
+    const int node = base.levels.size() > 1 ? base.devices_per_member(0) : n;
     MESHTP_CHECK(log.ranks * node <= n,
                  "'{}' spans {} hosts of one GPU each, but topology '{}' has {} nodes of {} "
-                 "devices (its outermost level)",
-                 log.source, log.hosts.size(), base.name, n / node, node);
+                 "devices ({})",
+                 log.source, log.hosts.size(), base.name, n / node, node,
+                 base.levels.size() > 1 ? "its outermost level"
+                                        : "one level: one node; topo from-nvidia-smi --nodes N "
+                                          "describes N of them");
     for (GroupCalibration& g : fitted) {
       if (g.size == log.ranks && g.stride == 1) g.stride = node;
     }

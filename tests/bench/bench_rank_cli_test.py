@@ -37,7 +37,7 @@ for layout in (["--mesh", "8x1", "--rank", "0"],
     print(f"{' '.join(layout)}: memory predicted/measured {ratio:.3f}, skipped {sorted(kinds)}")
 
 for args, message in ((["--mesh", "8x1", "--rank", "8"], "--rank 8 is outside the layout's 8 ranks"),
-                      (["--mesh", "2x1", "--device", "cuda"], "no CUDA backend yet"),
+                      (["--mesh", "2x1", "--device", "cuda"], "do not run on the CUDA backend yet"),
                       (["--mesh", "2x1", "--device", "tpu"], "--device 'tpu' is not cpu or cuda"),
                       ([], "bench rank needs the layout: --plan FILE or --mesh d1xd2")):
     done = run("--model", "tiny", *args)

@@ -395,6 +395,62 @@ TEST(GpuOps, AttentionForwardBackward) {
   }
 }
 
+// The fused core against the CPU's (ops/flash_attention.hpp): multi-head and grouped-query,
+// sequences not a multiple of the kernels' 64-row blocks or their key tiles, every head dim
+// the kernel runs; the backward adds into random dqkv. And a head dim it does not run is
+// refused naming it.
+TEST(GpuOps, FlashAttentionMatchesTheCpuFusedCore) {
+  struct Case {
+    std::int64_t B, T, NH, NKV, HD;
+  };
+  for (const Case c : {Case{2, 37, 4, 4, 16}, Case{1, 130, 4, 2, 32}, Case{2, 70, 8, 1, 64},
+                       Case{1, 65, 2, 2, 128}, Case{1, 33, 2, 1, 256}}) {
+    for (ET type : kTypes) {
+      const std::int64_t W = (c.NH + 2 * c.NKV) * c.HD, O = c.NH * c.HD, rows = c.B * c.T;
+      const auto qkv = random_values(rows * W, 41, type, -1.5f, 1.5f);
+      const auto dout = random_values(rows * O, 42, type);
+      const auto dqkv0 = random_values(rows * W, 43, type);
+      const Buffer dq = ctx().upload_values(qkv, type), ddo = ctx().upload_values(dout, type);
+      Buffer out = poisoned(type, rows * O), ddq = ctx().upload_values(dqkv0, type);
+      Buffer lse(ctx(), static_cast<std::size_t>(c.B * c.NH * c.T) * sizeof(float));
+      Buffer scratch(ctx(), static_cast<std::size_t>(flash_attention_scratch_floats(c.B, c.T, c.NH)) *
+                                sizeof(float));
+      flash_attention_forward(ctx(), type, out.data(), lse.as<float>(), dq.data(), c.B, c.T, c.NH,
+                              c.NKV, c.HD);
+      // The backward reads the GPU's own out (what a model passes), as the CPU's reads its own.
+      flash_attention_backward(ctx(), type, ddq.data(), scratch.as<float>(), ddo.data(), out.data(),
+                               lse.as<float>(), dq.data(), c.B, c.T, c.NH, c.NKV, c.HD);
+      std::vector<float> cout_(static_cast<std::size_t>(rows * O)), cdq = dqkv0;
+      std::vector<float> clse(static_cast<std::size_t>(c.B * c.NH * c.T));
+      FlashAttention a{.batch = c.B, .heads = c.NH, .kv_heads = c.NKV};
+      std::vector<float> cscratch(
+          static_cast<std::size_t>(flash_attention_scratch_size(a, c.T, c.T, c.HD)));
+      flash_attention_forward_qkv(view(cout_, rows, O), clse, cscratch, view(qkv, rows, W), c.B,
+                                  c.T, c.NH, c.NKV);
+      flash_attention_backward_qkv(view(cdq, rows, W), cscratch, view(dout, rows, O),
+                                   view(qkv, rows, W), view(cout_, rows, O), clse, c.B, c.T, c.NH,
+                                   c.NKV);
+      ctx().synchronize();
+      std::vector<float> glse(clse.size());
+      ctx().download(glse.data(), lse.data(), glse.size() * sizeof(float));
+      const std::string what = label(type) + " B=" + std::to_string(c.B) + " T=" +
+                               std::to_string(c.T) + " NH=" + std::to_string(c.NH) + " NKV=" +
+                               std::to_string(c.NKV) + " HD=" + std::to_string(c.HD);
+      EXPECT_LE(max_relative_error(down(out, type, rows * O), cout_), tolerance(type, 1e-5)) << what;
+      EXPECT_LE(max_relative_error(glse, clse), 1e-5) << what;
+      EXPECT_LE(max_relative_error(down(ddq, type, rows * W), cdq), tolerance(type, 1e-4)) << what;
+    }
+  }
+  Buffer any(ctx(), 64);
+  try {
+    flash_attention_forward(ctx(), ET::kF32, any.data(), any.as<float>(), any.data(), 1, 1, 1, 1,
+                            48);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("head dim HD=48"), std::string::npos) << e.what();
+  }
+}
+
 TEST(GpuOps, AdamWManyTensorsInOneLaunch) {
   const AdamWStep step{.lr = 1e-3f,
                        .beta1 = 0.9f,

@@ -5,7 +5,9 @@
 # user types it — no mpirun — with a fresh, empty $TMPDIR, and must:
 #   exit with the status given, print exactly one stderr line `error: …` matching the regex
 #   (no MPI banner), write nothing (the output folder stays empty, the good files unchanged)
-#   and leave $TMPDIR empty; within 60 s.
+#   and leave $TMPDIR empty; within 60 s. Cases that must now work (`accept`: once refused or
+#   wrongly taken) exit 0 and leave the same nothing behind; an existing --out stays as it was
+#   when the command is refused.
 set -u
 meshtp=$1
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -19,6 +21,8 @@ cp "$repo/models/tiny.json" "$good/model.json"
 cp "$repo/topologies/pcie-8xa100.json" "$good/topology.json"
 cp "$repo/tests/data/real/all_reduce_perf_h100_2x8.log" "$good/all_reduce_perf.log"
 cp "$repo/tests/data/real/nvidia-smi_pcie_pix_in_pxb.txt" "$good/smi.txt"
+# An output that already exists: a refused command leaves it as it was.
+printf '{"kept": "as it was"}\n' >"$good/existing.json"
 snapshot() { find "$good" -type f -print0 | sort -z | xargs -0 -r sha256sum; }
 before=$(snapshot)
 
@@ -46,6 +50,37 @@ refuse() {
   fi
   if [ -z "$why" ]; then
     echo "ok   $name: $(cut -c1-140 "$work/stderr")"
+  else
+    echo "FAIL $name: $why"
+    sed 's/^/     /' "$work/stderr" | head -5
+    failures=$((failures + 1))
+  fi
+  rm -rf "$tmp" "${outdir:?}"/* "${outdir:?}"/.[!.]* 2>/dev/null
+}
+
+# accept NAME REGEX ARGS…: a case that must now work (it was refused or went wrong): exit 0,
+# stdout matching the regex, no MPI banner, nothing left in $TMPDIR, the good files unchanged.
+accept() {
+  local name=$1 regex=$2
+  shift 2
+  cases=$((cases + 1))
+  local tmp why=""
+  tmp=$(mktemp -d "$work/tmpdir.XXXX")
+  TMPDIR=$tmp timeout -k 5 60 "$@" >"$work/stdout" 2>"$work/stderr"
+  local got=$?
+  if [ "$got" -ne 0 ]; then
+    why="exit $got"
+  elif ! grep -qE -- "$regex" "$work/stdout"; then
+    why="stdout does not match /$regex/"
+  elif grep -q -i -e "mpi_abort" -e "orte" -e "prterun" "$work/stderr"; then
+    why="an MPI banner"
+  elif [ -n "$(ls -A "$tmp")" ]; then
+    why="left in \$TMPDIR: $(ls -A "$tmp" | tr '\n' ' ')"
+  elif [ "$(snapshot)" != "$before" ]; then
+    why="a good file changed"
+  fi
+  if [ -z "$why" ]; then
+    echo "ok   $name: $(grep -m1 -E -- "$regex" "$work/stdout" | cut -c1-140)"
   else
     echo "FAIL $name: $why"
     sed 's/^/     /' "$work/stderr" | head -5
@@ -275,12 +310,91 @@ refuse "topo show --mesh 3x3" 1 "3x3" "${m[@]}" topo show pcie-8xa100 --mesh 3x3
 refuse "simulate --devices 0x8" 105 "--devices: '0x8' is not a decimal integer" "${m[@]}" simulate --topology pcie-8xa100 --model tiny --devices 0x8 --predict-only
 refuse "simulate --model missing" 1 "unknown model 'nope'" "${m[@]}" simulate --topology pcie-8xa100 --model nope --devices 8 --predict-only
 
+# ---- parse, validate, then write: an existing output stays as it was ------------------------
+existing="$good/existing.json"
+refuse "nccl-tests: a host not UTF-8, --out over an existing file" 1 "host \"w\\\\uFFFDrker\" is not UTF-8 text" \
+  "${m[@]}" calibrate --base ib-2x8xa100 --out "$existing" --from-nccl-tests "$bad/all_reduce_latin1_host.log"
+python3 - "$repo/tests/data/real/vllm_collect_env_h100.txt" "$bad/smi-nic-latin1.txt" <<'PY'
+import sys
+data = open(sys.argv[1], "rb").read().replace(b"\tNIC3\t", b"\tNIC\xe93\t", 1)
+open(sys.argv[2], "wb").write(data)
+PY
+refuse "nvidia-smi: a NIC column not UTF-8, --out over an existing file" 1 "the line is not UTF-8 text" \
+  "${m[@]}" topo from-nvidia-smi "$bad/smi-nic-latin1.txt" --out "$existing"
+refuse "topo from-nvidia-smi --name not UTF-8, --out over an existing file" 1 "--name \"s\\\\uFFFD\" is not UTF-8 text" \
+  "${m[@]}" topo from-nvidia-smi "$good/smi.txt" --name $'s\xfe' --out "$existing"
+refuse "calibrate --name with a line break, --out over an existing file" 1 "holds a control character \(U\+000A\)" \
+  "${m[@]}" calibrate --from-nccl-tests "$good/all_reduce_perf.log" --base ib-2x8xa100 --name $'a\nb' --out "$existing"
+refuse "--emit-file over an existing file, a model name with a line break" 1 "holds a control character \(U\+000A\)" \
+  "${m[@]}" plan --3d --topology nvswitch-8xa100 --model "$bad/model-newline.json" --emit megatron --emit-file "$existing"
+refuse "plan --out over an existing file, a model JSON not UTF-8" 1 "model-latin1.json" \
+  "${m[@]}" plan --topology pcie-8xa100 --model "$bad/model-latin1.json" --out "$existing"
+refuse "topo from-nvidia-smi --out over an existing file, an asymmetric matrix" 1 "the matrix must be symmetric" \
+  "${m[@]}" topo from-nvidia-smi "$bad/smi-asymmetric.txt" --out "$existing"
+
+# ---- one GPU per host: the inter-node group, never two GPUs of one box ------------------------
+"$meshtp" topo from-nvidia-smi "$repo/tests/data/real/nvidia-smi_dgx1_v100.txt" --out "$bad/dgx1-one-box.json" >/dev/null
+"$meshtp" topo from-nvidia-smi "$repo/tests/data/real/nvidia-smi_dgx1_v100.txt" --nodes 2 --node-gbps 12.5 \
+  --out "$bad/dgx1-two-nodes.json" >/dev/null
+refuse "nccl-tests: one GPU per host on one box (from-nvidia-smi without --nodes)" 1 "spans 2 hosts of one GPU each, but topology 'dgx1-one-box' has 1 nodes of 8 devices \(one level: one node" \
+  "${m[@]}" calibrate --base "$bad/dgx1-one-box.json" --out "$out" --from-nccl-tests "$repo/tests/data/real/all_reduce_perf_v100_1gpu_per_host.log"
+accept "nccl-tests: one GPU per host on a from-nvidia-smi base of 2 nodes" "^wrote .*/x.json: topology 'dgx1-two-nodes-nccl' \(16 devices\), 1 calibrated group" \
+  "${m[@]}" calibrate --base "$bad/dgx1-two-nodes.json" --out "$out" --from-nccl-tests "$repo/tests/data/real/all_reduce_perf_v100_1gpu_per_host.log"
+accept "nccl-tests: a bare 'NCCL version' line" "^wrote .*/x.json" \
+  "${m[@]}" calibrate --base nvswitch-8xa100 --out "$out" --from-nccl-tests "$repo/tests/data/real/all_reduce_perf_nccl_version.log"
+accept "nccl-tests: tags indented by a log collector" "^wrote .*/x.json" \
+  "${m[@]}" calibrate --base nvswitch-8xa100 --out "$out" --from-nccl-tests "$repo/tests/data/real/all_reduce_perf_tagged_indented.log"
+accept "nvidia-smi: PIX pairs inside PXB quads (vLLM issue 11122)" "^wrote .*/x.json" \
+  "${m[@]}" topo from-nvidia-smi "$repo/tests/data/real/nvidia-smi_pcie_pix_in_pxb.txt" --out "$out"
+accept "nvidia-smi: a 5-GPU box" "^wrote .*/x.json" \
+  "${m[@]}" topo from-nvidia-smi "$repo/tests/data/real/nvidia-smi_5gpu.txt" --out "$out"
+accept "nvidia-smi: NV12 priced at the measured 200 GB/s, no GPU said to have 18 links" "NV12 .*more than any GPU has \(at most 18, H100\).*priced at 200 GB/s" \
+  "${m[@]}" topo from-nvidia-smi "$repo/tests/data/real/nvidia-smi_dgx_a100.txt" --out "$out"
+
+# ---- no MPI where no rank is needed: $TMPDIR ----------------------------------------------------
+# A $TMPDIR that does not exist is not made, by a refusal or by a plan that works.
+cases=$((cases + 1))
+TMPDIR="$work/no-such-tmp/sub" "$meshtp" plan --topology pcie-8xa100 --model tiny >/dev/null 2>&1
+if TMPDIR="$work/no-such-tmp/sub" "$meshtp" plan --topology pcie-8xa100 --model nope >/dev/null 2>&1 ||
+  [ -e "$work/no-such-tmp" ]; then
+  echo "FAIL a missing \$TMPDIR: made, or the refusal exited 0"
+  failures=$((failures + 1))
+else
+  echo "ok   a missing \$TMPDIR: not made (a plan and a refusal)"
+fi
+# Ctrl-C while --report draws (a python3 that answers --check, then hangs drawing): the
+# interpreter is ended, its temporary directory removed, one error line, exit 130.
+cases=$((cases + 1))
+tmp=$(mktemp -d "$work/tmpdir.XXXX")
+mkdir -p "$work/slow-python"
+printf '#!/bin/sh\n[ "$2" = --check ] && exit 0\nexec sleep 300\n' >"$work/slow-python/python3"
+chmod +x "$work/slow-python/python3"
+(sleep 1; kill -INT "$(cat "$work/pid")") &
+TMPDIR=$tmp PATH="$work/slow-python:$PATH" timeout -k 5 60 bash -c 'echo $$ >"$0"; exec "$@"' "$work/pid" \
+  "$meshtp" plan --topology pcie-8xa100 --model tiny --report "$outdir/page" >/dev/null 2>"$work/stderr"
+got=$?
+wait
+if [ "$got" -ne 130 ] || [ "$(wc -l <"$work/stderr")" -ne 1 ] ||
+  ! grep -q "^error: --report .*: interrupted by signal 2: python3 was ended, nothing written" "$work/stderr"; then
+  echo "FAIL Ctrl-C while --report draws: exit $got: $(cat "$work/stderr")"
+  failures=$((failures + 1))
+elif [ -n "$(ls -A "$tmp")" ] || [ -n "$(ls -A "$outdir")" ] || pgrep -f "$work/slow-python" >/dev/null ||
+  pgrep -x -f "sleep 300" >/dev/null; then
+  echo "FAIL Ctrl-C while --report draws: left $(ls -A "$tmp" "$outdir") or its python3 running"
+  failures=$((failures + 1))
+else
+  echo "ok   Ctrl-C while --report draws: $(cat "$work/stderr"); nothing in \$TMPDIR"
+fi
+rm -rf "$tmp" "${outdir:?}"/*
+
 # ---- meshtp gpu: integers decimal as typed --------------------------------------------------
 gpu="$(dirname "$meshtp")/meshtp-gpu"
 refuse "gpu train --steps 0x10" 105 "--steps: '0x10' is not a decimal integer" "$gpu" train --model tiny --steps 0x10
 refuse "gpu train --steps 2^64" 105 "--steps: '18446744073709551616' is out of range" "$gpu" train --model tiny --steps 18446744073709551616
 refuse "gpu train --steps +3" 105 "--steps: '\+3' is not a decimal integer" "$gpu" train --model tiny --steps +3
 refuse "gpu gemm --m 1e3" 105 "'1e3' is not a decimal integer" "$gpu" gemm --m 1e3 --n 8 --k 8
+accept "gpu train --steps 010 trains ten steps (not octal eight)" "^done +steps 1–10," \
+  "$gpu" train --device cpu --model tiny --steps 010 --eval-every 0
 
 echo "$cases cases, $failures failures"
 [ "$failures" -eq 0 ]

@@ -66,6 +66,26 @@ TEST(MoeRouter, UniformRoutingGivesAnAuxLossOfAlpha) {
   EXPECT_NEAR(moe_aux_loss(r, balanced, 4, 0.01), 0.01, 1e-12);
 }
 
+// Forced balance: token n takes experts (n·k + j) mod E whatever its logits, gated by the
+// softmax over those experts' logits; every expert gets N·k/E assignments.
+TEST(MoeRouter, ForcedBalanceIsCyclicAndGatesTheChosenLogits) {
+  // Token 0: experts 0, 1 (logits 0, 2: gates σ(−2), σ(2)); token 1: experts 2, 3; token 2:
+  // experts 0, 1 again; token 3: 2, 3 — although every token prefers expert 3.
+  const Tensor logits({4, 4}, std::vector<float>{0, 2, 1, 5, 3, 0, 0, 9, 1, 1, 0, 7, 0, 0, 0, 8});
+  const MoeRouting r = moe_route(logits.matrix(), 2, 0.0, true);
+  EXPECT_EQ(r.expert, (std::vector<std::int32_t>{0, 1, 2, 3, 0, 1, 2, 3}));
+  EXPECT_EQ(r.counts, (std::vector<std::int64_t>{2, 2, 2, 2}));
+  EXPECT_NEAR(r.gate[0], 1.0 / (1.0 + std::exp(2.0)), 1e-7);
+  EXPECT_NEAR(r.gate[1], 1.0 / (1.0 + std::exp(-2.0)), 1e-7);
+  EXPECT_NEAR(r.gate[4], 0.5, 1e-7);
+  const MoeRouting top = moe_route(logits.matrix(), 2, 0.0);
+  EXPECT_EQ(top.counts[3], 4);  // unforced, every token takes expert 3
+  // 3 tokens × top-2 over 4 experts: counts within one of each other.
+  const Tensor three({3, 4}, 0.0f);
+  EXPECT_EQ(moe_route(three.matrix(), 2, 0.0, true).counts,
+            (std::vector<std::int64_t>{2, 2, 1, 1}));
+}
+
 TEST(MoeRouter, RefusesBadInputNamingTheValues) {
   const Tensor logits({2, 4}, 0.0f);
   EXPECT_EQ(error_message([&] { (void)moe_route(logits.matrix(), 5, 0.0); }),
@@ -181,6 +201,26 @@ TEST(MoeLayer, GradientsMatchFiniteDifferences) {
     }
     EXPECT_EQ(flips, 0) << "a finite-difference step changed the routing: pick wider logits";
   }
+}
+
+// Forced balance keeps the gates' and the aux loss's gradients: the router still learns.
+TEST(MoeLayer, ForcedBalanceGradientsMatchFiniteDifferences) {
+  SerialMoe m = make_moe(0.0, 0.1);
+  m.force_balance = true;
+  const Tensor dy = test_tensor({m.N, m.h}, 36);
+  m.forward();
+  Tensor dx({m.N, m.h}), dwr({m.E, m.h}), dw1({m.E * m.F, m.h}), dw2({m.E * m.h, m.F});
+  m.backward(dy, dx, dwr, dw1, dw2);
+  const auto loss = [&] {
+    const double aux = m.forward();
+    return dot(dy.values(), m.y.values()) + aux;
+  };
+  for (const auto& [name, theta, grad] :
+       {std::tuple{"x", &m.x, &dx}, std::tuple{"router", &m.wr, &dwr}}) {
+    const auto r = check_gradient(theta->values(), grad->values(), loss);
+    EXPECT_LT(r.error, kFdTol) << name << ": " << r;
+  }
+  EXPECT_GT(*std::max_element(dwr.values().begin(), dwr.values().end()), 0.0f);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@ namespace meshtp::testing {
 struct SerialMoe {
   std::int64_t N = 0, h = 0, E = 0, F = 0, k = 0;
   double cf = 0, alpha = 0;
+  bool force_balance = false;
   Tensor x{}, wr{}, w1{}, w2{};
   MoeRouting routing{};
   MoeDispatch dispatch{};
@@ -23,7 +24,7 @@ struct SerialMoe {
   double forward() {
     logits = Tensor({N, E});
     gemm(x.matrix(), Trans::kNo, wr.matrix(), Trans::kYes, logits.matrix());
-    routing = moe_route(logits.matrix(), k, cf);
+    routing = moe_route(logits.matrix(), k, cf, force_balance);
     dispatch = moe_dispatch(routing);
     const std::int64_t rows = dispatch.rows();
     xp = Tensor({rows, h});

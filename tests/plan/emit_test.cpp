@@ -177,7 +177,10 @@ TEST(Emit, TorchtitanTomlCarriesTheLayout) {
             "pipeline_parallel_last_stage_less_layers = 0\ncontext_parallel_degree = 1\n",
             "\n[activation_checkpoint]\nmode = \"full\"\n",
             "# fp16: torchtitan's mixed precision is bfloat16",
-            "# ZeRO-1 as FSDP without resharding after the forward"});
+            "# ZeRO-1 as FSDP without resharding after the forward",
+            // The launcher, as v0.2.2's run_train.sh runs it: every device a process.
+            "# launch: torchrun with 128 processes in all (--nnodes × --nproc-per-node) "
+            "-m torchtitan.train --job.config_file FILE"});
   // Without a pipeline, microbatches are accumulation steps (local = B/(dp·m)): ZeRO-3 is FSDP
   // that reshards after each forward.
   p.pp = 1;
@@ -241,6 +244,10 @@ TEST(Emit, DeepSpeedJsonCarriesTheLayout) {
   const std::string said = tp.at("_meshtp").at("comment").dump();
   EXPECT_NE(said.find("deepspeed.tp_model_init"), std::string::npos) << said;
   EXPECT_NE(said.find("no mpu is given"), std::string::npos) << said;
+  EXPECT_NE(said.find("launch: deepspeed with 128 processes in all (--num_nodes × --num_gpus) "
+                      "YOUR_SCRIPT.py --deepspeed --deepspeed_config FILE"),
+            std::string::npos)
+      << said;
   EXPECT_EQ(said.find("splits the model's linears"), std::string::npos) << said;
 }
 

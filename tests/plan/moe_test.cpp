@@ -28,8 +28,9 @@ const std::string kMoe = R"(, "num_experts": 8, "top_k": 2, "moe_ffn_hidden": 12
 
 TEST(MoeModel, FieldsReadAndWriteBack) {
   const ModelSpec m = parse_model(model_json(kMoe + R"(, "shared_experts": 1, "moe_every": 2,
-      "capacity_factor": 1.25, "router_aux_loss": 0.01)"),
+      "capacity_factor": 1.25, "router_aux_loss": 0.01, "moe_force_balance": true)"),
                                   "test");
+  EXPECT_TRUE(m.moe_force_balance);
   EXPECT_TRUE(m.is_moe());
   EXPECT_EQ(m.num_experts, 8);
   EXPECT_EQ(m.top_k, 2);
@@ -46,7 +47,8 @@ TEST(MoeModel, FieldsReadAndWriteBack) {
   // A dense model's JSON has none of the keys.
   const nlohmann::json dense = to_json(parse_model(model_json(""), "test"));
   for (const char* key : {"num_experts", "top_k", "moe_ffn_hidden", "shared_experts",
-                          "moe_every", "capacity_factor", "router_aux_loss"}) {
+                          "moe_every", "capacity_factor", "router_aux_loss",
+                          "moe_force_balance"}) {
     EXPECT_FALSE(dense.contains(key)) << key;
   }
   // moe_ffn_hidden 0: the model's ffn.
@@ -71,6 +73,10 @@ TEST(MoeModel, BadValuesAreRefusedNamingThem) {
             "model 'm': router_aux_loss=-1 must be a non-negative number");
   EXPECT_EQ(error(kMoe + R"(, "shared_experts": -1)"),
             "model 'm': shared_experts=-1 must be at least 0");
+  EXPECT_EQ(error(R"(, "moe_force_balance": true)"),
+            "model 'm': moe_force_balance=true without experts (num_experts=0)");
+  EXPECT_EQ(error(kMoe + R"(, "moe_force_balance": 1)"),
+            "model 'm.json': moe_force_balance=1 must be true or false");
   EXPECT_NE(error(R"(, "num_expert": 8)").find("num_expert"), std::string::npos);
   EXPECT_NE(error(kMoe + R"(, "top_k": "two")").find("top_k"), std::string::npos);
 }
@@ -337,6 +343,12 @@ TEST(MoeEmit, MegatronGetsTheExpertArguments) {
     EXPECT_NE(text.find(line), std::string::npos) << line << text;
   }
   EXPECT_EQ(text.find("moe-layer-freq"), std::string::npos);
+  EXPECT_EQ(text.find("moe-router-force-load-balancing"), std::string::npos);
+  ModelSpec forced = m;
+  forced.moe_force_balance = true;  // a benchmark's routing, as Megatron-LM forces it
+  EXPECT_NE(emit(Framework::kMegatron, {.plan = mixtral_layout(), .model = forced, .topology = "t"})
+                .find("  --moe-router-force-load-balancing\n"),
+            std::string::npos);
   // Qwen2's shared experts: their total width.
   ModelSpec q = load_model("qwen2-57b-a14b");
   layout::Plan p = mixtral_layout();

@@ -401,8 +401,8 @@ TEST(NcclTests, FitErrorsNameTheLog) {
 // other (together they once shared 12.86 µs, where each alone fits 0).
 TEST(NcclTests, LogsOfDifferentHostCountsShareNoLaunchCost) {
   const auto real = [](const std::string& name) {
-    return parse_nccl_tests(
-        read_file(std::string(MESHTP_SOURCE_DIR) + "/tests/data/real/" + name), name);
+    return parse_nccl_tests(read_file(std::string(MESHTP_SOURCE_DIR) + "/tests/data/real/" + name),
+                            name);
   };
   const NcclTestsLog one_host = real("all_reduce_perf_nccl_version.log");
   const NcclTestsLog two_hosts = real("all_reduce_perf_h100_2x8.log");
@@ -429,6 +429,30 @@ TEST(NcclTests, LogsOfDifferentHostCountsShareNoLaunchCost) {
   // their different step counts): two one-host logs of 2 and 8 ranks.
   const std::vector<NcclTestsLog> one_host_two{one_host, load("all_reduce_perf.log")};
   EXPECT_EQ(fit_nccl_tests(one_host_two, kNcclTestsMinBytes).host_counts, 1);
+}
+
+// One GPU per host (issue 48): the group is one device of each node, a node's devices apart;
+// a topology of one level (one box, as topo from-nvidia-smi writes it without --nodes) has no
+// such group, and the log is refused rather than fitted onto two GPUs of one node.
+TEST(NcclTests, OneGpuPerHostIsTheInterNodeGroup) {
+  const std::vector<NcclTestsLog> logs{
+      parse_nccl_tests(read_file(std::string(MESHTP_SOURCE_DIR) +
+                                 "/tests/data/real/all_reduce_perf_v100_1gpu_per_host.log"),
+                       "all_reduce_v100.log")};
+  ASSERT_EQ(logs.front().ranks_per_host, 1);
+  const NcclTestsFit fit = fit_nccl_tests(logs, kNcclTestsMinBytes);
+  const Topology two_nodes =
+      calibrated_from_nccl_tests(load_topology("ib-2x8xa100"), logs, fit, "", "test");
+  ASSERT_EQ(two_nodes.calibration.groups.size(), 1u);
+  EXPECT_EQ(two_nodes.calibration.groups.front().size, 2);
+  EXPECT_EQ(two_nodes.calibration.groups.front().stride, 8);
+  const std::string e = error_of(
+      [&] { calibrated_from_nccl_tests(load_topology("nvswitch-8xa100"), logs, fit, "", ""); });
+  EXPECT_NE(
+      e.find("'all_reduce_v100.log' spans 2 hosts of one GPU each, but topology 'nvswitch-8xa100' "
+             "has 1 nodes of 8 devices (one level: one node"),
+      std::string::npos)
+      << e;
 }
 
 }  // namespace
