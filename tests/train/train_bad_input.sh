@@ -74,6 +74,10 @@ check cp-world-mesh "error: the layout dp=1 × pp=1 × cp=2 × mesh 2x1 = 4 rank
 check cp-comm-unknown "error: .*unknown .*'p2p'" "${small[@]}" --cp 2 --cp-comm p2p
 check cp-a2a-heads "error: cp_comm=a2a: the 3 heads per tensor-parallel rank \(heads=3 / d1·d2=1\) are not divisible by cp=2" \
   "${small[@]}" --model "$work/three-heads.json" --cp 2 --cp-comm a2a
+printf '{"name": "kv3", "layers": 2, "hidden": 48, "heads": 6, "kv_heads": 3, "ffn_hidden": 64, "activation": "swiglu", "norm": "rmsnorm", "position": "rope", "tie_embeddings": false, "vocab": 256, "batch": 4, "seq": 32}' \
+  > "$work/kv3.json"
+check cp-a2a-kv-heads "error: cp_comm=a2a: the 3 KV heads per tensor-parallel rank \(kv_heads=3 / d1·d2=1\) and the all-to-all's 2 ranks: one must divide the other" \
+  "${small[@]}" --model "$work/kv3.json" --cp 2 --cp-comm a2a
 check cp-a2a-ring-two "error: cp_comm=a2a\+ring with cp=2: no all-to-all degree 1 < u < 2" \
   "${small[@]}" --model tiny-llama --cp 2 --cp-comm a2a+ring
 check cp-unfused "error: cp=2: the context-parallel attention core is flash-style; it needs attention=fused" \
