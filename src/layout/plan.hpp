@@ -5,8 +5,9 @@
 //                     and the Llama 3 paper's order)
 //   dp                data-parallel replicas
 //   cp, cp_comm       context parallelism: each of cp ranks holds s/cp tokens of every
-//                     sequence; cp_comm ring | a2a | a2a+ring (plan/context_parallel.hpp).
-//                     Priced by the planner; meshtp's runtime has none yet (require_runtime)
+//                     sequence; cp_comm ring | a2a | a2a+ring | all_gather
+//                     (plan/context_parallel.hpp). Priced by the planner; meshtp's runtime
+//                     has none of all_gather (require_runtime)
 //   ep, etp           expert parallelism over a stage's ranks (plan/moe.hpp; etp 0: d1·d2);
 //                     the same ranks as attention's tp·cp·dp (folding). Planner only
 //   first_stage_layers, last_stage_layers
@@ -158,7 +159,8 @@ struct PlanSpelling {
   std::string attention = "unfused";
   int ep = 1, etp = 0;  // a mixture of experts' folding (Plan::ep, Plan::etp)
 };
-// Context parallelism's all-to-all degree u of cp ranks (1 for ring, cp for a2a): for
+// Context parallelism's all-to-all degree u of cp ranks (1 for ring and all_gather, cp for
+// a2a): for
 // a2a+ring (Megatron-Core's hierarchical a2a+p2p) the largest u < cp dividing both cp and the
 // heads per tensor-parallel rank, the ring then over cp/u; 1 where none does. The planner
 // prices it and the runtime's layer (parallel/context_parallel.hpp) runs it.
