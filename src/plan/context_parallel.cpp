@@ -45,7 +45,7 @@ namespace {
 double flash_chunk_seconds(const GemmModel& gemm, double rows, double first, double head_dim,
                            double pairs, bool backward) {
   const auto q = static_cast<std::int64_t>(rows), at = static_cast<std::int64_t>(first);
-  return gemm.flat_seconds(op_costs::flash_attention_flops(
+  return gemm.attention_seconds(op_costs::flash_attention_flops(
       q, at + q, static_cast<std::int64_t>(head_dim), op_costs::kFlashBlockQ,
       op_costs::kFlashBlockK, at, pairs, backward));
 }
@@ -120,7 +120,7 @@ CpPrice cp_price(const ModelSpec& mb, std::int64_t layers, int tp, int cp, layou
   const double chunk = s / r, pairs = b * heads / u;
   const auto step = [&](bool backward) {
     if (!fused) return attention_seconds(gemm, chunk, d, pairs, mb.element_bytes(), backward);
-    return gemm.flat_seconds((backward ? 5.0 : 2.0) * 2.0 * chunk * chunk * d * pairs / 2);
+    return gemm.attention_seconds((backward ? 5.0 : 2.0) * 2.0 * chunk * chunk * d * pairs / 2);
   };
   const double step_f = step(false), step_b = step(true);
   const double first_f = fused ? core(chunk, pairs, false) : step_f;
