@@ -85,17 +85,18 @@ CpPrice cp_price(const ModelSpec& mb, std::int64_t layers, int tp, int cp, layou
   const double priced_b = core(s / cp, b * heads, true);
 
   if (comm == layout::CpComm::kAllGather) {
-    // The rank's queries, its two zigzag chunks of c = s/(2·cp) tokens (rank 0's: the first
-    // and the last; the zigzag gives every rank the same causal work), each against every
-    // key before its end, once K and V are gathered.
+    // The rank's queries, its two zigzag chunks of c = s/(2·cp) tokens, once K and V are
+    // gathered. Fused, each against every key before its end (rank 0's: the first and the
+    // last chunk; the zigzag gives every rank the same causal work).
     const double c = s / (2 * cp), pairs = b * heads;
     const auto queries = [&](bool backward) {
       if (fused) {
         return flash_chunk_seconds(gemm, c, 0, d, pairs, backward) +
                flash_chunk_seconds(gemm, c, s - c, d, pairs, backward);
       }
-      return products_seconds(gemm, c, c, d, pairs, mb.element_bytes(), backward) +
-             products_seconds(gemm, c, s, d, pairs, mb.element_bytes(), backward);
+      // Unfused, the full products, as the ring's: the rank's s/cp queries against all s
+      // keys.
+      return products_seconds(gemm, s / cp, s, d, pairs, mb.element_bytes(), backward);
     };
     const double core_f = queries(false), core_b = queries(true);
     out.compute_s = layers * (forwards * (core_f - priced_f) + (core_b - priced_b));

@@ -23,8 +23,9 @@
 //             says; the backward gathers again and reduce-scatters dK, dV (Transformer
 //             Engine's AttnFuncWithCPAndKVAllGather): each rank's share (s/cp)·b·2·g_t·d·e,
 //             (forward runs + 2) collectives per layer.
-// Compute: unfused, the core's full products, s²/cp per rank in every mode; the stage priced
-// on s/cp tokens holds one (s/cp)² block of them, so cp − 1 more (ring) are added. Fused
+// Compute: unfused, the core's full products, s²/cp per rank in every mode (all_gather: the
+// rank's s/cp queries against all s keys); the stage priced on s/cp tokens holds one (s/cp)²
+// block of them, so cp − 1 more (ring) are added. Fused
 // (mb.attention, core/gemm_model.hpp flash_attention_seconds), the causal tiles: the ring's
 // first step the causal core on the rank's own chunks (what the stage priced), each later
 // step half a block; all_gather the two chunks' tiles against the keys before them.

@@ -75,22 +75,21 @@ TEST(ContextParallel, UlyssesPaysItsAllToAllsAndNoRing) {
 
 TEST(ContextParallel, AllGatherPaysItsGathersExposedAndTheRanksOwnQueries) {
   // The Llama 3 paper's CP (§3.3.2): K and V gathered before the core, not overlapped; the
-  // backward gathers them again and reduce-scatters dK, dV. Unfused, each of the rank's two
-  // zigzag chunks (c = s/(2·cp) queries) runs the full products against the keys before its
-  // end: chunk 0 against c keys, chunk 2·cp − 1 against all s.
+  // backward gathers them again and reduce-scatters dK, dV. Unfused, the full products, as
+  // the ring's: the rank's s/cp queries against all s keys.
   const ModelSpec m = model();  // recompute none: one forward run
   const int cp = 4, tp = 2;
-  const double c = 8192.0 / (2 * cp), pairs = 16.0 / tp;
-  const auto products = [&](double keys, bool backward) {
-    return kFlat.seconds(c, keys, 64, 2, pairs) +
-           (backward ? 3 : 1) * kFlat.seconds(c, 64, keys, 2, pairs);
+  const double pairs = 16.0 / tp;
+  const auto products = [&](bool backward) {
+    return kFlat.seconds(2048, 8192, 64, 2, pairs) +
+           (backward ? 3 : 1) * kFlat.seconds(2048, 64, 8192, 2, pairs);
   };
   const double block_f = attention_seconds(kFlat, 8192.0 / cp, 64, pairs, 2, false);
   const double block_b = attention_seconds(kFlat, 8192.0 / cp, 64, pairs, 2, true);
   const CpPrice p = cp_price(m, 4, tp, cp, CpComm::kAllGather, kFlat, link(10));
-  EXPECT_NEAR(p.compute_s,
-              4 * (products(c, false) + products(8192, false) - block_f +
-                   products(c, true) + products(8192, true) - block_b),
+  EXPECT_NEAR(p.compute_s, 4 * (products(false) - block_f + products(true) - block_b), 1e-12);
+  // The flat rate: the same products as the ring's cp blocks.
+  EXPECT_NEAR(p.compute_s, cp_price(m, 4, tp, cp, CpComm::kRing, kFlat, link(1e6)).compute_s,
               1e-12);
   // Each rank's share: s/cp tokens of K and V for max(1, g/tp) = 2 KV heads; a ring
   // all-gather moves (cp − 1) shares; forward 1, backward 2 (gather, reduce-scatter).
