@@ -115,6 +115,7 @@ std::string set_device(plan::Topology& t, std::span<const plan::NcclTestsLog> lo
         t.gemm->peak_tflops = sheet->peak_tflops;
         t.gemm->memory_gbps = sheet->memory_gbps;
         if (sheet->units > 0) t.gemm->units = sheet->units;
+        t.gemm->attention_tflops = 0;  // the base GPU's attention kernel rate: not this one's
       }
     }
   } else if (names.size() > 1) {

@@ -482,8 +482,9 @@ void add_plan_command(CLI::App& app) {
                 "(ranks ordered [tp, cp, pp, dp]; docs/long_context.md)")
       ->check(integer_at_least(1));
   p->add_option("--cp-comm", args->cp_comm,
-                "With --3d: context parallelism's exchange, ring, a2a or a2a+ring (--evaluate: "
-                "one; the search: a comma list of those tried)")
+                "With --3d: context parallelism's exchange, ring, a2a, a2a+ring or all_gather "
+                "(the Llama 3 paper's; --evaluate: one; the search: a comma list of those "
+                "tried)")
       ->capture_default_str();
   p->add_option("--first-stage-layers", args->first_stage_layers,
                 "With --3d --evaluate: the first pipeline stage's layers (Megatron-LM's "

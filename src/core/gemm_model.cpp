@@ -25,6 +25,11 @@ double GemmModel::flat_seconds(double flops) const {
   return flops / rate;
 }
 
+double GemmModel::attention_seconds(double flops) const {
+  if (attention_tflops > 0) return flops / (attention_tflops * 1e12);
+  return flat_seconds(flops);
+}
+
 double GemmModel::seconds(double m, double n, double k, int element_bytes, double batch) const {
   if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return 0;
   if (flat()) return flat_seconds(2 * m * n * k * batch);
@@ -59,7 +64,7 @@ double flash_attention_seconds(const GemmModel& gemm, double seq, double head_di
   const double flops = op_costs::flash_attention_flops(
       t, t, static_cast<std::int64_t>(head_dim), static_cast<std::int64_t>(op_costs::kFlashBlockQ),
       static_cast<std::int64_t>(op_costs::kFlashBlockK), 0, pairs, backward);
-  return gemm.flat_seconds(flops);
+  return gemm.attention_seconds(flops);
 }
 
 void GemmModel::validate(const char* where) const {
@@ -76,6 +81,10 @@ void GemmModel::validate(const char* where) const {
                "non-negative", where, kernel_us);
   MESHTP_CHECK(std::isfinite(memory_gbps) && memory_gbps >= 0, "{}: gemm memory_gbps={} must be "
                "non-negative", where, memory_gbps);
+  MESHTP_CHECK(std::isfinite(attention_tflops) && attention_tflops >= 0 &&
+                   attention_tflops <= peak_tflops,
+               "{}: gemm attention_tflops={} must be in [0, peak_tflops={}] (0: the GeMM rate)",
+               where, attention_tflops, peak_tflops);
 }
 
 }  // namespace meshtp

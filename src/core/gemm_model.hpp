@@ -31,6 +31,11 @@ struct GemmModel {
   int split_k_min = 256;    // the least k a split-K part keeps
   double kernel_us = 0;     // fixed cost of one kernel
   double memory_gbps = 0;   // the memory roofline's bandwidth; 0: none
+  // The fused attention kernel's sustained rate in TFLOP/s, its FLOPs counted as
+  // flash_attention_seconds counts them (the tiles it visits); 0: the GeMM rate
+  // peak·efficiency. A GPU's attention kernels run below its GeMMs (FlashAttention-2 §4.1:
+  // up to 335 TFLOP/s forward + backward on an H100 SXM5).
+  double attention_tflops = 0;
 
   // The flat form at `flops_per_s` (what a topology's `tflops` alone describes). Implicit:
   // a rate is a (flat) model.
@@ -44,6 +49,8 @@ struct GemmModel {
   double seconds(double m, double n, double k, int element_bytes, double batch = 1) const;
   // The same for work known only by its FLOPs (2·m·n·k summed): the flat rate.
   double flat_seconds(double flops) const;
+  // The fused attention core's `flops`: at attention_tflops where set, else the flat rate.
+  double attention_seconds(double flops) const;
 
   // Throws meshtp::Error naming the field (`where` names the input) for a non-positive peak
   // or efficiency > 1, a negative kernel cost, tile or unit counts below 1.
@@ -62,7 +69,8 @@ double attention_seconds(const GemmModel& gemm, double seq, double head_dim, dou
 // same pairs: its products over the tiles it visits (core/op_costs.hpp flash_attention_flops,
 // tiles kFlashBlockQ × kFlashBlockK) at the model's rate F = peak·efficiency, as the simulated
 // build charges the op (core/simulation.hpp charge: FLOPs / F, no per-shape waves, no kernel
-// cost). Its O(T) bytes are elementwise work (plan/elementwise.hpp "attention io").
+// cost; the planner at gemm.attention_tflops where a topology sets it). Its O(T) bytes are
+// elementwise work (plan/elementwise.hpp "attention io").
 double flash_attention_seconds(const GemmModel& gemm, double seq, double head_dim, double pairs,
                                bool backward);
 

@@ -154,6 +154,11 @@ int Plan::stage_layers(int layers, int stage) const {
 }
 
 void Plan::require_runtime(std::string_view where, bool runs_cp) const {
+  MESHTP_CHECK(cp_comm != CpComm::kAllGather,
+               "{}: cp_comm={} (the Llama 3 paper's all-gather context parallelism): meshtp's "
+               "runtime exchanges K and V by ring, a2a or a2a+ring only; the planner prices "
+               "{} (meshtp plan --3d --evaluate) and exports it (--emit megatron)",
+               where, cp_comm, cp_comm);
   MESHTP_CHECK(cp == 1 || runs_cp,
                "{}: cp={} ({}): only `meshtp train` runs context parallelism; the planner "
                "prices it (meshtp plan --3d --evaluate) and exports it (--emit megatron)",
@@ -379,7 +384,7 @@ void save_plan(const std::string& path, const Plan& plan) {
 }
 
 int cp_a2a_size(CpComm comm, int cp, int heads_per_tp_rank) {
-  if (comm == CpComm::kRing) return 1;
+  if (comm == CpComm::kRing || comm == CpComm::kAllGather) return 1;
   if (comm == CpComm::kA2a) return cp;
   int best = 1;
   for (int u = 2; u < cp; ++u) {

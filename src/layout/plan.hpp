@@ -5,10 +5,11 @@
 //                     and the Llama 3 paper's order)
 //   dp                data-parallel replicas
 //   cp, cp_comm       context parallelism: each of cp ranks holds s/cp tokens of every
-//                     sequence; cp_comm ring | a2a | a2a+ring (plan/context_parallel.hpp).
-//                     Priced by the planner; `meshtp train` runs it on the ATP blocks
-//                     (parallel/context_parallel.hpp, train/pipeline_model.hpp); the other
-//                     commands refuse it (require_runtime)
+//                     sequence; cp_comm ring | a2a | a2a+ring | all_gather
+//                     (plan/context_parallel.hpp). Priced by the planner; `meshtp train`
+//                     runs ring, a2a and a2a+ring on the ATP blocks
+//                     (parallel/context_parallel.hpp, train/pipeline_model.hpp), not
+//                     all_gather; the other commands refuse it (require_runtime)
 //   ep, etp           expert parallelism over a stage's ranks (plan/moe.hpp; etp 0: d1·d2);
 //                     the same ranks as attention's tp·cp·dp (folding). Planner only
 //   first_stage_layers, last_stage_layers
@@ -163,8 +164,8 @@ struct PlanSpelling {
   int cp = 1;           // context parallelism (Plan::cp, Plan::cp_comm)
   std::string cp_comm = "ring";
 };
-// Context parallelism's all-to-all degree u of cp ranks (1 for ring, cp for a2a): for
-// a2a+ring (Megatron-Core's hierarchical a2a+p2p) the largest u < cp dividing both cp and the
+// Context parallelism's all-to-all degree u of cp ranks (1 for ring and all_gather, cp for
+// a2a): for a2a+ring (Megatron-Core's hierarchical a2a+p2p) the largest u < cp dividing both cp and the
 // heads per tensor-parallel rank, the ring then over cp/u; 1 where none does. The planner
 // prices it and the runtime's layer (parallel/context_parallel.hpp) runs it.
 int cp_a2a_size(CpComm comm, int cp, int heads_per_tp_rank);

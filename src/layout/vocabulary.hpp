@@ -19,7 +19,8 @@
 //   Activation      gelu swiglu (the MLP's; layout/model_shape.hpp)
 //   Norm            layernorm rmsnorm
 //   Position        learned rope (positional embedding table, or rotary)
-//   CpComm          ring a2a a2a+ring (context parallelism's exchange, plan/context_parallel.hpp)
+//   CpComm          ring a2a a2a+ring all_gather (context parallelism's exchange,
+//                   plan/context_parallel.hpp)
 //
 // name(e) gives the text, parse<E>(text) (or parse_algorithm(text), …) the value — an unknown
 // text throws meshtp::Error listing the valid names; `os << e` and fmt's "{}" print name(e).
@@ -58,7 +59,7 @@ enum class Runtime { kMeshtp, kMegatron };
 enum class Activation { kGelu, kSwiglu };
 enum class Norm { kLayerNorm, kRmsNorm };
 enum class Position { kLearned, kRope };
-enum class CpComm { kRing, kA2a, kA2aRing };
+enum class CpComm { kRing, kA2a, kA2aRing, kAllGather };
 
 // Names<E>: what the enum is called in messages, and its names in enum order.
 template <typename E>
@@ -85,7 +86,7 @@ MESHTP_LAYOUT_NAMES(Runtime, "runtime", "meshtp", "megatron");
 MESHTP_LAYOUT_NAMES(Activation, "activation", "gelu", "swiglu");
 MESHTP_LAYOUT_NAMES(Norm, "norm", "layernorm", "rmsnorm");
 MESHTP_LAYOUT_NAMES(Position, "position", "learned", "rope");
-MESHTP_LAYOUT_NAMES(CpComm, "cp communication", "ring", "a2a", "a2a+ring");
+MESHTP_LAYOUT_NAMES(CpComm, "cp communication", "ring", "a2a", "a2a+ring", "all_gather");
 #undef MESHTP_LAYOUT_NAMES
 
 template <typename E>

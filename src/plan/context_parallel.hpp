@@ -17,8 +17,18 @@
 //             overlapped. Needs a/tp divisible by cp.
 //   a2a+ring  (Megatron-Core's hierarchical "a2a+p2p") a2a over the largest u < cp dividing
 //             cp and a/tp, then a ring of cp/u ranks on s/(cp/u)-token blocks.
-// Compute: the core's products are the same s²/cp per rank in every mode; the stage priced on
-// s/cp tokens holds one (s/cp)² block of them, so cp − 1 more (ring) are added.
+//   all_gather (the Llama 3 paper, §3.3.2; Megatron-Core's "allgather") K and V all-gathered
+//             over the cp group, then the core for the rank's own queries (its two zigzag
+//             chunks) against every key before them. The gather is exposed, as the paper
+//             says; the backward gathers again and reduce-scatters dK, dV (Transformer
+//             Engine's AttnFuncWithCPAndKVAllGather): each rank's share (s/cp)·b·2·g_t·d·e,
+//             (forward runs + 2) collectives per layer.
+// Compute: unfused, the core's full products, s²/cp per rank in every mode (all_gather: the
+// rank's s/cp queries against all s keys); the stage priced on s/cp tokens holds one (s/cp)²
+// block of them, so cp − 1 more (ring) are added. Fused
+// (mb.attention, core/gemm_model.hpp flash_attention_seconds), the causal tiles: the ring's
+// first step the causal core on the rank's own chunks (what the stage priced), each later
+// step half a block; all_gather the two chunks' tiles against the keys before them.
 #pragma once
 
 #include <optional>
@@ -60,8 +70,8 @@ layout::Plan with_context_parallel(layout::Plan slice, int cp, layout::CpComm co
                                    int first_stage_layers, int last_stage_layers);
 
 // One microbatch `mb` (whole sequences: mb.seq = s) of `layers` layers on a cp group with
-// `ring` its link, each rank tensor-parallel over tp; mb.recompute re-runs the forward's
-// share (selective and full: once more).
+// `ring` its link, each rank tensor-parallel over tp; mb.attention the core the stage priced;
+// mb.recompute re-runs the forward's share (full: once more; selective: the unfused core's).
 CpPrice cp_price(const ModelSpec& mb, std::int64_t layers, int tp, int cp, layout::CpComm comm,
                  const GemmModel& gemm, const RingParams& ring);
 

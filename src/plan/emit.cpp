@@ -40,7 +40,7 @@ enum class Gap {
   kInterleaved,          // DeepSpeed: one stage per pipeline rank
   kFp32WithoutFsdp,      // torchtitan: 2-byte precision with TP or PP but no FSDP runs fp32
   kContextParallel,      // DeepSpeed: no context parallelism in its config
-  kCpComm,               // torchtitan: ring attention only (no Ulysses all-to-all)
+  kCpComm,               // torchtitan: ring or all-gather only (no Ulysses all-to-all)
   kUneven,               // DeepSpeed: uneven stages are PipelineModule code, not config
   kUnevenInterleaved,    // Megatron-LM, torchtitan: each stage's layers divisible by v
   kMoeTensorNoSp,        // Megatron-LM: MoE with tensor parallelism needs sequence parallelism
@@ -117,7 +117,8 @@ Gap gap(Framework f, const Plan& p, Precision precision, const ModelSpec* m = nu
       return Gap::kUnevenInterleaved;
     }
   }
-  if (f == Framework::kTorchtitan && p.cp > 1 && p.cp_comm != layout::CpComm::kRing) {
+  if (f == Framework::kTorchtitan && p.cp > 1 && p.cp_comm != layout::CpComm::kRing &&
+      p.cp_comm != layout::CpComm::kAllGather) {
     return Gap::kCpComm;
   }
   switch (f) {
@@ -233,8 +234,8 @@ std::string describe(Gap g, Framework f, const Plan& p) {
       return fmt::format("context parallelism cp={}: DeepSpeed's config has no such degree",
                          p.cp);
     case Gap::kCpComm:
-      return fmt::format("cp={} with {}: torchtitan's context parallelism is ring attention "
-                         "only",
+      return fmt::format("cp={} with {}: torchtitan's context parallelism exchanges K and V "
+                         "by ring or all-gather only",
                          p.cp, p.cp_comm);
     case Gap::kUnevenInterleaved:
       return fmt::format("uneven stages of {} and {} layers first and last, interleaved over {} "
@@ -397,7 +398,8 @@ std::string megatron(const EmitRequest& r, const Plan& p, const Sizes& s) {
   }
   if (p.cp > 1) {
     // Megatron-Core's names: ring attention is "p2p", the hierarchical a2a+ring "a2a+p2p"
-    // with the a2a degree u inner and the ring's cp/u outer.
+    // with the a2a degree u inner and the ring's cp/u outer, all_gather "allgather"
+    // (arguments.py's --cp-comm-type: p2p, a2a, allgather or a2a+p2p).
     arg("context-parallel-size", p.cp);
     const int u = cp_a2a_size(p.cp_comm, p.cp, static_cast<int>(r.model.heads / s.tp));
     switch (p.cp_comm) {
@@ -407,6 +409,7 @@ std::string megatron(const EmitRequest& r, const Plan& p, const Sizes& s) {
         arg("cp-comm-type", "a2a+p2p");
         out += fmt::format("  --hierarchical-context-parallel-sizes {} {}\n", u, p.cp / u);
         break;
+      case layout::CpComm::kAllGather: arg("cp-comm-type", "allgather"); break;
     }
   }
   // Megatron-LM turns sequence parallelism off at tensor parallelism 1 (with a warning).
@@ -546,6 +549,12 @@ std::string torchtitan(const EmitRequest& r, const Plan& p, const Sizes& s) {
     out += fmt::format("pipeline_parallel_last_stage_less_layers = {}\n", less(p.last_stage_layers));
   }
   out += fmt::format("context_parallel_degree = {}\n", p.cp);
+  if (p.cp > 1) {
+    // How PyTorch's context-parallel attention exchanges K and V: "allgather" (its default)
+    // gathers them, "alltoall" passes them around the ring, a step at a time.
+    out += fmt::format("context_parallel_rotate_method = \"{}\"\n",
+                       p.cp_comm == layout::CpComm::kAllGather ? "allgather" : "alltoall");
+  }
   if (r.model.is_moe()) {
     out += fmt::format("expert_parallel_degree = {}\n", p.ep);
     out += fmt::format("expert_tensor_parallel_degree = {}\n", p.ep > 1 ? p.expert_tp() : 1);

@@ -583,6 +583,7 @@ class Pricer {
       ModelSpec mb = whole_;
       mb.batch = whole_.batch / (plan.dp * plan.microbatches);
       mb.recompute = plan.recompute;
+      mb.attention = plan.attention;  // the core as the stage priced it
       const CpPrice cp = cp_price(mb, layers, plan.mesh[0] * plan.mesh[1], plan.cp,
                                   plan.cp_comm, r_.topology.gemm_model(), t.cp);
       c.t_cp_compute_s = cp.compute_s;

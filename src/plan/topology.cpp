@@ -265,6 +265,7 @@ nlohmann::json to_json(const Topology& t) {
         {"peak_tflops", g.peak_tflops}, {"efficiency", g.efficiency},   {"units", g.units},
         {"tile", {g.tile_m, g.tile_n}}, {"split_k_min", g.split_k_min}, {"kernel_us", g.kernel_us},
         {"memory_gbps", g.memory_gbps}};
+    if (g.attention_tflops > 0) device["gemm"]["attention_tflops"] = g.attention_tflops;
   }
   nlohmann::json j{{"name", t.name},
                    {"description", t.description},
@@ -325,7 +326,8 @@ Topology topology_from_json(const nlohmann::json& j, const std::string& source) 
     const nlohmann::json& g = device.at("gemm");
     check_fields(
         g,
-        {"peak_tflops", "efficiency", "units", "tile", "split_k_min", "kernel_us", "memory_gbps"},
+        {"peak_tflops", "efficiency", "units", "tile", "split_k_min", "kernel_us", "memory_gbps",
+         "attention_tflops"},
         gw);
     GemmModel m(read_number(g, "peak_tflops", gw), read_number(g, "efficiency", gw),
                 read_int_in_range(g, "units", gw),
@@ -341,6 +343,7 @@ Topology topology_from_json(const nlohmann::json& j, const std::string& source) 
       m.tile_n = tile[1].get<int>();
     }
     if (g.contains("split_k_min")) m.split_k_min = read_int_in_range(g, "split_k_min", gw);
+    m.attention_tflops = read_optional_number(g, "attention_tflops", gw).value_or(0);
     t.gemm = m;
   }
   t.launch_us = read_optional_number(j, "launch_us", where).value_or(0);

@@ -9,12 +9,19 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/op_costs.hpp"
 
 namespace meshtp {
 namespace {
 
 // The header's A100: 0.82·312 TFLOP/s over 108 units, 128×256 tiles, no kernel or memory cost.
 GemmModel a100() { return GemmModel(312, 0.82, 108, 0, 0); }
+
+// The fused core's FLOPs for 32 pairs of 4096 tokens, head dim 128, backward.
+double op_costs_flops() {
+  return op_costs::flash_attention_flops(4096, 4096, 128, op_costs::kFlashBlockQ,
+                                         op_costs::kFlashBlockK, 0, 32, true);
+}
 
 TEST(GemmModel, FlatIsTwoMnkOverTheRate) {
   const GemmModel flat(250e12);
@@ -68,6 +75,19 @@ TEST(GemmModel, KernelCostAndMemoryRoofline) {
   EXPECT_NEAR(sliced - 8 * 10e-6, 2 * (whole - 10e-6), 1e-12);
 }
 
+TEST(GemmModel, TheFusedAttentionRunsAtItsOwnRateWhereSet) {
+  // flash_attention_seconds: the causal tiles' FLOPs (core/op_costs.hpp) at peak·efficiency,
+  // or at attention_tflops where the topology sets it (the kernel's measured rate).
+  GemmModel g = a100();
+  const double at_gemm_rate = flash_attention_seconds(g, 4096, 128, 32, true);
+  EXPECT_NEAR(at_gemm_rate, g.flat_seconds(op_costs_flops()), 1e-15);
+  g.attention_tflops = 0.82 * 312 / 2;
+  EXPECT_NEAR(flash_attention_seconds(g, 4096, 128, 32, true), 2 * at_gemm_rate, 1e-15);
+  EXPECT_NEAR(g.attention_seconds(1e12), 1e12 / (0.41 * 312e12), 1e-15);
+  // The GeMMs keep the GeMM rate.
+  EXPECT_EQ(g.seconds(4096, 4096, 4096, 2), a100().seconds(4096, 4096, 4096, 2));
+}
+
 TEST(GemmModel, BadModelsAreNamed) {
   const auto error_of = [](const GemmModel& g) {
     try {
@@ -86,6 +106,12 @@ TEST(GemmModel, BadModelsAreNamed) {
   GemmModel tile = a100();
   tile.tile_m = 0;
   EXPECT_NE(error_of(tile).find("tile 0x256"), std::string::npos);
+  GemmModel attention = a100();
+  attention.attention_tflops = -1;
+  EXPECT_NE(error_of(attention).find("attention_tflops=-1 must be in [0, peak_tflops=312]"),
+            std::string::npos);
+  attention.attention_tflops = 400;
+  EXPECT_NE(error_of(attention).find("attention_tflops=400"), std::string::npos);
   EXPECT_THROW((void)GemmModel(0.0).seconds(1, 1, 1, 2), Error);
 }
 

@@ -73,6 +73,69 @@ TEST(ContextParallel, UlyssesPaysItsAllToAllsAndNoRing) {
   EXPECT_NEAR(p.compute_s, 4 * (whole_f - block_f + whole_b - block_b), 1e-12);
 }
 
+TEST(ContextParallel, AllGatherPaysItsGathersExposedAndTheRanksOwnQueries) {
+  // The Llama 3 paper's CP (§3.3.2): K and V gathered before the core, not overlapped; the
+  // backward gathers them again and reduce-scatters dK, dV. Unfused, the full products, as
+  // the ring's: the rank's s/cp queries against all s keys.
+  const ModelSpec m = model();  // recompute none: one forward run
+  const int cp = 4, tp = 2;
+  const double pairs = 16.0 / tp;
+  const auto products = [&](bool backward) {
+    return kFlat.seconds(2048, 8192, 64, 2, pairs) +
+           (backward ? 3 : 1) * kFlat.seconds(2048, 64, 8192, 2, pairs);
+  };
+  const double block_f = attention_seconds(kFlat, 8192.0 / cp, 64, pairs, 2, false);
+  const double block_b = attention_seconds(kFlat, 8192.0 / cp, 64, pairs, 2, true);
+  const CpPrice p = cp_price(m, 4, tp, cp, CpComm::kAllGather, kFlat, link(10));
+  EXPECT_NEAR(p.compute_s, 4 * (products(false) - block_f + products(true) - block_b), 1e-12);
+  // The flat rate: the same products as the ring's cp blocks.
+  EXPECT_NEAR(p.compute_s, cp_price(m, 4, tp, cp, CpComm::kRing, kFlat, link(1e6)).compute_s,
+              1e-12);
+  // Each rank's share: s/cp tokens of K and V for max(1, g/tp) = 2 KV heads; a ring
+  // all-gather moves (cp − 1) shares; forward 1, backward 2 (gather, reduce-scatter).
+  const double share = 2048.0 * 2 * 2 * 64 * 2;
+  const double gather = (cp - 1) * share / 10e9;
+  EXPECT_NEAR(p.step_transfer_s, gather, 1e-15);
+  EXPECT_NEAR(p.exposed_s, 4 * 3 * gather, 1e-12);
+  EXPECT_EQ(p.hidden_s, 0);
+  // Full recomputation gathers once more for the re-run forward.
+  ModelSpec full = m;
+  full.recompute = Recompute::kFull;
+  EXPECT_NEAR(cp_price(full, 4, tp, cp, CpComm::kAllGather, kFlat, link(10)).exposed_s,
+              4 * 4 * gather, 1e-12);
+  // It needs the zigzag's 2·cp chunks too.
+  ModelSpec odd = m;
+  odd.seq = 1000;
+  EXPECT_EQ(error_of([&] { check_cp(odd, 1, 16, CpComm::kAllGather); }),
+            "cp=16: seq=1000 of 'm' does not split into 2·cp=32 chunks (the ring's zigzag)");
+}
+
+TEST(ContextParallel, TheFusedCoreCostsTheCausalShareInEveryMode) {
+  // Fused (flash_attention_seconds: the tiles the causal mask leaves), every rank's core is
+  // about 1/cp of the whole sequence's, the zigzag balancing it: ring, all_gather and a2a
+  // alike (tile rounding aside), about half the unfused products.
+  ModelSpec m = model();
+  m.attention = layout::Attention::kFused;
+  const int cp = 4, tp = 2;
+  const double pairs = 16.0 / tp;
+  const double share =
+      (flash_attention_seconds(kFlat, 8192, 64, pairs, false) +
+       flash_attention_seconds(kFlat, 8192, 64, pairs, true)) / cp -
+      (flash_attention_seconds(kFlat, 2048, 64, pairs, false) +
+       flash_attention_seconds(kFlat, 2048, 64, pairs, true));
+  for (const CpComm comm : {CpComm::kRing, CpComm::kAllGather, CpComm::kA2a}) {
+    const CpPrice p = cp_price(m, 1, tp, cp, comm, kFlat, link(1e6));
+    EXPECT_NEAR(p.compute_s / share, 1.0, 0.02) << comm;
+  }
+  ModelSpec unfused = m;
+  unfused.attention = layout::Attention::kUnfused;
+  EXPECT_LT(cp_price(m, 1, tp, cp, CpComm::kRing, kFlat, link(1e6)).compute_s,
+            0.6 * cp_price(unfused, 1, tp, cp, CpComm::kRing, kFlat, link(1e6)).compute_s);
+  // The fused ring's later steps are half blocks: what a transfer hides behind.
+  EXPECT_NEAR(cp_price(m, 1, tp, cp, CpComm::kRing, kFlat, link(1e6)).step_compute_s,
+              2.0 * 2 * 2048.0 * 2048 * 64 * pairs / 2 / 100e12, 1e-15);
+}
+
 TEST(ContextParallel, ABadCombinationIsRefusedNamingTheNumbers) {
   ModelSpec m = model();
   m.seq = 1000;
@@ -104,6 +167,14 @@ TEST(PlanFields, CpAndUnevenStagesRoundTripAndTheRuntimeRefusesThem) {
   EXPECT_NE(error_of([&] { p.require_runtime("plan"); })
                 .find("plan: cp=4 (a2a+ring): only `meshtp train` runs context parallelism"),
             std::string::npos);
+  p.cp_comm = CpComm::kAllGather;
+  EXPECT_NE(error_of([&] { p.require_runtime("plan"); })
+                .find("plan: cp_comm=all_gather (the Llama 3 paper's all-gather context "
+                      "parallelism): meshtp's runtime exchanges K and V by ring, a2a or "
+                      "a2a+ring only"),
+            std::string::npos);
+  EXPECT_EQ(layout::plan_from_json(layout::to_json(p), "test"), p);
+  p.cp_comm = CpComm::kA2aRing;
   p.cp = 1;
   EXPECT_NE(error_of([&] { p.require_runtime("plan"); }).find("first_stage_layers=3"),
             std::string::npos);
@@ -115,7 +186,7 @@ TEST(PlanFields, CpAndUnevenStagesRoundTripAndTheRuntimeRefusesThem) {
             std::string::npos);
   EXPECT_NE(error_of([] {
               (void)layout::plan_from_json(nlohmann::json{{"cp_comm", "p2p"}}, "'p.json'");
-            }).find("unknown cp communication 'p2p' (valid: ring, a2a, a2a+ring)"),
+            }).find("unknown cp communication 'p2p' (valid: ring, a2a, a2a+ring, all_gather)"),
             std::string::npos);
 }
 
