@@ -210,6 +210,9 @@ struct LayoutTraffic {
   double head_s = 0;        // head_s + head_comm_s of one microbatch on the last pipeline rank
   double head_comm_s = 0;   // its communication
   int layers = 1;           // blocks per pipeline rank: one data-parallel bucket each
+  // The tied embedding's gradient on one rank of the first (and last) stage (the deepspeed
+  // runtime all-reduces it at the flush); 0 when the head is untied.
+  double tied_grad_bytes = 0;
 };
 
 // The layout's pipeline schedule run with its op times (layout::simulate): a rank's chunk
@@ -222,12 +225,14 @@ struct PipelineRun {
   double backward_s = 0;          // one backward op (a chunk's)
 };
 PipelineRun run_schedule(const LayoutCandidate& c, const LayoutTraffic& t);
-// c.t_p2p_s, by c.runtime: meshtp the makespan the transfers add, megatron every crossing.
+// c.t_p2p_s, by c.runtime: meshtp the makespan the transfers add, megatron every crossing,
+// deepspeed every step's send and receive one after the other (4·(m + p − 1) transfers).
 double pipeline_p2p_s(const LayoutCandidate& c, const LayoutTraffic& t, const PipelineRun& run);
 // c.t_dp_s: ZeRO 0–1 on meshtp, one all-reduce per block started as the block's last
 // backward ends, one at a time on the data ring, priced as far as it outlasts the schedule
-// (megatron: all of it, after the flush); ZeRO ≥ 1's all-gather, ZeRO ≥ 2's reduce-scatters
-// and ZeRO-3's gathers not overlapped.
+// (megatron: all of it, after the flush; deepspeed: also the tied embedding's all-reduce
+// before it); ZeRO ≥ 1's all-gather, ZeRO ≥ 2's reduce-scatters and ZeRO-3's gathers not
+// overlapped.
 double data_parallel_s(const LayoutCandidate& c, const LayoutTraffic& t, const PipelineRun& run);
 // Fills c.bubble, c.t_p2p_s, c.t_dp_s and c.t_step_s from c.plan, c.runtime, c.t_stage_s,
 // c.t_rerun_s, c.t_head_s and c.t_optimizer_s (the price above); the second runs the schedule.

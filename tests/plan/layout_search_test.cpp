@@ -150,6 +150,40 @@ TEST(LayoutSearch, InterleavedAndZeroTermsPricedByHand) {
   EXPECT_NEAR(c.t_dp_s, (8 + 1 + 3 * 8) * shard, 1e-12);
 }
 
+// DeepSpeed's pipeline engine by hand (pp 4, m 8, 1F1B): its TrainSchedule runs
+// 2(m + p − 1) = 22 steps, each sending the previous step's output and then receiving its own
+// input, blocking: 44 transfers of 1 MB at 1 GB/s + 10 µs, 44.44 ms (Megatron-LM's batched
+// send-and-receive: 22, 22.22 ms). At the flush, before the data-parallel all-reduce (dp 4,
+// 8 MB: 2·3 steps of 2 MB, 12.06 ms), the tied embedding's 2 MB gradient all-reduced between
+// the first and the last stage on the pipeline link: 2 steps of 1 MB, 2.02 ms.
+TEST(LayoutSearch, DeepSpeedPipelineAndFlushPricedByHand) {
+  const RingParams link{.t_launch_s = 0, .l_sync_s = 1e-5, .bw_bytes_per_s = 1e9};
+  const LayoutTraffic traffic{.pipe = link,
+                              .data = link,
+                              .stream_bytes = 1e6,
+                              .params_bytes = 8e6,
+                              .tied_grad_bytes = 2e6};
+  LayoutCandidate c;
+  c.plan = {.dp = 4, .pp = 4, .microbatches = 8, .schedule = layout::Schedule::k1F1B};
+  c.t_stage_s = 1.0;
+  c.runtime = layout::Runtime::kDeepSpeed;
+  price_layout(c, traffic);
+  EXPECT_NEAR(c.t_p2p_s, 44 * 1.01e-3, 1e-12);
+  EXPECT_NEAR(c.t_dp_s, 6 * 2.01e-3 + 2 * 1.01e-3, 1e-12);
+  EXPECT_NEAR(c.bubble, 3.0 / 11, 1e-15);
+  EXPECT_NEAR(c.t_step_s, 11 + 44 * 1.01e-3 + 6 * 2.01e-3 + 2 * 1.01e-3, 1e-9);
+  c.runtime = layout::Runtime::kMegatron;
+  price_layout(c, traffic);
+  EXPECT_NEAR(c.t_p2p_s, 22 * 1.01e-3, 1e-12);
+  EXPECT_NEAR(c.t_dp_s, 6 * 2.01e-3, 1e-12);  // no tied all-reduce priced for Megatron-LM
+  // Without a pipeline there is no tied group.
+  c.runtime = layout::Runtime::kDeepSpeed;
+  c.plan.pp = 1;
+  price_layout(c, traffic);
+  EXPECT_EQ(c.t_p2p_s, 0);
+  EXPECT_NEAR(c.t_dp_s, 6 * 2.01e-3, 1e-12);
+}
+
 // The data-parallel all-reduce as the runtime runs it (ZeRO 0): one bucket per block, each
 // started as the block's last backward ends, one at a time. No pipeline, one microbatch, a
 // stage of 1 s (forward 1/3 s, backward 2/3 s) of 4 blocks, 8 MB of parameters over dp = 2:
