@@ -86,9 +86,58 @@ double transfer_s(const LayoutTraffic& t) {
 
 }  // namespace
 
+double deepspeed_makespan(int pp, int m, double forward_s, double backward_s,
+                          double transfer_s) {
+  // TrainSchedule._step_to_micro_batch and its four *_id helpers: (microbatch, forward).
+  const auto op = [pp](int step, int stage) -> std::pair<int, bool> {
+    const bool even_step = step % 2 == 0, even_stage = stage % 2 == 0;
+    if (even_step == even_stage) return {(even_step ? step : step - 1) / 2 - stage / 2, true};
+    if (even_step) return {step / 2 - pp + (stage + 1) / 2, false};
+    return {(step - 1) / 2 - pp + 1 + stage / 2, false};
+  };
+  const auto valid = [m](int mb) { return mb >= 0 && mb < m; };
+  std::vector<double> end(static_cast<std::size_t>(pp), 0.0), before;
+  std::vector<int> prev(static_cast<std::size_t>(pp), -1);  // the step before's microbatch
+  std::vector<int> sends(static_cast<std::size_t>(pp));
+  for (int step = 0; step < 2 * (m + pp - 1); ++step) {
+    before = end;
+    // A forward step's SendGrad(prev) and RecvActivation(curr) with stage − 1; a backward
+    // step's RecvGrad(curr) and SendActivation(prev) with stage + 1 (TrainSchedule.steps).
+    for (int s = 0; s < pp; ++s) {
+      const auto [mb, forward] = op(step, s);
+      const int partner = forward ? s - 1 : s + 1;
+      const auto i = static_cast<std::size_t>(s);
+      sends[i] = partner < 0 || partner >= pp ? 0 : valid(prev[i]) + valid(mb);
+    }
+    for (int s = 0; s < pp; ++s) {
+      const auto i = static_cast<std::size_t>(s);
+      const auto [mb, forward] = op(step, s);
+      double start = before[i];
+      if (sends[i] > 0) {
+        const auto q = static_cast<std::size_t>(forward ? s - 1 : s + 1);
+        start = std::max(before[i], before[q]) + std::max(sends[i], sends[q]) * transfer_s;
+      }
+      end[i] = start + (valid(mb) ? (forward ? forward_s : backward_s) : 0.0);
+      prev[i] = mb;
+    }
+  }
+  return *std::max_element(end.begin(), end.end());
+}
+
 PipelineRun run_schedule(const LayoutCandidate& c, const LayoutTraffic& t) {
   const layout::Plan& p = c.plan;
   const int pp = p.pp, m = p.microbatches, v = p.virtual_stages;
+  if (c.runtime == layout::Runtime::kDeepSpeed && pp > 1) {
+    // The stage's forward (and the head's third) in a forward step; the rest — backward,
+    // its recomputation, the head's backward — in a backward step.
+    const double forward = (c.t_forward_s > 0 ? c.t_forward_s : c.t_stage_s / 3) + c.t_head_s / 3;
+    const double backward = c.t_stage_s + c.t_head_s - forward;
+    PipelineRun run;
+    run.backward_s = backward;
+    run.timing.makespan = deepspeed_makespan(pp, m, forward, backward, transfer_s(t));
+    run.makespan_free_s = deepspeed_makespan(pp, m, forward, backward, 0);
+    return run;
+  }
   if (layout::megatron_layers(c.runtime) || (pp == 1 && p.dp == 1)) return {};
   // A rank's chunk: forward a third of the stage, backward two thirds and the re-run; the
   // head's share spread like the stage's.
@@ -108,13 +157,12 @@ double pipeline_p2p_s(const LayoutCandidate& c, const LayoutTraffic& t, const Pi
   const int pp = p.pp, m = p.microbatches, v = p.virtual_stages;
   if (pp == 1) return 0;
   if (c.runtime == layout::Runtime::kDeepSpeed) {
-    // DeepSpeed's TrainSchedule (pipe/schedule.py) runs 2·(m + p − 1) steps, each a forward
-    // or a backward; a step first sends the previous step's output (SendGrad / SendActivation)
-    // and then receives its own input (RecvActivation / RecvGrad), one after the other, each
-    // a blocking p2p.send / p2p.recv (pipe/p2p.py: dist.send / dist.recv, or a broadcast on
-    // the pair's group): two transfers per step on the critical path, where Megatron-LM's
-    // batched send-and-receive pays one (no interleaving: v = 1).
-    return 2 * (m + pp - 1) * 2 * transfer_s(t);
+    // DeepSpeed's TrainSchedule (pipe/schedule.py): each step's send and receive one after
+    // the other, each a blocking p2p.send / p2p.recv (pipe/p2p.py: dist.send / dist.recv, or
+    // a broadcast on the pair's group), as far as they lengthen the lockstep replay
+    // (deepspeed_makespan): up to two transfers per step, where Megatron-LM's batched
+    // send-and-receive pays one.
+    return run.timing.makespan - run.makespan_free_s;
   }
   if (layout::megatron_layers(c.runtime)) {
     // Per boundary crossing, the activation forward and its gradient back; interleaved, a
@@ -212,6 +260,12 @@ double dense_data_parallel_s(const LayoutCandidate& c, const LayoutTraffic& t,
 void price_layout(LayoutCandidate& c, const LayoutTraffic& t, const PipelineRun& run) {
   const layout::Plan& p = c.plan;
   c.bubble = layout::bubble_fraction(p.schedule, p.pp, p.microbatches, p.virtual_stages);
+  if (c.runtime == layout::Runtime::kDeepSpeed && p.pp > 1 && run.makespan_free_s > 0) {
+    // The lockstep's idle time: neighbours run a forward and a backward in the same step,
+    // each step as long as the longer (deepspeed_makespan), on top of 1F1B's fill and drain.
+    const double busy = (c.t_stage_s + c.t_rerun_s + c.t_head_s) * p.microbatches;
+    c.bubble = std::max(0.0, 1 - busy / run.makespan_free_s);
+  }
   c.t_p2p_s = pipeline_p2p_s(c, t, run);
   c.t_dp_s = data_parallel_s(c, t, run);
   c.t_step_s = (c.t_stage_s + c.t_rerun_s + c.t_head_s) * p.microbatches / (1 - c.bubble) +
@@ -601,6 +655,7 @@ class Pricer {
     c.plan = plan;
     c.runtime = r_.runtime;
     c.t_stage_s = stage.t_step_s;
+    c.t_forward_s = none.t_step_s / 3;
     c.t_rerun_s = rerun_s(r_.runtime, plan.pp, full.t_step_s, none.t_step_s);
     c.t_compute_s =
         stage.t_compute_s + rerun_s(r_.runtime, plan.pp, full.t_compute_s, none.t_compute_s);
