@@ -118,8 +118,10 @@ def main():
             out[runtime] = {"t_step_s": j["t_step_s"], "t_p2p_s": j.get("t_p2p_s"),
                             "t_dp_s": j.get("t_dp_s"),
                             "error": j["t_step_s"] / measured - 1,
-                            "command": " ".join(os.path.relpath(c, ROOT) if os.path.isabs(c)
-                                                else c for c in cmd)}
+                            # the binary as built, the topology as OUT/deepspeed/NAME.json
+                            "command": " ".join(
+                                ["meshtp"] + [c.replace(args.out.rstrip("/"), "OUT")
+                                              for c in cmd[1:]])}
         rows.append(out)
     with open(os.path.join(args.out, "deepspeed.json"), "w") as f:
         json.dump(rows, f, indent=1)
