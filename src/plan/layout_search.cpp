@@ -694,6 +694,18 @@ class Pricer {
         c.t_compute_s += moe.forward_compute_s;
       }
     }
+    if (r_.runtime == layout::Runtime::kDeepSpeed && r_.model.precision == Precision::kBf16) {
+      // DeepSpeed's BF16_Optimizer after every microbatch's backward (pipe/engine.py
+      // _exec_backward_pass, or BF16_Optimizer.backward on the last stage and without a
+      // pipeline): update_hp_grads adds each bf16 gradient into its fp32 accumulator,
+      // hp_grad.add_(lp.grad.to(fp32)): the copy reads 2 bytes and writes 4, the add reads
+      // 4 + 4 and writes 4, 18 bytes a parameter of the rank, on its stream.
+      const double accumulate =
+          18 * (t.params_bytes + t.expert_params_bytes) / r_.model.element_bytes() /
+          (r_.topology.effective_elementwise_gbps() * kGB);
+      c.t_stage_s += accumulate;
+      c.t_compute_s += accumulate;
+    }
     if (plan.uneven()) {
       // The last stage's turn is its layers and the head: the head costs what it takes
       // beyond the layers that stage has fewer than the largest.

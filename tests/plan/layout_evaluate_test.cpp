@@ -287,6 +287,32 @@ TEST(LayoutEvaluate, DeepSpeedDiffersFromMegatronOnlyInItsPipelineAndFlush) {
               extra, 1e-3);
 }
 
+// Under bf16 DeepSpeed's BF16_Optimizer adds every microbatch's bf16 gradients into fp32
+// ones after the backward (update_hp_grads): 18 bytes a parameter of the rank at the
+// elementwise rate, on every stage, in the stage's time.
+TEST(LayoutEvaluate, DeepSpeedBf16AccumulatesEachMicrobatchsGradientsInFp32) {
+  LayoutRequest mega = small_on("ib-2x8xa100", Runtime::kMegatron);
+  mega.model.precision = Precision::kBf16;
+  LayoutRequest ds = mega;
+  ds.runtime = Runtime::kDeepSpeed;
+  const layout::Plan p{.dp = 2,
+                       .pp = 4,
+                       .microbatches = 4,
+                       .schedule = layout::Schedule::k1F1B,
+                       .recompute = Recompute::kFull,
+                       .mesh = {2, 1},
+                       .strategy = Strategy::kMegatron};
+  const LayoutCandidate a = evaluate_layout(mega, p), b = evaluate_layout(ds, p);
+  const double params =
+      rank_memory(mega.model, p, 0, HeadBuffers::kSharded, Runtime::kMegatron).params_bytes / 2;
+  const double rate = mega.topology.effective_elementwise_gbps() * 1e9;
+  EXPECT_NEAR(b.t_stage_s - a.t_stage_s, 18 * params / rate, 1e-12);
+  EXPECT_NEAR(b.t_compute_s - a.t_compute_s, 18 * params / rate, 1e-12);
+  ds.model.precision = Precision::kFp16;  // the fp16 optimizer accumulates in place
+  mega.model.precision = Precision::kFp16;
+  EXPECT_EQ(evaluate_layout(ds, p).t_stage_s, evaluate_layout(mega, p).t_stage_s);
+}
+
 // Megatron-LM as Narayanan et al. 2021 ran it: no sequence parallelism, no selective
 // recomputation, no distributed optimizer (all three came later); otherwise priced as
 // --runtime megatron.
