@@ -261,8 +261,8 @@ void price_layout(LayoutCandidate& c, const LayoutTraffic& t, const PipelineRun&
   const layout::Plan& p = c.plan;
   c.bubble = layout::bubble_fraction(p.schedule, p.pp, p.microbatches, p.virtual_stages);
   if (c.runtime == layout::Runtime::kDeepSpeed && p.pp > 1 && run.makespan_free_s > 0) {
-    // The lockstep's idle time: neighbours run a forward and a backward in the same step,
-    // each step as long as the longer (deepspeed_makespan), on top of 1F1B's fill and drain.
+    // The idle share of the TrainSchedule replay without transfers (deepspeed_makespan):
+    // with even stages 1F1B's fill and drain, (p − 1)/(m + p − 1).
     const double busy = (c.t_stage_s + c.t_rerun_s + c.t_head_s) * p.microbatches;
     c.bubble = std::max(0.0, 1 - busy / run.makespan_free_s);
   }
