@@ -511,6 +511,12 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
   } else {
     out.grads_bytes = e * (params + stacks);
     if (p.dp * p.cp > 1) buffers += params;
+    // DeepSpeed's BF16_Optimizer (bf16, ZeRO 0–1): beside the bf16 gradients, an fp32
+    // accumulator of every parameter of the rank (bf16_optimizer.py fp32_groups_gradients,
+    // grad_acc_dtype fp32: engine.py get_data_types), kept the whole step.
+    if (runtime == layout::Runtime::kDeepSpeed && mb.precision == Precision::kBf16) {
+      out.grads_bytes += 4 * params;
+    }
   }
   out.activations_bytes = e * activations;
   out.workspace_bytes = e * buffers + gemm2d_buffer_bytes(mb, p);

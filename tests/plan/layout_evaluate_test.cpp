@@ -289,7 +289,7 @@ TEST(LayoutEvaluate, DeepSpeedDiffersFromMegatronOnlyInItsPipelineAndFlush) {
 
 // Under bf16 DeepSpeed's BF16_Optimizer adds every microbatch's bf16 gradients into fp32
 // ones after the backward (update_hp_grads): 18 bytes a parameter of the rank at the
-// elementwise rate, on every stage, in the stage's time.
+// elementwise rate, on every stage, in the stage's time; and keeps those fp32 accumulators.
 TEST(LayoutEvaluate, DeepSpeedBf16AccumulatesEachMicrobatchsGradientsInFp32) {
   LayoutRequest mega = small_on("ib-2x8xa100", Runtime::kMegatron);
   mega.model.precision = Precision::kBf16;
@@ -308,6 +308,11 @@ TEST(LayoutEvaluate, DeepSpeedBf16AccumulatesEachMicrobatchsGradientsInFp32) {
   const double rate = mega.topology.effective_elementwise_gbps() * 1e9;
   EXPECT_NEAR(b.t_stage_s - a.t_stage_s, 18 * params / rate, 1e-12);
   EXPECT_NEAR(b.t_compute_s - a.t_compute_s, 18 * params / rate, 1e-12);
+  // Its fp32 accumulators, 4 bytes a parameter beside the bf16 gradients, the whole step.
+  EXPECT_NEAR(rank_memory(ds.model, p, 0, HeadBuffers::kSharded, Runtime::kDeepSpeed).grads_bytes -
+                  rank_memory(mega.model, p, 0, HeadBuffers::kSharded, Runtime::kMegatron)
+                      .grads_bytes,
+              4 * params, 1e-3);
   ds.model.precision = Precision::kFp16;  // the fp16 optimizer accumulates in place
   mega.model.precision = Precision::kFp16;
   EXPECT_EQ(evaluate_layout(ds, p).t_stage_s, evaluate_layout(mega, p).t_stage_s);
