@@ -16,6 +16,8 @@
 #   and are not priced): OUT/moe.{md,json} (a comparison; docs/moe.md)
 #   a fit on one published run (Narayanan et al. 2021 Table 1's 39.1B row, calibrate
 #   --from-step-log) checked on the table's other nine: OUT/narayanan.{md,json}
+#   published runs of DeepSpeed's pipeline engine (BLOOM-176B, MT-NLG 530B) priced as Megatron-LM
+#   and as DeepSpeed runs a pipeline: OUT/deepspeed.{md,json} (a comparison)
 # --check exits 1 when either misses its criterion (docs/validation.md says which, and where
 # every constant comes from).
 set -euo pipefail
@@ -42,3 +44,7 @@ for arg in "$@"; do [[ $arg == --simulate ]] || table5_args+=("$arg"); done
 # 2021 Table 1, its 39.1B row fitted by calibrate --from-step-log, the other nine priced before
 # and after (docs/validation.md): OUT/narayanan.{md,json}; a comparison, no criterion.
 "$py" scripts/validate_narayanan.py "$1"
+# Published runs of DeepSpeed's pipeline engine (BLOOM-176B, MT-NLG 530B), priced as Megatron-LM
+# and as DeepSpeed runs a pipeline (--runtime megatron / deepspeed): OUT/deepspeed.{md,json}; a
+# comparison, no criterion (docs/validation.md "DeepSpeed's pipeline engine").
+"$py" scripts/validate_deepspeed.py "$1"

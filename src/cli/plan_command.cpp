@@ -4,7 +4,7 @@
 //               [--strategies atp,meshslice,…] [--chunks 1,2,4] [--json]
 //               [--explain | --explain-rank R] [--out plan.json [--pick R]]
 //   meshtp plan … --3d [--top K] [--max-tp T] [--strategies atp,tp1d] [--json] [--out plan.json]
-//               [--runtime meshtp|megatron]
+//               [--runtime meshtp|megatron|megatron-2021|deepspeed]
 //   meshtp plan … --3d --evaluate [--runtime R] (--plan FILE | [--dp D] [--pp P]
 //               [--mesh d1xd2] [--strategy S] [--chunks C] [--sequence-parallel]
 //               [--microbatches M] [--schedule gpipe|1f1b|interleaved:V] [--zero Z]
@@ -517,7 +517,12 @@ void add_plan_command(CLI::App& app) {
       ->capture_default_str();
   p->add_option("--runtime", args->runtime,
                 "With --3d: price layouts as this runtime runs them: meshtp (re-runs a "
-                "pipeline stage's forward) or megatron (keeps in-flight activations)")
+                "pipeline stage's forward), megatron (Megatron-LM as Korthikanti et al. 2023 "
+                "ran it: keeps in-flight activations), megatron-2021 (or megatron:2021: as "
+                "Narayanan et al. 2021 ran it, no sequence parallelism, no selective "
+                "recomputation, no distributed optimizer) or deepspeed (Megatron-DeepSpeed on "
+                "DeepSpeed's pipeline engine: blocking send and receive, tied-embedding "
+                "all-reduce at the flush, no interleaving, ZeRO 0-1 with a pipeline)")
       ->capture_default_str();
   p->add_option("--fc-stationary", args->fc_stationary,
                 "2D GeMM strategies: the operand every linear keeps — auto (the larger of input "

@@ -55,7 +55,11 @@ enum class Linear { kQkv, kProj, kMlp1, kMlp2 };
 enum class Recompute { kNone, kSelective, kFull };
 enum class Attention { kUnfused, kFused };
 enum class Schedule { kGpipe, k1F1B, kInterleaved };
-enum class Runtime { kMeshtp, kMegatron };
+// What runs the step (the planner prices a layout as it runs): meshtp's runtime; Megatron-LM
+// as Korthikanti et al. 2023 ran it (megatron); Megatron-DeepSpeed on DeepSpeed v0.16.4's
+// PipelineEngine (deepspeed); Megatron-LM as Narayanan et al. 2021 ran it (megatron-2021: no
+// sequence parallelism, no selective recomputation). docs/pipeline.md "The runtime".
+enum class Runtime { kMeshtp, kMegatron, kDeepSpeed, kMegatron2021 };
 enum class Activation { kGelu, kSwiglu };
 enum class Norm { kLayerNorm, kRmsNorm };
 enum class Position { kLearned, kRope };
@@ -82,7 +86,7 @@ MESHTP_LAYOUT_NAMES(Linear, "linear", "qkv", "proj", "mlp1", "mlp2");
 MESHTP_LAYOUT_NAMES(Recompute, "recompute", "none", "selective", "full");
 MESHTP_LAYOUT_NAMES(Attention, "attention", "unfused", "fused");
 MESHTP_LAYOUT_NAMES(Schedule, "schedule", "gpipe", "1f1b", "interleaved");
-MESHTP_LAYOUT_NAMES(Runtime, "runtime", "meshtp", "megatron");
+MESHTP_LAYOUT_NAMES(Runtime, "runtime", "meshtp", "megatron", "deepspeed", "megatron-2021");
 MESHTP_LAYOUT_NAMES(Activation, "activation", "gelu", "swiglu");
 MESHTP_LAYOUT_NAMES(Norm, "norm", "layernorm", "rmsnorm");
 MESHTP_LAYOUT_NAMES(Position, "position", "learned", "rope");
@@ -128,7 +132,18 @@ inline Strategy parse_strategy(std::string_view t) { return parse<Strategy>(t); 
 inline Linear parse_linear(std::string_view t) { return parse<Linear>(t); }
 inline Recompute parse_recompute(std::string_view t) { return parse<Recompute>(t); }
 inline Schedule parse_schedule(std::string_view t) { return parse<Schedule>(t); }
-inline Runtime parse_runtime(std::string_view t) { return parse<Runtime>(t); }
+// "megatron:2021" is megatron-2021's other spelling.
+inline Runtime parse_runtime(std::string_view t) {
+  return t == "megatron:2021" ? Runtime::kMegatron2021 : parse<Runtime>(t);
+}
+// Whether `r` runs Megatron-LM's layers and pipeline: its dropout, its rank order, its
+// scatter/gather of the boundary activation, every in-flight microbatch's activations kept
+// (no stage forward re-run) and the data-parallel reduction after the flush. Megatron-
+// DeepSpeed runs Megatron-LM's layers (its ParallelTransformerLayer) under DeepSpeed's
+// PipelineEngine, which keeps its pipe buffers the same way (pipe/schedule.py
+// TrainSchedule.num_pipe_buffers) and partitions the boundary activation over the tensor-
+// parallel ranks (pipe/engine.py, is_pipe_partitioned).
+constexpr bool megatron_layers(Runtime r) { return r != Runtime::kMeshtp; }
 
 template <Named E>
 std::ostream& operator<<(std::ostream& os, E e) {

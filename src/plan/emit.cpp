@@ -326,9 +326,9 @@ std::vector<std::string> header(Framework f, const EmitRequest& r, const Plan& p
                               product(f), framework_release(f), escape_text(r.model.name),
                               escape_text(r.topology), s.devices,
                               fmt::streamed(p), step_text(p)));
-  MESHTP_CHECK(r.runtime == runtime_of(f),
+  MESHTP_CHECK(r.runtime.value_or(runtime_of(f)) == runtime_of(f),
                "{} runs a pipeline as --runtime {} prices it, not as --runtime {}", product(f),
-               layout::name(runtime_of(f)), layout::name(r.runtime));
+               layout::name(runtime_of(f)), layout::name(r.runtime.value_or(runtime_of(f))));
   if (p.pp > 1) {
     lines.push_back(fmt::format(
         "chosen, priced and memory-checked as {} runs it (--runtime {}: every in-flight "

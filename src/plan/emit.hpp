@@ -89,9 +89,13 @@ std::optional<std::string> inexpressible(Framework f, const layout::Plan& plan,
                                          const ModelSpec& model);
 
 // The runtime whose pricing matches how `f` runs a pipeline: every framework keeps the
-// in-flight microbatches' activations (layout::Runtime::kMegatron), none re-runs a stage's
-// forward as meshtp does. `plan --emit` chooses, prices and memory-checks with it.
-constexpr layout::Runtime runtime_of(Framework) { return layout::Runtime::kMegatron; }
+// in-flight microbatches' activations (layout::megatron_layers), none re-runs a stage's
+// forward as meshtp does; DeepSpeed's pipeline engine is priced as it runs
+// (layout::Runtime::kDeepSpeed: its blocking point-to-point, its flush). `plan --emit`
+// chooses, prices and memory-checks with it.
+constexpr layout::Runtime runtime_of(Framework f) {
+  return f == Framework::kDeepSpeed ? layout::Runtime::kDeepSpeed : layout::Runtime::kMegatron;
+}
 
 // The fastest feasible layout `f` can run, its provenance's predicted_step_s set, or nullopt
 // when none fits. 3D: the search of `request` restricted to those layouts (strategies atp
@@ -108,8 +112,8 @@ struct EmitRequest {
   layout::Plan plan;     // the planner's layout; provenance's predicted_step_s is printed
   ModelSpec model;       // what it was planned for: batch is the global batch of a step
   std::string topology;  // named in the header
-  // What it was priced as: runtime_of(f), or emit refuses.
-  layout::Runtime runtime = layout::Runtime::kMegatron;
+  // What it was priced as: runtime_of(f) (unset: that), or emit refuses.
+  std::optional<layout::Runtime> runtime{};
   // The best layout `f` can run (best_expressible), emitted instead when `f` cannot run
   // `plan`; unset there, emit throws saying why.
   std::optional<layout::Plan> fallback{};

@@ -86,12 +86,61 @@ double transfer_s(const LayoutTraffic& t) {
 
 }  // namespace
 
+double deepspeed_makespan(int pp, int m, double forward_s, double backward_s,
+                          double transfer_s) {
+  // TrainSchedule._step_to_micro_batch and its four *_id helpers: (microbatch, forward).
+  const auto op = [pp](int step, int stage) -> std::pair<int, bool> {
+    const bool even_step = step % 2 == 0, even_stage = stage % 2 == 0;
+    if (even_step == even_stage) return {(even_step ? step : step - 1) / 2 - stage / 2, true};
+    if (even_step) return {step / 2 - pp + (stage + 1) / 2, false};
+    return {(step - 1) / 2 - pp + 1 + stage / 2, false};
+  };
+  const auto valid = [m](int mb) { return mb >= 0 && mb < m; };
+  std::vector<double> end(static_cast<std::size_t>(pp), 0.0), before;
+  std::vector<int> prev(static_cast<std::size_t>(pp), -1);  // the step before's microbatch
+  std::vector<int> sends(static_cast<std::size_t>(pp));
+  for (int step = 0; step < 2 * (m + pp - 1); ++step) {
+    before = end;
+    // A forward step's SendGrad(prev) and RecvActivation(curr) with stage − 1; a backward
+    // step's RecvGrad(curr) and SendActivation(prev) with stage + 1 (TrainSchedule.steps).
+    for (int s = 0; s < pp; ++s) {
+      const auto [mb, forward] = op(step, s);
+      const int partner = forward ? s - 1 : s + 1;
+      const auto i = static_cast<std::size_t>(s);
+      sends[i] = partner < 0 || partner >= pp ? 0 : valid(prev[i]) + valid(mb);
+    }
+    for (int s = 0; s < pp; ++s) {
+      const auto i = static_cast<std::size_t>(s);
+      const auto [mb, forward] = op(step, s);
+      double start = before[i];
+      if (sends[i] > 0) {
+        const auto q = static_cast<std::size_t>(forward ? s - 1 : s + 1);
+        start = std::max(before[i], before[q]) + std::max(sends[i], sends[q]) * transfer_s;
+      }
+      end[i] = start + (valid(mb) ? (forward ? forward_s : backward_s) : 0.0);
+      prev[i] = mb;
+    }
+  }
+  return *std::max_element(end.begin(), end.end());
+}
+
 PipelineRun run_schedule(const LayoutCandidate& c, const LayoutTraffic& t) {
   const layout::Plan& p = c.plan;
   const int pp = p.pp, m = p.microbatches, v = p.virtual_stages;
+  if (c.runtime == layout::Runtime::kDeepSpeed && pp > 1) {
+    // The stage's forward (and the head's third) in a forward step; the rest — backward,
+    // its recomputation, the head's backward — in a backward step.
+    const double forward = (c.t_forward_s > 0 ? c.t_forward_s : c.t_stage_s / 3) + c.t_head_s / 3;
+    const double backward = c.t_stage_s + c.t_head_s - forward;
+    PipelineRun run;
+    run.backward_s = backward;
+    run.timing.makespan = deepspeed_makespan(pp, m, forward, backward, transfer_s(t));
+    run.makespan_free_s = deepspeed_makespan(pp, m, forward, backward, 0);
+    return run;
+  }
   // No pipeline and no gradient reduction (over the dp·cp ranks: dense_data_parallel_s)
   // need no timing.
-  if (c.runtime == layout::Runtime::kMegatron || (pp == 1 && p.dp * p.cp == 1)) return {};
+  if (layout::megatron_layers(c.runtime) || (pp == 1 && p.dp * p.cp == 1)) return {};
   // A rank's chunk: forward a third of the stage, backward two thirds and the re-run; the
   // head's share spread like the stage's.
   const double work = c.t_stage_s + c.t_head_s;
@@ -109,7 +158,15 @@ double pipeline_p2p_s(const LayoutCandidate& c, const LayoutTraffic& t, const Pi
   const layout::Plan& p = c.plan;
   const int pp = p.pp, m = p.microbatches, v = p.virtual_stages;
   if (pp == 1) return 0;
-  if (c.runtime == layout::Runtime::kMegatron) {
+  if (c.runtime == layout::Runtime::kDeepSpeed) {
+    // DeepSpeed's TrainSchedule (pipe/schedule.py): each step's send and receive one after
+    // the other, each a blocking p2p.send / p2p.recv (pipe/p2p.py: dist.send / dist.recv, or
+    // a broadcast on the pair's group), as far as they lengthen the lockstep replay
+    // (deepspeed_makespan): up to two transfers per step, where Megatron-LM's batched
+    // send-and-receive pays one.
+    return run.timing.makespan - run.makespan_free_s;
+  }
+  if (layout::megatron_layers(c.runtime)) {
     // Per boundary crossing, the activation forward and its gradient back; interleaved, a
     // microbatch crosses v times as many boundaries (every chunk's end is a rank's edge).
     return v * (m + pp - 1) * 2 * transfer_s(t);
@@ -145,19 +202,29 @@ double data_parallel_s(const LayoutCandidate& c, const LayoutTraffic& t, const P
 
 namespace {
 
+// DeepSpeed's flush (pipe/engine.py _exec_reduce_tied_grads, before _exec_reduce_grads; not
+// overlapped): the tied embedding's gradient all-reduced between the first and the last stage
+// (the tied group, pipe/module.py), a rank's vocabulary-parallel rows V/t × h; held in fp32
+// under the bf16 optimizer (weight._hp_grad), in the model's precision otherwise. Priced on
+// the pipeline dim's link (the two stages are p − 1 stages apart).
+double tied_embedding_s(const LayoutCandidate& c, const LayoutTraffic& t) {
+  if (c.runtime != layout::Runtime::kDeepSpeed || c.plan.pp == 1) return 0;
+  return ring_all_reduce_time(t.pipe, 2, t.tied_grad_bytes);
+}
+
 double dense_data_parallel_s(const LayoutCandidate& c, const LayoutTraffic& t,
                              const PipelineRun& run) {
   const layout::Plan& p = c.plan;
   // The ranks that hold the same parameters: a replica's dp, times cp (each cp rank computes
   // the gradients of its tokens).
   const int pp = p.pp, m = p.microbatches, v = p.virtual_stages, dp = p.dp * p.cp;
-  if (dp == 1) return 0;
+  if (dp == 1) return tied_embedding_s(c, t);
   const double shard = t.params_bytes / dp;
   double reduce = 0;
   if (p.zero >= 2) {
     // ZeRO ≥ 2 reduce-scatters every microbatch's gradient into the sharded accumulators.
     reduce = m * ring_collective_time(t.data, dp, shard);
-  } else if (c.runtime == layout::Runtime::kMegatron) {
+  } else if (layout::megatron_layers(c.runtime)) {
     reduce = ring_all_reduce_time(t.data, dp, t.params_bytes);  // after the pipeline's flush
   } else {
     // One all-reduce per block (bucket), started as the block's last backward ends
@@ -181,7 +248,7 @@ double dense_data_parallel_s(const LayoutCandidate& c, const LayoutTraffic& t,
     }
     reduce = std::max(0.0, finish - run.timing.makespan);
   }
-  double seconds = reduce;
+  double seconds = reduce + tied_embedding_s(c, t);
   if (p.zero >= 1) seconds += ring_collective_time(t.data, dp, shard);
   // ZeRO-3 gathers every block before each forward (the rematerialised one too) and
   // backward of every microbatch.
@@ -195,6 +262,12 @@ double dense_data_parallel_s(const LayoutCandidate& c, const LayoutTraffic& t,
 void price_layout(LayoutCandidate& c, const LayoutTraffic& t, const PipelineRun& run) {
   const layout::Plan& p = c.plan;
   c.bubble = layout::bubble_fraction(p.schedule, p.pp, p.microbatches, p.virtual_stages);
+  if (c.runtime == layout::Runtime::kDeepSpeed && p.pp > 1 && run.makespan_free_s > 0) {
+    // The idle share of the TrainSchedule replay without transfers (deepspeed_makespan):
+    // with even stages 1F1B's fill and drain, (p − 1)/(m + p − 1).
+    const double busy = (c.t_stage_s + c.t_rerun_s + c.t_head_s) * p.microbatches;
+    c.bubble = std::max(0.0, 1 - busy / run.makespan_free_s);
+  }
   c.t_p2p_s = pipeline_p2p_s(c, t, run);
   c.t_dp_s = data_parallel_s(c, t, run);
   c.t_step_s = (c.t_stage_s + c.t_rerun_s + c.t_head_s) * p.microbatches / (1 - c.bubble) +
@@ -326,7 +399,7 @@ double head_comm_s(const ModelSpec& mb, const layout::Plan& plan, layout::Runtim
   const double statistics = collective_time(group, CollectiveKind::kAllReduce, tokens * 4) +
                             collective_time(group, CollectiveKind::kAllReduce, 2 * tokens * 4);
   const bool embedding = plan.pp == 1;  // with a pipeline it runs on another rank
-  if (runtime == layout::Runtime::kMegatron) {
+  if (layout::megatron_layers(runtime)) {
     // Without sequence parallelism one all_reduce each way; with it a reduce-scatter and an
     // all-gather (the same ring steps and bytes, priced as what runs).
     const bool sp = plan.sequence_parallel || plan.strategy == Strategy::kTp1d;
@@ -382,7 +455,7 @@ class Pricer {
                          Recompute recompute) {
     if (mb.is_moe()) return moe_stage(strategy, d1, d2, chunks, mb, recompute);
     mb.recompute = recompute;
-    mb.dropout = r_.runtime == layout::Runtime::kMegatron;
+    mb.dropout = layout::megatron_layers(r_.runtime);
     const int attention = static_cast<int>(mb.attention);
     const auto key = std::tuple{static_cast<int>(strategy), d1, d2, chunks, mb.batch, mb.layers,
                                 static_cast<int>(recompute), mb.ffn(), attention};
@@ -467,7 +540,7 @@ class Pricer {
       // Megatron-LM's default rank order (tp-cp-ep-dp-pp, megatron/core/parallel_state.py)
       // keeps a stage's ranks consecutive, so its expert groups are too; meshtp's [tp, cp, pp,
       // dp] does only within tp·cp (or without a pipeline).
-      const bool consecutive = r_.runtime == layout::Runtime::kMegatron || p.pp == 1;
+      const bool consecutive = layout::megatron_layers(r_.runtime) || p.pp == 1;
       if (etp * ep <= inner || consecutive) {
         // Contiguous ranks, stride etp: the part inside one innermost-level member near.
         const int node = t.graph ? n : std::max(1, t.levels.back().members / std::max(1, etp));
@@ -534,7 +607,7 @@ class Pricer {
     // slices, one per rank (the all-gather inside the stage that rebuilds it is not priced).
     const double head_comm =
         head_comm_s(mb, plan, r_.runtime, stage_topology(plan.mesh[0], plan.mesh[1]));
-    const double slices = r_.runtime == layout::Runtime::kMegatron && !plan.sequence_parallel &&
+    const double slices = layout::megatron_layers(r_.runtime) && !plan.sequence_parallel &&
                                   !layout::is_gemm2d(plan.strategy) && plan.mesh[1] == 1
                               ? plan.mesh[0]
                               : 1;
@@ -561,7 +634,19 @@ class Pricer {
             .expert_params_bytes = experts,
             .head_s = head_s(mb, plan.mesh[0] * plan.mesh[1], plan.pp, r_.topology) + head_comm,
             .head_comm_s = head_comm,
-            .layers = static_cast<int>(mb.layers)};
+            .layers = static_cast<int>(mb.layers),
+            .tied_grad_bytes = tied_grad_bytes(plan)};
+  }
+
+  // A first-stage rank's slice of the tied embedding's gradient: V/t rows of h, fp32 under
+  // bf16 (DeepSpeed's BF16_Optimizer accumulates fp32 gradients, pipe/engine.py
+  // _exec_reduce_tied_grads reduces weight._hp_grad).
+  double tied_grad_bytes(const layout::Plan& plan) const {
+    const ModelSpec& m = r_.model;
+    if (!m.tie_embeddings || m.vocab == 0) return 0;
+    const double rows = std::ceil(static_cast<double>(m.vocab) / (plan.mesh[0] * plan.mesh[1]));
+    return rows * static_cast<double>(m.hidden) *
+           (m.precision == Precision::kBf16 ? 4.0 : m.element_bytes());
   }
 
   // The layout's price without its memory: the stage (and, by the runtime, its re-run
@@ -572,6 +657,7 @@ class Pricer {
     c.plan = plan;
     c.runtime = r_.runtime;
     c.t_stage_s = stage.t_step_s;
+    c.t_forward_s = none.t_step_s / 3;
     c.t_rerun_s = rerun_s(r_.runtime, plan.pp, full.t_step_s, none.t_step_s);
     c.t_compute_s =
         stage.t_compute_s + rerun_s(r_.runtime, plan.pp, full.t_compute_s, none.t_compute_s);
@@ -610,6 +696,18 @@ class Pricer {
         c.t_rerun_s += moe.forward_s;
         c.t_compute_s += moe.forward_compute_s;
       }
+    }
+    if (r_.runtime == layout::Runtime::kDeepSpeed && r_.model.precision == Precision::kBf16) {
+      // DeepSpeed's BF16_Optimizer after every microbatch's backward (pipe/engine.py
+      // _exec_backward_pass, or BF16_Optimizer.backward on the last stage and without a
+      // pipeline): update_hp_grads adds each bf16 gradient into its fp32 accumulator,
+      // hp_grad.add_(lp.grad.to(fp32)): the copy reads 2 bytes and writes 4, the add reads
+      // 4 + 4 and writes 4, 18 bytes a parameter of the rank, on its stream.
+      const double accumulate =
+          18 * (t.params_bytes + t.expert_params_bytes) / r_.model.element_bytes() /
+          (r_.topology.effective_elementwise_gbps() * kGB);
+      c.t_stage_s += accumulate;
+      c.t_compute_s += accumulate;
     }
     if (plan.uneven()) {
       // The last stage's turn is its layers and the head: the head costs what it takes
@@ -681,8 +779,64 @@ class Pricer {
   std::optional<std::pair<RunKey, PipelineRun>> last_run_;
 };
 
-// The ZeRO stages a runtime has: meshtp 0–3, Megatron-LM's distributed optimizer 0 and 1.
-int zero_stages(layout::Runtime runtime) { return runtime == layout::Runtime::kMegatron ? 2 : 4; }
+// The ZeRO stages a runtime has: meshtp 0–3, Megatron-LM's distributed optimizer 0 and 1
+// (megatron-2021: none, it came later; Narayanan et al. 2021 has no sharded optimizer), and
+// DeepSpeed's 0–3 without a pipeline but 0 and 1 with one (pipe/engine.py
+// PipelineEngine.__init__: "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism").
+int zero_stages(layout::Runtime runtime, int pp) {
+  switch (runtime) {
+    case layout::Runtime::kMeshtp: return 4;
+    case layout::Runtime::kMegatron: return 2;
+    case layout::Runtime::kMegatron2021: return 1;
+    case layout::Runtime::kDeepSpeed: return pp > 1 ? 2 : 4;
+  }
+  return 1;
+}
+
+// Why `runtime` cannot run `p` (strategy `s`, the planner's), or nullopt: megatron-2021
+// (Narayanan et al. 2021) has no sequence parallelism and no selective recomputation
+// (Korthikanti et al. 2023 §4.2 and §5 introduced both); deepspeed's PipelineEngine runs one
+// stage per pipeline rank (pipe/schedule.py TrainSchedule, no virtual stages) and ZeRO 0–1
+// with a pipeline.
+std::optional<std::string> runtime_refuses(layout::Runtime runtime, const layout::Plan& p,
+                                           Strategy s) {
+  if (p.zero >= zero_stages(runtime, p.pp)) {
+    switch (runtime) {
+      case layout::Runtime::kMegatron:
+        return fmt::format("zero={}: the megatron runtime has ZeRO stages 0 and 1 only (its "
+                           "distributed optimizer shards the optimizer state)",
+                           p.zero);
+      case layout::Runtime::kMegatron2021:
+        return fmt::format("zero={}: the megatron-2021 runtime (Narayanan et al. 2021) has no "
+                           "distributed optimizer: zero 0 only",
+                           p.zero);
+      case layout::Runtime::kDeepSpeed:
+        return fmt::format("zero={} with pp={}: DeepSpeed's pipeline engine takes ZeRO stages 0 "
+                           "and 1 only (ZeRO-2 and ZeRO-3 are incompatible with pipeline "
+                           "parallelism)",
+                           p.zero, p.pp);
+      case layout::Runtime::kMeshtp: break;
+    }
+  }
+  if (runtime == layout::Runtime::kDeepSpeed && p.virtual_stages > 1) {
+    return fmt::format("virtual stages={} (interleaved): DeepSpeed's pipeline engine runs one "
+                       "stage per pipeline rank (its TrainSchedule has no interleaving)",
+                       p.virtual_stages);
+  }
+  if (runtime == layout::Runtime::kMegatron2021) {
+    if (s == Strategy::kTp1d || p.sequence_parallel) {
+      return std::string("sequence parallelism: the megatron-2021 runtime (Narayanan et al. "
+                         "2021) has none; Korthikanti et al. 2023 introduced it (--runtime "
+                         "megatron)");
+    }
+    if (p.recompute == Recompute::kSelective) {
+      return std::string("recompute=selective: the megatron-2021 runtime (Narayanan et al. "
+                         "2021) recomputes full layers or none; Korthikanti et al. 2023 "
+                         "introduced selective recomputation (--runtime megatron)");
+    }
+  }
+  return std::nullopt;
+}
 
 // The (ep, etp) a layout's experts are searched on (plan/moe.hpp): (1, 0) for a dense model;
 // for a MoE model every ep dividing num_experts (at most max_ep) and etp dividing tp whose
@@ -814,7 +968,7 @@ LayoutSearch search_layouts(const LayoutRequest& r, std::size_t keep) {
                 const double rerun = rerun_s(r.runtime, pp, full.t_step_s, none.t_step_s);
                 const std::vector<int> vs = first_layers > 0 ? std::vector{1}
                                                               : virtual_stages(model.layers / pp, pp, m);
-                const int zeros = dp * cp > 1 ? zero_stages(r.runtime) : 1;
+                const int zeros = dp * cp > 1 ? zero_stages(r.runtime, pp) : 1;
                 layout::Plan plan = to_plan(stage);
                 plan.dp = dp;
                 plan.pp = pp;
@@ -837,8 +991,12 @@ LayoutSearch search_layouts(const LayoutRequest& r, std::size_t keep) {
                 if (bounded_out((stage.t_step_s + rerun) * m)) {
                   for (std::size_t x = 0; x < experts.size(); ++x) {
                     for (const int v : vs) {
-                      for (int zero = 0; zero < zeros; ++zero)
+                      for (int zero = 0; zero < zeros; ++zero) {
+                        plan.virtual_stages = v;
+                        plan.zero = zero;
+                        if (runtime_refuses(r.runtime, plan, strategy)) continue;
                         result.searched += accepted(v, zero) ? static_cast<int>(comms.size()) : 0;
+                      }
                     }
                   }
                   continue;
@@ -855,6 +1013,7 @@ LayoutSearch search_layouts(const LayoutRequest& r, std::size_t keep) {
                     plan.virtual_stages = v;
                     plan.schedule = search_schedule(m, v);
                     plan.zero = zero;
+                    if (runtime_refuses(r.runtime, plan, strategy)) continue;
                     LayoutCandidate c = pricer.price(plan, stage, full, none, traffic);
                     const std::int64_t order = result.searched++;
                     // The memory model is most of a layout's price: not for one that ranks
@@ -919,10 +1078,13 @@ LayoutCandidate evaluate_layout(const LayoutRequest& r, const layout::Plan& give
   MESHTP_CHECK(model.batch % (dp * m) == 0,
                "batch={} does not split into dp={} × microbatches={} (microbatch size {}/{})",
                model.batch, dp, m, model.batch, dp * m);
-  MESHTP_CHECK(r.runtime != layout::Runtime::kMegatron || given.zero < zero_stages(r.runtime),
-               "zero={}: the megatron runtime has ZeRO stages 0 and 1 only (its distributed "
-               "optimizer shards the optimizer state)",
-               given.zero);
+  {
+    const Strategy s = given.sequence_parallel && !layout::is_gemm2d(given.strategy)
+                           ? Strategy::kTp1d
+                           : candidate_strategy(given.strategy, given.mesh);
+    const std::optional<std::string> refused = runtime_refuses(r.runtime, given, s);
+    MESHTP_CHECK(!refused, "{}", refused.value_or(""));
+  }
   // The schedule runs (1f1b: m ≥ pp; interleaved: m % pp = 0, v ≥ 2): it throws naming them.
   (void)layout::make_schedule(given.schedule, pp, m, v);
   // Sequence parallelism on an ATP/Megatron block is the planner's tp1d (mesh (N, 1)).

@@ -126,6 +126,9 @@ struct LayoutCandidate {
   // in both (price_layout).
   double t_step_s_low = 0, t_step_s_high = 0;
   double t_stage_s = 0;  // one microbatch through one rank's layers (forward + backward)
+  // Its forward alone (without recomputation: a third of the stage priced with none); 0:
+  // a third of t_stage_s. DeepSpeed's lockstep schedule prices forwards and backwards apart.
+  double t_forward_s = 0;
   double t_rerun_s = 0;  // meshtp, pp > 1: the rematerialised forward of those layers, per
                          // microbatch (megatron: 0)
   double t_compute_s = 0;  // the compute of t_stage_s + t_rerun_s (the rest: exposed TP comm)
@@ -210,6 +213,9 @@ struct LayoutTraffic {
   double head_s = 0;        // head_s + head_comm_s of one microbatch on the last pipeline rank
   double head_comm_s = 0;   // its communication
   int layers = 1;           // blocks per pipeline rank: one data-parallel bucket each
+  // The tied embedding's gradient on one rank of the first (and last) stage (the deepspeed
+  // runtime all-reduces it at the flush); 0 when the head is untied.
+  double tied_grad_bytes = 0;
 };
 
 // The layout's pipeline schedule run with its op times (layout::simulate): a rank's chunk
@@ -222,12 +228,23 @@ struct PipelineRun {
   double backward_s = 0;          // one backward op (a chunk's)
 };
 PipelineRun run_schedule(const LayoutCandidate& c, const LayoutTraffic& t);
-// c.t_p2p_s, by c.runtime: meshtp the makespan the transfers add, megatron every crossing.
+// DeepSpeed v0.16.4's TrainSchedule (pipe/schedule.py) replayed on pp stages and m
+// microbatches, forward and backward op times given: 2·(m + pp − 1) steps, in each a stage
+// runs a forward or a backward (even stages forward on even steps, odd stages on odd ones,
+// so neighbours always run opposite kinds), after exchanging with one neighbour — a forward
+// step sends the previous step's gradient to and receives its input from stage s − 1, a
+// backward step receives its gradient from and sends the previous output to stage s + 1 —
+// each transfer blocking (pipe/p2p.py), so the pair starts it when both have finished the
+// step before, one transfer after the other. The makespan.
+double deepspeed_makespan(int pp, int m, double forward_s, double backward_s, double transfer_s);
+// c.t_p2p_s, by c.runtime: meshtp the makespan the transfers add, megatron every crossing,
+// deepspeed every step's send and receive one after the other (4·(m + p − 1) transfers).
 double pipeline_p2p_s(const LayoutCandidate& c, const LayoutTraffic& t, const PipelineRun& run);
 // c.t_dp_s: ZeRO 0–1 on meshtp, one all-reduce per block started as the block's last
 // backward ends, one at a time on the data ring, priced as far as it outlasts the schedule
-// (megatron: all of it, after the flush); ZeRO ≥ 1's all-gather, ZeRO ≥ 2's reduce-scatters
-// and ZeRO-3's gathers not overlapped.
+// (megatron: all of it, after the flush; deepspeed: also the tied embedding's all-reduce
+// before it); ZeRO ≥ 1's all-gather, ZeRO ≥ 2's reduce-scatters and ZeRO-3's gathers not
+// overlapped.
 double data_parallel_s(const LayoutCandidate& c, const LayoutTraffic& t, const PipelineRun& run);
 // Fills c.bubble, c.t_p2p_s, c.t_dp_s and c.t_step_s from c.plan, c.runtime, c.t_stage_s,
 // c.t_rerun_s, c.t_head_s and c.t_optimizer_s (the price above); the second runs the schedule.

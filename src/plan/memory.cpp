@@ -154,7 +154,7 @@ struct LayerKept {
 };
 LayerKept layer_kept(const BlockFloats& f, const ModelSpec& m, const layout::Plan& p,
                      layout::Runtime runtime) {
-  const bool megatron = runtime == layout::Runtime::kMegatron;
+  const bool megatron = layout::megatron_layers(runtime);
   const double mask = op_costs::kDropoutMaskBytes / m.element_bytes();
   const double regathered =
       megatron && p.sequence_parallel && !layout::is_gemm2d(p.strategy) && p.mesh[0] > 1
@@ -320,7 +320,7 @@ MemoryEstimate moe_rank_memory(const ModelSpec& model, const layout::Plan& p, in
   mb.batch = model.batch / (p.dp * p.microbatches);
   const MoeFloats f = moe_floats(mb, p, 1.0);
   const bool full = p.recompute == Recompute::kFull;
-  const bool megatron_pipeline = runtime == layout::Runtime::kMegatron && (p.pp > 1 || v > 1);
+  const bool megatron_pipeline = layout::megatron_layers(runtime) && (p.pp > 1 || v > 1);
   const double in_flight =
       megatron_pipeline ? pipeline[static_cast<std::size_t>(pipeline_rank)].in_flight : 1;
   const double kept_layers =
@@ -428,7 +428,7 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
   // Megatron-LM with a pipeline: a chunk's (microbatch) in flight keeps its kept sets (none
   // under full recomputation) and layer inputs; the one block re-run under full
   // recomputation is counted once per rank, with the buffers.
-  const bool megatron_pipeline = runtime == layout::Runtime::kMegatron && (p.pp > 1 || v > 1);
+  const bool megatron_pipeline = layout::megatron_layers(runtime) && (p.pp > 1 || v > 1);
   MESHTP_CHECK((p.pp == 1 && v == 1) || pipeline.size() == static_cast<std::size_t>(p.pp),
                "internal: pipeline buffers of {} ranks for pp={}", pipeline.size(), p.pp);
   const int in_flight =
@@ -439,7 +439,7 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
   // stack holds it); Megatron-LM's re-run is counted with the buffers, once per rank: it is
   // not kept from the forward for the backward (Korthikanti Table 2's 2·sbhL leaves it out).
   const LayerKept kept = layer_kept(f, mb, p, runtime);
-  const bool megatron = runtime == layout::Runtime::kMegatron;
+  const bool megatron = layout::megatron_layers(runtime);
   const double rerun_block = full ? kept.whole : 0.0;
   const double kept_blocks = layers * kept.kept + (megatron ? 0.0 : rerun_block);
   const double megatron_chunk = layers * (kept.kept + f.input);
@@ -500,6 +500,15 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
   if (megatron) buffers += rerun_block;
   if (megatron_pipeline) {
     activations += in_flight * megatron_chunk;
+    // DeepSpeed's PipelineEngine keeps each pipe buffer's output until its backward (pipe/
+    // engine.py _exec_forward_pass stores pipe_buffers['outputs'], _exec_backward_pass clears
+    // it): with tensor parallelism the partitioned stage output (one 1/t slice of the stream,
+    // PartitionedTensor; its whole data is freed), else the whole output; at least 2 buffers
+    // (pipe/schedule.py TrainSchedule.num_pipe_buffers: max(2, min(stages − stage_id, m))).
+    if (runtime == layout::Runtime::kDeepSpeed && pipeline_rank + 1 < p.pp) {
+      const double pipe_buffers = std::max(2, std::min(p.pp - pipeline_rank, p.microbatches));
+      activations += pipe_buffers * f.input / (d1 * d2);
+    }
     // Its point-to-point ops are blocking: one activation and one gradient received and
     // sent at a time.
     buffers += 4 * f.input;
@@ -533,6 +542,12 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
   } else {
     out.grads_bytes = e * (params + stacks);
     if (p.dp * p.cp > 1) buffers += params;
+    // DeepSpeed's BF16_Optimizer (bf16, ZeRO 0–1): beside the bf16 gradients, an fp32
+    // accumulator of every parameter of the rank (bf16_optimizer.py fp32_groups_gradients,
+    // grad_acc_dtype fp32: engine.py get_data_types), kept the whole step.
+    if (runtime == layout::Runtime::kDeepSpeed && mb.precision == Precision::kBf16) {
+      out.grads_bytes += 4 * params;
+    }
   }
   // meshtp's context-parallel core: the layer's buffers while one block's core runs; the
   // block keeps no flash-attention scratch of its own then (the layer's is per call).

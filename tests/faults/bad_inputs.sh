@@ -217,8 +217,10 @@ if [ "$group" = all ] || [ "$group" = flags ]; then
   expect_error "plan --evaluate without --3d" 2 "error: --evaluate needs --3d" plan --evaluate --topology nvswitch-8xa100 --model tiny
   expect_error "plan --runtime without --3d" 2 "error: --runtime needs --3d" plan --topology nvswitch-8xa100 --model tiny --runtime megatron
   expect_error "plan --3d --pp without --evaluate" 2 "error: --pp needs --3d --evaluate" plan --3d --topology nvswitch-8xa100 --model tiny --pp 2
-  expect_error "plan --3d --runtime deepspeed" 2 "error: unknown runtime 'deepspeed' \(valid: meshtp, megatron\)" \
-    plan --3d --topology nvswitch-8xa100 --model tiny --runtime deepspeed
+  expect_error "plan --3d --runtime megatron-2019" 2 "error: unknown runtime 'megatron-2019' \(valid: meshtp, megatron, deepspeed, megatron-2021\)" \
+    plan --3d --topology nvswitch-8xa100 --model tiny --runtime megatron-2019
+  expect_error "plan --evaluate --runtime deepspeed interleaved" 2 "error: virtual stages=2 \(interleaved\): DeepSpeed's pipeline engine runs one stage per pipeline rank" \
+    "${ev[@]}" --pp 2 --microbatches 4 --mesh 4x1 --schedule interleaved:2 --runtime deepspeed
   expect_error "plan --evaluate dp·pp·tp ≠ devices" 2 "error: the layout dp=2 × pp=1 × mesh 8x1 = 16 ranks, but there are 8" "${ev[@]}" --dp 2 --mesh 8x1
   expect_error "plan --evaluate tp not dividing heads" 2 "error: heads=64 of 'korthikanti-22b' are not divisible by tp=3" \
     plan --3d --evaluate --topology nvlink-network-3 --model korthikanti-22b

@@ -232,7 +232,12 @@ for framework, extension in EXTENSIONS.items():
     target = f"{workdir}/emit.{extension}"
     if os.path.exists(target):
         os.remove(target)
-    run = subprocess.run([meshtp, "plan", *plan_args, "--json", "--emit", framework,
+    # --runtime RUNTIME among the arguments is the framework's own (plan::runtime_of):
+    # DeepSpeed's pipeline engine is priced as --runtime deepspeed, the others as megatron.
+    args = list(plan_args)
+    if "--runtime" in args:
+        args[args.index("--runtime") + 1] = "deepspeed" if framework == "deepspeed" else "megatron"
+    run = subprocess.run([meshtp, "plan", *args, "--json", "--emit", framework,
                           "--emit-file", target], capture_output=True, text=True)
     if run.returncode != 0 and framework == "torchtitan" and "only through FSDP" in run.stderr \
             and len(run.stderr.strip().splitlines()) == 1 and not os.path.exists(target):

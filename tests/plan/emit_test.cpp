@@ -390,10 +390,10 @@ TEST(Emit, BestExpressibleIsTheSearchFilteredToTheFramework) {
   r.model.layers = 8;
   r.devices = r.topology.device_count();
   r.strategies = {Strategy::kAtp, Strategy::kTp1d};
-  r.runtime = layout::Runtime::kMegatron;  // runtime_of every framework
   const Precision precision = r.model.precision;
-  const std::vector<LayoutCandidate> all = search_layouts(r);
   for (const Framework f : layout::all<Framework>()) {
+    r.runtime = runtime_of(f);  // megatron, or deepspeed for DeepSpeed
+    const std::vector<LayoutCandidate> all = search_layouts(r);
     LayoutRequest restricted = r;
     restricted.accepts = [f, precision](const Plan& p) {
       return !inexpressible(f, p, precision).has_value();

@@ -38,7 +38,8 @@ std::string error_of(const LayoutRequest& r, const layout::Plan& p) {
 // Every layout the search ranks, on both runtimes, evaluated alone: the same numbers, not
 // close ones (the same stage prices through the same price_layout and memory model).
 TEST(LayoutEvaluate, EverySearchedLayoutIsPricedAsTheSearchPricesIt) {
-  for (const Runtime runtime : {Runtime::kMeshtp, Runtime::kMegatron}) {
+  for (const Runtime runtime :
+       {Runtime::kMeshtp, Runtime::kMegatron, Runtime::kDeepSpeed, Runtime::kMegatron2021}) {
     const LayoutRequest r = small_on("ib-2x8xa100", runtime);
     const std::vector<LayoutCandidate> all = search_layouts(r);
     ASSERT_GT(all.size(), 50u);
@@ -200,6 +201,175 @@ TEST(LayoutEvaluate, MegatronFullRecomputationKeepsLayerInputsOnly) {
   // block is counted with the buffers (it is not kept from the forward).
   const double e = mb.element_bytes(), dropout = 2 * f.input * 1 + f.scores * (1 + e);
   EXPECT_NEAR(none - full, 2 * layers * ((f.kept + f.scores) * e + dropout), 1e-6);
+}
+
+// DeepSpeed's pipeline engine (--runtime deepspeed): no interleaving, ZeRO 0–1 with a
+// pipeline (0–3 without one); every refusal names the value.
+TEST(LayoutEvaluate, DeepSpeedRefusesInterleavingAndZeroAboveOneWithAPipeline) {
+  const LayoutRequest r = small_on("ib-2x8xa100", Runtime::kDeepSpeed);
+  layout::Plan p{.dp = 2,
+                 .pp = 4,
+                 .microbatches = 4,
+                 .schedule = layout::Schedule::kInterleaved,
+                 .virtual_stages = 2,
+                 .mesh = {2, 1},
+                 .strategy = Strategy::kMegatron};
+  const std::string interleaved = error_of(r, p);
+  EXPECT_NE(interleaved.find("virtual stages=2 (interleaved): DeepSpeed's pipeline engine"),
+            std::string::npos)
+      << interleaved;
+  p.virtual_stages = 1;
+  p.schedule = layout::Schedule::k1F1B;
+  EXPECT_EQ(error_of(r, p), "no error");
+  p.zero = 2;
+  const std::string zero = error_of(r, p);
+  EXPECT_NE(zero.find("zero=2 with pp=4: DeepSpeed's pipeline engine takes ZeRO stages 0 and 1"),
+            std::string::npos)
+      << zero;
+  p.zero = 3;
+  EXPECT_NE(error_of(r, p).find("zero=3 with pp=4"), std::string::npos);
+  // Without a pipeline DeepSpeed runs every ZeRO stage.
+  p.pp = 1;
+  p.dp = 8;
+  p.microbatches = 1;
+  p.schedule = layout::Schedule::kGpipe;
+  EXPECT_EQ(error_of(r, p), "no error");
+  // The search keeps to the same rules.
+  bool zero3 = false;
+  for (const LayoutCandidate& c : search_layouts(r)) {
+    EXPECT_EQ(c.plan.virtual_stages, 1) << c.plan;
+    EXPECT_TRUE(c.plan.pp == 1 || c.plan.zero <= 1) << c.plan;
+    EXPECT_EQ(c.t_rerun_s, 0) << c.plan;
+    zero3 = zero3 || c.plan.zero == 3;
+  }
+  EXPECT_TRUE(zero3);
+}
+
+// The same layout as Megatron-LM and as DeepSpeed runs it (no interleaving, dp 2, pp 4, m 4):
+// the same stage prices; DeepSpeed's pipeline is its TrainSchedule's lockstep replay
+// (deepspeed_makespan) with its blocking transfers, its data-parallel term larger by the tied
+// embedding's all-reduce at the flush, its memory larger by its pipe buffers' partitioned
+// outputs.
+TEST(LayoutEvaluate, DeepSpeedDiffersFromMegatronOnlyInItsPipelineAndFlush) {
+  const LayoutRequest mega = small_on("ib-2x8xa100", Runtime::kMegatron);
+  LayoutRequest ds = mega;
+  ds.runtime = Runtime::kDeepSpeed;
+  const layout::Plan p{.dp = 2,
+                       .pp = 4,
+                       .microbatches = 4,
+                       .schedule = layout::Schedule::k1F1B,
+                       .recompute = Recompute::kFull,
+                       .mesh = {2, 1},
+                       .strategy = Strategy::kMegatron};
+  const LayoutCandidate a = evaluate_layout(mega, p), b = evaluate_layout(ds, p);
+  EXPECT_EQ(a.t_stage_s, b.t_stage_s);
+  EXPECT_EQ(a.t_head_s, b.t_head_s);
+  EXPECT_EQ(a.t_optimizer_s, b.t_optimizer_s);
+  EXPECT_GT(a.t_p2p_s, 0);
+  EXPECT_GT(b.t_p2p_s, 0);
+  EXPECT_GT(b.t_dp_s, a.t_dp_s);  // small ties its head: the tied all-reduce
+  EXPECT_NEAR(b.bubble, a.bubble, 1e-12);  // even stages: the lockstep idles as 1F1B does
+  EXPECT_GT(b.t_p2p_s, a.t_p2p_s);         // a send and a receive one after the other
+  // The step: the TrainSchedule replay with its transfers, then the flush and the optimizer.
+  const double forward = b.t_forward_s + b.t_head_s / 3;
+  const double backward = b.t_stage_s + b.t_head_s - forward;
+  const double free = deepspeed_makespan(p.pp, p.microbatches, forward, backward, 0);
+  EXPECT_NEAR(b.t_step_s, free + b.t_p2p_s + b.t_dp_s + b.t_optimizer_s, 1e-9 * b.t_step_s);
+  EXPECT_NEAR(b.bubble, 1 - (b.t_stage_s + b.t_head_s) * p.microbatches / free, 1e-12);
+  // Stage 0 keeps min(p, m) = 4 pipe buffers' outputs, a 1/t slice of the stream each.
+  ModelSpec mb = mega.model;
+  mb.batch /= p.dp * p.microbatches;
+  const BlockFloats f = block_floats(mb, p);
+  const double extra = 4 * f.input / 2 * mb.element_bytes();
+  EXPECT_NEAR(rank_memory(ds.model, p, 0, HeadBuffers::kSharded, Runtime::kDeepSpeed).total_bytes() -
+                  rank_memory(mega.model, p, 0, HeadBuffers::kSharded, Runtime::kMegatron)
+                      .total_bytes(),
+              extra, 1e-3);
+}
+
+// Under bf16 DeepSpeed's BF16_Optimizer adds every microbatch's bf16 gradients into fp32
+// ones after the backward (update_hp_grads): 18 bytes a parameter of the rank at the
+// elementwise rate, on every stage, in the stage's time; and keeps those fp32 accumulators.
+TEST(LayoutEvaluate, DeepSpeedBf16AccumulatesEachMicrobatchsGradientsInFp32) {
+  LayoutRequest mega = small_on("ib-2x8xa100", Runtime::kMegatron);
+  mega.model.precision = Precision::kBf16;
+  LayoutRequest ds = mega;
+  ds.runtime = Runtime::kDeepSpeed;
+  const layout::Plan p{.dp = 2,
+                       .pp = 4,
+                       .microbatches = 4,
+                       .schedule = layout::Schedule::k1F1B,
+                       .recompute = Recompute::kFull,
+                       .mesh = {2, 1},
+                       .strategy = Strategy::kMegatron};
+  const LayoutCandidate a = evaluate_layout(mega, p), b = evaluate_layout(ds, p);
+  const double params =
+      rank_memory(mega.model, p, 0, HeadBuffers::kSharded, Runtime::kMegatron).params_bytes / 2;
+  const double rate = mega.topology.effective_elementwise_gbps() * 1e9;
+  EXPECT_NEAR(b.t_stage_s - a.t_stage_s, 18 * params / rate, 1e-12);
+  EXPECT_NEAR(b.t_compute_s - a.t_compute_s, 18 * params / rate, 1e-12);
+  // Its fp32 accumulators, 4 bytes a parameter beside the bf16 gradients, the whole step.
+  EXPECT_NEAR(rank_memory(ds.model, p, 0, HeadBuffers::kSharded, Runtime::kDeepSpeed).grads_bytes -
+                  rank_memory(mega.model, p, 0, HeadBuffers::kSharded, Runtime::kMegatron)
+                      .grads_bytes,
+              4 * params, 1e-3);
+  ds.model.precision = Precision::kFp16;  // the fp16 optimizer accumulates in place
+  mega.model.precision = Precision::kFp16;
+  EXPECT_EQ(evaluate_layout(ds, p).t_stage_s, evaluate_layout(mega, p).t_stage_s);
+}
+
+// Megatron-LM as Narayanan et al. 2021 ran it: no sequence parallelism, no selective
+// recomputation, no distributed optimizer (all three came later); otherwise priced as
+// --runtime megatron.
+TEST(LayoutEvaluate, Megatron2021RefusesWhatCameLaterAndPricesTheRestAsMegatron) {
+  const LayoutRequest mega = small_on("ib-2x8xa100", Runtime::kMegatron);
+  LayoutRequest old = mega;
+  old.runtime = Runtime::kMegatron2021;
+  layout::Plan p{.dp = 2,
+                 .pp = 4,
+                 .microbatches = 4,
+                 .schedule = layout::Schedule::kInterleaved,
+                 .virtual_stages = 2,
+                 .recompute = Recompute::kFull,
+                 .mesh = {2, 1},
+                 .strategy = Strategy::kMegatron};
+  const LayoutCandidate a = evaluate_layout(mega, p), b = evaluate_layout(old, p);
+  EXPECT_EQ(a.t_step_s, b.t_step_s);
+  EXPECT_EQ(a.memory.total_bytes(), b.memory.total_bytes());
+  p.recompute = Recompute::kSelective;
+  EXPECT_NE(error_of(old, p).find("recompute=selective: the megatron-2021 runtime"),
+            std::string::npos)
+      << error_of(old, p);
+  p.recompute = Recompute::kFull;
+  p.sequence_parallel = true;
+  EXPECT_NE(error_of(old, p).find("sequence parallelism: the megatron-2021 runtime"),
+            std::string::npos)
+      << error_of(old, p);
+  p.sequence_parallel = false;
+  p.zero = 1;
+  EXPECT_NE(error_of(old, p).find("zero=1: the megatron-2021 runtime"), std::string::npos)
+      << error_of(old, p);
+  for (const LayoutCandidate& c : search_layouts(old)) {
+    EXPECT_FALSE(c.plan.sequence_parallel) << c.plan;
+    EXPECT_NE(c.plan.strategy, Strategy::kTp1d) << c.plan;
+    EXPECT_NE(c.plan.recompute, Recompute::kSelective) << c.plan;
+    EXPECT_EQ(c.plan.zero, 0) << c.plan;
+  }
+}
+
+TEST(LayoutEvaluate, RuntimeSpellings) {
+  EXPECT_EQ(layout::parse_runtime("deepspeed"), Runtime::kDeepSpeed);
+  EXPECT_EQ(layout::parse_runtime("megatron-2021"), Runtime::kMegatron2021);
+  EXPECT_EQ(layout::parse_runtime("megatron:2021"), Runtime::kMegatron2021);
+  EXPECT_EQ(layout::parse_runtime("megatron"), Runtime::kMegatron);
+  EXPECT_EQ(layout::name(Runtime::kMegatron2021), "megatron-2021");
+  try {
+    layout::parse_runtime("megatron-2019");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("megatron-2019"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("deepspeed"), std::string::npos) << e.what();
+  }
 }
 
 TEST(LayoutEvaluate, MegatronSearchHasNoZeroAboveOne) {

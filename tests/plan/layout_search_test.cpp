@@ -150,6 +150,58 @@ TEST(LayoutSearch, InterleavedAndZeroTermsPricedByHand) {
   EXPECT_NEAR(c.t_dp_s, (8 + 1 + 3 * 8) * shard, 1e-12);
 }
 
+// DeepSpeed's pipeline engine by hand: its TrainSchedule (pipe/schedule.py) on pp 2, m 2,
+// forward 1 s, backward 2 s, a transfer of 1 MB at 1 GB/s + 10 µs (1.01 ms), blocking:
+//   step 0  stage 0 F0 (ends 1)                  stage 1 idle
+//   step 1  the pair exchanges F0's output (1)   stage 1 F0 (ends 2 + 1 transfer)
+//   step 2  stage 0 F1 (ends 2 + 1)              stage 1 B0 (ends 4 + 1)
+//   step 3  the pair exchanges two (B0's gradient, F1's output), from 4 + 1: stage 0 B0
+//           (ends 6 + 3), stage 1 F1 (ends 5 + 3)
+//   step 4  stage 0 idle                         stage 1 B1 (ends 7 + 3)
+//   step 5  the pair exchanges B1's gradient (1), from 7 + 3: stage 0 B1 (ends 9 + 4)
+// 9 s and 4 transfers exposed; busy 2·3 = 6 s, so the lockstep's idle share is 1/3. At the
+// flush, before the data-parallel all-reduce (dp 4, 8 MB: 2·3 steps of 2 MB, 12.06 ms), the
+// tied embedding's 2 MB gradient all-reduced between the first and the last stage on the
+// pipeline link: 2 steps of 1 MB, 2.02 ms.
+TEST(LayoutSearch, DeepSpeedPipelineAndFlushPricedByHand) {
+  EXPECT_NEAR(deepspeed_makespan(2, 2, 1, 2, 0.1), 9.4, 1e-12);
+  EXPECT_NEAR(deepspeed_makespan(2, 2, 1, 2, 0), 9, 1e-12);
+  // Transfers free, the lockstep loses nothing on even stages: a stage meets the neighbour
+  // after it its forward's end with that neighbour's backward's, which 1F1B waits for anyway:
+  // (m + p − 1)(F + B), 1F1B's.
+  EXPECT_NEAR(deepspeed_makespan(4, 8, 1, 1, 0), 11 * 2, 1e-12);
+  EXPECT_NEAR(deepspeed_makespan(4, 8, 1, 2, 0), 11 * 3, 1e-12);
+  // Each transfer on the chain: pp 4, m 8 exposes 32 of them (Megatron-LM: 2(m + p − 1) = 22).
+  EXPECT_NEAR(deepspeed_makespan(4, 8, 1, 2, 0.001) - 33, 32 * 0.001, 1e-9);
+  const RingParams link{.t_launch_s = 0, .l_sync_s = 1e-5, .bw_bytes_per_s = 1e9};
+  const LayoutTraffic traffic{.pipe = link,
+                              .data = link,
+                              .stream_bytes = 1e6,
+                              .params_bytes = 8e6,
+                              .tied_grad_bytes = 2e6};
+  LayoutCandidate c;
+  c.plan = {.dp = 4, .pp = 2, .microbatches = 2, .schedule = layout::Schedule::k1F1B};
+  c.t_stage_s = 3.0;
+  c.t_forward_s = 1.0;
+  c.runtime = layout::Runtime::kDeepSpeed;
+  price_layout(c, traffic);
+  EXPECT_NEAR(c.t_p2p_s, 4 * 1.01e-3, 1e-12);
+  EXPECT_NEAR(c.bubble, 1.0 / 3, 1e-12);
+  EXPECT_NEAR(c.t_dp_s, 6 * 2.01e-3 + 2 * 1.01e-3, 1e-12);
+  EXPECT_NEAR(c.t_step_s, 9 + 4 * 1.01e-3 + 6 * 2.01e-3 + 2 * 1.01e-3, 1e-9);
+  c.runtime = layout::Runtime::kMegatron;  // 1F1B: (m + p − 1)·3 s, 2(m + p − 1) transfers
+  price_layout(c, traffic);
+  EXPECT_NEAR(c.t_p2p_s, 6 * 1.01e-3, 1e-12);
+  EXPECT_NEAR(c.t_dp_s, 6 * 2.01e-3, 1e-12);  // no tied all-reduce priced for Megatron-LM
+  // Without a pipeline there is no lockstep and no tied group.
+  c.runtime = layout::Runtime::kDeepSpeed;
+  c.plan.pp = 1;
+  price_layout(c, traffic);
+  EXPECT_EQ(c.t_p2p_s, 0);
+  EXPECT_EQ(c.bubble, 0);
+  EXPECT_NEAR(c.t_dp_s, 6 * 2.01e-3, 1e-12);
+}
+
 // The data-parallel all-reduce as the runtime runs it (ZeRO 0): one bucket per block, each
 // started as the block's last backward ends, one at a time. No pipeline, one microbatch, a
 // stage of 1 s (forward 1/3 s, backward 2/3 s) of 4 blocks, 8 MB of parameters over dp = 2:

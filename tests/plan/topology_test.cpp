@@ -76,7 +76,7 @@ TEST(Presets, UnknownNamesListTheValidOnes) {
   }
   const std::string model = error_of([] { load_model("gpt4"); });
   EXPECT_NE(model.find("unknown model 'gpt4'"), std::string::npos) << model;
-  EXPECT_NE(model.find("atp-m1, atp-m2, atp-m3, atp-m4, gpt3-175b, korthikanti-1t, "
+  EXPECT_NE(model.find("atp-m1, atp-m2, atp-m3, atp-m4, bloom-176b, gpt3-175b, korthikanti-1t, "
                        "korthikanti-22b, llama3-405b, llama3-70b, llama3-8b, mixtral-8x22b, "
                        "mixtral-8x7b, mt-nlg-530b, qwen2-57b-a14b"),
             std::string::npos)
