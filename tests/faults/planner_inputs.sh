@@ -367,7 +367,11 @@ fi
 cases=$((cases + 1))
 tmp=$(mktemp -d "$work/tmpdir.XXXX")
 mkdir -p "$work/slow-python"
-printf '#!/bin/sh\n[ "$2" = --check ] && exit 0\nexec sleep 300\n' >"$work/slow-python/python3"
+# The hang is a copy of sleep under this trial's own path, so that looking for it afterwards
+# finds this trial's process and no other sleep on the machine.
+cp "$(command -v sleep)" "$work/slow-python/draw-forever"
+printf '#!/bin/sh\n[ "$2" = --check ] && exit 0\nexec "%s" 300\n' "$work/slow-python/draw-forever" \
+  >"$work/slow-python/python3"
 chmod +x "$work/slow-python/python3"
 (sleep 1; kill -INT "$(cat "$work/pid")") &
 TMPDIR=$tmp PATH="$work/slow-python:$PATH" timeout -k 5 60 bash -c 'echo $$ >"$0"; exec "$@"' "$work/pid" \
@@ -378,8 +382,7 @@ if [ "$got" -ne 130 ] || [ "$(wc -l <"$work/stderr")" -ne 1 ] ||
   ! grep -q "^error: --report .*: interrupted by signal 2: python3 was ended, nothing written" "$work/stderr"; then
   echo "FAIL Ctrl-C while --report draws: exit $got: $(cat "$work/stderr")"
   failures=$((failures + 1))
-elif [ -n "$(ls -A "$tmp")" ] || [ -n "$(ls -A "$outdir")" ] || pgrep -f "$work/slow-python" >/dev/null ||
-  pgrep -x -f "sleep 300" >/dev/null; then
+elif [ -n "$(ls -A "$tmp")" ] || [ -n "$(ls -A "$outdir")" ] || pgrep -f "$work/slow-python" >/dev/null; then
   echo "FAIL Ctrl-C while --report draws: left $(ls -A "$tmp" "$outdir") or its python3 running"
   failures=$((failures + 1))
 else
