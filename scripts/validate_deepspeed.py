@@ -25,11 +25,12 @@ Rows (none of them is used by any other validation script, and nothing is fitted
 Writes OUT/deepspeed.json and OUT/deepspeed.md and prints the table: a comparison, no pass
 criterion (docs/validation.md "DeepSpeed's pipeline engine" says where the error stays).
 """
-import argparse
 import json
 import os
 import subprocess
 import sys
+
+import validate_cli
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -95,14 +96,8 @@ def evaluate(cmd):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("out")
-    ap.add_argument("--meshtp", default=os.path.join(ROOT, "build", "src", "cli", "meshtp"))
-    args = ap.parse_args()
-    if not os.access(args.meshtp, os.X_OK):
-        sys.exit(f"error: no meshtp binary at '{args.meshtp}' (build first, or --meshtp PATH)")
+    args = validate_cli.parse_args(__doc__, "deepspeed")
     tmp = os.path.join(args.out, "deepspeed")
-    os.makedirs(tmp, exist_ok=True)
     rows = []
     for row in ROWS:
         name, source, _, _, nodes, inter, t, p, d, m, _, measured = row

@@ -42,11 +42,12 @@ Beside the row as it ran, a sweep of the schedule (1F1B, interleaved V = 2, 4, 8
 rest unchanged, and the layout as this project priced it before (the unfused core, ring CP,
 selective recomputation, 1F1B).
 """
-import argparse
 import json
 import os
 import subprocess
 import sys
+
+import validate_cli
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -77,13 +78,7 @@ def price(cmd):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("out")
-    ap.add_argument("--meshtp", default=os.path.join(ROOT, "build", "src", "cli", "meshtp"))
-    args = ap.parse_args()
-    if not os.access(args.meshtp, os.X_OK):
-        sys.exit(f"error: no meshtp binary at '{args.meshtp}' (build first, or --meshtp PATH)")
-    os.makedirs(args.out, exist_ok=True)
+    args = validate_cli.parse_args(__doc__)
     model = json.load(open(os.path.join(ROOT, "models", "llama3-405b.json")))
     rows = []
     for gpus, topology, tp, cp, pp, dp, seq, batch, published, recompute in RUNS:

@@ -22,11 +22,12 @@ probabilities; the planner's model of that memory is selective recomputation (th
 core's probabilities dropped and recomputed in the backward, as the fused kernel's backward
 does), so every row is priced with --recompute selective.
 """
-import argparse
 import json
 import os
 import subprocess
 import sys
+
+import validate_cli
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -90,13 +91,7 @@ def run(cmd):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("out")
-    ap.add_argument("--meshtp", default=os.path.join(ROOT, "build", "src", "cli", "meshtp"))
-    args = ap.parse_args()
-    if not os.access(args.meshtp, os.X_OK):
-        sys.exit(f"error: no meshtp binary at '{args.meshtp}' (build first, or --meshtp PATH)")
-    os.makedirs(args.out, exist_ok=True)
+    args = validate_cli.parse_args(__doc__)
     rows = []
     for r in RUNS:
         model = json.load(open(os.path.join(ROOT, "models", r["model"] + ".json")))

@@ -1,0 +1,20 @@
+"""What the validate_*.py scripts share: their command line (OUT, --meshtp) and the binary's
+check, written once."""
+import argparse
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def parse_args(doc, out_subdir=None):
+    """OUT and --meshtp (default: this checkout's build); refuses a missing binary and makes
+    OUT (or OUT/out_subdir) before returning the arguments."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("out")
+    ap.add_argument("--meshtp", default=os.path.join(ROOT, "build", "src", "cli", "meshtp"))
+    args = ap.parse_args()
+    if not os.access(args.meshtp, os.X_OK):
+        sys.exit(f"error: no meshtp binary at '{args.meshtp}' (build first, or --meshtp PATH)")
+    os.makedirs(os.path.join(args.out, out_subdir) if out_subdir else args.out, exist_ok=True)
+    return args
