@@ -75,6 +75,35 @@ class EquivalenceFixture : public ::testing::Test {
     return out;
   }
 
+  // `base` (10 steps, on its own layout, checkpointing into its directory) run whole, then
+  // for (save, resume) and the reverse: 4 steps saved on `save`, the last 6 resumed on
+  // `resume` must give the whole run's losses within `tolerance` (relative). `tag` names the
+  // checkpoint directories.
+  void expect_resumes_across(TrainConfig base, const layout::Plan& save,
+                             const layout::Plan& resume, double tolerance, const char* tag) {
+    base.checkpoint_dir = (dir_ / fmt::format("{}_whole", tag)).string();
+    const std::vector<double> whole = losses(world_, base);
+    int order = 0;
+    for (const auto& [a, b] : {std::pair{save, resume}, std::pair{resume, save}}) {
+      TrainConfig first = base;
+      first.model.layout = a;
+      first.checkpoint_dir = (dir_ / fmt::format("{}_{}", tag, order++)).string();
+      first.stop_after = 4;
+      losses(world_, first);
+      TrainConfig rest = first;
+      rest.model.layout = b;
+      rest.stop_after = 0;
+      rest.resume = true;
+      const std::vector<double> tail = losses(world_, rest);
+      ASSERT_EQ(tail.size(), 6u);
+      for (std::size_t t = 0; t < tail.size(); ++t) {
+        EXPECT_NEAR(tail[t], whole[t + 4], tolerance * whole[t + 4])
+            << "saved on " << layout_string(first) << ", resumed on " << layout_string(rest)
+            << ", step " << t + 5;
+      }
+    }
+  }
+
   comm::Communicator world_ = comm::Communicator::world();
   std::filesystem::path dir_;
 

@@ -243,26 +243,7 @@ TEST_F(LlamaEquivalence, ContextParallelCheckpointsResumeOnAnyLayout) {
                              .cp_comm = layout::CpComm::kA2a};
   const layout::Plan tensor{.mesh = {n, 1}};
   base.model.layout = tensor;
-  base.checkpoint_dir = (dir_ / "cp_whole").string();
-  const std::vector<double> whole = losses(world_, base);
-  for (const auto& [save, resume] : {std::pair{context, tensor}, std::pair{tensor, context}}) {
-    TrainConfig first = base;
-    first.model.layout = save;
-    first.checkpoint_dir = (dir_ / fmt::format("cp_{}", save.cp)).string();
-    first.stop_after = 4;
-    losses(world_, first);
-    TrainConfig rest = first;
-    rest.model.layout = resume;
-    rest.stop_after = 0;
-    rest.resume = true;
-    const std::vector<double> tail = losses(world_, rest);
-    ASSERT_EQ(tail.size(), 6u);
-    for (std::size_t t = 0; t < tail.size(); ++t) {
-      EXPECT_NEAR(tail[t], whole[t + 4], 1e-5 * whole[t + 4])
-          << "saved on " << layout_string(first) << ", resumed on " << layout_string(rest)
-          << ", step " << t + 5;
-    }
-  }
+  expect_resumes_across(base, context, tensor, 1e-5, "cp");
 }
 
 // GPT's layers (learned positions, LayerNorm, biases, multi-head attention) under context

@@ -468,26 +468,7 @@ TEST_F(TrainEquivalence, ZeroCheckpointsResumeOnAnyLayout) {
   const layout::Plan sharded{.dp = n, .zero = 2, .mesh = {1, 1}};
   const layout::Plan tensor{.mesh = {n, 1}};
   base.model.layout = tensor;
-  base.checkpoint_dir = (dir_ / "zero_whole").string();
-  const std::vector<double> whole = losses(world_, base);
-  for (const auto& [save, resume] : {std::pair{sharded, tensor}, std::pair{tensor, sharded}}) {
-    TrainConfig first = base;
-    first.model.layout = save;
-    first.checkpoint_dir = (dir_ / fmt::format("zero_{}", save.zero)).string();
-    first.stop_after = 4;
-    losses(world_, first);
-    TrainConfig rest = first;
-    rest.model.layout = resume;
-    rest.stop_after = 0;
-    rest.resume = true;
-    const std::vector<double> tail = losses(world_, rest);
-    ASSERT_EQ(tail.size(), 6u);
-    for (std::size_t t = 0; t < tail.size(); ++t) {
-      EXPECT_NEAR(tail[t], whole[t + 4], 1e-4 * whole[t + 4])
-          << "saved on " << layout_string(first) << ", resumed on " << layout_string(rest)
-          << ", step " << t + 5;
-    }
-  }
+  expect_resumes_across(base, sharded, tensor, 1e-4, "zero");
 }
 
 }  // namespace
