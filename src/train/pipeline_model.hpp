@@ -103,6 +103,9 @@ class PipelineModel {
   mesh::DeviceMesh mesh_;  // (dp, pp, cp, d1, d2)
   mesh::DeviceMesh tp_mesh_;
   mesh::DeviceMesh replicas_;  // (dp, cp): the gradient group
+  // (cp, d1, d2): a mixture of experts' folding group under context parallelism
+  // (GptConfig::fold_group); its experts' gradients reduce over dp alone (mesh_.dim_comm(0)).
+  mesh::DeviceMesh fold_;
   comm::Communicator tie_;  // pp ranks 0 and pp−1 (others: a group of their own)
   layout::PipelineSchedule schedule_;
   std::int64_t rows_ = 0, microbatch_rows_ = 0, seq_ = 0;

@@ -67,8 +67,11 @@ namespace meshtp::train {
 class DataParallel {
  public:
   // zero: 0–3. Stage 3 hooks itself into gpt (Gpt::set_before_layer).
+  // expert_dp: a mixture of experts folded over tp·cp (model/block.hpp): the ranks holding
+  // the same expert shard (the dp replicas), over which the expert weights' gradients reduce
+  // instead of dp_group — stage 0 only; null: every parameter over dp_group.
   DataParallel(model::Gpt& gpt, const comm::Communicator& dp_group, int zero,
-               const AdamWConfig& adamw);
+               const AdamWConfig& adamw, const comm::Communicator* expert_dp = nullptr);
   // The model's parameters were written whole (init): stage 3 keeps this replica's part of
   // every block's and frees the rest. Other stages: nothing.
   void parameters_written();
@@ -123,6 +126,7 @@ class DataParallel {
 
   model::Gpt& gpt_;
   const comm::Communicator& dp_;
+  const comm::Communicator* expert_dp_;  // or null: the experts' gradients over dp_
   int zero_;
   AdamWConfig adamw_config_;
   std::unique_ptr<AdamW> whole_;  // stage 0
