@@ -59,9 +59,9 @@ PipelineModel::PipelineModel(const comm::Communicator& world, const model::GptCo
     gpts_.push_back(std::make_unique<model::Gpt>(tp_mesh_, c));
     // Experts folded over tp·cp hold a shard of their own on each cp rank: the ranks holding
     // the same shard (the expert-data-parallel group) are the dp replicas alone.
-    const bool folded = p.cp > 1 && config.shape.is_moe();
+    fold_experts_ = p.cp > 1 && config.shape.is_moe();
     dps_.push_back(std::make_unique<DataParallel>(*gpts_.back(), replicas_.comm(), zero, adamw,
-                                                  folded ? &mesh_.dim_comm(0) : nullptr));
+                                                  fold_experts_ ? &mesh_.dim_comm(0) : nullptr));
   }
   for (const auto& g : gpts_) {
     if (!g->has_head()) scratch_out_ = Tensor({g->stream_floats()});

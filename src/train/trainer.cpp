@@ -239,7 +239,7 @@ TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
         summary.checkpoint = checkpoints->save(
             model.checkpoint_parts(true),
             {.step = step + 1, .seed = run.seed, .layout = layout_string(config)},
-            model.replica_rank(), model.pipeline_group());
+            model.checkpoint_gather_rank(), model.pipeline_group());
         model.checkpoint_done(true);
       }
       if (checkpoints) checkpoints->heartbeat();

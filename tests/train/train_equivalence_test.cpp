@@ -390,6 +390,60 @@ TEST_F(TrainEquivalence, MixtureOfExpertsResumesOnAnotherFolding) {
   }
 }
 
+// The same under context parallelism: a checkpoint written with the experts folded over tp·cp
+// (each expert split over all n ranks: ep 1 × etp n, over the tensor-parallel ranks first)
+// holds every expert whole, and resumes on other foldings — over cp alone (ep n), over the
+// tensor-parallel ranks without cp — and on one rank, continuing the uninterrupted curve.
+TEST_F(TrainEquivalence, MixtureOfExpertsResumesAcrossContextParallelFoldings) {
+  const int n = world_.size();
+  if (n == 1) GTEST_SKIP() << "context parallelism needs 2 ranks or more";
+  TrainConfig c = config();
+  c.steps = 12;
+  c.model.shape.num_experts = 8;
+  c.model.shape.top_k = 2;
+  c.model.shape.moe_ffn_hidden = 48;
+  c.model.shape.router_aux_loss = 0.01;
+  c.model.layout = {.mesh = {n / 2, 1}, .strategy = layout::Strategy::kMegatron,
+                    .sequence_parallel = n > 2, .attention = layout::Attention::kFused,
+                    .cp = 2, .ep = 1, .etp = n};
+  const std::vector<double> whole = losses(world_, c);
+  TrainConfig first = c;
+  first.checkpoint_dir = (dir_ / "moe_cp_ckpt").string();
+  first.stop_after = 6;
+  ASSERT_EQ(losses(world_, first).size(), 6u);
+  struct Other {
+    int ranks, d1, cp, ep, etp;
+  };
+  for (const Other o : {Other{n, 1, n, n, 1}, Other{n, n, 1, n, 1}, Other{1, 1, 1, 1, 0}}) {
+    const bool alone = o.ranks == 1;
+    const fs::path other_dir =
+        dir_ / (alone ? fmt::format("moe_cp_ckpt_alone_{}", world_.rank())
+                      : fmt::format("moe_cp_ckpt_{}x1_cp{}", o.d1, o.cp));
+    if (alone || world_.rank() == 0) {
+      fs::create_directories(other_dir);
+      fs::copy_file(fs::path(first.checkpoint_dir) / "checkpoint.safetensors",
+                    other_dir / "checkpoint.safetensors", fs::copy_options::overwrite_existing);
+    }
+    world_.barrier();
+    TrainConfig rest = c;
+    rest.resume = true;
+    rest.checkpoint_dir = other_dir.string();
+    rest.model.layout.mesh = {o.d1, 1};
+    rest.model.layout.sequence_parallel = o.d1 > 1;
+    rest.model.layout.cp = o.cp;
+    rest.model.layout.ep = o.ep;
+    rest.model.layout.etp = o.etp;
+    const comm::Communicator group = world_.split(alone ? world_.rank() : 0, 0);
+    const std::vector<double> tail = losses(group, rest);
+    ASSERT_EQ(tail.size(), 6u);
+    for (std::size_t t = 0; t < tail.size(); ++t) {
+      EXPECT_NEAR(tail[t], whole[t + 6], 1e-4 * whole[t + 6])
+          << "resumed on tp " << o.d1 << " × cp " << o.cp << ", ep " << o.ep << " × etp "
+          << o.etp << ", step " << t + 7;
+    }
+  }
+}
+
 // ZeRO over the data-parallel replicas and activation recomputation, alone and together
 // with tensor parallelism: the first 10 steps' losses equal the single-rank run's within
 // 1e-4 relative (the bar; later steps only compound fp32 reassociation).
