@@ -48,6 +48,10 @@
 // microbatch's [h0 … h4]: replica 1 adds its part into slots 3–5 of its own send buffer,
 // [h0, h1, h2, h3+g3+g3', h4+g4+g4', 0], and receives [g3+g3'+h3+h3', g4+g4'+h4+h4', pad].
 //
+// A mixture of experts folded over tp·cp (context parallelism, model/block.hpp): its expert
+// weights differ between the cp ranks, so stage 0 packs them apart and all-reduces them over
+// the expert-data-parallel group (the dp replicas) instead; their norm counts them over it.
+//
 // The global gradient norm counts every element once: Σ over owned parts of g²/r_tp (r_tp:
 // TP ranks holding a copy), summed over the world — for stage 0, Σ over everything of
 // g²/(r_tp·dp). Checkpoints stay layout-free: the moments are all-gathered into whole TP
