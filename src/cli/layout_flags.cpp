@@ -112,13 +112,14 @@ void LayoutFlags::add_to(CLI::App* app, unsigned which) {
     spelled_out.push_back(
         app->add_option("--ep", ep,
                         "A mixture of experts' expert-parallel size: the experts split over ep "
-                        "of the mesh N×1's ranks, ep × etp = N (default: ep = N, etp = 1)")
+                        "of the mesh N×1's ranks times the cp ranks, ep × etp = N·cp "
+                        "(default: ep = N·cp, etp = 1)")
             ->capture_default_str()
             ->check(integer_at_least(1)));
     spelled_out.push_back(
         app->add_option("--etp", etp,
                         "A mixture of experts' expert tensor-parallel size: each expert's width "
-                        "split over etp ranks (with --ep; ep × etp = N)")
+                        "split over etp ranks (with --ep; ep × etp = N·cp)")
             ->check(integer_at_least(1)));
   }
   spelled_out.push_back(

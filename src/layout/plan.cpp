@@ -168,20 +168,21 @@ void Plan::require_runtime(std::string_view where, bool runs_cp) const {
                "pipeline stages only; the planner prices uneven ones and exports them "
                "(--emit megatron)",
                where, first_stage_layers, last_stage_layers);
-  // The runtime folds the experts onto the tensor-parallel ranks (model/block.hpp): ep × etp
-  // = d1 on a mesh N×1 (ep = N, etp = 1 where the plan leaves them unset).
-  const bool runtime_experts = mesh[1] == 1 && ep * expert_tp() == mesh[0];
+  // The runtime folds the experts onto the tensor-parallel ranks of a stage, times its
+  // context-parallel ranks (model/block.hpp; Megatron-Core's MoE parallel folding): ep × etp
+  // = d1·cp on a mesh N×1 (ep = N·cp, etp = 1 where the plan leaves them unset).
+  const bool runtime_experts = mesh[1] == 1 && ep * expert_tp() == mesh[0] * cp;
   MESHTP_CHECK((ep == 1 && etp == 0) || runtime_experts,
-               "{}: ep={} etp={} on mesh {}x{}: meshtp's runtime folds the experts onto the "
-               "tensor-parallel ranks of a mesh N×1, ep × etp = N; the planner prices other "
-               "foldings (meshtp plan --3d --evaluate)",
-               where, ep, expert_tp(), mesh[0], mesh[1]);
+               "{}: ep={} etp={} on mesh {}x{} with cp={}: meshtp's runtime folds the experts "
+               "onto the tensor-parallel × context-parallel ranks of a mesh N×1, ep × etp = "
+               "N·cp = {}; the planner prices other foldings (meshtp plan --3d --evaluate)",
+               where, ep, expert_tp(), mesh[0], mesh[1], cp, mesh[0] * cp);
 }
 
 Plan Plan::as_runtime_runs(const ModelShape& shape) const {
   Plan p = *this;
   if (shape.is_moe() && ep == 1 && etp == 0) {
-    p.ep = mesh[0];  // as require_runtime: the runtime's MoE mesh is N×1
+    p.ep = mesh[0] * cp;  // as require_runtime: the experts fold onto N×1's N·cp ranks
     p.etp = 1;
   }
   return p;

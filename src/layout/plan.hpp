@@ -106,8 +106,8 @@ struct Plan {
   // "plan: cp=2 (ring): only `meshtp train` runs context parallelism (…)".
   void require_runtime(std::string_view where, bool runs_cp = false) const;
   // The plan as meshtp's runtime runs a model of this shape: a mixture of experts folded onto
-  // the tensor-parallel ranks (ep = d1, etp = 1; model/block.hpp) where the plan leaves ep and
-  // etp unset — what the memory model must price for a run of it.
+  // the tensor-parallel × context-parallel ranks (ep = d1·cp, etp = 1; model/block.hpp) where
+  // the plan leaves ep and etp unset — what the memory model must price for a run of it.
   Plan as_runtime_runs(const ModelShape& shape) const;
   const LinearPlan& linear(Linear l) const { return linears[static_cast<std::size_t>(l)]; }
   // The algorithm linear l runs (2D GeMM strategies).

@@ -48,9 +48,10 @@ StackBlock::Shards atp_shards(const layout::ModelShape& shape) {
   return shards;
 }
 
-// The experts' own mesh (ep, etp) over mesh dim 0's N = ep·etp ranks, etp the faster-varying
-// coordinate (Megatron-Core's expert rank order, tp before ep): the plan's, or (N, 1) — each
-// expert whole — where it leaves ep and etp unset. Empty for a dense block.
+// The experts' own mesh (ep, etp) over the N·cp = ep·etp ranks of mesh dim 0 and the
+// context-parallel group (BlockConfig::fold_group; mesh dim 0 alone when cp is 1), etp the
+// faster-varying coordinate (Megatron-Core's expert rank order, tp before ep): the plan's, or
+// (N·cp, 1) — each expert whole — where it leaves ep and etp unset. Empty for a dense block.
 std::vector<int> expert_mesh_shape(const BlockConfig& c, const std::vector<int>& mesh_shape) {
   if (!c.shape.is_moe()) return {};
   layout::Plan folded = c.layout;
@@ -59,8 +60,9 @@ std::vector<int> expert_mesh_shape(const BlockConfig& c, const std::vector<int>&
   return {folded.ep, folded.expert_tp()};
 }
 
-// The load-balancing loss's token set is the tokens of dim 0's ranks (one sequence-parallel
-// group's microbatch).
+// The load-balancing loss's token set is the tokens of the experts' ranks: dim 0's times the
+// context-parallel group's (one replica's microbatch under sequence parallelism; Megatron-Core
+// reduces the tokens per expert over tp×cp).
 parallel::MoeConfig moe_config(const layout::ModelShape& s) {
   return {.hidden = s.hidden, .experts = s.num_experts, .top_k = s.top_k,
           .ffn = s.expert_ffn(), .capacity_factor = s.capacity_factor,
@@ -132,11 +134,6 @@ void validate_cp(const BlockConfig& c, int ranks) {
                "cp={}: the context-parallel attention core is flash-style; it needs "
                "attention=fused (--attention fused), got {}",
                cp, c.layout.attention);
-  MESHTP_CHECK(!m.is_moe(),
-               "cp={} with num_experts={}: the runtime's mixture of experts balances its load "
-               "over a sequence-parallel group's whole tokens; it does not run with context "
-               "parallelism (the planner prices it)",
-               cp, m.num_experts);
   const std::int64_t heads = m.heads / ranks, kv = std::max<std::int64_t>(m.kv() / ranks, 1);
   const int u = layout::cp_a2a_size(c.layout.cp_comm, cp, static_cast<int>(heads));
   MESHTP_CHECK(c.layout.cp_comm != layout::CpComm::kA2a || heads % cp == 0,
@@ -222,11 +219,11 @@ void validate_atp_block(const BlockConfig& c, const std::vector<int>& mesh_shape
                  "got mesh {}{}",
                  s.num_experts, mesh, c.layout.sequence_parallel ? "" : " without it");
     const std::vector<int> experts = expert_mesh_shape(c, mesh_shape);
-    const int ep = experts[0], etp = experts[1];
-    MESHTP_CHECK(ep * etp == d1,
-                 "ep={} × etp={} = {} ranks, but the experts fold onto the N={} ranks of mesh {} "
-                 "(ep·etp must be N)",
-                 ep, etp, ep * etp, d1, mesh);
+    const int ep = experts[0], etp = experts[1], cp = c.layout.cp;
+    MESHTP_CHECK(ep * etp == d1 * cp,
+                 "ep={} × etp={} = {} ranks, but the experts fold onto the N·cp = {}·{} = {} "
+                 "ranks of mesh {} and the context-parallel group (ep·etp must be N·cp)",
+                 ep, etp, ep * etp, d1, cp, d1 * cp, mesh);
     MESHTP_CHECK(s.num_experts % ep == 0,
                  "num_experts={} is not divisible by the expert-parallel size ep={} (mesh {})",
                  s.num_experts, ep, mesh);
@@ -243,7 +240,8 @@ void validate_atp_block(const BlockConfig& c, const std::vector<int>& mesh_shape
 
 Block::Block(const mesh::DeviceMesh& mesh, const BlockConfig& config)
     : StackBlock(mesh, validated(config, mesh.shape()).shape, atp_shards(config.shape),
-                 expert_mesh_shape(config, mesh.shape())),
+                 expert_mesh_shape(config, mesh.shape()),
+                 config.layout.cp > 1 ? config.fold_group : nullptr),
       config_(config),
       ln_group_(config.layout.sequence_parallel ? nullptr : &mesh.dim_comm(1)),
       local_heads_(config.shape.heads / mesh.size()),
@@ -265,7 +263,7 @@ Block::Block(const mesh::DeviceMesh& mesh, const BlockConfig& config)
     moe_ = std::make_unique<parallel::ExpertParallelMoe>(
         moe_config(config.shape),
         parallel::MoeGroups{expert_mesh_->dim_comm(0), expert_mesh_->dim_comm(1),
-                            mesh.dim_comm(0)});
+                            config.layout.cp > 1 ? expert_mesh_->comm() : mesh.dim_comm(0)});
   }
   const std::int64_t rows = stream_layout().rows();
   ln1_mean_ = buffer(rms() ? 0 : rows);  // RMSNorm keeps r (in rstd) only

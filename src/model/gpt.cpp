@@ -33,7 +33,8 @@ void validate(const GptConfig& config, const std::vector<int>& tp_mesh_shape) {
 }
 
 StackConfig stack_config(const GptConfig& c) {
-  return {.block = {.shape = c.shape, .layout = c.layout, .cp_group = c.cp_group},
+  return {.block = {.shape = c.shape, .layout = c.layout, .cp_group = c.cp_group,
+                    .fold_group = c.fold_group},
           .first_layer = c.stage * stage_layers(c),
           .layers = stage_layers(c)};
 }
@@ -302,8 +303,11 @@ void Gpt::backward(float dloss, const std::function<void(int layer)>& on_layer_d
   } else {
     copy_stream(dout, stack_->grad_output().span(), "gradient");
   }
-  // A mixture of experts' load-balancing losses are weighted as the loss is: L = dloss·(CE + aux).
-  stack_->set_aux_weight(dloss);
+  // A mixture of experts' load-balancing losses are weighted as the loss is: L = dloss·(CE +
+  // aux). Under context parallelism dloss also averages over the cp ranks (each holds 1/cp of
+  // the tokens, its CE their mean), but one aux spans the whole tp·cp group and each rank's
+  // backward gives its own tokens' share of its gradient, summed over cp: hence ·cp.
+  stack_->set_aux_weight(static_cast<double>(dloss) * config_.layout.cp);
   stack_->backward(on_layer_done);
   if (!has_embedding()) {
     copy_stream(stack_->grad_input().span(), din, "input gradient");

@@ -72,6 +72,9 @@ struct GptConfig {
   // whole b·s tokens and picks rows cp_token_of_row of them; the loss is the mean over those
   // b·s/cp tokens (the trainer averages it over cp as over dp).
   const comm::Communicator* cp_group = nullptr;
+  // A mixture of experts under context parallelism: the stage's tensor-parallel × context-
+  // parallel ranks the experts fold onto (BlockConfig::fold_group); not owned.
+  const comm::Communicator* fold_group = nullptr;
 };
 
 // Pipeline stages of a plan (pp·virtual_stages) and the blocks of one of them.
@@ -137,6 +140,9 @@ class Gpt {
   Tensor& value(int p);
   Tensor& grad(int p);
   int replicas(int p) const;  // TP ranks holding a copy of each element
+  // A mixture of experts' expert weights (Stack::on_expert_mesh): under context parallelism
+  // folded over tp·cp, their gradients reduce over dp alone (train/zero.hpp).
+  bool on_expert_mesh(int p) const { return extra(p) < 0 && stack_->on_expert_mesh(p); }
   // Per local element, its share of the global gradient norm where p holds copies of some
   // elements (replicated KV heads: Stack::norm_weight), else null (1/replicas(p) each).
   const Tensor* norm_weight(int p) const { return extra(p) < 0 ? stack_->norm_weight(p) : nullptr; }

@@ -59,10 +59,17 @@ namespace meshtp::model {
 //                    local_tokens() = b·s/cp rows: per batch chunk of b/chunks sequences,
 //                    chunk-major as the layer's (chunk r of every sequence, then chunk
 //                    2·cp−1−r; cp_token_of_row). Null when cp is 1. Not owned.
+//   fold_group       a mixture of experts under context parallelism: the d1·d2·cp ranks of
+//                    the mesh and the cp group together, ordered r_cp·d1·d2 + this rank's
+//                    mesh rank (tensor-parallel ranks fastest). The experts fold onto them
+//                    (ep·etp = d1·cp, etp fastest: Megatron-Core's MoE parallel folding) and
+//                    the load-balancing loss counts their tokens. Unused when cp is 1. Not
+//                    owned.
 struct BlockConfig {
   layout::ModelShape shape{};
   layout::Plan layout{};
   const comm::Communicator* cp_group = nullptr;
+  const comm::Communicator* fold_group = nullptr;
 
   // The token rows this rank's block holds: b·s, or its share b·s/cp.
   std::int64_t local_tokens() const { return shape.batch * shape.seq / layout.cp; }
@@ -84,9 +91,11 @@ class StackBlock {
   // shards[p]: how parameter p (BlockParam order) of a block of this model (its table:
   // model/params.hpp block_param_table) lies on the mesh. expert_mesh: the shape (ep, etp) of
   // the experts' own mesh over the same ranks (parallel::on_expert_mesh kinds), for a
-  // mixture-of-experts block; empty otherwise. Collective over mesh when not empty.
+  // mixture-of-experts block; empty otherwise. fold: the ranks the experts fold onto when
+  // they are more than the mesh's (context parallelism: BlockConfig::fold_group), null for
+  // the mesh's own. Collective over mesh (or fold) when expert_mesh is not empty.
   StackBlock(const mesh::DeviceMesh& mesh, const layout::ModelShape& shape, const Shards& shards,
-             const std::vector<int>& expert_mesh = {});
+             const std::vector<int>& expert_mesh = {}, const comm::Communicator* fold = nullptr);
   virtual ~StackBlock() = default;
   StackBlock(const StackBlock&) = delete;
   StackBlock& operator=(const StackBlock&) = delete;
@@ -128,7 +137,7 @@ class StackBlock {
  protected:
   virtual void bound() {}  // after bind: hand the spans on (ATP's linears keep their own)
   const mesh::DeviceMesh* mesh_;
-  std::unique_ptr<mesh::DeviceMesh> expert_mesh_;  // (ep, etp) over mesh_'s ranks, or null
+  std::unique_ptr<mesh::DeviceMesh> expert_mesh_;  // (ep, etp) over mesh_'s (or fold's) ranks, or null
   std::array<std::span<float>, kBlockParams> p_{}, g_{};
   double aux_weight_ = 0.0;
 

@@ -11,12 +11,21 @@
 
 namespace meshtp::model {
 StackBlock::StackBlock(const mesh::DeviceMesh& mesh, const layout::ModelShape& shape,
-                       const Shards& shards, const std::vector<int>& expert_mesh)
+                       const Shards& shards, const std::vector<int>& expert_mesh,
+                       const comm::Communicator* fold)
     : mesh_(&mesh), shards_(shards) {
   if (!expert_mesh.empty()) {
+    const comm::Communicator& over = fold != nullptr ? *fold : mesh.comm();
+    MESHTP_CHECK(expert_mesh.at(0) * expert_mesh.at(1) == over.size(),
+                 "the experts' mesh ep={} × etp={} = {} ranks, but they fold onto {} ({} of "
+                 "them)",
+                 expert_mesh[0], expert_mesh[1], expert_mesh[0] * expert_mesh[1],
+                 fold != nullptr ? "the tensor-parallel × context-parallel group"
+                                 : "the tensor-parallel mesh",
+                 over.size());
     expert_mesh_ = std::make_unique<mesh::DeviceMesh>(
-        mesh.is_alone() ? mesh::DeviceMesh::alone(expert_mesh, mesh.rank())
-                        : mesh::DeviceMesh(mesh.comm(), expert_mesh));
+        mesh.is_alone() ? mesh::DeviceMesh::alone(expert_mesh, over.rank())
+                        : mesh::DeviceMesh(over, expert_mesh));
   }
   const auto table = block_param_table(0, shape);
   for (std::size_t p = 0; p < shards.size(); ++p) {  // an absent slot: an empty span

@@ -89,6 +89,10 @@ class Stack {
   // The mesh parameter p is sharded on (StackBlock::param_mesh): the attention's, or the
   // experts' own for a mixture of experts' weights.
   const mesh::DeviceMesh& param_mesh(int p) const;
+  // Whether parameter p lies on the experts' own mesh (a mixture of experts' expert weights).
+  bool on_expert_mesh(int p) const {
+    return parallel::on_expert_mesh(table_.at(static_cast<std::size_t>(p)).shard);
+  }
   // The block of parameter p's layer (its kind's: model/layer_blocks.hpp).
   const StackBlock& param_block(int p) const {
     return blocks_.of_layer(layer_.at(static_cast<std::size_t>(p)));

@@ -290,6 +290,17 @@ MemoryEstimate combine(double a, const MemoryEstimate& x, double b, const Memory
 // sharding them over edp), what they keep for the backward (top_k assignments per token:
 // moe_floats, × the microbatches in flight as the dense layers' kept sets) and the exchange
 // buffers. Balanced routing (the imbalance is priced in time, not memory).
+// meshtp's context-parallel core: the layer's buffers while one block's core runs, beyond the
+// flash-attention scratch a block keeps without it (the layer's is per call).
+double cp_core_extra_floats(const ModelSpec& mb, const layout::Plan& p, layout::Runtime runtime) {
+  if (p.cp == 1 || runtime != layout::Runtime::kMeshtp) return 0.0;
+  return cp_layer_floats(mb, p) -
+         op_costs::flash_attention_scratch_floats(
+             static_cast<double>(mb.seq), static_cast<double>(mb.seq),
+             static_cast<double>(mb.hidden) / static_cast<double>(mb.heads),
+             op_costs::kFlashBlockQ, op_costs::kFlashBlockK);
+}
+
 MemoryEstimate moe_rank_memory(const ModelSpec& model, const layout::Plan& p, int pipeline_rank,
                                HeadBuffers head, std::span<const PipelineBuffers> pipeline,
                                layout::Runtime runtime) {
@@ -328,10 +339,12 @@ MemoryEstimate moe_rank_memory(const ModelSpec& model, const layout::Plan& p, in
                                     : static_cast<double>(moe_layers));
   out.activations_bytes += e * kept_layers * f.kept;
   // The experts' exchange and scratch live only inside a MoE layer's forward or backward; the
-  // head's and the embedding's gather of the residual stream only outside the stack (one at a
-  // time, counted in the dense part): the peak holds the larger of the two, not both.
+  // head's and the embedding's gather of the residual stream only outside the stack, and the
+  // context-parallel core's buffers only inside the attention (each counted in the dense
+  // part): the peak holds the larger, not all.
   out.workspace_bytes +=
-      e * std::max(0.0, f.buffers - stream_gather_peak(mb, p, pipeline_rank, head));
+      e * std::max(0.0, f.buffers - stream_gather_peak(mb, p, pipeline_rank, head) -
+                            cp_core_extra_floats(mb, p, runtime));
   // Full recomputation in meshtp's runtime keeps one block object per kind of layer
   // (model/layer_blocks.hpp): with dense and MoE layers both, a dense block and a MoE block,
   // each holding a layer's activations while it re-runs. The mix above counted one block,
@@ -551,14 +564,7 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
   }
   // meshtp's context-parallel core: the layer's buffers while one block's core runs; the
   // block keeps no flash-attention scratch of its own then (the layer's is per call).
-  if (p.cp > 1 && runtime == layout::Runtime::kMeshtp) {
-    buffers += cp_layer_floats(mb, p) -
-               op_costs::flash_attention_scratch_floats(static_cast<double>(mb.seq),
-                                                        static_cast<double>(mb.seq),
-                                                        h / static_cast<double>(mb.heads),
-                                                        op_costs::kFlashBlockQ,
-                                                        op_costs::kFlashBlockK);
-  }
+  buffers += cp_core_extra_floats(mb, p, runtime);
   out.activations_bytes = e * activations;
   out.workspace_bytes = e * buffers + gemm2d_buffer_bytes(mb, p);
   return out;

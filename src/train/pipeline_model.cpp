@@ -36,6 +36,7 @@ PipelineModel::PipelineModel(const comm::Communicator& world, const model::GptCo
     : mesh_(layout_mesh(world, config.layout)),
       tp_mesh_(mesh_.submesh({3, 4})),
       replicas_(mesh_.submesh({0, 2})),
+      fold_(mesh_.submesh({2, 3, 4})),
       tie_(tie_group(mesh_, config.layout.pp)),
       schedule_(layout::make_schedule(config.layout.schedule, config.layout.pp,
                                       config.layout.microbatches, config.layout.virtual_stages)) {
@@ -51,9 +52,16 @@ PipelineModel::PipelineModel(const comm::Communicator& world, const model::GptCo
     model::GptConfig c = config;
     c.shape.batch = microbatch_rows_;
     c.stage = k * p.pp + mesh_.coord(1);
-    if (p.cp > 1) c.cp_group = &mesh_.dim_comm(2);
+    if (p.cp > 1) {
+      c.cp_group = &mesh_.dim_comm(2);
+      c.fold_group = &fold_.comm();
+    }
     gpts_.push_back(std::make_unique<model::Gpt>(tp_mesh_, c));
-    dps_.push_back(std::make_unique<DataParallel>(*gpts_.back(), replicas_.comm(), zero, adamw));
+    // Experts folded over tp·cp hold a shard of their own on each cp rank: the ranks holding
+    // the same shard (the expert-data-parallel group) are the dp replicas alone.
+    fold_experts_ = p.cp > 1 && config.shape.is_moe();
+    dps_.push_back(std::make_unique<DataParallel>(*gpts_.back(), replicas_.comm(), zero, adamw,
+                                                  fold_experts_ ? &mesh_.dim_comm(0) : nullptr));
   }
   for (const auto& g : gpts_) {
     if (!g->has_head()) scratch_out_ = Tensor({g->stream_floats()});

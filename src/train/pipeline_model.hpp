@@ -74,6 +74,10 @@ class PipelineModel {
   // them (0: the replica whose TP ranks write a checkpoint).
   const comm::Communicator& dp_group() const { return replicas_.comm(); }
   int replica_rank() const { return replicas_.rank(); }
+  // 0 on the ranks that gather a checkpoint's tensors (train/checkpoint.hpp's dp_rank):
+  // replica 0's cp rank 0 — or every cp rank of replica 0 where a mixture of experts folds
+  // over tp·cp (the experts' gather spans them).
+  int checkpoint_gather_rank() const { return fold_experts_ ? dp_rank() : replica_rank(); }
   std::int64_t replica_rows() const { return rows_; }  // B/dp
   std::int64_t global_parameters() const;               // every element once (collective)
 
@@ -103,6 +107,10 @@ class PipelineModel {
   mesh::DeviceMesh mesh_;  // (dp, pp, cp, d1, d2)
   mesh::DeviceMesh tp_mesh_;
   mesh::DeviceMesh replicas_;  // (dp, cp): the gradient group
+  // (cp, d1, d2): a mixture of experts' folding group under context parallelism
+  // (GptConfig::fold_group); its experts' gradients reduce over dp alone (mesh_.dim_comm(0)).
+  mesh::DeviceMesh fold_;
+  bool fold_experts_ = false;  // cp > 1 and a mixture of experts
   comm::Communicator tie_;  // pp ranks 0 and pp−1 (others: a group of their own)
   layout::PipelineSchedule schedule_;
   std::int64_t rows_ = 0, microbatch_rows_ = 0, seq_ = 0;

@@ -23,6 +23,11 @@ struct DataParallel::Bucket {
   Tensor value, m, v;     // stage ≥ 1: this replica's part of the values and moments
   std::span<float> own_grad;  // stage ≥ 1: the summed part (in buffer, or grad)
   comm::Request request;
+  // A mixture of experts folded over tp·cp (stage 0): the expert weights of the block, packed
+  // and summed over the expert-data-parallel group instead.
+  std::vector<int> expert_params;
+  Tensor expert_buffer;
+  comm::Request expert_request;
   comm::Request gather;       // stage 3: the parameters' all-gather (prefetch)
   bool whole = true;          // stage 3: the model holds this bucket's parameters
   int reductions = 0;         // stage ≥ 2: microbatches reduced into `grad` this step
@@ -54,9 +59,13 @@ void copy_floats(const float* from, std::int64_t n, float* to) {
 }  // namespace
 
 DataParallel::DataParallel(model::Gpt& gpt, const comm::Communicator& dp_group, int zero,
-                           const AdamWConfig& adamw)
-    : gpt_(gpt), dp_(dp_group), zero_(zero), adamw_config_(adamw) {
+                           const AdamWConfig& adamw, const comm::Communicator* expert_dp)
+    : gpt_(gpt), dp_(dp_group), expert_dp_(expert_dp), zero_(zero), adamw_config_(adamw) {
   MESHTP_CHECK(zero >= 0 && zero <= 3, "zero={} must be 0, 1, 2 or 3", zero);
+  MESHTP_CHECK(expert_dp == nullptr || zero == 0,
+               "zero={}: the experts' gradients reduce over their own {} ranks, the rest over "
+               "{}; ZeRO shards over one group only: use --zero 0",
+               zero, expert_dp != nullptr ? expert_dp->size() : 0, dp_group.size());
   MESHTP_CHECK(zero == 0 || dp_group.size() > 1,
                "zero={} shards over the data-parallel replicas, but dp=1: use --dp > 1 or --zero 0",
                zero);
@@ -65,8 +74,17 @@ DataParallel::DataParallel(model::Gpt& gpt, const comm::Communicator& dp_group, 
   for (int p = 0; p < gpt.num_params(); ++p) {
     const int bucket = gpt.grad_layer(p) < 0 ? layers : gpt.grad_layer(p);
     Bucket& b = buckets_[static_cast<std::size_t>(bucket)];
+    if (expert_dp_ != nullptr && gpt.on_expert_mesh(p)) {
+      b.expert_params.push_back(p);
+      continue;
+    }
     b.params.push_back(p);
     b.size += gpt.grad(p).numel();
+  }
+  for (Bucket& b : buckets_) {
+    std::int64_t n = 0;
+    for (const int p : b.expert_params) n += gpt.grad(p).numel();
+    if (n > 0 && expert_dp_->size() > 1) b.expert_buffer = Tensor({n});
   }
   for (int p = 0; p < gpt.num_params(); ++p) shapes_.push_back(gpt.value(p).shape());
   const int dp = dp_.size(), r = dp_.rank();
@@ -176,15 +194,26 @@ DataParallel::~DataParallel() = default;
 std::vector<ParamRef> DataParallel::refs(int dp_factor, bool with_grads) const {
   std::vector<ParamRef> out;
   for (int p = 0; p < gpt_.num_params(); ++p) {
+    const bool expert = expert_dp_ != nullptr && gpt_.on_expert_mesh(p);
     out.push_back({gpt_.name(p), &gpt_.value(p), with_grads ? &gpt_.grad(p) : &gpt_.value(p),
-                   gpt_.decays(p), gpt_.replicas(p) * dp_factor, gpt_.norm_weight(p)});
+                   gpt_.decays(p), gpt_.replicas(p) * (expert ? expert_dp_->size() : dp_factor),
+                   gpt_.norm_weight(p)});
   }
   return out;
 }
 
 void DataParallel::start(int bucket) {
-  if (dp_.size() == 1) return;
   Bucket& b = buckets_.at(static_cast<std::size_t>(bucket));
+  if (!b.expert_buffer.empty()) {  // stage 0 (the constructor's check)
+    float* out = b.expert_buffer.data();
+    for (const int p : b.expert_params) {
+      const Tensor& g = gpt_.grad(p);
+      copy_floats(g.data(), g.numel(), out);
+      out += g.numel();
+    }
+    b.expert_request = expert_dp_->iall_reduce(b.expert_buffer.values());
+  }
+  if (dp_.size() == 1) return;
   if (transient(bucket)) {
     if (in_flight_ >= 0) wait_reduction(in_flight_);  // one in flight; frees its buffer
     wait_reduction(bucket);  // this block's previous microbatch (normally done already)
@@ -217,6 +246,7 @@ void DataParallel::start(int bucket) {
   // backward makes none, so each new bucket also pokes the ones already in flight.
   for (Bucket& other : buckets_) {
     if (other.request.pending()) other.request.test();
+    if (other.expert_request.pending()) other.expert_request.test();
   }
 }
 
@@ -237,6 +267,16 @@ void DataParallel::backward_done() {
 }
 
 void DataParallel::finish() {
+  for (Bucket& b : buckets_) {
+    if (b.expert_buffer.empty()) continue;
+    b.expert_request.wait();
+    const float* in = b.expert_buffer.data();
+    for (const int p : b.expert_params) {
+      Tensor& g = gpt_.grad(p);
+      copy_floats(in, g.numel(), g.data());
+      in += g.numel();
+    }
+  }
   if (dp_.size() == 1) return;
   backward_done();
   const ScopedSpan span(zero_ >= 2 ? "grad_reduce_scatter_wait" : "grad_allreduce_wait",

@@ -48,6 +48,10 @@
 // microbatch's [h0 … h4]: replica 1 adds its part into slots 3–5 of its own send buffer,
 // [h0, h1, h2, h3+g3+g3', h4+g4+g4', 0], and receives [g3+g3'+h3+h3', g4+g4'+h4+h4', pad].
 //
+// A mixture of experts folded over tp·cp (context parallelism, model/block.hpp): its expert
+// weights differ between the cp ranks, so stage 0 packs them apart and all-reduces them over
+// the expert-data-parallel group (the dp replicas) instead; their norm counts them over it.
+//
 // The global gradient norm counts every element once: Σ over owned parts of g²/r_tp (r_tp:
 // TP ranks holding a copy), summed over the world — for stage 0, Σ over everything of
 // g²/(r_tp·dp). Checkpoints stay layout-free: the moments are all-gathered into whole TP
@@ -67,8 +71,11 @@ namespace meshtp::train {
 class DataParallel {
  public:
   // zero: 0–3. Stage 3 hooks itself into gpt (Gpt::set_before_layer).
+  // expert_dp: a mixture of experts folded over tp·cp (model/block.hpp): the ranks holding
+  // the same expert shard (the dp replicas), over which the expert weights' gradients reduce
+  // instead of dp_group — stage 0 only; null: every parameter over dp_group.
   DataParallel(model::Gpt& gpt, const comm::Communicator& dp_group, int zero,
-               const AdamWConfig& adamw);
+               const AdamWConfig& adamw, const comm::Communicator* expert_dp = nullptr);
   // The model's parameters were written whole (init): stage 3 keeps this replica's part of
   // every block's and frees the rest. Other stages: nothing.
   void parameters_written();
@@ -123,6 +130,7 @@ class DataParallel {
 
   model::Gpt& gpt_;
   const comm::Communicator& dp_;
+  const comm::Communicator* expert_dp_;  // or null: the experts' gradients over dp_
   int zero_;
   AdamWConfig adamw_config_;
   std::unique_ptr<AdamW> whole_;  // stage 0

@@ -133,6 +133,69 @@ TEST(ContextParallelModel, LossAndGradientsEqualTheOneRankModel) {
   }
 }
 
+// A mixture of experts under context parallelism (Megatron-Core's MoE parallel folding): the
+// experts fold over the cp ranks (here the whole fold group: 1×1 meshes), ep = n each expert
+// whole or ep 1 × etp n each split; each rank dispatches its own zigzag tokens, the
+// load-balancing loss counts all of them (the one-rank model's set), weighted dloss·cp. The
+// dense parameters' gradients are summed over cp as above; the experts' are shards of one
+// gradient, gathered whole. Both equal the one-rank model's (whose MoE backward
+// model_moe_grad_test checks by finite differences).
+TEST(ContextParallelModel, MixtureOfExpertsEqualsTheOneRankModel) {
+  const auto world = comm::Communicator::world();
+  const int n = world.size();
+  if (n < 2) GTEST_SKIP() << "context parallelism needs 2 ranks or more";
+  const mesh::DeviceMesh solo(world.split(world.rank(), 0), {1, 1});
+  GptConfig base = gpt_config();
+  base.shape.num_experts = 4;
+  base.shape.top_k = 2;
+  base.shape.moe_ffn_hidden = 16;
+  base.shape.router_aux_loss = 0.01;
+  base.layout.strategy = layout::Strategy::kMegatron;
+  base.layout.attention = layout::Attention::kFused;
+  const std::vector<std::int32_t> tokens = random_ids(base.shape.tokens(), 11);
+  const std::vector<std::int32_t> targets = random_ids(base.shape.tokens(), 12);
+  Gpt one(solo, base);
+  one.init(4);
+  const double want = one.forward(tokens, targets);
+  one.zero_grads();
+  one.backward();
+  for (const int etp : {0, n}) {
+    GptConfig c = base;
+    c.layout.cp = n;
+    c.layout.etp = etp;
+    c.cp_group = &world;
+    c.fold_group = &world;
+    Gpt gpt(solo, c);
+    gpt.init(4);
+    double got = gpt.forward(tokens, targets);
+    world.all_reduce(std::span<double>(&got, 1));
+    got /= n;
+    gpt.zero_grads();
+    gpt.backward(1.0f / static_cast<float>(n));
+    EXPECT_NEAR(got, want, 1e-6 * std::abs(want)) << "etp " << etp;
+    int experts = 0;
+    for (int p = 0; p < gpt.num_params(); ++p) {
+      Tensor g = gpt.grad(p);
+      if (gpt.on_expert_mesh(p)) {
+        g = gpt.gather(p, g);
+        ++experts;
+      } else {
+        world.all_reduce(g.values());
+      }
+      const auto a = g.values();
+      const auto b = one.grad(p).values();
+      ASSERT_EQ(a.size(), b.size()) << gpt.name(p);
+      double scale = 0, diff = 0;
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        scale = std::max(scale, static_cast<double>(std::abs(b[i])));
+        diff = std::max(diff, static_cast<double>(std::abs(a[i] - b[i])));
+      }
+      EXPECT_LE(diff, 1e-5 * scale + 1e-9) << "etp " << etp << " " << gpt.name(p);
+    }
+    EXPECT_EQ(experts, 2) << "etp " << etp;  // fc1 and fc2 of the one layer
+  }
+}
+
 TEST(ContextParallelModel, FiniteDifferencesMatchBackward) {
   const auto world = comm::Communicator::world();
   const int n = world.size();

@@ -34,11 +34,12 @@ class TrainEquivalence : public test::EquivalenceFixture {
   }
 
   // A mixture of experts' layout: the experts folded onto a mesh d1×1 with sequence
-  // parallelism (ep × etp = d1; unset: ep = d1, etp = 1) and what runs around it.
+  // parallelism and the cp context-parallel ranks (ep × etp = d1·cp; unset: ep = d1·cp,
+  // etp = 1) and what runs around it.
   struct MoeLayout {
     int dp, pp, d1;
     layout::Recompute recompute = layout::Recompute::kNone;
-    int zero = 0, ep = 1, etp = 0, chunks = 1;
+    int zero = 0, ep = 1, etp = 0, chunks = 1, cp = 1;
   };
   // Each layout of `base` (a MoE model with its load-balancing loss on) against the serial
   // run: with the loss on where the loss's token sets are the serial run's (dp = 1, one
@@ -56,13 +57,17 @@ class TrainEquivalence : public test::EquivalenceFixture {
                         .recompute = l.recompute, .mesh = {l.d1, 1},
                         .strategy = layout::Strategy::kMegatron, .chunks = l.chunks,
                         .sequence_parallel = l.d1 > 1, .ep = l.ep, .etp = l.etp};
+      if (l.cp > 1) {  // the context-parallel core is flash-style (model/block.hpp)
+        c.model.layout.attention = layout::Attention::kFused;
+        c.model.layout.cp = l.cp;
+      }
       const std::vector<double> got = losses(world_, c);
       ASSERT_EQ(got.size(), serial.size());
       const auto [early, late] = drift(got, same_token_sets ? serial : serial_no_aux);
       const std::string name = fmt::format(
-          "{} dp={} pp={} tp={} ep×etp={}×{} zero={} chunks={} recompute={}{}", label, l.dp,
-          l.pp, l.d1, l.etp > 0 ? l.ep : l.d1, l.etp > 0 ? l.etp : 1, l.zero, l.chunks,
-          l.recompute, same_token_sets ? "" : " (no aux)");
+          "{} dp={} pp={} tp={} cp={} ep×etp={}×{} zero={} chunks={} recompute={}{}", label,
+          l.dp, l.pp, l.d1, l.cp, l.etp > 0 ? l.ep : l.d1 * l.cp, l.etp > 0 ? l.etp : 1, l.zero,
+          l.chunks, l.recompute, same_token_sets ? "" : " (no aux)");
       EXPECT_LE(early, 1e-4) << name;
       EXPECT_LE(late, 1e-3) << name;
       if (world_.rank() == 0) {
@@ -193,6 +198,36 @@ TEST_F(TrainEquivalence, MixtureOfExpertsGivesTheSerialLossCurve) {
     layouts.push_back({.dp = 1, .pp = 1, .d1 = 4, .ep = 2, .etp = 2});
     layouts.push_back({2, 1, 2, R::kNone, 1, 1, 2});  // etp with data parallelism and ZeRO
     layouts.push_back({1, 2, 2, R::kFull, 0, 1, 2});  // etp with pipeline stages
+  }
+  expect_moe_layouts_match_serial("moe", base, layouts);
+}
+
+// A mixture of experts under context parallelism (Megatron-Core's MoE parallel folding, Liu et
+// al. 2025): the experts fold over a stage's tp·cp ranks (ep × etp = d1·cp, etp the faster
+// coordinate over the tensor-parallel ranks first), each rank dispatching its own zigzag
+// tokens; the load-balancing loss counts the tp·cp group's tokens — one replica's microbatch,
+// the serial run's set where dp = 1 — and the experts' gradients reduce over dp alone, the
+// rest over dp·cp.
+TEST_F(TrainEquivalence, MixtureOfExpertsUnderContextParallelismGivesTheSerialLossCurve) {
+  const int n = world_.size();
+  if (n < 2) GTEST_SKIP() << "context parallelism needs 2 ranks or more";
+  TrainConfig base = config();
+  base.steps = 15;
+  base.model.shape.num_experts = 8;
+  base.model.shape.top_k = 2;
+  base.model.shape.moe_ffn_hidden = 48;
+  base.model.shape.router_aux_loss = 0.01;
+  std::vector<MoeLayout> layouts;
+  if (n == 2) {
+    layouts.push_back({.dp = 1, .pp = 1, .d1 = 1, .cp = 2});                   // ep 2
+    layouts.push_back({.dp = 1, .pp = 1, .d1 = 1, .ep = 1, .etp = 2, .cp = 2});  // etp over cp
+  }
+  if (n == 4) {
+    layouts.push_back({.dp = 1, .pp = 1, .d1 = 2, .cp = 2});  // tp 2 sp × cp 2: ep 4
+    layouts.push_back({.dp = 1, .pp = 1, .d1 = 2, .ep = 2, .etp = 2, .cp = 2});  // etp over tp
+    layouts.push_back({.dp = 2, .pp = 1, .d1 = 1, .cp = 2});  // experts' gradients over dp
+    layouts.push_back({.dp = 1, .pp = 1, .d1 = 1, .cp = 4});
+    layouts.push_back({.dp = 1, .pp = 2, .d1 = 1, .cp = 2});  // pipeline stages
   }
   expect_moe_layouts_match_serial("moe", base, layouts);
 }
@@ -351,6 +386,60 @@ TEST_F(TrainEquivalence, MixtureOfExpertsResumesOnAnotherFolding) {
       EXPECT_NEAR(tail[t], whole[t + 6], 1e-4 * whole[t + 6])
           << "resumed on " << o.ranks << " ranks, ep " << o.ep << " × etp " << o.etp
           << ", step " << t + 7;
+    }
+  }
+}
+
+// The same under context parallelism: a checkpoint written with the experts folded over tp·cp
+// (each expert split over all n ranks: ep 1 × etp n, over the tensor-parallel ranks first)
+// holds every expert whole, and resumes on other foldings — over cp alone (ep n), over the
+// tensor-parallel ranks without cp — and on one rank, continuing the uninterrupted curve.
+TEST_F(TrainEquivalence, MixtureOfExpertsResumesAcrossContextParallelFoldings) {
+  const int n = world_.size();
+  if (n == 1) GTEST_SKIP() << "context parallelism needs 2 ranks or more";
+  TrainConfig c = config();
+  c.steps = 12;
+  c.model.shape.num_experts = 8;
+  c.model.shape.top_k = 2;
+  c.model.shape.moe_ffn_hidden = 48;
+  c.model.shape.router_aux_loss = 0.01;
+  c.model.layout = {.mesh = {n / 2, 1}, .strategy = layout::Strategy::kMegatron,
+                    .sequence_parallel = n > 2, .attention = layout::Attention::kFused,
+                    .cp = 2, .ep = 1, .etp = n};
+  const std::vector<double> whole = losses(world_, c);
+  TrainConfig first = c;
+  first.checkpoint_dir = (dir_ / "moe_cp_ckpt").string();
+  first.stop_after = 6;
+  ASSERT_EQ(losses(world_, first).size(), 6u);
+  struct Other {
+    int ranks, d1, cp, ep, etp;
+  };
+  for (const Other o : {Other{n, 1, n, n, 1}, Other{n, n, 1, n, 1}, Other{1, 1, 1, 1, 0}}) {
+    const bool alone = o.ranks == 1;
+    const fs::path other_dir =
+        dir_ / (alone ? fmt::format("moe_cp_ckpt_alone_{}", world_.rank())
+                      : fmt::format("moe_cp_ckpt_{}x1_cp{}", o.d1, o.cp));
+    if (alone || world_.rank() == 0) {
+      fs::create_directories(other_dir);
+      fs::copy_file(fs::path(first.checkpoint_dir) / "checkpoint.safetensors",
+                    other_dir / "checkpoint.safetensors", fs::copy_options::overwrite_existing);
+    }
+    world_.barrier();
+    TrainConfig rest = c;
+    rest.resume = true;
+    rest.checkpoint_dir = other_dir.string();
+    rest.model.layout.mesh = {o.d1, 1};
+    rest.model.layout.sequence_parallel = o.d1 > 1;
+    rest.model.layout.cp = o.cp;
+    rest.model.layout.ep = o.ep;
+    rest.model.layout.etp = o.etp;
+    const comm::Communicator group = world_.split(alone ? world_.rank() : 0, 0);
+    const std::vector<double> tail = losses(group, rest);
+    ASSERT_EQ(tail.size(), 6u);
+    for (std::size_t t = 0; t < tail.size(); ++t) {
+      EXPECT_NEAR(tail[t], whole[t + 6], 1e-4 * whole[t + 6])
+          << "resumed on tp " << o.d1 << " × cp " << o.cp << ", ep " << o.ep << " × etp "
+          << o.etp << ", step " << t + 7;
     }
   }
 }
