@@ -77,6 +77,51 @@ class TrainEquivalence : public test::EquivalenceFixture {
     }
   }
 
+  // A folding of the experts over `ranks` ranks: mesh d1×1 (sequence parallel when d1 > 1),
+  // cp context-parallel ranks, ep × etp.
+  struct Folding {
+    int ranks, d1, cp, ep, etp;
+  };
+  // `c` (12 steps) run whole, then saved after 6 steps into a checkpoint that each folding
+  // resumes (a copy of it each: the same file whatever wrote it), continuing the whole run's
+  // curve within 1e-4. A folding on one rank runs on every rank alone.
+  void expect_moe_resumes_on(const TrainConfig& c, const std::string& tag,
+                             std::initializer_list<Folding> others) {
+    const std::vector<double> whole = losses(world_, c);
+    TrainConfig first = c;
+    first.checkpoint_dir = (dir_ / tag).string();
+    first.stop_after = 6;
+    ASSERT_EQ(losses(world_, first).size(), 6u);
+    for (const Folding& o : others) {
+      // Alone, every rank resumes its own copy (they would race over one directory).
+      const bool alone = o.ranks == 1;
+      const fs::path other_dir =
+          dir_ / (alone ? fmt::format("{}_alone_{}", tag, world_.rank())
+                        : fmt::format("{}_{}x1_cp{}_ep{}", tag, o.d1, o.cp, o.ep));
+      if (alone || world_.rank() == 0) {
+        fs::create_directories(other_dir);
+        fs::copy_file(fs::path(first.checkpoint_dir) / "checkpoint.safetensors",
+                      other_dir / "checkpoint.safetensors", fs::copy_options::overwrite_existing);
+      }
+      world_.barrier();
+      TrainConfig rest = c;
+      rest.resume = true;
+      rest.checkpoint_dir = other_dir.string();
+      rest.model.layout.mesh = {o.d1, 1};
+      rest.model.layout.sequence_parallel = o.d1 > 1;
+      rest.model.layout.cp = o.cp;
+      rest.model.layout.ep = o.ep;
+      rest.model.layout.etp = o.etp;
+      const comm::Communicator group = world_.split(alone ? world_.rank() : 0, 0);
+      const std::vector<double> tail = losses(group, rest);
+      ASSERT_EQ(tail.size(), 6u);
+      for (std::size_t t = 0; t < tail.size(); ++t) {
+        EXPECT_NEAR(tail[t], whole[t + 6], 1e-4 * whole[t + 6])
+            << "resumed on tp " << o.d1 << " × cp " << o.cp << ", ep " << o.ep << " × etp "
+            << o.etp << ", step " << t + 7;
+      }
+    }
+  }
 };
 
 TEST_F(TrainEquivalence, EveryLayoutGivesTheSerialLossCurve) {
@@ -353,41 +398,7 @@ TEST_F(TrainEquivalence, MixtureOfExpertsResumesOnAnotherFolding) {
   c.model.shape.router_aux_loss = 0.01;
   c.model.layout = {.mesh = {n, 1}, .strategy = layout::Strategy::kMegatron,
                     .sequence_parallel = true, .ep = 1, .etp = n};
-  const std::vector<double> whole = losses(world_, c);
-  TrainConfig first = c;
-  first.checkpoint_dir = (dir_ / "moe_ckpt").string();
-  first.stop_after = 6;
-  ASSERT_EQ(losses(world_, first).size(), 6u);
-  struct Other {
-    int ranks, ep, etp;
-  };
-  for (const Other o : {Other{n, n, 1}, Other{1, 1, 0}}) {
-    // Alone, every rank resumes its own copy (they would race over one directory).
-    const bool alone = o.ranks == 1;
-    const fs::path other_dir =
-        dir_ / (alone ? fmt::format("moe_ckpt_alone_{}", world_.rank()) : "moe_ckpt_folded");
-    if (alone || world_.rank() == 0) {
-      fs::create_directories(other_dir);
-      fs::copy_file(fs::path(first.checkpoint_dir) / "checkpoint.safetensors",
-                    other_dir / "checkpoint.safetensors", fs::copy_options::overwrite_existing);
-    }
-    world_.barrier();
-    TrainConfig rest = c;
-    rest.resume = true;
-    rest.checkpoint_dir = other_dir.string();
-    rest.model.layout.mesh = {o.ranks, 1};
-    rest.model.layout.sequence_parallel = o.ranks > 1;
-    rest.model.layout.ep = o.ep;
-    rest.model.layout.etp = o.etp;
-    const comm::Communicator group = world_.split(alone ? world_.rank() : 0, 0);
-    const std::vector<double> tail = losses(group, rest);
-    ASSERT_EQ(tail.size(), 6u);
-    for (std::size_t t = 0; t < tail.size(); ++t) {
-      EXPECT_NEAR(tail[t], whole[t + 6], 1e-4 * whole[t + 6])
-          << "resumed on " << o.ranks << " ranks, ep " << o.ep << " × etp " << o.etp
-          << ", step " << t + 7;
-    }
-  }
+  expect_moe_resumes_on(c, "moe_ckpt", {Folding{n, n, 1, n, 1}, Folding{1, 1, 1, 1, 0}});
 }
 
 // The same under context parallelism: a checkpoint written with the experts folded over tp·cp
@@ -406,42 +417,8 @@ TEST_F(TrainEquivalence, MixtureOfExpertsResumesAcrossContextParallelFoldings) {
   c.model.layout = {.mesh = {n / 2, 1}, .strategy = layout::Strategy::kMegatron,
                     .sequence_parallel = n > 2, .attention = layout::Attention::kFused,
                     .cp = 2, .ep = 1, .etp = n};
-  const std::vector<double> whole = losses(world_, c);
-  TrainConfig first = c;
-  first.checkpoint_dir = (dir_ / "moe_cp_ckpt").string();
-  first.stop_after = 6;
-  ASSERT_EQ(losses(world_, first).size(), 6u);
-  struct Other {
-    int ranks, d1, cp, ep, etp;
-  };
-  for (const Other o : {Other{n, 1, n, n, 1}, Other{n, n, 1, n, 1}, Other{1, 1, 1, 1, 0}}) {
-    const bool alone = o.ranks == 1;
-    const fs::path other_dir =
-        dir_ / (alone ? fmt::format("moe_cp_ckpt_alone_{}", world_.rank())
-                      : fmt::format("moe_cp_ckpt_{}x1_cp{}", o.d1, o.cp));
-    if (alone || world_.rank() == 0) {
-      fs::create_directories(other_dir);
-      fs::copy_file(fs::path(first.checkpoint_dir) / "checkpoint.safetensors",
-                    other_dir / "checkpoint.safetensors", fs::copy_options::overwrite_existing);
-    }
-    world_.barrier();
-    TrainConfig rest = c;
-    rest.resume = true;
-    rest.checkpoint_dir = other_dir.string();
-    rest.model.layout.mesh = {o.d1, 1};
-    rest.model.layout.sequence_parallel = o.d1 > 1;
-    rest.model.layout.cp = o.cp;
-    rest.model.layout.ep = o.ep;
-    rest.model.layout.etp = o.etp;
-    const comm::Communicator group = world_.split(alone ? world_.rank() : 0, 0);
-    const std::vector<double> tail = losses(group, rest);
-    ASSERT_EQ(tail.size(), 6u);
-    for (std::size_t t = 0; t < tail.size(); ++t) {
-      EXPECT_NEAR(tail[t], whole[t + 6], 1e-4 * whole[t + 6])
-          << "resumed on tp " << o.d1 << " × cp " << o.cp << ", ep " << o.ep << " × etp "
-          << o.etp << ", step " << t + 7;
-    }
-  }
+  expect_moe_resumes_on(c, "moe_cp_ckpt",
+                        {Folding{n, 1, n, n, 1}, Folding{n, n, 1, n, 1}, Folding{1, 1, 1, 1, 0}});
 }
 
 // ZeRO over the data-parallel replicas and activation recomputation, alone and together
