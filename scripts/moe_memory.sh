@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Memory predicted / measured of tiny-moe on each layout `meshtp train` runs a mixture of
 # experts on (docs/moe.md, the runtime's memory table): the ratios of every rank, sorted;
-# then tiny-moe with 4 layers and moe_every 2 (MoE layers 0 and 2, dense 1 and 3).
+# the layouts with context parallelism; then tiny-moe with 4 layers and moe_every 2 (MoE
+# layers 0 and 2, dense 1 and 3).
 #   scripts/moe_memory.sh [MESHTP [FLAG…]]   (default build/src/cli/meshtp; each FLAG is
 #                                           added to every run, e.g. --moe-force-balance)
 set -euo pipefail
@@ -33,6 +34,14 @@ run 4 --pp 2 --microbatches 2 --mesh 2x1 --sequence-parallel --ep 1 --etp 2 --re
 run 8 --dp 2 --pp 2 --microbatches 2 --mesh 2x1 --sequence-parallel --ep 1 --etp 2
 run 2 --mesh 2x1 --sequence-parallel --recompute full
 run 2 --dp 2 --mesh 1x1
+echo "context parallelism (the experts folded over tp·cp):"
+run 2 --cp 2
+run 2 --cp 2 --ep 1 --etp 2
+run 4 --mesh 2x1 --sequence-parallel --cp 2
+run 4 --mesh 2x1 --sequence-parallel --cp 2 --ep 2 --etp 2
+run 4 --dp 2 --cp 2
+run 4 --cp 4
+run 4 --pp 2 --microbatches 2 --cp 2
 
 every2=$(mktemp --suffix=.json)
 trap 'rm -f "$every2"' EXIT
