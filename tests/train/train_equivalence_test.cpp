@@ -266,11 +266,19 @@ TEST_F(TrainEquivalence, MixtureOfExpertsUnderContextParallelismGivesTheSerialLo
   if (n == 2) {
     layouts.push_back({.dp = 1, .pp = 1, .d1 = 1, .cp = 2});                   // ep 2
     layouts.push_back({.dp = 1, .pp = 1, .d1 = 1, .ep = 1, .etp = 2, .cp = 2});  // etp over cp
+    // ZeRO: the rest sharded over the 2 cp ranks, the experts over dp = 1 (unsharded).
+    layouts.push_back({.dp = 1, .pp = 1, .d1 = 1, .zero = 1, .cp = 2});
+    layouts.push_back({.dp = 1, .pp = 1, .d1 = 1, .zero = 3, .cp = 2});
   }
   if (n == 4) {
     layouts.push_back({.dp = 1, .pp = 1, .d1 = 2, .cp = 2});  // tp 2 sp × cp 2: ep 4
     layouts.push_back({.dp = 1, .pp = 1, .d1 = 2, .ep = 2, .etp = 2, .cp = 2});  // etp over tp
     layouts.push_back({.dp = 2, .pp = 1, .d1 = 1, .cp = 2});  // experts' gradients over dp
+    // ZeRO 1–3: the experts' buckets sharded over dp = 2, the rest over dp·cp = 4.
+    for (const int zero : {1, 2, 3}) {
+      layouts.push_back({.dp = 2, .pp = 1, .d1 = 1, .zero = zero, .cp = 2});
+    }
+    layouts.push_back({.dp = 2, .pp = 1, .d1 = 1, .zero = 2, .ep = 1, .etp = 2, .cp = 2});
     layouts.push_back({.dp = 1, .pp = 1, .d1 = 1, .cp = 4});
     layouts.push_back({.dp = 1, .pp = 2, .d1 = 1, .cp = 2});  // pipeline stages
   }
