@@ -325,6 +325,16 @@ MemoryEstimate moe_rank_memory(const ModelSpec& model, const layout::Plan& p, in
   out.params_bytes += e * (p.zero == 3 ? params / edp : params);
   out.grads_bytes += e * (p.zero >= 2 ? params / edp : params);
   if (p.zero < 2 && edp > 1) out.workspace_bytes += e * params;  // the reduction's buckets
+  if (p.zero >= 2 && runtime == layout::Runtime::kMeshtp && moe_layers > 0) {
+    // As the dense blocks (rank_memory's backward_only): during a block's backward its
+    // experts' gradient whole and its send buffer (train/zero.hpp); stage 3 also the running
+    // block's experts whole (the next one's gather is copied out and freed before the peak:
+    // measured, tiny-moe dp 4 and dp 2 × cp 2).
+    const double block = params / static_cast<double>(moe_layers);
+    out.grads_bytes += e * block;
+    out.workspace_bytes += e * block;
+    if (p.zero == 3) out.params_bytes += e * block;
+  }
   out.optimizer_bytes +=
       p.zero == 0 ? params * (model.precision != Precision::kFp32 ? 12 : 8) : params / edp * 12;
   ModelSpec mb = model;

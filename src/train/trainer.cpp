@@ -61,13 +61,8 @@ void validate(const TrainConfig& c, int world_size) {
                "zero={} shards over the data-parallel replicas, but dp={}: use --dp > 1 or "
                "--zero 0",
                c.model.layout.zero, dp);
-  // A mixture of experts folded over tp·cp (model/block.hpp): its experts' gradients reduce
-  // over the dp replicas, the rest over dp·cp; ZeRO shards one group's buckets.
-  MESHTP_CHECK(plan.cp == 1 || !c.model.shape.is_moe() || c.model.layout.zero == 0,
-               "zero={} with cp={} and num_experts={}: the experts fold over the tp·cp ranks, "
-               "so their gradients reduce over the dp={} replicas and the rest over the dp·cp "
-               "= {} ranks; ZeRO shards over one group only: use --zero 0",
-               c.model.layout.zero, plan.cp, c.model.shape.num_experts, dp, dp * plan.cp);
+  // (A mixture of experts folded over tp·cp shards its expert buckets over the dp replicas
+  // alone, the rest over dp·cp: train/zero.hpp.)
   MESHTP_CHECK(plan.cp == 1 || !layout::is_gemm2d(plan.strategy),
                "cp={}: context parallelism runs on the ATP blocks (strategies atp, megatron, "
                "tp1d), not the 2D-GeMM blocks (strategy {})",

@@ -23,11 +23,8 @@ struct DataParallel::Bucket {
   Tensor value, m, v;     // stage ≥ 1: this replica's part of the values and moments
   std::span<float> own_grad;  // stage ≥ 1: the summed part (in buffer, or grad)
   comm::Request request;
-  // A mixture of experts folded over tp·cp (stage 0): the expert weights of the block, packed
-  // and summed over the expert-data-parallel group instead.
-  std::vector<int> expert_params;
-  Tensor expert_buffer;
-  comm::Request expert_request;
+  const comm::Communicator* group = nullptr;  // dp·cp, or an expert bucket's dp replicas
+  int layer = -1;                             // the block (-1: the last bucket)
   comm::Request gather;       // stage 3: the parameters' all-gather (prefetch)
   bool whole = true;          // stage 3: the model holds this bucket's parameters
   int reductions = 0;         // stage ≥ 2: microbatches reduced into `grad` this step
@@ -62,34 +59,36 @@ DataParallel::DataParallel(model::Gpt& gpt, const comm::Communicator& dp_group, 
                            const AdamWConfig& adamw, const comm::Communicator* expert_dp)
     : gpt_(gpt), dp_(dp_group), expert_dp_(expert_dp), zero_(zero), adamw_config_(adamw) {
   MESHTP_CHECK(zero >= 0 && zero <= 3, "zero={} must be 0, 1, 2 or 3", zero);
-  MESHTP_CHECK(expert_dp == nullptr || zero == 0,
-               "zero={}: the experts' gradients reduce over their own {} ranks, the rest over "
-               "{}; ZeRO shards over one group only: use --zero 0",
-               zero, expert_dp != nullptr ? expert_dp->size() : 0, dp_group.size());
   MESHTP_CHECK(zero == 0 || dp_group.size() > 1,
                "zero={} shards over the data-parallel replicas, but dp=1: use --dp > 1 or --zero 0",
                zero);
   const int layers = model::stage_layers(gpt.config());  // this pipeline stage's blocks
-  buckets_.resize(static_cast<std::size_t>(layers) + 1);
+  // Blocks 0…L−1, then (experts folded over tp·cp) block i's expert weights at L+i, then
+  // the rest: every bucket but the last is a block's.
+  layers_ = layers;
+  const int expert_buckets = expert_dp_ != nullptr ? layers : 0;
+  buckets_.resize(static_cast<std::size_t>(layers + expert_buckets) + 1);
+  for (std::size_t k = 0; k < buckets_.size(); ++k) {
+    Bucket& b = buckets_[k];
+    const int i = static_cast<int>(k);
+    const bool expert = i >= layers && i + 1 < static_cast<int>(buckets_.size());
+    b.group = expert ? expert_dp_ : &dp_;
+    b.layer = i < layers ? i : (expert ? i - layers : -1);
+  }
   for (int p = 0; p < gpt.num_params(); ++p) {
-    const int bucket = gpt.grad_layer(p) < 0 ? layers : gpt.grad_layer(p);
+    const int layer = gpt.grad_layer(p);
+    const bool expert = expert_dp_ != nullptr && gpt.on_expert_mesh(p);
+    MESHTP_CHECK(!expert || layer >= 0,
+                 "parameter {} ({}) is an expert weight completed by no block", p, gpt.name(p));
+    const int bucket = expert ? layers + layer : (layer < 0 ? layers + expert_buckets : layer);
     Bucket& b = buckets_[static_cast<std::size_t>(bucket)];
-    if (expert_dp_ != nullptr && gpt.on_expert_mesh(p)) {
-      b.expert_params.push_back(p);
-      continue;
-    }
     b.params.push_back(p);
     b.size += gpt.grad(p).numel();
   }
-  for (Bucket& b : buckets_) {
-    std::int64_t n = 0;
-    for (const int p : b.expert_params) n += gpt.grad(p).numel();
-    if (n > 0 && expert_dp_->size() > 1) b.expert_buffer = Tensor({n});
-  }
   for (int p = 0; p < gpt.num_params(); ++p) shapes_.push_back(gpt.value(p).shape());
-  const int dp = dp_.size(), r = dp_.rank();
   for (std::size_t k = 0; k < buckets_.size(); ++k) {
     Bucket& b = buckets_[k];
+    const int dp = b.group->size(), r = b.group->rank();
     if (zero == 0) {
       if (dp > 1) b.buffer = Tensor({b.size});
       continue;
@@ -104,13 +103,13 @@ DataParallel::DataParallel(model::Gpt& gpt, const comm::Communicator& dp_group, 
                            : b.buffer.values().subspan(static_cast<std::size_t>(r * b.part),
                                                        static_cast<std::size_t>(b.part));
   }
-  if (zero == 0) whole_ = std::make_unique<AdamW>(refs(dp), adamw);
+  if (zero == 0) whole_ = std::make_unique<AdamW>(refs(dp_.size()), adamw);
   if (zero >= 2) {
     // The blocks' gradient accumulators exist only while their backward runs.
     for (int i = 0; transient(i); ++i) {
       for (const int p : buckets_[static_cast<std::size_t>(i)].params) gpt.grad(p) = Tensor();
-      gpt.rebind(i);
     }
+    for (int layer = 0; layer < layers; ++layer) gpt.rebind(layer);
     gpt.set_before_layer([this](int layer, bool backward) { before_layer(layer, backward); });
   }
 }
@@ -125,9 +124,9 @@ bool DataParallel::sharded(int bucket) const {
 
 void DataParallel::parameters_written() {
   if (zero_ != 3) return;
-  const std::int64_t r = dp_.rank();
   for (int i = 0; sharded(i); ++i) {
     Bucket& b = buckets_[static_cast<std::size_t>(i)];
+    const std::int64_t r = b.group->rank();
     for_each_piece(shapes_, b.params, r * b.part, std::min(b.size, (r + 1) * b.part),
                    [&](int p, std::int64_t offset, std::int64_t at, std::int64_t n) {
                      copy_floats(gpt_.value(p).data() + offset, n,
@@ -154,8 +153,21 @@ void DataParallel::materialize(int bucket) {
     at += t.numel();
   }
   b.gathered = Tensor();
-  gpt_.rebind(bucket);
   b.whole = true;
+}
+
+int DataParallel::expert_bucket(int layer) const {
+  return expert_dp_ != nullptr && layer >= 0 && layer < layers_ ? layers_ + layer : -1;
+}
+
+void DataParallel::materialize_layer(int layer) {
+  const bool whole = buckets_[static_cast<std::size_t>(layer)].whole &&
+                     (expert_bucket(layer) < 0 ||
+                      buckets_[static_cast<std::size_t>(expert_bucket(layer))].whole);
+  if (whole) return;
+  materialize(layer);
+  if (expert_bucket(layer) >= 0) materialize(expert_bucket(layer));
+  gpt_.rebind(layer);
 }
 
 void DataParallel::release(int bucket) {
@@ -165,25 +177,32 @@ void DataParallel::release(int bucket) {
 }
 
 void DataParallel::start_gather(Bucket& b) {
-  b.gathered = Tensor({b.part * dp_.size()});
-  b.gather = dp_.iall_gather(std::span<const float>(b.value.values()), b.gathered.values());
+  b.gathered = Tensor({b.part * b.group->size()});
+  b.gather = b.group->iall_gather(std::span<const float>(b.value.values()), b.gathered.values());
 }
 
 void DataParallel::before_layer(int layer, bool backward) {
   if (zero_ == 3) {
     const int next = backward ? layer - 1 : layer + 1;
     for (int i = 0; sharded(i); ++i) {
-      if (i != layer && i != next && buckets_[static_cast<std::size_t>(i)].whole) release(i);
+      const Bucket& b = buckets_[static_cast<std::size_t>(i)];
+      if (b.layer != layer && b.layer != next && b.whole) release(i);
     }
-    materialize(layer);
+    materialize_layer(layer);
     if (next >= 0 && sharded(next)) {
-      Bucket& b = buckets_[static_cast<std::size_t>(next)];
-      if (!b.whole && !b.gather.pending()) start_gather(b);
+      for (const int k : {next, expert_bucket(next)}) {
+        if (k < 0) continue;
+        Bucket& b = buckets_[static_cast<std::size_t>(k)];
+        if (!b.whole && !b.gather.pending()) start_gather(b);
+      }
     }
   }
   if (backward && transient(layer)) {  // fresh zeroed accumulators for this backward
-    for (const int p : buckets_[static_cast<std::size_t>(layer)].params) {
-      gpt_.grad(p) = Tensor(shapes_[static_cast<std::size_t>(p)]);
+    for (const int k : {layer, expert_bucket(layer)}) {
+      if (k < 0) continue;
+      for (const int p : buckets_[static_cast<std::size_t>(k)].params) {
+        gpt_.grad(p) = Tensor(shapes_[static_cast<std::size_t>(p)]);
+      }
     }
     gpt_.rebind(layer);
   }
@@ -202,22 +221,26 @@ std::vector<ParamRef> DataParallel::refs(int dp_factor, bool with_grads) const {
   return out;
 }
 
-void DataParallel::start(int bucket) {
-  Bucket& b = buckets_.at(static_cast<std::size_t>(bucket));
-  if (!b.expert_buffer.empty()) {  // stage 0 (the constructor's check)
-    float* out = b.expert_buffer.data();
-    for (const int p : b.expert_params) {
-      const Tensor& g = gpt_.grad(p);
-      copy_floats(g.data(), g.numel(), out);
-      out += g.numel();
-    }
-    b.expert_request = expert_dp_->iall_reduce(b.expert_buffer.values());
+void DataParallel::start(int layer) {
+  // Stage ≥ 2: one block's reductions in flight (its expert bucket's too); frees its buffers.
+  if (transient(layer) && in_flight_ >= 0) backward_done();
+  start_bucket(layer);
+  if (expert_bucket(layer) >= 0) start_bucket(expert_bucket(layer));
+  if (transient(layer)) in_flight_ = layer;
+  // Open MPI advances non-blocking collectives only inside MPI calls; a pure data-parallel
+  // backward makes none, so each new bucket also pokes the ones already in flight.
+  for (Bucket& other : buckets_) {
+    if (other.request.pending()) other.request.test();
   }
-  if (dp_.size() == 1) return;
+}
+
+void DataParallel::start_bucket(int bucket) {
+  Bucket& b = buckets_.at(static_cast<std::size_t>(bucket));
+  const comm::Communicator& group = *b.group;
+  if (zero_ == 0 && group.size() == 1) return;
   if (transient(bucket)) {
-    if (in_flight_ >= 0) wait_reduction(in_flight_);  // one in flight; frees its buffer
     wait_reduction(bucket);  // this block's previous microbatch (normally done already)
-    b.buffer = Tensor({b.part * dp_.size()});
+    b.buffer = Tensor({b.part * group.size()});
   }
   float* out = b.buffer.data();
   for (const int p : b.params) {
@@ -228,29 +251,28 @@ void DataParallel::start(int bucket) {
   if (transient(bucket)) {
     for (const int p : b.params) gpt_.grad(p) = Tensor();  // whole only until packed
     if (b.reductions > 0) {  // acc_r rides along in slot r: Σ_q buf_q[r] + acc_r
-      float* mine = b.buffer.data() + static_cast<std::int64_t>(dp_.rank()) * b.part;
+      float* mine = b.buffer.data() + static_cast<std::int64_t>(group.rank()) * b.part;
       const float* acc = b.grad.data();
       if (!simhooks::charge_bytes(op_costs::bytes(b.part, op_costs::kResidualForwardTouches))) {
         for (std::int64_t i = 0; i < b.part; ++i) mine[i] += acc[i];
       }
     }
     ++b.reductions;
-    in_flight_ = bucket;
   }
   if (zero_ >= 2) {
-    b.request = dp_.ireduce_scatter(std::span<const float>(b.buffer.values()), b.grad.values());
+    b.request = group.ireduce_scatter(std::span<const float>(b.buffer.values()), b.grad.values());
   } else {
-    b.request = dp_.iall_reduce(b.buffer.values());
-  }
-  // Open MPI advances non-blocking collectives only inside MPI calls; a pure data-parallel
-  // backward makes none, so each new bucket also pokes the ones already in flight.
-  for (Bucket& other : buckets_) {
-    if (other.request.pending()) other.request.test();
-    if (other.expert_request.pending()) other.expert_request.test();
+    b.request = group.iall_reduce(b.buffer.values());
   }
 }
 
-void DataParallel::start_last() { start(static_cast<int>(buckets_.size()) - 1); }
+void DataParallel::start_last() {
+  const int last = static_cast<int>(buckets_.size()) - 1;
+  start_bucket(last);
+  for (Bucket& other : buckets_) {
+    if (other.request.pending()) other.request.test();
+  }
+}
 
 void DataParallel::wait_reduction(int bucket) {
   Bucket& b = buckets_.at(static_cast<std::size_t>(bucket));
@@ -259,32 +281,23 @@ void DataParallel::wait_reduction(int bucket) {
     b.request.wait();
   }
   b.buffer = Tensor();
-  if (in_flight_ == bucket) in_flight_ = -1;
 }
 
 void DataParallel::backward_done() {
-  if (in_flight_ >= 0) wait_reduction(in_flight_);
+  if (in_flight_ < 0) return;
+  wait_reduction(in_flight_);
+  if (expert_bucket(in_flight_) >= 0) wait_reduction(expert_bucket(in_flight_));
+  in_flight_ = -1;
 }
 
 void DataParallel::finish() {
-  for (Bucket& b : buckets_) {
-    if (b.expert_buffer.empty()) continue;
-    b.expert_request.wait();
-    const float* in = b.expert_buffer.data();
-    for (const int p : b.expert_params) {
-      Tensor& g = gpt_.grad(p);
-      copy_floats(in, g.numel(), g.data());
-      in += g.numel();
-    }
-  }
-  if (dp_.size() == 1) return;
   backward_done();
   const ScopedSpan span(zero_ >= 2 ? "grad_reduce_scatter_wait" : "grad_allreduce_wait",
                         SpanKind::kPhase);
   for (Bucket& b : buckets_) {
     b.request.wait();
     b.reductions = 0;         // the next step's first microbatch overwrites the part
-    if (zero_ > 0) continue;  // the optimizer reads its part where it landed
+    if (zero_ > 0 || b.buffer.empty()) continue;  // the optimizer reads its part there
     const float* in = b.buffer.data();
     for (const int p : b.params) {
       Tensor& g = gpt_.grad(p);
@@ -296,9 +309,9 @@ void DataParallel::finish() {
 
 double DataParallel::grad_norm(const comm::Communicator& world) const {
   if (zero_ == 0) return global_grad_norm(whole_->params(), world);
-  const std::int64_t lo = dp_.rank();
   double local = 0.0;
   for (const Bucket& b : buckets_) {
+    const std::int64_t lo = b.group->rank();
     for_each_piece(shapes_, b.params, lo * b.part, std::min(b.size, (lo + 1) * b.part),
                    [&](int p, std::int64_t offset, std::int64_t at, std::int64_t n) {
                      const float* g = b.own_grad.data() + (at - lo * b.part);
@@ -335,7 +348,6 @@ void DataParallel::step(float lr) {
     return;
   }
   ++steps_;
-  const std::int64_t r = dp_.rank();
   // Back into the model: bucket k's gathered values. Stage 2's block buckets gather into a
   // buffer of their own, freed here, and run one behind: at most two whole buffers.
   const auto land = [&](std::size_t k) {
@@ -352,6 +364,7 @@ void DataParallel::step(float lr) {
   };
   for (std::size_t k = 0; k < buckets_.size(); ++k) {
     Bucket& b = buckets_[k];
+    const std::int64_t r = b.group->rank();
     const bool part_only = sharded(static_cast<int>(k));  // stage 3: the part is the master
     if (part_only) {
       b.gather.wait();  // a prefetch in flight is stale too
@@ -375,8 +388,8 @@ void DataParallel::step(float lr) {
                    });
     if (part_only) continue;
     const int i = static_cast<int>(k);
-    if (transient(i)) b.buffer = Tensor({b.part * dp_.size()});
-    b.request = dp_.iall_gather(std::span<const float>(b.value.values()), b.buffer.values());
+    if (transient(i)) b.buffer = Tensor({b.part * b.group->size()});
+    b.request = b.group->iall_gather(std::span<const float>(b.value.values()), b.buffer.values());
     if (transient(i) && k > 0) land(k - 1);  // one behind
   }
   for (std::size_t k = 0; k < buckets_.size(); ++k) {
@@ -388,9 +401,9 @@ void DataParallel::step(float lr) {
 
 void DataParallel::export_moments(AdamW& whole) {
   for (Bucket& b : buckets_) {
-    Tensor gathered({b.part * dp_.size()});
+    Tensor gathered({b.part * b.group->size()});
     for (const bool first : {true, false}) {
-      dp_.all_gather(std::span<const float>((first ? b.m : b.v).values()), gathered.values());
+      b.group->all_gather(std::span<const float>((first ? b.m : b.v).values()), gathered.values());
       std::vector<Tensor>& out = first ? whole.first_moments() : whole.second_moments();
       for_each_piece(shapes_, b.params, 0, b.size,
                      [&](int p, std::int64_t offset, std::int64_t at, std::int64_t n) {
@@ -403,8 +416,8 @@ void DataParallel::export_moments(AdamW& whole) {
 }
 
 void DataParallel::import_moments(AdamW& whole) {
-  const std::int64_t r = dp_.rank();
   for (Bucket& b : buckets_) {
+    const std::int64_t r = b.group->rank();
     for_each_piece(shapes_, b.params, r * b.part, std::min(b.size, (r + 1) * b.part),
                    [&](int p, std::int64_t offset, std::int64_t at, std::int64_t n) {
                      const auto u = static_cast<std::size_t>(p);
@@ -420,7 +433,7 @@ void DataParallel::import_moments(AdamW& whole) {
 
 AdamW& DataParallel::optimizer_to_save() {
   if (zero_ == 0) return *whole_;
-  for (int i = 0; sharded(i); ++i) materialize(i);  // the checkpoint reads whole values
+  for (int i = 0; i < layers_ && zero_ == 3; ++i) materialize_layer(i);  // read whole
   scratch_ = std::make_unique<AdamW>(refs(1, false), adamw_config_);
   export_moments(*scratch_);
   return *scratch_;
@@ -433,7 +446,7 @@ void DataParallel::saved() {
 
 AdamW& DataParallel::optimizer_to_load() {
   if (zero_ == 0) return *whole_;
-  for (int i = 0; sharded(i); ++i) materialize(i);  // storage the checkpoint fills
+  for (int i = 0; i < layers_ && zero_ == 3; ++i) materialize_layer(i);  // storage to fill
   scratch_ = std::make_unique<AdamW>(refs(1, false), adamw_config_);
   return *scratch_;
 }

@@ -49,8 +49,11 @@
 // [h0, h1, h2, h3+g3+g3', h4+g4+g4', 0], and receives [g3+g3'+h3+h3', g4+g4'+h4+h4', pad].
 //
 // A mixture of experts folded over tp·cp (context parallelism, model/block.hpp): its expert
-// weights differ between the cp ranks, so stage 0 packs them apart and all-reduces them over
-// the expert-data-parallel group (the dp replicas) instead; their norm counts them over it.
+// weights differ between the cp ranks, so each block's expert weights form a bucket of their
+// own (after the blocks', before the last), reduced and — stage ≥ 1 — sharded over the
+// expert-data-parallel group (the dp replicas), parts ⌈S/dp⌉; the rest over dp·cp. Started,
+// waited, gathered and prefetched with their block (as Megatron-Core keeps separate
+// expert-data-parallel buffers: docs/references.md).
 //
 // The global gradient norm counts every element once: Σ over owned parts of g²/r_tp (r_tp:
 // TP ranks holding a copy), summed over the world — for stage 0, Σ over everything of
@@ -72,8 +75,8 @@ class DataParallel {
  public:
   // zero: 0–3. Stage 3 hooks itself into gpt (Gpt::set_before_layer).
   // expert_dp: a mixture of experts folded over tp·cp (model/block.hpp): the ranks holding
-  // the same expert shard (the dp replicas), over which the expert weights' gradients reduce
-  // instead of dp_group — stage 0 only; null: every parameter over dp_group.
+  // the same expert shard (the dp replicas), over which the expert weights' buckets reduce
+  // and shard instead of dp_group; null: every parameter over dp_group.
   DataParallel(model::Gpt& gpt, const comm::Communicator& dp_group, int zero,
                const AdamWConfig& adamw, const comm::Communicator* expert_dp = nullptr);
   // The model's parameters were written whole (init): stage 3 keeps this replica's part of
@@ -84,7 +87,8 @@ class DataParallel {
   DataParallel& operator=(const DataParallel&) = delete;
 
   int zero() const { return zero_; }
-  // Starts bucket b's reduction (block b's gradients are final); start_last(): the rest.
+  // Starts block b's reductions (its gradients are final; its expert bucket's too);
+  // start_last(): the rest.
   // Stage ≥ 2 reduces every microbatch's gradient (call start for each microbatch's blocks);
   // stages 0–1 only the last microbatch's, once accumulated.
   bool reduces_every_microbatch() const { return zero_ >= 2; }
@@ -119,8 +123,12 @@ class DataParallel {
   std::vector<ParamRef> refs(int dp_factor, bool with_grads = true) const;
   bool transient(int bucket) const;  // stage ≥ 2 and a block's bucket: gradient sharded
   void wait_reduction(int bucket);   // stage ≥ 2: the reduce-scatter done, buffer freed
-  // Stage 3: block b's parameters whole in the model (all-gathered), or freed.
+  void start_bucket(int bucket);
+  int expert_bucket(int layer) const;  // block layer's expert bucket, or -1
+  // Stage 3: a bucket's parameters whole in the model (all-gathered), or freed;
+  // materialize_layer: the block's buckets, then Gpt::rebind.
   void materialize(int bucket);
+  void materialize_layer(int layer);
   void start_gather(Bucket& b);  // stage 3: b's parameters into b.gathered
   void release(int bucket);
   void before_layer(int layer, bool backward);
@@ -138,7 +146,8 @@ class DataParallel {
   std::vector<Bucket> buckets_;
   std::int64_t steps_ = 0;
   std::vector<Shape> shapes_;  // every parameter's local shape (stage 3 frees them)
-  int in_flight_ = -1;         // stage ≥ 2: the block whose reduce-scatter is pending
+  int in_flight_ = -1;         // stage ≥ 2: the block whose reduce-scatters are pending
+  int layers_ = 0;             // this stage's blocks
 };
 
 }  // namespace meshtp::train

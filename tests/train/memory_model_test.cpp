@@ -191,5 +191,35 @@ TEST_F(MemoryModel, ContextParallelPredictedWithinTenPercent) {
   if (world_.rank() == 0) std::cout << "context parallelism: worst ratio " << worst << '\n';
 }
 
+// A mixture of experts folded over tp·cp with ZeRO 1–3 (dp 2 × cp 2): the experts' state
+// sharded over dp, the rest over dp·cp (train/zero.hpp), priced as the runtime runs the plan.
+TEST_F(MemoryModel, MixtureOfExpertsUnderContextParallelZeroPredictedWithinTenPercent) {
+  if (world_.size() != 4) GTEST_SKIP() << "dp 2 × cp 2 needs 4 ranks";
+  plan::ModelSpec spec = plan::load_model("tiny-moe");
+  spec.precision = plan::Precision::kFp32;
+  spec.vocab = 256;
+  double worst = 1.0;
+  for (const int zero : {1, 2, 3}) {
+    const layout::Plan p{.dp = 2, .zero = zero, .attention = layout::Attention::kFused, .cp = 2};
+    TrainConfig c;
+    c.model = {.shape = spec, .layout = p};
+    c.steps = 1;
+    c.warmup = 1;
+    c.eval_every = 0;
+    c.eval_batches = 1;
+    c.data = (dir_ / "corpus.txt").string();
+    const TrainSummary s = train(world_, c, [](const StepReport&) {});
+    const double predicted =
+        plan::rank_memory(plan::cp_rank_model(spec, p), p.as_runtime_runs(spec), 0).total_bytes();
+    const double ratio = predicted / static_cast<double>(s.tensor_peak_bytes);
+    EXPECT_NEAR(ratio, 1.0, 0.10) << "zero=" << zero << " on rank " << world_.rank()
+                                  << ": predicted " << predicted << " B, measured "
+                                  << s.tensor_peak_bytes << " B";
+    worst = std::max(worst, std::max(ratio, 1.0 / ratio));
+    if (world_.rank() == 0) std::cout << fmt::format("{:.3f}  tiny-moe zero={} dp 2 × cp 2\n", ratio, zero);
+  }
+  if (world_.rank() == 0) std::cout << "MoE under cp with ZeRO: worst ratio " << worst << '\n';
+}
+
 }  // namespace
 }  // namespace meshtp::train

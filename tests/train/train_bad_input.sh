@@ -86,8 +86,6 @@ check cp-gemm2d "error: cp=2: context parallelism runs on the ATP blocks" \
   "${small[@]}" --cp 2 --mesh 1x1 --strategy summa
 check cp-moe-folding "error: plan: ep=2 etp=2 on mesh 1x1 with cp=2: meshtp's runtime folds the experts onto the tensor-parallel × context-parallel ranks of a mesh N×1, ep × etp = N·cp = 2" \
   "${small[@]}" --model tiny-moe --cp 2 --ep 2 --etp 2
-check cp-moe-zero "error: zero=1 with cp=2 and num_experts=4: the experts fold over the tp·cp ranks" \
-  "${small[@]}" --model tiny-moe --cp 2 --zero 1
 
 # Bad plan files (--plan), and flags that contradict a plan: the error names the value.
 echo '{"strategy": "fsdp", "mesh": [1, 2]}' > "$work/unknown.json"

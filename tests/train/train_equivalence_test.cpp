@@ -266,11 +266,19 @@ TEST_F(TrainEquivalence, MixtureOfExpertsUnderContextParallelismGivesTheSerialLo
   if (n == 2) {
     layouts.push_back({.dp = 1, .pp = 1, .d1 = 1, .cp = 2});                   // ep 2
     layouts.push_back({.dp = 1, .pp = 1, .d1 = 1, .ep = 1, .etp = 2, .cp = 2});  // etp over cp
+    // ZeRO: the rest sharded over the 2 cp ranks, the experts over dp = 1 (unsharded).
+    layouts.push_back({.dp = 1, .pp = 1, .d1 = 1, .zero = 1, .cp = 2});
+    layouts.push_back({.dp = 1, .pp = 1, .d1 = 1, .zero = 3, .cp = 2});
   }
   if (n == 4) {
     layouts.push_back({.dp = 1, .pp = 1, .d1 = 2, .cp = 2});  // tp 2 sp × cp 2: ep 4
     layouts.push_back({.dp = 1, .pp = 1, .d1 = 2, .ep = 2, .etp = 2, .cp = 2});  // etp over tp
     layouts.push_back({.dp = 2, .pp = 1, .d1 = 1, .cp = 2});  // experts' gradients over dp
+    // ZeRO 1–3: the experts' buckets sharded over dp = 2, the rest over dp·cp = 4.
+    for (const int zero : {1, 2, 3}) {
+      layouts.push_back({.dp = 2, .pp = 1, .d1 = 1, .zero = zero, .cp = 2});
+    }
+    layouts.push_back({.dp = 2, .pp = 1, .d1 = 1, .zero = 2, .ep = 1, .etp = 2, .cp = 2});
     layouts.push_back({.dp = 1, .pp = 1, .d1 = 1, .cp = 4});
     layouts.push_back({.dp = 1, .pp = 2, .d1 = 1, .cp = 2});  // pipeline stages
   }
@@ -419,6 +427,23 @@ TEST_F(TrainEquivalence, MixtureOfExpertsResumesAcrossContextParallelFoldings) {
                     .cp = 2, .ep = 1, .etp = n};
   expect_moe_resumes_on(c, "moe_cp_ckpt",
                         {Folding{n, 1, n, n, 1}, Folding{n, n, 1, n, 1}, Folding{1, 1, 1, 1, 0}});
+}
+
+// ZeRO-3 with the experts folded over cp (their buckets sharded over dp 2, the rest over
+// dp·cp 4): the checkpoint holds the moments gathered whole, and resumes with the experts
+// split over cp instead (ep 1 × etp 2) and on tp 2 without cp, ZeRO-3 over dp 2 there.
+TEST_F(TrainEquivalence, MixtureOfExpertsUnderContextParallelismResumesFromZeroShards) {
+  const int n = world_.size();
+  if (n != 4) GTEST_SKIP() << "dp 2 × cp 2 needs 4 ranks";
+  TrainConfig c = config();
+  c.steps = 12;
+  c.model.shape.num_experts = 8;
+  c.model.shape.top_k = 2;
+  c.model.shape.moe_ffn_hidden = 48;
+  c.model.shape.router_aux_loss = 0.0;  // dp 2: the token sets differ by layout
+  c.model.layout = {.dp = 2, .zero = 3, .mesh = {1, 1}, .strategy = layout::Strategy::kMegatron,
+                    .attention = layout::Attention::kFused, .cp = 2, .ep = 2};
+  expect_moe_resumes_on(c, "moe_cp_zero_ckpt", {Folding{4, 1, 2, 1, 2}, Folding{4, 2, 1, 2, 1}});
 }
 
 // ZeRO over the data-parallel replicas and activation recomputation, alone and together
