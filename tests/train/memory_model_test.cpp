@@ -86,6 +86,17 @@ class MemoryModel : public ::testing::Test {
     world_.barrier();
     if (world_.rank() == 0) fs::remove_all(dir_);
   }
+  // One training step of `shape` on `layout` over the corpus: its tensor high-water mark.
+  TrainSummary one_step(const layout::ModelShape& shape, const layout::Plan& layout) {
+    TrainConfig c;
+    c.model = {.shape = shape, .layout = layout};
+    c.steps = 1;
+    c.warmup = 1;
+    c.eval_every = 0;
+    c.eval_batches = 1;
+    c.data = (dir_ / "corpus.txt").string();
+    return train(world_, c, [](const StepReport&) {});
+  }
   comm::Communicator world_ = comm::Communicator::world();
   fs::path dir_;
 };
@@ -105,15 +116,9 @@ TEST_F(MemoryModel, PredictedWithinFifteenPercentOfTheMeasuredHighWaterMark) {
       if (world_.size() > 2 && recompute == Recompute::kSelective) continue;
       for (const layout::Plan& p : layouts(world_.size(), recompute)) {
         if (layout::is_gemm2d(p.strategy) && !spec.is_gpt()) continue;
-        TrainConfig c;
-        c.model = {.shape = spec, .layout = p};
-        c.model.shape.vocab = 256;
-        c.steps = 1;
-        c.warmup = 1;
-        c.eval_every = 0;
-        c.eval_batches = 1;
-        c.data = (dir_ / "corpus.txt").string();
-        const TrainSummary s = train(world_, c, [](const StepReport&) {});
+        layout::ModelShape shape = spec;
+        shape.vocab = 256;
+        const TrainSummary s = one_step(shape, p);
         const int pipeline_rank = world_.rank() / (p.mesh[0] * p.mesh[1]) % p.pp;
         const double predicted = plan::rank_memory(spec, p, pipeline_rank).total_bytes();
         const double ratio = predicted / static_cast<double>(s.tensor_peak_bytes);
@@ -167,14 +172,7 @@ TEST_F(MemoryModel, ContextParallelPredictedWithinTenPercent) {
     spec.vocab = 256;
     for (const layout::Plan& p : plans) {
       if (model == "tiny" && p.cp_comm != C::kRing && spec.heads % p.cp != 0) continue;
-      TrainConfig c;
-      c.model = {.shape = spec, .layout = p};
-      c.steps = 1;
-      c.warmup = 1;
-      c.eval_every = 0;
-      c.eval_batches = 1;
-      c.data = (dir_ / "corpus.txt").string();
-      const TrainSummary s = train(world_, c, [](const StepReport&) {});
+      const TrainSummary s = one_step(spec, p);
       const int pipeline_rank = world_.rank() / (p.mesh[0] * p.mesh[1] * p.cp) % p.pp;
       const double predicted =
           plan::rank_memory(plan::cp_rank_model(spec, p), p, pipeline_rank).total_bytes();
@@ -201,14 +199,7 @@ TEST_F(MemoryModel, MixtureOfExpertsUnderContextParallelZeroPredictedWithinTenPe
   double worst = 1.0;
   for (const int zero : {1, 2, 3}) {
     const layout::Plan p{.dp = 2, .zero = zero, .attention = layout::Attention::kFused, .cp = 2};
-    TrainConfig c;
-    c.model = {.shape = spec, .layout = p};
-    c.steps = 1;
-    c.warmup = 1;
-    c.eval_every = 0;
-    c.eval_batches = 1;
-    c.data = (dir_ / "corpus.txt").string();
-    const TrainSummary s = train(world_, c, [](const StepReport&) {});
+    const TrainSummary s = one_step(spec, p);
     const double predicted =
         plan::rank_memory(plan::cp_rank_model(spec, p), p.as_runtime_runs(spec), 0).total_bytes();
     const double ratio = predicted / static_cast<double>(s.tensor_peak_bytes);

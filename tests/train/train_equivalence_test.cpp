@@ -32,6 +32,17 @@ class TrainEquivalence : public test::EquivalenceFixture {
     return config_for({.batch = 4, .seq = 16, .hidden = 32, .heads = 4, .layers = 2, .vocab = 256},
                       kSteps);
   }
+  // config() with a mixture of experts in every layer: `experts` experts of width 48, top-2,
+  // the load-balancing loss at `aux`, over `steps` steps.
+  TrainConfig moe_config(std::int64_t experts, int steps, double aux = 0.01) const {
+    TrainConfig c = config();
+    c.steps = steps;
+    c.model.shape.num_experts = experts;
+    c.model.shape.top_k = 2;
+    c.model.shape.moe_ffn_hidden = 48;
+    c.model.shape.router_aux_loss = aux;
+    return c;
+  }
 
   // A mixture of experts' layout: the experts folded onto a mesh d1×1 with sequence
   // parallelism and the cp context-parallel ranks (ep × etp = d1·cp; unset: ep = d1·cp,
@@ -219,12 +230,7 @@ TEST_F(TrainEquivalence, FusedAttentionGivesTheSerialLossCurve) {
 TEST_F(TrainEquivalence, MixtureOfExpertsGivesTheSerialLossCurve) {
   const int n = world_.size();
   const comm::Communicator solo = world_.split(world_.rank(), 0);
-  TrainConfig base = config();
-  base.steps = 15;
-  base.model.shape.num_experts = 8;
-  base.model.shape.top_k = 2;
-  base.model.shape.moe_ffn_hidden = 48;
-  base.model.shape.router_aux_loss = 0.01;
+  TrainConfig base = moe_config(8, 15);
   TrainConfig no_aux = base;
   no_aux.model.shape.router_aux_loss = 0.0;
   const std::vector<double> serial = losses(solo, base);
@@ -256,12 +262,7 @@ TEST_F(TrainEquivalence, MixtureOfExpertsGivesTheSerialLossCurve) {
 TEST_F(TrainEquivalence, MixtureOfExpertsUnderContextParallelismGivesTheSerialLossCurve) {
   const int n = world_.size();
   if (n < 2) GTEST_SKIP() << "context parallelism needs 2 ranks or more";
-  TrainConfig base = config();
-  base.steps = 15;
-  base.model.shape.num_experts = 8;
-  base.model.shape.top_k = 2;
-  base.model.shape.moe_ffn_hidden = 48;
-  base.model.shape.router_aux_loss = 0.01;
+  TrainConfig base = moe_config(8, 15);
   std::vector<MoeLayout> layouts;
   if (n == 2) {
     layouts.push_back({.dp = 1, .pp = 1, .d1 = 1, .cp = 2});                   // ep 2
@@ -341,14 +342,9 @@ TEST_F(TrainEquivalence, ResumeContinuesTheUninterruptedCurve) {
 // recomputation, and pipeline stages that start at a dense or a MoE layer.
 TEST_F(TrainEquivalence, MixtureOfExpertsEveryOtherLayerGivesTheSerialLossCurve) {
   const int n = world_.size();
-  TrainConfig base = config();
-  base.steps = 12;
+  TrainConfig base = moe_config(4, 12);
   base.model.shape.layers = 4;
-  base.model.shape.num_experts = 4;
-  base.model.shape.top_k = 2;
-  base.model.shape.moe_ffn_hidden = 48;
   base.model.shape.moe_every = 2;
-  base.model.shape.router_aux_loss = 0.01;
   TrainConfig all_moe = base;
   all_moe.model.shape.moe_every = 1;
   const comm::Communicator solo = world_.split(world_.rank(), 0);
@@ -368,13 +364,8 @@ TEST_F(TrainEquivalence, MixtureOfExpertsEveryOtherLayerGivesTheSerialLossCurve)
 // parallel as a dense MLP; model/block.cpp) on the layouts above.
 TEST_F(TrainEquivalence, MixtureOfExpertsWithSharedExpertsGivesTheSerialLossCurve) {
   const int n = world_.size();
-  TrainConfig base = config();
-  base.steps = 12;
-  base.model.shape.num_experts = 4;
-  base.model.shape.top_k = 2;
-  base.model.shape.moe_ffn_hidden = 48;
+  TrainConfig base = moe_config(4, 12);
   base.model.shape.shared_experts = 2;
-  base.model.shape.router_aux_loss = 0.01;
   TrainConfig routed_only = base;
   routed_only.model.shape.shared_experts = 0;
   const comm::Communicator solo = world_.split(world_.rank(), 0);
@@ -398,12 +389,7 @@ TEST_F(TrainEquivalence, MixtureOfExpertsWithSharedExpertsGivesTheSerialLossCurv
 TEST_F(TrainEquivalence, MixtureOfExpertsResumesOnAnotherFolding) {
   const int n = world_.size();
   if (n == 1) GTEST_SKIP() << "one rank has one folding";
-  TrainConfig c = config();
-  c.steps = 12;
-  c.model.shape.num_experts = 8;
-  c.model.shape.top_k = 2;
-  c.model.shape.moe_ffn_hidden = 48;
-  c.model.shape.router_aux_loss = 0.01;
+  TrainConfig c = moe_config(8, 12);
   c.model.layout = {.mesh = {n, 1}, .strategy = layout::Strategy::kMegatron,
                     .sequence_parallel = true, .ep = 1, .etp = n};
   expect_moe_resumes_on(c, "moe_ckpt", {Folding{n, n, 1, n, 1}, Folding{1, 1, 1, 1, 0}});
@@ -416,12 +402,7 @@ TEST_F(TrainEquivalence, MixtureOfExpertsResumesOnAnotherFolding) {
 TEST_F(TrainEquivalence, MixtureOfExpertsResumesAcrossContextParallelFoldings) {
   const int n = world_.size();
   if (n == 1) GTEST_SKIP() << "context parallelism needs 2 ranks or more";
-  TrainConfig c = config();
-  c.steps = 12;
-  c.model.shape.num_experts = 8;
-  c.model.shape.top_k = 2;
-  c.model.shape.moe_ffn_hidden = 48;
-  c.model.shape.router_aux_loss = 0.01;
+  TrainConfig c = moe_config(8, 12);
   c.model.layout = {.mesh = {n / 2, 1}, .strategy = layout::Strategy::kMegatron,
                     .sequence_parallel = n > 2, .attention = layout::Attention::kFused,
                     .cp = 2, .ep = 1, .etp = n};
@@ -435,12 +416,7 @@ TEST_F(TrainEquivalence, MixtureOfExpertsResumesAcrossContextParallelFoldings) {
 TEST_F(TrainEquivalence, MixtureOfExpertsUnderContextParallelismResumesFromZeroShards) {
   const int n = world_.size();
   if (n != 4) GTEST_SKIP() << "dp 2 × cp 2 needs 4 ranks";
-  TrainConfig c = config();
-  c.steps = 12;
-  c.model.shape.num_experts = 8;
-  c.model.shape.top_k = 2;
-  c.model.shape.moe_ffn_hidden = 48;
-  c.model.shape.router_aux_loss = 0.0;  // dp 2: the token sets differ by layout
+  TrainConfig c = moe_config(8, 12, 0.0);  // dp 2: the token sets differ by layout
   c.model.layout = {.dp = 2, .zero = 3, .mesh = {1, 1}, .strategy = layout::Strategy::kMegatron,
                     .attention = layout::Attention::kFused, .cp = 2, .ep = 2};
   expect_moe_resumes_on(c, "moe_cp_zero_ckpt", {Folding{4, 1, 2, 1, 2}, Folding{4, 2, 1, 2, 1}});
