@@ -17,10 +17,25 @@ Rows whose layout the source does not state are not priced: the published number
 the prediction is "not priced" (no layout is invented for them). The planner's own best layout
 for the same model and GPUs is listed beside them for reference only, not as a comparison.
 
-Attention: Megatron-Core runs Transformer Engine's fused attention, which keeps no s×s
-probabilities; the planner's model of that memory is selective recomputation (the attention
-core's probabilities dropped and recomputed in the backward, as the fused kernel's backward
-does), so every row is priced with --recompute selective.
+Attention and recomputation as the runs ran: the Megatron-MoE-ModelZoo configurations
+(model_configs/benchmarking/*.yaml at e865051) pass --use-flash-attn and no recomputation flag,
+so every row is priced with the fused core (--attention fused: no s×s probabilities kept, at
+the presets' attention_tflops) and --recompute none. Before the fused core existed these rows
+were priced with the unfused core under selective recomputation, which stood for the fused
+kernel's memory but charged the unfused core's time twice (docs/moe.md has both).
+
+Liu et al. 2025's rows: the paper's Tables 3 and 4 ("MCore" rows: expert parallelism inside
+data parallelism, the experts tensor-parallel over the attention's TP, ETP = TP) as transcribed
+by a third party, gkarfakis19/Rapid-LLM, validation_scripts/moe_ep_validation.py at 6238f354
+(its CASES: layout, GPUs, global batch, MFU). The paper's own tables were not readable here,
+so these numbers are the transcription's. Sequence 4096, micro batch 1, bf16, balanced
+routing. The transcription gives no virtual pipeline size: the rows are priced without
+interleaving (as a Megatron-LM run without --num-layers-per-virtual-pipeline-stage runs), and
+with one layer a virtual stage (the ModelZoo's VP 7 for both models) as a what-if. Rows of
+more than 128 GPUs use dgx-h100-16x8's constants with more nodes (written to
+OUT/topologies/). The abstract's "up to 49.3%" for Mixtral 8x22B is within 0.1 point of the
+transcribed 49.4% (128 GPUs, GBS 1024); its 39.0% for Qwen2-57B-A14B is above every transcribed
+row, so it is a row the transcription leaves out (a folded layout): listed, not priced.
 """
 import json
 import os
@@ -35,6 +50,27 @@ PEAK_TFLOPS = 989.4
 
 # Each row: the source, the model preset, GPUs, topology, the layout (None: not stated by the
 # source), the published number (TFLOP/s per GPU or MFU; None: not published) and a note.
+ZOO = "Megatron-MoE-ModelZoo"
+LIU3 = ("Liu et al. 2025, Table 3 (GBS 256), {what}, as transcribed by Rapid-LLM "
+        "(validation_scripts/moe_ep_validation.py at 6238f354)")
+LIU4 = ("Liu et al. 2025, Table 4 (GBS 1024, strong scaling), MCore row, as transcribed by "
+        "Rapid-LLM (validation_scripts/moe_ep_validation.py at 6238f354)")
+
+
+def liu(model, gpus, tp, pp, ep, gbs, mfu, source):
+    """A row of Liu et al.'s Tables 3-4: ETP = TP (no folding), no virtual stages stated."""
+    nodes = gpus // 8
+    return {"source": source, "model": model, "gpus": gpus,
+            "topology": {64: "dgx-h100-8x8", 128: "dgx-h100-16x8"}.get(gpus, nodes),
+            "layout": {"tp": tp, "pp": pp, "vp": 1, "ep": ep, "etp": tp, "mbs": 1, "gbs": gbs,
+                       "seq": 4096},
+            "vp_whatif": 7 if pp > 1 else None,
+            "published_tflops": None, "published_mfu": mfu}
+
+
+# Each row: the source, the model preset, GPUs, topology (a preset, or a node count: the
+# dgx-h100 constants on that many nodes), the layout (None: not stated by the source), the
+# published number (TFLOP/s per GPU or MFU; None: not published).
 RUNS = [
     {"source": "Megatron-Core MoE README (468 TFLOP/s with MCore v0.9; the layout is its "
                "reference mapping table, MCore v0.8)",
@@ -42,7 +78,7 @@ RUNS = [
      "layout": {"tp": 1, "pp": 4, "vp": 8, "ep": 8, "etp": 1, "mbs": 1, "gbs": 256,
                 "seq": 4096},
      "published_tflops": 468, "published_mfu": None},
-    {"source": "Megatron-MoE-ModelZoo (linked from Megatron-Core's MoE README), "
+    {"source": f"{ZOO} (linked from Megatron-Core's MoE README), "
                "best_practice/mixtral/run_mixtral_8x22B.sh at e865051: dropless with forced "
                "balancing ~465 TFLOP/s (445 dropless as routed); layout from its "
                "runtime_configs/benchmarking/runtime.conf and Mixtral-8x22B.yaml (ETP 1)",
@@ -55,18 +91,22 @@ RUNS = [
      "layout": {"tp": 4, "pp": 8, "vp": 7, "ep": 2, "etp": 4, "mbs": 1, "gbs": 256,
                 "seq": 4096},
      "published_tflops": None, "published_mfu": None},
-    {"source": "Megatron-MoE-ModelZoo runtime.conf at b06a6d8 (2025-05-26) and "
+    {"source": f"{ZOO} runtime.conf at b06a6d8 (2025-05-26) and "
                "Qwen2-57B-A14B.yaml (ETP 1); no throughput published for it",
      "model": "qwen2-57b-a14b", "gpus": 64, "topology": "dgx-h100-8x8",
      "layout": {"tp": 2, "pp": 4, "vp": 7, "ep": 4, "etp": 1, "mbs": 1, "gbs": 256,
                 "seq": 4096},
      "published_tflops": None, "published_mfu": None},
-    {"source": "Liu et al. 2025 (MoE Parallel Folding), abstract: up to 49.3% MFU; layout and "
-               "GPU count of that run not found",
-     "model": "mixtral-8x22b", "gpus": 128, "topology": "dgx-h100-16x8", "layout": None,
-     "published_tflops": None, "published_mfu": 0.493},
-    {"source": "Liu et al. 2025 (MoE Parallel Folding), abstract: up to 39.0% MFU; layout and "
-               "GPU count of that run not found",
+    liu("mixtral-8x22b", 128, 2, 8, 4, 256, 0.463, LIU3.format(what="MCore row")),
+    liu("mixtral-8x22b", 128, 4, 1, 8, 256, 0.366, LIU3.format(what="TP+EP+DP row")),
+    liu("qwen2-57b-a14b", 64, 2, 4, 4, 256, 0.353, LIU3.format(what="MCore row")),
+    liu("qwen2-57b-a14b", 64, 4, 1, 4, 256, 0.231, LIU3.format(what="TP+EP+DP row")),
+] + [liu("mixtral-8x22b", g, 2, 8, 4, 1024, mfu, LIU4)
+     for g, mfu in ((128, 0.494), (256, 0.480), (512, 0.455), (1024, 0.423))] + \
+    [liu("qwen2-57b-a14b", g, 2, 4, 4, 1024, mfu, LIU4)
+     for g, mfu in ((64, 0.362), (128, 0.360), (256, 0.348), (512, 0.325), (1024, 0.298))] + [
+    {"source": "Liu et al. 2025, abstract: up to 39.0% MFU, above every transcribed MCore row of "
+               "Tables 3-4: a layout (folded) the transcription does not give",
      "model": "qwen2-57b-a14b", "gpus": 64, "topology": "dgx-h100-8x8", "layout": None,
      "published_tflops": None, "published_mfu": 0.390},
 ]
@@ -90,14 +130,65 @@ def run(cmd):
     return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
 
 
+def topology_path(out, topology):
+    """A preset name as is; a node count: dgx-h100-16x8 with that many nodes, in OUT."""
+    if isinstance(topology, str):
+        return topology
+    with open(os.path.join(ROOT, "topologies", "dgx-h100-16x8.json")) as f:
+        t = json.load(f)
+    t["name"] = f"dgx-h100-{topology}x8"
+    t["levels"][0]["members"] = topology
+    t["description"] = (f"{topology * 8} H100 as {topology} DGX H100 nodes: dgx-h100-16x8's "
+                        "constants (its description names their sources) on more nodes")
+    os.makedirs(os.path.join(out, "topologies"), exist_ok=True)
+    path = os.path.join(out, "topologies", t["name"] + ".json")
+    with open(path, "w") as f:
+        json.dump(t, f, indent=2)
+    return path
+
+
+def evaluate(args, r, model, vp):
+    """meshtp's price of row r's layout with vp virtual stages: TFLOP/s per GPU and its parts."""
+    lay = r["layout"]
+    dp = r["gpus"] // (lay["tp"] * lay["pp"])
+    m = lay["gbs"] // (dp * lay["mbs"])
+    cmd = [args.meshtp, "plan", "--3d", "--evaluate", "--runtime", "megatron",
+           "--topology", topology_path(args.out, r["topology"]), "--model", r["model"],
+           "--seq", str(lay["seq"]), "--batch", str(lay["gbs"]), "--dp", str(dp),
+           "--pp", str(lay["pp"]), "--mesh", f"{lay['tp']}x1", "--ep", str(lay["ep"]),
+           "--etp", str(lay["etp"]), "--microbatches", str(m), "--zero", "1",
+           "--attention", "fused", "--recompute", "none"]
+    if lay["tp"] > 1:
+        cmd.append("--sequence-parallel")  # Megatron-LM requires it with MoE and tp > 1
+    if vp > 1:
+        cmd += ["--schedule", f"interleaved:{vp}"]
+    j = run(cmd + ["--json"])
+    step = j["t_step_s"]
+    tflops = model_flops(model, lay["gbs"], lay["seq"]) / (step * r["gpus"]) / 1e12
+    return {"meshtp_tflops": tflops, "meshtp_mfu": tflops / PEAK_TFLOPS, "step_s": step,
+            "memory_gib": j["memory_gib"], "fits": j["fits"],
+            "moe_a2a_share": j.get("t_moe_a2a_s", 0) * m / step,
+            "moe_compute_share": j.get("t_moe_compute_s", 0) * m / step,
+            "bubble_share": j["parts"]["bubble_s"] / step,
+            "command": " ".join(["meshtp"] + cmd[1:])}
+
+
+def error(r, priced):
+    """meshtp against the published number (TFLOP/s or MFU, the same ratio); None if none."""
+    if r["published_tflops"]:
+        return priced["meshtp_tflops"] / r["published_tflops"] - 1
+    if r["published_mfu"]:
+        return priced["meshtp_mfu"] / r["published_mfu"] - 1
+    return None
+
+
 def main():
     args = validate_cli.parse_args(__doc__)
     rows = []
     for r in RUNS:
         model = json.load(open(os.path.join(ROOT, "models", r["model"] + ".json")))
         row = dict(r)
-        lay = r["layout"]
-        if lay is None:
+        if r["layout"] is None:
             # For reference only: the planner's own best layout (not the source's).
             cmd = [args.meshtp, "plan", "--3d", "--runtime", "megatron", "--topology",
                    r["topology"], "--model", r["model"], "--strategies", "tp1d", "--top", "1",
@@ -114,33 +205,17 @@ def main():
             row["search_best"]["mfu"] = row["search_best"]["tflops"] / PEAK_TFLOPS
             rows.append(row)
             continue
-        dp = r["gpus"] // (lay["tp"] * lay["pp"])
-        m = lay["gbs"] // (dp * lay["mbs"])
-        cmd = [args.meshtp, "plan", "--3d", "--evaluate", "--runtime", "megatron",
-               "--topology", r["topology"], "--model", r["model"], "--seq", str(lay["seq"]),
-               "--batch", str(lay["gbs"]), "--dp", str(dp), "--pp", str(lay["pp"]),
-               "--mesh", f"{lay['tp']}x1", "--ep", str(lay["ep"]), "--etp", str(lay["etp"]),
-               "--microbatches", str(m), "--zero", "1", "--recompute", "selective"]
-        if lay["tp"] > 1:
-            cmd.append("--sequence-parallel")  # Megatron-LM requires it with MoE and tp > 1
-        if lay["vp"] > 1:
-            cmd += ["--schedule", f"interleaved:{lay['vp']}"]
-        j = run(cmd + ["--json"])
-        step = j["t_step_s"]
-        tflops = model_flops(model, lay["gbs"], lay["seq"]) / (step * r["gpus"]) / 1e12
-        parts = j["parts"]
-        row.update({"meshtp_tflops": tflops, "meshtp_mfu": tflops / PEAK_TFLOPS,
-                    "step_s": step, "memory_gib": j["memory_gib"], "fits": j["fits"],
-                    "moe_a2a_share": j.get("t_moe_a2a_s", 0) * m / step,
-                    "moe_compute_share": j.get("t_moe_compute_s", 0) * m / step,
-                    "bubble_share": parts["bubble_s"] / step,
-                    "command": " ".join(["meshtp"] + cmd[1:])})
-        if r["published_tflops"]:
-            row["error"] = tflops / r["published_tflops"] - 1
+        row.update(evaluate(args, r, model, r["layout"]["vp"]))
+        row["error"] = error(r, row)
+        if r.get("vp_whatif"):
+            row["whatif"] = evaluate(args, r, model, r["vp_whatif"])
+            row["whatif"]["error"] = error(r, row["whatif"])
         rows.append(row)
-    lines = ["| model | GPUs | layout (TP PP VP EP ETP) | published | meshtp | error | step s | "
-             "a2a share | experts' compute share | GiB (fits 80) | source |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    pct = lambda e: "–" if e is None else f"{100 * e:+.0f}%"
+    lines = ["| model | GPUs | GBS | layout (TP PP VP EP ETP) | published | meshtp | error | "
+             "step s | a2a share | experts' compute share | GiB (fits 80) | "
+             "what-if: VP 7 (error, GiB) | source |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         published = (f"{r['published_tflops']} TFLOP/s" if r["published_tflops"]
                      else f"{100 * r['published_mfu']:.1f}% MFU" if r["published_mfu"]
@@ -149,22 +224,31 @@ def main():
             b = r["search_best"]
             p = b["plan"]
             lines.append(
-                f"| {r['model']} | {r['gpus']} | not stated | {published} | not priced "
+                f"| {r['model']} | {r['gpus']} | – | not stated | {published} | not priced "
                 f"(meshtp's own best, for reference: dp {p['dp']} pp {p['pp']} "
                 f"tp {p['mesh'][0]} ep {p.get('ep', 1)} etp {p.get('etp', 0)}, "
                 f"{b['tflops']:.0f} TFLOP/s = {100 * b['mfu']:.1f}% MFU, {b['memory_gib']:.1f} GiB) "
-                f"| – | – | – | – | – | {r['source']} |")
+                f"| – | – | – | – | – | – | {r['source']} |")
             continue
         lay = r["layout"]
-        error = f"{100 * r['error']:+.0f}%" if "error" in r else "–"
+        w = r.get("whatif")
+        whatif = (f"{pct(w['error'])}, {w['memory_gib']:.1f}{'' if w['fits'] else ' (no)'}"
+                  if w else "–")
         lines.append(
-            f"| {r['model']} | {r['gpus']} | {lay['tp']} {lay['pp']} {lay['vp']} {lay['ep']} "
-            f"{lay['etp']} | {published} | {r['meshtp_tflops']:.0f} TFLOP/s "
-            f"({100 * r['meshtp_mfu']:.1f}% MFU) | {error} | {r['step_s']:.2f} | "
+            f"| {r['model']} | {r['gpus']} | {lay['gbs']} | {lay['tp']} {lay['pp']} {lay['vp']} "
+            f"{lay['ep']} {lay['etp']} | {published} | {r['meshtp_tflops']:.0f} TFLOP/s "
+            f"({100 * r['meshtp_mfu']:.1f}% MFU) | {pct(r['error'])} | {r['step_s']:.2f} | "
             f"{100 * r['moe_a2a_share']:.0f}% | {100 * r['moe_compute_share']:.0f}% | "
-            f"{r['memory_gib']:.1f} ({'yes' if r['fits'] else 'no'}) | {r['source']} |")
-    text = "\n".join(lines) + "\n"
+            f"{r['memory_gib']:.1f} ({'yes' if r['fits'] else 'no'}) | {whatif} | "
+            f"{r['source']} |")
+    checked = [r["error"] for r in rows if r.get("error") is not None]
+    summary = (f"{len(checked)} rows with a published number: mean |error| "
+               f"{100 * sum(map(abs, checked)) / len(checked):.1f}%, "
+               f"from {100 * min(checked):+.1f}% to {100 * max(checked):+.1f}%, "
+               f"{sum(abs(e) <= 0.15 for e in checked)} within 15%")
+    text = "\n".join(lines) + "\n\n" + summary + "\n"
     commands = [r["command"] for r in rows if "command" in r] + \
+        [r["whatif"]["command"] for r in rows if "whatif" in r] + \
         [r["search_best"]["command"] for r in rows if "search_best" in r]
     with open(os.path.join(args.out, "moe.md"), "w") as f:
         f.write(text + "\n" + "\n".join(commands) + "\n")
