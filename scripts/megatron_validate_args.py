@@ -5,7 +5,7 @@
 
 MEGATRON_LM_DIR is a Megatron-LM checkout (docs/moe.md used core_v0.15.0, the spelling meshtp
 emits); FILE is the emitted bash file (sourced by bash: its MEGATRON_ARGS array and
-CUDA_DEVICE_MAX_CONNECTIONS); WORLD_SIZE the GPUs it is for. The arguments, with mock data and a
+CUDA_DEVICE_MAX_CONNECTIONS, exported or unset); WORLD_SIZE the GPUs it is for. The arguments, with mock data and a
 null tokenizer, go through Megatron-LM's parse_args and validate_args
 (megatron/training/arguments.py), as pretrain_gpt.py runs them on rank 0; prints "validate_args
 passed: …" with the degrees Megatron-LM derived, or its assertion.
@@ -73,9 +73,13 @@ def main():
     root, path, world = sys.argv[1], sys.argv[2], sys.argv[3]
     shown = subprocess.run(
         ["bash", "-c", 'set -eu; unset CUDA_DEVICE_MAX_CONNECTIONS; source "$1"; '
-         'printf "%s\\0" "$CUDA_DEVICE_MAX_CONNECTIONS" "${MEGATRON_ARGS[@]}"', "bash", path],
+         'printf "%s\\0" "${CUDA_DEVICE_MAX_CONNECTIONS-unset}" "${MEGATRON_ARGS[@]}"',
+         "bash", path],
         capture_output=True, text=True, check=True).stdout.split("\0")[:-1]
-    os.environ.update(CUDA_DEVICE_MAX_CONNECTIONS=shown[0], WORLD_SIZE=world, RANK="0")
+    os.environ.pop("CUDA_DEVICE_MAX_CONNECTIONS", None)  # as the file leaves it (Megatron-FSDP: unset)
+    if shown[0] != "unset":
+        os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = shown[0]
+    os.environ.update(WORLD_SIZE=world, RANK="0")
     arguments = import_megatron(root)
     arguments.get_device_arch_version = lambda: 9  # an H100 (sm_90)
     sys.argv = ["pretrain_gpt.py", *shown[1:], "--mock-data", "--tokenizer-type",
@@ -86,7 +90,7 @@ def main():
           args.pipeline_model_parallel_size, "dp", args.data_parallel_size, "ep",
           args.expert_model_parallel_size, "etp", args.expert_tensor_parallel_size, "experts",
           args.num_experts, "sequence_parallel", args.sequence_parallel, "grouped_gemm",
-          args.moe_grouped_gemm)
+          args.moe_grouped_gemm, "sharding", args.data_parallel_sharding_strategy)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,6 @@ enum class Gap {
   kMesh2d,               // ATP on a d1×d2 mesh, both > 1
   kMeshColumn,           // ATP on a 1×N mesh: not Megatron's N×1
   kChunks,               // meshtp's chunked overlap of the TP collectives
-  kZeroAbove1,           // Megatron-LM: the distributed optimizer is ZeRO-1
   kGpipe,                // pp > 1 and m > 1 under GPipe
   kNoSequenceParallel,   // torchtitan: its TP always shards the sequence
   kShardBesidePipeline,  // torchtitan: FSDP under a pipeline keeps ZeRO-1's memory
@@ -123,7 +122,6 @@ Gap gap(Framework f, const Plan& p, Precision precision, const ModelSpec* m = nu
   }
   switch (f) {
     case Framework::kMegatron:
-      if (zero >= 2) return Gap::kZeroAbove1;
       if (gpipe(p)) return Gap::kGpipe;
       return Gap::kNone;
     case Framework::kTorchtitan:
@@ -174,11 +172,6 @@ std::string describe(Gap g, Framework f, const Plan& p) {
           "chunks={} (meshtp's chunked overlap of the tensor-parallel "
           "collectives) has no {} setting",
           p.chunks, fw);
-    case Gap::kZeroAbove1:
-      return fmt::format(
-          "ZeRO-{}: Megatron-LM's distributed optimizer shards the optimizer "
-          "state only (ZeRO-1)",
-          p.zero);
     case Gap::kGpipe:
       return fmt::format("the GPipe schedule over {} stages: {}'s pipeline runs 1F1B", p.pp, fw);
     case Gap::kNoSequenceParallel:
@@ -366,17 +359,27 @@ void comment(std::string& out, const std::string& line) {
 std::string megatron(const EmitRequest& r, const Plan& p, const Sizes& s) {
   std::string out;
   std::vector<std::string> lines = header(Framework::kMegatron, r, p, s);
-  lines.push_back(
+  const bool fsdp = zero_of(p) >= 2;
+  lines.push_back(fmt::format(
       "bash: source this file, then run torchrun --nproc-per-node N … pretrain_gpt.py "
-      "\"${MEGATRON_ARGS[@]}\" with the data and tokenizer arguments; "
-      "CUDA_DEVICE_MAX_CONNECTIONS=1 is what validate_args asserts for tensor parallelism > 1");
+      "\"${{MEGATRON_ARGS[@]}}\" with the data and tokenizer arguments; {}",
+      fsdp ? "CUDA_DEVICE_MAX_CONNECTIONS unset, as Megatron-FSDP asks (validate_args refuses "
+             "1 with it; docs/source/api-guide/custom_fsdp.md)"
+           : "CUDA_DEVICE_MAX_CONNECTIONS=1 is what validate_args asserts for tensor "
+             "parallelism > 1"));
+  if (fsdp) {
+    lines.push_back(fmt::format(
+        "ZeRO-{} as Megatron-FSDP (core_v0.15.0 --use-megatron-fsdp): the data-parallel "
+        "sharding strategy {}, checkpoints in its fsdp_dtensor format",
+        zero_of(p), zero_of(p) == 3 ? "optim_grads_params" : "optim_grads"));
+  }
   if (r.model.is_moe() && r.model.precision != Precision::kBf16) {
     lines.push_back(fmt::format("no --moe-grouped-gemm: Megatron-LM's grouped GeMMs run bf16 "
                                 "only, this model is {}",
                                 name(r.model.precision)));
   }
   for (const std::string& line : lines) comment(out, line);
-  out += "export CUDA_DEVICE_MAX_CONNECTIONS=1\n";
+  out += fsdp ? "unset CUDA_DEVICE_MAX_CONNECTIONS\n" : "export CUDA_DEVICE_MAX_CONNECTIONS=1\n";
   out += "MEGATRON_ARGS=(\n";
   // Every value is a number or a fixed word: nothing a user typed goes outside a comment.
   const auto arg = [&](std::string_view name, auto value) {
@@ -426,7 +429,15 @@ std::string megatron(const EmitRequest& r, const Plan& p, const Sizes& s) {
   // --attention-backend, megatron/core/transformer/enums.py AttnBackend.flash; the legacy
   // model's --use-flash-attn is not used). Unfused leaves Megatron-LM's default (auto).
   if (p.attention == layout::Attention::kFused) arg("attention-backend", "flash");
-  if (zero_of(p) == 1) flag("use-distributed-optimizer");
+  if (zero_of(p) >= 1) flag("use-distributed-optimizer");
+  if (fsdp) {
+    // core_v0.15.0's Megatron-FSDP: custom_fsdp.md's flags, and validate_args' checkpoint
+    // format for it.
+    flag("use-megatron-fsdp");
+    arg("data-parallel-sharding-strategy", zero_of(p) == 3 ? "optim_grads_params" : "optim_grads");
+    flag("no-gradient-accumulation-fusion");
+    arg("ckpt-format", "fsdp_dtensor");
+  }
   arg("micro-batch-size", s.micro);
   arg("global-batch-size", s.global);
   arg("num-layers", r.model.layers);

@@ -212,6 +212,27 @@ double tied_embedding_s(const LayoutCandidate& c, const LayoutTraffic& t) {
   return ring_all_reduce_time(t.pipe, 2, t.tied_grad_bytes);
 }
 
+// Megatron-FSDP (core_v0.15.0 --use-megatron-fsdp; docs/source/api-guide/custom_fsdp.md: the
+// parameter all-gathers prefetched a unit ahead, the gradient reduce-scatters launched as a
+// unit's gradients are ready) and torchtitan's FSDP2 (its implicit forward and backward
+// prefetch): the exposed part of one microbatch's FSDP traffic on a rank whose u layers take F
+// forward and B backward. ZeRO-3 gathers every layer before its forward and again before its
+// backward (G the rank's all-gather, shard → whole), ZeRO ≥ 2 reduce-scatters every layer's
+// gradient (R); each pass hides its traffic under its compute except the first unit's gather
+// (and the last unit's reduce-scatter), which nothing precedes (follows):
+//   ZeRO-3: max(G/u, G − F) + max((G + R)/u, G + R − B);   ZeRO-2: max(R/u, R − B).
+// F is the stage's forward (c.t_forward_s; a third of it where unset), B the rest.
+double fsdp_exposed_s(const LayoutCandidate& c, const LayoutTraffic& t, int dp, double shard) {
+  const layout::Plan& p = c.plan;
+  const double collective = ring_collective_time(t.data, dp, shard);  // G = R on a ring
+  const double units = std::max(1, t.layers);
+  const double forward = c.t_forward_s > 0 ? c.t_forward_s : c.t_stage_s / 3;
+  const double backward = c.t_stage_s - forward + c.t_rerun_s;
+  if (p.zero == 2) return std::max(collective / units, collective - backward);
+  return std::max(collective / units, collective - forward) +
+         std::max(2 * collective / units, 2 * collective - backward);
+}
+
 double dense_data_parallel_s(const LayoutCandidate& c, const LayoutTraffic& t,
                              const PipelineRun& run) {
   const layout::Plan& p = c.plan;
@@ -221,6 +242,12 @@ double dense_data_parallel_s(const LayoutCandidate& c, const LayoutTraffic& t,
   if (dp == 1) return tied_embedding_s(c, t);
   const double shard = t.params_bytes / dp;
   double reduce = 0;
+  if (c.runtime == layout::Runtime::kMegatron && p.zero >= 2) {
+    // Megatron-FSDP overlaps (and has no end-of-step gather at ZeRO-3).
+    const double fsdp = m * fsdp_exposed_s(c, t, dp, shard);
+    return fsdp + (p.zero == 2 ? ring_collective_time(t.data, dp, shard) : 0) +
+           tied_embedding_s(c, t);
+  }
   if (p.zero >= 2) {
     // ZeRO ≥ 2 reduce-scatters every microbatch's gradient into the sharded accumulators.
     reduce = m * ring_collective_time(t.data, dp, shard);
@@ -779,18 +806,27 @@ class Pricer {
   std::optional<std::pair<RunKey, PipelineRun>> last_run_;
 };
 
-// The ZeRO stages a runtime has: meshtp 0–3, Megatron-LM's distributed optimizer 0 and 1
-// (megatron-2021: none, it came later; Narayanan et al. 2021 has no sharded optimizer), and
-// DeepSpeed's 0–3 without a pipeline but 0 and 1 with one (pipe/engine.py
-// PipelineEngine.__init__: "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism").
+// The ZeRO stages a runtime has: meshtp 0–3; Megatron-LM 0–3, 1 its distributed optimizer,
+// 2 and 3 Megatron-FSDP's optim_grads and optim_grads_params (core_v0.15.0
+// --use-megatron-fsdp --data-parallel-sharding-strategy; torchtitan's FSDP2 is priced the same
+// way); megatron-2021 none (Narayanan et al. 2021 has no sharded optimizer); DeepSpeed's 0–3
+// without a pipeline but 0 and 1 with one (pipe/engine.py PipelineEngine.__init__: "ZeRO-2 and
+// ZeRO-3 are incompatible with pipeline parallelism").
 int zero_stages(layout::Runtime runtime, int pp) {
   switch (runtime) {
     case layout::Runtime::kMeshtp: return 4;
-    case layout::Runtime::kMegatron: return 2;
+    case layout::Runtime::kMegatron: return 4;
     case layout::Runtime::kMegatron2021: return 1;
     case layout::Runtime::kDeepSpeed: return pp > 1 ? 2 : 4;
   }
   return 1;
+}
+
+// The ZeRO stages plan --3d searches: every stage the runtime has, but Megatron-LM's FSDP
+// stages are priced only when asked for (--evaluate --zero 2|3): no published Megatron-FSDP
+// or FSDP2 run checks their overlap (fsdp_exposed_s), so they do not decide a search.
+int searched_zero_stages(layout::Runtime runtime, int pp) {
+  return runtime == layout::Runtime::kMegatron ? 2 : zero_stages(runtime, pp);
 }
 
 // Why `runtime` cannot run `p` (strategy `s`, the planner's), or nullopt: megatron-2021
@@ -803,8 +839,8 @@ std::optional<std::string> runtime_refuses(layout::Runtime runtime, const layout
   if (p.zero >= zero_stages(runtime, p.pp)) {
     switch (runtime) {
       case layout::Runtime::kMegatron:
-        return fmt::format("zero={}: the megatron runtime has ZeRO stages 0 and 1 only (its "
-                           "distributed optimizer shards the optimizer state)",
+        return fmt::format("zero={}: the megatron runtime has ZeRO stages 0 to 3 (1 the "
+                           "distributed optimizer, 2 and 3 Megatron-FSDP)",
                            p.zero);
       case layout::Runtime::kMegatron2021:
         return fmt::format("zero={}: the megatron-2021 runtime (Narayanan et al. 2021) has no "
@@ -968,7 +1004,7 @@ LayoutSearch search_layouts(const LayoutRequest& r, std::size_t keep) {
                 const double rerun = rerun_s(r.runtime, pp, full.t_step_s, none.t_step_s);
                 const std::vector<int> vs = first_layers > 0 ? std::vector{1}
                                                               : virtual_stages(model.layers / pp, pp, m);
-                const int zeros = dp * cp > 1 ? zero_stages(r.runtime, pp) : 1;
+                const int zeros = dp * cp > 1 ? searched_zero_stages(r.runtime, pp) : 1;
                 layout::Plan plan = to_plan(stage);
                 plan.dp = dp;
                 plan.pp = pp;

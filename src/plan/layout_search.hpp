@@ -244,7 +244,8 @@ double pipeline_p2p_s(const LayoutCandidate& c, const LayoutTraffic& t, const Pi
 // backward ends, one at a time on the data ring, priced as far as it outlasts the schedule
 // (megatron: all of it, after the flush; deepspeed: also the tied embedding's all-reduce
 // before it); ZeRO ≥ 1's all-gather, ZeRO ≥ 2's reduce-scatters and ZeRO-3's gathers not
-// overlapped.
+// overlapped, but megatron's ZeRO 2–3 (Megatron-FSDP, FSDP2) hidden under each pass's compute
+// but the first layer's (layout_search.cpp fsdp_exposed_s).
 double data_parallel_s(const LayoutCandidate& c, const LayoutTraffic& t, const PipelineRun& run);
 // Fills c.bubble, c.t_p2p_s, c.t_dp_s and c.t_step_s from c.plan, c.runtime, c.t_stage_s,
 // c.t_rerun_s, c.t_head_s and c.t_optimizer_s (the price above); the second runs the schedule.

@@ -227,8 +227,8 @@ if [ "$group" = all ] || [ "$group" = flags ]; then
   expect_error "plan --evaluate virtual stages not dividing layers/pp" 2 "error: layers=48 of 'korthikanti-22b' do not split into pp=2 × virtual stages=5" \
     "${ev[@]}" --pp 2 --microbatches 4 --schedule interleaved:5 --batch 4
   expect_error "plan --evaluate microbatches not dividing the batch" 2 "error: batch=4 does not split into dp=1 × microbatches=3" "${ev[@]}" --microbatches 3
-  expect_error "plan --evaluate megatron ZeRO-2" 2 "error: zero=2: the megatron runtime has ZeRO stages 0 and 1 only" \
-    "${ev[@]}" --dp 2 --zero 2 --runtime megatron
+  expect_error "plan --evaluate megatron-2021 ZeRO-1" 2 "error: zero=1: the megatron-2021 runtime \(Narayanan et al. 2021\) has no distributed optimizer" \
+    "${ev[@]}" --dp 2 --zero 1 --runtime megatron-2021
   expect_error "plan --evaluate --top" 2 "error: --top is not available with --evaluate" "${ev[@]}" --top 3
   # plan --emit (issue 25 item 1): a framework's configuration of the layout.
   expect_error "plan --emit unknown framework" 2 "error: unknown framework 'fsdp' \(valid: megatron, torchtitan, deepspeed\)" \

@@ -56,12 +56,21 @@ def megatron_parser():
                  "moe-grouped-gemm"):
         p.add_argument("--" + name, action="store_true")
     p.add_argument("--disable-bias-linear", action="store_false", dest="add_bias_linear")
+    p.add_argument("--use-megatron-fsdp", action="store_true")
+    p.add_argument("--no-gradient-accumulation-fusion", action="store_false",
+                   dest="gradient_accumulation_fusion")
+    p.add_argument("--data-parallel-sharding-strategy", default="no_shard",
+                   choices=["no_shard", "optim", "optim_grads", "optim_grads_params"])
+    p.add_argument("--ckpt-format", choices=["torch", "torch_dist", "zarr", "torch_dcp",
+                                             "fsdp_dtensor"])
     return p
 
 
 def megatron_checks(a):
     """Megatron-LM core_v0.15.0's own checks (megatron/training/arguments.py) on what meshtp
-    emits for context parallelism and uneven stages."""
+    emits for context parallelism, uneven stages and Megatron-FSDP."""
+    if a.use_megatron_fsdp and a.ckpt_format != "fsdp_dtensor":
+        fail("megatron: Megatron FSDP only supports fsdp_dtensor checkpoint format")
     cp = a.context_parallel_size or 1
     if cp > 1 and a.seq_length % (2 * cp):
         fail("megatron: seq-length should be a multiple of 2 * context-parallel-size")
@@ -121,17 +130,20 @@ def read(framework, text):
     lines = comment_lines(framework, text)
     if framework == "megatron":
         # The file is bash: sourced by bash, its array is the argument list, and the
-        # environment Megatron-LM's validate_args asserts for tensor parallelism > 1 is set.
+        # environment Megatron-LM's validate_args asserts is set: CUDA_DEVICE_MAX_CONNECTIONS 1
+        # for tensor parallelism > 1, and anything but 1 (here: unset) with Megatron-FSDP.
         shown = subprocess.run(
             ["bash", "-c", 'set -eu; unset CUDA_DEVICE_MAX_CONNECTIONS; source "$1"; '
-             'printf "%s\\0" "$CUDA_DEVICE_MAX_CONNECTIONS" "${MEGATRON_ARGS[@]}"', "bash",
-             f"{workdir}/emit.args"], capture_output=True, text=True)
+             'printf "%s\\0" "${CUDA_DEVICE_MAX_CONNECTIONS-unset}" "${MEGATRON_ARGS[@]}"',
+             "bash", f"{workdir}/emit.args"], capture_output=True, text=True)
         if shown.returncode != 0:
             fail(f"megatron: bash could not source the file: {shown.stderr.strip()}")
         connections, *argv = shown.stdout.split("\0")[:-1]
-        if connections != "1":
-            fail(f"megatron: CUDA_DEVICE_MAX_CONNECTIONS={connections!r}, Megatron-LM needs 1")
         a = megatron_parser().parse_args(argv)
+        wanted = "unset" if a.use_megatron_fsdp else "1"
+        if connections != wanted:
+            fail(f"megatron: CUDA_DEVICE_MAX_CONNECTIONS={connections!r}, Megatron-LM needs "
+                 f"{wanted}")
         dp, pp = data_parallel(lines), a.pipeline_model_parallel_size
         a.world_size = dp * a.tensor_model_parallel_size * pp * (a.context_parallel_size or 1)
         megatron_checks(a)
@@ -149,7 +161,9 @@ def read(framework, text):
                     else a.num_virtual_stages_per_pipeline_rank or 1,
                     micro=a.micro_batch_size, batch=a.global_batch_size,
                     sp=a.sequence_parallel, recompute=a.recompute_granularity or "none",
-                    zero=1 if a.use_distributed_optimizer else 0,
+                    zero={"optim_grads": 2, "optim_grads_params": 3}.get(
+                        a.data_parallel_sharding_strategy if a.use_megatron_fsdp else "",
+                        1 if a.use_distributed_optimizer else 0),
                     **({} if a.attention_backend is None else
                        dict(attention="fused" if a.attention_backend == "flash"
                             else a.attention_backend)),

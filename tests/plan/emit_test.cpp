@@ -62,7 +62,9 @@ std::map<std::string, std::string> megatron_args(const std::string& text) {
   for (const std::string& raw : lines_of(text)) {
     if (!in_array) {
       if (raw.empty() || raw[0] == '#') continue;
-      if (raw == "export CUDA_DEVICE_MAX_CONNECTIONS=1") {
+      // Exported 1 (tensor parallelism's), or unset (Megatron-FSDP's: validate_args refuses 1).
+      if (raw == "export CUDA_DEVICE_MAX_CONNECTIONS=1" ||
+          raw == "unset CUDA_DEVICE_MAX_CONNECTIONS") {
         exported = true;
         continue;
       }
@@ -125,6 +127,30 @@ TEST(Emit, MegatronArgumentsCarryTheLayout) {
 // Selective recomputation takes no method and no layer count (Megatron-LM refuses them);
 // without ZeRO, sequence parallelism or a pipeline those arguments are absent, and at tensor
 // parallelism 1 so is --sequence-parallel, which Megatron-LM would turn off.
+// ZeRO-2 and -3 as Megatron-FSDP (core_v0.15.0): its flags, validate_args' checkpoint format
+// for it, and CUDA_DEVICE_MAX_CONNECTIONS unset (validate_args asserts it is not 1).
+TEST(Emit, MegatronZeroTwoAndThreeAreMegatronFsdp) {
+  for (const int zero : {2, 3}) {
+    Plan p = plan_3d();
+    p.zero = zero;
+    const std::string text = emit(Framework::kMegatron, request_of(p));
+    const auto args = megatron_args(text);
+    EXPECT_EQ(args.at("use-distributed-optimizer"), "");
+    EXPECT_EQ(args.at("use-megatron-fsdp"), "");
+    EXPECT_EQ(args.at("data-parallel-sharding-strategy"),
+              zero == 3 ? "optim_grads_params" : "optim_grads");
+    EXPECT_EQ(args.at("no-gradient-accumulation-fusion"), "");
+    EXPECT_EQ(args.at("ckpt-format"), "fsdp_dtensor");
+    EXPECT_NE(text.find("\nunset CUDA_DEVICE_MAX_CONNECTIONS\n"), std::string::npos) << text;
+    EXPECT_EQ(text.find("export CUDA_DEVICE_MAX_CONNECTIONS"), std::string::npos) << text;
+  }
+  Plan one = plan_3d();
+  one.zero = 1;
+  const auto args = megatron_args(emit(Framework::kMegatron, request_of(one)));
+  EXPECT_EQ(args.count("use-megatron-fsdp"), 0u);
+  EXPECT_EQ(args.count("ckpt-format"), 0u);
+}
+
 TEST(Emit, MegatronSelectiveAndDefaults) {
   Plan p = plan_3d();
   p.recompute = Recompute::kSelective;
@@ -273,8 +299,7 @@ TEST(Emit, InexpressibleNamesWhatTheFrameworkLacks) {
   EXPECT_EQ(why(Framework::kTorchtitan, p), "runs");
   EXPECT_NE(why(Framework::kDeepSpeed, p).find("sequence parallelism"), std::string::npos);
   p.zero = 2;
-  EXPECT_NE(why(Framework::kMegatron, p).find("ZeRO-2: Megatron-LM's distributed optimizer"),
-            std::string::npos);
+  EXPECT_EQ(why(Framework::kMegatron, p), "runs");  // Megatron-FSDP
   EXPECT_NE(why(Framework::kTorchtitan, p).find("ZeRO-2 beside a pipeline"), std::string::npos);
   p.zero = 0;
   EXPECT_EQ(why(Framework::kTorchtitan, p), "runs");

@@ -30,6 +30,10 @@ LAYOUTS = {
     "gpt3-175b": ["--3d", "--topology", "dgx-a100-8x8", "--model", "gpt3-175b"],
     # README §5: Mixtral 8x7B on two DGX H100 nodes (expert parallel 8).
     "mixtral-8x7b": ["--3d", "--topology", "dgx-h100-2x8", "--model", "mixtral-8x7b"],
+    # FSDP (ZeRO-3) without a pipeline: Llama 3 8B on one node.
+    "llama3-8b-fsdp": ["--3d", "--evaluate", "--topology", "dgx-h100-1x8", "--model",
+                       "llama3-8b", "--batch", "64", "--dp", "8", "--mesh", "1x1", "--zero", "3",
+                       "--microbatches", "8", "--attention", "fused"],
 }
 
 

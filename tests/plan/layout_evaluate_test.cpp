@@ -382,6 +382,49 @@ TEST(LayoutEvaluate, MegatronSearchHasNoZeroAboveOne) {
   EXPECT_TRUE(dp);
 }
 
+// Megatron-FSDP (ZeRO 2–3 under --runtime megatron): priced when asked, hidden under each
+// pass's compute but the first layer's gather (layout_search.cpp fsdp_exposed_s). G, the
+// gather of a rank's shard, is read off meshtp's runtime, which exposes all of ZeRO-3's traffic:
+// m reduce-scatters, 2m gathers and the final gather, (3m + 1)·G. Korthikanti et al.'s 22B,
+// u = 48 layers, no tensor parallelism, m 4: on one NVSwitch box (dp 8) every pass outlasts its
+// traffic, so ZeRO-3 pays m·3G/u and ZeRO-2 G + m·G/u; on two nodes' HDR (dp 16) it does not,
+// and ZeRO-3 pays between m·3G/u and m·3G.
+TEST(LayoutEvaluate, MegatronFsdpHidesItsTrafficButTheFirstLayersGather) {
+  const auto gather = [](LayoutRequest r, const layout::Plan& p) {  // G
+    r.runtime = Runtime::kMeshtp;
+    return evaluate_layout(r, p).t_dp_s / (3 * p.microbatches + 1);
+  };
+  const auto korthikanti = [](const std::string& topology, int batch) {
+    LayoutRequest r{.topology = load_topology(topology), .model = load_model("korthikanti-22b")};
+    r.devices = r.topology.device_count();
+    r.runtime = Runtime::kMegatron;
+    r.model.batch = batch;
+    return r;
+  };
+  const LayoutRequest r = korthikanti("nvswitch-8xa100", 32);
+  const layout::Plan one{.dp = 8, .microbatches = 4, .zero = 1, .mesh = {1, 1},
+                         .strategy = Strategy::kMegatron};
+  layout::Plan two = one, three = one;
+  two.zero = 2;
+  three.zero = 3;
+  const double g = gather(r, three);
+  const LayoutCandidate c1 = evaluate_layout(r, one), c2 = evaluate_layout(r, two),
+                        c3 = evaluate_layout(r, three);
+  EXPECT_NEAR(c3.t_dp_s, 4 * 3 * g / 48, 1e-9 * c3.t_dp_s);
+  EXPECT_NEAR(c2.t_dp_s, g + 4 * g / 48, 1e-9 * c2.t_dp_s);
+  EXPECT_LT(c3.t_dp_s, c1.t_dp_s);
+  EXPECT_LT(c3.memory.total_bytes(), c2.memory.total_bytes());
+  EXPECT_LT(c2.memory.total_bytes(), c1.memory.total_bytes());
+  EXPECT_EQ(c3.t_stage_s, c1.t_stage_s);  // the same layers: only the data-parallel part moves
+  const LayoutRequest slow = korthikanti("ib-2x8xa100", 64);
+  layout::Plan wide = three;
+  wide.dp = 16;
+  const double gw = gather(slow, wide);
+  const double w = evaluate_layout(slow, wide).t_dp_s;
+  EXPECT_GT(w, 1.01 * 4 * 3 * gw / 48);
+  EXPECT_LT(w, 4 * 3 * gw);
+}
+
 // A layout that does not fit is priced, marked infeasible, not an error: GPT-3 175B on one
 // DGX A100 with tensor parallelism alone.
 TEST(LayoutEvaluate, ALayoutThatDoesNotFitIsPriced) {
@@ -428,13 +471,17 @@ TEST(LayoutEvaluate, ALayoutThatCannotRunIsAnErrorNamingTheValue) {
   p.schedule = layout::Schedule::k1F1B;  // 1F1B needs m ≥ p
   EXPECT_NE(error_of(r, p).find("microbatches=1 < pp=2"), std::string::npos) << error_of(r, p);
   LayoutRequest mega = r;
-  mega.runtime = Runtime::kMegatron;
+  mega.runtime = Runtime::kMegatron2021;
   p = ok;
-  p.zero = 2;
-  EXPECT_NE(error_of(mega, p).find("zero=2: the megatron runtime has ZeRO stages 0 and 1"),
+  p.zero = 1;
+  EXPECT_NE(error_of(mega, p).find("zero=1: the megatron-2021 runtime (Narayanan et al. 2021) "
+                                   "has no distributed optimizer"),
             std::string::npos)
       << error_of(mega, p);
-  EXPECT_NO_THROW(evaluate_layout(r, p));  // meshtp runs ZeRO-2
+  mega.runtime = Runtime::kMegatron;
+  p.zero = 3;
+  EXPECT_NO_THROW(evaluate_layout(mega, p));  // Megatron-FSDP
+  EXPECT_NO_THROW(evaluate_layout(r, p));     // meshtp runs ZeRO-3
 }
 
 }  // namespace
