@@ -133,7 +133,10 @@ struct ChunkStage {
 // The time of one pass of `stages` over `chunks` chunks on the device and the two mesh
 // dims' engines (the header's recurrence). `dim_sharing` (MeshLinks::dim_sharing): a
 // collective that starts while the other dim's engine is busy is slowed by sharing × the
-// overlap, x ← x + sharing·min(x, free_other − start) (the other's is not revisited).
+// overlap, x ← x + sharing·min(x, free_other − start) (the other's is not revisited); at
+// sharing 1 (the dims take turns on one resource: a host-staged topology, or a measured
+// sharing of 1) the two dims have one engine, whose collectives run one after the other in
+// the order started — the formula would let a short collective hide inside a long one.
 double chunk_stages_time(const std::vector<ChunkStage>& stages, int chunks, double dim_sharing = 0);
 
 // `elementwise`: elementwise_estimate(model, kAtp, d1, d2, R); an empty one ({}) prices the
