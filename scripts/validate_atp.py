@@ -91,7 +91,8 @@ def ic_topology(ic, effects):
                "table; its description)")
         if ic == "IC2":
             gemm["memory_gbps"] = A100_PCIE_MEMORY_GBPS
-            src += ", memory_gbps 1935: the A100 80GB PCIe datasheet (NVLink bridges pair PCIe cards)"
+            src += (", memory_gbps 1935: the A100 80GB PCIe datasheet (NVLink bridges pair "
+                    "PCIe cards)")
         t["device"]["gemm"] = gemm
         notes.append(src)
     if "d" in effects and ic in ("IC3", "IC4"):
@@ -148,8 +149,8 @@ def rows_for(meshtp, topo):
         for model, (base, c2, c4) in models.items():
             mesh, t, tflops, cmd = planned(meshtp, topo[ic], model)
             chunked = min(t.get(2, float("inf")), t.get(4, float("inf")))
-            rows.append({"interconnect": ic, "model": model, "measured_gain": max(c2, c4) / base - 1,
-                         "measured_tflops": base, "planned_tflops": tflops,
+            rows.append({"interconnect": ic, "model": model,
+                         "measured_gain": max(c2, c4) / base - 1, "measured_tflops": base, "planned_tflops": tflops,
                          "planned_mesh": mesh, "measured_mesh": MEASURED_MESH[ic],
                          "planned_s": t, "planned_gain": t[1] / chunked - 1, "command": cmd})
     return rows

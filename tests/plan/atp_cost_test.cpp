@@ -209,7 +209,8 @@ TEST(AtpCost, HostStagedDimsTakeTurns) {
   // 0–3, X⁰(1) 3–6; X¹(0) 3–6 under X⁰(1), X¹(1) 6–9: T = 9. Sharing 1 (one resource, a
   // host-staged topology): X¹(0) starts at 3 while X⁰(1) runs to 6, so it takes 3 + 3 (3–9),
   // X¹(1) 9–12: T = 12, the four collectives one after the other.
-  const std::vector<ChunkStage> stages = {{.mesh_dim = 0, .comm_s = 3}, {.mesh_dim = 1, .comm_s = 3}};
+  const std::vector<ChunkStage> stages = {{.mesh_dim = 0, .comm_s = 3},
+                                          {.mesh_dim = 1, .comm_s = 3}};
   EXPECT_DOUBLE_EQ(chunk_stages_time(stages, 2, 0), 9);
   EXPECT_DOUBLE_EQ(chunk_stages_time(stages, 2, 1), 12);
   // ATP IC1 (pcie-8xa100, NCCL_P2P_DISABLE=1: both dims through host memory): on mesh (2, 4)
