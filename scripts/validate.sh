@@ -9,7 +9,8 @@
 #   (Fig. 12, batch 32 on 64–256 chips), dataflow gain (Table 2) and real 4x4 slice without
 #   overlap (Table 3), planned: OUT/meshslice.{md,json}
 #   ATP Table 3's rates and chunk gains on IC1–IC4 beside the planner's, and its measured
-#   mesh choices: OUT/atp.{md,json} (a comparison; no criterion)
+#   mesh choices: OUT/atp.{md,json}, each sourced effect's move OUT/atp-effects.md, the
+#   topologies priced OUT/atp-ic*.json (a comparison; no criterion)
 #   the Llama 3 paper's Table 4 405B rows on H100 priced: OUT/llama3.{md,json} (a comparison)
 #   published mixture-of-experts runs on H100 (Megatron-Core's Mixtral 8x7B, its MoE model zoo's
 #   Mixtral 8x22B; Liu et al. 2025's Mixtral 8x22B and Qwen2-57B-A14B rows have no layout found

@@ -33,9 +33,15 @@ double chunk_stages_time(const std::vector<ChunkStage>& stages, int chunks, doub
       t = std::max(t, d) + st.compute_s;
       if (st.comm_s > 0) {
         double& engine = free[st.mesh_dim];
-        const double start = std::max(t, engine);
-        const double other_busy = std::max(0.0, free[1 - st.mesh_dim] - start);
-        engine = start + st.comm_s + dim_sharing * std::min(st.comm_s, other_busy);
+        if (dim_sharing >= 1) {
+          // The dims take turns on one resource: one queue for both, in the order started.
+          engine = std::max({t, free[0], free[1]}) + st.comm_s;
+          free[1 - st.mesh_dim] = engine;
+        } else {
+          const double start = std::max(t, engine);
+          const double other_busy = std::max(0.0, free[1 - st.mesh_dim] - start);
+          engine = start + st.comm_s + dim_sharing * std::min(st.comm_s, other_busy);
+        }
         d = engine;
         if (st.blocking) t = d;
       } else {

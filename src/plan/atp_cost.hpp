@@ -66,8 +66,12 @@
 //   dims' totals, (G_b/2 + E_b)/c + max(G_b/2 + (c−1)/c·(G_b/2 + E_b), X_b/c + (c−1)/c·
 //   max(X_b,0, X_b,1)), so it let a linear's collectives hide under the next linear's dX
 //   GeMMs of the same chunk, which wait for them (docs/simulation.md, session 5).
-//   ATP IC1 (pcie-8xa100, mesh (2, 4), M1): 4 chunks simulate 22% faster than 1 (chunk i's
-//   AR⁰ runs under chunk i+1's AR¹); priced so, 190.7 ms against 190.0 simulated.
+//   ATP IC1's simulated platform (pcie-8xa100's levels, mesh (2, 4), M1): 4 chunks simulate
+//   22% faster than 1 (chunk i's AR⁰ runs under chunk i+1's AR¹); priced so, 190.7 ms against
+//   190.0 simulated. The preset itself is host-staged (Topology::host_staged: NCCL_P2P_DISABLE
+//   puts both dims' traffic through host memory), which the platform does not model: there
+//   the two dims share one engine (dim_sharing 1, chunk_stages_time) and chunks gain only what
+//   compute hides (AtpCost.HostStagedDimsTakeTurns).
 //   layer    T_f(c) + T_b  (+ T_f(c) again under full recomputation; under selective
 //            recomputation backward stage 5 runs the attention core's forward, 4·b·s²·h/N/F,
 //            and its softmax again first, and the layer pays what that adds to T_b)
@@ -133,7 +137,10 @@ struct ChunkStage {
 // The time of one pass of `stages` over `chunks` chunks on the device and the two mesh
 // dims' engines (the header's recurrence). `dim_sharing` (MeshLinks::dim_sharing): a
 // collective that starts while the other dim's engine is busy is slowed by sharing × the
-// overlap, x ← x + sharing·min(x, free_other − start) (the other's is not revisited).
+// overlap, x ← x + sharing·min(x, free_other − start) (the other's is not revisited); at
+// sharing 1 (the dims take turns on one resource: a host-staged topology, or a measured
+// sharing of 1) the two dims have one engine, whose collectives run one after the other in
+// the order started — the formula would let a short collective hide inside a long one.
 double chunk_stages_time(const std::vector<ChunkStage>& stages, int chunks, double dim_sharing = 0);
 
 // `elementwise`: elementwise_estimate(model, kAtp, d1, d2, R); an empty one ({}) prices the

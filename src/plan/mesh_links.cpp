@@ -367,6 +367,8 @@ const MeshLinks& TopologyLinks::mesh(int d1, int d2) {
   }
   if (const MeshSharing* m = topology.calibration.mesh_sharing(d1, d2)) {
     links.dim_sharing = m->sharing;
+  } else if (topology.host_staged && d1 > 1 && d2 > 1) {
+    links.dim_sharing = 1;  // both dims' traffic through host memory: one resource
   }
   return meshes_.emplace(key, std::move(links)).first->second;
 }

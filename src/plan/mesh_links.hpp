@@ -136,7 +136,8 @@ struct MeshLinks {
   std::array<int, 2> mesh{1, 1};
   std::array<DimLinks, 2> dims;
   // How much the two dims' collectives slow each other at once (topology.hpp, MeshSharing):
-  // measured by calibrate for this mesh, else 0 (the models give every dim its own links).
+  // measured by calibrate for this mesh, else 1 on a host-staged topology (Topology::
+  // host_staged: both dims through host memory), else 0 (every dim its own links).
   double dim_sharing = 0;
   // Two collectives, one on each dim, run at the same time: max(a, b) + sharing·min(a, b).
   double concurrent(double a, double b) const {

@@ -55,6 +55,12 @@ std::string links_block(const MeshLinks& links) {
   std::string out = fmt::format("mesh {}x{}:\n", links.mesh[0], links.mesh[1]);
   const int n = links.mesh[0] * links.mesh[1];
   for (const DimLinks& d : links.dims) out += "  " + dim_line(d, n) + "\n";
+  if (links.dim_sharing > 0) {
+    out += fmt::format(
+        "  the two dims' collectives slow each other: sharing {:.3g} (two collectives at once "
+        "take max + sharing x min; 1: one after the other)\n",
+        links.dim_sharing);
+  }
   return out;
 }
 

@@ -271,6 +271,7 @@ nlohmann::json to_json(const Topology& t) {
                    {"description", t.description},
                    {"device", std::move(device)},
                    {"launch_us", t.launch_us}};
+  if (t.host_staged) j["host_staged"] = true;
   if (t.graph) {
     j["graph"] = t.graph->json;
   } else {
@@ -308,8 +309,8 @@ nlohmann::json to_json(const Topology& t) {
 
 Topology topology_from_json(const nlohmann::json& j, const std::string& source) {
   const std::string where = "topology " + source;
-  check_fields(j, {"name", "description", "device", "launch_us", "levels", "graph", "calibration",
-                   "ranges"},
+  check_fields(j, {"name", "description", "device", "launch_us", "host_staged", "levels", "graph",
+                   "calibration", "ranges"},
                where);
   Topology t;
   t.name = read_string(j, "name", where);
@@ -347,6 +348,12 @@ Topology topology_from_json(const nlohmann::json& j, const std::string& source) 
     t.gemm = m;
   }
   t.launch_us = read_optional_number(j, "launch_us", where).value_or(0);
+  if (j.contains("host_staged")) {
+    const nlohmann::json& hs = j.at("host_staged");
+    MESHTP_CHECK(hs.is_boolean(), "{}: 'host_staged' must be true or false, got {}", where,
+                 hs.dump());
+    t.host_staged = hs.get<bool>();
+  }
 
   MESHTP_CHECK(j.contains("levels") != j.contains("graph"), "{}: needs either 'levels' (a "
                "hierarchical matrix) or 'graph' (a generator), not {}", where,

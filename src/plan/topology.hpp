@@ -149,6 +149,14 @@ struct Topology {
   // 200 GB/s links gets 200 there, where Eq. 3 gives it the group bandwidth (600 on ATP
   // Fig. 7a's NVLink level: NCCL's several rings).
   bool rings_on_graph = false;
+  // GPU-to-GPU traffic is staged through host memory (NCCL's peer-to-peer transport off,
+  // NCCL_P2P_DISABLE=1: NCCL's shared-memory transport copies every hop through host
+  // buffers), so both mesh dims' collectives cross one shared resource, the hosts' memory and
+  // PCIe root ports: two collectives of different dims running at once take as long as one
+  // after the other (mesh_links: MeshLinks::dim_sharing = 1 on a mesh whose two dims both
+  // communicate, unless calibrate measured that mesh's sharing). The simulated platform has
+  // no such resource (sim::simulated_topology clears it).
+  bool host_staged = false;
   Calibration calibration;
   // Sourced ranges of its constants (plan/bands.hpp): what a price's band spans. Checked
   // against the constants when read.

@@ -157,6 +157,7 @@ plan::ModelSpec runtime_model(plan::ModelSpec model) {
 plan::Topology simulated_topology(plan::Topology topology) {
   topology.calibration.groups.clear();
   topology.rings_on_graph = true;
+  topology.host_staged = false;  // the platform's links are the levels', no shared host memory
   return topology;
 }
 

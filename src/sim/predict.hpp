@@ -47,7 +47,9 @@ plan::ModelSpec runtime_model(plan::ModelSpec model);
 // prediction beside a simulation prices the same graph, with the modelled bandwidths, and
 // prices it as a graph (Topology::rings_on_graph: each mesh dim's rings routed over the
 // links, as SMPI runs them, not ATP Eq. 3's group bandwidth); the calibrated device rates
-// (gemm_tflops, elementwise_gbps) are in the platform and stay.
+// (gemm_tflops, elementwise_gbps) are in the platform and stay. Host staging
+// (Topology::host_staged) is cleared: the platform gives each level its own links, with no
+// host memory the two mesh dims share.
 plan::Topology simulated_topology(plan::Topology topology);
 
 // `model` is the whole model (its layers: what the planner's step prices); spec.model.layers

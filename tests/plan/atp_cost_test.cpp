@@ -204,6 +204,45 @@ TEST(AtpCost, ChunkStagesWaitForTheSameChunkOfThePreviousStage) {
   EXPECT_DOUBLE_EQ(chunk_stages_time(stages, 2, 0.5), 13);
 }
 
+TEST(AtpCost, HostStagedDimsTakeTurns) {
+  // Two comm-only stages, 3 per chunk, dim 0 then dim 1, 2 chunks. Separate engines: X⁰(0)
+  // 0–3, X⁰(1) 3–6; X¹(0) 3–6 under X⁰(1), X¹(1) 6–9: T = 9. Sharing 1 (one resource, a
+  // host-staged topology): X¹(0) starts at 3 while X⁰(1) runs to 6, so it takes 3 + 3 (3–9),
+  // X¹(1) 9–12: T = 12, the four collectives one after the other.
+  const std::vector<ChunkStage> stages = {{.mesh_dim = 0, .comm_s = 3},
+                                          {.mesh_dim = 1, .comm_s = 3}};
+  EXPECT_DOUBLE_EQ(chunk_stages_time(stages, 2, 0), 9);
+  EXPECT_DOUBLE_EQ(chunk_stages_time(stages, 2, 1), 12);
+  // ATP IC1 (pcie-8xa100, NCCL_P2P_DISABLE=1: both dims through host memory): on mesh (2, 4)
+  // the dims share (sharing 1), so chunks can no longer run one dim's collective under the
+  // other's: ATP M2's chunk gain, communication-bound, is what compute overlap gives (under
+  // 10%), where the same box with separate links per dim gains over 25%.
+  const Topology pcie = load_topology("pcie-8xa100");
+  ASSERT_TRUE(pcie.host_staged) << "the preset no longer says its traffic is host-staged";
+  Topology separate = pcie;
+  separate.host_staged = false;
+  const MeshLinks shared = mesh_links(pcie, 2, 4), own = mesh_links(separate, 2, 4);
+  EXPECT_EQ(shared.dim_sharing, 1);
+  EXPECT_EQ(own.dim_sharing, 0);
+  EXPECT_EQ(mesh_links(pcie, 8, 1).dim_sharing, 0);  // one dim communicates: nothing shared
+  const ModelSpec m = load_model("atp-m2");
+  const double flops = pcie.tflops * 1e12;
+  const auto gain = [&](const MeshLinks& l) {
+    const double t1 = atp_estimate(m, l, 1, flops, ElementwiseEstimate{}).t_step_s;
+    const double t4 = atp_estimate(m, l, 4, flops, ElementwiseEstimate{}).t_step_s;
+    return t1 / t4 - 1;
+  };
+  // Without chunks the dims never run at once: the same price either way.
+  EXPECT_DOUBLE_EQ(atp_estimate(m, shared, 1, flops, ElementwiseEstimate{}).t_step_s,
+                   atp_estimate(m, own, 1, flops, ElementwiseEstimate{}).t_step_s);
+  EXPECT_GT(gain(own), 0.25);
+  EXPECT_LT(gain(shared), 0.10);
+  // A measured sharing for the mesh wins over the assumption.
+  Topology measured = pcie;
+  measured.calibration.meshes.push_back({.mesh = {2, 4}, .sharing = 0.25});
+  EXPECT_EQ(mesh_links(measured, 2, 4).dim_sharing, 0.25);
+}
+
 TEST(AtpCost, ChunkedBackwardWaitsForEachLinearsAllReduce) {
   // Megatron (8, 1), 2 chunks, GeMMs and collectives only: the backward's calls are mlp1's
   // and qkv's dX all-reduces over dim 0 (x₁, x_q per chunk); g₂, g₁, g_p, g_q are the four

@@ -212,6 +212,22 @@ TEST(Json, BadValuesAreNamed) {
   EXPECT_EQ(mesh_links(shared, 2, 2).dim_sharing, 0.75);
   EXPECT_EQ(mesh_links(shared, 4, 1).dim_sharing, 0);
   EXPECT_EQ(mesh_links(shared, 2, 2).concurrent(2, 1), 2.75);
+  // Host-staged traffic (no GPU-to-GPU transport): both dims share one resource on a mesh
+  // whose dims both communicate, unless a measured sharing says otherwise; round-trips.
+  const auto staged = [](const std::string& value) {
+    return R"({"name": "t", "device": {"memory_gib": 80, "tflops": 100}, "host_staged": )" +
+           value + R"(, "levels": [{"members": 4, "group_gbps": 5}]})";
+  };
+  EXPECT_NE(error_of([&] { parse_topology(staged("1"), "'t'"); })
+                .find("'host_staged' must be true or false, got 1"),
+            std::string::npos);
+  const Topology host = parse_topology(staged("true"), "'t'");
+  EXPECT_TRUE(host.host_staged);
+  EXPECT_EQ(parse_topology(to_json(host).dump(), "'round trip'"), host);
+  EXPECT_EQ(mesh_links(host, 2, 2).dim_sharing, 1);
+  EXPECT_EQ(mesh_links(host, 4, 1).dim_sharing, 0);
+  EXPECT_FALSE(parse_topology(staged("false"), "'t'").host_staged);
+  EXPECT_FALSE(to_json(parse_topology(staged("false"), "'t'")).contains("host_staged"));
   const auto with_gemm = [](const std::string& gemm) {
     return R"({"name": "t", "device": {"memory_gib": 80, "tflops": 100, "gemm": )" + gemm +
            R"(}, "levels": [{"members": 4, "group_gbps": 5}]})";
