@@ -142,7 +142,8 @@ double stream_gather_peak(const ModelSpec& mb, const layout::Plan& p, int pipeli
 //   none       kept set, probabilities and layer input
 //   selective  the same less the probabilities
 //   full       nothing but the layer input
-// Megatron-LM (`runtime` megatron) also keeps its dropout (Korthikanti §4.1): the masks of
+// Megatron-LM (`runtime` megatron) also keeps its dropout (Korthikanti §4.1) where the model
+// drops out (megatron_drops_out: the GPT family, not the Llama family): the masks of
 // the projection's and FC2's dropouts (one stream slice each, one byte per element) under
 // every recomputation but full, and the attention dropout's mask and output on the
 // probabilities (as²b bytes and 2·as²b) where the probabilities are kept; under sequence
@@ -155,13 +156,14 @@ struct LayerKept {
 LayerKept layer_kept(const BlockFloats& f, const ModelSpec& m, const layout::Plan& p,
                      layout::Runtime runtime) {
   const bool megatron = layout::megatron_layers(runtime);
+  const bool drops_out = megatron && megatron_drops_out(m);
   const double mask = op_costs::kDropoutMaskBytes / m.element_bytes();
   const double regathered =
       megatron && p.sequence_parallel && !layout::is_gemm2d(p.strategy) && p.mesh[0] > 1
           ? 2 * static_cast<double>(m.tokens()) * m.hidden
           : 0.0;
-  const double masks = megatron ? 2 * f.input * mask : 0.0;
-  const double scores = f.scores * (megatron ? 2 + mask : 1);  // probabilities (+ dropout's)
+  const double masks = drops_out ? 2 * f.input * mask : 0.0;
+  const double scores = f.scores * (drops_out ? 2 + mask : 1);  // probabilities (+ dropout's)
   const double whole = f.kept - regathered + masks + scores;
   switch (p.recompute) {
     case Recompute::kNone: return {whole, whole};
@@ -475,6 +477,15 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
   MemoryEstimate out;
   double params = 0, whole_params = 0, activations = 0, buffers = 0, stacks = 0, last_bucket = 0;
   bool gathers_stream = false;  // holds the embedding or the head
+  // A stack's buffers: two gradient streams and one block's workspace, and with copied KV
+  // heads (model/stack.cpp) a layer's copied QKV gradient, its global KV rows' sum and each
+  // element's share of the norm.
+  double stack_buffers = 2 * f.input + f.workspace;
+  if (kv_copies(mb, p)) {
+    const double local = (h / (d1 * d2) + 2 * static_cast<double>(mb.head_dim())) * h;
+    stack_buffers += 2 * local + static_cast<double>(mb.qkv_width() - mb.hidden) * h;
+  }
+  if (megatron) buffers += stack_buffers;
   for (int k = 0; k < v; ++k) {
     const int stage = k * p.pp + pipeline_rank;
     const bool first = stage == 0, last = stage == stages - 1;
@@ -495,12 +506,11 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
     // The stack: kept sets, layer inputs (one more: the output), two gradient streams, one
     // workspace; under Megatron-SP the LayerNorm gradients' partial sums (4h per layer).
     activations += megatron_pipeline ? f.input : kept_blocks + (layers + 1) * f.input;
-    buffers += 2 * f.input + f.workspace;
-    if (kv_copies(mb, p)) {  // model/stack.cpp: a layer's copied QKV gradient, its global KV
-      // rows' sum, and each element's share of the norm
-      const double local = (h / (d1 * d2) + 2 * static_cast<double>(mb.head_dim())) * h;
-      buffers += 2 * local + static_cast<double>(mb.qkv_width() - mb.hidden) * h;
-    }
+    // This runtime's stacks (one per chunk, train/pipeline_model.cpp) each own a workspace;
+    // Megatron-LM's chunks are modules whose forward and backward temporaries come from one
+    // allocator and live only while a layer runs, and a rank runs one layer at a time: one
+    // set per rank (counted after the loop).
+    if (!megatron) buffers += stack_buffers;
     if (p.sequence_parallel && !layout::is_gemm2d(p.strategy)) stacks += norms * layers;
     // The embedding's output and the head's gathered final LayerNorm, logits (model/gpt.cpp).
     if (first) activations += stream;
@@ -517,7 +527,7 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
   const double backward_only = p.zero >= 2 ? 2 * (block - ln) : 0;
   // Megatron-LM's selective recomputation re-runs the attention dropout with the softmax:
   // its mask and output live beside the recomputed probabilities (in the workspace).
-  if (megatron && p.recompute == Recompute::kSelective) {
+  if (megatron && megatron_drops_out(mb) && p.recompute == Recompute::kSelective) {
     buffers += f.scores * (1 + op_costs::kDropoutMaskBytes / e);
   }
   if (megatron) buffers += rerun_block;

@@ -109,6 +109,64 @@ TEST(Memory, MegatronStackIsKorthikantiTable2) {
               1e-9 * sbh * L);
 }
 
+// Megatron-LM's Llama-family layers drop nothing out (megatron_drops_out: the Llama recipes'
+// --attention-dropout 0.0 --hidden-dropout 0.0, PyTorch's dropout at p = 0 keeping no mask):
+// without sequence parallelism a layer keeps what this runtime's (which has no dropout)
+// keeps; GPT's differ by Korthikanti §4.1's dropout, 2·sbh + 3·as²b/t bytes; with sequence
+// parallelism Llama's differ only by the two re-gathered norm outputs (§4.2.2), 2·sbh bytes.
+TEST(Memory, MegatronLlamaLayersKeepNoDropout) {
+  ModelSpec llama = load_model("llama3-405b");
+  llama.batch = 1;
+  llama.seq = 8192;
+  const ModelSpec g = gpt(1);
+  const auto layer = [](const ModelSpec& m, const layout::Plan& p, layout::Runtime r) {
+    return layer_activation_bytes(m, p, r);
+  };
+  for (const int t : {1, 8}) {
+    EXPECT_DOUBLE_EQ(layer(llama, tp(t, 1), layout::Runtime::kMegatron),
+                     layer(llama, tp(t, 1), layout::Runtime::kMeshtp))
+        << t;
+    const double s = g.seq, b = g.batch, h = g.hidden, a = g.heads;
+    EXPECT_NEAR(layer(g, tp(t, 1), layout::Runtime::kMegatron) -
+                    layer(g, tp(t, 1), layout::Runtime::kMeshtp),
+                2 * s * b * h + 3 * a * s * s * b / t, 1e-9 * s * b * h)
+        << t;
+  }
+  const double sbh = static_cast<double>(llama.seq) * llama.batch * llama.hidden;
+  EXPECT_NEAR(layer(llama, tp(8, 1, true), layout::Runtime::kMeshtp) -
+                  layer(llama, tp(8, 1, true), layout::Runtime::kMegatron),
+              2 * sbh * llama.element_bytes(), 1e-9 * sbh);
+}
+
+// Megatron-LM's model chunks (interleaved, v per rank) share one allocator and a rank runs one
+// layer at a time: one set of a layer's backward buffers (two gradient streams and the
+// workspace, block_floats) per rank, whatever v, beside its four blocking point-to-point
+// stream slices. A middle rank (no embedding, no head) on one replica: nothing else.
+TEST(Memory, MegatronChunksShareOneBackwardWorkspace) {
+  ModelSpec m = load_model("llama3-405b");
+  m.seq = 8192;
+  m.layers = 16;
+  m.batch = 8;
+  layout::Plan p = tp(8, 1, true);
+  p.attention = layout::Attention::kFused;
+  p.pp = 4;
+  p.microbatches = 8;
+  ModelSpec mb = m;
+  mb.batch = 1;
+  const BlockFloats f = block_floats(mb, p);
+  const double expected = m.element_bytes() * (2 * f.input + f.workspace + 4 * f.input);
+  for (const int v : {1, 2, 4}) {
+    p.virtual_stages = v;
+    p.schedule = v > 1 ? layout::Schedule::kInterleaved : layout::Schedule::k1F1B;
+    for (const int r : {1, 2}) {
+      EXPECT_NEAR(rank_memory(m, p, r, HeadBuffers::kSharded, layout::Runtime::kMegatron)
+                      .workspace_bytes,
+                  expected, 1e-9 * expected)
+          << "v=" << v << " rank " << r;
+    }
+  }
+}
+
 TEST(Memory, AtpTwoDimensionalSharding) {
   // Per rank, elements: input, LN1 out, LN2 in/out over d2; q|k|v over N; projection input,
   // FC1 out, GeLU out over d1; probabilities over N.
