@@ -2,6 +2,8 @@
 // without dropout; recomputation, pipeline buffers and ZeRO move the right terms.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "core/error.hpp"
 #include "plan/memory.hpp"
 #include "plan/presets.hpp"
@@ -165,6 +167,43 @@ TEST(Memory, MegatronChunksShareOneBackwardWorkspace) {
           << "v=" << v << " rank " << r;
     }
   }
+}
+
+// The Llama 3 paper's uneven interleaved layout (§3.3.2): one layer fewer on the first and
+// last stage, so the first chunk of the first stage holds only the embedding and the last
+// chunk of the last stage only the head. 6 layers on pp 4 × v 2 (1 + 2 + 2 + 1): rank 0's
+// chunks hold 0 and 1 layers, rank 3's 1 and 0, the middle ranks' 1 and 1. Megatron-LM's
+// interleaved schedule with 4 microbatches warms up with all 8 (microbatch, chunk) forwards
+// on rank 0 ((pp − 1)·2 + (v − 1)·pp = 10 ≥ 8, schedules.py get_pp_rank_microbatches): 4 of
+// them on the embedding's chunk (no layer) and 4 on a one-layer chunk: 4 layers' activations,
+// not 8; and rank 0 holds one layer's parameters, not two.
+TEST(Memory, MegatronUnevenInterleavedChunksHoldTheirOwnLayers) {
+  ModelSpec m = load_model("llama3-405b");
+  m.seq = 4096;
+  m.layers = 6;
+  m.batch = 4;
+  layout::Plan p = tp(8, 1, true);
+  p.attention = layout::Attention::kFused;
+  p.pp = 4;
+  p.virtual_stages = 2;
+  p.schedule = layout::Schedule::kInterleaved;
+  p.microbatches = 4;
+  p.first_stage_layers = 1;
+  p.last_stage_layers = 1;
+  ModelSpec mb = m;
+  mb.batch = 1;
+  const double e = m.element_bytes();
+  const double layer = layer_activation_bytes(mb, p, layout::Runtime::kMegatron);
+  const BlockFloats f = block_floats(mb, p);
+  const double stream = static_cast<double>(mb.tokens()) * mb.hidden / 8;  // sharded
+  const MemoryEstimate r0 = rank_memory(m, p, 0, HeadBuffers::kSharded, layout::Runtime::kMegatron);
+  const MemoryEstimate r1 = rank_memory(m, p, 1, HeadBuffers::kSharded, layout::Runtime::kMegatron);
+  // In flight: 4 layers; each chunk's output slice; the embedding's output (sharded).
+  EXPECT_NEAR(r0.activations_bytes, 4 * layer + e * (2 * f.input + stream), 1e-9 * layer);
+  // Rank 1: 2·(pp − 2) + pp = 8 ≥ 8 pairs in flight, each one layer.
+  EXPECT_NEAR(r1.activations_bytes, 8 * layer + e * 2 * f.input, 1e-9 * layer);
+  const double table = std::ceil(static_cast<double>(m.vocab) / 8) * m.hidden * e;
+  EXPECT_NEAR(r0.params_bytes - table, r1.params_bytes / 2, 1e-9 * r1.params_bytes);
 }
 
 TEST(Memory, AtpTwoDimensionalSharding) {
