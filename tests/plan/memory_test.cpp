@@ -117,6 +117,9 @@ TEST(Memory, MegatronStackIsKorthikantiTable2) {
 // keeps; GPT's differ by Korthikanti §4.1's dropout, 2·sbh + 3·as²b/t bytes; with sequence
 // parallelism Llama's differ only by the two re-gathered norm outputs (§4.2.2), 2·sbh bytes.
 TEST(Memory, MegatronLlamaLayersKeepNoDropout) {
+  EXPECT_TRUE(megatron_drops_out(load_model("gpt3-175b")));
+  EXPECT_FALSE(megatron_drops_out(load_model("llama3-8b")));
+  EXPECT_FALSE(megatron_drops_out(load_model("mixtral-8x7b")));
   ModelSpec llama = load_model("llama3-405b");
   llama.batch = 1;
   llama.seq = 8192;
