@@ -407,7 +407,8 @@ std::vector<int> chunk_layers(int layers, const layout::Plan& p, int r) {
   const int stage = p.stage_layers(layers, r), base = stage / v, more = stage % v;
   std::vector<int> out(static_cast<std::size_t>(v), base);
   // `more` chunks hold base + 1: the last ones on the first rank, the first ones elsewhere.
-  for (int i = 0; i < more; ++i) out[static_cast<std::size_t>(r == 0 && r + 1 < p.pp ? v - 1 - i : i)] += 1;
+  const bool first = r == 0 && r + 1 < p.pp;
+  for (int i = 0; i < more; ++i) out[static_cast<std::size_t>(first ? v - 1 - i : i)] += 1;
   return out;
 }
 
