@@ -482,7 +482,7 @@ class Pricer {
                          Recompute recompute) {
     if (mb.is_moe()) return moe_stage(strategy, d1, d2, chunks, mb, recompute);
     mb.recompute = recompute;
-    mb.dropout = layout::megatron_layers(r_.runtime);
+    mb.dropout = layout::megatron_layers(r_.runtime) && megatron_drops_out(mb);
     const int attention = static_cast<int>(mb.attention);
     const auto key = std::tuple{static_cast<int>(strategy), d1, d2, chunks, mb.batch, mb.layers,
                                 static_cast<int>(recompute), mb.ffn(), attention};

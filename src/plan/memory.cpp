@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <ostream>
 
 #include "core/error.hpp"
@@ -142,7 +143,8 @@ double stream_gather_peak(const ModelSpec& mb, const layout::Plan& p, int pipeli
 //   none       kept set, probabilities and layer input
 //   selective  the same less the probabilities
 //   full       nothing but the layer input
-// Megatron-LM (`runtime` megatron) also keeps its dropout (Korthikanti §4.1): the masks of
+// Megatron-LM (`runtime` megatron) also keeps its dropout (Korthikanti §4.1) where the model
+// drops out (megatron_drops_out: the GPT family, not the Llama family): the masks of
 // the projection's and FC2's dropouts (one stream slice each, one byte per element) under
 // every recomputation but full, and the attention dropout's mask and output on the
 // probabilities (as²b bytes and 2·as²b) where the probabilities are kept; under sequence
@@ -155,13 +157,14 @@ struct LayerKept {
 LayerKept layer_kept(const BlockFloats& f, const ModelSpec& m, const layout::Plan& p,
                      layout::Runtime runtime) {
   const bool megatron = layout::megatron_layers(runtime);
+  const bool drops_out = megatron && megatron_drops_out(m);
   const double mask = op_costs::kDropoutMaskBytes / m.element_bytes();
   const double regathered =
       megatron && p.sequence_parallel && !layout::is_gemm2d(p.strategy) && p.mesh[0] > 1
           ? 2 * static_cast<double>(m.tokens()) * m.hidden
           : 0.0;
-  const double masks = megatron ? 2 * f.input * mask : 0.0;
-  const double scores = f.scores * (megatron ? 2 + mask : 1);  // probabilities (+ dropout's)
+  const double masks = drops_out ? 2 * f.input * mask : 0.0;
+  const double scores = f.scores * (drops_out ? 2 + mask : 1);  // probabilities (+ dropout's)
   const double whole = f.kept - regathered + masks + scores;
   switch (p.recompute) {
     case Recompute::kNone: return {whole, whole};
@@ -391,6 +394,43 @@ MemoryEstimate moe_rank_memory(const ModelSpec& model, const layout::Plan& p, in
   return out;
 }
 
+// Transformer layers in each of pipeline rank r's v chunks (chunk k runs stage k·pp + r).
+// Even stages: layers / (pp·v) each. Uneven stages (Plan::stage_layers) whose count does not
+// split over v: the first rank's missing layers come out of its first chunks, the last rank's
+// out of its last ones — the Llama 3 paper's layout (§3.3.2: one layer fewer on the first and
+// last stage, so "the first model chunk on the first stage has only the embedding, and the
+// last model chunk on the last stage has only output projection and loss"; Megatron-LM's
+// --account-for-embedding/loss-in-pipeline-split); any other rank ⌈layers / v⌉ first.
+std::vector<int> chunk_layers(int layers, const layout::Plan& p, int r) {
+  const int v = p.virtual_stages;
+  if (!p.uneven()) return std::vector<int>(static_cast<std::size_t>(v), layers / (p.pp * v));
+  const int stage = p.stage_layers(layers, r), base = stage / v, more = stage % v;
+  std::vector<int> out(static_cast<std::size_t>(v), base);
+  // `more` chunks hold base + 1: the last ones on the first rank, the first ones elsewhere.
+  const bool first = r == 0 && r + 1 < p.pp;
+  for (int i = 0; i < more; ++i) out[static_cast<std::size_t>(first ? v - 1 - i : i)] += 1;
+  return out;
+}
+
+// The most layers that (microbatch, chunk) pairs forwarded and not yet backwarded hold at once
+// on pipeline rank r (Megatron-LM's schedule, pipeline_buffers' replay), each pair its chunk's
+// layers. Equal chunks: in_flight of them.
+double in_flight_chunk_layers(const layout::Plan& p, int r, const std::vector<int>& chunk,
+                              int in_flight) {
+  if (std::adjacent_find(chunk.begin(), chunk.end(), std::not_equal_to<>()) == chunk.end()) {
+    return static_cast<double>(in_flight) * chunk.front();
+  }
+  const layout::PipelineSchedule s =
+      layout::make_schedule(p.schedule, p.pp, p.microbatches, p.virtual_stages);
+  int alive = 0, most = 0;
+  for (const layout::PipeOp& op : s.ops.at(static_cast<std::size_t>(r))) {
+    const int layers = chunk.at(static_cast<std::size_t>(op.stage / p.pp));
+    alive += op.forward ? layers : -layers;
+    most = std::max(most, alive);
+  }
+  return most;
+}
+
 }  // namespace
 
 ModelSpec cp_rank_model(ModelSpec model, const layout::Plan& p) {
@@ -443,10 +483,9 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
   const double vocab_rows = std::ceil(mb.vocab / tp);  // vocabulary-parallel wte and logits
   const BlockFloats f = block_floats(mb, p);
   const double stream = head == HeadBuffers::kRuntime ? n * h : n * h / tp;  // [n, h] whole
-  // Uneven stages interleaved: the largest chunk, ⌈stage layers / v⌉ (an upper bound).
-  const int layers =
-      p.uneven() ? (p.stage_layers(static_cast<int>(model.layers), pipeline_rank) + v - 1) / v
-                 : static_cast<int>(model.layers / stages);  // per chunk
+  // Layers per chunk (chunk_layers), and the largest.
+  const std::vector<int> chunk = chunk_layers(static_cast<int>(model.layers), p, pipeline_rank);
+  const int layers = *std::max_element(chunk.begin(), chunk.end());
   const bool full = p.recompute == Recompute::kFull;
   // Megatron-LM with a pipeline: a chunk's (microbatch) in flight keeps its kept sets (none
   // under full recomputation) and layer inputs; the one block re-run under full
@@ -464,8 +503,12 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
   const LayerKept kept = layer_kept(f, mb, p, runtime);
   const bool megatron = layout::megatron_layers(runtime);
   const double rerun_block = full ? kept.whole : 0.0;
-  const double kept_blocks = layers * kept.kept + (megatron ? 0.0 : rerun_block);
-  const double megatron_chunk = layers * (kept.kept + f.input);
+  const auto kept_blocks = [&](int k) {
+    return chunk[static_cast<std::size_t>(k)] * kept.kept + (megatron ? 0.0 : rerun_block);
+  };
+  // The (microbatch, chunk) pairs in flight, counted in layers: each pair keeps its chunk's.
+  const double in_flight_layers =
+      megatron_pipeline ? in_flight_chunk_layers(p, pipeline_rank, chunk, in_flight) : 0.0;
 
   // train/zero.hpp's buckets: one per block, and the last (embeddings, final LayerNorm and,
   // under Megatron-SP, the blocks' LayerNorm parameters, 4h/d2 each: reduced after the stack).
@@ -475,10 +518,20 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
   MemoryEstimate out;
   double params = 0, whole_params = 0, activations = 0, buffers = 0, stacks = 0, last_bucket = 0;
   bool gathers_stream = false;  // holds the embedding or the head
+  // A stack's buffers: two gradient streams and one block's workspace, and with copied KV
+  // heads (model/stack.cpp) a layer's copied QKV gradient, its global KV rows' sum and each
+  // element's share of the norm.
+  double stack_buffers = 2 * f.input + f.workspace;
+  if (kv_copies(mb, p)) {
+    const double local = (h / (d1 * d2) + 2 * static_cast<double>(mb.head_dim())) * h;
+    stack_buffers += 2 * local + static_cast<double>(mb.qkv_width() - mb.hidden) * h;
+  }
+  if (megatron) buffers += stack_buffers;
   for (int k = 0; k < v; ++k) {
     const int stage = k * p.pp + pipeline_rank;
     const bool first = stage == 0, last = stage == stages - 1;
-    const double blocks = layers * block;
+    const int layers_k = chunk[static_cast<std::size_t>(k)];
+    const double blocks = layers_k * block;
     // The embedding table (first), the head's (last: the same table when tied and one
     // stage holds both), learned positions (first), the final norm (last).
     const double tables = (first ? 1 : 0) + (last && (!first || !mb.tie_embeddings) ? 1 : 0);
@@ -488,20 +541,19 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
     const double extras = tables * vocab_rows * h + (first ? positions : 0) +
                           (last ? static_cast<double>(mb.norm_params()) / d2 : 0);
     params += blocks + extras;
-    last_bucket += extras + layers * ln;
+    last_bucket += extras + layers_k * ln;
     // ZeRO-3 keeps a block's parameters whole only while it runs: the running one in the
     // running chunk, the last one run in every other.
-    whole_params += extras + layers * ln + (block - ln);
+    whole_params += extras + layers_k * ln + (layers_k > 0 ? block - ln : 0.0);
     // The stack: kept sets, layer inputs (one more: the output), two gradient streams, one
     // workspace; under Megatron-SP the LayerNorm gradients' partial sums (4h per layer).
-    activations += megatron_pipeline ? f.input : kept_blocks + (layers + 1) * f.input;
-    buffers += 2 * f.input + f.workspace;
-    if (kv_copies(mb, p)) {  // model/stack.cpp: a layer's copied QKV gradient, its global KV
-      // rows' sum, and each element's share of the norm
-      const double local = (h / (d1 * d2) + 2 * static_cast<double>(mb.head_dim())) * h;
-      buffers += 2 * local + static_cast<double>(mb.qkv_width() - mb.hidden) * h;
-    }
-    if (p.sequence_parallel && !layout::is_gemm2d(p.strategy)) stacks += norms * layers;
+    activations += megatron_pipeline ? f.input : kept_blocks(k) + (layers_k + 1) * f.input;
+    // This runtime's stacks (one per chunk, train/pipeline_model.cpp) each own a workspace;
+    // Megatron-LM's chunks are modules whose forward and backward temporaries come from one
+    // allocator and live only while a layer runs, and a rank runs one layer at a time: one
+    // set per rank (counted after the loop).
+    if (!megatron) buffers += stack_buffers;
+    if (p.sequence_parallel && !layout::is_gemm2d(p.strategy)) stacks += norms * layers_k;
     // The embedding's output and the head's gathered final LayerNorm, logits (model/gpt.cpp).
     if (first) activations += stream;
     if (last) activations += f.input + stream + n * vocab_rows;
@@ -517,12 +569,12 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
   const double backward_only = p.zero >= 2 ? 2 * (block - ln) : 0;
   // Megatron-LM's selective recomputation re-runs the attention dropout with the softmax:
   // its mask and output live beside the recomputed probabilities (in the workspace).
-  if (megatron && p.recompute == Recompute::kSelective) {
+  if (megatron && megatron_drops_out(mb) && p.recompute == Recompute::kSelective) {
     buffers += f.scores * (1 + op_costs::kDropoutMaskBytes / e);
   }
   if (megatron) buffers += rerun_block;
   if (megatron_pipeline) {
-    activations += in_flight * megatron_chunk;
+    activations += in_flight_layers * (kept.kept + f.input);
     // DeepSpeed's PipelineEngine keeps each pipe buffer's output until its backward (pipe/
     // engine.py _exec_forward_pass stores pipe_buffers['outputs'], _exec_backward_pass clears
     // it): with tensor parallelism the partitioned stage output (one 1/t slice of the stream,

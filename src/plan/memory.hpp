@@ -84,7 +84,8 @@ BlockFloats block_floats(const ModelSpec& model, const layout::Plan& p);
 
 // Bytes one layer keeps between its forward and backward without recomputation (kept +
 // scores + input, in model.element_bytes()), microbatches of model.batch sequences. Under
-// `runtime` megatron also its dropout (two masks, the attention dropout's mask and output)
+// `runtime` megatron also its dropout where the model drops out (megatron_drops_out: two
+// masks, the attention dropout's mask and output)
 // and, with sequence parallelism, less the two re-gathered LayerNorm outputs: Korthikanti
 // §4.2 Eq. 2 (tensor parallel) and §4.2.2 (sequence parallel) exactly, plus the LayerNorm
 // statistics (4 per token) the paper leaves out.
@@ -123,13 +124,16 @@ std::vector<PipelineBuffers> pipeline_buffers(const layout::Plan& p);
 //             recomputation keeps (none: every layer's kept set, probabilities and input;
 //             selective: the same less the probabilities; full: the layer inputs only), at
 //             most in_flight of them (1F1B: p − r on rank r, Narayanan et al. 2021 §2.2);
-//             full recomputation adds one block's kept set while a layer is re-run; its
+//             full recomputation adds one block's kept set while a layer is re-run; one
+//             set of a layer's backward buffers per rank (two gradient streams, the
+//             workspace), where this runtime's stacks own one each; its
 //             blocking point-to-point ops hold 4 stream slices (an activation and a
 //             gradient, received and sent), not a buffer per posted receive
 //   megatron  with sequence parallelism on t > 1 ranks, every layer keeps 2·nh fewer: the
 //             two LayerNorm outputs are re-gathered in the backward (Korthikanti §4.2.2),
 //             not kept gathered (the table's ¹)
-//   megatron  drops out (Korthikanti §4.1): every layer keeps the masks of the projection's
+//   megatron  drops out on GPT-family layers (Korthikanti §4.1; none on the Llama family's:
+//             megatron_drops_out, model_spec.hpp): every layer keeps the masks of the projection's
 //             and FC2's dropouts (one byte per element of a stream slice) unless fully
 //             recomputed, and the attention dropout's mask (one byte) and output (one
 //             element) per probability where it keeps the probabilities; selective

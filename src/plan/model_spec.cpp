@@ -40,6 +40,8 @@ double ModelSpec::active_params() const {
 
 void ModelSpec::validate() const { validate(fmt::format("model '{}'", name)); }
 
+bool megatron_drops_out(const layout::ModelShape& m) { return m.norm == layout::Norm::kLayerNorm; }
+
 std::ostream& operator<<(std::ostream& os, const ModelSpec& m) {
   return os << "model " << m.name << ": " << static_cast<const layout::ModelShape&>(m)
             << fmt::format(" {} recompute={} ({:.3g}B params)", name(m.precision),

@@ -72,6 +72,15 @@ struct ModelSpec : layout::ModelShape {
   friend bool operator==(const ModelSpec&, const ModelSpec&) = default;
 };
 
+// Whether Megatron-LM (and the runtimes priced as it) drops out on `m`'s layers: the GPT
+// family (LayerNorm) does (Korthikanti et al. §4.1 count its masks); the Llama family
+// (RMSNorm: Llama, Mixtral, Qwen) trains without dropout: Llama's reference model has no
+// dropout layer, Megatron-LM's Llama and Mixtral recipes (examples/llama/
+// train_llama3_8b_h100_fp8.sh, examples/mixtral/train_mixtral_8x7b_distributed.sh) pass
+// --attention-dropout 0.0 --hidden-dropout 0.0, and PyTorch's dropout at p = 0 returns its
+// input, keeping no mask.
+bool megatron_drops_out(const layout::ModelShape& m);
+
 std::ostream& operator<<(std::ostream& os, const ModelSpec& model);
 
 nlohmann::json to_json(const ModelSpec& model);

@@ -2,6 +2,8 @@
 // without dropout; recomputation, pipeline buffers and ZeRO move the right terms.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "core/error.hpp"
 #include "plan/memory.hpp"
 #include "plan/presets.hpp"
@@ -107,6 +109,104 @@ TEST(Memory, MegatronStackIsKorthikantiTable2) {
   const double layer = layer_activation_bytes(m, tp(8, 1), layout::Runtime::kMegatron);
   EXPECT_NEAR(buffers(Recompute::kFull) - buffers(Recompute::kNone), layer - sbh * e,
               1e-9 * sbh * L);
+}
+
+// Megatron-LM's Llama-family layers drop nothing out (megatron_drops_out: the Llama recipes'
+// --attention-dropout 0.0 --hidden-dropout 0.0, PyTorch's dropout at p = 0 keeping no mask):
+// without sequence parallelism a layer keeps what this runtime's (which has no dropout)
+// keeps; GPT's differ by Korthikanti §4.1's dropout, 2·sbh + 3·as²b/t bytes; with sequence
+// parallelism Llama's differ only by the two re-gathered norm outputs (§4.2.2), 2·sbh bytes.
+TEST(Memory, MegatronLlamaLayersKeepNoDropout) {
+  EXPECT_TRUE(megatron_drops_out(load_model("gpt3-175b")));
+  EXPECT_FALSE(megatron_drops_out(load_model("llama3-8b")));
+  EXPECT_FALSE(megatron_drops_out(load_model("mixtral-8x7b")));
+  ModelSpec llama = load_model("llama3-405b");
+  llama.batch = 1;
+  llama.seq = 8192;
+  const ModelSpec g = gpt(1);
+  const auto layer = [](const ModelSpec& m, const layout::Plan& p, layout::Runtime r) {
+    return layer_activation_bytes(m, p, r);
+  };
+  for (const int t : {1, 8}) {
+    EXPECT_DOUBLE_EQ(layer(llama, tp(t, 1), layout::Runtime::kMegatron),
+                     layer(llama, tp(t, 1), layout::Runtime::kMeshtp))
+        << t;
+    const double s = g.seq, b = g.batch, h = g.hidden, a = g.heads;
+    EXPECT_NEAR(layer(g, tp(t, 1), layout::Runtime::kMegatron) -
+                    layer(g, tp(t, 1), layout::Runtime::kMeshtp),
+                2 * s * b * h + 3 * a * s * s * b / t, 1e-9 * s * b * h)
+        << t;
+  }
+  const double sbh = static_cast<double>(llama.seq) * llama.batch * llama.hidden;
+  EXPECT_NEAR(layer(llama, tp(8, 1, true), layout::Runtime::kMeshtp) -
+                  layer(llama, tp(8, 1, true), layout::Runtime::kMegatron),
+              2 * sbh * llama.element_bytes(), 1e-9 * sbh);
+}
+
+// Megatron-LM's model chunks (interleaved, v per rank) share one allocator and a rank runs one
+// layer at a time: one set of a layer's backward buffers (two gradient streams and the
+// workspace, block_floats) per rank, whatever v, beside its four blocking point-to-point
+// stream slices. A middle rank (no embedding, no head) on one replica: nothing else.
+TEST(Memory, MegatronChunksShareOneBackwardWorkspace) {
+  ModelSpec m = load_model("llama3-405b");
+  m.seq = 8192;
+  m.layers = 16;
+  m.batch = 8;
+  layout::Plan p = tp(8, 1, true);
+  p.attention = layout::Attention::kFused;
+  p.pp = 4;
+  p.microbatches = 8;
+  ModelSpec mb = m;
+  mb.batch = 1;
+  const BlockFloats f = block_floats(mb, p);
+  const double expected = m.element_bytes() * (2 * f.input + f.workspace + 4 * f.input);
+  for (const int v : {1, 2, 4}) {
+    p.virtual_stages = v;
+    p.schedule = v > 1 ? layout::Schedule::kInterleaved : layout::Schedule::k1F1B;
+    for (const int r : {1, 2}) {
+      EXPECT_NEAR(rank_memory(m, p, r, HeadBuffers::kSharded, layout::Runtime::kMegatron)
+                      .workspace_bytes,
+                  expected, 1e-9 * expected)
+          << "v=" << v << " rank " << r;
+    }
+  }
+}
+
+// The Llama 3 paper's uneven interleaved layout (§3.3.2): one layer fewer on the first and
+// last stage, so the first chunk of the first stage holds only the embedding and the last
+// chunk of the last stage only the head. 6 layers on pp 4 × v 2 (1 + 2 + 2 + 1): rank 0's
+// chunks hold 0 and 1 layers, rank 3's 1 and 0, the middle ranks' 1 and 1. Megatron-LM's
+// interleaved schedule with 4 microbatches warms up with all 8 (microbatch, chunk) forwards
+// on rank 0 ((pp − 1)·2 + (v − 1)·pp = 10 ≥ 8, schedules.py get_pp_rank_microbatches): 4 of
+// them on the embedding's chunk (no layer) and 4 on a one-layer chunk: 4 layers' activations,
+// not 8; and rank 0 holds one layer's parameters, not two.
+TEST(Memory, MegatronUnevenInterleavedChunksHoldTheirOwnLayers) {
+  ModelSpec m = load_model("llama3-405b");
+  m.seq = 4096;
+  m.layers = 6;
+  m.batch = 4;
+  layout::Plan p = tp(8, 1, true);
+  p.attention = layout::Attention::kFused;
+  p.pp = 4;
+  p.virtual_stages = 2;
+  p.schedule = layout::Schedule::kInterleaved;
+  p.microbatches = 4;
+  p.first_stage_layers = 1;
+  p.last_stage_layers = 1;
+  ModelSpec mb = m;
+  mb.batch = 1;
+  const double e = m.element_bytes();
+  const double layer = layer_activation_bytes(mb, p, layout::Runtime::kMegatron);
+  const BlockFloats f = block_floats(mb, p);
+  const double stream = static_cast<double>(mb.tokens()) * mb.hidden / 8;  // sharded
+  const MemoryEstimate r0 = rank_memory(m, p, 0, HeadBuffers::kSharded, layout::Runtime::kMegatron);
+  const MemoryEstimate r1 = rank_memory(m, p, 1, HeadBuffers::kSharded, layout::Runtime::kMegatron);
+  // In flight: 4 layers; each chunk's output slice; the embedding's output (sharded).
+  EXPECT_NEAR(r0.activations_bytes, 4 * layer + e * (2 * f.input + stream), 1e-9 * layer);
+  // Rank 1: 2·(pp − 2) + pp = 8 ≥ 8 pairs in flight, each one layer.
+  EXPECT_NEAR(r1.activations_bytes, 8 * layer + e * 2 * f.input, 1e-9 * layer);
+  const double table = std::ceil(static_cast<double>(m.vocab) / 8) * m.hidden * e;
+  EXPECT_NEAR(r0.params_bytes - table, r1.params_bytes / 2, 1e-9 * r1.params_bytes);
 }
 
 TEST(Memory, AtpTwoDimensionalSharding) {
