@@ -30,8 +30,9 @@ How the runs ran, from the paper (§3.3.2 unless noted), and what each becomes h
   checkpointing": none at 8,192. The paper says nothing for 131,072; selective there (priced
   the same as none with the fused core, whose output it keeps).
 - Data parallelism: FSDP sharding the optimizer state and gradients, the weights not
-  resharded after the forward (ZeRO-2's memory). The megatron runtime has ZeRO 0 and 1 only:
-  --zero 1 (the gradients whole on each rank: more memory than the paper's).
+  resharded after the forward (ZeRO-2's memory): --zero 2, which the megatron runtime prices
+  as Megatron-FSDP's optim_grads (each microbatch's reduce-scatters hidden under its backward
+  but the last layer's; docs/pipeline.md).
 - TFLOP/s: BF16 MFU after Chowdhery et al. (PaLM, Appendix B): 6N + 12·L·H·Q·T per token, the
   attention products whole, not halved by the causal mask. 430/400/380 TFLOP/s are 43/40/38%
   of the H100's 989. This project's count is the same (layout/model_shape.hpp): per layer
@@ -88,7 +89,7 @@ def main():
                 "--topology", topology, "--model", "llama3-405b", "--seq", str(seq),
                 "--batch", str(batch), "--dp", str(dp), "--pp", str(pp), "--mesh", f"{tp}x1",
                 "--cp", str(cp), "--sequence-parallel", "--first-stage-layers", "7",
-                "--last-stage-layers", "7", "--zero", "1", "--microbatches", str(m)]
+                "--last-stage-layers", "7", "--zero", "2", "--microbatches", str(m)]
         as_ran = base + ["--recompute", recompute, "--attention", "fused"]
         if cp > 1:
             as_ran += ["--cp-comm", "all_gather"]
