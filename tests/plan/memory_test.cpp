@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <utility>
 
 #include "core/error.hpp"
 #include "plan/memory.hpp"
@@ -147,15 +148,22 @@ TEST(Memory, MegatronLlamaLayersKeepNoDropout) {
 // layer at a time: one set of a layer's backward buffers (two gradient streams and the
 // workspace, block_floats) per rank, whatever v, beside its four blocking point-to-point
 // stream slices. A middle rank (no embedding, no head) on one replica: nothing else.
-TEST(Memory, MegatronChunksShareOneBackwardWorkspace) {
+// Llama 3 405B's layers on tp 8 with sequence parallelism and the fused core, cut to `layers`
+// layers of `seq` tokens, a batch of `batch` in as many microbatches over pp 4.
+std::pair<ModelSpec, layout::Plan> llama_on_pp4(std::int64_t seq, int layers, int batch) {
   ModelSpec m = load_model("llama3-405b");
-  m.seq = 8192;
-  m.layers = 16;
-  m.batch = 8;
+  m.seq = seq;
+  m.layers = layers;
+  m.batch = batch;
   layout::Plan p = tp(8, 1, true);
   p.attention = layout::Attention::kFused;
   p.pp = 4;
-  p.microbatches = 8;
+  p.microbatches = batch;
+  return {m, p};
+}
+
+TEST(Memory, MegatronChunksShareOneBackwardWorkspace) {
+  auto [m, p] = llama_on_pp4(8192, 16, 8);
   ModelSpec mb = m;
   mb.batch = 1;
   const BlockFloats f = block_floats(mb, p);
@@ -181,16 +189,9 @@ TEST(Memory, MegatronChunksShareOneBackwardWorkspace) {
 // them on the embedding's chunk (no layer) and 4 on a one-layer chunk: 4 layers' activations,
 // not 8; and rank 0 holds one layer's parameters, not two.
 TEST(Memory, MegatronUnevenInterleavedChunksHoldTheirOwnLayers) {
-  ModelSpec m = load_model("llama3-405b");
-  m.seq = 4096;
-  m.layers = 6;
-  m.batch = 4;
-  layout::Plan p = tp(8, 1, true);
-  p.attention = layout::Attention::kFused;
-  p.pp = 4;
+  auto [m, p] = llama_on_pp4(4096, 6, 4);
   p.virtual_stages = 2;
   p.schedule = layout::Schedule::kInterleaved;
-  p.microbatches = 4;
   p.first_stage_layers = 1;
   p.last_stage_layers = 1;
   ModelSpec mb = m;
