@@ -13,9 +13,7 @@ counts the same terms but the router (megatron/training/training.py,
 num_floating_point_operations: the MLP × moe_router_topk). MFU = TFLOP/s / 989.4 (the H100 SXM5
 datasheet's dense bf16 peak, the dgx-h100 presets' device.gemm.peak_tflops).
 
-Rows whose layout the source does not state are not priced: the published number is shown,
-the prediction is "not priced" (no layout is invented for them). The planner's own best layout
-for the same model and GPUs is listed beside them for reference only, not as a comparison.
+Every row is priced at the layout its source states; none is invented.
 
 Attention and recomputation as the runs ran: the Megatron-MoE-ModelZoo configurations
 (model_configs/benchmarking/*.yaml at e865051) pass --use-flash-attn and no recomputation flag,
@@ -24,18 +22,19 @@ the presets' attention_tflops) and --recompute none. Before the fused core exist
 were priced with the unfused core under selective recomputation, which stood for the fused
 kernel's memory but charged the unfused core's time twice (docs/moe.md has both).
 
-Liu et al. 2025's rows: the paper's Tables 3 and 4 ("MCore" rows: expert parallelism inside
-data parallelism, the experts tensor-parallel over the attention's TP, ETP = TP) as transcribed
-by a third party, gkarfakis19/Rapid-LLM, validation_scripts/moe_ep_validation.py at 6238f354
-(its CASES: layout, GPUs, global batch, MFU). The paper's own tables were not readable here,
-so these numbers are the transcription's. Sequence 4096, micro batch 1, bf16, balanced
-routing. The transcription gives no virtual pipeline size: the rows are priced without
+Liu et al. 2025's rows: the paper's appendix §6.4, Table 3 (GBS 256, each method at its best
+layout: CP, TP, EP, PP, ETP) and Table 4 (GBS 1024, the same layouts on 64 or 128 to 1,024
+GPUs), read from a Markdown conversion of the paper's text (the arXiv page's tables could not be
+read here; gkarfakis19/Rapid-LLM's validation_scripts/moe_ep_validation.py at 6238f354
+transcribes the same MCore rows). "MCore" is expert parallelism inside data parallelism with
+the experts tensor-parallel over the attention's TP (ETP = TP, the table's blank); "MCore w/
+Folding" gives the experts their own ETP (1 in every row); "TP+EP+DP" has no pipeline.
+Sequence 4096, micro batch 1, bf16, token dropping at capacity factor 1 (§4.1: balanced, as
+the planner routes). The tables give no virtual pipeline size: the rows are priced without
 interleaving (as a Megatron-LM run without --num-layers-per-virtual-pipeline-stage runs), and
-with one layer a virtual stage (the ModelZoo's VP 7 for both models) as a what-if. Rows of
-more than 128 GPUs use dgx-h100-16x8's constants with more nodes (written to
-OUT/topologies/). The abstract's "up to 49.3%" for Mixtral 8x22B is within 0.1 point of the
-transcribed 49.4% (128 GPUs, GBS 1024); its 39.0% for Qwen2-57B-A14B is above every transcribed
-row, so it is a row the transcription leaves out (a folded layout): listed, not priced.
+with one layer a virtual stage (the ModelZoo's VP 7 for both models) as a what-if. Rows of more
+than 128 GPUs use dgx-h100-16x8's constants with more nodes (written to OUT/topologies/). The
+abstract's "up to 49.3%" and 39.0% are Table 3's folded rows.
 """
 import json
 import os
@@ -48,22 +47,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 PEAK_TFLOPS = 989.4
 
-# Each row: the source, the model preset, GPUs, topology, the layout (None: not stated by the
-# source), the published number (TFLOP/s per GPU or MFU; None: not published) and a note.
 ZOO = "Megatron-MoE-ModelZoo"
-LIU3 = ("Liu et al. 2025, Table 3 (GBS 256), {what}, as transcribed by Rapid-LLM "
-        "(validation_scripts/moe_ep_validation.py at 6238f354)")
-LIU4 = ("Liu et al. 2025, Table 4 (GBS 1024, strong scaling), MCore row, as transcribed by "
-        "Rapid-LLM (validation_scripts/moe_ep_validation.py at 6238f354)")
+LIU3 = "Liu et al. 2025, Table 3 (GBS 256), {what}"
+LIU4 = "Liu et al. 2025, Table 4 (GBS 1024, strong scaling), {what}"
 
 
-def liu(model, gpus, tp, pp, ep, gbs, mfu, source):
-    """A row of Liu et al.'s Tables 3-4: ETP = TP (no folding), no virtual stages stated."""
+def liu(model, gpus, tp, pp, ep, gbs, mfu, source, etp=None):
+    """A row of Liu et al.'s Tables 3-4: ETP = TP without folding; no virtual stages stated."""
     nodes = gpus // 8
     return {"source": source, "model": model, "gpus": gpus,
             "topology": {64: "dgx-h100-8x8", 128: "dgx-h100-16x8"}.get(gpus, nodes),
-            "layout": {"tp": tp, "pp": pp, "vp": 1, "ep": ep, "etp": tp, "mbs": 1, "gbs": gbs,
-                       "seq": 4096},
+            "layout": {"tp": tp, "pp": pp, "vp": 1, "ep": ep, "etp": tp if etp is None else etp,
+                       "mbs": 1, "gbs": gbs, "seq": 4096},
             "vp_whatif": 7 if pp > 1 else None,
             "published_tflops": None, "published_mfu": mfu}
 
@@ -97,19 +92,20 @@ RUNS = [
      "layout": {"tp": 2, "pp": 4, "vp": 7, "ep": 4, "etp": 1, "mbs": 1, "gbs": 256,
                 "seq": 4096},
      "published_tflops": None, "published_mfu": None},
-    liu("mixtral-8x22b", 128, 2, 8, 4, 256, 0.463, LIU3.format(what="MCore row")),
-    liu("mixtral-8x22b", 128, 4, 1, 8, 256, 0.366, LIU3.format(what="TP+EP+DP row")),
-    liu("qwen2-57b-a14b", 64, 2, 4, 4, 256, 0.353, LIU3.format(what="MCore row")),
-    liu("qwen2-57b-a14b", 64, 4, 1, 4, 256, 0.231, LIU3.format(what="TP+EP+DP row")),
-] + [liu("mixtral-8x22b", g, 2, 8, 4, 1024, mfu, LIU4)
+    liu("mixtral-8x22b", 128, 2, 8, 4, 256, 0.463, LIU3.format(what="MCore")),
+    liu("mixtral-8x22b", 128, 2, 8, 8, 256, 0.493, LIU3.format(what="MCore w/ Folding"), etp=1),
+    liu("mixtral-8x22b", 128, 4, 1, 8, 256, 0.366, LIU3.format(what="TP+EP+DP")),
+    liu("qwen2-57b-a14b", 64, 2, 4, 4, 256, 0.353, LIU3.format(what="MCore")),
+    liu("qwen2-57b-a14b", 64, 2, 4, 4, 256, 0.390, LIU3.format(what="MCore w/ Folding"), etp=1),
+    liu("qwen2-57b-a14b", 64, 4, 1, 4, 256, 0.231, LIU3.format(what="TP+EP+DP")),
+] + [liu("mixtral-8x22b", g, 2, 8, 4, 1024, mfu, LIU4.format(what="MCore"))
      for g, mfu in ((128, 0.494), (256, 0.480), (512, 0.455), (1024, 0.423))] + \
-    [liu("qwen2-57b-a14b", g, 2, 4, 4, 1024, mfu, LIU4)
-     for g, mfu in ((64, 0.362), (128, 0.360), (256, 0.348), (512, 0.325), (1024, 0.298))] + [
-    {"source": "Liu et al. 2025, abstract: up to 39.0% MFU, above every transcribed MCore row of "
-               "Tables 3-4: a layout (folded) the transcription does not give",
-     "model": "qwen2-57b-a14b", "gpus": 64, "topology": "dgx-h100-8x8", "layout": None,
-     "published_tflops": None, "published_mfu": 0.390},
-]
+    [liu("mixtral-8x22b", g, 2, 8, 8, 1024, mfu, LIU4.format(what="MCore w/ Folding"), etp=1)
+     for g, mfu in ((128, 0.522), (256, 0.507), (512, 0.489), (1024, 0.449))] + \
+    [liu("qwen2-57b-a14b", g, 2, 4, 4, 1024, mfu, LIU4.format(what="MCore"))
+     for g, mfu in ((64, 0.362), (128, 0.360), (256, 0.348), (512, 0.325), (1024, 0.298))] + \
+    [liu("qwen2-57b-a14b", g, 2, 4, 4, 1024, mfu, LIU4.format(what="MCore w/ Folding"), etp=1)
+     for g, mfu in ((64, 0.399), (128, 0.397), (256, 0.381), (512, 0.366), (1024, 0.334))]
 
 
 def model_flops(model, batch, seq):
@@ -188,23 +184,6 @@ def main():
     for r in RUNS:
         model = json.load(open(os.path.join(ROOT, "models", r["model"] + ".json")))
         row = dict(r)
-        if r["layout"] is None:
-            # For reference only: the planner's own best layout (not the source's).
-            cmd = [args.meshtp, "plan", "--3d", "--runtime", "megatron", "--topology",
-                   r["topology"], "--model", r["model"], "--strategies", "tp1d", "--top", "1",
-                   "--json"]
-            best = run(cmd)["best"]
-            flops = model_flops(model, model["batch"], model["seq"])
-            row["search_best"] = {
-                "plan": {k: best["plan"].get(k) for k in ("dp", "pp", "virtual_stages", "mesh",
-                                                         "ep", "etp", "microbatches", "zero",
-                                                         "recompute")},
-                "tflops": flops / (best["t_step_s"] * r["gpus"]) / 1e12,
-                "memory_gib": best["memory_gib"],
-                "command": " ".join(["meshtp"] + cmd[1:-1])}
-            row["search_best"]["mfu"] = row["search_best"]["tflops"] / PEAK_TFLOPS
-            rows.append(row)
-            continue
         row.update(evaluate(args, r, model, r["layout"]["vp"]))
         row["error"] = error(r, row)
         if r.get("vp_whatif"):
@@ -220,16 +199,6 @@ def main():
         published = (f"{r['published_tflops']} TFLOP/s" if r["published_tflops"]
                      else f"{100 * r['published_mfu']:.1f}% MFU" if r["published_mfu"]
                      else "unknown")
-        if r["layout"] is None:
-            b = r["search_best"]
-            p = b["plan"]
-            lines.append(
-                f"| {r['model']} | {r['gpus']} | – | not stated | {published} | not priced "
-                f"(meshtp's own best, for reference: dp {p['dp']} pp {p['pp']} "
-                f"tp {p['mesh'][0]} ep {p.get('ep', 1)} etp {p.get('etp', 0)}, "
-                f"{b['tflops']:.0f} TFLOP/s = {100 * b['mfu']:.1f}% MFU, {b['memory_gib']:.1f} GiB) "
-                f"| – | – | – | – | – | – | {r['source']} |")
-            continue
         lay = r["layout"]
         w = r.get("whatif")
         whatif = (f"{pct(w['error'])}, {w['memory_gib']:.1f}{'' if w['fits'] else ' (no)'}"
@@ -248,8 +217,7 @@ def main():
                f"{sum(abs(e) <= 0.15 for e in checked)} within 15%")
     text = "\n".join(lines) + "\n\n" + summary + "\n"
     commands = [r["command"] for r in rows if "command" in r] + \
-        [r["whatif"]["command"] for r in rows if "whatif" in r] + \
-        [r["search_best"]["command"] for r in rows if "search_best" in r]
+        [r["whatif"]["command"] for r in rows if "whatif" in r]
     with open(os.path.join(args.out, "moe.md"), "w") as f:
         f.write(text + "\n" + "\n".join(commands) + "\n")
     with open(os.path.join(args.out, "moe.json"), "w") as f:
