@@ -196,7 +196,8 @@ StepMeasurement measure_step_samples(const comm::Communicator& world, std::array
                                      const plan::Topology& priced, double seconds, int repeats) {
   const auto [nr, nc] = mesh;
   constexpr std::int64_t kBlock = 256;
-  StepMeasurement out{.shape = {kBlock * nr, kBlock * nc, kBlock * nr * nc}, .mesh = mesh};
+  StepMeasurement out{.shape = {.m = kBlock * nr, .n = kBlock * nc, .k = kBlock * nr * nc},
+                      .mesh = mesh};
   Gemm2dBenchOptions o{.shape = out.shape,
                        .nr = nr,
                        .nc = nc,

@@ -124,7 +124,7 @@ void run_bench_gemm2d(const BenchGemm2dArgs& args) {
   MESHTP_CHECK(args.seconds > 0 && args.seconds <= 600, "--seconds={} must be in (0, 600]",
                args.seconds);
   bench::Gemm2dBenchOptions o;
-  o.shape = {args.m, args.n, args.k};
+  o.shape = {.m = args.m, .n = args.n, .k = args.k};
   o.nr = shape[0];
   o.nc = shape[1];
   o.dataflow = layout::parse_dataflow(args.dataflow);

@@ -48,7 +48,7 @@ const Tensor& require_matrix(const SafetensorsFile& file, const std::string& nam
   return t;
 }
 
-// m, n, k from the global operands; throws unless they chain for the dataflow.
+// m, n, k (and the dataflow) from the global operands; throws unless they chain for the dataflow.
 parallel::Gemm2dShape problem_shape(Dataflow dataflow, const Tensor& a, const Tensor& b) {
   const std::int64_t ar = a.dim(0), ac = a.dim(1), br = b.dim(0), bc = b.dim(1);
   switch (dataflow) {
@@ -57,19 +57,19 @@ parallel::Gemm2dShape problem_shape(Dataflow dataflow, const Tensor& a, const Te
                    "A {} and B {} do not chain for os (C = A·B): A has {} columns, "
                    "B has {} rows",
                    to_string(a.shape()), to_string(b.shape()), ac, br);
-      return {ar, bc, ac};
+      return {.dataflow = dataflow, .m = ar, .n = bc, .k = ac};
     case Dataflow::kLS:
       MESHTP_CHECK(ac == bc,
                    "A {} and B {} do not chain for ls (C = A·Bᵀ): A has {} columns, "
                    "B has {} columns",
                    to_string(a.shape()), to_string(b.shape()), ac, bc);
-      return {ar, br, ac};
+      return {.dataflow = dataflow, .m = ar, .n = br, .k = ac};
     case Dataflow::kRS:
       MESHTP_CHECK(ar == br,
                    "A {} and B {} do not chain for rs (C = Aᵀ·B): A has {} rows, "
                    "B has {} rows",
                    to_string(a.shape()), to_string(b.shape()), ar, br);
-      return {ac, bc, ar};
+      return {.dataflow = dataflow, .m = ac, .n = bc, .k = ar};
   }
   fail("unknown dataflow");
 }

@@ -48,7 +48,8 @@ enum class Direction { kVertical, kHorizontal };  // mesh dim 0, mesh dim 1
 const char* name(Direction d);
 inline int mesh_dim(Direction d) { return d == Direction::kVertical ? 0 : 1; }
 
-// One 2D GeMM as the mesh sees it (shapes are global).
+// One 2D GeMM as the mesh sees it (shapes are global): the one shape type of the planner
+// and the runtime (parallel/gemm2d/gemm2d.hpp runs it).
 struct Gemm2dShape {
   Dataflow dataflow = Dataflow::kOS;
   std::int64_t m = 0, n = 0, k = 0;  // C is m×n, contraction k; A, B per the table above
@@ -65,6 +66,7 @@ struct Gemm2dShape {
   bool moves_output(Direction d) const;
   // "m=1000 is not divisible by mesh dim 0 (size 3)" when a matrix does not shard evenly.
   std::optional<std::string> invalid_reason() const;
+  bool operator==(const Gemm2dShape&) const = default;
 };
 std::ostream& operator<<(std::ostream& os, const Gemm2dShape& s);
 

@@ -44,7 +44,7 @@ TEST(Gemm2dTraffic, CountedEqualsPlannedForEveryAlgorithmDataflowAndMesh) {
   const auto world = comm::Communicator::world();
   comm::CommLedger& ledger = comm::comm_ledger();
   // Divisible by every mesh dim ≤ 4, by lcm(Nr, Nc)·S ≤ 24 and by S·(local extent) for S ≤ 2.
-  const Gemm2dShape shape{24, 48, 72};
+  const Gemm2dShape shape{.m = 24, .n = 48, .k = 72};
   int cases = 0;
   for (const auto& dims : meshes_for(world.size())) {
     const mesh::DeviceMesh mesh(world, dims);

@@ -68,7 +68,7 @@ layout::Gemm2dTraffic gemm2d_traffic(int nr, int nc, const Gemm2dShape& shape,
 
 Gemm2dShape infer_shape(int nr, int nc, Dataflow dataflow, ConstMatrixView a, ConstMatrixView b,
                         ConstMatrixView c) {
-  Gemm2dShape s;
+  Gemm2dShape s{.dataflow = dataflow, .nr = nr, .nc = nc, .element_bytes = sizeof(float)};
   s.m = c.rows * nr;
   s.n = c.cols * nc;
   switch (dataflow) {

@@ -60,11 +60,11 @@ struct Gemm2dOptions {
 };
 std::ostream& operator<<(std::ostream& os, const Gemm2dOptions& options);
 
-// The global problem size: C is m × n, the contraction is k (see the dataflow table above).
-struct Gemm2dShape {
-  std::int64_t m = 0, n = 0, k = 0;
-  bool operator==(const Gemm2dShape&) const = default;
-};
+// The global problem: layout's one 2D GeMM shape (layout/gemm2d_traffic.hpp), C is m × n,
+// the contraction is k (see the dataflow table above). The functions below that take the
+// mesh (nr, nc) and the options read its m, n and k: the mesh and dataflow they run on are
+// their arguments'. infer_shape fills in all of it.
+using layout::Gemm2dShape;
 
 // Global shapes of A and B for a dataflow ({rows, cols}); C is always {m, n}.
 Shape global_a_shape(Dataflow dataflow, const Gemm2dShape& shape);

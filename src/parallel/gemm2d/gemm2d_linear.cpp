@@ -74,11 +74,11 @@ Gemm2dShape product_shape(const Gemm2dLinearPlan& plan, const Product& p) {
   const Shape a = stored(p.a), b = stored(p.b);
   switch (p.dataflow) {
     case D::kOS:
-      return {a[0], b[1], a[1]};
+      return {.dataflow = p.dataflow, .m = a[0], .n = b[1], .k = a[1]};
     case D::kLS:
-      return {a[0], b[0], a[1]};
+      return {.dataflow = p.dataflow, .m = a[0], .n = b[0], .k = a[1]};
     case D::kRS:
-      return {a[1], b[1], a[0]};
+      return {.dataflow = p.dataflow, .m = a[1], .n = b[1], .k = a[0]};
   }
   fail("unknown dataflow");
 }
