@@ -112,7 +112,7 @@ void print_json(const bench::Gemm2dBenchOptions& o, const std::vector<bench::Gem
                         {"rel_error", num(x.error)}};
     if (x.kind == bench::Gemm2dCaseKind::kAlgorithm || x.kind == bench::Gemm2dCaseKind::kOneD) {
       line["algo"] = layout::name(x.options.algo);
-      line["slices"] = x.options.slices;
+      line["slices"] = x.options.params.slices;
       line["progress_splits"] = x.options.progress_splits;
     }
     out() << line.dump() << '\n';

@@ -70,7 +70,10 @@ struct Gemm2dShape {
 };
 std::ostream& operator<<(std::ostream& os, const Gemm2dShape& s);
 
-// Algorithm parameters; each algorithm reads its own field.
+// Algorithm parameters; each algorithm reads its own field. The one holder of the slice
+// count: the plan file's linears (layout::LinearPlan::gemm2d), the CLI's --slices
+// (PlanSpelling::gemm2d), the runtime's options (parallel::Gemm2dOptions::params,
+// Gemm2dLinearOptions::params) and the planner all hold this struct, not a copy of S.
 struct Gemm2dParams {
   // The one slice count S of the plan file, the CLI's --slices, the runtime and the planner.
   // MeshSlice: S slices. SUMMA: S panels per lcm(Nr, Nc) block, Kp = lcm·S (summa_panels).
@@ -79,6 +82,7 @@ struct Gemm2dParams {
   Direction wang_decomposed = Direction::kHorizontal;  // Wang: the direction split into steps
 
   int summa_panels(const Gemm2dShape& shape) const;  // summa_panels(nr, nc, slices)
+  bool operator==(const Gemm2dParams&) const = default;
 };
 
 // SUMMA's panel count Kp = lcm(Nr, Nc)·S: every panel lies in one rank's shard of both A and

@@ -181,7 +181,7 @@ parallel::Gemm2dOptions gemm2d_options(const RunSpec& s) {
                p.strategy);
   return {.algo = p.algorithm(layout::Linear::kMlp1),
           .dataflow = s.dataflow,
-          .slices = p.linear(layout::Linear::kMlp1).slices,
+          .params = p.linear(layout::Linear::kMlp1).gemm2d,
           .progress_splits = p.progress_splits};
 }
 

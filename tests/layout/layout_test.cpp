@@ -70,10 +70,12 @@ Plan meshslice_plan() {
          .strategy = Strategy::kMeshSlice,
          .provenance = Provenance{
              .topology = "t", .model = "m", .predicted_step_s = 0.5, .predicted_comm_s = 0.25}};
-  p.linears = {{{.stationary = Stationary::kOutput, .slices = 2},
-                {.algorithm = Algorithm::kSumma, .slices = 3},
+  p.linears = {{{.stationary = Stationary::kOutput, .gemm2d = {.slices = 2}},
+                {.algorithm = Algorithm::kSumma, .gemm2d = {.slices = 3}},
                 {.stationary = Stationary::kInput},
-                {.algorithm = Algorithm::kWang, .stationary = Stationary::kOutput, .slices = 1}}};
+                {.algorithm = Algorithm::kWang,
+                 .stationary = Stationary::kOutput,
+                 .gemm2d = {.slices = 1}}}};
   return p;
 }
 
@@ -210,10 +212,10 @@ TEST(BuildPlan, SpelledOutLayouts) {
   EXPECT_EQ(p.schedule, Schedule::kInterleaved);
   EXPECT_EQ(p.virtual_stages, 3);
   EXPECT_TRUE(p.sequence_parallel);  // always for tp1d
-  const Plan g =
-      build_plan(PlanSpelling{.strategy = "meshslice", .stationary = "input", .slices = 2},
-                 std::array<int, 2>{2, 2});
-  EXPECT_EQ(g.linears[0].slices, 2);
+  const Plan g = build_plan(
+      PlanSpelling{.strategy = "meshslice", .stationary = "input", .gemm2d = {.slices = 2}},
+      std::array<int, 2>{2, 2});
+  EXPECT_EQ(g.linears[0].gemm2d.slices, 2);
   EXPECT_EQ(g.linears[3].stationary, Stationary::kInput);
 }
 
@@ -225,7 +227,7 @@ TEST(BuildPlan, ErrorsNameTheValue) {
             }),
             "--schedule '1f1b:2': only interleaved takes virtual stages (interleaved:V)");
   EXPECT_EQ(error_of([] {
-              build_plan(PlanSpelling{.slices = 2}, {2, 1});
+              build_plan(PlanSpelling{.gemm2d = {.slices = 2}}, {2, 1});
             }),
             "--stationary auto / --slices 2 apply to the 2D GeMM strategies, not --strategy atp");
   EXPECT_NE(error_of([] {

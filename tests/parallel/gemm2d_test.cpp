@@ -79,7 +79,7 @@ TEST(Gemm2d, EveryAlgorithmDataflowMeshAndSliceCountEqualsSerial) {
         if (algo == Algorithm::kSumma) slice_counts = {1, 2};
         for (const Dataflow dataflow : layout::all<layout::Dataflow>()) {
           for (const int slices : slice_counts) {
-            const Gemm2dOptions o{.algo = algo, .dataflow = dataflow, .slices = slices};
+            const Gemm2dOptions o{.algo = algo, .dataflow = dataflow, .params = {.slices = slices}};
             const double err = run_case(mesh, s, o, ws);
             EXPECT_LE(err, 1e-5) << describe(mesh, s, o);
             ++cases;
@@ -103,7 +103,7 @@ TEST(Gemm2d, MeshSliceExplicitBlockAndProgressChunks) {
         for (const int chunks : {1, 3}) {
           const Gemm2dOptions o{.algo = Algorithm::kMeshSlice,
                                 .dataflow = dataflow,
-                                .slices = 2,
+                                .params = {.slices = 2},
                                 .block = block,
                                 .progress_splits = chunks};
           EXPECT_LE(run_case(mesh, s, o, ws), 1e-5) << describe(mesh, s, o);
@@ -163,19 +163,28 @@ TEST(Gemm2dValidate, CannonNeedsASquareMesh) {
 
 TEST(Gemm2dValidate, SliceCountMustDivideBothLocalExtents) {
   // k = 24 on 2x4: k/Nr = 12, k/Nc = 6; S = 4 divides 12 but not 6.
-  const std::string e = validation_error(2, 4, {.m = 8, .n = 8, .k = 24}, {.slices = 4});
+  const std::string e =
+      validation_error(2, 4, {.m = 8, .n = 8, .k = 24}, {.params = {.slices = 4}});
   EXPECT_NE(e.find("slices=4 does not divide the local k extents k/Nr=12 and k/Nc=6"),
             std::string::npos)
       << e;
-  EXPECT_EQ(validation_error(2, 4, {.m = 8, .n = 8, .k = 24}, {.slices = 3}), "");
-  const std::string b = validation_error(2, 4, {.m = 8, .n = 8, .k = 24}, {.slices = 3, .block = 4});
+  EXPECT_EQ(validation_error(2, 4, {.m = 8, .n = 8, .k = 24}, {.params = {.slices = 3}}), "");
+  const std::string b =
+      validation_error(2, 4, {.m = 8, .n = 8, .k = 24}, {.params = {.slices = 3}, .block = 4});
   EXPECT_NE(b.find("slices·block = 3·4 = 12"), std::string::npos) << b;
-  const std::string p =
-      validation_error(2, 4, {.m = 8, .n = 8, .k = 24}, {.algo = Algorithm::kSumma, .slices = 4});
+  const std::string p = validation_error(2, 4, {.m = 8, .n = 8, .k = 24},
+                                         {.algo = Algorithm::kSumma, .params = {.slices = 4}});
   EXPECT_NE(p.find("SUMMA slices=4 cuts k=24 into Kp = lcm(Nr, Nc)·S = 4·4 = 16 panels"),
             std::string::npos)
       << p;
-  EXPECT_NE(validation_error(1, 1, {.m = 8, .n = 8, .k = 8}, {.slices = 0}).find("slices=0"), std::string::npos);
+  EXPECT_NE(
+      validation_error(1, 1, {.m = 8, .n = 8, .k = 8}, {.params = {.slices = 0}}).find("slices=0"),
+      std::string::npos);
+  // The runtime's Wang decomposes the row (horizontal) direction only.
+  EXPECT_EQ(validation_error(2, 2, {.m = 8, .n = 8, .k = 8},
+                             {.algo = Algorithm::kWang,
+                              .params = {.wang_decomposed = layout::Direction::kVertical}}),
+            "the runtime's Wang decomposes the horizontal direction, not vertical");
 }
 
 }  // namespace

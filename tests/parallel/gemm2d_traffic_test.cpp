@@ -55,7 +55,7 @@ TEST(Gemm2dTraffic, CountedEqualsPlannedForEveryAlgorithmDataflowAndMesh) {
       for (const Dataflow dataflow : layout::all<Dataflow>()) {
         for (const int slices : {1, 2}) {
           if (slices > 1 && algo != Algorithm::kMeshSlice && algo != Algorithm::kSumma) continue;
-          const Gemm2dOptions o{.algo = algo, .dataflow = dataflow, .slices = slices};
+          const Gemm2dOptions o{.algo = algo, .dataflow = dataflow, .params = {.slices = slices}};
           const layout::Gemm2dTraffic planned = gemm2d_traffic(nr, nc, shape, o);
           const Shape a = global_a_shape(dataflow, shape), b = global_b_shape(dataflow, shape);
           const Tensor a_local = uniform_tensor({a[0] / nr, a[1] / nc}, 1);

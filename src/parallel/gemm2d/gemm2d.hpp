@@ -46,9 +46,11 @@ using ::meshtp::to_string;  // Shape's
 struct Gemm2dOptions {
   Algorithm algo = Algorithm::kMeshSlice;
   Dataflow dataflow = Dataflow::kOS;
-  // MeshSlice: the slice count S. SUMMA: panels per lcm(Nr, Nc) block (L = lcm·S panels).
-  // Ignored by the other algorithms.
-  int slices = 1;
+  // params.slices — MeshSlice: the slice count S. SUMMA: panels per lcm(Nr, Nc) block
+  // (L = lcm·S panels). Ignored by the other algorithms. The runtime's Wang decomposes the
+  // row (horizontal) direction only; summa_packets is the planner's (each panel is one
+  // broadcast here).
+  layout::Gemm2dParams params{};
   // MeshSlice blocked slicing: slice s takes the blocks s, s+S, s+2S, … of `block`
   // consecutive indices of the sliced dim. 0 = the largest block that works, gcd of the two
   // local extents / S (one contiguous block per slice on a square mesh).

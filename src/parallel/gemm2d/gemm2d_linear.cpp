@@ -113,7 +113,7 @@ std::ostream& operator<<(std::ostream& os, const Gemm2dLinearPlan& p) {
             << " out " << to_string(p.output_shape()) << ": forward " << p.forward.dataflow
             << ", backward-data " << p.backward_data.dataflow << ", backward-weight "
             << p.backward_weight.dataflow << " (" << p.forward.algo
-            << ", slices=" << p.forward.slices << ")";
+            << ", slices=" << p.forward.params.slices << ")";
 }
 
 Gemm2dLinearPlan plan_gemm2d_linear(int nr, int nc, std::int64_t n, std::int64_t k, std::int64_t m,
@@ -129,7 +129,7 @@ Gemm2dLinearPlan plan_gemm2d_linear(int nr, int nc, std::int64_t n, std::int64_t
   plan.transposed_input = options.transposed_input;
   const ModeProducts& p = products(plan);
   const Gemm2dOptions base{
-      .algo = options.algo, .slices = options.slices, .progress_splits = options.progress_splits};
+      .algo = options.algo, .params = options.params, .progress_splits = options.progress_splits};
   const std::pair<const Product*, Gemm2dOptions*> all[] = {
       {&p.forward, &plan.forward},
       {&p.backward_data, &plan.backward_data},
