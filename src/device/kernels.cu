@@ -265,8 +265,8 @@ __global__ void causal_softmax_backward_kernel(T* ds, const T* p, std::int64_t s
 }
 
 // AdamW, many tensors per launch: block b updates chunk b, kAdamWChunk elements of one
-// tensor (ops/adamw.cpp's order of operations, so fp32 results match the CPU's up to sqrt's
-// rounding).
+// tensor: core/adamw_step.hpp's formula in its order of operations, so fp32 results match
+// the host's (ops/adamw.hpp) up to sqrt's rounding.
 __global__ void adamw_kernel(const AdamWTensor* tensors, const AdamWChunk* chunks, AdamWStep s) {
   const AdamWChunk c = chunks[blockIdx.x];
   const AdamWTensor t = tensors[c.tensor];
