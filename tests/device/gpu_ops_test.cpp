@@ -30,7 +30,7 @@
 namespace meshtp::gpu {
 namespace {
 
-using ET = ElementType;
+using ET = Element;
 constexpr ET kTypes[] = {ET::kF32, ET::kBF16};
 
 Context& ctx() {
