@@ -110,6 +110,11 @@ void Plan::validate() const {
     // Formatted only on failure: the planner validates every layout it prices.
     MESHTP_CHECK(x.gemm2d.slices >= 1, "plan: {} slices={} must be at least 1", name(l),
                  x.gemm2d.slices);
+    // A plan (and its file) holds the slice count only; the rest is the planner's own.
+    MESHTP_CHECK(x.gemm2d.summa_packets == 0 && x.gemm2d.wang_decomposed == Direction::kHorizontal,
+                 "plan: {} summa_packets={} and wang_decomposed={} are the planner's, not a "
+                 "plan's (a plan holds the slice count only)",
+                 name(l), x.gemm2d.summa_packets, name(x.gemm2d.wang_decomposed));
     MESHTP_CHECK(is_gemm2d(strategy) || x == LinearPlan{},
                  "plan: per-linear settings ({}) apply to the 2D GeMM strategies, not {}",
                  linear_text(*this, l), strategy);

@@ -102,6 +102,14 @@ TEST(Plan, JsonRoundTrips) {
                   .validate();
             }),
             "plan: attention=fused runs in the ATP blocks (atp, megatron, tp1d), not meshslice");
+  // A plan holds a 2D GeMM's slice count only (the file's "slices"), nothing it cannot save.
+  EXPECT_EQ(error_of([] {
+              Plan q = meshslice_plan();
+              q.linears[1].gemm2d.summa_packets = 4;
+              q.validate();
+            }),
+            "plan: proj summa_packets=4 and wang_decomposed=horizontal are the planner's, not a "
+            "plan's (a plan holds the slice count only)");
   const Plan p = meshslice_plan();
   EXPECT_EQ(p.algorithm(Linear::kQkv), Algorithm::kMeshSlice);
   EXPECT_EQ(p.algorithm(Linear::kProj), Algorithm::kSumma);
