@@ -196,7 +196,8 @@ StepMeasurement measure_step_samples(const comm::Communicator& world, std::array
                                      const plan::Topology& priced, double seconds, int repeats) {
   const auto [nr, nc] = mesh;
   constexpr std::int64_t kBlock = 256;
-  StepMeasurement out{.shape = {kBlock * nr, kBlock * nc, kBlock * nr * nc}, .mesh = mesh};
+  StepMeasurement out{.shape = {.m = kBlock * nr, .n = kBlock * nc, .k = kBlock * nr * nc},
+                      .mesh = mesh};
   Gemm2dBenchOptions o{.shape = out.shape,
                        .nr = nr,
                        .nc = nc,
@@ -231,10 +232,10 @@ StepMeasurement measure_step_samples(const comm::Communicator& world, std::array
                                   .nc = nc,
                                   .element_bytes = 4};
   for (std::size_t i = 0; i < cases.size(); ++i) {
-    const int slices = cases[i].options.slices;
-    const plan::PipelineEstimate e = plan::gemm2d_estimate(
-        layout::Algorithm::kMeshSlice, shape, {.slices = slices}, links, priced.gemm_model());
-    out.samples.push_back({.slices = slices,
+    const layout::Gemm2dParams& params = cases[i].options.params;
+    const plan::PipelineEstimate e = plan::gemm2d_estimate(layout::Algorithm::kMeshSlice, shape,
+                                                           params, links, priced.gemm_model());
+    out.samples.push_back({.params = params,
                            .steps = e.iterations,
                            .measured_s = median(times[i]),
                            .predicted_s = e.total_s});

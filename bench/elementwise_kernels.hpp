@@ -9,7 +9,8 @@
 //   residual fwd       3         read a, b, write y
 //   cross-entropy fwd  1         read the logits (row max and Σ exp in cache)
 //   cross-entropy bwd  3         read logits, read + write the gradient
-//   adamw              7         read p, g, m, v, write p, m, v
+//   adamw              7         read p, g, m, v, write p, m, v; its reference is the
+//                                portable kernel (one host AdamW, core/adamw_step.hpp)
 //
 // Validation first: each fast result must match its reference (max relative error ≤ 1e-5).
 #pragma once

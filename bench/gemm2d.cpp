@@ -41,7 +41,7 @@ bool overlaps(Algorithm algo) { return algo != Algorithm::kCollective; }
 std::string case_name(const Gemm2dOptions& o, bool show_chunks) {
   std::string name(layout::name(o.algo));
   if (o.algo == Algorithm::kMeshSlice || o.algo == Algorithm::kSumma) {
-    name += " S=" + std::to_string(o.slices);
+    name += " S=" + std::to_string(o.params.slices);
   }
   if (show_chunks && overlaps(o.algo)) name += " p=" + std::to_string(o.progress_splits);
   return name;
@@ -61,7 +61,7 @@ std::vector<AlgorithmCase> algorithm_cases(const Gemm2dBenchOptions& o,
     for (const int s : slice_counts) {
       for (const int p : chunk_counts) {
         const Gemm2dOptions opt{
-            .algo = algo, .dataflow = o.dataflow, .slices = s, .progress_splits = p};
+            .algo = algo, .dataflow = o.dataflow, .params = {.slices = s}, .progress_splits = p};
         try {
           parallel::validate(o.nr, o.nc, o.shape, opt);
           cases.push_back({case_name(opt, show_chunks), opt});

@@ -29,7 +29,7 @@
 namespace meshtp::bench {
 
 struct Gemm2dBenchOptions {
-  parallel::Gemm2dShape shape{2048, 2048, 2048};
+  parallel::Gemm2dShape shape{.m = 2048, .n = 2048, .k = 2048};
   int nr = 1, nc = 1;
   layout::Dataflow dataflow = layout::Dataflow::kOS;
   std::vector<layout::Algorithm> algos;     // in this order; Cannon dropped if not square

@@ -41,8 +41,8 @@ model::GptConfig check_config(const model::GptConfig& real, int d1, int d2) {
   model::GptConfig c = real;
   int slices = 1;
   for (layout::LinearPlan& l : c.layout.linears) {
-    l.slices = std::min(l.slices, kCheckSlices);
-    slices = std::lcm(slices, l.slices);
+    l.gemm2d.slices = std::min(l.gemm2d.slices, kCheckSlices);
+    slices = std::lcm(slices, l.gemm2d.slices);
   }
   layout::ModelShape& m = c.shape;
   m.layers = std::min<std::int64_t>(real.shape.layers, 2);

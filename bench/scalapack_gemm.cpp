@@ -54,7 +54,7 @@ ScalapackGemm::ScalapackGemm(int nr, int nc, const parallel::Gemm2dShape& shape,
   MESHTP_CHECK(my_row == me % nc && my_col == me / nc,
                "BLACS placed rank {} at ({}, {}), expected ({}, {})", me, my_row, my_col, me % nc,
                me / nc);
-  const auto [m, n, k] = shape;
+  const std::int64_t m = shape.m, n = shape.n, k = shape.k;
   // Column-major views of the local buffers (see the header): X row-major ↔ Xᵀ column-major.
   describe(desc_c_, n, m, nc, nr, context_);  // Cᵀ: n × m
   switch (dataflow) {

@@ -112,7 +112,7 @@ void print_json(const bench::Gemm2dBenchOptions& o, const std::vector<bench::Gem
                         {"rel_error", num(x.error)}};
     if (x.kind == bench::Gemm2dCaseKind::kAlgorithm || x.kind == bench::Gemm2dCaseKind::kOneD) {
       line["algo"] = layout::name(x.options.algo);
-      line["slices"] = x.options.slices;
+      line["slices"] = x.options.params.slices;
       line["progress_splits"] = x.options.progress_splits;
     }
     out() << line.dump() << '\n';
@@ -124,7 +124,7 @@ void run_bench_gemm2d(const BenchGemm2dArgs& args) {
   MESHTP_CHECK(args.seconds > 0 && args.seconds <= 600, "--seconds={} must be in (0, 600]",
                args.seconds);
   bench::Gemm2dBenchOptions o;
-  o.shape = {args.m, args.n, args.k};
+  o.shape = {.m = args.m, .n = args.n, .k = args.k};
   o.nr = shape[0];
   o.nc = shape[1];
   o.dataflow = layout::parse_dataflow(args.dataflow);

@@ -336,7 +336,7 @@ void run_calibrate(const CalibrateArgs& a) {
     }
     nlohmann::json step_samples = nlohmann::json::array();
     for (const plan::StepSample& x : steps.samples) {
-      step_samples.push_back({{"slices", x.slices},
+      step_samples.push_back({{"slices", x.params.slices},
                               {"steps", x.steps},
                               {"measured_s", x.measured_s},
                               {"predicted_s", x.predicted_s}});
@@ -401,7 +401,8 @@ void run_calibrate(const CalibrateArgs& a) {
       "without a step cost:",
       steps.shape.m, steps.shape.n, steps.shape.k, steps.mesh[0], steps.mesh[1]);
   for (const plan::StepSample& x : steps.samples) {
-    os << fmt::format(" S={} {:.2f}/{:.2f} ms;", x.slices, x.measured_s * 1e3, x.predicted_s * 1e3);
+    os << fmt::format(" S={} {:.2f}/{:.2f} ms;", x.params.slices, x.measured_s * 1e3,
+                      x.predicted_s * 1e3);
   }
   os << fmt::format(" {:.1f} us per step (R^2 {:.3f})\n", step_fit.step_s / plan::kUs,
                     step_fit.r_squared);

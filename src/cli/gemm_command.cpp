@@ -35,7 +35,7 @@ struct GemmArgs {
   std::string algo = "meshslice";
   std::string dataflow = "os";
   std::string mesh;
-  int slices = 1;
+  layout::Gemm2dParams params{};  // --slices: params.slices
   std::int64_t block = 0;
   bool check = false;
   bool dry_run = false;
@@ -48,7 +48,7 @@ const Tensor& require_matrix(const SafetensorsFile& file, const std::string& nam
   return t;
 }
 
-// m, n, k from the global operands; throws unless they chain for the dataflow.
+// m, n, k (and the dataflow) from the global operands; throws unless they chain for the dataflow.
 parallel::Gemm2dShape problem_shape(Dataflow dataflow, const Tensor& a, const Tensor& b) {
   const std::int64_t ar = a.dim(0), ac = a.dim(1), br = b.dim(0), bc = b.dim(1);
   switch (dataflow) {
@@ -57,19 +57,19 @@ parallel::Gemm2dShape problem_shape(Dataflow dataflow, const Tensor& a, const Te
                    "A {} and B {} do not chain for os (C = A·B): A has {} columns, "
                    "B has {} rows",
                    to_string(a.shape()), to_string(b.shape()), ac, br);
-      return {ar, bc, ac};
+      return {.dataflow = dataflow, .m = ar, .n = bc, .k = ac};
     case Dataflow::kLS:
       MESHTP_CHECK(ac == bc,
                    "A {} and B {} do not chain for ls (C = A·Bᵀ): A has {} columns, "
                    "B has {} columns",
                    to_string(a.shape()), to_string(b.shape()), ac, bc);
-      return {ar, br, ac};
+      return {.dataflow = dataflow, .m = ar, .n = br, .k = ac};
     case Dataflow::kRS:
       MESHTP_CHECK(ar == br,
                    "A {} and B {} do not chain for rs (C = Aᵀ·B): A has {} rows, "
                    "B has {} rows",
                    to_string(a.shape()), to_string(b.shape()), ar, br);
-      return {ac, bc, ar};
+      return {.dataflow = dataflow, .m = ac, .n = bc, .k = ar};
   }
   fail("unknown dataflow");
 }
@@ -77,7 +77,7 @@ parallel::Gemm2dShape problem_shape(Dataflow dataflow, const Tensor& a, const Te
 void run_gemm(const GemmArgs& args) {
   const parallel::Gemm2dOptions options{.algo = layout::parse_algorithm(args.algo),
                                         .dataflow = layout::parse_dataflow(args.dataflow),
-                                        .slices = args.slices,
+                                        .params = args.params,
                                         .block = args.block};
   const auto [nr, nc] = mesh_2d("--mesh", args.mesh, world().size());
   const std::vector<int> shape{nr, nc};
@@ -115,11 +115,11 @@ void run_gemm(const GemmArgs& args) {
                      {{"algo", std::string(layout::name(options.algo))},
                       {"dataflow", std::string(layout::name(options.dataflow))},
                       {"mesh", format_mesh_shape(shape)},
-                      {"slices", std::to_string(options.slices)}});
+                      {"slices", std::to_string(options.params.slices)}});
   }
   out() << fmt::format("wrote c [{}, {}] to {} ({} {} on mesh {}x{}, slices={})\n", s.m, s.n,
                        args.out_path, layout::name(options.algo), layout::name(options.dataflow),
-                       nr, nc, options.slices);
+                       nr, nc, options.params.slices);
   if (args.check && world().rank() == 0) {
     Tensor want({s.m, s.n});
     gemm(a.matrix(), options.dataflow == Dataflow::kRS ? Trans::kYes : Trans::kNo, b.matrix(),
@@ -146,7 +146,7 @@ void add_gemm_command(CLI::App& app) {
                 "meshslice | collective | wang | summa | cannon (default meshslice)");
   g->add_option("--dataflow", args->dataflow,
                 "os (C = A·B) | ls (C = A·Bᵀ) | rs (C = Aᵀ·B) (default os)");
-  g->add_option("--slices", args->slices, "MeshSlice slice count S / SUMMA panel factor");
+  g->add_option("--slices", args->params.slices, "MeshSlice slice count S / SUMMA panel factor");
   g->add_option("--block", args->block, "MeshSlice slicing block (default: automatic)");
   g->add_option("--out", args->out_path, "Output file; C is written as tensor 'c'");
   g->add_flag("--check", args->check, "Compare with the serial GeMM (rank 0) and fail if off");

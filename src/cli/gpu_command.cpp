@@ -34,9 +34,9 @@
 namespace meshtp::cli {
 namespace {
 
-gpu::ElementType parse_type(const std::string& text) {
-  if (text == "bf16") return gpu::ElementType::kBF16;
-  if (text == "fp32") return gpu::ElementType::kF32;
+Element parse_type(const std::string& text) {
+  if (text == "bf16") return Element::kBF16;
+  if (text == "fp32") return Element::kF32;
   fail("--type: '{}' is not an element type (bf16, fp32)", text);
 }
 
@@ -104,7 +104,7 @@ void add_gpu_subcommands(CLI::App& parent) {
       MESHTP_CHECK(args->m >= 1 && args->n >= 1 && args->k >= 1,
                    "--m, --n, --k must be ≥ 1 (got {}, {}, {})", args->m, args->n, args->k);
       MESHTP_CHECK(args->repeats >= 1, "--repeats must be ≥ 1 (got {})", args->repeats);
-      const gpu::ElementType type = parse_type(args->type);
+      const Element type = parse_type(args->type);
       gpu::Context ctx;
       const gpu::GemmMeasurement g =
           gpu::measure_gemm(ctx, {args->m, args->n, args->k}, type, args->repeats);
@@ -147,7 +147,7 @@ void add_gpu_subcommands(CLI::App& parent) {
       shape.validate("gpu step");
       MESHTP_CHECK(args->vocab >= 1, "gpu step: vocab={} must be at least 1", args->vocab);
       MESHTP_CHECK(args->repeats >= 1, "--repeats must be ≥ 1 (got {})", args->repeats);
-      const gpu::ElementType type = parse_type(args->type);
+      const Element type = parse_type(args->type);
       gpu::Context ctx;
       const gpu::GemmMeasurement ceiling =
           gpu::measure_gemm(ctx, {8192, 8192, 8192}, type, args->repeats);

@@ -123,7 +123,7 @@ void LayoutFlags::add_to(CLI::App* app, unsigned which) {
             ->check(integer_at_least(1)));
   }
   spelled_out.push_back(
-      app->add_option("--slices", slices,
+      app->add_option("--slices", gemm2d.slices,
                       "2D GeMM slice count S: MeshSlice's slices, SUMMA's panels per "
                       "lcm(d1, d2) block")
           ->capture_default_str()

@@ -112,7 +112,7 @@ std::string label(const layout::Plan& p) {
     knob = fmt::format(" chunks={}", p.chunks);
   } else if (p.strategy == layout::Strategy::kMeshSlice || p.strategy == layout::Strategy::kSumma) {
     knob = " S=";
-    for (const layout::LinearPlan& l : p.linears) knob += fmt::format("{},", l.slices);
+    for (const layout::LinearPlan& l : p.linears) knob += fmt::format("{},", l.gemm2d.slices);
     knob.pop_back();
   }
   return fmt::format("{}{} {}x{}{}", pipe, p.strategy, p.mesh[0], p.mesh[1], knob);

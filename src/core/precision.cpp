@@ -25,6 +25,12 @@ Precision parse_precision(std::string_view text, std::string_view what) {
   fail("{} '{}' is not fp32, bf16 or fp16", what, text);
 }
 
+Element compute_element(Precision p) {
+  MESHTP_CHECK(p == Precision::kFp32 || p == Precision::kBf16,
+               "--precision {} is not one a device trains in (fp32, bf16)", name(p));
+  return p == Precision::kFp32 ? Element::kF32 : Element::kBF16;
+}
+
 namespace {
 
 // The fp32 bits of the bf16 nearest to the fp32 with these bits: the low 16 bits rounded away

@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "core/element.hpp"
+
 namespace meshtp {
 
 enum class Precision { kFp16, kFp32, kBf16 };
@@ -26,6 +28,10 @@ const char* name(Precision p);  // "fp16", "fp32", "bf16"
 Precision parse_precision(std::string_view text, std::string_view what = "precision");
 // Bytes of one element: 4 for fp32, 2 for the mixed precisions (weights and activations).
 inline int element_bytes(Precision p) { return p == Precision::kFp32 ? 4 : 2; }
+// The element of a run's compute copies (weights, activations) on a device: fp32 → kF32,
+// bf16 → kBF16; the one place a precision becomes a buffer's Element (core/element.hpp).
+// fp16 throws meshtp::Error (no device trains in it: it would need loss scaling).
+Element compute_element(Precision p);
 
 // bf16 ⇄ fp32 (round to nearest, ties to even; NaN stays NaN; overflow rounds to infinity).
 std::uint16_t to_bf16(float value);

@@ -34,7 +34,7 @@ struct Layout {
   }
 };
 
-Layout layout_of(ElementType type, std::int64_t batch, std::int64_t seq, std::int64_t heads,
+Layout layout_of(Element type, std::int64_t batch, std::int64_t seq, std::int64_t heads,
                  std::int64_t head_dim, const char* fn) {
   MESHTP_CHECK(batch >= 0 && seq >= 0 && heads > 0 && head_dim > 0,
                "{}: bad sizes B={} T={} NH={} HD={}", fn, batch, seq, heads, head_dim);
@@ -44,7 +44,7 @@ Layout layout_of(ElementType type, std::int64_t batch, std::int64_t seq, std::in
 
 }  // namespace
 
-void attention_forward(Context& ctx, ElementType type, void* out, void* att, const void* qkv,
+void attention_forward(Context& ctx, Element type, void* out, void* att, const void* qkv,
                        std::int64_t batch, std::int64_t seq, std::int64_t heads,
                        std::int64_t head_dim) {
   const Layout L = layout_of(type, batch, seq, heads, head_dim, "gpu::attention_forward");
@@ -67,7 +67,7 @@ void attention_forward(Context& ctx, ElementType type, void* out, void* att, con
   }
 }
 
-void attention_backward(Context& ctx, ElementType type, void* dqkv, void* scratch, const void* dout,
+void attention_backward(Context& ctx, Element type, void* dqkv, void* scratch, const void* dout,
                         const void* qkv, const void* att, std::int64_t batch, std::int64_t seq,
                         std::int64_t heads, std::int64_t head_dim) {
   const Layout L = layout_of(type, batch, seq, heads, head_dim, "gpu::attention_backward");
@@ -113,19 +113,19 @@ void check_flash(std::int64_t batch, std::int64_t seq, std::int64_t heads, std::
 
 }  // namespace
 
-void flash_attention_forward(Context& ctx, ElementType type, void* out, float* lse,
-                             const void* qkv, std::int64_t batch, std::int64_t seq,
-                             std::int64_t heads, std::int64_t kv_heads, std::int64_t head_dim) {
+void flash_attention_forward(Context& ctx, Element type, void* out, float* lse, const void* qkv,
+                             std::int64_t batch, std::int64_t seq, std::int64_t heads,
+                             std::int64_t kv_heads, std::int64_t head_dim) {
   check_flash(batch, seq, heads, kv_heads, head_dim, "gpu::flash_attention_forward");
   if (batch == 0 || seq == 0) return;
   MESHTP_CUDA(launch_flash_attention_forward(static_cast<cudaStream_t>(ctx.stream()), type, out,
                                              lse, qkv, batch, seq, heads, kv_heads, head_dim));
 }
 
-void flash_attention_backward(Context& ctx, ElementType type, void* dqkv, float* scratch,
-                              const void* dout, const void* out, const float* lse,
-                              const void* qkv, std::int64_t batch, std::int64_t seq,
-                              std::int64_t heads, std::int64_t kv_heads, std::int64_t head_dim) {
+void flash_attention_backward(Context& ctx, Element type, void* dqkv, float* scratch,
+                              const void* dout, const void* out, const float* lse, const void* qkv,
+                              std::int64_t batch, std::int64_t seq, std::int64_t heads,
+                              std::int64_t kv_heads, std::int64_t head_dim) {
   check_flash(batch, seq, heads, kv_heads, head_dim, "gpu::flash_attention_backward");
   if (batch == 0 || seq == 0) return;
   MESHTP_CUDA(launch_flash_attention_backward(static_cast<cudaStream_t>(ctx.stream()), type,

@@ -29,26 +29,24 @@
 #include <vector>
 
 #include "core/adamw_step.hpp"
-#include "device/gpu.hpp"  // ElementType (plain C++, no CUDA header)
+#include "device/gpu.hpp"  // plain C++, no CUDA header
 
 namespace meshtp::device {
-
-using gpu::ElementType;
 
 class Array {
  public:
   Array() = default;
-  Array(std::shared_ptr<void> storage, ElementType type, std::int64_t count)
+  Array(std::shared_ptr<void> storage, Element type, std::int64_t count)
       : storage_(std::move(storage)), type_(type), count_(count) {}
 
   void* data() const { return storage_.get(); }
-  ElementType type() const { return type_; }
+  Element type() const { return type_; }
   std::int64_t count() const { return count_; }
   bool empty() const { return count_ == 0; }
 
  private:
   std::shared_ptr<void> storage_;
-  ElementType type_ = ElementType::kF32;
+  Element type_ = Element::kF32;
   std::int64_t count_ = 0;
 };
 
@@ -67,7 +65,7 @@ class Backend {
 
   // Storage: uninitialised, zeroed, filled from fp32 host values (rounded to nearest even
   // when the array is bf16), read back as fp32.
-  virtual Array alloc(std::int64_t count, ElementType type) = 0;
+  virtual Array alloc(std::int64_t count, Element type) = 0;
   virtual void zero(Array& a) = 0;
   virtual void upload(Array& a, std::span<const float> values) = 0;
   virtual std::vector<float> download(const Array& a) = 0;

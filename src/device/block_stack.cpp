@@ -11,7 +11,7 @@ namespace {
 
 // Uploads one host vector of `expected` values into a new array of `type`.
 Array upload_param(Backend& backend, const std::vector<float>& values, std::int64_t expected,
-                   ElementType type, int layer, const char* name) {
+                   Element type, int layer, const char* name) {
   MESHTP_CHECK(static_cast<std::int64_t>(values.size()) == expected,
                "block stack: layer {} {} has {} values, expected {}", layer, name, values.size(),
                expected);
@@ -23,7 +23,7 @@ Array upload_param(Backend& backend, const std::vector<float>& values, std::int6
 }  // namespace
 
 BlockStack::BlockStack(Backend& backend, const layout::ModelShape& shape,
-                       const std::vector<BlockWeights>& weights, ElementType compute)
+                       const std::vector<BlockWeights>& weights, Element compute)
     : backend_(backend), shape_(shape), compute_(compute) {
   layout::ModelShape checked = shape_;
   checked.vocab = 0;  // not used here
@@ -33,7 +33,7 @@ BlockStack::BlockStack(Backend& backend, const layout::ModelShape& shape,
                shape_.layers);
   const std::int64_t B = shape_.batch, T = shape_.seq, C = shape_.hidden, NH = shape_.heads;
   const std::int64_t N = B * T;
-  const ElementType f32 = ElementType::kF32;
+  const Element f32 = Element::kF32;
   for (int l = 0; l < static_cast<int>(shape_.layers); ++l) {
     const BlockWeights& w = weights[static_cast<std::size_t>(l)];
     Params p;

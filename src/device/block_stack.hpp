@@ -50,7 +50,7 @@ class BlockStack {
   // shape: batch, seq, hidden, heads and layers are used (vocab is not); `weights` has one
   // entry per layer. Throws meshtp::Error naming the value when a size does not fit.
   BlockStack(Backend& backend, const layout::ModelShape& shape,
-             const std::vector<BlockWeights>& weights, ElementType compute);
+             const std::vector<BlockWeights>& weights, Element compute);
 
   // y = stack(x); x is N·C values of `compute` (or any type: it is converted). The result
   // lives until the next forward.
@@ -89,11 +89,11 @@ class BlockStack {
     Array dy, dx, dxmid, dmlp1, dgelu, dln2, dattn, dqkv, dln1, attention, branch;
   };
 
-  Array make(std::int64_t count, ElementType type) { return backend_.alloc(count, type); }
+  Array make(std::int64_t count, Element type) { return backend_.alloc(count, type); }
 
   Backend& backend_;
   layout::ModelShape shape_;
-  ElementType compute_;
+  Element compute_;
   std::vector<Params> params_;
   std::vector<Grads> grads_;
   std::vector<Saved> saved_;

@@ -186,9 +186,9 @@ void Context::fill_bytes(void* device, int byte, std::size_t bytes) {
   MESHTP_CUDA(cudaMemsetAsync(device, byte, bytes, impl_->stream));
 }
 
-Buffer Context::upload_values(std::span<const float> values, ElementType type) {
+Buffer Context::upload_values(std::span<const float> values, Element type) {
   Buffer buffer(*this, values.size() * element_size(type));
-  if (type == ElementType::kF32) {
+  if (type == Element::kF32) {
     upload(buffer.data(), values.data(), values.size() * sizeof(float));
   } else {
     std::vector<std::uint16_t> bits(values.size());
@@ -198,14 +198,14 @@ Buffer Context::upload_values(std::span<const float> values, ElementType type) {
   return buffer;
 }
 
-std::vector<float> Context::download_values(const Buffer& buffer, ElementType type,
+std::vector<float> Context::download_values(const Buffer& buffer, Element type,
                                             std::int64_t count) {
   const auto n = static_cast<std::size_t>(count);
   MESHTP_CHECK(n * element_size(type) <= buffer.bytes(),
                "download of {} {} values from a buffer of {} bytes", count, to_string(type),
                buffer.bytes());
   std::vector<float> values(n);
-  if (type == ElementType::kF32) {
+  if (type == Element::kF32) {
     download(values.data(), buffer.data(), n * sizeof(float));
   } else {
     std::vector<std::uint16_t> bits(n);

@@ -236,7 +236,7 @@ dim3 rows_grid(const Shape& s, std::int64_t heads) {
 
 // Calls `launch.template operator()<E, HD>()` for the element type and head dim.
 template <typename Launch>
-cudaError_t dispatch(ElementType type, int hd, Launch&& launch) {
+cudaError_t dispatch(Element type, int hd, Launch&& launch) {
   const auto with = [&](auto element) -> cudaError_t {
     using E = decltype(element);
     switch (hd) {
@@ -248,7 +248,7 @@ cudaError_t dispatch(ElementType type, int hd, Launch&& launch) {
       default: return cudaErrorInvalidValue;
     }
   };
-  return type == ElementType::kBF16 ? with(bf16{}) : with(0.0f);
+  return type == Element::kBF16 ? with(bf16{}) : with(0.0f);
 }
 
 }  // namespace
@@ -257,10 +257,10 @@ bool flash_attention_head_dim_supported(std::int64_t head_dim) {
   return head_dim == 16 || head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256;
 }
 
-cudaError_t launch_flash_attention_forward(cudaStream_t stream, ElementType type, void* out,
-                                           float* lse, const void* qkv, std::int64_t batch,
-                                           std::int64_t seq, std::int64_t heads,
-                                           std::int64_t kv_heads, std::int64_t head_dim) {
+cudaError_t launch_flash_attention_forward(cudaStream_t stream, Element type, void* out, float* lse,
+                                           const void* qkv, std::int64_t batch, std::int64_t seq,
+                                           std::int64_t heads, std::int64_t kv_heads,
+                                           std::int64_t head_dim) {
   const Shape s{batch, seq, heads, kv_heads, 1.0f / sqrtf(static_cast<float>(head_dim))};
   return dispatch(type, static_cast<int>(head_dim), [&]<typename E, int HD>() {
     flash_forward_kernel<E, HD><<<rows_grid(s, heads), kRowsPerBlock, 0, stream>>>(
@@ -269,12 +269,11 @@ cudaError_t launch_flash_attention_forward(cudaStream_t stream, ElementType type
   });
 }
 
-cudaError_t launch_flash_attention_backward(cudaStream_t stream, ElementType type, void* dqkv,
+cudaError_t launch_flash_attention_backward(cudaStream_t stream, Element type, void* dqkv,
                                             float* delta, const void* dout, const void* out,
-                                            const float* lse, const void* qkv,
-                                            std::int64_t batch, std::int64_t seq,
-                                            std::int64_t heads, std::int64_t kv_heads,
-                                            std::int64_t head_dim) {
+                                            const float* lse, const void* qkv, std::int64_t batch,
+                                            std::int64_t seq, std::int64_t heads,
+                                            std::int64_t kv_heads, std::int64_t head_dim) {
   const Shape s{batch, seq, heads, kv_heads, 1.0f / sqrtf(static_cast<float>(head_dim))};
   const std::int64_t rows = batch * heads * seq;
   return dispatch(type, static_cast<int>(head_dim), [&]<typename E, int HD>() {

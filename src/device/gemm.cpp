@@ -16,9 +16,7 @@
 
 namespace meshtp::gpu {
 
-cudaDataType_t cuda_type(ElementType type) {
-  return type == ElementType::kF32 ? CUDA_R_32F : CUDA_R_16BF;
-}
+cudaDataType_t cuda_type(Element type) { return type == Element::kF32 ? CUDA_R_32F : CUDA_R_16BF; }
 
 namespace {
 
@@ -152,11 +150,11 @@ void gemm(Context& ctx, const DeviceMatrix& a, Trans trans_a, const DeviceMatrix
                                static_cast<cudaStream_t>(ctx.stream())));
 }
 
-void gemm_strided_batched(Context& ctx, ElementType type, Trans trans_a, Trans trans_b,
-                          std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
-                          const void* a, std::int64_t lda, std::int64_t stride_a, const void* b,
-                          std::int64_t ldb, std::int64_t stride_b, float beta, void* c,
-                          std::int64_t ldc, std::int64_t stride_c, std::int64_t batch) {
+void gemm_strided_batched(Context& ctx, Element type, Trans trans_a, Trans trans_b, std::int64_t m,
+                          std::int64_t n, std::int64_t k, float alpha, const void* a,
+                          std::int64_t lda, std::int64_t stride_a, const void* b, std::int64_t ldb,
+                          std::int64_t stride_b, float beta, void* c, std::int64_t ldc,
+                          std::int64_t stride_c, std::int64_t batch) {
   auto* blas = static_cast<cublasHandle_t>(ctx.blas_handle());
   const cublasOperation_t op_first = trans_b == Trans::kNo ? CUBLAS_OP_N : CUBLAS_OP_T;
   const cublasOperation_t op_second = trans_a == Trans::kNo ? CUBLAS_OP_N : CUBLAS_OP_T;

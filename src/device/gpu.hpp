@@ -32,8 +32,8 @@
 
 namespace meshtp::gpu {
 
-// The element type of a device buffer: core/element.hpp's one enum (fp32 or bf16 here).
-using ElementType = meshtp::Element;
+// The element type of a device buffer is core/element.hpp's one enum, Element (fp32 or bf16
+// here), named as it is everywhere else.
 using meshtp::element_size;
 using meshtp::to_string;
 
@@ -126,8 +126,8 @@ class Context {
 
   // fp32 host values → a new device buffer of `type` (rounded to nearest even for bf16),
   // and back (bf16 widened exactly).
-  Buffer upload_values(std::span<const float> values, ElementType type);
-  std::vector<float> download_values(const Buffer& buffer, ElementType type, std::int64_t count);
+  Buffer upload_values(std::span<const float> values, Element type);
+  std::vector<float> download_values(const Buffer& buffer, Element type, std::int64_t count);
 
   AllocatorStats allocator_stats() const;
   // Returns every cached block to the driver.

@@ -21,7 +21,7 @@ gpu::DeviceMatrix matrix(const Array& a, std::int64_t rows, std::int64_t cols, c
 }
 
 // `a` holds at least `count` elements of `type`.
-void check(const Array& a, ElementType type, std::int64_t count, const char* what) {
+void check(const Array& a, Element type, std::int64_t count, const char* what) {
   MESHTP_CHECK(a.type() == type, "gpu backend: {} is {}, the op needs {}", what,
                gpu::to_string(a.type()), gpu::to_string(type));
   MESHTP_CHECK(count >= 0 && a.count() >= count, "gpu backend: {} has {} elements, the op needs {}",
@@ -34,7 +34,7 @@ float* floats(const Array& a) { return static_cast<float*>(a.data()); }
 
 std::string GpuBackend::name() const { return fmt::format("gpu ({})", ctx_.info().name); }
 
-Array GpuBackend::alloc(std::int64_t count, ElementType type) {
+Array GpuBackend::alloc(std::int64_t count, Element type) {
   MESHTP_CHECK(count >= 0, "gpu backend: cannot allocate {} elements", count);
   const std::size_t bytes =
       static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * gpu::element_size(type);
@@ -50,7 +50,7 @@ void GpuBackend::zero(Array& a) {
 void GpuBackend::upload(Array& a, std::span<const float> values) {
   MESHTP_CHECK(static_cast<std::int64_t>(values.size()) == a.count(),
                "gpu backend: uploading {} values into an array of {}", values.size(), a.count());
-  if (a.type() == ElementType::kF32) {
+  if (a.type() == Element::kF32) {
     ctx_.upload(a.data(), values.data(), values.size() * sizeof(float));
     return;
   }
@@ -61,7 +61,7 @@ void GpuBackend::upload(Array& a, std::span<const float> values) {
 
 std::vector<float> GpuBackend::download(const Array& a) {
   std::vector<float> out(static_cast<std::size_t>(a.count()));
-  if (a.type() == ElementType::kF32) {
+  if (a.type() == Element::kF32) {
     ctx_.download(out.data(), a.data(), out.size() * sizeof(float));
     return out;
   }
@@ -79,7 +79,7 @@ void GpuBackend::copy(Array& dst, const Array& src) {
 
 void GpuBackend::synchronize() { ctx_.synchronize(); }
 
-const Array& GpuBackend::ones(std::int64_t n, ElementType type) {
+const Array& GpuBackend::ones(std::int64_t n, Element type) {
   const auto key = std::make_pair(n, static_cast<int>(type));
   auto it = ones_.find(key);
   if (it == ones_.end()) {
@@ -101,8 +101,8 @@ void GpuBackend::linear_forward(Array& y, const Array& x, const Array& w, const 
 
 void GpuBackend::linear_backward(Array& dx, Array& dw, Array& db, const Array& dy, const Array& x,
                                  const Array& w, std::int64_t n, std::int64_t k, std::int64_t m) {
-  check(dw, ElementType::kF32, m * k, "dw");
-  if (!db.empty()) check(db, ElementType::kF32, m, "db");
+  check(dw, Element::kF32, m * k, "dw");
+  if (!db.empty()) check(db, Element::kF32, m, "db");
   // dx (N×K) += dy (N×M) · W (M×K)
   gpu::gemm(ctx_, matrix(dy, n, m, "dy"), Trans::kNo, matrix(w, m, k, "w"), Trans::kNo,
             matrix(dx, n, k, "dx"), 1.0f, 1.0f);
@@ -146,10 +146,10 @@ void GpuBackend::layernorm_forward(Array& y, Array& mean, Array& rstd, const Arr
                                    std::int64_t cols) {
   check(y, x.type(), rows * cols, "y");
   check(x, x.type(), rows * cols, "x");
-  check(mean, ElementType::kF32, rows, "mean");
-  check(rstd, ElementType::kF32, rows, "rstd");
-  check(w, ElementType::kF32, cols, "w");
-  check(b, ElementType::kF32, cols, "b");
+  check(mean, Element::kF32, rows, "mean");
+  check(rstd, Element::kF32, rows, "rstd");
+  check(w, Element::kF32, cols, "w");
+  check(b, Element::kF32, cols, "b");
   gpu::layernorm_forward(ctx_, x.type(), y.data(), floats(mean), floats(rstd), x.data(), floats(w),
                          floats(b), rows, cols);
 }
@@ -160,11 +160,11 @@ void GpuBackend::layernorm_backward(Array& dx, Array& dw, Array& db, const Array
   check(dx, x.type(), rows * cols, "dx");
   check(dy, x.type(), rows * cols, "dy");
   check(x, x.type(), rows * cols, "x");
-  check(dw, ElementType::kF32, cols, "dw");
-  check(db, ElementType::kF32, cols, "db");
-  check(w, ElementType::kF32, cols, "w");
-  check(mean, ElementType::kF32, rows, "mean");
-  check(rstd, ElementType::kF32, rows, "rstd");
+  check(dw, Element::kF32, cols, "dw");
+  check(db, Element::kF32, cols, "db");
+  check(w, Element::kF32, cols, "w");
+  check(mean, Element::kF32, rows, "mean");
+  check(rstd, Element::kF32, rows, "rstd");
   gpu::layernorm_backward(ctx_, x.type(), dx.data(), floats(dw), floats(db), dy.data(), x.data(),
                           floats(w), floats(mean), floats(rstd), rows, cols);
 }
@@ -181,8 +181,8 @@ void GpuBackend::embedding_forward(Array& out, std::span<const std::int32_t> tok
 void GpuBackend::embedding_backward(Array& dwte, Array& dwpe, const Array& dout,
                                     std::span<const std::int32_t> tokens, std::int64_t b,
                                     std::int64_t t, std::int64_t v, std::int64_t c) {
-  check(dwte, ElementType::kF32, v * c, "dwte");
-  check(dwpe, ElementType::kF32, t * c, "dwpe");
+  check(dwte, Element::kF32, v * c, "dwte");
+  check(dwpe, Element::kF32, t * c, "dwpe");
   check(dout, dout.type(), b * t * c, "dout");
   gpu::embedding_backward(ctx_, dout.type(), floats(dwte), floats(dwpe), dout.data(), tokens, b, t,
                           v, c);
@@ -191,7 +191,7 @@ void GpuBackend::embedding_backward(Array& dwte, Array& dwpe, const Array& dout,
 double GpuBackend::cross_entropy_forward(Array& lse, const Array& logits,
                                          std::span<const std::int32_t> targets, std::int64_t rows,
                                          std::int64_t classes, std::int64_t ld) {
-  check(lse, ElementType::kF32, rows, "lse");
+  check(lse, Element::kF32, rows, "lse");
   check(logits, logits.type(), rows * ld, "logits");
   return gpu::cross_entropy_forward(ctx_, logits.type(), floats(lse), logits.data(), targets, rows,
                                     classes, ld);
@@ -202,18 +202,18 @@ void GpuBackend::cross_entropy_backward(Array& dlogits, const Array& logits, con
                                         std::int64_t classes, std::int64_t ld) {
   check(dlogits, logits.type(), rows * ld, "dlogits");
   check(logits, logits.type(), rows * ld, "logits");
-  check(lse, ElementType::kF32, rows, "lse");
+  check(lse, Element::kF32, rows, "lse");
   gpu::cross_entropy_backward(ctx_, logits.type(), dlogits.data(), logits.data(), floats(lse),
                               targets, rows, classes, ld);
 }
 
 double GpuBackend::sum_of_squares(const Array& a) {
-  check(a, ElementType::kF32, a.count(), "a");
+  check(a, Element::kF32, a.count(), "a");
   return gpu::sum_of_squares(ctx_, floats(a), a.count());
 }
 
 void GpuBackend::scale(Array& a, float alpha) {
-  check(a, ElementType::kF32, a.count(), "a");
+  check(a, Element::kF32, a.count(), "a");
   gpu::scale(ctx_, floats(a), alpha, a.count());
 }
 
@@ -221,12 +221,12 @@ void GpuBackend::adamw_update(std::span<const AdamWParam> params, const AdamWSte
   std::vector<gpu::AdamWTensor> tensors;
   for (const AdamWParam& t : params) {
     const std::int64_t n = t.p.count();
-    check(t.p, ElementType::kF32, n, "p");
-    check(t.g, ElementType::kF32, n, "g");
-    check(t.m, ElementType::kF32, n, "m");
-    check(t.v, ElementType::kF32, n, "v");
+    check(t.p, Element::kF32, n, "p");
+    check(t.g, Element::kF32, n, "g");
+    check(t.m, Element::kF32, n, "m");
+    check(t.v, Element::kF32, n, "v");
     const bool separate = !t.p_compute.empty() && t.p_compute.data() != t.p.data();
-    if (separate) check(t.p_compute, ElementType::kBF16, n, "p_compute");
+    if (separate) check(t.p_compute, Element::kBF16, n, "p_compute");
     tensors.push_back({.p = floats(t.p),
                        .g = floats(t.g),
                        .m = floats(t.m),

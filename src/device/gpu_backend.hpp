@@ -27,7 +27,7 @@ class GpuBackend final : public Backend {
 
   std::string name() const override;
 
-  Array alloc(std::int64_t count, ElementType type) override;
+  Array alloc(std::int64_t count, Element type) override;
   void zero(Array& a) override;
   void upload(Array& a, std::span<const float> values) override;
   std::vector<float> download(const Array& a) override;
@@ -71,7 +71,7 @@ class GpuBackend final : public Backend {
 
  private:
   // A row of n ones of `type` (the bias gradient's left operand), made once per (n, type).
-  const Array& ones(std::int64_t n, ElementType type);
+  const Array& ones(std::int64_t n, Element type);
 
   gpu::Context& ctx_;
   std::map<std::pair<std::int64_t, int>, Array> ones_;

@@ -20,11 +20,11 @@ namespace meshtp::gpu {
 // A row-major matrix in device memory: element (i, j) at data + (i·ld + j)·element_size.
 struct DeviceMatrix {
   void* data = nullptr;
-  ElementType type = ElementType::kF32;
+  Element type = Element::kF32;
   std::int64_t rows = 0, cols = 0, ld = 0;
 };
 
-inline DeviceMatrix matrix_of(const Buffer& buffer, ElementType type, std::int64_t rows,
+inline DeviceMatrix matrix_of(const Buffer& buffer, Element type, std::int64_t rows,
                               std::int64_t cols) {
   return {buffer.data(), type, rows, cols, cols};
 }
@@ -42,22 +42,21 @@ void gemm(Context& ctx, const DeviceMatrix& a, Trans trans_a, const DeviceMatrix
           Epilogue epilogue = Epilogue::kNone, const void* bias = nullptr);
 
 // y = gelu(x);  dx += dy ⊙ gelu'(x)  (n elements; ops/gelu.hpp)
-void gelu_forward(Context& ctx, ElementType type, void* y, const void* x, std::int64_t n);
-void gelu_backward(Context& ctx, ElementType type, void* dx, const void* x, const void* dy,
+void gelu_forward(Context& ctx, Element type, void* y, const void* x, std::int64_t n);
+void gelu_backward(Context& ctx, Element type, void* dx, const void* x, const void* dy,
                    std::int64_t n);
 
 // y = a + b (n elements; ops/residual.hpp)
-void residual_forward(Context& ctx, ElementType type, void* y, const void* a, const void* b,
+void residual_forward(Context& ctx, Element type, void* y, const void* a, const void* b,
                       std::int64_t n);
 
 // LayerNorm over rows of C (ops/layernorm.hpp): y, x, dx, dy of `type`; w, b, dw, db, mean,
 // rstd fp32.
-void layernorm_forward(Context& ctx, ElementType type, void* y, float* mean, float* rstd,
-                       const void* x, const float* w, const float* b, std::int64_t rows,
-                       std::int64_t cols);
-void layernorm_backward(Context& ctx, ElementType type, void* dx, float* dw, float* db,
-                        const void* dy, const void* x, const float* w, const float* mean,
-                        const float* rstd, std::int64_t rows, std::int64_t cols);
+void layernorm_forward(Context& ctx, Element type, void* y, float* mean, float* rstd, const void* x,
+                       const float* w, const float* b, std::int64_t rows, std::int64_t cols);
+void layernorm_backward(Context& ctx, Element type, void* dx, float* dw, float* db, const void* dy,
+                        const void* x, const float* w, const float* mean, const float* rstd,
+                        std::int64_t rows, std::int64_t cols);
 
 // Softmax cross-entropy (ops/cross_entropy.hpp): logits (rows × classes, rows `ld` ≥ classes
 // elements apart; columns from `classes` to `ld` are padding, read by neither pass and left
@@ -65,10 +64,10 @@ void layernorm_backward(Context& ctx, ElementType type, void* dx, float* dw, flo
 // `targets` are on the host, checked against [0, classes) before anything is queued (the
 // message names the row), then uploaded. The forward returns the mean loss (per-row losses
 // summed in double on the host, as the CPU op does), so it waits for the stream.
-double cross_entropy_forward(Context& ctx, ElementType type, float* lse, const void* logits,
+double cross_entropy_forward(Context& ctx, Element type, float* lse, const void* logits,
                              std::span<const std::int32_t> targets, std::int64_t rows,
                              std::int64_t classes, std::int64_t ld);
-void cross_entropy_backward(Context& ctx, ElementType type, void* dlogits, const void* logits,
+void cross_entropy_backward(Context& ctx, Element type, void* dlogits, const void* logits,
                             const float* lse, std::span<const std::int32_t> targets,
                             std::int64_t rows, std::int64_t classes, std::int64_t ld,
                             float dloss = 1.0f);
@@ -76,10 +75,10 @@ void cross_entropy_backward(Context& ctx, ElementType type, void* dlogits, const
 // Token + position embedding (ops/embedding.hpp): out, wte, wpe of `type`; the gradients dwte,
 // dwpe fp32 (+=, atomic adds: a token seen twice gets both). `tokens` are on the host,
 // checked against [0, vocab) before anything is queued, then uploaded.
-void embedding_forward(Context& ctx, ElementType type, void* out,
-                       std::span<const std::int32_t> tokens, std::int64_t batch, std::int64_t seq,
-                       const void* wte, std::int64_t vocab, const void* wpe, std::int64_t channels);
-void embedding_backward(Context& ctx, ElementType type, float* dwte, float* dwpe, const void* dout,
+void embedding_forward(Context& ctx, Element type, void* out, std::span<const std::int32_t> tokens,
+                       std::int64_t batch, std::int64_t seq, const void* wte, std::int64_t vocab,
+                       const void* wpe, std::int64_t channels);
+void embedding_backward(Context& ctx, Element type, float* dwte, float* dwpe, const void* dout,
                         std::span<const std::int32_t> tokens, std::int64_t batch, std::int64_t seq,
                         std::int64_t vocab, std::int64_t channels);
 
@@ -91,10 +90,10 @@ inline std::int64_t attention_scratch_elements(std::int64_t batch, std::int64_t 
                                                std::int64_t heads) {
   return batch * heads * seq * seq;
 }
-void attention_forward(Context& ctx, ElementType type, void* out, void* att, const void* qkv,
+void attention_forward(Context& ctx, Element type, void* out, void* att, const void* qkv,
                        std::int64_t batch, std::int64_t seq, std::int64_t heads,
                        std::int64_t head_dim);
-void attention_backward(Context& ctx, ElementType type, void* dqkv, void* scratch, const void* dout,
+void attention_backward(Context& ctx, Element type, void* dqkv, void* scratch, const void* dout,
                         const void* qkv, const void* att, std::int64_t batch, std::int64_t seq,
                         std::int64_t heads, std::int64_t head_dim);
 
@@ -108,13 +107,13 @@ inline std::int64_t flash_attention_scratch_floats(std::int64_t batch, std::int6
                                                    std::int64_t heads) {
   return batch * heads * seq;
 }
-void flash_attention_forward(Context& ctx, ElementType type, void* out, float* lse,
-                             const void* qkv, std::int64_t batch, std::int64_t seq,
-                             std::int64_t heads, std::int64_t kv_heads, std::int64_t head_dim);
-void flash_attention_backward(Context& ctx, ElementType type, void* dqkv, float* scratch,
-                              const void* dout, const void* out, const float* lse,
-                              const void* qkv, std::int64_t batch, std::int64_t seq,
-                              std::int64_t heads, std::int64_t kv_heads, std::int64_t head_dim);
+void flash_attention_forward(Context& ctx, Element type, void* out, float* lse, const void* qkv,
+                             std::int64_t batch, std::int64_t seq, std::int64_t heads,
+                             std::int64_t kv_heads, std::int64_t head_dim);
+void flash_attention_backward(Context& ctx, Element type, void* dqkv, float* scratch,
+                              const void* dout, const void* out, const float* lse, const void* qkv,
+                              std::int64_t batch, std::int64_t seq, std::int64_t heads,
+                              std::int64_t kv_heads, std::int64_t head_dim);
 
 // AdamW over many parameter tensors in one launch (multi-tensor; gpu.hpp's AdamWTensor): fp32
 // p, g, m, v; when a tensor's `p_compute` is set, its updated p is also written there in bf16
@@ -128,7 +127,6 @@ double sum_of_squares(Context& ctx, const float* x, std::int64_t n);
 void scale(Context& ctx, float* x, float alpha, std::int64_t n);
 
 // y = x converted between element types (n elements); same type is a copy.
-void convert(Context& ctx, void* y, ElementType y_type, const void* x, ElementType x_type,
-             std::int64_t n);
+void convert(Context& ctx, void* y, Element y_type, const void* x, Element x_type, std::int64_t n);
 
 }  // namespace meshtp::gpu

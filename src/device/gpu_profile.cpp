@@ -25,18 +25,18 @@ float uniform(std::uint64_t i) {
   return static_cast<float>(static_cast<double>(z >> 40) / static_cast<double>(1ull << 23) - 1.0);
 }
 
-std::vector<float> random_values(std::int64_t n, std::uint64_t seed, ElementType type) {
+std::vector<float> random_values(std::int64_t n, std::uint64_t seed, Element type) {
   std::vector<float> v(static_cast<std::size_t>(n));
   for (std::int64_t i = 0; i < n; ++i) {
     const float x = uniform(seed * 0x100000000ull + static_cast<std::uint64_t>(i));
-    v[static_cast<std::size_t>(i)] = type == ElementType::kBF16 ? round_to_bf16(x) : x;
+    v[static_cast<std::size_t>(i)] = type == Element::kBF16 ? round_to_bf16(x) : x;
   }
   return v;
 }
 
 }  // namespace
 
-GemmMeasurement measure_gemm(Context& ctx, GemmShape s, ElementType type, int repeats) {
+GemmMeasurement measure_gemm(Context& ctx, GemmShape s, Element type, int repeats) {
   MESHTP_CHECK(s.m > 0 && s.n > 0 && s.k > 0, "gpu gemm: m, n and k must be ≥ 1 (got {}x{}x{})",
                s.m, s.n, s.k);
   MESHTP_CHECK(repeats >= 1, "gpu gemm: repeats must be ≥ 1 (got {})", repeats);
@@ -56,7 +56,7 @@ GemmMeasurement measure_gemm(Context& ctx, GemmShape s, ElementType type, int re
   GemmMeasurement result;
   result.shape = s;
   result.type = type;
-  const double rounding = type == ElementType::kBF16 ? std::ldexp(1.0, -7) : std::ldexp(1.0, -22);
+  const double rounding = type == Element::kBF16 ? std::ldexp(1.0, -7) : std::ldexp(1.0, -22);
   for (int sample = 0; sample < 64; ++sample) {
     const std::int64_t i = static_cast<std::int64_t>(uniform(1000 + sample) * 0.5f * s.m + s.m / 2);
     const std::int64_t j = static_cast<std::int64_t>(uniform(2000 + sample) * 0.5f * s.n + s.n / 2);
@@ -104,7 +104,7 @@ CopyMeasurement measure_copy(Context& ctx, std::int64_t bytes, int repeats) {
   std::vector<double> ms;
   for (int r = 0; r < repeats + 2; ++r) {
     timer.start();
-    convert(ctx, dst.data(), ElementType::kF32, src.data(), ElementType::kF32, bytes / 4);
+    convert(ctx, dst.data(), Element::kF32, src.data(), Element::kF32, bytes / 4);
     const double t = timer.stop_ms();
     if (r >= 2) ms.push_back(t);
   }
@@ -124,7 +124,7 @@ double measure_launch_us(Context& ctx, int repeats) {
   std::vector<double> us;
   for (int r = 0; r < repeats; ++r) {
     timer.start();
-    for (int i = 0; i < kLaunches; ++i) gelu_forward(ctx, ElementType::kF32, y.data(), x.data(), 1);
+    for (int i = 0; i < kLaunches; ++i) gelu_forward(ctx, Element::kF32, y.data(), x.data(), 1);
     us.push_back(timer.stop_ms() * 1e3 / kLaunches);
   }
   return median(us);
@@ -156,19 +156,19 @@ double median_ms(Context& ctx, int repeats, F&& f) {
   return median(ms);
 }
 
-Buffer filled(Context& ctx, std::int64_t n, ElementType type, std::uint64_t seed) {
+Buffer filled(Context& ctx, std::int64_t n, Element type, std::uint64_t seed) {
   return ctx.upload_values(random_values(n, seed, type), type);
 }
 
 }  // namespace
 
-StepMeasurement measure_step(Context& ctx, const layout::ModelShape& shape, ElementType type,
+StepMeasurement measure_step(Context& ctx, const layout::ModelShape& shape, Element type,
                              int repeats) {
   const std::int64_t C = shape.hidden, N = shape.tokens(), V = shape.vocab;
   // GPT-2's scales: embeddings and matrices of deviation 0.02 (uniform: cheap for billions
   // of values), biases 0, LayerNorm 1 and 0.
   auto matrix_values = [](std::int64_t n, std::uint64_t seed) {
-    std::vector<float> v = random_values(n, seed, ElementType::kF32);  // uniform in [−1, 1)
+    std::vector<float> v = random_values(n, seed, Element::kF32);      // uniform in [−1, 1)
     for (float& x : v) x *= 0.0346f;                                   // σ = 0.02
     return v;
   };
@@ -236,7 +236,7 @@ nlohmann::json to_json(const StepMeasurement& m) {
           {"peak_bytes", m.peak_bytes}};
 }
 
-std::vector<OpMeasurement> measure_ops(Context& ctx, ElementType type, int repeats) {
+std::vector<OpMeasurement> measure_ops(Context& ctx, Element type, int repeats) {
   const std::int64_t rows = 8192, hidden = 4096, vocab = 51200;
   const std::int64_t B = 1, T = 2048, NH = 32, HD = 128;
   const double es = static_cast<double>(element_size(type));
@@ -251,8 +251,8 @@ std::vector<OpMeasurement> measure_ops(Context& ctx, ElementType type, int repea
   {
     const std::int64_t n = rows * hidden;
     const Buffer x = filled(ctx, n, type, 11), dy = filled(ctx, n, type, 12);
-    const Buffer w = filled(ctx, hidden, ElementType::kF32, 13);
-    const Buffer b = filled(ctx, hidden, ElementType::kF32, 14);
+    const Buffer w = filled(ctx, hidden, Element::kF32, 13);
+    const Buffer b = filled(ctx, hidden, Element::kF32, 14);
     Buffer y(ctx, static_cast<std::size_t>(n * es)), dx(ctx, static_cast<std::size_t>(n * es));
     Buffer mean(ctx, rows * 4), rstd(ctx, rows * 4), dw(ctx, hidden * 4), db(ctx, hidden * 4);
     ctx.fill_bytes(dx.data(), 0, dx.bytes());
@@ -335,7 +335,7 @@ std::vector<OpMeasurement> measure_ops(Context& ctx, ElementType type, int repea
     const AdamWTensor t{p.as<float>(), g.as<float>(), m.as<float>(), v.as<float>(), n, nullptr};
     const double ms = median_ms(ctx, repeats, [&] { adamw_update(ctx, {&t, 1}, kTimedAdamW); });
     add("adamw", "1e8 fp32", ms, 28.0 * n, 0);  // reads p, g, m, v; writes p, m, v
-    out.back().type = ElementType::kF32;
+    out.back().type = Element::kF32;
   }
   return out;
 }
@@ -353,14 +353,14 @@ GpuProfile calibrate(Context& ctx, const std::vector<GemmShape>& shapes, int rep
   GpuProfile profile;
   profile.device = ctx.info();
   profile.measured_by = measured_by;
-  for (ElementType type : {ElementType::kBF16, ElementType::kF32})
+  for (Element type : {Element::kBF16, Element::kF32})
     for (const GemmShape& s : shapes) {
       profile.gemm.push_back(measure_gemm(ctx, s, type, repeats));
-      if (type == ElementType::kBF16)
+      if (type == Element::kBF16)
         profile.bf16_ceiling_tflops =
             std::max(profile.bf16_ceiling_tflops, profile.gemm.back().tflops);
     }
-  profile.ops = measure_ops(ctx, ElementType::kBF16, repeats);
+  profile.ops = measure_ops(ctx, Element::kBF16, repeats);
   profile.copy = measure_copy(ctx, std::int64_t{1} << 30, repeats);
   profile.launch_us = measure_launch_us(ctx, repeats);
   return profile;

@@ -20,7 +20,7 @@ struct GemmShape {
 
 struct GemmMeasurement {
   GemmShape shape;
-  ElementType type = ElementType::kBF16;
+  Element type = Element::kBF16;
   int repeats = 0;
   double median_ms = 0, min_ms = 0;
   double tflops = 0;           // 2·m·n·k / median
@@ -29,7 +29,7 @@ struct GemmMeasurement {
 
 // C = A·B (all row-major, all of `type`, fp32 accumulation) with A, B uniform in [−1, 1):
 // validated, then timed `repeats` times after 3 warm-ups. Throws if validation fails.
-GemmMeasurement measure_gemm(Context& ctx, GemmShape shape, ElementType type, int repeats);
+GemmMeasurement measure_gemm(Context& ctx, GemmShape shape, Element type, int repeats);
 
 struct CopyMeasurement {
   std::int64_t bytes = 0;
@@ -48,7 +48,7 @@ double measure_launch_us(Context& ctx, int repeats);
 struct OpMeasurement {
   std::string op;     // "layernorm_forward", …
   std::string shape;  // "8192x4096"
-  ElementType type = ElementType::kBF16;
+  Element type = Element::kBF16;
   int repeats = 0;
   double median_ms = 0;
   double bytes = 0, gb_per_s = 0;
@@ -57,7 +57,7 @@ struct OpMeasurement {
 // LayerNorm forward and backward, GeLU forward, residual, cross-entropy forward (vocab
 // 51200), attention forward and backward (32 heads of 128, T 2048), AdamW (10⁸ fp32 values).
 // The ops' results are checked by gpu_ops_test, not here.
-std::vector<OpMeasurement> measure_ops(Context& ctx, ElementType type, int repeats);
+std::vector<OpMeasurement> measure_ops(Context& ctx, Element type, int repeats);
 
 // One training step of the serial GPT on the GPU (device/single_device_gpt.hpp: embedding,
 // layers × [LayerNorm, qkv, attention, proj, residual, LayerNorm, mlp1, GeLU, mlp2, residual],
@@ -69,7 +69,7 @@ std::vector<OpMeasurement> measure_ops(Context& ctx, ElementType type, int repea
 // gpu_model_test's.
 struct StepMeasurement {
   layout::ModelShape shape;
-  ElementType type = ElementType::kBF16;
+  Element type = Element::kBF16;
   int repeats = 0;
   double step_ms = 0;
   // The step's parts, each timed on its own (medians of `repeats`; they need not add up to
@@ -79,7 +79,7 @@ struct StepMeasurement {
   double model_flops = 0, model_tflops = 0;
   std::int64_t peak_bytes = 0;  // the allocator's peak bytes in use
 };
-StepMeasurement measure_step(Context& ctx, const layout::ModelShape& shape, ElementType type,
+StepMeasurement measure_step(Context& ctx, const layout::ModelShape& shape, Element type,
                              int repeats);
 nlohmann::json to_json(const StepMeasurement& m);
 

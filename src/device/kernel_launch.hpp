@@ -13,56 +13,54 @@
 
 namespace meshtp::gpu {
 
-cudaError_t launch_gelu_forward(cudaStream_t s, ElementType t, void* y, const void* x,
-                                std::int64_t n);
-cudaError_t launch_gelu_backward(cudaStream_t s, ElementType t, void* dx, const void* x,
-                                 const void* dy, std::int64_t n);
-cudaError_t launch_add(cudaStream_t s, ElementType t, void* y, const void* a, const void* b,
+cudaError_t launch_gelu_forward(cudaStream_t s, Element t, void* y, const void* x, std::int64_t n);
+cudaError_t launch_gelu_backward(cudaStream_t s, Element t, void* dx, const void* x, const void* dy,
+                                 std::int64_t n);
+cudaError_t launch_add(cudaStream_t s, Element t, void* y, const void* a, const void* b,
                        std::int64_t n);
 // fp32 ⇄ bf16 (the types differ).
-cudaError_t launch_convert(cudaStream_t s, void* y, ElementType y_type, const void* x,
-                           std::int64_t n);
-cudaError_t launch_layernorm_forward(cudaStream_t s, ElementType t, void* y, float* mean,
-                                     float* rstd, const void* x, const float* w, const float* b,
+cudaError_t launch_convert(cudaStream_t s, void* y, Element y_type, const void* x, std::int64_t n);
+cudaError_t launch_layernorm_forward(cudaStream_t s, Element t, void* y, float* mean, float* rstd,
+                                     const void* x, const float* w, const float* b,
                                      std::int64_t rows, std::int64_t cols, float eps);
 // dx kernel, then dw/db over `slices` row slices.
-cudaError_t launch_layernorm_backward(cudaStream_t s, ElementType t, void* dx, float* dw, float* db,
+cudaError_t launch_layernorm_backward(cudaStream_t s, Element t, void* dx, float* dw, float* db,
                                       const void* dy, const void* x, const float* w,
                                       const float* mean, const float* rstd, std::int64_t rows,
                                       std::int64_t cols, std::int64_t slices);
-cudaError_t launch_cross_entropy_forward(cudaStream_t s, ElementType t, float* lse, float* loss,
+cudaError_t launch_cross_entropy_forward(cudaStream_t s, Element t, float* lse, float* loss,
                                          const void* logits, const std::int32_t* targets,
                                          std::int64_t rows, std::int64_t classes, std::int64_t ld);
-cudaError_t launch_cross_entropy_backward(cudaStream_t s, ElementType t, void* dlogits,
+cudaError_t launch_cross_entropy_backward(cudaStream_t s, Element t, void* dlogits,
                                           const void* logits, const float* lse,
                                           const std::int32_t* targets, std::int64_t rows,
                                           std::int64_t classes, std::int64_t ld, float scale);
-cudaError_t launch_embedding_forward(cudaStream_t s, ElementType t, void* out,
+cudaError_t launch_embedding_forward(cudaStream_t s, Element t, void* out,
                                      const std::int32_t* tokens, const void* wte, const void* wpe,
                                      std::int64_t rows, std::int64_t seq, std::int64_t channels);
-cudaError_t launch_embedding_backward(cudaStream_t s, ElementType t, float* dwte, float* dwpe,
+cudaError_t launch_embedding_backward(cudaStream_t s, Element t, float* dwte, float* dwpe,
                                       const void* dout, const std::int32_t* tokens,
                                       std::int64_t rows, std::int64_t seq, std::int64_t channels);
 // Over `rows` rows of `seq` values, row r being query t = r mod seq:
 //   causal_softmax:          x[r, j] ← softmax_{j ≤ t}(x[r, :])[j], 0 for j > t
 //   causal_softmax_backward: ds[r, j] ← p[r, j]·(ds[r, j] − Σ_j ds[r, j]·p[r, j])
-cudaError_t launch_causal_softmax(cudaStream_t s, ElementType t, void* x, std::int64_t rows,
+cudaError_t launch_causal_softmax(cudaStream_t s, Element t, void* x, std::int64_t rows,
                                   std::int64_t seq);
-cudaError_t launch_causal_softmax_backward(cudaStream_t s, ElementType t, void* ds, const void* p,
+cudaError_t launch_causal_softmax_backward(cudaStream_t s, Element t, void* ds, const void* p,
                                            std::int64_t rows, std::int64_t seq);
 // Fused causal attention (flash_attention.cu; gpu_ops.hpp flash_attention_* has the layouts):
 // the forward writes out and lse (B·NH·T floats); the backward adds into dqkv, using delta
 // (B·NH·T floats) as scratch. Head dims 16, 32, 64, 128, 256 (cudaErrorInvalidValue else).
 bool flash_attention_head_dim_supported(std::int64_t head_dim);
-cudaError_t launch_flash_attention_forward(cudaStream_t s, ElementType t, void* out, float* lse,
+cudaError_t launch_flash_attention_forward(cudaStream_t s, Element t, void* out, float* lse,
                                            const void* qkv, std::int64_t batch, std::int64_t seq,
                                            std::int64_t heads, std::int64_t kv_heads,
                                            std::int64_t head_dim);
-cudaError_t launch_flash_attention_backward(cudaStream_t s, ElementType t, void* dqkv,
-                                            float* delta, const void* dout, const void* out,
-                                            const float* lse, const void* qkv, std::int64_t batch,
-                                            std::int64_t seq, std::int64_t heads,
-                                            std::int64_t kv_heads, std::int64_t head_dim);
+cudaError_t launch_flash_attention_backward(cudaStream_t s, Element t, void* dqkv, float* delta,
+                                            const void* dout, const void* out, const float* lse,
+                                            const void* qkv, std::int64_t batch, std::int64_t seq,
+                                            std::int64_t heads, std::int64_t kv_heads,
+                                            std::int64_t head_dim);
 // AdamW's work is cut into chunks of kAdamWChunk elements of one tensor, one block each, so
 // that a launch over one huge tensor (wte) and many small ones keeps every SM busy to the end
 // (the multi-tensor-apply scheme of NVIDIA Apex). `tensors` and `chunks` are device arrays;

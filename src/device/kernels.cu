@@ -265,8 +265,8 @@ __global__ void causal_softmax_backward_kernel(T* ds, const T* p, std::int64_t s
 }
 
 // AdamW, many tensors per launch: block b updates chunk b, kAdamWChunk elements of one
-// tensor (ops/adamw.cpp's order of operations, so fp32 results match the CPU's up to sqrt's
-// rounding).
+// tensor: core/adamw_step.hpp's formula in its order of operations, so fp32 results match
+// the host's (ops/adamw.hpp) up to sqrt's rounding.
 __global__ void adamw_kernel(const AdamWTensor* tensors, const AdamWChunk* chunks, AdamWStep s) {
   const AdamWChunk c = chunks[blockIdx.x];
   const AdamWTensor t = tensors[c.tensor];
@@ -287,37 +287,36 @@ __global__ void adamw_kernel(const AdamWTensor* tensors, const AdamWChunk* chunk
 }
 
 // Calls the statement with T = float or bf16 for the element type.
-#define MESHTP_DISPATCH(type, ...)     \
-  do {                                 \
-    if ((type) == ElementType::kF32) { \
-      using T = float;                 \
-      __VA_ARGS__;                     \
-    } else {                           \
-      using T = bf16;                  \
-      __VA_ARGS__;                     \
-    }                                  \
+#define MESHTP_DISPATCH(type, ...) \
+  do {                             \
+    if ((type) == Element::kF32) { \
+      using T = float;             \
+      __VA_ARGS__;                 \
+    } else {                       \
+      using T = bf16;              \
+      __VA_ARGS__;                 \
+    }                              \
   } while (0)
 
 unsigned rows_grid(std::int64_t rows) { return static_cast<unsigned>(rows); }
 
 }  // namespace
 
-cudaError_t launch_gelu_forward(cudaStream_t s, ElementType t, void* y, const void* x,
-                                std::int64_t n) {
+cudaError_t launch_gelu_forward(cudaStream_t s, Element t, void* y, const void* x, std::int64_t n) {
   MESHTP_DISPATCH(t, gelu_forward_kernel<<<blocks_for(n), kThreads, 0, s>>>(
                          static_cast<T*>(y), static_cast<const T*>(x), n));
   return cudaGetLastError();
 }
 
-cudaError_t launch_gelu_backward(cudaStream_t s, ElementType t, void* dx, const void* x,
-                                 const void* dy, std::int64_t n) {
+cudaError_t launch_gelu_backward(cudaStream_t s, Element t, void* dx, const void* x, const void* dy,
+                                 std::int64_t n) {
   MESHTP_DISPATCH(t,
                   gelu_backward_kernel<<<blocks_for(n), kThreads, 0, s>>>(
                       static_cast<T*>(dx), static_cast<const T*>(x), static_cast<const T*>(dy), n));
   return cudaGetLastError();
 }
 
-cudaError_t launch_add(cudaStream_t s, ElementType t, void* y, const void* a, const void* b,
+cudaError_t launch_add(cudaStream_t s, Element t, void* y, const void* a, const void* b,
                        std::int64_t n) {
   MESHTP_DISPATCH(
       t, add_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<T*>(y), static_cast<const T*>(a),
@@ -325,9 +324,8 @@ cudaError_t launch_add(cudaStream_t s, ElementType t, void* y, const void* a, co
   return cudaGetLastError();
 }
 
-cudaError_t launch_convert(cudaStream_t s, void* y, ElementType y_type, const void* x,
-                           std::int64_t n) {
-  if (y_type == ElementType::kBF16)
+cudaError_t launch_convert(cudaStream_t s, void* y, Element y_type, const void* x, std::int64_t n) {
+  if (y_type == Element::kBF16)
     convert_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<bf16*>(y),
                                                       static_cast<const float*>(x), n);
   else
@@ -336,8 +334,8 @@ cudaError_t launch_convert(cudaStream_t s, void* y, ElementType y_type, const vo
   return cudaGetLastError();
 }
 
-cudaError_t launch_layernorm_forward(cudaStream_t s, ElementType t, void* y, float* mean,
-                                     float* rstd, const void* x, const float* w, const float* b,
+cudaError_t launch_layernorm_forward(cudaStream_t s, Element t, void* y, float* mean, float* rstd,
+                                     const void* x, const float* w, const float* b,
                                      std::int64_t rows, std::int64_t cols, float eps) {
   MESHTP_DISPATCH(t,
                   layernorm_forward_kernel<<<rows_grid(rows), kThreads, 0, s>>>(
@@ -345,7 +343,7 @@ cudaError_t launch_layernorm_forward(cudaStream_t s, ElementType t, void* y, flo
   return cudaGetLastError();
 }
 
-cudaError_t launch_layernorm_backward(cudaStream_t s, ElementType t, void* dx, float* dw, float* db,
+cudaError_t launch_layernorm_backward(cudaStream_t s, Element t, void* dx, float* dw, float* db,
                                       const void* dy, const void* x, const float* w,
                                       const float* mean, const float* rstd, std::int64_t rows,
                                       std::int64_t cols, std::int64_t slices) {
@@ -363,7 +361,7 @@ cudaError_t launch_layernorm_backward(cudaStream_t s, ElementType t, void* dx, f
   return cudaGetLastError();
 }
 
-cudaError_t launch_cross_entropy_forward(cudaStream_t s, ElementType t, float* lse, float* loss,
+cudaError_t launch_cross_entropy_forward(cudaStream_t s, Element t, float* lse, float* loss,
                                          const void* logits, const std::int32_t* targets,
                                          std::int64_t rows, std::int64_t classes, std::int64_t ld) {
   MESHTP_DISPATCH(t, cross_entropy_forward_kernel<<<rows_grid(rows), kThreads, 0, s>>>(
@@ -371,7 +369,7 @@ cudaError_t launch_cross_entropy_forward(cudaStream_t s, ElementType t, float* l
   return cudaGetLastError();
 }
 
-cudaError_t launch_cross_entropy_backward(cudaStream_t s, ElementType t, void* dlogits,
+cudaError_t launch_cross_entropy_backward(cudaStream_t s, Element t, void* dlogits,
                                           const void* logits, const float* lse,
                                           const std::int32_t* targets, std::int64_t rows,
                                           std::int64_t classes, std::int64_t ld, float scale) {
@@ -381,7 +379,7 @@ cudaError_t launch_cross_entropy_backward(cudaStream_t s, ElementType t, void* d
   return cudaGetLastError();
 }
 
-cudaError_t launch_embedding_forward(cudaStream_t s, ElementType t, void* out,
+cudaError_t launch_embedding_forward(cudaStream_t s, Element t, void* out,
                                      const std::int32_t* tokens, const void* wte, const void* wpe,
                                      std::int64_t rows, std::int64_t seq, std::int64_t channels) {
   MESHTP_DISPATCH(t, embedding_forward_kernel<<<blocks_for(rows * channels), kThreads, 0, s>>>(
@@ -390,7 +388,7 @@ cudaError_t launch_embedding_forward(cudaStream_t s, ElementType t, void* out,
   return cudaGetLastError();
 }
 
-cudaError_t launch_embedding_backward(cudaStream_t s, ElementType t, float* dwte, float* dwpe,
+cudaError_t launch_embedding_backward(cudaStream_t s, Element t, float* dwte, float* dwpe,
                                       const void* dout, const std::int32_t* tokens,
                                       std::int64_t rows, std::int64_t seq, std::int64_t channels) {
   MESHTP_DISPATCH(t, embedding_backward_kernel<<<blocks_for(rows * channels), kThreads, 0, s>>>(
@@ -398,14 +396,14 @@ cudaError_t launch_embedding_backward(cudaStream_t s, ElementType t, float* dwte
   return cudaGetLastError();
 }
 
-cudaError_t launch_causal_softmax(cudaStream_t s, ElementType t, void* x, std::int64_t rows,
+cudaError_t launch_causal_softmax(cudaStream_t s, Element t, void* x, std::int64_t rows,
                                   std::int64_t seq) {
   MESHTP_DISPATCH(
       t, causal_softmax_kernel<<<rows_grid(rows), kThreads, 0, s>>>(static_cast<T*>(x), seq));
   return cudaGetLastError();
 }
 
-cudaError_t launch_causal_softmax_backward(cudaStream_t s, ElementType t, void* ds, const void* p,
+cudaError_t launch_causal_softmax_backward(cudaStream_t s, Element t, void* ds, const void* p,
                                            std::int64_t rows, std::int64_t seq) {
   MESHTP_DISPATCH(t, causal_softmax_backward_kernel<<<rows_grid(rows), kThreads, 0, s>>>(
                          static_cast<T*>(ds), static_cast<const T*>(p), seq));

@@ -31,8 +31,8 @@ void Context::synchronize() { no_cuda(); }
 void Context::upload(void*, const void*, std::size_t) { no_cuda(); }
 void Context::download(void*, const void*, std::size_t) { no_cuda(); }
 void Context::fill_bytes(void*, int, std::size_t) { no_cuda(); }
-Buffer Context::upload_values(std::span<const float>, ElementType) { no_cuda(); }
-std::vector<float> Context::download_values(const Buffer&, ElementType, std::int64_t) { no_cuda(); }
+Buffer Context::upload_values(std::span<const float>, Element) { no_cuda(); }
+std::vector<float> Context::download_values(const Buffer&, Element, std::int64_t) { no_cuda(); }
 AllocatorStats Context::allocator_stats() const { no_cuda(); }
 void Context::release_cached() { no_cuda(); }
 void* Context::stream() const { no_cuda(); }
@@ -57,59 +57,56 @@ void gemm(Context&, const DeviceMatrix&, Trans, const DeviceMatrix&, Trans, cons
           float, float, Epilogue, const void*) {
   no_cuda();
 }
-void gelu_forward(Context&, ElementType, void*, const void*, std::int64_t) { no_cuda(); }
-void gelu_backward(Context&, ElementType, void*, const void*, const void*, std::int64_t) {
+void gelu_forward(Context&, Element, void*, const void*, std::int64_t) { no_cuda(); }
+void gelu_backward(Context&, Element, void*, const void*, const void*, std::int64_t) { no_cuda(); }
+void residual_forward(Context&, Element, void*, const void*, const void*, std::int64_t) {
   no_cuda();
 }
-void residual_forward(Context&, ElementType, void*, const void*, const void*, std::int64_t) {
-  no_cuda();
-}
-void layernorm_forward(Context&, ElementType, void*, float*, float*, const void*, const float*,
+void layernorm_forward(Context&, Element, void*, float*, float*, const void*, const float*,
                        const float*, std::int64_t, std::int64_t) {
   no_cuda();
 }
-void layernorm_backward(Context&, ElementType, void*, float*, float*, const void*, const void*,
+void layernorm_backward(Context&, Element, void*, float*, float*, const void*, const void*,
                         const float*, const float*, const float*, std::int64_t, std::int64_t) {
   no_cuda();
 }
-double cross_entropy_forward(Context&, ElementType, float*, const void*,
-                             std::span<const std::int32_t>, std::int64_t, std::int64_t,
-                             std::int64_t) {
+double cross_entropy_forward(Context&, Element, float*, const void*, std::span<const std::int32_t>,
+                             std::int64_t, std::int64_t, std::int64_t) {
   no_cuda();
 }
-void cross_entropy_backward(Context&, ElementType, void*, const void*, const float*,
+void cross_entropy_backward(Context&, Element, void*, const void*, const float*,
                             std::span<const std::int32_t>, std::int64_t, std::int64_t, std::int64_t,
                             float) {
   no_cuda();
 }
-void embedding_forward(Context&, ElementType, void*, std::span<const std::int32_t>, std::int64_t,
+void embedding_forward(Context&, Element, void*, std::span<const std::int32_t>, std::int64_t,
                        std::int64_t, const void*, std::int64_t, const void*, std::int64_t) {
   no_cuda();
 }
-void embedding_backward(Context&, ElementType, float*, float*, const void*,
+void embedding_backward(Context&, Element, float*, float*, const void*,
                         std::span<const std::int32_t>, std::int64_t, std::int64_t, std::int64_t,
                         std::int64_t) {
   no_cuda();
 }
-void attention_forward(Context&, ElementType, void*, void*, const void*, std::int64_t, std::int64_t,
+void attention_forward(Context&, Element, void*, void*, const void*, std::int64_t, std::int64_t,
                        std::int64_t, std::int64_t) {
   no_cuda();
 }
-void attention_backward(Context&, ElementType, void*, void*, const void*, const void*, const void*,
+void attention_backward(Context&, Element, void*, void*, const void*, const void*, const void*,
                         std::int64_t, std::int64_t, std::int64_t, std::int64_t) {
   no_cuda();
 }
-void flash_attention_forward(Context&, ElementType, void*, float*, const void*, std::int64_t,
+void flash_attention_forward(Context&, Element, void*, float*, const void*, std::int64_t,
                              std::int64_t, std::int64_t, std::int64_t, std::int64_t) {
   no_cuda();
 }
-void flash_attention_backward(Context&, ElementType, void*, float*, const void*, const void*,
+void flash_attention_backward(Context&, Element, void*, float*, const void*, const void*,
                               const float*, const void*, std::int64_t, std::int64_t, std::int64_t,
                               std::int64_t, std::int64_t) {
   no_cuda();
 }
 void adamw_update(Context&, std::span<const AdamWTensor>, const AdamWStep&) { no_cuda(); }
-void convert(Context&, void*, ElementType, const void*, ElementType, std::int64_t) { no_cuda(); }
+void convert(Context&, void*, Element, const void*, Element, std::int64_t) { no_cuda(); }
 double sum_of_squares(Context&, const float*, std::int64_t) { no_cuda(); }
 void scale(Context&, float*, float, std::int64_t) { no_cuda(); }
 

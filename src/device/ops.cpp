@@ -39,28 +39,27 @@ void check_count(std::int64_t n, const char* fn) {
 
 }  // namespace
 
-void gelu_forward(Context& ctx, ElementType type, void* y, const void* x, std::int64_t n) {
+void gelu_forward(Context& ctx, Element type, void* y, const void* x, std::int64_t n) {
   check_count(n, "gpu::gelu_forward");
   if (n == 0) return;
   check_launch(launch_gelu_forward(stream_of(ctx), type, y, x, n), "gelu_forward");
 }
 
-void gelu_backward(Context& ctx, ElementType type, void* dx, const void* x, const void* dy,
+void gelu_backward(Context& ctx, Element type, void* dx, const void* x, const void* dy,
                    std::int64_t n) {
   check_count(n, "gpu::gelu_backward");
   if (n == 0) return;
   check_launch(launch_gelu_backward(stream_of(ctx), type, dx, x, dy, n), "gelu_backward");
 }
 
-void residual_forward(Context& ctx, ElementType type, void* y, const void* a, const void* b,
+void residual_forward(Context& ctx, Element type, void* y, const void* a, const void* b,
                       std::int64_t n) {
   check_count(n, "gpu::residual_forward");
   if (n == 0) return;
   check_launch(launch_add(stream_of(ctx), type, y, a, b, n), "residual_forward");
 }
 
-void convert(Context& ctx, void* y, ElementType y_type, const void* x, ElementType x_type,
-             std::int64_t n) {
+void convert(Context& ctx, void* y, Element y_type, const void* x, Element x_type, std::int64_t n) {
   check_count(n, "gpu::convert");
   if (n == 0) return;
   if (y_type == x_type) {
@@ -71,9 +70,8 @@ void convert(Context& ctx, void* y, ElementType y_type, const void* x, ElementTy
   check_launch(launch_convert(stream_of(ctx), y, y_type, x, n), "convert");
 }
 
-void layernorm_forward(Context& ctx, ElementType type, void* y, float* mean, float* rstd,
-                       const void* x, const float* w, const float* b, std::int64_t rows,
-                       std::int64_t cols) {
+void layernorm_forward(Context& ctx, Element type, void* y, float* mean, float* rstd, const void* x,
+                       const float* w, const float* b, std::int64_t rows, std::int64_t cols) {
   MESHTP_CHECK(cols > 0 && rows >= 0, "gpu::layernorm_forward: bad shape N={} C={}", rows, cols);
   if (rows == 0) return;
   check_launch(
@@ -81,9 +79,9 @@ void layernorm_forward(Context& ctx, ElementType type, void* y, float* mean, flo
       "layernorm_forward");
 }
 
-void layernorm_backward(Context& ctx, ElementType type, void* dx, float* dw, float* db,
-                        const void* dy, const void* x, const float* w, const float* mean,
-                        const float* rstd, std::int64_t rows, std::int64_t cols) {
+void layernorm_backward(Context& ctx, Element type, void* dx, float* dw, float* db, const void* dy,
+                        const void* x, const float* w, const float* mean, const float* rstd,
+                        std::int64_t rows, std::int64_t cols) {
   MESHTP_CHECK(cols > 0 && rows >= 0, "gpu::layernorm_backward: bad shape N={} C={}", rows, cols);
   if (rows == 0) return;
   // Row slices for the dw/db sums: about 4 blocks per SM over the columns' blocks.
@@ -94,7 +92,7 @@ void layernorm_backward(Context& ctx, ElementType type, void* dx, float* dw, flo
                "layernorm_backward");
 }
 
-double cross_entropy_forward(Context& ctx, ElementType type, float* lse, const void* logits,
+double cross_entropy_forward(Context& ctx, Element type, float* lse, const void* logits,
                              std::span<const std::int32_t> targets, std::int64_t rows,
                              std::int64_t classes, std::int64_t ld) {
   const char* fn = "gpu::cross_entropy_forward";
@@ -115,7 +113,7 @@ double cross_entropy_forward(Context& ctx, ElementType type, float* lse, const v
   return total / static_cast<double>(rows);
 }
 
-void cross_entropy_backward(Context& ctx, ElementType type, void* dlogits, const void* logits,
+void cross_entropy_backward(Context& ctx, Element type, void* dlogits, const void* logits,
                             const float* lse, std::span<const std::int32_t> targets,
                             std::int64_t rows, std::int64_t classes, std::int64_t ld, float dloss) {
   const char* fn = "gpu::cross_entropy_backward";
@@ -131,10 +129,9 @@ void cross_entropy_backward(Context& ctx, ElementType type, void* dlogits, const
                "cross_entropy_backward");
 }
 
-void embedding_forward(Context& ctx, ElementType type, void* out,
-                       std::span<const std::int32_t> tokens, std::int64_t batch, std::int64_t seq,
-                       const void* wte, std::int64_t vocab, const void* wpe,
-                       std::int64_t channels) {
+void embedding_forward(Context& ctx, Element type, void* out, std::span<const std::int32_t> tokens,
+                       std::int64_t batch, std::int64_t seq, const void* wte, std::int64_t vocab,
+                       const void* wpe, std::int64_t channels) {
   const char* fn = "gpu::embedding_forward";
   MESHTP_CHECK(batch >= 0 && seq >= 0 && static_cast<std::int64_t>(tokens.size()) == batch * seq,
                "{}: {} tokens for B={} T={}", fn, tokens.size(), batch, seq);
@@ -145,7 +142,7 @@ void embedding_forward(Context& ctx, ElementType type, void* out,
                "embedding_forward");
 }
 
-void embedding_backward(Context& ctx, ElementType type, float* dwte, float* dwpe, const void* dout,
+void embedding_backward(Context& ctx, Element type, float* dwte, float* dwpe, const void* dout,
                         std::span<const std::int32_t> tokens, std::int64_t batch, std::int64_t seq,
                         std::int64_t vocab, std::int64_t channels) {
   const char* fn = "gpu::embedding_backward";

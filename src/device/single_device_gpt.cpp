@@ -10,7 +10,7 @@ namespace meshtp::device {
 namespace {
 
 Array upload(Backend& backend, const std::vector<float>& values, std::int64_t expected,
-             ElementType type, const char* name) {
+             Element type, const char* name) {
   MESHTP_CHECK(static_cast<std::int64_t>(values.size()) == expected,
                "gpt: {} has {} values, expected {}", name, values.size(), expected);
   Array a = backend.alloc(expected, type);
@@ -42,7 +42,7 @@ std::vector<float> leading(std::vector<float> values, std::int64_t count) {
 }  // namespace
 
 SingleDeviceGpt::SingleDeviceGpt(Backend& backend, const layout::ModelShape& shape,
-                                 const GptWeights& weights, ElementType compute)
+                                 const GptWeights& weights, Element compute)
     : backend_(backend),
       shape_(checked(shape)),
       compute_(compute),
@@ -50,7 +50,7 @@ SingleDeviceGpt::SingleDeviceGpt(Backend& backend, const layout::ModelShape& sha
       stack_(backend, shape, weights.blocks, compute) {
   const std::int64_t C = shape_.hidden, T = shape_.seq, V = shape_.vocab, Vp = padded_vocab_;
   const std::int64_t N = shape_.tokens();
-  const ElementType f32 = ElementType::kF32;
+  const Element f32 = Element::kF32;
   const std::vector<float> wte_padded = padded(weights.wte, V, Vp, C);
   wte_ = upload(backend_, wte_padded, Vp * C, compute_, "wte");
   wpe_ = upload(backend_, weights.wpe, T * C, compute_, "wpe");

@@ -57,7 +57,7 @@ class SingleDeviceGpt {
   // shape: batch, seq, hidden, heads, layers and vocab (≥ 1). Throws meshtp::Error naming the
   // value when a size does not fit.
   SingleDeviceGpt(Backend& backend, const layout::ModelShape& shape, const GptWeights& weights,
-                  ElementType compute);
+                  Element compute);
 
   // The mean loss of predicting `targets` from `tokens` (B·T ids each, in [0, V)), and every
   // parameter's gradient of it (overwritten): the forward and the backward.
@@ -83,11 +83,11 @@ class SingleDeviceGpt {
   std::int64_t padded_vocab() const { return padded_vocab_; }
 
  private:
-  Array make(std::int64_t count, ElementType type) { return backend_.alloc(count, type); }
+  Array make(std::int64_t count, Element type) { return backend_.alloc(count, type); }
 
   Backend& backend_;
   layout::ModelShape shape_;
-  ElementType compute_;
+  Element compute_;
   std::int64_t padded_vocab_;
   BlockStack stack_;
   Array wte_, wpe_, lnf_w_, lnf_b_;      // compute copies (wte, wpe) and fp32 (lnf)

@@ -48,7 +48,8 @@ enum class Direction { kVertical, kHorizontal };  // mesh dim 0, mesh dim 1
 const char* name(Direction d);
 inline int mesh_dim(Direction d) { return d == Direction::kVertical ? 0 : 1; }
 
-// One 2D GeMM as the mesh sees it (shapes are global).
+// One 2D GeMM as the mesh sees it (shapes are global): the one shape type of the planner
+// and the runtime (parallel/gemm2d/gemm2d.hpp runs it).
 struct Gemm2dShape {
   Dataflow dataflow = Dataflow::kOS;
   std::int64_t m = 0, n = 0, k = 0;  // C is m×n, contraction k; A, B per the table above
@@ -65,10 +66,14 @@ struct Gemm2dShape {
   bool moves_output(Direction d) const;
   // "m=1000 is not divisible by mesh dim 0 (size 3)" when a matrix does not shard evenly.
   std::optional<std::string> invalid_reason() const;
+  bool operator==(const Gemm2dShape&) const = default;
 };
 std::ostream& operator<<(std::ostream& os, const Gemm2dShape& s);
 
-// Algorithm parameters; each algorithm reads its own field.
+// Algorithm parameters; each algorithm reads its own field. The one holder of the slice
+// count: the plan file's linears (layout::LinearPlan::gemm2d), the CLI's --slices
+// (PlanSpelling::gemm2d), the runtime's options (parallel::Gemm2dOptions::params,
+// Gemm2dLinearOptions::params) and the planner all hold this struct, not a copy of S.
 struct Gemm2dParams {
   // The one slice count S of the plan file, the CLI's --slices, the runtime and the planner.
   // MeshSlice: S slices. SUMMA: S panels per lcm(Nr, Nc) block, Kp = lcm·S (summa_panels).
@@ -77,6 +82,7 @@ struct Gemm2dParams {
   Direction wang_decomposed = Direction::kHorizontal;  // Wang: the direction split into steps
 
   int summa_panels(const Gemm2dShape& shape) const;  // summa_panels(nr, nc, slices)
+  bool operator==(const Gemm2dParams&) const = default;
 };
 
 // SUMMA's panel count Kp = lcm(Nr, Nc)·S: every panel lies in one rank's shard of both A and

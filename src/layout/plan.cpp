@@ -53,7 +53,7 @@ std::string linear_text(const Plan& p, Linear l) {
                                      : is_gemm2d(p.strategy) ? name(algorithm_of(p.strategy))
                                                              : "?";
   return fmt::format("{}={}/{}/S{}", name(l), algorithm,
-                     x.stationary ? name(*x.stationary) : "auto", x.slices);
+                     x.stationary ? name(*x.stationary) : "auto", x.gemm2d.slices);
 }
 
 }  // namespace
@@ -108,7 +108,13 @@ void Plan::validate() const {
   for (const Linear l : all<Linear>()) {
     const LinearPlan& x = linear(l);
     // Formatted only on failure: the planner validates every layout it prices.
-    MESHTP_CHECK(x.slices >= 1, "plan: {} slices={} must be at least 1", name(l), x.slices);
+    MESHTP_CHECK(x.gemm2d.slices >= 1, "plan: {} slices={} must be at least 1", name(l),
+                 x.gemm2d.slices);
+    // A plan (and its file) holds the slice count only; the rest is the planner's own.
+    MESHTP_CHECK(x.gemm2d.summa_packets == 0 && x.gemm2d.wang_decomposed == Direction::kHorizontal,
+                 "plan: {} summa_packets={} and wang_decomposed={} are the planner's, not a "
+                 "plan's (a plan holds the slice count only)",
+                 name(l), x.gemm2d.summa_packets, name(x.gemm2d.wang_decomposed));
     MESHTP_CHECK(is_gemm2d(strategy) || x == LinearPlan{},
                  "plan: per-linear settings ({}) apply to the 2D GeMM strategies, not {}",
                  linear_text(*this, l), strategy);
@@ -246,7 +252,7 @@ json to_json(const Plan& p) {
       json& o = linears[std::string(name(l))];
       if (x.algorithm) o["algorithm"] = name(*x.algorithm);
       o["stationary"] = x.stationary ? name(*x.stationary) : "auto";
-      o["slices"] = x.slices;
+      o["slices"] = x.gemm2d.slices;
     }
   }
   if (p.provenance) {
@@ -305,7 +311,7 @@ Plan plan_from_json(const json& j, const std::string& source) {
       if (value.contains("stationary") && value["stationary"] != "auto") {
         x.stationary = read_enum<Stationary>(value, "stationary", at);
       }
-      read(value, "slices", at, x.slices);
+      read(value, "slices", at, x.gemm2d.slices);
     }
   }
   if (j.contains("provenance")) {
@@ -427,12 +433,12 @@ Plan build_plan(const PlanSpelling& s, std::array<int, 2> mesh) {
     const LinearPlan l{.stationary = s.stationary == "auto"
                                          ? std::nullopt
                                          : std::optional(parse_stationary(s.stationary)),
-                       .slices = s.slices};
+                       .gemm2d = s.gemm2d};
     p.linears.fill(l);
   } else {
-    MESHTP_CHECK(s.stationary == "auto" && s.slices == 1,
+    MESHTP_CHECK(s.stationary == "auto" && s.gemm2d.slices == 1,
                  "--stationary {} / --slices {} apply to the 2D GeMM strategies, not --strategy {}",
-                 s.stationary, s.slices, s.strategy);
+                 s.stationary, s.gemm2d.slices, s.strategy);
   }
   p.validate();
   return p;

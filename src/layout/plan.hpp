@@ -48,6 +48,7 @@
 #include <string>
 #include <string_view>
 
+#include "layout/gemm2d_traffic.hpp"
 #include "layout/model_shape.hpp"
 #include "layout/vocabulary.hpp"
 
@@ -56,7 +57,9 @@ namespace meshtp::layout {
 struct LinearPlan {
   std::optional<Algorithm> algorithm{};    // unset: algorithm_of(strategy)
   std::optional<Stationary> stationary{};  // unset: auto
-  int slices = 1;
+  // The 2D GeMM's parameters: the file's "slices" is gemm2d.slices; the other fields are the
+  // planner's own (not in the file), and stay at their defaults in a plan.
+  Gemm2dParams gemm2d{};
   bool operator==(const LinearPlan&) const = default;
 };
 
@@ -156,7 +159,7 @@ struct PlanSpelling {
   int chunks = 1;
   bool sequence_parallel = false;   // always on for tp1d
   std::string stationary = "auto";  // 2D GeMM strategies only, like slices
-  int slices = 1;
+  Gemm2dParams gemm2d{};            // --slices: gemm2d.slices (every linear's)
   std::string recompute = "none";
   int progress_splits = 4;
   std::string attention = "unfused";

@@ -55,7 +55,7 @@ Gemm2dBlockPlans plan_gemm2d_block(const BlockConfig& c, const std::vector<int>&
       return parallel::plan_gemm2d_linear(nr, nc, n, k, m,
                                           {.stationary = x.stationary,
                                            .algo = c.layout.algorithm(l),
-                                           .slices = x.slices,
+                                           .params = x.gemm2d,
                                            .progress_splits = c.layout.progress_splits});
     } catch (const Error& e) {
       fail("{} linear (mesh {}): {}", l, mesh, e.what());

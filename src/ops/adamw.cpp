@@ -1,6 +1,5 @@
 #include "ops/adamw.hpp"
 
-#include <cmath>
 #include <cstdint>
 
 #include "core/error.hpp"
@@ -28,18 +27,6 @@ void adamw_update(std::span<float> p, std::span<const float> g, std::span<float>
   }
   kernels::fast().adamw(p.data(), g.data(), m.data(), v.data(),
                         static_cast<std::int64_t>(p.size()), step);
-}
-
-void adamw_update_reference(std::span<float> p, std::span<const float> g, std::span<float> m,
-                            std::span<float> v, const kernels::AdamWStep& s) {
-  check(p, g, m, v);
-  for (std::size_t k = 0; k < p.size(); ++k) {
-    m[k] = s.beta1 * m[k] + (1.0f - s.beta1) * g[k];
-    v[k] = s.beta2 * v[k] + (1.0f - s.beta2) * g[k] * g[k];
-    const float m_hat = m[k] / s.bias1;
-    const float v_hat = v[k] / s.bias2;
-    p[k] -= s.lr * (m_hat / (std::sqrt(v_hat) + s.eps) + s.decay * p[k]);
-  }
 }
 
 }  // namespace meshtp

@@ -9,7 +9,6 @@
 namespace meshtp {
 
 using device::Array;
-using device::ElementType;
 
 namespace {
 
@@ -38,8 +37,8 @@ std::span<float> span_of(const Array& a, std::int64_t count, const char* what) {
 
 }  // namespace
 
-Array CpuBackend::alloc(std::int64_t count, ElementType type) {
-  MESHTP_CHECK(type == ElementType::kF32,
+Array CpuBackend::alloc(std::int64_t count, Element type) {
+  MESHTP_CHECK(type == Element::kF32,
                "cpu backend: arrays are fp32 (bf16 on the CPU rounds GeMM operands, "
                "tensor/gemm.hpp), not bf16");
   MESHTP_CHECK(count >= 0, "cpu backend: cannot allocate {} elements", count);

@@ -15,7 +15,7 @@ class CpuBackend final : public device::Backend {
  public:
   std::string name() const override { return "cpu"; }
 
-  device::Array alloc(std::int64_t count, device::ElementType type) override;
+  device::Array alloc(std::int64_t count, Element type) override;
   void zero(device::Array& a) override;
   void upload(device::Array& a, std::span<const float> values) override;
   std::vector<float> download(const device::Array& a) override;

@@ -111,8 +111,8 @@ StepOverheadFit fit_step_overhead(std::span<const StepSample> samples) {
     MESHTP_CHECK(std::isfinite(s.measured_s) && s.measured_s > 0 && std::isfinite(s.predicted_s) &&
                      s.predicted_s > 0,
                  "step overhead fit: S={}: measured {} s and predicted {} s must be positive",
-                 s.slices, s.measured_s, s.predicted_s);
-    MESHTP_CHECK(s.steps >= 1, "step overhead fit: S={}: {} steps", s.slices, s.steps);
+                 s.params.slices, s.measured_s, s.predicted_s);
+    MESHTP_CHECK(s.steps >= 1, "step overhead fit: S={}: {} steps", s.params.slices, s.steps);
     steps.insert(s.steps);
   }
   MESHTP_CHECK(steps.size() >= 2,

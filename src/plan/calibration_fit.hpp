@@ -52,6 +52,7 @@
 #include <string>
 #include <vector>
 
+#include "layout/gemm2d_traffic.hpp"
 #include "layout/vocabulary.hpp"
 #include "plan/topology.hpp"
 
@@ -134,7 +135,7 @@ double fitted_time(const CollectiveFit& fit, CollectiveKind c, int p, double byt
 // h by least squares over the slice counts (clamped to ≥ 0: a runtime step costs no less
 // than nothing), a what the price misses once per GeMM (the prologue's and epilogue's error).
 struct StepSample {
-  int slices = 1;
+  layout::Gemm2dParams params{};  // the MeshSlice run's slice count S (params.slices)
   std::int64_t steps = 1;  // local GeMM calls of the 2D GeMM at this S
   double measured_s = 0;   // one 2D GeMM, median of the max over ranks
   double predicted_s = 0;  // gemm2d_estimate with no step overhead

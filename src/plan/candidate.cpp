@@ -104,9 +104,11 @@ layout::Plan to_plan(const Candidate& c) {
     p.linears[static_cast<std::size_t>(f.layer)] = {
         .algorithm = layout::algorithm_of(c.strategy),
         .stationary = f.stationary,
-        .slices = c.strategy == Strategy::kMeshSlice || c.strategy == Strategy::kSumma
-                      ? f.params.slices
-                      : 1};
+        // The plan file holds S; the autotuner's other choices (Wang's direction, SUMMA's
+        // packets) stay the planner's.
+        .gemm2d = {.slices = c.strategy == Strategy::kMeshSlice || c.strategy == Strategy::kSumma
+                                 ? f.params.slices
+                                 : 1}};
   }
   return p;
 }

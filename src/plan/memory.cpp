@@ -112,8 +112,7 @@ double gemm2d_buffer_bytes(const ModelSpec& mb, const layout::Plan& p) {
   for (const FcShape& fc : fc_layers(mb)) {
     const layout::LinearPlan& lp = p.linear(fc.layer);
     const Stationary stationary = lp.stationary.value_or(choose_stationary(fc, false));
-    Gemm2dParams params;
-    params.slices = lp.slices;
+    const Gemm2dParams& params = lp.gemm2d;
     for (const Pass pass : kPasses) {
       const Gemm2dShape shape =
           fc_gemm(fc, stationary, pass, p.mesh[0], p.mesh[1], mb.element_bytes());

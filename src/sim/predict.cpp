@@ -39,7 +39,7 @@ Prediction predict_model(const plan::PlanRequest& request, const RunSpec& spec) 
   if (layout::is_gemm2d(plan.strategy)) {
     for (const plan::FcTuning& t : e.fc) {
       const Algorithm algorithm = plan.algorithm(t.fc.layer);
-      const int knob = planner_knob(algorithm, plan.linear(t.fc.layer).slices);
+      const int knob = planner_knob(algorithm, plan.linear(t.fc.layer).gemm2d.slices);
       if (knob == 0 || t.sweep.empty()) continue;
       double at_knob = -1;
       for (const plan::KnobPoint& point : t.sweep) {
@@ -90,7 +90,6 @@ Prediction predict_gemm2d(const plan::PlanRequest& request, const RunSpec& spec)
   MESHTP_CHECK(layout::is_gemm2d(plan.strategy),
                "--what gemm2d runs a 2D GeMM algorithm, not '{}'", plan.strategy);
   const Algorithm algorithm = plan.algorithm(layout::Linear::kMlp1);
-  const int slices = plan.linear(layout::Linear::kMlp1).slices;
   const plan::Gemm2dShape shape{.dataflow = spec.dataflow,
                                 .m = spec.m,
                                 .n = spec.n,
@@ -98,8 +97,7 @@ Prediction predict_gemm2d(const plan::PlanRequest& request, const RunSpec& spec)
                                 .nr = plan.mesh[0],
                                 .nc = plan.mesh[1],
                                 .element_bytes = spec.element_bytes};
-  plan::Gemm2dParams params;
-  params.slices = slices;
+  const plan::Gemm2dParams& params = plan.linear(layout::Linear::kMlp1).gemm2d;
   if (auto reason = shape.invalid_reason()) {
     p.note = *reason;
     return p;

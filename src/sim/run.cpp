@@ -181,14 +181,15 @@ parallel::Gemm2dOptions gemm2d_options(const RunSpec& s) {
                p.strategy);
   return {.algo = p.algorithm(layout::Linear::kMlp1),
           .dataflow = s.dataflow,
-          .slices = p.linear(layout::Linear::kMlp1).slices,
+          .params = p.linear(layout::Linear::kMlp1).gemm2d,
           .progress_splits = p.progress_splits};
 }
 
 RunResult run_gemm2d(const mesh::DeviceMesh& mesh, const RunSpec& s) {
   const int nr = mesh.size(0), nc = mesh.size(1);
-  const parallel::Gemm2dShape shape{s.m, s.n, s.k};
   const parallel::Gemm2dOptions options = gemm2d_options(s);
+  const parallel::Gemm2dShape shape{
+      .dataflow = options.dataflow, .m = s.m, .n = s.n, .k = s.k, .nr = nr, .nc = nc};
   parallel::validate(nr, nc, shape, options);
   const Shape ga = parallel::global_a_shape(options.dataflow, shape);
   const Shape gb = parallel::global_b_shape(options.dataflow, shape);
@@ -276,7 +277,7 @@ void validate(const RunSpec& s) {
       return;
     }
     case What::kGemm2d:
-      parallel::validate(shape[0], shape[1], {s.m, s.n, s.k}, gemm2d_options(s));
+      parallel::validate(shape[0], shape[1], {.m = s.m, .n = s.n, .k = s.k}, gemm2d_options(s));
       return;
     case What::kCollectives:
       MESHTP_CHECK(!s.sizes.empty(), "--what collectives needs message sizes");

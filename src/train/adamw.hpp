@@ -1,8 +1,6 @@
 // AdamW (Loshchilov & Hutter) over this rank's parameter shards, and global-norm clipping.
-//
-//   m ← β1·m + (1−β1)·g            v ← β2·v + (1−β2)·g²
-//   m̂ = m / (1−β1ᵗ)                v̂ = v / (1−β2ᵗ)
-//   p ← p − lr·( m̂ / (√v̂ + ε) + λ·p )        λ = weight_decay, 0 for LayerNorm and biases
+// The update is core/adamw_step.hpp's formula, run by ops/adamw.hpp's adamw_update, with
+// decay = λ = weight_decay, 0 for LayerNorm and biases, and bias1, bias2 = 1−β1ᵗ, 1−β2ᵗ.
 //
 // The update is elementwise, so running it on shards equals running it on the global
 // tensor. Gradient clipping is not: ‖g‖ must count every global element exactly once,

@@ -82,12 +82,6 @@ device::GptWeights gpt2_init(const layout::ModelShape& shape, std::uint64_t seed
   return w;
 }
 
-device::ElementType compute_type(Precision precision) {
-  MESHTP_CHECK(precision == Precision::kFp32 || precision == Precision::kBf16,
-               "--precision {} is not one a device trains in (fp32, bf16)", name(precision));
-  return precision == Precision::kFp32 ? device::ElementType::kF32 : device::ElementType::kBF16;
-}
-
 TrainSummary train_on_device(device::Backend& backend, const TrainConfig& config,
                              const TrainHooks& hooks) {
   check_flags(config);
@@ -113,7 +107,7 @@ TrainSummary train_on_device(device::Backend& backend, const TrainConfig& config
     for (const device::BlockWeights& b : init.blocks)
       for (const std::vector<float>* f : device::fields(b))
         summary.parameters += static_cast<std::int64_t>(f->size());
-    return device::SingleDeviceGpt(backend, shape, init, compute_type(config.precision));
+    return device::SingleDeviceGpt(backend, shape, init, compute_element(config.precision));
   }();
   const LrSchedule schedule{.peak = config.lr,
                             .min = config.final_lr(),

@@ -34,9 +34,6 @@ namespace meshtp::train {
 // GPT-2's init of the model (the values model::Gpt::init gives on any mesh), as host fp32.
 device::GptWeights gpt2_init(const layout::ModelShape& shape, std::uint64_t seed);
 
-// The compute type of a run's precision: fp32 → fp32, bf16 → bf16.
-device::ElementType compute_type(Precision precision);
-
 // Runs the loop on `backend`. Throws meshtp::Error naming the value for a configuration it
 // cannot run (above) or a bad flag (check_flags).
 TrainSummary train_on_device(device::Backend& backend, const TrainConfig& config,

@@ -84,5 +84,17 @@ TEST(Precision, NamesParseBack) {
   }
 }
 
+// The one bridge from a run's precision to its compute buffers' Element.
+TEST(Precision, ComputeElement) {
+  EXPECT_EQ(compute_element(Precision::kFp32), Element::kF32);
+  EXPECT_EQ(compute_element(Precision::kBf16), Element::kBF16);
+  try {
+    compute_element(Precision::kFp16);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "--precision fp16 is not one a device trains in (fp32, bf16)");
+  }
+}
+
 }  // namespace
 }  // namespace meshtp

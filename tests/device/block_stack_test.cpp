@@ -57,7 +57,7 @@ TEST(BlockStack, CpuBackendIsTheReferenceStack) {
     const Tensor dx_ref = reference.backward(dy);
 
     CpuBackend cpu;
-    BlockStack stack(cpu, shape, weights, ElementType::kF32);
+    BlockStack stack(cpu, shape, weights, Element::kF32);
     Array x_dev = stack.input_like();
     cpu.upload(x_dev, x.values());
     Array dy_dev = stack.input_like();
@@ -82,31 +82,31 @@ TEST(BlockStack, BadInputsNameTheValue) {
   CpuBackend cpu;
   std::vector<BlockWeights> weights = random_block_weights(1, 8, 3);
   EXPECT_NE(test::error_message([&] {
-              BlockStack(cpu, shape, random_block_weights(2, 8, 3), ElementType::kF32);
+              BlockStack(cpu, shape, random_block_weights(2, 8, 3), Element::kF32);
             }).find("2 layers of weights for a stack of 1"),
             std::string::npos);
   std::vector<BlockWeights> short_qkv = weights;
   short_qkv[0].qkv_w.pop_back();
   EXPECT_NE(test::error_message([&] {
-              BlockStack(cpu, shape, short_qkv, ElementType::kF32);
+              BlockStack(cpu, shape, short_qkv, Element::kF32);
             }).find("layer 0 attn.qkv.weight has 191 values, expected 192"),
             std::string::npos);
   layout::ModelShape odd = shape;
   odd.heads = 3;
   EXPECT_NE(test::error_message([&] {
-              BlockStack(cpu, odd, weights, ElementType::kF32);
+              BlockStack(cpu, odd, weights, Element::kF32);
             }).find("hidden=8 is not divisible by heads=3"),
             std::string::npos);
   EXPECT_NE(test::error_message([&] {
-              BlockStack(cpu, shape, weights, ElementType::kBF16);
+              BlockStack(cpu, shape, weights, Element::kBF16);
             }).find("cpu backend: arrays are fp32"),
             std::string::npos);
-  BlockStack stack(cpu, shape, weights, ElementType::kF32);
+  BlockStack stack(cpu, shape, weights, Element::kF32);
   Array dy = stack.input_like();
   cpu.zero(dy);
   EXPECT_NE(test::error_message([&] { stack.backward(dy); }).find("after a forward"),
             std::string::npos);
-  Array wrong = cpu.alloc(5, ElementType::kF32);
+  Array wrong = cpu.alloc(5, Element::kF32);
   EXPECT_NE(
       test::error_message([&] { stack.forward(wrong); }).find("x has 5 values, expected 8 x 8"),
       std::string::npos);

@@ -7,10 +7,10 @@
 namespace meshtp::gpu {
 namespace {
 
-TEST(ElementType, SizesAndNames) {
-  EXPECT_EQ(element_size(ElementType::kF32), 4u);
-  EXPECT_EQ(element_size(ElementType::kBF16), 2u);
-  EXPECT_STREQ(to_string(ElementType::kBF16), "bf16");
+TEST(Element, SizesAndNames) {
+  EXPECT_EQ(element_size(Element::kF32), 4u);
+  EXPECT_EQ(element_size(Element::kBF16), 2u);
+  EXPECT_STREQ(to_string(Element::kBF16), "bf16");
 }
 
 }  // namespace

@@ -60,21 +60,21 @@ void expect_close(const std::vector<float>& gpu, const std::vector<float>& cpu, 
   EXPECT_LE(max_relative_error(gpu, cpu), tolerance) << what;
 }
 
-void check_stack(ElementType type, const layout::ModelShape& shape) {
+void check_stack(Element type, const layout::ModelShape& shape) {
   SCOPED_TRACE(::testing::Message() << gpu::to_string(type) << " " << shape);
-  const double tolerance = type == ElementType::kF32 ? 1e-4 : 5e-2;
+  const double tolerance = type == Element::kF32 ? 1e-4 : 5e-2;
   const std::int64_t n = shape.tokens(), c = shape.hidden;
   std::vector<BlockWeights> weights =
       test::random_block_weights(static_cast<int>(shape.layers), c, 21);
   std::vector<float> x = test::random_values(n * c, 22, 1.0f);
   std::vector<float> dy = test::random_values(n * c, 23, 1.0f);
-  if (type == ElementType::kBF16) {
+  if (type == Element::kBF16) {
     weights = as_bf16(std::move(weights));
     x = rounded(std::move(x));
     dy = rounded(std::move(dy));
   }
   CpuBackend cpu;
-  BlockStack reference(cpu, shape, weights, ElementType::kF32);
+  BlockStack reference(cpu, shape, weights, Element::kF32);
   Array x_cpu = reference.input_like(), dy_cpu = reference.input_like();
   cpu.upload(x_cpu, x);
   cpu.upload(dy_cpu, dy);
@@ -101,22 +101,22 @@ void check_stack(ElementType type, const layout::ModelShape& shape) {
 }
 
 TEST(GpuBlockStack, Fp32IsTheCpuStack) {
-  check_stack(ElementType::kF32, {.batch = 2, .seq = 64, .hidden = 128, .heads = 4, .layers = 2});
-  check_stack(ElementType::kF32, {.batch = 1, .seq = 40, .hidden = 96, .heads = 3, .layers = 1});
+  check_stack(Element::kF32, {.batch = 2, .seq = 64, .hidden = 128, .heads = 4, .layers = 2});
+  check_stack(Element::kF32, {.batch = 1, .seq = 40, .hidden = 96, .heads = 3, .layers = 1});
 }
 
 TEST(GpuBlockStack, Bf16IsTheCpuStackWithinItsTolerance) {
-  check_stack(ElementType::kBF16, {.batch = 2, .seq = 64, .hidden = 128, .heads = 4, .layers = 2});
+  check_stack(Element::kBF16, {.batch = 2, .seq = 64, .hidden = 128, .heads = 4, .layers = 2});
 }
 
 using test::random_ids;
 
-void check_gpt(ElementType type, const layout::ModelShape& shape) {
+void check_gpt(Element type, const layout::ModelShape& shape) {
   SCOPED_TRACE(::testing::Message() << gpu::to_string(type) << " " << shape);
-  const double tolerance = type == ElementType::kF32 ? 1e-4 : 5e-2;
+  const double tolerance = type == Element::kF32 ? 1e-4 : 5e-2;
   const std::int64_t v = shape.vocab;
   GptWeights weights = test::random_gpt_weights(shape, 31);
-  if (type == ElementType::kBF16) {
+  if (type == Element::kBF16) {
     weights.wte = rounded(std::move(weights.wte));
     weights.wpe = rounded(std::move(weights.wpe));
     weights.blocks = as_bf16(std::move(weights.blocks));
@@ -124,7 +124,7 @@ void check_gpt(ElementType type, const layout::ModelShape& shape) {
   const std::vector<std::int32_t> tokens = random_ids(shape.tokens(), v, 36);
   const std::vector<std::int32_t> targets = random_ids(shape.tokens(), v, 37);
   CpuBackend cpu;
-  SingleDeviceGpt reference(cpu, shape, weights, ElementType::kF32);
+  SingleDeviceGpt reference(cpu, shape, weights, Element::kF32);
   const double loss_want = reference.forward_backward(tokens, targets);
   const GptWeights g_want = reference.gradients();
 
@@ -151,13 +151,13 @@ void check_gpt(ElementType type, const layout::ModelShape& shape) {
 // on both backends from the same weights: the GPU's losses step by step within the
 // tolerance of the CPU's fp32 ones. Parameters are not compared: Adam's m/√v turns a
 // gradient near zero into ±lr by its sign, which summation order may flip.
-void check_training(ElementType type, const layout::ModelShape& shape) {
+void check_training(Element type, const layout::ModelShape& shape) {
   SCOPED_TRACE(::testing::Message() << "training " << gpu::to_string(type) << " " << shape);
-  const double tolerance = type == ElementType::kF32 ? 1e-4 : 5e-2;
+  const double tolerance = type == Element::kF32 ? 1e-4 : 5e-2;
   const std::int64_t v = shape.vocab;
   const GptWeights weights = test::random_gpt_weights(shape, 41);
   CpuBackend cpu;
-  SingleDeviceGpt reference(cpu, shape, weights, ElementType::kF32);
+  SingleDeviceGpt reference(cpu, shape, weights, Element::kF32);
   GpuBackend gpu_backend(ctx());
   SingleDeviceGpt gpt(gpu_backend, shape, weights, type);
   for (int t = 1; t <= 4; ++t) {
@@ -186,17 +186,17 @@ void check_training(ElementType type, const layout::ModelShape& shape) {
 TEST(GpuSingleDeviceGpt, TrainingStepsFollowTheCpuModel) {
   const layout::ModelShape shape{
       .batch = 2, .seq = 64, .hidden = 128, .heads = 4, .layers = 2, .vocab = 300};
-  check_training(ElementType::kF32, shape);
-  check_training(ElementType::kBF16, shape);
+  check_training(Element::kF32, shape);
+  check_training(Element::kBF16, shape);
 }
 
 TEST(GpuSingleDeviceGpt, Fp32IsTheCpuModel) {
-  check_gpt(ElementType::kF32,
+  check_gpt(Element::kF32,
             {.batch = 2, .seq = 64, .hidden = 128, .heads = 4, .layers = 2, .vocab = 300});
 }
 
 TEST(GpuSingleDeviceGpt, Bf16IsTheCpuModelWithinItsTolerance) {
-  check_gpt(ElementType::kBF16,
+  check_gpt(Element::kBF16,
             {.batch = 2, .seq = 64, .hidden = 128, .heads = 4, .layers = 2, .vocab = 300});
 }
 
@@ -205,7 +205,7 @@ TEST(GpuSingleDeviceGpt, Bf16IsTheCpuModelWithinItsTolerance) {
 // train_single_device_test holds to `meshtp train` on one rank: 20 steps of a small model, every
 // loss and the validation loss. bf16 within 2e-2 of the CPU's fp32 (the bar docs/precision.md
 // sets for the CPU's bf16 against fp32 over 200 steps).
-void check_loop(ElementType type) {
+void check_loop(Element type) {
   SCOPED_TRACE(::testing::Message() << "loop " << gpu::to_string(type));
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("meshtp_gpu_loop_" + std::to_string(::getpid()));
@@ -227,7 +227,7 @@ void check_loop(ElementType type) {
   train::TrainHooks hooks;
   hooks.on_step = [&](const train::StepReport& r) { want.push_back(r.loss); };
   const train::TrainSummary cpu_run = train::train_on_device(cpu, c, hooks);
-  c.precision = type == ElementType::kF32 ? Precision::kFp32 : Precision::kBf16;
+  c.precision = type == Element::kF32 ? Precision::kFp32 : Precision::kBf16;
   GpuBackend gpu_backend(ctx());
   hooks.on_step = [&](const train::StepReport& r) { got.push_back(r.loss); };
   const train::TrainSummary gpu_run = train::train_on_device(gpu_backend, c, hooks);
@@ -235,7 +235,7 @@ void check_loop(ElementType type) {
   // fp32: train_equivalence_test's bars for another summation order (1e-4 over steps 1–10,
   // 1e-3 after, where the differences have compounded through the updates); bf16: 2e-2.
   const auto tolerance = [&](std::size_t t) {
-    return type == ElementType::kBF16 ? 2e-2 : t < 10 ? 1e-4 : 1e-3;
+    return type == Element::kBF16 ? 2e-2 : t < 10 ? 1e-4 : 1e-3;
   };
   ASSERT_EQ(got.size(), want.size());
   double worst = 0;
@@ -253,8 +253,8 @@ void check_loop(ElementType type) {
               tolerance(got.size()) * *cpu_run.validation_loss);
 }
 
-TEST(GpuTrainLoop, Fp32FollowsTheCpuBackend) { check_loop(ElementType::kF32); }
-TEST(GpuTrainLoop, Bf16FollowsTheCpuBackendWithinItsTolerance) { check_loop(ElementType::kBF16); }
+TEST(GpuTrainLoop, Fp32FollowsTheCpuBackend) { check_loop(Element::kF32); }
+TEST(GpuTrainLoop, Bf16FollowsTheCpuBackendWithinItsTolerance) { check_loop(Element::kBF16); }
 
 }  // namespace
 }  // namespace meshtp::device

@@ -20,9 +20,9 @@
 #include <random>
 #include <vector>
 
+#include "adamw_reference.hpp"
 #include "core/error.hpp"
 #include "device/gpu.hpp"
-#include "ops/adamw.hpp"
 #include "ops/ops.hpp"
 #include "tensor/gemm.hpp"
 #include "tensor/tensor.hpp"
@@ -30,7 +30,7 @@
 namespace meshtp::gpu {
 namespace {
 
-using ET = ElementType;
+using ET = Element;
 constexpr ET kTypes[] = {ET::kF32, ET::kBF16};
 
 Context& ctx() {
@@ -482,7 +482,7 @@ TEST(GpuOps, AdamWManyTensorsInOneLaunch) {
                        sizes[t], dlow[t].data()});
   adamw_update(ctx(), tensors, step);
   for (std::size_t t = 0; t < std::size(sizes); ++t) {
-    adamw_update_reference(p[t], g[t], m[t], v[t], step);
+    test_support::adamw_reference(p[t], g[t], m[t], v[t], step);
     const std::int64_t n = sizes[t];
     EXPECT_LE(max_relative_error(down(dp[t], ET::kF32, n), p[t]), 1e-6) << "tensor " << t;
     EXPECT_LE(max_relative_error(down(dm[t], ET::kF32, n), m[t]), 1e-6) << "tensor " << t;

@@ -11,11 +11,11 @@
 #include <map>
 #include <string>
 
+#include "adamw_reference.hpp"
 #include "core/error.hpp"
 #include "device/model_fixtures.hpp"
 #include "model/params.hpp"
 #include "model/serial_gpt.hpp"
-#include "ops/adamw.hpp"
 #include "ops/cpu_backend.hpp"
 #include "tensor/random.hpp"
 
@@ -49,7 +49,7 @@ TEST(SingleDeviceGpt, CpuBackendIsTheSerialReference) {
     const model::SerialResult want = model::serial_gpt({.shape = shape}, named, tokens, targets);
 
     CpuBackend cpu;
-    SingleDeviceGpt gpt(cpu, shape, weights, ElementType::kF32);
+    SingleDeviceGpt gpt(cpu, shape, weights, Element::kF32);
     for (int step = 0; step < 2; ++step) {  // buffers reused: nothing accumulates across steps
       EXPECT_NEAR(gpt.forward_backward(tokens, targets), want.loss, 1e-6 * want.loss);
     }
@@ -80,7 +80,7 @@ TEST(SingleDeviceGpt, UpdateIsAdamWWithDecayOnTheMatricesAndTheNextForwardSeesIt
   const GptWeights weights = test::random_gpt_weights(shape, 1);
   const std::vector<std::int32_t> tokens = random_ids(n, v, 6), targets = random_ids(n, v, 7);
   CpuBackend cpu;
-  SingleDeviceGpt gpt(cpu, shape, weights, ElementType::kF32);
+  SingleDeviceGpt gpt(cpu, shape, weights, Element::kF32);
   gpt.forward_backward(tokens, targets);
   const GptWeights g = gpt.gradients();
   const AdamWStep step{.lr = 0.05f,
@@ -99,7 +99,7 @@ TEST(SingleDeviceGpt, UpdateIsAdamWWithDecayOnTheMatricesAndTheNextForwardSeesIt
     std::vector<float> p = before, m(p.size(), 0.0f), v2(p.size(), 0.0f);
     AdamWStep s = step;
     if (!decay) s.decay = 0;
-    adamw_update_reference(p, grad, m, v2, s);
+    test_support::adamw_reference(p, grad, m, v2, s);
     ASSERT_EQ(got.size(), p.size()) << name;
     EXPECT_LE(max_relative_error(got, p), 1e-6) << name;
     EXPECT_GT(max_abs_diff(got, before), 1e-3) << name << " did not move";
@@ -118,7 +118,7 @@ TEST(SingleDeviceGpt, UpdateIsAdamWWithDecayOnTheMatricesAndTheNextForwardSeesIt
   }
   // The next step's loss is the reference model's with the updated weights.
   CpuBackend fresh;
-  SingleDeviceGpt updated(fresh, shape, after, ElementType::kF32);
+  SingleDeviceGpt updated(fresh, shape, after, Element::kF32);
   EXPECT_DOUBLE_EQ(gpt.forward_backward(tokens, targets),
                    updated.forward_backward(tokens, targets));
 }
@@ -130,7 +130,7 @@ TEST(SingleDeviceGpt, ClipGradientsScalesByTheGlobalNorm) {
       .batch = 2, .seq = 8, .hidden = 16, .heads = 2, .layers = 2, .vocab = 30};
   const std::int64_t n = shape.tokens(), v = shape.vocab;
   CpuBackend cpu;
-  SingleDeviceGpt gpt(cpu, shape, test::random_gpt_weights(shape, 1), ElementType::kF32);
+  SingleDeviceGpt gpt(cpu, shape, test::random_gpt_weights(shape, 1), Element::kF32);
   gpt.forward_backward(random_ids(n, v, 6), random_ids(n, v, 7));
   const GptWeights g = gpt.gradients();
   double squares = 0;
@@ -168,16 +168,16 @@ TEST(SingleDeviceGpt, BadInputsNameTheValue) {
   layout::ModelShape no_vocab = shape;
   no_vocab.vocab = 0;
   EXPECT_NE(test::error_message([&] {
-              SingleDeviceGpt(cpu, no_vocab, w, ElementType::kF32);
+              SingleDeviceGpt(cpu, no_vocab, w, Element::kF32);
             }).find("vocab=0 must be at least 1"),
             std::string::npos);
   GptWeights short_wpe = w;
   short_wpe.wpe.resize(31);
   EXPECT_NE(test::error_message([&] {
-              SingleDeviceGpt(cpu, shape, short_wpe, ElementType::kF32);
+              SingleDeviceGpt(cpu, shape, short_wpe, Element::kF32);
             }).find("wpe has 31 values, expected 32"),
             std::string::npos);
-  SingleDeviceGpt gpt(cpu, shape, w, ElementType::kF32);
+  SingleDeviceGpt gpt(cpu, shape, w, Element::kF32);
   const std::vector<std::int32_t> three{1, 2, 3}, four{1, 2, 3, 4}, bad{1, 2, 5, 0};
   EXPECT_NE(test::error_message([&] {
               gpt.forward_backward(three, four);

@@ -70,10 +70,12 @@ Plan meshslice_plan() {
          .strategy = Strategy::kMeshSlice,
          .provenance = Provenance{
              .topology = "t", .model = "m", .predicted_step_s = 0.5, .predicted_comm_s = 0.25}};
-  p.linears = {{{.stationary = Stationary::kOutput, .slices = 2},
-                {.algorithm = Algorithm::kSumma, .slices = 3},
+  p.linears = {{{.stationary = Stationary::kOutput, .gemm2d = {.slices = 2}},
+                {.algorithm = Algorithm::kSumma, .gemm2d = {.slices = 3}},
                 {.stationary = Stationary::kInput},
-                {.algorithm = Algorithm::kWang, .stationary = Stationary::kOutput, .slices = 1}}};
+                {.algorithm = Algorithm::kWang,
+                 .stationary = Stationary::kOutput,
+                 .gemm2d = {.slices = 1}}}};
   return p;
 }
 
@@ -100,6 +102,14 @@ TEST(Plan, JsonRoundTrips) {
                   .validate();
             }),
             "plan: attention=fused runs in the ATP blocks (atp, megatron, tp1d), not meshslice");
+  // A plan holds a 2D GeMM's slice count only (the file's "slices"), nothing it cannot save.
+  EXPECT_EQ(error_of([] {
+              Plan q = meshslice_plan();
+              q.linears[1].gemm2d.summa_packets = 4;
+              q.validate();
+            }),
+            "plan: proj summa_packets=4 and wang_decomposed=horizontal are the planner's, not a "
+            "plan's (a plan holds the slice count only)");
   const Plan p = meshslice_plan();
   EXPECT_EQ(p.algorithm(Linear::kQkv), Algorithm::kMeshSlice);
   EXPECT_EQ(p.algorithm(Linear::kProj), Algorithm::kSumma);
@@ -210,10 +220,10 @@ TEST(BuildPlan, SpelledOutLayouts) {
   EXPECT_EQ(p.schedule, Schedule::kInterleaved);
   EXPECT_EQ(p.virtual_stages, 3);
   EXPECT_TRUE(p.sequence_parallel);  // always for tp1d
-  const Plan g =
-      build_plan(PlanSpelling{.strategy = "meshslice", .stationary = "input", .slices = 2},
-                 std::array<int, 2>{2, 2});
-  EXPECT_EQ(g.linears[0].slices, 2);
+  const Plan g = build_plan(
+      PlanSpelling{.strategy = "meshslice", .stationary = "input", .gemm2d = {.slices = 2}},
+      std::array<int, 2>{2, 2});
+  EXPECT_EQ(g.linears[0].gemm2d.slices, 2);
   EXPECT_EQ(g.linears[3].stationary, Stationary::kInput);
 }
 
@@ -225,7 +235,7 @@ TEST(BuildPlan, ErrorsNameTheValue) {
             }),
             "--schedule '1f1b:2': only interleaved takes virtual stages (interleaved:V)");
   EXPECT_EQ(error_of([] {
-              build_plan(PlanSpelling{.slices = 2}, {2, 1});
+              build_plan(PlanSpelling{.gemm2d = {.slices = 2}}, {2, 1});
             }),
             "--stationary auto / --slices 2 apply to the 2D GeMM strategies, not --strategy atp");
   EXPECT_NE(error_of([] {

@@ -173,7 +173,7 @@ TEST(BlockTraffic, Gemm2dBlockCountedEqualsPlannedForEveryAlgorithmAndStationary
             const layout::Gemm2dShape g = plan::fc_gemm(fc, run.stationary, pass, nr, nc, 4);
             const parallel::Gemm2dOptions& o = *runs[static_cast<int>(pass)];
             ASSERT_EQ(g.dataflow, o.dataflow) << where << " " << fc.layer << " " << name(pass);
-            const layout::Gemm2dTraffic t = parallel::gemm2d_traffic(nr, nc, {g.m, g.n, g.k}, o);
+            const layout::Gemm2dTraffic t = parallel::gemm2d_traffic(nr, nc, g, o);
             for (const layout::DirectionTraffic& d : {t.vertical, t.horizontal}) {
               if (d.launches == 0) continue;
               add(planned, d.kind, layout::mesh_dim(d.direction), kLayers * d.launches,

@@ -209,7 +209,7 @@ TEST(Gpt, Gemm2dStrategiesMatchTheSerialModel) {
       for (const int slices : {1, 2}) {
         GptConfig c = base;
         c.layout = {.mesh = {shape[0], shape[1]}, .strategy = layout::strategy_of(algo)};
-        for (layout::LinearPlan& l : c.layout.linears) l.slices = slices;
+        for (layout::LinearPlan& l : c.layout.linears) l.gemm2d.slices = slices;
         try {
           validate(c, shape);  // e.g. Cannon off-square, batch % Nr: not a case to run
         } catch (const Error&) {

@@ -164,14 +164,14 @@ TEST(Stack, ValidationNamesTheValues) {
 struct Case {
   Algorithm algo;
   std::array<layout::LinearPlan, 4> linears;
-  int slices() const { return linears[0].slices; }
+  int slices() const { return linears[0].gemm2d.slices; }
 };
 
 std::string describe(const mesh::DeviceMesh& mesh, const Case& c) {
   std::string linears;
   for (const layout::LinearPlan& l : c.linears) {
     linears += fmt::format(" {}/{}/S{}", l.algorithm.value_or(c.algo),
-                           l.stationary ? layout::name(*l.stationary) : "auto", l.slices);
+                           l.stationary ? layout::name(*l.stationary) : "auto", l.gemm2d.slices);
   }
   return fmt::format("mesh {}{} (rank {})", mesh.to_string(), linears, mesh.rank());
 }
@@ -191,19 +191,19 @@ std::vector<Case> cases() {
       for (const auto stationary : {std::optional<Stationary>{}, std::optional{Stationary::kOutput},
                                     std::optional{Stationary::kInput}}) {
         Case c{.algo = algo, .linears = {}};
-        c.linears.fill({.stationary = stationary, .slices = s});
+        c.linears.fill({.stationary = stationary, .gemm2d = {.slices = s}});
         out.push_back(c);
       }
     }
   }
   // Each linear its own algorithm, stationary operand and slices.
-  out.push_back(
-      {.algo = Algorithm::kCannon,
-       .linears = {
-           {{.algorithm = Algorithm::kMeshSlice, .stationary = Stationary::kOutput, .slices = 2},
-            {.algorithm = Algorithm::kSumma, .stationary = Stationary::kInput},
-            {.algorithm = Algorithm::kCollective},
-            {.algorithm = Algorithm::kWang, .stationary = Stationary::kInput}}}});
+  out.push_back({.algo = Algorithm::kCannon,
+                 .linears = {{{.algorithm = Algorithm::kMeshSlice,
+                               .stationary = Stationary::kOutput,
+                               .gemm2d = {.slices = 2}},
+                              {.algorithm = Algorithm::kSumma, .stationary = Stationary::kInput},
+                              {.algorithm = Algorithm::kCollective},
+                              {.algorithm = Algorithm::kWang, .stationary = Stationary::kInput}}}});
   return out;
 }
 
@@ -281,7 +281,7 @@ TEST(Gemm2dStack, ValidationNamesTheValues) {
   c.layout.strategy = layout::Strategy::kAtp;
   expect_error(c, {2, 2}, "the 2D-GeMM block runs the 2D GeMM strategies, not atp");
   c = small_gemm2d_config().block;
-  c.layout.linears[0].slices = 3;
+  c.layout.linears[0].gemm2d.slices = 3;
   expect_error(c, {2, 2}, "qkv linear (mesh 2x2)");
   c = small_gemm2d_config().block;
   c.layout.linears[3].stationary = Stationary::kWeight;

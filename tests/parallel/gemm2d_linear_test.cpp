@@ -70,9 +70,11 @@ TEST(Gemm2dLinear, EveryModeAndAlgorithmEqualsSerial) {
       for (const Algorithm algo : layout::all<layout::Algorithm>()) {
         if (algo == Algorithm::kCannon && shape[0] != shape[1]) continue;
         const int slices = algo == Algorithm::kMeshSlice ? 2 : 1;
-        const Gemm2dLinearPlan plan = plan_gemm2d_linear(
-            shape[0], shape[1], n, k, m,
-            {.stationary = mode, .transposed_input = input_t, .algo = algo, .slices = slices});
+        const Gemm2dLinearPlan plan = plan_gemm2d_linear(shape[0], shape[1], n, k, m,
+                                                         {.stationary = mode,
+                                                          .transposed_input = input_t,
+                                                          .algo = algo,
+                                                          .params = {.slices = slices}});
         // Stored forms: W or Wᵀ, x or xᵀ, y / dy or their transposes.
         const bool weight_t = mode == Stationary::kOutput || input_t;
         const bool in_t = input_t;
@@ -125,7 +127,8 @@ TEST(Gemm2dLinear, PlanErrorsNameTheProduct) {
   // Input-stationary slices m (the output features) in all three products; m = 24 on a
   // 2x4 mesh has local extents 12 and 6, which S = 4 does not divide.
   try {
-    plan_gemm2d_linear(2, 4, 8, 16, 24, {.stationary = Stationary::kInput, .slices = 4});
+    plan_gemm2d_linear(2, 4, 8, 16, 24,
+                       {.stationary = Stationary::kInput, .params = {.slices = 4}});
     ADD_FAILURE() << "accepted";
   } catch (const Error& e) {
     const std::string msg = e.what();

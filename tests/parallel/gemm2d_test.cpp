@@ -63,7 +63,7 @@ std::string describe(const mesh::DeviceMesh& mesh, const Gemm2dShape& s, const G
 
 // Rectangular shapes that divide by every mesh dim up to 4 and by S·blk for S ≤ 4 (the
 // 2x4 / 4x2 meshes then slice with several runs per slice: blocked, not contiguous).
-const Gemm2dShape kShapes[] = {{32, 48, 16}, {16, 32, 64}};
+const Gemm2dShape kShapes[] = {{.m = 32, .n = 48, .k = 16}, {.m = 16, .n = 32, .k = 64}};
 
 TEST(Gemm2d, EveryAlgorithmDataflowMeshAndSliceCountEqualsSerial) {
   const auto world = comm::Communicator::world();
@@ -79,7 +79,7 @@ TEST(Gemm2d, EveryAlgorithmDataflowMeshAndSliceCountEqualsSerial) {
         if (algo == Algorithm::kSumma) slice_counts = {1, 2};
         for (const Dataflow dataflow : layout::all<layout::Dataflow>()) {
           for (const int slices : slice_counts) {
-            const Gemm2dOptions o{.algo = algo, .dataflow = dataflow, .slices = slices};
+            const Gemm2dOptions o{.algo = algo, .dataflow = dataflow, .params = {.slices = slices}};
             const double err = run_case(mesh, s, o, ws);
             EXPECT_LE(err, 1e-5) << describe(mesh, s, o);
             ++cases;
@@ -96,14 +96,14 @@ TEST(Gemm2d, MeshSliceExplicitBlockAndProgressChunks) {
   for (const auto& shape : meshes_for(world.size())) {
     const mesh::DeviceMesh mesh(world, shape);
     Gemm2dWorkspace ws;
-    const Gemm2dShape s{32, 32, 32};
+    const Gemm2dShape s{.m = 32, .n = 32, .k = 32};
     for (const Dataflow dataflow : layout::all<layout::Dataflow>()) {
       // block = 1: every slice is scattered single rows / columns (the paper's Alg. 1).
       for (const std::int64_t block : {1, 2}) {
         for (const int chunks : {1, 3}) {
           const Gemm2dOptions o{.algo = Algorithm::kMeshSlice,
                                 .dataflow = dataflow,
-                                .slices = 2,
+                                .params = {.slices = 2},
                                 .block = block,
                                 .progress_splits = chunks};
           EXPECT_LE(run_case(mesh, s, o, ws), 1e-5) << describe(mesh, s, o);
@@ -140,42 +140,51 @@ std::string validation_error(int nr, int nc, Gemm2dShape s, Gemm2dOptions o) {
 }
 
 TEST(Gemm2dValidate, NamesTheDimAndTheMeshDim) {
-  EXPECT_EQ(validation_error(2, 3, {8, 9, 100}, {.algo = Algorithm::kCollective}),
+  EXPECT_EQ(validation_error(2, 3, {.m = 8, .n = 9, .k = 100}, {.algo = Algorithm::kCollective}),
             "k=100 is not divisible by mesh dim 1 (size 3)");
-  EXPECT_EQ(validation_error(4, 1, {6, 4, 8}, {.algo = Algorithm::kWang}),
+  EXPECT_EQ(validation_error(4, 1, {.m = 6, .n = 4, .k = 8}, {.algo = Algorithm::kWang}),
             "m=6 is not divisible by mesh dim 0 (size 4)");
   EXPECT_EQ(
-      validation_error(2, 2, {8, 8, 8}, {.algo = Algorithm::kSumma, .dataflow = Dataflow::kLS}),
+      validation_error(2, 2, {.m = 8, .n = 8, .k = 8}, {.algo = Algorithm::kSumma, .dataflow = Dataflow::kLS}),
       "");
   // LS: B is n × k, so n is also split by mesh dim 0.
-  EXPECT_EQ(validation_error(4, 2, {8, 6, 8}, {.dataflow = Dataflow::kLS}),
+  EXPECT_EQ(validation_error(4, 2, {.m = 8, .n = 6, .k = 8}, {.dataflow = Dataflow::kLS}),
             "n=6 is not divisible by mesh dim 0 (size 4)");
   // RS: A is k × m, so m is also split by mesh dim 1.
-  EXPECT_EQ(validation_error(2, 4, {6, 8, 8}, {.dataflow = Dataflow::kRS}),
+  EXPECT_EQ(validation_error(2, 4, {.m = 6, .n = 8, .k = 8}, {.dataflow = Dataflow::kRS}),
             "m=6 is not divisible by mesh dim 1 (size 4)");
 }
 
 TEST(Gemm2dValidate, CannonNeedsASquareMesh) {
-  const std::string e = validation_error(2, 4, {8, 8, 8}, {.algo = Algorithm::kCannon});
+  const std::string e = validation_error(2, 4, {.m = 8, .n = 8, .k = 8}, {.algo = Algorithm::kCannon});
   EXPECT_NE(e.find("square mesh, got 2x4"), std::string::npos) << e;
-  EXPECT_EQ(validation_error(2, 2, {8, 8, 8}, {.algo = Algorithm::kCannon}), "");
+  EXPECT_EQ(validation_error(2, 2, {.m = 8, .n = 8, .k = 8}, {.algo = Algorithm::kCannon}), "");
 }
 
 TEST(Gemm2dValidate, SliceCountMustDivideBothLocalExtents) {
   // k = 24 on 2x4: k/Nr = 12, k/Nc = 6; S = 4 divides 12 but not 6.
-  const std::string e = validation_error(2, 4, {8, 8, 24}, {.slices = 4});
+  const std::string e =
+      validation_error(2, 4, {.m = 8, .n = 8, .k = 24}, {.params = {.slices = 4}});
   EXPECT_NE(e.find("slices=4 does not divide the local k extents k/Nr=12 and k/Nc=6"),
             std::string::npos)
       << e;
-  EXPECT_EQ(validation_error(2, 4, {8, 8, 24}, {.slices = 3}), "");
-  const std::string b = validation_error(2, 4, {8, 8, 24}, {.slices = 3, .block = 4});
+  EXPECT_EQ(validation_error(2, 4, {.m = 8, .n = 8, .k = 24}, {.params = {.slices = 3}}), "");
+  const std::string b =
+      validation_error(2, 4, {.m = 8, .n = 8, .k = 24}, {.params = {.slices = 3}, .block = 4});
   EXPECT_NE(b.find("slices·block = 3·4 = 12"), std::string::npos) << b;
-  const std::string p =
-      validation_error(2, 4, {8, 8, 24}, {.algo = Algorithm::kSumma, .slices = 4});
+  const std::string p = validation_error(2, 4, {.m = 8, .n = 8, .k = 24},
+                                         {.algo = Algorithm::kSumma, .params = {.slices = 4}});
   EXPECT_NE(p.find("SUMMA slices=4 cuts k=24 into Kp = lcm(Nr, Nc)·S = 4·4 = 16 panels"),
             std::string::npos)
       << p;
-  EXPECT_NE(validation_error(1, 1, {8, 8, 8}, {.slices = 0}).find("slices=0"), std::string::npos);
+  EXPECT_NE(
+      validation_error(1, 1, {.m = 8, .n = 8, .k = 8}, {.params = {.slices = 0}}).find("slices=0"),
+      std::string::npos);
+  // The runtime's Wang decomposes the row (horizontal) direction only.
+  EXPECT_EQ(validation_error(2, 2, {.m = 8, .n = 8, .k = 8},
+                             {.algo = Algorithm::kWang,
+                              .params = {.wang_decomposed = layout::Direction::kVertical}}),
+            "the runtime's Wang decomposes the horizontal direction, not vertical");
 }
 
 }  // namespace

@@ -44,7 +44,7 @@ TEST(Gemm2dTraffic, CountedEqualsPlannedForEveryAlgorithmDataflowAndMesh) {
   const auto world = comm::Communicator::world();
   comm::CommLedger& ledger = comm::comm_ledger();
   // Divisible by every mesh dim ≤ 4, by lcm(Nr, Nc)·S ≤ 24 and by S·(local extent) for S ≤ 2.
-  const Gemm2dShape shape{24, 48, 72};
+  const Gemm2dShape shape{.m = 24, .n = 48, .k = 72};
   int cases = 0;
   for (const auto& dims : meshes_for(world.size())) {
     const mesh::DeviceMesh mesh(world, dims);
@@ -55,7 +55,7 @@ TEST(Gemm2dTraffic, CountedEqualsPlannedForEveryAlgorithmDataflowAndMesh) {
       for (const Dataflow dataflow : layout::all<Dataflow>()) {
         for (const int slices : {1, 2}) {
           if (slices > 1 && algo != Algorithm::kMeshSlice && algo != Algorithm::kSumma) continue;
-          const Gemm2dOptions o{.algo = algo, .dataflow = dataflow, .slices = slices};
+          const Gemm2dOptions o{.algo = algo, .dataflow = dataflow, .params = {.slices = slices}};
           const layout::Gemm2dTraffic planned = gemm2d_traffic(nr, nc, shape, o);
           const Shape a = global_a_shape(dataflow, shape), b = global_b_shape(dataflow, shape);
           const Tensor a_local = uniform_tensor({a[0] / nr, a[1] / nc}, 1);

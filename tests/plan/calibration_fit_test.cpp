@@ -290,8 +290,10 @@ TEST(CalibrationFit, StepOverheadIsTheSlopeOfWhatThePriceMisses) {
   std::vector<StepSample> samples;
   for (const int s : {1, 4, 16, 64}) {
     const double predicted = 5e-3 + 1e-3 / s;  // whatever the model says
-    samples.push_back(
-        {.slices = s, .steps = s, .measured_s = predicted + a + h * s, .predicted_s = predicted});
+    samples.push_back({.params = {.slices = s},
+                       .steps = s,
+                       .measured_s = predicted + a + h * s,
+                       .predicted_s = predicted});
   }
   const StepOverheadFit fit = fit_step_overhead(samples);
   EXPECT_NEAR(fit.step_s, h, 1e-12);
@@ -308,20 +310,22 @@ TEST(CalibrationFit, StepOverheadIsTheSlopeOfWhatThePriceMisses) {
 TEST(CalibrationFit, StepOverheadNeverNegative) {
   // The price grows faster with S than the measurement: the steps cost nothing, not less.
   const std::vector<StepSample> samples{
-      {.slices = 1, .steps = 1, .measured_s = 2e-3, .predicted_s = 1e-3},
-      {.slices = 8, .steps = 8, .measured_s = 2e-3, .predicted_s = 1.5e-3}};
+      {.params = {.slices = 1}, .steps = 1, .measured_s = 2e-3, .predicted_s = 1e-3},
+      {.params = {.slices = 8}, .steps = 8, .measured_s = 2e-3, .predicted_s = 1.5e-3}};
   const StepOverheadFit fit = fit_step_overhead(samples);
   EXPECT_EQ(fit.step_s, 0);
   EXPECT_NEAR(fit.intercept_s, 0.75e-3, 1e-12);  // the mean residual
 }
 
 TEST(CalibrationFit, StepOverheadRejectsDegenerateInput) {
-  const std::vector<StepSample> one{{.slices = 4, .steps = 4, .measured_s = 1, .predicted_s = 1},
-                                    {.slices = 4, .steps = 4, .measured_s = 2, .predicted_s = 1}};
+  const std::vector<StepSample> one{
+      {.params = {.slices = 4}, .steps = 4, .measured_s = 1, .predicted_s = 1},
+      {.params = {.slices = 4}, .steps = 4, .measured_s = 2, .predicted_s = 1}};
   EXPECT_EQ(error_of([&] { fit_step_overhead(one); }),
             "step overhead fit: 1 distinct step count(s); the fit needs at least 2");
-  const std::vector<StepSample> zero{{.slices = 1, .steps = 1, .measured_s = 0, .predicted_s = 1},
-                                     {.slices = 4, .steps = 4, .measured_s = 2, .predicted_s = 1}};
+  const std::vector<StepSample> zero{
+      {.params = {.slices = 1}, .steps = 1, .measured_s = 0, .predicted_s = 1},
+      {.params = {.slices = 4}, .steps = 4, .measured_s = 2, .predicted_s = 1}};
   EXPECT_EQ(error_of([&] { fit_step_overhead(zero); }),
             "step overhead fit: S=1: measured 0 s and predicted 1 s must be positive");
 }

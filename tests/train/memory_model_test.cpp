@@ -61,7 +61,7 @@ std::vector<layout::Plan> layouts(int n, Recompute recompute) {
           layout::Strategy::kCollective, layout::Strategy::kCannon}) {
       layout::Plan p{.recompute = recompute, .mesh = {2, 2}, .strategy = strategy};
       if (strategy == layout::Strategy::kMeshSlice) {
-        for (layout::LinearPlan& l : p.linears) l.slices = 2;
+        for (layout::LinearPlan& l : p.linears) l.gemm2d.slices = 2;
       }
       out.push_back(p);
     }

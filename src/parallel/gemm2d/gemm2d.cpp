@@ -21,7 +21,7 @@ static_assert(std::tuple_size_v<detail::Gemm2dDataflows> == layout::all<Dataflow
 }  // namespace
 
 std::ostream& operator<<(std::ostream& os, const Gemm2dOptions& o) {
-  return os << "{algo=" << o.algo << ", dataflow=" << o.dataflow << ", slices=" << o.slices
+  return os << "{algo=" << o.algo << ", dataflow=" << o.dataflow << ", slices=" << o.params.slices
             << ", block=" << o.block << ", progress_splits=" << o.progress_splits << "}";
 }
 
@@ -38,37 +38,38 @@ layout::Gemm2dShape traffic_shape(int nr, int nc, const Gemm2dShape& s, Dataflow
           .element_bytes = sizeof(float)};
 }
 
-layout::Gemm2dParams traffic_params(const Gemm2dOptions& o) { return {.slices = o.slices}; }
-
 void validate(int nr, int nc, const Gemm2dShape& shape, const Gemm2dOptions& options) {
   MESHTP_CHECK(nr >= 1 && nc >= 1, "mesh {}x{} has a dim smaller than 1", nr, nc);
-  MESHTP_CHECK(options.slices >= 1, "slices={} must be at least 1", options.slices);
+  MESHTP_CHECK(options.params.slices >= 1, "slices={} must be at least 1", options.params.slices);
+  MESHTP_CHECK(options.params.wang_decomposed == layout::Direction::kHorizontal,
+               "the runtime's Wang decomposes the horizontal direction, not {}",
+               layout::name(options.params.wang_decomposed));
   MESHTP_CHECK(options.block >= 0, "block={} must be 0 (automatic) or positive", options.block);
   MESHTP_CHECK(options.progress_splits >= 1, "progress_splits={} must be at least 1",
                options.progress_splits);
   const layout::Gemm2dShape s = traffic_shape(nr, nc, shape, options.dataflow);
-  if (auto reason = layout::gemm2d_invalid_reason(options.algo, s, traffic_params(options))) {
+  if (auto reason = layout::gemm2d_invalid_reason(options.algo, s, options.params)) {
     fail("{}", *reason);
   }
   // MeshSlice's blocked slicing: S blocks of `block` indices must tile both local extents.
-  const std::int64_t d = s.sliced_extent(), unit = options.slices * options.block;
+  const std::int64_t d = s.sliced_extent(), unit = options.params.slices * options.block;
   MESHTP_CHECK(options.algo != Algorithm::kMeshSlice || options.block == 0 ||
                    ((d / nr) % unit == 0 && (d / nc) % unit == 0),
                "MeshSlice slices·block = {}·{} = {} does not divide the local extents {}/Nr={} "
                "and {}/Nc={} (mesh {}x{})",
-               options.slices, options.block, unit, d, d / nr, d, d / nc, nr, nc);
+               options.params.slices, options.block, unit, d, d / nr, d, d / nc, nr, nc);
 }
 
 layout::Gemm2dTraffic gemm2d_traffic(int nr, int nc, const Gemm2dShape& shape,
                                      const Gemm2dOptions& options) {
   validate(nr, nc, shape, options);
   return layout::gemm2d_traffic(options.algo, traffic_shape(nr, nc, shape, options.dataflow),
-                                traffic_params(options));
+                                options.params);
 }
 
 Gemm2dShape infer_shape(int nr, int nc, Dataflow dataflow, ConstMatrixView a, ConstMatrixView b,
                         ConstMatrixView c) {
-  Gemm2dShape s;
+  Gemm2dShape s{.dataflow = dataflow, .nr = nr, .nc = nc, .element_bytes = sizeof(float)};
   s.m = c.rows * nr;
   s.n = c.cols * nc;
   switch (dataflow) {

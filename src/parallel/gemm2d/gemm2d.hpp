@@ -46,9 +46,11 @@ using ::meshtp::to_string;  // Shape's
 struct Gemm2dOptions {
   Algorithm algo = Algorithm::kMeshSlice;
   Dataflow dataflow = Dataflow::kOS;
-  // MeshSlice: the slice count S. SUMMA: panels per lcm(Nr, Nc) block (L = lcm·S panels).
-  // Ignored by the other algorithms.
-  int slices = 1;
+  // params.slices — MeshSlice: the slice count S. SUMMA: panels per lcm(Nr, Nc) block
+  // (L = lcm·S panels). Ignored by the other algorithms. The runtime's Wang decomposes the
+  // row (horizontal) direction only; summa_packets is the planner's (each panel is one
+  // broadcast here).
+  layout::Gemm2dParams params{};
   // MeshSlice blocked slicing: slice s takes the blocks s, s+S, s+2S, … of `block`
   // consecutive indices of the sliced dim. 0 = the largest block that works, gcd of the two
   // local extents / S (one contiguous block per slice on a square mesh).
@@ -60,11 +62,11 @@ struct Gemm2dOptions {
 };
 std::ostream& operator<<(std::ostream& os, const Gemm2dOptions& options);
 
-// The global problem size: C is m × n, the contraction is k (see the dataflow table above).
-struct Gemm2dShape {
-  std::int64_t m = 0, n = 0, k = 0;
-  bool operator==(const Gemm2dShape&) const = default;
-};
+// The global problem: layout's one 2D GeMM shape (layout/gemm2d_traffic.hpp), C is m × n,
+// the contraction is k (see the dataflow table above). The functions below that take the
+// mesh (nr, nc) and the options read its m, n and k: the mesh and dataflow they run on are
+// their arguments'. infer_shape fills in all of it.
+using layout::Gemm2dShape;
 
 // Global shapes of A and B for a dataflow ({rows, cols}); C is always {m, n}.
 Shape global_a_shape(Dataflow dataflow, const Gemm2dShape& shape);

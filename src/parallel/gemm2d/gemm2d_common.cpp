@@ -11,7 +11,7 @@ namespace meshtp::parallel::detail {
 
 std::int64_t slicing_block(std::int64_t d, int nr, int nc, const Gemm2dOptions& options) {
   if (options.block > 0) return options.block;
-  return std::gcd(d / nr, d / nc) / options.slices;
+  return std::gcd(d / nr, d / nc) / options.params.slices;
 }
 
 // A slice's blocks and the packed message, as pairs of views; tensor/'s copy_blocks moves them

@@ -33,15 +33,17 @@ struct Grid {
 
 // Blocked slicing of a local extent e into S slices: slice s is the blocks s, s+S, s+2S, …
 // of `block` consecutive indices, e/(block·S) blocks, e/S indices.
+// S is the options' (params.slices), referred to, not copied.
 struct Slicing {
   std::int64_t extent = 0;
-  int slices = 1;
+  const layout::Gemm2dParams& params;
   std::int64_t block = 0;
 
-  std::int64_t slice_extent() const { return extent / slices; }
-  std::int64_t blocks_per_slice() const { return extent / (block * slices); }
+  int slices() const { return params.slices; }
+  std::int64_t slice_extent() const { return extent / slices(); }
+  std::int64_t blocks_per_slice() const { return extent / (block * slices()); }
   // First local index of the b-th block of slice s.
-  std::int64_t block_start(int s, std::int64_t b) const { return (b * slices + s) * block; }
+  std::int64_t block_start(int s, std::int64_t b) const { return (b * slices() + s) * block; }
 };
 
 // The sliced extents used by MeshSlice for a dim of global size d split by Nr and by Nc.

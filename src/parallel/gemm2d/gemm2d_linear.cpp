@@ -74,11 +74,11 @@ Gemm2dShape product_shape(const Gemm2dLinearPlan& plan, const Product& p) {
   const Shape a = stored(p.a), b = stored(p.b);
   switch (p.dataflow) {
     case D::kOS:
-      return {a[0], b[1], a[1]};
+      return {.dataflow = p.dataflow, .m = a[0], .n = b[1], .k = a[1]};
     case D::kLS:
-      return {a[0], b[0], a[1]};
+      return {.dataflow = p.dataflow, .m = a[0], .n = b[0], .k = a[1]};
     case D::kRS:
-      return {a[1], b[1], a[0]};
+      return {.dataflow = p.dataflow, .m = a[1], .n = b[1], .k = a[0]};
   }
   fail("unknown dataflow");
 }
@@ -113,7 +113,7 @@ std::ostream& operator<<(std::ostream& os, const Gemm2dLinearPlan& p) {
             << " out " << to_string(p.output_shape()) << ": forward " << p.forward.dataflow
             << ", backward-data " << p.backward_data.dataflow << ", backward-weight "
             << p.backward_weight.dataflow << " (" << p.forward.algo
-            << ", slices=" << p.forward.slices << ")";
+            << ", slices=" << p.forward.params.slices << ")";
 }
 
 Gemm2dLinearPlan plan_gemm2d_linear(int nr, int nc, std::int64_t n, std::int64_t k, std::int64_t m,
@@ -129,7 +129,7 @@ Gemm2dLinearPlan plan_gemm2d_linear(int nr, int nc, std::int64_t n, std::int64_t
   plan.transposed_input = options.transposed_input;
   const ModeProducts& p = products(plan);
   const Gemm2dOptions base{
-      .algo = options.algo, .slices = options.slices, .progress_splits = options.progress_splits};
+      .algo = options.algo, .params = options.params, .progress_splits = options.progress_splits};
   const std::pair<const Product*, Gemm2dOptions*> all[] = {
       {&p.forward, &plan.forward},
       {&p.backward_data, &plan.backward_data},

@@ -36,7 +36,7 @@ struct Gemm2dLinearOptions {
   bool allow_weight_stationary = false;  // auto may pick the weight (output yᵀ)
   bool transposed_input = false;         // the weight-stationary mode taking xᵀ
   Algorithm algo = Algorithm::kMeshSlice;
-  int slices = 1;
+  layout::Gemm2dParams params{};  // the slice count S (params.slices)
   int progress_splits = 4;
 };
 

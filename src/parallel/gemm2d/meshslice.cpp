@@ -59,7 +59,7 @@ using comm::Request;
 // contiguous run, else packed into `pack`.
 std::span<const float> row_slice(ConstMatrixView x, const Slicing& sl, int s,
                                  std::span<float> pack) {
-  if (sl.slices == 1) return as_span(x);
+  if (sl.slices() == 1) return as_span(x);
   if (sl.blocks_per_slice() == 1) {
     return {x.data + sl.block_start(s, 0) * x.cols, sz(sl.block * x.cols)};
   }
@@ -71,7 +71,7 @@ std::span<const float> row_slice(ConstMatrixView x, const Slicing& sl, int s,
 // memcpys of each block's runs) into `pack`.
 std::span<const float> col_slice(ConstMatrixView x, const Slicing& sl, int s,
                                  std::span<float> pack) {
-  if (sl.slices == 1) return as_span(x);
+  if (sl.slices() == 1) return as_span(x);
   pack_cols(x, sl, s, pack.data());
   return pack;
 }
@@ -88,11 +88,11 @@ ConstMatrixView gathered_cols(const Grid& g, std::span<float> chunks, std::int64
 
 void meshslice_os(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
                   const Gemm2dOptions& o, Gemm2dWorkspace& ws) {
-  const int S = o.slices;
+  const int S = o.params.slices;
   const std::int64_t k = a.cols * g.nc;
   const std::int64_t blk = slicing_block(k, g.nr, g.nc, o);
-  const Slicing sa{a.cols, S, blk};  // A_ij's columns: k/Nc
-  const Slicing sb{b.rows, S, blk};  // B_ij's rows: k/Nr
+  const Slicing sa{a.cols, o.params, blk};  // A_ij's columns: k/Nc
+  const Slicing sb{b.rows, o.params, blk};  // B_ij's rows: k/Nr
   const std::int64_t ks = k / S;
   std::span<float> a_send[2], a_recv[2], b_send[2], b_recv[2];
   for (int x = 0; x < 2; ++x) {
@@ -122,11 +122,11 @@ void meshslice_os(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixVie
 
 void meshslice_ls(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
                   const Gemm2dOptions& o, Gemm2dWorkspace& ws) {
-  const int S = o.slices;
+  const int S = o.params.slices;
   const std::int64_t n = c.cols * g.nc;
   const std::int64_t blk = slicing_block(n, g.nr, g.nc, o);
-  const Slicing sb{b.rows, S, blk};  // B_ij's rows: n/Nr
-  const Slicing sc{c.cols, S, blk};  // C_ij's columns: n/Nc
+  const Slicing sb{b.rows, o.params, blk};  // B_ij's rows: n/Nr
+  const Slicing sc{c.cols, o.params, blk};  // C_ij's columns: n/Nc
   const std::int64_t ns = n / S;
   const std::int64_t ncs = sc.slice_extent();  // columns of one row member's chunk
   std::span<float> b_send[2], b_recv[2], c_part[2], c_recv[2];
@@ -167,11 +167,11 @@ void meshslice_ls(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixVie
 
 void meshslice_rs(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
                   const Gemm2dOptions& o, Gemm2dWorkspace& ws) {
-  const int S = o.slices;
+  const int S = o.params.slices;
   const std::int64_t m = c.rows * g.nr;
   const std::int64_t blk = slicing_block(m, g.nr, g.nc, o);
-  const Slicing sa{a.cols, S, blk};  // A_ij's columns: m/Nc
-  const Slicing sc{c.rows, S, blk};  // C_ij's rows: m/Nr
+  const Slicing sa{a.cols, o.params, blk};  // A_ij's columns: m/Nc
+  const Slicing sc{c.rows, o.params, blk};  // C_ij's rows: m/Nr
   const std::int64_t ms = m / S;
   // With one run per slice the reduce-scatter lands in C's rows directly.
   const bool direct = sc.blocks_per_slice() == 1;

@@ -59,7 +59,7 @@ Panels make_panels(const Grid& g, std::int64_t d, int slices) {
 
 void summa_os(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
               const Gemm2dOptions& o, Gemm2dWorkspace& ws) {
-  const Panels p = make_panels(g, a.cols * g.nc, o.slices);
+  const Panels p = make_panels(g, a.cols * g.nc, o.params.slices);
   std::span<float> a_panel[2], b_panel[2];
   for (int x = 0; x < 2; ++x) {
     a_panel[x] = ws.get(0 + x, sz(a.rows * p.width));
@@ -91,7 +91,7 @@ void summa_os(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
 
 void summa_ls(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
               const Gemm2dOptions& o, Gemm2dWorkspace& ws) {
-  const Panels p = make_panels(g, c.cols * g.nc, o.slices);
+  const Panels p = make_panels(g, c.cols * g.nc, o.params.slices);
   std::span<float> b_panel[2] = {ws.get(0, sz(p.width * b.cols)), ws.get(1, sz(p.width * b.cols))};
   std::span<float> partial = ws.get(2, sz(c.rows * p.width));
   std::span<float> reduced = ws.get(3, sz(c.rows * p.width));
@@ -121,7 +121,7 @@ void summa_ls(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
 
 void summa_rs(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
               const Gemm2dOptions& o, Gemm2dWorkspace& ws) {
-  const Panels p = make_panels(g, c.rows * g.nr, o.slices);
+  const Panels p = make_panels(g, c.rows * g.nr, o.params.slices);
   std::span<float> a_panel[2] = {ws.get(0, sz(a.rows * p.width)), ws.get(1, sz(a.rows * p.width))};
   std::span<float> partial = ws.get(2, sz(p.width * c.cols));
   Request bcast_a[2];
