@@ -18,3 +18,16 @@ def parse_args(doc, out_subdir=None):
         sys.exit(f"error: no meshtp binary at '{args.meshtp}' (build first, or --meshtp PATH)")
     os.makedirs(os.path.join(args.out, out_subdir) if out_subdir else args.out, exist_ok=True)
     return args
+
+
+def preset_on_nodes(preset, nodes, name, description):
+    """The topology file `preset` (topologies/PRESET.json) with `nodes` at its node level
+    (levels[0]) and every other constant as given: a published run's machine that no preset
+    has. `name` and `description` say what it is."""
+    import json
+    with open(os.path.join(ROOT, "topologies", preset + ".json")) as f:
+        t = json.load(f)
+    t["name"] = name
+    t["levels"][0]["members"] = nodes
+    t["description"] = description
+    return t

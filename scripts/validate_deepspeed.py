@@ -60,19 +60,17 @@ RUNTIMES = ["megatron", "deepspeed"]
 
 def topology_json(nodes, inter_gbps):
     """dgx-a100-8x8 with `nodes` nodes (and, where given, another inter-node bandwidth)."""
-    with open(os.path.join(ROOT, "topologies", "dgx-a100-8x8.json")) as f:
-        t = json.load(f)
-    t["name"] = f"dgx-a100-{nodes}x8" if inter_gbps is None else f"jean-zay-a100-{nodes}x8"
-    t["levels"][0]["members"] = nodes
     if inter_gbps is None:
-        t["description"] = f"{nodes * 8} A100-80GB as {nodes} DGX A100 nodes: dgx-a100-8x8's constants"
-    else:
-        t["levels"][0]["group_gbps"] = inter_gbps
-        # the preset's inter-node range is HDR InfiniBand's: not these links'
-        t["ranges"] = [r for r in t["ranges"] if r["constant"] != "/levels/0/group_gbps"]
-        t["description"] = (f"{nodes * 8} A100-80GB on Jean Zay (Le Scao et al. 2022 §3.4): "
-                            f"four 100 Gb/s Omni-Path links per node ({inter_gbps} GB/s), "
-                            "dgx-a100-8x8's constants otherwise")
+        return validate_cli.preset_on_nodes(
+            "dgx-a100-8x8", nodes, f"dgx-a100-{nodes}x8",
+            f"{nodes * 8} A100-80GB as {nodes} DGX A100 nodes: dgx-a100-8x8's constants")
+    t = validate_cli.preset_on_nodes(
+        "dgx-a100-8x8", nodes, f"jean-zay-a100-{nodes}x8",
+        f"{nodes * 8} A100-80GB on Jean Zay (Le Scao et al. 2022 §3.4): four 100 Gb/s "
+        f"Omni-Path links per node ({inter_gbps} GB/s), dgx-a100-8x8's constants otherwise")
+    t["levels"][0]["group_gbps"] = inter_gbps
+    # the preset's inter-node range is HDR InfiniBand's: not these links'
+    t["ranges"] = [r for r in t["ranges"] if r["constant"] != "/levels/0/group_gbps"]
     return t
 
 

@@ -140,20 +140,25 @@ def run(cmd):
     return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
 
 
+WRITTEN = set()  # the topology files this run has written
+
+
 def topology_path(out, topology):
-    """A preset name as is; a node count: dgx-h100-16x8 with that many nodes, in OUT."""
+    """A preset name as is; a node count: dgx-h100-16x8 with that many nodes, written to OUT
+    once a run."""
     if isinstance(topology, str):
         return topology
-    with open(os.path.join(ROOT, "topologies", "dgx-h100-16x8.json")) as f:
-        t = json.load(f)
-    t["name"] = f"dgx-h100-{topology}x8"
-    t["levels"][0]["members"] = topology
-    t["description"] = (f"{topology * 8} H100 as {topology} DGX H100 nodes: dgx-h100-16x8's "
-                        "constants (its description names their sources) on more nodes")
-    os.makedirs(os.path.join(out, "topologies"), exist_ok=True)
-    path = os.path.join(out, "topologies", t["name"] + ".json")
-    with open(path, "w") as f:
-        json.dump(t, f, indent=2)
+    name = f"dgx-h100-{topology}x8"
+    path = os.path.join(out, "topologies", name + ".json")
+    if path not in WRITTEN:
+        WRITTEN.add(path)
+        t = validate_cli.preset_on_nodes(
+            "dgx-h100-16x8", topology, name,
+            f"{topology * 8} H100 as {topology} DGX H100 nodes: dgx-h100-16x8's constants (its "
+            "description names their sources) on more nodes")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            json.dump(t, f, indent=2)
     return path
 
 

@@ -30,6 +30,8 @@ import os
 import subprocess
 import sys
 
+import validate_cli
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
@@ -104,14 +106,10 @@ def fit_log(row):
 
 def topology_json(nodes):
     """dgx-a100-8x8 with `nodes` nodes: the same constants, the node level's count changed."""
-    with open(os.path.join(ROOT, "topologies", "dgx-a100-8x8.json")) as f:
-        t = json.load(f)
-    t["name"] = f"dgx-a100-{nodes}x8"
-    t["levels"][0]["members"] = nodes
-    t["description"] = (f"{nodes * 8} A100-80GB as {nodes} DGX A100 nodes: dgx-a100-8x8's "
-                        "constants (its description names their sources), the node count of a "
-                        f"{SOURCE} row")
-    return t
+    return validate_cli.preset_on_nodes(
+        "dgx-a100-8x8", nodes, f"dgx-a100-{nodes}x8",
+        f"{nodes * 8} A100-80GB as {nodes} DGX A100 nodes: dgx-a100-8x8's constants (its "
+        f"description names their sources), the node count of a {SOURCE} row")
 
 
 def set_pointer(doc, pointer, value):

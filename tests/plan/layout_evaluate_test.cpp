@@ -26,6 +26,18 @@ LayoutRequest small_on(const std::string& topology, Runtime runtime = Runtime::k
   return r;
 }
 
+// A layout both Megatron-LM and DeepSpeed's pipeline engine run: small on dp 2 × pp 4 ×
+// tp 2, 1F1B over 4 microbatches, full recomputation.
+layout::Plan deepspeed_pipeline() {
+  return {.dp = 2,
+          .pp = 4,
+          .microbatches = 4,
+          .schedule = layout::Schedule::k1F1B,
+          .recompute = Recompute::kFull,
+          .mesh = {2, 1},
+          .strategy = Strategy::kMegatron};
+}
+
 std::string error_of(const LayoutRequest& r, const layout::Plan& p) {
   try {
     evaluate_layout(r, p);
@@ -254,13 +266,7 @@ TEST(LayoutEvaluate, DeepSpeedDiffersFromMegatronOnlyInItsPipelineAndFlush) {
   const LayoutRequest mega = small_on("ib-2x8xa100", Runtime::kMegatron);
   LayoutRequest ds = mega;
   ds.runtime = Runtime::kDeepSpeed;
-  const layout::Plan p{.dp = 2,
-                       .pp = 4,
-                       .microbatches = 4,
-                       .schedule = layout::Schedule::k1F1B,
-                       .recompute = Recompute::kFull,
-                       .mesh = {2, 1},
-                       .strategy = Strategy::kMegatron};
+  const layout::Plan p = deepspeed_pipeline();
   const LayoutCandidate a = evaluate_layout(mega, p), b = evaluate_layout(ds, p);
   EXPECT_EQ(a.t_stage_s, b.t_stage_s);
   EXPECT_EQ(a.t_head_s, b.t_head_s);
@@ -295,13 +301,7 @@ TEST(LayoutEvaluate, DeepSpeedBf16AccumulatesEachMicrobatchsGradientsInFp32) {
   mega.model.precision = Precision::kBf16;
   LayoutRequest ds = mega;
   ds.runtime = Runtime::kDeepSpeed;
-  const layout::Plan p{.dp = 2,
-                       .pp = 4,
-                       .microbatches = 4,
-                       .schedule = layout::Schedule::k1F1B,
-                       .recompute = Recompute::kFull,
-                       .mesh = {2, 1},
-                       .strategy = Strategy::kMegatron};
+  const layout::Plan p = deepspeed_pipeline();
   const LayoutCandidate a = evaluate_layout(mega, p), b = evaluate_layout(ds, p);
   const double params =
       rank_memory(mega.model, p, 0, HeadBuffers::kSharded, Runtime::kMegatron).params_bytes / 2;

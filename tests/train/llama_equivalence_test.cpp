@@ -46,6 +46,42 @@ class LlamaEquivalence : public test::EquivalenceFixture {
                        .tie_embeddings = false},
                       kSteps);
   }
+
+  // The layout of one row of a test's table, as the trainer takes it (one microbatch a stage).
+  static layout::Plan plan(int dp, int pp, int d1, int d2, int chunks, bool sp,
+                           layout::Attention attention, layout::Recompute recompute, int zero,
+                           int cp = 1, layout::CpComm comm = layout::CpComm::kRing) {
+    return {.dp = dp,
+            .pp = pp,
+            .microbatches = pp,
+            .zero = zero,
+            .recompute = recompute,
+            .mesh = {d1, d2},
+            .chunks = chunks,
+            .sequence_parallel = sp,
+            .attention = attention,
+            .cp = cp,
+            .cp_comm = comm};
+  }
+
+  // Trains `c` on every rank and holds its loss curve to `serial`: steps 1-10 and the rest
+  // each within 1e-5, the drift printed on rank 0 under `name`.
+  void expect_serial_curve(const TrainConfig& c, const std::vector<double>& serial,
+                           const std::string& name) {
+    const std::vector<double> got = losses(world_, c);
+    ASSERT_EQ(got.size(), serial.size()) << name;
+    const auto [early, late] = drift(got, serial);
+    EXPECT_LE(early, 1e-5) << name;
+    EXPECT_LE(late, 1e-5) << name;
+    if (world_.rank() == 0) {
+      double worst = 0;
+      for (std::size_t t = 0; t < got.size(); ++t) {
+        worst = std::max(worst, std::abs(got[t] - serial[t]));
+      }
+      std::printf("[ drift    ] %-70s steps 1-10 %.2e, 11-%zu %.2e, max |diff| %.2e\n",
+                  name.c_str(), early, got.size(), late, worst);
+    }
+  }
 };
 
 TEST_F(LlamaEquivalence, EveryLayoutGivesTheSerialLossCurve) {
@@ -81,29 +117,13 @@ TEST_F(LlamaEquivalence, EveryLayoutGivesTheSerialLossCurve) {
   }
   for (const Layout& l : layouts) {
     TrainConfig c = config();
-    c.model.layout = {.dp = l.dp,
-                      .pp = l.pp,
-                      .microbatches = l.pp,
-                      .zero = l.zero,
-                      .recompute = l.recompute,
-                      .mesh = {l.d1, l.d2},
-                      .chunks = l.chunks,
-                      .sequence_parallel = l.sp,
-                      .attention = l.attention};
-    const std::vector<double> got = losses(world_, c);
-    ASSERT_EQ(got.size(), serial.size());
-    const auto [early, late] = drift(got, serial);
-    const std::string name = fmt::format(
-        "llama dp={} pp={} tp={}x{} chunks={}{} {} recompute={} zero={}", l.dp, l.pp, l.d1, l.d2,
-        l.chunks, l.sp ? " sp" : "", layout::name(l.attention), layout::name(l.recompute), l.zero);
+    c.model.layout = plan(l.dp, l.pp, l.d1, l.d2, l.chunks, l.sp, l.attention, l.recompute, l.zero);
     // Observed ≤ 6.6e-7 on every layout; dropping RoPE on the distributed ranks only moves
     // the curve by 1.6e-4 (the init's small weights make the rotation a small change).
-    EXPECT_LE(early, 1e-5) << name;
-    EXPECT_LE(late, 1e-5) << name;
-    if (world_.rank() == 0) {
-      std::printf("[ drift    ] %-70s steps 1-10 %.2e, 11-%d %.2e\n", name.c_str(), early, kSteps,
-                  late);
-    }
+    expect_serial_curve(c, serial,
+                        fmt::format("llama dp={} pp={} tp={}x{} chunks={}{} {} recompute={} zero={}",
+                                    l.dp, l.pp, l.d1, l.d2, l.chunks, l.sp ? " sp" : "",
+                                    layout::name(l.attention), layout::name(l.recompute), l.zero));
   }
 }
 
@@ -137,25 +157,12 @@ TEST_F(LlamaEquivalence, ReplicatedKvHeadsGiveTheSerialLossCurve) {
   }
   for (const Layout& l : layouts) {
     TrainConfig c = base;
-    c.model.layout = {.dp = l.dp,
-                      .pp = l.pp,
-                      .microbatches = l.pp,
-                      .zero = l.zero,
-                      .mesh = {l.d1, l.d2},
-                      .chunks = l.chunks,
-                      .sequence_parallel = l.sp,
-                      .attention = l.attention};
-    const std::vector<double> got = losses(world_, c);
-    ASSERT_EQ(got.size(), serial.size());
-    const auto [early, late] = drift(got, serial);
-    const std::string name =
-        fmt::format("llama kv=2 dp={} pp={} tp={}x{} chunks={}{} zero={} {}", l.dp, l.pp, l.d1,
-                    l.d2, l.chunks, l.sp ? " sp" : "", l.zero, layout::name(l.attention));
-    EXPECT_LE(early, 1e-5) << name;
-    EXPECT_LE(late, 1e-5) << name;
-    if (world_.rank() == 0) {
-      std::printf("[ drift    ] %-70s steps 1-10 %.2e, 11-12 %.2e\n", name.c_str(), early, late);
-    }
+    c.model.layout = plan(l.dp, l.pp, l.d1, l.d2, l.chunks, l.sp, l.attention,
+                          layout::Recompute::kNone, l.zero);
+    expect_serial_curve(c, serial,
+                        fmt::format("llama kv=2 dp={} pp={} tp={}x{} chunks={}{} zero={} {}", l.dp,
+                                    l.pp, l.d1, l.d2, l.chunks, l.sp ? " sp" : "", l.zero,
+                                    layout::name(l.attention)));
   }
 }
 
@@ -198,34 +205,13 @@ TEST_F(LlamaEquivalence, ContextParallelGivesTheSerialLossCurve) {
   }
   for (const Layout& l : layouts) {
     TrainConfig c = config();
-    c.model.layout = {.dp = l.dp,
-                      .pp = l.pp,
-                      .microbatches = l.pp,
-                      .zero = l.zero,
-                      .recompute = l.recompute,
-                      .mesh = {l.d1, l.d2},
-                      .chunks = l.chunks,
-                      .sequence_parallel = l.sp,
-                      .attention = layout::Attention::kFused,
-                      .cp = l.cp,
-                      .cp_comm = l.comm};
-    const std::vector<double> got = losses(world_, c);
-    ASSERT_EQ(got.size(), serial.size());
-    const auto [early, late] = drift(got, serial);
-    const std::string name =
+    c.model.layout = plan(l.dp, l.pp, l.d1, l.d2, l.chunks, l.sp, layout::Attention::kFused,
+                          l.recompute, l.zero, l.cp, l.comm);
+    expect_serial_curve(
+        c, serial,
         fmt::format("llama cp={} {} dp={} pp={} tp={}x{} chunks={}{} zero={} recompute={}", l.cp,
                     layout::name(l.comm), l.dp, l.pp, l.d1, l.d2, l.chunks, l.sp ? " sp" : "",
-                    l.zero, layout::name(l.recompute));
-    EXPECT_LE(early, 1e-5) << name;
-    EXPECT_LE(late, 1e-5) << name;
-    if (world_.rank() == 0) {
-      double worst = 0;
-      for (std::size_t t = 0; t < got.size(); ++t) {
-        worst = std::max(worst, std::abs(got[t] - serial[t]));
-      }
-      std::printf("[ drift    ] %-70s steps 1-10 %.2e, 11-%d %.2e, max |diff| %.2e\n",
-                  name.c_str(), early, kSteps, late, worst);
-    }
+                    l.zero, layout::name(l.recompute)));
   }
 }
 
