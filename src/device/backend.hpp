@@ -1,9 +1,17 @@
-// One entry point per op, whatever device runs it: the ops a serial GPT block stack needs, as
-// an interface with a CPU implementation (ops/cpu_backend.hpp: the reference ops of src/ops on
-// host memory) and a GPU one (device/gpu_backend.hpp: gpu_ops.hpp on device memory). Code
-// written against it (device/block_stack.hpp) runs on either, so its call order, shapes,
-// transposes and "+=" bookkeeping are tested on the CPU against model::ReferenceStack, and only
-// the op mapping of the GPU backend is left for a GPU to check (gpu_ops_test checks the ops).
+// One entry point per op, whatever device runs it: the backend half of the runtime's seam
+// (docs/seam.md). An interface with a CPU implementation (ops/cpu_backend.hpp: the reference
+// ops of src/ops on host memory) and a GPU one (device/gpu_backend.hpp: gpu_ops.hpp on device
+// memory). Code written against it runs on either, so its call order, shapes, transposes and
+// "+=" bookkeeping are tested on the CPU, and only the op mapping of the GPU backend is left for
+// a GPU to check (gpu_ops_test checks the ops).
+//
+// Two levels:
+//   - views (core/view.hpp: offset, rows, cols, leading dimension, element type) and the
+//     primitives the distributed layers are written in: one strided GeMM with transposes, α, β
+//     and a bias / bias+GeLU epilogue accumulating in fp32; a 2D copy (pack, unpack, convert);
+//     a 2D add; events on the compute stream;
+//   - whole-array layer ops (linear, GeLU, LayerNorm, attention, embedding, cross-entropy,
+//     AdamW), each a forward and a backward.
 //
 // Semantics are the CPU ops' (their headers give the math): a forward overwrites its output,
 // a backward ADDS into its gradients ("+="), so a gradient array must be zeroed (or hold a
@@ -13,10 +21,19 @@
 //   B batch, T sequence, NH heads, HD head dim (C = NH·HD)
 //
 // Arrays. An Array is `count` elements of one type owned by the backend that made it; its
-// storage is freed when the last copy of the Array goes. The CPU backend holds fp32 only
-// (its bf16 mixed precision is the runtime's: GeMM operands rounded, tensor/gemm.hpp); the GPU
-// backend holds fp32 or bf16 (activations and weights' compute copies in bf16, gradients of
-// weights, LayerNorm parameters and statistics in fp32).
+// storage is freed when the last copy of the Array goes. A View into it (Array::view) owns
+// nothing: the Array must outlive it. The CPU backend holds fp32 only (its bf16 mixed
+// precision is the runtime's: GeMM operands rounded, tensor/gemm.hpp); the GPU backend holds
+// fp32 or bf16 (activations and weights' compute copies in bf16, gradients of weights,
+// LayerNorm parameters and statistics in fp32).
+//
+// Streams and events. Every op is queued, in call order, on the backend's one compute stream
+// (the GPU's; the CPU runs each op before the call returns). Communication runs beside it on
+// the collectives' own stream (comm/communicator.hpp: NCCL's stream, or MPI's progress), and
+// the two meet at events: record() marks what is queued so far, wait() holds later compute
+// until an event is done. One compute stream, not several, because the caching allocator
+// (device/gpu.hpp) hands a freed block to the next allocation on the same stream with no event:
+// a second compute stream would need PyTorch's recordStream bookkeeping for every block.
 //
 // This header is plain C++ and header-only, so the CPU backend (in meshtp_ops) uses it
 // without linking the CUDA backend.
@@ -29,7 +46,11 @@
 #include <vector>
 
 #include "core/adamw_step.hpp"
+#include "core/device_memory.hpp"
+#include "core/error.hpp"
+#include "core/view.hpp"
 #include "device/gpu.hpp"  // plain C++, no CUDA header
+#include "tensor/gemm.hpp"  // Trans
 
 namespace meshtp::device {
 
@@ -44,6 +65,18 @@ class Array {
   std::int64_t count() const { return count_; }
   bool empty() const { return count_ == 0; }
 
+  // rows × cols elements from element `offset`, rows `ld` apart (the last row needs only
+  // cols); throws, naming both, when the array is shorter. view(rows, cols): packed from 0.
+  View view(std::int64_t offset, std::int64_t rows, std::int64_t cols, std::int64_t ld) const {
+    MESHTP_CHECK(offset >= 0 && rows >= 0 && cols >= 0 && ld >= cols &&
+                     (rows == 0 || offset + (rows - 1) * ld + cols <= count_),
+                 "a view of {}x{} (ld {}) at element {} does not fit an array of {} {} elements",
+                 rows, cols, ld, offset, count_, to_string(type_));
+    auto* base = static_cast<char*>(storage_.get());
+    return {base + static_cast<std::size_t>(offset) * element_size(type_), type_, rows, cols, ld};
+  }
+  View view(std::int64_t rows, std::int64_t cols) const { return view(0, rows, cols, cols); }
+
  private:
   std::shared_ptr<void> storage_;
   Element type_ = Element::kF32;
@@ -55,6 +88,21 @@ class Array {
 // rewrites from p in mixed precision).
 struct AdamWParam {
   Array p, g, m, v, p_compute;
+};
+
+// What a GeMM does to its result before storing it (cuBLASLt's epilogues):
+enum class Epilogue {
+  kNone,      // C = α·op(A)·op(B) + β·C
+  kBias,      // … + bias (one value per column of C, broadcast over rows)
+  kBiasGelu,  // gelu(… + bias), GeLU's tanh form (ops/gelu.hpp)
+};
+
+// A point in a backend's compute stream: done once every op queued before record() has run.
+class Event {
+ public:
+  virtual ~Event() = default;
+  virtual bool done() = 0;         // polls; never blocks
+  virtual void synchronize() = 0;  // blocks the host until done
 };
 
 class Backend {
@@ -73,6 +121,33 @@ class Backend {
   virtual void copy(Array& dst, const Array& src) = 0;
   // Waits for every queued op (the GPU's stream; nothing on the CPU).
   virtual void synchronize() = 0;
+
+  // ---- views: the primitives of the distributed layers --------------------------------
+  // Where the arrays live, as a transport sees it: nullptr when they are host memory (a host
+  // collective may read them), else the device memory a host-staged transport copies through
+  // (comm::Communicator::host_staged).
+  virtual std::shared_ptr<DeviceMemory> device_memory() = 0;
+  // C = epilogue(α·op(A)·op(B) + β·C); op(A) m×k, op(B) k×n, C m×n, all strided views.
+  // A and B of one type; C fp32, or bf16 on a device that stores it; fp32 accumulation. The
+  // bias (kBias, kBiasGelu) is a 1×n view of C's type. Throws, naming the shapes, when they do
+  // not chain.
+  virtual void gemm(const View& c, const View& a, Trans trans_a, const View& b, Trans trans_b,
+                    float alpha = 1.0f, float beta = 0.0f, Epilogue epilogue = Epilogue::kNone,
+                    const View& bias = {}) = 0;
+  // dst = src elementwise (same rows × cols; converts between element types): packing and
+  // unpacking blocks, and casting.
+  virtual void copy(const View& dst, const View& src) = 0;
+  // dst += src (same rows × cols, one type).
+  virtual void add(const View& dst, const View& src) = 0;
+  // dst = 0.
+  virtual void zero(const View& dst) = 0;
+  // An event after everything queued so far, and: later ops wait for `event` (which may come
+  // from a collective's stream through its own event). The CPU's are done when made.
+  virtual std::shared_ptr<Event> record() = 0;
+  virtual void wait(Event& event) = 0;
+  // The compute stream (a cudaStream_t), what comm::Communicator::nccl orders its stream
+  // after; nullptr on the CPU.
+  virtual void* native_stream() = 0;
 
   // Linear, PyTorch's nn.Linear (W: M×K):  y = x·Wᵀ + b   (an empty b: no bias, and the
   // backward's db is empty too)

@@ -272,6 +272,31 @@ std::shared_ptr<DeviceMemory> staging_memory(Context& ctx) {
   return std::make_shared<CudaStagingMemory>(ctx);
 }
 
+StreamEvent::StreamEvent(Context& ctx) {
+  MESHTP_CUDA(cudaEventCreateWithFlags(reinterpret_cast<cudaEvent_t*>(&event_),
+                                       cudaEventDisableTiming));
+  MESHTP_CUDA(
+      cudaEventRecord(static_cast<cudaEvent_t>(event_), static_cast<cudaStream_t>(ctx.stream())));
+}
+
+StreamEvent::~StreamEvent() { cudaEventDestroy(static_cast<cudaEvent_t>(event_)); }
+
+bool StreamEvent::done() const {
+  const cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(event_));
+  if (status == cudaErrorNotReady) return false;
+  MESHTP_CUDA(status);
+  return true;
+}
+
+void StreamEvent::synchronize() const {
+  MESHTP_CUDA(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)));
+}
+
+void StreamEvent::wait_for(Context& ctx) const {
+  MESHTP_CUDA(cudaStreamWaitEvent(static_cast<cudaStream_t>(ctx.stream()),
+                                  static_cast<cudaEvent_t>(event_), 0));
+}
+
 StreamTimer::StreamTimer(Context& ctx) : ctx_(ctx) {
   MESHTP_CUDA(cudaEventCreate(reinterpret_cast<cudaEvent_t*>(&start_)));
   MESHTP_CUDA(cudaEventCreate(reinterpret_cast<cudaEvent_t*>(&stop_)));

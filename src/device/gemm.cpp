@@ -67,8 +67,8 @@ const char* name(Trans t) { return t == Trans::kNo ? "N" : "T"; }
 
 }  // namespace
 
-void gemm(Context& ctx, const DeviceMatrix& a, Trans trans_a, const DeviceMatrix& b, Trans trans_b,
-          const DeviceMatrix& c, float alpha, float beta, Epilogue epilogue, const void* bias) {
+void gemm(Context& ctx, const View& a, Trans trans_a, const View& b, Trans trans_b,
+          const View& c, float alpha, float beta, Epilogue epilogue, const void* bias) {
   const std::int64_t m = trans_a == Trans::kNo ? a.rows : a.cols;
   const std::int64_t k = trans_a == Trans::kNo ? a.cols : a.rows;
   const std::int64_t kb = trans_b == Trans::kNo ? b.rows : b.cols;

@@ -156,6 +156,22 @@ class Context {
 // outlive it.
 std::shared_ptr<DeviceMemory> staging_memory(Context& ctx);
 
+// A CUDA event recorded on the compute stream when made (no timing): the GPU side of
+// device::Event. wait_for() makes later work on the compute stream wait for it.
+class StreamEvent {
+ public:
+  explicit StreamEvent(Context& ctx);
+  ~StreamEvent();
+  StreamEvent(const StreamEvent&) = delete;
+  StreamEvent& operator=(const StreamEvent&) = delete;
+  bool done() const;  // cudaEventQuery; throws on an asynchronous error
+  void synchronize() const;
+  void wait_for(Context& ctx) const;  // the compute stream waits (cudaStreamWaitEvent)
+
+ private:
+  void* event_ = nullptr;
+};
+
 // Times work on the compute stream with CUDA events: start(), queue work, stop_ms().
 class StreamTimer {
  public:

@@ -13,7 +13,7 @@ namespace {
 
 // The first rows·cols elements of `a` as a rows × cols device matrix; throws when `a` is
 // shorter.
-gpu::DeviceMatrix matrix(const Array& a, std::int64_t rows, std::int64_t cols, const char* what) {
+View matrix(const Array& a, std::int64_t rows, std::int64_t cols, const char* what) {
   MESHTP_CHECK(rows >= 0 && cols >= 0 && a.count() >= rows * cols,
                "gpu backend: {} has {} elements, the op needs {} x {}", what, a.count(), rows,
                cols);
@@ -79,6 +79,53 @@ void GpuBackend::copy(Array& dst, const Array& src) {
 
 void GpuBackend::synchronize() { ctx_.synchronize(); }
 
+// ---- views ----------------------------------------------------------------------------------
+
+namespace {
+
+class GpuEvent final : public Event {
+ public:
+  explicit GpuEvent(gpu::Context& ctx) : event_(ctx) {}
+  bool done() override { return event_.done(); }
+  void synchronize() override { event_.synchronize(); }
+  const gpu::StreamEvent& cuda() const { return event_; }
+
+ private:
+  gpu::StreamEvent event_;
+};
+
+}  // namespace
+
+std::shared_ptr<DeviceMemory> GpuBackend::device_memory() {
+  if (!memory_) memory_ = gpu::staging_memory(ctx_);
+  return memory_;
+}
+
+void GpuBackend::gemm(const View& c, const View& a, Trans trans_a, const View& b, Trans trans_b,
+                      float alpha, float beta, Epilogue epilogue, const View& bias) {
+  if (epilogue != Epilogue::kNone) {
+    MESHTP_CHECK(bias.rows == 1 && bias.cols == c.cols && bias.type == c.type,
+                 "gpu backend: the GeMM's bias is {}, C is {}: it needs {} 1x{}", describe(bias),
+                 describe(c), to_string(c.type), c.cols);
+  }
+  gpu::gemm(ctx_, a, trans_a, b, trans_b, c, alpha, beta, epilogue,
+            epilogue == Epilogue::kNone ? nullptr : bias.data);
+}
+
+void GpuBackend::copy(const View& dst, const View& src) { gpu::copy_2d(ctx_, dst, src); }
+void GpuBackend::add(const View& dst, const View& src) { gpu::add_2d(ctx_, dst, src); }
+void GpuBackend::zero(const View& dst) { gpu::zero_2d(ctx_, dst); }
+
+std::shared_ptr<Event> GpuBackend::record() { return std::make_shared<GpuEvent>(ctx_); }
+
+void GpuBackend::wait(Event& event) {
+  auto* cuda = dynamic_cast<GpuEvent*>(&event);
+  MESHTP_CHECK(cuda != nullptr, "gpu backend: waiting for an event of another backend");
+  cuda->cuda().wait_for(ctx_);
+}
+
+void* GpuBackend::native_stream() { return ctx_.stream(); }
+
 const Array& GpuBackend::ones(std::int64_t n, Element type) {
   const auto key = std::make_pair(n, static_cast<int>(type));
   auto it = ones_.find(key);
@@ -95,7 +142,7 @@ void GpuBackend::linear_forward(Array& y, const Array& x, const Array& w, const 
   if (!b.empty()) check(b, y.type(), m, "b");
   gpu::gemm(ctx_, matrix(x, n, k, "x"), Trans::kNo, matrix(w, m, k, "w"), Trans::kYes,
             matrix(y, n, m, "y"), 1.0f, 0.0f,
-            b.empty() ? gpu::Epilogue::kNone : gpu::Epilogue::kBias,
+            b.empty() ? Epilogue::kNone : Epilogue::kBias,
             b.empty() ? nullptr : b.data());
 }
 

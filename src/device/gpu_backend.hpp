@@ -10,6 +10,9 @@
 //                                          (skipped without a bias)
 //   accumulate       a += dy               the residual kernel with y = a
 //   adamw            every tensor in one multi-tensor launch, writing the bf16 compute copies
+//   views            gemm: cuBLASLt on the strided views; copy: cudaMemcpy2DAsync, or a
+//                    strided convert kernel between types; add: a strided kernel; zero:
+//                    cudaMemset2DAsync; events: CUDA events on the compute stream
 //
 // Built with or without CUDA: without it, making one throws as gpu::Context does.
 #pragma once
@@ -33,6 +36,16 @@ class GpuBackend final : public Backend {
   std::vector<float> download(const Array& a) override;
   void copy(Array& dst, const Array& src) override;
   void synchronize() override;
+
+  std::shared_ptr<DeviceMemory> device_memory() override;
+  void gemm(const View& c, const View& a, Trans trans_a, const View& b, Trans trans_b, float alpha,
+            float beta, Epilogue epilogue, const View& bias) override;
+  void copy(const View& dst, const View& src) override;
+  void add(const View& dst, const View& src) override;
+  void zero(const View& dst) override;
+  std::shared_ptr<Event> record() override;
+  void wait(Event& event) override;
+  void* native_stream() override;
 
   void linear_forward(Array& y, const Array& x, const Array& w, const Array& b, std::int64_t n,
                       std::int64_t k, std::int64_t m) override;
@@ -74,6 +87,7 @@ class GpuBackend final : public Backend {
   const Array& ones(std::int64_t n, Element type);
 
   gpu::Context& ctx_;
+  std::shared_ptr<DeviceMemory> memory_;  // made on first use
   std::map<std::pair<std::int64_t, int>, Array> ones_;
 };
 

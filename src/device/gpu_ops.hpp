@@ -12,34 +12,32 @@
 #include <span>
 
 #include "core/adamw_step.hpp"
+#include "core/view.hpp"
+#include "device/backend.hpp"
 #include "device/gpu.hpp"
 #include "tensor/gemm.hpp"
 
 namespace meshtp::gpu {
 
-// A row-major matrix in device memory: element (i, j) at data + (i·ld + j)·element_size.
-struct DeviceMatrix {
-  void* data = nullptr;
-  Element type = Element::kF32;
-  std::int64_t rows = 0, cols = 0, ld = 0;
-};
+// A matrix in device memory is the seam's one view (core/view.hpp); the epilogues are the
+// backend's (device/backend.hpp).
+using device::Epilogue;
 
-inline DeviceMatrix matrix_of(const Buffer& buffer, Element type, std::int64_t rows,
-                              std::int64_t cols) {
-  return {buffer.data(), type, rows, cols, cols};
+// A buffer's first rows·cols elements of `type` as a packed rows × cols view.
+inline View matrix_of(const Buffer& buffer, Element type, std::int64_t rows, std::int64_t cols) {
+  return View::packed(buffer.data(), type, rows, cols);
 }
-
-enum class Epilogue {
-  kNone,      // C = α·op(A)·op(B) + β·C
-  kBias,      // … + bias (one value per column of C, broadcast over rows)
-  kBiasGelu,  // gelu(… + bias), GeLU's tanh form (cuBLASLt's epilogue)
-};
 
 // C = epilogue(α·op(A)·op(B) + β·C) on cuBLASLt; A and B of one element type, C of any, the
 // bias (when the epilogue has one) of C's type. Throws on a shape mismatch, naming the shapes.
-void gemm(Context& ctx, const DeviceMatrix& a, Trans trans_a, const DeviceMatrix& b, Trans trans_b,
-          const DeviceMatrix& c, float alpha = 1.0f, float beta = 0.0f,
+void gemm(Context& ctx, const View& a, Trans trans_a, const View& b, Trans trans_b, const View& c, float alpha = 1.0f, float beta = 0.0f,
           Epilogue epilogue = Epilogue::kNone, const void* bias = nullptr);
+
+// Strided views of fp32 or bf16 (one shape): dst ← src (converting when the types differ),
+// dst += src (one type), dst ← 0. Throw, naming both views, on a mismatch.
+void copy_2d(Context& ctx, const View& dst, const View& src);
+void add_2d(Context& ctx, const View& dst, const View& src);
+void zero_2d(Context& ctx, const View& dst);
 
 // y = gelu(x);  dx += dy ⊙ gelu'(x)  (n elements; ops/gelu.hpp)
 void gelu_forward(Context& ctx, Element type, void* y, const void* x, std::int64_t n);

@@ -45,7 +45,7 @@ GemmMeasurement measure_gemm(Context& ctx, GemmShape s, Element type, int repeat
   const Buffer da = ctx.upload_values(a, type);
   const Buffer db = ctx.upload_values(b, type);
   Buffer dc(ctx, static_cast<std::size_t>(s.m * s.n) * element_size(type));
-  const DeviceMatrix A = matrix_of(da, type, s.m, s.k), B = matrix_of(db, type, s.k, s.n),
+  const View A = matrix_of(da, type, s.m, s.k), B = matrix_of(db, type, s.k, s.n),
                      C = matrix_of(dc, type, s.m, s.n);
 
   // Validate: 64 sampled entries against a double dot product of the same (rounded) inputs.

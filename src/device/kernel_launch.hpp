@@ -20,6 +20,12 @@ cudaError_t launch_add(cudaStream_t s, Element t, void* y, const void* a, const 
                        std::int64_t n);
 // fp32 ⇄ bf16 (the types differ).
 cudaError_t launch_convert(cudaStream_t s, void* y, Element y_type, const void* x, std::int64_t n);
+// Strided views (fp32 or bf16, either to either): y ← x, and y += x (one type).
+cudaError_t launch_copy_2d(cudaStream_t s, void* y, Element y_type, std::int64_t ldy,
+                          const void* x, Element x_type, std::int64_t ldx, std::int64_t rows,
+                          std::int64_t cols);
+cudaError_t launch_add_2d(cudaStream_t s, Element t, void* y, std::int64_t ldy, const void* x,
+                         std::int64_t ldx, std::int64_t rows, std::int64_t cols);
 cudaError_t launch_layernorm_forward(cudaStream_t s, Element t, void* y, float* mean, float* rstd,
                                      const void* x, const float* w, const float* b,
                                      std::int64_t rows, std::int64_t cols, float eps);

@@ -97,6 +97,30 @@ __global__ void convert_kernel(Y* y, const X* x, std::int64_t n) {
     store(y, i, load(x, i));
 }
 
+// Strided 2D: element (i, j) of a rows × cols view at i·ld + j. Grid-stride over the rows·cols
+// elements, so a view with few long rows and one with many short ones both fill the device.
+template <typename Y, typename X>
+__global__ void copy_2d_kernel(Y* y, std::int64_t ldy, const X* x, std::int64_t ldx,
+                               std::int64_t rows, std::int64_t cols) {
+  const std::int64_t n = rows * cols;
+  for (std::int64_t e = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; e < n;
+       e += std::int64_t{gridDim.x} * blockDim.x) {
+    const std::int64_t i = e / cols, j = e % cols;
+    store(y, i * ldy + j, load(x, i * ldx + j));
+  }
+}
+
+template <typename T>
+__global__ void add_2d_kernel(T* y, std::int64_t ldy, const T* x, std::int64_t ldx,
+                              std::int64_t rows, std::int64_t cols) {
+  const std::int64_t n = rows * cols;
+  for (std::int64_t e = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; e < n;
+       e += std::int64_t{gridDim.x} * blockDim.x) {
+    const std::int64_t i = e / cols, j = e % cols;
+    store(y, i * ldy + j, load(y, i * ldy + j) + load(x, i * ldx + j));
+  }
+}
+
 // LayerNorm forward, one block per row: two passes (mean, then centred variance) as the CPU op.
 template <typename T>
 __global__ void layernorm_forward_kernel(T* y, float* mean_out, float* rstd_out, const T* x,
@@ -331,6 +355,32 @@ cudaError_t launch_convert(cudaStream_t s, void* y, Element y_type, const void* 
   else
     convert_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<float*>(y),
                                                       static_cast<const bf16*>(x), n);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_copy_2d(cudaStream_t s, void* y, Element y_type, std::int64_t ldy,
+                          const void* x, Element x_type, std::int64_t ldx, std::int64_t rows,
+                          std::int64_t cols) {
+  const unsigned blocks = blocks_for(rows * cols);
+  if (y_type == Element::kF32 && x_type == Element::kF32)
+    copy_2d_kernel<<<blocks, kThreads, 0, s>>>(static_cast<float*>(y), ldy,
+                                               static_cast<const float*>(x), ldx, rows, cols);
+  else if (y_type == Element::kBF16 && x_type == Element::kBF16)
+    copy_2d_kernel<<<blocks, kThreads, 0, s>>>(static_cast<bf16*>(y), ldy,
+                                               static_cast<const bf16*>(x), ldx, rows, cols);
+  else if (y_type == Element::kBF16)
+    copy_2d_kernel<<<blocks, kThreads, 0, s>>>(static_cast<bf16*>(y), ldy,
+                                               static_cast<const float*>(x), ldx, rows, cols);
+  else
+    copy_2d_kernel<<<blocks, kThreads, 0, s>>>(static_cast<float*>(y), ldy,
+                                               static_cast<const bf16*>(x), ldx, rows, cols);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_add_2d(cudaStream_t s, Element t, void* y, std::int64_t ldy, const void* x,
+                         std::int64_t ldx, std::int64_t rows, std::int64_t cols) {
+  MESHTP_DISPATCH(t, add_2d_kernel<<<blocks_for(rows * cols), kThreads, 0, s>>>(
+                         static_cast<T*>(y), ldy, static_cast<const T*>(x), ldx, rows, cols));
   return cudaGetLastError();
 }
 

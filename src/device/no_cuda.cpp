@@ -48,12 +48,18 @@ Buffer::~Buffer() = default;
 Buffer::Buffer(Buffer&&) noexcept = default;
 Buffer& Buffer::operator=(Buffer&&) noexcept = default;
 
+StreamEvent::StreamEvent(Context&) { no_cuda(); }
+StreamEvent::~StreamEvent() = default;
+bool StreamEvent::done() const { no_cuda(); }
+void StreamEvent::synchronize() const { no_cuda(); }
+void StreamEvent::wait_for(Context&) const { no_cuda(); }
+
 StreamTimer::StreamTimer(Context& ctx) : ctx_(ctx) { no_cuda(); }
 StreamTimer::~StreamTimer() = default;
 void StreamTimer::start() { no_cuda(); }
 double StreamTimer::stop_ms() { no_cuda(); }
 
-void gemm(Context&, const DeviceMatrix&, Trans, const DeviceMatrix&, Trans, const DeviceMatrix&,
+void gemm(Context&, const View&, Trans, const View&, Trans, const View&,
           float, float, Epilogue, const void*) {
   no_cuda();
 }
@@ -107,6 +113,9 @@ void flash_attention_backward(Context&, Element, void*, float*, const void*, con
 }
 void adamw_update(Context&, std::span<const AdamWTensor>, const AdamWStep&) { no_cuda(); }
 void convert(Context&, void*, Element, const void*, Element, std::int64_t) { no_cuda(); }
+void copy_2d(Context&, const View&, const View&) { no_cuda(); }
+void add_2d(Context&, const View&, const View&) { no_cuda(); }
+void zero_2d(Context&, const View&) { no_cuda(); }
 double sum_of_squares(Context&, const float*, std::int64_t) { no_cuda(); }
 void scale(Context&, float*, float, std::int64_t) { no_cuda(); }
 

@@ -70,6 +70,57 @@ void convert(Context& ctx, void* y, Element y_type, const void* x, Element x_typ
   check_launch(launch_convert(stream_of(ctx), y, y_type, x, n), "convert");
 }
 
+namespace {
+
+void check_same_shape(const View& dst, const View& src, const char* fn) {
+  MESHTP_CHECK(dst.rows == src.rows && dst.cols == src.cols && dst.rows >= 0 && dst.cols >= 0,
+               "{}: destination {} and source {} differ in shape", fn, describe(dst),
+               describe(src));
+  MESHTP_CHECK(dst.ld >= dst.cols && src.ld >= src.cols,
+               "{}: a leading dimension is below its view's columns ({}, {})", fn, describe(dst),
+               describe(src));
+  for (const View* v : {&dst, &src})
+    MESHTP_CHECK(v->type == Element::kF32 || v->type == Element::kBF16,
+                 "{}: views are fp32 or bf16, not {}", fn, to_string(v->type));
+}
+
+}  // namespace
+
+void copy_2d(Context& ctx, const View& dst, const View& src) {
+  check_same_shape(dst, src, "gpu::copy_2d");
+  if (dst.elements() == 0) return;
+  if (dst.type == src.type) {
+    const std::size_t width = static_cast<std::size_t>(dst.cols) * element_size(dst.type);
+    MESHTP_CUDA(cudaMemcpy2DAsync(dst.data, static_cast<std::size_t>(dst.ld) * element_size(dst.type),
+                                  src.data, static_cast<std::size_t>(src.ld) * element_size(src.type),
+                                  width, static_cast<std::size_t>(dst.rows),
+                                  cudaMemcpyDeviceToDevice, stream_of(ctx)));
+    return;
+  }
+  check_launch(launch_copy_2d(stream_of(ctx), dst.data, dst.type, dst.ld, src.data, src.type,
+                              src.ld, dst.rows, dst.cols),
+               "copy_2d");
+}
+
+void add_2d(Context& ctx, const View& dst, const View& src) {
+  check_same_shape(dst, src, "gpu::add_2d");
+  MESHTP_CHECK(dst.type == src.type, "gpu::add_2d: {} += {}: one element type", describe(dst),
+               describe(src));
+  if (dst.elements() == 0) return;
+  check_launch(
+      launch_add_2d(stream_of(ctx), dst.type, dst.data, dst.ld, src.data, src.ld, dst.rows, dst.cols),
+      "add_2d");
+}
+
+void zero_2d(Context& ctx, const View& dst) {
+  check_same_shape(dst, dst, "gpu::zero_2d");
+  if (dst.elements() == 0) return;
+  const std::size_t bytes = element_size(dst.type);
+  MESHTP_CUDA(cudaMemset2DAsync(dst.data, static_cast<std::size_t>(dst.ld) * bytes, 0,
+                                static_cast<std::size_t>(dst.cols) * bytes,
+                                static_cast<std::size_t>(dst.rows), stream_of(ctx)));
+}
+
 void layernorm_forward(Context& ctx, Element type, void* y, float* mean, float* rstd, const void* x,
                        const float* w, const float* b, std::int64_t rows, std::int64_t cols) {
   MESHTP_CHECK(cols > 0 && rows >= 0, "gpu::layernorm_forward: bad shape N={} C={}", rows, cols);

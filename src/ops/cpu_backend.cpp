@@ -37,6 +37,63 @@ std::span<float> span_of(const Array& a, std::int64_t count, const char* what) {
 
 }  // namespace
 
+MatrixView host_matrix(const View& v, const char* what) {
+  MESHTP_CHECK(v.type == Element::kF32, "cpu backend: {} is {}, the CPU computes on fp32 views",
+               what, describe(v));
+  MESHTP_CHECK(v.rows >= 0 && v.cols >= 0 && v.ld >= v.cols,
+               "cpu backend: {} is {}: a leading dimension below its columns", what, describe(v));
+  return {static_cast<float*>(v.data), v.rows, v.cols, v.ld};
+}
+
+CpuBackend& cpu_backend() {
+  static CpuBackend backend;
+  return backend;
+}
+
+namespace {
+
+// A host event: the CPU ran every op before its call returned.
+class DoneEvent final : public device::Event {
+ public:
+  bool done() override { return true; }
+  void synchronize() override {}
+};
+
+}  // namespace
+
+void CpuBackend::gemm(const View& c, const View& a, Trans trans_a, const View& b, Trans trans_b,
+                      float alpha, float beta, device::Epilogue epilogue, const View& bias) {
+  const MatrixView cm = host_matrix(c, "C");
+  meshtp::gemm(host_matrix(a, "A"), trans_a, host_matrix(b, "B"), trans_b, cm, alpha, beta);
+  if (epilogue == device::Epilogue::kNone) return;
+  const MatrixView bm = host_matrix(bias, "the bias");
+  MESHTP_CHECK(bm.rows == 1 && bm.cols == cm.cols,
+               "cpu backend: the GeMM's bias is {}, C is {}: it needs fp32 1x{}", describe(bias),
+               describe(c), c.cols);
+  const std::span<const float> bias_values{bm.data, static_cast<std::size_t>(bm.cols)};
+  if (epilogue == device::Epilogue::kBias) {
+    add_bias(cm, bias_values);
+  } else {
+    bias_gelu_forward(cm, cm, bias_values);
+  }
+}
+
+void CpuBackend::copy(const View& dst, const View& src) {
+  meshtp::copy(host_matrix(src, "the source"), host_matrix(dst, "the destination"));
+}
+
+void CpuBackend::add(const View& dst, const View& src) {
+  meshtp::add(host_matrix(src, "the source"), host_matrix(dst, "the destination"));
+}
+
+void CpuBackend::zero(const View& dst) { meshtp::zero(host_matrix(dst, "the destination")); }
+
+std::shared_ptr<device::Event> CpuBackend::record() { return std::make_shared<DoneEvent>(); }
+
+void CpuBackend::wait(device::Event& event) {
+  MESHTP_CHECK(event.done(), "cpu backend: waiting for an event that is not done");
+}
+
 Array CpuBackend::alloc(std::int64_t count, Element type) {
   MESHTP_CHECK(type == Element::kF32,
                "cpu backend: arrays are fp32 (bf16 on the CPU rounds GeMM operands, "

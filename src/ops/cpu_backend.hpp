@@ -22,6 +22,20 @@ class CpuBackend final : public device::Backend {
   void copy(device::Array& dst, const device::Array& src) override;
   void synchronize() override {}
 
+  // Views are host fp32 (a view of external host memory, such as a Tensor's, works too:
+  // host_view below). Every op runs before the call returns, through the ops of this layer
+  // and tensor/ (so meshtp::gemm's FLOP ledger, bf16 operand scope and simulation hooks
+  // hold); events are done when made.
+  std::shared_ptr<DeviceMemory> device_memory() override { return nullptr; }
+  void gemm(const View& c, const View& a, Trans trans_a, const View& b, Trans trans_b, float alpha,
+            float beta, device::Epilogue epilogue, const View& bias) override;
+  void copy(const View& dst, const View& src) override;
+  void add(const View& dst, const View& src) override;
+  void zero(const View& dst) override;
+  std::shared_ptr<device::Event> record() override;
+  void wait(device::Event& event) override;
+  void* native_stream() override { return nullptr; }
+
   void linear_forward(device::Array& y, const device::Array& x, const device::Array& w,
                       const device::Array& b, std::int64_t n, std::int64_t k,
                       std::int64_t m) override;
@@ -63,5 +77,15 @@ class CpuBackend final : public device::Backend {
                           const device::Array& qkv, const device::Array& att, std::int64_t b,
                           std::int64_t t, std::int64_t nh, std::int64_t hd) override;
 };
+
+// Host fp32 matrices as the seam's views, and back (the back way checks the type).
+inline View host_view(MatrixView m) { return {m.data, Element::kF32, m.rows, m.cols, m.ld}; }
+inline View host_view(ConstMatrixView m) {  // a view owns no constness: the callee only reads
+  return {const_cast<float*>(m.data), Element::kF32, m.rows, m.cols, m.ld};
+}
+MatrixView host_matrix(const View& v, const char* what);
+
+// The process's CPU backend (stateless: one serves every thread).
+CpuBackend& cpu_backend();
 
 }  // namespace meshtp

@@ -23,6 +23,8 @@
 #include "adamw_reference.hpp"
 #include "core/error.hpp"
 #include "device/gpu.hpp"
+#include "device/gpu_backend.hpp"
+#include "ops/cpu_backend.hpp"
 #include "ops/ops.hpp"
 #include "tensor/gemm.hpp"
 #include "tensor/tensor.hpp"
@@ -167,6 +169,82 @@ TEST(GpuGemm, StridedViewsLeaveTheRestAlone) {
               << "outside C at " << i << "," << j;
         }
   }
+}
+
+// The backend's 2D primitives (device/backend.hpp) on strided views: copy (same type and
+// converting either way), add and zero, each against the host loop, the padding untouched.
+TEST(GpuViews, CopyAddAndZeroOnStridedViewsLeaveThePaddingAlone) {
+  const std::int64_t rows = 13, cols = 37, lds = 41, ldd = 50;
+  for (ET src_type : kTypes) {
+    for (ET dst_type : kTypes) {
+      const auto src = random_values(rows * lds, 7, src_type);
+      const auto dst0 = random_values(rows * ldd, 8, dst_type);
+      const Buffer ds = ctx().upload_values(src, src_type);
+      Buffer dd = ctx().upload_values(dst0, dst_type);
+      const View vs{ds.data(), src_type, rows, cols, lds}, vd{dd.data(), dst_type, rows, cols, ldd};
+      copy_2d(ctx(), vd, vs);
+      auto got = down(dd, dst_type, rows * ldd);
+      for (std::int64_t i = 0; i < rows; ++i)
+        for (std::int64_t j = 0; j < ldd; ++j) {
+          const float want = j < cols ? (dst_type == ET::kBF16 ? round_to_bf16(src[i * lds + j])
+                                                               : src[i * lds + j])
+                                      : dst0[i * ldd + j];
+          ASSERT_EQ(got[i * ldd + j], want) << label(src_type) << " → " << label(dst_type)
+                                             << " at " << i << "," << j;
+        }
+      if (src_type != dst_type) continue;
+      add_2d(ctx(), vd, vs);  // dst = 2·src inside, padding unchanged
+      got = down(dd, dst_type, rows * ldd);
+      for (std::int64_t i = 0; i < rows; ++i)
+        for (std::int64_t j = 0; j < cols; ++j)
+          ASSERT_EQ(got[i * ldd + j], 2.0f * src[i * lds + j]) << label(src_type);
+      zero_2d(ctx(), vd.block(2, 3, 4, 5));
+      got = down(dd, dst_type, rows * ldd);
+      EXPECT_EQ(got[2 * ldd + 3], 0.0f);
+      EXPECT_EQ(got[5 * ldd + 7], 0.0f);
+      EXPECT_EQ(got[5 * ldd + 8], 2.0f * src[5 * lds + 8]);
+      EXPECT_EQ(got[1 * ldd + 3], 2.0f * src[1 * lds + 3]);
+      EXPECT_EQ(got[2 * ldd + cols], dst0[2 * ldd + cols]);
+    }
+  }
+}
+
+// The same view calls on GpuBackend and CpuBackend give the same C (the backend interface's
+// GeMM with an offset view, transposes, β and the bias+GeLU epilogue), and an event recorded
+// after it is done once the host synchronizes on it.
+TEST(GpuViews, BackendGemmEqualsTheCpuBackendAndEventsComplete) {
+  device::GpuBackend gpu(ctx());
+  device::Backend& cpu = cpu_backend();
+  const std::int64_t m = 9, n = 11, k = 6;
+  const auto a = random_values(2 + k * (m + 3), 9, ET::kF32);  // used transposed, ld m+3
+  const auto b = random_values(n * k, 10, ET::kF32), c0 = random_values(m * n, 11, ET::kF32);
+  const auto bias = random_values(n, 12, ET::kF32);
+  std::vector<float> results[2];
+  int which = 0;
+  for (device::Backend* be : {static_cast<device::Backend*>(&gpu), &cpu}) {
+    device::Array da = be->alloc(static_cast<std::int64_t>(a.size()), ET::kF32);
+    device::Array db = be->alloc(n * k, ET::kF32), dc = be->alloc(m * n, ET::kF32);
+    device::Array dbias = be->alloc(n, ET::kF32);
+    be->upload(da, a);
+    be->upload(db, b);
+    be->upload(dc, c0);
+    be->upload(dbias, bias);
+    be->gemm(dc.view(m, n), da.view(2, k, m, m + 3), Trans::kYes, db.view(n, k), Trans::kYes, 0.5f,
+             0.0f, device::Epilogue::kBiasGelu, dbias.view(1, n));
+    auto event = be->record();
+    event->synchronize();
+    EXPECT_TRUE(event->done());
+    be->wait(*event);
+    results[which++] = be->download(dc);
+  }
+  EXPECT_LE(max_relative_error(results[0], results[1]), 2e-5);
+}
+
+TEST(GpuViews, MismatchedViewsAreRefusedNamingBoth) {
+  Buffer b = poisoned(ET::kF32, 64);
+  const View a{b.data(), ET::kF32, 4, 4, 4}, c{b.data(), ET::kF32, 4, 3, 4};
+  EXPECT_THROW(copy_2d(ctx(), a, c), Error);
+  EXPECT_THROW(add_2d(ctx(), a, View{b.data(), ET::kBF16, 4, 4, 4}), Error);
 }
 
 TEST(GpuGemm, BiasAndGeluEpilogues) {

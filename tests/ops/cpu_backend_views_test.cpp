@@ -1,0 +1,172 @@
+// The backend's view primitives (device/backend.hpp) on the CPU: the strided GeMM against the
+// naive reference for every transpose pair, α, β, both epilogues and views with an offset and a
+// leading dimension wider than their columns; the 2D copy, add and zero touching exactly their
+// view (the padding around it keeps a sentinel); events; and the refusals, naming the views.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/error.hpp"
+#include "ops/cpu_backend.hpp"
+#include "ops/gelu.hpp"
+#include "tensor/gemm.hpp"
+#include "tensor/random.hpp"
+
+namespace meshtp {
+namespace {
+
+constexpr float kSentinel = -123.0f;
+
+// An array of `count` elements holding `values` where given, kSentinel elsewhere.
+device::Array filled(device::Backend& be, std::int64_t count, float value = kSentinel) {
+  device::Array a = be.alloc(count, Element::kF32);
+  be.upload(a, std::vector<float>(static_cast<std::size_t>(count), value));
+  return a;
+}
+
+// A rows × cols view at element `offset` of `a`, rows `ld` apart, holding uniform values.
+View random_view(device::Backend& be, device::Array& a, std::int64_t offset, std::int64_t rows,
+                 std::int64_t cols, std::int64_t ld, std::uint64_t seed) {
+  const View v = a.view(offset, rows, cols, ld);
+  const Tensor t = uniform_tensor({rows, cols}, seed);
+  be.copy(v, host_view(t.matrix()));
+  return v;
+}
+
+Tensor to_tensor(const View& v) {
+  Tensor t({v.rows, v.cols});
+  copy(host_matrix(v, "v"), t.matrix());
+  return t;
+}
+
+std::vector<float> values_of(const View& v) {
+  const Tensor t = to_tensor(v);
+  return {t.values().begin(), t.values().end()};
+}
+
+TEST(CpuBackendViews, StridedGemmEqualsTheReferenceForEveryTransposeAlphaBetaAndEpilogue) {
+  device::Backend& be = cpu_backend();
+  const std::int64_t m = 5, n = 7, k = 3;
+  for (Trans ta : {Trans::kNo, Trans::kYes}) {
+    for (Trans tb : {Trans::kNo, Trans::kYes}) {
+      for (device::Epilogue ep :
+           {device::Epilogue::kNone, device::Epilogue::kBias, device::Epilogue::kBiasGelu}) {
+        const std::int64_t ar = ta == Trans::kNo ? m : k, ac = ta == Trans::kNo ? k : m;
+        const std::int64_t br = tb == Trans::kNo ? k : n, bc = tb == Trans::kNo ? n : k;
+        device::Array sa = filled(be, 3 + ar * (ac + 2)), sb = filled(be, 1 + br * (bc + 4));
+        device::Array sc = filled(be, 2 + m * (n + 1)), sbias = filled(be, n + 4);
+        const View a = random_view(be, sa, 3, ar, ac, ac + 2, 1);
+        const View b = random_view(be, sb, 1, br, bc, bc + 4, 2);
+        const View c = random_view(be, sc, 2, m, n, n + 1, 3);
+        const View bias = random_view(be, sbias, 4, 1, n, n, 4);
+        const float alpha = 0.5f, beta = ep == device::Epilogue::kNone ? 2.0f : 0.0f;
+
+        Tensor want = to_tensor(c);
+        gemm_reference(to_tensor(a).matrix(), ta, to_tensor(b).matrix(), tb, want.matrix(), alpha,
+                       beta);
+        if (ep != device::Epilogue::kNone) {
+          const Tensor bias_values = to_tensor(bias);
+          for (std::int64_t i = 0; i < m; ++i)
+            for (std::int64_t j = 0; j < n; ++j) want.matrix()(i, j) += bias_values.matrix()(0, j);
+        }
+        if (ep == device::Epilogue::kBiasGelu) {
+          Tensor pre = want;
+          gelu_forward_reference(want.matrix(), pre.matrix());
+        }
+        be.gemm(c, a, ta, b, tb, alpha, beta, ep, bias);
+        EXPECT_LT(max_relative_error(to_tensor(c).values(), want.values()), 1e-6)
+            << "ta=" << (ta == Trans::kYes) << " tb=" << (tb == Trans::kYes)
+            << " epilogue=" << static_cast<int>(ep);
+        // Nothing outside C's view was written: its padding columns and the offset.
+        const std::vector<float> all = be.download(sc);
+        for (std::int64_t e = 0; e < sc.count(); ++e) {
+          const std::int64_t rel = e - 2;
+          const bool inside = rel >= 0 && rel / (n + 1) < m && rel % (n + 1) < n;
+          if (!inside) {
+            EXPECT_EQ(all[static_cast<std::size_t>(e)], kSentinel) << "element " << e;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(CpuBackendViews, CopyAddAndZeroTouchExactlyTheirView) {
+  device::Backend& be = cpu_backend();
+  device::Array src_a = filled(be, 40), dst_a = filled(be, 40);
+  const View src = random_view(be, src_a, 1, 3, 4, 6, 9);  // 3x4, rows 6 apart
+  const View dst = dst_a.view(5, 3, 4, 9);                 // 3x4, rows 9 apart
+  be.copy(dst, src);
+  EXPECT_EQ(values_of(dst), values_of(src));
+  be.add(dst, src);
+  Tensor twice = to_tensor(src);
+  for (float& x : twice.values()) x *= 2.0f;
+  EXPECT_EQ(values_of(dst), std::vector<float>(twice.values().begin(), twice.values().end()));
+  be.zero(dst.block(1, 1, 2, 2));
+  const Tensor after = to_tensor(dst);
+  EXPECT_EQ(after.matrix()(1, 1), 0.0f);
+  EXPECT_EQ(after.matrix()(2, 2), 0.0f);
+  EXPECT_EQ(after.matrix()(0, 0), twice.matrix()(0, 0));
+  EXPECT_EQ(after.matrix()(1, 3), twice.matrix()(1, 3));
+  const std::vector<float> all = be.download(dst_a);
+  int untouched = 0;
+  for (float x : all) untouched += x == kSentinel;
+  EXPECT_EQ(untouched, 40 - 12);
+}
+
+TEST(CpuBackendViews, EventsAreDoneWhenMadeAndTheHostHasNoDeviceMemory) {
+  device::Backend& be = cpu_backend();
+  auto event = be.record();
+  EXPECT_TRUE(event->done());
+  event->synchronize();
+  be.wait(*event);
+  EXPECT_EQ(be.device_memory(), nullptr);
+  EXPECT_EQ(be.native_stream(), nullptr);
+}
+
+TEST(CpuBackendViews, RefusesViewsThatDoNotFitOrChainNamingThem) {
+  device::Backend& be = cpu_backend();
+  device::Array a = filled(be, 12);
+  EXPECT_THROW(
+      {
+        try {
+          (void)a.view(2, 3, 4, 4);  // needs 2 + 2·4 + 4 = 14 elements
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("3x4 (ld 4) at element 2"), std::string::npos)
+              << e.what();
+          throw;
+        }
+      },
+      Error);
+  EXPECT_THROW((void)a.view(0, 2, 5, 4), Error);  // ld below cols
+  const View v = a.view(3, 4);
+  EXPECT_THROW((void)v.block(2, 1, 2, 3), Error);  // rows 2..4 of 3
+  EXPECT_THROW(
+      {
+        try {
+          be.copy(a.view(3, 4), a.view(4, 3));
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("3x4"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      Error);
+  EXPECT_THROW(be.gemm(a.view(2, 2), a.view(2, 3), Trans::kNo, a.view(2, 2), Trans::kNo), Error);
+  const View bf16{a.view(2, 2).data, Element::kBF16, 2, 2, 2};
+  EXPECT_THROW(
+      {
+        try {
+          be.add(bf16, bf16);
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("bf16 2x2"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      Error);
+  EXPECT_THROW(be.gemm(a.view(2, 2), a.view(2, 2), Trans::kNo, a.view(2, 2), Trans::kNo, 1.0f,
+                       0.0f, device::Epilogue::kBias, a.view(1, 3)),
+               Error);
+}
+
+}  // namespace
+}  // namespace meshtp
