@@ -199,6 +199,17 @@ Request MpiTransport::ibarrier() {
 
 // ---- Communicator: the front ----------------------------------------------------------
 
+Buffer buffer_of(const View& v) {
+  MESHTP_CHECK(v.contiguous() && v.rows >= 0 && v.cols >= 0,
+               "a message must be a packed view, not {}", describe(v));
+  return {v.data, v.type, static_cast<std::size_t>(v.rows * v.cols)};
+}
+
+ConstBuffer const_buffer_of(const View& v) {
+  const Buffer b = buffer_of(v);
+  return {b.data, b.type, b.count};
+}
+
 const char* to_string(TransportKind kind) {
   switch (kind) {
     case TransportKind::kMpi: return "mpi";

@@ -36,6 +36,7 @@
 
 #include "core/device_memory.hpp"
 #include "core/element.hpp"
+#include "core/view.hpp"
 #include "layout/vocabulary.hpp"
 
 namespace meshtp::comm {
@@ -113,6 +114,11 @@ template <typename T> Buffer buffer_of(std::span<T> s) { return {s.data(), eleme
 template <typename T> ConstBuffer buffer_of(std::span<const T> s) {
   return {s.data(), element_of<T>(), s.size()};
 }
+
+// A view (core/view.hpp) as a message: its rows·cols elements, which must be packed
+// (contiguous); a strided view is refused, naming it. What the layers on the seam send.
+Buffer buffer_of(const View& v);
+ConstBuffer const_buffer_of(const View& v);
 
 // Which transport carries a group's messages (comm/transport.hpp):
 //   kMpi    Open MPI on host memory: every rank a process of the job;

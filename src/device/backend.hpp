@@ -40,6 +40,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -141,6 +142,16 @@ class Backend {
   virtual void add(const View& dst, const View& src) = 0;
   // dst = 0.
   virtual void zero(const View& dst) = 0;
+  // dst[i] = src[i] for every pair, as one operation: packing a slice's blocks into one
+  // message and back (the simulated build charges or skips them together).
+  virtual void copy_blocks(std::span<const View> dst, std::span<const View> src) = 0;
+  // C = op(A)·op(B) + β·C while communication progresses: a backend that computes on the
+  // host (the CPU, whose MPI progresses only inside MPI calls) cuts it into `bands` bands of
+  // C's rows and calls between() after every band but the last; a backend that queues (the
+  // GPU) queues one GeMM and calls between() once, while the device computes.
+  virtual void gemm_in_bands(const View& c, const View& a, Trans trans_a, const View& b,
+                             Trans trans_b, float beta, int bands,
+                             const std::function<void()>& between) = 0;
   // An event after everything queued so far, and: later ops wait for `event` (which may come
   // from a collective's stream through its own event). The CPU's are done when made.
   virtual std::shared_ptr<Event> record() = 0;

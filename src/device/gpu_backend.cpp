@@ -116,6 +116,19 @@ void GpuBackend::copy(const View& dst, const View& src) { gpu::copy_2d(ctx_, dst
 void GpuBackend::add(const View& dst, const View& src) { gpu::add_2d(ctx_, dst, src); }
 void GpuBackend::zero(const View& dst) { gpu::zero_2d(ctx_, dst); }
 
+void GpuBackend::copy_blocks(std::span<const View> dst, std::span<const View> src) {
+  MESHTP_CHECK(dst.size() == src.size(), "gpu backend: {} destination blocks for {} sources",
+               dst.size(), src.size());
+  for (std::size_t i = 0; i < src.size(); ++i) gpu::copy_2d(ctx_, dst[i], src[i]);
+}
+
+void GpuBackend::gemm_in_bands(const View& c, const View& a, Trans trans_a, const View& b,
+                               Trans trans_b, float beta, int /*bands*/,
+                               const std::function<void()>& between) {
+  gpu::gemm(ctx_, a, trans_a, b, trans_b, c, 1.0f, beta);
+  between();  // the GeMM is queued: the host pokes while the device computes
+}
+
 std::shared_ptr<Event> GpuBackend::record() { return std::make_shared<GpuEvent>(ctx_); }
 
 void GpuBackend::wait(Event& event) {

@@ -88,6 +88,27 @@ void CpuBackend::add(const View& dst, const View& src) {
 
 void CpuBackend::zero(const View& dst) { meshtp::zero(host_matrix(dst, "the destination")); }
 
+void CpuBackend::copy_blocks(std::span<const View> dst, std::span<const View> src) {
+  MESHTP_CHECK(dst.size() == src.size(), "cpu backend: {} destination blocks for {} sources",
+               dst.size(), src.size());
+  std::vector<ConstMatrixView> from;
+  std::vector<MatrixView> to;
+  from.reserve(src.size());
+  to.reserve(dst.size());
+  for (std::size_t i = 0; i < src.size(); ++i) {
+    from.push_back(host_matrix(src[i], "a source block"));
+    to.push_back(host_matrix(dst[i], "a destination block"));
+  }
+  meshtp::copy_blocks(from, to);
+}
+
+void CpuBackend::gemm_in_bands(const View& c, const View& a, Trans trans_a, const View& b,
+                               Trans trans_b, float beta, int bands,
+                               const std::function<void()>& between) {
+  meshtp::gemm_in_bands(host_matrix(a, "A"), trans_a, host_matrix(b, "B"), trans_b,
+                        host_matrix(c, "C"), beta, bands, between);
+}
+
 std::shared_ptr<device::Event> CpuBackend::record() { return std::make_shared<DoneEvent>(); }
 
 void CpuBackend::wait(device::Event& event) {
@@ -99,10 +120,12 @@ Array CpuBackend::alloc(std::int64_t count, Element type) {
                "cpu backend: arrays are fp32 (bf16 on the CPU rounds GeMM operands, "
                "tensor/gemm.hpp), not bf16");
   MESHTP_CHECK(count >= 0, "cpu backend: cannot allocate {} elements", count);
-  std::shared_ptr<float> storage(
-      new float[static_cast<std::size_t>(std::max<std::int64_t>(count, 1))](),
-      std::default_delete<float[]>());
-  return Array(std::move(storage), type, count);
+  // Tensor storage: counted by tensor/memory.hpp (what `bench rank` measures) and placed by
+  // the simulation's allocator; uninitialised, as the interface says.
+  auto storage =
+      std::make_shared<Storage>(static_cast<std::size_t>(std::max<std::int64_t>(count, 1)));
+  std::shared_ptr<void> data(storage, storage->data());  // owns the storage, points at its data
+  return Array(std::move(data), type, count);
 }
 
 void CpuBackend::zero(Array& a) { std::fill_n(floats(a), a.count(), 0.0f); }

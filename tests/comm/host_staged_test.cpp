@@ -13,34 +13,12 @@
 #include "comm/communicator.hpp"
 #include "core/device_memory.hpp"
 #include "core/error.hpp"
+#include "inverted_memory.hpp"
 
 namespace meshtp::comm {
 namespace {
 
-class InvertedMemory final : public DeviceMemory {
- public:
-  std::string name() const override { return "inverted host memory"; }
-  void* alloc_host(std::size_t bytes) override {
-    ++host_allocs;
-    return ::operator new(bytes);
-  }
-  void free_host(void* host, std::size_t) noexcept override { ::operator delete(host); }
-  void to_host(void* host, const void* device, std::size_t bytes) override {
-    ++to_host_calls;
-    invert(static_cast<unsigned char*>(host), static_cast<const unsigned char*>(device), bytes);
-  }
-  void to_device(void* device, const void* host, std::size_t bytes) override {
-    ++to_device_calls;
-    invert(static_cast<unsigned char*>(device), static_cast<const unsigned char*>(host), bytes);
-  }
-  static void invert(unsigned char* dst, const unsigned char* src, std::size_t bytes) {
-    for (std::size_t i = 0; i < bytes; ++i) dst[i] = static_cast<unsigned char>(~src[i]);
-  }
-
-  int host_allocs = 0;
-  int to_host_calls = 0;
-  int to_device_calls = 0;
-};
+using testing::InvertedMemory;
 
 // A "device" array of T: its storage holds the complement of its values' bytes.
 template <typename T>

@@ -39,31 +39,29 @@ using comm::Request;
 
 int mod(int x, int q) { return ((x % q) + q) % q; }
 
-// Starts rotating `block` (contiguous) by `shift` positions towards lower indices of
-// `group`: this rank (index `me`) ends with the block of index me+shift. Returns a view of
-// the result, `block` itself (shift ≡ 0, nothing sent) or `buf`, valid once `out` and `in`
-// complete.
-ConstMatrixView start_rotation(const comm::Communicator& group, int me, int shift,
-                               ConstMatrixView block, std::span<float> buf, Request& out,
-                               Request& in) {
+// Starts rotating `block` (packed) by `shift` positions towards lower indices of `group`:
+// this rank (index `me`) ends with the block of index me+shift. Returns a view of the result,
+// `block` itself (shift ≡ 0, nothing sent) or `buf`, valid once `out` and `in` complete.
+View start_rotation(const comm::Communicator& group, int me, int shift, const View& block,
+                    const View& buf, Request& out, Request& in) {
   const int q = group.size();
   if (mod(shift, q) == 0) return block;
-  in = group.irecv<float>(buf, mod(me + shift, q));
-  out = group.isend(as_span(block), mod(me - shift, q));
-  return as_matrix(buf, block.rows, block.cols);
+  in = group.irecv(msg(buf), mod(me + shift, q), 0);
+  out = group.isend(cmsg(block), mod(me - shift, q), 0);
+  return buf;
 }
 
-void cannon_os(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
-               const Gemm2dOptions& o, Gemm2dWorkspace& ws) {
+void cannon_os(const Grid& g, const View& a, const View& b, const View& c, const Gemm2dOptions& o,
+               Gemm2dWorkspace& ws) {
   const int q = g.nr;
-  std::span<float> a_buf[2] = {ws.get(0, sz(a.rows * a.cols)), ws.get(1, sz(a.rows * a.cols))};
-  std::span<float> b_buf[2] = {ws.get(2, sz(b.rows * b.cols)), ws.get(3, sz(b.rows * b.cols))};
+  const View a_buf[2] = {ws.get(0, a.rows, a.cols, a.type), ws.get(1, a.rows, a.cols, a.type)};
+  const View b_buf[2] = {ws.get(2, b.rows, b.cols, b.type), ws.get(3, b.rows, b.cols, b.type)};
   // Skew into buffer 1 (or keep the input): step t reads buffer t mod 2 from t = 1 on. A's
   // rotation (along the row) and B's (along the column) run at once: one after the other, a
   // column's transfers waited for the slowest row's (a 4x4 torus: 14.1 ms against 12.1).
   Request skew[4];
-  ConstMatrixView a_held = start_rotation(*g.row, g.j, g.i, a, a_buf[1], skew[0], skew[1]);
-  ConstMatrixView b_held = start_rotation(*g.col, g.i, g.j, b, b_buf[1], skew[2], skew[3]);
+  View a_held = start_rotation(*g.row, g.j, g.i, a, a_buf[1], skew[0], skew[1]);
+  View b_held = start_rotation(*g.col, g.i, g.j, b, b_buf[1], skew[2], skew[3]);
   comm::wait_all(skew);
   const int left = mod(g.j - 1, q), right = mod(g.j + 1, q);
   const int up = mod(g.i - 1, q), down = mod(g.i + 1, q);
@@ -71,10 +69,10 @@ void cannon_os(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c
     Request a_out, a_in, b_out, b_in;
     const int next = t % 2;  // never the buffer a_held / b_held live in
     if (t + 1 < q) {
-      a_in = g.row->irecv<float>(a_buf[next], right);
-      b_in = g.col->irecv<float>(b_buf[next], down);
-      a_out = g.row->isend(as_span(a_held), left);
-      b_out = g.col->isend(as_span(b_held), up);
+      a_in = g.row->irecv(msg(a_buf[next]), right, 0);
+      b_in = g.col->irecv(msg(b_buf[next]), down, 0);
+      a_out = g.row->isend(cmsg(a_held), left, 0);
+      b_out = g.col->isend(cmsg(b_held), up, 0);
     }
     gemm_poking(a_held, Trans::kNo, b_held, Trans::kNo, c, t == 0 ? 0.0f : 1.0f,
                 {&a_out, &a_in, &b_out, &b_in}, o.progress_splits, ws);
@@ -82,8 +80,8 @@ void cannon_os(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c
     a_in.wait();
     b_out.wait();
     b_in.wait();
-    a_held = as_matrix(a_buf[next], a.rows, a.cols);
-    b_held = as_matrix(b_buf[next], b.rows, b.cols);
+    a_held = a_buf[next];
+    b_held = b_buf[next];
   }
 }
 
@@ -91,16 +89,15 @@ void cannon_os(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c
 // `sum` (index u there); product(held, out) computes out = this rank's partial for the target.
 template <typename Product>
 void cannon_stationary(const comm::Communicator& move, int v, const comm::Communicator& sum, int u,
-                       ConstMatrixView moving, MatrixView c, Gemm2dWorkspace& ws, Product product) {
+                       const View& moving, const View& c, Gemm2dWorkspace& ws, Product product) {
   const int q = move.size();
-  const std::size_t c_size = sz(c.rows * c.cols);
-  std::span<float> m_buf[2] = {ws.get(0, sz(moving.rows * moving.cols)),
-                               ws.get(1, sz(moving.rows * moving.cols))};
-  std::span<float> sums[2] = {ws.get(2, c_size), ws.get(3, c_size)};
-  std::span<float> incoming = ws.get(4, c_size);
+  const View m_buf[2] = {ws.get(0, moving.rows, moving.cols, moving.type),
+                         ws.get(1, moving.rows, moving.cols, moving.type)};
+  const View sums[2] = {ws.get(2, c.rows, c.cols, c.type), ws.get(3, c.rows, c.cols, c.type)};
+  const View incoming = ws.get(4, c.rows, c.cols, c.type);
   // Skew: the travelling block of index v+u.
   Request skew[2];
-  ConstMatrixView held = start_rotation(move, v, u, moving, m_buf[1], skew[0], skew[1]);
+  View held = start_rotation(move, v, u, moving, m_buf[1], skew[0], skew[1]);
   comm::wait_all(skew);
   const int m_prev = mod(v - 1, q), m_next = mod(v + 1, q);
   const int s_prev = mod(u - 1, q), s_next = mod(u + 1, q);
@@ -109,51 +106,50 @@ void cannon_stationary(const comm::Communicator& move, int v, const comm::Commun
     const int x = t % 2;
     Request m_out, m_in;
     if (t + 1 < q) {
-      m_in = move.irecv<float>(m_buf[x], m_next);
-      m_out = move.isend(as_span(held), m_prev);
+      m_in = move.irecv(msg(m_buf[x]), m_next, 0);
+      m_out = move.isend(cmsg(held), m_prev, 0);
     }
     sum_out[x].wait();  // step t−2's send read sums[x]
-    MatrixView partial = as_matrix(sums[x], c.rows, c.cols);
-    product(held, partial, InFlight{&m_out, &m_in, &sum_in, &sum_out[1 - x]});
+    product(held, sums[x], InFlight{&m_out, &m_in, &sum_in, &sum_out[1 - x]});
     if (t > 0) {
       sum_in.wait();
-      add(as_matrix(incoming, c.rows, c.cols), partial);
+      ws.backend().add(sums[x], incoming);
     }
     if (t + 1 < q) {
-      sum_out[x] = sum.isend<float>(sums[x], s_prev);
-      sum_in = sum.irecv<float>(incoming, s_next);
+      sum_out[x] = sum.isend(cmsg(sums[x]), s_prev, 0);
+      sum_in = sum.irecv(msg(incoming), s_next, 0);
     }
     m_out.wait();
     m_in.wait();
-    held = as_matrix(m_buf[x], moving.rows, moving.cols);
+    held = m_buf[x];
   }
   sum_out[0].wait();
   sum_out[1].wait();
   // Un-skew: the finished sum here belongs to index u+v−1; ours is on u−v+1.
-  const std::span<float> done = sums[(q - 1) % 2];
+  const View& done = sums[(q - 1) % 2];
   const int to = mod(u + v - 1, q), from = mod(u - v + 1, q);
   if (to == u) {
-    copy(as_matrix(done, c.rows, c.cols), c);
+    ws.backend().copy(c, done);
   } else {
-    sum.sendrecv<float>(done, to, as_span(c), from);
+    sum.sendrecv(cmsg(done), to, msg(c), from, 0);
   }
 }
 
-void cannon_ls(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
-               const Gemm2dOptions& o, Gemm2dWorkspace& ws) {
+void cannon_ls(const Grid& g, const View& a, const View& b, const View& c, const Gemm2dOptions& o,
+               Gemm2dWorkspace& ws) {
   // B travels up the column (index i), running sums left along the row (index j).
   cannon_stationary(*g.col, g.i, *g.row, g.j, b, c, ws,
-                    [&](ConstMatrixView held, MatrixView out, const InFlight& f) {
+                    [&](const View& held, const View& out, const InFlight& f) {
                       gemm_poking(a, Trans::kNo, held, Trans::kYes, out, 0.0f, f, o.progress_splits,
                                   ws);
                     });
 }
 
-void cannon_rs(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
-               const Gemm2dOptions& o, Gemm2dWorkspace& ws) {
+void cannon_rs(const Grid& g, const View& a, const View& b, const View& c, const Gemm2dOptions& o,
+               Gemm2dWorkspace& ws) {
   // A travels left along the row (index j), running sums up the column (index i).
   cannon_stationary(*g.row, g.j, *g.col, g.i, a, c, ws,
-                    [&](ConstMatrixView held, MatrixView out, const InFlight& f) {
+                    [&](const View& held, const View& out, const InFlight& f) {
                       gemm_poking(held, Trans::kYes, b, Trans::kNo, out, 0.0f, f, o.progress_splits,
                                   ws);
                     });

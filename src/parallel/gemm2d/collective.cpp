@@ -34,73 +34,69 @@
 namespace meshtp::parallel::detail {
 namespace {
 
-void collective_os(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
-                   const Gemm2dOptions&, Gemm2dWorkspace& ws) {
+void collective_os(const Grid& g, const View& a, const View& b, const View& c, const Gemm2dOptions&,
+                   Gemm2dWorkspace& ws) {
   const std::int64_t k = a.cols * g.nc;
   comm::Request gather_a, gather_b;
-  std::span<float> a_chunks;
+  View a_chunks;
   if (g.nc > 1) {
-    a_chunks = ws.get(0, static_cast<std::size_t>(k * a.rows));
-    gather_a = g.row->iall_gather(as_span(a), a_chunks);
+    a_chunks = ws.get(0, g.nc * a.rows, a.cols, a.type);
+    gather_a = g.row->iall_gather(cmsg(a), msg(a_chunks));
   }
-  ConstMatrixView b_col = b;  // B_*j: k × n/Nc
+  View b_col = b;  // B_*j: k × n/Nc
   if (g.nr > 1) {
-    auto b_all = ws.get(2, static_cast<std::size_t>(k * b.cols));
-    gather_b = g.col->iall_gather(as_span(b), b_all);
-    b_col = as_matrix(b_all, k, b.cols);
+    b_col = ws.get(2, k, b.cols, b.type);
+    gather_b = g.col->iall_gather(cmsg(b), msg(b_col));
   }
-  ConstMatrixView a_row = a;  // A_i*: m/Nr × k
+  View a_row = a;  // A_i*: m/Nr × k
   gather_a.wait();
   if (g.nc > 1) {
     // The Nc gathered blocks arrive one after another; side by side they are A_i*.
-    MatrixView a_all = as_matrix(ws.get(1, static_cast<std::size_t>(k * a.rows)), a.rows, k);
-    concat_col_chunks(a_chunks.data(), g.nc, a.rows, a.cols, a_all);
-    a_row = a_all;
+    a_row = ws.get(1, a.rows, k, a.type);
+    concat_col_chunks(ws, a_chunks, g.nc, a.rows, a.cols, a_row);
   }
   gather_b.wait();
   gemm_poking(a_row, Trans::kNo, b_col, Trans::kNo, c, 0.0f, {}, 1, ws);
 }
 
-void collective_ls(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
-                   const Gemm2dOptions&, Gemm2dWorkspace& ws) {
+void collective_ls(const Grid& g, const View& a, const View& b, const View& c, const Gemm2dOptions&,
+                   Gemm2dWorkspace& ws) {
   const std::int64_t n = b.rows * g.nr;
-  ConstMatrixView b_col = b;  // B_*j: n × k/Nc
+  View b_col = b;  // B_*j: n × k/Nc
   if (g.nr > 1) {
-    auto b_all = ws.get(0, static_cast<std::size_t>(n * b.cols));
-    g.col->all_gather(as_span(b), b_all);
-    b_col = as_matrix(b_all, n, b.cols);
+    b_col = ws.get(0, n, b.cols, b.type);
+    g.col->all_gather(cmsg(b), msg(b_col));
   }
   if (g.nc == 1) {
     gemm_poking(a, Trans::kNo, b_col, Trans::kYes, c, 0.0f, {}, 1, ws);
     return;
   }
-  auto partial = ws.get(1, static_cast<std::size_t>(g.nc * c.rows * c.cols));
+  // Nc partial C blocks one after another: the reduce-scatter's blocks in member order.
+  const View partial = ws.get(1, g.nc * c.rows, c.cols, c.type);
   for (int q = 0; q < g.nc; ++q) {
-    MatrixView chunk{partial.data() + q * c.rows * c.cols, c.rows, c.cols, c.cols};
-    gemm_poking(a, Trans::kNo, b_col.block(q * c.cols, 0, c.cols, b_col.cols), Trans::kYes, chunk,
-                0.0f, {}, 1, ws);
+    gemm_poking(a, Trans::kNo, b_col.block(q * c.cols, 0, c.cols, b_col.cols), Trans::kYes,
+                partial.row_band(q * c.rows, c.rows), 0.0f, {}, 1, ws);
   }
-  g.row->reduce_scatter<float>(partial, as_span(c));
+  g.row->reduce_scatter(cmsg(partial), msg(c), comm::ReduceOp::kSum);
 }
 
-void collective_rs(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
-                   const Gemm2dOptions&, Gemm2dWorkspace& ws) {
+void collective_rs(const Grid& g, const View& a, const View& b, const View& c, const Gemm2dOptions&,
+                   Gemm2dWorkspace& ws) {
   const std::int64_t m = a.cols * g.nc;
-  ConstMatrixView a_row = a;  // A_i*: k/Nr × m, used transposed
+  View a_row = a;  // A_i*: k/Nr × m, used transposed
   if (g.nc > 1) {
-    auto a_chunks = ws.get(0, static_cast<std::size_t>(m * a.rows));
-    g.row->all_gather(as_span(a), a_chunks);
-    MatrixView a_all = as_matrix(ws.get(1, static_cast<std::size_t>(m * a.rows)), a.rows, m);
-    concat_col_chunks(a_chunks.data(), g.nc, a.rows, a.cols, a_all);
-    a_row = a_all;
+    const View a_chunks = ws.get(0, g.nc * a.rows, a.cols, a.type);
+    g.row->all_gather(cmsg(a), msg(a_chunks));
+    a_row = ws.get(1, a.rows, m, a.type);
+    concat_col_chunks(ws, a_chunks, g.nc, a.rows, a.cols, a_row);
   }
   if (g.nr == 1) {
     gemm_poking(a_row, Trans::kYes, b, Trans::kNo, c, 0.0f, {}, 1, ws);
     return;
   }
-  auto partial = ws.get(2, static_cast<std::size_t>(m * c.cols));
-  gemm_poking(a_row, Trans::kYes, b, Trans::kNo, as_matrix(partial, m, c.cols), 0.0f, {}, 1, ws);
-  g.col->reduce_scatter<float>(partial, as_span(c));
+  const View partial = ws.get(2, m, c.cols, c.type);
+  gemm_poking(a_row, Trans::kYes, b, Trans::kNo, partial, 0.0f, {}, 1, ws);
+  g.col->reduce_scatter(cmsg(partial), msg(c), comm::ReduceOp::kSum);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <ostream>
 
 #include "core/error.hpp"
+#include "ops/cpu_backend.hpp"
 #include "parallel/gemm2d/gemm2d_impl.hpp"
 
 namespace meshtp::parallel {
@@ -67,8 +68,8 @@ layout::Gemm2dTraffic gemm2d_traffic(int nr, int nc, const Gemm2dShape& shape,
                                 options.params);
 }
 
-Gemm2dShape infer_shape(int nr, int nc, Dataflow dataflow, ConstMatrixView a, ConstMatrixView b,
-                        ConstMatrixView c) {
+Gemm2dShape infer_shape(int nr, int nc, Dataflow dataflow, const View& a, const View& b,
+                        const View& c) {
   Gemm2dShape s{.dataflow = dataflow, .nr = nr, .nc = nc, .element_bytes = sizeof(float)};
   s.m = c.rows * nr;
   s.n = c.cols * nc;
@@ -95,13 +96,40 @@ Gemm2dShape infer_shape(int nr, int nc, Dataflow dataflow, ConstMatrixView a, Co
   return s;
 }
 
-void gemm2d(const mesh::DeviceMesh& mesh, ConstMatrixView a, ConstMatrixView b, MatrixView c,
+namespace {
+
+// Whether a group's transport carries memory of this kind: host memory over mpi or alone
+// groups, device memory over host-staged or nccl ones (an alone group moves nothing).
+bool carries(comm::TransportKind kind, bool device_memory) {
+  switch (kind) {
+    case comm::TransportKind::kMpi:
+      return !device_memory;
+    case comm::TransportKind::kAlone:
+      return true;
+    case comm::TransportKind::kHostStaged:
+    case comm::TransportKind::kNccl:
+      return device_memory;
+  }
+  return false;
+}
+
+}  // namespace
+
+void gemm2d(const mesh::DeviceMesh& mesh, const View& a, const View& b, const View& c,
             const Gemm2dOptions& options, Gemm2dWorkspace& workspace) {
   MESHTP_CHECK(mesh.ndim() == 2, "gemm2d needs a 2D mesh, got {}", mesh.to_string());
   MESHTP_CHECK(a.contiguous() && b.contiguous() && c.contiguous(),
-               "gemm2d needs contiguous local blocks (ld A={} cols={}, B={} cols={}, C={} "
-               "cols={})",
-               a.ld, a.cols, b.ld, b.cols, c.ld, c.cols);
+               "gemm2d needs packed local blocks (A {}, B {}, C {})", describe(a), describe(b),
+               describe(c));
+  const bool on_device = workspace.backend().device_memory() != nullptr;
+  for (int d = 0; d < 2; ++d) {
+    const comm::TransportKind kind = mesh.dim_comm(d).transport();
+    MESHTP_CHECK(carries(kind, on_device),
+                 "gemm2d on {} memory ({} backend) over mesh dim {}'s {} group: that transport "
+                 "carries {} memory",
+                 on_device ? "device" : "host", workspace.backend().name(), d,
+                 comm::to_string(kind), on_device ? "host" : "device");
+  }
   detail::Grid g;
   g.nr = mesh.size(0);
   g.nc = mesh.size(1);
@@ -115,23 +143,53 @@ void gemm2d(const mesh::DeviceMesh& mesh, ConstMatrixView a, ConstMatrixView b, 
   workspace.stats.calls += 1;
 }
 
+void gemm2d(const mesh::DeviceMesh& mesh, ConstMatrixView a, ConstMatrixView b, MatrixView c,
+            const Gemm2dOptions& options, Gemm2dWorkspace& workspace) {
+  MESHTP_CHECK(workspace.backend().device_memory() == nullptr,
+               "gemm2d on host blocks with a workspace on the {} backend, whose memory is a "
+               "device's",
+               workspace.backend().name());
+  gemm2d(mesh, host_view(a), host_view(b), host_view(c), options, workspace);
+}
+
 // ---- workspace ----------------------------------------------------------------------------
 
-std::span<float> Gemm2dWorkspace::get(int slot, std::size_t n) {
+Gemm2dWorkspace::Gemm2dWorkspace() : Gemm2dWorkspace(cpu_backend()) {}
+Gemm2dWorkspace::Gemm2dWorkspace(device::Backend& backend) : backend_(&backend) {}
+
+device::Array& Gemm2dWorkspace::slot_with(int slot, std::int64_t count, Element type) {
   MESHTP_CHECK(slot >= 0, "workspace slot {} is negative", slot);
+  MESHTP_CHECK(count >= 0, "workspace slot {}: {} elements", slot, count);
   const auto index = static_cast<std::size_t>(slot);
   if (buffers_.size() <= index) buffers_.resize(index + 1);
-  auto& buffer = buffers_[index];
-  if (buffer.size() < n) {
-    buffer.clear();  // contents are unspecified: growing copies nothing
-    buffer.resize(n);
+  device::Array& buffer = buffers_[index];
+  // Bytes decide: a slot of fp32 serves a bf16 request of the same bytes, and the other way.
+  const auto bytes = [](std::int64_t n, Element t) { return n * static_cast<std::int64_t>(element_size(t)); };
+  if (buffer.empty() || bytes(buffer.count(), buffer.type()) < bytes(count, type)) {
+    buffer = device::Array();  // contents are unspecified: growing copies nothing
+    buffer = backend_->alloc(count, type);
   }
-  return {buffer.data(), n};
+  return buffer;
+}
+
+View Gemm2dWorkspace::get(int slot, std::int64_t rows, std::int64_t cols, Element type) {
+  MESHTP_CHECK(rows >= 0 && cols >= 0, "workspace slot {}: a {}x{} view", slot, rows, cols);
+  const device::Array& buffer = slot_with(slot, rows * cols, type);
+  return View::packed(buffer.data(), type, rows, cols);
+}
+
+std::span<float> Gemm2dWorkspace::get(int slot, std::size_t n) {
+  MESHTP_CHECK(backend_->device_memory() == nullptr,
+               "workspace slot {}: host floats asked of the {} backend, whose memory is a "
+               "device's",
+               slot, backend_->name());
+  const device::Array& buffer = slot_with(slot, static_cast<std::int64_t>(n), Element::kF32);
+  return {static_cast<float*>(buffer.data()), n};
 }
 
 std::size_t Gemm2dWorkspace::bytes() const {
   std::size_t total = 0;
-  for (const auto& b : buffers_) total += b.capacity() * sizeof(float);
+  for (const auto& b : buffers_) total += static_cast<std::size_t>(b.count()) * element_size(b.type());
   return total;
 }
 

@@ -32,6 +32,7 @@
 #include <string_view>
 #include <vector>
 
+#include "device/backend.hpp"
 #include "layout/gemm2d_traffic.hpp"
 #include "mesh/device_mesh.hpp"
 #include "tensor/tensor.hpp"
@@ -80,13 +81,21 @@ Shape global_b_shape(Dataflow dataflow, const Gemm2dShape& shape);
 // Depends only on its arguments: call it before any communication.
 void validate(int nr, int nc, const Gemm2dShape& shape, const Gemm2dOptions& options);
 
-// Reusable scratch space (gathered operands, partial products, ring buffers). Keep one per
-// call site: later calls of the same size allocate nothing. Slots 0–63 belong to the
+// Reusable scratch space (gathered operands, partial products, ring buffers) in one backend's
+// memory (device/backend.hpp): the CPU's by default, a GPU's when made on its backend. Keep
+// one per call site: later calls of the same size allocate nothing. Slots 0–63 belong to the
 // algorithms; code built on gemm2d (layers) may use slots from 64 up for its own buffers.
 class Gemm2dWorkspace {
  public:
-  // Buffer `slot` with room for at least n floats; contents unspecified. A slot's memory
+  Gemm2dWorkspace();  // on the process's CPU backend
+  explicit Gemm2dWorkspace(device::Backend& backend);
+
+  device::Backend& backend() const { return *backend_; }
+
+  // A packed rows × cols view of `type` in slot `slot`; contents unspecified. A slot's memory
   // stays put until a later get() of the same slot asks for more.
+  View get(int slot, std::int64_t rows, std::int64_t cols, Element type = Element::kF32);
+  // Slot `slot` as n host floats: only on a backend whose memory is the host's (throws else).
   std::span<float> get(int slot, std::size_t n);
   std::size_t bytes() const;
 
@@ -97,19 +106,28 @@ class Gemm2dWorkspace {
   } stats;
 
  private:
-  std::vector<Storage> buffers_;  // tensor/tensor.hpp's storage: never zeroed
+  device::Array& slot_with(int slot, std::int64_t count, Element type);
+
+  device::Backend* backend_;
+  std::vector<device::Array> buffers_;
 };
 
-// C = op(A)·op(B) on the local blocks of a 2D mesh (mesh.ndim() must be 2). a, b and c are
-// this rank's blocks (i, j), contiguous, of the global shapes of the dataflow; c is
-// overwritten. Collective over the mesh.
+// C = op(A)·op(B) on the local blocks of a 2D mesh (mesh.ndim() must be 2): the seam's form.
+// a, b and c are this rank's blocks (i, j), packed views in the workspace backend's memory,
+// of the global shapes of the dataflow; c is overwritten. Every byte is touched through the
+// backend (GeMM, pack, add) and the mesh's communicators (whose transport must carry that
+// memory: host memory over mpi or alone groups, device memory over host-staged or nccl ones).
+// Collective over the mesh.
+void gemm2d(const mesh::DeviceMesh& mesh, const View& a, const View& b, const View& c,
+            const Gemm2dOptions& options, Gemm2dWorkspace& workspace);
+// The same on host fp32 blocks (the workspace's backend must compute on host memory).
 void gemm2d(const mesh::DeviceMesh& mesh, ConstMatrixView a, ConstMatrixView b, MatrixView c,
             const Gemm2dOptions& options, Gemm2dWorkspace& workspace);
 
 // The global problem implied by local block shapes on an nr × nc mesh; throws if the three
 // blocks do not chain (naming all shapes).
-Gemm2dShape infer_shape(int nr, int nc, Dataflow dataflow, ConstMatrixView a, ConstMatrixView b,
-                        ConstMatrixView c);
+Gemm2dShape infer_shape(int nr, int nc, Dataflow dataflow, const View& a, const View& b,
+                        const View& c);
 
 // What one call sends, per rank and mesh direction, with which collectives: the layout
 // traffic description (layout/gemm2d_traffic.hpp) of this problem and these options — the

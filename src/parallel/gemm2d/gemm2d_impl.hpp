@@ -3,8 +3,9 @@
 //   Grid        this rank's place on the Nr × Nc mesh and its row / column communicators
 //   Slicing     MeshSlice's blocked slicing of one local extent (see meshslice.cpp)
 //   pack / unpack of a slice of rows or columns; gathered column chunks laid side by side
-//   gemm_poking the local GeMM cut into row bands with the in-flight requests tested between
-//               bands, which is what makes Open MPI progress a collective during a GeMM
+//   gemm_poking the local GeMM with the in-flight requests tested while it runs (between row
+//               bands on the CPU), which is what makes Open MPI progress a collective during
+//               a GeMM
 //
 // Names follow the algorithm files: i, j = mesh row and column of this rank; a, b, c = the
 // local blocks; Nr = grid.nr, Nc = grid.nc.
@@ -16,6 +17,7 @@
 #include <span>
 
 #include "comm/communicator.hpp"
+#include "core/error.hpp"
 #include "parallel/gemm2d/gemm2d.hpp"
 #include "tensor/gemm.hpp"
 
@@ -50,30 +52,35 @@ struct Slicing {
 // Requires validate() to have passed.
 std::int64_t slicing_block(std::int64_t d, int nr, int nc, const Gemm2dOptions& options);
 
-// out (slice_extent × x.cols) ← the rows of x in slice s, in order.
-void pack_rows(ConstMatrixView x, const Slicing& sl, int s, float* out);
-// The rows of x in slice s ← in (slice_extent × x.cols).
-void unpack_rows(const float* in, const Slicing& sl, int s, MatrixView x);
-// out (x.rows × slice_extent) ← the columns of x in slice s, in order.
-void pack_cols(ConstMatrixView x, const Slicing& sl, int s, float* out);
-// The columns of x in slice s ← in (x.rows × slice_extent).
-void unpack_cols(const float* in, const Slicing& sl, int s, MatrixView x);
+// Every byte below moves through the workspace's backend (ws.backend(): GeMM, copies, adds)
+// or a communicator: the algorithms never read a block on the host, so they run on device
+// memory as on the CPU's.
+
+// out (slice_extent × x.cols, packed) ← the rows of x in slice s, in order.
+void pack_rows(Gemm2dWorkspace& ws, const View& x, const Slicing& sl, int s, const View& out);
+// The rows of x in slice s ← in (slice_extent × x.cols, packed).
+void unpack_rows(Gemm2dWorkspace& ws, const View& in, const Slicing& sl, int s, const View& x);
+// out (x.rows × slice_extent, packed) ← the columns of x in slice s, in order.
+void pack_cols(Gemm2dWorkspace& ws, const View& x, const Slicing& sl, int s, const View& out);
+// The columns of x in slice s ← in (x.rows × slice_extent, packed).
+void unpack_cols(Gemm2dWorkspace& ws, const View& in, const Slicing& sl, int s, const View& x);
 
 // An all-gather along the row delivers `chunks` contiguous rows × width blocks, one per
-// member; dst (rows × chunks·width) ← them side by side, the row-major matrix they form.
-void concat_col_chunks(const float* in, int chunks, std::int64_t rows, std::int64_t width,
-                       MatrixView dst);
+// member (in: chunks·rows × width, packed); dst (rows × chunks·width) ← them side by side, the
+// row-major matrix they form.
+void concat_col_chunks(Gemm2dWorkspace& ws, const View& in, int chunks, std::int64_t rows,
+                       std::int64_t width, const View& dst);
 
-// Contiguous row-major view over a span.
-inline MatrixView as_matrix(std::span<float> buf, std::int64_t rows, std::int64_t cols) {
-  return {buf.data(), rows, cols, cols};
+// A packed view's memory seen as another packed shape of the same element count.
+inline View reshape(const View& v, std::int64_t rows, std::int64_t cols) {
+  MESHTP_CHECK(v.contiguous() && rows * cols == v.rows * v.cols,
+               "reshape of {} to {}x{}: a packed view keeps its element count", describe(v), rows,
+               cols);
+  return View::packed(v.data, v.type, rows, cols);
 }
-inline std::span<const float> as_span(ConstMatrixView m) {
-  return {m.data, static_cast<std::size_t>(m.rows * m.cols)};
-}
-inline std::span<float> as_span(MatrixView m) {
-  return {m.data, static_cast<std::size_t>(m.rows * m.cols)};
-}
+// The messages of a packed view.
+inline comm::Buffer msg(const View& v) { return comm::buffer_of(v); }
+inline comm::ConstBuffer cmsg(const View& v) { return comm::const_buffer_of(v); }
 
 // Up to four requests to poke while computing. Null entries and completed requests are
 // skipped.
@@ -92,15 +99,16 @@ class InFlight {
   std::array<comm::Request*, 4> requests_;
 };
 
-// c = op(a)·op(b) + beta·c through meshtp::gemm, cut into `chunks` bands of c's rows with
-// in_flight.poke() between bands; the time goes to ws.stats.gemm_seconds.
-void gemm_poking(ConstMatrixView a, Trans ta, ConstMatrixView b, Trans tb, MatrixView c, float beta,
+// c = op(a)·op(b) + beta·c on the workspace's backend, letting `in_flight` progress (the
+// backend's gemm_in_bands: `chunks` row bands on the CPU); the time goes to
+// ws.stats.gemm_seconds.
+void gemm_poking(const View& a, Trans ta, const View& b, Trans tb, const View& c, float beta,
                  const InFlight& in_flight, int chunks, Gemm2dWorkspace& ws);
 
 // ---- the algorithms (one file each): one function per dataflow ----------------------------
 
-using Gemm2dFn = void (*)(const Grid&, ConstMatrixView, ConstMatrixView, MatrixView,
-                          const Gemm2dOptions&, Gemm2dWorkspace&);
+using Gemm2dFn = void (*)(const Grid&, const View&, const View&, const View&, const Gemm2dOptions&,
+                          Gemm2dWorkspace&);
 using Gemm2dDataflows = std::array<Gemm2dFn, 3>;  // OS, LS, RS: in layout::Dataflow order
 extern const Gemm2dDataflows kCannon, kSumma, kCollective, kWang, kMeshSlice;
 

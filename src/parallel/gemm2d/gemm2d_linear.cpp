@@ -6,6 +6,7 @@
 #include <ostream>
 
 #include "core/error.hpp"
+#include "ops/cpu_backend.hpp"
 #include "parallel/gemm2d/gemm2d_impl.hpp"
 
 namespace meshtp::parallel {
@@ -83,17 +84,16 @@ Gemm2dShape product_shape(const Gemm2dLinearPlan& plan, const Product& p) {
   fail("unknown dataflow");
 }
 
-ConstMatrixView pick(Operand o, ConstMatrixView in, ConstMatrixView dout, ConstMatrixView weight) {
+const View& pick(Operand o, const View& in, const View& dout, const View& weight) {
   return o == O::kIn ? in : o == O::kDout ? dout : weight;
 }
 
 // target += gemm2d(a, b), through a workspace buffer (gemm2d overwrites its output).
-void accumulate(const mesh::DeviceMesh& mesh, ConstMatrixView a, ConstMatrixView b,
-                MatrixView target, const Gemm2dOptions& options, Gemm2dWorkspace& ws, int slot) {
-  MatrixView tmp = detail::as_matrix(
-      ws.get(slot, static_cast<std::size_t>(target.rows * target.cols)), target.rows, target.cols);
+void accumulate(const mesh::DeviceMesh& mesh, const View& a, const View& b, const View& target,
+                const Gemm2dOptions& options, Gemm2dWorkspace& ws, int slot) {
+  const View tmp = ws.get(slot, target.rows, target.cols, target.type);
   gemm2d(mesh, a, b, tmp, options, ws);
-  add(tmp, target);
+  ws.backend().add(target, tmp);
 }
 
 }  // namespace
@@ -150,21 +150,34 @@ Gemm2dLinearPlan plan_gemm2d_linear(int nr, int nc, std::int64_t n, std::int64_t
 }
 
 void gemm2d_linear_forward(const mesh::DeviceMesh& mesh, const Gemm2dLinearPlan& plan,
-                           MatrixView out, ConstMatrixView in, ConstMatrixView weight,
+                           const View& out, const View& in, const View& weight,
                            Gemm2dWorkspace& ws) {
   const Product& f = products(plan).forward;
   gemm2d(mesh, pick(f.a, in, {}, weight), pick(f.b, in, {}, weight), out, plan.forward, ws);
 }
 
 void gemm2d_linear_backward(const mesh::DeviceMesh& mesh, const Gemm2dLinearPlan& plan,
-                            MatrixView din, MatrixView dweight, ConstMatrixView dout,
-                            ConstMatrixView in, ConstMatrixView weight, Gemm2dWorkspace& ws) {
+                            const View& din, const View& dweight, const View& dout, const View& in,
+                            const View& weight, Gemm2dWorkspace& ws) {
   const ModeProducts& p = products(plan);
   // Slots from 64 up are the callers' (the algorithms use the low ones).
   accumulate(mesh, pick(p.backward_data.a, in, dout, weight),
              pick(p.backward_data.b, in, dout, weight), din, plan.backward_data, ws, 64);
   accumulate(mesh, pick(p.backward_weight.a, in, dout, weight),
              pick(p.backward_weight.b, in, dout, weight), dweight, plan.backward_weight, ws, 65);
+}
+
+void gemm2d_linear_forward(const mesh::DeviceMesh& mesh, const Gemm2dLinearPlan& plan,
+                           MatrixView out, ConstMatrixView in, ConstMatrixView weight,
+                           Gemm2dWorkspace& ws) {
+  gemm2d_linear_forward(mesh, plan, host_view(out), host_view(in), host_view(weight), ws);
+}
+
+void gemm2d_linear_backward(const mesh::DeviceMesh& mesh, const Gemm2dLinearPlan& plan,
+                            MatrixView din, MatrixView dweight, ConstMatrixView dout,
+                            ConstMatrixView in, ConstMatrixView weight, Gemm2dWorkspace& ws) {
+  gemm2d_linear_backward(mesh, plan, host_view(din), host_view(dweight), host_view(dout),
+                         host_view(in), host_view(weight), ws);
 }
 
 }  // namespace meshtp::parallel

@@ -60,6 +60,15 @@ Gemm2dLinearPlan plan_gemm2d_linear(int nr, int nc, std::int64_t n, std::int64_t
                                     const Gemm2dLinearOptions& options);
 
 // out = forward(in, weight) — local blocks of the plan's stored shapes.
+// On the seam: packed views in the workspace backend's memory (gemm2d's rules). The host
+// forms below wrap host fp32 blocks as views of the CPU backend.
+void gemm2d_linear_forward(const mesh::DeviceMesh& mesh, const Gemm2dLinearPlan& plan,
+                           const View& out, const View& in, const View& weight,
+                           Gemm2dWorkspace& ws);
+void gemm2d_linear_backward(const mesh::DeviceMesh& mesh, const Gemm2dLinearPlan& plan,
+                            const View& din, const View& dweight, const View& dout, const View& in,
+                            const View& weight, Gemm2dWorkspace& ws);
+
 void gemm2d_linear_forward(const mesh::DeviceMesh& mesh, const Gemm2dLinearPlan& plan,
                            MatrixView out, ConstMatrixView in, ConstMatrixView weight,
                            Gemm2dWorkspace& ws);

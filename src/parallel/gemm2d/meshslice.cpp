@@ -57,36 +57,31 @@ using comm::Request;
 
 // Slice s of x's rows as a send buffer: x itself when S = 1, a view when the slice is one
 // contiguous run, else packed into `pack`.
-std::span<const float> row_slice(ConstMatrixView x, const Slicing& sl, int s,
-                                 std::span<float> pack) {
-  if (sl.slices() == 1) return as_span(x);
-  if (sl.blocks_per_slice() == 1) {
-    return {x.data + sl.block_start(s, 0) * x.cols, sz(sl.block * x.cols)};
-  }
-  pack_rows(x, sl, s, pack.data());
+View row_slice(Gemm2dWorkspace& ws, const View& x, const Slicing& sl, int s, const View& pack) {
+  if (sl.slices() == 1) return x;
+  if (sl.blocks_per_slice() == 1) return x.row_band(sl.block_start(s, 0), sl.block);
+  pack_rows(ws, x, sl, s, pack);
   return pack;
 }
 
 // Slice s of x's columns as a send buffer: x itself when S = 1, else packed (row-wise
-// memcpys of each block's runs) into `pack`.
-std::span<const float> col_slice(ConstMatrixView x, const Slicing& sl, int s,
-                                 std::span<float> pack) {
-  if (sl.slices() == 1) return as_span(x);
-  pack_cols(x, sl, s, pack.data());
+// copies of each block's runs) into `pack`.
+View col_slice(Gemm2dWorkspace& ws, const View& x, const Slicing& sl, int s, const View& pack) {
+  if (sl.slices() == 1) return x;
+  pack_cols(ws, x, sl, s, pack);
   return pack;
 }
 
 // The gathered column slices of a row: Nc chunks (rows × width) one after another. Side by
 // side they are the slice as a row-major matrix; with one chip in the row they already are.
-ConstMatrixView gathered_cols(const Grid& g, std::span<float> chunks, std::int64_t rows,
-                              std::int64_t width, std::span<float> side_by_side) {
-  if (g.nc == 1) return as_matrix(chunks, rows, width);
-  MatrixView out = as_matrix(side_by_side, rows, g.nc * width);
-  concat_col_chunks(chunks.data(), g.nc, rows, width, out);
-  return out;
+View gathered_cols(const Grid& g, Gemm2dWorkspace& ws, const View& chunks, std::int64_t rows,
+                   std::int64_t width, const View& side_by_side) {
+  if (g.nc == 1) return reshape(chunks, rows, width);
+  concat_col_chunks(ws, chunks, g.nc, rows, width, side_by_side);
+  return side_by_side;
 }
 
-void meshslice_os(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
+void meshslice_os(const Grid& g, const View& a, const View& b, const View& c,
                   const Gemm2dOptions& o, Gemm2dWorkspace& ws) {
   const int S = o.params.slices;
   const std::int64_t k = a.cols * g.nc;
@@ -94,33 +89,33 @@ void meshslice_os(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixVie
   const Slicing sa{a.cols, o.params, blk};  // A_ij's columns: k/Nc
   const Slicing sb{b.rows, o.params, blk};  // B_ij's rows: k/Nr
   const std::int64_t ks = k / S;
-  std::span<float> a_send[2], a_recv[2], b_send[2], b_recv[2];
+  View a_send[2], a_recv[2], b_send[2], b_recv[2];
   for (int x = 0; x < 2; ++x) {
-    a_send[x] = ws.get(0 + x, sz(a.rows * sa.slice_extent()));
-    a_recv[x] = ws.get(2 + x, sz(a.rows * ks));
-    b_send[x] = ws.get(4 + x, sz(sb.slice_extent() * b.cols));
-    b_recv[x] = ws.get(6 + x, sz(ks * b.cols));
+    a_send[x] = ws.get(0 + x, a.rows, sa.slice_extent(), a.type);
+    a_recv[x] = ws.get(2 + x, g.nc * a.rows, sa.slice_extent(), a.type);  // Nc chunks
+    b_send[x] = ws.get(4 + x, sb.slice_extent(), b.cols, b.type);
+    b_recv[x] = ws.get(6 + x, ks, b.cols, b.type);
   }
-  const std::span<float> a_slice = ws.get(8, sz(a.rows * ks));
+  const View a_slice = ws.get(8, a.rows, ks, a.type);
   Request gather_a[2], gather_b[2];
   const auto start = [&](int s) {
     const int x = s % 2;
-    gather_a[x] = g.row->iall_gather(col_slice(a, sa, s, a_send[x]), a_recv[x]);
-    gather_b[x] = g.col->iall_gather(row_slice(b, sb, s, b_send[x]), b_recv[x]);
+    gather_a[x] = g.row->iall_gather(cmsg(col_slice(ws, a, sa, s, a_send[x])), msg(a_recv[x]));
+    gather_b[x] = g.col->iall_gather(cmsg(row_slice(ws, b, sb, s, b_send[x])), msg(b_recv[x]));
   };
   start(0);
   for (int s = 0; s < S; ++s) {
     const int x = s % 2;
     if (s + 1 < S) start(s + 1);
     gather_a[x].wait();
-    const ConstMatrixView a_s = gathered_cols(g, a_recv[x], a.rows, sa.slice_extent(), a_slice);
+    const View a_s = gathered_cols(g, ws, a_recv[x], a.rows, sa.slice_extent(), a_slice);
     gather_b[x].wait();
-    gemm_poking(a_s, Trans::kNo, as_matrix(b_recv[x], ks, b.cols), Trans::kNo, c,
-                s == 0 ? 0.0f : 1.0f, {&gather_a[1 - x], &gather_b[1 - x]}, o.progress_splits, ws);
+    gemm_poking(a_s, Trans::kNo, b_recv[x], Trans::kNo, c, s == 0 ? 0.0f : 1.0f,
+                {&gather_a[1 - x], &gather_b[1 - x]}, o.progress_splits, ws);
   }
 }
 
-void meshslice_ls(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
+void meshslice_ls(const Grid& g, const View& a, const View& b, const View& c,
                   const Gemm2dOptions& o, Gemm2dWorkspace& ws) {
   const int S = o.params.slices;
   const std::int64_t n = c.cols * g.nc;
@@ -129,21 +124,21 @@ void meshslice_ls(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixVie
   const Slicing sc{c.cols, o.params, blk};  // C_ij's columns: n/Nc
   const std::int64_t ns = n / S;
   const std::int64_t ncs = sc.slice_extent();  // columns of one row member's chunk
-  std::span<float> b_send[2], b_recv[2], c_part[2], c_recv[2];
+  View b_send[2], b_recv[2], c_part[2], c_recv[2];
   for (int x = 0; x < 2; ++x) {
-    b_send[x] = ws.get(0 + x, sz(sb.slice_extent() * b.cols));
-    b_recv[x] = ws.get(2 + x, sz(ns * b.cols));
-    c_part[x] = ws.get(4 + x, sz(g.nc * c.rows * ncs));
-    c_recv[x] = ws.get(6 + x, sz(c.rows * ncs));
+    b_send[x] = ws.get(0 + x, sb.slice_extent(), b.cols, b.type);
+    b_recv[x] = ws.get(2 + x, ns, b.cols, b.type);
+    c_part[x] = ws.get(4 + x, g.nc * c.rows, ncs, c.type);  // Nc chunks, one per member
+    c_recv[x] = ws.get(6 + x, c.rows, ncs, c.type);
   }
   Request gather_b[2], scatter_c[2];
   const auto start_gather = [&](int s) {
     const int x = s % 2;
-    gather_b[x] = g.col->iall_gather(row_slice(b, sb, s, b_send[x]), b_recv[x]);
+    gather_b[x] = g.col->iall_gather(cmsg(row_slice(ws, b, sb, s, b_send[x])), msg(b_recv[x]));
   };
   const auto finish_scatter = [&](int s) {
     scatter_c[s % 2].wait();
-    unpack_cols(c_recv[s % 2].data(), sc, s, c);
+    unpack_cols(ws, c_recv[s % 2], sc, s, c);
   };
   const int pieces = std::max(1, (o.progress_splits + g.nc - 1) / g.nc);
   start_gather(0);
@@ -152,20 +147,18 @@ void meshslice_ls(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixVie
     if (s + 1 < S) start_gather(s + 1);
     gather_b[x].wait();
     if (s >= 2) finish_scatter(s - 2);  // frees c_part[x]
-    const ConstMatrixView b_slice = as_matrix(b_recv[x], ns, b.cols);
     const InFlight in_flight{&gather_b[1 - x], &scatter_c[1 - x]};
     for (int q = 0; q < g.nc; ++q) {
-      MatrixView chunk{c_part[x].data() + q * c.rows * ncs, c.rows, ncs, ncs};
-      gemm_poking(a, Trans::kNo, b_slice.block(q * ncs, 0, ncs, b.cols), Trans::kYes, chunk, 0.0f,
-                  in_flight, pieces, ws);
+      gemm_poking(a, Trans::kNo, b_recv[x].row_band(q * ncs, ncs), Trans::kYes,
+                  c_part[x].row_band(q * c.rows, c.rows), 0.0f, in_flight, pieces, ws);
       in_flight.poke();
     }
-    scatter_c[x] = g.row->ireduce_scatter<float>(c_part[x], c_recv[x]);
+    scatter_c[x] = g.row->ireduce_scatter(cmsg(c_part[x]), msg(c_recv[x]), comm::ReduceOp::kSum);
   }
   for (int s = std::max(0, S - 2); s < S; ++s) finish_scatter(s);
 }
 
-void meshslice_rs(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
+void meshslice_rs(const Grid& g, const View& a, const View& b, const View& c,
                   const Gemm2dOptions& o, Gemm2dWorkspace& ws) {
   const int S = o.params.slices;
   const std::int64_t m = c.rows * g.nr;
@@ -175,22 +168,22 @@ void meshslice_rs(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixVie
   const std::int64_t ms = m / S;
   // With one run per slice the reduce-scatter lands in C's rows directly.
   const bool direct = sc.blocks_per_slice() == 1;
-  std::span<float> a_send[2], a_recv[2], c_part[2], c_recv[2];
+  View a_send[2], a_recv[2], c_part[2], c_recv[2];
   for (int x = 0; x < 2; ++x) {
-    a_send[x] = ws.get(0 + x, sz(a.rows * sa.slice_extent()));
-    a_recv[x] = ws.get(2 + x, sz(a.rows * ms));
-    c_part[x] = ws.get(4 + x, sz(ms * c.cols));
-    c_recv[x] = direct ? std::span<float>() : ws.get(6 + x, sz(sc.slice_extent() * c.cols));
+    a_send[x] = ws.get(0 + x, a.rows, sa.slice_extent(), a.type);
+    a_recv[x] = ws.get(2 + x, g.nc * a.rows, sa.slice_extent(), a.type);  // Nc chunks
+    c_part[x] = ws.get(4 + x, ms, c.cols, c.type);
+    if (!direct) c_recv[x] = ws.get(6 + x, sc.slice_extent(), c.cols, c.type);
   }
-  const std::span<float> a_slice = ws.get(8, sz(a.rows * ms));
+  const View a_slice = ws.get(8, a.rows, ms, a.type);
   Request gather_a[2], scatter_c[2];
   const auto start_gather = [&](int s) {
     const int x = s % 2;
-    gather_a[x] = g.row->iall_gather(col_slice(a, sa, s, a_send[x]), a_recv[x]);
+    gather_a[x] = g.row->iall_gather(cmsg(col_slice(ws, a, sa, s, a_send[x])), msg(a_recv[x]));
   };
   const auto finish_scatter = [&](int s) {
     scatter_c[s % 2].wait();
-    if (!direct) unpack_rows(c_recv[s % 2].data(), sc, s, c);
+    if (!direct) unpack_rows(ws, c_recv[s % 2], sc, s, c);
   };
   start_gather(0);
   for (int s = 0; s < S; ++s) {
@@ -198,13 +191,11 @@ void meshslice_rs(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixVie
     if (s + 1 < S) start_gather(s + 1);
     gather_a[x].wait();
     if (s >= 2) finish_scatter(s - 2);  // frees c_part[x]
-    const ConstMatrixView a_s = gathered_cols(g, a_recv[x], a.rows, sa.slice_extent(), a_slice);
-    gemm_poking(a_s, Trans::kYes, b, Trans::kNo, as_matrix(c_part[x], ms, c.cols), 0.0f,
+    const View a_s = gathered_cols(g, ws, a_recv[x], a.rows, sa.slice_extent(), a_slice);
+    gemm_poking(a_s, Trans::kYes, b, Trans::kNo, c_part[x], 0.0f,
                 {&gather_a[1 - x], &scatter_c[1 - x]}, o.progress_splits, ws);
-    const std::span<float> target =
-        direct ? std::span<float>(c.data + sc.block_start(s, 0) * c.cols, sz(sc.block * c.cols))
-               : c_recv[x];
-    scatter_c[x] = g.col->ireduce_scatter<float>(c_part[x], target);
+    const View target = direct ? c.row_band(sc.block_start(s, 0), sc.block) : c_recv[x];
+    scatter_c[x] = g.col->ireduce_scatter(cmsg(c_part[x]), msg(target), comm::ReduceOp::kSum);
   }
   for (int s = std::max(0, S - 2); s < S; ++s) finish_scatter(s);
 }

@@ -57,25 +57,25 @@ Panels make_panels(const Grid& g, std::int64_t d, int slices) {
   return {l, d / l, l / g.nc, l / g.nr};
 }
 
-void summa_os(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
-              const Gemm2dOptions& o, Gemm2dWorkspace& ws) {
+void summa_os(const Grid& g, const View& a, const View& b, const View& c, const Gemm2dOptions& o,
+              Gemm2dWorkspace& ws) {
   const Panels p = make_panels(g, a.cols * g.nc, o.params.slices);
-  std::span<float> a_panel[2], b_panel[2];
+  View a_panel[2], b_panel[2];
   for (int x = 0; x < 2; ++x) {
-    a_panel[x] = ws.get(0 + x, sz(a.rows * p.width));
-    b_panel[x] = ws.get(2 + x, sz(p.width * b.cols));
+    a_panel[x] = ws.get(0 + x, a.rows, p.width, a.type);
+    b_panel[x] = ws.get(2 + x, p.width, b.cols, b.type);
   }
   Request bcast_a[2], bcast_b[2];
   const auto start = [&](int t) {
     const int x = t % 2;
     if (g.j == p.row_owner(t)) {
-      copy(a.block(0, p.row_offset(t), a.rows, p.width), as_matrix(a_panel[x], a.rows, p.width));
+      ws.backend().copy(a_panel[x], a.block(0, p.row_offset(t), a.rows, p.width));
     }
-    bcast_a[x] = g.row->ibroadcast(a_panel[x], p.row_owner(t));
+    bcast_a[x] = g.row->ibroadcast(msg(a_panel[x]), p.row_owner(t));
     if (g.i == p.col_owner(t)) {
-      copy(b.block(p.col_offset(t), 0, p.width, b.cols), as_matrix(b_panel[x], p.width, b.cols));
+      ws.backend().copy(b_panel[x], b.block(p.col_offset(t), 0, p.width, b.cols));
     }
-    bcast_b[x] = g.col->ibroadcast(b_panel[x], p.col_owner(t));
+    bcast_b[x] = g.col->ibroadcast(msg(b_panel[x]), p.col_owner(t));
   };
   start(0);
   for (int t = 0; t < p.count; ++t) {
@@ -83,68 +83,63 @@ void summa_os(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
     if (t + 1 < p.count) start(t + 1);
     bcast_a[x].wait();
     bcast_b[x].wait();
-    gemm_poking(as_matrix(a_panel[x], a.rows, p.width), Trans::kNo,
-                as_matrix(b_panel[x], p.width, b.cols), Trans::kNo, c, t == 0 ? 0.0f : 1.0f,
+    gemm_poking(a_panel[x], Trans::kNo, b_panel[x], Trans::kNo, c, t == 0 ? 0.0f : 1.0f,
                 {&bcast_a[1 - x], &bcast_b[1 - x]}, o.progress_splits, ws);
   }
 }
 
-void summa_ls(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
-              const Gemm2dOptions& o, Gemm2dWorkspace& ws) {
+void summa_ls(const Grid& g, const View& a, const View& b, const View& c, const Gemm2dOptions& o,
+              Gemm2dWorkspace& ws) {
   const Panels p = make_panels(g, c.cols * g.nc, o.params.slices);
-  std::span<float> b_panel[2] = {ws.get(0, sz(p.width * b.cols)), ws.get(1, sz(p.width * b.cols))};
-  std::span<float> partial = ws.get(2, sz(c.rows * p.width));
-  std::span<float> reduced = ws.get(3, sz(c.rows * p.width));
+  const View b_panel[2] = {ws.get(0, p.width, b.cols, b.type), ws.get(1, p.width, b.cols, b.type)};
+  const View partial = ws.get(2, c.rows, p.width, c.type);
+  const View reduced = ws.get(3, c.rows, p.width, c.type);
   Request bcast_b[2];
   const auto start = [&](int t) {
     const int x = t % 2;
     if (g.i == p.col_owner(t)) {
-      copy(b.block(p.col_offset(t), 0, p.width, b.cols), as_matrix(b_panel[x], p.width, b.cols));
+      ws.backend().copy(b_panel[x], b.block(p.col_offset(t), 0, p.width, b.cols));
     }
-    bcast_b[x] = g.col->ibroadcast(b_panel[x], p.col_owner(t));
+    bcast_b[x] = g.col->ibroadcast(msg(b_panel[x]), p.col_owner(t));
   };
   start(0);
   for (int t = 0; t < p.count; ++t) {
     const int x = t % 2;
     if (t + 1 < p.count) start(t + 1);
     bcast_b[x].wait();
-    gemm_poking(a, Trans::kNo, as_matrix(b_panel[x], p.width, b.cols), Trans::kYes,
-                as_matrix(partial, c.rows, p.width), 0.0f, {&bcast_b[1 - x]}, o.progress_splits,
-                ws);
+    gemm_poking(a, Trans::kNo, b_panel[x], Trans::kYes, partial, 0.0f, {&bcast_b[1 - x]},
+                o.progress_splits, ws);
     const int root = p.row_owner(t);
-    g.row->reduce<float>(partial, reduced, root);
-    if (g.j == root) {
-      copy(as_matrix(reduced, c.rows, p.width), c.block(0, p.row_offset(t), c.rows, p.width));
-    }
+    g.row->reduce(cmsg(partial), msg(reduced), root, comm::ReduceOp::kSum);
+    if (g.j == root) ws.backend().copy(c.block(0, p.row_offset(t), c.rows, p.width), reduced);
   }
 }
 
-void summa_rs(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
-              const Gemm2dOptions& o, Gemm2dWorkspace& ws) {
+void summa_rs(const Grid& g, const View& a, const View& b, const View& c, const Gemm2dOptions& o,
+              Gemm2dWorkspace& ws) {
   const Panels p = make_panels(g, c.rows * g.nr, o.params.slices);
-  std::span<float> a_panel[2] = {ws.get(0, sz(a.rows * p.width)), ws.get(1, sz(a.rows * p.width))};
-  std::span<float> partial = ws.get(2, sz(p.width * c.cols));
+  const View a_panel[2] = {ws.get(0, a.rows, p.width, a.type), ws.get(1, a.rows, p.width, a.type)};
+  const View partial = ws.get(2, p.width, c.cols, c.type);
   Request bcast_a[2];
   const auto start = [&](int t) {
     const int x = t % 2;
     if (g.j == p.row_owner(t)) {
-      copy(a.block(0, p.row_offset(t), a.rows, p.width), as_matrix(a_panel[x], a.rows, p.width));
+      ws.backend().copy(a_panel[x], a.block(0, p.row_offset(t), a.rows, p.width));
     }
-    bcast_a[x] = g.row->ibroadcast(a_panel[x], p.row_owner(t));
+    bcast_a[x] = g.row->ibroadcast(msg(a_panel[x]), p.row_owner(t));
   };
   start(0);
   for (int t = 0; t < p.count; ++t) {
     const int x = t % 2;
     if (t + 1 < p.count) start(t + 1);
     bcast_a[x].wait();
-    gemm_poking(as_matrix(a_panel[x], a.rows, p.width), Trans::kYes, b, Trans::kNo,
-                as_matrix(partial, p.width, c.cols), 0.0f, {&bcast_a[1 - x]}, o.progress_splits,
-                ws);
+    gemm_poking(a_panel[x], Trans::kYes, b, Trans::kNo, partial, 0.0f, {&bcast_a[1 - x]},
+                o.progress_splits, ws);
     const int root = p.col_owner(t);
     // The root's panel rows of C are contiguous: reduce straight into them.
-    const std::span<float> target =
-        g.i == root ? as_span(c.block(p.col_offset(t), 0, p.width, c.cols)) : std::span<float>();
-    g.col->reduce<float>(partial, target, root);
+    const comm::Buffer target = g.i == root ? msg(c.row_band(p.col_offset(t), p.width))
+                                            : comm::Buffer{nullptr, c.type, 0};
+    g.col->reduce(cmsg(partial), target, root, comm::ReduceOp::kSum);
   }
 }
 

@@ -65,53 +65,53 @@ struct Ring {
 };
 Ring ring_of(const Grid& g) { return {(g.j + g.nc - 1) % g.nc, (g.j + 1) % g.nc}; }
 
-// Two-way ring all-gather of this rank's block `mine` (rows × cols, contiguous) along the row:
+// Two-way ring all-gather of this rank's block `mine` (rows × cols, packed) along the row:
 // step(t, top, l, bottom, l', in_flight, chunks) is called with top(A_il), l = j+t, and
 // bottom(A_il'), l' = j−t, while the next two halves move.
 template <typename Step>
-void two_way_all_gather(const Grid& g, ConstMatrixView mine, const Gemm2dOptions& o,
+void two_way_all_gather(const Grid& g, const View& mine, const Gemm2dOptions& o,
                         Gemm2dWorkspace& ws, Step step) {
   const Ring r = ring_of(g);
   const Halves h = halves(mine.rows, g.nc);
-  const std::size_t top_n = sz(h.top * mine.cols), bottom_n = sz(h.bottom * mine.cols);
-  std::span<float> top_ring[2] = {ws.get(10, top_n), ws.get(11, top_n)};
-  std::span<float> bottom_ring[2] = {ws.get(12, bottom_n), ws.get(13, bottom_n)};
-  ConstMatrixView top = mine.block(0, 0, h.top, mine.cols);
-  ConstMatrixView bottom = mine.block(h.top, 0, h.bottom, mine.cols);
+  const View top_ring[2] = {ws.get(10, h.top, mine.cols, mine.type),
+                            ws.get(11, h.top, mine.cols, mine.type)};
+  const View bottom_ring[2] = {ws.get(12, h.bottom, mine.cols, mine.type),
+                               ws.get(13, h.bottom, mine.cols, mine.type)};
+  View top = mine.row_band(0, h.top);
+  View bottom = mine.row_band(h.top, h.bottom);
   for (int t = 0; t < g.nc; ++t) {
     Request top_out, top_in, bottom_out, bottom_in;
     const int next = (t + 1) % 2;
     if (t + 1 < g.nc) {
-      top_in = g.row->irecv<float>(top_ring[next].first(top_n), r.right, kTopTag);
-      bottom_in = g.row->irecv<float>(bottom_ring[next].first(bottom_n), r.left, kBottomTag);
-      top_out = g.row->isend(as_span(top), r.left, kTopTag);
-      bottom_out = g.row->isend(as_span(bottom), r.right, kBottomTag);
+      top_in = g.row->irecv(msg(top_ring[next]), r.right, kTopTag);
+      bottom_in = g.row->irecv(msg(bottom_ring[next]), r.left, kBottomTag);
+      top_out = g.row->isend(cmsg(top), r.left, kTopTag);
+      bottom_out = g.row->isend(cmsg(bottom), r.right, kBottomTag);
     }
     step(t, top, (g.j + t) % g.nc, bottom, (g.j - t + g.nc) % g.nc,
          InFlight{&top_out, &top_in, &bottom_out, &bottom_in}, o.progress_splits);
     for (Request* q : {&top_out, &top_in, &bottom_out, &bottom_in}) q->wait();
-    top = as_matrix(top_ring[next], h.top, mine.cols);
-    bottom = as_matrix(bottom_ring[next], h.bottom, mine.cols);
+    top = top_ring[next];
+    bottom = bottom_ring[next];
   }
 }
 
-void wang_os(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
-             const Gemm2dOptions& o, Gemm2dWorkspace& ws) {
+void wang_os(const Grid& g, const View& a, const View& b, const View& c, const Gemm2dOptions& o,
+             Gemm2dWorkspace& ws) {
   const std::int64_t k = a.cols * g.nc;
-  ConstMatrixView b_col = b;  // B_*j: k × n/Nc
+  View b_col = b;  // B_*j: k × n/Nc
   if (g.nr > 1) {
-    auto b_all = ws.get(0, sz(k * b.cols));
-    g.col->all_gather(as_span(b), b_all);
-    b_col = as_matrix(b_all, k, b.cols);
+    b_col = ws.get(0, k, b.cols, b.type);
+    g.col->all_gather(cmsg(b), msg(b_col));
   }
   const Halves h = halves(c.rows, g.nc);
-  MatrixView c_top = c.block(0, 0, h.top, c.cols), c_bottom = c.block(h.top, 0, h.bottom, c.cols);
+  const View c_top = c.row_band(0, h.top), c_bottom = c.row_band(h.top, h.bottom);
   two_way_all_gather(
       g, a, o, ws,
-      [&](int t, ConstMatrixView top, int l, ConstMatrixView bottom, int l2, const InFlight& f,
+      [&](int t, const View& top, int l, const View& bottom, int l2, const InFlight& f,
           int chunks) {
         const float beta = t == 0 ? 0.0f : 1.0f;
-        auto k_block = [&](int blk) { return b_col.block(blk * a.cols, 0, a.cols, b.cols); };
+        auto k_block = [&](int blk) { return b_col.row_band(blk * a.cols, a.cols); };
         if (h.top > 0) {
           gemm_poking(top, Trans::kNo, k_block(l), Trans::kNo, c_top, beta, f, chunks, ws);
         }
@@ -121,36 +121,32 @@ void wang_os(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
       });
 }
 
-void wang_ls(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
-             const Gemm2dOptions& o, Gemm2dWorkspace& ws) {
+void wang_ls(const Grid& g, const View& a, const View& b, const View& c, const Gemm2dOptions& o,
+             Gemm2dWorkspace& ws) {
   const std::int64_t n = b.rows * g.nr;
-  ConstMatrixView b_col = b;  // B_*j: n × k/Nc
+  View b_col = b;  // B_*j: n × k/Nc
   if (g.nr > 1) {
-    auto b_all = ws.get(0, sz(n * b.cols));
-    g.col->all_gather(as_span(b), b_all);
-    b_col = as_matrix(b_all, n, b.cols);
+    b_col = ws.get(0, n, b.cols, b.type);
+    g.col->all_gather(cmsg(b), msg(b_col));
   }
   const Ring r = ring_of(g);
   const Halves h = halves(c.rows, g.nc);
-  const std::size_t top_n = sz(h.top * c.cols), bottom_n = sz(h.bottom * c.cols);
-  const ConstMatrixView a_top = a.block(0, 0, h.top, a.cols);
-  const ConstMatrixView a_bottom = a.block(h.top, 0, h.bottom, a.cols);
-  std::span<float> top_sums[2] = {ws.get(1, top_n).first(top_n), ws.get(2, top_n).first(top_n)};
-  std::span<float> bottom_sums[2] = {ws.get(4, bottom_n).first(bottom_n),
-                                     ws.get(5, bottom_n).first(bottom_n)};
-  std::span<float> top_in_buf = ws.get(3, top_n).first(top_n);
-  std::span<float> bottom_in_buf = ws.get(6, bottom_n).first(bottom_n);
+  const View a_top = a.row_band(0, h.top);
+  const View a_bottom = a.row_band(h.top, h.bottom);
+  const View top_sums[2] = {ws.get(1, h.top, c.cols, c.type), ws.get(2, h.top, c.cols, c.type)};
+  const View bottom_sums[2] = {ws.get(4, h.bottom, c.cols, c.type),
+                               ws.get(5, h.bottom, c.cols, c.type)};
+  const View top_in_buf = ws.get(3, h.top, c.cols, c.type);
+  const View bottom_in_buf = ws.get(6, h.bottom, c.cols, c.type);
   Request to_left[2], to_right[2], from_right, from_left;
-  auto n_block = [&](int blk) { return b_col.block(blk * c.cols, 0, c.cols, b.cols); };
+  auto n_block = [&](int blk) { return b_col.row_band(blk * c.cols, c.cols); };
   for (int t = 0; t < g.nc; ++t) {
     const int top_target = (g.j + t + 1) % g.nc;
     const int bottom_target = (g.j - t - 1 + 2 * g.nc) % g.nc;
     const bool last = t + 1 == g.nc;
     const int buf = t % 2;
-    MatrixView top_sum =
-        last ? c.block(0, 0, h.top, c.cols) : as_matrix(top_sums[buf], h.top, c.cols);
-    MatrixView bottom_sum =
-        last ? c.block(h.top, 0, h.bottom, c.cols) : as_matrix(bottom_sums[buf], h.bottom, c.cols);
+    const View top_sum = last ? c.row_band(0, h.top) : top_sums[buf];
+    const View bottom_sum = last ? c.row_band(h.top, h.bottom) : bottom_sums[buf];
     to_left[buf].wait();  // the sends of step t−2 read these buffers
     to_right[buf].wait();
     const InFlight f{&from_right, &from_left, &to_left[1 - buf], &to_right[1 - buf]};
@@ -164,38 +160,38 @@ void wang_ls(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
     }
     if (t > 0) {
       from_right.wait();
-      add(as_matrix(top_in_buf, h.top, c.cols), top_sum);
+      ws.backend().add(top_sum, top_in_buf);
       from_left.wait();
-      add(as_matrix(bottom_in_buf, h.bottom, c.cols), bottom_sum);
+      ws.backend().add(bottom_sum, bottom_in_buf);
     }
     if (!last) {
-      to_left[buf] = g.row->isend<float>(top_sums[buf], r.left, kTopTag);
-      to_right[buf] = g.row->isend<float>(bottom_sums[buf], r.right, kBottomTag);
-      from_right = g.row->irecv<float>(top_in_buf, r.right, kTopTag);
-      from_left = g.row->irecv<float>(bottom_in_buf, r.left, kBottomTag);
+      to_left[buf] = g.row->isend(cmsg(top_sums[buf]), r.left, kTopTag);
+      to_right[buf] = g.row->isend(cmsg(bottom_sums[buf]), r.right, kBottomTag);
+      from_right = g.row->irecv(msg(top_in_buf), r.right, kTopTag);
+      from_left = g.row->irecv(msg(bottom_in_buf), r.left, kBottomTag);
     }
   }
   for (Request* q : {&to_left[0], &to_left[1], &to_right[0], &to_right[1]}) q->wait();
 }
 
-void wang_rs(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
-             const Gemm2dOptions& o, Gemm2dWorkspace& ws) {
+void wang_rs(const Grid& g, const View& a, const View& b, const View& c, const Gemm2dOptions& o,
+             Gemm2dWorkspace& ws) {
   const std::int64_t m = a.cols * g.nc;
   // P = A_i*ᵀ · B_ij (m × n/Nc); with one row of chips in the column it is C_ij itself.
-  MatrixView partial = g.nr == 1 ? c : as_matrix(ws.get(0, sz(m * c.cols)), m, c.cols);
+  const View partial = g.nr == 1 ? c : ws.get(0, m, c.cols, c.type);
   const Halves h = halves(a.rows, g.nc);
-  const ConstMatrixView b_top = b.block(0, 0, h.top, b.cols);
-  const ConstMatrixView b_bottom = b.block(h.top, 0, h.bottom, b.cols);
+  const View b_top = b.row_band(0, h.top);
+  const View b_bottom = b.row_band(h.top, h.bottom);
   two_way_all_gather(
       g, a, o, ws,
-      [&](int t, ConstMatrixView top, int l, ConstMatrixView bottom, int l2, const InFlight& f,
+      [&](int t, const View& top, int l, const View& bottom, int l2, const InFlight& f,
           int chunks) {
         // m-block l meets the top half at step (l−j) mod Nc and the bottom
         // half at (j−l) mod Nc; the earlier one writes it (β = 0), the top
         // first when they coincide.
         const float top_beta = 2 * t <= g.nc ? 0.0f : 1.0f;
         const float bottom_beta = t > 0 && 2 * t < g.nc ? 0.0f : 1.0f;
-        auto m_block = [&](int blk) { return partial.block(blk * a.cols, 0, a.cols, c.cols); };
+        auto m_block = [&](int blk) { return partial.row_band(blk * a.cols, a.cols); };
         if (h.top > 0) {
           gemm_poking(top, Trans::kYes, b_top, Trans::kNo, m_block(l), top_beta, f, chunks, ws);
         }
@@ -204,7 +200,7 @@ void wang_rs(const Grid& g, ConstMatrixView a, ConstMatrixView b, MatrixView c,
                       chunks, ws);
         }
       });
-  if (g.nr > 1) g.col->reduce_scatter<float>(as_span(partial), as_span(c));
+  if (g.nr > 1) g.col->reduce_scatter(cmsg(partial), msg(c), comm::ReduceOp::kSum);
 }
 
 }  // namespace

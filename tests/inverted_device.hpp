@@ -1,0 +1,191 @@
+// A stand-in for a device the host cannot read, for testing code written on the seam without a
+// GPU: its memory holds the bitwise complement (~b) of every byte of its values. Code that
+// reads or writes such memory other than through the backend (InvertedBackend) or a
+// host-staged transport (InvertedMemory) sees complemented floats (tiny or huge values, or
+// NaN), so its results are wrong and the test comparing them with the serial product fails.
+//
+//   InvertedMemory   (inverted_memory.hpp) what a host-staged transport copies through,
+//                    counting its copies and staging allocations
+//   InvertedBackend  device/backend.hpp's view primitives (GeMM, copies, add, zero, events):
+//                    each decodes its views into host fp32, runs the CPU backend, and encodes
+//                    the result back. Whole-array layer ops are not the stand-in's: they throw.
+#pragma once
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "device/backend.hpp"
+#include "ops/cpu_backend.hpp"
+#include "inverted_memory.hpp"
+#include "tensor/tensor.hpp"
+
+namespace meshtp::testing {
+
+class InvertedBackend final : public device::Backend {
+ public:
+  std::string name() const override { return "inverted (test stand-in)"; }
+
+  std::shared_ptr<InvertedMemory> memory = std::make_shared<InvertedMemory>();
+  int gemm_calls = 0;  // view GeMMs, banded or not
+
+  device::Array alloc(std::int64_t count, Element type) override {
+    MESHTP_CHECK(type == Element::kF32, "the inverted stand-in holds fp32 only, not {}",
+                 to_string(type));
+    auto bytes = std::make_shared<std::vector<unsigned char>>(
+        static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * sizeof(float), 0xFF);
+    std::shared_ptr<void> data(bytes, bytes->data());
+    return device::Array(std::move(data), type, count);
+  }
+  void zero(device::Array& a) override { zero(a.view(1, a.count())); }
+  void upload(device::Array& a, std::span<const float> values) override {
+    MESHTP_CHECK(static_cast<std::int64_t>(values.size()) == a.count(), "upload: {} values for {}",
+                 values.size(), a.count());
+    memory->to_device(a.data(), values.data(), values.size() * sizeof(float));
+  }
+  std::vector<float> download(const device::Array& a) override {
+    std::vector<float> out(static_cast<std::size_t>(a.count()));
+    memory->to_host(out.data(), a.data(), out.size() * sizeof(float));
+    return out;
+  }
+  void copy(device::Array& dst, const device::Array& src) override {
+    copy(dst.view(1, dst.count()), src.view(1, src.count()));
+  }
+  void synchronize() override {}
+
+  std::shared_ptr<DeviceMemory> device_memory() override { return memory; }
+  void gemm(const View& c, const View& a, Trans trans_a, const View& b, Trans trans_b, float alpha,
+            float beta, device::Epilogue epilogue, const View& bias) override {
+    ++gemm_calls;
+    Tensor hc = decode(c);
+    const Tensor ha = decode(a), hb = decode(b);
+    Tensor hbias = bias.data != nullptr ? decode(bias) : Tensor();
+    cpu_backend().gemm(host_view(hc.matrix()), host_view(ha.matrix()), trans_a,
+                       host_view(hb.matrix()), trans_b, alpha, beta, epilogue,
+                       bias.data != nullptr ? host_view(hbias.matrix()) : View{});
+    encode(c, hc);
+  }
+  void copy(const View& dst, const View& src) override {
+    MESHTP_CHECK(dst.rows == src.rows && dst.cols == src.cols, "copy: {} into {}", describe(src),
+                 describe(dst));
+    encode(dst, decode(src));
+  }
+  void add(const View& dst, const View& src) override {
+    Tensor d = decode(dst);
+    meshtp::add(decode(src).matrix(), d.matrix());
+    encode(dst, d);
+  }
+  void zero(const View& dst) override { encode(dst, Tensor({dst.rows, dst.cols})); }
+  void copy_blocks(std::span<const View> dst, std::span<const View> src) override {
+    MESHTP_CHECK(dst.size() == src.size(), "copy_blocks: {} for {}", dst.size(), src.size());
+    for (std::size_t i = 0; i < dst.size(); ++i) copy(dst[i], src[i]);
+  }
+  // As the GPU does: one GeMM, then the pokes once (a queueing device).
+  void gemm_in_bands(const View& c, const View& a, Trans trans_a, const View& b, Trans trans_b,
+                     float beta, int, const std::function<void()>& between) override {
+    gemm(c, a, trans_a, b, trans_b, 1.0f, beta, device::Epilogue::kNone, {});
+    between();
+  }
+  std::shared_ptr<device::Event> record() override { return cpu_backend().record(); }
+  void wait(device::Event& event) override { cpu_backend().wait(event); }
+  void* native_stream() override { return nullptr; }
+
+  // Not the stand-in's: the whole-array layer ops.
+  void linear_forward(device::Array&, const device::Array&, const device::Array&,
+                      const device::Array&, std::int64_t, std::int64_t, std::int64_t) override {
+    unused();
+  }
+  void linear_backward(device::Array&, device::Array&, device::Array&, const device::Array&,
+                       const device::Array&, const device::Array&, std::int64_t, std::int64_t,
+                       std::int64_t) override {
+    unused();
+  }
+  void gelu_forward(device::Array&, const device::Array&, std::int64_t) override { unused(); }
+  void gelu_backward(device::Array&, const device::Array&, const device::Array&,
+                     std::int64_t) override {
+    unused();
+  }
+  void residual_forward(device::Array&, const device::Array&, const device::Array&,
+                        std::int64_t) override {
+    unused();
+  }
+  void accumulate(device::Array&, const device::Array&, std::int64_t) override { unused(); }
+  void layernorm_forward(device::Array&, device::Array&, device::Array&, const device::Array&,
+                         const device::Array&, const device::Array&, std::int64_t,
+                         std::int64_t) override {
+    unused();
+  }
+  void layernorm_backward(device::Array&, device::Array&, device::Array&, const device::Array&,
+                          const device::Array&, const device::Array&, const device::Array&,
+                          const device::Array&, std::int64_t, std::int64_t) override {
+    unused();
+  }
+  void embedding_forward(device::Array&, std::span<const std::int32_t>, std::int64_t,
+                         std::int64_t, const device::Array&, std::int64_t, const device::Array&,
+                         std::int64_t) override {
+    unused();
+  }
+  void embedding_backward(device::Array&, device::Array&, const device::Array&,
+                          std::span<const std::int32_t>, std::int64_t, std::int64_t, std::int64_t,
+                          std::int64_t) override {
+    unused();
+  }
+  double cross_entropy_forward(device::Array&, const device::Array&,
+                               std::span<const std::int32_t>, std::int64_t, std::int64_t,
+                               std::int64_t) override {
+    unused();
+  }
+  void cross_entropy_backward(device::Array&, const device::Array&, const device::Array&,
+                              std::span<const std::int32_t>, std::int64_t, std::int64_t,
+                              std::int64_t) override {
+    unused();
+  }
+  double sum_of_squares(const device::Array&) override { unused(); }
+  void scale(device::Array&, float) override { unused(); }
+  void adamw_update(std::span<const device::AdamWParam>, const AdamWStep&) override { unused(); }
+  std::int64_t attention_scratch(std::int64_t, std::int64_t, std::int64_t) const override {
+    unused();
+  }
+  void attention_forward(device::Array&, device::Array&, const device::Array&, std::int64_t,
+                         std::int64_t, std::int64_t, std::int64_t) override {
+    unused();
+  }
+  void attention_backward(device::Array&, device::Array&, const device::Array&,
+                          const device::Array&, const device::Array&, std::int64_t, std::int64_t,
+                          std::int64_t, std::int64_t) override {
+    unused();
+  }
+
+  // The values of a view (rows × cols, host fp32), and back.
+  Tensor decode(const View& v) const {
+    check(v);
+    Tensor t({v.rows, v.cols});
+    for (std::int64_t i = 0; i < v.rows; ++i) {
+      InvertedMemory::invert(reinterpret_cast<unsigned char*>(t.matrix().data + i * v.cols),
+                             static_cast<const unsigned char*>(v.data) + i * v.ld * 4,
+                             static_cast<std::size_t>(v.cols) * 4);
+    }
+    return t;
+  }
+  void encode(const View& v, const Tensor& t) const {
+    check(v);
+    for (std::int64_t i = 0; i < v.rows; ++i) {
+      InvertedMemory::invert(static_cast<unsigned char*>(v.data) + i * v.ld * 4,
+                             reinterpret_cast<const unsigned char*>(t.values().data() + i * v.cols),
+                             static_cast<std::size_t>(v.cols) * 4);
+    }
+  }
+
+ private:
+  static void check(const View& v) {
+    MESHTP_CHECK(v.type == Element::kF32 && v.ld >= v.cols, "the inverted stand-in: {}",
+                 describe(v));
+  }
+  [[noreturn]] static void unused() {
+    fail("the inverted stand-in runs the view primitives only, not the whole-array layer ops");
+  }
+};
+
+}  // namespace meshtp::testing
