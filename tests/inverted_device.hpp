@@ -78,6 +78,18 @@ class InvertedBackend final : public device::Backend {
     encode(dst, d);
   }
   void zero(const View& dst) override { encode(dst, Tensor({dst.rows, dst.cols})); }
+  void add_bias(const View& y, const View& bias) override {
+    Tensor hy = decode(y);
+    const Tensor hb = decode(bias);
+    cpu_backend().add_bias(host_view(hy.matrix()), host_view(hb.matrix()));
+    encode(y, hy);
+  }
+  void bias_grad(const View& db, const View& dy) override {
+    Tensor hdb = decode(db);
+    const Tensor hdy = decode(dy);
+    cpu_backend().bias_grad(host_view(hdb.matrix()), host_view(hdy.matrix()));
+    encode(db, hdb);
+  }
   void copy_blocks(std::span<const View> dst, std::span<const View> src) override {
     MESHTP_CHECK(dst.size() == src.size(), "copy_blocks: {} for {}", dst.size(), src.size());
     for (std::size_t i = 0; i < dst.size(); ++i) copy(dst[i], src[i]);

@@ -142,6 +142,10 @@ class Backend {
   virtual void add(const View& dst, const View& src) = 0;
   // dst = 0.
   virtual void zero(const View& dst) = 0;
+  // y[i, :] += bias (a 1 × y.cols view), and db += Σ_i dy[i, :] (db 1 × dy.cols, fp32): a
+  // linear's bias on its own, for layers whose product runs elsewhere (ops/linear.hpp).
+  virtual void add_bias(const View& y, const View& bias) = 0;
+  virtual void bias_grad(const View& db, const View& dy) = 0;
   // dst[i] = src[i] for every pair, as one operation: packing a slice's blocks into one
   // message and back (the simulated build charges or skips them together).
   virtual void copy_blocks(std::span<const View> dst, std::span<const View> src) = 0;

@@ -116,6 +116,26 @@ void GpuBackend::copy(const View& dst, const View& src) { gpu::copy_2d(ctx_, dst
 void GpuBackend::add(const View& dst, const View& src) { gpu::add_2d(ctx_, dst, src); }
 void GpuBackend::zero(const View& dst) { gpu::zero_2d(ctx_, dst); }
 
+// Both as GeMMs with a vector of ones (no kernel of their own): y += 1ᵀ(rows)·bias is the
+// rank-1 product ones(rows × 1)·bias(1 × cols); db += ones(1 × rows)·dy.
+void GpuBackend::add_bias(const View& y, const View& bias) {
+  MESHTP_CHECK(bias.rows == 1 && bias.cols == y.cols && bias.type == y.type,
+               "gpu backend: the bias is {}, y is {}: it needs {} 1x{}", describe(bias),
+               describe(y), to_string(y.type), y.cols);
+  if (y.rows == 0) return;
+  const View column = ones(y.rows, bias.type).view(y.rows, 1);
+  gpu::gemm(ctx_, column, Trans::kNo, bias, Trans::kNo, y, 1.0f, 1.0f);
+}
+
+void GpuBackend::bias_grad(const View& db, const View& dy) {
+  MESHTP_CHECK(db.rows == 1 && db.cols == dy.cols && db.type == Element::kF32,
+               "gpu backend: db is {}, dy is {}: it needs fp32 1x{}", describe(db), describe(dy),
+               dy.cols);
+  if (dy.rows == 0) return;
+  gpu::gemm(ctx_, ones(dy.rows, dy.type).view(1, dy.rows), Trans::kNo, dy, Trans::kNo, db, 1.0f,
+            1.0f);
+}
+
 void GpuBackend::copy_blocks(std::span<const View> dst, std::span<const View> src) {
   MESHTP_CHECK(dst.size() == src.size(), "gpu backend: {} destination blocks for {} sources",
                dst.size(), src.size());

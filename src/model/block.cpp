@@ -1,5 +1,7 @@
 #include "model/block.hpp"
 
+#include "ops/cpu_backend.hpp"
+
 #include <algorithm>
 #include <functional>
 
@@ -119,7 +121,7 @@ void narrow_kv_grad(MatrixView dgqa, ConstMatrixView dmha, std::int64_t NH, std:
 // The buffer, or `alias` seen with layout l when the buffer was not needed (no collective
 // between the two: the producer writes the consumer's memory).
 ChunkedMatrix or_alias(Tensor& t, const ChunkedLayout& l, const ChunkedMatrix& alias) {
-  return ChunkedMatrix(t.empty() ? alias.data() : t.data(), l);
+  return t.empty() ? ChunkedMatrix(alias.data(), alias.type(), l) : ChunkedMatrix(t.data(), l);
 }
 
 // Context parallelism's refusals, from the config alone (model/block.hpp).
@@ -576,7 +578,9 @@ void Block::forward(const ChunkedMatrix& y, const ChunkedMatrix& x, BlockWorkspa
       if (swiglu()) {  // this rank's [gate | up] columns (ParamShard::kSwigluWeight)
         swiglu_forward(gelu.chunk(i), mlp1_y.chunk(i));
       } else {
-        bias_gelu_forward(gelu.chunk(i), mlp1_y.chunk(i), mlp1_.output_bias(mlp1_y));
+        const MatrixView bias = host_matrix(mlp1_.output_bias(mlp1_y), "the fc1 bias");
+        bias_gelu_forward(gelu.chunk(i), mlp1_y.chunk(i),
+                          {bias.data, static_cast<std::size_t>(bias.cols)});
       }
       mlp2_.forward_start(i, gelu, mlp2_p, mlp2_y, &progress_);
     }

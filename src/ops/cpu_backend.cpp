@@ -72,7 +72,7 @@ void CpuBackend::gemm(const View& c, const View& a, Trans trans_a, const View& b
                describe(c), c.cols);
   const std::span<const float> bias_values{bm.data, static_cast<std::size_t>(bm.cols)};
   if (epilogue == device::Epilogue::kBias) {
-    add_bias(cm, bias_values);
+    meshtp::add_bias(cm, bias_values);
   } else {
     bias_gelu_forward(cm, cm, bias_values);
   }
@@ -87,6 +87,23 @@ void CpuBackend::add(const View& dst, const View& src) {
 }
 
 void CpuBackend::zero(const View& dst) { meshtp::zero(host_matrix(dst, "the destination")); }
+
+namespace {
+std::span<float> row_vector(const View& v, std::int64_t cols, const char* what) {
+  const MatrixView m = host_matrix(v, what);
+  MESHTP_CHECK(m.rows == 1 && m.cols == cols, "cpu backend: {} is {}, the op needs fp32 1x{}",
+               what, describe(v), cols);
+  return {m.data, static_cast<std::size_t>(cols)};
+}
+}  // namespace
+
+void CpuBackend::add_bias(const View& y, const View& bias) {
+  meshtp::add_bias(host_matrix(y, "y"), row_vector(bias, y.cols, "the bias"));
+}
+
+void CpuBackend::bias_grad(const View& db, const View& dy) {
+  add_bias_grad(row_vector(db, dy.cols, "db"), host_matrix(dy, "dy"));
+}
 
 void CpuBackend::copy_blocks(std::span<const View> dst, std::span<const View> src) {
   MESHTP_CHECK(dst.size() == src.size(), "cpu backend: {} destination blocks for {} sources",

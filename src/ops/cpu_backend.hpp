@@ -32,6 +32,8 @@ class CpuBackend final : public device::Backend {
   void copy(const View& dst, const View& src) override;
   void add(const View& dst, const View& src) override;
   void zero(const View& dst) override;
+  void add_bias(const View& y, const View& bias) override;
+  void bias_grad(const View& db, const View& dy) override;
   void copy_blocks(std::span<const View> dst, std::span<const View> src) override;
   void gemm_in_bands(const View& c, const View& a, Trans trans_a, const View& b, Trans trans_b,
                      float beta, int bands, const std::function<void()>& between) override;

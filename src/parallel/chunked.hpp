@@ -25,6 +25,8 @@
 #include <cstdint>
 #include <span>
 
+#include "core/view.hpp"
+#include "device/backend.hpp"
 #include "tensor/gemm.hpp"
 #include "tensor/tensor.hpp"
 
@@ -45,23 +47,34 @@ struct ChunkedLayout {
 class ChunkedMatrix {
  public:
   ChunkedMatrix() = default;
-  ChunkedMatrix(float* data, ChunkedLayout layout) : data_(data), layout_(layout) {}
+  // `data` holds layout.size() elements of `type` in some backend's memory.
+  ChunkedMatrix(void* data, Element type, ChunkedLayout layout)
+      : data_(data), type_(type), layout_(layout) {}
+  ChunkedMatrix(float* data, ChunkedLayout layout) : ChunkedMatrix(data, Element::kF32, layout) {}
 
-  float* data() const { return data_; }
+  void* data() const { return data_; }
+  Element type() const { return type_; }
   const ChunkedLayout& layout() const { return layout_; }
-  std::span<float> span() const { return {data_, static_cast<std::size_t>(layout_.size())}; }
 
-  // Chunk i as one contiguous span (all its pieces).
+  // The seam's views (core/view.hpp), whatever memory holds them:
+  // chunk i, all its pieces, as one packed 1 × chunk_size message;
+  View chunk_message(int i) const;
+  // piece j of chunk i, a packed [chunk_rows, cols/pieces] matrix;
+  View piece_view(int i, int j) const;
+  // chunk i as a [chunk_rows, cols] matrix, and the whole [rows, cols] one (pieces == 1).
+  View chunk_view(int i) const;
+  View whole_view() const;
+
+  // The same on the host (fp32 in host memory; the layers not yet on the seam):
+  std::span<float> span() const;
   std::span<float> chunk_span(int i) const;
-  // Piece j of chunk i: a contiguous [chunk_rows, cols/pieces] matrix.
   MatrixView piece(int i, int j) const;
-  // Chunk i as a [chunk_rows, cols] matrix; only when pieces == 1.
   MatrixView chunk(int i) const;
-  // The whole [rows, cols] row-major matrix; only when pieces == 1.
   MatrixView whole() const;
 
  private:
-  float* data_ = nullptr;
+  void* data_ = nullptr;
+  Element type_ = Element::kF32;
   ChunkedLayout layout_;
 };
 
@@ -84,10 +97,10 @@ class Progress {
   std::array<ChunkedCollective*, kMaxWatched> watched_{};
 };
 
-// C = alpha·op(A)·op(B) + beta·C through meshtp::gemm, cut into progress->splits() row panels
-// of C with a poke between them while a watched collective is pending (progress may be null).
-void gemm_poked(ConstMatrixView a, Trans trans_a, ConstMatrixView b, Trans trans_b,
-                MatrixView c, float alpha, float beta, Progress* progress);
+// C = alpha·op(A)·op(B) + beta·C on `backend`, cut into progress->splits() row panels of C
+// with a poke between them while a watched collective is pending (progress may be null).
+void gemm_poked(device::Backend& backend, const View& a, Trans trans_a, const View& b,
+                Trans trans_b, const View& c, float alpha, float beta, Progress* progress);
 
 
 }  // namespace meshtp::parallel

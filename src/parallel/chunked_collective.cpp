@@ -15,27 +15,27 @@ ChunkedCollective::ChunkedCollective(CollectiveKind kind, const comm::Communicat
 
 int ChunkedCollective::group_size() const { return group_ == nullptr ? 1 : group_->size(); }
 
-void ChunkedCollective::start(int i, std::span<float> send, std::span<float> recv) {
+void ChunkedCollective::start(int i, const View& send, const View& recv) {
   MESHTP_CHECK(i >= 0 && i < static_cast<int>(pending_.size()),
                "chunk {} of a collective over {} chunks", i, pending_.size());
   auto& slot = pending_[static_cast<std::size_t>(i)];
   MESHTP_CHECK(!slot.pending(), "{} of chunk {} started twice", name(kind_), i);
   const ScopedSpan span("comm_issue", SpanKind::kCompute);  // MPI may do the work right here
-  const std::span<const float> in(send.data(), send.size());
   switch (kind_) {
     case CollectiveKind::kNone:
-      MESHTP_CHECK(send.data() == recv.data() && send.size() == recv.size(),
+      MESHTP_CHECK(send.data == recv.data && send.elements() == recv.elements(),
                    "no collective: the producer must write the consumer's buffer");
       return;
     case CollectiveKind::kAllReduce:
-      MESHTP_CHECK(send.data() == recv.data(), "all_reduce runs in place");
-      slot = group_->iall_reduce(recv);
+      MESHTP_CHECK(send.data == recv.data, "all_reduce runs in place");
+      slot = group_->iall_reduce(comm::buffer_of(recv), comm::ReduceOp::kSum);
       return;
     case CollectiveKind::kReduceScatter:
-      slot = group_->ireduce_scatter(in, recv);
+      slot = group_->ireduce_scatter(comm::const_buffer_of(send), comm::buffer_of(recv),
+                                     comm::ReduceOp::kSum);
       return;
     case CollectiveKind::kAllGather:
-      slot = group_->iall_gather(in, recv);
+      slot = group_->iall_gather(comm::const_buffer_of(send), comm::buffer_of(recv));
       return;
     default:
       fail("a chunked collective cannot be a {}", kind_);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "core/view.hpp"
 #include "layout/vocabulary.hpp"
 
 namespace meshtp::parallel {
@@ -35,8 +36,9 @@ class ChunkedCollective {
   bool active() const { return kind_ != CollectiveKind::kNone; }
   int group_size() const;
 
-  // Starts chunk i's collective (kNone: checks that send and recv alias, does nothing).
-  void start(int i, std::span<float> send, std::span<float> recv);
+  // Starts chunk i's collective on two packed views (chunk messages) in memory the group's
+  // transport carries (kNone: checks that send and recv alias, does nothing).
+  void start(int i, const View& send, const View& recv);
   void wait(int i);
   void wait_all();
   bool any_pending() const;

@@ -1,6 +1,6 @@
 #include "parallel/linear2d.hpp"
 
-#include "ops/linear.hpp"
+#include "ops/cpu_backend.hpp"
 
 #include "core/error.hpp"
 
@@ -56,7 +56,12 @@ void validate(const Linear2DSpec& s, const std::vector<int>& mesh_shape) {
   }
 }
 
-Linear2D::Linear2D(const mesh::DeviceMesh& mesh, const Linear2DSpec& spec) : spec_(spec) {
+Linear2D::Linear2D(const mesh::DeviceMesh& mesh, const Linear2DSpec& spec)
+    : Linear2D(mesh, spec, cpu_backend()) {}
+
+Linear2D::Linear2D(const mesh::DeviceMesh& mesh, const Linear2DSpec& spec,
+                   device::Backend& backend)
+    : backend_(&backend), spec_(spec) {
   validate(spec, mesh.shape());
   d1_ = mesh.size(0);
   d2_ = mesh.size(1);
@@ -109,39 +114,48 @@ ChunkedLayout Linear2D::y_layout() const {
   return {chunk_rows_, m_local_, c, 1};
 }
 
-void Linear2D::bind(std::span<const float> w, std::span<const float> b, std::span<float> dw,
-                    std::span<float> db) {
-  const auto wn = static_cast<std::size_t>(m_local_ * k_local_);
-  const auto bn = static_cast<std::size_t>(m_local_);
+void Linear2D::bind(const View& w, const View& b, const View& dw, const View& db) {
   // No gradients (both empty): a forward-only binding (ZeRO ≥ 2, train/zero.hpp). No bias
   // (b and db empty): a linear without one (SwiGLU models', layout/model_shape.hpp).
-  const std::size_t bias = b.empty() ? 0 : bn;
-  const bool grads = dw.size() == wn && db.size() == bias, none = dw.empty() && db.empty();
-  MESHTP_CHECK(w.size() == wn && b.size() == bias && (grads || none),
+  const std::int64_t wn = m_local_ * k_local_, bias = b.data == nullptr ? 0 : m_local_;
+  const bool grads = dw.elements() == wn && db.elements() == bias;
+  const bool none = dw.data == nullptr && db.data == nullptr;
+  MESHTP_CHECK(w.elements() == wn && b.elements() == bias && (grads || none),
                "Linear2D::bind: W {} / dW {} values (expected {}), b {} / db {} (expected {})",
-               w.size(), dw.size(), wn, b.size(), db.size(), bn);
-  w_ = w;
-  b_ = b;
-  dw_ = dw;
-  db_ = db;
+               w.elements(), dw.elements(), wn, b.elements(), db.elements(), m_local_);
+  const auto packed = [](const View& v, std::int64_t rows, std::int64_t cols) {
+    return v.data == nullptr ? View{} : View::packed(v.data, v.type, rows, cols);
+  };
+  w_ = packed(w, m_local_, k_local_);
+  b_ = packed(b, 1, m_local_);
+  dw_ = packed(dw, m_local_, k_local_);
+  db_ = packed(db, 1, m_local_);
 }
 
-ConstMatrixView Linear2D::w_block(int jy, int jx) const {
-  const ConstMatrixView w{w_.data(), m_local_, k_local_, k_local_};
-  const std::int64_t mp = m_local_ / out_pieces(), kp = k_local_ / in_pieces();
-  return w.block(jy * mp, jx * kp, mp, kp);
+void Linear2D::bind(std::span<const float> w, std::span<const float> b, std::span<float> dw,
+                    std::span<float> db) {
+  const auto view = [](std::span<const float> s) {
+    return s.empty() ? View{}
+                     : View::packed(const_cast<float*>(s.data()), Element::kF32, 1,
+                                    static_cast<std::int64_t>(s.size()));
+  };
+  bind(view(w), view(b), view(dw), view(db));
 }
 
-MatrixView Linear2D::dw_block(int jy, int jx) const {
-  const MatrixView dw{dw_.data(), m_local_, k_local_, k_local_};
+View Linear2D::w_block(int jy, int jx) const {
   const std::int64_t mp = m_local_ / out_pieces(), kp = k_local_ / in_pieces();
-  return dw.block(jy * mp, jx * kp, mp, kp);
+  return w_.block(jy * mp, jx * kp, mp, kp);
+}
+
+View Linear2D::dw_block(int jy, int jx) const {
+  const std::int64_t mp = m_local_ / out_pieces(), kp = k_local_ / in_pieces();
+  return dw_.block(jy * mp, jx * kp, mp, kp);
 }
 
 void Linear2D::gather_input_start(int i, const ChunkedMatrix& x, const ChunkedMatrix& xg) {
   check_layout("x", x, x_layout());
   check_layout("x_g", xg, xg_layout());
-  gather_input_.start(i, x.chunk_span(i), xg.chunk_span(i));
+  gather_input_.start(i, x.chunk_message(i), xg.chunk_message(i));
 }
 
 void Linear2D::forward_start(int i, const ChunkedMatrix& xg, const ChunkedMatrix& yp,
@@ -152,30 +166,30 @@ void Linear2D::forward_start(int i, const ChunkedMatrix& xg, const ChunkedMatrix
   // y_p piece jy = Σ_jx  x_g piece jx · (W_l block (jy, jx))ᵀ
   for (int jy = 0; jy < out_pieces(); ++jy) {
     for (int jx = 0; jx < in_pieces(); ++jx) {
-      gemm_poked(xg.piece(i, jx), Trans::kNo, w_block(jy, jx), Trans::kYes, yp.piece(i, jy),
-                 1.0f, jx == 0 ? 0.0f : 1.0f, progress);
+      gemm_poked(*backend_, xg.piece_view(i, jx), Trans::kNo, w_block(jy, jx), Trans::kYes,
+                 yp.piece_view(i, jy), 1.0f, jx == 0 ? 0.0f : 1.0f, progress);
     }
   }
-  reduce_output_.start(i, yp.chunk_span(i), y.chunk_span(i));
+  reduce_output_.start(i, yp.chunk_message(i), y.chunk_message(i));
 }
 
 void Linear2D::forward_wait(int i, const ChunkedMatrix& y) {
   reduce_output_.wait(i);
-  if (!b_.empty()) add_bias(y.chunk(i), output_bias(y));
+  if (has_bias()) backend_->add_bias(y.chunk_view(i), output_bias(y));
 }
 
-std::span<const float> Linear2D::output_bias(const ChunkedMatrix& y) const {
-  if (b_.empty()) return {};
+View Linear2D::output_bias(const ChunkedMatrix& y) const {
+  if (!has_bias()) return {};
   // The scattered output holds local features [c1·M_l/d2, (c1+1)·M_l/d2).
   const std::int64_t width = y.layout().cols;
   const std::int64_t first = spec_.scatter_output ? c1_ * width : 0;
-  return b_.subspan(static_cast<std::size_t>(first), static_cast<std::size_t>(width));
+  return b_.block(0, first, 1, width);
 }
 
 void Linear2D::gather_grad_start(int i, const ChunkedMatrix& dy, const ChunkedMatrix& dyp) {
   check_layout("dy", dy, y_layout());
   check_layout("dy_p", dyp, yp_layout());
-  gather_grad_.start(i, dy.chunk_span(i), dyp.chunk_span(i));
+  gather_grad_.start(i, dy.chunk_message(i), dyp.chunk_message(i));
 }
 
 void Linear2D::backward_data_start(int i, const ChunkedMatrix& dyp, const ChunkedMatrix& dxg,
@@ -186,11 +200,11 @@ void Linear2D::backward_data_start(int i, const ChunkedMatrix& dyp, const Chunke
   // dx_g piece jx = Σ_jy  dy_p piece jy · W_l block (jy, jx)
   for (int jx = 0; jx < in_pieces(); ++jx) {
     for (int jy = 0; jy < out_pieces(); ++jy) {
-      gemm_poked(dyp.piece(i, jy), Trans::kNo, w_block(jy, jx), Trans::kNo, dxg.piece(i, jx),
-                 1.0f, jy == 0 ? 0.0f : 1.0f, progress);
+      gemm_poked(*backend_, dyp.piece_view(i, jy), Trans::kNo, w_block(jy, jx), Trans::kNo,
+                 dxg.piece_view(i, jx), 1.0f, jy == 0 ? 0.0f : 1.0f, progress);
     }
   }
-  reduce_grad_.start(i, dxg.chunk_span(i), dx.chunk_span(i));
+  reduce_grad_.start(i, dxg.chunk_message(i), dx.chunk_message(i));
 }
 
 void Linear2D::backward_weight(const ChunkedMatrix& dyp, const ChunkedMatrix& xg,
@@ -199,20 +213,19 @@ void Linear2D::backward_weight(const ChunkedMatrix& dyp, const ChunkedMatrix& xg
   check_layout("x_g", xg, xg_layout());
   if (in_pieces() == 1 && out_pieces() == 1) {
     // Chunk-major row blocks are the row-major whole: one GeMM over all n rows.
-    const MatrixView dw{dw_.data(), m_local_, k_local_, k_local_};
-    gemm_poked(dyp.whole(), Trans::kYes, xg.whole(), Trans::kNo, dw, 1.0f, 1.0f, progress);
-    if (!db_.empty()) add_bias_grad(db_, dyp.whole());
+    gemm_poked(*backend_, dyp.whole_view(), Trans::kYes, xg.whole_view(), Trans::kNo, dw_, 1.0f,
+               1.0f, progress);
+    if (has_bias()) backend_->bias_grad(db_, dyp.whole_view());
     return;
   }
   const std::int64_t mp = m_local_ / out_pieces();
   for (int i = 0; i < spec_.chunks; ++i) {
     for (int jy = 0; jy < out_pieces(); ++jy) {
       for (int jx = 0; jx < in_pieces(); ++jx) {
-        gemm_poked(dyp.piece(i, jy), Trans::kYes, xg.piece(i, jx), Trans::kNo, dw_block(jy, jx),
-                   1.0f, 1.0f, progress);
+        gemm_poked(*backend_, dyp.piece_view(i, jy), Trans::kYes, xg.piece_view(i, jx),
+                   Trans::kNo, dw_block(jy, jx), 1.0f, 1.0f, progress);
       }
-      if (!db_.empty()) add_bias_grad(db_.subspan(static_cast<std::size_t>(jy * mp), static_cast<std::size_t>(mp)),
-                   dyp.piece(i, jy));
+      if (has_bias()) backend_->bias_grad(db_.block(0, jy * mp, 1, mp), dyp.piece_view(i, jy));
     }
   }
 }

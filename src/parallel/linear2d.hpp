@@ -98,7 +98,10 @@ void validate(const Linear2DSpec& spec, const std::vector<int>& mesh_shape);
 
 class Linear2D {
  public:
+  // Computes on `backend` (its views) and communicates over the mesh's groups, whose
+  // transport must carry the backend's memory; the CPU backend when none is given.
   Linear2D(const mesh::DeviceMesh& mesh, const Linear2DSpec& spec);
+  Linear2D(const mesh::DeviceMesh& mesh, const Linear2DSpec& spec, device::Backend& backend);
 
   const Linear2DSpec& spec() const { return spec_; }
   std::int64_t local_in() const { return k_local_; }    // K_l: columns of W_l
@@ -111,8 +114,10 @@ class Linear2D {
   bool gathers_input() const { return !(x_layout() == xg_layout()); }
   bool scatters_output() const { return !(y_layout() == yp_layout()); }
 
-  // W_l [M_l, K_l] and b_l [M_l], their gradients likewise (stored contiguously); b and db
-  // empty: no bias.
+  // W_l [M_l, K_l] and b_l [1, M_l] as packed views in the backend's memory, their gradients
+  // likewise; b and db empty (View{}): no bias; dw and db empty: a forward-only binding.
+  void bind(const View& w, const View& b, const View& dw, const View& db);
+  // The same on host fp32 spans (stored contiguously).
   void bind(std::span<const float> w, std::span<const float> b, std::span<float> dw,
             std::span<float> db);
 
@@ -127,8 +132,9 @@ class Linear2D {
   // Waits for the reduction only; the caller adds output_bias(y) itself (e.g. fused with the
   // activation after it: ops bias_gelu_forward).
   void forward_wait_without_bias(int i) { reduce_output_.wait(i); }
-  // The part of b_l that y holds (all of it, or this rank's scattered share; empty: no bias).
-  std::span<const float> output_bias(const ChunkedMatrix& y) const;
+  // The part of b_l that y holds (all of it, or this rank's scattered share), 1 × y's columns;
+  // an empty view: no bias.
+  View output_bias(const ChunkedMatrix& y) const;
 
   // ---- backward, chunk i -----------------------------------------------------------
   // dy(i) → dy_p(i): the transpose of the forward reduction (a gather, or nothing).
@@ -154,14 +160,15 @@ class Linear2D {
  private:
   int in_pieces() const { return spec_.gather_input ? d2_ : 1; }
   int out_pieces() const { return spec_.scatter_output ? d2_ : 1; }
-  ConstMatrixView w_block(int jy, int jx) const;
-  MatrixView dw_block(int jy, int jx) const;
+  View w_block(int jy, int jx) const;
+  View dw_block(int jy, int jx) const;
+  bool has_bias() const { return b_.data != nullptr; }
 
+  device::Backend* backend_;
   Linear2DSpec spec_;
   int d1_ = 1, d2_ = 1, c1_ = 0;
   std::int64_t k_local_ = 0, m_local_ = 0, chunk_rows_ = 0;
-  std::span<const float> w_, b_;
-  std::span<float> dw_, db_;
+  View w_, b_, dw_, db_;
   ChunkedCollective gather_input_, reduce_output_, gather_grad_, reduce_grad_;
 };
 

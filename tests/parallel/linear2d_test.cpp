@@ -1,11 +1,14 @@
 // ATP 2D linear layers (column-first, row-first, their scatter/gather variants) and Megatron
 // 1D with sequence parallelism, on every mesh (d1, d2) of this world size, chunks 1/2/4:
-// forward output, input gradient, weight and bias gradients equal the serial linear.
+// forward output, input gradient, weight and bias gradients equal the serial linear — on the
+// host, and on the seam: the same layer on a stand-in device whose memory the host cannot read
+// (inverted_device.hpp) over host-staged groups.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "inverted_device.hpp"
 #include "mesh2d.hpp"
 #include "ops/linear.hpp"
 #include "parallel/activation_shard.hpp"
@@ -31,7 +34,14 @@ std::string describe(const mesh::DeviceMesh& mesh, const Case& c) {
                      mesh.rank());
 }
 
-void run_case(const mesh::DeviceMesh& mesh, const Case& c) {
+// Where a case runs: the host (device == nullptr, on `mesh`), or the stand-in device over
+// `staged`, the same mesh's host-staged groups.
+struct Place {
+  testing::InvertedBackend* device = nullptr;
+  const mesh::DeviceMesh* staged = nullptr;
+};
+
+void run_case(const mesh::DeviceMesh& mesh, const Case& c, Place place = {}) {
   const std::int64_t n = 16, K = 24, M = 48;
   const bool cf = c.kind == LinearKind::kColumnFirst;
   const Tensor X = uniform_tensor({n, K}, 1), W = uniform_tensor({M, K}, 2);
@@ -44,7 +54,9 @@ void run_case(const mesh::DeviceMesh& mesh, const Case& c) {
   const Linear2DSpec spec{.kind = c.kind, .in_features = K, .out_features = M, .rows = n,
                           .chunks = c.chunks, .sequence_parallel = c.sp,
                           .scatter_output = c.scatter, .gather_input = c.gather};
-  Linear2D layer(mesh, spec);
+  device::Backend& backend =
+      place.device != nullptr ? static_cast<device::Backend&>(*place.device) : cpu_backend();
+  Linear2D layer(place.device != nullptr ? *place.staged : mesh, spec, backend);
   const ParamShard wk = cf ? ParamShard::kColumnFirstWeight : ParamShard::kRowFirstWeight;
   const ParamShard bk = cf ? ParamShard::kColumnFirstBias : ParamShard::kRowFirstBias;
   std::vector<float> w(static_cast<std::size_t>(layer.local_out() * layer.local_in()));
@@ -52,7 +64,6 @@ void run_case(const mesh::DeviceMesh& mesh, const Case& c) {
   std::vector<float> dw(w.size(), 0.0f), dbl(bl.size(), 0.0f);
   scatter_param(wk, W, mesh, w);
   scatter_param(bk, b, mesh, bl);
-  layer.bind(w, bl, dw, dbl);
   Progress progress(3);
   layer.watch(progress);
 
@@ -65,40 +76,95 @@ void run_case(const mesh::DeviceMesh& mesh, const Case& c) {
   const ActivationShard heads{c.chunks, {Shard{2}, Shard{2}}};
   const ActivationShard xs = cf ? stream : c.gather ? heads : split;
   const ActivationShard ys = cf ? (c.scatter ? heads : split) : stream;
-  auto alloc = [](const ChunkedLayout& l) { return Tensor({l.size()}); };
-  Tensor x = alloc(layer.x_layout()), xg = alloc(layer.xg_layout());
-  Tensor yp = alloc(layer.yp_layout()), y = alloc(layer.y_layout());
-  Tensor dy = alloc(layer.y_layout()), dyp = alloc(layer.yp_layout());
-  Tensor dxg = alloc(layer.xg_layout()), dx = alloc(layer.x_layout());
-  auto view = [](Tensor& t, const ChunkedLayout& l) { return ChunkedMatrix(t.data(), l); };
+  // Every buffer as a backend array holding `values` (uploaded), read back by download().
+  std::vector<device::Array> arrays;
+  auto array_of = [&](std::span<const float> values) {
+    device::Array a = backend.alloc(static_cast<std::int64_t>(values.size()), Element::kF32);
+    backend.upload(a, values);
+    arrays.push_back(a);
+    return a;
+  };
+  auto alloc = [&](const ChunkedLayout& l) {
+    return array_of(std::vector<float>(static_cast<std::size_t>(l.size()), std::nanf("")));
+  };
+  const device::Array wa = array_of(w), ba = array_of(bl), dwa = array_of(dw), dba = array_of(dbl);
+  layer.bind(wa.view(1, wa.count()), ba.view(1, ba.count()), dwa.view(1, dwa.count()),
+             dba.view(1, dba.count()));
+  auto view = [](const device::Array& a, const ChunkedLayout& l) {
+    return ChunkedMatrix(a.data(), a.type(), l);
+  };
+  // x and dy hold this rank's slice of X and dY.
+  Tensor x_host({layer.x_layout().size()}), dy_host({layer.y_layout().size()});
+  slice_activation(X.matrix(), xs, mesh, ChunkedMatrix(x_host.data(), layer.x_layout()).whole());
+  slice_activation(dY.matrix(), ys, mesh, ChunkedMatrix(dy_host.data(), layer.y_layout()).whole());
+  const device::Array x = array_of(x_host.values()), dy = array_of(dy_host.values());
+  const device::Array xg = alloc(layer.xg_layout()), yp = alloc(layer.yp_layout());
+  const device::Array y = alloc(layer.y_layout()), dyp = alloc(layer.yp_layout());
+  const device::Array dxg = alloc(layer.xg_layout()), dx = alloc(layer.x_layout());
   const ChunkedMatrix xv = view(x, layer.x_layout());
-  const ChunkedMatrix xgv = layer.gathers_input() ? view(xg, layer.xg_layout())
-                                                  : ChunkedMatrix(x.data(), layer.xg_layout());
+  const ChunkedMatrix xgv = view(layer.gathers_input() ? xg : x, layer.xg_layout());
   const ChunkedMatrix ypv = view(yp, layer.yp_layout());
-  const ChunkedMatrix yv = layer.scatters_output() ? view(y, layer.y_layout())
-                                                   : ChunkedMatrix(yp.data(), layer.y_layout());
+  const ChunkedMatrix yv = view(layer.scatters_output() ? y : yp, layer.y_layout());
   const ChunkedMatrix dyv = view(dy, layer.y_layout());
-  const ChunkedMatrix dypv = layer.scatters_output()
-                                 ? view(dyp, layer.yp_layout())
-                                 : ChunkedMatrix(dy.data(), layer.yp_layout());
+  const ChunkedMatrix dypv = view(layer.scatters_output() ? dyp : dy, layer.yp_layout());
   const ChunkedMatrix dxgv = view(dxg, layer.xg_layout());
-  const ChunkedMatrix dxv = layer.gathers_input() ? view(dx, layer.x_layout())
-                                                  : ChunkedMatrix(dxg.data(), layer.x_layout());
-  slice_activation(X.matrix(), xs, mesh, xv.whole());
-  slice_activation(dY.matrix(), ys, mesh, dyv.whole());
+  const ChunkedMatrix dxv = view(layer.gathers_input() ? dx : dxg, layer.x_layout());
 
   layer.forward(xv, xgv, ypv, yv, &progress);
   layer.backward(dyv, dypv, dxgv, dxv, xgv, &progress);
 
-  const Tensor Yg = gather_activation(mesh, yv.whole(), n, M, ys);
-  const Tensor dXg = gather_activation(mesh, dxv.whole(), n, K, xs);
-  const Tensor dWg = gather_param(wk, dw, {M, K}, mesh);
-  const Tensor dbg = gather_param(bk, dbl, {M}, mesh);
-  const std::string what = describe(mesh, c);
+  // Back on the host: the arrays' values, viewed in their layouts.
+  auto down = [&](const device::Array& a) {
+    const std::vector<float> v = backend.download(a);
+    Tensor t({a.count()});
+    std::copy(v.begin(), v.end(), t.values().begin());
+    return t;
+  };
+  Tensor y_out = down(layer.scatters_output() ? y : yp);
+  Tensor dx_out = down(layer.gathers_input() ? dx : dxg);
+  const Tensor dw_out = down(dwa), db_out = down(dba);
+  const Tensor Yg =
+      gather_activation(mesh, ChunkedMatrix(y_out.data(), layer.y_layout()).whole(), n, M, ys);
+  const Tensor dXg =
+      gather_activation(mesh, ChunkedMatrix(dx_out.data(), layer.x_layout()).whole(), n, K, xs);
+  const Tensor dWg = gather_param(wk, dw_out.values(), {M, K}, mesh);
+  const Tensor dbg = gather_param(bk, db_out.values(), {M}, mesh);
+  const std::string what = describe(mesh, c) + (place.device != nullptr ? " on the seam" : "");
   EXPECT_LE(max_relative_error(Yg.values(), Y.values()), kTol) << "y: " << what;
   EXPECT_LE(max_relative_error(dXg.values(), dX.values()), kTol) << "dx: " << what;
   EXPECT_LE(max_relative_error(dWg.values(), dW.values()), kTol) << "dW: " << what;
   EXPECT_LE(max_relative_error(dbg.values(), db.values()), kTol) << "db: " << what;
+}
+
+// Every variant of this mesh and chunk count.
+int run_variants(const mesh::DeviceMesh& mesh, const std::vector<int>& shape, int chunks,
+                 Place place = {}) {
+  int cases = 0;
+  for (const auto kind : {LinearKind::kColumnFirst, LinearKind::kRowFirst}) {
+    run_case(mesh, {kind, false, false, false, chunks}, place);
+    if (kind == LinearKind::kColumnFirst) run_case(mesh, {kind, true, false, false, chunks}, place);
+    if (kind == LinearKind::kRowFirst) run_case(mesh, {kind, false, true, false, chunks}, place);
+    if (shape[1] == 1 && (16 / chunks) % shape[0] == 0) {
+      run_case(mesh, {kind, false, false, true, chunks}, place);
+    }
+    cases += 1;
+  }
+  return cases;
+}
+
+TEST(Linear2D, EveryVariantRunsOnTheSeam) {
+  const auto world = comm::Communicator::world();
+  testing::InvertedBackend device;
+  const auto staged = comm::Communicator::host_staged(world, device.memory);
+  int cases = 0;
+  for (const auto& shape : meshes2d(world.size())) {
+    const mesh::DeviceMesh mesh(world, shape), staged_mesh(staged, shape);
+    for (const int chunks : {1, 2}) {
+      cases += run_variants(mesh, shape, chunks, {&device, &staged_mesh});
+    }
+  }
+  EXPECT_GT(cases, 0);
+  EXPECT_GT(device.gemm_calls, 0);
 }
 
 TEST(Linear2D, EqualsSerialOnEveryMesh) {
@@ -106,17 +172,7 @@ TEST(Linear2D, EqualsSerialOnEveryMesh) {
   int cases = 0;
   for (const auto& shape : meshes2d(world.size())) {
     const mesh::DeviceMesh mesh(world, shape);
-    for (const int chunks : {1, 2, 4}) {
-      for (const auto kind : {LinearKind::kColumnFirst, LinearKind::kRowFirst}) {
-        run_case(mesh, {kind, false, false, false, chunks});
-        if (kind == LinearKind::kColumnFirst) run_case(mesh, {kind, true, false, false, chunks});
-        if (kind == LinearKind::kRowFirst) run_case(mesh, {kind, false, true, false, chunks});
-        if (shape[1] == 1 && (16 / chunks) % shape[0] == 0) {
-          run_case(mesh, {kind, false, false, true, chunks});
-        }
-        cases += 1;
-      }
-    }
+    for (const int chunks : {1, 2, 4}) cases += run_variants(mesh, shape, chunks);
   }
   EXPECT_GT(cases, 0);
 }
