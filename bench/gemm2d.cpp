@@ -114,6 +114,7 @@ std::array<double, 3> checksums(const comm::Communicator& world, const Tensor& c
 struct BenchCase {
   Gemm2dSample sample;
   std::function<void()> run;
+  std::function<void()> finish;  // after run, inside the timed region (a device's synchronize)
   const parallel::Gemm2dWorkspace* ws = nullptr;  // where its local-GeMM time accumulates
   std::vector<double> times, gemm;
 };
@@ -127,6 +128,7 @@ void time_cases(const comm::Communicator& world, const Gemm2dBenchOptions& o,
     world.barrier();
     const double start = now_seconds();
     c.run();
+    if (c.finish) c.finish();
     const double local = now_seconds() - start;
     const double t = all_max(world, local);
     if (keep) {
@@ -213,6 +215,30 @@ std::vector<std::string> plan_gemm2d_bench(const Gemm2dBenchOptions& o) {
 
 std::vector<Gemm2dSample> run_gemm2d_bench(const comm::Communicator& world,
                                            const Gemm2dBenchOptions& o) {
+  return run_gemm2d_bench(world, o, Gemm2dBenchDevice{});
+}
+
+std::vector<Gemm2dSample> run_gemm2d_bench(const comm::Communicator& world,
+                                           const Gemm2dBenchOptions& o,
+                                           const Gemm2dBenchDevice& device) {
+  const bool on_device = device.backend != nullptr;
+  MESHTP_CHECK(!on_device || (device.group != nullptr && device.group->size() == world.size()),
+               "bench gemm2d: the device group must hold the world's ranks");
+  MESHTP_CHECK(!on_device || (!o.with_scalapack && !o.with_single_rank),
+               "bench gemm2d: on a device there is no ScaLAPACK or 1-rank BLAS case");
+  // A host block on the device (or the host block itself), and the device's C back to the host.
+  const auto to_device = [&](const Tensor& t) {
+    device::Array array = device.backend->alloc(t.numel(), Element::kF32);
+    device.backend->upload(array, t.values());
+    return array;
+  };
+  const auto from_device = [&](const device::Array& array, Tensor& t) {
+    const std::vector<float> got = device.backend->download(array);
+    std::copy(got.begin(), got.end(), t.values().begin());
+  };
+  const std::function<void()> finish = on_device ? std::function<void()>([&device] {
+    device.backend->synchronize();
+  }) : std::function<void()>();
   MESHTP_CHECK(world.size() == o.nr * o.nc, "mesh {}x{} has {} ranks but the world has {}", o.nr,
                o.nc, o.nr * o.nc, world.size());
   std::vector<std::string> notes;
@@ -270,16 +296,33 @@ std::vector<Gemm2dSample> run_gemm2d_bench(const comm::Communicator& world,
   }
   std::optional<mesh::DeviceMesh> line;
   Tensor a1, b1, c1;
-  parallel::Gemm2dWorkspace ws1;
+  device::Array a1_dev, b1_dev, c1_dev;
+  std::optional<parallel::Gemm2dWorkspace> ws1;
   if (with_1d) {
-    line.emplace(world, std::vector<int>{1, p});
+    line.emplace(on_device ? *device.group : world, std::vector<int>{1, p});
     a1 = random_block(a_shape, 1, p, 0, world.rank(), kSeedA);
     b1 = random_block(b_shape, 1, p, 0, world.rank(), kSeedB);
     c1 = Tensor({s.m, s.n / p});
     BenchCase& x = add_case("1D TP 1x" + std::to_string(p), Gemm2dCaseKind::kOneD);
-    x.run = [&] { parallel::gemm2d(*line, a1.matrix(), b1.matrix(), c1.matrix(), one_d, ws1); };
-    x.ws = &ws1;
-    x.run();
+    if (on_device) {
+      ws1.emplace(*device.backend);
+      a1_dev = to_device(a1);
+      b1_dev = to_device(b1);
+      c1_dev = device.backend->alloc(c1.numel(), Element::kF32);
+      x.run = [&] {
+        parallel::gemm2d(*line, a1_dev.view(a1.dim(0), a1.dim(1)),
+                         b1_dev.view(b1.dim(0), b1.dim(1)), c1_dev.view(c1.dim(0), c1.dim(1)),
+                         one_d, *ws1);
+      };
+      x.finish = finish;
+      x.run();
+      from_device(c1_dev, c1);
+    } else {
+      ws1.emplace();
+      x.run = [&] { parallel::gemm2d(*line, a1.matrix(), b1.matrix(), c1.matrix(), one_d, *ws1); };
+      x.ws = &*ws1;
+      x.run();
+    }
     const auto got = checksums(world, c1), want = checksums(world, baseline);
     x.sample.error =
         std::max(std::fabs(got[0] - want[0]) / want[1], std::fabs(got[2] - want[2]) / want[2]);
@@ -292,15 +335,38 @@ std::vector<Gemm2dSample> run_gemm2d_bench(const comm::Communicator& world,
     x.sample.sync_steps = cost.steps();
   }
 
+  // On a device: the blocks uploaded once, the mesh over the device group.
+  std::optional<mesh::DeviceMesh> device_mesh;
+  std::optional<parallel::Gemm2dWorkspace> device_ws;
+  device::Array a_dev, b_dev, c_dev;
+  if (on_device && !algorithm_list.empty()) {
+    device_mesh.emplace(*device.group, std::vector<int>{o.nr, o.nc});
+    device_ws.emplace(*device.backend);
+    a_dev = to_device(a);
+    b_dev = to_device(b);
+    c_dev = device.backend->alloc(c.numel(), Element::kF32);
+  }
   for (const AlgorithmCase& k : algorithm_list) {
     BenchCase& x = add_case(k.name, Gemm2dCaseKind::kAlgorithm);
     const Gemm2dOptions options = k.options;
-    x.run = [&, options] {
-      parallel::gemm2d(mesh, a.matrix(), b.matrix(), c.matrix(), options, ws);
-    };
-    x.ws = &ws;
     c.fill(std::nanf(""));
-    x.run();
+    if (on_device) {
+      x.run = [&, options] {
+        parallel::gemm2d(*device_mesh, a_dev.view(a.dim(0), a.dim(1)),
+                         b_dev.view(b.dim(0), b.dim(1)), c_dev.view(c.dim(0), c.dim(1)), options,
+                         *device_ws);
+      };
+      x.finish = finish;
+      device.backend->upload(c_dev, c.values());  // NaN: a block left unwritten shows
+      x.run();
+      from_device(c_dev, c);
+    } else {
+      x.run = [&, options] {
+        parallel::gemm2d(mesh, a.matrix(), b.matrix(), c.matrix(), options, ws);
+      };
+      x.ws = &ws;
+      x.run();
+    }
     x.sample.error = block_error(world, c, baseline);
     MESHTP_CHECK(x.sample.error <= kTolerance,
                  "bench gemm2d: {} differs from the baseline by {:.3g} (relative)", k.name,

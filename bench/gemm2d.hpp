@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "device/backend.hpp"
 #include "parallel/gemm2d/gemm2d.hpp"
 
 namespace meshtp::bench {
@@ -67,6 +68,20 @@ std::vector<std::string> plan_gemm2d_bench(const Gemm2dBenchOptions& options);
 // every rank.
 std::vector<Gemm2dSample> run_gemm2d_bench(const comm::Communicator& world,
                                            const Gemm2dBenchOptions& options);
+
+// The same on a device (`meshtp bench gemm2d --device cuda`): the 2D cases and 1D TP run on
+// `backend`'s memory over `group`, a device-memory group (host-staged or NCCL) over the same
+// ranks as `world`, in the same order. Each is checked as on the host, against the 2D
+// Collective algorithm run on the host (CPU backend over `world`); each sample ends with
+// backend.synchronize() before the clock stops. No ScaLAPACK or 1-rank BLAS case (the caller
+// turns them off); the local-GeMM time is not measured (NaN): the GPU's work is asynchronous.
+struct Gemm2dBenchDevice {
+  const comm::Communicator* group = nullptr;
+  device::Backend* backend = nullptr;
+};
+std::vector<Gemm2dSample> run_gemm2d_bench(const comm::Communicator& world,
+                                           const Gemm2dBenchOptions& options,
+                                           const Gemm2dBenchDevice& device);
 
 bool scalapack_available();
 

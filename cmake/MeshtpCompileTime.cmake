@@ -45,7 +45,9 @@ set(MESHTP_PCH_STD
 set(MESHTP_PCH_THIRD_PARTY <fmt/format.h> <fmt/ranges.h> <nlohmann/json.hpp>)
 
 # Targets that keep their own flags (see above).
-set(MESHTP_PCH_EXCLUDE meshtp_ops meshtp_kernels_4 meshtp_kernels_8 meshtp_kernels_16)
+# The CUDA plugin's objects are position-independent and link no meshtp library (src/device).
+set(MESHTP_PCH_EXCLUDE meshtp_ops meshtp_kernels_4 meshtp_kernels_8 meshtp_kernels_16
+                       meshtp_device_plugin_objects meshtp_comm_nccl_plugin_objects)
 
 # The build-system targets defined in DIR and below.
 function(meshtp_targets_below dir out)

@@ -7,6 +7,11 @@
 // sync = the cost model's bytes sent and synchronised steps per rank; gemm = local GeMM time
 // inside the call; exposed = time − gemm (communication not hidden behind computation);
 // vs psgemm and vs 1 rank = speedups (their time / this time; > 1 is faster).
+//
+// --device cuda: the 2D cases and 1D TP on the CUDA backend through the CUDA plugin
+// (cuda_run.hpp), over host-staged or NCCL groups (device_flags.hpp), each checked against the
+// host's Collective result and timed up to the backend's synchronize(); no psgemm or 1-rank
+// BLAS row, and no gemm ms (the GPU's work is asynchronous).
 #include <fmt/format.h>
 
 #include <cmath>
@@ -14,6 +19,8 @@
 
 #include "bench/gemm2d.hpp"
 #include "cli/commands.hpp"
+#include "cli/cuda_run.hpp"
+#include "cli/device_flags.hpp"
 #include "cli/layout_flags.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
@@ -32,6 +39,7 @@ struct BenchGemm2dArgs {
   std::string progress_splits = "4";
   double seconds = 1.0;
   bool no_scalapack = false, no_1d = false, no_single = false, json = false;
+  DeviceFlags device;
 };
 
 std::vector<Algorithm> parse_algos(const std::string& text) {
@@ -120,6 +128,8 @@ void print_json(const bench::Gemm2dBenchOptions& o, const std::vector<bench::Gem
 }
 
 void run_bench_gemm2d(const BenchGemm2dArgs& args) {
+  args.device.check();  // before any GPU is opened
+  const bool cuda = args.device.device == "cuda";
   const std::array<int, 2> shape = mesh_2d("--mesh", args.mesh);
   MESHTP_CHECK(args.seconds > 0 && args.seconds <= 600, "--seconds={} must be in (0, 600]",
                args.seconds);
@@ -131,14 +141,25 @@ void run_bench_gemm2d(const BenchGemm2dArgs& args) {
   o.algos = parse_algos(args.algo);
   o.slices = parse_positive_ints(args.slices, "--slices");
   o.progress_splits = parse_positive_ints(args.progress_splits, "--progress-splits");
-  o.with_scalapack = !args.no_scalapack;
+  o.with_scalapack = !args.no_scalapack && !cuda;
   o.with_1d = !args.no_1d;
-  o.with_single_rank = !args.no_single;
+  o.with_single_rank = !args.no_single && !cuda;
   o.target_seconds = args.seconds;
   MESHTP_CHECK(o.nr * o.nc == world().size(), "mesh {}x{} has {} ranks but the world has {}", o.nr,
                o.nc, o.nr * o.nc, world().size());
-  const auto notes = bench::plan_gemm2d_bench(o);  // validates every case, on every rank
-  const auto samples = bench::run_gemm2d_bench(world(), o);
+  auto notes = bench::plan_gemm2d_bench(o);  // validates every case, on every rank
+  std::vector<bench::Gemm2dSample> samples;
+  if (cuda) {
+    CudaRun run = open_cuda_run(world(), args.device);
+    if (!args.json) out() << "device " << run.header << '\n';
+    notes.push_back(
+        "on cuda: no ScaLAPACK psgemm or 1-rank BLAS row; gemm ms not measured (the GPU's "
+        "work is asynchronous); every case checked against the host's collective result");
+    samples = bench::run_gemm2d_bench(
+        world(), o, bench::Gemm2dBenchDevice{&*run.group, &run.device->backend()});
+  } else {
+    samples = bench::run_gemm2d_bench(world(), o);
+  }
   if (args.json) {
     print_json(o, samples);
   } else {
@@ -171,6 +192,7 @@ void add_bench_gemm2d_command(CLI::App& app) {
   g->add_flag("--no-1d", args->no_1d, "Skip 1D tensor parallelism");
   g->add_flag("--no-single", args->no_single, "Skip the single-rank BLAS reference");
   g->add_flag("--json", args->json, "Print one JSON object per case");
+  args->device.add_to(g, /*cuda_runs=*/true);
   g->callback([args] { run_bench_gemm2d(*args); });
 }
 

@@ -2,7 +2,7 @@
 //
 //   mpirun -np N meshtp gemm --a A.safetensors --b B.safetensors --mesh RxC
 //          --algo meshslice|collective|wang|summa|cannon --dataflow os|ls|rs [--slices S]
-//          --out C.safetensors [--check] [--dry-run]
+//          --out C.safetensors [--check] [--dry-run] [--device cpu|cuda] [--collectives …]
 //
 // Every rank reads the two files (tensors `a` and `b`), checks the shapes chain for the
 // dataflow and that the problem divides on the mesh (before any communication: every rank
@@ -10,6 +10,11 @@
 // gathers C and rank 0 writes it (tensor `c`, atomically). --check compares C with the
 // serial meshtp::gemm on rank 0; --dry-run prints the problem, the local blocks and the
 // cost, and stops.
+//
+// --device cuda runs the algorithm on the CUDA backend through the CUDA plugin (cuda_run.hpp):
+// each rank uploads its blocks to its GPU, the mesh is built over the device-memory group
+// (host-staged over the world, or NCCL: device_flags.hpp), and C is downloaded before the
+// gather, so the file and --check are the CPU path's.
 #include <fmt/format.h>
 
 #include <map>
@@ -17,6 +22,8 @@
 #include <string>
 
 #include "cli/commands.hpp"
+#include "cli/cuda_run.hpp"
+#include "cli/device_flags.hpp"
 #include "cli/layout_flags.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
@@ -39,6 +46,7 @@ struct GemmArgs {
   std::int64_t block = 0;
   bool check = false;
   bool dry_run = false;
+  DeviceFlags device;
 };
 
 const Tensor& require_matrix(const SafetensorsFile& file, const std::string& name) {
@@ -74,7 +82,36 @@ parallel::Gemm2dShape problem_shape(Dataflow dataflow, const Tensor& a, const Te
   fail("unknown dataflow");
 }
 
+// This rank's block of C on the GPU: A's and B's blocks uploaded, the algorithm run on the
+// CUDA backend over the device-memory group, C downloaded.
+Tensor local_c_on_gpu(const GemmArgs& args, const std::vector<int>& shape, const Tensor& a_local,
+                      const Tensor& b_local, const Shape& c_shape,
+                      const parallel::Gemm2dOptions& options) {
+  CudaRun run = open_cuda_run(world(), args.device);
+  out() << "device " << run.header << '\n';
+  device::Backend& be = run.device->backend();
+  const auto upload = [&be](const Tensor& t) {
+    device::Array array = be.alloc(t.numel(), Element::kF32);
+    be.upload(array, t.values());
+    return array;
+  };
+  Tensor c_local(c_shape);
+  {
+    const device::Array a = upload(a_local), b = upload(b_local);
+    device::Array c = be.alloc(c_local.numel(), Element::kF32);
+    const mesh::DeviceMesh mesh(*run.group, shape);
+    parallel::Gemm2dWorkspace ws(be);
+    parallel::gemm2d(mesh, a.view(a_local.dim(0), a_local.dim(1)),
+                     b.view(b_local.dim(0), b_local.dim(1)), c.view(c_shape[0], c_shape[1]),
+                     options, ws);
+    const std::vector<float> got = be.download(c);
+    std::copy(got.begin(), got.end(), c_local.values().begin());
+  }  // device memory back before the device goes
+  return c_local;
+}
+
 void run_gemm(const GemmArgs& args) {
+  args.device.check();  // before any file is read or GPU opened
   const parallel::Gemm2dOptions options{.algo = layout::parse_algorithm(args.algo),
                                         .dataflow = layout::parse_dataflow(args.dataflow),
                                         .params = args.params,
@@ -107,8 +144,13 @@ void run_gemm(const GemmArgs& args) {
   const auto da = mesh::DTensor::distribute(a, mesh, spec);
   const auto db = mesh::DTensor::distribute(b, mesh, spec);
   Tensor c_local({s.m / nr, s.n / nc});
-  parallel::Gemm2dWorkspace ws;
-  parallel::gemm2d(mesh, da.local().matrix(), db.local().matrix(), c_local.matrix(), options, ws);
+  if (args.device.device == "cuda") {
+    c_local = local_c_on_gpu(args, shape, da.local(), db.local(), c_local.shape(), options);
+  } else {
+    parallel::Gemm2dWorkspace ws;
+    parallel::gemm2d(mesh, da.local().matrix(), db.local().matrix(), c_local.matrix(), options,
+                     ws);
+  }
   const Tensor c = mesh::DTensor(mesh, spec, {s.m, s.n}, std::move(c_local)).full();
   if (world().rank() == 0) {
     save_safetensors(args.out_path, std::map<std::string, const Tensor*>{{"c", &c}},
@@ -151,6 +193,7 @@ void add_gemm_command(CLI::App& app) {
   g->add_option("--out", args->out_path, "Output file; C is written as tensor 'c'");
   g->add_flag("--check", args->check, "Compare with the serial GeMM (rank 0) and fail if off");
   g->add_flag("--dry-run", args->dry_run, "Print the problem and its cost, then stop");
+  args->device.add_to(g, /*cuda_runs=*/true);
   g->callback([args] {
     MESHTP_CHECK(args->dry_run || !args->out_path.empty(), "--out is required (or --dry-run)");
     run_gemm(*args);

@@ -13,7 +13,9 @@ namespace meshtp::gpu {
 
 bool compiled_with_cuda() { return true; }
 
-std::optional<DeviceInfo> probe(std::string* why_not) {
+std::optional<DeviceInfo> probe(std::string* why_not) { return probe(0, why_not); }
+
+std::optional<DeviceInfo> probe(int ordinal, std::string* why_not) {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess || count == 0) {
@@ -25,13 +27,20 @@ std::optional<DeviceInfo> probe(std::string* why_not) {
     cudaGetLastError();  // clear the sticky-free error so a later probe starts clean
     return std::nullopt;
   }
+  if (ordinal < 0 || ordinal >= count) {
+    if (why_not != nullptr)
+      *why_not = fmt::format("no CUDA device {}: {} {} visible", ordinal, count,
+                             count == 1 ? "is" : "are");
+    return std::nullopt;
+  }
   cudaDeviceProp prop{};
-  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
-    if (why_not != nullptr) *why_not = "no CUDA device: cudaGetDeviceProperties(0) failed";
+  if (cudaGetDeviceProperties(&prop, ordinal) != cudaSuccess) {
+    if (why_not != nullptr)
+      *why_not = fmt::format("no CUDA device: cudaGetDeviceProperties({}) failed", ordinal);
     return std::nullopt;
   }
   DeviceInfo info;
-  info.ordinal = 0;
+  info.ordinal = ordinal;
   info.name = prop.name;
   info.compute_major = prop.major;
   info.compute_minor = prop.minor;
@@ -40,8 +49,8 @@ std::optional<DeviceInfo> probe(std::string* why_not) {
   info.l2_bytes = prop.l2CacheSize;
   info.memory_bus_bits = prop.memoryBusWidth;
   // CUDA 13 moved the clocks out of cudaDeviceProp: ask for the attributes.
-  cudaDeviceGetAttribute(&info.clock_mhz, cudaDevAttrClockRate, 0);
-  cudaDeviceGetAttribute(&info.memory_clock_mhz, cudaDevAttrMemoryClockRate, 0);
+  cudaDeviceGetAttribute(&info.clock_mhz, cudaDevAttrClockRate, ordinal);
+  cudaDeviceGetAttribute(&info.memory_clock_mhz, cudaDevAttrMemoryClockRate, ordinal);
   info.clock_mhz /= 1000;  // kHz → MHz
   info.memory_clock_mhz /= 1000;
   cudaDriverGetVersion(&info.driver_version);
@@ -78,12 +87,12 @@ struct Context::Impl {
   std::mutex mutex;
 };
 
-Context::Context() : impl_(std::make_unique<Impl>()) {
+Context::Context(int ordinal) : impl_(std::make_unique<Impl>()) {
   std::string why;
-  const auto info = probe(&why);
+  const auto info = probe(ordinal, &why);
   MESHTP_CHECK(info.has_value(), "no GPU to run on: {}", why);
   impl_->info = *info;
-  MESHTP_CUDA(cudaSetDevice(0));
+  MESHTP_CUDA(cudaSetDevice(ordinal));
   MESHTP_CUDA(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking));
   MESHTP_CUBLAS(cublasLtCreate(&impl_->lt));
   MESHTP_CUBLAS(cublasCreate(&impl_->blas));

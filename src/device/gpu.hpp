@@ -70,6 +70,9 @@ struct DeviceInfo {
 // The first GPU, or nullopt with *why_not saying why not ("built without CUDA", "no CUDA
 // device: …"). Never throws.
 std::optional<DeviceInfo> probe(std::string* why_not = nullptr);
+// GPU `ordinal` of the devices_visible this process sees (CUDA_VISIBLE_DEVICES), or nullopt
+// with *why_not saying why not (as probe(), or "no CUDA device 2: 2 are visible"). Never throws.
+std::optional<DeviceInfo> probe(int ordinal, std::string* why_not);
 
 class Context;
 
@@ -108,7 +111,10 @@ struct AllocatorStats {
 class Context {
  public:
   // Opens the first GPU; throws meshtp::Error naming the reason when there is none.
-  Context();
+  Context() : Context(0) {}
+  // Opens GPU `ordinal` (probe(ordinal)); throws meshtp::Error naming the reason when there is
+  // no such device. Every later call of this thread runs on it (cudaSetDevice).
+  explicit Context(int ordinal);
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;

@@ -21,10 +21,12 @@ std::optional<DeviceInfo> probe(std::string* why_not) {
   return std::nullopt;
 }
 
+std::optional<DeviceInfo> probe(int, std::string* why_not) { return probe(why_not); }
+
 std::shared_ptr<DeviceMemory> staging_memory(Context&) { no_cuda(); }
 
 struct Context::Impl {};
-Context::Context() { no_cuda(); }
+Context::Context(int) { no_cuda(); }
 Context::~Context() = default;
 const DeviceInfo& Context::info() const { no_cuda(); }
 void Context::synchronize() { no_cuda(); }

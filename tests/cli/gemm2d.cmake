@@ -75,3 +75,49 @@ meshtp_failure_test(cli_bench_gemm2d_cannon_only_on_rectangle
 meshtp_failure_test(cli_bench_gemm2d_not_divisible
   REGEX "error: k=30 is not divisible by mesh dim 1 \\(size 4\\)"
   NP 4 COMMAND $<TARGET_FILE:meshtp> bench gemm2d --m 32 --n 32 --k 30 --mesh 1x4)
+
+# --device cuda (the CUDA plugin, src/cli/cuda_plugin.hpp). Where no GPU answers (this
+# machine: CUDA reports cudaErrorInsufficientDriver), every rank fails with one line naming
+# CUDA's error, non-zero, no hang; where a GPU answers they are skipped (exit 77) and
+# scripts/gpu-check.sh runs the real thing.
+function(meshtp_gemm_cuda_failure_test name regex)
+  add_test(NAME ${name}
+           COMMAND sh -c "if \"$0\" probe | grep -q '^GPU: none'; then exec \"$@\"; fi; exit 77"
+                   $<TARGET_FILE:meshtp-gpu> ${PROJECT_SOURCE_DIR}/tests/expect_failure.sh
+                   "${regex}" ${ARGN})
+  set_tests_properties(${name} PROPERTIES ENVIRONMENT "${MESHTP_MPI_ENV}" TIMEOUT 120
+                       LABELS failure SKIP_RETURN_CODE 77)
+endfunction()
+if(MESHTP_HAVE_CUDA)
+  set(GEMM2D_NO_GPU "error: --device cuda: no GPU to run on: no CUDA device: cudaError[A-Za-z]+ \\(")
+  meshtp_gemm_cuda_failure_test(cli_gemm_cuda_no_gpu_np1 "${GEMM2D_NO_GPU}"
+    ${MESHTP_MPIEXEC} -np 1 $<TARGET_FILE:meshtp> gemm --a ${GEMM2D_OS} --b ${GEMM2D_OS}
+    --mesh 1x1 --out ${GEMM2D_OUT} --device cuda)
+  meshtp_gemm_cuda_failure_test(cli_gemm_cuda_no_gpu_np2 "${GEMM2D_NO_GPU}"
+    ${MESHTP_MPIEXEC} -np 2 $<TARGET_FILE:meshtp> gemm --a ${GEMM2D_OS} --b ${GEMM2D_OS}
+    --mesh 1x2 --out ${GEMM2D_OUT} --device cuda --collectives host-staged)
+  meshtp_gemm_cuda_failure_test(cli_gemm_cuda_no_gpu_no_mpirun "${GEMM2D_NO_GPU}"
+    $<TARGET_FILE:meshtp> gemm --a ${GEMM2D_OS} --b ${GEMM2D_OS} --mesh 1x1 --out ${GEMM2D_OUT}
+    --device cuda --collectives nccl)
+  meshtp_gemm_cuda_failure_test(cli_bench_gemm2d_cuda_no_gpu_np2 "${GEMM2D_NO_GPU}"
+    ${MESHTP_MPIEXEC} -np 2 $<TARGET_FILE:meshtp> bench gemm2d --m 64 --n 64 --k 64 --mesh 1x2
+    --device cuda)
+  # The plugin missing beside meshtp: the error names the path it looked for and dlopen's reason.
+  meshtp_failure_test(cli_gemm_cuda_without_plugin
+    REGEX "error: --device cuda: cannot load the CUDA plugin /[^ ]*/libmeshtp_cuda.so: .*No such file"
+    COMMAND sh -c "d=$(mktemp -d) && trap 'rm -rf \"$d\"' EXIT && cp \"$0\" \"$d/meshtp\" && \"$d/meshtp\" gemm --a \"$1\" --b \"$1\" --mesh 1x1 --out \"$2\" --device cuda"
+            $<TARGET_FILE:meshtp> ${GEMM2D_OS} ${GEMM2D_OUT})
+endif()
+# Refused before any GPU is looked for, with or without CUDA.
+meshtp_failure_test(cli_gemm_cuda_collectives_mpi
+  REGEX "error: --collectives mpi moves host memory, but --device cuda keeps tensors in device memory"
+  NP 2 COMMAND $<TARGET_FILE:meshtp> gemm --a ${GEMM2D_OS} --b ${GEMM2D_OS} --mesh 1x2
+               --out ${GEMM2D_OUT} --device cuda --collectives mpi)
+meshtp_failure_test(cli_bench_gemm2d_cuda_collectives_mpi
+  REGEX "error: --collectives mpi moves host memory, but --device cuda"
+  NP 2 COMMAND $<TARGET_FILE:meshtp> bench gemm2d --m 64 --n 64 --k 64 --mesh 1x2
+               --device cuda --collectives mpi)
+meshtp_failure_test(cli_gemm_cpu_collectives_nccl
+  REGEX "error: --collectives nccl moves device memory, but --device cpu"
+  NP 2 COMMAND $<TARGET_FILE:meshtp> gemm --a ${GEMM2D_OS} --b ${GEMM2D_OS} --mesh 1x2
+               --out ${GEMM2D_OUT} --collectives nccl)
