@@ -45,9 +45,9 @@ set(MESHTP_PCH_STD
 set(MESHTP_PCH_THIRD_PARTY <fmt/format.h> <fmt/ranges.h> <nlohmann/json.hpp>)
 
 # Targets that keep their own flags (see above).
-# The CUDA plugin's objects are position-independent and link no meshtp library (src/device).
+# The GPU backend's and NCCL transport's objects, shared with the CUDA plugin (src/device).
 set(MESHTP_PCH_EXCLUDE meshtp_ops meshtp_kernels_4 meshtp_kernels_8 meshtp_kernels_16
-                       meshtp_device_plugin_objects meshtp_comm_nccl_plugin_objects)
+                       meshtp_device_gpu_objects meshtp_comm_nccl_objects)
 
 # The build-system targets defined in DIR and below.
 function(meshtp_targets_below dir out)
