@@ -6,12 +6,13 @@
 //
 //   InvertedMemory   (inverted_memory.hpp) what a host-staged transport copies through,
 //                    counting its copies and staging allocations
-//   InvertedBackend  device/backend.hpp's view primitives (GeMM, copies, add, zero, events):
-//                    each decodes its views into host fp32, runs the CPU backend, and encodes
-//                    the result back. Whole-array layer ops are not the stand-in's: they throw.
+//   InvertedBackend  device/backend.hpp's view primitives (GeMM, copies, add, zero, events)
+//                    and view ops (the norms): each decodes its views into host memory, runs
+//                    the CPU backend, and encodes the results back. Whole-array layer ops are not the stand-in's: they throw.
 #pragma once
 
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,10 +33,10 @@ class InvertedBackend final : public device::Backend {
   int gemm_calls = 0;  // view GeMMs, banded or not
 
   device::Array alloc(std::int64_t count, Element type) override {
-    MESHTP_CHECK(type == Element::kF32, "the inverted stand-in holds fp32 only, not {}",
-                 to_string(type));
+    MESHTP_CHECK(type == Element::kF32 || type == Element::kF64,
+                 "the inverted stand-in holds fp32 (and fp64 sums) only, not {}", to_string(type));
     auto bytes = std::make_shared<std::vector<unsigned char>>(
-        static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * sizeof(float), 0xFF);
+        static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * element_size(type), 0xFF);
     std::shared_ptr<void> data(bytes, bytes->data());
     return device::Array(std::move(data), type, count);
   }
@@ -103,6 +104,105 @@ class InvertedBackend final : public device::Backend {
   std::shared_ptr<device::Event> record() override { return cpu_backend().record(); }
   void wait(device::Event& event) override { cpu_backend().wait(event); }
   void* native_stream() override { return nullptr; }
+
+  void residual(const View& sum, const View& a, const View& b) override {
+    const HostCopy ha = fetch(a), hb = fetch(b);
+    HostCopy hs = fetch(sum);
+    cpu_backend().residual(hs.host, ha.host, hb.host);
+    store({&hs});
+  }
+  // The norms: each view fetched to the host, the CPU backend's op, the outputs stored back.
+  void norm_forward(layout::Norm norm, const View& y, const View& mean, const View& rstd,
+                    const View& x, const View& w, const View& b) override {
+    HostCopy hy = fetch(y), hm = fetch(mean), hr = fetch(rstd);
+    cpu_backend().norm_forward(norm, hy.host, hm.host, hr.host, fetch(x).host, fetch(w).host,
+                               fetch(b).host);
+    store({&hy, &hm, &hr});
+  }
+  void residual_norm_forward(layout::Norm norm, const View& sum, const View& y, const View& mean,
+                             const View& rstd, const View& a, const View& b_in, const View& w,
+                             const View& b) override {
+    // sum may alias a or b_in: fetch them first (the host op reads its own copies).
+    const HostCopy ha = fetch(a), hbin = fetch(b_in);
+    HostCopy hs = fetch(sum), hy = fetch(y), hm = fetch(mean), hr = fetch(rstd);
+    cpu_backend().residual_norm_forward(norm, hs.host, hy.host, hm.host, hr.host, ha.host,
+                                        hbin.host, fetch(w).host, fetch(b).host);
+    store({&hs, &hy, &hm, &hr});
+  }
+  void norm_backward(layout::Norm norm, const View& dx, const View& dw, const View& db,
+                     const View& dy, const View& x, const View& w, const View& mean,
+                     const View& rstd) override {
+    HostCopy hdx = fetch(dx), hdw = fetch(dw), hdb = fetch(db);
+    cpu_backend().norm_backward(norm, hdx.host, hdw.host, hdb.host, fetch(dy).host, fetch(x).host,
+                                fetch(w).host, fetch(mean).host, fetch(rstd).host);
+    store({&hdx, &hdw, &hdb});
+  }
+  void norm_forward_sums(layout::Norm norm, const View& sums, const View& x) override {
+    HostCopy hs = fetch(sums);
+    cpu_backend().norm_forward_sums(norm, hs.host, fetch(x).host);
+    store({&hs});
+  }
+  void norm_forward_apply(layout::Norm norm, const View& y, const View& mean, const View& rstd,
+                          const View& x, const View& w, const View& b, const View& sums,
+                          std::int64_t c_global) override {
+    HostCopy hy = fetch(y), hm = fetch(mean), hr = fetch(rstd);
+    cpu_backend().norm_forward_apply(norm, hy.host, hm.host, hr.host, fetch(x).host,
+                                     fetch(w).host, fetch(b).host, fetch(sums).host, c_global);
+    store({&hy, &hm, &hr});
+  }
+  void norm_backward_sums(layout::Norm norm, const View& sums, const View& dw, const View& db,
+                          const View& dy, const View& x, const View& w, const View& mean,
+                          const View& rstd) override {
+    HostCopy hs = fetch(sums), hdw = fetch(dw), hdb = fetch(db);
+    cpu_backend().norm_backward_sums(norm, hs.host, hdw.host, hdb.host, fetch(dy).host,
+                                     fetch(x).host, fetch(w).host, fetch(mean).host,
+                                     fetch(rstd).host);
+    store({&hs, &hdw, &hdb});
+  }
+  void norm_backward_apply(layout::Norm norm, const View& dx, const View& dy, const View& x,
+                           const View& w, const View& mean, const View& rstd, const View& sums,
+                           std::int64_t c_global) override {
+    HostCopy hdx = fetch(dx);
+    cpu_backend().norm_backward_apply(norm, hdx.host, fetch(dy).host, fetch(x).host,
+                                      fetch(w).host, fetch(mean).host, fetch(rstd).host,
+                                      fetch(sums).host, c_global);
+    store({&hdx});
+  }
+
+  // A view's values on the host, of any element type (an empty view: an empty copy), and
+  // back: what the ops above run the CPU backend on.
+  struct HostCopy {
+    std::vector<unsigned char> bytes;
+    View device, host;
+  };
+  HostCopy fetch(const View& v) const {
+    HostCopy h;
+    h.device = v;
+    if (v.data == nullptr) return h;
+    MESHTP_CHECK(v.ld >= v.cols, "the inverted stand-in: {}", describe(v));
+    const std::size_t row = static_cast<std::size_t>(v.cols) * element_size(v.type);
+    h.bytes.resize(std::max<std::size_t>(static_cast<std::size_t>(v.rows) * row, 1));
+    for (std::int64_t i = 0; i < v.rows; ++i) {
+      InvertedMemory::invert(h.bytes.data() + i * row,
+                             static_cast<const unsigned char*>(v.data) +
+                                 i * v.ld * static_cast<std::int64_t>(element_size(v.type)),
+                             row);
+    }
+    h.host = View::packed(h.bytes.data(), v.type, v.rows, v.cols);
+    return h;
+  }
+  void store(std::initializer_list<const HostCopy*> copies) const {
+    for (const HostCopy* h : copies) {
+      const View& v = h->device;
+      if (v.data == nullptr) continue;
+      const std::size_t row = static_cast<std::size_t>(v.cols) * element_size(v.type);
+      for (std::int64_t i = 0; i < v.rows; ++i) {
+        InvertedMemory::invert(static_cast<unsigned char*>(v.data) +
+                                   i * v.ld * static_cast<std::int64_t>(element_size(v.type)),
+                               h->bytes.data() + i * row, row);
+      }
+    }
+  }
 
   // Not the stand-in's: the whole-array layer ops.
   void linear_forward(device::Array&, const device::Array&, const device::Array&,

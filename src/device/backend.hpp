@@ -51,6 +51,7 @@
 #include "core/error.hpp"
 #include "core/view.hpp"
 #include "device/gpu.hpp"  // plain C++, no CUDA header
+#include "layout/vocabulary.hpp"  // layout::Norm
 #include "tensor/gemm.hpp"  // Trans
 
 namespace meshtp::device {
@@ -90,6 +91,12 @@ class Array {
 struct AdamWParam {
   Array p, g, m, v, p_compute;
 };
+
+// The per-row sums a normalisation's phase leaves for its group's all-reduce (fp64): LayerNorm
+// two per row ([Σx | Σx²] forward, [Σg | Σg·x̂] backward), RMSNorm one (Σx², Σg·x̂).
+inline std::int64_t norm_sum_count(layout::Norm norm, std::int64_t rows) {
+  return norm == layout::Norm::kLayerNorm ? 2 * rows : rows;
+}
 
 // What a GeMM does to its result before storing it (cuBLASLt's epilogues):
 enum class Epilogue {
@@ -142,10 +149,42 @@ class Backend {
   virtual void add(const View& dst, const View& src) = 0;
   // dst = 0.
   virtual void zero(const View& dst) = 0;
+  // sum = a + b (same rows × cols, one type; sum may be a or b): the residual stream's add.
+  virtual void residual(const View& sum, const View& a, const View& b) = 0;
   // y[i, :] += bias (a 1 × y.cols view), and db += Σ_i dy[i, :] (db 1 × dy.cols, fp32): a
   // linear's bias on its own, for layers whose product runs elsewhere (ops/linear.hpp).
   virtual void add_bias(const View& y, const View& bias) = 0;
   virtual void bias_grad(const View& db, const View& dy) = 0;
+  // Normalisation over the rows of x (N × C): LayerNorm (y = x̂ ⊙ w + b) or RMSNorm
+  // (y = x̂ ⊙ w, no b, no mean, its r kept in rstd), ops/layernorm.hpp and ops/rmsnorm.hpp
+  // giving the math. w, b, dw, db are fp32 1 × C views, mean and rstd fp32 1 × N; a view the
+  // norm has no use for is empty ({}). Whole rows:
+  //   norm_forward           y = norm(x), saving mean and rstd
+  //   residual_norm_forward  sum = a + b_in, then y = norm(sum): fused row by row on the CPU
+  //   norm_backward          dx += ∂/∂x,  dw += Σ_n dy ⊙ x̂,  db += Σ_n dy
+  // Rows whose C features are split over a group (parallel/layernorm_sharded.hpp) run each pass
+  // in two phases around the group's all-reduce of `sums` (fp64 1 × norm_sum_count(norm, N)):
+  //   norm_forward_sums(sums, x);                all-reduce;  norm_forward_apply(…, sums, C_global)
+  //   norm_backward_sums(sums, dw, db, dy, …);   all-reduce;  norm_backward_apply(…, sums, C_global)
+  // the first phase of the backward adding this shard's complete dw, db (every row is here).
+  virtual void norm_forward(layout::Norm norm, const View& y, const View& mean, const View& rstd,
+                            const View& x, const View& w, const View& b) = 0;
+  virtual void residual_norm_forward(layout::Norm norm, const View& sum, const View& y,
+                                     const View& mean, const View& rstd, const View& a,
+                                     const View& b_in, const View& w, const View& b) = 0;
+  virtual void norm_backward(layout::Norm norm, const View& dx, const View& dw, const View& db,
+                             const View& dy, const View& x, const View& w, const View& mean,
+                             const View& rstd) = 0;
+  virtual void norm_forward_sums(layout::Norm norm, const View& sums, const View& x) = 0;
+  virtual void norm_forward_apply(layout::Norm norm, const View& y, const View& mean,
+                                  const View& rstd, const View& x, const View& w, const View& b,
+                                  const View& sums, std::int64_t c_global) = 0;
+  virtual void norm_backward_sums(layout::Norm norm, const View& sums, const View& dw,
+                                  const View& db, const View& dy, const View& x, const View& w,
+                                  const View& mean, const View& rstd) = 0;
+  virtual void norm_backward_apply(layout::Norm norm, const View& dx, const View& dy,
+                                   const View& x, const View& w, const View& mean,
+                                   const View& rstd, const View& sums, std::int64_t c_global) = 0;
   // dst[i] = src[i] for every pair, as one operation: packing a slice's blocks into one
   // message and back (the simulated build charges or skips them together).
   virtual void copy_blocks(std::span<const View> dst, std::span<const View> src) = 0;

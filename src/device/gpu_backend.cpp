@@ -116,6 +116,16 @@ void GpuBackend::copy(const View& dst, const View& src) { gpu::copy_2d(ctx_, dst
 void GpuBackend::add(const View& dst, const View& src) { gpu::add_2d(ctx_, dst, src); }
 void GpuBackend::zero(const View& dst) { gpu::zero_2d(ctx_, dst); }
 
+// sum may be a or b: add the other into it; else a copied, b added (no kernel of its own).
+void GpuBackend::residual(const View& sum, const View& a, const View& b) {
+  if (sum.data == b.data) {
+    gpu::add_2d(ctx_, sum, a);
+  } else {
+    if (sum.data != a.data) gpu::copy_2d(ctx_, sum, a);
+    gpu::add_2d(ctx_, sum, b);
+  }
+}
+
 // Both as GeMMs with a vector of ones (no kernel of their own): y += 1ᵀ(rows)·bias is the
 // rank-1 product ones(rows × 1)·bias(1 × cols); db += ones(1 × rows)·dy.
 void GpuBackend::add_bias(const View& y, const View& bias) {
@@ -134,6 +144,76 @@ void GpuBackend::bias_grad(const View& db, const View& dy) {
   if (dy.rows == 0) return;
   gpu::gemm(ctx_, ones(dy.rows, dy.type).view(1, dy.rows), Trans::kNo, dy, Trans::kNo, db, 1.0f,
             1.0f);
+}
+
+namespace {
+
+// A view the norm kernels take: packed rows of `type` (the kernels index row·cols + col).
+void* packed(const View& v, Element type, std::int64_t rows, std::int64_t cols, const char* what) {
+  MESHTP_CHECK(v.type == type && v.rows == rows && v.cols == cols && v.contiguous(),
+               "gpu backend: {} is {}, the norm needs {} {}x{} packed", what, describe(v),
+               to_string(type), rows, cols);
+  return v.data;
+}
+
+float* norm_vector(const View& v, std::int64_t count, const char* what) {
+  return static_cast<float*>(packed(v, Element::kF32, 1, count, what));
+}
+
+[[noreturn]] void no_kernel_yet(layout::Norm norm, const char* what) {
+  fail("gpu backend: {} {} has no CUDA kernel yet (LayerNorm over whole rows has; docs/seam.md "
+       "lists what is left)",
+       layout::name(norm), what);
+}
+
+}  // namespace
+
+// LayerNorm over whole rows: the kernels of layernorm_forward/backward, on packed views.
+void GpuBackend::norm_forward(layout::Norm norm, const View& y, const View& mean, const View& rstd,
+                              const View& x, const View& w, const View& b) {
+  if (norm != layout::Norm::kLayerNorm) no_kernel_yet(norm, "forward");
+  const std::int64_t n = x.rows, c = x.cols;
+  gpu::layernorm_forward(ctx_, x.type, packed(y, x.type, n, c, "y"), norm_vector(mean, n, "mean"),
+                         norm_vector(rstd, n, "rstd"), packed(x, x.type, n, c, "x"),
+                         norm_vector(w, c, "w"), norm_vector(b, c, "b"), n, c);
+}
+
+void GpuBackend::residual_norm_forward(layout::Norm norm, const View& sum, const View& y,
+                                       const View& mean, const View& rstd, const View& a,
+                                       const View& b_in, const View& w, const View& b) {
+  if (norm != layout::Norm::kLayerNorm) no_kernel_yet(norm, "forward");
+  residual(sum, a, b_in);
+  norm_forward(norm, y, mean, rstd, sum, w, b);
+}
+
+void GpuBackend::norm_backward(layout::Norm norm, const View& dx, const View& dw, const View& db,
+                               const View& dy, const View& x, const View& w, const View& mean,
+                               const View& rstd) {
+  if (norm != layout::Norm::kLayerNorm) no_kernel_yet(norm, "backward");
+  const std::int64_t n = x.rows, c = x.cols;
+  gpu::layernorm_backward(ctx_, x.type, packed(dx, x.type, n, c, "dx"), norm_vector(dw, c, "dw"),
+                          norm_vector(db, c, "db"), packed(dy, x.type, n, c, "dy"),
+                          packed(x, x.type, n, c, "x"), norm_vector(w, c, "w"),
+                          norm_vector(mean, n, "mean"), norm_vector(rstd, n, "rstd"), n, c);
+}
+
+void GpuBackend::norm_forward_sums(layout::Norm norm, const View&, const View&) {
+  no_kernel_yet(norm, "sharded over a group (its forward sums)");
+}
+void GpuBackend::norm_forward_apply(layout::Norm norm, const View&, const View&, const View&,
+                                    const View&, const View&, const View&, const View&,
+                                    std::int64_t) {
+  no_kernel_yet(norm, "sharded over a group (its forward apply)");
+}
+void GpuBackend::norm_backward_sums(layout::Norm norm, const View&, const View&, const View&,
+                                    const View&, const View&, const View&, const View&,
+                                    const View&) {
+  no_kernel_yet(norm, "sharded over a group (its backward sums)");
+}
+void GpuBackend::norm_backward_apply(layout::Norm norm, const View&, const View&, const View&,
+                                     const View&, const View&, const View&, const View&,
+                                     std::int64_t) {
+  no_kernel_yet(norm, "sharded over a group (its backward apply)");
 }
 
 void GpuBackend::copy_blocks(std::span<const View> dst, std::span<const View> src) {

@@ -1,6 +1,7 @@
 #include "ops/cpu_backend.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/error.hpp"
 #include "ops/adamw.hpp"
@@ -88,6 +89,10 @@ void CpuBackend::add(const View& dst, const View& src) {
 
 void CpuBackend::zero(const View& dst) { meshtp::zero(host_matrix(dst, "the destination")); }
 
+void CpuBackend::residual(const View& sum, const View& a, const View& b) {
+  meshtp::residual_forward(host_matrix(sum, "sum"), host_matrix(a, "a"), host_matrix(b, "b"));
+}
+
 namespace {
 std::span<float> row_vector(const View& v, std::int64_t cols, const char* what) {
   const MatrixView m = host_matrix(v, what);
@@ -103,6 +108,120 @@ void CpuBackend::add_bias(const View& y, const View& bias) {
 
 void CpuBackend::bias_grad(const View& db, const View& dy) {
   add_bias_grad(row_vector(db, dy.cols, "db"), host_matrix(dy, "dy"));
+}
+
+namespace {
+
+// A norm's fp64 per-row sums: a 1 × count view.
+std::span<double> sums_of(const View& v, std::int64_t count) {
+  MESHTP_CHECK(v.type == Element::kF64 && v.rows == 1 && v.cols == count,
+               "cpu backend: the norm's sums are {}, the op needs fp64 1x{}", describe(v), count);
+  return {static_cast<double*>(v.data), static_cast<std::size_t>(count)};
+}
+
+bool layer_norm(layout::Norm norm) { return norm == layout::Norm::kLayerNorm; }
+
+}  // namespace
+
+void CpuBackend::norm_forward(layout::Norm norm, const View& y, const View& mean, const View& rstd,
+                              const View& x, const View& w, const View& b) {
+  const MatrixView xm = host_matrix(x, "x");
+  if (layer_norm(norm)) {
+    meshtp::layernorm_forward(host_matrix(y, "y"), row_vector(mean, xm.rows, "mean"),
+                      row_vector(rstd, xm.rows, "rstd"), xm, row_vector(w, xm.cols, "w"),
+                      row_vector(b, xm.cols, "b"));
+  } else {
+    meshtp::rmsnorm_forward(host_matrix(y, "y"), row_vector(rstd, xm.rows, "r"), xm,
+                    row_vector(w, xm.cols, "g"));
+  }
+}
+
+void CpuBackend::residual_norm_forward(layout::Norm norm, const View& sum, const View& y,
+                                       const View& mean, const View& rstd, const View& a,
+                                       const View& b_in, const View& w, const View& b) {
+  const MatrixView sm = host_matrix(sum, "sum");
+  if (layer_norm(norm)) {
+    meshtp::residual_layernorm_forward(sm, host_matrix(y, "y"), row_vector(mean, sm.rows, "mean"),
+                               row_vector(rstd, sm.rows, "rstd"), host_matrix(a, "a"),
+                               host_matrix(b_in, "b_in"), row_vector(w, sm.cols, "w"),
+                               row_vector(b, sm.cols, "b"));
+  } else {
+    meshtp::residual_forward(sm, host_matrix(a, "a"), host_matrix(b_in, "b_in"));
+    norm_forward(norm, y, mean, rstd, sum, w, b);
+  }
+}
+
+void CpuBackend::norm_backward(layout::Norm norm, const View& dx, const View& dw, const View& db,
+                               const View& dy, const View& x, const View& w, const View& mean,
+                               const View& rstd) {
+  const MatrixView xm = host_matrix(x, "x");
+  if (layer_norm(norm)) {
+    meshtp::layernorm_backward(host_matrix(dx, "dx"), row_vector(dw, xm.cols, "dw"),
+                       row_vector(db, xm.cols, "db"), host_matrix(dy, "dy"), xm,
+                       row_vector(w, xm.cols, "w"), row_vector(mean, xm.rows, "mean"),
+                       row_vector(rstd, xm.rows, "rstd"));
+  } else {
+    meshtp::rmsnorm_backward(host_matrix(dx, "dx"), row_vector(dw, xm.cols, "dg"), host_matrix(dy, "dy"),
+                     xm, row_vector(w, xm.cols, "g"), row_vector(rstd, xm.rows, "r"));
+  }
+}
+
+void CpuBackend::norm_forward_sums(layout::Norm norm, const View& sums, const View& x) {
+  const MatrixView xm = host_matrix(x, "x");
+  const std::span<double> s = sums_of(sums, device::norm_sum_count(norm, xm.rows));
+  if (layer_norm(norm)) {
+    layernorm_shard_forward_sums(xm, s);
+  } else {
+    rmsnorm_shard_forward_sums(xm, s);
+  }
+}
+
+void CpuBackend::norm_forward_apply(layout::Norm norm, const View& y, const View& mean,
+                                    const View& rstd, const View& x, const View& w, const View& b,
+                                    const View& sums, std::int64_t c_global) {
+  const MatrixView xm = host_matrix(x, "x");
+  const std::span<double> s = sums_of(sums, device::norm_sum_count(norm, xm.rows));
+  if (layer_norm(norm)) {
+    layernorm_shard_forward_apply(host_matrix(y, "y"), row_vector(mean, xm.rows, "mean"),
+                                  row_vector(rstd, xm.rows, "rstd"), xm,
+                                  row_vector(w, xm.cols, "w"), row_vector(b, xm.cols, "b"), s,
+                                  c_global);
+  } else {
+    rmsnorm_shard_forward_apply(host_matrix(y, "y"), row_vector(rstd, xm.rows, "r"), xm,
+                                row_vector(w, xm.cols, "g"), s, c_global);
+  }
+}
+
+void CpuBackend::norm_backward_sums(layout::Norm norm, const View& sums, const View& dw,
+                                    const View& db, const View& dy, const View& x, const View& w,
+                                    const View& mean, const View& rstd) {
+  const MatrixView xm = host_matrix(x, "x");
+  const std::span<double> s = sums_of(sums, device::norm_sum_count(norm, xm.rows));
+  if (layer_norm(norm)) {
+    layernorm_shard_backward_sums(s, row_vector(dw, xm.cols, "dw"), row_vector(db, xm.cols, "db"),
+                                  host_matrix(dy, "dy"), xm, row_vector(w, xm.cols, "w"),
+                                  row_vector(mean, xm.rows, "mean"),
+                                  row_vector(rstd, xm.rows, "rstd"));
+  } else {
+    rmsnorm_shard_backward_sums(s, row_vector(dw, xm.cols, "dg"), host_matrix(dy, "dy"), xm,
+                                row_vector(w, xm.cols, "g"), row_vector(rstd, xm.rows, "r"));
+  }
+}
+
+void CpuBackend::norm_backward_apply(layout::Norm norm, const View& dx, const View& dy,
+                                     const View& x, const View& w, const View& mean,
+                                     const View& rstd, const View& sums, std::int64_t c_global) {
+  const MatrixView xm = host_matrix(x, "x");
+  const std::span<double> s = sums_of(sums, device::norm_sum_count(norm, xm.rows));
+  if (layer_norm(norm)) {
+    layernorm_shard_backward_apply(host_matrix(dx, "dx"), host_matrix(dy, "dy"), xm,
+                                   row_vector(w, xm.cols, "w"), row_vector(mean, xm.rows, "mean"),
+                                   row_vector(rstd, xm.rows, "rstd"), s, c_global);
+  } else {
+    rmsnorm_shard_backward_apply(host_matrix(dx, "dx"), host_matrix(dy, "dy"), xm,
+                                 row_vector(w, xm.cols, "g"), row_vector(rstd, xm.rows, "r"), s,
+                                 c_global);
+  }
 }
 
 void CpuBackend::copy_blocks(std::span<const View> dst, std::span<const View> src) {
@@ -133,34 +252,49 @@ void CpuBackend::wait(device::Event& event) {
 }
 
 Array CpuBackend::alloc(std::int64_t count, Element type) {
-  MESHTP_CHECK(type == Element::kF32,
-               "cpu backend: arrays are fp32 (bf16 on the CPU rounds GeMM operands, "
-               "tensor/gemm.hpp), not bf16");
+  MESHTP_CHECK(type == Element::kF32 || type == Element::kF64,
+               "cpu backend: arrays are fp32, or fp64 for a norm's sums (bf16 on the CPU rounds "
+               "GeMM operands, tensor/gemm.hpp), not {}",
+               to_string(type));
   MESHTP_CHECK(count >= 0, "cpu backend: cannot allocate {} elements", count);
   // Tensor storage: counted by tensor/memory.hpp (what `bench rank` measures) and placed by
-  // the simulation's allocator; uninitialised, as the interface says.
-  auto storage =
-      std::make_shared<Storage>(static_cast<std::size_t>(std::max<std::int64_t>(count, 1)));
+  // the simulation's allocator; uninitialised, as the interface says. An fp64 element is two
+  // floats' room (the storage is aligned as operator new aligns, enough for a double).
+  const std::int64_t floats_needed = count * static_cast<std::int64_t>(element_size(type) / 4);
+  auto storage = std::make_shared<Storage>(
+      static_cast<std::size_t>(std::max<std::int64_t>(floats_needed, 1)));
   std::shared_ptr<void> data(storage, storage->data());  // owns the storage, points at its data
   return Array(std::move(data), type, count);
 }
 
-void CpuBackend::zero(Array& a) { std::fill_n(floats(a), a.count(), 0.0f); }
+void CpuBackend::zero(Array& a) {
+  std::memset(a.data(), 0, static_cast<std::size_t>(a.count()) * element_size(a.type()));
+}
+
+namespace {
+void check_fp32(const Array& a, const char* what) {
+  MESHTP_CHECK(a.type() == Element::kF32, "cpu backend: {} an {} array: only fp32 ones", what,
+               to_string(a.type()));
+}
+}  // namespace
 
 void CpuBackend::upload(Array& a, std::span<const float> values) {
+  check_fp32(a, "uploading fp32 values into");
   MESHTP_CHECK(static_cast<std::int64_t>(values.size()) == a.count(),
                "cpu backend: uploading {} values into an array of {}", values.size(), a.count());
   std::copy(values.begin(), values.end(), floats(a));
 }
 
 std::vector<float> CpuBackend::download(const Array& a) {
+  check_fp32(a, "downloading fp32 values from");
   return {floats(a), floats(a) + a.count()};
 }
 
 void CpuBackend::copy(Array& dst, const Array& src) {
-  MESHTP_CHECK(dst.count() == src.count(), "cpu backend: copying {} elements into {}", src.count(),
-               dst.count());
-  std::copy_n(floats(src), src.count(), floats(dst));
+  MESHTP_CHECK(dst.count() == src.count() && dst.type() == src.type(),
+               "cpu backend: copying {} {} elements into {} {}", src.count(),
+               to_string(src.type()), dst.count(), to_string(dst.type()));
+  std::memcpy(dst.data(), src.data(), static_cast<std::size_t>(src.count()) * element_size(src.type()));
 }
 
 void CpuBackend::linear_forward(Array& y, const Array& x, const Array& w, const Array& b,

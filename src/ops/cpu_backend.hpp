@@ -32,8 +32,27 @@ class CpuBackend final : public device::Backend {
   void copy(const View& dst, const View& src) override;
   void add(const View& dst, const View& src) override;
   void zero(const View& dst) override;
+  void residual(const View& sum, const View& a, const View& b) override;
   void add_bias(const View& y, const View& bias) override;
   void bias_grad(const View& db, const View& dy) override;
+  void norm_forward(layout::Norm norm, const View& y, const View& mean, const View& rstd,
+                    const View& x, const View& w, const View& b) override;
+  void residual_norm_forward(layout::Norm norm, const View& sum, const View& y, const View& mean,
+                             const View& rstd, const View& a, const View& b_in, const View& w,
+                             const View& b) override;
+  void norm_backward(layout::Norm norm, const View& dx, const View& dw, const View& db,
+                     const View& dy, const View& x, const View& w, const View& mean,
+                     const View& rstd) override;
+  void norm_forward_sums(layout::Norm norm, const View& sums, const View& x) override;
+  void norm_forward_apply(layout::Norm norm, const View& y, const View& mean, const View& rstd,
+                          const View& x, const View& w, const View& b, const View& sums,
+                          std::int64_t c_global) override;
+  void norm_backward_sums(layout::Norm norm, const View& sums, const View& dw, const View& db,
+                          const View& dy, const View& x, const View& w, const View& mean,
+                          const View& rstd) override;
+  void norm_backward_apply(layout::Norm norm, const View& dx, const View& dy, const View& x,
+                           const View& w, const View& mean, const View& rstd, const View& sums,
+                           std::int64_t c_global) override;
   void copy_blocks(std::span<const View> dst, std::span<const View> src) override;
   void gemm_in_bands(const View& c, const View& a, Trans trans_a, const View& b, Trans trans_b,
                      float beta, int bands, const std::function<void()>& between) override;

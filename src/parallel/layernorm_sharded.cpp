@@ -1,51 +1,150 @@
 #include "parallel/layernorm_sharded.hpp"
 
+#include <algorithm>
+#include <optional>
+
 #include "core/error.hpp"
 #include "core/trace.hpp"
-#include "ops/layernorm.hpp"
-#include "ops/rmsnorm.hpp"
-#include "ops/residual.hpp"
+#include "ops/cpu_backend.hpp"
 
 namespace meshtp::parallel {
 namespace {
 
 bool serial(const comm::Communicator* group) { return group == nullptr || group->size() == 1; }
 
-void check_shapes(const char* fn, std::int64_t rows, std::int64_t cols, std::int64_t c_global,
-                  const comm::Communicator* group, std::size_t scratch) {
-  const int p = serial(group) ? 1 : group->size();
-  MESHTP_CHECK(cols * p == c_global, "{}: {} local features × {} ranks != hidden={}", fn, cols,
-               p, c_global);
-  MESHTP_CHECK(static_cast<std::int64_t>(scratch) >= 2 * rows,
-               "{}: scratch holds {} doubles, needs 2·N = {}", fn, scratch, 2 * rows);
+// The sums in flight for x's rows, checked against the split: fp64 1 × norm_sum_count.
+View sums_for(const char* fn, layout::Norm norm, const View& x, std::int64_t c_global,
+              const comm::Communicator& group, const View& sums) {
+  MESHTP_CHECK(x.cols * group.size() == c_global, "{}: {} local features × {} ranks != hidden={}",
+               fn, x.cols, group.size(), c_global);
+  const std::int64_t need = device::norm_sum_count(norm, x.rows);
+  MESHTP_CHECK(sums.type == Element::kF64 && sums.rows == 1 && sums.cols >= need,
+               "{}: scratch is {}, needs fp64 1x{} ({} per row)", fn, describe(sums), need,
+               need / std::max<std::int64_t>(x.rows, 1));
+  return sums.block(0, 0, 1, need);
+}
+
+void check_whole(layout::Norm norm, const View& x, std::int64_t c_global) {
+  MESHTP_CHECK(x.cols == c_global, "{}: {} features held, hidden={}", layout::name(norm), x.cols,
+               c_global);
 }
 
 }  // namespace
+
+// The serial LayerNorm traces as one "layernorm" span around the op's own, the serial RMSNorm
+// as the op's alone, and the sharded ones as one span around both phases (as before the seam).
+void norm_sharded_forward(device::Backend& backend, layout::Norm norm, const View& y,
+                          const View& mean, const View& rstd, const View& x, const View& w,
+                          const View& b, std::int64_t c_global, const comm::Communicator* group,
+                          const View& sums) {
+  const bool layer_norm = norm == layout::Norm::kLayerNorm;
+  if (serial(group)) {
+    check_whole(norm, x, c_global);
+    const std::optional<ScopedSpan> span =
+        layer_norm ? std::optional<ScopedSpan>(std::in_place, "layernorm", SpanKind::kCompute)
+                   : std::nullopt;
+    backend.norm_forward(norm, y, mean, rstd, x, w, b);
+    return;
+  }
+  const ScopedSpan span(layer_norm ? "layernorm" : "rmsnorm", SpanKind::kCompute);
+  // Σx and Σx² per row over the local features (Σx² alone for RMSNorm), summed over the
+  // feature shards, then the statistics and y.
+  const View s = sums_for("norm_sharded_forward", norm, x, c_global, *group, sums);
+  backend.norm_forward_sums(norm, s, x);
+  group->all_reduce(comm::buffer_of(s), comm::ReduceOp::kSum);
+  backend.norm_forward_apply(norm, y, mean, rstd, x, w, b, s, c_global);
+}
+
+void norm_sharded_backward(device::Backend& backend, layout::Norm norm, const View& dx,
+                           const View& dw, const View& db, const View& dy, const View& x,
+                           const View& w, const View& mean, const View& rstd,
+                           std::int64_t c_global, const comm::Communicator* group,
+                           const View& sums) {
+  const bool layer_norm = norm == layout::Norm::kLayerNorm;
+  if (serial(group)) {
+    check_whole(norm, x, c_global);
+    const std::optional<ScopedSpan> span =
+        layer_norm ? std::optional<ScopedSpan>(std::in_place, "layernorm", SpanKind::kCompute)
+                   : std::nullopt;
+    backend.norm_backward(norm, dx, dw, db, dy, x, w, mean, rstd);
+    return;
+  }
+  const ScopedSpan span(layer_norm ? "layernorm" : "rmsnorm", SpanKind::kCompute);
+  // Σg and Σg·x̂ per row (g = dy⊙w; Σg·x̂ alone for RMSNorm) over the local features, summed
+  // over the feature shards, then dx.
+  const View s = sums_for("norm_sharded_backward", norm, x, c_global, *group, sums);
+  backend.norm_backward_sums(norm, s, dw, db, dy, x, w, mean, rstd);
+  group->all_reduce(comm::buffer_of(s), comm::ReduceOp::kSum);
+  backend.norm_backward_apply(norm, dx, dy, x, w, mean, rstd, s, c_global);
+}
+
+void residual_norm_sharded_forward(device::Backend& backend, layout::Norm norm, const View& sum,
+                                   const View& y, const View& mean, const View& rstd,
+                                   const View& a, const View& b_in, const View& w, const View& b,
+                                   std::int64_t c_global, const comm::Communicator* group,
+                                   const View& sums) {
+  if (serial(group)) {
+    check_whole(norm, sum, c_global);
+    backend.residual_norm_forward(norm, sum, y, mean, rstd, a, b_in, w, b);  // fused on the CPU
+    return;
+  }
+  backend.residual(sum, a, b_in);
+  norm_sharded_forward(backend, norm, y, mean, rstd, sum, w, b, c_global, group, sums);
+}
+
+// ---- the host forms -----------------------------------------------------------------------
+namespace {
+
+View vector_view(std::span<const float> v) {
+  return View::packed(const_cast<float*>(v.data()), Element::kF32, 1,
+                      static_cast<std::int64_t>(v.size()));
+}
+View vector_view(std::span<const double> v) {
+  return View::packed(const_cast<double*>(v.data()), Element::kF64, 1,
+                      static_cast<std::int64_t>(v.size()));
+}
+View vector_or_empty(bool used, std::span<const float> v) { return used ? vector_view(v) : View{}; }
+
+layout::Norm norm_of(bool rms) { return rms ? layout::Norm::kRmsNorm : layout::Norm::kLayerNorm; }
+
+}  // namespace
+
+void norm_sharded_forward(bool rms, MatrixView y, std::span<float> mean, std::span<float> rstd,
+                          ConstMatrixView x, std::span<const float> w, std::span<const float> b,
+                          std::int64_t c_global, const comm::Communicator* group,
+                          std::span<double> scratch) {
+  norm_sharded_forward(cpu_backend(), norm_of(rms), host_view(y), vector_or_empty(!rms, mean),
+                       vector_view(rstd), host_view(x), vector_view(w), vector_or_empty(!rms, b),
+                       c_global, group, vector_view(scratch));
+}
+
+void norm_sharded_backward(bool rms, MatrixView dx, std::span<float> dw, std::span<float> db,
+                           ConstMatrixView dy, ConstMatrixView x, std::span<const float> w,
+                           std::span<const float> mean, std::span<const float> rstd,
+                           std::int64_t c_global, const comm::Communicator* group,
+                           std::span<double> scratch) {
+  norm_sharded_backward(cpu_backend(), norm_of(rms), host_view(dx), vector_view(dw),
+                        vector_or_empty(!rms, db), host_view(dy), host_view(x), vector_view(w),
+                        vector_or_empty(!rms, mean), vector_view(rstd), c_global, group,
+                        vector_view(scratch));
+}
+
+void residual_norm_sharded_forward(bool rms, MatrixView sum, MatrixView y, std::span<float> mean,
+                                   std::span<float> rstd, ConstMatrixView a, ConstMatrixView b,
+                                   std::span<const float> w, std::span<const float> bias,
+                                   std::int64_t c_global, const comm::Communicator* group,
+                                   std::span<double> scratch) {
+  residual_norm_sharded_forward(cpu_backend(), norm_of(rms), host_view(sum), host_view(y),
+                                vector_or_empty(!rms, mean), vector_view(rstd), host_view(a),
+                                host_view(b), vector_view(w), vector_or_empty(!rms, bias),
+                                c_global, group, vector_view(scratch));
+}
 
 void layernorm_sharded_forward(MatrixView y, std::span<float> mean, std::span<float> rstd,
                                ConstMatrixView x, std::span<const float> w,
                                std::span<const float> b, std::int64_t c_global,
                                const comm::Communicator* group, std::span<double> scratch) {
-  const ScopedSpan span("layernorm", SpanKind::kCompute);
-  if (serial(group)) {
-    MESHTP_CHECK(x.cols == c_global, "layernorm: {} features held, hidden={}", x.cols, c_global);
-    layernorm_forward(y, mean, rstd, x, w, b);
-    return;
-  }
-  const std::int64_t N = x.rows, C = x.cols;
-  check_shapes("layernorm_sharded_forward", N, C, c_global, group, scratch.size());
-  MESHTP_CHECK(y.rows == N && y.cols == C && static_cast<std::int64_t>(w.size()) == C &&
-                   static_cast<std::int64_t>(b.size()) == C &&
-                   static_cast<std::int64_t>(mean.size()) == N &&
-                   static_cast<std::int64_t>(rstd.size()) == N,
-               "layernorm_sharded_forward: y {}x{}, x {}x{}, w {}, b {}, mean {}, rstd {}",
-               y.rows, y.cols, N, C, w.size(), b.size(), mean.size(), rstd.size());
-  // Σx and Σx² per row over the local features (double lanes), summed over the feature shards,
-  // then the statistics and y (ops/layernorm.hpp's two phases; charged in the simulated build).
-  const std::span<double> sums = scratch.first(static_cast<std::size_t>(2 * N));
-  layernorm_shard_forward_sums(x, sums);
-  group->all_reduce(sums);
-  layernorm_shard_forward_apply(y, mean, rstd, x, w, b, sums, c_global);
+  norm_sharded_forward(false, y, mean, rstd, x, w, b, c_global, group, scratch);
 }
 
 void layernorm_sharded_backward(MatrixView dx, std::span<float> dw, std::span<float> db,
@@ -53,26 +152,7 @@ void layernorm_sharded_backward(MatrixView dx, std::span<float> dw, std::span<fl
                                 std::span<const float> mean, std::span<const float> rstd,
                                 std::int64_t c_global, const comm::Communicator* group,
                                 std::span<double> scratch) {
-  const ScopedSpan span("layernorm", SpanKind::kCompute);
-  if (serial(group)) {
-    MESHTP_CHECK(x.cols == c_global, "layernorm: {} features held, hidden={}", x.cols, c_global);
-    layernorm_backward(dx, dw, db, dy, x, w, mean, rstd);
-    return;
-  }
-  const std::int64_t N = x.rows, C = x.cols;
-  check_shapes("layernorm_sharded_backward", N, C, c_global, group, scratch.size());
-  MESHTP_CHECK(dx.rows == N && dx.cols == C && dy.rows == N && dy.cols == C &&
-                   static_cast<std::int64_t>(dw.size()) == C &&
-                   static_cast<std::int64_t>(db.size()) == C &&
-                   static_cast<std::int64_t>(w.size()) == C,
-               "layernorm_sharded_backward: dx {}x{}, dy {}x{}, x {}x{}, w {}, dw {}, db {}",
-               dx.rows, dx.cols, dy.rows, dy.cols, N, C, w.size(), dw.size(), db.size());
-  // Σ g and Σ g·x̂ per row (g = dy⊙w) over the local features, summed over the feature
-  // shards, then dx (ops/layernorm.hpp's two phases).
-  const std::span<double> sums = scratch.first(static_cast<std::size_t>(2 * N));
-  layernorm_shard_backward_sums(sums, dw, db, dy, x, w, mean, rstd);
-  group->all_reduce(sums);
-  layernorm_shard_backward_apply(dx, dy, x, w, mean, rstd, sums, c_global);
+  norm_sharded_backward(false, dx, dw, db, dy, x, w, mean, rstd, c_global, group, scratch);
 }
 
 void residual_layernorm_sharded_forward(MatrixView sum, MatrixView y, std::span<float> mean,
@@ -81,92 +161,21 @@ void residual_layernorm_sharded_forward(MatrixView sum, MatrixView y, std::span<
                                         std::span<const float> bias, std::int64_t c_global,
                                         const comm::Communicator* group,
                                         std::span<double> scratch) {
-  if (serial(group)) {
-    MESHTP_CHECK(sum.cols == c_global, "layernorm: {} features held, hidden={}", sum.cols,
-                 c_global);
-    residual_layernorm_forward(sum, y, mean, rstd, a, b, w, bias);
-    return;
-  }
-  residual_forward(sum, a, b);
-  layernorm_sharded_forward(y, mean, rstd, sum, w, bias, c_global, group, scratch);
+  residual_norm_sharded_forward(false, sum, y, mean, rstd, a, b, w, bias, c_global, group,
+                                scratch);
 }
 
 void rmsnorm_sharded_forward(MatrixView y, std::span<float> r, ConstMatrixView x,
                              std::span<const float> g, std::int64_t c_global,
                              const comm::Communicator* group, std::span<double> scratch) {
-  if (serial(group)) {
-    MESHTP_CHECK(x.cols == c_global, "rmsnorm: {} features held, hidden={}", x.cols, c_global);
-    rmsnorm_forward(y, r, x, g);
-    return;
-  }
-  const ScopedSpan span("rmsnorm", SpanKind::kCompute);
-  MESHTP_CHECK(x.cols * group->size() == c_global &&
-                   static_cast<std::int64_t>(scratch.size()) >= x.rows,
-               "rmsnorm_sharded_forward: {} local features × {} ranks != hidden={}, or scratch of {} "
-               "doubles < N={}",
-               x.cols, group->size(), c_global, scratch.size(), x.rows);
-  const std::span<double> sums = scratch.first(static_cast<std::size_t>(x.rows));
-  rmsnorm_shard_forward_sums(x, sums);
-  group->all_reduce(sums);
-  rmsnorm_shard_forward_apply(y, r, x, g, sums, c_global);
+  norm_sharded_forward(true, y, {}, r, x, g, {}, c_global, group, scratch);
 }
 
 void rmsnorm_sharded_backward(MatrixView dx, std::span<float> dg, ConstMatrixView dy,
                               ConstMatrixView x, std::span<const float> g,
                               std::span<const float> r, std::int64_t c_global,
                               const comm::Communicator* group, std::span<double> scratch) {
-  if (serial(group)) {
-    MESHTP_CHECK(x.cols == c_global, "rmsnorm: {} features held, hidden={}", x.cols, c_global);
-    rmsnorm_backward(dx, dg, dy, x, g, r);
-    return;
-  }
-  const ScopedSpan span("rmsnorm", SpanKind::kCompute);
-  MESHTP_CHECK(x.cols * group->size() == c_global &&
-                   static_cast<std::int64_t>(scratch.size()) >= x.rows,
-               "rmsnorm_sharded_backward: {} local features × {} ranks != hidden={}, or scratch of {} "
-               "doubles < N={}",
-               x.cols, group->size(), c_global, scratch.size(), x.rows);
-  const std::span<double> sums = scratch.first(static_cast<std::size_t>(x.rows));
-  rmsnorm_shard_backward_sums(sums, dg, dy, x, g, r);
-  group->all_reduce(sums);
-  rmsnorm_shard_backward_apply(dx, dy, x, g, r, sums, c_global);
-}
-
-void norm_sharded_forward(bool rms, MatrixView y, std::span<float> mean, std::span<float> rstd,
-                          ConstMatrixView x, std::span<const float> w, std::span<const float> b,
-                          std::int64_t c_global, const comm::Communicator* group,
-                          std::span<double> scratch) {
-  if (rms) {
-    rmsnorm_sharded_forward(y, rstd, x, w, c_global, group, scratch);
-  } else {
-    layernorm_sharded_forward(y, mean, rstd, x, w, b, c_global, group, scratch);
-  }
-}
-
-void norm_sharded_backward(bool rms, MatrixView dx, std::span<float> dw, std::span<float> db,
-                           ConstMatrixView dy, ConstMatrixView x, std::span<const float> w,
-                           std::span<const float> mean, std::span<const float> rstd,
-                           std::int64_t c_global, const comm::Communicator* group,
-                           std::span<double> scratch) {
-  if (rms) {
-    rmsnorm_sharded_backward(dx, dw, dy, x, w, rstd, c_global, group, scratch);
-  } else {
-    layernorm_sharded_backward(dx, dw, db, dy, x, w, mean, rstd, c_global, group, scratch);
-  }
-}
-
-void residual_norm_sharded_forward(bool rms, MatrixView sum, MatrixView y, std::span<float> mean,
-                                   std::span<float> rstd, ConstMatrixView a, ConstMatrixView b,
-                                   std::span<const float> w, std::span<const float> bias,
-                                   std::int64_t c_global, const comm::Communicator* group,
-                                   std::span<double> scratch) {
-  if (!rms) {
-    residual_layernorm_sharded_forward(sum, y, mean, rstd, a, b, w, bias, c_global, group,
-                                       scratch);
-    return;
-  }
-  residual_forward(sum, a, b);
-  rmsnorm_sharded_forward(y, rstd, sum, w, c_global, group, scratch);
+  norm_sharded_backward(true, dx, dg, {}, dy, x, g, {}, r, c_global, group, scratch);
 }
 
 }  // namespace meshtp::parallel

@@ -21,15 +21,45 @@
 // for activations whose mean is within ~10⁴ standard deviations of zero.
 //
 // `scratch` holds 2·N doubles (the statistics in flight); the caller sizes it once.
+//
+// On the seam (docs/seam.md): norm_sharded_forward/backward and residual_norm_sharded_forward
+// below take a device::Backend and its views, and run the backend's norm phases
+// (device/backend.hpp: norm_forward_sums → the group's all-reduce of the fp64 sums →
+// norm_forward_apply); a serial group runs the backend's whole-row op. The host forms further
+// down are these on the CPU backend.
 #pragma once
 
 #include <cstdint>
 #include <span>
 
 #include "comm/communicator.hpp"
+#include "core/view.hpp"
+#include "device/backend.hpp"
+#include "layout/vocabulary.hpp"
 #include "tensor/tensor.hpp"
 
 namespace meshtp::parallel {
+
+// x, y, dx, dy, sum, a, b_in: N × C views of `backend`'s memory; w, b, dw, db: fp32 1 × C;
+// mean, rstd: fp32 1 × N (RMSNorm: b, db, mean empty, rstd holds r); sums: fp64
+// 1 × ≥ norm_sum_count(norm, N), the statistics in flight. A group must move `backend`'s
+// memory (comm::Communicator::host_staged or nccl for a device).
+void norm_sharded_forward(device::Backend& backend, layout::Norm norm, const View& y,
+                          const View& mean, const View& rstd, const View& x, const View& w,
+                          const View& b, std::int64_t c_global, const comm::Communicator* group,
+                          const View& sums);
+void norm_sharded_backward(device::Backend& backend, layout::Norm norm, const View& dx,
+                           const View& dw, const View& db, const View& dy, const View& x,
+                           const View& w, const View& mean, const View& rstd,
+                           std::int64_t c_global, const comm::Communicator* group,
+                           const View& sums);
+void residual_norm_sharded_forward(device::Backend& backend, layout::Norm norm, const View& sum,
+                                   const View& y, const View& mean, const View& rstd,
+                                   const View& a, const View& b_in, const View& w, const View& b,
+                                   std::int64_t c_global, const comm::Communicator* group,
+                                   const View& sums);
+
+// The host forms (fp32 matrices, spans): the above on the CPU backend.
 
 void layernorm_sharded_forward(MatrixView y, std::span<float> mean, std::span<float> rstd,
                                ConstMatrixView x, std::span<const float> w,
