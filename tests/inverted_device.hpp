@@ -169,6 +169,49 @@ class InvertedBackend final : public device::Backend {
     store({&hdx});
   }
 
+  // The vocabulary shard's ops, the same way.
+  void embedding_shard_forward(const View& out, std::span<const std::int32_t> tokens,
+                               const View& wte, std::int64_t begin) override {
+    HostCopy ho = fetch(out);
+    cpu_backend().embedding_shard_forward(ho.host, tokens, fetch(wte).host, begin);
+    store({&ho});
+  }
+  void embedding_shard_backward(const View& dwte, const View& dout,
+                                std::span<const std::int32_t> tokens, std::int64_t begin) override {
+    HostCopy hd = fetch(dwte);
+    cpu_backend().embedding_shard_backward(hd.host, fetch(dout).host, tokens, begin);
+    store({&hd});
+  }
+  void cross_entropy_shard_max(const View& logits, const View& row_max, std::int64_t begin,
+                               std::int64_t vocab_real) override {
+    HostCopy hl = fetch(logits), hm = fetch(row_max);
+    cpu_backend().cross_entropy_shard_max(hl.host, hm.host, begin, vocab_real);
+    store({&hl, &hm});
+  }
+  void cross_entropy_shard_sums(const View& sums, const View& logits, const View& row_max,
+                                std::span<const std::int32_t> targets, std::int64_t begin,
+                                std::int64_t vocab_real) override {
+    HostCopy hs = fetch(sums);
+    cpu_backend().cross_entropy_shard_sums(hs.host, fetch(logits).host, fetch(row_max).host,
+                                           targets, begin, vocab_real);
+    store({&hs});
+  }
+  double cross_entropy_shard_loss(const View& lse, const View& row_max,
+                                  const View& sums) override {
+    HostCopy hl = fetch(lse);
+    const double loss =
+        cpu_backend().cross_entropy_shard_loss(hl.host, fetch(row_max).host, fetch(sums).host);
+    store({&hl});
+    return loss;
+  }
+  void cross_entropy_shard_backward(const View& logits, const View& lse,
+                                    std::span<const std::int32_t> targets, std::int64_t begin,
+                                    float scale) override {
+    HostCopy hl = fetch(logits);
+    cpu_backend().cross_entropy_shard_backward(hl.host, fetch(lse).host, targets, begin, scale);
+    store({&hl});
+  }
+
   // A view's values on the host, of any element type (an empty view: an empty copy), and
   // back: what the ops above run the CPU backend on.
   struct HostCopy {

@@ -185,6 +185,32 @@ class Backend {
   virtual void norm_backward_apply(layout::Norm norm, const View& dx, const View& dy,
                                    const View& x, const View& w, const View& mean,
                                    const View& rstd, const View& sums, std::int64_t c_global) = 0;
+  // A vocabulary shard (parallel/vocab_parallel.hpp): the token table's rows [begin, begin +
+  // wte.rows) and the logits' columns [begin, begin + logits.cols) of a vocabulary whose real
+  // tokens end at vocab_real (ops/embedding.hpp and ops/cross_entropy.hpp give the math).
+  // Tokens and targets are host int32 ids, checked by the caller.
+  //   embedding_shard_forward   out[n,:] = wte[t_n − begin,:] if the shard holds t_n, else 0
+  //   embedding_shard_backward  dwte[t_n − begin,:] += dout[n,:]
+  // The cross-entropy in phases around the group's reductions: row_max (fp32 1 × N) → max over
+  // the shards; sums (fp32 1 × 2N) → sum; then lse (1 × N) and the mean loss, which the host
+  // reads (so it waits for the device); the backward turns the logits into
+  // scale·(softmax − onehot) in place.
+  virtual void embedding_shard_forward(const View& out, std::span<const std::int32_t> tokens,
+                                       const View& wte, std::int64_t begin) = 0;
+  virtual void embedding_shard_backward(const View& dwte, const View& dout,
+                                        std::span<const std::int32_t> tokens,
+                                        std::int64_t begin) = 0;
+  virtual void cross_entropy_shard_max(const View& logits, const View& row_max,
+                                       std::int64_t begin, std::int64_t vocab_real) = 0;
+  virtual void cross_entropy_shard_sums(const View& sums, const View& logits,
+                                        const View& row_max,
+                                        std::span<const std::int32_t> targets,
+                                        std::int64_t begin, std::int64_t vocab_real) = 0;
+  virtual double cross_entropy_shard_loss(const View& lse, const View& row_max,
+                                          const View& sums) = 0;
+  virtual void cross_entropy_shard_backward(const View& logits, const View& lse,
+                                            std::span<const std::int32_t> targets,
+                                            std::int64_t begin, float scale) = 0;
   // dst[i] = src[i] for every pair, as one operation: packing a slice's blocks into one
   // message and back (the simulated build charges or skips them together).
   virtual void copy_blocks(std::span<const View> dst, std::span<const View> src) = 0;

@@ -216,6 +216,40 @@ void GpuBackend::norm_backward_apply(layout::Norm norm, const View&, const View&
   no_kernel_yet(norm, "sharded over a group (its backward apply)");
 }
 
+// The vocabulary shard's ops: no CUDA kernels yet (the one-GPU model's embedding and loss are
+// whole-vocabulary kernels, above).
+namespace {
+[[noreturn]] void no_vocab_kernel_yet(const char* what) {
+  fail("gpu backend: the vocabulary shard's {} has no CUDA kernel yet (docs/seam.md lists what "
+       "is left)",
+       what);
+}
+}  // namespace
+
+void GpuBackend::embedding_shard_forward(const View&, std::span<const std::int32_t>, const View&,
+                                         std::int64_t) {
+  no_vocab_kernel_yet("embedding forward");
+}
+void GpuBackend::embedding_shard_backward(const View&, const View&,
+                                          std::span<const std::int32_t>, std::int64_t) {
+  no_vocab_kernel_yet("embedding backward");
+}
+void GpuBackend::cross_entropy_shard_max(const View&, const View&, std::int64_t, std::int64_t) {
+  no_vocab_kernel_yet("cross-entropy row maxima");
+}
+void GpuBackend::cross_entropy_shard_sums(const View&, const View&, const View&,
+                                          std::span<const std::int32_t>, std::int64_t,
+                                          std::int64_t) {
+  no_vocab_kernel_yet("cross-entropy sums");
+}
+double GpuBackend::cross_entropy_shard_loss(const View&, const View&, const View&) {
+  no_vocab_kernel_yet("cross-entropy loss");
+}
+void GpuBackend::cross_entropy_shard_backward(const View&, const View&,
+                                              std::span<const std::int32_t>, std::int64_t, float) {
+  no_vocab_kernel_yet("cross-entropy backward");
+}
+
 void GpuBackend::copy_blocks(std::span<const View> dst, std::span<const View> src) {
   MESHTP_CHECK(dst.size() == src.size(), "gpu backend: {} destination blocks for {} sources",
                dst.size(), src.size());

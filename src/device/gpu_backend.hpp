@@ -64,6 +64,22 @@ class GpuBackend final : public Backend {
   void norm_backward_apply(layout::Norm norm, const View& dx, const View& dy, const View& x,
                            const View& w, const View& mean, const View& rstd, const View& sums,
                            std::int64_t c_global) override;
+  void embedding_shard_forward(const View& out, std::span<const std::int32_t> tokens,
+                                       const View& wte, std::int64_t begin) override;
+  void embedding_shard_backward(const View& dwte, const View& dout,
+                                        std::span<const std::int32_t> tokens,
+                                        std::int64_t begin) override;
+  void cross_entropy_shard_max(const View& logits, const View& row_max,
+                                       std::int64_t begin, std::int64_t vocab_real) override;
+  void cross_entropy_shard_sums(const View& sums, const View& logits,
+                                        const View& row_max,
+                                        std::span<const std::int32_t> targets,
+                                        std::int64_t begin, std::int64_t vocab_real) override;
+  double cross_entropy_shard_loss(const View& lse, const View& row_max,
+                                          const View& sums) override;
+  void cross_entropy_shard_backward(const View& logits, const View& lse,
+                                            std::span<const std::int32_t> targets,
+                                            std::int64_t begin, float scale) override;
   void copy_blocks(std::span<const View> dst, std::span<const View> src) override;
   void gemm_in_bands(const View& c, const View& a, Trans trans_a, const View& b, Trans trans_b,
                      float beta, int bands, const std::function<void()>& between) override;

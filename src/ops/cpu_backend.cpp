@@ -224,6 +224,48 @@ void CpuBackend::norm_backward_apply(layout::Norm norm, const View& dx, const Vi
   }
 }
 
+void CpuBackend::embedding_shard_forward(const View& out, std::span<const std::int32_t> tokens,
+                                         const View& wte, std::int64_t begin) {
+  meshtp::embedding_shard_forward(host_matrix(out, "out"), tokens, host_matrix(wte, "wte"), begin);
+}
+
+void CpuBackend::embedding_shard_backward(const View& dwte, const View& dout,
+                                          std::span<const std::int32_t> tokens,
+                                          std::int64_t begin) {
+  meshtp::embedding_shard_backward(host_matrix(dwte, "dwte"), host_matrix(dout, "dout"), tokens,
+                                   begin);
+}
+
+void CpuBackend::cross_entropy_shard_max(const View& logits, const View& row_max,
+                                         std::int64_t begin, std::int64_t vocab_real) {
+  const MatrixView l = host_matrix(logits, "the logits");
+  meshtp::cross_entropy_shard_max(l, row_vector(row_max, l.rows, "row_max"), begin, vocab_real);
+}
+
+void CpuBackend::cross_entropy_shard_sums(const View& sums, const View& logits,
+                                          const View& row_max,
+                                          std::span<const std::int32_t> targets,
+                                          std::int64_t begin, std::int64_t vocab_real) {
+  const MatrixView l = host_matrix(logits, "the logits");
+  meshtp::cross_entropy_shard_sums(row_vector(sums, 2 * l.rows, "sums"), l,
+                                   row_vector(row_max, l.rows, "row_max"), targets, begin,
+                                   vocab_real);
+}
+
+double CpuBackend::cross_entropy_shard_loss(const View& lse, const View& row_max,
+                                            const View& sums) {
+  return meshtp::cross_entropy_shard_loss(row_vector(lse, lse.cols, "lse"),
+                                          row_vector(row_max, lse.cols, "row_max"),
+                                          row_vector(sums, 2 * lse.cols, "sums"));
+}
+
+void CpuBackend::cross_entropy_shard_backward(const View& logits, const View& lse,
+                                              std::span<const std::int32_t> targets,
+                                              std::int64_t begin, float scale) {
+  const MatrixView l = host_matrix(logits, "the logits");
+  meshtp::cross_entropy_shard_backward(l, row_vector(lse, l.rows, "lse"), targets, begin, scale);
+}
+
 void CpuBackend::copy_blocks(std::span<const View> dst, std::span<const View> src) {
   MESHTP_CHECK(dst.size() == src.size(), "cpu backend: {} destination blocks for {} sources",
                dst.size(), src.size());

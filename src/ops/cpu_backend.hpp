@@ -7,6 +7,8 @@
 // bf16, fp32 storage), which a caller holds around the calls as `train` does.
 #pragma once
 
+#include <span>
+
 #include "device/backend.hpp"
 
 namespace meshtp {
@@ -53,6 +55,22 @@ class CpuBackend final : public device::Backend {
   void norm_backward_apply(layout::Norm norm, const View& dx, const View& dy, const View& x,
                            const View& w, const View& mean, const View& rstd, const View& sums,
                            std::int64_t c_global) override;
+  void embedding_shard_forward(const View& out, std::span<const std::int32_t> tokens,
+                                       const View& wte, std::int64_t begin) override;
+  void embedding_shard_backward(const View& dwte, const View& dout,
+                                        std::span<const std::int32_t> tokens,
+                                        std::int64_t begin) override;
+  void cross_entropy_shard_max(const View& logits, const View& row_max,
+                                       std::int64_t begin, std::int64_t vocab_real) override;
+  void cross_entropy_shard_sums(const View& sums, const View& logits,
+                                        const View& row_max,
+                                        std::span<const std::int32_t> targets,
+                                        std::int64_t begin, std::int64_t vocab_real) override;
+  double cross_entropy_shard_loss(const View& lse, const View& row_max,
+                                          const View& sums) override;
+  void cross_entropy_shard_backward(const View& logits, const View& lse,
+                                            std::span<const std::int32_t> targets,
+                                            std::int64_t begin, float scale) override;
   void copy_blocks(std::span<const View> dst, std::span<const View> src) override;
   void gemm_in_bands(const View& c, const View& a, Trans trans_a, const View& b, Trans trans_b,
                      float beta, int bands, const std::function<void()>& between) override;
@@ -106,6 +124,15 @@ class CpuBackend final : public device::Backend {
 inline View host_view(MatrixView m) { return {m.data, Element::kF32, m.rows, m.cols, m.ld}; }
 inline View host_view(ConstMatrixView m) {  // a view owns no constness: the callee only reads
   return {const_cast<float*>(m.data), Element::kF32, m.rows, m.cols, m.ld};
+}
+// A host vector (statistics, biases, scratch) as a 1 × n view.
+inline View host_view(std::span<const float> v) {
+  return View::packed(const_cast<float*>(v.data()), Element::kF32, 1,
+                      static_cast<std::int64_t>(v.size()));
+}
+inline View host_view(std::span<const double> v) {
+  return View::packed(const_cast<double*>(v.data()), Element::kF64, 1,
+                      static_cast<std::int64_t>(v.size()));
 }
 MatrixView host_matrix(const View& v, const char* what);
 

@@ -95,15 +95,7 @@ void residual_norm_sharded_forward(device::Backend& backend, layout::Norm norm, 
 // ---- the host forms -----------------------------------------------------------------------
 namespace {
 
-View vector_view(std::span<const float> v) {
-  return View::packed(const_cast<float*>(v.data()), Element::kF32, 1,
-                      static_cast<std::int64_t>(v.size()));
-}
-View vector_view(std::span<const double> v) {
-  return View::packed(const_cast<double*>(v.data()), Element::kF64, 1,
-                      static_cast<std::int64_t>(v.size()));
-}
-View vector_or_empty(bool used, std::span<const float> v) { return used ? vector_view(v) : View{}; }
+View vector_or_empty(bool used, std::span<const float> v) { return used ? host_view(v) : View{}; }
 
 layout::Norm norm_of(bool rms) { return rms ? layout::Norm::kRmsNorm : layout::Norm::kLayerNorm; }
 
@@ -114,8 +106,8 @@ void norm_sharded_forward(bool rms, MatrixView y, std::span<float> mean, std::sp
                           std::int64_t c_global, const comm::Communicator* group,
                           std::span<double> scratch) {
   norm_sharded_forward(cpu_backend(), norm_of(rms), host_view(y), vector_or_empty(!rms, mean),
-                       vector_view(rstd), host_view(x), vector_view(w), vector_or_empty(!rms, b),
-                       c_global, group, vector_view(scratch));
+                       host_view(rstd), host_view(x), host_view(w), vector_or_empty(!rms, b),
+                       c_global, group, host_view(scratch));
 }
 
 void norm_sharded_backward(bool rms, MatrixView dx, std::span<float> dw, std::span<float> db,
@@ -123,10 +115,10 @@ void norm_sharded_backward(bool rms, MatrixView dx, std::span<float> dw, std::sp
                            std::span<const float> mean, std::span<const float> rstd,
                            std::int64_t c_global, const comm::Communicator* group,
                            std::span<double> scratch) {
-  norm_sharded_backward(cpu_backend(), norm_of(rms), host_view(dx), vector_view(dw),
-                        vector_or_empty(!rms, db), host_view(dy), host_view(x), vector_view(w),
-                        vector_or_empty(!rms, mean), vector_view(rstd), c_global, group,
-                        vector_view(scratch));
+  norm_sharded_backward(cpu_backend(), norm_of(rms), host_view(dx), host_view(dw),
+                        vector_or_empty(!rms, db), host_view(dy), host_view(x), host_view(w),
+                        vector_or_empty(!rms, mean), host_view(rstd), c_global, group,
+                        host_view(scratch));
 }
 
 void residual_norm_sharded_forward(bool rms, MatrixView sum, MatrixView y, std::span<float> mean,
@@ -135,9 +127,9 @@ void residual_norm_sharded_forward(bool rms, MatrixView sum, MatrixView y, std::
                                    std::int64_t c_global, const comm::Communicator* group,
                                    std::span<double> scratch) {
   residual_norm_sharded_forward(cpu_backend(), norm_of(rms), host_view(sum), host_view(y),
-                                vector_or_empty(!rms, mean), vector_view(rstd), host_view(a),
-                                host_view(b), vector_view(w), vector_or_empty(!rms, bias),
-                                c_global, group, vector_view(scratch));
+                                vector_or_empty(!rms, mean), host_view(rstd), host_view(a),
+                                host_view(b), host_view(w), vector_or_empty(!rms, bias),
+                                c_global, group, host_view(scratch));
 }
 
 void layernorm_sharded_forward(MatrixView y, std::span<float> mean, std::span<float> rstd,

@@ -2,9 +2,7 @@
 
 #include "core/error.hpp"
 #include "core/trace.hpp"
-#include "ops/cross_entropy.hpp"
-#include "ops/embedding.hpp"
-#include "tensor/gemm.hpp"
+#include "ops/cpu_backend.hpp"
 
 namespace meshtp::parallel {
 namespace {
@@ -32,55 +30,53 @@ VocabShard make_vocab_shard(std::int64_t vocab_real, const comm::Communicator& g
   return s;
 }
 
-void vocab_embedding_forward(MatrixView out, std::span<const std::int32_t> tokens,
-                             ConstMatrixView wte_local, const VocabShard& shard,
-                             const comm::Communicator& group) {
+void vocab_embedding_forward(device::Backend& backend, const View& out,
+                             std::span<const std::int32_t> tokens, const View& wte_local,
+                             const VocabShard& shard, const comm::Communicator& group) {
   const ScopedSpan span("embedding", SpanKind::kCompute);
   check_tokens(tokens, out.rows, shard, "token");
   MESHTP_CHECK(wte_local.rows == shard.rows && wte_local.cols == out.cols && out.contiguous(),
                "vocab embedding: wte shard {}x{} and output {}x{} do not match {} rows",
                wte_local.rows, wte_local.cols, out.rows, out.cols, shard.rows);
   // This shard's rows of the table (zeros for the other tokens), summed over the shards.
-  embedding_shard_forward(out, tokens, wte_local, shard.begin);
-  group.all_reduce(std::span<float>(out.data, static_cast<std::size_t>(out.rows * out.cols)));
+  backend.embedding_shard_forward(out, tokens, wte_local, shard.begin);
+  group.all_reduce(comm::buffer_of(out), comm::ReduceOp::kSum);
 }
 
-void vocab_embedding_backward(MatrixView dwte_local, ConstMatrixView dout,
+void vocab_embedding_backward(device::Backend& backend, const View& dwte_local, const View& dout,
                               std::span<const std::int32_t> tokens, const VocabShard& shard) {
   const ScopedSpan span("embedding", SpanKind::kCompute);
   check_tokens(tokens, dout.rows, shard, "token");
-  embedding_shard_backward(dwte_local, dout, tokens, shard.begin);
+  backend.embedding_shard_backward(dwte_local, dout, tokens, shard.begin);
 }
 
-double vocab_cross_entropy_forward(MatrixView logits, std::span<float> lse, ConstMatrixView x,
-                                   ConstMatrixView wte_local,
+double vocab_cross_entropy_forward(device::Backend& backend, const View& logits, const View& lse,
+                                   const View& x, const View& wte_local,
                                    std::span<const std::int32_t> targets, const VocabShard& shard,
-                                   const comm::Communicator& group, std::span<float> stats) {
+                                   const comm::Communicator& group, const View& stats) {
   const ScopedSpan span("lm_head", SpanKind::kCompute);
   const std::int64_t n = x.rows;
   check_tokens(targets, n, shard, "target");
-  MESHTP_CHECK(logits.rows == n && logits.cols == shard.rows &&
-                   static_cast<std::int64_t>(lse.size()) == n &&
-                   static_cast<std::int64_t>(stats.size()) >= 3 * n,
+  MESHTP_CHECK(logits.rows == n && logits.cols == shard.rows && lse.rows == 1 && lse.cols == n &&
+                   stats.rows == 1 && stats.cols >= 3 * n,
                "vocab cross-entropy: buffers do not match {} rows of {} local logits", n,
                shard.rows);
-  gemm(x, Trans::kNo, wte_local, Trans::kYes, logits);
+  backend.gemm(logits, x, Trans::kNo, wte_local, Trans::kYes);
   // The softmax statistics over the shards (ops/cross_entropy.hpp's phases): the row maxima,
   // max-reduced; the exponential sums and the targets' logits, summed; then lse and the loss.
-  const std::span<float> row_max = stats.subspan(0, static_cast<std::size_t>(n));
-  const std::span<float> sums = stats.subspan(static_cast<std::size_t>(n), static_cast<std::size_t>(2 * n));
-  cross_entropy_shard_max(logits, row_max, shard.begin, shard.vocab_real);
-  group.all_reduce(row_max, comm::ReduceOp::kMax);
-  cross_entropy_shard_sums(sums, logits, row_max, targets, shard.begin, shard.vocab_real);
-  group.all_reduce(sums);
-  return cross_entropy_shard_loss(lse, row_max, sums);
+  const View row_max = stats.block(0, 0, 1, n), sums = stats.block(0, n, 1, 2 * n);
+  backend.cross_entropy_shard_max(logits, row_max, shard.begin, shard.vocab_real);
+  group.all_reduce(comm::buffer_of(row_max), comm::ReduceOp::kMax);
+  backend.cross_entropy_shard_sums(sums, logits, row_max, targets, shard.begin, shard.vocab_real);
+  group.all_reduce(comm::buffer_of(sums), comm::ReduceOp::kSum);
+  return backend.cross_entropy_shard_loss(lse, row_max, sums);
 }
 
-void vocab_cross_entropy_backward(MatrixView dx, MatrixView dwte_local, MatrixView logits,
-                                  std::span<const float> lse, ConstMatrixView x,
-                                  ConstMatrixView wte_local, std::span<const std::int32_t> targets,
-                                  const VocabShard& shard, const comm::Communicator& group,
-                                  float dloss) {
+void vocab_cross_entropy_backward(device::Backend& backend, const View& dx,
+                                  const View& dwte_local, const View& logits, const View& lse,
+                                  const View& x, const View& wte_local,
+                                  std::span<const std::int32_t> targets, const VocabShard& shard,
+                                  const comm::Communicator& group, float dloss) {
   const ScopedSpan span("lm_head", SpanKind::kCompute);
   const std::int64_t n = x.rows;
   MESHTP_CHECK(dx.rows == n && dx.cols == x.cols && dx.contiguous(),
@@ -88,10 +84,42 @@ void vocab_cross_entropy_backward(MatrixView dx, MatrixView dwte_local, MatrixVi
                x.cols);
   const float scale = dloss / static_cast<float>(n);
   // dlogits = scale·(softmax − onehot), in place of the logits.
-  cross_entropy_shard_backward(logits, lse, targets, shard.begin, scale);
-  gemm(logits, Trans::kNo, wte_local, Trans::kNo, dx);                    // dx = dlogits·wte
-  gemm(logits, Trans::kYes, x, Trans::kNo, dwte_local, 1.0f, 1.0f);       // dwte += dlogitsᵀ·x
-  group.all_reduce(std::span<float>(dx.data, static_cast<std::size_t>(dx.rows * dx.cols)));
+  backend.cross_entropy_shard_backward(logits, lse, targets, shard.begin, scale);
+  backend.gemm(dx, logits, Trans::kNo, wte_local, Trans::kNo);                // dx = dlogits·wte
+  backend.gemm(dwte_local, logits, Trans::kYes, x, Trans::kNo, 1.0f, 1.0f);   // dwte += dlogitsᵀ·x
+  group.all_reduce(comm::buffer_of(dx), comm::ReduceOp::kSum);
+}
+
+// ---- the host forms -----------------------------------------------------------------------
+void vocab_embedding_forward(MatrixView out, std::span<const std::int32_t> tokens,
+                             ConstMatrixView wte_local, const VocabShard& shard,
+                             const comm::Communicator& group) {
+  vocab_embedding_forward(cpu_backend(), host_view(out), tokens, host_view(wte_local), shard,
+                          group);
+}
+
+void vocab_embedding_backward(MatrixView dwte_local, ConstMatrixView dout,
+                              std::span<const std::int32_t> tokens, const VocabShard& shard) {
+  vocab_embedding_backward(cpu_backend(), host_view(dwte_local), host_view(dout), tokens, shard);
+}
+
+double vocab_cross_entropy_forward(MatrixView logits, std::span<float> lse, ConstMatrixView x,
+                                   ConstMatrixView wte_local,
+                                   std::span<const std::int32_t> targets, const VocabShard& shard,
+                                   const comm::Communicator& group, std::span<float> stats) {
+  return vocab_cross_entropy_forward(cpu_backend(), host_view(logits), host_view(lse),
+                                     host_view(x), host_view(wte_local), targets, shard, group,
+                                     host_view(stats));
+}
+
+void vocab_cross_entropy_backward(MatrixView dx, MatrixView dwte_local, MatrixView logits,
+                                  std::span<const float> lse, ConstMatrixView x,
+                                  ConstMatrixView wte_local, std::span<const std::int32_t> targets,
+                                  const VocabShard& shard, const comm::Communicator& group,
+                                  float dloss) {
+  vocab_cross_entropy_backward(cpu_backend(), host_view(dx), host_view(dwte_local),
+                               host_view(logits), host_view(lse), host_view(x),
+                               host_view(wte_local), targets, shard, group, dloss);
 }
 
 }  // namespace meshtp::parallel

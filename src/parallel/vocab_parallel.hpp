@@ -26,6 +26,8 @@
 #include <span>
 
 #include "comm/communicator.hpp"
+#include "core/view.hpp"
+#include "device/backend.hpp"
 #include "tensor/tensor.hpp"
 
 namespace meshtp::parallel {
@@ -45,6 +47,24 @@ void vocab_embedding_forward(MatrixView out, std::span<const std::int32_t> token
                              const comm::Communicator& group);
 void vocab_embedding_backward(MatrixView dwte_local, ConstMatrixView dout,
                               std::span<const std::int32_t> tokens, const VocabShard& shard);
+
+// On the seam (docs/seam.md): the same on `backend`'s views (fp32), through its vocabulary-
+// shard ops and GeMM; the group must move that memory. `stats` is fp32 1 × ≥ 3n. The host
+// forms further down are these on the CPU backend.
+void vocab_embedding_forward(device::Backend& backend, const View& out,
+                             std::span<const std::int32_t> tokens, const View& wte_local,
+                             const VocabShard& shard, const comm::Communicator& group);
+void vocab_embedding_backward(device::Backend& backend, const View& dwte_local, const View& dout,
+                              std::span<const std::int32_t> tokens, const VocabShard& shard);
+double vocab_cross_entropy_forward(device::Backend& backend, const View& logits_local,
+                                   const View& lse, const View& x, const View& wte_local,
+                                   std::span<const std::int32_t> targets, const VocabShard& shard,
+                                   const comm::Communicator& group, const View& stats);
+void vocab_cross_entropy_backward(device::Backend& backend, const View& dx,
+                                  const View& dwte_local, const View& logits_local,
+                                  const View& lse, const View& x, const View& wte_local,
+                                  std::span<const std::int32_t> targets, const VocabShard& shard,
+                                  const comm::Communicator& group, float dloss = 1.0f);
 
 // Returns the mean loss over the n rows (identical on every rank). Saves the local logits
 // (overwritten by their softmax) and per-row log-sum-exp for backward; `stats` holds 3n
