@@ -213,6 +213,12 @@ class InvertedBackend final : public device::Backend {
   }
 
   // The block's activations and attention core, the same way.
+  void gelu_forward(const View& y, const View& x) override {
+    HostCopy hy = fetch(y);
+    cpu_backend().gelu_forward(hy.host, fetch(x).host);
+    store({&hy});
+  }
+  void residual_grad(const View& d, const View& dy) override { copy(d, dy); }
   void bias_gelu(const View& y, const View& pre, const View& bias) override {
     HostCopy hy = fetch(y), hp = fetch(pre);
     if (y.data == pre.data) {

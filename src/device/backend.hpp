@@ -149,8 +149,10 @@ class Backend {
   virtual void add(const View& dst, const View& src) = 0;
   // dst = 0.
   virtual void zero(const View& dst) = 0;
-  // sum = a + b (same rows × cols, one type; sum may be a or b): the residual stream's add.
+  // sum = a + b (same rows × cols, one type; sum may be a or b): the residual stream's add;
+  // and its backward into one input, d = dy (the gradient passes through).
   virtual void residual(const View& sum, const View& a, const View& b) = 0;
+  virtual void residual_grad(const View& d, const View& dy) = 0;
   // y[i, :] += bias (a 1 × y.cols view), and db += Σ_i dy[i, :] (db 1 × dy.cols, fp32): a
   // linear's bias on its own, for layers whose product runs elsewhere (ops/linear.hpp).
   virtual void add_bias(const View& y, const View& bias) = 0;
@@ -212,6 +214,7 @@ class Backend {
                                             std::span<const std::int32_t> targets,
                                             std::int64_t begin, float scale) = 0;
   // A block's activations (ops/gelu.hpp, ops/swiglu.hpp), on views of one shape:
+  //   gelu_forward      y = gelu(x)
   //   bias_gelu         pre += bias (1 × D, every row), then y = gelu(pre) (y may be pre)
   //   gelu_backward     dx += dy ⊙ gelu'(x)
   //   swiglu_forward    y (N × F) = silu(a) ⊙ b of x = [a | b] (N × 2F)
@@ -224,6 +227,7 @@ class Backend {
   //                     heads, qkv B·T × (NH + 2·NKV)·HD): out and lse (fp32 1 × B·NH·T)
   //                     saved; the backward adds into dqkv; scratch is fp32 1 ×
   //                     flash_attention_scratch(B, T, NH, NKV, HD), whose size is the backend's
+  virtual void gelu_forward(const View& y, const View& x) = 0;
   virtual void bias_gelu(const View& y, const View& pre, const View& bias) = 0;
   virtual void gelu_backward(const View& dx, const View& x, const View& dy) = 0;
   virtual void swiglu_forward(const View& y, const View& x) = 0;

@@ -116,6 +116,8 @@ void GpuBackend::copy(const View& dst, const View& src) { gpu::copy_2d(ctx_, dst
 void GpuBackend::add(const View& dst, const View& src) { gpu::add_2d(ctx_, dst, src); }
 void GpuBackend::zero(const View& dst) { gpu::zero_2d(ctx_, dst); }
 
+void GpuBackend::residual_grad(const View& d, const View& dy) { gpu::copy_2d(ctx_, d, dy); }
+
 // sum may be a or b: add the other into it; else a copied, b added (no kernel of its own).
 void GpuBackend::residual(const View& sum, const View& a, const View& b) {
   if (sum.data == b.data) {
@@ -460,6 +462,12 @@ void GpuBackend::attention_backward(Array& dqkv, Array& scratch, const Array& do
 // ---- a block's activations and attention core on views --------------------------------
 // The existing kernels, which index packed rows: every view must be packed (the `packed`
 // helper above refuses another, naming it). SwiGLU has no kernel yet.
+
+void GpuBackend::gelu_forward(const View& y, const View& x) {
+  const std::int64_t n = x.rows, d = x.cols;
+  gpu::gelu_forward(ctx_, x.type, packed(y, x.type, n, d, "y"), packed(x, x.type, n, d, "x"),
+                    n * d);
+}
 
 void GpuBackend::bias_gelu(const View& y, const View& pre, const View& bias) {
   const std::int64_t n = pre.rows, d = pre.cols;

@@ -44,6 +44,7 @@ class GpuBackend final : public Backend {
   void add(const View& dst, const View& src) override;
   void zero(const View& dst) override;
   void residual(const View& sum, const View& a, const View& b) override;
+  void residual_grad(const View& d, const View& dy) override;
   void add_bias(const View& y, const View& bias) override;
   void bias_grad(const View& db, const View& dy) override;
   void norm_forward(layout::Norm norm, const View& y, const View& mean, const View& rstd,
@@ -80,6 +81,7 @@ class GpuBackend final : public Backend {
   void cross_entropy_shard_backward(const View& logits, const View& lse,
                                             std::span<const std::int32_t> targets,
                                             std::int64_t begin, float scale) override;
+  void gelu_forward(const View& y, const View& x) override;
   void bias_gelu(const View& y, const View& pre, const View& bias) override;
   void gelu_backward(const View& dx, const View& x, const View& dy) override;
   void swiglu_forward(const View& y, const View& x) override;

@@ -3,9 +3,7 @@
 #include "core/error.hpp"
 #include "core/parse.hpp"
 #include "ops/attention.hpp"
-#include "ops/gelu.hpp"
-#include "ops/linear.hpp"
-#include "ops/residual.hpp"
+#include "ops/cpu_backend.hpp"
 #include "parallel/layernorm_sharded.hpp"
 
 namespace meshtp::model {
@@ -22,8 +20,6 @@ constexpr std::pair<int, int> kRowPartial[] = {
     {kLn2Weight, 1}, {kLn2Bias, 1}, {kMlp1Bias, 4}, {kMlp2Bias, 1},
 };
 constexpr int kRowPartialWidth = 13;
-
-Tensor matrix_buffer(std::int64_t rows, std::int64_t cols) { return Tensor({rows, cols}); }
 
 }  // namespace
 
@@ -108,37 +104,45 @@ Gemm2dBlock::Gemm2dBlock(const mesh::DeviceMesh& mesh, const BlockConfig& config
     : StackBlock(mesh, config.shape,
                  gemm2d_param_shards(plan_gemm2d_block(config, mesh.shape()))),
       config_(config),
+      be_(config.backend != nullptr ? config.backend : &cpu_backend()),
       plans_(plan_gemm2d_block(config, mesh.shape())),
       nl_(config.shape.batch * config.shape.seq / mesh.size(0)),
       hl_(config.shape.hidden / mesh.size(1)) {
-  ln1_mean_ = Tensor({nl_});
-  ln1_rstd_ = Tensor({nl_});
-  ln2_mean_ = Tensor({nl_});
-  ln2_rstd_ = Tensor({nl_});
-  xn1_ = matrix_buffer(nl_, hl_);
-  qkv_ = matrix_buffer(nl_, 3 * hl_);
-  if (config.layout.recompute != layout::Recompute::kSelective) att_ = Tensor({att_size()});
-  attn_ = matrix_buffer(nl_, hl_);
-  xmid_ = matrix_buffer(nl_, hl_);
-  xn2_ = matrix_buffer(nl_, hl_);
-  mlp1_ = matrix_buffer(nl_, 4 * hl_);
-  gelu_ = matrix_buffer(nl_, 4 * hl_);
+  ln1_mean_ = alloc(nl_);
+  ln1_rstd_ = alloc(nl_);
+  ln2_mean_ = alloc(nl_);
+  ln2_rstd_ = alloc(nl_);
+  xn1_ = alloc(nl_ * hl_);
+  qkv_ = alloc(nl_ * 3 * hl_);
+  if (config.layout.recompute != layout::Recompute::kSelective) att_ = alloc(att_size());
+  attn_ = alloc(nl_ * hl_);
+  xmid_ = alloc(nl_ * hl_);
+  xn2_ = alloc(nl_ * hl_);
+  mlp1_ = alloc(nl_ * 4 * hl_);
+  gelu_ = alloc(nl_ * 4 * hl_);
+}
+
+device::Array Gemm2dBlock::alloc(std::int64_t count) const {
+  return be_->alloc(count, Element::kF32);
 }
 
 Gemm2dBlockWorkspace::Gemm2dBlockWorkspace(const Gemm2dBlock& b)
-    : proj_y(matrix_buffer(b.nl_, b.hl_)),
-      mlp2_y(matrix_buffer(b.nl_, b.hl_)),
-      dxmid(matrix_buffer(b.nl_, b.hl_)),
-      dgelu(matrix_buffer(b.nl_, 4 * b.hl_)),
-      dmlp1(matrix_buffer(b.nl_, 4 * b.hl_)),
-      dxn(matrix_buffer(b.nl_, b.hl_)),
-      dattn(matrix_buffer(b.nl_, b.hl_)),
-      dqkv(matrix_buffer(b.nl_, 3 * b.hl_)),
-      att_scratch({attention_scratch_size(b.config_.shape.seq)}),
-      row_partial({kRowPartialWidth * b.hl_}),
-      att(b.config_.layout.recompute == layout::Recompute::kSelective ? Tensor({b.att_size()})
-                                                                      : Tensor()),
-      ln_scratch(static_cast<std::size_t>(2 * b.nl_)) {}
+    : proj_y(b.alloc(b.nl_ * b.hl_)),
+      mlp2_y(b.alloc(b.nl_ * b.hl_)),
+      dxmid(b.alloc(b.nl_ * b.hl_)),
+      dgelu(b.alloc(b.nl_ * 4 * b.hl_)),
+      dmlp1(b.alloc(b.nl_ * 4 * b.hl_)),
+      dxn(b.alloc(b.nl_ * b.hl_)),
+      dattn(b.alloc(b.nl_ * b.hl_)),
+      dqkv(b.alloc(b.nl_ * 3 * b.hl_)),
+      att_scratch(b.alloc(b.be_->attention_scratch(b.config_.shape.batch / b.mesh_->size(0),
+                                                   b.config_.shape.seq,
+                                                   b.config_.shape.heads / b.mesh_->size(1)))),
+      row_partial(b.alloc(kRowPartialWidth * b.hl_)),
+      att(b.config_.layout.recompute == layout::Recompute::kSelective ? b.alloc(b.att_size())
+                                                                      : device::Array()),
+      ln_scratch(b.be_->alloc(2 * b.nl_, Element::kF64)),
+      gemm(*b.be_) {}
 
 parallel::ChunkedLayout Gemm2dBlock::stream_layout() const {
   return {.chunk_rows = nl_, .cols = hl_, .chunks = 1, .pieces = 1};
@@ -153,115 +157,122 @@ std::int64_t Gemm2dBlock::att_size() const {
                             config_.shape.heads / mesh_->size(1));
 }
 
-MatrixView Gemm2dBlock::weight(int p) const {
+View Gemm2dBlock::weight(int p) const {
   const Shape& s = local_shape(p);
-  return {p_[static_cast<std::size_t>(p)].data(), s[0], s[1], s[1]};
+  return View::packed(p_[static_cast<std::size_t>(p)].data(), Element::kF32, s[0], s[1]);
 }
-MatrixView Gemm2dBlock::weight_grad(int p) const {
+View Gemm2dBlock::weight_grad(int p) const {
   const Shape& s = local_shape(p);
-  return {g_[static_cast<std::size_t>(p)].data(), s[0], s[1], s[1]};
+  return View::packed(g_[static_cast<std::size_t>(p)].data(), Element::kF32, s[0], s[1]);
 }
+View Gemm2dBlock::vector(int p) const { return host_view(p_[static_cast<std::size_t>(p)]); }
 
 void Gemm2dBlock::forward(const parallel::ChunkedMatrix& y_stream,
                           const parallel::ChunkedMatrix& x_stream, BlockWorkspaceBase& base) {
   auto& ws = static_cast<Gemm2dBlockWorkspace&>(base);
-  const MatrixView y = y_stream.whole();
-  const ConstMatrixView x = x_stream.whole();
+  device::Backend& be = *be_;
+  const View y = y_stream.whole_view(), x = x_stream.whole_view();
   const mesh::DeviceMesh& m = *mesh_;
   const comm::Communicator* row = &m.dim_comm(1);
   const std::int64_t h = config_.shape.hidden;
+  const std::int64_t b = config_.shape.batch / m.size(0), heads = config_.shape.heads / m.size(1);
+  const View sums = ws.ln_scratch.view(1, 2 * nl_);
+  const auto stats = [](const device::Array& a) { return a.view(1, a.count()); };
   x_ = x;
   // x_mid = x + proj(attention(qkv(ln1(x))))
-  parallel::layernorm_sharded_forward(xn1_.matrix(), ln1_mean_.values(), ln1_rstd_.values(), x,
-                                      p_[kLn1Weight], p_[kLn1Bias], h, row, ws.ln_scratch);
-  parallel::gemm2d_linear_forward(m, plans_.qkv, qkv_.matrix(), xn1_.matrix(), weight(kQkvWeight),
-                                  ws.gemm);
-  add_bias(qkv_.matrix(), p_[kQkvBias]);
-  attention_forward(attn_.matrix(), att(ws).values(), qkv_.matrix(),
-                    config_.shape.batch / m.size(0), config_.shape.seq,
-                    config_.shape.heads / m.size(1));
-  parallel::gemm2d_linear_forward(m, plans_.proj, ws.proj_y.matrix(), attn_.matrix(),
-                                  weight(kProjWeight), ws.gemm);
-  add_bias(ws.proj_y.matrix(), p_[kProjBias]);
-  residual_forward(xmid_.matrix(), x, ws.proj_y.matrix());
+  parallel::norm_sharded_forward(be, layout::Norm::kLayerNorm, rows(xn1_, hl_), stats(ln1_mean_),
+                                 stats(ln1_rstd_), x, vector(kLn1Weight), vector(kLn1Bias), h,
+                                 row, sums);
+  const View qkv = rows(qkv_, 3 * hl_), attn = rows(attn_, hl_);
+  parallel::gemm2d_linear_forward(m, plans_.qkv, qkv, rows(xn1_, hl_), weight(kQkvWeight), ws.gemm);
+  be.add_bias(qkv, vector(kQkvBias));
+  be.attention_core_forward(attn, stats(att(ws)), qkv, b, config_.shape.seq, heads);
+  const View proj_y = rows(ws.proj_y, hl_);
+  parallel::gemm2d_linear_forward(m, plans_.proj, proj_y, attn, weight(kProjWeight), ws.gemm);
+  be.add_bias(proj_y, vector(kProjBias));
+  be.residual(rows(xmid_, hl_), x, proj_y);
   // y = x_mid + mlp2(gelu(mlp1(ln2(x_mid))))
-  parallel::layernorm_sharded_forward(xn2_.matrix(), ln2_mean_.values(), ln2_rstd_.values(),
-                                      xmid_.matrix(), p_[kLn2Weight], p_[kLn2Bias], h, row,
-                                      ws.ln_scratch);
-  parallel::gemm2d_linear_forward(m, plans_.mlp1, mlp1_.matrix(), xn2_.matrix(),
-                                  weight(kMlp1Weight), ws.gemm);
-  add_bias(mlp1_.matrix(), p_[kMlp1Bias]);
-  gelu_forward(gelu_.matrix(), mlp1_.matrix());
-  parallel::gemm2d_linear_forward(m, plans_.mlp2, ws.mlp2_y.matrix(), gelu_.matrix(),
-                                  weight(kMlp2Weight), ws.gemm);
-  add_bias(ws.mlp2_y.matrix(), p_[kMlp2Bias]);
-  residual_forward(y, xmid_.matrix(), ws.mlp2_y.matrix());
+  parallel::norm_sharded_forward(be, layout::Norm::kLayerNorm, rows(xn2_, hl_), stats(ln2_mean_),
+                                 stats(ln2_rstd_), rows(xmid_, hl_), vector(kLn2Weight),
+                                 vector(kLn2Bias), h, row, sums);
+  const View mlp1 = rows(mlp1_, 4 * hl_), gelu = rows(gelu_, 4 * hl_);
+  parallel::gemm2d_linear_forward(m, plans_.mlp1, mlp1, rows(xn2_, hl_), weight(kMlp1Weight),
+                                  ws.gemm);
+  be.add_bias(mlp1, vector(kMlp1Bias));
+  be.gelu_forward(gelu, mlp1);
+  const View mlp2_y = rows(ws.mlp2_y, hl_);
+  parallel::gemm2d_linear_forward(m, plans_.mlp2, mlp2_y, gelu, weight(kMlp2Weight), ws.gemm);
+  be.add_bias(mlp2_y, vector(kMlp2Bias));
+  be.residual(y, rows(xmid_, hl_), mlp2_y);
 }
 
 void Gemm2dBlock::backward(const parallel::ChunkedMatrix& dx_stream,
                            const parallel::ChunkedMatrix& dy_stream, BlockWorkspaceBase& base) {
   auto& ws = static_cast<Gemm2dBlockWorkspace&>(base);
-  const MatrixView dx = dx_stream.whole();
-  const ConstMatrixView dy = dy_stream.whole();
+  device::Backend& be = *be_;
+  const View dx = dx_stream.whole_view(), dy = dy_stream.whole_view();
   const mesh::DeviceMesh& m = *mesh_;
   const comm::Communicator* row = &m.dim_comm(1);
   const std::int64_t h = config_.shape.hidden;
+  const std::int64_t b = config_.shape.batch / m.size(0), heads = config_.shape.heads / m.size(1);
+  const View sums = ws.ln_scratch.view(1, 2 * nl_);
+  const auto stats = [](const device::Array& a) { return a.view(1, a.count()); };
   // Row-partial gradients (sums over this rank's tokens) go to ws.row_partial first.
-  ws.row_partial.fill(0.0f);
-  std::array<std::span<float>, kBlockParams> part{};
-  std::size_t offset = 0;
+  const View row_partial = ws.row_partial.view(1, kRowPartialWidth * hl_);
+  be.zero(row_partial);
+  std::array<View, kBlockParams> part{};
+  std::int64_t offset = 0;
   for (const auto& [p, width] : kRowPartial) {
-    const auto n = static_cast<std::size_t>(width * hl_);
-    part[static_cast<std::size_t>(p)] = ws.row_partial.values().subspan(offset, n);
-    offset += n;
+    part[static_cast<std::size_t>(p)] = row_partial.block(0, offset, 1, width * hl_);
+    offset += width * hl_;
   }
+  const View dxmid = rows(ws.dxmid, hl_), dgelu = rows(ws.dgelu, 4 * hl_);
+  const View dmlp1 = rows(ws.dmlp1, 4 * hl_), dxn = rows(ws.dxn, hl_);
+  const View dattn = rows(ws.dattn, hl_), dqkv = rows(ws.dqkv, 3 * hl_);
 
   // y = x_mid + mlp2(gelu(mlp1(ln2(x_mid))))
-  MatrixView dxmid = ws.dxmid.matrix();
-  residual_backward_copy(dxmid, {dy.data, nl_, hl_, dy.ld});
-  add_bias_grad(part[kMlp2Bias], dy);
-  ws.dgelu.fill(0.0f);
-  parallel::gemm2d_linear_backward(m, plans_.mlp2, ws.dgelu.matrix(), weight_grad(kMlp2Weight), dy,
-                                   gelu_.matrix(), weight(kMlp2Weight), ws.gemm);
-  ws.dmlp1.fill(0.0f);
-  gelu_backward(ws.dmlp1.matrix(), mlp1_.matrix(), ws.dgelu.matrix());
-  add_bias_grad(part[kMlp1Bias], ws.dmlp1.matrix());
-  ws.dxn.fill(0.0f);
-  parallel::gemm2d_linear_backward(m, plans_.mlp1, ws.dxn.matrix(), weight_grad(kMlp1Weight),
-                                   ws.dmlp1.matrix(), xn2_.matrix(), weight(kMlp1Weight), ws.gemm);
-  parallel::layernorm_sharded_backward(dxmid, part[kLn2Weight], part[kLn2Bias], ws.dxn.matrix(),
-                                       xmid_.matrix(), p_[kLn2Weight], ln2_mean_.values(),
-                                       ln2_rstd_.values(), h, row, ws.ln_scratch);
+  be.residual_grad(dxmid, dy);
+  be.bias_grad(part[kMlp2Bias], dy);
+  be.zero(dgelu);
+  parallel::gemm2d_linear_backward(m, plans_.mlp2, dgelu, weight_grad(kMlp2Weight), dy,
+                                   rows(gelu_, 4 * hl_), weight(kMlp2Weight), ws.gemm);
+  be.zero(dmlp1);
+  be.gelu_backward(dmlp1, rows(mlp1_, 4 * hl_), dgelu);
+  be.bias_grad(part[kMlp1Bias], dmlp1);
+  be.zero(dxn);
+  parallel::gemm2d_linear_backward(m, plans_.mlp1, dxn, weight_grad(kMlp1Weight), dmlp1,
+                                   rows(xn2_, hl_), weight(kMlp1Weight), ws.gemm);
+  parallel::norm_sharded_backward(be, layout::Norm::kLayerNorm, dxmid, part[kLn2Weight],
+                                  part[kLn2Bias], dxn, rows(xmid_, hl_), vector(kLn2Weight),
+                                  stats(ln2_mean_), stats(ln2_rstd_), h, row, sums);
   // x_mid = x + proj(attention(qkv(ln1(x))))
-  add_bias_grad(part[kProjBias], dxmid);
-  ws.dattn.fill(0.0f);
-  parallel::gemm2d_linear_backward(m, plans_.proj, ws.dattn.matrix(), weight_grad(kProjWeight),
-                                   dxmid, attn_.matrix(), weight(kProjWeight), ws.gemm);
-  ws.dqkv.fill(0.0f);
+  be.bias_grad(part[kProjBias], dxmid);
+  be.zero(dattn);
+  parallel::gemm2d_linear_backward(m, plans_.proj, dattn, weight_grad(kProjWeight), dxmid,
+                                   rows(attn_, hl_), weight(kProjWeight), ws.gemm);
+  be.zero(dqkv);
   // Selective recomputation: the probabilities again, by the same code from the same qkv (bit
   // for bit the forward's); attn gets its own values back (proj's dW has consumed it).
   if (config_.layout.recompute == layout::Recompute::kSelective) {
-    attention_forward(attn_.matrix(), att(ws).values(), qkv_.matrix(),
-                      config_.shape.batch / m.size(0), config_.shape.seq,
-                      config_.shape.heads / m.size(1));
+    be.attention_core_forward(rows(attn_, hl_), stats(att(ws)), rows(qkv_, 3 * hl_), b,
+                              config_.shape.seq, heads);
   }
-  attention_backward(ws.dqkv.matrix(), ws.att_scratch.values(), ws.dattn.matrix(), qkv_.matrix(),
-                     att(ws).values(), config_.shape.batch / m.size(0), config_.shape.seq,
-                     config_.shape.heads / m.size(1));
-  add_bias_grad(part[kQkvBias], ws.dqkv.matrix());
-  ws.dxn.fill(0.0f);
-  parallel::gemm2d_linear_backward(m, plans_.qkv, ws.dxn.matrix(), weight_grad(kQkvWeight),
-                                   ws.dqkv.matrix(), xn1_.matrix(), weight(kQkvWeight), ws.gemm);
+  be.attention_core_backward(dqkv, stats(ws.att_scratch), dattn, rows(qkv_, 3 * hl_),
+                             stats(att(ws)), b, config_.shape.seq, heads);
+  be.bias_grad(part[kQkvBias], dqkv);
+  be.zero(dxn);
+  parallel::gemm2d_linear_backward(m, plans_.qkv, dxn, weight_grad(kQkvWeight), dqkv,
+                                   rows(xn1_, hl_), weight(kQkvWeight), ws.gemm);
   // dx = dx_mid (residual) + ln1's backward; dx may alias dy, which is no longer read.
-  residual_backward_copy({dx.data, nl_, hl_, dx.ld}, dxmid);
-  parallel::layernorm_sharded_backward(dx, part[kLn1Weight], part[kLn1Bias], ws.dxn.matrix(), x_,
-                                       p_[kLn1Weight], ln1_mean_.values(), ln1_rstd_.values(), h,
-                                       row, ws.ln_scratch);
+  be.residual_grad(dx, dxmid);
+  parallel::norm_sharded_backward(be, layout::Norm::kLayerNorm, dx, part[kLn1Weight],
+                                  part[kLn1Bias], dxn, x_, vector(kLn1Weight), stats(ln1_mean_),
+                                  stats(ln1_rstd_), h, row, sums);
 
-  m.dim_comm(0).all_reduce(ws.row_partial.values());
+  m.dim_comm(0).all_reduce(comm::buffer_of(row_partial), comm::ReduceOp::kSum);
   for (const auto& [p, width] : kRowPartial) {
     const auto i = static_cast<std::size_t>(p);
-    for (std::size_t j = 0; j < part[i].size(); ++j) g_[i][j] += part[i][j];
+    be.add(host_view(g_[i]), part[i]);
   }
 }
 

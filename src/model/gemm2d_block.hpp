@@ -73,9 +73,10 @@ class Gemm2dBlockWorkspace : public BlockWorkspaceBase {
 
  private:
   friend class Gemm2dBlock;
-  Tensor proj_y, mlp2_y, dxmid, dgelu, dmlp1, dxn, dattn, dqkv, att_scratch, row_partial;
-  Tensor att;  // selective recomputation: the running block's attention probabilities
-  std::vector<double> ln_scratch;
+  // In the block's backend's memory (BlockConfig::backend).
+  device::Array proj_y, mlp2_y, dxmid, dgelu, dmlp1, dxn, dattn, dqkv, att_scratch, row_partial;
+  device::Array att;  // selective recomputation: the running block's attention probabilities
+  device::Array ln_scratch;  // fp64: the norms' sums in flight
   parallel::Gemm2dWorkspace gemm;
 };
 
@@ -98,19 +99,25 @@ class Gemm2dBlock : public StackBlock {
 
  private:
   friend class Gemm2dBlockWorkspace;
-  MatrixView weight(int p) const;
-  Tensor& att(Gemm2dBlockWorkspace& ws) { return att_.empty() ? ws.att : att_; }
+  // A parameter (or its gradient) as a matrix, and as the 1 × n vector it is stored as.
+  View weight(int p) const;
+  View weight_grad(int p) const;
+  View vector(int p) const;
+  const device::Array& att(Gemm2dBlockWorkspace& ws) const { return att_.empty() ? ws.att : att_; }
   std::int64_t att_size() const;
-  MatrixView weight_grad(int p) const;
+  // An [nl, cols] or [1, n] array of the backend, and its packed view.
+  device::Array alloc(std::int64_t count) const;
+  View rows(const device::Array& a, std::int64_t cols) const { return a.view(nl_, cols); }
 
   BlockConfig config_;
+  device::Backend* be_;  // config_.backend, or the CPU's
   Gemm2dBlockPlans plans_;
   std::int64_t nl_ = 0, hl_ = 0;
 
   // Saved for backward.
-  ConstMatrixView x_;
-  Tensor ln1_mean_, ln1_rstd_, xn1_, qkv_, att_, attn_, xmid_, ln2_mean_, ln2_rstd_, xn2_, mlp1_,
-      gelu_;
+  View x_;
+  device::Array ln1_mean_, ln1_rstd_, xn1_, qkv_, att_, attn_, xmid_, ln2_mean_, ln2_rstd_,
+      xn2_, mlp1_, gelu_;
 };
 
 }  // namespace meshtp::model

@@ -29,6 +29,7 @@
 #include <span>
 #include <vector>
 
+#include "device/backend.hpp"
 #include "layout/model_shape.hpp"
 #include "layout/plan.hpp"
 #include "mesh/device_mesh.hpp"
@@ -65,11 +66,16 @@ namespace meshtp::model {
 //                    (ep·etp = d1·cp, etp fastest: Megatron-Core's MoE parallel folding) and
 //                    the load-balancing loss counts their tokens. Unused when cp is 1. Not
 //                    owned.
+//   backend          where a block on the seam computes and allocates (docs/seam.md); its
+//                    parameters, its input and output streams must be that backend's memory
+//                    and its mesh's groups must move it. Null: the CPU. Not owned. Today the
+//                    2D-GeMM block runs on it; the ATP block computes on the host.
 struct BlockConfig {
   layout::ModelShape shape{};
   layout::Plan layout{};
   const comm::Communicator* cp_group = nullptr;
   const comm::Communicator* fold_group = nullptr;
+  device::Backend* backend = nullptr;
 
   // The token rows this rank's block holds: b·s, or its share b·s/cp.
   std::int64_t local_tokens() const { return shape.batch * shape.seq / layout.cp; }

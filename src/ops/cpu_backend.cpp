@@ -89,6 +89,10 @@ void CpuBackend::add(const View& dst, const View& src) {
 
 void CpuBackend::zero(const View& dst) { meshtp::zero(host_matrix(dst, "the destination")); }
 
+void CpuBackend::residual_grad(const View& d, const View& dy) {
+  residual_backward_copy(host_matrix(d, "d"), host_matrix(dy, "dy"));
+}
+
 void CpuBackend::residual(const View& sum, const View& a, const View& b) {
   meshtp::residual_forward(host_matrix(sum, "sum"), host_matrix(a, "a"), host_matrix(b, "b"));
 }
@@ -278,6 +282,10 @@ std::span<float> floats_of(const View& v, std::int64_t count, const char* what) 
 }
 
 }  // namespace
+
+void CpuBackend::gelu_forward(const View& y, const View& x) {
+  meshtp::gelu_forward(host_matrix(y, "y"), host_matrix(x, "x"));
+}
 
 void CpuBackend::bias_gelu(const View& y, const View& pre, const View& bias) {
   const MatrixView p = host_matrix(pre, "pre");
