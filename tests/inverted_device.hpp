@@ -212,6 +212,67 @@ class InvertedBackend final : public device::Backend {
     store({&hl});
   }
 
+  // The block's activations and attention core, the same way.
+  void bias_gelu(const View& y, const View& pre, const View& bias) override {
+    HostCopy hy = fetch(y), hp = fetch(pre);
+    if (y.data == pre.data) {
+      cpu_backend().bias_gelu(hp.host, hp.host, fetch(bias).host);
+      store({&hp});
+      return;
+    }
+    cpu_backend().bias_gelu(hy.host, hp.host, fetch(bias).host);
+    store({&hy, &hp});
+  }
+  void gelu_backward(const View& dx, const View& x, const View& dy) override {
+    HostCopy hdx = fetch(dx);
+    cpu_backend().gelu_backward(hdx.host, fetch(x).host, fetch(dy).host);
+    store({&hdx});
+  }
+  void swiglu_forward(const View& y, const View& x) override {
+    HostCopy hy = fetch(y);
+    cpu_backend().swiglu_forward(hy.host, fetch(x).host);
+    store({&hy});
+  }
+  void swiglu_backward(const View& dx, const View& x, const View& dy) override {
+    HostCopy hdx = fetch(dx);
+    cpu_backend().swiglu_backward(hdx.host, fetch(x).host, fetch(dy).host);
+    store({&hdx});
+  }
+  void attention_core_forward(const View& out, const View& att, const View& qkv, std::int64_t b,
+                              std::int64_t t, std::int64_t nh) override {
+    HostCopy ho = fetch(out), ha = fetch(att);
+    cpu_backend().attention_core_forward(ho.host, ha.host, fetch(qkv).host, b, t, nh);
+    store({&ho, &ha});
+  }
+  void attention_core_backward(const View& dqkv, const View& scratch, const View& dout,
+                               const View& qkv, const View& att, std::int64_t b, std::int64_t t,
+                               std::int64_t nh) override {
+    HostCopy hd = fetch(dqkv), hs = fetch(scratch);
+    cpu_backend().attention_core_backward(hd.host, hs.host, fetch(dout).host, fetch(qkv).host,
+                                          fetch(att).host, b, t, nh);
+    store({&hd, &hs});
+  }
+  std::int64_t flash_attention_scratch(std::int64_t b, std::int64_t t, std::int64_t nh,
+                                       std::int64_t nkv, std::int64_t hd) const override {
+    return cpu_backend().flash_attention_scratch(b, t, nh, nkv, hd);
+  }
+  void flash_attention_forward(const View& out, const View& lse, const View& scratch,
+                               const View& qkv, std::int64_t b, std::int64_t t, std::int64_t nh,
+                               std::int64_t nkv) override {
+    HostCopy ho = fetch(out), hl = fetch(lse), hs = fetch(scratch);
+    cpu_backend().flash_attention_forward(ho.host, hl.host, hs.host, fetch(qkv).host, b, t, nh,
+                                          nkv);
+    store({&ho, &hl, &hs});
+  }
+  void flash_attention_backward(const View& dqkv, const View& scratch, const View& dout,
+                                const View& qkv, const View& out, const View& lse, std::int64_t b,
+                                std::int64_t t, std::int64_t nh, std::int64_t nkv) override {
+    HostCopy hd = fetch(dqkv), hs = fetch(scratch);
+    cpu_backend().flash_attention_backward(hd.host, hs.host, fetch(dout).host, fetch(qkv).host,
+                                           fetch(out).host, fetch(lse).host, b, t, nh, nkv);
+    store({&hd, &hs});
+  }
+
   // A view's values on the host, of any element type (an empty view: an empty copy), and
   // back: what the ops above run the CPU backend on.
   struct HostCopy {

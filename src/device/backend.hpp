@@ -211,6 +211,37 @@ class Backend {
   virtual void cross_entropy_shard_backward(const View& logits, const View& lse,
                                             std::span<const std::int32_t> targets,
                                             std::int64_t begin, float scale) = 0;
+  // A block's activations (ops/gelu.hpp, ops/swiglu.hpp), on views of one shape:
+  //   bias_gelu         pre += bias (1 × D, every row), then y = gelu(pre) (y may be pre)
+  //   gelu_backward     dx += dy ⊙ gelu'(x)
+  //   swiglu_forward    y (N × F) = silu(a) ⊙ b of x = [a | b] (N × 2F)
+  //   swiglu_backward   dx += [dy ⊙ b ⊙ silu'(a) | dy ⊙ silu(a)]
+  // The causal attention core over packed q | k | v rows (B·T of them; HD = out.cols / NH):
+  //   attention_core_*  unfused (ops/attention.hpp): qkv (B·T × 3·NH·HD) → out (B·T × NH·HD),
+  //                     the probabilities att (1 × B·NH·T·T) saved; the backward adds into
+  //                     dqkv with attention_scratch(B, T, NH) elements of scratch
+  //   flash_attention_* fused (ops/flash_attention.hpp, nothing T × T; grouped-query: NKV KV
+  //                     heads, qkv B·T × (NH + 2·NKV)·HD): out and lse (fp32 1 × B·NH·T)
+  //                     saved; the backward adds into dqkv; scratch is fp32 1 ×
+  //                     flash_attention_scratch(B, T, NH, NKV, HD), whose size is the backend's
+  virtual void bias_gelu(const View& y, const View& pre, const View& bias) = 0;
+  virtual void gelu_backward(const View& dx, const View& x, const View& dy) = 0;
+  virtual void swiglu_forward(const View& y, const View& x) = 0;
+  virtual void swiglu_backward(const View& dx, const View& x, const View& dy) = 0;
+  virtual void attention_core_forward(const View& out, const View& att, const View& qkv,
+                                      std::int64_t b, std::int64_t t, std::int64_t nh) = 0;
+  virtual void attention_core_backward(const View& dqkv, const View& scratch, const View& dout,
+                                       const View& qkv, const View& att, std::int64_t b,
+                                       std::int64_t t, std::int64_t nh) = 0;
+  virtual std::int64_t flash_attention_scratch(std::int64_t b, std::int64_t t, std::int64_t nh,
+                                               std::int64_t nkv, std::int64_t hd) const = 0;
+  virtual void flash_attention_forward(const View& out, const View& lse, const View& scratch,
+                                       const View& qkv, std::int64_t b, std::int64_t t,
+                                       std::int64_t nh, std::int64_t nkv) = 0;
+  virtual void flash_attention_backward(const View& dqkv, const View& scratch, const View& dout,
+                                        const View& qkv, const View& out, const View& lse,
+                                        std::int64_t b, std::int64_t t, std::int64_t nh,
+                                        std::int64_t nkv) = 0;
   // dst[i] = src[i] for every pair, as one operation: packing a slice's blocks into one
   // message and back (the simulated build charges or skips them together).
   virtual void copy_blocks(std::span<const View> dst, std::span<const View> src) = 0;

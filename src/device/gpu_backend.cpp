@@ -474,4 +474,79 @@ void GpuBackend::attention_backward(Array& dqkv, Array& scratch, const Array& do
                           att.data(), b, t, nh, hd);
 }
 
+// ---- a block's activations and attention core on views --------------------------------
+// The existing kernels, which index packed rows: every view must be packed (the `packed`
+// helper above refuses another, naming it). SwiGLU has no kernel yet.
+
+void GpuBackend::bias_gelu(const View& y, const View& pre, const View& bias) {
+  const std::int64_t n = pre.rows, d = pre.cols;
+  add_bias(pre, bias);
+  gpu::gelu_forward(ctx_, pre.type, packed(y, pre.type, n, d, "y"),
+                    packed(pre, pre.type, n, d, "pre"), n * d);
+}
+
+void GpuBackend::gelu_backward(const View& dx, const View& x, const View& dy) {
+  const std::int64_t n = x.rows, d = x.cols;
+  gpu::gelu_backward(ctx_, x.type, packed(dx, x.type, n, d, "dx"), packed(x, x.type, n, d, "x"),
+                     packed(dy, x.type, n, d, "dy"), n * d);
+}
+
+void GpuBackend::swiglu_forward(const View&, const View&) {
+  fail("gpu backend: SwiGLU has no CUDA kernel yet (docs/seam.md lists what is left)");
+}
+
+void GpuBackend::swiglu_backward(const View&, const View&, const View&) {
+  fail("gpu backend: SwiGLU's backward has no CUDA kernel yet (docs/seam.md lists what is left)");
+}
+
+void GpuBackend::attention_core_forward(const View& out, const View& att, const View& qkv,
+                                        std::int64_t b, std::int64_t t, std::int64_t nh) {
+  const std::int64_t hd = nh > 0 ? out.cols / nh : 0;
+  gpu::attention_forward(ctx_, qkv.type, packed(out, qkv.type, b * t, nh * hd, "out"),
+                         packed(att, qkv.type, 1, gpu::attention_scratch_elements(b, t, nh), "att"),
+                         packed(qkv, qkv.type, b * t, 3 * nh * hd, "qkv"), b, t, nh, hd);
+}
+
+void GpuBackend::attention_core_backward(const View& dqkv, const View& scratch, const View& dout,
+                                         const View& qkv, const View& att, std::int64_t b,
+                                         std::int64_t t, std::int64_t nh) {
+  const std::int64_t hd = nh > 0 ? dout.cols / nh : 0;
+  const Element type = qkv.type;
+  gpu::attention_backward(
+      ctx_, type, packed(dqkv, type, b * t, 3 * nh * hd, "dqkv"),
+      packed(scratch, type, 1, gpu::attention_scratch_elements(b, t, nh), "the scratch"),
+      packed(dout, type, b * t, nh * hd, "dout"), packed(qkv, type, b * t, 3 * nh * hd, "qkv"),
+      packed(att, type, 1, gpu::attention_scratch_elements(b, t, nh), "att"), b, t, nh, hd);
+}
+
+std::int64_t GpuBackend::flash_attention_scratch(std::int64_t b, std::int64_t t, std::int64_t nh,
+                                                 std::int64_t, std::int64_t) const {
+  return gpu::flash_attention_scratch_floats(b, t, nh);
+}
+
+void GpuBackend::flash_attention_forward(const View& out, const View& lse, const View&,
+                                         const View& qkv, std::int64_t b, std::int64_t t,
+                                         std::int64_t nh, std::int64_t nkv) {
+  const std::int64_t hd = nh > 0 ? out.cols / nh : 0;
+  const Element type = qkv.type;
+  gpu::flash_attention_forward(ctx_, type, packed(out, type, b * t, nh * hd, "out"),
+                               norm_vector(lse, b * nh * t, "lse"),
+                               packed(qkv, type, b * t, (nh + 2 * nkv) * hd, "qkv"), b, t, nh,
+                               nkv, hd);
+}
+
+void GpuBackend::flash_attention_backward(const View& dqkv, const View& scratch, const View& dout,
+                                          const View& qkv, const View& out, const View& lse,
+                                          std::int64_t b, std::int64_t t, std::int64_t nh,
+                                          std::int64_t nkv) {
+  const std::int64_t hd = nh > 0 ? out.cols / nh : 0;
+  const Element type = qkv.type;
+  gpu::flash_attention_backward(
+      ctx_, type, packed(dqkv, type, b * t, (nh + 2 * nkv) * hd, "dqkv"),
+      norm_vector(scratch, gpu::flash_attention_scratch_floats(b, t, nh), "the scratch"),
+      packed(dout, type, b * t, nh * hd, "dout"), packed(out, type, b * t, nh * hd, "out"),
+      norm_vector(lse, b * nh * t, "lse"), packed(qkv, type, b * t, (nh + 2 * nkv) * hd, "qkv"),
+      b, t, nh, nkv, hd);
+}
+
 }  // namespace meshtp::device

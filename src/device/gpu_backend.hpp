@@ -80,6 +80,24 @@ class GpuBackend final : public Backend {
   void cross_entropy_shard_backward(const View& logits, const View& lse,
                                             std::span<const std::int32_t> targets,
                                             std::int64_t begin, float scale) override;
+  void bias_gelu(const View& y, const View& pre, const View& bias) override;
+  void gelu_backward(const View& dx, const View& x, const View& dy) override;
+  void swiglu_forward(const View& y, const View& x) override;
+  void swiglu_backward(const View& dx, const View& x, const View& dy) override;
+  void attention_core_forward(const View& out, const View& att, const View& qkv,
+                                      std::int64_t b, std::int64_t t, std::int64_t nh) override;
+  void attention_core_backward(const View& dqkv, const View& scratch, const View& dout,
+                                       const View& qkv, const View& att, std::int64_t b,
+                                       std::int64_t t, std::int64_t nh) override;
+  std::int64_t flash_attention_scratch(std::int64_t b, std::int64_t t, std::int64_t nh,
+                                               std::int64_t nkv, std::int64_t hd) const override;
+  void flash_attention_forward(const View& out, const View& lse, const View& scratch,
+                                       const View& qkv, std::int64_t b, std::int64_t t,
+                                       std::int64_t nh, std::int64_t nkv) override;
+  void flash_attention_backward(const View& dqkv, const View& scratch, const View& dout,
+                                        const View& qkv, const View& out, const View& lse,
+                                        std::int64_t b, std::int64_t t, std::int64_t nh,
+                                        std::int64_t nkv) override;
   void copy_blocks(std::span<const View> dst, std::span<const View> src) override;
   void gemm_in_bands(const View& c, const View& a, Trans trans_a, const View& b, Trans trans_b,
                      float beta, int bands, const std::function<void()>& between) override;

@@ -266,6 +266,79 @@ void CpuBackend::cross_entropy_shard_backward(const View& logits, const View& ls
   meshtp::cross_entropy_shard_backward(l, row_vector(lse, l.rows, "lse"), targets, begin, scale);
 }
 
+namespace {
+
+// A packed fp32 vector view of at least `count` elements (scratch, saved statistics), its
+// first `count` as a span.
+std::span<float> floats_of(const View& v, std::int64_t count, const char* what) {
+  MESHTP_CHECK(v.type == Element::kF32 && v.contiguous() && v.elements() >= count,
+               "cpu backend: {} is {}, the op needs {} packed fp32 elements", what, describe(v),
+               count);
+  return {static_cast<float*>(v.data), static_cast<std::size_t>(count)};
+}
+
+}  // namespace
+
+void CpuBackend::bias_gelu(const View& y, const View& pre, const View& bias) {
+  const MatrixView p = host_matrix(pre, "pre");
+  bias_gelu_forward(host_matrix(y, "y"), p, row_vector(bias, p.cols, "the bias"));
+}
+
+void CpuBackend::gelu_backward(const View& dx, const View& x, const View& dy) {
+  meshtp::gelu_backward(host_matrix(dx, "dx"), host_matrix(x, "x"), host_matrix(dy, "dy"));
+}
+
+void CpuBackend::swiglu_forward(const View& y, const View& x) {
+  meshtp::swiglu_forward(host_matrix(y, "y"), host_matrix(x, "x"));
+}
+
+void CpuBackend::swiglu_backward(const View& dx, const View& x, const View& dy) {
+  meshtp::swiglu_backward(host_matrix(dx, "dx"), host_matrix(x, "x"), host_matrix(dy, "dy"));
+}
+
+void CpuBackend::attention_core_forward(const View& out, const View& att, const View& qkv,
+                                        std::int64_t b, std::int64_t t, std::int64_t nh) {
+  meshtp::attention_forward(host_matrix(out, "out"),
+                            floats_of(att, attention_att_size(b, t, nh), "att"),
+                            host_matrix(qkv, "qkv"), b, t, nh);
+}
+
+void CpuBackend::attention_core_backward(const View& dqkv, const View& scratch, const View& dout,
+                                         const View& qkv, const View& att, std::int64_t b,
+                                         std::int64_t t, std::int64_t nh) {
+  meshtp::attention_backward(host_matrix(dqkv, "dqkv"),
+                             floats_of(scratch, attention_scratch_size(t), "the scratch"),
+                             host_matrix(dout, "dout"), host_matrix(qkv, "qkv"),
+                             floats_of(att, attention_att_size(b, t, nh), "att"), b, t, nh);
+}
+
+std::int64_t CpuBackend::flash_attention_scratch(std::int64_t b, std::int64_t t, std::int64_t nh,
+                                                 std::int64_t nkv, std::int64_t hd) const {
+  return flash_attention_scratch_size({.batch = b, .heads = nh, .kv_heads = nkv}, t, t, hd);
+}
+
+void CpuBackend::flash_attention_forward(const View& out, const View& lse, const View& scratch,
+                                         const View& qkv, std::int64_t b, std::int64_t t,
+                                         std::int64_t nh, std::int64_t nkv) {
+  const std::int64_t hd = nh > 0 ? out.cols / nh : 0;
+  meshtp::flash_attention_forward_qkv(
+      host_matrix(out, "out"), floats_of(lse, b * nh * t, "lse"),
+      floats_of(scratch, flash_attention_scratch(b, t, nh, nkv, hd), "the scratch"),
+      host_matrix(qkv, "qkv"), b, t, nh, nkv);
+}
+
+void CpuBackend::flash_attention_backward(const View& dqkv, const View& scratch, const View& dout,
+                                          const View& qkv, const View& out, const View& lse,
+                                          std::int64_t b, std::int64_t t, std::int64_t nh,
+                                          std::int64_t nkv) {
+  const std::int64_t hd = nh > 0 ? out.cols / nh : 0;
+  meshtp::flash_attention_backward_qkv(
+      host_matrix(dqkv, "dqkv"),
+      floats_of(scratch, flash_attention_scratch(b, t, nh, nkv, hd), "the scratch"),
+      host_matrix(dout, "dout"), host_matrix(qkv, "qkv"), host_matrix(out, "out"),
+      floats_of(lse, b * nh * t, "lse"), b, t, nh, nkv);
+}
+
 void CpuBackend::copy_blocks(std::span<const View> dst, std::span<const View> src) {
   MESHTP_CHECK(dst.size() == src.size(), "cpu backend: {} destination blocks for {} sources",
                dst.size(), src.size());

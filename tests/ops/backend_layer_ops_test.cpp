@@ -1,0 +1,187 @@
+// A block's activations and attention core as backend view ops (device/backend.hpp): the CPU
+// backend's are the ops of src/ops (each argument where the op expects it: outputs against the
+// op called directly), GeLU and SwiGLU on strided views leave the padding around them alone,
+// and the inverted stand-in (tests/inverted_device.hpp: memory the host cannot read) gives the
+// CPU backend's values bit for bit, so a layer written on these ops runs on device memory.
+// Also: a scratch or saved buffer too small is refused, naming it.
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "error_of.hpp"
+#include "inverted_device.hpp"
+#include "ops/attention.hpp"
+#include "ops/cpu_backend.hpp"
+#include "ops/flash_attention.hpp"
+#include "ops/gelu.hpp"
+#include "ops/swiglu.hpp"
+#include "tensor/random.hpp"
+
+namespace meshtp {
+namespace {
+
+using Op = std::function<void(device::Backend&, const std::vector<View>&)>;
+
+// `op` on `be`, over packed buffers holding `init`; every buffer afterwards.
+std::vector<Tensor> run(device::Backend& be, const std::vector<Tensor>& init, const Op& op) {
+  std::vector<device::Array> arrays;
+  std::vector<View> views;
+  for (const Tensor& t : init) {
+    arrays.push_back(be.alloc(t.numel(), Element::kF32));
+    be.upload(arrays.back(), t.values());
+    views.push_back(arrays.back().view(t.dim(0), t.dim(1)));
+  }
+  op(be, views);
+  std::vector<Tensor> out;
+  for (std::size_t i = 0; i < init.size(); ++i) {
+    out.emplace_back(init[i].shape());
+    const std::vector<float> got = be.download(arrays[i]);
+    std::copy(got.begin(), got.end(), out.back().values().begin());
+  }
+  return out;
+}
+
+struct Case {
+  const char* name;
+  std::vector<Tensor> init;
+  Op op;
+  std::vector<std::pair<int, Tensor>> want;  // buffer index → the op's direct result
+};
+
+constexpr std::int64_t kB = 2, kT = 5, kNH = 2, kHD = 4, kC = kNH * kHD, kN = kB * kT;
+constexpr std::int64_t kNKV = 1, kF = 6;
+
+std::vector<Case> cases() {
+  std::vector<Case> all;
+  const Tensor x = uniform_tensor({kN, kF}, 1), dy = uniform_tensor({kN, kF}, 2);
+  const Tensor bias = uniform_tensor({1, kF}, 3), dx0 = uniform_tensor({kN, kF}, 4);
+  {
+    Tensor y({kN, kF}), pre = x;
+    bias_gelu_forward(y.matrix(), pre.matrix(), bias.values());
+    all.push_back({"bias_gelu", {Tensor({kN, kF}), x, bias},
+                   [](device::Backend& be, const std::vector<View>& v) {
+                     be.bias_gelu(v[0], v[1], v[2]);
+                   },
+                   {{0, y}, {1, pre}}});
+  }
+  {
+    Tensor dx = dx0;
+    gelu_backward(dx.matrix(), x.matrix(), dy.matrix());
+    all.push_back({"gelu_backward", {dx0, x, dy},
+                   [](device::Backend& be, const std::vector<View>& v) {
+                     be.gelu_backward(v[0], v[1], v[2]);
+                   },
+                   {{0, dx}}});
+  }
+  {
+    const Tensor x2 = uniform_tensor({kN, 2 * kF}, 5), dx2_0 = uniform_tensor({kN, 2 * kF}, 6);
+    Tensor y({kN, kF}), dx2 = dx2_0;
+    swiglu_forward(y.matrix(), x2.matrix());
+    swiglu_backward(dx2.matrix(), x2.matrix(), dy.matrix());
+    all.push_back({"swiglu_forward", {Tensor({kN, kF}), x2},
+                   [](device::Backend& be, const std::vector<View>& v) {
+                     be.swiglu_forward(v[0], v[1]);
+                   },
+                   {{0, y}}});
+    all.push_back({"swiglu_backward", {dx2_0, x2, dy},
+                   [](device::Backend& be, const std::vector<View>& v) {
+                     be.swiglu_backward(v[0], v[1], v[2]);
+                   },
+                   {{0, dx2}}});
+  }
+  {
+    const Tensor qkv = uniform_tensor({kN, 3 * kC}, 7), dout = uniform_tensor({kN, kC}, 8);
+    const Tensor dqkv0 = uniform_tensor({kN, 3 * kC}, 9);
+    Tensor out({kN, kC}), att({1, attention_att_size(kB, kT, kNH)}), dqkv = dqkv0;
+    Tensor scratch({1, attention_scratch_size(kT)});
+    attention_forward(out.matrix(), att.values(), qkv.matrix(), kB, kT, kNH);
+    attention_backward(dqkv.matrix(), scratch.values(), dout.matrix(), qkv.matrix(), att.values(),
+                       kB, kT, kNH);
+    all.push_back({"attention_core_forward", {Tensor(out.shape()), Tensor(att.shape()), qkv},
+                   [](device::Backend& be, const std::vector<View>& v) {
+                     be.attention_core_forward(v[0], v[1], v[2], kB, kT, kNH);
+                   },
+                   {{0, out}, {1, att}}});
+    all.push_back({"attention_core_backward",
+                   {dqkv0, Tensor(scratch.shape()), dout, qkv, att},
+                   [](device::Backend& be, const std::vector<View>& v) {
+                     be.attention_core_backward(v[0], v[1], v[2], v[3], v[4], kB, kT, kNH);
+                   },
+                   {{0, dqkv}}});
+  }
+  {
+    const std::int64_t width = (kNH + 2 * kNKV) * kHD;
+    const Tensor qkv = uniform_tensor({kN, width}, 10), dout = uniform_tensor({kN, kC}, 11);
+    const Tensor dqkv0 = uniform_tensor({kN, width}, 12);
+    const std::int64_t scratch_n = cpu_backend().flash_attention_scratch(kB, kT, kNH, kNKV, kHD);
+    Tensor out({kN, kC}), lse({1, kB * kNH * kT}), scratch({1, scratch_n}), dqkv = dqkv0;
+    flash_attention_forward_qkv(out.matrix(), lse.values(), scratch.values(), qkv.matrix(), kB,
+                                kT, kNH, kNKV);
+    flash_attention_backward_qkv(dqkv.matrix(), scratch.values(), dout.matrix(), qkv.matrix(),
+                                 out.matrix(), lse.values(), kB, kT, kNH, kNKV);
+    all.push_back({"flash_attention_forward",
+                   {Tensor(out.shape()), Tensor(lse.shape()), Tensor(scratch.shape()), qkv},
+                   [](device::Backend& be, const std::vector<View>& v) {
+                     be.flash_attention_forward(v[0], v[1], v[2], v[3], kB, kT, kNH, kNKV);
+                   },
+                   {{0, out}, {1, lse}}});
+    all.push_back({"flash_attention_backward",
+                   {dqkv0, Tensor(scratch.shape()), dout, qkv, out, lse},
+                   [](device::Backend& be, const std::vector<View>& v) {
+                     be.flash_attention_backward(v[0], v[1], v[2], v[3], v[4], v[5], kB, kT,
+                                                 kNH, kNKV);
+                   },
+                   {{0, dqkv}}});
+  }
+  return all;
+}
+
+TEST(BackendLayerOps, TheCpuBackendsAreTheOpsAndTheStandInGivesTheSameBits) {
+  testing::InvertedBackend stand_in;
+  for (const Case& c : cases()) {
+    const std::vector<Tensor> cpu = run(cpu_backend(), c.init, c.op);
+    for (const auto& [index, want] : c.want) {
+      EXPECT_EQ(max_abs_diff(cpu[index].values(), want.values()), 0.0)
+          << c.name << ", buffer " << index;
+    }
+    const std::vector<Tensor> dev = run(stand_in, c.init, c.op);
+    for (std::size_t i = 0; i < cpu.size(); ++i) {
+      EXPECT_EQ(max_abs_diff(dev[i].values(), cpu[i].values()), 0.0) << c.name << ", buffer " << i;
+    }
+  }
+}
+
+TEST(BackendLayerOps, ActivationsOnStridedViewsLeaveThePaddingAlone) {
+  // y and dx live in wider matrices (ld = 2·cols + 3); the columns beyond keep a sentinel.
+  constexpr float kSentinel = -7.0f;
+  const Tensor x = uniform_tensor({kN, 2 * kF}, 13), dy = uniform_tensor({kN, kF}, 14);
+  Tensor wide({kN, 2 * (2 * kF) + 3}, kSentinel);
+  const View dx = host_view(wide.matrix()).block(0, 0, kN, 2 * kF);
+  cpu_backend().zero(dx);
+  cpu_backend().swiglu_backward(dx, host_view(x.matrix()), host_view(dy.matrix()));
+  Tensor want({kN, 2 * kF});
+  swiglu_backward(want.matrix(), x.matrix(), dy.matrix());
+  for (std::int64_t i = 0; i < kN; ++i) {
+    for (std::int64_t j = 0; j < wide.dim(1); ++j) {
+      const float got = wide.matrix()(i, j);
+      if (j < 2 * kF) {
+        EXPECT_EQ(got, want.matrix()(i, j)) << i << ", " << j;
+      } else {
+        EXPECT_EQ(got, kSentinel) << i << ", " << j;
+      }
+    }
+  }
+}
+
+TEST(BackendLayerOps, TooSmallSavedBuffersAreRefusedNamingThem) {
+  const Tensor qkv({kN, 3 * kC});
+  Tensor out({kN, kC}), att({1, 7});
+  EXPECT_EQ(test_support::error_of([&] {
+              cpu_backend().attention_core_forward(host_view(out.matrix()), host_view(att.matrix()),
+                                                   host_view(qkv.matrix()), kB, kT, kNH);
+            }),
+            "cpu backend: att is fp32 1x7 (ld 7), the op needs 100 packed fp32 elements");
+}
+
+}  // namespace
+}  // namespace meshtp
