@@ -160,10 +160,10 @@ void GpuBackend::bias_grad(const View& db, const View& dy) {
 
 namespace {
 
-// A view the norm kernels take: packed rows of `type` (the kernels index row·cols + col).
+// A view the packed kernels take: packed rows of `type` (they index row·cols + col).
 void* packed(const View& v, Element type, std::int64_t rows, std::int64_t cols, const char* what) {
   MESHTP_CHECK(v.type == type && v.rows == rows && v.cols == cols && v.contiguous(),
-               "gpu backend: {} is {}, the norm needs {} {}x{} packed", what, describe(v),
+               "gpu backend: {} is {}, the kernel needs {} {}x{} packed", what, describe(v),
                to_string(type), rows, cols);
   return v.data;
 }
@@ -174,19 +174,11 @@ float* norm_vector(const View& v, std::int64_t count, const char* what) {
 
 }  // namespace
 
-// LayerNorm over whole rows: the kernels of layernorm_forward/backward, on packed views.
-// RMSNorm over whole rows, the phases of both norms and the vocabulary shard's ops: the view
-// kernels of gpu_ops.hpp, on strided views.
+// The norms, whole rows and phases, and the vocabulary shard's ops: gpu_ops.hpp's view ops
+// (strided views; LayerNorm over packed whole rows on layernorm_forward/backward's kernels).
 void GpuBackend::norm_forward(layout::Norm norm, const View& y, const View& mean, const View& rstd,
                               const View& x, const View& w, const View& b) {
-  if (norm == layout::Norm::kRmsNorm) {
-    gpu::rmsnorm_forward(ctx_, y, rstd, x, w);
-    return;
-  }
-  const std::int64_t n = x.rows, c = x.cols;
-  gpu::layernorm_forward(ctx_, x.type, packed(y, x.type, n, c, "y"), norm_vector(mean, n, "mean"),
-                         norm_vector(rstd, n, "rstd"), packed(x, x.type, n, c, "x"),
-                         norm_vector(w, c, "w"), norm_vector(b, c, "b"), n, c);
+  gpu::norm_forward(ctx_, norm, y, mean, rstd, x, w, b);
 }
 
 // The residual add, then the norm (two launches; the CPU fuses them row by row).
@@ -200,15 +192,7 @@ void GpuBackend::residual_norm_forward(layout::Norm norm, const View& sum, const
 void GpuBackend::norm_backward(layout::Norm norm, const View& dx, const View& dw, const View& db,
                                const View& dy, const View& x, const View& w, const View& mean,
                                const View& rstd) {
-  if (norm == layout::Norm::kRmsNorm) {
-    gpu::rmsnorm_backward(ctx_, dx, dw, dy, x, w, rstd);
-    return;
-  }
-  const std::int64_t n = x.rows, c = x.cols;
-  gpu::layernorm_backward(ctx_, x.type, packed(dx, x.type, n, c, "dx"), norm_vector(dw, c, "dw"),
-                          norm_vector(db, c, "db"), packed(dy, x.type, n, c, "dy"),
-                          packed(x, x.type, n, c, "x"), norm_vector(w, c, "w"),
-                          norm_vector(mean, n, "mean"), norm_vector(rstd, n, "rstd"), n, c);
+  gpu::norm_backward(ctx_, norm, dx, dw, db, dy, x, w, mean, rstd);
 }
 
 void GpuBackend::norm_forward_sums(layout::Norm norm, const View& sums, const View& x) {
@@ -249,10 +233,9 @@ void GpuBackend::cross_entropy_shard_max(const View& logits, const View& row_max
   gpu::cross_entropy_shard_max(ctx_, logits, row_max, begin, vocab_real);
 }
 
-void GpuBackend::cross_entropy_shard_sums(const View& sums, const View& logits,
-                                          const View& row_max,
-                                          std::span<const std::int32_t> targets,
-                                          std::int64_t begin, std::int64_t vocab_real) {
+void GpuBackend::cross_entropy_shard_sums(const View& sums, const View& logits, const View& row_max,
+                                          std::span<const std::int32_t> targets, std::int64_t begin,
+                                          std::int64_t vocab_real) {
   gpu::cross_entropy_shard_sums(ctx_, sums, logits, row_max, targets, begin, vocab_real);
 }
 

@@ -64,12 +64,16 @@ void layernorm_backward(Context& ctx, Element type, void* dx, float* dw, float* 
 // group's elementwise all-reduce between the phases is the same on either backend. A view
 // the norm has no use for (RMSNorm's b, db, mean) is ignored. Mismatched views are refused,
 // naming the view (describe()).
-//   rmsnorm_forward/backward  whole rows (the sums taken in the kernel, fp64)
-//   norm_shard_*              the phases around the all-reduce of `sums`; backward_sums also
-//                             adds this shard's dw (and LayerNorm's db)
-void rmsnorm_forward(Context& ctx, const View& y, const View& rstd, const View& x, const View& w);
-void rmsnorm_backward(Context& ctx, const View& dx, const View& dw, const View& dy, const View& x,
-                      const View& w, const View& rstd);
+//   norm_forward/backward  whole rows: LayerNorm on packed views runs layernorm_forward/
+//                          backward (two-pass fp32 statistics), anything else the strided
+//                          kernels (fp64 row sums taken in the kernel, then phase 2's formulas)
+//   norm_shard_*           the phases around the all-reduce of `sums`; backward_sums also adds
+//                          this shard's dw (and LayerNorm's db)
+void norm_forward(Context& ctx, layout::Norm norm, const View& y, const View& mean,
+                  const View& rstd, const View& x, const View& w, const View& b);
+void norm_backward(Context& ctx, layout::Norm norm, const View& dx, const View& dw, const View& db,
+                   const View& dy, const View& x, const View& w, const View& mean,
+                   const View& rstd);
 void norm_shard_forward_sums(Context& ctx, layout::Norm norm, const View& sums, const View& x);
 void norm_shard_forward_apply(Context& ctx, layout::Norm norm, const View& y, const View& mean,
                               const View& rstd, const View& x, const View& w, const View& b,

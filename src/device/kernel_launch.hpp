@@ -59,13 +59,11 @@ cudaError_t launch_norm_backward_apply(cudaStream_t s, Element t, bool rms, void
                                        std::int64_t lddx, const void* dy, std::int64_t lddy,
                                        const void* x, std::int64_t ldx, const float* w,
                                        const float* mean, const float* rstd, const double* sums,
-                                       std::int64_t rows, std::int64_t cols,
-                                       std::int64_t c_global);
-cudaError_t launch_norm_backward_weights(cudaStream_t s, Element t, bool rms, float* dw,
-                                         float* db, const void* dy, std::int64_t lddy,
-                                         const void* x, std::int64_t ldx, const float* mean,
-                                         const float* rstd, std::int64_t rows, std::int64_t cols,
-                                         std::int64_t slices);
+                                       std::int64_t rows, std::int64_t cols, std::int64_t c_global);
+cudaError_t launch_norm_backward_weights(cudaStream_t s, Element t, bool rms, float* dw, float* db,
+                                         const void* dy, std::int64_t lddy, const void* x,
+                                         std::int64_t ldx, const float* mean, const float* rstd,
+                                         std::int64_t rows, std::int64_t cols, std::int64_t slices);
 // A vocabulary shard (ops/embedding.hpp, ops/cross_entropy.hpp): table rows / logit columns
 // [begin, begin + wte_rows or cols); `real` of the logits' columns are real tokens, the rest
 // padding. tokens and targets are device arrays of `rows` ids (any value: an id the shard
@@ -85,9 +83,9 @@ cudaError_t launch_embedding_shard_backward(cudaStream_t s, Element t, float* dw
 //                                 sums[2r + 1] = the target's logit here, else 0
 //   cross_entropy_shard_lse       lse[r] = row_max[r] + log sums[2r]
 //   cross_entropy_shard_backward  logits ← scale·(exp(x − lse) − onehot), in place
-cudaError_t launch_cross_entropy_shard_max(cudaStream_t s, Element t, void* logits,
-                                           std::int64_t ld, float* row_max, std::int64_t rows,
-                                           std::int64_t cols, std::int64_t real);
+cudaError_t launch_cross_entropy_shard_max(cudaStream_t s, Element t, void* logits, std::int64_t ld,
+                                           float* row_max, std::int64_t rows, std::int64_t cols,
+                                           std::int64_t real);
 cudaError_t launch_cross_entropy_shard_sums(cudaStream_t s, Element t, float* sums,
                                             const void* logits, std::int64_t ld,
                                             const float* row_max, const std::int32_t* targets,
@@ -98,8 +96,7 @@ cudaError_t launch_cross_entropy_shard_lse(cudaStream_t s, float* lse, const flo
 cudaError_t launch_cross_entropy_shard_backward(cudaStream_t s, Element t, void* logits,
                                                 std::int64_t ld, const float* lse,
                                                 const std::int32_t* targets, std::int64_t begin,
-                                                std::int64_t rows, std::int64_t cols,
-                                                float scale);
+                                                std::int64_t rows, std::int64_t cols, float scale);
 cudaError_t launch_cross_entropy_forward(cudaStream_t s, Element t, float* lse, float* loss,
                                          const void* logits, const std::int32_t* targets,
                                          std::int64_t rows, std::int64_t classes, std::int64_t ld);

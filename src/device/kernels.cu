@@ -347,8 +347,8 @@ __device__ void row_moments(const T* xr, std::int64_t cols, double* shared, doub
 
 // Σg and Σg·x̂ of one row, g = dy⊙w, x̂ = (x − mean)·rstd (every thread gets both).
 template <typename T>
-__device__ void row_backward_sums(const T* dyr, const T* xr, const float* w, float mean,
-                                  float rstd, std::int64_t cols, double* shared, double& sum_g,
+__device__ void row_backward_sums(const T* dyr, const T* xr, const float* w, float mean, float rstd,
+                                  std::int64_t cols, double* shared, double& sum_g,
                                   double& sum_gx) {
   double s = 0.0, q = 0.0;
   for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
@@ -381,11 +381,10 @@ __global__ void norm_forward_sums_kernel(double* sums, const T* x, std::int64_t 
 // LayerNorm's variance E[x²] − mean², clamped at 0), then y = (x − mean)·rstd ⊙ w (+ b).
 // sums == nullptr: the row is whole, its sums are taken here (RMSNorm's whole-row forward).
 template <typename T, bool kRms>
-__global__ void norm_forward_apply_kernel(T* y, std::int64_t ldy, float* mean_out,
-                                          float* rstd_out, const T* x, std::int64_t ldx,
-                                          const float* w, const float* b, const double* sums,
-                                          std::int64_t rows, std::int64_t cols,
-                                          std::int64_t c_global, float eps) {
+__global__ void norm_forward_apply_kernel(T* y, std::int64_t ldy, float* mean_out, float* rstd_out,
+                                          const T* x, std::int64_t ldx, const float* w,
+                                          const float* b, const double* sums, std::int64_t rows,
+                                          std::int64_t cols, std::int64_t c_global, float eps) {
   __shared__ double shared[32];
   const std::int64_t row = blockIdx.x;
   const T* xr = x + row * ldx;
@@ -401,8 +400,8 @@ __global__ void norm_forward_apply_kernel(T* y, std::int64_t ldy, float* mean_ou
   }
   float mean = 0.0f, rstd;
   if (kRms) {
-    rstd = static_cast<float>(1.0 / sqrt(q / static_cast<double>(c_global) +
-                                         static_cast<double>(eps)));
+    rstd = static_cast<float>(1.0 /
+                              sqrt(q / static_cast<double>(c_global) + static_cast<double>(eps)));
   } else {
     const double inv_c = 1.0 / static_cast<double>(c_global);
     const double mu = s * inv_c;
@@ -421,10 +420,9 @@ __global__ void norm_forward_apply_kernel(T* y, std::int64_t ldy, float* mean_ou
 }
 
 template <typename T, bool kRms>
-__global__ void norm_backward_sums_kernel(double* sums, const T* dy, std::int64_t lddy,
-                                          const T* x, std::int64_t ldx, const float* w,
-                                          const float* mean, const float* rstd,
-                                          std::int64_t rows, std::int64_t cols) {
+__global__ void norm_backward_sums_kernel(double* sums, const T* dy, std::int64_t lddy, const T* x,
+                                          std::int64_t ldx, const float* w, const float* mean,
+                                          const float* rstd, std::int64_t rows, std::int64_t cols) {
   __shared__ double shared[32];
   const std::int64_t row = blockIdx.x;
   double sg, sgx;
@@ -442,11 +440,11 @@ __global__ void norm_backward_sums_kernel(double* sums, const T* dy, std::int64_
 // dx += rstd·(g − mean(g) − x̂·mean(g⊙x̂)) with the means over c_global features (RMSNorm:
 // no mean(g) term). sums == nullptr: the row is whole, its sums are taken here.
 template <typename T, bool kRms>
-__global__ void norm_backward_apply_kernel(T* dx, std::int64_t lddx, const T* dy,
-                                           std::int64_t lddy, const T* x, std::int64_t ldx,
-                                           const float* w, const float* mean, const float* rstd,
-                                           const double* sums, std::int64_t rows,
-                                           std::int64_t cols, std::int64_t c_global) {
+__global__ void norm_backward_apply_kernel(T* dx, std::int64_t lddx, const T* dy, std::int64_t lddy,
+                                           const T* x, std::int64_t ldx, const float* w,
+                                           const float* mean, const float* rstd, const double* sums,
+                                           std::int64_t rows, std::int64_t cols,
+                                           std::int64_t c_global) {
   __shared__ double shared[32];
   const std::int64_t row = blockIdx.x;
   const T* dyr = dy + row * lddy;
@@ -497,11 +495,10 @@ __global__ void norm_backward_weights_kernel(float* dw, float* db, const T* dy, 
 
 // out[r,:] = wte[t_r − begin,:] if begin ≤ t_r < begin + wte_rows, else 0.
 template <typename T>
-__global__ void embedding_shard_forward_kernel(T* out, std::int64_t ldo,
-                                               const std::int32_t* tokens, const T* wte,
-                                               std::int64_t ldw, std::int64_t wte_rows,
-                                               std::int64_t begin, std::int64_t rows,
-                                               std::int64_t cols) {
+__global__ void embedding_shard_forward_kernel(T* out, std::int64_t ldo, const std::int32_t* tokens,
+                                               const T* wte, std::int64_t ldw,
+                                               std::int64_t wte_rows, std::int64_t begin,
+                                               std::int64_t rows, std::int64_t cols) {
   const std::int64_t n = rows * cols;
   for (std::int64_t e = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; e < n;
        e += std::int64_t{gridDim.x} * blockDim.x) {
@@ -551,9 +548,9 @@ __global__ void cross_entropy_shard_max_kernel(T* logits, std::int64_t ld, float
 // sums[2r + 1] = the target's logit if the shard holds it, else 0.
 template <typename T>
 __global__ void cross_entropy_shard_sums_kernel(float* sums, const T* logits, std::int64_t ld,
-                                                const float* row_max,
-                                                const std::int32_t* targets, std::int64_t begin,
-                                                std::int64_t cols, std::int64_t real) {
+                                                const float* row_max, const std::int32_t* targets,
+                                                std::int64_t begin, std::int64_t cols,
+                                                std::int64_t real) {
   __shared__ double shared[32];
   const std::int64_t row = blockIdx.x;
   const T* xr = logits + row * ld;
@@ -568,8 +565,8 @@ __global__ void cross_entropy_shard_sums_kernel(float* sums, const T* logits, st
 }
 
 // lse[r] = row_max[r] + log(sums[2r]).
-__global__ void cross_entropy_shard_lse_kernel(float* lse, const float* row_max,
-                                               const float* sums, std::int64_t rows) {
+__global__ void cross_entropy_shard_lse_kernel(float* lse, const float* row_max, const float* sums,
+                                               std::int64_t rows) {
   for (std::int64_t r = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; r < rows;
        r += std::int64_t{gridDim.x} * blockDim.x)
     lse[r] = row_max[r] + logf(sums[2 * r]);
@@ -579,9 +576,9 @@ __global__ void cross_entropy_shard_lse_kernel(float* lse, const float* row_max,
 // columns, −∞, become 0).
 template <typename T>
 __global__ void cross_entropy_shard_backward_kernel(T* logits, std::int64_t ld, const float* lse,
-                                                    const std::int32_t* targets,
-                                                    std::int64_t begin, std::int64_t rows,
-                                                    std::int64_t cols, float scale) {
+                                                    const std::int32_t* targets, std::int64_t begin,
+                                                    std::int64_t rows, std::int64_t cols,
+                                                    float scale) {
   const std::int64_t n = rows * cols;
   for (std::int64_t e = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; e < n;
        e += std::int64_t{gridDim.x} * blockDim.x) {
@@ -749,22 +746,23 @@ cudaError_t launch_adamw(cudaStream_t s, const AdamWTensor* tensors, const AdamW
 }
 
 // Calls the statement with T = float or bf16 and kRms = rms.
-#define MESHTP_DISPATCH_NORM(type, rms, ...)  \
-  do {                                        \
-    if (rms) {                                \
-      constexpr bool kRms = true;             \
-      MESHTP_DISPATCH(type, __VA_ARGS__);     \
-    } else {                                  \
-      constexpr bool kRms = false;            \
-      MESHTP_DISPATCH(type, __VA_ARGS__);     \
-    }                                         \
+#define MESHTP_DISPATCH_NORM(type, rms, ...) \
+  do {                                       \
+    if (rms) {                               \
+      constexpr bool kRms = true;            \
+      MESHTP_DISPATCH(type, __VA_ARGS__);    \
+    } else {                                 \
+      constexpr bool kRms = false;           \
+      MESHTP_DISPATCH(type, __VA_ARGS__);    \
+    }                                        \
   } while (0)
 
 cudaError_t launch_norm_forward_sums(cudaStream_t s, Element t, bool rms, double* sums,
                                      const void* x, std::int64_t ldx, std::int64_t rows,
                                      std::int64_t cols) {
-  MESHTP_DISPATCH_NORM(t, rms, norm_forward_sums_kernel<T, kRms><<<rows_grid(rows), kThreads, 0, s>>>(
-                                   sums, static_cast<const T*>(x), ldx, rows, cols));
+  MESHTP_DISPATCH_NORM(t, rms,
+                       norm_forward_sums_kernel<T, kRms><<<rows_grid(rows), kThreads, 0, s>>>(
+                           sums, static_cast<const T*>(x), ldx, rows, cols));
   return cudaGetLastError();
 }
 
@@ -773,9 +771,10 @@ cudaError_t launch_norm_forward_apply(cudaStream_t s, Element t, bool rms, void*
                                       std::int64_t ldx, const float* w, const float* b,
                                       const double* sums, std::int64_t rows, std::int64_t cols,
                                       std::int64_t c_global, float eps) {
-  MESHTP_DISPATCH_NORM(t, rms, norm_forward_apply_kernel<T, kRms><<<rows_grid(rows), kThreads, 0, s>>>(
-                                   static_cast<T*>(y), ldy, mean, rstd, static_cast<const T*>(x),
-                                   ldx, w, b, sums, rows, cols, c_global, eps));
+  MESHTP_DISPATCH_NORM(t, rms,
+                       norm_forward_apply_kernel<T, kRms><<<rows_grid(rows), kThreads, 0, s>>>(
+                           static_cast<T*>(y), ldy, mean, rstd, static_cast<const T*>(x), ldx, w, b,
+                           sums, rows, cols, c_global, eps));
   return cudaGetLastError();
 }
 
@@ -783,9 +782,10 @@ cudaError_t launch_norm_backward_sums(cudaStream_t s, Element t, bool rms, doubl
                                       const void* dy, std::int64_t lddy, const void* x,
                                       std::int64_t ldx, const float* w, const float* mean,
                                       const float* rstd, std::int64_t rows, std::int64_t cols) {
-  MESHTP_DISPATCH_NORM(t, rms, norm_backward_sums_kernel<T, kRms><<<rows_grid(rows), kThreads, 0, s>>>(
-                                   sums, static_cast<const T*>(dy), lddy,
-                                   static_cast<const T*>(x), ldx, w, mean, rstd, rows, cols));
+  MESHTP_DISPATCH_NORM(t, rms,
+                       norm_backward_sums_kernel<T, kRms><<<rows_grid(rows), kThreads, 0, s>>>(
+                           sums, static_cast<const T*>(dy), lddy, static_cast<const T*>(x), ldx, w,
+                           mean, rstd, rows, cols));
   return cudaGetLastError();
 }
 
@@ -795,25 +795,26 @@ cudaError_t launch_norm_backward_apply(cudaStream_t s, Element t, bool rms, void
                                        const float* mean, const float* rstd, const double* sums,
                                        std::int64_t rows, std::int64_t cols,
                                        std::int64_t c_global) {
-  MESHTP_DISPATCH_NORM(t, rms, norm_backward_apply_kernel<T, kRms><<<rows_grid(rows), kThreads, 0, s>>>(
-                                   static_cast<T*>(dx), lddx, static_cast<const T*>(dy), lddy,
-                                   static_cast<const T*>(x), ldx, w, mean, rstd, sums, rows, cols,
-                                   c_global));
+  MESHTP_DISPATCH_NORM(
+      t, rms,
+      norm_backward_apply_kernel<T, kRms><<<rows_grid(rows), kThreads, 0, s>>>(
+          static_cast<T*>(dx), lddx, static_cast<const T*>(dy), lddy, static_cast<const T*>(x), ldx,
+          w, mean, rstd, sums, rows, cols, c_global));
   return cudaGetLastError();
 }
 
-cudaError_t launch_norm_backward_weights(cudaStream_t s, Element t, bool rms, float* dw,
-                                         float* db, const void* dy, std::int64_t lddy,
-                                         const void* x, std::int64_t ldx, const float* mean,
-                                         const float* rstd, std::int64_t rows, std::int64_t cols,
+cudaError_t launch_norm_backward_weights(cudaStream_t s, Element t, bool rms, float* dw, float* db,
+                                         const void* dy, std::int64_t lddy, const void* x,
+                                         std::int64_t ldx, const float* mean, const float* rstd,
+                                         std::int64_t rows, std::int64_t cols,
                                          std::int64_t slices) {
   const std::int64_t per_slice = (rows + slices - 1) / slices;
   const dim3 grid(static_cast<unsigned>((cols + kThreads - 1) / kThreads),
                   static_cast<unsigned>((rows + per_slice - 1) / per_slice));
-  MESHTP_DISPATCH_NORM(t, rms, norm_backward_weights_kernel<T, kRms><<<grid, kThreads, 0, s>>>(
-                                   dw, db, static_cast<const T*>(dy), lddy,
-                                   static_cast<const T*>(x), ldx, mean, rstd, rows, cols,
-                                   per_slice));
+  MESHTP_DISPATCH_NORM(t, rms,
+                       norm_backward_weights_kernel<T, kRms><<<grid, kThreads, 0, s>>>(
+                           dw, db, static_cast<const T*>(dy), lddy, static_cast<const T*>(x), ldx,
+                           mean, rstd, rows, cols, per_slice));
   return cudaGetLastError();
 }
 
@@ -833,15 +834,15 @@ cudaError_t launch_embedding_shard_backward(cudaStream_t s, Element t, float* dw
                                             const void* dout, std::int64_t ldd,
                                             const std::int32_t* tokens, std::int64_t begin,
                                             std::int64_t rows, std::int64_t cols) {
-  MESHTP_DISPATCH(t, embedding_shard_backward_kernel<<<blocks_for(rows * cols), kThreads, 0, s>>>(
-                         dwte, ldw, wte_rows, static_cast<const T*>(dout), ldd, tokens, begin,
-                         rows, cols));
+  MESHTP_DISPATCH(
+      t, embedding_shard_backward_kernel<<<blocks_for(rows * cols), kThreads, 0, s>>>(
+             dwte, ldw, wte_rows, static_cast<const T*>(dout), ldd, tokens, begin, rows, cols));
   return cudaGetLastError();
 }
 
-cudaError_t launch_cross_entropy_shard_max(cudaStream_t s, Element t, void* logits,
-                                           std::int64_t ld, float* row_max, std::int64_t rows,
-                                           std::int64_t cols, std::int64_t real) {
+cudaError_t launch_cross_entropy_shard_max(cudaStream_t s, Element t, void* logits, std::int64_t ld,
+                                           float* row_max, std::int64_t rows, std::int64_t cols,
+                                           std::int64_t real) {
   MESHTP_DISPATCH(t, cross_entropy_shard_max_kernel<<<rows_grid(rows), kThreads, 0, s>>>(
                          static_cast<T*>(logits), ld, row_max, cols, real));
   return cudaGetLastError();
@@ -852,9 +853,9 @@ cudaError_t launch_cross_entropy_shard_sums(cudaStream_t s, Element t, float* su
                                             const float* row_max, const std::int32_t* targets,
                                             std::int64_t begin, std::int64_t rows,
                                             std::int64_t cols, std::int64_t real) {
-  MESHTP_DISPATCH(t, cross_entropy_shard_sums_kernel<<<rows_grid(rows), kThreads, 0, s>>>(
-                         sums, static_cast<const T*>(logits), ld, row_max, targets, begin, cols,
-                         real));
+  MESHTP_DISPATCH(
+      t, cross_entropy_shard_sums_kernel<<<rows_grid(rows), kThreads, 0, s>>>(
+             sums, static_cast<const T*>(logits), ld, row_max, targets, begin, cols, real));
   return cudaGetLastError();
 }
 
@@ -867,8 +868,7 @@ cudaError_t launch_cross_entropy_shard_lse(cudaStream_t s, float* lse, const flo
 cudaError_t launch_cross_entropy_shard_backward(cudaStream_t s, Element t, void* logits,
                                                 std::int64_t ld, const float* lse,
                                                 const std::int32_t* targets, std::int64_t begin,
-                                                std::int64_t rows, std::int64_t cols,
-                                                float scale) {
+                                                std::int64_t rows, std::int64_t cols, float scale) {
   MESHTP_DISPATCH(t,
                   cross_entropy_shard_backward_kernel<<<blocks_for(rows * cols), kThreads, 0, s>>>(
                       static_cast<T*>(logits), ld, lse, targets, begin, rows, cols, scale));

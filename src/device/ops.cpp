@@ -215,8 +215,8 @@ namespace {
 bool is_activation(Element t) { return t == Element::kF32 || t == Element::kBF16; }
 
 // v is rows × cols of `type` (any leading dimension ≥ cols); throws naming the view.
-void check_matrix(const char* fn, const View& v, Element type, std::int64_t rows,
-                  std::int64_t cols, const char* what) {
+void check_matrix(const char* fn, const View& v, Element type, std::int64_t rows, std::int64_t cols,
+                  const char* what) {
   MESHTP_CHECK(is_activation(type) && v.type == type && v.rows == rows && v.cols == cols &&
                    v.ld >= cols && (v.data != nullptr || rows * cols == 0),
                "{}: {} is {}, the op needs {} {}x{}", fn, what, describe(v), to_string(type), rows,
@@ -226,10 +226,9 @@ void check_matrix(const char* fn, const View& v, Element type, std::int64_t rows
 // v is a 1 × count vector of `type`.
 void check_vector(const char* fn, const View& v, Element type, std::int64_t count,
                   const char* what) {
-  MESHTP_CHECK(v.type == type && v.rows == 1 && v.cols == count &&
-                   (v.data != nullptr || count == 0),
-               "{}: {} is {}, the op needs {} 1x{}", fn, what, describe(v), to_string(type),
-               count);
+  MESHTP_CHECK(
+      v.type == type && v.rows == 1 && v.cols == count && (v.data != nullptr || count == 0),
+      "{}: {} is {}, the op needs {} 1x{}", fn, what, describe(v), to_string(type), count);
 }
 
 void check_activation(const char* fn, const View& x, const char* what) {
@@ -276,41 +275,62 @@ std::int64_t real_columns(std::int64_t begin, std::int64_t cols, std::int64_t vo
 
 }  // namespace
 
-void rmsnorm_forward(Context& ctx, const View& y, const View& rstd, const View& x, const View& w) {
-  const char* fn = "gpu::rmsnorm_forward";
+void norm_forward(Context& ctx, layout::Norm norm, const View& y, const View& mean,
+                  const View& rstd, const View& x, const View& w, const View& b) {
+  const char* fn = "gpu::norm_forward";
   check_activation(fn, x, "x");
   const std::int64_t n = x.rows, c = x.cols;
   MESHTP_CHECK(c > 0, "{}: x is {}: an empty last dim (C=0)", fn, describe(x));
   check_matrix(fn, y, x.type, n, c, "y");
-  check_vector(fn, rstd, Element::kF32, n, "r");
-  check_vector(fn, w, Element::kF32, c, "g");
+  check_vector(fn, rstd, Element::kF32, n, "rstd");
+  check_vector(fn, w, Element::kF32, c, "w");
+  if (!rms(norm)) {
+    check_vector(fn, mean, Element::kF32, n, "mean");
+    check_vector(fn, b, Element::kF32, c, "b");
+  }
   if (n == 0) return;
-  check_launch(launch_norm_forward_apply(stream_of(ctx), x.type, true, y.data, y.ld, nullptr,
-                                         fp32(rstd), x.data, x.ld, fp32(w), nullptr, nullptr, n, c,
-                                         c, kRmsNormEps),
-               "rmsnorm_forward");
+  if (!rms(norm) && x.contiguous() && y.contiguous()) {
+    layernorm_forward(ctx, x.type, y.data, fp32(mean), fp32(rstd), x.data, fp32(w), fp32(b), n, c);
+    return;
+  }
+  check_launch(launch_norm_forward_apply(stream_of(ctx), x.type, rms(norm), y.data, y.ld,
+                                         rms(norm) ? nullptr : fp32(mean), fp32(rstd), x.data, x.ld,
+                                         fp32(w), rms(norm) ? nullptr : fp32(b), nullptr, n, c, c,
+                                         rms(norm) ? kRmsNormEps : kLayerNormEps),
+               "norm_forward");
 }
 
-void rmsnorm_backward(Context& ctx, const View& dx, const View& dw, const View& dy, const View& x,
-                      const View& w, const View& rstd) {
-  const char* fn = "gpu::rmsnorm_backward";
+void norm_backward(Context& ctx, layout::Norm norm, const View& dx, const View& dw, const View& db,
+                   const View& dy, const View& x, const View& w, const View& mean,
+                   const View& rstd) {
+  const char* fn = "gpu::norm_backward";
   check_activation(fn, x, "x");
   const std::int64_t n = x.rows, c = x.cols;
   MESHTP_CHECK(c > 0, "{}: x is {}: an empty last dim (C=0)", fn, describe(x));
   check_matrix(fn, dx, x.type, n, c, "dx");
   check_matrix(fn, dy, x.type, n, c, "dy");
-  check_vector(fn, dw, Element::kF32, c, "dg");
-  check_vector(fn, w, Element::kF32, c, "g");
-  check_vector(fn, rstd, Element::kF32, n, "r");
+  check_vector(fn, dw, Element::kF32, c, "dw");
+  check_vector(fn, w, Element::kF32, c, "w");
+  check_vector(fn, rstd, Element::kF32, n, "rstd");
+  if (!rms(norm)) {
+    check_vector(fn, db, Element::kF32, c, "db");
+    check_vector(fn, mean, Element::kF32, n, "mean");
+  }
   if (n == 0) return;
-  check_launch(launch_norm_backward_apply(stream_of(ctx), x.type, true, dx.data, dx.ld, dy.data,
-                                          dy.ld, x.data, x.ld, fp32(w), nullptr, fp32(rstd),
-                                          nullptr, n, c, c),
-               "rmsnorm_backward");
-  check_launch(launch_norm_backward_weights(stream_of(ctx), x.type, true, fp32(dw), nullptr,
-                                            dy.data, dy.ld, x.data, x.ld, nullptr, fp32(rstd), n,
-                                            c, weight_slices(ctx, n, c)),
-               "rmsnorm_backward");
+  if (!rms(norm) && x.contiguous() && dx.contiguous() && dy.contiguous()) {
+    layernorm_backward(ctx, x.type, dx.data, fp32(dw), fp32(db), dy.data, x.data, fp32(w),
+                       fp32(mean), fp32(rstd), n, c);
+    return;
+  }
+  const float* mu = rms(norm) ? nullptr : fp32(mean);
+  check_launch(
+      launch_norm_backward_apply(stream_of(ctx), x.type, rms(norm), dx.data, dx.ld, dy.data, dy.ld,
+                                 x.data, x.ld, fp32(w), mu, fp32(rstd), nullptr, n, c, c),
+      "norm_backward");
+  check_launch(launch_norm_backward_weights(stream_of(ctx), x.type, rms(norm), fp32(dw),
+                                            rms(norm) ? nullptr : fp32(db), dy.data, dy.ld, x.data,
+                                            x.ld, mu, fp32(rstd), n, c, weight_slices(ctx, n, c)),
+               "norm_backward");
 }
 
 void norm_shard_forward_sums(Context& ctx, layout::Norm norm, const View& sums, const View& x) {
@@ -318,9 +338,9 @@ void norm_shard_forward_sums(Context& ctx, layout::Norm norm, const View& sums, 
   check_activation(fn, x, "x");
   double* s = norm_sums(fn, norm, sums, x.rows);
   if (x.rows == 0) return;
-  check_launch(launch_norm_forward_sums(stream_of(ctx), x.type, rms(norm), s, x.data, x.ld, x.rows,
-                                        x.cols),
-               "norm_shard_forward_sums");
+  check_launch(
+      launch_norm_forward_sums(stream_of(ctx), x.type, rms(norm), s, x.data, x.ld, x.rows, x.cols),
+      "norm_shard_forward_sums");
 }
 
 void norm_shard_forward_apply(Context& ctx, layout::Norm norm, const View& y, const View& mean,
@@ -340,9 +360,9 @@ void norm_shard_forward_apply(Context& ctx, layout::Norm norm, const View& y, co
   check_c_global(fn, c_global, c);
   if (n == 0) return;
   check_launch(launch_norm_forward_apply(stream_of(ctx), x.type, rms(norm), y.data, y.ld,
-                                         rms(norm) ? nullptr : fp32(mean), fp32(rstd), x.data,
-                                         x.ld, fp32(w), rms(norm) ? nullptr : fp32(b), s, n, c,
-                                         c_global, rms(norm) ? kRmsNormEps : kLayerNormEps),
+                                         rms(norm) ? nullptr : fp32(mean), fp32(rstd), x.data, x.ld,
+                                         fp32(w), rms(norm) ? nullptr : fp32(b), s, n, c, c_global,
+                                         rms(norm) ? kRmsNormEps : kLayerNormEps),
                "norm_shard_forward_apply");
 }
 
@@ -387,10 +407,9 @@ void norm_shard_backward_apply(Context& ctx, layout::Norm norm, const View& dx, 
   const double* s = norm_sums(fn, norm, sums, n);
   check_c_global(fn, c_global, c);
   if (n == 0) return;
-  check_launch(launch_norm_backward_apply(stream_of(ctx), x.type, rms(norm), dx.data, dx.ld,
-                                          dy.data, dy.ld, x.data, x.ld, fp32(w),
-                                          rms(norm) ? nullptr : fp32(mean), fp32(rstd), s, n, c,
-                                          c_global),
+  check_launch(launch_norm_backward_apply(
+                   stream_of(ctx), x.type, rms(norm), dx.data, dx.ld, dy.data, dy.ld, x.data, x.ld,
+                   fp32(w), rms(norm) ? nullptr : fp32(mean), fp32(rstd), s, n, c, c_global),
                "norm_shard_backward_apply");
 }
 
@@ -411,8 +430,8 @@ void embedding_shard_backward(Context& ctx, const View& dwte, const View& dout,
                               std::span<const std::int32_t> tokens, std::int64_t begin) {
   const char* fn = "gpu::embedding_shard_backward";
   check_activation(fn, dout, "dout");
-  MESHTP_CHECK(static_cast<std::int64_t>(tokens.size()) == dout.rows,
-               "{}: {} tokens for dout {}", fn, tokens.size(), describe(dout));
+  MESHTP_CHECK(static_cast<std::int64_t>(tokens.size()) == dout.rows, "{}: {} tokens for dout {}",
+               fn, tokens.size(), describe(dout));
   MESHTP_CHECK(dwte.type == Element::kF32 && dwte.cols == dout.cols && dwte.rows >= 0 &&
                    dwte.ld >= dwte.cols,
                "{}: dwte is {}, the op needs fp32 with {} columns (dout {})", fn, describe(dwte),
@@ -421,8 +440,7 @@ void embedding_shard_backward(Context& ctx, const View& dwte, const View& dout,
   const Buffer ids = upload_shard_ids(ctx, tokens);
   check_launch(launch_embedding_shard_backward(stream_of(ctx), dout.type, fp32(dwte), dwte.ld,
                                                dwte.rows, dout.data, dout.ld,
-                                               ids.as<std::int32_t>(), begin, dout.rows,
-                                               dout.cols),
+                                               ids.as<std::int32_t>(), begin, dout.rows, dout.cols),
                "embedding_shard_backward");
 }
 
@@ -450,25 +468,25 @@ void cross_entropy_shard_sums(Context& ctx, const View& sums, const View& logits
                targets.size(), n);
   if (n == 0) return;
   const Buffer ids = upload_shard_ids(ctx, targets);
-  check_launch(launch_cross_entropy_shard_sums(stream_of(ctx), logits.type, fp32(sums),
-                                               logits.data, logits.ld, fp32(row_max),
-                                               ids.as<std::int32_t>(), begin, n, logits.cols,
-                                               real_columns(begin, logits.cols, vocab_real)),
-               "cross_entropy_shard_sums");
+  check_launch(
+      launch_cross_entropy_shard_sums(stream_of(ctx), logits.type, fp32(sums), logits.data,
+                                      logits.ld, fp32(row_max), ids.as<std::int32_t>(), begin, n,
+                                      logits.cols, real_columns(begin, logits.cols, vocab_real)),
+      "cross_entropy_shard_sums");
 }
 
 double cross_entropy_shard_loss(Context& ctx, const View& lse, const View& row_max,
                                 const View& sums) {
   const char* fn = "gpu::cross_entropy_shard_loss";
-  MESHTP_CHECK(lse.type == Element::kF32 && lse.rows == 1,
-               "{}: lse is {}, the op needs fp32 1xN", fn, describe(lse));
+  MESHTP_CHECK(lse.type == Element::kF32 && lse.rows == 1, "{}: lse is {}, the op needs fp32 1xN",
+               fn, describe(lse));
   const std::int64_t n = lse.cols;
   check_vector(fn, row_max, Element::kF32, n, "row_max");
   check_vector(fn, sums, Element::kF32, 2 * n, "the sums");
   if (n == 0) return 0.0;
-  check_launch(launch_cross_entropy_shard_lse(stream_of(ctx), fp32(lse), fp32(row_max),
-                                              fp32(sums), n),
-               "cross_entropy_shard_loss");
+  check_launch(
+      launch_cross_entropy_shard_lse(stream_of(ctx), fp32(lse), fp32(row_max), fp32(sums), n),
+      "cross_entropy_shard_loss");
   // The mean on the host, in double and in the CPU op's order.
   std::vector<float> host_lse(static_cast<std::size_t>(n)), host_sums(2 * host_lse.size());
   ctx.download(host_lse.data(), lse.data, host_lse.size() * sizeof(float));

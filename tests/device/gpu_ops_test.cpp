@@ -590,7 +590,8 @@ bool on_cpu(const device::Backend& be) {
 
 // An array on `be` holding `values`: of `type` on the GPU, fp32 on the CPU.
 device::Array array_of(device::Backend& be, const std::vector<float>& values, ET type) {
-  device::Array a = be.alloc(static_cast<std::int64_t>(values.size()), on_cpu(be) ? ET::kF32 : type);
+  device::Array a =
+      be.alloc(static_cast<std::int64_t>(values.size()), on_cpu(be) ? ET::kF32 : type);
   be.upload(a, values);
   return a;
 }
@@ -633,8 +634,6 @@ NormResults run_norm(device::Backend& be, layout::Norm norm, ET type, std::int64
                      std::int64_t cols, std::int64_t ld) {
   const bool layer = norm == layout::Norm::kLayerNorm;
   const std::int64_t n = rows * ld;
-  // GpuBackend's LayerNorm over whole rows runs the packed kernels: packed views there.
-  const std::int64_t ld_whole = layer ? cols : ld;
   const auto x = random_values(n, 40, type, -2.0f, 3.0f), dy = random_values(n, 41, type);
   const auto y0 = random_values(n, 42, type), dx0 = random_values(n, 43, type);
   const auto w = random_values(cols, 44, ET::kF32), b = random_values(cols, 45, ET::kF32);
@@ -659,55 +658,56 @@ NormResults run_norm(device::Backend& be, layout::Norm norm, ET type, std::int64
   const View m1 = layer ? row(M1) : View{}, m2 = layer ? row(M2) : View{};
   const View db1 = layer ? row(DB1) : View{}, db2 = layer ? row(DB2) : View{};
 
-  be.norm_forward(norm, mat(Y1, ld_whole), m1, row(R1), mat(X, ld_whole), w_v, b_v);
-  be.norm_backward(norm, mat(DX1, ld_whole), row(DW1), db1, mat(DY, ld_whole), mat(X, ld_whole),
-                   w_v, m1, row(R1));
+  be.norm_forward(norm, mat(Y1, ld), m1, row(R1), mat(X, ld), w_v, b_v);
+  be.norm_backward(norm, mat(DX1, ld), row(DW1), db1, mat(DY, ld), mat(X, ld), w_v, m1, row(R1));
   be.norm_forward_sums(norm, row(FS), mat(X, ld));
   be.norm_forward_apply(norm, mat(Y2, ld), m2, row(R2), mat(X, ld), w_v, b_v, row(FS), cols);
   be.norm_backward_sums(norm, row(BS), row(DW2), db2, mat(DY, ld), mat(X, ld), w_v, m2, row(R2));
   be.norm_backward_apply(norm, mat(DX2, ld), mat(DY, ld), mat(X, ld), w_v, m2, row(R2), row(BS),
                          cols);
-  return {be.download(Y1),  be.download(M1), be.download(R1),  be.download(DX1),
-          be.download(DW1), be.download(DB1), doubles(be, FS), doubles(be, BS),
-          be.download(Y2),  be.download(M2), be.download(R2),  be.download(DX2),
-          be.download(DW2), be.download(DB2)};
+  return {be.download(Y1),  be.download(M1),  be.download(R1),  be.download(DX1), be.download(DW1),
+          be.download(DB1), doubles(be, FS),  doubles(be, BS),  be.download(Y2),  be.download(M2),
+          be.download(R2),  be.download(DX2), be.download(DW2), be.download(DB2)};
 }
 
+// Packed views too: the GPU's LayerNorm over packed whole rows runs layernorm_forward/
+// backward's kernels, over strided ones the view kernels.
 TEST(GpuBackendNorms, WholeRowsAndPhasesEqualTheCpuBackend) {
   const std::int64_t rows = 37;
   for (layout::Norm norm : {layout::Norm::kLayerNorm, layout::Norm::kRmsNorm})
     for (ET type : kTypes)
-      for (std::int64_t cols : {1, 300, 2053}) {
-        const std::int64_t ld = cols + 5;
-        const NormResults g = run_norm(gpu_backend(), norm, type, rows, cols, ld);
-        const NormResults c = run_norm(cpu_backend(), norm, type, rows, cols, ld);
-        const std::string what =
-            std::string(norm_name(norm)) + " " + label(type) + " C=" + std::to_string(cols);
-        const double tol = tolerance(type, 1e-4);
-        // The GPU against the CPU, pass by pass. The forward sums are fp64 sums of the same
-        // values in another order; the backward's depend on each backend's own mean and rstd.
-        EXPECT_LE(max_relative_error(g.y1, c.y1), tol) << what;
-        EXPECT_LE(max_relative_error(g.mean1, c.mean1), 1e-5) << what;
-        EXPECT_LE(max_relative_error(g.rstd1, c.rstd1), 1e-4) << what;
-        EXPECT_LE(max_relative_error(g.dx1, c.dx1), tol) << what;
-        EXPECT_LE(max_relative_error(g.dw1, c.dw1), tol) << what;
-        EXPECT_LE(max_relative_error(g.db1, c.db1), 1e-4) << what;
-        EXPECT_LE(max_relative_error_fp64(g.fsums, c.fsums), 1e-9) << what;
-        EXPECT_LE(max_relative_error_fp64(g.bsums, c.bsums), 1e-4) << what;
-        EXPECT_LE(max_relative_error(g.y2, c.y2), tol) << what;
-        EXPECT_LE(max_relative_error(g.mean2, c.mean2), 1e-5) << what;
-        EXPECT_LE(max_relative_error(g.rstd2, c.rstd2), 1e-4) << what;
-        EXPECT_LE(max_relative_error(g.dx2, c.dx2), tol) << what;
-        EXPECT_LE(max_relative_error(g.dw2, c.dw2), tol) << what;
-        EXPECT_LE(max_relative_error(g.db2, c.db2), 1e-4) << what;
-        // On the GPU, the phases on one shard (c_global = C) are the whole-row passes.
-        EXPECT_LE(max_relative_error(g.y2, g.y1), tolerance(type, 1e-5)) << what;
-        EXPECT_LE(max_relative_error(g.mean2, g.mean1), 1e-5) << what;
-        EXPECT_LE(max_relative_error(g.rstd2, g.rstd1), 1e-5) << what;
-        EXPECT_LE(max_relative_error(g.dx2, g.dx1), tolerance(type, 1e-5)) << what;
-        EXPECT_LE(max_relative_error(g.dw2, g.dw1), 2e-5) << what;
-        EXPECT_LE(max_relative_error(g.db2, g.db1), 1e-5) << what;
-      }
+      for (std::int64_t cols : {1, 300, 2053})
+        for (std::int64_t pad : {5, 0}) {
+          const std::int64_t ld = cols + pad;
+          const NormResults g = run_norm(gpu_backend(), norm, type, rows, cols, ld);
+          const NormResults c = run_norm(cpu_backend(), norm, type, rows, cols, ld);
+          const std::string what = std::string(norm_name(norm)) + " " + label(type) +
+                                   " C=" + std::to_string(cols) + " ld=" + std::to_string(ld);
+          const double tol = tolerance(type, 1e-4);
+          // The GPU against the CPU, pass by pass. The forward sums are fp64 sums of the same
+          // values in another order; the backward's depend on each backend's own mean and rstd.
+          EXPECT_LE(max_relative_error(g.y1, c.y1), tol) << what;
+          EXPECT_LE(max_relative_error(g.mean1, c.mean1), 1e-5) << what;
+          EXPECT_LE(max_relative_error(g.rstd1, c.rstd1), 1e-4) << what;
+          EXPECT_LE(max_relative_error(g.dx1, c.dx1), tol) << what;
+          EXPECT_LE(max_relative_error(g.dw1, c.dw1), tol) << what;
+          EXPECT_LE(max_relative_error(g.db1, c.db1), 1e-4) << what;
+          EXPECT_LE(max_relative_error_fp64(g.fsums, c.fsums), 1e-9) << what;
+          EXPECT_LE(max_relative_error_fp64(g.bsums, c.bsums), 1e-4) << what;
+          EXPECT_LE(max_relative_error(g.y2, c.y2), tol) << what;
+          EXPECT_LE(max_relative_error(g.mean2, c.mean2), 1e-5) << what;
+          EXPECT_LE(max_relative_error(g.rstd2, c.rstd2), 1e-4) << what;
+          EXPECT_LE(max_relative_error(g.dx2, c.dx2), tol) << what;
+          EXPECT_LE(max_relative_error(g.dw2, c.dw2), tol) << what;
+          EXPECT_LE(max_relative_error(g.db2, c.db2), 1e-4) << what;
+          // On the GPU, the phases on one shard (c_global = C) are the whole-row passes.
+          EXPECT_LE(max_relative_error(g.y2, g.y1), tolerance(type, 1e-5)) << what;
+          EXPECT_LE(max_relative_error(g.mean2, g.mean1), 1e-5) << what;
+          EXPECT_LE(max_relative_error(g.rstd2, g.rstd1), 1e-5) << what;
+          EXPECT_LE(max_relative_error(g.dx2, g.dx1), tolerance(type, 1e-5)) << what;
+          EXPECT_LE(max_relative_error(g.dw2, g.dw1), 2e-5) << what;
+          EXPECT_LE(max_relative_error(g.db2, g.db1), 1e-5) << what;
+        }
 }
 
 // The forward sums of two column shards, added elementwise (the group's all-reduce), are the
@@ -737,11 +737,11 @@ TEST(GpuBackendNorms, ResidualNormEqualsTheCpuBackend) {
   for (layout::Norm norm : {layout::Norm::kLayerNorm, layout::Norm::kRmsNorm})
     for (ET type : kTypes) {
       const bool layer = norm == layout::Norm::kLayerNorm;
-      const std::int64_t ld = layer ? cols : cols + 7;  // LayerNorm's whole rows: packed
+      const std::int64_t ld = cols + 7;
       std::vector<float> results[2][3];
       int which = 0;
-      for (device::Backend* be :
-           {static_cast<device::Backend*>(&gpu_backend()), static_cast<device::Backend*>(&cpu_backend())}) {
+      for (device::Backend* be : {static_cast<device::Backend*>(&gpu_backend()),
+                                  static_cast<device::Backend*>(&cpu_backend())}) {
         device::Array A = array_of(*be, random_values(rows * ld, 51, type), type);
         device::Array Bin = array_of(*be, random_values(rows * ld, 52, type), type);
         device::Array S = array_of(*be, random_values(rows * ld, 53, type), type);
@@ -775,16 +775,16 @@ TEST(GpuBackendVocab, EmbeddingShardEqualsTheCpuBackend) {
   for (ET type : kTypes) {
     std::vector<float> out[2], dwte[2];
     int which = 0;
-    for (device::Backend* be :
-         {static_cast<device::Backend*>(&gpu_backend()), static_cast<device::Backend*>(&cpu_backend())}) {
+    for (device::Backend* be : {static_cast<device::Backend*>(&gpu_backend()),
+                                static_cast<device::Backend*>(&cpu_backend())}) {
       device::Array wte = array_of(*be, random_values(shard_rows * ld_wte, 60, type), type);
       device::Array o = array_of(*be, random_values(n * ld_out, 61, type), type);
       device::Array dout = array_of(*be, random_values(n * ld_out, 62, type), type);
       device::Array dw = array_of(*be, random_values(shard_rows * ld_dwte, 63, ET::kF32), ET::kF32);
       be->embedding_shard_forward(o.view(0, n, c, ld_out), tokens,
                                   wte.view(0, shard_rows, c, ld_wte), begin);
-      be->embedding_shard_backward(dw.view(0, shard_rows, c, ld_dwte),
-                                   dout.view(0, n, c, ld_out), tokens, begin);
+      be->embedding_shard_backward(dw.view(0, shard_rows, c, ld_dwte), dout.view(0, n, c, ld_out),
+                                   tokens, begin);
       out[which] = be->download(o);
       dwte[which] = be->download(dw);
       ++which;
@@ -808,8 +808,8 @@ TEST(GpuBackendVocab, CrossEntropyShardEqualsTheCpuBackend) {
       double loss;
     } out[2];
     int which = 0;
-    for (device::Backend* be :
-         {static_cast<device::Backend*>(&gpu_backend()), static_cast<device::Backend*>(&cpu_backend())}) {
+    for (device::Backend* be : {static_cast<device::Backend*>(&gpu_backend()),
+                                static_cast<device::Backend*>(&cpu_backend())}) {
       device::Array logits = array_of(*be, random_values(n * ld, 70, type, -5.0f, 5.0f), type);
       device::Array row_max = array_of(*be, random_values(n, 71, ET::kF32), ET::kF32);
       device::Array sums = array_of(*be, random_values(2 * n, 72, ET::kF32), ET::kF32);
@@ -820,7 +820,8 @@ TEST(GpuBackendVocab, CrossEntropyShardEqualsTheCpuBackend) {
       o.masked = be->download(logits);
       be->cross_entropy_shard_sums(sums.view(1, 2 * n), l, row_max.view(1, n), targets, begin,
                                    vocab_real);
-      o.loss = be->cross_entropy_shard_loss(lse.view(1, n), row_max.view(1, n), sums.view(1, 2 * n));
+      o.loss =
+          be->cross_entropy_shard_loss(lse.view(1, n), row_max.view(1, n), sums.view(1, 2 * n));
       be->cross_entropy_shard_backward(l, lse.view(1, n), targets, begin, scale);
       o.row_max = be->download(row_max);
       o.sums = be->download(sums);
@@ -869,8 +870,8 @@ TEST(GpuBackendVocab, OneCrossEntropyShardIsTheWholeOp) {
   ctx().fill_bytes(grad.data(), 0, grad.bytes());
   const double whole_loss = cross_entropy_forward(ctx(), ET::kF32, whole_lse.as<float>(),
                                                   whole.data(), targets, n, classes, classes);
-  cross_entropy_backward(ctx(), ET::kF32, grad.data(), whole.data(), whole_lse.as<float>(),
-                         targets, n, classes, classes);
+  cross_entropy_backward(ctx(), ET::kF32, grad.data(), whole.data(), whole_lse.as<float>(), targets,
+                         n, classes, classes);
   EXPECT_NEAR(loss, whole_loss, 1e-5 * std::abs(whole_loss));
   EXPECT_LE(max_relative_error(be.download(lse), down(whole_lse, ET::kF32, n)), 1e-5);
   EXPECT_LE(max_relative_error(be.download(logits), down(grad, ET::kF32, n * classes)), 1e-5);
@@ -897,20 +898,24 @@ TEST(GpuBackendViews, NormAndVocabularyOpsRefuseAMismatchedViewNamingIt) {
   refuses(short_sums, [&] { be.norm_forward_sums(layout::Norm::kLayerNorm, short_sums, xv); });
   const View y = y16.view(rows, cols);  // bf16 y for fp32 x
   refuses(y, [&] {
-    be.norm_forward_apply(layout::Norm::kRmsNorm, y, {}, vec.view(1, rows), xv,
-                          vec.view(1, cols), {}, sums.view(1, rows), cols);
+    be.norm_forward_apply(layout::Norm::kRmsNorm, y, {}, vec.view(1, rows), xv, vec.view(1, cols),
+                          {}, sums.view(1, rows), cols);
   });
-  refuses(y, [&] { be.norm_forward(layout::Norm::kRmsNorm, y, {}, vec.view(1, rows), xv,
-                                   vec.view(1, cols), {}); });
-  const View strided = x.view(0, rows, cols / 2, cols);  // LayerNorm's whole rows: packed only
-  refuses(strided, [&] {
-    be.norm_forward(layout::Norm::kLayerNorm, strided, vec.view(1, rows), vec.view(1, rows),
-                    strided, vec.view(1, cols / 2), vec.view(1, cols / 2));
+  refuses(y, [&] {
+    be.norm_forward(layout::Norm::kRmsNorm, y, {}, vec.view(1, rows), xv, vec.view(1, cols), {});
+  });
+  const View short_mean = vec.view(1, rows - 1);  // N − 1 means
+  refuses(short_mean, [&] {
+    be.norm_forward(layout::Norm::kLayerNorm, xv, short_mean, vec.view(1, rows), xv,
+                    vec.view(1, cols), vec.view(1, cols));
+  });
+  refuses(short_mean, [&] {
+    be.norm_backward(layout::Norm::kLayerNorm, xv, vec.view(1, cols), vec.view(1, cols), xv, xv,
+                     vec.view(1, cols), short_mean, vec.view(1, rows));
   });
   const View dwte16 = y16.view(rows, cols);  // the table's gradient is fp32
-  refuses(dwte16, [&] {
-    be.embedding_shard_backward(dwte16, xv, std::vector<std::int32_t>(rows, 0), 0);
-  });
+  refuses(dwte16,
+          [&] { be.embedding_shard_backward(dwte16, xv, std::vector<std::int32_t>(rows, 0), 0); });
   const View ce_sums = vec.view(1, rows);  // N where 2·N are needed
   refuses(ce_sums, [&] {
     be.cross_entropy_shard_sums(ce_sums, xv, vec.view(1, rows), std::vector<std::int32_t>(rows, 0),
