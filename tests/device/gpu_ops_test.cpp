@@ -767,11 +767,11 @@ TEST(GpuBackendNorms, ResidualNormEqualsTheCpuBackend) {
 }
 
 TEST(GpuBackendVocab, EmbeddingShardEqualsTheCpuBackend) {
-  // The shard holds tokens [11, 20) of 40; tokens repeat and most fall outside it.
+  // The shard holds tokens [11, 20) of 23; tokens repeat and most fall outside it.
   const std::int64_t n = 29, c = 33, begin = 11, shard_rows = 9;
   const std::int64_t ld_out = c + 4, ld_wte = c + 3, ld_dwte = c + 2;
   std::vector<std::int32_t> tokens(n);
-  for (std::int64_t i = 0; i < n; ++i) tokens[i] = static_cast<std::int32_t>((i * 7) % 40);
+  for (std::int64_t i = 0; i < n; ++i) tokens[i] = static_cast<std::int32_t>((i * 7) % 23);
   for (ET type : kTypes) {
     std::vector<float> out[2], dwte[2];
     int which = 0;
@@ -884,40 +884,44 @@ TEST(GpuBackendViews, NormAndVocabularyOpsRefuseAMismatchedViewNamingIt) {
   device::Array x = be.alloc(rows * cols, ET::kF32), y16 = be.alloc(rows * cols, ET::kBF16);
   device::Array vec = be.alloc(2 * rows + cols, ET::kF32), sums = be.alloc(2 * rows, ET::kF64);
   const View xv = x.view(rows, cols);
-  const auto refuses = [](const View& named, const std::function<void()>& call) {
+  // The message names the view: "<what> is <describe(view)>".
+  const auto refuses = [](const char* what, const View& named, const std::function<void()>& call) {
+    const std::string expected = std::string(what) + " is " + describe(named);
     try {
       call();
-      ADD_FAILURE() << "no error for " << describe(named);
+      ADD_FAILURE() << "no error for " << expected;
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(describe(named)), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
     }
   };
   const View fp32_sums = vec.view(1, rows);  // fp32 where fp64 is needed
-  refuses(fp32_sums, [&] { be.norm_forward_sums(layout::Norm::kRmsNorm, fp32_sums, xv); });
+  refuses("the sums", fp32_sums,
+          [&] { be.norm_forward_sums(layout::Norm::kRmsNorm, fp32_sums, xv); });
   const View short_sums = sums.view(1, rows);  // LayerNorm needs 2·N
-  refuses(short_sums, [&] { be.norm_forward_sums(layout::Norm::kLayerNorm, short_sums, xv); });
+  refuses("the sums", short_sums,
+          [&] { be.norm_forward_sums(layout::Norm::kLayerNorm, short_sums, xv); });
   const View y = y16.view(rows, cols);  // bf16 y for fp32 x
-  refuses(y, [&] {
+  refuses("y", y, [&] {
     be.norm_forward_apply(layout::Norm::kRmsNorm, y, {}, vec.view(1, rows), xv, vec.view(1, cols),
                           {}, sums.view(1, rows), cols);
   });
-  refuses(y, [&] {
+  refuses("y", y, [&] {
     be.norm_forward(layout::Norm::kRmsNorm, y, {}, vec.view(1, rows), xv, vec.view(1, cols), {});
   });
   const View short_mean = vec.view(1, rows - 1);  // N − 1 means
-  refuses(short_mean, [&] {
+  refuses("mean", short_mean, [&] {
     be.norm_forward(layout::Norm::kLayerNorm, xv, short_mean, vec.view(1, rows), xv,
                     vec.view(1, cols), vec.view(1, cols));
   });
-  refuses(short_mean, [&] {
+  refuses("mean", short_mean, [&] {
     be.norm_backward(layout::Norm::kLayerNorm, xv, vec.view(1, cols), vec.view(1, cols), xv, xv,
                      vec.view(1, cols), short_mean, vec.view(1, rows));
   });
   const View dwte16 = y16.view(rows, cols);  // the table's gradient is fp32
-  refuses(dwte16,
+  refuses("dwte", dwte16,
           [&] { be.embedding_shard_backward(dwte16, xv, std::vector<std::int32_t>(rows, 0), 0); });
   const View ce_sums = vec.view(1, rows);  // N where 2·N are needed
-  refuses(ce_sums, [&] {
+  refuses("the sums", ce_sums, [&] {
     be.cross_entropy_shard_sums(ce_sums, xv, vec.view(1, rows), std::vector<std::int32_t>(rows, 0),
                                 0, cols);
   });
