@@ -47,7 +47,18 @@ void GpuBackend::zero(Array& a) {
   ctx_.fill_bytes(a.data(), 0, static_cast<std::size_t>(a.count()) * gpu::element_size(a.type()));
 }
 
+namespace {
+// upload and download convert fp32 host values to and from fp32 or bf16 arrays, no other type
+// (a norm's fp64 sums stay on the device).
+void check_convertible(const Array& a, const char* what) {
+  MESHTP_CHECK(a.type() == Element::kF32 || a.type() == Element::kBF16,
+               "gpu backend: {} a {} array: only fp32 and bf16 ones", what,
+               gpu::to_string(a.type()));
+}
+}  // namespace
+
 void GpuBackend::upload(Array& a, std::span<const float> values) {
+  check_convertible(a, "uploading fp32 values into");
   MESHTP_CHECK(static_cast<std::int64_t>(values.size()) == a.count(),
                "gpu backend: uploading {} values into an array of {}", values.size(), a.count());
   if (a.type() == Element::kF32) {
@@ -60,6 +71,7 @@ void GpuBackend::upload(Array& a, std::span<const float> values) {
 }
 
 std::vector<float> GpuBackend::download(const Array& a) {
+  check_convertible(a, "downloading fp32 values from");
   std::vector<float> out(static_cast<std::size_t>(a.count()));
   if (a.type() == Element::kF32) {
     ctx_.download(out.data(), a.data(), out.size() * sizeof(float));
@@ -150,10 +162,10 @@ void GpuBackend::bias_grad(const View& db, const View& dy) {
 
 namespace {
 
-// A view the norm kernels take: packed rows of `type` (the kernels index row·cols + col).
+// A view the packed kernels take: packed rows of `type` (they index row·cols + col).
 void* packed(const View& v, Element type, std::int64_t rows, std::int64_t cols, const char* what) {
   MESHTP_CHECK(v.type == type && v.rows == rows && v.cols == cols && v.contiguous(),
-               "gpu backend: {} is {}, the norm needs {} {}x{} packed", what, describe(v),
+               "gpu backend: {} is {}, the kernel needs {} {}x{} packed", what, describe(v),
                to_string(type), rows, cols);
   return v.data;
 }
@@ -162,28 +174,19 @@ float* norm_vector(const View& v, std::int64_t count, const char* what) {
   return static_cast<float*>(packed(v, Element::kF32, 1, count, what));
 }
 
-[[noreturn]] void no_kernel_yet(layout::Norm norm, const char* what) {
-  fail("gpu backend: {} {} has no CUDA kernel yet (LayerNorm over whole rows has; docs/seam.md "
-       "lists what is left)",
-       layout::name(norm), what);
-}
-
 }  // namespace
 
-// LayerNorm over whole rows: the kernels of layernorm_forward/backward, on packed views.
+// The norms, whole rows and phases, and the vocabulary shard's ops: gpu_ops.hpp's view ops
+// (strided views; LayerNorm over packed whole rows on layernorm_forward/backward's kernels).
 void GpuBackend::norm_forward(layout::Norm norm, const View& y, const View& mean, const View& rstd,
                               const View& x, const View& w, const View& b) {
-  if (norm != layout::Norm::kLayerNorm) no_kernel_yet(norm, "forward");
-  const std::int64_t n = x.rows, c = x.cols;
-  gpu::layernorm_forward(ctx_, x.type, packed(y, x.type, n, c, "y"), norm_vector(mean, n, "mean"),
-                         norm_vector(rstd, n, "rstd"), packed(x, x.type, n, c, "x"),
-                         norm_vector(w, c, "w"), norm_vector(b, c, "b"), n, c);
+  gpu::norm_forward(ctx_, norm, y, mean, rstd, x, w, b);
 }
 
+// The residual add, then the norm (two launches; the CPU fuses them row by row).
 void GpuBackend::residual_norm_forward(layout::Norm norm, const View& sum, const View& y,
                                        const View& mean, const View& rstd, const View& a,
                                        const View& b_in, const View& w, const View& b) {
-  if (norm != layout::Norm::kLayerNorm) no_kernel_yet(norm, "forward");
   residual(sum, a, b_in);
   norm_forward(norm, y, mean, rstd, sum, w, b);
 }
@@ -191,65 +194,62 @@ void GpuBackend::residual_norm_forward(layout::Norm norm, const View& sum, const
 void GpuBackend::norm_backward(layout::Norm norm, const View& dx, const View& dw, const View& db,
                                const View& dy, const View& x, const View& w, const View& mean,
                                const View& rstd) {
-  if (norm != layout::Norm::kLayerNorm) no_kernel_yet(norm, "backward");
-  const std::int64_t n = x.rows, c = x.cols;
-  gpu::layernorm_backward(ctx_, x.type, packed(dx, x.type, n, c, "dx"), norm_vector(dw, c, "dw"),
-                          norm_vector(db, c, "db"), packed(dy, x.type, n, c, "dy"),
-                          packed(x, x.type, n, c, "x"), norm_vector(w, c, "w"),
-                          norm_vector(mean, n, "mean"), norm_vector(rstd, n, "rstd"), n, c);
+  gpu::norm_backward(ctx_, norm, dx, dw, db, dy, x, w, mean, rstd);
 }
 
-void GpuBackend::norm_forward_sums(layout::Norm norm, const View&, const View&) {
-  no_kernel_yet(norm, "sharded over a group (its forward sums)");
-}
-void GpuBackend::norm_forward_apply(layout::Norm norm, const View&, const View&, const View&,
-                                    const View&, const View&, const View&, const View&,
-                                    std::int64_t) {
-  no_kernel_yet(norm, "sharded over a group (its forward apply)");
-}
-void GpuBackend::norm_backward_sums(layout::Norm norm, const View&, const View&, const View&,
-                                    const View&, const View&, const View&, const View&,
-                                    const View&) {
-  no_kernel_yet(norm, "sharded over a group (its backward sums)");
-}
-void GpuBackend::norm_backward_apply(layout::Norm norm, const View&, const View&, const View&,
-                                     const View&, const View&, const View&, const View&,
-                                     std::int64_t) {
-  no_kernel_yet(norm, "sharded over a group (its backward apply)");
+void GpuBackend::norm_forward_sums(layout::Norm norm, const View& sums, const View& x) {
+  gpu::norm_shard_forward_sums(ctx_, norm, sums, x);
 }
 
-// The vocabulary shard's ops: no CUDA kernels yet (the one-GPU model's embedding and loss are
-// whole-vocabulary kernels, above).
-namespace {
-[[noreturn]] void no_vocab_kernel_yet(const char* what) {
-  fail("gpu backend: the vocabulary shard's {} has no CUDA kernel yet (docs/seam.md lists what "
-       "is left)",
-       what);
+void GpuBackend::norm_forward_apply(layout::Norm norm, const View& y, const View& mean,
+                                    const View& rstd, const View& x, const View& w, const View& b,
+                                    const View& sums, std::int64_t c_global) {
+  gpu::norm_shard_forward_apply(ctx_, norm, y, mean, rstd, x, w, b, sums, c_global);
 }
-}  // namespace
 
-void GpuBackend::embedding_shard_forward(const View&, std::span<const std::int32_t>, const View&,
-                                         std::int64_t) {
-  no_vocab_kernel_yet("embedding forward");
+void GpuBackend::norm_backward_sums(layout::Norm norm, const View& sums, const View& dw,
+                                    const View& db, const View& dy, const View& x, const View& w,
+                                    const View& mean, const View& rstd) {
+  gpu::norm_shard_backward_sums(ctx_, norm, sums, dw, db, dy, x, w, mean, rstd);
 }
-void GpuBackend::embedding_shard_backward(const View&, const View&,
-                                          std::span<const std::int32_t>, std::int64_t) {
-  no_vocab_kernel_yet("embedding backward");
+
+void GpuBackend::norm_backward_apply(layout::Norm norm, const View& dx, const View& dy,
+                                     const View& x, const View& w, const View& mean,
+                                     const View& rstd, const View& sums, std::int64_t c_global) {
+  gpu::norm_shard_backward_apply(ctx_, norm, dx, dy, x, w, mean, rstd, sums, c_global);
 }
-void GpuBackend::cross_entropy_shard_max(const View&, const View&, std::int64_t, std::int64_t) {
-  no_vocab_kernel_yet("cross-entropy row maxima");
+
+void GpuBackend::embedding_shard_forward(const View& out, std::span<const std::int32_t> tokens,
+                                         const View& wte, std::int64_t begin) {
+  gpu::embedding_shard_forward(ctx_, out, tokens, wte, begin);
 }
-void GpuBackend::cross_entropy_shard_sums(const View&, const View&, const View&,
-                                          std::span<const std::int32_t>, std::int64_t,
-                                          std::int64_t) {
-  no_vocab_kernel_yet("cross-entropy sums");
+
+void GpuBackend::embedding_shard_backward(const View& dwte, const View& dout,
+                                          std::span<const std::int32_t> tokens,
+                                          std::int64_t begin) {
+  gpu::embedding_shard_backward(ctx_, dwte, dout, tokens, begin);
 }
-double GpuBackend::cross_entropy_shard_loss(const View&, const View&, const View&) {
-  no_vocab_kernel_yet("cross-entropy loss");
+
+void GpuBackend::cross_entropy_shard_max(const View& logits, const View& row_max,
+                                         std::int64_t begin, std::int64_t vocab_real) {
+  gpu::cross_entropy_shard_max(ctx_, logits, row_max, begin, vocab_real);
 }
-void GpuBackend::cross_entropy_shard_backward(const View&, const View&,
-                                              std::span<const std::int32_t>, std::int64_t, float) {
-  no_vocab_kernel_yet("cross-entropy backward");
+
+void GpuBackend::cross_entropy_shard_sums(const View& sums, const View& logits, const View& row_max,
+                                          std::span<const std::int32_t> targets, std::int64_t begin,
+                                          std::int64_t vocab_real) {
+  gpu::cross_entropy_shard_sums(ctx_, sums, logits, row_max, targets, begin, vocab_real);
+}
+
+double GpuBackend::cross_entropy_shard_loss(const View& lse, const View& row_max,
+                                            const View& sums) {
+  return gpu::cross_entropy_shard_loss(ctx_, lse, row_max, sums);
+}
+
+void GpuBackend::cross_entropy_shard_backward(const View& logits, const View& lse,
+                                              std::span<const std::int32_t> targets,
+                                              std::int64_t begin, float scale) {
+  gpu::cross_entropy_shard_backward(ctx_, logits, lse, targets, begin, scale);
 }
 
 void GpuBackend::copy_blocks(std::span<const View> dst, std::span<const View> src) {

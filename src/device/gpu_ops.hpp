@@ -56,6 +56,59 @@ void layernorm_backward(Context& ctx, Element type, void* dx, float* dw, float* 
                         const void* x, const float* w, const float* mean, const float* rstd,
                         std::int64_t rows, std::int64_t cols);
 
+// Normalisations on strided views (device/backend.hpp's norm ops: its comment gives the
+// phases, ops/layernorm.hpp and ops/rmsnorm.hpp the math and phase semantics). x, y, dx, dy
+// are fp32 or bf16 views of one type with any leading dimension; w, b, dw, db fp32 1 × C,
+// mean and rstd (RMSNorm: its r) fp32 1 × N; sums fp64 1 × device::norm_sum_count(norm, N),
+// laid out as the CPU ops lay them ([Σx | Σx²]: a row's two sums N apart), so that the
+// group's elementwise all-reduce between the phases is the same on either backend. A view
+// the norm has no use for (RMSNorm's b, db, mean) is ignored. Mismatched views are refused,
+// naming the view (describe()).
+//   norm_forward/backward  whole rows: LayerNorm on packed views runs layernorm_forward/
+//                          backward (two-pass fp32 statistics), anything else the strided
+//                          kernels (fp64 row sums taken in the kernel, then phase 2's formulas)
+//   norm_shard_*           the phases around the all-reduce of `sums`; backward_sums also adds
+//                          this shard's dw (and LayerNorm's db)
+void norm_forward(Context& ctx, layout::Norm norm, const View& y, const View& mean,
+                  const View& rstd, const View& x, const View& w, const View& b);
+void norm_backward(Context& ctx, layout::Norm norm, const View& dx, const View& dw, const View& db,
+                   const View& dy, const View& x, const View& w, const View& mean,
+                   const View& rstd);
+void norm_shard_forward_sums(Context& ctx, layout::Norm norm, const View& sums, const View& x);
+void norm_shard_forward_apply(Context& ctx, layout::Norm norm, const View& y, const View& mean,
+                              const View& rstd, const View& x, const View& w, const View& b,
+                              const View& sums, std::int64_t c_global);
+void norm_shard_backward_sums(Context& ctx, layout::Norm norm, const View& sums, const View& dw,
+                              const View& db, const View& dy, const View& x, const View& w,
+                              const View& mean, const View& rstd);
+void norm_shard_backward_apply(Context& ctx, layout::Norm norm, const View& dx, const View& dy,
+                               const View& x, const View& w, const View& mean, const View& rstd,
+                               const View& sums, std::int64_t c_global);
+
+// A vocabulary shard on strided views (device/backend.hpp; ops/embedding.hpp and
+// ops/cross_entropy.hpp give the math): the table's rows [begin, begin + wte.rows), the
+// logits' columns [begin, begin + logits.cols) of a vocabulary whose real tokens end at
+// vocab_real. Tokens and targets are host ids, uploaded unchecked (the caller checks them; an
+// id the shard does not hold is skipped, as on the CPU). out, wte, dout, logits fp32 or bf16
+// (out and wte one type); dwte, row_max (1 × N), sums (1 × 2N: [Σexp, target logit] per row,
+// interleaved as the CPU's) and lse (1 × N) fp32. cross_entropy_shard_max overwrites the
+// padding columns with −∞; the loss waits for the stream (it returns the mean, summed in
+// double on the host as the CPU op does); the backward rewrites the logits in place.
+void embedding_shard_forward(Context& ctx, const View& out, std::span<const std::int32_t> tokens,
+                             const View& wte, std::int64_t begin);
+void embedding_shard_backward(Context& ctx, const View& dwte, const View& dout,
+                              std::span<const std::int32_t> tokens, std::int64_t begin);
+void cross_entropy_shard_max(Context& ctx, const View& logits, const View& row_max,
+                             std::int64_t begin, std::int64_t vocab_real);
+void cross_entropy_shard_sums(Context& ctx, const View& sums, const View& logits,
+                              const View& row_max, std::span<const std::int32_t> targets,
+                              std::int64_t begin, std::int64_t vocab_real);
+double cross_entropy_shard_loss(Context& ctx, const View& lse, const View& row_max,
+                                const View& sums);
+void cross_entropy_shard_backward(Context& ctx, const View& logits, const View& lse,
+                                  std::span<const std::int32_t> targets, std::int64_t begin,
+                                  float scale);
+
 // Softmax cross-entropy (ops/cross_entropy.hpp): logits (rows × classes, rows `ld` ≥ classes
 // elements apart; columns from `classes` to `ld` are padding, read by neither pass and left
 // alone by the backward) of `type`, lse fp32.

@@ -34,6 +34,69 @@ cudaError_t launch_layernorm_backward(cudaStream_t s, Element t, void* dx, float
                                       const void* dy, const void* x, const float* w,
                                       const float* mean, const float* rstd, std::int64_t rows,
                                       std::int64_t cols, std::int64_t slices);
+// Normalisations on strided views (rows ld elements apart), one block per row; `rms` picks
+// RMSNorm (no mean, no b, no db) over LayerNorm. `sums` (fp64) holds a row's sums at [row] and,
+// for LayerNorm, [rows + row] (ops/layernorm.cpp's and ops/rmsnorm.cpp's layout):
+//   norm_forward_sums      LayerNorm Σx | Σx², RMSNorm Σx²
+//   norm_forward_apply     mean (LayerNorm), rstd and y from the sums over c_global features;
+//                          sums == nullptr: whole rows (c_global = cols), summed in the kernel
+//   norm_backward_sums     LayerNorm Σg | Σg·x̂, RMSNorm Σg·x̂  (g = dy⊙w)
+//   norm_backward_apply    dx += …; sums == nullptr: whole rows, summed in the kernel
+//   norm_backward_weights  dw += Σ_n dy⊙x̂ (LayerNorm: db += Σ_n dy) over `slices` row slices
+cudaError_t launch_norm_forward_sums(cudaStream_t s, Element t, bool rms, double* sums,
+                                     const void* x, std::int64_t ldx, std::int64_t rows,
+                                     std::int64_t cols);
+cudaError_t launch_norm_forward_apply(cudaStream_t s, Element t, bool rms, void* y,
+                                      std::int64_t ldy, float* mean, float* rstd, const void* x,
+                                      std::int64_t ldx, const float* w, const float* b,
+                                      const double* sums, std::int64_t rows, std::int64_t cols,
+                                      std::int64_t c_global, float eps);
+cudaError_t launch_norm_backward_sums(cudaStream_t s, Element t, bool rms, double* sums,
+                                      const void* dy, std::int64_t lddy, const void* x,
+                                      std::int64_t ldx, const float* w, const float* mean,
+                                      const float* rstd, std::int64_t rows, std::int64_t cols);
+cudaError_t launch_norm_backward_apply(cudaStream_t s, Element t, bool rms, void* dx,
+                                       std::int64_t lddx, const void* dy, std::int64_t lddy,
+                                       const void* x, std::int64_t ldx, const float* w,
+                                       const float* mean, const float* rstd, const double* sums,
+                                       std::int64_t rows, std::int64_t cols, std::int64_t c_global);
+cudaError_t launch_norm_backward_weights(cudaStream_t s, Element t, bool rms, float* dw, float* db,
+                                         const void* dy, std::int64_t lddy, const void* x,
+                                         std::int64_t ldx, const float* mean, const float* rstd,
+                                         std::int64_t rows, std::int64_t cols, std::int64_t slices);
+// A vocabulary shard (ops/embedding.hpp, ops/cross_entropy.hpp): table rows / logit columns
+// [begin, begin + wte_rows or cols); `real` of the logits' columns are real tokens, the rest
+// padding. tokens and targets are device arrays of `rows` ids (any value: an id the shard
+// does not hold is skipped).
+cudaError_t launch_embedding_shard_forward(cudaStream_t s, Element t, void* out, std::int64_t ldo,
+                                           const std::int32_t* tokens, const void* wte,
+                                           std::int64_t ldw, std::int64_t wte_rows,
+                                           std::int64_t begin, std::int64_t rows,
+                                           std::int64_t cols);
+cudaError_t launch_embedding_shard_backward(cudaStream_t s, Element t, float* dwte,
+                                            std::int64_t ldw, std::int64_t wte_rows,
+                                            const void* dout, std::int64_t ldd,
+                                            const std::int32_t* tokens, std::int64_t begin,
+                                            std::int64_t rows, std::int64_t cols);
+//   cross_entropy_shard_max       padding ← −∞, row_max[r] = max of the row
+//   cross_entropy_shard_sums      sums[2r] = Σ exp(x − row_max) over the real columns,
+//                                 sums[2r + 1] = the target's logit here, else 0
+//   cross_entropy_shard_lse       lse[r] = row_max[r] + log sums[2r]
+//   cross_entropy_shard_backward  logits ← scale·(exp(x − lse) − onehot), in place
+cudaError_t launch_cross_entropy_shard_max(cudaStream_t s, Element t, void* logits, std::int64_t ld,
+                                           float* row_max, std::int64_t rows, std::int64_t cols,
+                                           std::int64_t real);
+cudaError_t launch_cross_entropy_shard_sums(cudaStream_t s, Element t, float* sums,
+                                            const void* logits, std::int64_t ld,
+                                            const float* row_max, const std::int32_t* targets,
+                                            std::int64_t begin, std::int64_t rows,
+                                            std::int64_t cols, std::int64_t real);
+cudaError_t launch_cross_entropy_shard_lse(cudaStream_t s, float* lse, const float* row_max,
+                                           const float* sums, std::int64_t rows);
+cudaError_t launch_cross_entropy_shard_backward(cudaStream_t s, Element t, void* logits,
+                                                std::int64_t ld, const float* lse,
+                                                const std::int32_t* targets, std::int64_t begin,
+                                                std::int64_t rows, std::int64_t cols, float scale);
 cudaError_t launch_cross_entropy_forward(cudaStream_t s, Element t, float* lse, float* loss,
                                          const void* logits, const std::int32_t* targets,
                                          std::int64_t rows, std::int64_t classes, std::int64_t ld);

@@ -310,6 +310,285 @@ __global__ void adamw_kernel(const AdamWTensor* tensors, const AdamWChunk* chunk
   }
 }
 
+// ---- normalisations on strided views (device/backend.hpp's norm ops) ------------------------
+// LayerNorm and RMSNorm share these kernels: RMSNorm is LayerNorm with mean 0, no b and no Σg
+// term (kRms). Rows are `ld` elements apart; one block per row. Row sums are fp64 (the CPU
+// ops' order: float terms widened and added in double), so the phase kernels' sums are the
+// CPU's up to the order of the additions. `sums` holds a row's sums at [row] and [rows + row]
+// (LayerNorm: Σx | Σx² forward, Σg | Σg·x̂ backward; RMSNorm: [row] alone), as the CPU ops
+// (ops/layernorm.cpp, ops/rmsnorm.cpp) lay them out.
+
+// Σ over the block's threads in double; every thread gets the sum. `shared` holds 32 doubles.
+__device__ double block_sum_double(double v, double* shared) {
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  __syncthreads();  // shared may still be read by a previous reduction
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  const int warps = (blockDim.x + 31) / 32;
+  v = lane < warps ? shared[lane] : 0.0;
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// Σx and Σx² of one row (every thread gets both).
+template <typename T>
+__device__ void row_moments(const T* xr, std::int64_t cols, double* shared, double& sum,
+                            double& sum_sq) {
+  double s = 0.0, q = 0.0;
+  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    const double v = load(xr, c);
+    s += v;
+    q += v * v;
+  }
+  sum = block_sum_double(s, shared);
+  sum_sq = block_sum_double(q, shared);
+}
+
+// Σg and Σg·x̂ of one row, g = dy⊙w, x̂ = (x − mean)·rstd (every thread gets both).
+template <typename T>
+__device__ void row_backward_sums(const T* dyr, const T* xr, const float* w, float mean, float rstd,
+                                  std::int64_t cols, double* shared, double& sum_g,
+                                  double& sum_gx) {
+  double s = 0.0, q = 0.0;
+  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    const float g = load(dyr, c) * w[c];
+    const float xhat = (load(xr, c) - mean) * rstd;
+    s += g;
+    q += static_cast<double>(g) * xhat;
+  }
+  sum_g = block_sum_double(s, shared);
+  sum_gx = block_sum_double(q, shared);
+}
+
+template <typename T, bool kRms>
+__global__ void norm_forward_sums_kernel(double* sums, const T* x, std::int64_t ldx,
+                                         std::int64_t rows, std::int64_t cols) {
+  __shared__ double shared[32];
+  const std::int64_t row = blockIdx.x;
+  double s, q;
+  row_moments(x + row * ldx, cols, shared, s, q);
+  if (threadIdx.x != 0) return;
+  if (kRms) {
+    sums[row] = q;
+  } else {
+    sums[row] = s;
+    sums[rows + row] = q;
+  }
+}
+
+// The statistics from the row's sums over c_global features (the CPU phase 2's formulas:
+// LayerNorm's variance E[x²] − mean², clamped at 0), then y = (x − mean)·rstd ⊙ w (+ b).
+// sums == nullptr: the row is whole, its sums are taken here (RMSNorm's whole-row forward).
+template <typename T, bool kRms>
+__global__ void norm_forward_apply_kernel(T* y, std::int64_t ldy, float* mean_out, float* rstd_out,
+                                          const T* x, std::int64_t ldx, const float* w,
+                                          const float* b, const double* sums, std::int64_t rows,
+                                          std::int64_t cols, std::int64_t c_global, float eps) {
+  __shared__ double shared[32];
+  const std::int64_t row = blockIdx.x;
+  const T* xr = x + row * ldx;
+  T* yr = y + row * ldy;
+  double s = 0.0, q = 0.0;
+  if (sums == nullptr) {
+    row_moments(xr, cols, shared, s, q);
+  } else if (kRms) {
+    q = sums[row];
+  } else {
+    s = sums[row];
+    q = sums[rows + row];
+  }
+  float mean = 0.0f, rstd;
+  if (kRms) {
+    rstd = static_cast<float>(1.0 /
+                              sqrt(q / static_cast<double>(c_global) + static_cast<double>(eps)));
+  } else {
+    const double inv_c = 1.0 / static_cast<double>(c_global);
+    const double mu = s * inv_c;
+    const double var = fmax(q * inv_c - mu * mu, 0.0);
+    mean = static_cast<float>(mu);
+    rstd = static_cast<float>(1.0 / sqrt(var + static_cast<double>(eps)));
+  }
+  if (threadIdx.x == 0) {
+    if (!kRms) mean_out[row] = mean;
+    rstd_out[row] = rstd;
+  }
+  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    const float xhat = (load(xr, c) - mean) * rstd;
+    store(yr, c, kRms ? xhat * w[c] : fmaf(xhat, w[c], b[c]));
+  }
+}
+
+template <typename T, bool kRms>
+__global__ void norm_backward_sums_kernel(double* sums, const T* dy, std::int64_t lddy, const T* x,
+                                          std::int64_t ldx, const float* w, const float* mean,
+                                          const float* rstd, std::int64_t rows, std::int64_t cols) {
+  __shared__ double shared[32];
+  const std::int64_t row = blockIdx.x;
+  double sg, sgx;
+  row_backward_sums(dy + row * lddy, x + row * ldx, w, kRms ? 0.0f : mean[row], rstd[row], cols,
+                    shared, sg, sgx);
+  if (threadIdx.x != 0) return;
+  if (kRms) {
+    sums[row] = sgx;
+  } else {
+    sums[row] = sg;
+    sums[rows + row] = sgx;
+  }
+}
+
+// dx += rstd·(g − mean(g) − x̂·mean(g⊙x̂)) with the means over c_global features (RMSNorm:
+// no mean(g) term). sums == nullptr: the row is whole, its sums are taken here.
+template <typename T, bool kRms>
+__global__ void norm_backward_apply_kernel(T* dx, std::int64_t lddx, const T* dy, std::int64_t lddy,
+                                           const T* x, std::int64_t ldx, const float* w,
+                                           const float* mean, const float* rstd, const double* sums,
+                                           std::int64_t rows, std::int64_t cols,
+                                           std::int64_t c_global) {
+  __shared__ double shared[32];
+  const std::int64_t row = blockIdx.x;
+  const T* dyr = dy + row * lddy;
+  const T* xr = x + row * ldx;
+  T* dxr = dx + row * lddx;
+  const float mu = kRms ? 0.0f : mean[row], rs = rstd[row];
+  double sg = 0.0, sgx = 0.0;
+  if (sums == nullptr) {
+    row_backward_sums(dyr, xr, w, mu, rs, cols, shared, sg, sgx);
+  } else if (kRms) {
+    sgx = sums[row];
+  } else {
+    sg = sums[row];
+    sgx = sums[rows + row];
+  }
+  const double inv_c = 1.0 / static_cast<double>(c_global);
+  const float g_mean = kRms ? 0.0f : static_cast<float>(sg * inv_c);
+  const float gx_mean = static_cast<float>(sgx * inv_c);
+  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    const float xhat = (load(xr, c) - mu) * rs;
+    const float inner = (load(dyr, c) * w[c] - g_mean) - xhat * gx_mean;
+    store(dxr, c, fmaf(rs, inner, load(dxr, c)));
+  }
+}
+
+// dw += Σ_n dy⊙x̂ (and LayerNorm's db += Σ_n dy): a thread per column over a slice of the rows
+// (blockIdx.y), one atomic add per column and slice.
+template <typename T, bool kRms>
+__global__ void norm_backward_weights_kernel(float* dw, float* db, const T* dy, std::int64_t lddy,
+                                             const T* x, std::int64_t ldx, const float* mean,
+                                             const float* rstd, std::int64_t rows,
+                                             std::int64_t cols, std::int64_t rows_per_slice) {
+  const std::int64_t c = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x;
+  if (c >= cols) return;
+  const std::int64_t r0 = blockIdx.y * rows_per_slice;
+  const std::int64_t r1 = r0 + rows_per_slice < rows ? r0 + rows_per_slice : rows;
+  float acc_w = 0.0f, acc_b = 0.0f;
+  for (std::int64_t r = r0; r < r1; ++r) {
+    const float d = load(dy, r * lddy + c);
+    acc_w += d * (load(x, r * ldx + c) - (kRms ? 0.0f : mean[r])) * rstd[r];
+    acc_b += d;
+  }
+  atomicAdd(dw + c, acc_w);
+  if (!kRms) atomicAdd(db + c, acc_b);
+}
+
+// ---- a vocabulary shard: the token table's rows / the logits' columns [begin, begin + n) ----
+
+// out[r,:] = wte[t_r − begin,:] if begin ≤ t_r < begin + wte_rows, else 0.
+template <typename T>
+__global__ void embedding_shard_forward_kernel(T* out, std::int64_t ldo, const std::int32_t* tokens,
+                                               const T* wte, std::int64_t ldw,
+                                               std::int64_t wte_rows, std::int64_t begin,
+                                               std::int64_t rows, std::int64_t cols) {
+  const std::int64_t n = rows * cols;
+  for (std::int64_t e = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; e < n;
+       e += std::int64_t{gridDim.x} * blockDim.x) {
+    const std::int64_t r = e / cols, c = e % cols;
+    const std::int64_t t = std::int64_t{tokens[r]} - begin;
+    store(out, r * ldo + c, t >= 0 && t < wte_rows ? load(wte, t * ldw + c) : 0.0f);
+  }
+}
+
+// dwte[t_r − begin,:] += dout[r,:] for the rows whose token the shard holds (atomic adds).
+template <typename T>
+__global__ void embedding_shard_backward_kernel(float* dwte, std::int64_t ldw,
+                                                std::int64_t wte_rows, const T* dout,
+                                                std::int64_t ldd, const std::int32_t* tokens,
+                                                std::int64_t begin, std::int64_t rows,
+                                                std::int64_t cols) {
+  const std::int64_t n = rows * cols;
+  for (std::int64_t e = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; e < n;
+       e += std::int64_t{gridDim.x} * blockDim.x) {
+    const std::int64_t r = e / cols, c = e % cols;
+    const std::int64_t t = std::int64_t{tokens[r]} - begin;
+    if (t >= 0 && t < wte_rows) atomicAdd(dwte + t * ldw + c, load(dout, r * ldd + c));
+  }
+}
+
+// One block per row: the columns from `real` (the first past the real vocabulary) are set to
+// −∞, and row_max is the row's maximum (−∞ when the shard holds no real column).
+template <typename T>
+__global__ void cross_entropy_shard_max_kernel(T* logits, std::int64_t ld, float* row_max,
+                                               std::int64_t cols, std::int64_t real) {
+  __shared__ float shared[32];
+  const std::int64_t row = blockIdx.x;
+  T* xr = logits + row * ld;
+  float mx = -INFINITY;
+  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    if (c < real) {
+      mx = fmaxf(mx, load(xr, c));
+    } else {
+      store(xr, c, -INFINITY);
+    }
+  }
+  mx = block_max(mx, shared);
+  if (threadIdx.x == 0) row_max[row] = mx;
+}
+
+// One block per row: sums[2r] = Σ_{c < real} exp(x − row_max) (in double, stored as fp32),
+// sums[2r + 1] = the target's logit if the shard holds it, else 0.
+template <typename T>
+__global__ void cross_entropy_shard_sums_kernel(float* sums, const T* logits, std::int64_t ld,
+                                                const float* row_max, const std::int32_t* targets,
+                                                std::int64_t begin, std::int64_t cols,
+                                                std::int64_t real) {
+  __shared__ double shared[32];
+  const std::int64_t row = blockIdx.x;
+  const T* xr = logits + row * ld;
+  const float mx = row_max[row];
+  double s = 0.0;
+  for (std::int64_t c = threadIdx.x; c < real; c += blockDim.x) s += expf(load(xr, c) - mx);
+  s = block_sum_double(s, shared);
+  if (threadIdx.x != 0) return;
+  const std::int64_t t = std::int64_t{targets[row]} - begin;
+  sums[2 * row] = static_cast<float>(s);
+  sums[2 * row + 1] = t >= 0 && t < cols ? load(xr, t) : 0.0f;
+}
+
+// lse[r] = row_max[r] + log(sums[2r]).
+__global__ void cross_entropy_shard_lse_kernel(float* lse, const float* row_max, const float* sums,
+                                               std::int64_t rows) {
+  for (std::int64_t r = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; r < rows;
+       r += std::int64_t{gridDim.x} * blockDim.x)
+    lse[r] = row_max[r] + logf(sums[2 * r]);
+}
+
+// logits[r, c] ← scale·(exp(x − lse[r]) − [c is the target's column]), in place (the padding
+// columns, −∞, become 0).
+template <typename T>
+__global__ void cross_entropy_shard_backward_kernel(T* logits, std::int64_t ld, const float* lse,
+                                                    const std::int32_t* targets, std::int64_t begin,
+                                                    std::int64_t rows, std::int64_t cols,
+                                                    float scale) {
+  const std::int64_t n = rows * cols;
+  for (std::int64_t e = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; e < n;
+       e += std::int64_t{gridDim.x} * blockDim.x) {
+    const std::int64_t r = e / cols, c = e % cols;
+    float v = scale * expf(load(logits, r * ld + c) - lse[r]);
+    if (c == std::int64_t{targets[r]} - begin) v -= scale;
+    store(logits, r * ld + c, v);
+  }
+}
+
 // Calls the statement with T = float or bf16 for the element type.
 #define MESHTP_DISPATCH(type, ...) \
   do {                             \
@@ -463,6 +742,136 @@ cudaError_t launch_causal_softmax_backward(cudaStream_t s, Element t, void* ds, 
 cudaError_t launch_adamw(cudaStream_t s, const AdamWTensor* tensors, const AdamWChunk* chunks,
                          std::int64_t chunk_count, const AdamWStep& step) {
   adamw_kernel<<<static_cast<unsigned>(chunk_count), kThreads, 0, s>>>(tensors, chunks, step);
+  return cudaGetLastError();
+}
+
+// Calls the statement with T = float or bf16 and kRms = rms.
+#define MESHTP_DISPATCH_NORM(type, rms, ...) \
+  do {                                       \
+    if (rms) {                               \
+      constexpr bool kRms = true;            \
+      MESHTP_DISPATCH(type, __VA_ARGS__);    \
+    } else {                                 \
+      constexpr bool kRms = false;           \
+      MESHTP_DISPATCH(type, __VA_ARGS__);    \
+    }                                        \
+  } while (0)
+
+cudaError_t launch_norm_forward_sums(cudaStream_t s, Element t, bool rms, double* sums,
+                                     const void* x, std::int64_t ldx, std::int64_t rows,
+                                     std::int64_t cols) {
+  MESHTP_DISPATCH_NORM(t, rms,
+                       norm_forward_sums_kernel<T, kRms><<<rows_grid(rows), kThreads, 0, s>>>(
+                           sums, static_cast<const T*>(x), ldx, rows, cols));
+  return cudaGetLastError();
+}
+
+cudaError_t launch_norm_forward_apply(cudaStream_t s, Element t, bool rms, void* y,
+                                      std::int64_t ldy, float* mean, float* rstd, const void* x,
+                                      std::int64_t ldx, const float* w, const float* b,
+                                      const double* sums, std::int64_t rows, std::int64_t cols,
+                                      std::int64_t c_global, float eps) {
+  MESHTP_DISPATCH_NORM(t, rms,
+                       norm_forward_apply_kernel<T, kRms><<<rows_grid(rows), kThreads, 0, s>>>(
+                           static_cast<T*>(y), ldy, mean, rstd, static_cast<const T*>(x), ldx, w, b,
+                           sums, rows, cols, c_global, eps));
+  return cudaGetLastError();
+}
+
+cudaError_t launch_norm_backward_sums(cudaStream_t s, Element t, bool rms, double* sums,
+                                      const void* dy, std::int64_t lddy, const void* x,
+                                      std::int64_t ldx, const float* w, const float* mean,
+                                      const float* rstd, std::int64_t rows, std::int64_t cols) {
+  MESHTP_DISPATCH_NORM(t, rms,
+                       norm_backward_sums_kernel<T, kRms><<<rows_grid(rows), kThreads, 0, s>>>(
+                           sums, static_cast<const T*>(dy), lddy, static_cast<const T*>(x), ldx, w,
+                           mean, rstd, rows, cols));
+  return cudaGetLastError();
+}
+
+cudaError_t launch_norm_backward_apply(cudaStream_t s, Element t, bool rms, void* dx,
+                                       std::int64_t lddx, const void* dy, std::int64_t lddy,
+                                       const void* x, std::int64_t ldx, const float* w,
+                                       const float* mean, const float* rstd, const double* sums,
+                                       std::int64_t rows, std::int64_t cols,
+                                       std::int64_t c_global) {
+  MESHTP_DISPATCH_NORM(
+      t, rms,
+      norm_backward_apply_kernel<T, kRms><<<rows_grid(rows), kThreads, 0, s>>>(
+          static_cast<T*>(dx), lddx, static_cast<const T*>(dy), lddy, static_cast<const T*>(x), ldx,
+          w, mean, rstd, sums, rows, cols, c_global));
+  return cudaGetLastError();
+}
+
+cudaError_t launch_norm_backward_weights(cudaStream_t s, Element t, bool rms, float* dw, float* db,
+                                         const void* dy, std::int64_t lddy, const void* x,
+                                         std::int64_t ldx, const float* mean, const float* rstd,
+                                         std::int64_t rows, std::int64_t cols,
+                                         std::int64_t slices) {
+  const std::int64_t per_slice = (rows + slices - 1) / slices;
+  const dim3 grid(static_cast<unsigned>((cols + kThreads - 1) / kThreads),
+                  static_cast<unsigned>((rows + per_slice - 1) / per_slice));
+  MESHTP_DISPATCH_NORM(t, rms,
+                       norm_backward_weights_kernel<T, kRms><<<grid, kThreads, 0, s>>>(
+                           dw, db, static_cast<const T*>(dy), lddy, static_cast<const T*>(x), ldx,
+                           mean, rstd, rows, cols, per_slice));
+  return cudaGetLastError();
+}
+
+cudaError_t launch_embedding_shard_forward(cudaStream_t s, Element t, void* out, std::int64_t ldo,
+                                           const std::int32_t* tokens, const void* wte,
+                                           std::int64_t ldw, std::int64_t wte_rows,
+                                           std::int64_t begin, std::int64_t rows,
+                                           std::int64_t cols) {
+  MESHTP_DISPATCH(t, embedding_shard_forward_kernel<<<blocks_for(rows * cols), kThreads, 0, s>>>(
+                         static_cast<T*>(out), ldo, tokens, static_cast<const T*>(wte), ldw,
+                         wte_rows, begin, rows, cols));
+  return cudaGetLastError();
+}
+
+cudaError_t launch_embedding_shard_backward(cudaStream_t s, Element t, float* dwte,
+                                            std::int64_t ldw, std::int64_t wte_rows,
+                                            const void* dout, std::int64_t ldd,
+                                            const std::int32_t* tokens, std::int64_t begin,
+                                            std::int64_t rows, std::int64_t cols) {
+  MESHTP_DISPATCH(
+      t, embedding_shard_backward_kernel<<<blocks_for(rows * cols), kThreads, 0, s>>>(
+             dwte, ldw, wte_rows, static_cast<const T*>(dout), ldd, tokens, begin, rows, cols));
+  return cudaGetLastError();
+}
+
+cudaError_t launch_cross_entropy_shard_max(cudaStream_t s, Element t, void* logits, std::int64_t ld,
+                                           float* row_max, std::int64_t rows, std::int64_t cols,
+                                           std::int64_t real) {
+  MESHTP_DISPATCH(t, cross_entropy_shard_max_kernel<<<rows_grid(rows), kThreads, 0, s>>>(
+                         static_cast<T*>(logits), ld, row_max, cols, real));
+  return cudaGetLastError();
+}
+
+cudaError_t launch_cross_entropy_shard_sums(cudaStream_t s, Element t, float* sums,
+                                            const void* logits, std::int64_t ld,
+                                            const float* row_max, const std::int32_t* targets,
+                                            std::int64_t begin, std::int64_t rows,
+                                            std::int64_t cols, std::int64_t real) {
+  MESHTP_DISPATCH(
+      t, cross_entropy_shard_sums_kernel<<<rows_grid(rows), kThreads, 0, s>>>(
+             sums, static_cast<const T*>(logits), ld, row_max, targets, begin, cols, real));
+  return cudaGetLastError();
+}
+
+cudaError_t launch_cross_entropy_shard_lse(cudaStream_t s, float* lse, const float* row_max,
+                                           const float* sums, std::int64_t rows) {
+  cross_entropy_shard_lse_kernel<<<blocks_for(rows), kThreads, 0, s>>>(lse, row_max, sums, rows);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_cross_entropy_shard_backward(cudaStream_t s, Element t, void* logits,
+                                                std::int64_t ld, const float* lse,
+                                                const std::int32_t* targets, std::int64_t begin,
+                                                std::int64_t rows, std::int64_t cols, float scale) {
+  MESHTP_DISPATCH(t,
+                  cross_entropy_shard_backward_kernel<<<blocks_for(rows * cols), kThreads, 0, s>>>(
+                      static_cast<T*>(logits), ld, lse, targets, begin, rows, cols, scale));
   return cudaGetLastError();
 }
 

@@ -78,6 +78,47 @@ void layernorm_backward(Context&, Element, void*, float*, float*, const void*, c
                         const float*, const float*, const float*, std::int64_t, std::int64_t) {
   no_cuda();
 }
+void norm_forward(Context&, layout::Norm, const View&, const View&, const View&, const View&,
+                  const View&, const View&) {
+  no_cuda();
+}
+void norm_backward(Context&, layout::Norm, const View&, const View&, const View&, const View&,
+                   const View&, const View&, const View&, const View&) {
+  no_cuda();
+}
+void norm_shard_forward_sums(Context&, layout::Norm, const View&, const View&) { no_cuda(); }
+void norm_shard_forward_apply(Context&, layout::Norm, const View&, const View&, const View&,
+                              const View&, const View&, const View&, const View&, std::int64_t) {
+  no_cuda();
+}
+void norm_shard_backward_sums(Context&, layout::Norm, const View&, const View&, const View&,
+                              const View&, const View&, const View&, const View&, const View&) {
+  no_cuda();
+}
+void norm_shard_backward_apply(Context&, layout::Norm, const View&, const View&, const View&,
+                               const View&, const View&, const View&, const View&, std::int64_t) {
+  no_cuda();
+}
+void embedding_shard_forward(Context&, const View&, std::span<const std::int32_t>, const View&,
+                             std::int64_t) {
+  no_cuda();
+}
+void embedding_shard_backward(Context&, const View&, const View&, std::span<const std::int32_t>,
+                              std::int64_t) {
+  no_cuda();
+}
+void cross_entropy_shard_max(Context&, const View&, const View&, std::int64_t, std::int64_t) {
+  no_cuda();
+}
+void cross_entropy_shard_sums(Context&, const View&, const View&, const View&,
+                              std::span<const std::int32_t>, std::int64_t, std::int64_t) {
+  no_cuda();
+}
+double cross_entropy_shard_loss(Context&, const View&, const View&, const View&) { no_cuda(); }
+void cross_entropy_shard_backward(Context&, const View&, const View&, std::span<const std::int32_t>,
+                                  std::int64_t, float) {
+  no_cuda();
+}
 double cross_entropy_forward(Context&, Element, float*, const void*, std::span<const std::int32_t>,
                              std::int64_t, std::int64_t, std::int64_t) {
   no_cuda();

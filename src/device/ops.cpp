@@ -10,6 +10,8 @@
 #include "device/cuda_check.hpp"
 #include "device/gpu_ops.hpp"
 #include "device/kernel_launch.hpp"
+#include "ops/layernorm.hpp"  // kLayerNormEps
+#include "ops/rmsnorm.hpp"    // kRmsNormEps
 
 namespace meshtp::gpu {
 
@@ -204,6 +206,311 @@ void embedding_backward(Context& ctx, Element type, float* dwte, float* dwpe, co
   check_launch(launch_embedding_backward(stream_of(ctx), type, dwte, dwpe, dout,
                                          ids.as<std::int32_t>(), batch * seq, seq, channels),
                "embedding_backward");
+}
+
+// ---- normalisations and vocabulary shards on strided views ----------------------------------
+
+namespace {
+
+bool is_activation(Element t) { return t == Element::kF32 || t == Element::kBF16; }
+
+// v is rows × cols of `type` (any leading dimension ≥ cols); throws naming the view.
+void check_matrix(const char* fn, const View& v, Element type, std::int64_t rows, std::int64_t cols,
+                  const char* what) {
+  MESHTP_CHECK(is_activation(type) && v.type == type && v.rows == rows && v.cols == cols &&
+                   v.ld >= cols && (v.data != nullptr || rows * cols == 0),
+               "{}: {} is {}, the op needs {} {}x{}", fn, what, describe(v), to_string(type), rows,
+               cols);
+}
+
+// v is a 1 × count vector of `type`.
+void check_vector(const char* fn, const View& v, Element type, std::int64_t count,
+                  const char* what) {
+  MESHTP_CHECK(
+      v.type == type && v.rows == 1 && v.cols == count && (v.data != nullptr || count == 0),
+      "{}: {} is {}, the op needs {} 1x{}", fn, what, describe(v), to_string(type), count);
+}
+
+void check_activation(const char* fn, const View& x, const char* what) {
+  MESHTP_CHECK(is_activation(x.type) && x.rows >= 0 && x.cols >= 0 && x.ld >= x.cols,
+               "{}: {} is {}: activations are fp32 or bf16 views", fn, what, describe(x));
+}
+
+bool rms(layout::Norm norm) { return norm == layout::Norm::kRmsNorm; }
+
+// The fp32 pointer of a checked vector view.
+float* fp32(const View& v) { return static_cast<float*>(v.data); }
+
+// The norm's fp64 sums for `rows` rows of x.
+double* norm_sums(const char* fn, layout::Norm norm, const View& sums, std::int64_t rows) {
+  check_vector(fn, sums, Element::kF64, device::norm_sum_count(norm, rows), "the sums");
+  return static_cast<double*>(sums.data);
+}
+
+void check_c_global(const char* fn, std::int64_t c_global, std::int64_t cols) {
+  MESHTP_CHECK(c_global > 0 && c_global >= cols,
+               "{}: c_global={} is not positive or is less than the local features {}", fn,
+               c_global, cols);
+}
+
+// Row slices for the dw/db sums: about 4 blocks per SM over the columns' blocks.
+std::int64_t weight_slices(Context& ctx, std::int64_t rows, std::int64_t cols) {
+  const std::int64_t col_blocks = std::max<std::int64_t>(1, (cols + 255) / 256);
+  const std::int64_t want = std::max<std::int64_t>(1, 4 * ctx.info().multiprocessors / col_blocks);
+  return std::max<std::int64_t>(1, std::min(rows, want));
+}
+
+// Ids on the host → a device buffer, unchecked (the vocabulary shard's ops skip ids the shard
+// does not hold; the caller checks them against the vocabulary).
+Buffer upload_shard_ids(Context& ctx, std::span<const std::int32_t> ids) {
+  Buffer buffer(ctx, std::max<std::size_t>(ids.size(), 1) * sizeof(std::int32_t));
+  if (!ids.empty()) ctx.upload(buffer.data(), ids.data(), ids.size() * sizeof(std::int32_t));
+  return buffer;
+}
+
+// The shard's real columns: those below vocab_real (ops/cross_entropy.cpp's real_columns).
+std::int64_t real_columns(std::int64_t begin, std::int64_t cols, std::int64_t vocab_real) {
+  return std::clamp<std::int64_t>(vocab_real - begin, 0, cols);
+}
+
+}  // namespace
+
+void norm_forward(Context& ctx, layout::Norm norm, const View& y, const View& mean,
+                  const View& rstd, const View& x, const View& w, const View& b) {
+  const char* fn = "gpu::norm_forward";
+  check_activation(fn, x, "x");
+  const std::int64_t n = x.rows, c = x.cols;
+  MESHTP_CHECK(c > 0, "{}: x is {}: an empty last dim (C=0)", fn, describe(x));
+  check_matrix(fn, y, x.type, n, c, "y");
+  check_vector(fn, rstd, Element::kF32, n, "rstd");
+  check_vector(fn, w, Element::kF32, c, "w");
+  if (!rms(norm)) {
+    check_vector(fn, mean, Element::kF32, n, "mean");
+    check_vector(fn, b, Element::kF32, c, "b");
+  }
+  if (n == 0) return;
+  if (!rms(norm) && x.contiguous() && y.contiguous()) {
+    layernorm_forward(ctx, x.type, y.data, fp32(mean), fp32(rstd), x.data, fp32(w), fp32(b), n, c);
+    return;
+  }
+  check_launch(launch_norm_forward_apply(stream_of(ctx), x.type, rms(norm), y.data, y.ld,
+                                         rms(norm) ? nullptr : fp32(mean), fp32(rstd), x.data, x.ld,
+                                         fp32(w), rms(norm) ? nullptr : fp32(b), nullptr, n, c, c,
+                                         rms(norm) ? kRmsNormEps : kLayerNormEps),
+               "norm_forward");
+}
+
+void norm_backward(Context& ctx, layout::Norm norm, const View& dx, const View& dw, const View& db,
+                   const View& dy, const View& x, const View& w, const View& mean,
+                   const View& rstd) {
+  const char* fn = "gpu::norm_backward";
+  check_activation(fn, x, "x");
+  const std::int64_t n = x.rows, c = x.cols;
+  MESHTP_CHECK(c > 0, "{}: x is {}: an empty last dim (C=0)", fn, describe(x));
+  check_matrix(fn, dx, x.type, n, c, "dx");
+  check_matrix(fn, dy, x.type, n, c, "dy");
+  check_vector(fn, dw, Element::kF32, c, "dw");
+  check_vector(fn, w, Element::kF32, c, "w");
+  check_vector(fn, rstd, Element::kF32, n, "rstd");
+  if (!rms(norm)) {
+    check_vector(fn, db, Element::kF32, c, "db");
+    check_vector(fn, mean, Element::kF32, n, "mean");
+  }
+  if (n == 0) return;
+  if (!rms(norm) && x.contiguous() && dx.contiguous() && dy.contiguous()) {
+    layernorm_backward(ctx, x.type, dx.data, fp32(dw), fp32(db), dy.data, x.data, fp32(w),
+                       fp32(mean), fp32(rstd), n, c);
+    return;
+  }
+  const float* mu = rms(norm) ? nullptr : fp32(mean);
+  check_launch(
+      launch_norm_backward_apply(stream_of(ctx), x.type, rms(norm), dx.data, dx.ld, dy.data, dy.ld,
+                                 x.data, x.ld, fp32(w), mu, fp32(rstd), nullptr, n, c, c),
+      "norm_backward");
+  check_launch(launch_norm_backward_weights(stream_of(ctx), x.type, rms(norm), fp32(dw),
+                                            rms(norm) ? nullptr : fp32(db), dy.data, dy.ld, x.data,
+                                            x.ld, mu, fp32(rstd), n, c, weight_slices(ctx, n, c)),
+               "norm_backward");
+}
+
+void norm_shard_forward_sums(Context& ctx, layout::Norm norm, const View& sums, const View& x) {
+  const char* fn = "gpu::norm_shard_forward_sums";
+  check_activation(fn, x, "x");
+  double* s = norm_sums(fn, norm, sums, x.rows);
+  if (x.rows == 0) return;
+  check_launch(
+      launch_norm_forward_sums(stream_of(ctx), x.type, rms(norm), s, x.data, x.ld, x.rows, x.cols),
+      "norm_shard_forward_sums");
+}
+
+void norm_shard_forward_apply(Context& ctx, layout::Norm norm, const View& y, const View& mean,
+                              const View& rstd, const View& x, const View& w, const View& b,
+                              const View& sums, std::int64_t c_global) {
+  const char* fn = "gpu::norm_shard_forward_apply";
+  check_activation(fn, x, "x");
+  const std::int64_t n = x.rows, c = x.cols;
+  check_matrix(fn, y, x.type, n, c, "y");
+  check_vector(fn, rstd, Element::kF32, n, "rstd");
+  check_vector(fn, w, Element::kF32, c, "w");
+  if (!rms(norm)) {
+    check_vector(fn, mean, Element::kF32, n, "mean");
+    check_vector(fn, b, Element::kF32, c, "b");
+  }
+  const double* s = norm_sums(fn, norm, sums, n);
+  check_c_global(fn, c_global, c);
+  if (n == 0) return;
+  check_launch(launch_norm_forward_apply(stream_of(ctx), x.type, rms(norm), y.data, y.ld,
+                                         rms(norm) ? nullptr : fp32(mean), fp32(rstd), x.data, x.ld,
+                                         fp32(w), rms(norm) ? nullptr : fp32(b), s, n, c, c_global,
+                                         rms(norm) ? kRmsNormEps : kLayerNormEps),
+               "norm_shard_forward_apply");
+}
+
+void norm_shard_backward_sums(Context& ctx, layout::Norm norm, const View& sums, const View& dw,
+                              const View& db, const View& dy, const View& x, const View& w,
+                              const View& mean, const View& rstd) {
+  const char* fn = "gpu::norm_shard_backward_sums";
+  check_activation(fn, x, "x");
+  const std::int64_t n = x.rows, c = x.cols;
+  check_matrix(fn, dy, x.type, n, c, "dy");
+  check_vector(fn, dw, Element::kF32, c, "dw");
+  check_vector(fn, w, Element::kF32, c, "w");
+  check_vector(fn, rstd, Element::kF32, n, "rstd");
+  if (!rms(norm)) {
+    check_vector(fn, db, Element::kF32, c, "db");
+    check_vector(fn, mean, Element::kF32, n, "mean");
+  }
+  double* s = norm_sums(fn, norm, sums, n);
+  if (n == 0) return;
+  const float* mu = rms(norm) ? nullptr : fp32(mean);
+  check_launch(launch_norm_backward_sums(stream_of(ctx), x.type, rms(norm), s, dy.data, dy.ld,
+                                         x.data, x.ld, fp32(w), mu, fp32(rstd), n, c),
+               "norm_shard_backward_sums");
+  if (c == 0) return;
+  check_launch(launch_norm_backward_weights(stream_of(ctx), x.type, rms(norm), fp32(dw),
+                                            rms(norm) ? nullptr : fp32(db), dy.data, dy.ld, x.data,
+                                            x.ld, mu, fp32(rstd), n, c, weight_slices(ctx, n, c)),
+               "norm_shard_backward_sums");
+}
+
+void norm_shard_backward_apply(Context& ctx, layout::Norm norm, const View& dx, const View& dy,
+                               const View& x, const View& w, const View& mean, const View& rstd,
+                               const View& sums, std::int64_t c_global) {
+  const char* fn = "gpu::norm_shard_backward_apply";
+  check_activation(fn, x, "x");
+  const std::int64_t n = x.rows, c = x.cols;
+  check_matrix(fn, dx, x.type, n, c, "dx");
+  check_matrix(fn, dy, x.type, n, c, "dy");
+  check_vector(fn, w, Element::kF32, c, "w");
+  check_vector(fn, rstd, Element::kF32, n, "rstd");
+  if (!rms(norm)) check_vector(fn, mean, Element::kF32, n, "mean");
+  const double* s = norm_sums(fn, norm, sums, n);
+  check_c_global(fn, c_global, c);
+  if (n == 0) return;
+  check_launch(launch_norm_backward_apply(
+                   stream_of(ctx), x.type, rms(norm), dx.data, dx.ld, dy.data, dy.ld, x.data, x.ld,
+                   fp32(w), rms(norm) ? nullptr : fp32(mean), fp32(rstd), s, n, c, c_global),
+               "norm_shard_backward_apply");
+}
+
+void embedding_shard_forward(Context& ctx, const View& out, std::span<const std::int32_t> tokens,
+                             const View& wte, std::int64_t begin) {
+  const char* fn = "gpu::embedding_shard_forward";
+  check_activation(fn, wte, "wte");
+  check_matrix(fn, out, wte.type, static_cast<std::int64_t>(tokens.size()), wte.cols, "out");
+  if (out.elements() == 0) return;
+  const Buffer ids = upload_shard_ids(ctx, tokens);
+  check_launch(launch_embedding_shard_forward(stream_of(ctx), wte.type, out.data, out.ld,
+                                              ids.as<std::int32_t>(), wte.data, wte.ld, wte.rows,
+                                              begin, out.rows, out.cols),
+               "embedding_shard_forward");
+}
+
+void embedding_shard_backward(Context& ctx, const View& dwte, const View& dout,
+                              std::span<const std::int32_t> tokens, std::int64_t begin) {
+  const char* fn = "gpu::embedding_shard_backward";
+  check_activation(fn, dout, "dout");
+  MESHTP_CHECK(static_cast<std::int64_t>(tokens.size()) == dout.rows, "{}: {} tokens for dout {}",
+               fn, tokens.size(), describe(dout));
+  MESHTP_CHECK(dwte.type == Element::kF32 && dwte.cols == dout.cols && dwte.rows >= 0 &&
+                   dwte.ld >= dwte.cols,
+               "{}: dwte is {}, the op needs fp32 with {} columns (dout {})", fn, describe(dwte),
+               dout.cols, describe(dout));
+  if (dout.elements() == 0 || dwte.rows == 0) return;
+  const Buffer ids = upload_shard_ids(ctx, tokens);
+  check_launch(launch_embedding_shard_backward(stream_of(ctx), dout.type, fp32(dwte), dwte.ld,
+                                               dwte.rows, dout.data, dout.ld,
+                                               ids.as<std::int32_t>(), begin, dout.rows, dout.cols),
+               "embedding_shard_backward");
+}
+
+void cross_entropy_shard_max(Context& ctx, const View& logits, const View& row_max,
+                             std::int64_t begin, std::int64_t vocab_real) {
+  const char* fn = "gpu::cross_entropy_shard_max";
+  check_activation(fn, logits, "the logits");
+  check_vector(fn, row_max, Element::kF32, logits.rows, "row_max");
+  if (logits.rows == 0) return;
+  check_launch(launch_cross_entropy_shard_max(stream_of(ctx), logits.type, logits.data, logits.ld,
+                                              fp32(row_max), logits.rows, logits.cols,
+                                              real_columns(begin, logits.cols, vocab_real)),
+               "cross_entropy_shard_max");
+}
+
+void cross_entropy_shard_sums(Context& ctx, const View& sums, const View& logits,
+                              const View& row_max, std::span<const std::int32_t> targets,
+                              std::int64_t begin, std::int64_t vocab_real) {
+  const char* fn = "gpu::cross_entropy_shard_sums";
+  check_activation(fn, logits, "the logits");
+  const std::int64_t n = logits.rows;
+  check_vector(fn, sums, Element::kF32, 2 * n, "the sums");
+  check_vector(fn, row_max, Element::kF32, n, "row_max");
+  MESHTP_CHECK(static_cast<std::int64_t>(targets.size()) == n, "{}: {} targets for {} rows", fn,
+               targets.size(), n);
+  if (n == 0) return;
+  const Buffer ids = upload_shard_ids(ctx, targets);
+  check_launch(
+      launch_cross_entropy_shard_sums(stream_of(ctx), logits.type, fp32(sums), logits.data,
+                                      logits.ld, fp32(row_max), ids.as<std::int32_t>(), begin, n,
+                                      logits.cols, real_columns(begin, logits.cols, vocab_real)),
+      "cross_entropy_shard_sums");
+}
+
+double cross_entropy_shard_loss(Context& ctx, const View& lse, const View& row_max,
+                                const View& sums) {
+  const char* fn = "gpu::cross_entropy_shard_loss";
+  MESHTP_CHECK(lse.type == Element::kF32 && lse.rows == 1, "{}: lse is {}, the op needs fp32 1xN",
+               fn, describe(lse));
+  const std::int64_t n = lse.cols;
+  check_vector(fn, row_max, Element::kF32, n, "row_max");
+  check_vector(fn, sums, Element::kF32, 2 * n, "the sums");
+  if (n == 0) return 0.0;
+  check_launch(
+      launch_cross_entropy_shard_lse(stream_of(ctx), fp32(lse), fp32(row_max), fp32(sums), n),
+      "cross_entropy_shard_loss");
+  // The mean on the host, in double and in the CPU op's order.
+  std::vector<float> host_lse(static_cast<std::size_t>(n)), host_sums(2 * host_lse.size());
+  ctx.download(host_lse.data(), lse.data, host_lse.size() * sizeof(float));
+  ctx.download(host_sums.data(), sums.data, host_sums.size() * sizeof(float));
+  double loss = 0.0;
+  for (std::size_t r = 0; r < host_lse.size(); ++r)
+    loss += static_cast<double>(host_lse[r]) - host_sums[2 * r + 1];
+  return loss / static_cast<double>(n);
+}
+
+void cross_entropy_shard_backward(Context& ctx, const View& logits, const View& lse,
+                                  std::span<const std::int32_t> targets, std::int64_t begin,
+                                  float scale) {
+  const char* fn = "gpu::cross_entropy_shard_backward";
+  check_activation(fn, logits, "the logits");
+  check_vector(fn, lse, Element::kF32, logits.rows, "lse");
+  MESHTP_CHECK(static_cast<std::int64_t>(targets.size()) == logits.rows,
+               "{}: {} targets for {} rows", fn, targets.size(), logits.rows);
+  if (logits.elements() == 0) return;
+  const Buffer ids = upload_shard_ids(ctx, targets);
+  check_launch(launch_cross_entropy_shard_backward(stream_of(ctx), logits.type, logits.data,
+                                                   logits.ld, fp32(lse), ids.as<std::int32_t>(),
+                                                   begin, logits.rows, logits.cols, scale),
+               "cross_entropy_shard_backward");
 }
 
 void adamw_update(Context& ctx, std::span<const AdamWTensor> tensors, const AdamWStep& step) {

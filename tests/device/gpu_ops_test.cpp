@@ -16,6 +16,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <functional>
 #include <limits>
 #include <random>
 #include <vector>
@@ -569,6 +571,362 @@ TEST(GpuOps, AdamWManyTensorsInOneLaunch) {
     for (float& x : low) x = round_to_bf16(x);
     EXPECT_LE(max_relative_error(down(dlow[t], ET::kBF16, n), low), 1e-2) << "tensor " << t;
   }
+}
+
+// ---- GpuBackend's norm and vocabulary-shard view ops against CpuBackend ---------------------
+// The same calls on both backends with the same inputs (bf16-rounded for a bf16 GPU run; the
+// CPU computes on them in fp32). Activations are strided views (rows cols + 5 apart) whose
+// padding holds random values on both backends, so comparing whole arrays also checks that
+// neither writes it.
+
+device::GpuBackend& gpu_backend() {
+  static device::GpuBackend backend(ctx());
+  return backend;
+}
+
+bool on_cpu(const device::Backend& be) {
+  return &be == static_cast<const device::Backend*>(&cpu_backend());
+}
+
+// An array on `be` holding `values`: of `type` on the GPU, fp32 on the CPU.
+device::Array array_of(device::Backend& be, const std::vector<float>& values, ET type) {
+  device::Array a =
+      be.alloc(static_cast<std::int64_t>(values.size()), on_cpu(be) ? ET::kF32 : type);
+  be.upload(a, values);
+  return a;
+}
+
+// A norm's fp64 sums read back (GpuBackend::download takes fp32 and bf16 arrays only).
+std::vector<double> doubles(device::Backend& be, const device::Array& a) {
+  std::vector<double> out(static_cast<std::size_t>(a.count()));
+  if (on_cpu(be)) {
+    std::memcpy(out.data(), a.data(), out.size() * sizeof(double));
+  } else {
+    be.synchronize();
+    ctx().download(out.data(), a.data(), out.size() * sizeof(double));
+  }
+  return out;
+}
+
+double max_relative_error_fp64(const std::vector<double>& a, const std::vector<double>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double diff = 0.0, scale = 0.0;
+  for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    diff = std::max(diff, std::abs(a[i] - b[i]));
+    scale = std::max(scale, std::abs(b[i]));
+  }
+  return scale > 0.0 ? diff / scale : diff;
+}
+
+const char* norm_name(layout::Norm norm) {
+  return norm == layout::Norm::kLayerNorm ? "LayerNorm" : "RMSNorm";
+}
+
+// What one backend computes from the same inputs: the whole-row passes (…1) and the phases
+// with c_global = C on one shard (…2).
+struct NormResults {
+  std::vector<float> y1, mean1, rstd1, dx1, dw1, db1;
+  std::vector<double> fsums, bsums;
+  std::vector<float> y2, mean2, rstd2, dx2, dw2, db2;
+};
+
+NormResults run_norm(device::Backend& be, layout::Norm norm, ET type, std::int64_t rows,
+                     std::int64_t cols, std::int64_t ld) {
+  const bool layer = norm == layout::Norm::kLayerNorm;
+  const std::int64_t n = rows * ld;
+  const auto x = random_values(n, 40, type, -2.0f, 3.0f), dy = random_values(n, 41, type);
+  const auto y0 = random_values(n, 42, type), dx0 = random_values(n, 43, type);
+  const auto w = random_values(cols, 44, ET::kF32), b = random_values(cols, 45, ET::kF32);
+  const auto dw0 = random_values(cols, 46, ET::kF32), db0 = random_values(cols, 47, ET::kF32);
+  const auto stats0 = random_values(rows, 48, ET::kF32);
+  device::Array X = array_of(be, x, type), DY = array_of(be, dy, type);
+  device::Array W = array_of(be, w, ET::kF32), B = array_of(be, b, ET::kF32);
+  device::Array Y1 = array_of(be, y0, type), DX1 = array_of(be, dx0, type);
+  device::Array Y2 = array_of(be, y0, type), DX2 = array_of(be, dx0, type);
+  device::Array M1 = array_of(be, stats0, ET::kF32), R1 = array_of(be, stats0, ET::kF32);
+  device::Array M2 = array_of(be, stats0, ET::kF32), R2 = array_of(be, stats0, ET::kF32);
+  device::Array DW1 = array_of(be, dw0, ET::kF32), DB1 = array_of(be, db0, ET::kF32);
+  device::Array DW2 = array_of(be, dw0, ET::kF32), DB2 = array_of(be, db0, ET::kF32);
+  const std::int64_t count = device::norm_sum_count(norm, rows);
+  device::Array FS = be.alloc(count, ET::kF64), BS = be.alloc(count, ET::kF64);
+
+  const auto mat = [&](const device::Array& a, std::int64_t stride) {
+    return a.view(0, rows, cols, stride);
+  };
+  const auto row = [](const device::Array& a) { return a.view(1, a.count()); };
+  const View w_v = row(W), b_v = layer ? row(B) : View{};
+  const View m1 = layer ? row(M1) : View{}, m2 = layer ? row(M2) : View{};
+  const View db1 = layer ? row(DB1) : View{}, db2 = layer ? row(DB2) : View{};
+
+  be.norm_forward(norm, mat(Y1, ld), m1, row(R1), mat(X, ld), w_v, b_v);
+  be.norm_backward(norm, mat(DX1, ld), row(DW1), db1, mat(DY, ld), mat(X, ld), w_v, m1, row(R1));
+  be.norm_forward_sums(norm, row(FS), mat(X, ld));
+  be.norm_forward_apply(norm, mat(Y2, ld), m2, row(R2), mat(X, ld), w_v, b_v, row(FS), cols);
+  be.norm_backward_sums(norm, row(BS), row(DW2), db2, mat(DY, ld), mat(X, ld), w_v, m2, row(R2));
+  be.norm_backward_apply(norm, mat(DX2, ld), mat(DY, ld), mat(X, ld), w_v, m2, row(R2), row(BS),
+                         cols);
+  return {be.download(Y1),  be.download(M1),  be.download(R1),  be.download(DX1), be.download(DW1),
+          be.download(DB1), doubles(be, FS),  doubles(be, BS),  be.download(Y2),  be.download(M2),
+          be.download(R2),  be.download(DX2), be.download(DW2), be.download(DB2)};
+}
+
+// Packed views too: the GPU's LayerNorm over packed whole rows runs layernorm_forward/
+// backward's kernels, over strided ones the view kernels.
+TEST(GpuBackendNorms, WholeRowsAndPhasesEqualTheCpuBackend) {
+  const std::int64_t rows = 37;
+  for (layout::Norm norm : {layout::Norm::kLayerNorm, layout::Norm::kRmsNorm})
+    for (ET type : kTypes)
+      for (std::int64_t cols : {1, 300, 2053})
+        for (std::int64_t pad : {5, 0}) {
+          const std::int64_t ld = cols + pad;
+          const NormResults g = run_norm(gpu_backend(), norm, type, rows, cols, ld);
+          const NormResults c = run_norm(cpu_backend(), norm, type, rows, cols, ld);
+          const std::string what = std::string(norm_name(norm)) + " " + label(type) +
+                                   " C=" + std::to_string(cols) + " ld=" + std::to_string(ld);
+          const double tol = tolerance(type, 1e-4);
+          // The GPU against the CPU, pass by pass. The forward sums are fp64 sums of the same
+          // values in another order; the backward's depend on each backend's own mean and rstd.
+          EXPECT_LE(max_relative_error(g.y1, c.y1), tol) << what;
+          EXPECT_LE(max_relative_error(g.mean1, c.mean1), 1e-5) << what;
+          EXPECT_LE(max_relative_error(g.rstd1, c.rstd1), 1e-4) << what;
+          EXPECT_LE(max_relative_error(g.dx1, c.dx1), tol) << what;
+          EXPECT_LE(max_relative_error(g.dw1, c.dw1), tol) << what;
+          EXPECT_LE(max_relative_error(g.db1, c.db1), 1e-4) << what;
+          EXPECT_LE(max_relative_error_fp64(g.fsums, c.fsums), 1e-9) << what;
+          EXPECT_LE(max_relative_error_fp64(g.bsums, c.bsums), 1e-4) << what;
+          EXPECT_LE(max_relative_error(g.y2, c.y2), tol) << what;
+          EXPECT_LE(max_relative_error(g.mean2, c.mean2), 1e-5) << what;
+          EXPECT_LE(max_relative_error(g.rstd2, c.rstd2), 1e-4) << what;
+          EXPECT_LE(max_relative_error(g.dx2, c.dx2), tol) << what;
+          EXPECT_LE(max_relative_error(g.dw2, c.dw2), tol) << what;
+          EXPECT_LE(max_relative_error(g.db2, c.db2), 1e-4) << what;
+          // On the GPU, the phases on one shard (c_global = C) are the whole-row passes.
+          EXPECT_LE(max_relative_error(g.y2, g.y1), tolerance(type, 1e-5)) << what;
+          EXPECT_LE(max_relative_error(g.mean2, g.mean1), 1e-5) << what;
+          EXPECT_LE(max_relative_error(g.rstd2, g.rstd1), 1e-5) << what;
+          EXPECT_LE(max_relative_error(g.dx2, g.dx1), tolerance(type, 1e-5)) << what;
+          EXPECT_LE(max_relative_error(g.dw2, g.dw1), 2e-5) << what;
+          EXPECT_LE(max_relative_error(g.db2, g.db1), 1e-5) << what;
+        }
+}
+
+// The forward sums of two column shards, added elementwise (the group's all-reduce), are the
+// sums of the whole rows: the layout the CPU and the GPU share.
+TEST(GpuBackendNorms, ShardSumsAddUpToTheWholeRows) {
+  device::Backend& be = gpu_backend();
+  const std::int64_t rows = 9, cols = 301, ld = 310, half = 128;
+  for (layout::Norm norm : {layout::Norm::kLayerNorm, layout::Norm::kRmsNorm})
+    for (ET type : kTypes) {
+      device::Array X = array_of(be, random_values(rows * ld, 50, type, -2.0f, 3.0f), type);
+      const std::int64_t count = device::norm_sum_count(norm, rows);
+      device::Array whole = be.alloc(count, ET::kF64), left = be.alloc(count, ET::kF64),
+                    right = be.alloc(count, ET::kF64);
+      const View x = X.view(0, rows, cols, ld);
+      be.norm_forward_sums(norm, whole.view(1, count), x);
+      be.norm_forward_sums(norm, left.view(1, count), x.block(0, 0, rows, half));
+      be.norm_forward_sums(norm, right.view(1, count), x.block(0, half, rows, cols - half));
+      const auto w = doubles(be, whole), l = doubles(be, left), r = doubles(be, right);
+      std::vector<double> sum(w.size());
+      for (std::size_t i = 0; i < sum.size(); ++i) sum[i] = l[i] + r[i];
+      EXPECT_LE(max_relative_error_fp64(sum, w), 1e-12) << norm_name(norm) << " " << label(type);
+    }
+}
+
+TEST(GpuBackendNorms, ResidualNormEqualsTheCpuBackend) {
+  const std::int64_t rows = 21, cols = 300;
+  for (layout::Norm norm : {layout::Norm::kLayerNorm, layout::Norm::kRmsNorm})
+    for (ET type : kTypes) {
+      const bool layer = norm == layout::Norm::kLayerNorm;
+      const std::int64_t ld = cols + 7;
+      std::vector<float> results[2][3];
+      int which = 0;
+      for (device::Backend* be : {static_cast<device::Backend*>(&gpu_backend()),
+                                  static_cast<device::Backend*>(&cpu_backend())}) {
+        device::Array A = array_of(*be, random_values(rows * ld, 51, type), type);
+        device::Array Bin = array_of(*be, random_values(rows * ld, 52, type), type);
+        device::Array S = array_of(*be, random_values(rows * ld, 53, type), type);
+        device::Array Y = array_of(*be, random_values(rows * ld, 54, type), type);
+        device::Array W = array_of(*be, random_values(cols, 55, ET::kF32), ET::kF32);
+        device::Array B = array_of(*be, random_values(cols, 56, ET::kF32), ET::kF32);
+        device::Array M = array_of(*be, random_values(rows, 57, ET::kF32), ET::kF32);
+        device::Array R = array_of(*be, random_values(rows, 58, ET::kF32), ET::kF32);
+        be->residual_norm_forward(norm, S.view(0, rows, cols, ld), Y.view(0, rows, cols, ld),
+                                  layer ? M.view(1, rows) : View{}, R.view(1, rows),
+                                  A.view(0, rows, cols, ld), Bin.view(0, rows, cols, ld),
+                                  W.view(1, cols), layer ? B.view(1, cols) : View{});
+        results[which][0] = be->download(S);
+        results[which][1] = be->download(Y);
+        results[which][2] = be->download(R);
+        ++which;
+      }
+      const std::string what = std::string(norm_name(norm)) + " " + label(type);
+      EXPECT_LE(max_relative_error(results[0][0], results[1][0]), tolerance(type, 1e-6)) << what;
+      EXPECT_LE(max_relative_error(results[0][1], results[1][1]), tolerance(type, 1e-4)) << what;
+      EXPECT_LE(max_relative_error(results[0][2], results[1][2]), tolerance(type, 1e-4)) << what;
+    }
+}
+
+TEST(GpuBackendVocab, EmbeddingShardEqualsTheCpuBackend) {
+  // The shard holds tokens [11, 20) of 23; tokens repeat and most fall outside it.
+  const std::int64_t n = 29, c = 33, begin = 11, shard_rows = 9;
+  const std::int64_t ld_out = c + 4, ld_wte = c + 3, ld_dwte = c + 2;
+  std::vector<std::int32_t> tokens(n);
+  for (std::int64_t i = 0; i < n; ++i) tokens[i] = static_cast<std::int32_t>((i * 7) % 23);
+  for (ET type : kTypes) {
+    std::vector<float> out[2], dwte[2];
+    int which = 0;
+    for (device::Backend* be : {static_cast<device::Backend*>(&gpu_backend()),
+                                static_cast<device::Backend*>(&cpu_backend())}) {
+      device::Array wte = array_of(*be, random_values(shard_rows * ld_wte, 60, type), type);
+      device::Array o = array_of(*be, random_values(n * ld_out, 61, type), type);
+      device::Array dout = array_of(*be, random_values(n * ld_out, 62, type), type);
+      device::Array dw = array_of(*be, random_values(shard_rows * ld_dwte, 63, ET::kF32), ET::kF32);
+      be->embedding_shard_forward(o.view(0, n, c, ld_out), tokens,
+                                  wte.view(0, shard_rows, c, ld_wte), begin);
+      be->embedding_shard_backward(dw.view(0, shard_rows, c, ld_dwte), dout.view(0, n, c, ld_out),
+                                   tokens, begin);
+      out[which] = be->download(o);
+      dwte[which] = be->download(dw);
+      ++which;
+    }
+    EXPECT_EQ(out[0], out[1]) << label(type);  // copies and zeros: exact
+    EXPECT_LE(max_relative_error(dwte[0], dwte[1]), 1e-6) << label(type);
+  }
+}
+
+// The cross-entropy's phases on a shard of 300 logit columns [600, 900) of a vocabulary whose
+// real tokens end at 850 (so 50 padding columns), rows 310 apart.
+TEST(GpuBackendVocab, CrossEntropyShardEqualsTheCpuBackend) {
+  const std::int64_t n = 13, cols = 300, ld = 310, begin = 600, vocab_real = 850;
+  std::vector<std::int32_t> targets(n);
+  for (std::int64_t r = 0; r < n; ++r)  // every other row's target in the shard
+    targets[r] = static_cast<std::int32_t>(r % 2 == 0 ? begin + (r * 37) % 250 : (r * 53) % 600);
+  const float scale = 0.25f;
+  for (ET type : kTypes) {
+    struct Out {
+      std::vector<float> masked, row_max, sums, lse, grad;
+      double loss;
+    } out[2];
+    int which = 0;
+    for (device::Backend* be : {static_cast<device::Backend*>(&gpu_backend()),
+                                static_cast<device::Backend*>(&cpu_backend())}) {
+      device::Array logits = array_of(*be, random_values(n * ld, 70, type, -5.0f, 5.0f), type);
+      device::Array row_max = array_of(*be, random_values(n, 71, ET::kF32), ET::kF32);
+      device::Array sums = array_of(*be, random_values(2 * n, 72, ET::kF32), ET::kF32);
+      device::Array lse = array_of(*be, random_values(n, 73, ET::kF32), ET::kF32);
+      const View l = logits.view(0, n, cols, ld);
+      be->cross_entropy_shard_max(l, row_max.view(1, n), begin, vocab_real);
+      Out& o = out[which++];
+      o.masked = be->download(logits);
+      be->cross_entropy_shard_sums(sums.view(1, 2 * n), l, row_max.view(1, n), targets, begin,
+                                   vocab_real);
+      o.loss =
+          be->cross_entropy_shard_loss(lse.view(1, n), row_max.view(1, n), sums.view(1, 2 * n));
+      be->cross_entropy_shard_backward(l, lse.view(1, n), targets, begin, scale);
+      o.row_max = be->download(row_max);
+      o.sums = be->download(sums);
+      o.lse = be->download(lse);
+      o.grad = be->download(logits);
+    }
+    // The padding columns [250, 300) of every row are −∞ on both; the rest as it was.
+    for (std::int64_t r = 0; r < n; ++r)
+      for (std::int64_t col = vocab_real - begin; col < cols; ++col)
+        for (Out& o : out) {
+          ASSERT_EQ(o.masked[r * ld + col], -std::numeric_limits<float>::infinity())
+              << label(type) << " row " << r << " column " << col;
+          o.masked[r * ld + col] = 0.0f;
+        }
+    const std::string what = label(type);
+    EXPECT_EQ(out[0].masked, out[1].masked) << what;
+    EXPECT_EQ(out[0].row_max, out[1].row_max) << what;
+    EXPECT_LE(max_relative_error(out[0].sums, out[1].sums), 1e-5) << what;
+    EXPECT_LE(max_relative_error(out[0].lse, out[1].lse), 1e-5) << what;
+    EXPECT_NEAR(out[0].loss, out[1].loss, 1e-5 * std::abs(out[1].loss)) << what;
+    EXPECT_LE(max_relative_error(out[0].grad, out[1].grad), tolerance(type, 1e-5)) << what;
+  }
+}
+
+// One shard holding the whole vocabulary: the phases give the whole-vocabulary op's loss and
+// lse (gpu::cross_entropy_forward), and its gradient (cross_entropy_backward into zeros).
+TEST(GpuBackendVocab, OneCrossEntropyShardIsTheWholeOp) {
+  device::Backend& be = gpu_backend();
+  const std::int64_t n = 11, classes = 1000;
+  std::vector<std::int32_t> targets(n);
+  for (std::int64_t r = 0; r < n; ++r) targets[r] = static_cast<std::int32_t>((r * 131) % classes);
+  const auto values = random_values(n * classes, 80, ET::kF32, -5.0f, 5.0f);
+  device::Array logits = array_of(be, values, ET::kF32);
+  device::Array row_max = be.alloc(n, ET::kF32), sums = be.alloc(2 * n, ET::kF32),
+                lse = be.alloc(n, ET::kF32);
+  be.cross_entropy_shard_max(logits.view(n, classes), row_max.view(1, n), 0, classes);
+  be.cross_entropy_shard_sums(sums.view(1, 2 * n), logits.view(n, classes), row_max.view(1, n),
+                              targets, 0, classes);
+  const double loss =
+      be.cross_entropy_shard_loss(lse.view(1, n), row_max.view(1, n), sums.view(1, 2 * n));
+  be.cross_entropy_shard_backward(logits.view(n, classes), lse.view(1, n), targets, 0,
+                                  1.0f / static_cast<float>(n));
+
+  const Buffer whole = ctx().upload_values(values, ET::kF32);
+  Buffer whole_lse = poisoned(ET::kF32, n), grad(ctx(), n * classes * sizeof(float));
+  ctx().fill_bytes(grad.data(), 0, grad.bytes());
+  const double whole_loss = cross_entropy_forward(ctx(), ET::kF32, whole_lse.as<float>(),
+                                                  whole.data(), targets, n, classes, classes);
+  cross_entropy_backward(ctx(), ET::kF32, grad.data(), whole.data(), whole_lse.as<float>(), targets,
+                         n, classes, classes);
+  EXPECT_NEAR(loss, whole_loss, 1e-5 * std::abs(whole_loss));
+  EXPECT_LE(max_relative_error(be.download(lse), down(whole_lse, ET::kF32, n)), 1e-5);
+  EXPECT_LE(max_relative_error(be.download(logits), down(grad, ET::kF32, n * classes)), 1e-5);
+}
+
+// Each op refuses a view of the wrong type or shape, naming it.
+TEST(GpuBackendViews, NormAndVocabularyOpsRefuseAMismatchedViewNamingIt) {
+  device::Backend& be = gpu_backend();
+  const std::int64_t rows = 4, cols = 8;
+  device::Array x = be.alloc(rows * cols, ET::kF32), y16 = be.alloc(rows * cols, ET::kBF16);
+  device::Array vec = be.alloc(2 * rows + cols, ET::kF32), sums = be.alloc(2 * rows, ET::kF64);
+  const View xv = x.view(rows, cols);
+  // The message names the view: "<what> is <describe(view)>".
+  const auto refuses = [](const char* what, const View& named, const std::function<void()>& call) {
+    const std::string expected = std::string(what) + " is " + describe(named);
+    try {
+      call();
+      ADD_FAILURE() << "no error for " << expected;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  };
+  const View fp32_sums = vec.view(1, rows);  // fp32 where fp64 is needed
+  refuses("the sums", fp32_sums,
+          [&] { be.norm_forward_sums(layout::Norm::kRmsNorm, fp32_sums, xv); });
+  const View short_sums = sums.view(1, rows);  // LayerNorm needs 2·N
+  refuses("the sums", short_sums,
+          [&] { be.norm_forward_sums(layout::Norm::kLayerNorm, short_sums, xv); });
+  const View y = y16.view(rows, cols);  // bf16 y for fp32 x
+  refuses("y", y, [&] {
+    be.norm_forward_apply(layout::Norm::kRmsNorm, y, {}, vec.view(1, rows), xv, vec.view(1, cols),
+                          {}, sums.view(1, rows), cols);
+  });
+  refuses("y", y, [&] {
+    be.norm_forward(layout::Norm::kRmsNorm, y, {}, vec.view(1, rows), xv, vec.view(1, cols), {});
+  });
+  const View short_mean = vec.view(1, rows - 1);  // N − 1 means
+  refuses("mean", short_mean, [&] {
+    be.norm_forward(layout::Norm::kLayerNorm, xv, short_mean, vec.view(1, rows), xv,
+                    vec.view(1, cols), vec.view(1, cols));
+  });
+  refuses("mean", short_mean, [&] {
+    be.norm_backward(layout::Norm::kLayerNorm, xv, vec.view(1, cols), vec.view(1, cols), xv, xv,
+                     vec.view(1, cols), short_mean, vec.view(1, rows));
+  });
+  const View dwte16 = y16.view(rows, cols);  // the table's gradient is fp32
+  refuses("dwte", dwte16,
+          [&] { be.embedding_shard_backward(dwte16, xv, std::vector<std::int32_t>(rows, 0), 0); });
+  const View ce_sums = vec.view(1, rows);  // N where 2·N are needed
+  refuses("the sums", ce_sums, [&] {
+    be.cross_entropy_shard_sums(ce_sums, xv, vec.view(1, rows), std::vector<std::int32_t>(rows, 0),
+                                0, cols);
+  });
+  device::Array doubles_array = be.alloc(3, ET::kF64);
+  EXPECT_THROW(be.upload(doubles_array, std::vector<float>(3, 1.0f)), Error);
 }
 
 TEST(GpuAllocator, ReusesFreedBlocksAndNamesAnImpossibleSize) {
