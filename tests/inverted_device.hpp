@@ -367,8 +367,9 @@ class InvertedBackend final : public device::Backend {
   double sum_of_squares(const device::Array&) override { unused(); }
   void scale(device::Array&, float) override { unused(); }
   void adamw_update(std::span<const device::AdamWParam>, const AdamWStep&) override { unused(); }
-  std::int64_t attention_scratch(std::int64_t, std::int64_t, std::int64_t) const override {
-    unused();
+  // A size, not an op: the CPU's (attention_core_backward's scratch).
+  std::int64_t attention_scratch(std::int64_t b, std::int64_t t, std::int64_t nh) const override {
+    return cpu_backend().attention_scratch(b, t, nh);
   }
   void attention_forward(device::Array&, device::Array&, const device::Array&, std::int64_t,
                          std::int64_t, std::int64_t, std::int64_t) override {

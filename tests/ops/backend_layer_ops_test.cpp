@@ -65,6 +65,20 @@ std::vector<Case> cases() {
                    {{0, y}, {1, pre}}});
   }
   {
+    Tensor y({kN, kF});
+    gelu_forward(y.matrix(), x.matrix());
+    all.push_back({"gelu_forward", {Tensor({kN, kF}), x},
+                   [](device::Backend& be, const std::vector<View>& v) {
+                     be.gelu_forward(v[0], v[1]);
+                   },
+                   {{0, y}}});
+    all.push_back({"residual_grad", {Tensor({kN, kF}), dy},
+                   [](device::Backend& be, const std::vector<View>& v) {
+                     be.residual_grad(v[0], v[1]);
+                   },
+                   {{0, dy}}});
+  }
+  {
     Tensor dx = dx0;
     gelu_backward(dx.matrix(), x.matrix(), dy.matrix());
     all.push_back({"gelu_backward", {dx0, x, dy},
