@@ -2,8 +2,9 @@
 # The prepared GPU check (docs/gpu.md). Two steps, because the GPU machine has the CUDA
 # toolkit and driver but none of meshtp's Debian packages:
 #
-#   scripts/gpu-check.sh pack [DIR]        here: build meshtp-gpu, gpu_ops_test,
-#                                          gpu_model_test and gpu_comm_test (build/),
+#   scripts/gpu-check.sh pack [DIR]        here: build meshtp and its CUDA plugin, meshtp-gpu,
+#                                          gpu_ops_test, gpu_model_test and gpu_comm_test (build/),
+#                                          and Open MPI's runtime (mpirun, orted, components),
 #                                          copy them into DIR (default .gpu-pack) with every
 #                                          shared library they need that is not glibc's, the
 #                                          compiler's or CUDA's, and the default corpus
@@ -14,7 +15,10 @@
 #                                          the CPU backend's (gpu_model_test); the
 #                                          transports for device memory (gpu_comm_test:
 #                                          host-staged through the CUDA context, NCCL on a
-#                                          group of one); the GPT's
+#                                          group of one); the distributed 2D GeMMs on the
+#                                          GPU backend (`meshtp bench gemm2d --device cuda`:
+#                                          2 and 4 ranks sharing the GPU, host-staged; 1 rank
+#                                          over NCCL); the GPT's
 #                                          training step timed (`gpu step`: h 4096, L 4, s 2048, b 4, V 50257,
 #                                          bf16; MFU against the GeMM ceiling of the same run);
 #                                          `gpu calibrate` (the device profile: GeMM time by
@@ -37,11 +41,11 @@ step=${1:-}
 case "$step" in
   pack)
     dir=${2:-.gpu-pack}
-    cmake --build build --target meshtp-gpu gpu_ops_test gpu_model_test gpu_comm_test >/dev/null || {
+    cmake --build build --target meshtp meshtp_cuda meshtp-gpu gpu_ops_test gpu_model_test gpu_comm_test >/dev/null || {
       echo "error: building meshtp-gpu and the GPU tests in build/ failed (scripts/install.sh --tests first)" >&2
       exit 1
     }
-    for b in build/src/cli/meshtp-gpu build/tests/device/gpu_ops_test build/tests/device/gpu_model_test build/tests/device/gpu_comm_test; do
+    for b in build/src/cli/meshtp build/src/cli/libmeshtp_cuda.so build/src/cli/meshtp-gpu build/tests/device/gpu_ops_test build/tests/device/gpu_model_test build/tests/device/gpu_comm_test; do
       [ -x "$b" ] || { echo "error: $b was not built: is the CUDA toolkit installed? (configure says)" >&2; exit 1; }
     done
     [ -d /usr/share/games/fortunes ] || {
@@ -50,12 +54,40 @@ case "$step" in
     }
     rm -rf "$dir" && mkdir -p "$dir/bin" "$dir/lib" "$dir/fallback" "$dir/data"
     cp -rL /usr/share/games/fortunes "$dir/data/fortunes"
-    cp build/src/cli/meshtp-gpu build/tests/device/gpu_ops_test build/tests/device/gpu_model_test \
+    # meshtp itself (MPI) and its CUDA plugin, which it loads from its own directory for
+    # --device cuda (src/cli/cuda_plugin.hpp); strip keeps the dynamic symbols the plugin
+    # resolves from meshtp.
+    cp build/src/cli/meshtp build/src/cli/libmeshtp_cuda.so build/src/cli/meshtp-gpu \
+       build/tests/device/gpu_ops_test build/tests/device/gpu_model_test \
        build/tests/device/gpu_comm_test "$dir/bin/"
     strip "$dir"/bin/* 2>/dev/null || true
+    # Open MPI's runtime, relocated with OPAL_PREFIX (and PMIx's with PMIX_PREFIX): mpirun
+    # (orterun) and orted, the MCA components (dlopened from the prefix's pkglibdir), the help
+    # texts, and the libraries they all need (below). The GPU machine has none of it.
+    ompi=$dir/ompi
+    ompi_lib=$(ompi_info --path libdir --parsable 2>/dev/null | sed -n 's/^path:libdir://p')
+    ompi_pkglib=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p')
+    ompi_prefix=$(ompi_info --path prefix --parsable 2>/dev/null | sed -n 's/^path:prefix://p')
+    pmix_prefix=$(dirname "$(dirname "$(readlink -f "$(ldconfig -p | awk '/libpmix\.so\.2 / {print $NF; exit}')")")")
+    [ -n "$ompi_pkglib" ] && [ -d "$ompi_pkglib" ] && [ -x "$(command -v orted)" ] || {
+      echo "error: Open MPI's runtime (ompi_info, orted, its components) not found: scripts/install.sh installs it" >&2
+      exit 1
+    }
+    mkdir -p "$ompi/bin" "$ompi${ompi_pkglib#"$ompi_prefix"}" "$ompi/share" "$dir/pmix"
+    cp -L "$(readlink -f "$(command -v mpirun)")" "$ompi/bin/mpirun"
+    cp -L "$(command -v orted)" "$ompi/bin/orted"
+    cp -rL "$ompi_pkglib/." "$ompi${ompi_pkglib#"$ompi_prefix"}/"
+    cp -rL "$ompi_prefix/share/openmpi" "$ompi/share/openmpi"
+    if [ -d "$pmix_prefix/lib/pmix" ]; then
+      mkdir -p "$dir/pmix/lib"
+      cp -rL "$pmix_prefix/lib/pmix" "$dir/pmix/lib/pmix"
+      [ -d "$pmix_prefix/share" ] && cp -rL "$pmix_prefix/share" "$dir/pmix/share"
+    fi
+    strip "$ompi"/bin/* 2>/dev/null || true
     # Libraries: everything ldd resolves except the C library, the compiler's runtime (kept
     # aside in fallback/, used only if the GPU machine's is older) and CUDA's (there already).
-    ldd "$dir"/bin/* | awk '$3 ~ /^\// {print $3}' | sort -u | while read -r lib; do
+    { ldd "$dir"/bin/* "$ompi"/bin/*; find "$ompi" "$dir/pmix" -name '*.so' -exec ldd {} +; } 2>/dev/null |
+        awk '$3 ~ /^\// {print $3}' | sort -u | while read -r lib; do
       name=$(basename "$lib")
       case "$name" in
         libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*) ;;
@@ -64,30 +96,47 @@ case "$step" in
         *) cp -L "$lib" "$dir/lib/$name" ;;
       esac
     done
+    # One gzip'd tarball (tar and gzip are on any machine): the binaries and OpenBLAS are
+    # about 110 MiB unpacked, over what a device run carries; `run` unpacks it.
+    contents="$(ls "$dir/bin" | tr '\n' ' ')+ $(ls "$dir/lib" | wc -l) libraries, Open MPI + the corpus"
+    tar -C "$dir" -czf "$dir.tar.gz.part" . && rm -rf "$dir" && mkdir -p "$dir" &&
+      mv "$dir.tar.gz.part" "$dir/pack.tar.gz" || { echo "error: packing $dir failed" >&2; exit 1; }
     size=$(du -sm "$dir" | cut -f1)
-    echo "packed $dir: $(ls "$dir/bin" | tr '\n' ' ')+ $(ls "$dir/lib" | wc -l) libraries + the corpus, ${size} MiB"
+    echo "packed $dir/pack.tar.gz: $contents, ${size} MiB"
     [ "$size" -le 64 ] || { echo "error: $dir is ${size} MiB, over the 64 MiB a device run carries" >&2; exit 1; }
     ;;
   run)
     dir=${2:-.gpu-pack}
     out=${3:-gpu-check-out}
-    [ -x "$dir/bin/meshtp-gpu" ] || { echo "error: $dir/bin/meshtp-gpu not found: run 'scripts/gpu-check.sh pack $dir' first" >&2; exit 2; }
+    [ -f "$dir/pack.tar.gz" ] || { echo "error: $dir/pack.tar.gz not found: run 'scripts/gpu-check.sh pack $dir' first" >&2; exit 2; }
     mkdir -p "$out"
+    unpacked=$(mktemp -d "${TMPDIR:-/tmp}/meshtp-gpu-pack.XXXXXX")
+    tar -C "$unpacked" -xzf "$dir/pack.tar.gz" || { echo "error: cannot unpack $dir/pack.tar.gz" >&2; exit 2; }
+    dir=$unpacked
+    trap 'rm -rf "$unpacked"' EXIT
     cuda_libs=""
     for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
              $(python3 -c 'import nvidia, os; p=os.path.dirname(nvidia.__path__[0]); print(" ".join(os.path.join(p, "nvidia", x, "lib") for x in ("cublas", "cuda_runtime")))' 2>/dev/null); do
       [ -d "$d" ] && cuda_libs="$cuda_libs:$d"
     done
-    export LD_LIBRARY_PATH="$PWD/$dir/lib$cuda_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export LD_LIBRARY_PATH="$dir/lib$cuda_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     if ! "$dir/bin/meshtp-gpu" --help >/dev/null 2>"$out/loader.txt"; then
       if grep -q GLIBCXX "$out/loader.txt"; then
-        export LD_LIBRARY_PATH="$PWD/$dir/fallback:$LD_LIBRARY_PATH"
+        export LD_LIBRARY_PATH="$dir/fallback:$LD_LIBRARY_PATH"
         echo "note: this machine's libstdc++ is older than the build's; using the packed one"
       else
         cat "$out/loader.txt" >&2; exit 1
       fi
     fi
     export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-8}
+    # Open MPI and PMIx from the pack, relocated (OPAL_PREFIX, PMIX_INSTALL_PREFIX): meshtp's
+    # own runs over MPI, ranks started by the packed mpirun.
+    export OPAL_PREFIX="$dir/ompi" PATH="$dir/ompi/bin:$PATH"
+    [ -d "$dir/pmix/lib/pmix" ] && export PMIX_INSTALL_PREFIX="$dir/pmix"
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    mpi=(mpirun --oversubscribe --bind-to none -x LD_LIBRARY_PATH -x OPAL_PREFIX -x PATH
+         -x OPENBLAS_NUM_THREADS=1)
+    [ -n "${PMIX_INSTALL_PREFIX:-}" ] && mpi+=(-x PMIX_INSTALL_PREFIX)
     results=()
     run_step() {  # NAME COMMAND…: runs it (MESHTP_GPU_STEP_TIMEOUT s, default 150), logs to OUT/NAME.log, records pass/fail and seconds
       local name=$1; shift
@@ -107,6 +156,13 @@ case "$step" in
     run_step model_test "$dir/bin/gpu_model_test" --gtest_output="xml:$out/gpu_model_test.xml"
     run_step comm_test "$dir/bin/gpu_comm_test" --gtest_output="xml:$out/gpu_comm_test.xml"
     run_step step "$dir/bin/meshtp-gpu" step --hidden 4096 --heads 32 --layers 4 --seq 2048 --batch 4 --vocab 50257 --type bf16 --repeats 10 --json
+    # The distributed 2D GeMMs on the GPU backend through the CUDA plugin (docs/seam.md),
+    # every case checked against the host's result before it is timed: ranks sharing the GPU
+    # (host-staged) on 1x2 and 2x2, and one rank over NCCL.
+    gemm2d=("$dir/bin/meshtp" bench gemm2d --m 4096 --n 4096 --k 4096 --device cuda --seconds 2)
+    run_step seam_staged_1x2 "${mpi[@]}" -np 2 "${gemm2d[@]}" --mesh 1x2
+    run_step seam_staged_2x2 "${mpi[@]}" -np 4 "${gemm2d[@]}" --mesh 2x2 --slices 1,2
+    run_step seam_nccl_1x1 "${mpi[@]}" -np 1 "${gemm2d[@]}" --mesh 1x1 --collectives nccl
     run_step calibrate "$dir/bin/meshtp-gpu" calibrate --out "$out/gpu-profile.json" --repeats 10
     # train's loop on one device (train/single_device.hpp), on the packed corpus.
     train=("$dir/bin/meshtp-gpu" train --data "$dir/data/fortunes")
@@ -177,9 +233,10 @@ summary = {"steps": steps, "gpu": (probe or {}).get("gpu"),
            "bf16_gemm_8192_tflops": (gemm or {}).get("tflops"),
            "fp32_gemm_8192_tflops": (gemm32 or {}).get("tflops"),
            "step": step, "train": train,
-           "not_run": ["train on 2 ranks sharing the GPU (MPI host staging) and NCCL: the "
-                       "tensor-parallel runtime does not run on the GPU backend yet; "
-                       "`meshtp-gpu train` is train's loop on one device (docs/gpu.md)"]}
+           "not_run": ["train on ranks sharing the GPU (MPI host staging) and over NCCL: "
+                       "the ATP block and the GPT around the stack are not on the seam yet "
+                       "(the 2D GeMMs are: the seam_* steps); `meshtp-gpu train` is train's "
+                       "loop on one device (docs/gpu.md)"]}
 json.dump(summary, open(f"{out}/gpu-check.json", "w"), indent=2)
 print("\n| step | result | seconds |\n| --- | --- | --- |")
 for s in steps:
