@@ -279,6 +279,13 @@ class InvertedBackend final : public device::Backend {
     store({&hd, &hs});
   }
 
+  void rope(const View& x, const View& cos_sin, std::int64_t batch, std::int64_t heads,
+            bool backward) override {
+    HostCopy hx = fetch(x);
+    cpu_backend().rope(hx.host, fetch(cos_sin).host, batch, heads, backward);
+    store({&hx});
+  }
+
   // A view's values on the host, of any element type (an empty view: an empty copy), and
   // back: what the ops above run the CPU backend on.
   struct HostCopy {

@@ -246,6 +246,10 @@ class Backend {
                                         const View& qkv, const View& out, const View& lse,
                                         std::int64_t b, std::int64_t t, std::int64_t nh,
                                         std::int64_t nkv) = 0;
+  // RoPE in place (ops/rope.hpp): x (B·T × heads·HD) rotated by the table cos_sin (fp32,
+  // ≥ T positions × HD, in this backend's memory), or rotated back (backward: the gradient).
+  virtual void rope(const View& x, const View& cos_sin, std::int64_t batch, std::int64_t heads,
+                    bool backward) = 0;
   // dst[i] = src[i] for every pair, as one operation: packing a slice's blocks into one
   // message and back (the simulated build charges or skips them together).
   virtual void copy_blocks(std::span<const View> dst, std::span<const View> src) = 0;

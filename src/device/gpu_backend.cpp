@@ -540,4 +540,8 @@ void GpuBackend::flash_attention_backward(const View& dqkv, const View& scratch,
       b, t, nh, nkv, hd);
 }
 
+void GpuBackend::rope(const View&, const View&, std::int64_t, std::int64_t, bool) {
+  fail("gpu backend: RoPE has no CUDA kernel yet (docs/seam.md lists what is left)");
+}
+
 }  // namespace meshtp::device

@@ -80,48 +80,46 @@ std::int64_t dense_mlp2_width(const layout::ModelShape& s) {
   return s.shared_experts > 0 ? s.shared_ffn() : s.ffn();
 }
 
-Tensor buffer(std::int64_t n) { return n > 0 ? Tensor({n}) : Tensor(); }
-
 // Grouped-query attention under the unfused core (ops/attention.hpp, multi-head only): a
 // sequence's packed q | k | v of NKV KV heads widened to NH heads — query head j reads KV
 // head j/G, G = NH/NKV — and back for the gradient, each KV head's summed over its G query
-// heads. HD: the head dim.
-void widen_kv(MatrixView mha, ConstMatrixView gqa, std::int64_t NH, std::int64_t NKV,
-              std::int64_t HD) {
-  const std::int64_t C = NH * HD, K = NKV * HD, G = NH / NKV;
-  for (std::int64_t t = 0; t < gqa.rows; ++t) {
-    const float* in = gqa.data + t * gqa.ld;
-    float* out = mha.data + t * mha.ld;
-    std::copy(in, in + C, out);
-    for (std::int64_t j = 0; j < NH; ++j) {
-      const float* k = in + C + (j / G) * HD;
-      std::copy(k, k + HD, out + C + j * HD);
-      std::copy(k + K, k + K + HD, out + 2 * C + j * HD);
-    }
+// heads. HD: the head dim. Copies and adds of column blocks on the backend.
+void widen_kv(device::Backend& be, const View& mha, const View& gqa, std::int64_t NH,
+              std::int64_t NKV, std::int64_t HD) {
+  const std::int64_t C = NH * HD, K = NKV * HD, G = NH / NKV, T = gqa.rows;
+  std::vector<View> dst{mha.block(0, 0, T, C)}, src{gqa.block(0, 0, T, C)};
+  for (std::int64_t j = 0; j < NH; ++j) {
+    dst.push_back(mha.block(0, C + j * HD, T, HD));
+    src.push_back(gqa.block(0, C + (j / G) * HD, T, HD));
+    dst.push_back(mha.block(0, 2 * C + j * HD, T, HD));
+    src.push_back(gqa.block(0, C + K + (j / G) * HD, T, HD));
   }
+  be.copy_blocks(dst, src);
 }
 
-void narrow_kv_grad(MatrixView dgqa, ConstMatrixView dmha, std::int64_t NH, std::int64_t NKV,
-                    std::int64_t HD) {
-  const std::int64_t C = NH * HD, K = NKV * HD, G = NH / NKV;
-  for (std::int64_t t = 0; t < dgqa.rows; ++t) {
-    const float* in = dmha.data + t * dmha.ld;
-    float* out = dgqa.data + t * dgqa.ld;
-    for (std::int64_t c = 0; c < C; ++c) out[c] += in[c];
-    for (std::int64_t j = 0; j < NH; ++j) {
-      float* dk = out + C + (j / G) * HD;
-      for (std::int64_t d = 0; d < HD; ++d) {
-        dk[d] += in[C + j * HD + d];
-        dk[K + d] += in[2 * C + j * HD + d];
-      }
-    }
+void narrow_kv_grad(device::Backend& be, const View& dgqa, const View& dmha, std::int64_t NH,
+                    std::int64_t NKV, std::int64_t HD) {
+  const std::int64_t C = NH * HD, K = NKV * HD, G = NH / NKV, T = dgqa.rows;
+  be.add(dgqa.block(0, 0, T, C), dmha.block(0, 0, T, C));
+  for (std::int64_t j = 0; j < NH; ++j) {
+    be.add(dgqa.block(0, C + (j / G) * HD, T, HD), dmha.block(0, C + j * HD, T, HD));
+    be.add(dgqa.block(0, C + K + (j / G) * HD, T, HD), dmha.block(0, 2 * C + j * HD, T, HD));
   }
 }
 
 // The buffer, or `alias` seen with layout l when the buffer was not needed (no collective
 // between the two: the producer writes the consumer's memory).
-ChunkedMatrix or_alias(Tensor& t, const ChunkedLayout& l, const ChunkedMatrix& alias) {
-  return t.empty() ? ChunkedMatrix(alias.data(), alias.type(), l) : ChunkedMatrix(t.data(), l);
+ChunkedMatrix or_alias(const device::Array& a, const ChunkedLayout& l,
+                       const ChunkedMatrix& alias) {
+  return a.empty() ? ChunkedMatrix(alias.data(), alias.type(), l)
+                   : ChunkedMatrix(a.data(), a.type(), l);
+}
+
+// A host rope table's values in the backend's memory.
+device::Array upload_table(device::Backend& be, const RopeTable& t) {
+  device::Array a = be.alloc(t.cos_sin.numel(), Element::kF32);
+  be.upload(a, t.cos_sin.values());
+  return a;
 }
 
 // Context parallelism's refusals, from the config alone (model/block.hpp).
@@ -245,6 +243,7 @@ Block::Block(const mesh::DeviceMesh& mesh, const BlockConfig& config)
                  expert_mesh_shape(config, mesh.shape()),
                  config.layout.cp > 1 ? config.fold_group : nullptr),
       config_(config),
+      be_(config.backend != nullptr ? config.backend : &cpu_backend()),
       ln_group_(config.layout.sequence_parallel ? nullptr : &mesh.dim_comm(1)),
       local_heads_(config.shape.heads / mesh.size()),
       head_width_(config.shape.hidden / mesh.size()),
@@ -252,15 +251,24 @@ Block::Block(const mesh::DeviceMesh& mesh, const BlockConfig& config)
       kv_width_(local_kv_ * config.shape.head_dim()),
       // h + 2·g·d out features, or with KV heads copied T·(h/T + 2d) (param_shard.hpp)
       qkv_(mesh, linear_spec(config, LinearKind::kColumnFirst, config.shape.hidden,
-                             mesh.size() * (head_width_ + 2 * kv_width_), true)),
+                             mesh.size() * (head_width_ + 2 * kv_width_), true),
+           *be_),
       proj_(mesh, linear_spec(config, LinearKind::kRowFirst, config.shape.hidden,
-                              config.shape.hidden, true)),
+                              config.shape.hidden, true),
+           *be_),
       mlp1_(mesh, linear_spec(config, LinearKind::kColumnFirst, config.shape.hidden,
-                              dense_mlp1_width(config.shape), false)),
+                              dense_mlp1_width(config.shape), false),
+           *be_),
       mlp2_(mesh, linear_spec(config, LinearKind::kRowFirst, dense_mlp2_width(config.shape),
-                              config.shape.hidden, false)),
+                              config.shape.hidden, false),
+           *be_),
       progress_(config.layout.progress_splits) {
   for (auto* l : {&qkv_, &proj_, &mlp1_, &mlp2_}) l->watch(progress_);
+  // Context parallelism's core and the mixture of experts compute on host memory.
+  MESHTP_CHECK(be_ == &cpu_backend() || (config.layout.cp == 1 && !config.shape.is_moe()),
+               "block: context parallelism (cp={}) and the mixture of experts (num_experts={}) "
+               "run on the CPU backend only; {} is not (docs/seam.md)",
+               config.layout.cp, config.shape.num_experts, be_->name());
   if (config.shape.is_moe()) {
     moe_ = std::make_unique<parallel::ExpertParallelMoe>(
         moe_config(config.shape),
@@ -288,12 +296,12 @@ Block::Block(const mesh::DeviceMesh& mesh, const BlockConfig& config)
         config.layout.cp_comm, *config.cp_group);
     if (config.shape.position == layout::Position::kRope) {
       const int r = config.cp_group->rank();
-      cp_rope_[0] = rope_table(config.shape.head_dim(), r * c, c, theta);
-      cp_rope_[1] = rope_table(config.shape.head_dim(), (2 * config.layout.cp - 1 - r) * c, c,
-                               theta);
+      cp_rope_[0] = upload_table(*be_, rope_table(config.shape.head_dim(), r * c, c, theta));
+      cp_rope_[1] = upload_table(
+          *be_, rope_table(config.shape.head_dim(), (2 * config.layout.cp - 1 - r) * c, c, theta));
     }
   } else if (config.shape.position == layout::Position::kRope) {
-    rope_ = rope_table(config.shape.head_dim(), 0, config.shape.seq, theta);
+    rope_ = upload_table(*be_, rope_table(config.shape.head_dim(), 0, config.shape.seq, theta));
   }
   xn1_ = buffer(qkv_.x_layout().size());
   xn1g_ = buffer(qkv_.gathers_input() ? qkv_.xg_layout().size() : 0);
@@ -326,25 +334,25 @@ bool Block::partial_grad(int k) const {
 }
 
 BlockWorkspace::BlockWorkspace(const Block& b)
-    : qkv_p(buffer(b.qkv_.scatters_output() ? b.qkv_.yp_layout().size() : 0)),
-      attn(buffer(b.proj_.gathers_input() ? b.proj_.x_layout().size() : 0)),
-      proj_p(buffer(b.proj_.yp_layout().size())),
-      proj_y(buffer(b.proj_.scatters_output() ? b.proj_.y_layout().size() : 0)),
-      mlp2_p(buffer(b.dense_mlp() ? b.mlp2_.yp_layout().size() : b.stream_layout().size())),
-      mlp2_y(buffer(b.dense_mlp() && b.mlp2_.scatters_output() ? b.mlp2_.y_layout().size() : 0)),
-      moe_out(buffer(b.shared() ? b.stream_layout().size() : 0)),
-      dyg(buffer(b.dense_mlp() && b.mlp2_.scatters_output() ? b.mlp2_.yp_layout().size() : 0)),
-      dgelu(buffer(b.dense_mlp() ? b.mlp2_.xg_layout().size() : 0)),
-      dmlp1(buffer(b.dense_mlp() ? b.mlp1_.yp_layout().size() : 0)),
-      dxn_p(buffer(b.mlp1_.xg_layout().size())),
-      dxn(buffer(b.mlp1_.gathers_input() ? b.mlp1_.x_layout().size() : 0)),
-      dxmid(buffer(b.stream_layout().size())),
-      dxmid_g(buffer(b.proj_.scatters_output() ? b.proj_.yp_layout().size() : 0)),
-      datt_p(buffer(b.proj_.xg_layout().size())),
-      datt(buffer(b.proj_.gathers_input() ? b.proj_.x_layout().size() : 0)),
-      dqkv(buffer(b.qkv_.y_layout().size())),
-      dqkv_g(buffer(b.qkv_.scatters_output() ? b.qkv_.yp_layout().size() : 0)),
-      att_scratch(buffer(
+    : qkv_p(b.buffer(b.qkv_.scatters_output() ? b.qkv_.yp_layout().size() : 0)),
+      attn(b.buffer(b.proj_.gathers_input() ? b.proj_.x_layout().size() : 0)),
+      proj_p(b.buffer(b.proj_.yp_layout().size())),
+      proj_y(b.buffer(b.proj_.scatters_output() ? b.proj_.y_layout().size() : 0)),
+      mlp2_p(b.buffer(b.dense_mlp() ? b.mlp2_.yp_layout().size() : b.stream_layout().size())),
+      mlp2_y(b.buffer(b.dense_mlp() && b.mlp2_.scatters_output() ? b.mlp2_.y_layout().size() : 0)),
+      moe_out(b.buffer(b.shared() ? b.stream_layout().size() : 0)),
+      dyg(b.buffer(b.dense_mlp() && b.mlp2_.scatters_output() ? b.mlp2_.yp_layout().size() : 0)),
+      dgelu(b.buffer(b.dense_mlp() ? b.mlp2_.xg_layout().size() : 0)),
+      dmlp1(b.buffer(b.dense_mlp() ? b.mlp1_.yp_layout().size() : 0)),
+      dxn_p(b.buffer(b.mlp1_.xg_layout().size())),
+      dxn(b.buffer(b.mlp1_.gathers_input() ? b.mlp1_.x_layout().size() : 0)),
+      dxmid(b.buffer(b.stream_layout().size())),
+      dxmid_g(b.buffer(b.proj_.scatters_output() ? b.proj_.yp_layout().size() : 0)),
+      datt_p(b.buffer(b.proj_.xg_layout().size())),
+      datt(b.buffer(b.proj_.gathers_input() ? b.proj_.x_layout().size() : 0)),
+      dqkv(b.buffer(b.qkv_.y_layout().size())),
+      dqkv_g(b.buffer(b.qkv_.scatters_output() ? b.qkv_.yp_layout().size() : 0)),
+      att_scratch(b.buffer(
           b.cp_ ? 0  // the context-parallel layer keeps its own
           : b.fused() ? static_cast<std::int64_t>(op_costs::flash_attention_scratch_floats(
                           static_cast<double>(b.config().shape.seq),
@@ -352,14 +360,14 @@ BlockWorkspace::BlockWorkspace(const Block& b)
                           static_cast<double>(b.config().shape.hidden / b.config().shape.heads),
                           op_costs::kFlashBlockQ, op_costs::kFlashBlockK))
                     : attention_scratch_size(b.config().shape.seq))),
-      att(buffer(
+      att(b.buffer(
           b.config().layout.recompute == layout::Recompute::kSelective && !b.fused()
               ? attention_att_size(b.config().shape.batch, b.config().shape.seq, b.local_heads_)
               : 0)),
-      ln_scratch(static_cast<std::size_t>(2 * b.stream_layout().chunk_rows)) {
+      ln_scratch(b.be_->alloc(2 * b.stream_layout().chunk_rows, Element::kF64)) {
   if (b.local_kv_ != b.local_heads_ && !b.fused()) {  // one sequence's widened q | k | v
-    qkv_mha = buffer(b.config().shape.seq * 3 * b.head_width_);
-    dqkv_mha = buffer(b.config().shape.seq * 3 * b.head_width_);
+    qkv_mha = b.buffer(b.config().shape.seq * 3 * b.head_width_);
+    dqkv_mha = b.buffer(b.config().shape.seq * 3 * b.head_width_);
   }
 }
 
@@ -388,74 +396,81 @@ void Block::bound() {
   mlp2_.bind(p_[kMlp2Weight], p_[kMlp2Bias], g_[kMlp2Weight], g_[kMlp2Bias]);
 }
 
-std::span<float> Block::rows_of(std::span<float> per_row, int i) const {
-  const auto nc = static_cast<std::size_t>(stream_layout().chunk_rows);
-  return per_row.subspan(static_cast<std::size_t>(i) * nc, nc);
+device::Array Block::buffer(std::int64_t n) const {
+  return n > 0 ? be_->alloc(n, Element::kF32) : device::Array();
+}
+
+View Block::rows_of(const device::Array& per_row, int i) const {
+  if (per_row.empty()) return {};  // RMSNorm keeps no mean
+  const std::int64_t nc = stream_layout().chunk_rows;
+  return per_row.view(i * nc, 1, nc, nc);
 }
 
 // One sequence at a time, so MPI is poked between them while collectives fly.
 void Block::attention_forward_chunk(int i, BlockWorkspace& ws) {
+  device::Backend& be = *be_;
   const std::int64_t s = config_.shape.seq, bc = config_.shape.batch / config_.layout.chunks;
   const std::int64_t w = head_width_, per_seq = local_heads_ * s * s;
   const std::int64_t pw = w + 2 * kv_width_;  // q | k | v of this rank's heads
-  const MatrixView qkv = view(qkv_out_, qkv_.y_layout()).chunk(i);
-  const MatrixView out =
-      or_alias(attn_out(ws), proj_.x_layout(), view(attn_g_, proj_.xg_layout())).chunk(i);
+  const View qkv = view(qkv_out_, qkv_.y_layout()).chunk_view(i);
+  const View out =
+      or_alias(attn_out(ws), proj_.x_layout(), view(attn_g_, proj_.xg_layout())).chunk_view(i);
   if (cp_) {  // this rank's zigzag rows of the chunk's bc sequences, all cp ranks together
-    const auto lse = static_cast<std::size_t>(cp_->lse_size());
-    cp_->forward(out, lse_.values().subspan(static_cast<std::size_t>(i) * lse, lse),
-                 qkv.block(0, 0, qkv.rows, w), qkv.block(0, w, qkv.rows, kv_width_),
-                 qkv.block(0, w + kv_width_, qkv.rows, kv_width_));
+    const MatrixView q = host_matrix(qkv, "qkv");
+    const std::int64_t lse = cp_->lse_size();
+    cp_->forward(host_matrix(out, "the attention output"),
+                 {static_cast<float*>(lse_.data()) + i * lse, static_cast<std::size_t>(lse)},
+                 q.block(0, 0, q.rows, w), q.block(0, w, q.rows, kv_width_),
+                 q.block(0, w + kv_width_, q.rows, kv_width_));
     return;
   }
   for (std::int64_t q = 0; q < bc; ++q) {
     if (fused()) {
       const std::int64_t rows = local_heads_ * s;  // one sequence's log-sum-exps
-      flash_attention_forward_qkv(
-          out.block(q * s, 0, s, w),
-          lse_.values().subspan(static_cast<std::size_t>((i * bc + q) * rows),
-                                static_cast<std::size_t>(rows)),
-          ws.att_scratch.values(), qkv.block(q * s, 0, s, pw), 1, s, local_heads_, local_kv_);
+      be.flash_attention_forward(out.block(q * s, 0, s, w), lse_.view((i * bc + q) * rows, 1, rows, rows),
+                                 ws.att_scratch.view(1, ws.att_scratch.count()),
+                                 qkv.block(q * s, 0, s, pw), 1, s, local_heads_, local_kv_);
       if (config_.layout.progress_splits > 1) progress_.poke();
       continue;
     }
-    const auto att = this->att(ws).values().subspan(
-        static_cast<std::size_t>((i * bc + q) * per_seq), static_cast<std::size_t>(per_seq));
-    attention_forward(out.block(q * s, 0, s, w), att, qkv_mha(ws, qkv.block(q * s, 0, s, pw)), 1,
-                      s, local_heads_);
+    const View att = this->att(ws).view((i * bc + q) * per_seq, 1, per_seq, per_seq);
+    be.attention_core_forward(out.block(q * s, 0, s, w), att,
+                              qkv_mha(ws, qkv.block(q * s, 0, s, pw)), 1, s, local_heads_);
     if (config_.layout.progress_splits > 1) progress_.poke();
   }
 }
 
 void Block::attention_backward_chunk(int i, BlockWorkspace& ws) {
+  device::Backend& be = *be_;
   const std::int64_t s = config_.shape.seq, bc = config_.shape.batch / config_.layout.chunks;
   const std::int64_t w = head_width_, per_seq = local_heads_ * s * s;
   const std::int64_t pw = w + 2 * kv_width_;
-  const MatrixView qkv = view(qkv_out_, qkv_.y_layout()).chunk(i);
-  const MatrixView dqkv = view(ws.dqkv, qkv_.y_layout()).chunk(i);
-  const MatrixView dout =
-      or_alias(ws.datt, proj_.x_layout(), view(ws.datt_p, proj_.xg_layout())).chunk(i);
-  zero(dqkv);
+  const View qkv = view(qkv_out_, qkv_.y_layout()).chunk_view(i);
+  const View dqkv = view(ws.dqkv, qkv_.y_layout()).chunk_view(i);
+  const View dout =
+      or_alias(ws.datt, proj_.x_layout(), view(ws.datt_p, proj_.xg_layout())).chunk_view(i);
+  const View scratch = ws.att_scratch.empty() ? View{} : ws.att_scratch.view(1, ws.att_scratch.count());
+  be.zero(dqkv);
   if (fused()) {  // the probabilities recomputed tile by tile from qkv, the output and L
-    const MatrixView out =
-        or_alias(attn_out(ws), proj_.x_layout(), view(attn_g_, proj_.xg_layout())).chunk(i);
+    const View out =
+        or_alias(attn_out(ws), proj_.x_layout(), view(attn_g_, proj_.xg_layout())).chunk_view(i);
     if (cp_) {
-      const auto lse = static_cast<std::size_t>(cp_->lse_size());
-      const std::int64_t n = qkv.rows, kw = kv_width_;
-      cp_->backward(dqkv.block(0, 0, n, w), dqkv.block(0, w, n, kw), dqkv.block(0, w + kw, n, kw),
-                    dout, qkv.block(0, 0, n, w), qkv.block(0, w, n, kw),
-                    qkv.block(0, w + kw, n, kw), out,
-                    lse_.values().subspan(static_cast<std::size_t>(i) * lse, lse));
+      const std::int64_t lse = cp_->lse_size();
+      const MatrixView q = host_matrix(qkv, "qkv"), dq = host_matrix(dqkv, "dqkv");
+      const std::int64_t n = q.rows, kw = kv_width_;
+      cp_->backward(dq.block(0, 0, n, w), dq.block(0, w, n, kw), dq.block(0, w + kw, n, kw),
+                    host_matrix(dout, "dout"), q.block(0, 0, n, w), q.block(0, w, n, kw),
+                    q.block(0, w + kw, n, kw), host_matrix(out, "the attention output"),
+                    {static_cast<float*>(lse_.data()) + i * lse, static_cast<std::size_t>(lse)});
       return;
     }
     const std::int64_t rows = local_heads_ * s;
     for (std::int64_t q = 0; q < bc; ++q) {
-      flash_attention_backward_qkv(
-          dqkv.block(q * s, 0, s, pw), ws.att_scratch.values(), dout.block(q * s, 0, s, w),
-          qkv.block(q * s, 0, s, pw), out.block(q * s, 0, s, w),
-          lse_.values().subspan(static_cast<std::size_t>((i * bc + q) * rows),
-                                static_cast<std::size_t>(rows)),
-          1, s, local_heads_, local_kv_);
+      be.flash_attention_backward(dqkv.block(q * s, 0, s, pw), scratch,
+                                  dout.block(q * s, 0, s, w), qkv.block(q * s, 0, s, pw),
+                                  out.block(q * s, 0, s, w),
+                                  lse_.view((i * bc + q) * rows, 1, rows, rows), 1, s,
+                                  local_heads_, local_kv_);
       if (config_.layout.progress_splits > 1) progress_.poke();
     }
     return;
@@ -465,51 +480,50 @@ void Block::attention_backward_chunk(int i, BlockWorkspace& ws) {
   // consumed by proj's dW), with the same values.
   if (config_.layout.recompute == layout::Recompute::kSelective) attention_forward_chunk(i, ws);
   for (std::int64_t q = 0; q < bc; ++q) {
-    const auto att = this->att(ws).values().subspan(
-        static_cast<std::size_t>((i * bc + q) * per_seq), static_cast<std::size_t>(per_seq));
+    const View att = this->att(ws).view((i * bc + q) * per_seq, 1, per_seq, per_seq);
     if (ws.dqkv_mha.empty()) {
-      attention_backward(dqkv.block(q * s, 0, s, pw), ws.att_scratch.values(),
-                         dout.block(q * s, 0, s, w), qkv.block(q * s, 0, s, pw), att, 1, s,
-                         local_heads_);
+      be.attention_core_backward(dqkv.block(q * s, 0, s, pw), scratch, dout.block(q * s, 0, s, w),
+                                 qkv.block(q * s, 0, s, pw), att, 1, s, local_heads_);
     } else {  // grouped-query: the widened heads' gradient, each KV head's summed
-      const MatrixView dmha(ws.dqkv_mha.data(), s, 3 * w, 3 * w);
-      zero(dmha);
-      attention_backward(dmha, ws.att_scratch.values(), dout.block(q * s, 0, s, w),
-                         qkv_mha(ws, qkv.block(q * s, 0, s, pw)), att, 1, s, local_heads_);
-      narrow_kv_grad(dqkv.block(q * s, 0, s, pw), dmha, local_heads_, local_kv_,
+      const View dmha = ws.dqkv_mha.view(s, 3 * w);
+      be.zero(dmha);
+      be.attention_core_backward(dmha, scratch, dout.block(q * s, 0, s, w),
+                                 qkv_mha(ws, qkv.block(q * s, 0, s, pw)), att, 1, s,
+                                 local_heads_);
+      narrow_kv_grad(be, dqkv.block(q * s, 0, s, pw), dmha, local_heads_, local_kv_,
                      w / local_heads_);
     }
     if (config_.layout.progress_splits > 1) progress_.poke();
   }
 }
 
-ConstMatrixView Block::qkv_mha(BlockWorkspace& ws, ConstMatrixView qkv) const {
+View Block::qkv_mha(BlockWorkspace& ws, const View& qkv) const {
   if (ws.qkv_mha.empty()) return qkv;
-  const MatrixView mha(ws.qkv_mha.data(), qkv.rows, 3 * head_width_, 3 * head_width_);
-  widen_kv(mha, qkv, local_heads_, local_kv_, head_width_ / local_heads_);
+  const View mha = ws.qkv_mha.view(qkv.rows, 3 * head_width_);
+  widen_kv(*be_, mha, qkv, local_heads_, local_kv_, head_width_ / local_heads_);
   return mha;
 }
 
 // RoPE on chunk i's q and k columns (all its tokens: positions 0 … s−1 of each sequence).
 // Under context parallelism: its two zigzag halves, each at its chunk's positions.
 void Block::rope_chunk(int i, const ChunkedMatrix& qkv, bool backward) {
-  const MatrixView c = qkv.chunk(i);
+  const View c = qkv.chunk_view(i);
   const std::int64_t bc = config_.shape.batch / config_.layout.chunks;
-  const auto rotate = backward ? rope_backward : rope_forward;
-  if (cp_ && cp_rope_[0].len > 0) {
+  const std::int64_t hd = config_.shape.head_dim();
+  const auto table = [hd](const device::Array& t) { return t.view(t.count() / hd, hd); };
+  if (cp_ && !cp_rope_[0].empty()) {
     const std::int64_t half = c.rows / 2;  // bc sequences' chunk r, then chunk 2·cp−1−r
     for (int x = 0; x < 2; ++x) {
-      const MatrixView rows = c.block(x * half, 0, half, c.cols);
-      rotate(rows.block(0, 0, half, head_width_), cp_rope_[static_cast<std::size_t>(x)], bc,
-             local_heads_);
-      rotate(rows.block(0, head_width_, half, kv_width_), cp_rope_[static_cast<std::size_t>(x)],
-             bc, local_kv_);
+      const View rows = c.block(x * half, 0, half, c.cols);
+      const View t = table(cp_rope_[static_cast<std::size_t>(x)]);
+      be_->rope(rows.block(0, 0, half, head_width_), t, bc, local_heads_, backward);
+      be_->rope(rows.block(0, head_width_, half, kv_width_), t, bc, local_kv_, backward);
     }
     return;
   }
-  if (rope_.len == 0) return;
-  rotate(c.block(0, 0, c.rows, head_width_), rope_, bc, local_heads_);
-  rotate(c.block(0, head_width_, c.rows, kv_width_), rope_, bc, local_kv_);
+  if (rope_.empty()) return;
+  be_->rope(c.block(0, 0, c.rows, head_width_), table(rope_), bc, local_heads_, backward);
+  be_->rope(c.block(0, head_width_, c.rows, kv_width_), table(rope_), bc, local_kv_, backward);
 }
 
 void Block::forward(const ChunkedMatrix& y, const ChunkedMatrix& x, BlockWorkspaceBase& base) {
@@ -520,7 +534,9 @@ void Block::forward(const ChunkedMatrix& y, const ChunkedMatrix& x, BlockWorkspa
   x_ = x;
   const int C = config_.layout.chunks;
   const std::int64_t h = config_.shape.hidden;
-  const auto ln_scratch = std::span<double>(ws.ln_scratch);
+  device::Backend& be = *be_;
+  const layout::Norm norm = config_.shape.norm;
+  const View ln_scratch = ws.ln_scratch.view(1, ws.ln_scratch.count());
   const ChunkedMatrix xn1 = view(xn1_, qkv_.x_layout());
   const ChunkedMatrix xn1g = or_alias(xn1g_, qkv_.xg_layout(), xn1);
   const ChunkedMatrix qkv_out = view(qkv_out_, qkv_.y_layout());
@@ -539,9 +555,9 @@ void Block::forward(const ChunkedMatrix& y, const ChunkedMatrix& x, BlockWorkspa
 
   // ---- attention: ln1 → qkv (RS₁ by heads) → core → proj (AG₁, AR₀) → residual
   for (int i = 0; i < C; ++i) {
-    parallel::norm_sharded_forward(rms(), xn1.chunk(i), rows_of(ln1_mean_.values(), i),
-                                   rows_of(ln1_rstd_.values(), i), x.chunk(i), p_[kLn1Weight],
-                                   p_[kLn1Bias], h, ln_group_, ln_scratch);
+    parallel::norm_sharded_forward(be, norm, xn1.chunk_view(i), rows_of(ln1_mean_, i),
+                                   rows_of(ln1_rstd_, i), x.chunk_view(i), vec(p_[kLn1Weight]),
+                                   vec(p_[kLn1Bias]), h, ln_group_, ln_scratch);
     qkv_.gather_input_start(i, xn1, xn1g);
   }
   for (int i = 0; i < C; ++i) {
@@ -562,9 +578,9 @@ void Block::forward(const ChunkedMatrix& y, const ChunkedMatrix& x, BlockWorkspa
   for (int i = 0; i < C; ++i) {
     proj_.forward_wait(i, proj_y);
     parallel::residual_norm_sharded_forward(
-        rms(), xmid.chunk(i), xn2.chunk(i), rows_of(ln2_mean_.values(), i),
-        rows_of(ln2_rstd_.values(), i), x.chunk(i), proj_y.chunk(i), p_[kLn2Weight],
-        p_[kLn2Bias], h, ln_group_, ln_scratch);
+        be, norm, xmid.chunk_view(i), xn2.chunk_view(i), rows_of(ln2_mean_, i),
+        rows_of(ln2_rstd_, i), x.chunk_view(i), proj_y.chunk_view(i), vec(p_[kLn2Weight]),
+        vec(p_[kLn2Bias]), h, ln_group_, ln_scratch);
     if (dense_mlp()) mlp1_.gather_input_start(i, xn2, xn2g);
   }
   // ---- MLP: mlp1 (AR₁) → bias + gelu (fused) → mlp2 (AR₀) → y = base + mlp2(…)
@@ -576,17 +592,15 @@ void Block::forward(const ChunkedMatrix& y, const ChunkedMatrix& x, BlockWorkspa
     for (int i = 0; i < C; ++i) {
       mlp1_.forward_wait_without_bias(i);
       if (swiglu()) {  // this rank's [gate | up] columns (ParamShard::kSwigluWeight)
-        swiglu_forward(gelu.chunk(i), mlp1_y.chunk(i));
+        be.swiglu_forward(gelu.chunk_view(i), mlp1_y.chunk_view(i));
       } else {
-        const MatrixView bias = host_matrix(mlp1_.output_bias(mlp1_y), "the fc1 bias");
-        bias_gelu_forward(gelu.chunk(i), mlp1_y.chunk(i),
-                          {bias.data, static_cast<std::size_t>(bias.cols)});
+        be.bias_gelu(gelu.chunk_view(i), mlp1_y.chunk_view(i), mlp1_.output_bias(mlp1_y));
       }
       mlp2_.forward_start(i, gelu, mlp2_p, mlp2_y, &progress_);
     }
     for (int i = 0; i < C; ++i) {
       mlp2_.forward_wait(i, mlp2_y);
-      residual_forward(y.chunk(i), base.chunk(i), mlp2_y.chunk(i));
+      be.residual(y.chunk_view(i), base.chunk_view(i), mlp2_y.chunk_view(i));
     }
   };
   if (!moe_) {
@@ -597,8 +611,8 @@ void Block::forward(const ChunkedMatrix& y, const ChunkedMatrix& x, BlockWorkspa
   const ChunkedMatrix moe_y = view(shared() ? ws.moe_out : ws.mlp2_p, stream);
   (void)moe_->forward(moe_y.whole(), xn2.whole());  // its aux loss acts through backward
   for (int i = 0; i < C; ++i) {
-    residual_forward(y.chunk(i), xmid.chunk(i), moe_y.chunk(i));
-    add_bias(y.chunk(i), p_[kMlp2Bias]);
+    be.residual(y.chunk_view(i), xmid.chunk_view(i), moe_y.chunk_view(i));
+    be.add_bias(y.chunk_view(i), vec(p_[kMlp2Bias]));
   }
   if (shared()) mlp_forward(y);  // y += shared(xn2)
 }
@@ -611,7 +625,9 @@ void Block::backward(const ChunkedMatrix& dx, const ChunkedMatrix& dy,
                "Block::backward: dx and dy must be in the stream layout, after a forward");
   const int C = config_.layout.chunks;
   const std::int64_t h = config_.shape.hidden;
-  const auto ln_scratch = std::span<double>(ws.ln_scratch);
+  device::Backend& be = *be_;
+  const layout::Norm norm = config_.shape.norm;
+  const View ln_scratch = ws.ln_scratch.view(1, ws.ln_scratch.count());
   const ChunkedMatrix xn1g = or_alias(xn1g_, qkv_.xg_layout(), view(xn1_, qkv_.x_layout()));
   const ChunkedMatrix attn_g = view(attn_g_, proj_.xg_layout());
   const ChunkedMatrix xmid = view(xmid_, stream);
@@ -633,11 +649,11 @@ void Block::backward(const ChunkedMatrix& dx, const ChunkedMatrix& dy,
   // Chunk i's second residual and ln2, once ln2's output gradient dxn is complete; then the
   // projection's input gradient starts on its way.
   const auto ln2_backward = [&](int i) {
-    residual_backward_copy(dxmid.chunk(i), dy.chunk(i));
+    be.residual_grad(dxmid.chunk_view(i), dy.chunk_view(i));
     parallel::norm_sharded_backward(
-        rms(), dxmid.chunk(i), g_[kLn2Weight], g_[kLn2Bias], dxn.chunk(i), xmid.chunk(i),
-        p_[kLn2Weight], rows_of(ln2_mean_.values(), i), rows_of(ln2_rstd_.values(), i), h,
-        ln_group_, ln_scratch);
+        be, norm, dxmid.chunk_view(i), vec(g_[kLn2Weight]), vec(g_[kLn2Bias]),
+        dxn.chunk_view(i), xmid.chunk_view(i), vec(p_[kLn2Weight]), rows_of(ln2_mean_, i),
+        rows_of(ln2_rstd_, i), h, ln_group_, ln_scratch);
     proj_.gather_grad_start(i, dxmid, dxmid_g);
   };
   // ---- MLP, reversed: residual → mlp2 → gelu → mlp1; then done(i) once chunk i's dxn is in.
@@ -651,11 +667,11 @@ void Block::backward(const ChunkedMatrix& dx, const ChunkedMatrix& dy,
     mlp2_.backward_weight(dyg, gelu, &progress_);  // overlaps the dgelu all-reduces
     for (int i = 0; i < C; ++i) {
       mlp2_.backward_data_wait(i);
-      zero(dmlp1.chunk(i));
+      be.zero(dmlp1.chunk_view(i));
       if (swiglu()) {
-        swiglu_backward(dmlp1.chunk(i), mlp1_y.chunk(i), dgelu.chunk(i));
+        be.swiglu_backward(dmlp1.chunk_view(i), mlp1_y.chunk_view(i), dgelu.chunk_view(i));
       } else {
-        gelu_backward(dmlp1.chunk(i), mlp1_y.chunk(i), dgelu.chunk(i));
+        be.gelu_backward(dmlp1.chunk_view(i), mlp1_y.chunk_view(i), dgelu.chunk_view(i));
       }
       mlp1_.backward_data_start(i, dmlp1, dxn_p, dxn, &progress_);
     }
@@ -668,7 +684,7 @@ void Block::backward(const ChunkedMatrix& dx, const ChunkedMatrix& dy,
   if (!moe_) {
     mlp_backward(ln2_backward);
   } else {  // ---- MoE, reversed: residual → bias, experts (+ the shared experts) → ln2
-    for (int i = 0; i < C; ++i) add_bias_grad(g_[kMlp2Bias], dy.chunk(i));
+    for (int i = 0; i < C; ++i) be.bias_grad(vec(g_[kMlp2Bias]), dy.chunk_view(i));
     const ChunkedMatrix xn2 = view(xn2_, mlp1_.x_layout());
     if (!shared()) {
       moe_->backward(dxn.whole(), dy.whole(), xn2.whole(), aux_weight_);
@@ -677,7 +693,7 @@ void Block::backward(const ChunkedMatrix& dx, const ChunkedMatrix& dy,
       const ChunkedMatrix moe_dx = view(ws.moe_out, stream);
       moe_->backward(moe_dx.whole(), dy.whole(), xn2.whole(), aux_weight_);
       mlp_backward([&](int i) {
-        add(moe_dx.chunk(i), dxn.chunk(i));
+        be.add(dxn.chunk_view(i), moe_dx.chunk_view(i));
         ln2_backward(i);
       });
     }
@@ -701,10 +717,10 @@ void Block::backward(const ChunkedMatrix& dx, const ChunkedMatrix& dy,
   qkv_.backward_weight(dqkv_g, xn1g, &progress_);
   for (int i = 0; i < C; ++i) {
     qkv_.backward_data_wait(i);
-    residual_backward_copy(dx.chunk(i), dxmid.chunk(i));
+    be.residual_grad(dx.chunk_view(i), dxmid.chunk_view(i));
     parallel::norm_sharded_backward(
-        rms(), dx.chunk(i), g_[kLn1Weight], g_[kLn1Bias], dxn.chunk(i), x_.chunk(i),
-        p_[kLn1Weight], rows_of(ln1_mean_.values(), i), rows_of(ln1_rstd_.values(), i), h,
+        be, norm, dx.chunk_view(i), vec(g_[kLn1Weight]), vec(g_[kLn1Bias]), dxn.chunk_view(i),
+        x_.chunk_view(i), vec(p_[kLn1Weight]), rows_of(ln1_mean_, i), rows_of(ln1_rstd_, i), h,
         ln_group_, ln_scratch);
   }
 }

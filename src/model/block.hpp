@@ -91,6 +91,7 @@
 #include "mesh/device_mesh.hpp"
 #include "model/layer_blocks.hpp"
 #include "model/params.hpp"
+#include "ops/cpu_backend.hpp"
 #include "ops/rope.hpp"
 #include "parallel/activation_shard.hpp"
 #include "parallel/chunked.hpp"
@@ -115,13 +116,15 @@ class BlockWorkspace : public BlockWorkspaceBase {
 
  private:
   friend class Block;
-  Tensor qkv_p, attn, proj_p, proj_y, mlp2_p, mlp2_y;    // forward
-  Tensor moe_out;  // shared experts: the routed experts' output, then their input gradient
-  Tensor dyg, dgelu, dmlp1, dxn_p, dxn, dxmid, dxmid_g;  // backward
-  Tensor datt_p, datt, dqkv, dqkv_g, att_scratch;
-  Tensor att;  // selective recomputation: the attention probabilities of the running block
-  Tensor qkv_mha, dqkv_mha;  // grouped-query, unfused core: one sequence's widened q | k | v
-  std::vector<double> ln_scratch;
+  // In the block's backend's memory (BlockConfig::backend); an array the layout does not need
+  // is empty.
+  device::Array qkv_p, attn, proj_p, proj_y, mlp2_p, mlp2_y;    // forward
+  device::Array moe_out;  // shared experts: the routed experts' output, then their input gradient
+  device::Array dyg, dgelu, dmlp1, dxn_p, dxn, dxmid, dxmid_g;  // backward
+  device::Array datt_p, datt, dqkv, dqkv_g, att_scratch;
+  device::Array att;  // selective recomputation: the attention probabilities of the running block
+  device::Array qkv_mha, dqkv_mha;  // grouped-query, unfused core: one sequence's widened q | k | v
+  device::Array ln_scratch;  // fp64: the norms' sums in flight
 };
 
 class Block : public StackBlock {
@@ -144,14 +147,20 @@ class Block : public StackBlock {
 
  private:
   friend class BlockWorkspace;
-  using View = parallel::ChunkedMatrix;
-  static View view(Tensor& t, const parallel::ChunkedLayout& l) { return View(t.data(), l); }
+  using Chunked = parallel::ChunkedMatrix;
+  static Chunked view(const device::Array& a, const parallel::ChunkedLayout& l) {
+    return Chunked(a.data(), a.type(), l);
+  }
+  // An fp32 array of n elements of the block's backend (empty for n = 0).
+  device::Array buffer(std::int64_t n) const;
 
   void attention_forward_chunk(int i, BlockWorkspace& ws);
-  Tensor& att(BlockWorkspace& ws) { return att_.empty() ? ws.att : att_; }
+  const device::Array& att(BlockWorkspace& ws) const { return att_.empty() ? ws.att : att_; }
   // Where the attention core writes its output before the projection: the workspace's
   // buffer, or with fused attention a saved one (its backward reads the output).
-  Tensor& attn_out(BlockWorkspace& ws) { return attn_out_.empty() ? ws.attn : attn_out_; }
+  const device::Array& attn_out(BlockWorkspace& ws) const {
+    return attn_out_.empty() ? ws.attn : attn_out_;
+  }
   bool fused() const { return config_.layout.attention == layout::Attention::kFused; }
   bool rms() const { return config_.shape.norm == layout::Norm::kRmsNorm; }
   bool swiglu() const { return config_.shape.activation == layout::Activation::kSwiglu; }
@@ -160,21 +169,26 @@ class Block : public StackBlock {
   bool shared() const { return config_.shape.shared_experts > 0; }
   bool dense_mlp() const { return !config_.shape.is_moe() || shared(); }
   // qkv itself, or (grouped-query, unfused) its KV heads widened into the workspace.
-  ConstMatrixView qkv_mha(BlockWorkspace& ws, ConstMatrixView qkv) const;
-  void rope_chunk(int i, const View& qkv, bool backward);
+  View qkv_mha(BlockWorkspace& ws, const View& qkv) const;
+  void rope_chunk(int i, const Chunked& qkv, bool backward);
   void attention_backward_chunk(int i, BlockWorkspace& ws);
   void bound() override;
-  std::span<float> rows_of(std::span<float> per_row, int i) const;
+  // Chunk i's rows of a per-row statistic (1 × rows), as a 1 × chunk_rows view.
+  View rows_of(const device::Array& per_row, int i) const;
+  // A parameter (or gradient) as the 1 × n vector it is stored as; empty if it has none.
+  static View vec(std::span<float> p) { return p.empty() ? View{} : host_view(p); }
 
   BlockConfig config_;
+  device::Backend* be_;                 // config_.backend, or the CPU's
   const comm::Communicator* ln_group_;  // mesh dim 1 (hidden split), null under SP
   std::int64_t local_heads_ = 0, head_width_ = 0;  // a/(d1·d2) heads of w columns
   std::int64_t local_kv_ = 0, kv_width_ = 0;       // g/(d1·d2) KV heads of their columns
-  RopeTable rope_;                                  // position rope: cos, sin of 0 … s−1
+  device::Array rope_;  // position rope's cos, sin of 0 … s−1 (RopeTable::cos_sin), or empty
   // Context parallelism (config.cp_group): the attention core over the cp ranks, one per
-  // batch chunk's b/chunks sequences; RoPE's tables of this rank's two zigzag chunks.
+  // batch chunk's b/chunks sequences; RoPE's tables of this rank's two zigzag chunks (on the
+  // host: context parallelism runs on the CPU backend only).
   std::unique_ptr<parallel::ContextParallelAttention> cp_;
-  std::array<RopeTable, 2> cp_rope_{};
+  std::array<device::Array, 2> cp_rope_{};
   parallel::Linear2D qkv_, proj_, mlp1_, mlp2_;
   parallel::Progress progress_;
   // A mixture-of-experts block (shape.num_experts > 0): its MLP is this layer, experts over
@@ -183,10 +197,10 @@ class Block : public StackBlock {
   std::unique_ptr<parallel::ExpertParallelMoe> moe_;
 
   // Saved for backward.
-  View x_;
-  Tensor ln1_mean_, ln1_rstd_, xn1_, xn1g_, qkv_out_, att_, attn_g_;
-  Tensor lse_, attn_out_;  // fused attention: each row's log-sum-exp, and the core's output
-  Tensor xmid_, ln2_mean_, ln2_rstd_, xn2_, xn2g_, mlp1_y_, gelu_;
+  Chunked x_;
+  device::Array ln1_mean_, ln1_rstd_, xn1_, xn1g_, qkv_out_, att_, attn_g_;
+  device::Array lse_, attn_out_;  // fused attention: each row's log-sum-exp, the core's output
+  device::Array xmid_, ln2_mean_, ln2_rstd_, xn2_, xn2g_, mlp1_y_, gelu_;
 };
 
 }  // namespace meshtp::model

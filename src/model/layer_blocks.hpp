@@ -68,8 +68,9 @@ namespace meshtp::model {
 //                    owned.
 //   backend          where a block on the seam computes and allocates (docs/seam.md); its
 //                    parameters, its input and output streams must be that backend's memory
-//                    and its mesh's groups must move it. Null: the CPU. Not owned. Today the
-//                    2D-GeMM block runs on it; the ATP block computes on the host.
+//                    and its mesh's groups must move it. Null: the CPU. Not owned. Both
+//                    blocks run on it; the ATP block's context-parallel core and mixture of
+//                    experts compute on host memory, so they refuse another backend.
 struct BlockConfig {
   layout::ModelShape shape{};
   layout::Plan layout{};

@@ -347,6 +347,17 @@ void CpuBackend::flash_attention_backward(const View& dqkv, const View& scratch,
       floats_of(lse, b * nh * t, "lse"), b, t, nh, nkv);
 }
 
+void CpuBackend::rope(const View& x, const View& cos_sin, std::int64_t batch, std::int64_t heads,
+                      bool backward) {
+  const MatrixView m = host_matrix(x, "x");
+  const MatrixView table = host_matrix(cos_sin, "the rope table");
+  if (backward) {
+    rope_backward(m, table, batch, heads);
+  } else {
+    rope_forward(m, table, batch, heads);
+  }
+}
+
 void CpuBackend::copy_blocks(std::span<const View> dst, std::span<const View> src) {
   MESHTP_CHECK(dst.size() == src.size(), "cpu backend: {} destination blocks for {} sources",
                dst.size(), src.size());

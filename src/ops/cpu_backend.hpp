@@ -91,6 +91,8 @@ class CpuBackend final : public device::Backend {
                                         const View& qkv, const View& out, const View& lse,
                                         std::int64_t b, std::int64_t t, std::int64_t nh,
                                         std::int64_t nkv) override;
+  void rope(const View& x, const View& cos_sin, std::int64_t batch, std::int64_t heads,
+                    bool backward) override;
   void copy_blocks(std::span<const View> dst, std::span<const View> src) override;
   void gemm_in_bands(const View& c, const View& a, Trans trans_a, const View& b, Trans trans_b,
                      float beta, int bands, const std::function<void()>& between) override;

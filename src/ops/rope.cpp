@@ -13,10 +13,12 @@ namespace {
 constexpr double kRopeTouches = 3;  // read x, read the table, write x (rope.hpp)
 
 // Rotates every head of x by +angle (sign 1) or −angle (sign −1).
-void rotate(const char* fn, MatrixView x, const RopeTable& table, std::int64_t batch,
-            std::int64_t heads, float sign) {
+// cos_sin: the table's len × HD values (RopeTable::cos_sin); pos0 its first position, for
+// messages (negative: not known).
+void rotate(const char* fn, MatrixView x, ConstMatrixView cos_sin, std::int64_t pos0,
+            std::int64_t batch, std::int64_t heads, float sign) {
   const ScopedSpan span("rope", SpanKind::kCompute);
-  const std::int64_t HD = table.head_dim, half = HD / 2;
+  const std::int64_t HD = cos_sin.cols, half = HD / 2;
   MESHTP_CHECK(batch >= 1 && heads >= 1, "{}: batch={} and heads={} must be positive", fn, batch,
                heads);
   MESHTP_CHECK(x.cols == heads * HD,
@@ -24,13 +26,12 @@ void rotate(const char* fn, MatrixView x, const RopeTable& table, std::int64_t b
                x.rows, x.cols, heads, HD, heads * HD);
   MESHTP_CHECK(x.rows % batch == 0, "{}: x has {} rows, not B·T for batch B={}", fn, x.rows, batch);
   const std::int64_t T = x.rows / batch;
-  MESHTP_CHECK(T <= table.len,
-               "{}: {} tokens per sequence, but the table covers {} positions (from {})", fn, T,
-               table.len, table.pos0);
+  MESHTP_CHECK(T <= cos_sin.rows, "{}: {} tokens per sequence, but the table covers {} positions{}",
+               fn, T, cos_sin.rows, pos0 >= 0 ? fmt::format(" (from {})", pos0) : std::string());
   if (simhooks::charge_bytes(op_costs::bytes(x.rows * x.cols, kRopeTouches))) return;
   for (std::int64_t b = 0; b < batch; ++b) {
     for (std::int64_t t = 0; t < T; ++t) {
-      const float* cs = table.cos_sin.data() + t * HD;
+      const float* cs = cos_sin.data + t * cos_sin.ld;
       float* row = x.data + (b * T + t) * x.ld;
       for (std::int64_t h = 0; h < heads; ++h) {
         float* lo = row + h * HD;
@@ -77,11 +78,20 @@ RopeTable rope_table(std::int64_t head_dim, std::int64_t pos0, std::int64_t len,
 }
 
 void rope_forward(MatrixView x, const RopeTable& table, std::int64_t batch, std::int64_t heads) {
-  rotate("rope_forward", x, table, batch, heads, 1.0f);
+  rotate("rope_forward", x, table.cos_sin.matrix(), table.pos0, batch, heads, 1.0f);
 }
 
 void rope_backward(MatrixView dx, const RopeTable& table, std::int64_t batch, std::int64_t heads) {
-  rotate("rope_backward", dx, table, batch, heads, -1.0f);
+  rotate("rope_backward", dx, table.cos_sin.matrix(), table.pos0, batch, heads, -1.0f);
+}
+
+void rope_forward(MatrixView x, ConstMatrixView cos_sin, std::int64_t batch, std::int64_t heads) {
+  rotate("rope_forward", x, cos_sin, -1, batch, heads, 1.0f);
+}
+
+void rope_backward(MatrixView dx, ConstMatrixView cos_sin, std::int64_t batch,
+                   std::int64_t heads) {
+  rotate("rope_backward", dx, cos_sin, -1, batch, heads, -1.0f);
 }
 
 }  // namespace meshtp

@@ -46,5 +46,10 @@ RopeTable rope_table(std::int64_t head_dim, std::int64_t pos0, std::int64_t len,
 void rope_forward(MatrixView x, const RopeTable& table, std::int64_t batch, std::int64_t heads);
 // dx (the gradient of the rotated x) rotated back in place: the gradient of the unrotated x.
 void rope_backward(MatrixView dx, const RopeTable& table, std::int64_t batch, std::int64_t heads);
+// The same with the table's values alone (len × HD, as RopeTable::cos_sin): what the backend's
+// rope op takes (device/backend.hpp), the table then held in its memory.
+void rope_forward(MatrixView x, ConstMatrixView cos_sin, std::int64_t batch, std::int64_t heads);
+void rope_backward(MatrixView dx, ConstMatrixView cos_sin, std::int64_t batch,
+                   std::int64_t heads);
 
 }  // namespace meshtp

@@ -1,18 +1,22 @@
-// A whole transformer block on the seam: the 2D-GeMM block (model/gemm2d_block.hpp) run on the
-// inverted stand-in (tests/inverted_device.hpp: memory the host cannot read, every byte
-// complemented) over host-staged groups gives the host run's output, input gradient and
-// parameter gradients, on every mesh of this world size, for two algorithms and both
-// recomputation settings. Its parameters, streams and buffers all live in the stand-in's
-// memory, so any op of the block that touched them other than through its backend or a
-// transport would compute on complemented floats and fail here. (The host run itself is held
-// to the serial reference by Gemm2dStack.EqualsSerialReferenceOnEveryMesh.)
+// Whole transformer blocks on the seam: the 2D-GeMM block (model/gemm2d_block.hpp) and the ATP
+// block (model/block.hpp) run on the inverted stand-in (tests/inverted_device.hpp: memory the
+// host cannot read, every byte complemented) over host-staged groups give the host run's
+// output, input gradient and parameter gradients on every mesh of this world size: the 2D
+// block for two algorithms and both recomputations; the ATP block with 1 and 2 chunks,
+// sequence parallelism on N x 1 meshes, GPT's layers and the Llama family's (RMSNorm, SwiGLU,
+// RoPE, grouped-query attention), fused and unfused. Parameters, streams and buffers all live
+// in the stand-in's memory, so any op of a block that touched them other than through its
+// backend or a transport would compute on complemented floats and fail here. (The host runs
+// themselves are held to the serial reference by the stack tests.)
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
 
 #include "../parallel/mesh2d.hpp"
 #include "core/parse.hpp"
+#include "error_of.hpp"
 #include "inverted_device.hpp"
+#include "model/block.hpp"
 #include "model/gemm2d_block.hpp"
 #include "tensor/random.hpp"
 
@@ -59,9 +63,10 @@ struct Memory {
   }
 };
 
+template <class B>
 Result run(const mesh::DeviceMesh& mesh, BlockConfig c, device::Backend& be) {
   c.backend = &be;
-  Gemm2dBlock block(mesh, c);
+  B block(mesh, c);
   Memory mem{be, {}};
   const std::uint64_t seed = 1000 * static_cast<std::uint64_t>(mesh.rank() + 1);
   std::vector<std::span<float>> values, grads;
@@ -91,6 +96,17 @@ Result run(const mesh::DeviceMesh& mesh, BlockConfig c, device::Backend& be) {
   return r;
 }
 
+void expect_same(const Result& host, const Result& dev, const std::string& what) {
+  EXPECT_LE(max_relative_error(dev.y.values(), host.y.values()), 1e-5) << "y, " << what;
+  EXPECT_LE(max_relative_error(dev.dx.values(), host.dx.values()), 1e-5) << "dx, " << what;
+  for (int p = 0; p < kBlockParams; ++p) {
+    EXPECT_LE(max_relative_error(dev.grads[static_cast<std::size_t>(p)].values(),
+                                 host.grads[static_cast<std::size_t>(p)].values()),
+              1e-5)
+        << "gradient of parameter " << p << ", " << what;
+  }
+}
+
 TEST(Gemm2dBlockSeam, TheBlockOnMemoryTheHostCannotReadEqualsTheHostRun) {
   const auto world = comm::Communicator::world();
   InvertedBackend stand_in;
@@ -110,22 +126,74 @@ TEST(Gemm2dBlockSeam, TheBlockOnMemoryTheHostCannotReadEqualsTheHostRun) {
         }
         const std::string what = fmt::format("mesh {} {} recompute {} (rank {})", format_mesh_shape(shape),
                                              algo, layout::name(recompute), world.rank());
-        const Result host = run(host_mesh, c, cpu_backend());
-        const Result dev = run(device_mesh, c, stand_in);
-        EXPECT_LE(max_relative_error(dev.y.values(), host.y.values()), 1e-5) << "y, " << what;
-        EXPECT_LE(max_relative_error(dev.dx.values(), host.dx.values()), 1e-5) << "dx, " << what;
-        for (int p = 0; p < kBlockParams; ++p) {
-          EXPECT_LE(max_relative_error(dev.grads[static_cast<std::size_t>(p)].values(),
-                                       host.grads[static_cast<std::size_t>(p)].values()),
-                    1e-5)
-              << "gradient of parameter " << p << ", " << what;
-        }
+        expect_same(run<Gemm2dBlock>(host_mesh, c, cpu_backend()),
+                    run<Gemm2dBlock>(device_mesh, c, stand_in), what);
         ++ran;
       }
     }
   }
   EXPECT_GT(ran, 0);
   EXPECT_GT(stand_in.gemm_calls, 0);
+}
+
+BlockConfig atp_config(bool llama, layout::Attention attention, int chunks, bool sp) {
+  BlockConfig c{.shape = {.batch = 8, .seq = 8, .hidden = 32, .heads = 8, .layers = 1},
+                .layout = {.chunks = chunks, .sequence_parallel = sp, .progress_splits = 2}};
+  c.layout.attention = attention;
+  if (llama) {
+    c.shape.kv_heads = 2;
+    c.shape.ffn_hidden = 48;
+    c.shape.activation = layout::Activation::kSwiglu;
+    c.shape.norm = layout::Norm::kRmsNorm;
+    c.shape.position = layout::Position::kRope;
+  }
+  return c;
+}
+
+TEST(AtpBlockSeam, TheBlockOnMemoryTheHostCannotReadEqualsTheHostRun) {
+  const auto world = comm::Communicator::world();
+  InvertedBackend stand_in;
+  const auto staged = comm::Communicator::host_staged(world, stand_in.memory);
+  int ran = 0;
+  for (const auto& shape : parallel::meshes2d(world.size())) {
+    const mesh::DeviceMesh host_mesh(world, shape), device_mesh(staged, shape);
+    for (const bool llama : {false, true}) {
+      for (const layout::Attention attention : layout::all<layout::Attention>()) {
+        for (const int chunks : {1, 2}) {
+          for (const bool sp : {false, true}) {
+            if (sp && shape[1] != 1) continue;  // sequence parallelism runs on N x 1
+            const BlockConfig c = atp_config(llama, attention, chunks, sp);
+            try {
+              validate_atp_block(c, shape);
+            } catch (const Error&) {
+              continue;  // e.g. 8 ranks and 2 KV heads under grouped-query attention
+            }
+            const std::string what = fmt::format(
+                "mesh {} {} {} chunks {}{} (rank {})", format_mesh_shape(shape),
+                llama ? "llama" : "gpt", layout::name(attention), chunks, sp ? " sp" : "",
+                world.rank());
+            expect_same(run<Block>(host_mesh, c, cpu_backend()),
+                        run<Block>(device_mesh, c, stand_in), what);
+            ++ran;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(ran, 0);
+}
+
+TEST(AtpBlockSeam, ContextParallelismAndExpertsRefuseADeviceBackend) {
+  InvertedBackend stand_in;
+  const auto world = comm::Communicator::world();
+  const mesh::DeviceMesh solo(world.split(world.rank(), 0), {1, 1});
+  BlockConfig c = atp_config(false, layout::Attention::kFused, 1, false);
+  c.shape.num_experts = 4;
+  c.shape.top_k = 2;
+  c.backend = &stand_in;
+  EXPECT_NE(test_support::error_of([&] { Block block(solo, c); })
+                .find("run on the CPU backend only; inverted (test stand-in) is not"),
+            std::string::npos);
 }
 
 }  // namespace
