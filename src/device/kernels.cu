@@ -361,6 +361,19 @@ __device__ void row_backward_sums(const T* dyr, const T* xr, const float* w, flo
   sum_gx = block_sum_double(q, shared);
 }
 
+// A row's sums where the phases keep them, the CPU's layout: LayerNorm's two at [row] and
+// [rows + row], RMSNorm's one (the second) at [row].
+template <bool kRms>
+__device__ void store_row_sums(double* sums, std::int64_t row, std::int64_t rows, double first,
+                               double second) {
+  if (kRms) {
+    sums[row] = second;
+  } else {
+    sums[row] = first;
+    sums[rows + row] = second;
+  }
+}
+
 template <typename T, bool kRms>
 __global__ void norm_forward_sums_kernel(double* sums, const T* x, std::int64_t ldx,
                                          std::int64_t rows, std::int64_t cols) {
@@ -368,13 +381,7 @@ __global__ void norm_forward_sums_kernel(double* sums, const T* x, std::int64_t 
   const std::int64_t row = blockIdx.x;
   double s, q;
   row_moments(x + row * ldx, cols, shared, s, q);
-  if (threadIdx.x != 0) return;
-  if (kRms) {
-    sums[row] = q;
-  } else {
-    sums[row] = s;
-    sums[rows + row] = q;
-  }
+  if (threadIdx.x == 0) store_row_sums<kRms>(sums, row, rows, s, q);
 }
 
 // The statistics from the row's sums over c_global features (the CPU phase 2's formulas:
@@ -428,13 +435,7 @@ __global__ void norm_backward_sums_kernel(double* sums, const T* dy, std::int64_
   double sg, sgx;
   row_backward_sums(dy + row * lddy, x + row * ldx, w, kRms ? 0.0f : mean[row], rstd[row], cols,
                     shared, sg, sgx);
-  if (threadIdx.x != 0) return;
-  if (kRms) {
-    sums[row] = sgx;
-  } else {
-    sums[row] = sg;
-    sums[rows + row] = sgx;
-  }
+  if (threadIdx.x == 0) store_row_sums<kRms>(sums, row, rows, sg, sgx);
 }
 
 // dx += rstd·(g − mean(g) − x̂·mean(g⊙x̂)) with the means over c_global features (RMSNorm:

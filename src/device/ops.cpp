@@ -7,11 +7,10 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/norm_eps.hpp"
 #include "device/cuda_check.hpp"
 #include "device/gpu_ops.hpp"
 #include "device/kernel_launch.hpp"
-#include "ops/layernorm.hpp"  // kLayerNormEps
-#include "ops/rmsnorm.hpp"    // kRmsNormEps
 
 namespace meshtp::gpu {
 
@@ -128,7 +127,8 @@ void layernorm_forward(Context& ctx, Element type, void* y, float* mean, float* 
   MESHTP_CHECK(cols > 0 && rows >= 0, "gpu::layernorm_forward: bad shape N={} C={}", rows, cols);
   if (rows == 0) return;
   check_launch(
-      launch_layernorm_forward(stream_of(ctx), type, y, mean, rstd, x, w, b, rows, cols, 1e-5f),
+      launch_layernorm_forward(stream_of(ctx), type, y, mean, rstd, x, w, b, rows, cols,
+                               kLayerNormEps),
       "layernorm_forward");
 }
 

@@ -24,11 +24,10 @@
 #include <cstdint>
 #include <span>
 
+#include "core/norm_eps.hpp"  // kLayerNormEps, kRmsNormEps
 #include "tensor/tensor.hpp"
 
 namespace meshtp {
-
-inline constexpr float kLayerNormEps = 1e-5f;
 
 // y = (x − μ)·rstd ⊙ w + b; writes mean[n] = μ_n and rstd[n].
 void layernorm_forward(MatrixView y, std::span<float> mean, std::span<float> rstd,

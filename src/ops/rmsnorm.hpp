@@ -25,11 +25,10 @@
 #include <cstdint>
 #include <span>
 
+#include "core/norm_eps.hpp"  // kLayerNormEps, kRmsNormEps
 #include "tensor/tensor.hpp"
 
 namespace meshtp {
-
-inline constexpr float kRmsNormEps = 1e-5f;
 
 // y = x·r ⊙ g; writes r[n].
 void rmsnorm_forward(MatrixView y, std::span<float> r, ConstMatrixView x, std::span<const float> g,

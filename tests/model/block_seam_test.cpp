@@ -107,13 +107,27 @@ void expect_same(const Result& host, const Result& dev, const std::string& what)
   }
 }
 
-TEST(Gemm2dBlockSeam, TheBlockOnMemoryTheHostCannotReadEqualsTheHostRun) {
+// f(shape, host mesh, device mesh, stand-in) for every mesh of this world size: the device
+// mesh over host-staged groups of the stand-in's memory. Returns the cases f says it ran.
+template <class F>
+int on_every_mesh(F&& f) {
   const auto world = comm::Communicator::world();
   InvertedBackend stand_in;
   const auto staged = comm::Communicator::host_staged(world, stand_in.memory);
   int ran = 0;
   for (const auto& shape : parallel::meshes2d(world.size())) {
     const mesh::DeviceMesh host_mesh(world, shape), device_mesh(staged, shape);
+    ran += f(shape, host_mesh, device_mesh, stand_in);
+  }
+  return ran;
+}
+
+TEST(Gemm2dBlockSeam, TheBlockOnMemoryTheHostCannotReadEqualsTheHostRun) {
+  const int world_rank = comm::Communicator::world().rank();
+  const int ran = on_every_mesh([&](const std::vector<int>& shape, const mesh::DeviceMesh& host_mesh,
+                                    const mesh::DeviceMesh& device_mesh,
+                                    InvertedBackend& stand_in) {
+    int n = 0;
     for (const layout::Algorithm algo :
          {layout::Algorithm::kCollective, layout::Algorithm::kMeshSlice}) {
       for (const layout::Recompute recompute :
@@ -125,15 +139,16 @@ TEST(Gemm2dBlockSeam, TheBlockOnMemoryTheHostCannotReadEqualsTheHostRun) {
           continue;  // MeshSlice's slices may not divide a small mesh's extents
         }
         const std::string what = fmt::format("mesh {} {} recompute {} (rank {})", format_mesh_shape(shape),
-                                             algo, layout::name(recompute), world.rank());
+                                             algo, layout::name(recompute), world_rank);
         expect_same(run<Gemm2dBlock>(host_mesh, c, cpu_backend()),
                     run<Gemm2dBlock>(device_mesh, c, stand_in), what);
-        ++ran;
+        ++n;
       }
     }
-  }
+    EXPECT_GT(stand_in.gemm_calls, 0);
+    return n;
+  });
   EXPECT_GT(ran, 0);
-  EXPECT_GT(stand_in.gemm_calls, 0);
 }
 
 BlockConfig atp_config(bool llama, layout::Attention attention, int chunks, bool sp) {
@@ -151,12 +166,11 @@ BlockConfig atp_config(bool llama, layout::Attention attention, int chunks, bool
 }
 
 TEST(AtpBlockSeam, TheBlockOnMemoryTheHostCannotReadEqualsTheHostRun) {
-  const auto world = comm::Communicator::world();
-  InvertedBackend stand_in;
-  const auto staged = comm::Communicator::host_staged(world, stand_in.memory);
-  int ran = 0;
-  for (const auto& shape : parallel::meshes2d(world.size())) {
-    const mesh::DeviceMesh host_mesh(world, shape), device_mesh(staged, shape);
+  const int world_rank = comm::Communicator::world().rank();
+  const int ran = on_every_mesh([&](const std::vector<int>& shape, const mesh::DeviceMesh& host_mesh,
+                                    const mesh::DeviceMesh& device_mesh,
+                                    InvertedBackend& stand_in) {
+    int n = 0;
     for (const bool llama : {false, true}) {
       for (const layout::Attention attention : layout::all<layout::Attention>()) {
         for (const int chunks : {1, 2}) {
@@ -171,15 +185,16 @@ TEST(AtpBlockSeam, TheBlockOnMemoryTheHostCannotReadEqualsTheHostRun) {
             const std::string what = fmt::format(
                 "mesh {} {} {} chunks {}{} (rank {})", format_mesh_shape(shape),
                 llama ? "llama" : "gpt", layout::name(attention), chunks, sp ? " sp" : "",
-                world.rank());
+                world_rank);
             expect_same(run<Block>(host_mesh, c, cpu_backend()),
                         run<Block>(device_mesh, c, stand_in), what);
-            ++ran;
+            ++n;
           }
         }
       }
     }
-  }
+    return n;
+  });
   EXPECT_GT(ran, 0);
 }
 

@@ -14,6 +14,7 @@
 #include "mesh/dtensor.hpp"
 #include "parallel/gemm2d/gemm2d.hpp"
 #include "parallel/gemm2d/gemm2d_linear.hpp"
+#include "gemm2d_cases.hpp"
 #include "parallel/mesh2d.hpp"
 #include "tensor/gemm.hpp"
 #include "tensor/random.hpp"
@@ -53,18 +54,8 @@ double run_on_device(const mesh::DeviceMesh& host_mesh, const mesh::DeviceMesh& 
   const std::vector<float> got = be.download(c_dev.array);
   std::copy(got.begin(), got.end(), c_local.values().begin());
   const Tensor c = mesh::DTensor(host_mesh, kBlock2d, {shape.m, shape.n}, c_local).full();
-  Tensor want({shape.m, shape.n});
-  const Trans ta = options.dataflow == Dataflow::kRS ? Trans::kYes : Trans::kNo;
-  const Trans tb = options.dataflow == Dataflow::kLS ? Trans::kYes : Trans::kNo;
-  gemm_reference(a.matrix(), ta, b.matrix(), tb, want.matrix());
+  const Tensor want = serial_product(options.dataflow, a, b, shape);
   return max_relative_error(c.values(), want.values());
-}
-
-std::string describe(const mesh::DeviceMesh& mesh, const Gemm2dShape& s, const Gemm2dOptions& o) {
-  std::ostringstream os;
-  os << "rank " << mesh.rank() << ", " << mesh.to_string() << ", m=" << s.m << " n=" << s.n
-     << " k=" << s.k << ", " << o;
-  return os.str();
 }
 
 TEST(Gemm2dSeam, EveryAlgorithmDataflowAndMeshOnMemoryTheHostCannotRead) {

@@ -13,6 +13,7 @@
 
 #include "core/error.hpp"
 #include "mesh/dtensor.hpp"
+#include "gemm2d_cases.hpp"
 #include "tensor/gemm.hpp"
 #include "tensor/random.hpp"
 
@@ -32,14 +33,6 @@ std::vector<std::vector<int>> meshes_for(int world_size) {
   return out;
 }
 
-Tensor serial_product(Dataflow dataflow, const Tensor& a, const Tensor& b, const Gemm2dShape& s) {
-  Tensor c({s.m, s.n});
-  const Trans ta = dataflow == Dataflow::kRS ? Trans::kYes : Trans::kNo;
-  const Trans tb = dataflow == Dataflow::kLS ? Trans::kYes : Trans::kNo;
-  gemm_reference(a.matrix(), ta, b.matrix(), tb, c.matrix());
-  return c;
-}
-
 // Runs one case and returns the max relative error of the gathered C (same on every rank).
 double run_case(const mesh::DeviceMesh& mesh, const Gemm2dShape& shape,
                 const Gemm2dOptions& options, Gemm2dWorkspace& ws) {
@@ -52,13 +45,6 @@ double run_case(const mesh::DeviceMesh& mesh, const Gemm2dShape& shape,
   const Tensor c = mesh::DTensor(mesh, kBlock2d, {shape.m, shape.n}, c_local).full();
   const Tensor want = serial_product(options.dataflow, a, b, shape);
   return max_relative_error(c.values(), want.values());
-}
-
-std::string describe(const mesh::DeviceMesh& mesh, const Gemm2dShape& s, const Gemm2dOptions& o) {
-  std::ostringstream os;
-  os << "rank " << mesh.rank() << ", " << mesh.to_string() << ", m=" << s.m << " n=" << s.n
-     << " k=" << s.k << ", " << o;
-  return os.str();
 }
 
 // Rectangular shapes that divide by every mesh dim up to 4 and by S·blk for S ≤ 4 (the
