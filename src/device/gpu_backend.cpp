@@ -461,7 +461,7 @@ void GpuBackend::attention_backward(Array& dqkv, Array& scratch, const Array& do
 
 // ---- a block's activations and attention core on views --------------------------------
 // The existing kernels, which index packed rows: every view must be packed (the `packed`
-// helper above refuses another, naming it). SwiGLU has no kernel yet.
+// helper above refuses another, naming it). SwiGLU and RoPE take strided views.
 
 void GpuBackend::gelu_forward(const View& y, const View& x) {
   const std::int64_t n = x.rows, d = x.cols;
@@ -482,12 +482,10 @@ void GpuBackend::gelu_backward(const View& dx, const View& x, const View& dy) {
                      packed(dy, x.type, n, d, "dy"), n * d);
 }
 
-void GpuBackend::swiglu_forward(const View&, const View&) {
-  fail("gpu backend: SwiGLU has no CUDA kernel yet (docs/seam.md lists what is left)");
-}
+void GpuBackend::swiglu_forward(const View& y, const View& x) { gpu::swiglu_forward(ctx_, y, x); }
 
-void GpuBackend::swiglu_backward(const View&, const View&, const View&) {
-  fail("gpu backend: SwiGLU's backward has no CUDA kernel yet (docs/seam.md lists what is left)");
+void GpuBackend::swiglu_backward(const View& dx, const View& x, const View& dy) {
+  gpu::swiglu_backward(ctx_, dx, x, dy);
 }
 
 void GpuBackend::attention_core_forward(const View& out, const View& att, const View& qkv,
@@ -540,8 +538,9 @@ void GpuBackend::flash_attention_backward(const View& dqkv, const View& scratch,
       b, t, nh, nkv, hd);
 }
 
-void GpuBackend::rope(const View&, const View&, std::int64_t, std::int64_t, bool) {
-  fail("gpu backend: RoPE has no CUDA kernel yet (docs/seam.md lists what is left)");
+void GpuBackend::rope(const View& x, const View& cos_sin, std::int64_t batch, std::int64_t heads,
+                      bool backward) {
+  gpu::rope(ctx_, x, cos_sin, batch, heads, backward);
 }
 
 }  // namespace meshtp::device

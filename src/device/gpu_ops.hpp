@@ -37,6 +37,14 @@ void gemm(Context& ctx, const View& a, Trans trans_a, const View& b, Trans trans
 // dst += src (one type), dst ← 0. Throw, naming both views, on a mismatch.
 void copy_2d(Context& ctx, const View& dst, const View& src);
 void add_2d(Context& ctx, const View& dst, const View& src);
+// SwiGLU on strided fp32 or bf16 views (ops/swiglu.hpp): y (N × F) = silu(a) ⊙ b of
+// x = [a | b] (N × 2F); dx (N × 2F) += its gradient. Throws naming a view that does not match.
+void swiglu_forward(Context& ctx, const View& y, const View& x);
+void swiglu_backward(Context& ctx, const View& dx, const View& x, const View& dy);
+// RoPE in place on a strided view x (batch·T rows × heads·HD), the table cos_sin fp32
+// (≥ T rows × HD, device memory); backward rotates back (ops/rope.hpp).
+void rope(Context& ctx, const View& x, const View& cos_sin, std::int64_t batch,
+          std::int64_t heads, bool backward);
 void zero_2d(Context& ctx, const View& dst);
 
 // y = gelu(x);  dx += dy ⊙ gelu'(x)  (n elements; ops/gelu.hpp)

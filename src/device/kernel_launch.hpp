@@ -24,6 +24,19 @@ cudaError_t launch_convert(cudaStream_t s, void* y, Element y_type, const void* 
 cudaError_t launch_copy_2d(cudaStream_t s, void* y, Element y_type, std::int64_t ldy,
                           const void* x, Element x_type, std::int64_t ldx, std::int64_t rows,
                           std::int64_t cols);
+// SwiGLU on strided views (ops/swiglu.hpp): y (rows × f) = silu(a) ⊙ b of x = [a | b]
+// (rows × 2f); the backward adds into dx (rows × 2f).
+cudaError_t launch_swiglu_forward(cudaStream_t s, Element t, void* y, std::int64_t ldy,
+                                  const void* x, std::int64_t ldx, std::int64_t rows,
+                                  std::int64_t f);
+cudaError_t launch_swiglu_backward(cudaStream_t s, Element t, void* dx, std::int64_t lddx,
+                                   const void* x, std::int64_t ldx, const void* dy,
+                                   std::int64_t lddy, std::int64_t rows, std::int64_t f);
+// RoPE in place on a strided view (ops/rope.hpp): rows = batch·T, heads·hd columns, the table
+// cos_sin (≥ T rows × hd, ldt apart, fp32); sign −1 rotates back (the backward).
+cudaError_t launch_rope(cudaStream_t s, Element t, void* x, std::int64_t ldx, std::int64_t rows,
+                        std::int64_t heads, std::int64_t hd, std::int64_t batch,
+                        const float* cos_sin, std::int64_t ldt, float sign);
 cudaError_t launch_add_2d(cudaStream_t s, Element t, void* y, std::int64_t ldy, const void* x,
                          std::int64_t ldx, std::int64_t rows, std::int64_t cols);
 cudaError_t launch_layernorm_forward(cudaStream_t s, Element t, void* y, float* mean, float* rstd,

@@ -121,6 +121,57 @@ __global__ void add_2d_kernel(T* y, std::int64_t ldy, const T* x, std::int64_t l
   }
 }
 
+// SwiGLU (ops/swiglu.hpp), grid-stride over rows·f: silu(a) = a·σ(a), σ(a) = 1/(1 + e^(−a)).
+template <typename T>
+__global__ void swiglu_forward_kernel(T* y, std::int64_t ldy, const T* x, std::int64_t ldx,
+                                      std::int64_t rows, std::int64_t f) {
+  const std::int64_t n = rows * f;
+  for (std::int64_t e = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; e < n;
+       e += std::int64_t{gridDim.x} * blockDim.x) {
+    const std::int64_t i = e / f, j = e % f;
+    const float a = load(x, i * ldx + j), b = load(x, i * ldx + f + j);
+    const float sig = 1.0f / (1.0f + expf(-a));
+    store(y, i * ldy + j, a * sig * b);
+  }
+}
+
+// da += dy ⊙ b ⊙ σ(a)·(1 + a·(1 − σ(a))),  db += dy ⊙ silu(a)
+template <typename T>
+__global__ void swiglu_backward_kernel(T* dx, std::int64_t lddx, const T* x, std::int64_t ldx,
+                                       const T* dy, std::int64_t lddy, std::int64_t rows,
+                                       std::int64_t f) {
+  const std::int64_t n = rows * f;
+  for (std::int64_t e = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; e < n;
+       e += std::int64_t{gridDim.x} * blockDim.x) {
+    const std::int64_t i = e / f, j = e % f;
+    const float a = load(x, i * ldx + j), b = load(x, i * ldx + f + j);
+    const float g = load(dy, i * lddy + j);
+    const float sig = 1.0f / (1.0f + expf(-a));
+    const std::int64_t da = i * lddx + j, db = da + f;
+    store(dx, da, load(dx, da) + g * b * sig * (1.0f + a * (1.0f - sig)));
+    store(dx, db, load(dx, db) + g * a * sig);
+  }
+}
+
+// RoPE (ops/rope.hpp), grid-stride over the rows·heads·hd/2 pairs (i, i + hd/2) of each head:
+// lo = u·c − v·s, hi = v·c + u·s with c, s of the row's position t = row mod T, s times sign.
+template <typename T>
+__global__ void rope_kernel(T* x, std::int64_t ldx, std::int64_t rows, std::int64_t heads,
+                            std::int64_t hd, std::int64_t seq, const float* cos_sin,
+                            std::int64_t ldt, float sign) {
+  const std::int64_t half = hd / 2, n = rows * heads * half;
+  for (std::int64_t e = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; e < n;
+       e += std::int64_t{gridDim.x} * blockDim.x) {
+    const std::int64_t r = e / (heads * half), h = (e / half) % heads, i = e % half;
+    const float* cs = cos_sin + (r % seq) * ldt;
+    const float c = cs[i], sn = sign * cs[half + i];
+    const std::int64_t lo = r * ldx + h * hd + i, hi = lo + half;
+    const float u = load(x, lo), v = load(x, hi);
+    store(x, lo, u * c - v * sn);
+    store(x, hi, v * c + u * sn);
+  }
+}
+
 // LayerNorm forward, one block per row: two passes (mean, then centred variance) as the CPU op.
 template <typename T>
 __global__ void layernorm_forward_kernel(T* y, float* mean_out, float* rstd_out, const T* x,
@@ -654,6 +705,32 @@ cudaError_t launch_copy_2d(cudaStream_t s, void* y, Element y_type, std::int64_t
   else
     copy_2d_kernel<<<blocks, kThreads, 0, s>>>(static_cast<float*>(y), ldy,
                                                static_cast<const bf16*>(x), ldx, rows, cols);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_swiglu_forward(cudaStream_t s, Element t, void* y, std::int64_t ldy,
+                                  const void* x, std::int64_t ldx, std::int64_t rows,
+                                  std::int64_t f) {
+  MESHTP_DISPATCH(t, swiglu_forward_kernel<<<blocks_for(rows * f), kThreads, 0, s>>>(
+                         static_cast<T*>(y), ldy, static_cast<const T*>(x), ldx, rows, f));
+  return cudaGetLastError();
+}
+
+cudaError_t launch_swiglu_backward(cudaStream_t s, Element t, void* dx, std::int64_t lddx,
+                                   const void* x, std::int64_t ldx, const void* dy,
+                                   std::int64_t lddy, std::int64_t rows, std::int64_t f) {
+  MESHTP_DISPATCH(t, swiglu_backward_kernel<<<blocks_for(rows * f), kThreads, 0, s>>>(
+                         static_cast<T*>(dx), lddx, static_cast<const T*>(x), ldx,
+                         static_cast<const T*>(dy), lddy, rows, f));
+  return cudaGetLastError();
+}
+
+cudaError_t launch_rope(cudaStream_t s, Element t, void* x, std::int64_t ldx, std::int64_t rows,
+                        std::int64_t heads, std::int64_t hd, std::int64_t batch,
+                        const float* cos_sin, std::int64_t ldt, float sign) {
+  MESHTP_DISPATCH(t, rope_kernel<<<blocks_for(rows * heads * (hd / 2)), kThreads, 0, s>>>(
+                         static_cast<T*>(x), ldx, rows, heads, hd, rows / batch, cos_sin, ldt,
+                         sign));
   return cudaGetLastError();
 }
 

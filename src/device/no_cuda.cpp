@@ -158,6 +158,9 @@ void adamw_update(Context&, std::span<const AdamWTensor>, const AdamWStep&) { no
 void convert(Context&, void*, Element, const void*, Element, std::int64_t) { no_cuda(); }
 void copy_2d(Context&, const View&, const View&) { no_cuda(); }
 void add_2d(Context&, const View&, const View&) { no_cuda(); }
+void swiglu_forward(Context&, const View&, const View&) { no_cuda(); }
+void swiglu_backward(Context&, const View&, const View&, const View&) { no_cuda(); }
+void rope(Context&, const View&, const View&, std::int64_t, std::int64_t, bool) { no_cuda(); }
 void zero_2d(Context&, const View&) { no_cuda(); }
 double sum_of_squares(Context&, const float*, std::int64_t) { no_cuda(); }
 void scale(Context&, float*, float, std::int64_t) { no_cuda(); }

@@ -541,4 +541,47 @@ void adamw_update(Context& ctx, std::span<const AdamWTensor> tensors, const Adam
                "adamw_update");
 }
 
+void swiglu_forward(Context& ctx, const View& y, const View& x) {
+  const char* fn = "gpu::swiglu_forward";
+  check_activation(fn, x, "x");
+  MESHTP_CHECK(x.cols % 2 == 0, "{}: x is {}: [gate | up] needs an even width", fn, describe(x));
+  const std::int64_t n = x.rows, f = x.cols / 2;
+  check_matrix(fn, y, x.type, n, f, "y");
+  if (n * f == 0) return;
+  check_launch(launch_swiglu_forward(stream_of(ctx), x.type, y.data, y.ld, x.data, x.ld, n, f),
+               "swiglu_forward");
+}
+
+void swiglu_backward(Context& ctx, const View& dx, const View& x, const View& dy) {
+  const char* fn = "gpu::swiglu_backward";
+  check_activation(fn, x, "x");
+  MESHTP_CHECK(x.cols % 2 == 0, "{}: x is {}: [gate | up] needs an even width", fn, describe(x));
+  const std::int64_t n = x.rows, f = x.cols / 2;
+  check_matrix(fn, dx, x.type, n, 2 * f, "dx");
+  check_matrix(fn, dy, x.type, n, f, "dy");
+  if (n * f == 0) return;
+  check_launch(launch_swiglu_backward(stream_of(ctx), x.type, dx.data, dx.ld, x.data, x.ld,
+                                      dy.data, dy.ld, n, f),
+               "swiglu_backward");
+}
+
+void rope(Context& ctx, const View& x, const View& cos_sin, std::int64_t batch,
+          std::int64_t heads, bool backward) {
+  const char* fn = backward ? "gpu::rope_backward" : "gpu::rope_forward";
+  check_activation(fn, x, "x");
+  const std::int64_t hd = cos_sin.cols;
+  MESHTP_CHECK(batch >= 1 && heads >= 1 && hd >= 2 && hd % 2 == 0 && x.cols == heads * hd &&
+                   x.rows % batch == 0,
+               "{}: x is {} for batch={} and heads={} of the table's head dim {}: it needs "
+               "batch·T rows and heads·HD columns, HD even",
+               fn, describe(x), batch, heads, hd);
+  MESHTP_CHECK(cos_sin.type == Element::kF32 && cos_sin.ld >= hd && cos_sin.rows >= x.rows / batch,
+               "{}: the table is {}, the op needs fp32 ≥ {} positions × {}", fn,
+               describe(cos_sin), x.rows / batch, hd);
+  if (x.rows == 0) return;
+  check_launch(launch_rope(stream_of(ctx), x.type, x.data, x.ld, x.rows, heads, hd, batch,
+                           fp32(cos_sin), cos_sin.ld, backward ? -1.0f : 1.0f),
+               backward ? "rope_backward" : "rope_forward");
+}
+
 }  // namespace meshtp::gpu

@@ -27,6 +27,7 @@
 #include "device/gpu.hpp"
 #include "device/gpu_backend.hpp"
 #include "ops/cpu_backend.hpp"
+#include "ops/rope.hpp"
 #include "ops/ops.hpp"
 #include "tensor/gemm.hpp"
 #include "tensor/tensor.hpp"
@@ -730,6 +731,45 @@ TEST(GpuBackendNorms, ShardSumsAddUpToTheWholeRows) {
       for (std::size_t i = 0; i < sum.size(); ++i) sum[i] = l[i] + r[i];
       EXPECT_LE(max_relative_error_fp64(sum, w), 1e-12) << norm_name(norm) << " " << label(type);
     }
+}
+
+// SwiGLU forward and backward (gradients added into nonzero ones) and RoPE forward and back
+// on strided views: the GPU backend against the CPU backend on the same values (bf16 inputs
+// rounded first, so both read the same numbers).
+TEST(GpuBackendBlockOps, SwigluAndRopeOnStridedViewsEqualTheCpuBackend) {
+  const std::int64_t n = 37, f = 50, ldx = 2 * f + 3, ldy = f + 5;
+  const std::int64_t batch = 3, seq = 8, heads = 4, hd = 16, ldq = heads * hd + 7;
+  const RopeTable table = rope_table(hd, 0, seq);
+  for (ET type : kTypes) {
+    std::vector<float> y[2], dx[2], rot[2], back[2];
+    int which = 0;
+    for (device::Backend* be : {static_cast<device::Backend*>(&gpu_backend()),
+                                static_cast<device::Backend*>(&cpu_backend())}) {
+      device::Array x = array_of(*be, random_values(n * ldx, 70, type), type);
+      device::Array out = array_of(*be, random_values(n * ldy, 71, type), type);
+      device::Array dy = array_of(*be, random_values(n * ldy, 72, type), type);
+      device::Array g = array_of(*be, random_values(n * ldx, 73, type), type);
+      be->swiglu_forward(out.view(0, n, f, ldy), x.view(0, n, 2 * f, ldx));
+      be->swiglu_backward(g.view(0, n, 2 * f, ldx), x.view(0, n, 2 * f, ldx),
+                          dy.view(0, n, f, ldy));
+      y[which] = be->download(out);
+      dx[which] = be->download(g);
+      device::Array q = array_of(*be, random_values(batch * seq * ldq, 74, type), type);
+      device::Array cs = array_of(
+          *be, {table.cos_sin.values().begin(), table.cos_sin.values().end()}, ET::kF32);
+      const View qv = q.view(0, batch * seq, heads * hd, ldq);
+      be->rope(qv, cs.view(seq, hd), batch, heads, false);
+      rot[which] = be->download(q);
+      be->rope(qv, cs.view(seq, hd), batch, heads, true);
+      back[which] = be->download(q);
+      ++which;
+    }
+    const double tol = type == ET::kBF16 ? 2e-2 : 1e-5;
+    EXPECT_LE(max_relative_error(y[0], y[1]), tol) << "swiglu y, " << label(type);
+    EXPECT_LE(max_relative_error(dx[0], dx[1]), tol) << "swiglu dx, " << label(type);
+    EXPECT_LE(max_relative_error(rot[0], rot[1]), tol) << "rope, " << label(type);
+    EXPECT_LE(max_relative_error(back[0], back[1]), tol) << "rope back, " << label(type);
+  }
 }
 
 TEST(GpuBackendNorms, ResidualNormEqualsTheCpuBackend) {
