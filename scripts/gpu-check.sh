@@ -159,7 +159,8 @@ case "$step" in
     # The distributed 2D GeMMs on the GPU backend through the CUDA plugin (docs/seam.md),
     # every case checked against the host's result before it is timed: ranks sharing the GPU
     # (host-staged) on 1x2 and 2x2, and one rank over NCCL.
-    gemm2d=("$dir/bin/meshtp" bench gemm2d --m 4096 --n 4096 --k 4096 --device cuda --seconds 2)
+    gemm2d=("$dir/bin/meshtp" bench gemm2d --m 4096 --n 4096 --k 4096 --device cuda --seconds 2
+            --json)
     run_step seam_staged_1x2 "${mpi[@]}" -np 2 "${gemm2d[@]}" --mesh 1x2
     run_step seam_staged_2x2 "${mpi[@]}" -np 4 "${gemm2d[@]}" --mesh 2x2 --slices 1,2
     run_step seam_nccl_1x1 "${mpi[@]}" -np 1 "${gemm2d[@]}" --mesh 1x1 --collectives nccl
@@ -229,7 +230,15 @@ if big:
     train["h4096"] = {"median_step_s": median_s, "tokens_per_s": 4 * 2048 / median_s,
                       "tflops": [r["tflops_per_rank"] for r in big if r["step_s"] == median_s][0],
                       "loss_first": big[0]["loss"], "loss_last": big[-1]["loss"]}
-summary = {"steps": steps, "gpu": (probe or {}).get("gpu"),
+def cases(name):  # bench gemm2d --json: one object per case
+    try:
+        return [json.loads(line) for line in open(f"{out}/{name}.log") if line.startswith("{")]
+    except Exception:
+        return []
+seam = {name: [{k: c.get(k) for k in ("case", "median_s", "gflops_per_rank", "rel_error")}
+               for c in cases(name)]
+        for name in ("seam_staged_1x2", "seam_staged_2x2", "seam_nccl_1x1")}
+summary = {"steps": steps, "gpu": (probe or {}).get("gpu"), "seam_gemm2d_4096": seam,
            "bf16_gemm_8192_tflops": (gemm or {}).get("tflops"),
            "fp32_gemm_8192_tflops": (gemm32 or {}).get("tflops"),
            "step": step, "train": train,
@@ -248,6 +257,10 @@ if step:
     print(f"GPT h {sh['hidden']} L {sh['layers']} s {sh['seq']} b {sh['batch']} V {sh['vocab']} "
           f"{step['type']}: training step {step['step_ms']:.2f} ms, {step['model_tflops']:.1f} "
           f"model TFLOP/s, MFU {100 * step['mfu']:.1f}% of the GeMM ceiling measured in the same run")
+for name, rows in seam.items():
+    for c in rows:
+        print(f"{name}: {c['case']}: {1e3 * c['median_s']:.2f} ms, {c['gflops_per_rank']:.0f} "
+              f"GFLOP/s per rank, error {c['rel_error']}")
 print("\n| train check | value | bar | result |\n| --- | --- | --- | --- |")
 for c in checks:
     v = "missing" if c["value"] is None else f"{c['value']:.2e}"
