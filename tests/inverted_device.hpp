@@ -7,8 +7,10 @@
 //   InvertedMemory   (inverted_memory.hpp) what a host-staged transport copies through,
 //                    counting its copies and staging allocations
 //   InvertedBackend  device/backend.hpp's view primitives (GeMM, copies, add, zero, events)
-//                    and view ops (the norms): each decodes its views into host memory, runs
-//                    the CPU backend, and encodes the results back. Whole-array layer ops are not the stand-in's: they throw.
+//                    and view ops (norms, vocabulary shard, activations, attention core,
+//                    RoPE): each fetches its views into host memory, runs the CPU backend, and
+//                    stores the results back (HostCopy, below). Whole-array layer ops are not
+//                    the stand-in's: they throw.
 #pragma once
 
 #include <cstring>
@@ -19,9 +21,8 @@
 
 #include "core/error.hpp"
 #include "device/backend.hpp"
-#include "ops/cpu_backend.hpp"
 #include "inverted_memory.hpp"
-#include "tensor/tensor.hpp"
+#include "ops/cpu_backend.hpp"
 
 namespace meshtp::testing {
 
@@ -60,36 +61,37 @@ class InvertedBackend final : public device::Backend {
   void gemm(const View& c, const View& a, Trans trans_a, const View& b, Trans trans_b, float alpha,
             float beta, device::Epilogue epilogue, const View& bias) override {
     ++gemm_calls;
-    Tensor hc = decode(c);
-    const Tensor ha = decode(a), hb = decode(b);
-    Tensor hbias = bias.data != nullptr ? decode(bias) : Tensor();
-    cpu_backend().gemm(host_view(hc.matrix()), host_view(ha.matrix()), trans_a,
-                       host_view(hb.matrix()), trans_b, alpha, beta, epilogue,
-                       bias.data != nullptr ? host_view(hbias.matrix()) : View{});
-    encode(c, hc);
+    HostCopy hc = fetch(c);
+    cpu_backend().gemm(hc.host, fetch(a).host, trans_a, fetch(b).host, trans_b, alpha, beta,
+                       epilogue, fetch(bias).host);
+    store({&hc});
   }
   void copy(const View& dst, const View& src) override {
-    MESHTP_CHECK(dst.rows == src.rows && dst.cols == src.cols, "copy: {} into {}", describe(src),
-                 describe(dst));
-    encode(dst, decode(src));
+    MESHTP_CHECK(dst.rows == src.rows && dst.cols == src.cols && dst.type == src.type,
+                 "copy: {} into {}", describe(src), describe(dst));
+    HostCopy h = fetch(src);
+    h.device = dst;  // the source's bytes, stored where dst is
+    store({&h});
   }
   void add(const View& dst, const View& src) override {
-    Tensor d = decode(dst);
-    meshtp::add(decode(src).matrix(), d.matrix());
-    encode(dst, d);
+    HostCopy hd = fetch(dst);
+    cpu_backend().add(hd.host, fetch(src).host);
+    store({&hd});
   }
-  void zero(const View& dst) override { encode(dst, Tensor({dst.rows, dst.cols})); }
+  void zero(const View& dst) override {
+    HostCopy hd = fetch(dst);
+    cpu_backend().zero(hd.host);
+    store({&hd});
+  }
   void add_bias(const View& y, const View& bias) override {
-    Tensor hy = decode(y);
-    const Tensor hb = decode(bias);
-    cpu_backend().add_bias(host_view(hy.matrix()), host_view(hb.matrix()));
-    encode(y, hy);
+    HostCopy hy = fetch(y);
+    cpu_backend().add_bias(hy.host, fetch(bias).host);
+    store({&hy});
   }
   void bias_grad(const View& db, const View& dy) override {
-    Tensor hdb = decode(db);
-    const Tensor hdy = decode(dy);
-    cpu_backend().bias_grad(host_view(hdb.matrix()), host_view(hdy.matrix()));
-    encode(db, hdb);
+    HostCopy hdb = fetch(db);
+    cpu_backend().bias_grad(hdb.host, fetch(dy).host);
+    store({&hdb});
   }
   void copy_blocks(std::span<const View> dst, std::span<const View> src) override {
     MESHTP_CHECK(dst.size() == src.size(), "copy_blocks: {} for {}", dst.size(), src.size());
@@ -146,8 +148,8 @@ class InvertedBackend final : public device::Backend {
                           const View& x, const View& w, const View& b, const View& sums,
                           std::int64_t c_global) override {
     HostCopy hy = fetch(y), hm = fetch(mean), hr = fetch(rstd);
-    cpu_backend().norm_forward_apply(norm, hy.host, hm.host, hr.host, fetch(x).host,
-                                     fetch(w).host, fetch(b).host, fetch(sums).host, c_global);
+    cpu_backend().norm_forward_apply(norm, hy.host, hm.host, hr.host, fetch(x).host, fetch(w).host,
+                                     fetch(b).host, fetch(sums).host, c_global);
     store({&hy, &hm, &hr});
   }
   void norm_backward_sums(layout::Norm norm, const View& sums, const View& dw, const View& db,
@@ -163,9 +165,9 @@ class InvertedBackend final : public device::Backend {
                            const View& w, const View& mean, const View& rstd, const View& sums,
                            std::int64_t c_global) override {
     HostCopy hdx = fetch(dx);
-    cpu_backend().norm_backward_apply(norm, hdx.host, fetch(dy).host, fetch(x).host,
-                                      fetch(w).host, fetch(mean).host, fetch(rstd).host,
-                                      fetch(sums).host, c_global);
+    cpu_backend().norm_backward_apply(norm, hdx.host, fetch(dy).host, fetch(x).host, fetch(w).host,
+                                      fetch(mean).host, fetch(rstd).host, fetch(sums).host,
+                                      c_global);
     store({&hdx});
   }
 
@@ -196,8 +198,7 @@ class InvertedBackend final : public device::Backend {
                                            targets, begin, vocab_real);
     store({&hs});
   }
-  double cross_entropy_shard_loss(const View& lse, const View& row_max,
-                                  const View& sums) override {
+  double cross_entropy_shard_loss(const View& lse, const View& row_max, const View& sums) override {
     HostCopy hl = fetch(lse);
     const double loss =
         cpu_backend().cross_entropy_shard_loss(hl.host, fetch(row_max).host, fetch(sums).host);
@@ -388,31 +389,7 @@ class InvertedBackend final : public device::Backend {
     unused();
   }
 
-  // The values of a view (rows × cols, host fp32), and back.
-  Tensor decode(const View& v) const {
-    check(v);
-    Tensor t({v.rows, v.cols});
-    for (std::int64_t i = 0; i < v.rows; ++i) {
-      InvertedMemory::invert(reinterpret_cast<unsigned char*>(t.matrix().data + i * v.cols),
-                             static_cast<const unsigned char*>(v.data) + i * v.ld * 4,
-                             static_cast<std::size_t>(v.cols) * 4);
-    }
-    return t;
-  }
-  void encode(const View& v, const Tensor& t) const {
-    check(v);
-    for (std::int64_t i = 0; i < v.rows; ++i) {
-      InvertedMemory::invert(static_cast<unsigned char*>(v.data) + i * v.ld * 4,
-                             reinterpret_cast<const unsigned char*>(t.values().data() + i * v.cols),
-                             static_cast<std::size_t>(v.cols) * 4);
-    }
-  }
-
  private:
-  static void check(const View& v) {
-    MESHTP_CHECK(v.type == Element::kF32 && v.ld >= v.cols, "the inverted stand-in: {}",
-                 describe(v));
-  }
   [[noreturn]] static void unused() {
     fail("the inverted stand-in runs the view primitives only, not the whole-array layer ops");
   }

@@ -166,9 +166,10 @@ class Backend {
   //   norm_backward          dx += ∂/∂x,  dw += Σ_n dy ⊙ x̂,  db += Σ_n dy
   // Rows whose C features are split over a group (parallel/layernorm_sharded.hpp) run each pass
   // in two phases around the group's all-reduce of `sums` (fp64 1 × norm_sum_count(norm, N)):
-  //   norm_forward_sums(sums, x);                all-reduce;  norm_forward_apply(…, sums, C_global)
-  //   norm_backward_sums(sums, dw, db, dy, …);   all-reduce;  norm_backward_apply(…, sums, C_global)
-  // the first phase of the backward adding this shard's complete dw, db (every row is here).
+  //   norm_forward_sums(sums, x);              all-reduce;  norm_forward_apply(…, sums, C)
+  //   norm_backward_sums(sums, dw, db, dy, …); all-reduce;  norm_backward_apply(…, sums, C)
+  // (C: C_global, the features over the whole group); the backward's first phase also adds
+  // this shard's complete dw, db (every row is here).
   virtual void norm_forward(layout::Norm norm, const View& y, const View& mean, const View& rstd,
                             const View& x, const View& w, const View& b) = 0;
   virtual void residual_norm_forward(layout::Norm norm, const View& sum, const View& y,
@@ -184,9 +185,9 @@ class Backend {
   virtual void norm_backward_sums(layout::Norm norm, const View& sums, const View& dw,
                                   const View& db, const View& dy, const View& x, const View& w,
                                   const View& mean, const View& rstd) = 0;
-  virtual void norm_backward_apply(layout::Norm norm, const View& dx, const View& dy,
-                                   const View& x, const View& w, const View& mean,
-                                   const View& rstd, const View& sums, std::int64_t c_global) = 0;
+  virtual void norm_backward_apply(layout::Norm norm, const View& dx, const View& dy, const View& x,
+                                   const View& w, const View& mean, const View& rstd,
+                                   const View& sums, std::int64_t c_global) = 0;
   // A vocabulary shard (parallel/vocab_parallel.hpp): the token table's rows [begin, begin +
   // wte.rows) and the logits' columns [begin, begin + logits.cols) of a vocabulary whose real
   // tokens end at vocab_real (ops/embedding.hpp and ops/cross_entropy.hpp give the math).
@@ -202,12 +203,11 @@ class Backend {
   virtual void embedding_shard_backward(const View& dwte, const View& dout,
                                         std::span<const std::int32_t> tokens,
                                         std::int64_t begin) = 0;
-  virtual void cross_entropy_shard_max(const View& logits, const View& row_max,
-                                       std::int64_t begin, std::int64_t vocab_real) = 0;
-  virtual void cross_entropy_shard_sums(const View& sums, const View& logits,
-                                        const View& row_max,
-                                        std::span<const std::int32_t> targets,
-                                        std::int64_t begin, std::int64_t vocab_real) = 0;
+  virtual void cross_entropy_shard_max(const View& logits, const View& row_max, std::int64_t begin,
+                                       std::int64_t vocab_real) = 0;
+  virtual void cross_entropy_shard_sums(const View& sums, const View& logits, const View& row_max,
+                                        std::span<const std::int32_t> targets, std::int64_t begin,
+                                        std::int64_t vocab_real) = 0;
   virtual double cross_entropy_shard_loss(const View& lse, const View& row_max,
                                           const View& sums) = 0;
   virtual void cross_entropy_shard_backward(const View& logits, const View& lse,

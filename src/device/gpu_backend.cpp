@@ -170,7 +170,7 @@ void* packed(const View& v, Element type, std::int64_t rows, std::int64_t cols, 
   return v.data;
 }
 
-float* norm_vector(const View& v, std::int64_t count, const char* what) {
+float* fp32_vector(const View& v, std::int64_t count, const char* what) {
   return static_cast<float*>(packed(v, Element::kF32, 1, count, what));
 }
 
@@ -518,10 +518,9 @@ void GpuBackend::flash_attention_forward(const View& out, const View& lse, const
                                          std::int64_t nh, std::int64_t nkv) {
   const std::int64_t hd = nh > 0 ? out.cols / nh : 0;
   const Element type = qkv.type;
-  gpu::flash_attention_forward(ctx_, type, packed(out, type, b * t, nh * hd, "out"),
-                               norm_vector(lse, b * nh * t, "lse"),
-                               packed(qkv, type, b * t, (nh + 2 * nkv) * hd, "qkv"), b, t, nh,
-                               nkv, hd);
+  gpu::flash_attention_forward(
+      ctx_, type, packed(out, type, b * t, nh * hd, "out"), fp32_vector(lse, b * nh * t, "lse"),
+      packed(qkv, type, b * t, (nh + 2 * nkv) * hd, "qkv"), b, t, nh, nkv, hd);
 }
 
 void GpuBackend::flash_attention_backward(const View& dqkv, const View& scratch, const View& dout,
@@ -532,10 +531,10 @@ void GpuBackend::flash_attention_backward(const View& dqkv, const View& scratch,
   const Element type = qkv.type;
   gpu::flash_attention_backward(
       ctx_, type, packed(dqkv, type, b * t, (nh + 2 * nkv) * hd, "dqkv"),
-      norm_vector(scratch, gpu::flash_attention_scratch_floats(b, t, nh), "the scratch"),
+      fp32_vector(scratch, gpu::flash_attention_scratch_floats(b, t, nh), "the scratch"),
       packed(dout, type, b * t, nh * hd, "dout"), packed(out, type, b * t, nh * hd, "out"),
-      norm_vector(lse, b * nh * t, "lse"), packed(qkv, type, b * t, (nh + 2 * nkv) * hd, "qkv"),
-      b, t, nh, nkv, hd);
+      fp32_vector(lse, b * nh * t, "lse"), packed(qkv, type, b * t, (nh + 2 * nkv) * hd, "qkv"), b,
+      t, nh, nkv, hd);
 }
 
 void GpuBackend::rope(const View& x, const View& cos_sin, std::int64_t batch, std::int64_t heads,

@@ -66,42 +66,38 @@ class GpuBackend final : public Backend {
                            const View& w, const View& mean, const View& rstd, const View& sums,
                            std::int64_t c_global) override;
   void embedding_shard_forward(const View& out, std::span<const std::int32_t> tokens,
-                                       const View& wte, std::int64_t begin) override;
+                               const View& wte, std::int64_t begin) override;
   void embedding_shard_backward(const View& dwte, const View& dout,
-                                        std::span<const std::int32_t> tokens,
-                                        std::int64_t begin) override;
-  void cross_entropy_shard_max(const View& logits, const View& row_max,
-                                       std::int64_t begin, std::int64_t vocab_real) override;
-  void cross_entropy_shard_sums(const View& sums, const View& logits,
-                                        const View& row_max,
-                                        std::span<const std::int32_t> targets,
-                                        std::int64_t begin, std::int64_t vocab_real) override;
-  double cross_entropy_shard_loss(const View& lse, const View& row_max,
-                                          const View& sums) override;
+                                std::span<const std::int32_t> tokens, std::int64_t begin) override;
+  void cross_entropy_shard_max(const View& logits, const View& row_max, std::int64_t begin,
+                               std::int64_t vocab_real) override;
+  void cross_entropy_shard_sums(const View& sums, const View& logits, const View& row_max,
+                                std::span<const std::int32_t> targets, std::int64_t begin,
+                                std::int64_t vocab_real) override;
+  double cross_entropy_shard_loss(const View& lse, const View& row_max, const View& sums) override;
   void cross_entropy_shard_backward(const View& logits, const View& lse,
-                                            std::span<const std::int32_t> targets,
-                                            std::int64_t begin, float scale) override;
+                                    std::span<const std::int32_t> targets, std::int64_t begin,
+                                    float scale) override;
   void gelu_forward(const View& y, const View& x) override;
   void bias_gelu(const View& y, const View& pre, const View& bias) override;
   void gelu_backward(const View& dx, const View& x, const View& dy) override;
   void swiglu_forward(const View& y, const View& x) override;
   void swiglu_backward(const View& dx, const View& x, const View& dy) override;
-  void attention_core_forward(const View& out, const View& att, const View& qkv,
-                                      std::int64_t b, std::int64_t t, std::int64_t nh) override;
+  void attention_core_forward(const View& out, const View& att, const View& qkv, std::int64_t b,
+                              std::int64_t t, std::int64_t nh) override;
   void attention_core_backward(const View& dqkv, const View& scratch, const View& dout,
-                                       const View& qkv, const View& att, std::int64_t b,
-                                       std::int64_t t, std::int64_t nh) override;
+                               const View& qkv, const View& att, std::int64_t b, std::int64_t t,
+                               std::int64_t nh) override;
   std::int64_t flash_attention_scratch(std::int64_t b, std::int64_t t, std::int64_t nh,
-                                               std::int64_t nkv, std::int64_t hd) const override;
+                                       std::int64_t nkv, std::int64_t hd) const override;
   void flash_attention_forward(const View& out, const View& lse, const View& scratch,
-                                       const View& qkv, std::int64_t b, std::int64_t t,
-                                       std::int64_t nh, std::int64_t nkv) override;
+                               const View& qkv, std::int64_t b, std::int64_t t, std::int64_t nh,
+                               std::int64_t nkv) override;
   void flash_attention_backward(const View& dqkv, const View& scratch, const View& dout,
-                                        const View& qkv, const View& out, const View& lse,
-                                        std::int64_t b, std::int64_t t, std::int64_t nh,
-                                        std::int64_t nkv) override;
+                                const View& qkv, const View& out, const View& lse, std::int64_t b,
+                                std::int64_t t, std::int64_t nh, std::int64_t nkv) override;
   void rope(const View& x, const View& cos_sin, std::int64_t batch, std::int64_t heads,
-                    bool backward) override;
+            bool backward) override;
   void copy_blocks(std::span<const View> dst, std::span<const View> src) override;
   void gemm_in_bands(const View& c, const View& a, Trans trans_a, const View& b, Trans trans_b,
                      float beta, int bands, const std::function<void()>& between) override;

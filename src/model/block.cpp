@@ -109,8 +109,7 @@ void narrow_kv_grad(device::Backend& be, const View& dgqa, const View& dmha, std
 
 // The buffer, or `alias` seen with layout l when the buffer was not needed (no collective
 // between the two: the producer writes the consumer's memory).
-ChunkedMatrix or_alias(const device::Array& a, const ChunkedLayout& l,
-                       const ChunkedMatrix& alias) {
+ChunkedMatrix or_alias(const device::Array& a, const ChunkedLayout& l, const ChunkedMatrix& alias) {
   return a.empty() ? ChunkedMatrix(alias.data(), alias.type(), l)
                    : ChunkedMatrix(a.data(), a.type(), l);
 }
@@ -250,18 +249,22 @@ Block::Block(const mesh::DeviceMesh& mesh, const BlockConfig& config)
       local_kv_(std::max<std::int64_t>(config.shape.kv() / mesh.size(), 1)),
       kv_width_(local_kv_ * config.shape.head_dim()),
       // h + 2·g·d out features, or with KV heads copied T·(h/T + 2d) (param_shard.hpp)
-      qkv_(mesh, linear_spec(config, LinearKind::kColumnFirst, config.shape.hidden,
-                             mesh.size() * (head_width_ + 2 * kv_width_), true),
+      qkv_(mesh,
+           linear_spec(config, LinearKind::kColumnFirst, config.shape.hidden,
+                       mesh.size() * (head_width_ + 2 * kv_width_), true),
            *be_),
-      proj_(mesh, linear_spec(config, LinearKind::kRowFirst, config.shape.hidden,
-                              config.shape.hidden, true),
-           *be_),
-      mlp1_(mesh, linear_spec(config, LinearKind::kColumnFirst, config.shape.hidden,
-                              dense_mlp1_width(config.shape), false),
-           *be_),
-      mlp2_(mesh, linear_spec(config, LinearKind::kRowFirst, dense_mlp2_width(config.shape),
-                              config.shape.hidden, false),
-           *be_),
+      proj_(mesh,
+            linear_spec(config, LinearKind::kRowFirst, config.shape.hidden, config.shape.hidden,
+                        true),
+            *be_),
+      mlp1_(mesh,
+            linear_spec(config, LinearKind::kColumnFirst, config.shape.hidden,
+                        dense_mlp1_width(config.shape), false),
+            *be_),
+      mlp2_(mesh,
+            linear_spec(config, LinearKind::kRowFirst, dense_mlp2_width(config.shape),
+                        config.shape.hidden, false),
+            *be_),
       progress_(config.layout.progress_splits) {
   for (auto* l : {&qkv_, &proj_, &mlp1_, &mlp2_}) l->watch(progress_);
   // Context parallelism's core and the mixture of experts compute on host memory.
@@ -353,13 +356,13 @@ BlockWorkspace::BlockWorkspace(const Block& b)
       dqkv(b.buffer(b.qkv_.y_layout().size())),
       dqkv_g(b.buffer(b.qkv_.scatters_output() ? b.qkv_.yp_layout().size() : 0)),
       att_scratch(b.buffer(
-          b.cp_ ? 0  // the context-parallel layer keeps its own
+          b.cp_       ? 0  // the context-parallel layer keeps its own
           : b.fused() ? static_cast<std::int64_t>(op_costs::flash_attention_scratch_floats(
-                          static_cast<double>(b.config().shape.seq),
-                          static_cast<double>(b.config().shape.seq),
-                          static_cast<double>(b.config().shape.hidden / b.config().shape.heads),
-                          op_costs::kFlashBlockQ, op_costs::kFlashBlockK))
-                    : attention_scratch_size(b.config().shape.seq))),
+                            static_cast<double>(b.config().shape.seq),
+                            static_cast<double>(b.config().shape.seq),
+                            static_cast<double>(b.config().shape.hidden / b.config().shape.heads),
+                            op_costs::kFlashBlockQ, op_costs::kFlashBlockK))
+                      : attention_scratch_size(b.config().shape.seq))),
       att(b.buffer(
           b.config().layout.recompute == layout::Recompute::kSelective && !b.fused()
               ? attention_att_size(b.config().shape.batch, b.config().shape.seq, b.local_heads_)
@@ -427,7 +430,8 @@ void Block::attention_forward_chunk(int i, BlockWorkspace& ws) {
   for (std::int64_t q = 0; q < bc; ++q) {
     if (fused()) {
       const std::int64_t rows = local_heads_ * s;  // one sequence's log-sum-exps
-      be.flash_attention_forward(out.block(q * s, 0, s, w), lse_.view((i * bc + q) * rows, 1, rows, rows),
+      be.flash_attention_forward(out.block(q * s, 0, s, w),
+                                 lse_.view((i * bc + q) * rows, 1, rows, rows),
                                  ws.att_scratch.view(1, ws.att_scratch.count()),
                                  qkv.block(q * s, 0, s, pw), 1, s, local_heads_, local_kv_);
       if (config_.layout.progress_splits > 1) progress_.poke();
@@ -449,7 +453,8 @@ void Block::attention_backward_chunk(int i, BlockWorkspace& ws) {
   const View dqkv = view(ws.dqkv, qkv_.y_layout()).chunk_view(i);
   const View dout =
       or_alias(ws.datt, proj_.x_layout(), view(ws.datt_p, proj_.xg_layout())).chunk_view(i);
-  const View scratch = ws.att_scratch.empty() ? View{} : ws.att_scratch.view(1, ws.att_scratch.count());
+  const View scratch =
+      ws.att_scratch.empty() ? View{} : ws.att_scratch.view(1, ws.att_scratch.count());
   be.zero(dqkv);
   if (fused()) {  // the probabilities recomputed tile by tile from qkv, the output and L
     const View out =
@@ -466,11 +471,10 @@ void Block::attention_backward_chunk(int i, BlockWorkspace& ws) {
     }
     const std::int64_t rows = local_heads_ * s;
     for (std::int64_t q = 0; q < bc; ++q) {
-      be.flash_attention_backward(dqkv.block(q * s, 0, s, pw), scratch,
-                                  dout.block(q * s, 0, s, w), qkv.block(q * s, 0, s, pw),
-                                  out.block(q * s, 0, s, w),
-                                  lse_.view((i * bc + q) * rows, 1, rows, rows), 1, s,
-                                  local_heads_, local_kv_);
+      be.flash_attention_backward(dqkv.block(q * s, 0, s, pw), scratch, dout.block(q * s, 0, s, w),
+                                  qkv.block(q * s, 0, s, pw), out.block(q * s, 0, s, w),
+                                  lse_.view((i * bc + q) * rows, 1, rows, rows), 1, s, local_heads_,
+                                  local_kv_);
       if (config_.layout.progress_splits > 1) progress_.poke();
     }
     return;
@@ -488,8 +492,7 @@ void Block::attention_backward_chunk(int i, BlockWorkspace& ws) {
       const View dmha = ws.dqkv_mha.view(s, 3 * w);
       be.zero(dmha);
       be.attention_core_backward(dmha, scratch, dout.block(q * s, 0, s, w),
-                                 qkv_mha(ws, qkv.block(q * s, 0, s, pw)), att, 1, s,
-                                 local_heads_);
+                                 qkv_mha(ws, qkv.block(q * s, 0, s, pw)), att, 1, s, local_heads_);
       narrow_kv_grad(be, dqkv.block(q * s, 0, s, pw), dmha, local_heads_, local_kv_,
                      w / local_heads_);
     }
@@ -650,10 +653,10 @@ void Block::backward(const ChunkedMatrix& dx, const ChunkedMatrix& dy,
   // projection's input gradient starts on its way.
   const auto ln2_backward = [&](int i) {
     be.residual_grad(dxmid.chunk_view(i), dy.chunk_view(i));
-    parallel::norm_sharded_backward(
-        be, norm, dxmid.chunk_view(i), vec(g_[kLn2Weight]), vec(g_[kLn2Bias]),
-        dxn.chunk_view(i), xmid.chunk_view(i), vec(p_[kLn2Weight]), rows_of(ln2_mean_, i),
-        rows_of(ln2_rstd_, i), h, ln_group_, ln_scratch);
+    parallel::norm_sharded_backward(be, norm, dxmid.chunk_view(i), vec(g_[kLn2Weight]),
+                                    vec(g_[kLn2Bias]), dxn.chunk_view(i), xmid.chunk_view(i),
+                                    vec(p_[kLn2Weight]), rows_of(ln2_mean_, i),
+                                    rows_of(ln2_rstd_, i), h, ln_group_, ln_scratch);
     proj_.gather_grad_start(i, dxmid, dxmid_g);
   };
   // ---- MLP, reversed: residual → mlp2 → gelu → mlp1; then done(i) once chunk i's dxn is in.
@@ -718,10 +721,10 @@ void Block::backward(const ChunkedMatrix& dx, const ChunkedMatrix& dy,
   for (int i = 0; i < C; ++i) {
     qkv_.backward_data_wait(i);
     be.residual_grad(dx.chunk_view(i), dxmid.chunk_view(i));
-    parallel::norm_sharded_backward(
-        be, norm, dx.chunk_view(i), vec(g_[kLn1Weight]), vec(g_[kLn1Bias]), dxn.chunk_view(i),
-        x_.chunk_view(i), vec(p_[kLn1Weight]), rows_of(ln1_mean_, i), rows_of(ln1_rstd_, i), h,
-        ln_group_, ln_scratch);
+    parallel::norm_sharded_backward(be, norm, dx.chunk_view(i), vec(g_[kLn1Weight]),
+                                    vec(g_[kLn1Bias]), dxn.chunk_view(i), x_.chunk_view(i),
+                                    vec(p_[kLn1Weight]), rows_of(ln1_mean_, i),
+                                    rows_of(ln1_rstd_, i), h, ln_group_, ln_scratch);
   }
 }
 

@@ -118,13 +118,13 @@ class BlockWorkspace : public BlockWorkspaceBase {
   friend class Block;
   // In the block's backend's memory (BlockConfig::backend); an array the layout does not need
   // is empty.
-  device::Array qkv_p, attn, proj_p, proj_y, mlp2_p, mlp2_y;    // forward
+  device::Array qkv_p, attn, proj_p, proj_y, mlp2_p, mlp2_y;  // forward
   device::Array moe_out;  // shared experts: the routed experts' output, then their input gradient
   device::Array dyg, dgelu, dmlp1, dxn_p, dxn, dxmid, dxmid_g;  // backward
   device::Array datt_p, datt, dqkv, dqkv_g, att_scratch;
   device::Array att;  // selective recomputation: the attention probabilities of the running block
   device::Array qkv_mha, dqkv_mha;  // grouped-query, unfused core: one sequence's widened q | k | v
-  device::Array ln_scratch;  // fp64: the norms' sums in flight
+  device::Array ln_scratch;         // fp64: the norms' sums in flight
 };
 
 class Block : public StackBlock {

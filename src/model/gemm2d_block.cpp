@@ -101,8 +101,7 @@ StackBlock::Shards gemm2d_param_shards(const Gemm2dBlockPlans& plans) {
 }
 
 Gemm2dBlock::Gemm2dBlock(const mesh::DeviceMesh& mesh, const BlockConfig& config)
-    : StackBlock(mesh, config.shape,
-                 gemm2d_param_shards(plan_gemm2d_block(config, mesh.shape()))),
+    : StackBlock(mesh, config.shape, gemm2d_param_shards(plan_gemm2d_block(config, mesh.shape()))),
       config_(config),
       be_(config.backend != nullptr ? config.backend : &cpu_backend()),
       plans_(plan_gemm2d_block(config, mesh.shape())),
@@ -181,8 +180,8 @@ void Gemm2dBlock::forward(const parallel::ChunkedMatrix& y_stream,
   x_ = x;
   // x_mid = x + proj(attention(qkv(ln1(x))))
   parallel::norm_sharded_forward(be, layout::Norm::kLayerNorm, rows(xn1_, hl_), stats(ln1_mean_),
-                                 stats(ln1_rstd_), x, vector(kLn1Weight), vector(kLn1Bias), h,
-                                 row, sums);
+                                 stats(ln1_rstd_), x, vector(kLn1Weight), vector(kLn1Bias), h, row,
+                                 sums);
   const View qkv = rows(qkv_, 3 * hl_), attn = rows(attn_, hl_);
   parallel::gemm2d_linear_forward(m, plans_.qkv, qkv, rows(xn1_, hl_), weight(kQkvWeight), ws.gemm);
   be.add_bias(qkv, vector(kQkvBias));

@@ -75,7 +75,7 @@ class Gemm2dBlockWorkspace : public BlockWorkspaceBase {
   friend class Gemm2dBlock;
   // In the block's backend's memory (BlockConfig::backend).
   device::Array proj_y, mlp2_y, dxmid, dgelu, dmlp1, dxn, dattn, dqkv, att_scratch, row_partial;
-  device::Array att;  // selective recomputation: the running block's attention probabilities
+  device::Array att;         // selective recomputation: the running block's attention probabilities
   device::Array ln_scratch;  // fp64: the norms' sums in flight
   parallel::Gemm2dWorkspace gemm;
 };
@@ -116,8 +116,8 @@ class Gemm2dBlock : public StackBlock {
 
   // Saved for backward.
   View x_;
-  device::Array ln1_mean_, ln1_rstd_, xn1_, qkv_, att_, attn_, xmid_, ln2_mean_, ln2_rstd_,
-      xn2_, mlp1_, gelu_;
+  device::Array ln1_mean_, ln1_rstd_, xn1_, qkv_, att_, attn_, xmid_, ln2_mean_, ln2_rstd_, xn2_,
+      mlp1_, gelu_;
 };
 
 }  // namespace meshtp::model

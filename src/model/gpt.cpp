@@ -286,7 +286,7 @@ double Gpt::forward(std::span<const std::int32_t> tokens, std::span<const std::i
   }
 
   const MatrixView x_last = stack_->output().whole();
-  parallel::norm_sharded_forward(rms(), final_ln_.matrix(), ln_mean_, ln_rstd_, x_last,
+  parallel::norm_sharded_forward(config_.shape.norm, final_ln_.matrix(), ln_mean_, ln_rstd_, x_last,
                                  values_[kLnfWeight].values(), values_[kLnfBias].values(), h,
                                  stream_group(), ln_scratch_);
   parallel::gather_activation_into(*mesh_, final_ln_.matrix(), final_full_.matrix(), shard);
@@ -357,9 +357,10 @@ void Gpt::head_backward(float dloss) {
     dw = &lnf_partial_[0];
     db = &lnf_partial_[1];
   }
-  parallel::norm_sharded_backward(rms(), dx_last, dw->values(), db->values(), final_ln_.matrix(),
-                                  stack_->output().whole(), values_[kLnfWeight].values(),
-                                  ln_mean_, ln_rstd_, h, stream_group(), ln_scratch_);
+  parallel::norm_sharded_backward(config_.shape.norm, dx_last, dw->values(), db->values(),
+                                  final_ln_.matrix(), stack_->output().whole(),
+                                  values_[kLnfWeight].values(), ln_mean_, ln_rstd_, h,
+                                  stream_group(), ln_scratch_);
   if (rows_split) {
     for (int k = 0; k < (rms() ? 1 : 2); ++k) {
       mesh_->dim_comm(0).all_reduce(lnf_partial_[k].values());

@@ -132,11 +132,11 @@ void CpuBackend::norm_forward(layout::Norm norm, const View& y, const View& mean
   const MatrixView xm = host_matrix(x, "x");
   if (layer_norm(norm)) {
     meshtp::layernorm_forward(host_matrix(y, "y"), row_vector(mean, xm.rows, "mean"),
-                      row_vector(rstd, xm.rows, "rstd"), xm, row_vector(w, xm.cols, "w"),
-                      row_vector(b, xm.cols, "b"));
+                              row_vector(rstd, xm.rows, "rstd"), xm, row_vector(w, xm.cols, "w"),
+                              row_vector(b, xm.cols, "b"));
   } else {
     meshtp::rmsnorm_forward(host_matrix(y, "y"), row_vector(rstd, xm.rows, "r"), xm,
-                    row_vector(w, xm.cols, "g"));
+                            row_vector(w, xm.cols, "g"));
   }
 }
 
@@ -146,9 +146,9 @@ void CpuBackend::residual_norm_forward(layout::Norm norm, const View& sum, const
   const MatrixView sm = host_matrix(sum, "sum");
   if (layer_norm(norm)) {
     meshtp::residual_layernorm_forward(sm, host_matrix(y, "y"), row_vector(mean, sm.rows, "mean"),
-                               row_vector(rstd, sm.rows, "rstd"), host_matrix(a, "a"),
-                               host_matrix(b_in, "b_in"), row_vector(w, sm.cols, "w"),
-                               row_vector(b, sm.cols, "b"));
+                                       row_vector(rstd, sm.rows, "rstd"), host_matrix(a, "a"),
+                                       host_matrix(b_in, "b_in"), row_vector(w, sm.cols, "w"),
+                                       row_vector(b, sm.cols, "b"));
   } else {
     meshtp::residual_forward(sm, host_matrix(a, "a"), host_matrix(b_in, "b_in"));
     norm_forward(norm, y, mean, rstd, sum, w, b);
@@ -161,12 +161,13 @@ void CpuBackend::norm_backward(layout::Norm norm, const View& dx, const View& dw
   const MatrixView xm = host_matrix(x, "x");
   if (layer_norm(norm)) {
     meshtp::layernorm_backward(host_matrix(dx, "dx"), row_vector(dw, xm.cols, "dw"),
-                       row_vector(db, xm.cols, "db"), host_matrix(dy, "dy"), xm,
-                       row_vector(w, xm.cols, "w"), row_vector(mean, xm.rows, "mean"),
-                       row_vector(rstd, xm.rows, "rstd"));
+                               row_vector(db, xm.cols, "db"), host_matrix(dy, "dy"), xm,
+                               row_vector(w, xm.cols, "w"), row_vector(mean, xm.rows, "mean"),
+                               row_vector(rstd, xm.rows, "rstd"));
   } else {
-    meshtp::rmsnorm_backward(host_matrix(dx, "dx"), row_vector(dw, xm.cols, "dg"), host_matrix(dy, "dy"),
-                     xm, row_vector(w, xm.cols, "g"), row_vector(rstd, xm.rows, "r"));
+    meshtp::rmsnorm_backward(host_matrix(dx, "dx"), row_vector(dw, xm.cols, "dg"),
+                             host_matrix(dy, "dy"), xm, row_vector(w, xm.cols, "g"),
+                             row_vector(rstd, xm.rows, "r"));
   }
 }
 
@@ -186,10 +187,9 @@ void CpuBackend::norm_forward_apply(layout::Norm norm, const View& y, const View
   const MatrixView xm = host_matrix(x, "x");
   const std::span<double> s = sums_of(sums, device::norm_sum_count(norm, xm.rows));
   if (layer_norm(norm)) {
-    layernorm_shard_forward_apply(host_matrix(y, "y"), row_vector(mean, xm.rows, "mean"),
-                                  row_vector(rstd, xm.rows, "rstd"), xm,
-                                  row_vector(w, xm.cols, "w"), row_vector(b, xm.cols, "b"), s,
-                                  c_global);
+    layernorm_shard_forward_apply(
+        host_matrix(y, "y"), row_vector(mean, xm.rows, "mean"), row_vector(rstd, xm.rows, "rstd"),
+        xm, row_vector(w, xm.cols, "w"), row_vector(b, xm.cols, "b"), s, c_global);
   } else {
     rmsnorm_shard_forward_apply(host_matrix(y, "y"), row_vector(rstd, xm.rows, "r"), xm,
                                 row_vector(w, xm.cols, "g"), s, c_global);
@@ -246,10 +246,9 @@ void CpuBackend::cross_entropy_shard_max(const View& logits, const View& row_max
   meshtp::cross_entropy_shard_max(l, row_vector(row_max, l.rows, "row_max"), begin, vocab_real);
 }
 
-void CpuBackend::cross_entropy_shard_sums(const View& sums, const View& logits,
-                                          const View& row_max,
-                                          std::span<const std::int32_t> targets,
-                                          std::int64_t begin, std::int64_t vocab_real) {
+void CpuBackend::cross_entropy_shard_sums(const View& sums, const View& logits, const View& row_max,
+                                          std::span<const std::int32_t> targets, std::int64_t begin,
+                                          std::int64_t vocab_real) {
   const MatrixView l = host_matrix(logits, "the logits");
   meshtp::cross_entropy_shard_sums(row_vector(sums, 2 * l.rows, "sums"), l,
                                    row_vector(row_max, l.rows, "row_max"), targets, begin,
@@ -395,8 +394,8 @@ Array CpuBackend::alloc(std::int64_t count, Element type) {
   // the simulation's allocator; uninitialised, as the interface says. An fp64 element is two
   // floats' room (the storage is aligned as operator new aligns, enough for a double).
   const std::int64_t floats_needed = count * static_cast<std::int64_t>(element_size(type) / 4);
-  auto storage = std::make_shared<Storage>(
-      static_cast<std::size_t>(std::max<std::int64_t>(floats_needed, 1)));
+  auto storage =
+      std::make_shared<Storage>(static_cast<std::size_t>(std::max<std::int64_t>(floats_needed, 1)));
   std::shared_ptr<void> data(storage, storage->data());  // owns the storage, points at its data
   return Array(std::move(data), type, count);
 }
@@ -426,9 +425,10 @@ std::vector<float> CpuBackend::download(const Array& a) {
 
 void CpuBackend::copy(Array& dst, const Array& src) {
   MESHTP_CHECK(dst.count() == src.count() && dst.type() == src.type(),
-               "cpu backend: copying {} {} elements into {} {}", src.count(),
-               to_string(src.type()), dst.count(), to_string(dst.type()));
-  std::memcpy(dst.data(), src.data(), static_cast<std::size_t>(src.count()) * element_size(src.type()));
+               "cpu backend: copying {} {} elements into {} {}", src.count(), to_string(src.type()),
+               dst.count(), to_string(dst.type()));
+  std::memcpy(dst.data(), src.data(),
+              static_cast<std::size_t>(src.count()) * element_size(src.type()));
 }
 
 void CpuBackend::linear_forward(Array& y, const Array& x, const Array& w, const Array& b,

@@ -89,8 +89,7 @@ void rope_forward(MatrixView x, ConstMatrixView cos_sin, std::int64_t batch, std
   rotate("rope_forward", x, cos_sin, -1, batch, heads, 1.0f);
 }
 
-void rope_backward(MatrixView dx, ConstMatrixView cos_sin, std::int64_t batch,
-                   std::int64_t heads) {
+void rope_backward(MatrixView dx, ConstMatrixView cos_sin, std::int64_t batch, std::int64_t heads) {
   rotate("rope_backward", dx, cos_sin, -1, batch, heads, -1.0f);
 }
 

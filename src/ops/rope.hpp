@@ -49,7 +49,6 @@ void rope_backward(MatrixView dx, const RopeTable& table, std::int64_t batch, st
 // The same with the table's values alone (len × HD, as RopeTable::cos_sin): what the backend's
 // rope op takes (device/backend.hpp), the table then held in its memory.
 void rope_forward(MatrixView x, ConstMatrixView cos_sin, std::int64_t batch, std::int64_t heads);
-void rope_backward(MatrixView dx, ConstMatrixView cos_sin, std::int64_t batch,
-                   std::int64_t heads);
+void rope_backward(MatrixView dx, ConstMatrixView cos_sin, std::int64_t batch, std::int64_t heads);
 
 }  // namespace meshtp

@@ -57,9 +57,8 @@ void norm_sharded_forward(device::Backend& backend, layout::Norm norm, const Vie
 
 void norm_sharded_backward(device::Backend& backend, layout::Norm norm, const View& dx,
                            const View& dw, const View& db, const View& dy, const View& x,
-                           const View& w, const View& mean, const View& rstd,
-                           std::int64_t c_global, const comm::Communicator* group,
-                           const View& sums) {
+                           const View& w, const View& mean, const View& rstd, std::int64_t c_global,
+                           const comm::Communicator* group, const View& sums) {
   const bool layer_norm = norm == layout::Norm::kLayerNorm;
   if (serial(group)) {
     check_whole(norm, x, c_global);
@@ -79,8 +78,8 @@ void norm_sharded_backward(device::Backend& backend, layout::Norm norm, const Vi
 }
 
 void residual_norm_sharded_forward(device::Backend& backend, layout::Norm norm, const View& sum,
-                                   const View& y, const View& mean, const View& rstd,
-                                   const View& a, const View& b_in, const View& w, const View& b,
+                                   const View& y, const View& mean, const View& rstd, const View& a,
+                                   const View& b_in, const View& w, const View& b,
                                    std::int64_t c_global, const comm::Communicator* group,
                                    const View& sums) {
   if (serial(group)) {
@@ -94,80 +93,26 @@ void residual_norm_sharded_forward(device::Backend& backend, layout::Norm norm, 
 
 // ---- the host forms -----------------------------------------------------------------------
 namespace {
-
-View vector_or_empty(bool used, std::span<const float> v) { return used ? host_view(v) : View{}; }
-
-layout::Norm norm_of(bool rms) { return rms ? layout::Norm::kRmsNorm : layout::Norm::kLayerNorm; }
-
+View vector_or_empty(std::span<const float> v) { return v.empty() ? View{} : host_view(v); }
 }  // namespace
 
-void norm_sharded_forward(bool rms, MatrixView y, std::span<float> mean, std::span<float> rstd,
-                          ConstMatrixView x, std::span<const float> w, std::span<const float> b,
-                          std::int64_t c_global, const comm::Communicator* group,
-                          std::span<double> scratch) {
-  norm_sharded_forward(cpu_backend(), norm_of(rms), host_view(y), vector_or_empty(!rms, mean),
-                       host_view(rstd), host_view(x), host_view(w), vector_or_empty(!rms, b),
-                       c_global, group, host_view(scratch));
+void norm_sharded_forward(layout::Norm norm, MatrixView y, std::span<float> mean,
+                          std::span<float> rstd, ConstMatrixView x, std::span<const float> w,
+                          std::span<const float> b, std::int64_t c_global,
+                          const comm::Communicator* group, std::span<double> scratch) {
+  norm_sharded_forward(cpu_backend(), norm, host_view(y), vector_or_empty(mean), host_view(rstd),
+                       host_view(x), host_view(w), vector_or_empty(b), c_global, group,
+                       host_view(scratch));
 }
 
-void norm_sharded_backward(bool rms, MatrixView dx, std::span<float> dw, std::span<float> db,
-                           ConstMatrixView dy, ConstMatrixView x, std::span<const float> w,
-                           std::span<const float> mean, std::span<const float> rstd,
-                           std::int64_t c_global, const comm::Communicator* group,
-                           std::span<double> scratch) {
-  norm_sharded_backward(cpu_backend(), norm_of(rms), host_view(dx), host_view(dw),
-                        vector_or_empty(!rms, db), host_view(dy), host_view(x), host_view(w),
-                        vector_or_empty(!rms, mean), host_view(rstd), c_global, group,
-                        host_view(scratch));
-}
-
-void residual_norm_sharded_forward(bool rms, MatrixView sum, MatrixView y, std::span<float> mean,
-                                   std::span<float> rstd, ConstMatrixView a, ConstMatrixView b,
-                                   std::span<const float> w, std::span<const float> bias,
-                                   std::int64_t c_global, const comm::Communicator* group,
-                                   std::span<double> scratch) {
-  residual_norm_sharded_forward(cpu_backend(), norm_of(rms), host_view(sum), host_view(y),
-                                vector_or_empty(!rms, mean), host_view(rstd), host_view(a),
-                                host_view(b), host_view(w), vector_or_empty(!rms, bias),
-                                c_global, group, host_view(scratch));
-}
-
-void layernorm_sharded_forward(MatrixView y, std::span<float> mean, std::span<float> rstd,
-                               ConstMatrixView x, std::span<const float> w,
-                               std::span<const float> b, std::int64_t c_global,
-                               const comm::Communicator* group, std::span<double> scratch) {
-  norm_sharded_forward(false, y, mean, rstd, x, w, b, c_global, group, scratch);
-}
-
-void layernorm_sharded_backward(MatrixView dx, std::span<float> dw, std::span<float> db,
-                                ConstMatrixView dy, ConstMatrixView x, std::span<const float> w,
-                                std::span<const float> mean, std::span<const float> rstd,
-                                std::int64_t c_global, const comm::Communicator* group,
-                                std::span<double> scratch) {
-  norm_sharded_backward(false, dx, dw, db, dy, x, w, mean, rstd, c_global, group, scratch);
-}
-
-void residual_layernorm_sharded_forward(MatrixView sum, MatrixView y, std::span<float> mean,
-                                        std::span<float> rstd, ConstMatrixView a,
-                                        ConstMatrixView b, std::span<const float> w,
-                                        std::span<const float> bias, std::int64_t c_global,
-                                        const comm::Communicator* group,
-                                        std::span<double> scratch) {
-  residual_norm_sharded_forward(false, sum, y, mean, rstd, a, b, w, bias, c_global, group,
-                                scratch);
-}
-
-void rmsnorm_sharded_forward(MatrixView y, std::span<float> r, ConstMatrixView x,
-                             std::span<const float> g, std::int64_t c_global,
-                             const comm::Communicator* group, std::span<double> scratch) {
-  norm_sharded_forward(true, y, {}, r, x, g, {}, c_global, group, scratch);
-}
-
-void rmsnorm_sharded_backward(MatrixView dx, std::span<float> dg, ConstMatrixView dy,
-                              ConstMatrixView x, std::span<const float> g,
-                              std::span<const float> r, std::int64_t c_global,
-                              const comm::Communicator* group, std::span<double> scratch) {
-  norm_sharded_backward(true, dx, dg, {}, dy, x, g, {}, r, c_global, group, scratch);
+void norm_sharded_backward(layout::Norm norm, MatrixView dx, std::span<float> dw,
+                           std::span<float> db, ConstMatrixView dy, ConstMatrixView x,
+                           std::span<const float> w, std::span<const float> mean,
+                           std::span<const float> rstd, std::int64_t c_global,
+                           const comm::Communicator* group, std::span<double> scratch) {
+  norm_sharded_backward(cpu_backend(), norm, host_view(dx), host_view(dw), vector_or_empty(db),
+                        host_view(dy), host_view(x), host_view(w), vector_or_empty(mean),
+                        host_view(rstd), c_global, group, host_view(scratch));
 }
 
 }  // namespace meshtp::parallel

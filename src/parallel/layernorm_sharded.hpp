@@ -17,8 +17,9 @@
 //             dw += Σ_n dy ⊙ x̂,  db += Σ_n dy                   (complete: every row is here)
 //
 // With no group (or a group of one) these are exactly ops' layernorm_forward/backward (the
-// serial two-pass statistics). Row work runs on the fast kernels (ops/kernels.hpp). The single-pass variance in double loses nothing that matters
-// for activations whose mean is within ~10⁴ standard deviations of zero.
+// serial two-pass statistics). Row work runs on the fast kernels (ops/kernels.hpp). The single-pass
+// variance in double loses nothing that matters for activations whose mean is within ~10⁴ standard
+// deviations of zero.
 //
 // `scratch` holds 2·N doubles (the statistics in flight); the caller sizes it once.
 //
@@ -50,63 +51,25 @@ void norm_sharded_forward(device::Backend& backend, layout::Norm norm, const Vie
                           const View& sums);
 void norm_sharded_backward(device::Backend& backend, layout::Norm norm, const View& dx,
                            const View& dw, const View& db, const View& dy, const View& x,
-                           const View& w, const View& mean, const View& rstd,
-                           std::int64_t c_global, const comm::Communicator* group,
-                           const View& sums);
+                           const View& w, const View& mean, const View& rstd, std::int64_t c_global,
+                           const comm::Communicator* group, const View& sums);
 void residual_norm_sharded_forward(device::Backend& backend, layout::Norm norm, const View& sum,
-                                   const View& y, const View& mean, const View& rstd,
-                                   const View& a, const View& b_in, const View& w, const View& b,
+                                   const View& y, const View& mean, const View& rstd, const View& a,
+                                   const View& b_in, const View& w, const View& b,
                                    std::int64_t c_global, const comm::Communicator* group,
                                    const View& sums);
 
-// The host forms (fp32 matrices, spans): the above on the CPU backend.
-
-void layernorm_sharded_forward(MatrixView y, std::span<float> mean, std::span<float> rstd,
-                               ConstMatrixView x, std::span<const float> w,
-                               std::span<const float> b, std::int64_t c_global,
-                               const comm::Communicator* group, std::span<double> scratch);
-
-void layernorm_sharded_backward(MatrixView dx, std::span<float> dw, std::span<float> db,
-                                ConstMatrixView dy, ConstMatrixView x, std::span<const float> w,
-                                std::span<const float> mean, std::span<const float> rstd,
-                                std::int64_t c_global, const comm::Communicator* group,
-                                std::span<double> scratch);
-
-// sum = a + b (the residual), then y = layernorm_sharded(sum): fused row by row
-// (ops residual_layernorm_forward) when the group is serial, the two calls otherwise.
-void residual_layernorm_sharded_forward(MatrixView sum, MatrixView y, std::span<float> mean,
-                                        std::span<float> rstd, ConstMatrixView a,
-                                        ConstMatrixView b, std::span<const float> w,
-                                        std::span<const float> bias, std::int64_t c_global,
-                                        const comm::Communicator* group,
-                                        std::span<double> scratch);
-
-// RMSNorm (ops/rmsnorm.hpp) over the same split: one N-double all-reduce of Σx² forward and
-// of Σ h·x̂ backward (ops' phase-split shard functions around it); r per row as rstd. With no
-// group, exactly ops' rmsnorm_forward/backward. scratch holds N doubles.
-void rmsnorm_sharded_forward(MatrixView y, std::span<float> r, ConstMatrixView x,
-                             std::span<const float> g, std::int64_t c_global,
-                             const comm::Communicator* group, std::span<double> scratch);
-void rmsnorm_sharded_backward(MatrixView dx, std::span<float> dg, ConstMatrixView dy,
-                              ConstMatrixView x, std::span<const float> g,
-                              std::span<const float> r, std::int64_t c_global,
-                              const comm::Communicator* group, std::span<double> scratch);
-
-// A block's norm, LayerNorm or RMSNorm (rms: then b, db and mean are unused, rstd holds r):
-// the calls above behind one signature, so a block runs either.
-void norm_sharded_forward(bool rms, MatrixView y, std::span<float> mean, std::span<float> rstd,
-                          ConstMatrixView x, std::span<const float> w, std::span<const float> b,
-                          std::int64_t c_global, const comm::Communicator* group,
-                          std::span<double> scratch);
-void norm_sharded_backward(bool rms, MatrixView dx, std::span<float> dw, std::span<float> db,
-                           ConstMatrixView dy, ConstMatrixView x, std::span<const float> w,
-                           std::span<const float> mean, std::span<const float> rstd,
-                           std::int64_t c_global, const comm::Communicator* group,
-                           std::span<double> scratch);
-void residual_norm_sharded_forward(bool rms, MatrixView sum, MatrixView y, std::span<float> mean,
-                                   std::span<float> rstd, ConstMatrixView a, ConstMatrixView b,
-                                   std::span<const float> w, std::span<const float> bias,
-                                   std::int64_t c_global, const comm::Communicator* group,
-                                   std::span<double> scratch);
+// The host forms (fp32 matrices, spans; RMSNorm: b, db and mean empty, rstd holds r): the
+// above on the CPU backend, for the layers whose buffers are still host tensors (the GPT's
+// final norm). scratch holds 2·N doubles.
+void norm_sharded_forward(layout::Norm norm, MatrixView y, std::span<float> mean,
+                          std::span<float> rstd, ConstMatrixView x, std::span<const float> w,
+                          std::span<const float> b, std::int64_t c_global,
+                          const comm::Communicator* group, std::span<double> scratch);
+void norm_sharded_backward(layout::Norm norm, MatrixView dx, std::span<float> dw,
+                           std::span<float> db, ConstMatrixView dy, ConstMatrixView x,
+                           std::span<const float> w, std::span<const float> mean,
+                           std::span<const float> rstd, std::int64_t c_global,
+                           const comm::Communicator* group, std::span<double> scratch);
 
 }  // namespace meshtp::parallel

@@ -72,11 +72,11 @@ double vocab_cross_entropy_forward(device::Backend& backend, const View& logits,
   return backend.cross_entropy_shard_loss(lse, row_max, sums);
 }
 
-void vocab_cross_entropy_backward(device::Backend& backend, const View& dx,
-                                  const View& dwte_local, const View& logits, const View& lse,
-                                  const View& x, const View& wte_local,
-                                  std::span<const std::int32_t> targets, const VocabShard& shard,
-                                  const comm::Communicator& group, float dloss) {
+void vocab_cross_entropy_backward(device::Backend& backend, const View& dx, const View& dwte_local,
+                                  const View& logits, const View& lse, const View& x,
+                                  const View& wte_local, std::span<const std::int32_t> targets,
+                                  const VocabShard& shard, const comm::Communicator& group,
+                                  float dloss) {
   const ScopedSpan span("lm_head", SpanKind::kCompute);
   const std::int64_t n = x.rows;
   MESHTP_CHECK(dx.rows == n && dx.cols == x.cols && dx.contiguous(),
@@ -85,8 +85,8 @@ void vocab_cross_entropy_backward(device::Backend& backend, const View& dx,
   const float scale = dloss / static_cast<float>(n);
   // dlogits = scale·(softmax − onehot), in place of the logits.
   backend.cross_entropy_shard_backward(logits, lse, targets, shard.begin, scale);
-  backend.gemm(dx, logits, Trans::kNo, wte_local, Trans::kNo);                // dx = dlogits·wte
-  backend.gemm(dwte_local, logits, Trans::kYes, x, Trans::kNo, 1.0f, 1.0f);   // dwte += dlogitsᵀ·x
+  backend.gemm(dx, logits, Trans::kNo, wte_local, Trans::kNo);               // dx = dlogits·wte
+  backend.gemm(dwte_local, logits, Trans::kYes, x, Trans::kNo, 1.0f, 1.0f);  // dwte += dlogitsᵀ·x
   group.all_reduce(comm::buffer_of(dx), comm::ReduceOp::kSum);
 }
 
@@ -104,12 +104,11 @@ void vocab_embedding_backward(MatrixView dwte_local, ConstMatrixView dout,
 }
 
 double vocab_cross_entropy_forward(MatrixView logits, std::span<float> lse, ConstMatrixView x,
-                                   ConstMatrixView wte_local,
-                                   std::span<const std::int32_t> targets, const VocabShard& shard,
-                                   const comm::Communicator& group, std::span<float> stats) {
-  return vocab_cross_entropy_forward(cpu_backend(), host_view(logits), host_view(lse),
-                                     host_view(x), host_view(wte_local), targets, shard, group,
-                                     host_view(stats));
+                                   ConstMatrixView wte_local, std::span<const std::int32_t> targets,
+                                   const VocabShard& shard, const comm::Communicator& group,
+                                   std::span<float> stats) {
+  return vocab_cross_entropy_forward(cpu_backend(), host_view(logits), host_view(lse), host_view(x),
+                                     host_view(wte_local), targets, shard, group, host_view(stats));
 }
 
 void vocab_cross_entropy_backward(MatrixView dx, MatrixView dwte_local, MatrixView logits,

@@ -60,11 +60,11 @@ double vocab_cross_entropy_forward(device::Backend& backend, const View& logits_
                                    const View& lse, const View& x, const View& wte_local,
                                    std::span<const std::int32_t> targets, const VocabShard& shard,
                                    const comm::Communicator& group, const View& stats);
-void vocab_cross_entropy_backward(device::Backend& backend, const View& dx,
-                                  const View& dwte_local, const View& logits_local,
-                                  const View& lse, const View& x, const View& wte_local,
-                                  std::span<const std::int32_t> targets, const VocabShard& shard,
-                                  const comm::Communicator& group, float dloss = 1.0f);
+void vocab_cross_entropy_backward(device::Backend& backend, const View& dx, const View& dwte_local,
+                                  const View& logits_local, const View& lse, const View& x,
+                                  const View& wte_local, std::span<const std::int32_t> targets,
+                                  const VocabShard& shard, const comm::Communicator& group,
+                                  float dloss = 1.0f);
 
 // Returns the mean loss over the n rows (identical on every rank). Saves the local logits
 // (overwritten by their softmax) and per-row log-sum-exp for backward; `stats` holds 3n

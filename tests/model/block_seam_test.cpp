@@ -8,9 +8,8 @@
 // in the stand-in's memory, so any op of a block that touched them other than through its
 // backend or a transport would compute on complemented floats and fail here. (The host runs
 // themselves are held to the serial reference by the stack tests.)
-#include <gtest/gtest.h>
-
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include "../parallel/mesh2d.hpp"
 #include "core/parse.hpp"
@@ -90,8 +89,9 @@ Result run(const mesh::DeviceMesh& mesh, BlockConfig c, device::Backend& be) {
   block.backward(parallel::ChunkedMatrix(dx, layout), parallel::ChunkedMatrix(dy, layout), *ws);
   Result r{mem.get(y, stream), mem.get(dx, stream), {}};
   for (int p = 0; p < kBlockParams; ++p) {
-    r.grads.push_back(mem.get(grads[static_cast<std::size_t>(p)].data(),
-                              {static_cast<std::int64_t>(grads[static_cast<std::size_t>(p)].size())}));
+    r.grads.push_back(
+        mem.get(grads[static_cast<std::size_t>(p)].data(),
+                {static_cast<std::int64_t>(grads[static_cast<std::size_t>(p)].size())}));
   }
   return r;
 }
@@ -124,30 +124,31 @@ int on_every_mesh(F&& f) {
 
 TEST(Gemm2dBlockSeam, TheBlockOnMemoryTheHostCannotReadEqualsTheHostRun) {
   const int world_rank = comm::Communicator::world().rank();
-  const int ran = on_every_mesh([&](const std::vector<int>& shape, const mesh::DeviceMesh& host_mesh,
-                                    const mesh::DeviceMesh& device_mesh,
-                                    InvertedBackend& stand_in) {
-    int n = 0;
-    for (const layout::Algorithm algo :
-         {layout::Algorithm::kCollective, layout::Algorithm::kMeshSlice}) {
-      for (const layout::Recompute recompute :
-           {layout::Recompute::kNone, layout::Recompute::kSelective}) {
-        const BlockConfig c = config(algo, recompute);
-        try {
-          plan_gemm2d_block(c, shape);
-        } catch (const Error&) {
-          continue;  // MeshSlice's slices may not divide a small mesh's extents
+  const int ran =
+      on_every_mesh([&](const std::vector<int>& shape, const mesh::DeviceMesh& host_mesh,
+                        const mesh::DeviceMesh& device_mesh, InvertedBackend& stand_in) {
+        int n = 0;
+        for (const layout::Algorithm algo :
+             {layout::Algorithm::kCollective, layout::Algorithm::kMeshSlice}) {
+          for (const layout::Recompute recompute :
+               {layout::Recompute::kNone, layout::Recompute::kSelective}) {
+            const BlockConfig c = config(algo, recompute);
+            try {
+              plan_gemm2d_block(c, shape);
+            } catch (const Error&) {
+              continue;  // MeshSlice's slices may not divide a small mesh's extents
+            }
+            const std::string what =
+                fmt::format("mesh {} {} recompute {} (rank {})", format_mesh_shape(shape), algo,
+                            layout::name(recompute), world_rank);
+            expect_same(run<Gemm2dBlock>(host_mesh, c, cpu_backend()),
+                        run<Gemm2dBlock>(device_mesh, c, stand_in), what);
+            ++n;
+          }
         }
-        const std::string what = fmt::format("mesh {} {} recompute {} (rank {})", format_mesh_shape(shape),
-                                             algo, layout::name(recompute), world_rank);
-        expect_same(run<Gemm2dBlock>(host_mesh, c, cpu_backend()),
-                    run<Gemm2dBlock>(device_mesh, c, stand_in), what);
-        ++n;
-      }
-    }
-    EXPECT_GT(stand_in.gemm_calls, 0);
-    return n;
-  });
+        EXPECT_GT(stand_in.gemm_calls, 0);
+        return n;
+      });
   EXPECT_GT(ran, 0);
 }
 
@@ -167,34 +168,34 @@ BlockConfig atp_config(bool llama, layout::Attention attention, int chunks, bool
 
 TEST(AtpBlockSeam, TheBlockOnMemoryTheHostCannotReadEqualsTheHostRun) {
   const int world_rank = comm::Communicator::world().rank();
-  const int ran = on_every_mesh([&](const std::vector<int>& shape, const mesh::DeviceMesh& host_mesh,
-                                    const mesh::DeviceMesh& device_mesh,
-                                    InvertedBackend& stand_in) {
-    int n = 0;
-    for (const bool llama : {false, true}) {
-      for (const layout::Attention attention : layout::all<layout::Attention>()) {
-        for (const int chunks : {1, 2}) {
-          for (const bool sp : {false, true}) {
-            if (sp && shape[1] != 1) continue;  // sequence parallelism runs on N x 1
-            const BlockConfig c = atp_config(llama, attention, chunks, sp);
-            try {
-              validate_atp_block(c, shape);
-            } catch (const Error&) {
-              continue;  // e.g. 8 ranks and 2 KV heads under grouped-query attention
+  const int ran =
+      on_every_mesh([&](const std::vector<int>& shape, const mesh::DeviceMesh& host_mesh,
+                        const mesh::DeviceMesh& device_mesh, InvertedBackend& stand_in) {
+        int n = 0;
+        for (const bool llama : {false, true}) {
+          for (const layout::Attention attention : layout::all<layout::Attention>()) {
+            for (const int chunks : {1, 2}) {
+              for (const bool sp : {false, true}) {
+                if (sp && shape[1] != 1) continue;  // sequence parallelism runs on N x 1
+                const BlockConfig c = atp_config(llama, attention, chunks, sp);
+                try {
+                  validate_atp_block(c, shape);
+                } catch (const Error&) {
+                  continue;  // e.g. 8 ranks and 2 KV heads under grouped-query attention
+                }
+                const std::string what =
+                    fmt::format("mesh {} {} {} chunks {}{} (rank {})", format_mesh_shape(shape),
+                                llama ? "llama" : "gpt", layout::name(attention), chunks,
+                                sp ? " sp" : "", world_rank);
+                expect_same(run<Block>(host_mesh, c, cpu_backend()),
+                            run<Block>(device_mesh, c, stand_in), what);
+                ++n;
+              }
             }
-            const std::string what = fmt::format(
-                "mesh {} {} {} chunks {}{} (rank {})", format_mesh_shape(shape),
-                llama ? "llama" : "gpt", layout::name(attention), chunks, sp ? " sp" : "",
-                world_rank);
-            expect_same(run<Block>(host_mesh, c, cpu_backend()),
-                        run<Block>(device_mesh, c, stand_in), what);
-            ++n;
           }
         }
-      }
-    }
-    return n;
-  });
+        return n;
+      });
   EXPECT_GT(ran, 0);
 }
 
@@ -206,8 +207,9 @@ TEST(AtpBlockSeam, ContextParallelismAndExpertsRefuseADeviceBackend) {
   c.shape.num_experts = 4;
   c.shape.top_k = 2;
   c.backend = &stand_in;
-  EXPECT_NE(test_support::error_of([&] { Block block(solo, c); })
-                .find("run on the CPU backend only; inverted (test stand-in) is not"),
+  EXPECT_NE(test_support::error_of([&] {
+              Block block(solo, c);
+            }).find("run on the CPU backend only; inverted (test stand-in) is not"),
             std::string::npos);
 }
 

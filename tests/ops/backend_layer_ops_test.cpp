@@ -58,30 +58,31 @@ std::vector<Case> cases() {
   {
     Tensor y({kN, kF}), pre = x;
     bias_gelu_forward(y.matrix(), pre.matrix(), bias.values());
-    all.push_back({"bias_gelu", {Tensor({kN, kF}), x, bias},
-                   [](device::Backend& be, const std::vector<View>& v) {
-                     be.bias_gelu(v[0], v[1], v[2]);
-                   },
-                   {{0, y}, {1, pre}}});
+    all.push_back(
+        {"bias_gelu",
+         {Tensor({kN, kF}), x, bias},
+         [](device::Backend& be, const std::vector<View>& v) { be.bias_gelu(v[0], v[1], v[2]); },
+         {{0, y}, {1, pre}}});
   }
   {
     Tensor y({kN, kF});
     gelu_forward(y.matrix(), x.matrix());
-    all.push_back({"gelu_forward", {Tensor({kN, kF}), x},
-                   [](device::Backend& be, const std::vector<View>& v) {
-                     be.gelu_forward(v[0], v[1]);
-                   },
-                   {{0, y}}});
-    all.push_back({"residual_grad", {Tensor({kN, kF}), dy},
-                   [](device::Backend& be, const std::vector<View>& v) {
-                     be.residual_grad(v[0], v[1]);
-                   },
-                   {{0, dy}}});
+    all.push_back(
+        {"gelu_forward",
+         {Tensor({kN, kF}), x},
+         [](device::Backend& be, const std::vector<View>& v) { be.gelu_forward(v[0], v[1]); },
+         {{0, y}}});
+    all.push_back(
+        {"residual_grad",
+         {Tensor({kN, kF}), dy},
+         [](device::Backend& be, const std::vector<View>& v) { be.residual_grad(v[0], v[1]); },
+         {{0, dy}}});
   }
   {
     Tensor dx = dx0;
     gelu_backward(dx.matrix(), x.matrix(), dy.matrix());
-    all.push_back({"gelu_backward", {dx0, x, dy},
+    all.push_back({"gelu_backward",
+                   {dx0, x, dy},
                    [](device::Backend& be, const std::vector<View>& v) {
                      be.gelu_backward(v[0], v[1], v[2]);
                    },
@@ -92,12 +93,13 @@ std::vector<Case> cases() {
     Tensor y({kN, kF}), dx2 = dx2_0;
     swiglu_forward(y.matrix(), x2.matrix());
     swiglu_backward(dx2.matrix(), x2.matrix(), dy.matrix());
-    all.push_back({"swiglu_forward", {Tensor({kN, kF}), x2},
-                   [](device::Backend& be, const std::vector<View>& v) {
-                     be.swiglu_forward(v[0], v[1]);
-                   },
-                   {{0, y}}});
-    all.push_back({"swiglu_backward", {dx2_0, x2, dy},
+    all.push_back(
+        {"swiglu_forward",
+         {Tensor({kN, kF}), x2},
+         [](device::Backend& be, const std::vector<View>& v) { be.swiglu_forward(v[0], v[1]); },
+         {{0, y}}});
+    all.push_back({"swiglu_backward",
+                   {dx2_0, x2, dy},
                    [](device::Backend& be, const std::vector<View>& v) {
                      be.swiglu_backward(v[0], v[1], v[2]);
                    },
@@ -111,7 +113,8 @@ std::vector<Case> cases() {
     attention_forward(out.matrix(), att.values(), qkv.matrix(), kB, kT, kNH);
     attention_backward(dqkv.matrix(), scratch.values(), dout.matrix(), qkv.matrix(), att.values(),
                        kB, kT, kNH);
-    all.push_back({"attention_core_forward", {Tensor(out.shape()), Tensor(att.shape()), qkv},
+    all.push_back({"attention_core_forward",
+                   {Tensor(out.shape()), Tensor(att.shape()), qkv},
                    [](device::Backend& be, const std::vector<View>& v) {
                      be.attention_core_forward(v[0], v[1], v[2], kB, kT, kNH);
                    },
@@ -129,8 +132,8 @@ std::vector<Case> cases() {
     const Tensor dqkv0 = uniform_tensor({kN, width}, 12);
     const std::int64_t scratch_n = cpu_backend().flash_attention_scratch(kB, kT, kNH, kNKV, kHD);
     Tensor out({kN, kC}), lse({1, kB * kNH * kT}), scratch({1, scratch_n}), dqkv = dqkv0;
-    flash_attention_forward_qkv(out.matrix(), lse.values(), scratch.values(), qkv.matrix(), kB,
-                                kT, kNH, kNKV);
+    flash_attention_forward_qkv(out.matrix(), lse.values(), scratch.values(), qkv.matrix(), kB, kT,
+                                kNH, kNKV);
     flash_attention_backward_qkv(dqkv.matrix(), scratch.values(), dout.matrix(), qkv.matrix(),
                                  out.matrix(), lse.values(), kB, kT, kNH, kNKV);
     all.push_back({"flash_attention_forward",
@@ -142,8 +145,8 @@ std::vector<Case> cases() {
     all.push_back({"flash_attention_backward",
                    {dqkv0, Tensor(scratch.shape()), dout, qkv, out, lse},
                    [](device::Backend& be, const std::vector<View>& v) {
-                     be.flash_attention_backward(v[0], v[1], v[2], v[3], v[4], v[5], kB, kT,
-                                                 kNH, kNKV);
+                     be.flash_attention_backward(v[0], v[1], v[2], v[3], v[4], v[5], kB, kT, kNH,
+                                                 kNKV);
                    },
                    {{0, dqkv}}});
   }

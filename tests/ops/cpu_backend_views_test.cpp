@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "error_of.hpp"
 #include "ops/cpu_backend.hpp"
 #include "ops/gelu.hpp"
 #include "tensor/gemm.hpp"
@@ -166,6 +167,29 @@ TEST(CpuBackendViews, RefusesViewsThatDoNotFitOrChainNamingThem) {
   EXPECT_THROW(be.gemm(a.view(2, 2), a.view(2, 2), Trans::kNo, a.view(2, 2), Trans::kNo, 1.0f,
                        0.0f, device::Epilogue::kBias, a.view(1, 3)),
                Error);
+}
+
+// fp64 arrays hold a norm's sums (zeroed, copied, viewed); the fp32 value transfers refuse
+// them, and bf16 arrays are refused when made, each naming the type.
+TEST(CpuBackendViews, Fp64ArraysForSumsAndTheirRefusals) {
+  device::Backend& be = cpu_backend();
+  device::Array sums = be.alloc(6, Element::kF64), copy = be.alloc(6, Element::kF64);
+  be.zero(sums);
+  static_cast<double*>(sums.data())[5] = 2.5;
+  be.copy(copy, sums);
+  EXPECT_EQ(static_cast<const double*>(copy.data())[5], 2.5);
+  EXPECT_EQ(static_cast<const double*>(copy.data())[0], 0.0);
+  EXPECT_EQ(describe(sums.view(2, 3)), "fp64 2x3 (ld 3)");
+  EXPECT_EQ(test_support::error_of([&] { be.upload(sums, std::vector<float>(6)); }),
+            "cpu backend: uploading fp32 values into an fp64 array: only fp32 ones");
+  EXPECT_EQ(test_support::error_of([&] { (void)be.download(sums); }),
+            "cpu backend: downloading fp32 values from an fp64 array: only fp32 ones");
+  EXPECT_NE(test_support::error_of([&] { (void)be.alloc(4, Element::kBF16); })
+                .find("not bf16"),
+            std::string::npos);
+  device::Array f32 = be.alloc(6, Element::kF32);
+  EXPECT_NE(test_support::error_of([&] { be.copy(f32, sums); }).find("6 fp64 elements into 6 fp32"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -23,8 +23,8 @@ namespace meshtp::parallel {
 namespace {
 
 using layout::Norm;
-using testing::InvertedBackend;
 using test_support::error_of;
+using testing::InvertedBackend;
 
 constexpr std::int64_t kRows = 5, kHidden = 24;  // 24 splits over 1, 2, 3, 4, 6 and 8 ranks
 
@@ -44,8 +44,8 @@ struct Problem {
     if (norm == Norm::kLayerNorm) {
       layernorm_forward(y.matrix(), mean.values(), rstd.values(), x.matrix(), w.values(),
                         b.values());
-      layernorm_backward(dx.matrix(), dw.values(), db.values(), dy.matrix(), x.matrix(),
-                         w.values(), mean.values(), rstd.values());
+      layernorm_backward(dx.matrix(), dw.values(), db.values(), dy.matrix(), x.matrix(), w.values(),
+                         mean.values(), rstd.values());
     } else {
       rmsnorm_forward(y.matrix(), rstd.values(), x.matrix(), w.values());
       rmsnorm_backward(dx.matrix(), dw.values(), dy.matrix(), x.matrix(), w.values(),
@@ -115,8 +115,8 @@ ShardResult run_shard(device::Backend& be, const comm::Communicator& group, cons
   const View sum = s.put(Tensor({kRows, c})), y_fused = s.put(Tensor({kRows, c}));
   residual_norm_sharded_forward(be, p.norm, sum, y_fused, mean, rstd, a, b_in, w, b, kHidden,
                                 &group, sums);
-  ShardResult out{s.get(y), ln ? s.get(mean) : Tensor(), s.get(rstd), s.get(dx), s.get(dw),
-                  ln ? s.get(db) : Tensor(), s.get(sum), s.get(y_fused)};
+  ShardResult out{s.get(y),  ln ? s.get(mean) : Tensor(), s.get(rstd), s.get(dx),
+                  s.get(dw), ln ? s.get(db) : Tensor(),   s.get(sum),  s.get(y_fused)};
   return out;
 }
 
@@ -170,8 +170,8 @@ TEST(NormSharded, RefusesWhatDoesNotAdd) {
   Tensor x({kRows, 3}), y({kRows, 3}), w({1, 3}), b({1, 3}), mean({1, kRows}), rstd({1, kRows});
   std::vector<double> sums(2 * kRows);
   const auto run = [&](std::int64_t hidden, std::span<double> scratch) {
-    norm_sharded_forward(false, y.matrix(), mean.values(), rstd.values(), x.matrix(), w.values(),
-                         b.values(), hidden, &world, scratch);
+    norm_sharded_forward(Norm::kLayerNorm, y.matrix(), mean.values(), rstd.values(), x.matrix(),
+                         w.values(), b.values(), hidden, &world, scratch);
   };
   EXPECT_EQ(error_of([&] { run(3 * world.size() + 1, sums); }),
             fmt::format("norm_sharded_forward: 3 local features × {} ranks != hidden={}",
@@ -183,8 +183,8 @@ TEST(NormSharded, RefusesWhatDoesNotAdd) {
   const auto staged = comm::Communicator::host_staged(world, stand_in.memory);
   device::Array f32 = stand_in.alloc(2 * kRows, Element::kF32);
   EXPECT_NE(error_of([&] {
-              norm_sharded_forward(stand_in, Norm::kRmsNorm, {}, {}, {}, host_view(x.matrix()),
-                                   {}, {}, 3 * world.size(), &staged, f32.view(1, 2 * kRows));
+              norm_sharded_forward(stand_in, Norm::kRmsNorm, {}, {}, {}, host_view(x.matrix()), {},
+                                   {}, 3 * world.size(), &staged, f32.view(1, 2 * kRows));
             }).find("scratch is fp32 1x10 (ld 10), needs fp64 1x5"),
             std::string::npos);
 }
