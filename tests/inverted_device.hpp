@@ -36,9 +36,14 @@ class InvertedBackend final : public device::Backend {
   device::Array alloc(std::int64_t count, Element type) override {
     MESHTP_CHECK(type == Element::kF32 || type == Element::kF64,
                  "the inverted stand-in holds fp32 (and fp64 sums) only, not {}", to_string(type));
-    auto bytes = std::make_shared<std::vector<unsigned char>>(
-        static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * element_size(type), 0xFF);
-    std::shared_ptr<void> data(bytes, bytes->data());
+    const std::size_t size =
+        static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * element_size(type);
+    auto* bytes = new std::vector<unsigned char>(size, 0xFF);
+    InvertedMemory::track(bytes->data(), size);
+    std::shared_ptr<void> data(bytes->data(), [bytes](void*) {
+      InvertedMemory::untrack(bytes->data());
+      delete bytes;
+    });
     return device::Array(std::move(data), type, count);
   }
   void zero(device::Array& a) override { zero(a.view(1, a.count())); }

@@ -2,10 +2,14 @@
 // GPU: every byte is held complemented (~b). A transport that handed such a pointer to MPI
 // without staging it through to_host/to_device would reduce complemented values; a layer that
 // computed on it on the host would compute on them (inverted_device.hpp has the backend).
-// Copies and staging allocations are counted.
+// Copies and staging allocations are counted. Its "device" allocations are registered
+// (track/untrack, process-wide), so that holds() tells them from host memory as
+// cudaPointerGetAttributes does on a GPU.
 #pragma once
 
 #include <cstddef>
+#include <map>
+#include <mutex>
 #include <new>
 #include <string>
 
@@ -32,10 +36,37 @@ class InvertedMemory final : public DeviceMemory {
   static void invert(unsigned char* dst, const unsigned char* src, std::size_t bytes) {
     for (std::size_t i = 0; i < bytes; ++i) dst[i] = static_cast<unsigned char>(~src[i]);
   }
+  bool holds(const void* p) const override {
+    const std::lock_guard lock(mutex());
+    const auto& live = registry();
+    auto it = live.upper_bound(static_cast<const unsigned char*>(p));
+    if (it == live.begin()) return false;
+    --it;
+    return static_cast<const unsigned char*>(p) < it->first + it->second;
+  }
+  // [p, p + bytes) is "device" memory until untracked.
+  static void track(const void* p, std::size_t bytes) {
+    const std::lock_guard lock(mutex());
+    registry()[static_cast<const unsigned char*>(p)] = bytes;
+  }
+  static void untrack(const void* p) {
+    const std::lock_guard lock(mutex());
+    registry().erase(static_cast<const unsigned char*>(p));
+  }
 
   int host_allocs = 0;
   int to_host_calls = 0;
   int to_device_calls = 0;
+
+ private:
+  static std::map<const unsigned char*, std::size_t>& registry() {
+    static std::map<const unsigned char*, std::size_t> live;
+    return live;
+  }
+  static std::mutex& mutex() {
+    static std::mutex m;
+    return m;
+  }
 };
 
 }  // namespace meshtp::testing

@@ -24,7 +24,7 @@ class GpuDevice final : public CudaDevice {
   device::Backend& backend() override { return backend_; }
   std::shared_ptr<DeviceMemory> staging_memory() override { return backend_.device_memory(); }
   comm::Communicator nccl(const comm::Communicator& host) override {
-    return comm::Communicator::nccl(host, backend_.native_stream());
+    return comm::Communicator::nccl(host, backend_.native_stream(), backend_.device_memory());
   }
 
  private:

@@ -151,7 +151,8 @@ class Communicator {
   // Rank `rank` of a group of `size` whose other members do not exist (kAlone, above).
   static Communicator alone(int rank, int size, std::string label = "an alone group");
   // The group of `host` (an mpi or alone one) for buffers in `memory` (kHostStaged, above):
-  // every buffer passed to it is device memory; its splits are staged too.
+  // every buffer in `memory` is staged; a host buffer (DeviceMemory::holds false: a loss, a
+  // norm, a count) travels as it is. Its splits are staged too.
   static Communicator host_staged(const Communicator& host, std::shared_ptr<DeviceMemory> memory);
   // The group of `host` (mpi) over NCCL on this rank's current CUDA device (kNccl, above); the
   // NCCL id travels over `host`. `compute_stream` (a cudaStream_t) is the stream the layers
@@ -159,8 +160,10 @@ class Communicator {
   // a blocking collective sees its result. Throws, naming the reason, when meshtp was built
   // without NCCL or there is no GPU. Collective over `host`. Defined in the target
   // meshtp_comm_nccl (nccl_transport.cpp, or no_nccl.cpp without NCCL), so that only what
-  // runs on GPUs loads NCCL.
-  static Communicator nccl(const Communicator& host, void* compute_stream);
+  // runs on GPUs loads NCCL. `memory` tells device buffers from host ones: host buffers (a
+  // loss, a norm, a count) travel over `host`, since NCCL moves device memory only.
+  static Communicator nccl(const Communicator& host, void* compute_stream,
+                           std::shared_ptr<DeviceMemory> memory);
 
   int rank() const;
   int size() const;

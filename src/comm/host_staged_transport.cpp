@@ -6,7 +6,8 @@
 //   device send ──to_host──→ pinned host ──MPI──→ pinned host ──to_device──→ device recv
 //
 // So any number of ranks can share one GPU (NCCL refuses two ranks on one device), at the
-// price of two copies over the host bus per message. A non-blocking operation stages its
+// price of two copies over the host bus per message. A buffer in host memory (DeviceMemory::
+// holds false: a loss or a norm the layers reduce on the host) travels as it is. A non-blocking operation stages its
 // send side when it starts and copies its receive side back when it completes (the Request's
 // first completion step), so the caller's own then() steps see device memory already written.
 // Staging buffers come from a pool shared by the group and every group split from it: a
@@ -185,7 +186,7 @@ class HostStagedTransport final : public Transport {
   // A host copy of a buffer the operation reads: filled from the device now.
   Staged stage_in(ConstBuffer buf) const {
     const std::size_t bytes = bytes_of(buf.count, buf.type);
-    if (bytes == 0) return {};
+    if (bytes == 0 || !pool_->memory().holds(buf.data)) return {};
     Staged s{pool_->acquire(bytes), const_cast<void*>(buf.data), bytes};
     pool_->memory().to_host(s.host.get(), buf.data, bytes);
     return s;
@@ -197,7 +198,7 @@ class HostStagedTransport final : public Transport {
   // copy back would overwrite what must stay with the staging's stale bytes.
   Staged stage_out(Buffer buf) const {
     const std::size_t bytes = bytes_of(buf.count, buf.type);
-    if (bytes == 0) return {};
+    if (bytes == 0 || !pool_->memory().holds(buf.data)) return {};
     Staged s{pool_->acquire(bytes), buf.data, bytes};
     if (host_->kind() == TransportKind::kAlone) pool_->memory().to_host(s.host.get(), buf.data, bytes);
     return s;
@@ -205,9 +206,12 @@ class HostStagedTransport final : public Transport {
   void copy_back(const Staged& s) const {
     if (s.bytes > 0) pool_->memory().to_device(s.device, s.host.get(), s.bytes);
   }
-  static Buffer on_host(Buffer buf, const Staged& s) { return {s.host.get(), buf.type, buf.count}; }
+  // The staging, or the buffer itself where it is host memory (nothing staged).
+  static Buffer on_host(Buffer buf, const Staged& s) {
+    return {s.host ? s.host.get() : buf.data, buf.type, buf.count};
+  }
   static ConstBuffer on_host(ConstBuffer buf, const Staged& s) {
-    return {s.host.get(), buf.type, buf.count};
+    return {s.host ? s.host.get() : buf.data, buf.type, buf.count};
   }
   // The Request completes after the received buffer is back on the device; the staging of
   // both sides stays held until then.

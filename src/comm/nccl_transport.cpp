@@ -73,8 +73,10 @@ const char* at(const void* base, std::size_t elements, Element type) {
 
 // One NCCL communicator, its stream, and the host group beside it.
 struct NcclGroup {
-  NcclGroup(ncclComm_t c, Communicator host_group, cudaStream_t compute_stream)
-      : comm(c), host(std::move(host_group)), compute(compute_stream) {
+  NcclGroup(ncclComm_t c, Communicator host_group, cudaStream_t compute_stream,
+            std::shared_ptr<DeviceMemory> device_memory)
+      : comm(c), host(std::move(host_group)), compute(compute_stream),
+        memory(std::move(device_memory)) {
     check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
     check_cuda(cudaMalloc(&scratch, sizeof(float)), "cudaMalloc (barrier scratch)");
   }
@@ -95,6 +97,7 @@ struct NcclGroup {
   ncclComm_t comm = nullptr;
   Communicator host;
   cudaStream_t compute = nullptr;
+  std::shared_ptr<DeviceMemory> memory;  // tells device buffers from host ones
   cudaStream_t stream = nullptr;
   void* scratch = nullptr;
   bool aborted = false;
@@ -143,7 +146,7 @@ class NcclTransport final : public Transport {
     ncclComm_t comm = nullptr;
     check_nccl(ncclCommSplit(g_->comm, color, key, &comm, nullptr), "ncclCommSplit", host.label());
     return std::make_shared<NcclTransport>(
-        std::make_shared<NcclGroup>(comm, std::move(host), g_->compute));
+        std::make_shared<NcclGroup>(comm, std::move(host), g_->compute, g_->memory));
   }
   int ranks_on_this_node() const override { return g_->host.ranks_on_this_node(); }
   bool same_group(const Transport& other) const override {
@@ -158,6 +161,10 @@ class NcclTransport final : public Transport {
   }
   void broadcast(Buffer buf, int root) override { ibroadcast(buf, root).wait(); }
   void reduce(ConstBuffer send, Buffer recv, int root, ReduceOp op) override {
+    if (on_host("reduce", send.data, rank() == root ? recv.data : send.data)) {
+      g_->host.reduce(send, recv, root, op);
+      return;
+    }
     run("reduce", [&] {
       return ncclReduce(send.data, recv.data, send.count, nccl_type(send.type), nccl_op(op), root,
                         g_->comm, g_->stream);
@@ -170,7 +177,11 @@ class NcclTransport final : public Transport {
   }
   void send(ConstBuffer buf, int dest, int tag) override { isend(buf, dest, tag).wait(); }
   void recv(Buffer buf, int source, int tag) override { irecv(buf, source, tag).wait(); }
-  void sendrecv(ConstBuffer send, int dest, Buffer recv, int source, int) override {
+  void sendrecv(ConstBuffer send, int dest, Buffer recv, int source, int tag) override {
+    if (on_host("sendrecv", send.data, recv.data)) {
+      g_->host.sendrecv(send, dest, recv, source, tag);
+      return;
+    }
     run("sendrecv", [&] {
       ncclGroupStart();
       ncclSend(send.data, send.count, nccl_type(send.type), dest, g_->comm, g_->stream);
@@ -181,30 +192,37 @@ class NcclTransport final : public Transport {
   void barrier() override { ibarrier().wait(); }
 
   Request iall_reduce(Buffer buf, ReduceOp op) override {
+    if (on_host("all_reduce", buf.data, buf.data)) return g_->host.iall_reduce(buf, op);
     return run("all_reduce", [&] {
       return ncclAllReduce(buf.data, buf.data, buf.count, nccl_type(buf.type), nccl_op(op),
                            g_->comm, g_->stream);
     });
   }
   Request iall_gather(ConstBuffer send, Buffer recv) override {
+    if (on_host("all_gather", send.data, recv.data)) return g_->host.iall_gather(send, recv);
     return run("all_gather", [&] {
       return ncclAllGather(send.data, recv.data, send.count, nccl_type(send.type), g_->comm,
                            g_->stream);
     });
   }
   Request ireduce_scatter(ConstBuffer send, Buffer recv, ReduceOp op) override {
+    if (on_host("reduce_scatter", send.data, recv.data)) {
+      return g_->host.ireduce_scatter(send, recv, op);
+    }
     return run("reduce_scatter", [&] {
       return ncclReduceScatter(send.data, recv.data, recv.count, nccl_type(send.type),
                                nccl_op(op), g_->comm, g_->stream);
     });
   }
   Request ibroadcast(Buffer buf, int root) override {
+    if (on_host("broadcast", buf.data, buf.data)) return g_->host.ibroadcast(buf, root);
     return run("broadcast", [&] {
       return ncclBroadcast(buf.data, buf.data, buf.count, nccl_type(buf.type), root, g_->comm,
                            g_->stream);
     });
   }
   Request iall_to_all(ConstBuffer send, Buffer recv) override {
+    if (on_host("all_to_all", send.data, recv.data)) return g_->host.iall_to_all(send, recv);
     const std::size_t block = send.count / static_cast<std::size_t>(size());
     return run("all_to_all", [&] {
       ncclGroupStart();
@@ -220,6 +238,9 @@ class NcclTransport final : public Transport {
   }
   Request iall_to_allv(ConstBuffer send, std::span<const std::int64_t> send_counts, Buffer recv,
                        std::span<const std::int64_t> recv_counts) override {
+    if (on_host("all_to_allv", send.data, recv.data)) {
+      return g_->host.iall_to_allv(send, send_counts, recv, recv_counts);
+    }
     return run("all_to_allv", [&] {
       ncclGroupStart();
       std::size_t send_at = 0, recv_at = 0;
@@ -240,12 +261,14 @@ class NcclTransport final : public Transport {
       return ncclGroupEnd();
     });
   }
-  Request isend(ConstBuffer buf, int dest, int) override {
+  Request isend(ConstBuffer buf, int dest, int tag) override {
+    if (on_host("send", buf.data, buf.data)) return g_->host.isend(buf, dest, tag);
     return run("send", [&] {
       return ncclSend(buf.data, buf.count, nccl_type(buf.type), dest, g_->comm, g_->stream);
     });
   }
-  Request irecv(Buffer buf, int source, int) override {
+  Request irecv(Buffer buf, int source, int tag) override {
+    if (on_host("recv", buf.data, buf.data)) return g_->host.irecv(buf, source, tag);
     return run("recv", [&] {
       return ncclRecv(buf.data, buf.count, nccl_type(buf.type), source, g_->comm, g_->stream);
     });
@@ -259,6 +282,22 @@ class NcclTransport final : public Transport {
   }
 
  private:
+  // Whether an operation's buffers are host memory, which travels over the host group (NCCL
+  // moves device memory only); one of each is refused, naming the operation. An empty buffer
+  // (a null pointer) goes with the other.
+  bool on_host(const char* op, const void* a, const void* b) const {
+    if (g_->memory == nullptr) return false;
+    if (a == nullptr) a = b;
+    if (b == nullptr) b = a;
+    if (a == nullptr) return false;
+    const bool host_a = !g_->memory->holds(a), host_b = !g_->memory->holds(b);
+    MESHTP_CHECK(host_a == host_b,
+                 "{} on {}: one buffer is host memory and the other device memory; NCCL moves "
+                 "device memory, the host group host memory, not one into the other",
+                 op, label());
+    return host_a;
+  }
+
   // Orders the group's stream after the compute stream, enqueues `launch`, and returns a
   // Request completing on the event recorded after it.
   template <typename Launch>
@@ -286,7 +325,8 @@ class NcclTransport final : public Transport {
 
 }  // namespace
 
-std::shared_ptr<Transport> nccl_transport(const Communicator& host, void* compute_stream) {
+std::shared_ptr<Transport> nccl_transport(const Communicator& host, void* compute_stream,
+                                          std::shared_ptr<DeviceMemory> memory) {
   // Over MPI; or alone with no other member (a group of one needs no peer to agree on the
   // id: scripts/gpu-check.sh runs NCCL so, one process without mpirun).
   MESHTP_CHECK(host.transport() == TransportKind::kMpi ||
@@ -323,13 +363,14 @@ std::shared_ptr<Transport> nccl_transport(const Communicator& host, void* comput
   check_nccl(ncclCommInitRank(&comm, host.size(), id, host.rank()), "ncclCommInitRank",
              host.label());
   return std::make_shared<NcclTransport>(std::make_shared<NcclGroup>(
-      comm, host, static_cast<cudaStream_t>(compute_stream)));
+      comm, host, static_cast<cudaStream_t>(compute_stream), std::move(memory)));
 }
 
 bool nccl_available() { return true; }
 
-Communicator Communicator::nccl(const Communicator& host, void* compute_stream) {
-  return Communicator(nccl_transport(host, compute_stream));
+Communicator Communicator::nccl(const Communicator& host, void* compute_stream,
+                                std::shared_ptr<DeviceMemory> memory) {
+  return Communicator(nccl_transport(host, compute_stream, std::move(memory)));
 }
 
 }  // namespace meshtp::comm

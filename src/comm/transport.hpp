@@ -61,6 +61,7 @@ class Transport {
 std::shared_ptr<Transport> alone_transport(int rank, int size, std::string label);
 std::shared_ptr<Transport> host_staged_transport(std::shared_ptr<Transport> host,
                                                  std::shared_ptr<DeviceMemory> memory);
-std::shared_ptr<Transport> nccl_transport(const Communicator& host, void* compute_stream);
+std::shared_ptr<Transport> nccl_transport(const Communicator& host, void* compute_stream,
+                                          std::shared_ptr<DeviceMemory> memory);
 
 }  // namespace meshtp::comm

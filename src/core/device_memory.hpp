@@ -11,6 +11,9 @@
 //   to_device(device, host, n)  device[0, n) ← host[0, n), before any op queued after it
 //   alloc_host(n), free_host    host staging of n bytes: page-locked (pinned) where the device
 //                               has such memory, so copies run at the bus's speed
+//   holds(p)                    whether p points into the device's memory. A group that moves
+//                               device memory moves host buffers too (a loss, a norm, a count
+//                               the layers reduce on the host), unstaged over its host group
 #pragma once
 
 #include <cstddef>
@@ -27,6 +30,7 @@ class DeviceMemory {
   virtual void free_host(void* host, std::size_t bytes) noexcept = 0;
   virtual void to_host(void* host, const void* device, std::size_t bytes) = 0;
   virtual void to_device(void* device, const void* host, std::size_t bytes) = 0;
+  virtual bool holds(const void* p) const = 0;
 };
 
 }  // namespace meshtp

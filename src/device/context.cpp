@@ -270,6 +270,15 @@ class CudaStagingMemory final : public DeviceMemory {
   void to_device(void* device, const void* host, std::size_t bytes) override {
     ctx_.upload(device, host, bytes);
   }
+  // Device or managed memory; host memory (pageable, or pinned) is not.
+  bool holds(const void* p) const override {
+    cudaPointerAttributes attributes{};
+    if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
+      cudaGetLastError();  // an unknown pointer is host memory; clear the sticky error
+      return false;
+    }
+    return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
+  }
 
  private:
   Context& ctx_;

@@ -27,7 +27,11 @@ class DeviceArray {
   explicit DeviceArray(const std::vector<T>& values) : bytes_(values.size() * sizeof(T)) {
     InvertedMemory::invert(bytes_.data(), reinterpret_cast<const unsigned char*>(values.data()),
                            bytes_.size());
+    InvertedMemory::track(bytes_.data(), bytes_.size());
   }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  ~DeviceArray() { InvertedMemory::untrack(bytes_.data()); }
   std::vector<T> values() const {
     std::vector<T> v(bytes_.size() / sizeof(T));
     InvertedMemory::invert(reinterpret_cast<unsigned char*>(v.data()), bytes_.data(),
@@ -86,6 +90,25 @@ TEST_F(HostStaged, AllReduceSumAndMax) {
   for (int i = 0; i < kCount; ++i) EXPECT_EQ(top.values()[i], value(size - 1, i));
   EXPECT_EQ(memory->to_host_calls, 2);
   EXPECT_EQ(memory->to_device_calls, 2);
+}
+
+// Host buffers (a loss, a norm, a count the layers reduce on the host) travel over the same
+// group unstaged: a staged sum of host floats would add their complements.
+TEST_F(HostStaged, MovesHostBuffersAsTheyAre) {
+  std::vector<float> sums = mine(kCount);
+  staged.all_reduce(std::span<float>(sums));
+  for (int i = 0; i < kCount; ++i) EXPECT_EQ(sums[static_cast<std::size_t>(i)], sum_over_ranks(i));
+  const std::vector<float> send = mine(kCount);
+  std::vector<float> gathered(static_cast<std::size_t>(kCount * size));
+  comm::Request r = staged.iall_gather(std::span<const float>(send), std::span<float>(gathered));
+  r.wait();
+  for (int q = 0; q < size; ++q) EXPECT_EQ(gathered[static_cast<std::size_t>(q * kCount)], value(q, 0));
+  EXPECT_EQ(memory->to_host_calls, 0);
+  EXPECT_EQ(memory->to_device_calls, 0);
+  // One host and one device buffer in one operation: each as it is.
+  DeviceArray<float> on_device(std::vector<float>(static_cast<std::size_t>(kCount * size)));
+  staged.all_gather(std::span<const float>(send), on_device.span());
+  for (int q = 0; q < size; ++q) EXPECT_EQ(on_device.values()[static_cast<std::size_t>(q * kCount)], value(q, 0));
 }
 
 TEST_F(HostStaged, AllGatherAndReduceScatter) {
@@ -264,7 +287,7 @@ TEST(HostStagedAlone, RefusesNoMemoryAndNesting) {
 TEST_F(HostStaged, NcclIsRefusedNamingWhyWhereItCannotRun) {
   const std::string over_alone = [&] {
     try {
-      (void)Communicator::nccl(Communicator::alone(0, 2), nullptr);
+      (void)Communicator::nccl(Communicator::alone(0, 2), nullptr, nullptr);
     } catch (const Error& e) {
       return std::string(e.what());
     }
@@ -275,7 +298,7 @@ TEST_F(HostStaged, NcclIsRefusedNamingWhyWhereItCannotRun) {
       << over_alone;
   std::string why;
   try {
-    (void)Communicator::nccl(host, nullptr);
+    (void)Communicator::nccl(host, nullptr, nullptr);
   } catch (const Error& e) {
     why = e.what();
   }

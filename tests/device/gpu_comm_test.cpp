@@ -45,7 +45,7 @@ TEST(GpuHostStaged, AloneGroupLeavesThisRanksPartOnTheDevice) {
 
 TEST(GpuNccl, EveryOperationOnAGroupOfOne) {
   const comm::Communicator c = comm::Communicator::nccl(comm::Communicator::alone(0, 1),
-                                                        ctx().stream());
+                                                        ctx().stream(), gpu::staging_memory(ctx()));
   EXPECT_EQ(c.transport(), comm::TransportKind::kNccl);
   Buffer a = upload({1, 2, 3, 4});
   c.all_reduce(span(a));
