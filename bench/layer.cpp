@@ -141,7 +141,7 @@ LayerBenchSample run(const mesh::DeviceMesh& mesh, const LayerBenchOptions& o,
   if (validate_values) {
     finite = all_finite(stack.output().span()) && all_finite(stack.grad_input().span());
     for (int p = 0; p < stack.num_params(); ++p) {
-      finite = finite && all_finite(stack.grad(p).values());
+      finite = finite && all_finite(device::floats(stack.grad(p)));
     }
   }
   world.all_reduce(std::span<int>(&finite, 1), comm::ReduceOp::kSum);

@@ -314,6 +314,11 @@ class InvertedBackend final : public device::Backend {
     h.host = View::packed(h.bytes.data(), v.type, v.rows, v.cols);
     return h;
   }
+  // A host copy as an fp32 array of the CPU backend's kind (not owning its bytes).
+  static device::Array host_array(HostCopy& h) {
+    return device::Array(std::shared_ptr<void>(h.bytes.data(), [](void*) {}), h.host.type,
+                         h.host.elements());
+  }
   void store(std::initializer_list<const HostCopy*> copies) const {
     for (const HostCopy* h : copies) {
       const View& v = h->device;
@@ -377,9 +382,30 @@ class InvertedBackend final : public device::Backend {
                               std::int64_t) override {
     unused();
   }
-  double sum_of_squares(const device::Array&) override { unused(); }
-  void scale(device::Array&, float) override { unused(); }
-  void adamw_update(std::span<const device::AdamWParam>, const AdamWStep&) override { unused(); }
+  // The optimizer's (train/adamw.hpp), on host copies through the CPU backend.
+  double sum_of_squares(const device::Array& a) override {
+    HostCopy h = fetch(a.view(1, a.count()));
+    return cpu_backend().sum_of_squares(host_array(h));
+  }
+  void scale(device::Array& a, float alpha) override {
+    HostCopy h = fetch(a.view(1, a.count()));
+    device::Array host = host_array(h);
+    cpu_backend().scale(host, alpha);
+    store({&h});
+  }
+  void adamw_update(std::span<const device::AdamWParam> params, const AdamWStep& step) override {
+    for (const device::AdamWParam& t : params) {
+      const std::int64_t n = t.p.count();
+      HostCopy p = fetch(t.p.view(1, n)), g = fetch(t.g.view(1, n)), m = fetch(t.m.view(1, n)),
+               v = fetch(t.v.view(1, n));
+      const device::Array hp = host_array(p);
+      const device::AdamWParam host{hp, host_array(g), host_array(m), host_array(v), hp};
+      cpu_backend().adamw_update(std::span(&host, 1), step);
+      store({&p, &m, &v});
+      MESHTP_CHECK(t.p_compute.empty() || t.p_compute.data() == t.p.data(),
+                   "the inverted stand-in: fp32 compute copies are the parameters themselves");
+    }
+  }
   // A size, not an op: the CPU's (attention_core_backward's scratch).
   std::int64_t attention_scratch(std::int64_t b, std::int64_t t, std::int64_t nh) const override {
     return cpu_backend().attention_scratch(b, t, nh);

@@ -78,12 +78,30 @@ class Array {
     return {base + static_cast<std::size_t>(offset) * element_size(type_), type_, rows, cols, ld};
   }
   View view(std::int64_t rows, std::int64_t cols) const { return view(0, rows, cols, cols); }
+  // Elements [offset, offset + count) as an array of their own, sharing this one's storage
+  // (which it keeps alive): a part of a packed buffer that an Array-taking op updates.
+  Array slice(std::int64_t offset, std::int64_t count) const {
+    MESHTP_CHECK(offset >= 0 && count >= 0 && offset + count <= count_,
+                 "a slice of {} elements at {} does not fit an array of {}", count, offset, count_);
+    auto* base = static_cast<char*>(storage_.get());
+    return Array(std::shared_ptr<void>(storage_, base + static_cast<std::size_t>(offset) *
+                                                        element_size(type_)),
+                 type_, count);
+  }
 
  private:
   std::shared_ptr<void> storage_;
   Element type_ = Element::kF32;
   std::int64_t count_ = 0;
 };
+
+// An fp32 array's elements as a span: the handle the layers that take spans pass on to their
+// backend and transports. Only the host reads it, and only where the backend's memory is the
+// host's (Backend::device_memory() == nullptr); edit_on_host below works on any backend.
+inline std::span<float> floats(const Array& a) {
+  MESHTP_CHECK(a.type() == Element::kF32, "an fp32 span of a {} array", to_string(a.type()));
+  return {static_cast<float*>(a.data()), static_cast<std::size_t>(a.count())};
+}
 
 // One parameter tensor of an AdamW update: the fp32 master p, its fp32 gradient and moments,
 // and the compute copy the forward reads (the same array as p in fp32; a bf16 array the update
@@ -323,5 +341,28 @@ class Backend {
                                   const Array& att, std::int64_t b, std::int64_t t, std::int64_t nh,
                                   std::int64_t hd) = 0;
 };
+
+
+// f(std::span<float>) over an fp32 array's elements on the host, and the result kept: the
+// array's own memory where `backend`'s is the host's, else a copy downloaded before f and
+// uploaded after it. read_on_host: the same, read only (nothing uploaded). For what the host
+// computes once (initialisation, loading and gathering parameters, scattering inputs), not
+// for a step's work, which runs through the backend.
+template <class F>
+void edit_on_host(Backend& backend, Array& a, F&& f) {
+  if (backend.device_memory() == nullptr) {
+    f(floats(a));
+    return;
+  }
+  std::vector<float> host = backend.download(a);
+  f(std::span<float>(host));
+  backend.upload(a, host);
+}
+template <class F>
+decltype(auto) read_on_host(Backend& backend, const Array& a, F&& f) {
+  if (backend.device_memory() == nullptr) return f(std::span<const float>(floats(a)));
+  const std::vector<float> host = backend.download(a);
+  return f(std::span<const float>(host));
+}
 
 }  // namespace meshtp::device

@@ -28,7 +28,7 @@ void check(const Array& a, Element type, std::int64_t count, const char* what) {
                what, a.count(), count);
 }
 
-float* floats(const Array& a) { return static_cast<float*>(a.data()); }
+float* f32_data(const Array& a) { return static_cast<float*>(a.data()); }
 
 }  // namespace
 
@@ -346,8 +346,8 @@ void GpuBackend::layernorm_forward(Array& y, Array& mean, Array& rstd, const Arr
   check(rstd, Element::kF32, rows, "rstd");
   check(w, Element::kF32, cols, "w");
   check(b, Element::kF32, cols, "b");
-  gpu::layernorm_forward(ctx_, x.type(), y.data(), floats(mean), floats(rstd), x.data(), floats(w),
-                         floats(b), rows, cols);
+  gpu::layernorm_forward(ctx_, x.type(), y.data(), f32_data(mean), f32_data(rstd), x.data(), f32_data(w),
+                         f32_data(b), rows, cols);
 }
 
 void GpuBackend::layernorm_backward(Array& dx, Array& dw, Array& db, const Array& dy,
@@ -361,8 +361,8 @@ void GpuBackend::layernorm_backward(Array& dx, Array& dw, Array& db, const Array
   check(w, Element::kF32, cols, "w");
   check(mean, Element::kF32, rows, "mean");
   check(rstd, Element::kF32, rows, "rstd");
-  gpu::layernorm_backward(ctx_, x.type(), dx.data(), floats(dw), floats(db), dy.data(), x.data(),
-                          floats(w), floats(mean), floats(rstd), rows, cols);
+  gpu::layernorm_backward(ctx_, x.type(), dx.data(), f32_data(dw), f32_data(db), dy.data(), x.data(),
+                          f32_data(w), f32_data(mean), f32_data(rstd), rows, cols);
 }
 
 void GpuBackend::embedding_forward(Array& out, std::span<const std::int32_t> tokens, std::int64_t b,
@@ -380,7 +380,7 @@ void GpuBackend::embedding_backward(Array& dwte, Array& dwpe, const Array& dout,
   check(dwte, Element::kF32, v * c, "dwte");
   check(dwpe, Element::kF32, t * c, "dwpe");
   check(dout, dout.type(), b * t * c, "dout");
-  gpu::embedding_backward(ctx_, dout.type(), floats(dwte), floats(dwpe), dout.data(), tokens, b, t,
+  gpu::embedding_backward(ctx_, dout.type(), f32_data(dwte), f32_data(dwpe), dout.data(), tokens, b, t,
                           v, c);
 }
 
@@ -389,7 +389,7 @@ double GpuBackend::cross_entropy_forward(Array& lse, const Array& logits,
                                          std::int64_t classes, std::int64_t ld) {
   check(lse, Element::kF32, rows, "lse");
   check(logits, logits.type(), rows * ld, "logits");
-  return gpu::cross_entropy_forward(ctx_, logits.type(), floats(lse), logits.data(), targets, rows,
+  return gpu::cross_entropy_forward(ctx_, logits.type(), f32_data(lse), logits.data(), targets, rows,
                                     classes, ld);
 }
 
@@ -399,18 +399,18 @@ void GpuBackend::cross_entropy_backward(Array& dlogits, const Array& logits, con
   check(dlogits, logits.type(), rows * ld, "dlogits");
   check(logits, logits.type(), rows * ld, "logits");
   check(lse, Element::kF32, rows, "lse");
-  gpu::cross_entropy_backward(ctx_, logits.type(), dlogits.data(), logits.data(), floats(lse),
+  gpu::cross_entropy_backward(ctx_, logits.type(), dlogits.data(), logits.data(), f32_data(lse),
                               targets, rows, classes, ld);
 }
 
 double GpuBackend::sum_of_squares(const Array& a) {
   check(a, Element::kF32, a.count(), "a");
-  return gpu::sum_of_squares(ctx_, floats(a), a.count());
+  return gpu::sum_of_squares(ctx_, f32_data(a), a.count());
 }
 
 void GpuBackend::scale(Array& a, float alpha) {
   check(a, Element::kF32, a.count(), "a");
-  gpu::scale(ctx_, floats(a), alpha, a.count());
+  gpu::scale(ctx_, f32_data(a), alpha, a.count());
 }
 
 void GpuBackend::adamw_update(std::span<const AdamWParam> params, const AdamWStep& step) {
@@ -423,10 +423,10 @@ void GpuBackend::adamw_update(std::span<const AdamWParam> params, const AdamWSte
     check(t.v, Element::kF32, n, "v");
     const bool separate = !t.p_compute.empty() && t.p_compute.data() != t.p.data();
     if (separate) check(t.p_compute, Element::kBF16, n, "p_compute");
-    tensors.push_back({.p = floats(t.p),
-                       .g = floats(t.g),
-                       .m = floats(t.m),
-                       .v = floats(t.v),
+    tensors.push_back({.p = f32_data(t.p),
+                       .g = f32_data(t.g),
+                       .m = f32_data(t.m),
+                       .v = f32_data(t.v),
                        .n = n,
                        .p_compute = separate ? t.p_compute.data() : nullptr});
   }

@@ -26,6 +26,12 @@
 // Every parameter is created from a seed independent of the mesh, so every layout starts
 // from the same global model and computes the same loss.
 //
+// On the seam (docs/seam.md): the parameters, gradients and activations are arrays of the
+// stack's backend (GptConfig::layout's blocks: BlockConfig::backend, set by GptConfig::backend;
+// the CPU's when null), and forward and backward run every op through it and every collective
+// over the mesh's groups, which must move its memory. Tokens and targets stay on the host
+// (the backend's vocabulary ops take host ids); the loss comes back to the host.
+//
 // Pipeline stages (the plan's pp·virtual_stages = S stages, GptConfig::stage = s): the object
 // holds blocks [s·L/S, (s+1)·L/S) under their global names; stage 0 also the embeddings
 // (wte, wpe), stage S−1 the final LayerNorm and the head — which reuses wte (tied), so with
@@ -75,6 +81,8 @@ struct GptConfig {
   // A mixture of experts under context parallelism: the stage's tensor-parallel × context-
   // parallel ranks the experts fold onto (BlockConfig::fold_group); not owned.
   const comm::Communicator* fold_group = nullptr;
+  // Where the model's arrays live and its ops run (BlockConfig::backend); null: the CPU.
+  device::Backend* backend = nullptr;
 };
 
 // Pipeline stages of a plan (pp·virtual_stages) and the blocks of one of them.
@@ -98,6 +106,7 @@ class Gpt {
 
   const GptConfig& config() const { return config_; }
   const mesh::DeviceMesh& mesh() const { return *mesh_; }
+  device::Backend& backend() const { return *be_; }
 
   void init(std::uint64_t seed);
   // Global tensors by name (as saved); throws naming a missing tensor or a wrong shape.
@@ -105,7 +114,8 @@ class Gpt {
 
   // tokens, targets: the replica's b·s ids, identical on every rank of the TP mesh.
   // Returns the mean loss (identical on every rank); 0 on a pipeline stage before the last.
-  // in/out: the stream entering/leaving a pipeline stage (see above; empty otherwise).
+  // in/out: the stream entering/leaving a pipeline stage (see above; empty otherwise), in
+  // the backend's memory.
   double forward(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets,
                  std::span<const float> in = {}, std::span<float> out = {});
   // Gradients += ∂(dloss·loss)/∂θ for the last forward. on_layer_done(i) runs once block i
@@ -137,8 +147,13 @@ class Gpt {
   int num_params() const { return static_cast<int>(names_.size()); }
   const std::string& name(int p) const { return names_.at(static_cast<std::size_t>(p)); }
   const Shape& global_shape(int p) const { return shapes_.at(static_cast<std::size_t>(p)); }
-  Tensor& value(int p);
-  Tensor& grad(int p);
+  const Shape& local_shape(int p) const;
+  // fp32 arrays of backend() (Stack::value): a caller may swap one for an empty array or
+  // another of local_shape(p)'s size (ZeRO), and rebind the block before it runs.
+  device::Array& value(int p);
+  device::Array& grad(int p);
+  // A zeroed fp32 array of parameter p's local size, of the model's backend.
+  device::Array zeroed(int p) const;
   int replicas(int p) const;  // TP ranks holding a copy of each element
   // A mixture of experts' expert weights (Stack::on_expert_mesh): under context parallelism
   // folded over tp·cp, their gradients reduce over dp alone (train/zero.hpp).
@@ -152,10 +167,13 @@ class Gpt {
   bool decays(int p) const;   // weight decay: matrices yes, LayerNorm parameters and biases no
 
   // The global tensor of parameter p assembled from `local` shards laid out like it (its
-  // value, gradient, or an optimizer moment). Collective over the TP mesh.
-  Tensor gather(int p, const Tensor& local) const;
-  // This rank's block of a global tensor of parameter p.
-  void scatter(int p, const Tensor& global, Tensor& local) const;
+  // value, gradient, or an optimizer moment), on the host. Collective over the TP mesh.
+  Tensor gather(int p, std::span<const float> local) const;
+  // This rank's block of a global tensor of parameter p, on the host.
+  void scatter(int p, const Tensor& global, std::span<float> local) const;
+  // The same for the parameter's value itself, wherever it lives.
+  Tensor gather_value(int p);
+  void scatter_value(int p, const Tensor& global);
 
  private:
   enum Extra { kWte, kWpe, kLnfWeight, kLnfBias, kHead, kExtras };
@@ -171,27 +189,35 @@ class Gpt {
   // The token rows this rank runs: b·s, or under context parallelism b·s/cp.
   std::int64_t local_tokens() const { return stack_config(config_).block.local_tokens(); }
 
+  device::Array alloc(std::int64_t count, Element type = Element::kF32) const;
+  // Views of an extra's array: [rows, h] for wte, wpe and the head, 1 × h for lnf; empty
+  // where this stage does not hold it.
+  View matrix(const device::Array& a, std::int64_t rows) const;
+  View vector(const device::Array& a) const;
+
   const mesh::DeviceMesh* mesh_;
   GptConfig config_;
   std::unique_ptr<Stack> stack_;
+  device::Backend* be_;  // the stack's
   int stack_params_ = 0;
   std::vector<int> extras_;  // the Extras this stage holds, in parameter order
   parallel::VocabShard vocab_;
   std::vector<std::string> names_;
   std::vector<Shape> shapes_;
-  Tensor values_[kExtras], grads_[kExtras];
+  Shape local_[kExtras];
+  device::Array values_[kExtras], grads_[kExtras];
 
-  // Activations and workspace, sized once.
+  // Activations and workspace in the backend, sized once.
   std::vector<std::int32_t> tokens_, targets_;
   std::vector<std::int64_t> token_of_row_;  // context parallelism: local row → global token
-  Tensor embedded_;    // [n, h]: the embedding, later the gathered dx of the stream
-  Tensor final_ln_;    // stream block of LayerNorm_f's output, later its gradient
-  Tensor final_full_;  // [n, h] gathered F
-  Tensor dfinal_full_;
-  Tensor logits_;      // [n, V/T]
-  std::vector<float> ln_mean_, ln_rstd_, lse_, ce_stats_;
-  std::vector<double> ln_scratch_;
-  Tensor lnf_partial_[2];  // sequence parallelism: LayerNorm_f's partial gradients
+  device::Array embedded_;    // [n, h]: the embedding, later the gathered dx of the stream
+  device::Array final_ln_;    // stream block of LayerNorm_f's output, later its gradient
+  device::Array final_full_;  // [n, h] gathered F
+  device::Array dfinal_full_;
+  device::Array logits_;      // [n, V/T]
+  device::Array ln_mean_, ln_rstd_, lse_, ce_stats_;
+  device::Array ln_sums_;  // fp64: the sharded norm's statistics in flight
+  device::Array lnf_partial_[2];  // sequence parallelism: LayerNorm_f's partial gradients
 };
 
 }  // namespace meshtp::model

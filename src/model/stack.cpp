@@ -101,6 +101,7 @@ Stack::Stack(const mesh::DeviceMesh& mesh, const StackConfig& config)
     : mesh_(&mesh),
       config_(validated(config, mesh.shape())),
       layers_(config.stack_layers()),
+      backend_(config.block.backend != nullptr ? config.block.backend : &cpu_backend()),
       table_(stack_param_table(layers_, config.block.shape, config.first_layer)),
       blocks_(layer_kinds(config), config.block.layout.recompute,
               [&](int kind) -> std::unique_ptr<StackBlock> {
@@ -129,12 +130,15 @@ Stack::Stack(const mesh::DeviceMesh& mesh, const StackConfig& config)
     const StackBlock& b = param_block(static_cast<int>(p));
     const int k = slot_[p];
     table_[p].shard = b.param_shard(k);
-    values_.emplace_back(b.local_shape(k));
-    grads_.emplace_back(b.local_shape(k));
+    local_shapes_.push_back(b.local_shape(k));
+    values_.push_back(alloc(numel(b.local_shape(k))));
+    grads_.push_back(alloc(numel(b.local_shape(k))));
+    backend_->zero(values_.back());
+    backend_->zero(grads_.back());
     ln_offset_.push_back(ln_size);
     if (b.partial_grad(k)) ln_size += numel(b.local_shape(k));
   }
-  if (ln_size > 0) ln_partial_ = Tensor({ln_size});
+  if (ln_size > 0) ln_partial_ = alloc(ln_size);
   for (std::size_t p = 0; p < table_.size(); ++p) {
     const StackBlock& b = param_block(static_cast<int>(p));
     if (!b.replica_grad(slot_[p]) || !replica_part_.empty()) continue;
@@ -143,7 +147,7 @@ Stack::Stack(const mesh::DeviceMesh& mesh, const StackConfig& config)
     // Only the k and v rows (global rows h …) have copies: q's h·h elements are each held once.
     const ParamEntry& e = table_[p];
     const std::int64_t q = e.shape[1] * e.shape[1];
-    replica_part_ = Tensor(b.local_shape(slot_[p]));
+    replica_part_ = alloc(numel(b.local_shape(slot_[p])));
     replica_sum_ = Tensor({numel(e.shape) - q});
     replica_sum_.fill(0.0f);
     parallel::for_each_local(
@@ -170,25 +174,35 @@ Stack::Stack(const mesh::DeviceMesh& mesh, const StackConfig& config)
   }
   workspace_ = blocks_.of_layer(widest).make_workspace();
   const std::int64_t stream = stream_layout().size();
-  for (int l = 0; l <= layers_; ++l) streams_.emplace_back(Shape{stream});
-  dstream_[0] = Tensor({stream});
-  dstream_[1] = Tensor({stream});
+  for (int l = 0; l <= layers_; ++l) {
+    streams_.push_back(alloc(stream));
+    backend_->zero(streams_.back());
+  }
+  for (device::Array& d : dstream_) {
+    d = alloc(stream);
+    backend_->zero(d);
+  }
 }
 
 Stack::~Stack() = default;
+
+device::Array Stack::alloc(std::int64_t count) const {
+  return backend_->alloc(count, Element::kF32);
+}
 
 void Stack::rebind(int l) {
   std::vector<std::span<float>> v(kBlockParams), g(kBlockParams);  // absent slots: empty
   for (std::size_t p = 0; p < table_.size(); ++p) {
     if (layer_[p] != l) continue;
     const auto k = static_cast<std::size_t>(slot_[p]);
-    v[k] = values_[p].values();
+    v[k] = device::floats(values_[p]);
     const bool partial = blocks_.of_layer(l).partial_grad(slot_[p]);
-    g[k] = partial ? ln_partial_.values().subspan(static_cast<std::size_t>(ln_offset_[p]),
-                                                  grads_[p].values().size())
-                   : grads_[p].values();
+    g[k] = partial ? device::floats(ln_partial_)
+                         .subspan(static_cast<std::size_t>(ln_offset_[p]),
+                                  static_cast<std::size_t>(grads_[p].count()))
+                   : device::floats(grads_[p]);
     if (blocks_.of_layer(l).replica_grad(slot_[p])) {
-      g[k] = replica_part_.values();  // summed over the copies after the backward
+      g[k] = device::floats(replica_part_);  // summed over the copies after the backward
     }
   }
   blocks_.bind(l, std::move(v), std::move(g));
@@ -214,8 +228,9 @@ const Tensor* Stack::norm_weight(int p) const {
 void Stack::sum_replicas(int i) {
   for (std::size_t p = 0; p < table_.size(); ++p) {
     if (layer_[p] != i || !param_block(static_cast<int>(p)).replica_grad(slot_[p])) continue;
+    // On the host: a layer's few KV rows, gathered by their global index (for_each_local).
     const ParamEntry& e = table_[p];
-    const std::span<float> part = replica_part_.values(), grad = grads_[p].values();
+    const std::vector<float> part = backend_->download(replica_part_);
     const std::int64_t q = e.shape[1] * e.shape[1];
     replica_sum_.fill(0.0f);
     parallel::for_each_local(
@@ -225,14 +240,16 @@ void Stack::sum_replicas(int i) {
         },
         e.kv_heads);
     mesh_->comm().all_reduce(replica_sum_.values());
-    if (grad.empty()) continue;  // ZeRO ≥ 2 without accumulators here: nothing to add to
-    parallel::for_each_local(
-        e.shard, e.shape, mesh_->shape(), mesh_->coords(),
-        [&](std::int64_t l, std::int64_t g) {
-          const auto u = static_cast<std::size_t>(l);
-          grad[u] += g >= q ? replica_sum_[g - q] : part[u];
-        },
-        e.kv_heads);
+    if (grads_[p].empty()) continue;  // ZeRO ≥ 2 without accumulators here: nothing to add to
+    device::edit_on_host(*backend_, grads_[p], [&](std::span<float> grad) {
+      parallel::for_each_local(
+          e.shard, e.shape, mesh_->shape(), mesh_->coords(),
+          [&](std::int64_t l, std::int64_t g) {
+            const auto u = static_cast<std::size_t>(l);
+            grad[u] += g >= q ? replica_sum_[g - q] : part[u];
+          },
+          e.kv_heads);
+    });
   }
 }
 
@@ -252,20 +269,21 @@ int Stack::grad_layer(int p) const {
 }
 
 void Stack::zero_grads() {
-  for (Tensor& g : grads_) g.fill(0.0f);
+  for (device::Array& g : grads_) backend_->zero(g);
 }
 
 void Stack::init(std::uint64_t seed) {
   for (int p = 0; p < num_params(); ++p) {
     const ParamEntry& e = table_[static_cast<std::size_t>(p)];
-    const std::span<float> local = value(p).values();
     const mesh::DeviceMesh& on = param_mesh(p);
-    parallel::for_each_local(
-        e.shard, e.shape, on.shape(), on.coords(), [&](std::int64_t l, std::int64_t g) {
-          local[static_cast<std::size_t>(l)] =
-              init_value(e, seed, static_cast<int>(config_.block.shape.layers), g);
-        },
-        e.kv_heads);
+    device::edit_on_host(*backend_, value(p), [&](std::span<float> local) {
+      parallel::for_each_local(
+          e.shard, e.shape, on.shape(), on.coords(), [&](std::int64_t l, std::int64_t g) {
+            local[static_cast<std::size_t>(l)] =
+                init_value(e, seed, static_cast<int>(config_.block.shape.layers), g);
+          },
+          e.kv_heads);
+    });
   }
 }
 
@@ -274,30 +292,28 @@ void Stack::load(const SafetensorsFile& file) {
   for (const ParamEntry& e : table_) require(file, e.name, e.shape);
   for (int p = 0; p < num_params(); ++p) {
     const ParamEntry& e = table_[static_cast<std::size_t>(p)];
-    parallel::scatter_param(e.shard, file.tensors.at(e.name), param_mesh(p), value(p).values(),
-                            e.kv_heads);
+    device::edit_on_host(*backend_, value(p), [&](std::span<float> local) {
+      parallel::scatter_param(e.shard, file.tensors.at(e.name), param_mesh(p), local, e.kv_heads);
+    });
   }
 }
 
-std::map<std::string, Tensor> Stack::gather_values() const {
+std::map<std::string, Tensor> Stack::gather(const std::vector<device::Array>& local) const {
   std::map<std::string, Tensor> out;
   for (int p = 0; p < num_params(); ++p) {
     const ParamEntry& e = table_[static_cast<std::size_t>(p)];
-    out.emplace(e.name, parallel::gather_param(e.shard, value(p).values(), e.shape,
-                                               param_mesh(p), e.kv_heads));
+    out.emplace(e.name, device::read_on_host(*backend_, local[static_cast<std::size_t>(p)],
+                                             [&](std::span<const float> shard) {
+                                               return parallel::gather_param(
+                                                   e.shard, shard, e.shape, param_mesh(p),
+                                                   e.kv_heads);
+                                             }));
   }
   return out;
 }
 
-std::map<std::string, Tensor> Stack::gather_grads() const {
-  std::map<std::string, Tensor> out;
-  for (int p = 0; p < num_params(); ++p) {
-    const ParamEntry& e = table_[static_cast<std::size_t>(p)];
-    out.emplace(e.name, parallel::gather_param(e.shard, grad(p).values(), e.shape,
-                                               param_mesh(p), e.kv_heads));
-  }
-  return out;
-}
+std::map<std::string, Tensor> Stack::gather_values() const { return gather(values_); }
+std::map<std::string, Tensor> Stack::gather_grads() const { return gather(grads_); }
 
 void Stack::save(const std::string& path) const {
   const auto tensors = gather_values();
@@ -323,30 +339,39 @@ void Stack::save(const std::string& path) const {
 parallel::ChunkedLayout Stack::stream_layout() const { return blocks_.front().stream_layout(); }
 parallel::ActivationShard Stack::stream_shard() const { return blocks_.front().stream_shard(); }
 
-parallel::ChunkedMatrix Stack::input() { return {streams_.front().data(), stream_layout()}; }
-parallel::ChunkedMatrix Stack::output() { return {streams_.back().data(), stream_layout()}; }
-parallel::ChunkedMatrix Stack::grad_output() { return {dstream_[0].data(), stream_layout()}; }
+namespace {
+parallel::ChunkedMatrix chunked(const device::Array& a, const parallel::ChunkedLayout& layout) {
+  return {static_cast<float*>(a.data()), layout};
+}
+}  // namespace
+
+parallel::ChunkedMatrix Stack::input() { return chunked(streams_.front(), stream_layout()); }
+parallel::ChunkedMatrix Stack::output() { return chunked(streams_.back(), stream_layout()); }
+parallel::ChunkedMatrix Stack::grad_output() { return chunked(dstream_[0], stream_layout()); }
 parallel::ChunkedMatrix Stack::grad_input() {
   // backward ping-pongs between the two buffers, one swap per layer.
-  return {dstream_[layers_ % 2].data(), stream_layout()};
+  return chunked(dstream_[layers_ % 2], stream_layout());
 }
 
 StreamGeometry Stack::stream_geometry() const {
   return {.shape = config_.block.shape, .shard = stream_shard(), .layout = stream_layout()};
 }
 
-void Stack::set_input(const Tensor& global) {
-  scatter_stream(stream_geometry(), *mesh_, global, streams_.front());
+void Stack::scatter_into(const Tensor& global, device::Array& local) {
+  Tensor block({local.count()});
+  scatter_stream(stream_geometry(), *mesh_, global, block);
+  backend_->upload(local, block.values());
 }
-void Stack::set_grad_output(const Tensor& global) {
-  scatter_stream(stream_geometry(), *mesh_, global, dstream_[0]);
+Tensor Stack::gather_from(const device::Array& local) const {
+  return device::read_on_host(*backend_, local, [&](std::span<const float> block) {
+    return gather_stream(stream_geometry(), *mesh_,
+                         Tensor({local.count()}, {block.begin(), block.end()}));
+  });
 }
-Tensor Stack::gather_output() const {
-  return gather_stream(stream_geometry(), *mesh_, streams_.back());
-}
-Tensor Stack::gather_grad_input() const {
-  return gather_stream(stream_geometry(), *mesh_, dstream_[layers_ % 2]);
-}
+void Stack::set_input(const Tensor& global) { scatter_into(global, streams_.front()); }
+void Stack::set_grad_output(const Tensor& global) { scatter_into(global, dstream_[0]); }
+Tensor Stack::gather_output() const { return gather_from(streams_.back()); }
+Tensor Stack::gather_grad_input() const { return gather_from(dstream_[layers_ % 2]); }
 
 void Stack::forward() {
   // Folded in a simulated run with --fold-layers (core/simulation.hpp): the layers of one kind
@@ -361,12 +386,12 @@ void Stack::forward() {
 void Stack::forward_layer(int i) {
   const parallel::ChunkedLayout l = stream_layout();
   const auto u = static_cast<std::size_t>(i);
-  blocks_.at(i).forward({streams_[u + 1].data(), l}, {streams_[u].data(), l}, *workspace_);
+  blocks_.at(i).forward(chunked(streams_[u + 1], l), chunked(streams_[u], l), *workspace_);
 }
 
 void Stack::backward(const std::function<void(int layer)>& on_layer_done) {
   const parallel::ChunkedLayout l = stream_layout();
-  if (!ln_partial_.empty()) ln_partial_.fill(0.0f);
+  if (!ln_partial_.empty()) backend_->zero(ln_partial_);
   std::array<RepeatedWork, 2> layers;  // per kind, as in forward
   for (int i = layers_ - 1; i >= 0; --i) {
     const int k = layers_ - 1 - i;  // dy in dstream_[k % 2], dx into the other
@@ -377,8 +402,8 @@ void Stack::backward(const std::function<void(int layer)>& on_layer_done) {
       // first layer of its kind.
       const int b = repeated.folded() ? first_of_kind(blocks_.kind(i)) : i;
       if (blocks_.full()) forward_layer(b);  // recomputation (model/layer_blocks.hpp)
-      if (!replica_part_.empty()) replica_part_.fill(0.0f);
-      blocks_.at(b).backward({dstream_[(k + 1) % 2].data(), l}, {dstream_[k % 2].data(), l},
+      if (!replica_part_.empty()) backend_->zero(replica_part_);
+      blocks_.at(b).backward(chunked(dstream_[(k + 1) % 2], l), chunked(dstream_[k % 2], l),
                              *workspace_);
       if (!replica_part_.empty()) sum_replicas(b);
     });
@@ -386,12 +411,11 @@ void Stack::backward(const std::function<void(int layer)>& on_layer_done) {
   }
   if (!ln_partial_.empty()) {
     // Sequence parallelism: each rank summed the LayerNorm gradients over its own tokens.
-    mesh_->dim_comm(0).all_reduce(ln_partial_.values());
+    mesh_->dim_comm(0).all_reduce(device::floats(ln_partial_));
     for (std::size_t p = 0; p < table_.size(); ++p) {
       if (!param_block(static_cast<int>(p)).partial_grad(slot_[p])) continue;
-      float* g = grads_[p].data();
-      const float* part = ln_partial_.data() + ln_offset_[p];
-      for (std::int64_t j = 0; j < grads_[p].numel(); ++j) g[j] += part[j];
+      const std::int64_t n = grads_[p].count();
+      backend_->add(grads_[p].view(1, n), ln_partial_.view(ln_offset_[p], 1, n, n));
     }
   }
 }

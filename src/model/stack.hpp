@@ -25,9 +25,12 @@
 // streams are kept (each block's input is saved for its backward); one BlockWorkspace serves every
 // block.
 //
-// Parameters are one Tensor per local shard (values, and grads alike), named, shaped and
-// initialised alike under every strategy (params.hpp; only their shard kinds differ), so
-// checkpoints move between layouts. Under sequence
+// Parameters are one array per local shard (values, and grads alike) in the blocks' backend's
+// memory (BlockConfig::backend, the CPU's when null: docs/seam.md), as are the streams and
+// every buffer; they are named, shaped and initialised alike under every strategy (params.hpp;
+// only their shard kinds differ), so checkpoints move between layouts. What the host computes
+// once (init, load, gathering, the global tensors in and out) it computes on a host copy
+// (device::edit_on_host); a forward and backward run on the backend alone. Under sequence
 // parallelism the LayerNorm gradients are partial sums over mesh dim 0 (each rank saw its own
 // tokens), so backward accumulates them in one separate buffer and all-reduces it once at the
 // end, before adding into grads.
@@ -76,14 +79,19 @@ class Stack {
 
   const mesh::DeviceMesh& mesh() const { return *mesh_; }
   const StackBlock& block() const { return blocks_.front(); }
+  // Where the parameters, streams and buffers live and every op runs.
+  device::Backend& backend() const { return *backend_; }
 
   // ---- parameters (local shards, table order) ----------------------------------------
   const std::vector<ParamEntry>& param_table() const { return table_; }
   int num_params() const { return static_cast<int>(table_.size()); }
-  Tensor& value(int p) { return values_.at(static_cast<std::size_t>(p)); }
-  Tensor& grad(int p) { return grads_.at(static_cast<std::size_t>(p)); }
-  const Tensor& value(int p) const { return values_.at(static_cast<std::size_t>(p)); }
-  const Tensor& grad(int p) const { return grads_.at(static_cast<std::size_t>(p)); }
+  // fp32 arrays of backend(), local_shape(p) elements (a gradient may be swapped for an
+  // empty array or another of that size: ZeRO, below).
+  device::Array& value(int p) { return values_.at(static_cast<std::size_t>(p)); }
+  device::Array& grad(int p) { return grads_.at(static_cast<std::size_t>(p)); }
+  const device::Array& value(int p) const { return values_.at(static_cast<std::size_t>(p)); }
+  const device::Array& grad(int p) const { return grads_.at(static_cast<std::size_t>(p)); }
+  const Shape& local_shape(int p) const { return local_shapes_.at(static_cast<std::size_t>(p)); }
   // Ranks holding a copy of each element of parameter p (its replicated mesh dims' sizes).
   int replicas(int p) const;
   // The mesh parameter p is sharded on (StackBlock::param_mesh): the attention's, or the
@@ -164,27 +172,36 @@ class Stack {
 
  private:
   StreamGeometry stream_geometry() const;
+  // The global tensors of `local` (parameter shards, table order); a global stream's block
+  // into a stream array, and back.
+  std::map<std::string, Tensor> gather(const std::vector<device::Array>& local) const;
+  void scatter_into(const Tensor& global, device::Array& local);
+  Tensor gather_from(const device::Array& local) const;
   void forward_layer(int i);
   std::function<void(int layer, bool backward)> before_layer_;
 
   const mesh::DeviceMesh* mesh_;
   StackConfig config_;
   int layers_;  // blocks in this stack
+  device::Backend* backend_;  // config_.block.backend, or the CPU's
   std::vector<ParamEntry> table_;
   std::vector<int> slot_, layer_;  // parameter p: BlockParam slot, block of this stack
-  // Replicated KV heads (StackBlock::replica_grad): the running layer's partial gradient, the
-  // global sum, 1/copies per local element.
-  Tensor replica_part_, replica_sum_, replica_norm_weight_;
+  device::Array alloc(std::int64_t count) const;  // fp32, of backend_
+  // Replicated KV heads (StackBlock::replica_grad): the running layer's partial gradient (in
+  // the backend), the global sum and 1/copies per local element (on the host).
+  device::Array replica_part_;
+  Tensor replica_sum_, replica_norm_weight_;
   void sum_replicas(int layer);
-  std::vector<Tensor> values_, grads_;
+  std::vector<device::Array> values_, grads_;
+  std::vector<Shape> local_shapes_;
   // Sequence parallelism: the gradients that are partial sums over mesh dim 0 (StackBlock::
   // partial_grad: LayerNorms, a MoE block's router and bias), parameter p at ln_offset_[p].
-  Tensor ln_partial_;
+  device::Array ln_partial_;
   std::vector<std::int64_t> ln_offset_;
   LayerBlocks blocks_;
   std::unique_ptr<BlockWorkspaceBase> workspace_;
-  std::vector<Tensor> streams_;  // x_0 … x_L
-  Tensor dstream_[2];
+  std::vector<device::Array> streams_;  // x_0 … x_L
+  device::Array dstream_[2];
 };
 
 }  // namespace meshtp::model

@@ -4,7 +4,10 @@
 #include <cstring>
 
 #include "core/error.hpp"
+#include "core/op_costs.hpp"
+#include "core/simulation.hpp"
 #include "ops/adamw.hpp"
+#include "ops/kernels.hpp"
 #include "ops/ops.hpp"
 
 namespace meshtp {
@@ -13,8 +16,6 @@ using device::Array;
 
 namespace {
 
-float* floats(const Array& a) { return static_cast<float*>(a.data()); }
-
 // `a` as a rows × cols matrix whose rows are ld ≥ cols elements apart; throws when `a` is
 // shorter.
 MatrixView view(const Array& a, std::int64_t rows, std::int64_t cols, std::int64_t ld,
@@ -22,7 +23,7 @@ MatrixView view(const Array& a, std::int64_t rows, std::int64_t cols, std::int64
   MESHTP_CHECK(rows >= 0 && cols >= 0 && ld >= cols && a.count() >= rows * ld,
                "cpu backend: {} has {} elements, the op needs {} x {} (rows {} apart)", what,
                a.count(), rows, cols, ld);
-  return {floats(a), rows, cols, ld};
+  return {device::floats(a).data(), rows, cols, ld};
 }
 
 // The first rows·cols elements of `a` as a rows × cols matrix.
@@ -33,7 +34,7 @@ MatrixView view(const Array& a, std::int64_t rows, std::int64_t cols, const char
 std::span<float> span_of(const Array& a, std::int64_t count, const char* what) {
   MESHTP_CHECK(count >= 0 && a.count() >= count, "cpu backend: {} has {} elements, the op needs {}",
                what, a.count(), count);
-  return {floats(a), static_cast<std::size_t>(count)};
+  return {device::floats(a).data(), static_cast<std::size_t>(count)};
 }
 
 }  // namespace
@@ -415,12 +416,12 @@ void CpuBackend::upload(Array& a, std::span<const float> values) {
   check_fp32(a, "uploading fp32 values into");
   MESHTP_CHECK(static_cast<std::int64_t>(values.size()) == a.count(),
                "cpu backend: uploading {} values into an array of {}", values.size(), a.count());
-  std::copy(values.begin(), values.end(), floats(a));
+  std::copy(values.begin(), values.end(), device::floats(a).data());
 }
 
 std::vector<float> CpuBackend::download(const Array& a) {
   check_fp32(a, "downloading fp32 values from");
-  return {floats(a), floats(a) + a.count()};
+  return {device::floats(a).data(), device::floats(a).data() + a.count()};
 }
 
 void CpuBackend::copy(Array& dst, const Array& src) {
@@ -506,14 +507,24 @@ void CpuBackend::cross_entropy_backward(Array& dlogits, const Array& logits, con
                                  span_of(lse, rows, "lse"), targets);
 }
 
+// Gradient clipping's halves. Simulated build, charged mode: one pass over the gradient in
+// simulated time each (op_costs: the norm reads it, the scale reads and writes it), a sum of 0.
 double CpuBackend::sum_of_squares(const Array& a) {
-  double sum = 0;
-  for (const float x : span_of(a, a.count(), "a")) sum += static_cast<double>(x) * x;
-  return sum;
+  const std::span<float> g = span_of(a, a.count(), "a");
+  if (simhooks::charge_fp32_bytes(
+          op_costs::bytes(static_cast<double>(g.size()), op_costs::kGradNormTouches))) {
+    return 0.0;
+  }
+  return kernels::fast().moments(g.data(), a.count()).second;
 }
 
 void CpuBackend::scale(Array& a, float alpha) {
-  for (float& x : span_of(a, a.count(), "a")) x *= alpha;
+  const std::span<float> g = span_of(a, a.count(), "a");
+  if (simhooks::charge_fp32_bytes(
+          op_costs::bytes(static_cast<double>(g.size()), op_costs::kClipTouches))) {
+    return;
+  }
+  kernels::fast().scale(g.data(), a.count(), alpha);
 }
 
 void CpuBackend::adamw_update(std::span<const device::AdamWParam> params, const AdamWStep& step) {

@@ -17,6 +17,8 @@
 
 #include <cstdint>
 
+#include "core/view.hpp"
+#include "device/backend.hpp"
 #include "mesh/device_mesh.hpp"
 #include "mesh/placement.hpp"
 #include "tensor/tensor.hpp"
@@ -28,6 +30,16 @@ struct ActivationShard {
   mesh::ShardingSpec spec;  // of the view [chunks, rows/chunks, cols]
 };
 
+// On the seam (docs/seam.md): slicing is the backend's copy_blocks; gathering is one all-gather
+// of the packed blocks over the group of the mesh dims that shard (dim_comm(d), or the whole
+// mesh when both do), each block then copied to its place. The group must move the backend's
+// memory. out and global: rows × cols; local: the block, contiguous for a gather.
+void slice_activation(device::Backend& backend, const View& global, const ActivationShard& s,
+                      const mesh::DeviceMesh& mesh, const View& local);
+void gather_activation_into(device::Backend& backend, const mesh::DeviceMesh& mesh,
+                            const View& local, const View& out, const ActivationShard& s);
+
+// The host forms: the above on the CPU backend.
 // local ([n/row parts, K/col parts]) = this rank's block of global.
 void slice_activation(ConstMatrixView global, const ActivationShard& s,
                       const mesh::DeviceMesh& mesh, MatrixView local);

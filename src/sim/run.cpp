@@ -133,10 +133,10 @@ RunResult run_stack(const comm::Communicator& world, model::Stack& stack, const 
                         .decay = stack.decays(p),
                         .replicas = stack.replicas(p)});
     }
-    adamw = std::make_unique<train::AdamW>(params, train::AdamWConfig{});
+    adamw = std::make_unique<train::AdamW>(stack.backend(), params, train::AdamWConfig{});
     phases.push_back([&] {
-      const double norm = train::global_grad_norm(params, world);
-      train::clip_gradients(params, norm, 1.0);
+      const double norm = train::global_grad_norm(stack.backend(), params, world);
+      train::clip_gradients(stack.backend(), params, norm, 1.0);
       adamw->step(1e-4f);
     });
   }

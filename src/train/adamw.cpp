@@ -3,72 +3,76 @@
 #include <cmath>
 
 #include "core/error.hpp"
-#include "core/op_costs.hpp"
-#include "core/simulation.hpp"
-#include "ops/adamw.hpp"
-#include "ops/kernels.hpp"
 
 namespace meshtp::train {
 
-AdamW::AdamW(std::vector<ParamRef> params, AdamWConfig config)
-    : params_(std::move(params)), config_(config) {
+AdamW::AdamW(device::Backend& backend, std::vector<ParamRef> params, AdamWConfig config)
+    : backend_(&backend), params_(std::move(params)), config_(config) {
   MESHTP_CHECK(config_.beta1 >= 0 && config_.beta1 < 1 && config_.beta2 >= 0 &&
                    config_.beta2 < 1 && config_.eps > 0 && config_.weight_decay >= 0,
                "AdamW: beta1={} and beta2={} must be in [0, 1), eps={} positive, "
                "weight_decay={} non-negative",
                config_.beta1, config_.beta2, config_.eps, config_.weight_decay);
   for (const ParamRef& p : params_) {
-    MESHTP_CHECK(p.value != nullptr && p.grad != nullptr && p.value->shape() == p.grad->shape(),
-                 "AdamW: parameter '{}' has no value/gradient or their shapes differ", p.name);
+    MESHTP_CHECK(p.value != nullptr && p.grad != nullptr && p.value->count() == p.grad->count(),
+                 "AdamW: parameter '{}' has no value/gradient or their sizes differ", p.name);
     MESHTP_CHECK(p.replicas >= 1, "AdamW: parameter '{}' has replicas={}", p.name, p.replicas);
-    m_.emplace_back(p.value->shape());
-    v_.emplace_back(p.value->shape());
+    for (std::vector<device::Array>* moments : {&m_, &v_}) {
+      moments->push_back(backend.alloc(p.value->count(), Element::kF32));
+      backend.zero(moments->back());
+    }
   }
 }
 
 void AdamW::step(float lr) {
   ++steps_;
+  std::vector<AdamWTensor> tensors;
   for (std::size_t i = 0; i < params_.size(); ++i) {
-    const AdamWStep step = config_.at(lr, steps_, params_[i].decay);
-    adamw_update(params_[i].value->values(), params_[i].grad->values(), m_[i].values(),
-                 v_[i].values(), step);
+    tensors.push_back({*params_[i].value, *params_[i].grad, m_[i], v_[i], params_[i].decay});
+  }
+  adamw_update(*backend_, tensors, config_, lr, steps_);
+}
+
+void adamw_update(device::Backend& backend, std::span<const AdamWTensor> tensors,
+                  const AdamWConfig& config, float lr, std::int64_t t) {
+  // Elementwise, so the order of the tensors is free: one batch per kind.
+  for (const bool decays : {true, false}) {
+    std::vector<device::AdamWParam> batch;
+    for (const AdamWTensor& x : tensors) {
+      if (x.decays == decays && x.p.count() > 0) batch.push_back({x.p, x.g, x.m, x.v, x.p});
+    }
+    if (!batch.empty()) backend.adamw_update(batch, config.at(lr, t, decays));
   }
 }
 
-double global_grad_norm(const std::vector<ParamRef>& params, const comm::Communicator& world) {
+double squared_norm_share(device::Backend& backend, const device::Array& g, int replicas,
+                          const Tensor* norm_weight, std::int64_t offset) {
+  if (norm_weight == nullptr) return backend.sum_of_squares(g) / replicas;
+  // Replicated KV heads: each element's own share, on the host (one layer's few KV rows).
+  return device::read_on_host(backend, g, [&](std::span<const float> x) {
+    double sum = 0.0;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      sum += static_cast<double>(x[i]) * x[i] * (*norm_weight)[offset + static_cast<std::int64_t>(i)];
+    }
+    return sum / replicas;
+  });
+}
+
+double global_grad_norm(device::Backend& backend, const std::vector<ParamRef>& params,
+                        const comm::Communicator& world) {
   double local = 0.0;
   for (const ParamRef& p : params) {
-    const auto g = p.grad->values();
-    // Simulated build, charged mode: one read of every gradient, in simulated time; sum 0.
-    if (simhooks::charge_fp32_bytes(
-            op_costs::bytes(static_cast<double>(g.size()), op_costs::kGradNormTouches))) {
-      continue;
-    }
-    if (p.norm_weight != nullptr) {
-      const auto w = p.norm_weight->values();
-      double sum = 0.0;
-      for (std::size_t i = 0; i < g.size(); ++i) sum += static_cast<double>(g[i]) * g[i] * w[i];
-      local += sum / p.replicas;
-      continue;
-    }
-    local += kernels::fast().moments(g.data(), static_cast<std::int64_t>(g.size())).second /
-             p.replicas;
+    local += squared_norm_share(backend, *p.grad, p.replicas, p.norm_weight);
   }
   world.all_reduce(std::span<double>(&local, 1));
   return std::sqrt(local);
 }
 
-double clip_gradients(const std::vector<ParamRef>& params, double norm, double max_norm) {
+double clip_gradients(device::Backend& backend, const std::vector<ParamRef>& params, double norm,
+                      double max_norm) {
   if (max_norm <= 0.0 || !(norm > max_norm)) return 1.0;
   const auto scale = static_cast<float>(max_norm / norm);
-  for (const ParamRef& p : params) {
-    const auto g = p.grad->values();
-    if (simhooks::charge_fp32_bytes(
-            op_costs::bytes(static_cast<double>(g.size()), op_costs::kClipTouches))) {
-      continue;
-    }
-    kernels::fast().scale(g.data(), static_cast<std::int64_t>(g.size()), scale);
-  }
+  for (const ParamRef& p : params) backend.scale(*p.grad, scale);
   return scale;
 }
 

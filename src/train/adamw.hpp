@@ -1,6 +1,9 @@
-// AdamW (Loshchilov & Hutter) over this rank's parameter shards, and global-norm clipping.
-// The update is core/adamw_step.hpp's formula, run by ops/adamw.hpp's adamw_update, with
-// decay = λ = weight_decay, 0 for LayerNorm and biases, and bias1, bias2 = 1−β1ᵗ, 1−β2ᵗ.
+// AdamW (Loshchilov & Hutter) over this rank's parameter shards, and global-norm clipping,
+// on the backend that holds them (docs/seam.md): the update is core/adamw_step.hpp's formula,
+// run by Backend::adamw_update (on the CPU ops/adamw.hpp's, on a GPU its multi-tensor
+// kernel), with decay = λ = weight_decay, 0 for LayerNorm and biases, and bias1, bias2 =
+// 1−β1ᵗ, 1−β2ᵗ; the norm's sums and the clipping's scale are Backend::sum_of_squares and
+// Backend::scale. The moments live beside the parameters, in the backend's memory.
 //
 // The update is elementwise, so running it on shards equals running it on the global
 // tensor. Gradient clipping is not: ‖g‖ must count every global element exactly once,
@@ -17,6 +20,7 @@
 
 #include "comm/communicator.hpp"
 #include "core/adamw_step.hpp"
+#include "device/backend.hpp"
 #include "tensor/tensor.hpp"
 
 namespace meshtp::train {
@@ -41,10 +45,11 @@ struct AdamWConfig {
   }
 };
 
+// A parameter's local shard and its gradient: fp32 arrays of one backend.
 struct ParamRef {
   std::string name;
-  Tensor* value = nullptr;
-  Tensor* grad = nullptr;
+  device::Array* value = nullptr;
+  device::Array* grad = nullptr;
   bool decay = true;     // false for LayerNorm weights/biases and all biases
   int replicas = 1;      // ranks holding a copy of each element (for the global norm)
   // Where elements have different numbers of copies (replicated KV heads): each local
@@ -55,29 +60,51 @@ struct ParamRef {
 
 class AdamW {
  public:
-  AdamW(std::vector<ParamRef> params, AdamWConfig config);
+  // Every parameter an fp32 array of `backend`, which allocates the moments (zeroed).
+  AdamW(device::Backend& backend, std::vector<ParamRef> params, AdamWConfig config);
 
   void step(float lr);  // one update with this learning rate; advances the step count
   std::int64_t steps() const { return steps_; }
   void set_steps(std::int64_t steps) { steps_ = steps; }  // when resuming
 
   const std::vector<ParamRef>& params() const { return params_; }
-  // First and second moments, parallel to params(): the optimizer state of a checkpoint.
-  std::vector<Tensor>& first_moments() { return m_; }
-  std::vector<Tensor>& second_moments() { return v_; }
+  device::Backend& backend() const { return *backend_; }
+  // First and second moments, parallel to params(): the optimizer state of a checkpoint, in
+  // the backend's memory.
+  std::vector<device::Array>& first_moments() { return m_; }
+  std::vector<device::Array>& second_moments() { return v_; }
 
  private:
+  device::Backend* backend_;
   std::vector<ParamRef> params_;
   AdamWConfig config_;
-  std::vector<Tensor> m_;
-  std::vector<Tensor> v_;
+  std::vector<device::Array> m_;
+  std::vector<device::Array> v_;
   std::int64_t steps_ = 0;
 };
 
+// One update of many tensors on `backend`: each parameter's constants from `config` at
+// (lr, t, decays), one Backend::adamw_update per kind (decaying or not). The parameters are
+// p, g, m, v of AdamWParam, their compute copies p itself.
+struct AdamWTensor {
+  device::Array p, g, m, v;
+  bool decays = true;
+};
+void adamw_update(device::Backend& backend, std::span<const AdamWTensor> tensors,
+                  const AdamWConfig& config, float lr, std::int64_t t);
+
+// Σ g² of one parameter's gradient (or of a piece of it, `g`: count elements from `offset`
+// of the parameter), each element weighted by its share of the norm where the parameter
+// holds copies (ParamRef::norm_weight, on the host), divided by `replicas`.
+double squared_norm_share(device::Backend& backend, const device::Array& g, int replicas,
+                          const Tensor* norm_weight = nullptr, std::int64_t offset = 0);
+
 // √(Σ over the global gradient of g²), identical on every rank of `world`. Collective.
-double global_grad_norm(const std::vector<ParamRef>& params, const comm::Communicator& world);
+double global_grad_norm(device::Backend& backend, const std::vector<ParamRef>& params,
+                        const comm::Communicator& world);
 
 // Scales every gradient by min(1, max_norm / norm) and returns that factor (1 if max_norm ≤ 0).
-double clip_gradients(const std::vector<ParamRef>& params, double norm, double max_norm);
+double clip_gradients(device::Backend& backend, const std::vector<ParamRef>& params, double norm,
+                      double max_norm);
 
 }  // namespace meshtp::train

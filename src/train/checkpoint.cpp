@@ -34,6 +34,17 @@ std::string crc_hex(std::span<const std::byte> bytes) {
 
 std::string tensor_crc(const Tensor& t) { return crc_hex(std::as_bytes(t.values())); }
 
+// An AdamW moment of parameter p, global on the host, from this rank's shard in the model's
+// backend; and back.
+Tensor gather_moment(const model::Gpt& gpt, int p, const device::Array& local) {
+  return device::read_on_host(gpt.backend(), local,
+                              [&](std::span<const float> shard) { return gpt.gather(p, shard); });
+}
+void scatter_moment(const model::Gpt& gpt, int p, const Tensor& global, device::Array& local) {
+  device::edit_on_host(gpt.backend(), local,
+                       [&](std::span<float> shard) { gpt.scatter(p, global, shard); });
+}
+
 // CRC of every metadata entry but the checksums themselves.
 std::string metadata_crc(const std::map<std::string, std::string>& metadata) {
   std::string text;
@@ -140,9 +151,9 @@ void save_checkpoint(const std::string& path, const ModelParts& parts,
         if (gpt.is_tied_embedding(p) && !gpt.has_embedding()) continue;  // stage 0's copy
         const std::string& name = gpt.name(p);
         const auto i = static_cast<std::size_t>(p);
-        tensors[name] = gpt.gather(p, gpt.value(p));
-        tensors["adam.m." + name] = gpt.gather(p, optimizer.first_moments()[i]);
-        tensors["adam.v." + name] = gpt.gather(p, optimizer.second_moments()[i]);
+        tensors[name] = gpt.gather_value(p);
+        tensors["adam.m." + name] = gather_moment(gpt, p, optimizer.first_moments()[i]);
+        tensors["adam.v." + name] = gather_moment(gpt, p, optimizer.second_moments()[i]);
       }
     }
     // The other stages' tensors travel to pipeline rank 0, from the first TP rank of each.
@@ -255,9 +266,9 @@ void restore_checkpoint(const LoadedCheckpoint& checkpoint, const ModelParts& pa
     AdamW& optimizer = *part.optimizer;
     for (int p = 0; p < gpt.num_params(); ++p) {
       const auto i = static_cast<std::size_t>(p);
-      gpt.scatter(p, file.tensors.at(gpt.name(p)), gpt.value(p));
-      gpt.scatter(p, file.tensors.at("adam.m." + gpt.name(p)), optimizer.first_moments()[i]);
-      gpt.scatter(p, file.tensors.at("adam.v." + gpt.name(p)), optimizer.second_moments()[i]);
+      gpt.scatter_value(p, file.tensors.at(gpt.name(p)));
+      scatter_moment(gpt, p, file.tensors.at("adam.m." + gpt.name(p)), optimizer.first_moments()[i]);
+      scatter_moment(gpt, p, file.tensors.at("adam.v." + gpt.name(p)), optimizer.second_moments()[i]);
     }
     optimizer.set_steps(checkpoint.adam_steps);
   }

@@ -64,7 +64,7 @@ PipelineModel::PipelineModel(const comm::Communicator& world, const model::GptCo
                                                   fold_experts_ ? &mesh_.dim_comm(0) : nullptr));
   }
   for (const auto& g : gpts_) {
-    if (!g->has_head()) scratch_out_ = Tensor({g->stream_floats()});
+    if (!g->has_head()) scratch_out_ = g->backend().alloc(g->stream_floats(), Element::kF32);
   }
 }
 
@@ -119,20 +119,22 @@ void PipelineModel::sum_tied_embedding() {
   const int pp = mesh_.size(1), r = mesh_.coord(1);
   if (model::pipeline_stages(gpts_.front()->config().layout) == 1) return;  // one wte, whole
   if (!gpts_.front()->config().shape.tie_embeddings) return;  // lm_head: the last stage's own
-  const auto wte_grad = [](model::Gpt& g) -> Tensor& {
+  const auto wte_grad = [](model::Gpt& g) -> device::Array& {
     for (int p = 0; p < g.num_params(); ++p) {
       if (g.is_tied_embedding(p)) return g.grad(p);
     }
     fail("pipeline: stage {} holds no token embedding", g.config().stage);
   };
-  if (pp == 1) {  // stages 0 and S−1 are this rank's first and last chunks
-    Tensor& a = wte_grad(*gpts_.front());
-    Tensor& b = wte_grad(*gpts_.back());
-    for (std::int64_t i = 0; i < a.numel(); ++i) b[i] = a[i] = a[i] + b[i];
+  if (pp == 1) {  // stages 0 and S−1 are this rank's first and last chunks: b += a, a = b
+    device::Backend& be = gpts_.front()->backend();
+    const device::Array& a = wte_grad(*gpts_.front());
+    const device::Array& b = wte_grad(*gpts_.back());
+    be.add(b.view(1, b.count()), a.view(1, a.count()));
+    be.copy(a.view(1, a.count()), b.view(1, b.count()));
     return;
   }
-  if (r == 0) tie_.all_reduce(wte_grad(*gpts_.front()).values());
-  if (r == pp - 1) tie_.all_reduce(wte_grad(*gpts_.back()).values());
+  if (r == 0) tie_.all_reduce(device::floats(wte_grad(*gpts_.front())));
+  if (r == pp - 1) tie_.all_reduce(device::floats(wte_grad(*gpts_.back())));
 }
 
 double PipelineModel::run(std::span<const std::int32_t> tokens,
@@ -149,19 +151,23 @@ double PipelineModel::run(std::span<const std::int32_t> tokens,
   const float dloss = 1.0f / static_cast<float>(replicas_.size() * m);
   double loss = 0.0;
   std::vector<int> last_forward(static_cast<std::size_t>(v), -1), backwards(static_cast<std::size_t>(v), 0);
-  std::vector<std::map<int, Tensor>> inputs(static_cast<std::size_t>(v));  // per chunk, per microbatch
+  // Per chunk, per microbatch, in the backend's memory.
+  std::vector<std::map<int, device::Array>> inputs(static_cast<std::size_t>(v));
+  device::Backend& be = gpts_.front()->backend();
   if (train) {
     for (auto& g : gpts_) g->zero_grads();
   }
   PipelineStages fns;
   fns.message_floats = gpts_.front()->stream_floats();
+  fns.backend = &be;
   fns.forward = [&](int i, int stage, std::span<const float> in, std::span<float> out) {
     const ScopedSpan span("forward", SpanKind::kPhase);
     const auto k = static_cast<std::size_t>(stage / pp);
     if (train && !in.empty()) {
       const auto n = static_cast<std::int64_t>(in.size());
-      Tensor saved({n});  // copy() skips what nobody reads (the simulated build's kCharged)
-      copy(ConstMatrixView(in.data(), 1, n, n), saved.matrix());
+      device::Array saved = be.alloc(n, Element::kF32);
+      // The CPU's copy skips what nobody reads (the simulated build's kCharged).
+      be.copy(saved.view(1, n), View::packed(const_cast<float*>(in.data()), Element::kF32, 1, n));
       inputs[k][i] = std::move(saved);
     }
     loss += gpts_[k]->forward(mb(tokens, i), mb(targets, i), in, out);
@@ -175,9 +181,10 @@ double PipelineModel::run(std::span<const std::int32_t> tokens,
     if (last_forward[k] != i) {  // rematerialise F(i, stage) from its saved input
       const auto it = inputs[k].find(i);
       const std::span<const float> in =
-          it == inputs[k].end() ? std::span<const float>() : std::span<const float>(it->second.values());
+          it == inputs[k].end() ? std::span<const float>()
+                                : std::span<const float>(device::floats(it->second));
       g.forward(mb(tokens, i), mb(targets, i), in,
-                g.has_head() ? std::span<float>() : scratch_out_.values());
+                g.has_head() ? std::span<float>() : device::floats(scratch_out_));
     }
     inputs[k].erase(i);
     last_forward[k] = -1;

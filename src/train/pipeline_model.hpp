@@ -116,7 +116,7 @@ class PipelineModel {
   std::int64_t rows_ = 0, microbatch_rows_ = 0, seq_ = 0;
   std::vector<std::unique_ptr<model::Gpt>> gpts_;
   std::vector<std::unique_ptr<DataParallel>> dps_;
-  Tensor scratch_out_;  // a re-run forward's output (already sent)
+  device::Array scratch_out_;  // a re-run forward's output (already sent), in the backend
 };
 
 }  // namespace meshtp::train

@@ -23,12 +23,16 @@
 #include <span>
 
 #include "comm/communicator.hpp"
+#include "device/backend.hpp"
 #include "layout/pipeline_schedule.hpp"
 
 namespace meshtp::train {
 
 struct PipelineStages {
   std::int64_t message_floats = 0;
+  // Where the messages (the stream between stages and its gradient) live: the stages'
+  // backend, whose memory `group` moves; null: the CPU's.
+  device::Backend* backend = nullptr;
   std::function<void(int microbatch, int stage, std::span<const float> in, std::span<float> out)>
       forward;
   std::function<void(int microbatch, int stage, std::span<const float> dout,

@@ -7,8 +7,6 @@
 #include "core/op_costs.hpp"
 #include "core/simulation.hpp"
 #include "core/trace.hpp"
-#include "ops/adamw.hpp"
-#include "ops/kernels.hpp"
 
 namespace meshtp::train {
 
@@ -16,12 +14,13 @@ struct DataParallel::Bucket {
   std::vector<int> params;
   std::int64_t size = 0;  // S_b
   std::int64_t part = 0;  // ⌈S_b/dp⌉ (stage ≥ 1)
-  Tensor buffer;          // packed gradients (stage 0: S_b; else part·dp), then gathered values
-                          // (stage ≥ 2 blocks: only while a collective uses it)
-  Tensor gathered;        // stage 3: the parameters' all-gather, until copied
-  Tensor grad;            // stage ≥ 2: this replica's summed (accumulated) part
-  Tensor value, m, v;     // stage ≥ 1: this replica's part of the values and moments
-  std::span<float> own_grad;  // stage ≥ 1: the summed part (in buffer, or grad)
+  // In the model's backend's memory:
+  device::Array buffer;    // packed gradients (stage 0: S_b; else part·dp), then gathered
+                           // values (stage ≥ 2 blocks: only while a collective uses it)
+  device::Array gathered;  // stage 3: the parameters' all-gather, until copied
+  device::Array grad;      // stage ≥ 2: this replica's summed (accumulated) part
+  device::Array value, m, v;  // stage ≥ 1: this replica's part of the values and moments
+  device::Array own_grad;     // stage ≥ 1: the summed part (a slice of buffer, or grad)
   comm::Request request;
   const comm::Communicator* group = nullptr;  // dp·cp, or an expert bucket's dp replicas
   int layer = -1;                             // the block (-1: the last bucket)
@@ -46,18 +45,29 @@ void for_each_piece(const std::vector<Shape>& shapes, const std::vector<int>& pa
   }
 }
 
-// Packing gradients into a bucket and unpacking values out of it: a data movement, free in
-// the simulated build's charged mode where nobody reads the values (core/simulation.hpp).
-void copy_floats(const float* from, std::int64_t n, float* to) {
-  if (simhooks::skip_values(static_cast<std::size_t>(n) * sizeof(float))) return;
-  std::copy_n(from, n, to);
+// n elements of `a` from `offset`, as a 1 × n view.
+View run_of(const device::Array& a, std::int64_t offset, std::int64_t n) {
+  return a.view(offset, 1, n, n);
+}
+
+// to[to_at, +n) = from[from_at, +n): packing gradients into a bucket and unpacking values out
+// of it, a data movement on the backend (on the CPU free in the simulated build's charged
+// mode, where nobody reads the values: core/simulation.hpp).
+void copy_run(device::Backend& be, const device::Array& to, std::int64_t to_at,
+              const device::Array& from, std::int64_t from_at, std::int64_t n) {
+  if (n > 0) be.copy(run_of(to, to_at, n), run_of(from, from_at, n));
 }
 
 }  // namespace
 
 DataParallel::DataParallel(model::Gpt& gpt, const comm::Communicator& dp_group, int zero,
                            const AdamWConfig& adamw, const comm::Communicator* expert_dp)
-    : gpt_(gpt), dp_(dp_group), expert_dp_(expert_dp), zero_(zero), adamw_config_(adamw) {
+    : gpt_(gpt),
+      be_(gpt.backend()),
+      dp_(dp_group),
+      expert_dp_(expert_dp),
+      zero_(zero),
+      adamw_config_(adamw) {
   MESHTP_CHECK(zero >= 0 && zero <= 3, "zero={} must be 0, 1, 2 or 3", zero);
   MESHTP_CHECK(zero == 0 || dp_group.size() > 1,
                "zero={} shards over the data-parallel replicas, but dp=1: use --dp > 1 or --zero 0",
@@ -83,31 +93,29 @@ DataParallel::DataParallel(model::Gpt& gpt, const comm::Communicator& dp_group, 
     const int bucket = expert ? layers + layer : (layer < 0 ? layers + expert_buckets : layer);
     Bucket& b = buckets_[static_cast<std::size_t>(bucket)];
     b.params.push_back(p);
-    b.size += gpt.grad(p).numel();
+    b.size += gpt.grad(p).count();
   }
-  for (int p = 0; p < gpt.num_params(); ++p) shapes_.push_back(gpt.value(p).shape());
+  for (int p = 0; p < gpt.num_params(); ++p) shapes_.push_back(gpt.local_shape(p));
   for (std::size_t k = 0; k < buckets_.size(); ++k) {
     Bucket& b = buckets_[k];
     const int dp = b.group->size(), r = b.group->rank();
     if (zero == 0) {
-      if (dp > 1) b.buffer = Tensor({b.size});
+      if (dp > 1) b.buffer = zeroed(b.size);
       continue;
     }
     b.part = (b.size + dp - 1) / dp;
-    if (!transient(static_cast<int>(k))) b.buffer = Tensor({b.part * dp});
-    b.value = Tensor({b.part});
-    b.m = Tensor({b.part});
-    b.v = Tensor({b.part});
-    if (zero >= 2) b.grad = Tensor({b.part});
-    b.own_grad = zero >= 2 ? b.grad.values()
-                           : b.buffer.values().subspan(static_cast<std::size_t>(r * b.part),
-                                                       static_cast<std::size_t>(b.part));
+    if (!transient(static_cast<int>(k))) b.buffer = zeroed(b.part * dp);
+    b.value = zeroed(b.part);
+    b.m = zeroed(b.part);
+    b.v = zeroed(b.part);
+    if (zero >= 2) b.grad = zeroed(b.part);
+    b.own_grad = zero >= 2 ? b.grad : b.buffer.slice(r * b.part, b.part);
   }
-  if (zero == 0) whole_ = std::make_unique<AdamW>(refs(dp_.size()), adamw);
+  if (zero == 0) whole_ = std::make_unique<AdamW>(be_, refs(dp_.size()), adamw);
   if (zero >= 2) {
     // The blocks' gradient accumulators exist only while their backward runs.
     for (int i = 0; transient(i); ++i) {
-      for (const int p : buckets_[static_cast<std::size_t>(i)].params) gpt.grad(p) = Tensor();
+      for (const int p : buckets_[static_cast<std::size_t>(i)].params) gpt.grad(p) = {};
     }
     for (int layer = 0; layer < layers; ++layer) gpt.rebind(layer);
     gpt.set_before_layer([this](int layer, bool backward) { before_layer(layer, backward); });
@@ -129,8 +137,7 @@ void DataParallel::parameters_written() {
     const std::int64_t r = b.group->rank();
     for_each_piece(shapes_, b.params, r * b.part, std::min(b.size, (r + 1) * b.part),
                    [&](int p, std::int64_t offset, std::int64_t at, std::int64_t n) {
-                     copy_floats(gpt_.value(p).data() + offset, n,
-                                 b.value.data() + (at - r * b.part));
+                     copy_run(be_, b.value, at - r * b.part, gpt_.value(p), offset, n);
                    });
     release(i);
   }
@@ -147,12 +154,12 @@ void DataParallel::materialize(int bucket) {
   }
   std::int64_t at = 0;
   for (const int p : b.params) {
-    Tensor& t = gpt_.value(p);
-    t = Tensor(shapes_[static_cast<std::size_t>(p)]);
-    copy_floats(b.gathered.data() + at, t.numel(), t.data());
-    at += t.numel();
+    device::Array& t = gpt_.value(p);
+    t = be_.alloc(numel(shapes_[static_cast<std::size_t>(p)]), Element::kF32);
+    copy_run(be_, t, 0, b.gathered, at, t.count());
+    at += t.count();
   }
-  b.gathered = Tensor();
+  b.gathered = {};
   b.whole = true;
 }
 
@@ -172,13 +179,14 @@ void DataParallel::materialize_layer(int layer) {
 
 void DataParallel::release(int bucket) {
   Bucket& b = buckets_.at(static_cast<std::size_t>(bucket));
-  for (const int p : b.params) gpt_.value(p) = Tensor();
+  for (const int p : b.params) gpt_.value(p) = {};
   b.whole = false;
 }
 
 void DataParallel::start_gather(Bucket& b) {
-  b.gathered = Tensor({b.part * b.group->size()});
-  b.gather = b.group->iall_gather(std::span<const float>(b.value.values()), b.gathered.values());
+  b.gathered = zeroed(b.part * b.group->size());
+  b.gather = b.group->iall_gather(std::span<const float>(device::floats(b.value)),
+                                  device::floats(b.gathered));
 }
 
 void DataParallel::before_layer(int layer, bool backward) {
@@ -201,7 +209,7 @@ void DataParallel::before_layer(int layer, bool backward) {
     for (const int k : {layer, expert_bucket(layer)}) {
       if (k < 0) continue;
       for (const int p : buckets_[static_cast<std::size_t>(k)].params) {
-        gpt_.grad(p) = Tensor(shapes_[static_cast<std::size_t>(p)]);
+        gpt_.grad(p) = gpt_.zeroed(p);
       }
     }
     gpt_.rebind(layer);
@@ -209,6 +217,12 @@ void DataParallel::before_layer(int layer, bool backward) {
 }
 
 DataParallel::~DataParallel() = default;
+
+device::Array DataParallel::zeroed(std::int64_t count) const {
+  device::Array a = be_.alloc(count, Element::kF32);
+  be_.zero(a);
+  return a;
+}
 
 std::vector<ParamRef> DataParallel::refs(int dp_factor, bool with_grads) const {
   std::vector<ParamRef> out;
@@ -240,29 +254,30 @@ void DataParallel::start_bucket(int bucket) {
   if (zero_ == 0 && group.size() == 1) return;
   if (transient(bucket)) {
     wait_reduction(bucket);  // this block's previous microbatch (normally done already)
-    b.buffer = Tensor({b.part * group.size()});
+    b.buffer = zeroed(b.part * group.size());
   }
-  float* out = b.buffer.data();
+  std::int64_t at = 0;
   for (const int p : b.params) {
-    const Tensor& g = gpt_.grad(p);
-    copy_floats(g.data(), g.numel(), out);
-    out += g.numel();
+    const device::Array& g = gpt_.grad(p);
+    copy_run(be_, b.buffer, at, g, 0, g.count());
+    at += g.count();
   }
   if (transient(bucket)) {
-    for (const int p : b.params) gpt_.grad(p) = Tensor();  // whole only until packed
+    for (const int p : b.params) gpt_.grad(p) = {};  // whole only until packed
     if (b.reductions > 0) {  // acc_r rides along in slot r: Σ_q buf_q[r] + acc_r
-      float* mine = b.buffer.data() + static_cast<std::int64_t>(group.rank()) * b.part;
-      const float* acc = b.grad.data();
+      // Simulated build, charged mode: the add's time instead (core/simulation.hpp).
       if (!simhooks::charge_bytes(op_costs::bytes(b.part, op_costs::kResidualForwardTouches))) {
-        for (std::int64_t i = 0; i < b.part; ++i) mine[i] += acc[i];
+        be_.add(run_of(b.buffer, static_cast<std::int64_t>(group.rank()) * b.part, b.part),
+                run_of(b.grad, 0, b.part));
       }
     }
     ++b.reductions;
   }
   if (zero_ >= 2) {
-    b.request = group.ireduce_scatter(std::span<const float>(b.buffer.values()), b.grad.values());
+    b.request = group.ireduce_scatter(std::span<const float>(device::floats(b.buffer)),
+                                      device::floats(b.grad));
   } else {
-    b.request = group.iall_reduce(b.buffer.values());
+    b.request = group.iall_reduce(device::floats(b.buffer));
   }
 }
 
@@ -280,7 +295,7 @@ void DataParallel::wait_reduction(int bucket) {
     const ScopedSpan span("grad_reduce_scatter_wait", SpanKind::kPhase);
     b.request.wait();
   }
-  b.buffer = Tensor();
+  b.buffer = {};
 }
 
 void DataParallel::backward_done() {
@@ -298,32 +313,24 @@ void DataParallel::finish() {
     b.request.wait();
     b.reductions = 0;         // the next step's first microbatch overwrites the part
     if (zero_ > 0 || b.buffer.empty()) continue;  // the optimizer reads its part there
-    const float* in = b.buffer.data();
+    std::int64_t at = 0;
     for (const int p : b.params) {
-      Tensor& g = gpt_.grad(p);
-      copy_floats(in, g.numel(), g.data());
-      in += g.numel();
+      const device::Array& g = gpt_.grad(p);
+      copy_run(be_, g, 0, b.buffer, at, g.count());
+      at += g.count();
     }
   }
 }
 
 double DataParallel::grad_norm(const comm::Communicator& world) const {
-  if (zero_ == 0) return global_grad_norm(whole_->params(), world);
+  if (zero_ == 0) return global_grad_norm(be_, whole_->params(), world);
   double local = 0.0;
   for (const Bucket& b : buckets_) {
     const std::int64_t lo = b.group->rank();
     for_each_piece(shapes_, b.params, lo * b.part, std::min(b.size, (lo + 1) * b.part),
                    [&](int p, std::int64_t offset, std::int64_t at, std::int64_t n) {
-                     const float* g = b.own_grad.data() + (at - lo * b.part);
-                     if (const Tensor* w = gpt_.norm_weight(p)) {  // replicated KV heads
-                       double sum = 0.0;
-                       for (std::int64_t i = 0; i < n; ++i) {
-                         sum += static_cast<double>(g[i]) * g[i] * (*w)[offset + i];
-                       }
-                       local += sum / gpt_.replicas(p);
-                       return;
-                     }
-                     local += kernels::fast().moments(g, n).second / gpt_.replicas(p);
+                     local += squared_norm_share(be_, b.own_grad.slice(at - lo * b.part, n),
+                                                 gpt_.replicas(p), gpt_.norm_weight(p), offset);
                    });
   }
   world.all_reduce(std::span<double>(&local, 1));
@@ -332,13 +339,13 @@ double DataParallel::grad_norm(const comm::Communicator& world) const {
 
 void DataParallel::clip(double norm, double max_norm) {
   if (zero_ == 0) {
-    clip_gradients(whole_->params(), norm, max_norm);
+    clip_gradients(be_, whole_->params(), norm, max_norm);
     return;
   }
   if (max_norm <= 0.0 || !(norm > max_norm)) return;
   const auto scale = static_cast<float>(max_norm / norm);
   for (Bucket& b : buckets_) {
-    kernels::fast().scale(b.own_grad.data(), static_cast<std::int64_t>(b.own_grad.size()), scale);
+    if (!b.own_grad.empty()) be_.scale(b.own_grad, scale);
   }
 }
 
@@ -358,9 +365,9 @@ void DataParallel::step(float lr) {
     }
     for_each_piece(shapes_, b.params, 0, b.size,
                    [&](int p, std::int64_t offset, std::int64_t at, std::int64_t n) {
-                     copy_floats(b.buffer.data() + at, n, gpt_.value(p).data() + offset);
+                     copy_run(be_, gpt_.value(p), offset, b.buffer, at, n);
                    });
-    if (transient(static_cast<int>(k))) b.buffer = Tensor();
+    if (transient(static_cast<int>(k))) b.buffer = {};
   };
   for (std::size_t k = 0; k < buckets_.size(); ++k) {
     Bucket& b = buckets_[k];
@@ -368,28 +375,24 @@ void DataParallel::step(float lr) {
     const bool part_only = sharded(static_cast<int>(k));  // stage 3: the part is the master
     if (part_only) {
       b.gather.wait();  // a prefetch in flight is stale too
-      b.gathered = Tensor();
+      b.gathered = {};
       if (b.whole) release(static_cast<int>(k));  // stale after this update
     }
     // The update on this replica's part, elementwise as on the whole tensor (adamw.hpp).
+    std::vector<AdamWTensor> pieces;
     for_each_piece(shapes_, b.params, r * b.part, std::min(b.size, (r + 1) * b.part),
                    [&](int p, std::int64_t offset, std::int64_t at, std::int64_t n) {
-                     const auto i = static_cast<std::size_t>(at - r * b.part);
-                     const auto count = static_cast<std::size_t>(n);
-                     const std::span<float> value = b.value.values().subspan(i, count);
-                     if (!part_only) {
-                       const auto src = gpt_.value(p).values().subspan(
-                           static_cast<std::size_t>(offset), count);
-                       copy_floats(src.data(), n, value.data());
-                     }
-                     adamw_update(value, b.own_grad.subspan(i, count),
-                                  b.m.values().subspan(i, count), b.v.values().subspan(i, count),
-                                  adamw_config_.at(lr, steps_, gpt_.decays(p)));
+                     const std::int64_t i = at - r * b.part;
+                     if (!part_only) copy_run(be_, b.value, i, gpt_.value(p), offset, n);
+                     pieces.push_back({b.value.slice(i, n), b.own_grad.slice(i, n),
+                                       b.m.slice(i, n), b.v.slice(i, n), gpt_.decays(p)});
                    });
+    adamw_update(be_, pieces, adamw_config_, lr, steps_);
     if (part_only) continue;
     const int i = static_cast<int>(k);
-    if (transient(i)) b.buffer = Tensor({b.part * b.group->size()});
-    b.request = b.group->iall_gather(std::span<const float>(b.value.values()), b.buffer.values());
+    if (transient(i)) b.buffer = zeroed(b.part * b.group->size());
+    b.request = b.group->iall_gather(std::span<const float>(device::floats(b.value)),
+                                     device::floats(b.buffer));
     if (transient(i) && k > 0) land(k - 1);  // one behind
   }
   for (std::size_t k = 0; k < buckets_.size(); ++k) {
@@ -401,14 +404,14 @@ void DataParallel::step(float lr) {
 
 void DataParallel::export_moments(AdamW& whole) {
   for (Bucket& b : buckets_) {
-    Tensor gathered({b.part * b.group->size()});
+    const device::Array gathered = zeroed(b.part * b.group->size());
     for (const bool first : {true, false}) {
-      b.group->all_gather(std::span<const float>((first ? b.m : b.v).values()), gathered.values());
-      std::vector<Tensor>& out = first ? whole.first_moments() : whole.second_moments();
+      b.group->all_gather(std::span<const float>(device::floats(first ? b.m : b.v)),
+                          device::floats(gathered));
+      std::vector<device::Array>& out = first ? whole.first_moments() : whole.second_moments();
       for_each_piece(shapes_, b.params, 0, b.size,
                      [&](int p, std::int64_t offset, std::int64_t at, std::int64_t n) {
-                       std::copy_n(gathered.data() + at, n,
-                                   out[static_cast<std::size_t>(p)].data() + offset);
+                       copy_run(be_, out[static_cast<std::size_t>(p)], offset, gathered, at, n);
                      });
     }
   }
@@ -422,10 +425,8 @@ void DataParallel::import_moments(AdamW& whole) {
                    [&](int p, std::int64_t offset, std::int64_t at, std::int64_t n) {
                      const auto u = static_cast<std::size_t>(p);
                      const std::int64_t i = at - r * b.part;
-                     std::copy_n(whole.first_moments()[u].data() + offset, n,
-                                 b.m.data() + i);
-                     std::copy_n(whole.second_moments()[u].data() + offset, n,
-                                 b.v.data() + i);
+                     copy_run(be_, b.m, i, whole.first_moments()[u], offset, n);
+                     copy_run(be_, b.v, i, whole.second_moments()[u], offset, n);
                    });
   }
   steps_ = whole.steps();
@@ -434,7 +435,7 @@ void DataParallel::import_moments(AdamW& whole) {
 AdamW& DataParallel::optimizer_to_save() {
   if (zero_ == 0) return *whole_;
   for (int i = 0; i < layers_ && zero_ == 3; ++i) materialize_layer(i);  // read whole
-  scratch_ = std::make_unique<AdamW>(refs(1, false), adamw_config_);
+  scratch_ = std::make_unique<AdamW>(be_, refs(1, false), adamw_config_);
   export_moments(*scratch_);
   return *scratch_;
 }
@@ -447,7 +448,7 @@ void DataParallel::saved() {
 AdamW& DataParallel::optimizer_to_load() {
   if (zero_ == 0) return *whole_;
   for (int i = 0; i < layers_ && zero_ == 3; ++i) materialize_layer(i);  // storage to fill
-  scratch_ = std::make_unique<AdamW>(refs(1, false), adamw_config_);
+  scratch_ = std::make_unique<AdamW>(be_, refs(1, false), adamw_config_);
   return *scratch_;
 }
 
@@ -467,8 +468,8 @@ std::int64_t DataParallel::optimizer_floats() const {
 std::int64_t DataParallel::gradient_floats() const {
   std::int64_t n = 0;
   for (const Bucket& b : buckets_) {
-    for (const int p : b.params) n += gpt_.grad(p).numel();
-    n += b.buffer.numel() + b.grad.numel();
+    for (const int p : b.params) n += gpt_.grad(p).count();
+    n += b.buffer.count() + b.grad.count();
   }
   return n;
 }

@@ -136,7 +136,10 @@ class DataParallel {
   void export_moments(AdamW& whole);  // collective over dp
   void import_moments(AdamW& whole);
 
+  device::Array zeroed(std::int64_t count) const;  // fp32, of the model's backend
+
   model::Gpt& gpt_;
+  device::Backend& be_;  // the model's: buckets, parts and moments live there
   const comm::Communicator& dp_;
   const comm::Communicator* expert_dp_;  // or null: the experts' gradients over dp_
   int zero_;

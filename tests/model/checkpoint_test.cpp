@@ -95,7 +95,7 @@ TEST(Checkpoint, SaveOnOneMeshLoadOnAnother) {
     a.init(99);
     // Perturb every parameter so biases and LayerNorm are not at their trivial init.
     for (int p = 0; p < a.num_params(); ++p) {
-      for (auto& v : a.value(p).values()) v += 0.01f;
+      for (auto& v : device::floats(a.value(p))) v += 0.01f;
     }
     a.save(path);
     a.set_input(x);
@@ -141,7 +141,7 @@ TEST(Checkpoint, ReplicasAndDecayForTheOptimizer) {
           EXPECT_EQ(c.block.shape.kv_heads, 2);
           EXPECT_LT(c.block.shape.kv_heads, mesh.size());
         } else {
-          std::int64_t n = stack.value(p).numel();
+          std::int64_t n = stack.value(p).count();
           world.all_reduce(std::span<std::int64_t>(&n, 1));
           EXPECT_EQ(n, numel(e.shape) * stack.replicas(p)) << e.name << " on " << mesh.to_string();
         }

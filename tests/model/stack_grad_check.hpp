@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "array_copy.hpp"
 #include "../ops/grad_check.hpp"
 #include "model/stack.hpp"
 
@@ -24,9 +25,9 @@ inline void expect_stack_gradients(Stack& stack, const StackConfig& c, std::uint
   using meshtp::testing::test_tensor;
   for (int p = 0; p < stack.num_params(); ++p) {
     const bool norm = stack.param_table()[static_cast<std::size_t>(p)].init == Init::kOnes;
-    const Tensor w = test_tensor(stack.value(p).shape(), seed + static_cast<std::uint64_t>(p),
+    const Tensor w = test_tensor(stack.local_shape(p), seed + static_cast<std::uint64_t>(p),
                                  norm ? 0.25f : 0.5f, norm ? 1.0f : 0.0f);
-    std::copy(w.values().begin(), w.values().end(), stack.value(p).values().begin());
+    std::copy(w.values().begin(), w.values().end(), device::floats(stack.value(p)).begin());
   }
   const Shape stream{c.block.shape.tokens(), c.block.shape.hidden};
   Tensor x = test_tensor(stream, seed + 1000);
@@ -42,10 +43,10 @@ inline void expect_stack_gradients(Stack& stack, const StackConfig& c, std::uint
   stack.backward();
   const Tensor dx = stack.gather_grad_input();
   std::vector<Tensor> grads;
-  for (int p = 0; p < stack.num_params(); ++p) grads.push_back(stack.grad(p));
+  for (int p = 0; p < stack.num_params(); ++p) grads.push_back(meshtp::testing::copy_of(stack.grad(p)));
   for (int p = 0; p < stack.num_params(); ++p) {
     const auto r =
-        check_gradient(stack.value(p).values(), grads[static_cast<std::size_t>(p)].values(), loss);
+        check_gradient(device::floats(stack.value(p)), grads[static_cast<std::size_t>(p)].values(), loss);
     EXPECT_LT(r.error, meshtp::testing::kFdTol)
         << label << " " << stack.param_table()[static_cast<std::size_t>(p)].name << ": " << r;
   }

@@ -4,18 +4,22 @@
 
 #include <cmath>
 
+#include "array_copy.hpp"
 #include "core/error.hpp"
 
 namespace meshtp::train {
 namespace {
 
+using testing::array_of;
+
 TEST(AdamW, MatchesHandComputedSteps) {
-  Tensor w({2}, {1.0f, -2.0f});
-  Tensor g({2}, {0.5f, 0.25f});
-  Tensor b({1}, {3.0f});
-  Tensor gb({1}, {-1.0f});
+  device::Array wa = array_of(Tensor({2}, {1.0f, -2.0f}));
+  device::Array ga = array_of(Tensor({2}, {0.5f, 0.25f}));
+  device::Array ba = array_of(Tensor({1}, {3.0f}));
+  device::Array gba = array_of(Tensor({1}, {-1.0f}));
+  const std::span<float> w = device::floats(wa), b = device::floats(ba);
   const AdamWConfig config{.beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-8f, .weight_decay = 0.1f};
-  AdamW opt({{"w", &w, &g, true, 1}, {"b", &b, &gb, false, 1}}, config);
+  AdamW opt(cpu_backend(), {{"w", &wa, &ga, true, 1}, {"b", &ba, &gba, false, 1}}, config);
   opt.step(0.01f);
   // Step 1: m̂ = g, v̂ = g², so the Adam term is sign(g) (up to ε); decay only on w.
   EXPECT_NEAR(w[0], 1.0 - 0.01 * (1.0 + 0.1 * 1.0), 1e-6);
@@ -26,28 +30,29 @@ TEST(AdamW, MatchesHandComputedSteps) {
   opt.step(0.01f);
   EXPECT_NEAR(w[0], w0 - 0.01 * (1.0 + 0.1 * w0), 1e-6);
   EXPECT_EQ(opt.steps(), 2);
-  EXPECT_NEAR(opt.first_moments()[0][0], 0.5 * (1 - 0.9) * (1 + 0.9), 1e-7);
+  EXPECT_NEAR(device::floats(opt.first_moments()[0])[0], 0.5 * (1 - 0.9) * (1 + 0.9), 1e-7);
 }
 
 TEST(AdamW, RejectsBadConfigAndParams) {
-  Tensor w({2});
-  Tensor g({3});
-  EXPECT_THROW(AdamW({{"w", &w, &g, true, 1}}, {}), Error);
-  Tensor g2({2});
-  EXPECT_THROW(AdamW({{"w", &w, &g2, true, 1}}, {.beta1 = 1.0f}), Error);
-  EXPECT_THROW(AdamW({{"w", &w, &g2, true, 0}}, {}), Error);
+  device::Array w = array_of(Tensor({2}));
+  device::Array g = array_of(Tensor({3}));
+  EXPECT_THROW(AdamW(cpu_backend(), {{"w", &w, &g, true, 1}}, {}), Error);
+  device::Array g2 = array_of(Tensor({2}));
+  EXPECT_THROW(AdamW(cpu_backend(), {{"w", &w, &g2, true, 1}}, {.beta1 = 1.0f}), Error);
+  EXPECT_THROW(AdamW(cpu_backend(), {{"w", &w, &g2, true, 0}}, {}), Error);
 }
 
 TEST(ClipGradients, ScalesOnlyAboveTheThreshold) {
-  Tensor w({2});
-  Tensor g({2}, {3.0f, 4.0f});
-  const std::vector<ParamRef> params{{"w", &w, &g, true, 1}};
-  EXPECT_EQ(clip_gradients(params, 5.0, 10.0), 1.0);
+  device::Array w = array_of(Tensor({2}));
+  device::Array ga = array_of(Tensor({2}, {3.0f, 4.0f}));
+  const std::span<float> g = device::floats(ga);
+  const std::vector<ParamRef> params{{"w", &w, &ga, true, 1}};
+  EXPECT_EQ(clip_gradients(cpu_backend(), params, 5.0, 10.0), 1.0);
   EXPECT_EQ(g[0], 3.0f);
-  EXPECT_NEAR(clip_gradients(params, 5.0, 1.0), 0.2, 1e-7);
+  EXPECT_NEAR(clip_gradients(cpu_backend(), params, 5.0, 1.0), 0.2, 1e-7);
   EXPECT_NEAR(g[0], 0.6f, 1e-6);
   EXPECT_NEAR(g[1], 0.8f, 1e-6);
-  EXPECT_EQ(clip_gradients(params, 5.0, 0.0), 1.0);  // clipping off
+  EXPECT_EQ(clip_gradients(cpu_backend(), params, 5.0, 0.0), 1.0);  // clipping off
 }
 
 }  // namespace

@@ -57,7 +57,7 @@ struct Model {
       : solo(world.split(world.rank(), 0, "checkpoint-dir-test")),
         tp(solo, {1, 1}),
         gpt(tp, {.shape = {.batch = 1, .seq = 4, .hidden = 8, .heads = 2, .layers = 1, .vocab = 256}}),
-        adamw(refs(), AdamWConfig{}) {
+        adamw(gpt.backend(), refs(), AdamWConfig{}) {
     gpt.init(1);
   }
   std::vector<ParamRef> refs() {
@@ -68,7 +68,7 @@ struct Model {
     return out;
   }
   ModelParts parts() { return {{&gpt, &adamw}}; }
-  float& marker() { return gpt.value(0)[0]; }
+  float& marker() { return device::floats(gpt.value(0))[0]; }
 
   comm::Communicator solo;
   mesh::DeviceMesh tp;

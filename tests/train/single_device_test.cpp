@@ -123,7 +123,7 @@ TEST_F(SingleDevice, Gpt2InitIsTheRuntimes) {
   for (int p = 0; p < gpt.num_params(); ++p) {
     const auto it = mine.find(gpt.name(p));
     ASSERT_NE(it, mine.end()) << gpt.name(p) << " is not among gpt2_init's tensors";
-    const std::span<const float> want = gpt.value(p).values();
+    const std::span<const float> want = device::floats(gpt.value(p));
     EXPECT_TRUE(std::equal(want.begin(), want.end(), it->second->begin(), it->second->end()))
         << gpt.name(p);
   }

@@ -5,6 +5,7 @@
 // does (up to fp32 reassociation), while each replica keeps only its part of the moments
 // (≥ 1), the gradients (≥ 2) and the blocks' parameters (3); a stage outside 0–3, or sharding
 // without replicas, is refused.
+#include "array_copy.hpp"
 #include "train/zero.hpp"
 
 #include <fmt/format.h>
@@ -116,9 +117,9 @@ Result run(const comm::Communicator& dp, int zero, int microbatches) {
   AdamW& whole = r.data.optimizer_to_save();
   for (int p = 0; p < r.gpt.num_params(); ++p) {
     const std::string& name = r.gpt.name(p);
-    out.values[name] = r.gpt.value(p);
-    out.m[name] = whole.first_moments()[static_cast<std::size_t>(p)];
-    out.v[name] = whole.second_moments()[static_cast<std::size_t>(p)];
+    out.values[name] = testing::copy_of(r.gpt.value(p), r.gpt.local_shape(p));
+    out.m[name] = testing::copy_of(whole.first_moments()[static_cast<std::size_t>(p)]);
+    out.v[name] = testing::copy_of(whole.second_moments()[static_cast<std::size_t>(p)]);
   }
   out.adam_steps = whole.steps();
   r.data.saved();
@@ -208,7 +209,7 @@ TEST_F(Zero, EachReplicaHoldsOnlyItsPart) {
       // accumulators and buffer, and its summed part of every bucket.
       std::int64_t block_grads = 0;
       for (int p = 0; p < r.gpt.num_params(); ++p) {
-        if (r.gpt.grad_layer(p) >= 0) block_grads += r.gpt.grad(p).numel();
+        if (r.gpt.grad_layer(p) >= 0) block_grads += r.gpt.grad(p).count();
       }
       const std::int64_t expected_grads = zero == 0   ? 2 * all
                                           : zero == 1 ? all + parts * dp
@@ -219,7 +220,7 @@ TEST_F(Zero, EachReplicaHoldsOnlyItsPart) {
       // Parameters: stage 3 frees every block's whole copy (its part lives in the optimizer's
       // bucket); the embeddings and final LayerNorm stay whole in every stage.
       std::int64_t held = 0;
-      for (int p = 0; p < r.gpt.num_params(); ++p) held += r.gpt.value(p).numel();
+      for (int p = 0; p < r.gpt.num_params(); ++p) held += r.gpt.value(p).count();
       EXPECT_EQ(held, zero == 3 ? last : all) << when << ": parameters in the model";
     }
   }
