@@ -260,6 +260,12 @@ Communicator Communicator::split(int color, int key, std::string label) const {
 
 int Communicator::ranks_on_this_node() const { return transport_->ranks_on_this_node(); }
 
+bool Communicator::runs_alone() const { return transport_->runs_alone(); }
+
+Communicator Communicator::alone_group(int rank, int size, std::string label) const {
+  return Communicator(transport_->alone_group(rank, size, std::move(label)));
+}
+
 bool Communicator::same_group(const Communicator& other) const {
   return transport_->same_group(*other.transport_);
 }

@@ -278,6 +278,11 @@ class Communicator {
 
   // Same group (compares membership and order, not handle identity).
   bool same_group(const Communicator& other) const;
+  // Played alone: an alone group, or a device group staged over one (kAlone above). Such a
+  // group cannot split (its peers' colors are unknown); alone_group gives the group of `size`
+  // in which this rank is `rank`, of the same kind (staged through the same memory).
+  bool runs_alone() const;
+  Communicator alone_group(int rank, int size, std::string label) const;
   // Files this group's traffic under `label` in comm_ledger() (shared by copies).
   void set_traffic_label(int label);
 

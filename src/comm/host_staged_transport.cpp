@@ -81,6 +81,11 @@ class HostStagedTransport final : public Transport {
                                                  pool_);
   }
   int ranks_on_this_node() const override { return host_->ranks_on_this_node(); }
+  bool runs_alone() const override { return host_->runs_alone(); }
+  std::shared_ptr<Transport> alone_group(int rank, int size, std::string label) const override {
+    return std::make_shared<HostStagedTransport>(host_->alone_group(rank, size, std::move(label)),
+                                                 pool_);
+  }
   bool same_group(const Transport& other) const override {
     const auto* staged = dynamic_cast<const HostStagedTransport*>(&other);
     return staged != nullptr && host_->same_group(*staged->host_);

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "comm/communicator.hpp"
+#include "core/error.hpp"
 
 namespace meshtp::comm {
 
@@ -27,6 +28,11 @@ class Transport {
   virtual std::shared_ptr<Transport> split(int color, int key, std::string label) const = 0;
   virtual int ranks_on_this_node() const = 0;
   virtual bool same_group(const Transport& other) const = 0;
+  // Played alone (kAlone, or staged over an alone group), and a group of the same kind with no
+  // peer: what an alone group's "split" is, its members known from coordinates (the front's
+  // alone_group). A transport with peers refuses.
+  virtual bool runs_alone() const { return kind() == TransportKind::kAlone; }
+  virtual std::shared_ptr<Transport> alone_group(int rank, int size, std::string label) const;
 
   virtual void all_reduce(Buffer buf, ReduceOp op) = 0;
   virtual void all_gather(ConstBuffer send, Buffer recv) = 0;
@@ -59,6 +65,12 @@ class Transport {
 };
 
 std::shared_ptr<Transport> alone_transport(int rank, int size, std::string label);
+inline std::shared_ptr<Transport> Transport::alone_group(int rank, int size,
+                                                         std::string label) const {
+  MESHTP_CHECK(runs_alone(), "{} ({}) has peers: split it instead of playing a group alone",
+               label, to_string(kind()));
+  return alone_transport(rank, size, std::move(label));
+}
 std::shared_ptr<Transport> host_staged_transport(std::shared_ptr<Transport> host,
                                                  std::shared_ptr<DeviceMemory> memory);
 std::shared_ptr<Transport> nccl_transport(const Communicator& host, void* compute_stream,

@@ -31,7 +31,7 @@ class DeviceMesh {
   //
   // Rank `rank` of the mesh, played alone (the same, from the shape). Not collective.
   static DeviceMesh alone(std::vector<int> shape, int rank);
-  bool is_alone() const { return comm_.transport() == comm::TransportKind::kAlone; }
+  bool is_alone() const { return comm_.runs_alone(); }
 
   int ndim() const { return static_cast<int>(shape_.size()); }
   const std::vector<int>& shape() const { return shape_; }

@@ -23,8 +23,8 @@ comm::Communicator tie_group(const mesh::DeviceMesh& mesh, int pp) {
   const int r = mesh.coord(1);
   const bool ends = r == 0 || r + 1 == pp;
   if (mesh.is_alone()) {
-    return comm::Communicator::alone(ends && r > 0 ? 1 : 0, ends && pp > 1 ? 2 : 1,
-                                     "tied-embedding");
+    return mesh.comm().alone_group(ends && r > 0 ? 1 : 0, ends && pp > 1 ? 2 : 1,
+                                   "tied-embedding");
   }
   return mesh.dim_comm(1).split(ends ? 0 : 1 + r, r, "tied-embedding");
 }
