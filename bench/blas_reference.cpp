@@ -22,8 +22,9 @@ void sgemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, con
 
 }  // namespace
 
-BlasReference::BlasReference(std::int64_t tokens, std::int64_t hidden, std::int64_t vocab)
-    : n_(tokens) {
+BlasReference::BlasReference(std::int64_t tokens, std::int64_t hidden, std::int64_t vocab,
+                             device::Backend* device)
+    : n_(tokens), device_(device) {
   MESHTP_CHECK(tokens > 0 && hidden > 0 && vocab >= 0,
                "BLAS reference: tokens={}, hidden={} must be positive and vocab={} ≥ 0", tokens,
                hidden, vocab);
@@ -39,9 +40,32 @@ BlasReference::BlasReference(std::int64_t tokens, std::int64_t hidden, std::int6
   x_ = uniform_tensor({n_ * width}, 31);
   w_ = uniform_tensor({weights}, 32);
   y_ = Tensor({std::max(n_ * width, weights)});
+  if (device_ == nullptr) return;
+  for (auto [array, host] : {std::pair{&dx_, &x_}, std::pair{&dw_, &w_}, std::pair{&dy_, &y_}}) {
+    *array = device_->alloc(host->numel(), Element::kF32);
+    device_->upload(*array, host->values());
+  }
+  x_ = w_ = y_ = Tensor();
 }
 
 double BlasReference::time_pass() {
+  if (device_ != nullptr) {
+    const auto mat = [](const device::Array& a, std::int64_t rows, std::int64_t cols) {
+      return a.view(rows, cols);
+    };
+    device_->synchronize();
+    const double start = now_seconds();
+    for (const Linear& l : linears_) {
+      device_->gemm(mat(dy_, n_, l.out), mat(dx_, n_, l.in), Trans::kNo, mat(dw_, l.out, l.in),
+                    Trans::kYes);  // y  = x·Wᵀ
+      device_->gemm(mat(dy_, n_, l.in), mat(dx_, n_, l.out), Trans::kNo, mat(dw_, l.out, l.in),
+                    Trans::kNo);  // dx = dy·W
+      device_->gemm(mat(dy_, l.out, l.in), mat(dx_, n_, l.out), Trans::kYes,
+                    mat(dx_, n_, l.in), Trans::kNo);  // dW = dyᵀ·x
+    }
+    device_->synchronize();
+    return now_seconds() - start;
+  }
   const double start = now_seconds();
   for (const Linear& l : linears_) {
     sgemm(false, true, n_, l.out, l.in, x_.data(), w_.data(), y_.data());   // y  = x·Wᵀ

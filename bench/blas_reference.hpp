@@ -15,19 +15,25 @@
 // FLOP/s per rank over this — says how much of a BLAS-speed step the framework delivers.
 // The benchmarks time one pass between their own steps (interleaved: load drift hits both
 // alike) on every rank at once, so memory bandwidth is shared as in the step.
+//
+// On a device (--device cuda) the baseline is the device's own GeMM library on the same
+// shapes: the backend's GeMM (cuBLASLt), timed to the backend's synchronize().
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "device/backend.hpp"
 #include "tensor/tensor.hpp"
 
 namespace meshtp::bench {
 
 class BlasReference {
  public:
-  // Throws meshtp::Error for non-positive sizes. Allocates the largest operands once.
-  BlasReference(std::int64_t tokens, std::int64_t hidden, std::int64_t vocab = 0);
+  // Throws meshtp::Error for non-positive sizes. Allocates the largest operands once (on
+  // `device`, a backend whose GeMM is the baseline; null: the host's cblas).
+  BlasReference(std::int64_t tokens, std::int64_t hidden, std::int64_t vocab = 0,
+                device::Backend* device = nullptr);
 
   double flops() const { return flops_; }  // per pass
   // One pass over every shape; returns its wall-clock seconds.
@@ -41,6 +47,8 @@ class BlasReference {
   std::vector<Linear> linears_;
   double flops_ = 0.0;
   Tensor x_, w_, y_;
+  device::Backend* device_ = nullptr;
+  device::Array dx_, dw_, dy_;  // on the device
 };
 
 }  // namespace meshtp::bench

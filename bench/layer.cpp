@@ -79,8 +79,16 @@ double check_against_reference(const mesh::DeviceMesh& mesh, const model::GptCon
   return err;
 }
 
-bool all_finite(std::span<const float> v) {
-  return std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
+bool all_finite(device::Backend& be, const device::Array& a) {
+  return device::read_on_host(be, a, [](std::span<const float> v) {
+    return std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
+  });
+}
+device::Array array_of(const parallel::ChunkedMatrix& m) {
+  const std::span<float> v = m.span();
+  // A view of the stack's own stream (not owning it): for the finiteness check.
+  return device::Array(std::shared_ptr<void>(v.data(), [](void*) {}), Element::kF32,
+                       static_cast<std::int64_t>(v.size()));
 }
 
 }  // namespace
@@ -108,13 +116,18 @@ LayerBenchSample run(const mesh::DeviceMesh& mesh, const LayerBenchOptions& o,
   const Shape shape{c.batch, c.seq, c.hidden};
   stack.set_input(uniform_tensor(shape, 21));
   stack.set_grad_output(uniform_tensor(shape, 22));
-  // backward consumes grad_output: keep this rank's block to restore before every step.
-  const auto dy_span = stack.grad_output().span();
-  const std::vector<float> dy_local(dy_span.begin(), dy_span.end());
+  // backward consumes grad_output: keep this rank's block (in the stack's backend) to restore
+  // before every step. Every phase ends at the backend's synchronize(): a GPU's queue drained.
+  device::Backend& be = stack.backend();
+  const device::Array dy_now = array_of(stack.grad_output());
+  device::Array dy_local = be.alloc(dy_now.count(), Element::kF32);
+  be.copy(dy_local, dy_now);
 
   // times: forward, backward, step, comm wait (max over ranks), then this rank's start.
   auto step = [&](double times[5]) {
-    std::copy(dy_local.begin(), dy_local.end(), stack.grad_output().span().begin());
+    device::Array dy = array_of(stack.grad_output());
+    be.copy(dy, dy_local);
+    be.synchronize();
     world.barrier();
     times[4] = now_seconds();
     const double wait0 = comm::comm_ledger().wait_seconds;
@@ -122,11 +135,13 @@ LayerBenchSample run(const mesh::DeviceMesh& mesh, const LayerBenchOptions& o,
     {
       const ScopedSpan span("forward", SpanKind::kPhase);
       stack.forward();
+      be.synchronize();
     }
     const double t1 = now_seconds();
     {
       const ScopedSpan span("backward", SpanKind::kPhase);
       stack.backward();
+      be.synchronize();
     }
     const double t2 = now_seconds();
     times[0] = t1 - t0;
@@ -139,9 +154,9 @@ LayerBenchSample run(const mesh::DeviceMesh& mesh, const LayerBenchOptions& o,
   step(t);  // warm-up, and the finiteness check
   int finite = 1;
   if (validate_values) {
-    finite = all_finite(stack.output().span()) && all_finite(stack.grad_input().span());
+    finite = all_finite(be, array_of(stack.output())) && all_finite(be, array_of(stack.grad_input()));
     for (int p = 0; p < stack.num_params(); ++p) {
-      finite = finite && all_finite(device::floats(stack.grad(p)));
+      finite = finite && all_finite(be, stack.grad(p));
     }
   }
   world.all_reduce(std::span<int>(&finite, 1), comm::ReduceOp::kSum);
@@ -151,7 +166,9 @@ LayerBenchSample run(const mesh::DeviceMesh& mesh, const LayerBenchOptions& o,
   step(t);
   r.iterations = std::clamp(static_cast<int>(o.target_seconds / std::max(t[2], 1e-6)),
                             o.min_iterations, o.max_iterations);
-  BlasReference blas(c.batch * c.seq, c.hidden);
+  // The baseline: BLAS on the host, the backend's own GeMM on a device.
+  BlasReference blas(c.batch * c.seq, c.hidden, 0,
+                     be.device_memory() != nullptr ? &be : nullptr);
   std::vector<double> fwd, bwd, all, wait, blas_s;
   for (int it = 0; it < r.iterations; ++it) {
     step(t);

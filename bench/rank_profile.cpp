@@ -56,7 +56,7 @@ RankBenchResult run_rank_bench(const RankBenchOptions& options) {
   }
 
   TrainBenchOptions o{.warmup_steps = options.warmup_steps, .steps = options.steps};
-  o.config.model = {.shape = options.model, .layout = p};
+  o.config.model = {.shape = options.model, .layout = p, .backend = options.backend};
   o.config.data = options.data;
   comm::CommLedger& ledger = comm::comm_ledger();
   const bool counting = ledger.count_traffic;
@@ -71,8 +71,11 @@ RankBenchResult run_rank_bench(const RankBenchOptions& options) {
     }
   };
   try {
-    r.run = run_train_bench(comm::Communicator::alone(options.rank, r.ranks, "an alone world"),
-                            o, on_step);
+    const comm::Communicator alone = comm::Communicator::alone(options.rank, r.ranks, "an alone world");
+    const bool device = options.backend != nullptr && options.backend->device_memory() != nullptr;
+    r.run = run_train_bench(
+        device ? comm::Communicator::host_staged(alone, options.backend->device_memory()) : alone,
+        o, on_step);
   } catch (...) {
     ledger.count_traffic = counting;
     throw;

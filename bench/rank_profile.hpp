@@ -42,6 +42,9 @@ struct RankBenchOptions {
   // The device's memory in bytes: a rank whose predicted memory exceeds it is refused before
   // it runs (0: not checked).
   double device_memory_bytes = 0;
+  // Where the rank computes (a GPU's backend: its groups are host-staged over the alone
+  // world); null: the CPU.
+  device::Backend* backend = nullptr;
 };
 
 struct SkippedCollective {

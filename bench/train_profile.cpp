@@ -61,7 +61,10 @@ TrainBenchResult run_train_bench(const comm::Communicator& world, const TrainBen
 
   layout::ModelShape replica = config.model.shape;
   replica.batch /= config.model.layout.dp;
-  BlasReference blas(replica.batch * replica.seq, replica.hidden, replica.vocab);
+  // The baseline: BLAS on the host, the backend's own GeMM on a device.
+  device::Backend* be = config.model.backend;
+  BlasReference blas(replica.batch * replica.seq, replica.hidden, replica.vocab,
+                     be != nullptr && be->device_memory() != nullptr ? be : nullptr);
 
   TrainBenchResult r;
   r.ranks = world.size();

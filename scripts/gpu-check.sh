@@ -27,7 +27,15 @@
 #                                          the GPU in fp32 and bf16 (losses compared), `small`
 #                                          200 steps in bf16 against the recorded fp32 curve
 #                                          (docs/results/precision), and 12 steps of h 4096,
-#                                          L 4, s 2048, b 4 (the loop's throughput). Prints
+#                                          L 4, s 2048, b 4 (the loop's throughput); the
+#                                          training loop on the seam (`meshtp train --device
+#                                          cuda`: 2 and 4 ranks sharing the GPU on ATP 2x2,
+#                                          Megatron 4x1 with sequence parallelism, MeshSlice
+#                                          2x2 S 2, pp 2 1F1B and ZeRO-2 dp 2, 1 rank over
+#                                          NCCL; losses against --device cpu), `bench layer
+#                                          --device cuda` at h 4096, and `bench rank --device
+#                                          cuda` for the 22B at tp 8 and GPT-3 175B at tp 8 ×
+#                                          pp 8 (measured beside predicted). Prints
 #                                          one summary table; writes
 #                                          OUT/gpu-check.json, OUT/gpu-profile.json and the
 #                                          tests' XML. Exit 0 only when every step passed.
@@ -164,6 +172,42 @@ case "$step" in
     run_step seam_staged_1x2 "${mpi[@]}" -np 2 "${gemm2d[@]}" --mesh 1x2
     run_step seam_staged_2x2 "${mpi[@]}" -np 4 "${gemm2d[@]}" --mesh 2x2 --slices 1,2
     run_step seam_nccl_1x1 "${mpi[@]}" -np 1 "${gemm2d[@]}" --mesh 1x1 --collectives nccl
+    # The training loop on the seam (`meshtp train --device cuda`): ranks sharing the GPU
+    # (host-staged) train `tiny` for 20 steps on each layout, and the same layout on the CPU
+    # backend; their losses are compared below. One rank over NCCL. Then one rank of two big
+    # layouts (`bench rank --device cuda`): measured compute and memory beside the planner's.
+    seam_train=("$dir/bin/meshtp" train --data "$dir/data/fortunes" --model tiny --steps 20
+                --eval-every 0 --eval-batches 1)
+    seam_layouts=("atp_2x2 4 --mesh 2x2"
+                  "megatron_sp_4x1 4 --mesh 4x1 --sequence-parallel"
+                  "meshslice_2x2 4 --mesh 2x2 --strategy meshslice --slices 2"
+                  "pp2_1f1b 2 --mesh 1x1 --pp 2 --microbatches 2 --schedule 1f1b"
+                  "zero2_dp2 2 --mesh 1x1 --dp 2 --zero 2")
+    for entry in "${seam_layouts[@]}"; do
+      read -r name np flags <<<"$entry"
+      run_step "seam_train_${name}_cpu" "${mpi[@]}" -np "$np" "${seam_train[@]}" $flags \
+        --device cpu --metrics "$out/seam_train_${name}_cpu.jsonl"
+      run_step "seam_train_${name}_gpu" "${mpi[@]}" -np "$np" "${seam_train[@]}" $flags \
+        --device cuda --collectives host-staged --metrics "$out/seam_train_${name}_gpu.jsonl"
+    done
+    run_step seam_train_nccl_cpu "${mpi[@]}" -np 1 "${seam_train[@]}" --mesh 1x1 --device cpu \
+      --metrics "$out/seam_train_nccl_cpu.jsonl"
+    run_step seam_train_nccl_gpu "${mpi[@]}" -np 1 "${seam_train[@]}" --mesh 1x1 --device cuda \
+      --collectives nccl --metrics "$out/seam_train_nccl_gpu.jsonl"
+    run_step seam_bench_layer "${mpi[@]}" -np 1 "$dir/bin/meshtp" bench layer --device cuda \
+      --hidden 4096 --heads 32 --layers 4 --seq 2048 --batch 4 --mesh 1x1 --seconds 3 --json
+    # meshtp trains byte-level models: the two models with a vocabulary of 256 (the head's
+    # share of a rank differs from the papers' runs; the blocks are theirs).
+    for m in korthikanti-22b gpt3-175b; do
+      python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); m["vocab"]=256; m["name"]+="-bytes"; json.dump(m,open(sys.argv[2],"w"))' \
+        "models/$m.json" "$out/$m-bytes.json"
+    done
+    run_step seam_rank_22b "$dir/bin/meshtp" bench rank --device cuda --model "$out/korthikanti-22b-bytes.json" \
+      --batch 4 --mesh 8x1 --sequence-parallel --recompute selective --rank 0 \
+      --topology dgx-h100-1x8 --json --steps 2 --warmup 1
+    run_step seam_rank_175b "$dir/bin/meshtp" bench rank --device cuda --model "$out/gpt3-175b-bytes.json" \
+      --batch 8 --mesh 8x1 --pp 8 --microbatches 8 --schedule 1f1b --rank 0 \
+      --topology dgx-h100-8x8 --json --steps 2 --warmup 1
     run_step calibrate "$dir/bin/meshtp-gpu" calibrate --out "$out/gpu-profile.json" --repeats 10
     # train's loop on one device (train/single_device.hpp), on the packed corpus.
     train=("$dir/bin/meshtp-gpu" train --data "$dir/data/fortunes")
@@ -220,6 +264,11 @@ check("tiny gpu fp32 vs cpu, steps 11-100", worst(loss(g32), loss(cpu), 10), 1e-
 check("tiny gpu bf16 vs cpu fp32", worst(loss(g16), loss(cpu)), 2e-2)
 if recorded:
     check("small gpu bf16 vs recorded fp32 (200 steps)", worst(loss(small), recorded["loss"]["fp32"]), 2e-2)
+# train --device cuda (fp32) against --device cpu, layout by layout: the fp32 bar above.
+for name in ("atp_2x2", "megatron_sp_4x1", "meshslice_2x2", "pp2_1f1b", "zero2_dp2", "nccl"):
+    got, want = loss(metrics(f"seam_train_{name}_gpu")), loss(metrics(f"seam_train_{name}_cpu"))
+    check(f"seam train {name}: gpu vs cpu, steps 1-10", worst(got, want, 0, 10), 1e-4)
+    check(f"seam train {name}: gpu vs cpu, steps 11-20", worst(got, want, 10), 1e-3)
 train = {"checks": checks,
          "validation_loss": {n: (rows[-1].get("val_loss") if rows else None)
                              for n, rows in (("tiny_cpu", cpu), ("tiny_gpu_fp32", g32), ("tiny_gpu_bf16", g16), ("small_gpu_bf16", small))},
@@ -238,14 +287,13 @@ def cases(name):  # bench gemm2d --json: one object per case
 seam = {name: [{k: c.get(k) for k in ("case", "median_s", "gflops_per_rank", "rel_error")}
                for c in cases(name)]
         for name in ("seam_staged_1x2", "seam_staged_2x2", "seam_nccl_1x1")}
+ranks = {name: load(name) for name in ("seam_rank_22b", "seam_rank_175b", "seam_bench_layer")}
 summary = {"steps": steps, "gpu": (probe or {}).get("gpu"), "seam_gemm2d_4096": seam,
+           "seam_bench": ranks,
            "bf16_gemm_8192_tflops": (gemm or {}).get("tflops"),
            "fp32_gemm_8192_tflops": (gemm32 or {}).get("tflops"),
            "step": step, "train": train,
-           "not_run": ["train on ranks sharing the GPU (MPI host staging) and over NCCL: "
-                       "the ATP block and the GPT around the stack are not on the seam yet "
-                       "(the 2D GeMMs are: the seam_* steps); `meshtp-gpu train` is train's "
-                       "loop on one device (docs/gpu.md)"]}
+           "not_run": ["bf16 storage on the seam (train --device cuda trains in fp32)"]}
 json.dump(summary, open(f"{out}/gpu-check.json", "w"), indent=2)
 print("\n| step | result | seconds |\n| --- | --- | --- |")
 for s in steps:
@@ -261,6 +309,13 @@ for name, rows in seam.items():
     for c in rows:
         print(f"{name}: {c['case']}: {1e3 * c['median_s']:.2f} ms, {c['gflops_per_rank']:.0f} "
               f"GFLOP/s per rank, error {c['rel_error']}")
+for name, r in ranks.items():
+    if r and "measured" in r:
+        print(f"{name}: measured compute {r['measured'].get('compute_s')} s, memory "
+              f"{r['measured'].get('memory_gib')} GiB; predicted compute "
+              f"{r['predicted'].get('compute_s')} s, memory {r['predicted'].get('memory_gib')} GiB")
+    elif r:
+        print(f"{name}: {json.dumps(r)[:300]}")
 print("\n| train check | value | bar | result |\n| --- | --- | --- | --- |")
 for c in checks:
     v = "missing" if c["value"] is None else f"{c['value']:.2e}"

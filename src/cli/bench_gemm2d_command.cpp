@@ -192,7 +192,7 @@ void add_bench_gemm2d_command(CLI::App& app) {
   g->add_flag("--no-1d", args->no_1d, "Skip 1D tensor parallelism");
   g->add_flag("--no-single", args->no_single, "Skip the single-rank BLAS reference");
   g->add_flag("--json", args->json, "Print one JSON object per case");
-  args->device.add_to(g, /*cuda_runs=*/true);
+  args->device.add_to(g);
   g->callback([args] { run_bench_gemm2d(*args); });
 }
 

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/layer.hpp"
+#include "cli/cuda_run.hpp"
 #include "cli/device_flags.hpp"
 #include "cli/commands.hpp"
 #include "cli/layout_flags.hpp"
@@ -89,7 +90,7 @@ std::vector<LayerCase> cases_of(const BenchLayerArgs& a, const model::GptConfig&
 }
 
 void run_bench_layer(const BenchLayerArgs& a) {
-  a.device.resolve();
+  a.device.check();
   const int N = world().size();
   const model::GptConfig shape_config{.shape = {.batch = a.shape.batch,
                                                 .seq = a.shape.seq,
@@ -101,8 +102,10 @@ void run_bench_layer(const BenchLayerArgs& a) {
   MESHTP_CHECK(a.seconds > 0 && a.seconds <= 600, "--seconds={} must be in (0, 600]", a.seconds);
   MESHTP_CHECK(a.trace.empty() || cases.size() == 1,
                "--trace records one case: give one --mesh and one --chunks value");
+  const RunDevice device = open_run_device(world(), a.device);
   std::ostream& os = out();
   if (!a.json) {
+    os << "device " << device.header << '\n';
     os << fmt::format(
         "GPT block stack: L={} b={} s={} h={} a={} on {} ranks{}; {:.3f} GFLOP per step\n",
         a.shape.layers, a.shape.batch, a.shape.seq, a.shape.hidden, a.shape.heads, N,
@@ -133,10 +136,11 @@ void run_bench_layer(const BenchLayerArgs& a) {
       bench::LayerBenchOptions o;
       o.config = shape_config;
       o.config.layout = plan;
+      o.config.backend = device.backend;
       o.target_seconds = a.seconds;
       o.check = !a.no_check;
       o.trace = !a.trace.empty();
-      const mesh::DeviceMesh mesh(world(), shape);
+      const mesh::DeviceMesh mesh(*device.group, shape);
       const bench::LayerBenchSample s = bench::run_layer_bench(mesh, o);
       if (o.trace) train::write_chrome_trace(a.trace, world(), s.trace_origin_s);
       if (a.json) {

@@ -16,6 +16,7 @@
 
 #include "bench/rank_profile.hpp"
 #include "cli/commands.hpp"
+#include "cli/cuda_run.hpp"
 #include "cli/device_flags.hpp"
 #include "cli/layout_flags.hpp"
 #include "core/error.hpp"
@@ -41,7 +42,7 @@ struct BenchRankArgs {
 constexpr double kGiB = kBytesPerGiB;
 
 void run_bench_rank(const BenchRankArgs& a) {
-  a.device.resolve();
+  a.device.check();
   const plan::ModelSpec spec = a.shape.runtime_model(ModelFlags::Experts::kAllowed);
   // The layout's own size: a plan file's, or the spelled-out layout's on --mesh.
   int ranks = 0;
@@ -61,7 +62,11 @@ void run_bench_rank(const BenchRankArgs& a) {
   o.steps = a.steps;
   o.warmup_steps = a.warmup;
   if (!a.topology.empty()) o.topology = plan::load_topology(a.topology);
-  o.device_memory_bytes = available_memory_bytes();  // the host is the device
+  // One process plays one rank: its device is the host, or this process's GPU.
+  const RunDevice device = open_run_device(world(), a.device);
+  o.backend = device.backend;
+  o.device_memory_bytes =
+      device.device_bytes_per_rank >= 0 ? device.device_bytes_per_rank : available_memory_bytes();
   const bench::RankBenchResult r = bench::run_rank_bench(o);
   const layout::Plan& plan = o.layout;
 
@@ -92,7 +97,7 @@ void run_bench_rank(const BenchRankArgs& a) {
                          {"ranks", r.ranks},
                          {"pipeline_rank", r.pipeline_rank},
                          {"device", a.device.device},
-                         {"collectives", "alone"},
+                         {"collectives", device.cuda ? "alone, host-staged" : "alone"},
                          {"steps", r.run.steps},
                          {"measured",
                           {{"compute_s", r.measured_compute_s},

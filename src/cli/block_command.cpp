@@ -23,6 +23,7 @@
 
 #include <set>
 
+#include "cli/cuda_run.hpp"
 #include "cli/device_flags.hpp"
 #include "cli/commands.hpp"
 #include "cli/flag_checks.hpp"
@@ -98,9 +99,8 @@ std::int64_t heads_of(const BlockArgs& args, const SafetensorsFile& w) {
 }
 
 void run_block(const BlockArgs& args) {
-  args.device.resolve();
+  args.device.check();
   const layout::Plan plan = plan_of(args);
-  const mesh::DeviceMesh mesh(world(), {plan.mesh[0], plan.mesh[1]});
   const SafetensorsFile weights = load_safetensors(args.weights);
   const SafetensorsFile input = load_safetensors(args.input);
   const Tensor& x = require(input, "x");
@@ -113,9 +113,14 @@ void run_block(const BlockArgs& args) {
                                           .layers = count_layers(weights),
                                           .vocab = model::kByteVocab},
                                 .layout = plan};
+  // The files are read first: a bad one is refused before any GPU is opened.
+  const RunDevice device = open_run_device(world(), args.device);
+  const mesh::DeviceMesh mesh(*device.group, {plan.mesh[0], plan.mesh[1]});
+  model::GptConfig on_device = config;
+  on_device.backend = device.backend;
   // Validates: heads / hidden / batch against the mesh, chunks, the 2D GeMMs.
   const std::map<std::string, Tensor> result =
-      run_stack(*model::make_stack(mesh, config), weights, x, args.grad_output);
+      run_stack(*model::make_stack(mesh, on_device), weights, x, args.grad_output);
   const std::map<std::string, std::string> metadata{{"mesh", format_mesh_shape(mesh.shape())},
                                                     {"plan", layout::to_json(plan).dump()}};
   if (mesh.rank() == 0) save_safetensors(args.out, result, metadata);

@@ -21,6 +21,7 @@ class GpuDevice final : public CudaDevice {
   int ordinal() const override { return ctx_.info().ordinal; }
   int visible_devices() const override { return ctx_.info().devices_visible; }
   std::string name() const override { return ctx_.info().name; }
+  std::int64_t memory_bytes() const override { return ctx_.info().memory_bytes; }
   device::Backend& backend() override { return backend_; }
   std::shared_ptr<DeviceMemory> staging_memory() override { return backend_.device_memory(); }
   comm::Communicator nccl(const comm::Communicator& host) override {

@@ -39,6 +39,7 @@ class CudaDevice {
   virtual int ordinal() const = 0;          // the CUDA device index opened
   virtual int visible_devices() const = 0;  // how many this process sees
   virtual std::string name() const = 0;     // "NVIDIA H100 80GB HBM3"
+  virtual std::int64_t memory_bytes() const = 0;  // the device's global memory
   // GpuBackend over the device's gpu::Context (compute stream, cuBLASLt, caching allocator).
   virtual device::Backend& backend() = 0;
   // The context's memory as the host-staged transport sees it (comm::Communicator::host_staged).
@@ -52,7 +53,7 @@ class CudaDevice {
 // and returns a new CudaDevice, or returns null with the reason (CUDA's error, named) written
 // to error[0..error_size). `api` must be kCudaPluginApi (a plugin from another build refuses,
 // naming both). Never throws.
-inline constexpr int kCudaPluginApi = 1;
+inline constexpr int kCudaPluginApi = 2;
 inline constexpr const char* kCudaPluginEntry = "meshtp_cuda_open";
 inline constexpr const char* kCudaPluginFile = "libmeshtp_cuda.so";
 extern "C" {

@@ -121,4 +121,24 @@ CudaRun open_cuda_run(const comm::Communicator& world, const DeviceFlags& flags)
   return run;
 }
 
+RunDevice open_run_device(const comm::Communicator& world, const DeviceFlags& flags) {
+  RunDevice rd;
+  if (flags.device != "cuda") {
+    rd.group = &world;
+    rd.header = flags.describe();
+    return rd;
+  }
+  rd.cuda.emplace(open_cuda_run(world, flags));
+  rd.backend = &rd.cuda->device->backend();
+  rd.group = &*rd.cuda->group;
+  rd.header = rd.cuda->header;
+  // Ranks of a node spread over its GPUs (local rank mod visible GPUs).
+  const auto [local_rank, on_node] = local_rank_and_count(world);
+  (void)local_rank;
+  const int visible = std::max(1, rd.cuda->device->visible_devices());
+  const int sharing = (on_node + visible - 1) / visible;
+  rd.device_bytes_per_rank = static_cast<double>(rd.cuda->device->memory_bytes()) / sharing;
+  return rd;
+}
+
 }  // namespace meshtp::cli

@@ -29,6 +29,21 @@ struct CudaRun {
   std::string header;  // "cuda (GPU 0 of 1: NAME); collectives nccl (auto: …)", to print
 };
 
+// Where a command's layers run (--device): the CPU backend over the world, or this rank's GPU
+// over the device-memory group (open_cuda_run below). Whatever was made on the backend or
+// the group must go before it does.
+struct RunDevice {
+  std::optional<CudaRun> cuda;
+  device::Backend* backend = nullptr;  // null: the CPU's (GptConfig / BlockConfig take null)
+  const comm::Communicator* group = nullptr;  // the world, or cuda->group
+  std::string header;  // "cpu; collectives mpi (…)" or CudaRun::header, to print
+  // The GPU's memory shared by the ranks of a node (-1 on the CPU: the host's is checked by
+  // the command).
+  double device_bytes_per_rank = -1;
+};
+// flags.check() must have passed. Collective over `world`.
+RunDevice open_run_device(const comm::Communicator& world, const DeviceFlags& flags);
+
 // Every rank opens its GPU (local rank mod visible GPUs); if any rank cannot, every rank
 // throws (its own reason, or which ranks failed), so none waits. Then resolves --collectives
 // (flags.resolve_on_gpus with the worst node of the world) and makes the group. Collective

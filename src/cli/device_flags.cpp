@@ -58,12 +58,10 @@ std::string describe_transport(comm::TransportKind kind) {
   return "?";
 }
 
-void DeviceFlags::add_to(CLI::App* app, bool cuda_runs) {
+void DeviceFlags::add_to(CLI::App* app) {
   app->add_option("--device", device,
-                  cuda_runs ? "Where tensors live: cpu, or cuda (the CUDA plugin "
-                              "libmeshtp_cuda.so beside meshtp; GPU = local rank mod visible GPUs)"
-                            : "Where tensors live: cpu (cuda: the tensor-parallel layers do not "
-                              "run on it yet; `meshtp gpu train` trains on one GPU)")
+                  "Where tensors live: cpu, or cuda (the CUDA plugin libmeshtp_cuda.so beside "
+                  "meshtp; GPU = local rank mod visible GPUs)")
       ->capture_default_str();
   app->add_option("--collectives", collectives,
                   "What moves them: auto, mpi (host memory), host-staged or nccl (device memory)")
@@ -72,22 +70,15 @@ void DeviceFlags::add_to(CLI::App* app, bool cuda_runs) {
 
 void DeviceFlags::check() const { check_names(device, collectives); }
 
-comm::TransportKind DeviceFlags::resolve() const {
-  check_spelling(device, collectives);
-  MESHTP_CHECK(device == "cpu",
-               "--device cuda: the tensor-parallel layers do not run on the CUDA backend yet "
-               "(only `meshtp gemm` and `meshtp bench gemm2d` do; docs/seam.md says what is "
-               "built); `meshtp gpu train` trains on one GPU, and --device cpu runs this layout "
-               "on the host");
-  return resolve_collectives(device, collectives, 1, 0);
-}
-
 comm::TransportKind DeviceFlags::resolve_on_gpus(int ranks_on_node, int visible_gpus) const {
   return resolve_collectives(device, collectives, ranks_on_node, visible_gpus);
 }
 
 std::string DeviceFlags::describe() const {
-  const comm::TransportKind kind = resolve();
+  check_spelling(device, collectives);
+  MESHTP_CHECK(device == "cpu", "describe(): --device {} is described by its run (cuda_run.hpp)",
+               device);
+  const comm::TransportKind kind = resolve_collectives(device, collectives, 1, 0);
   return fmt::format("{}; collectives {} ({})", device, comm::to_string(kind),
                      describe_transport(kind));
 }

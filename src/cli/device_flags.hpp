@@ -11,9 +11,9 @@
 //   cuda       host-staged     host-staged (any number of ranks per GPU)
 //   cuda       nccl            nccl (NCCL itself refuses two ranks on one GPU, naming both)
 //
-// Only `gemm` and `bench gemm2d` run on the CUDA backend (their layers are on the seam:
-// resolve_on_gpus); train, bench train, bench layer, bench rank and block call resolve(),
-// which refuses cuda saying that their layers do not run on the CUDA backend yet.
+// Every command that takes them (gemm, bench gemm2d, train, bench train, bench layer, bench
+// rank, block) runs on the CUDA backend through cuda_run.hpp, which resolves the collectives
+// with resolve_on_gpus.
 #pragma once
 
 #include <string>
@@ -37,16 +37,14 @@ struct DeviceFlags {
   std::string device = "cpu";
   std::string collectives = "auto";
 
-  // `cuda_runs`: whether the command runs on the CUDA backend (its help says so).
-  void add_to(CLI::App* app, bool cuda_runs = false);
+  void add_to(CLI::App* app);
   // Throws meshtp::Error for a combination refused whatever the node has (unknown names,
   // cuda with mpi, cpu with device-memory collectives). Needs no GPU: call it first.
   void check() const;
-  // For the commands whose layers are not on the seam: the transport, refusing cuda.
-  comm::TransportKind resolve() const;
-  // For the commands on the seam: resolve_collectives with this run's worst node.
+  // resolve_collectives with this run's worst node.
   comm::TransportKind resolve_on_gpus(int ranks_on_node, int visible_gpus) const;
-  // "cpu; collectives mpi (host memory over Open MPI)", for a command's header (cpu only).
+  // "cpu; collectives mpi (host memory over Open MPI)", for a command's header (--device cpu;
+  // cuda_run.hpp says what a GPU run is).
   std::string describe() const;
 };
 

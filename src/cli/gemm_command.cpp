@@ -193,7 +193,7 @@ void add_gemm_command(CLI::App& app) {
   g->add_option("--out", args->out_path, "Output file; C is written as tensor 'c'");
   g->add_flag("--check", args->check, "Compare with the serial GeMM (rank 0) and fail if off");
   g->add_flag("--dry-run", args->dry_run, "Print the problem and its cost, then stop");
-  args->device.add_to(g, /*cuda_runs=*/true);
+  args->device.add_to(g);
   g->callback([args] {
     MESHTP_CHECK(args->dry_run || !args->out_path.empty(), "--out is required (or --dry-run)");
     run_gemm(*args);

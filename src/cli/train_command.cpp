@@ -11,6 +11,7 @@
 #include <optional>
 #include <utility>
 
+#include "cli/cuda_run.hpp"
 #include "cli/device_flags.hpp"
 #include "cli/commands.hpp"
 #include "cli/flag_checks.hpp"
@@ -100,8 +101,9 @@ std::string plan_layout(TrainArgs& args, const plan::ModelSpec& spec) {
 // Per rank: the planner's memory model (plan/memory.hpp: the tensors this rank's pipeline
 // stage allocates) beside the measured high-water mark of tensor storage and the peak
 // resident set. Collective.
+// on_gpu: the summary's peak is the GPU allocator's (train::TrainSummary::tensor_peak_bytes).
 void print_memory(std::ostream& os, const plan::ModelSpec& spec, const layout::Plan& p,
-                  const train::TrainSummary& summary) {
+                  const train::TrainSummary& summary, bool on_gpu) {
   // The rank grid [tp, cp, pp, dp] (train/pipeline_model.hpp).
   const int pipeline_rank = world().rank() / (p.mesh[0] * p.mesh[1] * p.cp) % p.pp;
   // A cp rank runs s/cp tokens of each sequence (plan/memory.hpp).
@@ -120,9 +122,9 @@ void print_memory(std::ostream& os, const plan::ModelSpec& spec, const layout::P
                     predicted.activations_bytes / kMiB, predicted.workspace_bytes / kMiB);
   for (int r = 0; r < world().size(); ++r) {
     const double* row = all.data() + 3 * static_cast<std::size_t>(r);
-    os << fmt::format("memory  rank {}: tensors peak {:.1f} MiB (predicted {:.1f}, "
+    os << fmt::format("memory  rank {}: {} peak {:.1f} MiB (predicted {:.1f}, "
                       "predicted/measured {:.3f}), max RSS {:.1f} MiB\n",
-                      r, row[1] / kMiB, row[0] / kMiB, row[0] / std::max(row[1], 1.0),
+                      r, on_gpu ? "GPU" : "tensors", row[1] / kMiB, row[0] / kMiB, row[0] / std::max(row[1], 1.0),
                       row[2] / kMiB);
   }
 }
@@ -156,20 +158,24 @@ std::string choose_layout(TrainArgs& args, const plan::ModelSpec& spec) {
 // activations, plus the LM head's buffers) exceeds what this node has available for its
 // ranks — a second's arithmetic instead of minutes of swapping towards the OOM killer.
 // Returns the estimate line printed in the header.
-std::string check_memory(const train::TrainConfig& c, plan::ModelSpec spec, bool enforce) {
+// On --device cuda the GPU's memory (device_bytes_per_rank ≥ 0: its share for this rank) is
+// what must hold it.
+std::string check_memory(const train::TrainConfig& c, plan::ModelSpec spec, bool enforce,
+                         double device_bytes_per_rank) {
   spec.batch = c.model.shape.batch;
   const plan::MemoryEstimate m = plan::peak_rank_memory(plan::cp_rank_model(spec, c.model.layout),
                                                         c.model.layout.as_runtime_runs(spec));
   const double need = m.total_bytes();
-  const double available = available_memory_bytes();
-  const int local = world().ranks_on_this_node();
+  const bool gpu = device_bytes_per_rank >= 0;
+  const int local = gpu ? 1 : world().ranks_on_this_node();
+  const double available = gpu ? device_bytes_per_rank : available_memory_bytes();
   constexpr double kGiB = kBytesPerGiB;
   const std::string line =
       fmt::format("~{:.2f} GiB per rank (params+grads+AdamW {:.2f}, activations {:.2f}, buffers "
-                  "{:.2f}); {:.1f} GiB available here for {} rank{}",
+                  "{:.2f}); {:.1f} GiB available {} for {} rank{}",
                   need / kGiB, (m.params_bytes + m.grads_bytes + m.optimizer_bytes) / kGiB,
-                  m.activations_bytes / kGiB, m.workspace_bytes / kGiB, available / kGiB, local,
-                  local > 1 ? "s" : "");
+                  m.activations_bytes / kGiB, m.workspace_bytes / kGiB, available / kGiB,
+                  gpu ? "on its GPU" : "here", local, local > 1 ? "s" : "");
   MESHTP_CHECK(!enforce || available <= 0 || need * local <= available,
                "model '{}' with --batch={} --seq={} (hidden {}, {} layers) on {} needs {}: lower "
                "--batch or --seq, choose a smaller --model, or use more ranks",
@@ -181,10 +187,14 @@ std::string check_memory(const train::TrainConfig& c, plan::ModelSpec spec, bool
 void run_train(TrainArgs& args) {
   const plan::ModelSpec spec = args.shape.runtime_model(
       ModelFlags::Experts::kAllowed, ModelFlags::Layers::kFamily);
-  args.device.resolve();
+  args.device.check();
   train::TrainConfig& c = args.config;
   c.model.shape = spec;
   c.precision = parse_precision(args.precision, "--precision");
+  MESHTP_CHECK(args.device.device != "cuda" || c.precision == Precision::kFp32,
+               "--device cuda --precision {}: the GPU trains in fp32 for now (bf16 storage of "
+               "the GeMM operands is not built yet); use --precision fp32",
+               name(c.precision));
   // A model file's "precision" is what the planner prices; train runs --precision. Said once,
   // so a file saying fp16 is not taken for a 2-byte run.
   if (root() && std::filesystem::is_regular_file(args.shape.model)) {
@@ -202,10 +212,14 @@ void run_train(TrainArgs& args) {
   if (c.data.empty()) c.data = train::kDefaultCorpus;
   const std::string why = choose_layout(args, spec);
   train::validate(c, world().size());
+  // The backend and the groups the run computes on; made after every check of the flags.
+  RunDevice device = open_run_device(world(), args.device);
+  c.model.backend = device.backend;
 
   std::ostream& os = out();
   const std::int64_t replica_batch = c.model.shape.batch / c.model.layout.dp;
-  const std::string memory = check_memory(c, spec, !args.dry_run);
+  const std::string memory =
+      check_memory(c, spec, !args.dry_run, device.device_bytes_per_rank);
   std::string seed = std::to_string(c.seed);
   if (c.resume) {
     // A resumed run continues the checkpoint's data stream, whatever --seed says.
@@ -237,7 +251,7 @@ void run_train(TrainArgs& args) {
             "clip {:g}, seed {}\n",
             c.lr, c.final_lr(), c.warmup, c.adamw.beta1, c.adamw.beta2, c.adamw.weight_decay,
             c.grad_clip, seed)
-     << fmt::format("device  {}\n", args.device.describe())
+     << fmt::format("device  {}\n", device.header)
      << fmt::format("dtype   {}\n", train::describe_precision(c.precision))
      << fmt::format("data    {} (validation: last {:.0f}%)\n", c.data, 100 * c.validation_fraction);
   for (const std::string& line : train::describe_layout(c.model.layout, spec.layers)) {
@@ -261,7 +275,7 @@ void run_train(TrainArgs& args) {
     std::fflush(stderr);
   };
   hooks.on_step = [&](const train::StepReport& r) { os << step_line(r, c.steps) << std::endl; };
-  const train::TrainSummary summary = train::train(world(), c, hooks);
+  const train::TrainSummary summary = train::train(*device.group, c, hooks);
   if (!summary.resumed_from.empty()) os << "resumed " << summary.resumed_from << '\n';
   os << fmt::format("{} steps {}–{}", summary.stop_signal ? "stopped" : "done   ",
                     summary.first_step + 1, summary.last_step);
@@ -272,7 +286,7 @@ void run_train(TrainArgs& args) {
   if (!summary.trace.empty()) {
     os << "trace   " << summary.trace << " (open in https://ui.perfetto.dev or chrome://tracing)\n";
   }
-  print_memory(os, spec, c.model.layout, summary);
+  print_memory(os, spec, c.model.layout, summary, device.cuda.has_value());
   if (summary.skipped_steps > 0) {
     os << fmt::format("skipped {} step{} with a non-finite loss or gradient norm\n",
                       summary.skipped_steps, summary.skipped_steps > 1 ? "s" : "");

@@ -147,6 +147,10 @@ class Backend {
   virtual void copy(Array& dst, const Array& src) = 0;
   // Waits for every queued op (the GPU's stream; nothing on the CPU).
   virtual void synchronize() = 0;
+  // The most bytes of this backend's memory its arrays held at once, where the backend counts
+  // them (a GPU's caching allocator); -1 where they are counted with the host's tensors (the
+  // CPU: tensor/memory.hpp).
+  virtual std::int64_t peak_bytes_in_use() const { return -1; }
 
   // ---- views: the primitives of the distributed layers --------------------------------
   // Where the arrays live, as a transport sees it: nullptr when they are host memory (a host

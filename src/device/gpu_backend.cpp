@@ -89,6 +89,10 @@ void GpuBackend::copy(Array& dst, const Array& src) {
   gpu::convert(ctx_, dst.data(), dst.type(), src.data(), src.type(), src.count());
 }
 
+std::int64_t GpuBackend::peak_bytes_in_use() const {
+  return ctx_.allocator_stats().peak_bytes_in_use;
+}
+
 void GpuBackend::synchronize() { ctx_.synchronize(); }
 
 // ---- views ----------------------------------------------------------------------------------

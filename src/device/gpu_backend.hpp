@@ -36,6 +36,7 @@ class GpuBackend final : public Backend {
   std::vector<float> download(const Array& a) override;
   void copy(Array& dst, const Array& src) override;
   void synchronize() override;
+  std::int64_t peak_bytes_in_use() const override;
 
   std::shared_ptr<DeviceMemory> device_memory() override;
   void gemm(const View& c, const View& a, Trans trans_a, const View& b, Trans trans_b, float alpha,

@@ -55,8 +55,9 @@ struct TrainSummary {
   std::int64_t skipped_steps = 0;  // non-finite steps skipped (--skip-nonfinite)
   int stop_signal = 0;             // the signal that stopped the run early, or 0
   // This rank's memory (tensor/memory.hpp): the high-water mark of tensor storage during the
-  // steps (after the model is set up), above what was alive when the run started, and the
-  // process's peak resident set.
+  // steps (after the model is set up), above what was alive when the run started — on a
+  // device, its allocator's peak (device::Backend::peak_bytes_in_use) — and the process's peak
+  // resident set.
   std::int64_t tensor_peak_bytes = 0;
   std::int64_t max_rss_bytes = 0;
 };

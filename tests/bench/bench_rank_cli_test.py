@@ -2,8 +2,9 @@
 """`meshtp bench rank` end to end (one process, no mpirun): rank 0 of `small` on an 8x1 mesh and
 a first-stage rank of a dp 2 x pp 2 x 2x1 layout. Each prints one JSON object whose measured
 tensor high-water mark is within 10% of the planner's memory for that rank, with the traffic
-its alone collectives counted; a rank outside the layout and --device cuda are refused with a
-one-line error naming the value, and write nothing to stdout.
+its alone collectives counted; a rank outside the layout and an unknown device are refused with a
+one-line error naming the value, and write nothing to stdout; --device cuda, where no GPU
+answers, fails so too, naming CUDA's error (where one answers, gpu-check.sh runs it).
 
 usage: bench_rank_cli_test.py MESHTP DATA"""
 import json
@@ -37,10 +38,13 @@ for layout in (["--mesh", "8x1", "--rank", "0"],
     print(f"{' '.join(layout)}: memory predicted/measured {ratio:.3f}, skipped {sorted(kinds)}")
 
 for args, message in ((["--mesh", "8x1", "--rank", "8"], "--rank 8 is outside the layout's 8 ranks"),
-                      (["--mesh", "2x1", "--device", "cuda"], "do not run on the CUDA backend yet"),
                       (["--mesh", "2x1", "--device", "tpu"], "--device 'tpu' is not cpu or cuda"),
                       ([], "bench rank needs the layout: --plan FILE or --mesh d1xd2")):
     done = run("--model", "tiny", *args)
     check(done.returncode != 0 and message in done.stderr and not done.stdout,
           f"{args}: exit {done.returncode}, stderr {done.stderr!r}, stdout {done.stdout!r}")
+done = run("--model", "tiny", "--mesh", "2x1", "--device", "cuda")
+if done.returncode != 0:
+    check("error: --device cuda: " in done.stderr and not done.stdout,
+          f"--device cuda: exit {done.returncode}, stderr {done.stderr!r}, stdout {done.stdout!r}")
 print("bench_rank_cli: ok")

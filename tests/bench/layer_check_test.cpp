@@ -1,8 +1,12 @@
 // The small stack `bench layer` / `bench plan` check against the serial reference: its sizes
-// must stay small whatever the slice counts (S = 128 once made it 2 GiB per rank).
+// must stay small whatever the slice counts (S = 128 once made it 2 GiB per rank). And the
+// layer benchmark on a device (--device cuda): the same run on the inverted stand-in.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "bench/layer.hpp"
+#include "inverted_device.hpp"
 
 namespace meshtp::bench {
 namespace {
@@ -39,6 +43,29 @@ TEST(LayerCheck, SizesAreAMultipleOfEverySliceCount) {
     EXPECT_EQ(c.shape.hidden % l.gemm2d.slices, 0);
     EXPECT_EQ(c.shape.seq % l.gemm2d.slices, 0);
   }
+}
+
+// bench layer on a device's backend (the inverted stand-in: memory the host cannot read, over
+// a host-staged group of one): its serial check passes through the seam, its streams and
+// gradients are found finite through the backend, and the baseline is the backend's GeMM.
+TEST(LayerBench, RunsOnADevicesBackend) {
+  testing::InvertedBackend stand_in;
+  const comm::Communicator one =
+      comm::Communicator::host_staged(comm::Communicator::alone(0, 1), stand_in.memory);
+  const mesh::DeviceMesh mesh(one, {1, 1});
+  LayerBenchOptions o;
+  o.config.shape = {.batch = 2, .seq = 8, .hidden = 16, .heads = 2, .layers = 1, .vocab = 256};
+  o.config.layout.mesh = {1, 1};
+  o.config.backend = &stand_in;
+  o.target_seconds = 0.01;
+  o.min_iterations = o.max_iterations = 1;
+  const LayerBenchSample s = run_layer_bench(mesh, o);
+  EXPECT_LE(s.check_error, 1e-3);
+  EXPECT_GE(s.check_error, 0.0);
+  EXPECT_GT(s.step_s, 0.0);
+  EXPECT_GT(s.blas_gflops, 0.0);
+  EXPECT_TRUE(std::isfinite(s.ratio_to_blas));
+  EXPECT_GT(stand_in.gemm_calls, 0);
 }
 
 }  // namespace

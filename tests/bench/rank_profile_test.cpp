@@ -17,6 +17,7 @@
 #include "bench/rank_profile.hpp"
 #include "core/error.hpp"
 #include "error_of.hpp"
+#include "inverted_device.hpp"
 #include "plan/presets.hpp"
 
 namespace meshtp::bench {
@@ -85,6 +86,33 @@ TEST_F(RankProfile, MemoryWithinTenPercentOfThePlannersAndTrafficOfTheLayoutsKin
     for (const CollectiveKind kind : c.kinds) {
       EXPECT_TRUE(has(r, kind)) << what << " counted no " << layout::name(kind);
     }
+  }
+}
+
+// On a device (--device cuda): the rank's model, buckets and messages in the inverted
+// stand-in's memory (tests/inverted_device.hpp), its alone groups host-staged, train the host
+// run's losses and count the same traffic.
+TEST_F(RankProfile, ARankOnADeviceTrainsTheHostsLosses) {
+  const layout::Plan pipeline{.dp = 2, .pp = 2, .microbatches = 2,
+                              .schedule = layout::Schedule::k1F1B, .zero = 1, .mesh = {2, 1}};
+  for (const int rank : {0, 7}) {
+    const RankBenchResult host = run_rank_bench(options(pipeline, rank));
+    testing::InvertedBackend stand_in;
+    RankBenchOptions o = options(pipeline, rank);
+    o.backend = &stand_in;
+    const RankBenchResult device = run_rank_bench(o);
+    ASSERT_EQ(device.run.losses.size(), host.run.losses.size());
+    for (std::size_t i = 0; i < host.run.losses.size(); ++i) {
+      EXPECT_NEAR(device.run.losses[i], host.run.losses[i], 1e-6 * std::abs(host.run.losses[i]))
+          << "rank " << rank << ", step " << i + 1;
+    }
+    ASSERT_EQ(device.skipped.size(), host.skipped.size()) << "rank " << rank;
+    for (std::size_t i = 0; i < host.skipped.size(); ++i) {
+      EXPECT_EQ(device.skipped[i].kind, host.skipped[i].kind);
+      EXPECT_EQ(device.skipped[i].bytes_per_step, host.skipped[i].bytes_per_step);
+    }
+    EXPECT_GT(stand_in.gemm_calls, 0);
+    EXPECT_GT(device.run.blas_gflops, 0.0);  // the backend's own GeMM as the baseline
   }
 }
 

@@ -49,16 +49,12 @@ TEST(ResolveCollectives, RefusesWhatCannotRun) {
             "--collectives auto: cannot choose with 2 ranks on a node and 0 visible GPUs");
 }
 
-TEST(DeviceFlags, CommandsOffTheSeamStillRefuseCuda) {
+TEST(DeviceFlags, CudaResolvesOnTheNodeAndTheCpuDescribesItself) {
   const DeviceFlags flags{.device = "cuda", .collectives = "auto"};
   EXPECT_NO_THROW(flags.check());
-  EXPECT_NE(error_of([&] { flags.resolve(); })
-                .find("--device cuda: the tensor-parallel layers do not run on the CUDA backend "
-                      "yet (only `meshtp gemm` and `meshtp bench gemm2d` do"),
-            std::string::npos);
   EXPECT_EQ(flags.resolve_on_gpus(2, 1), TransportKind::kHostStaged);
+  EXPECT_EQ(flags.resolve_on_gpus(1, 1), TransportKind::kNccl);
   const DeviceFlags cpu;
-  EXPECT_EQ(cpu.resolve(), TransportKind::kMpi);
   EXPECT_EQ(cpu.describe(), "cpu; collectives mpi (host memory over Open MPI)");
 }
 

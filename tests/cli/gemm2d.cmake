@@ -102,6 +102,10 @@ if(MESHTP_HAVE_CUDA)
   meshtp_gemm_cuda_failure_test(cli_bench_gemm2d_cuda_no_gpu_np2 "${GEMM2D_NO_GPU}"
     ${MESHTP_MPIEXEC} -np 2 $<TARGET_FILE:meshtp> bench gemm2d --m 64 --n 64 --k 64 --mesh 1x2
     --device cuda)
+  # The training loop: every rank fails alike before any step (train --device cuda).
+  meshtp_gemm_cuda_failure_test(cli_train_cuda_no_gpu_np2 "${GEMM2D_NO_GPU}"
+    ${MESHTP_MPIEXEC} -np 2 $<TARGET_FILE:meshtp> train --model tiny --mesh 1x2 --steps 1
+    --device cuda)
   # The plugin missing beside meshtp: the error names the path it looked for and dlopen's reason.
   meshtp_failure_test(cli_gemm_cuda_without_plugin
     REGEX "error: --device cuda: cannot load the CUDA plugin /[^ ]*/libmeshtp_cuda.so: .*No such file"

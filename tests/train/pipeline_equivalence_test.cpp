@@ -149,6 +149,39 @@ TEST_F(PipelineEquivalence, EveryLayoutTrainsTheSameOnTheSeam) {
   EXPECT_GT(stand_in.gemm_calls, 0);
 }
 
+// A checkpoint written on one backend resumes on the other: the host run's first two steps,
+// checkpointed, continued on the stand-in (and the stand-in's, continued on the host), give the
+// uninterrupted run's last two losses (with ZeRO-1 over two replicas, tensor and pipeline
+// parallelism, as the world allows).
+TEST_F(PipelineEquivalence, ACheckpointResumesOnTheOtherBackend) {
+  testing::InvertedBackend stand_in;
+  const comm::Communicator staged = comm::Communicator::host_staged(world_, stand_in.memory);
+  const int n = world_.size();
+  const int d1 = n >= 4 ? 2 : 1;  // dp 2 × pp n/(2·d1) × tp d1 x 1
+  const Layout l = n == 1 ? Layout{1, 1, 1, 1, 2, Schedule::kGpipe}
+                          : Layout{2, n / (2 * d1), d1, 1, 2, Schedule::k1F1B, 1, 1};
+  const std::vector<double> whole = losses(world_, config(l));
+  ASSERT_EQ(whole.size(), 4u);
+  for (const bool host_first : {true, false}) {
+    TrainConfig c = config(l);
+    c.checkpoint_dir = (dir_ / fmt::format("ckpt_{}", host_first ? "host" : "device")).string();
+    c.stop_after = 2;
+    if (!host_first) c.model.backend = &stand_in;
+    const std::vector<double> first = losses(host_first ? world_ : staged, c);
+    c.stop_after = 0;
+    c.resume = true;
+    c.model.backend = host_first ? &stand_in : nullptr;
+    const std::vector<double> rest = losses(host_first ? staged : world_, c);
+    ASSERT_EQ(first.size(), 2u);
+    ASSERT_EQ(rest.size(), 2u);
+    const std::string what = host_first ? "host, then the stand-in" : "the stand-in, then host";
+    for (std::size_t t = 0; t < 2; ++t) {
+      EXPECT_NEAR(first[t], whole[t], 1e-5 * whole[t]) << what << ", step " << t + 1;
+      EXPECT_NEAR(rest[t], whole[t + 2], 1e-5 * whole[t + 2]) << what << ", step " << t + 3;
+    }
+  }
+}
+
 // The parameters themselves, after three updates, stage by stage against the serial model.
 TEST_F(PipelineEquivalence, EveryStageEndsWithTheSerialParameters) {
   const comm::Communicator solo = world_.split(world_.rank(), 0);
