@@ -5,7 +5,6 @@
 
 #include "core/error.hpp"
 #include "core/trace.hpp"
-#include "ops/cpu_backend.hpp"
 
 namespace meshtp::parallel {
 namespace {
@@ -89,30 +88,6 @@ void residual_norm_sharded_forward(device::Backend& backend, layout::Norm norm, 
   }
   backend.residual(sum, a, b_in);
   norm_sharded_forward(backend, norm, y, mean, rstd, sum, w, b, c_global, group, sums);
-}
-
-// ---- the host forms -----------------------------------------------------------------------
-namespace {
-View vector_or_empty(std::span<const float> v) { return v.empty() ? View{} : host_view(v); }
-}  // namespace
-
-void norm_sharded_forward(layout::Norm norm, MatrixView y, std::span<float> mean,
-                          std::span<float> rstd, ConstMatrixView x, std::span<const float> w,
-                          std::span<const float> b, std::int64_t c_global,
-                          const comm::Communicator* group, std::span<double> scratch) {
-  norm_sharded_forward(cpu_backend(), norm, host_view(y), vector_or_empty(mean), host_view(rstd),
-                       host_view(x), host_view(w), vector_or_empty(b), c_global, group,
-                       host_view(scratch));
-}
-
-void norm_sharded_backward(layout::Norm norm, MatrixView dx, std::span<float> dw,
-                           std::span<float> db, ConstMatrixView dy, ConstMatrixView x,
-                           std::span<const float> w, std::span<const float> mean,
-                           std::span<const float> rstd, std::int64_t c_global,
-                           const comm::Communicator* group, std::span<double> scratch) {
-  norm_sharded_backward(cpu_backend(), norm, host_view(dx), host_view(dw), vector_or_empty(db),
-                        host_view(dy), host_view(x), host_view(w), vector_or_empty(mean),
-                        host_view(rstd), c_global, group, host_view(scratch));
 }
 
 }  // namespace meshtp::parallel

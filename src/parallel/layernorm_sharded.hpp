@@ -26,8 +26,8 @@
 // On the seam (docs/seam.md): norm_sharded_forward/backward and residual_norm_sharded_forward
 // below take a device::Backend and its views, and run the backend's norm phases
 // (device/backend.hpp: norm_forward_sums → the group's all-reduce of the fp64 sums →
-// norm_forward_apply); a serial group runs the backend's whole-row op. The host forms further
-// down are these on the CPU backend.
+// norm_forward_apply); a serial group runs the backend's whole-row op. On host memory: the
+// CPU backend and ops/cpu_backend.hpp's host_view.
 #pragma once
 
 #include <cstdint>
@@ -58,18 +58,5 @@ void residual_norm_sharded_forward(device::Backend& backend, layout::Norm norm, 
                                    const View& b_in, const View& w, const View& b,
                                    std::int64_t c_global, const comm::Communicator* group,
                                    const View& sums);
-
-// The host forms (fp32 matrices, spans; RMSNorm: b, db and mean empty, rstd holds r): the
-// above on the CPU backend, for the layers whose buffers are still host tensors (the GPT's
-// final norm). scratch holds 2·N doubles.
-void norm_sharded_forward(layout::Norm norm, MatrixView y, std::span<float> mean,
-                          std::span<float> rstd, ConstMatrixView x, std::span<const float> w,
-                          std::span<const float> b, std::int64_t c_global,
-                          const comm::Communicator* group, std::span<double> scratch);
-void norm_sharded_backward(layout::Norm norm, MatrixView dx, std::span<float> dw,
-                           std::span<float> db, ConstMatrixView dy, ConstMatrixView x,
-                           std::span<const float> w, std::span<const float> mean,
-                           std::span<const float> rstd, std::int64_t c_global,
-                           const comm::Communicator* group, std::span<double> scratch);
 
 }  // namespace meshtp::parallel

@@ -2,7 +2,6 @@
 
 #include "core/error.hpp"
 #include "core/trace.hpp"
-#include "ops/cpu_backend.hpp"
 
 namespace meshtp::parallel {
 namespace {
@@ -88,37 +87,6 @@ void vocab_cross_entropy_backward(device::Backend& backend, const View& dx, cons
   backend.gemm(dx, logits, Trans::kNo, wte_local, Trans::kNo);               // dx = dlogits·wte
   backend.gemm(dwte_local, logits, Trans::kYes, x, Trans::kNo, 1.0f, 1.0f);  // dwte += dlogitsᵀ·x
   group.all_reduce(comm::buffer_of(dx), comm::ReduceOp::kSum);
-}
-
-// ---- the host forms -----------------------------------------------------------------------
-void vocab_embedding_forward(MatrixView out, std::span<const std::int32_t> tokens,
-                             ConstMatrixView wte_local, const VocabShard& shard,
-                             const comm::Communicator& group) {
-  vocab_embedding_forward(cpu_backend(), host_view(out), tokens, host_view(wte_local), shard,
-                          group);
-}
-
-void vocab_embedding_backward(MatrixView dwte_local, ConstMatrixView dout,
-                              std::span<const std::int32_t> tokens, const VocabShard& shard) {
-  vocab_embedding_backward(cpu_backend(), host_view(dwte_local), host_view(dout), tokens, shard);
-}
-
-double vocab_cross_entropy_forward(MatrixView logits, std::span<float> lse, ConstMatrixView x,
-                                   ConstMatrixView wte_local, std::span<const std::int32_t> targets,
-                                   const VocabShard& shard, const comm::Communicator& group,
-                                   std::span<float> stats) {
-  return vocab_cross_entropy_forward(cpu_backend(), host_view(logits), host_view(lse), host_view(x),
-                                     host_view(wte_local), targets, shard, group, host_view(stats));
-}
-
-void vocab_cross_entropy_backward(MatrixView dx, MatrixView dwte_local, MatrixView logits,
-                                  std::span<const float> lse, ConstMatrixView x,
-                                  ConstMatrixView wte_local, std::span<const std::int32_t> targets,
-                                  const VocabShard& shard, const comm::Communicator& group,
-                                  float dloss) {
-  vocab_cross_entropy_backward(cpu_backend(), host_view(dx), host_view(dwte_local),
-                               host_view(logits), host_view(lse), host_view(x),
-                               host_view(wte_local), targets, shard, group, dloss);
 }
 
 }  // namespace meshtp::parallel

@@ -42,15 +42,12 @@ struct VocabShard {
 // V padded up to a multiple of the group size, and this rank's rows.
 VocabShard make_vocab_shard(std::int64_t vocab_real, const comm::Communicator& group);
 
-void vocab_embedding_forward(MatrixView out, std::span<const std::int32_t> tokens,
-                             ConstMatrixView wte_local, const VocabShard& shard,
-                             const comm::Communicator& group);
-void vocab_embedding_backward(MatrixView dwte_local, ConstMatrixView dout,
-                              std::span<const std::int32_t> tokens, const VocabShard& shard);
-
-// On the seam (docs/seam.md): the same on `backend`'s views (fp32), through its vocabulary-
-// shard ops and GeMM; the group must move that memory. `stats` is fp32 1 × ≥ 3n. The host
-// forms further down are these on the CPU backend.
+// On `backend`'s views (fp32; docs/seam.md), through its vocabulary-shard ops and GeMM; the
+// group must move that memory. vocab_cross_entropy_forward returns the mean loss over the n
+// rows (identical on every rank), saving the local logits (overwritten by their softmax) and
+// per-row log-sum-exp (lse, 1 × n) for the backward; `stats` is fp32 1 × ≥ 3n of scratch.
+// The backward overwrites dx with the complete input gradient, adds into dwte_local, and
+// consumes the logits.
 void vocab_embedding_forward(device::Backend& backend, const View& out,
                              std::span<const std::int32_t> tokens, const View& wte_local,
                              const VocabShard& shard, const comm::Communicator& group);
@@ -63,20 +60,6 @@ double vocab_cross_entropy_forward(device::Backend& backend, const View& logits_
 void vocab_cross_entropy_backward(device::Backend& backend, const View& dx, const View& dwte_local,
                                   const View& logits_local, const View& lse, const View& x,
                                   const View& wte_local, std::span<const std::int32_t> targets,
-                                  const VocabShard& shard, const comm::Communicator& group,
-                                  float dloss = 1.0f);
-
-// Returns the mean loss over the n rows (identical on every rank). Saves the local logits
-// (overwritten by their softmax) and per-row log-sum-exp for backward; `stats` holds 3n
-// floats of scratch.
-double vocab_cross_entropy_forward(MatrixView logits_local, std::span<float> lse,
-                                   ConstMatrixView x, ConstMatrixView wte_local,
-                                   std::span<const std::int32_t> targets, const VocabShard& shard,
-                                   const comm::Communicator& group, std::span<float> stats);
-// dx = (the complete input gradient, overwritten); dwte_local +=. logits_local is consumed.
-void vocab_cross_entropy_backward(MatrixView dx, MatrixView dwte_local, MatrixView logits_local,
-                                  std::span<const float> lse, ConstMatrixView x,
-                                  ConstMatrixView wte_local, std::span<const std::int32_t> targets,
                                   const VocabShard& shard, const comm::Communicator& group,
                                   float dloss = 1.0f);
 

@@ -170,8 +170,10 @@ TEST(NormSharded, RefusesWhatDoesNotAdd) {
   Tensor x({kRows, 3}), y({kRows, 3}), w({1, 3}), b({1, 3}), mean({1, kRows}), rstd({1, kRows});
   std::vector<double> sums(2 * kRows);
   const auto run = [&](std::int64_t hidden, std::span<double> scratch) {
-    norm_sharded_forward(Norm::kLayerNorm, y.matrix(), mean.values(), rstd.values(), x.matrix(),
-                         w.values(), b.values(), hidden, &world, scratch);
+    norm_sharded_forward(cpu_backend(), Norm::kLayerNorm, host_view(y.matrix()),
+                         host_view(mean.matrix()), host_view(rstd.matrix()), host_view(x.matrix()),
+                         host_view(w.matrix()), host_view(b.matrix()), hidden, &world,
+                         host_view(scratch));
   };
   EXPECT_EQ(error_of([&] { run(3 * world.size() + 1, sums); }),
             fmt::format("norm_sharded_forward: 3 local features × {} ranks != hidden={}",

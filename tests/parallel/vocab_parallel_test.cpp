@@ -26,6 +26,34 @@ std::vector<std::int32_t> ids(std::uint64_t seed) {
   return v;
 }
 
+// The layer on host tensors: its view forms on the CPU backend.
+void host_embedding_forward(MatrixView out, std::span<const std::int32_t> tokens,
+                            ConstMatrixView wte_local, const VocabShard& shard,
+                            const comm::Communicator& group) {
+  vocab_embedding_forward(cpu_backend(), host_view(out), tokens, host_view(wte_local), shard,
+                          group);
+}
+void host_embedding_backward(MatrixView dwte_local, ConstMatrixView dout,
+                             std::span<const std::int32_t> tokens, const VocabShard& shard) {
+  vocab_embedding_backward(cpu_backend(), host_view(dwte_local), host_view(dout), tokens, shard);
+}
+double host_cross_entropy_forward(MatrixView logits, std::span<float> lse, ConstMatrixView x,
+                                  ConstMatrixView wte_local, std::span<const std::int32_t> targets,
+                                  const VocabShard& shard, const comm::Communicator& group,
+                                  std::span<float> stats) {
+  return vocab_cross_entropy_forward(cpu_backend(), host_view(logits), host_view(lse), host_view(x),
+                                     host_view(wte_local), targets, shard, group, host_view(stats));
+}
+void host_cross_entropy_backward(MatrixView dx, MatrixView dwte_local, MatrixView logits,
+                                 std::span<const float> lse, ConstMatrixView x,
+                                 ConstMatrixView wte_local, std::span<const std::int32_t> targets,
+                                 const VocabShard& shard, const comm::Communicator& group,
+                                 float dloss) {
+  vocab_cross_entropy_backward(cpu_backend(), host_view(dx), host_view(dwte_local),
+                               host_view(logits), host_view(lse), host_view(x),
+                               host_view(wte_local), targets, shard, group, dloss);
+}
+
 // Rows [begin, begin + rows) of the global wte; padded rows are zeros.
 Tensor local_rows(const Tensor& wte, const VocabShard& s) {
   Tensor out({s.rows, kHidden});
@@ -49,7 +77,7 @@ TEST(VocabParallel, EmbeddingHeadAndLossEqualSerial) {
 
   // Embedding forward: the serial op with a zero position table.
   Tensor out({kRows, kHidden});
-  vocab_embedding_forward(out.matrix(), tokens, wte_local.matrix(), shard, world);
+  host_embedding_forward(out.matrix(), tokens, wte_local.matrix(), shard, world);
   Tensor ref({kRows, kHidden});
   const Tensor no_pos({kRows, kHidden});
   embedding_forward(ref.matrix(), tokens, 1, kRows, wte.matrix(), no_pos.matrix());
@@ -59,7 +87,7 @@ TEST(VocabParallel, EmbeddingHeadAndLossEqualSerial) {
   const Tensor x = uniform_tensor({kRows, kHidden}, 3);
   Tensor logits({kRows, shard.rows});
   std::vector<float> lse(kRows), stats(3 * kRows);
-  const double loss = vocab_cross_entropy_forward(logits.matrix(), lse, x.matrix(),
+  const double loss = host_cross_entropy_forward(logits.matrix(), lse, x.matrix(),
                                                   wte_local.matrix(), targets, shard, world, stats);
   Tensor ref_logits({kRows, kVocab});
   linear_forward(ref_logits.matrix(), x.matrix(), wte.matrix(), {});
@@ -69,7 +97,7 @@ TEST(VocabParallel, EmbeddingHeadAndLossEqualSerial) {
 
   Tensor dx({kRows, kHidden});
   Tensor dwte_local({shard.rows, kHidden});
-  vocab_cross_entropy_backward(dx.matrix(), dwte_local.matrix(), logits.matrix(), lse, x.matrix(),
+  host_cross_entropy_backward(dx.matrix(), dwte_local.matrix(), logits.matrix(), lse, x.matrix(),
                                wte_local.matrix(), targets, shard, world, 0.5f);
   Tensor dlogits({kRows, kVocab});
   cross_entropy_backward(dlogits.matrix(), ref_logits.matrix(), ref_lse, targets, 0.5f);
@@ -86,7 +114,7 @@ TEST(VocabParallel, EmbeddingHeadAndLossEqualSerial) {
   // Embedding backward: this rank's rows of the serial dwte.
   const Tensor dout = uniform_tensor({kRows, kHidden}, 4);
   Tensor demb({shard.rows, kHidden});
-  vocab_embedding_backward(demb.matrix(), dout.matrix(), tokens, shard);
+  host_embedding_backward(demb.matrix(), dout.matrix(), tokens, shard);
   Tensor ref_demb({kVocab, kHidden});
   Tensor ref_dpos({kRows, kHidden});
   embedding_backward(ref_demb.matrix(), ref_dpos.matrix(), dout.matrix(), tokens, 1, kRows);
@@ -123,12 +151,12 @@ TEST(VocabParallel, TheSameOnTheSeam) {
   Tensor out({kRows, kHidden}), logits({kRows, shard.rows}), dx({kRows, kHidden});
   Tensor dwte(wte_local.shape(), 0.25f), demb(wte_local.shape(), 0.5f);
   std::vector<float> lse(kRows), stats(3 * kRows);
-  vocab_embedding_forward(out.matrix(), tokens, wte_local.matrix(), shard, world);
-  const double loss = vocab_cross_entropy_forward(logits.matrix(), lse, x.matrix(),
+  host_embedding_forward(out.matrix(), tokens, wte_local.matrix(), shard, world);
+  const double loss = host_cross_entropy_forward(logits.matrix(), lse, x.matrix(),
                                                   wte_local.matrix(), targets, shard, world, stats);
-  vocab_cross_entropy_backward(dx.matrix(), dwte.matrix(), logits.matrix(), lse, x.matrix(),
+  host_cross_entropy_backward(dx.matrix(), dwte.matrix(), logits.matrix(), lse, x.matrix(),
                                wte_local.matrix(), targets, shard, world, 0.5f);
-  vocab_embedding_backward(demb.matrix(), dout.matrix(), tokens, shard);
+  host_embedding_backward(demb.matrix(), dout.matrix(), tokens, shard);
   // On the stand-in.
   const OnDevice wte_d = put(be, wte_local), x_d = put(be, x), dout_d = put(be, dout);
   const OnDevice out_d = put(be, Tensor(out.shape(), std::nanf(""))),
@@ -159,7 +187,7 @@ TEST(VocabParallel, OutOfRangeTokenIsAClearError) {
   Tensor out({kRows, kHidden});
   auto tokens = ids(1);
   tokens[3] = kVocab;
-  EXPECT_THROW(vocab_embedding_forward(out.matrix(), tokens, wte_local.matrix(), shard, world),
+  EXPECT_THROW(host_embedding_forward(out.matrix(), tokens, wte_local.matrix(), shard, world),
                Error);
 }
 
