@@ -49,11 +49,11 @@ step=${1:-}
 case "$step" in
   pack)
     dir=${2:-.gpu-pack}
-    cmake --build build --target meshtp meshtp_cuda meshtp-gpu gpu_ops_test gpu_model_test gpu_comm_test >/dev/null || {
+    cmake --build build --target meshtp meshtp_cuda meshtp-gpu gpu_ops_test gpu_model_test gpu_comm_test gpu_seam_test >/dev/null || {
       echo "error: building meshtp-gpu and the GPU tests in build/ failed (scripts/install.sh --tests first)" >&2
       exit 1
     }
-    for b in build/src/cli/meshtp build/src/cli/libmeshtp_cuda.so build/src/cli/meshtp-gpu build/tests/device/gpu_ops_test build/tests/device/gpu_model_test build/tests/device/gpu_comm_test; do
+    for b in build/src/cli/meshtp build/src/cli/libmeshtp_cuda.so build/src/cli/meshtp-gpu build/tests/device/gpu_ops_test build/tests/device/gpu_model_test build/tests/device/gpu_comm_test build/tests/device/gpu_seam_test; do
       [ -x "$b" ] || { echo "error: $b was not built: is the CUDA toolkit installed? (configure says)" >&2; exit 1; }
     done
     [ -d /usr/share/games/fortunes ] || {
@@ -67,7 +67,7 @@ case "$step" in
     # resolves from meshtp.
     cp build/src/cli/meshtp build/src/cli/libmeshtp_cuda.so build/src/cli/meshtp-gpu \
        build/tests/device/gpu_ops_test build/tests/device/gpu_model_test \
-       build/tests/device/gpu_comm_test "$dir/bin/"
+       build/tests/device/gpu_comm_test build/tests/device/gpu_seam_test "$dir/bin/"
     strip "$dir"/bin/* 2>/dev/null || true
     # Open MPI's runtime, relocated with OPAL_PREFIX (and PMIx's with PMIX_PREFIX): mpirun
     # (orterun) and orted, the MCA components (dlopened from the prefix's pkglibdir), the help
@@ -163,6 +163,7 @@ case "$step" in
     run_step ops "$dir/bin/gpu_ops_test" --gtest_output="xml:$out/gpu_ops_test.xml"
     run_step model_test "$dir/bin/gpu_model_test" --gtest_output="xml:$out/gpu_model_test.xml"
     run_step comm_test "$dir/bin/gpu_comm_test" --gtest_output="xml:$out/gpu_comm_test.xml"
+    run_step seam_test "$dir/bin/gpu_seam_test" --gtest_output="xml:$out/gpu_seam_test.xml"
     run_step step "$dir/bin/meshtp-gpu" step --hidden 4096 --heads 32 --layers 4 --seq 2048 --batch 4 --vocab 50257 --type bf16 --repeats 10 --json
     # The distributed 2D GeMMs on the GPU backend through the CUDA plugin (docs/seam.md),
     # every case checked against the host's result before it is timed: ranks sharing the GPU

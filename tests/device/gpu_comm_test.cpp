@@ -1,14 +1,16 @@
 // The transports for device memory on a real GPU (label gpu; exits 77 without one), one
 // process, no mpirun: the host-staged transport over an alone group, through the CUDA
 // context's staging (gpu::staging_memory: pinned host, copies on the compute stream), and
-// NCCL on a group of one, every operation, blocking and not. comm_host_staged_test checks the
-// staging's logic on 1-8 ranks on the host; this checks the CUDA half.
+// NCCL on a group of one, every operation, blocking and not; and host buffers over both, which
+// travel over the host group (DeviceMemory::holds: cudaPointerGetAttributes). comm_host_staged_test
+// checks the staging's logic on 1-8 ranks on the host; this checks the CUDA half.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "core/error.hpp"
 #include "device/gpu.hpp"
 
 namespace meshtp {
@@ -29,6 +31,35 @@ std::vector<float> download(const Buffer& b) {
 }
 std::span<float> span(Buffer& b) { return {b.as<float>(), b.bytes() / 4}; }
 std::span<const float> cspan(const Buffer& b) { return {b.as<const float>(), b.bytes() / 4}; }
+
+TEST(GpuStagingMemory, TellsDeviceMemoryFromHostMemory) {
+  const std::shared_ptr<DeviceMemory> memory = gpu::staging_memory(ctx());
+  Buffer on_device = upload({1, 2, 3});
+  std::vector<float> on_host(3);
+  void* pinned = memory->alloc_host(64);
+  EXPECT_TRUE(memory->holds(on_device.as<float>()));
+  EXPECT_TRUE(memory->holds(on_device.as<float>() + 2));
+  EXPECT_FALSE(memory->holds(on_host.data()));
+  EXPECT_FALSE(memory->holds(pinned));
+  memory->free_host(pinned, 64);
+  // An unknown pointer leaves no sticky CUDA error: the next copy still works.
+  EXPECT_EQ(download(on_device), (std::vector<float>{1, 2, 3}));
+}
+
+// NCCL moves device memory only: a host buffer (a loss, a norm) goes over the host group.
+TEST(GpuNccl, HostBuffersTravelOverTheHostGroup) {
+  const comm::Communicator c = comm::Communicator::nccl(
+      comm::Communicator::alone(0, 1), ctx().stream(), gpu::staging_memory(ctx()));
+  std::vector<double> loss{2.5};
+  c.all_reduce(std::span<double>(loss));
+  EXPECT_EQ(loss[0], 2.5);
+  std::vector<float> gathered(2);
+  const std::vector<float> mine{1, 2};
+  c.all_gather(std::span<const float>(mine), std::span<float>(gathered));
+  EXPECT_EQ(gathered, mine);
+  Buffer device = upload({1, 2});
+  EXPECT_THROW(c.all_gather(std::span<const float>(mine), span(device)), Error);
+}
 
 TEST(GpuHostStaged, AloneGroupLeavesThisRanksPartOnTheDevice) {
   const comm::Communicator c =

@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "device/block_stack.hpp"
 #include "device/single_device_gpt.hpp"
+#include "random_ids.hpp"
 #include "tensor/random.hpp"
 
 namespace meshtp::device::test {
@@ -23,16 +24,7 @@ inline std::vector<float> random_values(std::int64_t count, std::uint64_t seed, 
   return out;
 }
 
-// n ids in [0, vocab).
-inline std::vector<std::int32_t> random_ids(std::int64_t n, std::int64_t vocab,
-                                            std::uint64_t seed) {
-  std::vector<std::int32_t> out(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) {
-    out[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(
-        static_cast<std::int64_t>((uniform_at(seed, i) + 1.0f) * 0.5f * vocab) % vocab);
-  }
-  return out;
-}
+using testing::random_ids;  // tests/random_ids.hpp
 
 // Matrices N(0, 0.05²), biases N(0, 0.02²), LayerNorm weights 1 + N(0, 0.1²) and biases
 // N(0, 0.1²): every term of every gradient is non-zero, so a dropped "+=" shows.

@@ -16,21 +16,13 @@
 #include "core/parse.hpp"
 #include "inverted_device.hpp"
 #include "model/gpt.hpp"
+#include "random_ids.hpp"
 #include "tensor/random.hpp"
 
 namespace meshtp::model {
 namespace {
 
 using testing::InvertedBackend;
-
-std::vector<std::int32_t> ids(std::int64_t n, std::uint64_t seed) {
-  std::vector<std::int32_t> out(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) {
-    out[static_cast<std::size_t>(i)] =
-        static_cast<std::int32_t>((uniform_at(seed, i) + 1.0f) * 128.0f) % 256;
-  }
-  return out;
-}
 
 // Loss and global gradients of one forward + backward of every stage, the stream between
 // stages in the backend's memory.
@@ -41,7 +33,8 @@ struct Result {
 
 Result run(const mesh::DeviceMesh& mesh, GptConfig c, device::Backend* backend) {
   c.backend = backend;
-  const std::vector<std::int32_t> tokens = ids(c.shape.tokens(), 1), targets = ids(c.shape.tokens(), 2);
+  const std::vector<std::int32_t> tokens = testing::random_ids(c.shape.tokens(), 256, 1),
+                                  targets = testing::random_ids(c.shape.tokens(), 256, 2);
   std::vector<std::unique_ptr<Gpt>> stages;
   for (int s = 0; s < pipeline_stages(c.layout); ++s) {
     c.stage = s;
