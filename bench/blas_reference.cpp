@@ -60,8 +60,8 @@ double BlasReference::time_pass() {
                     Trans::kYes);  // y  = x·Wᵀ
       device_->gemm(mat(dy_, n_, l.in), mat(dx_, n_, l.out), Trans::kNo, mat(dw_, l.out, l.in),
                     Trans::kNo);  // dx = dy·W
-      device_->gemm(mat(dy_, l.out, l.in), mat(dx_, n_, l.out), Trans::kYes,
-                    mat(dx_, n_, l.in), Trans::kNo);  // dW = dyᵀ·x
+      device_->gemm(mat(dy_, l.out, l.in), mat(dx_, n_, l.out), Trans::kYes, mat(dx_, n_, l.in),
+                    Trans::kNo);  // dW = dyᵀ·x
     }
     device_->synchronize();
     return now_seconds() - start;

@@ -154,7 +154,8 @@ LayerBenchSample run(const mesh::DeviceMesh& mesh, const LayerBenchOptions& o,
   step(t);  // warm-up, and the finiteness check
   int finite = 1;
   if (validate_values) {
-    finite = all_finite(be, array_of(stack.output())) && all_finite(be, array_of(stack.grad_input()));
+    finite =
+        all_finite(be, array_of(stack.output())) && all_finite(be, array_of(stack.grad_input()));
     for (int p = 0; p < stack.num_params(); ++p) {
       finite = finite && all_finite(be, stack.grad(p));
     }
@@ -167,8 +168,7 @@ LayerBenchSample run(const mesh::DeviceMesh& mesh, const LayerBenchOptions& o,
   r.iterations = std::clamp(static_cast<int>(o.target_seconds / std::max(t[2], 1e-6)),
                             o.min_iterations, o.max_iterations);
   // The baseline: BLAS on the host, the backend's own GeMM on a device.
-  BlasReference blas(c.batch * c.seq, c.hidden, 0,
-                     be.device_memory() != nullptr ? &be : nullptr);
+  BlasReference blas(c.batch * c.seq, c.hidden, 0, be.device_memory() != nullptr ? &be : nullptr);
   std::vector<double> fwd, bwd, all, wait, blas_s;
   for (int it = 0; it < r.iterations; ++it) {
     step(t);

@@ -71,7 +71,8 @@ RankBenchResult run_rank_bench(const RankBenchOptions& options) {
     }
   };
   try {
-    const comm::Communicator alone = comm::Communicator::alone(options.rank, r.ranks, "an alone world");
+    const comm::Communicator alone =
+        comm::Communicator::alone(options.rank, r.ranks, "an alone world");
     const bool device = options.backend != nullptr && options.backend->device_memory() != nullptr;
     r.run = run_train_bench(
         device ? comm::Communicator::host_staged(alone, options.backend->device_memory()) : alone,

@@ -106,9 +106,9 @@ void run_bench_rank(const BenchRankArgs& a) {
                            {"max_rss_gib", static_cast<double>(r.run.max_rss_bytes) / kGiB}}},
                          {"predicted", predicted},
                          {"memory_ratio", predicted_gib / measured_gib},
-                         {"compute_ratio", r.priced ? nlohmann::json(r.predicted_compute_s /
-                                                                     r.measured_compute_s)
-                                                    : nlohmann::json(nullptr)},
+                         {"compute_ratio",
+                          r.priced ? nlohmann::json(r.predicted_compute_s / r.measured_compute_s)
+                                   : nlohmann::json(nullptr)},
                          {"skipped", skipped}}
               .dump()
        << '\n';

@@ -14,9 +14,9 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/train_profile.hpp"
+#include "cli/commands.hpp"
 #include "cli/cuda_run.hpp"
 #include "cli/device_flags.hpp"
-#include "cli/commands.hpp"
 #include "cli/layout_flags.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"

@@ -23,9 +23,9 @@
 
 #include <set>
 
+#include "cli/commands.hpp"
 #include "cli/cuda_run.hpp"
 #include "cli/device_flags.hpp"
-#include "cli/commands.hpp"
 #include "cli/flag_checks.hpp"
 #include "cli/layout_flags.hpp"
 #include "core/error.hpp"

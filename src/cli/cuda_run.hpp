@@ -34,7 +34,7 @@ struct CudaRun {
 // the group must go before it does.
 struct RunDevice {
   std::optional<CudaRun> cuda;
-  device::Backend* backend = nullptr;  // null: the CPU's (GptConfig / BlockConfig take null)
+  device::Backend* backend = nullptr;         // null: the CPU's (GptConfig / BlockConfig take null)
   const comm::Communicator* group = nullptr;  // the world, or cuda->group
   std::string header;  // "cpu; collectives mpi (…)" or CudaRun::header, to print
   // The GPU's memory shared by the ranks of a node (-1 on the CPU: the host's is checked by

@@ -11,9 +11,9 @@
 #include <optional>
 #include <utility>
 
+#include "cli/commands.hpp"
 #include "cli/cuda_run.hpp"
 #include "cli/device_flags.hpp"
-#include "cli/commands.hpp"
 #include "cli/flag_checks.hpp"
 #include "cli/layout_flags.hpp"
 #include "cli/stop_signals.hpp"
@@ -122,10 +122,11 @@ void print_memory(std::ostream& os, const plan::ModelSpec& spec, const layout::P
                     predicted.activations_bytes / kMiB, predicted.workspace_bytes / kMiB);
   for (int r = 0; r < world().size(); ++r) {
     const double* row = all.data() + 3 * static_cast<std::size_t>(r);
-    os << fmt::format("memory  rank {}: {} peak {:.1f} MiB (predicted {:.1f}, "
-                      "predicted/measured {:.3f}), max RSS {:.1f} MiB\n",
-                      r, on_gpu ? "GPU" : "tensors", row[1] / kMiB, row[0] / kMiB, row[0] / std::max(row[1], 1.0),
-                      row[2] / kMiB);
+    os << fmt::format(
+        "memory  rank {}: {} peak {:.1f} MiB (predicted {:.1f}, "
+        "predicted/measured {:.3f}), max RSS {:.1f} MiB\n",
+        r, on_gpu ? "GPU" : "tensors", row[1] / kMiB, row[0] / kMiB, row[0] / std::max(row[1], 1.0),
+        row[2] / kMiB);
   }
 }
 
@@ -170,12 +171,12 @@ std::string check_memory(const train::TrainConfig& c, plan::ModelSpec spec, bool
   const int local = gpu ? 1 : world().ranks_on_this_node();
   const double available = gpu ? device_bytes_per_rank : available_memory_bytes();
   constexpr double kGiB = kBytesPerGiB;
-  const std::string line =
-      fmt::format("~{:.2f} GiB per rank (params+grads+AdamW {:.2f}, activations {:.2f}, buffers "
-                  "{:.2f}); {:.1f} GiB available {} for {} rank{}",
-                  need / kGiB, (m.params_bytes + m.grads_bytes + m.optimizer_bytes) / kGiB,
-                  m.activations_bytes / kGiB, m.workspace_bytes / kGiB, available / kGiB,
-                  gpu ? "on its GPU" : "here", local, local > 1 ? "s" : "");
+  const std::string line = fmt::format(
+      "~{:.2f} GiB per rank (params+grads+AdamW {:.2f}, activations {:.2f}, buffers "
+      "{:.2f}); {:.1f} GiB available {} for {} rank{}",
+      need / kGiB, (m.params_bytes + m.grads_bytes + m.optimizer_bytes) / kGiB,
+      m.activations_bytes / kGiB, m.workspace_bytes / kGiB, available / kGiB,
+      gpu ? "on its GPU" : "here", local, local > 1 ? "s" : "");
   MESHTP_CHECK(!enforce || available <= 0 || need * local <= available,
                "model '{}' with --batch={} --seq={} (hidden {}, {} layers) on {} needs {}: lower "
                "--batch or --seq, choose a smaller --model, or use more ranks",
@@ -218,8 +219,7 @@ void run_train(TrainArgs& args) {
 
   std::ostream& os = out();
   const std::int64_t replica_batch = c.model.shape.batch / c.model.layout.dp;
-  const std::string memory =
-      check_memory(c, spec, !args.dry_run, device.device_bytes_per_rank);
+  const std::string memory = check_memory(c, spec, !args.dry_run, device.device_bytes_per_rank);
   std::string seed = std::to_string(c.seed);
   if (c.resume) {
     // A resumed run continues the checkpoint's data stream, whatever --seed says.

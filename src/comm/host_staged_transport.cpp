@@ -7,10 +7,10 @@
 //
 // So any number of ranks can share one GPU (NCCL refuses two ranks on one device), at the
 // price of two copies over the host bus per message. A buffer in host memory (DeviceMemory::
-// holds false: a loss or a norm the layers reduce on the host) travels as it is. A non-blocking operation stages its
-// send side when it starts and copies its receive side back when it completes (the Request's
-// first completion step), so the caller's own then() steps see device memory already written.
-// Staging buffers come from a pool shared by the group and every group split from it: a
+// holds false: a loss or a norm the layers reduce on the host) travels as it is. A non-blocking
+// operation stages its send side when it starts and copies its receive side back when it completes
+// (the Request's first completion step), so the caller's own then() steps see device memory already
+// written. Staging buffers come from a pool shared by the group and every group split from it: a
 // training step moves the same sizes every step, so after the first step nothing is allocated.
 #include <map>
 #include <mutex>

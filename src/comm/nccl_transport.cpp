@@ -75,7 +75,9 @@ const char* at(const void* base, std::size_t elements, Element type) {
 struct NcclGroup {
   NcclGroup(ncclComm_t c, Communicator host_group, cudaStream_t compute_stream,
             std::shared_ptr<DeviceMemory> device_memory)
-      : comm(c), host(std::move(host_group)), compute(compute_stream),
+      : comm(c),
+        host(std::move(host_group)),
+        compute(compute_stream),
         memory(std::move(device_memory)) {
     check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
     check_cuda(cudaMalloc(&scratch, sizeof(float)), "cudaMalloc (barrier scratch)");

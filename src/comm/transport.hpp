@@ -67,8 +67,8 @@ class Transport {
 std::shared_ptr<Transport> alone_transport(int rank, int size, std::string label);
 inline std::shared_ptr<Transport> Transport::alone_group(int rank, int size,
                                                          std::string label) const {
-  MESHTP_CHECK(runs_alone(), "{} ({}) has peers: split it instead of playing a group alone",
-               label, to_string(kind()));
+  MESHTP_CHECK(runs_alone(), "{} ({}) has peers: split it instead of playing a group alone", label,
+               to_string(kind()));
   return alone_transport(rank, size, std::move(label));
 }
 std::shared_ptr<Transport> host_staged_transport(std::shared_ptr<Transport> host,

@@ -84,8 +84,8 @@ class Array {
     MESHTP_CHECK(offset >= 0 && count >= 0 && offset + count <= count_,
                  "a slice of {} elements at {} does not fit an array of {}", count, offset, count_);
     auto* base = static_cast<char*>(storage_.get());
-    return Array(std::shared_ptr<void>(storage_, base + static_cast<std::size_t>(offset) *
-                                                        element_size(type_)),
+    return Array(std::shared_ptr<void>(
+                     storage_, base + static_cast<std::size_t>(offset) * element_size(type_)),
                  type_, count);
   }
 
@@ -345,7 +345,6 @@ class Backend {
                                   const Array& att, std::int64_t b, std::int64_t t, std::int64_t nh,
                                   std::int64_t hd) = 0;
 };
-
 
 // f(std::span<float>) over an fp32 array's elements on the host, and the result kept: the
 // array's own memory where `backend`'s is the host's, else a copy downloaded before f and

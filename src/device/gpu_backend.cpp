@@ -350,8 +350,8 @@ void GpuBackend::layernorm_forward(Array& y, Array& mean, Array& rstd, const Arr
   check(rstd, Element::kF32, rows, "rstd");
   check(w, Element::kF32, cols, "w");
   check(b, Element::kF32, cols, "b");
-  gpu::layernorm_forward(ctx_, x.type(), y.data(), f32_data(mean), f32_data(rstd), x.data(), f32_data(w),
-                         f32_data(b), rows, cols);
+  gpu::layernorm_forward(ctx_, x.type(), y.data(), f32_data(mean), f32_data(rstd), x.data(),
+                         f32_data(w), f32_data(b), rows, cols);
 }
 
 void GpuBackend::layernorm_backward(Array& dx, Array& dw, Array& db, const Array& dy,
@@ -365,8 +365,8 @@ void GpuBackend::layernorm_backward(Array& dx, Array& dw, Array& db, const Array
   check(w, Element::kF32, cols, "w");
   check(mean, Element::kF32, rows, "mean");
   check(rstd, Element::kF32, rows, "rstd");
-  gpu::layernorm_backward(ctx_, x.type(), dx.data(), f32_data(dw), f32_data(db), dy.data(), x.data(),
-                          f32_data(w), f32_data(mean), f32_data(rstd), rows, cols);
+  gpu::layernorm_backward(ctx_, x.type(), dx.data(), f32_data(dw), f32_data(db), dy.data(),
+                          x.data(), f32_data(w), f32_data(mean), f32_data(rstd), rows, cols);
 }
 
 void GpuBackend::embedding_forward(Array& out, std::span<const std::int32_t> tokens, std::int64_t b,
@@ -384,8 +384,8 @@ void GpuBackend::embedding_backward(Array& dwte, Array& dwpe, const Array& dout,
   check(dwte, Element::kF32, v * c, "dwte");
   check(dwpe, Element::kF32, t * c, "dwpe");
   check(dout, dout.type(), b * t * c, "dout");
-  gpu::embedding_backward(ctx_, dout.type(), f32_data(dwte), f32_data(dwpe), dout.data(), tokens, b, t,
-                          v, c);
+  gpu::embedding_backward(ctx_, dout.type(), f32_data(dwte), f32_data(dwpe), dout.data(), tokens, b,
+                          t, v, c);
 }
 
 double GpuBackend::cross_entropy_forward(Array& lse, const Array& logits,
@@ -393,8 +393,8 @@ double GpuBackend::cross_entropy_forward(Array& lse, const Array& logits,
                                          std::int64_t classes, std::int64_t ld) {
   check(lse, Element::kF32, rows, "lse");
   check(logits, logits.type(), rows * ld, "logits");
-  return gpu::cross_entropy_forward(ctx_, logits.type(), f32_data(lse), logits.data(), targets, rows,
-                                    classes, ld);
+  return gpu::cross_entropy_forward(ctx_, logits.type(), f32_data(lse), logits.data(), targets,
+                                    rows, classes, ld);
 }
 
 void GpuBackend::cross_entropy_backward(Array& dlogits, const Array& logits, const Array& lse,

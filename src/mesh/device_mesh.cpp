@@ -46,7 +46,7 @@ DeviceMesh::DeviceMesh(comm::Communicator comm, std::vector<int> shape)
     base[i] = 0;
     std::string label = fmt::format("{} dim {}{}", to_string(), i, within);
     dim_comms_.push_back(is_alone() ? comm_.alone_group(coords_[i], shape_[i], std::move(label))
-                               : comm_.split(rank_of(base), coords_[i], std::move(label)));
+                                    : comm_.split(rank_of(base), coords_[i], std::move(label)));
     // The traffic counter files what moves along dim i under i (3-D meshes at most).
     if (i + 1 < comm::CommLedger::kLabels) dim_comms_.back().set_traffic_label(i);
   }
@@ -112,8 +112,7 @@ DeviceMesh DeviceMesh::submesh(const std::vector<int>& dims) const {
   }
   if (is_alone()) {
     const int sub_ranks = static_cast<int>(product(sub_shape));  // before sub_shape moves
-    return DeviceMesh(comm_.alone_group(key, sub_ranks, std::move(label)),
-                      std::move(sub_shape));
+    return DeviceMesh(comm_.alone_group(key, sub_ranks, std::move(label)), std::move(sub_shape));
   }
   return DeviceMesh(comm_.split(color, key, std::move(label)), std::move(sub_shape));
 }

@@ -33,8 +33,11 @@ void validate(const GptConfig& config, const std::vector<int>& tp_mesh_shape) {
 }
 
 StackConfig stack_config(const GptConfig& c) {
-  return {.block = {.shape = c.shape, .layout = c.layout, .cp_group = c.cp_group,
-                    .fold_group = c.fold_group, .backend = c.backend},
+  return {.block = {.shape = c.shape,
+                    .layout = c.layout,
+                    .cp_group = c.cp_group,
+                    .fold_group = c.fold_group,
+                    .backend = c.backend},
           .first_layer = c.stage * stage_layers(c),
           .layers = stage_layers(c)};
 }
@@ -103,16 +106,12 @@ Gpt::Gpt(const mesh::DeviceMesh& tp_mesh, const GptConfig& config)
   ce_stats_ = alloc(3 * n);
 }
 
-device::Array Gpt::alloc(std::int64_t count, Element type) const {
-  return be_->alloc(count, type);
-}
+device::Array Gpt::alloc(std::int64_t count, Element type) const { return be_->alloc(count, type); }
 
 View Gpt::matrix(const device::Array& a, std::int64_t rows) const {
   return a.empty() ? View{} : a.view(rows, config_.shape.hidden);
 }
-View Gpt::vector(const device::Array& a) const {
-  return a.empty() ? View{} : a.view(1, a.count());
-}
+View Gpt::vector(const device::Array& a) const { return a.empty() ? View{} : a.view(1, a.count()); }
 
 std::int64_t Gpt::stream_floats() const {
   return stack_->stream_layout().size();
@@ -123,12 +122,8 @@ const comm::Communicator* Gpt::stream_group() const {
   return split ? &mesh_->dim_comm(1) : nullptr;
 }
 
-device::Array& Gpt::value(int p) {
-  return extra(p) < 0 ? stack_->value(p) : values_[extra(p)];
-}
-device::Array& Gpt::grad(int p) {
-  return extra(p) < 0 ? stack_->grad(p) : grads_[extra(p)];
-}
+device::Array& Gpt::value(int p) { return extra(p) < 0 ? stack_->value(p) : values_[extra(p)]; }
+device::Array& Gpt::grad(int p) { return extra(p) < 0 ? stack_->grad(p) : grads_[extra(p)]; }
 const Shape& Gpt::local_shape(int p) const {
   return extra(p) < 0 ? stack_->local_shape(p) : local_[extra(p)];
 }
@@ -341,11 +336,10 @@ double Gpt::forward(std::span<const std::int32_t> tokens, std::span<const std::i
   const View x_last = whole(stack_->output());
   const View final_ln = final_ln_.view(x_last.rows, x_last.cols);
   const bool layer_norm = config_.shape.norm == layout::Norm::kLayerNorm;
-  parallel::norm_sharded_forward(*be_, config_.shape.norm, final_ln,
-                                 layer_norm ? ln_mean_.view(1, x_last.rows) : View{},
-                                 ln_rstd_.view(1, x_last.rows), x_last, vector(values_[kLnfWeight]),
-                                 vector(values_[kLnfBias]), h, stream_group(),
-                                 ln_sums_.view(1, ln_sums_.count()));
+  parallel::norm_sharded_forward(
+      *be_, config_.shape.norm, final_ln, layer_norm ? ln_mean_.view(1, x_last.rows) : View{},
+      ln_rstd_.view(1, x_last.rows), x_last, vector(values_[kLnfWeight]), vector(values_[kLnfBias]),
+      h, stream_group(), ln_sums_.view(1, ln_sums_.count()));
   parallel::gather_activation_into(*be_, *mesh_, final_ln, final_full_.view(rows, h), shard);
   return parallel::vocab_cross_entropy_forward(
       *be_, logits_.view(rows, vocab_.rows), lse_.view(1, rows), final_full_.view(rows, h),
@@ -398,8 +392,8 @@ void Gpt::head_backward(float dloss) {
   const View dfull = dfinal_full_.view(rows, h);
   parallel::vocab_cross_entropy_backward(
       *be_, dfull, matrix(grads_[head()], vocab_.rows), logits_.view(rows, vocab_.rows),
-      lse_.view(1, rows), final_full_.view(rows, h), matrix(values_[head()], vocab_.rows),
-      targets_, vocab_, mesh_->comm(), dloss);
+      lse_.view(1, rows), final_full_.view(rows, h), matrix(values_[head()], vocab_.rows), targets_,
+      vocab_, mesh_->comm(), dloss);
   // final_ln_ now holds this rank's block of ∂L/∂f.
   const View dx_last = whole(stack_->grad_output());
   const View dfinal = final_ln_.view(dx_last.rows, dx_last.cols);
@@ -417,12 +411,11 @@ void Gpt::head_backward(float dloss) {
     db = &lnf_partial_[1];
   }
   const bool layer_norm = config_.shape.norm == layout::Norm::kLayerNorm;
-  parallel::norm_sharded_backward(*be_, config_.shape.norm, dx_last, vector(*dw),
-                                  layer_norm ? vector(*db) : View{}, dfinal,
-                                  whole(stack_->output()), vector(values_[kLnfWeight]),
-                                  layer_norm ? ln_mean_.view(1, dx_last.rows) : View{},
-                                  ln_rstd_.view(1, dx_last.rows), h, stream_group(),
-                                  ln_sums_.view(1, ln_sums_.count()));
+  parallel::norm_sharded_backward(
+      *be_, config_.shape.norm, dx_last, vector(*dw), layer_norm ? vector(*db) : View{}, dfinal,
+      whole(stack_->output()), vector(values_[kLnfWeight]),
+      layer_norm ? ln_mean_.view(1, dx_last.rows) : View{}, ln_rstd_.view(1, dx_last.rows), h,
+      stream_group(), ln_sums_.view(1, ln_sums_.count()));
   if (rows_split) {
     for (int k = 0; k < (rms() ? 1 : 2); ++k) {
       mesh_->dim_comm(0).all_reduce(device::floats(lnf_partial_[k]));

@@ -214,9 +214,9 @@ class Gpt {
   device::Array final_ln_;    // stream block of LayerNorm_f's output, later its gradient
   device::Array final_full_;  // [n, h] gathered F
   device::Array dfinal_full_;
-  device::Array logits_;      // [n, V/T]
+  device::Array logits_;  // [n, V/T]
   device::Array ln_mean_, ln_rstd_, lse_, ce_stats_;
-  device::Array ln_sums_;  // fp64: the sharded norm's statistics in flight
+  device::Array ln_sums_;         // fp64: the sharded norm's statistics in flight
   device::Array lnf_partial_[2];  // sequence parallelism: LayerNorm_f's partial gradients
 };
 

@@ -278,7 +278,8 @@ void Stack::init(std::uint64_t seed) {
     const mesh::DeviceMesh& on = param_mesh(p);
     device::edit_on_host(*backend_, value(p), [&](std::span<float> local) {
       parallel::for_each_local(
-          e.shard, e.shape, on.shape(), on.coords(), [&](std::int64_t l, std::int64_t g) {
+          e.shard, e.shape, on.shape(), on.coords(),
+          [&](std::int64_t l, std::int64_t g) {
             local[static_cast<std::size_t>(l)] =
                 init_value(e, seed, static_cast<int>(config_.block.shape.layers), g);
           },
@@ -304,9 +305,9 @@ std::map<std::string, Tensor> Stack::gather(const std::vector<device::Array>& lo
     const ParamEntry& e = table_[static_cast<std::size_t>(p)];
     out.emplace(e.name, device::read_on_host(*backend_, local[static_cast<std::size_t>(p)],
                                              [&](std::span<const float> shard) {
-                                               return parallel::gather_param(
-                                                   e.shard, shard, e.shape, param_mesh(p),
-                                                   e.kv_heads);
+                                               return parallel::gather_param(e.shard, shard,
+                                                                             e.shape, param_mesh(p),
+                                                                             e.kv_heads);
                                              }));
   }
   return out;

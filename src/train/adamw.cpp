@@ -52,7 +52,8 @@ double squared_norm_share(device::Backend& backend, const device::Array& g, int 
   return device::read_on_host(backend, g, [&](std::span<const float> x) {
     double sum = 0.0;
     for (std::size_t i = 0; i < x.size(); ++i) {
-      sum += static_cast<double>(x[i]) * x[i] * (*norm_weight)[offset + static_cast<std::int64_t>(i)];
+      sum +=
+          static_cast<double>(x[i]) * x[i] * (*norm_weight)[offset + static_cast<std::int64_t>(i)];
     }
     return sum / replicas;
   });

@@ -267,8 +267,10 @@ void restore_checkpoint(const LoadedCheckpoint& checkpoint, const ModelParts& pa
     for (int p = 0; p < gpt.num_params(); ++p) {
       const auto i = static_cast<std::size_t>(p);
       gpt.scatter_value(p, file.tensors.at(gpt.name(p)));
-      scatter_moment(gpt, p, file.tensors.at("adam.m." + gpt.name(p)), optimizer.first_moments()[i]);
-      scatter_moment(gpt, p, file.tensors.at("adam.v." + gpt.name(p)), optimizer.second_moments()[i]);
+      scatter_moment(gpt, p, file.tensors.at("adam.m." + gpt.name(p)),
+                     optimizer.first_moments()[i]);
+      scatter_moment(gpt, p, file.tensors.at("adam.v." + gpt.name(p)),
+                     optimizer.second_moments()[i]);
     }
     optimizer.set_steps(checkpoint.adam_steps);
   }

@@ -23,8 +23,7 @@ comm::Communicator tie_group(const mesh::DeviceMesh& mesh, int pp) {
   const int r = mesh.coord(1);
   const bool ends = r == 0 || r + 1 == pp;
   if (mesh.is_alone()) {
-    return mesh.comm().alone_group(ends && r > 0 ? 1 : 0, ends && pp > 1 ? 2 : 1,
-                                   "tied-embedding");
+    return mesh.comm().alone_group(ends && r > 0 ? 1 : 0, ends && pp > 1 ? 2 : 1, "tied-embedding");
   }
   return mesh.dim_comm(1).split(ends ? 0 : 1 + r, r, "tied-embedding");
 }
@@ -180,9 +179,9 @@ double PipelineModel::run(std::span<const std::int32_t> tokens,
     model::Gpt& g = *gpts_[k];
     if (last_forward[k] != i) {  // rematerialise F(i, stage) from its saved input
       const auto it = inputs[k].find(i);
-      const std::span<const float> in =
-          it == inputs[k].end() ? std::span<const float>()
-                                : std::span<const float>(device::floats(it->second));
+      const std::span<const float> in = it == inputs[k].end()
+                                            ? std::span<const float>()
+                                            : std::span<const float>(device::floats(it->second));
       g.forward(mb(tokens, i), mb(targets, i), in,
                 g.has_head() ? std::span<float>() : device::floats(scratch_out_));
     }

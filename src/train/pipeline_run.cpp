@@ -41,8 +41,8 @@ PipelineRunStats run_pipeline(const layout::PipelineSchedule& s, const comm::Com
     const int from = s.rank_of(op.forward ? op.stage - 1 : op.stage + 1);
     auto& [buffer, request] = inbox[{op.forward, op.microbatch, op.stage}];
     buffer = message();
-    request = group.irecv(device::floats(buffer), from,
-                          tag_of(op.forward, op.microbatch, op.stage, S));
+    request =
+        group.irecv(device::floats(buffer), from, tag_of(op.forward, op.microbatch, op.stage, S));
   }
   std::vector<std::pair<device::Array, comm::Request>> outbox;
   outbox.reserve(ops.size());
@@ -62,7 +62,7 @@ PipelineRunStats run_pipeline(const layout::PipelineSchedule& s, const comm::Com
       in = device::floats(it->second.first);
     }
     const bool has_output = op.forward ? op.stage + 1 < S : op.stage > 0;
-    device::Array out = !has_output     ? device::Array()
+    device::Array out = !has_output      ? device::Array()
                         : !spare.empty() ? std::move(spare)
                                          : message();
     spare = {};

@@ -257,8 +257,7 @@ TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
   }
   const std::int64_t device_peak =
       config.model.backend != nullptr ? config.model.backend->peak_bytes_in_use() : -1;
-  summary.tensor_peak_bytes =
-      device_peak >= 0 ? device_peak : tensor_peak_bytes() - tensors_before;
+  summary.tensor_peak_bytes = device_peak >= 0 ? device_peak : tensor_peak_bytes() - tensors_before;
   summary.max_rss_bytes = max_rss_bytes();
   return summary;
 }

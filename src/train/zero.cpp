@@ -15,10 +15,10 @@ struct DataParallel::Bucket {
   std::int64_t size = 0;  // S_b
   std::int64_t part = 0;  // ⌈S_b/dp⌉ (stage ≥ 1)
   // In the model's backend's memory:
-  device::Array buffer;    // packed gradients (stage 0: S_b; else part·dp), then gathered
-                           // values (stage ≥ 2 blocks: only while a collective uses it)
-  device::Array gathered;  // stage 3: the parameters' all-gather, until copied
-  device::Array grad;      // stage ≥ 2: this replica's summed (accumulated) part
+  device::Array buffer;       // packed gradients (stage 0: S_b; else part·dp), then gathered
+                              // values (stage ≥ 2 blocks: only while a collective uses it)
+  device::Array gathered;     // stage 3: the parameters' all-gather, until copied
+  device::Array grad;         // stage ≥ 2: this replica's summed (accumulated) part
   device::Array value, m, v;  // stage ≥ 1: this replica's part of the values and moments
   device::Array own_grad;     // stage ≥ 1: the summed part (a slice of buffer, or grad)
   comm::Request request;
@@ -384,8 +384,8 @@ void DataParallel::step(float lr) {
                    [&](int p, std::int64_t offset, std::int64_t at, std::int64_t n) {
                      const std::int64_t i = at - r * b.part;
                      if (!part_only) copy_run(be_, b.value, i, gpt_.value(p), offset, n);
-                     pieces.push_back({b.value.slice(i, n), b.own_grad.slice(i, n),
-                                       b.m.slice(i, n), b.v.slice(i, n), gpt_.decays(p)});
+                     pieces.push_back({b.value.slice(i, n), b.own_grad.slice(i, n), b.m.slice(i, n),
+                                       b.v.slice(i, n), gpt_.decays(p)});
                    });
     adamw_update(be_, pieces, adamw_config_, lr, steps_);
     if (part_only) continue;

@@ -4,7 +4,10 @@
 // memory-model test holds real runs to), its losses are finite, and the traffic it counted is
 // the layout's kinds: tensor-parallel collectives, pipeline transfers, gradient reductions.
 // No MPI: every group is an alone group.
+#include "bench/rank_profile.hpp"
+
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -12,9 +15,6 @@
 #include <fstream>
 #include <string>
 
-#include <unistd.h>
-
-#include "bench/rank_profile.hpp"
 #include "core/error.hpp"
 #include "error_of.hpp"
 #include "inverted_device.hpp"
@@ -93,8 +93,12 @@ TEST_F(RankProfile, MemoryWithinTenPercentOfThePlannersAndTrafficOfTheLayoutsKin
 // stand-in's memory (tests/inverted_device.hpp), its alone groups host-staged, train the host
 // run's losses and count the same traffic.
 TEST_F(RankProfile, ARankOnADeviceTrainsTheHostsLosses) {
-  const layout::Plan pipeline{.dp = 2, .pp = 2, .microbatches = 2,
-                              .schedule = layout::Schedule::k1F1B, .zero = 1, .mesh = {2, 1}};
+  const layout::Plan pipeline{.dp = 2,
+                              .pp = 2,
+                              .microbatches = 2,
+                              .schedule = layout::Schedule::k1F1B,
+                              .zero = 1,
+                              .mesh = {2, 1}};
   for (const int rank : {0, 7}) {
     const RankBenchResult host = run_rank_bench(options(pipeline, rank));
     testing::InvertedBackend stand_in;

@@ -102,13 +102,15 @@ TEST_F(HostStaged, MovesHostBuffersAsTheyAre) {
   std::vector<float> gathered(static_cast<std::size_t>(kCount * size));
   comm::Request r = staged.iall_gather(std::span<const float>(send), std::span<float>(gathered));
   r.wait();
-  for (int q = 0; q < size; ++q) EXPECT_EQ(gathered[static_cast<std::size_t>(q * kCount)], value(q, 0));
+  for (int q = 0; q < size; ++q)
+    EXPECT_EQ(gathered[static_cast<std::size_t>(q * kCount)], value(q, 0));
   EXPECT_EQ(memory->to_host_calls, 0);
   EXPECT_EQ(memory->to_device_calls, 0);
   // One host and one device buffer in one operation: each as it is.
   DeviceArray<float> on_device(std::vector<float>(static_cast<std::size_t>(kCount * size)));
   staged.all_gather(std::span<const float>(send), on_device.span());
-  for (int q = 0; q < size; ++q) EXPECT_EQ(on_device.values()[static_cast<std::size_t>(q * kCount)], value(q, 0));
+  for (int q = 0; q < size; ++q)
+    EXPECT_EQ(on_device.values()[static_cast<std::size_t>(q * kCount)], value(q, 0));
 }
 
 TEST_F(HostStaged, AllGatherAndReduceScatter) {

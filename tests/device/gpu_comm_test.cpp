@@ -48,8 +48,8 @@ TEST(GpuStagingMemory, TellsDeviceMemoryFromHostMemory) {
 
 // NCCL moves device memory only: a host buffer (a loss, a norm) goes over the host group.
 TEST(GpuNccl, HostBuffersTravelOverTheHostGroup) {
-  const comm::Communicator c = comm::Communicator::nccl(
-      comm::Communicator::alone(0, 1), ctx().stream(), gpu::staging_memory(ctx()));
+  const comm::Communicator c = comm::Communicator::nccl(comm::Communicator::alone(0, 1),
+                                                        ctx().stream(), gpu::staging_memory(ctx()));
   std::vector<double> loss{2.5};
   c.all_reduce(std::span<double>(loss));
   EXPECT_EQ(loss[0], 2.5);

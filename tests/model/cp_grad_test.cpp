@@ -17,8 +17,8 @@
 #include <cmath>
 #include <map>
 
-#include "array_copy.hpp"
 #include "../ops/grad_check.hpp"
+#include "array_copy.hpp"
 #include "comm/communicator.hpp"
 #include "model/gpt.hpp"
 #include "tensor/random.hpp"

@@ -2,13 +2,13 @@
 // parallelism on (N,1)) computes the serial model's loss and every parameter gradient.
 //
 // The serial reference (model/serial_gpt.hpp) is independent of model/gpt.cpp.
-#include "array_copy.hpp"
 #include "model/gpt.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 #include <gtest/gtest.h>
 
+#include "array_copy.hpp"
 #include "core/error.hpp"
 #include "error_of.hpp"
 #include "model/serial_gpt.hpp"
@@ -302,7 +302,8 @@ TEST(Gpt, RecomputationGivesBitIdenticalGradients) {
                                               fmt::streamed(c.layout), layout::name(rc));
         if (rc == layout::Recompute::kNone) {
           reference_loss = loss;
-          for (int p = 0; p < gpt.num_params(); ++p) reference_grads.push_back(testing::copy_of(gpt.grad(p)));
+          for (int p = 0; p < gpt.num_params(); ++p)
+            reference_grads.push_back(testing::copy_of(gpt.grad(p)));
           continue;
         }
         EXPECT_EQ(loss, reference_loss) << where;

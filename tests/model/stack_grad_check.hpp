@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "array_copy.hpp"
 #include "../ops/grad_check.hpp"
+#include "array_copy.hpp"
 #include "model/stack.hpp"
 
 namespace meshtp::model::testing {
@@ -43,10 +43,11 @@ inline void expect_stack_gradients(Stack& stack, const StackConfig& c, std::uint
   stack.backward();
   const Tensor dx = stack.gather_grad_input();
   std::vector<Tensor> grads;
-  for (int p = 0; p < stack.num_params(); ++p) grads.push_back(meshtp::testing::copy_of(stack.grad(p)));
+  for (int p = 0; p < stack.num_params(); ++p)
+    grads.push_back(meshtp::testing::copy_of(stack.grad(p)));
   for (int p = 0; p < stack.num_params(); ++p) {
-    const auto r =
-        check_gradient(device::floats(stack.value(p)), grads[static_cast<std::size_t>(p)].values(), loss);
+    const auto r = check_gradient(device::floats(stack.value(p)),
+                                  grads[static_cast<std::size_t>(p)].values(), loss);
     EXPECT_LT(r.error, meshtp::testing::kFdTol)
         << label << " " << stack.param_table()[static_cast<std::size_t>(p)].name << ": " << r;
   }

@@ -88,7 +88,7 @@ TEST(VocabParallel, EmbeddingHeadAndLossEqualSerial) {
   Tensor logits({kRows, shard.rows});
   std::vector<float> lse(kRows), stats(3 * kRows);
   const double loss = host_cross_entropy_forward(logits.matrix(), lse, x.matrix(),
-                                                  wte_local.matrix(), targets, shard, world, stats);
+                                                 wte_local.matrix(), targets, shard, world, stats);
   Tensor ref_logits({kRows, kVocab});
   linear_forward(ref_logits.matrix(), x.matrix(), wte.matrix(), {});
   std::vector<float> ref_lse(kRows);
@@ -98,7 +98,7 @@ TEST(VocabParallel, EmbeddingHeadAndLossEqualSerial) {
   Tensor dx({kRows, kHidden});
   Tensor dwte_local({shard.rows, kHidden});
   host_cross_entropy_backward(dx.matrix(), dwte_local.matrix(), logits.matrix(), lse, x.matrix(),
-                               wte_local.matrix(), targets, shard, world, 0.5f);
+                              wte_local.matrix(), targets, shard, world, 0.5f);
   Tensor dlogits({kRows, kVocab});
   cross_entropy_backward(dlogits.matrix(), ref_logits.matrix(), ref_lse, targets, 0.5f);
   Tensor ref_dx({kRows, kHidden});
@@ -153,9 +153,9 @@ TEST(VocabParallel, TheSameOnTheSeam) {
   std::vector<float> lse(kRows), stats(3 * kRows);
   host_embedding_forward(out.matrix(), tokens, wte_local.matrix(), shard, world);
   const double loss = host_cross_entropy_forward(logits.matrix(), lse, x.matrix(),
-                                                  wte_local.matrix(), targets, shard, world, stats);
+                                                 wte_local.matrix(), targets, shard, world, stats);
   host_cross_entropy_backward(dx.matrix(), dwte.matrix(), logits.matrix(), lse, x.matrix(),
-                               wte_local.matrix(), targets, shard, world, 0.5f);
+                              wte_local.matrix(), targets, shard, world, 0.5f);
   host_embedding_backward(demb.matrix(), dout.matrix(), tokens, shard);
   // On the stand-in.
   const OnDevice wte_d = put(be, wte_local), x_d = put(be, x), dout_d = put(be, dout);

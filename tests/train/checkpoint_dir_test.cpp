@@ -56,7 +56,8 @@ struct Model {
   explicit Model(const comm::Communicator& world)
       : solo(world.split(world.rank(), 0, "checkpoint-dir-test")),
         tp(solo, {1, 1}),
-        gpt(tp, {.shape = {.batch = 1, .seq = 4, .hidden = 8, .heads = 2, .layers = 1, .vocab = 256}}),
+        gpt(tp,
+            {.shape = {.batch = 1, .seq = 4, .hidden = 8, .heads = 2, .layers = 1, .vocab = 256}}),
         adamw(gpt.backend(), refs(), AdamWConfig{}) {
     gpt.init(1);
   }

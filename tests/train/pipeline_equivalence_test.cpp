@@ -4,13 +4,12 @@
 // after a few steps every parameter of every stage equals the single-rank model's.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <span>
-
-#include <unistd.h>
 
 #include "inverted_device.hpp"
 #include "train/pipeline_model.hpp"

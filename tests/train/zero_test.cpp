@@ -5,7 +5,6 @@
 // does (up to fp32 reassociation), while each replica keeps only its part of the moments
 // (≥ 1), the gradients (≥ 2) and the blocks' parameters (3); a stage outside 0–3, or sharding
 // without replicas, is refused.
-#include "array_copy.hpp"
 #include "train/zero.hpp"
 
 #include <fmt/format.h>
@@ -19,11 +18,12 @@
 #include <string>
 #include <vector>
 
+#include "array_copy.hpp"
 #include "core/error.hpp"
+#include "error_of.hpp"
 #include "mesh/device_mesh.hpp"
 #include "model/gpt.hpp"
 #include "tensor/memory.hpp"
-#include "error_of.hpp"
 
 namespace meshtp::train {
 namespace {
