@@ -162,6 +162,8 @@ void run_bench_layer(const BenchLayerArgs& a) {
                              {"flops", s.flops},
                              {"tflops_per_rank", s.tflops_per_rank},
                              {"blas_gflops", s.blas_gflops},
+                             {"baseline", device.cuda ? "the backend's GeMM" : "cblas"},
+                             {"device", device.header},
                              {"ratio_to_blas", s.ratio_to_blas},
                              {"check_error", s.check_error}}
                   .dump()

@@ -79,6 +79,7 @@ void run_bench_train(const BenchTrainArgs& a) {
                          {"flops_per_rank", r.flops_per_rank},
                          {"gflops_per_rank", r.gflops_per_rank},
                          {"blas_gflops", r.blas_gflops},
+                         {"baseline", device.cuda ? "the backend's GeMM" : "cblas"},
                          {"ratio_to_blas", r.ratio_to_blas},
                          {"kernels", kernels::fast().name},
                          {"losses", r.losses}}
