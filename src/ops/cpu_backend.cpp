@@ -401,8 +401,12 @@ Array CpuBackend::alloc(std::int64_t count, Element type) {
   return Array(std::move(data), type, count);
 }
 
+// Whole arrays are data movements like the views' copy and zero (tensor/tensor.hpp): skipped
+// in the simulated build's charged mode, so a large buffer's reserved pages stay untouched.
 void CpuBackend::zero(Array& a) {
-  std::memset(a.data(), 0, static_cast<std::size_t>(a.count()) * element_size(a.type()));
+  const std::size_t bytes = static_cast<std::size_t>(a.count()) * element_size(a.type());
+  if (simhooks::skip_values(bytes)) return;
+  std::memset(a.data(), 0, bytes);
 }
 
 namespace {
@@ -428,8 +432,9 @@ void CpuBackend::copy(Array& dst, const Array& src) {
   MESHTP_CHECK(dst.count() == src.count() && dst.type() == src.type(),
                "cpu backend: copying {} {} elements into {} {}", src.count(), to_string(src.type()),
                dst.count(), to_string(dst.type()));
-  std::memcpy(dst.data(), src.data(),
-              static_cast<std::size_t>(src.count()) * element_size(src.type()));
+  const std::size_t bytes = static_cast<std::size_t>(src.count()) * element_size(src.type());
+  if (simhooks::skip_values(bytes)) return;
+  std::memcpy(dst.data(), src.data(), bytes);
 }
 
 void CpuBackend::linear_forward(Array& y, const Array& x, const Array& w, const Array& b,
