@@ -99,7 +99,7 @@ class Array {
 // backend and transports. Only the host reads it, and only where the backend's memory is the
 // host's (Backend::device_memory() == nullptr); edit_on_host below works on any backend.
 inline std::span<float> floats(const Array& a) {
-  MESHTP_CHECK(a.type() == Element::kF32, "an fp32 span of a {} array", to_string(a.type()));
+  MESHTP_CHECK(a.type() == Element::kF32, "an fp32 span of an {} array", to_string(a.type()));
   return {static_cast<float*>(a.data()), static_cast<std::size_t>(a.count())};
 }
 

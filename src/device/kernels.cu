@@ -30,15 +30,17 @@ unsigned blocks_for(std::int64_t n) {
   return static_cast<unsigned>(blocks < 4096 ? (blocks > 0 ? blocks : 1) : 4096);
 }
 
-// Σ over the block's threads; every thread gets the sum. `shared` holds 32 floats.
-__device__ float block_sum(float v, float* shared) {
+// Σ over the block's threads (float, or double for a norm's sums); every thread gets the sum.
+// `shared` holds 32 of them.
+template <typename T>
+__device__ T block_sum(T v, T* shared) {
   for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   __syncthreads();  // shared may still be read by a previous reduction
   if (lane == 0) shared[warp] = v;
   __syncthreads();
   const int warps = (blockDim.x + 31) / 32;
-  v = lane < warps ? shared[lane] : 0.0f;
+  v = lane < warps ? shared[lane] : T(0);
   for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
   return v;
 }
@@ -369,18 +371,6 @@ __global__ void adamw_kernel(const AdamWTensor* tensors, const AdamWChunk* chunk
 // (LayerNorm: Σx | Σx² forward, Σg | Σg·x̂ backward; RMSNorm: [row] alone), as the CPU ops
 // (ops/layernorm.cpp, ops/rmsnorm.cpp) lay them out.
 
-// Σ over the block's threads in double; every thread gets the sum. `shared` holds 32 doubles.
-__device__ double block_sum_double(double v, double* shared) {
-  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  __syncthreads();  // shared may still be read by a previous reduction
-  if (lane == 0) shared[warp] = v;
-  __syncthreads();
-  const int warps = (blockDim.x + 31) / 32;
-  v = lane < warps ? shared[lane] : 0.0;
-  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
 
 // Σx and Σx² of one row (every thread gets both).
 template <typename T>
@@ -392,8 +382,8 @@ __device__ void row_moments(const T* xr, std::int64_t cols, double* shared, doub
     s += v;
     q += v * v;
   }
-  sum = block_sum_double(s, shared);
-  sum_sq = block_sum_double(q, shared);
+  sum = block_sum(s, shared);
+  sum_sq = block_sum(q, shared);
 }
 
 // Σg and Σg·x̂ of one row, g = dy⊙w, x̂ = (x − mean)·rstd (every thread gets both).
@@ -408,8 +398,8 @@ __device__ void row_backward_sums(const T* dyr, const T* xr, const float* w, flo
     s += g;
     q += static_cast<double>(g) * xhat;
   }
-  sum_g = block_sum_double(s, shared);
-  sum_gx = block_sum_double(q, shared);
+  sum_g = block_sum(s, shared);
+  sum_gx = block_sum(q, shared);
 }
 
 // A row's sums where the phases keep them, the CPU's layout: LayerNorm's two at [row] and
@@ -609,7 +599,7 @@ __global__ void cross_entropy_shard_sums_kernel(float* sums, const T* logits, st
   const float mx = row_max[row];
   double s = 0.0;
   for (std::int64_t c = threadIdx.x; c < real; c += blockDim.x) s += expf(load(xr, c) - mx);
-  s = block_sum_double(s, shared);
+  s = block_sum(s, shared);
   if (threadIdx.x != 0) return;
   const std::int64_t t = std::int64_t{targets[row]} - begin;
   sums[2 * row] = static_cast<float>(s);

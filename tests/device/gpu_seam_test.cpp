@@ -18,6 +18,7 @@
 #include "device/gpu.hpp"
 #include "device/gpu_backend.hpp"
 #include "model/gpt.hpp"
+#include "model/seam_helpers.hpp"
 #include "random_ids.hpp"
 #include "tensor/random.hpp"
 #include "train/trainer.hpp"
@@ -44,12 +45,7 @@ model::GptConfig gpt_config() {
 model::GptConfig llama_config() {
   model::GptConfig c = gpt_config();
   c.shape.heads = 8;
-  c.shape.kv_heads = 2;
-  c.shape.ffn_hidden = 96;
-  c.shape.activation = layout::Activation::kSwiglu;
-  c.shape.norm = layout::Norm::kRmsNorm;
-  c.shape.position = layout::Position::kRope;
-  c.shape.tie_embeddings = false;
+  c.shape = testing::llama_family(c.shape, 2, 96);
   c.layout.attention = layout::Attention::kFused;
   return c;
 }

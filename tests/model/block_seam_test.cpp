@@ -11,18 +11,18 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "../parallel/mesh2d.hpp"
 #include "core/parse.hpp"
 #include "error_of.hpp"
-#include "inverted_device.hpp"
 #include "model/block.hpp"
 #include "model/gemm2d_block.hpp"
+#include "model/seam_helpers.hpp"
 #include "tensor/random.hpp"
 
 namespace meshtp::model {
 namespace {
 
 using testing::InvertedBackend;
+using testing::on_every_mesh;
 
 BlockConfig config(layout::Algorithm algo, layout::Recompute recompute) {
   BlockConfig c{.shape = {.batch = 8, .seq = 8, .hidden = 32, .heads = 8, .layers = 1},
@@ -107,21 +107,6 @@ void expect_same(const Result& host, const Result& dev, const std::string& what)
   }
 }
 
-// f(shape, host mesh, device mesh, stand-in) for every mesh of this world size: the device
-// mesh over host-staged groups of the stand-in's memory. Returns the cases f says it ran.
-template <class F>
-int on_every_mesh(F&& f) {
-  const auto world = comm::Communicator::world();
-  InvertedBackend stand_in;
-  const auto staged = comm::Communicator::host_staged(world, stand_in.memory);
-  int ran = 0;
-  for (const auto& shape : parallel::meshes2d(world.size())) {
-    const mesh::DeviceMesh host_mesh(world, shape), device_mesh(staged, shape);
-    ran += f(shape, host_mesh, device_mesh, stand_in);
-  }
-  return ran;
-}
-
 TEST(Gemm2dBlockSeam, TheBlockOnMemoryTheHostCannotReadEqualsTheHostRun) {
   const int world_rank = comm::Communicator::world().rank();
   const int ran =
@@ -156,13 +141,7 @@ BlockConfig atp_config(bool llama, layout::Attention attention, int chunks, bool
   BlockConfig c{.shape = {.batch = 8, .seq = 8, .hidden = 32, .heads = 8, .layers = 1},
                 .layout = {.chunks = chunks, .sequence_parallel = sp, .progress_splits = 2}};
   c.layout.attention = attention;
-  if (llama) {
-    c.shape.kv_heads = 2;
-    c.shape.ffn_hidden = 48;
-    c.shape.activation = layout::Activation::kSwiglu;
-    c.shape.norm = layout::Norm::kRmsNorm;
-    c.shape.position = layout::Position::kRope;
-  }
+  if (llama) c.shape = testing::llama_family(c.shape, 2, 48);
   return c;
 }
 

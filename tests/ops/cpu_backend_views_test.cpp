@@ -192,5 +192,23 @@ TEST(CpuBackendViews, Fp64ArraysForSumsAndTheirRefusals) {
             std::string::npos);
 }
 
+// An array's slice shares its storage (ZeRO's parts of a bucket), and the host's fp32 span of an
+// array (device::floats) and host copies (edit_on_host / read_on_host) refuse what they cannot be.
+TEST(CpuBackendViews, SlicesAndHostAccessOfArrays) {
+  device::Backend& be = cpu_backend();
+  device::Array a = be.alloc(6, Element::kF32);
+  be.upload(a, std::vector<float>{0, 1, 2, 3, 4, 5});
+  device::Array part = a.slice(2, 3);
+  EXPECT_EQ(device::floats(part)[0], 2.0f);
+  be.scale(part, 10.0f);
+  EXPECT_EQ(be.download(a), (std::vector<float>{0, 1, 20, 30, 40, 5}));
+  device::edit_on_host(be, part, [](std::span<float> v) { v[2] = -1.0f; });
+  EXPECT_EQ(device::read_on_host(be, a, [](std::span<const float> v) { return v[4]; }), -1.0f);
+  EXPECT_EQ(test_support::error_of([&] { (void)a.slice(4, 3); }),
+            "a slice of 3 elements at 4 does not fit an array of 6");
+  EXPECT_EQ(test_support::error_of([&] { (void)device::floats(be.alloc(2, Element::kF64)); }),
+            "an fp32 span of an fp64 array");
+}
+
 }  // namespace
 }  // namespace meshtp
