@@ -31,7 +31,8 @@
 #                                          training loop on the seam (`meshtp train --device
 #                                          cuda`: 2 and 4 ranks sharing the GPU on ATP 2x2,
 #                                          Megatron 4x1 with sequence parallelism, MeshSlice
-#                                          2x2 S 2, pp 2 1F1B and ZeRO-2 dp 2, 1 rank over
+#                                          2x2 S 2, pp 2 1F1B, ZeRO-2 dp 2, and context
+#                                          parallelism: cp 2 ring, cp 2 a2a × tp 2; 1 rank over
 #                                          NCCL; losses against --device cpu), `bench layer
 #                                          --device cuda` at h 4096, and `bench rank --device
 #                                          cuda` for the 22B at tp 8 and GPT-3 175B at tp 8 ×
@@ -183,7 +184,9 @@ case "$step" in
                   "megatron_sp_4x1 4 --mesh 4x1 --sequence-parallel"
                   "meshslice_2x2 4 --mesh 2x2 --strategy meshslice --slices 2"
                   "pp2_1f1b 2 --mesh 1x1 --pp 2 --microbatches 2 --schedule 1f1b"
-                  "zero2_dp2 2 --mesh 1x1 --dp 2 --zero 2")
+                  "zero2_dp2 2 --mesh 1x1 --dp 2 --zero 2"
+                  "cp2_ring 2 --mesh 1x1 --cp 2 --cp-comm ring --attention fused"
+                  "cp2_a2a_tp2 4 --mesh 2x1 --cp 2 --cp-comm a2a --attention fused")
     for entry in "${seam_layouts[@]}"; do
       read -r name np flags <<<"$entry"
       run_step "seam_train_${name}_cpu" "${mpi[@]}" -np "$np" "${seam_train[@]}" $flags \
@@ -266,7 +269,8 @@ check("tiny gpu bf16 vs cpu fp32", worst(loss(g16), loss(cpu)), 2e-2)
 if recorded:
     check("small gpu bf16 vs recorded fp32 (200 steps)", worst(loss(small), recorded["loss"]["fp32"]), 2e-2)
 # train --device cuda (fp32) against --device cpu, layout by layout: the fp32 bar above.
-for name in ("atp_2x2", "megatron_sp_4x1", "meshslice_2x2", "pp2_1f1b", "zero2_dp2", "nccl"):
+for name in ("atp_2x2", "megatron_sp_4x1", "meshslice_2x2", "pp2_1f1b", "zero2_dp2", "cp2_ring",
+             "cp2_a2a_tp2", "nccl"):
     got, want = loss(metrics(f"seam_train_{name}_gpu")), loss(metrics(f"seam_train_{name}_cpu"))
     check(f"seam train {name}: gpu vs cpu, steps 1-10", worst(got, want, 0, 10), 1e-4)
     check(f"seam train {name}: gpu vs cpu, steps 11-20", worst(got, want, 10), 1e-3)

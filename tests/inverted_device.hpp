@@ -264,25 +264,33 @@ class InvertedBackend final : public device::Backend {
                                           fetch(att).host, b, t, nh);
     store({&hd, &hs});
   }
-  std::int64_t flash_attention_scratch(std::int64_t b, std::int64_t t, std::int64_t nh,
-                                       std::int64_t nkv, std::int64_t hd) const override {
-    return cpu_backend().flash_attention_scratch(b, t, nh, nkv, hd);
+  std::int64_t flash_attention_scratch(const FlashAttention& a, std::int64_t tq, std::int64_t tk,
+                                       std::int64_t hd) const override {
+    return cpu_backend().flash_attention_scratch(a, tq, tk, hd);
   }
-  void flash_attention_forward(const View& out, const View& lse, const View& scratch,
-                               const View& qkv, std::int64_t b, std::int64_t t, std::int64_t nh,
-                               std::int64_t nkv) override {
+  void flash_attention_forward(const View& out, const View& lse, const View& scratch, const View& q,
+                               const View& k, const View& v, const FlashAttention& a) override {
     HostCopy ho = fetch(out), hl = fetch(lse), hs = fetch(scratch);
-    cpu_backend().flash_attention_forward(ho.host, hl.host, hs.host, fetch(qkv).host, b, t, nh,
-                                          nkv);
+    cpu_backend().flash_attention_forward(ho.host, hl.host, hs.host, fetch(q).host, fetch(k).host,
+                                          fetch(v).host, a);
     store({&ho, &hl, &hs});
   }
-  void flash_attention_backward(const View& dqkv, const View& scratch, const View& dout,
-                                const View& qkv, const View& out, const View& lse, std::int64_t b,
-                                std::int64_t t, std::int64_t nh, std::int64_t nkv) override {
-    HostCopy hd = fetch(dqkv), hs = fetch(scratch);
-    cpu_backend().flash_attention_backward(hd.host, hs.host, fetch(dout).host, fetch(qkv).host,
-                                           fetch(out).host, fetch(lse).host, b, t, nh, nkv);
-    store({&hd, &hs});
+  void flash_attention_backward(const View& dq, const View& dk, const View& dv, const View& scratch,
+                                const View& dout, const View& q, const View& k, const View& v,
+                                const View& out, const View& lse,
+                                const FlashAttention& a) override {
+    HostCopy hq = fetch(dq), hk = fetch(dk), hv = fetch(dv), hs = fetch(scratch);
+    cpu_backend().flash_attention_backward(hq.host, hk.host, hv.host, hs.host, fetch(dout).host,
+                                           fetch(q).host, fetch(k).host, fetch(v).host,
+                                           fetch(out).host, fetch(lse).host, a);
+    store({&hq, &hk, &hv, &hs});
+  }
+  void flash_attention_merge(const View& out, const View& lse, const View& part,
+                             const View& part_lse, const FlashAttention& a) override {
+    HostCopy ho = fetch(out), hl = fetch(lse);
+    cpu_backend().flash_attention_merge(ho.host, hl.host, fetch(part).host, fetch(part_lse).host,
+                                        a);
+    store({&ho, &hl});
   }
 
   void rope(const View& x, const View& cos_sin, std::int64_t batch, std::int64_t heads,

@@ -101,36 +101,93 @@ void attention_backward(Context& ctx, Element type, void* dqkv, void* scratch, c
 
 namespace {
 
-void check_flash(std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64_t kv_heads,
-                 std::int64_t head_dim, const char* fn) {
-  MESHTP_CHECK(batch >= 0 && seq >= 0 && heads > 0 && kv_heads > 0 && heads % kv_heads == 0,
-               "{}: bad sizes B={} T={} NH={} NKV={} (NH must be a multiple of NKV)", fn, batch,
-               seq, heads, kv_heads);
-  MESHTP_CHECK(flash_attention_head_dim_supported(head_dim),
-               "{}: head dim HD={} is not one the GPU kernel runs (16, 32, 64, 128, 256)", fn,
-               head_dim);
+// The operands of one fused call, checked: q, k, v of one type, NH a multiple of NKV, rows
+// B·Tq and B·Tk, a head dim the kernel runs, outputs of q's shapes.
+FlashOperands flash_operands(const View& q, const View& k, const View& v, const FlashAttention& a,
+                             const char* fn) {
+  MESHTP_CHECK(a.batch > 0 && a.heads > 0 && a.kv_heads > 0 && a.heads % a.kv_heads == 0 &&
+                   q.cols % a.heads == 0 && q.rows % a.batch == 0 && k.rows % a.batch == 0,
+               "{}: bad sizes B={} NH={} NKV={} for q {} (NH must be a multiple of NKV, q B·Tq "
+               "rows of NH·HD)",
+               fn, a.batch, a.heads, a.kv_heads, describe(q));
+  const std::int64_t hd = q.cols / a.heads;
+  MESHTP_CHECK(flash_attention_head_dim_supported(hd),
+               "{}: head dim HD={} is not one the GPU kernel runs (16, 32, 64, 128, 256)", fn, hd);
+  MESHTP_CHECK(k.type == q.type && v.type == q.type && k.cols == a.kv_heads * hd &&
+                   v.cols == k.cols && v.rows == k.rows,
+               "{}: q {}, k {}, v {}: k and v need {}·{} columns and q's type", fn, describe(q),
+               describe(k), describe(v), a.kv_heads, hd);
+  return {.B = a.batch,
+          .Tq = q.rows / a.batch,
+          .Tk = k.rows / a.batch,
+          .NH = a.heads,
+          .NKV = a.kv_heads,
+          .q_pos = a.q_pos,
+          .k_pos = a.k_pos,
+          .q = q.data,
+          .k = k.data,
+          .v = v.data,
+          .ldq = q.ld,
+          .ldk = k.ld,
+          .ldv = v.ld};
+}
+
+void check_flash_operand(const View& x, const View& like, const char* what, const char* fn) {
+  MESHTP_CHECK(x.type == like.type && x.rows == like.rows && x.cols == like.cols,
+               "{}: {} is {}, it needs {}'s shape and type ({})", fn, what, describe(x), what,
+               describe(like));
 }
 
 }  // namespace
 
-void flash_attention_forward(Context& ctx, Element type, void* out, float* lse, const void* qkv,
-                             std::int64_t batch, std::int64_t seq, std::int64_t heads,
-                             std::int64_t kv_heads, std::int64_t head_dim) {
-  check_flash(batch, seq, heads, kv_heads, head_dim, "gpu::flash_attention_forward");
-  if (batch == 0 || seq == 0) return;
-  MESHTP_CUDA(launch_flash_attention_forward(static_cast<cudaStream_t>(ctx.stream()), type, out,
-                                             lse, qkv, batch, seq, heads, kv_heads, head_dim));
+void flash_attention_forward(Context& ctx, const View& out, float* lse, const View& q,
+                             const View& k, const View& v, const FlashAttention& a) {
+  constexpr const char* kFn = "gpu::flash_attention_forward";
+  FlashOperands o = flash_operands(q, k, v, a, kFn);
+  check_flash_operand(out, q, "out", kFn);
+  if (o.Tq == 0) return;
+  o.out = out.data;
+  o.ldo = out.ld;
+  MESHTP_CUDA(launch_flash_attention_forward(static_cast<cudaStream_t>(ctx.stream()), q.type, o,
+                                             lse, q.cols / a.heads));
 }
 
-void flash_attention_backward(Context& ctx, Element type, void* dqkv, float* scratch,
-                              const void* dout, const void* out, const float* lse, const void* qkv,
-                              std::int64_t batch, std::int64_t seq, std::int64_t heads,
-                              std::int64_t kv_heads, std::int64_t head_dim) {
-  check_flash(batch, seq, heads, kv_heads, head_dim, "gpu::flash_attention_backward");
-  if (batch == 0 || seq == 0) return;
-  MESHTP_CUDA(launch_flash_attention_backward(static_cast<cudaStream_t>(ctx.stream()), type,
-                                              dqkv, scratch, dout, out, lse, qkv, batch, seq,
-                                              heads, kv_heads, head_dim));
+void flash_attention_backward(Context& ctx, const View& dq, const View& dk, const View& dv,
+                              float* scratch, const View& dout, const View& q, const View& k,
+                              const View& v, const View& out, const float* lse,
+                              const FlashAttention& a) {
+  constexpr const char* kFn = "gpu::flash_attention_backward";
+  FlashOperands o = flash_operands(q, k, v, a, kFn);
+  check_flash_operand(dq, q, "dq", kFn);
+  check_flash_operand(dk, k, "dk", kFn);
+  check_flash_operand(dv, v, "dv", kFn);
+  check_flash_operand(dout, q, "dout", kFn);
+  check_flash_operand(out, q, "out", kFn);
+  if (o.Tq == 0 || o.Tk == 0) return;
+  o.out = out.data;
+  o.ldo = out.ld;
+  o.dout = dout.data;
+  o.lddo = dout.ld;
+  o.dq = dq.data;
+  o.lddq = dq.ld;
+  o.dk = dk.data;
+  o.lddk = dk.ld;
+  o.dv = dv.data;
+  o.lddv = dv.ld;
+  MESHTP_CUDA(launch_flash_attention_backward(static_cast<cudaStream_t>(ctx.stream()), q.type, o,
+                                              lse, scratch, q.cols / a.heads));
+}
+
+void flash_attention_merge(Context& ctx, const View& out, float* lse, const View& part,
+                           const float* part_lse, const FlashAttention& a) {
+  constexpr const char* kFn = "gpu::flash_attention_merge";
+  MESHTP_CHECK(a.batch > 0 && a.heads > 0 && out.rows % a.batch == 0 && out.cols % a.heads == 0,
+               "{}: bad sizes B={} NH={} for out {}", kFn, a.batch, a.heads, describe(out));
+  check_flash_operand(part, out, "the partial out", kFn);
+  if (out.rows == 0) return;
+  MESHTP_CUDA(launch_flash_attention_merge(
+      static_cast<cudaStream_t>(ctx.stream()), out.type, out.data, out.ld, lse, part.data, part.ld,
+      part_lse, a.batch, out.rows / a.batch, a.heads, out.cols / a.heads));
 }
 
 }  // namespace meshtp::gpu

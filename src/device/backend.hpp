@@ -49,6 +49,7 @@
 #include "core/adamw_step.hpp"
 #include "core/device_memory.hpp"
 #include "core/error.hpp"
+#include "core/flash_attention_shape.hpp"
 #include "core/view.hpp"
 #include "device/gpu.hpp"  // plain C++, no CUDA header
 #include "layout/vocabulary.hpp"  // layout::Norm
@@ -122,6 +123,22 @@ enum class Epilogue {
   kBias,      // … + bias (one value per column of C, broadcast over rows)
   kBiasGelu,  // gelu(… + bias), GeLU's tanh form (ops/gelu.hpp)
 };
+
+// The q, k and v column blocks of packed QKV rows (NH query and NKV key/value heads of
+// q_width / NH columns each); throws, naming the widths, when qkv is not that wide.
+struct QkvColumns {
+  View q, k, v;
+};
+inline QkvColumns qkv_columns(const View& qkv, std::int64_t q_width, std::int64_t nh,
+                              std::int64_t nkv) {
+  MESHTP_CHECK(
+      nh > 0 && nkv > 0 && q_width % nh == 0 && qkv.cols == q_width + 2 * (q_width / nh) * nkv,
+      "packed qkv rows of {} columns for {} query and {} key/value heads of {} columns", qkv.cols,
+      nh, nkv, nh > 0 ? q_width / nh : 0);
+  const std::int64_t kw = q_width / nh * nkv;
+  return {qkv.block(0, 0, qkv.rows, q_width), qkv.block(0, q_width, qkv.rows, kw),
+          qkv.block(0, q_width + kw, qkv.rows, kw)};
+}
 
 // A point in a backend's compute stream: done once every op queued before record() has run.
 class Event {
@@ -245,10 +262,18 @@ class Backend {
   //   attention_core_*  unfused (ops/attention.hpp): qkv (B·T × 3·NH·HD) → out (B·T × NH·HD),
   //                     the probabilities att (1 × B·NH·T·T) saved; the backward adds into
   //                     dqkv with attention_scratch(B, T, NH) elements of scratch
-  //   flash_attention_* fused (ops/flash_attention.hpp, nothing T × T; grouped-query: NKV KV
-  //                     heads, qkv B·T × (NH + 2·NKV)·HD): out and lse (fp32 1 × B·NH·T)
-  //                     saved; the backward adds into dqkv; scratch is fp32 1 ×
-  //                     flash_attention_scratch(B, T, NH, NKV, HD), whose size is the backend's
+  //   flash_attention_* fused (ops/flash_attention.hpp, nothing T × T): q (B·Tq × NH·HD), k, v
+  //                     (B·Tk × NKV·HD, grouped-query: query head h reads KV head h/(NH/NKV)),
+  //                     strided views of one type — the column blocks of a packed q | k | v
+  //                     projection (flash_attention_qkv_* below), or a ring step's chunks —
+  //                     at the absolute positions a.q_pos, a.k_pos (a row sees a key at or
+  //                     before its own position); out (B·Tq × NH·HD) and lse (fp32 1 × B·NH·Tq,
+  //                     [(b·NH + h)·Tq + t]) written, a row that sees no key getting 0 and −∞;
+  //                     the backward adds into dq, dk, dv given the FINAL out and lse (after
+  //                     every key range was merged); scratch is fp32 1 ×
+  //                     flash_attention_scratch(a, Tq, Tk, HD), whose size is the backend's
+  //   flash_attention_merge  (out, lse) ← the attention over both key sets of (out, lse) and a
+  //                     partial result (part, part_lse) over a disjoint one (lse's layout)
   virtual void gelu_forward(const View& y, const View& x) = 0;
   virtual void bias_gelu(const View& y, const View& pre, const View& bias) = 0;
   virtual void gelu_backward(const View& dx, const View& x, const View& dy) = 0;
@@ -259,15 +284,43 @@ class Backend {
   virtual void attention_core_backward(const View& dqkv, const View& scratch, const View& dout,
                                        const View& qkv, const View& att, std::int64_t b,
                                        std::int64_t t, std::int64_t nh) = 0;
-  virtual std::int64_t flash_attention_scratch(std::int64_t b, std::int64_t t, std::int64_t nh,
-                                               std::int64_t nkv, std::int64_t hd) const = 0;
+  virtual std::int64_t flash_attention_scratch(const FlashAttention& a, std::int64_t tq,
+                                               std::int64_t tk, std::int64_t hd) const = 0;
   virtual void flash_attention_forward(const View& out, const View& lse, const View& scratch,
-                                       const View& qkv, std::int64_t b, std::int64_t t,
-                                       std::int64_t nh, std::int64_t nkv) = 0;
-  virtual void flash_attention_backward(const View& dqkv, const View& scratch, const View& dout,
-                                        const View& qkv, const View& out, const View& lse,
-                                        std::int64_t b, std::int64_t t, std::int64_t nh,
-                                        std::int64_t nkv) = 0;
+                                       const View& q, const View& k, const View& v,
+                                       const FlashAttention& a) = 0;
+  virtual void flash_attention_backward(const View& dq, const View& dk, const View& dv,
+                                        const View& scratch, const View& dout, const View& q,
+                                        const View& k, const View& v, const View& out,
+                                        const View& lse, const FlashAttention& a) = 0;
+  virtual void flash_attention_merge(const View& out, const View& lse, const View& part,
+                                     const View& part_lse, const FlashAttention& a) = 0;
+  // Causal self-attention over the packed rows of a QKV projection, qkv (B·T × (NH + 2·NKV)·HD)
+  // = [q | k | v]: the views above on its column blocks, positions 0 … T−1.
+  std::int64_t flash_attention_qkv_scratch(std::int64_t b, std::int64_t t, std::int64_t nh,
+                                           std::int64_t nkv, std::int64_t hd) const {
+    return flash_attention_scratch({.batch = b, .heads = nh, .kv_heads = nkv}, t, t, hd);
+  }
+  void flash_attention_qkv_forward(const View& out, const View& lse, const View& scratch,
+                                   const View& qkv, std::int64_t b, std::int64_t t, std::int64_t nh,
+                                   std::int64_t nkv) {
+    MESHTP_CHECK(qkv.rows == b * t, "fused attention: qkv has {} rows, B·T = {}·{}", qkv.rows, b,
+                 t);
+    const QkvColumns c = qkv_columns(qkv, out.cols, nh, nkv);
+    flash_attention_forward(out, lse, scratch, c.q, c.k, c.v,
+                            {.batch = b, .heads = nh, .kv_heads = nkv});
+  }
+  void flash_attention_qkv_backward(const View& dqkv, const View& scratch, const View& dout,
+                                    const View& qkv, const View& out, const View& lse,
+                                    std::int64_t b, std::int64_t t, std::int64_t nh,
+                                    std::int64_t nkv) {
+    MESHTP_CHECK(qkv.rows == b * t, "fused attention: qkv has {} rows, B·T = {}·{}", qkv.rows, b,
+                 t);
+    const QkvColumns c = qkv_columns(qkv, out.cols, nh, nkv);
+    const QkvColumns d = qkv_columns(dqkv, out.cols, nh, nkv);
+    flash_attention_backward(d.q, d.k, d.v, scratch, dout, c.q, c.k, c.v, out, lse,
+                             {.batch = b, .heads = nh, .kv_heads = nkv});
+  }
   // RoPE in place (ops/rope.hpp): x (B·T × heads·HD) rotated by the table cos_sin (fp32,
   // ≥ T positions × HD, in this backend's memory), or rotated back (backward: the gradient).
   virtual void rope(const View& x, const View& cos_sin, std::int64_t batch, std::int64_t heads,

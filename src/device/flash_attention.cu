@@ -1,21 +1,28 @@
-// Fused causal attention on the GPU (gpu_ops.hpp flash_attention_*): the math, the packed
-// [q | k | v] rows and the lse layout of ops/flash_attention.hpp (FlashAttention, Dao et al.
-// 2022, Algorithms 1–2; FlashAttention-2's loop order, Dao 2023 §3.1), with grouped-query
-// attention, and nothing T×T: memory O(T) per head (the output and one log-sum-exp per row).
+// Fused causal attention on the GPU (gpu_ops.hpp flash_attention_*): the math, the positions
+// and the lse layout of ops/flash_attention.hpp (FlashAttention, Dao et al. 2022, Algorithms
+// 1–2; FlashAttention-2's loop order, Dao 2023 §3.1), with grouped-query attention, q, k, v
+// as strided views (the column blocks of packed [q | k | v] rows, or a context-parallel ring
+// step's chunks), and nothing T×T: memory O(T) per head (the output and one log-sum-exp per
+// row).
+//
+// Positions: query row t sits at q_pos + t, key row j at k_pos + j, and t sees j iff
+// j ≤ t + shift, shift = q_pos − k_pos. A row that sees no key of the range gets out 0 and
+// lse −∞, the identity of the merge.
 //
 // The kernels favour being plainly right over being fast: one thread per query row (or, for
 // dK and dV, per key row), the other side streamed through shared memory in tiles of
 // kTileFloats / HD rows that a block's threads load together, fp32 arithmetic throughout
 // (bf16 loads widen, stores round once).
-//   forward   thread (b, h, t): for each key tile, for each key j ≤ t: s = scale·q·k_j and the
+//   forward   thread (b, h, t): for each key tile, for each key it sees: s = scale·q·k_j and the
 //             online softmax (running max m and sum l, accumulator A rescaled when m grows);
 //             out = A / l, lse = m + log l
 //   D         D_t = Σ_d dO_td·O_td per (b, h, t)
-//   dQ        thread (b, h, t): for each key j ≤ t: p = e^(s − L_t), dp = dO_t·v_j,
-//             dq += scale·p·(dp − D_t)·k_j;  dqkv's q part += dq
+//   dQ        thread (b, h, t): for each key j it sees: p = e^(s − L_t), dp = dO_t·v_j,
+//             dq += scale·p·(dp − D_t)·k_j;  dq's row += dq
 //   dK, dV    thread (b, g, j) of KV head g: for each query head h of the group and each query
-//             row t ≥ j: p = e^(s − L_t), dv += p·dO_t, dk += scale·p·(dO_t·v_j − D_t)·q_t;
-//             dqkv's k and v parts += dk, dv
+//             row t that sees j: p = e^(s − L_t), dv += p·dO_t,
+//             dk += scale·p·(dO_t·v_j − D_t)·q_t;  dk's and dv's rows += dk, dv
+//   merge     thread (b, h, t): L = log(e^(L_a) + e^(L_b)), O = e^(L_a − L)·O_a + e^(L_b − L)·O_b
 // Each output element is written by one thread: no atomics, and the result does not depend on
 // scheduling. Head dims 16, 32, 64, 128 and 256 (each its own instantiation: the per-thread
 // vectors live in registers or local memory).
@@ -40,59 +47,75 @@ __device__ __forceinline__ void put(bf16* p, float v) { *p = __float2bfloat16_rn
 constexpr int kRowsPerBlock = 64;     // query (or key) rows a block's threads own
 constexpr int kTileFloats = 4096;     // one shared tile: rows × HD floats (16 KiB)
 
-// The packed rows: row (b, t) of qkv holds [q (NH·HD) | k (NKV·HD) | v (NKV·HD)].
-struct Shape {
-  std::int64_t B, T, NH, NKV;
-  float scale;
-  __device__ std::int64_t ld(int hd) const { return (NH + 2 * NKV) * hd; }
-  __device__ std::int64_t row(std::int64_t b, std::int64_t t, int hd) const {
-    return (b * T + t) * ld(hd);
-  }
-  __device__ std::int64_t q_col(std::int64_t h, int hd) const { return h * hd; }
-  __device__ std::int64_t k_col(std::int64_t g, int hd) const { return (NH + g) * hd; }
-  __device__ std::int64_t v_col(std::int64_t g, int hd) const { return (NH + NKV + g) * hd; }
-  __device__ std::int64_t lse(std::int64_t b, std::int64_t h, std::int64_t t) const {
-    return (b * NH + h) * T + t;
-  }
-};
+// Element (row, col) of a strided matrix.
+template <typename E>
+__device__ __forceinline__ const E& at(const void* m, std::int64_t ld, std::int64_t row,
+                                       std::int64_t col) {
+  return static_cast<const E*>(m)[row * ld + col];
+}
+template <typename E>
+__device__ __forceinline__ E* place(void* m, std::int64_t ld, std::int64_t row, std::int64_t col) {
+  return static_cast<E*>(m) + row * ld + col;
+}
 
-// Loads rows [r0, r0 + rows) of the column block `col` of every row of sequence b into
-// tile (rows × HD floats); rows past T are zero.
+// Rows [r0, r0 + rows) (of `limit`, from row `first`) of the HD columns from `col` of m into
+// tile (rows × HD floats); rows past the limit are zero.
 template <typename E, int HD>
-__device__ void load_tile(float* tile, const E* qkv, const Shape& s, std::int64_t b,
-                          std::int64_t r0, int rows, std::int64_t col) {
+__device__ void load_tile(float* tile, const void* m, std::int64_t ld, std::int64_t first,
+                          std::int64_t r0, int rows, std::int64_t limit, std::int64_t col) {
   for (int i = threadIdx.x; i < rows * HD; i += blockDim.x) {
     const int r = i / HD, d = i % HD;
     const std::int64_t t = r0 + r;
-    tile[i] = t < s.T ? widen(qkv[s.row(b, t, HD) + col + d]) : 0.0f;
+    tile[i] = t < limit ? widen(at<E>(m, ld, first + t, col + d)) : 0.0f;
   }
 }
 
+__device__ __forceinline__ std::int64_t lse_index(const FlashOperands& o, std::int64_t b,
+                                                  std::int64_t h, std::int64_t t) {
+  return (b * o.NH + h) * o.Tq + t;
+}
+
+// The keys [0, n) that some query row of [t0, t0 + kRowsPerBlock) sees.
+__device__ __forceinline__ std::int64_t keys_seen(const FlashOperands& o, std::int64_t t0) {
+  const std::int64_t last = (t0 + kRowsPerBlock < o.Tq ? t0 + kRowsPerBlock : o.Tq) - 1;
+  const std::int64_t n = last + (o.q_pos - o.k_pos) + 1;
+  return n < 0 ? 0 : (n < o.Tk ? n : o.Tk);
+}
+
+// How many keys of the tile from c0 (kKeys of them, the range's end at Tk) row t sees.
+__device__ __forceinline__ int visible(const FlashOperands& o, std::int64_t t, std::int64_t c0,
+                                       int keys) {
+  std::int64_t n = t + (o.q_pos - o.k_pos) - c0 + 1;
+  if (n > keys) n = keys;
+  if (n > o.Tk - c0) n = o.Tk - c0;
+  return n < 0 ? 0 : static_cast<int>(n);
+}
+
 template <typename E, int HD>
-__global__ void flash_forward_kernel(E* out, float* lse, const E* qkv, Shape s) {
+__global__ void flash_forward_kernel(FlashOperands o, float* lse, float scale) {
   constexpr int kKeys = kTileFloats / HD;
   __shared__ float k_tile[kTileFloats];
   __shared__ float v_tile[kTileFloats];
   const std::int64_t b = blockIdx.z, h = blockIdx.y;
   const std::int64_t t0 = static_cast<std::int64_t>(blockIdx.x) * kRowsPerBlock;
   const std::int64_t t = t0 + threadIdx.x;
-  const bool mine = t < s.T;
-  const std::int64_t g = h / (s.NH / s.NKV);
+  const bool mine = t < o.Tq;
+  const std::int64_t g = h / (o.NH / o.NKV);
   float q[HD], acc[HD];
   float m = -INFINITY, l = 0.0f;
   for (int d = 0; d < HD; ++d) {
-    q[d] = mine ? widen(qkv[s.row(b, t, HD) + s.q_col(h, HD) + d]) * s.scale : 0.0f;
+    q[d] = mine ? widen(at<E>(o.q, o.ldq, b * o.Tq + t, h * HD + d)) * scale : 0.0f;
     acc[d] = 0.0f;
   }
-  const std::int64_t last = (t0 + kRowsPerBlock < s.T ? t0 + kRowsPerBlock : s.T) - 1;  // the block's last query row
-  for (std::int64_t c0 = 0; c0 <= last; c0 += kKeys) {
+  const std::int64_t keys = keys_seen(o, t0);
+  for (std::int64_t c0 = 0; c0 < keys; c0 += kKeys) {
     __syncthreads();  // the previous tile is no longer read
-    load_tile<E, HD>(k_tile, qkv, s, b, c0, kKeys, s.k_col(g, HD));
-    load_tile<E, HD>(v_tile, qkv, s, b, c0, kKeys, s.v_col(g, HD));
+    load_tile<E, HD>(k_tile, o.k, o.ldk, b * o.Tk, c0, kKeys, o.Tk, g * HD);
+    load_tile<E, HD>(v_tile, o.v, o.ldv, b * o.Tk, c0, kKeys, o.Tk, g * HD);
     __syncthreads();
     if (!mine) continue;
-    const int visible = static_cast<int>(t - c0 + 1 < kKeys ? t - c0 + 1 : kKeys);
-    for (int j = 0; j < visible; ++j) {
+    const int seen = visible(o, t, c0, kKeys);
+    for (int j = 0; j < seen; ++j) {
       float score = 0.0f;
       for (int d = 0; d < HD; ++d) score += q[d] * k_tile[j * HD + d];
       if (score > m) {  // rescale what was summed at the old maximum
@@ -107,70 +130,70 @@ __global__ void flash_forward_kernel(E* out, float* lse, const E* qkv, Shape s) 
     }
   }
   if (!mine) return;
-  const std::int64_t o = (b * s.T + t) * (s.NH * HD) + h * HD;
-  for (int d = 0; d < HD; ++d) put(&out[o + d], acc[d] / l);
-  lse[s.lse(b, h, t)] = m + logf(l);
+  E* row = place<E>(o.out, o.ldo, b * o.Tq + t, h * HD);
+  for (int d = 0; d < HD; ++d) put(&row[d], l > 0.0f ? acc[d] / l : 0.0f);
+  lse[lse_index(o, b, h, t)] = l > 0.0f ? m + logf(l) : -INFINITY;
 }
 
 // D_t = Σ_d dO_td·O_td, one thread per (b, h, t).
 template <typename E>
-__global__ void flash_delta_kernel(float* delta, const E* dout, const E* out, std::int64_t rows,
-                                   std::int64_t T, std::int64_t NH, int hd) {
+__global__ void flash_delta_kernel(float* delta, FlashOperands o, int hd) {
   const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= rows) return;  // i = (b·NH + h)·T + t
-  const std::int64_t t = i % T, h = (i / T) % NH, b = i / (T * NH);
-  const std::int64_t o = (b * T + t) * (NH * hd) + h * hd;
+  if (i >= o.B * o.NH * o.Tq) return;  // i = (b·NH + h)·Tq + t
+  const std::int64_t t = i % o.Tq, h = (i / o.Tq) % o.NH, b = i / (o.Tq * o.NH);
   float sum = 0.0f;
-  for (int d = 0; d < hd; ++d) sum += widen(dout[o + d]) * widen(out[o + d]);
+  for (int d = 0; d < hd; ++d) {
+    sum += widen(at<E>(o.dout, o.lddo, b * o.Tq + t, h * hd + d)) *
+           widen(at<E>(static_cast<const void*>(o.out), o.ldo, b * o.Tq + t, h * hd + d));
+  }
   delta[i] = sum;
 }
 
 template <typename E, int HD>
-__global__ void flash_dq_kernel(E* dqkv, const E* dout, const E* qkv, const float* lse,
-                                const float* delta, Shape s) {
+__global__ void flash_dq_kernel(FlashOperands o, const float* lse, const float* delta,
+                                float scale) {
   constexpr int kKeys = kTileFloats / HD;
   __shared__ float k_tile[kTileFloats];
   __shared__ float v_tile[kTileFloats];
   const std::int64_t b = blockIdx.z, h = blockIdx.y;
   const std::int64_t t0 = static_cast<std::int64_t>(blockIdx.x) * kRowsPerBlock;
   const std::int64_t t = t0 + threadIdx.x;
-  const bool mine = t < s.T;
-  const std::int64_t g = h / (s.NH / s.NKV);
+  const float L = t < o.Tq ? lse[lse_index(o, b, h, t)] : -INFINITY;
+  const bool mine = t < o.Tq && L > -INFINITY;  // a row that sees no key has no gradient
+  const std::int64_t g = h / (o.NH / o.NKV);
   float q[HD], dO[HD], dq[HD];
-  const std::int64_t o = (b * s.T + t) * (s.NH * HD) + h * HD;
   for (int d = 0; d < HD; ++d) {
-    q[d] = mine ? widen(qkv[s.row(b, t, HD) + s.q_col(h, HD) + d]) * s.scale : 0.0f;
-    dO[d] = mine ? widen(dout[o + d]) : 0.0f;
+    q[d] = mine ? widen(at<E>(o.q, o.ldq, b * o.Tq + t, h * HD + d)) * scale : 0.0f;
+    dO[d] = mine ? widen(at<E>(o.dout, o.lddo, b * o.Tq + t, h * HD + d)) : 0.0f;
     dq[d] = 0.0f;
   }
-  const float L = mine ? lse[s.lse(b, h, t)] : 0.0f;
-  const float D = mine ? delta[s.lse(b, h, t)] : 0.0f;
-  const std::int64_t last = (t0 + kRowsPerBlock < s.T ? t0 + kRowsPerBlock : s.T) - 1;
-  for (std::int64_t c0 = 0; c0 <= last; c0 += kKeys) {
+  const float D = mine ? delta[lse_index(o, b, h, t)] : 0.0f;
+  const std::int64_t keys = keys_seen(o, t0);
+  for (std::int64_t c0 = 0; c0 < keys; c0 += kKeys) {
     __syncthreads();
-    load_tile<E, HD>(k_tile, qkv, s, b, c0, kKeys, s.k_col(g, HD));
-    load_tile<E, HD>(v_tile, qkv, s, b, c0, kKeys, s.v_col(g, HD));
+    load_tile<E, HD>(k_tile, o.k, o.ldk, b * o.Tk, c0, kKeys, o.Tk, g * HD);
+    load_tile<E, HD>(v_tile, o.v, o.ldv, b * o.Tk, c0, kKeys, o.Tk, g * HD);
     __syncthreads();
     if (!mine) continue;
-    const int visible = static_cast<int>(t - c0 + 1 < kKeys ? t - c0 + 1 : kKeys);
-    for (int j = 0; j < visible; ++j) {
+    const int seen = visible(o, t, c0, kKeys);
+    for (int j = 0; j < seen; ++j) {
       float score = 0.0f, dp = 0.0f;
       for (int d = 0; d < HD; ++d) {
         score += q[d] * k_tile[j * HD + d];
         dp += dO[d] * v_tile[j * HD + d];
       }
-      const float ds = expf(score - L) * (dp - D) * s.scale;
+      const float ds = expf(score - L) * (dp - D) * scale;
       for (int d = 0; d < HD; ++d) dq[d] += ds * k_tile[j * HD + d];
     }
   }
   if (!mine) return;
-  E* target = dqkv + s.row(b, t, HD) + s.q_col(h, HD);
+  E* target = place<E>(o.dq, o.lddq, b * o.Tq + t, h * HD);
   for (int d = 0; d < HD; ++d) put(&target[d], widen(target[d]) + dq[d]);
 }
 
 template <typename E, int HD>
-__global__ void flash_dkv_kernel(E* dqkv, const E* dout, const E* qkv, const float* lse,
-                                 const float* delta, Shape s) {
+__global__ void flash_dkv_kernel(FlashOperands o, const float* lse, const float* delta,
+                                 float scale) {
   constexpr int kQueries = kTileFloats / HD;
   __shared__ float q_tile[kTileFloats];
   __shared__ float do_tile[kTileFloats];
@@ -178,41 +201,39 @@ __global__ void flash_dkv_kernel(E* dqkv, const E* dout, const E* qkv, const flo
   const std::int64_t b = blockIdx.z, g = blockIdx.y;
   const std::int64_t j0 = static_cast<std::int64_t>(blockIdx.x) * kRowsPerBlock;
   const std::int64_t j = j0 + threadIdx.x;
-  const bool mine = j < s.T;
-  const std::int64_t group = s.NH / s.NKV;
+  const bool mine = j < o.Tk;
+  const std::int64_t group = o.NH / o.NKV, shift = o.q_pos - o.k_pos;
   float k[HD], v[HD], dk[HD], dv[HD];
   for (int d = 0; d < HD; ++d) {
-    k[d] = mine ? widen(qkv[s.row(b, j, HD) + s.k_col(g, HD) + d]) : 0.0f;
-    v[d] = mine ? widen(qkv[s.row(b, j, HD) + s.v_col(g, HD) + d]) : 0.0f;
+    k[d] = mine ? widen(at<E>(o.k, o.ldk, b * o.Tk + j, g * HD + d)) : 0.0f;
+    v[d] = mine ? widen(at<E>(o.v, o.ldv, b * o.Tk + j, g * HD + d)) : 0.0f;
     dk[d] = 0.0f;
     dv[d] = 0.0f;
   }
+  // Query rows t ≥ j0 − shift: earlier ones see none of the block's keys.
+  const std::int64_t first = j0 - shift > 0 ? j0 - shift : 0;
   for (std::int64_t h = g * group; h < (g + 1) * group; ++h) {
-    // Query rows from the block's first key row on: earlier ones see none of its keys.
-    for (std::int64_t r0 = j0; r0 < s.T; r0 += kQueries) {
+    for (std::int64_t r0 = first; r0 < o.Tq; r0 += kQueries) {
       __syncthreads();
-      load_tile<E, HD>(q_tile, qkv, s, b, r0, kQueries, s.q_col(h, HD));
-      for (int i = threadIdx.x; i < kQueries * HD; i += blockDim.x) {
-        const std::int64_t t = r0 + i / HD;
-        do_tile[i] = t < s.T ? widen(dout[(b * s.T + t) * (s.NH * HD) + h * HD + i % HD]) : 0.0f;
-      }
+      load_tile<E, HD>(q_tile, o.q, o.ldq, b * o.Tq, r0, kQueries, o.Tq, h * HD);
+      load_tile<E, HD>(do_tile, o.dout, o.lddo, b * o.Tq, r0, kQueries, o.Tq, h * HD);
       for (int i = threadIdx.x; i < kQueries; i += blockDim.x) {
         const std::int64_t t = r0 + i;
-        stats[2 * i] = t < s.T ? lse[s.lse(b, h, t)] : 0.0f;
-        stats[2 * i + 1] = t < s.T ? delta[s.lse(b, h, t)] : 0.0f;
+        stats[2 * i] = t < o.Tq ? lse[lse_index(o, b, h, t)] : -INFINITY;
+        stats[2 * i + 1] = t < o.Tq ? delta[lse_index(o, b, h, t)] : 0.0f;
       }
       __syncthreads();
       if (!mine) continue;
-      const int rows = static_cast<int>(s.T - r0 < kQueries ? s.T - r0 : kQueries);
+      const int rows = static_cast<int>(o.Tq - r0 < kQueries ? o.Tq - r0 : kQueries);
       for (int i = 0; i < rows; ++i) {
-        if (r0 + i < j) continue;  // query row before the key: masked
+        if (r0 + i + shift < j || !(stats[2 * i] > -INFINITY)) continue;  // masked, or no key
         float score = 0.0f, dp = 0.0f;
         for (int d = 0; d < HD; ++d) {
           score += q_tile[i * HD + d] * k[d];
           dp += do_tile[i * HD + d] * v[d];
         }
-        const float p = expf(score * s.scale - stats[2 * i]);
-        const float ds = p * (dp - stats[2 * i + 1]) * s.scale;
+        const float p = expf(score * scale - stats[2 * i]);
+        const float ds = p * (dp - stats[2 * i + 1]) * scale;
         for (int d = 0; d < HD; ++d) {
           dv[d] += p * do_tile[i * HD + d];
           dk[d] += ds * q_tile[i * HD + d];
@@ -221,18 +242,39 @@ __global__ void flash_dkv_kernel(E* dqkv, const E* dout, const E* qkv, const flo
     }
   }
   if (!mine) return;
-  E* kt = dqkv + s.row(b, j, HD) + s.k_col(g, HD);
-  E* vt = dqkv + s.row(b, j, HD) + s.v_col(g, HD);
+  E* kt = place<E>(o.dk, o.lddk, b * o.Tk + j, g * HD);
+  E* vt = place<E>(o.dv, o.lddv, b * o.Tk + j, g * HD);
   for (int d = 0; d < HD; ++d) {
     put(&kt[d], widen(kt[d]) + dk[d]);
     put(&vt[d], widen(vt[d]) + dv[d]);
   }
 }
 
-dim3 rows_grid(const Shape& s, std::int64_t heads) {
-  return dim3(static_cast<unsigned>((s.T + kRowsPerBlock - 1) / kRowsPerBlock),
-              static_cast<unsigned>(heads), static_cast<unsigned>(s.B));
+// (out, lse) ← the merge of (out, lse) and (part, part_lse), one thread per (b, h, t).
+template <typename E>
+__global__ void flash_merge_kernel(void* out, std::int64_t ldo, float* lse, const void* part,
+                                   std::int64_t ldp, const float* part_lse, std::int64_t rows,
+                                   std::int64_t Tq, std::int64_t NH, int hd) {
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows) return;  // i = (b·NH + h)·Tq + t
+  const float la = lse[i], lb = part_lse[i];
+  if (!(lb > -INFINITY)) return;  // the part saw no key: nothing to add
+  const std::int64_t t = i % Tq, h = (i / Tq) % NH, b = i / (Tq * NH);
+  E* o = place<E>(out, ldo, b * Tq + t, h * hd);
+  const E* p = &at<E>(part, ldp, b * Tq + t, h * hd);
+  const float m = la > lb ? la : lb;
+  const float L = la > -INFINITY ? m + log1pf(expf(-fabsf(la - lb))) : lb;
+  const float wa = la > -INFINITY ? expf(la - L) : 0.0f, wb = expf(lb - L);
+  for (int d = 0; d < hd; ++d) put(&o[d], wa * widen(o[d]) + wb * widen(p[d]));
+  lse[i] = L;
 }
+
+dim3 rows_grid(std::int64_t rows, std::int64_t heads, std::int64_t batch) {
+  return dim3(static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock),
+              static_cast<unsigned>(heads), static_cast<unsigned>(batch));
+}
+
+unsigned flat_blocks(std::int64_t n) { return static_cast<unsigned>((n + 255) / 256); }
 
 // Calls `launch.template operator()<E, HD>()` for the element type and head dim.
 template <typename Launch>
@@ -251,42 +293,52 @@ cudaError_t dispatch(Element type, int hd, Launch&& launch) {
   return type == Element::kBF16 ? with(bf16{}) : with(0.0f);
 }
 
+float scale_of(std::int64_t head_dim) { return 1.0f / sqrtf(static_cast<float>(head_dim)); }
+
 }  // namespace
 
 bool flash_attention_head_dim_supported(std::int64_t head_dim) {
   return head_dim == 16 || head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256;
 }
 
-cudaError_t launch_flash_attention_forward(cudaStream_t stream, Element type, void* out, float* lse,
-                                           const void* qkv, std::int64_t batch, std::int64_t seq,
-                                           std::int64_t heads, std::int64_t kv_heads,
+cudaError_t launch_flash_attention_forward(cudaStream_t stream, Element type,
+                                           const FlashOperands& o, float* lse,
                                            std::int64_t head_dim) {
-  const Shape s{batch, seq, heads, kv_heads, 1.0f / sqrtf(static_cast<float>(head_dim))};
   return dispatch(type, static_cast<int>(head_dim), [&]<typename E, int HD>() {
-    flash_forward_kernel<E, HD><<<rows_grid(s, heads), kRowsPerBlock, 0, stream>>>(
-        static_cast<E*>(out), lse, static_cast<const E*>(qkv), s);
+    flash_forward_kernel<E, HD>
+        <<<rows_grid(o.Tq, o.NH, o.B), kRowsPerBlock, 0, stream>>>(o, lse, scale_of(HD));
     return cudaGetLastError();
   });
 }
 
-cudaError_t launch_flash_attention_backward(cudaStream_t stream, Element type, void* dqkv,
-                                            float* delta, const void* dout, const void* out,
-                                            const float* lse, const void* qkv, std::int64_t batch,
-                                            std::int64_t seq, std::int64_t heads,
-                                            std::int64_t kv_heads, std::int64_t head_dim) {
-  const Shape s{batch, seq, heads, kv_heads, 1.0f / sqrtf(static_cast<float>(head_dim))};
-  const std::int64_t rows = batch * heads * seq;
+cudaError_t launch_flash_attention_backward(cudaStream_t stream, Element type,
+                                            const FlashOperands& o, const float* lse, float* delta,
+                                            std::int64_t head_dim) {
   return dispatch(type, static_cast<int>(head_dim), [&]<typename E, int HD>() {
-    flash_delta_kernel<E><<<static_cast<unsigned>((rows + 255) / 256), 256, 0, stream>>>(
-        delta, static_cast<const E*>(dout), static_cast<const E*>(out), rows, seq, heads, HD);
-    flash_dq_kernel<E, HD><<<rows_grid(s, heads), kRowsPerBlock, 0, stream>>>(
-        static_cast<E*>(dqkv), static_cast<const E*>(dout), static_cast<const E*>(qkv), lse,
-        delta, s);
-    flash_dkv_kernel<E, HD><<<rows_grid(s, kv_heads), kRowsPerBlock, 0, stream>>>(
-        static_cast<E*>(dqkv), static_cast<const E*>(dout), static_cast<const E*>(qkv), lse,
-        delta, s);
+    flash_delta_kernel<E><<<flat_blocks(o.B * o.NH * o.Tq), 256, 0, stream>>>(delta, o, HD);
+    flash_dq_kernel<E, HD>
+        <<<rows_grid(o.Tq, o.NH, o.B), kRowsPerBlock, 0, stream>>>(o, lse, delta, scale_of(HD));
+    flash_dkv_kernel<E, HD>
+        <<<rows_grid(o.Tk, o.NKV, o.B), kRowsPerBlock, 0, stream>>>(o, lse, delta, scale_of(HD));
     return cudaGetLastError();
   });
+}
+
+cudaError_t launch_flash_attention_merge(cudaStream_t stream, Element type, void* out,
+                                         std::int64_t ldo, float* lse, const void* part,
+                                         std::int64_t ldp, const float* part_lse,
+                                         std::int64_t batch, std::int64_t tq, std::int64_t heads,
+                                         std::int64_t head_dim) {
+  const std::int64_t rows = batch * heads * tq;
+  const int hd = static_cast<int>(head_dim);
+  if (type == Element::kBF16) {
+    flash_merge_kernel<bf16><<<flat_blocks(rows), 256, 0, stream>>>(out, ldo, lse, part, ldp,
+                                                                    part_lse, rows, tq, heads, hd);
+  } else {
+    flash_merge_kernel<float><<<flat_blocks(rows), 256, 0, stream>>>(out, ldo, lse, part, ldp,
+                                                                     part_lse, rows, tq, heads, hd);
+  }
+  return cudaGetLastError();
 }
 
 }  // namespace meshtp::gpu

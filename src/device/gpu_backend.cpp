@@ -512,33 +512,42 @@ void GpuBackend::attention_core_backward(const View& dqkv, const View& scratch, 
       packed(att, type, 1, gpu::attention_scratch_elements(b, t, nh), "att"), b, t, nh, hd);
 }
 
-std::int64_t GpuBackend::flash_attention_scratch(std::int64_t b, std::int64_t t, std::int64_t nh,
+std::int64_t GpuBackend::flash_attention_scratch(const FlashAttention& a, std::int64_t tq,
                                                  std::int64_t, std::int64_t) const {
-  return gpu::flash_attention_scratch_floats(b, t, nh);
+  return gpu::flash_attention_scratch_floats(a, tq);
 }
+
+namespace {
+
+std::int64_t query_rows(const View& q, const FlashAttention& a) {
+  return a.batch > 0 ? q.rows / a.batch : 0;
+}
+
+}  // namespace
 
 void GpuBackend::flash_attention_forward(const View& out, const View& lse, const View&,
-                                         const View& qkv, std::int64_t b, std::int64_t t,
-                                         std::int64_t nh, std::int64_t nkv) {
-  const std::int64_t hd = nh > 0 ? out.cols / nh : 0;
-  const Element type = qkv.type;
+                                         const View& q, const View& k, const View& v,
+                                         const FlashAttention& a) {
   gpu::flash_attention_forward(
-      ctx_, type, packed(out, type, b * t, nh * hd, "out"), fp32_vector(lse, b * nh * t, "lse"),
-      packed(qkv, type, b * t, (nh + 2 * nkv) * hd, "qkv"), b, t, nh, nkv, hd);
+      ctx_, out, fp32_vector(lse, a.batch * a.heads * query_rows(q, a), "lse"), q, k, v, a);
 }
 
-void GpuBackend::flash_attention_backward(const View& dqkv, const View& scratch, const View& dout,
-                                          const View& qkv, const View& out, const View& lse,
-                                          std::int64_t b, std::int64_t t, std::int64_t nh,
-                                          std::int64_t nkv) {
-  const std::int64_t hd = nh > 0 ? out.cols / nh : 0;
-  const Element type = qkv.type;
+void GpuBackend::flash_attention_backward(const View& dq, const View& dk, const View& dv,
+                                          const View& scratch, const View& dout, const View& q,
+                                          const View& k, const View& v, const View& out,
+                                          const View& lse, const FlashAttention& a) {
+  const std::int64_t tq = query_rows(q, a);
   gpu::flash_attention_backward(
-      ctx_, type, packed(dqkv, type, b * t, (nh + 2 * nkv) * hd, "dqkv"),
-      fp32_vector(scratch, gpu::flash_attention_scratch_floats(b, t, nh), "the scratch"),
-      packed(dout, type, b * t, nh * hd, "dout"), packed(out, type, b * t, nh * hd, "out"),
-      fp32_vector(lse, b * nh * t, "lse"), packed(qkv, type, b * t, (nh + 2 * nkv) * hd, "qkv"), b,
-      t, nh, nkv, hd);
+      ctx_, dq, dk, dv,
+      fp32_vector(scratch, gpu::flash_attention_scratch_floats(a, tq), "the scratch"), dout, q, k,
+      v, out, fp32_vector(lse, a.batch * a.heads * tq, "lse"), a);
+}
+
+void GpuBackend::flash_attention_merge(const View& out, const View& lse, const View& part,
+                                       const View& part_lse, const FlashAttention& a) {
+  const std::int64_t n = a.batch > 0 ? out.rows * a.heads : 0;
+  gpu::flash_attention_merge(ctx_, out, fp32_vector(lse, n, "lse"), part,
+                             fp32_vector(part_lse, n, "the partial lse"), a);
 }
 
 void GpuBackend::rope(const View& x, const View& cos_sin, std::int64_t batch, std::int64_t heads,

@@ -89,14 +89,15 @@ class GpuBackend final : public Backend {
   void attention_core_backward(const View& dqkv, const View& scratch, const View& dout,
                                const View& qkv, const View& att, std::int64_t b, std::int64_t t,
                                std::int64_t nh) override;
-  std::int64_t flash_attention_scratch(std::int64_t b, std::int64_t t, std::int64_t nh,
-                                       std::int64_t nkv, std::int64_t hd) const override;
-  void flash_attention_forward(const View& out, const View& lse, const View& scratch,
-                               const View& qkv, std::int64_t b, std::int64_t t, std::int64_t nh,
-                               std::int64_t nkv) override;
-  void flash_attention_backward(const View& dqkv, const View& scratch, const View& dout,
-                                const View& qkv, const View& out, const View& lse, std::int64_t b,
-                                std::int64_t t, std::int64_t nh, std::int64_t nkv) override;
+  std::int64_t flash_attention_scratch(const FlashAttention& a, std::int64_t tq, std::int64_t tk,
+                                       std::int64_t hd) const override;
+  void flash_attention_forward(const View& out, const View& lse, const View& scratch, const View& q,
+                               const View& k, const View& v, const FlashAttention& a) override;
+  void flash_attention_backward(const View& dq, const View& dk, const View& dv, const View& scratch,
+                                const View& dout, const View& q, const View& k, const View& v,
+                                const View& out, const View& lse, const FlashAttention& a) override;
+  void flash_attention_merge(const View& out, const View& lse, const View& part,
+                             const View& part_lse, const FlashAttention& a) override;
   void rope(const View& x, const View& cos_sin, std::int64_t batch, std::int64_t heads,
             bool backward) override;
   void copy_blocks(std::span<const View> dst, std::span<const View> src) override;

@@ -12,6 +12,7 @@
 #include <span>
 
 #include "core/adamw_step.hpp"
+#include "core/flash_attention_shape.hpp"
 #include "core/view.hpp"
 #include "device/backend.hpp"
 #include "device/gpu.hpp"
@@ -156,23 +157,26 @@ void attention_backward(Context& ctx, Element type, void* dqkv, void* scratch, c
                         const void* qkv, const void* att, std::int64_t batch, std::int64_t seq,
                         std::int64_t heads, std::int64_t head_dim);
 
-// Fused causal attention (ops/flash_attention.hpp's math and packed layout; flash_attention.cu):
-// qkv (B·T, (NH + 2·NKV)·HD) rows [q | k | v] (grouped-query attention: query head h reads
-// key/value head h / (NH/NKV)), out (B·T, NH·HD) of `type`, lse B·NH·T fp32 values
-// (lse[(b·NH + h)·T + t]); nothing T×T. The backward ADDS into dqkv (as attention_backward)
-// and needs flash_attention_scratch_floats(B, T, NH) fp32 values of scratch. Head dims 16, 32,
-// 64, 128 and 256; another, or NH not a multiple of NKV, is refused naming it.
-inline std::int64_t flash_attention_scratch_floats(std::int64_t batch, std::int64_t seq,
-                                                   std::int64_t heads) {
-  return batch * heads * seq;
+// Fused causal attention (ops/flash_attention.hpp's math; flash_attention.cu; nothing T×T):
+// q (B·Tq, NH·HD), k and v (B·Tk, NKV·HD) strided views of one type (query head h reads
+// key/value head h / (NH/NKV)), at the absolute positions a.q_pos and a.k_pos (a query sees
+// the keys at or before its position); out (B·Tq, NH·HD) of q's type, lse B·NH·Tq fp32 values
+// (lse[(b·NH + h)·Tq + t]), a row that sees no key getting out 0 and lse −∞. The backward
+// ADDS into dq, dk, dv, given the final out and lse, with flash_attention_scratch_floats(a,
+// Tq) fp32 values of scratch. The merge folds a partial (part, part_lse) over a disjoint key
+// set into (out, lse). Head dims 16, 32, 64, 128 and 256; another, or NH not a multiple of
+// NKV, or views that do not chain, is refused naming them.
+inline std::int64_t flash_attention_scratch_floats(const FlashAttention& a, std::int64_t tq) {
+  return a.batch * a.heads * tq;
 }
-void flash_attention_forward(Context& ctx, Element type, void* out, float* lse, const void* qkv,
-                             std::int64_t batch, std::int64_t seq, std::int64_t heads,
-                             std::int64_t kv_heads, std::int64_t head_dim);
-void flash_attention_backward(Context& ctx, Element type, void* dqkv, float* scratch,
-                              const void* dout, const void* out, const float* lse, const void* qkv,
-                              std::int64_t batch, std::int64_t seq, std::int64_t heads,
-                              std::int64_t kv_heads, std::int64_t head_dim);
+void flash_attention_forward(Context& ctx, const View& out, float* lse, const View& q,
+                             const View& k, const View& v, const FlashAttention& a);
+void flash_attention_backward(Context& ctx, const View& dq, const View& dk, const View& dv,
+                              float* scratch, const View& dout, const View& q, const View& k,
+                              const View& v, const View& out, const float* lse,
+                              const FlashAttention& a);
+void flash_attention_merge(Context& ctx, const View& out, float* lse, const View& part,
+                           const float* part_lse, const FlashAttention& a);
 
 // AdamW over many parameter tensors in one launch (multi-tensor; gpu.hpp's AdamWTensor): fp32
 // p, g, m, v; when a tensor's `p_compute` is set, its updated p is also written there in bf16

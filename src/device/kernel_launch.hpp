@@ -130,19 +130,33 @@ cudaError_t launch_causal_softmax(cudaStream_t s, Element t, void* x, std::int64
                                   std::int64_t seq);
 cudaError_t launch_causal_softmax_backward(cudaStream_t s, Element t, void* ds, const void* p,
                                            std::int64_t rows, std::int64_t seq);
-// Fused causal attention (flash_attention.cu; gpu_ops.hpp flash_attention_* has the layouts):
-// the forward writes out and lse (B·NH·T floats); the backward adds into dqkv, using delta
-// (B·NH·T floats) as scratch. Head dims 16, 32, 64, 128, 256 (cudaErrorInvalidValue else).
+// Fused causal attention (flash_attention.cu; gpu_ops.hpp flash_attention_* has the math and
+// the layouts): each view as its element 0 and its row stride in elements. The forward reads
+// q, k, v and writes out and lse (B·NH·Tq floats); the backward reads q, k, v, out, dout and
+// lse, adds into dq, dk, dv, and uses delta (B·NH·Tq floats) as scratch; the merge folds
+// (part, part_lse) into (out, lse). Head dims 16, 32, 64, 128, 256 (cudaErrorInvalidValue
+// else).
+struct FlashOperands {
+  std::int64_t B = 0, Tq = 0, Tk = 0, NH = 1, NKV = 1, q_pos = 0, k_pos = 0;
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* out = nullptr;
+  const void* dout = nullptr;
+  void* dq = nullptr;
+  void* dk = nullptr;
+  void* dv = nullptr;
+  std::int64_t ldq = 0, ldk = 0, ldv = 0, ldo = 0, lddo = 0, lddq = 0, lddk = 0, lddv = 0;
+};
 bool flash_attention_head_dim_supported(std::int64_t head_dim);
-cudaError_t launch_flash_attention_forward(cudaStream_t s, Element t, void* out, float* lse,
-                                           const void* qkv, std::int64_t batch, std::int64_t seq,
-                                           std::int64_t heads, std::int64_t kv_heads,
-                                           std::int64_t head_dim);
-cudaError_t launch_flash_attention_backward(cudaStream_t s, Element t, void* dqkv, float* delta,
-                                            const void* dout, const void* out, const float* lse,
-                                            const void* qkv, std::int64_t batch, std::int64_t seq,
-                                            std::int64_t heads, std::int64_t kv_heads,
-                                            std::int64_t head_dim);
+cudaError_t launch_flash_attention_forward(cudaStream_t s, Element t, const FlashOperands& o,
+                                           float* lse, std::int64_t head_dim);
+cudaError_t launch_flash_attention_backward(cudaStream_t s, Element t, const FlashOperands& o,
+                                            const float* lse, float* delta, std::int64_t head_dim);
+cudaError_t launch_flash_attention_merge(cudaStream_t s, Element t, void* out, std::int64_t ldo,
+                                         float* lse, const void* part, std::int64_t ldp,
+                                         const float* part_lse, std::int64_t batch, std::int64_t tq,
+                                         std::int64_t heads, std::int64_t head_dim);
 // AdamW's work is cut into chunks of kAdamWChunk elements of one tensor, one block each, so
 // that a launch over one huge tensor (wte) and many small ones keeps every SM busy to the end
 // (the multi-tensor-apply scheme of NVIDIA Apex). `tensors` and `chunks` are device arrays;

@@ -145,13 +145,17 @@ void attention_backward(Context&, Element, void*, void*, const void*, const void
                         std::int64_t, std::int64_t, std::int64_t, std::int64_t) {
   no_cuda();
 }
-void flash_attention_forward(Context&, Element, void*, float*, const void*, std::int64_t,
-                             std::int64_t, std::int64_t, std::int64_t, std::int64_t) {
+void flash_attention_forward(Context&, const View&, float*, const View&, const View&, const View&,
+                             const FlashAttention&) {
   no_cuda();
 }
-void flash_attention_backward(Context&, Element, void*, float*, const void*, const void*,
-                              const float*, const void*, std::int64_t, std::int64_t, std::int64_t,
-                              std::int64_t, std::int64_t) {
+void flash_attention_backward(Context&, const View&, const View&, const View&, float*, const View&,
+                              const View&, const View&, const View&, const View&, const float*,
+                              const FlashAttention&) {
+  no_cuda();
+}
+void flash_attention_merge(Context&, const View&, float*, const View&, const float*,
+                           const FlashAttention&) {
   no_cuda();
 }
 void adamw_update(Context&, std::span<const AdamWTensor>, const AdamWStep&) { no_cuda(); }

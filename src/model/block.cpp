@@ -267,11 +267,11 @@ Block::Block(const mesh::DeviceMesh& mesh, const BlockConfig& config)
             *be_),
       progress_(config.layout.progress_splits) {
   for (auto* l : {&qkv_, &proj_, &mlp1_, &mlp2_}) l->watch(progress_);
-  // Context parallelism's core and the mixture of experts compute on host memory.
-  MESHTP_CHECK(be_ == &cpu_backend() || (config.layout.cp == 1 && !config.shape.is_moe()),
-               "block: context parallelism (cp={}) and the mixture of experts (num_experts={}) "
-               "run on the CPU backend only; {} is not (docs/seam.md)",
-               config.layout.cp, config.shape.num_experts, be_->name());
+  // The mixture of experts computes on host memory.
+  MESHTP_CHECK(be_ == &cpu_backend() || !config.shape.is_moe(),
+               "block: the mixture of experts (num_experts={}) runs on the CPU backend only; {} is "
+               "not (docs/seam.md)",
+               config.shape.num_experts, be_->name());
   if (config.shape.is_moe()) {
     moe_ = std::make_unique<parallel::ExpertParallelMoe>(
         moe_config(config.shape),
@@ -296,7 +296,7 @@ Block::Block(const mesh::DeviceMesh& mesh, const BlockConfig& config)
                                        .heads = local_heads_,
                                        .kv_heads = local_kv_,
                                        .head_dim = config.shape.head_dim()},
-        config.layout.cp_comm, *config.cp_group);
+        config.layout.cp_comm, *config.cp_group, *be_);
     if (config.shape.position == layout::Position::kRope) {
       const int r = config.cp_group->rank();
       cp_rope_[0] = upload_table(*be_, rope_table(config.shape.head_dim(), r * c, c, theta));
@@ -419,21 +419,19 @@ void Block::attention_forward_chunk(int i, BlockWorkspace& ws) {
   const View out =
       or_alias(attn_out(ws), proj_.x_layout(), view(attn_g_, proj_.xg_layout())).chunk_view(i);
   if (cp_) {  // this rank's zigzag rows of the chunk's bc sequences, all cp ranks together
-    const MatrixView q = host_matrix(qkv, "qkv");
     const std::int64_t lse = cp_->lse_size();
-    cp_->forward(host_matrix(out, "the attention output"),
-                 {static_cast<float*>(lse_.data()) + i * lse, static_cast<std::size_t>(lse)},
-                 q.block(0, 0, q.rows, w), q.block(0, w, q.rows, kv_width_),
-                 q.block(0, w + kv_width_, q.rows, kv_width_));
+    cp_->forward(out, lse_.view(i * lse, 1, lse, lse), qkv.block(0, 0, qkv.rows, w),
+                 qkv.block(0, w, qkv.rows, kv_width_),
+                 qkv.block(0, w + kv_width_, qkv.rows, kv_width_));
     return;
   }
   for (std::int64_t q = 0; q < bc; ++q) {
     if (fused()) {
       const std::int64_t rows = local_heads_ * s;  // one sequence's log-sum-exps
-      be.flash_attention_forward(out.block(q * s, 0, s, w),
-                                 lse_.view((i * bc + q) * rows, 1, rows, rows),
-                                 ws.att_scratch.view(1, ws.att_scratch.count()),
-                                 qkv.block(q * s, 0, s, pw), 1, s, local_heads_, local_kv_);
+      be.flash_attention_qkv_forward(out.block(q * s, 0, s, w),
+                                     lse_.view((i * bc + q) * rows, 1, rows, rows),
+                                     ws.att_scratch.view(1, ws.att_scratch.count()),
+                                     qkv.block(q * s, 0, s, pw), 1, s, local_heads_, local_kv_);
       if (config_.layout.progress_splits > 1) progress_.poke();
       continue;
     }
@@ -460,21 +458,18 @@ void Block::attention_backward_chunk(int i, BlockWorkspace& ws) {
     const View out =
         or_alias(attn_out(ws), proj_.x_layout(), view(attn_g_, proj_.xg_layout())).chunk_view(i);
     if (cp_) {
-      const std::int64_t lse = cp_->lse_size();
-      const MatrixView q = host_matrix(qkv, "qkv"), dq = host_matrix(dqkv, "dqkv");
-      const std::int64_t n = q.rows, kw = kv_width_;
-      cp_->backward(dq.block(0, 0, n, w), dq.block(0, w, n, kw), dq.block(0, w + kw, n, kw),
-                    host_matrix(dout, "dout"), q.block(0, 0, n, w), q.block(0, w, n, kw),
-                    q.block(0, w + kw, n, kw), host_matrix(out, "the attention output"),
-                    {static_cast<float*>(lse_.data()) + i * lse, static_cast<std::size_t>(lse)});
+      const std::int64_t lse = cp_->lse_size(), n = qkv.rows, kw = kv_width_;
+      cp_->backward(dqkv.block(0, 0, n, w), dqkv.block(0, w, n, kw), dqkv.block(0, w + kw, n, kw),
+                    dout, qkv.block(0, 0, n, w), qkv.block(0, w, n, kw),
+                    qkv.block(0, w + kw, n, kw), out, lse_.view(i * lse, 1, lse, lse));
       return;
     }
     const std::int64_t rows = local_heads_ * s;
     for (std::int64_t q = 0; q < bc; ++q) {
-      be.flash_attention_backward(dqkv.block(q * s, 0, s, pw), scratch, dout.block(q * s, 0, s, w),
-                                  qkv.block(q * s, 0, s, pw), out.block(q * s, 0, s, w),
-                                  lse_.view((i * bc + q) * rows, 1, rows, rows), 1, s, local_heads_,
-                                  local_kv_);
+      be.flash_attention_qkv_backward(
+          dqkv.block(q * s, 0, s, pw), scratch, dout.block(q * s, 0, s, w),
+          qkv.block(q * s, 0, s, pw), out.block(q * s, 0, s, w),
+          lse_.view((i * bc + q) * rows, 1, rows, rows), 1, s, local_heads_, local_kv_);
       if (config_.layout.progress_splits > 1) progress_.poke();
     }
     return;

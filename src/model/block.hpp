@@ -185,8 +185,8 @@ class Block : public StackBlock {
   std::int64_t local_kv_ = 0, kv_width_ = 0;       // g/(d1·d2) KV heads of their columns
   device::Array rope_;  // position rope's cos, sin of 0 … s−1 (RopeTable::cos_sin), or empty
   // Context parallelism (config.cp_group): the attention core over the cp ranks, one per
-  // batch chunk's b/chunks sequences; RoPE's tables of this rank's two zigzag chunks (on the
-  // host: context parallelism runs on the CPU backend only).
+  // batch chunk's b/chunks sequences, on the block's backend; RoPE's tables of this rank's two
+  // zigzag chunks.
   std::unique_ptr<parallel::ContextParallelAttention> cp_;
   std::array<device::Array, 2> cp_rope_{};
   parallel::Linear2D qkv_, proj_, mlp1_, mlp2_;

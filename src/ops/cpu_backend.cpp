@@ -320,31 +320,55 @@ void CpuBackend::attention_core_backward(const View& dqkv, const View& scratch, 
                              floats_of(att, attention_att_size(b, t, nh), "att"), b, t, nh);
 }
 
-std::int64_t CpuBackend::flash_attention_scratch(std::int64_t b, std::int64_t t, std::int64_t nh,
-                                                 std::int64_t nkv, std::int64_t hd) const {
-  return flash_attention_scratch_size({.batch = b, .heads = nh, .kv_heads = nkv}, t, t, hd);
+std::int64_t CpuBackend::flash_attention_scratch(const FlashAttention& a, std::int64_t tq,
+                                                 std::int64_t tk, std::int64_t hd) const {
+  return flash_attention_scratch_size(a, tq, tk, hd);
 }
+
+namespace {
+
+// Tq, Tk and HD of one fused call's views (rows B·Tq and B·Tk), checked to divide.
+struct FlashSizes {
+  std::int64_t tq, tk, hd;
+};
+FlashSizes flash_sizes(const View& q, const View& k, const FlashAttention& a) {
+  MESHTP_CHECK(a.batch > 0 && a.heads > 0 && q.rows % a.batch == 0 && k.rows % a.batch == 0 &&
+                   q.cols % a.heads == 0,
+               "cpu backend: fused attention of B={} sequences and NH={} heads over q {} and k {}",
+               a.batch, a.heads, describe(q), describe(k));
+  return {q.rows / a.batch, k.rows / a.batch, q.cols / a.heads};
+}
+
+}  // namespace
 
 void CpuBackend::flash_attention_forward(const View& out, const View& lse, const View& scratch,
-                                         const View& qkv, std::int64_t b, std::int64_t t,
-                                         std::int64_t nh, std::int64_t nkv) {
-  const std::int64_t hd = nh > 0 ? out.cols / nh : 0;
-  meshtp::flash_attention_forward_qkv(
-      host_matrix(out, "out"), floats_of(lse, b * nh * t, "lse"),
-      floats_of(scratch, flash_attention_scratch(b, t, nh, nkv, hd), "the scratch"),
-      host_matrix(qkv, "qkv"), b, t, nh, nkv);
+                                         const View& q, const View& k, const View& v,
+                                         const FlashAttention& a) {
+  const FlashSizes n = flash_sizes(q, k, a);
+  meshtp::flash_attention_forward(
+      host_matrix(out, "out"), floats_of(lse, a.batch * a.heads * n.tq, "lse"),
+      floats_of(scratch, flash_attention_scratch(a, n.tq, n.tk, n.hd), "the scratch"),
+      host_matrix(q, "q"), host_matrix(k, "k"), host_matrix(v, "v"), a);
 }
 
-void CpuBackend::flash_attention_backward(const View& dqkv, const View& scratch, const View& dout,
-                                          const View& qkv, const View& out, const View& lse,
-                                          std::int64_t b, std::int64_t t, std::int64_t nh,
-                                          std::int64_t nkv) {
-  const std::int64_t hd = nh > 0 ? out.cols / nh : 0;
-  meshtp::flash_attention_backward_qkv(
-      host_matrix(dqkv, "dqkv"),
-      floats_of(scratch, flash_attention_scratch(b, t, nh, nkv, hd), "the scratch"),
-      host_matrix(dout, "dout"), host_matrix(qkv, "qkv"), host_matrix(out, "out"),
-      floats_of(lse, b * nh * t, "lse"), b, t, nh, nkv);
+void CpuBackend::flash_attention_backward(const View& dq, const View& dk, const View& dv,
+                                          const View& scratch, const View& dout, const View& q,
+                                          const View& k, const View& v, const View& out,
+                                          const View& lse, const FlashAttention& a) {
+  const FlashSizes n = flash_sizes(q, k, a);
+  meshtp::flash_attention_backward(
+      host_matrix(dq, "dq"), host_matrix(dk, "dk"), host_matrix(dv, "dv"),
+      floats_of(scratch, flash_attention_scratch(a, n.tq, n.tk, n.hd), "the scratch"),
+      host_matrix(dout, "dout"), host_matrix(q, "q"), host_matrix(k, "k"), host_matrix(v, "v"),
+      host_matrix(out, "out"), floats_of(lse, a.batch * a.heads * n.tq, "lse"), a);
+}
+
+void CpuBackend::flash_attention_merge(const View& out, const View& lse, const View& part,
+                                       const View& part_lse, const FlashAttention& a) {
+  const std::int64_t n = a.batch > 0 && a.heads > 0 ? out.rows * a.heads : 0;
+  meshtp::flash_attention_merge(host_matrix(out, "out"), floats_of(lse, n, "lse"),
+                                host_matrix(part, "the partial out"),
+                                floats_of(part_lse, n, "the partial lse"), a);
 }
 
 void CpuBackend::rope(const View& x, const View& cos_sin, std::int64_t batch, std::int64_t heads,

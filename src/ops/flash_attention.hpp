@@ -58,19 +58,10 @@
 #include <cstdint>
 #include <span>
 
+#include "core/flash_attention_shape.hpp"  // FlashAttention
 #include "tensor/tensor.hpp"
 
 namespace meshtp {
-
-struct FlashAttention {
-  std::int64_t batch = 1;      // B
-  std::int64_t heads = 1;      // NH
-  std::int64_t kv_heads = 1;   // NKV: NH % NKV == 0
-  std::int64_t q_pos = 0;      // absolute position of each sequence's first query row
-  std::int64_t k_pos = 0;      // absolute position of each sequence's first key row
-  std::int64_t block_q = 64;   // query rows per tile (core/op_costs.hpp kFlashBlockQ)
-  std::int64_t block_k = 256;  // keys per tile (kFlashBlockK)
-};
 
 // B·NH·Tq: the floats of lse for q_rows = B·Tq query rows.
 std::int64_t flash_attention_lse_size(const FlashAttention& a, std::int64_t q_rows);

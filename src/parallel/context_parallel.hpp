@@ -45,15 +45,25 @@
 // 2·u chunks, then the ring over the r = cp/u ranks of its a2a index (r = 1 for Ulysses: one
 // step, every chunk pair), then the all-to-all back.
 //
+// On the seam (device/backend.hpp): every buffer is an array of the layer's backend and every
+// op one of its views' (the fused attention over a key range and its merge, 2D copies, adds),
+// so the core runs on the CPU or on a GPU over any transport of the cp group (MPI on host
+// memory, host-staged or NCCL for device memory). The host forms (MatrixView, span) are the
+// view forms on the CPU backend.
+//
 // Bad shapes are refused before any communication, from global sizes only, naming the values.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "device/backend.hpp"
 #include "layout/plan.hpp"
+#include "ops/cpu_backend.hpp"
 #include "tensor/tensor.hpp"
 
 namespace meshtp::parallel {
@@ -78,31 +88,49 @@ class ContextParallelAttention {
  public:
   // Throws meshtp::Error naming the values unless s % (2·cp) == 0, NH % NKV == 0 and, for
   // an a2a degree u > 1, NH % u == 0 and NKV % u == 0 or u % NKV == 0 (a2a+ring: u > 1).
-  // Collective over cp (it splits the a2a and ring groups).
+  // Collective over cp (it splits the a2a and ring groups). Its buffers and ops are
+  // `backend`'s, whose arrays the cp group's transport moves.
   ContextParallelAttention(const ContextParallelShape& shape, layout::CpComm comm_kind,
-                           comm::Communicator cp);
+                           comm::Communicator cp, device::Backend& backend = cpu_backend());
 
   std::int64_t local_rows() const;
   std::int64_t lse_size() const;  // floats of lse this rank keeps between forward and backward
 
-  // out, lse (overwritten) for this rank's rows of q, k, v. Collective over the cp group.
-  void forward(MatrixView out, std::span<float> lse, ConstMatrixView q, ConstMatrixView k,
-               ConstMatrixView v);
+  // out, lse (overwritten; lse fp32 1 × lse_size()) for this rank's rows of q, k, v: views of
+  // the backend's memory. Collective over the cp group.
+  void forward(const View& out, const View& lse, const View& q, const View& k, const View& v);
   // dq, dk, dv (added to, as ops/flash_attention) given dout and the forward's out and lse.
+  void backward(const View& dq, const View& dk, const View& dv, const View& dout, const View& q,
+                const View& k, const View& v, const View& out, const View& lse);
+
+  // The host forms: the view forms on host memory (a layer on the CPU backend).
+  void forward(MatrixView out, std::span<float> lse, ConstMatrixView q, ConstMatrixView k,
+               ConstMatrixView v) {
+    forward(host_view(out), host_view(std::span<const float>(lse)), host_view(q), host_view(k),
+            host_view(v));
+  }
   void backward(MatrixView dq, MatrixView dk, MatrixView dv, ConstMatrixView dout,
                 ConstMatrixView q, ConstMatrixView k, ConstMatrixView v, ConstMatrixView out,
-                std::span<const float> lse);
+                std::span<const float> lse) {
+    backward(host_view(dq), host_view(dk), host_view(dv), host_view(dout), host_view(q),
+             host_view(k), host_view(v), host_view(out), host_view(lse));
+  }
 
  private:
-  void ring_forward(MatrixView out, std::span<float> lse, ConstMatrixView q, ConstMatrixView k,
-                    ConstMatrixView v);
-  void ring_backward(MatrixView dq, MatrixView dk, MatrixView dv, ConstMatrixView dout,
-                     ConstMatrixView q, ConstMatrixView k, ConstMatrixView v,
-                     ConstMatrixView out, std::span<const float> lse);
+  void ring_forward(const View& out, const View& lse, const View& q, const View& k, const View& v);
+  void ring_backward(const View& dq, const View& dk, const View& dv, const View& dout,
+                     const View& q, const View& k, const View& v, const View& out, const View& lse);
+  // An all-to-all over the a2a group of `rows` rows of `width` columns to each member, whose
+  // block is pieces(j): views of `rows` rows each and the column they start at; returns
+  // [u·rows, width], member i's block of this rank's share at rows [i·rows, (i+1)·rows).
+  using Pieces = std::vector<std::pair<View, std::int64_t>>;
+  device::Array exchange(std::int64_t rows, std::int64_t width,
+                         const std::function<Pieces(int j)>& pieces);
 
   ContextParallelShape shape_;
   layout::CpComm kind_;
   comm::Communicator cp_;
+  device::Backend* be_;
   int u_ = 1, r_ = 1;              // a2a degree, ring degree: cp = u·r
   comm::Communicator a2a_, ring_;  // u consecutive ranks; the r ranks of one a2a index
   std::int64_t chunk_ = 0;         // c

@@ -494,16 +494,22 @@ TEST(GpuOps, FlashAttentionMatchesTheCpuFusedCore) {
       const Buffer dq = ctx().upload_values(qkv, type), ddo = ctx().upload_values(dout, type);
       Buffer out = poisoned(type, rows * O), ddq = ctx().upload_values(dqkv0, type);
       Buffer lse(ctx(), static_cast<std::size_t>(c.B * c.NH * c.T) * sizeof(float));
-      Buffer scratch(ctx(), static_cast<std::size_t>(flash_attention_scratch_floats(c.B, c.T, c.NH)) *
-                                sizeof(float));
-      flash_attention_forward(ctx(), type, out.data(), lse.as<float>(), dq.data(), c.B, c.T, c.NH,
-                              c.NKV, c.HD);
+      FlashAttention a{.batch = c.B, .heads = c.NH, .kv_heads = c.NKV};
+      Buffer scratch(
+          ctx(), static_cast<std::size_t>(flash_attention_scratch_floats(a, c.T)) * sizeof(float));
+      // q, k and v as the column blocks of the packed rows (device::qkv_columns).
+      const device::QkvColumns in =
+          device::qkv_columns(View::packed(dq.data(), type, rows, W), O, c.NH, c.NKV);
+      const device::QkvColumns grad =
+          device::qkv_columns(View::packed(ddq.data(), type, rows, W), O, c.NH, c.NKV);
+      const View out_v = View::packed(out.data(), type, rows, O);
+      flash_attention_forward(ctx(), out_v, lse.as<float>(), in.q, in.k, in.v, a);
       // The backward reads the GPU's own out (what a model passes), as the CPU's reads its own.
-      flash_attention_backward(ctx(), type, ddq.data(), scratch.as<float>(), ddo.data(), out.data(),
-                               lse.as<float>(), dq.data(), c.B, c.T, c.NH, c.NKV, c.HD);
+      flash_attention_backward(ctx(), grad.q, grad.k, grad.v, scratch.as<float>(),
+                               View::packed(ddo.data(), type, rows, O), in.q, in.k, in.v, out_v,
+                               lse.as<float>(), a);
       std::vector<float> cout_(static_cast<std::size_t>(rows * O)), cdq = dqkv0;
       std::vector<float> clse(static_cast<std::size_t>(c.B * c.NH * c.T));
-      FlashAttention a{.batch = c.B, .heads = c.NH, .kv_heads = c.NKV};
       std::vector<float> cscratch(
           static_cast<std::size_t>(flash_attention_scratch_size(a, c.T, c.T, c.HD)));
       flash_attention_forward_qkv(view(cout_, rows, O), clse, cscratch, view(qkv, rows, W), c.B,
@@ -522,13 +528,95 @@ TEST(GpuOps, FlashAttentionMatchesTheCpuFusedCore) {
       EXPECT_LE(max_relative_error(down(ddq, type, rows * W), cdq), tolerance(type, 1e-4)) << what;
     }
   }
-  Buffer any(ctx(), 64);
+  Buffer any(ctx(), 64 * 48 * sizeof(float));
   try {
-    flash_attention_forward(ctx(), ET::kF32, any.data(), any.as<float>(), any.data(), 1, 1, 1, 1,
-                            48);
+    const View v = View::packed(any.data(), ET::kF32, 1, 48);
+    flash_attention_forward(ctx(), v, any.as<float>(), v, v, v, FlashAttention{});
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("head dim HD=48"), std::string::npos) << e.what();
+  }
+}
+
+// A context-parallel ring step's calls against the CPU's: q rows at one position, k and v
+// rows (fewer or more) at another, as separate strided views (the causal edge inside the
+// range, a range every row sees whole, and one no row sees: out 0, lse −∞), the backward
+// adding into random dq, dk, dv; then the partial results merged into a running one.
+TEST(GpuOps, FlashAttentionOverAKeyRangeAndTheMergeMatchTheCpu) {
+  struct Case {
+    std::int64_t B, Tq, Tk, NH, NKV, HD, q_pos, k_pos;
+  };
+  for (const Case c : {Case{2, 37, 50, 4, 2, 32, 40, 10}, Case{1, 70, 70, 2, 1, 64, 140, 0},
+                       Case{1, 20, 30, 2, 2, 16, 0, 25}, Case{2, 65, 33, 4, 4, 128, 65, 60}}) {
+    for (ET type : kTypes) {
+      const FlashAttention a{
+          .batch = c.B, .heads = c.NH, .kv_heads = c.NKV, .q_pos = c.q_pos, .k_pos = c.k_pos};
+      const std::int64_t O = c.NH * c.HD, K = c.NKV * c.HD, nq = c.B * c.Tq, nk = c.B * c.Tk;
+      // k and v inside one wider buffer [k | v | pad], as a ring's travelling block holds them.
+      const std::int64_t ldkv = 2 * K + 3;
+      const auto q = random_values(nq * O, 51, type, -1.5f, 1.5f);
+      const auto kv = random_values(nk * ldkv, 52, type, -1.5f, 1.5f);
+      const auto dout = random_values(nq * O, 53, type);
+      const auto dq0 = random_values(nq * O, 54, type), dkv0 = random_values(nk * ldkv, 55, type);
+      const auto run_lse = random_values(c.B * c.NH * c.Tq, 56, ET::kF32);
+      const auto run_out = random_values(nq * O, 57, type);
+      const Buffer gq = ctx().upload_values(q, type), gkv = ctx().upload_values(kv, type);
+      const Buffer gdo = ctx().upload_values(dout, type);
+      Buffer out = poisoned(type, nq * O), gdq = ctx().upload_values(dq0, type);
+      Buffer gdkv = ctx().upload_values(dkv0, type);
+      Buffer lse(ctx(), static_cast<std::size_t>(c.B * c.NH * c.Tq) * sizeof(float));
+      Buffer scratch(
+          ctx(), static_cast<std::size_t>(flash_attention_scratch_floats(a, c.Tq)) * sizeof(float));
+      Buffer merged = ctx().upload_values(run_out, type);
+      Buffer merged_lse = ctx().upload_values(run_lse, ET::kF32);
+      const View qv = View::packed(gq.data(), type, nq, O);
+      const View kvv{gkv.data(), type, nk, ldkv, ldkv}, dkvv{gdkv.data(), type, nk, ldkv, ldkv};
+      const View ov = View::packed(out.data(), type, nq, O);
+      flash_attention_forward(ctx(), ov, lse.as<float>(), qv, kvv.block(0, 0, nk, K),
+                              kvv.block(0, K, nk, K), a);
+      flash_attention_backward(
+          ctx(), View::packed(gdq.data(), type, nq, O), dkvv.block(0, 0, nk, K),
+          dkvv.block(0, K, nk, K), scratch.as<float>(), View::packed(gdo.data(), type, nq, O), qv,
+          kvv.block(0, 0, nk, K), kvv.block(0, K, nk, K), ov, lse.as<float>(), a);
+      flash_attention_merge(ctx(), View::packed(merged.data(), type, nq, O), merged_lse.as<float>(),
+                            ov, lse.as<float>(), a);
+      // The CPU's, on the same (rounded) values.
+      const ConstMatrixView ckv = view(kv, nk, ldkv);
+      std::vector<float> cout_(static_cast<std::size_t>(nq * O)), cdq = dq0, cdkv = dkv0;
+      std::vector<float> clse(static_cast<std::size_t>(c.B * c.NH * c.Tq));
+      std::vector<float> cscratch(
+          static_cast<std::size_t>(flash_attention_scratch_size(a, c.Tq, c.Tk, c.HD)));
+      flash_attention_forward(view(cout_, nq, O), clse, cscratch, view(q, nq, O),
+                              ckv.block(0, 0, nk, K), ckv.block(0, K, nk, K), a);
+      const MatrixView cdkv_m = view(cdkv, nk, ldkv);
+      flash_attention_backward(view(cdq, nq, O), cdkv_m.block(0, 0, nk, K),
+                               cdkv_m.block(0, K, nk, K), cscratch, view(dout, nq, O),
+                               view(q, nq, O), ckv.block(0, 0, nk, K), ckv.block(0, K, nk, K),
+                               view(cout_, nq, O), clse, a);
+      std::vector<float> cmerged = run_out, cmerged_lse = run_lse;
+      flash_attention_merge(view(cmerged, nq, O), cmerged_lse, view(cout_, nq, O), clse, a);
+      ctx().synchronize();
+      std::vector<float> glse(clse.size()), gmerged_lse(clse.size());
+      ctx().download(glse.data(), lse.data(), glse.size() * sizeof(float));
+      ctx().download(gmerged_lse.data(), merged_lse.data(), gmerged_lse.size() * sizeof(float));
+      const std::string what = label(type) + " Tq=" + std::to_string(c.Tq) +
+                               " Tk=" + std::to_string(c.Tk) + " q_pos=" + std::to_string(c.q_pos) +
+                               " k_pos=" + std::to_string(c.k_pos);
+      EXPECT_LE(max_relative_error(down(out, type, nq * O), cout_), tolerance(type, 1e-5)) << what;
+      for (std::size_t i = 0; i < clse.size(); ++i) {  // −∞ where a row sees no key
+        if (std::isinf(clse[i])) {
+          EXPECT_EQ(glse[i], clse[i]) << what << " row " << i;
+        } else {
+          EXPECT_NEAR(glse[i], clse[i], 1e-4 * (1 + std::abs(clse[i]))) << what << " row " << i;
+        }
+      }
+      EXPECT_LE(max_relative_error(down(gdq, type, nq * O), cdq), tolerance(type, 1e-4)) << what;
+      EXPECT_LE(max_relative_error(down(gdkv, type, nk * ldkv), cdkv), tolerance(type, 1e-4))
+          << what;
+      EXPECT_LE(max_relative_error(down(merged, type, nq * O), cmerged), tolerance(type, 1e-5))
+          << what;
+      EXPECT_LE(max_relative_error(gmerged_lse, cmerged_lse), 1e-5) << what;
+    }
   }
 }
 

@@ -6,8 +6,10 @@
 // N x 1, whose final norm's gradients are partial sums over mesh dim 0), the Llama family
 // (RMSNorm, SwiGLU, RoPE, grouped-query attention with copied KV heads on 4 and 8 ranks, an
 // untied head) and the 2D-GeMM blocks (tokens and features both split); and two pipeline
-// stages of one model, the stream handed from one to the other in the stand-in's memory.
-// (The host runs are held to the serial model by gpt_test.)
+// stages of one model, the stream handed from one to the other in the stand-in's memory; and
+// context parallelism (the ring, the all-to-all and both) with and without a tensor-parallel
+// mesh beside it, its zigzag chunks' key/value blocks travelling the ring in the stand-in's
+// memory. (The host runs are held to the serial model by gpt_test and cp_grad_test.)
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -119,6 +121,50 @@ TEST(GptSeam, TheModelOnMemoryTheHostCannotReadEqualsTheHostRun) {
       });
   EXPECT_GT(gemm_calls, 0);
   EXPECT_GE(ran, 5);
+}
+
+// Context parallelism on the seam: the world as tp × cp (tp ranks consecutive, Megatron-Core's
+// order), every cp that divides it and each of its communication kinds, GPT's and the Llama
+// family's layers. Each rank's loss and gradients (its share: cp's partial sums) are the host
+// run's of the same layout.
+TEST(GptSeam, ContextParallelismOnMemoryTheHostCannotReadEqualsTheHostRun) {
+  const auto world = comm::Communicator::world();
+  const int n = world.size(), rank = world.rank();
+  if (n < 2) GTEST_SKIP() << "context parallelism needs 2 ranks or more";
+  InvertedBackend stand_in;
+  const auto staged = comm::Communicator::host_staged(world, stand_in.memory);
+  int ran = 0;
+  for (int cp = 2; cp <= n; cp *= 2) {
+    if (n % cp != 0) continue;
+    const int tp = n / cp;
+    const comm::Communicator host_cp = world.split(rank % tp, rank / tp, "cp");
+    const comm::Communicator device_cp = staged.split(rank % tp, rank / tp, "cp");
+    const mesh::DeviceMesh host_mesh(world.split(rank / tp, rank % tp), {tp, 1});
+    const mesh::DeviceMesh device_mesh(staged.split(rank / tp, rank % tp), {tp, 1});
+    for (const layout::CpComm kind : layout::all<layout::CpComm>()) {
+      for (const bool llama : {false, true}) {
+        GptConfig c = llama ? llama_config({tp, 1}, 1)
+                            : gpt_config({tp, 1}, layout::Strategy::kAtp, 1, false);
+        c.shape.seq = 16;
+        c.layout.attention = layout::Attention::kFused;
+        c.layout.cp = cp;
+        c.layout.cp_comm = kind;
+        const std::string what = fmt::format("{} cp {} {} tp {} (rank {})", llama ? "llama" : "gpt",
+                                             cp, layout::name(kind), tp, rank);
+        try {
+          validate(c, {tp, 1});
+        } catch (const Error&) {
+          continue;  // e.g. a2a+ring needs cp ≥ 4
+        }
+        GptConfig on_host = c, on_device = c;
+        on_host.cp_group = &host_cp;
+        on_device.cp_group = &device_cp;
+        expect_same(run(host_mesh, on_host, nullptr), run(device_mesh, on_device, &stand_in), what);
+        ++ran;
+      }
+    }
+  }
+  EXPECT_GE(ran, 4);
 }
 
 }  // namespace

@@ -130,25 +130,68 @@ std::vector<Case> cases() {
     const std::int64_t width = (kNH + 2 * kNKV) * kHD;
     const Tensor qkv = uniform_tensor({kN, width}, 10), dout = uniform_tensor({kN, kC}, 11);
     const Tensor dqkv0 = uniform_tensor({kN, width}, 12);
-    const std::int64_t scratch_n = cpu_backend().flash_attention_scratch(kB, kT, kNH, kNKV, kHD);
+    const std::int64_t scratch_n =
+        cpu_backend().flash_attention_qkv_scratch(kB, kT, kNH, kNKV, kHD);
     Tensor out({kN, kC}), lse({1, kB * kNH * kT}), scratch({1, scratch_n}), dqkv = dqkv0;
     flash_attention_forward_qkv(out.matrix(), lse.values(), scratch.values(), qkv.matrix(), kB, kT,
                                 kNH, kNKV);
     flash_attention_backward_qkv(dqkv.matrix(), scratch.values(), dout.matrix(), qkv.matrix(),
                                  out.matrix(), lse.values(), kB, kT, kNH, kNKV);
-    all.push_back({"flash_attention_forward",
+    all.push_back({"flash_attention_qkv_forward",
                    {Tensor(out.shape()), Tensor(lse.shape()), Tensor(scratch.shape()), qkv},
                    [](device::Backend& be, const std::vector<View>& v) {
-                     be.flash_attention_forward(v[0], v[1], v[2], v[3], kB, kT, kNH, kNKV);
+                     be.flash_attention_qkv_forward(v[0], v[1], v[2], v[3], kB, kT, kNH, kNKV);
                    },
                    {{0, out}, {1, lse}}});
-    all.push_back({"flash_attention_backward",
+    all.push_back({"flash_attention_qkv_backward",
                    {dqkv0, Tensor(scratch.shape()), dout, qkv, out, lse},
                    [](device::Backend& be, const std::vector<View>& v) {
-                     be.flash_attention_backward(v[0], v[1], v[2], v[3], v[4], v[5], kB, kT, kNH,
-                                                 kNKV);
+                     be.flash_attention_qkv_backward(v[0], v[1], v[2], v[3], v[4], v[5], kB, kT,
+                                                     kNH, kNKV);
                    },
                    {{0, dqkv}}});
+  }
+  {
+    // A ring step's call: kT query rows at position 6 against kTk key rows at position 3, so
+    // the first keys are seen by every row and the last by some (the causal edge inside the
+    // range), then the partial result merged into a running one.
+    constexpr std::int64_t kTk = 7;
+    const FlashAttention a{.batch = kB, .heads = kNH, .kv_heads = kNKV, .q_pos = 6, .k_pos = 3};
+    const Tensor q = uniform_tensor({kN, kC}, 20), k = uniform_tensor({kB * kTk, kNKV * kHD}, 21);
+    const Tensor v = uniform_tensor({kB * kTk, kNKV * kHD}, 22),
+                 dout = uniform_tensor({kN, kC}, 23);
+    const Tensor dq0 = uniform_tensor({kN, kC}, 24), dk0 = uniform_tensor(k.shape(), 25);
+    const Tensor dv0 = uniform_tensor(v.shape(), 26);
+    const std::int64_t scratch_n = cpu_backend().flash_attention_scratch(a, kT, kTk, kHD);
+    Tensor out({kN, kC}), lse({1, kB * kNH * kT}), scratch({1, scratch_n});
+    Tensor dq = dq0, dk = dk0, dv = dv0;
+    flash_attention_forward(out.matrix(), lse.values(), scratch.values(), q.matrix(), k.matrix(),
+                            v.matrix(), a);
+    flash_attention_backward(dq.matrix(), dk.matrix(), dv.matrix(), scratch.values(), dout.matrix(),
+                             q.matrix(), k.matrix(), v.matrix(), out.matrix(), lse.values(), a);
+    all.push_back({"flash_attention_forward (positions)",
+                   {Tensor(out.shape()), Tensor(lse.shape()), Tensor(scratch.shape()), q, k, v},
+                   [a](device::Backend& be, const std::vector<View>& x) {
+                     be.flash_attention_forward(x[0], x[1], x[2], x[3], x[4], x[5], a);
+                   },
+                   {{0, out}, {1, lse}}});
+    all.push_back({"flash_attention_backward (positions)",
+                   {dq0, dk0, dv0, Tensor(scratch.shape()), dout, q, k, v, out, lse},
+                   [a](device::Backend& be, const std::vector<View>& x) {
+                     be.flash_attention_backward(x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7],
+                                                 x[8], x[9], a);
+                   },
+                   {{0, dq}, {1, dk}, {2, dv}}});
+    const Tensor running = uniform_tensor({kN, kC}, 27),
+                 running_lse = uniform_tensor(lse.shape(), 28);
+    Tensor merged = running, merged_lse = running_lse;
+    flash_attention_merge(merged.matrix(), merged_lse.values(), out.matrix(), lse.values(), a);
+    all.push_back({"flash_attention_merge",
+                   {running, running_lse, out, lse},
+                   [a](device::Backend& be, const std::vector<View>& x) {
+                     be.flash_attention_merge(x[0], x[1], x[2], x[3], a);
+                   },
+                   {{0, merged}, {1, merged_lse}}});
   }
   return all;
 }
