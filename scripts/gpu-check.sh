@@ -32,7 +32,8 @@
 #                                          cuda`: 2 and 4 ranks sharing the GPU on ATP 2x2,
 #                                          Megatron 4x1 with sequence parallelism, MeshSlice
 #                                          2x2 S 2, pp 2 1F1B, ZeRO-2 dp 2, and context
-#                                          parallelism: cp 2 ring, cp 2 a2a × tp 2; 1 rank over
+#                                          parallelism: cp 2 ring, cp 2 a2a × tp 2, and
+#                                          tiny-moe's experts over ep 2; 1 rank over
 #                                          NCCL; losses against --device cpu), `bench layer
 #                                          --device cuda` at h 4096, and `bench rank --device
 #                                          cuda` for the 22B at tp 8 and GPT-3 175B at tp 8 ×
@@ -178,15 +179,16 @@ case "$step" in
     # (host-staged) train `tiny` for 20 steps on each layout, and the same layout on the CPU
     # backend; their losses are compared below. One rank over NCCL. Then one rank of two big
     # layouts (`bench rank --device cuda`): measured compute and memory beside the planner's.
-    seam_train=("$dir/bin/meshtp" train --data "$dir/data/fortunes" --model tiny --steps 20
+    seam_train=("$dir/bin/meshtp" train --data "$dir/data/fortunes" --steps 20
                 --eval-every 0 --eval-batches 1)
-    seam_layouts=("atp_2x2 4 --mesh 2x2"
-                  "megatron_sp_4x1 4 --mesh 4x1 --sequence-parallel"
-                  "meshslice_2x2 4 --mesh 2x2 --strategy meshslice --slices 2"
-                  "pp2_1f1b 2 --mesh 1x1 --pp 2 --microbatches 2 --schedule 1f1b"
-                  "zero2_dp2 2 --mesh 1x1 --dp 2 --zero 2"
-                  "cp2_ring 2 --mesh 1x1 --cp 2 --cp-comm ring --attention fused"
-                  "cp2_a2a_tp2 4 --mesh 2x1 --cp 2 --cp-comm a2a --attention fused")
+    seam_layouts=("atp_2x2 4 --model tiny --mesh 2x2"
+                  "megatron_sp_4x1 4 --model tiny --mesh 4x1 --sequence-parallel"
+                  "meshslice_2x2 4 --model tiny --mesh 2x2 --strategy meshslice --slices 2"
+                  "pp2_1f1b 2 --model tiny --mesh 1x1 --pp 2 --microbatches 2 --schedule 1f1b"
+                  "zero2_dp2 2 --model tiny --mesh 1x1 --dp 2 --zero 2"
+                  "cp2_ring 2 --model tiny --mesh 1x1 --cp 2 --cp-comm ring --attention fused"
+                  "cp2_a2a_tp2 4 --model tiny --mesh 2x1 --cp 2 --cp-comm a2a --attention fused"
+                  "moe_ep2 2 --model tiny-moe --mesh 2x1 --sequence-parallel")
     for entry in "${seam_layouts[@]}"; do
       read -r name np flags <<<"$entry"
       run_step "seam_train_${name}_cpu" "${mpi[@]}" -np "$np" "${seam_train[@]}" $flags \
@@ -194,9 +196,9 @@ case "$step" in
       run_step "seam_train_${name}_gpu" "${mpi[@]}" -np "$np" "${seam_train[@]}" $flags \
         --device cuda --collectives host-staged --metrics "$out/seam_train_${name}_gpu.jsonl"
     done
-    run_step seam_train_nccl_cpu "${mpi[@]}" -np 1 "${seam_train[@]}" --mesh 1x1 --device cpu \
+    run_step seam_train_nccl_cpu "${mpi[@]}" -np 1 "${seam_train[@]}" --model tiny --mesh 1x1 --device cpu \
       --metrics "$out/seam_train_nccl_cpu.jsonl"
-    run_step seam_train_nccl_gpu "${mpi[@]}" -np 1 "${seam_train[@]}" --mesh 1x1 --device cuda \
+    run_step seam_train_nccl_gpu "${mpi[@]}" -np 1 "${seam_train[@]}" --model tiny --mesh 1x1 --device cuda \
       --collectives nccl --metrics "$out/seam_train_nccl_gpu.jsonl"
     run_step seam_bench_layer "${mpi[@]}" -np 1 "$dir/bin/meshtp" bench layer --device cuda \
       --hidden 4096 --heads 32 --layers 4 --seq 2048 --batch 4 --mesh 1x1 --seconds 3 --json
@@ -270,7 +272,7 @@ if recorded:
     check("small gpu bf16 vs recorded fp32 (200 steps)", worst(loss(small), recorded["loss"]["fp32"]), 2e-2)
 # train --device cuda (fp32) against --device cpu, layout by layout: the fp32 bar above.
 for name in ("atp_2x2", "megatron_sp_4x1", "meshslice_2x2", "pp2_1f1b", "zero2_dp2", "cp2_ring",
-             "cp2_a2a_tp2", "nccl"):
+             "cp2_a2a_tp2", "moe_ep2", "nccl"):
     got, want = loss(metrics(f"seam_train_{name}_gpu")), loss(metrics(f"seam_train_{name}_cpu"))
     check(f"seam train {name}: gpu vs cpu, steps 1-10", worst(got, want, 0, 10), 1e-4)
     check(f"seam train {name}: gpu vs cpu, steps 11-20", worst(got, want, 10), 1e-3)

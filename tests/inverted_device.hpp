@@ -293,6 +293,23 @@ class InvertedBackend final : public device::Backend {
     store({&ho, &hl});
   }
 
+  void gather_rows(const View& dst, const View& src, std::span<const std::int64_t> index,
+                   std::span<const float> scale) override {
+    HostCopy hd = fetch(dst);
+    cpu_backend().gather_rows(hd.host, fetch(src).host, index, scale);
+    store({&hd});
+  }
+  void scatter_add_rows(const View& dst, const View& src, std::span<const std::int64_t> index,
+                        std::span<const float> scale) override {
+    HostCopy hd = fetch(dst);
+    cpu_backend().scatter_add_rows(hd.host, fetch(src).host, index, scale);
+    store({&hd});
+  }
+  std::vector<float> row_dots(const View& a, std::span<const std::int64_t> index,
+                              const View& b) override {
+    return cpu_backend().row_dots(fetch(a).host, index, fetch(b).host);
+  }
+
   void rope(const View& x, const View& cos_sin, std::int64_t batch, std::int64_t heads,
             bool backward) override {
     HostCopy hx = fetch(x);

@@ -140,6 +140,23 @@ inline QkvColumns qkv_columns(const View& qkv, std::int64_t q_width, std::int64_
           qkv.block(0, q_width + kw, qkv.rows, kw)};
 }
 
+// The checks of a row-index op (Backend::gather_rows, scatter_add_rows, row_dots): `listed`
+// (the rows the index runs over) and `named` (the rows it names) views of one type and width,
+// index of listed.rows entries each in [0, named.rows), scale empty or as long.
+inline void check_row_index(const char* op, const View& listed, const View& named,
+                            std::span<const std::int64_t> index, std::span<const float> scale) {
+  MESHTP_CHECK(listed.type == named.type && listed.cols == named.cols &&
+                   static_cast<std::int64_t>(index.size()) == listed.rows &&
+                   (scale.empty() || scale.size() == index.size()),
+               "{}: {} and {} with {} indices and {} scales (an index per row of the first, "
+               "one type and width)",
+               op, describe(listed), describe(named), index.size(), scale.size());
+  for (std::size_t i = 0; i < index.size(); ++i) {
+    MESHTP_CHECK(index[i] >= 0 && index[i] < named.rows,
+                 "{}: index {} at position {} is outside [0, {})", op, index[i], i, named.rows);
+  }
+}
+
 // A point in a backend's compute stream: done once every op queued before record() has run.
 class Event {
  public:
@@ -325,6 +342,21 @@ class Backend {
   // ≥ T positions × HD, in this backend's memory), or rotated back (backward: the gradient).
   virtual void rope(const View& x, const View& cos_sin, std::int64_t batch, std::int64_t heads,
                     bool backward) = 0;
+  // Rows by index, the mixture of experts' permutations, combine and their backwards
+  // (ops/moe.hpp): index and scale are host lists (scale empty: every factor 1), checked by
+  // check_row_index (below) before anything runs:
+  //   gather_rows       dst[i, :] = scale[i] · src[index[i], :]      (i < dst.rows)
+  //   scatter_add_rows  dst[index[i], :] += scale[i] · src[i, :]     (i < src.rows, in order of
+  //                     i: a row several sources name sums them in that order)
+  //   row_dots          Σ_c a[index[i], c] · b[i, c] for every row i of b (summed in double),
+  //                     to the host (so it waits for the device)
+  virtual void gather_rows(const View& dst, const View& src, std::span<const std::int64_t> index,
+                           std::span<const float> scale) = 0;
+  virtual void scatter_add_rows(const View& dst, const View& src,
+                                std::span<const std::int64_t> index,
+                                std::span<const float> scale) = 0;
+  virtual std::vector<float> row_dots(const View& a, std::span<const std::int64_t> index,
+                                      const View& b) = 0;
   // dst[i] = src[i] for every pair, as one operation: packing a slice's blocks into one
   // message and back (the simulated build charges or skips them together).
   virtual void copy_blocks(std::span<const View> dst, std::span<const View> src) = 0;

@@ -550,6 +550,22 @@ void GpuBackend::flash_attention_merge(const View& out, const View& lse, const V
                              fp32_vector(part_lse, n, "the partial lse"), a);
 }
 
+void GpuBackend::gather_rows(const View& dst, const View& src, std::span<const std::int64_t> index,
+                             std::span<const float> scale) {
+  gpu::gather_rows(ctx_, dst, src, index, scale);
+}
+
+void GpuBackend::scatter_add_rows(const View& dst, const View& src,
+                                  std::span<const std::int64_t> index,
+                                  std::span<const float> scale) {
+  gpu::scatter_add_rows(ctx_, dst, src, index, scale);
+}
+
+std::vector<float> GpuBackend::row_dots(const View& a, std::span<const std::int64_t> index,
+                                        const View& b) {
+  return gpu::row_dots(ctx_, a, index, b);
+}
+
 void GpuBackend::rope(const View& x, const View& cos_sin, std::int64_t batch, std::int64_t heads,
                       bool backward) {
   gpu::rope(ctx_, x, cos_sin, batch, heads, backward);

@@ -98,6 +98,12 @@ class GpuBackend final : public Backend {
                                 const View& out, const View& lse, const FlashAttention& a) override;
   void flash_attention_merge(const View& out, const View& lse, const View& part,
                              const View& part_lse, const FlashAttention& a) override;
+  void gather_rows(const View& dst, const View& src, std::span<const std::int64_t> index,
+                   std::span<const float> scale) override;
+  void scatter_add_rows(const View& dst, const View& src, std::span<const std::int64_t> index,
+                        std::span<const float> scale) override;
+  std::vector<float> row_dots(const View& a, std::span<const std::int64_t> index,
+                              const View& b) override;
   void rope(const View& x, const View& cos_sin, std::int64_t batch, std::int64_t heads,
             bool backward) override;
   void copy_blocks(std::span<const View> dst, std::span<const View> src) override;

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "core/adamw_step.hpp"
 #include "core/flash_attention_shape.hpp"
@@ -177,6 +178,17 @@ void flash_attention_backward(Context& ctx, const View& dq, const View& dk, cons
                               const FlashAttention& a);
 void flash_attention_merge(Context& ctx, const View& out, float* lse, const View& part,
                            const float* part_lse, const FlashAttention& a);
+
+// Rows by index (device/backend.hpp gather_rows, scatter_add_rows, row_dots; the same checks):
+// the host's index and scale lists uploaded with the call. The scatter runs as a gather over
+// each destination row's sources, listed on the host in index order, so a row sums its
+// sources in the CPU's order with no atomics; row_dots waits for the device.
+void gather_rows(Context& ctx, const View& dst, const View& src,
+                 std::span<const std::int64_t> index, std::span<const float> scale);
+void scatter_add_rows(Context& ctx, const View& dst, const View& src,
+                      std::span<const std::int64_t> index, std::span<const float> scale);
+std::vector<float> row_dots(Context& ctx, const View& a, std::span<const std::int64_t> index,
+                            const View& b);
 
 // AdamW over many parameter tensors in one launch (multi-tensor; gpu.hpp's AdamWTensor): fp32
 // p, g, m, v; when a tensor's `p_compute` is set, its updated p is also written there in bf16

@@ -130,6 +130,19 @@ cudaError_t launch_causal_softmax(cudaStream_t s, Element t, void* x, std::int64
                                   std::int64_t seq);
 cudaError_t launch_causal_softmax_backward(cudaStream_t s, Element t, void* ds, const void* p,
                                            std::int64_t rows, std::int64_t seq);
+// Rows by index (gpu_ops.hpp gather_rows, scatter_add_rows, row_dots), index, scale, first and
+// order in device memory (scale null: every factor 1). The scatter is a gather over CSR lists:
+// destination row r sums src rows order[first[r] … first[r+1]) in that order.
+cudaError_t launch_gather_rows(cudaStream_t s, Element t, void* dst, std::int64_t ldd,
+                               const void* src, std::int64_t lds, std::int64_t rows,
+                               std::int64_t cols, const std::int64_t* index, const float* scale);
+cudaError_t launch_scatter_add_rows(cudaStream_t s, Element t, void* dst, std::int64_t ldd,
+                                    const void* src, std::int64_t lds, std::int64_t dst_rows,
+                                    std::int64_t cols, const std::int64_t* first,
+                                    const std::int64_t* order, const float* scale);
+cudaError_t launch_row_dots(cudaStream_t s, Element t, float* out, const void* a, std::int64_t lda,
+                            const std::int64_t* index, const void* b, std::int64_t ldb,
+                            std::int64_t rows, std::int64_t cols);
 // Fused causal attention (flash_attention.cu; gpu_ops.hpp flash_attention_* has the math and
 // the layouts): each view as its element 0 and its row stride in elements. The forward reads
 // q, k, v and writes out and lse (B·NH·Tq floats); the backward reads q, k, v, out, dout and

@@ -645,6 +645,46 @@ __global__ void cross_entropy_shard_backward_kernel(T* logits, std::int64_t ld, 
 
 unsigned rows_grid(std::int64_t rows) { return static_cast<unsigned>(rows); }
 
+// Rows by index: one block per listed row (gather, row_dots) or destination row (scatter).
+template <typename E>
+__global__ void gather_rows_kernel(E* dst, std::int64_t ldd, const E* src, std::int64_t lds,
+                                   std::int64_t cols, const std::int64_t* index,
+                                   const float* scale) {
+  const std::int64_t i = blockIdx.x, r = index[i];
+  const float f = scale != nullptr ? scale[i] : 1.0f;
+  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    store(dst, i * ldd + c, f * load(src, r * lds + c));
+  }
+}
+
+template <typename E>
+__global__ void scatter_add_rows_kernel(E* dst, std::int64_t ldd, const E* src, std::int64_t lds,
+                                        std::int64_t cols, const std::int64_t* first,
+                                        const std::int64_t* order, const float* scale) {
+  const std::int64_t r = blockIdx.x;
+  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    float acc = load(dst, r * ldd + c);
+    for (std::int64_t j = first[r]; j < first[r + 1]; ++j) {
+      const std::int64_t i = order[j];
+      acc += (scale != nullptr ? scale[i] : 1.0f) * load(src, i * lds + c);
+    }
+    store(dst, r * ldd + c, acc);
+  }
+}
+
+template <typename E>
+__global__ void row_dots_kernel(float* out, const E* a, std::int64_t lda, const std::int64_t* index,
+                                const E* b, std::int64_t ldb, std::int64_t cols) {
+  __shared__ double shared[32];
+  const std::int64_t i = blockIdx.x, r = index[i];
+  double sum = 0.0;  // in double, as the CPU's
+  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    sum += static_cast<double>(load(a, r * lda + c)) * load(b, i * ldb + c);
+  }
+  sum = block_sum(sum, shared);
+  if (threadIdx.x == 0) out[i] = static_cast<float>(sum);
+}
+
 }  // namespace
 
 cudaError_t launch_gelu_forward(cudaStream_t s, Element t, void* y, const void* x, std::int64_t n) {
@@ -721,6 +761,34 @@ cudaError_t launch_rope(cudaStream_t s, Element t, void* x, std::int64_t ldx, st
   MESHTP_DISPATCH(t, rope_kernel<<<blocks_for(rows * heads * (hd / 2)), kThreads, 0, s>>>(
                          static_cast<T*>(x), ldx, rows, heads, hd, rows / batch, cos_sin, ldt,
                          sign));
+  return cudaGetLastError();
+}
+
+cudaError_t launch_gather_rows(cudaStream_t s, Element t, void* dst, std::int64_t ldd,
+                               const void* src, std::int64_t lds, std::int64_t rows,
+                               std::int64_t cols, const std::int64_t* index, const float* scale) {
+  MESHTP_DISPATCH(
+      t, gather_rows_kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(
+             static_cast<T*>(dst), ldd, static_cast<const T*>(src), lds, cols, index, scale));
+  return cudaGetLastError();
+}
+
+cudaError_t launch_scatter_add_rows(cudaStream_t s, Element t, void* dst, std::int64_t ldd,
+                                    const void* src, std::int64_t lds, std::int64_t dst_rows,
+                                    std::int64_t cols, const std::int64_t* first,
+                                    const std::int64_t* order, const float* scale) {
+  MESHTP_DISPATCH(t, scatter_add_rows_kernel<<<static_cast<unsigned>(dst_rows), kThreads, 0, s>>>(
+                         static_cast<T*>(dst), ldd, static_cast<const T*>(src), lds, cols, first,
+                         order, scale));
+  return cudaGetLastError();
+}
+
+cudaError_t launch_row_dots(cudaStream_t s, Element t, float* out, const void* a, std::int64_t lda,
+                            const std::int64_t* index, const void* b, std::int64_t ldb,
+                            std::int64_t rows, std::int64_t cols) {
+  MESHTP_DISPATCH(
+      t, row_dots_kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(
+             out, static_cast<const T*>(a), lda, index, static_cast<const T*>(b), ldb, cols));
   return cudaGetLastError();
 }
 

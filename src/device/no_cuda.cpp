@@ -158,6 +158,17 @@ void flash_attention_merge(Context&, const View&, float*, const View&, const flo
                            const FlashAttention&) {
   no_cuda();
 }
+void gather_rows(Context&, const View&, const View&, std::span<const std::int64_t>,
+                 std::span<const float>) {
+  no_cuda();
+}
+void scatter_add_rows(Context&, const View&, const View&, std::span<const std::int64_t>,
+                      std::span<const float>) {
+  no_cuda();
+}
+std::vector<float> row_dots(Context&, const View&, std::span<const std::int64_t>, const View&) {
+  no_cuda();
+}
 void adamw_update(Context&, std::span<const AdamWTensor>, const AdamWStep&) { no_cuda(); }
 void convert(Context&, void*, Element, const void*, Element, std::int64_t) { no_cuda(); }
 void copy_2d(Context&, const View&, const View&) { no_cuda(); }

@@ -584,4 +584,68 @@ void rope(Context& ctx, const View& x, const View& cos_sin, std::int64_t batch,
                backward ? "rope_backward" : "rope_forward");
 }
 
+// ---- rows by index ----------------------------------------------------------------------
+
+namespace {
+
+template <typename T>
+Buffer upload_list(Context& ctx, std::span<const T> values) {
+  Buffer buffer(ctx, std::max<std::size_t>(values.size(), 1) * sizeof(T));
+  if (!values.empty()) ctx.upload(buffer.data(), values.data(), values.size() * sizeof(T));
+  return buffer;
+}
+
+}  // namespace
+
+void gather_rows(Context& ctx, const View& dst, const View& src,
+                 std::span<const std::int64_t> index, std::span<const float> scale) {
+  device::check_row_index("gather_rows", dst, src, index, scale);
+  if (dst.rows == 0 || dst.cols == 0) return;
+  const Buffer i = upload_list(ctx, index), f = upload_list(ctx, scale);
+  check_launch(launch_gather_rows(stream_of(ctx), dst.type, dst.data, dst.ld, src.data, src.ld,
+                                  dst.rows, dst.cols, static_cast<const std::int64_t*>(i.data()),
+                                  scale.empty() ? nullptr : static_cast<const float*>(f.data())),
+               "gather_rows");
+}
+
+void scatter_add_rows(Context& ctx, const View& dst, const View& src,
+                      std::span<const std::int64_t> index, std::span<const float> scale) {
+  device::check_row_index("scatter_add_rows", src, dst, index, scale);
+  if (src.rows == 0 || src.cols == 0) return;
+  // Each destination row's sources, in index order (a counting sort: CSR lists).
+  std::vector<std::int64_t> first(static_cast<std::size_t>(dst.rows + 1), 0), order(index.size());
+  for (const std::int64_t r : index) ++first[static_cast<std::size_t>(r + 1)];
+  for (std::size_t r = 1; r < first.size(); ++r) first[r] += first[r - 1];
+  std::vector<std::int64_t> next(first.begin(), first.end() - 1);
+  for (std::size_t i = 0; i < index.size(); ++i) {
+    order[static_cast<std::size_t>(next[static_cast<std::size_t>(index[i])]++)] =
+        static_cast<std::int64_t>(i);
+  }
+  const Buffer fb = upload_list(ctx, std::span<const std::int64_t>(first));
+  const Buffer ob = upload_list(ctx, std::span<const std::int64_t>(order));
+  const Buffer sb = upload_list(ctx, scale);
+  check_launch(
+      launch_scatter_add_rows(stream_of(ctx), dst.type, dst.data, dst.ld, src.data, src.ld,
+                              dst.rows, dst.cols, static_cast<const std::int64_t*>(fb.data()),
+                              static_cast<const std::int64_t*>(ob.data()),
+                              scale.empty() ? nullptr : static_cast<const float*>(sb.data())),
+      "scatter_add_rows");
+}
+
+std::vector<float> row_dots(Context& ctx, const View& a, std::span<const std::int64_t> index,
+                            const View& b) {
+  device::check_row_index("row_dots", b, a, index, {});
+  std::vector<float> out(static_cast<std::size_t>(b.rows), 0.0f);
+  if (b.rows == 0) return out;
+  const Buffer i = upload_list(ctx, index);
+  Buffer o(ctx, out.size() * sizeof(float));
+  check_launch(
+      launch_row_dots(stream_of(ctx), b.type, static_cast<float*>(o.data()), a.data, a.ld,
+                      static_cast<const std::int64_t*>(i.data()), b.data, b.ld, b.rows, b.cols),
+      "row_dots");
+  ctx.download(out.data(), o.data(), out.size() * sizeof(float));
+  ctx.synchronize();
+  return out;
+}
+
 }  // namespace meshtp::gpu

@@ -267,16 +267,12 @@ Block::Block(const mesh::DeviceMesh& mesh, const BlockConfig& config)
             *be_),
       progress_(config.layout.progress_splits) {
   for (auto* l : {&qkv_, &proj_, &mlp1_, &mlp2_}) l->watch(progress_);
-  // The mixture of experts computes on host memory.
-  MESHTP_CHECK(be_ == &cpu_backend() || !config.shape.is_moe(),
-               "block: the mixture of experts (num_experts={}) runs on the CPU backend only; {} is "
-               "not (docs/seam.md)",
-               config.shape.num_experts, be_->name());
   if (config.shape.is_moe()) {
     moe_ = std::make_unique<parallel::ExpertParallelMoe>(
         moe_config(config.shape),
         parallel::MoeGroups{expert_mesh_->dim_comm(0), expert_mesh_->dim_comm(1),
-                            config.layout.cp > 1 ? expert_mesh_->comm() : mesh.dim_comm(0)});
+                            config.layout.cp > 1 ? expert_mesh_->comm() : mesh.dim_comm(0)},
+        *be_);
   }
   const std::int64_t rows = stream_layout().rows();
   ln1_mean_ = buffer(rms() ? 0 : rows);  // RMSNorm keeps r (in rstd) only
@@ -607,7 +603,7 @@ void Block::forward(const ChunkedMatrix& y, const ChunkedMatrix& x, BlockWorkspa
   }
   // ---- MoE: experts (parallel/moe.hpp) + bias → residual; the shared experts' MLP on top
   const ChunkedMatrix moe_y = view(shared() ? ws.moe_out : ws.mlp2_p, stream);
-  (void)moe_->forward(moe_y.whole(), xn2.whole());  // its aux loss acts through backward
+  (void)moe_->forward(moe_y.whole_view(), xn2.whole_view());  // its aux loss acts through backward
   for (int i = 0; i < C; ++i) {
     be.residual(y.chunk_view(i), xmid.chunk_view(i), moe_y.chunk_view(i));
     be.add_bias(y.chunk_view(i), vec(p_[kMlp2Bias]));
@@ -685,11 +681,11 @@ void Block::backward(const ChunkedMatrix& dx, const ChunkedMatrix& dy,
     for (int i = 0; i < C; ++i) be.bias_grad(vec(g_[kMlp2Bias]), dy.chunk_view(i));
     const ChunkedMatrix xn2 = view(xn2_, mlp1_.x_layout());
     if (!shared()) {
-      moe_->backward(dxn.whole(), dy.whole(), xn2.whole(), aux_weight_);
+      moe_->backward(dxn.whole_view(), dy.whole_view(), xn2.whole_view(), aux_weight_);
       for (int i = 0; i < C; ++i) ln2_backward(i);
     } else {  // ln2's output gradient: the routed experts' plus the shared experts'
       const ChunkedMatrix moe_dx = view(ws.moe_out, stream);
-      moe_->backward(moe_dx.whole(), dy.whole(), xn2.whole(), aux_weight_);
+      moe_->backward(moe_dx.whole_view(), dy.whole_view(), xn2.whole_view(), aux_weight_);
       mlp_backward([&](int i) {
         be.add(dxn.chunk_view(i), moe_dx.chunk_view(i));
         ln2_backward(i);

@@ -371,6 +371,53 @@ void CpuBackend::flash_attention_merge(const View& out, const View& lse, const V
                                 floats_of(part_lse, n, "the partial lse"), a);
 }
 
+// The rows move on the host, each a copy or an axpy of `cols` floats. In the simulated build's
+// charged mode they are data movements: charged by the bytes they touch, not run (simulation.hpp).
+void CpuBackend::gather_rows(const View& dst, const View& src, std::span<const std::int64_t> index,
+                             std::span<const float> scale) {
+  device::check_row_index("gather_rows", dst, src, index, scale);
+  const MatrixView d = host_matrix(dst, "dst"), s = host_matrix(src, "src");
+  if (simhooks::charge_bytes(2.0 * static_cast<double>(d.rows * d.cols) * sizeof(float))) return;
+  for (std::int64_t i = 0; i < d.rows; ++i) {
+    const float f = scale.empty() ? 1.0f : scale[static_cast<std::size_t>(i)];
+    const float* from = &s(index[static_cast<std::size_t>(i)], 0);
+    float* to = &d(i, 0);
+    for (std::int64_t c = 0; c < d.cols; ++c) to[c] = f * from[c];
+  }
+}
+
+void CpuBackend::scatter_add_rows(const View& dst, const View& src,
+                                  std::span<const std::int64_t> index,
+                                  std::span<const float> scale) {
+  device::check_row_index("scatter_add_rows", src, dst, index, scale);
+  const MatrixView d = host_matrix(dst, "dst"), s = host_matrix(src, "src");
+  if (simhooks::charge_bytes(3.0 * static_cast<double>(s.rows * s.cols) * sizeof(float))) return;
+  for (std::int64_t i = 0; i < s.rows; ++i) {
+    const float f = scale.empty() ? 1.0f : scale[static_cast<std::size_t>(i)];
+    const float* from = &s(i, 0);
+    float* to = &d(index[static_cast<std::size_t>(i)], 0);
+    for (std::int64_t c = 0; c < s.cols; ++c) to[c] += f * from[c];
+  }
+}
+
+std::vector<float> CpuBackend::row_dots(const View& a, std::span<const std::int64_t> index,
+                                        const View& b) {
+  device::check_row_index("row_dots", b, a, index, {});
+  const MatrixView am = host_matrix(a, "a"), bm = host_matrix(b, "b");
+  std::vector<float> out(static_cast<std::size_t>(bm.rows), 0.0f);
+  if (simhooks::charge_bytes(2.0 * static_cast<double>(bm.rows * bm.cols) * sizeof(float))) {
+    return out;
+  }
+  for (std::int64_t i = 0; i < bm.rows; ++i) {
+    const float* x = &am(index[static_cast<std::size_t>(i)], 0);
+    const float* y = &bm(i, 0);
+    double sum = 0;  // in double, as ops/moe.hpp's combine backward
+    for (std::int64_t c = 0; c < bm.cols; ++c) sum += static_cast<double>(x[c]) * y[c];
+    out[static_cast<std::size_t>(i)] = static_cast<float>(sum);
+  }
+  return out;
+}
+
 void CpuBackend::rope(const View& x, const View& cos_sin, std::int64_t batch, std::int64_t heads,
                       bool backward) {
   const MatrixView m = host_matrix(x, "x");

@@ -4,16 +4,10 @@
 #include <span>
 
 #include "core/error.hpp"
-#include "tensor/gemm.hpp"
+#include "tensor/gemm.hpp"  // Trans
 
 namespace meshtp::parallel {
 namespace {
-
-std::span<const float> rows_of(ConstMatrixView m) {
-  MESHTP_CHECK(m.contiguous(), "moe: a {}×{} block with leading dimension {} is not contiguous",
-               m.rows, m.cols, m.ld);
-  return {m.data, static_cast<std::size_t>(m.rows * m.cols)};
-}
 
 std::vector<std::int64_t> times(std::span<const std::int64_t> rows, std::int64_t h) {
   std::vector<std::int64_t> v(rows.begin(), rows.end());
@@ -27,8 +21,9 @@ std::int64_t sum(std::span<const std::int64_t> v) {
 
 }  // namespace
 
-ExpertParallelMoe::ExpertParallelMoe(const MoeConfig& config, MoeGroups groups)
-    : config_(config), groups_(std::move(groups)) {
+ExpertParallelMoe::ExpertParallelMoe(const MoeConfig& config, MoeGroups groups,
+                                     device::Backend& backend)
+    : config_(config), groups_(std::move(groups)), be_(&backend) {
   const int ep = groups_.ep.size(), etp = groups_.etp.size();
   MESHTP_CHECK(config.hidden >= 1 && config.ffn >= 1 && config.experts >= 1,
                "moe: hidden={}, ffn={} and experts={} must be positive", config.hidden,
@@ -86,6 +81,10 @@ void ExpertParallelMoe::load(const Tensor& router_full, const Tensor& w1_full,
                "[E, h], [E·F, h], [E·h, F])",
                to_string(router_full.shape()), to_string(w1_full.shape()),
                to_string(w2_full.shape()), E, h, F);
+  MESHTP_CHECK(be_->device_memory() == nullptr,
+               "moe load: the parameters are copied on the host, and {}'s memory is not the "
+               "host's (bind the stack's storage instead)",
+               be_->name());
   if (values_.router.empty()) own_storage();
   copy(router_full.values(), values_.router);
   const std::int64_t first = groups_.ep.rank() * local_experts_;
@@ -93,9 +92,9 @@ void ExpertParallelMoe::load(const Tensor& router_full, const Tensor& w1_full,
   for (std::int64_t l = 0; l < local_experts_; ++l) {
     const std::int64_t e = first + l;
     copy(w1_full.matrix().block(e * F + col0, 0, local_ffn_, h),
-         w1_v().block(l * local_ffn_, 0, local_ffn_, h));
+         host_matrix(w1_v(), "W1").block(l * local_ffn_, 0, local_ffn_, h));
     copy(w2_full.matrix().block(e * h, col0, h, local_ffn_),
-         w2_v().block(l * h, 0, h, local_ffn_));
+         host_matrix(w2_v(), "W2").block(l * h, 0, h, local_ffn_));
   }
 }
 
@@ -137,78 +136,131 @@ ExpertParallelMoe::Exchange ExpertParallelMoe::plan_exchange(const MoeDispatch& 
       for (std::int64_t l = 0; l < El; ++l)
         for (std::int64_t i = 0; i < gathered[(t * ep + s) * El + l]; ++i)
           x.sorted_of.push_back(next[l]++);
+  x.gathered_of.resize(x.sorted_of.size());
+  for (std::size_t g = 0; g < x.sorted_of.size(); ++g) {
+    x.gathered_of[static_cast<std::size_t>(x.sorted_of[g])] = static_cast<std::int64_t>(g);
+  }
   return x;
 }
 
-Tensor ExpertParallelMoe::dispatch_rows(ConstMatrixView rows) const {
+device::Array ExpertParallelMoe::dispatch_rows(const device::Array& rows) const {
   const std::int64_t h = config_.hidden;
   const Exchange& x = exchange_;
-  Tensor received({sum(x.recv_rows), h});
+  device::Array received = alloc(sum(x.recv_rows), h);
   const auto send_counts = times(x.send_rows, h), recv_counts = times(x.recv_rows, h);
-  groups_.ep.all_to_allv(rows_of(rows), std::span<const std::int64_t>(send_counts),
-                         received.values(), std::span<const std::int64_t>(recv_counts));
-  Tensor gathered;
+  groups_.ep.all_to_allv(std::span<const float>(device::floats(rows)),
+                         std::span<const std::int64_t>(send_counts), device::floats(received),
+                         std::span<const std::int64_t>(recv_counts));
+  device::Array gathered;
   if (groups_.etp.size() == 1) {
     gathered = std::move(received);
   } else {  // every peer gets all of this rank's rows: an all-gather of blocks of their own sizes
-    const auto etp = static_cast<std::size_t>(groups_.etp.size());
-    std::vector<float> repeated;
-    repeated.reserve(received.values().size() * etp);
-    for (std::size_t t = 0; t < etp; ++t)
-      repeated.insert(repeated.end(), received.values().begin(), received.values().end());
-    const std::vector<std::int64_t> mine(etp, received.numel());
+    const int etp = groups_.etp.size();
+    const std::int64_t n = received.count();
+    device::Array repeated = be_->alloc(n * etp, Element::kF32);
+    std::vector<View> dst, src;
+    for (int t = 0; t < etp; ++t) {
+      dst.push_back(repeated.view(t * n, 1, n, n));
+      src.push_back(received.view(1, n));
+    }
+    be_->copy_blocks(dst, src);
+    const std::vector<std::int64_t> mine(static_cast<std::size_t>(etp), n);
     const auto peer_counts = times(x.peer_rows, h);
-    gathered = Tensor({sum(x.peer_rows), h});
-    groups_.etp.all_to_allv(std::span<const float>(repeated), std::span<const std::int64_t>(mine),
-                            gathered.values(), std::span<const std::int64_t>(peer_counts));
+    gathered = alloc(sum(x.peer_rows), h);
+    groups_.etp.all_to_allv(std::span<const float>(device::floats(repeated)),
+                            std::span<const std::int64_t>(mine), device::floats(gathered),
+                            std::span<const std::int64_t>(peer_counts));
   }
-  Tensor sorted({gathered.dim(0), h});
-  for (std::int64_t g = 0; g < gathered.dim(0); ++g)
-    std::copy_n(&gathered.matrix()(g, 0), h, &sorted.matrix()(x.sorted_of[g], 0));
+  const std::int64_t total = gathered.count() / h;
+  device::Array sorted = alloc(total, h);
+  be_->gather_rows(sorted.view(total, h), gathered.view(total, h), x.gathered_of, {});
   return sorted;
 }
 
-Tensor ExpertParallelMoe::combine_rows(ConstMatrixView expert_major) const {
+device::Array ExpertParallelMoe::combine_rows(const device::Array& expert_major) const {
   const std::int64_t h = config_.hidden;
   const Exchange& x = exchange_;
-  Tensor unsorted({expert_major.rows, h});
-  for (std::int64_t g = 0; g < expert_major.rows; ++g)
-    std::copy_n(&expert_major(x.sorted_of[g], 0), h, &unsorted.matrix()(g, 0));
+  const std::int64_t total = expert_major.count() / h;
+  device::Array unsorted = alloc(total, h);
+  be_->gather_rows(unsorted.view(total, h), expert_major.view(total, h), x.sorted_of, {});
   const std::int64_t mine = sum(x.recv_rows);
-  Tensor received;
+  device::Array received;
   if (groups_.etp.size() == 1) {
     received = std::move(unsorted);
   } else {  // each peer's rows back to it, then the etp partial sums added: a reduce-scatter
-    const auto etp = static_cast<std::size_t>(groups_.etp.size());
+    const int etp = groups_.etp.size();
     const auto peer_counts = times(x.peer_rows, h);
-    const std::vector<std::int64_t> mine_counts(etp, mine * h);
-    std::vector<float> partials(static_cast<std::size_t>(mine * h) * etp);
-    groups_.etp.all_to_allv(std::span<const float>(unsorted.values()),
-                            std::span<const std::int64_t>(peer_counts),
-                            std::span<float>(partials),
+    const std::vector<std::int64_t> mine_counts(static_cast<std::size_t>(etp), mine * h);
+    device::Array partials = be_->alloc(mine * h * etp, Element::kF32);
+    groups_.etp.all_to_allv(std::span<const float>(device::floats(unsorted)),
+                            std::span<const std::int64_t>(peer_counts), device::floats(partials),
                             std::span<const std::int64_t>(mine_counts));
-    received = Tensor({mine, h});
-    const std::span<float> out = received.values();
-    for (std::size_t t = 0; t < etp; ++t)
-      for (std::size_t i = 0; i < out.size(); ++i) out[i] += partials[t * out.size() + i];
+    received = alloc(mine, h);
+    const View sum_v = received.view(mine, h);
+    be_->copy(sum_v, partials.view(mine, h));
+    for (int t = 1; t < etp; ++t) be_->add(sum_v, partials.view(t * mine * h, mine, h, h));
   }
-  Tensor back({sum(x.send_rows), h});
+  device::Array back = alloc(sum(x.send_rows), h);
   const auto send_counts = times(x.recv_rows, h), recv_counts = times(x.send_rows, h);
-  groups_.ep.all_to_allv(std::span<const float>(received.values()),
-                         std::span<const std::int64_t>(send_counts), back.values(),
+  groups_.ep.all_to_allv(std::span<const float>(device::floats(received)),
+                         std::span<const std::int64_t>(send_counts), device::floats(back),
                          std::span<const std::int64_t>(recv_counts));
   return back;
 }
 
-double ExpertParallelMoe::forward(MatrixView y, ConstMatrixView x) {
+void ExpertParallelMoe::experts_forward(const View& y, const View& pre, const View& act,
+                                        const View& x) const {
+  const std::int64_t h = config_.hidden, F = local_ffn_;
+  const View w1 = w1_v(), w2 = w2_v();
+  for (std::int64_t e = 0; e < local_experts_; ++e) {
+    const std::int64_t r0 = exchange_.offsets[e], n = exchange_.offsets[e + 1] - r0;
+    if (n == 0) continue;
+    const View pre_e = pre.row_band(r0, n), act_e = act.row_band(r0, n);
+    be_->gemm(pre_e, x.row_band(r0, n), Trans::kNo, w1.row_band(e * F, F), Trans::kYes);
+    be_->gelu_forward(act_e, pre_e);
+    be_->gemm(y.row_band(r0, n), act_e, Trans::kNo, w2.row_band(e * h, h), Trans::kYes);
+  }
+}
+
+void ExpertParallelMoe::experts_backward(const View& dx, const View& dy, const View& x,
+                                         const View& pre, const View& act) const {
+  const std::int64_t h = config_.hidden, F = local_ffn_;
+  const View w1 = w1_v(), w2 = w2_v();
+  const View dw1 = matrix(grads_.w1, local_experts_ * F, h);
+  const View dw2 = matrix(grads_.w2, local_experts_ * h, F);
+  const std::int64_t rows = exchange_.offsets.back();
+  const device::Array dact = alloc(rows, F), dpre = alloc(rows, F);
+  be_->zero(dx);
+  for (std::int64_t e = 0; e < local_experts_; ++e) {
+    const std::int64_t r0 = exchange_.offsets[e], n = exchange_.offsets[e + 1] - r0;
+    if (n == 0) continue;
+    const View dy_e = dy.row_band(r0, n), w1_e = w1.row_band(e * F, F),
+               w2_e = w2.row_band(e * h, h);
+    const View dact_e = dact.view(rows, F).row_band(r0, n);
+    const View dpre_e = dpre.view(rows, F).row_band(r0, n);
+    // dW2 += dyᵀ·A,  dA = dy·W2,  dH = gelu'(H) ⊙ dA,  dW1 += dHᵀ·x,  dx = dH·W1
+    be_->gemm(dw2.row_band(e * h, h), dy_e, Trans::kYes, act.row_band(r0, n), Trans::kNo, 1.0f,
+              1.0f);
+    be_->gemm(dact_e, dy_e, Trans::kNo, w2_e, Trans::kNo);
+    be_->zero(dpre_e);
+    be_->gelu_backward(dpre_e, pre.row_band(r0, n), dact_e);
+    be_->gemm(dw1.row_band(e * F, F), dpre_e, Trans::kYes, x.row_band(r0, n), Trans::kNo, 1.0f,
+              1.0f);
+    be_->gemm(dx.row_band(r0, n), dpre_e, Trans::kNo, w1_e, Trans::kNo);
+  }
+}
+
+double ExpertParallelMoe::forward(const View& y, const View& x) {
   const std::int64_t N = x.rows, h = config_.hidden, E = config_.experts;
   MESHTP_CHECK(x.cols == h && y.cols == h && y.rows == N,
-               "moe forward: x is {}×{} and y {}×{} for hidden={}", x.rows, x.cols, y.rows,
-               y.cols, h);
-  Tensor logits({N, E});
-  gemm(x, Trans::kNo, router_v(), Trans::kYes, logits.matrix());
-  routing_ = moe_route(logits.matrix(), config_.top_k, config_.capacity_factor,
-                       config_.force_balance);
+               "moe forward: x is {} and y {} for hidden={}", describe(x), describe(y), h);
+  {  // routing is host data: the logits come to the host
+    const device::Array logits = alloc(N, E);
+    be_->gemm(logits.view(N, E), x, Trans::kNo, router_v(), Trans::kYes);
+    const std::vector<float> host = be_->download(logits);
+    routing_ = moe_route(ConstMatrixView{host.data(), N, E, E}, config_.top_k,
+                         config_.capacity_factor, config_.force_balance);
+  }
   global_counts_ = routing_.counts;
   groups_.tokens.all_reduce(std::span<std::int64_t>(global_counts_));
   std::int64_t tokens = N;
@@ -217,58 +269,75 @@ double ExpertParallelMoe::forward(MatrixView y, ConstMatrixView x) {
 
   dispatch_ = moe_dispatch(routing_);
   exchange_ = plan_exchange(dispatch_);
+  const std::int64_t dispatched = dispatch_.rows(), k = config_.top_k;
+  gate_of_row_.assign(static_cast<std::size_t>(dispatched), 0.0f);
+  for (std::int64_t a = 0; a < N * k; ++a) {
+    const std::int64_t row = dispatch_.row_of[static_cast<std::size_t>(a)];
+    if (row >= 0)
+      gate_of_row_[static_cast<std::size_t>(row)] = routing_.gate[static_cast<std::size_t>(a)];
+  }
   {  // scoped: each buffer lives only until the next one is made from it
-    Tensor xp({dispatch_.rows(), h});
-    moe_permute(xp.matrix(), x, dispatch_);
-    xq_ = dispatch_rows(xp.matrix());
+    const device::Array xp = alloc(dispatched, h);
+    be_->gather_rows(xp.view(dispatched, h), x, dispatch_.token_of, {});  // xp[r] = x[token]
+    xq_ = dispatch_rows(xp);
   }
   const std::int64_t rows = exchange_.offsets.back();
-  pre_ = Tensor({rows, local_ffn_});
-  act_ = Tensor({rows, local_ffn_});
+  pre_ = alloc(rows, local_ffn_);
+  act_ = alloc(rows, local_ffn_);
   {
-    Tensor yq({rows, h});
-    expert_mlp_forward(yq.matrix(), pre_.matrix(), act_.matrix(), xq_.matrix(), w1_v(), w2_v(),
-                       exchange_.offsets);
-    yp_ = combine_rows(yq.matrix());
+    const device::Array yq = alloc(rows, h);
+    experts_forward(yq.view(rows, h), pre_.view(rows, local_ffn_), act_.view(rows, local_ffn_),
+                    xq_.view(rows, h));
+    yp_ = combine_rows(yq);
   }
-  moe_combine(y, yp_.matrix(), routing_, dispatch_);
+  // y[n] = Σ_j g_nj · yp[row_nj] (a token with every assignment dropped gets 0)
+  be_->zero(y);
+  be_->scatter_add_rows(y, yp_.view(dispatched, h), dispatch_.token_of, gate_of_row_);
   return moe_aux_loss(routing_, global_counts_, global_tokens_, config_.aux_loss_coeff);
 }
 
-void ExpertParallelMoe::backward(MatrixView dx, ConstMatrixView dy, ConstMatrixView x,
-                                 double aux_weight) {
+void ExpertParallelMoe::backward(const View& dx, const View& dy, const View& x, double aux_weight) {
   const std::int64_t N = routing_.tokens, h = config_.hidden, E = config_.experts;
   MESHTP_CHECK(dy.rows == N && dx.rows == N && x.rows == N && dy.cols == h && dx.cols == h,
                "moe backward: dy has {} rows, dx {} and x {}; forward saw {} tokens", dy.rows,
                dx.rows, x.rows, N);
   MESHTP_CHECK(!grads_.w1.empty(), "moe backward: no gradient storage bound");
-  std::vector<float> dgate(static_cast<std::size_t>(N * config_.top_k));
-  Tensor dyq;
+  const std::int64_t dispatched = dispatch_.rows(), k = config_.top_k;
+  // The combine's backward: dyp[r] = g·dy[token of r], and ∂L/∂g = dy[token]·yp[r] (0 for a
+  // dropped assignment), to the host for the router's backward.
+  std::vector<float> dgate(static_cast<std::size_t>(N * k), 0.0f);
+  {
+    const std::vector<float> dots = be_->row_dots(dy, dispatch_.token_of, yp_.view(dispatched, h));
+    for (std::int64_t a = 0; a < N * k; ++a) {
+      const std::int64_t row = dispatch_.row_of[static_cast<std::size_t>(a)];
+      if (row >= 0) dgate[static_cast<std::size_t>(a)] = dots[static_cast<std::size_t>(row)];
+    }
+  }
+  device::Array dyq;
   {  // scoped as in forward: the backward's peak is the experts' (dy, dx, dA, dH of the rows)
-    Tensor dyp({dispatch_.rows(), h});
-    moe_combine_backward(dyp.matrix(), dgate, dy, yp_.matrix(), routing_, dispatch_);
-    dyq = dispatch_rows(dyp.matrix());
+    const device::Array dyp = alloc(dispatched, h);
+    be_->gather_rows(dyp.view(dispatched, h), dy, dispatch_.token_of, gate_of_row_);
+    dyq = dispatch_rows(dyp);
   }
   const std::int64_t rows = exchange_.offsets.back();
-  Tensor dxq({rows, h});
-  {
-    Tensor dact({rows, local_ffn_}), dpre({rows, local_ffn_});
-    const MatrixView dw1{grads_.w1.data(), local_experts_ * local_ffn_, h, h};
-    const MatrixView dw2{grads_.w2.data(), local_experts_ * h, local_ffn_, local_ffn_};
-    expert_mlp_backward(dxq.matrix(), dw1, dw2, dact.matrix(), dpre.matrix(), dyq.matrix(),
-                        xq_.matrix(), pre_.matrix(), act_.matrix(), w1_v(), w2_v(),
-                        exchange_.offsets);
+  device::Array dxq = alloc(rows, h);
+  experts_backward(dxq.view(rows, h), dyq.view(rows, h), xq_.view(rows, h),
+                   pre_.view(rows, local_ffn_), act_.view(rows, local_ffn_));
+  dyq = device::Array();
+  be_->zero(dx);
+  {  // dx[token of r] += dxp[r]
+    const device::Array dxp = combine_rows(dxq);
+    dxq = device::Array();
+    be_->scatter_add_rows(dx, dxp.view(dispatched, h), dispatch_.token_of, {});
   }
-  dyq = Tensor();
-  zero(dx);
-  moe_permute_backward(dx, combine_rows(dxq.matrix()).matrix(), dispatch_);
-
+  // The router, on the host's routing: dlogits there, then its two GeMMs on the backend.
   Tensor dlogits({N, E});
   moe_router_backward(dlogits.matrix(), routing_, dgate, global_counts_, global_tokens_,
                       config_.aux_loss_coeff, aux_weight);
-  gemm(dlogits.matrix(), Trans::kNo, router_v(), Trans::kNo, dx, 1.0f, 1.0f);
-  gemm(dlogits.matrix(), Trans::kYes, x, Trans::kNo, MatrixView{grads_.router.data(), E, h, h},
-       1.0f, 1.0f);
+  device::Array dl = alloc(N, E);
+  be_->upload(dl, dlogits.values());
+  be_->gemm(dx, dl.view(N, E), Trans::kNo, router_v(), Trans::kNo, 1.0f, 1.0f);
+  be_->gemm(matrix(grads_.router, E, h), dl.view(N, E), Trans::kYes, x, Trans::kNo, 1.0f, 1.0f);
 }
 
 }  // namespace meshtp::parallel

@@ -34,6 +34,15 @@
 // rank holding the router). The aux loss returned by forward is this rank's part: the parts
 // over the token group add up to the group's loss (ops/moe.hpp).
 //
+// On the seam (device/backend.hpp): the tokens, the experts' rows, their activations and the
+// parameters are memory of the layer's backend, moved by its ops (the router's and experts'
+// GeMMs on views, GeLU, rows gathered and scatter-added by index) and by the groups'
+// transports; what routing decides is host data: the router's logits come to the host
+// (N·E values a layer), top-k, capacity and the dispatch order are computed there, and the
+// router's gradient goes back. So the layer runs on the CPU or on a GPU over any transport
+// (Megatron-Core's all-to-all dispatcher, too, brings the token counts to the host). The host
+// forms (MatrixView) are the view forms on the CPU backend.
+//
 // Bad shapes are refused before any collective, from global sizes only, naming the values.
 #pragma once
 
@@ -42,6 +51,8 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "device/backend.hpp"
+#include "ops/cpu_backend.hpp"
 #include "ops/moe.hpp"
 #include "tensor/tensor.hpp"
 
@@ -69,25 +80,35 @@ struct MoeGroups {
 class ExpertParallelMoe {
  public:
   // Throws meshtp::Error naming the values unless E % ep == 0, F % etp == 0, 1 ≤ k ≤ E.
-  ExpertParallelMoe(const MoeConfig& config, MoeGroups groups);
+  // Its buffers and ops are `backend`'s, whose memory the groups' transports move.
+  ExpertParallelMoe(const MoeConfig& config, MoeGroups groups,
+                    device::Backend& backend = cpu_backend());
 
   // Copies this rank's shards out of the whole parameters: router [E, h], W1 [E·F, h],
   // W2 [E·h, F] (ops/moe.hpp's layouts), into the storage bound — or, where none is, into
-  // the layer's own (allocated then: the tensors below).
+  // the layer's own (allocated then: the tensors below). On the host: a layer whose backend's
+  // memory is the host's.
   void load(const Tensor& router, const Tensor& w1, const Tensor& w2);
 
-  // The parameters and gradients in someone else's storage (a block stack's), sized as the
-  // layer's own tensors below; empty gradients are allowed for a forward only.
+  // The parameters and gradients in someone else's storage (a block stack's, in the backend's
+  // memory), sized as the layer's own tensors below; empty gradients are allowed for a forward
+  // only.
   struct Storage {
     std::span<float> router, w1, w2;
   };
   void bind(Storage values, Storage grads);
 
-  // y [N, h] (overwritten) for x [N, h]; returns this rank's part of the aux loss α·(…).
-  // Collective over every group. x must stay untouched until backward.
-  double forward(MatrixView y, ConstMatrixView x);
+  // y [N, h] (overwritten) for x [N, h], views of the backend's memory; returns this rank's
+  // part of the aux loss α·(…). Collective over every group. x must stay untouched until
+  // backward.
+  double forward(const View& y, const View& x);
   // dx (overwritten); parameter gradients accumulate. aux_weight = ∂L/∂aux.
-  void backward(MatrixView dx, ConstMatrixView dy, ConstMatrixView x, double aux_weight);
+  void backward(const View& dx, const View& dy, const View& x, double aux_weight);
+  // The host forms: the view forms on host memory (a layer on the CPU backend).
+  double forward(MatrixView y, ConstMatrixView x) { return forward(host_view(y), host_view(x)); }
+  void backward(MatrixView dx, ConstMatrixView dy, ConstMatrixView x, double aux_weight) {
+    backward(host_view(dx), host_view(dy), host_view(x), aux_weight);
+  }
 
   const MoeConfig& config() const { return config_; }
   std::int64_t local_experts() const { return local_experts_; }
@@ -106,22 +127,36 @@ class ExpertParallelMoe {
     std::vector<std::int64_t> recv_rows;   // [ep] rows it receives from each
     std::vector<std::int64_t> peer_rows;   // [etp] rows each etp peer received (gather)
     std::vector<std::int64_t> sorted_of;   // gathered row → its row in expert-major order
+    std::vector<std::int64_t> gathered_of;  // the inverse: expert-major row → gathered row
     std::vector<std::int64_t> offsets;     // [El + 1] expert-major offsets
   };
   Exchange plan_exchange(const MoeDispatch& dispatch) const;
-  // Rows of (source, expert) order → gathered over etp, sorted expert-major.
-  Tensor dispatch_rows(ConstMatrixView rows_in_dispatch_order) const;
+  // Rows of (source, expert) order (an array of rows × h) → gathered over etp, sorted
+  // expert-major.
+  device::Array dispatch_rows(const device::Array& rows_in_dispatch_order) const;
   // The inverse: expert-major rows, partial over etp → summed, back in this rank's dispatch
   // order.
-  Tensor combine_rows(ConstMatrixView expert_major) const;
+  device::Array combine_rows(const device::Array& expert_major) const;
+  // The experts' MLPs on the expert-major rows (ops/moe.hpp expert_mlp_forward/backward, one
+  // GeMM per local expert on its band of rows).
+  void experts_forward(const View& y, const View& pre, const View& act, const View& x) const;
+  void experts_backward(const View& dx, const View& dy, const View& x, const View& pre,
+                        const View& act) const;
 
   void own_storage();
-  MatrixView router_v() const { return {values_.router.data(), config_.experts, config_.hidden, config_.hidden}; }
-  MatrixView w1_v() const { return {values_.w1.data(), local_experts_ * local_ffn_, config_.hidden, config_.hidden}; }
-  MatrixView w2_v() const { return {values_.w2.data(), local_experts_ * config_.hidden, local_ffn_, local_ffn_}; }
+  device::Array alloc(std::int64_t rows, std::int64_t cols) const {
+    return be_->alloc(rows * cols, Element::kF32);
+  }
+  static View matrix(std::span<float> s, std::int64_t rows, std::int64_t cols) {
+    return View::packed(s.data(), Element::kF32, rows, cols);
+  }
+  View router_v() const { return matrix(values_.router, config_.experts, config_.hidden); }
+  View w1_v() const { return matrix(values_.w1, local_experts_ * local_ffn_, config_.hidden); }
+  View w2_v() const { return matrix(values_.w2, local_experts_ * config_.hidden, local_ffn_); }
 
   MoeConfig config_;
   MoeGroups groups_;
+  device::Backend* be_;
   std::int64_t local_experts_ = 0, local_ffn_ = 0;
   Storage values_, grads_;
 
@@ -131,7 +166,8 @@ class ExpertParallelMoe {
   Exchange exchange_;
   std::vector<std::int64_t> global_counts_;
   std::int64_t global_tokens_ = 0;
-  Tensor xq_, pre_, act_, yp_;
+  std::vector<float> gate_of_row_;  // [dispatched rows] the gate of each kept assignment
+  device::Array xq_, pre_, act_, yp_;
 };
 
 }  // namespace meshtp::parallel

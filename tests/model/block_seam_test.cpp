@@ -178,19 +178,5 @@ TEST(AtpBlockSeam, TheBlockOnMemoryTheHostCannotReadEqualsTheHostRun) {
   EXPECT_GT(ran, 0);
 }
 
-TEST(AtpBlockSeam, ExpertsRefuseADeviceBackend) {
-  InvertedBackend stand_in;
-  const auto world = comm::Communicator::world();
-  const mesh::DeviceMesh solo(world.split(world.rank(), 0), {1, 1});
-  BlockConfig c = atp_config(false, layout::Attention::kFused, 1, false);
-  c.shape.num_experts = 4;
-  c.shape.top_k = 2;
-  c.backend = &stand_in;
-  EXPECT_NE(test_support::error_of([&] {
-              Block block(solo, c);
-            }).find("num_experts=4) runs on the CPU backend only; inverted (test stand-in) is not"),
-            std::string::npos);
-}
-
 }  // namespace
 }  // namespace meshtp::model

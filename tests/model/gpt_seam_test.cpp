@@ -9,7 +9,10 @@
 // stages of one model, the stream handed from one to the other in the stand-in's memory; and
 // context parallelism (the ring, the all-to-all and both) with and without a tensor-parallel
 // mesh beside it, its zigzag chunks' key/value blocks travelling the ring in the stand-in's
-// memory. (The host runs are held to the serial model by gpt_test and cp_grad_test.)
+// memory; and the mixture of experts (experts folded over mesh dim 0, whole or split over etp,
+// dropless and with a capacity that drops, and under context parallelism), its routed rows
+// gathered, moved and combined in the stand-in's memory. (The host runs are held to the
+// serial model by gpt_test, cp_grad_test and the MoE model tests.)
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -159,6 +162,60 @@ TEST(GptSeam, ContextParallelismOnMemoryTheHostCannotReadEqualsTheHostRun) {
         GptConfig on_host = c, on_device = c;
         on_host.cp_group = &host_cp;
         on_device.cp_group = &device_cp;
+        expect_same(run(host_mesh, on_host, nullptr), run(device_mesh, on_device, &stand_in), what);
+        ++ran;
+      }
+    }
+  }
+  EXPECT_GE(ran, 4);
+}
+
+// The mixture of experts on the seam: on every N x 1 mesh (sequence parallelism: each rank its
+// own tokens, the experts over the N ranks), each expert whole (ep N) or split (etp N), dropless
+// and with capacity factor 1 (assignments dropped), and folded over cp 2 where the world
+// holds it. Each rank's loss and gradients are the host run's of the same layout.
+TEST(GptSeam, ExpertsOnMemoryTheHostCannotReadEqualRunsOnTheHost) {
+  const auto world = comm::Communicator::world();
+  const int n = world.size(), rank = world.rank();
+  InvertedBackend stand_in;
+  const auto staged = comm::Communicator::host_staged(world, stand_in.memory);
+  int ran = 0;
+  for (int cp = 1; cp <= std::min(n, 2); ++cp) {
+    if (n % cp != 0) continue;
+    const int tp = n / cp;
+    const comm::Communicator host_cp = world.split(rank % tp, rank / tp, "cp");
+    const comm::Communicator device_cp = staged.split(rank % tp, rank / tp, "cp");
+    const mesh::DeviceMesh host_mesh(world.split(rank / tp, rank % tp), {tp, 1});
+    const mesh::DeviceMesh device_mesh(staged.split(rank / tp, rank % tp), {tp, 1});
+    for (const int etp : {0, tp * cp}) {
+      for (const double capacity : {0.0, 1.0}) {
+        GptConfig c = gpt_config({tp, 1}, layout::Strategy::kMegatron, 1, tp > 1);
+        c.shape.seq = 16;
+        c.shape.num_experts = 8;  // up to one per rank of 8
+        c.shape.top_k = 2;
+        c.shape.moe_ffn_hidden = 16;
+        c.shape.router_aux_loss = 0.01;
+        c.shape.capacity_factor = capacity;
+        c.layout.etp = etp;
+        if (cp > 1) {
+          c.layout.attention = layout::Attention::kFused;
+          c.layout.cp = cp;
+        }
+        const std::string what = fmt::format("experts tp {} cp {} etp {} capacity {} (rank {})", tp,
+                                             cp, etp, capacity, rank);
+        try {
+          validate(c, {tp, 1});
+        } catch (const Error& e) {
+          ADD_FAILURE() << what << ": " << e.what();
+          continue;
+        }
+        GptConfig on_host = c, on_device = c;
+        if (cp > 1) {  // the experts fold over the whole world: cp-major, tp fastest
+          on_host.cp_group = &host_cp;
+          on_device.cp_group = &device_cp;
+          on_host.fold_group = &world;
+          on_device.fold_group = &staged;
+        }
         expect_same(run(host_mesh, on_host, nullptr), run(device_mesh, on_device, &stand_in), what);
         ++ran;
       }

@@ -193,6 +193,38 @@ std::vector<Case> cases() {
                    },
                    {{0, merged}, {1, merged_lse}}});
   }
+  {
+    // Rows by index (the mixture of experts' permutations and combine): a gather with factors
+    // naming one row twice, and a scatter-add where rows 1 and 3 collect two sources each.
+    static const std::vector<std::int64_t> gather_index{5, 0, 0, 3},
+        scatter_index{1, 3, 0, 1, 3, 2};
+    static const std::vector<float> gather_scale{0.5f, -1.0f, 2.0f, 1.0f},
+        scatter_scale{1.0f, 2.0f, -0.5f, 0.25f, 3.0f, 1.0f};
+    const Tensor src = uniform_tensor({6, kF}, 30), base = uniform_tensor({4, kF}, 31);
+    Tensor gathered({4, kF}), scattered = base;
+    for (std::int64_t i = 0; i < 4; ++i) {
+      for (std::int64_t c = 0; c < kF; ++c) {
+        gathered.matrix()(i, c) = gather_scale[i] * src.matrix()(gather_index[i], c);
+      }
+    }
+    for (std::int64_t i = 0; i < 6; ++i) {
+      for (std::int64_t c = 0; c < kF; ++c) {
+        scattered.matrix()(scatter_index[i], c) += scatter_scale[i] * src.matrix()(i, c);
+      }
+    }
+    all.push_back({"gather_rows",
+                   {Tensor({4, kF}), src},
+                   [](device::Backend& be, const std::vector<View>& v) {
+                     be.gather_rows(v[0], v[1], gather_index, gather_scale);
+                   },
+                   {{0, gathered}}});
+    all.push_back({"scatter_add_rows",
+                   {base, src},
+                   [](device::Backend& be, const std::vector<View>& v) {
+                     be.scatter_add_rows(v[0], v[1], scatter_index, scatter_scale);
+                   },
+                   {{0, scattered}}});
+  }
   return all;
 }
 
@@ -241,6 +273,43 @@ TEST(BackendLayerOps, TooSmallSavedBuffersAreRefusedNamingThem) {
                                                    host_view(qkv.matrix()), kB, kT, kNH);
             }),
             "cpu backend: att is fp32 1x7 (ld 7), the op needs 100 packed fp32 elements");
+}
+
+// row_dots: a[index[i]]·b[i] summed in double, the stand-in's equal to the CPU's; and an
+// index outside the rows it names, or a list of the wrong length, is refused naming it.
+TEST(BackendLayerOps, RowDotsAndTheRefusalsOfBadIndices) {
+  const Tensor a = uniform_tensor({3, kF}, 40), b = uniform_tensor({4, kF}, 41);
+  const std::vector<std::int64_t> index{2, 0, 2, 1};
+  const std::vector<float> got =
+      cpu_backend().row_dots(host_view(a.matrix()), index, host_view(b.matrix()));
+  ASSERT_EQ(got.size(), 4u);
+  for (std::size_t i = 0; i < 4; ++i) {
+    double want = 0;
+    for (std::int64_t c = 0; c < kF; ++c) {
+      want += static_cast<double>(a.matrix()(index[i], c)) *
+              b.matrix()(static_cast<std::int64_t>(i), c);
+    }
+    EXPECT_EQ(got[i], static_cast<float>(want)) << i;
+  }
+  testing::InvertedBackend stand_in;
+  const std::vector<Tensor> init{a, b};
+  std::vector<float> on_device;
+  (void)run(stand_in, init, [&](device::Backend& be, const std::vector<View>& v) {
+    on_device = be.row_dots(v[0], index, v[1]);
+  });
+  EXPECT_EQ(on_device, got);
+  Tensor dst({4, kF});
+  EXPECT_EQ(test_support::error_of([&] {
+              cpu_backend().gather_rows(host_view(dst.matrix()), host_view(a.matrix()),
+                                        std::vector<std::int64_t>{0, 1, 3, 2}, {});
+            }),
+            "gather_rows: index 3 at position 2 is outside [0, 3)");
+  EXPECT_EQ(test_support::error_of([&] {
+              cpu_backend().scatter_add_rows(host_view(a.matrix()), host_view(b.matrix()),
+                                             std::vector<std::int64_t>{0, 1}, {});
+            }),
+            "scatter_add_rows: fp32 4x6 (ld 6) and fp32 3x6 (ld 6) with 2 indices and 0 scales "
+            "(an index per row of the first, one type and width)");
 }
 
 }  // namespace
