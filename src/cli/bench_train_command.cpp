@@ -49,10 +49,6 @@ void run_bench_train(const BenchTrainArgs& a) {
   c.precision = parse_precision(a.precision, "--precision");
   o.steps = a.steps;
   o.warmup_steps = a.warmup;
-  MESHTP_CHECK(a.device.device != "cuda" || c.precision == Precision::kFp32,
-               "--device cuda --precision {}: the GPU trains in fp32 for now (bf16 storage of "
-               "the GeMM operands is not built yet); use --precision fp32",
-               name(c.precision));
   const RunDevice device = open_run_device(world(), a.device);
   c.model.backend = device.backend;
   const bench::TrainBenchResult r = bench::run_train_bench(*device.group, o);

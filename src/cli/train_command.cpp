@@ -192,10 +192,6 @@ void run_train(TrainArgs& args) {
   train::TrainConfig& c = args.config;
   c.model.shape = spec;
   c.precision = parse_precision(args.precision, "--precision");
-  MESHTP_CHECK(args.device.device != "cuda" || c.precision == Precision::kFp32,
-               "--device cuda --precision {}: the GPU trains in fp32 for now (bf16 storage of "
-               "the GeMM operands is not built yet); use --precision fp32",
-               name(c.precision));
   // A model file's "precision" is what the planner prices; train runs --precision. Said once,
   // so a file saying fp16 is not taken for a 2-byte run.
   if (root() && std::filesystem::is_regular_file(args.shape.model)) {

@@ -117,6 +117,20 @@ std::shared_ptr<DeviceMemory> GpuBackend::device_memory() {
   return memory_;
 }
 
+// The runtime's mixed precision (tensor/gemm.hpp gemm_precision(), set for a run by
+// ScopedGemmPrecision): under bf16 an fp32 operand is rounded to bf16 (nearest even, as the
+// host rounds) into a scratch array of its own, and the product runs on the tensor cores with
+// fp32 accumulation into C — the CPU backend's bf16 GeMM, C = α·op(bf16(A))·op(bf16(B)) + β·C,
+// on the GPU. The scratch goes back to the caching allocator when the call returns, for the
+// next allocation on this stream, which runs after this GeMM.
+View GpuBackend::compute_operand(const View& v, Array& scratch) {
+  if (v.type != Element::kF32 || gemm_precision() != Precision::kBf16 || v.rows == 0) return v;
+  scratch = alloc(v.rows * v.cols, Element::kBF16);
+  const View rounded = scratch.view(v.rows, v.cols);
+  gpu::copy_2d(ctx_, rounded, v);
+  return rounded;
+}
+
 void GpuBackend::gemm(const View& c, const View& a, Trans trans_a, const View& b, Trans trans_b,
                       float alpha, float beta, Epilogue epilogue, const View& bias) {
   if (epilogue != Epilogue::kNone) {
@@ -124,8 +138,9 @@ void GpuBackend::gemm(const View& c, const View& a, Trans trans_a, const View& b
                  "gpu backend: the GeMM's bias is {}, C is {}: it needs {} 1x{}", describe(bias),
                  describe(c), to_string(c.type), c.cols);
   }
-  gpu::gemm(ctx_, a, trans_a, b, trans_b, c, alpha, beta, epilogue,
-            epilogue == Epilogue::kNone ? nullptr : bias.data);
+  Array a_scratch, b_scratch;
+  gpu::gemm(ctx_, compute_operand(a, a_scratch), trans_a, compute_operand(b, b_scratch), trans_b, c,
+            alpha, beta, epilogue, epilogue == Epilogue::kNone ? nullptr : bias.data);
 }
 
 void GpuBackend::copy(const View& dst, const View& src) { gpu::copy_2d(ctx_, dst, src); }
@@ -265,7 +280,9 @@ void GpuBackend::copy_blocks(std::span<const View> dst, std::span<const View> sr
 void GpuBackend::gemm_in_bands(const View& c, const View& a, Trans trans_a, const View& b,
                                Trans trans_b, float beta, int /*bands*/,
                                const std::function<void()>& between) {
-  gpu::gemm(ctx_, a, trans_a, b, trans_b, c, 1.0f, beta);
+  Array a_scratch, b_scratch;
+  gpu::gemm(ctx_, compute_operand(a, a_scratch), trans_a, compute_operand(b, b_scratch), trans_b, c,
+            1.0f, beta);
   between();  // the GeMM is queued: the host pokes while the device computes
 }
 

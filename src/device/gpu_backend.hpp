@@ -10,7 +10,9 @@
 //                                          (skipped without a bias)
 //   accumulate       a += dy               the residual kernel with y = a
 //   adamw            every tensor in one multi-tensor launch, writing the bf16 compute copies
-//   views            gemm: cuBLASLt on the strided views; copy: cudaMemcpy2DAsync, or a
+//   views            gemm: cuBLASLt on the strided views (under the runtime's bf16 precision,
+//                    tensor/gemm.hpp, fp32 operands rounded to bf16 scratch first: the
+//                    tensor cores with fp32 accumulation); copy: cudaMemcpy2DAsync, or a
 //                    strided convert kernel between types; add: a strided kernel; zero:
 //                    cudaMemset2DAsync; events: CUDA events on the compute stream
 //
@@ -151,6 +153,9 @@ class GpuBackend final : public Backend {
  private:
   // A row of n ones of `type` (the bias gradient's left operand), made once per (n, type).
   const Array& ones(std::int64_t n, Element type);
+  // A GeMM operand as the runtime's precision multiplies it: v itself, or under bf16 an fp32
+  // v rounded into `scratch` (gpu_backend.cpp, gemm).
+  View compute_operand(const View& v, Array& scratch);
 
   gpu::Context& ctx_;
   std::shared_ptr<DeviceMemory> memory_;  // made on first use

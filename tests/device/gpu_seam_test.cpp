@@ -3,8 +3,12 @@
 // one staged through the CUDA context, against the same model on the CPU backend — the loss
 // and every parameter's gradient for GPT's layers (unfused attention) and the Llama family's
 // (RMSNorm, SwiGLU, RoPE, fused grouped-query attention, an untied head); and `train`'s loop
-// (train::train: AdamW, clipping, the schedule) for a few steps, loss by loss. fp32 both sides:
-// the bar is gpu_model_test's fp32 1e-4 (sums in another order). The same code on the
+// (train::train: AdamW, clipping, the schedule) for a few steps, loss by loss; a mixture of
+// experts (the row ops of its dispatch and combine). fp32 both sides: the bar is
+// gpu_model_test's fp32 1e-4 (sums in another order). And the loop under the runtime's bf16
+// precision (GeMM operands rounded to bf16 on both backends: the GPU's tensor cores against
+// the CPU's rounding), held to 5e-3: the GPU's attention kernels compute their products from
+// unrounded fp32, the CPU's attention rounds them too. The same code on the
 // inverted stand-in (model_gpt_seam_test, train_pipeline_test) is held to the host run on
 // 1-8 ranks; this checks the GPU backend's half.
 #include <gtest/gtest.h>
@@ -83,6 +87,16 @@ TEST(GpuSeamGpt, TheGptOnTheGpuIsTheCpus) { expect_model_on_gpu_is_the_cpus(gpt_
 TEST(GpuSeamGpt, TheLlamaFamilyOnTheGpuIsTheCpus) {
   expect_model_on_gpu_is_the_cpus(llama_config(), "llama");
 }
+TEST(GpuSeamGpt, ExpertsOnTheGpuAreTheCpus) {
+  model::GptConfig c = gpt_config();
+  c.shape.num_experts = 4;
+  c.shape.top_k = 2;
+  c.shape.moe_ffn_hidden = 32;
+  c.shape.router_aux_loss = 0.01;
+  expect_model_on_gpu_is_the_cpus(c, "experts");
+  c.shape.capacity_factor = 1.0;  // some assignments dropped
+  expect_model_on_gpu_is_the_cpus(c, "experts, capacity 1");
+}
 
 TEST(GpuSeamTrain, TrainsTheCpuBackendsLosses) {
   const std::filesystem::path corpus =
@@ -100,8 +114,10 @@ TEST(GpuSeamTrain, TrainsTheCpuBackendsLosses) {
   c.eval_every = 0;
   c.eval_batches = 1;
   c.data = corpus.string();
-  const auto losses = [&](const comm::Communicator& world, device::Backend* backend) {
+  const auto losses = [&](const comm::Communicator& world, device::Backend* backend,
+                          Precision precision = Precision::kFp32) {
     train::TrainConfig run = c;
+    run.precision = precision;
     run.model.backend = backend;
     std::vector<double> out;
     train::train(world, run, [&](const train::StepReport& r) { out.push_back(r.loss); });
@@ -109,11 +125,17 @@ TEST(GpuSeamTrain, TrainsTheCpuBackendsLosses) {
   };
   const std::vector<double> cpu = losses(comm::Communicator::alone(0, 1), nullptr);
   const std::vector<double> gpu = losses(on_gpu(), &gpu_backend());
+  const std::vector<double> cpu16 =
+      losses(comm::Communicator::alone(0, 1), nullptr, Precision::kBf16);
+  const std::vector<double> gpu16 = losses(on_gpu(), &gpu_backend(), Precision::kBf16);
   std::filesystem::remove(corpus);
   ASSERT_EQ(gpu.size(), cpu.size());
+  ASSERT_EQ(gpu16.size(), cpu16.size());
   for (std::size_t t = 0; t < cpu.size(); ++t) {
     EXPECT_NEAR(gpu[t], cpu[t], 1e-4 * cpu[t]) << "step " << t + 1;
+    EXPECT_NEAR(gpu16[t], cpu16[t], 5e-3 * cpu16[t]) << "bf16, step " << t + 1;
   }
+  EXPECT_NE(cpu16, cpu);  // the bf16 run rounds: not the fp32 run
 }
 
 }  // namespace

@@ -43,10 +43,9 @@ else
   fail "$cuda" 2 bench train --model tiny --steps 1 --device cuda
   fail "$cuda" 2 bench layer --device cuda --mesh 2x1 --no-check
   fail "$cuda" 1 bench rank --model tiny --mesh 2x1 --device cuda
+  fail "$cuda" 2 train --model tiny --device cuda --precision bf16
 fi
 fail "error: cannot open 'w': No such file" 2 block --weights w --input x --out y --device cuda
-fail "error: --device cuda --precision bf16: the GPU trains in fp32 for now" 2 \
-  train --model tiny --device cuda --precision bf16
 fail "error: --device 'tpu' is not cpu or cuda" 2 train --model tiny --device tpu
 fail "error: --collectives 'gloo' is not auto, mpi, host-staged or nccl" 2 train --model tiny --collectives gloo
 fail "error: --collectives nccl moves device memory, but --device cpu keeps tensors in host memory" 2 \
