@@ -357,56 +357,6 @@ class InvertedBackend final : public device::Backend {
     }
   }
 
-  // Not the stand-in's: the whole-array layer ops.
-  void linear_forward(device::Array&, const device::Array&, const device::Array&,
-                      const device::Array&, std::int64_t, std::int64_t, std::int64_t) override {
-    unused();
-  }
-  void linear_backward(device::Array&, device::Array&, device::Array&, const device::Array&,
-                       const device::Array&, const device::Array&, std::int64_t, std::int64_t,
-                       std::int64_t) override {
-    unused();
-  }
-  void gelu_forward(device::Array&, const device::Array&, std::int64_t) override { unused(); }
-  void gelu_backward(device::Array&, const device::Array&, const device::Array&,
-                     std::int64_t) override {
-    unused();
-  }
-  void residual_forward(device::Array&, const device::Array&, const device::Array&,
-                        std::int64_t) override {
-    unused();
-  }
-  void accumulate(device::Array&, const device::Array&, std::int64_t) override { unused(); }
-  void layernorm_forward(device::Array&, device::Array&, device::Array&, const device::Array&,
-                         const device::Array&, const device::Array&, std::int64_t,
-                         std::int64_t) override {
-    unused();
-  }
-  void layernorm_backward(device::Array&, device::Array&, device::Array&, const device::Array&,
-                          const device::Array&, const device::Array&, const device::Array&,
-                          const device::Array&, std::int64_t, std::int64_t) override {
-    unused();
-  }
-  void embedding_forward(device::Array&, std::span<const std::int32_t>, std::int64_t,
-                         std::int64_t, const device::Array&, std::int64_t, const device::Array&,
-                         std::int64_t) override {
-    unused();
-  }
-  void embedding_backward(device::Array&, device::Array&, const device::Array&,
-                          std::span<const std::int32_t>, std::int64_t, std::int64_t, std::int64_t,
-                          std::int64_t) override {
-    unused();
-  }
-  double cross_entropy_forward(device::Array&, const device::Array&,
-                               std::span<const std::int32_t>, std::int64_t, std::int64_t,
-                               std::int64_t) override {
-    unused();
-  }
-  void cross_entropy_backward(device::Array&, const device::Array&, const device::Array&,
-                              std::span<const std::int32_t>, std::int64_t, std::int64_t,
-                              std::int64_t) override {
-    unused();
-  }
   // The optimizer's (train/adamw.hpp), on host copies through the CPU backend.
   double sum_of_squares(const device::Array& a) override {
     HostCopy h = fetch(a.view(1, a.count()));
@@ -434,20 +384,6 @@ class InvertedBackend final : public device::Backend {
   // A size, not an op: the CPU's (attention_core_backward's scratch).
   std::int64_t attention_scratch(std::int64_t b, std::int64_t t, std::int64_t nh) const override {
     return cpu_backend().attention_scratch(b, t, nh);
-  }
-  void attention_forward(device::Array&, device::Array&, const device::Array&, std::int64_t,
-                         std::int64_t, std::int64_t, std::int64_t) override {
-    unused();
-  }
-  void attention_backward(device::Array&, device::Array&, const device::Array&,
-                          const device::Array&, const device::Array&, std::int64_t, std::int64_t,
-                          std::int64_t, std::int64_t) override {
-    unused();
-  }
-
- private:
-  [[noreturn]] static void unused() {
-    fail("the inverted stand-in runs the view primitives only, not the whole-array layer ops");
   }
 };
 

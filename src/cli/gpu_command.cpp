@@ -3,21 +3,16 @@
 //   meshtp gpu probe [--json]              the first GPU (or why there is none; exit 0 either way)
 //   meshtp gpu gemm [--m M --n N --k K] [--type bf16|fp32] [--repeats R] [--json]
 //                                          one cuBLASLt GeMM, validated, then timed (median)
-//   meshtp gpu step [--hidden 4096 --heads 32 --layers 4 --seq 2048 --batch 4 --vocab 50257]
-//                   [--type bf16] [--repeats R] [--json]
-//                                          one training step of the serial GPT on the GPU
-//                                          (forward, backward, AdamW), timed, with its model
-//                                          TFLOP/s and MFU against the bf16 (fp32) GeMM ceiling
-//                                          measured in the same run
 //   meshtp gpu calibrate --out FILE [--repeats R] [--quick]
 //                                          GeMM time by shape (bf16 and fp32), memory bandwidth
 //                                          and launch cost: the GPU's device profile, as JSON
 //
 // Flags are checked before the GPU is opened, so bad input gets its message on any machine.
+// `gpu step` and `gpu train` ran a second, serial GPT; the tensor-parallel runtime runs on the
+// GPU now (`bench train --device cuda`, `train --device cuda`), and the two say so.
 #include "cli/gpu_command.hpp"
 
 #include <fmt/format.h>
-#include <fmt/ostream.h>
 
 #include <ctime>
 #include <filesystem>
@@ -29,7 +24,6 @@
 #include "core/error.hpp"
 #include "device/gpu.hpp"
 #include "device/gpu_profile.hpp"
-#include "layout/model_shape.hpp"
 
 namespace meshtp::cli {
 namespace {
@@ -118,62 +112,13 @@ void add_gpu_subcommands(CLI::App& parent) {
       }
     });
   }
-  {
-    struct Args {
-      std::int64_t hidden = 4096, heads = 32, layers = 4, seq = 2048, batch = 4, vocab = 50257;
-      std::string type = "bf16";
-      int repeats = 10;
-      bool json = false;
-    };
-    auto args = std::make_shared<Args>();
-    CLI::App* step = parent.add_subcommand(
-        "step", "Time a training step of the serial GPT on the GPU (model TFLOP/s, MFU)");
-    step->add_option("--hidden", args->hidden, "Hidden size h (default 4096)");
-    step->add_option("--heads", args->heads, "Attention heads (default 32)");
-    step->add_option("--layers", args->layers, "Blocks L (default 4)");
-    step->add_option("--seq", args->seq, "Sequence length s (default 2048)");
-    step->add_option("--batch", args->batch, "Sequences b (default 4)");
-    step->add_option("--vocab", args->vocab, "Vocabulary V (default 50257, GPT-2's)");
-    step->add_option("--type", args->type, "Activations and weights' copies: bf16 or fp32");
-    step->add_option("--repeats", args->repeats, "Timed steps (default 10)");
-    step->add_flag("--json", args->json, "Print one JSON object");
-    step->callback([args] {
-      const layout::ModelShape shape{.batch = args->batch,
-                                     .seq = args->seq,
-                                     .hidden = args->hidden,
-                                     .heads = args->heads,
-                                     .layers = args->layers,
-                                     .vocab = args->vocab};
-      shape.validate("gpu step");
-      MESHTP_CHECK(args->vocab >= 1, "gpu step: vocab={} must be at least 1", args->vocab);
-      MESHTP_CHECK(args->repeats >= 1, "--repeats must be ≥ 1 (got {})", args->repeats);
-      const Element type = parse_type(args->type);
-      gpu::Context ctx;
-      const gpu::GemmMeasurement ceiling =
-          gpu::measure_gemm(ctx, {8192, 8192, 8192}, type, args->repeats);
-      const gpu::StepMeasurement m = gpu::measure_step(ctx, shape, type, args->repeats);
-      const double mfu = m.model_tflops / ceiling.tflops;
-      if (args->json) {
-        nlohmann::json j = gpu::to_json(m);
-        j["device"] = ctx.info().name;
-        j["gemm_ceiling"] = gpu::to_json(ceiling);
-        j["mfu"] = mfu;
-        std::cout << j.dump(2) << "\n";
-        return;
-      }
-      std::cout << "GPU: " << ctx.info().name << "\n";
-      print_measurement(ceiling);
-      std::cout << fmt::format(
-          "GPT {} {}: training step (forward, backward, AdamW) {:.3f} ms, loss {:.4f}; {:.1f} "
-          "model TFLOP/s = "
-          "{:.1f}% of the GeMM above (median of {}); peak {:.2f} GiB\n",
-          fmt::streamed(m.shape), gpu::to_string(m.type), m.step_ms, m.loss, m.model_tflops,
-          100 * mfu, m.repeats, static_cast<double>(m.peak_bytes) / (1 << 30));
-      std::cout << fmt::format(
-          "  parts, each timed alone: forward + backward {:.3f} ms, clipping {:.3f} ms, AdamW "
-          "{:.3f} ms\n",
-          m.forward_backward_ms, m.clip_ms, m.update_ms);
-    });
+  for (const auto& [name, instead] :
+       {std::pair{"step",
+                  "time a training step on the GPU with `meshtp bench train --device cuda`"},
+        std::pair{"train", "train on a GPU with `meshtp train --device cuda`"}}) {
+    parent.add_subcommand(name, std::string("Gone: ") + instead)
+        ->allow_extras()
+        ->callback([name, instead] { fail("meshtp gpu {} is gone: {}", name, instead); });
   }
   {
     struct Args {

@@ -1,5 +1,4 @@
-// `meshtp gpu probe|gemm|step|calibrate|train` — the GPU as meshtp sees it (one process, the
-// first GPU).
+// `meshtp gpu probe|gemm|calibrate` — the GPU as meshtp sees it (one process, the first GPU).
 // Registered under `meshtp gpu` and, at the top level, in `meshtp-gpu`: the same commands in
 // a binary that needs no MPI or BLAS library, to carry to a GPU machine without them
 // (scripts/gpu-check.sh).
@@ -9,9 +8,8 @@
 
 namespace meshtp::cli {
 
-// Adds probe, gemm, step and calibrate as subcommands of `parent`. They print to stdout.
+// Adds probe, gemm and calibrate as subcommands of `parent` (and step and train, which say where
+// they went). They print to stdout.
 void add_gpu_subcommands(CLI::App& parent);
-// Adds train (gpu_train_command.cpp): `meshtp train` on one device.
-void add_gpu_train_command(CLI::App& parent);
 
 }  // namespace meshtp::cli

@@ -8,16 +8,14 @@
 #include "cli/gpu_command.hpp"
 
 int main(int argc, char** argv) {
-  CLI::App app{"meshtp-gpu: the GPU as meshtp sees it (probe, gemm, step, calibrate, train)",
-               "meshtp-gpu"};
+  CLI::App app{"meshtp-gpu: the GPU as meshtp sees it (probe, gemm, calibrate)", "meshtp-gpu"};
   app.require_subcommand(1);
   // One line: the error naming the flag and the value (CLI11's simple() adds "Run with --help").
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
     return "error: " + std::string(e.what()) + "\n";
   });
   meshtp::cli::add_gpu_subcommands(app);
-  meshtp::cli::add_gpu_train_command(app);
-  // As meshtp's: integers decimal as typed (`--steps 010` is ten, not octal eight; hex and
+  // As meshtp's: integers decimal as typed (`--m 010` is ten, not octal eight; hex and
   // values past 64 bits refused naming the text), and no empty text values.
   meshtp::cli::require_decimal_integers(app);
   meshtp::cli::require_nonempty_text(app);

@@ -209,9 +209,8 @@ int main(int argc, char** argv) {
   // Listed for --help; `meshtp gpu …` never gets here (exec_gpu_binary), so reaching it means
   // a global flag came first.
   app.add_subcommand("gpu",
-                     "The GPU backend: probe the GPU, time a GeMM or a training step, measure "
-                     "its device profile, train on one GPU (runs meshtp-gpu; `meshtp gpu "
-                     "--help`)")
+                     "The GPU backend: probe the GPU, time a GeMM, measure its device profile "
+                     "(runs meshtp-gpu; `meshtp gpu --help`)")
       ->allow_extras()
       ->callback([] {
         meshtp::fail(

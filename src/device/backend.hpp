@@ -6,12 +6,14 @@
 // a GPU to check (gpu_ops_test checks the ops).
 //
 // Two levels:
-//   - views (core/view.hpp: offset, rows, cols, leading dimension, element type) and the
-//     primitives the distributed layers are written in: one strided GeMM with transposes, α, β
-//     and a bias / bias+GeLU epilogue accumulating in fp32; a 2D copy (pack, unpack, convert);
-//     a 2D add; events on the compute stream;
-//   - whole-array layer ops (linear, GeLU, LayerNorm, attention, embedding, cross-entropy,
-//     AdamW), each a forward and a backward.
+//   - views (core/view.hpp: offset, rows, cols, leading dimension, element type) and the ops
+//     the distributed layers are written in: one strided GeMM with transposes, α, β and a
+//     bias / bias+GeLU epilogue accumulating in fp32; a 2D copy (pack, unpack, convert); a 2D
+//     add; the norms (whole rows, or in phases around a collective), the vocabulary shard's
+//     embedding and cross-entropy, the activations, the attention cores, RoPE, rows by
+//     index; events on the compute stream;
+//   - whole arrays: what the training loop runs on every parameter (the gradient norm's
+//     squares, clipping's scale, AdamW).
 //
 // Semantics are the CPU ops' (their headers give the math): a forward overwrites its output,
 // a backward ADDS into its gradients ("+="), so a gradient array must be zeroed (or hold a
@@ -375,45 +377,7 @@ class Backend {
   // after; nullptr on the CPU.
   virtual void* native_stream() = 0;
 
-  // Linear, PyTorch's nn.Linear (W: M×K):  y = x·Wᵀ + b   (an empty b: no bias, and the
-  // backward's db is empty too)
-  virtual void linear_forward(Array& y, const Array& x, const Array& w, const Array& b,
-                              std::int64_t n, std::int64_t k, std::int64_t m) = 0;
-  // dx += dy·W,  dW += dyᵀ·x,  db += Σ_n dy[n, :]   (dW, db fp32)
-  virtual void linear_backward(Array& dx, Array& dw, Array& db, const Array& dy, const Array& x,
-                               const Array& w, std::int64_t n, std::int64_t k, std::int64_t m) = 0;
-  // y = gelu(x);  dx += dy ⊙ gelu'(x)
-  virtual void gelu_forward(Array& y, const Array& x, std::int64_t count) = 0;
-  virtual void gelu_backward(Array& dx, const Array& x, const Array& dy, std::int64_t count) = 0;
-  // y = a + b (y may be a);  a += dy: one input's half of the residual's backward
-  virtual void residual_forward(Array& y, const Array& a, const Array& b, std::int64_t count) = 0;
-  virtual void accumulate(Array& a, const Array& dy, std::int64_t count) = 0;
-  // LayerNorm over rows of C (w, b, dw, db, mean, rstd fp32): y = x̂ ⊙ w + b;
-  // dx += …, dw += Σ_n dy ⊙ x̂, db += Σ_n dy
-  virtual void layernorm_forward(Array& y, Array& mean, Array& rstd, const Array& x, const Array& w,
-                                 const Array& b, std::int64_t rows, std::int64_t cols) = 0;
-  virtual void layernorm_backward(Array& dx, Array& dw, Array& db, const Array& dy, const Array& x,
-                                  const Array& w, const Array& mean, const Array& rstd,
-                                  std::int64_t rows, std::int64_t cols) = 0;
-  // Token + position embedding (wte V×C, wpe ≥ T rows × C, of the activations' type):
-  // out[(b,t), :] = wte[tokens[b,t], :] + wpe[t, :];  dwte[token] += dout, dwpe[t] += Σ_b dout
-  // (fp32). Tokens are on the host, checked against [0, V) before anything runs.
-  virtual void embedding_forward(Array& out, std::span<const std::int32_t> tokens, std::int64_t b,
-                                 std::int64_t t, const Array& wte, std::int64_t v, const Array& wpe,
-                                 std::int64_t c) = 0;
-  virtual void embedding_backward(Array& dwte, Array& dwpe, const Array& dout,
-                                  std::span<const std::int32_t> tokens, std::int64_t b,
-                                  std::int64_t t, std::int64_t v, std::int64_t c) = 0;
-  // Softmax cross-entropy of logits (rows × classes, rows ld ≥ classes apart: the columns
-  // from classes to ld are padding, never read, and their dlogits are left alone), mean over
-  // rows: returns the loss (so it waits for the device) and saves lse (fp32);
-  // dlogits += (1/rows)·(softmax − onehot).
-  virtual double cross_entropy_forward(Array& lse, const Array& logits,
-                                       std::span<const std::int32_t> targets, std::int64_t rows,
-                                       std::int64_t classes, std::int64_t ld) = 0;
-  virtual void cross_entropy_backward(Array& dlogits, const Array& logits, const Array& lse,
-                                      std::span<const std::int32_t> targets, std::int64_t rows,
-                                      std::int64_t classes, std::int64_t ld) = 0;
+  // ---- whole arrays: what the training loop runs on every parameter -------------------
   // Σ a² of an fp32 array (summed in double; waits for the device), and a ← α·a: gradient
   // clipping's two halves.
   virtual double sum_of_squares(const Array& a) = 0;
@@ -421,14 +385,8 @@ class Backend {
   // AdamW (core/adamw_step.hpp) on every tensor, with one step's constants for all of them
   // (so one launch on the GPU: its multi-tensor kernel), then each p_compute ← p.
   virtual void adamw_update(std::span<const AdamWParam> params, const AdamWStep& step) = 0;
-  // Causal attention core: qkv (B·T, 3C) → out (B·T, C), att (B, NH, T, T) saved; the backward
-  // adds into dqkv and needs attention_scratch(B, T, NH) elements of scratch.
+  // Elements of scratch the unfused attention core's backward needs (attention_core_backward).
   virtual std::int64_t attention_scratch(std::int64_t b, std::int64_t t, std::int64_t nh) const = 0;
-  virtual void attention_forward(Array& out, Array& att, const Array& qkv, std::int64_t b,
-                                 std::int64_t t, std::int64_t nh, std::int64_t hd) = 0;
-  virtual void attention_backward(Array& dqkv, Array& scratch, const Array& dout, const Array& qkv,
-                                  const Array& att, std::int64_t b, std::int64_t t, std::int64_t nh,
-                                  std::int64_t hd) = 0;
 };
 
 // f(std::span<float>) over an fp32 array's elements on the host, and the result kept: the

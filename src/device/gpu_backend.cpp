@@ -11,15 +11,6 @@ namespace meshtp::device {
 
 namespace {
 
-// The first rows·cols elements of `a` as a rows × cols device matrix; throws when `a` is
-// shorter.
-View matrix(const Array& a, std::int64_t rows, std::int64_t cols, const char* what) {
-  MESHTP_CHECK(rows >= 0 && cols >= 0 && a.count() >= rows * cols,
-               "gpu backend: {} has {} elements, the op needs {} x {}", what, a.count(), rows,
-               cols);
-  return {a.data(), a.type(), rows, cols, cols};
-}
-
 // `a` holds at least `count` elements of `type`.
 void check(const Array& a, Element type, std::int64_t count, const char* what) {
   MESHTP_CHECK(a.type() == type, "gpu backend: {} is {}, the op needs {}", what,
@@ -307,123 +298,6 @@ const Array& GpuBackend::ones(std::int64_t n, Element type) {
   return it->second;
 }
 
-void GpuBackend::linear_forward(Array& y, const Array& x, const Array& w, const Array& b,
-                                std::int64_t n, std::int64_t k, std::int64_t m) {
-  if (!b.empty()) check(b, y.type(), m, "b");
-  gpu::gemm(ctx_, matrix(x, n, k, "x"), Trans::kNo, matrix(w, m, k, "w"), Trans::kYes,
-            matrix(y, n, m, "y"), 1.0f, 0.0f,
-            b.empty() ? Epilogue::kNone : Epilogue::kBias,
-            b.empty() ? nullptr : b.data());
-}
-
-void GpuBackend::linear_backward(Array& dx, Array& dw, Array& db, const Array& dy, const Array& x,
-                                 const Array& w, std::int64_t n, std::int64_t k, std::int64_t m) {
-  check(dw, Element::kF32, m * k, "dw");
-  if (!db.empty()) check(db, Element::kF32, m, "db");
-  // dx (N×K) += dy (N×M) · W (M×K)
-  gpu::gemm(ctx_, matrix(dy, n, m, "dy"), Trans::kNo, matrix(w, m, k, "w"), Trans::kNo,
-            matrix(dx, n, k, "dx"), 1.0f, 1.0f);
-  // dW (M×K) += dyᵀ (M×N) · x (N×K)
-  gpu::gemm(ctx_, matrix(dy, n, m, "dy"), Trans::kYes, matrix(x, n, k, "x"), Trans::kNo,
-            matrix(dw, m, k, "dw"), 1.0f, 1.0f);
-  // db (1×M) += 1ᵀ (1×N) · dy (N×M)
-  if (db.empty()) return;
-  gpu::gemm(ctx_, matrix(ones(n, dy.type()), 1, n, "ones"), Trans::kNo, matrix(dy, n, m, "dy"),
-            Trans::kNo, matrix(db, 1, m, "db"), 1.0f, 1.0f);
-}
-
-void GpuBackend::gelu_forward(Array& y, const Array& x, std::int64_t count) {
-  check(y, x.type(), count, "y");
-  check(x, x.type(), count, "x");
-  gpu::gelu_forward(ctx_, x.type(), y.data(), x.data(), count);
-}
-
-void GpuBackend::gelu_backward(Array& dx, const Array& x, const Array& dy, std::int64_t count) {
-  check(dx, x.type(), count, "dx");
-  check(dy, x.type(), count, "dy");
-  check(x, x.type(), count, "x");
-  gpu::gelu_backward(ctx_, x.type(), dx.data(), x.data(), dy.data(), count);
-}
-
-void GpuBackend::residual_forward(Array& y, const Array& a, const Array& b, std::int64_t count) {
-  check(y, a.type(), count, "y");
-  check(a, a.type(), count, "a");
-  check(b, a.type(), count, "b");
-  gpu::residual_forward(ctx_, a.type(), y.data(), a.data(), b.data(), count);
-}
-
-void GpuBackend::accumulate(Array& a, const Array& dy, std::int64_t count) {
-  check(a, a.type(), count, "a");
-  check(dy, a.type(), count, "dy");
-  gpu::residual_forward(ctx_, a.type(), a.data(), a.data(), dy.data(), count);
-}
-
-void GpuBackend::layernorm_forward(Array& y, Array& mean, Array& rstd, const Array& x,
-                                   const Array& w, const Array& b, std::int64_t rows,
-                                   std::int64_t cols) {
-  check(y, x.type(), rows * cols, "y");
-  check(x, x.type(), rows * cols, "x");
-  check(mean, Element::kF32, rows, "mean");
-  check(rstd, Element::kF32, rows, "rstd");
-  check(w, Element::kF32, cols, "w");
-  check(b, Element::kF32, cols, "b");
-  gpu::layernorm_forward(ctx_, x.type(), y.data(), f32_data(mean), f32_data(rstd), x.data(),
-                         f32_data(w), f32_data(b), rows, cols);
-}
-
-void GpuBackend::layernorm_backward(Array& dx, Array& dw, Array& db, const Array& dy,
-                                    const Array& x, const Array& w, const Array& mean,
-                                    const Array& rstd, std::int64_t rows, std::int64_t cols) {
-  check(dx, x.type(), rows * cols, "dx");
-  check(dy, x.type(), rows * cols, "dy");
-  check(x, x.type(), rows * cols, "x");
-  check(dw, Element::kF32, cols, "dw");
-  check(db, Element::kF32, cols, "db");
-  check(w, Element::kF32, cols, "w");
-  check(mean, Element::kF32, rows, "mean");
-  check(rstd, Element::kF32, rows, "rstd");
-  gpu::layernorm_backward(ctx_, x.type(), dx.data(), f32_data(dw), f32_data(db), dy.data(),
-                          x.data(), f32_data(w), f32_data(mean), f32_data(rstd), rows, cols);
-}
-
-void GpuBackend::embedding_forward(Array& out, std::span<const std::int32_t> tokens, std::int64_t b,
-                                   std::int64_t t, const Array& wte, std::int64_t v,
-                                   const Array& wpe, std::int64_t c) {
-  check(out, wte.type(), b * t * c, "out");
-  check(wte, wte.type(), v * c, "wte");
-  check(wpe, wte.type(), t * c, "wpe");
-  gpu::embedding_forward(ctx_, wte.type(), out.data(), tokens, b, t, wte.data(), v, wpe.data(), c);
-}
-
-void GpuBackend::embedding_backward(Array& dwte, Array& dwpe, const Array& dout,
-                                    std::span<const std::int32_t> tokens, std::int64_t b,
-                                    std::int64_t t, std::int64_t v, std::int64_t c) {
-  check(dwte, Element::kF32, v * c, "dwte");
-  check(dwpe, Element::kF32, t * c, "dwpe");
-  check(dout, dout.type(), b * t * c, "dout");
-  gpu::embedding_backward(ctx_, dout.type(), f32_data(dwte), f32_data(dwpe), dout.data(), tokens, b,
-                          t, v, c);
-}
-
-double GpuBackend::cross_entropy_forward(Array& lse, const Array& logits,
-                                         std::span<const std::int32_t> targets, std::int64_t rows,
-                                         std::int64_t classes, std::int64_t ld) {
-  check(lse, Element::kF32, rows, "lse");
-  check(logits, logits.type(), rows * ld, "logits");
-  return gpu::cross_entropy_forward(ctx_, logits.type(), f32_data(lse), logits.data(), targets,
-                                    rows, classes, ld);
-}
-
-void GpuBackend::cross_entropy_backward(Array& dlogits, const Array& logits, const Array& lse,
-                                        std::span<const std::int32_t> targets, std::int64_t rows,
-                                        std::int64_t classes, std::int64_t ld) {
-  check(dlogits, logits.type(), rows * ld, "dlogits");
-  check(logits, logits.type(), rows * ld, "logits");
-  check(lse, Element::kF32, rows, "lse");
-  gpu::cross_entropy_backward(ctx_, logits.type(), dlogits.data(), logits.data(), f32_data(lse),
-                              targets, rows, classes, ld);
-}
-
 double GpuBackend::sum_of_squares(const Array& a) {
   check(a, Element::kF32, a.count(), "a");
   return gpu::sum_of_squares(ctx_, f32_data(a), a.count());
@@ -456,28 +330,6 @@ void GpuBackend::adamw_update(std::span<const AdamWParam> params, const AdamWSte
 
 std::int64_t GpuBackend::attention_scratch(std::int64_t b, std::int64_t t, std::int64_t nh) const {
   return gpu::attention_scratch_elements(b, t, nh);
-}
-
-void GpuBackend::attention_forward(Array& out, Array& att, const Array& qkv, std::int64_t b,
-                                   std::int64_t t, std::int64_t nh, std::int64_t hd) {
-  const std::int64_t rows = b * t, c = nh * hd;
-  check(qkv, qkv.type(), rows * 3 * c, "qkv");
-  check(out, qkv.type(), rows * c, "out");
-  check(att, qkv.type(), b * nh * t * t, "att");
-  gpu::attention_forward(ctx_, qkv.type(), out.data(), att.data(), qkv.data(), b, t, nh, hd);
-}
-
-void GpuBackend::attention_backward(Array& dqkv, Array& scratch, const Array& dout,
-                                    const Array& qkv, const Array& att, std::int64_t b,
-                                    std::int64_t t, std::int64_t nh, std::int64_t hd) {
-  const std::int64_t rows = b * t, c = nh * hd;
-  check(qkv, qkv.type(), rows * 3 * c, "qkv");
-  check(dqkv, qkv.type(), rows * 3 * c, "dqkv");
-  check(dout, qkv.type(), rows * c, "dout");
-  check(att, qkv.type(), b * nh * t * t, "att");
-  check(scratch, qkv.type(), attention_scratch(b, t, nh), "scratch");
-  gpu::attention_backward(ctx_, qkv.type(), dqkv.data(), scratch.data(), dout.data(), qkv.data(),
-                          att.data(), b, t, nh, hd);
 }
 
 // ---- a block's activations and attention core on views --------------------------------

@@ -1,14 +1,7 @@
 // device::Backend on the GPU: gpu_ops.hpp's ops on device memory from the context's caching
 // allocator, queued in order on its compute stream. Arrays are fp32 or bf16; an op's
-// activations share one type (checked), its LayerNorm vectors and parameter gradients are fp32.
+// activations share one type (checked), its norm vectors and parameter gradients are fp32.
 //
-//   linear forward   y = x·Wᵀ + b          one cuBLASLt GeMM with the bias epilogue (none
-//                                          without a bias)
-//   linear backward  dx += dy·W            GeMM, β = 1
-//                    dW += dyᵀ·x           GeMM into fp32, β = 1
-//                    db += 1ᵀ·dy           GeMM of a row of ones (kept per N) into fp32, β = 1
-//                                          (skipped without a bias)
-//   accumulate       a += dy               the residual kernel with y = a
 //   adamw            every tensor in one multi-tensor launch, writing the bf16 compute copies
 //   views            gemm: cuBLASLt on the strided views (under the runtime's bf16 precision,
 //                    tensor/gemm.hpp, fp32 operands rounded to bf16 scratch first: the
@@ -115,40 +108,10 @@ class GpuBackend final : public Backend {
   void wait(Event& event) override;
   void* native_stream() override;
 
-  void linear_forward(Array& y, const Array& x, const Array& w, const Array& b, std::int64_t n,
-                      std::int64_t k, std::int64_t m) override;
-  void linear_backward(Array& dx, Array& dw, Array& db, const Array& dy, const Array& x,
-                       const Array& w, std::int64_t n, std::int64_t k, std::int64_t m) override;
-  void gelu_forward(Array& y, const Array& x, std::int64_t count) override;
-  void gelu_backward(Array& dx, const Array& x, const Array& dy, std::int64_t count) override;
-  void residual_forward(Array& y, const Array& a, const Array& b, std::int64_t count) override;
-  void accumulate(Array& a, const Array& dy, std::int64_t count) override;
-  void layernorm_forward(Array& y, Array& mean, Array& rstd, const Array& x, const Array& w,
-                         const Array& b, std::int64_t rows, std::int64_t cols) override;
-  void layernorm_backward(Array& dx, Array& dw, Array& db, const Array& dy, const Array& x,
-                          const Array& w, const Array& mean, const Array& rstd, std::int64_t rows,
-                          std::int64_t cols) override;
-  void embedding_forward(Array& out, std::span<const std::int32_t> tokens, std::int64_t b,
-                         std::int64_t t, const Array& wte, std::int64_t v, const Array& wpe,
-                         std::int64_t c) override;
-  void embedding_backward(Array& dwte, Array& dwpe, const Array& dout,
-                          std::span<const std::int32_t> tokens, std::int64_t b, std::int64_t t,
-                          std::int64_t v, std::int64_t c) override;
-  double cross_entropy_forward(Array& lse, const Array& logits,
-                               std::span<const std::int32_t> targets, std::int64_t rows,
-                               std::int64_t classes, std::int64_t ld) override;
-  void cross_entropy_backward(Array& dlogits, const Array& logits, const Array& lse,
-                              std::span<const std::int32_t> targets, std::int64_t rows,
-                              std::int64_t classes, std::int64_t ld) override;
   double sum_of_squares(const Array& a) override;
   void scale(Array& a, float alpha) override;
   void adamw_update(std::span<const AdamWParam> params, const AdamWStep& step) override;
   std::int64_t attention_scratch(std::int64_t b, std::int64_t t, std::int64_t nh) const override;
-  void attention_forward(Array& out, Array& att, const Array& qkv, std::int64_t b, std::int64_t t,
-                         std::int64_t nh, std::int64_t hd) override;
-  void attention_backward(Array& dqkv, Array& scratch, const Array& dout, const Array& qkv,
-                          const Array& att, std::int64_t b, std::int64_t t, std::int64_t nh,
-                          std::int64_t hd) override;
 
  private:
   // A row of n ones of `type` (the bias gradient's left operand), made once per (n, type).

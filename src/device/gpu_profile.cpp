@@ -10,7 +10,6 @@
 #include "core/stats.hpp"
 #include "device/gpu_backend.hpp"
 #include "device/gpu_ops.hpp"
-#include "device/single_device_gpt.hpp"
 
 namespace meshtp::gpu {
 
@@ -161,80 +160,6 @@ Buffer filled(Context& ctx, std::int64_t n, Element type, std::uint64_t seed) {
 }
 
 }  // namespace
-
-StepMeasurement measure_step(Context& ctx, const layout::ModelShape& shape, Element type,
-                             int repeats) {
-  const std::int64_t C = shape.hidden, N = shape.tokens(), V = shape.vocab;
-  // GPT-2's scales: embeddings and matrices of deviation 0.02 (uniform: cheap for billions
-  // of values), biases 0, LayerNorm 1 and 0.
-  auto matrix_values = [](std::int64_t n, std::uint64_t seed) {
-    std::vector<float> v = random_values(n, seed, Element::kF32);      // uniform in [−1, 1)
-    for (float& x : v) x *= 0.0346f;                                   // σ = 0.02
-    return v;
-  };
-  device::GptWeights weights{.wte = matrix_values(V * C, 1),
-                             .wpe = matrix_values(shape.seq * C, 2),
-                             .blocks = {},
-                             .lnf_w = std::vector<float>(C, 1.0f),
-                             .lnf_b = std::vector<float>(C, 0.0f)};
-  for (std::int64_t l = 0; l < shape.layers; ++l) {
-    const std::uint64_t seed = 100 + 10 * static_cast<std::uint64_t>(l);
-    weights.blocks.push_back({.ln1_w = std::vector<float>(C, 1.0f),
-                              .ln1_b = std::vector<float>(C, 0.0f),
-                              .qkv_w = matrix_values(3 * C * C, seed),
-                              .qkv_b = std::vector<float>(3 * C, 0.0f),
-                              .proj_w = matrix_values(C * C, seed + 1),
-                              .proj_b = std::vector<float>(C, 0.0f),
-                              .ln2_w = std::vector<float>(C, 1.0f),
-                              .ln2_b = std::vector<float>(C, 0.0f),
-                              .mlp1_w = matrix_values(4 * C * C, seed + 2),
-                              .mlp1_b = std::vector<float>(4 * C, 0.0f),
-                              .mlp2_w = matrix_values(4 * C * C, seed + 3),
-                              .mlp2_b = std::vector<float>(C, 0.0f)});
-  }
-  device::GpuBackend backend(ctx);
-  device::SingleDeviceGpt gpt(backend, shape, weights, type);
-  weights = {};
-  std::vector<std::int32_t> tokens(static_cast<std::size_t>(N)), targets(tokens.size());
-  for (std::int64_t i = 0; i < N; ++i) {
-    tokens[static_cast<std::size_t>(i)] = static_cast<std::int32_t>((i * 7919) % V);
-    targets[static_cast<std::size_t>(i)] = static_cast<std::int32_t>((i * 104729 + 1) % V);
-  }
-  StepMeasurement m{.shape = shape, .type = type, .repeats = repeats};
-  // One checked step before timing: a non-finite loss is a broken model, not a time.
-  m.loss = gpt.forward_backward(tokens, targets);
-  MESHTP_CHECK(std::isfinite(m.loss),
-               "gpu step: the loss is {}, not finite; gpu_model_test checks the model", m.loss);
-  gpt.update(kTimedAdamW);
-  m.step_ms = median_ms(ctx, repeats, [&] {
-    gpt.forward_backward(tokens, targets);
-    gpt.clip_gradients(1.0);  // train's default bound
-    gpt.update(kTimedAdamW);
-  });
-  m.forward_backward_ms = median_ms(ctx, repeats, [&] { gpt.forward_backward(tokens, targets); });
-  m.clip_ms = median_ms(ctx, repeats, [&] { gpt.clip_gradients(1.0); });
-  m.update_ms = median_ms(ctx, repeats, [&] { gpt.update(kTimedAdamW); });
-  m.model_flops = gpt.flops_per_step();
-  m.model_tflops = m.model_flops / (m.step_ms * 1e-3) / 1e12;
-  m.peak_bytes = ctx.allocator_stats().peak_bytes_in_use;
-  return m;
-}
-
-nlohmann::json to_json(const StepMeasurement& m) {
-  nlohmann::json shape;
-  layout::write_shape(shape, m.shape);
-  return {{"shape", shape},
-          {"type", to_string(m.type)},
-          {"repeats", m.repeats},
-          {"step_ms", m.step_ms},
-          {"forward_backward_ms", m.forward_backward_ms},
-          {"clip_ms", m.clip_ms},
-          {"update_ms", m.update_ms},
-          {"loss", m.loss},
-          {"model_flops", m.model_flops},
-          {"model_tflops", m.model_tflops},
-          {"peak_bytes", m.peak_bytes}};
-}
 
 std::vector<OpMeasurement> measure_ops(Context& ctx, Element type, int repeats) {
   const std::int64_t rows = 8192, hidden = 4096, vocab = 51200;

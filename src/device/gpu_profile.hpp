@@ -59,30 +59,6 @@ struct OpMeasurement {
 // The ops' results are checked by gpu_ops_test, not here.
 std::vector<OpMeasurement> measure_ops(Context& ctx, Element type, int repeats);
 
-// One training step of the serial GPT on the GPU (device/single_device_gpt.hpp: embedding,
-// layers × [LayerNorm, qkv, attention, proj, residual, LayerNorm, mlp1, GeLU, mlp2, residual],
-// final LayerNorm, tied head, cross-entropy, their backwards, gradient clipping, and AdamW on
-// the fp32 masters rewriting the compute copies) with random weights and tokens: the median of `repeats` steps
-// after 2 warm-ups. model_tflops counts the model FLOPs (SingleDeviceGpt::flops_per_step, as
-// Megatron-LM counts them: no recompute) per median step; the caller sets it against a
-// measured GeMM ceiling for the MFU. Checked only for a finite loss here: the values are
-// gpu_model_test's.
-struct StepMeasurement {
-  layout::ModelShape shape;
-  Element type = Element::kBF16;
-  int repeats = 0;
-  double step_ms = 0;
-  // The step's parts, each timed on its own (medians of `repeats`; they need not add up to
-  // step_ms exactly): forward + backward, gradient clipping, the AdamW update.
-  double forward_backward_ms = 0, clip_ms = 0, update_ms = 0;
-  double loss = 0;  // the first step's
-  double model_flops = 0, model_tflops = 0;
-  std::int64_t peak_bytes = 0;  // the allocator's peak bytes in use
-};
-StepMeasurement measure_step(Context& ctx, const layout::ModelShape& shape, Element type,
-                             int repeats);
-nlohmann::json to_json(const StepMeasurement& m);
-
 // The shapes `gpu calibrate` measures: tokens m ∈ {512, 2048, 8192} × (n, k) ∈
 // {1024, 4096, 12288}² — the GeMMs of a transformer layer of hidden 1K–12K split over 1–8
 // devices, small to large.

@@ -16,21 +16,6 @@ using device::Array;
 
 namespace {
 
-// `a` as a rows × cols matrix whose rows are ld ≥ cols elements apart; throws when `a` is
-// shorter.
-MatrixView view(const Array& a, std::int64_t rows, std::int64_t cols, std::int64_t ld,
-                const char* what) {
-  MESHTP_CHECK(rows >= 0 && cols >= 0 && ld >= cols && a.count() >= rows * ld,
-               "cpu backend: {} has {} elements, the op needs {} x {} (rows {} apart)", what,
-               a.count(), rows, cols, ld);
-  return {device::floats(a).data(), rows, cols, ld};
-}
-
-// The first rows·cols elements of `a` as a rows × cols matrix.
-MatrixView view(const Array& a, std::int64_t rows, std::int64_t cols, const char* what) {
-  return view(a, rows, cols, cols, what);
-}
-
 std::span<float> span_of(const Array& a, std::int64_t count, const char* what) {
   MESHTP_CHECK(count >= 0 && a.count() >= count, "cpu backend: {} has {} elements, the op needs {}",
                what, a.count(), count);
@@ -508,81 +493,6 @@ void CpuBackend::copy(Array& dst, const Array& src) {
   std::memcpy(dst.data(), src.data(), bytes);
 }
 
-void CpuBackend::linear_forward(Array& y, const Array& x, const Array& w, const Array& b,
-                                std::int64_t n, std::int64_t k, std::int64_t m) {
-  meshtp::linear_forward(view(y, n, m, "y"), view(x, n, k, "x"), view(w, m, k, "w"),
-                         b.empty() ? std::span<float>() : span_of(b, m, "b"));
-}
-
-void CpuBackend::linear_backward(Array& dx, Array& dw, Array& db, const Array& dy, const Array& x,
-                                 const Array& w, std::int64_t n, std::int64_t k, std::int64_t m) {
-  meshtp::linear_backward(view(dx, n, k, "dx"), view(dw, m, k, "dw"),
-                          db.empty() ? std::span<float>() : span_of(db, m, "db"),
-                          view(dy, n, m, "dy"), view(x, n, k, "x"), view(w, m, k, "w"));
-}
-
-void CpuBackend::gelu_forward(Array& y, const Array& x, std::int64_t count) {
-  meshtp::gelu_forward(view(y, 1, count, "y"), view(x, 1, count, "x"));
-}
-
-void CpuBackend::gelu_backward(Array& dx, const Array& x, const Array& dy, std::int64_t count) {
-  meshtp::gelu_backward(view(dx, 1, count, "dx"), view(x, 1, count, "x"), view(dy, 1, count, "dy"));
-}
-
-void CpuBackend::residual_forward(Array& y, const Array& a, const Array& b, std::int64_t count) {
-  meshtp::residual_forward(view(y, 1, count, "y"), view(a, 1, count, "a"), view(b, 1, count, "b"));
-}
-
-void CpuBackend::accumulate(Array& a, const Array& dy, std::int64_t count) {
-  residual_accumulate(view(a, 1, count, "a"), view(dy, 1, count, "dy"));
-}
-
-void CpuBackend::layernorm_forward(Array& y, Array& mean, Array& rstd, const Array& x,
-                                   const Array& w, const Array& b, std::int64_t rows,
-                                   std::int64_t cols) {
-  meshtp::layernorm_forward(view(y, rows, cols, "y"), span_of(mean, rows, "mean"),
-                            span_of(rstd, rows, "rstd"), view(x, rows, cols, "x"),
-                            span_of(w, cols, "w"), span_of(b, cols, "b"));
-}
-
-void CpuBackend::layernorm_backward(Array& dx, Array& dw, Array& db, const Array& dy,
-                                    const Array& x, const Array& w, const Array& mean,
-                                    const Array& rstd, std::int64_t rows, std::int64_t cols) {
-  meshtp::layernorm_backward(view(dx, rows, cols, "dx"), span_of(dw, cols, "dw"),
-                             span_of(db, cols, "db"), view(dy, rows, cols, "dy"),
-                             view(x, rows, cols, "x"), span_of(w, cols, "w"),
-                             span_of(mean, rows, "mean"), span_of(rstd, rows, "rstd"));
-}
-
-void CpuBackend::embedding_forward(Array& out, std::span<const std::int32_t> tokens, std::int64_t b,
-                                   std::int64_t t, const Array& wte, std::int64_t v,
-                                   const Array& wpe, std::int64_t c) {
-  meshtp::embedding_forward(view(out, b * t, c, "out"), tokens, b, t, view(wte, v, c, "wte"),
-                            view(wpe, t, c, "wpe"));
-}
-
-void CpuBackend::embedding_backward(Array& dwte, Array& dwpe, const Array& dout,
-                                    std::span<const std::int32_t> tokens, std::int64_t b,
-                                    std::int64_t t, std::int64_t v, std::int64_t c) {
-  meshtp::embedding_backward(view(dwte, v, c, "dwte"), view(dwpe, t, c, "dwpe"),
-                             view(dout, b * t, c, "dout"), tokens, b, t);
-}
-
-double CpuBackend::cross_entropy_forward(Array& lse, const Array& logits,
-                                         std::span<const std::int32_t> targets, std::int64_t rows,
-                                         std::int64_t classes, std::int64_t ld) {
-  return meshtp::cross_entropy_forward(span_of(lse, rows, "lse"),
-                                       view(logits, rows, classes, ld, "logits"), targets);
-}
-
-void CpuBackend::cross_entropy_backward(Array& dlogits, const Array& logits, const Array& lse,
-                                        std::span<const std::int32_t> targets, std::int64_t rows,
-                                        std::int64_t classes, std::int64_t ld) {
-  meshtp::cross_entropy_backward(view(dlogits, rows, classes, ld, "dlogits"),
-                                 view(logits, rows, classes, ld, "logits"),
-                                 span_of(lse, rows, "lse"), targets);
-}
-
 // Gradient clipping's halves. Simulated build, charged mode: one pass over the gradient in
 // simulated time each (op_costs: the norm reads it, the scale reads and writes it), a sum of 0.
 double CpuBackend::sum_of_squares(const Array& a) {
@@ -617,24 +527,6 @@ void CpuBackend::adamw_update(std::span<const device::AdamWParam> params, const 
 
 std::int64_t CpuBackend::attention_scratch(std::int64_t, std::int64_t t, std::int64_t) const {
   return attention_scratch_size(t);
-}
-
-void CpuBackend::attention_forward(Array& out, Array& att, const Array& qkv, std::int64_t b,
-                                   std::int64_t t, std::int64_t nh, std::int64_t hd) {
-  const std::int64_t rows = b * t, c = nh * hd;
-  meshtp::attention_forward(view(out, rows, c, "out"),
-                            span_of(att, attention_att_size(b, t, nh), "att"),
-                            view(qkv, rows, 3 * c, "qkv"), b, t, nh);
-}
-
-void CpuBackend::attention_backward(Array& dqkv, Array& scratch, const Array& dout,
-                                    const Array& qkv, const Array& att, std::int64_t b,
-                                    std::int64_t t, std::int64_t nh, std::int64_t hd) {
-  const std::int64_t rows = b * t, c = nh * hd;
-  meshtp::attention_backward(view(dqkv, rows, 3 * c, "dqkv"),
-                             span_of(scratch, attention_scratch_size(t), "scratch"),
-                             view(dout, rows, c, "dout"), view(qkv, rows, 3 * c, "qkv"),
-                             span_of(att, attention_att_size(b, t, nh), "att"), b, t, nh);
 }
 
 }  // namespace meshtp

@@ -1,6 +1,7 @@
-// device::Backend on the host: the reference ops of this layer (linear, GeLU, residual,
-// LayerNorm, attention) on fp32 arrays in host memory. What device/block_stack.hpp is tested
-// with on machines without a GPU, against model::ReferenceStack.
+// device::Backend on the host: the reference ops of this layer (GeMM, GeLU, SwiGLU, residual,
+// the norms, the attention cores, RoPE, the vocabulary shard's embedding and cross-entropy,
+// AdamW) on fp32 views of host memory: what every distributed layer runs on the CPU, and what
+// the inverted stand-in (tests/inverted_device.hpp) runs on host copies of its memory.
 //
 // fp32 only: an Array of another type is refused when it is made. The CPU's bf16 mixed
 // precision is the runtime's (tensor/gemm.hpp ScopedGemmPrecision: GeMM operands rounded to
@@ -103,46 +104,10 @@ class CpuBackend final : public device::Backend {
   void wait(device::Event& event) override;
   void* native_stream() override { return nullptr; }
 
-  void linear_forward(device::Array& y, const device::Array& x, const device::Array& w,
-                      const device::Array& b, std::int64_t n, std::int64_t k,
-                      std::int64_t m) override;
-  void linear_backward(device::Array& dx, device::Array& dw, device::Array& db,
-                       const device::Array& dy, const device::Array& x, const device::Array& w,
-                       std::int64_t n, std::int64_t k, std::int64_t m) override;
-  void gelu_forward(device::Array& y, const device::Array& x, std::int64_t count) override;
-  void gelu_backward(device::Array& dx, const device::Array& x, const device::Array& dy,
-                     std::int64_t count) override;
-  void residual_forward(device::Array& y, const device::Array& a, const device::Array& b,
-                        std::int64_t count) override;
-  void accumulate(device::Array& a, const device::Array& dy, std::int64_t count) override;
-  void layernorm_forward(device::Array& y, device::Array& mean, device::Array& rstd,
-                         const device::Array& x, const device::Array& w, const device::Array& b,
-                         std::int64_t rows, std::int64_t cols) override;
-  void layernorm_backward(device::Array& dx, device::Array& dw, device::Array& db,
-                          const device::Array& dy, const device::Array& x, const device::Array& w,
-                          const device::Array& mean, const device::Array& rstd, std::int64_t rows,
-                          std::int64_t cols) override;
-  void embedding_forward(device::Array& out, std::span<const std::int32_t> tokens, std::int64_t b,
-                         std::int64_t t, const device::Array& wte, std::int64_t v,
-                         const device::Array& wpe, std::int64_t c) override;
-  void embedding_backward(device::Array& dwte, device::Array& dwpe, const device::Array& dout,
-                          std::span<const std::int32_t> tokens, std::int64_t b, std::int64_t t,
-                          std::int64_t v, std::int64_t c) override;
-  double cross_entropy_forward(device::Array& lse, const device::Array& logits,
-                               std::span<const std::int32_t> targets, std::int64_t rows,
-                               std::int64_t classes, std::int64_t ld) override;
-  void cross_entropy_backward(device::Array& dlogits, const device::Array& logits,
-                              const device::Array& lse, std::span<const std::int32_t> targets,
-                              std::int64_t rows, std::int64_t classes, std::int64_t ld) override;
   double sum_of_squares(const device::Array& a) override;
   void scale(device::Array& a, float alpha) override;
   void adamw_update(std::span<const device::AdamWParam> params, const AdamWStep& step) override;
   std::int64_t attention_scratch(std::int64_t b, std::int64_t t, std::int64_t nh) const override;
-  void attention_forward(device::Array& out, device::Array& att, const device::Array& qkv,
-                         std::int64_t b, std::int64_t t, std::int64_t nh, std::int64_t hd) override;
-  void attention_backward(device::Array& dqkv, device::Array& scratch, const device::Array& dout,
-                          const device::Array& qkv, const device::Array& att, std::int64_t b,
-                          std::int64_t t, std::int64_t nh, std::int64_t hd) override;
 };
 
 // Host fp32 matrices as the seam's views, and back (the back way checks the type).

@@ -13,7 +13,7 @@
 //
 //   "run": {"format": "meshtp-metrics", "version": 1, "model": {the shape's keys},
 //           "plan": {layout::to_json of the plan}, "ranks": N, "precision": "fp32"|"bf16",
-//           "loop": "mesh"|"single-device"}
+//           "loop": "mesh"}
 //
 // Every line still has "step", so readers of the per-step lines need not know of it.
 #pragma once
@@ -33,7 +33,8 @@ namespace meshtp::train {
 inline constexpr const char* kMetricsFormat = "meshtp-metrics";
 inline constexpr int kMetricsVersion = 1;
 
-// The "run" object above. `loop`: "mesh" (train.hpp) or "single-device".
+// The "run" object above. `loop`: "mesh" (train.hpp; "single-device" in files of the one-device
+// loop that `meshtp gpu train` ran before it went, still read).
 nlohmann::json metrics_run_record(const layout::ModelShape& shape, const layout::Plan& plan,
                                   int ranks, Precision precision, const std::string& loop);
 

@@ -1,6 +1,5 @@
-// What one training step reports: `meshtp train`'s loop (trainer.hpp) and the one-device loop
-// (single_device.hpp) fill it, the CLI prints it and the --metrics file records it
-// (metrics_log.hpp).
+// What one training step reports: `meshtp train`'s loop (trainer.hpp) fills it, the CLI prints
+// it and the --metrics file records it (metrics_log.hpp).
 #pragma once
 
 #include <cstdint>

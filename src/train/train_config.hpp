@@ -1,6 +1,6 @@
 // What a training run is asked to do: the model and its layout, the optimizer, the schedule,
-// the data, validation, checkpoints and logs — `meshtp train`'s flags (trainer.hpp runs it on
-// a mesh, single_device.hpp on one device) — and the checks of the flags that need no mesh.
+// the data, validation, checkpoints and logs — `meshtp train`'s flags (trainer.hpp runs it) —
+// and the checks of the flags that need no mesh.
 #pragma once
 
 #include <cstdint>

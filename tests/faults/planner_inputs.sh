@@ -392,12 +392,10 @@ rm -rf "$tmp" "${outdir:?}"/*
 
 # ---- meshtp gpu: integers decimal as typed --------------------------------------------------
 gpu="$(dirname "$meshtp")/meshtp-gpu"
-refuse "gpu train --steps 0x10" 105 "--steps: '0x10' is not a decimal integer" "$gpu" train --model tiny --steps 0x10
-refuse "gpu train --steps 2^64" 105 "--steps: '18446744073709551616' is out of range" "$gpu" train --model tiny --steps 18446744073709551616
-refuse "gpu train --steps +3" 105 "--steps: '\+3' is not a decimal integer" "$gpu" train --model tiny --steps +3
+refuse "gpu calibrate --repeats 0x10" 105 "--repeats: '0x10' is not a decimal integer" "$gpu" calibrate --out p.json --repeats 0x10
+refuse "gpu calibrate --repeats 2^64" 105 "--repeats: '18446744073709551616' is out of range" "$gpu" calibrate --out p.json --repeats 18446744073709551616
+refuse "gpu gemm --repeats +3" 105 "--repeats: '\+3' is not a decimal integer" "$gpu" gemm --m 8 --n 8 --k 8 --repeats +3
 refuse "gpu gemm --m 1e3" 105 "'1e3' is not a decimal integer" "$gpu" gemm --m 1e3 --n 8 --k 8
-accept "gpu train --steps 010 trains ten steps (not octal eight)" "^done +steps 1–10," \
-  "$gpu" train --device cpu --model tiny --steps 010 --eval-every 0
 
 echo "$cases cases, $failures failures"
 [ "$failures" -eq 0 ]
