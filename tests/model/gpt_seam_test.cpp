@@ -126,6 +126,20 @@ TEST(GptSeam, TheModelOnMemoryTheHostCannotReadEqualsTheHostRun) {
   EXPECT_GE(ran, 5);
 }
 
+// The world as tp × cp ranks (tp consecutive: Megatron-Core's order), on the host and over the
+// stand-in's host-staged groups: each side's cp group and tp × 1 tensor-parallel mesh.
+struct TpByCp {
+  TpByCp(const comm::Communicator& world, const comm::Communicator& staged, int cp)
+      : tp(world.size() / cp),
+        host_cp(world.split(world.rank() % tp, world.rank() / tp, "cp")),
+        device_cp(staged.split(world.rank() % tp, world.rank() / tp, "cp")),
+        host_mesh(world.split(world.rank() / tp, world.rank() % tp), {tp, 1}),
+        device_mesh(staged.split(world.rank() / tp, world.rank() % tp), {tp, 1}) {}
+  int tp;
+  comm::Communicator host_cp, device_cp;
+  mesh::DeviceMesh host_mesh, device_mesh;
+};
+
 // Context parallelism on the seam: the world as tp × cp (tp ranks consecutive, Megatron-Core's
 // order), every cp that divides it and each of its communication kinds, GPT's and the Llama
 // family's layers. Each rank's loss and gradients (its share: cp's partial sums) are the host
@@ -139,11 +153,8 @@ TEST(GptSeam, ContextParallelismOnMemoryTheHostCannotReadEqualsTheHostRun) {
   int ran = 0;
   for (int cp = 2; cp <= n; cp *= 2) {
     if (n % cp != 0) continue;
-    const int tp = n / cp;
-    const comm::Communicator host_cp = world.split(rank % tp, rank / tp, "cp");
-    const comm::Communicator device_cp = staged.split(rank % tp, rank / tp, "cp");
-    const mesh::DeviceMesh host_mesh(world.split(rank / tp, rank % tp), {tp, 1});
-    const mesh::DeviceMesh device_mesh(staged.split(rank / tp, rank % tp), {tp, 1});
+    const TpByCp g(world, staged, cp);
+    const int tp = g.tp;
     for (const layout::CpComm kind : layout::all<layout::CpComm>()) {
       for (const bool llama : {false, true}) {
         GptConfig c = llama ? llama_config({tp, 1}, 1)
@@ -160,9 +171,10 @@ TEST(GptSeam, ContextParallelismOnMemoryTheHostCannotReadEqualsTheHostRun) {
           continue;  // e.g. a2a+ring needs cp ≥ 4
         }
         GptConfig on_host = c, on_device = c;
-        on_host.cp_group = &host_cp;
-        on_device.cp_group = &device_cp;
-        expect_same(run(host_mesh, on_host, nullptr), run(device_mesh, on_device, &stand_in), what);
+        on_host.cp_group = &g.host_cp;
+        on_device.cp_group = &g.device_cp;
+        expect_same(run(g.host_mesh, on_host, nullptr), run(g.device_mesh, on_device, &stand_in),
+                    what);
         ++ran;
       }
     }
@@ -182,11 +194,8 @@ TEST(GptSeam, ExpertsOnMemoryTheHostCannotReadEqualRunsOnTheHost) {
   int ran = 0;
   for (int cp = 1; cp <= std::min(n, 2); ++cp) {
     if (n % cp != 0) continue;
-    const int tp = n / cp;
-    const comm::Communicator host_cp = world.split(rank % tp, rank / tp, "cp");
-    const comm::Communicator device_cp = staged.split(rank % tp, rank / tp, "cp");
-    const mesh::DeviceMesh host_mesh(world.split(rank / tp, rank % tp), {tp, 1});
-    const mesh::DeviceMesh device_mesh(staged.split(rank / tp, rank % tp), {tp, 1});
+    const TpByCp g(world, staged, cp);
+    const int tp = g.tp;
     for (const int etp : {0, tp * cp}) {
       for (const double capacity : {0.0, 1.0}) {
         GptConfig c = gpt_config({tp, 1}, layout::Strategy::kMegatron, 1, tp > 1);
@@ -211,12 +220,13 @@ TEST(GptSeam, ExpertsOnMemoryTheHostCannotReadEqualRunsOnTheHost) {
         }
         GptConfig on_host = c, on_device = c;
         if (cp > 1) {  // the experts fold over the whole world: cp-major, tp fastest
-          on_host.cp_group = &host_cp;
-          on_device.cp_group = &device_cp;
+          on_host.cp_group = &g.host_cp;
+          on_device.cp_group = &g.device_cp;
           on_host.fold_group = &world;
           on_device.fold_group = &staged;
         }
-        expect_same(run(host_mesh, on_host, nullptr), run(device_mesh, on_device, &stand_in), what);
+        expect_same(run(g.host_mesh, on_host, nullptr), run(g.device_mesh, on_device, &stand_in),
+                    what);
         ++ran;
       }
     }
