@@ -381,6 +381,14 @@ class Backend {
   // Σ a² of an fp32 array (summed in double; waits for the device), and a ← α·a: gradient
   // clipping's two halves.
   virtual double sum_of_squares(const Array& a) = 0;
+  // The same for many arrays, one value each, with one wait for the device (the gradient
+  // norm's, over every parameter): the arrays one by one unless a backend batches them.
+  virtual std::vector<double> sums_of_squares(std::span<const Array> arrays) {
+    std::vector<double> out;
+    out.reserve(arrays.size());
+    for (const Array& a : arrays) out.push_back(sum_of_squares(a));
+    return out;
+  }
   virtual void scale(Array& a, float alpha) = 0;
   // AdamW (core/adamw_step.hpp) on every tensor, with one step's constants for all of them
   // (so one launch on the GPU: its multi-tensor kernel), then each p_compute ← p.

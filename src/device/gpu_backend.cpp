@@ -298,6 +298,15 @@ const Array& GpuBackend::ones(std::int64_t n, Element type) {
   return it->second;
 }
 
+std::vector<double> GpuBackend::sums_of_squares(std::span<const Array> arrays) {
+  std::vector<std::span<const float>> vectors;
+  for (const Array& a : arrays) {
+    check(a, Element::kF32, a.count(), "a");
+    vectors.emplace_back(f32_data(a), static_cast<std::size_t>(a.count()));
+  }
+  return gpu::sums_of_squares(ctx_, vectors);
+}
+
 double GpuBackend::sum_of_squares(const Array& a) {
   check(a, Element::kF32, a.count(), "a");
   return gpu::sum_of_squares(ctx_, f32_data(a), a.count());

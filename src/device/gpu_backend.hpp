@@ -109,6 +109,7 @@ class GpuBackend final : public Backend {
   void* native_stream() override;
 
   double sum_of_squares(const Array& a) override;
+  std::vector<double> sums_of_squares(std::span<const Array> arrays) override;
   void scale(Array& a, float alpha) override;
   void adamw_update(std::span<const AdamWParam> params, const AdamWStep& step) override;
   std::int64_t attention_scratch(std::int64_t b, std::int64_t t, std::int64_t nh) const override;

@@ -199,6 +199,10 @@ void adamw_update(Context& ctx, std::span<const AdamWTensor> tensors, const Adam
 // for the stream: the caller needs it on the host), and x ← α·x (cuBLAS scal): gradient
 // clipping's two halves.
 double sum_of_squares(Context& ctx, const float* x, std::int64_t n);
+// Σ x² of each of many fp32 device vectors: cuBLAS nrm2 in device pointer mode into one device
+// buffer, read back with one wait (the gradient norm over every parameter); each squared and
+// summed in double as above.
+std::vector<double> sums_of_squares(Context& ctx, std::span<const std::span<const float>> vectors);
 void scale(Context& ctx, float* x, float alpha, std::int64_t n);
 
 // y = x converted between element types (n elements); same type is a copy.

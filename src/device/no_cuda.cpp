@@ -169,6 +169,9 @@ void scatter_add_rows(Context&, const View&, const View&, std::span<const std::i
 std::vector<float> row_dots(Context&, const View&, std::span<const std::int64_t>, const View&) {
   no_cuda();
 }
+std::vector<double> sums_of_squares(Context&, std::span<const std::span<const float>>) {
+  no_cuda();
+}
 void adamw_update(Context&, std::span<const AdamWTensor>, const AdamWStep&) { no_cuda(); }
 void convert(Context&, void*, Element, const void*, Element, std::int64_t) { no_cuda(); }
 void copy_2d(Context&, const View&, const View&) { no_cuda(); }

@@ -45,26 +45,36 @@ void adamw_update(device::Backend& backend, std::span<const AdamWTensor> tensors
   }
 }
 
-double squared_norm_share(device::Backend& backend, const device::Array& g, int replicas,
-                          const Tensor* norm_weight, std::int64_t offset) {
-  if (norm_weight == nullptr) return backend.sum_of_squares(g) / replicas;
-  // Replicated KV heads: each element's own share, on the host (one layer's few KV rows).
-  return device::read_on_host(backend, g, [&](std::span<const float> x) {
-    double sum = 0.0;
-    for (std::size_t i = 0; i < x.size(); ++i) {
-      sum +=
-          static_cast<double>(x[i]) * x[i] * (*norm_weight)[offset + static_cast<std::int64_t>(i)];
+double squared_norm_shares(device::Backend& backend, std::span<const NormShare> shares) {
+  std::vector<device::Array> plain;
+  std::vector<int> plain_replicas;
+  double sum = 0.0;
+  for (const NormShare& s : shares) {
+    if (s.norm_weight == nullptr) {
+      plain.push_back(s.g);
+      plain_replicas.push_back(s.replicas);
+      continue;
     }
-    return sum / replicas;
-  });
+    // Replicated KV heads: each element's own share, on the host (one layer's few KV rows).
+    sum += device::read_on_host(backend, s.g, [&](std::span<const float> x) {
+      double share = 0.0;
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        share += static_cast<double>(x[i]) * x[i] *
+                 (*s.norm_weight)[s.offset + static_cast<std::int64_t>(i)];
+      }
+      return share / s.replicas;
+    });
+  }
+  const std::vector<double> squares = backend.sums_of_squares(plain);
+  for (std::size_t i = 0; i < squares.size(); ++i) sum += squares[i] / plain_replicas[i];
+  return sum;
 }
 
 double global_grad_norm(device::Backend& backend, const std::vector<ParamRef>& params,
                         const comm::Communicator& world) {
-  double local = 0.0;
-  for (const ParamRef& p : params) {
-    local += squared_norm_share(backend, *p.grad, p.replicas, p.norm_weight);
-  }
+  std::vector<NormShare> shares;
+  for (const ParamRef& p : params) shares.push_back({*p.grad, p.replicas, p.norm_weight});
+  double local = squared_norm_shares(backend, shares);
   world.all_reduce(std::span<double>(&local, 1));
   return std::sqrt(local);
 }

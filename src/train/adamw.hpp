@@ -93,11 +93,19 @@ struct AdamWTensor {
 void adamw_update(device::Backend& backend, std::span<const AdamWTensor> tensors,
                   const AdamWConfig& config, float lr, std::int64_t t);
 
-// Σ g² of one parameter's gradient (or of a piece of it, `g`: count elements from `offset`
-// of the parameter), each element weighted by its share of the norm where the parameter
-// holds copies (ParamRef::norm_weight, on the host), divided by `replicas`.
-double squared_norm_share(device::Backend& backend, const device::Array& g, int replicas,
-                          const Tensor* norm_weight = nullptr, std::int64_t offset = 0);
+// One parameter's gradient (or a piece of it, `g`: its elements from `offset` of the
+// parameter) as a share of the global norm: each element weighted by its share where the
+// parameter holds copies (ParamRef::norm_weight, on the host), divided by `replicas`.
+struct NormShare {
+  device::Array g;
+  int replicas = 1;
+  const Tensor* norm_weight = nullptr;
+  std::int64_t offset = 0;
+};
+// Σ over the shares of their weighted Σ g²: the unweighted ones in one batched backend call
+// (Backend::sums_of_squares: one wait for a device, not one per parameter), the weighted on
+// the host.
+double squared_norm_shares(device::Backend& backend, std::span<const NormShare> shares);
 
 // √(Σ over the global gradient of g²), identical on every rank of `world`. Collective.
 double global_grad_norm(device::Backend& backend, const std::vector<ParamRef>& params,

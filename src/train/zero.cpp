@@ -324,15 +324,16 @@ void DataParallel::finish() {
 
 double DataParallel::grad_norm(const comm::Communicator& world) const {
   if (zero_ == 0) return global_grad_norm(be_, whole_->params(), world);
-  double local = 0.0;
+  std::vector<NormShare> shares;
   for (const Bucket& b : buckets_) {
     const std::int64_t lo = b.group->rank();
     for_each_piece(shapes_, b.params, lo * b.part, std::min(b.size, (lo + 1) * b.part),
                    [&](int p, std::int64_t offset, std::int64_t at, std::int64_t n) {
-                     local += squared_norm_share(be_, b.own_grad.slice(at - lo * b.part, n),
-                                                 gpt_.replicas(p), gpt_.norm_weight(p), offset);
+                     shares.push_back({b.own_grad.slice(at - lo * b.part, n), gpt_.replicas(p),
+                                       gpt_.norm_weight(p), offset});
                    });
   }
+  double local = squared_norm_shares(be_, shares);
   world.all_reduce(std::span<double>(&local, 1));
   return std::sqrt(local);
 }

@@ -323,6 +323,18 @@ TEST(GpuOps, SumOfSquaresAndScale) {
   for (const float v : x) want += static_cast<double>(v) * v;
   EXPECT_NEAR(sum_of_squares(ctx(), dx.as<float>(), n), want, 1e-5 * want);
   EXPECT_EQ(sum_of_squares(ctx(), dx.as<float>(), 0), 0.0);
+  // Batched (the gradient norm's one wait): pieces of x, an empty one among them, each the
+  // one-by-one value exactly (the same nrm2 calls, read back together).
+  const float* p = dx.as<float>();
+  const std::vector<std::span<const float>> pieces{
+      {p, 1000}, {p + 1000, 0}, {p + 1000, 200'000}, {p + 201'000, 99'001}};
+  const std::vector<double> batched = sums_of_squares(ctx(), pieces);
+  ASSERT_EQ(batched.size(), pieces.size());
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    EXPECT_EQ(batched[i],
+              sum_of_squares(ctx(), pieces[i].data(), static_cast<std::int64_t>(pieces[i].size())))
+        << "piece " << i;
+  }
   scale(ctx(), dx.as<float>(), 0.25f, n);
   std::vector<float> scaled = x;
   for (float& v : scaled) v *= 0.25f;
