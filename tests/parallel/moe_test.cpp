@@ -8,6 +8,7 @@
 
 #include "../ops/grad_check.hpp"
 #include "../ops/serial_moe.hpp"
+#include "../inverted_device.hpp"
 #include "comm/communicator.hpp"
 #include "core/error.hpp"
 
@@ -161,6 +162,13 @@ TEST(ExpertParallelMoe, RefusesShapesThatDoNotSplitNamingThem) {
             }),
             "moe bind: W1 has 63 values and 64 gradients, this rank's shard 64");
   layer.bind({v16, v64, v64}, {});  // no gradients: a forward only
+
+  // load copies on the host: a layer whose backend's memory is not the host's refuses it.
+  testing::InvertedBackend stand_in;
+  ExpertParallelMoe on_device(c, alone, stand_in);
+  EXPECT_EQ(testing::error_message([&] { on_device.load(router, w1, w2); }),
+            "moe load: the parameters are copied on the host, and inverted (test stand-in)'s "
+            "memory is not the host's (bind the stack's storage instead)");
 }
 
 }  // namespace
