@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/precision.hpp"
 #include "device/backend.hpp"
 #include "inverted_memory.hpp"
 #include "ops/cpu_backend.hpp"
@@ -34,8 +35,9 @@ class InvertedBackend final : public device::Backend {
   int gemm_calls = 0;  // view GeMMs, banded or not
 
   device::Array alloc(std::int64_t count, Element type) override {
-    MESHTP_CHECK(type == Element::kF32 || type == Element::kF64,
-                 "the inverted stand-in holds fp32 (and fp64 sums) only, not {}", to_string(type));
+    MESHTP_CHECK(type == Element::kF32 || type == Element::kF64 || type == Element::kBF16,
+                 "the inverted stand-in holds fp32, fp64 sums and bf16 operands, not {}",
+                 to_string(type));
     const std::size_t size =
         static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * element_size(type);
     auto* bytes = new std::vector<unsigned char>(size, 0xFF);
@@ -50,10 +52,22 @@ class InvertedBackend final : public device::Backend {
   void upload(device::Array& a, std::span<const float> values) override {
     MESHTP_CHECK(static_cast<std::int64_t>(values.size()) == a.count(), "upload: {} values for {}",
                  values.size(), a.count());
+    if (a.type() == Element::kBF16) {  // rounded on the host, as the CPU backend rounds
+      std::vector<std::uint16_t> bits(values.size());
+      floats_to_bf16(values.data(), bits.data(), a.count());
+      memory->to_device(a.data(), bits.data(), bits.size() * sizeof(std::uint16_t));
+      return;
+    }
     memory->to_device(a.data(), values.data(), values.size() * sizeof(float));
   }
   std::vector<float> download(const device::Array& a) override {
     std::vector<float> out(static_cast<std::size_t>(a.count()));
+    if (a.type() == Element::kBF16) {
+      std::vector<std::uint16_t> bits(out.size());
+      memory->to_host(bits.data(), a.data(), bits.size() * sizeof(std::uint16_t));
+      bf16_to_floats(bits.data(), out.data(), a.count());
+      return out;
+    }
     memory->to_host(out.data(), a.data(), out.size() * sizeof(float));
     return out;
   }
@@ -72,8 +86,14 @@ class InvertedBackend final : public device::Backend {
     store({&hc});
   }
   void copy(const View& dst, const View& src) override {
-    MESHTP_CHECK(dst.rows == src.rows && dst.cols == src.cols && dst.type == src.type,
-                 "copy: {} into {}", describe(src), describe(dst));
+    MESHTP_CHECK(dst.rows == src.rows && dst.cols == src.cols, "copy: {} into {}", describe(src),
+                 describe(dst));
+    if (dst.type != src.type) {  // converting: the CPU backend's conversion on host copies
+      HostCopy hd = fetch(dst);
+      cpu_backend().copy(hd.host, fetch(src).host);
+      store({&hd});
+      return;
+    }
     HostCopy h = fetch(src);
     h.device = dst;  // the source's bytes, stored where dst is
     store({&h});

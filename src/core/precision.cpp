@@ -54,6 +54,16 @@ void round_to_bf16(const float* in, float* out, std::int64_t n) {
   }
 }
 
+void floats_to_bf16(const float* in, std::uint16_t* out, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    out[i] = static_cast<std::uint16_t>(bf16_bits(std::bit_cast<std::uint32_t>(in[i])) >> 16);
+  }
+}
+
+void bf16_to_floats(const std::uint16_t* in, float* out, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = from_bf16(in[i]);
+}
+
 float from_bf16(std::uint16_t bits) {
   return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
 }

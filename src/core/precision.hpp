@@ -41,5 +41,9 @@ inline float round_to_bf16(float x) { return from_bf16(to_bf16(x)); }
 // round_to_bf16 of n values from `in` to `out` (the same values as one by one), written
 // branch-free so the compiler vectorises it: a GeMM's operands are rounded this way.
 void round_to_bf16(const float* in, float* out, std::int64_t n);
+// n values converted each way at once (the same values as one by one): bf16 storage of a GeMM
+// operand (device/backend.hpp) written and read.
+void floats_to_bf16(const float* in, std::uint16_t* out, std::int64_t n);
+void bf16_to_floats(const std::uint16_t* in, float* out, std::int64_t n);
 
 }  // namespace meshtp

@@ -24,10 +24,10 @@
 //
 // Arrays. An Array is `count` elements of one type owned by the backend that made it; its
 // storage is freed when the last copy of the Array goes. A View into it (Array::view) owns
-// nothing: the Array must outlive it. The CPU backend holds fp32 only (its bf16 mixed
-// precision is the runtime's: GeMM operands rounded, tensor/gemm.hpp); the GPU backend holds
-// fp32 or bf16 (activations and weights' compute copies in bf16, gradients of weights,
-// LayerNorm parameters and statistics in fp32).
+// nothing: the Array must outlive it. Both backends hold fp32, fp64 (a norm's sums) and
+// bf16 arrays. bf16 is a storage format for GeMM operands (a layer's saved GeMM inputs under
+// bf16 precision, model/block.hpp): gemm reads it, copy converts to and from it, zero clears
+// it, the collectives move it (without reducing it); every other op computes on fp32 views.
 //
 // Streams and events. Every op is queued, in call order, on the backend's one compute stream
 // (the GPU's; the CPU runs each op before the call returns). Communication runs beside it on
@@ -194,9 +194,11 @@ class Backend {
   // (comm::Communicator::host_staged).
   virtual std::shared_ptr<DeviceMemory> device_memory() = 0;
   // C = epilogue(α·op(A)·op(B) + β·C); op(A) m×k, op(B) k×n, C m×n, all strided views.
-  // A and B of one type; C fp32, or bf16 on a device that stores it; fp32 accumulation. The
-  // bias (kBias, kBiasGelu) is a 1×n view of C's type. Throws, naming the shapes, when they do
-  // not chain.
+  // A and B each fp32 or bf16; a product with a bf16 operand, or under the run's bf16
+  // precision (tensor/gemm.hpp), multiplies bf16 values (its fp32 operands rounded to nearest
+  // even), so a bf16-stored operand gives the product of the fp32 one it was rounded from. C
+  // fp32, or bf16 on a device that stores it; fp32 accumulation. The bias (kBias, kBiasGelu)
+  // is a 1×n view of C's type. Throws, naming the shapes, when they do not chain.
   virtual void gemm(const View& c, const View& a, Trans trans_a, const View& b, Trans trans_b,
                     float alpha = 1.0f, float beta = 0.0f, Epilogue epilogue = Epilogue::kNone,
                     const View& bias = {}) = 0;
@@ -205,7 +207,7 @@ class Backend {
   virtual void copy(const View& dst, const View& src) = 0;
   // dst += src (same rows × cols, one type).
   virtual void add(const View& dst, const View& src) = 0;
-  // dst = 0.
+  // dst = 0 (any element type).
   virtual void zero(const View& dst) = 0;
   // sum = a + b (same rows × cols, one type; sum may be a or b): the residual stream's add;
   // and its backward into one input, d = dy (the gradient passes through).

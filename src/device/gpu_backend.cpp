@@ -109,13 +109,15 @@ std::shared_ptr<DeviceMemory> GpuBackend::device_memory() {
 }
 
 // The runtime's mixed precision (tensor/gemm.hpp gemm_precision(), set for a run by
-// ScopedGemmPrecision): under bf16 an fp32 operand is rounded to bf16 (nearest even, as the
-// host rounds) into a scratch array of its own, and the product runs on the tensor cores with
-// fp32 accumulation into C — the CPU backend's bf16 GeMM, C = α·op(bf16(A))·op(bf16(B)) + β·C,
-// on the GPU. The scratch goes back to the caching allocator when the call returns, for the
-// next allocation on this stream, which runs after this GeMM.
-View GpuBackend::compute_operand(const View& v, Array& scratch) {
-  if (v.type != Element::kF32 || gemm_precision() != Precision::kBf16 || v.rows == 0) return v;
+// ScopedGemmPrecision): under bf16, or when the other operand is stored in bf16 (a layer's
+// saved GeMM input, model/block.hpp), an fp32 operand is rounded to bf16 (nearest even, as
+// the host rounds) into a scratch array of its own, and the product runs on the tensor cores
+// with fp32 accumulation into C — the CPU backend's bf16 GeMM, C = α·op(bf16(A))·op(bf16(B))
+// + β·C, on the GPU. The scratch goes back to the caching allocator when the call returns, for
+// the next allocation on this stream, which runs after this GeMM.
+View GpuBackend::compute_operand(const View& v, const View& other, Array& scratch) {
+  const bool bf16 = gemm_precision() == Precision::kBf16 || other.type == Element::kBF16;
+  if (v.type != Element::kF32 || !bf16 || v.rows == 0) return v;
   scratch = alloc(v.rows * v.cols, Element::kBF16);
   const View rounded = scratch.view(v.rows, v.cols);
   gpu::copy_2d(ctx_, rounded, v);
@@ -130,8 +132,8 @@ void GpuBackend::gemm(const View& c, const View& a, Trans trans_a, const View& b
                  describe(c), to_string(c.type), c.cols);
   }
   Array a_scratch, b_scratch;
-  gpu::gemm(ctx_, compute_operand(a, a_scratch), trans_a, compute_operand(b, b_scratch), trans_b, c,
-            alpha, beta, epilogue, epilogue == Epilogue::kNone ? nullptr : bias.data);
+  gpu::gemm(ctx_, compute_operand(a, b, a_scratch), trans_a, compute_operand(b, a, b_scratch),
+            trans_b, c, alpha, beta, epilogue, epilogue == Epilogue::kNone ? nullptr : bias.data);
 }
 
 void GpuBackend::copy(const View& dst, const View& src) { gpu::copy_2d(ctx_, dst, src); }
@@ -272,8 +274,8 @@ void GpuBackend::gemm_in_bands(const View& c, const View& a, Trans trans_a, cons
                                Trans trans_b, float beta, int /*bands*/,
                                const std::function<void()>& between) {
   Array a_scratch, b_scratch;
-  gpu::gemm(ctx_, compute_operand(a, a_scratch), trans_a, compute_operand(b, b_scratch), trans_b, c,
-            1.0f, beta);
+  gpu::gemm(ctx_, compute_operand(a, b, a_scratch), trans_a, compute_operand(b, a, b_scratch),
+            trans_b, c, 1.0f, beta);
   between();  // the GeMM is queued: the host pokes while the device computes
 }
 

@@ -117,9 +117,9 @@ class GpuBackend final : public Backend {
  private:
   // A row of n ones of `type` (the bias gradient's left operand), made once per (n, type).
   const Array& ones(std::int64_t n, Element type);
-  // A GeMM operand as the runtime's precision multiplies it: v itself, or under bf16 an fp32
-  // v rounded into `scratch` (gpu_backend.cpp, gemm).
-  View compute_operand(const View& v, Array& scratch);
+  // A GeMM operand as the runtime's precision multiplies it: v itself, or under bf16 (or
+  // beside a bf16 `other`) an fp32 v rounded into `scratch` (gpu_backend.cpp, gemm).
+  View compute_operand(const View& v, const View& other, Array& scratch);
 
   gpu::Context& ctx_;
   std::shared_ptr<DeviceMemory> memory_;  // made on first use

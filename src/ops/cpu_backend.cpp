@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
+#include <vector>
 
 #include "core/error.hpp"
 #include "core/op_costs.hpp"
@@ -48,10 +50,39 @@ class DoneEvent final : public device::Event {
 
 }  // namespace
 
+namespace {
+
+// A GeMM operand as fp32 values: an fp32 view itself; a bf16 one (a saved GeMM input,
+// backend.hpp) widened into `scratch`, which is exact. In the simulated build's charged mode
+// the product is charged by shape and never read (tensor/gemm.cpp), so nothing is widened.
+ConstMatrixView operand(const View& v, std::vector<float>& scratch, const char* what) {
+  if (v.type != Element::kBF16) return host_matrix(v, what);
+  MESHTP_CHECK(v.rows >= 0 && v.cols >= 0 && v.ld >= v.cols,
+               "cpu backend: {} is {}: a leading dimension below its columns", what, describe(v));
+  if (simhooks::values_meaningless())
+    return {static_cast<const float*>(v.data), v.rows, v.cols, v.ld};
+  scratch.resize(static_cast<std::size_t>(v.rows * v.cols));
+  const auto* bits = static_cast<const std::uint16_t*>(v.data);
+  for (std::int64_t r = 0; r < v.rows; ++r) {
+    bf16_to_floats(bits + r * v.ld, scratch.data() + r * v.cols, v.cols);
+  }
+  return {scratch.data(), v.rows, v.cols, v.cols};
+}
+
+// A product with a bf16 operand multiplies bf16 values whatever the run's precision: its fp32
+// operand is rounded as under ScopedGemmPrecision(kBf16), the widened one stays as it is.
+Precision product_precision(const View& a, const View& b) {
+  return a.type == Element::kBF16 || b.type == Element::kBF16 ? Precision::kBf16 : gemm_precision();
+}
+
+}  // namespace
+
 void CpuBackend::gemm(const View& c, const View& a, Trans trans_a, const View& b, Trans trans_b,
                       float alpha, float beta, device::Epilogue epilogue, const View& bias) {
   const MatrixView cm = host_matrix(c, "C");
-  meshtp::gemm(host_matrix(a, "A"), trans_a, host_matrix(b, "B"), trans_b, cm, alpha, beta);
+  thread_local std::vector<float> a32, b32;
+  const ScopedGemmPrecision precision(product_precision(a, b));
+  meshtp::gemm(operand(a, a32, "A"), trans_a, operand(b, b32, "B"), trans_b, cm, alpha, beta);
   if (epilogue == device::Epilogue::kNone) return;
   const MatrixView bm = host_matrix(bias, "the bias");
   MESHTP_CHECK(bm.rows == 1 && bm.cols == cm.cols,
@@ -65,15 +96,53 @@ void CpuBackend::gemm(const View& c, const View& a, Trans trans_a, const View& b
   }
 }
 
+// Between fp32 and bf16 (rounded to nearest even, core/precision.hpp), or bf16 to bf16; fp32
+// to fp32 is tensor/tensor.hpp's copy.
 void CpuBackend::copy(const View& dst, const View& src) {
-  meshtp::copy(host_matrix(src, "the source"), host_matrix(dst, "the destination"));
+  if (dst.type == Element::kF32 && src.type == Element::kF32) {
+    meshtp::copy(host_matrix(src, "the source"), host_matrix(dst, "the destination"));
+    return;
+  }
+  const auto two_types = [](const View& v) {
+    return v.type == Element::kF32 || v.type == Element::kBF16;
+  };
+  MESHTP_CHECK(two_types(dst) && two_types(src) && dst.rows == src.rows && dst.cols == src.cols &&
+                   dst.ld >= dst.cols && src.ld >= src.cols,
+               "cpu backend: copying {} into {} (fp32 or bf16 of one shape)", describe(src),
+               describe(dst));
+  if (simhooks::skip_values(static_cast<std::size_t>(src.elements()) * sizeof(float))) return;
+  for (std::int64_t r = 0; r < src.rows; ++r) {
+    if (src.type == Element::kBF16 && dst.type == Element::kBF16) {
+      std::memcpy(static_cast<std::uint16_t*>(dst.data) + r * dst.ld,
+                  static_cast<const std::uint16_t*>(src.data) + r * src.ld,
+                  static_cast<std::size_t>(src.cols) * sizeof(std::uint16_t));
+    } else if (src.type == Element::kF32) {
+      floats_to_bf16(static_cast<const float*>(src.data) + r * src.ld,
+                     static_cast<std::uint16_t*>(dst.data) + r * dst.ld, src.cols);
+    } else {
+      bf16_to_floats(static_cast<const std::uint16_t*>(src.data) + r * src.ld,
+                     static_cast<float*>(dst.data) + r * dst.ld, src.cols);
+    }
+  }
 }
 
 void CpuBackend::add(const View& dst, const View& src) {
   meshtp::add(host_matrix(src, "the source"), host_matrix(dst, "the destination"));
 }
 
-void CpuBackend::zero(const View& dst) { meshtp::zero(host_matrix(dst, "the destination")); }
+void CpuBackend::zero(const View& dst) {
+  if (dst.type == Element::kF32) {
+    meshtp::zero(host_matrix(dst, "the destination"));
+    return;
+  }
+  MESHTP_CHECK(dst.rows >= 0 && dst.cols >= 0 && dst.ld >= dst.cols,
+               "cpu backend: zeroing {}: a leading dimension below its columns", describe(dst));
+  const std::size_t row_bytes = static_cast<std::size_t>(dst.cols) * element_size(dst.type);
+  if (simhooks::skip_values(row_bytes * static_cast<std::size_t>(dst.rows))) return;
+  for (std::int64_t r = 0; r < dst.rows; ++r) {
+    std::memset(static_cast<char*>(dst.data) + r * dst.ld * element_size(dst.type), 0, row_bytes);
+  }
+}
 
 void CpuBackend::residual_grad(const View& d, const View& dy) {
   residual_backward_copy(host_matrix(d, "d"), host_matrix(dy, "dy"));
@@ -431,7 +500,9 @@ void CpuBackend::copy_blocks(std::span<const View> dst, std::span<const View> sr
 void CpuBackend::gemm_in_bands(const View& c, const View& a, Trans trans_a, const View& b,
                                Trans trans_b, float beta, int bands,
                                const std::function<void()>& between) {
-  meshtp::gemm_in_bands(host_matrix(a, "A"), trans_a, host_matrix(b, "B"), trans_b,
+  thread_local std::vector<float> a32, b32;
+  const ScopedGemmPrecision precision(product_precision(a, b));
+  meshtp::gemm_in_bands(operand(a, a32, "A"), trans_a, operand(b, b32, "B"), trans_b,
                         host_matrix(c, "C"), beta, bands, between);
 }
 
@@ -442,15 +513,17 @@ void CpuBackend::wait(device::Event& event) {
 }
 
 Array CpuBackend::alloc(std::int64_t count, Element type) {
-  MESHTP_CHECK(type == Element::kF32 || type == Element::kF64,
-               "cpu backend: arrays are fp32, or fp64 for a norm's sums (bf16 on the CPU rounds "
-               "GeMM operands, tensor/gemm.hpp), not {}",
+  MESHTP_CHECK(type == Element::kF32 || type == Element::kF64 || type == Element::kBF16,
+               "cpu backend: arrays are fp32, fp64 (a norm's sums) or bf16 (stored GeMM "
+               "operands), not {}",
                to_string(type));
   MESHTP_CHECK(count >= 0, "cpu backend: cannot allocate {} elements", count);
   // Tensor storage: counted by tensor/memory.hpp (what `bench rank` measures) and placed by
   // the simulation's allocator; uninitialised, as the interface says. An fp64 element is two
-  // floats' room (the storage is aligned as operator new aligns, enough for a double).
-  const std::int64_t floats_needed = count * static_cast<std::int64_t>(element_size(type) / 4);
+  // floats' room, two bf16 elements one float's (rounded up; the storage is aligned as
+  // operator new aligns, enough for a double).
+  const std::int64_t bytes = count * static_cast<std::int64_t>(element_size(type));
+  const std::int64_t floats_needed = (bytes + 3) / 4;
   auto storage =
       std::make_shared<Storage>(static_cast<std::size_t>(std::max<std::int64_t>(floats_needed, 1)));
   std::shared_ptr<void> data(storage, storage->data());  // owns the storage, points at its data
@@ -472,22 +545,39 @@ void check_fp32(const Array& a, const char* what) {
 }
 }  // namespace
 
+// fp32 values into and out of fp32 or bf16 arrays (rounded to nearest even into bf16).
 void CpuBackend::upload(Array& a, std::span<const float> values) {
-  check_fp32(a, "uploading fp32 values into");
   MESHTP_CHECK(static_cast<std::int64_t>(values.size()) == a.count(),
                "cpu backend: uploading {} values into an array of {}", values.size(), a.count());
+  if (a.type() == Element::kBF16) {
+    copy(a.view(1, a.count()),
+         View::packed(const_cast<float*>(values.data()), Element::kF32, 1, a.count()));
+    return;
+  }
+  check_fp32(a, "uploading fp32 values into");
   std::copy(values.begin(), values.end(), device::floats(a).data());
 }
 
 std::vector<float> CpuBackend::download(const Array& a) {
+  if (a.type() == Element::kBF16) {
+    std::vector<float> out(static_cast<std::size_t>(a.count()));
+    copy(View::packed(out.data(), Element::kF32, 1, a.count()), a.view(1, a.count()));
+    return out;
+  }
   check_fp32(a, "downloading fp32 values from");
   return {device::floats(a).data(), device::floats(a).data() + a.count()};
 }
 
 void CpuBackend::copy(Array& dst, const Array& src) {
-  MESHTP_CHECK(dst.count() == src.count() && dst.type() == src.type(),
-               "cpu backend: copying {} {} elements into {} {}", src.count(), to_string(src.type()),
-               dst.count(), to_string(dst.type()));
+  MESHTP_CHECK(
+      dst.count() == src.count() && (dst.type() == src.type() ||
+                                     (dst.type() != Element::kF64 && src.type() != Element::kF64)),
+      "cpu backend: copying {} {} elements into {} {}", src.count(), to_string(src.type()),
+      dst.count(), to_string(dst.type()));
+  if (dst.type() != src.type()) {  // fp32 ⇄ bf16
+    copy(dst.view(1, dst.count()), src.view(1, src.count()));
+    return;
+  }
   const std::size_t bytes = static_cast<std::size_t>(src.count()) * element_size(src.type());
   if (simhooks::skip_values(bytes)) return;
   std::memcpy(dst.data(), src.data(), bytes);

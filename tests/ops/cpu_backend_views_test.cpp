@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/precision.hpp"
 #include "error_of.hpp"
 #include "ops/cpu_backend.hpp"
 #include "ops/gelu.hpp"
@@ -170,7 +171,7 @@ TEST(CpuBackendViews, RefusesViewsThatDoNotFitOrChainNamingThem) {
 }
 
 // fp64 arrays hold a norm's sums (zeroed, copied, viewed); the fp32 value transfers refuse
-// them, and bf16 arrays are refused when made, each naming the type.
+// them, and integer arrays are refused when made, each naming the type.
 TEST(CpuBackendViews, Fp64ArraysForSumsAndTheirRefusals) {
   device::Backend& be = cpu_backend();
   device::Array sums = be.alloc(6, Element::kF64), copy = be.alloc(6, Element::kF64);
@@ -184,8 +185,7 @@ TEST(CpuBackendViews, Fp64ArraysForSumsAndTheirRefusals) {
             "cpu backend: uploading fp32 values into an fp64 array: only fp32 ones");
   EXPECT_EQ(test_support::error_of([&] { (void)be.download(sums); }),
             "cpu backend: downloading fp32 values from an fp64 array: only fp32 ones");
-  EXPECT_NE(test_support::error_of([&] { (void)be.alloc(4, Element::kBF16); })
-                .find("not bf16"),
+  EXPECT_NE(test_support::error_of([&] { (void)be.alloc(4, Element::kI32); }).find("not int32"),
             std::string::npos);
   device::Array f32 = be.alloc(6, Element::kF32);
   EXPECT_NE(test_support::error_of([&] { be.copy(f32, sums); }).find("6 fp64 elements into 6 fp32"),
@@ -208,6 +208,72 @@ TEST(CpuBackendViews, SlicesAndHostAccessOfArrays) {
             "a slice of 3 elements at 4 does not fit an array of 6");
   EXPECT_EQ(test_support::error_of([&] { (void)device::floats(be.alloc(2, Element::kF64)); }),
             "an fp32 span of an fp64 array");
+}
+
+}  // namespace
+}  // namespace meshtp
+
+namespace meshtp {
+namespace {
+
+// bf16 arrays store GeMM operands (model/block.hpp): upload rounds to nearest even, download and
+// copy widen exactly, copy converts both ways on strided views, zero clears them, and a GeMM
+// with a bf16 operand is, bit for bit, the bf16 GeMM of the fp32 values it was rounded from —
+// under bf16 precision, and under fp32 too (a bf16 operand makes the product a bf16 one). The
+// ops that compute refuse bf16 views, naming them.
+std::vector<float> random_values(std::int64_t n, std::uint64_t seed) {
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = normal_at(seed, i);
+  return v;
+}
+
+TEST(CpuBackendViews, Bf16ArraysStoreGemmOperands) {
+  device::Backend& be = cpu_backend();
+  const std::vector<float> x = random_values(6 * 5, 3);  // A: 6 x 5
+  const std::vector<float> w = random_values(4 * 5, 4);  // B: 4 x 5, multiplied transposed
+  device::Array a16 = be.alloc(30, Element::kBF16), a32 = be.alloc(30, Element::kF32);
+  be.upload(a16, x);
+  be.upload(a32, x);
+  const std::vector<float> back = be.download(a16);
+  for (std::size_t i = 0; i < x.size(); ++i) ASSERT_EQ(back[i], round_to_bf16(x[i])) << i;
+
+  device::Array b = be.alloc(20, Element::kF32);
+  be.upload(b, w);
+  const auto product = [&](const device::Array& a, Precision p) {
+    const ScopedGemmPrecision scope(p);
+    device::Array c = be.alloc(24, Element::kF32);
+    be.gemm(c.view(6, 4), a.view(6, 5), Trans::kNo, b.view(4, 5), Trans::kYes);
+    return be.download(c);
+  };
+  const std::vector<float> rounded = product(a32, Precision::kBf16);
+  EXPECT_EQ(product(a16, Precision::kBf16), rounded);
+  EXPECT_EQ(product(a16, Precision::kFp32), rounded);
+  EXPECT_NE(product(a32, Precision::kFp32), rounded);  // the test can tell them apart
+
+  // A strided block converted into a bf16 array and back: the rounded values, in place.
+  device::Array block = be.alloc(6, Element::kBF16), wide = be.alloc(30, Element::kF32);
+  be.copy(block.view(3, 2), a32.view(1, 3, 2, 5));  // rows 0-2, columns 1-2
+  be.zero(wide);
+  be.copy(wide.view(1, 3, 2, 5), block.view(3, 2));
+  const std::vector<float> got = be.download(wide);
+  for (int r = 0; r < 3; ++r) {
+    for (int k = 0; k < 2; ++k) {
+      EXPECT_EQ(got[r * 5 + 1 + k], round_to_bf16(x[r * 5 + 1 + k])) << r << "," << k;
+    }
+    EXPECT_EQ(got[r * 5], 0.0f);
+  }
+  be.zero(block.view(3, 2));
+  for (const float v : be.download(block)) EXPECT_EQ(v, 0.0f);
+  device::Array copied = be.alloc(30, Element::kBF16);
+  be.copy(copied, a32);  // whole arrays convert too
+  EXPECT_EQ(be.download(copied), back);
+
+  EXPECT_NE(test_support::error_of([&] { be.add(a16.view(6, 5), a16.view(6, 5)); }).find("bf16"),
+            std::string::npos);
+  EXPECT_NE(test_support::error_of([&] {
+              be.copy(a16.view(6, 5), b.view(4, 5));
+            }).find("copying fp32 4x5"),
+            std::string::npos);
 }
 
 }  // namespace
