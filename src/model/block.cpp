@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "core/parse.hpp"
+#include "core/precision.hpp"
 #include "layout/atp_traffic.hpp"
 #include "core/op_costs.hpp"
 #include "ops/attention.hpp"
@@ -302,8 +303,9 @@ Block::Block(const mesh::DeviceMesh& mesh, const BlockConfig& config)
   } else if (config.shape.position == layout::Position::kRope) {
     rope_ = upload_table(*be_, rope_table(config.shape.head_dim(), 0, config.shape.seq, theta));
   }
-  xn1_ = buffer(qkv_.x_layout().size());
-  xn1g_ = buffer(qkv_.gathers_input() ? qkv_.xg_layout().size() : 0);
+  if (gemm_precision() == Precision::kBf16) operands_ = compute_element(Precision::kBf16);
+  xn1_ = operand_buffer(qkv_.x_layout().size());
+  xn1g_ = operand_buffer(qkv_.gathers_input() ? qkv_.xg_layout().size() : 0);
   qkv_out_ = buffer(qkv_.y_layout().size());
   const bool selective = config.layout.recompute == layout::Recompute::kSelective;
   att_ = buffer(selective || fused()
@@ -315,11 +317,14 @@ Block::Block(const mesh::DeviceMesh& mesh, const BlockConfig& config)
   }
   attn_g_ = buffer(proj_.xg_layout().size());
   xmid_ = buffer(stream_layout().size());
-  xn2_ = buffer(mlp1_.x_layout().size());
+  const auto mlp_operand = [&](std::int64_t n) {
+    return mlp_operands() ? operand_buffer(n) : buffer(n);
+  };
+  xn2_ = mlp_operand(mlp1_.x_layout().size());
   const bool dense = dense_mlp();
-  xn2g_ = buffer(dense && mlp1_.gathers_input() ? mlp1_.xg_layout().size() : 0);
+  xn2g_ = mlp_operand(dense && mlp1_.gathers_input() ? mlp1_.xg_layout().size() : 0);
   mlp1_y_ = buffer(dense ? mlp1_.y_layout().size() : 0);
-  gelu_ = buffer(dense ? mlp2_.x_layout().size() : 0);
+  gelu_ = mlp_operand(dense ? mlp2_.x_layout().size() : 0);
 }
 
 bool Block::replica_grad(int k) const {
@@ -397,6 +402,20 @@ void Block::bound() {
 
 device::Array Block::buffer(std::int64_t n) const {
   return n > 0 ? be_->alloc(n, Element::kF32) : device::Array();
+}
+
+device::Array Block::operand_buffer(std::int64_t n) const {
+  return n > 0 ? be_->alloc(n, operands_) : device::Array();
+}
+
+View Block::operand_out(const Chunked& m, int i, const device::Array& stage) const {
+  const View v = m.chunk_view(i);
+  return v.type == Element::kF32 ? v : stage.view(v.rows, v.cols);
+}
+
+void Block::store_operand(const Chunked& m, int i, const View& written) const {
+  const View v = m.chunk_view(i);
+  if (v.data != written.data) be_->copy(v, written);
 }
 
 View Block::rows_of(const device::Array& per_row, int i) const {
@@ -549,9 +568,11 @@ void Block::forward(const ChunkedMatrix& y, const ChunkedMatrix& x, BlockWorkspa
 
   // ---- attention: ln1 → qkv (RS₁ by heads) → core → proj (AG₁, AR₀) → residual
   for (int i = 0; i < C; ++i) {
-    parallel::norm_sharded_forward(be, norm, xn1.chunk_view(i), rows_of(ln1_mean_, i),
-                                   rows_of(ln1_rstd_, i), x.chunk_view(i), vec(p_[kLn1Weight]),
-                                   vec(p_[kLn1Bias]), h, ln_group_, ln_scratch);
+    const View ln1_out = operand_out(xn1, i, ws.dxn_p);
+    parallel::norm_sharded_forward(be, norm, ln1_out, rows_of(ln1_mean_, i), rows_of(ln1_rstd_, i),
+                                   x.chunk_view(i), vec(p_[kLn1Weight]), vec(p_[kLn1Bias]), h,
+                                   ln_group_, ln_scratch);
+    store_operand(xn1, i, ln1_out);
     qkv_.gather_input_start(i, xn1, xn1g);
   }
   for (int i = 0; i < C; ++i) {
@@ -571,10 +592,12 @@ void Block::forward(const ChunkedMatrix& y, const ChunkedMatrix& x, BlockWorkspa
   // ---- residual + ln2 (fused); the dense MLP's input starts on its way (all-gather under SP)
   for (int i = 0; i < C; ++i) {
     proj_.forward_wait(i, proj_y);
+    const View ln2_out = operand_out(xn2, i, ws.dxn_p);
     parallel::residual_norm_sharded_forward(
-        be, norm, xmid.chunk_view(i), xn2.chunk_view(i), rows_of(ln2_mean_, i),
-        rows_of(ln2_rstd_, i), x.chunk_view(i), proj_y.chunk_view(i), vec(p_[kLn2Weight]),
-        vec(p_[kLn2Bias]), h, ln_group_, ln_scratch);
+        be, norm, xmid.chunk_view(i), ln2_out, rows_of(ln2_mean_, i), rows_of(ln2_rstd_, i),
+        x.chunk_view(i), proj_y.chunk_view(i), vec(p_[kLn2Weight]), vec(p_[kLn2Bias]), h, ln_group_,
+        ln_scratch);
+    store_operand(xn2, i, ln2_out);
     if (dense_mlp()) mlp1_.gather_input_start(i, xn2, xn2g);
   }
   // ---- MLP: mlp1 (AR₁) → bias + gelu (fused) → mlp2 (AR₀) → y = base + mlp2(…)
@@ -585,11 +608,13 @@ void Block::forward(const ChunkedMatrix& y, const ChunkedMatrix& x, BlockWorkspa
     }
     for (int i = 0; i < C; ++i) {
       mlp1_.forward_wait_without_bias(i);
+      const View act = operand_out(gelu, i, ws.dgelu);
       if (swiglu()) {  // this rank's [gate | up] columns (ParamShard::kSwigluWeight)
-        be.swiglu_forward(gelu.chunk_view(i), mlp1_y.chunk_view(i));
+        be.swiglu_forward(act, mlp1_y.chunk_view(i));
       } else {
-        be.bias_gelu(gelu.chunk_view(i), mlp1_y.chunk_view(i), mlp1_.output_bias(mlp1_y));
+        be.bias_gelu(act, mlp1_y.chunk_view(i), mlp1_.output_bias(mlp1_y));
       }
+      store_operand(gelu, i, act);
       mlp2_.forward_start(i, gelu, mlp2_p, mlp2_y, &progress_);
     }
     for (int i = 0; i < C; ++i) {

@@ -151,8 +151,15 @@ class Block : public StackBlock {
   static Chunked view(const device::Array& a, const parallel::ChunkedLayout& l) {
     return Chunked(a.data(), a.type(), l);
   }
-  // An fp32 array of n elements of the block's backend (empty for n = 0).
+  // An fp32 array of n elements of the block's backend (empty for n = 0); operand_buffer:
+  // one of operands_ (a saved GeMM input).
   device::Array buffer(std::int64_t n) const;
+  device::Array operand_buffer(std::int64_t n) const;
+  // Where an op writes chunk i of a saved GeMM input: the input itself when it is fp32, else
+  // the fp32 `stage` (a backward buffer of the workspace, free during the forward: dxn_p for
+  // the norms' outputs, dgelu for the activation's), which store_operand rounds into place.
+  View operand_out(const Chunked& m, int i, const device::Array& stage) const;
+  void store_operand(const Chunked& m, int i, const View& written) const;
 
   void attention_forward_chunk(int i, BlockWorkspace& ws);
   const device::Array& att(BlockWorkspace& ws) const { return att_.empty() ? ws.att : att_; }
@@ -195,6 +202,17 @@ class Block : public StackBlock {
   // mesh dim 0 (each rank's own tokens under sequence parallelism: Megatron-Core's folding of
   // expert parallelism onto the tensor-parallel ranks); mlp1_/mlp2_ then only name layouts.
   std::unique_ptr<parallel::ExpertParallelMoe> moe_;
+
+  // The element of the saved GeMM inputs — the norms' outputs (gathered too, where a linear
+  // gathers them) and the dense MLP's activation output, which only GeMMs read (forward, and
+  // the weight gradients' in backward): bf16 for a block built under bf16 precision
+  // (tensor/gemm.hpp gemm_precision()), so they take the two bytes the memory model prices
+  // (plan/memory.hpp), else fp32. A bf16 operand multiplies as the fp32 one rounded to it,
+  // so the step is the same, bit for bit, as with fp32 storage under bf16 precision. The
+  // norms and the activation compute in fp32, into operand_out's stage. A MoE
+  // block's ln2 output stays fp32 (the experts' row ops read it), its activation with it.
+  Element operands_ = Element::kF32;
+  bool mlp_operands() const { return operands_ == Element::kBF16 && !moe_; }
 
   // Saved for backward.
   Chunked x_;

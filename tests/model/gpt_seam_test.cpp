@@ -18,9 +18,12 @@
 
 #include "core/error.hpp"
 #include "core/parse.hpp"
+#include "core/precision.hpp"
 #include "model/gpt.hpp"
 #include "model/seam_helpers.hpp"
 #include "random_ids.hpp"
+#include "tensor/gemm.hpp"
+#include "tensor/memory.hpp"
 #include "tensor/random.hpp"
 
 namespace meshtp::model {
@@ -29,27 +32,38 @@ namespace {
 using testing::InvertedBackend;
 
 // Loss and global gradients of one forward + backward of every stage, the stream between
-// stages in the backend's memory.
+// stages in the backend's memory; and the host tensors' bytes the stages took (their
+// parameters, gradients and saved activations, when the backend is the CPU's).
 struct Result {
   double loss = 0;
   std::map<std::string, Tensor> grads;
+  std::int64_t built_bytes = 0;
 };
 
-Result run(const mesh::DeviceMesh& mesh, GptConfig c, device::Backend* backend) {
+// The stages are built under `built_under` (which decides how their blocks store their saved
+// GeMM inputs, model/block.hpp), and run under the caller's precision.
+Result run(const mesh::DeviceMesh& mesh, GptConfig c, device::Backend* backend,
+           Precision built_under = Precision::kFp32) {
   c.backend = backend;
   const std::vector<std::int32_t> tokens = testing::random_ids(c.shape.tokens(), 256, 1),
                                   targets = testing::random_ids(c.shape.tokens(), 256, 2);
   std::vector<std::unique_ptr<Gpt>> stages;
-  for (int s = 0; s < pipeline_stages(c.layout); ++s) {
-    c.stage = s;
-    stages.push_back(std::make_unique<Gpt>(mesh, c));
-    stages.back()->init(7);
-    stages.back()->zero_grads();
+  const std::int64_t bytes_before = tensor_bytes();
+  {
+    const ScopedGemmPrecision storage(built_under);
+    for (int s = 0; s < pipeline_stages(c.layout); ++s) {
+      c.stage = s;
+      stages.push_back(std::make_unique<Gpt>(mesh, c));
+      stages.back()->init(7);
+      stages.back()->zero_grads();
+    }
   }
+  const std::int64_t built_bytes = tensor_bytes() - bytes_before;
   device::Backend& be = stages.front()->backend();
   device::Array stream = be.alloc(stages.front()->stream_floats(), Element::kF32);
   device::Array dstream = be.alloc(stages.front()->stream_floats(), Element::kF32);
   Result r;
+  r.built_bytes = built_bytes;
   const std::span<float> x = device::floats(stream), dx = device::floats(dstream);
   const bool one = stages.size() == 1;
   if (!one) stages.front()->forward(tokens, targets, {}, x);
@@ -124,6 +138,60 @@ TEST(GptSeam, TheModelOnMemoryTheHostCannotReadEqualsTheHostRun) {
       });
   EXPECT_GT(gemm_calls, 0);
   EXPECT_GE(ran, 5);
+}
+
+// bf16 storage: blocks built under bf16 precision keep their saved GeMM inputs (the norms'
+// outputs, gathered too, and the MLP's activation) in bf16. Under bf16 precision a GeMM
+// rounds its fp32 operands to bf16 anyway, so one step with them stored in bf16 equals, bit
+// for bit, the step with them stored in fp32 — on the CPU and on the stand-in, on every mesh,
+// for GPT (ATP, with chunks, Megatron-SP on N x 1) and the Llama family (with a pipeline) —
+// while the host build takes fewer bytes; the 2D-GeMM blocks store fp32 either way.
+TEST(GptSeam, GemmInputsStoredInBf16GiveTheStepOfFp32StorageUnderBf16) {
+  const int world_rank = comm::Communicator::world().rank();
+  const int ran =
+      testing::on_every_mesh([&](const std::vector<int>& shape, const mesh::DeviceMesh& host_mesh,
+                                 const mesh::DeviceMesh& device_mesh, InvertedBackend& stand_in) {
+        int n = 0;
+        std::vector<std::pair<std::string, GptConfig>> cases{
+            {"gpt atp", gpt_config(shape, layout::Strategy::kAtp, 1, false)},
+            {"gpt atp chunks 2", gpt_config(shape, layout::Strategy::kAtp, 2, false)},
+            {"gpt collective", gpt_config(shape, layout::Strategy::kCollective, 1, false)},
+            {"llama pp 2", llama_config(shape, 2)}};
+        if (shape[1] == 1) {
+          cases.emplace_back("gpt megatron sp", gpt_config(shape, layout::Strategy::kAtp, 1, true));
+        }
+        const ScopedGemmPrecision bf16(Precision::kBf16);
+        for (const auto& [name, c] : cases) {
+          try {
+            validate(c, shape);
+          } catch (const Error&) {
+            continue;
+          }
+          const std::string what =
+              fmt::format("{} on mesh {} (rank {})", name, format_mesh_shape(shape), world_rank);
+          const auto expect_identical = [&](const Result& fp32, const Result& bf16,
+                                            const std::string& where) {
+            EXPECT_EQ(bf16.loss, fp32.loss) << what << where;
+            for (const auto& [param, g] : fp32.grads) {
+              EXPECT_EQ(max_relative_error(bf16.grads.at(param).values(), g.values()), 0.0)
+                  << what << where << ", gradient of " << param;
+            }
+          };
+          const Result host32 = run(host_mesh, c, nullptr, Precision::kFp32);
+          const Result host16 = run(host_mesh, c, nullptr, Precision::kBf16);
+          expect_identical(host32, host16, " on the CPU");
+          if (layout::is_gemm2d(c.layout.strategy)) {
+            EXPECT_EQ(host16.built_bytes, host32.built_bytes) << what;
+          } else {
+            EXPECT_LT(host16.built_bytes, host32.built_bytes) << what;
+          }
+          expect_identical(run(device_mesh, c, &stand_in, Precision::kFp32),
+                           run(device_mesh, c, &stand_in, Precision::kBf16), " on the stand-in");
+          ++n;
+        }
+        return n;
+      });
+  EXPECT_GE(ran, 4);
 }
 
 // The world as tp × cp ranks (tp consecutive: Megatron-Core's order), on the host and over the
