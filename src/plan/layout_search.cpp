@@ -655,9 +655,13 @@ class Pricer {
             .edp = moe.edp,
             .moe = moe,
             .stream_bytes = block_floats(mb, plan).input * r_.model.element_bytes() / slices,
-            .params_bytes =
-                rank_memory(r_.model, plan, 0, HeadBuffers::kSharded, buffers(plan)).params_bytes -
-                experts,
+            // The rank's parameters in the model's precision: what the frameworks' gradient
+            // reductions move, priced for this runtime too (whose gradients are fp32:
+            // docs/precision.md), so Megatron-LM's memory model counts them.
+            .params_bytes = rank_memory(r_.model, plan, 0, HeadBuffers::kSharded, buffers(plan),
+                                        layout::Runtime::kMegatron)
+                                .params_bytes -
+                            experts,
             .expert_params_bytes = experts,
             .head_s = head_s(mb, plan.mesh[0] * plan.mesh[1], plan.pp, r_.topology) + head_comm,
             .head_comm_s = head_comm,

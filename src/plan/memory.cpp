@@ -251,6 +251,26 @@ BlockFloats block_floats(const ModelSpec& m, const layout::Plan& p) {
   return f;
 }
 
+StoredOperands stored_operands(const ModelSpec& m, const layout::Plan& p) {
+  const double n = static_cast<double>(m.tokens()), h = static_cast<double>(m.hidden),
+               f = static_cast<double>(m.ffn()), d1 = p.mesh[0], d2 = p.mesh[1];
+  const bool dense = !m.is_moe();  // a MoE block keeps its ln2 output and MLP in fp32
+  switch (kind_of(p)) {
+    case Kind::kAtp: {
+      const double norm = n * h / d2, act = dense ? n * f / d1 : 0.0;
+      return {.kept = (dense ? 2 : 1) * norm + act};
+    }
+    case Kind::kSequenceParallel: {
+      const double t = d1, norm = n * h / t, gathered = t > 1 ? n * h : 0.0;
+      const double act = dense ? n * f / t : 0.0;
+      return {.kept = (dense ? 2 : 1) * (norm + gathered) + act};
+    }
+    case Kind::kGemm2d:
+      return {};
+  }
+  return {};
+}
+
 double layer_activation_bytes(const ModelSpec& m, const layout::Plan& p,
                               layout::Runtime runtime) {
   const BlockFloats f = block_floats(m, p);
@@ -464,6 +484,24 @@ double cp_layer_floats(const ModelSpec& mb, const layout::Plan& p) {
 MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pipeline_rank,
                            HeadBuffers head, std::span<const PipelineBuffers> pipeline,
                            layout::Runtime runtime) {
+  // This runtime under a 2-byte precision: what it keeps in fp32 (parameters, gradients,
+  // AdamW's moments with no separate master, every activation and buffer) priced as an fp32
+  // run's, less the 2 bytes an element its blocks' saved GeMM inputs do not take (one layer's
+  // per kept layer, or under full recomputation the one re-run block per chunk).
+  if (!layout::megatron_layers(runtime) && model.precision != Precision::kFp32) {
+    ModelSpec fp32 = model;
+    fp32.precision = Precision::kFp32;
+    MemoryEstimate m = rank_memory(fp32, p, pipeline_rank, head, pipeline, runtime);
+    ModelSpec mb = model;
+    mb.batch = model.batch / (p.dp * p.microbatches);
+    const StoredOperands stored = stored_operands(mb, p);
+    double layers = 0;
+    for (const int k : chunk_layers(static_cast<int>(model.layers), p, pipeline_rank)) {
+      layers += p.recompute == Recompute::kFull ? (k > 0 ? 1 : 0) : k;
+    }
+    m.activations_bytes -= (4 - mb.element_bytes()) * stored.kept * layers;
+    return m;
+  }
   if (model.is_moe()) return moe_rank_memory(model, p, pipeline_rank, head, pipeline, runtime);
   p.validate();
   const int v = p.virtual_stages, stages = p.pp * v;

@@ -82,6 +82,17 @@ struct BlockFloats {
 };
 BlockFloats block_floats(const ModelSpec& model, const layout::Plan& p);
 
+// This runtime's blocks under a 2-byte precision (model/block.hpp, Block::operands_): the
+// elements of one layer's saved GeMM inputs, which it stores in that precision (every other
+// buffer is fp32; they are written through backward buffers the forward leaves free). ATP:
+// ln1's and ln2's outputs [n, h/d2] and the MLP's activation [n, f/d1]; sequence parallelism
+// on t ranks: those on n/t rows and, for t > 1, the two norm outputs gathered [n, h]; a MoE
+// layer only its ln1 output (its experts read ln2's in fp32); the 2D-GeMM blocks none.
+struct StoredOperands {
+  double kept = 0;
+};
+StoredOperands stored_operands(const ModelSpec& model, const layout::Plan& p);
+
 // Bytes one layer keeps between its forward and backward without recomputation (kept +
 // scores + input, in model.element_bytes()), microbatches of model.batch sequences. Under
 // `runtime` megatron also its dropout where the model drops out (megatron_drops_out: two

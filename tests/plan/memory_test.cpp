@@ -12,6 +12,8 @@
 namespace meshtp::plan {
 namespace {
 
+using layout::Runtime;
+
 ModelSpec gpt(int batch) {
   ModelSpec m = load_model("gpt3-175b");
   m.batch = batch;
@@ -220,17 +222,53 @@ TEST(Memory, AtpTwoDimensionalSharding) {
               1e-6 * elements);
 }
 
+// 16 bytes a parameter in both precisions and both runtimes: Megatron-LM keeps the weights
+// and gradients in the model's precision beside fp32 masters and moments; this runtime keeps
+// fp32 weights (its masters), gradients and moments whatever the precision.
 TEST(Memory, SixteenBytesPerParameterInBothPrecisions) {
   ModelSpec m = gpt(1);
-  for (const Precision p : {Precision::kFp16, Precision::kFp32}) {
+  for (const Precision p : {Precision::kFp16, Precision::kBf16, Precision::kFp32}) {
     m.precision = p;
-    const MemoryEstimate e = rank_memory(m, tp(8, 1), 0);
-    const double per_rank = m.total_params() / 8;
-    // Within 0.2%: the position embedding and some biases and LayerNorms are not split.
-    EXPECT_NEAR(e.params_bytes + e.grads_bytes + e.optimizer_bytes, 16 * per_rank,
-                2e-3 * 16 * per_rank);
-    EXPECT_NEAR(e.params_bytes, m.element_bytes() * per_rank, 2e-3 * m.element_bytes() * per_rank);
+    for (const Runtime runtime : {Runtime::kMeshtp, Runtime::kMegatron}) {
+      const MemoryEstimate e = rank_memory(m, tp(8, 1), 0, HeadBuffers::kRuntime, runtime);
+      const double per_rank = m.total_params() / 8;
+      const double weight_bytes = runtime == Runtime::kMeshtp ? 4 : m.element_bytes();
+      // Within 0.2%: the position embedding and some biases and LayerNorms are not split.
+      EXPECT_NEAR(e.params_bytes + e.grads_bytes + e.optimizer_bytes, 16 * per_rank,
+                  2e-3 * 16 * per_rank);
+      EXPECT_NEAR(e.params_bytes, weight_bytes * per_rank, 2e-3 * weight_bytes * per_rank);
+    }
   }
+}
+
+// This runtime under bf16 stores its blocks' saved GeMM inputs in bf16 and everything else in
+// fp32 (model/block.hpp): an fp32 run's memory less 2 bytes an element of stored_operands per
+// kept layer (ATP: ln1's and ln2's outputs, the activation; sequence parallelism: gathered
+// too; 2D-GeMM blocks: none); Megatron-LM's is all in the model's precision.
+TEST(Memory, Bf16StoresTheSavedGemmInputsAndTheRestInFp32) {
+  ModelSpec m = gpt(4);
+  for (const layout::Plan& p : {tp(4, 1), tp(4, 1, true), tp(2, 2)}) {
+    ModelSpec fp32 = m, bf16 = m;
+    fp32.precision = Precision::kFp32;
+    bf16.precision = Precision::kBf16;
+    const MemoryEstimate a = rank_memory(fp32, p, 0), b = rank_memory(bf16, p, 0);
+    const StoredOperands s = stored_operands(bf16, p);
+    const double n = static_cast<double>(m.tokens()), h = m.hidden, f = m.ffn();
+    const double t = p.mesh[0], d2 = p.mesh[1];
+    EXPECT_DOUBLE_EQ(s.kept, p.sequence_parallel ? 2 * n * h / t + 2 * n * h + n * f / t
+                                                 : 2 * n * h / d2 + n * f / t);
+    EXPECT_DOUBLE_EQ(a.activations_bytes - b.activations_bytes, 2 * s.kept * m.layers);
+    EXPECT_DOUBLE_EQ(a.params_bytes + a.grads_bytes + a.optimizer_bytes + a.workspace_bytes,
+                     b.params_bytes + b.grads_bytes + b.optimizer_bytes + b.workspace_bytes);
+  }
+  layout::Plan gemm2d = tp(2, 2);
+  gemm2d.strategy = layout::Strategy::kSumma;
+  EXPECT_DOUBLE_EQ(stored_operands(m, gemm2d).kept, 0.0);
+  ModelSpec half = m;
+  half.precision = Precision::kBf16;
+  EXPECT_GT(
+      rank_memory(half, tp(4, 1), 0).activations_bytes,
+      rank_memory(half, tp(4, 1), 0, HeadBuffers::kRuntime, Runtime::kMegatron).activations_bytes);
 }
 
 TEST(Memory, RecomputationShrinksActivations) {
@@ -241,13 +279,15 @@ TEST(Memory, RecomputationShrinksActivations) {
     p.recompute = r;
     return rank_memory(m, p, 0).activations_bytes;
   };
-  const double e = m.element_bytes(), L = m.layers;
+  // This runtime keeps fp32 activations but the saved GeMM inputs in the model's precision.
+  const double stored = stored_operands(m, p).kept, L = m.layers;
+  const double e = 4, saved = 4 - m.element_bytes();
   const double none = activations(Recompute::kNone);
   const double selective = activations(Recompute::kSelective);
   const double full = activations(Recompute::kFull);
   EXPECT_NEAR(none - selective, L * f.scores * e, 1e-6 * none);  // §5: no probabilities
   // Full: every layer's input, one block's kept set.
-  EXPECT_NEAR(none - full, (L - 1) * (f.kept + f.scores) * e, 1e-6 * none);
+  EXPECT_NEAR(none - full, (L - 1) * ((f.kept + f.scores) * e - stored * saved), 1e-6 * none);
   EXPECT_LT(full, selective);
   EXPECT_LT(selective, none);
 }

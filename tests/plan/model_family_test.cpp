@@ -112,9 +112,16 @@ TEST(ModelFamily, MemoryFollowsTheFields) {
               2.0 * 16 * 64 * 1.5 * mha.element_bytes(), 1e-9);
   ModelSpec untied = mha;
   untied.tie_embeddings = false;
-  EXPECT_DOUBLE_EQ(rank_memory(untied, one, 0).params_bytes -
-                       rank_memory(mha, one, 0).params_bytes,
+  const auto params_bytes = [&](const ModelSpec& m, layout::Runtime runtime) {
+    return rank_memory(m, one, 0, HeadBuffers::kRuntime, runtime).params_bytes;
+  };
+  // In the model's precision under Megatron-LM; in fp32 under this runtime (its masters).
+  EXPECT_DOUBLE_EQ(params_bytes(untied, layout::Runtime::kMegatron) -
+                       params_bytes(mha, layout::Runtime::kMegatron),
                    256.0 * 64 * mha.element_bytes());
+  EXPECT_DOUBLE_EQ(
+      params_bytes(untied, layout::Runtime::kMeshtp) - params_bytes(mha, layout::Runtime::kMeshtp),
+      256.0 * 64 * 4);
 }
 
 }  // namespace
