@@ -57,6 +57,11 @@ RankBenchResult run_rank_bench(const RankBenchOptions& options) {
 
   TrainBenchOptions o{.warmup_steps = options.warmup_steps, .steps = options.steps};
   o.config.model = {.shape = options.model, .layout = p, .backend = options.backend};
+  o.config.precision = options.model.precision;  // what the prediction above priced
+  // Alone, a rank receives nothing (another rank's all-gather slots, a pipeline neighbour's
+  // activations and gradients stay as they were: comm/alone_transport.hpp), so a layout with
+  // sequence parallelism or a pipeline can compute NaNs; the step is timed whole regardless.
+  o.config.values_meaningless = true;
   o.config.data = options.data;
   comm::CommLedger& ledger = comm::comm_ledger();
   const bool counting = ledger.count_traffic;

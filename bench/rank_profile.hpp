@@ -32,7 +32,8 @@
 namespace meshtp::bench {
 
 struct RankBenchOptions {
-  plan::ModelSpec model{};  // the whole job's model (its batch: the global batch)
+  plan::ModelSpec model{};  // the whole job's model (its batch: the global batch; its
+                            // precision the run's: fp32 or bf16)
   layout::Plan layout{};    // the whole job's layout
   std::string data{};       // the text to train on (train::TrainConfig::data)
   int rank = 0;               // which rank of the layout this process plays

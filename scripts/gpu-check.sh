@@ -215,10 +215,10 @@ case "$step" in
         "models/$m.json" "$out/$m-bytes.json"
     done
     run_step seam_rank_22b "$dir/bin/meshtp" bench rank --device cuda --model "$out/korthikanti-22b-bytes.json" \
-      --batch 4 --mesh 8x1 --sequence-parallel --recompute selective --rank 0 \
+      --batch 4 --mesh 8x1 --sequence-parallel --recompute selective --rank 0 --precision bf16 \
       --topology dgx-h100-1x8 --json --steps 2 --warmup 1
     run_step seam_rank_175b "$dir/bin/meshtp" bench rank --device cuda --model "$out/gpt3-175b-bytes.json" \
-      --batch 8 --mesh 8x1 --pp 8 --microbatches 8 --schedule 1f1b --rank 0 \
+      --batch 8 --mesh 8x1 --pp 8 --microbatches 8 --schedule 1f1b --rank 0 --precision bf16 \
       --topology dgx-h100-8x8 --json --steps 2 --warmup 1
     run_step calibrate "$dir/bin/meshtp-gpu" calibrate --out "$out/gpu-profile.json" --repeats 10
     # train's loop on one GPU (`meshtp train --device cuda`, one rank), on the packed corpus.

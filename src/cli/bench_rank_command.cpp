@@ -21,6 +21,7 @@
 #include "cli/layout_flags.hpp"
 #include "core/error.hpp"
 #include "core/parse.hpp"
+#include "core/precision.hpp"
 #include "plan/presets.hpp"
 #include "tensor/memory.hpp"
 #include "train/byte_corpus.hpp"
@@ -34,6 +35,7 @@ struct BenchRankArgs {
   DeviceFlags device;  // an alone world: --collectives only checked
   std::string data = train::kDefaultCorpus;
   std::string topology;  // prices the compute and the skipped communication
+  std::string precision = "fp32";
   int rank = 0;
   int steps = 3, warmup = 1;
   bool json = false;
@@ -43,7 +45,10 @@ constexpr double kGiB = kBytesPerGiB;
 
 void run_bench_rank(const BenchRankArgs& a) {
   a.device.check();
-  const plan::ModelSpec spec = a.shape.runtime_model(ModelFlags::Experts::kAllowed);
+  plan::ModelSpec spec = a.shape.runtime_model(ModelFlags::Experts::kAllowed);
+  // Trained and priced in it (bf16: GeMM operands, and the blocks' saved GeMM inputs, in bf16).
+  spec.precision = parse_precision(a.precision, "--precision");
+  (void)compute_element(spec.precision);  // throws for fp16, which no device trains in
   // The layout's own size: a plan file's, or the spelled-out layout's on --mesh.
   int ranks = 0;
   if (a.layout.from_file()) {
@@ -97,6 +102,7 @@ void run_bench_rank(const BenchRankArgs& a) {
                          {"ranks", r.ranks},
                          {"pipeline_rank", r.pipeline_rank},
                          {"device", a.device.device},
+                         {"precision", name(spec.precision)},
                          {"collectives", device.cuda ? "alone, host-staged" : "alone"},
                          {"steps", r.run.steps},
                          {"measured",
@@ -115,10 +121,10 @@ void run_bench_rank(const BenchRankArgs& a) {
     return;
   }
   os << fmt::format(
-      "rank {} of {} (pipeline rank {}) of '{}' (L={} h={} heads={} b={} s={}), {}; {} timed "
-      "steps after {} warm-up on {}, collectives alone (counted, not moved)\n",
-      r.rank, r.ranks, r.pipeline_rank, spec.name, spec.layers, spec.hidden, spec.heads,
-      spec.batch, spec.seq, fmt::streamed(plan), r.run.steps, a.warmup, a.device.device);
+      "rank {} of {} (pipeline rank {}) of '{}' (L={} h={} heads={} b={} s={}, {}), {}; {} "
+      "timed steps after {} warm-up on {}, collectives alone (counted, not moved)\n",
+      r.rank, r.ranks, r.pipeline_rank, spec.name, spec.layers, spec.hidden, spec.heads, spec.batch,
+      spec.seq, name(spec.precision), fmt::streamed(plan), r.run.steps, a.warmup, a.device.device);
   os << fmt::format("{:<22} {:>12} {:>12} {:>8}\n", "", "measured", "predicted", "ratio");
   os << fmt::format("{:<22} {:>12.4f} {:>12.4f} {:>8.3f}\n", "memory (GiB)", measured_gib,
                     predicted_gib, predicted_gib / measured_gib);
@@ -161,6 +167,9 @@ void add_bench_rank_command(CLI::App& app) {
                 "Topology preset or file (e.g. calibrate's) that prices the rank's compute and "
                 "the skipped communication");
   c->add_option("--data", args->data, "Text file or directory to train on")->capture_default_str();
+  c->add_option("--precision", args->precision,
+                "fp32, or bf16 mixed precision (as train); the prediction prices the same")
+      ->capture_default_str();
   c->add_option("--steps", args->steps, "Timed steps")->capture_default_str();
   c->add_option("--warmup", args->warmup, "Untimed warm-up steps")->capture_default_str();
   c->add_flag("--json", args->json, "Print one JSON object");

@@ -282,7 +282,9 @@ void run_train(TrainArgs& args) {
   if (!summary.trace.empty()) {
     os << "trace   " << summary.trace << " (open in https://ui.perfetto.dev or chrome://tracing)\n";
   }
-  print_memory(os, spec, c.model.layout, summary, device.cuda.has_value());
+  plan::ModelSpec priced = spec;  // the run's precision: bf16 stores the saved GeMM inputs so
+  priced.precision = c.precision;
+  print_memory(os, priced, c.model.layout, summary, device.cuda.has_value());
   if (summary.skipped_steps > 0) {
     os << fmt::format("skipped {} step{} with a non-finite loss or gradient norm\n",
                       summary.skipped_steps, summary.skipped_steps > 1 ? "s" : "");

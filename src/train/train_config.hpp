@@ -39,6 +39,10 @@ struct TrainConfig {
   int keep = 2;                       // checkpoints kept (checkpoint_dir.hpp)
   bool resume = false;
   std::int64_t skip_nonfinite = 0;  // steps with a NaN/inf loss or gradient norm skipped
+  // One rank alone (bench rank: its collectives skipped, so what it receives is not a run's):
+  // its values mean nothing, and every step updates whatever they are, so the optimizer is
+  // timed too.
+  bool values_meaningless = false;
   std::string metrics_path;         // JSON lines, one per step
   std::string trace_path;           // Chrome trace of a few steps
   std::int64_t trace_steps = 2;     // steps traced (after one warm-up step)

@@ -180,7 +180,7 @@ TrainSummary train(const comm::Communicator& world, const TrainConfig& config,
         const ScopedSpan opt("optimizer", SpanKind::kPhase);
         report.grad_norm = model.grad_norm(world);
         // loss and grad_norm are global, so every rank takes the same branch.
-        if (std::isfinite(loss) && std::isfinite(report.grad_norm)) {
+        if (config.values_meaningless || (std::isfinite(loss) && std::isfinite(report.grad_norm))) {
           model.clip(report.grad_norm, config.grad_clip);
           model.step(static_cast<float>(schedule.at(step)));
         } else {
