@@ -52,27 +52,36 @@ class DoneEvent final : public device::Event {
 
 namespace {
 
-// A GeMM operand as fp32 values: an fp32 view itself; a bf16 one (a saved GeMM input,
-// backend.hpp) widened into `scratch`, which is exact. In the simulated build's charged mode
-// the product is charged by shape and never read (tensor/gemm.cpp), so nothing is widened.
-ConstMatrixView operand(const View& v, std::vector<float>& scratch, const char* what) {
-  if (v.type != Element::kBF16) return host_matrix(v, what);
-  MESHTP_CHECK(v.rows >= 0 && v.cols >= 0 && v.ld >= v.cols,
-               "cpu backend: {} is {}: a leading dimension below its columns", what, describe(v));
-  if (simhooks::values_meaningless())
+// The fp32 values a product with a bf16 operand multiplies (a bf16 product, whatever the
+// run's precision): a bf16 view (a saved GeMM input, backend.hpp) widened into `scratch`,
+// which is exact, and an fp32 one rounded to bf16 into it, as tensor/gemm.hpp's bf16 GeMM
+// rounds; BLAS then multiplies them as they are (ScopedGemmPrecision(kFp32)), so nothing is
+// converted twice. In the simulated build's charged mode the product is charged by shape and
+// never read (tensor/gemm.cpp), so nothing is converted.
+ConstMatrixView bf16_operand(const View& v, std::vector<float>& scratch, const char* what) {
+  if (v.type == Element::kF32 && simhooks::values_meaningless()) return host_matrix(v, what);
+  MESHTP_CHECK((v.type == Element::kF32 || v.type == Element::kBF16) && v.rows >= 0 &&
+                   v.cols >= 0 && v.ld >= v.cols,
+               "cpu backend: {} is {}: fp32 or bf16 with a leading dimension of its columns or "
+               "more",
+               what, describe(v));
+  if (simhooks::values_meaningless()) {
     return {static_cast<const float*>(v.data), v.rows, v.cols, v.ld};
+  }
   scratch.resize(static_cast<std::size_t>(v.rows * v.cols));
-  const auto* bits = static_cast<const std::uint16_t*>(v.data);
   for (std::int64_t r = 0; r < v.rows; ++r) {
-    bf16_to_floats(bits + r * v.ld, scratch.data() + r * v.cols, v.cols);
+    float* out = scratch.data() + r * v.cols;
+    if (v.type == Element::kBF16) {
+      bf16_to_floats(static_cast<const std::uint16_t*>(v.data) + r * v.ld, out, v.cols);
+    } else {
+      round_to_bf16(static_cast<const float*>(v.data) + r * v.ld, out, v.cols);
+    }
   }
   return {scratch.data(), v.rows, v.cols, v.cols};
 }
 
-// A product with a bf16 operand multiplies bf16 values whatever the run's precision: its fp32
-// operand is rounded as under ScopedGemmPrecision(kBf16), the widened one stays as it is.
-Precision product_precision(const View& a, const View& b) {
-  return a.type == Element::kBF16 || b.type == Element::kBF16 ? Precision::kBf16 : gemm_precision();
+bool bf16_product(const View& a, const View& b) {
+  return a.type == Element::kBF16 || b.type == Element::kBF16;
 }
 
 }  // namespace
@@ -80,9 +89,14 @@ Precision product_precision(const View& a, const View& b) {
 void CpuBackend::gemm(const View& c, const View& a, Trans trans_a, const View& b, Trans trans_b,
                       float alpha, float beta, device::Epilogue epilogue, const View& bias) {
   const MatrixView cm = host_matrix(c, "C");
-  thread_local std::vector<float> a32, b32;
-  const ScopedGemmPrecision precision(product_precision(a, b));
-  meshtp::gemm(operand(a, a32, "A"), trans_a, operand(b, b32, "B"), trans_b, cm, alpha, beta);
+  if (bf16_product(a, b)) {
+    thread_local std::vector<float> a32, b32;
+    const ScopedGemmPrecision as_given(Precision::kFp32);
+    meshtp::gemm(bf16_operand(a, a32, "A"), trans_a, bf16_operand(b, b32, "B"), trans_b, cm, alpha,
+                 beta);
+  } else {
+    meshtp::gemm(host_matrix(a, "A"), trans_a, host_matrix(b, "B"), trans_b, cm, alpha, beta);
+  }
   if (epilogue == device::Epilogue::kNone) return;
   const MatrixView bm = host_matrix(bias, "the bias");
   MESHTP_CHECK(bm.rows == 1 && bm.cols == cm.cols,
@@ -500,9 +514,14 @@ void CpuBackend::copy_blocks(std::span<const View> dst, std::span<const View> sr
 void CpuBackend::gemm_in_bands(const View& c, const View& a, Trans trans_a, const View& b,
                                Trans trans_b, float beta, int bands,
                                const std::function<void()>& between) {
-  thread_local std::vector<float> a32, b32;
-  const ScopedGemmPrecision precision(product_precision(a, b));
-  meshtp::gemm_in_bands(operand(a, a32, "A"), trans_a, operand(b, b32, "B"), trans_b,
+  if (bf16_product(a, b)) {
+    thread_local std::vector<float> a32, b32;
+    const ScopedGemmPrecision as_given(Precision::kFp32);
+    meshtp::gemm_in_bands(bf16_operand(a, a32, "A"), trans_a, bf16_operand(b, b32, "B"), trans_b,
+                          host_matrix(c, "C"), beta, bands, between);
+    return;
+  }
+  meshtp::gemm_in_bands(host_matrix(a, "A"), trans_a, host_matrix(b, "B"), trans_b,
                         host_matrix(c, "C"), beta, bands, between);
 }
 
