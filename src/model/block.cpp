@@ -306,7 +306,7 @@ Block::Block(const mesh::DeviceMesh& mesh, const BlockConfig& config)
   if (gemm_precision() == Precision::kBf16) operands_ = compute_element(Precision::kBf16);
   xn1_ = operand_buffer(qkv_.x_layout().size());
   xn1g_ = operand_buffer(qkv_.gathers_input() ? qkv_.xg_layout().size() : 0);
-  qkv_out_ = buffer(qkv_.y_layout().size());
+  qkv_out_ = operand_buffer(qkv_.y_layout().size());
   const bool selective = config.layout.recompute == layout::Recompute::kSelective;
   att_ = buffer(selective || fused()
                     ? 0
@@ -368,7 +368,8 @@ BlockWorkspace::BlockWorkspace(const Block& b)
           b.config().layout.recompute == layout::Recompute::kSelective && !b.fused()
               ? attention_att_size(b.config().shape.batch, b.config().shape.seq, b.local_heads_)
               : 0)),
-      ln_scratch(b.be_->alloc(2 * b.stream_layout().chunk_rows, Element::kF64)) {
+      ln_scratch(b.be_->alloc(2 * b.stream_layout().chunk_rows, Element::kF64)),
+      qkv(b.buffer(b.operands_ == Element::kF32 ? 0 : b.qkv_.y_layout().size())) {
   if (b.local_kv_ != b.local_heads_ && !b.fused()) {  // one sequence's widened q | k | v
     qkv_mha = b.buffer(b.config().shape.seq * 3 * b.head_width_);
     dqkv_mha = b.buffer(b.config().shape.seq * 3 * b.head_width_);
@@ -430,7 +431,7 @@ void Block::attention_forward_chunk(int i, BlockWorkspace& ws) {
   const std::int64_t s = config_.shape.seq, bc = config_.shape.batch / config_.layout.chunks;
   const std::int64_t w = head_width_, per_seq = local_heads_ * s * s;
   const std::int64_t pw = w + 2 * kv_width_;  // q | k | v of this rank's heads
-  const View qkv = view(qkv_out_, qkv_.y_layout()).chunk_view(i);
+  const View qkv = qkv_fp32(ws).chunk_view(i);
   const View out =
       or_alias(attn_out(ws), proj_.x_layout(), view(attn_g_, proj_.xg_layout())).chunk_view(i);
   if (cp_) {  // this rank's zigzag rows of the chunk's bc sequences, all cp ranks together
@@ -462,7 +463,9 @@ void Block::attention_backward_chunk(int i, BlockWorkspace& ws) {
   const std::int64_t s = config_.shape.seq, bc = config_.shape.batch / config_.layout.chunks;
   const std::int64_t w = head_width_, per_seq = local_heads_ * s * s;
   const std::int64_t pw = w + 2 * kv_width_;
-  const View qkv = view(qkv_out_, qkv_.y_layout()).chunk_view(i);
+  // The fp32 q | k | v: the saved one, or its bf16 copy widened (exactly) into the workspace.
+  const View qkv = qkv_fp32(ws).chunk_view(i);
+  store_operand(qkv_fp32(ws), i, view(qkv_out_, qkv_.y_layout()).chunk_view(i));
   const View dqkv = view(ws.dqkv, qkv_.y_layout()).chunk_view(i);
   const View dout =
       or_alias(ws.datt, proj_.x_layout(), view(ws.datt_p, proj_.xg_layout())).chunk_view(i);
@@ -510,6 +513,10 @@ void Block::attention_backward_chunk(int i, BlockWorkspace& ws) {
   }
 }
 
+Block::Chunked Block::qkv_fp32(BlockWorkspace& ws) const {
+  return view(ws.qkv.empty() ? qkv_out_ : ws.qkv, qkv_.y_layout());
+}
+
 View Block::qkv_mha(BlockWorkspace& ws, const View& qkv) const {
   if (ws.qkv_mha.empty()) return qkv;
   const View mha = ws.qkv_mha.view(qkv.rows, 3 * head_width_);
@@ -552,7 +559,7 @@ void Block::forward(const ChunkedMatrix& y, const ChunkedMatrix& x, BlockWorkspa
   const View ln_scratch = ws.ln_scratch.view(1, ws.ln_scratch.count());
   const ChunkedMatrix xn1 = view(xn1_, qkv_.x_layout());
   const ChunkedMatrix xn1g = or_alias(xn1g_, qkv_.xg_layout(), xn1);
-  const ChunkedMatrix qkv_out = view(qkv_out_, qkv_.y_layout());
+  const ChunkedMatrix qkv_out = qkv_fp32(ws);  // saved after the core, in bf16 or itself
   const ChunkedMatrix qkv_p = or_alias(ws.qkv_p, qkv_.yp_layout(), qkv_out);
   const ChunkedMatrix attn_g = view(attn_g_, proj_.xg_layout());
   const ChunkedMatrix attn = or_alias(attn_out(ws), proj_.x_layout(), attn_g);
@@ -583,6 +590,7 @@ void Block::forward(const ChunkedMatrix& y, const ChunkedMatrix& x, BlockWorkspa
     qkv_.forward_wait(i, qkv_out);
     rope_chunk(i, qkv_out, false);
     attention_forward_chunk(i, ws);
+    store_operand(view(qkv_out_, qkv_.y_layout()), i, qkv_out.chunk_view(i));
     proj_.gather_input_start(i, attn, attn_g);
   }
   for (int i = 0; i < C; ++i) {

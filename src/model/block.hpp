@@ -125,6 +125,9 @@ class BlockWorkspace : public BlockWorkspaceBase {
   device::Array att;  // selective recomputation: the attention probabilities of the running block
   device::Array qkv_mha, dqkv_mha;  // grouped-query, unfused core: one sequence's widened q | k | v
   device::Array ln_scratch;         // fp64: the norms' sums in flight
+  // Under bf16 storage: the running block's q | k | v in fp32 (the forward's, or in backward
+  // its saved bf16 copy widened), what RoPE and the attention core read.
+  device::Array qkv;
 };
 
 class Block : public StackBlock {
@@ -175,6 +178,9 @@ class Block : public StackBlock {
   // dense block's, or the shared experts' beside the routed ones.
   bool shared() const { return config_.shape.shared_experts > 0; }
   bool dense_mlp() const { return !config_.shape.is_moe() || shared(); }
+  // The running block's fp32 q | k | v: qkv_out_ itself, or under bf16 storage the
+  // workspace's (BlockWorkspace::qkv).
+  Chunked qkv_fp32(BlockWorkspace& ws) const;
   // qkv itself, or (grouped-query, unfused) its KV heads widened into the workspace.
   View qkv_mha(BlockWorkspace& ws, const View& qkv) const;
   void rope_chunk(int i, const Chunked& qkv, bool backward);
@@ -204,8 +210,11 @@ class Block : public StackBlock {
   std::unique_ptr<parallel::ExpertParallelMoe> moe_;
 
   // The element of the saved GeMM inputs — the norms' outputs (gathered too, where a linear
-  // gathers them) and the dense MLP's activation output, which only GeMMs read (forward, and
-  // the weight gradients' in backward): bf16 for a block built under bf16 precision
+  // gathers them), the dense MLP's activation output and q | k | v (after RoPE), which only
+  // GeMMs read (forward, the weight gradients' in backward, and the attention cores' products
+  // — the fused core's too: it reads its output, not its inputs, outside them; the attention
+  // runs on an fp32 copy in the workspace, BlockWorkspace::qkv): bf16 for a block built under
+  // bf16 precision
   // (tensor/gemm.hpp gemm_precision()), so they take the two bytes the memory model prices
   // (plan/memory.hpp), else fp32. A bf16 operand multiplies as the fp32 one rounded to it,
   // so the step is the same, bit for bit, as with fp32 storage under bf16 precision. The

@@ -194,16 +194,24 @@ nlohmann::json to_json(const MemoryEstimate& m) {
           {"buffers_gib", m.workspace_bytes / kGiB}};
 }
 
+namespace {
+// The q | k | v width of a token over the N = d1·d2 ranks, in units of h: 3 for GPT,
+// 1 + 2g/a with g KV heads, and with KV heads copied to N > g head blocks h/N + 2d per rank
+// (N·(1/N + 2d/h)).
+double qkv_width_in_h(const ModelSpec& m, const layout::Plan& p) {
+  const double h = static_cast<double>(m.hidden), N = static_cast<double>(p.mesh[0]) * p.mesh[1];
+  return kv_copies(m, p) ? 1 + 2 * static_cast<double>(m.head_dim()) * N / h
+                         : static_cast<double>(m.qkv_width()) / h;
+}
+}  // namespace
+
 BlockFloats block_floats(const ModelSpec& m, const layout::Plan& p) {
   const double s = m.seq, b = m.batch, h = m.hidden, a = m.heads, n = s * b, nh = n * h;
   const double d1 = p.mesh[0], d2 = p.mesh[1], N = d1 * d2;
   // Widths per token in units of h: q|k|v (3 for GPT; 1 + 2g/a with GQA) and the MLP's kept
   // FC1 output and activation output (8 for GPT's 4h + 4h; SwiGLU 2f + f); LayerNorm keeps
   // two statistics per token and norm (4n), RMSNorm one (2n).
-  // KV heads copied to N > g head blocks: each rank's q | k | v is h/N + 2d wide.
-  const double q = kv_copies(m, p) ? 1 + 2 * static_cast<double>(m.head_dim()) * N / h
-                                   : static_cast<double>(m.qkv_width()) / h,
-               mk = static_cast<double>(m.mlp_kept_width()) / h;
+  const double q = qkv_width_in_h(m, p), mk = static_cast<double>(m.mlp_kept_width()) / h;
   const double stats = m.norm == layout::Norm::kLayerNorm ? 4 * n : 2 * n;
   BlockFloats f;
   // Unfused attention keeps each sequence's s×s probabilities per head; fused attention
@@ -255,15 +263,16 @@ StoredOperands stored_operands(const ModelSpec& m, const layout::Plan& p) {
   const double n = static_cast<double>(m.tokens()), h = static_cast<double>(m.hidden),
                f = static_cast<double>(m.ffn()), d1 = p.mesh[0], d2 = p.mesh[1];
   const bool dense = !m.is_moe();  // a MoE block keeps its ln2 output and MLP in fp32
+  const double qkv = n * h * qkv_width_in_h(m, p) / (d1 * d2);  // ATP and SP alike
   switch (kind_of(p)) {
     case Kind::kAtp: {
       const double norm = n * h / d2, act = dense ? n * f / d1 : 0.0;
-      return {.kept = (dense ? 2 : 1) * norm + act};
+      return {.kept = (dense ? 2 : 1) * norm + act + qkv, .workspace = qkv};
     }
     case Kind::kSequenceParallel: {
       const double t = d1, norm = n * h / t, gathered = t > 1 ? n * h : 0.0;
       const double act = dense ? n * f / t : 0.0;
-      return {.kept = (dense ? 2 : 1) * (norm + gathered) + act};
+      return {.kept = (dense ? 2 : 1) * (norm + gathered) + act + qkv, .workspace = qkv};
     }
     case Kind::kGemm2d:
       return {};
@@ -500,6 +509,7 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
       layers += p.recompute == Recompute::kFull ? (k > 0 ? 1 : 0) : k;
     }
     m.activations_bytes -= (4 - mb.element_bytes()) * stored.kept * layers;
+    m.workspace_bytes += 4 * stored.workspace * p.virtual_stages;  // one per chunk's stack
     return m;
   }
   if (model.is_moe()) return moe_rank_memory(model, p, pipeline_rank, head, pipeline, runtime);

@@ -84,12 +84,15 @@ BlockFloats block_floats(const ModelSpec& model, const layout::Plan& p);
 
 // This runtime's blocks under a 2-byte precision (model/block.hpp, Block::operands_): the
 // elements of one layer's saved GeMM inputs, which it stores in that precision (every other
-// buffer is fp32; they are written through backward buffers the forward leaves free). ATP:
-// ln1's and ln2's outputs [n, h/d2] and the MLP's activation [n, f/d1]; sequence parallelism
-// on t ranks: those on n/t rows and, for t > 1, the two norm outputs gathered [n, h]; a MoE
-// layer only its ln1 output (its experts read ln2's in fp32); the 2D-GeMM blocks none.
+// buffer is fp32; the norms and the activation write through backward buffers the forward
+// leaves free). ATP: ln1's and ln2's outputs [n, h/d2], the MLP's activation [n, f/d1] and
+// q | k | v [n, q·h/N]; sequence parallelism on t ranks: those on n/t rows and, for t > 1,
+// the two norm outputs gathered [n, h]; a MoE layer not its ln2 output or MLP (its experts
+// read ln2's in fp32); the 2D-GeMM blocks none. `workspace`: the fp32 q | k | v of the
+// running block (one per stack's workspace), what RoPE and the attention core read.
 struct StoredOperands {
   double kept = 0;
+  double workspace = 0;
 };
 StoredOperands stored_operands(const ModelSpec& model, const layout::Plan& p);
 
