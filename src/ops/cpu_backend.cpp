@@ -59,7 +59,6 @@ namespace {
 // converted twice. In the simulated build's charged mode the product is charged by shape and
 // never read (tensor/gemm.cpp), so nothing is converted.
 ConstMatrixView bf16_operand(const View& v, std::vector<float>& scratch, const char* what) {
-  if (v.type == Element::kF32 && simhooks::values_meaningless()) return host_matrix(v, what);
   MESHTP_CHECK((v.type == Element::kF32 || v.type == Element::kBF16) && v.rows >= 0 &&
                    v.cols >= 0 && v.ld >= v.cols,
                "cpu backend: {} is {}: fp32 or bf16 with a leading dimension of its columns or "

@@ -3,9 +3,10 @@
 // AdamW) on fp32 views of host memory: what every distributed layer runs on the CPU, and what
 // the inverted stand-in (tests/inverted_device.hpp) runs on host copies of its memory.
 //
-// fp32 only: an Array of another type is refused when it is made. The CPU's bf16 mixed
-// precision is the runtime's (tensor/gemm.hpp ScopedGemmPrecision: GeMM operands rounded to
-// bf16, fp32 storage), which a caller holds around the calls as `train` does.
+// Arrays are fp32, fp64 (a norm's sums) or bf16 (stored GeMM operands: copied, zeroed and
+// multiplied, widened exactly); every other op computes on fp32 views and refuses the rest.
+// The CPU's bf16 mixed precision is the runtime's (tensor/gemm.hpp ScopedGemmPrecision: GeMM
+// operands rounded to bf16), which a caller holds around the calls as `train` does.
 #pragma once
 
 #include <span>
