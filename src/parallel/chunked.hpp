@@ -99,6 +99,9 @@ class Progress {
 
 // C = alpha·op(A)·op(B) + beta·C on `backend`, cut into progress->splits() row panels of C
 // with a poke between them while a watched collective is pending (progress may be null).
+// Pending means started and not yet waited, by program order: BLAS may round a panel's
+// product differently from the whole's in the last bit, so a cut decided by when the
+// transport finishes would make a run's values differ from the next run's.
 void gemm_poked(device::Backend& backend, const View& a, Trans trans_a, const View& b,
                 Trans trans_b, const View& c, float alpha, float beta, Progress* progress);
 

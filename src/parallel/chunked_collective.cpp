@@ -1,5 +1,7 @@
 #include "parallel/chunked_collective.hpp"
 
+#include <algorithm>
+
 #include "core/error.hpp"
 #include "core/trace.hpp"
 
@@ -9,7 +11,8 @@ ChunkedCollective::ChunkedCollective(CollectiveKind kind, const comm::Communicat
                                      int chunks)
     : kind_(group == nullptr || group->size() == 1 ? CollectiveKind::kNone : kind),
       group_(group),
-      pending_(static_cast<std::size_t>(chunks)) {
+      pending_(static_cast<std::size_t>(chunks)),
+      started_(static_cast<std::size_t>(chunks), 0) {
   MESHTP_CHECK(chunks >= 1, "a chunked collective needs chunks >= 1, got {}", chunks);
 }
 
@@ -21,6 +24,7 @@ void ChunkedCollective::start(int i, const View& send, const View& recv) {
   auto& slot = pending_[static_cast<std::size_t>(i)];
   MESHTP_CHECK(!slot.pending(), "{} of chunk {} started twice", name(kind_), i);
   const ScopedSpan span("comm_issue", SpanKind::kCompute);  // MPI may do the work right here
+  started_[static_cast<std::size_t>(i)] = kind_ != CollectiveKind::kNone;
   switch (kind_) {
     case CollectiveKind::kNone:
       MESHTP_CHECK(send.data == recv.data && send.elements() == recv.elements(),
@@ -42,17 +46,18 @@ void ChunkedCollective::start(int i, const View& send, const View& recv) {
   }
 }
 
-void ChunkedCollective::wait(int i) { pending_[static_cast<std::size_t>(i)].wait(); }
+void ChunkedCollective::wait(int i) {
+  pending_[static_cast<std::size_t>(i)].wait();
+  started_[static_cast<std::size_t>(i)] = 0;
+}
 
 void ChunkedCollective::wait_all() {
   for (auto& r : pending_) r.wait();
+  std::fill(started_.begin(), started_.end(), 0);
 }
 
 bool ChunkedCollective::any_pending() const {
-  for (const auto& r : pending_) {
-    if (r.pending()) return true;
-  }
-  return false;
+  return std::find(started_.begin(), started_.end(), 1) != started_.end();
 }
 
 void ChunkedCollective::poke() {

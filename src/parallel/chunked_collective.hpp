@@ -41,6 +41,8 @@ class ChunkedCollective {
   void start(int i, const View& send, const View& recv);
   void wait(int i);
   void wait_all();
+  // Whether a chunk was started and not yet waited: program order, not whether the transport
+  // has finished it, so whatever depends on it (gemm_poked's cut) is the same on every run.
   bool any_pending() const;
   // MPI_Test on every pending chunk: lets Open MPI advance them.
   void poke();
@@ -49,6 +51,7 @@ class ChunkedCollective {
   CollectiveKind kind_ = CollectiveKind::kNone;
   const comm::Communicator* group_ = nullptr;
   std::vector<comm::Request> pending_;
+  std::vector<char> started_;  // per chunk: started, not yet waited
 };
 
 }  // namespace meshtp::parallel
