@@ -313,9 +313,9 @@ Block::Block(const mesh::DeviceMesh& mesh, const BlockConfig& config)
                     : attention_att_size(config.shape.batch, config.shape.seq, local_heads_));
   if (fused()) {  // O(s) per row and head instead of the s×s probabilities
     lse_ = buffer(local_heads_ * config.local_tokens());
-    attn_out_ = buffer(proj_.gathers_input() ? proj_.x_layout().size() : 0);
+    attn_out_ = operand_buffer(proj_.gathers_input() ? proj_.x_layout().size() : 0);
   }
-  attn_g_ = buffer(proj_.xg_layout().size());
+  attn_g_ = operand_buffer(proj_.xg_layout().size());
   xmid_ = buffer(stream_layout().size());
   const auto mlp_operand = [&](std::int64_t n) {
     return mlp_operands() ? operand_buffer(n) : buffer(n);
@@ -339,7 +339,7 @@ bool Block::partial_grad(int k) const {
 
 BlockWorkspace::BlockWorkspace(const Block& b)
     : qkv_p(b.buffer(b.qkv_.scatters_output() ? b.qkv_.yp_layout().size() : 0)),
-      attn(b.buffer(b.proj_.gathers_input() ? b.proj_.x_layout().size() : 0)),
+      attn(b.operand_buffer(b.proj_.gathers_input() ? b.proj_.x_layout().size() : 0)),
       proj_p(b.buffer(b.proj_.yp_layout().size())),
       proj_y(b.buffer(b.proj_.scatters_output() ? b.proj_.y_layout().size() : 0)),
       mlp2_p(b.buffer(b.dense_mlp() ? b.mlp2_.yp_layout().size() : b.stream_layout().size())),
@@ -369,7 +369,8 @@ BlockWorkspace::BlockWorkspace(const Block& b)
               ? attention_att_size(b.config().shape.batch, b.config().shape.seq, b.local_heads_)
               : 0)),
       ln_scratch(b.be_->alloc(2 * b.stream_layout().chunk_rows, Element::kF64)),
-      qkv(b.buffer(b.operands_ == Element::kF32 ? 0 : b.qkv_.y_layout().size())) {
+      qkv(b.buffer(b.operands_ == Element::kF32 ? 0 : b.qkv_.y_layout().size())),
+      attn_f32(b.buffer(b.operands_ == Element::kF32 ? 0 : b.proj_.x_layout().size())) {
   if (b.local_kv_ != b.local_heads_ && !b.fused()) {  // one sequence's widened q | k | v
     qkv_mha = b.buffer(b.config().shape.seq * 3 * b.head_width_);
     dqkv_mha = b.buffer(b.config().shape.seq * 3 * b.head_width_);
@@ -432,8 +433,7 @@ void Block::attention_forward_chunk(int i, BlockWorkspace& ws) {
   const std::int64_t w = head_width_, per_seq = local_heads_ * s * s;
   const std::int64_t pw = w + 2 * kv_width_;  // q | k | v of this rank's heads
   const View qkv = qkv_fp32(ws).chunk_view(i);
-  const View out =
-      or_alias(attn_out(ws), proj_.x_layout(), view(attn_g_, proj_.xg_layout())).chunk_view(i);
+  const View out = core_out(ws).chunk_view(i);
   if (cp_) {  // this rank's zigzag rows of the chunk's bc sequences, all cp ranks together
     const std::int64_t lse = cp_->lse_size();
     cp_->forward(out, lse_.view(i * lse, 1, lse, lse), qkv.block(0, 0, qkv.rows, w),
@@ -473,8 +473,9 @@ void Block::attention_backward_chunk(int i, BlockWorkspace& ws) {
       ws.att_scratch.empty() ? View{} : ws.att_scratch.view(1, ws.att_scratch.count());
   be.zero(dqkv);
   if (fused()) {  // the probabilities recomputed tile by tile from qkv, the output and L
-    const View out =
-        or_alias(attn_out(ws), proj_.x_layout(), view(attn_g_, proj_.xg_layout())).chunk_view(i);
+    // The saved output, or its bf16 copy widened into the workspace.
+    store_operand(core_out(ws), i, attn_local(ws).chunk_view(i));
+    const View out = core_out(ws).chunk_view(i);
     if (cp_) {
       const std::int64_t lse = cp_->lse_size(), n = qkv.rows, kw = kv_width_;
       cp_->backward(dqkv.block(0, 0, n, w), dqkv.block(0, w, n, kw), dqkv.block(0, w + kw, n, kw),
@@ -493,8 +494,8 @@ void Block::attention_backward_chunk(int i, BlockWorkspace& ws) {
     return;
   }
   // Selective recomputation: the probabilities again, from the same qkv by the same code, so
-  // bit for bit those of the forward. Its output lands where the forward's did (attn, already
-  // consumed by proj's dW), with the same values.
+  // bit for bit those of the forward. Its output lands where the core's did (core_out: attn,
+  // already consumed by proj's dW, or the fp32 workspace), with the same values.
   if (config_.layout.recompute == layout::Recompute::kSelective) attention_forward_chunk(i, ws);
   for (std::int64_t q = 0; q < bc; ++q) {
     const View att = this->att(ws).view((i * bc + q) * per_seq, 1, per_seq, per_seq);
@@ -515,6 +516,14 @@ void Block::attention_backward_chunk(int i, BlockWorkspace& ws) {
 
 Block::Chunked Block::qkv_fp32(BlockWorkspace& ws) const {
   return view(ws.qkv.empty() ? qkv_out_ : ws.qkv, qkv_.y_layout());
+}
+
+Block::Chunked Block::attn_local(BlockWorkspace& ws) const {
+  return or_alias(attn_out(ws), proj_.x_layout(), view(attn_g_, proj_.xg_layout()));
+}
+
+Block::Chunked Block::core_out(BlockWorkspace& ws) const {
+  return ws.attn_f32.empty() ? attn_local(ws) : view(ws.attn_f32, proj_.x_layout());
 }
 
 View Block::qkv_mha(BlockWorkspace& ws, const View& qkv) const {
@@ -562,7 +571,7 @@ void Block::forward(const ChunkedMatrix& y, const ChunkedMatrix& x, BlockWorkspa
   const ChunkedMatrix qkv_out = qkv_fp32(ws);  // saved after the core, in bf16 or itself
   const ChunkedMatrix qkv_p = or_alias(ws.qkv_p, qkv_.yp_layout(), qkv_out);
   const ChunkedMatrix attn_g = view(attn_g_, proj_.xg_layout());
-  const ChunkedMatrix attn = or_alias(attn_out(ws), proj_.x_layout(), attn_g);
+  const ChunkedMatrix attn = attn_local(ws);
   const ChunkedMatrix proj_p = view(ws.proj_p, proj_.yp_layout());
   const ChunkedMatrix proj_y = or_alias(ws.proj_y, proj_.y_layout(), proj_p);
   const ChunkedMatrix xmid = view(xmid_, stream);
@@ -590,6 +599,7 @@ void Block::forward(const ChunkedMatrix& y, const ChunkedMatrix& x, BlockWorkspa
     qkv_.forward_wait(i, qkv_out);
     rope_chunk(i, qkv_out, false);
     attention_forward_chunk(i, ws);
+    store_operand(attn, i, core_out(ws).chunk_view(i));
     store_operand(view(qkv_out_, qkv_.y_layout()), i, qkv_out.chunk_view(i));
     proj_.gather_input_start(i, attn, attn_g);
   }

@@ -126,8 +126,11 @@ class BlockWorkspace : public BlockWorkspaceBase {
   device::Array qkv_mha, dqkv_mha;  // grouped-query, unfused core: one sequence's widened q | k | v
   device::Array ln_scratch;         // fp64: the norms' sums in flight
   // Under bf16 storage: the running block's q | k | v in fp32 (the forward's, or in backward
-  // its saved bf16 copy widened), what RoPE and the attention core read.
-  device::Array qkv;
+  // its saved bf16 copy widened), what RoPE and the attention core read; and its attention
+  // output in fp32: where the core writes it before it is rounded into its saved bf16 array
+  // (and where selective recomputation's re-run writes it again), and what a fused core's
+  // backward reads, widened from the saved copy.
+  device::Array qkv, attn_f32;
 };
 
 class Block : public StackBlock {
@@ -166,11 +169,15 @@ class Block : public StackBlock {
 
   void attention_forward_chunk(int i, BlockWorkspace& ws);
   const device::Array& att(BlockWorkspace& ws) const { return att_.empty() ? ws.att : att_; }
-  // Where the attention core writes its output before the projection: the workspace's
-  // buffer, or with fused attention a saved one (its backward reads the output).
+  // The attention core's output, the projection's input before its all-gather: the
+  // workspace's buffer, or with fused attention a saved one (its backward reads the output);
+  // without a gather, the projection's saved input itself. core_out: where the core writes
+  // it, that array itself or under bf16 storage the workspace's fp32 one (attn_f32).
   const device::Array& attn_out(BlockWorkspace& ws) const {
     return attn_out_.empty() ? ws.attn : attn_out_;
   }
+  Chunked attn_local(BlockWorkspace& ws) const;
+  Chunked core_out(BlockWorkspace& ws) const;
   bool fused() const { return config_.layout.attention == layout::Attention::kFused; }
   bool rms() const { return config_.shape.norm == layout::Norm::kRmsNorm; }
   bool swiglu() const { return config_.shape.activation == layout::Activation::kSwiglu; }
@@ -210,15 +217,16 @@ class Block : public StackBlock {
   std::unique_ptr<parallel::ExpertParallelMoe> moe_;
 
   // The element of the saved GeMM inputs — the norms' outputs (gathered too, where a linear
-  // gathers them), the dense MLP's activation output and q | k | v (after RoPE), which only
-  // GeMMs read (forward, the weight gradients' in backward, and the attention cores' products
-  // — the fused core's too: it reads its output, not its inputs, outside them; the attention
-  // runs on an fp32 copy in the workspace, BlockWorkspace::qkv): bf16 for a block built under
-  // bf16 precision
-  // (tensor/gemm.hpp gemm_precision()), so they take the two bytes the memory model prices
-  // (plan/memory.hpp), else fp32. A bf16 operand multiplies as the fp32 one rounded to it,
-  // so the step is the same, bit for bit, as with fp32 storage under bf16 precision. The
-  // norms and the activation compute in fp32, into operand_out's stage. A MoE
+  // gathers them), q | k | v (after RoPE), the attention output (the projection's input,
+  // gathered too), and the dense MLP's activation output — which GeMMs read (forward, the
+  // weight gradients' in backward, the unfused attention core's products): bf16 for a block
+  // built under bf16 precision (tensor/gemm.hpp gemm_precision()), so they take the two
+  // bytes the memory model prices (plan/memory.hpp), else fp32. RoPE and the attention core
+  // run on fp32 copies in the workspace (BlockWorkspace::qkv, attn_f32); the norms and the
+  // activation compute in fp32, into operand_out's stage. A bf16 operand multiplies as the
+  // fp32 one rounded to it, so the step is the same, bit for bit, as with fp32 storage under
+  // bf16 precision — but for the fused core, whose backward reads its output O in
+  // D = rowsum(dO ∘ O) and then reads it rounded, as FlashAttention's bf16 O is. A MoE
   // block's ln2 output stays fp32 (the experts' row ops read it), its activation with it.
   Element operands_ = Element::kF32;
   bool mlp_operands() const { return operands_ == Element::kBF16 && !moe_; }

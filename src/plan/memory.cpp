@@ -263,16 +263,22 @@ StoredOperands stored_operands(const ModelSpec& m, const layout::Plan& p) {
   const double n = static_cast<double>(m.tokens()), h = static_cast<double>(m.hidden),
                f = static_cast<double>(m.ffn()), d1 = p.mesh[0], d2 = p.mesh[1];
   const bool dense = !m.is_moe();  // a MoE block keeps its ln2 output and MLP in fp32
-  const double qkv = n * h * qkv_width_in_h(m, p) / (d1 * d2);  // ATP and SP alike
+  const double N = d1 * d2, qkv = n * h * qkv_width_in_h(m, p) / N;  // ATP and SP alike
+  const double core = n * h / N;  // this rank's heads' attention output
   switch (kind_of(p)) {
     case Kind::kAtp: {
       const double norm = n * h / d2, act = dense ? n * f / d1 : 0.0;
-      return {.kept = (dense ? 2 : 1) * norm + act + qkv, .workspace = qkv};
+      const double gathered = d2 > 1 ? core : 0.0;  // the pre-gather copy: saved (fused) or not
+      const bool fused = p.attention == layout::Attention::kFused;
+      return {.kept = (dense ? 2 : 1) * norm + act + qkv + n * h / d1 + (fused ? gathered : 0.0),
+              .workspace = qkv + core,
+              .workspace_operands = gathered};
     }
     case Kind::kSequenceParallel: {
       const double t = d1, norm = n * h / t, gathered = t > 1 ? n * h : 0.0;
       const double act = dense ? n * f / t : 0.0;
-      return {.kept = (dense ? 2 : 1) * (norm + gathered) + act + qkv, .workspace = qkv};
+      return {.kept = (dense ? 2 : 1) * (norm + gathered) + act + qkv + core,
+              .workspace = qkv + core};
     }
     case Kind::kGemm2d:
       return {};
@@ -509,7 +515,9 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
       layers += p.recompute == Recompute::kFull ? (k > 0 ? 1 : 0) : k;
     }
     m.activations_bytes -= (4 - mb.element_bytes()) * stored.kept * layers;
-    m.workspace_bytes += 4 * stored.workspace * p.virtual_stages;  // one per chunk's stack
+    m.workspace_bytes +=
+        (4 * stored.workspace - (4 - mb.element_bytes()) * stored.workspace_operands) *
+        p.virtual_stages;  // one per chunk's stack
     return m;
   }
   if (model.is_moe()) return moe_rank_memory(model, p, pipeline_rank, head, pipeline, runtime);

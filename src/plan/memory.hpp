@@ -85,14 +85,19 @@ BlockFloats block_floats(const ModelSpec& model, const layout::Plan& p);
 // This runtime's blocks under a 2-byte precision (model/block.hpp, Block::operands_): the
 // elements of one layer's saved GeMM inputs, which it stores in that precision (every other
 // buffer is fp32; the norms and the activation write through backward buffers the forward
-// leaves free). ATP: ln1's and ln2's outputs [n, h/d2], the MLP's activation [n, f/d1] and
-// q | k | v [n, q·h/N]; sequence parallelism on t ranks: those on n/t rows and, for t > 1,
-// the two norm outputs gathered [n, h]; a MoE layer not its ln2 output or MLP (its experts
-// read ln2's in fp32); the 2D-GeMM blocks none. `workspace`: the fp32 q | k | v of the
-// running block (one per stack's workspace), what RoPE and the attention core read.
+// leaves free). ATP: ln1's and ln2's outputs [n, h/d2], the MLP's activation [n, f/d1],
+// q | k | v [n, q·h/N] and the attention output gathered [n, h/d1] (the fused core's own
+// [n, h/N] too, for d2 > 1); sequence parallelism on t ranks: the norms' outputs on n/t rows
+// and, for t > 1, gathered [n, h], the rest as ATP's; a MoE layer not its ln2 output or MLP
+// (its experts read ln2's in fp32); the 2D-GeMM blocks none.
+//   `workspace`: the fp32 elements each stack's workspace adds, the running block's q | k | v
+//   and attention output, what RoPE and the attention core read and write;
+//   `workspace_operands`: its elements then stored in that precision too, the attention
+//   output before the all-gather [n, h/N] (d2 > 1).
 struct StoredOperands {
   double kept = 0;
   double workspace = 0;
+  double workspace_operands = 0;
 };
 StoredOperands stored_operands(const ModelSpec& model, const layout::Plan& p);
 

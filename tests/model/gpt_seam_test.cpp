@@ -148,12 +148,16 @@ TEST(GptSeam, TheModelOnMemoryTheHostCannotReadEqualsTheHostRun) {
 }
 
 // bf16 storage: blocks built under bf16 precision keep their saved GeMM inputs (the norms'
-// outputs, gathered too, and the MLP's activation) in bf16. Under bf16 precision a GeMM
-// rounds its fp32 operands to bf16 anyway, so one step with them stored in bf16 equals, bit
-// for bit, the step with them stored in fp32 — on the CPU and on the stand-in, on every mesh,
-// for every layout of model_cases (GPT on ATP blocks, with chunks, Megatron-SP on N x 1;
-// the Llama family alone and with a pipeline) —
-// while the host build takes fewer bytes; the 2D-GeMM blocks store fp32 either way.
+// outputs, gathered too, q | k | v, the attention output, gathered too, and the MLP's
+// activation) in bf16. Under bf16 precision a GeMM rounds its fp32 operands to bf16 anyway,
+// so one step with them stored in bf16 equals, bit for bit, the step with them stored in
+// fp32 — on the CPU and on the stand-in, on every mesh, for every layout of model_cases (GPT
+// on ATP blocks, with chunks, Megatron-SP on N x 1; the 2D-GeMM blocks, which store fp32
+// either way) — while the host build takes fewer bytes. The fused core (the Llama family's
+// layouts, alone and with a pipeline) reads its saved output O in its backward's
+// D = rowsum(dO ∘ O), rounded under bf16 storage as FlashAttention's bf16 O is: the loss is
+// the same bit for bit, the gradients the same to bf16's rounding (measured: at most
+// 3.2e-3 of a gradient's largest value, on 1, 2, 4 and 8 ranks).
 TEST(GptSeam, GemmInputsStoredInBf16GiveTheStepOfFp32StorageUnderBf16) {
   const int world_rank = comm::Communicator::world().rank();
   const int ran =
@@ -169,12 +173,17 @@ TEST(GptSeam, GemmInputsStoredInBf16GiveTheStepOfFp32StorageUnderBf16) {
           }
           const std::string what =
               fmt::format("{} on mesh {} (rank {})", name, format_mesh_shape(shape), world_rank);
+          const bool fused = c.layout.attention == layout::Attention::kFused;
           const auto expect_identical = [&](const Result& fp32, const Result& bf16,
                                             const std::string& where) {
             EXPECT_EQ(bf16.loss, fp32.loss) << what << where;
             for (const auto& [param, g] : fp32.grads) {
-              EXPECT_EQ(max_relative_error(bf16.grads.at(param).values(), g.values()), 0.0)
-                  << what << where << ", gradient of " << param;
+              const double error = max_relative_error(bf16.grads.at(param).values(), g.values());
+              if (fused) {
+                EXPECT_LE(error, 1e-2) << what << where << ", gradient of " << param;
+              } else {
+                EXPECT_EQ(error, 0.0) << what << where << ", gradient of " << param;
+              }
             }
           };
           const Result host32 = run(host_mesh, c, nullptr, Precision::kFp32);

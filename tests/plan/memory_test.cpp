@@ -243,9 +243,10 @@ TEST(Memory, SixteenBytesPerParameterInBothPrecisions) {
 
 // This runtime under bf16 stores its blocks' saved GeMM inputs in bf16 and everything else in
 // fp32 (model/block.hpp): an fp32 run's memory less 2 bytes an element of stored_operands per
-// kept layer (ATP: ln1's and ln2's outputs, the activation, q | k | v; sequence parallelism:
-// the norms' gathered too; 2D-GeMM blocks: none), plus the running block's fp32 q | k | v;
-// Megatron-LM's is all in the model's precision.
+// kept layer (ATP: ln1's and ln2's outputs, the activation, q | k | v, the attention output
+// gathered; sequence parallelism: the norms' gathered too; 2D-GeMM blocks: none), plus the
+// running block's fp32 q | k | v and attention output, less 2 bytes an element of the
+// attention output's pre-gather copy (d2 > 1); Megatron-LM's is all in the model's precision.
 TEST(Memory, Bf16StoresTheSavedGemmInputsAndTheRestInFp32) {
   ModelSpec m = gpt(4);
   for (const layout::Plan& p : {tp(4, 1), tp(4, 1, true), tp(2, 2)}) {
@@ -257,13 +258,22 @@ TEST(Memory, Bf16StoresTheSavedGemmInputsAndTheRestInFp32) {
     const double n = static_cast<double>(m.tokens()), h = m.hidden, f = m.ffn();
     const double t = p.mesh[0], d2 = p.mesh[1];
     const double qkv = 3 * n * h / (t * d2);  // q | k | v of this rank's heads
-    EXPECT_DOUBLE_EQ(s.kept, p.sequence_parallel ? 2 * n * h / t + 2 * n * h + n * f / t + qkv
-                                                 : 2 * n * h / d2 + n * f / t + qkv);
-    EXPECT_DOUBLE_EQ(s.workspace, qkv);  // the running block's in fp32
+    const double core = n * h / (t * d2);     // their attention output
+    const double pre_gather = d2 > 1 ? core : 0.0;
+    ASSERT_EQ(p.attention, layout::Attention::kUnfused);
+    EXPECT_DOUBLE_EQ(s.kept, p.sequence_parallel
+                                 ? 2 * n * h / t + 2 * n * h + n * f / t + qkv + core
+                                 : 2 * n * h / d2 + n * f / t + qkv + n * h / t);
+    EXPECT_DOUBLE_EQ(s.workspace, qkv + core);  // the running block's in fp32
+    EXPECT_DOUBLE_EQ(s.workspace_operands, pre_gather);
     EXPECT_DOUBLE_EQ(a.activations_bytes - b.activations_bytes, 2 * s.kept * m.layers);
     EXPECT_DOUBLE_EQ(b.params_bytes + b.grads_bytes + b.optimizer_bytes + b.workspace_bytes -
                          (a.params_bytes + a.grads_bytes + a.optimizer_bytes + a.workspace_bytes),
-                     4 * qkv);
+                     4 * (qkv + core) - 2 * pre_gather);
+    // The fused core keeps its own output beside the gathered one where it gathers (d2 > 1).
+    layout::Plan fused = p;
+    fused.attention = layout::Attention::kFused;
+    EXPECT_DOUBLE_EQ(stored_operands(bf16, fused).kept, s.kept + pre_gather);
   }
   layout::Plan gemm2d = tp(2, 2);
   gemm2d.strategy = layout::Strategy::kSumma;
