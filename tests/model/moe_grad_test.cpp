@@ -34,7 +34,10 @@ TEST(MoeStack, SharedExpertsFiniteDifferencesMatchBackward) {
   // The input's step is 2⁻⁶: at the default 2⁻⁵ the stencil's truncation shows through the
   // routed experts' curvature in x (observed 1.3e-4 at 2⁻⁵, 1.4e-5 at 2⁻⁶, then rounding: 3.8e-5
   // at 2⁻⁷), with or without the shared experts. Inputs are multiples of 2⁻¹²: still exact.
-  testing::expect_stack_gradients(stack, c, 200, "moe", 1.0 / 64);
+  // The bound is 1e-4, twice the ops' (tests/ops/grad_check.hpp): through the routing the
+  // floor is near theirs — ln1's weight errs by 5.7e-5 on an AVX2 (Zen) machine at 2⁻⁵, its
+  // router by 6.6e-5 at 2⁻⁶ (rounding) — while a wrong gradient errs by 7.7e-4 or more.
+  testing::expect_stack_gradients(stack, c, 200, "moe", 1.0 / 64, 1e-4);
 }
 
 }  // namespace

@@ -17,10 +17,12 @@
 namespace meshtp::model::testing {
 
 // seed: the parameters' (seed + p) and the input's and dy's (seed + 1000, + 1001); input_step:
-// the stencil's step for the input (the parameters take the default).
+// the stencil's step for the input (the parameters take the default); tolerance: the bound on
+// each relative error.
 inline void expect_stack_gradients(Stack& stack, const StackConfig& c, std::uint64_t seed,
                                    const std::string& label,
-                                   double input_step = meshtp::testing::kFdStep) {
+                                   double input_step = meshtp::testing::kFdStep,
+                                   double tolerance = meshtp::testing::kFdTol) {
   using meshtp::testing::check_gradient;
   using meshtp::testing::test_tensor;
   for (int p = 0; p < stack.num_params(); ++p) {
@@ -48,11 +50,11 @@ inline void expect_stack_gradients(Stack& stack, const StackConfig& c, std::uint
   for (int p = 0; p < stack.num_params(); ++p) {
     const auto r = check_gradient(device::floats(stack.value(p)),
                                   grads[static_cast<std::size_t>(p)].values(), loss);
-    EXPECT_LT(r.error, meshtp::testing::kFdTol)
+    EXPECT_LT(r.error, tolerance)
         << label << " " << stack.param_table()[static_cast<std::size_t>(p)].name << ": " << r;
   }
   const auto r = check_gradient(x.values(), dx.values(), loss, input_step);
-  EXPECT_LT(r.error, meshtp::testing::kFdTol) << label << " input: " << r;
+  EXPECT_LT(r.error, tolerance) << label << " input: " << r;
 }
 
 }  // namespace meshtp::model::testing
