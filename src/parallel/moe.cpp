@@ -1,10 +1,12 @@
 #include "parallel/moe.hpp"
 
+#include <algorithm>
 #include <numeric>
 #include <span>
 
 #include "core/error.hpp"
-#include "tensor/gemm.hpp"  // Trans
+#include "core/precision.hpp"
+#include "tensor/gemm.hpp"  // Trans, gemm_precision
 
 namespace meshtp::parallel {
 namespace {
@@ -41,6 +43,7 @@ ExpertParallelMoe::ExpertParallelMoe(const MoeConfig& config, MoeGroups groups,
                config.capacity_factor);
   local_experts_ = config.experts / ep;
   local_ffn_ = config.ffn / etp;
+  if (gemm_precision() == Precision::kBf16) operands_ = compute_element(Precision::kBf16);
 }
 
 void ExpertParallelMoe::own_storage() {
@@ -212,12 +215,27 @@ void ExpertParallelMoe::experts_forward(const View& y, const View& pre, const Vi
                                         const View& x) const {
   const std::int64_t h = config_.hidden, F = local_ffn_;
   const View w1 = w1_v(), w2 = w2_v();
+  // A bf16 activation: GeLU writes one expert's rows in fp32 here, a copy rounds them into act.
+  device::Array band;
+  if (act.type != Element::kF32) {
+    std::int64_t most = 0;
+    for (std::int64_t e = 0; e < local_experts_; ++e) {
+      most = std::max(most, exchange_.offsets[e + 1] - exchange_.offsets[e]);
+    }
+    band = alloc(most, F);
+  }
   for (std::int64_t e = 0; e < local_experts_; ++e) {
     const std::int64_t r0 = exchange_.offsets[e], n = exchange_.offsets[e + 1] - r0;
     if (n == 0) continue;
     const View pre_e = pre.row_band(r0, n), act_e = act.row_band(r0, n);
     be_->gemm(pre_e, x.row_band(r0, n), Trans::kNo, w1.row_band(e * F, F), Trans::kYes);
-    be_->gelu_forward(act_e, pre_e);
+    if (band.empty()) {
+      be_->gelu_forward(act_e, pre_e);
+    } else {
+      const View fp32 = band.view(n, F);
+      be_->gelu_forward(fp32, pre_e);
+      be_->copy(act_e, fp32);
+    }
     be_->gemm(y.row_band(r0, n), act_e, Trans::kNo, w2.row_band(e * h, h), Trans::kYes);
   }
 }
@@ -282,8 +300,13 @@ double ExpertParallelMoe::forward(const View& y, const View& x) {
     xq_ = dispatch_rows(xp);
   }
   const std::int64_t rows = exchange_.offsets.back();
+  if (operands_ != Element::kF32) {  // kept in bf16: rounded once, the fp32 rows freed
+    device::Array stored = be_->alloc(rows * h, operands_);
+    be_->copy(stored.view(rows, h), xq_.view(rows, h));
+    xq_ = std::move(stored);
+  }
   pre_ = alloc(rows, local_ffn_);
-  act_ = alloc(rows, local_ffn_);
+  act_ = be_->alloc(rows * local_ffn_, operands_);
   {
     const device::Array yq = alloc(rows, h);
     experts_forward(yq.view(rows, h), pre_.view(rows, local_ffn_), act_.view(rows, local_ffn_),

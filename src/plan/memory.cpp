@@ -338,6 +338,15 @@ double cp_core_extra_floats(const ModelSpec& mb, const layout::Plan& p, layout::
              op_costs::kFlashBlockQ, op_costs::kFlashBlockK);
 }
 
+// The MoE layers a pipeline rank holds: its share of them, rounded up.
+std::int64_t moe_layers_on_rank(const ModelSpec& model, const layout::Plan& p, int pipeline_rank) {
+  const double frac = static_cast<double>(model.moe_layers()) / static_cast<double>(model.layers);
+  const double stage_layers = p.uneven()
+                                  ? p.stage_layers(static_cast<int>(model.layers), pipeline_rank)
+                                  : static_cast<double>(model.layers) / p.pp;
+  return static_cast<std::int64_t>(std::ceil(stage_layers * frac));
+}
+
 MemoryEstimate moe_rank_memory(const ModelSpec& model, const layout::Plan& p, int pipeline_rank,
                                HeadBuffers head, std::span<const PipelineBuffers> pipeline,
                                layout::Runtime runtime) {
@@ -353,10 +362,7 @@ MemoryEstimate moe_rank_memory(const ModelSpec& model, const layout::Plan& p, in
   MemoryEstimate out = frac < 1 ? combine(1 - frac, dense(model.ffn_hidden), frac, attention)
                                 : attention;
   const int v = p.virtual_stages;
-  const double stage_layers =
-      p.uneven() ? p.stage_layers(static_cast<int>(model.layers), pipeline_rank)
-                 : static_cast<double>(model.layers) / p.pp;
-  const auto moe_layers = static_cast<std::int64_t>(std::ceil(stage_layers * frac));
+  const std::int64_t moe_layers = moe_layers_on_rank(model, p, pipeline_rank);
   const double e = model.element_bytes(), edp = expert_dp(p);
   const double params = expert_params_per_rank(model, p, moe_layers);
   out.params_bytes += e * (p.zero == 3 ? params / edp : params);
@@ -515,6 +521,11 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
       layers += p.recompute == Recompute::kFull ? (k > 0 ? 1 : 0) : k;
     }
     m.activations_bytes -= (4 - mb.element_bytes()) * stored.kept * layers;
+    if (model.is_moe()) {  // the experts' GeMM inputs (plan/moe.hpp MoeFloats::operands)
+      const std::int64_t moe = moe_layers_on_rank(model, p, pipeline_rank);
+      const double kept = p.recompute == Recompute::kFull ? (moe > 0 ? 1 : 0) : moe;
+      m.activations_bytes -= (4 - mb.element_bytes()) * moe_floats(mb, p, 1.0).operands * kept;
+    }
     m.workspace_bytes +=
         (4 * stored.workspace - (4 - mb.element_bytes()) * stored.workspace_operands) *
         p.virtual_stages;  // one per chunk's stack

@@ -137,6 +137,7 @@ MoeFloats moe_floats(const ModelSpec& mb, const layout::Plan& p, double imbalanc
   f.kept = assignments * (etp * (l.in1 + l.out1 + l.in2) + l.out2) +
            2 * T * static_cast<double>(mb.num_experts);
   f.buffers = assignments * (2 * etp * l.in1 + 2 * etp * l.out1);
+  f.operands = assignments * etp * (l.in1 + l.in2);
   return f;
 }
 

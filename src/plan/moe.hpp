@@ -89,8 +89,10 @@ double a2a_time(const MoeRings& rings, int ep, double bytes);
 // the input gradient 2·etp·h, the activation's and FC1's gradients 2·etp·out1:
 // A·(2·etp·h + 2·etp·out1)), as meshtp's layer (parallel/moe.hpp) and Megatron-Core's (its
 // unpermute keeps the experts' outputs) hold them.
+// `operands`: the part of kept that only GeMMs read, the gathered rows and the activation
+// (A·etp·(h + f_e/etp)), which meshtp's layer stores in bf16 under a 2-byte precision.
 struct MoeFloats {
-  double kept = 0, buffers = 0;
+  double kept = 0, buffers = 0, operands = 0;
 };
 MoeFloats moe_floats(const ModelSpec& mb, const layout::Plan& p, double imbalance);
 

@@ -97,13 +97,25 @@ GptConfig llama_config(const std::vector<int>& shape, int pp) {
   return c;
 }
 
+// GPT's layers with a mixture of experts for the MLP: 8 experts of width 16, top 2, folded
+// over the ranks of an N x 1 mesh under sequence parallelism (each rank its own tokens).
+GptConfig moe_config(const std::vector<int>& shape) {
+  GptConfig c = gpt_config(shape, layout::Strategy::kAtp, 1, shape[0] > 1);
+  c.shape.num_experts = 8;
+  c.shape.top_k = 2;
+  c.shape.moe_ffn_hidden = 16;
+  c.shape.router_aux_loss = 0.01;
+  return c;
+}
+
 // The whole-model layouts of a mesh of this shape: GPT's layers on ATP blocks (with chunks,
-// and Megatron-SP on N x 1) and on 2D-GeMM blocks, the Llama family's alone and in two
-// pipeline stages.
+// and Megatron-SP on N x 1), with experts, and on 2D-GeMM blocks, the Llama family's alone
+// and in two pipeline stages.
 std::vector<std::pair<std::string, GptConfig>> model_cases(const std::vector<int>& shape) {
   std::vector<std::pair<std::string, GptConfig>> cases{
       {"gpt atp", gpt_config(shape, layout::Strategy::kAtp, 1, false)},
       {"gpt atp chunks 2", gpt_config(shape, layout::Strategy::kAtp, 2, false)},
+      {"gpt moe", moe_config(shape)},
       {"gpt collective", gpt_config(shape, layout::Strategy::kCollective, 1, false)},
       {"llama", llama_config(shape, 1)},
       {"llama pp 2", llama_config(shape, 2)}};
@@ -149,15 +161,15 @@ TEST(GptSeam, TheModelOnMemoryTheHostCannotReadEqualsTheHostRun) {
 
 // bf16 storage: blocks built under bf16 precision keep their saved GeMM inputs (the norms'
 // outputs, gathered too, q | k | v, the attention output, gathered too, and the MLP's
-// activation) in bf16. Under bf16 precision a GeMM rounds its fp32 operands to bf16 anyway,
-// so one step with them stored in bf16 equals, bit for bit, the step with them stored in
-// fp32 — on the CPU and on the stand-in, on every mesh, for every layout of model_cases (GPT
-// on ATP blocks, with chunks, Megatron-SP on N x 1; the 2D-GeMM blocks, which store fp32
-// either way) — while the host build takes fewer bytes. The fused core (the Llama family's
-// layouts, alone and with a pipeline) reads its saved output O in its backward's
-// D = rowsum(dO ∘ O), rounded under bf16 storage as FlashAttention's bf16 O is: the loss is
-// the same bit for bit, the gradients the same to bf16's rounding (measured: at most
-// 3.2e-3 of a gradient's largest value, on 1, 2, 4 and 8 ranks).
+// activation, or the experts' dispatched rows and activation) in bf16. Under bf16 precision a GeMM
+// rounds its fp32 operands to bf16 anyway, so one step with them stored in bf16 equals, bit for
+// bit, the step with them stored in fp32 — on the CPU and on the stand-in, on every mesh, for every
+// layout of model_cases (GPT on ATP blocks, with chunks, with experts, Megatron-SP on N x 1; the
+// 2D-GeMM blocks, which store fp32 either way) — while the host build takes fewer bytes. The fused
+// core (the Llama family's layouts, alone and with a pipeline) reads its saved output O in its
+// backward's D = rowsum(dO ∘ O), rounded under bf16 storage as FlashAttention's bf16 O is: the loss
+// is the same bit for bit, the gradients the same to bf16's rounding (measured: at most 3.2e-3 of a
+// gradient's largest value, on 1, 2, 4 and 8 ranks).
 TEST(GptSeam, GemmInputsStoredInBf16GiveTheStepOfFp32StorageUnderBf16) {
   const int world_rank = comm::Communicator::world().rank();
   const int ran =

@@ -141,23 +141,32 @@ TEST_F(MemoryModel, PredictedWithinFifteenPercentOfTheMeasuredHighWaterMark) {
   }
 }
 
-// bf16 storage (model/block.hpp: the blocks' saved GeMM inputs in bf16, everything else fp32)
-// as the memory model prices it for this runtime under bf16 (plan::stored_operands), on the
-// same layouts without and with full recomputation: within 10% on every rank, and less than
-// the fp32 run's wherever the layout has ATP or Megatron blocks.
+// bf16 storage (model/block.hpp: the blocks' saved GeMM inputs in bf16, everything else fp32;
+// parallel/moe.hpp: the experts' too) as the memory model prices it for this runtime under
+// bf16 (plan::stored_operands, MoeFloats::operands), on the same layouts without and with
+// full recomputation (tiny-moe: those its experts run on, 1x1 and N x 1 under sequence
+// parallelism, its routing forced to balance, which the model prices — the data's own
+// routing moved the measured peak by up to 16% on a rank, in fp32 as in bf16): within 10% on
+// every rank, and less than the fp32 run's wherever the layout has ATP or Megatron blocks.
 TEST_F(MemoryModel, Bf16StoragePredictedWithinTenPercent) {
-  for (const std::string model : {"tiny", "tiny-llama"}) {
+  for (const std::string model : {"tiny", "tiny-llama", "tiny-moe"}) {
     plan::ModelSpec spec = plan::load_model(model);
     spec.precision = Precision::kBf16;
     int runs = 0;
     for (const Recompute recompute : {Recompute::kNone, Recompute::kFull}) {
       for (const layout::Plan& p : layouts(world_.size(), recompute)) {
         if (layout::is_gemm2d(p.strategy) && !spec.is_gpt()) continue;
+        if (spec.is_moe() && p.mesh[0] * p.mesh[1] > 1 && !p.sequence_parallel) continue;
+        // Not yet priced within 10%, in fp32 as in bf16: a MoE model under ZeRO-3 with a
+        // pipeline (pp 2, dp 2: 1.137 in fp32, 1.139 in bf16; docs/moe.md "Memory").
+        if (spec.is_moe() && p.zero == 3 && p.pp > 1) continue;
         layout::ModelShape shape = spec;
         shape.vocab = 256;
+        shape.moe_force_balance = spec.is_moe();
         const TrainSummary s = one_step(shape, p, Precision::kBf16);
         const int pipeline_rank = world_.rank() / (p.mesh[0] * p.mesh[1]) % p.pp;
-        const double predicted = plan::rank_memory(spec, p, pipeline_rank).total_bytes();
+        const double predicted =
+            plan::rank_memory(spec, p.as_runtime_runs(spec), pipeline_rank).total_bytes();
         const double ratio = predicted / static_cast<double>(s.tensor_peak_bytes);
         EXPECT_NEAR(ratio, 1.0, 0.10)
             << model << " " << fmt::format("{}", fmt::streamed(p)) << " on rank " << world_.rank()
