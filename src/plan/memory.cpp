@@ -368,16 +368,6 @@ MemoryEstimate moe_rank_memory(const ModelSpec& model, const layout::Plan& p, in
   out.params_bytes += e * (p.zero == 3 ? params / edp : params);
   out.grads_bytes += e * (p.zero >= 2 ? params / edp : params);
   if (p.zero < 2 && edp > 1) out.workspace_bytes += e * params;  // the reduction's buckets
-  if (p.zero >= 2 && runtime == layout::Runtime::kMeshtp && moe_layers > 0) {
-    // As the dense blocks (rank_memory's backward_only): during a block's backward its
-    // experts' gradient whole and its send buffer (train/zero.hpp); stage 3 also the running
-    // block's experts whole (the next one's gather is copied out and freed before the peak:
-    // measured, tiny-moe dp 4 and dp 2 × cp 2).
-    const double block = params / static_cast<double>(moe_layers);
-    out.grads_bytes += e * block;
-    out.workspace_bytes += e * block;
-    if (p.zero == 3) out.params_bytes += e * block;
-  }
   out.optimizer_bytes +=
       p.zero == 0 ? params * (model.precision != Precision::kFp32 ? 12 : 8) : params / edp * 12;
   ModelSpec mb = model;
@@ -395,9 +385,22 @@ MemoryEstimate moe_rank_memory(const ModelSpec& model, const layout::Plan& p, in
   // head's and the embedding's gather of the residual stream only outside the stack, and the
   // context-parallel core's buffers only inside the attention (each counted in the dense
   // part): the peak holds the larger, not all.
-  out.workspace_bytes +=
-      e * std::max(0.0, f.buffers - stream_gather_peak(mb, p, pipeline_rank, head) -
-                            cp_core_extra_floats(mb, p, runtime));
+  const double scratch = std::max(0.0, f.buffers - stream_gather_peak(mb, p, pipeline_rank, head) -
+                                           cp_core_extra_floats(mb, p, runtime));
+  out.workspace_bytes += e * scratch;
+  if (p.zero >= 2 && runtime == layout::Runtime::kMeshtp && moe_layers > 0) {
+    // As the dense blocks (rank_memory's backward_only): during a block's backward its
+    // experts' gradient whole, stage 3 also its experts' weights whole (the next one's gather
+    // is copied out and freed before the peak: measured, tiny-moe dp 4 and dp 2 × cp 2); and
+    // once its backward is done, the gradient's send buffer (train/zero.hpp), when the
+    // experts' backward buffers are freed: the peak holds the larger of the two, not both
+    // (measured: the peak inside the experts' backward, at their dA/dH; counting both priced
+    // tiny-moe dp 2 × pp 2 ZeRO-2 and 3 10% and 14% high).
+    const double block = params / static_cast<double>(moe_layers);
+    out.grads_bytes += e * block;
+    out.workspace_bytes += e * std::max(0.0, block - scratch);
+    if (p.zero == 3) out.params_bytes += e * block;
+  }
   // Full recomputation in meshtp's runtime keeps one block object per kind of layer
   // (model/layer_blocks.hpp): with dense and MoE layers both, a dense block and a MoE block,
   // each holding a layer's activations while it re-runs. The mix above counted one block,
