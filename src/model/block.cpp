@@ -7,7 +7,6 @@
 
 #include "core/error.hpp"
 #include "core/parse.hpp"
-#include "core/precision.hpp"
 #include "layout/atp_traffic.hpp"
 #include "core/op_costs.hpp"
 #include "ops/attention.hpp"
@@ -303,7 +302,7 @@ Block::Block(const mesh::DeviceMesh& mesh, const BlockConfig& config)
   } else if (config.shape.position == layout::Position::kRope) {
     rope_ = upload_table(*be_, rope_table(config.shape.head_dim(), 0, config.shape.seq, theta));
   }
-  if (gemm_precision() == Precision::kBf16) operands_ = compute_element(Precision::kBf16);
+  operands_ = saved_operand_element();
   xn1_ = operand_buffer(qkv_.x_layout().size());
   xn1g_ = operand_buffer(qkv_.gathers_input() ? qkv_.xg_layout().size() : 0);
   qkv_out_ = operand_buffer(qkv_.y_layout().size());

@@ -220,8 +220,8 @@ class Block : public StackBlock {
   // gathers them), q | k | v (after RoPE), the attention output (the projection's input,
   // gathered too), and the dense MLP's activation output — which GeMMs read (forward, the
   // weight gradients' in backward, the unfused attention core's products): bf16 for a block
-  // built under bf16 precision (tensor/gemm.hpp gemm_precision()), so they take the two
-  // bytes the memory model prices (plan/memory.hpp), else fp32. RoPE and the attention core
+  // built under bf16 precision (tensor/gemm.hpp saved_operand_element()), so they take the
+  // two bytes the memory model prices (plan/memory.hpp), else fp32. RoPE and the attention core
   // run on fp32 copies in the workspace (BlockWorkspace::qkv, attn_f32); the norms and the
   // activation compute in fp32, into operand_out's stage. A bf16 operand multiplies as the
   // fp32 one rounded to it, so the step is the same, bit for bit, as with fp32 storage under

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <optional>
 #include <vector>
 
 #include "core/error.hpp"
@@ -47,10 +46,6 @@ class DoneEvent final : public device::Event {
   bool done() override { return true; }
   void synchronize() override {}
 };
-
-}  // namespace
-
-namespace {
 
 // The fp32 values a product with a bf16 operand multiplies (a bf16 product, whatever the
 // run's precision): a bf16 view (a saved GeMM input, backend.hpp) widened into `scratch`,

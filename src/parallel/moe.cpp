@@ -5,8 +5,7 @@
 #include <span>
 
 #include "core/error.hpp"
-#include "core/precision.hpp"
-#include "tensor/gemm.hpp"  // Trans, gemm_precision
+#include "tensor/gemm.hpp"  // Trans, saved_operand_element
 
 namespace meshtp::parallel {
 namespace {
@@ -43,7 +42,7 @@ ExpertParallelMoe::ExpertParallelMoe(const MoeConfig& config, MoeGroups groups,
                config.capacity_factor);
   local_experts_ = config.experts / ep;
   local_ffn_ = config.ffn / etp;
-  if (gemm_precision() == Precision::kBf16) operands_ = compute_element(Precision::kBf16);
+  operands_ = saved_operand_element();
 }
 
 void ExpertParallelMoe::own_storage() {

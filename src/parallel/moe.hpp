@@ -168,10 +168,9 @@ class ExpertParallelMoe {
   std::int64_t global_tokens_ = 0;
   std::vector<float> gate_of_row_;  // [dispatched rows] the gate of each kept assignment
   // The experts' saved GeMM inputs — their dispatched rows xq_ and the activation act_, which
-  // only GeMMs read — in operands_: bf16 for a layer built under bf16 precision
-  // (tensor/gemm.hpp gemm_precision(); model/block.hpp's rule), else fp32. A GeMM rounds its
-  // fp32 operands to bf16 under bf16 anyway, so the step is the same bit for bit; GeLU's
-  // input pre_ and the combine's yp_ stay fp32.
+  // only GeMMs read — in operands_ (tensor/gemm.hpp saved_operand_element(): bf16 for a layer
+  // built under bf16 precision, else fp32), so the step is the same bit for bit; GeLU's input
+  // pre_ and the combine's yp_ stay fp32.
   Element operands_ = Element::kF32;
   device::Array xq_, pre_, act_, yp_;
 };

@@ -519,19 +519,20 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
     ModelSpec mb = model;
     mb.batch = model.batch / (p.dp * p.microbatches);
     const StoredOperands stored = stored_operands(mb, p);
-    double layers = 0;
+    const double saved = 4 - mb.element_bytes();  // bytes an element stored in 2 does not take
+    const auto kept = [&](std::int64_t layers) {  // layers whose saved inputs are held at once
+      return p.recompute == Recompute::kFull ? (layers > 0 ? 1.0 : 0.0)
+                                             : static_cast<double>(layers);
+    };
     for (const int k : chunk_layers(static_cast<int>(model.layers), p, pipeline_rank)) {
-      layers += p.recompute == Recompute::kFull ? (k > 0 ? 1 : 0) : k;
+      m.activations_bytes -= saved * stored.kept * kept(k);
     }
-    m.activations_bytes -= (4 - mb.element_bytes()) * stored.kept * layers;
     if (model.is_moe()) {  // the experts' GeMM inputs (plan/moe.hpp MoeFloats::operands)
-      const std::int64_t moe = moe_layers_on_rank(model, p, pipeline_rank);
-      const double kept = p.recompute == Recompute::kFull ? (moe > 0 ? 1 : 0) : moe;
-      m.activations_bytes -= (4 - mb.element_bytes()) * moe_floats(mb, p, 1.0).operands * kept;
+      m.activations_bytes -= saved * moe_floats(mb, p, 1.0).operands *
+                             kept(moe_layers_on_rank(model, p, pipeline_rank));
     }
-    m.workspace_bytes +=
-        (4 * stored.workspace - (4 - mb.element_bytes()) * stored.workspace_operands) *
-        p.virtual_stages;  // one per chunk's stack
+    m.workspace_bytes += (4 * stored.workspace - saved * stored.workspace_operands) *
+                         p.virtual_stages;  // one per chunk's stack
     return m;
   }
   if (model.is_moe()) return moe_rank_memory(model, p, pipeline_rank, head, pipeline, runtime);

@@ -66,6 +66,10 @@ ScopedGemmPrecision::~ScopedGemmPrecision() { operand_precision = before_; }
 
 Precision gemm_precision() { return operand_precision; }
 
+Element saved_operand_element() {
+  return operand_precision == Precision::kBf16 ? compute_element(Precision::kBf16) : Element::kF32;
+}
+
 void gemm(ConstMatrixView a, Trans trans_a, ConstMatrixView b, Trans trans_b, MatrixView c,
           float alpha, float beta) {
   const std::int64_t k = check_gemm(a, trans_a, b, trans_b, c);

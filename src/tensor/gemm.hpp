@@ -59,6 +59,10 @@ class ScopedGemmPrecision {
   Precision before_;
 };
 Precision gemm_precision();
+// The element a layer built now stores its saved GeMM inputs in (model/block.hpp,
+// parallel/moe.hpp): bf16 under bf16 precision — a GeMM rounds its fp32 operands to bf16
+// then anyway, so the stored value is the one it multiplies — else fp32.
+Element saved_operand_element();
 
 // Totals of every gemm() call on this process since start (or the last reset).
 struct ComputeLedger {
