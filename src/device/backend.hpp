@@ -362,7 +362,8 @@ class Backend {
   virtual std::vector<float> row_dots(const View& a, std::span<const std::int64_t> index,
                                       const View& b) = 0;
   // dst[i] = src[i] for every pair, as one operation: packing a slice's blocks into one
-  // message and back (the simulated build charges or skips them together).
+  // message and back (the simulated build charges or skips them together). Each pair is of
+  // one element type (fp32, or a 2D GeMM's bf16 operand blocks).
   virtual void copy_blocks(std::span<const View> dst, std::span<const View> src) = 0;
   // C = op(A)·op(B) + β·C while communication progresses: a backend that computes on the
   // host (the CPU, whose MPI progresses only inside MPI calls) cuts it into `bands` bands of

@@ -5,6 +5,7 @@
 #include "ops/attention.hpp"
 #include "ops/cpu_backend.hpp"
 #include "parallel/layernorm_sharded.hpp"
+#include "tensor/gemm.hpp"
 
 namespace meshtp::model {
 namespace {
@@ -106,23 +107,28 @@ Gemm2dBlock::Gemm2dBlock(const mesh::DeviceMesh& mesh, const BlockConfig& config
       be_(config.backend != nullptr ? config.backend : &cpu_backend()),
       plans_(plan_gemm2d_block(config, mesh.shape())),
       nl_(config.shape.batch * config.shape.seq / mesh.size(0)),
-      hl_(config.shape.hidden / mesh.size(1)) {
+      hl_(config.shape.hidden / mesh.size(1)),
+      operands_(saved_operand_element()) {
   ln1_mean_ = alloc(nl_);
   ln1_rstd_ = alloc(nl_);
   ln2_mean_ = alloc(nl_);
   ln2_rstd_ = alloc(nl_);
-  xn1_ = alloc(nl_ * hl_);
-  qkv_ = alloc(nl_ * 3 * hl_);
+  xn1_ = operand_alloc(nl_ * hl_);
+  qkv_ = operand_alloc(nl_ * 3 * hl_);
   if (config.layout.recompute != layout::Recompute::kSelective) att_ = alloc(att_size());
-  attn_ = alloc(nl_ * hl_);
+  attn_ = operand_alloc(nl_ * hl_);
   xmid_ = alloc(nl_ * hl_);
-  xn2_ = alloc(nl_ * hl_);
+  xn2_ = operand_alloc(nl_ * hl_);
   mlp1_ = alloc(nl_ * 4 * hl_);
-  gelu_ = alloc(nl_ * 4 * hl_);
+  gelu_ = operand_alloc(nl_ * 4 * hl_);
 }
 
 device::Array Gemm2dBlock::alloc(std::int64_t count) const {
   return be_->alloc(count, Element::kF32);
+}
+
+device::Array Gemm2dBlock::operand_alloc(std::int64_t count) const {
+  return be_->alloc(count, operands_);
 }
 
 Gemm2dBlockWorkspace::Gemm2dBlockWorkspace(const Gemm2dBlock& b)
@@ -140,6 +146,7 @@ Gemm2dBlockWorkspace::Gemm2dBlockWorkspace(const Gemm2dBlock& b)
       row_partial(b.alloc(kRowPartialWidth * b.hl_)),
       att(b.config_.layout.recompute == layout::Recompute::kSelective ? b.alloc(b.att_size())
                                                                       : device::Array()),
+      qkv(b.stores_bf16() ? b.alloc(b.nl_ * 3 * b.hl_) : device::Array()),
       ln_scratch(b.be_->alloc(2 * b.nl_, Element::kF64)),
       gemm(*b.be_) {}
 
@@ -178,29 +185,46 @@ void Gemm2dBlock::forward(const parallel::ChunkedMatrix& y_stream,
   const View sums = ws.ln_scratch.view(1, 2 * nl_);
   const auto stats = [](const device::Array& a) { return a.view(1, a.count()); };
   x_ = x;
+  // A saved GeMM input computed in fp32: into itself, or under bf16 storage into `stage` (a
+  // backward buffer the forward leaves free), then rounded into place by store().
+  const auto fp32_of = [&](const device::Array& saved, const device::Array& stage,
+                           std::int64_t cols) { return rows(stores_bf16() ? stage : saved, cols); };
+  const auto store = [&](const device::Array& saved, const View& written) {
+    const View v = rows(saved, written.cols);
+    if (v.data != written.data) be.copy(v, written);
+  };
   // x_mid = x + proj(attention(qkv(ln1(x))))
-  parallel::norm_sharded_forward(be, layout::Norm::kLayerNorm, rows(xn1_, hl_), stats(ln1_mean_),
+  const View xn1 = fp32_of(xn1_, ws.dxn, hl_);
+  parallel::norm_sharded_forward(be, layout::Norm::kLayerNorm, xn1, stats(ln1_mean_),
                                  stats(ln1_rstd_), x, vector(kLn1Weight), vector(kLn1Bias), h, row,
                                  sums);
-  const View qkv = rows(qkv_, 3 * hl_), attn = rows(attn_, hl_);
+  store(xn1_, xn1);
+  const View qkv = fp32_of(qkv_, ws.dqkv, 3 * hl_), attn = fp32_of(attn_, ws.dattn, hl_);
   parallel::gemm2d_linear_forward(m, plans_.qkv, qkv, rows(xn1_, hl_), weight(kQkvWeight), ws.gemm);
   be.add_bias(qkv, vector(kQkvBias));
   be.attention_core_forward(attn, stats(att(ws)), qkv, b, config_.shape.seq, heads);
+  store(qkv_, qkv);
+  store(attn_, attn);
   const View proj_y = rows(ws.proj_y, hl_);
-  parallel::gemm2d_linear_forward(m, plans_.proj, proj_y, attn, weight(kProjWeight), ws.gemm);
+  parallel::gemm2d_linear_forward(m, plans_.proj, proj_y, rows(attn_, hl_), weight(kProjWeight),
+                                  ws.gemm);
   be.add_bias(proj_y, vector(kProjBias));
   be.residual(rows(xmid_, hl_), x, proj_y);
   // y = x_mid + mlp2(gelu(mlp1(ln2(x_mid))))
-  parallel::norm_sharded_forward(be, layout::Norm::kLayerNorm, rows(xn2_, hl_), stats(ln2_mean_),
+  const View xn2 = fp32_of(xn2_, ws.dxn, hl_);
+  parallel::norm_sharded_forward(be, layout::Norm::kLayerNorm, xn2, stats(ln2_mean_),
                                  stats(ln2_rstd_), rows(xmid_, hl_), vector(kLn2Weight),
                                  vector(kLn2Bias), h, row, sums);
-  const View mlp1 = rows(mlp1_, 4 * hl_), gelu = rows(gelu_, 4 * hl_);
+  store(xn2_, xn2);
+  const View mlp1 = rows(mlp1_, 4 * hl_), gelu = fp32_of(gelu_, ws.dgelu, 4 * hl_);
   parallel::gemm2d_linear_forward(m, plans_.mlp1, mlp1, rows(xn2_, hl_), weight(kMlp1Weight),
                                   ws.gemm);
   be.add_bias(mlp1, vector(kMlp1Bias));
   be.gelu_forward(gelu, mlp1);
+  store(gelu_, gelu);
   const View mlp2_y = rows(ws.mlp2_y, hl_);
-  parallel::gemm2d_linear_forward(m, plans_.mlp2, mlp2_y, gelu, weight(kMlp2Weight), ws.gemm);
+  parallel::gemm2d_linear_forward(m, plans_.mlp2, mlp2_y, rows(gelu_, 4 * hl_), weight(kMlp2Weight),
+                                  ws.gemm);
   be.add_bias(mlp2_y, vector(kMlp2Bias));
   be.residual(y, rows(xmid_, hl_), mlp2_y);
 }
@@ -250,14 +274,18 @@ void Gemm2dBlock::backward(const parallel::ChunkedMatrix& dx_stream,
   parallel::gemm2d_linear_backward(m, plans_.proj, dattn, weight_grad(kProjWeight), dxmid,
                                    rows(attn_, hl_), weight(kProjWeight), ws.gemm);
   be.zero(dqkv);
+  // The core reads an fp32 q | k | v: the saved one, or its bf16 copy widened (exactly).
+  const View qkv = rows(stores_bf16() ? ws.qkv : qkv_, 3 * hl_);
+  if (stores_bf16()) be.copy(qkv, rows(qkv_, 3 * hl_));
   // Selective recomputation: the probabilities again, by the same code from the same qkv (bit
-  // for bit the forward's); attn gets its own values back (proj's dW has consumed it).
+  // for bit the forward's); attn gets its own values back (proj's dW has consumed it), or
+  // under bf16 storage the output goes to proj_y, free in the backward, and is not read.
   if (config_.layout.recompute == layout::Recompute::kSelective) {
-    be.attention_core_forward(rows(attn_, hl_), stats(att(ws)), rows(qkv_, 3 * hl_), b,
+    be.attention_core_forward(rows(stores_bf16() ? ws.proj_y : attn_, hl_), stats(att(ws)), qkv, b,
                               config_.shape.seq, heads);
   }
-  be.attention_core_backward(dqkv, stats(ws.att_scratch), dattn, rows(qkv_, 3 * hl_),
-                             stats(att(ws)), b, config_.shape.seq, heads);
+  be.attention_core_backward(dqkv, stats(ws.att_scratch), dattn, qkv, stats(att(ws)), b,
+                             config_.shape.seq, heads);
   be.bias_grad(part[kQkvBias], dqkv);
   be.zero(dxn);
   parallel::gemm2d_linear_backward(m, plans_.qkv, dxn, weight_grad(kQkvWeight), dqkv,

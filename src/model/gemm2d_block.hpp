@@ -76,6 +76,7 @@ class Gemm2dBlockWorkspace : public BlockWorkspaceBase {
   // In the block's backend's memory (BlockConfig::backend).
   device::Array proj_y, mlp2_y, dxmid, dgelu, dmlp1, dxn, dattn, dqkv, att_scratch, row_partial;
   device::Array att;         // selective recomputation: the running block's attention probabilities
+  device::Array qkv;  // bf16 storage: the running block's q | k | v widened for the core's backward
   device::Array ln_scratch;  // fp64: the norms' sums in flight
   parallel::Gemm2dWorkspace gemm;
 };
@@ -105,14 +106,24 @@ class Gemm2dBlock : public StackBlock {
   View vector(int p) const;
   const device::Array& att(Gemm2dBlockWorkspace& ws) const { return att_.empty() ? ws.att : att_; }
   std::int64_t att_size() const;
-  // An [nl, cols] or [1, n] array of the backend, and its packed view.
+  // An [nl, cols] or [1, n] array of the backend (fp32, or for a saved GeMM input the
+  // operands' element), and its packed view.
   device::Array alloc(std::int64_t count) const;
+  device::Array operand_alloc(std::int64_t count) const;
   View rows(const device::Array& a, std::int64_t cols) const { return a.view(nl_, cols); }
 
   BlockConfig config_;
   device::Backend* be_;  // config_.backend, or the CPU's
   Gemm2dBlockPlans plans_;
   std::int64_t nl_ = 0, hl_ = 0;
+
+  // The element the saved GeMM inputs (xn1_, qkv_, attn_, xn2_, gelu_) are stored in: bf16
+  // when built under bf16 precision (tensor/gemm.hpp saved_operand_element), else fp32. Each
+  // is computed in fp32 into a workspace buffer the forward leaves free and rounded into place
+  // by a copy; under bf16 a GeMM rounds its operands to exactly those values, so the step is
+  // the step of fp32 storage bit for bit. mlp1_ (GeLU's backward reads it) stays fp32.
+  Element operands_ = Element::kF32;
+  bool stores_bf16() const { return operands_ != Element::kF32; }
 
   // Saved for backward.
   View x_;

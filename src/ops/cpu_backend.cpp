@@ -494,15 +494,38 @@ void CpuBackend::rope(const View& x, const View& cos_sin, std::int64_t batch, st
 void CpuBackend::copy_blocks(std::span<const View> dst, std::span<const View> src) {
   MESHTP_CHECK(dst.size() == src.size(), "cpu backend: {} destination blocks for {} sources",
                dst.size(), src.size());
-  std::vector<ConstMatrixView> from;
-  std::vector<MatrixView> to;
-  from.reserve(src.size());
-  to.reserve(dst.size());
-  for (std::size_t i = 0; i < src.size(); ++i) {
-    from.push_back(host_matrix(src[i], "a source block"));
-    to.push_back(host_matrix(dst[i], "a destination block"));
+  const bool fp32 = std::ranges::all_of(src, [](const View& v) { return v.type == Element::kF32; });
+  if (fp32) {
+    std::vector<ConstMatrixView> from;
+    std::vector<MatrixView> to;
+    from.reserve(src.size());
+    to.reserve(dst.size());
+    for (std::size_t i = 0; i < src.size(); ++i) {
+      from.push_back(host_matrix(src[i], "a source block"));
+      to.push_back(host_matrix(dst[i], "a destination block"));
+    }
+    meshtp::copy_blocks(from, to);
+    return;
   }
-  meshtp::copy_blocks(from, to);
+  // Blocks of another element (a 2D GeMM's bf16 operands): row by row, bytes as they are.
+  std::size_t bytes = 0;
+  for (std::size_t i = 0; i < src.size(); ++i) {
+    MESHTP_CHECK(src[i].type == dst[i].type && src[i].rows == dst[i].rows &&
+                     src[i].cols == dst[i].cols && src[i].ld >= src[i].cols &&
+                     dst[i].ld >= dst[i].cols,
+                 "cpu backend: block {} is {} into {} (one element type and shape)", i,
+                 describe(src[i]), describe(dst[i]));
+    bytes += static_cast<std::size_t>(src[i].elements()) * element_size(src[i].type);
+  }
+  if (simhooks::skip_values(bytes)) return;
+  for (std::size_t i = 0; i < src.size(); ++i) {
+    const std::size_t e = element_size(src[i].type);
+    for (std::int64_t r = 0; r < src[i].rows; ++r) {
+      std::memcpy(static_cast<std::byte*>(dst[i].data) + r * dst[i].ld * e,
+                  static_cast<const std::byte*>(src[i].data) + r * src[i].ld * e,
+                  static_cast<std::size_t>(src[i].cols) * e);
+    }
+  }
 }
 
 void CpuBackend::gemm_in_bands(const View& c, const View& a, Trans trans_a, const View& b,

@@ -280,8 +280,12 @@ StoredOperands stored_operands(const ModelSpec& m, const layout::Plan& p) {
       return {.kept = (dense ? 2 : 1) * (norm + gathered) + act + qkv + core,
               .workspace = qkv + core};
     }
-    case Kind::kGemm2d:
-      return {};
+    case Kind::kGemm2d: {
+      // model/gemm2d_block.cpp: the two norms' outputs, q | k | v, the attention output and
+      // the activation, each [n/d1, ·/d2]; the workspace's fp32 q | k | v the core's backward
+      // reads (its forward computes into the backward's free buffers).
+      return {.kept = 3 * core + qkv + n * f / N, .workspace = qkv};
+    }
   }
   return {};
 }

@@ -91,7 +91,8 @@ BlockFloats block_floats(const ModelSpec& model, const layout::Plan& p);
 // and, for t > 1, gathered [n, h], the rest as ATP's; a MoE layer not its ln2 output or its
 // shared experts' MLP (its experts read ln2's in fp32), but its routed experts' gathered rows
 // and activation (plan/moe.hpp MoeFloats::operands, rank_memory adds them); the 2D-GeMM
-// blocks none.
+// blocks the norms' outputs, q | k | v, the attention output and the activation, each
+// [n/d1, ·/d2] (GeLU's input stays fp32).
 //   `workspace`: the fp32 elements each stack's workspace adds, the running block's q | k | v
 //   and attention output, what RoPE and the attention core read and write;
 //   `workspace_operands`: its elements then stored in that precision too, the attention

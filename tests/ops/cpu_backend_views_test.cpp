@@ -276,5 +276,35 @@ TEST(CpuBackendViews, Bf16ArraysStoreGemmOperands) {
             std::string::npos);
 }
 
+// copy_blocks packs a 2D GeMM's bf16 operand blocks as they are (no conversion): strided
+// blocks of a bf16 array into one packed message and back, bit for bit, the padding untouched;
+// a pair of two element types or shapes is refused, naming both.
+TEST(CpuBackendViews, CopyBlocksMovesBf16BlocksBitForBit) {
+  device::Backend& be = cpu_backend();
+  const std::vector<float> x = random_values(6 * 5, 7);
+  device::Array src = be.alloc(30, Element::kBF16);
+  be.upload(src, x);
+  device::Array message = be.alloc(12, Element::kBF16);
+  const View blocks[] = {src.view(0, 3, 2, 5), src.view(17, 3, 2, 5)};  // columns 0-1 and 2-3
+  const View packed[] = {message.view(0, 3, 2, 2), message.view(6, 3, 2, 2)};
+  be.copy_blocks(packed, blocks);
+  device::Array back = be.alloc(30, Element::kBF16);
+  be.upload(back, std::vector<float>(30, kSentinel));
+  const View unpacked[] = {back.view(0, 3, 2, 5), back.view(17, 3, 2, 5)};
+  be.copy_blocks(unpacked, packed);
+  const std::vector<float> want = be.download(src), got = be.download(back);
+  for (int i = 0; i < 30; ++i) {
+    const int r = i / 5, c = i % 5;
+    const bool copied = (r < 3 && c < 2) || (r >= 3 && c >= 2 && c < 4);
+    EXPECT_EQ(got[i], copied ? want[i] : kSentinel) << r << "," << c;
+  }
+  device::Array wide = be.alloc(6, Element::kF32);
+  const View mixed_dst[] = {wide.view(3, 2)};
+  const View mixed_src[] = {src.view(0, 3, 2, 5)};
+  const std::string refused = test_support::error_of([&] { be.copy_blocks(mixed_dst, mixed_src); });
+  EXPECT_NE(refused.find("block 0"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("bf16 3x2"), std::string::npos) << refused;
+}
+
 }  // namespace
 }  // namespace meshtp

@@ -244,7 +244,7 @@ TEST(Memory, SixteenBytesPerParameterInBothPrecisions) {
 // This runtime under bf16 stores its blocks' saved GeMM inputs in bf16 and everything else in
 // fp32 (model/block.hpp): an fp32 run's memory less 2 bytes an element of stored_operands per
 // kept layer (ATP: ln1's and ln2's outputs, the activation, q | k | v, the attention output
-// gathered; sequence parallelism: the norms' gathered too; 2D-GeMM blocks: none), plus the
+// gathered; sequence parallelism: the norms' gathered too; 2D-GeMM blocks: theirs), plus the
 // running block's fp32 q | k | v and attention output, less 2 bytes an element of the
 // attention output's pre-gather copy (d2 > 1); Megatron-LM's is all in the model's precision.
 TEST(Memory, Bf16StoresTheSavedGemmInputsAndTheRestInFp32) {
@@ -275,9 +275,18 @@ TEST(Memory, Bf16StoresTheSavedGemmInputsAndTheRestInFp32) {
     fused.attention = layout::Attention::kFused;
     EXPECT_DOUBLE_EQ(stored_operands(bf16, fused).kept, s.kept + pre_gather);
   }
-  layout::Plan gemm2d = tp(2, 2);
-  gemm2d.strategy = layout::Strategy::kSumma;
-  EXPECT_DOUBLE_EQ(stored_operands(m, gemm2d).kept, 0.0);
+  // 2D-GeMM blocks: ln1's and ln2's outputs, q | k | v, the attention output and GeLU's
+  // output, each [n/d1, ·/d2]; the running block's q | k | v widened to fp32 for the core.
+  for (const layout::Plan& base : {tp(2, 2), tp(4, 1), tp(1, 2)}) {
+    layout::Plan gemm2d = base;
+    gemm2d.strategy = layout::Strategy::kSumma;
+    const double N = gemm2d.mesh[0] * gemm2d.mesh[1];
+    const double n = static_cast<double>(m.tokens()), h = m.hidden, f = m.ffn();
+    const StoredOperands s = stored_operands(m, gemm2d);
+    EXPECT_DOUBLE_EQ(s.kept, (2 * n * h + 3 * n * h + n * h + n * f) / N);
+    EXPECT_DOUBLE_EQ(s.workspace, 3 * n * h / N);
+    EXPECT_DOUBLE_EQ(s.workspace_operands, 0.0);
+  }
   ModelSpec half = m;
   half.precision = Precision::kBf16;
   EXPECT_GT(
