@@ -316,14 +316,11 @@ Block::Block(const mesh::DeviceMesh& mesh, const BlockConfig& config)
   }
   attn_g_ = operand_buffer(proj_.xg_layout().size());
   xmid_ = buffer(stream_layout().size());
-  const auto mlp_operand = [&](std::int64_t n) {
-    return mlp_operands() ? operand_buffer(n) : buffer(n);
-  };
-  xn2_ = mlp_operand(mlp1_.x_layout().size());
+  xn2_ = operand_buffer(mlp1_.x_layout().size());
   const bool dense = dense_mlp();
-  xn2g_ = mlp_operand(dense && mlp1_.gathers_input() ? mlp1_.xg_layout().size() : 0);
+  xn2g_ = operand_buffer(dense && mlp1_.gathers_input() ? mlp1_.xg_layout().size() : 0);
   mlp1_y_ = buffer(dense ? mlp1_.y_layout().size() : 0);
-  gelu_ = mlp_operand(dense ? mlp2_.x_layout().size() : 0);
+  gelu_ = operand_buffer(dense ? mlp2_.x_layout().size() : 0);
 }
 
 bool Block::replica_grad(int k) const {

@@ -227,10 +227,9 @@ class Block : public StackBlock {
   // fp32 one rounded to it, so the step is the same, bit for bit, as with fp32 storage under
   // bf16 precision — but for the fused core, whose backward reads its output O in
   // D = rowsum(dO ∘ O) and then reads it rounded, as FlashAttention's bf16 O is. A MoE
-  // block's ln2 output stays fp32 (the routing's row ops read it), its shared experts' MLP
-  // with it; the routed experts store their own (parallel/moe.hpp).
+  // block's ln2 output (the router's GeMM input and the rows its experts get) and its shared
+  // experts' MLP are stored alike; the routed experts store their own (parallel/moe.hpp).
   Element operands_ = Element::kF32;
-  bool mlp_operands() const { return operands_ == Element::kBF16 && !moe_; }
 
   // Saved for backward.
   Chunked x_;

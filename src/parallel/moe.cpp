@@ -295,7 +295,13 @@ double ExpertParallelMoe::forward(const View& y, const View& x) {
   }
   {  // scoped: each buffer lives only until the next one is made from it
     const device::Array xp = alloc(dispatched, h);
-    be_->gather_rows(xp.view(dispatched, h), x, dispatch_.token_of, {});  // xp[r] = x[token]
+    if (x.type == Element::kF32) {
+      be_->gather_rows(xp.view(dispatched, h), x, dispatch_.token_of, {});  // xp[r] = x[token]
+    } else {  // a block's bf16 ln2 output: its rows gathered from an fp32 copy (exact)
+      const device::Array wide = alloc(N, h);
+      be_->copy(wide.view(N, h), x);
+      be_->gather_rows(xp.view(dispatched, h), wide.view(N, h), dispatch_.token_of, {});
+    }
     xq_ = dispatch_rows(xp);
   }
   const std::int64_t rows = exchange_.offsets.back();

@@ -98,9 +98,10 @@ class ExpertParallelMoe {
   };
   void bind(Storage values, Storage grads);
 
-  // y [N, h] (overwritten) for x [N, h], views of the backend's memory; returns this rank's
-  // part of the aux loss α·(…). Collective over every group. x must stay untouched until
-  // backward.
+  // y [N, h] (overwritten, fp32) for x [N, h] (fp32, or bf16: a block's stored ln2 output,
+  // which the router's GeMM and the experts' rows read as they are), views of the backend's
+  // memory; returns this rank's part of the aux loss α·(…). Collective over every group. x
+  // must stay untouched until backward.
   double forward(const View& y, const View& x);
   // dx (overwritten); parameter gradients accumulate. aux_weight = ∂L/∂aux.
   void backward(const View& dx, const View& dy, const View& x, double aux_weight);

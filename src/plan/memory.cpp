@@ -260,24 +260,26 @@ BlockFloats block_floats(const ModelSpec& m, const layout::Plan& p) {
 }
 
 StoredOperands stored_operands(const ModelSpec& m, const layout::Plan& p) {
+  // The dense MLP's width: GPT's, or in a MoE layer its shared experts' (0: none, and then
+  // no gathered ln2 output for it either).
+  const double f = static_cast<double>(m.is_moe() ? m.shared_ffn() : m.ffn());
   const double n = static_cast<double>(m.tokens()), h = static_cast<double>(m.hidden),
-               f = static_cast<double>(m.ffn()), d1 = p.mesh[0], d2 = p.mesh[1];
-  const bool dense = !m.is_moe();  // a MoE block keeps its ln2 output and MLP in fp32
+               d1 = p.mesh[0], d2 = p.mesh[1];
   const double N = d1 * d2, qkv = n * h * qkv_width_in_h(m, p) / N;  // ATP and SP alike
   const double core = n * h / N;  // this rank's heads' attention output
   switch (kind_of(p)) {
     case Kind::kAtp: {
-      const double norm = n * h / d2, act = dense ? n * f / d1 : 0.0;
+      const double norm = n * h / d2, act = n * f / d1;
       const double gathered = d2 > 1 ? core : 0.0;  // the pre-gather copy: saved (fused) or not
       const bool fused = p.attention == layout::Attention::kFused;
-      return {.kept = (dense ? 2 : 1) * norm + act + qkv + n * h / d1 + (fused ? gathered : 0.0),
+      return {.kept = 2 * norm + act + qkv + n * h / d1 + (fused ? gathered : 0.0),
               .workspace = qkv + core,
               .workspace_operands = gathered};
     }
     case Kind::kSequenceParallel: {
       const double t = d1, norm = n * h / t, gathered = t > 1 ? n * h : 0.0;
-      const double act = dense ? n * f / t : 0.0;
-      return {.kept = (dense ? 2 : 1) * (norm + gathered) + act + qkv + core,
+      const double mlp_gathered = f > 0 ? gathered : 0.0;
+      return {.kept = 2 * norm + gathered + mlp_gathered + n * f / t + qkv + core,
               .workspace = qkv + core};
     }
     case Kind::kGemm2d: {
@@ -522,7 +524,9 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
     MemoryEstimate m = rank_memory(fp32, p, pipeline_rank, head, pipeline, runtime);
     ModelSpec mb = model;
     mb.batch = model.batch / (p.dp * p.microbatches);
-    const StoredOperands stored = stored_operands(mb, p);
+    ModelSpec dense_mb = mb;  // a dense layer's (every layer's, in a dense model)
+    dense_mb.num_experts = 0;
+    const StoredOperands stored = stored_operands(dense_mb, p);
     const double saved = 4 - mb.element_bytes();  // bytes an element stored in 2 does not take
     const auto kept = [&](std::int64_t layers) {  // layers whose saved inputs are held at once
       return p.recompute == Recompute::kFull ? (layers > 0 ? 1.0 : 0.0)
@@ -531,8 +535,9 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
     for (const int k : chunk_layers(static_cast<int>(model.layers), p, pipeline_rank)) {
       m.activations_bytes -= saved * stored.kept * kept(k);
     }
-    if (model.is_moe()) {  // the experts' GeMM inputs (plan/moe.hpp MoeFloats::operands)
-      m.activations_bytes -= saved * moe_floats(mb, p, 1.0).operands *
+    if (model.is_moe()) {  // a MoE layer's in place of a dense one's, and its experts' inputs
+      const double moe_layer = stored_operands(mb, p).kept - stored.kept;
+      m.activations_bytes -= saved * (moe_layer + moe_floats(mb, p, 1.0).operands) *
                              kept(moe_layers_on_rank(model, p, pipeline_rank));
     }
     m.workspace_bytes += (4 * stored.workspace - saved * stored.workspace_operands) *

@@ -88,9 +88,10 @@ BlockFloats block_floats(const ModelSpec& model, const layout::Plan& p);
 // leaves free). ATP: ln1's and ln2's outputs [n, h/d2], the MLP's activation [n, f/d1],
 // q | k | v [n, q·h/N] and the attention output gathered [n, h/d1] (the fused core's own
 // [n, h/N] too, for d2 > 1); sequence parallelism on t ranks: the norms' outputs on n/t rows
-// and, for t > 1, gathered [n, h], the rest as ATP's; a MoE layer not its ln2 output or its
-// shared experts' MLP (its experts read ln2's in fp32), but its routed experts' gathered rows
-// and activation (plan/moe.hpp MoeFloats::operands, rank_memory adds them); the 2D-GeMM
+// and, for t > 1, gathered [n, h], the rest as ATP's; a MoE layer its ln2 output, its shared
+// experts' MLP in place of the dense one (their activation [n, S/t], S = shared_ffn, and
+// ln2's gathered output only where S > 0), and its routed experts' gathered rows and
+// activation (plan/moe.hpp MoeFloats::operands, rank_memory adds them); the 2D-GeMM
 // blocks the norms' outputs, q | k | v, the attention output and the activation, each
 // [n/d1, ·/d2] (GeLU's input stays fp32).
 //   `workspace`: the fp32 elements each stack's workspace adds, the running block's q | k | v

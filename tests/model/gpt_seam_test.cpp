@@ -159,11 +159,15 @@ TEST(GptSeam, TheModelOnMemoryTheHostCannotReadEqualsTheHostRun) {
   EXPECT_GE(ran, 5);
 }
 
-// model_cases and the 2D GeMM algorithms model_cases leaves out (each moves its operands'
+// model_cases, experts with a shared expert's dense MLP beside them (its input and activation
+// stored too), and the 2D GeMM algorithms model_cases leaves out (each moves its operands'
 // blocks in buffers of their element): SUMMA, Cannon (square meshes), Wang, and MeshSlice in
 // two slices with the input-stationary dataflow on the MLP.
 std::vector<std::pair<std::string, GptConfig>> bf16_storage_cases(const std::vector<int>& shape) {
   std::vector<std::pair<std::string, GptConfig>> cases = model_cases(shape);
+  GptConfig shared = moe_config(shape);
+  shared.shape.shared_experts = 1;
+  cases.emplace_back("gpt moe shared", shared);
   for (const auto& [name, strategy] : {std::pair{"gpt summa", layout::Strategy::kSumma},
                                        std::pair{"gpt cannon", layout::Strategy::kCannon},
                                        std::pair{"gpt wang", layout::Strategy::kWang},
@@ -181,7 +185,8 @@ std::vector<std::pair<std::string, GptConfig>> bf16_storage_cases(const std::vec
 
 // bf16 storage: blocks built under bf16 precision keep their saved GeMM inputs (the norms'
 // outputs, gathered too, q | k | v, the attention output, gathered too, and the MLP's
-// activation, or the experts' dispatched rows and activation) in bf16. Under bf16 precision a GeMM
+// activation; a MoE block's ln2 output, its shared expert's MLP inputs, its experts' dispatched
+// rows and activation) in bf16. Under bf16 precision a GeMM
 // rounds its fp32 operands to bf16 anyway, so one step with them stored in bf16 equals, bit for
 // bit, the step with them stored in fp32 — on the CPU and on the stand-in, on every mesh, for every
 // layout of model_cases (GPT on ATP blocks, with chunks, with experts, Megatron-SP on N x 1, and

@@ -287,6 +287,20 @@ TEST(Memory, Bf16StoresTheSavedGemmInputsAndTheRestInFp32) {
     EXPECT_DOUBLE_EQ(s.workspace, 3 * n * h / N);
     EXPECT_DOUBLE_EQ(s.workspace_operands, 0.0);
   }
+  // A MoE layer (sequence parallelism on 4): both norms' outputs, ln1's gathered, q | k | v
+  // and the attention output; with a shared expert its MLP's gathered input and activation.
+  {
+    ModelSpec moe = m;
+    moe.num_experts = 4;
+    moe.top_k = 2;
+    moe.moe_ffn_hidden = 2 * m.hidden;
+    const double n = static_cast<double>(m.tokens()), h = m.hidden, t = 4;
+    const double attention = 2 * n * h / t + n * h + 3 * n * h / t + n * h / t;
+    EXPECT_DOUBLE_EQ(stored_operands(moe, tp(4, 1, true)).kept, attention);
+    moe.shared_experts = 1;
+    EXPECT_DOUBLE_EQ(stored_operands(moe, tp(4, 1, true)).kept,
+                     attention + n * h + n * static_cast<double>(moe.shared_ffn()) / t);
+  }
   ModelSpec half = m;
   half.precision = Precision::kBf16;
   EXPECT_GT(

@@ -144,14 +144,21 @@ TEST_F(MemoryModel, PredictedWithinFifteenPercentOfTheMeasuredHighWaterMark) {
 // bf16 storage (model/block.hpp: the blocks' saved GeMM inputs in bf16, everything else fp32;
 // parallel/moe.hpp: the experts' too) as the memory model prices it for this runtime under
 // bf16 (plan::stored_operands, MoeFloats::operands), on the same layouts without and with
-// full recomputation (tiny-moe: those its experts run on, 1x1 and N x 1 under sequence
-// parallelism, its routing forced to balance, which the model prices — the data's own
+// full recomputation (tiny-moe, with a shared expert, and with every other layer dense: the
+// layouts its experts run on, 1x1 and N x 1 under sequence parallelism, its routing forced
+// to balance, which the model prices — the data's own
 // routing moved the measured peak by up to 16% on a rank, in fp32 as in bf16): within 10% on
 // every rank, and less than the fp32 run's (ATP, Megatron and 2D-GeMM blocks alike).
 TEST_F(MemoryModel, Bf16StoragePredictedWithinTenPercent) {
-  for (const std::string model : {"tiny", "tiny-llama", "tiny-moe"}) {
-    plan::ModelSpec spec = plan::load_model(model);
+  for (const std::string model :
+       {"tiny", "tiny-llama", "tiny-moe", "tiny-moe shared", "tiny-moe every 2"}) {
+    plan::ModelSpec spec = plan::load_model(model.substr(0, model.find(' ')));
     spec.precision = Precision::kBf16;
+    if (model.ends_with("shared")) spec.shared_experts = 1;  // a dense MLP beside the experts
+    if (model.ends_with("every 2")) {  // layers 0 and 2 MoE: one of each kind on 2 stages too
+      spec.moe_every = 2;              // (the model's ⌈n/moe_every⌉ per stage, exact here)
+      spec.layers = 4;
+    }
     int runs = 0;
     for (const Recompute recompute : {Recompute::kNone, Recompute::kFull}) {
       for (const layout::Plan& p : layouts(world_.size(), recompute)) {
