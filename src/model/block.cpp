@@ -303,6 +303,12 @@ Block::Block(const mesh::DeviceMesh& mesh, const BlockConfig& config)
     rope_ = upload_table(*be_, rope_table(config.shape.head_dim(), 0, config.shape.seq, theta));
   }
   operands_ = saved_operand_element();
+  if (operands_ != Element::kF32 && config.layout.zero < 3) {
+    const std::vector<int> dense{kQkvWeight, kProjWeight, kMlp1Weight, kMlp2Weight};
+    const std::vector<int> experts{kQkvWeight, kProjWeight, kSharedFc1Weight, kSharedFc2Weight};
+    const std::vector<int>& weights = !moe_ ? dense : experts;
+    keep_compute_copies(std::span(weights).first(shared() || !moe_ ? 4 : 2), *be_);
+  }
   xn1_ = operand_buffer(qkv_.x_layout().size());
   xn1g_ = operand_buffer(qkv_.gathers_input() ? qkv_.xg_layout().size() : 0);
   qkv_out_ = operand_buffer(qkv_.y_layout().size());
@@ -382,20 +388,32 @@ parallel::ActivationShard Block::stream_shard() const {
 }
 
 void Block::bound() {
-  qkv_.bind(p_[kQkvWeight], p_[kQkvBias], g_[kQkvWeight], g_[kQkvBias]);
-  proj_.bind(p_[kProjWeight], p_[kProjBias], g_[kProjWeight], g_[kProjBias]);
+  // A linear's weight as its GeMMs read it (a bf16 compute copy, or the fp32 value), its bias
+  // and gradients the fp32 parameters'.
+  const auto bind = [&](parallel::Linear2D& l, int w, int b) {
+    const auto span = [](std::span<const float> s) {
+      return s.empty() ? View{}
+                       : View::packed(const_cast<float*>(s.data()), Element::kF32, 1,
+                                      static_cast<std::int64_t>(s.size()));
+    };
+    const std::span<float> none;
+    l.bind(gemm_weight(w), span(b < 0 ? none : p_[static_cast<std::size_t>(b)]),
+           span(g_[static_cast<std::size_t>(w)]),
+           span(b < 0 ? none : g_[static_cast<std::size_t>(b)]));
+  };
+  bind(qkv_, kQkvWeight, kQkvBias);
+  bind(proj_, kProjWeight, kProjBias);
   if (moe_) {
     moe_->bind({p_[kMlp1Bias], p_[kMlp1Weight], p_[kMlp2Weight]},
                {g_[kMlp1Bias], g_[kMlp1Weight], g_[kMlp2Weight]});
     if (shared()) {  // the shared experts' dense MLP; the output bias is the layer's (kMlp2Bias)
-      mlp1_.bind(p_[kSharedFc1Weight], p_[kSharedFc1Bias], g_[kSharedFc1Weight],
-                 g_[kSharedFc1Bias]);
-      mlp2_.bind(p_[kSharedFc2Weight], {}, g_[kSharedFc2Weight], {});
+      bind(mlp1_, kSharedFc1Weight, kSharedFc1Bias);
+      bind(mlp2_, kSharedFc2Weight, -1);
     }
     return;
   }
-  mlp1_.bind(p_[kMlp1Weight], p_[kMlp1Bias], g_[kMlp1Weight], g_[kMlp1Bias]);
-  mlp2_.bind(p_[kMlp2Weight], p_[kMlp2Bias], g_[kMlp2Weight], g_[kMlp2Bias]);
+  bind(mlp1_, kMlp1Weight, kMlp1Bias);
+  bind(mlp2_, kMlp2Weight, kMlp2Bias);
 }
 
 device::Array Block::buffer(std::int64_t n) const {
@@ -556,6 +574,7 @@ void Block::forward(const ChunkedMatrix& y, const ChunkedMatrix& x, BlockWorkspa
   const ChunkedLayout stream = stream_layout();
   MESHTP_CHECK(x.layout() == stream && y.layout() == stream && x.data() != y.data(),
                "Block::forward: x and y must be distinct buffers in the stream layout");
+  refresh_compute_copies();
   x_ = x;
   const int C = config_.layout.chunks;
   const std::int64_t h = config_.shape.hidden;
@@ -656,6 +675,7 @@ void Block::backward(const ChunkedMatrix& dx, const ChunkedMatrix& dy,
   const ChunkedLayout stream = stream_layout();
   MESHTP_CHECK(dx.layout() == stream && dy.layout() == stream && x_.data() != nullptr,
                "Block::backward: dx and dy must be in the stream layout, after a forward");
+  refresh_compute_copies();
   const int C = config_.layout.chunks;
   const std::int64_t h = config_.shape.hidden;
   device::Backend& be = *be_;

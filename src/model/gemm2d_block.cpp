@@ -109,6 +109,10 @@ Gemm2dBlock::Gemm2dBlock(const mesh::DeviceMesh& mesh, const BlockConfig& config
       nl_(config.shape.batch * config.shape.seq / mesh.size(0)),
       hl_(config.shape.hidden / mesh.size(1)),
       operands_(saved_operand_element()) {
+  if (stores_bf16() && config.layout.zero < 3) {
+    const int weights[] = {kQkvWeight, kProjWeight, kMlp1Weight, kMlp2Weight};
+    keep_compute_copies(weights, *be_);
+  }
   ln1_mean_ = alloc(nl_);
   ln1_rstd_ = alloc(nl_);
   ln2_mean_ = alloc(nl_);
@@ -163,10 +167,7 @@ std::int64_t Gemm2dBlock::att_size() const {
                             config_.shape.heads / mesh_->size(1));
 }
 
-View Gemm2dBlock::weight(int p) const {
-  const Shape& s = local_shape(p);
-  return View::packed(p_[static_cast<std::size_t>(p)].data(), Element::kF32, s[0], s[1]);
-}
+View Gemm2dBlock::weight(int p) const { return gemm_weight(p); }
 View Gemm2dBlock::weight_grad(int p) const {
   const Shape& s = local_shape(p);
   return View::packed(g_[static_cast<std::size_t>(p)].data(), Element::kF32, s[0], s[1]);
@@ -177,6 +178,7 @@ void Gemm2dBlock::forward(const parallel::ChunkedMatrix& y_stream,
                           const parallel::ChunkedMatrix& x_stream, BlockWorkspaceBase& base) {
   auto& ws = static_cast<Gemm2dBlockWorkspace&>(base);
   device::Backend& be = *be_;
+  refresh_compute_copies();
   const View y = y_stream.whole_view(), x = x_stream.whole_view();
   const mesh::DeviceMesh& m = *mesh_;
   const comm::Communicator* row = &m.dim_comm(1);
@@ -233,6 +235,7 @@ void Gemm2dBlock::backward(const parallel::ChunkedMatrix& dx_stream,
                            const parallel::ChunkedMatrix& dy_stream, BlockWorkspaceBase& base) {
   auto& ws = static_cast<Gemm2dBlockWorkspace&>(base);
   device::Backend& be = *be_;
+  refresh_compute_copies();
   const View dx = dx_stream.whole_view(), dy = dy_stream.whole_view();
   const mesh::DeviceMesh& m = *mesh_;
   const comm::Communicator* row = &m.dim_comm(1);

@@ -218,6 +218,7 @@ Tensor Gpt::gather_value(int p) {
 
 void Gpt::scatter_value(int p, const Tensor& global) {
   device::edit_on_host(*be_, value(p), [&](std::span<float> local) { scatter(p, global, local); });
+  parameters_changed();
 }
 
 Tensor Gpt::gather(int p, std::span<const float> local) const {

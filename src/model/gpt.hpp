@@ -132,6 +132,10 @@ class Gpt {
     stack_->set_before_layer(hook);
   }
   void rebind(int layer) { stack_->rebind(layer); }
+  // The parameters' values were written in place (an optimizer step): the blocks' bf16
+  // compute copies (model/layer_blocks.hpp) are made again before they next run. init, load
+  // and scatter_value say so themselves.
+  void parameters_changed() { stack_->parameters_changed(); }
 
   // ---- pipeline stage ------------------------------------------------------------------
   bool has_embedding() const { return config_.stage == 0; }

@@ -133,6 +133,9 @@ class StackBlock {
   // Parameter and gradient storage, kBlockParams spans each in BlockParam order, sized as
   // local_shape(p); throws naming the parameter otherwise.
   void bind(std::span<const std::span<float>> values, std::span<const std::span<float>> grads);
+  // The bound parameters' values were written in place (an optimizer step, an init, a load):
+  // the bf16 compute copies are made again before the block next runs.
+  void parameters_changed() { copies_stale_ = true; }
 
   // y = block(x)   x, y: stream_layout(); y must not alias x; x untouched until backward.
   virtual void forward(const parallel::ChunkedMatrix& y, const parallel::ChunkedMatrix& x,
@@ -143,6 +146,24 @@ class StackBlock {
 
  protected:
   virtual void bound() {}  // after bind: hand the spans on (ATP's linears keep their own)
+
+  // bf16 compute copies of the GeMM weights (Megatron-LM's bf16 weights beside the fp32
+  // masters its optimizer updates): a block that stores its GeMM operands in bf16 keeps, for
+  // each parameter in `params`, a bf16 array of its backend rounded from the fp32 value once
+  // after each bind or parameters_changed() — not in every GeMM that reads it (the GPU
+  // rounded a weight into scratch per call: 6 bytes a parameter, a third of a 2048-token
+  // forward GeMM's time on an H100). A GeMM multiplies the rounded weight either way, so the
+  // step is the same bit for bit. Not under ZeRO-3, which keeps a block's weights whole only
+  // while it runs (a copy per block would outlive them).
+  void keep_compute_copies(std::span<const int> params, device::Backend& backend);
+  // Parameter p as the GeMMs read it, [rows, cols] of local_shape(p): its bf16 copy, or the
+  // fp32 value where it has none.
+  View gemm_weight(int p) const;
+  // Rounds the values into the copies if they changed since (forward and backward call it
+  // first: a backward may follow a rebind with no forward, ZeRO-3's).
+  void refresh_compute_copies();
+  bool has_compute_copies() const { return copies_backend_ != nullptr; }
+
   const mesh::DeviceMesh* mesh_;
   std::unique_ptr<mesh::DeviceMesh> expert_mesh_;  // (ep, etp) over mesh_'s (or fold's) ranks, or null
   std::array<std::span<float>, kBlockParams> p_{}, g_{};
@@ -151,6 +172,9 @@ class StackBlock {
  private:
   Shards shards_;
   std::array<Shape, kBlockParams> local_;
+  device::Backend* copies_backend_ = nullptr;
+  std::array<device::Array, kBlockParams> copies_{};
+  bool copies_stale_ = true;
 };
 
 class LayerBlocks {

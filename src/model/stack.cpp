@@ -53,7 +53,43 @@ void StackBlock::bind(std::span<const std::span<float>> values,
     p_[p] = values[p];
     g_[p] = grads[p];
   }
+  copies_stale_ = true;
   bound();
+}
+
+void StackBlock::keep_compute_copies(std::span<const int> params, device::Backend& backend) {
+  copies_backend_ = &backend;
+  for (const int p : params) {
+    const auto i = static_cast<std::size_t>(p);
+    copies_[i] = backend.alloc(numel(local_[i]), Element::kBF16);
+  }
+  copies_stale_ = true;
+}
+
+namespace {
+// A parameter's local shard as a matrix: [rows, cols] of a 2-D shape, else one row.
+std::pair<std::int64_t, std::int64_t> matrix_shape(const Shape& s) {
+  const std::int64_t rows = s.size() == 2 ? s[0] : 1;
+  return {rows, numel(s) / std::max<std::int64_t>(rows, 1)};
+}
+}  // namespace
+
+View StackBlock::gemm_weight(int p) const {
+  const auto i = static_cast<std::size_t>(p);
+  const auto [rows, cols] = matrix_shape(local_[i]);
+  if (!copies_[i].empty()) return copies_[i].view(rows, cols);
+  return View::packed(p_[i].data(), Element::kF32, rows, cols);
+}
+
+void StackBlock::refresh_compute_copies() {
+  if (copies_backend_ == nullptr || !copies_stale_) return;
+  for (std::size_t i = 0; i < kBlockParams; ++i) {
+    if (copies_[i].empty()) continue;
+    const auto [rows, cols] = matrix_shape(local_[i]);
+    copies_backend_->copy(copies_[i].view(rows, cols),
+                          View::packed(p_[i].data(), Element::kF32, rows, cols));
+  }
+  copies_stale_ = false;
 }
 
 void validate(const StackConfig& c, const std::vector<int>& mesh_shape) {
@@ -286,6 +322,11 @@ void Stack::init(std::uint64_t seed) {
           e.kv_heads);
     });
   }
+  parameters_changed();
+}
+
+void Stack::parameters_changed() {
+  blocks_.for_each([](StackBlock& b) { b.parameters_changed(); });
 }
 
 void Stack::load(const SafetensorsFile& file) {
@@ -297,6 +338,7 @@ void Stack::load(const SafetensorsFile& file) {
       parallel::scatter_param(e.shard, file.tensors.at(e.name), param_mesh(p), local, e.kv_heads);
     });
   }
+  parameters_changed();
 }
 
 std::map<std::string, Tensor> Stack::gather(const std::vector<device::Array>& local) const {

@@ -162,6 +162,9 @@ class Stack {
     before_layer_ = std::move(hook);
   }
   void rebind(int layer);
+  // The values were written in place: every block's bf16 compute copies are made again
+  // before it next runs (StackBlock::parameters_changed). init and load say so themselves.
+  void parameters_changed();
 
   // Mixture of experts: the weight ∂L/∂aux the blocks' backward gives their load-balancing
   // losses (the training loss's scale, e.g. 1/(dp·microbatches)); the losses themselves enter

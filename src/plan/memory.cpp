@@ -48,6 +48,19 @@ double block_params(const ModelSpec& m, const layout::Plan& p) {
          2.0 * static_cast<double>(m.norm_params()) / d2;
 }
 
+// The GeMM weights of one block on one rank (block_params less biases and norms): a dense
+// layer's four linears, a MoE layer's attention and its shared experts' MLP (its routed
+// experts are the experts' own, plan/moe.hpp).
+double gemm_weight_params(const ModelSpec& m, const layout::Plan& p, bool moe_layer) {
+  const double h = m.hidden, N = static_cast<double>(p.mesh[0]) * p.mesh[1];
+  const double d = static_cast<double>(m.head_dim());
+  const double copies = kv_copies(m, p) ? 2 * d * h * (N - static_cast<double>(m.kv())) / N : 0.0;
+  const double attention = h * static_cast<double>(m.qkv_width()) + h * h;
+  const double mlp = moe_layer ? 2 * h * static_cast<double>(m.shared_ffn())  // GeLU: S, S
+                               : m.linear_weights() - attention;
+  return (attention + mlp) / N + copies;
+}
+
 // How many pipeline message buffers and saved stage inputs (each one stream slice) are alive
 // at once on this rank, at most, replaying train/pipeline_run.cpp and
 // train/pipeline_model.cpp: every receive is posted before the first op, an op allocates its
@@ -542,6 +555,29 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
     }
     m.workspace_bytes += (4 * stored.workspace - saved * stored.workspace_operands) *
                          p.virtual_stages;  // one per chunk's stack
+    // The blocks' bf16 compute copies of their GeMM weights (model/layer_blocks.hpp), but
+    // under ZeRO-3: one per block object, every layer's, or under full recomputation one per
+    // kind of layer in each chunk's stack.
+    if (p.zero < 3) {
+      const double dense = gemm_weight_params(model, p, false);
+      const double moe = model.is_moe() ? gemm_weight_params(model, p, true) : 0.0;
+      const std::int64_t moe_layers =
+          model.is_moe() ? moe_layers_on_rank(model, p, pipeline_rank) : 0;
+      double copies = 0;
+      for (const int k : chunk_layers(static_cast<int>(model.layers), p, pipeline_rank)) {
+        if (p.recompute != Recompute::kFull) continue;
+        const bool mixed = model.is_moe() && model.moe_every > 1 && k > 1;
+        copies += k == 0 ? 0.0 : !model.is_moe() ? dense : mixed ? dense + moe : moe;
+      }
+      if (p.recompute != Recompute::kFull) {
+        std::int64_t layers = 0;
+        for (const int k : chunk_layers(static_cast<int>(model.layers), p, pipeline_rank))
+          layers += k;
+        copies = dense * static_cast<double>(layers - moe_layers) +
+                 moe * static_cast<double>(moe_layers);
+      }
+      m.params_bytes += mb.element_bytes() * copies;
+    }
     return m;
   }
   if (model.is_moe()) return moe_rank_memory(model, p, pipeline_rank, head, pipeline, runtime);

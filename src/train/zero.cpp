@@ -351,6 +351,11 @@ void DataParallel::clip(double norm, double max_norm) {
 }
 
 void DataParallel::step(float lr) {
+  update(lr);
+  gpt_.parameters_changed();  // the blocks' bf16 compute copies are made again
+}
+
+void DataParallel::update(float lr) {
   if (zero_ == 0) {
     whole_->step(lr);
     return;

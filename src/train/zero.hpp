@@ -101,7 +101,8 @@ class DataParallel {
   // ‖g‖ over the global gradient, identical on every rank of `world`. Collective.
   double grad_norm(const comm::Communicator& world) const;
   void clip(double norm, double max_norm);
-  void step(float lr);  // AdamW (stage ≥ 1: own parts, then all_gather)
+  // AdamW (stage ≥ 1: own parts, then all_gather), and the model told its values changed.
+  void step(float lr);
 
   // Checkpoints (train/checkpoint_dir.hpp) read and write whole AdamW state. Stage 0 hands
   // its optimizer; stage ≥ 1 a temporary one, filled from the replicas' parts before a save
@@ -118,6 +119,7 @@ class DataParallel {
 
  private:
   struct Bucket;
+  void update(float lr);  // step's AdamW and, stage ≥ 1, the updated parts' all_gather
   // with_grads false: every gradient slot points at its value (checkpoint scratch: the
   // moments' shapes only; stage ≥ 2 holds no whole block gradients).
   std::vector<ParamRef> refs(int dp_factor, bool with_grads = true) const;

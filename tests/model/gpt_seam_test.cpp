@@ -186,16 +186,15 @@ std::vector<std::pair<std::string, GptConfig>> bf16_storage_cases(const std::vec
 // bf16 storage: blocks built under bf16 precision keep their saved GeMM inputs (the norms'
 // outputs, gathered too, q | k | v, the attention output, gathered too, and the MLP's
 // activation; a MoE block's ln2 output, its shared expert's MLP inputs, its experts' dispatched
-// rows and activation) in bf16. Under bf16 precision a GeMM
-// rounds its fp32 operands to bf16 anyway, so one step with them stored in bf16 equals, bit for
-// bit, the step with them stored in fp32 — on the CPU and on the stand-in, on every mesh, for every
-// layout of model_cases (GPT on ATP blocks, with chunks, with experts, Megatron-SP on N x 1, and
-// on the 2D-GeMM blocks, their algorithms moving the bf16 blocks) — while the host build takes
-// fewer bytes. The fused
-// core (the Llama family's layouts, alone and with a pipeline) reads its saved output O in its
-// backward's D = rowsum(dO ∘ O), rounded under bf16 storage as FlashAttention's bf16 O is: the loss
-// is the same bit for bit, the gradients the same to bf16's rounding (measured: at most 3.2e-3 of a
-// gradient's largest value, on 1, 2, 4 and 8 ranks).
+// rows and activation) in bf16, and bf16 compute copies of their GeMM weights (not under
+// ZeRO-3). Under bf16 precision a GeMM rounds its fp32 operands to bf16 anyway, so one step
+// with them stored in bf16 equals, bit for bit, the step with them stored in fp32 — on the CPU
+// and on the stand-in, on every mesh, for every layout of bf16_storage_cases — while the host
+// build takes fewer bytes for the operands (ZeRO-3: no copies) and more with the copies. The
+// fused core (the Llama family's layouts, alone and with a pipeline) reads its saved output O
+// in its backward's D = rowsum(dO ∘ O), rounded under bf16 storage as FlashAttention's bf16 O
+// is: the loss is the same bit for bit, the gradients the same to bf16's rounding (measured:
+// at most 3.2e-3 of a gradient's largest value, on 1, 2, 4 and 8 ranks).
 TEST(GptSeam, GemmInputsStoredInBf16GiveTheStepOfFp32StorageUnderBf16) {
   const int world_rank = comm::Communicator::world().rank();
   const int ran =
@@ -227,7 +226,15 @@ TEST(GptSeam, GemmInputsStoredInBf16GiveTheStepOfFp32StorageUnderBf16) {
           const Result host32 = run(host_mesh, c, nullptr, Precision::kFp32);
           const Result host16 = run(host_mesh, c, nullptr, Precision::kBf16);
           expect_identical(host32, host16, " on the CPU");
-          EXPECT_LT(host16.built_bytes, host32.built_bytes) << what;
+          // The saved operands take 2 bytes less an element; the GeMM weights' bf16 compute
+          // copies 2 bytes more a parameter (at these sizes, more than the operands save),
+          // which ZeRO-3 does not keep.
+          GptConfig zero3 = c;
+          zero3.layout.zero = 3;
+          const Result host16_zero3 = run(host_mesh, zero3, nullptr, Precision::kBf16);
+          expect_identical(host32, host16_zero3, " on the CPU without compute copies (ZeRO-3)");
+          EXPECT_LT(host16_zero3.built_bytes, host32.built_bytes) << what;
+          EXPECT_GT(host16.built_bytes, host16_zero3.built_bytes) << what;
           expect_identical(run(device_mesh, c, &stand_in, Precision::kFp32),
                            run(device_mesh, c, &stand_in, Precision::kBf16), " on the stand-in");
           ++n;

@@ -148,7 +148,8 @@ TEST_F(MemoryModel, PredictedWithinFifteenPercentOfTheMeasuredHighWaterMark) {
 // layouts its experts run on, 1x1 and N x 1 under sequence parallelism, its routing forced
 // to balance, which the model prices — the data's own
 // routing moved the measured peak by up to 16% on a rank, in fp32 as in bf16): within 10% on
-// every rank, and less than the fp32 run's (ATP, Megatron and 2D-GeMM blocks alike).
+// every rank, and less than the fp32 run's wherever the model prices bf16 5% or more below
+// fp32 (the GeMM weights' bf16 compute copies can outweigh what the operands save).
 TEST_F(MemoryModel, Bf16StoragePredictedWithinTenPercent) {
   for (const std::string model :
        {"tiny", "tiny-llama", "tiny-moe", "tiny-moe shared", "tiny-moe every 2"}) {
@@ -175,7 +176,13 @@ TEST_F(MemoryModel, Bf16StoragePredictedWithinTenPercent) {
         EXPECT_NEAR(ratio, 1.0, 0.10)
             << model << " " << fmt::format("{}", fmt::streamed(p)) << " on rank " << world_.rank()
             << ": predicted " << predicted << " B, measured " << s.tensor_peak_bytes << " B";
-        if (recompute == Recompute::kNone) {
+        // bf16 operands take 2 bytes less an element, the weights' compute copies 2 more a
+        // parameter: where the model prices a saving of 5% or more, the run saves too.
+        plan::ModelSpec fp32 = spec;
+        fp32.precision = Precision::kFp32;
+        const double predicted_fp32 =
+            plan::rank_memory(fp32, p.as_runtime_runs(fp32), pipeline_rank).total_bytes();
+        if (predicted < 0.95 * predicted_fp32) {
           EXPECT_LT(s.tensor_peak_bytes, one_step(shape, p).tensor_peak_bytes)
               << model << " " << fmt::format("{}", fmt::streamed(p));
         }
