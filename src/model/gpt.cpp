@@ -6,6 +6,7 @@
 #include "parallel/activation_shard.hpp"
 #include "parallel/layernorm_sharded.hpp"
 #include "parallel/param_shard.hpp"
+#include "tensor/gemm.hpp"
 
 namespace meshtp::model {
 
@@ -89,6 +90,9 @@ Gpt::Gpt(const mesh::DeviceMesh& tp_mesh, const GptConfig& config)
     be_->zero(values_[e]);
     be_->zero(grads_[e]);
   }
+  if (has_head() && saved_operand_element() != Element::kF32) {
+    head_copy_ = alloc(vocab_.rows * h, saved_operand_element());
+  }
   tokens_.resize(static_cast<std::size_t>(n));
   targets_.resize(static_cast<std::size_t>(n));
   if (has_embedding()) embedded_ = alloc(n * h);
@@ -112,6 +116,15 @@ View Gpt::matrix(const device::Array& a, std::int64_t rows) const {
   return a.empty() ? View{} : a.view(rows, config_.shape.hidden);
 }
 View Gpt::vector(const device::Array& a) const { return a.empty() ? View{} : a.view(1, a.count()); }
+
+View Gpt::head_weight() {
+  const View fp32 = matrix(values_[head()], vocab_.rows);
+  if (head_copy_.empty()) return fp32;
+  const View copy = head_copy_.view(vocab_.rows, config_.shape.hidden);
+  if (head_copy_stale_) be_->copy(copy, fp32);
+  head_copy_stale_ = false;
+  return copy;
+}
 
 std::int64_t Gpt::stream_floats() const {
   return stack_->stream_layout().size();
@@ -344,8 +357,7 @@ double Gpt::forward(std::span<const std::int32_t> tokens, std::span<const std::i
   parallel::gather_activation_into(*be_, *mesh_, final_ln, final_full_.view(rows, h), shard);
   return parallel::vocab_cross_entropy_forward(
       *be_, logits_.view(rows, vocab_.rows), lse_.view(1, rows), final_full_.view(rows, h),
-      matrix(values_[head()], vocab_.rows), targets_, vocab_, mesh_->comm(),
-      ce_stats_.view(1, ce_stats_.count()));
+      head_weight(), targets_, vocab_, mesh_->comm(), ce_stats_.view(1, ce_stats_.count()));
 }
 
 void Gpt::backward(float dloss, const std::function<void(int layer)>& on_layer_done,
@@ -391,10 +403,10 @@ void Gpt::head_backward(float dloss) {
   const std::int64_t h = config_.shape.hidden, rows = static_cast<std::int64_t>(tokens_.size());
   const parallel::ActivationShard shard = stack_->stream_shard();
   const View dfull = dfinal_full_.view(rows, h);
-  parallel::vocab_cross_entropy_backward(
-      *be_, dfull, matrix(grads_[head()], vocab_.rows), logits_.view(rows, vocab_.rows),
-      lse_.view(1, rows), final_full_.view(rows, h), matrix(values_[head()], vocab_.rows), targets_,
-      vocab_, mesh_->comm(), dloss);
+  parallel::vocab_cross_entropy_backward(*be_, dfull, matrix(grads_[head()], vocab_.rows),
+                                         logits_.view(rows, vocab_.rows), lse_.view(1, rows),
+                                         final_full_.view(rows, h), head_weight(), targets_, vocab_,
+                                         mesh_->comm(), dloss);
   // final_ln_ now holds this rank's block of ∂L/∂f.
   const View dx_last = whole(stack_->grad_output());
   const View dfinal = final_ln_.view(dx_last.rows, dx_last.cols);

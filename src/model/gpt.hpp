@@ -135,7 +135,10 @@ class Gpt {
   // The parameters' values were written in place (an optimizer step): the blocks' bf16
   // compute copies (model/layer_blocks.hpp) are made again before they next run. init, load
   // and scatter_value say so themselves.
-  void parameters_changed() { stack_->parameters_changed(); }
+  void parameters_changed() {
+    stack_->parameters_changed();
+    head_copy_stale_ = true;
+  }
 
   // ---- pipeline stage ------------------------------------------------------------------
   bool has_embedding() const { return config_.stage == 0; }
@@ -198,6 +201,10 @@ class Gpt {
   // where this stage does not hold it.
   View matrix(const device::Array& a, std::int64_t rows) const;
   View vector(const device::Array& a) const;
+  // The head's weight as its GeMMs read it: its bf16 compute copy (a last stage built under
+  // bf16, as the blocks' weights: model/layer_blocks.hpp), made again here if the values
+  // changed since; else the fp32 value.
+  View head_weight();
 
   const mesh::DeviceMesh* mesh_;
   GptConfig config_;
@@ -210,6 +217,8 @@ class Gpt {
   std::vector<Shape> shapes_;
   Shape local_[kExtras];
   device::Array values_[kExtras], grads_[kExtras];
+  device::Array head_copy_;  // bf16 [V/T, h], or empty
+  bool head_copy_stale_ = true;
 
   // Activations and workspace in the backend, sized once.
   std::vector<std::int32_t> tokens_, targets_;

@@ -578,6 +578,13 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
       }
       m.params_bytes += mb.element_bytes() * copies;
     }
+    // And the head's weight's, on the rank holding the last stage (model/gpt.hpp head_weight:
+    // whole under every ZeRO stage, so copied under every one).
+    if (pipeline_rank == p.pp - 1 && model.vocab > 0) {
+      const double vocab_rows =
+          std::ceil(static_cast<double>(model.vocab) / (p.mesh[0] * p.mesh[1]));
+      m.params_bytes += mb.element_bytes() * vocab_rows * static_cast<double>(model.hidden);
+    }
     return m;
   }
   if (model.is_moe()) return moe_rank_memory(model, p, pipeline_rank, head, pipeline, runtime);

@@ -225,7 +225,8 @@ TEST(Memory, AtpTwoDimensionalSharding) {
 // 16 bytes a parameter in both precisions and both runtimes: Megatron-LM keeps the weights
 // and gradients in the model's precision beside fp32 masters and moments; this runtime keeps
 // fp32 weights (its masters), gradients and moments whatever the precision, and under a
-// 2-byte precision a 2-byte compute copy of its blocks' GeMM weights (18 bytes those).
+// 2-byte precision a 2-byte compute copy of its blocks' and its head's GeMM weights (18
+// bytes those).
 TEST(Memory, SixteenBytesPerParameterInBothPrecisions) {
   ModelSpec m = gpt(1);
   for (const Precision p : {Precision::kFp16, Precision::kBf16, Precision::kFp32}) {
@@ -234,7 +235,8 @@ TEST(Memory, SixteenBytesPerParameterInBothPrecisions) {
       const MemoryEstimate e = rank_memory(m, tp(8, 1), 0, HeadBuffers::kRuntime, runtime);
       const double per_rank = m.total_params() / 8;
       const double copies = runtime == Runtime::kMeshtp && p != Precision::kFp32
-                                ? 2.0 * 12 * m.hidden * m.hidden * m.layers / 8
+                                ? 2.0 * (12 * m.hidden * m.hidden * m.layers / 8 +
+                                         std::ceil(m.vocab / 8.0) * m.hidden)
                                 : 0.0;
       const double weight_bytes = runtime == Runtime::kMeshtp ? 4 : m.element_bytes();
       // Within 0.2%: the position embedding and some biases and LayerNorms are not split.
@@ -251,7 +253,8 @@ TEST(Memory, SixteenBytesPerParameterInBothPrecisions) {
 // gathered; sequence parallelism: the norms' gathered too; 2D-GeMM blocks: theirs), plus the
 // running block's fp32 q | k | v and attention output, less 2 bytes an element of the
 // attention output's pre-gather copy (d2 > 1), plus 2 bytes a parameter of its blocks' GeMM
-// weights' compute copies (not under ZeRO-3); Megatron-LM's is all in the model's precision.
+// weights' compute copies (not under ZeRO-3) and its head's; Megatron-LM's is all in the
+// model's precision.
 TEST(Memory, Bf16StoresTheSavedGemmInputsAndTheRestInFp32) {
   ModelSpec m = gpt(4);
   for (const layout::Plan& p : {tp(4, 1), tp(4, 1, true), tp(2, 2)}) {
@@ -273,9 +276,10 @@ TEST(Memory, Bf16StoresTheSavedGemmInputsAndTheRestInFp32) {
     EXPECT_DOUBLE_EQ(s.workspace_operands, pre_gather);
     EXPECT_DOUBLE_EQ(a.activations_bytes - b.activations_bytes, 2 * s.kept * m.layers);
     const double copies = 2 * 12 * h * h / (t * d2) * m.layers;
+    const double head = 2 * std::ceil(static_cast<double>(m.vocab) / (t * d2)) * h;
     EXPECT_DOUBLE_EQ(b.params_bytes + b.grads_bytes + b.optimizer_bytes + b.workspace_bytes -
                          (a.params_bytes + a.grads_bytes + a.optimizer_bytes + a.workspace_bytes),
-                     4 * (qkv + core) - 2 * pre_gather + copies);
+                     4 * (qkv + core) - 2 * pre_gather + copies + head);
     // ZeRO-3 keeps no copies; full recomputation one block's (its one block object).
     layout::Plan zero3 = p, full = p;
     zero3.zero = 3;
@@ -283,11 +287,12 @@ TEST(Memory, Bf16StoresTheSavedGemmInputsAndTheRestInFp32) {
     full.recompute = Recompute::kFull;
     ModelSpec fp32_dp = fp32, bf16_dp = bf16;
     fp32_dp.batch = bf16_dp.batch = 2 * m.batch;
-    EXPECT_DOUBLE_EQ(rank_memory(bf16_dp, zero3, 0).params_bytes,
-                     rank_memory(fp32_dp, zero3, 0).params_bytes);
+    EXPECT_DOUBLE_EQ(
+        rank_memory(bf16_dp, zero3, 0).params_bytes - rank_memory(fp32_dp, zero3, 0).params_bytes,
+        head);  // the head's copy: its weight is whole under every stage
     EXPECT_DOUBLE_EQ(
         rank_memory(bf16, full, 0).params_bytes - rank_memory(fp32, full, 0).params_bytes,
-        copies / m.layers);
+        copies / m.layers + head);
     // The fused core keeps its own output beside the gathered one where it gathers (d2 > 1).
     layout::Plan fused = p;
     fused.attention = layout::Attention::kFused;
