@@ -279,6 +279,8 @@ class Backend {
   //   gelu_backward     dx += dy ⊙ gelu'(x)
   //   swiglu_forward    y (N × F) = silu(a) ⊙ b of x = [a | b] (N × 2F)
   //   swiglu_backward   dx += [dy ⊙ b ⊙ silu'(a) | dy ⊙ silu(a)]
+  // The backwards' x may be bf16 beside an fp32 dx and dy: a block's FC1 output stored in
+  // bf16 (model/block.hpp), read as stored.
   // The causal attention core over packed q | k | v rows (B·T of them; HD = out.cols / NH):
   //   attention_core_*  unfused (ops/attention.hpp): qkv (B·T × 3·NH·HD) → out (B·T × NH·HD),
   //                     the probabilities att (1 × B·NH·T·T) saved; the backward adds into

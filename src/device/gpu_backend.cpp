@@ -360,7 +360,20 @@ void GpuBackend::bias_gelu(const View& y, const View& pre, const View& bias) {
                     packed(pre, pre.type, n, d, "pre"), n * d);
 }
 
-void GpuBackend::gelu_backward(const View& dx, const View& x, const View& dy) {
+// A bf16 input beside fp32 gradients (a block's stored FC1 output): widened into a
+// transient fp32 array for the kernels, which take one element type (a mixed-type kernel
+// would save the copy and the transient).
+View GpuBackend::activation_input(const View& x, const View& dx, Array& scratch) {
+  if (x.type == dx.type) return x;
+  scratch = alloc(x.rows * x.cols, dx.type);
+  const View wide = scratch.view(x.rows, x.cols);
+  gpu::copy_2d(ctx_, wide, x);
+  return wide;
+}
+
+void GpuBackend::gelu_backward(const View& dx, const View& x_in, const View& dy) {
+  Array scratch;
+  const View x = activation_input(x_in, dx, scratch);
   const std::int64_t n = x.rows, d = x.cols;
   gpu::gelu_backward(ctx_, x.type, packed(dx, x.type, n, d, "dx"), packed(x, x.type, n, d, "x"),
                      packed(dy, x.type, n, d, "dy"), n * d);
@@ -369,7 +382,8 @@ void GpuBackend::gelu_backward(const View& dx, const View& x, const View& dy) {
 void GpuBackend::swiglu_forward(const View& y, const View& x) { gpu::swiglu_forward(ctx_, y, x); }
 
 void GpuBackend::swiglu_backward(const View& dx, const View& x, const View& dy) {
-  gpu::swiglu_backward(ctx_, dx, x, dy);
+  Array scratch;
+  gpu::swiglu_backward(ctx_, dx, activation_input(x, dx, scratch), dy);
 }
 
 void GpuBackend::attention_core_forward(const View& out, const View& att, const View& qkv,

@@ -120,6 +120,8 @@ class GpuBackend final : public Backend {
   // A GeMM operand as the runtime's precision multiplies it: v itself, or under bf16 (or
   // beside a bf16 `other`) an fp32 v rounded into `scratch` (gpu_backend.cpp, gemm).
   View compute_operand(const View& v, const View& other, Array& scratch);
+  // An activation backward's input x in dx's element (widened into scratch where it is bf16).
+  View activation_input(const View& x, const View& dx, Array& scratch);
 
   gpu::Context& ctx_;
   std::shared_ptr<DeviceMemory> memory_;  // made on first use

@@ -325,7 +325,7 @@ Block::Block(const mesh::DeviceMesh& mesh, const BlockConfig& config)
   xn2_ = operand_buffer(mlp1_.x_layout().size());
   const bool dense = dense_mlp();
   xn2g_ = operand_buffer(dense && mlp1_.gathers_input() ? mlp1_.xg_layout().size() : 0);
-  mlp1_y_ = buffer(dense ? mlp1_.y_layout().size() : 0);
+  mlp1_y_ = operand_buffer(dense ? mlp1_.y_layout().size() : 0);
   gelu_ = operand_buffer(dense ? mlp2_.x_layout().size() : 0);
 }
 
@@ -532,6 +532,10 @@ Block::Chunked Block::qkv_fp32(BlockWorkspace& ws) const {
   return view(ws.qkv.empty() ? qkv_out_ : ws.qkv, qkv_.y_layout());
 }
 
+Block::Chunked Block::mlp1_fp32(BlockWorkspace& ws) const {
+  return view(operands_ == Element::kF32 ? mlp1_y_ : ws.dmlp1, mlp1_.y_layout());
+}
+
 Block::Chunked Block::attn_local(BlockWorkspace& ws) const {
   return or_alias(attn_out(ws), proj_.x_layout(), view(attn_g_, proj_.xg_layout()));
 }
@@ -592,7 +596,7 @@ void Block::forward(const ChunkedMatrix& y, const ChunkedMatrix& x, BlockWorkspa
   const ChunkedMatrix xmid = view(xmid_, stream);
   const ChunkedMatrix xn2 = view(xn2_, mlp1_.x_layout());
   const ChunkedMatrix xn2g = or_alias(xn2g_, mlp1_.xg_layout(), xn2);
-  const ChunkedMatrix mlp1_y = view(mlp1_y_, mlp1_.y_layout());  // all-reduced in place
+  const ChunkedMatrix mlp1_y = mlp1_fp32(ws);  // all-reduced in place, then saved
   const ChunkedMatrix gelu = view(gelu_, mlp2_.x_layout());
   const ChunkedMatrix mlp2_p = view(ws.mlp2_p, mlp2_.yp_layout());
   const ChunkedMatrix mlp2_y = or_alias(ws.mlp2_y, mlp2_.y_layout(), mlp2_p);
@@ -648,6 +652,7 @@ void Block::forward(const ChunkedMatrix& y, const ChunkedMatrix& x, BlockWorkspa
         be.bias_gelu(act, mlp1_y.chunk_view(i), mlp1_.output_bias(mlp1_y));
       }
       store_operand(gelu, i, act);
+      store_operand(view(mlp1_y_, mlp1_.y_layout()), i, mlp1_y.chunk_view(i));  // with its bias
       mlp2_.forward_start(i, gelu, mlp2_p, mlp2_y, &progress_);
     }
     for (int i = 0; i < C; ++i) {
@@ -685,7 +690,7 @@ void Block::backward(const ChunkedMatrix& dx, const ChunkedMatrix& dy,
   const ChunkedMatrix attn_g = view(attn_g_, proj_.xg_layout());
   const ChunkedMatrix xmid = view(xmid_, stream);
   const ChunkedMatrix xn2g = or_alias(xn2g_, mlp1_.xg_layout(), view(xn2_, mlp1_.x_layout()));
-  const ChunkedMatrix mlp1_y = view(mlp1_y_, mlp1_.y_layout());
+  const ChunkedMatrix mlp1_y = view(mlp1_y_, mlp1_.y_layout());  // fp32, or bf16 as stored
   const ChunkedMatrix gelu = view(gelu_, mlp2_.x_layout());
   const ChunkedMatrix dyg = or_alias(ws.dyg, mlp2_.yp_layout(), dy);
   const ChunkedMatrix dgelu = view(ws.dgelu, mlp2_.xg_layout());  // all-reduced in place

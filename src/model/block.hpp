@@ -188,6 +188,9 @@ class Block : public StackBlock {
   // The running block's fp32 q | k | v: qkv_out_ itself, or under bf16 storage the
   // workspace's (BlockWorkspace::qkv).
   Chunked qkv_fp32(BlockWorkspace& ws) const;
+  // The running block's fp32 FC1 output (with its bias) in the forward: mlp1_y_ itself, or
+  // under bf16 storage the workspace's dmlp1, which the forward leaves free.
+  Chunked mlp1_fp32(BlockWorkspace& ws) const;
   // qkv itself, or (grouped-query, unfused) its KV heads widened into the workspace.
   View qkv_mha(BlockWorkspace& ws, const View& qkv) const;
   void rope_chunk(int i, const Chunked& qkv, bool backward);
@@ -229,6 +232,11 @@ class Block : public StackBlock {
   // D = rowsum(dO ∘ O) and then reads it rounded, as FlashAttention's bf16 O is. A MoE
   // block's ln2 output (the router's GeMM input and the rows its experts get) and its shared
   // experts' MLP are stored alike; the routed experts store their own (parallel/moe.hpp).
+  // FC1's output (mlp1_y_), which no GeMM reads, is stored in the same element too, as
+  // Megatron-LM keeps it in the model's precision: the forward's activation reads it in fp32
+  // (mlp1_fp32) and the backward's reads the rounded copy (Backend::gelu_backward takes a
+  // bf16 input), so the loss is the same bit for bit and the gradients differ by bf16's
+  // rounding of GeLU's (SwiGLU's) input.
   Element operands_ = Element::kF32;
 
   // Saved for backward.

@@ -123,7 +123,7 @@ Gemm2dBlock::Gemm2dBlock(const mesh::DeviceMesh& mesh, const BlockConfig& config
   attn_ = operand_alloc(nl_ * hl_);
   xmid_ = alloc(nl_ * hl_);
   xn2_ = operand_alloc(nl_ * hl_);
-  mlp1_ = alloc(nl_ * 4 * hl_);
+  mlp1_ = operand_alloc(nl_ * 4 * hl_);
   gelu_ = operand_alloc(nl_ * 4 * hl_);
 }
 
@@ -218,12 +218,13 @@ void Gemm2dBlock::forward(const parallel::ChunkedMatrix& y_stream,
                                  stats(ln2_rstd_), rows(xmid_, hl_), vector(kLn2Weight),
                                  vector(kLn2Bias), h, row, sums);
   store(xn2_, xn2);
-  const View mlp1 = rows(mlp1_, 4 * hl_), gelu = fp32_of(gelu_, ws.dgelu, 4 * hl_);
+  const View mlp1 = fp32_of(mlp1_, ws.dmlp1, 4 * hl_), gelu = fp32_of(gelu_, ws.dgelu, 4 * hl_);
   parallel::gemm2d_linear_forward(m, plans_.mlp1, mlp1, rows(xn2_, hl_), weight(kMlp1Weight),
                                   ws.gemm);
   be.add_bias(mlp1, vector(kMlp1Bias));
   be.gelu_forward(gelu, mlp1);
   store(gelu_, gelu);
+  store(mlp1_, mlp1);
   const View mlp2_y = rows(ws.mlp2_y, hl_);
   parallel::gemm2d_linear_forward(m, plans_.mlp2, mlp2_y, rows(gelu_, 4 * hl_), weight(kMlp2Weight),
                                   ws.gemm);

@@ -121,7 +121,9 @@ class Gemm2dBlock : public StackBlock {
   // when built under bf16 precision (tensor/gemm.hpp saved_operand_element), else fp32. Each
   // is computed in fp32 into a workspace buffer the forward leaves free and rounded into place
   // by a copy; under bf16 a GeMM rounds its operands to exactly those values, so the step is
-  // the step of fp32 storage bit for bit. mlp1_ (GeLU's backward reads it) stays fp32.
+  // the step of fp32 storage bit for bit. FC1's output mlp1_ is stored alike (computed in
+  // the free dmlp1), and GeLU's backward reads it rounded: the gradients then differ by
+  // bf16's rounding of GeLU's input (model/block.hpp says why, as Megatron-LM keeps it).
   Element operands_ = Element::kF32;
   bool stores_bf16() const { return operands_ != Element::kF32; }
 

@@ -354,8 +354,40 @@ void CpuBackend::bias_gelu(const View& y, const View& pre, const View& bias) {
   bias_gelu_forward(host_matrix(y, "y"), p, row_vector(bias, p.cols, "the bias"));
 }
 
+namespace {
+
+// op(dx, x, dy) with x fp32, or bf16 (a block's stored FC1 output) widened a row at a time
+// into a scratch row: exact, and no second copy of x.
+template <class Op>
+void with_fp32_input(const View& dx, const View& x, const View& dy, Op op) {
+  if (x.type == Element::kF32) {
+    op(host_matrix(dx, "dx"), ConstMatrixView(host_matrix(x, "x")),
+       ConstMatrixView(host_matrix(dy, "dy")));
+    return;
+  }
+  MESHTP_CHECK(x.type == Element::kBF16 && x.ld >= x.cols && dx.rows == x.rows && dy.rows == x.rows,
+               "cpu backend: the activation's input is {} for dx {} and dy {} (fp32 or bf16 of "
+               "their rows)",
+               describe(x), describe(dx), describe(dy));
+  const MatrixView d = host_matrix(dx, "dx");
+  const ConstMatrixView g = host_matrix(dy, "dy");
+  thread_local std::vector<float> row;
+  row.resize(static_cast<std::size_t>(x.cols));
+  for (std::int64_t r = 0; r < x.rows; ++r) {
+    if (!simhooks::values_meaningless()) {
+      bf16_to_floats(static_cast<const std::uint16_t*>(x.data) + r * x.ld, row.data(), x.cols);
+    }
+    op(d.block(r, 0, 1, d.cols), ConstMatrixView{row.data(), 1, x.cols, x.cols},
+       g.block(r, 0, 1, g.cols));
+  }
+}
+
+}  // namespace
+
 void CpuBackend::gelu_backward(const View& dx, const View& x, const View& dy) {
-  meshtp::gelu_backward(host_matrix(dx, "dx"), host_matrix(x, "x"), host_matrix(dy, "dy"));
+  with_fp32_input(dx, x, dy, [](MatrixView d, ConstMatrixView in, ConstMatrixView g) {
+    meshtp::gelu_backward(d, in, g);
+  });
 }
 
 void CpuBackend::swiglu_forward(const View& y, const View& x) {
@@ -363,7 +395,9 @@ void CpuBackend::swiglu_forward(const View& y, const View& x) {
 }
 
 void CpuBackend::swiglu_backward(const View& dx, const View& x, const View& dy) {
-  meshtp::swiglu_backward(host_matrix(dx, "dx"), host_matrix(x, "x"), host_matrix(dy, "dy"));
+  with_fp32_input(dx, x, dy, [](MatrixView d, ConstMatrixView in, ConstMatrixView g) {
+    meshtp::swiglu_backward(d, in, g);
+  });
 }
 
 void CpuBackend::attention_core_forward(const View& out, const View& att, const View& qkv,

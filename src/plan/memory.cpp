@@ -276,13 +276,16 @@ StoredOperands stored_operands(const ModelSpec& m, const layout::Plan& p) {
   // The dense MLP's width: GPT's, or in a MoE layer its shared experts' (0: none, and then
   // no gathered ln2 output for it either).
   const double f = static_cast<double>(m.is_moe() ? m.shared_ffn() : m.ffn());
+  // Its FC1 output, stored too (GeLU's input; SwiGLU's [gate | up], 2f): the shared
+  // experts' GeLU MLP is S wide.
+  const double fc1 = static_cast<double>(m.is_moe() ? m.shared_ffn() : m.mlp1_width());
   const double n = static_cast<double>(m.tokens()), h = static_cast<double>(m.hidden),
                d1 = p.mesh[0], d2 = p.mesh[1];
   const double N = d1 * d2, qkv = n * h * qkv_width_in_h(m, p) / N;  // ATP and SP alike
   const double core = n * h / N;  // this rank's heads' attention output
   switch (kind_of(p)) {
     case Kind::kAtp: {
-      const double norm = n * h / d2, act = n * f / d1;
+      const double norm = n * h / d2, act = n * (f + fc1) / d1;
       const double gathered = d2 > 1 ? core : 0.0;  // the pre-gather copy: saved (fused) or not
       const bool fused = p.attention == layout::Attention::kFused;
       return {.kept = 2 * norm + act + qkv + n * h / d1 + (fused ? gathered : 0.0),
@@ -292,14 +295,14 @@ StoredOperands stored_operands(const ModelSpec& m, const layout::Plan& p) {
     case Kind::kSequenceParallel: {
       const double t = d1, norm = n * h / t, gathered = t > 1 ? n * h : 0.0;
       const double mlp_gathered = f > 0 ? gathered : 0.0;
-      return {.kept = 2 * norm + gathered + mlp_gathered + n * f / t + qkv + core,
+      return {.kept = 2 * norm + gathered + mlp_gathered + n * (f + fc1) / t + qkv + core,
               .workspace = qkv + core};
     }
     case Kind::kGemm2d: {
-      // model/gemm2d_block.cpp: the two norms' outputs, q | k | v, the attention output and
-      // the activation, each [n/d1, ·/d2]; the workspace's fp32 q | k | v the core's backward
-      // reads (its forward computes into the backward's free buffers).
-      return {.kept = 3 * core + qkv + n * f / N, .workspace = qkv};
+      // model/gemm2d_block.cpp: the two norms' outputs, q | k | v, the attention output, FC1's
+      // output and the activation, each [n/d1, ·/d2]; the workspace's fp32 q | k | v the
+      // core's backward reads (its forward computes into the backward's free buffers).
+      return {.kept = 3 * core + qkv + n * (f + fc1) / N, .workspace = qkv};
     }
   }
   return {};

@@ -83,17 +83,18 @@ struct BlockFloats {
 BlockFloats block_floats(const ModelSpec& model, const layout::Plan& p);
 
 // This runtime's blocks under a 2-byte precision (model/block.hpp, Block::operands_): the
-// elements of one layer's saved GeMM inputs, which it stores in that precision (every other
-// buffer is fp32; the norms and the activation write through backward buffers the forward
-// leaves free). ATP: ln1's and ln2's outputs [n, h/d2], the MLP's activation [n, f/d1],
-// q | k | v [n, q·h/N] and the attention output gathered [n, h/d1] (the fused core's own
-// [n, h/N] too, for d2 > 1); sequence parallelism on t ranks: the norms' outputs on n/t rows
-// and, for t > 1, gathered [n, h], the rest as ATP's; a MoE layer its ln2 output, its shared
-// experts' MLP in place of the dense one (their activation [n, S/t], S = shared_ffn, and
-// ln2's gathered output only where S > 0), and its routed experts' gathered rows and
-// activation (plan/moe.hpp MoeFloats::operands, rank_memory adds them); the 2D-GeMM
-// blocks the norms' outputs, q | k | v, the attention output and the activation, each
-// [n/d1, ·/d2] (GeLU's input stays fp32).
+// elements of one layer's saved GeMM inputs and FC1 output, which it stores in that precision
+// (every other buffer is fp32; the norms, FC1 and the activation write through backward
+// buffers the forward leaves free). ATP: ln1's and ln2's outputs [n, h/d2], FC1's output
+// [n, m/d1] (m: 4h, or SwiGLU's 2f) and the activation [n, f/d1], q | k | v [n, q·h/N] and
+// the attention output gathered [n, h/d1] (the fused core's own [n, h/N] too, for d2 > 1);
+// sequence parallelism on t ranks: the norms' outputs on n/t rows and, for t > 1, gathered
+// [n, h], the rest as ATP's; a MoE layer its ln2 output, its shared experts' MLP in place of
+// the dense one (FC1's output and the activation [n, S/t] each, S = shared_ffn, and ln2's
+// gathered output only where S > 0), and its routed experts' gathered rows and activation
+// (plan/moe.hpp MoeFloats::operands, rank_memory adds them); the 2D-GeMM blocks the norms'
+// outputs, q | k | v, the attention output, FC1's output and the activation, each
+// [n/d1, ·/d2].
 //   `workspace`: the fp32 elements each stack's workspace adds, the running block's q | k | v
 //   and attention output, what RoPE and the attention core read and write;
 //   `workspace_operands`: its elements then stored in that precision too, the attention

@@ -190,11 +190,13 @@ std::vector<std::pair<std::string, GptConfig>> bf16_storage_cases(const std::vec
 // ZeRO-3). Under bf16 precision a GeMM rounds its fp32 operands to bf16 anyway, so one step
 // with them stored in bf16 equals, bit for bit, the step with them stored in fp32 — on the CPU
 // and on the stand-in, on every mesh, for every layout of bf16_storage_cases — while the host
-// build takes fewer bytes for the operands (ZeRO-3: no copies) and more with the copies. The
-// fused core (the Llama family's layouts, alone and with a pipeline) reads its saved output O
-// in its backward's D = rowsum(dO ∘ O), rounded under bf16 storage as FlashAttention's bf16 O
-// is: the loss is the same bit for bit, the gradients the same to bf16's rounding (measured:
-// at most 3.2e-3 of a gradient's largest value, on 1, 2, 4 and 8 ranks).
+// build takes fewer bytes for the operands (ZeRO-3: no copies) and more with the copies. Two
+// stored values are read by something that would not have rounded them: the fused core's
+// output O (its backward's D = rowsum(dO ∘ O), as FlashAttention's bf16 O is read) and FC1's
+// output (GeLU's and SwiGLU's backward, as Megatron-LM keeps it in bf16). There the loss is
+// the same bit for bit, the gradients the backward makes before either (the final norm's, the
+// last layer's FC2) too, and the rest the same to bf16's rounding (measured: at most 4.8e-3
+// of a gradient's largest value, on 1, 2, 4 and 8 ranks).
 TEST(GptSeam, GemmInputsStoredInBf16GiveTheStepOfFp32StorageUnderBf16) {
   const int world_rank = comm::Communicator::world().rank();
   const int ran =
@@ -210,13 +212,21 @@ TEST(GptSeam, GemmInputsStoredInBf16GiveTheStepOfFp32StorageUnderBf16) {
           }
           const std::string what =
               fmt::format("{} on mesh {} (rank {})", name, format_mesh_shape(shape), world_rank);
+          // What reads a rounded value no GeMM would have rounded: the fused core's backward
+          // (O) and the dense MLP's activation backward (FC1's output). The gradients the
+          // backward makes before either — the final norm's and the last layer's FC2 — stay
+          // bit for bit, and so does every gradient where neither runs (the routed experts).
           const bool fused = c.layout.attention == layout::Attention::kFused;
+          const bool dense = !c.shape.is_moe() || c.shape.shared_experts > 0;
+          const std::string last_fc2 = fmt::format("layers.{}.mlp.fc2.", c.shape.layers - 1);
           const auto expect_identical = [&](const Result& fp32, const Result& bf16,
                                             const std::string& where) {
             EXPECT_EQ(bf16.loss, fp32.loss) << what << where;
             for (const auto& [param, g] : fp32.grads) {
               const double error = max_relative_error(bf16.grads.at(param).values(), g.values());
-              if (fused) {
+              const bool before = param.find("lnf.") != std::string::npos ||
+                                  param.find(last_fc2) != std::string::npos;
+              if ((fused || dense) && !before) {
                 EXPECT_LE(error, 1e-2) << what << where << ", gradient of " << param;
               } else {
                 EXPECT_EQ(error, 0.0) << what << where << ", gradient of " << param;

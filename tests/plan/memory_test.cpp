@@ -269,9 +269,9 @@ TEST(Memory, Bf16StoresTheSavedGemmInputsAndTheRestInFp32) {
     const double core = n * h / (t * d2);     // their attention output
     const double pre_gather = d2 > 1 ? core : 0.0;
     ASSERT_EQ(p.attention, layout::Attention::kUnfused);
-    EXPECT_DOUBLE_EQ(s.kept, p.sequence_parallel
-                                 ? 2 * n * h / t + 2 * n * h + n * f / t + qkv + core
-                                 : 2 * n * h / d2 + n * f / t + qkv + n * h / t);
+    const double mlp = n * (f + 4 * h) / t;  // the activation and FC1's output, [n, 4h/t] each
+    EXPECT_DOUBLE_EQ(s.kept, p.sequence_parallel ? 2 * n * h / t + 2 * n * h + mlp + qkv + core
+                                                 : 2 * n * h / d2 + mlp + qkv + n * h / t);
     EXPECT_DOUBLE_EQ(s.workspace, qkv + core);  // the running block's in fp32
     EXPECT_DOUBLE_EQ(s.workspace_operands, pre_gather);
     EXPECT_DOUBLE_EQ(a.activations_bytes - b.activations_bytes, 2 * s.kept * m.layers);
@@ -298,20 +298,22 @@ TEST(Memory, Bf16StoresTheSavedGemmInputsAndTheRestInFp32) {
     fused.attention = layout::Attention::kFused;
     EXPECT_DOUBLE_EQ(stored_operands(bf16, fused).kept, s.kept + pre_gather);
   }
-  // 2D-GeMM blocks: ln1's and ln2's outputs, q | k | v, the attention output and GeLU's
-  // output, each [n/d1, ·/d2]; the running block's q | k | v widened to fp32 for the core.
+  // 2D-GeMM blocks: ln1's and ln2's outputs, q | k | v, the attention output, FC1's and
+  // GeLU's outputs, each [n/d1, ·/d2]; the running block's q | k | v widened to fp32 for the
+  // core.
   for (const layout::Plan& base : {tp(2, 2), tp(4, 1), tp(1, 2)}) {
     layout::Plan gemm2d = base;
     gemm2d.strategy = layout::Strategy::kSumma;
     const double N = gemm2d.mesh[0] * gemm2d.mesh[1];
     const double n = static_cast<double>(m.tokens()), h = m.hidden, f = m.ffn();
     const StoredOperands s = stored_operands(m, gemm2d);
-    EXPECT_DOUBLE_EQ(s.kept, (2 * n * h + 3 * n * h + n * h + n * f) / N);
+    EXPECT_DOUBLE_EQ(s.kept, (2 * n * h + 3 * n * h + n * h + n * f + 4 * n * h) / N);
     EXPECT_DOUBLE_EQ(s.workspace, 3 * n * h / N);
     EXPECT_DOUBLE_EQ(s.workspace_operands, 0.0);
   }
   // A MoE layer (sequence parallelism on 4): both norms' outputs, ln1's gathered, q | k | v
-  // and the attention output; with a shared expert its MLP's gathered input and activation.
+  // and the attention output; with a shared expert its MLP's gathered input, FC1's output
+  // and activation.
   {
     ModelSpec moe = m;
     moe.num_experts = 4;
@@ -322,13 +324,18 @@ TEST(Memory, Bf16StoresTheSavedGemmInputsAndTheRestInFp32) {
     EXPECT_DOUBLE_EQ(stored_operands(moe, tp(4, 1, true)).kept, attention);
     moe.shared_experts = 1;
     EXPECT_DOUBLE_EQ(stored_operands(moe, tp(4, 1, true)).kept,
-                     attention + n * h + n * static_cast<double>(moe.shared_ffn()) / t);
+                     attention + n * h + 2 * n * static_cast<double>(moe.shared_ffn()) / t);
   }
+  // Against Megatron-LM's count in the same precision: this runtime keeps its layer inputs
+  // and x_mid in fp32 (4 bytes where Megatron-LM keeps 2) but no dropout masks (GPT drops out
+  // under Megatron-LM), so its activations come out a little below: 0.948 here.
   ModelSpec half = m;
   half.precision = Precision::kBf16;
-  EXPECT_GT(
-      rank_memory(half, tp(4, 1), 0).activations_bytes,
-      rank_memory(half, tp(4, 1), 0, HeadBuffers::kRuntime, Runtime::kMegatron).activations_bytes);
+  const double ratio =
+      rank_memory(half, tp(4, 1), 0).activations_bytes /
+      rank_memory(half, tp(4, 1), 0, HeadBuffers::kRuntime, Runtime::kMegatron).activations_bytes;
+  EXPECT_GT(ratio, 0.90);
+  EXPECT_LT(ratio, 1.0);
 }
 
 TEST(Memory, RecomputationShrinksActivations) {
