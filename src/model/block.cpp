@@ -304,10 +304,14 @@ Block::Block(const mesh::DeviceMesh& mesh, const BlockConfig& config)
   }
   operands_ = saved_operand_element();
   if (operands_ != Element::kF32 && config.layout.zero < 3) {
-    const std::vector<int> dense{kQkvWeight, kProjWeight, kMlp1Weight, kMlp2Weight};
-    const std::vector<int> experts{kQkvWeight, kProjWeight, kSharedFc1Weight, kSharedFc2Weight};
-    const std::vector<int>& weights = !moe_ ? dense : experts;
-    keep_compute_copies(std::span(weights).first(shared() || !moe_ ? 4 : 2), *be_);
+    // The linears' weights: the attention's, and the dense MLP's (a MoE block's shared
+    // experts'; its routed experts round theirs per GeMM).
+    std::vector<int> weights{kQkvWeight, kProjWeight};
+    if (dense_mlp()) {
+      weights.push_back(moe_ ? kSharedFc1Weight : kMlp1Weight);
+      weights.push_back(moe_ ? kSharedFc2Weight : kMlp2Weight);
+    }
+    keep_compute_copies(weights, *be_);
   }
   xn1_ = operand_buffer(qkv_.x_layout().size());
   xn1g_ = operand_buffer(qkv_.gathers_input() ? qkv_.xg_layout().size() : 0);
@@ -391,15 +395,11 @@ void Block::bound() {
   // A linear's weight as its GeMMs read it (a bf16 compute copy, or the fp32 value), its bias
   // and gradients the fp32 parameters'.
   const auto bind = [&](parallel::Linear2D& l, int w, int b) {
-    const auto span = [](std::span<const float> s) {
-      return s.empty() ? View{}
-                       : View::packed(const_cast<float*>(s.data()), Element::kF32, 1,
-                                      static_cast<std::int64_t>(s.size()));
+    const auto view = [](std::span<const float> s) { return s.empty() ? View{} : host_view(s); };
+    const auto at = [](const auto& spans, int k) {
+      return k < 0 ? std::span<float>{} : spans[static_cast<std::size_t>(k)];
     };
-    const std::span<float> none;
-    l.bind(gemm_weight(w), span(b < 0 ? none : p_[static_cast<std::size_t>(b)]),
-           span(g_[static_cast<std::size_t>(w)]),
-           span(b < 0 ? none : g_[static_cast<std::size_t>(b)]));
+    l.bind(gemm_weight(w), view(at(p_, b)), view(at(g_, w)), view(at(g_, b)));
   };
   bind(qkv_, kQkvWeight, kQkvBias);
   bind(proj_, kProjWeight, kProjBias);

@@ -162,7 +162,6 @@ class StackBlock {
   // Rounds the values into the copies if they changed since (forward and backward call it
   // first: a backward may follow a rebind with no forward, ZeRO-3's).
   void refresh_compute_copies();
-  bool has_compute_copies() const { return copies_backend_ != nullptr; }
 
   const mesh::DeviceMesh* mesh_;
   std::unique_ptr<mesh::DeviceMesh> expert_mesh_;  // (ep, etp) over mesh_'s (or fold's) ranks, or null

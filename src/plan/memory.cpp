@@ -36,15 +36,21 @@ bool kv_copies(const ModelSpec& m, const layout::Plan& p) {
   return !layout::is_gemm2d(p.strategy) && m.kv() < static_cast<std::int64_t>(p.mesh[0]) * p.mesh[1];
 }
 
+// The QKV weight's copied KV rows on one rank beyond its share of the global ones: 2·d·h·
+// (N − g)/N (0 without copies).
+double kv_copy_params(const ModelSpec& m, const layout::Plan& p) {
+  if (!kv_copies(m, p)) return 0.0;
+  const double N = static_cast<double>(p.mesh[0]) * p.mesh[1];
+  return 2 * static_cast<double>(m.head_dim()) * m.hidden * (N - static_cast<double>(m.kv())) / N;
+}
+
 double block_params(const ModelSpec& m, const layout::Plan& p) {
   const double h = m.hidden, d1 = p.mesh[0], d2 = p.mesh[1];
   if (m.is_gpt()) return 12 * h * h / (d1 * d2) + 7 * h / d1 + 6 * h / d2;
   const double biases = m.has_biases() ? static_cast<double>(m.qkv_width() + m.mlp1_width()) / d1 +
                                              2 * h / d2
                                        : 0.0;
-  const double N = d1 * d2, d = static_cast<double>(m.head_dim());
-  const double copies = kv_copies(m, p) ? 2 * d * h * (N - static_cast<double>(m.kv())) / N : 0.0;
-  return m.linear_weights() / (d1 * d2) + copies + biases +
+  return m.linear_weights() / (d1 * d2) + kv_copy_params(m, p) + biases +
          2.0 * static_cast<double>(m.norm_params()) / d2;
 }
 
@@ -53,12 +59,10 @@ double block_params(const ModelSpec& m, const layout::Plan& p) {
 // experts are the experts' own, plan/moe.hpp).
 double gemm_weight_params(const ModelSpec& m, const layout::Plan& p, bool moe_layer) {
   const double h = m.hidden, N = static_cast<double>(p.mesh[0]) * p.mesh[1];
-  const double d = static_cast<double>(m.head_dim());
-  const double copies = kv_copies(m, p) ? 2 * d * h * (N - static_cast<double>(m.kv())) / N : 0.0;
   const double attention = h * static_cast<double>(m.qkv_width()) + h * h;
   const double mlp = moe_layer ? 2 * h * static_cast<double>(m.shared_ffn())  // GeLU: S, S
                                : m.linear_weights() - attention;
-  return (attention + mlp) / N + copies;
+  return (attention + mlp) / N + kv_copy_params(m, p);
 }
 
 // How many pipeline message buffers and saved stage inputs (each one stream slice) are alive
@@ -564,21 +568,16 @@ MemoryEstimate rank_memory(const ModelSpec& model, const layout::Plan& p, int pi
     if (p.zero < 3) {
       const double dense = gemm_weight_params(model, p, false);
       const double moe = model.is_moe() ? gemm_weight_params(model, p, true) : 0.0;
-      const std::int64_t moe_layers =
-          model.is_moe() ? moe_layers_on_rank(model, p, pipeline_rank) : 0;
-      double copies = 0;
+      const auto moe_layers =
+          static_cast<double>(model.is_moe() ? moe_layers_on_rank(model, p, pipeline_rank) : 0);
+      double layers = 0, full = 0;  // every layer's copies; one block object's per kind
       for (const int k : chunk_layers(static_cast<int>(model.layers), p, pipeline_rank)) {
-        if (p.recompute != Recompute::kFull) continue;
-        const bool mixed = model.is_moe() && model.moe_every > 1 && k > 1;
-        copies += k == 0 ? 0.0 : !model.is_moe() ? dense : mixed ? dense + moe : moe;
+        layers += k;
+        const bool both_kinds = model.is_moe() && model.moe_every > 1 && k > 1;
+        if (k > 0) full += !model.is_moe() ? dense : both_kinds ? dense + moe : moe;
       }
-      if (p.recompute != Recompute::kFull) {
-        std::int64_t layers = 0;
-        for (const int k : chunk_layers(static_cast<int>(model.layers), p, pipeline_rank))
-          layers += k;
-        copies = dense * static_cast<double>(layers - moe_layers) +
-                 moe * static_cast<double>(moe_layers);
-      }
+      const double copies =
+          p.recompute == Recompute::kFull ? full : dense * (layers - moe_layers) + moe * moe_layers;
       m.params_bytes += mb.element_bytes() * copies;
     }
     // And the head's weight's, on the rank holding the last stage (model/gpt.hpp head_weight:

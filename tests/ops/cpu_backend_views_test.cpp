@@ -276,6 +276,38 @@ TEST(CpuBackendViews, Bf16ArraysStoreGemmOperands) {
             std::string::npos);
 }
 
+// The activations' backwards read a bf16 input (a block's stored FC1 output) as the fp32 one
+// rounded to it, bit for bit, from a strided view; an input of another element is refused.
+TEST(CpuBackendViews, ActivationBackwardsReadABf16Input) {
+  device::Backend& be = cpu_backend();
+  const std::vector<float> x = random_values(5 * 8, 11);  // [5, 6] in a [5, 8] array
+  device::Array x16 = be.alloc(40, Element::kBF16), x32 = be.alloc(40, Element::kF32);
+  be.upload(x16, x);
+  be.upload(x32, be.download(x16));  // the rounded values, in fp32
+  device::Array dy = be.alloc(30, Element::kF32);
+  be.upload(dy, random_values(30, 12));
+  const auto backward = [&](const device::Array& in, bool swiglu) {
+    device::Array dx = be.alloc(30, Element::kF32);
+    be.zero(dx);
+    const View xv = in.view(0, 5, 6, 8);
+    if (swiglu) {
+      be.swiglu_backward(dx.view(5, 6), xv, dy.view(0, 5, 3, 6));
+    } else {
+      be.gelu_backward(dx.view(5, 6), xv, dy.view(5, 6));
+    }
+    return be.download(dx);
+  };
+  for (const bool swiglu : {false, true}) {
+    const std::vector<float> want = backward(x32, swiglu);
+    EXPECT_EQ(backward(x16, swiglu), want) << (swiglu ? "swiglu" : "gelu");
+    EXPECT_NE(want, std::vector<float>(30, 0.0f));  // the test can tell a result from none
+  }
+  device::Array x64 = be.alloc(30, Element::kF64), dx = be.alloc(30, Element::kF32);
+  const std::string refused = test_support::error_of(
+      [&] { be.gelu_backward(dx.view(5, 6), x64.view(5, 6), dy.view(5, 6)); });
+  EXPECT_NE(refused.find("the activation's input is fp64 5x6"), std::string::npos) << refused;
+}
+
 // copy_blocks packs a 2D GeMM's bf16 operand blocks as they are (no conversion): strided
 // blocks of a bf16 array into one packed message and back, bit for bit, the padding untouched;
 // a pair of two element types or shapes is refused, naming both.
